@@ -1,0 +1,1 @@
+"""Site rendering: Markdown and chart builders (unit-tested), and the thin mkdocs-macros module."""

@@ -1,0 +1,58 @@
+"""Altair charts and their offline embedding.
+
+A chart is an Altair spec embedded in the page as JSON; docs/assets/js/charts.js renders
+it with vega-embed from the bundle served by the site itself (vl-convert's
+``javascript_bundle()``, written at build time), never from a CDN.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+import altair as alt
+import pandas as pd
+
+from runtime.metrics import Metric
+
+
+def embed(chart: alt.TopLevelMixin | dict[str, Any], chart_id: str | None = None, caption: str = "") -> str:
+    """HTML for one chart: a container and its spec as inert JSON (no script runs from data)."""
+    spec = chart if isinstance(chart, dict) else chart.to_dict()
+    text = json.dumps(spec, sort_keys=True, allow_nan=False)
+    # JSON inside <script>: neutralise anything that could close the element or open HTML.
+    safe = text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+    cid = chart_id or "chart-" + hashlib.sha256(text.encode()).hexdigest()[:10]
+    cap = f'<figcaption>{caption}</figcaption>' if caption else ""
+    return (f'<figure class="almanac-figure"><div class="almanac-chart" id="{cid}" data-spec="{cid}-spec"></div>'
+            f'<script type="application/json" id="{cid}-spec">{safe}</script>{cap}</figure>')
+
+
+def bar_with_ci(df: pd.DataFrame, metric: Metric, label_col: str = "label", title: str = "") -> alt.LayerChart:
+    """Horizontal bars of the mean with CI95 error bars, best first."""
+    order = list(df.sort_values("mean", ascending=not metric.higher_is_better)[label_col])
+    base = alt.Chart(df).encode(y=alt.Y(f"{label_col}:N", sort=order, title=None))
+    bars = base.mark_bar(color="#4051b5").encode(
+        x=alt.X("mean:Q", title=f"{metric.label} ({metric.unit})"),
+        tooltip=[alt.Tooltip(f"{label_col}:N", title="configuration"),
+                 alt.Tooltip("mean:Q", format=".2f", title=f"mean ({metric.unit})"),
+                 alt.Tooltip("stddev:Q", format=".2f"), alt.Tooltip("n:Q"),
+                 alt.Tooltip("ci95_low:Q", format=".2f"), alt.Tooltip("ci95_high:Q", format=".2f"),
+                 alt.Tooltip("id:N", title="artifact")],
+    )
+    err = base.mark_errorbar(color="#222").encode(x=alt.X("ci95_low:Q"), x2="ci95_high:Q")
+    return (bars + err).properties(title=title, width="container", height=max(60, 28 * len(df)))
+
+
+def line_sweep(df: pd.DataFrame, x: str, metric: Metric, series: str | None = None, title: str = "",
+               x_title: str | None = None) -> alt.LayerChart:
+    """A sweep: metric mean against a swept value, CI95 band, one line per series."""
+    enc_color = alt.Color(f"{series}:N", title=series) if series else alt.value("#4051b5")
+    base = alt.Chart(df).encode(x=alt.X(f"{x}:Q", title=x_title or x))
+    line = base.mark_line(point=True).encode(
+        y=alt.Y("mean:Q", title=f"{metric.label} ({metric.unit})"), color=enc_color,
+        tooltip=[alt.Tooltip(f"{x}:Q"), alt.Tooltip("mean:Q", format=".2f"), alt.Tooltip("stddev:Q", format=".2f"),
+                 alt.Tooltip("n:Q"), alt.Tooltip("id:N", title="artifact")] + ([alt.Tooltip(f"{series}:N")] if series else []))
+    band = base.mark_area(opacity=0.2).encode(y="ci95_low:Q", y2="ci95_high:Q", color=enc_color)
+    return (band + line).properties(title=title, width="container", height=260)

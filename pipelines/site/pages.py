@@ -1,0 +1,187 @@
+"""Page bodies for the foundation pages: Home, Leaderboard, Runs, Methodology.
+
+Each function takes loaded artifacts and returns Markdown; the macros module only calls them.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from typing import Any
+
+import pandas as pd
+
+from runtime import backends
+from runtime.metrics import METRICS
+from runtime.workloads import TEST_KINDS
+
+from .. import leaderboard
+from ..runs import latest_per_key, last_updated
+from . import charts
+from .markdown import (SYNTHETIC_BADGE, admonition, cell, code, link, nbytes, num, pre, run_link, table)
+
+
+def _ci(lo: Any, hi: Any, decimals: int) -> str:
+    if lo is None or hi is None or (isinstance(lo, float) and pd.isna(lo)):
+        return "—"
+    return f"{num(lo, decimals)} – {num(hi, decimals)}"
+
+
+def _val(v: Any) -> Any:
+    return None if v is None or (isinstance(v, float) and pd.isna(v)) else v
+
+
+def hosts_table(docs: list[dict[str, Any]]) -> str:
+    hosts: dict[str, dict[str, Any]] = {}
+    counts: Counter[str] = Counter()
+    for d in docs:
+        hosts[d["host"]["id"]] = d["host"]
+        counts[d["host"]["id"]] += 1
+    rows = []
+    for hid, h in sorted(hosts.items()):
+        gpus = ", ".join(g["name"] for g in h.get("gpus", [])) or "none"
+        rows.append([code(hid), cell(h["cpu"]["model"]),
+                     cell(f'{h["cpu"]["physical_cores"]} / {h["cpu"]["logical_cores"]}'),
+                     nbytes(h["memory_bytes"]), cell(gpus), cell(" ".join(h["cpu"].get("flags", []))), num(counts[hid], 0)])
+    return table(["host", "CPU", "cores (phys / logical)", "RAM", "GPUs", "CPU flags", "runs"], rows,
+                 ["l", "l", "r", "r", "l", "l", "r"])
+
+
+def home(docs: list[dict[str, Any]]) -> str:
+    if not docs:
+        return admonition("warning", "No data yet", "Run `invoke all` to measure the embedded model on this host.")
+    latest = latest_per_key(docs)
+    ok = sum(1 for d in latest if d["status"] == "ok")
+    failed = len(latest) - ok
+    models = sorted({d["model"]["name"] for d in latest})
+    tests = sorted({d["test"]["name"] for d in latest})
+    parts = [
+        f"**Last updated:** {cell(last_updated(docs))} (newest artifact)  ",
+        f"**Artifacts:** {len(docs)} on disk, {len(latest)} current configurations "
+        f"({ok} measured, {failed} failed)  ",
+        f"**Models:** {', '.join(cell(m) for m in models)}  ",
+        f"**Tests:** {', '.join(code(t) for t in tests)}",
+        "",
+        "## Hosts",
+        "",
+        hosts_table(latest),
+    ]
+    return "\n".join(parts)
+
+
+def leaderboard_page(docs: list[dict[str, Any]]) -> str:
+    boards = leaderboard.boards(docs)
+    if not boards:
+        return admonition("warning", "No measurements yet", "Run `invoke bench` to add some.")
+    out: list[str] = []
+    for b in boards:
+        m = b.metric
+        out.append(f"## {cell(b.test)} on {code(b.host_id)}\n")
+        out.append(f"Ranked by **{cell(m.label)}** ({cell(m.unit)}, {'higher' if m.higher_is_better else 'lower'} is better; "
+                   f"{cell(m.aggregation)}). Each figure links to the artifact it comes from.\n")
+        recs = leaderboard.board_records(b)
+        headers = ["#", "model", "quant"] + [code(k) for k in b.varying] + [f"{cell(m.label)} ({cell(m.unit)})", "± stddev", "n", "CI95", "source"]
+        rows = []
+        chart_rows = []
+        for r in recs:
+            label = r["model"] + ("" if not b.varying else " · " + ", ".join(f"{k}={r['settings'][k]}" for k in b.varying))
+            rows.append([num(r["rank"], 0), cell(r["model"]) + (" " + SYNTHETIC_BADGE if r["synthetic"] else ""),
+                         cell(r["quantization"])] + [cell(json.dumps(r["settings"][k])) for k in b.varying] + [
+                         link(num(r["mean"], m.decimals), run_link(r["id"])), num(_val(r["stddev"]), m.decimals),
+                         num(r["n"], 0), _ci(_val(r["ci95_low"]), _val(r["ci95_high"]), m.decimals),
+                         link(r["id"], run_link(r["id"]))])
+            chart_rows.append({"label": label + (" [synthetic]" if r["synthetic"] else ""), "mean": r["mean"],
+                               "stddev": _val(r["stddev"]), "n": r["n"], "ci95_low": _val(r["ci95_low"]),
+                               "ci95_high": _val(r["ci95_high"]), "id": r["id"]})
+        out.append(table(headers, rows, ["r", "l", "l"] + ["l"] * len(b.varying) + ["r", "r", "r", "r", "l"]))
+        out.append("")
+        chart = charts.bar_with_ci(pd.DataFrame(chart_rows), m, title=f"{b.test} on {b.host_id}")
+        out.append(charts.embed(chart, caption=f"{cell(m.label)}: mean with CI95 error bars."))
+        out.append("")
+    return "\n".join(out)
+
+
+def runs_index(docs: list[dict[str, Any]]) -> str:
+    rows = []
+    for d in sorted(docs, key=lambda d: (d["created"], d["id"]), reverse=True):
+        headline = leaderboard.HEADLINE.get(d["test"]["kind"])
+        s = d["summary"].get(headline) if headline else None
+        value = "—"
+        if s and s.get("mean") is not None:
+            value = f"{num(s['mean'], METRICS[headline].decimals)} {cell(METRICS[headline].unit)}"
+        status = "ok" if d["status"] == "ok" else f"failed: {cell((d.get('error') or {}).get('kind'))}"
+        rows.append([link(d["id"], f"{d['id']}.md"), cell(d["created"]), code(d["host"]["id"]), cell(d["model"]["name"]),
+                     code(d["test"]["name"]), cell(status), value])
+    return table(["artifact", "created", "host", "model", "test", "status", "headline"], rows)
+
+
+def _kv_table(d: dict[str, Any]) -> str:
+    rows = [[code(k), cell(json.dumps(v, sort_keys=True) if not isinstance(v, str) else v)] for k, v in sorted(d.items())]
+    return table(["field", "value"], rows) if rows else "—"
+
+
+def run_page(doc: dict[str, Any]) -> str:
+    """Everything one artifact holds: provenance, settings, samples, summary, log."""
+    title = f"{doc['model']['name']} · {doc['test']['name']} · {doc['host']['id']}"
+    out = [f"# {cell(title)}", ""]
+    if doc["model"]["synthetic"]:
+        out += [SYNTHETIC_BADGE, ""]
+    status = doc["status"]
+    out.append(f"**Artifact** {code(doc['id'])} · **status** {cell(status)} · **created** {cell(doc['created'])} · "
+               f"**matrix** {cell(doc['matrix']['name'])} ({code(doc['matrix']['file'])}) · **file** {code(doc.get('_path', ''))}")
+    out.append("")
+    if doc.get("error"):
+        e = doc["error"]
+        out.append(admonition("failure", f"Failed: {e.get('kind')}", cell(e.get("message"))))
+    if doc["summary"]:
+        out += ["## Summary", ""]
+        rows = []
+        for name, s in sorted(doc["summary"].items()):
+            m = METRICS.get(name)
+            dec = m.decimals if m else 2
+            unit = m.unit if m else ""
+            if m and m.unit == "bytes":
+                rows.append([cell(m.label), nbytes(s["mean"]), "—", num(s["n"], 0), "—", "—", "—", "—"])
+                continue
+            rows.append([cell(m.label if m else name) + f" ({cell(unit)})", num(s["mean"], dec), num(s["stddev"], dec),
+                         num(s["n"], 0), _ci(s["ci95_low"], s["ci95_high"], dec), num(s["median"], dec),
+                         num(s["p95"], dec), num(s["p99"], dec)])
+        out.append(table(["metric", "mean", "stddev", "n", "CI95", "median", "p95", "p99"], rows,
+                         ["l", "r", "r", "r", "r", "r", "r", "r"]))
+        out.append("")
+    out += ["## Test", "", _kv_table(doc["test"]), ""]
+    out += ["## Settings", "", "What was asked (defaults included) and what really ran (read back from the "
+            "backend and its log).", "", "### Requested", "", _kv_table(doc["settings"]["requested"]), "",
+            "### Effective", "", _kv_table(doc["settings"]["effective"]), ""]
+    model = {k: v for k, v in doc["model"].items() if k not in ("gguf", "metadata")}
+    out += ["## Model", "", _kv_table(model), "", "### GGUF facts", "", _kv_table(doc["model"]["gguf"]), ""]
+    h = dict(doc["host"])
+    out += ["## Host", "", _kv_table(h), "", "## Build", "", _kv_table(doc["build"]), ""]
+    out += ["## Resources", "", _kv_table(doc["resources"]), ""]
+    out += ["## Raw samples", "", pre(json.dumps(doc["samples"], indent=1, sort_keys=True)[:200000]), ""]
+    if doc.get("details"):
+        out += ["## Details", "", pre(json.dumps(doc["details"], indent=1, sort_keys=True)[:100000]), ""]
+    out += ["## Log (tail)", "", pre(doc.get("log_tail") or ""), ""]
+    return "\n".join(out)
+
+
+def metric_definitions() -> str:
+    rows = [[code(m.name), cell(m.label), cell(m.unit), "higher" if m.higher_is_better else "lower", cell(m.aggregation),
+             cell(", ".join(m.test_kinds)), cell(m.description)] for m in METRICS.values()]
+    return table(["metric", "label", "unit", "better", "aggregation", "tests", "definition"], rows)
+
+
+def test_kinds() -> str:
+    rows = []
+    for kind, cls in TEST_KINDS.items():
+        doc = (cls.__doc__ or "").strip().splitlines()[0] if cls.__doc__ else ""
+        fields = ", ".join(code(f) for f in cls.model_fields if f != "kind")
+        rows.append([code(kind), cell(doc), fields])
+    return table(["kind", "what it measures", "fields"], rows)
+
+
+def settings_table(backend: str) -> str:
+    cls = backends.settings_class(backend)
+    rows = [[code(r["name"]), cell(r["type"]), code(json.dumps(r["default"])) if r["default"] is not None else "null",
+             cell(r["help"])] for r in cls.option_table()]
+    return table(["setting", "type", "default", "meaning"], rows)

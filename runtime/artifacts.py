@@ -1,0 +1,209 @@
+"""The one serialization path for every artifact type: dumps, write, load, validate, migrate.
+
+Every canonical artifact is a JSON object with two stamps:
+
+* ``artifact``: its type (``run``, ``host``, ...), one of ``ARTIFACT_TYPES``;
+* ``schema_version``: the version of that type's JSON Schema it follows.
+
+Files are written sorted and indented, atomically (temp file + fsync + rename), after
+validation against ``data/schema/<type>.v<version>.schema.json``. Loading refuses files
+from a newer version with an actionable message and migrates older ones through
+``update_to_<N>`` steps (the asv way).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+
+from .errors import ArtifactError
+from .paths import relpath, schema_dir
+
+Migration = Callable[[dict[str, Any]], dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class ArtifactType:
+    """A kind of artifact: its current schema version and how to migrate older files."""
+
+    name: str
+    version: int
+    description: str
+    # migrations[n] turns a version n-1 document into version n.
+    migrations: dict[int, Migration] = field(default_factory=dict)
+    oldest: int = 1
+
+    def schema_path(self, version: int | None = None) -> Path:
+        return schema_dir() / f"{self.name}.v{version or self.version}.schema.json"
+
+
+ARTIFACT_TYPES: dict[str, ArtifactType] = {}
+
+
+def register_type(artifact_type: ArtifactType) -> ArtifactType:
+    ARTIFACT_TYPES[artifact_type.name] = artifact_type
+    return artifact_type
+
+
+register_type(ArtifactType("run", 1, "One measured configuration: request, host, build, model, settings, samples, summary."))
+
+
+def dumps(doc: dict[str, Any]) -> str:
+    """Canonical text of an artifact: sorted keys, two-space indent, UTF-8, no NaN."""
+    try:
+        return json.dumps(doc, sort_keys=True, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+    except ValueError as exc:  # NaN or infinity slipped into a number
+        raise ArtifactError(f"cannot serialise: {exc}", file=str(doc.get("id", "<artifact>"))) from None
+
+
+@lru_cache(maxsize=None)
+def _validator(name: str, version: int) -> jsonschema.protocols.Validator:
+    path = ARTIFACT_TYPES[name].schema_path(version)
+    schema = json.loads(path.read_text())
+    cls = jsonschema.validators.validator_for(schema)
+    cls.check_schema(schema)
+    return cls(schema, format_checker=cls.FORMAT_CHECKER)
+
+
+def _field_path(error: jsonschema.ValidationError) -> str:
+    parts = [str(p) for p in error.absolute_path]
+    return ".".join(parts) if parts else "(top level)"
+
+
+def validate(doc: dict[str, Any], source: str = "<artifact>") -> None:
+    """Raise ``ArtifactError`` naming the file, the field and the problem."""
+    if not isinstance(doc, dict):
+        raise ArtifactError("is not a JSON object", file=source)
+    name = doc.get("artifact")
+    if name not in ARTIFACT_TYPES:
+        known = ", ".join(sorted(ARTIFACT_TYPES))
+        raise ArtifactError(f"unknown artifact type {name!r} (known: {known})", file=source, field="artifact")
+    atype = ARTIFACT_TYPES[name]
+    version = doc.get("schema_version")
+    if version != atype.version:
+        raise ArtifactError(f"schema_version {version!r} is not the current {atype.version}", file=source, field="schema_version")
+    validator = _validator(name, version)
+    error = jsonschema.exceptions.best_match(validator.iter_errors(doc))
+    if error is not None:
+        raise ArtifactError(error.message, file=source, field=_field_path(error))
+
+
+def upgrade(doc: dict[str, Any], source: str = "<artifact>") -> dict[str, Any]:
+    """Bring a document to its type's current version, or refuse with what to do."""
+    name = doc.get("artifact") if isinstance(doc, dict) else None
+    if name not in ARTIFACT_TYPES:
+        known = ", ".join(sorted(ARTIFACT_TYPES))
+        raise ArtifactError(f"unknown artifact type {name!r} (known: {known})", file=source, field="artifact")
+    atype = ARTIFACT_TYPES[name]
+    version = doc.get("schema_version")
+    if not isinstance(version, int):
+        raise ArtifactError("missing or non-integer schema_version", file=source, field="schema_version")
+    if version > atype.version:
+        raise ArtifactError(
+            f"schema_version {version} is newer than this almanac understands ({atype.version}); "
+            "upgrade inference-almanac (git pull && pip install -e .)",
+            file=source,
+            field="schema_version",
+        )
+    if version < atype.oldest:
+        raise ArtifactError(
+            f"schema_version {version} is older than the oldest supported ({atype.oldest}); "
+            "re-run the benchmark that produced it",
+            file=source,
+            field="schema_version",
+        )
+    while version < atype.version:
+        step = atype.migrations.get(version + 1)
+        if step is None:
+            raise ArtifactError(f"no migration from version {version} to {version + 1}", file=source, field="schema_version")
+        doc = step(dict(doc))
+        version += 1
+        doc["schema_version"] = version
+    return doc
+
+
+def load(path: Path | str) -> dict[str, Any]:
+    """Read, upgrade and validate one artifact file."""
+    path = Path(path)
+    source = relpath(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ArtifactError("no such file", file=source) from None
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ArtifactError(f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}", file=source) from None
+    doc = upgrade(doc, source)
+    validate(doc, source)
+    return doc
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` so that readers see the old file or the new one, never half."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+
+
+def write(path: Path | str, doc: dict[str, Any]) -> Path:
+    """Validate then atomically write one artifact."""
+    path = Path(path)
+    validate(doc, relpath(path))
+    atomic_write_text(path, dumps(doc))
+    return path
+
+
+NOT_ARTIFACTS = ("schema",)  # folders under data/ that hold JSON which is not an artifact
+
+
+def iter_files(root: Path | str) -> Iterator[Path]:
+    """Artifact files under ``root``: ``*.json``, skipping hidden temp files and schema folders."""
+    root = Path(root)
+    if not root.exists():
+        return
+    for p in sorted(root.rglob("*.json")):
+        rel = p.relative_to(root).parts
+        if p.name.startswith(".") or any(part in NOT_ARTIFACTS for part in rel[:-1]):
+            continue
+        yield p
+
+
+def iter_artifacts(root: Path | str, artifact: str | None = None) -> Iterator[tuple[Path, dict[str, Any]]]:
+    """Every valid artifact under ``root`` (optionally of one type); bad files raise."""
+    for path in iter_files(root):
+        doc = load(path)
+        if artifact is None or doc["artifact"] == artifact:
+            yield path, doc
+
+
+def validate_tree(root: Path | str) -> tuple[int, list[str]]:
+    """Validate every artifact under ``root``: (number checked, one line per problem)."""
+    problems: list[str] = []
+    count = 0
+    for path in iter_files(root):
+        count += 1
+        try:
+            load(path)
+        except ArtifactError as exc:
+            problems.append(str(exc))
+    return count, problems

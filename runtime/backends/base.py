@@ -1,0 +1,80 @@
+"""The backend interface: load, run a test, describe. No backend-specific code here."""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict
+
+from ..models import ModelRef
+from ..workloads import TestSpec
+
+
+class BackendSettings(BaseModel):
+    """Base of every backend's settings: unknown names are refused (one place validates)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    @classmethod
+    def option_table(cls) -> list[dict[str, Any]]:
+        """Name, type, default and help of every field, for the docs."""
+        rows = []
+        for name, f in cls.model_fields.items():
+            ann = f.annotation
+            tname = getattr(ann, "__name__", None) or str(ann).replace("typing.", "")
+            rows.append({"name": name, "type": tname, "default": f.get_default(call_default_factory=True),
+                         "help": f.description or ""})
+        return rows
+
+
+class UnsupportedTest(Exception):
+    """The backend cannot run this kind of test; recorded as a failed artifact with the reason."""
+
+
+@dataclass
+class TestResult:
+    """What a backend measured for one test.
+
+    ``metrics`` maps a registered metric name to its samples (summarised by the runner);
+    ``samples`` keeps the raw records (per repetition, per request) verbatim; ``details``
+    holds anything else worth keeping (perf counters, the text generated, ...).
+    """
+
+    metrics: dict[str, list[float]]
+    samples: dict[str, Any]
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+class Backend(abc.ABC):
+    """One way of running a model. Subclasses live in their own package under backends/."""
+
+    name: ClassVar[str]
+    settings_class: ClassVar[type[BackendSettings]]
+    test_kinds: ClassVar[tuple[str, ...]]
+
+    def __init__(self, model: ModelRef | None, settings: BackendSettings):
+        self.model = model
+        self.settings = settings
+
+    @abc.abstractmethod
+    def load(self, test: TestSpec | None = None) -> dict[str, Any]:
+        """Load the model for ``test`` (some settings, like llama-bench's context size,
+        follow the test); return {'load_time_s': float, 'effective_settings': {...}}."""
+
+    @abc.abstractmethod
+    def run(self, test: TestSpec) -> TestResult:
+        """Run one test on the loaded model."""
+
+    @abc.abstractmethod
+    def describe(self) -> dict[str, Any]:
+        """Build and model facts this backend knows: {'build': {...}, 'model': {...}}."""
+
+    @staticmethod
+    def log_facts(log: str) -> dict[str, Any]:
+        """Facts the backend's own log states about what really ran (merged into effective settings)."""
+        return {}
+
+    def close(self) -> None:
+        """Free what load() took."""

@@ -1,0 +1,366 @@
+"""llama-cpp-python in process.
+
+Rate tests bypass ``Llama.eval`` and drive llama.cpp's C API the way llama-bench does:
+token ids drawn before the timer, ``llama_decode`` of n_batch-sized batches for pp,
+one-token decodes with a synchronise after each for tg, the KV cache cleared before each
+repetition, depth prefilled outside the timer. The timer wraps only those calls.
+
+Chat tests go through ``Llama.create_chat_completion(stream=True)`` so the model's
+template and sampler are what is measured; a logits processor timestamps every sampling
+step (exact output-token count and inter-token gaps) and each request starts from an
+empty KV cache (no prefix reuse between requests).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import random
+import re
+import time
+from importlib import metadata as importlib_metadata
+from typing import Any
+
+from ...workloads import ChatTest, RateTest, TestSpec
+from ..base import Backend, TestResult, UnsupportedTest
+from .config import LlamaCppSettings
+
+# The llama.cpp commit vendored in each llama-cpp-python release (from its CHANGELOG,
+# which the wheel does not ship). benchmarks/fidelity.py checks the pinned one.
+VENDORED_LLAMA_CPP = {
+    "0.3.36": "0c1e57098",
+    "0.3.35": "4df29be4f",
+}
+
+
+# ggml_type enum values (ggml.h); stable across releases.
+GGML_TYPES = {"f32": 0, "f16": 1, "q4_0": 2, "q4_1": 3, "q5_0": 6, "q5_1": 7, "q8_0": 8, "iq4_nl": 20, "bf16": 30}
+
+
+def physical_cores() -> int:
+    import psutil
+
+    return psutil.cpu_count(logical=False) or psutil.cpu_count() or 1
+
+
+def resolve_threads(settings: LlamaCppSettings) -> tuple[int, int]:
+    n = settings.n_threads or physical_cores()
+    return n, settings.n_threads_batch or n
+
+
+def effective_n_ctx(settings: LlamaCppSettings, test: TestSpec) -> int:
+    """llama-bench sizes the context to the test; chat gets 4096 unless set."""
+    if settings.n_ctx is not None:
+        return settings.n_ctx
+    if isinstance(test, RateTest):
+        return test.n_depth + test.n_prompt + test.n_gen
+    return 4096
+
+
+class LlamaCppBackend(Backend):
+    name = "llama_cpp"
+    settings_class = LlamaCppSettings
+    test_kinds = ("rate", "chat")
+
+    def __init__(self, model, settings: LlamaCppSettings):
+        super().__init__(model, settings)
+        self.llm = None
+        self.n_ctx: int | None = None
+
+    # -- load ---------------------------------------------------------------------------
+    def load(self, test: TestSpec | None = None) -> dict[str, Any]:
+        import llama_cpp
+        import llama_cpp.llama as llama_module
+        from llama_cpp import _logger
+
+        s = self.settings
+        # llama.cpp's log (info and up) goes to stderr, which the worker captures.
+        _logger.logger.setLevel(logging.INFO)
+        self.n_ctx = effective_n_ctx(s, test) if test is not None else (s.n_ctx or 4096)
+        n_threads, n_threads_batch = resolve_threads(s)
+        kwargs = dict(
+            model_path=self.model.path,
+            n_gpu_layers=s.n_gpu_layers,
+            main_gpu=s.main_gpu,
+            use_mmap=s.use_mmap,
+            use_mlock=s.use_mlock,
+            kv_overrides=dict(s.kv_overrides) or None,
+            seed=s.seed,
+            n_ctx=self.n_ctx,
+            n_batch=s.n_batch,
+            n_ubatch=s.n_ubatch,
+            n_threads=n_threads,
+            n_threads_batch=n_threads_batch,
+            offload_kqv=s.offload_kqv,
+            flash_attn=s.flash_attn != "off",
+            type_k=GGML_TYPES[s.type_k],
+            type_v=GGML_TYPES[s.type_v],
+            chat_format=s.chat_format,
+            logits_all=False,
+            verbose=True,
+        )
+        # llama-cpp-python's constructor only knows flash_attn on/off; llama.cpp's default
+        # is "auto". For "auto", the constant it maps True to is swapped for AUTO while the
+        # constructor runs (single-threaded child process; restored at once).
+        inner = llama_module.llama_cpp
+        saved = inner.LLAMA_FLASH_ATTN_TYPE_ENABLED
+        if s.flash_attn == "auto":
+            inner.LLAMA_FLASH_ATTN_TYPE_ENABLED = inner.LLAMA_FLASH_ATTN_TYPE_AUTO
+        t0 = time.perf_counter()
+        try:
+            self.llm = llama_cpp.Llama(**kwargs)
+        finally:
+            inner.LLAMA_FLASH_ATTN_TYPE_ENABLED = saved
+        load_time = time.perf_counter() - t0
+        return {"load_time_s": load_time, "effective_settings": self._effective(n_threads, n_threads_batch)}
+
+    def _effective(self, n_threads: int, n_threads_batch: int) -> dict[str, Any]:
+        import llama_cpp
+
+        s = self.settings
+        ctx = self.llm._ctx.ctx
+        cp = self.llm.context_params
+        fa_names = {int(llama_cpp.LLAMA_FLASH_ATTN_TYPE_AUTO): "auto", int(llama_cpp.LLAMA_FLASH_ATTN_TYPE_ENABLED): "on",
+                    int(llama_cpp.LLAMA_FLASH_ATTN_TYPE_DISABLED): "off"}
+        return {
+            "n_ctx": int(llama_cpp.llama_n_ctx(ctx)),
+            "n_batch": int(llama_cpp.llama_n_batch(ctx)),
+            "n_ubatch": int(llama_cpp.llama_n_ubatch(ctx)),
+            "n_threads": int(llama_cpp.llama_n_threads(ctx)),
+            "n_threads_batch": int(llama_cpp.llama_n_threads_batch(ctx)),
+            "n_seq_max": int(cp.n_seq_max),
+            "flash_attn_requested": fa_names.get(int(cp.flash_attn_type), str(cp.flash_attn_type)),
+            "type_k": s.type_k,
+            "type_v": s.type_v,
+            "offload_kqv": bool(cp.offload_kqv),
+            "swa_full": bool(cp.swa_full),
+            "n_gpu_layers_requested": s.n_gpu_layers,
+            "main_gpu": s.main_gpu,
+            "gpu_offload_supported": bool(llama_cpp.llama_supports_gpu_offload()),
+            "use_mmap": s.use_mmap,
+            "use_mlock": s.use_mlock,
+            "seed": s.seed,
+            "kv_overrides": dict(s.kv_overrides),
+            "chat_format": self.llm.chat_format,
+            "logits_all": False,
+        }
+
+    @staticmethod
+    def log_facts(log: str) -> dict[str, Any]:
+        """What llama.cpp decided, read from its log: flash attention, offloaded layers, MoE experts."""
+        facts: dict[str, Any] = {}
+        m = re.search(r"llama_context: flash_attn\s*=\s*(\w+)", log)
+        if m:
+            facts["flash_attn"] = {"enabled": "on", "disabled": "off"}.get(m.group(1), m.group(1))
+        m = re.search(r"Flash Attention (enabled|disabled)", log)
+        if m:  # what "auto" resolved to
+            facts["flash_attn"] = "on" if m.group(1) == "enabled" else "off"
+        m = re.search(r"offloaded (\d+)/(\d+) layers to GPU", log)
+        facts["n_gpu_layers"] = int(m.group(1)) if m else 0
+        if m:
+            facts["n_layers_total"] = int(m.group(2))
+        m = re.search(r"n_expert_used\s*=\s*(\d+)", log)
+        if m:
+            facts["n_expert_used"] = int(m.group(1))
+        return facts
+
+    # -- run ------------------------------------------------------------------------------
+    def run(self, test: TestSpec) -> TestResult:
+        if isinstance(test, RateTest):
+            return self._run_rate(test)
+        if isinstance(test, ChatTest):
+            return self._run_chat(test)
+        raise UnsupportedTest(f"backend llama_cpp cannot run tests of kind {test.kind!r}")
+
+    def _run_rate(self, test: RateTest) -> TestResult:
+        import llama_cpp as L
+
+        ctx = self.llm._ctx.ctx
+        model = self.llm._model.model
+        vocab = L.llama_model_get_vocab(model)
+        n_vocab = int(L.llama_vocab_n_tokens(vocab))
+        add_bos = bool(L.llama_vocab_get_add_bos(vocab))
+        bos = int(L.llama_vocab_bos(vocab))
+        n_batch = int(L.llama_n_batch(ctx))
+        n_threads, n_threads_batch = resolve_threads(self.settings)
+        mem = L.llama_get_memory(ctx)
+        rng = random.Random(self.settings.seed)
+        reps = test.repetitions or 5
+        warmup = True if test.warmup is None else test.warmup
+        token_t = L.llama_token
+        ptr_t = ctypes.POINTER(token_t)
+
+        def tokens_for(n: int, first_bos: bool) -> Any:
+            arr = (token_t * max(n, 1))()
+            for i in range(n):
+                arr[i] = rng.randrange(n_vocab)
+            if first_bos and add_bos and n:
+                arr[0] = bos
+            return arr
+
+        def prompt_plan(n: int) -> list[tuple[Any, int]]:
+            """Batches of at most n_batch tokens, each batch starting with BOS at position 0 only."""
+            plan, done = [], 0
+            while done < n:
+                k = min(n - done, n_batch)
+                arr = tokens_for(k, done == 0)
+                plan.append((arr, k))
+                done += k
+            return plan
+
+        def decode_plan(plan: list[tuple[Any, int]]) -> None:
+            for arr, k in plan:
+                rc = L.llama_decode(ctx, L.llama_batch_get_one(arr, k))
+                if rc != 0:
+                    raise RuntimeError(f"llama_decode returned {rc} (prompt batch of {k})")
+            L.llama_synchronize(ctx)
+
+        def gen_plan(n: int) -> list[Any]:
+            arr = tokens_for(n, True)
+            base = ctypes.addressof(arr)
+            size = ctypes.sizeof(token_t)
+            ptrs = [ctypes.cast(base + i * size, ptr_t) for i in range(n)]
+            return [arr, ptrs]
+
+        def decode_gen(plan: list[Any]) -> None:
+            decode, get_one, sync = L.llama_decode, L.llama_batch_get_one, L.llama_synchronize
+            for p in plan[1]:
+                rc = decode(ctx, get_one(p, 1))
+                if rc != 0:
+                    raise RuntimeError(f"llama_decode returned {rc} (generation)")
+                sync(ctx)
+
+        L.llama_set_n_threads(ctx, n_threads, n_threads_batch)
+        L.llama_memory_clear(mem, False)
+        if warmup:
+            if test.n_prompt:
+                decode_plan(prompt_plan(test.n_prompt))
+            if test.n_gen:
+                decode_gen(gen_plan(1))
+
+        samples_ns: list[int] = []
+        perf: list[dict[str, float]] = []
+        for _ in range(reps):
+            L.llama_memory_clear(mem, False)
+            if test.n_depth:
+                decode_plan(prompt_plan(test.n_depth))
+            pp = prompt_plan(test.n_prompt) if test.n_prompt else None
+            tg = gen_plan(test.n_gen) if test.n_gen else None
+            L.llama_perf_context_reset(ctx)
+            t0 = time.perf_counter_ns()
+            if pp is not None:
+                decode_plan(pp)
+            if tg is not None:
+                decode_gen(tg)
+            samples_ns.append(time.perf_counter_ns() - t0)
+            pd = L.llama_perf_context(ctx)
+            perf.append({"t_p_eval_ms": pd.t_p_eval_ms, "n_p_eval": pd.n_p_eval, "t_eval_ms": pd.t_eval_ms, "n_eval": pd.n_eval})
+        n_tokens = test.n_prompt + test.n_gen
+        samples_ts = [n_tokens * 1e9 / ns for ns in samples_ns]
+        # llama.cpp's own counters, per repetition: its view of the same work.
+        llama_ts = []
+        for p in perf:
+            ms = (p["t_p_eval_ms"] if test.n_prompt else 0.0) + (p["t_eval_ms"] if test.n_gen else 0.0)
+            llama_ts.append(n_tokens * 1000.0 / ms if ms > 0 else None)
+        return TestResult(
+            metrics={"tokens_per_second": samples_ts},
+            samples={"ns": samples_ns, "ts": samples_ts},
+            details={"perf_counters": perf, "perf_counter_ts": llama_ts, "n_vocab": n_vocab, "add_bos": add_bos,
+                     "repetitions": reps, "warmup": warmup, "method": "llama-bench: C API decode loop, random tokens"},
+        )
+
+    def _run_chat(self, test: ChatTest) -> TestResult:
+        import llama_cpp as L
+        import numpy as np
+
+        llm = self.llm
+        eog = None
+        if test.ignore_eos:
+            vocab = L.llama_model_get_vocab(llm._model.model)
+            eog = [i for i in range(int(L.llama_vocab_n_tokens(vocab))) if L.llama_vocab_is_eog(vocab, i)]
+
+        def request(seed: int) -> dict[str, Any]:
+            steps: list[int] = []
+            prompt_tokens: list[int] = []
+
+            def stamp(input_ids, scores):
+                if not steps:
+                    prompt_tokens.append(len(input_ids))
+                steps.append(time.perf_counter_ns())
+                if eog:
+                    scores[eog] = -np.inf
+                return scores
+
+            llm.reset()  # no prefix reuse: every request pays its own prefill
+            t0 = time.perf_counter_ns()
+            first = last = None
+            parts: list[str] = []
+            finish = None
+            stream = llm.create_chat_completion(
+                messages=[m.model_dump() for m in test.messages],
+                max_tokens=test.max_tokens, temperature=test.temperature, top_k=test.top_k, top_p=test.top_p,
+                min_p=test.min_p, repeat_penalty=test.repeat_penalty, seed=seed, stream=True,
+                logits_processor=L.LogitsProcessorList([stamp]),
+            )
+            for chunk in stream:
+                now = time.perf_counter_ns()
+                choice = chunk["choices"][0]
+                content = choice.get("delta", {}).get("content")
+                if content:
+                    if first is None:
+                        first = now
+                    parts.append(content)
+                    last = now
+                if choice.get("finish_reason"):
+                    finish = choice["finish_reason"]
+            end = time.perf_counter_ns()
+            n_sampled = len(steps)
+            out_tokens = n_sampled - 1 if finish == "stop" and n_sampled > 0 else n_sampled
+            ttft = (first - t0) / 1e6 if first else None
+            e2e = ((last or end) - t0) / 1e6
+            tpot = (e2e - ttft) / (out_tokens - 1) if ttft is not None and out_tokens > 1 else None
+            gaps = [(b - a) / 1e6 for a, b in zip(steps, steps[1:])]
+            return {"ttft_ms": ttft, "e2e_ms": e2e, "tpot_ms": tpot, "output_tokens": out_tokens,
+                    "prompt_tokens": prompt_tokens[0] if prompt_tokens else None, "finish_reason": finish,
+                    "itl_ms": gaps, "text": "".join(parts)}
+
+        base_seed = self.settings.seed
+        warm = test.warmup_requests if test.warmup is not False else 0
+        for i in range(warm):
+            request(base_seed + 1000 + i)
+        records = [request(base_seed + i) for i in range(test.requests)]
+        metrics: dict[str, list[float]] = {
+            "ttft_ms": [r["ttft_ms"] for r in records if r["ttft_ms"] is not None],
+            "tpot_ms": [r["tpot_ms"] for r in records if r["tpot_ms"] is not None],
+            "e2e_ms": [r["e2e_ms"] for r in records],
+            "output_tokens": [r["output_tokens"] for r in records],
+            "decode_tps": [1000.0 / r["tpot_ms"] for r in records if r["tpot_ms"]],
+            "itl_ms": [g for r in records for g in r["itl_ms"]],
+        }
+        return TestResult(metrics=metrics, samples={"requests": records},
+                          details={"warmup_requests": warm, "prefix_cache": False,
+                                   "method": "create_chat_completion(stream=True); sampler steps timestamped"})
+
+    # -- describe -------------------------------------------------------------------------
+    def describe(self) -> dict[str, Any]:
+        import llama_cpp as L
+
+        version = importlib_metadata.version("llama-cpp-python")
+        build = {
+            "backend": self.name,
+            "llama_cpp_python": version,
+            "llama_cpp_commit": VENDORED_LLAMA_CPP.get(version, "unknown"),
+            "system_info": L.llama_print_system_info().decode(errors="replace").strip(),
+            "gpu_offload_supported": bool(L.llama_supports_gpu_offload()),
+        }
+        model: dict[str, Any] = {}
+        if self.llm is not None:
+            m = self.llm._model
+            model = {"desc": m.desc(), "size_bytes": int(m.size()), "n_params": int(m.n_params()),
+                     "metadata": {k: v for k, v in self.llm.metadata.items() if len(v) < 512}}
+        return {"build": build, "model": model}
+
+    def close(self) -> None:
+        if self.llm is not None:
+            self.llm.close()
+            self.llm = None

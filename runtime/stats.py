@@ -1,0 +1,106 @@
+"""Honest statistics: mean, sample stddev, CI95 (Student t), percentiles, comparisons.
+
+Pure functions over lists of floats; used when an artifact is written (its summary) and
+when pipelines compare configurations.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+
+import numpy as np
+from scipy import stats as _st
+
+
+def _clean(values: Sequence[float]) -> np.ndarray:
+    arr = np.asarray([float(v) for v in values if v is not None], dtype=float)
+    return arr[np.isfinite(arr)]
+
+
+def t_critical(df: float, confidence: float = 0.95) -> float:
+    return float(_st.t.ppf(0.5 + confidence / 2.0, df))
+
+
+def summarize(values: Sequence[float]) -> dict:
+    """Summary of samples. stddev is the sample stddev (n-1), as llama-bench reports;
+    the CI95 of the mean uses Student's t and is null for fewer than two samples."""
+    arr = _clean(values)
+    n = int(arr.size)
+    if n == 0:
+        return {"n": 0, "mean": None, "stddev": None, "ci95_low": None, "ci95_high": None,
+                "median": None, "min": None, "max": None, "p95": None, "p99": None}
+    mean = float(arr.mean())
+    sd = float(arr.std(ddof=1)) if n > 1 else None
+    if n > 1:
+        half = t_critical(n - 1) * sd / math.sqrt(n)
+        lo, hi = mean - half, mean + half
+    else:
+        lo = hi = None
+    return {
+        "n": n,
+        "mean": mean,
+        "stddev": sd,
+        "ci95_low": lo,
+        "ci95_high": hi,
+        "median": float(np.percentile(arr, 50)),
+        "min": float(arr.min()),
+        "max": float(arr.max()),
+        "p95": float(np.percentile(arr, 95)),
+        "p99": float(np.percentile(arr, 99)),
+    }
+
+
+def percentile(values: Sequence[float], q: float) -> float | None:
+    arr = _clean(values)
+    return float(np.percentile(arr, q)) if arr.size else None
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """``candidate`` against ``baseline`` on one metric."""
+
+    ratio: float | None  # candidate mean / baseline mean
+    ci95_low: float | None
+    ci95_high: float | None
+    verdict: str  # "win", "loss", "within noise", "insufficient data"
+    n_baseline: int
+    n_candidate: int
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def compare(baseline: Sequence[float], candidate: Sequence[float], higher_is_better: bool) -> Comparison:
+    """Ratio of means with a CI95 (delta method, Welch-Satterthwaite degrees of freedom).
+
+    The verdict is a win (loss) when the whole interval lies on the better (worse) side of
+    1.0, and "within noise" when the interval contains 1.0.
+    """
+    a, b = _clean(baseline), _clean(candidate)
+    na, nb = int(a.size), int(b.size)
+    if na == 0 or nb == 0 or a.mean() == 0:
+        return Comparison(None, None, None, "insufficient data", na, nb)
+    ma, mb = float(a.mean()), float(b.mean())
+    ratio = mb / ma
+    if na < 2 or nb < 2:
+        return Comparison(ratio, None, None, "insufficient data", na, nb)
+    va, vb = float(a.var(ddof=1)) / na, float(b.var(ddof=1)) / nb
+    rel_var = va / ma**2 + vb / mb**2 if mb != 0 else float("inf")
+    se = abs(ratio) * math.sqrt(rel_var)
+    if se == 0:
+        lo = hi = ratio
+    else:
+        num = (va / ma**2 + vb / mb**2) ** 2
+        den = (va / ma**2) ** 2 / (na - 1) + (vb / mb**2) ** 2 / (nb - 1)
+        df = num / den if den > 0 else na + nb - 2
+        half = t_critical(df) * se
+        lo, hi = ratio - half, ratio + half
+    if lo > 1.0:
+        verdict = "win" if higher_is_better else "loss"
+    elif hi < 1.0:
+        verdict = "loss" if higher_is_better else "win"
+    else:
+        verdict = "within noise"
+    return Comparison(ratio, lo, hi, verdict, na, nb)
