@@ -1,0 +1,68 @@
+"""Shared fixtures: temporary data dirs, golden artifacts, the embedded model."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURES = ROOT / "tests" / "fixtures"
+GOLDEN = FIXTURES / "data"  # golden artifacts measured for real, committed (asv's example_results)
+
+
+@pytest.fixture
+def data_env(tmp_path, monkeypatch):
+    """An empty data dir with the real model registry; ALMANAC_DATA points at it."""
+    d = tmp_path / "data"
+    (d / "matrices").mkdir(parents=True)
+    shutil.copy(ROOT / "data" / "models.yaml", d / "models.yaml")
+    monkeypatch.setenv("ALMANAC_DATA", str(d))
+    return d
+
+
+@pytest.fixture
+def golden_data(tmp_path, monkeypatch):
+    """A copy of the golden artifacts as the data dir."""
+    d = tmp_path / "golden"
+    shutil.copytree(GOLDEN, d)
+    monkeypatch.setenv("ALMANAC_DATA", str(d))
+    return d
+
+
+@pytest.fixture(scope="session")
+def embedded_model():
+    """The embedded default model, fetched and verified (needs only the installed package)."""
+    from runtime import models
+
+    return models.resolve(models.DEFAULT_MODEL)
+
+
+def write_matrix(data_dir: Path, name: str, body: str) -> Path:
+    p = data_dir / "matrices" / f"{name}.yaml"
+    p.write_text(body)
+    return p
+
+
+def tree_snapshot(d: Path) -> dict[str, float]:
+    return {str(p.relative_to(d)): p.stat().st_mtime_ns for p in d.rglob("*") if p.is_file()}
+
+
+def build_site(data: Path, out: Path) -> subprocess.CompletedProcess:
+    env = dict(os.environ, ALMANAC_DATA=str(data), DISABLE_MKDOCS_2_WARNING="true")
+    return subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-f", str(ROOT / "mkdocs.yml"),
+                           "--site-dir", str(out)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+
+
+@pytest.fixture(scope="session")
+def built_site(tmp_path_factory):
+    """The site built (strict) from the golden artifacts alone."""
+    out = tmp_path_factory.mktemp("site")
+    proc = build_site(GOLDEN, out)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return out

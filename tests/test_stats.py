@@ -1,0 +1,43 @@
+"""Statistics against values computed by hand."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from runtime import stats
+
+
+def test_summarize_known_values():
+    s = stats.summarize([10.0, 12.0, 14.0])
+    assert s["n"] == 3 and s["mean"] == pytest.approx(12.0)
+    assert s["stddev"] == pytest.approx(2.0)  # sample stddev (n-1)
+    half = 4.302652729911275 * 2.0 / math.sqrt(3)  # t(0.975, 2)
+    assert s["ci95_low"] == pytest.approx(12.0 - half) and s["ci95_high"] == pytest.approx(12.0 + half)
+    assert s["median"] == 12.0 and s["min"] == 10.0 and s["max"] == 14.0
+
+
+def test_single_sample_has_no_interval():
+    s = stats.summarize([5.0])
+    assert s["n"] == 1 and s["mean"] == 5.0 and s["stddev"] is None and s["ci95_low"] is None
+
+
+def test_empty_and_nan_are_dropped():
+    assert stats.summarize([])["n"] == 0
+    assert stats.summarize([1.0, float("nan"), 3.0])["n"] == 2
+
+
+@pytest.mark.parametrize("base,cand,hib,verdict", [
+    ([100, 101, 99, 100], [120, 121, 119, 120], True, "win"),
+    ([100, 101, 99, 100], [80, 81, 79, 80], True, "loss"),
+    ([100, 110, 90, 100], [101, 111, 91, 99], True, "within noise"),
+    ([10, 11, 9, 10], [5, 6, 4, 5], False, "win"),  # latency: lower is better
+    ([10], [12, 13], True, "insufficient data"),
+])
+def test_compare_verdicts(base, cand, hib, verdict):
+    c = stats.compare(base, cand, hib)
+    assert c.verdict == verdict
+    if verdict != "insufficient data":
+        assert c.ci95_low <= c.ratio <= c.ci95_high
+        assert c.ratio == pytest.approx(sum(cand) / len(cand) / (sum(base) / len(base)))
