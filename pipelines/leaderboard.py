@@ -12,8 +12,9 @@ from runtime.metrics import METRICS, Metric
 from .runs import latest_per_key, metrics_frame
 
 # The metric a test kind is ranked on (others are shown beside it).
-HEADLINE: dict[str, str] = {"rate": "tokens_per_second", "chat": "ttft_ms"}
-COLUMNS: dict[str, list[str]] = {"rate": ["tokens_per_second"], "chat": ["ttft_ms", "tpot_ms", "e2e_ms", "output_tokens"]}
+HEADLINE: dict[str, str] = {"rate": "tokens_per_second", "chat": "ttft_ms", "generate": "generation_tps"}
+COLUMNS: dict[str, list[str]] = {"rate": ["tokens_per_second"], "chat": ["ttft_ms", "tpot_ms", "e2e_ms", "output_tokens"],
+                                 "generate": ["generation_tps", "ttft_ms", "draft_acceptance"]}
 
 
 @dataclass

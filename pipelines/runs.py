@@ -12,15 +12,20 @@ from runtime import artifacts
 from runtime.paths import data_dir, relpath, runs_dir
 
 
-def load_runs(root: Path | None = None) -> list[dict[str, Any]]:
-    """Every run artifact under data/runs (validated), oldest first."""
+def load_artifacts(artifact: str, root: Path) -> list[dict[str, Any]]:
+    """Every artifact of one type under ``root`` (validated), oldest first, with ``_path`` for links."""
     docs = []
-    for path, doc in artifacts.iter_artifacts(root or runs_dir(), "run"):
+    for path, doc in artifacts.iter_artifacts(root, artifact):
         doc = dict(doc)
         doc["_path"] = relpath(path)
         docs.append(doc)
     docs.sort(key=lambda d: (d["created"], d["id"]))
     return docs
+
+
+def load_runs(root: Path | None = None) -> list[dict[str, Any]]:
+    """Every run artifact under data/runs (validated), oldest first."""
+    return load_artifacts("run", root or runs_dir())
 
 
 def latest_per_key(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -3,16 +3,22 @@
 A matrix names a backend, models, base settings, an optional sweep (the cartesian product
 of setting values) and tests. ``include:`` pulls a base matrix in (keys given here win).
 Everything is validated before anything runs, and an error names the file and the field.
+
+A sweep may name its ``baseline`` (settings that make the reference point, e.g.
+``{speculative: none}``): every point of the sweep is then compared with it. ``sweeps:`` holds
+several independent, named sweeps in one matrix (a K sweep on one model, an expert sweep on
+another), each with its own models, settings, sweep, baseline and tests, the matrix's
+top-level values serving as their defaults.
 """
 
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from . import backends
 from .errors import ConfigError
@@ -32,14 +38,30 @@ class MatrixFile(BaseModel):
     name: str = Field(..., min_length=1, description="Matrix name, recorded in every artifact.")
     description: str = Field("", description="What this matrix is for.")
     backend: str = Field("llama_cpp", description="Backend that runs it (see the Methodology page).")
-    models: list[str] = Field(..., min_length=1, description="Model names from data/models.yaml, or paths to .gguf files.")
+    models: list[str] = Field(default_factory=list, description="Model names from data/models.yaml, or paths to .gguf files (required unless every entry of sweeps names its own).")
     repetitions: int = Field(5, ge=1, description="Timed repetitions per test (llama-bench -r).")
     warmup: bool = Field(True, description="One untimed warm-up run before the timed ones.")
     timeout_s: float = Field(1800.0, gt=0, description="Wall-clock limit of one configuration's child process.")
     settings: dict[str, Any] = Field(default_factory=dict, description="Backend settings shared by every configuration.")
     sweep: dict[str, list[Any]] = Field(default_factory=dict, description="Settings to sweep: every combination is a configuration.")
-    tests: list[Any] = Field(..., min_length=1, description="Tests: pp512, tg128, tg128@d512, or mappings (kind: chat, ...).")
+    tests: list[Any] = Field(default_factory=list, description="Tests: pp512, tg128, tg128@d512, or mappings (kind: chat, ...) (required unless every entry of sweeps names its own).")
     include: str | None = Field(None, description="A base matrix file merged under this one.")
+    baseline: dict[str, Any] | None = Field(None, description="Settings (over the base settings) of the point every point of the sweep is compared with, e.g. {speculative: none}.")
+    sweeps: list["SweepBlock"] = Field(default_factory=list, description="Several named sweeps in one matrix, each with its own models, settings, sweep, baseline and tests (defaults: the matrix's).")
+
+    @model_validator(mode="after")
+    def _blocks(self) -> "MatrixFile":
+        if self.sweeps:
+            if self.sweep or self.baseline is not None:
+                raise ValueError("give either a top-level sweep (and baseline) or sweeps, not both")
+            names = [b.name for b in self.sweeps]
+            dup = next((n for n in names if names.count(n) > 1), None)
+            if dup:
+                raise ValueError(f"sweeps: two sweeps are named {dup!r}")
+        for name in ("models", "tests"):
+            if not getattr(self, name) and (not self.sweeps or any(not getattr(b, name) for b in self.sweeps)):
+                raise ValueError(f"{name}: required field is missing" + (" (in the matrix or in every entry of sweeps)" if self.sweeps else ""))
+        return self
 
     @field_validator("sweep")
     @classmethod
@@ -48,6 +70,43 @@ class MatrixFile(BaseModel):
             if not vals:
                 raise ValueError(f"sweep of {k!r} has no values")
         return v
+
+
+class SweepBlock(BaseModel):
+    """One named sweep of a matrix's ``sweeps:`` list."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(..., min_length=1, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$", description="Name of the sweep, recorded in every artifact it produces.")
+    description: str = Field("", description="What this sweep is for.")
+    models: list[str] = Field(default_factory=list, description="Models (default: the matrix's).")
+    settings: dict[str, Any] = Field(default_factory=dict, description="Settings over the matrix's.")
+    sweep: dict[str, list[Any]] = Field(default_factory=dict, description="Settings to sweep: every combination is a point.")
+    baseline: dict[str, Any] | None = Field(None, description="Settings (over this sweep's settings) of the point the others are compared with.")
+    tests: list[Any] = Field(default_factory=list, description="Tests (default: the matrix's).")
+    repetitions: int | None = Field(None, ge=1, description="Timed repetitions of this sweep's tests (default: the matrix's).")
+
+    @field_validator("sweep")
+    @classmethod
+    def _non_empty(cls, v: dict[str, list[Any]]) -> dict[str, list[Any]]:
+        return MatrixFile._non_empty(v)
+
+
+MatrixFile.model_rebuild()
+
+
+@dataclass(frozen=True)
+class Block:
+    """A sweep ready to expand: its own models, merged settings, parsed tests and baseline."""
+
+    name: str
+    description: str
+    models: list[str]
+    settings: dict[str, Any]
+    sweep: dict[str, list[Any]]
+    baseline: dict[str, Any] | None
+    tests: list[TestSpec]
+    field_prefix: str  # where its fields live in the file ("" or "sweeps[2].")
 
 
 @dataclass(frozen=True)
@@ -62,6 +121,8 @@ class Configuration:
     swept: dict[str, Any]  # the values this point takes on swept settings
     test: TestSpec
     timeout_s: float
+    sweep: str = ""  # name of the sweep this point belongs to (the matrix's name for its top-level sweep)
+    baseline: Any = None  # the settings of this point's baseline, validated (None: the sweep names none)
 
 
 @dataclass(frozen=True)
@@ -69,32 +130,57 @@ class Matrix:
     path: Path
     spec: MatrixFile
     tests: list[TestSpec]
+    blocks: list[Block] = field(default_factory=list)  # the sweeps to expand (one for a plain matrix)
 
     @property
     def name(self) -> str:
         return self.spec.name
 
     def configurations(self) -> list[Configuration]:
+        """Every point: per sweep, its baseline first (when named), then the sweep's combinations
+        (a combination equal to the baseline is the baseline, not a second point)."""
         cls = backends.settings_class(self.spec.backend)
-        keys = list(self.spec.sweep)
-        combos = list(itertools.product(*(self.spec.sweep[k] for k in keys))) or [()]
         out: list[Configuration] = []
-        for model in self.spec.models:
-            for combo in combos:
-                swept = dict(zip(keys, combo))
-                settings = _validate_settings(cls, {**self.spec.settings, **swept}, self.path, swept)
-                for test in self.tests:
-                    out.append(Configuration(self.name, relpath(self.path), self.spec.backend, model, settings, swept,
-                                             test, self.spec.timeout_s))
+        for block in self.blocks or [_plain_block(self)]:
+            keys = list(block.sweep)
+            combos = list(itertools.product(*(block.sweep[k] for k in keys))) or [()]
+            for model in block.models:
+                base = None
+                points: list[tuple[dict[str, Any], Any]] = []
+                if block.baseline is not None:
+                    base = _validate_settings(cls, {**block.settings, **block.baseline}, self.path, {},
+                                              where=f"{block.field_prefix}baseline")
+                    points.append(({**{k: getattr(base, k, None) for k in keys}, **block.baseline}, base))
+                for combo in combos:
+                    swept = dict(zip(keys, combo))
+                    settings = _validate_settings(cls, {**block.settings, **swept}, self.path, swept,
+                                                  prefix=block.field_prefix)
+                    if base is not None and settings.model_dump(mode="json") == base.model_dump(mode="json"):
+                        continue
+                    points.append((swept, settings))
+                for swept, settings in points:
+                    for test in block.tests:
+                        out.append(Configuration(self.name, relpath(self.path), self.spec.backend, model, settings, swept,
+                                                 test, self.spec.timeout_s, sweep=block.name, baseline=base))
         return out
 
 
-def _validate_settings(cls: Any, values: dict[str, Any], path: Path, swept: dict[str, Any]) -> Any:
+def _plain_block(m: Matrix) -> Block:
+    return Block(m.spec.name, m.spec.description, list(m.spec.models), dict(m.spec.settings), dict(m.spec.sweep),
+                 m.spec.baseline, list(m.tests), "")
+
+
+def _validate_settings(cls: Any, values: dict[str, Any], path: Path, swept: dict[str, Any], *, prefix: str = "",
+                       where: str | None = None) -> Any:
     try:
         return cls.model_validate(values)
     except ValidationError as exc:
         line = pydantic_error_line(exc, {"*": list(cls.model_fields)})
-        where = "sweep" if exc.errors()[0]["loc"] and exc.errors()[0]["loc"][0] in swept else "settings"
+        if where is None:
+            loc = exc.errors()[0]["loc"]
+            # a combination refused as a whole (no field in loc) is the sweep's doing when it names a swept setting
+            in_sweep = loc[0] in swept if loc else any(k in line for k in swept)
+            where = prefix + ("sweep" if in_sweep else "settings")
         raise ConfigError(line, file=relpath(path), field=where) from None
 
 
@@ -145,6 +231,19 @@ def find(name_or_path: str) -> Path:
     raise ConfigError(f"no matrix named {name_or_path!r}{hint}", file=relpath(matrices_dir()))
 
 
+def _parse_tests(raw: list[Any], spec: MatrixFile, path: Path, where: str, repetitions: int) -> list[TestSpec]:
+    tests = []
+    for i, raw_test in enumerate(raw):
+        t = parse_test(raw_test, file=relpath(path), field=f"{where}[{i}]")
+        updates = {}
+        if t.repetitions is None:
+            updates["repetitions"] = repetitions
+        if t.warmup is None:
+            updates["warmup"] = spec.warmup
+        tests.append(t.model_copy(update=updates))
+    return tests
+
+
 def load(name_or_path: str | Path) -> Matrix:
     path = find(str(name_or_path))
     raw = _read_with_includes(path)
@@ -159,15 +258,17 @@ def load(name_or_path: str | Path) -> Matrix:
         backends.settings_class(spec.backend)
     except Exception as exc:
         raise ConfigError(str(exc).removeprefix("backend: "), file=relpath(path), field="backend") from None
-    tests = []
-    for i, raw_test in enumerate(spec.tests):
-        t = parse_test(raw_test, file=relpath(path), field=f"tests[{i}]")
-        updates = {}
-        if t.repetitions is None:
-            updates["repetitions"] = spec.repetitions
-        if t.warmup is None:
-            updates["warmup"] = spec.warmup
-        tests.append(t.model_copy(update=updates))
+    tests = _parse_tests(spec.tests, spec, path, "tests", spec.repetitions)
     m = Matrix(path=path, spec=spec, tests=tests)
+    if spec.sweeps:
+        blocks = []
+        for i, b in enumerate(spec.sweeps):
+            prefix = f"sweeps[{i}]."
+            btests = (_parse_tests(b.tests, spec, path, f"{prefix}tests", b.repetitions or spec.repetitions)
+                      if b.tests else [t.model_copy(update={"repetitions": b.repetitions}) if b.repetitions else t
+                                       for t in tests])
+            blocks.append(Block(b.name, b.description, list(b.models or spec.models), {**spec.settings, **b.settings},
+                                dict(b.sweep), b.baseline, btests, prefix))
+        m = Matrix(path=path, spec=spec, tests=tests, blocks=blocks)
     m.configurations()  # validates every settings combination now, before anything runs
     return m

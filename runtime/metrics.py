@@ -87,10 +87,78 @@ register_metric(Metric(
     ("chat",), 2))
 register_metric(Metric(
     "peak_rss_bytes", "Peak RSS", "bytes", False, "single sample",
-    "Peak resident set size of the child process that ran the configuration (getrusage "
-    "ru_maxrss after it exits), model weights mapped and touched included.",
+    "Peak resident set size of the child process that ran the configuration (its own VmHWM, "
+    "read at its end; getrusage ru_maxrss when the child could not report it), model weights "
+    "mapped and touched included.",
     ("rate", "chat"), 0))
 register_metric(Metric(
     "peak_vram_bytes", "Peak VRAM", "bytes", False, "single sample",
     "Peak GPU memory used by the child process (NVML), where there is a GPU.",
     ("rate", "chat"), 0))
+
+# -- Serving (OpenAI-compatible HTTP backend: serve and concurrency tests) -------------------
+register_metric(Metric(
+    "startup_ms", "Startup → healthy", "ms", False, "mean over server starts",
+    "From starting the server process to its first 200 answer on the health path (model load "
+    "included); one sample per cold start.",
+    ("serve", "chat", "concurrency"), 1))
+register_metric(Metric(
+    "cold_ttft_ms", "Cold TTFT", "ms", False, "mean over server starts",
+    "TTFT of the first request a freshly started (and just healthy) server answers.",
+    ("serve",), 1))
+register_metric(Metric(
+    "cold_e2e_ms", "Cold full request", "ms", False, "mean over server starts",
+    "E2E latency of the first request a freshly started server answers.",
+    ("serve",), 1))
+register_metric(Metric(
+    "cold_total_ms", "Cold total first response", "ms", False, "mean over server starts",
+    "Startup → healthy plus the cold full request: how long a user waits for the first answer "
+    "from a server that was not running.",
+    ("serve",), 1))
+register_metric(Metric(
+    "peak_aggregate_tps", "Peak aggregate output rate", "t/s", True, "highest level",
+    "Output tokens of all successful requests of a concurrency level / the level's wall time "
+    "(first request sent to last response finished); the highest over the sweep's levels.",
+    ("concurrency",), 2))
+register_metric(Metric(
+    "slo_max_concurrency", "Highest concurrency meeting the SLOs", "clients", True, "single sample",
+    "The highest concurrency level L such that at every level up to L at least the target share "
+    "(slo_attainment) of requests succeeded within the TTFT and TPOT limits; 0 if none did.",
+    ("concurrency",), 0))
+register_metric(Metric(
+    "failed_requests", "Failed requests", "requests", False, "count",
+    "Requests that ended in an error (timeout, HTTP error, dropped connection, server lost), each "
+    "with its reason in the artifact's samples.",
+    ("serve", "chat", "concurrency"), 0))
+
+
+def _also_measured_by(kind: str, names: tuple[str, ...]) -> None:
+    """Declare that an existing metric is measured by another test kind too."""
+    from dataclasses import replace
+
+    for name in names:
+        if name in METRICS and kind not in METRICS[name].test_kinds:
+            METRICS[name] = replace(METRICS[name], test_kinds=METRICS[name].test_kinds + (kind,))
+
+
+_also_measured_by("serve", ("ttft_ms", "tpot_ms", "e2e_ms", "output_tokens", "decode_tps", "itl_ms"))
+
+# -- Optimization tracks (generate tests: speculative decoding, MoE expert reduction) --------
+register_metric(Metric(
+    "generation_tps", "Generation rate", "t/s", True, "mean of per-repetition rates",
+    "Greedy generation after the first token: sampled steps after the first / the time from the "
+    "first sampled token to the last, summed over the workload's prompts in one repetition "
+    "(prompt processing excluded, as llama-server's predicted_per_second); the mean over "
+    "repetitions.",
+    ("generate",), 2))
+register_metric(Metric(
+    "draft_acceptance", "Draft acceptance", "%", True, "mean of per-repetition rates",
+    "Speculative decoding: drafted tokens the target accepted / drafted tokens it verified "
+    "(llama.cpp's n_accept / n_draft), over the workload's prompts in one repetition.",
+    ("generate",), 1))
+_also_measured_by("generate", ("ttft_ms", "e2e_ms", "output_tokens"))
+register_metric(Metric(
+    "pass_rate", "Pass rate", "%", True, "passed items / scored items",
+    "Quality runs: share of a suite's sampled items whose output the item's scorer accepted "
+    "(every score is pass or fail); the interval is the 95% Wilson score interval of that share.",
+    ("quality",), 1))

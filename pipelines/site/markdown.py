@@ -9,7 +9,14 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+!~|])")
+_MD_SPECIAL = re.compile(r"([\\`*_\[\]()#+!~|])")
+# Braces become HTML entities: the pages go through mkdocs-macros (Jinja), and text such as
+# a chat template ("{% for m in messages %}") in an artifact must stay text, never a tag.
+_BRACES = str.maketrans({"{": "&#123;", "}": "&#125;"})
+
+
+def _no_jinja(text: str) -> str:
+    return text.translate(_BRACES)
 
 
 def cell(value: Any) -> str:
@@ -18,17 +25,19 @@ def cell(value: Any) -> str:
         return "—"
     text = str(value).replace("\r", " ").replace("\n", " ")
     text = html.escape(text, quote=True)
-    return _MD_SPECIAL.sub(r"\\\1", text)
+    return _no_jinja(_MD_SPECIAL.sub(r"\\\1", text))
 
 
 def code(value: Any) -> str:
     """Inline code that cannot break out (HTML <code> with escaped content)."""
-    return f"<code>{html.escape(str(value), quote=True)}</code>"
+    return f"<code>{_no_jinja(html.escape(str(value), quote=True))}</code>"
 
 
 def pre(text: str) -> str:
     """A preformatted block for logs and raw output: escaped HTML, so no fence can be closed early."""
-    return f'<pre class="almanac-pre">{html.escape(text, quote=True)}</pre>'
+    # Backticks become entities too: MkDocs always enables fenced_code, which would otherwise turn a
+    # ``` line inside the block (model output, a log) into a code block and swallow what follows.
+    return f'<pre class="almanac-pre">{_no_jinja(html.escape(text, quote=True)).replace("`", "&#96;")}</pre>'
 
 
 def num(value: Any, decimals: int = 2) -> str:

@@ -15,7 +15,32 @@ BACKENDS: dict[str, tuple[str, str, str]] = {
     "llama_cpp": ("runtime.backends.llama_cpp.config:LlamaCppSettings",
                   "runtime.backends.llama_cpp.backend:LlamaCppBackend",
                   "llama-cpp-python"),
+    "openai_http": ("runtime.backends.openai_http.config:OpenAIHttpSettings",
+                    "runtime.backends.openai_http.backend:OpenAIHttpBackend",
+                    "httpx"),
 }
+
+
+def _plugins() -> None:
+    """Third-party backends: the entry-point group ``inference_almanac.backends`` (value
+    "settings_module:Class backend_module:Class dist"), and ``ALMANAC_BACKENDS`` in the
+    environment (JSON {name: [settings, backend, dist]}) for ad-hoc ones; both reach the
+    worker child processes, which inherit the environment."""
+    import json
+    import os
+    from importlib.metadata import entry_points
+
+    for ep in entry_points(group="inference_almanac.backends"):
+        parts = ep.value.split()
+        if len(parts) == 3 and ep.name not in BACKENDS:
+            BACKENDS[ep.name] = (parts[0], parts[1], parts[2])
+    extra = os.environ.get("ALMANAC_BACKENDS")
+    if extra:
+        try:
+            for name, triple in json.loads(extra).items():
+                BACKENDS.setdefault(name, tuple(triple))
+        except (ValueError, TypeError, AttributeError):
+            raise BackendError("ALMANAC_BACKENDS is not JSON of {name: [settings, backend, dist]}", field="ALMANAC_BACKENDS") from None
 
 
 def _import(ref: str) -> Any:
@@ -24,6 +49,8 @@ def _import(ref: str) -> Any:
 
 
 def _check(name: str) -> tuple[str, str, str]:
+    if name not in BACKENDS:
+        _plugins()
     if name not in BACKENDS:
         close = difflib.get_close_matches(name, list(BACKENDS), n=1)
         hint = f" (did you mean {close[0]!r}?)" if close else f" (known: {', '.join(sorted(BACKENDS))})"

@@ -32,6 +32,15 @@ class BackendSettings(BaseModel):
 class UnsupportedTest(Exception):
     """The backend cannot run this kind of test; recorded as a failed artifact with the reason."""
 
+    kind = "unsupported"  # the artifact's error kind
+
+
+class Incompatible(UnsupportedTest):
+    """The configuration cannot work with this model (a draft model of another vocabulary,
+    speculation on a recurrent model, ...): a failed point of kind "incompatible", with the reason."""
+
+    kind = "incompatible"
+
 
 @dataclass
 class TestResult:
@@ -70,6 +79,12 @@ class Backend(abc.ABC):
     @abc.abstractmethod
     def describe(self) -> dict[str, Any]:
         """Build and model facts this backend knows: {'build': {...}, 'model': {...}}."""
+
+    @classmethod
+    def preflight(cls, settings: BackendSettings, model: ModelRef, test: TestSpec) -> None:
+        """Check one configuration against the model's metadata before anything runs. Raise
+        ``ConfigError(message, field=<setting>)`` for one the backend would abort on; the
+        runner adds the matrix file. Default: nothing to check."""
 
     @staticmethod
     def log_facts(log: str) -> dict[str, Any]:

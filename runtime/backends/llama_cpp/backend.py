@@ -14,16 +14,20 @@ empty KV cache (no prefix reuse between requests).
 from __future__ import annotations
 
 import ctypes
-import logging
+import os
 import random
 import re
 import time
 from importlib import metadata as importlib_metadata
 from typing import Any
 
+from ...errors import ConfigError, UserError
+from ...generation import GenerateTest
 from ...workloads import ChatTest, RateTest, TestSpec
 from ..base import Backend, TestResult, UnsupportedTest
+from . import experts, speculative
 from .config import LlamaCppSettings
+from .stages import StageTimer
 
 # The llama.cpp commit vendored in each llama-cpp-python release (from its CHANGELOG,
 # which the wheel does not ship). benchmarks/fidelity.py checks the pinned one.
@@ -35,6 +39,61 @@ VENDORED_LLAMA_CPP = {
 
 # ggml_type enum values (ggml.h); stable across releases.
 GGML_TYPES = {"f32": 0, "f16": 1, "q4_0": 2, "q4_1": 3, "q5_0": 6, "q5_1": 7, "q8_0": 8, "iq4_nl": 20, "bf16": 30}
+
+
+# ggml_log_level in this llama.cpp: NONE 0, DEBUG 1, INFO 2, WARN 3, ERROR 4, CONT 5.
+# llama-cpp-python's own callback maps these with an older numbering (errors arrive as
+# "debug" and are dropped, debug lines arrive as "info"), so the worker installs its own.
+_LOG_MIN_LEVEL = 2
+_log_state = {"last": 2, "callback": None}
+
+
+def install_log_capture(min_level: int = _LOG_MIN_LEVEL) -> None:
+    """Send llama.cpp's log (info, warnings, errors; not debug) to stderr, which the worker captures."""
+    import sys
+
+    import llama_cpp
+
+    if _log_state["callback"] is not None:
+        return
+
+    @llama_cpp.llama_log_callback
+    def _callback(level, text, user_data):
+        level = _log_state["last"] if level == 5 else level
+        _log_state["last"] = level
+        if level >= min_level or level == 0:
+            sys.stderr.write(text.decode("utf-8", errors="replace"))
+
+    _log_state["callback"] = _callback  # keep a reference: ctypes must not free it
+    llama_cpp.llama_log_set(_callback, ctypes.c_void_p(0))
+
+
+def _rss_bytes() -> int | None:
+    import psutil
+
+    try:
+        return int(psutil.Process().memory_info().rss)
+    except Exception:
+        return None
+
+
+# "<who>: <buffer> <kind> buffer size = <x> MiB" lines of llama.cpp's load log (llama.cpp's own
+# accounting, shown beside the memory planner's prediction).
+_BUFFER_RE = re.compile(r"^(load_tensors|llama_context|llama_kv_cache|sched_reserve):\s+(\S+)\s+(model|output|KV|compute) "
+                        r"buffer size =\s+([0-9.]+) MiB", re.M)
+
+
+def memory_from_log(log: str) -> dict[str, dict[str, float]]:
+    """Buffers llama.cpp reported while loading the (first) model: {kind: {buffer: MiB}}.
+    The log is cut at the first compute-buffer line, so a draft model's buffers are left out."""
+    end = re.search(r"compute buffer size =.*$", log, re.M)
+    head = log[: end.end()] if end else log
+    out: dict[str, dict[str, float]] = {}
+    for m in _BUFFER_RE.finditer(head):
+        kind = {"KV": "kv"}.get(m.group(3), m.group(3))
+        out.setdefault(kind, {})
+        out[kind][m.group(2)] = round(out[kind].get(m.group(2), 0.0) + float(m.group(4)), 4)
+    return out
 
 
 def physical_cores() -> int:
@@ -60,22 +119,23 @@ def effective_n_ctx(settings: LlamaCppSettings, test: TestSpec) -> int:
 class LlamaCppBackend(Backend):
     name = "llama_cpp"
     settings_class = LlamaCppSettings
-    test_kinds = ("rate", "chat")
+    test_kinds = ("rate", "chat", "generate")
 
     def __init__(self, model, settings: LlamaCppSettings):
         super().__init__(model, settings)
         self.llm = None
         self.n_ctx: int | None = None
+        self.draft: Any = None  # speculative decoding's draft (prompt lookup or a second Llama)
+        self.draft_facts: dict[str, Any] = {}
 
     # -- load ---------------------------------------------------------------------------
     def load(self, test: TestSpec | None = None) -> dict[str, Any]:
         import llama_cpp
         import llama_cpp.llama as llama_module
-        from llama_cpp import _logger
 
         s = self.settings
-        # llama.cpp's log (info and up) goes to stderr, which the worker captures.
-        _logger.logger.setLevel(logging.INFO)
+        install_log_capture()
+        rss_before_model = _rss_bytes()  # the process with llama.cpp's libraries, before the model (memory planner)
         self.n_ctx = effective_n_ctx(s, test) if test is not None else (s.n_ctx or 4096)
         n_threads, n_threads_batch = resolve_threads(s)
         kwargs = dict(
@@ -84,7 +144,7 @@ class LlamaCppBackend(Backend):
             main_gpu=s.main_gpu,
             use_mmap=s.use_mmap,
             use_mlock=s.use_mlock,
-            kv_overrides=dict(s.kv_overrides) or None,
+            kv_overrides=experts.kv_overrides(s, self.model.facts) or None,
             seed=s.seed,
             n_ctx=self.n_ctx,
             n_batch=s.n_batch,
@@ -92,11 +152,12 @@ class LlamaCppBackend(Backend):
             n_threads=n_threads,
             n_threads_batch=n_threads_batch,
             offload_kqv=s.offload_kqv,
+            swa_full=s.swa_full,
             flash_attn=s.flash_attn != "off",
             type_k=GGML_TYPES[s.type_k],
             type_v=GGML_TYPES[s.type_v],
             chat_format=s.chat_format,
-            logits_all=False,
+            logits_all=s.speculative != "none",  # a draft needs logits for every drafted position
             verbose=True,
         )
         # llama-cpp-python's constructor only knows flash_attn on/off; llama.cpp's default
@@ -112,7 +173,30 @@ class LlamaCppBackend(Backend):
         finally:
             inner.LLAMA_FLASH_ATTN_TYPE_ENABLED = saved
         load_time = time.perf_counter() - t0
-        return {"load_time_s": load_time, "effective_settings": self._effective(n_threads, n_threads_batch)}
+        if s.speculative != "none":  # after the target, so the log's first facts are the target's
+            self._load_draft(kwargs)
+        return {"load_time_s": load_time, "effective_settings": self._effective(n_threads, n_threads_batch),
+                "rss_before_model_bytes": rss_before_model}
+
+    def _load_draft(self, kwargs: dict[str, Any]) -> None:
+        """Build the draft (raises Incompatible with the reason) and hand it to the target."""
+        import llama_cpp.llama as llama_module
+
+        s = self.settings
+        ref = None
+        if s.speculative == "draft_model":
+            from ...models import resolve
+
+            ref = resolve(s.draft_model)
+        inner = llama_module.llama_cpp
+        saved = inner.LLAMA_FLASH_ATTN_TYPE_ENABLED
+        if s.flash_attn == "auto":
+            inner.LLAMA_FLASH_ATTN_TYPE_ENABLED = inner.LLAMA_FLASH_ATTN_TYPE_AUTO
+        try:
+            self.draft, self.draft_facts = speculative.make_draft(s, self.llm, self.model.facts, ref, kwargs)
+        finally:
+            inner.LLAMA_FLASH_ATTN_TYPE_ENABLED = saved
+        self.llm.draft_model = self.draft
 
     def _effective(self, n_threads: int, n_threads_batch: int) -> dict[str, Any]:
         import llama_cpp
@@ -140,9 +224,10 @@ class LlamaCppBackend(Backend):
             "use_mmap": s.use_mmap,
             "use_mlock": s.use_mlock,
             "seed": s.seed,
-            "kv_overrides": dict(s.kv_overrides),
+            "kv_overrides": experts.kv_overrides(s, self.model.facts),
             "chat_format": self.llm.chat_format,
-            "logits_all": False,
+            "logits_all": s.speculative != "none",
+            **self.draft_facts,
         }
 
     @staticmethod
@@ -162,6 +247,9 @@ class LlamaCppBackend(Backend):
         m = re.search(r"n_expert_used\s*=\s*(\d+)", log)
         if m:
             facts["n_expert_used"] = int(m.group(1))
+        memory = memory_from_log(log)
+        if memory:
+            facts["llama_memory_mib"] = memory
         return facts
 
     # -- run ------------------------------------------------------------------------------
@@ -169,8 +257,37 @@ class LlamaCppBackend(Backend):
         if isinstance(test, RateTest):
             return self._run_rate(test)
         if isinstance(test, ChatTest):
-            return self._run_chat(test)
+            res = self._run_chat(test)
+            stats = getattr(self.draft, "stats", None)
+            if stats is not None:  # drafted / accepted over the whole test (warm-up included)
+                res.details["speculative"] = {**stats.snapshot(), "acceptance": stats.accepted / stats.proposed
+                                              if stats.proposed else None}
+            return res
+        if isinstance(test, GenerateTest):
+            return speculative.run_generate(self.llm, self.draft, test)
         raise UnsupportedTest(f"backend llama_cpp cannot run tests of kind {test.kind!r}")
+
+    @classmethod
+    def preflight(cls, settings: LlamaCppSettings, model: Any, test: TestSpec) -> None:
+        """Refuse before anything runs what llama.cpp would abort on or cannot do."""
+        experts.check(settings, model.facts, model.name)
+        if settings.speculative != "none":
+            if not isinstance(test, (GenerateTest, ChatTest)):
+                raise ConfigError(f"{settings.speculative} speculative decoding applies to generate and chat tests, "
+                                  f"not to the {test.kind} test {test.name!r}: give that test a sweep of its own",
+                                  field="speculative")
+            if settings.speculative == "draft_model":
+                from ...models import resolve
+
+                try:  # unknown names and missing files are refused now; a synthetic draft is generated now
+                    resolve(settings.draft_model)
+                except UserError as exc:
+                    raise ConfigError(str(exc), field="draft_model") from None
+        if isinstance(test, RateTest) and settings.n_ctx is not None:
+            need = test.n_depth + test.n_prompt + test.n_gen
+            if settings.n_ctx < need:
+                raise ConfigError(f"n_ctx {settings.n_ctx} is smaller than the {need} tokens test {test.name!r} "
+                                  "puts in the context", field="n_ctx")
 
     def _run_rate(self, test: RateTest) -> TestResult:
         import llama_cpp as L
@@ -292,28 +409,30 @@ class LlamaCppBackend(Backend):
                 return scores
 
             llm.reset()  # no prefix reuse: every request pays its own prefill
-            t0 = time.perf_counter_ns()
             first = last = None
             parts: list[str] = []
             finish = None
-            stream = llm.create_chat_completion(
-                messages=[m.model_dump() for m in test.messages],
-                max_tokens=test.max_tokens, temperature=test.temperature, top_k=test.top_k, top_p=test.top_p,
-                min_p=test.min_p, repeat_penalty=test.repeat_penalty, seed=seed, stream=True,
-                logits_processor=L.LogitsProcessorList([stamp]),
-            )
-            for chunk in stream:
-                now = time.perf_counter_ns()
-                choice = chunk["choices"][0]
-                content = choice.get("delta", {}).get("content")
-                if content:
-                    if first is None:
-                        first = now
-                    parts.append(content)
-                    last = now
-                if choice.get("finish_reason"):
-                    finish = choice["finish_reason"]
-            end = time.perf_counter_ns()
+            with StageTimer(llm) as stages:  # tokenise/prefill/decode/sample/detokenise split (what-if page)
+                t0 = time.perf_counter_ns()
+                stream = llm.create_chat_completion(
+                    messages=[m.model_dump() for m in test.messages],
+                    max_tokens=test.max_tokens, temperature=test.temperature, top_k=test.top_k, top_p=test.top_p,
+                    min_p=test.min_p, repeat_penalty=test.repeat_penalty, seed=seed, stream=True,
+                    logits_processor=L.LogitsProcessorList([stamp]),
+                )
+                for chunk in stream:
+                    now = time.perf_counter_ns()
+                    choice = chunk["choices"][0]
+                    content = choice.get("delta", {}).get("content")
+                    if content:
+                        if first is None:
+                            first = now
+                        parts.append(content)
+                        last = now
+                    if choice.get("finish_reason"):
+                        finish = choice["finish_reason"]
+                end = time.perf_counter_ns()
+                llama_perf = stages.perf()
             n_sampled = len(steps)
             out_tokens = n_sampled - 1 if finish == "stop" and n_sampled > 0 else n_sampled
             ttft = (first - t0) / 1e6 if first else None
@@ -322,7 +441,9 @@ class LlamaCppBackend(Backend):
             gaps = [(b - a) / 1e6 for a, b in zip(steps, steps[1:])]
             return {"ttft_ms": ttft, "e2e_ms": e2e, "tpot_ms": tpot, "output_tokens": out_tokens,
                     "prompt_tokens": prompt_tokens[0] if prompt_tokens else None, "finish_reason": finish,
-                    "itl_ms": gaps, "text": "".join(parts)}
+                    "itl_ms": gaps, "text": "".join(parts),
+                    "stages_ms": stages.stages_ms(end - t0), "stage_calls": dict(stages.calls),
+                    "llama_perf": llama_perf}
 
         base_seed = self.settings.seed
         warm = test.warmup_requests if test.warmup is not False else 0
@@ -352,6 +473,9 @@ class LlamaCppBackend(Backend):
             "llama_cpp_commit": VENDORED_LLAMA_CPP.get(version, "unknown"),
             "system_info": L.llama_print_system_info().decode(errors="replace").strip(),
             "gpu_offload_supported": bool(L.llama_supports_gpu_offload()),
+            # where the shared libraries came from: the installed wheel, or a build of the same
+            # llama.cpp commit loaded through LLAMA_CPP_LIB_PATH (e.g. a CUDA build on a GPU host)
+            "libraries": "LLAMA_CPP_LIB_PATH" if os.environ.get("LLAMA_CPP_LIB_PATH") else "package",
         }
         model: dict[str, Any] = {}
         if self.llm is not None:
@@ -361,6 +485,9 @@ class LlamaCppBackend(Backend):
         return {"build": build, "model": model}
 
     def close(self) -> None:
+        if self.draft is not None and hasattr(self.draft, "close"):
+            self.draft.close()
+        self.draft = None
         if self.llm is not None:
             self.llm.close()
             self.llm = None

@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# Reproduce the GPU host's measurements in one call on a machine with one NVIDIA GPU,
+# nvcc, cmake and python3 (no internet needed):
+#
+#   bash benchmarks/gpu_prepare.sh            # here, once: fills .gpu/ and .whl/
+#   (on the GPU machine, from the repository root, with .gpu and .whl carried)
+#   OUT=/some/folder bash benchmarks/gpu_h100.sh
+#
+# What comes back in $OUT (8 files at most, for the lender's limit): gpu_h100.log,
+# cmake-build.log, host.json, bandwidth.json, runs.tar.gz, llama-bench.json,
+# llama-bench.log, fidelity.json.
+# Steps: install the carried wheels into /tmp/site; build llama.cpp (the commit vendored
+# by the pinned llama-cpp-python) with CUDA for one architecture into /tmp: the shared
+# libraries that llama-cpp-python's Python part loads (LLAMA_CPP_LIB_PATH) and
+# llama-bench from the same tree; then benchmarks/gpu_bench.py: bandwidth, synthetic
+# models, our matrix, llama-bench on the same files, fidelity and roofline.
+# Environment: OUT (results; default /tmp/gpu-out), CUDA_ARCH (default 90 = Hopper),
+# JOBS (default: all cores), ALMANAC_HOST_NAME (the host's name in artifacts),
+# BUDGET_S (seconds this script may take; optional stages are skipped past it).
+set -euo pipefail
+START=$(date +%s)
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+cd "$ROOT"
+OUT=${OUT:-/tmp/gpu-out}
+CUDA_ARCH=${CUDA_ARCH:-90}
+JOBS=${JOBS:-$(nproc)}
+BUDGET_S=${BUDGET_S:-560}
+SRC=/tmp/almanac-llama-src
+BUILD=/tmp/almanac-llama-build
+export PYTHONUNBUFFERED=1 PYTHONFAULTHANDLER=1  # a crash in a worker leaves its Python stack in the log
+# Leave NVLink multicast off (shared hosts: see the lender's notes)
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+mkdir -p "$OUT"
+exec > >(tee -a "$OUT/gpu_h100.log") 2>&1
+stamp() { echo "[$(date +%T) +$(( $(date +%s) - START ))s] $*"; }
+
+for need in .gpu/llama.cpp/CMakeLists.txt .gpu/site/llama_cpp/llama_cpp.py; do
+  [ -e "$need" ] || { echo "missing $need: run benchmarks/gpu_prepare.sh first and carry .gpu and .whl"; exit 2; }
+done
+stamp "host: $(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null || echo 'no nvidia-smi')"
+stamp "nvcc: $(nvcc --version 2>/dev/null | tail -1 || echo none); python: $(python3 --version)"
+
+# 1. Python packages the image lacks, from the carried wheels (no index, no network)
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
+export PYTHONPATH="$ROOT:$ROOT/.gpu/site:/tmp/site${PYTHONPATH:+:$PYTHONPATH}"
+
+# 2. llama.cpp with CUDA: libllama + llama-bench from one tree (skipped when already built
+#    from the same source on this machine)
+sum=$(cd .gpu/llama.cpp && find . -type f -print0 | sort -z | xargs -0 cat | sha256sum | cut -c1-16)
+if [ "$(cat "$BUILD/.source" 2>/dev/null)" != "$sum-$CUDA_ARCH" ]; then
+  rm -rf "$SRC" "$BUILD"
+  cp -a .gpu/llama.cpp "$SRC"
+  commit=$(cat "$SRC/VENDORED_COMMIT" 2>/dev/null || echo unknown)
+  # no git in the copied tree: record the vendored commit as the build commit
+  sed -i "s/set(BUILD_COMMIT \"unknown\")/set(BUILD_COMMIT \"$commit\")/" "$SRC/cmake/build-info.cmake"
+  stamp "configuring llama.cpp $commit (CUDA arch $CUDA_ARCH)"
+  cmake -S "$SRC" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=ON -DGGML_CUDA=ON \
+    -DCMAKE_CUDA_ARCHITECTURES="$CUDA_ARCH" -DGGML_NATIVE=ON -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
+    -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_APP=OFF -DLLAMA_OPENSSL=OFF >"$OUT/cmake-build.log" 2>&1 \
+    || { tail -40 "$OUT/cmake-build.log"; exit 3; }
+  stamp "building libllama and llama-bench with -j$JOBS"
+  cmake --build "$BUILD" --target llama llama-bench -j "$JOBS" >>"$OUT/cmake-build.log" 2>&1 \
+    || { tail -60 "$OUT/cmake-build.log"; exit 3; }
+  echo "$sum-$CUDA_ARCH" > "$BUILD/.source"
+  stamp "built"
+fi
+export LLAMA_CPP_LIB_PATH="$BUILD/bin"
+[ -n "${STOP_AFTER_BUILD:-}" ] && exit 0
+python3 -c "import llama_cpp, importlib.metadata as m; print('llama-cpp-python', m.version('llama-cpp-python'), 'gpu offload:', llama_cpp.llama_supports_gpu_offload())"
+
+# 3. measurements
+export ALMANAC_HOST_NAME=${ALMANAC_HOST_NAME:-lent-h100}
+python3 benchmarks/gpu_bench.py --out "$OUT" --work /tmp/almanac-gpu \
+  --matrix data/matrices/gpu-synthetic.yaml --matrix data/matrices/gpu-synthetic-kquant.yaml \
+  --llama-bench "$BUILD/bin/llama-bench" --deadline $(( START + BUDGET_S - 90 ))
+stamp "done"

@@ -1,0 +1,617 @@
+"""Memory planner: predict what llama.cpp allocates for a GGUF, from the file's own facts.
+
+Everything here is arithmetic over the facts ``runtime.models.gguf_facts`` reads from a
+GGUF header (run artifacts carry them under ``model.gguf``), following llama.cpp's own
+sizing (the vendored source of llama-cpp-python 0.3.36, ``src/llama-kv-cache*.cpp``,
+``src/llama-context.cpp``, ``src/llama-model.cpp``):
+
+* **Weights**: the tensor bytes of the file, per tensor type. On a CPU, llama.cpp maps
+  the file and prefetches it (``MAP_POPULATE``), so every tensor page is resident; tensors
+  of the types its CPU_REPACK buffer re-lays for SIMD kernels (Q4_0, Q4_K, IQ4_NL, except
+  the token embedding) are copied once more.
+* **KV cache**: ``n_ctx`` is padded to a multiple of 256 cells. Each attention layer ``l``
+  holds ``cells(l) × (row(type_k, head_k × n_head_kv(l)) + row(type_v, head_v ×
+  n_head_kv(l)))`` bytes, where ``row(type, n)`` is ggml's row size (f16: 2 bytes per
+  element; q8_0: 34 bytes per 32; q4_0: 18 bytes per 32). Sliding-window layers (Gemma 2/3,
+  Cohere 2, gpt-oss, ...) get a cache of ``pad256(min(n_ctx, n_swa + n_ubatch))`` cells
+  unless ``swa_full`` is set, when they get the full context. MLA caches (DeepSeek-2 style)
+  store ``kv_lora_rank + n_rot`` per cell and no V.
+* **Compute buffer** (estimate): llama.cpp reserves the worst-case graph for one micro-batch
+  of ``n_ubatch`` tokens with every token an output. The estimate is the largest of three
+  live sets: the logits (``4 × n_ubatch × (n_vocab + n_embd)`` bytes), the attention phase
+  (the f16 masks, ``2 × n_ubatch × n_kv`` each, Q/K/V, and without flash attention the scores
+  ``4 × n_ubatch × n_kv × n_head``) and the feed-forward activations (``4 × n_ubatch × (3 ×
+  n_ff + 3 × n_embd)``, masks still alive). On a CPU only the pages a real batch writes become
+  resident: the same formula with the run's largest batch and one output.
+* **Tokenizer tables** (estimate): llama.cpp's vocabulary (token data, the text→id hash map,
+  the piece cache): 192 bytes per token plus three copies of the token text.
+* **LoRA adapters**: the seed formula ``r × (in + out) × layers × modules × bytes`` with the
+  model's real projection shapes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from runtime.errors import ConfigError, ModelError
+from runtime.paths import data_dir, relpath
+from runtime.yamlio import load_yaml, pydantic_error_line
+
+GiB = 1024**3
+MiB = 1024**2
+
+# (block size, bytes per block) of the KV cache types llama.cpp accepts (ggml's type traits).
+KV_TYPES: dict[str, tuple[int, int]] = {
+    "f32": (1, 4), "f16": (1, 2), "bf16": (1, 2), "q8_0": (32, 34), "q4_0": (32, 18), "q4_1": (32, 20),
+    "q5_0": (32, 22), "q5_1": (32, 24), "iq4_nl": (32, 18),
+}
+
+# Sliding-window layer patterns llama.cpp applies when the GGUF has no
+# `<arch>.attention.sliding_window_pattern` (src/models/<arch>.cpp: load_swa_pattern(ml, N, dense_first)).
+SWA_PATTERNS: dict[str, tuple[int, bool]] = {
+    "gemma2": (2, False), "gemma3": (6, False), "gemma3n": (5, False), "cohere2": (4, False),
+    "cohere2moe": (4, True), "gpt-oss": (2, False), "exaone4": (4, False), "exaone-moe": (4, False),
+    "olmo2": (4, False), "smallthinker": (4, True), "afmoe": (4, False), "mellum": (4, False),
+    "plamo3": (8, False), "muse-glimmer": (4, False),
+}
+# llm_arch_is_recurrent / llm_arch_is_hybrid (src/llama-arch.cpp): state, not (only) a KV cache.
+RECURRENT_ARCHITECTURES = ("mamba", "mamba2", "rwkv6", "rwkv6qwen2", "rwkv7", "arwkv7")
+HYBRID_ARCHITECTURES = ("jamba", "falcon-h1", "plamo2", "granitehybrid", "lfm2", "lfm2moe", "nemotron_h",
+                        "nemotron_h_moe", "qwen3next", "kimi-linear", "bailingmoe3", "kimi-k3", "glm5-next",
+                        "qwen35", "qwen35moe", "qwen4exp", "deepseek4", "minimax-01")
+# Weight types the CPU_REPACK buffer re-lays on x86 (AVX2 and up) in this llama.cpp build
+# (the load log lists "repack tensor ... with q4_K_8x8"; q8_0, q5_0, q6_K stay as mapped).
+REPACK_TYPES = ("Q4_0", "Q4_K", "IQ4_NL")
+TOKENIZER_BYTES_PER_TOKEN = 192
+TOKENIZER_TEXT_COPIES = 3
+
+
+def pad(n: int, to: int = 256) -> int:
+    return ((n + to - 1) // to) * to
+
+
+def row_bytes(cache_type: str, n_elements: int) -> int:
+    """Bytes of one cache row of ``n_elements`` values (ggml_row_size)."""
+    try:
+        block, size = KV_TYPES[cache_type]
+    except KeyError:
+        raise ConfigError(f"unknown KV cache type {cache_type!r} (known: {', '.join(KV_TYPES)})", field="cache_type") from None
+    if n_elements % block:
+        raise ConfigError(f"{cache_type} needs a row length divisible by {block}; this model's is {n_elements}",
+                          field="cache_type")
+    return n_elements // block * size
+
+
+def swa_layer_flags(n_layer: int, period: int, dense_first: bool) -> list[bool]:
+    """llama_hparams::set_swa_pattern: which layers use the sliding window."""
+    if dense_first:
+        return [period == 0 or (il % period != 0) for il in range(n_layer)]
+    return [period == 0 or (il % period < period - 1) for il in range(n_layer)]
+
+
+@dataclass(frozen=True)
+class ModelShape:
+    """What memory depends on, from a GGUF's facts."""
+
+    name: str
+    architecture: str
+    n_layer: int
+    n_embd: int
+    n_head: int
+    n_head_kv: tuple[int, ...]  # per layer
+    head_k: int
+    head_v: int
+    n_ff: int
+    n_vocab: int
+    n_ctx_train: int | None
+    n_swa: int
+    swa_layers: tuple[bool, ...]
+    swa_pattern_source: str
+    expert_count: int
+    expert_used_count: int
+    tensor_bytes_by_type: dict[str, int]
+    tensor_bytes_by_role: dict[str, dict[str, int]]
+    vocab_text_bytes: int | None
+    kv_lora_rank: int | None = None
+    n_rot: int | None = None
+    notes: tuple[str, ...] = ()
+
+    # -- construction -----------------------------------------------------------------------
+    @classmethod
+    def from_facts(cls, facts: dict[str, Any], name: str = "") -> "ModelShape":
+        arch = facts.get("architecture") or "?"
+        notes: list[str] = []
+
+        def need(key: str) -> int:
+            v = facts.get(key)
+            if v is None:
+                raise ModelError(f"the GGUF has no {arch}.{key.replace('_', '.')} (needed for the memory plan)",
+                                 file=name or "model", field=key)
+            return int(v)
+
+        n_layer, n_embd, n_head = need("block_count"), need("embedding_length"), need("head_count")
+        kv_list = facts.get("head_count_kv_layers")
+        if kv_list:
+            n_head_kv = tuple(int(x) for x in kv_list[:n_layer])
+        else:
+            n_head_kv = (int(facts.get("head_count_kv") or n_head),) * n_layer
+        head_k = int(facts.get("key_length") or n_embd // n_head)
+        head_v = int(facts.get("value_length") or n_embd // n_head)
+        n_swa = int(facts.get("sliding_window") or 0)
+        pattern = facts.get("sliding_window_pattern")
+        if n_swa <= 0:
+            swa, source = (False,) * n_layer, "no sliding window"
+        elif isinstance(pattern, list) and pattern:
+            swa, source = tuple(bool(x) for x in pattern[:n_layer]), "the GGUF's per-layer pattern"
+        elif isinstance(pattern, int):
+            swa, source = tuple(swa_layer_flags(n_layer, pattern, False)), f"the GGUF's period {pattern}"
+        elif arch in SWA_PATTERNS:
+            period, dense_first = SWA_PATTERNS[arch]
+            swa = tuple(swa_layer_flags(n_layer, period, dense_first))
+            source = f"llama.cpp's {arch} default: period {period}" + (", full layer first" if dense_first else ", every last layer of a period is full")
+        else:
+            swa, source = (False,) * n_layer, "unknown pattern"
+            notes.append(f"{arch} declares a sliding window of {n_swa} but no layer pattern this planner knows: "
+                         "every layer is sized as full attention (an upper bound).")
+        if arch in RECURRENT_ARCHITECTURES or arch in HYBRID_ARCHITECTURES:
+            notes.append(f"{arch} is recurrent or hybrid: its recurrent state is not modelled; the KV figure "
+                         "covers every layer as attention (an upper bound).")
+        by_role = facts.get("tensor_bytes_by_role") or {}
+        if not by_role:
+            notes.append("this artifact predates per-role tensor bytes: embedding and expert tensors are not told apart.")
+            by_role = {"other": dict(facts.get("tensor_bytes_by_type") or {})}
+        ff = facts.get("feed_forward_length") or 4 * n_embd
+        return cls(
+            name=name or facts.get("name") or arch, architecture=arch, n_layer=n_layer, n_embd=n_embd, n_head=n_head,
+            n_head_kv=n_head_kv, head_k=head_k, head_v=head_v, n_ff=int(ff), n_vocab=int(facts.get("vocab_size") or 0),
+            n_ctx_train=facts.get("context_length"), n_swa=n_swa, swa_layers=swa, swa_pattern_source=source,
+            expert_count=int(facts.get("expert_count") or 0), expert_used_count=int(facts.get("expert_used_count") or 0),
+            tensor_bytes_by_type=dict(facts.get("tensor_bytes_by_type") or {}),
+            tensor_bytes_by_role={k: dict(v) for k, v in by_role.items()},
+            vocab_text_bytes=facts.get("vocab_text_bytes"),
+            kv_lora_rank=facts.get("kv_lora_rank"), n_rot=facts.get("rope_dimension_count"), notes=tuple(notes))
+
+    @classmethod
+    def from_gguf(cls, path: str | Path) -> "ModelShape":
+        from runtime.models import gguf_facts
+
+        p = Path(path).expanduser()
+        if not p.is_file():
+            raise ModelError("no such GGUF file", file=str(path))
+        return cls.from_facts(gguf_facts(p), name=p.name)
+
+    # -- weights ----------------------------------------------------------------------------
+    @property
+    def weight_bytes(self) -> int:
+        return sum(self.tensor_bytes_by_type.values())
+
+    def role_bytes(self, role: str) -> int:
+        return sum(self.tensor_bytes_by_role.get(role, {}).values())
+
+    @property
+    def tied_output(self) -> bool:
+        """No output matrix: the token embedding is read in full as the output projection."""
+        return self.role_bytes("output") == 0 and self.role_bytes("token_embd") > 0
+
+    @property
+    def is_moe(self) -> bool:
+        return self.expert_count > 0
+
+    @property
+    def recurrent(self) -> bool:
+        return self.architecture in RECURRENT_ARCHITECTURES or self.architecture in HYBRID_ARCHITECTURES
+
+    def repack_bytes(self) -> int:
+        """Bytes llama.cpp copies into its CPU_REPACK buffer: weights of a repackable type, except
+        the token embedding (row lookups), which is repacked only as the duplicated output matrix
+        of a tied model."""
+        total = 0
+        for role, types in self.tensor_bytes_by_role.items():
+            if role == "token_embd" and not self.tied_output:
+                continue
+            total += sum(b for t, b in types.items() if t in REPACK_TYPES)
+        return total
+
+    def weights_read_per_token(self, expert_used: int | None = None) -> int:
+        """Weight bytes one decode step reads: every tensor once, the token embedding only as the
+        output matrix when tied (one row otherwise), ``expert_used / expert_count`` of the experts."""
+        experts = self.role_bytes("experts")
+        if experts and self.expert_count:
+            used = expert_used if expert_used is not None else self.expert_used_count
+            experts = experts * used / self.expert_count
+        embd = self.role_bytes("token_embd")
+        embd_read = embd if self.tied_output else (embd / self.n_vocab if self.n_vocab else 0)
+        return int(self.role_bytes("other") + self.role_bytes("output") + experts + embd_read)
+
+    # -- KV cache ---------------------------------------------------------------------------
+    def kv_row_bytes(self, il: int, type_k: str, type_v: str) -> int:
+        """Bytes of K plus V for one cell of layer ``il``."""
+        if self.kv_lora_rank:
+            return row_bytes(type_k, int(self.kv_lora_rank) + int(self.n_rot or 0))
+        n_kv = self.n_head_kv[il]
+        if n_kv == 0:
+            return 0
+        return row_bytes(type_k, self.head_k * n_kv) + row_bytes(type_v, self.head_v * n_kv)
+
+
+@dataclass(frozen=True)
+class KvPlan:
+    n_ctx: int  # requested
+    cells: int  # cells of a full-attention layer (padded)
+    swa_cells: int  # cells of a sliding-window layer
+    type_k: str
+    type_v: str
+    swa_full: bool
+    full_layers: int
+    swa_layers: int
+    full_bytes: int
+    swa_bytes: int
+
+    @property
+    def bytes(self) -> int:
+        return self.full_bytes + self.swa_bytes
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "bytes": self.bytes}
+
+
+def kv_cache(shape: ModelShape, n_ctx: int, type_k: str = "f16", type_v: str = "f16", *, swa_full: bool = False,
+             n_ubatch: int = 512, n_seq: int = 1) -> KvPlan:
+    """The KV cache llama.cpp allocates (llama_kv_cache / llama_kv_cache_iswa), for one sequence
+    stream per ``n_seq`` (not unified)."""
+    n_ctx_padded = pad(max(n_ctx, 1))
+    cells = pad(max(n_ctx_padded // n_seq, 1)) if n_seq > 1 else n_ctx_padded
+    swa_cells = cells if swa_full else pad(min(cells, shape.n_swa + n_ubatch))
+    full_b = swa_b = 0
+    n_full = n_swa = 0
+    for il in range(shape.n_layer):
+        row = shape.kv_row_bytes(il, type_k, type_v)
+        if shape.swa_layers[il]:
+            swa_b += row * swa_cells * n_seq
+            n_swa += 1
+        else:
+            full_b += row * cells * n_seq
+            n_full += 1
+    return KvPlan(n_ctx, cells, swa_cells if n_swa else 0, type_k, type_v, swa_full, n_full, n_swa, full_b, swa_b)
+
+
+def kv_read_bytes(shape: ModelShape, depth: int, type_k: str = "f16", type_v: str = "f16", *,
+                  flash_attn: bool = True, cache: KvPlan | None = None) -> int:
+    """KV bytes one decode step reads with ``depth`` tokens already in the context.
+
+    With flash attention, llama.cpp's CPU kernel skips masked cells, so a sliding-window
+    layer reads at most ``n_swa`` cells; without it, every layer multiplies over the whole
+    view of used cells, padded to 256 (and capped by the layer's cache size)."""
+    attended = depth + 1
+    total = 0
+    for il in range(shape.n_layer):
+        row = shape.kv_row_bytes(il, type_k, type_v)
+        is_swa = shape.swa_layers[il]
+        if flash_attn:
+            cells = min(attended, shape.n_swa) if is_swa else attended
+        else:
+            view = max(256, pad(attended))
+            if cache is not None:
+                view = min(view, cache.swa_cells if is_swa else cache.cells)
+            cells = view
+        total += row * cells
+    return total
+
+
+# -- compute buffer and other runtime memory -------------------------------------------------
+def compute_buffer(shape: ModelShape, n_tokens: int, n_kv: int, *, n_outputs: int | None = None,
+                   flash_attn: bool = True, n_kv_swa: int | None = None) -> dict[str, int]:
+    """Estimated live set of llama.cpp's graph for one micro-batch (see the module docstring):
+    the largest of the logits phase, the attention phase (with the f16 attention masks, alive
+    until the last attention layer) and the feed-forward phase (masks alive too)."""
+    n_out = n_tokens if n_outputs is None else n_outputs
+    n_ff = shape.n_ff
+    if shape.is_moe and shape.expert_used_count:
+        n_ff = max(n_ff, shape.n_ff * shape.expert_used_count)
+    masks = 2 * n_tokens * n_kv + (2 * n_tokens * (n_kv_swa or n_kv) if any(shape.swa_layers) else 0)
+    qkv = 4 * n_tokens * (2 * shape.n_head * shape.head_k + shape.n_embd)
+    parts = {
+        "logits": 4 * n_out * (shape.n_vocab + shape.n_embd),
+        "attention": masks + qkv + (0 if flash_attn else 4 * n_tokens * n_kv * shape.n_head),
+        "feed_forward": masks + 4 * n_tokens * (3 * n_ff + 3 * shape.n_embd),
+    }
+    return {**parts, "total": max(parts.values())}
+
+
+def tokenizer_bytes(shape: ModelShape) -> int:
+    text = shape.vocab_text_bytes if shape.vocab_text_bytes is not None else 8 * shape.n_vocab
+    return TOKENIZER_BYTES_PER_TOKEN * shape.n_vocab + TOKENIZER_TEXT_COPIES * int(text)
+
+
+def output_buffer(shape: ModelShape, n_seq: int = 1) -> int:
+    """llama_context's output buffer: logits of one output per sequence (float)."""
+    return 4 * shape.n_vocab * max(1, n_seq)
+
+
+# -- whole plans -------------------------------------------------------------------------------
+@dataclass
+class Plan:
+    """One predicted footprint: named components in bytes."""
+
+    target: str  # "cpu-rss" or "gpu-vram"
+    components: dict[str, int]
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def total(self) -> int:
+        return sum(self.components.values())
+
+
+def cpu_plan(shape: ModelShape, n_ctx: int, type_k: str = "f16", type_v: str = "f16", *, swa_full: bool = False,
+             n_ubatch: int = 512, max_batch: int | None = None, depth: int | None = None, flash_attn: bool = True,
+             runtime_baseline: int | None = None, repack: bool = True, n_outputs: int = 1, logits_rows: int = 0) -> Plan:
+    """Resident memory of a CPU run: the weights (mapped and prefetched), CPU_REPACK copies, the
+    KV cache (cleared at allocation, so resident), the output buffer, the tokenizer tables, the
+    compute pages the run's largest batch touches, and the process before the model (measured).
+
+    With logits for every token (``logits_all``, which speculative decoding needs), llama.cpp's
+    output buffer holds ``n_outputs`` rows of logits and llama-cpp-python keeps one row per
+    evaluated token (``logits_rows``) in its scores array."""
+    kv = kv_cache(shape, n_ctx, type_k, type_v, swa_full=swa_full, n_ubatch=n_ubatch)
+    batch = min(max_batch if max_batch is not None else n_ubatch, n_ubatch)
+    n_kv = min(kv.cells, max(256, pad((depth if depth is not None else n_ctx))))
+    comp = compute_buffer(shape, batch, n_kv, n_outputs=1, flash_attn=flash_attn,
+                          n_kv_swa=min(n_kv, kv.swa_cells or n_kv))
+    components = {
+        "weights (mapped)": shape.weight_bytes,
+        "repacked weights": shape.repack_bytes() if repack else 0,
+        "KV cache": kv.bytes,
+        "output buffer": output_buffer(shape) * max(1, n_outputs),
+        "tokenizer tables (est.)": tokenizer_bytes(shape),
+        "compute, touched (est.)": comp["total"],
+    }
+    if logits_rows:
+        components["logits kept per token (llama-cpp-python)"] = 4 * shape.n_vocab * logits_rows
+    notes = list(shape.notes)
+    if runtime_baseline is not None:
+        components["process before load (measured)"] = int(runtime_baseline)
+    else:
+        notes.append("no measured baseline of the process before the model load: the interpreter and "
+                     "libraries are not included.")
+    return Plan("cpu-rss", components, notes)
+
+
+def gpu_plan(shape: ModelShape, n_ctx: int, type_k: str = "f16", type_v: str = "f16", *, swa_full: bool = False,
+             n_ubatch: int = 512, flash_attn: bool = True, runtime_overhead: int = 0) -> Plan:
+    """VRAM with every layer offloaded: the weights except the token embedding (llama.cpp keeps
+    its row lookups on the CPU; a tied embedding is duplicated as the output matrix), the KV
+    cache, the full reserved compute buffer, and the runtime overhead assumed in the planner's
+    settings (CUDA context, cuBLAS workspace)."""
+    kv = kv_cache(shape, n_ctx, type_k, type_v, swa_full=swa_full, n_ubatch=n_ubatch)
+    weights = shape.weight_bytes - shape.role_bytes("token_embd") + (shape.role_bytes("token_embd") if shape.tied_output else 0)
+    comp = compute_buffer(shape, n_ubatch, kv.cells, flash_attn=flash_attn, n_kv_swa=kv.swa_cells or kv.cells)
+    components = {"weights": weights, "KV cache": kv.bytes, "compute buffer (est.)": comp["total"],
+                  "runtime overhead (assumed)": int(runtime_overhead)}
+    return Plan("gpu-vram", components, list(shape.notes))
+
+
+# -- LoRA ------------------------------------------------------------------------------------
+LORA_MODULES = ("q", "k", "v", "o", "gate", "up", "down")
+
+
+def lora_module_dims(shape: ModelShape) -> dict[str, tuple[int, int]]:
+    """(in_features, out_features) of each projection an adapter can target, from the shape."""
+    q_out = shape.n_head * shape.head_k
+    kv_heads = max(shape.n_head_kv) if shape.n_head_kv else shape.n_head
+    return {"q": (shape.n_embd, q_out), "k": (shape.n_embd, kv_heads * shape.head_k),
+            "v": (shape.n_embd, kv_heads * shape.head_v), "o": (shape.n_head * shape.head_v, shape.n_embd),
+            "gate": (shape.n_embd, shape.n_ff), "up": (shape.n_embd, shape.n_ff), "down": (shape.n_ff, shape.n_embd)}
+
+
+def lora_bytes(shape: ModelShape, rank: int, modules: tuple[str, ...], bytes_per_value: float = 2.0) -> int:
+    """The seed's formula, per module: r × (in + out) × layers × bytes (A is r×in, B is out×r)."""
+    dims = lora_module_dims(shape)
+    unknown = [m for m in modules if m not in dims]
+    if unknown:
+        raise ConfigError(f"unknown LoRA module {unknown[0]!r} (known: {', '.join(LORA_MODULES)})", field="modules")
+    return int(sum(rank * (dims[m][0] + dims[m][1]) for m in modules) * shape.n_layer * bytes_per_value)
+
+
+# -- planner settings ---------------------------------------------------------------------------
+class PlannerSettings(BaseModel):
+    """data/memory_planner.yaml: what the fits table explores (inputs, not results)."""
+
+    model_config = ConfigDict(extra="forbid")
+    schema_version: int = Field(1, description="Format version.")
+    contexts: list[int] = Field(..., min_length=1, description="Context lengths (tokens) to plan for.")
+    cache_types: list[str] = Field(..., min_length=1, description="KV cache types (type_k = type_v).")
+    gpu_sizes_gb: list[float] = Field(..., min_length=1, description="GPU memory sizes (GB, 10^9 bytes) to check.")
+    headroom: float = Field(0.1, ge=0, lt=1, description="Share of a memory kept free: fits when total <= (1 - headroom) x size.")
+    n_ubatch: int = Field(512, ge=1, description="Micro-batch assumed for the compute buffer (llama.cpp -ub).")
+    swa_full: bool = Field(False, description="Full-size caches for sliding-window layers (llama-bench/llama-server: false).")
+    flash_attn: bool = Field(True, description="Flash attention assumed on (llama.cpp's auto enables it on CPU and recent GPUs).")
+    gpu_runtime_overhead_mib: float = Field(0, ge=0, description="Assumed per-process GPU overhead (CUDA context, cuBLAS workspace) in MiB, shown as an assumption.")
+    gpu_runtime_overhead_source: str = Field("", description="Where the overhead assumption comes from.")
+    lora_ranks: list[int] = Field(default_factory=lambda: [8, 16, 32], description="Adapter ranks for the LoRA table.")
+    lora_targets: dict[str, list[str]] = Field(default_factory=dict, description="Named module sets for the LoRA table.")
+
+
+def planner_settings_path() -> Path:
+    return data_dir() / "memory_planner.yaml"
+
+
+def load_planner_settings(path: Path | None = None) -> PlannerSettings:
+    from pydantic import ValidationError
+
+    path = path or planner_settings_path()
+    raw = load_yaml(path)
+    try:
+        s = PlannerSettings.model_validate(raw)
+    except ValidationError as exc:
+        raise ConfigError(pydantic_error_line(exc), file=relpath(path)) from None
+    for i, t in enumerate(s.cache_types):
+        if t not in KV_TYPES:
+            raise ConfigError(f"unknown KV cache type {t!r} (known: {', '.join(KV_TYPES)})", file=relpath(path),
+                              field=f"cache_types.{i}")
+    for name, mods in s.lora_targets.items():
+        bad = [m for m in mods if m not in LORA_MODULES]
+        if bad:
+            raise ConfigError(f"unknown module {bad[0]!r} (known: {', '.join(LORA_MODULES)})", file=relpath(path),
+                              field=f"lora_targets.{name}")
+    return s
+
+
+# -- predicted against measured -------------------------------------------------------------------
+def run_prediction(doc: dict[str, Any]) -> dict[str, Any] | None:
+    """Predicted peak RSS of a CPU run artifact beside its measured peak. None when the run
+    used a GPU or has no peak RSS."""
+    if doc.get("status") != "ok":
+        return None
+    eff = doc["settings"].get("effective") or {}
+    req = doc["settings"].get("requested") or {}
+    if (eff.get("n_gpu_layers") or 0) > 0:
+        return None
+    measured = (doc.get("resources") or {}).get("peak_rss_bytes")
+    if not measured:
+        return None
+    try:
+        shape = ModelShape.from_facts(doc["model"]["gguf"], doc["model"]["name"])
+    except ModelError:
+        return None
+    n_ctx = int(eff.get("n_ctx") or req.get("n_ctx") or 4096)
+    n_ubatch = int(eff.get("n_ubatch") or req.get("n_ubatch") or 512)
+    type_k = eff.get("type_k") or req.get("type_k") or "f16"
+    type_v = eff.get("type_v") or req.get("type_v") or "f16"
+    swa_full = bool(eff.get("swa_full", req.get("swa_full", False)))
+    fa = eff.get("flash_attn")
+    flash = fa == "on" if fa in ("on", "off") else req.get("flash_attn") != "off"
+    test = doc["test"]
+    if test.get("kind") == "rate":
+        batch = int(test.get("n_prompt") or 0) or 1
+        if test.get("n_depth"):
+            batch = max(batch, min(int(test["n_depth"]), n_ubatch))
+    else:
+        prompts = [r.get("prompt_tokens") or 0 for r in (doc.get("samples") or {}).get("requests", []) if isinstance(r, dict)]
+        batch = max(prompts or [1]) or 1
+    baseline = (doc.get("resources") or {}).get("baseline_rss_bytes")
+    n_outputs, logits_rows = 1, 0
+    if eff.get("logits_all"):  # speculative decoding: logits of every evaluated token
+        draft = int(req.get("draft_max") or 0) + 1
+        n_outputs = max(batch, draft)
+        reqs = [r for r in (doc.get("samples") or {}).get("requests", []) if isinstance(r, dict)]
+        logits_rows = max([(r.get("prompt_tokens") or 0) + (r.get("output_tokens") or 0) for r in reqs] or [batch]) + draft
+    plan = cpu_plan(shape, n_ctx, type_k, type_v, swa_full=swa_full, n_ubatch=n_ubatch, max_batch=batch, depth=n_ctx,
+                    flash_attn=flash, runtime_baseline=baseline, repack=repack_applies(doc.get("host") or {}),
+                    n_outputs=n_outputs, logits_rows=logits_rows)
+    error = (plan.total - measured) / measured
+    reported = eff.get("llama_memory_mib") or {}
+    return {"id": doc["id"], "model": doc["model"]["name"], "test": test["name"], "n_ctx": n_ctx, "type_k": type_k,
+            "type_v": type_v, "swa_full": swa_full, "flash_attn": flash, "plan": plan, "predicted": plan.total,
+            "measured": int(measured), "error": error, "within_10pct": abs(error) <= 0.10,
+            "has_baseline": baseline is not None, "reported_mib": reported, "created": doc["created"],
+            "host_id": doc["host"]["id"]}
+
+
+def vram_prediction(doc: dict[str, Any], runtime_overhead: int = 0) -> dict[str, Any] | None:
+    """Predicted VRAM of a run with every layer on a GPU beside its measured peak VRAM; the
+    residual (measured − predicted without overhead) is the runtime's own share (CUDA context,
+    cuBLAS workspace, ...)."""
+    if doc.get("status") != "ok":
+        return None
+    eff = doc["settings"].get("effective") or {}
+    req = doc["settings"].get("requested") or {}
+    measured = (doc.get("resources") or {}).get("peak_vram_bytes")
+    n_gpu = eff.get("n_gpu_layers") or 0
+    if not measured or n_gpu <= 0 or (eff.get("n_layers_total") and n_gpu < eff["n_layers_total"]):
+        return None
+    try:
+        shape = ModelShape.from_facts(doc["model"]["gguf"], doc["model"]["name"])
+    except ModelError:
+        return None
+    fa = eff.get("flash_attn")
+    plan = gpu_plan(shape, int(eff.get("n_ctx") or 4096), eff.get("type_k") or req.get("type_k") or "f16",
+                    eff.get("type_v") or req.get("type_v") or "f16", swa_full=bool(eff.get("swa_full", req.get("swa_full", False))),
+                    n_ubatch=int(eff.get("n_ubatch") or 512), flash_attn=fa != "off", runtime_overhead=runtime_overhead)
+    without = plan.total - runtime_overhead
+    return {"id": doc["id"], "model": doc["model"]["name"], "test": doc["test"]["name"], "created": doc["created"],
+            "host_id": doc["host"]["id"], "plan": plan, "predicted": plan.total, "measured": int(measured),
+            "error": (plan.total - measured) / measured, "residual": int(measured) - without,
+            "exact_roles": "tensor_bytes_by_role" in doc["model"]["gguf"],
+            "method": (doc.get("resources") or {}).get("peak_vram_method")}
+
+
+def gpu_overhead_from_runs(runs: list[dict[str, Any]]) -> tuple[int | None, int]:
+    """The median VRAM residual of GPU runs whose facts tell the embedding apart (so the
+    residual is the runtime's own memory), and how many runs it comes from."""
+    res = sorted(p["residual"] for p in (vram_prediction(d) for d in runs) if p is not None and p["exact_roles"])
+    if not res:
+        return None, 0
+    return int(res[len(res) // 2]), len(res)
+
+
+def fits_rows(shape: ModelShape, settings: PlannerSettings, host_memory: int | None,
+              runtime_baseline: int | None) -> list[dict[str, Any]]:
+    """Every (context, cache type) of the settings: predicted host RAM and VRAM, and where they fit."""
+    rows = []
+    limit = shape.n_ctx_train or max(settings.contexts)
+    for n_ctx in settings.contexts:
+        if n_ctx > limit:
+            continue
+        for ct in settings.cache_types:
+            try:
+                cpu = cpu_plan(shape, n_ctx, ct, ct, swa_full=settings.swa_full, n_ubatch=settings.n_ubatch,
+                               flash_attn=settings.flash_attn, runtime_baseline=runtime_baseline)
+                gpu = gpu_plan(shape, n_ctx, ct, ct, swa_full=settings.swa_full, n_ubatch=settings.n_ubatch,
+                               flash_attn=settings.flash_attn,
+                               runtime_overhead=int(settings.gpu_runtime_overhead_mib * MiB))
+            except ConfigError as exc:  # e.g. a quantized cache the head size cannot take
+                rows.append({"n_ctx": n_ctx, "cache_type": ct, "error": exc.detail})
+                continue
+            keep = 1.0 - settings.headroom
+            host_fit = None if not host_memory else cpu.total <= keep * host_memory
+            gpus = {g: gpu.total <= keep * g * 1e9 for g in settings.gpu_sizes_gb}
+            rows.append({"n_ctx": n_ctx, "cache_type": ct, "kv_bytes": cpu.components["KV cache"], "cpu": cpu,
+                         "gpu": gpu, "host_fit": host_fit, "gpu_fit": gpus, "error": None})
+    return rows
+
+
+def smallest_gpu(row: dict[str, Any]) -> float | None:
+    fits = [g for g, ok in sorted(row["gpu_fit"].items()) if ok]
+    return fits[0] if fits else None
+
+
+def repack_applies(host: dict[str, Any]) -> bool:
+    """Whether llama.cpp's CPU_REPACK buffer is in play: x86 with AVX2, or ARM with dot-product or
+    i8mm instructions (the CPU features its repacked kernels need)."""
+    flags = set((host.get("cpu") or {}).get("flags") or [])
+    return bool(flags & {"avx2", "dotprod", "i8mm", "sve"})
+
+
+def plan_text(shape: ModelShape, settings: PlannerSettings, host_memory: int | None = None,
+              runtime_baseline: int | None = None) -> str:
+    """A plain-text plan for the terminal (``invoke plan.memory``)."""
+
+    def b(n: float | int | None) -> str:
+        return "-" if n is None else f"{n / MiB:,.1f} MiB" if n < GiB else f"{n / GiB:,.2f} GiB"
+
+    lines = [f"{shape.name}: {shape.architecture}, {shape.n_layer} layers, {shape.n_head} heads / "
+             f"{max(shape.n_head_kv)} KV heads, head {shape.head_k}/{shape.head_v}, vocab {shape.n_vocab:,}"
+             + (f", sliding window {shape.n_swa} on {sum(shape.swa_layers)} layers ({shape.swa_pattern_source})"
+                if shape.n_swa else "")]
+    lines.append(f"weights: {b(shape.weight_bytes)} (" + ", ".join(f"{t} {b(v)}" for t, v in
+                 sorted(shape.tensor_bytes_by_type.items(), key=lambda kv: -kv[1])) + ")"
+                 + f"; read per decoded token: {b(shape.weights_read_per_token())}")
+    for note in shape.notes:
+        lines.append(f"note: {note}")
+    gpus = "  ".join(f"{g:g}GB" for g in settings.gpu_sizes_gb)
+    lines.append(f"{'n_ctx':>7} {'cache':>5} {'KV':>11} {'host RAM':>11} {'fits':>4} {'VRAM':>11}  {gpus}")
+    for r in fits_rows(shape, settings, host_memory, runtime_baseline):
+        if r["error"]:
+            lines.append(f"{r['n_ctx']:>7} {r['cache_type']:>5}  {r['error']}")
+            continue
+        fit = "-" if r["host_fit"] is None else "yes" if r["host_fit"] else "no"
+        marks = "  ".join(("yes" if ok else "no").rjust(len(f"{g:g}GB")) for g, ok in r["gpu_fit"].items())
+        lines.append(f"{r['n_ctx']:>7} {r['cache_type']:>5} {b(r['kv_bytes']):>11} {b(r['cpu'].total):>11} {fit:>4} "
+                     f"{b(r['gpu'].total):>11}  {marks}")
+    lines.append(f"(PROJECTED; headroom {settings.headroom:.0%}; n_ubatch {settings.n_ubatch}; swa_full {settings.swa_full}; "
+                 f"host RAM includes {'the measured process baseline' if runtime_baseline else 'no process baseline'})")
+    return "\n".join(lines)

@@ -1,0 +1,420 @@
+"""Optimization tracks from artifacts alone: sweeps, their baselines, speedups, the lossless check.
+
+A point of a sweep is a run artifact whose ``matrix.sweep`` names the sweep and whose
+``matrix.baseline_key`` names the configuration it is compared with (the runner computes
+that key before anything runs). For each point this module gives:
+
+* its headline metric (rate tests: tokens/s; generate tests: generation rate; chat:
+  decode rate) and its speedup over the baseline, a ratio of means with CI95 and a verdict
+  (``runtime.stats.compare``);
+* for generate tests, the lossless check: its greedy token ids against the baseline's on
+  the same prompts (identical, or the first differing token and the share of positions that
+  agree), and the degeneration detector on its text;
+* the track it belongs to (speculative decoding, MoE expert reduction, threads, context
+  depth, other settings), read from what the sweep varies;
+* the settings that reproduce it: llama.cpp flags and llama-cpp-python arguments.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from dataclasses import dataclass, field
+from typing import Any
+
+from runtime import stats
+from runtime.metrics import METRICS
+
+from . import degeneration
+from .runs import latest_per_key
+
+HEADLINE: dict[str, str] = {"rate": "tokens_per_second", "generate": "generation_tps", "chat": "decode_tps"}
+TRACKS = ("speculative", "experts", "threads", "depth", "settings")
+TRACK_TITLES = {
+    "speculative": "Speculative decoding",
+    "experts": "MoE expert reduction",
+    "threads": "Threads",
+    "depth": "Context depth",
+    "settings": "Batch sizes, flash attention, KV cache",
+}
+
+
+# -- raw samples of a metric ----------------------------------------------------------------
+def metric_values(doc: dict[str, Any], metric: str) -> list[float]:
+    """The per-sample values behind ``doc['summary'][metric]`` (what ``stats.compare`` needs)."""
+    kind = doc["test"]["kind"]
+    samples = doc.get("samples") or {}
+    if kind == "rate" and metric == "tokens_per_second":
+        return [float(v) for v in samples.get("ts", [])]
+    if kind == "generate":
+        rows = samples.get("repetitions", []) if metric in ("generation_tps", "draft_acceptance") else samples.get("requests", [])
+        return [float(r[metric]) for r in rows if isinstance(r.get(metric), (int, float))]
+    if kind == "chat":
+        recs = samples.get("requests", [])
+        if metric == "decode_tps":
+            return [1000.0 / r["tpot_ms"] for r in recs if r.get("tpot_ms")]
+        return [float(r[metric]) for r in recs if isinstance(r.get(metric), (int, float))]
+    return []
+
+
+# -- lossless check -------------------------------------------------------------------------
+def compare_outputs(baseline: list[dict[str, Any]], candidate: list[dict[str, Any]]) -> dict[str, Any]:
+    """Greedy outputs of a point against its baseline's, prompt by prompt (token ids).
+
+    ``first_diff`` is the index of the first token that differs (None when identical; a
+    shorter output that is a prefix of the other differs at its length). ``agreement`` is the
+    share of token positions that hold the same token, over the longer output of each prompt.
+    """
+    base = {o["prompt_index"]: o for o in baseline}
+    prompts = []
+    same = total = 0
+    for o in sorted(candidate, key=lambda o: o["prompt_index"]):
+        b = base.get(o["prompt_index"])
+        if b is None:
+            continue
+        x, y = list(b["token_ids"]), list(o["token_ids"])
+        n = max(len(x), len(y))
+        match = sum(1 for i in range(min(len(x), len(y))) if x[i] == y[i])
+        first = next((i for i in range(min(len(x), len(y))) if x[i] != y[i]), None)
+        if first is None and len(x) != len(y):
+            first = min(len(x), len(y))
+        prompts.append({"prompt_index": o["prompt_index"], "identical": first is None, "first_diff": first,
+                        "agreement": match / n if n else 1.0, "baseline_tokens": len(x), "tokens": len(y)})
+        same += match
+        total += n
+    firsts = [p["first_diff"] for p in prompts if p["first_diff"] is not None]
+    return {"identical": bool(prompts) and all(p["identical"] for p in prompts),
+            "first_diff": min(firsts) if firsts else None,
+            "agreement": same / total if total else (1.0 if prompts else None),
+            "prompts": prompts}
+
+
+def degeneration_of(doc: dict[str, Any]) -> dict[str, Any] | None:
+    """The degeneration detector over a point's stored outputs (generate: details.outputs;
+    chat: the request texts). None when the artifact holds no text."""
+    texts: list[str] = []
+    if doc["test"]["kind"] == "generate":
+        texts = [o.get("text", "") for o in (doc.get("details") or {}).get("outputs", [])]
+    elif doc["test"]["kind"] == "chat":
+        texts = [r.get("text", "") for r in (doc.get("samples") or {}).get("requests", []) if "text" in r]
+    if not texts:
+        return None
+    results = [degeneration.detect(t) for t in texts]
+    flags = sorted({f for r in results for f in r["flags"]})
+    reasons = [f"output {i + 1}: {reason}" for i, r in enumerate(results) for reason in r["reasons"]]
+    return {"degenerate": any(r["degenerate"] for r in results), "flags": flags, "reasons": reasons,
+            "outputs": len(results), "degenerate_outputs": sum(r["degenerate"] for r in results)}
+
+
+# -- reproducing settings -------------------------------------------------------------------
+_SERVER_FLAGS = (("n_threads", "-t"), ("n_threads_batch", "-tb"), ("n_batch", "-b"), ("n_ubatch", "-ub"),
+                 ("n_ctx", "-c"), ("n_gpu_layers", "-ngl"), ("flash_attn", "-fa"), ("type_k", "-ctk"),
+                 ("type_v", "-ctv"))
+_DEFAULTS = {"n_batch": 2048, "n_ubatch": 512, "flash_attn": "auto", "type_k": "f16", "type_v": "f16",
+             "n_gpu_layers": -1}
+_GGML = {"f32": 0, "f16": 1, "q4_0": 2, "q4_1": 3, "q5_0": 6, "q5_1": 7, "q8_0": 8, "iq4_nl": 20, "bf16": 30}
+
+
+def _overrides(doc: dict[str, Any]) -> dict[str, Any]:
+    eff = (doc["settings"].get("effective") or {}).get("kv_overrides")
+    if isinstance(eff, dict):
+        return dict(eff)
+    req = doc["settings"]["requested"]
+    out = dict(req.get("kv_overrides") or {})
+    if req.get("n_expert_used") is not None and doc["model"]["gguf"].get("architecture"):
+        out[f"{doc['model']['gguf']['architecture']}.expert_used_count"] = req["n_expert_used"]
+    return out
+
+
+def _kv_flag(key: str, value: Any) -> str:
+    kind = "bool" if isinstance(value, bool) else "int" if isinstance(value, int) else "float" if isinstance(value, float) else "str"
+    return f"{key}={kind}:{str(value).lower() if isinstance(value, bool) else value}"
+
+
+def reproduce(doc: dict[str, Any]) -> dict[str, str]:
+    """llama.cpp command lines and llama-cpp-python arguments that reproduce a point.
+
+    ``server``: llama-server (this llama.cpp's flag names: ``--spec-draft-n-max`` replaced
+    ``--draft-max``; prompt lookup's nearest equivalent is ``--spec-type ngram-simple``, which
+    matches n-grams of exactly N tokens where llama-cpp-python tries the longest first).
+    ``bench``: llama-bench, for rate tests (it has no --override-kv). ``python``: the Llama()
+    arguments this almanac passed.
+    """
+    req = doc["settings"]["requested"]
+    model_file = doc["model"].get("file_name") or "MODEL.gguf"
+    flags: list[str] = ["-m", model_file]
+    for key, flag in _SERVER_FLAGS:
+        v = req.get(key)
+        if v is None or _DEFAULTS.get(key) == v:
+            continue
+        flags += [flag, str(v)]
+    for k, v in sorted(_overrides(doc).items()):
+        flags += ["--override-kv", _kv_flag(k, v)]
+    spec = req.get("speculative") or "none"
+    if spec == "draft_model":
+        draft = (doc["settings"].get("effective") or {}).get("draft_model_file") or f"{req.get('draft_model')}.gguf"
+        flags += ["-md", draft, "--spec-draft-n-max", str(req.get("draft_max"))]
+    elif spec == "prompt_lookup":
+        flags += ["--spec-type", "ngram-simple", "--spec-ngram-simple-size-n", str(req.get("lookup_ngram_max")),
+                  "--spec-ngram-simple-size-m", str(req.get("draft_max"))]
+    out = {"server": "llama-server " + " ".join(shlex.quote(f) for f in flags)}
+    test = doc["test"]
+    if test["kind"] == "rate":
+        b = ["-m", model_file]
+        if test.get("n_prompt"):
+            b += ["-p", str(test["n_prompt"])]
+        b += ["-n", str(test.get("n_gen") or 0)]
+        if test.get("n_depth"):
+            b += ["-d", str(test["n_depth"])]
+        if test.get("repetitions"):
+            b += ["-r", str(test["repetitions"])]
+        for key, flag in _SERVER_FLAGS:
+            v = req.get(key)
+            if key in ("n_ctx", "n_threads_batch") or v is None or _DEFAULTS.get(key) == v:
+                continue
+            b += [flag, str(v)]
+        out["bench"] = "llama-bench " + " ".join(shlex.quote(x) for x in b)
+    args = [f"model_path={model_file!r}"]
+    for key in ("n_threads", "n_threads_batch", "n_batch", "n_ubatch", "n_ctx", "n_gpu_layers"):
+        if req.get(key) is not None and _DEFAULTS.get(key) != req.get(key):
+            args.append(f"{key}={req[key]}")
+    if req.get("flash_attn") == "on":
+        args.append("flash_attn=True")
+    for key in ("type_k", "type_v"):
+        if req.get(key) and req[key] != "f16":
+            args.append(f"{key}=llama_cpp.GGML_TYPE_{req[key].upper()}")
+    ov = _overrides(doc)
+    if ov:
+        args.append(f"kv_overrides={json.dumps(ov, sort_keys=True)}")
+    if spec == "prompt_lookup":
+        args.append(f"draft_model=LlamaPromptLookupDecoding(max_ngram_size={req.get('lookup_ngram_max')}, "
+                    f"num_pred_tokens={req.get('draft_max')})")
+    elif spec == "draft_model":
+        draft = (doc["settings"].get("effective") or {}).get("draft_model_file") or f"{req.get('draft_model')}.gguf"
+        args.append(f"draft_model=ModelDraft(Llama({draft!r}), num_pred_tokens={req.get('draft_max')})")
+    notes = []
+    if req.get("flash_attn", "auto") == "auto":
+        notes.append("flash attention 'auto' (llama.cpp's default) has no llama-cpp-python argument: its flash_attn is "
+                     "on/off; the almanac passes LLAMA_FLASH_ATTN_TYPE_AUTO")
+    if spec == "draft_model":
+        notes.append("ModelDraft is runtime.backends.llama_cpp.speculative.ModelDraft, a LlamaDraftModel wrapping a second Llama")
+    if spec == "prompt_lookup":
+        notes.append("llama-server's ngram-simple matches n-grams of exactly N tokens; LlamaPromptLookupDecoding tries "
+                     "the longest match up to N first")
+    out["notes"] = "; ".join(notes)
+    out["python"] = "Llama(" + ", ".join(args) + ")"
+    return out
+
+
+# -- points and sweeps ----------------------------------------------------------------------
+def _label(values: dict[str, Any]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in values.items()) or "(defaults)"
+
+
+def experts_requested(doc: dict[str, Any]) -> int | None:
+    """The experts per token a point asked for (n_expert_used or the kv override), or None."""
+    arch = doc["model"]["gguf"].get("architecture")
+    value = _overrides(doc).get(f"{arch}.expert_used_count") if arch else None
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def track_of(docs: list[dict[str, Any]]) -> str:
+    """The track a sweep belongs to, from what its points vary."""
+    req = [d["settings"]["requested"] for d in docs]
+    if any((r.get("speculative") or "none") != "none" for r in req):
+        return "speculative"
+    if any(r.get("n_expert_used") is not None or any(str(k).endswith(".expert_used_count") for k in (r.get("kv_overrides") or {}))
+           for r in req):
+        return "experts"
+    swept = {k for d in docs for k in d["settings"]["swept"]}
+    if swept & {"n_threads", "n_threads_batch"}:
+        return "threads"
+    depths = {d["test"].get("n_depth", 0) for d in docs if d["test"]["kind"] == "rate"}
+    if len(depths) > 1:
+        return "depth"
+    return "settings"
+
+
+@dataclass
+class Point:
+    doc: dict[str, Any]
+    sweep: str
+    is_baseline: bool
+    baseline: dict[str, Any] | None
+    metric: str | None
+    mean: float | None
+    stddev: float | None
+    n: int
+    ci95: tuple[float | None, float | None]
+    comparison: dict[str, Any] | None
+    acceptance: float | None
+    lossless: dict[str, Any] | None
+    degeneration: dict[str, Any] | None
+    baseline_degeneration: dict[str, Any] | None
+
+    @property
+    def id(self) -> str:
+        return self.doc["id"]
+
+    @property
+    def ok(self) -> bool:
+        return self.doc["status"] == "ok"
+
+    @property
+    def swept(self) -> dict[str, Any]:
+        return self.doc["settings"]["swept"]
+
+    @property
+    def requested(self) -> dict[str, Any]:
+        return self.doc["settings"]["requested"]
+
+    @property
+    def label(self) -> str:
+        return "baseline" if self.is_baseline else _label(self.swept)
+
+    @property
+    def verdict(self) -> str | None:
+        return None if self.comparison is None else self.comparison["verdict"]
+
+    @property
+    def acceptable_output(self) -> bool:
+        """Output good enough to recommend: speculation must be lossless, and no point may be
+        degenerate unless its baseline is too (a synthetic model's noise)."""
+        if self.lossless is not None and (self.requested.get("speculative") or "none") != "none" and not self.lossless["identical"]:
+            return False
+        if self.degeneration and self.degeneration["degenerate"]:
+            return bool(self.baseline_degeneration and self.baseline_degeneration["degenerate"])
+        return True
+
+
+@dataclass
+class Sweep:
+    host_id: str
+    matrix: str
+    name: str
+    track: str
+    points: list[Point] = field(default_factory=list)
+
+    @property
+    def models(self) -> list[str]:
+        return sorted({p.doc["model"]["name"] for p in self.points})
+
+    @property
+    def tests(self) -> list[str]:
+        return list(dict.fromkeys(p.doc["test"]["name"] for p in self.points))
+
+    @property
+    def synthetic(self) -> bool:
+        return any(p.doc["model"]["synthetic"] for p in self.points)
+
+
+def _summary(doc: dict[str, Any], metric: str | None) -> dict[str, Any]:
+    return (doc.get("summary") or {}).get(metric or "", {}) or {}
+
+
+def build_point(doc: dict[str, Any], by_key: dict[str, dict[str, Any]]) -> Point:
+    bkey = doc["matrix"].get("baseline_key")
+    base = by_key.get(bkey) if bkey else None
+    is_base = bkey is not None and bkey == doc["key"]
+    metric = HEADLINE.get(doc["test"]["kind"])
+    s = _summary(doc, metric)
+    comparison = None
+    lossless = None
+    base_degen = None
+    if base is not None and base["status"] == "ok" and doc["status"] == "ok" and metric:
+        m = METRICS.get(metric)
+        comparison = stats.compare(metric_values(base, metric), metric_values(doc, metric),
+                                   m.higher_is_better if m else True).to_dict()
+        bo, co = (base.get("details") or {}).get("outputs"), (doc.get("details") or {}).get("outputs")
+        if bo and co and not is_base:
+            lossless = compare_outputs(bo, co)
+        base_degen = degeneration_of(base)
+    acc = _summary(doc, "draft_acceptance").get("mean")
+    return Point(doc=doc, sweep=doc["matrix"].get("sweep") or doc["matrix"]["name"], is_baseline=is_base,
+                 baseline=base, metric=metric, mean=s.get("mean"), stddev=s.get("stddev"), n=int(s.get("n") or 0),
+                 ci95=(s.get("ci95_low"), s.get("ci95_high")), comparison=comparison, acceptance=acc,
+                 lossless=lossless, degeneration=degeneration_of(doc) if doc["status"] == "ok" else None,
+                 baseline_degeneration=base_degen)
+
+
+def sweeps(docs: list[dict[str, Any]]) -> list[Sweep]:
+    """Every sweep found in the artifacts (the newest artifact per configuration), per host."""
+    latest = latest_per_key(docs)
+    by_key = {d["key"]: d for d in latest}
+    groups: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
+    for d in latest:
+        name = d["matrix"].get("sweep")
+        if not name:
+            continue
+        groups.setdefault((d["host"]["id"], d["matrix"]["name"], name), []).append(d)
+    out = []
+    for (host_id, matrix, name), group in sorted(groups.items()):
+        if not any(d["settings"].get("swept") for d in group):
+            continue  # a plain matrix (or a sweep entry with nothing swept) is not a sweep
+        sw = Sweep(host_id, matrix, name, track_of(group))
+        # a baseline measured under another matrix joins the sweep it is the baseline of
+        keys = {d["key"] for d in group}
+        extra = [by_key[k] for k in {d["matrix"].get("baseline_key") for d in group} - keys - {None} if k in by_key]
+        extra_ids = {id(d) for d in extra}
+        for d in extra + group:
+            p = build_point(d, by_key)
+            p.is_baseline = p.is_baseline or id(d) in extra_ids
+            sw.points.append(p)
+        sw.points.sort(key=lambda p: (p.doc["model"]["name"], p.doc["test"]["name"], not p.is_baseline,
+                                      json.dumps(p.swept, sort_keys=True, default=str)))
+        out.append(sw)
+    return out
+
+
+def best_per_model(all_sweeps: list[Sweep]) -> list[dict[str, Any]]:
+    """Per host, model and test: the point with the largest speedup that is a win over its
+    baseline and whose output is acceptable; or the baseline when nothing beat it."""
+    cands: dict[tuple[str, str, str], list[Point]] = {}
+    for sw in all_sweeps:
+        for p in sw.points:
+            if p.ok:
+                cands.setdefault((sw.host_id, p.doc["model"]["name"], p.doc["test"]["name"]), []).append(p)
+    rows = []
+    for (host_id, model, test), pts in sorted(cands.items()):
+        wins = [p for p in pts if p.verdict == "win" and not p.is_baseline and p.acceptable_output]
+        best = max(wins, key=lambda p: p.comparison["ratio"]) if wins else None
+        base = next((p for p in pts if p.is_baseline), None)
+        rows.append({"host_id": host_id, "model": model, "test": test, "best": best, "baseline": base,
+                     "candidates": len([p for p in pts if not p.is_baseline]),
+                     "synthetic": any(p.doc["model"]["synthetic"] for p in pts)})
+    return rows
+
+
+def failures(all_sweeps: list[Sweep]) -> list[dict[str, Any]]:
+    """Failed approaches with their reasons: failed points (incompatible, crash, ...), points
+    slower than their baseline, speculation that changed the text, degenerate output."""
+    out = []
+    for sw in all_sweeps:
+        for p in sw.points:
+            base = {"sweep": sw.name, "track": sw.track, "host_id": sw.host_id, "point": p}
+            if not p.ok:
+                err = p.doc.get("error") or {}
+                out.append({**base, "kind": err.get("kind") or "failed", "reason": err.get("message") or ""})
+                continue
+            asked = experts_requested(p.doc)
+            used = (p.doc["settings"].get("effective") or {}).get("n_expert_used")
+            if asked is not None and used is not None and asked != used:
+                out.append({**base, "kind": "override not applied",
+                            "reason": f"asked for {asked} experts per token, llama.cpp's log says it used {used}"})
+            if p.is_baseline:
+                continue
+            if p.verdict == "loss":
+                c = p.comparison
+                out.append({**base, "kind": "slower",
+                            "reason": f"{c['ratio']:.2f}x the baseline (CI95 {c['ci95_low']:.2f}–{c['ci95_high']:.2f})"})
+            spec = (p.requested.get("speculative") or "none") != "none"
+            if spec and p.lossless is not None and not p.lossless["identical"]:
+                out.append({**base, "kind": "not lossless",
+                            "reason": f"greedy text differs from the baseline's at token {p.lossless['first_diff']} "
+                                      f"({p.lossless['agreement']:.0%} of positions agree)"})
+            if p.degeneration and p.degeneration["degenerate"]:
+                noise = p.baseline_degeneration and p.baseline_degeneration["degenerate"]
+                out.append({**base, "kind": "degenerate",
+                            "reason": "; ".join(p.degeneration["reasons"][:2])
+                                      + (" (the baseline's output is degenerate too)" if noise else "")})
+    return out

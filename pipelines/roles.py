@@ -1,0 +1,448 @@
+"""Roles and recommendations: which configuration serves which role on which host, and why.
+
+``data/roles.yaml`` states what each role needs (seed 001's role assignments): minimum
+pass rates on named suites (optionally on one tag, e.g. tier T1), minimum or maximum
+speed metrics from named tests on a host, a memory cap, required capabilities, and the
+role it escalates to. The recommender joins quality artifacts and speed (run) artifacts
+by configuration identity (backend, model file hash, and the settings that can change the
+output: ``pipelines.quality.config_identity``), and for each role and host:
+
+* checks every candidate against every requirement, from data only. A requirement without
+  data is "no data", never a guess; a candidate that fails one is rejected with every
+  reason (too slow, below the quality floor, degenerate, does not fit, missing
+  capability, no data), each naming the figure, the threshold and the artifact;
+* ranks the eligible ones (the tie-break below) and assigns the first; the rest, in
+  order, are the fallback chain.
+
+Ranking (``prefer: speed``, the default): the role's first speed requirement's metric
+(better first, as the metric's declaration says), then the mean pass rate over the role's
+quality requirements (higher first), then peak memory (lower first), then model name and
+configuration label (alphabetical, so the order is deterministic). ``prefer: quality``
+swaps the first two keys.
+
+Quality is taken from artifacts of any host (a greedy answer does not depend on the
+host); speed and memory only from the host being assigned.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from runtime.errors import ConfigError
+from runtime.metrics import METRICS
+from runtime.paths import data_dir, relpath
+from runtime.yamlio import load_yaml, pydantic_error_line
+
+from . import quality as quality_mod
+from .runs import latest_per_key as latest_runs
+
+REASONS = ("too slow", "below quality floor", "degenerate", "does not fit", "missing capability", "no data")
+_UNITS = {"b": 1, "kb": 1000, "mb": 1000**2, "gb": 1000**3, "tb": 1000**4, "kib": 1024, "mib": 1024**2,
+          "gib": 1024**3, "tib": 1024**4}
+
+
+def parse_bytes(value: Any) -> int:
+    """An integer byte count or a string such as '24 GiB' / '500MB'."""
+    if isinstance(value, bool):
+        raise ValueError("expected a size such as '24 GiB'")
+    if isinstance(value, (int, float)):
+        return int(value)
+    import re
+
+    m = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([KMGT]?i?B)\s*", str(value), re.I)
+    if not m:
+        raise ValueError(f"{value!r} is not a size (e.g. 24 GiB, 500 MB)")
+    return int(float(m.group(1)) * _UNITS[m.group(2).lower()])
+
+
+class QualityReq(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    suite: str = Field(..., description="Suite name (as in data/suites/).")
+    min: float = Field(..., ge=0, le=1, description="Minimum pass rate (0-1).")
+    tag: str | None = Field(None, description="Only the items with this tag (e.g. T1).")
+
+
+class SpeedReq(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    test: str = Field(..., description="Test name of the speed artifacts (tg128, chat-short, ...).")
+    metric: str = Field(..., description="Registered metric (tokens_per_second, decode_tps, ttft_ms, ...).")
+    min: float | None = Field(None, description="Lowest acceptable mean.")
+    max: float | None = Field(None, description="Highest acceptable mean.")
+
+    @field_validator("metric")
+    @classmethod
+    def _known_metric(cls, v: str) -> str:
+        if v not in METRICS:
+            import difflib
+
+            close = difflib.get_close_matches(v, list(METRICS), n=1)
+            raise ValueError(f"unknown metric {v!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
+        return v
+
+    @model_validator(mode="after")
+    def _bound(self) -> "SpeedReq":
+        if (self.min is None) == (self.max is None):
+            raise ValueError("give exactly one of min or max")
+        return self
+
+
+class Role(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    description: str = ""
+    tier: str = Field("", description="Grouping on the page (e.g. HOT, WARM).")
+    prefer: Literal["speed", "quality"] = Field("speed", description="What 'best' maximises first.")
+    capabilities: list[str] = Field(default_factory=list, description="Capabilities the model must list in data/models.yaml.")
+    quality: list[QualityReq] = Field(default_factory=list)
+    speed: list[SpeedReq] = Field(default_factory=list)
+    memory_max: int | None = Field(None, description="Peak memory cap (bytes or '24 GiB').")
+    host: str | None = Field(None, description="Assign on this host id only (default: every host with speed data).")
+    escalates_to: str | None = Field(None, description="The role a request goes to when this one cannot handle it.")
+    max_degenerate_rate: float | None = Field(None, ge=0, le=1)
+    min_items: int | None = Field(None, ge=1)
+
+    @field_validator("memory_max", mode="before")
+    @classmethod
+    def _size(cls, v: Any) -> Any:
+        return None if v is None else parse_bytes(v)
+
+
+class Defaults(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    max_degenerate_rate: float = Field(0.10, ge=0, le=1, description="Share of degenerate outputs above which a configuration is rejected.")
+    min_items: int = Field(3, ge=1, description="Fewer scored items than this on a required suite counts as no data.")
+
+
+class RolesFile(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    schema_version: int = 1
+    defaults: Defaults = Field(default_factory=Defaults)
+    roles: dict[str, Role] = Field(..., min_length=1)
+
+
+def roles_path() -> Path:
+    """data/roles.yaml of the data dir in use, else the one shipped with the project (a data dir
+    made only of artifacts, e.g. a fixture tree, still gets the project's roles)."""
+    from runtime.paths import project_root
+
+    own = data_dir() / "roles.yaml"
+    return own if own.exists() else project_root() / "data" / "roles.yaml"
+
+
+def load_roles(path: Path | None = None) -> RolesFile:
+    path = path or roles_path()
+    src = relpath(path)
+    raw = load_yaml(path)
+    try:
+        reg = RolesFile.model_validate(raw)
+    except ValidationError as exc:
+        raise ConfigError(pydantic_error_line(exc), file=src) from None
+    for name, role in reg.roles.items():
+        if role.escalates_to and role.escalates_to not in reg.roles:
+            raise ConfigError(f"escalates to unknown role {role.escalates_to!r}", file=src, field=f"roles.{name}.escalates_to")
+    for name in reg.roles:  # escalation must be a chain, not a loop
+        seen, cur = [], name
+        while cur:
+            if cur in seen:
+                raise ConfigError(f"escalation loop: {' -> '.join(seen + [cur])}", file=src, field=f"roles.{name}.escalates_to")
+            seen.append(cur)
+            cur = reg.roles[cur].escalates_to
+    return reg
+
+
+# -- evidence ------------------------------------------------------------------------------
+@dataclass
+class Evidence:
+    kind: str  # quality | speed | memory | capability | degeneration
+    requirement: str
+    ok: bool | None  # None = no data
+    value: str = "—"
+    reason: str | None = None  # a REASONS entry when not ok
+    message: str = ""
+    artifacts: list[tuple[str, str]] = field(default_factory=list)  # (type "run"|"quality", id)
+    ci: tuple[float | None, float | None] | None = None
+    n: int | None = None
+
+
+@dataclass
+class Candidate:
+    identity: str
+    model: str
+    config_label: str
+    settings: dict[str, Any]
+    evidence: list[Evidence] = field(default_factory=list)
+    speed_key: float | None = None
+    quality_key: float | None = None
+    memory_bytes: int | None = None
+
+    @property
+    def reasons(self) -> list[str]:
+        return sorted({e.reason for e in self.evidence if e.reason}, key=REASONS.index)
+
+    @property
+    def eligible(self) -> bool:
+        return all(e.ok is True for e in self.evidence)
+
+    @property
+    def label(self) -> str:
+        return f"{self.model} · {self.config_label}"
+
+
+@dataclass
+class Assignment:
+    role: str
+    spec: Role
+    host_id: str | None
+    chosen: Candidate | None
+    fallbacks: list[Candidate]
+    rejected: list[Candidate]
+
+    @property
+    def status(self) -> str:
+        if self.chosen is not None:
+            return "assigned"
+        if any(c.reasons == ["no data"] for c in self.rejected):
+            return "no data"  # a candidate fails nothing it was measured on: more runs could decide
+        return "no candidate meets every requirement"
+
+
+# -- the join ------------------------------------------------------------------------------
+@dataclass
+class ConfigData:
+    identity: str
+    model: str
+    model_sha256: str
+    settings: dict[str, Any]
+    size_bytes: int | None = None
+    quality: list[dict[str, Any]] = field(default_factory=list)  # current quality artifacts (any host)
+    runs: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # host -> current ok run artifacts
+
+
+def _speed_settings(doc: dict[str, Any]) -> dict[str, Any]:
+    return doc["settings"]["requested"]
+
+
+def join(quality_docs: list[dict[str, Any]], run_docs: list[dict[str, Any]]) -> dict[str, ConfigData]:
+    """Configurations seen in either kind of artifact, keyed by identity (current artifacts only)."""
+    out: dict[str, ConfigData] = {}
+
+    def get(backend: str, model: dict[str, Any], settings: dict[str, Any]) -> ConfigData:
+        ident = quality_mod.config_identity(backend, model["sha256"], settings)
+        if ident not in out:
+            out[ident] = ConfigData(ident, model["name"], model["sha256"], quality_mod.output_settings(settings),
+                                    model.get("size_bytes"))
+        return out[ident]
+
+    for d in quality_mod.latest_per_key(quality_docs):
+        if d["status"] == "ok":
+            get(d["backend"], d["model"], d["settings"]["requested"]).quality.append(d)
+    for d in latest_runs(run_docs):
+        if d["status"] == "ok" and not d["model"].get("synthetic"):
+            get(d["backend"], d["model"], _speed_settings(d)).runs.setdefault(d["host"]["id"], []).append(d)
+    for cfg in out.values():  # per suite, only runs of its newest content (an edited suite supersedes)
+        newest: dict[str, dict[str, Any]] = {}
+        for d in sorted(cfg.quality, key=lambda d: (d["created"], d["id"])):
+            newest[d["suite"]["name"]] = d
+        cfg.quality = [d for d in cfg.quality
+                       if d["suite"]["content_sha256"] == newest[d["suite"]["name"]]["suite"]["content_sha256"]]
+    return out
+
+
+def _fmt(v: float | None, decimals: int = 2) -> str:
+    return "—" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:,.{decimals}f}"
+
+
+def _pct(v: float | None) -> str:
+    return "—" if v is None else f"{v:.0%}"
+
+
+def _quality_evidence(req: QualityReq, cfg: ConfigData, min_items: int) -> tuple[Evidence, float | None]:
+    what = f"{req.suite}{' [' + req.tag + ']' if req.tag else ''} pass rate ≥ {req.min:.0%}"
+    docs = [d for d in cfg.quality if d["suite"]["name"] == req.suite]
+    if not docs:
+        return Evidence("quality", what, None, reason="no data", message=f"no quality run of suite {req.suite}"), None
+    # several current artifacts (other samples, other hosts): pool their items, newest per item id
+    items: dict[str, dict[str, Any]] = {}
+    for d in sorted(docs, key=lambda d: (d["created"], d["id"])):
+        for it in d["items"]:
+            if req.tag is None or req.tag in (it.get("tags") or []):
+                items[it["id"]] = it
+    ids = [("quality", d["id"]) for d in docs]
+    n, passed = len(items), sum(1 for it in items.values() if it["passed"])
+    r = quality_mod.rate(passed, n)
+    if n < min_items:
+        return Evidence("quality", what, None, value=f"{passed}/{n}", reason="no data", artifacts=ids, n=n,
+                        message=f"only {n} scored item(s) (at least {min_items} needed)"), None
+    ok = r["pass_rate"] >= req.min
+    ev = Evidence("quality", what, ok, value=f"{_pct(r['pass_rate'])} ({passed}/{n})", artifacts=ids, n=n,
+                  ci=(r["ci95_low"], r["ci95_high"]),
+                  reason=None if ok else "below quality floor",
+                  message="" if ok else f"{req.suite} pass rate {_pct(r['pass_rate'])} < {req.min:.0%}")
+    return ev, r["pass_rate"]
+
+
+def _speed_evidence(req: SpeedReq, cfg: ConfigData, host: str | None) -> tuple[Evidence, float | None]:
+    m = METRICS[req.metric]
+    bound = f"≥ {_fmt(req.min, m.decimals)}" if req.min is not None else f"≤ {_fmt(req.max, m.decimals)}"
+    what = f"{req.test} {m.label} {bound} {m.unit}" + (f" on {host}" if host else "")
+    if host is None:
+        return Evidence("speed", what, None, reason="no data", message="no speed artifact on any host"), None
+    docs = [d for d in cfg.runs.get(host, []) if d["test"]["name"] == req.test and req.metric in d["summary"]
+            and d["summary"][req.metric].get("mean") is not None]
+    if not docs:
+        return Evidence("speed", what, None, reason="no data",
+                        message=f"no {req.test} run measuring {req.metric} on {host}"), None
+    d = max(docs, key=lambda d: (d["created"], d["id"]))
+    s = d["summary"][req.metric]
+    value = float(s["mean"])
+    ok = value >= req.min if req.min is not None else value <= req.max
+    ev = Evidence("speed", what, ok, value=f"{_fmt(value, m.decimals)} {m.unit}", artifacts=[("run", d["id"])],
+                  n=s.get("n"), ci=(s.get("ci95_low"), s.get("ci95_high")),
+                  reason=None if ok else "too slow",
+                  message="" if ok else f"{req.test} {m.label} {_fmt(value, m.decimals)} {m.unit}, needs {bound}")
+    return ev, value
+
+
+def nbytes(value: float) -> str:
+    v = float(value)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(v) < 1024:
+            return f"{v:,.0f} {unit}" if unit == "B" else f"{v:,.1f} {unit}"
+        v /= 1024
+    return f"{v:,.1f} TiB"
+
+
+def _memory_evidence(cap: int, cfg: ConfigData, host: str | None) -> tuple[Evidence, int | None]:
+    what = f"peak memory ≤ {nbytes(cap)}"
+    docs = cfg.runs.get(host, []) if host else []
+    peaks = [(max(filter(None, [d["resources"].get("peak_rss_bytes"), d["resources"].get("peak_vram_bytes")]),
+                  default=None), d) for d in docs]
+    peaks = [(p, d) for p, d in peaks if p]
+    if peaks:
+        peak, d = max(peaks, key=lambda x: x[0])
+        ok = peak <= cap
+        return Evidence("memory", what, ok, value=nbytes(peak), artifacts=[("run", d["id"])],
+                        reason=None if ok else "does not fit",
+                        message="" if ok else f"peak {nbytes(peak)} measured > cap {nbytes(cap)}"), peak
+    if cfg.size_bytes and cfg.size_bytes > cap:
+        return Evidence("memory", what, False, value=f"file {nbytes(cfg.size_bytes)}", reason="does not fit",
+                        message=f"the model file alone ({nbytes(cfg.size_bytes)}) exceeds the cap"), cfg.size_bytes
+    return Evidence("memory", what, None, reason="no data",
+                    message="no measured peak memory on this host" if host else "no speed artifact on any host"), None
+
+
+def _degeneration_evidence(cfg: ConfigData, max_rate: float) -> Evidence:
+    pooled: dict[tuple[str, str], dict[str, Any]] = {}  # newest verdict per (suite, item)
+    for d in sorted(cfg.quality, key=lambda d: (d["created"], d["id"])):
+        for it in d["items"]:
+            pooled[(d["suite"]["name"], it["id"])] = it
+    items = list(pooled.values())
+    what = f"degenerate outputs ≤ {max_rate:.0%}"
+    if not items:
+        return Evidence("degeneration", what, None, reason="no data", message="no quality run")
+    bad = [it for it in items if it["degeneration"]["degenerate"]]
+    share = len(bad) / len(items)
+    ok = share <= max_rate
+    flags = sorted({f for it in bad for f in it["degeneration"]["flags"]})
+    return Evidence("degeneration", what, ok, value=f"{_pct(share)} ({len(bad)}/{len(items)})", n=len(items),
+                    artifacts=[("quality", d["id"]) for d in cfg.quality], reason=None if ok else "degenerate",
+                    message="" if ok else f"{len(bad)} of {len(items)} outputs degenerate ({', '.join(flags)})")
+
+
+def evaluate(role: Role, cfg: ConfigData, host: str | None, defaults: Defaults,
+             capabilities: dict[str, list[str]]) -> Candidate:
+    c = Candidate(cfg.identity, cfg.model, quality_mod.config_label(cfg.settings), cfg.settings)
+    if role.capabilities:
+        have = capabilities.get(cfg.model)
+        missing = [cap for cap in role.capabilities if cap not in (have or [])]
+        what = "capabilities: " + ", ".join(role.capabilities)
+        if have is None:
+            c.evidence.append(Evidence("capability", what, None, reason="no data",
+                                       message=f"{cfg.model} is not in data/models.yaml"))
+        else:
+            c.evidence.append(Evidence("capability", what, not missing, value=", ".join(have) or "none",
+                                       reason="missing capability" if missing else None,
+                                       message=f"lacks {', '.join(missing)}" if missing else ""))
+    qualities = []
+    for req in role.quality:
+        ev, value = _quality_evidence(req, cfg, role.min_items or defaults.min_items)
+        c.evidence.append(ev)
+        qualities.append(value)
+    if role.quality or cfg.quality:
+        c.evidence.append(_degeneration_evidence(cfg, role.max_degenerate_rate if role.max_degenerate_rate is not None
+                                                 else defaults.max_degenerate_rate))
+    for i, req in enumerate(role.speed):
+        ev, value = _speed_evidence(req, cfg, host)
+        c.evidence.append(ev)
+        if i == 0 and value is not None:
+            c.speed_key = value if METRICS[req.metric].higher_is_better else -value
+    if role.memory_max is not None:
+        ev, peak = _memory_evidence(role.memory_max, cfg, host)
+        c.evidence.append(ev)
+        c.memory_bytes = peak
+    known = [q for q in qualities if q is not None]
+    c.quality_key = sum(known) / len(known) if known and len(known) == len(qualities) else None
+    return c
+
+
+def rank_key(role: Role, c: Candidate) -> tuple:
+    neg = lambda v: -v if v is not None else math.inf  # noqa: E731 - missing sorts last
+    speed, qual = neg(c.speed_key), neg(c.quality_key)
+    first, second = (speed, qual) if role.prefer == "speed" else (qual, speed)
+    return (first, second, c.memory_bytes if c.memory_bytes is not None else math.inf, c.model, c.config_label)
+
+
+def hosts_for(role: Role, configs: dict[str, ConfigData]) -> list[str | None]:
+    if role.host:
+        return [role.host]
+    hosts = sorted({h for cfg in configs.values() for h in cfg.runs})
+    return hosts or [None]
+
+
+def recommend(reg: RolesFile, quality_docs: list[dict[str, Any]], run_docs: list[dict[str, Any]],
+              capabilities: dict[str, list[str]], registry_models: list[str] | None = None) -> list[Assignment]:
+    """One assignment per role and host (roles in registry order, hosts sorted)."""
+    configs = join(quality_docs, run_docs)
+    for name in registry_models or []:  # a registered model with no artifact at all is a candidate with no data
+        if not any(c.model == name for c in configs.values()):
+            configs[f"registry:{name}"] = ConfigData(f"registry:{name}", name, "", {})
+    out = []
+    for name, role in reg.roles.items():
+        for host in hosts_for(role, configs):
+            cands = [evaluate(role, cfg, host, reg.defaults, capabilities) for cfg in configs.values()]
+            for c in cands:
+                if c.identity.startswith("registry:"):
+                    c.config_label = "no artifacts"
+            eligible = sorted([c for c in cands if c.eligible], key=lambda c: rank_key(role, c))
+            rejected = sorted([c for c in cands if not c.eligible], key=lambda c: (c.model, c.config_label))
+            out.append(Assignment(name, role, host, eligible[0] if eligible else None, eligible[1:], rejected))
+    return out
+
+
+def escalation_chains(reg: RolesFile) -> list[list[str]]:
+    """Every maximal chain a -> b -> c of escalates_to, starting at roles nothing escalates to."""
+    targets = {r.escalates_to for r in reg.roles.values() if r.escalates_to}
+    chains = []
+    for name, role in reg.roles.items():
+        if name in targets or not role.escalates_to:
+            continue
+        chain, cur = [name], role.escalates_to
+        while cur:
+            chain.append(cur)
+            cur = reg.roles[cur].escalates_to
+        chains.append(chain)
+    return chains
+
+
+def model_capabilities() -> tuple[dict[str, list[str]], list[str]]:
+    """Capabilities per registry model, and the registry's model names (data/models.yaml)."""
+    from runtime import models
+    from runtime.paths import project_root
+
+    path = models.registry_path()
+    reg = models.load_registry(path if path.exists() else project_root() / "data" / "models.yaml")
+    return {name: list(e.capabilities) for name, e in reg.models.items()}, list(reg.models)

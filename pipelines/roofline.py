@@ -1,0 +1,170 @@
+"""Decode roofline: how close each measured decode rate comes to the host's memory bandwidth.
+
+Generating one token reads every weight in use once (for a MoE, only ``expert_used`` of
+``expert_count`` experts; a tied token embedding in full as the output matrix) plus the KV
+cache of the context so far. So
+
+    bound (t/s) = bandwidth (bytes/s) ÷ bytes read per token,
+    efficiency  = measured t/s ÷ bound.
+
+Bytes per token come from the GGUF facts in the run artifact (``pipelines.memory``), at the
+run's own cache types and flash-attention setting, averaged over the depths its generated
+tokens saw. The bandwidth comes from the newest ``host`` artifact of the run's host
+(``invoke host.probe``); the bound uses the best copy rate over the probe's thread counts
+and repetitions (STREAM's convention: the best rate is the least disturbed one), and the
+single-thread bound is shown beside it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from runtime import artifacts
+from runtime.errors import ModelError
+from runtime.paths import data_dir, relpath
+
+from .memory import ModelShape, kv_cache, kv_read_bytes
+from .runs import latest_per_key
+
+
+def load_hosts(root: Path | None = None) -> list[dict[str, Any]]:
+    """Every host artifact under data/hosts (validated), oldest first."""
+    docs = []
+    for path, doc in artifacts.iter_artifacts(root or data_dir() / "hosts", "host"):
+        doc = dict(doc)
+        doc["_path"] = relpath(path)
+        docs.append(doc)
+    docs.sort(key=lambda d: (d["created"], d["id"]))
+    return docs
+
+
+@dataclass(frozen=True)
+class Bandwidth:
+    host_id: str
+    probe_id: str
+    created: str
+    best_gbs: float  # best sample over every thread count
+    best_threads: int
+    single_gbs: float | None  # best single-thread sample
+    rows: tuple[dict[str, Any], ...]  # per thread count: threads, summary, best
+    load_before: float | None
+
+
+def bandwidth_of(doc: dict[str, Any]) -> Bandwidth:
+    rows = []
+    for b in doc["bandwidth"]:
+        rows.append({"threads": b["threads"], "summary": b["summary"], "best": max(b["samples_gbs"])})
+    best = max(rows, key=lambda r: r["best"])
+    single = next((r["best"] for r in rows if r["threads"] == 1), None)
+    return Bandwidth(doc["host"]["id"], doc["id"], doc["created"], best["best"], best["threads"], single,
+                     tuple(rows), (doc.get("conditions") or {}).get("loadavg_1m_before"))
+
+
+def latest_bandwidth(host_docs: list[dict[str, Any]], kind: str = "memory_bandwidth") -> dict[str, Bandwidth]:
+    """The newest probe of each host, of one kind: host memory (default) or a GPU's device
+    memory (``gpu_memory_bandwidth``, benchmarks/gpu_bandwidth.py)."""
+    out: dict[str, Bandwidth] = {}
+    for d in sorted(host_docs, key=lambda d: (d["created"], d["id"])):
+        if (d.get("probe") or {}).get("kind", "memory_bandwidth") == kind:
+            out[d["host"]["id"]] = bandwidth_of(d)
+    return out
+
+
+def _flash(eff: dict[str, Any], req: dict[str, Any]) -> bool:
+    fa = eff.get("flash_attn")
+    if fa in ("on", "off"):
+        return fa == "on"
+    return req.get("flash_attn") != "off"
+
+
+def bytes_per_token(shape: ModelShape, depths: list[int], *, type_k: str = "f16", type_v: str = "f16",
+                    flash_attn: bool = True, expert_used: int | None = None, n_ctx: int | None = None,
+                    swa_full: bool = False) -> dict[str, float]:
+    """Mean bytes read per decoded token over ``depths`` (the context length before each token)."""
+    weights = shape.weights_read_per_token(expert_used)
+    cache = kv_cache(shape, n_ctx or (max(depths) + 1), type_k, type_v, swa_full=swa_full) if not flash_attn else None
+    kv = sum(kv_read_bytes(shape, d, type_k, type_v, flash_attn=flash_attn, cache=cache) for d in depths) / len(depths)
+    return {"weights": float(weights), "kv": float(kv), "total": float(weights + kv)}
+
+
+def decode_point(doc: dict[str, Any]) -> dict[str, Any] | None:
+    """What a run measured about decoding: the depths its tokens saw and its decode rate."""
+    if doc.get("status") != "ok":
+        return None
+    test = doc["test"]
+    summary = doc.get("summary") or {}
+    if test.get("kind") == "rate":
+        if not test.get("n_gen") or test.get("n_prompt"):
+            return None  # prefill, or a mixed pp+tg rate: not a decode rate
+        s = summary.get("tokens_per_second") or {}
+        d0 = int(test.get("n_depth") or 0)
+        depths = list(range(d0, d0 + int(test["n_gen"])))
+        metric = "tokens_per_second"
+    else:
+        s = summary.get("decode_tps") or {}
+        reqs = [r for r in (doc.get("samples") or {}).get("requests", []) if isinstance(r, dict)]
+        depths = []
+        for r in reqs:
+            p, o = r.get("prompt_tokens"), r.get("output_tokens")
+            if p is None or not o:
+                continue
+            depths.extend(range(int(p) + 1, int(p) + int(o)))  # tokens after the first (TPOT's)
+        metric = "decode_tps"
+    if s.get("mean") is None or not depths:
+        return None
+    return {"metric": metric, "summary": s, "depths": depths}
+
+
+def roofline_rows(run_docs: list[dict[str, Any]], host_docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row per current decode measurement: bytes per token, bound, efficiency."""
+    bw = latest_bandwidth(host_docs)
+    gpu_bw = latest_bandwidth(host_docs, "gpu_memory_bandwidth")
+    rows = []
+    for doc in latest_per_key(run_docs):
+        point = decode_point(doc)
+        if point is None:
+            continue
+        eff = doc["settings"].get("effective") or {}
+        req = doc["settings"].get("requested") or {}
+        row: dict[str, Any] = {"id": doc["id"], "created": doc["created"], "host_id": doc["host"]["id"],
+                               "model": doc["model"]["name"], "synthetic": bool(doc["model"].get("synthetic")),
+                               "test": doc["test"]["name"], "metric": point["metric"],
+                               "measured": point["summary"]["mean"], "ci95_low": point["summary"].get("ci95_low"),
+                               "ci95_high": point["summary"].get("ci95_high"), "n": point["summary"].get("n"),
+                               "threads": eff.get("n_threads"), "depth_mean": sum(point["depths"]) / len(point["depths"]),
+                               "type_k": eff.get("type_k") or req.get("type_k") or "f16",
+                               "type_v": eff.get("type_v") or req.get("type_v") or "f16",
+                               "flash_attn": _flash(eff, req), "gpu": (eff.get("n_gpu_layers") or 0) > 0, "note": None}
+        full_gpu = row["gpu"] and eff.get("n_gpu_layers") == eff.get("n_layers_total")
+        if row["gpu"] and not (full_gpu and doc["host"]["id"] in gpu_bw):
+            row["note"] = "layers on a GPU: the host-memory probe does not bound it"
+        try:
+            shape = ModelShape.from_facts(doc["model"]["gguf"], doc["model"]["name"])
+            expert_used = eff.get("n_expert_used")
+            b = bytes_per_token(shape, point["depths"], type_k=row["type_k"], type_v=row["type_v"],
+                                flash_attn=row["flash_attn"], expert_used=expert_used,
+                                n_ctx=eff.get("n_ctx"), swa_full=bool(eff.get("swa_full", req.get("swa_full", False))))
+        except ModelError as exc:
+            row.update(bytes=None, note=exc.detail)
+            rows.append(row)
+            continue
+        row["bytes"] = b
+        row["notes_shape"] = list(shape.notes)
+        probe = bw.get(doc["host"]["id"])
+        if full_gpu and doc["host"]["id"] in gpu_bw:  # every layer on the GPU: its device memory bounds it
+            probe = gpu_bw[doc["host"]["id"]]
+            row["bound_by"] = "gpu"
+        row["probe"] = probe
+        if probe is not None and (not row["gpu"] or row.get("bound_by") == "gpu"):
+            row["bound"] = probe.best_gbs * 1e9 / b["total"]
+            row["bound_single"] = probe.single_gbs * 1e9 / b["total"] if probe.single_gbs else None
+            row["efficiency"] = row["measured"] / row["bound"]
+            row["efficiency_single"] = row["measured"] / row["bound_single"] if row["bound_single"] else None
+        else:
+            row.update(bound=None, bound_single=None, efficiency=None, efficiency_single=None)
+            if probe is None and not row["gpu"]:
+                row["note"] = "no host probe for this host: run `invoke host.probe` there"
+        rows.append(row)
+    return rows

@@ -1,0 +1,174 @@
+"""Serving analyses from run artifacts alone: cold vs warm, concurrency sweeps, and
+in-process vs server comparisons.
+
+Concurrency figures are computed again from each artifact's raw request records with
+``runtime.servingstats`` (the functions the backend used when it measured), so a page can
+never disagree with the samples it links to.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from runtime import stats
+from runtime.metrics import METRICS
+from runtime.serving_workloads import workload_fingerprint
+from runtime.servingstats import Slo, sweep_stats
+
+from .runs import latest_per_key
+
+SERVING_KINDS = ("serve", "concurrency")
+COMPARED = ("ttft_ms", "tpot_ms", "e2e_ms")
+IN_PROCESS = "llama_cpp"
+
+
+def endpoint(doc: dict[str, Any]) -> str:
+    """How a run reached the model: the server's label, or in-process."""
+    if doc["backend"] == IN_PROCESS:
+        return "in-process (llama_cpp)"
+    return (doc.get("details") or {}).get("endpoint") or doc["settings"]["effective"].get("endpoint") or doc["backend"]
+
+
+def _summary(doc: dict[str, Any], name: str) -> dict[str, Any] | None:
+    s = doc["summary"].get(name)
+    return s if s and s.get("n") else None
+
+
+def cold_warm(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row per current ``serve`` artifact that succeeded."""
+    rows = []
+    for d in latest_per_key(docs):
+        if d["test"]["kind"] != "serve" or d["status"] != "ok":
+            continue
+        rows.append({
+            "id": d["id"], "host": d["host"]["id"], "model": d["model"]["name"], "synthetic": d["model"]["synthetic"],
+            "endpoint": endpoint(d), "test": d["test"]["name"],
+            "fresh_server": bool((d.get("details") or {}).get("cold_is_fresh_server", True)),
+            **{name: _summary(d, name) for name in ("startup_ms", "cold_ttft_ms", "cold_e2e_ms", "cold_total_ms",
+                                                    "ttft_ms", "tpot_ms", "e2e_ms", "output_tokens", "failed_requests")},
+        })
+    return sorted(rows, key=lambda r: (r["host"], r["model"], r["endpoint"], r["test"]))
+
+
+def sweeps(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every current ``concurrency`` artifact with recorded levels (a failed run shows what it measured)."""
+    out = []
+    for d in latest_per_key(docs):
+        if d["test"]["kind"] != "concurrency":
+            continue
+        levels = (d.get("samples") or {}).get("levels") or []
+        if not levels:
+            continue
+        slo = Slo.from_dict((d.get("details") or {}).get("slo"))
+        out.append({"id": d["id"], "host": d["host"]["id"], "model": d["model"]["name"],
+                    "synthetic": d["model"]["synthetic"], "endpoint": endpoint(d), "test": d["test"]["name"],
+                    "status": d["status"], "error": (d.get("error") or {}).get("message"),
+                    "sweep": sweep_stats(levels, slo)})
+    return sorted(out, key=lambda r: (r["host"], r["model"], r["endpoint"], r["test"]))
+
+
+def finding(sw: dict[str, Any]) -> list[str]:
+    """What a sweep shows, in words built from its numbers (plain text; the page escapes it)."""
+    s = sw["sweep"]
+    lines = []
+    top, par, speed = s["top_level"], s["top_effective_parallelism"], s["top_speedup"]
+    rows = s["levels"]
+    base = rows[0]["level"] if rows else 1
+    mult = rows[-1]["p95_multiplier"] if rows else None
+    ideal = top / base if top else None
+    if s["serialised"] is True:
+        lines.append(
+            f"Serialised: at {top} concurrent clients the server produced one stream at a time (effective "
+            f"parallelism {par:.2f}); extra clients wait in a queue for the single generation slot.")
+    elif s["serialised"] is False:
+        lines.append(f"Concurrent: at {top} clients streams overlapped (effective parallelism {par:.2f}).")
+    if speed is not None and ideal:
+        lines.append(f"Aggregate output at {top} clients: {_x(speed)} that of {base} (linear scaling would be "
+                     f"{ideal:.0f}×); p95 latency {_x(mult)}.")
+        if speed > 1.1 * ideal:
+            lines.append("Caution: more than linear scaling means the lowest level ran slower for another reason "
+                         "(other load on the host, a cold cache); this sweep is noisy.")
+    slo = s["slo"]
+    limits = " and ".join(x for x in (f"TTFT <= {slo['ttft_ms']:g} ms" if slo.get("ttft_ms") else "",
+                                      f"TPOT <= {slo['tpot_ms']:g} ms" if slo.get("tpot_ms") else "") if x) or "no limits"
+    target = f"{slo['attainment'] * 100:.0f}% of requests within {limits}"
+    if s["max_level_meeting_slo"]:
+        lines.append(f"Highest concurrency meeting the SLOs ({target}): {s['max_level_meeting_slo']}.")
+    else:
+        lines.append(f"No level met the SLOs ({target}).")
+    errors = sum(r["errors"] for r in rows)
+    if errors:
+        lines.append(f"{errors} of {sum(r['requests'] for r in rows)} requests failed; reasons per level are in the table.")
+    return lines
+
+
+def _x(v: float | None) -> str:
+    return "n/a" if v is None else f"{v:.2f}×"
+
+
+# -- comparisons --------------------------------------------------------------------------
+def _request_samples(doc: dict[str, Any], metric: str) -> list[float]:
+    samples = doc.get("samples") or {}
+    records = samples.get("warm") if doc["test"]["kind"] == "serve" else samples.get("requests")
+    return [r[metric] for r in (records or []) if r.get("ok", True) and r.get(metric) is not None]
+
+
+def comparisons(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each server run (chat, or serve's warm requests) against the newest in-process chat run
+    with the same request, model and host: ratio server / in-process with CI95 and a verdict."""
+    current = [d for d in latest_per_key(docs) if d["status"] == "ok"]
+    baselines: dict[tuple, dict[str, Any]] = {}
+    for d in current:
+        if d["backend"] == IN_PROCESS and d["test"]["kind"] == "chat":
+            k = (d["host"]["id"], d["model"]["sha256"], workload_fingerprint(d["test"]))
+            if k not in baselines or d["created"] > baselines[k]["created"]:
+                baselines[k] = d
+    rows = []
+    for d in current:
+        if d["backend"] == IN_PROCESS or d["test"]["kind"] not in ("chat", "serve"):
+            continue
+        base = baselines.get((d["host"]["id"], d["model"]["sha256"], workload_fingerprint(d["test"])))
+        if base is None:
+            continue
+        for metric in COMPARED:
+            a, b = _request_samples(base, metric), _request_samples(d, metric)
+            if not a or not b:
+                continue
+            m = METRICS[metric]
+            c = stats.compare(a, b, m.higher_is_better)
+            rows.append({
+                "host": d["host"]["id"], "model": d["model"]["name"], "synthetic": d["model"]["synthetic"],
+                "workload": base["test"]["name"], "endpoint": endpoint(d), "kind": d["test"]["kind"],
+                "metric": metric, "baseline_id": base["id"], "candidate_id": d["id"],
+                "baseline_mean": stats.summarize(a)["mean"], "candidate_mean": stats.summarize(b)["mean"],
+                "baseline_tokens": _mean_tokens(base), "candidate_tokens": _mean_tokens(d),
+                "prefix_reuse": _prefix_reuse(d),
+                **c.to_dict(),
+            })
+    return sorted(rows, key=lambda r: (r["host"], r["model"], r["workload"], r["endpoint"], r["kind"],
+                                       COMPARED.index(r["metric"])))
+
+
+def _prefix_reuse(doc: dict[str, Any]) -> dict[str, int] | None:
+    """How many of the server's generations reused the previous prompt's KV cache (from its log)."""
+    facts = (((doc.get("details") or {}).get("server") or {}).get("log_facts")) or {}
+    return facts if facts.get("prefix_match_hits") else None
+
+
+def _mean_tokens(doc: dict[str, Any]) -> float | None:
+    vals = _request_samples(doc, "output_tokens")
+    return sum(vals) / len(vals) if vals else None
+
+
+def failed_serving(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Current serving artifacts that failed, with their reason (shown, never hidden)."""
+    out = []
+    for d in latest_per_key(docs):
+        if d["status"] == "ok" or d["backend"] == IN_PROCESS or d["test"]["kind"] not in SERVING_KINDS + ("chat",):
+            continue
+        if d["backend"] != "openai_http":
+            continue
+        out.append({"id": d["id"], "host": d["host"]["id"], "model": d["model"]["name"], "endpoint": endpoint(d),
+                    "test": d["test"]["name"], "kind": (d.get("error") or {}).get("kind"),
+                    "message": (d.get("error") or {}).get("message"), "created": d["created"]})
+    return sorted(out, key=lambda r: r["created"], reverse=True)

@@ -1,0 +1,139 @@
+"""The Hosts page: every host's fingerprint side by side, its measured memory bandwidth
+(host RAM and, where there is one, the GPU's device memory), and its decode roofline
+(measured tg rate against bandwidth ÷ bytes per token), each figure linked to the artifact
+it comes from. Hosts that a remote run could not reach appear with what the inventory said.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from .. import roofline as roof
+from ..runs import latest_per_key
+from .markdown import PROJECTED_BADGE, SYNTHETIC_BADGE, admonition, cell, code, link, nbytes, num, run_link, table
+
+
+def _gpu_text(g: dict[str, Any]) -> str:
+    parts = [cell(g.get("name"))]
+    if g.get("memory_bytes"):
+        parts.append(nbytes(g["memory_bytes"]))
+    if g.get("compute_capability"):
+        parts.append(f"CC {cell(g['compute_capability'])}")
+    return " · ".join(parts)
+
+
+def host_table(run_docs: list[dict[str, Any]], host_docs: list[dict[str, Any]]) -> str:
+    """Fingerprints side by side: one column per host, one row per fact."""
+    hosts: dict[str, dict[str, Any]] = {}
+    builds: dict[str, dict[str, Any]] = {}
+    ok: Counter[str] = Counter()
+    failed: Counter[str] = Counter()
+    for d in sorted(run_docs, key=lambda d: d["created"]):
+        hid = d["host"]["id"]
+        hosts[hid] = d["host"]
+        if d["status"] == "ok":
+            builds[hid] = d["build"]
+    for d in latest_per_key(run_docs):
+        (ok if d["status"] == "ok" else failed)[d["host"]["id"]] += 1
+    for d in host_docs:
+        hosts.setdefault(d["host"]["id"], d["host"])
+    if not hosts:
+        return admonition("warning", "No hosts yet", "Run `invoke bench` here, or `invoke bench --host NAME` on a host "
+                                                    "of data/hosts.yaml.")
+    ids = sorted(hosts)
+
+    def row(label: str, fn) -> list[str]:
+        return [f"**{label}**"] + [fn(hosts[h], h) for h in ids]
+
+    def gpus(h: dict[str, Any], _: str) -> str:
+        return "<br>".join(_gpu_text(g) for g in h.get("gpus") or []) or "none"
+
+    def gpu_fact(key: str, fmt=cell):
+        return lambda h, _: "<br>".join(fmt(g.get(key)) if g.get(key) is not None else "—"
+                                        for g in h.get("gpus") or []) or "—"
+
+    def build(key: str):
+        return lambda h, hid: cell(builds.get(hid, {}).get(key)) if builds.get(hid, {}).get(key) is not None else "—"
+
+    def source(h: dict[str, Any], _: str) -> str:
+        if h.get("source") == "inventory":
+            return "inventory only (never reached: hardware unknown)"
+        return "fingerprint taken on the host"
+
+    rows = [
+        row("name", lambda h, _: cell(h.get("name"))),
+        row("source", source),
+        row("CPU", lambda h, _: cell(h["cpu"].get("model"))),
+        row("cores (physical / logical)", lambda h, _: cell(f"{h['cpu'].get('physical_cores')} / "
+                                                           f"{h['cpu'].get('logical_cores')}")),
+        row("RAM", lambda h, _: nbytes(h.get("memory_bytes")) if h.get("memory_bytes") else "—"),
+        row("CPU flags", lambda h, _: cell(" ".join(h["cpu"].get("flags") or [])) or "—"),
+        row("GPUs", gpus),
+        row("GPU driver", gpu_fact("driver")),
+        row("CUDA (driver)", gpu_fact("cuda")),
+        row("GPU datasheet bandwidth", gpu_fact("datasheet_bandwidth_bytes_per_s",
+                                                lambda v: f"{num(v / 1e9, 0)} GB/s")),
+        row("OS", lambda h, _: cell((h.get("os") or {}).get("platform") or "—")),
+        row("llama.cpp build", build("llama_cpp_commit")),
+        row("libraries", build("libraries")),
+        row("runs (current: ok / failed)", lambda h, hid: f"{num(ok[hid], 0)} / {num(failed[hid], 0)}"),
+    ]
+    return table(["", *[code(h) for h in ids]], rows, ["l"] + ["l"] * len(ids))
+
+
+def bandwidth_table(host_docs: list[dict[str, Any]]) -> str:
+    rows = []
+    for kind, what in (("memory_bandwidth", "host RAM"), ("gpu_memory_bandwidth", "GPU memory")):
+        for hid, b in sorted(roof.latest_bandwidth(host_docs, kind).items()):
+            doc = next(d for d in host_docs if d["id"] == b.probe_id)
+            device = (doc.get("probe") or {}).get("device") or ""
+            for r in b.rows:
+                s = r["summary"]
+                rows.append([code(hid), cell(what + (f" ({device})" if device else "")), code(b.probe_id),
+                             cell(b.created), num(r["threads"], 0), num(s.get("median"), 1), num(s.get("mean"), 1),
+                             num(s.get("stddev"), 1), num(s.get("n"), 0), num(r["best"], 1)])
+    if not rows:
+        return admonition("note", "No bandwidth probe yet", "`invoke host.probe` measures host RAM; "
+                                                           "benchmarks/gpu_h100.sh measures a GPU's device memory.")
+    return table(["host", "memory", "probe artifact", "measured", "threads", "median GB/s", "mean GB/s", "± stddev",
+                  "n", "best GB/s"], rows, ["l", "l", "l", "l", "r", "r", "r", "r", "r", "r"])
+
+
+def roofline_by_host(run_docs: list[dict[str, Any]], host_docs: list[dict[str, Any]]) -> str:
+    rows_data = [r for r in roof.roofline_rows(run_docs, host_docs) if r.get("bound")]
+    if not rows_data:
+        return admonition("note", "No bounded decode measurement yet",
+                          "A decode rate gets a bound once its host has a bandwidth probe.")
+    out = []
+    for hid in sorted({r["host_id"] for r in rows_data}):
+        rows = []
+        for r in sorted((r for r in rows_data if r["host_id"] == hid), key=lambda r: (r["model"], r["test"])):
+            memory = "GPU memory" if r.get("bound_by") == "gpu" else "host RAM"
+            rows.append([cell(r["model"]) + (" " + SYNTHETIC_BADGE if r["synthetic"] else ""), code(r["test"]),
+                         nbytes(r["bytes"]["total"]), cell(memory), num(r["bound"], 0) + " " + PROJECTED_BADGE,
+                         link(num(r["measured"], 1), run_link(r["id"])),
+                         num(100 * r["efficiency"], 0) + " %"])
+        out += [f"### {code(hid)}", "",
+                table(["model", "test", "bytes read per token", "bounded by", "bound t/s", "measured t/s", "efficiency"],
+                      rows, ["l", "l", "r", "l", "r", "r", "r"]), ""]
+    return "\n".join(out)
+
+
+def hosts_page(run_docs: list[dict[str, Any]], host_docs: list[dict[str, Any]]) -> str:
+    return "\n".join([
+        "## Fingerprints", "",
+        "Taken on each host when it ran (CPU, memory, GPUs through NVML: name, memory, driver, CUDA version, compute "
+        "capability), so a figure is always read with the machine that produced it.", "",
+        host_table(run_docs, host_docs), "",
+        "## Memory bandwidth", "",
+        "Measured by a large copy, counting bytes read plus bytes written: host RAM with CPU threads, a GPU's device "
+        "memory with a device-to-device copy timed by CUDA events.", "",
+        bandwidth_table(host_docs), "",
+        "## Decode roofline", "",
+        "Decoding reads every weight in use and the KV cache once per token, so a host cannot decode faster than "
+        "bandwidth ÷ bytes per token (the bound, best bandwidth sample). Runs with every layer on a GPU are bounded by "
+        "the GPU's memory, others by host RAM. Small models stay far below it: per-token kernel launches and "
+        "synchronisation, not bytes, limit them.", "",
+        roofline_by_host(run_docs, host_docs),
+    ])

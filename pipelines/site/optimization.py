@@ -1,0 +1,350 @@
+"""The Optimization page: one section per track, sweep charts, best configurations, failures.
+
+Built from ``pipelines.optimization`` (artifacts alone). Every value from an artifact goes
+through ``cell()``/``num()``/``code()`` or ``charts.embed()``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import altair as alt
+import pandas as pd
+
+from runtime.metrics import METRICS
+
+from .. import degeneration
+from .. import optimization as opt
+from . import charts
+from .markdown import SYNTHETIC_BADGE, admonition, cell, code, link, num, pre, run_link, table
+
+TRACK_INTRO = {
+    "speculative": (
+        "A draft proposes K tokens (`draft_max`), the target verifies them in one batch and keeps the "
+        "longest agreeing prefix. **Prompt lookup** drafts by finding the last n-gram of the context "
+        "earlier in the context (`lookup_ngram_max` = the longest n-gram tried): it shines when the answer "
+        "repeats the prompt (editing, summarising a given text) and has nothing to offer in free generation. "
+        "An external **draft model** must share the target's vocabulary. Acceptance = drafted tokens the "
+        "target accepted / drafted tokens it verified. Greedy speculation must reproduce the baseline's text "
+        "token for token; where it does not, that is reported below as a finding."),
+    "experts": (
+        "`n_expert_used` overrides the GGUF key `<architecture>.expert_used_count` (llama.cpp "
+        "`--override-kv`): fewer experts per token, less compute and memory traffic, a different model. "
+        "The count llama.cpp really used is read back from its log (`n_expert_used = N`). Each point's "
+        "greedy text is compared with the baseline's: where it first diverges, how many token positions "
+        "agree, and whether the degeneration detector calls it garbage (the seed's \"MoE2: GARBAGE\")."),
+    "threads": "Threads used for generation (and prompt processing unless set apart); the x axis is what llama.cpp reports it used.",
+    "depth": "Generation rate after N tokens already in the context (`tg…@dN`, prefilled outside the timer): the KV cache read per token grows with N.",
+    "settings": "Batch sizes, flash attention and KV-cache types, one configuration per point.",
+}
+STATUS_COLORS = {"baseline": "#555555", "identical": "#2e7d32", "diverged": "#ef6c00", "degenerate": "#c62828"}
+
+
+def _model(doc: dict[str, Any]) -> str:
+    return cell(doc["model"]["name"]) + (" " + SYNTHETIC_BADGE if doc["model"]["synthetic"] else "")
+
+
+def _ratio(p: opt.Point) -> str:
+    c = p.comparison
+    if p.is_baseline:
+        return "baseline"
+    if not c or c.get("ratio") is None:
+        return "—"
+    ci = f" ({num(c['ci95_low'], 2)}–{num(c['ci95_high'], 2)})" if c.get("ci95_low") is not None else ""
+    return f"{num(c['ratio'], 2)}×{ci}"
+
+
+def _rate(p: opt.Point) -> str:
+    if not p.ok:
+        return "—"
+    m = METRICS.get(p.metric or "")
+    dec = m.decimals if m else 2
+    sd = f" ± {num(p.stddev, dec)}" if p.stddev is not None else ""
+    return f"{num(p.mean, dec)}{sd}"
+
+
+def _ci(p: opt.Point) -> str:
+    lo, hi = p.ci95
+    return "—" if lo is None or hi is None else f"{num(lo, 2)} – {num(hi, 2)}"
+
+
+def _lossless(p: opt.Point) -> str:
+    if p.is_baseline or p.lossless is None:
+        return "—"
+    ll = p.lossless
+    if ll["identical"]:
+        return "identical"
+    return f"differs at token {num(ll['first_diff'], 0)}; {num(100 * ll['agreement'], 0)}% of positions agree"
+
+
+def _degenerate(p: opt.Point) -> str:
+    d = p.degeneration
+    if d is None:
+        return "—"
+    if not d["degenerate"]:
+        return "no"
+    return "**degenerate**: " + cell("; ".join(d["reasons"][:2]))
+
+
+def _status(p: opt.Point) -> str:
+    if not p.ok:
+        err = p.doc.get("error") or {}
+        msg = str(err.get("message") or "")
+        short = msg if len(msg) <= 90 else msg[:90].rsplit(" ", 1)[0] + " … (see Failed approaches)"
+        return f"**failed ({cell(err.get('kind'))})**: {cell(short)}"
+    return cell(p.verdict) if p.verdict and not p.is_baseline else ("baseline" if p.is_baseline else "—")
+
+
+def _x_value(p: opt.Point, key: str) -> Any:
+    """The value of a swept setting as it ran (the effective value when the request was null)."""
+    eff = p.doc["settings"].get("effective") or {}
+    if key == "n_expert_used":
+        return eff.get("n_expert_used") or p.requested.get("n_expert_used") or p.doc["model"]["gguf"].get("expert_used_count")
+    v = p.requested.get(key)
+    return eff.get(key) if v is None and key in eff else v
+
+
+# -- charts --------------------------------------------------------------------------------
+def _baseline_rule(value: float | None) -> alt.Chart | None:
+    if value is None:
+        return None
+    return alt.Chart(pd.DataFrame([{"baseline": value}])).mark_rule(strokeDash=[5, 4], color="#555").encode(
+        y="baseline:Q", tooltip=[alt.Tooltip("baseline:Q", format=".2f", title="baseline")])
+
+
+def speculative_chart(points: list[opt.Point]) -> alt.TopLevelMixin | None:
+    """K against the rate (CI95 band, baseline dashed) beside K against the acceptance rate."""
+    rows = []
+    for p in points:
+        if not p.ok or p.is_baseline or p.mean is None:
+            continue
+        req = p.requested
+        series = (f"n-gram ≤ {req.get('lookup_ngram_max')}" if req.get("speculative") == "prompt_lookup"
+                  else f"draft {req.get('draft_model')}")
+        rows.append({"K": req.get("draft_max"), "mean": p.mean, "ci95_low": p.ci95[0] if p.ci95[0] is not None else p.mean,
+                     "ci95_high": p.ci95[1] if p.ci95[1] is not None else p.mean, "acceptance": p.acceptance,
+                     "series": series, "lossless": _lossless(p), "id": p.id})
+    if not rows:
+        return None
+    df = pd.DataFrame(rows)
+    metric = METRICS[points[0].metric or "generation_tps"]
+    base = alt.Chart(df).encode(x=alt.X("K:Q", title="K (tokens drafted per step)", axis=alt.Axis(tickMinStep=1, format="d")),
+                                color=alt.Color("series:N", title=None))
+    rate = (base.mark_area(opacity=0.15).encode(y="ci95_low:Q", y2="ci95_high:Q")
+            + base.mark_line(point=True).encode(
+                y=alt.Y("mean:Q", title=f"{metric.label} ({metric.unit})"),
+                tooltip=["K:Q", alt.Tooltip("mean:Q", format=".2f"), "series:N", "lossless:N", "id:N"]))
+    baseline = next((p for p in points if p.is_baseline and p.ok), None)
+    rule = _baseline_rule(baseline.mean if baseline else None)
+    if rule is not None:
+        rate = rate + rule
+    acc = base.mark_line(point=True, strokeDash=[2, 2]).encode(
+        y=alt.Y("acceptance:Q", title="draft acceptance (%)", scale=alt.Scale(domain=[0, 100])),
+        tooltip=["K:Q", alt.Tooltip("acceptance:Q", format=".1f"), "series:N"])
+    return alt.hconcat(rate.properties(width=320, height=240, title="rate (dashed: baseline)"),
+                       acc.properties(width=220, height=240, title="acceptance"))
+
+
+def experts_chart(points: list[opt.Point]) -> alt.TopLevelMixin | None:
+    """Experts per token against the rate, each point marked identical / diverged / degenerate."""
+    rows = []
+    for p in points:
+        if not p.ok or p.mean is None:
+            continue
+        if p.is_baseline:
+            status = "baseline"
+        elif p.degeneration and p.degeneration["degenerate"]:
+            status = "degenerate"
+        elif p.lossless is not None and not p.lossless["identical"]:
+            status = "diverged"
+        else:
+            status = "identical"
+        rows.append({"experts": _x_value(p, "n_expert_used"), "mean": p.mean,
+                     "ci95_low": p.ci95[0] if p.ci95[0] is not None else p.mean,
+                     "ci95_high": p.ci95[1] if p.ci95[1] is not None else p.mean,
+                     "status": status, "divergence": _lossless(p), "id": p.id})
+    if not rows:
+        return None
+    df = pd.DataFrame(rows)
+    metric = METRICS[points[0].metric or "tokens_per_second"]
+    y_title = f"{metric.label} ({metric.unit})"
+    base = alt.Chart(df).encode(x=alt.X("experts:Q", title="experts per token", axis=alt.Axis(tickMinStep=1, format="d")))
+    line = base.mark_line(color="#9e9e9e").encode(y=alt.Y("mean:Q", title=y_title))
+    err = base.mark_errorbar(color="#444").encode(y=alt.Y("ci95_low:Q", title=y_title), y2="ci95_high:Q")
+    domain = list(STATUS_COLORS)
+    dots = base.mark_point(size=90, filled=True).encode(
+        y=alt.Y("mean:Q", title=y_title),
+        color=alt.Color("status:N", scale=alt.Scale(domain=domain, range=list(STATUS_COLORS.values())),
+                        title="output vs baseline"),
+        shape=alt.Shape("status:N", scale=alt.Scale(domain=domain), title="output vs baseline"),
+        tooltip=["experts:Q", alt.Tooltip("mean:Q", format=".2f"), "status:N", "divergence:N", "id:N"])
+    return (line + err + dots).properties(width="container", height=260)
+
+
+def sweep_line_chart(points: list[opt.Point], key: str, x_title: str) -> alt.TopLevelMixin | None:
+    """A numeric setting (or the context depth) against the rate, one line per series."""
+    rows = []
+    for p in points:
+        if not p.ok or p.mean is None:
+            continue
+        x = p.doc["test"].get("n_depth", 0) if key == "n_depth" else _x_value(p, key)
+        if not isinstance(x, (int, float)):
+            continue
+        others = {k: v for k, v in p.swept.items() if k != key}
+        series = p.doc["test"]["name"] if key != "n_depth" else (opt._label(others) if others else "as configured")
+        if key == "n_depth":
+            series = p.doc["test"]["name"].split("@")[0] + (" · " + opt._label(others) if others else "")
+        rows.append({key: x, "mean": p.mean, "stddev": p.stddev, "n": p.n,
+                     "ci95_low": p.ci95[0] if p.ci95[0] is not None else p.mean,
+                     "ci95_high": p.ci95[1] if p.ci95[1] is not None else p.mean, "series": series, "id": p.id})
+    if not rows:
+        return None
+    metric = METRICS[points[0].metric or "tokens_per_second"]
+    return charts.line_sweep(pd.DataFrame(rows), key, metric, series="series", x_title=x_title)
+
+
+def settings_chart(points: list[opt.Point]) -> alt.TopLevelMixin | None:
+    rows = [{"label": p.label, "mean": p.mean, "stddev": p.stddev, "n": p.n,
+             "ci95_low": p.ci95[0] if p.ci95[0] is not None else p.mean,
+             "ci95_high": p.ci95[1] if p.ci95[1] is not None else p.mean, "id": p.id}
+            for p in points if p.ok and p.mean is not None]
+    if not rows:
+        return None
+    return charts.bar_with_ci(pd.DataFrame(rows), METRICS[points[0].metric or "tokens_per_second"])
+
+
+def sweep_chart(sw: opt.Sweep, points: list[opt.Point]) -> alt.TopLevelMixin | None:
+    if sw.track == "speculative":
+        return speculative_chart(points)
+    if sw.track == "experts":
+        return experts_chart(points)
+    if sw.track == "threads":
+        return sweep_line_chart(points, "n_threads", "threads")
+    if sw.track == "depth":
+        return sweep_line_chart(points, "n_depth", "context depth (tokens)")
+    numeric = [k for k in dict.fromkeys(k for p in points for k in p.swept)
+               if all(isinstance(p.swept.get(k), (int, float)) and not isinstance(p.swept.get(k), bool)
+                      for p in points if k in p.swept)]
+    if numeric:
+        return sweep_line_chart(points, numeric[0], numeric[0])
+    return settings_chart(points)
+
+
+# -- tables --------------------------------------------------------------------------------
+def sweep_table(sw: opt.Sweep, points: list[opt.Point]) -> str:
+    m = METRICS.get(points[0].metric or "")
+    unit = f"{cell(m.label)} ({cell(m.unit)})" if m else "rate"
+    headers = ["model", "point", unit, "n", "CI95 of mean", "speedup (CI95)", "verdict"]
+    align = ["l", "l", "r", "r", "r", "r", "l"]
+    spec = sw.track == "speculative"
+    experts = sw.track == "experts"
+    texts = any(p.lossless is not None or p.degeneration is not None for p in points)
+    if spec:
+        headers += ["acceptance (%)"]
+        align += ["r"]
+    if experts:
+        headers += ["experts (llama.cpp log)"]
+        align += ["r"]
+    if texts:
+        headers += ["greedy text vs baseline", "degenerate"]
+        align += ["l", "l"]
+    headers += ["source"]
+    align += ["l"]
+    rows = []
+    for p in points:
+        r = [_model(p.doc), cell(p.label), _rate(p), num(p.n, 0) if p.ok else "—", _ci(p), _ratio(p), _status(p)]
+        if spec:
+            r.append(num(p.acceptance, 1))
+        if experts:
+            r.append(num((p.doc["settings"].get("effective") or {}).get("n_expert_used"), 0))
+        if texts:
+            r += [_lossless(p), _degenerate(p)]
+        r.append(link(p.id, run_link(p.id)))
+        rows.append(r)
+    return table(headers, rows, align)
+
+
+def best_table(all_sweeps: list[opt.Sweep]) -> str:
+    """The best point per model and test, then the settings that reproduce each one."""
+    rows = []
+    repro: list[str] = []
+    for b in opt.best_per_model(all_sweeps):
+        p: opt.Point | None = b["best"]
+        model = cell(b["model"]) + (" " + SYNTHETIC_BADGE if b["synthetic"] else "")
+        if p is None:
+            base = b["baseline"]
+            rows.append([model, code(b["test"]), f"no point beat its baseline beyond noise ({num(b['candidates'], 0)} tried)",
+                         _rate(base) if base else "—", "—", link(base.id, run_link(base.id)) if base else "—"])
+            continue
+        rows.append([model, code(b["test"]), cell(f"{p.sweep}: {p.label}"), _rate(p), _ratio(p), link(p.id, run_link(p.id))])
+        rep = opt.reproduce(p.doc)
+        lines = [f"# llama.cpp\n{rep['server']}"] + ([f"# measure it with llama-bench\n{rep['bench']}"] if "bench" in rep else [])
+        lines.append(f"# llama-cpp-python\n{rep['python']}")
+        repro += [f"**{cell(b['model'])} · {code(b['test'])}** ({cell(p.sweep)}: {cell(p.label)})", "",
+                  pre("\n".join(lines))] + ([f"<small>{cell(rep['notes'])}</small>"] if rep.get("notes") else []) + [""]
+    out = table(["model", "test", "best point", "rate", "speedup (CI95)", "source"], rows, ["l", "l", "l", "r", "r", "l"])
+    if repro:
+        out += "\n\n### Reproducing settings\n\n" + "\n".join(repro)
+    return out
+
+
+def failures_table(all_sweeps: list[opt.Sweep]) -> str:
+    rows = []
+    for f in opt.failures(all_sweeps):
+        p: opt.Point = f["point"]
+        rows.append([cell(opt.TRACK_TITLES[f["track"]]), cell(f["sweep"]), _model(p.doc), code(p.doc["test"]["name"]),
+                     cell(p.label), f"**{cell(f['kind'])}**", cell(f["reason"]), link(p.id, run_link(p.id))])
+    if not rows:
+        return "No failed approaches recorded: every point ran, none lost to its baseline, none changed or broke the text."
+    return table(["track", "sweep", "model", "test", "point", "what", "reason", "source"], rows)
+
+
+def _sweep_section(sw: opt.Sweep) -> list[str]:
+    out = [f"### {cell(sw.name)} · {cell(sw.matrix)} on {code(sw.host_id)}", ""]
+    if sw.synthetic:
+        out += [SYNTHETIC_BADGE + " Synthetic models have random weights: their rates are real, their text is "
+                "noise, so divergence and degeneration only show the mechanism.", ""]
+    if sw.track == "depth":  # one chart across the sweep's tests: depth is the x axis
+        rate = [p for p in sw.points if p.doc["test"]["kind"] == "rate"]
+        chart = sweep_line_chart(rate, "n_depth", "context depth (tokens)") if rate else None
+        if chart is not None:
+            out += [charts.embed(chart, caption="Rate after N tokens of context: mean with CI95, one line per "
+                                                "configuration; every point links to its artifact in the tables below."), ""]
+    for test in sw.tests:
+        pts = [p for p in sw.points if p.doc["test"]["name"] == test]
+        kinds = {p.doc["test"]["kind"] for p in pts}
+        out += [f"#### {code(test)}" + (f" ({cell(', '.join(sorted(kinds)))})" if kinds else ""), ""]
+        chart = sweep_chart(sw, pts) if sw.track != "depth" else None
+        if chart is not None:
+            m = METRICS.get(pts[0].metric or "")
+            out += [charts.embed(chart, caption=f"{cell(m.label) if m else 'rate'}: mean with CI95; every point links "
+                                                "to its artifact in the table below."), ""]
+        out += [sweep_table(sw, pts), ""]
+    return out
+
+
+def optimization_page(docs: list[dict[str, Any]]) -> str:
+    all_sweeps = opt.sweeps(docs)
+    if not all_sweeps:
+        return admonition("warning", "No sweeps yet",
+                          "Run `invoke bench --matrix optimization` to measure the optimization tracks on this host.")
+    out = ["## Best configuration per model", "",
+           "Per model and test: the point with the largest speedup whose CI95 lies above 1 (a win over its "
+           "sweep's baseline) and whose output is acceptable (speculation: identical text; otherwise: not "
+           "degenerate). The flags reproduce it with llama.cpp's own tools; the arguments, with llama-cpp-python.",
+           "", best_table(all_sweeps), ""]
+    for track in opt.TRACKS:
+        group = [sw for sw in all_sweeps if sw.track == track]
+        if not group:
+            continue
+        out += [f"## {cell(opt.TRACK_TITLES[track])}", "", TRACK_INTRO[track], ""]
+        for sw in group:
+            out += _sweep_section(sw)
+    t = degeneration.thresholds()
+    out += ["## Failed approaches", "",
+            "Points that failed (with the reason the backend gave, e.g. a draft of another vocabulary), lost to "
+            "their baseline beyond noise, changed the greedy text under speculation, or produced degenerate text "
+            f"(degeneration detector v{cell(t['version'])}: empty output, more than "
+            f"{num(100 * t['non_text_max_share'], 0)}% unprintable characters, or a repetition loop).", "",
+            failures_table(all_sweeps), ""]
+    return "\n".join(out)

@@ -1,0 +1,605 @@
+"""Page bodies for the planning pages: Projections, Memory planner, Roofline, What-if.
+
+Each builder takes loaded artifacts (and the YAML inputs) and returns Markdown; every value
+from an artifact or a YAML file goes through ``cell``/``code``/``num``; every figure is
+labelled measured, PROJECTED or VERIFIED.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import altair as alt
+import pandas as pd
+
+from runtime.errors import UserError
+from runtime.metrics import METRICS
+
+from .. import memory as mem
+from .. import projections as proj
+from .. import roofline as roof
+from .. import whatif as wi
+from ..runs import latest_per_key
+from . import charts
+from .markdown import (PROJECTED_BADGE, SYNTHETIC_BADGE, VERIFIED_BADGE, admonition, cell, code, link, nbytes, num,
+                       run_link, table)
+
+MEASURED_BADGE = '<span class="almanac-badge measured" title="read from a run artifact">measured</span>'
+
+
+def _pct(x: float | None, decimals: int = 1, sign: bool = True) -> str:
+    if x is None:
+        return "—"
+    return f"{x * 100:+.{decimals}f}%" if sign else f"{x * 100:.{decimals}f}%"
+
+
+def _x(x: float | None, decimals: int = 2) -> str:
+    return "—" if x is None else f"×{x:.{decimals}f}"
+
+
+def _metric_value(metric: str, v: float | None) -> str:
+    m = METRICS[metric]
+    return f"{num(v, m.decimals)} {cell(m.unit)}" if v is not None else "—"
+
+
+def _no_data(title: str, body: str) -> str:
+    return admonition("warning", title, body)
+
+
+# =====================================================================================
+# Projections
+# =====================================================================================
+def _effect_text(o: proj.Optimization) -> str:
+    e = o.effect
+    m = METRICS[e.metric]
+    stage = "every stage" if e.stage == "all" else f"{e.stage}"
+    if e.factor is not None:
+        amount = _x(e.factor)
+    elif e.range is not None:
+        amount = f"{_x(e.range[0])} – {_x(e.range[1])}"
+    else:
+        amount = "derived per role from bytes read per token (roofline)"
+    return f"{amount} on {cell(stage)} (quoted on {cell(m.label)})"
+
+
+def _source_text(o: proj.Optimization) -> str:
+    s = o.source
+    ref = link(s.ref, s.url) if s.url and s.url.startswith(("https://", "http://")) else cell(s.ref)
+    return f"{cell(s.kind)}: {ref}" + (f"<br><small>{cell(s.note)}</small>" if s.note else "")
+
+
+def _rules_text(r: proj.Applicability) -> str:
+    parts = []
+    if r.min_model_bytes is not None:
+        parts.append(f"model ≥ {num(r.min_model_bytes / 1e9, 0)} GB")
+    if r.max_model_bytes is not None:
+        parts.append(f"model ≤ {num(r.max_model_bytes / 1e9, 0)} GB")
+    if r.architectures:
+        parts.append("architecture in " + ", ".join(cell(a) for a in r.architectures))
+    if r.exclude_architectures:
+        parts.append("not " + ", ".join(cell(a) for a in r.exclude_architectures))
+    if r.recurrent is False:
+        parts.append("not recurrent/SSM")
+    if r.recurrent is True:
+        parts.append("recurrent/SSM only")
+    if r.moe is not None:
+        parts.append("MoE only" if r.moe else "dense only")
+    if r.sliding_window is not None:
+        parts.append("sliding-window models only" if r.sliding_window else "no sliding window")
+    if r.needs_draft_same_vocab:
+        parts.append("needs a draft of the same vocabulary")
+    if r.device:
+        parts.append(f"{r.device.upper()} only")
+    if r.test_kinds:
+        parts.append("workloads: " + ", ".join(cell(k) for k in r.test_kinds))
+    if r.min_depth is not None:
+        parts.append(f"context ≥ {num(r.min_depth, 0)}")
+    return "; ".join(parts) or "always"
+
+
+def _projection_cell(p: proj.Projection | None, metric: str, why: str = "") -> str:
+    if p is None:
+        return f"— <small>{cell(why)}</small>" if why else "—"
+    m = METRICS[metric]
+    head = f"{num(p.mid, m.decimals)}"
+    rng = f" <small>({num(p.low, m.decimals)} – {num(p.high, m.decimals)})</small>" if p.high - p.low > 1e-9 else ""
+    if p.no_effect:
+        return (f"{head} {PROJECTED_BADGE}<br><small>no effect: acts on a stage outside "
+                f"{cell(METRICS[metric].label)}</small>")
+    if p.verification:
+        v = p.verification
+        return (f"{head}{rng} {VERIFIED_BADGE}<br><small>measured {link(num(v['value'], m.decimals), run_link(v['run_id']))}, "
+                f"error {_pct(v['error'])}; {_agreement(p.high - p.low > 1e-9, v)}</small>")
+    note = "" if p.target_settings is not None else "<br><small>not runnable with this backend</small>"
+    return f"{head}{rng} {PROJECTED_BADGE}{note}"
+
+
+def _agreement(is_range: bool, v: dict[str, Any]) -> str:
+    parts = []
+    if is_range:
+        parts.append("inside the projected range" if v["inside_range"] else "outside the projected range")
+    if v.get("within_ci95") is not None:
+        parts.append("projection within the measurement's CI95" if v["within_ci95"] else "projection outside the measurement's CI95")
+    return ", ".join(parts) or "no CI95 to compare with"
+
+
+def projections_host(ps: proj.ProjectionSet, history: list[dict[str, Any]]) -> str:
+    metric0 = ps.mix.roles[0].metric
+    out = [f"## Host {code(ps.host_id)}", ""]
+    out.append(f"**Last updated:** {cell(ps.last_updated())} (the newest artifact this projection uses) · "
+               f"**usage mix:** {cell(ps.mix.name)} ({code('data/usage_mix.yaml')}) · "
+               f"**catalogue:** {code('data/optimizations.yaml')}")
+    out.append("")
+    # -- current ---------------------------------------------------------------------------------
+    out += ["### Current performance", "",
+            "Each role's baseline is its newest measured run; the stage split is the share of the "
+            "metric's time in each stage, from the same run.", ""]
+    rows = []
+    tw = sum(r.role.weight for r in ps.roles)
+    for rr in ps.roles:
+        r = rr.role
+        label = cell(r.label or r.role)
+        if rr.baseline_doc is None:
+            rows.append([label, cell(r.model), code(r.test), cell(METRICS[r.metric].label), num(r.weight / tw * 100, 0) + "%",
+                         f"no data: {cell(rr.problem)}", "—", "—", "—", "—"])
+            continue
+        s = rr.baseline_doc["summary"][r.metric]
+        m = METRICS[r.metric]
+        ci = f"{num(s['ci95_low'], m.decimals)} – {num(s['ci95_high'], m.decimals)}" if s.get("ci95_low") is not None else "—"
+        split = ", ".join(f"{cell(k)} {num(v * 100, 0)}%" for k, v in sorted(rr.shares.items(), key=lambda kv: -kv[1]))
+        rows.append([label, cell(r.model) + (" " + SYNTHETIC_BADGE if rr.baseline_doc["model"].get("synthetic") else ""),
+                     code(r.test), cell(m.label), num(r.weight / tw * 100, 0) + "%",
+                     f"{link(num(s['mean'], m.decimals), run_link(rr.baseline_doc['id']))} {cell(m.unit)} {MEASURED_BADGE}",
+                     ci, num(s["n"], 0), f"{split}<br><small>{cell(rr.shares_source)}</small>",
+                     link(rr.baseline_doc["id"], run_link(rr.baseline_doc["id"]))])
+    out.append(table(["role", "model", "test", "metric", "weight", "current", "CI95", "n", "stage split", "source"], rows,
+                     ["l", "l", "l", "l", "r", "r", "r", "r", "l", "l"]))
+    out.append("")
+    weighted = ps.weighted()
+    cur = weighted[0]
+    complete = "" if cur["complete"] else " (roles without data left out)"
+    out.append(f"**Weighted average (current):** {_metric_value(metric0, cur['current'])} {MEASURED_BADGE}{cell(complete)}")
+    out.append("")
+    # -- catalogue ---------------------------------------------------------------------------------
+    out += ["### Optimization catalogue", "",
+            "Expected effects as their sources state them, and for each role whether the rules let them apply.", ""]
+    rows = []
+    for o in ps.catalogue.optimizations:
+        per_role = []
+        for rr in ps.roles:
+            oo = next((x for x in rr.opts if x.opt.id == o.id), None)
+            if oo is None:
+                continue
+            name = cell(rr.role.role)
+            if oo.applies:
+                extra = "" if oo.in_metric else f" (acts on {cell(o.effect.stage)}, not part of {cell(METRICS[rr.role.metric].label)})"
+                fac = oo.factor
+                amount = _x(fac[1]) if fac and fac[0] == fac[2] else (f"{_x(fac[0])}–{_x(fac[2])}" if fac else "")
+                per_role.append(f"{name}: applies {cell(amount)}{extra}")
+            else:
+                per_role.append(f"{name}: no ({cell('; '.join(oo.reasons))})")
+        runnable = code(json.dumps(o.settings, sort_keys=True)) if o.settings else "—"
+        rows.append([f"**{cell(o.name)}**<br><small>{code(o.id)} · {cell(o.status)}</small>", _effect_text(o), _source_text(o),
+                     _rules_text(o.applies_when), runnable, "<br>".join(per_role) or "—"])
+    out.append(table(["optimization", "expected effect", "source", "applies when", "settings (verification)", "roles"], rows))
+    out.append("")
+    # -- projected ---------------------------------------------------------------------------------
+    out += ["### Projected performance", ""]
+    if not ps.scenarios:
+        out.append(_no_data("Nothing applies", "No optimization of the catalogue applies to any role on this host."))
+    else:
+        headers = ["role", "current"] + [("+ " + cell(name)) if len(ids) == 1 else cell(name) for name, ids in ps.scenarios]
+        rows = []
+        for rr in ps.roles:
+            r = rr.role
+            if rr.baseline_doc is None:
+                rows.append([cell(r.label or r.role), "no data"] + ["—"] * len(ps.scenarios))
+                continue
+            cells = [cell(r.label or r.role), f"{num(rr.baseline, METRICS[r.metric].decimals)} {MEASURED_BADGE}"]
+            for name, ids in ps.scenarios:
+                p = rr.projections.get(name)
+                why = ""
+                if p is None:
+                    reasons = [f"{oo.opt.id}: {'; '.join(oo.reasons)}" for oo in rr.opts if oo.opt.id in ids and not oo.applies]
+                    why = "does not apply" + (f" ({'; '.join(reasons)})" if reasons else "")
+                cells.append(_projection_cell(p, r.metric, why))
+            rows.append(cells)
+        out.append(table(headers, rows, ["l", "r"] + ["r"] * len(ps.scenarios)))
+        out.append("")
+        out.append(f"Units: {cell(METRICS[metric0].unit)}. A cell shows the projection from the range mid-points, its range "
+                   "in brackets, and where a measured run of the projected configuration exists, that measurement "
+                   "and the error (projected ÷ measured − 1).")
+        out.append("")
+        out += ["### Projected weighted average", ""]
+        rows = []
+        for w in weighted[1:]:
+            base = w["current"]
+            vs = (w["mid"] / base) if (w["mid"] and base) else None
+            measured = "—"
+            if w["measured"] is not None:
+                measured = f"{_metric_value(metric0, w['measured'])} {VERIFIED_BADGE} (error {_pct(w['mid'] / w['measured'] - 1)})"
+            rows.append([cell(w["scenario"]), f"{_metric_value(metric0, w['mid'])} {PROJECTED_BADGE}",
+                         f"{num(w['low'], 2)} – {num(w['high'], 2)}", _x(vs), measured])
+        out.append(table(["scenario", "weighted average", "range", "vs current", "measured (all roles verified)"], rows,
+                         ["l", "r", "r", "r", "r"]))
+        out.append("")
+    # -- accuracy ----------------------------------------------------------------------------------
+    out += ["### Projection accuracy over time", ""]
+    hist = [h for h in history if h["host_id"] == ps.host_id]
+    if not hist:
+        out.append("No recorded projection has been checked by a measurement yet. `invoke project` records the "
+                   "projections (a `projection` artifact under `data/projections/`); a later run of a projected "
+                   "configuration checks them.")
+    else:
+        rows = []
+        for h in hist:
+            m = METRICS[h["metric"]]
+            rows.append([cell(h["recorded"]), code(h["record"]), cell(h["role"]), cell(h["scenario"]),
+                         num(h["baseline"], m.decimals), f"{num(h['projected'], m.decimals)} {PROJECTED_BADGE}",
+                         f"{link(num(h['measured'], m.decimals), run_link(h['run_id']))} {MEASURED_BADGE}",
+                         _pct(h["error"]), "—" if h["within_ci95"] is None else "yes" if h["within_ci95"] else "no",
+                         cell(h["when"])])
+        out.append(table(["recorded", "record", "role", "scenario", "baseline", "projected", "measured", "error",
+                          "within CI95", "checked"], rows, ["l", "l", "l", "l", "r", "r", "r", "r", "l", "l"]))
+        df = pd.DataFrame([{"recorded": h["recorded"], "error": h["error"] * 100,
+                            "series": f"{h['role']} · {h['scenario']}"} for h in hist])
+        chart = alt.Chart(df).mark_line(point=True).encode(
+            x=alt.X("recorded:T", title="recorded"), y=alt.Y("error:Q", title="projection error (%)"),
+            color=alt.Color("series:N", title="role · scenario"),
+            tooltip=["recorded:T", alt.Tooltip("error:Q", format=".1f"), "series:N"],
+        ).properties(width="container", height=220, title="Error of recorded projections")
+        out.append("")
+        out.append(charts.embed(chart, caption="projected ÷ measured − 1, per recorded projection."))
+    out.append("")
+    return "\n".join(out)
+
+
+def projections_page(runs: list[dict[str, Any]], records: list[dict[str, Any]]) -> str:
+    try:
+        catalogue = proj.load_catalogue()
+        mix = proj.load_usage_mix(catalogue=catalogue)
+    except UserError as exc:
+        return _no_data("Inputs missing or invalid", cell(str(exc)))
+    hosts = proj.projection_hosts(mix, runs)
+    if not hosts:
+        return _no_data("No baselines measured yet",
+                        "Run `invoke bench` and `invoke bench --matrix projections` to measure the roles of "
+                        "`data/usage_mix.yaml` on this host.")
+    history = proj.accuracy_history(records, runs)
+    return "\n".join(projections_host(proj.project(runs, catalogue, mix, h), history) for h in hosts)
+
+
+# =====================================================================================
+# Memory planner
+# =====================================================================================
+def _models_in(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One (newest) run per model file, to read its GGUF facts from."""
+    by_sha: dict[str, dict[str, Any]] = {}
+    for d in latest_per_key(runs):
+        cur = by_sha.get(d["model"]["sha256"])
+        if cur is None or d["created"] > cur["created"]:
+            by_sha[d["model"]["sha256"]] = d
+    return sorted(by_sha.values(), key=lambda d: (d["model"]["synthetic"], d["model"]["name"]))
+
+
+def _host_memory(runs: list[dict[str, Any]], hosts: list[dict[str, Any]]) -> tuple[str | None, int | None]:
+    docs = [(h["created"], h["host"]) for h in hosts] + [(d["created"], d["host"]) for d in runs]
+    if not docs:
+        return None, None
+    _, h = max(docs, key=lambda x: x[0])
+    return h["id"], h.get("memory_bytes")
+
+
+def _baseline_rss(runs: list[dict[str, Any]], host_id: str | None) -> int | None:
+    vals = [d["resources"].get("baseline_rss_bytes") for d in runs
+            if d["host"]["id"] == host_id and (d.get("resources") or {}).get("baseline_rss_bytes")]
+    return int(sorted(vals)[len(vals) // 2]) if vals else None
+
+
+def model_memory_section(shape: mem.ModelShape, doc: dict[str, Any], settings: mem.PlannerSettings,
+                         host_id: str | None, host_memory: int | None, baseline_rss: int | None) -> str:
+    out = [f"## {cell(doc['model']['name'])}" + (" " + SYNTHETIC_BADGE if doc["model"].get("synthetic") else ""), ""]
+    n_swa_layers = sum(shape.swa_layers)
+    facts = [
+        ["file", code(doc["model"]["file_name"])], ["architecture", cell(shape.architecture)],
+        ["quantization", cell(doc["model"]["gguf"].get("quantization"))], ["layers", num(shape.n_layer, 0)],
+        ["embedding", num(shape.n_embd, 0)], ["attention heads (KV heads)", f"{num(shape.n_head, 0)} ({cell(', '.join(sorted({str(x) for x in shape.n_head_kv})))})"],
+        ["head size (K / V)", f"{num(shape.head_k, 0)} / {num(shape.head_v, 0)}"],
+        ["sliding window", (f"{num(shape.n_swa, 0)} tokens on {n_swa_layers} of {shape.n_layer} layers "
+                            f"({cell(shape.swa_pattern_source)})") if shape.n_swa else "none"],
+        ["vocabulary", num(shape.n_vocab, 0)], ["trained context", num(shape.n_ctx_train, 0)],
+        ["MoE", f"{shape.expert_used_count} of {shape.expert_count} experts per token" if shape.is_moe else "dense"],
+        ["output matrix", "tied to the token embedding" if shape.tied_output else "separate"],
+    ]
+    out += [table(["fact (from the GGUF)", "value"], facts), ""]
+    for note in shape.notes:
+        out += [admonition("note", "Approximation", cell(note)), ""]
+    # weights
+    out += ["### Weights", ""]
+    total = shape.weight_bytes
+    rows = [[code(t), nbytes(b), num(b / total * 100, 1) + "%"] for t, b in sorted(shape.tensor_bytes_by_type.items(), key=lambda kv: -kv[1])]
+    rows.append(["**total**", f"**{nbytes(total)}**", "100%"])
+    out += [table(["tensor type", "bytes", "share"], rows, ["l", "r", "r"]), ""]
+    roles = [[cell(r), nbytes(shape.role_bytes(r))] for r in ("token_embd", "output", "experts", "other") if shape.role_bytes(r)]
+    out += [f"By role: {', '.join(f'{a} {b}' for a, b in roles)}. On a CPU with AVX2 (or ARM dot-product), llama.cpp "
+            f"copies {nbytes(shape.repack_bytes())} of them once more into its repacked buffer.", ""]
+    # KV cache
+    out += ["### KV cache", ""]
+    ex_layer = next((i for i in range(shape.n_layer) if shape.n_head_kv[i]), 0)
+    per_cell = {t: shape.kv_row_bytes(ex_layer, t, t) for t in settings.cache_types if _kv_ok(shape, t)}
+    out.append(f"Per cell and attention layer: K {num(shape.head_k, 0)} × {num(shape.n_head_kv[ex_layer], 0)} values + "
+               f"V {num(shape.head_v, 0)} × {num(shape.n_head_kv[ex_layer], 0)} values = "
+               + ", ".join(f"{nbytes(b)} ({code(t)})" for t, b in per_cell.items())
+               + f". Full-attention layers hold `pad256(n_ctx)` cells; sliding-window layers "
+               f"`pad256(min(n_ctx, {shape.n_swa} + n_ubatch))` (or the full context with `swa_full`).")
+    out.append("")
+    headers = ["context"] + [code(t) for t in settings.cache_types] + [f"{code('f16')}, swa_full"]
+    rows = []
+    for n_ctx in settings.contexts:
+        if shape.n_ctx_train and n_ctx > shape.n_ctx_train:
+            continue
+        row = [num(n_ctx, 0)]
+        for t in settings.cache_types:
+            row.append(nbytes(mem.kv_cache(shape, n_ctx, t, t, swa_full=False, n_ubatch=settings.n_ubatch).bytes)
+                       if _kv_ok(shape, t) else "n/a")
+        row.append(nbytes(mem.kv_cache(shape, n_ctx, "f16", "f16", swa_full=True, n_ubatch=settings.n_ubatch).bytes)
+                   if shape.n_swa else "same")
+        rows.append(row)
+    out += [table(headers, rows, ["r"] * len(headers)), ""]
+    # fits
+    out += ["### What fits where", ""]
+    out.append(f"Predicted totals with a {num(settings.headroom * 100, 0)}% headroom (fits when the total is at most "
+               f"{num((1 - settings.headroom) * 100, 0)}% of the memory). **Host RAM**: weights, repacked copies, KV "
+               "cache, tokenizer tables, the compute pages a full micro-batch touches"
+               + (f" and the measured process before load ({nbytes(baseline_rss)}, median of this host's runs)"
+                  if baseline_rss else "") + (f", against {code(host_id)}'s {nbytes(host_memory)}" if host_memory else "")
+               + ". **GPU**: all layers offloaded, the reserved compute buffer"
+               + (f", and a runtime overhead of {num(settings.gpu_runtime_overhead_mib, 0)} MiB ("
+                  + cell(settings.gpu_runtime_overhead_source) + ")"
+                  if settings.gpu_runtime_overhead_mib else " (no CUDA context overhead included: "
+                  + cell(settings.gpu_runtime_overhead_source) + ")") + ". All figures " + PROJECTED_BADGE + ".")
+    out.append("")
+    fits = mem.fits_rows(shape, settings, host_memory, baseline_rss)
+    headers = ["context", "cache", "KV", "host RAM"] + [f"{num(g, 0)} GB" for g in settings.gpu_sizes_gb]
+    rows = []
+    for r in fits:
+        if r["error"]:
+            rows.append([num(r["n_ctx"], 0), code(r["cache_type"]), cell(r["error"]), "—"] + ["—"] * len(settings.gpu_sizes_gb))
+            continue
+        host = nbytes(r["cpu"].total) + (" ✓" if r["host_fit"] else " ✗" if r["host_fit"] is False else "")
+        gpu_cells = [("✓" if ok else "✗") for ok in r["gpu_fit"].values()]
+        gpu_cells[0] = f"{nbytes(r['gpu'].total)} " + gpu_cells[0]
+        rows.append([num(r["n_ctx"], 0), code(r["cache_type"]), nbytes(r["kv_bytes"]), host] + gpu_cells)
+    out += [table(headers, rows, ["r", "l", "r", "r"] + ["c"] * len(settings.gpu_sizes_gb)), ""]
+    out.append("The first GPU column also gives the predicted VRAM total.")
+    out.append("")
+    # LoRA
+    out += ["### LoRA adapters", ""]
+    dims = mem.lora_module_dims(shape)
+    out.append("Seed formula, with this model's projection shapes: `r × (in + out) × layers × bytes` per module "
+               "(A is r × in, B is out × r), f16 (2 bytes per value). Shapes (in → out): "
+               + ", ".join(f"{code(k)} {num(v[0], 0)} → {num(v[1], 0)}" for k, v in dims.items()) + ".")
+    out.append("")
+    headers = ["targets"] + [f"r = {r}" for r in settings.lora_ranks]
+    rows = []
+    for name, mods in settings.lora_targets.items():
+        rows.append([cell(name)] + [nbytes(mem.lora_bytes(shape, r, tuple(mods))) for r in settings.lora_ranks])
+    out += [table(headers, rows, ["l"] + ["r"] * len(settings.lora_ranks)), ""]
+    return "\n".join(out)
+
+
+def _kv_ok(shape: mem.ModelShape, cache_type: str) -> bool:
+    block = mem.KV_TYPES[cache_type][0]
+    return shape.head_k % block == 0 and shape.head_v % block == 0
+
+
+def predicted_vs_measured(runs: list[dict[str, Any]]) -> str:
+    preds = [p for p in (mem.run_prediction(d) for d in latest_per_key(runs)) if p is not None]
+    if not preds:
+        return _no_data("No CPU runs with a peak RSS yet", "Run `invoke bench` to measure one.")
+    out = ["Every current CPU run: the planner's prediction for its exact settings (context, cache types, "
+           "sliding-window cache, the largest batch the test decodes) against the peak RSS the run measured "
+           "(the child process's VmHWM). llama.cpp's own report of its buffers (from the run's log) is shown beside.", ""]
+    rows = []
+    for p in sorted(preds, key=lambda p: (p["model"], p["test"], p["created"])):
+        rep = p["reported_mib"]
+        reported = "; ".join(f"{cell(k)} " + " + ".join(f"{num(v, 1)}" for v in rep[k].values()) + " MiB"
+                             for k in ("model", "kv", "compute") if k in rep) or "—"
+        rows.append([link(p["id"], run_link(p["id"])), cell(p["model"]), code(p["test"]), num(p["n_ctx"], 0),
+                     code(f"{p['type_k']}/{p['type_v']}"), f"{nbytes(p['predicted'])} {PROJECTED_BADGE}",
+                     f"{nbytes(p['measured'])} {MEASURED_BADGE}", _pct(p["error"]),
+                     "yes" if p["within_10pct"] else "**no**", reported])
+    out += [table(["run", "model", "test", "n_ctx", "K/V", "predicted", "measured peak RSS", "error", "within 10%",
+                   "llama.cpp reported"], rows, ["l", "l", "l", "r", "l", "r", "r", "r", "l", "l"]), ""]
+    ok = sum(p["within_10pct"] for p in preds)
+    out.append(f"**{ok} of {len(preds)}** predictions are within 10% of the measured peak RSS.")
+    out.append("")
+    # breakdown of the newest one of the first model
+    p = max(preds, key=lambda p: p["created"])
+    out += [f"#### Where the memory of {link(p['id'], run_link(p['id']))} goes", ""]
+    rows = [[cell(k), nbytes(v), num(v / p["predicted"] * 100, 1) + "%"] for k, v in p["plan"].components.items()]
+    rows.append(["**predicted total**", f"**{nbytes(p['predicted'])}**", "100%"])
+    rows.append(["measured peak RSS", nbytes(p["measured"]), num(p["measured"] / p["predicted"] * 100, 1) + "%"])
+    out += [table(["component", "bytes", "of predicted"], rows, ["l", "r", "r"]), ""]
+    for note in p["plan"].notes:
+        out.append(admonition("note", "Why the prediction can miss", cell(note)))
+    bad = [x for x in preds if not x["within_10pct"]]
+    if bad:
+        out.append(admonition("warning", "Predictions off by more than 10%",
+                              "The prediction counts the buffers llama.cpp allocates and the process before "
+                              "the load; what it cannot see: Python objects a test builds (the chat path's "
+                              "per-token arrays, logits kept for speculative decoding with `logits_all`), the "
+                              "allocator's fragmentation, pages the kernel has not mapped yet for a file read "
+                              "with mmap on a memory-starved host, and libraries a backend loads lazily. "
+                              "Off: " + ", ".join(f"{link(x['id'], run_link(x['id']))} ({_pct(x['error'])})" for x in bad)))
+    return "\n".join(out)
+
+
+def vram_vs_measured(runs: list[dict[str, Any]]) -> str:
+    preds = [p for p in (mem.vram_prediction(d) for d in latest_per_key(runs)) if p is not None]
+    if not preds:
+        return "No run with every layer on a GPU and a measured peak VRAM yet."
+    out = ["Runs with every layer on a GPU: weights (less the token embedding, which llama.cpp keeps on the CPU), "
+           "KV cache and the reserved compute buffer, predicted " + PROJECTED_BADGE + " without any runtime overhead, "
+           "against the process's peak VRAM (NVML). The residual is what the CUDA runtime itself holds (context, "
+           "cuBLAS workspace, allocator pools).", ""]
+    rows = []
+    for p in sorted(preds, key=lambda p: (p["model"], p["test"])):
+        rows.append([link(p["id"], run_link(p["id"])), code(p["host_id"]), cell(p["model"]), code(p["test"]),
+                     nbytes(p["predicted"]), f"{nbytes(p['measured'])} {MEASURED_BADGE}", nbytes(p["residual"]),
+                     "yes" if p["exact_roles"] else "no: embedding counted on the GPU"])
+    out += [table(["run", "host", "model", "test", "predicted (no overhead)", "measured peak VRAM", "residual",
+                   "per-role tensor bytes in the artifact"], rows, ["l", "l", "l", "l", "r", "r", "r", "l"]), ""]
+    return "\n".join(out)
+
+
+def memory_page(runs: list[dict[str, Any]], hosts: list[dict[str, Any]]) -> str:
+    try:
+        settings = mem.load_planner_settings()
+    except UserError as exc:
+        return _no_data("Planner settings missing or invalid", cell(str(exc)))
+    docs = _models_in(runs)
+    if not docs:
+        return _no_data("No models measured yet", "Run `invoke bench`; or plan any GGUF with "
+                        "`invoke plan.memory --model PATH`.")
+    host_id, host_memory = _host_memory(runs, hosts)
+    base = _baseline_rss(runs, host_id)
+    overhead, n_gpu_runs = mem.gpu_overhead_from_runs(latest_per_key(runs))
+    if overhead is not None:
+        settings = settings.model_copy(update={
+            "gpu_runtime_overhead_mib": overhead / mem.MiB,
+            "gpu_runtime_overhead_source": f"the median residual of {n_gpu_runs} measured GPU runs"})
+    out = ["## Predicted against measured", "", "### Host RAM (CPU runs)", "", predicted_vs_measured(runs), "",
+           "### GPU memory", "", vram_vs_measured(runs), ""]
+    for d in docs:
+        try:
+            shape = mem.ModelShape.from_facts(d["model"]["gguf"], d["model"]["name"])
+        except UserError as exc:
+            out += [f"## {cell(d['model']['name'])}", "", cell(str(exc)), ""]
+            continue
+        out.append(model_memory_section(shape, d, settings, host_id, host_memory, base))
+    return "\n".join(out)
+
+
+# =====================================================================================
+# Roofline
+# =====================================================================================
+def roofline_page(runs: list[dict[str, Any]], hosts: list[dict[str, Any]]) -> str:
+    out = ["## Host memory bandwidth", ""]
+    bws = roof.latest_bandwidth(hosts)
+    if not bws:
+        out.append(_no_data("No host probe yet", "Run `invoke host.probe` on each host to measure its bandwidth."))
+    else:
+        rows = []
+        for hid, b in sorted(bws.items()):
+            for r in b.rows:
+                s = r["summary"]
+                ci = f"{num(s['ci95_low'], 2)} – {num(s['ci95_high'], 2)}" if s.get("ci95_low") is not None else "—"
+                rows.append([code(hid), code(b.probe_id), cell(b.created), num(r["threads"], 0),
+                             f"{num(s['mean'], 2)} {MEASURED_BADGE}", num(s.get("stddev"), 2), ci, num(s["n"], 0),
+                             num(r["best"], 2), num(b.load_before, 2)])
+        out += [table(["host", "probe", "measured", "threads", "copy GB/s (mean)", "± stddev", "CI95", "n", "best",
+                       "load avg (1 min)"], rows, ["l", "l", "l", "r", "r", "r", "r", "r", "r", "r"]), ""]
+        out.append("GB/s counts bytes read plus bytes written (10^9 bytes per second). The bound below uses each "
+                   "host's best sample (STREAM's convention); a high load average at probe time means the "
+                   "figure is low.")
+        out.append("")
+    rows_data = roof.roofline_rows(runs, hosts)
+    out += ["## Decode efficiency per run", ""]
+    if not rows_data:
+        out.append(_no_data("No decode measurements yet", "Run `invoke bench` (tg tests and chat requests)."))
+        return "\n".join(out)
+    rows = []
+    chart_rows = []
+    for r in sorted(rows_data, key=lambda r: (r["host_id"], r["model"], r["test"])):
+        m = METRICS[r["metric"]]
+        b = r.get("bytes")
+        bytes_txt = f"{nbytes(b['total'])} <small>({nbytes(b['weights'])} weights + {nbytes(b['kv'])} KV)</small>" if b else "—"
+        rows.append([link(r["id"], run_link(r["id"])), code(r["host_id"]),
+                     cell(r["model"]) + (" " + SYNTHETIC_BADGE if r["synthetic"] else ""), code(r["test"]),
+                     num(r["threads"], 0) if r["threads"] else "—", num(r["depth_mean"], 0), bytes_txt,
+                     num(r.get("bound"), 1), num(r.get("bound_single"), 1),
+                     f"{num(r['measured'], m.decimals)} {MEASURED_BADGE}",
+                     _pct(r.get("efficiency"), 0, sign=False), _pct(r.get("efficiency_single"), 0, sign=False),
+                     cell(r["note"]) if r["note"] else ""])
+        if r.get("bound"):
+            chart_rows.append({"run": f"{r['model']} · {r['test']} ({r['id'][:12]})", "value": r["measured"], "kind": "measured"})
+            chart_rows.append({"run": f"{r['model']} · {r['test']} ({r['id'][:12]})", "value": r["bound"], "kind": "bound (best bandwidth)"})
+    out += [table(["run", "host", "model", "test", "threads", "mean depth", "bytes read per token", "bound t/s",
+                   "bound t/s (1 thread)", "measured t/s", "efficiency", "eff. vs 1 thread", "note"], rows,
+                  ["l", "l", "l", "l", "r", "r", "r", "r", "r", "r", "r", "r", "l"]), ""]
+    out.append("Bytes per token: every weight in use once (a tied embedding in full, as the output matrix; for "
+               "MoE only the used experts) plus the KV cache read at each generated token's depth (flash attention "
+               "skips masked cells, so sliding-window layers read at most their window). Bound = bandwidth ÷ bytes "
+               "per token " + PROJECTED_BADGE + "; efficiency = measured ÷ bound. A chat run's rate is 1000 / TPOT "
+               "(sampling and detokenising included).")
+    if chart_rows:
+        df = pd.DataFrame(chart_rows)
+        chart = alt.Chart(df).mark_bar().encode(
+            y=alt.Y("run:N", title=None), x=alt.X("value:Q", title="t/s"), color=alt.Color("kind:N", title=None),
+            yOffset="kind:N", tooltip=["run:N", "kind:N", alt.Tooltip("value:Q", format=".1f")],
+        ).properties(width="container", height=max(80, 40 * len(df) // 2), title="Measured decode rate against the bound")
+        out += ["", charts.embed(chart, caption="Measured decode rate and the bandwidth bound per run.")]
+    return "\n".join(out)
+
+
+# =====================================================================================
+# What-if
+# =====================================================================================
+def whatif_page(runs: list[dict[str, Any]]) -> str:
+    try:
+        f = wi.load_whatif()
+    except UserError as exc:
+        return _no_data("Workload mixes missing or invalid", cell(str(exc)))
+    out = []
+    chart_rows = []
+    for mix in f.mixes:
+        hosts = wi.mix_hosts(mix, runs)
+        out += [f"## Mix {cell(mix.name)}", "", cell(mix.description), ""]
+        out.append(table(["model", "test", "matrix", "settings", "share of requests", "model loads per request"],
+                         [[cell(e.model), code(e.test), cell(e.matrix or "any"), code(json.dumps(e.settings, sort_keys=True)),
+                           num(e.weight / sum(x.weight for x in mix.entries) * 100, 0) + "%", num(e.loads_per_request, 2)]
+                          for e in mix.entries], ["l", "l", "l", "l", "r", "r"]))
+        out.append("")
+        if not hosts:
+            out += [_no_data("No measurement for this mix", "Run `invoke bench` to measure its tests."), ""]
+            continue
+        for hid in hosts:
+            res = wi.evaluate_mix(mix, runs, hid)
+            out += [f"### On {code(hid)}", ""]
+            if res.missing:
+                out += [admonition("warning", "Incomplete", "<br>".join(cell(m) for m in res.missing)), ""]
+            if not res.per_request_ms:
+                continue
+            srcs = ", ".join(link(u["run"]["id"], run_link(u["run"]["id"])) for u in res.entries)
+            out.append(f"Time per request: **{num(res.total_ms, 1)} ms** {MEASURED_BADGE} (weighted over the entries), "
+                       f"from {srcs}.")
+            out.append("")
+            red = f.reductions
+            headers = ["stage", "ms per request", "share"] + [f"stage time −{num(r * 100, 0)}%" for r in red] + ["stage removed"]
+            rows = []
+            for g in res.grid(red):
+                label = wi.STAGE_LABELS.get(g["stage"], g["stage"])
+                rows.append([cell(label), num(g["ms"], 2), num(g["share"] * 100, 1) + "%"]
+                            + [f"{_x(g['gains'][r]['speedup'], 3)} <small>(−{num(g['gains'][r]['saved'] * 100, 1)}% time)</small>"
+                               for r in red] + [_x(g["limit"]["speedup"], 3)])
+                chart_rows.append({"mix": f"{mix.name} ({hid})", "stage": label, "share": g["share"] * 100})
+            out += [table(headers, rows, ["l", "r", "r"] + ["r"] * (len(red) + 1)), ""]
+            top = res.grid(red)[0]
+            r_mid = red[len(red) // 2]
+            g = top["gains"][r_mid]
+            out.append(f"Reading: **if {cell(wi.STAGE_LABELS.get(top['stage'], top['stage']))} took {num(r_mid * 100, 0)}% "
+                       f"less time (the stage {_x(1 / (1 - r_mid)) if r_mid < 1 else 'infinitely'} as fast), this mix would gain {_pct(g['speedup'] - 1)} "
+                       f"in throughput** (time per request −{num(g['saved'] * 100, 1)}%) {PROJECTED_BADGE}. Removing that "
+                       f"stage entirely would gain at most {_pct(top['limit']['speedup'] - 1) if top['share'] < 1 else 'everything'} "
+                       "(Amdahl's limit).")
+            out.append("")
+    if chart_rows:
+        df = pd.DataFrame(chart_rows)
+        chart = alt.Chart(df).mark_bar().encode(
+            y=alt.Y("mix:N", title=None), x=alt.X("share:Q", title="share of time per request (%)", stack="normalize"),
+            color=alt.Color("stage:N", title="stage"), tooltip=["mix:N", "stage:N", alt.Tooltip("share:Q", format=".1f")],
+        ).properties(width="container", height=max(80, 40 * df["mix"].nunique()), title="Where each mix spends its time")
+        out += [charts.embed(chart, caption="Stage shares per mix, from measured stage timings."), ""]
+    return "\n".join(out)

@@ -1,0 +1,240 @@
+"""Page bodies of the Serving and Comparisons pages (Markdown + embedded Altair charts).
+
+Every value from an artifact goes through ``cell()``/``num()`` or ``charts.embed()``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import altair as alt
+import pandas as pd
+
+from runtime.metrics import METRICS
+
+from .. import serving
+from . import charts
+from .markdown import SYNTHETIC_BADGE, admonition, cell, code, link, num, run_link, table
+
+VERDICT_CLASS = {"win": "almanac-verdict-win", "loss": "almanac-verdict-loss"}
+
+
+def _mean(s: dict[str, Any] | None, decimals: int = 1) -> str:
+    return num(s["mean"], decimals) if s else "—"
+
+
+def _mean_sd(s: dict[str, Any] | None, decimals: int = 1) -> str:
+    if not s:
+        return "—"
+    sd = f" ± {num(s['stddev'], decimals)}" if s.get("stddev") is not None else ""
+    return f"{num(s['mean'], decimals)}{sd} (n={num(s['n'], 0)})"
+
+
+def _model(row: dict[str, Any]) -> str:
+    return cell(row["model"]) + (" " + SYNTHETIC_BADGE if row.get("synthetic") else "")
+
+
+# -- Serving page -------------------------------------------------------------------------
+def _who(r: dict[str, Any]) -> list[str]:
+    return [cell(r["endpoint"]), _model(r), code(r["host"])]
+
+
+def cold_table(rows: list[dict[str, Any]]) -> str:
+    """Seed 004's cold columns: startup → healthy, cold TTFT, cold full, cold total first response."""
+    headers = ["endpoint", "model", "host", "startup → healthy (ms)", "cold TTFT (ms)", "cold full (ms)",
+               "cold total first response (ms)", "source"]
+    out = [_who(r) + [_mean_sd(r["startup_ms"]) if r["fresh_server"] else "— (running endpoint)",
+                      _mean_sd(r["cold_ttft_ms"]), _mean_sd(r["cold_e2e_ms"]), _mean_sd(r["cold_total_ms"]),
+                      link(r["id"], run_link(r["id"]))] for r in rows]
+    return table(headers, out, ["l", "l", "l", "r", "r", "r", "r", "l"])
+
+
+def warm_table(rows: list[dict[str, Any]]) -> str:
+    headers = ["endpoint", "model", "host", "TTFT mean (ms)", "TPOT mean (ms)", "E2E mean (ms)", "E2E p50", "E2E p95",
+               "E2E p99", "n", "failed", "source"]
+    out = []
+    for r in rows:
+        e2e = r["e2e_ms"]
+        out.append(_who(r) + [_mean(r["ttft_ms"]), _mean(r["tpot_ms"], 2), _mean(e2e),
+                              num(e2e["median"], 1) if e2e else "—", num(e2e["p95"], 1) if e2e else "—",
+                              num(e2e["p99"], 1) if e2e else "—", num(e2e["n"], 0) if e2e else "0",
+                              num(int(r["failed_requests"]["mean"]), 0) if r["failed_requests"] else "0",
+                              link(r["id"], run_link(r["id"]))])
+    return table(headers, out, ["l", "l", "l"] + ["r"] * 8 + ["l"])
+
+
+def _pct(d: dict[str, Any], key: str, decimals: int = 1) -> str:
+    return num(d.get(key), decimals) if d and d.get("n") else "—"
+
+
+def level_table(sw: dict[str, Any]) -> str:
+    headers = ["clients", "requests", "ok", "errors", "aggregate output (t/s)", "× level 1", "effective parallelism",
+               "TTFT p50 / p95 (ms)", "TPOT p50 / p95 (ms)", "E2E p50 / p95 / p99 (ms)", "p95 multiplier",
+               "goodput (req/s)", "SLO attainment", "meets SLOs"]
+    rows = []
+    for r in sw["sweep"]["levels"]:
+        errs = num(r["errors"], 0)
+        if r["error_reasons"]:
+            errs += " (" + cell(", ".join(f"{k}: {v}" for k, v in r["error_reasons"].items())) + ")"
+        rows.append([
+            num(r["level"], 0), num(r["requests"], 0), num(r["ok"], 0), errs, num(r["aggregate_tps"], 2),
+            num(r["speedup"], 2), num(r["effective_parallelism"], 2),
+            f"{_pct(r['ttft_ms'], 'median')} / {_pct(r['ttft_ms'], 'p95')}",
+            f"{_pct(r['tpot_ms'], 'median', 2)} / {_pct(r['tpot_ms'], 'p95', 2)}",
+            f"{_pct(r['e2e_ms'], 'median')} / {_pct(r['e2e_ms'], 'p95')} / {_pct(r['e2e_ms'], 'p99')}",
+            num(r["p95_multiplier"], 2), num(r["goodput_rps"], 3),
+            f"{num(100 * r['slo_attainment'], 0)}%" if r["slo_attainment"] is not None else "—",
+            "yes" if r["meets_slo"] else "no"])
+    return table(headers, rows, ["r"] * 13 + ["l"])
+
+
+def concurrency_frame(sws: list[dict[str, Any]]) -> pd.DataFrame:
+    rows = []
+    for sw in sws:
+        label = f"{sw['endpoint']} · {sw['model']} · {sw['host']}"
+        base = sw["sweep"]["levels"][0] if sw["sweep"]["levels"] else None
+        for r in sw["sweep"]["levels"]:
+            rows.append({"series": label, "level": r["level"], "aggregate_tps": r["aggregate_tps"],
+                         "ideal_tps": (base["aggregate_tps"] * r["level"] / base["level"]) if base and base["aggregate_tps"] else None,
+                         "e2e_p95_ms": r["e2e_ms"].get("p95"), "ttft_p95_ms": r["ttft_ms"].get("p95"),
+                         "effective_parallelism": r["effective_parallelism"], "id": sw["id"]})
+    return pd.DataFrame(rows)
+
+
+def throughput_chart(df: pd.DataFrame) -> alt.LayerChart:
+    """Aggregate output t/s against concurrency, with the ideal (linear) scaling dashed."""
+    m = METRICS["peak_aggregate_tps"]
+    x = alt.X("level:Q", title="concurrent clients", scale=alt.Scale(type="log", base=2), axis=alt.Axis(values=sorted(df["level"].unique().tolist())))
+    color = alt.Color("series:N", title=None, legend=alt.Legend(orient="bottom", labelLimit=400))
+    base = alt.Chart(df).encode(x=x, color=color)
+    line = base.mark_line(point=True).encode(
+        y=alt.Y("aggregate_tps:Q", title=f"aggregate output ({m.unit})"),
+        tooltip=[alt.Tooltip("series:N"), alt.Tooltip("level:Q"), alt.Tooltip("aggregate_tps:Q", format=".2f"),
+                 alt.Tooltip("ideal_tps:Q", format=".2f", title="ideal (linear)"),
+                 alt.Tooltip("effective_parallelism:Q", format=".2f"), alt.Tooltip("id:N", title="artifact")])
+    ideal = base.mark_line(strokeDash=[4, 4], opacity=0.6).encode(y="ideal_tps:Q")
+    return (ideal + line).properties(title="Aggregate output (dashed: linear scaling)", width=520, height=260)
+
+
+def latency_chart(df: pd.DataFrame) -> alt.Chart:
+    x = alt.X("level:Q", title="concurrent clients", scale=alt.Scale(type="log", base=2), axis=alt.Axis(values=sorted(df["level"].unique().tolist())))
+    return alt.Chart(df).mark_line(point=True).encode(
+        x=x, y=alt.Y("e2e_p95_ms:Q", title="p95 E2E latency (ms)"),
+        color=alt.Color("series:N", title=None, legend=alt.Legend(orient="bottom", labelLimit=400)),
+        tooltip=[alt.Tooltip("series:N"), alt.Tooltip("level:Q"), alt.Tooltip("e2e_p95_ms:Q", format=".1f"),
+                 alt.Tooltip("ttft_p95_ms:Q", format=".1f", title="p95 TTFT (ms)"), alt.Tooltip("id:N", title="artifact")],
+    ).properties(title="p95 end-to-end latency per request", width=520, height=260)
+
+
+def failed_table(rows: list[dict[str, Any]]) -> str:
+    return table(["created", "endpoint", "model", "host", "test", "error", "source"],
+                 [[cell(r["created"]), cell(r["endpoint"]), cell(r["model"]), code(r["host"]), code(r["test"]),
+                   cell(f"{r['kind']}: {r['message']}"), link(r["id"], run_link(r["id"]))] for r in rows])
+
+
+def serving_page(docs: list[dict[str, Any]]) -> str:
+    cw = serving.cold_warm(docs)
+    sws = serving.sweeps(docs)
+    failed = serving.failed_serving(docs)
+    if not cw and not sws and not failed:
+        return admonition("warning", "No serving measurements yet",
+                          "Run `invoke serve.bench` to start llama_cpp.server on loopback and measure it.")
+    out: list[str] = ["## Cold vs warm", ""]
+    if cw:
+        out += ["A cold start is the server process started from nothing: startup → healthy, then the first request "
+                "it answers (TTFT and full). Warm figures are over the timed requests after warm-up, on the last "
+                "started server. Means ± sample stddev over cold starts; E2E percentiles over warm requests.", "",
+                "### Cold start", "", cold_table(cw), "", "### Warm steady state", "", warm_table(cw), ""]
+    else:
+        out += ["No successful `serve` run yet.", ""]
+    out += ["## Concurrency", ""]
+    if sws:
+        out += ["Each level runs that many clients at once, each sending its requests back to back (a closed loop). "
+                "*Effective parallelism* is the summed generation time of all requests over the time during which at "
+                "least one was generating: 1.0 means one stream at a time.", ""]
+        for sw in sws:
+            title = f"{sw['endpoint']} · {sw['model']} · {sw['host']}"
+            out += [f"### {cell(title)}", "", f"Test {code(sw['test'])}, artifact {link(sw['id'], run_link(sw['id']))}"
+                    + (f" — **failed**: {cell(sw['error'])}" if sw["status"] != "ok" else "") + ".", ""]
+            for line in serving.finding(sw):
+                out += [f"- {cell(line)}"]
+            out += ["", level_table(sw), ""]
+        df = concurrency_frame(sws)
+        if not df.empty:
+            out += [charts.embed(throughput_chart(df), caption="Aggregate output tokens/s per concurrency level."), "",
+                    charts.embed(latency_chart(df), caption="p95 end-to-end latency per concurrency level."), ""]
+    else:
+        out += ["No `concurrency` run yet.", ""]
+    if failed:
+        out += ["## Failed serving runs", "", "Runs that lost their server, could not start it, or had no successful "
+                "request. Each artifact keeps every request's record and the server's log.", "", failed_table(failed), ""]
+    return "\n".join(out)
+
+
+# -- Comparisons page ---------------------------------------------------------------------
+def _groups(rows: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+    groups: dict[tuple, list[dict[str, Any]]] = {}
+    for r in rows:
+        groups.setdefault((r["host"], r["model"], r["workload"], r["endpoint"], r["kind"], r["candidate_id"]), []).append(r)
+    return list(groups.values())
+
+
+def comparison_table(rows: list[dict[str, Any]]) -> str:
+    """One server run against its in-process baseline: a row per metric."""
+    headers = ["metric", "in-process mean", "server mean", "ratio server / in-process", "CI95", "verdict (server)"]
+    out = []
+    for r in rows:
+        m = METRICS[r["metric"]]
+        ci = f"{num(r['ci95_low'], 3)} – {num(r['ci95_high'], 3)}" if r["ci95_low"] is not None else "—"
+        verdict = f'<span class="{VERDICT_CLASS.get(r["verdict"], "")}">{cell(r["verdict"])}</span>'
+        out.append([f"{cell(m.label)} ({cell(m.unit)})",
+                    f"{num(r['baseline_mean'], m.decimals)} (n={num(r['n_baseline'], 0)})",
+                    f"{num(r['candidate_mean'], m.decimals)} (n={num(r['n_candidate'], 0)})",
+                    num(r["ratio"], 3) + "×" if r["ratio"] is not None else "—", ci, verdict])
+    return table(headers, out, ["l", "r", "r", "r", "r", "l"])
+
+
+def ratio_chart(rows: list[dict[str, Any]]) -> alt.LayerChart:
+    df = pd.DataFrame([{"label": f"{r['endpoint']} · {r['kind']} · {METRICS[r['metric']].label}",
+                        "ratio": r["ratio"], "lo": r["ci95_low"], "hi": r["ci95_high"], "verdict": r["verdict"],
+                        "id": r["candidate_id"]} for r in rows if r["ratio"] is not None])
+    base = alt.Chart(df).encode(y=alt.Y("label:N", title=None, sort=None))
+    points = base.mark_point(filled=True, size=70).encode(
+        x=alt.X("ratio:Q", title="server / in-process (1 = same; lower is faster for latency)", scale=alt.Scale(zero=False)),
+        color=alt.Color("verdict:N", scale=alt.Scale(domain=["win", "loss", "within noise", "insufficient data"],
+                                                     range=["#2e7d32", "#c62828", "#757575", "#bdbdbd"])),
+        tooltip=[alt.Tooltip("label:N"), alt.Tooltip("ratio:Q", format=".3f"), alt.Tooltip("lo:Q", format=".3f"),
+                 alt.Tooltip("hi:Q", format=".3f"), alt.Tooltip("verdict:N"), alt.Tooltip("id:N", title="artifact")])
+    bars = base.mark_rule().encode(x="lo:Q", x2="hi:Q")
+    one = alt.Chart(pd.DataFrame({"x": [1.0]})).mark_rule(strokeDash=[3, 3], color="#222").encode(x="x:Q")
+    return (bars + points + one).properties(width=420, height=max(80, 24 * len(df)),
+                                            title="Ratio of means with CI95")
+
+
+def comparisons_page(docs: list[dict[str, Any]]) -> str:
+    rows = serving.comparisons(docs)
+    if not rows:
+        return admonition("warning", "No comparisons yet",
+                          "A comparison needs an in-process `chat` run and a server run (`chat` or `serve`) that send "
+                          "the same request on the same host and model: `invoke serve.bench` runs both.")
+    out = ["Each server run is compared with the newest in-process `chat` run that sends the **same request** (messages, "
+           "max_tokens, sampling) to the **same model file** on the **same host**. The ratio is server mean / "
+           "in-process mean with a 95% confidence interval (delta method on the log scale, Welch–Satterthwaite); the verdict is the "
+           "server's: **win** or **loss** when the whole interval lies on one side of 1.0, **within noise** when it "
+           "contains 1.0. For a `serve` run the warm requests are compared.", ""]
+    for group in _groups(rows):
+        r = group[0]
+        out += [f"## {cell(r['endpoint'])} ({code(r['kind'])}) vs in-process · {_model(r)} · {code(r['host'])}", "",
+                f"Request {code(r['workload'])}; output tokens per request {num(r['baseline_tokens'], 1)} in process, "
+                f"{num(r['candidate_tokens'], 1)} through the server. Sources: "
+                f"{link('in-process run', run_link(r['baseline_id']))}, {link('server run', run_link(r['candidate_id']))}.", ""]
+        reuse = r.get("prefix_reuse")
+        if reuse:
+            out += [admonition("note", "Not the same work per request",
+                               f"The server reused the previous prompt's KV cache (llama_cpp.server's prefix match) in "
+                               f"{num(reuse['prefix_match_hits'], 0)} of its {num(reuse['generate_calls'], 0)} generations "
+                               "in this run, so those requests skipped most of their prefill; in process, every request "
+                               "starts from an empty KV cache. TTFT ratios include that difference."), ""]
+        out += [comparison_table(group), ""]
+    out += [charts.embed(ratio_chart(rows), caption="Server / in-process, per metric; the dashed line is parity."), ""]
+    return "\n".join(out)

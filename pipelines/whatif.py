@@ -1,0 +1,238 @@
+"""What-if: Amdahl's law over measured stage timings.
+
+A *stage profile* is the mean time one unit of work spends in each stage, read from a run
+artifact: for a chat request, the stages the llama.cpp backend times (tokenise, prefill,
+decode, sample, detokenise, other; ``stages_ms`` of each request record, with HTTP overhead
+where a server backend records it) plus the model load; for a rate test, prefill (pp) and
+decode (tg) from llama.cpp's own counters.
+
+A *workload mix* (data/whatif.yaml) weights units of measured work: each entry names a
+model and a test (optionally a matrix and settings), a weight (share of requests) and how
+many model loads each request pays (0 for a warm server, 1 for a one-shot command). Its
+time per request is ``T = Σ_i w_i (Σ_s t_is + loads_i × t_load,i)``; stage ``s`` takes the
+share ``p_s`` of it. Cutting that stage's time by ``r`` (a fraction) gives
+
+    T' = T × (1 − r·p_s),  speed-up = 1 / (1 − r·p_s),  time saved = r·p_s,
+
+and removing the stage entirely (r = 1) is Amdahl's limit ``1 / (1 − p_s)``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from runtime.errors import ConfigError
+from runtime.paths import data_dir, relpath
+from runtime.yamlio import load_yaml, pydantic_error_line
+
+from .runs import latest_per_key
+
+STAGE_ORDER = ("load", "http", "tokenise", "prefill", "decode", "sample", "detokenise", "other")
+STAGE_LABELS = {
+    "load": "model load", "http": "HTTP / server overhead", "tokenise": "tokenise", "prefill": "prefill (prompt)",
+    "decode": "decode (generation)", "sample": "sampling", "detokenise": "detokenise", "other": "other (template, streaming)",
+}
+
+
+def _mean(values: list[float]) -> float | None:
+    vals = [float(v) for v in values if v is not None]
+    return sum(vals) / len(vals) if vals else None
+
+
+def stage_profile(doc: dict[str, Any]) -> dict[str, float] | None:
+    """Mean milliseconds per unit of work in each stage (load: per load), or None when the
+    artifact does not record stages (a chat run from before stage timing, a failed run)."""
+    if doc.get("status") != "ok":
+        return None
+    kind = doc["test"].get("kind")
+    out: dict[str, float] = {}
+    load = (doc.get("summary") or {}).get("load_time_s") or {}
+    if load.get("mean") is not None:
+        out["load"] = load["mean"] * 1000.0
+    if kind == "rate":
+        perf = (doc.get("details") or {}).get("perf_counters") or []
+        test = doc["test"]
+        if perf:
+            if test.get("n_prompt"):
+                out["prefill"] = _mean([p.get("t_p_eval_ms") for p in perf]) or 0.0
+            if test.get("n_gen"):
+                out["decode"] = _mean([p.get("t_eval_ms") for p in perf]) or 0.0
+        else:  # only the timer: a pure pp or tg test is one stage
+            ns = _mean((doc.get("samples") or {}).get("ns") or [])
+            if ns is None or (test.get("n_prompt") and test.get("n_gen")):
+                return None
+            out["prefill" if test.get("n_prompt") else "decode"] = ns / 1e6
+        return out
+    records = [r for r in (doc.get("samples") or {}).get("requests", []) if isinstance(r, dict)]
+    staged = [r["stages_ms"] for r in records if isinstance(r.get("stages_ms"), dict)]
+    if not staged:
+        return None
+    names = sorted({k for s in staged for k in s})
+    for name in names:
+        out[name] = _mean([s.get(name, 0.0) for s in staged]) or 0.0
+    return out
+
+
+def stage_shares(profile: dict[str, float], stages: tuple[str, ...] | None = None) -> dict[str, float]:
+    """Share of each stage in the time of ``stages`` (all but load when None)."""
+    keys = [s for s in profile if (s in stages if stages is not None else s != "load")]
+    total = sum(profile[s] for s in keys)
+    if total <= 0:
+        return {}
+    return {s: profile[s] / total for s in keys}
+
+
+def amdahl(share: float, reduction: float) -> dict[str, float]:
+    """Cut a stage holding ``share`` of the time by ``reduction`` (0..1): the new time's ratio,
+    the speed-up and the share of time saved."""
+    if not 0 <= share <= 1:
+        raise ValueError(f"share must be in [0, 1], got {share}")
+    if not 0 <= reduction <= 1:
+        raise ValueError(f"reduction must be in [0, 1], got {reduction}")
+    ratio = 1.0 - reduction * share
+    return {"time_ratio": ratio, "speedup": (1.0 / ratio) if ratio > 0 else float("inf"), "saved": reduction * share}
+
+
+def compose_stages(shares: dict[str, float], speedups: dict[str, float]) -> float:
+    """Overall speed-up when stage ``s`` (share ``p_s`` of the time) runs ``speedups[s]`` times
+    faster: ``1 / Σ_s p_s / S_s`` (stages not named keep their speed)."""
+    if not shares:
+        return 1.0
+    total = sum(shares.values())
+    new = sum(p / speedups.get(s, 1.0) for s, p in shares.items())
+    return total / new if new > 0 else float("inf")
+
+
+# -- mixes ---------------------------------------------------------------------------------------
+class MixEntry(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    model: str = Field(..., description="Model name (data/models.yaml) of the measured run.")
+    test: str = Field(..., description="Test name of the measured run (e.g. chat-short, tg128).")
+    matrix: str | None = Field(None, description="Only runs of this matrix.")
+    settings: dict[str, Any] = Field(default_factory=dict, description="Only runs whose requested settings have these values.")
+    weight: float = Field(..., gt=0, description="Share of the mix's requests (normalised over the entries).")
+    loads_per_request: float = Field(0.0, ge=0, description="Model loads each request pays (0 = warm server, 1 = one-shot command).")
+
+
+class Mix(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: str = Field(..., min_length=1)
+    description: str = ""
+    entries: list[MixEntry] = Field(..., min_length=1)
+
+
+class WhatIfFile(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    schema_version: int = Field(1, description="Format version.")
+    reductions: list[float] = Field(default_factory=lambda: [0.1, 0.25, 0.5, 0.9],
+                                    description="Stage time reductions explored (fractions).")
+    mixes: list[Mix] = Field(..., min_length=1)
+
+    @field_validator("reductions")
+    @classmethod
+    def _fractions(cls, v: list[float]) -> list[float]:
+        for x in v:
+            if not 0 < x <= 1:
+                raise ValueError(f"a reduction is a fraction in (0, 1], got {x}")
+        return v
+
+
+def whatif_path() -> Path:
+    return data_dir() / "whatif.yaml"
+
+
+def load_whatif(path: Path | None = None) -> WhatIfFile:
+    path = path or whatif_path()
+    raw = load_yaml(path)
+    try:
+        f = WhatIfFile.model_validate(raw)
+    except ValidationError as exc:
+        raise ConfigError(pydantic_error_line(exc), file=relpath(path)) from None
+    names = [m.name for m in f.mixes]
+    dup = {n for n in names if names.count(n) > 1}
+    if dup:
+        raise ConfigError(f"mix name {sorted(dup)[0]!r} used twice", file=relpath(path), field="mixes")
+    return f
+
+
+def select_runs(docs: list[dict[str, Any]], *, model: str, test: str, host_id: str | None = None,
+                matrix: str | None = None, settings: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    """The newest ok artifact of every configuration matching a selector, newest first."""
+    out = []
+    for d in latest_per_key(docs):
+        if d.get("status") != "ok" or d["model"]["name"] != model or d["test"]["name"] != test:
+            continue
+        if host_id and d["host"]["id"] != host_id:
+            continue
+        if matrix and d["matrix"]["name"] != matrix:
+            continue
+        req = d["settings"]["requested"]
+        if any(req.get(k) != v for k, v in (settings or {}).items()):
+            continue
+        out.append(d)
+    return sorted(out, key=lambda d: (d["created"], d["id"]), reverse=True)
+
+
+@dataclass
+class MixResult:
+    mix: Mix
+    host_id: str
+    per_request_ms: dict[str, float]  # stage -> weighted ms per request
+    entries: list[dict[str, Any]]  # the runs used
+    missing: list[str] = field(default_factory=list)
+
+    @property
+    def total_ms(self) -> float:
+        return sum(self.per_request_ms.values())
+
+    def shares(self) -> dict[str, float]:
+        t = self.total_ms
+        return {s: v / t for s, v in self.per_request_ms.items()} if t > 0 else {}
+
+    def grid(self, reductions: list[float]) -> list[dict[str, Any]]:
+        """One row per stage (largest share first): share, each reduction's gain, the limit."""
+        rows = []
+        for stage, share in sorted(self.shares().items(), key=lambda kv: -kv[1]):
+            rows.append({"stage": stage, "share": share, "ms": self.per_request_ms[stage],
+                         "gains": {r: amdahl(share, r) for r in reductions}, "limit": amdahl(share, 1.0)})
+        return rows
+
+
+def evaluate_mix(mix: Mix, docs: list[dict[str, Any]], host_id: str) -> MixResult:
+    """The mix's stage time per request on one host, from the newest matching artifacts."""
+    total_w = sum(e.weight for e in mix.entries)
+    per: dict[str, float] = {}
+    used: list[dict[str, Any]] = []
+    missing: list[str] = []
+    for e in mix.entries:
+        runs = select_runs(docs, model=e.model, test=e.test, host_id=host_id, matrix=e.matrix, settings=e.settings)
+        prof = None
+        run = None
+        for r in runs:
+            prof = stage_profile(r)
+            if prof and any(k != "load" for k in prof):
+                run = r
+                break
+        if run is None:
+            missing.append(f"{e.model} · {e.test}: " + ("no measured run" if not runs else "no stage timings in its artifacts"))
+            continue
+        w = e.weight / total_w
+        for stage, ms in prof.items():
+            mult = e.loads_per_request if stage == "load" else 1.0
+            if mult:
+                per[stage] = per.get(stage, 0.0) + w * mult * ms
+        used.append({"entry": e, "run": run, "profile": prof, "weight": w})
+    return MixResult(mix, host_id, per, used, missing)
+
+
+def mix_hosts(mix: Mix, docs: list[dict[str, Any]]) -> list[str]:
+    """Hosts that have a run for at least one entry of the mix."""
+    hosts = set()
+    for e in mix.entries:
+        for d in select_runs(docs, model=e.model, test=e.test, matrix=e.matrix, settings=e.settings):
+            hosts.add(d["host"]["id"])
+    return sorted(hosts)

@@ -1,0 +1,2 @@
+"""The OpenAI-compatible HTTP backend: any server that streams chat completions
+(llama-server, python -m llama_cpp.server, vLLM, Ollama), started by the run or already running."""

@@ -1,0 +1,465 @@
+"""Any OpenAI-compatible endpoint over HTTP (llama-server, python -m llama_cpp.server, vLLM,
+Ollama ...): streamed chat completions, timed per chunk on the client.
+
+Tests:
+
+* ``chat``: the in-process backend's chat test, sent over HTTP (same prompts, same sampling),
+  so the two can be compared request for request;
+* ``serve``: startup to healthy, the cold first request, warm steady state;
+* ``concurrency``: a closed-loop sweep of concurrency levels with SLO goodput.
+
+A server the backend starts is always stopped (``close()``, also after a failure) and its
+log is written into the run's log. A run whose server is lost, or in which no request
+succeeded, fails (``ServingFailed``) and still keeps every request record it made.
+
+This module never imports llama_cpp: a started llama_cpp.server is just a command line.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+import tempfile
+import time
+from importlib import metadata as importlib_metadata
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from ... import servingstats
+from ...serving_workloads import ConcurrencyTest, RequestWorkload, ServeTest
+from ...workloads import ChatTest, TestSpec
+from ..base import Backend, TestResult, UnsupportedTest
+from . import client as http
+from .config import OpenAIHttpSettings
+from .server import ManagedServer, ServerError, echo_log, free_port, server_log_facts
+
+
+class ServingFailed(Exception):
+    """The run cannot stand as a measurement (server lost, nothing succeeded). ``partial``
+    holds what was measured, so the failed artifact still accounts for every request."""
+
+    def __init__(self, message: str, partial: TestResult | None = None):
+        super().__init__(message)
+        self.partial = partial
+
+
+def physical_cores() -> int:
+    import psutil
+
+    return psutil.cpu_count(logical=False) or psutil.cpu_count() or 1
+
+
+class OpenAIHttpBackend(Backend):
+    name = "openai_http"
+    settings_class = OpenAIHttpSettings
+    test_kinds = ("chat", "serve", "concurrency")
+
+    def __init__(self, model, settings: OpenAIHttpSettings):
+        super().__init__(model, settings)
+        self.server: ManagedServer | None = None
+        self.starts: list[dict[str, Any]] = []
+        self.base_url: str | None = settings.base_url
+        self.port: int | None = None
+        self.command: list[str] | None = None
+        self.served_models: list[str] | None = None
+        self._tmp: tempfile.TemporaryDirectory | None = None
+        self._log_echoed = False
+
+    # -- endpoint -------------------------------------------------------------------------
+    @property
+    def managed(self) -> bool:
+        return self.settings.base_url is None
+
+    @property
+    def api_model(self) -> str:
+        return self.settings.api_model or (self.model.name if self.model else "default")
+
+    def label(self) -> str:
+        s = self.settings
+        if s.server_label:
+            return s.server_label
+        if not self.managed:
+            return f"endpoint {urlsplit(s.base_url).netloc}"
+        if s.server_command is None:
+            return "llama_cpp.server"
+        cmd = s.server_command
+        if "python" in Path(cmd[0]).name and len(cmd) > 1:  # python -m module / python script.py
+            return cmd[2] if cmd[1] == "-m" and len(cmd) > 2 else Path(cmd[1]).name
+        return Path(cmd[0]).name
+
+    def _placeholders(self) -> dict[str, str]:
+        s = self.settings
+        return {
+            "python": sys.executable,
+            "model_path": str(self.model.path) if self.model else "",
+            "model_name": self.api_model,
+            "host": s.host,
+            "port": str(self.port),
+            "threads": str(s.n_threads or physical_cores()),
+            "n_ctx": str(s.n_ctx),
+            "n_batch": str(s.n_batch),
+            "chat_format": s.chat_format or "",
+            "logits_all": str(s.logits_all),
+        }
+
+    def build_command(self, port: str | None = None) -> list[str]:
+        """The server's command line; ``port`` replaces the chosen port (e.g. "{port}" for the record)."""
+        s = self.settings
+        if s.server_command is None:
+            cmd = ["{python}", "-m", "llama_cpp.server", "--model", "{model_path}", "--model_alias", "{model_name}",
+                   "--host", "{host}", "--port", "{port}", "--interrupt_requests", "False",
+                   "--n_threads", "{threads}", "--n_threads_batch", "{threads}", "--n_ctx", "{n_ctx}",
+                   "--n_batch", "{n_batch}", "--logits_all", "{logits_all}"]
+            if s.chat_format:
+                cmd += ["--chat_format", "{chat_format}"]
+        else:
+            cmd = list(s.server_command)
+        values = self._placeholders()
+        if port is not None:
+            values["port"] = port
+        return [part.format(**values) for part in cmd] + list(s.server_args)
+
+    def _health_url(self) -> str:
+        parts = urlsplit(self.base_url)
+        return f"{parts.scheme}://{parts.netloc}{self.settings.health_path}"
+
+    def _api_key(self) -> str | None:
+        env = self.settings.api_key_env
+        return os.environ.get(env) if env else None
+
+    def _start(self) -> float:
+        """Start (or restart) the managed server; return startup to healthy in ms."""
+        s = self.settings
+        if self.server is not None:
+            self._stop()
+        self.port = s.port or free_port(s.host)
+        self.base_url = f"http://{s.host}:{self.port}/v1"
+        self.command = self.build_command()
+        if self._tmp is None:
+            self._tmp = tempfile.TemporaryDirectory(prefix="almanac-server-")
+        self.server = ManagedServer(self.command, self._health_url(), Path(self._tmp.name) / "server.log",
+                                    startup_timeout_s=s.startup_timeout_s, stop_timeout_s=s.stop_timeout_s)
+        entry: dict[str, Any] = {"port": self.port, "startup_ms": None}
+        self.starts.append(entry)
+        try:
+            entry["startup_ms"] = self.server.start()
+        finally:
+            entry["pid"] = self.server.pid
+        return entry["startup_ms"]
+
+    def _stop(self) -> None:
+        if self.server is None:
+            return
+        info = self.server.stop()
+        if self.starts:
+            self.starts[-1]["stop"] = info
+
+    def _alive(self) -> bool:
+        return self.server.alive() if self.server is not None else True
+
+    def _probe(self) -> None:
+        """An endpoint given by URL must answer its health path before anything is timed."""
+        import httpx
+
+        key = self._api_key()
+        headers = {"Authorization": f"Bearer {key}"} if key else {}
+        deadline = time.perf_counter() + min(self.settings.startup_timeout_s, 30.0)
+        last = ""
+        with httpx.Client(timeout=httpx.Timeout(self.settings.connect_timeout_s), trust_env=False, headers=headers) as c:
+            while time.perf_counter() < deadline:
+                try:
+                    r = c.get(self._health_url())
+                    if r.status_code == 200:
+                        self.served_models = _model_ids(r)
+                        return
+                    last = f"HTTP {r.status_code}"
+                except httpx.HTTPError as exc:
+                    last = f"{type(exc).__name__}: {exc}"
+                time.sleep(0.25)
+        raise ServingFailed(f"endpoint {self.settings.base_url} is unreachable ({self._health_url()}: {last})")
+
+    # -- Backend interface ----------------------------------------------------------------
+    def load(self, test: TestSpec | None = None) -> dict[str, Any]:
+        if test is not None and not isinstance(test, (ChatTest, RequestWorkload)):
+            raise UnsupportedTest(f"backend openai_http cannot run tests of kind {test.kind!r}")
+        try:
+            if not self.managed:
+                self._probe()
+            elif not isinstance(test, ServeTest):  # serve starts the server itself, once per cold start
+                self._start()
+        except ServerError as exc:
+            raise ServingFailed(str(exc), TestResult({}, {}, self._details(test))) from None
+        # the model loads in the server, not here: its startup is the startup_ms metric
+        return {"load_time_s": None, "effective_settings": self._effective()}
+
+    def _startup_metric(self) -> dict[str, list[float]]:
+        values = [st["startup_ms"] for st in self.starts if st.get("startup_ms") is not None]
+        return {"startup_ms": values} if values else {}
+
+    def _effective(self) -> dict[str, Any]:
+        s = self.settings
+        return {
+            "endpoint": self.label(),
+            "managed_server": self.managed,
+            "base_url": self.base_url,
+            "server_command": self.build_command(port="{port}") if self.managed else None,
+            "api_model": self.api_model,
+            "request_timeout_s": s.request_timeout_s,
+            "retries": s.retries,
+            "include_usage": s.include_usage,
+            "slo": self._slo().to_dict(),
+        }
+
+    def _slo(self) -> servingstats.Slo:
+        s = self.settings
+        return servingstats.Slo(s.slo_ttft_ms, s.slo_tpot_ms, s.slo_attainment)
+
+    def run(self, test: TestSpec) -> TestResult:
+        if isinstance(test, ServeTest):
+            return self._run_serve(test)
+        if isinstance(test, ConcurrencyTest):
+            return self._run_concurrency(test)
+        if isinstance(test, (ChatTest, RequestWorkload)):
+            return self._run_chat(test)
+        raise UnsupportedTest(f"backend openai_http cannot run tests of kind {test.kind!r}")
+
+    # -- requests -------------------------------------------------------------------------
+    def _body(self, test: ChatTest | RequestWorkload, i: int) -> dict[str, Any]:
+        s = self.settings
+        body: dict[str, Any] = {
+            "model": self.api_model,
+            "messages": [m.model_dump() for m in test.messages],
+            "max_tokens": test.max_tokens,
+            "temperature": test.temperature,
+            "top_p": test.top_p,
+            "top_k": test.top_k,
+            "min_p": test.min_p,
+            "repeat_penalty": test.repeat_penalty,
+            "seed": s.seed + i,
+            "stream": True,
+        }
+        if s.include_usage:
+            body["stream_options"] = {"include_usage": True}
+        if test.ignore_eos:
+            body["ignore_eos"] = True
+            body["min_tokens"] = test.max_tokens
+        body.update(s.extra_body)
+        return body
+
+    def _policy(self) -> http.RequestPolicy:
+        s = self.settings
+        return http.RequestPolicy(s.request_timeout_s, s.retries, s.retry_backoff_s)
+
+    def _client(self, connections: int):
+        s = self.settings
+        return http.make_client(connect_timeout_s=s.connect_timeout_s, read_timeout_s=s.read_timeout_s,
+                                max_connections=connections, api_key=self._api_key())
+
+    def _url(self) -> str:
+        return f"{self.base_url}/chat/completions"
+
+    async def _sequential(self, test, seeds: list[int], origin: int) -> list[dict[str, Any]]:
+        out = []
+        async with self._client(1) as client:
+            for i in seeds:
+                if not self._alive():
+                    out.append(http.not_sent("server_lost", f"not sent: the server is gone ({self.server.exit_description()})", origin))
+                    continue
+                rec = await http.stream_chat(client, self._url(), self._body(test, i), self._policy(), origin_ns=origin,
+                                             server_alive=self._alive)
+                out.append(rec)
+        return out
+
+    def _requests(self, test, seeds: list[int]) -> list[dict[str, Any]]:
+        origin = time.perf_counter_ns()
+        return asyncio.run(self._sequential(test, seeds, origin))
+
+    # -- chat -----------------------------------------------------------------------------
+    def _run_chat(self, test: ChatTest | RequestWorkload) -> TestResult:
+        warm_n = test.warmup_requests if test.warmup is not False else 0
+        warmup = self._requests(test, [1000 + i for i in range(warm_n)]) if warm_n else []
+        n = getattr(test, "requests", 5)
+        records = self._requests(test, list(range(n)))
+        result = TestResult(metrics={**_request_metrics(records), **self._startup_metric()},
+                            samples={"requests": records, "warmup": warmup},
+                            details=self._details(test, warmup_requests=warm_n))
+        self._check(result, records, "chat")
+        return result
+
+    # -- serve: cold vs warm --------------------------------------------------------------
+    def _run_serve(self, test: ServeTest) -> TestResult:
+        cold: list[dict[str, Any]] = []
+        starts = test.cold_starts if self.managed else 1
+        metrics: dict[str, list[float]] = {"startup_ms": [], "cold_ttft_ms": [], "cold_e2e_ms": [], "cold_total_ms": []}
+        warmup: list[dict[str, Any]] = []
+        warm: list[dict[str, Any]] = []
+
+        def partial() -> TestResult:
+            return TestResult(metrics={}, samples={"cold": cold, "warmup": warmup, "warm": warm},
+                              details=self._details(test, cold_starts=starts))
+
+        for k in range(starts):
+            startup = None
+            if self.managed:
+                try:
+                    startup = self._start()
+                except ServerError as exc:
+                    raise ServingFailed(f"cold start {k + 1} of {starts}: {exc}", partial()) from None
+            rec = self._requests(test, [2000 + k])[0]
+            rec["startup_ms"] = startup
+            rec["cold_start"] = k + 1
+            cold.append(rec)
+            if startup is not None:
+                metrics["startup_ms"].append(startup)
+            if rec["ok"]:
+                metrics["cold_ttft_ms"].append(rec["ttft_ms"])
+                metrics["cold_e2e_ms"].append(rec["e2e_ms"])
+                if startup is not None:
+                    metrics["cold_total_ms"].append(startup + rec["e2e_ms"])
+            if not self._alive():
+                raise ServingFailed(f"the server was lost during cold start {k + 1} "
+                                    f"({self.server.exit_description()})", partial())
+            if self.managed and k < starts - 1:
+                self._stop()
+        warm_n = test.warmup_requests if test.warmup is not False else 0
+        warmup.extend(self._requests(test, [1000 + i for i in range(warm_n)]))
+        warm.extend(self._requests(test, list(range(test.requests))))
+        metrics.update(_request_metrics(warm))
+        metrics["failed_requests"] = [sum(1 for r in cold + warm if not r["ok"])]
+        result = TestResult(metrics={k: v for k, v in metrics.items() if v},
+                            samples={"cold": cold, "warmup": warmup, "warm": warm},
+                            details=self._details(test, cold_starts=starts, warmup_requests=warm_n,
+                                                  cold_is_fresh_server=self.managed))
+        self._check(result, cold + warm, "serve")
+        return result
+
+    # -- concurrency sweep ----------------------------------------------------------------
+    def _run_concurrency(self, test: ConcurrencyTest) -> TestResult:
+        warm_n = test.warmup_requests if test.warmup is not False else 0
+        warmup = self._requests(test, [1000 + i for i in range(warm_n)]) if warm_n else []
+        levels: list[dict[str, Any]] = []
+        lost = False
+        for level in test.levels:
+            if lost:
+                origin = time.perf_counter_ns()
+                msg = f"not sent: the server was lost at an earlier level ({self.server.exit_description()})"
+                levels.append({"level": level, "wall_s": 0.0,
+                               "requests": [http.not_sent("server_lost", msg, origin) for _ in range(level * test.rounds)]})
+                continue
+            levels.append(asyncio.run(self._level(test, level)))
+            lost = not self._alive()
+        sweep = servingstats.sweep_stats(levels, self._slo())
+        all_recs = [r for lv in levels for r in lv["requests"]]
+        metrics: dict[str, list[float]] = {"failed_requests": [sum(1 for r in all_recs if not r["ok"])],
+                                           **self._startup_metric()}
+        if sweep["peak_aggregate_tps"] is not None:
+            metrics["peak_aggregate_tps"] = [sweep["peak_aggregate_tps"]]
+        metrics["slo_max_concurrency"] = [sweep["max_level_meeting_slo"]]
+        result = TestResult(metrics=metrics, samples={"levels": levels, "warmup": warmup},
+                            details=self._details(test, warmup_requests=warm_n, sweep=sweep))
+        self._check(result, all_recs, "concurrency")
+        return result
+
+    async def _level(self, test: ConcurrencyTest, level: int) -> dict[str, Any]:
+        records: list[dict[str, Any]] = []
+        origin = time.perf_counter_ns()
+        stop = asyncio.Event()
+
+        async def user(client, u: int) -> None:
+            for r in range(test.rounds):
+                if stop.is_set() or not self._alive():
+                    stop.set()
+                    records.append({**http.not_sent("server_lost", "not sent: the server is gone", origin),
+                                    "level": level, "user": u, "round": r})
+                    continue
+                rec = await http.stream_chat(client, self._url(), self._body(test, level * 1000 + u * test.rounds + r),
+                                             self._policy(), origin_ns=origin, server_alive=self._alive)
+                rec.update(level=level, user=u, round=r)
+                records.append(rec)
+                if rec["error"] and rec["error"]["reason"] == "server_lost":
+                    stop.set()
+
+        async with self._client(level) as client:
+            await asyncio.gather(*(user(client, u) for u in range(level)))
+        wall = (time.perf_counter_ns() - origin) / 1e9
+        records.sort(key=lambda r: (r["start_ms"], r["user"]))
+        return {"level": level, "wall_s": wall, "requests": records}
+
+    # -- outcome --------------------------------------------------------------------------
+    def _check(self, result: TestResult, records: list[dict[str, Any]], what: str) -> None:
+        """Fail the run (keeping every record) when the server was lost or nothing succeeded."""
+        if self.server is not None and not self.server.alive():
+            raise ServingFailed(f"the server was lost during the {what} test ({self.server.exit_description()}); "
+                                f"{sum(1 for r in records if not r['ok'])} of {len(records)} requests failed", result)
+        if records and not any(r["ok"] for r in records):
+            reasons = sorted({(r.get("error") or {}).get("reason", "?") for r in records})
+            raise ServingFailed(f"none of the {len(records)} requests succeeded ({', '.join(reasons)})", result)
+
+    def _details(self, test: TestSpec | None, **extra: Any) -> dict[str, Any]:
+        s = self.settings
+        d: dict[str, Any] = {
+            "endpoint": self.label(),
+            "server": {
+                "managed": self.managed,
+                "command": self.command,
+                "base_url": self.base_url,
+                "starts": self.starts,
+                "served_models": self.served_models,
+                "log_facts": server_log_facts(self.server.log_text()) if self.server is not None else {},
+            },
+            "slo": self._slo().to_dict(),
+            "request_policy": {"request_timeout_s": s.request_timeout_s, "read_timeout_s": s.read_timeout_s,
+                               "connect_timeout_s": s.connect_timeout_s, "retries": s.retries,
+                               "retry_backoff_s": s.retry_backoff_s},
+            "method": "OpenAI chat completions, stream=true, timed per chunk on the client (httpx, asyncio)",
+        }
+        d.update(extra)
+        return d
+
+    def describe(self) -> dict[str, Any]:
+        build: dict[str, Any] = {"backend": self.name, "endpoint": self.label(), "httpx": _version("httpx")}
+        if self.managed and self.settings.server_command is None:
+            build["server"] = "llama_cpp.server"
+            build["server_package"] = f"llama-cpp-python {_version('llama-cpp-python')}"
+        elif self.command:
+            build["server"] = " ".join(self.command[:3])
+        return {"build": build, "model": {"served_models": self.served_models} if self.served_models else {}}
+
+    def close(self) -> None:
+        if self.server is not None:
+            self._stop()
+            if not self._log_echoed:
+                echo_log(self.server.log_text(), f"{self.label()}, pid {self.server.pid}")
+                self._log_echoed = True
+        if self._tmp is not None:
+            self._tmp.cleanup()
+            self._tmp = None
+
+
+def _version(dist: str) -> str:
+    try:
+        return importlib_metadata.version(dist)
+    except importlib_metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def _model_ids(resp) -> list[str] | None:
+    try:
+        return [m.get("id") for m in resp.json().get("data", []) if isinstance(m, dict)]
+    except (ValueError, AttributeError):
+        return None
+
+
+def _request_metrics(records: list[dict[str, Any]]) -> dict[str, list[float]]:
+    ok = [r for r in records if r["ok"]]
+    return {
+        "ttft_ms": [r["ttft_ms"] for r in ok if r["ttft_ms"] is not None],
+        "tpot_ms": [r["tpot_ms"] for r in ok if r["tpot_ms"] is not None],
+        "e2e_ms": [r["e2e_ms"] for r in ok],
+        "output_tokens": [r["output_tokens"] for r in ok if r["output_tokens"] is not None],
+        "decode_tps": [1000.0 / r["tpot_ms"] for r in ok if r["tpot_ms"]],
+        "itl_ms": [g for r in ok for g in r["itl_ms"]],
+        "failed_requests": [len(records) - len(ok)],
+    }

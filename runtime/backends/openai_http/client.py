@@ -1,0 +1,209 @@
+"""One streamed chat completion over HTTP, timed per chunk, with bounded retries.
+
+Every request ends as a record: ``ok`` with its timings, or an error with a reason
+(``connect_error``, ``timeout_connect``, ``timeout_read``, ``timeout_total``, ``http_<status>``,
+``dropped``, ``incomplete``, ``bad_payload``, ``server_error_event``, ``server_lost``,
+``not_sent``). Nothing waits past ``request_timeout_s``: the whole request, retries and
+back-off included, runs under one asyncio deadline.
+
+Timings (perf_counter, from the start of the first attempt, so a retried request carries
+its retries as the client saw them):
+
+* TTFT: to the first chunk whose delta carries content (or reasoning content);
+* ITL: gaps between consecutive content chunks (a chunk may carry several tokens);
+* E2E: to the last data chunk before ``[DONE]`` (vLLM's ``bench serve`` convention);
+* TPOT: (E2E - TTFT) / (output tokens - 1);
+* output tokens: the server's ``usage.completion_tokens`` when it reports it
+  (stream_options.include_usage), else the number of content chunks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+RETRYABLE_STATUS = {429, 500, 502, 503, 504}
+TEXT_LIMIT = 2000
+
+
+class AttemptError(Exception):
+    def __init__(self, reason: str, message: str, *, retryable: bool, status: int | None = None):
+        super().__init__(message)
+        self.reason = reason
+        self.message = message
+        self.retryable = retryable
+        self.status = status
+
+
+@dataclass(frozen=True)
+class RequestPolicy:
+    request_timeout_s: float
+    retries: int
+    retry_backoff_s: float
+
+
+def make_client(*, connect_timeout_s: float, read_timeout_s: float, max_connections: int,
+                api_key: str | None = None) -> httpx.AsyncClient:
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    timeout = httpx.Timeout(connect=connect_timeout_s, read=read_timeout_s, write=connect_timeout_s, pool=None)
+    limits = httpx.Limits(max_connections=max(1, max_connections), max_keepalive_connections=max(1, max_connections))
+    return httpx.AsyncClient(timeout=timeout, limits=limits, headers=headers, trust_env=False)
+
+
+def _ms(ns: int) -> float:
+    return ns / 1e6
+
+
+async def _attempt(client: httpx.AsyncClient, url: str, body: dict[str, Any], t0: int, acc: dict[str, Any]) -> None:
+    """One HTTP attempt; fills ``acc`` with chunk timestamps; raises AttemptError on failure."""
+    try:
+        async with client.stream("POST", url, json=body) as resp:
+            acc["status"] = resp.status_code
+            if resp.status_code >= 400:
+                raw = (await resp.aread())[:400].decode(errors="replace")
+                raise AttemptError(f"http_{resp.status_code}", f"HTTP {resp.status_code}: {raw.strip()}",
+                                   retryable=resp.status_code in RETRYABLE_STATUS, status=resp.status_code)
+            async for line in resp.aiter_lines():
+                now = time.perf_counter_ns()
+                if not line or line.startswith(":") or not line.startswith("data:"):
+                    continue  # blank separators, SSE comments and pings, event names
+                data = line[5:].strip()
+                if data == "[DONE]":
+                    acc["done_ns"] = now
+                    break
+                try:
+                    obj = json.loads(data)
+                except ValueError:
+                    raise AttemptError("bad_payload", f"a data line is not JSON: {data[:120]!r}",
+                                       retryable=not acc["chunks"]) from None
+                if isinstance(obj, dict) and obj.get("error"):
+                    err = obj["error"]
+                    msg = err.get("message") if isinstance(err, dict) else str(err)
+                    raise AttemptError("server_error_event", f"the stream carried an error: {str(msg)[:300]}",
+                                       retryable=False)
+                acc["last_data_ns"] = now
+                choices = obj.get("choices") or [] if isinstance(obj, dict) else []
+                if choices:
+                    delta = choices[0].get("delta") or {}
+                    content = delta.get("content") or delta.get("reasoning_content") or delta.get("reasoning")
+                    if content:
+                        acc["chunks"].append(now)
+                        acc["text"].append(content)
+                    if choices[0].get("finish_reason"):
+                        acc["finish_reason"] = choices[0]["finish_reason"]
+                usage = obj.get("usage") if isinstance(obj, dict) else None
+                if usage:
+                    acc["usage"] = usage
+    except httpx.ConnectTimeout as exc:
+        raise AttemptError("timeout_connect", f"no connection within the connect timeout ({exc})", retryable=True) from None
+    except httpx.ConnectError as exc:
+        raise AttemptError("connect_error", f"connection failed: {exc}", retryable=True) from None
+    except httpx.ReadTimeout:
+        raise AttemptError("timeout_read", "no data within the read timeout"
+                           + (" after content had started" if acc["chunks"] else " (nothing received yet)"),
+                           retryable=not acc["chunks"]) from None
+    except (httpx.RemoteProtocolError, httpx.ReadError) as exc:
+        raise AttemptError("dropped", f"connection dropped {'mid-stream' if acc['chunks'] else 'before any content'}: "
+                           f"{exc or type(exc).__name__}", retryable=not acc["chunks"]) from None
+    except httpx.TimeoutException as exc:
+        raise AttemptError("timeout_" + type(exc).__name__.lower().replace("timeout", ""), str(exc),
+                           retryable=not acc["chunks"]) from None
+    except httpx.HTTPError as exc:
+        raise AttemptError("http_error", f"{type(exc).__name__}: {exc}", retryable=not acc["chunks"]) from None
+    if acc.get("done_ns") is None and acc.get("finish_reason") is None:
+        raise AttemptError("incomplete", "the stream ended without a finish_reason or [DONE]", retryable=not acc["chunks"])
+
+
+def _fresh_acc() -> dict[str, Any]:
+    return {"chunks": [], "text": [], "finish_reason": None, "usage": None, "done_ns": None, "last_data_ns": None,
+            "status": None}
+
+
+async def stream_chat(client: httpx.AsyncClient, url: str, body: dict[str, Any], policy: RequestPolicy, *,
+                      origin_ns: int, server_alive: Callable[[], bool] | None = None) -> dict[str, Any]:
+    """Send one request (retrying what may be retried); always return a record, never raise."""
+    t0 = time.perf_counter_ns()
+    retries: list[dict[str, Any]] = []
+    acc = _fresh_acc()
+    error: dict[str, Any] | None = None
+    attempts = 0
+    try:
+        async with asyncio.timeout(policy.request_timeout_s):
+            while True:
+                attempts += 1
+                acc = _fresh_acc()
+                try:
+                    await _attempt(client, url, body, t0, acc)
+                    error = None
+                    break
+                except AttemptError as exc:
+                    error = {"reason": exc.reason, "message": exc.message}
+                    if exc.status is not None:
+                        error["status"] = exc.status
+                    dead = server_alive is not None and not server_alive()
+                    if dead:
+                        error = {"reason": "server_lost", "message": f"the server process is gone ({exc.reason}: {exc.message})"}
+                    if dead or not exc.retryable or attempts > policy.retries:
+                        break
+                    retries.append({**error, "after_ms": _ms(time.perf_counter_ns() - t0)})
+                    await asyncio.sleep(policy.retry_backoff_s * (2 ** (attempts - 1)))
+    except TimeoutError:
+        error = {"reason": "timeout_total",
+                 "message": f"no complete response within request_timeout_s = {policy.request_timeout_s:g} s"
+                            + (" (content had started)" if acc["chunks"] else "")}
+    end = time.perf_counter_ns()
+    return _record(acc, error, t0, end, origin_ns, attempts, retries)
+
+
+def _record(acc: dict[str, Any], error: dict[str, Any] | None, t0: int, end: int, origin_ns: int, attempts: int,
+            retries: list[dict[str, Any]]) -> dict[str, Any]:
+    chunks: list[int] = acc["chunks"]
+    usage = acc.get("usage") or {}
+    rec: dict[str, Any] = {
+        "ok": error is None,
+        "error": error,
+        "attempts": attempts,
+        "retries": retries,
+        "status": acc.get("status"),
+        "start_ms": _ms(t0 - origin_ns),
+        "end_ms": _ms(end - origin_ns),
+        "chunks": len(chunks),
+        "finish_reason": acc.get("finish_reason"),
+        "text": "".join(acc["text"])[:TEXT_LIMIT],
+    }
+    if error is not None:
+        rec.update(ttft_ms=None, e2e_ms=None, tpot_ms=None, itl_ms=[], output_tokens=None, output_tokens_source=None,
+                   prompt_tokens=None, first_token_ms=None, last_token_ms=None,
+                   partial_chunks=len(chunks), elapsed_ms=_ms(end - t0))
+        return rec
+    last = acc.get("last_data_ns") or end
+    ttft = _ms(chunks[0] - t0) if chunks else None
+    e2e = _ms(last - t0)
+    if usage.get("completion_tokens") is not None:
+        out, source = int(usage["completion_tokens"]), "usage"
+    else:
+        out, source = len(chunks), "chunks"
+    tpot = (e2e - ttft) / (out - 1) if ttft is not None and out > 1 else None
+    rec.update(
+        ttft_ms=ttft, e2e_ms=e2e, tpot_ms=tpot,
+        itl_ms=[_ms(b - a) for a, b in zip(chunks, chunks[1:])],
+        output_tokens=out, output_tokens_source=source, prompt_tokens=usage.get("prompt_tokens"),
+        first_token_ms=_ms(chunks[0] - origin_ns) if chunks else None,
+        last_token_ms=_ms(chunks[-1] - origin_ns) if chunks else None,
+    )
+    return rec
+
+
+def not_sent(reason: str, message: str, origin_ns: int) -> dict[str, Any]:
+    """A planned request that was never sent (its server was already gone): still accounted for."""
+    now = _ms(time.perf_counter_ns() - origin_ns)
+    return {"ok": False, "error": {"reason": reason, "message": message}, "attempts": 0, "retries": [], "status": None,
+            "start_ms": now, "end_ms": now, "chunks": 0, "finish_reason": None, "text": "", "ttft_ms": None,
+            "e2e_ms": None, "tpot_ms": None, "itl_ms": [], "output_tokens": None, "output_tokens_source": None,
+            "prompt_tokens": None, "first_token_ms": None, "last_token_ms": None, "partial_chunks": 0, "elapsed_ms": 0.0}

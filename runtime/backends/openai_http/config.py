@@ -1,0 +1,103 @@
+"""Settings of the OpenAI-compatible HTTP backend.
+
+Either ``base_url`` names an endpoint that is already running, or the backend starts the
+server itself from ``server_command`` (default: ``python -m llama_cpp.server`` with the
+model on a free loopback port), waits for it to be healthy, and always stops it.
+
+The default command mirrors the in-process llama_cpp backend where llama_cpp.server lets
+it (threads = physical cores, n_ctx 4096, n_batch 2048, logits_all off), so an in-process
+vs server comparison measures the server, not different settings; and it passes
+``--interrupt_requests False``, without which a new request cancels the stream in flight.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import Field, field_validator, model_validator
+
+from ..base import BackendSettings
+
+PLACEHOLDERS = ("python", "model_path", "model_name", "host", "port", "threads", "n_ctx", "n_batch", "chat_format",
+                "logits_all")
+
+
+class OpenAIHttpSettings(BackendSettings):
+    base_url: str | None = Field(None, description="An already running OpenAI-compatible endpoint, e.g. http://127.0.0.1:8080/v1 "
+                                 "(its /chat/completions is used); null = start the server from server_command.")
+    server_command: list[str] | None = Field(None, description="Command that starts the server (no shell). Placeholders: "
+                                             + ", ".join("{" + p + "}" for p in PLACEHOLDERS)
+                                             + ". null = python -m llama_cpp.server with the model on a loopback port.")
+    server_args: list[str] = Field(default_factory=list, description="Extra arguments appended to the server command "
+                                   "(for llama_cpp.server a later flag wins, so these override the defaults).")
+    server_label: str | None = Field(None, description="Name of the endpoint in tables (e.g. 'vLLM 0.6 on A100'); null = "
+                                     "derived from the command or the URL.")
+    host: str = Field("127.0.0.1", description="Address a started server listens on (loopback by default).")
+    port: int | None = Field(None, ge=1, le=65535, description="Port of a started server; null = a free port.")
+    health_path: str = Field("/v1/models", description="Path polled until it answers 200 (startup to healthy).")
+    api_model: str | None = Field(None, description="Model name sent in requests; null = the model's registry name "
+                                  "(also the --model_alias of the default command).")
+    api_key_env: str | None = Field(None, description="Environment variable holding an API key (sent as a Bearer token; "
+                                    "the key itself is never recorded).")
+    n_threads: int | None = Field(None, ge=1, description="Default command: --n_threads and --n_threads_batch; null = "
+                                  "physical cores (as the in-process backend).")
+    n_ctx: int = Field(4096, ge=64, description="Default command: context size (the in-process chat default).")
+    n_batch: int = Field(2048, ge=1, description="Default command: logical batch size (llama.cpp's default).")
+    logits_all: bool = Field(False, description="Default command: llama_cpp.server's --logits_all (its own default, "
+                             "True, computes logits for every prompt position and costs time).")
+    chat_format: str | None = Field(None, description="Default command: --chat_format (the registry's default for the "
+                                    "model applies, as in process).")
+    startup_timeout_s: float = Field(180.0, gt=0, description="Longest wait from starting the server to a healthy answer.")
+    stop_timeout_s: float = Field(10.0, gt=0, description="Wait after SIGTERM before SIGKILL when stopping the server.")
+    connect_timeout_s: float = Field(5.0, gt=0, description="Longest wait for a TCP connection.")
+    read_timeout_s: float = Field(60.0, gt=0, description="Longest silence between two received pieces of a response "
+                                  "(covers queueing behind other requests and the prefill).")
+    request_timeout_s: float = Field(120.0, gt=0, description="Hard limit on one request, retries and back-off included.")
+    retries: int = Field(1, ge=0, le=5, description="Retries of a request that failed before any content arrived "
+                         "(connection refused or dropped, timeout, HTTP 5xx/429); each is recorded.")
+    retry_backoff_s: float = Field(0.25, ge=0, le=10, description="Wait before the first retry, doubled for each next one.")
+    include_usage: bool = Field(True, description="Ask for stream_options.include_usage (output tokens from the server's "
+                                "usage; servers that ignore it are counted by content chunks, and the artifact says which).")
+    extra_body: dict[str, Any] = Field(default_factory=dict, description="Extra fields merged into every request body.")
+    seed: int = Field(42, ge=0, description="Seed sent with request i as seed + i (the in-process backend does the same).")
+    slo_ttft_ms: float | None = Field(500.0, gt=0, description="SLO on TTFT for goodput (MLPerf interactive Llama-3.1-8B: 500 ms); null = none.")
+    slo_tpot_ms: float | None = Field(30.0, gt=0, description="SLO on TPOT for goodput (MLPerf interactive: 30 ms); null = none.")
+    slo_attainment: float = Field(0.9, gt=0, le=1.0, description="Share of a level's requests that must meet the SLOs "
+                                  "for the level to count as meeting them.")
+
+    @field_validator("base_url")
+    @classmethod
+    def _url(cls, v: str | None) -> str | None:
+        if v is None:
+            return v
+        if not v.startswith(("http://", "https://")):
+            raise ValueError(f"base_url must start with http:// or https:// (got {v!r})")
+        return v.rstrip("/")
+
+    @field_validator("server_command")
+    @classmethod
+    def _command(cls, v: list[str] | None) -> list[str] | None:
+        if v is None:
+            return v
+        if not v:
+            raise ValueError("server_command must not be empty")
+        import string
+
+        for part in v:
+            for _, name, _, _ in string.Formatter().parse(part):
+                if name is not None and name not in PLACEHOLDERS:
+                    raise ValueError(f"unknown placeholder {{{name}}} in server_command (known: {', '.join(PLACEHOLDERS)})")
+        return v
+
+    @field_validator("health_path")
+    @classmethod
+    def _path(cls, v: str) -> str:
+        if not v.startswith("/"):
+            raise ValueError(f"health_path must start with / (got {v!r})")
+        return v
+
+    @model_validator(mode="after")
+    def _one_endpoint(self) -> "OpenAIHttpSettings":
+        if self.base_url and (self.server_command or self.server_args):
+            raise ValueError("give either base_url (a running endpoint) or server_command/server_args (a server to start), not both")
+        return self

@@ -1,0 +1,121 @@
+"""Host probe: memory bandwidth by a large copy, stored as a ``host`` artifact.
+
+Decode is bound by memory bandwidth (tokens/s ≤ bandwidth ÷ bytes read per token), so the
+decode roofline needs this host's bandwidth, measured, not taken from a datasheet.
+
+Method (STREAM's "copy" kernel, done with numpy, no C code of ours):
+
+* two buffers of ``buffer_bytes`` each (default 256 MiB, far above any last-level cache),
+  both written once before timing so no page fault lands inside the timer;
+* one untimed warm-up copy, then ``repetitions`` timed copies ``dst[:] = src`` with
+  ``numpy.copyto`` (glibc's memcpy underneath; numpy releases the GIL while it copies);
+* the rate of a repetition counts the bytes read plus the bytes written, ``2 × buffer_bytes``,
+  over its wall time (a write-allocate CPU may move more than that; the figure is what a
+  copy achieves, the same quantity the roofline divides by);
+* single-threaded, and with the buffers split in contiguous chunks over N threads for each N
+  in the thread counts (default 1, the physical cores and the logical cores).
+
+The 1-minute load average before and after is kept beside the samples: a busy machine
+measures low, and the artifact says so.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from . import artifacts, stats
+from . import host as hostinfo
+from .errors import ConfigError
+from .paths import data_dir
+
+METHOD = ("STREAM-style copy with numpy.copyto: dst[:] = src over two buffers of buffer_bytes each, "
+          "written once before timing; one untimed warm-up; rate = (bytes read + bytes written) / wall time "
+          "= 2 x buffer_bytes / t; threaded runs split the buffers into contiguous chunks, one per thread")
+PROBE_VERSION = 1
+
+
+def hosts_dir() -> Path:
+    return data_dir() / "hosts"
+
+
+def _copy_rates(src: np.ndarray, dst: np.ndarray, threads: int, repetitions: int) -> list[float]:
+    n = src.size
+    bounds = [(i * n // threads, (i + 1) * n // threads) for i in range(threads)]
+
+    def part(b: tuple[int, int]) -> None:
+        np.copyto(dst[b[0]:b[1]], src[b[0]:b[1]])
+
+    rates = []
+    with ThreadPoolExecutor(max_workers=threads) as pool:
+        list(pool.map(part, bounds))  # warm-up (and starts the threads)
+        for _ in range(repetitions):
+            t0 = time.perf_counter()
+            if threads == 1:
+                np.copyto(dst, src)
+            else:
+                list(pool.map(part, bounds))
+            dt = time.perf_counter() - t0
+            rates.append(2 * n / dt / 1e9)
+    return rates
+
+
+def thread_counts(fp: dict[str, Any]) -> list[int]:
+    phys = fp["cpu"].get("physical_cores") or 1
+    logical = fp["cpu"].get("logical_cores") or phys
+    return sorted({1, int(phys), int(logical)})
+
+
+def probe(buffer_mib: int = 256, repetitions: int = 5, threads: list[int] | None = None,
+          fingerprint: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Measure and return a ``host`` artifact (not written)."""
+    if buffer_mib < 1:
+        raise ConfigError(f"must be at least 1 MiB, got {buffer_mib}", field="size_mib")
+    if repetitions < 2:
+        raise ConfigError(f"needs at least 2 repetitions for a confidence interval, got {repetitions}",
+                          field="repetitions")
+    fp = fingerprint or hostinfo.fingerprint()
+    counts = threads or thread_counts(fp)
+    if any(t < 1 for t in counts):
+        raise ConfigError(f"thread counts must be >= 1, got {counts}", field="threads")
+    n = buffer_mib * 1024 * 1024
+    load_before = os.getloadavg()[0]
+    src = np.ones(n, dtype=np.uint8)
+    dst = np.zeros(n, dtype=np.uint8)
+    created = datetime.now(timezone.utc)
+    results = []
+    for t in counts:
+        rates = _copy_rates(src, dst, t, repetitions)
+        results.append({"threads": t, "samples_gbs": rates, "summary": stats.summarize(rates)})
+    del src, dst
+    load_after = os.getloadavg()[0]
+    return {
+        "artifact": "host",
+        "schema_version": artifacts.ARTIFACT_TYPES["host"].version,
+        "id": f"{fp['id']}-{created.strftime('%Y%m%dT%H%M%SZ')}",
+        "created": created.isoformat(timespec="seconds"),
+        "host": fp,
+        "probe": {"kind": "memory_bandwidth", "version": PROBE_VERSION, "method": METHOD, "tool": "numpy.copyto",
+                  "numpy": np.__version__, "buffer_bytes": n, "repetitions": repetitions, "warmup": True,
+                  "bytes_counted": "read + written"},
+        "bandwidth": results,
+        "conditions": {"loadavg_1m_before": load_before, "loadavg_1m_after": load_after,
+                       "logical_cores": fp["cpu"].get("logical_cores")},
+    }
+
+
+def artifact_path(doc: dict[str, Any], root: Path | None = None) -> Path:
+    root = root or hosts_dir()
+    return root / doc["host"]["id"] / f"bandwidth-{doc['id'].rsplit('-', 1)[1]}.json"
+
+
+def run_probe(buffer_mib: int = 256, repetitions: int = 5, threads: list[int] | None = None) -> Path:
+    """Measure this host and write the artifact under data/hosts/<host-id>/."""
+    doc = probe(buffer_mib, repetitions, threads)
+    return artifacts.write(artifact_path(doc), doc)

@@ -1,0 +1,1 @@
+"""Importers: results measured by other tools, turned into canonical run artifacts."""

@@ -1,0 +1,138 @@
+"""Quality matrices: which models and settings answer which suites, with a seeded sample size.
+
+``data/matrices/<name>.yaml`` with ``kind: quality``::
+
+    schema_version: 1
+    kind: quality
+    name: quality
+    backend: llama_cpp
+    models: [gemma3-270m-q4_k_m]
+    settings: {n_ctx: 8192}
+    sweep: {type_k: [f16, q8_0]}     # optional: every combination is a configuration
+    seed: 1                          # seeds every suite's sample
+    generation: {max_tokens: 96}     # optional: overrides the suites' generation settings
+    suites:
+      - {suite: instruction_precision, sample: 6}
+      - {suite: long_context, sample: 4, generation: {max_tokens: 16}}
+
+Everything (suites, items, checks, settings) is validated before anything runs.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from .. import backends
+from ..errors import ConfigError
+from ..matrix import _validate_settings, find as find_matrix
+from ..paths import relpath
+from ..yamlio import load_yaml, pydantic_error_line
+from . import suites as suites_mod
+
+QUALITY_MATRIX_VERSION = 1
+
+
+class SuiteRef(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    suite: str = Field(..., description="Suite name in data/suites/ or a path.")
+    sample: int | None = Field(None, ge=1, description="Seeded sample size (default: every item).")
+    generation: dict[str, Any] = Field(default_factory=dict, description="Generation overrides for this suite.")
+
+
+class QualityMatrixFile(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    schema_version: int = QUALITY_MATRIX_VERSION
+    kind: Literal["quality"] = Field(..., description="Marks a quality matrix (speed matrices have no kind).")
+    name: str = Field(..., min_length=1)
+    description: str = ""
+    backend: str = "llama_cpp"
+    models: list[str] = Field(..., min_length=1)
+    settings: dict[str, Any] = Field(default_factory=dict)
+    sweep: dict[str, list[Any]] = Field(default_factory=dict)
+    seed: int = Field(0, description="Seed of every suite's sample.")
+    generation: dict[str, Any] = Field(default_factory=dict, description="Generation overrides for every suite.")
+    timeout_s: float = Field(1800.0, gt=0, description="Wall-clock limit of one configuration x suite child process.")
+    suites: list[SuiteRef] = Field(..., min_length=1)
+
+
+@dataclass(frozen=True)
+class QualityConfiguration:
+    matrix: str
+    matrix_file: str
+    backend: str
+    model: str
+    settings: Any
+    swept: dict[str, Any]
+    suite: suites_mod.Suite
+    items: list[suites_mod.Item]
+    sample: int | None
+    seed: int
+    generation: suites_mod.Generation
+    timeout_s: float
+
+
+@dataclass(frozen=True)
+class QualityMatrix:
+    path: Path
+    spec: QualityMatrixFile
+    configurations: list[QualityConfiguration]
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+
+def _generation(base: suites_mod.Generation, *overrides: dict[str, Any], src: str, field: str) -> suites_mod.Generation:
+    merged = base.model_dump()
+    for o in overrides:
+        merged.update(o)
+    try:
+        return suites_mod.Generation.model_validate(merged)
+    except ValidationError as exc:
+        raise ConfigError(pydantic_error_line(exc, {"*": list(suites_mod.Generation.model_fields)}), file=src,
+                          field=field) from None
+
+
+def load(name_or_path: str | Path) -> QualityMatrix:
+    path = find_matrix(str(name_or_path))
+    src = relpath(path)
+    raw = load_yaml(path)
+    if not isinstance(raw, dict):
+        raise ConfigError("a matrix must be a mapping", file=src)
+    if raw.get("kind") != "quality":
+        raise ConfigError("not a quality matrix (add `kind: quality`; speed matrices run with `invoke bench`)",
+                          file=src, field="kind")
+    try:
+        spec = QualityMatrixFile.model_validate(raw)
+    except ValidationError as exc:
+        raise ConfigError(pydantic_error_line(exc, {"*": list(QualityMatrixFile.model_fields)}), file=src) from None
+    if spec.schema_version != QUALITY_MATRIX_VERSION:
+        raise ConfigError(f"version {spec.schema_version} is not supported", file=src, field="schema_version")
+    try:
+        cls = backends.settings_class(spec.backend)
+    except Exception as exc:
+        raise ConfigError(str(exc).removeprefix("backend: "), file=src, field="backend") from None
+    for i, ref in enumerate(spec.suites):  # a bad suite name fails here, naming the matrix field
+        try:
+            suites_mod.find(ref.suite)
+        except ConfigError as exc:
+            raise ConfigError(exc.detail, file=src, field=f"suites[{i}].suite") from None
+    loaded = [suites_mod.load(ref.suite) for ref in spec.suites]
+    keys = list(spec.sweep)
+    combos = list(itertools.product(*(spec.sweep[k] for k in keys))) or [()]
+    cfgs: list[QualityConfiguration] = []
+    for model in spec.models:
+        for combo in combos:
+            swept = dict(zip(keys, combo))
+            settings = _validate_settings(cls, {**spec.settings, **swept}, path, swept)
+            for i, (ref, suite) in enumerate(zip(spec.suites, loaded)):
+                gen = _generation(suite.generation, spec.generation, ref.generation, src=src, field=f"suites[{i}].generation")
+                cfgs.append(QualityConfiguration(spec.name, src, spec.backend, model, settings, swept, suite,
+                                                 suite.sample(ref.sample, spec.seed), ref.sample, spec.seed, gen,
+                                                 spec.timeout_s))
+    return QualityMatrix(path, spec, cfgs)

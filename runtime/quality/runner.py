@@ -1,0 +1,252 @@
+"""Run a quality matrix: generate in a child process, score in this one, write one artifact each.
+
+For every (model, settings, suite) configuration: the seeded sample of items goes to a
+child process (``runtime.quality.worker`` through ``runtime.runner.run_child``: crash,
+abort and timeout isolation, log and peak RSS captured); the outputs come back; each is
+scored here by its scorer (model-written code only through the sandbox) and checked by
+the shared degeneration detector; the artifact (``quality`` type) is written atomically
+to ``data/quality/<host>/<model>/<suite>--<key16>-<stamp>.json``.
+
+The key covers everything that changes a verdict: backend and its version, model file
+hash, settings, suite name, version and content hash, the sampled item ids, generation
+parameters, host, the scorers' and the detector's versions. An existing key is skipped
+(resume); ``force`` runs again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable
+
+from pipelines.degeneration import VERSION as DEGENERATION_VERSION
+from pipelines.degeneration import detect
+
+from .. import __version__, artifacts, backends, models, stats
+from .. import host as hostinfo
+from ..paths import data_dir, relpath
+from ..runner import ChildOutcome, run_child, tail_log
+from . import scorers
+from .matrix import QualityConfiguration, load as load_matrix
+
+METHOD_VERSION = 1
+
+
+def quality_dir() -> Path:
+    return data_dir() / "quality"
+
+
+def merged_settings(cfg: QualityConfiguration, ref: models.ModelRef) -> Any:
+    """The model's registry default settings under the matrix's own."""
+    cls = type(cfg.settings)
+    defaults = {k: v for k, v in (ref.facts.get("default_settings") or {}).items() if k in cls.model_fields}
+    explicit = cfg.settings.model_dump(mode="json", include=cfg.settings.model_fields_set)
+    return cls.model_validate({**defaults, **explicit})
+
+
+def config_key(cfg: QualityConfiguration, ref: models.ModelRef, settings: dict[str, Any], host_id: str,
+               backend_version: str) -> str:
+    used = sorted({it.scorer for it in cfg.items})
+    ident = {"backend": cfg.backend, "backend_version": backend_version, "model_sha256": ref.sha256,
+             "settings": settings, "suite": {"name": cfg.suite.name, "version": cfg.suite.version,
+                                             "content_sha256": cfg.suite.content_sha256},
+             "items": [it.id for it in cfg.items], "generation": cfg.generation.model_dump(mode="json"),
+             "host": host_id, "method": METHOD_VERSION, "scorers": {s: scorers.get(s).version for s in used},
+             "degeneration": DEGENERATION_VERSION}
+    return hashlib.sha256(json.dumps(ident, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def find_existing(key: str, root: Path | None = None) -> list[Path]:
+    root = root or quality_dir()
+    return sorted(root.rglob(f"*--{key[:16]}-*.json")) if root.exists() else []
+
+
+def _rate(passed: int, n: int) -> dict[str, Any]:
+    lo, hi = stats.wilson_interval(passed, n)
+    return {"n": n, "passed": passed, "pass_rate": passed / n if n else None, "ci95_low": lo, "ci95_high": hi}
+
+
+def _mean(values: list[float]) -> float | None:
+    vals = [v for v in values if v is not None]
+    return sum(vals) / len(vals) if vals else None
+
+
+def summarize_items(items: list[dict[str, Any]]) -> dict[str, Any]:
+    """Pass rate with its Wilson interval, per tag too, degeneration and timing means."""
+    n = len(items)
+    passed = sum(1 for it in items if it["passed"])
+    tags: dict[str, list[bool]] = {}
+    for it in items:
+        for t in it.get("tags") or []:
+            tags.setdefault(t, []).append(it["passed"])
+    degenerate = sum(1 for it in items if it["degeneration"]["degenerate"])
+    timing = [it["timing"] for it in items]
+    return {
+        **_rate(passed, n),
+        "by_tag": {t: _rate(sum(v), len(v)) for t, v in sorted(tags.items())},
+        "degenerate": degenerate,
+        "degenerate_rate": degenerate / n if n else None,
+        "generation_errors": sum(1 for it in items if it.get("error")),
+        "output_tokens_mean": _mean([t.get("output_tokens") for t in timing]),
+        "prompt_tokens_mean": _mean([t.get("prompt_tokens") for t in timing]),
+        "ttft_ms_mean": _mean([t.get("ttft_ms") for t in timing]),
+        "e2e_ms_mean": _mean([t.get("e2e_ms") for t in timing]),
+        "decode_tps_mean": _mean([1000.0 / t["tpot_ms"] for t in timing if t.get("tpot_ms")]),
+    }
+
+
+def score_items(cfg: QualityConfiguration, records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    by_id = {r["id"]: r for r in records}
+    out = []
+    for it in cfg.items:
+        rec = by_id.get(it.id)
+        if rec is None:  # not generated (the child died first): not scored, not counted
+            continue
+        text = rec.get("text") or ""
+        t0 = time.perf_counter()
+        sc = scorers.get(it.scorer)
+        verdict = sc(it.check, text)
+        system = next((m["content"] for m in it.messages if m["role"] == "system"), None)
+        out.append({
+            "id": it.id,
+            "tags": it.tags,
+            "prompt": it.prompt,
+            "system": system,
+            "expected": it.expected,
+            "scorer": it.scorer,
+            "scorer_version": sc.version,
+            "check": it.check,
+            "output": text,
+            "passed": verdict.passed,
+            "score": verdict.score,
+            "details": verdict.details,
+            "degeneration": detect(text),
+            "error": rec.get("error"),
+            "timing": {k: rec.get(k) for k in ("ttft_ms", "tpot_ms", "e2e_ms", "output_tokens", "prompt_tokens",
+                                               "finish_reason", "wall_s")},
+            "scoring_s": time.perf_counter() - t0,
+        })
+    return out
+
+
+def build_artifact(*, cfg: QualityConfiguration, ref: models.ModelRef, settings: Any, host: dict[str, Any], key: str,
+                   backend_version: str, outcome: ChildOutcome) -> dict[str, Any]:
+    created = datetime.now(timezone.utc)
+    res = outcome.result or {}
+    items = score_items(cfg, res.get("items") or [])
+    complete = len(items) == len(cfg.items)
+    status = "ok" if res.get("status") == "ok" and outcome.exit_code == 0 and complete else "failed"
+    error = None
+    if status == "failed":
+        if outcome.timed_out:
+            error = {"kind": "timeout", "message": f"no result within {cfg.timeout_s:g} s; child killed "
+                                                   f"({len(items)} of {len(cfg.items)} items generated)"}
+        elif outcome.signal:
+            error = {"kind": "crash", "message": f"child process ended by {outcome.signal} "
+                                                 f"({len(items)} of {len(cfg.items)} items generated)"}
+        elif res.get("error"):
+            error = dict(res["error"])
+        else:
+            error = {"kind": "crash", "message": f"child exited with code {outcome.exit_code}; "
+                                                 f"{len(items)} of {len(cfg.items)} items generated"}
+        error["signal"] = outcome.signal
+        error["exit_code"] = outcome.exit_code
+    describe = res.get("describe") or {}
+    load = res.get("load") or {}
+    effective = dict(load.get("effective_settings") or {})
+    effective.update(backends.backend_class(cfg.backend).log_facts(outcome.log))
+    model_desc = describe.get("model") or {}
+    sandbox = sorted({layer for it in items for layer in (it["details"].get("isolation") or [])})
+    doc = {
+        "artifact": "quality",
+        "schema_version": artifacts.ARTIFACT_TYPES["quality"].version,
+        "id": f"q{key[:12]}-{created.strftime('%Y%m%dT%H%M%SZ')}",
+        "key": key,
+        "created": created.isoformat(timespec="seconds"),
+        "status": status,
+        "error": error,
+        "matrix": {"name": cfg.matrix, "file": cfg.matrix_file},
+        "backend": cfg.backend,
+        "suite": {"name": cfg.suite.name, "version": cfg.suite.version, "category": cfg.suite.category,
+                  "description": cfg.suite.description, "file": relpath(cfg.suite.path),
+                  "includes": cfg.suite.includes, "content_sha256": cfg.suite.content_sha256,
+                  "n_items_in_suite": len(cfg.suite.items), "source": cfg.suite.source_info,
+                  "sample": {"requested": cfg.sample, "seed": cfg.seed, "ids": [it.id for it in cfg.items]}},
+        "generation": cfg.generation.model_dump(mode="json"),
+        "settings": {"requested": settings.model_dump(mode="json"), "swept": cfg.swept, "effective": effective},
+        "model": {
+            "name": ref.name, "file_name": Path(ref.path).name, "sha256": ref.sha256, "size_bytes": ref.size_bytes,
+            "source": ref.source, "synthetic": bool(ref.facts.get("synthetic")),
+            "gguf": {k: v for k, v in ref.facts.items() if k not in ("default_settings",)},
+            "desc": model_desc.get("desc"), "n_params": model_desc.get("n_params"),
+        },
+        "host": host,
+        "build": {**(describe.get("build") or {"backend": cfg.backend}), "backend_version": backend_version,
+                  "almanac": __version__, "method_version": METHOD_VERSION,
+                  "scorers": {s: scorers.get(s).version for s in sorted({it.scorer for it in cfg.items})},
+                  "degeneration_version": DEGENERATION_VERSION},
+        "items": items,
+        "summary": summarize_items(items),
+        "sandbox": {"isolation": sandbox} if sandbox else None,
+        "resources": {"peak_rss_bytes": outcome.peak_rss_bytes, "wall_s": outcome.wall_s,
+                      "load_time_s": load.get("load_time_s"), "exit_code": outcome.exit_code, "signal": outcome.signal,
+                      "scoring_s": sum(it["scoring_s"] for it in items)},
+        "log_tail": tail_log(outcome.log),
+    }
+    return doc
+
+
+def artifact_path(doc: dict[str, Any], root: Path | None = None) -> Path:
+    root = root or quality_dir()
+    stamp = doc["id"].split("-", 1)[1]
+    return root / doc["host"]["id"] / hostinfo.slug(doc["model"]["name"]) / f"{doc['suite']['name']}--{doc['key'][:16]}-{stamp}.json"
+
+
+@dataclass
+class QualityReport:
+    matrix: str
+    measured: list[Path] = field(default_factory=list)
+    skipped: list[Path] = field(default_factory=list)
+    failed: list[Path] = field(default_factory=list)
+
+
+def run_quality_matrix(name_or_path: str, *, force: bool = False, retry_failed: bool = False,
+                       on_event: Callable[[str, dict[str, Any]], None] | None = None,
+                       root: Path | None = None) -> QualityReport:
+    """Generate and score every configuration of a quality matrix not done yet. Input is validated first."""
+    m = load_matrix(name_or_path)
+    registry = models.load_registry()
+    refs = {name: models.resolve(name, registry) for name in dict.fromkeys(c.model for c in m.configurations)}
+    host = hostinfo.fingerprint()
+    report = QualityReport(m.name)
+    emit = on_event or (lambda kind, info: None)
+    emit("start", {"matrix": m.name, "total": len(m.configurations), "host": host["id"]})
+    for i, cfg in enumerate(m.configurations, 1):
+        ref = refs[cfg.model]
+        settings = merged_settings(cfg, ref)
+        bversion = backends.version(cfg.backend)
+        key = config_key(cfg, ref, settings.model_dump(mode="json"), host["id"], bversion)
+        label = {"index": i, "total": len(m.configurations), "model": cfg.model, "suite": cfg.suite.name,
+                 "items": len(cfg.items), "swept": cfg.swept}
+        existing = find_existing(key, root)
+        if existing and not force:
+            last = artifacts.load(existing[-1])
+            if last["status"] == "ok" or not retry_failed:
+                report.skipped.append(existing[-1])
+                emit("skip", {**label, "path": relpath(existing[-1]), "status": last["status"]})
+                continue
+        emit("run", label)
+        job = {"backend": cfg.backend, "model": ref.to_dict(), "settings": settings.model_dump(mode="json"),
+               "generation": cfg.generation.model_dump(mode="json"), "items": [it.to_dict() for it in cfg.items]}
+        outcome = run_child(job, cfg.timeout_s, module="runtime.quality.worker")
+        doc = build_artifact(cfg=cfg, ref=ref, settings=settings, host=host, key=key, backend_version=bversion,
+                             outcome=outcome)
+        path = artifacts.write(artifact_path(doc, root), doc)
+        (report.measured if doc["status"] == "ok" else report.failed).append(path)
+        emit("done", {**label, "path": relpath(path), "status": doc["status"], "summary": doc["summary"],
+                      "error": doc["error"]})
+    return report

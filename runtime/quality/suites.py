@@ -1,0 +1,279 @@
+"""Quality suites: versioned YAML under data/suites/, items with a prompt, a check and a scorer.
+
+A suite file (``data/suites/<name>.yaml``)::
+
+    schema_version: 1
+    name: instruction_precision
+    version: 2                 # bump when items change; the content hash is recorded too
+    category: instruction_precision
+    description: ...
+    include: instruction_precision_t1.yaml   # or a list; their items come first
+    scorer: format             # default scorer of the items
+    generation: {max_tokens: 96}
+    items:
+      - id: json-only-object
+        tags: [T2]
+        prompt: "Output only a JSON object with keys name and age ..."
+        check: {json_only: true}
+
+Items may also come from a ``generator`` (``needle``: haystacks of several lengths with a
+value hidden at several depths, seeded) or a ``source`` adapter over a public set from a
+package (``humaneval``, ``ifbench``; see ``public.py``). ``include:`` merges the included
+file under this one (fields here win, ``generation`` and ``generator`` merge key by key)
+and prepends its items; an item id may appear once. Every check is validated against its
+scorer's model when the suite loads, so a bad suite fails before anything runs, with the
+file and the field named.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from ..errors import ConfigError
+from ..paths import data_dir, relpath
+from ..yamlio import load_yaml, pydantic_error_line
+from . import scorers
+
+SUITE_FORMAT_VERSION = 1
+
+
+class Generation(BaseModel):
+    """Generation parameters (a matrix may override them)."""
+
+    model_config = ConfigDict(extra="forbid")
+    max_tokens: int = Field(128, ge=1, description="Tokens generated per item at most.")
+    temperature: float = Field(0.0, ge=0.0, description="Sampling temperature (0 = greedy, reproducible).")
+    top_k: int = Field(40, ge=0)
+    top_p: float = Field(0.95, gt=0.0, le=1.0)
+    min_p: float = Field(0.05, ge=0.0, le=1.0)
+    repeat_penalty: float = Field(1.0, gt=0.0)
+
+
+class ItemSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    id: str = Field(..., min_length=1, pattern=r"^[A-Za-z0-9][A-Za-z0-9._:/-]*$")
+    prompt: str = Field(..., min_length=1, description="The user message.")
+    system: str | None = Field(None, description="An optional system message.")
+    scorer: str | None = Field(None, description="Scorer of this item (default: the suite's).")
+    check: dict[str, Any] = Field(..., description="What the scorer checks (its own fields).")
+    expected: str | None = Field(None, description="The expected answer in words, for pages (default: from the check).")
+    tags: list[str] = Field(default_factory=list, description="Tiers or topics, e.g. T1.")
+    max_tokens: int | None = Field(None, ge=1, description="Overrides the suite's max_tokens for this item.")
+
+
+class NeedleGenerator(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    kind: str = Field("needle", pattern="^needle$")
+    context_tokens: list[int] = Field(..., min_length=1, description="Haystack lengths (estimated tokens).")
+    depths: list[float] = Field(..., min_length=1, description="Needle positions, 0 = start, 1 = end.")
+    seed: int = Field(0, description="Seed of the haystack text and the hidden values.")
+    chars_per_token: float = Field(4.0, gt=0, description="Estimate used to size the haystack; the run records real prompt tokens.")
+
+
+class Source(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    adapter: str = Field(..., description="Public set adapter: humaneval or ifbench.")
+    options: dict[str, Any] = Field(default_factory=dict)
+
+
+class SuiteFile(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    schema_version: int = Field(SUITE_FORMAT_VERSION)
+    name: str = Field(..., min_length=1, pattern=r"^[a-z0-9][a-z0-9_-]*$")
+    version: int = Field(..., ge=1, description="Version of the suite's content.")
+    category: str = Field(..., description="Seed category: instruction_precision, math, long_context, agentic, coder, general.")
+    description: str = ""
+    include: str | list[str] | None = None
+    scorer: str | None = None
+    generation: Generation = Field(default_factory=Generation)
+    items: list[ItemSpec] = Field(default_factory=list)
+    generator: NeedleGenerator | None = None
+    source: Source | None = None
+
+
+@dataclass
+class Item:
+    id: str
+    messages: list[dict[str, str]]
+    scorer: str
+    check: dict[str, Any]
+    expected: str
+    tags: list[str] = field(default_factory=list)
+    max_tokens: int | None = None
+
+    @property
+    def prompt(self) -> str:
+        return self.messages[-1]["content"]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "messages": self.messages, "scorer": self.scorer, "check": self.check,
+                "expected": self.expected, "tags": self.tags, "max_tokens": self.max_tokens}
+
+
+@dataclass
+class Suite:
+    name: str
+    version: int
+    category: str
+    description: str
+    path: Path
+    generation: Generation
+    items: list[Item]
+    source_info: dict[str, Any] = field(default_factory=dict)
+    includes: list[str] = field(default_factory=list)
+
+    @property
+    def content_sha256(self) -> str:
+        blob = json.dumps([i.to_dict() for i in self.items], sort_keys=True, ensure_ascii=False)
+        return hashlib.sha256(blob.encode()).hexdigest()
+
+    def sample(self, n: int | None, seed: int) -> list[Item]:
+        """A seeded sample of ``n`` items in suite order (all items when n is None or too large)."""
+        if n is None or n >= len(self.items):
+            return list(self.items)
+        rng = random.Random(f"{seed}:{self.name}:{self.version}")
+        picked = sorted(rng.sample(range(len(self.items)), n))
+        return [self.items[i] for i in picked]
+
+
+def suites_dir() -> Path:
+    return data_dir() / "suites"
+
+
+def find(name_or_path: str | Path) -> Path:
+    p = Path(name_or_path)
+    if p.suffix in (".yaml", ".yml") or p.exists():
+        if not p.exists():
+            raise ConfigError("no such suite file", file=relpath(p))
+        return p
+    cand = suites_dir() / f"{name_or_path}.yaml"
+    if cand.exists():
+        return cand
+    import difflib
+
+    names = sorted(x.stem for x in suites_dir().glob("*.yaml"))
+    close = difflib.get_close_matches(str(name_or_path), names, n=1)
+    hint = f" (did you mean {close[0]!r}?)" if close else f" (known: {', '.join(names)})"
+    raise ConfigError(f"no suite named {name_or_path!r}{hint}", file=relpath(suites_dir()))
+
+
+def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for k, v in over.items():
+        if k == "items":
+            out["items"] = list(base.get("items") or []) + list(v or [])
+        elif k in ("generation", "generator", "source") and isinstance(v, dict) and isinstance(out.get(k), dict):
+            out[k] = {**out[k], **v}
+        else:
+            out[k] = v
+    return out
+
+
+def _read(path: Path, seen: tuple[Path, ...] = ()) -> tuple[dict[str, Any], list[str]]:
+    if path.resolve() in seen:
+        raise ConfigError("include cycle", file=relpath(path), field="include")
+    raw = load_yaml(path)
+    if not isinstance(raw, dict):
+        raise ConfigError("a suite must be a mapping", file=relpath(path))
+    inc = raw.pop("include", None)
+    includes: list[str] = []
+    merged: dict[str, Any] = {}
+    for i, name in enumerate([inc] if isinstance(inc, str) else list(inc or [])):
+        if not isinstance(name, str):
+            raise ConfigError("include must name a suite file", file=relpath(path), field=f"include[{i}]")
+        base_path = (path.parent / name).resolve()
+        if not base_path.exists():
+            raise ConfigError(f"included file {name!r} not found", file=relpath(path), field="include")
+        base, sub = _read(base_path, seen + (path.resolve(),))
+        includes += [relpath(base_path)] + sub
+        merged = _merge(merged, base)
+    return _merge(merged, raw), includes
+
+
+def _expected_text(scorer: str, check: dict[str, Any]) -> str:
+    if scorer in ("exact", "multiple_choice", "numeric", "needle"):
+        a = check.get("answer")
+        return " | ".join(map(str, a)) if isinstance(a, list) else str(a)
+    if scorer == "code_exec":
+        return f"passes the unit tests of {check.get('entry_point')}"
+    if scorer == "ifbench":
+        return "follows: " + ", ".join(check.get("instruction_id_list", []))
+    if scorer == "json_schema":
+        return "valid JSON" + (f" containing {json.dumps(check['expect'], sort_keys=True)}" if check.get("expect") else "")
+    if scorer == "format":
+        return "; ".join(f"{k}={json.dumps(v)}" for k, v in sorted(check.items()))
+    return json.dumps(check, sort_keys=True)
+
+
+def validate_item(item: Item, src: str, where: str) -> Item:
+    try:
+        sc = scorers.get(item.scorer)
+    except KeyError as exc:
+        raise ConfigError(str(exc).strip("'\""), file=src, field=f"{where}.scorer") from None
+    try:
+        checked = sc.check_model.model_validate(item.check)
+    except ValidationError as exc:
+        raise ConfigError(pydantic_error_line(exc, {"*": list(sc.check_model.model_fields)}), file=src,
+                          field=f"{where}.check") from None
+    item.check = checked.model_dump(mode="json", by_alias=True, exclude_defaults=True)
+    return item
+
+
+def load(name_or_path: str | Path) -> Suite:
+    """A suite with its items resolved (includes merged, generator expanded, adapter read)."""
+    path = find(name_or_path)
+    src = relpath(path)
+    raw, includes = _read(path)
+    try:
+        spec = SuiteFile.model_validate(raw)
+    except ValidationError as exc:
+        raise ConfigError(pydantic_error_line(exc, {"*": list(SuiteFile.model_fields)}), file=src) from None
+    if spec.schema_version != SUITE_FORMAT_VERSION:
+        raise ConfigError(f"format version {spec.schema_version} is not supported (this almanac reads "
+                          f"{SUITE_FORMAT_VERSION})", file=src, field="schema_version")
+    items: list[Item] = []
+    for i, it in enumerate(spec.items):
+        scorer = it.scorer or spec.scorer
+        if scorer is None:
+            raise ConfigError("no scorer (set one on the item or the suite)", file=src, field=f"items[{i}].scorer")
+        messages = ([{"role": "system", "content": it.system}] if it.system else []) + [{"role": "user", "content": it.prompt}]
+        item = Item(it.id, messages, scorer, it.check, it.expected or "", it.tags, it.max_tokens)
+        validate_item(item, src, f"items[{i}]")
+        if not item.expected:
+            item.expected = _expected_text(scorer, item.check)
+        items.append(item)
+    source_info: dict[str, Any] = {}
+    if spec.generator is not None:
+        from .generators import needle_items
+
+        items += [validate_item(it, src, "generator") for it in needle_items(spec.generator)]
+        source_info = {"generator": spec.generator.model_dump(mode="json")}
+    if spec.source is not None:
+        from . import public
+
+        try:
+            adapter = public.get(spec.source.adapter)
+        except KeyError as exc:
+            raise ConfigError(str(exc).strip("'\""), file=src, field="source.adapter") from None
+        got, source_info = adapter(spec.source.options)
+        items += [validate_item(it, src, f"source item {it.id}") for it in got]
+    seen: set[str] = set()
+    for it in items:
+        if it.id in seen:
+            raise ConfigError(f"item id {it.id!r} appears twice (check included files)", file=src, field="items")
+        seen.add(it.id)
+    if not items:
+        raise ConfigError("the suite has no items", file=src, field="items")
+    return Suite(spec.name, spec.version, spec.category, spec.description, path, spec.generation, items,
+                 source_info, includes)
+
+
+def list_suites() -> list[Path]:
+    return sorted(suites_dir().glob("*.yaml"))

@@ -1,0 +1,132 @@
+"""Failed run artifacts for configurations a remote host did not measure.
+
+When a host is unreachable, refuses us, crashes or times out, every configuration it had
+not finished becomes a failed run artifact here, so the failure is data like any other.
+What such an artifact can honestly say:
+
+* host: the fingerprint, when the host was reached and reported it before failing;
+  otherwise the inventory's view (``"source": "inventory"``: name, address, port, labels;
+  hardware unknown, written as null / 0 / []), with the id ``<name>-inventory``;
+* model: name and registry facts; the sha256 is the registry's, or the hash of the file
+  when it exists here (a package model fetched here, a path that exists on this machine),
+  and null when neither is known (the file lives only on the host);
+* build: the backend version the host reported, or "unknown (host not reached)".
+"""
+
+from __future__ import annotations
+
+import importlib
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from .. import __version__, artifacts, models, runner
+from .. import host as hostinfo
+from .. import matrix as matrix_mod
+from ..hosts import Host
+
+
+def inventory_host(host: Host) -> dict[str, Any]:
+    return {
+        "id": f"{hostinfo.slug(host.name)}-inventory",
+        "name": host.name,
+        "source": "inventory",
+        "address": host.address,
+        "port": host.port,
+        "labels": list(host.labels),
+        "cpu": {"model": "unknown (host not fingerprinted)", "physical_cores": None, "logical_cores": None,
+                "flags": []},
+        "memory_bytes": 0,
+        "numa_nodes": 1,
+        "os": {},
+        "gpus": [],
+    }
+
+
+def model_identity(name: str, registry: models.Registry) -> dict[str, Any]:
+    """What is known here of a model without fetching or building anything."""
+    entry = registry.models.get(name)
+    ident: dict[str, Any] = {"name": name, "file_name": Path(name).name if name.endswith(".gguf") else name,
+                             "sha256": None, "size_bytes": 0, "source": "unknown", "facts": {}}
+    path: Path | None = None
+    if entry is None:
+        path = Path(name) if name.endswith(".gguf") else None
+        ident["source"] = "path"
+    elif entry.package:
+        ident["source"] = f"package:{entry.package}"
+        try:
+            module = importlib.import_module(entry.package.replace("-", "_"))
+            fname, sha = models._package_expected(module)
+            ident.update(file_name=fname, sha256=sha)
+            cached = models.cache_dir() / "models" / fname
+            path = cached if cached.is_file() else None
+        except Exception:
+            pass
+    else:
+        ident["source"] = "path"
+        path = Path(entry.path).expanduser()
+        ident["file_name"] = path.name
+    if entry is not None and entry.sha256:
+        ident["sha256"] = entry.sha256
+    if path is not None and path.is_file():
+        try:
+            ident["sha256"] = ident["sha256"] or models.cached_sha256(path)
+            ident["size_bytes"] = path.stat().st_size
+            ident["facts"] = models.gguf_facts(path)
+        except Exception:
+            pass
+    if entry is not None:
+        ident["facts"].update(description=entry.description, family=entry.family)
+    return ident
+
+
+def failed_artifacts(*, matrix: matrix_mod.Matrix, host: Host, kind: str, message: str, done: set[tuple],
+                     reported_host: dict[str, Any] | None, backend_versions: dict[str, str], log_tail: str,
+                     wall_s: float, exit_code: int | None = None, signal: str | None = None,
+                     remote: dict[str, Any] | None = None, root: Path | None = None) -> list[Path]:
+    """Write one failed artifact per configuration of ``matrix`` not in ``done``
+    ((model, test name, swept items) tuples the host finished); return their paths."""
+    registry = models.load_registry()
+    hblock = dict(reported_host) if reported_host else inventory_host(host)
+    if reported_host:
+        hblock.setdefault("source", "fingerprint")
+    paths: list[Path] = []
+    idents: dict[str, dict[str, Any]] = {}
+    for cfg in matrix.configurations():
+        label = (cfg.model, cfg.test.name, tuple(sorted(cfg.swept.items())))
+        if label in done:
+            continue
+        ident = idents.setdefault(cfg.model, model_identity(cfg.model, registry))
+        bversion = backend_versions.get(cfg.backend) or "unknown (host not reached)"
+        settings = cfg.settings.model_dump(mode="json")
+        key = runner.config_key(cfg.backend, ident["sha256"] or "", settings, cfg.test.to_dict(), hblock["id"], bversion)
+        created = datetime.now(timezone.utc)
+        facts = ident["facts"]
+        doc = {
+            "artifact": "run",
+            "schema_version": artifacts.ARTIFACT_TYPES["run"].version,
+            "id": f"{key[:12]}-{created.strftime('%Y%m%dT%H%M%SZ')}",
+            "key": key,
+            "created": created.isoformat(timespec="seconds"),
+            "status": "failed",
+            "error": {"kind": kind, "message": message, "signal": signal, "exit_code": exit_code},
+            "matrix": {"name": cfg.matrix, "file": cfg.matrix_file},
+            "backend": cfg.backend,
+            "test": cfg.test.to_dict(),
+            "settings": {"requested": settings, "swept": cfg.swept, "effective": {}},
+            "model": {"name": cfg.model, "file_name": ident["file_name"], "sha256": ident["sha256"],
+                      "size_bytes": ident["size_bytes"], "source": ident["source"],
+                      "synthetic": bool(facts.get("synthetic")),
+                      "gguf": {k: v for k, v in facts.items() if k != "default_settings"}},
+            "host": hblock,
+            "build": {"backend": cfg.backend, "backend_version": bversion, "almanac": __version__,
+                      "method_version": runner.METHOD_VERSION},
+            "samples": {},
+            "summary": {},
+            "details": {"remote": remote or {}},
+            "resources": {"peak_rss_bytes": None, "peak_vram_bytes": None, "wall_s": max(0.0, wall_s),
+                          "exit_code": exit_code, "signal": signal},
+            "log_tail": log_tail,
+        }
+        paths.append(artifacts.write(runner.artifact_path(doc, root), doc))
+    return paths

@@ -1,0 +1,80 @@
+"""The four planning pages render from fixture artifacts: every figure labelled, every
+artifact string escaped, and a page says what is missing instead of failing."""
+
+from __future__ import annotations
+
+import copy
+import shutil
+from pathlib import Path
+
+import pytest
+
+from pipelines import projections, roofline
+from pipelines.runs import load_runs
+from pipelines.site import planning
+from tests.support.planning_fixtures import embedded_dataset, write_dataset
+
+ROOT = Path(__file__).resolve().parents[1]
+INPUTS = ("optimizations.yaml", "usage_mix.yaml", "whatif.yaml", "memory_planner.yaml")
+
+
+@pytest.fixture
+def fixture_data(data_env):
+    for name in INPUTS:
+        shutil.copy(ROOT / "data" / name, data_env / name)
+    ds = embedded_dataset()
+    evil = copy.deepcopy(ds["runs"][1])
+    evil["model"]["name"] = "<script>alert(1)</script>|*x*"
+    evil["id"] = "e" * 12 + "-20260101T000500Z"
+    evil["key"] = "e" * 64
+    ds["runs"].append(evil)
+    write_dataset(data_env, ds)
+    projections.write_records(load_runs())
+    return data_env
+
+
+def test_projections_page(fixture_data):
+    md = planning.projections_page(load_runs(), projections.load_records())
+    assert "**Last updated:** 2026-01-02T00:00:00\\+00:00" in md  # the newest input artifact, escaped
+    assert "VERIFIED" in md and "PROJECTED" in md and "measured" in md
+    # the long-context role's q8_0 cache projection is verified by the fixture run and shows its error
+    assert "runs/092907140857-20260102T000000Z.md" in md and "error +" in md
+    # never-applicable entries say why
+    assert "needs at least 39 GB" in md and "GPU only" in md
+    assert "no effect: acts on a stage outside" in md  # the prefix cache on a decode rate
+    assert "### Projection accuracy over time" in md and "at projection" in md
+
+
+def test_memory_page(fixture_data):
+    md = planning.memory_page(load_runs(), roofline.load_hosts())
+    assert "### What fits where" in md and "27.0 MiB" in md  # gemma3 KV at 4096, f16, window cache
+    assert "72.0 MiB" in md  # the same with swa_full
+    assert "3 of 3" in md and "within 10%" in md  # two fixture runs and the hostile copy
+    assert "<script>" not in md
+
+
+def test_roofline_page(fixture_data):
+    md = planning.roofline_page(load_runs(), roofline.load_hosts())
+    assert "Host memory bandwidth" in md and "19.20" in md and "25.00" in md
+    assert "&lt;script&gt;alert\\(1\\)&lt;/script&gt;" in md  # the hostile model name, escaped
+    assert "<script>alert" not in md
+    assert "efficiency" in md and "PROJECTED" in md
+
+
+def test_whatif_page(fixture_data):
+    md = planning.whatif_page(load_runs())
+    assert "## Mix warm-chat-server" in md and "700.0 ms" in md
+    assert "decode \\(generation\\) | 600.00 | 85.7%" in md
+    # one cold start per request adds the measured load (0.5 s) to a 700 ms request
+    assert "1,200.0 ms" in md
+
+
+def test_pages_say_what_is_missing(data_env):
+    for name in INPUTS:
+        shutil.copy(ROOT / "data" / name, data_env / name)
+    assert "No baselines measured yet" in planning.projections_page([], [])
+    assert "No models measured yet" in planning.memory_page([], [])
+    assert "No host probe yet" in planning.roofline_page([], [])
+    assert "No measurement for this mix" in planning.whatif_page([])
+    (data_env / "usage_mix.yaml").write_text("roles: []\n")
+    assert "Inputs missing or invalid" in planning.projections_page([], [])

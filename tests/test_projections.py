@@ -1,0 +1,293 @@
+"""Projections: composition rules, applicability, weighting, verification against fixture
+artifacts, projection records and their accuracy history, and bad catalogue input."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+import pytest
+
+from pipelines import projections as P
+from runtime import artifacts
+from runtime.errors import ConfigError
+from tests.support.planning_fixtures import (GEMMA_FACTS, MOE_FACTS, embedded_dataset, rate_test, requested,
+                                             run_doc, write_dataset)
+
+CATALOGUE = """
+schema_version: 1
+optimizations:
+  - id: kv-q8
+    name: KV q8_0
+    effect: {metric: tokens_per_second, stage: decode, roofline: true}
+    source: {kind: model, ref: roofline}
+    applies_when: {recurrent: false}
+    settings: {type_k: q8_0, type_v: q8_0}
+  - id: double-decode
+    name: Twice the decode speed
+    effect: {metric: tokens_per_second, stage: decode, range: [1.5, 2.5]}
+    source: {kind: paper, ref: arXiv:0000.00000}
+    applies_when: {test_kinds: [chat]}
+  - id: big-only
+    name: Large models only
+    effect: {metric: tokens_per_second, stage: decode, factor: 1.76}
+    source: {kind: pr, ref: ggml-org/llama.cpp#18747}
+    applies_when: {min_model_bytes: 39000000000}
+  - id: prefill-fast
+    name: Faster prefill
+    effect: {metric: ttft_ms, stage: prefill, factor: 2.0}
+    source: {kind: paper, ref: arXiv:2312.07104}
+"""
+MIX = """
+schema_version: 1
+name: fixture-mix
+roles:
+  - {role: frontdoor, weight: 0.6, model: gemma3-270m-q4_k_m, test: chat-short, metric: decode_tps, matrix: default}
+  - {role: long-context, weight: 0.3, model: gemma3-270m-q4_k_m, test: tg128@d4096, metric: tokens_per_second,
+     matrix: projections, settings: {type_k: f16}}
+  - {role: worker, weight: 0.1, model: gemma3-270m-q4_k_m, test: tg128, metric: tokens_per_second, matrix: default}
+"""
+
+
+@pytest.fixture
+def inputs(tmp_path):
+    cat_p, mix_p = tmp_path / "optimizations.yaml", tmp_path / "usage_mix.yaml"
+    cat_p.write_text(CATALOGUE)
+    mix_p.write_text(MIX)
+    cat = P.load_catalogue(cat_p)
+    return cat, P.load_usage_mix(mix_p, cat), cat_p, mix_p
+
+
+# -- composition ----------------------------------------------------------------------------
+def test_factors_on_one_stage_multiply():
+    assert P.compose({"decode": 1.0}, [("decode", 1.5), ("decode", 2.0)]) == pytest.approx(3.0)
+
+
+def test_stages_compose_by_amdahl():
+    # prefill 20% of the time made 2x faster, decode 80% made 1.5x faster:
+    # new time = 0.2 / 2 + 0.8 / 1.5 = 0.6333 -> speed-up 1.5789
+    assert P.compose({"prefill": 0.2, "decode": 0.8}, [("prefill", 2.0), ("decode", 1.5)]) == pytest.approx(1 / (0.1 + 0.8 / 1.5))
+    # a stage outside the metric changes nothing
+    assert P.compose({"decode": 1.0}, [("prefill", 10.0)]) == pytest.approx(1.0)
+    # "all" speeds every stage
+    assert P.compose({"prefill": 0.3, "decode": 0.7}, [("all", 2.0)]) == pytest.approx(2.0)
+
+
+def test_weighted_average_is_tokens_over_time():
+    # 50% of tokens at 10 t/s, 50% at 30 t/s: 1 / (0.5/10 + 0.5/30) = 15 t/s (not 20)
+    assert P.weighted_average([(0.5, 10.0), (0.5, 30.0)], True) == pytest.approx(15.0)
+    assert P.weighted_average([(1, 100.0), (3, 200.0)], False) == pytest.approx(175.0)
+    assert P.weighted_average([], True) is None
+
+
+# -- applicability -----------------------------------------------------------------------------
+def _attrs(**over):
+    a = {"model_bytes": 250_000_000, "architecture": "gemma3", "recurrent": False, "moe": False,
+         "sliding_window": True, "drafts": [], "device": "cpu", "host_gpus": [], "test_kind": "chat", "depth": 19}
+    a.update(over)
+    return a
+
+
+def test_applicability_rules():
+    A = P.Applicability
+    assert P.applicability(A(), _attrs()) == []
+    assert "39 GB" in P.applicability(A(min_model_bytes=39_000_000_000), _attrs())[0]
+    assert P.applicability(A(min_model_bytes=39_000_000_000), _attrs(model_bytes=40_000_000_000)) == []
+    assert "recurrent" in P.applicability(A(recurrent=False), _attrs(architecture="mamba", recurrent=True))[0]
+    assert "draft" in P.applicability(A(needs_draft_same_vocab=True), _attrs())[0]
+    assert P.applicability(A(needs_draft_same_vocab=True), _attrs(drafts=["small"])) == []
+    assert "GPU only" in P.applicability(A(device="gpu"), _attrs())[0]
+    assert "dense" in P.applicability(A(moe=True), _attrs())[0]
+    assert P.applicability(A(architectures=["llama"]), _attrs())[0].startswith("architecture gemma3")
+    assert P.applicability(A(test_kinds=["chat"]), _attrs(test_kind="rate"))
+    assert P.applicability(A(min_depth=1024), _attrs(depth=4096)) == []
+
+
+def test_run_attributes_find_a_draft_of_the_same_vocabulary():
+    big = run_doc(test=rate_test(n_gen=16), metrics={"tokens_per_second": [1.0, 1.1]}, model="big", sha="b" * 64,
+                  size=10**9)
+    small = run_doc(test=rate_test(n_gen=16), metrics={"tokens_per_second": [1.0, 1.1]}, model="small", sha="c" * 64,
+                    size=10**8)
+    other = run_doc(test=rate_test(n_gen=16), metrics={"tokens_per_second": [1.0, 1.1]}, model="moe",
+                    facts=MOE_FACTS, sha="d" * 64, size=10**7)
+    a = P.run_attributes(big, [big, small, other])
+    assert a["drafts"] == ["small"] and not a["moe"] and a["sliding_window"]
+    assert P.run_attributes(small, [big, small])["drafts"] == []  # a draft must be smaller
+    assert P.run_attributes(other, [other])["moe"]
+
+
+# -- projection on fixture artifacts -------------------------------------------------------------
+def test_projection_on_fixture_data(inputs):
+    cat, mix, _, _ = inputs
+    runs = embedded_dataset()["runs"]
+    ps = P.project(runs, cat, mix, "fixture-host-0000aaaa")
+    roles = {r.role.role: r for r in ps.roles}
+    front, long, worker = roles["frontdoor"], roles["long-context"], roles["worker"]
+    assert front.baseline == pytest.approx((61.0 + 62.0 + 62.4) / 3)
+    # stage split of a decode rate: decode 600, sample 30, detokenise 2 ms per request
+    assert front.shares == pytest.approx({"decode": 600 / 632, "sample": 30 / 632, "detokenise": 2 / 632})
+    assert front.shares_source == "measured stage timings"
+    # double-decode applies to chat only; big-only to nobody; prefill-fast is outside a decode rate
+    opts = {o.opt.id: o for o in front.opts}
+    assert opts["double-decode"].applies and not opts["big-only"].applies
+    assert opts["prefill-fast"].applies and not opts["prefill-fast"].in_metric
+    assert not {o.opt.id: o for o in worker.opts}["double-decode"].applies
+    p = front.projections["double-decode"]
+    sp_lo = 1 / (1 - 600 / 632 + 600 / 632 / 1.5)
+    sp_hi = 1 / (1 - 600 / 632 + 600 / 632 / 2.5)
+    sp_mid = 1 / (1 - 600 / 632 + 600 / 632 / 2.0)
+    assert (p.low, p.mid, p.high) == pytest.approx((front.baseline * sp_lo, front.baseline * sp_mid, front.baseline * sp_hi))
+    assert p.status == "PROJECTED" and p.target_settings is None  # no settings: cannot be run here
+    assert front.projections["prefill-fast"].mid == pytest.approx(front.baseline)
+    # kv-q8 on the long-context role: roofline factor and a verification run exists
+    pl = long.projections["kv-q8"]
+    assert pl.status == "VERIFIED"
+    measured = (31.0 + 31.5 + 32.0) / 3
+    assert pl.verification["value"] == pytest.approx(measured)
+    assert pl.verification["error"] == pytest.approx(pl.mid / measured - 1)
+    assert pl.target_settings["type_k"] == "q8_0" and pl.target_settings["type_v"] == "q8_0"
+    assert pl.speedup[1] > 1.0
+    # the worker's kv-q8 projection has no verification run
+    assert worker.projections["kv-q8"].status == "PROJECTED"
+    # scenarios: each applicable optimization alone, then all of them
+    names = [n for n, _ in ps.scenarios]
+    assert names == ["kv-q8", "double-decode", "prefill-fast", "all applicable"]
+    assert ps.last_updated() == "2026-01-02T00:00:00+00:00"  # the verification run is the newest input
+
+
+def test_roofline_factor_is_the_bytes_ratio(inputs):
+    from pipelines import roofline
+    from pipelines.memory import ModelShape
+
+    cat, mix, _, _ = inputs
+    runs = embedded_dataset()["runs"]
+    ps = P.project(runs, cat, mix, "fixture-host-0000aaaa")
+    long = next(r for r in ps.roles if r.role.role == "long-context")
+    shape = ModelShape.from_facts(GEMMA_FACTS)
+    depths = list(range(4096, 4096 + 128))
+    b16 = roofline.bytes_per_token(shape, depths, type_k="f16", type_v="f16")["total"]
+    b8 = roofline.bytes_per_token(shape, depths, type_k="q8_0", type_v="q8_0")["total"]
+    assert long.projections["kv-q8"].speedup[1] == pytest.approx(b16 / b8)
+
+
+def test_weighted_average_of_scenarios(inputs):
+    cat, mix, _, _ = inputs
+    ps = P.project(embedded_dataset()["runs"], cat, mix, "fixture-host-0000aaaa")
+    w = {x["scenario"]: x for x in ps.weighted()}
+    base = {r.role.role: r.baseline for r in ps.roles}
+    cur = 1 / (0.6 / base["frontdoor"] + 0.3 / base["long-context"] + 0.1 / base["worker"])
+    assert w["current"]["current"] == pytest.approx(cur)
+    # double-decode: only the front door changes
+    front_mid = next(r for r in ps.roles if r.role.role == "frontdoor").projections["double-decode"].mid
+    assert w["double-decode"]["mid"] == pytest.approx(1 / (0.6 / front_mid + 0.3 / base["long-context"] + 0.1 / base["worker"]))
+    assert w["double-decode"]["measured"] is None  # the front door is not verified
+
+
+def test_no_data_and_ambiguous_baselines(inputs):
+    cat, mix, _, _ = inputs
+    runs = embedded_dataset()["runs"]
+    ps = P.project([r for r in runs if r["test"]["name"] != "tg128"], cat, mix, "fixture-host-0000aaaa")
+    worker = next(r for r in ps.roles if r.role.role == "worker")
+    assert worker.baseline_doc is None and "no measured run" in worker.problem
+    # the same test twice in one matrix with different settings: the selector must name one
+    extra = run_doc(test=rate_test(n_gen=128), metrics={"tokens_per_second": [1.0, 2.0]},
+                    settings=requested(n_threads=1))
+    ps = P.project(runs + [extra], cat, mix, "fixture-host-0000aaaa")
+    worker = next(r for r in ps.roles if r.role.role == "worker")
+    assert worker.baseline_doc is None and "2 configurations" in worker.problem
+
+
+# -- records and history --------------------------------------------------------------------------
+def test_record_is_a_valid_artifact_and_history_checks_it_later(inputs, tmp_path):
+    cat, mix, cat_p, mix_p = inputs
+    runs = embedded_dataset()["runs"]
+    # first record: before the q8_0 verification run existed
+    early = [r for r in runs if r["settings"]["requested"]["type_k"] != "q8_0"]
+    ps = P.project(early, cat, mix, "fixture-host-0000aaaa")
+    rec = P.record(ps, mix_file=mix_p, catalogue_file=cat_p, now=datetime(2026, 1, 1, 12, tzinfo=timezone.utc))
+    artifacts.validate(rec)
+    path = artifacts.write(P.record_path(rec, tmp_path / "projections"), rec)
+    entry = next(e for e in rec["entries"] if e["role"] == "long-context" and e["scenario"] == "kv-q8")
+    assert entry["status"] == "PROJECTED" and entry["target_settings"]["type_k"] == "q8_0"
+    records = P.load_records(tmp_path / "projections")
+    assert [r["id"] for r in records] == [rec["id"]] and records[0]["_path"].endswith(path.name)
+    # no measurement yet: nothing checked
+    assert P.accuracy_history(records, early) == []
+    # the verification run arrives later: the recorded projection is checked against it
+    hist = P.accuracy_history(records, runs)
+    assert len(hist) == 1 and hist[0]["when"] == "later" and hist[0]["role"] == "long-context"
+    assert hist[0]["error"] == pytest.approx(entry["projected"]["mid"] / ((31.0 + 31.5 + 32.0) / 3) - 1)
+    # a record made with the run in place carries its verification
+    rec2 = P.record(P.project(runs, cat, mix, "fixture-host-0000aaaa"), mix_file=mix_p, catalogue_file=cat_p,
+                    now=datetime(2026, 1, 3, tzinfo=timezone.utc))
+    artifacts.validate(rec2)
+    assert any(e["status"] == "VERIFIED" for e in rec2["entries"])
+    hist = P.accuracy_history([rec, rec2], runs)
+    assert [h["when"] for h in hist] == ["later", "at projection"]
+
+
+def test_write_records_task_path(data_env):
+    import shutil
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    for name in ("optimizations.yaml", "usage_mix.yaml"):
+        shutil.copy(root / "data" / name, data_env / name)
+    write_dataset(data_env, embedded_dataset())
+    from pipelines.runs import load_runs
+
+    paths = P.write_records(load_runs())
+    assert len(paths) == 1 and paths[0].parent.name == "fixture-host-0000aaaa"
+    doc = artifacts.load(paths[0])
+    statuses = {(e["role"], e["scenario"]): e["status"] for e in doc["entries"]}
+    assert statuses[("long-context", "kv-cache-q8-0")] == "VERIFIED"
+    assert statuses[("frontdoor", "prompt-lookup")] == "PROJECTED"
+    assert ("frontdoor", "paged-attention-pr18747") not in statuses  # never applies to a 0.25 GB model
+
+
+# -- bad input -------------------------------------------------------------------------------------
+@pytest.mark.parametrize("patch,message", [
+    (("factor: 1.76}", "factor: 1.76, range: [1, 2]}"), "exactly one of"),
+    (("metric: ttft_ms", "metric: ttft"), "unknown metric 'ttft'"),
+    (("stage: prefill", "stage: prefil"), "stage"),
+    (("range: [1.5, 2.5]", "range: [2.5, 1.5]"), "low <= high"),
+    (("id: big-only", "id: kv-q8"), "used twice"),
+    (("id: big-only", "id: Big Only"), "lowercase"),
+    (("settings: {type_k: q8_0, type_v: q8_0}", ""), "roofline effect needs 'settings'"),
+])
+def test_catalogue_errors_name_the_problem(tmp_path, patch, message):
+    p = tmp_path / "optimizations.yaml"
+    p.write_text(CATALOGUE.replace(*patch, 1))
+    with pytest.raises(ConfigError) as e:
+        P.load_catalogue(p)
+    assert message in str(e.value) and "optimizations.yaml" in str(e.value)
+
+
+def test_usage_mix_errors(inputs, tmp_path):
+    cat = inputs[0]
+    p = tmp_path / "usage_mix.yaml"
+    p.write_text(MIX.replace("metric: decode_tps", "metric: ttft_ms"))
+    with pytest.raises(ConfigError, match="one unit"):
+        P.load_usage_mix(p, cat)
+    p.write_text(MIX + "scenarios: {both: [kv-q9]}\n")
+    with pytest.raises(ConfigError) as e:
+        P.load_usage_mix(p, cat)
+    assert "did you mean 'kv-q8'" in str(e.value) and "scenarios.both" in str(e.value)
+    p.write_text(MIX.replace("role: worker", "role: frontdoor"))
+    with pytest.raises(ConfigError, match="listed twice"):
+        P.load_usage_mix(p, cat)
+
+
+def test_committed_catalogue_and_mix_load():
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1] / "data"
+    cat = P.load_catalogue(root / "optimizations.yaml")
+    mix = P.load_usage_mix(root / "usage_mix.yaml", cat)
+    assert {o.id for o in cat.optimizations} >= {"kv-cache-q8-0", "prompt-lookup", "paged-attention-pr18747"}
+    assert abs(sum(r.weight for r in mix.roles) - 1.0) < 1e-9
+    # every runnable optimization's settings are valid settings of the backend
+    from runtime.backends import settings_class
+
+    for o in cat.optimizations:
+        if o.settings:
+            settings_class("llama_cpp").model_validate(o.settings)

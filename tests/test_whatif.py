@@ -1,0 +1,70 @@
+"""What-if: stage profiles from artifacts, Amdahl arithmetic, workload mixes."""
+
+from __future__ import annotations
+
+import pytest
+
+from pipelines import whatif as W
+from runtime.errors import ConfigError
+from tests.support.planning_fixtures import CHAT_SHORT, STAGES_A, chat_requests, rate_test, run_doc
+
+
+def test_amdahl():
+    g = W.amdahl(0.8, 0.5)  # 80% of the time in a stage made 2x faster
+    assert g["time_ratio"] == pytest.approx(0.6) and g["speedup"] == pytest.approx(1 / 0.6) and g["saved"] == pytest.approx(0.4)
+    assert W.amdahl(0.25, 1.0)["speedup"] == pytest.approx(4 / 3)  # the limit: 1 / (1 - p)
+    with pytest.raises(ValueError):
+        W.amdahl(1.5, 0.5)
+
+
+def test_stage_profiles():
+    chat = run_doc(test=CHAT_SHORT, metrics={"e2e_ms": [700.0, 700.0], "load_time_s": [2.0]},
+                   samples={"requests": chat_requests([STAGES_A, {**STAGES_A, "decode": 700.0}])})
+    prof = W.stage_profile(chat)
+    assert prof["decode"] == pytest.approx(650.0) and prof["prefill"] == 60.0 and prof["load"] == pytest.approx(2000.0)
+    tg = run_doc(test=rate_test(n_prompt=64, n_gen=16), metrics={"tokens_per_second": [1.0, 1.0]},
+                 details={"perf_counters": [{"t_p_eval_ms": 100.0, "t_eval_ms": 300.0},
+                                            {"t_p_eval_ms": 110.0, "t_eval_ms": 310.0}]})
+    assert W.stage_profile(tg) == {"prefill": 105.0, "decode": 305.0}
+    old = run_doc(test=CHAT_SHORT, metrics={"e2e_ms": [700.0, 700.0]},
+                  samples={"requests": [{k: v for k, v in r.items() if k != "stages_ms"} for r in chat_requests([STAGES_A])]})
+    assert W.stage_profile(old) is None  # an artifact from before stage timing
+
+
+def test_mix_with_cold_starts():
+    chat = run_doc(test=CHAT_SHORT, metrics={"e2e_ms": [700.0, 700.0], "load_time_s": [2.0]},
+                   samples={"requests": chat_requests([STAGES_A])})
+    mix = W.Mix(name="m", entries=[W.MixEntry(model="gemma3-270m-q4_k_m", test="chat-short", weight=0.9),
+                                   W.MixEntry(model="gemma3-270m-q4_k_m", test="chat-short", weight=0.1,
+                                              loads_per_request=1)])
+    res = W.evaluate_mix(mix, [chat], "fixture-host-0000aaaa")
+    per_request = sum(STAGES_A.values())  # 700 ms
+    assert res.per_request_ms["load"] == pytest.approx(0.1 * 2000.0)
+    assert res.total_ms == pytest.approx(per_request + 200.0)
+    shares = res.shares()
+    assert shares["load"] == pytest.approx(200 / 900) and sum(shares.values()) == pytest.approx(1.0)
+    grid = {g["stage"]: g for g in res.grid([0.5])}
+    assert grid["decode"]["gains"][0.5]["speedup"] == pytest.approx(1 / (1 - 0.5 * 600 / 900))
+    assert res.grid([0.5])[0]["stage"] == "decode"  # largest share first
+    empty = W.evaluate_mix(mix, [], "fixture-host-0000aaaa")
+    assert empty.per_request_ms == {} and "no measured run" in empty.missing[0]
+
+
+def test_whatif_file_errors(tmp_path):
+    p = tmp_path / "whatif.yaml"
+    p.write_text("mixes: [{name: a, entries: [{model: m, test: t, weight: 0}]}]\n")
+    with pytest.raises(ConfigError, match="weight"):
+        W.load_whatif(p)
+    p.write_text("reductions: [1.5]\nmixes: [{name: a, entries: [{model: m, test: t, weight: 1}]}]\n")
+    with pytest.raises(ConfigError, match="fraction"):
+        W.load_whatif(p)
+    p.write_text("mixes: [{name: a, entries: [{model: m, test: t, weight: 1}]}, {name: a, entries: [{model: m, test: t, weight: 1}]}]\n")
+    with pytest.raises(ConfigError, match="used twice"):
+        W.load_whatif(p)
+
+
+def test_committed_whatif_loads():
+    from pathlib import Path
+
+    f = W.load_whatif(Path(__file__).resolve().parents[1] / "data" / "whatif.yaml")
+    assert {m.name for m in f.mixes} >= {"warm-chat-server", "one-shot-cli"}
