@@ -99,6 +99,7 @@ def _progress_printer():
     from rich.console import Console
 
     console = Console(stderr=True, highlight=False)
+    state: dict = {}
 
     def on_event(kind, info):
         from runtime.metrics import METRICS
@@ -106,9 +107,12 @@ def _progress_printer():
         if kind == "start":
             console.print(f"[bold]matrix {info['matrix']}[/]: {info['total']} configurations on host {info['host']}")
             if info.get("loadavg") is not None and info["loadavg"] > 0.5 * (info.get("cores") or 1):
-                console.print(f"[yellow]host busy: load average {info['loadavg']:.2f} on {info['cores']} cores; "
-                              "rates measured now will be low (each artifact records the load)[/]")
+                state["busy"] = (info["loadavg"], info["cores"])
             return
+        if kind == "run" and state.pop("busy", None) is not None:
+            load = os.getloadavg()[0]
+            console.print(f"[yellow]host busy: load average {load:.2f}; rates measured now may be low "
+                          "(each artifact records the load it started under)[/]")
         prefix = f"[{info['index']}/{info['total']}] {info['model']} · {info['test']}"
         if info.get("swept"):
             prefix += " · " + ", ".join(f"{k}={v}" for k, v in info["swept"].items())
@@ -181,7 +185,7 @@ def validate(c):
 def build(c, output="site"):
     """Build the site from data/ alone (strict: any macro error or broken link fails it)."""
     c.run(f"{sys.executable} -m mkdocs build --strict --site-dir {shlex.quote(output)}", pty=False,
-          env={"DISABLE_MKDOCS_2_WARNING": "true"})
+          env={"DISABLE_MKDOCS_2_WARNING": "true", "NO_MKDOCS_2_WARNING": "1"})
     index = (ROOT / output / "index.html").resolve()
     print(f"site built: {index}\n  serve it with: invoke site.serve")
 
@@ -190,7 +194,7 @@ def build(c, output="site"):
 def serve(c, port=8000):
     """Serve the site with live reload on http://127.0.0.1:PORT/."""
     c.run(f"{sys.executable} -m mkdocs serve --dev-addr 127.0.0.1:{int(port)}", pty=False,
-          env={"DISABLE_MKDOCS_2_WARNING": "true"})
+          env={"DISABLE_MKDOCS_2_WARNING": "true", "NO_MKDOCS_2_WARNING": "1"})
 
 
 # -- all / test --------------------------------------------------------------------------

@@ -461,10 +461,14 @@ def load_planner_settings(path: Path | None = None) -> PlannerSettings:
 
 
 # -- predicted against measured -------------------------------------------------------------------
+IN_PROCESS_BACKENDS = ("llama_cpp",)  # backends whose run process holds the model (artifact field "backend")
+
+
 def run_prediction(doc: dict[str, Any]) -> dict[str, Any] | None:
     """Predicted peak RSS of a CPU run artifact beside its measured peak. None when the run
-    used a GPU or has no peak RSS."""
-    if doc.get("status") != "ok":
+    used a GPU or has no peak RSS, and for runs whose model was not loaded in the measured
+    process (over HTTP the run's process is the client; the server's memory is not its own)."""
+    if doc.get("status") != "ok" or doc.get("backend") not in IN_PROCESS_BACKENDS:
         return None
     eff = doc["settings"].get("effective") or {}
     req = doc["settings"].get("requested") or {}
