@@ -18,7 +18,6 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
@@ -29,7 +28,8 @@ from pipelines.degeneration import detect
 from .. import __version__, artifacts, backends, models, stats
 from .. import host as hostinfo
 from ..paths import data_dir, relpath
-from ..runner import ChildOutcome, run_child, tail_log
+from .. import runner
+from ..runner import ChildOutcome, merged_settings, run_child, tail_log
 from . import scorers
 from .matrix import QualityConfiguration, load as load_matrix
 
@@ -38,14 +38,6 @@ METHOD_VERSION = 1
 
 def quality_dir() -> Path:
     return data_dir() / "quality"
-
-
-def merged_settings(cfg: QualityConfiguration, ref: models.ModelRef) -> Any:
-    """The model's registry default settings under the matrix's own."""
-    cls = type(cfg.settings)
-    defaults = {k: v for k, v in (ref.facts.get("default_settings") or {}).items() if k in cls.model_fields}
-    explicit = cfg.settings.model_dump(mode="json", include=cfg.settings.model_fields_set)
-    return cls.model_validate({**defaults, **explicit})
 
 
 def config_key(cfg: QualityConfiguration, ref: models.ModelRef, settings: dict[str, Any], host_id: str,
@@ -61,8 +53,7 @@ def config_key(cfg: QualityConfiguration, ref: models.ModelRef, settings: dict[s
 
 
 def find_existing(key: str, root: Path | None = None) -> list[Path]:
-    root = root or quality_dir()
-    return sorted(root.rglob(f"*--{key[:16]}-*.json")) if root.exists() else []
+    return runner.find_existing(key, root or quality_dir())
 
 
 def _rate(passed: int, n: int) -> dict[str, Any]:
@@ -206,12 +197,7 @@ def artifact_path(doc: dict[str, Any], root: Path | None = None) -> Path:
     return root / doc["host"]["id"] / hostinfo.slug(doc["model"]["name"]) / f"{doc['suite']['name']}--{doc['key'][:16]}-{stamp}.json"
 
 
-@dataclass
-class QualityReport:
-    matrix: str
-    measured: list[Path] = field(default_factory=list)
-    skipped: list[Path] = field(default_factory=list)
-    failed: list[Path] = field(default_factory=list)
+QualityReport = runner.MatrixReport  # the same record: measured, skipped, failed
 
 
 def run_quality_matrix(name_or_path: str, *, force: bool = False, retry_failed: bool = False,
