@@ -10,7 +10,8 @@ defaults (pyproject [tool.scikit-build] sets no CMake define; scikit-build-core 
 Release): GGML_NATIVE=ON (-march=native, unless SOURCE_DATE_EPOCH is set), GGML_OPENMP=ON,
 GGML_LLAMAFILE=ON, GGML_CPU_REPACK=ON. Those are passed explicitly here, plus $CMAKE_ARGS
 (llama-cpp-python's pip build honours that variable: set it as you did for pip). The tests,
-examples, server and unified app are switched off; only the llama-bench target is built.
+examples and unified app are switched off; only the targets in ``TARGETS`` are built
+(llama-bench, llama-server, llama-perplexity, llama-quantize), all in ``<build>/bin``.
 """
 
 from __future__ import annotations
@@ -46,13 +47,18 @@ WHEEL_LIKE_DEFINES = [
 MINIMAL_DEFINES = [
     "-DLLAMA_BUILD_TESTS=OFF",
     "-DLLAMA_BUILD_EXAMPLES=OFF",
-    "-DLLAMA_BUILD_SERVER=OFF",
+    "-DLLAMA_BUILD_SERVER=ON",
     "-DLLAMA_BUILD_APP=OFF",
     "-DLLAMA_BUILD_TOOLS=ON",
     "-DLLAMA_BUILD_COMMON=ON",
     "-DLLAMA_OPENSSL=OFF",
 ]
 TARGET = "llama-bench"
+# Every tool the project drives, built together from the same vendored source so that they
+# share one libllama: llama-bench (fidelity), llama-server (a second real server for the
+# backend comparison), llama-perplexity (the perplexity / KL-divergence check) and
+# llama-quantize (the quantization ladder's reference command).
+TARGETS = ("llama-bench", "llama-server", "llama-perplexity", "llama-quantize")
 
 
 def pinned_version() -> str:
@@ -174,6 +180,13 @@ def compiler_version() -> str:
         return "unknown"
 
 
+def tool_path(info: "BuildInfo", name: str) -> Path:
+    """The path of one of ``TARGETS`` in a build."""
+    if name not in TARGETS:
+        raise ConfigError(f"unknown llama.cpp tool {name!r}; built: {', '.join(TARGETS)}", field="tool")
+    return Path(info.lib_dir) / name
+
+
 def ensure_llama_bench(sdist: Path, version: str, commit: str, jobs: int | None = None, log=print) -> BuildInfo:
     """Build llama-bench for ``commit`` unless a build with the same CMake arguments exists."""
     root = build_root(commit)
@@ -183,7 +196,7 @@ def ensure_llama_bench(sdist: Path, version: str, commit: str, jobs: int | None 
     # build_commit field names it instead of "unknown".
     defines = WHEEL_LIKE_DEFINES + MINIMAL_DEFINES + [f"-DLLAMA_BUILD_COMMIT={commit}"] + extra
     binary = build / "bin" / TARGET
-    if record.is_file() and binary.is_file():
+    if record.is_file() and all((build / "bin" / t).is_file() for t in TARGETS):
         info = BuildInfo(**json.loads(record.read_text()))
         if info.cmake_args == defines:
             info.reused = True
@@ -198,8 +211,8 @@ def ensure_llama_bench(sdist: Path, version: str, commit: str, jobs: int | None 
     check_options(src, defines[: len(defines) - len(extra)])  # ours; $CMAKE_ARGS is the user's
     jobs = jobs or os.cpu_count() or 1
     configure = ["cmake", "-S", str(src), "-B", str(build), *defines]
-    compile_ = ["cmake", "--build", str(build), "--target", TARGET, "-j", str(jobs)]
-    log(f"building llama-bench ({commit}) with -j{jobs}; this takes a few minutes the first time …")
+    compile_ = ["cmake", "--build", str(build), "--target", *TARGETS, "-j", str(jobs)]
+    log(f"building {', '.join(TARGETS)} ({commit}) with -j{jobs}; this takes a few minutes the first time …")
     t0 = time.perf_counter()
     for cmd in (configure, compile_):
         proc = subprocess.run(cmd, capture_output=True, text=True)
