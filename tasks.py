@@ -109,6 +109,12 @@ def _progress_printer():
             if info.get("loadavg") is not None and info["loadavg"] > 0.5 * (info.get("cores") or 1):
                 state["busy"] = (info["loadavg"], info["cores"])
             return
+        if kind == "corrupt":
+            console.print(f"corrupt artifact set aside, measured again: {info['path']} -> {info['moved_to']}"
+                          f" ({info['error']})", style="yellow", markup=False)
+            return
+        if kind not in ("skip", "run", "done"):
+            return
         if kind == "run" and state.pop("busy", None) is not None:
             load = os.getloadavg()[0]
             console.print(f"[yellow]host busy: load average {load:.2f}; rates measured now may be low "
@@ -143,9 +149,10 @@ def _progress_printer():
             "retry_failed": "Measure again configurations whose last artifact is a failure.",
             "host": "Run on this inventory host over SSH instead of here (repeat for several; in parallel).",
             "label": "Run on every inventory host with this label (repeatable), e.g. --label gpu.",
-            "inventory": "Hosts inventory (default: data/hosts.yaml)."})
+            "inventory": "Hosts inventory (default: data/hosts.yaml).",
+            "wait": "Seconds to wait for another run measuring on this host to finish (default 0: refuse at once)."})
 @user_errors
-def bench(c, matrix="default", force=False, retry_failed=False, host=None, label=None, inventory=""):
+def bench(c, matrix="default", force=False, retry_failed=False, host=None, label=None, inventory="", wait=0.0):
     """Run a benchmark matrix here (or on inventory hosts over SSH): one artifact per configuration.
 
     Configurations already measured (same model hash, settings, test, host, backend version)
@@ -159,7 +166,8 @@ def bench(c, matrix="default", force=False, retry_failed=False, host=None, label
                             force=force, retry_failed=retry_failed):
             raise Exit(code=1)
         return
-    report = runner.run_matrix(matrix, force=force, retry_failed=retry_failed, on_event=_progress_printer())
+    report = runner.run_matrix(matrix, force=force, retry_failed=retry_failed, on_event=_progress_printer(),
+                               lock_wait_s=float(wait))
     print(f"matrix {report.matrix}: {len(report.measured)} measured, {len(report.failed)} failed, "
           f"{len(report.skipped)} already measured")
 
@@ -184,6 +192,13 @@ def validate(c):
 @user_errors
 def build(c, output="site"):
     """Build the site from data/ alone (strict: any macro error or broken link fails it)."""
+    from runtime import artifacts
+    from runtime.paths import data_dir
+
+    _, problems = artifacts.validate_tree(data_dir())  # a bad artifact: one line naming it, not a mkdocs traceback
+    if problems:
+        more = f" (and {len(problems) - 1} more: invoke validate)" if len(problems) > 1 else ""
+        raise Exit(f"error: {problems[0]}{more}", code=2)
     c.run(f"{sys.executable} -m mkdocs build --strict --site-dir {shlex.quote(output)}", pty=False,
           env={"DISABLE_MKDOCS_2_WARNING": "true", "NO_MKDOCS_2_WARNING": "1"})
     index = (ROOT / output / "index.html").resolve()

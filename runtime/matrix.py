@@ -14,6 +14,7 @@ top-level values serving as their defaults.
 from __future__ import annotations
 
 import itertools
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,7 @@ from .workloads import TestSpec, parse_test
 from .yamlio import load_yaml, pydantic_error_line
 
 MATRIX_VERSION = 1
+MAX_CONFIGURATIONS = 10_000  # a matrix that expands to more is refused before it is expanded
 
 
 class MatrixFile(BaseModel):
@@ -141,7 +143,17 @@ class Matrix:
         (a combination equal to the baseline is the baseline, not a second point)."""
         cls = backends.settings_class(self.spec.backend)
         out: list[Configuration] = []
-        for block in self.blocks or [_plain_block(self)]:
+        blocks = self.blocks or [_plain_block(self)]
+        total = 0
+        for block in blocks:  # counted before anything is expanded: 9 values of 9 settings is 387 million points
+            n = len(block.models) * len(block.tests) * ((1 if block.baseline is not None else 0) + math.prod(
+                len(v) for v in block.sweep.values()))
+            total += n
+            if total > MAX_CONFIGURATIONS:
+                raise ConfigError(f"expands to more than {MAX_CONFIGURATIONS} configurations (models x sweep values "
+                                  "x tests); split it into smaller matrices", file=relpath(self.path),
+                                  field=f"{block.field_prefix}sweep")
+        for block in blocks:
             keys = list(block.sweep)
             combos = list(itertools.product(*(block.sweep[k] for k in keys))) or [()]
             for model in block.models:

@@ -14,7 +14,6 @@ import os
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
@@ -22,15 +21,16 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
 
-from . import __version__, artifacts, backends, stats
+from . import __version__, artifacts, backends, fit, procs, stats
 from . import host as hostinfo
 from . import matrix as matrix_mod
-from . import models
-from .errors import ConfigError
+from . import models, runlock
+from .errors import ArtifactError, ConfigError
 from .paths import project_root, relpath, runs_dir
 
 METHOD_VERSION = 1  # bump when what a measurement means changes; part of every key
 LOG_TAIL_LINES = 120
+KILL_GRACE_S = 2.0  # past its timeout a worker whose runner is gone kills itself after this much more
 NOISY_LOG_PREFIXES = ("llama_graph_n_input_tensors", "create_tensor:", "llama_model_loader: - kv", "load_tensors: layer",
                       "resolve_fused_ops: fused", "llama_model_loader: - type")
 
@@ -47,7 +47,39 @@ def find_existing(key: str, root: Path | None = None) -> list[Path]:
     root = root or runs_dir()
     if not root.exists():
         return []
-    return sorted(root.rglob(f"*--{key[:16]}-*.json"))
+    return sorted(p for p in root.rglob(f"*--{key[:16]}-*.json") if not p.name.startswith("."))
+
+
+def quarantine_dir(root: Path | None = None) -> Path:
+    """Where corrupt artifacts met on resume are set aside: beside the runs folder, never in it."""
+    root = root or runs_dir()
+    return root.parent / "quarantine"
+
+
+def set_aside(path: Path, root: Path | None = None) -> Path:
+    """Move a corrupt artifact out of the runs folder (keeping its relative path), so it counts as not measured."""
+    root = root or runs_dir()
+    try:
+        rel = path.relative_to(root)
+    except ValueError:
+        rel = Path(path.name)
+    dest = quarantine_dir(root) / rel
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    if dest.exists():
+        dest = dest.with_name(f"{dest.name}.{int(time.time() * 1000)}")
+    os.replace(path, dest)
+    return dest
+
+
+def last_valid(key: str, root: Path | None, emit: Callable[[str, dict[str, Any]], None]) -> tuple[Path, dict[str, Any]] | None:
+    """The newest readable artifact of ``key``; corrupt ones met on the way are reported and set aside."""
+    for path in reversed(find_existing(key, root)):
+        try:
+            return path, artifacts.load(path)
+        except ArtifactError as exc:
+            dest = set_aside(path, root)
+            emit("corrupt", {"path": relpath(path), "moved_to": relpath(dest), "error": str(exc)})
+    return None
 
 
 def tail_log(text: str, n: int = LOG_TAIL_LINES) -> str:
@@ -70,12 +102,16 @@ class ChildOutcome:
 
 def run_child(job: dict[str, Any], timeout_s: float, module: str = "runtime.worker") -> ChildOutcome:
     """Run ``python -m <module>`` (default runtime.worker) on ``job``; never raises for what the child does."""
-    with tempfile.TemporaryDirectory(prefix="almanac-job-") as td:
+    with procs.job_dir() as td:
         job_path, out_path, log_path = Path(td, "job.json"), Path(td, "result.json"), Path(td, "log.txt")
         job_path.write_text(json.dumps(job))
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join([str(project_root())] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
         env.setdefault("PYTHONUNBUFFERED", "1")
+        # the worker dies with this process (PR_SET_PDEATHSIG + a watchdog) and kills itself past the deadline
+        # even when no runner is left to enforce it (runtime.procs)
+        env[procs.PARENT_ENV] = str(os.getpid())
+        env[procs.DEADLINE_ENV] = repr(time.time() + timeout_s + KILL_GRACE_S)
         load_before = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
         t0 = time.perf_counter()
         with open(log_path, "wb") as log:
@@ -264,7 +300,8 @@ def baseline_key(cfg: matrix_mod.Configuration, ref: models.ModelRef, host_id: s
 
 
 def run_matrix(name_or_path: str, *, force: bool = False, retry_failed: bool = False,
-               on_event: Callable[[str, dict[str, Any]], None] | None = None, root: Path | None = None) -> MatrixReport:
+               on_event: Callable[[str, dict[str, Any]], None] | None = None, root: Path | None = None,
+               lock_wait_s: float = 0.0) -> MatrixReport:
     """Measure every configuration of a matrix not measured yet. All input is validated first."""
     m = matrix_mod.load(name_or_path)
     cfgs = m.configurations()
@@ -273,8 +310,23 @@ def run_matrix(name_or_path: str, *, force: bool = False, retry_failed: bool = F
     for cfg in cfgs:  # every point against its model's metadata, before anything runs
         preflight(cfg, refs[cfg.model])
     host = hostinfo.fingerprint()
-    report = MatrixReport(m.name)
     emit = on_event or (lambda kind, info: None)
+    for stale in procs.clean_stale_job_dirs():
+        emit("cleaned", {"path": str(stale)})
+    with runlock.run_lock(root or runs_dir(), host["id"], wait_s=lock_wait_s):
+        return _run_configurations(m, cfgs, refs, host, emit, force=force, retry_failed=retry_failed, root=root)
+
+
+def _does_not_fit(cfg: matrix_mod.Configuration, ref: models.ModelRef, settings: Any) -> str | None:
+    n_ctx = backends.backend_class(cfg.backend).context_tokens(settings, cfg.test)
+    verdict = fit.check(ref.facts, n_ctx, fit.available_memory() if n_ctx is not None else None)
+    return None if verdict.ok else verdict.message
+
+
+def _run_configurations(m: matrix_mod.Matrix, cfgs: list[matrix_mod.Configuration], refs: dict[str, models.ModelRef],
+                        host: dict[str, Any], emit: Callable[[str, dict[str, Any]], None], *, force: bool,
+                        retry_failed: bool, root: Path | None) -> MatrixReport:
+    report = MatrixReport(m.name)
     emit("start", {"matrix": m.name, "total": len(cfgs), "host": host["id"],
                    "loadavg": os.getloadavg()[0], "cores": host["cpu"]["logical_cores"]})
     for i, cfg in enumerate(cfgs, 1):
@@ -283,17 +335,22 @@ def run_matrix(name_or_path: str, *, force: bool = False, retry_failed: bool = F
         bversion = backends.version(cfg.backend)
         key = config_key(cfg.backend, ref.sha256, settings.model_dump(mode="json"), cfg.test.to_dict(), host["id"], bversion)
         label = {"index": i, "total": len(cfgs), "model": cfg.model, "test": cfg.test.name, "swept": cfg.swept}
-        existing = find_existing(key, root)
-        if existing and not force:
-            last = artifacts.load(existing[-1])
+        found = last_valid(key, root, emit) if not force else None
+        if found is not None:
+            last_path, last = found
             if last["status"] == "ok" or not retry_failed:
-                report.skipped.append(existing[-1])
-                emit("skip", {**label, "path": relpath(existing[-1]), "status": last["status"]})
+                report.skipped.append(last_path)
+                emit("skip", {**label, "path": relpath(last_path), "status": last["status"]})
                 continue
         emit("run", label)
-        job = {"backend": cfg.backend, "model": ref.to_dict(), "settings": settings.model_dump(mode="json"),
-               "test": cfg.test.model_dump(mode="json")}
-        outcome = run_child(job, cfg.timeout_s)
+        refusal = _does_not_fit(cfg, ref, settings)
+        if refusal is not None:  # a failed artifact, without loading anything
+            outcome = ChildOutcome({"status": "failed", "error": {"kind": "does_not_fit", "message": refusal}},
+                                   None, None, False, None, 0.0, "")
+        else:
+            job = {"backend": cfg.backend, "model": ref.to_dict(), "settings": settings.model_dump(mode="json"),
+                   "test": cfg.test.model_dump(mode="json")}
+            outcome = run_child(job, cfg.timeout_s)
         doc = build_artifact(cfg=cfg, ref=ref, settings=settings, host=host, key=key, backend_version=bversion,
                              outcome=outcome)
         doc["matrix"].update(sweep=cfg.sweep or None, baseline_key=baseline_key(cfg, ref, host["id"], bversion))

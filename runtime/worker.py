@@ -99,6 +99,9 @@ def preload(backend: str) -> None:
 
 
 def main(argv: list[str]) -> int:
+    from .procs import start_watchdog
+
+    start_watchdog(parent_pid=None, deadline=None)  # die with the runner; hold its timeout on our own
     job_path, out_path = Path(argv[1]), Path(argv[2])
     job = json.loads(job_path.read_text())
     preload(job.get("backend", ""))

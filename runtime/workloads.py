@@ -36,12 +36,25 @@ class TestSpec(BaseModel):
     def name(self) -> str:  # pragma: no cover - overridden
         raise NotImplementedError
 
+    @model_validator(mode="after")
+    def _valid_name(self) -> "TestSpec":
+        """A test's name becomes part of an artifact's file name: the rules of an artifact id
+        (no hidden file, no path separator, no control characters, bounded length)."""
+        name = self.name
+        if not TEST_NAME_RE.match(name or "") or len(name) > 80:
+            from .yamlio import quote
+
+            raise ValueError(f"test name {quote(name)} is not a valid id: 1-80 characters, letters, digits and "
+                             "._+@- , starting with a letter or digit")
+        return self
+
     def to_dict(self) -> dict[str, Any]:
         d = self.model_dump(mode="json")
         d["name"] = self.name
         return d
 
 
+TEST_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+@-]*$")
 _RATE_RE = re.compile(r"^(?:pp(?P<pp>\d+))?(?P<plus>\+)?(?:tg(?P<tg>\d+))?(?:@d(?P<d>\d+))?$")
 
 

@@ -81,6 +81,12 @@ class Backend(abc.ABC):
         """Build and model facts this backend knows: {'build': {...}, 'model': {...}}."""
 
     @classmethod
+    def context_tokens(cls, settings: BackendSettings, test: TestSpec) -> int | None:
+        """The context (tokens) this configuration makes the backend allocate in this process,
+        for the resource preflight (runtime.fit); None: it loads no model here (e.g. HTTP)."""
+        return None
+
+    @classmethod
     def preflight(cls, settings: BackendSettings, model: ModelRef, test: TestSpec) -> None:
         """Check one configuration against the model's metadata before anything runs. Raise
         ``ConfigError(message, field=<setting>)`` for one the backend would abort on; the

@@ -76,6 +76,9 @@ def run_job(job: dict[str, Any], out_path: Path) -> dict[str, Any]:
 
 
 def main(argv: list[str]) -> int:
+    from ..procs import start_watchdog
+
+    start_watchdog(parent_pid=None, deadline=None)  # die with the runner; hold its timeout on our own
     job_path, out_path = Path(argv[1]), Path(argv[2])
     job = json.loads(job_path.read_text())
     result = run_job(job, out_path)

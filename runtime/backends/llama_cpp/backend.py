@@ -268,6 +268,10 @@ class LlamaCppBackend(Backend):
         raise UnsupportedTest(f"backend llama_cpp cannot run tests of kind {test.kind!r}")
 
     @classmethod
+    def context_tokens(cls, settings: LlamaCppSettings, test: TestSpec) -> int | None:
+        return effective_n_ctx(settings, test)
+
+    @classmethod
     def preflight(cls, settings: LlamaCppSettings, model: Any, test: TestSpec) -> None:
         """Refuse before anything runs what llama.cpp would abort on or cannot do."""
         experts.check(settings, model.facts, model.name)

@@ -8,7 +8,6 @@ Its stdout and stderr go to a log file that ends up in the artifact's log.
 
 from __future__ import annotations
 
-import ctypes
 import os
 import signal
 import socket
@@ -20,7 +19,8 @@ from typing import Any
 
 import httpx
 
-PR_SET_PDEATHSIG = 1
+from ...procs import die_with_parent
+
 NOISY_PREFIXES = ("llama_graph_n_input_tensors", "create_tensor:", "llama_model_loader: - kv", "load_tensors: layer",
                   "resolve_fused_ops: fused", "llama_model_loader: - type", "Model metadata:")
 
@@ -39,21 +39,6 @@ def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind((host, 0))
         return int(s.getsockname()[1])
-
-
-def _die_with_parent(parent_pid: int):
-    """preexec_fn: ask the kernel to SIGKILL this child when the process that started it dies."""
-
-    def fn() -> None:
-        try:
-            libc = ctypes.CDLL(None, use_errno=True)
-            libc.prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
-        except (OSError, AttributeError):  # not Linux: the process group still covers the runner's kill
-            return
-        if os.getppid() != parent_pid:  # the parent died before prctl took effect
-            os._exit(1)
-
-    return fn
 
 
 def _signal_name(code: int | None) -> str | None:
@@ -96,7 +81,7 @@ class ManagedServer:
             t0 = time.perf_counter()
             try:
                 self.proc = subprocess.Popen(self.command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                             env=env, preexec_fn=_die_with_parent(os.getpid()), close_fds=True)
+                                             env=env, preexec_fn=die_with_parent(os.getpid()), close_fds=True)
             except OSError as exc:
                 raise ServerError(f"cannot start the server ({self.command[0]}): {exc}") from None
         self.stop_info = None
