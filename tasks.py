@@ -411,9 +411,11 @@ def quality_setup(c):
 @task(name="run", default=True,
       help={"matrix": "Quality matrix in data/matrices/ (kind: quality) or a path (default: quality).",
             "force": "Run again even when an artifact for the same configuration and sample exists.",
-            "retry_failed": "Run again configurations whose last artifact is incomplete."})
+            "retry_failed": "Run again configurations whose last artifact is incomplete.",
+            "accept_sandbox_risk": "Score model-written code even without kernel isolation (namespaces or bubblewrap): "
+                                   "only the audit hook then stands between that code and this machine."})
 @user_errors
-def quality_run(c, matrix="quality", force=False, retry_failed=False):
+def quality_run(c, matrix="quality", force=False, retry_failed=False, accept_sandbox_risk=False):
     """Generate and score a quality matrix; each (model, settings, suite) becomes one artifact in data/quality/."""
     from rich.console import Console
 
@@ -441,7 +443,8 @@ def quality_run(c, matrix="quality", force=False, retry_failed=False):
             console.print(f"{prefix}: {state} {s['passed']}/{s['n']} passed{ci}; degenerate {s['degenerate']} "
                           f"-> {info['path']}")
 
-    report = runner.run_quality_matrix(matrix, force=force, retry_failed=retry_failed, on_event=on_event)
+    report = runner.run_quality_matrix(matrix, force=force, retry_failed=retry_failed, on_event=on_event,
+                                       accept_sandbox_risk=accept_sandbox_risk)
     print(f"quality matrix {report.matrix}: {len(report.measured)} scored, {len(report.failed)} incomplete, "
           f"{len(report.skipped)} already scored")
 

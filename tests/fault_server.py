@@ -14,6 +14,9 @@ Each request picks its behaviour by its ``model`` field (falling back to ``--mod
 * ``drop``: two chunks, then the socket is closed in the middle of the chunked body;
 * ``truncate``: two chunks, then a clean end of body without finish_reason or ``[DONE]``;
 * ``error-event``: a ``data: {"error": ...}`` event; ``bad-json``: a data line that is not JSON;
+* ``wrong-shape``: a chunk whose ``choices`` is a string; ``number-content``: a delta whose
+  content is a number; ``list-line``: a data line that is a JSON list; ``endless-line``: bytes
+  without a newline, forever (until the client goes);
 * ``die``: two chunks, then the whole server process exits (code 3); ``--die-after N`` turns
   the Nth request into ``die`` whatever it asked for.
 
@@ -130,6 +133,26 @@ class Handler(BaseHTTPRequestHandler):
                 self._chunk(b"data: {this is not json\n\n")
                 self._end()
             return
+        if mode in ("wrong-shape", "number-content", "list-line"):
+            self._event(self._delta(n, "w0 "))
+            if mode == "wrong-shape":
+                self._event({"id": f"fault-{n}", "object": "chat.completion.chunk", "choices": "not a list"})
+            elif mode == "number-content":
+                self._event({"id": f"fault-{n}", "choices": [{"index": 0, "delta": {"content": 42}, "finish_reason": None}]})
+            else:
+                self._event("[1, 2, 3]")
+            self._event(self._delta(n, None, "stop"))
+            self._event("[DONE]")
+            self._end()
+            return
+        if mode == "endless-line":
+            block = b"x" * 65536
+            try:
+                self._chunk(b"data: ")
+                while True:
+                    self._chunk(block)
+            except (BrokenPipeError, ConnectionResetError):
+                return
         if mode == "trickle":
             i = 0
             while True:
@@ -154,7 +177,7 @@ class Handler(BaseHTTPRequestHandler):
 
 
 MODES = ("ok", "ok-nousage", "http500", "flaky", "slow-headers", "stall", "trickle", "drop", "truncate", "error-event",
-         "bad-json", "die")
+         "bad-json", "die", "wrong-shape", "number-content", "list-line", "endless-line")
 
 
 def main(argv: list[str] | None = None) -> int:

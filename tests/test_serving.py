@@ -221,6 +221,10 @@ def test_ok_stream_counts_usage_or_chunks(fault_url):
     ("error-event", "server_error_event", 1),
     ("bad-json", "bad_payload", 1),
     ("stall", "timeout_read", 1),
+    ("wrong-shape", "bad_payload", 1),   # choices is a string: a typed error, never a crashed run
+    ("number-content", "bad_payload", 1),  # a number where text belongs
+    ("list-line", "bad_payload", 1),     # a JSON list is not a chunk (it used to count as ok)
+    ("endless-line", "too_large", 1),    # bytes without a newline: bounded, not gigabytes
 ])
 def test_request_faults_are_accounted_and_bounded(fault_url, mode, reason, attempts):
     t0 = time.perf_counter()

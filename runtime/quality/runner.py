@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import time
 from datetime import datetime, timezone
 from pathlib import Path
@@ -202,9 +203,17 @@ QualityReport = runner.MatrixReport  # the same record: measured, skipped, faile
 
 def run_quality_matrix(name_or_path: str, *, force: bool = False, retry_failed: bool = False,
                        on_event: Callable[[str, dict[str, Any]], None] | None = None,
-                       root: Path | None = None) -> QualityReport:
-    """Generate and score every configuration of a quality matrix not done yet. Input is validated first."""
+                       root: Path | None = None, accept_sandbox_risk: bool = False) -> QualityReport:
+    """Generate and score every configuration of a quality matrix not done yet. Input is validated first.
+    Code scoring needs kernel isolation: without it the run is refused before anything runs,
+    unless ``accept_sandbox_risk``."""
     m = load_matrix(name_or_path)
+    if any(it.scorer == "code_exec" for cfg in m.configurations for it in cfg.items):
+        from . import sandbox
+
+        sandbox.require_isolation(accept_sandbox_risk)
+        if accept_sandbox_risk:
+            os.environ[sandbox.ACCEPT_ENV] = "1"  # the scorers run in this process
     registry = models.load_registry()
     refs = {name: models.resolve(name, registry) for name in dict.fromkeys(c.model for c in m.configurations)}
     host = hostinfo.fingerprint()

@@ -411,28 +411,32 @@ def extract_code(output: str) -> tuple[str, str]:
     return output, "raw output"
 
 
-def build_program(check: CodeExecCheck, output: str) -> tuple[str, str]:
+def build_program(check: CodeExecCheck, output: str) -> tuple[str, str, str]:
+    """(candidate code, test code, how): compiled and run apart in the sandbox, so nothing in the
+    candidate (an open string, a comment) can swallow the tests."""
     code, how = extract_code(output)
     if re.search(rf"^\s*def\s+{re.escape(check.entry_point)}\s*\(", code, re.M):
         header = "\n".join(ln for ln in check.prompt_prefix.splitlines() if re.match(r"^(?:from\s+\S+\s+)?import\s", ln))
         program, mode = f"{header}\n\n{code}", "full function"
     else:
         program, mode = check.prompt_prefix + code, "continuation of the prompt"
-    program += "\n\n" + check.tests + "\n"
+    tests = check.tests + "\n"
     if check.call:
-        program += "\n" + check.call + "\n"
-    return program, f"{how}; {mode}"
+        tests += "\n" + check.call + "\n"
+    return program, tests, f"{how}; {mode}"
 
 
-@register("code_exec", 1, "The code in the output, with the item's unit tests appended, runs to completion in "
-          "the sandbox (subprocess, timeout, resource limits, no network, temporary directory).", CodeExecCheck)
+@register("code_exec", 2, "The code in the output runs, then the item's unit tests (compiled apart) run to their "
+          "last statement in the sandbox (kernel isolation, timeout, resource limits, no network, temporary "
+          "directory); an early exit, a signal or tampering leaves no proof of completion and fails.", CodeExecCheck)
 def _code_exec(check: CodeExecCheck, output: str) -> Score:
     from .sandbox import Limits, run_python
 
-    program, how = build_program(check, output)
-    res = run_python(program, Limits(timeout_s=check.timeout_s, cpu_s=int(check.timeout_s) + 1))
+    program, tests, how = build_program(check, output)
+    res = run_python(program, Limits(timeout_s=check.timeout_s, cpu_s=int(check.timeout_s) + 1), tests=tests)
     tail = res.stderr.strip().splitlines()[-1] if res.stderr.strip() else ""
     return Score(res.ok, {"how": how, "exit_code": res.exit_code, "signal": res.signal, "timed_out": res.timed_out,
+                          "completed": res.completed, "reason": res.reason,
                           "wall_s": round(res.wall_s, 3), "error": tail[:300], "stderr_tail": res.stderr[-1500:],
                           "isolation": res.isolation})
 

@@ -2,8 +2,9 @@
 
 Every request ends as a record: ``ok`` with its timings, or an error with a reason
 (``connect_error``, ``timeout_connect``, ``timeout_read``, ``timeout_total``, ``http_<status>``,
-``dropped``, ``incomplete``, ``bad_payload``, ``server_error_event``, ``server_lost``,
-``not_sent``). Nothing waits past ``request_timeout_s``: the whole request, retries and
+``dropped``, ``incomplete``, ``bad_payload`` (not JSON, or a chunk of the wrong shape),
+``too_large`` (a line, the body or the text past its bound), ``server_error_event``,
+``server_lost``, ``client_error``, ``not_sent``). Nothing waits past ``request_timeout_s``: the whole request, retries and
 back-off included, runs under one asyncio deadline.
 
 Timings (perf_counter, from the start of the first attempt, so a retried request carries
@@ -30,6 +31,9 @@ import httpx
 
 RETRYABLE_STATUS = {429, 500, 502, 503, 504}
 TEXT_LIMIT = 2000
+MAX_LINE_BYTES = 1 << 20  # one SSE line (a chunk's JSON); a longer one is too_large
+MAX_BODY_BYTES = 256 << 20  # one streamed response
+MAX_TEXT_CHARS = 4 << 20  # the answer's text
 
 
 class AttemptError(Exception):
@@ -66,10 +70,15 @@ async def _attempt(client: httpx.AsyncClient, url: str, body: dict[str, Any], t0
         async with client.stream("POST", url, json=body) as resp:
             acc["status"] = resp.status_code
             if resp.status_code >= 400:
-                raw = (await resp.aread())[:400].decode(errors="replace")
-                raise AttemptError(f"http_{resp.status_code}", f"HTTP {resp.status_code}: {raw.strip()}",
+                head = b""
+                async for part in resp.aiter_bytes():  # at most 400 bytes of an error body, however long it is
+                    head += part
+                    if len(head) >= 400:
+                        break
+                raw = head[:400].decode(errors="replace")
+                raise AttemptError(f"http_{resp.status_code}", f"HTTP {resp.status_code}: {' '.join(raw.split())[:300]}",
                                    retryable=resp.status_code in RETRYABLE_STATUS, status=resp.status_code)
-            async for line in resp.aiter_lines():
+            async for line in bounded_lines(resp.aiter_bytes(), acc):
                 now = time.perf_counter_ns()
                 if not line or line.startswith(":") or not line.startswith("data:"):
                     continue  # blank separators, SSE comments and pings, event names
@@ -80,24 +89,26 @@ async def _attempt(client: httpx.AsyncClient, url: str, body: dict[str, Any], t0
                 try:
                     obj = json.loads(data)
                 except ValueError:
-                    raise AttemptError("bad_payload", f"a data line is not JSON: {data[:120]!r}",
+                    raise AttemptError("bad_payload", f"a data line is not JSON: {quote(data)}",
                                        retryable=not acc["chunks"]) from None
+                except RecursionError:
+                    raise AttemptError("bad_payload", "a data line is nested too deeply", retryable=False) from None
                 if isinstance(obj, dict) and obj.get("error"):
                     err = obj["error"]
                     msg = err.get("message") if isinstance(err, dict) else str(err)
-                    raise AttemptError("server_error_event", f"the stream carried an error: {str(msg)[:300]}",
+                    raise AttemptError("server_error_event", f"the stream carried an error: {quote(msg, 300)}",
                                        retryable=False)
+                content, finish, usage = parse_chunk(obj)
                 acc["last_data_ns"] = now
-                choices = obj.get("choices") or [] if isinstance(obj, dict) else []
-                if choices:
-                    delta = choices[0].get("delta") or {}
-                    content = delta.get("content") or delta.get("reasoning_content") or delta.get("reasoning")
-                    if content:
-                        acc["chunks"].append(now)
-                        acc["text"].append(content)
-                    if choices[0].get("finish_reason"):
-                        acc["finish_reason"] = choices[0]["finish_reason"]
-                usage = obj.get("usage") if isinstance(obj, dict) else None
+                if content:
+                    acc["chunks"].append(now)
+                    acc["text"].append(content)
+                    acc["text_chars"] += len(content)
+                    if acc["text_chars"] > MAX_TEXT_CHARS:
+                        raise AttemptError("too_large", f"the answer grew past {MAX_TEXT_CHARS} characters",
+                                           retryable=False)
+                if finish:
+                    acc["finish_reason"] = finish
                 if usage:
                     acc["usage"] = usage
     except httpx.ConnectTimeout as exc:
@@ -116,13 +127,91 @@ async def _attempt(client: httpx.AsyncClient, url: str, body: dict[str, Any], t0
                            retryable=not acc["chunks"]) from None
     except httpx.HTTPError as exc:
         raise AttemptError("http_error", f"{type(exc).__name__}: {exc}", retryable=not acc["chunks"]) from None
+    except (AttemptError, asyncio.CancelledError):
+        raise
+    except Exception as exc:  # anything else a hostile server provokes is still a record, never a crash
+        raise AttemptError("client_error", f"{type(exc).__name__}: {quote(str(exc), 200)}", retryable=False) from None
     if acc.get("done_ns") is None and acc.get("finish_reason") is None:
         raise AttemptError("incomplete", "the stream ended without a finish_reason or [DONE]", retryable=not acc["chunks"])
 
 
 def _fresh_acc() -> dict[str, Any]:
     return {"chunks": [], "text": [], "finish_reason": None, "usage": None, "done_ns": None, "last_data_ns": None,
-            "status": None}
+            "status": None, "text_chars": 0, "bytes": 0}
+
+
+def quote(value: Any, limit: int = 120) -> str:
+    """Server-sent text in an error message: one line, at most ``limit`` characters."""
+    text = " ".join(repr(value).split())
+    return text if len(text) <= limit else text[: limit - 1] + "\u2026"
+
+
+async def bounded_lines(chunks: Any, acc: dict[str, Any]) -> Any:
+    """SSE lines from a byte stream, each at most MAX_LINE_BYTES and the body at most MAX_BODY_BYTES:
+    an endless line without a newline ends as ``too_large``, not as gigabytes of buffer."""
+    buf = b""
+    async for chunk in chunks:
+        acc["bytes"] += len(chunk)
+        if acc["bytes"] > MAX_BODY_BYTES:
+            raise AttemptError("too_large", f"the response body grew past {MAX_BODY_BYTES} bytes", retryable=False)
+        buf += chunk
+        while True:
+            cut = buf.find(b"\n")
+            if cut < 0:
+                break
+            line, buf = buf[:cut], buf[cut + 1:]
+            if len(line) > MAX_LINE_BYTES:
+                raise AttemptError("too_large", f"a line of {len(line)} bytes (at most {MAX_LINE_BYTES})", retryable=False)
+            yield line.rstrip(b"\r").decode("utf-8", "replace")
+        if len(buf) > MAX_LINE_BYTES:
+            raise AttemptError("too_large", f"a line grew past {MAX_LINE_BYTES} bytes without a newline",
+                               retryable=False)
+    if buf:
+        yield buf.rstrip(b"\r").decode("utf-8", "replace")
+
+
+def parse_chunk(obj: Any) -> tuple[str | None, str | None, dict[str, Any] | None]:
+    """(content, finish_reason, usage) of one ``chat.completion.chunk``; a chunk of any other shape
+    (a JSON list, a string where an object belongs, a number where text belongs) is ``bad_payload``."""
+
+    def bad(what: str) -> AttemptError:
+        return AttemptError("bad_payload", f"a chunk of the wrong shape: {what}", retryable=False)
+
+    if not isinstance(obj, dict):
+        raise bad(f"a JSON {type(obj).__name__} where an object belongs")
+    choices = obj.get("choices")
+    if choices is None:
+        choices = []
+    if not isinstance(choices, list):
+        raise bad(f"choices is a {type(choices).__name__}, not a list")
+    content = finish = None
+    if choices:
+        first = choices[0]
+        if not isinstance(first, dict):
+            raise bad(f"choices[0] is a {type(first).__name__}, not an object")
+        delta = first.get("delta")
+        if delta is None:
+            delta = {}
+        if not isinstance(delta, dict):
+            raise bad(f"delta is a {type(delta).__name__}, not an object")
+        for key in ("content", "reasoning_content", "reasoning"):
+            v = delta.get(key)
+            if v is not None and not isinstance(v, str):
+                raise bad(f"delta.{key} is a {type(v).__name__}, not text")
+            if v and content is None:
+                content = v
+        finish = first.get("finish_reason")
+        if finish is not None and not isinstance(finish, str):
+            raise bad(f"finish_reason is a {type(finish).__name__}, not text")
+    usage = obj.get("usage")
+    if usage is not None:
+        if not isinstance(usage, dict):
+            raise bad(f"usage is a {type(usage).__name__}, not an object")
+        for key in ("completion_tokens", "prompt_tokens"):
+            v = usage.get(key)
+            if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 0):
+                raise bad(f"usage.{key} is {quote(v, 40)}, not a count")
+    return content, finish, usage or None
 
 
 async def stream_chat(client: httpx.AsyncClient, url: str, body: dict[str, Any], policy: RequestPolicy, *,
