@@ -18,7 +18,7 @@ KERNEL = sandbox.kernel_isolation_available()
 LAYERS = [pytest.param({}, id="both-layers")]
 LAYERS.append(pytest.param({"audit_hook": False}, id="kernel-layer-only",
                            marks=pytest.mark.skipif(not KERNEL, reason="no namespaces here (not root, or no unshare)")))
-LAYERS.append(pytest.param({"namespaces": False}, id="audit-hook-only"))
+LAYERS.append(pytest.param({"namespaces": False, "accept_risk": True}, id="audit-hook-only"))
 LIMITS = Limits(timeout_s=5, cpu_s=5)
 
 

@@ -1,0 +1,1 @@
+m = __import__("_ctypes")

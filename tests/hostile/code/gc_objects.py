@@ -1,0 +1,2 @@
+import gc
+print(len(gc.get_objects()))

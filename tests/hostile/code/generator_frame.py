@@ -1,0 +1,4 @@
+def g():
+    yield 1
+fr = g().gi_frame
+print(fr.f_back)

@@ -1,0 +1,1 @@
+x = bytearray(8 << 30)

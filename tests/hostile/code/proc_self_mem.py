@@ -1,0 +1,1 @@
+data = open("/proc/self/mem", "rb")

@@ -1,0 +1,2 @@
+import os
+os.rename("_boot.py", "MARKER")

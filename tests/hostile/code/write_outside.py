@@ -1,0 +1,1 @@
+open("MARKER", "w").write("escaped")
