@@ -138,13 +138,25 @@ def load(path: Path | str) -> dict[str, Any]:
     path = Path(path)
     source = relpath(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        raw = path.read_bytes()
     except FileNotFoundError:
         raise ArtifactError("no such file", file=source) from None
+    except IsADirectoryError:
+        raise ArtifactError("is a directory, not an artifact", file=source) from None
+    except OSError as exc:
+        raise ArtifactError(f"cannot be read: {exc.strerror or exc}", file=source) from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ArtifactError(f"is not UTF-8 text: byte 0x{raw[exc.start]:02x} at offset {exc.start}", file=source) from None
     try:
         doc = json.loads(text)
     except json.JSONDecodeError as exc:
         raise ArtifactError(f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}", file=source) from None
+    except RecursionError:
+        raise ArtifactError("invalid JSON: nested too deeply", file=source) from None
+    if not isinstance(doc, dict):
+        raise ArtifactError(f"is a JSON {type(doc).__name__}, not an artifact object", file=source)
     doc = upgrade(doc, source)
     validate(doc, source)
     return doc

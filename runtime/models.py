@@ -151,7 +151,7 @@ def cached_sha256(path: Path) -> str:
         rec = json.loads(side.read_text())
         if rec["size"] == st.st_size and rec["mtime_ns"] == st.st_mtime_ns:
             return rec["sha256"]
-    except (OSError, ValueError, KeyError):
+    except (OSError, ValueError, KeyError, TypeError):
         pass
     value = sha256_file(path)
     side.parent.mkdir(parents=True, exist_ok=True)

@@ -13,11 +13,17 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 from pathlib import Path
 
 from ..hosts import Host
+
+# paramiko's transport thread logs a failed handshake with a full traceback through the
+# "paramiko" logger; with no handler configured Python's last-resort handler prints it on
+# stderr beside our one-line failure. The failure is recorded (artifact + host log) already.
+logging.getLogger("paramiko").addHandler(logging.NullHandler())
 
 
 class RemoteFailure(Exception):
