@@ -345,7 +345,7 @@ def _run_configurations(m: matrix_mod.Matrix, cfgs: list[matrix_mod.Configuratio
         emit("run", label)
         refusal = _does_not_fit(cfg, ref, settings)
         if refusal is not None:  # a failed artifact, without loading anything
-            outcome = ChildOutcome({"status": "failed", "error": {"kind": "does_not_fit", "message": refusal}},
+            outcome = ChildOutcome({"status": "failed", "error": {"kind": "refused", "message": refusal}},
                                    None, None, False, None, 0.0, "")
         else:
             job = {"backend": cfg.backend, "model": ref.to_dict(), "settings": settings.model_dump(mode="json"),
