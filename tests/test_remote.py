@@ -334,3 +334,68 @@ def test_agent_venv_reuses_installed_packages_and_pip_runs_only_when_requirement
     second = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert second.returncode == 0 and events(second.stdout)[0]["installed"] is False
     assert "pip install" not in second.stdout
+
+
+def test_agent_venv_made_from_a_venv_sees_that_venvs_packages(tmp_path):
+    """The project installed in a virtualenv (the normal way): a venv the agent makes from that
+    interpreter with llama_cpp.reuse must see the outer venv's packages, not only the base
+    interpreter's (a package only the outer venv has stands for llama-cpp-python)."""
+    outer = tmp_path / "outer"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", "--system-site-packages", str(outer)], check=True,
+                   timeout=120)
+    outer_py = outer / "bin" / "python"
+    site_dir = subprocess.run([str(outer_py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                              capture_output=True, text=True, check=True).stdout.strip()
+    (Path(site_dir) / "almanac_only_in_outer.py").write_text("VALUE = 42\n")
+    req = tmp_path / "requirements.txt"
+    req.write_text("# nothing to install\n")
+    env = dict(os.environ, PIP_NO_INDEX="1", PIP_DISABLE_PIP_VERSION_CHECK="1", PYTHONPATH=str(ROOT))
+    p = subprocess.run([str(outer_py), "-m", "runtime.remote.agent", "prepare", "--mode", "venv", "--workdir",
+                        str(tmp_path / "w"), "--requirements", str(req), "--reuse-llama"], cwd=ROOT, env=env,
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stdout[-1500:] + p.stderr[-1500:]
+    inner_py = tmp_path / "w" / "venv" / "bin" / "python"
+    check = subprocess.run([str(inner_py), "-c", "import almanac_only_in_outer as m; print(m.VALUE)"],
+                           capture_output=True, text=True, timeout=60)
+    assert check.stdout.strip() == "42", check.stderr
+
+
+def test_a_host_that_does_not_speak_ssh_fails_without_a_traceback(tiny_model, tmp_path):
+    """A port that answers with garbage instead of an SSH banner: paramiko's transport thread logs
+    a traceback; it must not reach stderr beside the one failure line and the failed artifact."""
+    import socket
+    import threading
+
+    data = _data(tmp_path, tiny_model)
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(4)
+    port = srv.getsockname()[1]
+
+    def serve() -> None:
+        while True:
+            try:
+                c, _ = srv.accept()
+            except OSError:
+                return
+            try:
+                c.sendall(b"HTTP/1.1 400 Bad Request\r\n\r\n" + b"\xff" * 300)
+            finally:
+                c.close()
+
+    threading.Thread(target=serve, daemon=True).start()
+    key = tmp_path / "id"
+    key.write_text("not a key; never read: the handshake fails first\n")
+    (data / "hosts.yaml").write_text(
+        f"hosts:\n  garbage:\n    address: 127.0.0.1\n    port: {port}\n    user: u\n    key: {key}\n"
+        "    connect_timeout_s: 3\n")
+    env = dict(os.environ, ALMANAC_DATA=str(data), ALMANAC_CACHE=str(tmp_path / "cache"))
+    try:
+        res = subprocess.run([sys.executable, "-m", "invoke", "-r", str(ROOT), "bench", "--host", "garbage", "--matrix",
+                              str(data / "matrices" / "tiny.yaml")], env=env, capture_output=True, text=True, timeout=180)
+    finally:
+        srv.close()
+    assert res.returncode == 1 and "Traceback" not in res.stderr + res.stdout, res.stderr[-3000:]
+    [art] = list((data / "runs" / "garbage-inventory").rglob("*.json"))
+    doc = artifacts.load(art)
+    assert doc["error"]["kind"] == "unreachable" and "Traceback" not in json.dumps(doc)

@@ -80,6 +80,24 @@ print(json.dumps(problems))
     return json.loads(out.stdout)
 
 
+def _see_outer_venv(py: Path) -> None:
+    """When this Python is itself a virtualenv (the normal way to install the project), a new
+    venv made from it with --system-site-packages sees the *base* interpreter's packages, not
+    this venv's, where llama-cpp-python lives: a .pth file adds this venv's site-packages
+    after the new venv's own (so what the new venv installs still wins)."""
+    if sys.prefix == sys.base_prefix:
+        return
+    import site
+
+    outer = [p for p in site.getsitepackages() if Path(p).is_dir()]
+    if not outer:
+        return
+    inner = subprocess.run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                           capture_output=True, text=True, check=True).stdout.strip()
+    Path(inner, "_almanac_outer_venv.pth").write_text("\n".join(outer) + "\n")
+    print("the venv also sees", ", ".join(outer), flush=True)
+
+
 def prepare(mode: str, workdir: Path, requirements_file: Path, reuse_llama: bool, cmake_args: str) -> int:
     reqs = [ln.strip() for ln in requirements_file.read_text().splitlines() if ln.strip() and not ln.startswith("#")]
     if mode == "system":
@@ -106,6 +124,8 @@ def prepare(mode: str, workdir: Path, requirements_file: Path, reuse_llama: bool
         args = [sys.executable, "-m", "venv"] + (["--system-site-packages"] if reuse_llama else []) + [str(venv)]
         print("creating", venv, flush=True)
         subprocess.run(args, check=True)
+        if reuse_llama:
+            _see_outer_venv(py)
     if stamp_file.exists() and stamp_file.read_text().strip() == stamp:
         emit("python", path=str(py), mode=mode, installed=False)
         return 0
