@@ -428,6 +428,10 @@ def quality_run(c, matrix="quality", force=False, retry_failed=False, accept_san
         if kind == "start":
             console.print(f"[bold]quality matrix {info['matrix']}[/]: {info['total']} suite runs on host {info['host']}")
             return
+        if kind == "corrupt":
+            console.print(f"corrupt artifact set aside, scored again: {info['path']} -> {info['moved_to']} ({info['error']})",
+                          style="yellow", markup=False)
+            return
         prefix = f"[{info['index']}/{info['total']}] {info['model']} · {info['suite']} ({info['items']} items)"
         if info.get("swept"):
             prefix += " · " + ", ".join(f"{k}={v}" for k, v in info["swept"].items())

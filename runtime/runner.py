@@ -30,6 +30,7 @@ from .paths import project_root, relpath, runs_dir
 
 METHOD_VERSION = 1  # bump when what a measurement means changes; part of every key
 LOG_TAIL_LINES = 120
+LOG_READ_BYTES = 8 << 20  # the most of a child's log the runner reads back
 KILL_GRACE_S = 2.0  # past its timeout a worker whose runner is gone kills itself after this much more
 NOISY_LOG_PREFIXES = ("llama_graph_n_input_tensors", "create_tensor:", "llama_model_loader: - kv", "load_tensors: layer",
                       "resolve_fused_ops: fused", "llama_model_loader: - type")
@@ -150,9 +151,28 @@ def run_child(job: dict[str, Any], timeout_s: float, module: str = "runtime.work
                 result = json.loads(out_path.read_text())
             except ValueError:
                 result = None
-        log_text = log_path.read_text(errors="replace")
+        log_text = _read_tail(log_path, LOG_READ_BYTES)
         return ChildOutcome(result, code if code >= 0 else None, sig, timed_out, int(rusage.ru_maxrss) * 1024, wall, log_text,
                             load_before)
+
+
+def _read_tail(path: Path, limit: int) -> str:
+    """A child's log as text, at most ``limit`` bytes: its first eighth (load-time facts) and the
+    rest from its end. A child that floods its log costs the runner no more than this."""
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(0, os.SEEK_END)
+            size = fh.tell()
+            fh.seek(0)
+            if size <= limit:
+                data = fh.read()
+            else:
+                head = fh.read(limit // 8)
+                fh.seek(size - (limit - len(head)))
+                data = head + f"\n[log: {size - limit} bytes not kept]\n".encode() + fh.read()
+    except OSError:
+        return ""
+    return data.decode("utf-8", "replace")
 
 
 def source_provenance() -> dict[str, Any]:

@@ -227,12 +227,12 @@ def run_quality_matrix(name_or_path: str, *, force: bool = False, retry_failed: 
         key = config_key(cfg, ref, settings.model_dump(mode="json"), host["id"], bversion)
         label = {"index": i, "total": len(m.configurations), "model": cfg.model, "suite": cfg.suite.name,
                  "items": len(cfg.items), "swept": cfg.swept}
-        existing = find_existing(key, root)
-        if existing and not force:
-            last = artifacts.load(existing[-1])
+        found = runner.last_valid(key, root or quality_dir(), emit) if not force else None  # corrupt: set aside
+        if found is not None:
+            last_path, last = found
             if last["status"] == "ok" or not retry_failed:
-                report.skipped.append(existing[-1])
-                emit("skip", {**label, "path": relpath(existing[-1]), "status": last["status"]})
+                report.skipped.append(last_path)
+                emit("skip", {**label, "path": relpath(last_path), "status": last["status"]})
                 continue
         emit("run", label)
         job = {"backend": cfg.backend, "model": ref.to_dict(), "settings": settings.model_dump(mode="json"),
