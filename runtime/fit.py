@@ -26,7 +26,7 @@ class Fit:
 
 
 def gib(n: float) -> str:
-    return f"{n / 2**30:.1f} GiB" if n < 2**40 * 10 else f"{n / 2**40:,.0f} TiB"
+    return f"{n / 2**30:.1f} GiB" if n < 2**40 else f"{n / 2**40:,.1f} TiB"
 
 
 def weight_bytes(facts: dict[str, Any]) -> int:
@@ -46,15 +46,16 @@ def kv_lower_bound(facts: dict[str, Any], n_ctx: int) -> int:
 
 
 def check(facts: dict[str, Any], n_ctx: int | None, available_bytes: int | None) -> Fit:
-    """Whether a context of ``n_ctx`` tokens of this model can fit in ``available_bytes``."""
-    if n_ctx is None:
+    """Whether a context of ``n_ctx`` tokens of this model can fit in ``available_bytes``. A
+    context beyond the one the model was trained for is not refused by itself (llama.cpp runs
+    it, and speed may be what is measured); the message names it when memory refuses."""
+    if n_ctx is None or available_bytes is None:
         return Fit(True, "")
-    trained = facts.get("context_length")
-    if trained and n_ctx > int(trained):
-        return Fit(False, f"does not fit: needs a context of {n_ctx:,} tokens, the model has {int(trained):,}")
     need = weight_bytes(facts) + kv_lower_bound(facts, n_ctx)
-    if available_bytes is not None and need > available_bytes:
-        return Fit(False, f"does not fit: needs at least {gib(need)} (weights + KV cache of {n_ctx:,} tokens), "
+    if need > available_bytes:
+        trained = facts.get("context_length")
+        beyond = f"; the model was trained for {int(trained):,}" if trained and n_ctx > int(trained) else ""
+        return Fit(False, f"does not fit: needs at least {gib(need)} (weights + KV cache of {n_ctx:,} tokens{beyond}), "
                           f"has {gib(available_bytes)} of free memory", need, available_bytes)
     return Fit(True, "", need, available_bytes)
 

@@ -36,8 +36,7 @@ class TestSpec(BaseModel):
     def name(self) -> str:  # pragma: no cover - overridden
         raise NotImplementedError
 
-    @model_validator(mode="after")
-    def _valid_name(self) -> "TestSpec":
+    def check_name(self) -> None:
         """A test's name becomes part of an artifact's file name: the rules of an artifact id
         (no hidden file, no path separator, no control characters, bounded length)."""
         name = self.name
@@ -46,7 +45,6 @@ class TestSpec(BaseModel):
 
             raise ValueError(f"test name {quote(name)} is not a valid id: 1-80 characters, letters, digits and "
                              "._+@- , starting with a letter or digit")
-        return self
 
     def to_dict(self) -> dict[str, Any]:
         d = self.model_dump(mode="json")
@@ -143,7 +141,9 @@ def parse_test(raw: Any, *, file: str | None = None, field: str = "tests") -> Te
             close = difflib.get_close_matches(str(kind), list(TEST_KINDS), n=1)
             hint = f" (did you mean {close[0]!r}?)" if close else f" (known: {', '.join(sorted(TEST_KINDS))})"
             raise ConfigError(f"unknown test kind {kind!r}{hint}", file=file, field=f"{field}.kind")
-        return cls.model_validate(raw)
+        test = cls.model_validate(raw)
+        test.check_name()
+        return test
     except ValidationError as exc:
         raise ConfigError(pydantic_error_line(exc, {"*": list((TEST_KINDS.get(raw.get('kind', 'rate')) if isinstance(raw, dict) else RateTest).model_fields)}), file=file, field=field) from None
     except ValueError as exc:
