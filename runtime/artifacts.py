@@ -188,7 +188,7 @@ def write(path: Path | str, doc: dict[str, Any]) -> Path:
     return path
 
 
-NOT_ARTIFACTS = ("schema",)  # folders under data/ that hold JSON which is not an artifact
+NOT_ARTIFACTS = ("schema", "quarantine")  # folders under data/ that hold JSON which is not an artifact (quarantine: corrupt ones set aside)
 
 
 def iter_files(root: Path | str) -> Iterator[Path]:

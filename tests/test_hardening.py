@@ -197,6 +197,7 @@ def test_a_corrupt_artifact_is_set_aside_and_counts_as_not_measured(tmp_path):
     assert not newer.exists()
     moved = runner.quarantine_dir(root) / newer.relative_to(root)
     assert moved.exists() and runner.quarantine_dir(root) == tmp_path / "data" / "quarantine"
+    assert artifacts.validate_tree(tmp_path / "data")[1] == []  # what was set aside is no artifact any more
     good.write_bytes(b"\xff\xfe not even text")  # the only copy now corrupt: not measured
     assert runner.last_valid(key, root, lambda *a: None) is None
     hidden = good.with_name("." + good.name)
