@@ -219,6 +219,9 @@ def run_quality_matrix(name_or_path: str, *, force: bool = False, retry_failed: 
     host = hostinfo.fingerprint()
     report = QualityReport(m.name)
     emit = on_event or (lambda kind, info: None)
+    from ..procs import clean_stale_job_dirs
+
+    clean_stale_job_dirs()  # job folders of runners that crashed
     emit("start", {"matrix": m.name, "total": len(m.configurations), "host": host["id"]})
     for i, cfg in enumerate(m.configurations, 1):
         ref = refs[cfg.model]
