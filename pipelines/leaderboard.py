@@ -19,6 +19,7 @@ import pandas as pd
 from runtime.metrics import COLUMNS_BY_KIND, HEADLINE_BY_KIND, Metric, headline
 from runtime.record import RunRecord
 
+from .history import stale_ids
 from .ranking import rank_label, rank_with_ci
 from .runs import records
 
@@ -85,6 +86,7 @@ def newest_per_comparability(recs: list[RunRecord]) -> list[RunRecord]:
 def boards(docs: list[Any]) -> list[Board]:
     """Leaderboards from run artifacts (failed runs excluded)."""
     recs = [r for r in records(docs) if r.ok and headline(r.test_kind) is not None]
+    stale = stale_ids(recs)
     groups: dict[str, list[RunRecord]] = {}
     for r in newest_per_comparability(recs):
         groups.setdefault(r.comparability_key(exclude=COMPARED), []).append(r)
@@ -102,7 +104,8 @@ def boards(docs: list[Any]) -> list[Board]:
                          "quantization": r.quantization, "synthetic": r.synthetic, "backend": r.backend,
                          "backend_build": r.backend_build, "effective": r.effective, "settings": r.requested,
                          "s_mean": s["mean"], "s_stddev": s.get("stddev"), "s_n": s.get("n") or 0,
-                         "s_ci95_low": s.get("ci95_low"), "s_ci95_high": s.get("ci95_high")})
+                         "s_ci95_low": s.get("ci95_low"), "s_ci95_high": s.get("ci95_high"),
+                         "stale": r.id in stale})
         if not rows:
             continue
         g = pd.DataFrame(rows)
@@ -142,5 +145,6 @@ def board_records(board: Board) -> list[dict[str, Any]]:
             "ci95_low": None if pd.isna(r["s_ci95_low"]) else r["s_ci95_low"],
             "ci95_high": None if pd.isna(r["s_ci95_high"]) else r["s_ci95_high"],
             "id": r["id"],
+            "stale": bool(r["stale"]),
         })
     return recs

@@ -18,6 +18,7 @@ from runtime.workloads import TEST_KINDS
 from .. import leaderboard
 from ..runs import latest_per_key, last_updated
 from . import charts
+from .history_pages import STALE_BADGE
 from .markdown import (SYNTHETIC_BADGE, admonition, cell, code, link, nbytes, num, pre, run_link, table)
 
 
@@ -113,7 +114,8 @@ def leaderboard_page(docs: list[Any]) -> str:
             rows.append([cell(r["rank_label"]), cell(r["model"]) + (" " + SYNTHETIC_BADGE if r["synthetic"] else ""),
                          cell(r["quantization"])] + ([cell(r["backend_build"])] if b.build_varies else [])
                         + [cell(_setting(r["settings"][k])) for k in b.varying] + [
-                         link(num(r["mean"], m.decimals), run_link(r["id"])), num(_val(r["stddev"]), m.decimals),
+                         link(num(r["mean"], m.decimals), run_link(r["id"])) + (" " + STALE_BADGE if r["stale"] else ""),
+                         num(_val(r["stddev"]), m.decimals),
                          num(r["n"], 0), _ci(_val(r["ci95_low"]), _val(r["ci95_high"]), m.decimals),
                          link(r["id"], run_link(r["id"]))])
             chart_rows.append({"label": f"{r['rank_label']} {label}" + (" [synthetic]" if r["synthetic"] else ""),
