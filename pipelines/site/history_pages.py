@@ -11,9 +11,6 @@ import json
 from itertools import combinations
 from typing import Any
 
-import altair as alt
-import pandas as pd
-
 from .. import compare as cmp
 from .. import history
 from . import charts
@@ -30,21 +27,11 @@ def _ci(lo: float | None, hi: float | None, d: int) -> str:
     return "—" if lo is None or hi is None else f"{num(lo, d)} – {num(hi, d)}"
 
 
-def history_chart(ser: history.Series) -> alt.LayerChart:
+def history_chart(ser: history.Series) -> dict[str, Any]:
     """One dot per result (mean) with its CI95 rule, over time, coloured by build."""
-    m = ser.metric
-    df = pd.DataFrame([{"created": p.created, "mean": p.mean, "ci95_low": p.ci95_low, "ci95_high": p.ci95_high,
-                        "n": p.n, "stddev": p.stddev, "build": p.build_label, "id": p.id} for p in ser.points])
-    title = f"{m.label} ({m.unit})"
-    base = alt.Chart(df).encode(x=alt.X("created:T", title="measured"),
-                                color=alt.Color("build:N", title="build", legend=alt.Legend(orient="bottom", labelLimit=400)))
-    rule = base.mark_rule().encode(y=alt.Y("ci95_low:Q", title=title, stack=None), y2="ci95_high:Q")
-    dots = base.mark_point(filled=True, size=60).encode(
-        y=alt.Y("mean:Q", title=title, stack=None, scale=alt.Scale(zero=False)),
-        tooltip=[alt.Tooltip("created:T", format="%Y-%m-%d %H:%M:%S"), alt.Tooltip("mean:Q", format=".2f"),
-                 alt.Tooltip("stddev:Q", format=".2f"), alt.Tooltip("n:Q"), alt.Tooltip("ci95_low:Q", format=".2f"),
-                 alt.Tooltip("ci95_high:Q", format=".2f"), alt.Tooltip("build:N"), alt.Tooltip("id:N", title="artifact")])
-    return (rule + dots).properties(width="container", height=220, title=ser.label)
+    values = [{"created": p.created, "mean": p.mean, "ci95_low": p.ci95_low, "ci95_high": p.ci95_high, "n": p.n,
+               "stddev": p.stddev, "build": p.build_label, "id": p.id} for p in ser.points]
+    return charts.dots_over_time(values, ser.metric, title=ser.label)
 
 
 def _step_rows(steps: list[history.Step], from_dir: str = "") -> list[list[str]]:
