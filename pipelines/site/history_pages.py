@@ -19,6 +19,11 @@ from .markdown import admonition, cell, code, link, num, run_link, table
 STALE_BADGE = '<span class="almanac-badge stale" title="measured with an older build than the newest on this host">stale</span>'
 
 
+def method_text() -> str:
+    """The step-detection method, as stated on the Methodology page."""
+    return cell(history.METHOD)
+
+
 def _settings(req: dict[str, Any]) -> str:
     return ", ".join(f"{k}={v if isinstance(v, str) else json.dumps(v)}" for k, v in sorted(req.items()) if v is not None)
 
