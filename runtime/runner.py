@@ -66,11 +66,13 @@ def set_aside(path: Path, root: Path | None = None) -> Path:
     return dest
 
 
-def last_valid(key: str, root: Path | None, emit: Callable[[str, dict[str, Any]], None]) -> tuple[Path, dict[str, Any]] | None:
-    """The newest readable artifact of ``key``; corrupt ones met on the way are reported and set aside."""
+def last_valid(key: str, root: Path | None, emit: Callable[[str, dict[str, Any]], None],
+               reader: Callable[[Path], Any] = record.read) -> tuple[Path, Any] | None:
+    """The newest readable artifact of ``key`` (a RunRecord by default; ``reader`` reads other
+    types); corrupt ones met on the way are reported and set aside."""
     for path in reversed(find_existing(key, root)):
         try:
-            return path, artifacts.load(path)
+            return path, reader(path)
         except ArtifactError as exc:
             dest = set_aside(path, root)
             emit("corrupt", {"path": relpath(path), "moved_to": relpath(dest), "error": str(exc)})
@@ -359,9 +361,9 @@ def _run_configurations(m: matrix_mod.Matrix, cfgs: list[matrix_mod.Configuratio
         found = last_valid(key, root, emit) if not force else None
         if found is not None:
             last_path, last = found
-            if last["status"] == "ok" or not retry_failed:
+            if last.ok or not retry_failed:
                 report.skipped.append(last_path)
-                emit("skip", {**label, "path": relpath(last_path), "status": last["status"]})
+                emit("skip", {**label, "path": relpath(last_path), "status": last.status})
                 continue
         emit("run", label)
         refusal = _does_not_fit(cfg, ref, settings)

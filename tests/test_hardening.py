@@ -146,13 +146,15 @@ from pathlib import Path
 from runtime.runlock import run_lock
 with run_lock(Path(sys.argv[1]), "h"):
     print("held", flush=True)
-    time.sleep(float(sys.argv[2]))
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < float(sys.argv[2]) and not (Path(sys.argv[1]) / "release").exists():
+        time.sleep(0.05)
 """
 
 
 def test_a_second_run_refuses_naming_the_holder_or_waits(tmp_path):
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    holder = subprocess.Popen([sys.executable, "-c", HOLD, str(tmp_path), "3"], env=env, stdout=subprocess.PIPE, text=True)
+    holder = subprocess.Popen([sys.executable, "-c", HOLD, str(tmp_path), "60"], env=env, stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().strip() == "held"
         with pytest.raises(runlock.LockBusy) as exc:

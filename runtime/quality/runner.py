@@ -230,7 +230,7 @@ def run_quality_matrix(name_or_path: str, *, force: bool = False, retry_failed: 
         key = config_key(cfg, ref, settings.model_dump(mode="json"), host["id"], bversion)
         label = {"index": i, "total": len(m.configurations), "model": cfg.model, "suite": cfg.suite.name,
                  "items": len(cfg.items), "swept": cfg.swept}
-        found = runner.last_valid(key, root or quality_dir(), emit) if not force else None  # corrupt: set aside
+        found = runner.last_valid(key, root or quality_dir(), emit, artifacts.load) if not force else None  # corrupt: set aside
         if found is not None:
             last_path, last = found
             if last["status"] == "ok" or not retry_failed:
