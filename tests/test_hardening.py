@@ -165,9 +165,10 @@ def test_a_second_run_refuses_naming_the_holder_or_waits(tmp_path):
         assert len(msg.splitlines()) == 1
         with runlock.run_lock(tmp_path, "other-host"):  # another host's folder is free
             pass
+        threading.Timer(1.0, lambda: (tmp_path / "release").touch()).start()
         t0 = time.monotonic()
-        with runlock.run_lock(tmp_path, "h", wait_s=20):  # waits until the holder ends
-            assert holder.poll() is not None and time.monotonic() - t0 < 10
+        with runlock.run_lock(tmp_path, "h", wait_s=30):  # waits until the holder lets go (1 s from now)
+            assert 0.9 < time.monotonic() - t0 < 30
     finally:
         holder.kill()
         holder.wait()
