@@ -15,6 +15,17 @@ FIXTURES = ROOT / "tests" / "fixtures"
 GOLDEN = FIXTURES / "data"  # golden artifacts measured for real, committed (asv's example_results)
 
 
+def pytest_configure(config):
+    """Code scoring refuses to run without kernel isolation (runtime.quality.sandbox). The code
+    the suite runs is its own (reference solutions, and hostile snippets that the audit hook is
+    tested to contain), so on a host without namespaces or bubblewrap the suite accepts that
+    risk for itself; tests of the refusal itself clear the variable."""
+    from runtime.quality import sandbox
+
+    if not sandbox.kernel_isolation_available():
+        os.environ.setdefault(sandbox.ACCEPT_ENV, "1")
+
+
 @pytest.fixture
 def data_env(tmp_path, monkeypatch):
     """An empty data dir with the real model registry; ALMANAC_DATA points at it."""
