@@ -2,7 +2,7 @@
 
     python benchmarks/soak.py [--kills 10] [--seed 0] [--json OUT]
 
-A tiny matrix of the embedded model (24 configurations of about a second each) runs in a fresh data
+A tiny matrix of the embedded model (32 configurations of about a second each) runs in a fresh data
 folder as ``invoke bench``; at a random moment the runner (the invoke process, not its
 group) gets SIGKILL, as from ``kill -9`` or the OOM killer. After each kill: which of its
 workers were still alive 2 s later (orphans). After the last kill a run without kills must
@@ -40,7 +40,7 @@ warmup: false
 timeout_s: 60
 settings: {n_threads: 1}
 sweep: {n_batch: [32, 64, 96, 128, 160, 192, 224, 256]}
-tests: [tg2, tg3, tg4]
+tests: [tg2, tg3, tg4, tg5]
 """
 
 
@@ -55,7 +55,7 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--kills", type=int, default=10)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--max-delay", type=float, default=12.0, help="latest kill, seconds after the start")
+    ap.add_argument("--max-delay", type=float, default=4.0, help="latest kill, seconds after the start")
     ap.add_argument("--json")
     args = ap.parse_args()
     rng = random.Random(args.seed)
