@@ -271,3 +271,16 @@ def test_invoke_compare_end_to_end(tmp_path):
         assert bad.returncode == 2 and msg in bad.stderr and "Traceback" not in bad.stderr
         assert len(bad.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "bad.md").exists()
+
+
+def test_committed_regression_example_is_on_the_regressions_page():
+    """benchmarks/regression_example.py measured a deliberately slowed build (threads halved)
+    on this project's CPU host: its step is on the Regressions page with its CI95 and sources."""
+    recs = load_runs()
+    steps = [st for st in history.all_steps(history.series(recs)) if st.build_change.get("label") == (None, "threads-halved")]
+    assert steps
+    st = steps[0]
+    assert st.verdict == "regression" and st.ci95_high < 1.0 and st.settings_change["n_threads"][1] < st.settings_change["n_threads"][0]
+    page = history_pages.regressions_page(recs)
+    assert all(f"runs/{p.id}.md" in page for p in st.before + st.after)
+    assert f"{st.ratio:.3f} \\[{st.ci95_low:.3f}, {st.ci95_high:.3f}\\]" in page or f"{st.ratio:.3f} [{st.ci95_low:.3f}, {st.ci95_high:.3f}]" in page

@@ -44,8 +44,8 @@ def _step_rows(steps: list[history.Step], from_dir: str = "") -> list[list[str]]
     for st in steps:
         s, m = st.series, st.series.metric
         d = m.decimals
-        before = ", ".join(link(p.id[:12], run_link(p.id, from_dir)) for p in st.before)
-        after = ", ".join(link(p.id[:12], run_link(p.id, from_dir)) for p in st.after)
+        before = ", ".join(link(p.id.split("-", 1)[-1], run_link(p.id, from_dir)) for p in st.before)
+        after = ", ".join(link(p.id.split("-", 1)[-1], run_link(p.id, from_dir)) for p in st.after)
         change = "; ".join(f"{k}: {v[0]} → {v[1]}" for k, v in st.build_change.items())
         eff = "; ".join(f"{k}: {json.dumps(v[0])} → {json.dumps(v[1])}" for k, v in st.settings_change.items())
         rows.append([
@@ -58,8 +58,8 @@ def _step_rows(steps: list[history.Step], from_dir: str = "") -> list[list[str]]
     return rows
 
 
-STEP_HEADERS = ["step", "model", "test", "backend", "host", "before: mean ± stddev (n), artifacts",
-                "after: mean ± stddev (n), artifacts", "change", "after/before [CI95]", "build change",
+STEP_HEADERS = ["step", "model", "test", "backend", "host", "before (pooled window): mean ± stddev (n), artifacts",
+                "after (pooled window): mean ± stddev (n), artifacts", "change", "after/before [CI95]", "build change",
                 "effective settings change"]
 
 
