@@ -134,11 +134,13 @@ def compare_table(res: cmp.Result, from_dir: str = "") -> str:
 
 
 def host_vs_host_page(docs: list[Any]) -> str:
-    """Every pair of hosts: the configurations both ran (same work apart from the host)."""
+    """Every pair of hosts: the configurations both ran (same work apart from the host); in each
+    pair A is the host with fewer GPUs, so a GPU host's speed-up reads as B/A > 1."""
     from ..runs import records
 
     recs = [r for r in records(docs) if r.ok]
-    hosts = sorted({r.host_id for r in recs})
+    gpus = {r.host_id: len(r.host.get("gpus") or []) for r in recs}
+    hosts = sorted(gpus, key=lambda h: (gpus[h], h))  # A: the host with fewer GPUs (the CPU box as the baseline)
     if len(hosts) < 2:
         return admonition("info", "One host", "Results from at least two hosts are needed.")
     out: list[str] = []
