@@ -92,7 +92,7 @@ def history_page(docs: list[Any]) -> str:
     if not sers:
         return admonition("warning", "No measurements yet", "Run `invoke bench` to add some.")
     out = ["**Method.** " + cell(history.METHOD) + " A result measured with an older build than the newest one on "
-           "its host and backend is marked " + STALE_BADGE + ".", ""]
+           "its host, backend and server software is marked " + STALE_BADGE + ".", ""]
     from ..leaderboard import split_settings
 
     varying, _ = split_settings([s.requested for s in sers])  # only what tells configurations apart
