@@ -158,14 +158,16 @@ def test_every_charted_value_is_an_artifacts_value():
     artifact's headline mean (the stacked-bar bug summed two artifacts into one bar)."""
     recs = load_runs()
     by_id = {r.id: r for r in recs}
+    for page in (pages.leaderboard_page(recs), history_pages.history_page(recs), history_pages.regressions_page(recs)):
+        values = _chart_values(page)
+        assert values
+        for v in values:
+            r = by_id[v["id"]]
+            s = r.stat(headline(r.test_kind).name)
+            assert v["mean"] == s["mean"] and v.get("ci95_low") == s["ci95_low"] and v["n"] == s["n"]
     values = _chart_values(pages.leaderboard_page(recs))
-    assert values
     ids = [v["id"] for v in values]
-    assert len(ids) == len(set(ids))
-    for v in values:
-        r = by_id[v["id"]]
-        s = r.stat(headline(r.test_kind).name)
-        assert v["mean"] == s["mean"] and v.get("ci95_low") == s["ci95_low"] and v["n"] == s["n"]
+    assert len(ids) == len(set(ids))  # one mark per artifact
     spec = pages.leaderboard_page(recs)
     assert '"stack": "zero"' not in spec and "mark_bar" not in spec
 
