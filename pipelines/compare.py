@@ -29,6 +29,7 @@ import fnmatch
 import io
 import json
 from dataclasses import asdict, dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -74,6 +75,13 @@ def parse_selection(text: str, name: str = "selection") -> Selection:
         values = tuple(x.strip() for x in v.split("|") if x.strip())
         if not values:
             raise CompareError(f"{k}= has no value", field=name)
+        if k in ("since", "until"):
+            for x in values:
+                try:
+                    datetime.fromisoformat(x.replace("Z", "+00:00"))
+                except ValueError:
+                    raise CompareError(f"{k}={x!r} is not an ISO date or time (e.g. 2026-11-26 or 2026-11-26T06:00)",
+                                       field=name) from None
         filters[k] = filters.get(k, ()) + values
     return Selection(text.strip(), filters)
 

@@ -240,7 +240,7 @@ def test_compare_refuses_empty_and_disjoint_selections():
         cmp.compare(docs, cmp.parse_selection("host=nowhere"), cmp.parse_selection("host=cpu"))
     with pytest.raises(cmp.CompareError, match="share no configuration"):
         cmp.compare(docs + [run([1, 2, 3], test=TG, host=GPU)], cmp.parse_selection("host=cpu"), cmp.parse_selection("host=gpu"))
-    for bad in ("", "host", "colour=red", "host="):
+    for bad in ("", "host", "colour=red", "host=", "since=yesterday"):
         with pytest.raises(cmp.CompareError):
             cmp.parse_selection(bad)
 
