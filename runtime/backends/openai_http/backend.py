@@ -69,6 +69,8 @@ class OpenAIHttpBackend(Backend):
         self._log_echoed = False
         self._server_binary: Path | None = None
         self._server_version: dict[str, Any] | None = None
+        self._server_extra: list[str] = []  # --no-repack where AMX is compiled in (runtime.llamacpp_lib)
+        self._extra_bufts: dict[str, Any] | None = None
 
     # -- endpoint -------------------------------------------------------------------------
     @property
@@ -119,12 +121,13 @@ class OpenAIHttpBackend(Backend):
         if self.is_llama_server and self._server_binary is None:
             self._server_binary = llama_server.find_binary(self.settings.server_binary)
             self._server_version = llama_server.version(self._server_binary)
+            self._server_extra, self._extra_bufts = llama_server.extra_bufts(self._server_binary)
 
     def build_command(self, port: str | None = None) -> list[str]:
         """The server's command line; ``port`` replaces the chosen port (e.g. "{port}" for the record)."""
         s = self.settings
         if self.is_llama_server:
-            cmd = list(llama_server.COMMAND) + llama_server.chat_template(s.chat_format)
+            cmd = list(llama_server.COMMAND) + llama_server.chat_template(s.chat_format) + self._server_extra
         elif s.server_command is None:
             cmd = ["{python}", "-m", "runtime.llama_cpp_server", "--model", "{model_path}", "--model_alias", "{model_name}",
                    "--host", "{host}", "--port", "{port}", "--interrupt_requests", "False",
@@ -239,6 +242,8 @@ class OpenAIHttpBackend(Backend):
                      n_threads=s.n_threads or physical_cores(), chat_format=s.chat_format)
             if self.is_llama_server:
                 d.update(parallel=s.parallel, kv_unified=True, flash_attn_requested="auto")
+                if self._extra_bufts is not None:
+                    d.update(use_extra_bufts=self._extra_bufts["use_extra_bufts"])
             else:
                 d.update(parallel=1, logits_all=s.logits_all)
         return d
