@@ -188,7 +188,8 @@ def test_default_command_is_llama_cpp_server_without_interrupts():
     b = OpenAIHttpBackend(model, OpenAIHttpSettings(chat_format="gemma", n_threads=3, server_args=["--verbose", "False"]))
     b.port = 12345
     cmd = b.build_command()
-    assert cmd[:3] == [sys.executable, "-m", "llama_cpp.server"]
+    # llama_cpp.server, started through runtime.llama_cpp_server (the library policy of runtime/llamacpp_lib.py first)
+    assert cmd[:3] == [sys.executable, "-m", "runtime.llama_cpp_server"]
     assert cmd[cmd.index("--interrupt_requests") + 1] == "False"
     assert cmd[cmd.index("--model") + 1] == "/models/m.gguf" and cmd[cmd.index("--model_alias") + 1] == "m"
     assert cmd[cmd.index("--port") + 1] == "12345" and cmd[cmd.index("--host") + 1] == "127.0.0.1"
