@@ -84,6 +84,7 @@ class ModelEntry(BaseModel):
     sha256: str | None = Field(None, description="Expected sha256 of the file; checked when given.")
     family: str | None = Field(None, description="Model family, to group related models (e.g. a draft and its target).")
     capabilities: list[str] = Field(default_factory=list, description="Capabilities such as chat, code, vision, tools.")
+    prompt_styles: list[str] = Field(default_factory=list, description="How quality suites may put items to this model, preferred first: chat, completion, loglikelihood (default: [chat]). A base model prefers loglikelihood and completion.")
     settings: dict[str, Any] = Field(default_factory=dict, description="Backend settings this model needs by default (a matrix's own settings win), e.g. chat_format.")
     synth: SynthSpec | None = Field(None, description="A synthetic model generated on demand: {shape, quant, seed} (random weights, speed only).")
 
@@ -332,6 +333,7 @@ def resolve(name: str, registry: Registry | None = None, *, fetch: bool = True) 
     facts = cached_gguf_facts(path, digest)
     facts["description"] = entry.description
     facts["capabilities"] = list(entry.capabilities)
+    facts["prompt_styles"] = list(entry.prompt_styles or ["chat"])
     facts["family"] = entry.family
     facts["default_settings"] = dict(entry.settings)
     return ModelRef(name=name, path=str(path), sha256=digest, size_bytes=path.stat().st_size, source=source, facts=facts)

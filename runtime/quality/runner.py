@@ -49,6 +49,8 @@ def config_key(cfg: QualityConfiguration, ref: models.ModelRef, settings: dict[s
              "items": [it.id for it in cfg.items], "generation": cfg.generation.model_dump(mode="json"),
              "host": host_id, "method": METHOD_VERSION, "scorers": {s: scorers.get(s).version for s in used},
              "degeneration": DEGENERATION_VERSION}
+    if cfg.prompt_style != "chat":  # chat keys stay as before prompt styles existed (resume keeps working)
+        ident["prompt_style"] = cfg.prompt_style
     return hashlib.sha256(json.dumps(ident, sort_keys=True, default=str).encode()).hexdigest()
 
 
@@ -75,10 +77,17 @@ def summarize_items(items: list[dict[str, Any]]) -> dict[str, Any]:
         for t in it.get("tags") or []:
             tags.setdefault(t, []).append(it["passed"])
     degenerate = sum(1 for it in items if it["degeneration"]["degenerate"])
+    chances = [it["details"].get("chance") for it in items]
+    if not chances or any(c is None for c in chances):
+        chances = [1.0 / len(it["check"]["letters"]) if it["scorer"] == "multiple_choice" else None for it in items]
+    norm = [it["details"]["acc_norm"] for it in items if "acc_norm" in it["details"]]
     timing = [it["timing"] for it in items]
     return {
         **_rate(passed, n),
         "by_tag": {t: _rate(sum(v), len(v)) for t, v in sorted(tags.items())},
+        # multiple choice: the rate a guess gets (mean of 1 / number of choices), and acc_norm
+        "chance": _mean(chances) if chances and all(c is not None for c in chances) else None,
+        "acc_norm": _rate(sum(norm), len(norm)) if norm and len(norm) == n else None,
         "degenerate": degenerate,
         "degenerate_rate": degenerate / n if n else None,
         "generation_errors": sum(1 for it in items if it.get("error")),
@@ -100,12 +109,13 @@ def score_items(cfg: QualityConfiguration, records: list[dict[str, Any]]) -> lis
         text = rec.get("text") or ""
         t0 = time.perf_counter()
         sc = scorers.get(it.scorer)
-        verdict = sc(it.check, text)
+        verdict = sc(it.check, rec["loglik"] if it.style == "loglikelihood" and "loglik" in rec else text)
         system = next((m["content"] for m in it.messages if m["role"] == "system"), None)
         out.append({
             "id": it.id,
             "tags": it.tags,
             "prompt": it.prompt,
+            "prompt_style": it.style,
             "system": system,
             "expected": it.expected,
             "scorer": it.scorer,
@@ -162,7 +172,8 @@ def build_artifact(*, cfg: QualityConfiguration, ref: models.ModelRef, settings:
         "error": error,
         "matrix": {"name": cfg.matrix, "file": cfg.matrix_file},
         "backend": cfg.backend,
-        "suite": {"name": cfg.suite.name, "version": cfg.suite.version, "category": cfg.suite.category,
+        "prompt_style": cfg.prompt_style,
+        "suite": {"name": cfg.suite.name, "prompt_styles": list(cfg.suite.prompt_styles), "version": cfg.suite.version, "category": cfg.suite.category,
                   "description": cfg.suite.description, "file": relpath(cfg.suite.path),
                   "includes": cfg.suite.includes, "content_sha256": cfg.suite.content_sha256,
                   "n_items_in_suite": len(cfg.suite.items), "source": cfg.suite.source_info,
@@ -194,7 +205,9 @@ def build_artifact(*, cfg: QualityConfiguration, ref: models.ModelRef, settings:
 def artifact_path(doc: dict[str, Any], root: Path | None = None) -> Path:
     root = root or quality_dir()
     stamp = doc["id"].split("-", 1)[1]
-    return root / doc["host"]["id"] / hostinfo.slug(doc["model"]["name"]) / f"{doc['suite']['name']}--{doc['key'][:16]}-{stamp}.json"
+    style = doc.get("prompt_style") or "chat"
+    name = doc["suite"]["name"] if style == "chat" else f"{doc['suite']['name']}.{style}"
+    return root / doc["host"]["id"] / hostinfo.slug(doc["model"]["name"]) / f"{name}--{doc['key'][:16]}-{stamp}.json"
 
 
 QualityReport = runner.MatrixReport  # the same record: measured, skipped, failed
