@@ -79,7 +79,7 @@ def summarize_items(items: list[dict[str, Any]]) -> dict[str, Any]:
     degenerate = sum(1 for it in items if it["degeneration"]["degenerate"])
     chances = [it["details"].get("chance") for it in items]
     if not chances or any(c is None for c in chances):
-        chances = [1.0 / len(it["check"]["letters"]) if it["scorer"] == "multiple_choice" else None for it in items]
+        chances = [1.0 / len(it["check"].get("letters", "ABCD")) if it["scorer"] == "multiple_choice" else None for it in items]
     norm = [it["details"]["acc_norm"] for it in items if "acc_norm" in it["details"]]
     timing = [it["timing"] for it in items]
     return {

@@ -466,6 +466,16 @@ def _mc_loglik(check: LoglikChoiceCheck, output: Any) -> Score:
                                         "chance": 1.0 / len(check.choices)})
 
 
+@register("choice_text", 1, "Multiple choice answered in words (completion style): the output's first line, "
+          "normalised, must equal the correct choice; an output that is no choice counts as wrong.", LoglikChoiceCheck)
+def _choice_text(check: LoglikChoiceCheck, output: str) -> Score:
+    first = normalize(output.strip().splitlines()[0] if output.strip() else "")
+    names = [normalize(c) for c in check.choices]
+    chosen = names.index(first) if first in names else None
+    return Score(chosen == check.answer, {"normalized_output": first[:200], "chosen": chosen,
+                                          "chance": 1.0 / len(check.choices)})
+
+
 # -- IFBench --------------------------------------------------------------------------------
 class IFBenchCheck(Check):
     instruction_id_list: list[str] = Field(..., min_length=1)

@@ -170,14 +170,16 @@ class Item:
 
 
 def _mc_block(question: str, choices: list[str]) -> str:
-    return f"Question: {question}\n" + "".join(f"{LETTERS[i]}. {c}\n" for i, c in enumerate(choices)) + "Answer:"
+    """Completion form of a multiple-choice item: the choices listed, the answer written out
+    (a small base model cannot map letters to choices; it can copy the right words)."""
+    return f"Question: {question}\nChoices: {', '.join(choices)}\nAnswer:"
 
 
 def _fewshot_text(shots: list[FewShot]) -> str:
     out = []
     for s in shots:
         if s.question is not None and s.choices:
-            out.append(f"{_mc_block(s.question, s.choices)} {LETTERS[int(s.answer)]}\n\n")
+            out.append(f"{_mc_block(s.question, s.choices)} {s.choices[int(s.answer)]}\n\n")
         else:
             out.append(f"Question: {s.prompt.rstrip()}\nAnswer: {s.answer}\n\n")
     return "".join(out)
@@ -195,8 +197,8 @@ def render_mc(spec: MCItemSpec, style: str, shots: list[FewShot]) -> Item:
         return Item(spec.id, messages, "multiple_choice", mc_check, expected, list(spec.tags))
     if style == "completion":
         text = _fewshot_text([s for s in shots if s.choices]) + _mc_block(spec.question, spec.choices)
-        return Item(spec.id, messages, "multiple_choice", mc_check, expected, list(spec.tags), max_tokens=None,
-                    style=style, text=text, stop=list(ANSWER_STOP))
+        return Item(spec.id, messages, "choice_text", {"answer": spec.answer, "choices": list(spec.choices)}, expected,
+                    list(spec.tags), max_tokens=None, style=style, text=text, stop=list(ANSWER_STOP))
     return Item(spec.id, messages, "mc_loglik", {"answer": spec.answer, "choices": list(spec.choices)}, expected,
                 list(spec.tags), style=style, text=f"Question: {spec.question}\nAnswer:",
                 continuations=[f" {c}" for c in spec.choices])
