@@ -68,6 +68,16 @@ def rate(passed: int, n: int) -> dict[str, Any]:
     return {"n": n, "passed": passed, "pass_rate": passed / n if n else None, "ci95_low": lo, "ci95_high": hi}
 
 
+def style_of(doc: dict[str, Any]) -> str:
+    """The prompt style of a quality artifact (chat for artifacts from before styles existed)."""
+    return doc.get("prompt_style") or "chat"
+
+
+def suite_style(suite: str, style: str) -> str:
+    """The column a score belongs to: a suite in one prompt style (styles are never merged)."""
+    return suite if style == "chat" else f"{suite} · {style}"
+
+
 def scores_frame(docs: list[dict[str, Any]]) -> pd.DataFrame:
     """One row per current quality artifact: model, configuration, suite, n, pass rate, Wilson CI95,
     degeneration, status and provenance."""
@@ -88,5 +98,7 @@ def scores_frame(docs: list[dict[str, Any]]) -> pd.DataFrame:
             "config_label": config_label(d["settings"]["requested"]), "generation": d["generation"],
             **r, "degenerate": degenerate, "degenerate_rate": degenerate / len(items) if items else None,
             "by_tag": {t: rate(v["passed"], v["n"]) for t, v in (d["summary"].get("by_tag") or {}).items()},
+            "prompt_style": style_of(d), "suite_style": suite_style(d["suite"]["name"], style_of(d)),
+            "chance": d["summary"].get("chance"), "acc_norm": d["summary"].get("acc_norm"),
         })
     return pd.DataFrame(rows)

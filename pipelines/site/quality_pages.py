@@ -37,6 +37,11 @@ def _ci(lo: Any, hi: Any) -> str:
 def _score_cell(r: Any, from_dir: str = "") -> str:
     text = f"{_pct(r['pass_rate'])} ({r['passed']}/{r['n']})"
     out = link(text, quality_link(r["id"], from_dir)) + f"<br><small>CI95 {_ci(r['ci95_low'], r['ci95_high'])}</small>"
+    if r.get("chance") is not None and not pd.isna(r.get("chance")):
+        out += f"<br><small>chance {_pct(r['chance'])}</small>"
+    norm = r.get("acc_norm")
+    if isinstance(norm, dict) and norm.get("n"):
+        out += f"<br><small>acc_norm {_pct(norm['pass_rate'])}</small>"
     if r["degenerate"]:
         out += f"<br><small>degenerate {r['degenerate']}/{r['n']}</small>"
     if r["status"] != "ok":
@@ -58,10 +63,10 @@ def quality_page(docs: list[dict[str, Any]]) -> str:
     frame = quality_mod.scores_frame(docs)
     out: list[str] = []
     frame["row"] = frame["model"] + " · " + frame["config_label"]
-    suites = sorted(frame["suite"].unique())
-    # one cell per (configuration, host, suite): the newest complete run, else the newest incomplete one
+    suites = sorted(frame["suite_style"].unique())
+    # one cell per (configuration, host, suite and prompt style): the newest complete run, else the newest incomplete one
     best = (frame.assign(_ok=frame["status"].eq("ok")).sort_values(["_ok", "created", "id"])
-            .groupby(["row", "host_id", "suite"], sort=True).tail(1))
+            .groupby(["row", "host_id", "suite_style"], sort=True).tail(1))
     out += ["## Scores per model and suite", "",
             "Each cell: pass rate (passed / scored items), its 95% Wilson interval, and degenerate outputs; "
             "it links to the artifact with every prompt, output and verdict. The configuration is the model "
@@ -71,7 +76,7 @@ def quality_page(docs: list[dict[str, Any]]) -> str:
         r0 = g.iloc[0]
         cells = []
         for s in suites:
-            gs = g[g["suite"] == s]
+            gs = g[g["suite_style"] == s]
             cells.append(_score_cell(gs.iloc[0]) if not gs.empty else "no data")
         rows.append([cell(r0["model"]) + (" " + SYNTHETIC_BADGE if r0["synthetic"] else ""), cell(r0["config_label"]),
                      code(host)] + cells)
@@ -79,7 +84,7 @@ def quality_page(docs: list[dict[str, Any]]) -> str:
                      ["l", "l", "l"] + ["r"] * len(suites)))
     out.append("")
     metric = METRICS["pass_rate"]
-    chart_df = pd.DataFrame([{"label": f"{r['suite']} · {r['row']}", "mean": 100 * r["pass_rate"], "stddev": None,
+    chart_df = pd.DataFrame([{"label": f"{r['suite_style']} · {r['row']}", "mean": 100 * r["pass_rate"], "stddev": None,
                               "n": r["n"], "ci95_low": 100 * r["ci95_low"], "ci95_high": 100 * r["ci95_high"],
                               "id": r["id"]} for _, r in best.iterrows() if r["n"]])
     if not chart_df.empty:
@@ -90,7 +95,7 @@ def quality_page(docs: list[dict[str, Any]]) -> str:
     rows = []
     for _, r in frame.sort_values(["suite", "model", "config_label"]).iterrows():
         gen = r["generation"]
-        rows.append([code(r["suite"]), cell(r["model"]), cell(r["config_label"]), num(int(r["n"]), 0),
+        rows.append([code(r["suite_style"]), cell(r["model"]), cell(r["config_label"]), num(int(r["n"]), 0),
                      num(int(r["passed"]), 0), _pct(r["pass_rate"]), _ci(r["ci95_low"], r["ci95_high"]),
                      num(int(r["degenerate"]), 0), cell(f"max_tokens={gen.get('max_tokens')}, T={gen.get('temperature')}"),
                      cell(r["status"]), link(r["id"], quality_link(r["id"]))])
@@ -108,7 +113,8 @@ def _details_text(details: dict[str, Any]) -> str:
 def quality_run_page(doc: dict[str, Any]) -> str:
     """One quality artifact: provenance, summary, and every item (prompt, output, verdict, evidence)."""
     s = doc["summary"]
-    title = f"{doc['model']['name']} · {doc['suite']['name']} · {doc['host']['id']}"
+    style = quality_mod.style_of(doc)
+    title = f"{doc['model']['name']} · {quality_mod.suite_style(doc['suite']['name'], style)} · {doc['host']['id']}"
     # Model output may hold Jinja syntax ({{ }}, {% %}, {# #}): this page is data, never a template.
     out = ["---", "render_macros: false", "---", "", f"# {cell(title)}", ""]
     out.append(f"**Artifact** {code(doc['id'])} · **status** {cell(doc['status'])} · **created** {cell(doc['created'])} · "
@@ -120,7 +126,9 @@ def quality_run_page(doc: dict[str, Any]) -> str:
     src = suite.get("source") or {}
     out.append(f"**Suite** {code(suite['name'])} v{num(suite['version'], 0)} ({cell(suite['category'])}, "
                f"{num(suite['n_items_in_suite'], 0)} items; sample of {num(len(suite['sample']['ids']), 0)} with seed "
-               f"{num(suite['sample']['seed'], 0)}) · **content sha256** {code(suite['content_sha256'][:16])}")
+               f"{num(suite['sample']['seed'], 0)}) · **prompt style** {code(style)}"
+               + (f" · **chance** {_pct(s['chance'])}" if s.get("chance") is not None else "")
+               + f" · **content sha256** {code(suite['content_sha256'][:16])}")
     if src.get("package"):
         out.append(f"  \n**Source** {cell(src['package'])} {cell(src.get('version'))}, {code(src.get('file'))}: "
                    f"{num(src.get('usable'), 0)} of {num(src.get('total_in_file'), 0)} usable; {cell(src.get('scoring'))}")
@@ -340,3 +348,139 @@ def sandbox_layers() -> str:
     from runtime.quality import sandbox
 
     return ", ".join(code(x) for x in sandbox.isolation_layers())
+
+
+# -- quantization ladder --------------------------------------------------------------------
+def _pm(v: Any, se: Any, decimals: int = 3) -> str:
+    if v is None or (isinstance(v, float) and pd.isna(v)):
+        return "—"
+    return f"{v:,.{decimals}f} ± {se:,.{decimals}f}" if se is not None and not pd.isna(se) else f"{v:,.{decimals}f}"
+
+
+def _speed_cell(s: Any) -> str:
+    if not s:
+        return "not measured"
+    return (f"{link(num(s['mean'], 1), run_link(s['id']))}<br><small>CI95 {num(s['ci95_low'], 1)}–{num(s['ci95_high'], 1)}, "
+            f"n={s['n']}</small>")
+
+
+def ladder_chart(frame: pd.DataFrame, x: str, x_title: str) -> Any:
+    """Perplexity (± SE) against size or speed: one point per variant, error bars both ways where known."""
+    import altair as alt
+
+    rows = []
+    for _, r in frame.iterrows():
+        if x == "size_mib":
+            xv, xlo, xhi = r["size_bytes"] / 2**20, None, None
+        else:
+            s = r[x]
+            if not s:
+                continue
+            xv, xlo, xhi = s["mean"], s["ci95_low"], s["ci95_high"]
+        rows.append({"variant": f"{r['model']} ({r['quantization']})", "x": xv, "x_lo": xlo if xlo is not None else xv,
+                     "x_hi": xhi if xhi is not None else xv, "ppl": r["ppl"], "ppl_lo": r["ppl"] - r["ppl_se"],
+                     "ppl_hi": r["ppl"] + r["ppl_se"], "kld": r["kld"], "id": r["ppl_id"]})
+    df = pd.DataFrame(rows)
+    if df.empty:
+        return None
+    base = alt.Chart(df)
+    scale = alt.Scale(zero=False)
+    pts = base.mark_point(filled=True, size=90).encode(
+        x=alt.X("x:Q", title=x_title, scale=scale), y=alt.Y("ppl:Q", title="perplexity (± SE, lower is better)", scale=scale),
+        color=alt.Color("variant:N", legend=alt.Legend(orient="bottom", columns=1, title=None)),
+        tooltip=["variant:N", alt.Tooltip("x:Q", format=",.1f", title=x_title), alt.Tooltip("ppl:Q", format=".3f"),
+                 alt.Tooltip("kld:Q", format=".5f", title="KLD vs source"), alt.Tooltip("id:N", title="artifact")])
+    ey = base.mark_rule().encode(x="x:Q", y="ppl_lo:Q", y2="ppl_hi:Q", color=alt.Color("variant:N", legend=None))
+    ex = base.mark_rule().encode(x="x_lo:Q", x2="x_hi:Q", y="ppl:Q", color=alt.Color("variant:N", legend=None))
+    return (ey + ex + pts).properties(width="container", height=260)
+
+
+def ladder_section(frame: pd.DataFrame) -> str:
+    """The trade-off table and charts of the quantization ladder (one row / point per model file)."""
+    if frame.empty:
+        return admonition("info", "No quantization ladder measured yet",
+                          "Run `invoke quality.ladder`, `invoke bench --matrix ladder` and "
+                          "`invoke quality --matrix quality-ladder`.")
+    score_cols = sorted({k for s in frame["scores"] for k in s})
+    head = ["model", "quant", "file", "PPL ± SE", "KLD vs source ± SE", "same top token", "pp512 t/s", "tg128 t/s",
+            "peak RSS"] + [code(c) for c in score_cols]
+    rows = []
+    for _, r in frame.iterrows():
+        d = r["derived"] or None
+        origin = (f"<br><small>requantized from {cell(d['from'])} ({code(d['source_sha256'][:12])}): "
+                  f"{code(d['command'])}</small>" if d else "<br><small>packaged</small>")
+        kld = (link(_pm(r["kld"], r["kld_se"], 4), f"perplexity-runs/{r['kld_id']}.md") if r["kld_id"] else "reference")
+        same = f"{100 * r['same_top']:.1f} ± {100 * r['same_top_se']:.1f}%" if r["same_top"] is not None else "—"
+        cells = []
+        for c in score_cols:
+            s = r["scores"].get(c)
+            if not s:
+                cells.append("not measured")
+                continue
+            chance = f", chance {_pct(s['chance'])}" if s.get("chance") is not None else ""
+            cells.append(link(f"{_pct(s['pass_rate'])} ({s['passed']}/{s['n']})", quality_link(s["id"]))
+                         + f"<br><small>CI95 {_ci(s['ci95_low'], s['ci95_high'])}{chance}</small>")
+        rows.append([cell(r["model"]) + origin, code(r["quantization"]), roles_mod.nbytes(r["size_bytes"]),
+                     link(_pm(r["ppl"], r["ppl_se"]), f"perplexity-runs/{r['ppl_id']}.md"), kld, same,
+                     _speed_cell(r["pp512"]), _speed_cell(r["tg128"]),
+                     roles_mod.nbytes(r["peak_rss_bytes"]) if r["peak_rss_bytes"] else "—"] + cells)
+    r0 = frame.iloc[0]
+    out = [f"Perplexity on `{r0['text']}` ({int(r0['n_tokens']):,} scored tokens, n_ctx {r0['n_ctx']}, "
+           "llama-perplexity's chunking; ± is the standard error of the mean). KL-divergence and top-token "
+           "agreement are measured against the file each variant was requantized from. Scores are per suite "
+           "and prompt style (never merged across styles), with the Wilson CI95 and the chance level.", "",
+           table(head, rows), ""]
+    for x, title in (("size_mib", "file size (MiB)"), ("tg128", "tg128 (tokens/s, CI95)")):
+        ch = ladder_chart(frame, x, title)
+        if ch is not None:
+            out.append(charts.embed(ch, caption=f"Perplexity against {title}: one point per variant, with its intervals."))
+            out.append("")
+    return "\n".join(out)
+
+
+def ladder_from_data() -> str:
+    from .. import perplexity as ppl_mod
+    from ..runs import load_runs
+
+    return ladder_section(ppl_mod.ladder_frame(ppl_mod.load_perplexity(), load_runs(), quality_mod.load_quality()))
+
+
+def perplexity_run_page(doc: dict[str, Any]) -> str:
+    """One perplexity artifact: inputs, the figures with their standard errors, per-chunk values."""
+    r = doc["results"] or {}
+    ref = doc["reference"]
+    out = [f"# Perplexity {cell(doc['id'])}", "",
+           f"**Model:** {cell(doc['model']['name'])} ({code(doc['model']['quantization'] or '?')}, "
+           f"{code(doc['model']['sha256'][:12])})  ",
+           f"**Reference:** {cell(ref['name']) + ' (' + code(ref['sha256'][:12]) + ')' if ref else 'none'}  ",
+           f"**Text:** {cell(doc['text']['name'])} ({cell(doc['text']['source'])}; licence: {cell(doc['text']['licence'])})  ",
+           f"**Method:** n_ctx {doc['method']['n_ctx']}, {doc['method']['n_chunk']} chunks, "
+           f"{doc['method']['scored_per_chunk']} scored tokens per chunk; {cell(doc['method']['anchor'])}  ",
+           f"**Host:** {code(doc['host']['id'])}, status {cell(doc['status'])}", ""]
+    if doc["status"] != "ok":
+        out.append(admonition("failure", "Run failed", cell((doc.get("error") or {}).get("message", ""))))
+        return "\n".join(out)
+    rows = [["PPL", _pm(r["ppl"], r["ppl_se"], 4)], ["mean NLL", _pm(r["nll_mean"], r["nll_se"], 5)],
+            ["scored tokens", num(r["n_scored_tokens"], 0)]]
+    if ref:
+        rows += [["PPL of the reference", _pm(r["ppl_reference"], r["ppl_reference_se"], 4)],
+                 ["ln(PPL / PPL ref)", _pm(r["ln_ppl_ratio"], r["ln_ppl_ratio_se"], 5)],
+                 ["mean KLD", _pm(r["kld_mean"], r["kld_se"], 6)], ["median KLD", num(r["kld_median"], 6)],
+                 ["99th percentile KLD", num(r["kld_p99"], 6)], ["maximum KLD", num(r["kld_max"], 6)],
+                 ["same top token", f"{100 * r['same_top']:.2f} ± {100 * r['same_top_se']:.2f}%"]]
+    out += [table(["figure", "value"], rows), "", "??? note \"Per chunk\"", ""]
+    chunk_rows = [[num(c["index"], 0), num(c["n"], 0), num(c["ppl"], 3)]
+                  + ([num(c.get("kld_mean"), 5), f"{100 * c['same_top']:.1f}%"] if ref else []) for c in doc["chunks"]]
+    sub = table(["chunk", "tokens", "PPL"] + (["mean KLD", "same top"] if ref else []), chunk_rows)
+    out += ["    " + line for line in sub.splitlines()]
+    return "\n".join(out)
+
+
+def perplexity_index(docs: list[dict[str, Any]]) -> str:
+    rows = []
+    for d in sorted(docs, key=lambda d: (d["created"], d["id"]), reverse=True):
+        r = d["results"] or {}
+        rows.append([link(d["id"], f"{d['id']}.md"), cell(d["created"]), code(d["host"]["id"]), cell(d["model"]["name"]),
+                     cell((d["reference"] or {}).get("name") or "—"), _pm(r.get("ppl"), r.get("ppl_se"), 3),
+                     _pm(r.get("kld_mean"), r.get("kld_se"), 5), cell(d["status"])])
+    return table(["artifact", "created", "host", "model", "reference", "PPL ± SE", "KLD ± SE", "status"], rows)
