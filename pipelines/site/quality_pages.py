@@ -5,6 +5,7 @@ escalation hierarchy, every decision explained from data and linked to its artif
 from __future__ import annotations
 
 import json
+from html import escape as _html_escape
 from typing import Any
 
 import pandas as pd
@@ -243,18 +244,61 @@ def _requirements(role: roles_mod.Role) -> str:
     return "; ".join(parts) or "none"
 
 
+def html_escape(text: str) -> str:
+    return _html_escape(text, quote=True)
+
+
+def _indent(text: str) -> str:
+    return "\n".join("    " + ln if ln else "" for ln in text.splitlines())
+
+
+def _candidate_line(c: roles_mod.Candidate) -> str:
+    """One candidate's decision in one line: every failing or open requirement with its figure."""
+    open_ = [e for e in c.evidence if e.ok is not True and e.reason != "no data"]
+    missing = [e for e in c.evidence if e.reason == "no data"]
+    parts = [f"{e.reason}: {e.message or e.value}" for e in open_]
+    if missing:
+        parts.append("not measured: " + ", ".join(e.requirement for e in missing))
+    return f"{c.label} ({c.state}): " + "; ".join(parts)
+
+
+def _summary_table(assignments: list[roles_mod.Assignment]) -> str:
+    rows = []
+    for a in assignments:
+        rejected = [c for c in a.rejected if c.state == "rejected"]
+        unresolved = [c for c in a.rejected if c.state == "unresolved"]
+        unmeasured = [c for c in a.rejected if c.state in ("not measured", "partly measured")]
+        if a.chosen:
+            met = "; ".join(f"{e.requirement.split(' (')[0]}: {e.value}" for e in a.chosen.evidence
+                            if e.kind in ("quality", "speed"))
+            why = f"meets every requirement ({met})" if met else "meets every requirement"
+        else:
+            why = "<br>".join(cell(_candidate_line(c)) for c in (unresolved + rejected)[:3]) or "—"
+        rows.append([link(a.role, f"#role-{_anchor(a.role)}"), cell(a.spec.tier or "—"), f"**{cell(a.status)}**",
+                     cell(a.chosen.label) if a.chosen else "—", why if a.chosen is None else cell(why),
+                     f"{len(rejected)} / {len(unresolved)} / {len(unmeasured)}"])
+    return table(["role", "tier", "decision", "assigned", "why", "rejected / unresolved / not measured"], rows,
+                 ["l", "l", "l", "l", "l", "r"])
+
+
 def roles_page(reg: roles_mod.RolesFile, assignments: list[roles_mod.Assignment]) -> str:
     out: list[str] = []
     by_role: dict[str, list[roles_mod.Assignment]] = {}
+    by_host: dict[str, list[roles_mod.Assignment]] = {}
     for a in assignments:
         by_role.setdefault(a.role, []).append(a)
+        by_host.setdefault(a.host_id or "no host with speed data", []).append(a)
+    out += ["## Decisions per host", "",
+            "One row per role: the decision, the configuration assigned and why, or for an unassigned role the "
+            "reasons of its closest candidates. *Rejected*: a measured figure fails the requirement even at the "
+            "favourable end of its CI95; *unresolved*: the interval straddles the threshold, and the details say "
+            "how many more items or repetitions would settle it; *not measured*: no artifact.", ""]
+    for host, items in sorted(by_host.items()):
+        out += [f"### On {code(host)}", "", _summary_table(items), ""]
     chains = roles_mod.escalation_chains(reg)
     if chains:
-        out += ["## Escalation hierarchy", "",
-                "Each arrow is a role's `escalates_to`; each role shows the configuration assigned on each host "
-                "and its measured speed (from the role's first speed requirement).", ""]
-        hosts = sorted({a.host_id or "—" for a in assignments})
-        for host in hosts:
+        out += ["## Escalation hierarchy", ""]
+        for host in sorted({a.host_id or "—" for a in assignments}):
             for chain in chains:
                 steps = []
                 for role in chain:
@@ -262,19 +306,10 @@ def roles_page(reg: roles_mod.RolesFile, assignments: list[roles_mod.Assignment]
                     steps.append(f"{role} ({_headline_speed(a) if a else 'not evaluated here'})")
                 out.append(f"- on {code(host)}: " + " → ".join(cell(s) for s in steps))
         out.append("")
-    out += ["## Role assignments", ""]
-    rows = []
-    for a in assignments:
-        chosen = a.chosen
-        rows.append([link(a.role, f"#role-{_anchor(a.role)}"), cell(a.spec.tier or "—"), code(a.host_id or "no host"),
-                     cell(a.status), cell(chosen.label) if chosen else "—",
-                     cell(" → ".join(c.label for c in a.fallbacks)) if a.fallbacks else "—",
-                     num(len(a.rejected), 0)])
-    out.append(table(["role", "tier", "host", "status", "assigned", "fallback chain", "rejected"], rows))
-    out.append("")
+    out += ["## Details", "", "Every decision with the figures it rests on, folded; open a role to read them.", ""]
     for role_name, items in by_role.items():
         role = items[0].spec
-        out.append(f"## {cell(role_name)} {{#role-{_anchor(role_name)}}}")
+        out.append(f"### {cell(role_name)} {{#role-{_anchor(role_name)}}}")
         out.append("")
         out.append(f"{cell(role.description)}  \n**Needs:** {cell(_requirements(role))}  \n"
                    f"**Best means:** {'fastest' if role.prefer == 'speed' else 'highest mean pass rate'} first"
@@ -282,30 +317,25 @@ def roles_page(reg: roles_mod.RolesFile, assignments: list[roles_mod.Assignment]
                       if role.escalates_to else ""))
         out.append("")
         for a in items:
-            out.append(f"### On {code(a.host_id or 'no host with speed data')}")
-            out.append("")
+            body: list[str] = []
             if a.chosen:
-                out.append(f"**Assigned:** {cell(a.chosen.label)}: meets every requirement and ranks first.")
-                out.append("")
-                out.append(_evidence_table(a.chosen))
-                out.append("")
-            else:
-                out.append(admonition("warning", a.status.capitalize(),
-                                      "No configuration meets every requirement on this host; the reasons are below."
-                                      if a.status != "no data" else
-                                      "The data needed to decide is missing: no guess is made. Run the quality "
-                                      "matrix and the speed matrix on this host."))
+                body += [f"**Assigned:** {cell(a.chosen.label)}: meets every requirement and ranks first.", "",
+                         _evidence_table(a.chosen), ""]
             if a.fallbacks:
-                out.append("**Fallback chain** (eligible, in rank order):")
-                out.append("")
-                for i, c in enumerate(a.fallbacks, 1):
-                    out.append(f"{i}. {cell(c.label)}")
-                out.append("")
+                body += ["**Fallback chain** (eligible, in rank order): "
+                         + " → ".join(cell(c.label) for c in a.fallbacks), ""]
+            unmeasured = [c for c in a.rejected if c.state == "not measured"]
             for c in a.rejected:
-                out.append(f"**Rejected:** {cell(c.label)}: {cell(', '.join(c.reasons))}")
-                out.append("")
-                out.append(_evidence_table(c))
-                out.append("")
+                if c.state == "not measured":
+                    continue
+                body += [f"**{cell(c.state.capitalize())}:** {cell(c.label)}: {cell(', '.join(c.reasons))}", "",
+                         _evidence_table(c), ""]
+            if unmeasured:
+                body += ["**Not measured** (no artifact for any requirement): "
+                         + ", ".join(cell(c.label) for c in unmeasured), ""]
+            title = f"{role_name} on {a.host_id or 'no host with speed data'}: {a.status}"
+            kind = "success" if a.chosen else ("warning" if a.status == "not resolved" else "note")
+            out += [f'??? {kind} "{html_escape(title)}"', "", _indent("\n".join(body)), ""]
     return "\n".join(out)
 
 
@@ -325,8 +355,15 @@ def roles_page_from_data() -> str:
 def decision_rules() -> str:
     """How the recommender decides (for the Roles page), from the code's own declarations."""
     reasons = ", ".join(f"*{r}*" for r in roles_mod.REASONS)
-    return (f"Every requirement is checked against artifacts only. A candidate that fails one is rejected with "
-            f"every reason that applies ({reasons}); a requirement with no artifact is *no data*, never a guess. "
+    return (f"Every requirement is checked against artifacts only, with its uncertainty. A quality floor is met "
+            "when the Wilson CI95 lower bound of the pass rate reaches it and failed when the upper bound stays below "
+            "it (a 100% floor, which no lower bound reaches, allows no failed item); a speed floor is met when the "
+            "CI95 lower bound of the mean reaches it (a ceiling: the upper bound) and failed when the whole interval "
+            "misses it. Between the two the requirement is *not resolved*, and the page says about how many more "
+            "items (or repetitions) at the observed rate would settle it. A role checks only what it needs: the "
+            "degeneration check applies to roles with quality requirements. Scores of different prompt styles are "
+            "never pooled (a requirement reads one style: the one it names, else the one with the most items). "
+            f"Reasons: {reasons}; a requirement with no artifact is *no data*, never a guess. "
             "Quality comes from quality runs of the same configuration (model file and the settings that can "
             "change the output) on any host; speed and memory from speed runs on the host being assigned. "
             "Eligible candidates are ranked by the role's preference (speed: its first speed requirement's "
