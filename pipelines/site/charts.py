@@ -45,6 +45,26 @@ def bar_with_ci(df: pd.DataFrame, metric: Metric, label_col: str = "label", titl
     return (bars + err).properties(title=title, width="container", height=max(60, 28 * len(df)))
 
 
+def dots_with_ci(df: pd.DataFrame, metric: Metric, label_col: str = "label", title: str = "") -> alt.LayerChart:
+    """One mark per result: a dot at the mean and a CI95 rule, one row per artifact, in the
+    frame's order. Rows are keyed by the artifact id (``id``), so two results never share a
+    mark and nothing is summed or stacked (Vega-Lite stacks bars that share a category)."""
+    df = df.reset_index(drop=True).copy()
+    df["row"] = [f"{lab} · {rid[:12]}" for lab, rid in zip(df[label_col], df["id"])]
+    order = list(df["row"])
+    axis_title = f"{metric.label} ({metric.unit})"
+    base = alt.Chart(df).encode(y=alt.Y("row:N", sort=order, title=None, axis=alt.Axis(labelLimit=320)))
+    tooltip = [alt.Tooltip(f"{label_col}:N", title="configuration"),
+               alt.Tooltip("mean:Q", format=".2f", title=f"mean ({metric.unit})"),
+               alt.Tooltip("stddev:Q", format=".2f"), alt.Tooltip("n:Q"),
+               alt.Tooltip("ci95_low:Q", format=".2f"), alt.Tooltip("ci95_high:Q", format=".2f"),
+               alt.Tooltip("id:N", title="artifact")]
+    rule = base.mark_rule(color="#222").encode(x=alt.X("ci95_low:Q", title=axis_title, stack=None), x2="ci95_high:Q")
+    dots = base.mark_point(filled=True, size=70, color="#4051b5").encode(
+        x=alt.X("mean:Q", title=axis_title, stack=None), tooltip=tooltip)
+    return (rule + dots).properties(title=title, width="container", height=max(60, 26 * len(df)))
+
+
 def line_sweep(df: pd.DataFrame, x: str, metric: Metric, series: str | None = None, title: str = "",
                x_title: str | None = None) -> alt.LayerChart:
     """A sweep: metric mean against a swept value, CI95 band, one line per series."""
