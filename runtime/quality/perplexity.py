@@ -253,7 +253,7 @@ def measure(model: str, *, reference: str | None = None, text: str = "gpl-3.0", 
             timeout_s: float = 1800.0, root: Path | None = None) -> tuple[Path, bool]:
     """Measure (or find) one perplexity artifact; (path, measured_now). Bad input raises ConfigError
     before anything is written."""
-    from .. import __version__, artifacts, backends, models, runner
+    from .. import backends, models, runner
     from .. import host as hostinfo
 
     if n_ctx < 8 or n_ctx % 2:
@@ -275,12 +275,32 @@ def measure(model: str, *, reference: str | None = None, text: str = "gpl-3.0", 
              "text_sha256": txt.sha256, "n_ctx": n_ctx, "chunks": chunks, "backend_version": bversion, "host": host["id"]}
     key = hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()
     root = root or perplexity_dir()
-    existing = runner.find_existing(key, root)
-    if existing and not force:
-        return existing[-1], False
     job = {"model": ref_m.to_dict(), "reference": ref_r.to_dict() if ref_r else None, "text_path": str(txt.path),
            "n_ctx": n_ctx, "chunks": chunks, "settings": settings}
-    outcome = runner.run_child(job, timeout_s, module="runtime.quality.perplexity")
+
+    def build(outcome: runner.ChildOutcome) -> dict[str, Any]:
+        return _document(outcome, key=key, txt=txt, ref_m=ref_m, ref_r=ref_r, n_ctx=n_ctx, chunks=chunks,
+                         settings=settings, host=host, bversion=bversion)
+
+    def path(doc: dict[str, Any]) -> Path:
+        kind = f"kld-vs-{hostinfo.slug(ref_r.name)}" if ref_r else "ppl"
+        return root / host["id"] / hostinfo.slug(ref_m.name) / f"{kind}--{key[:16]}-{doc['id'].split('-', 1)[1]}.json"
+
+    # the same run loop as speed and quality runs (skip / resume / force, child process, atomic write)
+    report = runner.execute([runner.Scenario(key=key, root=root, module="runtime.quality.perplexity", job=job,
+                                             timeout_s=timeout_s, label={"model": model, "reference": reference},
+                                             build=build, path=path)],
+                            runner.MatrixReport("perplexity"), lambda kind, info: None, force=force)
+    if report.skipped:
+        return report.skipped[-1], False
+    return (report.measured or report.failed)[-1], True
+
+
+def _document(outcome: Any, *, key: str, txt: Text, ref_m: Any, ref_r: Any, n_ctx: int, chunks: int | None,
+              settings: dict[str, Any], host: dict[str, Any], bversion: str) -> dict[str, Any]:
+    """The perplexity artifact from the child's outcome; ConfigError (nothing written) for bad input."""
+    from .. import __version__, artifacts, record, runner
+
     res = outcome.result or {}
     err = res.get("error") or {}
     if err.get("kind") == "input":  # bad input found by the child (text too short, other tokenizer)
@@ -301,7 +321,7 @@ def measure(model: str, *, reference: str | None = None, text: str = "gpl-3.0", 
     doc = {
         "artifact": "perplexity",
         "schema_version": artifacts.ARTIFACT_TYPES["perplexity"].version,
-        "id": f"p{key[:12]}-{created.strftime('%Y%m%dT%H%M%SZ')}",
+        "id": record.run_id(key, created),  # the one id format (runtime.record)
         "key": key,
         "created": created.isoformat(timespec="seconds"),
         "status": status,
@@ -322,10 +342,7 @@ def measure(model: str, *, reference: str | None = None, text: str = "gpl-3.0", 
         "resources": {"peak_rss_bytes": outcome.peak_rss_bytes, "wall_s": outcome.wall_s, "eval_s": res.get("eval_s")},
         "log_tail": runner.tail_log(outcome.log, 40),
     }
-    slug = hostinfo.slug(ref_m.name)
-    kind = f"kld-vs-{hostinfo.slug(ref_r.name)}" if ref_r else "ppl"
-    path = root / host["id"] / slug / f"{kind}--{key[:16]}-{doc['id'].split('-', 1)[1]}.json"
-    return artifacts.write(path, doc), True
+    return doc
 
 
 if __name__ == "__main__":

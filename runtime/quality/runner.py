@@ -1,5 +1,9 @@
 """Run a quality matrix: generate in a child process, score in this one, write one artifact each.
 
+Each (model, settings, suite) is a ``runtime.runner.Scenario`` run by ``runner.execute``,
+the same loop as speed tests: one skip / resume / retry path, one child-process runner,
+one atomic write, and ids in the one format of ``runtime.record.run_id``.
+
 For every (model, settings, suite) configuration: the seeded sample of items goes to a
 child process (``runtime.quality.worker`` through ``runtime.runner.run_child``: crash,
 abort and timeout isolation, log and peak RSS captured); the outputs come back; each is
@@ -25,7 +29,7 @@ from typing import Any, Callable
 from pipelines.degeneration import VERSION as DEGENERATION_VERSION
 from pipelines.degeneration import detect
 
-from .. import __version__, artifacts, backends, models, stats
+from .. import __version__, artifacts, backends, models, record, stats
 from .. import host as hostinfo
 from ..paths import data_dir, relpath
 from .. import runner
@@ -165,7 +169,7 @@ def build_artifact(*, cfg: QualityConfiguration, ref: models.ModelRef, settings:
     doc = {
         "artifact": "quality",
         "schema_version": artifacts.ARTIFACT_TYPES["quality"].version,
-        "id": f"q{key[:12]}-{created.strftime('%Y%m%dT%H%M%SZ')}",
+        "id": record.run_id(key, created),  # the one id format (runtime.record)
         "key": key,
         "created": created.isoformat(timespec="seconds"),
         "status": status,
@@ -224,28 +228,25 @@ def run_quality_matrix(name_or_path: str, *, force: bool = False, retry_failed: 
     report = QualityReport(m.name)
     emit = on_event or (lambda kind, info: None)
     emit("start", {"matrix": m.name, "total": len(m.configurations), "host": host["id"]})
-    for i, cfg in enumerate(m.configurations, 1):
-        ref = refs[cfg.model]
-        settings = merged_settings(cfg, ref)
-        bversion = backends.version(cfg.backend)
-        key = config_key(cfg, ref, settings.model_dump(mode="json"), host["id"], bversion)
-        label = {"index": i, "total": len(m.configurations), "model": cfg.model, "suite": cfg.suite.name,
-                 "items": len(cfg.items), "swept": cfg.swept}
-        existing = find_existing(key, root)
-        if existing and not force:
-            last = artifacts.load(existing[-1])
-            if last["status"] == "ok" or not retry_failed:
-                report.skipped.append(existing[-1])
-                emit("skip", {**label, "path": relpath(existing[-1]), "status": last["status"]})
-                continue
-        emit("run", label)
-        job = {"backend": cfg.backend, "model": ref.to_dict(), "settings": settings.model_dump(mode="json"),
-               "generation": cfg.generation.model_dump(mode="json"), "items": [it.to_dict() for it in cfg.items]}
-        outcome = run_child(job, cfg.timeout_s, module="runtime.quality.worker")
-        doc = build_artifact(cfg=cfg, ref=ref, settings=settings, host=host, key=key, backend_version=bversion,
-                             outcome=outcome)
-        path = artifacts.write(artifact_path(doc, root), doc)
-        (report.measured if doc["status"] == "ok" else report.failed).append(path)
-        emit("done", {**label, "path": relpath(path), "status": doc["status"], "summary": doc["summary"],
-                      "error": doc["error"]})
-    return report
+
+    def scenarios():
+        for i, cfg in enumerate(m.configurations, 1):
+            ref = refs[cfg.model]
+            settings = merged_settings(cfg, ref)
+            bversion = backends.version(cfg.backend)
+            key = config_key(cfg, ref, settings.model_dump(mode="json"), host["id"], bversion)
+            job = {"backend": cfg.backend, "model": ref.to_dict(), "settings": settings.model_dump(mode="json"),
+                   "generation": cfg.generation.model_dump(mode="json"), "items": [it.to_dict() for it in cfg.items]}
+
+            def build(outcome, cfg=cfg, ref=ref, settings=settings, key=key, bversion=bversion):
+                return build_artifact(cfg=cfg, ref=ref, settings=settings, host=host, key=key, backend_version=bversion,
+                                      outcome=outcome)
+
+            yield runner.Scenario(key=key, root=root or quality_dir(), module="runtime.quality.worker", job=job,
+                                  timeout_s=cfg.timeout_s,
+                                  label={"index": i, "total": len(m.configurations), "model": cfg.model,
+                                         "suite": cfg.suite.name, "prompt_style": cfg.prompt_style,
+                                         "items": len(cfg.items), "swept": cfg.swept},
+                                  build=build, path=lambda doc: artifact_path(doc, root))
+
+    return runner.execute(scenarios(), report, emit, force=force, retry_failed=retry_failed)
