@@ -411,7 +411,8 @@ def quality_run(c, matrix="quality", force=False, retry_failed=False):
         if kind == "start":
             console.print(f"[bold]quality matrix {info['matrix']}[/]: {info['total']} suite runs on host {info['host']}")
             return
-        prefix = f"[{info['index']}/{info['total']}] {info['model']} · {info['suite']} ({info['items']} items)"
+        style = f" · {info['prompt_style']}" if info.get("prompt_style") not in (None, "chat") else ""
+        prefix = f"[{info['index']}/{info['total']}] {info['model']} · {info['suite']}{style} ({info['items']} items)"
         if info.get("swept"):
             prefix += " · " + ", ".join(f"{k}={v}" for k, v in info["swept"].items())
         if kind == "skip":
