@@ -80,6 +80,13 @@ def ladder_frame(ppl_docs: list[dict[str, Any]], run_docs: list[dict[str, Any]],
     pf = perplexity_frame(ppl_docs)
     if pf.empty:
         return pf
+    if host is None:  # speed from one host only: the one that measured tg128 for the most ladder files
+        shas = set(pf["model_sha256"])
+        counts: dict[str, set[str]] = {}
+        for d in latest_per_key(run_docs):
+            if d["status"] == "ok" and d["model"]["sha256"] in shas and d["test"]["name"] == "tg128":
+                counts.setdefault(d["host"]["id"], set()).add(d["model"]["sha256"])
+        host = max(counts, key=lambda h: (len(counts[h]), h)) if counts else None
     rows = []
     for sha, g in pf.groupby("model_sha256", sort=False):
         own = g[g["reference"].isna()].sort_values("created").tail(1)
@@ -102,5 +109,6 @@ def ladder_frame(ppl_docs: list[dict[str, Any]], run_docs: list[dict[str, Any]],
         row["peak_rss_bytes"] = max((row[t]["peak_rss_bytes"] for t in ("pp512", "tg128")
                                      if row[t] and row[t]["peak_rss_bytes"]), default=None)
         row["scores"] = _scores(quality_docs, sha)
+        row["speed_host"] = host
         rows.append(row)
     return pd.DataFrame(rows).sort_values("size_bytes", ascending=False).reset_index(drop=True)

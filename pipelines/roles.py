@@ -228,11 +228,9 @@ class Assignment:
         states = {c.state for c in self.rejected}
         if "unresolved" in states:
             return "not resolved"  # a candidate fails nothing, but a figure's interval straddles its threshold
-        if states <= {"not measured"}:
-            return "no data"  # nothing measured at all: runs could decide
-        if "partly measured" in states:
-            return "no data"  # a candidate fails nothing it was measured on: more runs could decide
-        return "no candidate meets every requirement"
+        if "rejected" in states:
+            return "no candidate meets every requirement"  # measured and rejected (others may lack data: counted apart)
+        return "no data"  # nothing failed on measured data: runs could decide
 
 
 # -- the join ------------------------------------------------------------------------------

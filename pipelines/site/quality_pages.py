@@ -438,7 +438,12 @@ def ladder_section(frame: pd.DataFrame) -> str:
         return admonition("info", "No quantization ladder measured yet",
                           "Run `invoke quality.ladder`, `invoke bench --matrix ladder` and "
                           "`invoke quality --matrix quality-ladder`.")
-    score_cols = sorted({k for s in frame["scores"] for k in s})
+    # a trade-off needs two points: a score column is shown when at least two files have it
+    counts: dict[str, int] = {}
+    for sc in frame["scores"]:
+        for k in sc:
+            counts[k] = counts.get(k, 0) + 1
+    score_cols = sorted(k for k, v in counts.items() if v >= 2 or len(frame) == 1)
     head = ["model", "quant", "file", "PPL ± SE", "KLD vs source ± SE", "same top token", "pp512 t/s", "tg128 t/s",
             "peak RSS"] + [code(c) for c in score_cols]
     rows = []
@@ -462,9 +467,10 @@ def ladder_section(frame: pd.DataFrame) -> str:
                      _speed_cell(r["pp512"]), _speed_cell(r["tg128"]),
                      roles_mod.nbytes(r["peak_rss_bytes"]) if r["peak_rss_bytes"] else "—"] + cells)
     r0 = frame.iloc[0]
+    speed_host = f"speed on `{r0['speed_host']}`; " if r0.get("speed_host") else ""
     out = [f"Perplexity on `{r0['text']}` ({int(r0['n_tokens']):,} scored tokens, n_ctx {r0['n_ctx']}, "
            "llama-perplexity's chunking; ± is the standard error of the mean). KL-divergence and top-token "
-           "agreement are measured against the file each variant was requantized from. Scores are per suite "
+           f"agreement are measured against the file each variant was requantized from; {speed_host}scores are per suite "
            "and prompt style (never merged across styles), with the Wilson CI95 and the chance level.", "",
            table(head, rows), ""]
     for x, title in (("size_mib", "file size (MiB)"), ("tg128", "tg128 (tokens/s, CI95)")):
