@@ -435,7 +435,7 @@ def quality_run(c, matrix="quality", force=False, retry_failed=False):
 @task(name="suites")
 @user_errors
 def quality_suites(c):
-    """List the quality suites in data/suites/ (version, items, category, source)."""
+    """List the quality suites in data/suites/ (version, items, category, prompt styles, source)."""
     from runtime.quality import suites
 
     for path in suites.list_suites():
@@ -444,7 +444,7 @@ def quality_suites(c):
         extra = f" from {src} {s.source_info.get('version')} ({s.source_info.get('usable')} of " \
                 f"{s.source_info.get('total_in_file')} usable)" if src else ""
         inc = f", includes {', '.join(s.includes)}" if s.includes else ""
-        print(f"{s.name:26s} v{s.version}  {len(s.items):4d} items  {s.category}{extra}{inc}")
+        print(f"{s.name:26s} v{s.version}  {len(s.items):4d} items  {s.category}  [{', '.join(s.prompt_styles)}]{extra}{inc}")
 
 
 @task(name="perplexity",
