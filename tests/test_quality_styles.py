@@ -252,3 +252,25 @@ def test_prompt_styles_are_never_pooled(reg, tmp_path):
     p.write_text(ROLES.replace("{suite: s, min: 0.5}", "{suite: s, min: 0.5, prompt_style: chat}"))
     a2 = by_role(roles.load_roles(p), [chat, ll], [])["q"]
     assert a2.chosen is None and a2.rejected[0].reasons == ["below quality floor"]
+
+
+def test_a_derived_model_records_its_source_and_command():
+    from runtime import models
+
+    src = models.resolve(MODEL)
+    ref = models.resolve("gemma3-270m-q2_k")
+    d = ref.facts["derived"]
+    assert ref.facts["quantization"] == "Q2_K" and ref.source == "derived:gemma3-270m-q4_k_m/Q2_K"
+    assert d["source_sha256"] == src.sha256 and d["requantized"] is True
+    assert d["command"] == f"llama-quantize --allow-requantize {Path(src.path).name} {Path(ref.path).name} Q2_K"
+    assert ref.size_bytes < src.size_bytes and src.sha256[:12] in Path(ref.path).name
+
+
+def test_a_derived_entry_must_name_a_registry_model(tmp_path, monkeypatch):
+    from runtime import models
+
+    reg = models.Registry.model_validate({"models": {"x": {"derived": {"from": "nope", "quant": "Q2_K"}}}})
+    with pytest.raises(ConfigError, match=r"models.x.derived.from: derived.from 'nope' is not a registry model"):
+        models.resolve("x", reg)
+    with pytest.raises(Exception, match="unknown quantization 'Q9_K'"):
+        models.Registry.model_validate({"models": {"x": {"derived": {"from": MODEL, "quant": "Q9_K"}}}})
