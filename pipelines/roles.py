@@ -266,12 +266,15 @@ def join(quality_docs: list[dict[str, Any]], run_docs: list[dict[str, Any]]) -> 
     for d in latest_runs(run_docs):
         if d["status"] == "ok" and not d["model"].get("synthetic"):
             get(d["backend"], d["model"], _speed_settings(d)).runs.setdefault(d["host"]["id"], []).append(d)
-    for cfg in out.values():  # per suite, only runs of its newest content (an edited suite supersedes)
-        newest: dict[str, dict[str, Any]] = {}
+    for cfg in out.values():  # per suite and prompt style, only runs of its newest content (an edited suite supersedes)
+        newest: dict[tuple[str, str], dict[str, Any]] = {}
+
+        def ss(d: dict[str, Any]) -> tuple[str, str]:
+            return d["suite"]["name"], quality_mod.style_of(d)
+
         for d in sorted(cfg.quality, key=lambda d: (d["created"], d["id"])):
-            newest[d["suite"]["name"]] = d
-        cfg.quality = [d for d in cfg.quality
-                       if d["suite"]["content_sha256"] == newest[d["suite"]["name"]]["suite"]["content_sha256"]]
+            newest[ss(d)] = d
+        cfg.quality = [d for d in cfg.quality if d["suite"]["content_sha256"] == newest[ss(d)]["suite"]["content_sha256"]]
     return out
 
 
@@ -431,9 +434,12 @@ def _memory_evidence(cap: int, cfg: ConfigData, host: str | None) -> tuple[Evide
                     message="no measured peak memory on this host" if host else "no speed artifact on any host"), None
 
 
-def _degeneration_evidence(cfg: ConfigData, max_rate: float) -> Evidence:
+def _degeneration_evidence(cfg: ConfigData, max_rate: float, docs: list[dict[str, Any]] | None = None) -> Evidence:
+    """Share of degenerate outputs over the runs the role's quality requirements read (all runs
+    of the configuration when none is given)."""
+    docs = cfg.quality if docs is None else docs
     pooled: dict[tuple[str, str], dict[str, Any]] = {}  # newest verdict per (suite, item)
-    for d in sorted(cfg.quality, key=lambda d: (d["created"], d["id"])):
+    for d in sorted(docs, key=lambda d: (d["created"], d["id"])):
         for it in d["items"]:
             pooled[(d["suite"]["name"], it["id"])] = it
     items = list(pooled.values())
@@ -445,7 +451,7 @@ def _degeneration_evidence(cfg: ConfigData, max_rate: float) -> Evidence:
     ok = share <= max_rate
     flags = sorted({f for it in bad for f in it["degeneration"]["flags"]})
     return Evidence("degeneration", what, ok, value=f"{_pct(share)} ({len(bad)}/{len(items)})", n=len(items),
-                    artifacts=[("quality", d["id"]) for d in cfg.quality], reason=None if ok else "degenerate",
+                    artifacts=[("quality", d["id"]) for d in docs], reason=None if ok else "degenerate",
                     message="" if ok else f"{len(bad)} of {len(items)} outputs degenerate ({', '.join(flags)})")
 
 
@@ -464,13 +470,15 @@ def evaluate(role: Role, cfg: ConfigData, host: str | None, defaults: Defaults,
                                        reason="missing capability" if missing else None,
                                        message=f"lacks {', '.join(missing)}" if missing else ""))
     qualities = []
+    read: dict[str, dict[str, Any]] = {}  # the runs the quality requirements read
     for req in role.quality:
         ev, value = _quality_evidence(req, cfg, role.min_items or defaults.min_items)
         c.evidence.append(ev)
         qualities.append(value)
+        read.update({aid: d for d in cfg.quality for kind, aid in ev.artifacts if kind == "quality" and d["id"] == aid})
     if role.quality:  # a speed-only role does not read outputs: no degeneration check
         c.evidence.append(_degeneration_evidence(cfg, role.max_degenerate_rate if role.max_degenerate_rate is not None
-                                                 else defaults.max_degenerate_rate))
+                                                 else defaults.max_degenerate_rate, list(read.values())))
     for i, req in enumerate(role.speed):
         ev, value = _speed_evidence(req, cfg, host)
         c.evidence.append(ev)

@@ -123,11 +123,11 @@ def test_prefer_quality_and_the_tie_break(assignments):
 
 def test_no_data_role_never_guesses(assignments):
     a = assignments["oracle"]
-    # fast-garbage was measured and rejected (degenerate): the role says so; the others lack data
-    assert a.chosen is None and a.status == "no candidate meets every requirement"
-    assert {c.state for c in a.rejected} == {"rejected", "partly measured", "not measured"}
+    # the role reads only suite never-run: nothing it needs was measured, so degeneration elsewhere does not count
+    assert a.chosen is None and a.status == "no data"
+    assert {c.state for c in a.rejected} == {"not measured"}
     assert all("no data" in c.reasons for c in a.rejected)
-    assert reasons(a, "fast-garbage") == ["degenerate", "no data"]  # a measured failure stays a failure
+    assert reasons(a, "fast-garbage") == ["no data"]  # its degenerate outputs are in a suite this role does not read
     ev = next(e for c in a.rejected for e in c.evidence if e.kind == "quality")
     assert ev.ok is None and "no quality run of suite never-run" in ev.message
 
@@ -226,7 +226,7 @@ def test_roles_page_explains_and_links_every_decision(reg):
     runs, quality = fixture_docs()
     assignments = roles.recommend(reg, quality, runs, CAPS, sorted(CAPS))
     body = quality_pages.roles_page(reg, assignments).replace("\\", "")
-    assert "frontdoor (fast-good, 60.00 t/s) → architect (slow-good, 5.00 t/s) → oracle (unassigned)" in body
+    assert "frontdoor (fast-good, 60.00 t/s) → architect (slow-good, 5.00 t/s) → oracle (no data)" in body
     assert "too slow" in body and "does not fit" in body and "degenerate" in body and "no data" in body
     assert "below quality floor" in body
     fast = next(d for d in runs if d["model"]["name"] == "fast-good")

@@ -274,3 +274,16 @@ def test_a_derived_entry_must_name_a_registry_model(tmp_path, monkeypatch):
         models.resolve("x", reg)
     with pytest.raises(Exception, match="unknown quantization 'Q9_K'"):
         models.Registry.model_validate({"models": {"x": {"derived": {"from": MODEL, "quant": "Q9_K"}}}})
+
+
+def test_a_newer_run_in_another_style_does_not_supersede(reg, tmp_path):
+    ll = quality_doc("m", "s", [True] * 30)
+    ll["prompt_style"] = "loglikelihood"
+    comp = quality_doc("m", "s", [False] * 5, degenerate=[True] * 5, stamp="20260103T000000Z")
+    comp["prompt_style"], comp["suite"]["content_sha256"] = "completion", "1" * 64  # another rendering of the suite
+    p = tmp_path / "r3.yaml"
+    p.write_text(ROLES.replace("{suite: s, min: 0.5}", "{suite: s, min: 0.5, prompt_style: loglikelihood}"))
+    a = by_role(roles.load_roles(p), [ll, comp], [])["q"]
+    assert a.status == "assigned"
+    deg = next(e for e in a.chosen.evidence if e.kind == "degeneration")
+    assert deg.value == "0% (0/30)"  # only the runs the role reads: the degenerate completion run is not one
