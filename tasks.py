@@ -198,12 +198,19 @@ def serve(c, port=8000):
 
 
 # -- all / test --------------------------------------------------------------------------
-@task(help={"matrix": "Matrix to run (default: default)."})
+# What `invoke all` measures on this host: the default matrix, then the reference workload
+# every host runs (data/matrices/reference.yaml), whose rows the cross-host pages compare.
+ALL_MATRICES = "default,reference"
+
+
+@task(help={"matrix": f"Comma-separated matrices to run in order (default: {ALL_MATRICES}: the embedded model, then "
+                      "the reference workload every host runs)."})
 @user_errors
-def all(c, matrix="default"):  # noqa: A001 - the task is called `all`
-    """Fetch the embedded model, benchmark it on this host, validate, and build the site."""
+def all(c, matrix=ALL_MATRICES):  # noqa: A001 - the task is called `all`
+    """Fetch the embedded model, benchmark it and the reference workload on this host, validate, build the site."""
     fetch(c)
-    bench(c, matrix=matrix)
+    for name in [m.strip() for m in matrix.split(",") if m.strip()]:
+        bench(c, matrix=name)
     validate(c)
     build(c)
 
@@ -284,10 +291,11 @@ def llama_bench(c, file, host_name=None, model=None):
 # -- serving ---------------------------------------------------------------------------------
 @task(name="bench", help={"force": "Measure again even when artifacts for the same configurations exist.",
                           "retry_failed": "Measure again configurations whose last artifact is a failure.",
-                          "matrices": "Comma-separated matrices to run in order (default: serving-inprocess,serving)."})
+                          "matrices": "Comma-separated matrices to run in order (default: "
+                                      "serving-inprocess,serving,serving-llama-server)."})
 @user_errors
-def serve_bench(c, force=False, retry_failed=False, matrices="serving-inprocess,serving"):
-    """Serving: the in-process baseline, then llama_cpp.server on loopback (cold/warm, concurrency, HTTP chat)."""
+def serve_bench(c, force=False, retry_failed=False, matrices="serving-inprocess,serving,serving-llama-server"):
+    """Serving: in process, then llama_cpp.server and llama-server on loopback (the same requests; cold/warm, concurrency)."""
     from runtime import runner
 
     for name in [m.strip() for m in matrices.split(",") if m.strip()]:

@@ -64,6 +64,9 @@ class Point:
     effective: dict[str, Any]
     stale: bool = False
 
+    def __post_init__(self) -> None:
+        self.build_key = json.dumps(self.build, sort_keys=True, default=str)
+
 
 @dataclass
 class Step:
@@ -114,8 +117,12 @@ def _short_build(r: RunRecord) -> str:
 
 
 def _release(r: RunRecord) -> str:
-    ident = {k: v for k, v in r.build_identity.items() if k != "label"}
-    return json.dumps({**ident, "almanac": r.almanac_version}, sort_keys=True)
+    """The build without its variant label, as a canonical string (cached on the record)."""
+    v = r._cache.get("release")
+    if v is None:
+        ident = {k: v for k, v in r.build_identity.items() if k != "label"}
+        v = r._cache["release"] = json.dumps({**ident, "almanac": r.almanac_version}, sort_keys=True)
+    return v
 
 
 def newest_releases(recs: list[RunRecord]) -> dict[tuple[str, str], tuple[str, dict[str, str]]]:
@@ -174,7 +181,7 @@ def series(docs: list[Any]) -> list[Series]:
 def segments(points: list[Point]) -> list[list[Point]]:
     segs: list[list[Point]] = []
     for p in points:
-        if segs and json.dumps(segs[-1][-1].build, sort_keys=True) == json.dumps(p.build, sort_keys=True):
+        if segs and segs[-1][-1].build_key == p.build_key:
             segs[-1].append(p)
         else:
             segs.append([p])

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
 import numpy as np
+from scipy import special as _sp
 from scipy import stats as _st
 
 
@@ -20,7 +21,8 @@ def _clean(values: Sequence[float]) -> np.ndarray:
 
 
 def t_critical(df: float, confidence: float = 0.95) -> float:
-    return float(_st.t.ppf(0.5 + confidence / 2.0, df))
+    """Student's t quantile (scipy.special.stdtrit: the same value as t.ppf, ~100x faster)."""
+    return float(_sp.stdtrit(df, 0.5 + confidence / 2.0))
 
 
 def summarize(values: Sequence[float]) -> dict:

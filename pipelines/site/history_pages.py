@@ -11,15 +11,17 @@ import json
 from itertools import combinations
 from typing import Any
 
-import altair as alt
-import pandas as pd
-
 from .. import compare as cmp
 from .. import history
 from . import charts
 from .markdown import admonition, cell, code, link, num, run_link, table
 
 STALE_BADGE = '<span class="almanac-badge stale" title="measured with an older build than the newest on this host">stale</span>'
+
+
+def method_text() -> str:
+    """The step-detection method, as stated on the Methodology page."""
+    return cell(history.METHOD)
 
 
 def _settings(req: dict[str, Any]) -> str:
@@ -30,21 +32,11 @@ def _ci(lo: float | None, hi: float | None, d: int) -> str:
     return "—" if lo is None or hi is None else f"{num(lo, d)} – {num(hi, d)}"
 
 
-def history_chart(ser: history.Series) -> alt.LayerChart:
+def history_chart(ser: history.Series) -> dict[str, Any]:
     """One dot per result (mean) with its CI95 rule, over time, coloured by build."""
-    m = ser.metric
-    df = pd.DataFrame([{"created": p.created, "mean": p.mean, "ci95_low": p.ci95_low, "ci95_high": p.ci95_high,
-                        "n": p.n, "stddev": p.stddev, "build": p.build_label, "id": p.id} for p in ser.points])
-    title = f"{m.label} ({m.unit})"
-    base = alt.Chart(df).encode(x=alt.X("created:T", title="measured"),
-                                color=alt.Color("build:N", title="build", legend=alt.Legend(orient="bottom", labelLimit=400)))
-    rule = base.mark_rule().encode(y=alt.Y("ci95_low:Q", title=title, stack=None), y2="ci95_high:Q")
-    dots = base.mark_point(filled=True, size=60).encode(
-        y=alt.Y("mean:Q", title=title, stack=None, scale=alt.Scale(zero=False)),
-        tooltip=[alt.Tooltip("created:T", format="%Y-%m-%d %H:%M:%S"), alt.Tooltip("mean:Q", format=".2f"),
-                 alt.Tooltip("stddev:Q", format=".2f"), alt.Tooltip("n:Q"), alt.Tooltip("ci95_low:Q", format=".2f"),
-                 alt.Tooltip("ci95_high:Q", format=".2f"), alt.Tooltip("build:N"), alt.Tooltip("id:N", title="artifact")])
-    return (rule + dots).properties(width="container", height=220, title=ser.label)
+    values = [{"created": p.created, "mean": p.mean, "ci95_low": p.ci95_low, "ci95_high": p.ci95_high, "n": p.n,
+               "stddev": p.stddev, "build": p.build_label, "id": p.id} for p in ser.points]
+    return charts.dots_over_time(values, ser.metric, title=ser.label)
 
 
 def _step_rows(steps: list[history.Step], from_dir: str = "") -> list[list[str]]:
@@ -52,8 +44,8 @@ def _step_rows(steps: list[history.Step], from_dir: str = "") -> list[list[str]]
     for st in steps:
         s, m = st.series, st.series.metric
         d = m.decimals
-        before = ", ".join(link(p.id[:12], run_link(p.id, from_dir)) for p in st.before)
-        after = ", ".join(link(p.id[:12], run_link(p.id, from_dir)) for p in st.after)
+        before = ", ".join(link(p.id.split("-", 1)[-1], run_link(p.id, from_dir)) for p in st.before)
+        after = ", ".join(link(p.id.split("-", 1)[-1], run_link(p.id, from_dir)) for p in st.after)
         change = "; ".join(f"{k}: {v[0]} → {v[1]}" for k, v in st.build_change.items())
         eff = "; ".join(f"{k}: {json.dumps(v[0])} → {json.dumps(v[1])}" for k, v in st.settings_change.items())
         rows.append([
@@ -66,8 +58,8 @@ def _step_rows(steps: list[history.Step], from_dir: str = "") -> list[list[str]]
     return rows
 
 
-STEP_HEADERS = ["step", "model", "test", "backend", "host", "before: mean ± stddev (n), artifacts",
-                "after: mean ± stddev (n), artifacts", "change", "after/before [CI95]", "build change",
+STEP_HEADERS = ["step", "model", "test", "backend", "host", "before (pooled window): mean ± stddev (n), artifacts",
+                "after (pooled window): mean ± stddev (n), artifacts", "change", "after/before [CI95]", "build change",
                 "effective settings change"]
 
 
