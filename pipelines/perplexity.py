@@ -16,7 +16,11 @@ import pandas as pd
 
 from runtime.paths import data_dir
 
-from .runs import latest_per_key, load_artifacts
+from .quality import latest_per_key
+from .runs import load_artifacts, records
+
+
+LADDER_MATRIX = "ladder"  # data/matrices/ladder.yaml: the speed of every file of the ladder, same settings
 
 
 def perplexity_root() -> Path:
@@ -47,16 +51,19 @@ def perplexity_frame(docs: list[dict[str, Any]]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def _speed(run_docs: list[dict[str, Any]], sha: str, test: str, host: str | None) -> dict[str, Any] | None:
-    docs = [d for d in latest_per_key(run_docs) if d["status"] == "ok" and d["model"]["sha256"] == sha
-            and d["test"]["name"] == test and (host is None or d["host"]["id"] == host)
-            and "tokens_per_second" in d["summary"]]
+def _speed(run_docs: list[Any], sha: str, test: str, host: str | None) -> dict[str, Any] | None:
+    from runtime import record
+
+    docs = [r for r in record.latest_per_key(records(run_docs)) if r.ok and r.model_sha256 == sha
+            and r.test_name == test and (host is None or r.host_id == host) and r.stat("tokens_per_second")]
     if not docs:
         return None
-    d = max(docs, key=lambda d: (d["created"], d["id"]))
-    s = d["summary"]["tokens_per_second"]
+    # like with like: the ladder matrix's runs (same settings for every file) where there are any
+    ladder = [r for r in docs if r.matrix_name == LADDER_MATRIX]
+    r = max(ladder or docs, key=lambda r: (r.created, r.id))
+    s = r.stat("tokens_per_second")
     return {"mean": s.get("mean"), "ci95_low": s.get("ci95_low"), "ci95_high": s.get("ci95_high"), "n": s.get("n"),
-            "id": d["id"], "peak_rss_bytes": (d.get("resources") or {}).get("peak_rss_bytes"), "host": d["host"]["id"]}
+            "id": r.id, "peak_rss_bytes": r.resources.get("peak_rss_bytes"), "host": r.host_id}
 
 
 def _scores(quality_docs: list[dict[str, Any]], sha: str) -> dict[str, dict[str, Any]]:
@@ -82,10 +89,12 @@ def ladder_frame(ppl_docs: list[dict[str, Any]], run_docs: list[dict[str, Any]],
         return pf
     if host is None:  # speed from one host only: the one that measured tg128 for the most ladder files
         shas = set(pf["model_sha256"])
+        from runtime import record
+
         counts: dict[str, set[str]] = {}
-        for d in latest_per_key(run_docs):
-            if d["status"] == "ok" and d["model"]["sha256"] in shas and d["test"]["name"] == "tg128":
-                counts.setdefault(d["host"]["id"], set()).add(d["model"]["sha256"])
+        for r in record.latest_per_key(records(run_docs)):
+            if r.ok and r.model_sha256 in shas and r.test_name == "tg128":
+                counts.setdefault(r.host_id, set()).add(r.model_sha256)
         host = max(counts, key=lambda h: (len(counts[h]), h)) if counts else None
     rows = []
     for sha, g in pf.groupby("model_sha256", sort=False):

@@ -16,7 +16,18 @@ import pandas as pd
 from runtime import stats
 from runtime.paths import data_dir
 
-from .runs import latest_per_key, load_artifacts  # noqa: F401 - latest_per_key is part of this module's API
+from .runs import load_artifacts
+
+
+def latest_per_key(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The newest quality (or perplexity) artifact of each key, oldest first: a forced rerun
+    supersedes, history stays on disk. (Run artifacts have theirs in runtime.record.)"""
+    latest: dict[str, dict[str, Any]] = {}
+    for d in docs:
+        cur = latest.get(d["key"])
+        if cur is None or (d["created"], d["id"]) > (cur["created"], cur["id"]):
+            latest[d["key"]] = d
+    return sorted(latest.values(), key=lambda d: (d["created"], d["id"]))
 
 # Settings that change how fast a configuration runs but not what it writes: left out of
 # the identity that joins quality verdicts to speed measurements (see config_identity).
