@@ -287,3 +287,25 @@ def test_a_newer_run_in_another_style_does_not_supersede(reg, tmp_path):
     assert a.status == "assigned"
     deg = next(e for e in a.chosen.evidence if e.kind == "degeneration")
     assert deg.value == "0% (0/30)"  # only the runs the role reads: the degenerate completion run is not one
+
+
+def test_ladder_table_shows_each_artifact_s_values():
+    from pipelines import perplexity as ppl_mod
+    from pipelines import quality as quality_mod
+    from pipelines.runs import load_runs
+    from pipelines.site import quality_pages
+
+    docs = ppl_mod.load_perplexity()
+    if not docs:
+        pytest.skip("no perplexity artifacts committed")
+    frame = ppl_mod.ladder_frame(docs, load_runs(), quality_mod.load_quality())
+    body = quality_pages.ladder_section(frame)
+    assert "nan" not in body.replace("nano", "")
+    for d in docs:  # one row per file; every PPL and KLD cell is its artifact's value, linked
+        r = d["results"]
+        if d["reference"] is None:
+            assert f"[{r['ppl']:,.3f} ± {r['ppl_se']:,.3f}](perplexity-runs/{d['id']}.md)" in body
+        else:
+            assert f"[{r['kld_mean']:,.4f} ± {r['kld_se']:,.4f}](perplexity-runs/{d['id']}.md)" in body
+            assert f"requantized from gemma3-270m-q4\\_k\\_m" in body or "requantized from gemma3-270m-q4_k_m" in body
+    assert len(frame) == len({d["model"]["sha256"] for d in docs})

@@ -416,7 +416,8 @@ def ladder_chart(frame: pd.DataFrame, x: str, x_title: str) -> Any:
             xv, xlo, xhi = s["mean"], s["ci95_low"], s["ci95_high"]
         rows.append({"variant": f"{r['model']} ({r['quantization']})", "x": xv, "x_lo": xlo if xlo is not None else xv,
                      "x_hi": xhi if xhi is not None else xv, "ppl": r["ppl"], "ppl_lo": r["ppl"] - r["ppl_se"],
-                     "ppl_hi": r["ppl"] + r["ppl_se"], "kld": r["kld"], "id": r["ppl_id"]})
+                     "ppl_hi": r["ppl"] + r["ppl_se"], "kld": r["kld"] if pd.notna(r["kld"]) else None,
+                     "id": r["ppl_id"]})
     df = pd.DataFrame(rows)
     if df.empty:
         return None
@@ -451,8 +452,9 @@ def ladder_section(frame: pd.DataFrame) -> str:
         d = r["derived"] or None
         origin = (f"<br><small>requantized from {cell(d['from'])} ({code(d['source_sha256'][:12])}): "
                   f"{code(d['command'])}</small>" if d else "<br><small>packaged</small>")
-        kld = (link(_pm(r["kld"], r["kld_se"], 4), f"perplexity-runs/{r['kld_id']}.md") if r["kld_id"] else "reference")
-        same = f"{100 * r['same_top']:.1f} ± {100 * r['same_top_se']:.1f}%" if r["same_top"] is not None else "—"
+        has_kld = isinstance(r["kld_id"], str)  # pandas turns a missing value into NaN
+        kld = link(_pm(r["kld"], r["kld_se"], 4), f"perplexity-runs/{r['kld_id']}.md") if has_kld else "reference"
+        same = f"{100 * r['same_top']:.1f} ± {100 * r['same_top_se']:.1f}%" if has_kld else "—"
         cells = []
         for c in score_cols:
             s = r["scores"].get(c)
@@ -465,7 +467,8 @@ def ladder_section(frame: pd.DataFrame) -> str:
         rows.append([cell(r["model"]) + origin, code(r["quantization"]), roles_mod.nbytes(r["size_bytes"]),
                      link(_pm(r["ppl"], r["ppl_se"]), f"perplexity-runs/{r['ppl_id']}.md"), kld, same,
                      _speed_cell(r["pp512"]), _speed_cell(r["tg128"]),
-                     roles_mod.nbytes(r["peak_rss_bytes"]) if r["peak_rss_bytes"] else "—"] + cells)
+                     roles_mod.nbytes(r["peak_rss_bytes"]) if pd.notna(r["peak_rss_bytes"]) and r["peak_rss_bytes"] else "—"]
+                    + cells)
     r0 = frame.iloc[0]
     speed_host = f"speed on `{r0['speed_host']}`; " if r0.get("speed_host") else ""
     out = [f"Perplexity on `{r0['text']}` ({int(r0['n_tokens']):,} scored tokens, n_ctx {r0['n_ctx']}, "
