@@ -335,7 +335,9 @@ def roles_page(reg: roles_mod.RolesFile, assignments: list[roles_mod.Assignment]
                          + ", ".join(cell(c.label) for c in unmeasured), ""]
             title = f"{role_name} on {a.host_id or 'no host with speed data'}: {a.status}"
             kind = "success" if a.chosen else ("warning" if a.status == "not resolved" else "note")
-            out += [f'??? {kind} "{html_escape(title)}"', "", _indent("\n".join(body)), ""]
+            # folded: <details> through md_in_html (the Markdown inside is rendered)
+            out += [f'<details class="{kind}" markdown="1">', f"<summary>{html_escape(title)}</summary>", "",
+                    "\n".join(body), "", "</details>", ""]
     return "\n".join(out)
 
 
