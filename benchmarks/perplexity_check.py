@@ -9,8 +9,8 @@ source vendored in the pinned llama-cpp-python (benchmarks/llama_bench_build.py)
 
 and ours (``runtime.quality.perplexity.measure``; an existing artifact of the same inputs is
 reused), then prints each figure side by side and whether ours lies within llama-perplexity's
-standard error. Weight repacking is off in both (``--no-repack``; see
-``runtime.backends.llama_cpp.backend.extra_bufts_usable``). The result goes to
+standard error. Weight repacking follows the same policy in both (``--no-repack`` where
+``runtime.llamacpp_lib`` turns extra buffer types off for the in-process runs). The result goes to
 ``benchmarks/results/perplexity_check.json``.
 
     python benchmarks/perplexity_check.py [--bin DIR] [--ctx 512] [--variant gemma3-270m-q3_k_m]
@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from runtime import artifacts, models  # noqa: E402
-from runtime.backends.llama_cpp.backend import extra_bufts_usable  # noqa: E402
+from runtime import llamacpp_lib  # noqa: E402
 from runtime.paths import relpath  # noqa: E402
 from runtime.quality import perplexity  # noqa: E402
 
@@ -92,7 +92,9 @@ def main() -> int:
     ours_kld = artifacts.load(ours_kld_path)["results"]
 
     common = ["-f", str(text.path), "-c", str(a.ctx), "-b", str(a.ctx), "-t", str(a.threads)]
-    if not extra_bufts_usable():
+    import llama_cpp
+
+    if not llamacpp_lib.decide(llama_cpp.llama_print_system_info().decode(errors="replace"))["use_extra_bufts"]:
         common.append("--no-repack")
     with tempfile.TemporaryDirectory(prefix="ppl-check-") as td:
         base = str(Path(td) / "base.kld")

@@ -21,6 +21,7 @@ import time
 from importlib import metadata as importlib_metadata
 from typing import Any
 
+from ... import llamacpp_lib
 from ...errors import ConfigError, UserError
 from ...generation import GenerateTest
 from ...workloads import ChatTest, RateTest, TestSpec
@@ -107,33 +108,6 @@ def resolve_threads(settings: LlamaCppSettings) -> tuple[int, int]:
     return n, settings.n_threads_batch or n
 
 
-def extra_bufts_usable() -> bool:
-    """Whether llama.cpp may use its extra CPU buffer types (weight repacking, AMX).
-
-    On this project's x86 VMs that report AMX (``amx_tile`` in /proc/cpuinfo) the AMX
-    kernels of the vendored build crash (SIGSEGV in ``ggml_backend_amx_mul_mat`` at the first
-    ``llama_decode``, any thread count). They are then turned off, as llama.cpp's tools do
-    with ``--no-repack``; the effective settings record ``extra_bufts``.
-    ``ALMANAC_EXTRA_BUFTS=1`` / ``0`` overrides."""
-    env = os.environ.get("ALMANAC_EXTRA_BUFTS")
-    if env in ("0", "1"):
-        return env == "1"
-    try:
-        with open("/proc/cpuinfo") as f:
-            return " amx_tile" not in f.read()
-    except OSError:
-        return True
-
-
-def _without_extra_bufts(default_params: Any) -> Any:
-    def params() -> Any:
-        p = default_params()
-        p.use_extra_bufts = False
-        return p
-
-    return params
-
-
 def effective_n_ctx(settings: LlamaCppSettings, test: TestSpec) -> int:
     """llama-bench sizes the context to the test; chat gets 4096 unless set."""
     if settings.n_ctx is not None:
@@ -155,6 +129,7 @@ class LlamaCppBackend(Backend):
         self.n_ctx: int | None = None
         self.draft: Any = None  # speculative decoding's draft (prompt lookup or a second Llama)
         self.draft_facts: dict[str, Any] = {}
+        self.lib_policy: dict[str, Any] = {}
 
     # -- load ---------------------------------------------------------------------------
     def load(self, test: TestSpec | None = None) -> dict[str, Any]:
@@ -163,6 +138,7 @@ class LlamaCppBackend(Backend):
 
         s = self.settings
         install_log_capture()
+        self.lib_policy = llamacpp_lib.apply()
         rss_before_model = _rss_bytes()  # the process with llama.cpp's libraries, before the model (memory planner)
         self.n_ctx = effective_n_ctx(s, test) if test is not None else (s.n_ctx or 4096)
         n_threads, n_threads_batch = resolve_threads(s)
@@ -193,18 +169,13 @@ class LlamaCppBackend(Backend):
         # constructor runs (single-threaded child process; restored at once).
         inner = llama_module.llama_cpp
         saved = inner.LLAMA_FLASH_ATTN_TYPE_ENABLED
-        saved_params = inner.llama_model_default_params
         if s.flash_attn == "auto":
             inner.LLAMA_FLASH_ATTN_TYPE_ENABLED = inner.LLAMA_FLASH_ATTN_TYPE_AUTO
-        self.extra_bufts = extra_bufts_usable()
-        if not self.extra_bufts:  # the constructor has no argument for it: its default params are swapped too
-            inner.llama_model_default_params = _without_extra_bufts(saved_params)
         t0 = time.perf_counter()
         try:
             self.llm = llama_cpp.Llama(**kwargs)
         finally:
             inner.LLAMA_FLASH_ATTN_TYPE_ENABLED = saved
-            inner.llama_model_default_params = saved_params
         load_time = time.perf_counter() - t0
         if s.speculative != "none":  # after the target, so the log's first facts are the target's
             self._load_draft(kwargs)
@@ -223,16 +194,12 @@ class LlamaCppBackend(Backend):
             ref = resolve(s.draft_model)
         inner = llama_module.llama_cpp
         saved = inner.LLAMA_FLASH_ATTN_TYPE_ENABLED
-        saved_params = inner.llama_model_default_params
         if s.flash_attn == "auto":
             inner.LLAMA_FLASH_ATTN_TYPE_ENABLED = inner.LLAMA_FLASH_ATTN_TYPE_AUTO
-        if not self.extra_bufts:
-            inner.llama_model_default_params = _without_extra_bufts(saved_params)
         try:
             self.draft, self.draft_facts = speculative.make_draft(s, self.llm, self.model.facts, ref, kwargs)
         finally:
             inner.LLAMA_FLASH_ATTN_TYPE_ENABLED = saved
-            inner.llama_model_default_params = saved_params
         self.llm.draft_model = self.draft
 
     def _effective(self, n_threads: int, n_threads_batch: int) -> dict[str, Any]:
@@ -264,7 +231,8 @@ class LlamaCppBackend(Backend):
             "kv_overrides": experts.kv_overrides(s, self.model.facts),
             "chat_format": self.llm.chat_format,
             "logits_all": s.speculative != "none",
-            "extra_bufts": getattr(self, "extra_bufts", True),
+            "use_extra_bufts": self.lib_policy["use_extra_bufts"],
+            "use_extra_bufts_reason": self.lib_policy["reason"],
             **self.draft_facts,
         }
 

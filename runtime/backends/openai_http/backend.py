@@ -126,7 +126,7 @@ class OpenAIHttpBackend(Backend):
         if self.is_llama_server:
             cmd = list(llama_server.COMMAND) + llama_server.chat_template(s.chat_format)
         elif s.server_command is None:
-            cmd = ["{python}", "-m", "llama_cpp.server", "--model", "{model_path}", "--model_alias", "{model_name}",
+            cmd = ["{python}", "-m", "runtime.llama_cpp_server", "--model", "{model_path}", "--model_alias", "{model_name}",
                    "--host", "{host}", "--port", "{port}", "--interrupt_requests", "False",
                    "--n_threads", "{threads}", "--n_threads_batch", "{threads}", "--n_ctx", "{n_ctx}",
                    "--n_batch", "{n_batch}", "--logits_all", "{logits_all}", "--n_gpu_layers", "{n_gpu_layers}"]
@@ -242,6 +242,13 @@ class OpenAIHttpBackend(Backend):
             else:
                 d.update(parallel=1, logits_all=s.logits_all)
         return d
+
+    def _prefix_facts(self) -> dict[str, int]:
+        """Generations the started server ran and how many reused a cached prompt prefix."""
+        if self.server is None:
+            return {}
+        text = self.server.log_text()
+        return llama_server.prefix_facts(text) if self.is_llama_server else server_log_facts(text)
 
     def _server_log_facts(self) -> dict[str, Any]:
         """What the started server's log says llama.cpp decided (flash attention, offloaded layers, slots)."""
@@ -444,7 +451,7 @@ class OpenAIHttpBackend(Backend):
                 "base_url": self.base_url,
                 "starts": self.starts,
                 "served_models": self.served_models,
-                "log_facts": server_log_facts(self.server.log_text()) if self.server is not None else {},
+                "log_facts": self._prefix_facts(),
                 "llama_log_facts": self._server_log_facts(),
             },
             "slo": self._slo().to_dict(),
