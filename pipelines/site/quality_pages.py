@@ -273,7 +273,7 @@ def _summary_table(assignments: list[roles_mod.Assignment]) -> str:
                             if e.kind in ("quality", "speed"))
             why = f"meets every requirement ({met})" if met else "meets every requirement"
         else:
-            why = "<br>".join(cell(_candidate_line(c)) for c in (unresolved + rejected)[:3]) or "—"
+            why = "<br>".join(cell(_candidate_line(c)) for c in (unresolved + rejected)[:2]) or "—"
         rows.append([link(a.role, f"#role-{_anchor(a.role)}"), cell(a.spec.tier or "—"), f"**{cell(a.status)}**",
                      cell(a.chosen.label) if a.chosen else "—", why if a.chosen is None else cell(why),
                      f"{len(rejected)} / {len(unresolved)} / {len(unmeasured)}"])
