@@ -277,32 +277,69 @@ def run_matrix(name_or_path: str, *, force: bool = False, retry_failed: bool = F
     emit = on_event or (lambda kind, info: None)
     emit("start", {"matrix": m.name, "total": len(cfgs), "host": host["id"],
                    "loadavg": os.getloadavg()[0], "cores": host["cpu"]["logical_cores"]})
-    for i, cfg in enumerate(cfgs, 1):
-        ref = refs[cfg.model]
-        settings = merged_settings(cfg, ref)
-        bversion = backends.version(cfg.backend)
-        key = config_key(cfg.backend, ref.sha256, settings.model_dump(mode="json"), cfg.test.to_dict(), host["id"], bversion,
-                         build_label=build_variant.label if build_variant else None)
-        label = {"index": i, "total": len(cfgs), "model": cfg.model, "test": cfg.test.name, "swept": cfg.swept}
-        existing = find_existing(key, root)
+
+    def scenarios():
+        for i, cfg in enumerate(cfgs, 1):
+            ref = refs[cfg.model]
+            settings = merged_settings(cfg, ref)
+            bversion = backends.version(cfg.backend)
+            key = config_key(cfg.backend, ref.sha256, settings.model_dump(mode="json"), cfg.test.to_dict(), host["id"],
+                             bversion, build_label=build_variant.label if build_variant else None)
+            job_settings = settings.model_dump(mode="json")
+            if build_variant is not None:
+                job_settings.update(build_variant.overrides)
+            job = {"backend": cfg.backend, "model": ref.to_dict(), "settings": job_settings,
+                   "test": cfg.test.model_dump(mode="json")}
+
+            def build(outcome: ChildOutcome, cfg=cfg, ref=ref, settings=settings, key=key, bversion=bversion):
+                doc = build_artifact(cfg=cfg, ref=ref, settings=settings, host=host, key=key, backend_version=bversion,
+                                     outcome=outcome, build_variant=build_variant)
+                doc["matrix"].update(sweep=cfg.sweep or None, baseline_key=baseline_key(cfg, ref, host["id"], bversion))
+                return doc
+
+            yield Scenario(key=key, root=root or runs_dir(), module="runtime.worker", job=job, timeout_s=cfg.timeout_s,
+                           label={"index": i, "total": len(cfgs), "model": cfg.model, "test": cfg.test.name,
+                                  "swept": cfg.swept},
+                           build=build, path=lambda doc: artifact_path(doc, root))
+
+    return execute(scenarios(), report, emit, force=force, retry_failed=retry_failed)
+
+
+@dataclass
+class Scenario:
+    """One unit of work of any kind, for :func:`execute`: a speed test of a matrix, a quality
+    suite run (runtime.quality.runner), a perplexity run (runtime.quality.perplexity). The
+    kind supplies its key (resume identity), the child module and job, and how to turn the
+    child's outcome into its artifact; the skip / resume / retry path, the child process and
+    the atomic write are the same for all."""
+
+    key: str
+    root: Path
+    module: str
+    job: dict[str, Any]
+    timeout_s: float
+    label: dict[str, Any]
+    build: Callable[[ChildOutcome], dict[str, Any]]
+    path: Callable[[dict[str, Any]], Path]
+
+
+def execute(scenarios: Any, report: MatrixReport, emit: Callable[[str, dict[str, Any]], None], *,
+            force: bool = False, retry_failed: bool = False) -> MatrixReport:
+    """The one run loop: skip what is measured (unless forced; a failed one only with
+    ``retry_failed``), run the rest each in its own child process, write one artifact each."""
+    for sc in scenarios:
+        existing = find_existing(sc.key, sc.root)
         if existing and not force:
             last = artifacts.load(existing[-1])
             if last["status"] == "ok" or not retry_failed:
                 report.skipped.append(existing[-1])
-                emit("skip", {**label, "path": relpath(existing[-1]), "status": last["status"]})
+                emit("skip", {**sc.label, "path": relpath(existing[-1]), "status": last["status"]})
                 continue
-        emit("run", label)
-        job_settings = settings.model_dump(mode="json")
-        if build_variant is not None:
-            job_settings.update(build_variant.overrides)
-        job = {"backend": cfg.backend, "model": ref.to_dict(), "settings": job_settings,
-               "test": cfg.test.model_dump(mode="json")}
-        outcome = run_child(job, cfg.timeout_s)
-        doc = build_artifact(cfg=cfg, ref=ref, settings=settings, host=host, key=key, backend_version=bversion,
-                             outcome=outcome, build_variant=build_variant)
-        doc["matrix"].update(sweep=cfg.sweep or None, baseline_key=baseline_key(cfg, ref, host["id"], bversion))
-        path = artifacts.write(artifact_path(doc, root), doc)
+        emit("run", sc.label)
+        outcome = run_child(sc.job, sc.timeout_s, module=sc.module)
+        doc = sc.build(outcome)  # may raise a UserError (bad input found by the child): nothing is written
+        path = artifacts.write(sc.path(doc), doc)
         (report.measured if doc["status"] == "ok" else report.failed).append(path)
-        emit("done", {**label, "path": relpath(path), "status": doc["status"], "summary": doc["summary"],
-                      "error": doc["error"]})
+        emit("done", {**sc.label, "path": relpath(path), "status": doc["status"], "summary": doc.get("summary"),
+                      "results": doc.get("results"), "error": doc["error"]})
     return report

@@ -37,6 +37,7 @@ def define_env(env: Any) -> None:
     env.macro(lambda: optimization_pages.optimization_page(list(_runs())), "optimization_page")
     env.macro(lambda: hosts_pages.hosts_page(list(_runs()), roofline.load_hosts()), "hosts_page")
     env.macro(quality_pages.quality_page_from_data, "quality_scores")
+    env.macro(quality_pages.ladder_from_data, "quantization_ladder")
     env.macro(quality_pages.scorers_table, "quality_scorers")
     env.macro(quality_pages.sandbox_layers, "sandbox_layers")
     env.macro(quality_pages.roles_page_from_data, "roles_page")

@@ -121,6 +121,7 @@ class LlamaCppBackend(Backend):
     name = "llama_cpp"
     settings_class = LlamaCppSettings
     test_kinds = ("rate", "chat", "generate")
+    prompt_styles = ("chat", "completion", "loglikelihood")
 
     def __init__(self, model, settings: LlamaCppSettings):
         super().__init__(model, settings)
@@ -466,6 +467,26 @@ class LlamaCppBackend(Backend):
         return TestResult(metrics=metrics, samples={"requests": records},
                           details={"warmup_requests": warm, "prefix_cache": False,
                                    "method": "create_chat_completion(stream=True); sampler steps timestamped"})
+
+    # -- quality prompt styles ------------------------------------------------------------
+    def complete(self, prompt: str, *, max_tokens: int, stop: list[str], temperature: float = 0.0,
+                 seed: int = 0) -> dict[str, Any]:
+        llm = self.llm
+        llm.reset()
+        t0 = time.perf_counter()
+        out = llm.create_completion(prompt, max_tokens=max_tokens, stop=stop or None, temperature=temperature,
+                                    seed=seed)
+        e2e = (time.perf_counter() - t0) * 1000.0
+        usage = out.get("usage") or {}
+        choice = out["choices"][0]
+        return {"text": choice["text"], "prompt_tokens": usage.get("prompt_tokens"),
+                "output_tokens": usage.get("completion_tokens"), "e2e_ms": e2e,
+                "finish_reason": choice.get("finish_reason")}
+
+    def loglikelihood(self, context: str, continuations: list[str]) -> list[dict[str, Any]]:
+        from .logprobs import continuation_logprob
+
+        return [continuation_logprob(self.llm, context, c) for c in continuations]
 
     # -- describe -------------------------------------------------------------------------
     def describe(self) -> dict[str, Any]:
