@@ -23,6 +23,7 @@ from typing import Any
 
 from ...errors import ConfigError, UserError
 from ...generation import GenerateTest
+from ...precision import Repeater
 from ...workloads import ChatTest, RateTest, TestSpec
 from ..base import Backend, TestResult, UnsupportedTest
 from . import experts, speculative
@@ -357,7 +358,9 @@ class LlamaCppBackend(Backend):
 
         samples_ns: list[int] = []
         perf: list[dict[str, float]] = []
-        for _ in range(reps):
+        n_tokens = test.n_prompt + test.n_gen
+        rep = Repeater(test.precision, reps, "tokens_per_second")
+        while rep.more():
             L.llama_memory_clear(mem, False)
             if test.n_depth:
                 decode_plan(prompt_plan(test.n_depth))
@@ -370,9 +373,9 @@ class LlamaCppBackend(Backend):
             if tg is not None:
                 decode_gen(tg)
             samples_ns.append(time.perf_counter_ns() - t0)
+            rep.add(n_tokens * 1e9 / samples_ns[-1])
             pd = L.llama_perf_context(ctx)
             perf.append({"t_p_eval_ms": pd.t_p_eval_ms, "n_p_eval": pd.n_p_eval, "t_eval_ms": pd.t_eval_ms, "n_eval": pd.n_eval})
-        n_tokens = test.n_prompt + test.n_gen
         samples_ts = [n_tokens * 1e9 / ns for ns in samples_ns]
         # llama.cpp's own counters, per repetition: its view of the same work.
         llama_ts = []
@@ -383,7 +386,7 @@ class LlamaCppBackend(Backend):
             metrics={"tokens_per_second": samples_ts},
             samples={"ns": samples_ns, "ts": samples_ts},
             details={"perf_counters": perf, "perf_counter_ts": llama_ts, "n_vocab": n_vocab, "add_bos": add_bos,
-                     "repetitions": reps, "warmup": warmup, "method": "llama-bench: C API decode loop, random tokens"},
+                     "repetitions": len(samples_ns), "warmup": warmup, "precision": rep.record(), "method": "llama-bench: C API decode loop, random tokens"},
         )
 
     def _run_chat(self, test: ChatTest) -> TestResult:
@@ -449,7 +452,11 @@ class LlamaCppBackend(Backend):
         warm = test.warmup_requests if test.warmup is not False else 0
         for i in range(warm):
             request(base_seed + 1000 + i)
-        records = [request(base_seed + i) for i in range(test.requests)]
+        rep = Repeater(test.precision, test.requests, "e2e_ms")
+        records = []
+        while rep.more():
+            records.append(request(base_seed + len(records)))
+            rep.add(records[-1].get(rep.metric) if rep.metric in records[-1] else records[-1]["e2e_ms"])
         metrics: dict[str, list[float]] = {
             "ttft_ms": [r["ttft_ms"] for r in records if r["ttft_ms"] is not None],
             "tpot_ms": [r["tpot_ms"] for r in records if r["tpot_ms"] is not None],
@@ -459,7 +466,7 @@ class LlamaCppBackend(Backend):
             "itl_ms": [g for r in records for g in r["itl_ms"]],
         }
         return TestResult(metrics=metrics, samples={"requests": records},
-                          details={"warmup_requests": warm, "prefix_cache": False,
+                          details={"warmup_requests": warm, "prefix_cache": False, "precision": rep.record(),
                                    "method": "create_chat_completion(stream=True); sampler steps timestamped"})
 
     # -- describe -------------------------------------------------------------------------
