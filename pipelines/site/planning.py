@@ -22,7 +22,7 @@ from .. import roofline as roof
 from .. import whatif as wi
 from ..runs import latest_per_key
 from . import charts
-from .markdown import (PROJECTED_BADGE, SYNTHETIC_BADGE, VERIFIED_BADGE, admonition, cell, code, link, nbytes, num,
+from .markdown import (MISSED_BADGE, PROJECTED_BADGE, verdict_badge, SYNTHETIC_BADGE, VERIFIED_BADGE, admonition, cell, code, link, nbytes, num,
                        run_link, table)
 
 MEASURED_BADGE = '<span class="almanac-badge measured" title="read from a run artifact">measured</span>'
@@ -109,16 +109,22 @@ def _projection_cell(p: proj.Projection | None, metric: str, why: str = "") -> s
                 f"{cell(METRICS[metric].label)}</small>")
     if p.verification:
         v = p.verification
-        return (f"{head}{rng} {VERIFIED_BADGE}<br><small>measured {link(num(v['value'], m.decimals), run_link(v['run_id']))}, "
-                f"error {_pct(v['error'])}; {_agreement(p.high - p.low > 1e-9, v)}</small>")
+        return (f"{head}{rng} {verdict_badge(p.status)}<br><small>measured "
+                f"{link(num(v['value'], m.decimals), run_link(v['run_id']))}, error {_pct(v['error'])}; "
+                f"{_agreement(p.high - p.low > 1e-9, v)}</small>")
     note = "" if p.target_settings is not None else "<br><small>not runnable with this backend</small>"
     return f"{head}{rng} {PROJECTED_BADGE}{note}"
 
 
+def _ci_text(ci: tuple[float | None, float | None] | None) -> str:
+    if not ci or ci[0] is None:
+        return "<small>(no CI95: an input has none)</small>"
+    return f"<small>(CI95 {num(ci[0], 2)} – {num(ci[1], 2)})</small>"
+
+
 def _agreement(is_range: bool, v: dict[str, Any]) -> str:
     parts = []
-    if is_range:
-        parts.append("inside the projected range" if v["inside_range"] else "outside the projected range")
+    parts.append("inside the projected range" if v["inside_range"] else "outside the projected range")
     if v.get("within_ci95") is not None:
         parts.append("projection within the measurement's CI95" if v["within_ci95"] else "projection outside the measurement's CI95")
     return ", ".join(parts) or "no CI95 to compare with"
@@ -218,11 +224,22 @@ def projections_host(ps: proj.ProjectionSet, history: list[dict[str, Any]]) -> s
             vs = (w["mid"] / base) if (w["mid"] and base) else None
             measured = "—"
             if w["measured"] is not None:
-                measured = f"{_metric_value(metric0, w['measured'])} {VERIFIED_BADGE} (error {_pct(w['mid'] / w['measured'] - 1)})"
+                ok = w["low"] is not None and w["low"] <= w["measured"] <= w["high"]
+                measured = (f"{_metric_value(metric0, w['measured'])} {_ci_text(w['measured_ci95'])} "
+                            f"{verdict_badge('VERIFIED' if ok else 'MISSED')} (error {_pct(w['mid'] / w['measured'] - 1)})")
             rows.append([cell(w["scenario"]), f"{_metric_value(metric0, w['mid'])} {PROJECTED_BADGE}",
                          f"{num(w['low'], 2)} – {num(w['high'], 2)}", _x(vs), measured])
-        out.append(table(["scenario", "weighted average", "range", "vs current", "measured (all roles verified)"], rows,
+        cur = weighted[0]
+        out.append(f"Current weighted average: {_metric_value(metric0, cur['current'])} {_ci_text(cur['current_ci95'])}.")
+        out.append("")
+        out.append(table(["scenario", "weighted average", "range", "vs current", "measured (all roles checked)"], rows,
                          ["l", "r", "r", "r", "r"]))
+        out.append("")
+        out.append("A projected range carries the effect's range and the baselines' CI95s (each end of the effect on "
+                   "the same end of the interval). A weighted current or measured value carries a CI95 propagated "
+                   "from the CI95s of its inputs (first-order, inputs independent, added in quadrature). "
+                   f"{VERIFIED_BADGE}: the measured value lies within the projected range; {MISSED_BADGE}: it does "
+                   "not, with the signed error (projected ÷ measured − 1). Baseline rule: " + cell(proj.BASELINE_RULE) + ".")
         out.append("")
     # -- accuracy ----------------------------------------------------------------------------------
     out += ["### Projection accuracy over time", ""]
@@ -238,16 +255,20 @@ def projections_host(ps: proj.ProjectionSet, history: list[dict[str, Any]]) -> s
             rows.append([cell(h["recorded"]), code(h["record"]), cell(h["role"]), cell(h["scenario"]),
                          num(h["baseline"], m.decimals), f"{num(h['projected'], m.decimals)} {PROJECTED_BADGE}",
                          f"{link(num(h['measured'], m.decimals), run_link(h['run_id']))} {MEASURED_BADGE}",
-                         _pct(h["error"]), "—" if h["within_ci95"] is None else "yes" if h["within_ci95"] else "no",
+                         f"{num(h['low'], m.decimals)} – {num(h['high'], m.decimals)}",
+                         f"{verdict_badge(h['verdict'])} {_pct(h['error'])}",
+                         "—" if h["within_ci95"] is None else "yes" if h["within_ci95"] else "no",
                          cell(h["when"])])
-        out.append(table(["recorded", "record", "role", "scenario", "baseline", "projected", "measured", "error",
-                          "within CI95", "checked"], rows, ["l", "l", "l", "l", "r", "r", "r", "r", "l", "l"]))
-        df = pd.DataFrame([{"recorded": h["recorded"], "error": h["error"] * 100,
+        out.append(table(["recorded", "record", "role", "scenario", "baseline", "projected", "measured", "stated range",
+                          "verdict, error", "within CI95", "checked"], rows,
+                         ["l", "l", "l", "l", "r", "r", "r", "r", "l", "l", "l"]))
+        df = pd.DataFrame([{"recorded": h["recorded"], "error": h["error"] * 100, "verdict": h["verdict"],
                             "series": f"{h['role']} · {h['scenario']}"} for h in hist])
         chart = alt.Chart(df).mark_line(point=True).encode(
             x=alt.X("recorded:T", title="recorded"), y=alt.Y("error:Q", title="projection error (%)"),
             color=alt.Color("series:N", title="role · scenario"),
-            tooltip=["recorded:T", alt.Tooltip("error:Q", format=".1f"), "series:N"],
+            shape=alt.Shape("verdict:N", title="verdict"),
+            tooltip=["recorded:T", alt.Tooltip("error:Q", format=".1f"), "series:N", "verdict:N"],
         ).properties(width="container", height=220, title="Error of recorded projections")
         out.append("")
         out.append(charts.embed(chart, caption="projected ÷ measured − 1, per recorded projection."))
@@ -573,7 +594,10 @@ def whatif_page(runs: list[dict[str, Any]]) -> str:
             if not res.per_request_ms:
                 continue
             srcs = ", ".join(link(u["run"]["id"], run_link(u["run"]["id"])) for u in res.entries)
-            out.append(f"Time per request: **{num(res.total_ms, 1)} ms** {MEASURED_BADGE} (weighted over the entries), "
+            lo, hi = res.total_ci95()
+            ci = (f" (CI95 {num(lo, 1)} – {num(hi, 1)} ms, propagated from each entry's CI95)" if lo is not None
+                  else " (no CI95: an entry has a single sample or pays a model load, measured once)")
+            out.append(f"Time per request: **{num(res.total_ms, 1)} ms** {MEASURED_BADGE}{ci} (weighted over the entries), "
                        f"from {srcs}.")
             out.append("")
             red = f.reductions
