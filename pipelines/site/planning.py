@@ -506,6 +506,10 @@ def memory_page(runs: list[dict[str, Any]], hosts: list[dict[str, Any]]) -> str:
 # =====================================================================================
 # Roofline
 # =====================================================================================
+def admonition_inline(text: str) -> str:
+    return f'<span class="almanac-badge missed">{cell(text)}</span>'
+
+
 def roofline_page(runs: list[dict[str, Any]], hosts: list[dict[str, Any]]) -> str:
     out = ["## Host memory bandwidth", ""]
     bws = roof.latest_bandwidth(hosts)
@@ -514,17 +518,30 @@ def roofline_page(runs: list[dict[str, Any]], hosts: list[dict[str, Any]]) -> st
     else:
         rows = []
         for hid, b in sorted(bws.items()):
-            for r in b.rows:
-                s = r["summary"]
-                ci = f"{num(s['ci95_low'], 2)} – {num(s['ci95_high'], 2)}" if s.get("ci95_low") is not None else "—"
-                rows.append([code(hid), code(b.probe_id), cell(b.created), num(r["threads"], 0),
-                             f"{num(s['mean'], 2)} {MEASURED_BADGE}", num(s.get("stddev"), 2), ci, num(s["n"], 0),
-                             num(r["best"], 2), num(b.load_before, 2)])
-        out += [table(["host", "probe", "measured", "threads", "copy GB/s (mean)", "± stddev", "CI95", "n", "best",
-                       "load avg (1 min)"], rows, ["l", "l", "l", "r", "r", "r", "r", "r", "r", "r"]), ""]
-        out.append("GB/s counts bytes read plus bytes written (10^9 bytes per second). The bound below uses each "
-                   "host's best sample (STREAM's convention); a high load average at probe time means the "
-                   "figure is low.")
+            doc = next(h for h in hosts if h["id"] == b.probe_id)
+            for what, entries in (("read", doc.get("read_bandwidth") or []), ("copy", doc["bandwidth"])):
+                for e in entries:
+                    s = e["summary"]
+                    ci = f"{num(s['ci95_low'], 2)} – {num(s['ci95_high'], 2)}" if s.get("ci95_low") is not None else "—"
+                    rows.append([code(hid), code(b.probe_id), cell(b.created), cell(what), num(e["threads"], 0),
+                                 f"{num(s['mean'], 2)} {MEASURED_BADGE}", num(s.get("stddev"), 2), ci, num(s["n"], 0),
+                                 num(max(e["samples_gbs"]), 2), num(b.load_before, 2)])
+        out += [table(["host", "probe", "measured", "pass", "threads", "GB/s (mean)", "± stddev", "CI95", "n", "best",
+                       "load avg (1 min)"], rows, ["l", "l", "l", "l", "r", "r", "r", "r", "r", "r", "r"]), ""]
+        out.append("GB/s is 10^9 bytes per second. A read pass counts the bytes read; a copy counts bytes read plus "
+                   "bytes written. Decode only reads, so the bound below uses the read pass where a probe has one.")
+        out.append("")
+        brow = []
+        for hid, b in sorted(bws.items()):
+            ratio = (b.read_best_gbs / b.copy_best_gbs) if b.read_best_gbs and b.copy_best_gbs else None
+            brow.append([code(hid), cell("read-only pass" if b.uses == "read" else
+                                         "copy (read + write: this probe has no read pass; efficiencies read high)"),
+                         num(b.best_gbs, 2), num(b.best_threads, 0), num(b.read_best_gbs, 2), num(b.copy_best_gbs, 2),
+                         num(ratio, 2), nbytes(b.llc_bytes) if b.llc_bytes else "—"])
+        out += [table(["host", "bound uses", "bound GB/s (best)", "at threads", "read best", "copy best",
+                       "read ÷ copy", "last-level cache"], brow, ["l", "l", "r", "r", "r", "r", "r", "r"]), ""]
+        out.append("Each host's bound uses its best sample (STREAM's convention); a high load average at probe time "
+                   "means the figure is low.")
         out.append("")
     rows_data = roof.roofline_rows(runs, hosts)
     out += ["## Decode efficiency per run", ""]
@@ -542,23 +559,32 @@ def roofline_page(runs: list[dict[str, Any]], hosts: list[dict[str, Any]]) -> st
                      num(r["threads"], 0) if r["threads"] else "—", num(r["depth_mean"], 0), bytes_txt,
                      num(r.get("bound"), 1), num(r.get("bound_single"), 1),
                      f"{num(r['measured'], m.decimals)} {MEASURED_BADGE}",
-                     _pct(r.get("efficiency"), 0, sign=False), _pct(r.get("efficiency_single"), 0, sign=False),
-                     cell(r["note"]) if r["note"] else ""])
+                     _pct(r.get("efficiency"), 0, sign=False), _pct(r.get("efficiency_copy"), 0, sign=False),
+                     _pct(r.get("efficiency_single"), 0, sign=False),
+                     cell(r.get("bound_uses") or "—"),
+                     (admonition_inline("not memory-bound") + " " if r.get("fits_llc") else "") + (cell(r["note"]) if r["note"] else "")])
         if r.get("bound"):
             chart_rows.append({"run": f"{r['model']} · {r['test']} ({r['id'][:12]})", "value": r["measured"], "kind": "measured"})
-            chart_rows.append({"run": f"{r['model']} · {r['test']} ({r['id'][:12]})", "value": r["bound"], "kind": "bound (best bandwidth)"})
+            chart_rows.append({"run": f"{r['model']} · {r['test']} ({r['id'][:12]})", "value": r["bound"],
+                               "kind": f"bound ({r.get('bound_uses') or 'copy'} bandwidth)"})
     out += [table(["run", "host", "model", "test", "threads", "mean depth", "bytes read per token", "bound t/s",
-                   "bound t/s (1 thread)", "measured t/s", "efficiency", "eff. vs 1 thread", "note"], rows,
-                  ["l", "l", "l", "l", "r", "r", "r", "r", "r", "r", "r", "r", "l"]), ""]
+                   "bound t/s (1 thread)", "measured t/s", "efficiency", "eff. vs copy bound", "eff. vs 1 thread",
+                   "bound uses", "note"], rows,
+                  ["l", "l", "l", "l", "r", "r", "r", "r", "r", "r", "r", "r", "r", "l", "l"]), ""]
     out.append("Bytes per token: every weight in use once (a tied embedding in full, as the output matrix; for "
                "MoE only the used experts) plus the KV cache read at each generated token's depth (flash attention "
                "skips masked cells, so sliding-window layers read at most their window). Bound = bandwidth ÷ bytes "
                "per token " + PROJECTED_BADGE + "; efficiency = measured ÷ bound. A chat run's rate is 1000 / TPOT "
-               "(sampling and detokenising included).")
+               "(sampling and detokenising included). A run whose bytes per token fit in its host's last-level "
+               "cache is flagged not memory-bound: its efficiency against the DRAM bound means little.")
     if chart_rows:
         df = pd.DataFrame(chart_rows)
+        vals = df["value"][df["value"] > 0]
+        log_scale = bool(len(vals)) and vals.max() / vals.min() >= 10  # values spanning an order of magnitude or more
+        xscale = alt.Scale(type="log") if log_scale else alt.Scale()
         chart = alt.Chart(df).mark_bar().encode(
-            y=alt.Y("run:N", title=None), x=alt.X("value:Q", title="t/s"), color=alt.Color("kind:N", title=None),
+            y=alt.Y("run:N", title=None), x=alt.X("value:Q", title="t/s" + (" (log scale)" if log_scale else ""), scale=xscale),
+            color=alt.Color("kind:N", title=None),
             yOffset="kind:N", tooltip=["run:N", "kind:N", alt.Tooltip("value:Q", format=".1f")],
         ).properties(width="container", height=max(80, 40 * len(df) // 2), title="Measured decode rate against the bound")
         out += ["", charts.embed(chart, caption="Measured decode rate and the bandwidth bound per run.")]
