@@ -97,6 +97,15 @@ def memory_from_log(log: str) -> dict[str, dict[str, float]]:
     return out
 
 
+def _without_extra_bufts(default_params: Any) -> Any:
+    def params() -> Any:
+        p = default_params()
+        p.use_extra_bufts = False
+        return p
+
+    return params
+
+
 def physical_cores() -> int:
     import psutil
 
@@ -166,13 +175,17 @@ class LlamaCppBackend(Backend):
         # constructor runs (single-threaded child process; restored at once).
         inner = llama_module.llama_cpp
         saved = inner.LLAMA_FLASH_ATTN_TYPE_ENABLED
+        saved_params = inner.llama_model_default_params
         if s.flash_attn == "auto":
             inner.LLAMA_FLASH_ATTN_TYPE_ENABLED = inner.LLAMA_FLASH_ATTN_TYPE_AUTO
+        if not s.extra_bufts:  # the constructor has no argument for it: its default parameters are adjusted
+            inner.llama_model_default_params = _without_extra_bufts(saved_params)
         t0 = time.perf_counter()
         try:
             self.llm = llama_cpp.Llama(**kwargs)
         finally:
             inner.LLAMA_FLASH_ATTN_TYPE_ENABLED = saved
+            inner.llama_model_default_params = saved_params
         load_time = time.perf_counter() - t0
         if s.speculative != "none":  # after the target, so the log's first facts are the target's
             self._load_draft(kwargs)
@@ -191,12 +204,16 @@ class LlamaCppBackend(Backend):
             ref = resolve(s.draft_model)
         inner = llama_module.llama_cpp
         saved = inner.LLAMA_FLASH_ATTN_TYPE_ENABLED
+        saved_params = inner.llama_model_default_params
         if s.flash_attn == "auto":
             inner.LLAMA_FLASH_ATTN_TYPE_ENABLED = inner.LLAMA_FLASH_ATTN_TYPE_AUTO
+        if not s.extra_bufts:
+            inner.llama_model_default_params = _without_extra_bufts(saved_params)
         try:
             self.draft, self.draft_facts = speculative.make_draft(s, self.llm, self.model.facts, ref, kwargs)
         finally:
             inner.LLAMA_FLASH_ATTN_TYPE_ENABLED = saved
+            inner.llama_model_default_params = saved_params
         self.llm.draft_model = self.draft
 
     def _effective(self, n_threads: int, n_threads_batch: int) -> dict[str, Any]:
@@ -224,6 +241,7 @@ class LlamaCppBackend(Backend):
             "gpu_offload_supported": bool(llama_cpp.llama_supports_gpu_offload()),
             "use_mmap": s.use_mmap,
             "use_mlock": s.use_mlock,
+            "extra_bufts": s.extra_bufts,
             "seed": s.seed,
             "kv_overrides": experts.kv_overrides(s, self.model.facts),
             "chat_format": self.llm.chat_format,
