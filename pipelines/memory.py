@@ -539,8 +539,14 @@ def run_prediction(doc: dict[str, Any], known_facts: dict[str, dict[str, Any]] |
             except ModelError as exc:
                 missing.append(f"the draft model: {exc.detail}")
     plan = cpu_plan(shape, n_ctx, type_k, type_v, swa_full=swa_full, n_ubatch=n_ubatch, max_batch=batch, depth=n_ctx,
-                    flash_attn=flash, runtime_baseline=baseline, repack=repack_applies(doc.get("host") or {}),
+                    flash_attn=flash, runtime_baseline=baseline,
+                    # extra buffer types off (extra_bufts: false): no CPU_REPACK copies
+                    repack=repack_applies(doc.get("host") or {}) and eff.get("extra_bufts", req.get("extra_bufts", True)) is not False,
                     n_outputs=n_outputs, logits_rows=logits_rows, draft=draft_shape)
+    amx = ((eff.get("llama_memory_mib") or {}).get("model") or {}).get("AMX")
+    if amx:
+        plan.notes.append(f"llama.cpp put {amx:.1f} MiB of weights in AMX buffers (an Intel AMX host): that layout is not "
+                          "modelled, so the weights may be counted differently from what is resident")
     plan.notes += [f"not predicted: {m}" for m in missing]
     error = (plan.total - measured) / measured
     reported = eff.get("llama_memory_mib") or {}
