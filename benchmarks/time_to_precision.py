@@ -47,8 +47,10 @@ def variants(test, precision: Precision):
     return {"fixed-r5": test.model_copy(update=fixed_update), "adaptive": test.model_copy(update={"precision": precision})}
 
 
-def run_one(cfg, ref, test) -> dict:
+def run_one(cfg, ref, test, overrides: dict | None = None) -> dict:
     settings = runner.merged_settings(cfg, ref)
+    if overrides:
+        settings = type(settings).model_validate({**settings.model_dump(mode="json"), **overrides})
     job = {"backend": cfg.backend, "model": ref.to_dict(), "settings": settings.model_dump(mode="json"),
            "test": test.model_dump(mode="json")}
     out = runner.run_child(job, cfg.timeout_s)
@@ -102,8 +104,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max", type=int, default=30)
     ap.add_argument("--max-time", type=float, default=120.0)
     ap.add_argument("--tests", nargs="*", help="only these test names")
+    ap.add_argument("--settings", default="{}", help="JSON backend settings over the matrix's, for both methods "
+                    "(e.g. '{\"extra_bufts\": false}')")
     ap.add_argument("--out", default="benchmarks/results/cpu/time_to_precision.json")
     a = ap.parse_args(argv)
+    overrides = json.loads(a.settings)
     precision = Precision(target=a.target, min_repetitions=a.min, max_repetitions=a.max, max_time_s=a.max_time)
     m = matrix_mod.load(a.matrix)
     cfgs = [c for c in m.configurations() if c.model == m.configurations()[0].model]
@@ -117,11 +122,11 @@ def main(argv: list[str] | None = None) -> int:
         order = ["fixed-r5", "adaptive"]
         for r in range(a.rounds):
             for method in (order if r % 2 == 0 else order[::-1]):
-                runs[method].append(run_one(cfg, ref, variants(cfg.test, precision)[method]))
+                runs[method].append(run_one(cfg, ref, variants(cfg.test, precision)[method], overrides))
                 print(f"{cfg.test.name} {method}: {runs[method][-1]}", file=sys.stderr, flush=True)
         rows.append(summarise(cfg.test.name, runs, a.target))
     doc = {"benchmark": "time_to_precision", "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-           "host": hostinfo.fingerprint()["id"], "matrix": a.matrix, "precision": precision.model_dump(mode="json"),
+           "host": hostinfo.fingerprint()["id"], "matrix": a.matrix, "settings": overrides, "precision": precision.model_dump(mode="json"),
            "rounds": a.rounds, "command": "python benchmarks/time_to_precision.py " + " ".join(argv or sys.argv[1:]),
            "loadavg_1m_end": os.getloadavg()[0], "rows": rows}
     atomic_write_text(Path(a.out), json.dumps(doc, indent=2, sort_keys=True) + "\n")
