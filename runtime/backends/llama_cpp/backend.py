@@ -97,6 +97,17 @@ def memory_from_log(log: str) -> dict[str, dict[str, float]]:
     return out
 
 
+def cpu_has_amx() -> bool:
+    import llama_cpp
+
+    return "AMX_INT8 = 1" in llama_cpp.llama_print_system_info().decode(errors="replace")
+
+
+def resolve_extra_bufts(settings: LlamaCppSettings) -> bool:
+    """The setting, or for null llama.cpp's default (on) except on an AMX CPU (off: see the setting's help)."""
+    return settings.extra_bufts if settings.extra_bufts is not None else not cpu_has_amx()
+
+
 def _without_extra_bufts(default_params: Any) -> Any:
     def params() -> Any:
         p = default_params()
@@ -178,7 +189,8 @@ class LlamaCppBackend(Backend):
         saved_params = inner.llama_model_default_params
         if s.flash_attn == "auto":
             inner.LLAMA_FLASH_ATTN_TYPE_ENABLED = inner.LLAMA_FLASH_ATTN_TYPE_AUTO
-        if not s.extra_bufts:  # the constructor has no argument for it: its default parameters are adjusted
+        self.extra_bufts = resolve_extra_bufts(s)
+        if not self.extra_bufts:  # the constructor has no argument for it: its default parameters are adjusted
             inner.llama_model_default_params = _without_extra_bufts(saved_params)
         t0 = time.perf_counter()
         try:
@@ -207,7 +219,7 @@ class LlamaCppBackend(Backend):
         saved_params = inner.llama_model_default_params
         if s.flash_attn == "auto":
             inner.LLAMA_FLASH_ATTN_TYPE_ENABLED = inner.LLAMA_FLASH_ATTN_TYPE_AUTO
-        if not s.extra_bufts:
+        if not resolve_extra_bufts(s):
             inner.llama_model_default_params = _without_extra_bufts(saved_params)
         try:
             self.draft, self.draft_facts = speculative.make_draft(s, self.llm, self.model.facts, ref, kwargs)
@@ -241,7 +253,7 @@ class LlamaCppBackend(Backend):
             "gpu_offload_supported": bool(llama_cpp.llama_supports_gpu_offload()),
             "use_mmap": s.use_mmap,
             "use_mlock": s.use_mlock,
-            "extra_bufts": s.extra_bufts,
+            "extra_bufts": resolve_extra_bufts(s),
             "seed": s.seed,
             "kv_overrides": experts.kv_overrides(s, self.model.facts),
             "chat_format": self.llm.chat_format,
