@@ -138,3 +138,19 @@ def test_host_probe_refuses_bad_input(data_env):
                          capture_output=True, text=True, env=env, timeout=60)
     assert out.returncode == 2 and "threads" in out.stderr and "Traceback" not in out.stderr
     assert not (data_env / "hosts").exists()
+
+
+def test_roofline_page_states_the_bound_and_uses_a_log_scale_across_magnitudes():
+    from pipelines.site import planning
+
+    slow = run_doc(test=rate_test(n_gen=4), metrics={"tokens_per_second": [40.0, 42.0]})
+    host = host_doc({1: [19.0, 19.4], 2: [24.0, 25.0]}, read={1: [23.0, 23.5], 2: [30.0, 30.5]}, llc_bytes=32 * 2**20)
+    md = planning.roofline_page([slow], [host])
+    assert "read-only pass" in md and "30.50" in md and "25.00" in md  # bound uses read; copy kept beside
+    assert '"type": "log"' not in md.replace(" ", "").replace('"type":"log"', '"type": "log"') or True
+    # 40 t/s measured against a bound of ~117 t/s: within one order of magnitude, linear axis
+    assert '"log"' not in md
+    moe = run_doc(test=rate_test(n_gen=4), metrics={"tokens_per_second": [900.0, 910.0]}, model="moe",
+                  facts=MOE_FACTS, sha="d" * 64, size=10**7)
+    md = planning.roofline_page([slow, moe], [host])
+    assert '"log"' in md and "log scale" in md
