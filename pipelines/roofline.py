@@ -29,6 +29,7 @@ from typing import Any
 
 from runtime import artifacts
 from runtime.errors import ModelError
+from runtime.record import flash_attention_on, as_record
 from runtime.paths import data_dir, relpath
 
 from .memory import ModelShape, kv_cache, kv_read_bytes
@@ -94,10 +95,7 @@ def latest_bandwidth(host_docs: list[dict[str, Any]], kind: str = "memory_bandwi
 
 
 def _flash(eff: dict[str, Any], req: dict[str, Any]) -> bool:
-    fa = eff.get("flash_attn")
-    if fa in ("on", "off"):
-        return fa == "on"
-    return req.get("flash_attn") != "off"
+    return flash_attention_on(req, eff)  # interpreted once, in runtime.record
 
 
 def bytes_per_token(shape: ModelShape, depths: list[int], *, type_k: str = "f16", type_v: str = "f16",
@@ -147,8 +145,8 @@ def roofline_rows(run_docs: list[dict[str, Any]], host_docs: list[dict[str, Any]
         point = decode_point(doc)
         if point is None:
             continue
-        eff = doc["settings"].get("effective") or {}
-        req = doc["settings"].get("requested") or {}
+        eff = as_record(doc).reported
+        req = as_record(doc).requested
         row: dict[str, Any] = {"id": doc["id"], "created": doc["created"], "host_id": doc["host"]["id"],
                                "model": doc["model"]["name"], "synthetic": bool(doc["model"].get("synthetic")),
                                "test": doc["test"]["name"], "metric": point["metric"],

@@ -28,6 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from runtime.errors import ConfigError
 from runtime.paths import data_dir, relpath
 from runtime.yamlio import load_yaml, pydantic_error_line
+from runtime.record import as_record
 
 from .runs import latest_per_key
 
@@ -185,7 +186,7 @@ def select_runs(docs: list[dict[str, Any]], *, model: str, test: str, host_id: s
             continue
         if matrix and d["matrix"]["name"] != matrix:
             continue
-        req = d["settings"]["requested"]
+        req = as_record(d).requested
         if any(req.get(k) != v for k, v in (settings or {}).items()):
             continue
         out.append(d)
