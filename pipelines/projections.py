@@ -554,6 +554,13 @@ def find_baseline(role: Role, runs: list[dict[str, Any]], host_id: str,
     return found[0], None
 
 
+def _definition(test: dict[str, Any]) -> dict[str, Any]:
+    """A test's parameters without its sample size (a count or a precision target)."""
+    from runtime.record import TEST_SAMPLE_SIZE
+
+    return {k: v for k, v in test.items() if k not in TEST_SAMPLE_SIZE}
+
+
 def find_verification(base: dict[str, Any], target: dict[str, Any], metric: str,
                       runs: list[dict[str, Any]]) -> dict[str, Any] | None:
     """The newest ok run of the projected configuration: same host, model file, backend and test
@@ -564,7 +571,7 @@ def find_verification(base: dict[str, Any], target: dict[str, Any], metric: str,
             continue
         if (d["host"]["id"], d["model"]["sha256"], d["backend"]) != (base["host"]["id"], base["model"]["sha256"], base["backend"]):
             continue
-        if d["test"] != base["test"]:  # the same test definition, not only the same name
+        if _definition(d["test"]) != _definition(base["test"]):  # the same test, not only the same name
             continue
         if as_record(d).requested != target:
             continue

@@ -28,6 +28,9 @@ from .workloads import TestSpec, parse_test
 from .yamlio import load_yaml, pydantic_error_line
 
 MATRIX_VERSION = 1
+# Test fields that fix how many samples a test takes: given in a test (or repetitions in a matrix
+# or sweep) without a precision, they keep that fixed count.
+COUNT_FIELDS = frozenset({"repetitions", "requests", "rounds"})
 
 
 class MatrixFile(BaseModel):
@@ -43,7 +46,8 @@ class MatrixFile(BaseModel):
     repetitions: int = Field(5, ge=1, description="Timed repetitions per test (llama-bench -r) when precision is null.")
     precision: Precision | None = Field(default_factory=Precision, description="Repeat every test until the CI95 half-width of "
                                         "its mean is within a target or a ceiling is hit (default: ±2%, 3 to 30 samples, 120 s); "
-                                        "null: exactly `repetitions`.")
+                                        "null, or a count given without it (repetitions here or in a sweep; repetitions, requests "
+                                        "or rounds in a test): that fixed count.")
     warmup: bool = Field(True, description="One untimed warm-up run before the timed ones.")
     timeout_s: float = Field(1800.0, gt=0, description="Wall-clock limit of one configuration's child process.")
     settings: dict[str, Any] = Field(default_factory=dict, description="Backend settings shared by every configuration.")
@@ -247,13 +251,25 @@ def _parse_tests(raw: list[Any], spec: MatrixFile, path: Path, where: str, repet
         if t.warmup is None:
             updates["warmup"] = spec.warmup
         if "precision" not in t.model_fields_set:  # a test's own precision (or null) wins
-            updates["precision"] = precision
+            # a count the test fixes itself (repetitions, requests, rounds) is kept as a fixed count
+            updates["precision"] = None if t.model_fields_set & COUNT_FIELDS else precision
         tests.append(t.model_copy(update=updates))
     return tests
 
 
+def _matrix_precision(spec: MatrixFile) -> Precision | None:
+    """The matrix's precision: given, or the default unless the matrix fixes ``repetitions`` itself."""
+    if "precision" in spec.model_fields_set or "repetitions" not in spec.model_fields_set:
+        return spec.precision
+    return None
+
+
 def _block_precision(b: SweepBlock, spec: MatrixFile) -> Precision | None:
-    return b.precision if "precision" in b.model_fields_set else spec.precision
+    if "precision" in b.model_fields_set:
+        return b.precision
+    if "repetitions" in b.model_fields_set:
+        return None
+    return _matrix_precision(spec)
 
 
 def load(name_or_path: str | Path) -> Matrix:
@@ -270,7 +286,7 @@ def load(name_or_path: str | Path) -> Matrix:
         backends.settings_class(spec.backend)
     except Exception as exc:
         raise ConfigError(str(exc).removeprefix("backend: "), file=relpath(path), field="backend") from None
-    tests = _parse_tests(spec.tests, spec, path, "tests", spec.repetitions, spec.precision)
+    tests = _parse_tests(spec.tests, spec, path, "tests", spec.repetitions, _matrix_precision(spec))
     m = Matrix(path=path, spec=spec, tests=tests)
     if spec.sweeps:
         blocks = []

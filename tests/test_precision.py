@@ -182,3 +182,39 @@ def test_run_page_shows_outliers_median_ci_and_precision():
     assert "outlier</span> sample #1 (kept)" in md
     assert pages.num(s["median_ci95_low"], 2) in md  # the median's CI95 beside the mean's
     assert "reached ±18.70%" in md and "**not met**" in md and "time ceiling" in md
+
+
+def test_a_count_given_without_precision_stays_a_fixed_count(tmp_path):
+    p = _write(tmp_path, """
+        schema_version: 1
+        name: m
+        models: [gemma3-270m-q4_k_m]
+        repetitions: 2
+        tests:
+          - tg16
+          - {kind: chat, id: c, requests: 2}
+          - {kind: concurrency, id: k, levels: [1, 2], rounds: 1}
+          - {kind: rate, n_gen: 8, precision: {target: 0.05}}
+        """)
+    by = {t.name: t for t in matrix.load(p).tests}
+    assert by["tg16"].precision is None and by["tg16"].repetitions == 2
+    assert by["c"].precision is None and by["k"].precision is None
+    assert by["tg8"].precision.target == 0.05
+    q = _write(tmp_path, """
+        schema_version: 1
+        name: m
+        models: [gemma3-270m-q4_k_m]
+        repetitions: 2
+        precision: {target: 0.03}
+        tests: [tg16, {kind: chat, id: c}]
+        """)
+    by = {t.name: t for t in matrix.load(q).tests}
+    assert by["tg16"].precision.target == 0.03 and by["c"].precision.target == 0.03  # explicit precision wins
+
+
+def test_committed_matrices_repeat_to_a_precision():
+    for name in ("default", "optimization", "projections"):
+        m = matrix.load(name)
+        assert all(c.test.precision is not None for c in m.configurations()), name
+    conc = next(t for t in matrix.load("serving").tests if t.kind == "concurrency")
+    assert conc.precision is not None
