@@ -123,6 +123,11 @@ def test_host_probe_measures_and_validates(data_env):
     assert doc["probe"]["buffer_bytes"] == 4 * 2**20 and doc["probe"]["bytes_counted"] == "read + written"
     assert [b["threads"] for b in doc["read_bandwidth"]] == [1, 2] and doc["probe"]["read_bytes_counted"] == "read"
     assert all(len(b["samples_gbs"]) == 2 and min(b["samples_gbs"]) > 0 for b in doc["read_bandwidth"])
+    # the fastest read kernel is kept per thread count, and every kernel's mean is on record
+    for b in doc["read_bandwidth"]:
+        k = doc["probe"]["read_kernels"][str(b["threads"])]
+        assert set(k["means_gbs"]) == set(hostprobe.READ_KERNELS)
+        assert k["means_gbs"][k["kernel"]] == max(k["means_gbs"].values()) == pytest.approx(b["summary"]["mean"])
     path = artifacts.write(hostprobe.artifact_path(doc), doc)
     assert path.parent.parent == data_env / "hosts"
     assert R.load_hosts()[0]["id"] == doc["id"]
