@@ -271,3 +271,32 @@ def test_invoke_compare_end_to_end(tmp_path):
         assert bad.returncode == 2 and msg in bad.stderr and "Traceback" not in bad.stderr
         assert len(bad.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "bad.md").exists()
+
+
+def test_committed_regression_example_is_on_the_regressions_page():
+    """benchmarks/regression_example.py measured a deliberately slowed build (threads halved)
+    on this project's CPU host: its step is on the Regressions page with its CI95 and sources."""
+    recs = load_runs()
+    steps = [st for st in history.all_steps(history.series(recs)) if st.build_change.get("label") == (None, "threads-halved")]
+    assert steps
+    st = steps[0]
+    assert st.verdict == "regression" and st.ci95_high < 1.0 and st.settings_change["n_threads"][1] < st.settings_change["n_threads"][0]
+    page = history_pages.regressions_page(recs)
+    assert all(f"runs/{p.id}.md" in page for p in st.before + st.after)
+    assert f"{st.ratio:.3f} \\[{st.ci95_low:.3f}, {st.ci95_high:.3f}\\]" in page or f"{st.ratio:.3f} [{st.ci95_low:.3f}, {st.ci95_high:.3f}]" in page
+
+
+def test_committed_cpu_and_h100_share_reference_rows():
+    """The reference workload (data/matrices/reference.yaml) measured on the CPU VM and the lent
+    H100: the host-vs-host table has shared rows, and every value is its artifact's."""
+    recs = load_runs()
+    cpu = next(r.host_id for r in recs if r.matrix_name == "reference" and not r.host.get("gpus"))
+    res = cmp.compare(recs, cmp.parse_selection(f"host={cpu}"), cmp.parse_selection("host=lent-h100"))
+    assert res.rows and res.compared_on == ["host"]
+    by_id = {r.id: r for r in recs}
+    for row in res.rows:
+        a, b = by_id[row.a_id], by_id[row.b_id]
+        assert a.host_id == cpu and b.host_id.startswith("lent-h100") and a.model_sha256 == b.model_sha256
+        assert a.requested == b.requested and a.test_definition == b.test_definition
+        assert row.a_mean == a.stat(row.metric)["mean"] and row.b_mean == b.stat(row.metric)["mean"]
+    assert f"runs/{res.rows[0].b_id}.md" in history_pages.host_vs_host_page(recs)

@@ -44,8 +44,8 @@ def _step_rows(steps: list[history.Step], from_dir: str = "") -> list[list[str]]
     for st in steps:
         s, m = st.series, st.series.metric
         d = m.decimals
-        before = ", ".join(link(p.id[:12], run_link(p.id, from_dir)) for p in st.before)
-        after = ", ".join(link(p.id[:12], run_link(p.id, from_dir)) for p in st.after)
+        before = ", ".join(link(p.id.split("-", 1)[-1], run_link(p.id, from_dir)) for p in st.before)
+        after = ", ".join(link(p.id.split("-", 1)[-1], run_link(p.id, from_dir)) for p in st.after)
         change = "; ".join(f"{k}: {v[0]} → {v[1]}" for k, v in st.build_change.items())
         eff = "; ".join(f"{k}: {json.dumps(v[0])} → {json.dumps(v[1])}" for k, v in st.settings_change.items())
         rows.append([
@@ -58,8 +58,8 @@ def _step_rows(steps: list[history.Step], from_dir: str = "") -> list[list[str]]
     return rows
 
 
-STEP_HEADERS = ["step", "model", "test", "backend", "host", "before: mean ± stddev (n), artifacts",
-                "after: mean ± stddev (n), artifacts", "change", "after/before [CI95]", "build change",
+STEP_HEADERS = ["step", "model", "test", "backend", "host", "before (pooled window): mean ± stddev (n), artifacts",
+                "after (pooled window): mean ± stddev (n), artifacts", "change", "after/before [CI95]", "build change",
                 "effective settings change"]
 
 
@@ -134,11 +134,13 @@ def compare_table(res: cmp.Result, from_dir: str = "") -> str:
 
 
 def host_vs_host_page(docs: list[Any]) -> str:
-    """Every pair of hosts: the configurations both ran (same work apart from the host)."""
+    """Every pair of hosts: the configurations both ran (same work apart from the host); in each
+    pair A is the host with fewer GPUs, so a GPU host's speed-up reads as B/A > 1."""
     from ..runs import records
 
     recs = [r for r in records(docs) if r.ok]
-    hosts = sorted({r.host_id for r in recs})
+    gpus = {r.host_id: len(r.host.get("gpus") or []) for r in recs}
+    hosts = sorted(gpus, key=lambda h: (gpus[h], h))  # A: the host with fewer GPUs (the CPU box as the baseline)
     if len(hosts) < 2:
         return admonition("info", "One host", "Results from at least two hosts are needed.")
     out: list[str] = []
