@@ -541,7 +541,7 @@ def run_prediction(doc: dict[str, Any], known_facts: dict[str, dict[str, Any]] |
     plan = cpu_plan(shape, n_ctx, type_k, type_v, swa_full=swa_full, n_ubatch=n_ubatch, max_batch=batch, depth=n_ctx,
                     flash_attn=flash, runtime_baseline=baseline,
                     # extra buffer types off (extra_bufts: false): no CPU_REPACK copies
-                    repack=repack_applies(doc.get("host") or {}) and eff.get("extra_bufts", req.get("extra_bufts", True)) is not False,
+                    repack=repack_applies(doc.get("host") or {}) and eff.get("use_extra_bufts", eff.get("extra_bufts", req.get("extra_bufts"))) is not False,
                     n_outputs=n_outputs, logits_rows=logits_rows, draft=draft_shape)
     amx = ((eff.get("llama_memory_mib") or {}).get("model") or {}).get("AMX")
     if amx:

@@ -49,18 +49,18 @@ def _step_rows(steps: list[history.Step], from_dir: str = "") -> list[list[str]]
         change = "; ".join(f"{k}: {v[0]} → {v[1]}" for k, v in st.build_change.items())
         eff = "; ".join(f"{k}: {json.dumps(v[0])} → {json.dumps(v[1])}" for k, v in st.settings_change.items())
         rows.append([
-            cell(st.verdict), cell(s.model), code(s.test), code(s.backend), code(s.host_id),
+            cell(st.verdict), cell(s.model), code(s.test),
+            f"{num(st.change_pct, 1)}%", f"{num(st.ratio, 3)} [{num(st.ci95_low, 3)}, {num(st.ci95_high, 3)}]",
+            cell(change or "—"), cell(eff or "—"), code(s.backend), code(s.host_id),
             f"{num(st.pooled_before['mean'], d)} ± {num(st.pooled_before['stddev'], d)} (n={st.pooled_before['n']}) {before}",
             f"{num(st.pooled_after['mean'], d)} ± {num(st.pooled_after['stddev'], d)} (n={st.pooled_after['n']}) {after}",
-            f"{num(st.change_pct, 1)}%", f"{num(st.ratio, 3)} [{num(st.ci95_low, 3)}, {num(st.ci95_high, 3)}]",
-            cell(change or "—"), cell(eff or "—"),
         ])
     return rows
 
 
-STEP_HEADERS = ["step", "model", "test", "backend", "host", "before (pooled window): mean ± stddev (n), artifacts",
-                "after (pooled window): mean ± stddev (n), artifacts", "change", "after/before [CI95]", "build change",
-                "effective settings change"]
+STEP_HEADERS = ["step", "model", "test", "change", "after/before [CI95]", "build change", "effective settings change",
+                "backend", "host", "before (pooled window): mean ± stddev (n), artifacts",
+                "after (pooled window): mean ± stddev (n), artifacts"]
 
 
 def regressions_page(docs: list[Any]) -> str:
@@ -74,7 +74,7 @@ def regressions_page(docs: list[Any]) -> str:
     out += [f"**{n_reg}** regression(s) and **{len(steps) - n_reg}** improvement(s) across "
             f"{sum(1 for s in sers if s.steps)} configuration(s). The change is after ÷ before − 1 on the test's "
             "headline metric (a regression is worse whichever direction is better).", ""]
-    out.append(table(STEP_HEADERS, _step_rows(steps), ["l"] * 5 + ["r", "r", "r", "r", "l", "l"]))
+    out.append(table(STEP_HEADERS, _step_rows(steps), ["l", "l", "l", "r", "r", "l", "l", "l", "l", "r", "r"]))
     out.append("")
     shown: set[str] = set()
     for st in steps:
@@ -92,7 +92,7 @@ def history_page(docs: list[Any]) -> str:
     if not sers:
         return admonition("warning", "No measurements yet", "Run `invoke bench` to add some.")
     out = ["**Method.** " + cell(history.METHOD) + " A result measured with an older build than the newest one on "
-           "its host and backend is marked " + STALE_BADGE + ".", ""]
+           "its host, backend and server software is marked " + STALE_BADGE + ".", ""]
     from ..leaderboard import split_settings
 
     varying, _ = split_settings([s.requested for s in sers])  # only what tells configurations apart

@@ -21,6 +21,7 @@ import time
 from importlib import metadata as importlib_metadata
 from typing import Any
 
+from ... import llamacpp_lib
 from ...errors import ConfigError, UserError
 from ...generation import GenerateTest
 from ...precision import Repeater
@@ -97,21 +98,15 @@ def memory_from_log(log: str) -> dict[str, dict[str, float]]:
     return out
 
 
-def cpu_has_amx() -> bool:
-    import llama_cpp
-
-    return "AMX_INT8 = 1" in llama_cpp.llama_print_system_info().decode(errors="replace")
-
-
-def resolve_extra_bufts(settings: LlamaCppSettings) -> bool:
-    """The setting, or for null llama.cpp's default (on) except on an AMX CPU (off: see the setting's help)."""
-    return settings.extra_bufts if settings.extra_bufts is not None else not cpu_has_amx()
+def resolve_extra_bufts(settings: LlamaCppSettings, policy: dict[str, Any]) -> bool:
+    """The setting when given; null: the process-wide policy (runtime.llamacpp_lib: off where AMX is compiled in)."""
+    return settings.extra_bufts if settings.extra_bufts is not None else bool(policy.get("use_extra_bufts", True))
 
 
-def _without_extra_bufts(default_params: Any) -> Any:
+def _with_extra_bufts(default_params: Any, value: bool) -> Any:
     def params() -> Any:
         p = default_params()
-        p.use_extra_bufts = False
+        p.use_extra_bufts = value
         return p
 
     return params
@@ -148,6 +143,7 @@ class LlamaCppBackend(Backend):
         self.n_ctx: int | None = None
         self.draft: Any = None  # speculative decoding's draft (prompt lookup or a second Llama)
         self.draft_facts: dict[str, Any] = {}
+        self.lib_policy: dict[str, Any] = {}
 
     # -- load ---------------------------------------------------------------------------
     def load(self, test: TestSpec | None = None) -> dict[str, Any]:
@@ -156,6 +152,7 @@ class LlamaCppBackend(Backend):
 
         s = self.settings
         install_log_capture()
+        self.lib_policy = llamacpp_lib.apply()
         rss_before_model = _rss_bytes()  # the process with llama.cpp's libraries, before the model (memory planner)
         self.n_ctx = effective_n_ctx(s, test) if test is not None else (s.n_ctx or 4096)
         n_threads, n_threads_batch = resolve_threads(s)
@@ -189,9 +186,8 @@ class LlamaCppBackend(Backend):
         saved_params = inner.llama_model_default_params
         if s.flash_attn == "auto":
             inner.LLAMA_FLASH_ATTN_TYPE_ENABLED = inner.LLAMA_FLASH_ATTN_TYPE_AUTO
-        self.extra_bufts = resolve_extra_bufts(s)
-        if not self.extra_bufts:  # the constructor has no argument for it: its default parameters are adjusted
-            inner.llama_model_default_params = _without_extra_bufts(saved_params)
+        if s.extra_bufts is not None:  # an explicit setting over the process policy, for this constructor only
+            inner.llama_model_default_params = _with_extra_bufts(saved_params, s.extra_bufts)
         t0 = time.perf_counter()
         try:
             self.llm = llama_cpp.Llama(**kwargs)
@@ -219,8 +215,8 @@ class LlamaCppBackend(Backend):
         saved_params = inner.llama_model_default_params
         if s.flash_attn == "auto":
             inner.LLAMA_FLASH_ATTN_TYPE_ENABLED = inner.LLAMA_FLASH_ATTN_TYPE_AUTO
-        if not resolve_extra_bufts(s):
-            inner.llama_model_default_params = _without_extra_bufts(saved_params)
+        if s.extra_bufts is not None:
+            inner.llama_model_default_params = _with_extra_bufts(saved_params, s.extra_bufts)
         try:
             self.draft, self.draft_facts = speculative.make_draft(s, self.llm, self.model.facts, ref, kwargs)
         finally:
@@ -253,11 +249,12 @@ class LlamaCppBackend(Backend):
             "gpu_offload_supported": bool(llama_cpp.llama_supports_gpu_offload()),
             "use_mmap": s.use_mmap,
             "use_mlock": s.use_mlock,
-            "extra_bufts": resolve_extra_bufts(s),
             "seed": s.seed,
             "kv_overrides": experts.kv_overrides(s, self.model.facts),
             "chat_format": self.llm.chat_format,
             "logits_all": s.speculative != "none",
+            "use_extra_bufts": resolve_extra_bufts(s, self.lib_policy),
+            "use_extra_bufts_reason": ("setting extra_bufts" if s.extra_bufts is not None else self.lib_policy["reason"]),
             **self.draft_facts,
         }
 
