@@ -311,12 +311,12 @@ bench_ns.add_task(bench, default=True)
 importers = Collection("import", llama_bench)
 serving_ns = Collection("serve", serve_bench)
 # -- planning: host probe, projections, memory plans ------------------------------------------
-@task(name="probe", help={"size_mib": "Size of each copy buffer in MiB (default 256; far above any cache).",
-                          "repetitions": "Timed copies per thread count (default 5).",
+@task(name="probe", help={"size_mib": "Size of each buffer in MiB (default: 256 or twice the last-level cache, whichever is larger).",
+                          "repetitions": "Timed copies and reads per thread count (default 5).",
                           "threads": "Comma-separated thread counts (default: 1, physical cores, logical cores)."})
 @user_errors
-def host_probe(c, size_mib=256, repetitions=5, threads=""):
-    """Measure this host's memory bandwidth (large copy) and store it as a host artifact in data/hosts/."""
+def host_probe(c, size_mib=0, repetitions=5, threads=""):
+    """Measure this host's memory bandwidth (large copy and read-only pass) and store it as a host artifact in data/hosts/."""
     from runtime import hostprobe
     from runtime.errors import ConfigError
     from runtime.paths import relpath
@@ -325,13 +325,14 @@ def host_probe(c, size_mib=256, repetitions=5, threads=""):
         counts = [int(x) for x in threads.split(",") if x.strip()] or None
     except ValueError:
         raise ConfigError(f"expected comma-separated integers, got {threads!r}", field="threads") from None
-    path = hostprobe.run_probe(int(size_mib), int(repetitions), counts)
+    path = hostprobe.run_probe(int(size_mib) or None, int(repetitions), counts)
     from runtime import artifacts
 
     doc = artifacts.load(path)
-    for b in doc["bandwidth"]:
-        s = b["summary"]
-        print(f"{b['threads']:>3} thread(s): {s['mean']:.2f} GB/s mean (best {max(b['samples_gbs']):.2f}, n={s['n']})")
+    for what, key in (("copy", "bandwidth"), ("read", "read_bandwidth")):
+        for b in doc.get(key) or []:
+            s = b["summary"]
+            print(f"{what} {b['threads']:>3} thread(s): {s['mean']:.2f} GB/s mean (best {max(b['samples_gbs']):.2f}, n={s['n']})")
     print(f"host probe: {relpath(path)}")
 
 

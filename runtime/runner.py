@@ -264,10 +264,17 @@ def baseline_key(cfg: matrix_mod.Configuration, ref: models.ModelRef, host_id: s
 
 def run_matrix(name_or_path: str, *, force: bool = False, retry_failed: bool = False,
                on_event: Callable[[str, dict[str, Any]], None] | None = None, root: Path | None = None,
-               build_variant: BuildVariant | None = None) -> MatrixReport:
-    """Measure every configuration of a matrix not measured yet. All input is validated first."""
+               build_variant: BuildVariant | None = None, sweeps: list[str] | None = None) -> MatrixReport:
+    """Measure every configuration of a matrix not measured yet (only the named sweeps' when
+    ``sweeps`` is given). All input is validated first."""
     m = matrix_mod.load(name_or_path)
     cfgs = m.configurations()
+    if sweeps:
+        unknown = sorted(set(sweeps) - {c.sweep for c in cfgs})
+        if unknown:
+            raise ConfigError(f"no sweep named {unknown[0]!r} (known: {', '.join(dict.fromkeys(c.sweep for c in cfgs))})",
+                              file=relpath(m.path), field="sweeps")
+        cfgs = [c for c in cfgs if c.sweep in sweeps]
     registry = models.load_registry()
     refs = {name: models.resolve(name, registry) for name in dict.fromkeys(c.model for c in cfgs)}
     for cfg in cfgs:  # every point against its model's metadata, before anything runs

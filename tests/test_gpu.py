@@ -210,3 +210,28 @@ def test_committed_h100_runs_are_full_offload_synthetic_and_match_the_fidelity_t
     probe = artifacts.load(hosts[0])
     assert probe["probe"]["kind"] == "gpu_memory_bandwidth"
     assert 1000 < probe["bandwidth"][0]["summary"]["median"] < probe["host"]["gpus"][0]["datasheet_bandwidth_bytes_per_s"] / 1e9
+
+
+def test_gpu_read_probe_writes_the_cpu_probe_shape(gpu_bench):
+    """The GPU bandwidth script's pure parts (the CUDA timing itself needs the lent GPU: mocked by
+    given seconds): rates count bytes read only for the reduction, both copy and read land in a
+    valid host artifact with the CPU probe's row shape."""
+    import gpu_bandwidth
+    from runtime import artifacts, stats
+    from runtime import host as hostinfo
+
+    read = {"method": "read-only reduction", "library": "torch x", "device": "GPU", "buffer_bytes": 4 * 2**30,
+            "bytes_read_per_pass": 4 * 2**30, "iterations": 3,
+            **gpu_bandwidth.rates_from_seconds([0.0016, 0.0015, 0.0017], 4 * 2**30)}
+    assert read["median_bytes_per_s"] == pytest.approx(4 * 2**30 / 0.0016)
+    copy = {"method": "copy", "library": "torch x", "device": "GPU", "buffer_bytes": 4 * 2**30, "iterations": 3,
+            "bytes_moved_per_copy": 8 * 2**30, **gpu_bandwidth.rates_from_seconds([0.003, 0.0029, 0.0031], 8 * 2**30),
+            "read": read}
+    rows = gpu_bandwidth.host_bandwidth(read)
+    assert rows[0]["threads"] == 1 and rows[0]["summary"] == stats.summarize(rows[0]["samples_gbs"])
+    assert rows[0]["samples_gbs"][1] == pytest.approx(4 * 2**30 / 0.0015 / 1e9)
+    doc = gpu_bench.host_artifact(hostinfo.fingerprint(), copy, "2026-11-26T08:00:00+00:00")
+    artifacts.validate(doc)
+    assert doc["read_bandwidth"] == rows and doc["probe"]["read_bytes_counted"] == "read"
+    assert "read_bandwidth" not in gpu_bench.host_artifact(hostinfo.fingerprint(), {**copy, "read": None},
+                                                           "2026-11-26T08:00:00+00:00")
