@@ -194,16 +194,21 @@ def test_committed_h100_runs_are_full_offload_synthetic_and_match_the_fidelity_t
     for d in docs:
         assert d["status"] == "ok" and d["model"]["synthetic"] is True
         assert d["host"]["gpus"][0]["name"].startswith("NVIDIA H100")
+    # In-process rate runs: every layer on the GPU, and each one is a row of the fidelity table
+    # written by the device call that measured it (the report comes from the artifacts).
+    rate = [d for d in docs if d["backend"] == "llama_cpp" and d["test"]["kind"] == "rate"]
+    assert rate
+    rows = {}
+    for table_path in sorted(RESULTS.rglob("fidelity.json")):
+        for row in json.loads(table_path.read_text())["rows"]:
+            rows[row["artifact"]] = row
+    for d in rate:
+        assert d["build"]["libraries"] == "LLAMA_CPP_LIB_PATH" and "CUDA" in d["build"]["system_info"]
         eff = d["settings"]["effective"]
         assert eff["n_gpu_layers"] == eff["n_layers_total"] > 0  # every layer on the GPU
-        assert d["build"]["libraries"] == "LLAMA_CPP_LIB_PATH" and "CUDA" in d["build"]["system_info"]
         assert d["resources"]["peak_vram_bytes"] > d["model"]["size_bytes"] * 0.9
-    table = json.loads((RESULTS / "fidelity.json").read_text())
-    by_id = {d["id"]: d for d in docs}
-    assert len(table["rows"]) == len(docs)
-    for row in table["rows"]:
-        d = by_id[row["artifact"]]
-        assert row["ours_ts"] == d["summary"]["tokens_per_second"]["mean"]  # the report comes from the artifacts
+        row = rows[d["id"]]
+        assert row["ours_ts"] == d["summary"]["tokens_per_second"]["mean"]
         assert 0.8 < row["ratio"] < 1.25
     hosts = list((ROOT / "data" / "hosts").glob("lent-h100-*/gpu-bandwidth-*.json"))
     assert hosts
