@@ -326,12 +326,12 @@ bench_ns.add_task(bench, default=True)
 importers = Collection("import", llama_bench)
 serving_ns = Collection("serve", serve_bench)
 # -- planning: host probe, projections, memory plans ------------------------------------------
-@task(name="probe", help={"size_mib": "Size of each copy buffer in MiB (default 256; far above any cache).",
-                          "repetitions": "Timed copies per thread count (default 5).",
+@task(name="probe", help={"size_mib": "Size of each buffer in MiB (default: 256 or twice the last-level cache, whichever is larger).",
+                          "repetitions": "Timed copies and reads per thread count (default 5).",
                           "threads": "Comma-separated thread counts (default: 1, physical cores, logical cores)."})
 @user_errors
-def host_probe(c, size_mib=256, repetitions=5, threads=""):
-    """Measure this host's memory bandwidth (large copy) and store it as a host artifact in data/hosts/."""
+def host_probe(c, size_mib=0, repetitions=5, threads=""):
+    """Measure this host's memory bandwidth (large copy and read-only pass) and store it as a host artifact in data/hosts/."""
     from runtime import hostprobe
     from runtime.errors import ConfigError
     from runtime.paths import relpath
@@ -340,13 +340,14 @@ def host_probe(c, size_mib=256, repetitions=5, threads=""):
         counts = [int(x) for x in threads.split(",") if x.strip()] or None
     except ValueError:
         raise ConfigError(f"expected comma-separated integers, got {threads!r}", field="threads") from None
-    path = hostprobe.run_probe(int(size_mib), int(repetitions), counts)
+    path = hostprobe.run_probe(int(size_mib) or None, int(repetitions), counts)
     from runtime import artifacts
 
     doc = artifacts.load(path)
-    for b in doc["bandwidth"]:
-        s = b["summary"]
-        print(f"{b['threads']:>3} thread(s): {s['mean']:.2f} GB/s mean (best {max(b['samples_gbs']):.2f}, n={s['n']})")
+    for what, key in (("copy", "bandwidth"), ("read", "read_bandwidth")):
+        for b in doc.get(key) or []:
+            s = b["summary"]
+            print(f"{what} {b['threads']:>3} thread(s): {s['mean']:.2f} GB/s mean (best {max(b['samples_gbs']):.2f}, n={s['n']})")
     print(f"host probe: {relpath(path)}")
 
 
@@ -440,7 +441,8 @@ def quality_run(c, matrix="quality", force=False, retry_failed=False, accept_san
             console.print(f"corrupt artifact set aside, scored again: {info['path']} -> {info['moved_to']} ({info['error']})",
                           style="yellow", markup=False)
             return
-        prefix = f"[{info['index']}/{info['total']}] {info['model']} · {info['suite']} ({info['items']} items)"
+        style = f" · {info['prompt_style']}" if info.get("prompt_style") not in (None, "chat") else ""
+        prefix = f"[{info['index']}/{info['total']}] {info['model']} · {info['suite']}{style} ({info['items']} items)"
         if info.get("swept"):
             prefix += " · " + ", ".join(f"{k}={v}" for k, v in info["swept"].items())
         if kind == "skip":
@@ -464,7 +466,7 @@ def quality_run(c, matrix="quality", force=False, retry_failed=False, accept_san
 @task(name="suites")
 @user_errors
 def quality_suites(c):
-    """List the quality suites in data/suites/ (version, items, category, source)."""
+    """List the quality suites in data/suites/ (version, items, category, prompt styles, source)."""
     from runtime.quality import suites
 
     for path in suites.list_suites():
@@ -473,7 +475,47 @@ def quality_suites(c):
         extra = f" from {src} {s.source_info.get('version')} ({s.source_info.get('usable')} of " \
                 f"{s.source_info.get('total_in_file')} usable)" if src else ""
         inc = f", includes {', '.join(s.includes)}" if s.includes else ""
-        print(f"{s.name:26s} v{s.version}  {len(s.items):4d} items  {s.category}{extra}{inc}")
+        print(f"{s.name:26s} v{s.version}  {len(s.items):4d} items  {s.category}  [{', '.join(s.prompt_styles)}]{extra}{inc}")
+
+
+@task(name="perplexity",
+      help={"model": "Registry name of the model measured (default: the embedded Gemma 3 270M).",
+            "reference": "Registry name of the reference model for KL-divergence (same vocabulary); empty: perplexity only.",
+            "text": "Text name in data/texts/texts.yaml (default gpl-3.0).",
+            "ctx": "Context of each chunk, tokens (llama-perplexity -c; default 512).",
+            "chunks": "Chunks scored at most (default: every whole chunk of the text).",
+            "force": "Measure again even when an artifact for the same inputs exists."})
+@user_errors
+def quality_perplexity(c, model="gemma3-270m-q4_k_m", reference="", text="gpl-3.0", ctx=512, chunks=0, force=False):
+    """Perplexity (and KL-divergence against a reference) on a public text, chunked as llama-perplexity."""
+    from runtime import artifacts
+    from runtime.paths import relpath
+    from runtime.quality import perplexity
+
+    path, fresh = perplexity.measure(model, reference=reference or None, text=text, n_ctx=int(ctx),
+                                     chunks=int(chunks) or None, force=force)
+    doc = artifacts.load(path)
+    r = doc["results"] or {}
+    if doc["status"] != "ok":
+        raise Exit(f"perplexity run failed: {doc['error']['message']} ({relpath(path)})", code=1)
+    line = f"{model}: PPL {r['ppl']:.4f} ± {r['ppl_se']:.4f} over {r['n_scored_tokens']} tokens"
+    if doc["reference"]:
+        line += (f"; vs {doc['reference']['name']}: KLD {r['kld_mean']:.6f} ± {r['kld_se']:.6f}, "
+                 f"same top token {100 * r['same_top']:.2f} ± {100 * r['same_top_se']:.2f} %")
+    print(line + f" ({'measured' if fresh else 'already measured'}: {relpath(path)})")
+
+
+@task(name="ladder", help={"ctx": "Context of each perplexity chunk (default 512)."})
+@user_errors
+def quality_ladder(c, ctx=512):
+    """Measure the quantization ladder's perplexity and KL-divergence (every derived model against its source)."""
+    from runtime import models
+
+    reg = models.load_registry()
+    for name, entry in reg.models.items():
+        if entry.derived is not None:
+            quality_perplexity(c, model=entry.derived.source, ctx=ctx)
+            quality_perplexity(c, model=name, reference=entry.derived.source, ctx=ctx)
 
 
 @task(name="roles")
@@ -496,7 +538,7 @@ def roles_task(c):
             print(f"    rejected {c_.label}: {why}")
 
 
-quality_ns = Collection("quality", quality_run, quality_setup, quality_suites)
+quality_ns = Collection("quality", quality_run, quality_setup, quality_suites, quality_perplexity, quality_ladder)
 ns.add_collection(quality_ns)
 ns.add_task(roles_task)
 

@@ -236,9 +236,10 @@ def table(rows: list[dict[str, Any]]) -> str:
 # -- host artifact ----------------------------------------------------------------------------------
 def host_artifact(fp: dict[str, Any], bw: dict[str, Any], created: str) -> dict[str, Any]:
     """A ``host`` artifact (probe kind gpu_memory_bandwidth) from the bandwidth measurement."""
-    from runtime import artifacts, stats
+    from runtime import artifacts
 
-    samples = [x / 1e9 for x in bw["samples_bytes_per_s"]]
+    from gpu_bandwidth import host_bandwidth
+
     stamp = created.replace("-", "").replace(":", "")[:15] + "Z"
     return {
         "artifact": "host",
@@ -250,8 +251,11 @@ def host_artifact(fp: dict[str, Any], bw: dict[str, Any], created: str) -> dict[
                   "method": bw["method"] + f"; {bw['buffer_bytes']} bytes per buffer, one untimed warm-up series of "
                             "3 copies; buffers filled with random data; the copy checked",
                   "tool": f"benchmarks/gpu_bandwidth.py ({bw['library']})", "buffer_bytes": bw["buffer_bytes"],
-                  "repetitions": bw["iterations"], "warmup": True, "bytes_counted": "read + written"},
-        "bandwidth": [{"threads": 1, "samples_gbs": samples, "summary": stats.summarize(samples)}],
+                  "repetitions": bw["iterations"], "warmup": True, "bytes_counted": "read + written",
+                  **({"read_method": bw["read"]["method"] + "; one untimed warm-up series of 3 sums; two sums compared",
+                      "read_bytes_counted": "read"} if bw.get("read") else {})},
+        "bandwidth": host_bandwidth(bw),
+        **({"read_bandwidth": host_bandwidth(bw["read"])} if bw.get("read") else {}),
         "conditions": {"logical_cores": fp["cpu"].get("logical_cores")},
     }
 
@@ -315,6 +319,9 @@ def main(argv: list[str] | None = None) -> int:
             (out / "bandwidth.json").write_text(json.dumps(bw, indent=1))
             bandwidth = bw["median_bytes_per_s"]
             log(f"bandwidth: median {bandwidth / 1e9:.0f} GB/s (max {bw['max_bytes_per_s'] / 1e9:.0f}) over {bw['iterations']} copies")
+            if bw.get("read"):
+                log(f"read bandwidth: median {bw['read']['median_bytes_per_s'] / 1e9:.0f} GB/s "
+                    f"(max {bw['read']['max_bytes_per_s'] / 1e9:.0f}) over {bw['read']['iterations']} sums")
         else:
             log(f"bandwidth measurement failed: {proc.stderr[-1500:]}")
 

@@ -8,6 +8,7 @@ from typing import Any
 
 import mkdocs_gen_files
 
+from pipelines.perplexity import load_perplexity
 from pipelines.quality import load_quality
 from pipelines.runs import load_runs
 from pipelines.site import pages, quality_pages
@@ -35,5 +36,10 @@ artifact_pages("quality-runs", "Quality runs",
                "Every artifact under `data/quality/`, newest first: each page has every prompt, output, verdict and "
                "the scorer's evidence.", load_quality(), "No quality runs yet.\n",
                quality_pages.quality_index, quality_pages.quality_run_page)
+artifact_pages("perplexity-runs", "Perplexity runs",
+               "Every artifact under `data/perplexity/`: perplexity on a public text and, against a reference model, "
+               "KL-divergence and top-token agreement, with standard errors and per-chunk values.",
+               load_perplexity(), "No perplexity runs yet.\n", quality_pages.perplexity_index,
+               quality_pages.perplexity_run_page)
 with mkdocs_gen_files.open("assets/js/vega-bundle.js", "w") as fh:
     fh.write(vega_bundle())

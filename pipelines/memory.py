@@ -349,7 +349,8 @@ class Plan:
 
 def cpu_plan(shape: ModelShape, n_ctx: int, type_k: str = "f16", type_v: str = "f16", *, swa_full: bool = False,
              n_ubatch: int = 512, max_batch: int | None = None, depth: int | None = None, flash_attn: bool = True,
-             runtime_baseline: int | None = None, repack: bool = True, n_outputs: int = 1, logits_rows: int = 0) -> Plan:
+             runtime_baseline: int | None = None, repack: bool = True, n_outputs: int = 1, logits_rows: int = 0,
+             draft: "ModelShape | None" = None) -> Plan:
     """Resident memory of a CPU run: the weights (mapped and prefetched), CPU_REPACK copies, the
     KV cache (cleared at allocation, so resident), the output buffer, the tokenizer tables, the
     compute pages the run's largest batch touches, and the process before the model (measured).
@@ -360,7 +361,8 @@ def cpu_plan(shape: ModelShape, n_ctx: int, type_k: str = "f16", type_v: str = "
     kv = kv_cache(shape, n_ctx, type_k, type_v, swa_full=swa_full, n_ubatch=n_ubatch)
     batch = min(max_batch if max_batch is not None else n_ubatch, n_ubatch)
     n_kv = min(kv.cells, max(256, pad((depth if depth is not None else n_ctx))))
-    comp = compute_buffer(shape, batch, n_kv, n_outputs=1, flash_attn=flash_attn,
+    # the graph's logits tensor holds one row per output: one, or every token of the batch with logits_all
+    comp = compute_buffer(shape, batch, n_kv, n_outputs=max(1, min(n_outputs, batch)), flash_attn=flash_attn,
                           n_kv_swa=min(n_kv, kv.swa_cells or n_kv))
     components = {
         "weights (mapped)": shape.weight_bytes,
@@ -373,6 +375,12 @@ def cpu_plan(shape: ModelShape, n_ctx: int, type_k: str = "f16", type_v: str = "
     if logits_rows:
         components["logits kept per token (llama-cpp-python)"] = 4 * shape.n_vocab * logits_rows
     notes = list(shape.notes)
+    if draft is not None:  # a second model loaded beside the target, same context settings, logits of the last token only
+        sub = cpu_plan(draft, n_ctx, type_k, type_v, swa_full=swa_full, n_ubatch=n_ubatch, max_batch=max_batch, depth=depth,
+                       flash_attn=flash_attn, runtime_baseline=None, repack=repack)
+        for k, v in sub.components.items():
+            components[f"draft model: {k}"] = v
+        notes += [f"draft model: {n}" for n in draft.notes]
     if runtime_baseline is not None:
         components["process before load (measured)"] = int(runtime_baseline)
     else:
@@ -465,10 +473,27 @@ def load_planner_settings(path: Path | None = None) -> PlannerSettings:
 IN_PROCESS_BACKENDS = ("llama_cpp",)  # backends whose run process holds the model (artifact field "backend")
 
 
-def run_prediction(doc: dict[str, Any]) -> dict[str, Any] | None:
+def facts_by_sha(runs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """GGUF facts of every model a run artifact describes, by file sha256 (a draft model's facts
+    come from a run of that model: the draft's own artifact fields name only its file)."""
+    out: dict[str, dict[str, Any]] = {}
+    for d in runs:
+        sha = (d.get("model") or {}).get("sha256")
+        if sha and sha not in out and (d["model"].get("gguf") or {}).get("architecture"):
+            out[sha] = d["model"]["gguf"]
+    return out
+
+
+def run_prediction(doc: dict[str, Any], known_facts: dict[str, dict[str, Any]] | None = None) -> dict[str, Any] | None:
     """Predicted peak RSS of a CPU run artifact beside its measured peak. None when the run
     used a GPU or has no peak RSS, and for runs whose model was not loaded in the measured
-    process (over HTTP the run's process is the client; the server's memory is not its own)."""
+    process (over HTTP the run's process is the client; the server's memory is not its own).
+
+    Everything the configuration loads is in the plan: with a draft model, the draft's weights,
+    KV cache, buffers and tokenizer tables too (its GGUF facts from ``known_facts``, by sha256;
+    the prediction is marked incomplete when they are unknown); with logits for every token
+    (speculative decoding), the output and compute buffers' logits rows and llama-cpp-python's
+    per-token scores."""
     if doc.get("status") != "ok" or doc.get("backend") not in IN_PROCESS_BACKENDS:
         return None
     eff = as_record(doc).reported
@@ -503,16 +528,41 @@ def run_prediction(doc: dict[str, Any]) -> dict[str, Any] | None:
         n_outputs = max(batch, draft)
         reqs = [r for r in (doc.get("samples") or {}).get("requests", []) if isinstance(r, dict)]
         logits_rows = max([(r.get("prompt_tokens") or 0) + (r.get("output_tokens") or 0) for r in reqs] or [batch]) + draft
+    draft_shape, missing = None, []
+    if eff.get("speculative") == "draft_model" or req.get("speculative") == "draft_model":
+        dfacts = (known_facts or {}).get(eff.get("draft_model_sha256") or "")
+        if dfacts is None:
+            missing.append(f"the draft model {eff.get('draft_model') or req.get('draft_model')!r}: no artifact gives its GGUF facts")
+        else:
+            try:
+                draft_shape = ModelShape.from_facts(dfacts, str(eff.get("draft_model") or "draft"))
+            except ModelError as exc:
+                missing.append(f"the draft model: {exc.detail}")
     plan = cpu_plan(shape, n_ctx, type_k, type_v, swa_full=swa_full, n_ubatch=n_ubatch, max_batch=batch, depth=n_ctx,
-                    flash_attn=flash, runtime_baseline=baseline, repack=repack_applies(doc.get("host") or {}),
-                    n_outputs=n_outputs, logits_rows=logits_rows)
+                    flash_attn=flash, runtime_baseline=baseline,
+                    # extra buffer types off (extra_bufts: false): no CPU_REPACK copies
+                    repack=repack_applies(doc.get("host") or {}) and eff.get("use_extra_bufts", eff.get("extra_bufts", req.get("extra_bufts"))) is not False,
+                    n_outputs=n_outputs, logits_rows=logits_rows, draft=draft_shape)
+    amx = ((eff.get("llama_memory_mib") or {}).get("model") or {}).get("AMX")
+    if amx:
+        plan.notes.append(f"llama.cpp put {amx:.1f} MiB of weights in AMX buffers (an Intel AMX host): that layout is not "
+                          "modelled, so the weights may be counted differently from what is resident")
+    plan.notes += [f"not predicted: {m}" for m in missing]
     error = (plan.total - measured) / measured
     reported = eff.get("llama_memory_mib") or {}
     return {"id": doc["id"], "model": doc["model"]["name"], "test": test["name"], "n_ctx": n_ctx, "type_k": type_k,
             "type_v": type_v, "swa_full": swa_full, "flash_attn": flash, "plan": plan, "predicted": plan.total,
             "measured": int(measured), "error": error, "within_10pct": abs(error) <= 0.10,
             "has_baseline": baseline is not None, "reported_mib": reported, "created": doc["created"],
-            "host_id": doc["host"]["id"]}
+            "host_id": doc["host"]["id"], "incomplete": missing, "run_type": run_type(doc)}
+
+
+def run_type(doc: dict[str, Any]) -> str:
+    """What kind of run this is for the accuracy table: test kind, and the speculative mode."""
+    req = doc["settings"].get("requested") or {}
+    spec = req.get("speculative") or "none"
+    kind = doc["test"].get("kind", "rate")
+    return kind + ("" if spec == "none" else f" + {spec.replace('_', ' ')}")
 
 
 def vram_prediction(doc: dict[str, Any], runtime_overhead: int = 0) -> dict[str, Any] | None:
@@ -556,10 +606,8 @@ def fits_rows(shape: ModelShape, settings: PlannerSettings, host_memory: int | N
               runtime_baseline: int | None) -> list[dict[str, Any]]:
     """Every (context, cache type) of the settings: predicted host RAM and VRAM, and where they fit."""
     rows = []
-    limit = shape.n_ctx_train or max(settings.contexts)
     for n_ctx in settings.contexts:
-        if n_ctx > limit:
-            continue
+        beyond = bool(shape.n_ctx_train and n_ctx > shape.n_ctx_train)  # shown, with a warning: never dropped
         for ct in settings.cache_types:
             try:
                 cpu = cpu_plan(shape, n_ctx, ct, ct, swa_full=settings.swa_full, n_ubatch=settings.n_ubatch,
@@ -568,13 +616,13 @@ def fits_rows(shape: ModelShape, settings: PlannerSettings, host_memory: int | N
                                flash_attn=settings.flash_attn,
                                runtime_overhead=int(settings.gpu_runtime_overhead_mib * MiB))
             except ConfigError as exc:  # e.g. a quantized cache the head size cannot take
-                rows.append({"n_ctx": n_ctx, "cache_type": ct, "error": exc.detail})
+                rows.append({"n_ctx": n_ctx, "cache_type": ct, "error": exc.detail, "beyond_training": beyond})
                 continue
             keep = 1.0 - settings.headroom
             host_fit = None if not host_memory else cpu.total <= keep * host_memory
             gpus = {g: gpu.total <= keep * g * 1e9 for g in settings.gpu_sizes_gb}
             rows.append({"n_ctx": n_ctx, "cache_type": ct, "kv_bytes": cpu.components["KV cache"], "cpu": cpu,
-                         "gpu": gpu, "host_fit": host_fit, "gpu_fit": gpus, "error": None})
+                         "gpu": gpu, "host_fit": host_fit, "gpu_fit": gpus, "error": None, "beyond_training": beyond})
     return rows
 
 
@@ -614,8 +662,9 @@ def plan_text(shape: ModelShape, settings: PlannerSettings, host_memory: int | N
             continue
         fit = "-" if r["host_fit"] is None else "yes" if r["host_fit"] else "no"
         marks = "  ".join(("yes" if ok else "no").rjust(len(f"{g:g}GB")) for g, ok in r["gpu_fit"].items())
+        warn = f"  ! beyond the training context ({shape.n_ctx_train:,})" if r["beyond_training"] else ""
         lines.append(f"{r['n_ctx']:>7} {r['cache_type']:>5} {b(r['kv_bytes']):>11} {b(r['cpu'].total):>11} {fit:>4} "
-                     f"{b(r['gpu'].total):>11}  {marks}")
+                     f"{b(r['gpu'].total):>11}  {marks}{warn}")
     lines.append(f"(PROJECTED; headroom {settings.headroom:.0%}; n_ubatch {settings.n_ubatch}; swa_full {settings.swa_full}; "
                  f"host RAM includes {'the measured process baseline' if runtime_baseline else 'no process baseline'})")
     return "\n".join(lines)

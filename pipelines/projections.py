@@ -335,6 +335,34 @@ def compose(shares: dict[str, float], effects: list[tuple[str, float]]) -> float
     return compose_stages(shares, per_stage)
 
 
+def weighted_interval(values: list[tuple[float, float, float | None, float | None]],
+                      higher_is_better: bool) -> tuple[float | None, float | None]:
+    """CI95 of :func:`weighted_average` from the inputs' own CI95s: (weight, value, low, high)
+    tuples, first-order (delta method) propagation with independent inputs, each input's
+    half-width taken as the larger side of its interval and the results added in quadrature.
+    (None, None) when any input has no interval (a value without one cannot be bounded)."""
+    vals = [v for v in values if v[1] is not None]
+    if not vals or any(lo is None or hi is None for _, _, lo, hi in vals):
+        return None, None
+    mean = weighted_average([(w, v) for w, v, _, _ in vals], higher_is_better)
+    if mean is None:
+        return None, None
+    tw = sum(w for w, *_ in vals)
+    var = 0.0
+    for w, v, lo, hi in vals:
+        half = max(v - lo, hi - v, 0.0)
+        # d mean / d v_i: rates (harmonic) H^2 w_i / (W v_i^2); times (arithmetic) w_i / W
+        grad = (mean * mean * w / (tw * v * v)) if higher_is_better else w / tw
+        var += (grad * half) ** 2
+    half = var ** 0.5
+    return mean - half, mean + half
+
+
+def verdict(low: float, high: float, measured: float) -> str:
+    """VERIFIED when the measured value lies within the projection's stated range, MISSED otherwise."""
+    return "VERIFIED" if low <= measured <= high else "MISSED"
+
+
 def weighted_average(values: list[tuple[float, float]], higher_is_better: bool) -> float | None:
     """(weight, value) pairs: the harmonic mean for rates, the arithmetic mean for times."""
     vals = [(w, v) for w, v in values if v is not None]
@@ -374,7 +402,11 @@ class Projection:
 
     @property
     def status(self) -> str:
-        return "VERIFIED" if self.verification else "PROJECTED"
+        """PROJECTED until a run of its configuration exists; then VERIFIED when the measured mean
+        lies within [low, high], MISSED (with the signed error) when it does not."""
+        if not self.verification:
+            return "PROJECTED"
+        return verdict(self.low, self.high, self.verification["value"])
 
 
 @dataclass
@@ -393,6 +425,13 @@ class RoleResult:
         if self.baseline_doc is None:
             return None
         return (self.baseline_doc["summary"].get(self.role.metric) or {}).get("mean")
+
+    @property
+    def baseline_ci95(self) -> tuple[float | None, float | None]:
+        if self.baseline_doc is None:
+            return None, None
+        s = self.baseline_doc["summary"].get(self.role.metric) or {}
+        return s.get("ci95_low"), s.get("ci95_high")
 
 
 @dataclass
@@ -416,10 +455,14 @@ class ProjectionSet:
         hib = self.higher_is_better
         out = []
         cur = [(r.role.weight, r.baseline) for r in self.roles if r.baseline is not None]
+        cur_ci = weighted_interval([(r.role.weight, r.baseline, *r.baseline_ci95) for r in self.roles
+                                    if r.baseline is not None], hib)
         out.append({"scenario": "current", "ids": [], "current": weighted_average(cur, hib), "low": None, "mid": None,
-                    "high": None, "measured": None, "complete": len(cur) == len(self.roles)})
+                    "high": None, "measured": None, "current_ci95": cur_ci, "measured_ci95": (None, None),
+                    "complete": len(cur) == len(self.roles)})
         for name, ids in self.scenarios:
             rows = {"low": [], "mid": [], "high": [], "measured": []}
+            measured_ci: list[tuple[float, float, float | None, float | None]] = []
             for r in self.roles:
                 if r.baseline is None:
                     continue
@@ -429,12 +472,18 @@ class ProjectionSet:
                     rows[k].append((w, getattr(p, k) if p else r.baseline))
                 if p is None:
                     rows["measured"].append((w, r.baseline))
+                    measured_ci.append((w, r.baseline, *r.baseline_ci95))
                 elif p.verification:
-                    rows["measured"].append((w, p.verification["value"]))
-            measured = weighted_average(rows["measured"], hib) if len(rows["measured"]) == len(cur) and cur else None
+                    v = p.verification
+                    rows["measured"].append((w, v["value"]))
+                    measured_ci.append((w, v["value"], v.get("ci95_low"), v.get("ci95_high")))
+            full = len(rows["measured"]) == len(cur) and bool(cur)
+            measured = weighted_average(rows["measured"], hib) if full else None
             out.append({"scenario": name, "ids": ids, "current": weighted_average(cur, hib),
                         "low": weighted_average(rows["low"], hib), "mid": weighted_average(rows["mid"], hib),
                         "high": weighted_average(rows["high"], hib), "measured": measured,
+                        "current_ci95": cur_ci,
+                        "measured_ci95": weighted_interval(measured_ci, hib) if full else (None, None),
                         "complete": len(cur) == len(self.roles)})
         return out
 
@@ -471,9 +520,31 @@ def _effect_factor(opt: Optimization, doc: dict[str, Any]) -> tuple[float, float
     return (f, f, f)
 
 
-def find_baseline(role: Role, runs: list[dict[str, Any]], host_id: str) -> tuple[dict[str, Any] | None, str | None]:
+BASELINE_RULE = ("a role's baseline is the newest ok run of its model and test on the host (in its matrix and with "
+                 "its settings where the role names them) whose requested settings realise no optimization of the "
+                 "catalogue beyond what the role's own settings pin: a run that sets every setting of an optimization "
+                 "is that optimization's verification, never a baseline; several configurations left is an "
+                 "ambiguity the role must resolve by naming settings")
+
+
+def realises(requested: dict[str, Any], opt_settings: dict[str, Any], pinned: dict[str, Any]) -> bool:
+    """Whether a run's requested settings carry an optimization (every one of its settings, not
+    all of them pinned by the role itself)."""
+    if not opt_settings:
+        return False
+    if all(k in pinned and pinned[k] == v for k, v in opt_settings.items()):
+        return False
+    return all(requested.get(k) == v for k, v in opt_settings.items())
+
+
+def find_baseline(role: Role, runs: list[dict[str, Any]], host_id: str,
+                  catalogue: Catalogue | None = None) -> tuple[dict[str, Any] | None, str | None]:
+    """The role's baseline by :data:`BASELINE_RULE`, or None and why."""
     found = select_runs(runs, model=role.model, test=role.test, host_id=host_id, matrix=role.matrix, settings=role.settings)
     found = [d for d in found if (d["summary"].get(role.metric) or {}).get("mean") is not None]
+    if catalogue is not None:
+        opts = [o.settings for o in catalogue.optimizations if o.settings]
+        found = [d for d in found if not any(realises(d["settings"]["requested"], o, role.settings or {}) for o in opts)]
     if not found:
         return None, f"no measured run of {role.model} · {role.test} with {role.metric} on this host"
     keys = {d["key"] for d in found}
@@ -481,6 +552,13 @@ def find_baseline(role: Role, runs: list[dict[str, Any]], host_id: str) -> tuple
         return None, (f"{len(keys)} configurations of {role.model} · {role.test} match; name a matrix or settings "
                       "in data/usage_mix.yaml to pick one")
     return found[0], None
+
+
+def _definition(test: dict[str, Any]) -> dict[str, Any]:
+    """A test's parameters without its sample size (a count or a precision target)."""
+    from runtime.record import TEST_SAMPLE_SIZE
+
+    return {k: v for k, v in test.items() if k not in TEST_SAMPLE_SIZE}
 
 
 def find_verification(base: dict[str, Any], target: dict[str, Any], metric: str,
@@ -493,7 +571,7 @@ def find_verification(base: dict[str, Any], target: dict[str, Any], metric: str,
             continue
         if (d["host"]["id"], d["model"]["sha256"], d["backend"]) != (base["host"]["id"], base["model"]["sha256"], base["backend"]):
             continue
-        if d["test"] != base["test"]:  # the same test definition, not only the same name
+        if _definition(d["test"]) != _definition(base["test"]):  # the same test, not only the same name
             continue
         if as_record(d).requested != target:
             continue
@@ -515,7 +593,7 @@ def project(runs: list[dict[str, Any]], catalogue: Catalogue, mix: UsageMix, hos
     inputs: dict[str, dict[str, Any]] = {}
     applicable_any: list[str] = []
     for role in mix.roles:
-        doc, problem = find_baseline(role, runs, host_id)
+        doc, problem = find_baseline(role, runs, host_id, catalogue)
         rr = RoleResult(role, doc, problem)
         results.append(rr)
         if doc is None:
@@ -554,13 +632,19 @@ def project(runs: list[dict[str, Any]], catalogue: Catalogue, mix: UsageMix, hos
                 sp.append(compose(rr.shares, [(o.opt.effect.stage, o.factor[k]) for o in used]))
             lo_sp, mid_sp, hi_sp = sp
             vals = [base * s if hib else base / s for s in sp]
+            # the stated range carries the baseline's own CI95 too: the effect's low (high) end on
+            # the baseline's low (high) end of the interval (its mean when it has none)
+            b_lo, b_hi = rr.baseline_ci95
+            b_lo = base if b_lo is None else b_lo
+            b_hi = base if b_hi is None else b_hi
+            ends = [b * s if hib else b / s for b in (b_lo, b_hi) for s in (lo_sp, hi_sp)]
             runnable = all(o.opt.settings for o in used)
             target = None
             if runnable:
                 target = dict(as_record(rr.baseline_doc).requested)
                 for o in used:
                     target.update(o.opt.settings)
-            p = Projection(rr.role, name, [o.opt.id for o in used], base, min(vals), vals[1], max(vals),
+            p = Projection(rr.role, name, [o.opt.id for o in used], base, min(ends + vals), vals[1], max(ends + vals),
                            (lo_sp, mid_sp, hi_sp), target, no_effect=not any(o.in_metric for o in used))
             if target is not None:
                 v = find_verification(rr.baseline_doc, target, rr.role.metric, runs)
@@ -569,6 +653,7 @@ def project(runs: list[dict[str, Any]], catalogue: Catalogue, mix: UsageMix, hos
                     inputs[doc["id"]] = doc
                     v["error"] = p.mid / v["value"] - 1.0 if v["value"] else None
                     v["inside_range"] = p.low <= v["value"] <= p.high
+                    v["verdict"] = verdict(p.low, p.high, v["value"])
                     v["within_ci95"] = (v["ci95_low"] <= p.mid <= v["ci95_high"]) if v.get("ci95_low") is not None else None
                     p.verification = v
             rr.projections[name] = p
@@ -606,7 +691,10 @@ def record(ps: ProjectionSet, *, mix_file: Path | None = None, catalogue_file: P
                 "verification": ({k: v for k, v in p.verification.items()} if p.verification else None),
                 "status": p.status, "note": None})
     weighted = [{"scenario": w["scenario"], "optimizations": w["ids"], "current": w["current"], "low": w["low"],
-                 "mid": w["mid"], "high": w["high"], "measured": w["measured"]} for w in ps.weighted()]
+                 "mid": w["mid"], "high": w["high"], "measured": w["measured"],
+                 "current_ci95_low": w["current_ci95"][0], "current_ci95_high": w["current_ci95"][1],
+                 "measured_ci95_low": w["measured_ci95"][0], "measured_ci95_high": w["measured_ci95"][1]}
+                for w in ps.weighted()]
     mix_file = mix_file or usage_mix_path()
     catalogue_file = catalogue_file or catalogue_path()
     return {
@@ -682,6 +770,9 @@ def accuracy_history(records: list[dict[str, Any]], runs: list[dict[str, Any]]) 
                          "projected": mid, "low": e["projected"]["low"], "high": e["projected"]["high"],
                          "measured": v["value"], "run_id": v["run_id"], "error": mid / v["value"] - 1.0,
                          "inside_range": e["projected"]["low"] <= v["value"] <= e["projected"]["high"],
+                         # recomputed from the stated range, whatever badge the record carried when written
+                         "verdict": verdict(e["projected"]["low"], e["projected"]["high"], v["value"]),
+                         "recorded_status": e.get("status"),
                          "within_ci95": (v["ci95_low"] <= mid <= v["ci95_high"]) if v.get("ci95_low") is not None else None,
                          "when": when})
     return rows

@@ -16,7 +16,18 @@ import pandas as pd
 from runtime import stats
 from runtime.paths import data_dir
 
-from .runs import latest_per_key, load_artifacts  # noqa: F401 - latest_per_key is part of this module's API
+from .runs import load_artifacts
+
+
+def latest_per_key(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The newest quality (or perplexity) artifact of each key, oldest first: a forced rerun
+    supersedes, history stays on disk. (Run artifacts have theirs in runtime.record.)"""
+    latest: dict[str, dict[str, Any]] = {}
+    for d in docs:
+        cur = latest.get(d["key"])
+        if cur is None or (d["created"], d["id"]) > (cur["created"], cur["id"]):
+            latest[d["key"]] = d
+    return sorted(latest.values(), key=lambda d: (d["created"], d["id"]))
 
 # Settings that change how fast a configuration runs but not what it writes: left out of
 # the identity that joins quality verdicts to speed measurements (see config_identity).
@@ -68,6 +79,16 @@ def rate(passed: int, n: int) -> dict[str, Any]:
     return {"n": n, "passed": passed, "pass_rate": passed / n if n else None, "ci95_low": lo, "ci95_high": hi}
 
 
+def style_of(doc: dict[str, Any]) -> str:
+    """The prompt style of a quality artifact (chat for artifacts from before styles existed)."""
+    return doc.get("prompt_style") or "chat"
+
+
+def suite_style(suite: str, style: str) -> str:
+    """The column a score belongs to: a suite in one prompt style (styles are never merged)."""
+    return suite if style == "chat" else f"{suite} · {style}"
+
+
 def scores_frame(docs: list[dict[str, Any]]) -> pd.DataFrame:
     """One row per current quality artifact: model, configuration, suite, n, pass rate, Wilson CI95,
     degeneration, status and provenance."""
@@ -88,5 +109,7 @@ def scores_frame(docs: list[dict[str, Any]]) -> pd.DataFrame:
             "config_label": config_label(d["settings"]["requested"]), "generation": d["generation"],
             **r, "degenerate": degenerate, "degenerate_rate": degenerate / len(items) if items else None,
             "by_tag": {t: rate(v["passed"], v["n"]) for t, v in (d["summary"].get("by_tag") or {}).items()},
+            "prompt_style": style_of(d), "suite_style": suite_style(d["suite"]["name"], style_of(d)),
+            "chance": d["summary"].get("chance"), "acc_norm": d["summary"].get("acc_norm"),
         })
     return pd.DataFrame(rows)

@@ -41,7 +41,10 @@ from runtime.yamlio import load_yaml, pydantic_error_line
 from . import quality as quality_mod
 from .runs import latest_per_key as latest_runs
 
-REASONS = ("too slow", "below quality floor", "degenerate", "does not fit", "missing capability", "no data")
+REASONS = ("too slow", "below quality floor", "degenerate", "does not fit", "missing capability", "not resolved",
+           "no data")
+#: Most items / repetitions the page suggests adding to settle an unresolved decision.
+SETTLE_CAP = 100_000
 _UNITS = {"b": 1, "kb": 1000, "mb": 1000**2, "gb": 1000**3, "tb": 1000**4, "kib": 1024, "mib": 1024**2,
           "gib": 1024**3, "tib": 1024**4}
 
@@ -63,8 +66,10 @@ def parse_bytes(value: Any) -> int:
 class QualityReq(BaseModel):
     model_config = ConfigDict(extra="forbid")
     suite: str = Field(..., description="Suite name (as in data/suites/).")
-    min: float = Field(..., ge=0, le=1, description="Minimum pass rate (0-1).")
+    min: float = Field(..., ge=0, le=1, description="Minimum pass rate (0-1), checked against the Wilson CI95 lower bound.")
     tag: str | None = Field(None, description="Only the items with this tag (e.g. T1).")
+    prompt_style: str | None = Field(None, description="Only runs in this prompt style (chat, completion, "
+                                     "loglikelihood); default: the style with the most scored items. Styles are never pooled.")
 
 
 class SpeedReq(BaseModel):
@@ -188,6 +193,21 @@ class Candidate:
         return all(e.ok is True for e in self.evidence)
 
     @property
+    def state(self) -> str:
+        """eligible | rejected (a measured figure fails) | unresolved (an interval straddles a threshold,
+        nothing fails) | partly measured (some requirement has no data) | not measured (no data at all)."""
+        if self.eligible:
+            return "eligible"
+        if any(e.ok is False for e in self.evidence):
+            return "rejected"
+        if any(e.reason == "not resolved" for e in self.evidence):
+            return "unresolved"
+        if all(e.reason == "no data" for e in self.evidence if e.ok is not True) and \
+                not any(e.ok is True for e in self.evidence):
+            return "not measured"
+        return "partly measured"
+
+    @property
     def label(self) -> str:
         return f"{self.model} · {self.config_label}"
 
@@ -205,9 +225,12 @@ class Assignment:
     def status(self) -> str:
         if self.chosen is not None:
             return "assigned"
-        if any(c.reasons == ["no data"] for c in self.rejected):
-            return "no data"  # a candidate fails nothing it was measured on: more runs could decide
-        return "no candidate meets every requirement"
+        states = {c.state for c in self.rejected}
+        if "unresolved" in states:
+            return "not resolved"  # a candidate fails nothing, but a figure's interval straddles its threshold
+        if "rejected" in states:
+            return "no candidate meets every requirement"  # measured and rejected (others may lack data: counted apart)
+        return "no data"  # nothing failed on measured data: runs could decide
 
 
 # -- the join ------------------------------------------------------------------------------
@@ -243,12 +266,15 @@ def join(quality_docs: list[dict[str, Any]], run_docs: list[dict[str, Any]]) -> 
     for d in latest_runs(run_docs):
         if d["status"] == "ok" and not d["model"].get("synthetic"):
             get(d["backend"], d["model"], _speed_settings(d)).runs.setdefault(d["host"]["id"], []).append(d)
-    for cfg in out.values():  # per suite, only runs of its newest content (an edited suite supersedes)
-        newest: dict[str, dict[str, Any]] = {}
+    for cfg in out.values():  # per suite and prompt style, only runs of its newest content (an edited suite supersedes)
+        newest: dict[tuple[str, str], dict[str, Any]] = {}
+
+        def ss(d: dict[str, Any]) -> tuple[str, str]:
+            return d["suite"]["name"], quality_mod.style_of(d)
+
         for d in sorted(cfg.quality, key=lambda d: (d["created"], d["id"])):
-            newest[d["suite"]["name"]] = d
-        cfg.quality = [d for d in cfg.quality
-                       if d["suite"]["content_sha256"] == newest[d["suite"]["name"]]["suite"]["content_sha256"]]
+            newest[ss(d)] = d
+        cfg.quality = [d for d in cfg.quality if d["suite"]["content_sha256"] == newest[ss(d)]["suite"]["content_sha256"]]
     return out
 
 
@@ -260,12 +286,55 @@ def _pct(v: float | None) -> str:
     return "—" if v is None else f"{v:.0%}"
 
 
+def items_to_settle(passed: int, n: int, floor: float) -> int | None:
+    """How many more items, at the observed pass rate, would put the Wilson CI95 wholly on one
+    side of ``floor`` (None: the rate equals the floor, or more than SETTLE_CAP items)."""
+    from runtime import stats
+
+    p = passed / n if n else 0.0
+    if n == 0 or abs(p - floor) < 1e-12:
+        return None
+    lo_n, hi_n = n, n
+    while hi_n - n <= SETTLE_CAP:  # exponential search, then bisection on the total item count
+        k = round(p * hi_n)
+        lo, hi = stats.wilson_interval(k, hi_n)
+        if (p > floor and lo >= floor) or (p < floor and hi < floor):
+            break
+        lo_n, hi_n = hi_n, hi_n * 2
+    else:
+        return None
+    while hi_n - lo_n > 1:
+        mid = (lo_n + hi_n) // 2
+        lo, hi = stats.wilson_interval(round(p * mid), mid)
+        if (p > floor and lo >= floor) or (p < floor and hi < floor):
+            hi_n = mid
+        else:
+            lo_n = mid
+    return hi_n - n
+
+
+def _pick_style(docs: list[dict[str, Any]], wanted: str | None) -> tuple[str | None, list[dict[str, Any]]]:
+    """The runs of one prompt style: the one asked for, else the style with the most scored items."""
+    by_style: dict[str, list[dict[str, Any]]] = {}
+    for d in docs:
+        by_style.setdefault(quality_mod.style_of(d), []).append(d)
+    if wanted is not None:
+        return wanted, by_style.get(wanted, [])
+    if not by_style:
+        return None, []
+    style = max(by_style, key=lambda st: (sum(len(d["items"]) for d in by_style[st]), st))
+    return style, by_style[style]
+
+
 def _quality_evidence(req: QualityReq, cfg: ConfigData, min_items: int) -> tuple[Evidence, float | None]:
-    what = f"{req.suite}{' [' + req.tag + ']' if req.tag else ''} pass rate ≥ {req.min:.0%}"
-    docs = [d for d in cfg.quality if d["suite"]["name"] == req.suite]
+    style, docs = _pick_style([d for d in cfg.quality if d["suite"]["name"] == req.suite], req.prompt_style)
+    label = quality_mod.suite_style(req.suite, style) if style else req.suite
+    what = f"{label}{' [' + req.tag + ']' if req.tag else ''} pass rate ≥ {req.min:.0%} (CI95 lower bound)"
     if not docs:
-        return Evidence("quality", what, None, reason="no data", message=f"no quality run of suite {req.suite}"), None
-    # several current artifacts (other samples, other hosts): pool their items, newest per item id
+        return Evidence("quality", what, None, reason="no data",
+                        message=f"no quality run of suite {req.suite}"
+                        + (f" in prompt style {req.prompt_style}" if req.prompt_style else "")), None
+    # several current artifacts of one style (other samples, other hosts): pool their items, newest per item id
     items: dict[str, dict[str, Any]] = {}
     for d in sorted(docs, key=lambda d: (d["created"], d["id"])):
         for it in d["items"]:
@@ -277,12 +346,25 @@ def _quality_evidence(req: QualityReq, cfg: ConfigData, min_items: int) -> tuple
     if n < min_items:
         return Evidence("quality", what, None, value=f"{passed}/{n}", reason="no data", artifacts=ids, n=n,
                         message=f"only {n} scored item(s) (at least {min_items} needed)"), None
-    ok = r["pass_rate"] >= req.min
-    ev = Evidence("quality", what, ok, value=f"{_pct(r['pass_rate'])} ({passed}/{n})", artifacts=ids, n=n,
-                  ci=(r["ci95_low"], r["ci95_high"]),
-                  reason=None if ok else "below quality floor",
-                  message="" if ok else f"{req.suite} pass rate {_pct(r['pass_rate'])} < {req.min:.0%}")
-    return ev, r["pass_rate"]
+    lo, hi = r["ci95_low"], r["ci95_high"]
+    value = f"{_pct(r['pass_rate'])} ({passed}/{n})"
+    common = dict(value=value, artifacts=ids, n=n, ci=(lo, hi))
+    if req.min >= 1.0:  # no lower bound reaches 100%: a 100% floor means no failure at all
+        ok = passed == n
+        return Evidence("quality", what.replace(" (CI95 lower bound)", " (every item)"), ok, **common,
+                        reason=None if ok else "below quality floor",
+                        message="" if ok else f"{n - passed} of {n} items failed; the floor allows none"), r["pass_rate"]
+    if lo >= req.min:
+        return Evidence("quality", what, True, **common), r["pass_rate"]
+    if hi < req.min:
+        return Evidence("quality", what, False, **common, reason="below quality floor",
+                        message=f"{label} pass rate {_pct(r['pass_rate'])}, CI95 {_pct(lo)}–{_pct(hi)} lies below "
+                                f"{req.min:.0%}"), r["pass_rate"]
+    more = items_to_settle(passed, n, req.min)
+    settle = (f"about {more:,} more items at this rate would settle it" if more is not None
+              else "the observed rate sits on the floor: more items alone may not settle it")
+    return Evidence("quality", what, None, **common, reason="not resolved",
+                    message=f"CI95 {_pct(lo)}–{_pct(hi)} contains the floor {req.min:.0%}; {settle}"), r["pass_rate"]
 
 
 def _speed_evidence(req: SpeedReq, cfg: ConfigData, host: str | None) -> tuple[Evidence, float | None]:
@@ -299,12 +381,29 @@ def _speed_evidence(req: SpeedReq, cfg: ConfigData, host: str | None) -> tuple[E
     d = max(docs, key=lambda d: (d["created"], d["id"]))
     s = d["summary"][req.metric]
     value = float(s["mean"])
-    ok = value >= req.min if req.min is not None else value <= req.max
-    ev = Evidence("speed", what, ok, value=f"{_fmt(value, m.decimals)} {m.unit}", artifacts=[("run", d["id"])],
-                  n=s.get("n"), ci=(s.get("ci95_low"), s.get("ci95_high")),
-                  reason=None if ok else "too slow",
-                  message="" if ok else f"{req.test} {m.label} {_fmt(value, m.decimals)} {m.unit}, needs {bound}")
-    return ev, value
+    lo, hi, n = s.get("ci95_low"), s.get("ci95_high"), s.get("n")
+    if lo is None or hi is None:  # a single sample: no interval, the point decides and the page says so
+        lo = hi = value
+    common = dict(value=f"{_fmt(value, m.decimals)} {m.unit}", artifacts=[("run", d["id"])], n=n, ci=(lo, hi))
+    # the bound is checked against the side of the CI95 that could fail it
+    passes = lo >= req.min if req.min is not None else hi <= req.max
+    fails = hi < req.min if req.min is not None else lo > req.max
+    if passes:
+        return Evidence("speed", what + " (CI95)", True, **common), value
+    if fails:
+        return Evidence("speed", what + " (CI95)", False, **common, reason="too slow",
+                        message=f"{req.test} {m.label} {_fmt(value, m.decimals)} {m.unit} (CI95 {_fmt(lo, m.decimals)}–"
+                                f"{_fmt(hi, m.decimals)}), needs {bound}"), value
+    threshold = req.min if req.min is not None else req.max
+    half = (hi - lo) / 2
+    gap = abs(value - threshold)
+    more = None
+    if n and gap > 0 and half > 0:
+        more = max(1, math.ceil(n * (half / gap) ** 2) - n)
+    settle = (f"about {more:,} more repetitions would settle it" if more is not None and more <= SETTLE_CAP
+              else "the mean sits on the threshold")
+    return Evidence("speed", what + " (CI95)", None, **common, reason="not resolved",
+                    message=f"CI95 {_fmt(lo, m.decimals)}–{_fmt(hi, m.decimals)} contains {bound}; {settle}"), value
 
 
 def nbytes(value: float) -> str:
@@ -335,9 +434,12 @@ def _memory_evidence(cap: int, cfg: ConfigData, host: str | None) -> tuple[Evide
                     message="no measured peak memory on this host" if host else "no speed artifact on any host"), None
 
 
-def _degeneration_evidence(cfg: ConfigData, max_rate: float) -> Evidence:
+def _degeneration_evidence(cfg: ConfigData, max_rate: float, docs: list[dict[str, Any]] | None = None) -> Evidence:
+    """Share of degenerate outputs over the runs the role's quality requirements read (all runs
+    of the configuration when none is given)."""
+    docs = cfg.quality if docs is None else docs
     pooled: dict[tuple[str, str], dict[str, Any]] = {}  # newest verdict per (suite, item)
-    for d in sorted(cfg.quality, key=lambda d: (d["created"], d["id"])):
+    for d in sorted(docs, key=lambda d: (d["created"], d["id"])):
         for it in d["items"]:
             pooled[(d["suite"]["name"], it["id"])] = it
     items = list(pooled.values())
@@ -349,7 +451,7 @@ def _degeneration_evidence(cfg: ConfigData, max_rate: float) -> Evidence:
     ok = share <= max_rate
     flags = sorted({f for it in bad for f in it["degeneration"]["flags"]})
     return Evidence("degeneration", what, ok, value=f"{_pct(share)} ({len(bad)}/{len(items)})", n=len(items),
-                    artifacts=[("quality", d["id"]) for d in cfg.quality], reason=None if ok else "degenerate",
+                    artifacts=[("quality", d["id"]) for d in docs], reason=None if ok else "degenerate",
                     message="" if ok else f"{len(bad)} of {len(items)} outputs degenerate ({', '.join(flags)})")
 
 
@@ -368,13 +470,15 @@ def evaluate(role: Role, cfg: ConfigData, host: str | None, defaults: Defaults,
                                        reason="missing capability" if missing else None,
                                        message=f"lacks {', '.join(missing)}" if missing else ""))
     qualities = []
+    read: dict[str, dict[str, Any]] = {}  # the runs the quality requirements read
     for req in role.quality:
         ev, value = _quality_evidence(req, cfg, role.min_items or defaults.min_items)
         c.evidence.append(ev)
         qualities.append(value)
-    if role.quality or cfg.quality:
+        read.update({aid: d for d in cfg.quality for kind, aid in ev.artifacts if kind == "quality" and d["id"] == aid})
+    if role.quality:  # a speed-only role does not read outputs: no degeneration check
         c.evidence.append(_degeneration_evidence(cfg, role.max_degenerate_rate if role.max_degenerate_rate is not None
-                                                 else defaults.max_degenerate_rate))
+                                                 else defaults.max_degenerate_rate, list(read.values())))
     for i, req in enumerate(role.speed):
         ev, value = _speed_evidence(req, cfg, host)
         c.evidence.append(ev)

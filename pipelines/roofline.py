@@ -10,9 +10,15 @@ cache of the context so far. So
 Bytes per token come from the GGUF facts in the run artifact (``pipelines.memory``), at the
 run's own cache types and flash-attention setting, averaged over the depths its generated
 tokens saw. The bandwidth comes from the newest ``host`` artifact of the run's host
-(``invoke host.probe``); the bound uses the best copy rate over the probe's thread counts
-and repetitions (STREAM's convention: the best rate is the least disturbed one), and the
-single-thread bound is shown beside it.
+(``invoke host.probe``). Decode reads and does not write, so the bound uses the probe's
+read-only pass (``read_bandwidth``) where it has one, and the copy (bytes read + written)
+otherwise, saying so; the copy figure is kept beside it. The bound takes the best rate over
+the probe's thread counts and repetitions (STREAM's convention: the best rate is the least
+disturbed one), and the single-thread bound is shown beside it.
+
+A model whose bytes per token (weights in use plus KV read) fit in the host's last-level
+cache is not bound by memory bandwidth at all: its row is flagged, and its efficiency is
+shown but not graded against the DRAM bound.
 """
 
 from __future__ import annotations
@@ -46,21 +52,36 @@ class Bandwidth:
     host_id: str
     probe_id: str
     created: str
-    best_gbs: float  # best sample over every thread count
+    best_gbs: float  # best sample over every thread count, of the pass the bound uses
     best_threads: int
     single_gbs: float | None  # best single-thread sample
     rows: tuple[dict[str, Any], ...]  # per thread count: threads, summary, best
     load_before: float | None
+    uses: str = "copy"  # "read" (read-only pass) or "copy" (bytes read + written; an older probe)
+    copy_best_gbs: float | None = None  # the copy's best, kept beside a read bound
+    read_best_gbs: float | None = None
+    llc_bytes: int | None = None  # the host's last-level cache
+
+
+def _rows(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [{"threads": b["threads"], "summary": b["summary"], "best": max(b["samples_gbs"])} for b in entries]
 
 
 def bandwidth_of(doc: dict[str, Any]) -> Bandwidth:
-    rows = []
-    for b in doc["bandwidth"]:
-        rows.append({"threads": b["threads"], "summary": b["summary"], "best": max(b["samples_gbs"])})
+    copy_rows = _rows(doc["bandwidth"])
+    read_rows = _rows(doc.get("read_bandwidth") or [])
+    rows = read_rows or copy_rows
     best = max(rows, key=lambda r: r["best"])
     single = next((r["best"] for r in rows if r["threads"] == 1), None)
+    llc = (doc.get("probe") or {}).get("llc_bytes")
+    if llc is None and (doc.get("probe") or {}).get("kind", "memory_bandwidth") == "memory_bandwidth":
+        from runtime.hostprobe import llc_bytes
+
+        llc = llc_bytes(doc["host"])
     return Bandwidth(doc["host"]["id"], doc["id"], doc["created"], best["best"], best["threads"], single,
-                     tuple(rows), (doc.get("conditions") or {}).get("loadavg_1m_before"))
+                     tuple(rows), (doc.get("conditions") or {}).get("loadavg_1m_before"),
+                     uses="read" if read_rows else "copy", copy_best_gbs=max(r["best"] for r in copy_rows),
+                     read_best_gbs=max((r["best"] for r in read_rows), default=None), llc_bytes=llc)
 
 
 def latest_bandwidth(host_docs: list[dict[str, Any]], kind: str = "memory_bandwidth") -> dict[str, Bandwidth]:
@@ -155,7 +176,15 @@ def roofline_rows(run_docs: list[dict[str, Any]], host_docs: list[dict[str, Any]
             probe = gpu_bw[doc["host"]["id"]]
             row["bound_by"] = "gpu"
         row["probe"] = probe
+        row["fits_llc"] = bool(probe is not None and probe.llc_bytes and b["total"] <= probe.llc_bytes
+                               and row.get("bound_by") != "gpu")
+        if row["fits_llc"]:
+            row["note"] = (f"weights in use and KV ({b['total'] / 2**20:.1f} MiB per token) fit in the "
+                           f"{probe.llc_bytes / 2**20:.0f} MiB last-level cache: not bound by memory bandwidth")
         if probe is not None and (not row["gpu"] or row.get("bound_by") == "gpu"):
+            row["bound_uses"] = probe.uses
+            row["bound_copy"] = probe.copy_best_gbs * 1e9 / b["total"] if probe.copy_best_gbs else None
+            row["efficiency_copy"] = row["measured"] / row["bound_copy"] if row["bound_copy"] else None
             row["bound"] = probe.best_gbs * 1e9 / b["total"]
             row["bound_single"] = probe.single_gbs * 1e9 / b["total"] if probe.single_gbs else None
             row["efficiency"] = row["measured"] / row["bound"]

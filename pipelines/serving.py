@@ -64,8 +64,25 @@ def sweeps(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
         out.append({"id": d["id"], "host": d["host"]["id"], "model": d["model"]["name"],
                     "synthetic": d["model"]["synthetic"], "endpoint": endpoint(d), "test": d["test"]["name"],
                     "status": d["status"], "error": (d.get("error") or {}).get("message"),
-                    "sweep": sweep_stats(levels, slo)})
+                    "sweep": sweep_stats(levels, slo), "precision": level_precision(d)})
     return sorted(out, key=lambda r: (r["host"], r["model"], r["endpoint"], r["test"]))
+
+
+def level_precision(doc: dict[str, Any]) -> dict[int, dict[str, Any]]:
+    """Per level: the precision record (target, half-width reached, met, why it stopped). An artifact
+    measured before repeat-to-precision gets its E2E CI95 half-width computed from its records,
+    with ``target_rel`` None (a fixed count of rounds)."""
+    from runtime import stats as st
+
+    rec = ((doc.get("details") or {}).get("precision") or {}).get("levels")
+    if rec:
+        return {int(r["level"]): r for r in rec}
+    out = {}
+    for lv in (doc.get("samples") or {}).get("levels") or []:
+        e2e = [r.get("e2e_ms") for r in lv.get("requests") or [] if r.get("ok")]
+        out[int(lv["level"])] = {"metric": "e2e_ms", "target_rel": None, "n": len(lv.get("requests") or []),
+                                 "half_width_rel": st.ci95_half_width_rel(e2e), "met": None, "stop_reason": "fixed_count"}
+    return out
 
 
 def finding(sw: dict[str, Any]) -> list[str]:

@@ -79,6 +79,21 @@ def stage_profile(doc: dict[str, Any]) -> dict[str, float] | None:
     return out
 
 
+def unit_totals(doc: dict[str, Any]) -> list[float]:
+    """Milliseconds of each measured unit of work (a repetition, a request), all stages but the
+    load: the samples behind :func:`stage_profile`'s sum, for its interval."""
+    kind = doc["test"].get("kind")
+    if kind == "rate":
+        perf = (doc.get("details") or {}).get("perf_counters") or []
+        test = doc["test"]
+        if perf:
+            return [(p.get("t_p_eval_ms") or 0.0) * bool(test.get("n_prompt")) + (p.get("t_eval_ms") or 0.0) * bool(test.get("n_gen"))
+                    for p in perf]
+        return [ns / 1e6 for ns in (doc.get("samples") or {}).get("ns") or []]
+    records = [r for r in (doc.get("samples") or {}).get("requests", []) if isinstance(r, dict)]
+    return [sum(r["stages_ms"].values()) for r in records if isinstance(r.get("stages_ms"), dict)]
+
+
 def stage_shares(profile: dict[str, float], stages: tuple[str, ...] | None = None) -> dict[str, float]:
     """Share of each stage in the time of ``stages`` (all but load when None)."""
     keys = [s for s in profile if (s in stages if stages is not None else s != "load")]
@@ -189,6 +204,25 @@ class MixResult:
     @property
     def total_ms(self) -> float:
         return sum(self.per_request_ms.values())
+
+    def total_ci95(self) -> tuple[float | None, float | None]:
+        """CI95 of the time per request, propagated from each entry's per-unit CI95 (Student t on
+        its repetitions or requests), weighted and added in quadrature (entries independent).
+        (None, None) when an entry has fewer than two units or pays model loads (one load sample)."""
+        from runtime import stats
+
+        half2 = 0.0
+        for u in self.entries:
+            if u["entry"].loads_per_request and "load" in u["profile"]:
+                return None, None
+            s = stats.summarize(unit_totals(u["run"]))
+            if s["ci95_low"] is None:
+                return None, None
+            half2 += (u["weight"] * (s["ci95_high"] - s["mean"])) ** 2
+        if not self.entries:
+            return None, None
+        half = half2 ** 0.5
+        return self.total_ms - half, self.total_ms + half
 
     def shares(self) -> dict[str, float]:
         t = self.total_ms

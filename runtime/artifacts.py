@@ -56,6 +56,7 @@ def register_type(artifact_type: ArtifactType) -> ArtifactType:
 register_type(ArtifactType("run", 1, "One measured configuration: request, host, build, model, settings, samples, summary."))
 register_type(ArtifactType("host", 1, "A host probe: fingerprint and memory bandwidth (large copy, bytes read + written), single- and multi-threaded."))
 register_type(ArtifactType("projection", 1, "A projection record: per role and scenario, the measured baseline, the projected value, and the measurement that verified it where one existed."))
+register_type(ArtifactType("perplexity", 1, "Perplexity on a public text (llama-perplexity's chunking and standard error) and, against a reference model, KL-divergence and top-token agreement."))
 register_type(ArtifactType("quality", 1, "One quality run: a model and configuration answering a suite's seeded sample; per-item prompt, output, verdict, evidence, degeneration flag and timing."))
 
 

@@ -24,11 +24,15 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from . import backends
 from .errors import ConfigError
 from .paths import data_dir, relpath
+from .precision import Precision
 from .workloads import TestSpec, parse_test
 from .yamlio import load_yaml, pydantic_error_line
 
 MATRIX_VERSION = 1
 MAX_CONFIGURATIONS = 10_000  # a matrix that expands to more is refused before it is expanded
+# Test fields that fix how many samples a test takes: given in a test (or repetitions in a matrix
+# or sweep) without a precision, they keep that fixed count.
+COUNT_FIELDS = frozenset({"repetitions", "requests", "rounds"})
 
 
 class MatrixFile(BaseModel):
@@ -41,7 +45,11 @@ class MatrixFile(BaseModel):
     description: str = Field("", description="What this matrix is for.")
     backend: str = Field("llama_cpp", description="Backend that runs it (see the Methodology page).")
     models: list[str] = Field(default_factory=list, description="Model names from data/models.yaml, or paths to .gguf files (required unless every entry of sweeps names its own).")
-    repetitions: int = Field(5, ge=1, description="Timed repetitions per test (llama-bench -r).")
+    repetitions: int = Field(5, ge=1, description="Timed repetitions per test (llama-bench -r) when precision is null.")
+    precision: Precision | None = Field(default_factory=Precision, description="Repeat every test until the CI95 half-width of "
+                                        "its mean is within a target or a ceiling is hit (default: ±2%, 3 to 30 samples, 120 s); "
+                                        "null, or a count given without it (repetitions here or in a sweep; repetitions, requests "
+                                        "or rounds in a test): that fixed count.")
     warmup: bool = Field(True, description="One untimed warm-up run before the timed ones.")
     timeout_s: float = Field(1800.0, gt=0, description="Wall-clock limit of one configuration's child process.")
     settings: dict[str, Any] = Field(default_factory=dict, description="Backend settings shared by every configuration.")
@@ -87,6 +95,7 @@ class SweepBlock(BaseModel):
     baseline: dict[str, Any] | None = Field(None, description="Settings (over this sweep's settings) of the point the others are compared with.")
     tests: list[Any] = Field(default_factory=list, description="Tests (default: the matrix's).")
     repetitions: int | None = Field(None, ge=1, description="Timed repetitions of this sweep's tests (default: the matrix's).")
+    precision: Precision | None = Field(None, description="Precision target of this sweep's tests (default: the matrix's; null: a fixed count).")
 
     @field_validator("sweep")
     @classmethod
@@ -243,17 +252,36 @@ def find(name_or_path: str) -> Path:
     raise ConfigError(f"no matrix named {name_or_path!r}{hint}", file=relpath(matrices_dir()))
 
 
-def _parse_tests(raw: list[Any], spec: MatrixFile, path: Path, where: str, repetitions: int) -> list[TestSpec]:
+def _parse_tests(raw: list[Any], spec: MatrixFile, path: Path, where: str, repetitions: int,
+                 precision: Precision | None) -> list[TestSpec]:
     tests = []
     for i, raw_test in enumerate(raw):
         t = parse_test(raw_test, file=relpath(path), field=f"{where}[{i}]")
-        updates = {}
+        updates: dict[str, Any] = {}
         if t.repetitions is None:
             updates["repetitions"] = repetitions
         if t.warmup is None:
             updates["warmup"] = spec.warmup
+        if "precision" not in t.model_fields_set:  # a test's own precision (or null) wins
+            # a count the test fixes itself (repetitions, requests, rounds) is kept as a fixed count
+            updates["precision"] = None if t.model_fields_set & COUNT_FIELDS else precision
         tests.append(t.model_copy(update=updates))
     return tests
+
+
+def _matrix_precision(spec: MatrixFile) -> Precision | None:
+    """The matrix's precision: given, or the default unless the matrix fixes ``repetitions`` itself."""
+    if "precision" in spec.model_fields_set or "repetitions" not in spec.model_fields_set:
+        return spec.precision
+    return None
+
+
+def _block_precision(b: SweepBlock, spec: MatrixFile) -> Precision | None:
+    if "precision" in b.model_fields_set:
+        return b.precision
+    if "repetitions" in b.model_fields_set:
+        return None
+    return _matrix_precision(spec)
 
 
 def load(name_or_path: str | Path) -> Matrix:
@@ -270,15 +298,15 @@ def load(name_or_path: str | Path) -> Matrix:
         backends.settings_class(spec.backend)
     except Exception as exc:
         raise ConfigError(str(exc).removeprefix("backend: "), file=relpath(path), field="backend") from None
-    tests = _parse_tests(spec.tests, spec, path, "tests", spec.repetitions)
+    tests = _parse_tests(spec.tests, spec, path, "tests", spec.repetitions, _matrix_precision(spec))
     m = Matrix(path=path, spec=spec, tests=tests)
     if spec.sweeps:
         blocks = []
         for i, b in enumerate(spec.sweeps):
             prefix = f"sweeps[{i}]."
-            btests = (_parse_tests(b.tests, spec, path, f"{prefix}tests", b.repetitions or spec.repetitions)
-                      if b.tests else [t.model_copy(update={"repetitions": b.repetitions}) if b.repetitions else t
-                                       for t in tests])
+            bprec = _block_precision(b, spec)
+            btests = (_parse_tests(b.tests, spec, path, f"{prefix}tests", b.repetitions or spec.repetitions, bprec)
+                      if b.tests else _parse_tests(spec.tests, spec, path, "tests", b.repetitions or spec.repetitions, bprec))
             blocks.append(Block(b.name, b.description, list(b.models or spec.models), {**spec.settings, **b.settings},
                                 dict(b.sweep), b.baseline, btests, prefix))
         m = Matrix(path=path, spec=spec, tests=tests, blocks=blocks)

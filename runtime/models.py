@@ -22,6 +22,7 @@ from .errors import ConfigError, ModelError
 from .modelshape import memory_facts
 from .paths import cache_dir, data_dir, relpath
 from .yamlio import load_yaml, pydantic_error_line
+from .derive import DerivedSpec
 
 DEFAULT_MODEL = "gemma3-270m-q4_k_m"
 
@@ -84,13 +85,15 @@ class ModelEntry(BaseModel):
     sha256: str | None = Field(None, description="Expected sha256 of the file; checked when given.")
     family: str | None = Field(None, description="Model family, to group related models (e.g. a draft and its target).")
     capabilities: list[str] = Field(default_factory=list, description="Capabilities such as chat, code, vision, tools.")
+    prompt_styles: list[str] = Field(default_factory=list, description="How quality suites may put items to this model, preferred first: chat, completion, loglikelihood (default: [chat]). A base model prefers loglikelihood and completion.")
     settings: dict[str, Any] = Field(default_factory=dict, description="Backend settings this model needs by default (a matrix's own settings win), e.g. chat_format.")
     synth: SynthSpec | None = Field(None, description="A synthetic model generated on demand: {shape, quant, seed} (random weights, speed only).")
+    derived: "DerivedSpec | None" = Field(None, description="A model requantized on demand from another registry model with llama.cpp's quantizer: {from, quant}.")
 
     @model_validator(mode="after")
     def _one_source(self) -> "ModelEntry":
-        if sum(x is not None for x in (self.package, self.path, self.synth)) != 1:
-            raise ValueError("give exactly one of 'package', 'path' or 'synth'")
+        if sum(x is not None for x in (self.package, self.path, self.synth, self.derived)) != 1:
+            raise ValueError("give exactly one of 'package', 'path', 'synth' or 'derived'")
         if self.sha256 is not None and (len(self.sha256) != 64 or any(c not in "0123456789abcdef" for c in self.sha256)):
             raise ValueError("sha256 must be 64 lowercase hex digits")
         return self
@@ -317,6 +320,15 @@ def resolve(name: str, registry: Registry | None = None, *, fetch: bool = True) 
     elif entry.synth is not None:
         path = ensure_synthetic(entry.synth, fetch=fetch)
         source = f"synth:{entry.synth.shape}/{entry.synth.quant}/seed{entry.synth.seed}"
+    elif entry.derived is not None:
+        from .derive import ensure_derived
+
+        if entry.derived.source not in reg.models or reg.models[entry.derived.source].derived is not None:
+            raise ConfigError(f"derived.from {entry.derived.source!r} is not a registry model that is itself not derived",
+                              file=relpath(registry_path()), field=f"models.{name}.derived.from")
+        src = resolve(entry.derived.source, reg, fetch=fetch)
+        path, derived_record = ensure_derived(entry.derived, Path(src.path), src.sha256, fetch=fetch)
+        source = f"derived:{entry.derived.source}/{entry.derived.quant}"
     else:
         path = Path(entry.path).expanduser()
         if not path.is_absolute():
@@ -332,6 +344,9 @@ def resolve(name: str, registry: Registry | None = None, *, fetch: bool = True) 
     facts = cached_gguf_facts(path, digest)
     facts["description"] = entry.description
     facts["capabilities"] = list(entry.capabilities)
+    if entry.derived is not None:
+        facts["derived"] = derived_record
+    facts["prompt_styles"] = list(entry.prompt_styles or ["chat"])
     facts["family"] = entry.family
     facts["default_settings"] = dict(entry.settings)
     return ModelRef(name=name, path=str(path), sha256=digest, size_bytes=path.stat().st_size, source=source, facts=facts)

@@ -52,8 +52,9 @@ OBSERVED_EFFECTIVE = frozenset({
 # Build fields that identify the software that measured (the "backend build").
 BUILD_IDENTITY = ("backend_version", "llama_cpp_commit", "server", "server_package", "server_version", "server_commit",
                   "server_build_number", "libraries", "label")
-# Test fields that do not change the work: only how many times it is repeated.
-TEST_SAMPLE_SIZE = frozenset({"repetitions"})
+# Test fields that do not change the work: only how many times it is repeated (a fixed count, or
+# the precision target that decides it).
+TEST_SAMPLE_SIZE = frozenset({"repetitions", "precision"})
 
 
 # -- identity ---------------------------------------------------------------------------------
@@ -393,6 +394,12 @@ class RunRecord(Mapping):
     @property
     def summary(self) -> dict[str, dict[str, Any]]:
         return self.doc["summary"]
+
+    @property
+    def precision(self) -> dict[str, Any] | None:
+        """How repetition stopped (runtime.precision): target, half-width reached, met, why; None
+        for an artifact from before repeat-to-precision."""
+        return (self.doc.get("details") or {}).get("precision")
 
     @property
     def samples(self) -> dict[str, Any]:

@@ -67,7 +67,7 @@ def set_aside(path: Path, root: Path | None = None) -> Path:
 
 
 def last_valid(key: str, root: Path | None, emit: Callable[[str, dict[str, Any]], None],
-               reader: Callable[[Path], Any] = record.read) -> tuple[Path, Any] | None:
+               reader: Callable[[Path], Any] = artifacts.load) -> tuple[Path, Any] | None:
     """The newest readable artifact of ``key`` (a RunRecord by default; ``reader`` reads other
     types); corrupt ones met on the way are reported and set aside."""
     for path in reversed(find_existing(key, root)):
@@ -322,10 +322,19 @@ def baseline_key(cfg: matrix_mod.Configuration, ref: models.ModelRef, host_id: s
 
 def run_matrix(name_or_path: str, *, force: bool = False, retry_failed: bool = False,
                on_event: Callable[[str, dict[str, Any]], None] | None = None, root: Path | None = None,
-               build_variant: BuildVariant | None = None, lock_wait_s: float = 0.0) -> MatrixReport:
-    """Measure every configuration of a matrix not measured yet. All input is validated first."""
+               build_variant: BuildVariant | None = None, sweeps: list[str] | None = None,
+               lock_wait_s: float = 0.0) -> MatrixReport:
+    """Measure every configuration of a matrix not measured yet (only the named sweeps' when
+    ``sweeps`` is given). All input is validated first; one run per data folder and host at a
+    time (runtime.runlock)."""
     m = matrix_mod.load(name_or_path)
     cfgs = m.configurations()
+    if sweeps:
+        unknown = sorted(set(sweeps) - {c.sweep for c in cfgs})
+        if unknown:
+            raise ConfigError(f"no sweep named {unknown[0]!r} (known: {', '.join(dict.fromkeys(c.sweep for c in cfgs))})",
+                              file=relpath(m.path), field="sweeps")
+        cfgs = [c for c in cfgs if c.sweep in sweeps]
     registry = models.load_registry()
     refs = {name: models.resolve(name, registry) for name in dict.fromkeys(c.model for c in cfgs)}
     for cfg in cfgs:  # every point against its model's metadata, before anything runs
@@ -351,37 +360,78 @@ def _run_configurations(m: matrix_mod.Matrix, cfgs: list[matrix_mod.Configuratio
     report = MatrixReport(m.name)
     emit("start", {"matrix": m.name, "total": len(cfgs), "host": host["id"],
                    "loadavg": os.getloadavg()[0], "cores": host["cpu"]["logical_cores"]})
-    for i, cfg in enumerate(cfgs, 1):
-        ref = refs[cfg.model]
-        settings = merged_settings(cfg, ref)
-        bversion = backends.version(cfg.backend)
-        key = config_key(cfg.backend, ref.sha256, settings.model_dump(mode="json"), cfg.test.to_dict(), host["id"], bversion,
-                         build_label=build_variant.label if build_variant else None)
-        label = {"index": i, "total": len(cfgs), "model": cfg.model, "test": cfg.test.name, "swept": cfg.swept}
-        found = last_valid(key, root, emit) if not force else None
-        if found is not None:
-            last_path, last = found
-            if last.ok or not retry_failed:
-                report.skipped.append(last_path)
-                emit("skip", {**label, "path": relpath(last_path), "status": last.status})
-                continue
-        emit("run", label)
-        refusal = _does_not_fit(cfg, ref, settings)
-        if refusal is not None:  # a failed artifact, without loading anything
-            outcome = ChildOutcome({"status": "failed", "error": {"kind": "refused", "message": refusal}},
-                                   None, None, False, None, 0.0, "")
-        else:
+
+    def scenarios():
+        for i, cfg in enumerate(cfgs, 1):
+            ref = refs[cfg.model]
+            settings = merged_settings(cfg, ref)
+            bversion = backends.version(cfg.backend)
+            key = config_key(cfg.backend, ref.sha256, settings.model_dump(mode="json"), cfg.test.to_dict(), host["id"],
+                             bversion, build_label=build_variant.label if build_variant else None)
             job_settings = settings.model_dump(mode="json")
             if build_variant is not None:
                 job_settings.update(build_variant.overrides)
             job = {"backend": cfg.backend, "model": ref.to_dict(), "settings": job_settings,
                    "test": cfg.test.model_dump(mode="json")}
-            outcome = run_child(job, cfg.timeout_s)
-        doc = build_artifact(cfg=cfg, ref=ref, settings=settings, host=host, key=key, backend_version=bversion,
-                             outcome=outcome, build_variant=build_variant)
-        doc["matrix"].update(sweep=cfg.sweep or None, baseline_key=baseline_key(cfg, ref, host["id"], bversion))
-        path = artifacts.write(artifact_path(doc, root), doc)
+
+            def build(outcome: ChildOutcome, cfg=cfg, ref=ref, settings=settings, key=key, bversion=bversion):
+                doc = build_artifact(cfg=cfg, ref=ref, settings=settings, host=host, key=key, backend_version=bversion,
+                                     outcome=outcome, build_variant=build_variant)
+                doc["matrix"].update(sweep=cfg.sweep or None, baseline_key=baseline_key(cfg, ref, host["id"], bversion))
+                return doc
+
+            yield Scenario(key=key, root=root or runs_dir(), module="runtime.worker", job=job, timeout_s=cfg.timeout_s,
+                           label={"index": i, "total": len(cfgs), "model": cfg.model, "test": cfg.test.name,
+                                  "swept": cfg.swept},
+                           build=build, path=lambda doc: artifact_path(doc, root),
+                           refusal=lambda cfg=cfg, ref=ref, settings=settings: _does_not_fit(cfg, ref, settings))
+
+    return execute(scenarios(), report, emit, force=force, retry_failed=retry_failed)
+
+
+@dataclass
+class Scenario:
+    """One unit of work of any kind, for :func:`execute`: a speed test of a matrix, a quality
+    suite run (runtime.quality.runner), a perplexity run (runtime.quality.perplexity). The
+    kind supplies its key (resume identity), the child module and job, and how to turn the
+    child's outcome into its artifact; the skip / resume / retry path, the child process and
+    the atomic write are the same for all."""
+
+    key: str
+    root: Path
+    module: str
+    job: dict[str, Any]
+    timeout_s: float
+    label: dict[str, Any]
+    build: Callable[[ChildOutcome], dict[str, Any]]
+    path: Callable[[dict[str, Any]], Path]
+    # resource preflight (runtime.fit): a message when the configuration cannot fit, checked just
+    # before it would run; it then becomes a failed artifact without any child process
+    refusal: Callable[[], str | None] | None = None
+
+
+def execute(scenarios: Any, report: MatrixReport, emit: Callable[[str, dict[str, Any]], None], *,
+            force: bool = False, retry_failed: bool = False) -> MatrixReport:
+    """The one run loop: skip what is measured (unless forced; a failed one only with
+    ``retry_failed``), run the rest each in its own child process, write one artifact each."""
+    for sc in scenarios:
+        found = last_valid(sc.key, sc.root, emit, artifacts.load) if not force else None  # corrupt ones set aside
+        if found is not None:
+            last_path, last = found
+            if last["status"] == "ok" or not retry_failed:
+                report.skipped.append(last_path)
+                emit("skip", {**sc.label, "path": relpath(last_path), "status": last["status"]})
+                continue
+        emit("run", sc.label)
+        refusal = sc.refusal() if sc.refusal is not None else None
+        if refusal is not None:  # a failed artifact, without loading anything
+            outcome = ChildOutcome({"status": "failed", "error": {"kind": "refused", "message": refusal}},
+                                   None, None, False, None, 0.0, "")
+        else:
+            outcome = run_child(sc.job, sc.timeout_s, module=sc.module)
+        doc = sc.build(outcome)  # may raise a UserError (bad input found by the child): nothing is written
+        path = artifacts.write(sc.path(doc), doc)
         (report.measured if doc["status"] == "ok" else report.failed).append(path)
-        emit("done", {**label, "path": relpath(path), "status": doc["status"], "summary": doc["summary"],
-                      "error": doc["error"]})
+        emit("done", {**sc.label, "path": relpath(path), "status": doc["status"], "summary": doc.get("summary"),
+                      "results": doc.get("results"), "error": doc["error"]})
     return report

@@ -24,14 +24,81 @@ def t_critical(df: float, confidence: float = 0.95) -> float:
     return float(_sp.stdtrit(df, 0.5 + confidence / 2.0))
 
 
+# Robust outlier rule: a sample whose modified z-score |x - median| / (1.4826 MAD) exceeds
+# this is flagged (Iglewicz and Hoaglin's 3.5). Flagged samples stay in every statistic.
+OUTLIER_K = 3.5
+
+
+def ci95_half_width_rel(values: Sequence[float]) -> float | None:
+    """Half-width of the mean's CI95 as a fraction of the mean (None below two samples or at mean 0)."""
+    arr = _clean(values)
+    n = int(arr.size)
+    if n < 2 or arr.mean() == 0:
+        return None
+    return float(t_critical(n - 1) * arr.std(ddof=1) / math.sqrt(n) / abs(arr.mean()))
+
+
+def median_ci(values: Sequence[float], confidence: float = 0.95) -> tuple[float | None, float | None]:
+    """Distribution-free interval of the median from order statistics (binomial(n, 1/2)):
+    the narrowest symmetric pair x_(k), x_(n-k+1) covering at least ``confidence``; (None, None)
+    when n is too small for any pair to reach it (n < 6 at 95%)."""
+    arr = np.sort(_clean(values))
+    n = int(arr.size)
+    if n < 2:
+        return None, None
+    # coverage of [x_(k), x_(n-k+1)] (1-based) is 1 - 2 P(B <= k-1), B ~ Bin(n, 1/2)
+    best = None
+    for k in range(1, n // 2 + 1):
+        if 1.0 - 2.0 * float(_st.binom.cdf(k - 1, n, 0.5)) >= confidence:
+            best = k
+        else:
+            break
+    if best is None:
+        return None, None
+    return float(arr[best - 1]), float(arr[n - best])
+
+
+def outliers(values: Sequence[float], k: float = OUTLIER_K) -> list[int]:
+    """Indices (into the finite, non-null samples, in order) that lie more than k robust
+    standard deviations (1.4826 x MAD) from the median. With MAD 0 nothing is flagged unless
+    it differs from a median that most samples equal exactly."""
+    arr = _clean(values)
+    if arr.size < 3:
+        return []
+    med = float(np.median(arr))
+    mad = float(np.median(np.abs(arr - med))) * 1.4826
+    if mad == 0:
+        return []
+    return [i for i, x in enumerate(arr) if abs(x - med) / mad > k]
+
+
+def trend(values: Sequence[float]) -> dict | None:
+    """A warm-up that was not enough shows as a drift across repetitions: Kendall's tau of the
+    samples against their order (Mann-Kendall test) with its p-value, and whether the first
+    sample alone is an outlier. None below four samples (no test has power there)."""
+    arr = _clean(values)
+    n = int(arr.size)
+    if n < 4:
+        return None
+    res = _st.kendalltau(np.arange(n), arr)
+    tau = float(res.statistic) if np.isfinite(res.statistic) else 0.0
+    p = float(res.pvalue) if np.isfinite(res.pvalue) else 1.0
+    first = 0 in outliers(arr)
+    return {"tau": tau, "p_value": p, "monotonic": p < 0.05, "first_sample_outlier": first,
+            "warmup_suspect": bool(p < 0.05 or first)}
+
+
 def summarize(values: Sequence[float]) -> dict:
     """Summary of samples. stddev is the sample stddev (n-1), as llama-bench reports;
-    the CI95 of the mean uses Student's t and is null for fewer than two samples."""
+    the CI95 of the mean uses Student's t and is null for fewer than two samples. Beside it:
+    the median's distribution-free CI95, the indices of robust outliers (flagged, never
+    dropped) and the drift test across repetitions (:func:`trend`)."""
     arr = _clean(values)
     n = int(arr.size)
     if n == 0:
         return {"n": 0, "mean": None, "stddev": None, "ci95_low": None, "ci95_high": None,
-                "median": None, "min": None, "max": None, "p95": None, "p99": None}
+                "median": None, "min": None, "max": None, "p95": None, "p99": None,
+                "median_ci95_low": None, "median_ci95_high": None, "outliers": [], "trend": None}
     mean = float(arr.mean())
     sd = float(arr.std(ddof=1)) if n > 1 else None
     if n > 1:
@@ -50,6 +117,10 @@ def summarize(values: Sequence[float]) -> dict:
         "max": float(arr.max()),
         "p95": float(np.percentile(arr, 95)),
         "p99": float(np.percentile(arr, 99)),
+        "median_ci95_low": median_ci(arr)[0],
+        "median_ci95_high": median_ci(arr)[1],
+        "outliers": outliers(arr),
+        "trend": trend(arr),
     }
 
 

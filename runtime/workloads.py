@@ -19,6 +19,7 @@ from typing import Any, ClassVar, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from .errors import ConfigError
+from .precision import Precision
 from .yamlio import pydantic_error_line
 
 
@@ -29,6 +30,8 @@ class TestSpec(BaseModel):
     kind: str
     repetitions: int | None = Field(None, ge=1, description="Timed repetitions (default: the matrix's).")
     warmup: bool | None = Field(None, description="Run one untimed warm-up first (default: the matrix's).")
+    precision: Precision | None = Field(None, description="Repeat until the CI95 half-width is within a target "
+                                        "(default: the matrix's); null: exactly `repetitions` (or `requests`).")
 
     label: ClassVar[str] = ""
 

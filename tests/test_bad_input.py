@@ -25,7 +25,7 @@ CASES = {
     "unknown-backend": (BASE + "backend: llamacpp\ntests: [pp8]\n", r"backend: unknown backend 'llamacpp' \(did you mean 'llama_cpp'\?\)"),
     "empty-sweep": (BASE + "sweep: {n_threads: []}\ntests: [pp8]\n", r"sweep: Value error, sweep of 'n_threads' has no values|sweep of 'n_threads' has no values"),
     "missing-model-path": ("schema_version: 1\nname: m\nmodels: [/nonexistent/model.gguf]\ntests: [pp8]\n", r"models.yaml: models./nonexistent/model.gguf.path: /nonexistent/model.gguf: model file not found"),
-    "unknown-model": ("schema_version: 1\nname: m\nmodels: [gemma3-270m]\ntests: [pp8]\n", r"unknown model 'gemma3-270m' \(did you mean 'gemma3-270m-q4_k_m'\?\)"),
+    "unknown-model": ("schema_version: 1\nname: m\nmodels: [gemma3-270m]\ntests: [pp8]\n", r"unknown model 'gemma3-270m' \(did you mean 'gemma3-270m-q[0-9a-z_]+'\?\)"),
 }
 
 

@@ -194,19 +194,49 @@ def test_committed_h100_runs_are_full_offload_synthetic_and_match_the_fidelity_t
     for d in docs:
         assert d["status"] == "ok" and d["model"]["synthetic"] is True
         assert d["host"]["gpus"][0]["name"].startswith("NVIDIA H100")
+    # In-process rate runs: every layer on the GPU, and each one is a row of the fidelity table
+    # written by the device call that measured it (the report comes from the artifacts).
+    rate = [d for d in docs if d["backend"] == "llama_cpp" and d["test"]["kind"] == "rate"]
+    assert rate
+    rows = {}
+    for table_path in sorted(RESULTS.rglob("fidelity.json")):
+        for row in json.loads(table_path.read_text())["rows"]:
+            rows[row["artifact"]] = row
+    for d in rate:
+        assert d["build"]["libraries"] == "LLAMA_CPP_LIB_PATH" and "CUDA" in d["build"]["system_info"]
         eff = d["settings"]["effective"]
         assert eff["n_gpu_layers"] == eff["n_layers_total"] > 0  # every layer on the GPU
-        assert d["build"]["libraries"] == "LLAMA_CPP_LIB_PATH" and "CUDA" in d["build"]["system_info"]
         assert d["resources"]["peak_vram_bytes"] > d["model"]["size_bytes"] * 0.9
-    table = json.loads((RESULTS / "fidelity.json").read_text())
-    by_id = {d["id"]: d for d in docs}
-    assert len(table["rows"]) == len(docs)
-    for row in table["rows"]:
-        d = by_id[row["artifact"]]
-        assert row["ours_ts"] == d["summary"]["tokens_per_second"]["mean"]  # the report comes from the artifacts
+        row = rows[d["id"]]
+        assert row["ours_ts"] == d["summary"]["tokens_per_second"]["mean"]
         assert 0.8 < row["ratio"] < 1.25
     hosts = list((ROOT / "data" / "hosts").glob("lent-h100-*/gpu-bandwidth-*.json"))
     assert hosts
     probe = artifacts.load(hosts[0])
     assert probe["probe"]["kind"] == "gpu_memory_bandwidth"
     assert 1000 < probe["bandwidth"][0]["summary"]["median"] < probe["host"]["gpus"][0]["datasheet_bandwidth_bytes_per_s"] / 1e9
+
+
+def test_gpu_read_probe_writes_the_cpu_probe_shape(gpu_bench):
+    """The GPU bandwidth script's pure parts (the CUDA timing itself needs the lent GPU: mocked by
+    given seconds): rates count bytes read only for the reduction, both copy and read land in a
+    valid host artifact with the CPU probe's row shape."""
+    import gpu_bandwidth
+    from runtime import artifacts, stats
+    from runtime import host as hostinfo
+
+    read = {"method": "read-only reduction", "library": "torch x", "device": "GPU", "buffer_bytes": 4 * 2**30,
+            "bytes_read_per_pass": 4 * 2**30, "iterations": 3,
+            **gpu_bandwidth.rates_from_seconds([0.0016, 0.0015, 0.0017], 4 * 2**30)}
+    assert read["median_bytes_per_s"] == pytest.approx(4 * 2**30 / 0.0016)
+    copy = {"method": "copy", "library": "torch x", "device": "GPU", "buffer_bytes": 4 * 2**30, "iterations": 3,
+            "bytes_moved_per_copy": 8 * 2**30, **gpu_bandwidth.rates_from_seconds([0.003, 0.0029, 0.0031], 8 * 2**30),
+            "read": read}
+    rows = gpu_bandwidth.host_bandwidth(read)
+    assert rows[0]["threads"] == 1 and rows[0]["summary"] == stats.summarize(rows[0]["samples_gbs"])
+    assert rows[0]["samples_gbs"][1] == pytest.approx(4 * 2**30 / 0.0015 / 1e9)
+    doc = gpu_bench.host_artifact(hostinfo.fingerprint(), copy, "2026-11-26T08:00:00+00:00")
+    artifacts.validate(doc)
+    assert doc["read_bandwidth"] == rows and doc["probe"]["read_bytes_counted"] == "read"
+    assert "read_bandwidth" not in gpu_bench.host_artifact(hostinfo.fingerprint(), {**copy, "read": None},
+                                                           "2026-11-26T08:00:00+00:00")

@@ -161,6 +161,10 @@ def test_real_llama_server_end_to_end(data_env):
     assert eff["server"] == "llama-server" and eff["n_slots"] == 2 and eff["parallel"] == 2
     cmd = eff["server_command"]
     assert cmd[cmd.index("--port") + 1] == "{port}" and cmd[cmd.index("--chat-template") + 1] == "gemma"
+    # the in-process AMX policy (runtime.llamacpp_lib) applies to llama-server too: --no-repack
+    # exactly where its libraries have AMX compiled in (their matmul crashes in this llama.cpp)
+    amx = "AMX_INT8 = 1" in llama_server.system_info(build["server_binary"])
+    assert ("--no-repack" in cmd) == amx and eff["use_extra_bufts"] is (not amx)
     recs = chat["samples"]["requests"]
     assert len(recs) == 2 and all(r["ok"] and r["output_tokens"] == 4 and 0 < r["ttft_ms"] < r["e2e_ms"] for r in recs)
     assert chat["details"]["server"]["llama_log_facts"]["prompt_tokens_evaluated"][0] > 1

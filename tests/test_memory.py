@@ -217,7 +217,9 @@ def test_run_prediction_uses_the_runs_settings():
 def test_fits_rows_headroom(gemma):
     s = mem.PlannerSettings(contexts=[4096, 65536], cache_types=["f16"], gpu_sizes_gb=[0.5, 8], headroom=0.1)
     rows = mem.fits_rows(gemma, s, host_memory=2**30, runtime_baseline=None)
-    assert [r["n_ctx"] for r in rows] == [4096]  # 65536 exceeds the trained context (32768)
+    # 65536 exceeds the trained context (32768): shown with a warning, never dropped
+    assert [(r["n_ctx"], r["beyond_training"]) for r in rows] == [(4096, False), (65536, True)]
+    assert rows[1]["kv_bytes"] > rows[0]["kv_bytes"]
     r = rows[0]
     assert r["host_fit"] == (r["cpu"].total <= 0.9 * 2**30)
     assert r["gpu_fit"] == {0.5: r["gpu"].total <= 0.45e9, 8: True}
@@ -274,3 +276,42 @@ def test_speculative_runs_keep_logits_for_every_token():
                     resources={"peak_rss_bytes": 400 * MiB})
     c = mem.run_prediction(plain)["plan"].components
     assert c["output buffer"] == row and "logits kept per token (llama-cpp-python)" not in c
+
+
+def test_plan_text_warns_beyond_the_training_context(gemma):
+    s = mem.PlannerSettings(contexts=[4096, 131072], cache_types=["f16"], gpu_sizes_gb=[8])
+    text = mem.plan_text(gemma, s)
+    line = next(x for x in text.splitlines() if x.strip().startswith("131072"))
+    assert "beyond the training context (32,768)" in line
+
+
+def test_draft_model_and_logits_rows_are_in_the_plan(gemma):
+    """A draft model adds its own plan; logits for every token add the compute buffer's logits rows."""
+    plain = mem.cpu_plan(gemma, 1024, max_batch=130)
+    lookup = mem.cpu_plan(gemma, 1024, max_batch=130, n_outputs=130, logits_rows=170)
+    row = 4 * gemma.n_vocab
+    assert lookup.components["compute, touched (est.)"] >= 130 * row > plain.components["compute, touched (est.)"]
+    assert lookup.components["output buffer"] == 130 * row
+    assert lookup.components["logits kept per token (llama-cpp-python)"] == 170 * row
+    draft = mem.cpu_plan(gemma, 1024, max_batch=130, draft=gemma)
+    alone = mem.cpu_plan(gemma, 1024, max_batch=130)
+    assert draft.total == 2 * alone.total
+    assert draft.components["draft model: weights (mapped)"] == gemma.weight_bytes
+
+
+def test_draft_run_prediction_needs_the_drafts_facts():
+    from tests.support.planning_fixtures import GEMMA_FACTS, GEMMA_SHA, rate_test, requested, run_doc
+
+    gen = {"kind": "generate", "name": "edit", "id": "edit", "max_tokens": 24}
+    doc = run_doc(test=gen, metrics={"generation_tps": [30.0, 31.0]},
+                  settings=requested(speculative="draft_model", draft_model="gemma3-270m-q4_k_m", draft_max=4),
+                  effective={"speculative": "draft_model", "draft_model": "gemma3-270m-q4_k_m",
+                             "draft_model_sha256": GEMMA_SHA, "logits_all": True},
+                  samples={"requests": [{"prompt_tokens": 130, "output_tokens": 24}]},
+                  resources={"peak_rss_bytes": 900 * MiB, "baseline_rss_bytes": 58 * MiB})
+    other = run_doc(test=rate_test(n_gen=4), metrics={"tokens_per_second": [40.0, 41.0]})
+    blind = mem.run_prediction(doc)
+    seen = mem.run_prediction(doc, mem.facts_by_sha([other]))
+    assert blind["incomplete"] and not seen["incomplete"]
+    assert seen["predicted"] > blind["predicted"] + mem.ModelShape.from_facts(GEMMA_FACTS).weight_bytes - 1
+    assert seen["run_type"] == "generate + draft model"

@@ -135,13 +135,17 @@ def test_projection_on_fixture_data(inputs):
     sp_lo = 1 / (1 - 600 / 632 + 600 / 632 / 1.5)
     sp_hi = 1 / (1 - 600 / 632 + 600 / 632 / 2.5)
     sp_mid = 1 / (1 - 600 / 632 + 600 / 632 / 2.0)
-    assert (p.low, p.mid, p.high) == pytest.approx((front.baseline * sp_lo, front.baseline * sp_mid, front.baseline * sp_hi))
+    # the stated range carries the baseline's CI95: the low end of the effect on the low end of the interval
+    b_lo, b_hi = front.baseline_ci95
+    assert b_lo < front.baseline < b_hi
+    assert (p.low, p.mid, p.high) == pytest.approx((b_lo * sp_lo, front.baseline * sp_mid, b_hi * sp_hi))
     assert p.status == "PROJECTED" and p.target_settings is None  # no settings: cannot be run here
     assert front.projections["prefill-fast"].mid == pytest.approx(front.baseline)
     # kv-q8 on the long-context role: roofline factor and a verification run exists
     pl = long.projections["kv-q8"]
-    assert pl.status == "VERIFIED"
     measured = (31.0 + 31.5 + 32.0) / 3
+    assert pl.status == ("VERIFIED" if pl.low <= measured <= pl.high else "MISSED")
+    assert pl.verification["verdict"] == pl.status
     assert pl.verification["value"] == pytest.approx(measured)
     assert pl.verification["error"] == pytest.approx(pl.mid / measured - 1)
     assert pl.target_settings["type_k"] == "q8_0" and pl.target_settings["type_v"] == "q8_0"
@@ -180,6 +184,57 @@ def test_weighted_average_of_scenarios(inputs):
     front_mid = next(r for r in ps.roles if r.role.role == "frontdoor").projections["double-decode"].mid
     assert w["double-decode"]["mid"] == pytest.approx(1 / (0.6 / front_mid + 0.3 / base["long-context"] + 0.1 / base["worker"]))
     assert w["double-decode"]["measured"] is None  # the front door is not verified
+
+
+def test_missed_projection_is_never_verified():
+    assert P.verdict(10.0, 12.0, 11.0) == "VERIFIED"
+    assert P.verdict(10.0, 12.0, 12.0) == "VERIFIED"
+    assert P.verdict(10.0, 12.0, 9.99) == "MISSED"
+    role = P.Role(role="r", model="m", test="t", metric="tokens_per_second", weight=1.0)
+    p = P.Projection(role, "s", ["x"], 10.0, 14.0, 15.0, 16.0, (1.4, 1.5, 1.6), {},
+                     verification={"value": 10.2, "error": 15.0 / 10.2 - 1})
+    assert p.status == "MISSED" and p.verification["error"] > 0.4  # signed: the projection was 47% high
+    p.verification = {"value": 15.5, "error": 15.0 / 15.5 - 1}
+    assert p.status == "VERIFIED"
+
+
+def test_weighted_interval_propagates_input_intervals():
+    # rates: harmonic mean; check the delta-method half-width against a numerical derivative
+    vals = [(0.6, 60.0, 57.0, 63.0), (0.4, 30.0, 29.0, 31.0)]
+    lo, hi = P.weighted_interval(vals, True)
+    H = P.weighted_average([(w, v) for w, v, *_ in vals], True)
+    eps = 1e-6
+    grads = []
+    for i in range(2):
+        bumped = [(w, v + (eps if j == i else 0.0)) for j, (w, v, *_) in enumerate(vals)]
+        grads.append((P.weighted_average(bumped, True) - H) / eps)
+    half = (sum((g * h) ** 2 for g, h in zip(grads, (3.0, 1.0)))) ** 0.5
+    assert (lo, hi) == pytest.approx((H - half, H + half), rel=1e-5)
+    # times: arithmetic mean, half-widths weighted
+    lo, hi = P.weighted_interval([(0.5, 100.0, 90.0, 110.0), (0.5, 200.0, 190.0, 210.0)], False)
+    assert (lo, hi) == pytest.approx((150.0 - (25 + 25) ** 0.5, 150.0 + (25 + 25) ** 0.5))  # 0.5 x 10 each
+    assert P.weighted_interval([(1.0, 5.0, None, None)], True) == (None, None)
+
+
+def test_baseline_rule_ignores_verification_runs_of_the_same_matrix(inputs):
+    """A role naming no settings keeps its baseline when a run of an optimization (a verification)
+    shares its matrix, model and test."""
+    cat, mix, _, _ = inputs
+    runs = embedded_dataset()["runs"]
+    worker_role = next(r for r in mix.roles if r.role == "worker")
+    kv = next(o for o in cat.optimizations if o.id == "kv-q8")
+    base, _ = P.find_baseline(worker_role, runs, "fixture-host-0000aaaa", cat)
+    verif = run_doc(test=base["test"], metrics={"tokens_per_second": [70.0, 71.0, 72.0]},
+                    settings=requested(**kv.settings), created="2026-03-01T00:00:00+00:00")
+    verif["matrix"] = dict(base["matrix"])
+    doc, problem = P.find_baseline(worker_role, runs + [verif], "fixture-host-0000aaaa", cat)
+    assert problem is None and doc["id"] == base["id"]
+    # without the rule the same runs are ambiguous
+    assert P.find_baseline(worker_role, runs + [verif], "fixture-host-0000aaaa")[0] is None
+    ps = P.project(runs + [verif], cat, mix, "fixture-host-0000aaaa")
+    worker = next(r for r in ps.roles if r.role.role == "worker")
+    assert worker.baseline_doc["id"] == base["id"]
+    assert worker.projections["kv-q8"].verification["run_id"] == verif["id"]
 
 
 def test_no_data_and_ambiguous_baselines(inputs):

@@ -16,8 +16,11 @@ REFERENCE = ROOT / "data" / "matrices" / "reference.yaml"
 
 # What may legitimately differ between two hosts' rows of the same reference configuration:
 # the effective settings that follow the hardware (threads = physical cores, the layers a
-# GPU build really offloads, what flash attention "auto" resolved to on that device).
-HOST_DEPENDENT = {"n_threads", "n_threads_batch", "n_gpu_layers", "flash_attn"}
+# GPU build really offloads, what flash attention "auto" resolved to on that device, and
+# whether the CPU library may use its extra buffer types: runtime.llamacpp_lib turns them off
+# where llama.cpp has AMX compiled in).
+HOST_DEPENDENT = {"n_threads", "n_threads_batch", "n_gpu_layers", "flash_attn", "use_extra_bufts",
+                  "use_extra_bufts_reason"}
 
 
 def test_reference_matrix_validates_and_names_the_embedded_and_synthetic_models():

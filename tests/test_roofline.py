@@ -59,6 +59,41 @@ def test_bound_and_efficiency_per_run():
     assert c["measured"] == pytest.approx(61.0)
 
 
+def test_read_bandwidth_is_the_bound_and_the_copy_stays_beside_it():
+    gemma = ModelShape.from_facts(GEMMA_FACTS)
+    tg = run_doc(test=rate_test(n_gen=4), metrics={"tokens_per_second": [40.0, 42.0]})
+    host = host_doc({1: [19.0, 19.4], 2: [24.0, 25.0]}, read={1: [23.0, 23.5], 2: [30.0, 30.5]}, llc_bytes=32 * 2**20)
+    r = R.roofline_rows([tg], [host])[0]
+    total = R.bytes_per_token(gemma, [0, 1, 2, 3])["total"]
+    assert r["bound_uses"] == "read"
+    assert r["bound"] == pytest.approx(30.5e9 / total) and r["bound_single"] == pytest.approx(23.5e9 / total)
+    assert r["bound_copy"] == pytest.approx(25.0e9 / total)
+    assert r["efficiency"] == pytest.approx(41.0 / (30.5e9 / total))
+    assert r["efficiency_copy"] / r["efficiency"] == pytest.approx(30.5 / 25.0)  # the copy bound reads 22% high here
+    assert r["fits_llc"] is False  # ~260 MB per token against a 32 MiB cache
+    old = host_doc({1: [19.0, 19.4]})  # a probe without a read pass: the copy bounds it, and says so
+    assert R.roofline_rows([tg], [old])[0]["bound_uses"] == "copy"
+
+
+def test_a_model_inside_the_last_level_cache_is_flagged_not_memory_bound():
+    moe = run_doc(test=rate_test(n_gen=4), metrics={"tokens_per_second": [900.0, 910.0]}, model="moe",
+                  facts=MOE_FACTS, sha="d" * 64, size=10**7)
+    b = R.bytes_per_token(ModelShape.from_facts(MOE_FACTS), [0, 1, 2, 3])["total"]
+    big = host_doc({1: [19.0, 19.4]}, read={1: [23.0, 23.5]}, llc_bytes=int(b) + 1)
+    small = host_doc({1: [19.0, 19.4]}, read={1: [23.0, 23.5]}, llc_bytes=int(b) - 1)
+    r = R.roofline_rows([moe], [big])[0]
+    assert r["fits_llc"] is True and "not bound by memory bandwidth" in r["note"]
+    assert R.roofline_rows([moe], [small])[0]["fits_llc"] is False
+
+
+def test_llc_from_fingerprint_sizes():
+    fp = {"cpu": {"cache": {"L1d": "48K", "L1i": "64K", "L2": "2048K", "L3": "491520K"}}}
+    assert hostprobe.llc_bytes(fp) == 491520 * 1024
+    assert hostprobe.default_buffer_mib(fp) == 960  # twice the 480 MiB L3
+    assert hostprobe.default_buffer_mib({"cpu": {"cache": {"L2": "1 MiB"}}}) == 256
+    assert hostprobe.llc_bytes({"cpu": {}}) is None
+
+
 def test_runs_without_probe_or_on_gpu_are_not_bounded():
     tg = run_doc(test=rate_test(n_gen=4), metrics={"tokens_per_second": [40.0, 42.0]})
     r = R.roofline_rows([tg], [])[0]
@@ -86,6 +121,13 @@ def test_host_probe_measures_and_validates(data_env):
     assert [b["threads"] for b in doc["bandwidth"]] == [1, 2]
     assert all(len(b["samples_gbs"]) == 2 and min(b["samples_gbs"]) > 0 for b in doc["bandwidth"])
     assert doc["probe"]["buffer_bytes"] == 4 * 2**20 and doc["probe"]["bytes_counted"] == "read + written"
+    assert [b["threads"] for b in doc["read_bandwidth"]] == [1, 2] and doc["probe"]["read_bytes_counted"] == "read"
+    assert all(len(b["samples_gbs"]) == 2 and min(b["samples_gbs"]) > 0 for b in doc["read_bandwidth"])
+    # the fastest read kernel is kept per thread count, and every kernel's mean is on record
+    for b in doc["read_bandwidth"]:
+        k = doc["probe"]["read_kernels"][str(b["threads"])]
+        assert set(k["means_gbs"]) == set(hostprobe.READ_KERNELS)
+        assert k["means_gbs"][k["kernel"]] == max(k["means_gbs"].values()) == pytest.approx(b["summary"]["mean"])
     path = artifacts.write(hostprobe.artifact_path(doc), doc)
     assert path.parent.parent == data_env / "hosts"
     assert R.load_hosts()[0]["id"] == doc["id"]
@@ -101,3 +143,18 @@ def test_host_probe_refuses_bad_input(data_env):
                          capture_output=True, text=True, env=env, timeout=60)
     assert out.returncode == 2 and "threads" in out.stderr and "Traceback" not in out.stderr
     assert not (data_env / "hosts").exists()
+
+
+def test_roofline_page_states_the_bound_and_uses_a_log_scale_across_magnitudes():
+    from pipelines.site import planning
+
+    slow = run_doc(test=rate_test(n_gen=4), metrics={"tokens_per_second": [40.0, 42.0]})
+    host = host_doc({1: [19.0, 19.4], 2: [24.0, 25.0]}, read={1: [23.0, 23.5], 2: [30.0, 30.5]}, llc_bytes=32 * 2**20)
+    md = planning.roofline_page([slow], [host])
+    assert "read-only pass" in md and "30.50" in md and "25.00" in md  # bound uses read; copy kept beside
+    # 40 t/s measured against a bound of ~117 t/s: within one order of magnitude, linear axis
+    assert '"log"' not in md
+    moe = run_doc(test=rate_test(n_gen=4), metrics={"tokens_per_second": [900.0, 910.0]}, model="moe",
+                  facts=MOE_FACTS, sha="d" * 64, size=10**7)
+    md = planning.roofline_page([slow, moe], [host])
+    assert '"log"' in md and "log scale" in md

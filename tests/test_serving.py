@@ -188,7 +188,8 @@ def test_default_command_is_llama_cpp_server_without_interrupts():
     b = OpenAIHttpBackend(model, OpenAIHttpSettings(chat_format="gemma", n_threads=3, server_args=["--verbose", "False"]))
     b.port = 12345
     cmd = b.build_command()
-    assert cmd[:3] == [sys.executable, "-m", "llama_cpp.server"]
+    # llama_cpp.server, started through runtime.llama_cpp_server (the library policy of runtime/llamacpp_lib.py first)
+    assert cmd[:3] == [sys.executable, "-m", "runtime.llama_cpp_server"]
     assert cmd[cmd.index("--interrupt_requests") + 1] == "False"
     assert cmd[cmd.index("--model") + 1] == "/models/m.gguf" and cmd[cmd.index("--model_alias") + 1] == "m"
     assert cmd[cmd.index("--port") + 1] == "12345" and cmd[cmd.index("--host") + 1] == "127.0.0.1"
@@ -317,6 +318,25 @@ def test_concurrency_sweep_shows_serialisation_and_parallel_slots():
     assert again["levels"][-1]["aggregate_tps"] == pytest.approx(psw["levels"][-1]["aggregate_tps"])
 
 
+def test_concurrency_levels_repeat_to_their_precision():
+    """Each level sends batches of level x rounds requests until its E2E CI95 meets the target or a ceiling."""
+    test = {"kind": "concurrency", "levels": [1, 2], "rounds": 1, "max_tokens": 8, "warmup_requests": 0,
+            "precision": {"target": 0.5, "min_repetitions": 3, "max_repetitions": 6, "max_time_s": 30}}
+    res, err = _run({"server_command": _fault_cmd("--slots", "2", "--delay-ms", "5"), "api_model": "ok"}, test)
+    assert err is None
+    prec = res.details["precision"]
+    assert [lv["level"] for lv in prec["levels"]] == [1, 2]
+    for lv, samples in zip(prec["levels"], res.samples["levels"]):
+        assert lv["n"] == len(samples["requests"]) and 3 <= lv["n"] <= 6 + 1  # a batch may cross the ceiling
+        assert lv["stop_reason"] in ("target_met", "max_repetitions", "max_time_s")
+        assert samples["batches"] * lv["level"] == lv["n"]
+    assert prec["met"] == all(lv["met"] for lv in prec["levels"])
+    fixed = dict(test, precision=None)
+    res, err = _run({"server_command": _fault_cmd("--slots", "2", "--delay-ms", "5"), "api_model": "ok"}, fixed)
+    assert [len(lv["requests"]) for lv in res.samples["levels"]] == [1, 2]
+    assert res.details["precision"]["stop_reason"] == "fixed_count"
+
+
 def test_worker_killed_takes_its_server_with_it(tmp_path):
     """The server is a grandchild of the runner: SIGKILL of the worker alone must not orphan it."""
     code = textwrap.dedent(f"""
@@ -360,7 +380,7 @@ def test_lost_server_ends_as_failed_artifact_with_log_and_every_request(data_env
           retries: 1
           retry_backoff_s: 0.01
         tests:
-          - {{kind: concurrency, levels: [1, 2, 4], rounds: 1, max_tokens: 4, warmup_requests: 0}}
+          - {{kind: concurrency, levels: [1, 2, 4], rounds: 1, max_tokens: 4, warmup_requests: 0, precision: null}}
     """))
     report = runner.run_matrix("dies")
     assert len(report.failed) == 1 and not report.measured

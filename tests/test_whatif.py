@@ -68,3 +68,22 @@ def test_committed_whatif_loads():
 
     f = W.load_whatif(Path(__file__).resolve().parents[1] / "data" / "whatif.yaml")
     assert {m.name for m in f.mixes} >= {"warm-chat-server", "one-shot-cli"}
+
+
+def test_time_per_request_carries_a_propagated_interval():
+    """The weighted time per request has a CI95 from its entries' per-unit samples (quadrature)."""
+    from runtime import stats
+    from tests.support.planning_fixtures import embedded_dataset
+
+    docs = embedded_dataset()["runs"]
+    chat = next(d for d in docs if d["test"]["kind"] == "chat" and W.stage_profile(d))
+    units = W.unit_totals(chat)
+    prof = W.stage_profile(chat)
+    assert sum(v for k, v in prof.items() if k != "load") == pytest.approx(sum(units) / len(units))
+    entry = type("E", (), {"loads_per_request": 0})()
+    res = W.MixResult(None, "h", {k: v for k, v in prof.items() if k != "load"},
+                       [{"entry": entry, "run": chat, "profile": prof, "weight": 1.0}])
+    s = stats.summarize(units)
+    assert res.total_ci95() == pytest.approx((s["ci95_low"], s["ci95_high"]))
+    entry.loads_per_request = 1  # a load measured once: no interval claimed
+    assert res.total_ci95() == (None, None)

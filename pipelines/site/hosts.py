@@ -88,16 +88,19 @@ def bandwidth_table(host_docs: list[dict[str, Any]]) -> str:
         for hid, b in sorted(roof.latest_bandwidth(host_docs, kind).items()):
             doc = next(d for d in host_docs if d["id"] == b.probe_id)
             device = (doc.get("probe") or {}).get("device") or ""
-            for r in b.rows:
-                s = r["summary"]
-                rows.append([code(hid), cell(what + (f" ({device})" if device else "")), code(b.probe_id),
-                             cell(b.created), num(r["threads"], 0), num(s.get("median"), 1), num(s.get("mean"), 1),
-                             num(s.get("stddev"), 1), num(s.get("n"), 0), num(r["best"], 1)])
+            for pass_, entries in (("read", doc.get("read_bandwidth") or []), ("copy", doc["bandwidth"])):
+                for e in entries:
+                    s = e["summary"]
+                    rows.append([code(hid), cell(what + (f" ({device})" if device else "")), cell(pass_), code(b.probe_id),
+                                 cell(b.created), num(e["threads"], 0), num(s.get("median"), 1), num(s.get("mean"), 1),
+                                 num(s.get("stddev"), 1), num(s.get("n"), 0), num(max(e["samples_gbs"]), 1)])
     if not rows:
         return admonition("note", "No bandwidth probe yet", "`invoke host.probe` measures host RAM; "
                                                            "benchmarks/gpu_h100.sh measures a GPU's device memory.")
-    return table(["host", "memory", "probe artifact", "measured", "threads", "median GB/s", "mean GB/s", "± stddev",
-                  "n", "best GB/s"], rows, ["l", "l", "l", "l", "r", "r", "r", "r", "r", "r"])
+    return table(["host", "memory", "pass", "probe artifact", "measured", "threads", "median GB/s", "mean GB/s", "± stddev",
+                  "n", "best GB/s"], rows, ["l", "l", "l", "l", "l", "r", "r", "r", "r", "r", "r"]) + (
+        "\n\nread: bytes read per second by a read-only pass (what decode does; the roofline's bound where "
+        "present); copy: bytes read plus written.")
 
 
 def roofline_by_host(run_docs: list[dict[str, Any]], host_docs: list[dict[str, Any]]) -> str:

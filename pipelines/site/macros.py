@@ -16,6 +16,7 @@ from . import hosts as hosts_pages
 from .. import roofline
 from .. import projections
 from . import planning
+from . import fidelity as fidelity_pages
 from . import history_pages
 
 
@@ -37,6 +38,7 @@ def define_env(env: Any) -> None:
     env.macro(lambda: optimization_pages.optimization_page(list(_runs())), "optimization_page")
     env.macro(lambda: hosts_pages.hosts_page(list(_runs()), roofline.load_hosts()), "hosts_page")
     env.macro(quality_pages.quality_page_from_data, "quality_scores")
+    env.macro(quality_pages.ladder_from_data, "quantization_ladder")
     env.macro(quality_pages.scorers_table, "quality_scorers")
     env.macro(quality_pages.sandbox_layers, "sandbox_layers")
     env.macro(quality_pages.roles_page_from_data, "roles_page")
@@ -45,6 +47,7 @@ def define_env(env: Any) -> None:
     env.macro(lambda: planning.memory_page(list(_runs()), roofline.load_hosts()), "memory_page")
     env.macro(lambda: planning.roofline_page(list(_runs()), roofline.load_hosts()), "roofline_page")
     env.macro(lambda: planning.whatif_page(list(_runs())), "whatif_page")
+    env.macro(fidelity_pages.fidelity_section, "fidelity_table")
     env.macro(lambda: history_pages.history_page(list(_runs())), "history_page")
     env.macro(lambda: history_pages.regressions_page(list(_runs())), "regressions_page")
     env.macro(lambda: history_pages.host_vs_host_page(list(_runs())), "host_vs_host_page")

@@ -89,3 +89,10 @@ def run_link(run_id: str, from_dir: str = "") -> str:
 SYNTHETIC_BADGE = '<span class="almanac-badge synthetic" title="random weights: the text is noise">synthetic weights, speed only</span>'
 PROJECTED_BADGE = '<span class="almanac-badge projected">PROJECTED</span>'
 VERIFIED_BADGE = '<span class="almanac-badge verified">VERIFIED</span>'
+MISSED_BADGE = '<span class="almanac-badge missed" title="the measurement lies outside the projected range">MISSED</span>'
+OUTLIER_BADGE = '<span class="almanac-badge outlier" title="more than 3.5 robust standard deviations from the median">outlier</span>'
+
+
+def verdict_badge(verdict: str) -> str:
+    """The badge of a projection checked by a measurement (VERIFIED or MISSED)."""
+    return VERIFIED_BADGE if verdict == "VERIFIED" else MISSED_BADGE

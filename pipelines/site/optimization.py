@@ -69,6 +69,21 @@ def _ci(p: opt.Point) -> str:
     return "—" if lo is None or hi is None else f"{num(lo, 2)} – {num(hi, 2)}"
 
 
+def _precision(p: opt.Point) -> str:
+    """Whether the point reached its precision target, and why repetition stopped if not."""
+    prec = (p.doc.get("details") or {}).get("precision") if p.ok else None
+    if not prec:
+        return "— <small>(fixed count)</small>" if p.ok else "—"
+    if prec.get("target_rel") is None:
+        return "<small>fixed count</small>"
+    hw = prec.get("half_width_rel")
+    got = f"±{num(hw * 100, 1)}%" if hw is not None else "—"
+    if prec.get("met"):
+        return f"met ({got})"
+    why = {"max_repetitions": "count ceiling", "max_time_s": "time ceiling"}.get(prec.get("stop_reason"), cell(prec.get("stop_reason")))
+    return f"**not met** ({got}; {why})"
+
+
 def _lossless(p: opt.Point) -> str:
     if p.is_baseline or p.lossless is None:
         return "—"
@@ -235,8 +250,8 @@ def sweep_chart(sw: opt.Sweep, points: list[opt.Point]) -> alt.TopLevelMixin | N
 def sweep_table(sw: opt.Sweep, points: list[opt.Point]) -> str:
     m = METRICS.get(points[0].metric or "")
     unit = f"{cell(m.label)} ({cell(m.unit)})" if m else "rate"
-    headers = ["model", "point", unit, "n", "CI95 of mean", "speedup (CI95)", "verdict"]
-    align = ["l", "l", "r", "r", "r", "r", "l"]
+    headers = ["model", "point", unit, "n", "CI95 of mean", "±2% target", "speedup (CI95)", "verdict"]
+    align = ["l", "l", "r", "r", "r", "l", "r", "l"]
     spec = sw.track == "speculative"
     experts = sw.track == "experts"
     texts = any(p.lossless is not None or p.degeneration is not None for p in points)
@@ -253,7 +268,7 @@ def sweep_table(sw: opt.Sweep, points: list[opt.Point]) -> str:
     align += ["l"]
     rows = []
     for p in points:
-        r = [_model(p.doc), cell(p.label), _rate(p), num(p.n, 0) if p.ok else "—", _ci(p), _ratio(p), _status(p)]
+        r = [_model(p.doc), cell(p.label), _rate(p), num(p.n, 0) if p.ok else "—", _ci(p), _precision(p), _ratio(p), _status(p)]
         if spec:
             r.append(num(p.acceptance, 1))
         if experts:

@@ -11,7 +11,7 @@ from typing import Any
 
 import pandas as pd
 
-from runtime import backends
+from runtime import backends, stats
 from runtime.metrics import HEADLINE_BY_KIND, METRICS
 from runtime.workloads import TEST_KINDS
 
@@ -19,7 +19,7 @@ from .. import leaderboard
 from ..runs import latest_per_key, last_updated
 from . import charts
 from .history_pages import STALE_BADGE
-from .markdown import (SYNTHETIC_BADGE, admonition, cell, code, link, nbytes, num, pre, run_link, table)
+from .markdown import (OUTLIER_BADGE, SYNTHETIC_BADGE, admonition, cell, code, link, nbytes, num, pre, run_link, table)
 
 
 def _ci(lo: Any, hi: Any, decimals: int) -> str:
@@ -149,6 +149,42 @@ def _kv_table(d: dict[str, Any]) -> str:
     return table(["field", "value"], rows) if rows else "—"
 
 
+def _robust(name: str, s: dict[str, Any], doc: dict[str, Any]) -> dict[str, Any]:
+    """The summary with its robust fields; an artifact written before they existed gets them from
+    its raw rate samples where it has them (tokens per second of a rate test)."""
+    if "outliers" in s or name != "tokens_per_second":
+        return s
+    ts = (doc.get("samples") or {}).get("ts")
+    return {**s, **{k: v for k, v in stats.summarize(ts).items() if k not in s}} if ts else s
+
+
+def _flags(s: dict[str, Any]) -> str:
+    """Outliers (flagged, kept) and a drift that says the warm-up was not enough."""
+    parts = []
+    if s.get("outliers"):
+        parts.append(f"{OUTLIER_BADGE} sample{'s' if len(s['outliers']) > 1 else ''} "
+                     + ", ".join(f"#{i + 1}" for i in s["outliers"]) + " (kept)")
+    t = s.get("trend") or {}
+    if t.get("monotonic"):
+        parts.append(f"drift across repetitions (Kendall τ {num(t['tau'], 2)}, p {num(t['p_value'], 3)}): warm-up not enough?")
+    elif t.get("first_sample_outlier"):
+        parts.append("first sample apart: warm-up not enough?")
+    return "; ".join(parts)
+
+
+def precision_line(prec: dict[str, Any]) -> str:
+    """How repetition stopped: the target, the half-width reached, met or not, why."""
+    if prec.get("target_rel") is None:
+        return f"Repetitions: a fixed count ({num(prec.get('n'), 0)})."
+    hw = prec.get("half_width_rel")
+    met = "met" if prec.get("met") else "**not met**"
+    why = {"target_met": "the target was met", "max_repetitions": "the count ceiling was hit",
+           "max_time_s": "the time ceiling was hit"}.get(prec.get("stop_reason"), cell(prec.get("stop_reason")))
+    return (f"Precision: target CI95 half-width ±{num(prec['target_rel'] * 100, 1)}% of the mean of "
+            f"{code(prec.get('metric'))}; reached ±{num(hw * 100 if hw is not None else None, 2)}% with "
+            f"{num(prec.get('n'), 0)} samples ({met}); stopped because {why}.")
+
+
 def run_page(doc: dict[str, Any]) -> str:
     """Everything one artifact holds: provenance, settings, samples, summary, log."""
     title = f"{doc['model']['name']} · {doc['test']['name']} · {doc['host']['id']}"
@@ -170,14 +206,20 @@ def run_page(doc: dict[str, Any]) -> str:
             dec = m.decimals if m else 2
             unit = m.unit if m else ""
             if m and m.unit == "bytes":
-                rows.append([cell(m.label), nbytes(s["mean"]), "—", num(s["n"], 0), "—", "—", "—", "—"])
+                rows.append([cell(m.label), nbytes(s["mean"]), "—", num(s["n"], 0), "—", "—", "—", "—", "—", ""])
                 continue
+            s = _robust(name, s, doc)
             rows.append([cell(m.label if m else name) + f" ({cell(unit)})", num(s["mean"], dec), num(s["stddev"], dec),
                          num(s["n"], 0), _ci(s["ci95_low"], s["ci95_high"], dec), num(s["median"], dec),
-                         num(s["p95"], dec), num(s["p99"], dec)])
-        out.append(table(["metric", "mean", "stddev", "n", "CI95", "median", "p95", "p99"], rows,
-                         ["l", "r", "r", "r", "r", "r", "r", "r"]))
+                         _ci(s.get("median_ci95_low"), s.get("median_ci95_high"), dec),
+                         num(s["p95"], dec), num(s["p99"], dec), _flags(s)])
+        out.append(table(["metric", "mean", "stddev", "n", "CI95", "median", "median CI95", "p95", "p99", "flags"], rows,
+                         ["l", "r", "r", "r", "r", "r", "r", "r", "r", "l"]))
         out.append("")
+        prec = (doc.get("details") or {}).get("precision")
+        if prec:
+            out.append(precision_line(prec))
+            out.append("")
     out += ["## Test", "", _kv_table(doc["test"]), ""]
     out += ["## Settings", "", "What was asked (defaults included) and what really ran (read back from the "
             "backend and its log).", "", "### Requested", "", _kv_table(doc["settings"]["requested"]), "",

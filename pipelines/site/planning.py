@@ -22,7 +22,7 @@ from .. import roofline as roof
 from .. import whatif as wi
 from ..runs import latest_per_key
 from . import charts
-from .markdown import (PROJECTED_BADGE, SYNTHETIC_BADGE, VERIFIED_BADGE, admonition, cell, code, link, nbytes, num,
+from .markdown import (MISSED_BADGE, PROJECTED_BADGE, verdict_badge, SYNTHETIC_BADGE, VERIFIED_BADGE, admonition, cell, code, link, nbytes, num,
                        run_link, table)
 
 MEASURED_BADGE = '<span class="almanac-badge measured" title="read from a run artifact">measured</span>'
@@ -109,16 +109,22 @@ def _projection_cell(p: proj.Projection | None, metric: str, why: str = "") -> s
                 f"{cell(METRICS[metric].label)}</small>")
     if p.verification:
         v = p.verification
-        return (f"{head}{rng} {VERIFIED_BADGE}<br><small>measured {link(num(v['value'], m.decimals), run_link(v['run_id']))}, "
-                f"error {_pct(v['error'])}; {_agreement(p.high - p.low > 1e-9, v)}</small>")
+        return (f"{head}{rng} {verdict_badge(p.status)}<br><small>measured "
+                f"{link(num(v['value'], m.decimals), run_link(v['run_id']))}, error {_pct(v['error'])}; "
+                f"{_agreement(p.high - p.low > 1e-9, v)}</small>")
     note = "" if p.target_settings is not None else "<br><small>not runnable with this backend</small>"
     return f"{head}{rng} {PROJECTED_BADGE}{note}"
 
 
+def _ci_text(ci: tuple[float | None, float | None] | None) -> str:
+    if not ci or ci[0] is None:
+        return "<small>(no CI95: an input has none)</small>"
+    return f"<small>(CI95 {num(ci[0], 2)} – {num(ci[1], 2)})</small>"
+
+
 def _agreement(is_range: bool, v: dict[str, Any]) -> str:
     parts = []
-    if is_range:
-        parts.append("inside the projected range" if v["inside_range"] else "outside the projected range")
+    parts.append("inside the projected range" if v["inside_range"] else "outside the projected range")
     if v.get("within_ci95") is not None:
         parts.append("projection within the measurement's CI95" if v["within_ci95"] else "projection outside the measurement's CI95")
     return ", ".join(parts) or "no CI95 to compare with"
@@ -218,11 +224,22 @@ def projections_host(ps: proj.ProjectionSet, history: list[dict[str, Any]]) -> s
             vs = (w["mid"] / base) if (w["mid"] and base) else None
             measured = "—"
             if w["measured"] is not None:
-                measured = f"{_metric_value(metric0, w['measured'])} {VERIFIED_BADGE} (error {_pct(w['mid'] / w['measured'] - 1)})"
+                ok = w["low"] is not None and w["low"] <= w["measured"] <= w["high"]
+                measured = (f"{_metric_value(metric0, w['measured'])} {_ci_text(w['measured_ci95'])} "
+                            f"{verdict_badge('VERIFIED' if ok else 'MISSED')} (error {_pct(w['mid'] / w['measured'] - 1)})")
             rows.append([cell(w["scenario"]), f"{_metric_value(metric0, w['mid'])} {PROJECTED_BADGE}",
                          f"{num(w['low'], 2)} – {num(w['high'], 2)}", _x(vs), measured])
-        out.append(table(["scenario", "weighted average", "range", "vs current", "measured (all roles verified)"], rows,
+        cur = weighted[0]
+        out.append(f"Current weighted average: {_metric_value(metric0, cur['current'])} {_ci_text(cur['current_ci95'])}.")
+        out.append("")
+        out.append(table(["scenario", "weighted average", "range", "vs current", "measured (all roles checked)"], rows,
                          ["l", "r", "r", "r", "r"]))
+        out.append("")
+        out.append("A projected range carries the effect's range and the baselines' CI95s (each end of the effect on "
+                   "the same end of the interval). A weighted current or measured value carries a CI95 propagated "
+                   "from the CI95s of its inputs (first-order, inputs independent, added in quadrature). "
+                   f"{VERIFIED_BADGE}: the measured value lies within the projected range; {MISSED_BADGE}: it does "
+                   "not, with the signed error (projected ÷ measured − 1). Baseline rule: " + cell(proj.BASELINE_RULE) + ".")
         out.append("")
     # -- accuracy ----------------------------------------------------------------------------------
     out += ["### Projection accuracy over time", ""]
@@ -238,16 +255,20 @@ def projections_host(ps: proj.ProjectionSet, history: list[dict[str, Any]]) -> s
             rows.append([cell(h["recorded"]), code(h["record"]), cell(h["role"]), cell(h["scenario"]),
                          num(h["baseline"], m.decimals), f"{num(h['projected'], m.decimals)} {PROJECTED_BADGE}",
                          f"{link(num(h['measured'], m.decimals), run_link(h['run_id']))} {MEASURED_BADGE}",
-                         _pct(h["error"]), "—" if h["within_ci95"] is None else "yes" if h["within_ci95"] else "no",
+                         f"{num(h['low'], m.decimals)} – {num(h['high'], m.decimals)}",
+                         f"{verdict_badge(h['verdict'])} {_pct(h['error'])}",
+                         "—" if h["within_ci95"] is None else "yes" if h["within_ci95"] else "no",
                          cell(h["when"])])
-        out.append(table(["recorded", "record", "role", "scenario", "baseline", "projected", "measured", "error",
-                          "within CI95", "checked"], rows, ["l", "l", "l", "l", "r", "r", "r", "r", "l", "l"]))
-        df = pd.DataFrame([{"recorded": h["recorded"], "error": h["error"] * 100,
+        out.append(table(["recorded", "record", "role", "scenario", "baseline", "projected", "measured", "stated range",
+                          "verdict, error", "within CI95", "checked"], rows,
+                         ["l", "l", "l", "l", "r", "r", "r", "r", "l", "l", "l"]))
+        df = pd.DataFrame([{"recorded": h["recorded"], "error": h["error"] * 100, "verdict": h["verdict"],
                             "series": f"{h['role']} · {h['scenario']}"} for h in hist])
         chart = alt.Chart(df).mark_line(point=True).encode(
             x=alt.X("recorded:T", title="recorded"), y=alt.Y("error:Q", title="projection error (%)"),
             color=alt.Color("series:N", title="role · scenario"),
-            tooltip=["recorded:T", alt.Tooltip("error:Q", format=".1f"), "series:N"],
+            shape=alt.Shape("verdict:N", title="verdict"),
+            tooltip=["recorded:T", alt.Tooltip("error:Q", format=".1f"), "series:N", "verdict:N"],
         ).properties(width="container", height=220, title="Error of recorded projections")
         out.append("")
         out.append(charts.embed(chart, caption="projected ÷ measured − 1, per recorded projection."))
@@ -336,10 +357,11 @@ def model_memory_section(shape: mem.ModelShape, doc: dict[str, Any], settings: m
     out.append("")
     headers = ["context"] + [code(t) for t in settings.cache_types] + [f"{code('f16')}, swa_full"]
     rows = []
+    beyond_any = False
     for n_ctx in settings.contexts:
-        if shape.n_ctx_train and n_ctx > shape.n_ctx_train:
-            continue
-        row = [num(n_ctx, 0)]
+        beyond = bool(shape.n_ctx_train and n_ctx > shape.n_ctx_train)
+        beyond_any |= beyond
+        row = [num(n_ctx, 0) + (" ⚠" if beyond else "")]
         for t in settings.cache_types:
             row.append(nbytes(mem.kv_cache(shape, n_ctx, t, t, swa_full=False, n_ubatch=settings.n_ubatch).bytes)
                        if _kv_ok(shape, t) else "n/a")
@@ -347,6 +369,11 @@ def model_memory_section(shape: mem.ModelShape, doc: dict[str, Any], settings: m
                    if shape.n_swa else "same")
         rows.append(row)
     out += [table(headers, rows, ["r"] * len(headers)), ""]
+    if beyond_any:
+        out += [admonition("warning", "Beyond the trained context",
+                           f"⚠ marks contexts above the model's training length ({num(shape.n_ctx_train, 0)} tokens). "
+                           "The memory is what llama.cpp would allocate; whether the model still answers well that far "
+                           "(RoPE scaling, quality) is a separate question this plan does not answer."), ""]
     # fits
     out += ["### What fits where", ""]
     out.append(f"Predicted totals with a {num(settings.headroom * 100, 0)}% headroom (fits when the total is at most "
@@ -364,13 +391,14 @@ def model_memory_section(shape: mem.ModelShape, doc: dict[str, Any], settings: m
     headers = ["context", "cache", "KV", "host RAM"] + [f"{num(g, 0)} GB" for g in settings.gpu_sizes_gb]
     rows = []
     for r in fits:
+        ctx = num(r["n_ctx"], 0) + (" ⚠ beyond training" if r.get("beyond_training") else "")
         if r["error"]:
-            rows.append([num(r["n_ctx"], 0), code(r["cache_type"]), cell(r["error"]), "—"] + ["—"] * len(settings.gpu_sizes_gb))
+            rows.append([ctx, code(r["cache_type"]), cell(r["error"]), "—"] + ["—"] * len(settings.gpu_sizes_gb))
             continue
         host = nbytes(r["cpu"].total) + (" ✓" if r["host_fit"] else " ✗" if r["host_fit"] is False else "")
         gpu_cells = [("✓" if ok else "✗") for ok in r["gpu_fit"].values()]
         gpu_cells[0] = f"{nbytes(r['gpu'].total)} " + gpu_cells[0]
-        rows.append([num(r["n_ctx"], 0), code(r["cache_type"]), nbytes(r["kv_bytes"]), host] + gpu_cells)
+        rows.append([ctx, code(r["cache_type"]), nbytes(r["kv_bytes"]), host] + gpu_cells)
     out += [table(headers, rows, ["r", "l", "r", "r"] + ["c"] * len(settings.gpu_sizes_gb)), ""]
     out.append("The first GPU column also gives the predicted VRAM total.")
     out.append("")
@@ -394,8 +422,12 @@ def _kv_ok(shape: mem.ModelShape, cache_type: str) -> bool:
     return shape.head_k % block == 0 and shape.head_v % block == 0
 
 
+SMALL_MISS_BYTES = 16 * 2**20  # a miss this small is a fixed Python-side cost, not a missing buffer
+
+
 def predicted_vs_measured(runs: list[dict[str, Any]]) -> str:
-    preds = [p for p in (mem.run_prediction(d) for d in latest_per_key(runs)) if p is not None]
+    known = mem.facts_by_sha(runs)
+    preds = [p for p in (mem.run_prediction(d, known) for d in latest_per_key(runs)) if p is not None]
     if not preds:
         return _no_data("No CPU runs with a peak RSS yet", "Run `invoke bench` to measure one.")
     out = ["Every current CPU run: the planner's prediction for its exact settings (context, cache types, "
@@ -415,6 +447,17 @@ def predicted_vs_measured(runs: list[dict[str, Any]]) -> str:
     ok = sum(p["within_10pct"] for p in preds)
     out.append(f"**{ok} of {len(preds)}** predictions are within 10% of the measured peak RSS.")
     out.append("")
+    out += ["#### Accuracy per run type", ""]
+    trows = []
+    for rt in sorted({p["run_type"] for p in preds}):
+        ps_ = [p for p in preds if p["run_type"] == rt]
+        errs = [p["error"] for p in ps_]
+        miss_mib = [(p["measured"] - p["predicted"]) / 2**20 for p in ps_]
+        trows.append([cell(rt), num(len(ps_), 0), f"{_pct(min(errs))} … {_pct(max(errs))}",
+                      f"{num(sum(p['within_10pct'] for p in ps_), 0)} of {num(len(ps_), 0)}",
+                      f"{num(min(miss_mib), 1)} … {num(max(miss_mib), 1)} MiB"])
+    out += [table(["run type", "runs", "error range", "within 10%", "unpredicted (measured − predicted)"], trows,
+                  ["l", "r", "r", "r", "r"]), ""]
     # breakdown of the newest one of the first model
     p = max(preds, key=lambda p: p["created"])
     out += [f"#### Where the memory of {link(p['id'], run_link(p['id']))} goes", ""]
@@ -425,6 +468,52 @@ def predicted_vs_measured(runs: list[dict[str, Any]]) -> str:
     for note in p["plan"].notes:
         out.append(admonition("note", "Why the prediction can miss", cell(note)))
     bad = [x for x in preds if not x["within_10pct"]]
+    small = [x for x in bad if abs(x["measured"] - x["predicted"]) <= SMALL_MISS_BYTES]
+    if small:
+        chat_gen = [(p["measured"] - p["predicted"]) / 2**20 for p in preds
+                    if p["run_type"] in ("chat", "generate") and p["within_10pct"]]
+        rate = [(p["measured"] - p["predicted"]) / 2**20 for p in preds if p["run_type"] == "rate"]
+        med = lambda v: sorted(v)[len(v) // 2] if v else None  # noqa: E731
+        out.append(admonition(
+            "info", "Explained: small models, a fixed unmodelled cost",
+            f"{len(small)} run(s) miss by more than 10% but by at most {num(SMALL_MISS_BYTES / 2**20, 0)} MiB: "
+            + ", ".join(f"{link(x['id'], run_link(x['id']))} ({cell(x['model'])}, {_pct(x['error'])}, "
+                        f"{num((x['measured'] - x['predicted']) / 2**20, 1)} MiB of {nbytes(x['measured'])})" for x in small)
+            + ". Their totals are small (a model of a few MiB), so a fixed cost the plan does not model weighs "
+            "more than 10%: the chat and generate paths build Python-side state (the Jinja chat template, the "
+            "sampler and its per-token arrays) that rate tests do not; on this data the median unpredicted "
+            f"memory is {num(med(chat_gen), 1)} MiB for chat and generate runs against {num(med(rate), 1)} MiB "
+            "for rate tests."))
+        bad = [x for x in bad if x not in small]
+    amx = [x for x in bad if ((x["reported_mib"] or {}).get("model") or {}).get("AMX")]
+    if amx:
+        parts = []
+        for x in amx:
+            a = x["reported_mib"]["model"]["AMX"] * 2**20
+            with_amx = (x["predicted"] + a - x["plan"].components.get("repacked weights", 0) - x["measured"]) / x["measured"]
+            parts.append(f"{link(x['id'], run_link(x['id']))} ({_pct(x['error'])}; with llama.cpp's reported AMX buffer of "
+                         f"{nbytes(a)} in place of the repacked copies: {_pct(with_amx)})")
+        out.append(admonition("info", "Explained: AMX weight buffers",
+                              "On an Intel AMX host llama.cpp copies the weights into AMX-layout buffers (its log reports "
+                              "them), beside the mapped file; the planner does not model that layout. " + ", ".join(parts) + "."))
+        bad = [x for x in bad if x not in amx]
+    drafted = [x for x in bad if x["run_type"].endswith("draft model")]
+    if drafted:
+        out.append(admonition(
+            "info", "Partly explained: the context of a second model",
+            ", ".join(f"{link(x['id'], run_link(x['id']))} ({_pct(x['error'])}, "
+                      f"{num((x['measured'] - x['predicted']) / 2**20, 1)} MiB unpredicted)" for x in drafted)
+            + ": the plan includes the draft model's weights, KV cache, buffers and tokenizer, but counts each "
+            "context's compute buffer only as the pages one batch touches (est.). llama.cpp reserves a full "
+            "compute buffer per context (the target's log reports "
+            + ", ".join(f"{num(sum((x['reported_mib'].get('compute') or {}).values()), 1)} MiB" for x in drafted)
+            + "); the draft's is not in the log excerpt read, and the unpredicted memory fits within it. A likely "
+            "cause, not a measured one."))
+        bad = [x for x in bad if x not in drafted]
+    for x in bad:
+        if x["incomplete"]:
+            out.append(admonition("warning", "Incomplete prediction", f"{link(x['id'], run_link(x['id']))}: "
+                                  + "; ".join(cell(m) for m in x["incomplete"])))
     if bad:
         out.append(admonition("warning", "Predictions off by more than 10%",
                               "The prediction counts the buffers llama.cpp allocates and the process before "
@@ -485,6 +574,10 @@ def memory_page(runs: list[dict[str, Any]], hosts: list[dict[str, Any]]) -> str:
 # =====================================================================================
 # Roofline
 # =====================================================================================
+def admonition_inline(text: str) -> str:
+    return f'<span class="almanac-badge missed">{cell(text)}</span>'
+
+
 def roofline_page(runs: list[dict[str, Any]], hosts: list[dict[str, Any]]) -> str:
     out = ["## Host memory bandwidth", ""]
     bws = roof.latest_bandwidth(hosts)
@@ -493,17 +586,30 @@ def roofline_page(runs: list[dict[str, Any]], hosts: list[dict[str, Any]]) -> st
     else:
         rows = []
         for hid, b in sorted(bws.items()):
-            for r in b.rows:
-                s = r["summary"]
-                ci = f"{num(s['ci95_low'], 2)} – {num(s['ci95_high'], 2)}" if s.get("ci95_low") is not None else "—"
-                rows.append([code(hid), code(b.probe_id), cell(b.created), num(r["threads"], 0),
-                             f"{num(s['mean'], 2)} {MEASURED_BADGE}", num(s.get("stddev"), 2), ci, num(s["n"], 0),
-                             num(r["best"], 2), num(b.load_before, 2)])
-        out += [table(["host", "probe", "measured", "threads", "copy GB/s (mean)", "± stddev", "CI95", "n", "best",
-                       "load avg (1 min)"], rows, ["l", "l", "l", "r", "r", "r", "r", "r", "r", "r"]), ""]
-        out.append("GB/s counts bytes read plus bytes written (10^9 bytes per second). The bound below uses each "
-                   "host's best sample (STREAM's convention); a high load average at probe time means the "
-                   "figure is low.")
+            doc = next(h for h in hosts if h["id"] == b.probe_id)
+            for what, entries in (("read", doc.get("read_bandwidth") or []), ("copy", doc["bandwidth"])):
+                for e in entries:
+                    s = e["summary"]
+                    ci = f"{num(s['ci95_low'], 2)} – {num(s['ci95_high'], 2)}" if s.get("ci95_low") is not None else "—"
+                    rows.append([code(hid), code(b.probe_id), cell(b.created), cell(what), num(e["threads"], 0),
+                                 f"{num(s['mean'], 2)} {MEASURED_BADGE}", num(s.get("stddev"), 2), ci, num(s["n"], 0),
+                                 num(max(e["samples_gbs"]), 2), num(b.load_before, 2)])
+        out += [table(["host", "probe", "measured", "pass", "threads", "GB/s (mean)", "± stddev", "CI95", "n", "best",
+                       "load avg (1 min)"], rows, ["l", "l", "l", "l", "r", "r", "r", "r", "r", "r", "r"]), ""]
+        out.append("GB/s is 10^9 bytes per second. A read pass counts the bytes read; a copy counts bytes read plus "
+                   "bytes written. Decode only reads, so the bound below uses the read pass where a probe has one.")
+        out.append("")
+        brow = []
+        for hid, b in sorted(bws.items()):
+            ratio = (b.read_best_gbs / b.copy_best_gbs) if b.read_best_gbs and b.copy_best_gbs else None
+            brow.append([code(hid), cell("read-only pass" if b.uses == "read" else
+                                         "copy (read + write: this probe has no read pass; efficiencies read high)"),
+                         num(b.best_gbs, 2), num(b.best_threads, 0), num(b.read_best_gbs, 2), num(b.copy_best_gbs, 2),
+                         num(ratio, 2), nbytes(b.llc_bytes) if b.llc_bytes else "—"])
+        out += [table(["host", "bound uses", "bound GB/s (best)", "at threads", "read best", "copy best",
+                       "read ÷ copy", "last-level cache"], brow, ["l", "l", "r", "r", "r", "r", "r", "r"]), ""]
+        out.append("Each host's bound uses its best sample (STREAM's convention); a high load average at probe time "
+                   "means the figure is low.")
         out.append("")
     rows_data = roof.roofline_rows(runs, hosts)
     out += ["## Decode efficiency per run", ""]
@@ -521,23 +627,32 @@ def roofline_page(runs: list[dict[str, Any]], hosts: list[dict[str, Any]]) -> st
                      num(r["threads"], 0) if r["threads"] else "—", num(r["depth_mean"], 0), bytes_txt,
                      num(r.get("bound"), 1), num(r.get("bound_single"), 1),
                      f"{num(r['measured'], m.decimals)} {MEASURED_BADGE}",
-                     _pct(r.get("efficiency"), 0, sign=False), _pct(r.get("efficiency_single"), 0, sign=False),
-                     cell(r["note"]) if r["note"] else ""])
+                     _pct(r.get("efficiency"), 0, sign=False), _pct(r.get("efficiency_copy"), 0, sign=False),
+                     _pct(r.get("efficiency_single"), 0, sign=False),
+                     cell(r.get("bound_uses") or "—"),
+                     (admonition_inline("not memory-bound") + " " if r.get("fits_llc") else "") + (cell(r["note"]) if r["note"] else "")])
         if r.get("bound"):
             chart_rows.append({"run": f"{r['model']} · {r['test']} ({r['id'][:12]})", "value": r["measured"], "kind": "measured"})
-            chart_rows.append({"run": f"{r['model']} · {r['test']} ({r['id'][:12]})", "value": r["bound"], "kind": "bound (best bandwidth)"})
+            chart_rows.append({"run": f"{r['model']} · {r['test']} ({r['id'][:12]})", "value": r["bound"],
+                               "kind": f"bound ({r.get('bound_uses') or 'copy'} bandwidth)"})
     out += [table(["run", "host", "model", "test", "threads", "mean depth", "bytes read per token", "bound t/s",
-                   "bound t/s (1 thread)", "measured t/s", "efficiency", "eff. vs 1 thread", "note"], rows,
-                  ["l", "l", "l", "l", "r", "r", "r", "r", "r", "r", "r", "r", "l"]), ""]
+                   "bound t/s (1 thread)", "measured t/s", "efficiency", "eff. vs copy bound", "eff. vs 1 thread",
+                   "bound uses", "note"], rows,
+                  ["l", "l", "l", "l", "r", "r", "r", "r", "r", "r", "r", "r", "r", "l", "l"]), ""]
     out.append("Bytes per token: every weight in use once (a tied embedding in full, as the output matrix; for "
                "MoE only the used experts) plus the KV cache read at each generated token's depth (flash attention "
                "skips masked cells, so sliding-window layers read at most their window). Bound = bandwidth ÷ bytes "
                "per token " + PROJECTED_BADGE + "; efficiency = measured ÷ bound. A chat run's rate is 1000 / TPOT "
-               "(sampling and detokenising included).")
+               "(sampling and detokenising included). A run whose bytes per token fit in its host's last-level "
+               "cache is flagged not memory-bound: its efficiency against the DRAM bound means little.")
     if chart_rows:
         df = pd.DataFrame(chart_rows)
+        vals = df["value"][df["value"] > 0]
+        log_scale = bool(len(vals)) and vals.max() / vals.min() >= 10  # values spanning an order of magnitude or more
+        xscale = alt.Scale(type="log") if log_scale else alt.Scale()
         chart = alt.Chart(df).mark_bar().encode(
-            y=alt.Y("run:N", title=None), x=alt.X("value:Q", title="t/s"), color=alt.Color("kind:N", title=None),
+            y=alt.Y("run:N", title=None), x=alt.X("value:Q", title="t/s" + (" (log scale)" if log_scale else ""), scale=xscale),
+            color=alt.Color("kind:N", title=None),
             yOffset="kind:N", tooltip=["run:N", "kind:N", alt.Tooltip("value:Q", format=".1f")],
         ).properties(width="container", height=max(80, 40 * len(df) // 2), title="Measured decode rate against the bound")
         out += ["", charts.embed(chart, caption="Measured decode rate and the bandwidth bound per run.")]
@@ -573,7 +688,10 @@ def whatif_page(runs: list[dict[str, Any]]) -> str:
             if not res.per_request_ms:
                 continue
             srcs = ", ".join(link(u["run"]["id"], run_link(u["run"]["id"])) for u in res.entries)
-            out.append(f"Time per request: **{num(res.total_ms, 1)} ms** {MEASURED_BADGE} (weighted over the entries), "
+            lo, hi = res.total_ci95()
+            ci = (f" (CI95 {num(lo, 1)} – {num(hi, 1)} ms, propagated from each entry's CI95)" if lo is not None
+                  else " (no CI95: an entry has a single sample or pays a model load, measured once)")
+            out.append(f"Time per request: **{num(res.total_ms, 1)} ms** {MEASURED_BADGE}{ci} (weighted over the entries), "
                        f"from {srcs}.")
             out.append("")
             red = f.reductions

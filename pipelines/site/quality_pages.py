@@ -5,6 +5,7 @@ escalation hierarchy, every decision explained from data and linked to its artif
 from __future__ import annotations
 
 import json
+from html import escape as _html_escape
 from typing import Any
 
 import pandas as pd
@@ -37,6 +38,11 @@ def _ci(lo: Any, hi: Any) -> str:
 def _score_cell(r: Any, from_dir: str = "") -> str:
     text = f"{_pct(r['pass_rate'])} ({r['passed']}/{r['n']})"
     out = link(text, quality_link(r["id"], from_dir)) + f"<br><small>CI95 {_ci(r['ci95_low'], r['ci95_high'])}</small>"
+    if r.get("chance") is not None and not pd.isna(r.get("chance")):
+        out += f"<br><small>chance {_pct(r['chance'])}</small>"
+    norm = r.get("acc_norm")
+    if isinstance(norm, dict) and norm.get("n"):
+        out += f"<br><small>acc_norm {_pct(norm['pass_rate'])}</small>"
     if r["degenerate"]:
         out += f"<br><small>degenerate {r['degenerate']}/{r['n']}</small>"
     if r["status"] != "ok":
@@ -58,10 +64,10 @@ def quality_page(docs: list[dict[str, Any]]) -> str:
     frame = quality_mod.scores_frame(docs)
     out: list[str] = []
     frame["row"] = frame["model"] + " · " + frame["config_label"]
-    suites = sorted(frame["suite"].unique())
-    # one cell per (configuration, host, suite): the newest complete run, else the newest incomplete one
+    suites = sorted(frame["suite_style"].unique())
+    # one cell per (configuration, host, suite and prompt style): the newest complete run, else the newest incomplete one
     best = (frame.assign(_ok=frame["status"].eq("ok")).sort_values(["_ok", "created", "id"])
-            .groupby(["row", "host_id", "suite"], sort=True).tail(1))
+            .groupby(["row", "host_id", "suite_style"], sort=True).tail(1))
     out += ["## Scores per model and suite", "",
             "Each cell: pass rate (passed / scored items), its 95% Wilson interval, and degenerate outputs; "
             "it links to the artifact with every prompt, output and verdict. The configuration is the model "
@@ -71,7 +77,7 @@ def quality_page(docs: list[dict[str, Any]]) -> str:
         r0 = g.iloc[0]
         cells = []
         for s in suites:
-            gs = g[g["suite"] == s]
+            gs = g[g["suite_style"] == s]
             cells.append(_score_cell(gs.iloc[0]) if not gs.empty else "no data")
         rows.append([cell(r0["model"]) + (" " + SYNTHETIC_BADGE if r0["synthetic"] else ""), cell(r0["config_label"]),
                      code(host)] + cells)
@@ -79,7 +85,7 @@ def quality_page(docs: list[dict[str, Any]]) -> str:
                      ["l", "l", "l"] + ["r"] * len(suites)))
     out.append("")
     metric = METRICS["pass_rate"]
-    chart_df = pd.DataFrame([{"label": f"{r['suite']} · {r['row']}", "mean": 100 * r["pass_rate"], "stddev": None,
+    chart_df = pd.DataFrame([{"label": f"{r['suite_style']} · {r['row']}", "mean": 100 * r["pass_rate"], "stddev": None,
                               "n": r["n"], "ci95_low": 100 * r["ci95_low"], "ci95_high": 100 * r["ci95_high"],
                               "id": r["id"]} for _, r in best.iterrows() if r["n"]])
     if not chart_df.empty:
@@ -90,7 +96,7 @@ def quality_page(docs: list[dict[str, Any]]) -> str:
     rows = []
     for _, r in frame.sort_values(["suite", "model", "config_label"]).iterrows():
         gen = r["generation"]
-        rows.append([code(r["suite"]), cell(r["model"]), cell(r["config_label"]), num(int(r["n"]), 0),
+        rows.append([code(r["suite_style"]), cell(r["model"]), cell(r["config_label"]), num(int(r["n"]), 0),
                      num(int(r["passed"]), 0), _pct(r["pass_rate"]), _ci(r["ci95_low"], r["ci95_high"]),
                      num(int(r["degenerate"]), 0), cell(f"max_tokens={gen.get('max_tokens')}, T={gen.get('temperature')}"),
                      cell(r["status"]), link(r["id"], quality_link(r["id"]))])
@@ -108,7 +114,8 @@ def _details_text(details: dict[str, Any]) -> str:
 def quality_run_page(doc: dict[str, Any]) -> str:
     """One quality artifact: provenance, summary, and every item (prompt, output, verdict, evidence)."""
     s = doc["summary"]
-    title = f"{doc['model']['name']} · {doc['suite']['name']} · {doc['host']['id']}"
+    style = quality_mod.style_of(doc)
+    title = f"{doc['model']['name']} · {quality_mod.suite_style(doc['suite']['name'], style)} · {doc['host']['id']}"
     # Model output may hold Jinja syntax ({{ }}, {% %}, {# #}): this page is data, never a template.
     out = ["---", "render_macros: false", "---", "", f"# {cell(title)}", ""]
     out.append(f"**Artifact** {code(doc['id'])} · **status** {cell(doc['status'])} · **created** {cell(doc['created'])} · "
@@ -120,7 +127,9 @@ def quality_run_page(doc: dict[str, Any]) -> str:
     src = suite.get("source") or {}
     out.append(f"**Suite** {code(suite['name'])} v{num(suite['version'], 0)} ({cell(suite['category'])}, "
                f"{num(suite['n_items_in_suite'], 0)} items; sample of {num(len(suite['sample']['ids']), 0)} with seed "
-               f"{num(suite['sample']['seed'], 0)}) · **content sha256** {code(suite['content_sha256'][:16])}")
+               f"{num(suite['sample']['seed'], 0)}) · **prompt style** {code(style)}"
+               + (f" · **chance** {_pct(s['chance'])}" if s.get("chance") is not None else "")
+               + f" · **content sha256** {code(suite['content_sha256'][:16])}")
     if src.get("package"):
         out.append(f"  \n**Source** {cell(src['package'])} {cell(src.get('version'))}, {code(src.get('file'))}: "
                    f"{num(src.get('usable'), 0)} of {num(src.get('total_in_file'), 0)} usable; {cell(src.get('scoring'))}")
@@ -235,18 +244,61 @@ def _requirements(role: roles_mod.Role) -> str:
     return "; ".join(parts) or "none"
 
 
+def html_escape(text: str) -> str:
+    return _html_escape(text, quote=True)
+
+
+def _indent(text: str) -> str:
+    return "\n".join("    " + ln if ln else "" for ln in text.splitlines())
+
+
+def _candidate_line(c: roles_mod.Candidate) -> str:
+    """One candidate's decision in one line: every failing or open requirement with its figure."""
+    open_ = [e for e in c.evidence if e.ok is not True and e.reason != "no data"]
+    missing = [e for e in c.evidence if e.reason == "no data"]
+    parts = [f"{e.reason}: {e.message or e.value}" for e in open_]
+    if missing:
+        parts.append("not measured: " + ", ".join(e.requirement for e in missing))
+    return f"{c.label} ({c.state}): " + "; ".join(parts)
+
+
+def _summary_table(assignments: list[roles_mod.Assignment]) -> str:
+    rows = []
+    for a in assignments:
+        rejected = [c for c in a.rejected if c.state == "rejected"]
+        unresolved = [c for c in a.rejected if c.state == "unresolved"]
+        unmeasured = [c for c in a.rejected if c.state in ("not measured", "partly measured")]
+        if a.chosen:
+            met = "; ".join(f"{e.requirement.split(' (')[0]}: {e.value}" for e in a.chosen.evidence
+                            if e.kind in ("quality", "speed"))
+            why = f"meets every requirement ({met})" if met else "meets every requirement"
+        else:
+            why = "<br>".join(cell(_candidate_line(c)) for c in (unresolved + rejected)[:2]) or "—"
+        rows.append([link(a.role, f"#role-{_anchor(a.role)}"), cell(a.spec.tier or "—"), f"**{cell(a.status)}**",
+                     cell(a.chosen.label) if a.chosen else "—", why if a.chosen is None else cell(why),
+                     f"{len(rejected)} / {len(unresolved)} / {len(unmeasured)}"])
+    return table(["role", "tier", "decision", "assigned", "why", "rejected / unresolved / not measured"], rows,
+                 ["l", "l", "l", "l", "l", "r"])
+
+
 def roles_page(reg: roles_mod.RolesFile, assignments: list[roles_mod.Assignment]) -> str:
     out: list[str] = []
     by_role: dict[str, list[roles_mod.Assignment]] = {}
+    by_host: dict[str, list[roles_mod.Assignment]] = {}
     for a in assignments:
         by_role.setdefault(a.role, []).append(a)
+        by_host.setdefault(a.host_id or "no host with speed data", []).append(a)
+    out += ["## Decisions per host", "",
+            "One row per role: the decision, the configuration assigned and why, or for an unassigned role the "
+            "reasons of its closest candidates. *Rejected*: a measured figure fails the requirement even at the "
+            "favourable end of its CI95; *unresolved*: the interval straddles the threshold, and the details say "
+            "how many more items or repetitions would settle it; *not measured*: no artifact.", ""]
+    for host, items in sorted(by_host.items()):
+        out += [f"### On {code(host)}", "", _summary_table(items), ""]
     chains = roles_mod.escalation_chains(reg)
     if chains:
-        out += ["## Escalation hierarchy", "",
-                "Each arrow is a role's `escalates_to`; each role shows the configuration assigned on each host "
-                "and its measured speed (from the role's first speed requirement).", ""]
-        hosts = sorted({a.host_id or "—" for a in assignments})
-        for host in hosts:
+        out += ["## Escalation hierarchy", ""]
+        for host in sorted({a.host_id or "—" for a in assignments}):
             for chain in chains:
                 steps = []
                 for role in chain:
@@ -254,19 +306,10 @@ def roles_page(reg: roles_mod.RolesFile, assignments: list[roles_mod.Assignment]
                     steps.append(f"{role} ({_headline_speed(a) if a else 'not evaluated here'})")
                 out.append(f"- on {code(host)}: " + " → ".join(cell(s) for s in steps))
         out.append("")
-    out += ["## Role assignments", ""]
-    rows = []
-    for a in assignments:
-        chosen = a.chosen
-        rows.append([link(a.role, f"#role-{_anchor(a.role)}"), cell(a.spec.tier or "—"), code(a.host_id or "no host"),
-                     cell(a.status), cell(chosen.label) if chosen else "—",
-                     cell(" → ".join(c.label for c in a.fallbacks)) if a.fallbacks else "—",
-                     num(len(a.rejected), 0)])
-    out.append(table(["role", "tier", "host", "status", "assigned", "fallback chain", "rejected"], rows))
-    out.append("")
+    out += ["## Details", "", "Every decision with the figures it rests on, folded; open a role to read them.", ""]
     for role_name, items in by_role.items():
         role = items[0].spec
-        out.append(f"## {cell(role_name)} {{#role-{_anchor(role_name)}}}")
+        out.append(f"### {cell(role_name)} {{#role-{_anchor(role_name)}}}")
         out.append("")
         out.append(f"{cell(role.description)}  \n**Needs:** {cell(_requirements(role))}  \n"
                    f"**Best means:** {'fastest' if role.prefer == 'speed' else 'highest mean pass rate'} first"
@@ -274,30 +317,27 @@ def roles_page(reg: roles_mod.RolesFile, assignments: list[roles_mod.Assignment]
                       if role.escalates_to else ""))
         out.append("")
         for a in items:
-            out.append(f"### On {code(a.host_id or 'no host with speed data')}")
-            out.append("")
+            body: list[str] = []
             if a.chosen:
-                out.append(f"**Assigned:** {cell(a.chosen.label)}: meets every requirement and ranks first.")
-                out.append("")
-                out.append(_evidence_table(a.chosen))
-                out.append("")
-            else:
-                out.append(admonition("warning", a.status.capitalize(),
-                                      "No configuration meets every requirement on this host; the reasons are below."
-                                      if a.status != "no data" else
-                                      "The data needed to decide is missing: no guess is made. Run the quality "
-                                      "matrix and the speed matrix on this host."))
+                body += [f"**Assigned:** {cell(a.chosen.label)}: meets every requirement and ranks first.", "",
+                         _evidence_table(a.chosen), ""]
             if a.fallbacks:
-                out.append("**Fallback chain** (eligible, in rank order):")
-                out.append("")
-                for i, c in enumerate(a.fallbacks, 1):
-                    out.append(f"{i}. {cell(c.label)}")
-                out.append("")
+                body += ["**Fallback chain** (eligible, in rank order): "
+                         + " → ".join(cell(c.label) for c in a.fallbacks), ""]
+            unmeasured = [c for c in a.rejected if c.state == "not measured"]
             for c in a.rejected:
-                out.append(f"**Rejected:** {cell(c.label)}: {cell(', '.join(c.reasons))}")
-                out.append("")
-                out.append(_evidence_table(c))
-                out.append("")
+                if c.state == "not measured":
+                    continue
+                body += [f"**{cell(c.state.capitalize())}:** {cell(c.label)}: {cell(', '.join(c.reasons))}", "",
+                         _evidence_table(c), ""]
+            if unmeasured:
+                body += ["**Not measured** (no artifact for any requirement): "
+                         + ", ".join(cell(c.label) for c in unmeasured), ""]
+            title = f"{role_name} on {a.host_id or 'no host with speed data'}: {a.status}"
+            kind = "success" if a.chosen else ("warning" if a.status == "not resolved" else "note")
+            # folded: <details> through md_in_html (the Markdown inside is rendered)
+            out += [f'<details class="{kind}" markdown="1">', f"<summary>{html_escape(title)}</summary>", "",
+                    "\n".join(body), "", "</details>", ""]
     return "\n".join(out)
 
 
@@ -317,8 +357,15 @@ def roles_page_from_data() -> str:
 def decision_rules() -> str:
     """How the recommender decides (for the Roles page), from the code's own declarations."""
     reasons = ", ".join(f"*{r}*" for r in roles_mod.REASONS)
-    return (f"Every requirement is checked against artifacts only. A candidate that fails one is rejected with "
-            f"every reason that applies ({reasons}); a requirement with no artifact is *no data*, never a guess. "
+    return (f"Every requirement is checked against artifacts only, with its uncertainty. A quality floor is met "
+            "when the Wilson CI95 lower bound of the pass rate reaches it and failed when the upper bound stays below "
+            "it (a 100% floor, which no lower bound reaches, allows no failed item); a speed floor is met when the "
+            "CI95 lower bound of the mean reaches it (a ceiling: the upper bound) and failed when the whole interval "
+            "misses it. Between the two the requirement is *not resolved*, and the page says about how many more "
+            "items (or repetitions) at the observed rate would settle it. A role checks only what it needs: the "
+            "degeneration check applies to roles with quality requirements. Scores of different prompt styles are "
+            "never pooled (a requirement reads one style: the one it names, else the one with the most items). "
+            f"Reasons: {reasons}; a requirement with no artifact is *no data*, never a guess. "
             "Quality comes from quality runs of the same configuration (model file and the settings that can "
             "change the output) on any host; speed and memory from speed runs on the host being assigned. "
             "Eligible candidates are ranked by the role's preference (speed: its first speed requirement's "
@@ -340,3 +387,148 @@ def sandbox_layers() -> str:
     from runtime.quality import sandbox
 
     return ", ".join(code(x) for x in sandbox.isolation_layers())
+
+
+# -- quantization ladder --------------------------------------------------------------------
+def _pm(v: Any, se: Any, decimals: int = 3) -> str:
+    if v is None or (isinstance(v, float) and pd.isna(v)):
+        return "—"
+    return f"{v:,.{decimals}f} ± {se:,.{decimals}f}" if se is not None and not pd.isna(se) else f"{v:,.{decimals}f}"
+
+
+def _speed_cell(s: Any) -> str:
+    if not s:
+        return "not measured"
+    return (f"{link(num(s['mean'], 1), run_link(s['id']))}<br><small>CI95 {num(s['ci95_low'], 1)}–{num(s['ci95_high'], 1)}, "
+            f"n={s['n']}</small>")
+
+
+def ladder_chart(frame: pd.DataFrame, x: str, x_title: str) -> Any:
+    """Perplexity (± SE) against size or speed: one point per variant, error bars both ways where known."""
+    import altair as alt
+
+    rows = []
+    for _, r in frame.iterrows():
+        if x == "size_mib":
+            xv, xlo, xhi = r["size_bytes"] / 2**20, None, None
+        else:
+            s = r[x]
+            if not s:
+                continue
+            xv, xlo, xhi = s["mean"], s["ci95_low"], s["ci95_high"]
+        rows.append({"variant": f"{r['model']} ({r['quantization']})", "x": xv, "x_lo": xlo if xlo is not None else xv,
+                     "x_hi": xhi if xhi is not None else xv, "ppl": r["ppl"], "ppl_lo": r["ppl"] - r["ppl_se"],
+                     "ppl_hi": r["ppl"] + r["ppl_se"], "kld": r["kld"] if pd.notna(r["kld"]) else None,
+                     "id": r["ppl_id"]})
+    df = pd.DataFrame(rows)
+    if df.empty:
+        return None
+    base = alt.Chart(df)
+    scale = alt.Scale(zero=False)
+    pts = base.mark_point(filled=True, size=90).encode(
+        x=alt.X("x:Q", title=x_title, scale=scale), y=alt.Y("ppl:Q", title="perplexity (± SE, lower is better)", scale=scale),
+        color=alt.Color("variant:N", legend=alt.Legend(orient="bottom", columns=1, title=None)),
+        tooltip=["variant:N", alt.Tooltip("x:Q", format=",.1f", title=x_title), alt.Tooltip("ppl:Q", format=".3f"),
+                 alt.Tooltip("kld:Q", format=".5f", title="KLD vs source"), alt.Tooltip("id:N", title="artifact")])
+    ey = base.mark_rule().encode(x="x:Q", y="ppl_lo:Q", y2="ppl_hi:Q", color=alt.Color("variant:N", legend=None))
+    ex = base.mark_rule().encode(x="x_lo:Q", x2="x_hi:Q", y="ppl:Q", color=alt.Color("variant:N", legend=None))
+    return (ey + ex + pts).properties(width="container", height=260)
+
+
+def ladder_section(frame: pd.DataFrame) -> str:
+    """The trade-off table and charts of the quantization ladder (one row / point per model file)."""
+    if frame.empty:
+        return admonition("info", "No quantization ladder measured yet",
+                          "Run `invoke quality.ladder`, `invoke bench --matrix ladder` and "
+                          "`invoke quality --matrix quality-ladder`.")
+    # a trade-off needs two points: a score column is shown when at least two files have it
+    counts: dict[str, int] = {}
+    for sc in frame["scores"]:
+        for k in sc:
+            counts[k] = counts.get(k, 0) + 1
+    score_cols = sorted(k for k, v in counts.items() if v >= 2 or len(frame) == 1)
+    head = ["model", "quant", "file", "PPL ± SE", "KLD vs source ± SE", "same top token", "pp512 t/s", "tg128 t/s",
+            "peak RSS"] + [code(c) for c in score_cols]
+    rows = []
+    for _, r in frame.iterrows():
+        d = r["derived"] or None
+        origin = (f"<br><small>requantized from {cell(d['from'])} ({code(d['source_sha256'][:12])}): "
+                  f"{code(d['command'])}</small>" if d else "<br><small>packaged</small>")
+        has_kld = isinstance(r["kld_id"], str)  # pandas turns a missing value into NaN
+        kld = link(_pm(r["kld"], r["kld_se"], 4), f"perplexity-runs/{r['kld_id']}.md") if has_kld else "reference"
+        same = f"{100 * r['same_top']:.1f} ± {100 * r['same_top_se']:.1f}%" if has_kld else "—"
+        cells = []
+        for c in score_cols:
+            s = r["scores"].get(c)
+            if not s:
+                cells.append("not measured")
+                continue
+            chance = f", chance {_pct(s['chance'])}" if s.get("chance") is not None else ""
+            cells.append(link(f"{_pct(s['pass_rate'])} ({s['passed']}/{s['n']})", quality_link(s["id"]))
+                         + f"<br><small>CI95 {_ci(s['ci95_low'], s['ci95_high'])}{chance}</small>")
+        rows.append([cell(r["model"]) + origin, code(r["quantization"]), roles_mod.nbytes(r["size_bytes"]),
+                     link(_pm(r["ppl"], r["ppl_se"]), f"perplexity-runs/{r['ppl_id']}.md"), kld, same,
+                     _speed_cell(r["pp512"]), _speed_cell(r["tg128"]),
+                     roles_mod.nbytes(r["peak_rss_bytes"]) if pd.notna(r["peak_rss_bytes"]) and r["peak_rss_bytes"] else "—"]
+                    + cells)
+    r0 = frame.iloc[0]
+    speed_host = f"speed on `{r0['speed_host']}`; " if r0.get("speed_host") else ""
+    out = [f"Perplexity on `{r0['text']}` ({int(r0['n_tokens']):,} scored tokens, n_ctx {r0['n_ctx']}, "
+           "llama-perplexity's chunking; ± is the standard error of the mean). KL-divergence and top-token "
+           f"agreement are measured against the file each variant was requantized from; {speed_host}scores are per suite "
+           "and prompt style (never merged across styles), with the Wilson CI95 and the chance level.", "",
+           table(head, rows), ""]
+    for x, title in (("size_mib", "file size (MiB)"), ("tg128", "tg128 (tokens/s, CI95)")):
+        ch = ladder_chart(frame, x, title)
+        if ch is not None:
+            out.append(charts.embed(ch, caption=f"Perplexity against {title}: one point per variant, with its intervals."))
+            out.append("")
+    return "\n".join(out)
+
+
+def ladder_from_data() -> str:
+    from .. import perplexity as ppl_mod
+    from ..runs import load_runs
+
+    return ladder_section(ppl_mod.ladder_frame(ppl_mod.load_perplexity(), load_runs(), quality_mod.load_quality()))
+
+
+def perplexity_run_page(doc: dict[str, Any]) -> str:
+    """One perplexity artifact: inputs, the figures with their standard errors, per-chunk values."""
+    r = doc["results"] or {}
+    ref = doc["reference"]
+    out = [f"# Perplexity {cell(doc['id'])}", "",
+           f"**Model:** {cell(doc['model']['name'])} ({code(doc['model']['quantization'] or '?')}, "
+           f"{code(doc['model']['sha256'][:12])})  ",
+           f"**Reference:** {cell(ref['name']) + ' (' + code(ref['sha256'][:12]) + ')' if ref else 'none'}  ",
+           f"**Text:** {cell(doc['text']['name'])} ({cell(doc['text']['source'])}; licence: {cell(doc['text']['licence'])})  ",
+           f"**Method:** n_ctx {doc['method']['n_ctx']}, {doc['method']['n_chunk']} chunks, "
+           f"{doc['method']['scored_per_chunk']} scored tokens per chunk; {cell(doc['method']['anchor'])}  ",
+           f"**Host:** {code(doc['host']['id'])}, status {cell(doc['status'])}", ""]
+    if doc["status"] != "ok":
+        out.append(admonition("failure", "Run failed", cell((doc.get("error") or {}).get("message", ""))))
+        return "\n".join(out)
+    rows = [["PPL", _pm(r["ppl"], r["ppl_se"], 4)], ["mean NLL", _pm(r["nll_mean"], r["nll_se"], 5)],
+            ["scored tokens", num(r["n_scored_tokens"], 0)]]
+    if ref:
+        rows += [["PPL of the reference", _pm(r["ppl_reference"], r["ppl_reference_se"], 4)],
+                 ["ln(PPL / PPL ref)", _pm(r["ln_ppl_ratio"], r["ln_ppl_ratio_se"], 5)],
+                 ["mean KLD", _pm(r["kld_mean"], r["kld_se"], 6)], ["median KLD", num(r["kld_median"], 6)],
+                 ["99th percentile KLD", num(r["kld_p99"], 6)], ["maximum KLD", num(r["kld_max"], 6)],
+                 ["same top token", f"{100 * r['same_top']:.2f} ± {100 * r['same_top_se']:.2f}%"]]
+    out += [table(["figure", "value"], rows), "", "??? note \"Per chunk\"", ""]
+    chunk_rows = [[num(c["index"], 0), num(c["n"], 0), num(c["ppl"], 3)]
+                  + ([num(c.get("kld_mean"), 5), f"{100 * c['same_top']:.1f}%"] if ref else []) for c in doc["chunks"]]
+    sub = table(["chunk", "tokens", "PPL"] + (["mean KLD", "same top"] if ref else []), chunk_rows)
+    out += ["    " + line for line in sub.splitlines()]
+    return "\n".join(out)
+
+
+def perplexity_index(docs: list[dict[str, Any]]) -> str:
+    rows = []
+    for d in sorted(docs, key=lambda d: (d["created"], d["id"]), reverse=True):
+        r = d["results"] or {}
+        rows.append([link(d["id"], f"{d['id']}.md"), cell(d["created"]), code(d["host"]["id"]), cell(d["model"]["name"]),
+                     cell((d["reference"] or {}).get("name") or "—"), _pm(r.get("ppl"), r.get("ppl_se"), 3),
+                     _pm(r.get("kld_mean"), r.get("kld_se"), 5), cell(d["status"])])
+    return table(["artifact", "created", "host", "model", "reference", "PPL ± SE", "KLD ± SE", "status"], rows)

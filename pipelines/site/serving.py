@@ -70,8 +70,9 @@ def _pct(d: dict[str, Any], key: str, decimals: int = 1) -> str:
 def level_table(sw: dict[str, Any]) -> str:
     headers = ["clients", "requests", "ok", "errors", "aggregate output (t/s)", "× level 1", "effective parallelism",
                "TTFT p50 / p95 (ms)", "TPOT p50 / p95 (ms)", "E2E p50 / p95 / p99 (ms)", "p95 multiplier",
-               "goodput (req/s)", "SLO attainment", "meets SLOs"]
+               "goodput (req/s)", "SLO attainment", "meets SLOs", "E2E CI95 ± (precision)"]
     rows = []
+    prec = sw.get("precision") or {}
     for r in sw["sweep"]["levels"]:
         errs = num(r["errors"], 0)
         if r["error_reasons"]:
@@ -84,8 +85,22 @@ def level_table(sw: dict[str, Any]) -> str:
             f"{_pct(r['e2e_ms'], 'median')} / {_pct(r['e2e_ms'], 'p95')} / {_pct(r['e2e_ms'], 'p99')}",
             num(r["p95_multiplier"], 2), num(r["goodput_rps"], 3),
             f"{num(100 * r['slo_attainment'], 0)}%" if r["slo_attainment"] is not None else "—",
-            "yes" if r["meets_slo"] else "no"])
-    return table(headers, rows, ["r"] * 13 + ["l"])
+            "yes" if r["meets_slo"] else "no", _level_precision(prec.get(int(r["level"])))])
+    return table(headers, rows, ["r"] * 13 + ["l", "l"])
+
+
+def _level_precision(p: dict[str, Any] | None) -> str:
+    """The level's E2E CI95 half-width and whether it met its target (or that the count was fixed)."""
+    if not p:
+        return "—"
+    hw = p.get("half_width_rel")
+    got = f"±{num(hw * 100, 1)}%" if hw is not None else "—"
+    if p.get("target_rel") is None:
+        return f"{got} <small>(fixed count: measured before repeat-to-precision)</small>"
+    if p.get("met"):
+        return f"{got} (target ±{num(p['target_rel'] * 100, 0)}% met)"
+    why = {"max_repetitions": "count ceiling", "max_time_s": "time ceiling"}.get(p.get("stop_reason"), cell(p.get("stop_reason")))
+    return f"{got} (**target ±{num(p['target_rel'] * 100, 0)}% not met**: {why})"
 
 
 def concurrency_frame(sws: list[dict[str, Any]]) -> pd.DataFrame:

@@ -62,6 +62,10 @@ class Backend(abc.ABC):
     name: ClassVar[str]
     settings_class: ClassVar[type[BackendSettings]]
     test_kinds: ClassVar[tuple[str, ...]]
+    #: How quality items can be put to a model through this backend: ``chat`` (messages
+    #: through the chat template), ``completion`` (raw text continued), ``loglikelihood``
+    #: (log-probabilities of given continuations; needs the logits).
+    prompt_styles: ClassVar[tuple[str, ...]] = ("chat",)
 
     def __init__(self, model: ModelRef | None, settings: BackendSettings):
         self.model = model
@@ -96,6 +100,17 @@ class Backend(abc.ABC):
     def log_facts(log: str) -> dict[str, Any]:
         """Facts the backend's own log states about what really ran (merged into effective settings)."""
         return {}
+
+    def complete(self, prompt: str, *, max_tokens: int, stop: list[str], temperature: float = 0.0,
+                 seed: int = 0) -> dict[str, Any]:
+        """Continue raw text (prompt style ``completion``): {'text', 'prompt_tokens', 'output_tokens',
+        'e2e_ms', 'finish_reason'}."""
+        raise UnsupportedTest(f"backend {self.name} has no completion prompt style")
+
+    def loglikelihood(self, context: str, continuations: list[str]) -> list[dict[str, Any]]:
+        """log p(continuation | context) per continuation (prompt style ``loglikelihood``):
+        [{'logprob', 'n_tokens', 'is_greedy', 'n_bytes'}]."""
+        raise UnsupportedTest(f"backend {self.name} has no loglikelihood prompt style")
 
     def close(self) -> None:
         """Free what load() took."""

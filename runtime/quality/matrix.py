@@ -42,6 +42,8 @@ class SuiteRef(BaseModel):
     suite: str = Field(..., description="Suite name in data/suites/ or a path.")
     sample: int | None = Field(None, ge=1, description="Seeded sample size (default: every item).")
     generation: dict[str, Any] = Field(default_factory=dict, description="Generation overrides for this suite.")
+    prompt_style: str | None = Field(None, description="chat, completion or loglikelihood (default: the model's "
+                                     "most preferred style that the suite and the backend support).")
 
 
 class QualityMatrixFile(BaseModel):
@@ -74,6 +76,35 @@ class QualityConfiguration:
     seed: int
     generation: suites_mod.Generation
     timeout_s: float
+    prompt_style: str = "chat"
+
+
+def choose_style(ref: SuiteRef, suite: suites_mod.Suite, model: str, model_styles: list[str],
+                 backend_styles: tuple[str, ...], backend: str) -> str:
+    """The prompt style of one (model, suite): the one asked for, else the model's most preferred
+    style that the suite and the backend support; ConfigError (one line) when there is none."""
+    usable = [st for st in model_styles if st in backend_styles]
+    if ref.prompt_style is not None:
+        if ref.prompt_style not in suite.prompt_styles:
+            raise ValueError(f"suite {suite.name!r} declares no prompt style {ref.prompt_style!r} "
+                             f"(it declares: {', '.join(suite.prompt_styles)})")
+        if ref.prompt_style not in usable:
+            raise ValueError(f"model {model!r} with backend {backend} has no prompt style {ref.prompt_style!r} "
+                             f"(it supports: {', '.join(usable) or 'none'})")
+        return ref.prompt_style
+    for st in usable:
+        if st in suite.prompt_styles:
+            return st
+    raise ValueError(f"suite {suite.name!r} declares prompt styles [{', '.join(suite.prompt_styles)}]; model {model!r} "
+                     f"with backend {backend} supports [{', '.join(usable)}]: none in common")
+
+
+def model_styles(name: str) -> list[str]:
+    """The model's prompt styles from the registry (no file is fetched); [chat] for a bare path."""
+    from .. import models
+
+    entry = models.load_registry().models.get(name)
+    return list(entry.prompt_styles or ["chat"]) if entry is not None else ["chat"]
 
 
 @dataclass(frozen=True)
@@ -126,13 +157,20 @@ def load(name_or_path: str | Path) -> QualityMatrix:
     keys = list(spec.sweep)
     combos = list(itertools.product(*(spec.sweep[k] for k in keys))) or [()]
     cfgs: list[QualityConfiguration] = []
+    backend_styles = tuple(getattr(backends.backend_class(spec.backend), "prompt_styles", ("chat",)))
     for model in spec.models:
+        styles = model_styles(model)
         for combo in combos:
             swept = dict(zip(keys, combo))
             settings = _validate_settings(cls, {**spec.settings, **swept}, path, swept)
             for i, (ref, suite) in enumerate(zip(spec.suites, loaded)):
+                try:
+                    style = choose_style(ref, suite, model, styles, backend_styles, spec.backend)
+                except ValueError as exc:
+                    raise ConfigError(str(exc), file=src, field=f"suites[{i}]") from None
+                styled = suite.for_style(style)
                 gen = _generation(suite.generation, spec.generation, ref.generation, src=src, field=f"suites[{i}].generation")
-                cfgs.append(QualityConfiguration(spec.name, src, spec.backend, model, settings, swept, suite,
-                                                 suite.sample(ref.sample, spec.seed), ref.sample, spec.seed, gen,
-                                                 spec.timeout_s))
+                cfgs.append(QualityConfiguration(spec.name, src, spec.backend, model, settings, swept, styled,
+                                                 styled.sample(ref.sample, spec.seed), ref.sample, spec.seed, gen,
+                                                 spec.timeout_s, style))
     return QualityMatrix(path, spec, cfgs)

@@ -1,5 +1,9 @@
 """Run a quality matrix: generate in a child process, score in this one, write one artifact each.
 
+Each (model, settings, suite) is a ``runtime.runner.Scenario`` run by ``runner.execute``,
+the same loop as speed tests: one skip / resume / retry path, one child-process runner,
+one atomic write, and ids in the one format of ``runtime.record.run_id``.
+
 For every (model, settings, suite) configuration: the seeded sample of items goes to a
 child process (``runtime.quality.worker`` through ``runtime.runner.run_child``: crash,
 abort and timeout isolation, log and peak RSS captured); the outputs come back; each is
@@ -26,7 +30,7 @@ from typing import Any, Callable
 from pipelines.degeneration import VERSION as DEGENERATION_VERSION
 from pipelines.degeneration import detect
 
-from .. import __version__, artifacts, backends, models, stats
+from .. import __version__, artifacts, backends, models, record, stats
 from .. import host as hostinfo
 from ..paths import data_dir, relpath
 from .. import runner
@@ -50,6 +54,8 @@ def config_key(cfg: QualityConfiguration, ref: models.ModelRef, settings: dict[s
              "items": [it.id for it in cfg.items], "generation": cfg.generation.model_dump(mode="json"),
              "host": host_id, "method": METHOD_VERSION, "scorers": {s: scorers.get(s).version for s in used},
              "degeneration": DEGENERATION_VERSION}
+    if cfg.prompt_style != "chat":  # chat keys stay as before prompt styles existed (resume keeps working)
+        ident["prompt_style"] = cfg.prompt_style
     return hashlib.sha256(json.dumps(ident, sort_keys=True, default=str).encode()).hexdigest()
 
 
@@ -76,10 +82,17 @@ def summarize_items(items: list[dict[str, Any]]) -> dict[str, Any]:
         for t in it.get("tags") or []:
             tags.setdefault(t, []).append(it["passed"])
     degenerate = sum(1 for it in items if it["degeneration"]["degenerate"])
+    chances = [it["details"].get("chance") for it in items]
+    if not chances or any(c is None for c in chances):
+        chances = [1.0 / len(it["check"].get("letters", "ABCD")) if it["scorer"] == "multiple_choice" else None for it in items]
+    norm = [it["details"]["acc_norm"] for it in items if "acc_norm" in it["details"]]
     timing = [it["timing"] for it in items]
     return {
         **_rate(passed, n),
         "by_tag": {t: _rate(sum(v), len(v)) for t, v in sorted(tags.items())},
+        # multiple choice: the rate a guess gets (mean of 1 / number of choices), and acc_norm
+        "chance": _mean(chances) if chances and all(c is not None for c in chances) else None,
+        "acc_norm": _rate(sum(norm), len(norm)) if norm and len(norm) == n else None,
         "degenerate": degenerate,
         "degenerate_rate": degenerate / n if n else None,
         "generation_errors": sum(1 for it in items if it.get("error")),
@@ -101,12 +114,13 @@ def score_items(cfg: QualityConfiguration, records: list[dict[str, Any]]) -> lis
         text = rec.get("text") or ""
         t0 = time.perf_counter()
         sc = scorers.get(it.scorer)
-        verdict = sc(it.check, text)
+        verdict = sc(it.check, rec["loglik"] if it.style == "loglikelihood" and "loglik" in rec else text)
         system = next((m["content"] for m in it.messages if m["role"] == "system"), None)
         out.append({
             "id": it.id,
             "tags": it.tags,
             "prompt": it.prompt,
+            "prompt_style": it.style,
             "system": system,
             "expected": it.expected,
             "scorer": it.scorer,
@@ -156,14 +170,15 @@ def build_artifact(*, cfg: QualityConfiguration, ref: models.ModelRef, settings:
     doc = {
         "artifact": "quality",
         "schema_version": artifacts.ARTIFACT_TYPES["quality"].version,
-        "id": f"q{key[:12]}-{created.strftime('%Y%m%dT%H%M%SZ')}",
+        "id": record.run_id(key, created),  # the one id format (runtime.record)
         "key": key,
         "created": created.isoformat(timespec="seconds"),
         "status": status,
         "error": error,
         "matrix": {"name": cfg.matrix, "file": cfg.matrix_file},
         "backend": cfg.backend,
-        "suite": {"name": cfg.suite.name, "version": cfg.suite.version, "category": cfg.suite.category,
+        "prompt_style": cfg.prompt_style,
+        "suite": {"name": cfg.suite.name, "prompt_styles": list(cfg.suite.prompt_styles), "version": cfg.suite.version, "category": cfg.suite.category,
                   "description": cfg.suite.description, "file": relpath(cfg.suite.path),
                   "includes": cfg.suite.includes, "content_sha256": cfg.suite.content_sha256,
                   "n_items_in_suite": len(cfg.suite.items), "source": cfg.suite.source_info,
@@ -195,7 +210,9 @@ def build_artifact(*, cfg: QualityConfiguration, ref: models.ModelRef, settings:
 def artifact_path(doc: dict[str, Any], root: Path | None = None) -> Path:
     root = root or quality_dir()
     stamp = doc["id"].split("-", 1)[1]
-    return root / doc["host"]["id"] / hostinfo.slug(doc["model"]["name"]) / f"{doc['suite']['name']}--{doc['key'][:16]}-{stamp}.json"
+    style = doc.get("prompt_style") or "chat"
+    name = doc["suite"]["name"] if style == "chat" else f"{doc['suite']['name']}.{style}"
+    return root / doc["host"]["id"] / hostinfo.slug(doc["model"]["name"]) / f"{name}--{doc['key'][:16]}-{stamp}.json"
 
 
 QualityReport = runner.MatrixReport  # the same record: measured, skipped, failed
@@ -223,28 +240,25 @@ def run_quality_matrix(name_or_path: str, *, force: bool = False, retry_failed: 
 
     clean_stale_job_dirs()  # job folders of runners that crashed
     emit("start", {"matrix": m.name, "total": len(m.configurations), "host": host["id"]})
-    for i, cfg in enumerate(m.configurations, 1):
-        ref = refs[cfg.model]
-        settings = merged_settings(cfg, ref)
-        bversion = backends.version(cfg.backend)
-        key = config_key(cfg, ref, settings.model_dump(mode="json"), host["id"], bversion)
-        label = {"index": i, "total": len(m.configurations), "model": cfg.model, "suite": cfg.suite.name,
-                 "items": len(cfg.items), "swept": cfg.swept}
-        found = runner.last_valid(key, root or quality_dir(), emit, artifacts.load) if not force else None  # corrupt: set aside
-        if found is not None:
-            last_path, last = found
-            if last["status"] == "ok" or not retry_failed:
-                report.skipped.append(last_path)
-                emit("skip", {**label, "path": relpath(last_path), "status": last["status"]})
-                continue
-        emit("run", label)
-        job = {"backend": cfg.backend, "model": ref.to_dict(), "settings": settings.model_dump(mode="json"),
-               "generation": cfg.generation.model_dump(mode="json"), "items": [it.to_dict() for it in cfg.items]}
-        outcome = run_child(job, cfg.timeout_s, module="runtime.quality.worker")
-        doc = build_artifact(cfg=cfg, ref=ref, settings=settings, host=host, key=key, backend_version=bversion,
-                             outcome=outcome)
-        path = artifacts.write(artifact_path(doc, root), doc)
-        (report.measured if doc["status"] == "ok" else report.failed).append(path)
-        emit("done", {**label, "path": relpath(path), "status": doc["status"], "summary": doc["summary"],
-                      "error": doc["error"]})
-    return report
+
+    def scenarios():
+        for i, cfg in enumerate(m.configurations, 1):
+            ref = refs[cfg.model]
+            settings = merged_settings(cfg, ref)
+            bversion = backends.version(cfg.backend)
+            key = config_key(cfg, ref, settings.model_dump(mode="json"), host["id"], bversion)
+            job = {"backend": cfg.backend, "model": ref.to_dict(), "settings": settings.model_dump(mode="json"),
+                   "generation": cfg.generation.model_dump(mode="json"), "items": [it.to_dict() for it in cfg.items]}
+
+            def build(outcome, cfg=cfg, ref=ref, settings=settings, key=key, bversion=bversion):
+                return build_artifact(cfg=cfg, ref=ref, settings=settings, host=host, key=key, backend_version=bversion,
+                                      outcome=outcome)
+
+            yield runner.Scenario(key=key, root=root or quality_dir(), module="runtime.quality.worker", job=job,
+                                  timeout_s=cfg.timeout_s,
+                                  label={"index": i, "total": len(m.configurations), "model": cfg.model,
+                                         "suite": cfg.suite.name, "prompt_style": cfg.prompt_style,
+                                         "items": len(cfg.items), "swept": cfg.swept},
+                                  build=build, path=lambda doc: artifact_path(doc, root))
+
+    return runner.execute(scenarios(), report, emit, force=force, retry_failed=retry_failed)

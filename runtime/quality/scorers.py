@@ -441,6 +441,45 @@ def _code_exec(check: CodeExecCheck, output: str) -> Score:
                           "isolation": res.isolation})
 
 
+# -- multiple choice by log-likelihood -----------------------------------------------------
+class LoglikChoiceCheck(Check):
+    answer: int = Field(..., ge=0, description="Index of the correct choice.")
+    choices: list[str] = Field(..., min_length=2, description="The choices (the continuations are ' ' + choice).")
+
+    @model_validator(mode="after")
+    def _answer_offered(self) -> "LoglikChoiceCheck":
+        if self.answer >= len(self.choices):
+            raise ValueError(f"answer {self.answer} is not the index of one of the {len(self.choices)} choices")
+        return self
+
+
+@register("mc_loglik", 1, "Multiple choice by log-likelihood (lm-evaluation-harness): the choice whose continuation "
+          "has the highest summed log-probability given the context is the answer (acc); acc_norm divides by the "
+          "continuation's length in bytes.", LoglikChoiceCheck)
+def _mc_loglik(check: LoglikChoiceCheck, output: Any) -> Score:
+    rows = json.loads(output) if isinstance(output, str) else output
+    if not isinstance(rows, list) or len(rows) != len(check.choices):
+        return Score(False, {"error": "no log-likelihood for every choice"})
+    lps = [float(r["logprob"]) for r in rows]
+    norm = [float(r["logprob"]) / max(1, int(r["n_bytes"])) for r in rows]
+    pick = max(range(len(lps)), key=lps.__getitem__)
+    pick_norm = max(range(len(norm)), key=norm.__getitem__)
+    return Score(pick == check.answer, {"logprobs": [round(x, 4) for x in lps], "n_tokens": [r["n_tokens"] for r in rows],
+                                        "chosen": pick, "chosen_norm": pick_norm, "acc_norm": pick_norm == check.answer,
+                                        "is_greedy": [bool(r.get("is_greedy")) for r in rows],
+                                        "chance": 1.0 / len(check.choices)})
+
+
+@register("choice_text", 1, "Multiple choice answered in words (completion style): the output's first line, "
+          "normalised, must equal the correct choice; an output that is no choice counts as wrong.", LoglikChoiceCheck)
+def _choice_text(check: LoglikChoiceCheck, output: str) -> Score:
+    first = normalize(output.strip().splitlines()[0] if output.strip() else "")
+    names = [normalize(c) for c in check.choices]
+    chosen = names.index(first) if first in names else None
+    return Score(chosen == check.answer, {"normalized_output": first[:200], "chosen": chosen,
+                                          "chance": 1.0 / len(check.choices)})
+
+
 # -- IFBench --------------------------------------------------------------------------------
 class IFBenchCheck(Check):
     instruction_id_list: list[str] = Field(..., min_length=1)

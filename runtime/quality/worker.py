@@ -5,7 +5,9 @@
 or an abort in llama.cpp ends only this process and its log and peak RSS are captured the
 same way as a speed run's).
 
-Each item is one streamed chat request through the backend's own ``chat`` test kind
+A ``loglikelihood`` item asks the backend for the log-probability of each choice;
+a ``completion`` item has its raw text continued (``Backend.complete``). A ``chat`` item
+is one streamed chat request through the backend's own ``chat`` test kind
 (``ChatTest`` with one request and no warm-up), so a quality run uses exactly the
 template, sampler and timing code of a speed run. The result file is rewritten after
 every item: a timeout or a crash keeps the items already generated. This process never
@@ -50,10 +52,21 @@ def run_job(job: dict[str, Any], out_path: Path) -> dict[str, Any]:
         _save(out_path, result)
         for item in job["items"]:
             started = time.perf_counter()
+            style = item.get("style") or "chat"
             try:
-                res = backend.run(chat_test(item))
-                rec = dict(res.samples["requests"][0])
-                rec.pop("itl_ms", None)
+                if style == "loglikelihood":
+                    rows = backend.loglikelihood(item["text"], item["continuations"])
+                    best = max(range(len(rows)), key=lambda i: rows[i]["logprob"])
+                    rec = {"loglik": rows, "text": item["continuations"][best].strip(),
+                           "prompt_tokens": None, "output_tokens": 0}
+                elif style == "completion":
+                    rec = backend.complete(item["text"], max_tokens=item.get("max_tokens") or gen["max_tokens"],
+                                           stop=item.get("stop") or [], temperature=gen["temperature"],
+                                           seed=getattr(settings, "seed", 0) or 0)
+                else:
+                    res = backend.run(chat_test(item))
+                    rec = dict(res.samples["requests"][0])
+                    rec.pop("itl_ms", None)
                 rec["error"] = None
             except Exception as exc:  # one bad item (e.g. a prompt longer than the context) does not end the run
                 rec = {"text": "", "error": f"{type(exc).__name__}: {exc}"}

@@ -92,7 +92,8 @@ def run_doc(*, test: dict[str, Any], metrics: dict[str, list[float]], model: str
 
 
 def host_doc(gbs: dict[int, list[float]], *, host: dict | None = None, created: str = "2026-01-01T00:00:00+00:00",
-             kind: str = "memory_bandwidth") -> dict[str, Any]:
+             kind: str = "memory_bandwidth", read: dict[int, list[float]] | None = None,
+             llc_bytes: int | None = None) -> dict[str, Any]:
     host = host or HOST
     stamp = created[:19].replace("-", "").replace(":", "") + "Z"
     doc = {
@@ -102,6 +103,11 @@ def host_doc(gbs: dict[int, list[float]], *, host: dict | None = None, created: 
         "bandwidth": [{"threads": t, "samples_gbs": v, "summary": stats.summarize(v)} for t, v in sorted(gbs.items())],
         "conditions": {"loadavg_1m_before": 0.1, "loadavg_1m_after": 0.1, "logical_cores": 2},
     }
+    if read is not None:
+        doc["read_bandwidth"] = [{"threads": t, "samples_gbs": v, "summary": stats.summarize(v)} for t, v in sorted(read.items())]
+        doc["probe"].update(read_method="fixture read", read_bytes_counted="read")
+    if llc_bytes is not None:
+        doc["probe"]["llc_bytes"] = llc_bytes
     artifacts.validate(doc)
     return doc
 

@@ -21,8 +21,10 @@ import time
 from importlib import metadata as importlib_metadata
 from typing import Any
 
+from ... import llamacpp_lib
 from ...errors import ConfigError, UserError
 from ...generation import GenerateTest
+from ...precision import Repeater
 from ...workloads import ChatTest, RateTest, TestSpec
 from ..base import Backend, TestResult, UnsupportedTest
 from . import experts, speculative
@@ -96,6 +98,20 @@ def memory_from_log(log: str) -> dict[str, dict[str, float]]:
     return out
 
 
+def resolve_extra_bufts(settings: LlamaCppSettings, policy: dict[str, Any]) -> bool:
+    """The setting when given; null: the process-wide policy (runtime.llamacpp_lib: off where AMX is compiled in)."""
+    return settings.extra_bufts if settings.extra_bufts is not None else bool(policy.get("use_extra_bufts", True))
+
+
+def _with_extra_bufts(default_params: Any, value: bool) -> Any:
+    def params() -> Any:
+        p = default_params()
+        p.use_extra_bufts = value
+        return p
+
+    return params
+
+
 def physical_cores() -> int:
     import psutil
 
@@ -120,6 +136,7 @@ class LlamaCppBackend(Backend):
     name = "llama_cpp"
     settings_class = LlamaCppSettings
     test_kinds = ("rate", "chat", "generate")
+    prompt_styles = ("chat", "completion", "loglikelihood")
 
     def __init__(self, model, settings: LlamaCppSettings):
         super().__init__(model, settings)
@@ -127,6 +144,7 @@ class LlamaCppBackend(Backend):
         self.n_ctx: int | None = None
         self.draft: Any = None  # speculative decoding's draft (prompt lookup or a second Llama)
         self.draft_facts: dict[str, Any] = {}
+        self.lib_policy: dict[str, Any] = {}
 
     # -- load ---------------------------------------------------------------------------
     def load(self, test: TestSpec | None = None) -> dict[str, Any]:
@@ -135,6 +153,7 @@ class LlamaCppBackend(Backend):
 
         s = self.settings
         install_log_capture()
+        self.lib_policy = llamacpp_lib.apply()
         rss_before_model = _rss_bytes()  # the process with llama.cpp's libraries, before the model (memory planner)
         self.n_ctx = effective_n_ctx(s, test) if test is not None else (s.n_ctx or 4096)
         n_threads, n_threads_batch = resolve_threads(s)
@@ -165,13 +184,17 @@ class LlamaCppBackend(Backend):
         # constructor runs (single-threaded child process; restored at once).
         inner = llama_module.llama_cpp
         saved = inner.LLAMA_FLASH_ATTN_TYPE_ENABLED
+        saved_params = inner.llama_model_default_params
         if s.flash_attn == "auto":
             inner.LLAMA_FLASH_ATTN_TYPE_ENABLED = inner.LLAMA_FLASH_ATTN_TYPE_AUTO
+        if s.extra_bufts is not None:  # an explicit setting over the process policy, for this constructor only
+            inner.llama_model_default_params = _with_extra_bufts(saved_params, s.extra_bufts)
         t0 = time.perf_counter()
         try:
             self.llm = llama_cpp.Llama(**kwargs)
         finally:
             inner.LLAMA_FLASH_ATTN_TYPE_ENABLED = saved
+            inner.llama_model_default_params = saved_params
         load_time = time.perf_counter() - t0
         if s.speculative != "none":  # after the target, so the log's first facts are the target's
             self._load_draft(kwargs)
@@ -190,12 +213,16 @@ class LlamaCppBackend(Backend):
             ref = resolve(s.draft_model)
         inner = llama_module.llama_cpp
         saved = inner.LLAMA_FLASH_ATTN_TYPE_ENABLED
+        saved_params = inner.llama_model_default_params
         if s.flash_attn == "auto":
             inner.LLAMA_FLASH_ATTN_TYPE_ENABLED = inner.LLAMA_FLASH_ATTN_TYPE_AUTO
+        if s.extra_bufts is not None:
+            inner.llama_model_default_params = _with_extra_bufts(saved_params, s.extra_bufts)
         try:
             self.draft, self.draft_facts = speculative.make_draft(s, self.llm, self.model.facts, ref, kwargs)
         finally:
             inner.LLAMA_FLASH_ATTN_TYPE_ENABLED = saved
+            inner.llama_model_default_params = saved_params
         self.llm.draft_model = self.draft
 
     def _effective(self, n_threads: int, n_threads_batch: int) -> dict[str, Any]:
@@ -227,6 +254,8 @@ class LlamaCppBackend(Backend):
             "kv_overrides": experts.kv_overrides(s, self.model.facts),
             "chat_format": self.llm.chat_format,
             "logits_all": s.speculative != "none",
+            "use_extra_bufts": resolve_extra_bufts(s, self.lib_policy),
+            "use_extra_bufts_reason": ("setting extra_bufts" if s.extra_bufts is not None else self.lib_policy["reason"]),
             **self.draft_facts,
         }
 
@@ -361,7 +390,9 @@ class LlamaCppBackend(Backend):
 
         samples_ns: list[int] = []
         perf: list[dict[str, float]] = []
-        for _ in range(reps):
+        n_tokens = test.n_prompt + test.n_gen
+        rep = Repeater(test.precision, reps, "tokens_per_second")
+        while rep.more():
             L.llama_memory_clear(mem, False)
             if test.n_depth:
                 decode_plan(prompt_plan(test.n_depth))
@@ -374,9 +405,9 @@ class LlamaCppBackend(Backend):
             if tg is not None:
                 decode_gen(tg)
             samples_ns.append(time.perf_counter_ns() - t0)
+            rep.add(n_tokens * 1e9 / samples_ns[-1])
             pd = L.llama_perf_context(ctx)
             perf.append({"t_p_eval_ms": pd.t_p_eval_ms, "n_p_eval": pd.n_p_eval, "t_eval_ms": pd.t_eval_ms, "n_eval": pd.n_eval})
-        n_tokens = test.n_prompt + test.n_gen
         samples_ts = [n_tokens * 1e9 / ns for ns in samples_ns]
         # llama.cpp's own counters, per repetition: its view of the same work.
         llama_ts = []
@@ -387,7 +418,7 @@ class LlamaCppBackend(Backend):
             metrics={"tokens_per_second": samples_ts},
             samples={"ns": samples_ns, "ts": samples_ts},
             details={"perf_counters": perf, "perf_counter_ts": llama_ts, "n_vocab": n_vocab, "add_bos": add_bos,
-                     "repetitions": reps, "warmup": warmup, "method": "llama-bench: C API decode loop, random tokens"},
+                     "repetitions": len(samples_ns), "warmup": warmup, "precision": rep.record(), "method": "llama-bench: C API decode loop, random tokens"},
         )
 
     def _run_chat(self, test: ChatTest) -> TestResult:
@@ -453,7 +484,17 @@ class LlamaCppBackend(Backend):
         warm = test.warmup_requests if test.warmup is not False else 0
         for i in range(warm):
             request(base_seed + 1000 + i)
-        records = [request(base_seed + i) for i in range(test.requests)]
+        rep = Repeater(test.precision, test.requests, "e2e_ms")
+        records = []
+        while rep.more():
+            records.append(request(base_seed + len(records)))
+            r = records[-1]
+            per_request = {"ttft_ms": r["ttft_ms"], "tpot_ms": r["tpot_ms"], "e2e_ms": r["e2e_ms"],
+                           "output_tokens": r["output_tokens"],
+                           "decode_tps": 1000.0 / r["tpot_ms"] if r["tpot_ms"] else None}
+            if rep.metric not in per_request:  # a metric a request does not carry: judged on E2E, and recorded so
+                rep.metric = "e2e_ms"
+            rep.add(per_request[rep.metric])
         metrics: dict[str, list[float]] = {
             "ttft_ms": [r["ttft_ms"] for r in records if r["ttft_ms"] is not None],
             "tpot_ms": [r["tpot_ms"] for r in records if r["tpot_ms"] is not None],
@@ -463,8 +504,28 @@ class LlamaCppBackend(Backend):
             "itl_ms": [g for r in records for g in r["itl_ms"]],
         }
         return TestResult(metrics=metrics, samples={"requests": records},
-                          details={"warmup_requests": warm, "prefix_cache": False,
+                          details={"warmup_requests": warm, "prefix_cache": False, "precision": rep.record(),
                                    "method": "create_chat_completion(stream=True); sampler steps timestamped"})
+
+    # -- quality prompt styles ------------------------------------------------------------
+    def complete(self, prompt: str, *, max_tokens: int, stop: list[str], temperature: float = 0.0,
+                 seed: int = 0) -> dict[str, Any]:
+        llm = self.llm
+        llm.reset()
+        t0 = time.perf_counter()
+        out = llm.create_completion(prompt, max_tokens=max_tokens, stop=stop or None, temperature=temperature,
+                                    seed=seed)
+        e2e = (time.perf_counter() - t0) * 1000.0
+        usage = out.get("usage") or {}
+        choice = out["choices"][0]
+        return {"text": choice["text"], "prompt_tokens": usage.get("prompt_tokens"),
+                "output_tokens": usage.get("completion_tokens"), "e2e_ms": e2e,
+                "finish_reason": choice.get("finish_reason")}
+
+    def loglikelihood(self, context: str, continuations: list[str]) -> list[dict[str, Any]]:
+        from .logprobs import continuation_logprob
+
+        return [continuation_logprob(self.llm, context, c) for c in continuations]
 
     # -- describe -------------------------------------------------------------------------
     def describe(self) -> dict[str, Any]:

@@ -35,6 +35,10 @@ class LlamaCppSettings(BackendSettings):
     offload_kqv: bool = Field(True, description="Keep the KV cache and attention on the GPU.")
     use_mmap: bool = Field(True, description="Memory-map the model file.")
     use_mlock: bool = Field(False, description="Lock the model in RAM.")
+    extra_bufts: bool | None = Field(None, description="llama.cpp's extra CPU weight buffer types (CPU_REPACK, AMX). null = the "
+                                     "process policy (runtime.llamacpp_lib, $ALMANAC_EXTRA_BUFTS: off where llama.cpp has AMX "
+                                     "compiled in, whose matmul crashes on multi-token batches in this version; on otherwise); "
+                                     "true/false forces it for this configuration. What ran is recorded (use_extra_bufts).")
     seed: int = Field(42, ge=0, description="Seed for the sampler and for the random token ids of rate tests.")
     kv_overrides: dict[str, int | float | bool | str] = Field(default_factory=dict, description="GGUF metadata overrides, e.g. {'qwen3moe.expert_used_count': 4}.")
     chat_format: str | None = Field(None, description="llama-cpp-python chat format; null = the GGUF's chat template.")

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from ...generation import GenerateTest
+from ...precision import Repeater
 from ..base import Incompatible, TestResult
 
 # llama.cpp common/speculative.cpp
@@ -305,10 +306,11 @@ def run_generate(llm: Any, draft: Any | None, test: GenerateTest) -> TestResult:
     warm = test.warmup is not False
     if warm:
         one(prompts[0], min(8, test.max_tokens))
-    reps = test.repetitions or 1
+    repeater = Repeater(test.precision, test.repetitions or 1, "generation_tps")
     records: list[dict[str, Any]] = []
     per_rep: list[dict[str, Any]] = []
-    for r in range(reps):
+    while repeater.more():
+        r = len(per_rep)
         recs = []
         for i, tokens in enumerate(prompts):
             rec = one(tokens, test.max_tokens)
@@ -327,6 +329,7 @@ def run_generate(llm: Any, draft: Any | None, test: GenerateTest) -> TestResult:
             rep.update(draft_proposed=prop, draft_accepted=acc,
                        draft_acceptance=100.0 * acc / prop if prop else None)
         per_rep.append(rep)
+        repeater.add(rep.get(repeater.metric))
 
     first = [x for x in records if x["repetition"] == 0]
     outputs = [{"prompt_index": x["prompt_index"], "token_ids": x["token_ids"], "finish_reason": x["finish_reason"],
@@ -345,7 +348,7 @@ def run_generate(llm: Any, draft: Any | None, test: GenerateTest) -> TestResult:
         metrics["draft_acceptance"] = [r["draft_acceptance"] for r in per_rep if r["draft_acceptance"] is not None]
     details: dict[str, Any] = {
         "outputs": outputs, "outputs_repeatable": consistent, "greedy": True, "prompts": len(prompts),
-        "warmup": warm, "repetitions": reps,
+        "warmup": warm, "repetitions": len(per_rep), "precision": repeater.record(),
         "method": "Llama.generate with greedy sampling (temp 0, no penalties) on chat-templated prompts; "
                   "generation rate = sampled steps after the first / time from the first to the last step",
     }

@@ -27,7 +27,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from ... import precision as precision_mod
 from ... import servingstats
+from ...precision import Repeater
 from ...serving_workloads import ConcurrencyTest, RequestWorkload, ServeTest
 from ...workloads import ChatTest, TestSpec
 from ..base import Backend, TestResult, UnsupportedTest
@@ -69,6 +71,8 @@ class OpenAIHttpBackend(Backend):
         self._log_echoed = False
         self._server_binary: Path | None = None
         self._server_version: dict[str, Any] | None = None
+        self._server_extra: list[str] = []  # --no-repack where AMX is compiled in (runtime.llamacpp_lib)
+        self._extra_bufts: dict[str, Any] | None = None
 
     # -- endpoint -------------------------------------------------------------------------
     @property
@@ -119,14 +123,15 @@ class OpenAIHttpBackend(Backend):
         if self.is_llama_server and self._server_binary is None:
             self._server_binary = llama_server.find_binary(self.settings.server_binary)
             self._server_version = llama_server.version(self._server_binary)
+            self._server_extra, self._extra_bufts = llama_server.extra_bufts(self._server_binary)
 
     def build_command(self, port: str | None = None) -> list[str]:
         """The server's command line; ``port`` replaces the chosen port (e.g. "{port}" for the record)."""
         s = self.settings
         if self.is_llama_server:
-            cmd = list(llama_server.COMMAND) + llama_server.chat_template(s.chat_format)
+            cmd = list(llama_server.COMMAND) + llama_server.chat_template(s.chat_format) + self._server_extra
         elif s.server_command is None:
-            cmd = ["{python}", "-m", "llama_cpp.server", "--model", "{model_path}", "--model_alias", "{model_name}",
+            cmd = ["{python}", "-m", "runtime.llama_cpp_server", "--model", "{model_path}", "--model_alias", "{model_name}",
                    "--host", "{host}", "--port", "{port}", "--interrupt_requests", "False",
                    "--n_threads", "{threads}", "--n_threads_batch", "{threads}", "--n_ctx", "{n_ctx}",
                    "--n_batch", "{n_batch}", "--logits_all", "{logits_all}", "--n_gpu_layers", "{n_gpu_layers}"]
@@ -239,6 +244,8 @@ class OpenAIHttpBackend(Backend):
                      n_threads=s.n_threads or physical_cores(), chat_format=s.chat_format)
             if self.is_llama_server:
                 d.update(parallel=s.parallel, kv_unified=True, flash_attn_requested="auto")
+                if self._extra_bufts is not None:
+                    d.update(use_extra_bufts=self._extra_bufts["use_extra_bufts"])
             else:
                 d.update(parallel=1, logits_all=s.logits_all)
         return d
@@ -304,10 +311,20 @@ class OpenAIHttpBackend(Backend):
     def _url(self) -> str:
         return f"{self.base_url}/chat/completions"
 
-    async def _sequential(self, test, seeds: list[int], origin: int) -> list[dict[str, Any]]:
-        out = []
+    async def _sequential(self, test, seeds: list[int] | None, origin: int, repeater: Repeater | None = None) -> list[dict[str, Any]]:
+        """Requests one after another: the given seeds, or (with a repeater) 0, 1, 2 ... until it stops."""
+        out: list[dict[str, Any]] = []
+
+        def seq():
+            if repeater is None:
+                yield from seeds or []
+                return
+            while repeater.more():
+                yield len(out)
+                repeater.add(out[-1].get(repeater.metric) if out and out[-1]["ok"] else None)
+
         async with self._client(1) as client:
-            for i in seeds:
+            for i in seq():
                 if not self._alive():
                     out.append(http.not_sent("server_lost", f"not sent: the server is gone ({self.server.exit_description()})", origin))
                     continue
@@ -316,19 +333,19 @@ class OpenAIHttpBackend(Backend):
                 out.append(rec)
         return out
 
-    def _requests(self, test, seeds: list[int]) -> list[dict[str, Any]]:
+    def _requests(self, test, seeds: list[int] | None, repeater: Repeater | None = None) -> list[dict[str, Any]]:
         origin = time.perf_counter_ns()
-        return asyncio.run(self._sequential(test, seeds, origin))
+        return asyncio.run(self._sequential(test, seeds, origin, repeater))
 
     # -- chat -----------------------------------------------------------------------------
     def _run_chat(self, test: ChatTest | RequestWorkload) -> TestResult:
         warm_n = test.warmup_requests if test.warmup is not False else 0
         warmup = self._requests(test, [1000 + i for i in range(warm_n)]) if warm_n else []
-        n = getattr(test, "requests", 5)
-        records = self._requests(test, list(range(n)))
+        rep = Repeater(getattr(test, "precision", None), getattr(test, "requests", 5), "e2e_ms")
+        records = self._requests(test, None, rep)
         result = TestResult(metrics={**_request_metrics(records), **self._startup_metric()},
                             samples={"requests": records, "warmup": warmup},
-                            details=self._details(test, warmup_requests=warm_n))
+                            details=self._details(test, warmup_requests=warm_n, precision=rep.record()))
         self._check(result, records, "chat")
         return result
 
@@ -384,6 +401,7 @@ class OpenAIHttpBackend(Backend):
         warm_n = test.warmup_requests if test.warmup is not False else 0
         warmup = self._requests(test, [1000 + i for i in range(warm_n)]) if warm_n else []
         levels: list[dict[str, Any]] = []
+        precisions: list[dict[str, Any]] = []
         lost = False
         for level in test.levels:
             if lost:
@@ -392,7 +410,7 @@ class OpenAIHttpBackend(Backend):
                 levels.append({"level": level, "wall_s": 0.0,
                                "requests": [http.not_sent("server_lost", msg, origin) for _ in range(level * test.rounds)]})
                 continue
-            levels.append(asyncio.run(self._level(test, level)))
+            levels.append(self._level_to_precision(test, level, precisions))
             lost = not self._alive()
         sweep = servingstats.sweep_stats(levels, self._slo())
         all_recs = [r for lv in levels for r in lv["requests"]]
@@ -402,23 +420,50 @@ class OpenAIHttpBackend(Backend):
             metrics["peak_aggregate_tps"] = [sweep["peak_aggregate_tps"]]
         metrics["slo_max_concurrency"] = [sweep["max_level_meeting_slo"]]
         result = TestResult(metrics=metrics, samples={"levels": levels, "warmup": warmup},
-                            details=self._details(test, warmup_requests=warm_n, sweep=sweep))
+                            details=self._details(test, warmup_requests=warm_n, sweep=sweep,
+                                                  precision=precision_mod.combine(precisions)))
         self._check(result, all_recs, "concurrency")
         return result
 
-    async def _level(self, test: ConcurrencyTest, level: int) -> dict[str, Any]:
+    def _level_to_precision(self, test: ConcurrencyTest, level: int, precisions: list[dict[str, Any]]) -> dict[str, Any]:
+        """One level, ``rounds`` per client at a time, repeated until the CI95 of its requests'
+        metric (E2E latency by default) meets the test's precision or a ceiling; a fixed
+        ``rounds`` when precision is null. The level's wall time is the sum of its batches'."""
+        p = test.precision
+        if p is None:
+            out = asyncio.run(self._level(test, level))
+            precisions.append({**Repeater(None, test.rounds * level, "e2e_ms").record(), "n": len(out["requests"]),
+                               "level": level, "stop_reason": precision_mod.STOP_FIXED})
+            return out
+        # the count floor and ceiling are in requests; a batch sends level x rounds of them
+        rep = Repeater(p, test.rounds * level, "e2e_ms")
+        merged: dict[str, Any] = {"level": level, "wall_s": 0.0, "requests": [], "batches": 0}
+        while rep.count == 0 or rep.more():
+            batch = asyncio.run(self._level(test, level, round_offset=merged["batches"] * test.rounds))
+            merged["batches"] += 1
+            merged["wall_s"] += batch["wall_s"]
+            merged["requests"].extend(batch["requests"])
+            for r in batch["requests"]:
+                rep.add(r.get(rep.metric) if r["ok"] else None)
+            if not self._alive() or not any(r["ok"] for r in batch["requests"]):
+                rep.stop_reason = "server_lost" if not self._alive() else "requests_failed"
+                break
+        precisions.append({**rep.record(), "level": level})
+        return merged
+
+    async def _level(self, test: ConcurrencyTest, level: int, round_offset: int = 0) -> dict[str, Any]:
         records: list[dict[str, Any]] = []
         origin = time.perf_counter_ns()
         stop = asyncio.Event()
 
         async def user(client, u: int) -> None:
-            for r in range(test.rounds):
+            for r in range(round_offset, round_offset + test.rounds):
                 if stop.is_set() or not self._alive():
                     stop.set()
                     records.append({**http.not_sent("server_lost", "not sent: the server is gone", origin),
                                     "level": level, "user": u, "round": r})
                     continue
-                rec = await http.stream_chat(client, self._url(), self._body(test, level * 1000 + u * test.rounds + r),
+                rec = await http.stream_chat(client, self._url(), self._body(test, level * 100000 + u * 1000 + r),
                                              self._policy(), origin_ns=origin, server_alive=self._alive)
                 rec.update(level=level, user=u, round=r)
                 records.append(rec)

@@ -84,6 +84,29 @@ def version(binary: Path | str) -> dict[str, Any]:
             "commit": m.group(3) if m else None, "built_with": built.group(1).strip() if built else None}
 
 
+def system_info(binary: Path | str) -> str:
+    """llama.cpp's system-info string of the libraries beside ``binary`` (a build's bin folder),
+    asked in a child process through llama-cpp-python (this process never loads llama.cpp)."""
+    import sys
+
+    env = dict(os.environ, LLAMA_CPP_LIB_PATH=str(Path(binary).parent))
+    code = "import llama_cpp; print(llama_cpp.llama_print_system_info().decode().strip())"
+    try:
+        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    return proc.stdout.strip().splitlines()[-1] if proc.returncode == 0 and proc.stdout.strip() else ""
+
+
+def extra_bufts(binary: Path | str) -> tuple[list[str], dict[str, Any]]:
+    """The AMX policy of runtime.llamacpp_lib applied to llama-server: ``--no-repack`` exactly
+    when the in-process backend would turn extra buffer types off for these libraries."""
+    from ... import llamacpp_lib
+
+    decision = llamacpp_lib.decide(system_info(binary))
+    return ([] if decision["use_extra_bufts"] else ["--no-repack"]), decision
+
+
 def chat_template(chat_format: str | None) -> list[str]:
     """``--chat-template NAME`` for a llama-cpp-python chat_format (none: the GGUF's own template)."""
     if not chat_format:

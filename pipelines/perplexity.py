@@ -1,0 +1,123 @@
+"""Perplexity / KL-divergence artifacts and the quantization ladder as tables.
+
+Reads ``perplexity`` artifacts (and, for the ladder, ``run`` and ``quality`` artifacts) only.
+The ladder joins, per model file (sha256): its size and quantization, the derived record
+(source hash and quantizer command), PPL ± SE on the text, KL-divergence ± SE and top-token
+agreement against its source, pp512 / tg128 speed with CI95 on a host, peak RSS, and the
+suite scores of each prompt style (never merged across styles).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from runtime.paths import data_dir
+
+from .quality import latest_per_key
+from .runs import load_artifacts, records
+
+
+LADDER_MATRIX = "ladder"  # data/matrices/ladder.yaml: the speed of every file of the ladder, same settings
+
+
+def perplexity_root() -> Path:
+    return data_dir() / "perplexity"
+
+
+def load_perplexity(root: Path | None = None) -> list[dict[str, Any]]:
+    return load_artifacts("perplexity", root or perplexity_root())
+
+
+def perplexity_frame(docs: list[dict[str, Any]]) -> pd.DataFrame:
+    """One row per current ok perplexity artifact."""
+    rows = []
+    for d in latest_per_key(docs):
+        if d["status"] != "ok":
+            continue
+        r = d["results"]
+        rows.append({
+            "id": d["id"], "host_id": d["host"]["id"], "model": d["model"]["name"], "model_sha256": d["model"]["sha256"],
+            "size_bytes": d["model"]["size_bytes"], "quantization": d["model"]["quantization"],
+            "derived": d["model"].get("derived"), "reference": (d["reference"] or {}).get("name"),
+            "reference_sha256": (d["reference"] or {}).get("sha256"), "text": d["text"]["name"],
+            "n_ctx": d["method"]["n_ctx"], "n_chunk": d["method"]["n_chunk"], "n": r["n_scored_tokens"],
+            "ppl": r["ppl"], "ppl_se": r["ppl_se"], "kld": r.get("kld_mean"), "kld_se": r.get("kld_se"),
+            "kld_p99": r.get("kld_p99"), "same_top": r.get("same_top"), "same_top_se": r.get("same_top_se"),
+            "ln_ratio": r.get("ln_ppl_ratio"), "ln_ratio_se": r.get("ln_ppl_ratio_se"), "created": d["created"],
+        })
+    return pd.DataFrame(rows)
+
+
+def _speed(run_docs: list[Any], sha: str, test: str, host: str | None) -> dict[str, Any] | None:
+    from runtime import record
+
+    docs = [r for r in record.latest_per_key(records(run_docs)) if r.ok and r.model_sha256 == sha
+            and r.test_name == test and (host is None or r.host_id == host) and r.stat("tokens_per_second")]
+    if not docs:
+        return None
+    # like with like: the ladder matrix's runs (same settings for every file) where there are any
+    ladder = [r for r in docs if r.matrix_name == LADDER_MATRIX]
+    r = max(ladder or docs, key=lambda r: (r.created, r.id))
+    s = r.stat("tokens_per_second")
+    return {"mean": s.get("mean"), "ci95_low": s.get("ci95_low"), "ci95_high": s.get("ci95_high"), "n": s.get("n"),
+            "id": r.id, "peak_rss_bytes": r.resources.get("peak_rss_bytes"), "host": r.host_id}
+
+
+def _scores(quality_docs: list[dict[str, Any]], sha: str) -> dict[str, dict[str, Any]]:
+    """Newest ok score per (suite, prompt style) of one model file."""
+    from . import quality as quality_mod
+
+    out: dict[str, dict[str, Any]] = {}
+    for d in sorted(latest_per_key(quality_docs), key=lambda d: (d["created"], d["id"])):
+        if d["status"] != "ok" or d["model"]["sha256"] != sha:
+            continue
+        style = d.get("prompt_style") or "chat"
+        passed = sum(1 for it in d["items"] if it["passed"])
+        r = quality_mod.rate(passed, len(d["items"]))
+        out[f"{d['suite']['name']} · {style}"] = {**r, "id": d["id"], "chance": d["summary"].get("chance")}
+    return out
+
+
+def ladder_frame(ppl_docs: list[dict[str, Any]], run_docs: list[dict[str, Any]], quality_docs: list[dict[str, Any]],
+                 host: str | None = None) -> pd.DataFrame:
+    """One row per model file of the ladder: every model that has a perplexity artifact."""
+    pf = perplexity_frame(ppl_docs)
+    if pf.empty:
+        return pf
+    if host is None:  # speed from one host only: the one that measured tg128 for the most ladder files
+        shas = set(pf["model_sha256"])
+        from runtime import record
+
+        counts: dict[str, set[str]] = {}
+        for r in record.latest_per_key(records(run_docs)):
+            if r.ok and r.model_sha256 in shas and r.test_name == "tg128":
+                counts.setdefault(r.host_id, set()).add(r.model_sha256)
+        host = max(counts, key=lambda h: (len(counts[h]), h)) if counts else None
+    rows = []
+    for sha, g in pf.groupby("model_sha256", sort=False):
+        own = g[g["reference"].isna()].sort_values("created").tail(1)
+        kl = g[g["reference"].notna()].sort_values("created").tail(1)
+        src = (own if not own.empty else kl).iloc[0]
+        ppl_row = own.iloc[0] if not own.empty else kl.iloc[0]
+        row = {"model": src["model"], "model_sha256": sha, "quantization": src["quantization"],
+               "size_bytes": int(src["size_bytes"]), "derived": src["derived"], "text": src["text"],
+               "n_ctx": int(src["n_ctx"]), "ppl": ppl_row["ppl"], "ppl_se": ppl_row["ppl_se"], "ppl_id": ppl_row["id"],
+               "n_tokens": int(ppl_row["n"])}
+        if not kl.empty:
+            k = kl.iloc[0]
+            row.update({"reference": k["reference"], "kld": k["kld"], "kld_se": k["kld_se"], "kld_p99": k["kld_p99"],
+                        "same_top": k["same_top"], "same_top_se": k["same_top_se"], "kld_id": k["id"]})
+        else:
+            row.update({"reference": None, "kld": None, "kld_se": None, "kld_p99": None, "same_top": None,
+                        "same_top_se": None, "kld_id": None})
+        for test in ("pp512", "tg128"):
+            row[test] = _speed(run_docs, sha, test, host)
+        row["peak_rss_bytes"] = max((row[t]["peak_rss_bytes"] for t in ("pp512", "tg128")
+                                     if row[t] and row[t]["peak_rss_bytes"]), default=None)
+        row["scores"] = _scores(quality_docs, sha)
+        row["speed_host"] = host
+        rows.append(row)
+    return pd.DataFrame(rows).sort_values("size_bytes", ascending=False).reset_index(drop=True)
