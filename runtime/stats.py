@@ -47,6 +47,8 @@ def median_ci(values: Sequence[float], confidence: float = 0.95) -> tuple[float 
     if n < 2:
         return None, None
     # coverage of [x_(k), x_(n-k+1)] (1-based) is 1 - 2 P(B <= k-1), B ~ Bin(n, 1/2)
+    from scipy import stats as _st  # imported when needed: scipy.stats takes seconds to import
+
     best = None
     for k in range(1, n // 2 + 1):
         if 1.0 - 2.0 * float(_st.binom.cdf(k - 1, n, 0.5)) >= confidence:
@@ -80,6 +82,8 @@ def trend(values: Sequence[float]) -> dict | None:
     n = int(arr.size)
     if n < 4:
         return None
+    from scipy import stats as _st
+
     res = _st.kendalltau(np.arange(n), arr)
     tau = float(res.statistic) if np.isfinite(res.statistic) else 0.0
     p = float(res.pvalue) if np.isfinite(res.pvalue) else 1.0
