@@ -411,7 +411,13 @@ def extract_code(output: str) -> tuple[str, str]:
     return output, "raw output"
 
 
-def build_program(check: CodeExecCheck, output: str) -> tuple[str, str, str]:
+def build_program(check: CodeExecCheck, output: str) -> tuple[str, str]:
+    """(the whole program as it runs: code, then tests; how the code was found)."""
+    code, tests, how = build_parts(check, output)
+    return f"{code}\n\n{tests}", how
+
+
+def build_parts(check: CodeExecCheck, output: str) -> tuple[str, str, str]:
     """(candidate code, test code, how): compiled and run apart in the sandbox, so nothing in the
     candidate (an open string, a comment) can swallow the tests."""
     code, how = extract_code(output)
@@ -432,7 +438,7 @@ def build_program(check: CodeExecCheck, output: str) -> tuple[str, str, str]:
 def _code_exec(check: CodeExecCheck, output: str) -> Score:
     from .sandbox import Limits, run_python
 
-    program, tests, how = build_program(check, output)
+    program, tests, how = build_parts(check, output)
     res = run_python(program, Limits(timeout_s=check.timeout_s, cpu_s=int(check.timeout_s) + 1), tests=tests)
     tail = res.stderr.strip().splitlines()[-1] if res.stderr.strip() else ""
     return Score(res.ok, {"how": how, "exit_code": res.exit_code, "signal": res.signal, "timed_out": res.timed_out,
