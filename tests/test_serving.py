@@ -557,7 +557,7 @@ def test_real_llama_cpp_server_end_to_end(data_env):
     assert serve["summary"]["e2e_ms"]["n"] == 2
     assert serve["summary"]["cold_total_ms"]["mean"] > serve["summary"]["startup_ms"]["mean"]
     cmd = serve["settings"]["effective"]["server_command"]
-    assert "llama_cpp.server" in cmd and cmd[cmd.index("--interrupt_requests") + 1] == "False"
+    assert "runtime.llama_cpp_server" in cmd and cmd[cmd.index("--interrupt_requests") + 1] == "False"
     assert cmd[cmd.index("--port") + 1] == "{port}"  # a free port per start, recorded in details.server.starts
     assert "---- server log (llama_cpp.server" in serve["log_tail"] and "Uvicorn running" in serve["log_tail"]
     # cold + 2 warm generations; the warm ones reused the previous prompt's KV cache (llama_cpp.server)

@@ -132,6 +132,8 @@ _MOE_PROBE = """
     import json, sys
     import numpy as np
     import llama_cpp
+    from runtime import llamacpp_lib
+    llamacpp_lib.apply()  # this host's library policy (AMX: extra buffer types off)
     path, override = sys.argv[1], sys.argv[2]
     kw = {} if override == "none" else {"kv_overrides": {"qwen3moe.expert_used_count": int(override)}}
     llm = llama_cpp.Llama(model_path=path, n_ctx=64, verbose=True, logits_all=True, **kw)
