@@ -30,7 +30,11 @@ from .runs import latest_per_key
 
 
 def load_hosts(root: Path | None = None) -> list[dict[str, Any]]:
-    """Every host artifact under data/hosts (validated), oldest first."""
+    """Every host artifact under data/ (validated), oldest first."""
+    if root is None:
+        from .runs import load_artifacts
+
+        return load_artifacts("host")
     docs = []
     for path, doc in artifacts.iter_artifacts(root or data_dir() / "hosts", "host"):
         doc = dict(doc)

@@ -12,8 +12,15 @@ from runtime import artifacts
 from runtime.paths import data_dir, relpath, runs_dir
 
 
-def load_artifacts(artifact: str, root: Path) -> list[dict[str, Any]]:
-    """Every artifact of one type under ``root`` (validated), oldest first, with ``_path`` for links."""
+def load_artifacts(artifact: str, root: Path | None = None) -> list[dict[str, Any]]:
+    """Every artifact of one type under ``root`` (validated), oldest first, with ``_path`` for links.
+
+    Without ``root``: the data folder's artifacts of that type from the one loaded set
+    (pipelines.dataset), read and validated once however many pages ask."""
+    if root is None:
+        from . import dataset
+
+        return list(dataset.load().of(artifact))
     docs = []
     for path, doc in artifacts.iter_artifacts(root, artifact):
         doc = dict(doc)
@@ -24,8 +31,8 @@ def load_artifacts(artifact: str, root: Path) -> list[dict[str, Any]]:
 
 
 def load_runs(root: Path | None = None) -> list[dict[str, Any]]:
-    """Every run artifact under data/runs (validated), oldest first."""
-    return load_artifacts("run", root or runs_dir())
+    """Every run artifact under data/ (validated), oldest first."""
+    return load_artifacts("run", root)
 
 
 def latest_per_key(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -1,9 +1,19 @@
 """Markdown building blocks. Every value that comes from an artifact passes through
-``cell()`` (HTML-escaped, Markdown-neutralised) before it reaches a page."""
+``cell()`` (HTML-escaped, Markdown-neutralised) before it reaches a page.
+
+Every table offers its rows as CSV and JSON: ``table()`` registers its rows (as plain text)
+under a digest of their content, and the build hook writes ``tables/<digest>.csv`` and
+``.json`` into the site. A table longer than ``MAX_INLINE_ROWS`` shows its first rows and
+says so; the downloads hold all of them.
+"""
 
 from __future__ import annotations
 
+import csv
+import hashlib
 import html
+import io
+import json
 import math
 import re
 from collections.abc import Iterable, Sequence
@@ -64,14 +74,75 @@ def link(text: str, target: str) -> str:
     return f"[{cell(text)}]({target})"
 
 
-def table(headers: Sequence[str], rows: Iterable[Sequence[str]], align: Sequence[str] | None = None) -> str:
-    """A Markdown table. Cells must already be rendered (cell(), num(), link())."""
+MAX_INLINE_ROWS = 200  # a page shows at most this many rows of one table; the downloads hold all
+ROOT = "@@ALMANAC_ROOT@@/"  # replaced per page by the build hook (pipelines/site/hooks.py) with the way to the site root
+_TABLES: dict[str, tuple[list[str], list[list[str]]]] = {}  # digest -> (headers, rows) as plain text
+
+_TAG = re.compile(r"<[^>]+>")
+_MD_LINK = re.compile(r"\[((?:\\.|[^\]\\])*)\]\([^)]*\)")
+_MD_UNESCAPE = re.compile(r"\\([\\`*_\[\]()#+!~|])")
+
+
+def plain(rendered: str) -> str:
+    """The text of a rendered cell (links, HTML tags, escapes and bold removed), for CSV and JSON."""
+    text = _MD_LINK.sub(r"\1", rendered.replace("<br>", "; "))
+    text = _TAG.sub("", text)
+    text = _MD_UNESCAPE.sub(r"\1", text.replace("**", ""))
+    return html.unescape(text).strip()
+
+
+def register_table(headers: Sequence[str], rows: list[Sequence[str]]) -> str:
+    """Keep a table's plain rows for the downloads; returns its digest (its file name)."""
+    ph = [plain(h) for h in headers]
+    pr = [[plain(c) for c in r] for r in rows]
+    digest = hashlib.sha256(json.dumps([ph, pr], ensure_ascii=False).encode()).hexdigest()[:16]
+    _TABLES[digest] = (ph, pr)
+    return digest
+
+
+def table_files() -> dict[str, tuple[list[str], list[list[str]]]]:
+    return _TABLES
+
+
+def reset_tables() -> None:
+    _TABLES.clear()
+
+
+def table_csv(headers: list[str], rows: list[list[str]]) -> str:
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(headers)
+    w.writerows(rows)
+    return buf.getvalue()
+
+
+def table_json(headers: list[str], rows: list[list[str]]) -> str:
+    keys = []
+    for i, h in enumerate(headers):  # unique keys even when two headers read the same
+        k = h or f"column {i + 1}"
+        keys.append(k if k not in keys else f"{k} ({i + 1})")
+    return json.dumps([dict(zip(keys, r)) for r in rows], indent=1, ensure_ascii=False) + "\n"
+
+
+def table(headers: Sequence[str], rows: Iterable[Sequence[str]], align: Sequence[str] | None = None, *,
+          max_rows: int | None = MAX_INLINE_ROWS, downloads: bool = True) -> str:
+    """A Markdown table. Cells must already be rendered (cell(), num(), link()).
+
+    Followed by CSV and JSON downloads of every row (``downloads=False`` for a table that is
+    itself a few facts). At most ``max_rows`` rows are shown (None: all); the rest are in the
+    downloads, and the table says so."""
     rows = list(rows)
     align = align or ["l"] * len(headers)
     sep = {"l": ":--", "r": "--:", "c": ":-:"}
     out = ["| " + " | ".join(headers) + " |", "| " + " | ".join(sep[a] for a in align) + " |"]
-    for r in rows:
+    shown = rows if max_rows is None else rows[:max_rows]
+    for r in shown:
         out.append("| " + " | ".join(r) + " |")
+    if downloads and rows:
+        digest = register_table(headers, rows)
+        cut = f"Showing the first {len(shown):,} of {len(rows):,} rows; all of them: " if len(shown) < len(rows) else ""
+        out += ["", f'<p class="almanac-downloads">{cut}<a href="{ROOT}tables/{digest}.csv" download>CSV</a> · '
+                    f'<a href="{ROOT}tables/{digest}.json" download>JSON</a></p>']
     return "\n".join(out)
 
 
@@ -81,9 +152,15 @@ def admonition(kind: str, title: str, body: str) -> str:
 
 
 def run_link(run_id: str, from_dir: str = "") -> str:
-    """Relative link from a page in ``from_dir`` (e.g. "" for docs/, "runs" for docs/runs/) to a run page."""
+    """Relative link from a page in ``from_dir`` (e.g. "" for docs/, "runs" for docs/runs/) to a run's
+    detail view (the runs viewer page, which shows the run and links its JSON)."""
     prefix = "" if from_dir == "runs" else ("../" * from_dir.count("/") + ("../" if from_dir else "")) + "runs/"
-    return f"{prefix}{run_id}.md"
+    return f"{prefix}run.md?id={run_id}"
+
+
+def run_json(doc: dict[str, Any]) -> str:
+    """The site-root-relative URL of a run's (any artifact's) published JSON, for raw HTML and charts."""
+    return f"{ROOT}data/{doc['_data_path']}" if doc.get("_data_path") else ""
 
 
 SYNTHETIC_BADGE = '<span class="almanac-badge synthetic" title="random weights: the text is noise">synthetic weights, speed only</span>'

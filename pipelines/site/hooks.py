@@ -1,0 +1,70 @@
+"""MkDocs hooks (mkdocs.yml ``hooks:``): what the build does besides rendering pages.
+
+* before the build: load every artifact once (pipelines.dataset) and keep that set for the build;
+* per page: turn the site-root placeholder of raw HTML links into the page's relative path;
+* after the build: publish every artifact's JSON under ``data/`` (the repository's paths), the
+  runs browser's indexes, and every table's CSV and JSON.
+
+All of it is linear in the number of artifacts: one copy and one index row each.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+from pipelines import dataset
+from runtime.paths import schema_dir
+from pipelines.site import browser, markdown
+
+
+def on_pre_build(config: Any, **_: Any) -> None:
+    markdown.reset_tables()
+    dataset.freeze()
+
+
+def relative_root(url: str) -> str:
+    """From a page URL ("", "leaderboard/", "runs/run/") to the site root ("", "../", "../../")."""
+    return "../" * url.count("/")
+
+
+def on_page_content(html: str, page: Any, **_: Any) -> str:
+    return html.replace(markdown.ROOT, relative_root(page.url))
+
+
+def _write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+
+
+def publish(site: Path, ds: dataset.Dataset) -> dict[str, int]:
+    """Write the open data into a built site: the JSON mirror, the browsers' indexes, the tables."""
+    made: set[Path] = set()
+    for rel, src in ds.files:
+        dest = site / "data" / rel
+        if dest.parent not in made:
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            made.add(dest.parent)
+        shutil.copyfile(src, dest)
+    for kind, k in browser.KINDS.items():
+        rows = browser.index_rows(kind, ds.of(kind))
+        folder = site / k.folder
+        _write(folder / "index-data.js", browser.index_script(kind, browser.index_data(kind, rows)))
+        _write(folder / "index.json", browser.index_json(rows))
+        _write(folder / "index.csv", browser.index_csv(kind, rows))
+    for schema in sorted(schema_dir().glob("*.json")):
+        (site / "schema").mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(schema, site / "schema" / schema.name)
+    tables = markdown.table_files()
+    for digest, (headers, rows) in tables.items():
+        _write(site / "tables" / f"{digest}.csv", markdown.table_csv(headers, rows))
+        _write(site / "tables" / f"{digest}.json", markdown.table_json(headers, rows))
+    return {"artifacts": len(ds.files), "tables": len(tables)}
+
+
+def on_post_build(config: Any, **_: Any) -> None:
+    try:
+        publish(Path(config["site_dir"]), dataset.load())
+    finally:
+        dataset.thaw()
