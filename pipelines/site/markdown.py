@@ -79,12 +79,15 @@ ROOT = "@@ALMANAC_ROOT@@/"  # replaced per page by the build hook (pipelines/sit
 _TABLES: dict[str, tuple[list[str], list[list[str]]]] = {}  # digest -> (headers, rows) as plain text
 
 _TAG = re.compile(r"<[^>]+>")
+_NEEDS_PLAIN = re.compile(r"[<\[\\*&]")
 _MD_LINK = re.compile(r"\[((?:\\.|[^\]\\])*)\]\([^)]*\)")
 _MD_UNESCAPE = re.compile(r"\\([\\`*_\[\]()#+!~|])")
 
 
 def plain(rendered: str) -> str:
     """The text of a rendered cell (links, HTML tags, escapes and bold removed), for CSV and JSON."""
+    if not _NEEDS_PLAIN.search(rendered):
+        return rendered.strip()
     text = _MD_LINK.sub(r"\1", rendered.replace("<br>", "; "))
     text = _TAG.sub("", text)
     text = _MD_UNESCAPE.sub(r"\1", text.replace("**", ""))

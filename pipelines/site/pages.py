@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from urllib.parse import quote
 from typing import Any
 
 import pandas as pd
@@ -18,7 +19,9 @@ from runtime.workloads import TEST_KINDS
 from .. import leaderboard
 from ..runs import latest_per_key, last_updated
 from . import charts
-from .markdown import (SYNTHETIC_BADGE, admonition, cell, code, link, nbytes, num, pre, run_link, table)
+from .markdown import ROOT, SYNTHETIC_BADGE, admonition, cell, code, link, nbytes, num, run_json, run_link, table
+
+BOARD_ROWS = 25  # configurations shown per board (table and chart); the downloads and the runs browser hold all
 
 
 def _ci(lo: Any, hi: Any, decimals: int) -> str:
@@ -74,12 +77,17 @@ def leaderboard_page(docs: list[dict[str, Any]]) -> str:
     if not boards:
         return admonition("warning", "No measurements yet", "Run `invoke bench` to add some.")
     out: list[str] = []
+    json_of = {d["id"]: run_json(d) for d in docs}
     for b in boards:
         m = b.metric
         out.append(f"## {cell(b.test)} on {code(b.host_id)}\n")
         out.append(f"Ranked by **{cell(m.label)}** ({cell(m.unit)}, {'higher' if m.higher_is_better else 'lower'} is better; "
                    f"{cell(m.aggregation)}). Each figure links to the artifact it comes from.\n")
         recs = leaderboard.board_records(b)
+        if len(recs) > BOARD_ROWS:
+            out.append(f"Showing the best {BOARD_ROWS} of {len(recs):,} configurations in the table and the chart; every one is "
+                       f'in the table\'s downloads and in the <a href="{ROOT}runs/#host={quote(b.host_id)}&amp;test={quote(b.test)}">runs browser</a>.\n')
+            recs = recs[:BOARD_ROWS]
         headers = ["#", "model", "quant"] + [code(k) for k in b.varying] + [f"{cell(m.label)} ({cell(m.unit)})", "± stddev", "n", "CI95", "source"]
         rows = []
         chart_rows = []
@@ -92,11 +100,11 @@ def leaderboard_page(docs: list[dict[str, Any]]) -> str:
                          link(r["id"], run_link(r["id"]))])
             chart_rows.append({"label": label + (" [synthetic]" if r["synthetic"] else ""), "mean": r["mean"],
                                "stddev": _val(r["stddev"]), "n": r["n"], "ci95_low": _val(r["ci95_low"]),
-                               "ci95_high": _val(r["ci95_high"]), "id": r["id"]})
+                               "ci95_high": _val(r["ci95_high"]), "id": r["id"], "json": json_of.get(r["id"], "")})
         out.append(table(headers, rows, ["r", "l", "l"] + ["l"] * len(b.varying) + ["r", "r", "r", "r", "l"]))
         out.append("")
         chart = charts.bar_with_ci(pd.DataFrame(chart_rows), m, title=f"{b.test} on {b.host_id}")
-        out.append(charts.embed(chart, caption=f"{cell(m.label)}: mean with CI95 error bars."))
+        out.append(charts.embed(chart, caption=f"{cell(m.label)}: mean with CI95 error bars; click a bar for its artifact's JSON."))
         out.append("")
     return "\n".join(out)
 

@@ -454,6 +454,9 @@ def vram_vs_measured(runs: list[dict[str, Any]]) -> str:
     return "\n".join(out)
 
 
+MODELS_SHOWN = 12  # model files with a memory section of their own on the page
+
+
 def memory_page(runs: list[dict[str, Any]], hosts: list[dict[str, Any]]) -> str:
     try:
         settings = mem.load_planner_settings()
@@ -472,6 +475,17 @@ def memory_page(runs: list[dict[str, Any]], hosts: list[dict[str, Any]]) -> str:
             "gpu_runtime_overhead_source": f"the median residual of {n_gpu_runs} measured GPU runs"})
     out = ["## Predicted against measured", "", "### Host RAM (CPU runs)", "", predicted_vs_measured(runs), "",
            "### GPU memory", "", vram_vs_measured(runs), ""]
+    if len(docs) > MODELS_SHOWN:
+        # a section per model file: the newest few; the rest are listed (the planner plans any of them)
+        newest = sorted(docs, key=lambda d: d["created"], reverse=True)
+        out += ["## Model files", "",
+                f"{len(docs):,} model files have measurements; the {MODELS_SHOWN} most recently measured have a section "
+                "below. Plan any other with `invoke plan.memory --model NAME_OR_PATH`.", "",
+                table(["model", "quantization", "parameters", "file size", "last measured"],
+                      [[cell(d["model"]["name"]), cell(d["model"]["gguf"].get("quantization")), num(d["model"].get("n_params"), 0),
+                        nbytes(d["model"].get("size_bytes")), cell(d["created"])] for d in newest], max_rows=50), ""]
+        shown = {id(d) for d in newest[:MODELS_SHOWN]}
+        docs = [d for d in docs if id(d) in shown]
     for d in docs:
         try:
             shape = mem.ModelShape.from_facts(d["model"]["gguf"], d["model"]["name"])

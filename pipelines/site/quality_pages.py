@@ -16,7 +16,9 @@ from .. import roles as roles_mod
 from . import charts
 from .markdown import SYNTHETIC_BADGE, admonition, cell, code, link, num, pre, run_link, table
 
-PROMPT_SHOWN_CHARS = 3000  # long haystacks are cut on the item list; the artifact keeps all of it
+FALLBACKS_SHOWN = 10  # per role and host; the rest are counted
+REJECTED_SHOWN = 25  # rejected configurations listed per role and host (the table's downloads hold all)
+REJECTED_DETAILED = 5  # of which the evidence is shown (folded)
 
 
 def quality_link(qid: str, from_dir: str = "") -> str:
@@ -211,14 +213,22 @@ def roles_page(reg: roles_mod.RolesFile, assignments: list[roles_mod.Assignment]
             if a.fallbacks:
                 out.append("**Fallback chain** (eligible, in rank order):")
                 out.append("")
-                for i, c in enumerate(a.fallbacks, 1):
+                for i, c in enumerate(a.fallbacks[:FALLBACKS_SHOWN], 1):
                     out.append(f"{i}. {cell(c.label)}")
+                if len(a.fallbacks) > FALLBACKS_SHOWN:
+                    out.append(f"{FALLBACKS_SHOWN + 1}. … and {len(a.fallbacks) - FALLBACKS_SHOWN:,} more eligible configurations")
                 out.append("")
-            for c in a.rejected:
-                out.append(f"**Rejected:** {cell(c.label)}: {cell(', '.join(c.reasons))}")
+            if a.rejected:
+                # one line per rejected configuration (all of them in the table's downloads); the
+                # evidence of the first few, folded: the page stays short however many candidates run
+                out.append(f"**Rejected** ({len(a.rejected):,}):")
                 out.append("")
-                out.append(_evidence_table(c))
+                out.append(table(["configuration", "why"], [[cell(c.label), cell(", ".join(c.reasons))] for c in a.rejected],
+                                 max_rows=REJECTED_SHOWN))
                 out.append("")
+                for c in a.rejected[:REJECTED_DETAILED]:
+                    out += [f'<details markdown="1"><summary>Evidence: {cell(c.label)}</summary>', "",
+                            _evidence_table(c), "", "</details>", ""]
     return "\n".join(out)
 
 
