@@ -198,12 +198,19 @@ def serve(c, port=8000):
 
 
 # -- all / test --------------------------------------------------------------------------
-@task(help={"matrix": "Matrix to run (default: default)."})
+# What `invoke all` measures on this host: the default matrix, then the reference workload
+# every host runs (data/matrices/reference.yaml), whose rows the cross-host pages compare.
+ALL_MATRICES = "default,reference"
+
+
+@task(help={"matrix": f"Comma-separated matrices to run in order (default: {ALL_MATRICES}: the embedded model, then "
+                      "the reference workload every host runs)."})
 @user_errors
-def all(c, matrix="default"):  # noqa: A001 - the task is called `all`
-    """Fetch the embedded model, benchmark it on this host, validate, and build the site."""
+def all(c, matrix=ALL_MATRICES):  # noqa: A001 - the task is called `all`
+    """Fetch the embedded model, benchmark it and the reference workload on this host, validate, build the site."""
     fetch(c)
-    bench(c, matrix=matrix)
+    for name in [m.strip() for m in matrix.split(",") if m.strip()]:
+        bench(c, matrix=name)
     validate(c)
     build(c)
 
@@ -284,10 +291,11 @@ def llama_bench(c, file, host_name=None, model=None):
 # -- serving ---------------------------------------------------------------------------------
 @task(name="bench", help={"force": "Measure again even when artifacts for the same configurations exist.",
                           "retry_failed": "Measure again configurations whose last artifact is a failure.",
-                          "matrices": "Comma-separated matrices to run in order (default: serving-inprocess,serving)."})
+                          "matrices": "Comma-separated matrices to run in order (default: "
+                                      "serving-inprocess,serving,serving-llama-server)."})
 @user_errors
-def serve_bench(c, force=False, retry_failed=False, matrices="serving-inprocess,serving"):
-    """Serving: the in-process baseline, then llama_cpp.server on loopback (cold/warm, concurrency, HTTP chat)."""
+def serve_bench(c, force=False, retry_failed=False, matrices="serving-inprocess,serving,serving-llama-server"):
+    """Serving: in process, then llama_cpp.server and llama-server on loopback (the same requests; cold/warm, concurrency)."""
     from runtime import runner
 
     for name in [m.strip() for m in matrices.split(",") if m.strip()]:
@@ -469,3 +477,39 @@ def roles_task(c):
 quality_ns = Collection("quality", quality_run, quality_setup, quality_suites)
 ns.add_collection(quality_ns)
 ns.add_task(roles_task)
+
+
+# -- compare ---------------------------------------------------------------------------------
+@task(help={"baseline": "Selection A, the baseline: key=value pairs, e.g. host=vm,build=ordinary "
+                 "(keys: host, build, backend, model, test, since, until, artifacts, id; a|b for several values).",
+            "candidate": "Selection B, the candidate; same syntax: e.g. host=lent-h100 or build=threads-halved.",
+            "out": "Write the table to OUT.md, OUT.json and OUT.csv (default: build/compare/compare).",
+            "fail_on_loss": "Exit 1 when a shared configuration loses by more than this many percent (CI gate).",
+            "root": "Run artifacts folder (default: data/runs)."})
+@user_errors
+def compare(c, baseline, candidate, out="build/compare/compare", fail_on_loss="", root=""):
+    """Compare two selections of results: each shared configuration, both values, ratio with CI95, verdict.
+
+    Exit 2 with one line when a selection matches nothing or the two share no configuration."""
+    from pipelines import compare as cmp
+    from runtime import record
+
+    try:
+        threshold = float(fail_on_loss) if str(fail_on_loss).strip() else None
+    except ValueError:
+        raise Exit(f"error: --fail-on-loss: {fail_on_loss!r} is not a number (percent)", code=2) from None
+    if threshold is not None and threshold < 0:
+        raise Exit(f"error: --fail-on-loss: {threshold:g} is negative (a loss threshold in percent)", code=2)
+    sel_a, sel_b = cmp.parse_selection(baseline, "--baseline"), cmp.parse_selection(candidate, "--candidate")
+    res = cmp.compare(record.read_all(root or None), sel_a, sel_b)
+    print(cmp.markdown(res), end="")
+    paths = cmp.write_outputs(res, Path(out))
+    print("written: " + ", ".join(str(p) for p in paths))
+    if threshold is not None:
+        bad = res.losses_beyond(threshold)
+        if bad:
+            raise Exit(f"{len(bad)} configuration(s) lost more than {threshold:g}%: "
+                       + "; ".join(f"{r.model} {r.test} B/A={r.ratio:.3f}" for r in bad), code=1)
+
+
+ns.add_task(compare)

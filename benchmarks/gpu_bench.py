@@ -49,33 +49,73 @@ def synthetic_spec(name: str) -> tuple[str, str]:
     return m["shape"], m["quant"].upper()
 
 
-def ensure_models(names: list[str], model_dir: Path, registry: Path) -> dict[str, dict[str, Any]]:
-    """Generate each named synthetic model once and list them all in ``registry``."""
+def project_entries() -> dict[str, dict[str, Any]]:
+    """The project's own registry (data/models.yaml of this checkout, whatever ALMANAC_DATA says)."""
     import yaml
 
-    from runtime import synth
+    path = ROOT / "data" / "models.yaml"
+    return (yaml.safe_load(path.read_text()) or {}).get("models", {}) if path.exists() else {}
+
+
+def ensure_models(names: list[str], model_dir: Path, registry: Path) -> dict[str, dict[str, Any]]:
+    """Make each named model available in ``registry`` (the run's own, under --work) and return
+    {name: {path, sha256}} for those that are.
+
+    A model that the project's registry declares as synthetic (``synth: {shape, quant, seed}``)
+    gets the same entry here, so it is generated from the same recipe into the cache and has
+    the same bytes (sha256) and the same recorded source as on every other host. Other
+    ``synthetic-<shape>-<quant>`` names are generated with seed 0. A model that cannot exist
+    on this machine (a PyPI package or a local file: no network, and the carried tree is
+    limited in size) is left out, and the caller runs the matrix without it."""
+    import yaml
+
+    from runtime import models, synth
 
     facts: dict[str, dict[str, Any]] = {}
-    if registry.exists():
-        entries = (yaml.safe_load(registry.read_text()) or {}).get("models", {})
-    else:
-        entries = {}
+    project = project_entries()
+    entries = (yaml.safe_load(registry.read_text()) or {}).get("models", {}) if registry.exists() else {}
     for name in names:
-        shape, quant = synthetic_spec(name)
-        path = model_dir / f"{name}.gguf"
-        if name in entries and path.exists():
-            facts[name] = {"path": str(path), "sha256": entries[name]["sha256"]}
-            continue
-        t0 = time.perf_counter()
-        f = synth.write_gguf(shape, quant, path, seed=0)
-        log(f"generated {name}: {f['size_bytes'] / 1e9:.2f} GB in {time.perf_counter() - t0:.1f} s")
-        s = synth.get_shape(shape)
-        entries[name] = {"path": str(path), "sha256": f["sha256"], "family": "synthetic",
-                         "description": f"Synthetic {s.description or shape} at {quant}: random weights, speed only."}
-        facts[name] = {"path": str(path), "sha256": f["sha256"]}
+        declared = project.get(name) or {}
+        if declared.get("synth"):
+            entries[name] = declared
+        elif name not in entries:
+            if not SYNTH_NAME.match(name):
+                log(f"skipping model {name}: not available on this machine (only synthetic models are generated here)")
+                continue
+            shape, quant = synthetic_spec(name)
+            path = model_dir / f"{name}.gguf"
+            t0 = time.perf_counter()
+            f = synth.write_gguf(shape, quant, path, seed=0)
+            log(f"generated {name}: {f['size_bytes'] / 1e9:.2f} GB in {time.perf_counter() - t0:.1f} s")
+            s = synth.get_shape(shape)
+            entries[name] = {"path": str(path), "sha256": f["sha256"], "family": "synthetic",
+                             "description": f"Synthetic {s.description or shape} at {quant}: random weights, speed only."}
         registry.parent.mkdir(parents=True, exist_ok=True)
         registry.write_text(yaml.safe_dump({"schema_version": 1, "models": entries}, sort_keys=True))
+        t0 = time.perf_counter()
+        ref = models.resolve(name, models.load_registry(registry))
+        log(f"model {name}: {ref.path} ({ref.size_bytes / 1e9:.2f} GB, sha256 {ref.sha256[:16]}, "
+            f"{time.perf_counter() - t0:.1f} s)")
+        facts[name] = {"path": ref.path, "sha256": ref.sha256}
     return facts
+
+
+def matrix_for(mfile: str, available: list[str], all_models: list[str], work: Path) -> str:
+    """The matrix file itself, or (when some of its models are not available here) a file that
+    includes it and narrows its models: same name, tests and settings, so its rows stay
+    comparable with the full matrix run elsewhere."""
+    if available == all_models:
+        return mfile
+    import yaml
+
+    from runtime import matrix as matrix_mod
+
+    name = matrix_mod.load(mfile).name
+    derived = work / "matrices" / f"{name}.yaml"
+    derived.parent.mkdir(parents=True, exist_ok=True)
+    derived.write_text(yaml.safe_dump({"include": str(Path(mfile).resolve()), "models": available}, sort_keys=False))
+    log(f"matrix {name}: running {', '.join(available)} (left out: {', '.join(m for m in all_models if m not in available)})")
+    return str(derived)
 
 
 # -- llama-bench ---------------------------------------------------------------------------
@@ -286,9 +326,14 @@ def main(argv: list[str] | None = None) -> int:
             log(f"skipping {mfile}: past the deadline")
             continue
         m = matrix_mod.load(mfile)
-        names = list(dict.fromkeys(m.spec.models))
-        facts = ensure_models(names, a.work / "models", data / "models.yaml")
+        all_names = list(dict.fromkeys(m.spec.models))
+        facts = ensure_models(all_names, a.work / "models", data / "models.yaml")
+        names = [n for n in all_names if n in facts]
         paths.update({n: f["path"] for n, f in facts.items()})
+        if not names:
+            log(f"skipping {mfile}: none of its models is available here")
+            continue
+        mfile = matrix_for(mfile, names, all_names, a.work)
 
         def on_event(kind: str, info: dict[str, Any]) -> None:
             if kind == "done":
@@ -298,7 +343,7 @@ def main(argv: list[str] | None = None) -> int:
                 log(f"[{info['index']}/{info['total']}] {info['model']} {info['test']}: {tail}")
 
         def bench(round_no: int) -> None:
-            if not (a.llama_bench and a.llama_bench.exists()):
+            if not (a.llama_bench and a.llama_bench.exists()) or not any(t.kind == "rate" for t in m.tests):
                 return
             threads = m.spec.settings.get("n_threads") or physical_cores()
             for n in names:  # one process per model, as our runner isolates each configuration

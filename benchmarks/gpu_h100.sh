@@ -15,7 +15,9 @@
 # llama-bench from the same tree; then benchmarks/gpu_bench.py: bandwidth, synthetic
 # models, our matrix, llama-bench on the same files, fidelity and roofline.
 # Environment: OUT (results; default /tmp/gpu-out), CUDA_ARCH (default 90 = Hopper),
-# JOBS (default: all cores), ALMANAC_HOST_NAME (the host's name in artifacts),
+# JOBS (default: all cores), ALMANAC_HOST_NAME (the host's name in artifacts), MATRICES
+# (default: reference, gpu-synthetic, gpu-synthetic-kquant), WITH_SERVER=1 (also build
+# llama-server; then SERVING_MATRICES, if set, run through it after the rate matrices),
 # BUDGET_S (seconds this script may take; optional stages are skipped past it).
 set -euo pipefail
 START=$(date +%s)
@@ -56,21 +58,33 @@ if [ "$(cat "$BUILD/.source" 2>/dev/null)" != "$sum-$CUDA_ARCH" ]; then
   stamp "configuring llama.cpp $commit (CUDA arch $CUDA_ARCH)"
   cmake -S "$SRC" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=ON -DGGML_CUDA=ON \
     -DCMAKE_CUDA_ARCHITECTURES="$CUDA_ARCH" -DGGML_NATIVE=ON -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
-    -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_APP=OFF -DLLAMA_OPENSSL=OFF >"$OUT/cmake-build.log" 2>&1 \
+    -DLLAMA_BUILD_SERVER=ON -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_BUILD_UI=OFF \
+    -DLLAMA_BUILD_APP=OFF -DLLAMA_OPENSSL=OFF >"$OUT/cmake-build.log" 2>&1 \
     || { tail -40 "$OUT/cmake-build.log"; exit 3; }
   stamp "building libllama and llama-bench with -j$JOBS"
   cmake --build "$BUILD" --target llama llama-bench -j "$JOBS" >>"$OUT/cmake-build.log" 2>&1 \
     || { tail -60 "$OUT/cmake-build.log"; exit 3; }
   echo "$sum-$CUDA_ARCH" > "$BUILD/.source"
   stamp "built"
+  if [ -n "${WITH_SERVER:-}" ]; then  # optional: llama-server from the same tree (no web UI)
+    stamp "building llama-server"
+    cmake --build "$BUILD" --target llama-server -j "$JOBS" >>"$OUT/cmake-build.log" 2>&1 \
+      && stamp "built llama-server: $("$BUILD/bin/llama-server" --version 2>&1 | grep -m1 version)" \
+      || stamp "llama-server did not build (see cmake-build.log); going on without it"
+  fi
 fi
 export LLAMA_CPP_LIB_PATH="$BUILD/bin"
+# the managed llama-server kind (runtime/backends/openai_http) runs this build's binary
+[ -x "$BUILD/bin/llama-server" ] && export ALMANAC_LLAMA_SERVER="$BUILD/bin/llama-server"
 [ -n "${STOP_AFTER_BUILD:-}" ] && exit 0
 python3 -c "import llama_cpp, importlib.metadata as m; print('llama-cpp-python', m.version('llama-cpp-python'), 'gpu offload:', llama_cpp.llama_supports_gpu_offload())"
 
 # 3. measurements
 export ALMANAC_HOST_NAME=${ALMANAC_HOST_NAME:-lent-h100}
-python3 benchmarks/gpu_bench.py --out "$OUT" --work /tmp/almanac-gpu \
-  --matrix data/matrices/gpu-synthetic.yaml --matrix data/matrices/gpu-synthetic-kquant.yaml \
+# MATRICES: the matrix files in order (later ones are skipped past the deadline);
+# GPU_BENCH_ARGS: more arguments, e.g. --no-bandwidth
+MATRICES=${MATRICES:-data/matrices/reference.yaml data/matrices/gpu-synthetic.yaml data/matrices/gpu-synthetic-kquant.yaml}
+margs=(); for mf in $MATRICES; do margs+=(--matrix "$mf"); done
+python3 benchmarks/gpu_bench.py --out "$OUT" --work /tmp/almanac-gpu "${margs[@]}" ${GPU_BENCH_ARGS:-} \
   --llama-bench "$BUILD/bin/llama-bench" --deadline $(( START + BUDGET_S - 90 ))
 stamp "done"

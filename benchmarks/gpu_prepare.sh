@@ -2,8 +2,9 @@
 # Prepare what benchmarks/gpu_h100.sh needs on a GPU machine that has no internet:
 #
 #   .gpu/llama.cpp/   llama.cpp as vendored in the llama-cpp-python sdist pinned by
-#                     pyproject.toml, trimmed to what a CUDA build of libllama and
-#                     llama-bench needs (no other backends, docs, models, web UI): ~26 MB
+#                     pyproject.toml, trimmed to what a CUDA build of libllama,
+#                     llama-bench and llama-server needs (no other backends, docs, models,
+#                     web UI assets): ~27 MB
 #   .gpu/site/        llama-cpp-python's pure-Python package (llama_cpp/*.py) and its
 #                     dist-info, to run against the CUDA libraries built there
 #                     (LLAMA_CPP_LIB_PATH)
@@ -37,7 +38,13 @@ rm -rf .gpu && mkdir -p .gpu/llama.cpp .gpu/site
 for p in CMakeLists.txt LICENSE cmake common include src vendor app tools licenses; do
   cp -a "$vend/$p" .gpu/llama.cpp/
 done
-rm -rf .gpu/llama.cpp/tools/ui .gpu/llama.cpp/tools/server .gpu/llama.cpp/tools/cli
+# (tools/cli stays: CMake adds it beside the server)
+# llama-server: its sources without tests or benchmarks, and the web UI's build files only
+# (no npm, no network there: the server builds without an embedded UI)
+rm -rf .gpu/llama.cpp/tools/server/tests .gpu/llama.cpp/tools/server/bench .gpu/llama.cpp/tools/server/themes
+find .gpu/llama.cpp/tools/ui -mindepth 1 -maxdepth 1 ! -name CMakeLists.txt ! -name '*.in' ! -name sources.cmake -exec rm -rf {} +
+mkdir -p .gpu/llama.cpp/scripts
+cp -a "$vend/scripts/ui-assets.cmake" .gpu/llama.cpp/scripts/
 mkdir -p .gpu/llama.cpp/ggml/src
 cp -a "$vend/ggml/CMakeLists.txt" "$vend/ggml/cmake" "$vend/ggml/include" .gpu/llama.cpp/ggml/
 find "$vend/ggml/src" -maxdepth 1 -type f -exec cp -a {} .gpu/llama.cpp/ggml/src/ \;
@@ -48,6 +55,7 @@ grep -m1 -oE 'llama\.cpp@[0-9a-f]{7,}' "$src/CHANGELOG.md" | cut -d@ -f2 > .gpu/
 # llama-cpp-python: the pure-Python package and its dist-info (for importlib.metadata)
 mkdir -p .gpu/site/llama_cpp
 cp "$src"/llama_cpp/*.py "$src/llama_cpp/py.typed" .gpu/site/llama_cpp/
+cp -a "$src/llama_cpp/server" .gpu/site/llama_cpp/   # python -m llama_cpp.server, for the serving matrices
 dist=.gpu/site/llama_cpp_python-$VERSION.dist-info
 mkdir -p "$dist"
 sed -n '/^$/q;p' "$src/PKG-INFO" > "$dist/METADATA"
@@ -61,6 +69,9 @@ rm -rf .whl && mkdir -p .whl
   --platform manylinux2014_x86_64 --platform manylinux1_x86_64 -d .whl \
   pydantic==2.13.4 pydantic_core==2.46.4 annotated-types==0.7.0 typing-inspection==0.4.2 \
   typing_extensions==4.16.0 jsonschema==4.26.0 jsonschema-specifications==2025.9.1 referencing==0.37.0 \
-  rpds-py==0.30.0 attrs==26.1.0 gguf==0.19.0 diskcache==5.6.3
+  rpds-py==0.30.0 attrs==26.1.0 gguf==0.19.0 diskcache==5.6.3 \
+  fastapi==0.165.0 starlette==1.10.0 uvicorn==0.54.0 sse-starlette==3.7.0 starlette-context==0.3.6 \
+  pydantic-settings==2.14.1 python-dotenv==1.2.2 annotated-doc==0.0.7 anyio==4.16.0 h11==0.16.0 click==8.5.1 \
+  opentelemetry-api==1.45.2
 
 du -sh .gpu/llama.cpp .gpu/site .whl

@@ -241,3 +241,28 @@ def system_info(lib_dir: str | None = None) -> dict[str, str | None]:
         return {"system_info": f"unavailable ({proc.stderr.strip()[-200:]})", "ggml_cpu_library": None}
     info, libs = proc.stdout.strip().splitlines()[-2:]
     return {"system_info": info, "ggml_cpu_library": libs}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Build (or reuse) llama.cpp's tools and print the folder that holds them."""
+    import argparse
+
+    ap = argparse.ArgumentParser(description=main.__doc__)
+    ap.add_argument("--sdist", default=None, help="Path to the llama-cpp-python sdist (default: cache, else pip download).")
+    ap.add_argument("--jobs", type=int, default=None, help="Build parallelism (default: all CPUs).")
+    a = ap.parse_args(argv)
+    try:
+        version = pinned_version()
+        sdist = find_sdist(version, a.sdist, log=lambda m: print(m, file=sys.stderr))
+        info = ensure_llama_bench(sdist, version, vendored_commit(sdist, version), a.jobs,
+                                  log=lambda m: print(m, file=sys.stderr))
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(info.lib_dir)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    sys.exit(main())

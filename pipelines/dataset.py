@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from runtime import artifacts
+from runtime import artifacts, record
 from runtime.paths import data_dir, relpath
 
 
@@ -30,7 +30,7 @@ class Dataset:
         return self.by_type.get(artifact, [])
 
     @property
-    def runs(self) -> list[dict[str, Any]]:
+    def runs(self) -> list[record.RunRecord]:
         return self.of("run")
 
     @property
@@ -80,7 +80,8 @@ def load(root: Path | None = None) -> Dataset:
             rel = path.relative_to(root).as_posix()
             doc["_path"] = relpath(path)
             doc["_data_path"] = rel
-            by_type.setdefault(doc["artifact"], []).append(doc)
+            by_type.setdefault(doc["artifact"], []).append(
+                record.RunRecord(doc, doc["_path"]) if doc["artifact"] == record.ARTIFACT else doc)
             rels.append((rel, path))
     finally:
         cache.save()

@@ -1,20 +1,32 @@
-"""Leaderboards: per host and test, configurations ranked on the test's headline metric."""
+"""Leaderboards: like with like, ranked on the test kind's headline metric with CI95.
+
+A board holds results that ran the same work apart from what the board compares on purpose
+(the model, the settings and the backend build): same host, backend, test definition (every
+parameter but the repetition count) and method. Its rows are the newest result of each full
+comparability key (runtime.record), one row and one chart mark per artifact. Settings equal
+on every row are stated once above the board; settings that differ, and the backend build
+when it differs, are columns. Ranks follow pipelines.ranking: overlapping CI95 share a rank.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import json
+from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
 
-from runtime.metrics import METRICS, Metric
+from runtime.metrics import COLUMNS_BY_KIND, HEADLINE_BY_KIND, Metric, headline
+from runtime.record import RunRecord
 
-from .runs import latest_per_key, metrics_frame
+from .history import stale_ids
+from .ranking import rank_label, rank_with_ci
+from .runs import records
 
-# The metric a test kind is ranked on (others are shown beside it).
-HEADLINE: dict[str, str] = {"rate": "tokens_per_second", "chat": "ttft_ms", "generate": "generation_tps"}
-COLUMNS: dict[str, list[str]] = {"rate": ["tokens_per_second"], "chat": ["ttft_ms", "tpot_ms", "e2e_ms", "output_tokens"],
-                                 "generate": ["generation_tps", "ttft_ms", "draft_acceptance"]}
+HEADLINE = HEADLINE_BY_KIND  # declared once, in runtime.metrics
+COLUMNS = COLUMNS_BY_KIND
+# What a leaderboard compares on purpose (everything else must be equal on a board).
+COMPARED = ("model", "build", "settings")
 
 
 @dataclass
@@ -23,60 +35,116 @@ class Board:
     host_name: str
     test: str
     test_kind: str
+    backend: str
     metric: Metric
-    varying: list[str]  # settings that differ between rows
+    definition: dict[str, Any]  # the test's every parameter (repetitions aside)
+    varying: list[str]  # effective settings that differ between rows
+    constant: dict[str, Any]  # effective settings equal on every row (stated once)
+    builds: list[str]  # distinct backend builds on the board
     rows: pd.DataFrame  # ranked best first
+    key: str = ""
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def build_varies(self) -> bool:
+        return len(self.builds) > 1
+
+
+def _same(values: list[Any]) -> bool:
+    first = json.dumps(values[0], sort_keys=True, default=str)
+    return all(json.dumps(v, sort_keys=True, default=str) == first for v in values[1:])
+
+
+def split_settings(settings: list[dict[str, Any]]) -> tuple[list[str], dict[str, Any]]:
+    """(keys whose values differ between rows, the settings equal on every row)."""
+    keys = sorted({k for s in settings for k in s})
+    varying, constant = [], {}
+    for k in keys:
+        vals = [s.get(k) for s in settings]
+        if _same(vals):
+            constant[k] = vals[0]
+        else:
+            varying.append(k)
+    return varying, constant
 
 
 def varying_settings(settings: list[dict[str, Any]]) -> list[str]:
-    keys = sorted({k for s in settings for k in s})
-    out = []
-    for k in keys:
-        vals = {repr(s.get(k)) for s in settings}
-        if len(vals) > 1:
-            out.append(k)
-    return out
+    return split_settings(settings)[0]
 
 
-def boards(docs: list[dict[str, Any]]) -> list[Board]:
-    """Leaderboards from run artifacts (the newest artifact per configuration; failed runs excluded)."""
-    docs = [d for d in latest_per_key(docs) if d["status"] == "ok"]
-    frame = metrics_frame(docs)
-    if frame.empty:
-        return []
+def newest_per_comparability(recs: list[RunRecord]) -> list[RunRecord]:
+    """One result per full comparability key: the newest (older ones are history)."""
+    best: dict[str, RunRecord] = {}
+    for r in recs:
+        k = r.comparability_key()
+        cur = best.get(k)
+        if cur is None or (r.created, r.id) > (cur.created, cur.id):
+            best[k] = r
+    return list(best.values())
+
+
+def boards(docs: list[Any]) -> list[Board]:
+    """Leaderboards from run artifacts (failed runs excluded)."""
+    recs = [r for r in records(docs) if r.ok and headline(r.test_kind) is not None]
+    stale = stale_ids(recs)
+    groups: dict[str, list[RunRecord]] = {}
+    for r in newest_per_comparability(recs):
+        groups.setdefault(r.comparability_key(exclude=COMPARED), []).append(r)
     out: list[Board] = []
-    for (host_id, test), group in frame.groupby(["host_id", "test"], sort=True):
-        kind = group["test_kind"].iloc[0]
-        metric_name = HEADLINE.get(kind)
-        if metric_name is None:
+    for gkey, group in groups.items():
+        first = group[0]
+        metric = headline(first.test_kind)
+        assert metric is not None
+        rows = []
+        for r in group:
+            s = r.stat(metric.name)
+            if not s or s.get("mean") is None:
+                continue
+            rows.append({"id": r.id, "path": r.path, "created": r.created, "model": r.model_name,
+                         "quantization": r.quantization, "synthetic": r.synthetic, "backend": r.backend,
+                         "backend_build": r.backend_build, "effective": r.effective, "settings": r.requested,
+                         "s_mean": s["mean"], "s_stddev": s.get("stddev"), "s_n": s.get("n") or 0,
+                         "s_ci95_low": s.get("ci95_low"), "s_ci95_high": s.get("ci95_high"),
+                         "stale": r.id in stale})
+        if not rows:
             continue
-        metric = METRICS[metric_name]
-        g = group[group["metric"] == metric_name].copy()
-        if g.empty:
-            continue
-        g = g.sort_values("s_mean", ascending=not metric.higher_is_better, kind="stable").reset_index(drop=True)
-        g["rank"] = range(1, len(g) + 1)
-        varying = varying_settings(list(g["settings"])) if len(g) > 1 else []
-        out.append(Board(host_id, group["host_name"].iloc[0], test, kind, metric, varying, g))
+        g = pd.DataFrame(rows)
+        ranked = rank_with_ci(list(g["s_ci95_low"]), list(g["s_ci95_high"]), metric.higher_is_better)
+        g["rank"] = [r.rank for r in ranked]
+        g["tied"] = [r.tied for r in ranked]
+        g["rank_label"] = [rank_label(r) for r in ranked]
+        sign = -1 if metric.higher_is_better else 1
+        g["_order"] = [(r.rank if r.rank is not None else 10**9, sign * m) for r, m in zip(ranked, g["s_mean"])]
+        g = g.sort_values("_order", kind="stable").drop(columns="_order").reset_index(drop=True)
+        varying, constant = split_settings(list(g["effective"]))
+        builds = sorted(set(g["backend_build"]))
+        out.append(Board(first.host_id, first.host_name, first.test_name, first.test_kind, first.backend, metric,
+                         first.test_definition, varying, constant, builds, g, gkey))
+    out.sort(key=lambda b: (b.host_id, b.test, b.backend, b.key))
     return out
 
 
 def board_records(board: Board) -> list[dict[str, Any]]:
-    """Plain rows for rendering: rank, model, quantization, settings that differ, statistics, source."""
+    """Plain rows for rendering: rank (with tie marker), model, build, settings that differ,
+    statistics, source."""
     recs = []
     for _, r in board.rows.iterrows():
         recs.append({
-            "rank": int(r["rank"]),
+            "rank": None if pd.isna(r["rank"]) else int(r["rank"]),
+            "rank_label": r["rank_label"],
+            "tied": bool(r["tied"]),
             "model": r["model"],
             "quantization": r["quantization"],
             "synthetic": bool(r["synthetic"]),
-            "settings": {k: r["settings"].get(k) for k in board.varying},
-            "mean": r["s_mean"],
-            "stddev": r["s_stddev"],
-            "n": int(r["s_n"]),
-            "ci95_low": r["s_ci95_low"],
-            "ci95_high": r["s_ci95_high"],
-            "id": r["id"],
             "backend": r["backend"],
+            "backend_build": r["backend_build"],
+            "settings": {k: r["effective"].get(k) for k in board.varying},
+            "mean": r["s_mean"],
+            "stddev": None if pd.isna(r["s_stddev"]) else r["s_stddev"],
+            "n": int(r["s_n"]),
+            "ci95_low": None if pd.isna(r["s_ci95_low"]) else r["s_ci95_low"],
+            "ci95_high": None if pd.isna(r["s_ci95_high"]) else r["s_ci95_high"],
+            "id": r["id"],
+            "stale": bool(r["stale"]),
         })
     return recs

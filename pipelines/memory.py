@@ -38,6 +38,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from runtime.errors import ConfigError, ModelError
+from runtime.record import flash_attention_on
 from runtime.paths import data_dir, relpath
 from runtime.yamlio import load_yaml, pydantic_error_line
 
@@ -486,8 +487,7 @@ def run_prediction(doc: dict[str, Any]) -> dict[str, Any] | None:
     type_k = eff.get("type_k") or req.get("type_k") or "f16"
     type_v = eff.get("type_v") or req.get("type_v") or "f16"
     swa_full = bool(eff.get("swa_full", req.get("swa_full", False)))
-    fa = eff.get("flash_attn")
-    flash = fa == "on" if fa in ("on", "off") else req.get("flash_attn") != "off"
+    flash = flash_attention_on(req, eff)
     test = doc["test"]
     if test.get("kind") == "rate":
         batch = int(test.get("n_prompt") or 0) or 1
@@ -531,10 +531,10 @@ def vram_prediction(doc: dict[str, Any], runtime_overhead: int = 0) -> dict[str,
         shape = ModelShape.from_facts(doc["model"]["gguf"], doc["model"]["name"])
     except ModelError:
         return None
-    fa = eff.get("flash_attn")
+    flash = flash_attention_on(req, eff)  # the requested value counts where the backend did not report one
     plan = gpu_plan(shape, int(eff.get("n_ctx") or 4096), eff.get("type_k") or req.get("type_k") or "f16",
                     eff.get("type_v") or req.get("type_v") or "f16", swa_full=bool(eff.get("swa_full", req.get("swa_full", False))),
-                    n_ubatch=int(eff.get("n_ubatch") or 512), flash_attn=fa != "off", runtime_overhead=runtime_overhead)
+                    n_ubatch=int(eff.get("n_ubatch") or 512), flash_attn=flash, runtime_overhead=runtime_overhead)
     without = plan.total - runtime_overhead
     return {"id": doc["id"], "model": doc["model"]["name"], "test": doc["test"]["name"], "created": doc["created"],
             "host_id": doc["host"]["id"], "plan": plan, "predicted": plan.total, "measured": int(measured),

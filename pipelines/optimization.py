@@ -23,12 +23,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from runtime import stats
-from runtime.metrics import METRICS
+from runtime.metrics import HEADLINE_BY_KIND, METRICS
 
 from . import degeneration
 from .runs import latest_per_key
 
-HEADLINE: dict[str, str] = {"rate": "tokens_per_second", "generate": "generation_tps", "chat": "decode_tps"}
+HEADLINE = HEADLINE_BY_KIND  # declared once, in runtime.metrics
 TRACKS = ("speculative", "experts", "threads", "depth", "settings")
 TRACK_TITLES = {
     "speculative": "Speculative decoding",

@@ -48,6 +48,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from runtime import artifacts
 from runtime.errors import ConfigError, ModelError
 from runtime.metrics import METRICS
+from runtime.record import as_record
 from runtime.paths import data_dir, relpath
 from runtime.yamlio import load_yaml, pydantic_error_line
 
@@ -455,8 +456,7 @@ def _effect_factor(opt: Optimization, doc: dict[str, Any]) -> tuple[float, float
         shape = ModelShape.from_facts(doc["model"]["gguf"], doc["model"]["name"])
     except ModelError:
         return None
-    fa = eff.get("flash_attn")
-    flash = (fa == "on") if fa in ("on", "off") else req.get("flash_attn") != "off"
+    flash = as_record(doc).flash_attn_on
     base_kw = {"type_k": eff.get("type_k") or req.get("type_k") or "f16", "type_v": eff.get("type_v") or req.get("type_v") or "f16",
                "flash_attn": flash, "expert_used": eff.get("n_expert_used")}
     new_kw = dict(base_kw)

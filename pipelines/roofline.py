@@ -23,6 +23,7 @@ from typing import Any
 
 from runtime import artifacts
 from runtime.errors import ModelError
+from runtime.record import flash_attention_on
 from runtime.paths import data_dir, relpath
 
 from .memory import ModelShape, kv_cache, kv_read_bytes
@@ -77,10 +78,7 @@ def latest_bandwidth(host_docs: list[dict[str, Any]], kind: str = "memory_bandwi
 
 
 def _flash(eff: dict[str, Any], req: dict[str, Any]) -> bool:
-    fa = eff.get("flash_attn")
-    if fa in ("on", "off"):
-        return fa == "on"
-    return req.get("flash_attn") != "off"
+    return flash_attention_on(req, eff)  # interpreted once, in runtime.record
 
 
 def bytes_per_token(shape: ModelShape, depths: list[int], *, type_k: str = "f16", type_v: str = "f16",

@@ -8,7 +8,8 @@ from typing import Any
 
 import pandas as pd
 
-from runtime import artifacts
+from runtime import artifacts, record
+from runtime.record import RunRecord, as_record
 from runtime.paths import data_dir, relpath, runs_dir
 
 
@@ -30,59 +31,70 @@ def load_artifacts(artifact: str, root: Path | None = None) -> list[dict[str, An
     return docs
 
 
-def load_runs(root: Path | None = None) -> list[dict[str, Any]]:
-    """Every run artifact under data/ (validated), oldest first."""
-    return load_artifacts("run", root)
+def load_runs(root: Path | None = None) -> list[RunRecord]:
+    """Every run artifact (validated), oldest first, as typed run records. Without ``root``: the
+    runs of the one loaded set of the data folder (pipelines.dataset: read and validated once)."""
+    if root is None:
+        from . import dataset
+
+        return list(dataset.load().runs)
+    return record.read_all(root)
 
 
-def latest_per_key(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def records(docs: list[Any]) -> list[RunRecord]:
+    """Run records for loaded artifacts (records pass through; plain documents are wrapped)."""
+    return [as_record(d) for d in docs]
+
+
+def latest_per_key(docs: list[Any]) -> list[RunRecord]:
     """The newest artifact of each configuration (a forced rerun supersedes, history stays on disk)."""
-    latest: dict[str, dict[str, Any]] = {}
-    for d in docs:
-        cur = latest.get(d["key"])
-        if cur is None or (d["created"], d["id"]) > (cur["created"], cur["id"]):
-            latest[d["key"]] = d
-    return sorted(latest.values(), key=lambda d: (d["created"], d["id"]))
+    return record.latest_per_key(records(docs))
 
 
 def settings_label(settings: dict[str, Any], keys: list[str]) -> str:
     return ", ".join(f"{k}={json.dumps(settings.get(k)) if not isinstance(settings.get(k), str) else settings.get(k)}" for k in keys)
 
 
-def metrics_frame(docs: list[dict[str, Any]]) -> pd.DataFrame:
+def metrics_frame(docs: list[Any]) -> pd.DataFrame:
     """One row per (artifact, metric) with the summary statistics and the provenance needed to
-    group, rank and link."""
+    group, rank and link. ``record`` holds the RunRecord of the row."""
     rows = []
-    for d in docs:
+    for r in records(docs):
         base = {
-            "id": d["id"],
-            "key": d["key"],
-            "path": d.get("_path", ""),
-            "created": d["created"],
-            "status": d["status"],
-            "host_id": d["host"]["id"],
-            "host_name": d["host"]["name"],
-            "cpu": d["host"]["cpu"]["model"],
-            "gpu": ", ".join(g["name"] for g in d["host"].get("gpus", [])) or "",
-            "backend": d["backend"],
-            "backend_version": d["build"].get("backend_version", ""),
-            "model": d["model"]["name"],
-            "quantization": d["model"]["gguf"].get("quantization"),
-            "architecture": d["model"]["gguf"].get("architecture"),
-            "n_params": d["model"].get("n_params"),
-            "synthetic": d["model"]["synthetic"],
-            "test": d["test"]["name"],
-            "test_kind": d["test"]["kind"],
-            "matrix": d["matrix"]["name"],
-            "settings": d["settings"]["requested"],
-            "effective": d["settings"]["effective"],
-            "swept": d["settings"]["swept"],
+            "id": r.id,
+            "key": r.key,
+            "path": r.path,
+            "created": r.created,
+            "status": r.status,
+            "host_id": r.host_id,
+            "host_name": r.host_name,
+            "cpu": r.host["cpu"]["model"],
+            "gpu": r.gpu_names,
+            "backend": r.backend,
+            "backend_version": r.backend_version,
+            "backend_build": r.backend_build,
+            "llama_cpp_commit": r.llama_cpp_commit,
+            "almanac": r.almanac_version,
+            "build_label": r.build_label,
+            "model": r.model_name,
+            "model_sha256": r.model_sha256,
+            "quantization": r.quantization,
+            "architecture": r.gguf.get("architecture"),
+            "n_params": r.model.get("n_params"),
+            "synthetic": r.synthetic,
+            "test": r.test_name,
+            "test_kind": r.test_kind,
+            "matrix": r.matrix_name,
+            "settings": r.requested,
+            "effective": r.effective,
+            "swept": r.swept,
+            "record": r,
         }
-        if d["status"] != "ok":
-            rows.append({**base, "metric": None, "error": (d.get("error") or {}).get("message")})
+        if not r.ok:
+            rows.append({**base, "metric": None, "error": r.error_message})
             continue
-        for metric, s in d["summary"].items():
-            rows.append({**base, "metric": metric, "error": None, **{f"s_{k}": v for k, v in s.items()}})
+        for metric, st in r.summary.items():
+            rows.append({**base, "metric": metric, "error": None, **{f"s_{k}": v for k, v in st.items()}})
     return pd.DataFrame(rows)
 
 

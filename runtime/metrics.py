@@ -162,3 +162,28 @@ register_metric(Metric(
     "Quality runs: share of a suite's sampled items whose output the item's scorer accepted "
     "(every score is pass or fail); the interval is the 95% Wilson score interval of that share.",
     ("quality",), 1))
+
+
+# -- Headline metric per test kind: declared once; leaderboards, comparisons, history, the
+# optimization tracks and the runs index rank and compare on it.
+HEADLINE_BY_KIND: dict[str, str] = {
+    "rate": "tokens_per_second",
+    "chat": "ttft_ms",
+    "generate": "generation_tps",
+    "serve": "cold_total_ms",
+    "concurrency": "peak_aggregate_tps",
+    "quality": "pass_rate",
+}
+
+
+def headline(kind: str) -> Metric | None:
+    """The metric a test kind is ranked and compared on, or None for a kind without one."""
+    name = HEADLINE_BY_KIND.get(kind)
+    return METRICS[name] if name else None
+
+# Metrics shown beside the headline, per test kind.
+COLUMNS_BY_KIND: dict[str, list[str]] = {
+    "rate": ["tokens_per_second"],
+    "chat": ["ttft_ms", "tpot_ms", "e2e_ms", "output_tokens"],
+    "generate": ["generation_tps", "ttft_ms", "draft_acceptance"],
+}

@@ -8,7 +8,6 @@ it stopped and a second run with nothing changed measures nothing.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import os
 import signal
@@ -22,25 +21,20 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
 
-from . import __version__, artifacts, backends, stats
+from . import artifacts, backends, record, stats
 from . import host as hostinfo
 from . import matrix as matrix_mod
 from . import models
 from .errors import ConfigError
 from .paths import project_root, relpath, runs_dir
 
-METHOD_VERSION = 1  # bump when what a measurement means changes; part of every key
+METHOD_VERSION = record.METHOD_VERSION
 LOG_TAIL_LINES = 120
 NOISY_LOG_PREFIXES = ("llama_graph_n_input_tensors", "create_tensor:", "llama_model_loader: - kv", "load_tensors: layer",
                       "resolve_fused_ops: fused", "llama_model_loader: - type")
 
 
-def config_key(backend: str, model_sha256: str, settings: dict[str, Any], test: dict[str, Any], host_id: str,
-               backend_version: str) -> str:
-    """Identity of a measurement: what would have to change for it to be measured again."""
-    ident = {"backend": backend, "backend_version": backend_version, "model_sha256": model_sha256,
-             "settings": settings, "test": test, "host": host_id, "method": METHOD_VERSION}
-    return hashlib.sha256(json.dumps(ident, sort_keys=True, default=str).encode()).hexdigest()
+config_key = record.config_key  # one owner of the key: runtime.record
 
 
 def find_existing(key: str, root: Path | None = None) -> list[Path]:
@@ -136,9 +130,9 @@ def _summaries(metrics: dict[str, list[float]]) -> dict[str, Any]:
 
 
 def build_artifact(*, cfg: matrix_mod.Configuration, ref: models.ModelRef, settings: Any, host: dict[str, Any],
-                   key: str, backend_version: str, outcome: ChildOutcome) -> dict[str, Any]:
+                   key: str, backend_version: str, outcome: ChildOutcome,
+                   build_variant: "BuildVariant | None" = None) -> dict[str, Any]:
     created = datetime.now(timezone.utc)
-    run_id = f"{key[:12]}-{created.strftime('%Y%m%dT%H%M%S')}.{created.microsecond // 1000:03d}Z"  # ms: reruns never collide
     res = outcome.result or {}
     status = "ok" if res.get("status") == "ok" and outcome.exit_code == 0 else "failed"
     error = None
@@ -170,19 +164,16 @@ def build_artifact(*, cfg: matrix_mod.Configuration, ref: models.ModelRef, setti
     if status == "failed":
         metrics = {k: v for k, v in metrics.items() if k in ("load_time_s", "peak_rss_bytes", "peak_vram_bytes")}
     model_desc = describe.get("model") or {}
-    return {
-        "artifact": "run",
-        "schema_version": artifacts.ARTIFACT_TYPES["run"].version,
-        "id": run_id,
-        "key": key,
-        "created": created.isoformat(timespec="seconds"),
-        "status": status,
-        "error": error,
-        "matrix": {"name": cfg.matrix, "file": cfg.matrix_file},
-        "backend": cfg.backend,
-        "test": cfg.test.to_dict(),
-        "settings": {"requested": settings.model_dump(mode="json"), "swept": cfg.swept, "effective": effective},
-        "model": {
+    build = {**(describe.get("build") or {"backend": cfg.backend}), "backend_version": backend_version,
+             **source_provenance()}
+    if build_variant is not None:
+        build.update(label=build_variant.label, variant=build_variant.to_dict())
+    return record.new_run(
+        key=key, created=created, status=status, error=error,
+        matrix={"name": cfg.matrix, "file": cfg.matrix_file},
+        backend=cfg.backend, test=cfg.test.to_dict(),
+        requested=settings.model_dump(mode="json"), swept=cfg.swept, effective=effective,
+        model={
             "name": ref.name,
             "file_name": Path(ref.path).name,
             "sha256": ref.sha256,
@@ -194,29 +185,37 @@ def build_artifact(*, cfg: matrix_mod.Configuration, ref: models.ModelRef, setti
             "n_params": model_desc.get("n_params"),
             "metadata": model_desc.get("metadata", {}),
         },
-        "host": host,
-        "build": {**(describe.get("build") or {"backend": cfg.backend}), "backend_version": backend_version,
-                  "almanac": __version__, "method_version": METHOD_VERSION,
-                  **source_provenance()},
-        "samples": res.get("samples") or {},
-        "summary": _summaries(metrics),
-        "details": res.get("details") or {},
-        "resources": {"peak_rss_bytes": peak_rss, "peak_vram_bytes": res.get("peak_vram_bytes"),
-                      "peak_rss_method": "VmHWM of the child" if res.get("peak_rss_self_bytes") else "ru_maxrss (wait4)",
-                      "peak_vram_method": res.get("peak_vram_method"),
-                      # RSS before the model load (after the backend's libraries, where it says) and after it
-                      "baseline_rss_bytes": load.get("rss_before_model_bytes", res.get("rss_before_load_bytes")),
-                      "rss_after_load_bytes": res.get("rss_after_load_bytes"),
-                      "wall_s": outcome.wall_s, "exit_code": outcome.exit_code, "signal": outcome.signal,
-                      "loadavg_1m_before": outcome.loadavg_before},
-        "log_tail": tail_log(outcome.log),
-    }
+        host=host, build=build,
+        samples=res.get("samples") or {},
+        summary=_summaries(metrics),
+        details=res.get("details") or {},
+        resources={"peak_rss_bytes": peak_rss, "peak_vram_bytes": res.get("peak_vram_bytes"),
+                   "peak_rss_method": "VmHWM of the child" if res.get("peak_rss_self_bytes") else "ru_maxrss (wait4)",
+                   "peak_vram_method": res.get("peak_vram_method"),
+                   # RSS before the model load (after the backend's libraries, where it says) and after it
+                   "baseline_rss_bytes": load.get("rss_before_model_bytes", res.get("rss_before_load_bytes")),
+                   "rss_after_load_bytes": res.get("rss_after_load_bytes"),
+                   "wall_s": outcome.wall_s, "exit_code": outcome.exit_code, "signal": outcome.signal,
+                   "loadavg_1m_before": outcome.loadavg_before},
+        log_tail=tail_log(outcome.log),
+    )
 
 
-def artifact_path(doc: dict[str, Any], root: Path | None = None) -> Path:
-    root = root or runs_dir()
-    safe_test = doc["test"]["name"].replace("/", "_").replace("@", "_at_").replace("+", "_")
-    return root / doc["host"]["id"] / hostinfo.slug(doc["model"]["name"]) / f"{safe_test}--{doc['key'][:16]}-{doc['id'].split('-', 1)[1]}.json"
+artifact_path = record.run_path  # one owner of the layout: runtime.record
+
+
+@dataclass(frozen=True)
+class BuildVariant:
+    """A variant of the build measured beside the ordinary one (e.g. a deliberately slowed
+    build for a regression example). The artifact records the label and what the variant
+    changes; its requested settings stay the matrix's, its effective settings show what ran."""
+
+    label: str
+    description: str
+    overrides: dict[str, Any] = field(default_factory=dict)  # settings the variant's job runs with
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"label": self.label, "description": self.description, "overrides": dict(self.overrides)}
 
 
 @dataclass
@@ -264,7 +263,8 @@ def baseline_key(cfg: matrix_mod.Configuration, ref: models.ModelRef, host_id: s
 
 
 def run_matrix(name_or_path: str, *, force: bool = False, retry_failed: bool = False,
-               on_event: Callable[[str, dict[str, Any]], None] | None = None, root: Path | None = None) -> MatrixReport:
+               on_event: Callable[[str, dict[str, Any]], None] | None = None, root: Path | None = None,
+               build_variant: BuildVariant | None = None) -> MatrixReport:
     """Measure every configuration of a matrix not measured yet. All input is validated first."""
     m = matrix_mod.load(name_or_path)
     cfgs = m.configurations()
@@ -281,7 +281,8 @@ def run_matrix(name_or_path: str, *, force: bool = False, retry_failed: bool = F
         ref = refs[cfg.model]
         settings = merged_settings(cfg, ref)
         bversion = backends.version(cfg.backend)
-        key = config_key(cfg.backend, ref.sha256, settings.model_dump(mode="json"), cfg.test.to_dict(), host["id"], bversion)
+        key = config_key(cfg.backend, ref.sha256, settings.model_dump(mode="json"), cfg.test.to_dict(), host["id"], bversion,
+                         build_label=build_variant.label if build_variant else None)
         label = {"index": i, "total": len(cfgs), "model": cfg.model, "test": cfg.test.name, "swept": cfg.swept}
         existing = find_existing(key, root)
         if existing and not force:
@@ -291,11 +292,14 @@ def run_matrix(name_or_path: str, *, force: bool = False, retry_failed: bool = F
                 emit("skip", {**label, "path": relpath(existing[-1]), "status": last["status"]})
                 continue
         emit("run", label)
-        job = {"backend": cfg.backend, "model": ref.to_dict(), "settings": settings.model_dump(mode="json"),
+        job_settings = settings.model_dump(mode="json")
+        if build_variant is not None:
+            job_settings.update(build_variant.overrides)
+        job = {"backend": cfg.backend, "model": ref.to_dict(), "settings": job_settings,
                "test": cfg.test.model_dump(mode="json")}
         outcome = run_child(job, cfg.timeout_s)
         doc = build_artifact(cfg=cfg, ref=ref, settings=settings, host=host, key=key, backend_version=bversion,
-                             outcome=outcome)
+                             outcome=outcome, build_variant=build_variant)
         doc["matrix"].update(sweep=cfg.sweep or None, baseline_key=baseline_key(cfg, ref, host["id"], bversion))
         path = artifacts.write(artifact_path(doc, root), doc)
         (report.measured if doc["status"] == "ok" else report.failed).append(path)

@@ -16,7 +16,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from runtime import artifacts, runner, servingstats
+from runtime import artifacts, record, runner, servingstats
 from runtime.backends.openai_http.backend import OpenAIHttpBackend, ServingFailed
 from runtime.backends.openai_http.config import OpenAIHttpSettings
 from runtime.backends.openai_http.server import free_port
@@ -397,7 +397,7 @@ def _artifact(root: Path, *, backend: str, test: dict, samples: dict, metrics: d
     outcome = runner.ChildOutcome(result, 0 if status == "ok" else 3, None, False, 50 * 2**20, 1.0, "log line\n")
     doc = runner.build_artifact(cfg=cfg, ref=ref, settings=settings_obj, host=host, key=key, backend_version="fixture",
                                 outcome=outcome)
-    return artifacts.write(runner.artifact_path(doc, root), doc)
+    return record.write(doc, root)
 
 
 WORKLOAD = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 8, "ignore_eos": True}

@@ -16,9 +16,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from runtime.metrics import METRICS
+from runtime.metrics import HEADLINE_BY_KIND, METRICS
 
-from .. import leaderboard
 
 ROOT = "@@ALMANAC_ROOT@@/"  # replaced per page by the build hook with the relative path to the site root
 
@@ -40,7 +39,7 @@ KINDS = {
 
 
 def _headline(d: dict[str, Any]) -> tuple[float | None, str, str]:
-    name = leaderboard.HEADLINE.get(d["test"]["kind"])
+    name = HEADLINE_BY_KIND.get(d["test"]["kind"])
     s = (d.get("summary") or {}).get(name) if name else None
     if not s or s.get("mean") is None:
         return None, "", ""

@@ -50,6 +50,70 @@ def bar_with_ci(df: pd.DataFrame, metric: Metric, label_col: str = "label", titl
     return (bars + err).properties(title=title, width="container", height=max(60, 28 * len(df)))
 
 
+def _q(field: str, title: str | None = None, **kw: Any) -> dict[str, Any]:
+    enc: dict[str, Any] = {"field": field, "type": "quantitative", **kw}
+    if title is not None:
+        enc["title"] = title
+    return enc
+
+
+def _clean(v: Any) -> Any:
+    return None if isinstance(v, float) and v != v else v  # NaN -> null (JSON has no NaN)
+
+
+def dots_with_ci(df: pd.DataFrame, metric: Metric, label_col: str = "label", title: str = "") -> dict[str, Any]:
+    """One mark per result: a dot at the mean and a CI95 rule, one row per artifact, in the
+    frame's order. Rows are keyed by the artifact id (``id``), so two results never share a
+    mark and nothing is summed or stacked (Vega-Lite stacks bars that share a category).
+    A plain Vega-Lite spec (no Altair validation: linear and cheap at thousands of rows)."""
+    rows = df.reset_index(drop=True).to_dict("records")
+    values = [{**{k: _clean(v) for k, v in r.items()}, "row": f"{r[label_col]} · {str(r['id'])[:12]}"} for r in rows]
+    axis_title = f"{metric.label} ({metric.unit})"
+    tooltip = [{"field": label_col, "type": "nominal", "title": "configuration"},
+               {"field": "mean", "type": "quantitative", "format": ".2f", "title": f"mean ({metric.unit})"},
+               {"field": "stddev", "type": "quantitative", "format": ".2f"}, {"field": "n", "type": "quantitative"},
+               {"field": "ci95_low", "type": "quantitative", "format": ".2f"},
+               {"field": "ci95_high", "type": "quantitative", "format": ".2f"},
+               {"field": "id", "type": "nominal", "title": "artifact"}]
+    return {
+        "$schema": alt.SCHEMA_URL, "title": title, "width": "container", "height": max(60, 26 * len(values)),
+        "data": {"values": values},
+        "encoding": {"y": {"field": "row", "type": "nominal", "sort": [v["row"] for v in values], "title": None,
+                           "axis": {"labelLimit": 320}}},
+        "layer": [
+            {"mark": {"type": "rule", "color": "#222"},
+             "encoding": {"x": _q("ci95_low", axis_title, stack=None), "x2": {"field": "ci95_high"}}},
+            {"mark": {"type": "point", "filled": True, "size": 70, "color": "#4051b5"},
+             "encoding": {"x": _q("mean", axis_title, stack=None), "tooltip": tooltip,
+                          # a click on a dot opens its artifact's published JSON
+                          **({"href": {"field": "json", "type": "nominal"}} if "json" in df.columns else {})}},
+        ],
+    }
+
+
+def dots_over_time(values: list[dict[str, Any]], metric: Metric, title: str = "") -> dict[str, Any]:
+    """One dot per result (mean) with its CI95 rule over time (``created``), coloured by ``build``."""
+    axis_title = f"{metric.label} ({metric.unit})"
+    tooltip = [{"field": "created", "type": "temporal", "format": "%Y-%m-%d %H:%M:%S"},
+               {"field": "mean", "type": "quantitative", "format": ".2f"},
+               {"field": "stddev", "type": "quantitative", "format": ".2f"}, {"field": "n", "type": "quantitative"},
+               {"field": "ci95_low", "type": "quantitative", "format": ".2f"},
+               {"field": "ci95_high", "type": "quantitative", "format": ".2f"},
+               {"field": "build", "type": "nominal"}, {"field": "id", "type": "nominal", "title": "artifact"}]
+    return {
+        "$schema": alt.SCHEMA_URL, "title": title, "width": "container", "height": 220,
+        "data": {"values": [{k: _clean(v) for k, v in r.items()} for r in values]},
+        "encoding": {"x": {"field": "created", "type": "temporal", "title": "measured"},
+                     "color": {"field": "build", "type": "nominal", "title": "build",
+                               "legend": {"orient": "bottom", "labelLimit": 400}}},
+        "layer": [
+            {"mark": {"type": "rule"}, "encoding": {"y": _q("ci95_low", axis_title, stack=None), "y2": {"field": "ci95_high"}}},
+            {"mark": {"type": "point", "filled": True, "size": 60},
+             "encoding": {"y": _q("mean", axis_title, stack=None, scale={"zero": False}), "tooltip": tooltip}},
+        ],
+    }
+
+
 def line_sweep(df: pd.DataFrame, x: str, metric: Metric, series: str | None = None, title: str = "",
                x_title: str | None = None) -> alt.LayerChart:
     """A sweep: metric mean against a swept value, CI95 band, one line per series."""

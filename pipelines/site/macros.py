@@ -16,6 +16,7 @@ from . import hosts as hosts_pages
 from .. import roofline
 from .. import projections
 from . import planning
+from . import history_pages
 
 
 def _runs() -> tuple[dict[str, Any], ...]:
@@ -47,4 +48,7 @@ def define_env(env: Any) -> None:
     env.macro(lambda: planning.memory_page(list(_runs()), roofline.load_hosts()), "memory_page")
     env.macro(lambda: planning.roofline_page(list(_runs()), roofline.load_hosts()), "roofline_page")
     env.macro(lambda: planning.whatif_page(list(_runs())), "whatif_page")
+    env.macro(lambda: history_pages.history_page(list(_runs())), "history_page")
+    env.macro(lambda: history_pages.regressions_page(list(_runs())), "regressions_page")
+    env.macro(lambda: history_pages.host_vs_host_page(list(_runs())), "host_vs_host_page")
     env.variables["backends"] = sorted(backends.BACKENDS)

@@ -13,15 +13,16 @@ from typing import Any
 import pandas as pd
 
 from runtime import backends
-from runtime.metrics import METRICS
+from runtime.metrics import HEADLINE_BY_KIND, METRICS
 from runtime.workloads import TEST_KINDS
 
 from .. import leaderboard
 from ..runs import latest_per_key, last_updated
 from . import charts
+from .history_pages import STALE_BADGE
 from .markdown import ROOT, SYNTHETIC_BADGE, admonition, cell, code, link, nbytes, num, run_json, run_link, table
 
-BOARD_ROWS = 25  # configurations shown per board (table and chart); the downloads and the runs browser hold all
+BOARD_ROWS = 25  # results shown per board (table and chart); the downloads and the runs browser hold all
 
 
 def _ci(lo: Any, hi: Any, decimals: int) -> str:
@@ -72,40 +73,69 @@ def home(docs: list[dict[str, Any]]) -> str:
     return "\n".join(parts)
 
 
-def leaderboard_page(docs: list[dict[str, Any]]) -> str:
+def _setting(v: Any) -> str:
+    return v if isinstance(v, str) else json.dumps(v, sort_keys=True)
+
+
+def _definition(defn: dict[str, Any]) -> str:
+    return ", ".join(f"{k}={_setting(v)}" for k, v in sorted(defn.items()) if k not in ("name", "kind"))
+
+
+def leaderboard_page(docs: list[Any]) -> str:
     boards = leaderboard.boards(docs)
     if not boards:
         return admonition("warning", "No measurements yet", "Run `invoke bench` to add some.")
+    # boards that share a heading (same test name, host, backend) differ in their test definition: say how
+    same_title: dict[tuple[str, str, str], int] = Counter((b.test, b.host_id, b.backend) for b in boards)
     out: list[str] = []
     json_of = {d["id"]: run_json(d) for d in docs}
     for b in boards:
         m = b.metric
-        out.append(f"## {cell(b.test)} on {code(b.host_id)}\n")
+        title = f"## {cell(b.test)} on {code(b.host_id)} · {code(b.backend)}"
+        if same_title[(b.test, b.host_id, b.backend)] > 1:
+            title += f" · {code(b.key[:8])}"
+        out.append(title + "\n")
         out.append(f"Ranked by **{cell(m.label)}** ({cell(m.unit)}, {'higher' if m.higher_is_better else 'lower'} is better; "
-                   f"{cell(m.aggregation)}). Each figure links to the artifact it comes from.\n")
+                   f"{cell(m.aggregation)}) with CI95: results whose intervals overlap share a rank, marked "
+                   f"**=**; a result with fewer than two samples has no interval and no rank (—). "
+                   f"Each figure links to the artifact it comes from.\n")
+        facts = [f"**Test:** {code(b.test_kind)} {cell(_definition(b.definition))}"]
+        if not b.build_varies:
+            facts.append(f"**Backend build:** {cell(b.builds[0])}")
+        if b.constant:
+            facts.append("**Settings on every row:** " + cell(", ".join(f"{k}={_setting(v)}" for k, v in sorted(b.constant.items()))))
+        out.append("  \n".join(facts) + "\n")
         recs = leaderboard.board_records(b)
         if len(recs) > BOARD_ROWS:
-            out.append(f"Showing the best {BOARD_ROWS} of {len(recs):,} configurations in the table and the chart; every one is "
+            out.append(f"Showing the best {BOARD_ROWS} of {len(recs):,} results in the table and the chart; every one is "
                        f'in the table\'s downloads and in the <a href="{ROOT}runs/#host={quote(b.host_id)}&amp;test={quote(b.test)}">runs browser</a>.\n')
             recs = recs[:BOARD_ROWS]
-        headers = ["#", "model", "quant"] + [code(k) for k in b.varying] + [f"{cell(m.label)} ({cell(m.unit)})", "± stddev", "n", "CI95", "source"]
+        build_cols = ["backend build"] if b.build_varies else []
+        headers = (["#", "model", "quant"] + build_cols + [code(k) for k in b.varying]
+                   + [f"{cell(m.label)} ({cell(m.unit)})", "± stddev", "n", "CI95", "source"])
         rows = []
         chart_rows = []
         for r in recs:
-            label = r["model"] + ("" if not b.varying else " · " + ", ".join(f"{k}={r['settings'][k]}" for k in b.varying))
-            rows.append([num(r["rank"], 0), cell(r["model"]) + (" " + SYNTHETIC_BADGE if r["synthetic"] else ""),
-                         cell(r["quantization"])] + [cell(json.dumps(r["settings"][k])) for k in b.varying] + [
-                         link(num(r["mean"], m.decimals), run_link(r["id"])), num(_val(r["stddev"]), m.decimals),
+            label = r["model"] + ("" if not b.varying else " · " + ", ".join(f"{k}={_setting(r['settings'][k])}" for k in b.varying))
+            if b.build_varies:
+                label += f" · {r['backend_build']}"
+            rows.append([cell(r["rank_label"]), cell(r["model"]) + (" " + SYNTHETIC_BADGE if r["synthetic"] else ""),
+                         cell(r["quantization"])] + ([cell(r["backend_build"])] if b.build_varies else [])
+                        + [cell(_setting(r["settings"][k])) for k in b.varying] + [
+                         link(num(r["mean"], m.decimals), run_link(r["id"])) + (" " + STALE_BADGE if r["stale"] else ""),
+                         num(_val(r["stddev"]), m.decimals),
                          num(r["n"], 0), _ci(_val(r["ci95_low"]), _val(r["ci95_high"]), m.decimals),
                          link(r["id"], run_link(r["id"]))])
-            chart_rows.append({"label": label + (" [synthetic]" if r["synthetic"] else ""), "mean": r["mean"],
-                               "stddev": _val(r["stddev"]), "n": r["n"], "ci95_low": _val(r["ci95_low"]),
-                               "ci95_high": _val(r["ci95_high"]), "id": r["id"], "json": json_of.get(r["id"], "")})
-        out.append(table(headers, rows, ["r", "l", "l"] + ["l"] * len(b.varying) + ["r", "r", "r", "r", "l"]))
+            chart_rows.append({"label": f"{r['rank_label']} {label}" + (" [synthetic]" if r["synthetic"] else ""),
+                               "mean": r["mean"], "stddev": _val(r["stddev"]), "n": r["n"],
+                               "ci95_low": _val(r["ci95_low"]), "ci95_high": _val(r["ci95_high"]), "id": r["id"],
+                               "json": json_of.get(r["id"], "")})
+        out.append(table(headers, rows, ["r", "l", "l"] + ["l"] * (len(build_cols) + len(b.varying)) + ["r", "r", "r", "r", "l"]))
         out.append("")
-        chart = charts.bar_with_ci(pd.DataFrame(chart_rows), m, title=f"{b.test} on {b.host_id}")
-        out.append(charts.embed(chart, caption=f"{cell(m.label)}: mean with CI95 error bars; click a bar for its artifact's JSON."))
-        out.append("")
+        if len(chart_rows) > 1:
+            chart = charts.dots_with_ci(pd.DataFrame(chart_rows), m, title=f"{b.test} on {b.host_id} ({b.backend})")
+            out.append(charts.embed(chart, caption=f"{cell(m.label)}: one dot per artifact (mean) with its CI95; click a dot for its artifact's JSON."))
+            out.append("")
     return "\n".join(out)
 
 

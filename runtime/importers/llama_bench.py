@@ -41,7 +41,8 @@ from typing import Any, Union
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from .. import __version__, artifacts, stats
+from .. import artifacts, stats
+from .. import record as run_record
 from .. import host as hostinfo
 from .. import models as models_mod
 from ..errors import ConfigError, ModelError, UserError
@@ -327,67 +328,55 @@ def _known_host(name: str, root: Path) -> dict[str, Any] | None:
 
 
 # -- artifacts ---------------------------------------------------------------------------------
-def build_artifact(record: LlamaBenchRecord, index: int, *, source: Path, source_sha256: str,
+def build_artifact(rec: LlamaBenchRecord, index: int, *, source: Path, source_sha256: str,
                    model: models_mod.ModelRef, host: dict[str, Any], imported_at: datetime) -> dict[str, Any]:
-    from ..runner import METHOD_VERSION, config_key
-
-    test = record.test()
-    requested = record.requested_settings()
-    extra = record.llama_bench_settings()
-    backend_version = f"llama.cpp {record.build_commit}"
-    key = config_key(BACKEND, model.sha256, {**requested, "llama_bench": extra}, test.to_dict(), host["id"], backend_version)
-    measured = test_datetime(record.test_time).astimezone(timezone.utc)
-    build = {"backend": BACKEND, "backend_version": backend_version, "almanac": __version__,
-             "method_version": METHOD_VERSION, "llama_cpp_commit": record.build_commit}
-    if record.build_number is not None:
-        build["build_number"] = record.build_number
-    if record.backends is not None:
-        build["ggml_backends"] = record.backends
-    if record.gpu_info:
-        build["gpu_info"] = record.gpu_info
-    return {
-        "artifact": "run",
-        "schema_version": artifacts.ARTIFACT_TYPES["run"].version,
-        "id": f"{key[:12]}-{measured.strftime('%Y%m%dT%H%M%SZ')}",
-        "key": key,
-        "created": measured.isoformat(timespec="seconds"),
-        "status": "ok",
-        "error": None,
-        "matrix": {"name": MATRIX_NAME, "file": relpath(source)},
-        "backend": BACKEND,
-        "test": test.to_dict(),
-        "settings": {"requested": requested, "swept": {}, "effective": {**requested, **extra}},
-        "model": {
+    test = rec.test()
+    requested = rec.requested_settings()
+    extra = rec.llama_bench_settings()
+    backend_version = f"llama.cpp {rec.build_commit}"
+    key = run_record.config_key(BACKEND, model.sha256, {**requested, "llama_bench": extra}, test.to_dict(), host["id"],
+                                backend_version)
+    measured = test_datetime(rec.test_time).astimezone(timezone.utc)
+    build = {"backend_version": backend_version, "llama_cpp_commit": rec.build_commit}
+    if rec.build_number is not None:
+        build["build_number"] = rec.build_number
+    if rec.backends is not None:
+        build["ggml_backends"] = rec.backends
+    if rec.gpu_info:
+        build["gpu_info"] = rec.gpu_info
+    return run_record.new_run(
+        key=key, created=measured, status="ok",
+        matrix={"name": MATRIX_NAME, "file": relpath(source)},
+        backend=BACKEND, test=test.to_dict(), requested=requested, swept={}, effective={**requested, **extra},
+        model={
             "name": model.name,
-            "file_name": Path(record.model_filename).name,
+            "file_name": Path(rec.model_filename).name,
             "sha256": model.sha256,
             "size_bytes": model.size_bytes,
             "source": model.source,
             "synthetic": bool(model.facts.get("synthetic")),
             "gguf": {k: v for k, v in model.facts.items() if k != "default_settings"},
-            "desc": record.model_type,
-            "n_params": record.model_n_params,
+            "desc": rec.model_type,
+            "n_params": rec.model_n_params,
             "metadata": {},
         },
-        "host": host,
-        "build": build,
-        "samples": {"ns": list(record.samples_ns), "ts": list(record.samples_ts)},
-        "summary": {"tokens_per_second": stats.summarize(record.samples_ts)},
-        "details": {
+        host=host, build=build,
+        samples={"ns": list(rec.samples_ns), "ts": list(rec.samples_ts)},
+        summary={"tokens_per_second": stats.summarize(rec.samples_ts)},
+        details={
             "method": "llama-bench (imported): random tokens, warm-up unless --no-warmup, one token per decode for tg",
             "imported_from": relpath(source),
             "imported_from_sha256": source_sha256,
             "record_index": index,
             "imported_at": imported_at.isoformat(timespec="seconds"),
-            "llama_bench": {"model_filename": record.model_filename, "model_size": record.model_size,
-                            "test_time": record.test_time, "avg_ns": record.avg_ns, "stddev_ns": record.stddev_ns,
-                            "avg_ts": record.avg_ts, "stddev_ts": record.stddev_ts, "cpu_info": record.cpu_info},
+            "llama_bench": {"model_filename": rec.model_filename, "model_size": rec.model_size,
+                            "test_time": rec.test_time, "avg_ns": rec.avg_ns, "stddev_ns": rec.stddev_ns,
+                            "avg_ts": rec.avg_ts, "stddev_ts": rec.stddev_ts, "cpu_info": rec.cpu_info},
         },
         # llama-bench does not report memory or its own wall time: only the timed repetitions are known.
-        "resources": {"peak_rss_bytes": None, "peak_vram_bytes": None, "wall_s": sum(record.samples_ns) / 1e9,
-                      "exit_code": 0, "signal": None},
-        "log_tail": "",
-    }
+        resources={"wall_s": sum(rec.samples_ns) / 1e9, "exit_code": 0},
+        log_tail="",
+    )
 
 
 @dataclass
@@ -400,8 +389,6 @@ class ImportReport:
 def import_file(path: Path | str, *, host_name: str | None = None, model: str | None = None,
                 root: Path | None = None) -> ImportReport:
     """Import every record of a llama-bench JSON/JSONL file; all or nothing."""
-    from ..runner import artifact_path
-
     path = Path(path)
     root = root or runs_dir()
     records = read_records(path)
@@ -418,7 +405,7 @@ def import_file(path: Path | str, *, host_name: str | None = None, model: str | 
             refs[rec.model_filename] = resolve_model(rec, i, path, model)
         doc = build_artifact(rec, i, source=path, source_sha256=source_sha, model=refs[rec.model_filename],
                              host=host, imported_at=now)
-        target = artifact_path(doc, root)
+        target = run_record.run_path(doc, root)
         artifacts.validate(doc, f"{relpath(path)} [{i}]")
         planned.append((target, doc))
     report = ImportReport(relpath(path))

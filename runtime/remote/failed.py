@@ -20,7 +20,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from .. import __version__, artifacts, models, runner
+from .. import models, record
 from .. import host as hostinfo
 from .. import matrix as matrix_mod
 from ..hosts import Host
@@ -99,34 +99,22 @@ def failed_artifacts(*, matrix: matrix_mod.Matrix, host: Host, kind: str, messag
         ident = idents.setdefault(cfg.model, model_identity(cfg.model, registry))
         bversion = backend_versions.get(cfg.backend) or "unknown (host not reached)"
         settings = cfg.settings.model_dump(mode="json")
-        key = runner.config_key(cfg.backend, ident["sha256"] or "", settings, cfg.test.to_dict(), hblock["id"], bversion)
-        created = datetime.now(timezone.utc)
+        key = record.config_key(cfg.backend, ident["sha256"] or "", settings, cfg.test.to_dict(), hblock["id"], bversion)
         facts = ident["facts"]
-        doc = {
-            "artifact": "run",
-            "schema_version": artifacts.ARTIFACT_TYPES["run"].version,
-            "id": f"{key[:12]}-{created.strftime('%Y%m%dT%H%M%SZ')}",
-            "key": key,
-            "created": created.isoformat(timespec="seconds"),
-            "status": "failed",
-            "error": {"kind": kind, "message": message, "signal": signal, "exit_code": exit_code},
-            "matrix": {"name": cfg.matrix, "file": cfg.matrix_file},
-            "backend": cfg.backend,
-            "test": cfg.test.to_dict(),
-            "settings": {"requested": settings, "swept": cfg.swept, "effective": {}},
-            "model": {"name": cfg.model, "file_name": ident["file_name"], "sha256": ident["sha256"],
-                      "size_bytes": ident["size_bytes"], "source": ident["source"],
-                      "synthetic": bool(facts.get("synthetic")),
-                      "gguf": {k: v for k, v in facts.items() if k != "default_settings"}},
-            "host": hblock,
-            "build": {"backend": cfg.backend, "backend_version": bversion, "almanac": __version__,
-                      "method_version": runner.METHOD_VERSION},
-            "samples": {},
-            "summary": {},
-            "details": {"remote": remote or {}},
-            "resources": {"peak_rss_bytes": None, "peak_vram_bytes": None, "wall_s": max(0.0, wall_s),
-                          "exit_code": exit_code, "signal": signal},
-            "log_tail": log_tail,
-        }
-        paths.append(artifacts.write(runner.artifact_path(doc, root), doc))
+        doc = record.new_run(
+            key=key, created=datetime.now(timezone.utc), status="failed",
+            error={"kind": kind, "message": message, "signal": signal, "exit_code": exit_code},
+            matrix={"name": cfg.matrix, "file": cfg.matrix_file},
+            backend=cfg.backend, test=cfg.test.to_dict(), requested=settings, swept=cfg.swept, effective={},
+            model={"name": cfg.model, "file_name": ident["file_name"], "sha256": ident["sha256"],
+                   "size_bytes": ident["size_bytes"], "source": ident["source"],
+                   "synthetic": bool(facts.get("synthetic")),
+                   "gguf": {k: v for k, v in facts.items() if k != "default_settings"}},
+            host=hblock,
+            build={"backend_version": bversion},
+            details={"remote": remote or {}},
+            resources={"wall_s": max(0.0, wall_s), "exit_code": exit_code, "signal": signal},
+            log_tail=log_tail,
+        )
+        paths.append(record.write(doc, root))
     return paths

@@ -11,10 +11,11 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from runtime import artifacts, stats
+from runtime import artifacts, record, stats
 from runtime.backends import settings_class
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "planning"
@@ -75,22 +76,17 @@ def run_doc(*, test: dict[str, Any], metrics: dict[str, list[float]], model: str
            "type_v": req.get("type_v", "f16"), "swa_full": req.get("swa_full", False), "flash_attn": "on",
            "n_gpu_layers": 0, "use_mmap": True}
     eff.update(effective or {})
-    doc = {
-        "artifact": "run", "schema_version": 1, "id": f"{key[:12]}-{stamp}", "key": key, "created": created,
-        "status": status, "error": None if status == "ok" else {"kind": "crash", "message": "fixture failure"},
-        "matrix": {"name": matrix, "file": f"data/matrices/{matrix}.yaml"}, "backend": "llama_cpp", "test": test,
-        "settings": {"requested": req, "swept": {}, "effective": eff},
-        "model": {"name": model, "file_name": f"{model}.gguf", "sha256": sha, "size_bytes": size, "source": "path",
-                  "synthetic": synthetic, "gguf": copy.deepcopy(facts or GEMMA_FACTS), "desc": None, "n_params": None,
-                  "metadata": {}},
-        "host": host,
-        "build": {"backend": "llama_cpp", "backend_version": "0.3.36", "almanac": "0.1.0", "method_version": 1},
-        "samples": samples or {}, "summary": {k: stats.summarize(v) for k, v in metrics.items()},
-        "details": details or {},
-        "resources": {"peak_rss_bytes": None, "peak_vram_bytes": None, "wall_s": 1.0, "exit_code": 0, "signal": None,
-                      **(resources or {})},
-        "log_tail": "",
-    }
+    doc = record.new_run(
+        key=key, created=datetime.fromisoformat(created), status=status,
+        error=None if status == "ok" else {"kind": "crash", "message": "fixture failure"},
+        matrix={"name": matrix, "file": f"data/matrices/{matrix}.yaml"}, backend="llama_cpp", test=test,
+        requested=req, swept={}, effective=eff,
+        model={"name": model, "file_name": f"{model}.gguf", "sha256": sha, "size_bytes": size, "source": "path",
+               "synthetic": synthetic, "gguf": copy.deepcopy(facts or GEMMA_FACTS), "desc": None, "n_params": None,
+               "metadata": {}},
+        host=host, build={"backend_version": "0.3.36", "almanac": "0.1.0"},
+        samples=samples or {}, summary={k: stats.summarize(v) for k, v in metrics.items()},
+        details=details or {}, resources={"wall_s": 1.0, "exit_code": 0, **(resources or {})}, log_tail="")
     artifacts.validate(doc)
     return doc
 
@@ -145,10 +141,10 @@ def embedded_dataset() -> dict[str, list[dict[str, Any]]]:
 
 def write_dataset(data_dir: Path, dataset: dict[str, list[dict[str, Any]]]) -> None:
     from pipelines.projections import record_path
-    from runtime import hostprobe, runner
+    from runtime import hostprobe
 
     for d in dataset.get("runs", []):
-        artifacts.write(runner.artifact_path(d, data_dir / "runs"), d)
+        record.write(d, data_dir / "runs")
     for d in dataset.get("hosts", []):
         artifacts.write(hostprobe.artifact_path(d, data_dir / "hosts"), d)
     for d in dataset.get("projections", []):

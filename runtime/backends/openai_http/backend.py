@@ -32,6 +32,7 @@ from ...serving_workloads import ConcurrencyTest, RequestWorkload, ServeTest
 from ...workloads import ChatTest, TestSpec
 from ..base import Backend, TestResult, UnsupportedTest
 from . import client as http
+from . import llama_server
 from .config import OpenAIHttpSettings
 from .server import ManagedServer, ServerError, echo_log, free_port, server_log_facts
 
@@ -66,6 +67,8 @@ class OpenAIHttpBackend(Backend):
         self.served_models: list[str] | None = None
         self._tmp: tempfile.TemporaryDirectory | None = None
         self._log_echoed = False
+        self._server_binary: Path | None = None
+        self._server_version: dict[str, Any] | None = None
 
     # -- endpoint -------------------------------------------------------------------------
     @property
@@ -83,7 +86,7 @@ class OpenAIHttpBackend(Backend):
         if not self.managed:
             return f"endpoint {urlsplit(s.base_url).netloc}"
         if s.server_command is None:
-            return "llama_cpp.server"
+            return s.server
         cmd = s.server_command
         if "python" in Path(cmd[0]).name and len(cmd) > 1:  # python -m module / python script.py
             return cmd[2] if cmd[1] == "-m" and len(cmd) > 2 else Path(cmd[1]).name
@@ -102,16 +105,31 @@ class OpenAIHttpBackend(Backend):
             "n_batch": str(s.n_batch),
             "chat_format": s.chat_format or "",
             "logits_all": str(s.logits_all),
+            "n_gpu_layers": str(s.n_gpu_layers),
+            "parallel": str(s.parallel),
+            "server_binary": str(self._server_binary or ""),
         }
+
+    @property
+    def is_llama_server(self) -> bool:
+        return self.managed and self.settings.server_command is None and self.settings.server == "llama-server"
+
+    def _resolve_server(self) -> None:
+        """Find the llama-server binary once (BackendError when it is not built) and ask its version."""
+        if self.is_llama_server and self._server_binary is None:
+            self._server_binary = llama_server.find_binary(self.settings.server_binary)
+            self._server_version = llama_server.version(self._server_binary)
 
     def build_command(self, port: str | None = None) -> list[str]:
         """The server's command line; ``port`` replaces the chosen port (e.g. "{port}" for the record)."""
         s = self.settings
-        if s.server_command is None:
+        if self.is_llama_server:
+            cmd = list(llama_server.COMMAND) + llama_server.chat_template(s.chat_format)
+        elif s.server_command is None:
             cmd = ["{python}", "-m", "llama_cpp.server", "--model", "{model_path}", "--model_alias", "{model_name}",
                    "--host", "{host}", "--port", "{port}", "--interrupt_requests", "False",
                    "--n_threads", "{threads}", "--n_threads_batch", "{threads}", "--n_ctx", "{n_ctx}",
-                   "--n_batch", "{n_batch}", "--logits_all", "{logits_all}"]
+                   "--n_batch", "{n_batch}", "--logits_all", "{logits_all}", "--n_gpu_layers", "{n_gpu_layers}"]
             if s.chat_format:
                 cmd += ["--chat_format", "{chat_format}"]
         else:
@@ -123,7 +141,10 @@ class OpenAIHttpBackend(Backend):
 
     def _health_url(self) -> str:
         parts = urlsplit(self.base_url)
-        return f"{parts.scheme}://{parts.netloc}{self.settings.health_path}"
+        # llama-server answers /v1/models while its model still loads; /health says 200 only when ready
+        path = "/health" if self.is_llama_server and "health_path" not in self.settings.model_fields_set \
+            else self.settings.health_path
+        return f"{parts.scheme}://{parts.netloc}{path}"
 
     def _api_key(self) -> str | None:
         env = self.settings.api_key_env
@@ -184,6 +205,7 @@ class OpenAIHttpBackend(Backend):
     def load(self, test: TestSpec | None = None) -> dict[str, Any]:
         if test is not None and not isinstance(test, (ChatTest, RequestWorkload)):
             raise UnsupportedTest(f"backend openai_http cannot run tests of kind {test.kind!r}")
+        self._resolve_server()
         try:
             if not self.managed:
                 self._probe()
@@ -192,7 +214,7 @@ class OpenAIHttpBackend(Backend):
         except ServerError as exc:
             raise ServingFailed(str(exc), TestResult({}, {}, self._details(test))) from None
         # the model loads in the server, not here: its startup is the startup_ms metric
-        return {"load_time_s": None, "effective_settings": self._effective()}
+        return {"load_time_s": None, "effective_settings": {**self._effective(), **self._server_log_facts()}}
 
     def _startup_metric(self) -> dict[str, list[float]]:
         values = [st["startup_ms"] for st in self.starts if st.get("startup_ms") is not None]
@@ -200,8 +222,9 @@ class OpenAIHttpBackend(Backend):
 
     def _effective(self) -> dict[str, Any]:
         s = self.settings
-        return {
+        d = {
             "endpoint": self.label(),
+            "server": self.label() if self.managed and s.server_command is None else None,
             "managed_server": self.managed,
             "base_url": self.base_url,
             "server_command": self.build_command(port="{port}") if self.managed else None,
@@ -211,6 +234,20 @@ class OpenAIHttpBackend(Backend):
             "include_usage": s.include_usage,
             "slo": self._slo().to_dict(),
         }
+        if self.managed and s.server_command is None:
+            d.update(n_ctx=s.n_ctx, n_batch=s.n_batch, n_gpu_layers_requested=s.n_gpu_layers,
+                     n_threads=s.n_threads or physical_cores(), chat_format=s.chat_format)
+            if self.is_llama_server:
+                d.update(parallel=s.parallel, kv_unified=True, flash_attn_requested="auto")
+            else:
+                d.update(parallel=1, logits_all=s.logits_all)
+        return d
+
+    def _server_log_facts(self) -> dict[str, Any]:
+        """What the started server's log says llama.cpp decided (flash attention, offloaded layers, slots)."""
+        if self.server is None:
+            return {}
+        return llama_server.log_facts(self.server.log_text())
 
     def _slo(self) -> servingstats.Slo:
         s = self.settings
@@ -408,6 +445,7 @@ class OpenAIHttpBackend(Backend):
                 "starts": self.starts,
                 "served_models": self.served_models,
                 "log_facts": server_log_facts(self.server.log_text()) if self.server is not None else {},
+                "llama_log_facts": self._server_log_facts(),
             },
             "slo": self._slo().to_dict(),
             "request_policy": {"request_timeout_s": s.request_timeout_s, "read_timeout_s": s.read_timeout_s,
@@ -420,7 +458,15 @@ class OpenAIHttpBackend(Backend):
 
     def describe(self) -> dict[str, Any]:
         build: dict[str, Any] = {"backend": self.name, "endpoint": self.label(), "httpx": _version("httpx")}
-        if self.managed and self.settings.server_command is None:
+        if self.is_llama_server:
+            v = self._server_version or {}
+            build["server"] = "llama-server"
+            build["server_binary"] = str(self._server_binary) if self._server_binary else None
+            build["server_version"] = v.get("version")
+            build["server_build_number"] = v.get("build_number")
+            build["llama_cpp_commit"] = v.get("commit")  # the backend build, as the in-process backend records it
+            build["server_built_with"] = v.get("built_with")
+        elif self.managed and self.settings.server_command is None:
             build["server"] = "llama_cpp.server"
             build["server_package"] = f"llama-cpp-python {_version('llama-cpp-python')}"
         elif self.command:

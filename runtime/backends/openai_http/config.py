@@ -1,8 +1,10 @@
 """Settings of the OpenAI-compatible HTTP backend.
 
 Either ``base_url`` names an endpoint that is already running, or the backend starts the
-server itself from ``server_command`` (default: ``python -m llama_cpp.server`` with the
-model on a free loopback port), waits for it to be healthy, and always stops it.
+server itself, waits for it to be healthy, and always stops it: a ``server`` kind it knows
+(``llama_cpp.server``, llama-cpp-python's server, the default; or ``llama-server``,
+llama.cpp's own, built from the source that llama-cpp-python vendors) or any
+``server_command``, each with the model on a free loopback port.
 
 The default command mirrors the in-process llama_cpp backend where llama_cpp.server lets
 it (threads = physical cores, n_ctx 4096, n_batch 2048, logits_all off), so an in-process
@@ -12,14 +14,14 @@ vs server comparison measures the server, not different settings; and it passes
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
 from ..base import BackendSettings
 
 PLACEHOLDERS = ("python", "model_path", "model_name", "host", "port", "threads", "n_ctx", "n_batch", "chat_format",
-                "logits_all")
+                "logits_all", "n_gpu_layers", "parallel", "server_binary")
 
 
 class OpenAIHttpSettings(BackendSettings):
@@ -28,6 +30,18 @@ class OpenAIHttpSettings(BackendSettings):
     server_command: list[str] | None = Field(None, description="Command that starts the server (no shell). Placeholders: "
                                              + ", ".join("{" + p + "}" for p in PLACEHOLDERS)
                                              + ". null = python -m llama_cpp.server with the model on a loopback port.")
+    server: Literal["llama_cpp.server", "llama-server"] = Field("llama_cpp.server", description="The server started "
+                                   "when server_command is null: llama_cpp.server (python -m llama_cpp.server, "
+                                   "llama-cpp-python's) or llama-server (llama.cpp's own, built from the source "
+                                   "llama-cpp-python vendors by benchmarks/llama_bench_build.py).")
+    server_binary: str | None = Field(None, description="llama-server only: path of the binary; null = "
+                                      "$ALMANAC_LLAMA_SERVER, else the build of benchmarks/llama_bench_build.py in the "
+                                      "cache. Its version and commit are recorded in the artifact's build.")
+    n_gpu_layers: int = Field(-1, ge=-1, description="Default commands: layers offloaded to the GPU, -1 = all (as the "
+                              "in-process backend; nothing is offloaded on a CPU-only build).")
+    parallel: int = Field(4, ge=1, le=64, description="llama-server only: parallel slots (-np) sharing one KV cache of "
+                          "n_ctx tokens (--kv-unified); 4 is llama-server's own default. llama_cpp.server has no "
+                          "slots: it serialises requests.")
     server_args: list[str] = Field(default_factory=list, description="Extra arguments appended to the server command "
                                    "(for llama_cpp.server a later flag wins, so these override the defaults).")
     server_label: str | None = Field(None, description="Name of the endpoint in tables (e.g. 'vLLM 0.6 on A100'); null = "
@@ -100,4 +114,8 @@ class OpenAIHttpSettings(BackendSettings):
     def _one_endpoint(self) -> "OpenAIHttpSettings":
         if self.base_url and (self.server_command or self.server_args):
             raise ValueError("give either base_url (a running endpoint) or server_command/server_args (a server to start), not both")
+        if self.server_binary and self.server != "llama-server":
+            raise ValueError(f"server_binary is for server 'llama-server' (server is {self.server!r})")
+        if self.server != "llama_cpp.server" and (self.base_url or self.server_command):
+            raise ValueError(f"server {self.server!r} is a kind the run starts: give it without base_url and server_command")
         return self

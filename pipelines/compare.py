@@ -1,0 +1,326 @@
+"""Compare two selections of results, the way compare-llama-bench.py users expect.
+
+A selection is a filter over run artifacts, written ``key=value`` pairs separated by
+commas (several values of one key separated by ``|``):
+
+* ``host=`` host id or host name (a prefix of the id works: ``host=vm``);
+* ``build=`` a build variant's label (``build=threads-halved``), ``build=ordinary`` for
+  builds without one, or any text in the build (``build=0c1e570``, ``build=0.3.36``);
+* ``backend=``, ``model=``, ``test=`` exact names;
+* ``since=`` / ``until=`` ISO dates or times, compared with the artifact's creation time;
+* ``artifacts=`` artifact files, folders or globs (relative to the project root);
+* ``id=`` artifact ids.
+
+The two selections are matched on the work they ran: test definition (repetitions aside),
+model file (sha256), backend, requested settings and host, minus what the two selections
+choose differently on purpose: different hosts are compared on the same work apart from the
+host, different backends on the same test and model apart from backend and settings. On
+each side the newest result of each matched configuration is taken (one cell = one
+artifact). Each row: both values (mean ± stddev, n), the ratio B/A with its CI95 (log
+scale, Welch-Satterthwaite; runtime.stats) and the verdict from B's point of view: win,
+loss or within noise (the interval contains 1).
+"""
+
+from __future__ import annotations
+
+import csv
+import fnmatch
+import io
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from runtime import stats
+from runtime.errors import UserError
+from runtime.metrics import headline
+from runtime.paths import project_root, relpath
+from runtime.record import RunRecord, digest
+
+from .runs import records
+
+KEYS = ("host", "build", "backend", "model", "test", "since", "until", "artifacts", "id")
+
+
+class CompareError(UserError):
+    """A selection is malformed, matches nothing, or the two share no configuration."""
+
+
+@dataclass(frozen=True)
+class Selection:
+    text: str
+    filters: dict[str, tuple[str, ...]]
+
+    @property
+    def label(self) -> str:
+        return self.text
+
+
+def parse_selection(text: str, name: str = "selection") -> Selection:
+    """``host=vm,build=threads-halved`` -> Selection; CompareError names the bad part."""
+    filters: dict[str, tuple[str, ...]] = {}
+    if not text or not text.strip():
+        raise CompareError("is empty; write key=value pairs, e.g. host=vm,build=ordinary", field=name)
+    for part in text.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        if "=" not in part:
+            raise CompareError(f"{part!r} is not key=value (keys: {', '.join(KEYS)})", field=name)
+        k, v = (s.strip() for s in part.split("=", 1))
+        if k not in KEYS:
+            raise CompareError(f"unknown key {k!r} (keys: {', '.join(KEYS)})", field=name)
+        values = tuple(x.strip() for x in v.split("|") if x.strip())
+        if not values:
+            raise CompareError(f"{k}= has no value", field=name)
+        filters[k] = filters.get(k, ()) + values
+    return Selection(text.strip(), filters)
+
+
+def _build_match(r: RunRecord, value: str) -> bool:
+    if value == "ordinary":
+        return not r.build_label
+    if r.build_label == value:
+        return True
+    text = f"{r.backend_build} almanac {r.almanac_version}"
+    return value in text
+
+
+def _artifact_match(r: RunRecord, patterns: tuple[str, ...]) -> bool:
+    path = r.path
+    for p in patterns:
+        pat = relpath(Path(p)) if Path(p).is_absolute() else p.rstrip("/")
+        if path == pat or path.startswith(pat + "/") or fnmatch.fnmatch(path, pat):
+            return True
+    return False
+
+
+def matches(r: RunRecord, sel: Selection) -> bool:
+    f = sel.filters
+    if "host" in f and not any(r.host_id == v or r.host_name == v or r.host_id.startswith(v) for v in f["host"]):
+        return False
+    if "build" in f and not any(_build_match(r, v) for v in f["build"]):
+        return False
+    if "backend" in f and r.backend not in f["backend"]:
+        return False
+    if "model" in f and r.model_name not in f["model"]:
+        return False
+    if "test" in f and r.test_name not in f["test"]:
+        return False
+    if "since" in f and not any(r.created >= v for v in f["since"]):
+        return False
+    if "until" in f and not any(r.created[: len(v)] <= v for v in f["until"]):
+        return False
+    if "artifacts" in f and not _artifact_match(r, f["artifacts"]):
+        return False
+    if "id" in f and r.id not in f["id"]:
+        return False
+    return True
+
+
+def compared_on(a: Selection, b: Selection) -> set[str]:
+    """The dimensions the two selections choose differently (compared on purpose)."""
+    return {k for k in KEYS if a.filters.get(k) != b.filters.get(k)}
+
+
+def work_parts(r: RunRecord, on: set[str]) -> dict[str, Any]:
+    parts: dict[str, Any] = {"test": r.test_definition, "model": r.model_sha256 or r.model_name,
+                             "backend": r.backend, "requested": r.requested, "host": r.host_id}
+    if "host" in on:
+        parts.pop("host")
+    if "backend" in on:
+        parts.pop("backend")
+        parts.pop("requested")
+    return parts
+
+
+@dataclass
+class Row:
+    model: str
+    test: str
+    metric: str
+    unit: str
+    higher_is_better: bool
+    host_a: str
+    host_b: str
+    backend_a: str
+    backend_b: str
+    build_a: str
+    build_b: str
+    a_id: str
+    b_id: str
+    a_mean: float
+    a_stddev: float | None
+    a_n: int
+    b_mean: float
+    b_stddev: float | None
+    b_n: int
+    ratio: float | None
+    ci95_low: float | None
+    ci95_high: float | None
+    verdict: str
+    settings: str = ""
+    effective_diff: str = ""
+
+
+@dataclass
+class Result:
+    a: Selection
+    b: Selection
+    compared_on: list[str]
+    rows: list[Row] = field(default_factory=list)
+    a_count: int = 0
+    b_count: int = 0
+
+    def losses_beyond(self, pct: float) -> list[Row]:
+        out = []
+        for r in self.rows:
+            if r.verdict != "loss" or r.ratio is None:
+                continue
+            worse = (1.0 - r.ratio) if r.higher_is_better else (r.ratio - 1.0)
+            if worse * 100.0 > pct:
+                out.append(r)
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"a": self.a.text, "b": self.b.text, "compared_on": self.compared_on, "a_results": self.a_count,
+                "b_results": self.b_count, "rows": [asdict(r) for r in self.rows]}
+
+
+def _settings_text(req: dict[str, Any]) -> str:
+    keep = {k: v for k, v in sorted(req.items()) if v is not None}
+    return ", ".join(f"{k}={v if isinstance(v, str) else json.dumps(v)}" for k, v in keep.items())
+
+
+def _diff_text(a: dict[str, Any], b: dict[str, Any]) -> str:
+    out = []
+    for k in sorted(set(a) | set(b)):
+        va, vb = a.get(k), b.get(k)
+        if json.dumps(va, sort_keys=True, default=str) != json.dumps(vb, sort_keys=True, default=str):
+            out.append(f"{k}: {json.dumps(va, default=str)}→{json.dumps(vb, default=str)}")
+    return "; ".join(out)
+
+
+def compare(docs: list[Any], a: Selection, b: Selection) -> Result:
+    """The comparison table; CompareError when a selection matches nothing or nothing is shared."""
+    recs = [r for r in records(docs) if r.ok and headline(r.test_kind) is not None]
+    on = compared_on(a, b)
+    side_a = [r for r in recs if matches(r, a)]
+    side_b = [r for r in recs if matches(r, b)]
+    if not side_a:
+        raise CompareError(f"selection A ({a.text}) matches no measured result", field="--baseline")
+    if not side_b:
+        raise CompareError(f"selection B ({b.text}) matches no measured result", field="--candidate")
+
+    def newest(side: list[RunRecord]) -> dict[str, RunRecord]:
+        out: dict[str, RunRecord] = {}
+        for r in side:
+            k = digest(work_parts(r, on))
+            cur = out.get(k)
+            if cur is None or (r.created, r.id) > (cur.created, cur.id):
+                out[k] = r
+        return out
+
+    na, nb = newest(side_a), newest(side_b)
+    shared = [k for k in na if k in nb and na[k].id != nb[k].id]
+    if not shared:
+        raise CompareError(f"selections A ({a.text}) and B ({b.text}) share no configuration "
+                           f"({len(side_a)} and {len(side_b)} results; matched on test, model file"
+                           + ("" if "backend" in on else ", backend, requested settings")
+                           + ("" if "host" in on else ", host") + ")")
+    rows = []
+    for k in shared:
+        ra, rb = na[k], nb[k]
+        m = headline(ra.test_kind)
+        assert m is not None
+        sa, sb = ra.stat(m.name) or {}, rb.stat(m.name) or {}
+        if sa.get("mean") is None or sb.get("mean") is None:
+            continue
+        c = stats.compare_summaries(sa, sb, m.higher_is_better)
+        rows.append(Row(ra.model_name, ra.test_name, m.name, m.unit, m.higher_is_better, ra.host_id, rb.host_id,
+                        ra.backend, rb.backend, ra.backend_build, rb.backend_build, ra.id, rb.id,
+                        sa["mean"], sa.get("stddev"), int(sa.get("n") or 0), sb["mean"], sb.get("stddev"),
+                        int(sb.get("n") or 0), c.ratio, c.ci95_low, c.ci95_high, c.verdict,
+                        "" if "backend" in on else _settings_text(ra.requested),
+                        _diff_text(ra.effective, rb.effective)))
+    rows.sort(key=lambda r: (r.model, r.test, r.settings, r.host_a, r.backend_a))
+    return Result(a, b, sorted(on), rows, len(side_a), len(side_b))
+
+
+# -- output ---------------------------------------------------------------------------------
+def _fmt(v: float | None, d: int = 2) -> str:
+    return "—" if v is None else f"{v:,.{d}f}"
+
+
+def _value(mean: float, sd: float | None, n: int) -> str:
+    return f"{_fmt(mean)} ± {_fmt(sd)} (n={n})"
+
+
+def _ratio(r: Row) -> str:
+    if r.ratio is None:
+        return "—"
+    ci = "" if r.ci95_low is None else f" [{r.ci95_low:.3f}, {r.ci95_high:.3f}]"
+    return f"{r.ratio:.3f}{ci}"
+
+
+def headers(res: Result) -> list[str]:
+    h = ["model", "test"]
+    if "host" not in res.compared_on:
+        h.append("host")
+    if "backend" in res.compared_on:
+        h += ["backend A", "backend B"]
+    else:
+        h.append("backend")
+    return h + ["metric", "A", "B", "B/A [CI95]", "verdict"]
+
+
+def text_rows(res: Result) -> list[list[str]]:
+    out = []
+    for r in res.rows:
+        row = [r.model, r.test]
+        if "host" not in res.compared_on:
+            row.append(r.host_a)
+        row += [r.backend_a, r.backend_b] if "backend" in res.compared_on else [r.backend_a]
+        row += [f"{r.metric} ({r.unit}, {'higher' if r.higher_is_better else 'lower'} is better)",
+                _value(r.a_mean, r.a_stddev, r.a_n), _value(r.b_mean, r.b_stddev, r.b_n), _ratio(r), r.verdict]
+        out.append(row)
+    return out
+
+
+def markdown(res: Result) -> str:
+    """Plain Markdown (for a terminal, a PR comment or a file; the site renders through its own table())."""
+    def esc(s: str) -> str:
+        return s.replace("|", "\\|")
+
+    hs = headers(res)
+    lines = [f"A: `{res.a.text}` ({res.a_count} results) · B: `{res.b.text}` ({res.b_count} results) · "
+             f"compared on: {', '.join(res.compared_on)} · {len(res.rows)} shared configurations", "",
+             "| " + " | ".join(hs) + " |", "| " + " | ".join("--:" if h in ("A", "B", "B/A [CI95]") else ":--" for h in hs) + " |"]
+    lines += ["| " + " | ".join(esc(c) for c in row) + " |" for row in text_rows(res)]
+    return "\n".join(lines) + "\n"
+
+
+def to_csv(res: Result) -> str:
+    buf = io.StringIO()
+    fields = list(Row.__dataclass_fields__)
+    w = csv.DictWriter(buf, fieldnames=fields, lineterminator="\n")
+    w.writeheader()
+    for r in res.rows:
+        w.writerow(asdict(r))
+    return buf.getvalue()
+
+
+def write_outputs(res: Result, out: Path) -> list[Path]:
+    """``out`` without suffix (or with .md): writes <out>.md, <out>.json and <out>.csv atomically."""
+    from runtime.artifacts import atomic_write_text
+
+    base = out.with_suffix("") if out.suffix in (".md", ".json", ".csv") else out
+    paths = [base.with_suffix(".md"), base.with_suffix(".json"), base.with_suffix(".csv")]
+    atomic_write_text(paths[0], markdown(res))
+    atomic_write_text(paths[1], json.dumps(res.to_dict(), indent=2, sort_keys=True, allow_nan=False) + "\n")
+    atomic_write_text(paths[2], to_csv(res))
+    return paths
+
+
+def default_root() -> Path:
+    return project_root() / "data" / "runs"

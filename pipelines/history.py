@@ -1,0 +1,210 @@
+"""History and regressions (asv and github-action-benchmark are the anchors).
+
+**Series.** One configuration's results over time: the same host, model file, backend, test
+definition and requested settings (runtime.record's history key), on the test kind's
+headline metric. Every result is one point; builds (llama.cpp commit, backend version, the
+almanac's version, a build variant's label) change along it.
+
+**Step detection (the stated method).** A series is ordered by time and cut into segments
+where the build changes. At every boundary the window before (the up to ``WINDOW`` newest
+results of the segment before) is compared with the window after (the up to ``WINDOW``
+oldest results of the segment after): their samples are pooled exactly from each result's
+n, mean and stddev, and the ratio of means gets a CI95 on the log scale with
+Welch-Satterthwaite degrees of freedom (runtime.stats.compare_summaries). A boundary is a
+*step* when that interval excludes 1 and the change is at least ``MIN_STEP`` (2%); a loss is
+a regression, a win an improvement. Steps are only looked for where the build changed: a
+drift within one build is not attributed to anything.
+
+**Stale.** Per host and backend, release builds (the build without a variant label) are
+ordered by when they were first seen; a result measured with a build older than the newest
+one on its host and backend is stale.
+
+Linear in the number of results: one grouping pass, one sort per series.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from runtime import stats
+from runtime.metrics import Metric, headline
+from runtime.record import RunRecord
+
+from .runs import records
+
+WINDOW = 5
+MIN_STEP = 0.02
+METHOD = (f"Results of one configuration, ordered by time, are cut into segments where the build changes "
+          f"(llama.cpp commit, backend version, almanac version or build variant). At each boundary the up to "
+          f"{WINDOW} newest results before it and the up to {WINDOW} oldest after it are pooled (exactly, from each "
+          f"result's n, mean and stddev) and compared as a ratio of means with a CI95 (log scale, Welch-Satterthwaite "
+          f"degrees of freedom). A step is a boundary whose interval excludes 1 and whose change is at least "
+          f"{MIN_STEP:.0%}: a loss is a regression, a win an improvement.")
+
+
+def build_text(build: dict[str, Any], almanac: str) -> str:
+    parts = [f"{k}={v}" for k, v in sorted(build.items())]
+    return ", ".join(parts + [f"almanac={almanac}"])
+
+
+@dataclass
+class Point:
+    id: str
+    created: str
+    build: dict[str, Any]  # build identity (label included) + almanac version
+    build_label: str  # short text for legends
+    release: str  # the build without its variant label (for staleness)
+    n: int
+    mean: float
+    stddev: float | None
+    ci95_low: float | None
+    ci95_high: float | None
+    effective: dict[str, Any]
+    stale: bool = False
+
+    def __post_init__(self) -> None:
+        self.build_key = json.dumps(self.build, sort_keys=True, default=str)
+
+
+@dataclass
+class Step:
+    series: "Series"
+    before: list[Point]
+    after: list[Point]
+    pooled_before: dict[str, Any]
+    pooled_after: dict[str, Any]
+    ratio: float | None
+    ci95_low: float | None
+    ci95_high: float | None
+    verdict: str  # "regression" or "improvement"
+    build_change: dict[str, tuple[Any, Any]]  # field -> (before, after)
+    settings_change: dict[str, tuple[Any, Any]]  # effective settings that changed with it
+
+    @property
+    def change_pct(self) -> float | None:
+        return None if self.ratio is None else (self.ratio - 1.0) * 100.0
+
+
+@dataclass
+class Series:
+    key: str
+    host_id: str
+    model: str
+    test: str
+    backend: str
+    requested: dict[str, Any]
+    metric: Metric
+    points: list[Point] = field(default_factory=list)
+    steps: list[Step] = field(default_factory=list)
+
+    @property
+    def builds(self) -> list[str]:
+        return list(dict.fromkeys(p.build_label for p in self.points))
+
+    @property
+    def stale(self) -> bool:
+        return bool(self.points) and self.points[-1].stale
+
+    @property
+    def label(self) -> str:
+        return f"{self.model} · {self.test} · {self.backend} · {self.host_id}"
+
+
+def _short_build(r: RunRecord) -> str:
+    return f"{r.backend_build} · almanac {r.almanac_version}"
+
+
+def _release(r: RunRecord) -> str:
+    """The build without its variant label, as a canonical string (cached on the record)."""
+    v = r._cache.get("release")
+    if v is None:
+        ident = {k: v for k, v in r.build_identity.items() if k != "label"}
+        v = r._cache["release"] = json.dumps({**ident, "almanac": r.almanac_version}, sort_keys=True)
+    return v
+
+
+def newest_releases(recs: list[RunRecord]) -> dict[tuple[str, str], tuple[str, dict[str, str]]]:
+    """Per (host, backend): the newest release build and each release's first-seen time."""
+    first: dict[tuple[str, str], dict[str, str]] = {}
+    for r in recs:
+        seen = first.setdefault((r.host_id, r.backend), {})
+        rel = _release(r)
+        if rel not in seen or r.created < seen[rel]:
+            seen[rel] = r.created
+    return {hb: (max(seen, key=lambda k: (seen[k], k)), seen) for hb, seen in first.items()}
+
+
+def stale_ids(docs: list[Any]) -> set[str]:
+    """Ids of ok results measured with an older build than the newest on their host and backend."""
+    recs = [r for r in records(docs) if r.ok]
+    newest = newest_releases(recs)
+    out = set()
+    for r in recs:
+        top, seen = newest[(r.host_id, r.backend)]
+        rel = _release(r)
+        if rel != top and seen[rel] < seen[top]:
+            out.add(r.id)
+    return out
+
+
+def _diff(a: dict[str, Any], b: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
+    keys = sorted(set(a) | set(b))
+    return {k: (a.get(k), b.get(k)) for k in keys
+            if json.dumps(a.get(k), sort_keys=True, default=str) != json.dumps(b.get(k), sort_keys=True, default=str)}
+
+
+def series(docs: list[Any]) -> list[Series]:
+    """Every configuration's series (ok results with the headline metric), steps detected."""
+    recs = [r for r in records(docs) if r.ok and headline(r.test_kind) is not None]
+    stale = stale_ids(recs)
+    out: dict[str, Series] = {}
+    for r in recs:
+        metric = headline(r.test_kind)
+        s = r.stat(metric.name)  # type: ignore[union-attr]
+        if not s or s.get("mean") is None:
+            continue
+        ser = out.get(r.history_key)
+        if ser is None:
+            ser = out[r.history_key] = Series(r.history_key, r.host_id, r.model_name, r.test_name, r.backend,
+                                              r.requested, metric)  # type: ignore[arg-type]
+        ser.points.append(Point(r.id, r.created, {**r.build_identity, "almanac": r.almanac_version}, _short_build(r),
+                                _release(r), int(s.get("n") or 0), float(s["mean"]), s.get("stddev"), s.get("ci95_low"),
+                                s.get("ci95_high"), r.effective, r.id in stale))
+    for ser in out.values():
+        ser.points.sort(key=lambda p: (p.created, p.id))
+        ser.steps = detect_steps(ser)
+    return sorted(out.values(), key=lambda s: (s.host_id, s.model, s.test, s.backend, s.key))
+
+
+def segments(points: list[Point]) -> list[list[Point]]:
+    segs: list[list[Point]] = []
+    for p in points:
+        if segs and segs[-1][-1].build_key == p.build_key:
+            segs[-1].append(p)
+        else:
+            segs.append([p])
+    return segs
+
+
+def detect_steps(ser: Series) -> list[Step]:
+    segs = segments(ser.points)
+    steps = []
+    for prev, nxt in zip(segs, segs[1:]):
+        before, after = prev[-WINDOW:], nxt[:WINDOW]
+        pa = stats.pool_summaries([{"n": p.n, "mean": p.mean, "stddev": p.stddev} for p in before])
+        pb = stats.pool_summaries([{"n": p.n, "mean": p.mean, "stddev": p.stddev} for p in after])
+        cmp = stats.compare_summaries(pa, pb, ser.metric.higher_is_better)
+        if cmp.verdict not in ("win", "loss") or cmp.ratio is None or abs(cmp.ratio - 1.0) < MIN_STEP:
+            continue
+        steps.append(Step(ser, before, after, pa, pb, cmp.ratio, cmp.ci95_low, cmp.ci95_high,
+                          "regression" if cmp.verdict == "loss" else "improvement",
+                          _diff(before[-1].build, after[0].build), _diff(before[-1].effective, after[0].effective)))
+    return steps
+
+
+def all_steps(sers: list[Series]) -> list[Step]:
+    """Every step, regressions first, newest first within each kind."""
+    steps = sorted((st for s in sers for st in s.steps), key=lambda st: st.after[0].created, reverse=True)
+    return sorted(steps, key=lambda st: st.verdict != "regression")  # stable: newest first within each kind

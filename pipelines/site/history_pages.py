@@ -1,0 +1,154 @@
+"""History, Regressions and Host-vs-host pages: Markdown and chart specs from run records.
+
+Builders only: the numbers come from pipelines.history and pipelines.compare; every value
+reaching a page goes through markdown.cell()/num()/code(), every figure links to its
+artifact through markdown.run_link, every table through markdown.table().
+"""
+
+from __future__ import annotations
+
+import json
+from itertools import combinations
+from typing import Any
+
+from .. import compare as cmp
+from .. import history
+from . import charts
+from .markdown import admonition, cell, code, link, num, run_link, table
+
+STALE_BADGE = '<span class="almanac-badge stale" title="measured with an older build than the newest on this host">stale</span>'
+
+
+def _settings(req: dict[str, Any]) -> str:
+    return ", ".join(f"{k}={v if isinstance(v, str) else json.dumps(v)}" for k, v in sorted(req.items()) if v is not None)
+
+
+def _ci(lo: float | None, hi: float | None, d: int) -> str:
+    return "—" if lo is None or hi is None else f"{num(lo, d)} – {num(hi, d)}"
+
+
+def history_chart(ser: history.Series) -> dict[str, Any]:
+    """One dot per result (mean) with its CI95 rule, over time, coloured by build."""
+    values = [{"created": p.created, "mean": p.mean, "ci95_low": p.ci95_low, "ci95_high": p.ci95_high, "n": p.n,
+               "stddev": p.stddev, "build": p.build_label, "id": p.id} for p in ser.points]
+    return charts.dots_over_time(values, ser.metric, title=ser.label)
+
+
+def _step_rows(steps: list[history.Step], from_dir: str = "") -> list[list[str]]:
+    rows = []
+    for st in steps:
+        s, m = st.series, st.series.metric
+        d = m.decimals
+        before = ", ".join(link(p.id[:12], run_link(p.id, from_dir)) for p in st.before)
+        after = ", ".join(link(p.id[:12], run_link(p.id, from_dir)) for p in st.after)
+        change = "; ".join(f"{k}: {v[0]} → {v[1]}" for k, v in st.build_change.items())
+        eff = "; ".join(f"{k}: {json.dumps(v[0])} → {json.dumps(v[1])}" for k, v in st.settings_change.items())
+        rows.append([
+            cell(st.verdict), cell(s.model), code(s.test), code(s.backend), code(s.host_id),
+            f"{num(st.pooled_before['mean'], d)} ± {num(st.pooled_before['stddev'], d)} (n={st.pooled_before['n']}) {before}",
+            f"{num(st.pooled_after['mean'], d)} ± {num(st.pooled_after['stddev'], d)} (n={st.pooled_after['n']}) {after}",
+            f"{num(st.change_pct, 1)}%", f"{num(st.ratio, 3)} [{num(st.ci95_low, 3)}, {num(st.ci95_high, 3)}]",
+            cell(change or "—"), cell(eff or "—"),
+        ])
+    return rows
+
+
+STEP_HEADERS = ["step", "model", "test", "backend", "host", "before: mean ± stddev (n), artifacts",
+                "after: mean ± stddev (n), artifacts", "change", "after/before [CI95]", "build change",
+                "effective settings change"]
+
+
+def regressions_page(docs: list[Any]) -> str:
+    sers = history.series(docs)
+    steps = history.all_steps(sers)
+    out = ["**Method.** " + cell(history.METHOD), ""]
+    if not steps:
+        out.append(admonition("success", "No steps", "No configuration changed by more than the noise where its build changed."))
+        return "\n".join(out)
+    n_reg = sum(st.verdict == "regression" for st in steps)
+    out += [f"**{n_reg}** regression(s) and **{len(steps) - n_reg}** improvement(s) across "
+            f"{sum(1 for s in sers if s.steps)} configuration(s). The change is after ÷ before − 1 on the test's "
+            "headline metric (a regression is worse whichever direction is better).", ""]
+    out.append(table(STEP_HEADERS, _step_rows(steps), ["l"] * 5 + ["r", "r", "r", "r", "l", "l"]))
+    out.append("")
+    shown: set[str] = set()
+    for st in steps:
+        if st.series.key in shown:
+            continue
+        shown.add(st.series.key)
+        out.append(charts.embed(history_chart(st.series),
+                                caption=f"{cell(st.series.label)}: one dot per artifact (mean) with its CI95, by build."))
+        out.append("")
+    return "\n".join(out)
+
+
+def history_page(docs: list[Any]) -> str:
+    sers = history.series(docs)
+    if not sers:
+        return admonition("warning", "No measurements yet", "Run `invoke bench` to add some.")
+    out = ["**Method.** " + cell(history.METHOD) + " A result measured with an older build than the newest one on "
+           "its host and backend is marked " + STALE_BADGE + ".", ""]
+    from ..leaderboard import split_settings
+
+    varying, _ = split_settings([s.requested for s in sers])  # only what tells configurations apart
+    rows = []
+    for s in sers:
+        last = s.points[-1]
+        d = s.metric.decimals
+        rows.append([cell(s.model), code(s.test), code(s.backend), code(s.host_id),
+                     cell(_settings({k: s.requested.get(k) for k in varying}) or "defaults"),
+                     num(len(s.points), 0), num(len(s.builds), 0),
+                     link(num(last.mean, d), run_link(last.id)) + (" " + STALE_BADGE if last.stale else ""),
+                     _ci(last.ci95_low, last.ci95_high, d), num(last.n, 0), cell(s.metric.unit),
+                     num(len(s.steps), 0)])
+    out.append(table(["model", "test", "backend", "host", "requested settings (those that differ)", "results", "builds", "latest",
+                      "CI95", "n", "unit", "steps"], rows, ["l", "l", "l", "l", "l", "r", "r", "r", "r", "r", "l", "r"]))
+    out.append("")
+    multi = [s for s in sers if len(s.points) > 1]
+    if multi:
+        out += ["## Over time", "", f"{len(multi)} configuration(s) measured more than once.", ""]
+        for s in multi:
+            out.append(f'<details markdown="1"><summary>{cell(s.label)} · {num(len(s.points), 0)} results, '
+                       f'{num(len(s.builds), 0)} build(s)</summary>\n')
+            out.append(charts.embed(history_chart(s), caption="One dot per artifact (mean) with its CI95, by build."))
+            out.append("\n</details>\n")
+    return "\n".join(out)
+
+
+def compare_table(res: cmp.Result, from_dir: str = "") -> str:
+    """A compare result as a site table: values link to their artifacts."""
+    hs = cmp.headers(res)
+    rows = []
+    for r, text in zip(res.rows, cmp.text_rows(res)):
+        row = [cell(c) for c in text]
+        ia, ib = hs.index("A"), hs.index("B")
+        row[ia] = link(text[ia], run_link(r.a_id, from_dir))
+        row[ib] = link(text[ib], run_link(r.b_id, from_dir))
+        rows.append(row)
+    return table(hs, rows, ["r" if h in ("A", "B", "B/A [CI95]") else "l" for h in hs])
+
+
+def host_vs_host_page(docs: list[Any]) -> str:
+    """Every pair of hosts: the configurations both ran (same work apart from the host)."""
+    from ..runs import records
+
+    recs = [r for r in records(docs) if r.ok]
+    hosts = sorted({r.host_id for r in recs})
+    if len(hosts) < 2:
+        return admonition("info", "One host", "Results from at least two hosts are needed.")
+    out: list[str] = []
+    for ha, hb in combinations(hosts, 2):
+        out.append(f"## {code(ha)} vs {code(hb)}\n")
+        try:
+            res = cmp.compare(recs, cmp.parse_selection(f"host={ha}"), cmp.parse_selection(f"host={hb}"))
+        except cmp.CompareError as exc:
+            out.append(f"No shared configuration: {cell(exc.detail)}.\n")
+            continue
+        wins = sum(r.verdict == "win" for r in res.rows)
+        losses = sum(r.verdict == "loss" for r in res.rows)
+        out.append(f"{len(res.rows)} shared configuration(s); B = {code(hb)} against A = {code(ha)}: {wins} win(s), "
+                   f"{losses} loss(es), {len(res.rows) - wins - losses} within noise or without an interval. "
+                   f"Same command: `invoke compare -b host={ha} -c host={hb}`.\n")
+        out.append(compare_table(res))
+        out.append("")
+    return "\n".join(out)

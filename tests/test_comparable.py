@@ -1,0 +1,273 @@
+"""Issue 10: one run record, like-with-like boards, ranks with CI95, history and regressions,
+`invoke compare`.
+
+Fixture artifacts are built through runtime.record.new_run (the writers' path) with chosen
+samples, so the arithmetic of each assertion can be checked by hand; the GPU host among them
+is a fixture (no GPU here). The real committed artifacts under data/runs are checked too.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+
+from pipelines import compare as cmp
+from pipelines import history, leaderboard
+from pipelines.ranking import rank_with_ci
+from pipelines.runs import load_runs
+from pipelines.site import history_pages, pages
+from runtime import artifacts, record, stats
+from runtime.metrics import HEADLINE_BY_KIND, headline
+
+ROOT = Path(__file__).resolve().parents[1]
+SHA = "ab" * 32
+T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+CPU = {"id": "cpu-box-0000aaaa", "name": "cpu-box", "cpu": {"model": "Fixture CPU", "physical_cores": 2, "logical_cores": 2,
+       "flags": []}, "memory_bytes": 1 << 34, "numa_nodes": 1, "os": {}, "gpus": []}
+GPU = {**CPU, "id": "gpu-box-0000bbbb", "name": "gpu-box", "gpus": [{"name": "Fixture GPU (no GPU here: fixture)"}]}
+PP = {"kind": "rate", "name": "pp64", "n_prompt": 64, "n_gen": 0, "n_depth": 0, "repetitions": 5, "warmup": True}
+TG = {"kind": "rate", "name": "tg16", "n_prompt": 0, "n_gen": 16, "n_depth": 0, "repetitions": 5, "warmup": True}
+
+
+def run(samples, *, test=PP, host=CPU, minutes=0, backend="llama_cpp", requested=None, effective=None, label=None,
+        commit="0c1e57098", model="m", sha=SHA, metric="tokens_per_second", almanac="0.1.0"):
+    req = {"n_threads": None, "flash_attn": "auto", **(requested or {})}
+    eff = {"n_threads": 2, "flash_attn": "on", "flash_attn_requested": req["flash_attn"], **(effective or {})}
+    build = {"backend_version": "llama-cpp-python 0.3.36", "llama_cpp_commit": commit, "almanac": almanac}
+    if label:
+        build["label"] = label
+    key = record.config_key(backend, sha, req, test, host["id"], build["backend_version"], build_label=label)
+    key = record.digest([key, minutes])  # each fixture its own measurement
+    doc = record.new_run(key=key, created=T0 + timedelta(minutes=minutes), status="ok", backend=backend, test=test,
+                         requested=req, effective=eff, host=host, build=build,
+                         matrix={"name": "fixture", "file": "data/matrices/fixture.yaml"},
+                         model={"name": model, "file_name": f"{model}.gguf", "sha256": sha, "size_bytes": 1,
+                                "source": "path", "synthetic": False, "gguf": {"quantization": "Q4_0"}},
+                         samples={"ts": list(samples)}, summary={metric: stats.summarize(samples)},
+                         resources={"wall_s": 1.0, "exit_code": 0})
+    artifacts.validate(doc)
+    return record.RunRecord(doc, f"data/runs/{doc['id']}.json")
+
+
+# -- the record --------------------------------------------------------------------------------
+def test_one_id_format_and_the_writers_docs_validate():
+    r = run([10, 11, 12])
+    assert re.fullmatch(r"[0-9a-f]{12}-\d{8}T\d{6}\.\d{3}Z", r.id)
+    assert record.run_id("f" * 64, datetime(2026, 11, 26, 4, 4, 30, 390500, tzinfo=timezone.utc)) == "ffffffffffff-20261126T040430.390Z"
+    assert record.run_path(r.doc, Path("/x")).name == f"pp64--{r.key[:16]}-20260101T000000.000Z.json"
+
+
+@pytest.mark.parametrize("requested,reported,expected", [
+    ({"flash_attn": "auto"}, {"flash_attn": "on"}, "on"),  # the backend's report wins
+    ({"flash_attn": "on"}, {"flash_attn": "off"}, "off"),
+    ({"flash_attn": "off"}, {}, "off"),  # no report (a failed run): the requested value, not "on"
+    ({"flash_attn": "auto"}, {}, "auto"),
+    ({"flash_attn": True}, {}, "on"),  # llama-bench's boolean
+    ({}, {}, None),  # a backend without the setting
+])
+def test_flash_attention_is_interpreted_once(requested, reported, expected):
+    assert record.flash_attention(requested, reported) == expected
+    assert record.flash_attention_on(requested, reported) is (expected != "off")
+    if expected is not None:
+        assert record.effective_settings(requested, reported)["flash_attn"] == expected
+
+
+def test_comparability_key_parts():
+    a = run([10, 11, 12])
+    same_work = run([10, 11, 12], minutes=1, test={**PP, "repetitions": 3},
+                    effective={"base_url": "http://127.0.0.1:5555", "llama_memory_mib": {"x": 1}})
+    assert a.key != same_work.key and a.comparability_key() == same_work.comparability_key()
+    assert a.comparability_key() != run([10], label="threads-halved").comparability_key()  # another build
+    assert a.comparability_key() != run([10], backend="openai_http").comparability_key()
+    assert a.comparability_key() != run([10], effective={"n_threads": 1}).comparability_key()
+    assert a.comparability_key(exclude=("settings.n_threads",)) == run([10], effective={"n_threads": 1}).comparability_key(
+        exclude=("settings.n_threads",))
+    # history: the same configuration as asked, across builds
+    assert a.history_key == run([5], label="threads-halved", effective={"n_threads": 1}).history_key
+    assert a.history_key != run([5], requested={"n_threads": 1}).history_key
+
+
+def test_committed_artifacts_load_as_records():
+    recs = load_runs()
+    assert recs and all(isinstance(r, record.RunRecord) for r in recs)
+    for r in recs:
+        assert r.path.startswith("data/runs/") and r.effective is not None
+        if r.backend == "llama_cpp" and r.ok:
+            assert r.flash_attn in ("on", "off")
+
+
+# -- boards ------------------------------------------------------------------------------------
+def test_boards_never_mix_backends_test_definitions_or_duplicates():
+    free = {"kind": "generate", "name": "free", "workload": "free", "max_tokens": 16, "ignore_eos": True, "repetitions": 2,
+            "warmup": True}
+    docs = [run([10, 11, 12]), run([20, 21, 22], minutes=1),  # the same configuration twice: the newest only
+            run([30, 31, 32], backend="openai_http", minutes=2),
+            run([40, 41], test=free, metric="generation_tps", minutes=3),
+            run([50, 51], test={**free, "ignore_eos": False}, metric="generation_tps", minutes=4)]
+    bs = leaderboard.boards(docs)
+    assert sorted((b.test, b.backend) for b in bs) == [("free", "llama_cpp"), ("free", "llama_cpp"), ("pp64", "llama_cpp"),
+                                                       ("pp64", "openai_http")]
+    pp = next(b for b in bs if b.test == "pp64" and b.backend == "llama_cpp")
+    assert list(pp.rows["s_mean"]) == [21.0]
+    assert {b.definition.get("ignore_eos") for b in bs if b.test == "free"} == {True, False}
+
+
+def test_builds_and_differing_settings_are_columns_equal_settings_stated_once():
+    docs = [run([10, 11, 12]), run([14, 15, 16], label="threads-halved", effective={"n_threads": 1}, minutes=1)]
+    (b,) = leaderboard.boards(docs)
+    assert b.build_varies and b.varying == ["n_threads"] and b.constant["flash_attn"] == "on"
+    md = pages.leaderboard_page(docs)
+    assert "backend build" in md and "[threads-halved]" in md and "Settings on every row:" in md
+
+
+def test_ranks_share_when_intervals_overlap_and_need_an_interval():
+    ranked = rank_with_ci([90, 85, 50, None], [110, 95, 60, None], higher_is_better=True)
+    assert [(r.rank, r.tied) for r in ranked] == [(1, True), (1, True), (3, False), (None, False)]
+    ranked = rank_with_ci([10, 11, 30], [12, 13, 31], higher_is_better=False)  # lower is better
+    assert [(r.rank, r.tied) for r in ranked] == [(1, True), (1, True), (3, False)]
+    docs = [run([100, 101, 102]), run([100.5, 101.5, 99.5], requested={"n_batch": 64}, minutes=1),
+            run([50, 51, 52], requested={"n_batch": 32}, minutes=2), run([300], requested={"n_batch": 16}, minutes=3)]
+    (b,) = leaderboard.boards(docs)
+    recs = leaderboard.board_records(b)
+    assert [r["rank_label"] for r in recs] == ["=1", "=1", "3", "—"]
+    assert all(r["n"] >= 1 for r in recs) and recs[-1]["ci95_low"] is None
+
+
+def _chart_values(md: str) -> list[dict]:
+    out = []
+    for spec in re.findall(r'<script type="application/json" id="[^"]+">(.*?)</script>', md, re.S):
+        spec = json.loads(spec.replace("\\u003c", "<").replace("\\u003e", ">").replace("\\u0026", "&"))
+        for ds in (spec.get("datasets") or {}).values():
+            out += ds
+        out += (spec.get("data") or {}).get("values", [])
+    return out
+
+
+def test_every_charted_value_is_an_artifacts_value():
+    """The committed artifacts: each chart mark is one artifact (unique id) and its mean is that
+    artifact's headline mean (the stacked-bar bug summed two artifacts into one bar)."""
+    recs = load_runs()
+    by_id = {r.id: r for r in recs}
+    values = _chart_values(pages.leaderboard_page(recs))
+    assert values
+    ids = [v["id"] for v in values]
+    assert len(ids) == len(set(ids))
+    for v in values:
+        r = by_id[v["id"]]
+        s = r.stat(headline(r.test_kind).name)
+        assert v["mean"] == s["mean"] and v.get("ci95_low") == s["ci95_low"] and v["n"] == s["n"]
+    spec = pages.leaderboard_page(recs)
+    assert '"stack": "zero"' not in spec and "mark_bar" not in spec
+
+
+def test_one_headline_per_kind_declared_once():
+    from pipelines import optimization
+
+    assert leaderboard.HEADLINE is HEADLINE_BY_KIND and optimization.HEADLINE is HEADLINE_BY_KIND
+    assert headline("rate").name == "tokens_per_second" and headline("nope") is None
+
+
+# -- history and regressions ---------------------------------------------------------------------
+def _slowed_history():
+    fast = [[700, 705, 698, 702, 699], [701, 703, 697, 700, 704]]
+    slow = [[380, 385, 379, 383, 381], [382, 384, 380, 378, 386]]
+    docs = [run(s, minutes=i) for i, s in enumerate(fast)]
+    docs += [run(s, minutes=10 + i, label="threads-halved", effective={"n_threads": 1}) for i, s in enumerate(slow)]
+    docs += [run([701, 699, 702, 700, 698], minutes=20)]
+    return docs
+
+
+def test_a_slowed_build_is_a_regression_step_with_its_ci():
+    docs = _slowed_history()
+    (ser,) = history.series(docs)
+    assert len(ser.points) == 5 and len(ser.builds) == 2
+    reg, imp = ser.steps
+    assert reg.verdict == "regression" and imp.verdict == "improvement"
+    pooled_fast = stats.summarize([700, 705, 698, 702, 699, 701, 703, 697, 700, 704])
+    pooled_slow = stats.summarize([380, 385, 379, 383, 381, 382, 384, 380, 378, 386])
+    assert reg.pooled_before["mean"] == pytest.approx(pooled_fast["mean"])
+    assert reg.pooled_before["stddev"] == pytest.approx(pooled_fast["stddev"])
+    assert reg.ratio == pytest.approx(pooled_slow["mean"] / pooled_fast["mean"])
+    assert reg.ci95_low < reg.ratio < reg.ci95_high < 1.0
+    assert reg.build_change == {"label": (None, "threads-halved")} and reg.settings_change["n_threads"] == (2, 1)
+    page = history_pages.regressions_page(docs)
+    assert "regression" in page and f"{reg.ratio:.3f}" in page and "threads-halved" in page
+
+
+def test_noise_is_not_a_step_and_old_builds_are_stale():
+    docs = [run([700, 705, 698], minutes=0), run([701, 699, 704], minutes=5, commit="newcommit")]
+    (ser,) = history.series(docs)
+    assert ser.steps == []
+    assert history.stale_ids(docs) == {docs[0].id}
+    assert ser.points[0].stale and not ser.stale
+    # a build variant does not make the ordinary build stale
+    assert history.stale_ids(_slowed_history()) == set()
+
+
+# -- compare ---------------------------------------------------------------------------------
+def test_compare_two_builds_and_two_hosts():
+    docs = _slowed_history()
+    res = cmp.compare(docs, cmp.parse_selection("build=ordinary"), cmp.parse_selection("build=threads-halved"))
+    (row,) = res.rows
+    assert row.a_id == docs[-1].id and row.b_id == docs[3].id  # the newest on each side
+    assert row.verdict == "loss" and row.ratio == pytest.approx(docs[3].stat("tokens_per_second")["mean"] / 700.0)
+    assert res.losses_beyond(40) and not res.losses_beyond(60)
+    cross = [run([10, 11, 12], test=TG), run([900, 910, 905], test=TG, host=GPU, effective={"n_threads": 16}, minutes=1),
+             run([5, 6, 7], test=PP, minutes=2)]
+    res = cmp.compare(cross, cmp.parse_selection("host=cpu-box"), cmp.parse_selection("host=gpu"))
+    (row,) = res.rows
+    assert (row.test, row.verdict, row.host_a, row.host_b) == ("tg16", "win", CPU["id"], GPU["id"])
+    assert "n_threads: 2→16" in row.effective_diff and "host" in res.compared_on
+    md = cmp.markdown(res)
+    assert "| tg16 |" in md and "win" in md and f"{row.ratio:.3f}" in md
+
+
+def test_compare_refuses_empty_and_disjoint_selections():
+    docs = [run([10, 11, 12])]
+    with pytest.raises(cmp.CompareError, match="matches no measured result"):
+        cmp.compare(docs, cmp.parse_selection("host=nowhere"), cmp.parse_selection("host=cpu"))
+    with pytest.raises(cmp.CompareError, match="share no configuration"):
+        cmp.compare(docs + [run([1, 2, 3], test=TG, host=GPU)], cmp.parse_selection("host=cpu"), cmp.parse_selection("host=gpu"))
+    for bad in ("", "host", "colour=red", "host="):
+        with pytest.raises(cmp.CompareError):
+            cmp.parse_selection(bad)
+
+
+def test_host_vs_host_page_uses_compare():
+    cross = [run([10, 11, 12], test=TG), run([900, 910, 905], test=TG, host=GPU, minutes=1)]
+    page = history_pages.host_vs_host_page(cross)
+    assert "1 shared configuration(s)" in page and f"runs/{cross[0].id}.md" in page and f"runs/{cross[1].id}.md" in page
+
+
+# -- invoke compare end to end (a real subprocess) -------------------------------------------
+def _invoke(*args, cwd):
+    return subprocess.run([sys.executable, "-m", "invoke", "-r", str(ROOT), "compare", *args], cwd=cwd,
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_invoke_compare_end_to_end(tmp_path):
+    runs = tmp_path / "runs"
+    for r in _slowed_history() + [run([900, 910, 905], test=TG, host=GPU, minutes=30)]:
+        record.write(r.doc, runs)
+    out = tmp_path / "out" / "cmp"
+    p = _invoke("-b", "build=ordinary,host=cpu", "-c", "build=threads-halved", "-r", str(runs), "-o", str(out), cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert "| m | pp64 |" in p.stdout and "loss" in p.stdout
+    data = json.loads(out.with_suffix(".json").read_text())
+    assert data["rows"][0]["verdict"] == "loss" and out.with_suffix(".csv").read_text().count("\n") == 2
+    assert out.with_suffix(".md").read_text() in p.stdout
+    gate = _invoke("-b", "build=ordinary,host=cpu", "-c", "build=threads-halved", "-r", str(runs), "-o", str(out),
+                   "--fail-on-loss", "5", cwd=tmp_path)
+    assert gate.returncode == 1 and "lost more than 5%" in gate.stderr
+    for args, msg in [(("-b", "host=nowhere", "-c", "build=ordinary"), "matches no measured result"),
+                      (("-b", "host=cpu", "-c", "host=gpu"), "share no configuration")]:
+        bad = _invoke(*args, "-r", str(runs), "-o", str(tmp_path / "bad"), cwd=tmp_path)
+        assert bad.returncode == 2 and msg in bad.stderr and "Traceback" not in bad.stderr
+        assert len(bad.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "bad.md").exists()
