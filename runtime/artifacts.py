@@ -134,7 +134,13 @@ def validate(doc: dict[str, Any], source: str = "<artifact>") -> None:
 @lru_cache(maxsize=1)
 def schemas_digest() -> str:
     """Digest of every schema file and the validator versions: the cache's namespace."""
-    h = hashlib.sha256(f"jsonschema {jsonschema.__version__ if hasattr(jsonschema, '__version__') else ''}".encode())
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        versions = f"jsonschema {version('jsonschema')} fastjsonschema {version('fastjsonschema')}"
+    except PackageNotFoundError:
+        versions = ""
+    h = hashlib.sha256(versions.encode())
     for p in sorted(schema_dir().glob("*.json")):
         h.update(p.name.encode() + b"\0" + p.read_bytes() + b"\0")
     return h.hexdigest()[:16]

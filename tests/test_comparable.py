@@ -242,7 +242,7 @@ def test_compare_refuses_empty_and_disjoint_selections():
 def test_host_vs_host_page_uses_compare():
     cross = [run([10, 11, 12], test=TG), run([900, 910, 905], test=TG, host=GPU, minutes=1)]
     page = history_pages.host_vs_host_page(cross)
-    assert "1 shared configuration(s)" in page and f"runs/{cross[0].id}.md" in page and f"runs/{cross[1].id}.md" in page
+    assert "1 shared configuration(s)" in page and f"runs/run.md?id={cross[0].id}" in page and f"runs/run.md?id={cross[1].id}" in page
 
 
 # -- invoke compare end to end (a real subprocess) -------------------------------------------

@@ -38,7 +38,7 @@ def test_projections_page(fixture_data):
     assert "**Last updated:** 2026-01-02T00:00:00\\+00:00" in md  # the newest input artifact, escaped
     assert "VERIFIED" in md and "PROJECTED" in md and "measured" in md
     # the long-context role's q8_0 cache projection is verified by the fixture run and shows its error
-    assert "runs/092907140857-20260102T000000.000Z.md" in md and "error +" in md
+    assert "runs/run.md?id=092907140857-20260102T000000.000Z" in md and "error +" in md
     # never-applicable entries say why
     assert "needs at least 39 GB" in md and "GPU only" in md
     assert "no effect: acts on a stage outside" in md  # the prefix cache on a decode rate
