@@ -51,20 +51,70 @@ def hosts_table(docs: list[dict[str, Any]]) -> str:
                  ["l", "l", "r", "r", "l", "l", "r"])
 
 
-def home(docs: list[dict[str, Any]]) -> str:
+HOME_REGRESSIONS = 5  # newest regressions on the home page (all on the Regressions page)
+
+
+def headline_table(docs: list[Any]) -> str:
+    """The best result of every board (host, workload, backend, test definition) on its headline metric."""
+    rows = []
+    for b in sorted(leaderboard.boards(docs), key=lambda b: (b.host_id, b.test, b.backend)):
+        recs = leaderboard.board_records(b)
+        if not recs:
+            continue
+        r, m = recs[0], b.metric
+        rows.append([code(b.host_id), code(b.test), code(b.backend), cell(m.label),
+                     link(f"{num(r['mean'], m.decimals)} {m.unit}", run_link(r["id"])),
+                     _ci(_val(r["ci95_low"]), _val(r["ci95_high"]), m.decimals), num(r["n"], 0),
+                     cell(r["model"]) + (" " + SYNTHETIC_BADGE if r["synthetic"] else ""), num(len(recs), 0)])
+    return table(["host", "workload", "backend", "headline metric", "best", "CI95", "n", "model", "results"], rows,
+                 ["l", "l", "l", "l", "r", "r", "r", "l", "r"])
+
+
+def newest_regressions(docs: list[Any], limit: int = HOME_REGRESSIONS) -> str:
+    from .. import history
+
+    steps = [st for st in history.all_steps(history.series(docs)) if st.verdict == "regression"][:limit]
+    if not steps:
+        return "No regression detected (see [Regressions](regressions.md) for the method)."
+    rows = []
+    for st in steps:
+        s, m = st.series, st.series.metric
+        change = "; ".join(f"{k}: {v[0]} → {v[1]}" for k, v in st.build_change.items())
+        rows.append([cell(st.after[0].created[:10]), cell(s.model), code(s.test), code(s.host_id),
+                     link(f"{num(st.change_pct, 1)}%", run_link(st.after[0].id)),
+                     f"{num(st.ci95_low, 3)} – {num(st.ci95_high, 3)}", cell(change or "—")])
+    return table(["measured", "model", "test", "host", "change", "after/before CI95", "build change"], rows,
+                 ["l", "l", "l", "l", "r", "r", "l"], downloads=False) + "\n\nAll of them, with the method: [Regressions](regressions.md)."
+
+
+def home(docs: list[Any]) -> str:
+    """What a reader wants in ten seconds: when, the best result per host and workload, what got worse."""
     if not docs:
         return admonition("warning", "No data yet", "Run `invoke all` to measure the embedded model on this host.")
     latest = latest_per_key(docs)
     ok = sum(1 for d in latest if d["status"] == "ok")
     failed = len(latest) - ok
-    models = sorted({d["model"]["name"] for d in latest})
-    tests = sorted({d["test"]["name"] for d in latest})
+    newest: dict[str, str] = {}
+    for d in docs:
+        h = d["host"]["id"]
+        newest[h] = max(newest.get(h, ""), d["created"])
+    per_host = ", ".join(f"{code(h)} {cell(t[:16].replace('T', ' '))}" for h, t in sorted(newest.items()))
     parts = [
-        f"**Last updated:** {cell(last_updated(docs))} (newest artifact)  ",
-        f"**Artifacts:** {len(docs)} on disk, {len(latest)} current configurations "
-        f"({ok} measured, {failed} failed)  ",
-        f"**Models:** {', '.join(cell(m) for m in models)}  ",
-        f"**Tests:** {', '.join(code(t) for t in tests)}",
+        f"**Last measured:** {cell(last_updated(docs))} (newest artifact); per host: {per_host}  ",
+        f"**Artifacts:** {len(docs):,} on disk, {len(latest):,} current configurations "
+        f"({ok:,} measured, {failed:,} failed): browse them in [Runs](runs/index.md), download them from "
+        "[Open data](open-data.md).",
+        "",
+        "## Best result per host and workload",
+        "",
+        "The top of each [leaderboard](leaderboard.md) board: its headline metric with CI95 and n, linked to "
+        "the artifact.",
+        "",
+        headline_table(docs),
+        "",
+        "## Newest regressions",
+        "",
+        newest_regressions(docs),
         "",
         "## Hosts",
         "",
