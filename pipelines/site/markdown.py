@@ -74,7 +74,7 @@ def link(text: str, target: str) -> str:
     return f"[{cell(text)}]({target})"
 
 
-MAX_INLINE_ROWS = 200  # a page shows at most this many rows of one table; the downloads hold all
+MAX_INLINE_ROWS = 100  # a page shows at most this many rows of one table; the downloads hold all
 ROOT = "@@ALMANAC_ROOT@@/"  # replaced per page by the build hook (pipelines/site/hooks.py) with the way to the site root
 _TABLES: dict[str, tuple[list[str], list[list[str]]]] = {}  # digest -> (headers, rows) as plain text
 
