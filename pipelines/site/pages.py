@@ -54,10 +54,22 @@ def hosts_table(docs: list[dict[str, Any]]) -> str:
 HOME_REGRESSIONS = 5  # newest regressions on the home page (all on the Regressions page)
 
 
+_BOARDS: dict[tuple[str, ...], list[Any]] = {}
+
+
+def _boards(docs: list[Any]) -> list[Any]:
+    """leaderboard.boards of one loaded set, computed once for the home page and the leaderboard."""
+    key = tuple(d["id"] for d in docs)
+    if key not in _BOARDS:
+        _BOARDS.clear()
+        _BOARDS[key] = leaderboard.boards(docs)
+    return _BOARDS[key]
+
+
 def headline_table(docs: list[Any]) -> str:
     """The best result of every board (host, workload, backend, test definition) on its headline metric."""
     rows = []
-    for b in sorted(leaderboard.boards(docs), key=lambda b: (b.host_id, b.test, b.backend)):
+    for b in sorted(_boards(docs), key=lambda b: (b.host_id, b.test, b.backend)):
         recs = leaderboard.board_records(b)
         if not recs:
             continue
@@ -132,7 +144,7 @@ def _definition(defn: dict[str, Any]) -> str:
 
 
 def leaderboard_page(docs: list[Any]) -> str:
-    boards = leaderboard.boards(docs)
+    boards = _boards(docs)
     if not boards:
         return admonition("warning", "No measurements yet", "Run `invoke bench` to add some.")
     # boards that share a heading (same test name, host, backend) differ in their test definition: say how
