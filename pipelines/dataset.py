@@ -25,6 +25,7 @@ class Dataset:
     root: Path
     by_type: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     files: tuple[tuple[str, Path], ...] = ()  # (path relative to root, absolute path) of every artifact
+    id_json: dict[str, str] | None = None  # artifact id -> its published JSON (filled on first use)
 
     def of(self, artifact: str) -> list[dict[str, Any]]:
         return self.by_type.get(artifact, [])
@@ -103,3 +104,13 @@ def freeze(root: Path | None = None) -> Dataset:
 
 def thaw(root: Path | None = None) -> None:
     _FROZEN.discard(Path(root or data_dir()).resolve())
+
+
+def published_json() -> dict[str, str]:
+    """Artifact id -> the site path of its published JSON, for the set being built (empty outside a build)."""
+    for root in _FROZEN:
+        ds = _CACHE[root][1]
+        if ds.id_json is None:
+            object.__setattr__(ds, "id_json", {d["id"]: "data/" + d["_data_path"] for docs in ds.by_type.values() for d in docs})
+        return ds.id_json
+    return {}

@@ -125,7 +125,7 @@ def test_built_site_publishes_every_artifact_and_table(built_site):
         published = built_site / "data" / src.relative_to(GOLDEN)
         assert published.read_bytes() == src.read_bytes(), published
     lb = (built_site / "leaderboard" / "index.html").read_text()
-    links = re.findall(r'<a href="\.\./tables/([0-9a-f]{16})\.csv" download>CSV</a>', lb)
+    links = re.findall(r'<p class="almanac-downloads">[^<]*<a href="\.\./tables/([0-9a-f]{16})\.csv" download>CSV</a>', lb)
     assert links and len(links) == lb.count("<table>")  # one download per table on the page
     rows = list(csv.reader((built_site / "tables" / f"{links[0]}.csv").open()))
     as_json = json.loads((built_site / "tables" / f"{links[0]}.json").read_text())
@@ -163,3 +163,15 @@ def test_table_downloads_and_row_cap():
     assert headers == ["model", "value"] and plain_rows[4] == ["m4", "4,000"]
     assert f"tables/{digest}.csv" in md and f"tables/{digest}.json" in md
     assert markdown.table_csv(headers, plain_rows).splitlines()[1] == 'm0,0'
+
+
+def test_every_figure_links_its_data_and_artifacts(built_site):
+    """Every chart's caption offers its data, and each data row names its artifact's published JSON."""
+    import json
+
+    lb = (built_site / "leaderboard" / "index.html").read_text()
+    figures = lb.count('<figure class="almanac-figure">')
+    links = re.findall(r'<figcaption>.*?Data: <a href="\.\./tables/([0-9a-f]{16})\.csv" download>CSV</a>', lb)
+    assert figures >= 1 and len(links) == figures
+    rows = json.loads((built_site / "tables" / f"{links[0]}.json").read_text())
+    assert rows and all((built_site / r["artifact_json"]).is_file() for r in rows)

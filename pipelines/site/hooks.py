@@ -58,8 +58,9 @@ def publish(site: Path, ds: dataset.Dataset) -> dict[str, int]:
         shutil.copyfile(schema, site / "schema" / schema.name)
     tables = markdown.table_files()
     for digest, (headers, rows) in tables.items():
-        _write(site / "tables" / f"{digest}.csv", markdown.table_csv(headers, rows))
-        _write(site / "tables" / f"{digest}.json", markdown.table_json(headers, rows))
+        # links inside a download are relative to the site root (data/runs/...)
+        _write(site / "tables" / f"{digest}.csv", markdown.table_csv(headers, rows).replace(markdown.ROOT, ""))
+        _write(site / "tables" / f"{digest}.json", markdown.table_json(headers, rows).replace(markdown.ROOT, ""))
     return {"artifacts": len(ds.files), "tables": len(tables)}
 
 
