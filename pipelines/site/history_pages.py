@@ -82,6 +82,9 @@ def regressions_page(docs: list[Any]) -> str:
     return "\n".join(out)
 
 
+HISTORY_CHARTS = 20  # configurations charted over time on the History page (the newest)
+
+
 def history_page(docs: list[Any]) -> str:
     sers = history.series(docs)
     if not sers:
@@ -107,6 +110,12 @@ def history_page(docs: list[Any]) -> str:
     multi = [s for s in sers if len(s.points) > 1]
     if multi:
         out += ["## Over time", "", f"{len(multi)} configuration(s) measured more than once.", ""]
+        if len(multi) > HISTORY_CHARTS:
+            # the charts of the most recently measured ones (every one is in the table above and its downloads;
+            # every step is on the Regressions page)
+            out += [f"Charts of the {HISTORY_CHARTS} most recently measured; every configuration is in the table above "
+                    "(CSV/JSON) and every step on the [Regressions](regressions.md) page.", ""]
+            multi = sorted(multi, key=lambda s: s.points[-1].created, reverse=True)[:HISTORY_CHARTS]
         for s in multi:
             out.append(f'<details markdown="1"><summary>{cell(s.label)} · {num(len(s.points), 0)} results, '
                        f'{num(len(s.builds), 0)} build(s)</summary>\n')

@@ -22,7 +22,7 @@ from . import charts
 from .history_pages import STALE_BADGE
 from .markdown import ROOT, SYNTHETIC_BADGE, admonition, cell, code, link, nbytes, num, run_json, run_link, table
 
-BOARD_ROWS = 15  # results shown per board (table and chart); the downloads and the runs browser hold all
+BOARD_ROWS = 10  # results shown per board (table and chart); the downloads and the runs browser hold all
 
 
 def _ci(lo: Any, hi: Any, decimals: int) -> str:
