@@ -6,7 +6,8 @@ commas (several values of one key separated by ``|``):
 * ``host=`` host id or host name (a prefix of the id works: ``host=vm``);
 * ``build=`` a build variant's label (``build=threads-halved``), ``build=ordinary`` for
   builds without one, or any text in the build (``build=0c1e570``, ``build=0.3.36``);
-* ``backend=``, ``model=``, ``test=`` exact names;
+* ``backend=`` a backend (``llama_cpp``), an HTTP server (``llama-server``) or both
+  (``openai_http (llama-server)``); ``model=``, ``test=`` exact names;
 * ``since=`` / ``until=`` ISO dates or times, compared with the artifact's creation time;
 * ``artifacts=`` artifact files, folders or globs (relative to the project root);
 * ``id=`` artifact ids.
@@ -28,6 +29,7 @@ import fnmatch
 import io
 import json
 from dataclasses import asdict, dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -73,6 +75,13 @@ def parse_selection(text: str, name: str = "selection") -> Selection:
         values = tuple(x.strip() for x in v.split("|") if x.strip())
         if not values:
             raise CompareError(f"{k}= has no value", field=name)
+        if k in ("since", "until"):
+            for x in values:
+                try:
+                    datetime.fromisoformat(x.replace("Z", "+00:00"))
+                except ValueError:
+                    raise CompareError(f"{k}={x!r} is not an ISO date or time (e.g. 2026-11-26 or 2026-11-26T06:00)",
+                                       field=name) from None
         filters[k] = filters.get(k, ()) + values
     return Selection(text.strip(), filters)
 
@@ -101,7 +110,7 @@ def matches(r: RunRecord, sel: Selection) -> bool:
         return False
     if "build" in f and not any(_build_match(r, v) for v in f["build"]):
         return False
-    if "backend" in f and r.backend not in f["backend"]:
+    if "backend" in f and r.backend not in f["backend"] and r.backend_name not in f["backend"] and r.server not in f["backend"]:
         return False
     if "model" in f and r.model_name not in f["model"]:
         return False
@@ -125,7 +134,7 @@ def compared_on(a: Selection, b: Selection) -> set[str]:
 
 def work_parts(r: RunRecord, on: set[str]) -> dict[str, Any]:
     parts: dict[str, Any] = {"test": r.test_definition, "model": r.model_sha256 or r.model_name,
-                             "backend": r.backend, "requested": r.requested, "host": r.host_id}
+                             "backend": r.backend_name, "requested": r.requested, "host": r.host_id}
     if "host" in on:
         parts.pop("host")
     if "backend" in on:
@@ -238,7 +247,7 @@ def compare(docs: list[Any], a: Selection, b: Selection) -> Result:
             continue
         c = stats.compare_summaries(sa, sb, m.higher_is_better)
         rows.append(Row(ra.model_name, ra.test_name, m.name, m.unit, m.higher_is_better, ra.host_id, rb.host_id,
-                        ra.backend, rb.backend, ra.backend_build, rb.backend_build, ra.id, rb.id,
+                        ra.backend_name, rb.backend_name, ra.backend_build, rb.backend_build, ra.id, rb.id,
                         sa["mean"], sa.get("stddev"), int(sa.get("n") or 0), sb["mean"], sb.get("stddev"),
                         int(sb.get("n") or 0), c.ratio, c.ci95_low, c.ci95_high, c.verdict,
                         "" if "backend" in on else _settings_text(ra.requested),

@@ -15,9 +15,10 @@ Welch-Satterthwaite degrees of freedom (runtime.stats.compare_summaries). A boun
 a regression, a win an improvement. Steps are only looked for where the build changed: a
 drift within one build is not attributed to anything.
 
-**Stale.** Per host and backend, release builds (the build without a variant label) are
+**Stale.** Per host, backend and server software (llama_cpp.server and llama-server are
+different software, not versions of one), release builds (the build without a variant label) are
 ordered by when they were first seen; a result measured with a build older than the newest
-one on its host and backend is stale.
+one on its host, backend and server is stale.
 
 Linear in the number of results: one grouping pass, one sort per series.
 """
@@ -125,11 +126,16 @@ def _release(r: RunRecord) -> str:
     return v
 
 
-def newest_releases(recs: list[RunRecord]) -> dict[tuple[str, str], tuple[str, dict[str, str]]]:
-    """Per (host, backend): the newest release build and each release's first-seen time."""
-    first: dict[tuple[str, str], dict[str, str]] = {}
+def _line(r: RunRecord) -> tuple[str, str, str]:
+    """What builds are versions of: a host's backend (and, over HTTP, the server software)."""
+    return (r.host_id, r.backend, r.server)
+
+
+def newest_releases(recs: list[RunRecord]) -> dict[tuple[str, str, str], tuple[str, dict[str, str]]]:
+    """Per host, backend and server: the newest release build and each release's first-seen time."""
+    first: dict[tuple[str, str, str], dict[str, str]] = {}
     for r in recs:
-        seen = first.setdefault((r.host_id, r.backend), {})
+        seen = first.setdefault(_line(r), {})
         rel = _release(r)
         if rel not in seen or r.created < seen[rel]:
             seen[rel] = r.created
@@ -137,12 +143,12 @@ def newest_releases(recs: list[RunRecord]) -> dict[tuple[str, str], tuple[str, d
 
 
 def stale_ids(docs: list[Any]) -> set[str]:
-    """Ids of ok results measured with an older build than the newest on their host and backend."""
+    """Ids of ok results measured with an older build than the newest on their host, backend and server."""
     recs = [r for r in records(docs) if r.ok]
     newest = newest_releases(recs)
     out = set()
     for r in recs:
-        top, seen = newest[(r.host_id, r.backend)]
+        top, seen = newest[_line(r)]
         rel = _release(r)
         if rel != top and seen[rel] < seen[top]:
             out.add(r.id)
@@ -167,7 +173,7 @@ def series(docs: list[Any]) -> list[Series]:
             continue
         ser = out.get(r.history_key)
         if ser is None:
-            ser = out[r.history_key] = Series(r.history_key, r.host_id, r.model_name, r.test_name, r.backend,
+            ser = out[r.history_key] = Series(r.history_key, r.host_id, r.model_name, r.test_name, r.backend_name,
                                               r.requested, metric)  # type: ignore[arg-type]
         ser.points.append(Point(r.id, r.created, {**r.build_identity, "almanac": r.almanac_version}, _short_build(r),
                                 _release(r), int(s.get("n") or 0), float(s["mean"]), s.get("stddev"), s.get("ci95_low"),

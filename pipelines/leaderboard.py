@@ -101,7 +101,7 @@ def boards(docs: list[Any]) -> list[Board]:
             if not s or s.get("mean") is None:
                 continue
             rows.append({"id": r.id, "path": r.path, "created": r.created, "model": r.model_name,
-                         "quantization": r.quantization, "synthetic": r.synthetic, "backend": r.backend,
+                         "quantization": r.quantization, "synthetic": r.synthetic, "backend": r.backend_name,
                          "backend_build": r.backend_build, "effective": r.effective, "settings": r.requested,
                          "s_mean": s["mean"], "s_stddev": s.get("stddev"), "s_n": s.get("n") or 0,
                          "s_ci95_low": s.get("ci95_low"), "s_ci95_high": s.get("ci95_high"),
@@ -118,7 +118,7 @@ def boards(docs: list[Any]) -> list[Board]:
         g = g.sort_values("_order", kind="stable").drop(columns="_order").reset_index(drop=True)
         varying, constant = split_settings(list(g["effective"]))
         builds = sorted(set(g["backend_build"]))
-        out.append(Board(first.host_id, first.host_name, first.test_name, first.test_kind, first.backend, metric,
+        out.append(Board(first.host_id, first.host_name, first.test_name, first.test_kind, first.backend_name, metric,
                          first.test_definition, varying, constant, builds, g, gkey))
     out.sort(key=lambda b: (b.host_id, b.test, b.backend, b.key))
     return out

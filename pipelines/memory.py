@@ -38,7 +38,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from runtime.errors import ConfigError, ModelError
-from runtime.record import flash_attention_on
+from runtime.record import flash_attention_on, as_record
 from runtime.paths import data_dir, relpath
 from runtime.yamlio import load_yaml, pydantic_error_line
 
@@ -471,8 +471,8 @@ def run_prediction(doc: dict[str, Any]) -> dict[str, Any] | None:
     process (over HTTP the run's process is the client; the server's memory is not its own)."""
     if doc.get("status") != "ok" or doc.get("backend") not in IN_PROCESS_BACKENDS:
         return None
-    eff = doc["settings"].get("effective") or {}
-    req = doc["settings"].get("requested") or {}
+    eff = as_record(doc).reported
+    req = as_record(doc).requested
     if (eff.get("n_gpu_layers") or 0) > 0:
         return None
     measured = (doc.get("resources") or {}).get("peak_rss_bytes")
@@ -521,8 +521,8 @@ def vram_prediction(doc: dict[str, Any], runtime_overhead: int = 0) -> dict[str,
     cuBLAS workspace, ...)."""
     if doc.get("status") != "ok":
         return None
-    eff = doc["settings"].get("effective") or {}
-    req = doc["settings"].get("requested") or {}
+    eff = as_record(doc).reported
+    req = as_record(doc).requested
     measured = (doc.get("resources") or {}).get("peak_vram_bytes")
     n_gpu = eff.get("n_gpu_layers") or 0
     if not measured or n_gpu <= 0 or (eff.get("n_layers_total") and n_gpu < eff["n_layers_total"]):

@@ -24,6 +24,7 @@ from typing import Any
 
 from runtime import stats
 from runtime.metrics import HEADLINE_BY_KIND, METRICS
+from runtime.record import as_record
 
 from . import degeneration
 from .runs import latest_per_key
@@ -116,10 +117,10 @@ _GGML = {"f32": 0, "f16": 1, "q4_0": 2, "q4_1": 3, "q5_0": 6, "q5_1": 7, "q8_0":
 
 
 def _overrides(doc: dict[str, Any]) -> dict[str, Any]:
-    eff = (doc["settings"].get("effective") or {}).get("kv_overrides")
+    eff = as_record(doc).reported.get("kv_overrides")
     if isinstance(eff, dict):
         return dict(eff)
-    req = doc["settings"]["requested"]
+    req = as_record(doc).requested
     out = dict(req.get("kv_overrides") or {})
     if req.get("n_expert_used") is not None and doc["model"]["gguf"].get("architecture"):
         out[f"{doc['model']['gguf']['architecture']}.expert_used_count"] = req["n_expert_used"]
@@ -140,7 +141,7 @@ def reproduce(doc: dict[str, Any]) -> dict[str, str]:
     ``bench``: llama-bench, for rate tests (it has no --override-kv). ``python``: the Llama()
     arguments this almanac passed.
     """
-    req = doc["settings"]["requested"]
+    req = as_record(doc).requested
     model_file = doc["model"].get("file_name") or "MODEL.gguf"
     flags: list[str] = ["-m", model_file]
     for key, flag in _SERVER_FLAGS:
@@ -152,7 +153,7 @@ def reproduce(doc: dict[str, Any]) -> dict[str, str]:
         flags += ["--override-kv", _kv_flag(k, v)]
     spec = req.get("speculative") or "none"
     if spec == "draft_model":
-        draft = (doc["settings"].get("effective") or {}).get("draft_model_file") or f"{req.get('draft_model')}.gguf"
+        draft = as_record(doc).reported.get("draft_model_file") or f"{req.get('draft_model')}.gguf"
         flags += ["-md", draft, "--spec-draft-n-max", str(req.get("draft_max"))]
     elif spec == "prompt_lookup":
         flags += ["--spec-type", "ngram-simple", "--spec-ngram-simple-size-n", str(req.get("lookup_ngram_max")),
@@ -190,7 +191,7 @@ def reproduce(doc: dict[str, Any]) -> dict[str, str]:
         args.append(f"draft_model=LlamaPromptLookupDecoding(max_ngram_size={req.get('lookup_ngram_max')}, "
                     f"num_pred_tokens={req.get('draft_max')})")
     elif spec == "draft_model":
-        draft = (doc["settings"].get("effective") or {}).get("draft_model_file") or f"{req.get('draft_model')}.gguf"
+        draft = as_record(doc).reported.get("draft_model_file") or f"{req.get('draft_model')}.gguf"
         args.append(f"draft_model=ModelDraft(Llama({draft!r}), num_pred_tokens={req.get('draft_max')})")
     notes = []
     if req.get("flash_attn", "auto") == "auto":
@@ -220,13 +221,13 @@ def experts_requested(doc: dict[str, Any]) -> int | None:
 
 def track_of(docs: list[dict[str, Any]]) -> str:
     """The track a sweep belongs to, from what its points vary."""
-    req = [d["settings"]["requested"] for d in docs]
+    req = [as_record(d).requested for d in docs]
     if any((r.get("speculative") or "none") != "none" for r in req):
         return "speculative"
     if any(r.get("n_expert_used") is not None or any(str(k).endswith(".expert_used_count") for k in (r.get("kv_overrides") or {}))
            for r in req):
         return "experts"
-    swept = {k for d in docs for k in d["settings"]["swept"]}
+    swept = {k for d in docs for k in as_record(d).swept}
     if swept & {"n_threads", "n_threads_batch"}:
         return "threads"
     depths = {d["test"].get("n_depth", 0) for d in docs if d["test"]["kind"] == "rate"}
@@ -262,11 +263,11 @@ class Point:
 
     @property
     def swept(self) -> dict[str, Any]:
-        return self.doc["settings"]["swept"]
+        return as_record(self.doc).swept
 
     @property
     def requested(self) -> dict[str, Any]:
-        return self.doc["settings"]["requested"]
+        return as_record(self.doc).requested
 
     @property
     def label(self) -> str:
@@ -349,7 +350,7 @@ def sweeps(docs: list[dict[str, Any]]) -> list[Sweep]:
         groups.setdefault((d["host"]["id"], d["matrix"]["name"], name), []).append(d)
     out = []
     for (host_id, matrix, name), group in sorted(groups.items()):
-        if not any(d["settings"].get("swept") for d in group):
+        if not any(as_record(d).swept for d in group):
             continue  # a plain matrix (or a sweep entry with nothing swept) is not a sweep
         sw = Sweep(host_id, matrix, name, track_of(group))
         # a baseline measured under another matrix joins the sweep it is the baseline of
@@ -397,7 +398,7 @@ def failures(all_sweeps: list[Sweep]) -> list[dict[str, Any]]:
                 out.append({**base, "kind": err.get("kind") or "failed", "reason": err.get("message") or ""})
                 continue
             asked = experts_requested(p.doc)
-            used = (p.doc["settings"].get("effective") or {}).get("n_expert_used")
+            used = as_record(p.doc).reported.get("n_expert_used")
             if asked is not None and used is not None and asked != used:
                 out.append({**base, "kind": "override not applied",
                             "reason": f"asked for {asked} experts per token, llama.cpp's log says it used {used}"})

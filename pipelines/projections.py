@@ -238,7 +238,7 @@ def file_digest(path: Path) -> str:
 def run_attributes(doc: dict[str, Any], all_runs: list[dict[str, Any]]) -> dict[str, Any]:
     """Model and host attributes of a run that applicability rules test."""
     g = doc["model"].get("gguf") or {}
-    eff = doc["settings"].get("effective") or {}
+    eff = as_record(doc).reported
     arch = g.get("architecture") or ""
     vocab = g.get("vocab_sha256")
     drafts = sorted({d["model"]["name"] for d in all_runs
@@ -450,8 +450,8 @@ def _effect_factor(opt: Optimization, doc: dict[str, Any]) -> tuple[float, float
     point = decode_point(doc)
     if point is None:
         return None
-    eff = doc["settings"].get("effective") or {}
-    req = doc["settings"].get("requested") or {}
+    eff = as_record(doc).reported
+    req = as_record(doc).requested
     try:
         shape = ModelShape.from_facts(doc["model"]["gguf"], doc["model"]["name"])
     except ModelError:
@@ -495,7 +495,7 @@ def find_verification(base: dict[str, Any], target: dict[str, Any], metric: str,
             continue
         if d["test"] != base["test"]:  # the same test definition, not only the same name
             continue
-        if d["settings"]["requested"] != target:
+        if as_record(d).requested != target:
             continue
         s = d["summary"].get(metric) or {}
         if s.get("mean") is None:
@@ -557,7 +557,7 @@ def project(runs: list[dict[str, Any]], catalogue: Catalogue, mix: UsageMix, hos
             runnable = all(o.opt.settings for o in used)
             target = None
             if runnable:
-                target = dict(rr.baseline_doc["settings"]["requested"])
+                target = dict(as_record(rr.baseline_doc).requested)
                 for o in used:
                     target.update(o.opt.settings)
             p = Projection(rr.role, name, [o.opt.id for o in used], base, min(vals), vals[1], max(vals),
@@ -656,7 +656,7 @@ def accuracy_history(records: list[dict[str, Any]], runs: list[dict[str, Any]]) 
     by_conf: dict[tuple, dict[str, Any]] = {}
     for d in latest_per_key(runs):
         if d.get("status") == "ok":
-            k = (d["host"]["id"], d["model"]["name"], d["test"]["name"], repr(sorted(d["settings"]["requested"].items())))
+            k = (d["host"]["id"], d["model"]["name"], d["test"]["name"], repr(sorted(as_record(d).requested.items())))
             cur = by_conf.get(k)
             if cur is None or (d["created"], d["id"]) > (cur["created"], cur["id"]):
                 by_conf[k] = d

@@ -23,7 +23,7 @@ from typing import Any
 
 from runtime import artifacts
 from runtime.errors import ModelError
-from runtime.record import flash_attention_on
+from runtime.record import flash_attention_on, as_record
 from runtime.paths import data_dir, relpath
 
 from .memory import ModelShape, kv_cache, kv_read_bytes
@@ -143,8 +143,8 @@ def roofline_rows(run_docs: list[dict[str, Any]], host_docs: list[dict[str, Any]
         point = decode_point(doc)
         if point is None:
             continue
-        eff = doc["settings"].get("effective") or {}
-        req = doc["settings"].get("requested") or {}
+        eff = as_record(doc).reported
+        req = as_record(doc).requested
         row: dict[str, Any] = {"id": doc["id"], "created": doc["created"], "host_id": doc["host"]["id"],
                                "model": doc["model"]["name"], "synthetic": bool(doc["model"].get("synthetic")),
                                "test": doc["test"]["name"], "metric": point["metric"],

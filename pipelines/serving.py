@@ -14,6 +14,7 @@ from runtime import stats
 from runtime.metrics import METRICS
 from runtime.serving_workloads import workload_fingerprint
 from runtime.servingstats import Slo, sweep_stats
+from runtime.record import as_record
 
 from .runs import latest_per_key
 
@@ -26,7 +27,7 @@ def endpoint(doc: dict[str, Any]) -> str:
     """How a run reached the model: the server's label, or in-process."""
     if doc["backend"] == IN_PROCESS:
         return "in-process (llama_cpp)"
-    return (doc.get("details") or {}).get("endpoint") or doc["settings"]["effective"].get("endpoint") or doc["backend"]
+    return (doc.get("details") or {}).get("endpoint") or as_record(doc).reported.get("endpoint") or doc["backend"]
 
 
 def _summary(doc: dict[str, Any], name: str) -> dict[str, Any] | None:

@@ -28,6 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from runtime.errors import ConfigError
 from runtime.paths import data_dir, relpath
 from runtime.yamlio import load_yaml, pydantic_error_line
+from runtime.record import as_record
 
 from .runs import latest_per_key
 
@@ -46,11 +47,12 @@ def _mean(values: list[float]) -> float | None:
 def stage_profile(doc: dict[str, Any]) -> dict[str, float] | None:
     """Mean milliseconds per unit of work in each stage (load: per load), or None when the
     artifact does not record stages (a chat run from before stage timing, a failed run)."""
-    if doc.get("status") != "ok":
+    rec = as_record(doc)
+    if not rec.ok:
         return None
-    kind = doc["test"].get("kind")
+    kind = rec.test_kind
     out: dict[str, float] = {}
-    load = (doc.get("summary") or {}).get("load_time_s") or {}
+    load = rec.stat("load_time_s") or {}
     if load.get("mean") is not None:
         out["load"] = load["mean"] * 1000.0
     if kind == "rate":
@@ -163,18 +165,17 @@ def select_runs(docs: list[dict[str, Any]], *, model: str, test: str, host_id: s
                 matrix: str | None = None, settings: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     """The newest ok artifact of every configuration matching a selector, newest first."""
     out = []
-    for d in latest_per_key(docs):
-        if d.get("status") != "ok" or d["model"]["name"] != model or d["test"]["name"] != test:
+    for r in latest_per_key(docs):
+        if not r.ok or r.model_name != model or r.test_name != test:
             continue
-        if host_id and d["host"]["id"] != host_id:
+        if host_id and r.host_id != host_id:
             continue
-        if matrix and d["matrix"]["name"] != matrix:
+        if matrix and r.matrix_name != matrix:
             continue
-        req = d["settings"]["requested"]
-        if any(req.get(k) != v for k, v in (settings or {}).items()):
+        if any(r.requested.get(k) != v for k, v in (settings or {}).items()):
             continue
-        out.append(d)
-    return sorted(out, key=lambda d: (d["created"], d["id"]), reverse=True)
+        out.append(r)
+    return sorted(out, key=lambda r: (r.created, r.id), reverse=True)
 
 
 @dataclass
@@ -234,5 +235,5 @@ def mix_hosts(mix: Mix, docs: list[dict[str, Any]]) -> list[str]:
     hosts = set()
     for e in mix.entries:
         for d in select_runs(docs, model=e.model, test=e.test, matrix=e.matrix, settings=e.settings):
-            hosts.add(d["host"]["id"])
+            hosts.add(as_record(d).host_id)
     return sorted(hosts)

@@ -17,7 +17,7 @@ from the backends). What is decided here, once:
   backend's report ("on"/"off") wins, else the requested value, else llama.cpp's "auto".
 * **Comparability** (:meth:`RunRecord.comparability`): two results ran the same work when
   they share test definition (every parameter except the repetition count, which only
-  changes the sample size), backend, backend build, model file (sha256), host and
+  changes the sample size), backend (with the server software, over HTTP), backend build, model file (sha256), host and
   effective settings. A board that compares some of these on purpose leaves them out
   (``exclude=``) and shows them as columns.
 * **History identity** (:attr:`RunRecord.history_key`): the same configuration as asked
@@ -50,8 +50,8 @@ OBSERVED_EFFECTIVE = frozenset({
     "retries",
 })
 # Build fields that identify the software that measured (the "backend build").
-BUILD_IDENTITY = ("backend_version", "llama_cpp_commit", "server_package", "server_version", "server_commit",
-                  "libraries", "label")
+BUILD_IDENTITY = ("backend_version", "llama_cpp_commit", "server", "server_package", "server_version", "server_commit",
+                  "server_build_number", "libraries", "label")
 # Test fields that do not change the work: only how many times it is repeated.
 TEST_SAMPLE_SIZE = frozenset({"repetitions"})
 
@@ -263,6 +263,16 @@ class RunRecord(Mapping):
         return self.doc["build"].get("label")
 
     @property
+    def server(self) -> str:
+        """The server software an HTTP backend talked to (llama_cpp.server, llama-server, ...); "" in process."""
+        return str(self.doc["build"].get("server") or self.doc["build"].get("endpoint") or "")
+
+    @property
+    def backend_name(self) -> str:
+        """The backend as compared: ``openai_http (llama-server)`` for an HTTP backend, else the backend."""
+        return f"{self.backend} ({self.server})" if self.server else self.backend
+
+    @property
     def build_identity(self) -> dict[str, Any]:
         b = self.doc["build"]
         return {k: b[k] for k in BUILD_IDENTITY if b.get(k) not in (None, "")}
@@ -272,7 +282,7 @@ class RunRecord(Mapping):
         """The backend build in words: version, llama.cpp commit, variant label."""
         b = self.doc["build"]
         parts = [b.get("backend_version") or "?"]
-        for k in ("server_package", "server_version", "server_commit"):
+        for k in ("server", "server_package", "server_version", "server_commit"):
             if b.get(k) and str(b[k]) not in parts[0]:
                 parts.append(str(b[k]))
         if b.get("llama_cpp_commit") and b["llama_cpp_commit"] not in parts[0]:
@@ -407,7 +417,7 @@ class RunRecord(Mapping):
         or single settings as "settings.<name>"."""
         parts: dict[str, Any] = {
             "test": self.test_definition,
-            "backend": self.backend,
+            "backend": self.backend_name,
             "build": self.build_identity,
             "model": self.model_sha256 or self.model_name,
             "host": self.host_id,
@@ -435,7 +445,7 @@ class RunRecord(Mapping):
         configuration's series across builds (llama.cpp commit, backend version, almanac)."""
         v = self._cache.get("history")
         if v is None:
-            v = self._cache["history"] = digest({"test": self.test_definition, "backend": self.backend,
+            v = self._cache["history"] = digest({"test": self.test_definition, "backend": self.backend_name,
                                                  "model": self.model_sha256 or self.model_name, "host": self.host_id,
                                                  "requested": self.requested})[:16]
         return v

@@ -36,12 +36,14 @@ TG = {"kind": "rate", "name": "tg16", "n_prompt": 0, "n_gen": 16, "n_depth": 0, 
 
 
 def run(samples, *, test=PP, host=CPU, minutes=0, backend="llama_cpp", requested=None, effective=None, label=None,
-        commit="0c1e57098", model="m", sha=SHA, metric="tokens_per_second", almanac="0.1.0"):
+        commit="0c1e57098", model="m", sha=SHA, metric="tokens_per_second", almanac="0.1.0", server=None):
     req = {"n_threads": None, "flash_attn": "auto", **(requested or {})}
     eff = {"n_threads": 2, "flash_attn": "on", "flash_attn_requested": req["flash_attn"], **(effective or {})}
     build = {"backend_version": "llama-cpp-python 0.3.36", "llama_cpp_commit": commit, "almanac": almanac}
     if label:
         build["label"] = label
+    if server:
+        build["server"] = server
     key = record.config_key(backend, sha, req, test, host["id"], build["backend_version"], build_label=label)
     key = record.digest([key, minutes])  # each fixture its own measurement
     doc = record.new_run(key=key, created=T0 + timedelta(minutes=minutes), status="ok", backend=backend, test=test,
@@ -107,12 +109,14 @@ def test_boards_never_mix_backends_test_definitions_or_duplicates():
     free = {"kind": "generate", "name": "free", "workload": "free", "max_tokens": 16, "ignore_eos": True, "repetitions": 2,
             "warmup": True}
     docs = [run([10, 11, 12]), run([20, 21, 22], minutes=1),  # the same configuration twice: the newest only
-            run([30, 31, 32], backend="openai_http", minutes=2),
+            run([30, 31, 32], backend="openai_http", minutes=2, server="llama_cpp.server"),
+            run([33, 34, 35], backend="openai_http", minutes=2, server="llama-server"),
             run([40, 41], test=free, metric="generation_tps", minutes=3),
             run([50, 51], test={**free, "ignore_eos": False}, metric="generation_tps", minutes=4)]
     bs = leaderboard.boards(docs)
     assert sorted((b.test, b.backend) for b in bs) == [("free", "llama_cpp"), ("free", "llama_cpp"), ("pp64", "llama_cpp"),
-                                                       ("pp64", "openai_http")]
+                                                       ("pp64", "openai_http (llama-server)"),
+                                                       ("pp64", "openai_http (llama_cpp.server)")]
     pp = next(b for b in bs if b.test == "pp64" and b.backend == "llama_cpp")
     assert list(pp.rows["s_mean"]) == [21.0]
     assert {b.definition.get("ignore_eos") for b in bs if b.test == "free"} == {True, False}
@@ -154,14 +158,16 @@ def test_every_charted_value_is_an_artifacts_value():
     artifact's headline mean (the stacked-bar bug summed two artifacts into one bar)."""
     recs = load_runs()
     by_id = {r.id: r for r in recs}
+    for page in (pages.leaderboard_page(recs), history_pages.history_page(recs), history_pages.regressions_page(recs)):
+        values = _chart_values(page)
+        assert values
+        for v in values:
+            r = by_id[v["id"]]
+            s = r.stat(headline(r.test_kind).name)
+            assert v["mean"] == s["mean"] and v.get("ci95_low") == s["ci95_low"] and v["n"] == s["n"]
     values = _chart_values(pages.leaderboard_page(recs))
-    assert values
     ids = [v["id"] for v in values]
-    assert len(ids) == len(set(ids))
-    for v in values:
-        r = by_id[v["id"]]
-        s = r.stat(headline(r.test_kind).name)
-        assert v["mean"] == s["mean"] and v.get("ci95_low") == s["ci95_low"] and v["n"] == s["n"]
+    assert len(ids) == len(set(ids))  # one mark per artifact
     spec = pages.leaderboard_page(recs)
     assert '"stack": "zero"' not in spec and "mark_bar" not in spec
 
@@ -234,7 +240,7 @@ def test_compare_refuses_empty_and_disjoint_selections():
         cmp.compare(docs, cmp.parse_selection("host=nowhere"), cmp.parse_selection("host=cpu"))
     with pytest.raises(cmp.CompareError, match="share no configuration"):
         cmp.compare(docs + [run([1, 2, 3], test=TG, host=GPU)], cmp.parse_selection("host=cpu"), cmp.parse_selection("host=gpu"))
-    for bad in ("", "host", "colour=red", "host="):
+    for bad in ("", "host", "colour=red", "host=", "since=yesterday"):
         with pytest.raises(cmp.CompareError):
             cmp.parse_selection(bad)
 
@@ -271,3 +277,32 @@ def test_invoke_compare_end_to_end(tmp_path):
         assert bad.returncode == 2 and msg in bad.stderr and "Traceback" not in bad.stderr
         assert len(bad.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "bad.md").exists()
+
+
+def test_committed_regression_example_is_on_the_regressions_page():
+    """benchmarks/regression_example.py measured a deliberately slowed build (threads halved)
+    on this project's CPU host: its step is on the Regressions page with its CI95 and sources."""
+    recs = load_runs()
+    steps = [st for st in history.all_steps(history.series(recs)) if st.build_change.get("label") == (None, "threads-halved")]
+    assert steps
+    st = steps[0]
+    assert st.verdict == "regression" and st.ci95_high < 1.0 and st.settings_change["n_threads"][1] < st.settings_change["n_threads"][0]
+    page = history_pages.regressions_page(recs)
+    assert all(f"runs/run.md?id={p.id}" in page for p in st.before + st.after)
+    assert f"{st.ratio:.3f} \\[{st.ci95_low:.3f}, {st.ci95_high:.3f}\\]" in page or f"{st.ratio:.3f} [{st.ci95_low:.3f}, {st.ci95_high:.3f}]" in page
+
+
+def test_committed_cpu_and_h100_share_reference_rows():
+    """The reference workload (data/matrices/reference.yaml) measured on the CPU VM and the lent
+    H100: the host-vs-host table has shared rows, and every value is its artifact's."""
+    recs = load_runs()
+    cpu = next(r.host_id for r in recs if r.matrix_name == "reference" and not r.host.get("gpus"))
+    res = cmp.compare(recs, cmp.parse_selection(f"host={cpu}"), cmp.parse_selection("host=lent-h100"))
+    assert res.rows and res.compared_on == ["host"]
+    by_id = {r.id: r for r in recs}
+    for row in res.rows:
+        a, b = by_id[row.a_id], by_id[row.b_id]
+        assert a.host_id == cpu and b.host_id.startswith("lent-h100") and a.model_sha256 == b.model_sha256
+        assert a.requested == b.requested and a.test_definition == b.test_definition
+        assert row.a_mean == a.stat(row.metric)["mean"] and row.b_mean == b.stat(row.metric)["mean"]
+    assert f"runs/run.md?id={res.rows[0].b_id}" in history_pages.host_vs_host_page(recs)

@@ -101,6 +101,13 @@ def test_log_facts_from_a_real_llama_server_log():
     facts = llama_server.log_facts(log)
     assert facts == {"flash_attn": "auto", "n_gpu_layers": 17, "n_layers_total": 17, "n_slots": 4,
                      "prompt_tokens_evaluated": [32, 1]}
+    # generations and prompt-cache reuse, in the shape the Comparisons page reads for llama_cpp.server
+    reuse = ("0.00.709.909 I slot get_availabl: id  3 | task -1 | selected slot by LRU, t_last = -1\n"
+             "0.00.759.533 I slot print_timing: id  3 | task 0 |       total time =      49.48 ms /    64 tokens\n"
+             "0.00.793.111 I slot get_availabl: id  3 | task -1 | selected slot by LCP similarity, f_sim_best = 1.000\n"
+             "0.00.825.769 I slot print_timing: id  3 | task 33 |       total time =      32.51 ms /    33 tokens\n")
+    assert llama_server.prefix_facts(reuse) == {"generate_calls": 2, "prefix_match_hits": 1}
+    assert llama_server.prefix_facts("no requests") == {}
 
 
 def test_serving_matrices_send_the_same_requests_to_all_three_backends():

@@ -19,6 +19,11 @@ from .markdown import admonition, cell, code, link, num, run_link, table
 STALE_BADGE = '<span class="almanac-badge stale" title="measured with an older build than the newest on this host">stale</span>'
 
 
+def method_text() -> str:
+    """The step-detection method, as stated on the Methodology page."""
+    return cell(history.METHOD)
+
+
 def _settings(req: dict[str, Any]) -> str:
     return ", ".join(f"{k}={v if isinstance(v, str) else json.dumps(v)}" for k, v in sorted(req.items()) if v is not None)
 
@@ -39,23 +44,23 @@ def _step_rows(steps: list[history.Step], from_dir: str = "") -> list[list[str]]
     for st in steps:
         s, m = st.series, st.series.metric
         d = m.decimals
-        before = ", ".join(link(p.id[:12], run_link(p.id, from_dir)) for p in st.before)
-        after = ", ".join(link(p.id[:12], run_link(p.id, from_dir)) for p in st.after)
+        before = ", ".join(link(p.id.split("-", 1)[-1], run_link(p.id, from_dir)) for p in st.before)
+        after = ", ".join(link(p.id.split("-", 1)[-1], run_link(p.id, from_dir)) for p in st.after)
         change = "; ".join(f"{k}: {v[0]} → {v[1]}" for k, v in st.build_change.items())
         eff = "; ".join(f"{k}: {json.dumps(v[0])} → {json.dumps(v[1])}" for k, v in st.settings_change.items())
         rows.append([
-            cell(st.verdict), cell(s.model), code(s.test), code(s.backend), code(s.host_id),
+            cell(st.verdict), cell(s.model), code(s.test),
+            f"{num(st.change_pct, 1)}%", f"{num(st.ratio, 3)} [{num(st.ci95_low, 3)}, {num(st.ci95_high, 3)}]",
+            cell(change or "—"), cell(eff or "—"), code(s.backend), code(s.host_id),
             f"{num(st.pooled_before['mean'], d)} ± {num(st.pooled_before['stddev'], d)} (n={st.pooled_before['n']}) {before}",
             f"{num(st.pooled_after['mean'], d)} ± {num(st.pooled_after['stddev'], d)} (n={st.pooled_after['n']}) {after}",
-            f"{num(st.change_pct, 1)}%", f"{num(st.ratio, 3)} [{num(st.ci95_low, 3)}, {num(st.ci95_high, 3)}]",
-            cell(change or "—"), cell(eff or "—"),
         ])
     return rows
 
 
-STEP_HEADERS = ["step", "model", "test", "backend", "host", "before: mean ± stddev (n), artifacts",
-                "after: mean ± stddev (n), artifacts", "change", "after/before [CI95]", "build change",
-                "effective settings change"]
+STEP_HEADERS = ["step", "model", "test", "change", "after/before [CI95]", "build change", "effective settings change",
+                "backend", "host", "before (pooled window): mean ± stddev (n), artifacts",
+                "after (pooled window): mean ± stddev (n), artifacts"]
 
 
 def regressions_page(docs: list[Any]) -> str:
@@ -69,7 +74,7 @@ def regressions_page(docs: list[Any]) -> str:
     out += [f"**{n_reg}** regression(s) and **{len(steps) - n_reg}** improvement(s) across "
             f"{sum(1 for s in sers if s.steps)} configuration(s). The change is after ÷ before − 1 on the test's "
             "headline metric (a regression is worse whichever direction is better).", ""]
-    out.append(table(STEP_HEADERS, _step_rows(steps), ["l"] * 5 + ["r", "r", "r", "r", "l", "l"]))
+    out.append(table(STEP_HEADERS, _step_rows(steps), ["l", "l", "l", "r", "r", "l", "l", "l", "l", "r", "r"]))
     out.append("")
     shown: set[str] = set()
     for st in steps:
@@ -90,7 +95,7 @@ def history_page(docs: list[Any]) -> str:
     if not sers:
         return admonition("warning", "No measurements yet", "Run `invoke bench` to add some.")
     out = ["**Method.** " + cell(history.METHOD) + " A result measured with an older build than the newest one on "
-           "its host and backend is marked " + STALE_BADGE + ".", ""]
+           "its host, backend and server software is marked " + STALE_BADGE + ".", ""]
     from ..leaderboard import split_settings
 
     varying, _ = split_settings([s.requested for s in sers])  # only what tells configurations apart
@@ -138,11 +143,13 @@ def compare_table(res: cmp.Result, from_dir: str = "") -> str:
 
 
 def host_vs_host_page(docs: list[Any]) -> str:
-    """Every pair of hosts: the configurations both ran (same work apart from the host)."""
+    """Every pair of hosts: the configurations both ran (same work apart from the host); in each
+    pair A is the host with fewer GPUs, so a GPU host's speed-up reads as B/A > 1."""
     from ..runs import records
 
     recs = [r for r in records(docs) if r.ok]
-    hosts = sorted({r.host_id for r in recs})
+    gpus = {r.host_id: len(r.host.get("gpus") or []) for r in recs}
+    hosts = sorted(gpus, key=lambda h: (gpus[h], h))  # A: the host with fewer GPUs (the CPU box as the baseline)
     if len(hosts) < 2:
         return admonition("info", "One host", "Results from at least two hosts are needed.")
     by_host: dict[str, list[Any]] = {}

@@ -51,4 +51,5 @@ def define_env(env: Any) -> None:
     env.macro(lambda: history_pages.history_page(list(_runs())), "history_page")
     env.macro(lambda: history_pages.regressions_page(list(_runs())), "regressions_page")
     env.macro(lambda: history_pages.host_vs_host_page(list(_runs())), "host_vs_host_page")
+    env.macro(history_pages.method_text, "history_method")
     env.variables["backends"] = sorted(backends.BACKENDS)

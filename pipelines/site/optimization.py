@@ -12,6 +12,7 @@ import altair as alt
 import pandas as pd
 
 from runtime.metrics import METRICS
+from runtime.record import as_record
 
 from .. import degeneration
 from .. import optimization as opt
@@ -97,7 +98,7 @@ def _status(p: opt.Point) -> str:
 
 def _x_value(p: opt.Point, key: str) -> Any:
     """The value of a swept setting as it ran (the effective value when the request was null)."""
-    eff = p.doc["settings"].get("effective") or {}
+    eff = as_record(p.doc).reported
     if key == "n_expert_used":
         return eff.get("n_expert_used") or p.requested.get("n_expert_used") or p.doc["model"]["gguf"].get("expert_used_count")
     v = p.requested.get(key)
@@ -256,7 +257,7 @@ def sweep_table(sw: opt.Sweep, points: list[opt.Point]) -> str:
         if spec:
             r.append(num(p.acceptance, 1))
         if experts:
-            r.append(num((p.doc["settings"].get("effective") or {}).get("n_expert_used"), 0))
+            r.append(num(as_record(p.doc).reported.get("n_expert_used"), 0))
         if texts:
             r += [_lossless(p), _degenerate(p)]
         r.append(link(p.id, run_link(p.id)))

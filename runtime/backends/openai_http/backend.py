@@ -243,6 +243,13 @@ class OpenAIHttpBackend(Backend):
                 d.update(parallel=1, logits_all=s.logits_all)
         return d
 
+    def _prefix_facts(self) -> dict[str, int]:
+        """Generations the started server ran and how many reused a cached prompt prefix."""
+        if self.server is None:
+            return {}
+        text = self.server.log_text()
+        return llama_server.prefix_facts(text) if self.is_llama_server else server_log_facts(text)
+
     def _server_log_facts(self) -> dict[str, Any]:
         """What the started server's log says llama.cpp decided (flash attention, offloaded layers, slots)."""
         if self.server is None:
@@ -444,7 +451,7 @@ class OpenAIHttpBackend(Backend):
                 "base_url": self.base_url,
                 "starts": self.starts,
                 "served_models": self.served_models,
-                "log_facts": server_log_facts(self.server.log_text()) if self.server is not None else {},
+                "log_facts": self._prefix_facts(),
                 "llama_log_facts": self._server_log_facts(),
             },
             "slo": self._slo().to_dict(),

@@ -121,3 +121,13 @@ def log_facts(text: str) -> dict[str, Any]:
     if evaluated:
         facts["prompt_tokens_evaluated"] = evaluated
     return facts
+
+
+def prefix_facts(text: str) -> dict[str, int]:
+    """The shape of server.server_log_facts for llama-server: the generations it ran (one
+    ``print_timing ... total time`` line each) and how many reused a cached prompt prefix (the
+    slot chosen ``by LCP similarity``, i.e. for the prefix already in its KV cache)."""
+    generated = len(re.findall(r"print_timing: .*total time =", text))
+    if not generated:
+        return {}
+    return {"generate_calls": generated, "prefix_match_hits": len(re.findall(r"selected slot by LCP similarity", text))}
