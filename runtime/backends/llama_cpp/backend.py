@@ -21,6 +21,7 @@ import time
 from importlib import metadata as importlib_metadata
 from typing import Any
 
+from ... import llamacpp_lib
 from ...errors import ConfigError, UserError
 from ...generation import GenerateTest
 from ...workloads import ChatTest, RateTest, TestSpec
@@ -127,6 +128,7 @@ class LlamaCppBackend(Backend):
         self.n_ctx: int | None = None
         self.draft: Any = None  # speculative decoding's draft (prompt lookup or a second Llama)
         self.draft_facts: dict[str, Any] = {}
+        self.lib_policy: dict[str, Any] = {}
 
     # -- load ---------------------------------------------------------------------------
     def load(self, test: TestSpec | None = None) -> dict[str, Any]:
@@ -135,6 +137,7 @@ class LlamaCppBackend(Backend):
 
         s = self.settings
         install_log_capture()
+        self.lib_policy = llamacpp_lib.apply()
         rss_before_model = _rss_bytes()  # the process with llama.cpp's libraries, before the model (memory planner)
         self.n_ctx = effective_n_ctx(s, test) if test is not None else (s.n_ctx or 4096)
         n_threads, n_threads_batch = resolve_threads(s)
@@ -227,6 +230,8 @@ class LlamaCppBackend(Backend):
             "kv_overrides": experts.kv_overrides(s, self.model.facts),
             "chat_format": self.llm.chat_format,
             "logits_all": s.speculative != "none",
+            "use_extra_bufts": self.lib_policy["use_extra_bufts"],
+            "use_extra_bufts_reason": self.lib_policy["reason"],
             **self.draft_facts,
         }
 

@@ -126,7 +126,7 @@ class OpenAIHttpBackend(Backend):
         if self.is_llama_server:
             cmd = list(llama_server.COMMAND) + llama_server.chat_template(s.chat_format)
         elif s.server_command is None:
-            cmd = ["{python}", "-m", "llama_cpp.server", "--model", "{model_path}", "--model_alias", "{model_name}",
+            cmd = ["{python}", "-m", "runtime.llama_cpp_server", "--model", "{model_path}", "--model_alias", "{model_name}",
                    "--host", "{host}", "--port", "{port}", "--interrupt_requests", "False",
                    "--n_threads", "{threads}", "--n_threads_batch", "{threads}", "--n_ctx", "{n_ctx}",
                    "--n_batch", "{n_batch}", "--logits_all", "{logits_all}", "--n_gpu_layers", "{n_gpu_layers}"]
