@@ -184,9 +184,23 @@ def validate(c):
 @user_errors
 def build(c, output="site"):
     """Build the site from data/ alone (strict: any macro error or broken link fails it)."""
-    c.run(f"{sys.executable} -m mkdocs build --strict --site-dir {shlex.quote(output)}", pty=False,
+    _build_site(c, output)
+
+
+def _build_site(c, output, if_changed=False):
+    """Build into ``output``; with ``if_changed``, skip it when the site there was built from the same inputs."""
+    from pipelines.site import inputs
+
+    site = (ROOT / output).resolve()
+    current = inputs.digest(ROOT)
+    index = site / "index.html"
+    if if_changed and inputs.up_to_date(site, current):
+        print(f"site up to date (no input changed since it was built): {index}")
+        return
+    (site / inputs.STAMP).unlink(missing_ok=True)
+    c.run(f"{sys.executable} -m mkdocs build --strict --site-dir {shlex.quote(str(site))}", pty=False,
           env={"DISABLE_MKDOCS_2_WARNING": "true", "NO_MKDOCS_2_WARNING": "1"})
-    index = (ROOT / output / "index.html").resolve()
+    inputs.mark(site, current)
     print(f"site built: {index}\n  serve it with: invoke site.serve")
 
 
@@ -207,12 +221,12 @@ ALL_MATRICES = "default,reference"
                       "the reference workload every host runs)."})
 @user_errors
 def all(c, matrix=ALL_MATRICES):  # noqa: A001 - the task is called `all`
-    """Fetch the embedded model, benchmark it and the reference workload on this host, validate, build the site."""
+    """Fetch the embedded model, benchmark it and the reference workload on this host, validate, build the site (if an input changed)."""
     fetch(c)
     for name in [m.strip() for m in matrix.split(",") if m.strip()]:
         bench(c, matrix=name)
     validate(c)
-    build(c)
+    _build_site(c, "site", if_changed=True)  # nothing new (no input changed): the site already built stays
 
 
 @task(help={"k": "Only tests matching this pytest -k expression.", "fast": "Skip tests that run the real model."})
