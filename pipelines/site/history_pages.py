@@ -156,10 +156,11 @@ def host_vs_host_page(docs: list[Any]) -> str:
     for r in recs:  # each pair compares only its two hosts' results: linear in the results, not pairs x results
         by_host.setdefault(r.host_id, []).append(r)
     out: list[str] = []
+    memo: dict[Any, str] = {}  # each result's work digest, computed once for all the pairs it is in
     for ha, hb in combinations(hosts, 2):
         out.append(f"## {code(ha)} vs {code(hb)}\n")
         try:
-            res = cmp.compare(by_host[ha] + by_host[hb], cmp.parse_selection(f"host={ha}"), cmp.parse_selection(f"host={hb}"))
+            res = cmp.compare(by_host[ha] + by_host[hb], cmp.parse_selection(f"host={ha}"), cmp.parse_selection(f"host={hb}"), memo)
         except cmp.CompareError as exc:
             out.append(f"No shared configuration: {cell(exc.detail)}.\n")
             continue
