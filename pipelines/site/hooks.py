@@ -1,7 +1,8 @@
 """MkDocs hooks (mkdocs.yml ``hooks:``): what the build does besides rendering pages.
 
 * before the build: load every artifact once (pipelines.dataset) and keep that set for the build;
-* per page: turn the site-root placeholder of raw HTML links into the page's relative path;
+* per page: turn the site-root placeholder of raw HTML links into the page's relative path; index a
+  data-heavy page for search by its prose and the distinct names in its tables (not every figure);
 * after the build: publish every artifact's JSON under ``data/`` (the repository's paths), the
   runs browser's indexes, and every table's CSV and JSON.
 
@@ -10,9 +11,12 @@ All of it is linear in the number of artifacts: one copy and one index row each.
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 from typing import Any
+
+from mkdocs.plugins import CombinedEvent, event_priority
 
 from pipelines import dataset
 from runtime.paths import schema_dir
@@ -31,6 +35,53 @@ def relative_root(url: str) -> str:
 
 def on_page_content(html: str, page: Any, **_: Any) -> str:
     return html.replace(markdown.ROOT, relative_root(page.url))
+
+
+# -- search: a data-heavy page is indexed by its prose, headings and the distinct words of its tables --
+SEARCH_COMPACT_BYTES = 64 * 1024  # pages larger than this are indexed in the compact form
+_TABLE = re.compile(r"<table\b.*?</table>", re.S)
+_SCRIPT = re.compile(r"<script\b.*?</script>", re.S)
+_CELL = re.compile(r"<t[dh]\b[^>]*>(.*?)</t[dh]>", re.S)
+_TAG = re.compile(r"<[^>]+>")
+_NO_WORDS = re.compile(r"^[\d\s.,±–—=%×()/:+\-]*$|^[0-9a-f]{12}-\d{8}T[\d.]+Z$")  # figures and run ids
+
+
+def search_text(html: str) -> str:
+    """The page as the search index sees it: each table becomes one paragraph of the cell texts not
+    seen before on the page (names of models, tests, hosts, settings; not figures or run ids), and
+    chart data is left out. The text stays as escaped as it was in the page."""
+    seen: set[str] = set()
+
+    def words(m: re.Match[str]) -> str:
+        out = []
+        for c in _CELL.findall(m.group(0)):
+            t = " ".join(_TAG.sub(" ", c).split())
+            if t and t not in seen and not _NO_WORDS.match(t):
+                seen.add(t)
+                out.append(t)
+        return f"<p>{' · '.join(out)}</p>" if out else ""
+
+    return _TABLE.sub(words, _SCRIPT.sub("", html))
+
+
+@event_priority(100)  # before the search plugin indexes the page
+def _compact_for_search(context: Any, page: Any, **_: Any) -> Any:
+    if len(page.content or "") > SEARCH_COMPACT_BYTES:
+        page._almanac_content = page.content
+        page.content = search_text(page.content)
+    return context
+
+
+@event_priority(-100)  # after the search plugin, before the page is written: the reader gets every row
+def _restore_after_search(context: Any, page: Any, **_: Any) -> Any:
+    full = getattr(page, "_almanac_content", None)
+    if full is not None:
+        page.content = full
+        del page._almanac_content
+    return context
+
+
+on_page_context = CombinedEvent(_compact_for_search, _restore_after_search)
 
 
 def _write(path: Path, text: str) -> None:
