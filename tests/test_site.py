@@ -175,3 +175,19 @@ def test_every_figure_links_its_data_and_artifacts(built_site):
     assert figures >= 1 and len(links) == figures
     rows = json.loads((built_site / "tables" / f"{links[0]}.json").read_text())
     assert rows and all((built_site / r["artifact_json"]).is_file() for r in rows)
+
+
+def test_search_text_keeps_names_drops_figures():
+    """A data-heavy page is indexed by its prose and its tables' distinct names, still escaped."""
+    from pipelines.site.hooks import search_text
+
+    page = ('<h2 id="t">tg128 on <code>box</code></h2><p>Ranked by speed.</p><table><thead><tr><th>model</th>'
+            '<th>tok/s</th><th>source</th></tr></thead><tbody>'
+            '<tr><td><a href="x">m &lt;script&gt;</a></td><td>1,234.50</td><td>0a1b2c3d4e5f-20261126T010203.456Z</td></tr>'
+            '<tr><td>m &lt;script&gt;</td><td>99.1 ± 2.0</td><td>q8</td></tr></tbody></table>'
+            '<script type="application/json">{"values": [1, 2]}</script>')
+    text = search_text(page)
+    assert text.startswith('<h2 id="t">tg128 on <code>box</code></h2><p>Ranked by speed.</p>')
+    assert text.count("m &lt;script&gt;") == 1 and "<script" not in text  # once, and still escaped
+    assert "q8" in text and "model" in text
+    assert "1,234" not in text and "99.1" not in text and "20261126T" not in text
