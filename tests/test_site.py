@@ -191,3 +191,21 @@ def test_search_text_keeps_names_drops_figures():
     assert text.count("m &lt;script&gt;") == 1 and "<script" not in text  # once, and still escaped
     assert "q8" in text and "model" in text
     assert "1,234" not in text and "99.1" not in text and "20261126T" not in text
+
+
+def test_tables_become_html_as_markdown_would_write_them():
+    """The build hook writes what table() makes as HTML, links resolved as MkDocs resolves them;
+    anything it is not sure of stays Markdown."""
+    from pipelines.site.hooks import link_resolver
+
+    md = markdown.table(["model", "<code>n_gpu_layers</code>", "value"],
+                        [[markdown.cell("a|b <x> *y*"), "**3**", markdown.link("1.5", markdown.run_link("abc-1"))]],
+                        ["l", "l", "r"], downloads=False)
+    out = markdown.tables_to_html("# T\n\n" + md + "\n", link_resolver("leaderboard.md", "leaderboard/"))
+    assert "| " not in out and out.count("<table>") == 1
+    assert '<td style="text-align: left;">a|b &lt;x&gt; *y*</td>' in out  # escaped text stays text
+    assert "<td style=\"text-align: left;\"><strong>3</strong></td>" in out
+    assert '<td style="text-align: right;"><a href="../runs/run/?id=abc-1">1.5</a></td>' in out
+    assert '<th style="text-align: left;"><code>n_gpu_layers</code></th>' in out
+    unsure = "| a |\n| :-- |\n| `code` |\n"  # backticks: left to Markdown
+    assert markdown.tables_to_html(unsure, link_resolver("x.md", "x/")) == unsure

@@ -11,6 +11,7 @@ All of it is linear in the number of artifacts: one copy and one index row each.
 
 from __future__ import annotations
 
+import posixpath
 import re
 import shutil
 from pathlib import Path
@@ -31,6 +32,35 @@ def on_pre_build(config: Any, **_: Any) -> None:
 def relative_root(url: str) -> str:
     """From a page URL ("", "leaderboard/", "runs/run/") to the site root ("", "../", "../../")."""
     return "../" * url.count("/")
+
+
+def link_resolver(src_uri: str, page_url: str) -> Any:
+    """How MkDocs would write a link of the page ``src_uri`` (served at ``page_url``): a relative
+    ``.md`` target becomes the relative URL of that page (directory URLs); anchors, absolute URLs and
+    site-root placeholders stay. Anything else: None (the table is left to Markdown, which knows)."""
+    src_dir = posixpath.dirname(src_uri)
+    up = relative_root(page_url)
+
+    def href(target: str) -> str | None:
+        if target.startswith(("#", "http://", "https://", markdown.ROOT)):
+            return target
+        cut = re.search(r"[?#]", target)
+        path, tail = (target[:cut.start()], target[cut.start():]) if cut else (target, "")
+        if not path.endswith(".md") or path.startswith("/"):
+            return None
+        doc = posixpath.normpath(posixpath.join(src_dir, path))
+        if doc.startswith(".."):
+            return None
+        stem = doc[:-3]
+        url = "" if stem == "index" else (stem[:-len("/index")] + "/" if stem.endswith("/index") else stem + "/")
+        return up + url + tail
+
+    return href
+
+
+@event_priority(-50)  # after mkdocs-macros has rendered the page, before Markdown converts it
+def on_page_markdown(text: str, page: Any, **_: Any) -> str:
+    return markdown.tables_to_html(text, link_resolver(page.file.src_uri, page.url))
 
 
 def on_page_content(html: str, page: Any, **_: Any) -> str:

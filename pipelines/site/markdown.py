@@ -169,3 +169,83 @@ def run_json(doc: dict[str, Any]) -> str:
 SYNTHETIC_BADGE = '<span class="almanac-badge synthetic" title="random weights: the text is noise">synthetic weights, speed only</span>'
 PROJECTED_BADGE = '<span class="almanac-badge projected">PROJECTED</span>'
 VERIFIED_BADGE = '<span class="almanac-badge verified">VERIFIED</span>'
+
+
+# -- tables as HTML: what table() writes, converted without the Markdown parser ------------
+# The build hook (pipelines/site/hooks.py) turns every pipe table of a rendered page into an
+# HTML table before Markdown runs: tables are most of the text of the data pages, and parsing
+# their cells inline by inline is most of the Markdown time. Only what table() and the cell
+# helpers write is converted (escaped text, links, **bold**, inline HTML we built); a table
+# with anything else in a cell is left to Markdown, so the page reads the same either way.
+_PIPE_TABLE = re.compile(r"(?m)^\| .*\|\n\| (?::--|--:|:-:)(?: \| (?::--|--:|:-:))* \|\n(?:\| .*\|(?:\n|\Z))*")
+_LINK = re.compile(r"\[((?:\\.|[^\]\\])*)\]\(([^()\s]*)\)")
+_BOLD = re.compile(r"(?<!\\)\*\*((?:\\.|[^*\\])+?)(?<!\\)\*\*")
+_UNSURE = re.compile(r"(?<!\\)[`*\[\]]|(?<![\w\\])_|(?<!\\)_(?!\w)|<(?![a-zA-Z/!])|^\s*[#>+-] ")  # intraword _ is text
+_ALIGN = {":--": "left", "--:": "right", ":-:": "center"}
+
+
+class _Unsure(Exception):
+    pass
+
+
+def _escaped_text_only(s: str) -> str:
+    """Escaped text (and HTML we built) to HTML: backslash escapes removed; raises _Unsure on other Markdown."""
+    if _UNSURE.search(_TAG.sub("", s)):
+        raise _Unsure(s)
+    return _MD_UNESCAPE.sub(r"\1", s)
+
+
+def _cell_html(s: str, href: Any) -> str:
+    parts: list[str] = []
+    pos = 0
+    for m in _LINK.finditer(s):
+        parts.append(_bold_html(s[pos:m.start()]))
+        target = href(m.group(2))
+        if target is None:
+            raise _Unsure(s)
+        parts.append(f'<a href="{html.escape(target, quote=True)}">{_bold_html(m.group(1))}</a>')
+        pos = m.end()
+    parts.append(_bold_html(s[pos:]))
+    return "".join(parts)
+
+
+def _bold_html(s: str) -> str:
+    out, pos = [], 0
+    for m in _BOLD.finditer(s):
+        out.append(_escaped_text_only(s[pos:m.start()]))
+        out.append(f"<strong>{_escaped_text_only(m.group(1))}</strong>")
+        pos = m.end()
+    out.append(_escaped_text_only(s[pos:]))
+    return "".join(out)
+
+
+def _split_row(line: str) -> list[str]:
+    return line[2:-2].split(" | ") if line.endswith(" |") else line[2:-1].split(" | ")
+
+
+def _table_html(block: str, href: Any) -> str | None:
+    lines = block.rstrip("\n").split("\n")
+    head, sep, body = _split_row(lines[0]), _split_row(lines[1]), [_split_row(ln) for ln in lines[2:]]
+    if len(head) != len(sep) or any(len(r) != len(head) for r in body):
+        return None
+    style = [f' style="text-align: {_ALIGN[a.strip()]};"' if a.strip() in _ALIGN else "" for a in sep]
+    try:
+        out = ["<table>", "<thead>", "<tr>"]
+        out += [f"<th{st}>{_cell_html(c.strip(), href)}</th>" for c, st in zip(head, style)]
+        out += ["</tr>", "</thead>", "<tbody>"]
+        for r in body:
+            out.append("<tr>\n" + "\n".join(f"<td{st}>{_cell_html(c.strip(), href)}</td>" for c, st in zip(r, style)) + "\n</tr>")
+        out += ["</tbody>", "</table>"]
+    except _Unsure:
+        return None
+    return "\n".join(out)
+
+
+def tables_to_html(text: str, href: Any) -> str:
+    """Every pipe table of ``text`` (a page's Markdown) as an HTML block; ``href(target)`` gives a link
+    target's URL as the page will use it (None: leave that table to Markdown)."""
+    def one(m: re.Match[str]) -> str:
+        done = _table_html(m.group(0), href)
+        return m.group(0) if done is None else f"\n{done}\n\n"
+
+    return _PIPE_TABLE.sub(one, text)
