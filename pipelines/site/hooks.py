@@ -60,10 +60,12 @@ def link_resolver(src_uri: str, page_url: str) -> Any:
 
 @event_priority(-50)  # after mkdocs-macros has rendered the page, before Markdown converts it
 def on_page_markdown(text: str, page: Any, **_: Any) -> str:
-    return markdown.tables_to_html(text, link_resolver(page.file.src_uri, page.url))
+    page._almanac_tables = []  # the page's tables as HTML, put back in on_page_content
+    return markdown.tables_to_html(text, link_resolver(page.file.src_uri, page.url), page._almanac_tables)
 
 
 def on_page_content(html: str, page: Any, **_: Any) -> str:
+    html = markdown.put_tables(html, getattr(page, "_almanac_tables", None) or [])
     return html.replace(markdown.ROOT, relative_root(page.url))
 
 

@@ -16,6 +16,7 @@ import io
 import json
 import math
 import re
+import secrets
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -241,11 +242,26 @@ def _table_html(block: str, href: Any) -> str | None:
     return "\n".join(out)
 
 
-def tables_to_html(text: str, href: Any) -> str:
+TABLE_TOKEN = "almanactable" + secrets.token_hex(8)  # per build: no artifact text can name it
+_TOKEN_P = re.compile(rf"<p>{TABLE_TOKEN}(\d+)</p>")
+
+
+def tables_to_html(text: str, href: Any, stash: list[str] | None = None) -> str:
     """Every pipe table of ``text`` (a page's Markdown) as an HTML block; ``href(target)`` gives a link
-    target's URL as the page will use it (None: leave that table to Markdown)."""
+    target's URL as the page will use it (None: leave that table to Markdown). With ``stash``, each
+    table goes there and the text holds a placeholder paragraph instead (Markdown then does not even
+    read the table's HTML); ``put_tables`` puts them back into the page's HTML."""
     def one(m: re.Match[str]) -> str:
         done = _table_html(m.group(0), href)
-        return m.group(0) if done is None else f"\n{done}\n\n"
+        if done is None:
+            return m.group(0)
+        if stash is None:
+            return f"\n{done}\n\n"
+        stash.append(done)
+        return f"\n{TABLE_TOKEN}{len(stash) - 1}\n\n"
 
     return _PIPE_TABLE.sub(one, text)
+
+
+def put_tables(html_text: str, stash: list[str]) -> str:
+    return _TOKEN_P.sub(lambda m: stash[int(m.group(1))], html_text) if stash else html_text
