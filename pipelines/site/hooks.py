@@ -61,7 +61,8 @@ def link_resolver(src_uri: str, page_url: str) -> Any:
 @event_priority(-50)  # after mkdocs-macros has rendered the page, before Markdown converts it
 def on_page_markdown(text: str, page: Any, **_: Any) -> str:
     page._almanac_tables = []  # the page's tables as HTML, put back in on_page_content
-    return markdown.tables_to_html(text, link_resolver(page.file.src_uri, page.url), page._almanac_tables)
+    text = markdown.tables_to_html(text, link_resolver(page.file.src_uri, page.url), page._almanac_tables)
+    return markdown.hold_figures(text, page._almanac_tables)
 
 
 def on_page_content(html: str, page: Any, **_: Any) -> str:

@@ -263,5 +263,18 @@ def tables_to_html(text: str, href: Any, stash: list[str] | None = None) -> str:
     return _PIPE_TABLE.sub(one, text)
 
 
+_FIGURE = re.compile(r'(?m)^<figure class="almanac-figure">.*</figure>$')  # one line: what charts.embed() writes
+
+
+def hold_figures(text: str, stash: list[str]) -> str:
+    """Each chart figure (raw HTML that Markdown would pass through as it is) waits in ``stash`` too:
+    Markdown need not scan its inline spec."""
+    def one(m: re.Match[str]) -> str:
+        stash.append(m.group(0))
+        return f"\n{TABLE_TOKEN}{len(stash) - 1}\n"
+
+    return _FIGURE.sub(one, text)
+
+
 def put_tables(html_text: str, stash: list[str]) -> str:
     return _TOKEN_P.sub(lambda m: stash[int(m.group(1))], html_text) if stash else html_text
