@@ -75,11 +75,14 @@ def load(root: Path | None = None) -> Dataset:
     cache = artifacts.ValidationCache()
     by_type: dict[str, list[dict[str, Any]]] = {}
     rels = []
+    # every file lies under root: its path for messages is root's (resolved once) plus its place in root
+    root_shown = relpath(root)
+    prefix = "" if root_shown == "." else root_shown.rstrip("/") + "/"
     try:
         for path in files:
             doc = artifacts.load(path, cache)
             rel = path.relative_to(root).as_posix()
-            doc["_path"] = relpath(path)
+            doc["_path"] = prefix + rel
             doc["_data_path"] = rel
             by_type.setdefault(doc["artifact"], []).append(
                 record.RunRecord(doc, doc["_path"]) if doc["artifact"] == record.ARTIFACT else doc)

@@ -215,21 +215,21 @@ def upgrade(doc: dict[str, Any], source: str = "<artifact>") -> dict[str, Any]:
 def load(path: Path | str, cache: ValidationCache | None = None) -> dict[str, Any]:
     """Read, upgrade and validate one artifact file (``cache``: skip validating bytes seen valid)."""
     path = Path(path)
-    source = relpath(path)
     try:
         raw = path.read_bytes()
     except FileNotFoundError:
-        raise ArtifactError("no such file", file=source) from None
+        raise ArtifactError("no such file", file=relpath(path)) from None
     try:
         doc = json.loads(raw.decode("utf-8"))
     except UnicodeDecodeError as exc:
-        raise ArtifactError(f"is not UTF-8 text: {exc.reason}", file=source) from None
+        raise ArtifactError(f"is not UTF-8 text: {exc.reason}", file=relpath(path)) from None
     except json.JSONDecodeError as exc:
-        raise ArtifactError(f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}", file=source) from None
+        raise ArtifactError(f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}", file=relpath(path)) from None
     digest = hashlib.sha256(raw).hexdigest() if cache is not None else ""
     if cache is not None and digest in cache and isinstance(doc, dict) \
             and doc.get("schema_version") == getattr(ARTIFACT_TYPES.get(doc.get("artifact")), "version", None):
-        return doc
+        return doc  # seen valid: the name for messages (a resolve() per file) is not needed
+    source = relpath(path)
     doc = upgrade(doc, source)
     validate(doc, source)
     if cache is not None:
