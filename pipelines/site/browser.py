@@ -145,7 +145,8 @@ def index_csv(kind: str, rows: list[dict[str, Any]]) -> str:
 
 
 def index_json(rows: list[dict[str, Any]]) -> str:
-    return json.dumps(rows, indent=1, ensure_ascii=False, allow_nan=False) + "\n"
+    # one row a line (json's C encoder; an indented dump goes through the pure-Python one)
+    return "[\n" + ",\n".join(json.dumps(r, ensure_ascii=False, allow_nan=False) for r in rows) + "\n]\n"
 
 
 def browser_page(kind: str, count: int) -> str:

@@ -125,7 +125,8 @@ def table_json(headers: list[str], rows: list[list[str]]) -> str:
     for i, h in enumerate(headers):  # unique keys even when two headers read the same
         k = h or f"column {i + 1}"
         keys.append(k if k not in keys else f"{k} ({i + 1})")
-    return json.dumps([dict(zip(keys, r)) for r in rows], indent=1, ensure_ascii=False) + "\n"
+    # one row a line (json's C encoder; an indented dump goes through the pure-Python one)
+    return "[\n" + ",\n".join(json.dumps(dict(zip(keys, r)), ensure_ascii=False) for r in rows) + "\n]\n"
 
 
 def table(headers: Sequence[str], rows: Iterable[Sequence[str]], align: Sequence[str] | None = None, *,
