@@ -8,6 +8,8 @@ Outside a build the set is reloaded when a file under data/ is added, removed or
 
 from __future__ import annotations
 
+import gc
+
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -78,6 +80,8 @@ def load(root: Path | None = None) -> Dataset:
     # every file lies under root: its path for messages is root's (resolved once) plus its place in root
     root_shown = relpath(root)
     prefix = "" if root_shown == "." else root_shown.rstrip("/") + "/"
+    collecting = gc.isenabled()
+    gc.disable()  # parsed JSON holds no cycles: scanning the growing set at every collection is wasted work
     try:
         for path in files:
             doc = artifacts.load(path, cache)
@@ -88,6 +92,8 @@ def load(root: Path | None = None) -> Dataset:
                 record.RunRecord(doc, doc["_path"]) if doc["artifact"] == record.ARTIFACT else doc)
             rels.append((rel, path))
     finally:
+        if collecting:
+            gc.enable()
         cache.save()
     for docs in by_type.values():
         docs.sort(key=lambda d: (d["created"], d["id"]))
