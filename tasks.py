@@ -192,16 +192,35 @@ def validate(c):
 @user_errors
 def build(c, output="site"):
     """Build the site from data/ alone (strict: any macro error or broken link fails it)."""
+    _build_site(c, output)
+
+
+def _build_site(c, output, if_changed=False):
+    """Build into ``output``; with ``if_changed``, skip it when the site there was built from the same inputs."""
+    from pipelines.site import inputs
+
+    site = (ROOT / output).resolve()
+    # only `invoke all` stamps and checks (hashing the inputs costs ~0.1 ms an artifact); a plain build
+    # removes the stamp, so the next `invoke all` builds once more
+    current = inputs.digest(ROOT) if if_changed else ""
+    index = site / "index.html"
+    if if_changed and inputs.up_to_date(site, current):
+        print(f"site up to date (no input changed since it was built): {index}")
+        return
+    (site / inputs.STAMP).unlink(missing_ok=True)
     from runtime import artifacts
     from runtime.paths import data_dir
 
-    _, problems = artifacts.validate_tree(data_dir())  # a bad artifact: one line naming it, not a mkdocs traceback
+    # a bad artifact: one line naming it, not a mkdocs traceback (content-cached: the build's own
+    # load of each file then hits the cache)
+    _, problems = artifacts.validate_tree(data_dir())
     if problems:
         more = f" (and {len(problems) - 1} more: invoke validate)" if len(problems) > 1 else ""
         raise Exit(f"error: {problems[0]}{more}", code=2)
-    c.run(f"{sys.executable} -m mkdocs build --strict --site-dir {shlex.quote(output)}", pty=False,
+    c.run(f"{sys.executable} -m mkdocs build --strict --site-dir {shlex.quote(str(site))}", pty=False,
           env={"DISABLE_MKDOCS_2_WARNING": "true", "NO_MKDOCS_2_WARNING": "1"})
-    index = (ROOT / output / "index.html").resolve()
+    if current:
+        inputs.mark(site, current)
     print(f"site built: {index}\n  serve it with: invoke site.serve")
 
 
@@ -222,12 +241,12 @@ ALL_MATRICES = "default,reference"
                       "the reference workload every host runs)."})
 @user_errors
 def all(c, matrix=ALL_MATRICES):  # noqa: A001 - the task is called `all`
-    """Fetch the embedded model, benchmark it and the reference workload on this host, validate, build the site."""
+    """Fetch the embedded model, benchmark it and the reference workload on this host, validate, build the site (if an input changed)."""
     fetch(c)
     for name in [m.strip() for m in matrix.split(",") if m.strip()]:
         bench(c, matrix=name)
     validate(c)
-    build(c)
+    _build_site(c, "site", if_changed=True)  # nothing new (no input changed): the site already built stays
 
 
 @task(help={"k": "Only tests matching this pytest -k expression.", "fast": "Skip tests that run the real model."})

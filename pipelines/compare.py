@@ -210,10 +210,22 @@ def _diff_text(a: dict[str, Any], b: dict[str, Any]) -> str:
     return "; ".join(out)
 
 
-def compare(docs: list[Any], a: Selection, b: Selection) -> Result:
-    """The comparison table; CompareError when a selection matches nothing or nothing is shared."""
+def compare(docs: list[Any], a: Selection, b: Selection, memo: dict[tuple[str, str, tuple[str, ...]], str] | None = None) -> Result:
+    """The comparison table; CompareError when a selection matches nothing or nothing is shared.
+
+    ``memo`` (a dict the caller keeps across calls on the same records) holds each record's work
+    digest, so that comparing many selections over the same results digests each result once."""
     recs = [r for r in records(docs) if r.ok and headline(r.test_kind) is not None]
     on = compared_on(a, b)
+    on_key = tuple(sorted(on))
+    memo = {} if memo is None else memo
+
+    def work_digest(r: RunRecord) -> str:
+        k = (r.id, r.key, on_key)
+        d = memo.get(k)
+        if d is None:
+            d = memo[k] = digest(work_parts(r, on))
+        return d
     side_a = [r for r in recs if matches(r, a)]
     side_b = [r for r in recs if matches(r, b)]
     if not side_a:
@@ -224,7 +236,7 @@ def compare(docs: list[Any], a: Selection, b: Selection) -> Result:
     def newest(side: list[RunRecord]) -> dict[str, RunRecord]:
         out: dict[str, RunRecord] = {}
         for r in side:
-            k = digest(work_parts(r, on))
+            k = work_digest(r)
             cur = out.get(k)
             if cur is None or (r.created, r.id) > (cur.created, cur.id):
                 out[k] = r

@@ -313,7 +313,17 @@ def _summary(doc: dict[str, Any], metric: str | None) -> dict[str, Any]:
     return (doc.get("summary") or {}).get(metric or "", {}) or {}
 
 
-def build_point(doc: dict[str, Any], by_key: dict[str, dict[str, Any]]) -> Point:
+def build_point(doc: dict[str, Any], by_key: dict[str, dict[str, Any]],
+                degen: dict[int, dict[str, Any] | None] | None = None) -> Point:
+    """One point of a sweep. ``degen`` (kept by the caller across the points of a loaded set) holds each
+    artifact's degeneration result, so that a baseline shared by many points is read once."""
+    def degeneration(d: dict[str, Any]) -> dict[str, Any] | None:
+        if degen is None:
+            return degeneration_of(d)
+        if id(d) not in degen:
+            degen[id(d)] = degeneration_of(d)
+        return degen[id(d)]
+
     bkey = doc["matrix"].get("baseline_key")
     base = by_key.get(bkey) if bkey else None
     is_base = bkey is not None and bkey == doc["key"]
@@ -329,12 +339,12 @@ def build_point(doc: dict[str, Any], by_key: dict[str, dict[str, Any]]) -> Point
         bo, co = (base.get("details") or {}).get("outputs"), (doc.get("details") or {}).get("outputs")
         if bo and co and not is_base:
             lossless = compare_outputs(bo, co)
-        base_degen = degeneration_of(base)
+        base_degen = degeneration(base)
     acc = _summary(doc, "draft_acceptance").get("mean")
     return Point(doc=doc, sweep=doc["matrix"].get("sweep") or doc["matrix"]["name"], is_baseline=is_base,
                  baseline=base, metric=metric, mean=s.get("mean"), stddev=s.get("stddev"), n=int(s.get("n") or 0),
                  ci95=(s.get("ci95_low"), s.get("ci95_high")), comparison=comparison, acceptance=acc,
-                 lossless=lossless, degeneration=degeneration_of(doc) if doc["status"] == "ok" else None,
+                 lossless=lossless, degeneration=degeneration(doc) if doc["status"] == "ok" else None,
                  baseline_degeneration=base_degen)
 
 
@@ -342,6 +352,7 @@ def sweeps(docs: list[dict[str, Any]]) -> list[Sweep]:
     """Every sweep found in the artifacts (the newest artifact per configuration), per host."""
     latest = latest_per_key(docs)
     by_key = {d["key"]: d for d in latest}
+    degen: dict[int, dict[str, Any] | None] = {}  # by id() of docs alive for the whole call
     groups: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
     for d in latest:
         name = d["matrix"].get("sweep")
@@ -358,7 +369,7 @@ def sweeps(docs: list[dict[str, Any]]) -> list[Sweep]:
         extra = [by_key[k] for k in {d["matrix"].get("baseline_key") for d in group} - keys - {None} if k in by_key]
         extra_ids = {id(d) for d in extra}
         for d in extra + group:
-            p = build_point(d, by_key)
+            p = build_point(d, by_key, degen)
             p.is_baseline = p.is_baseline or id(d) in extra_ids
             sw.points.append(p)
         sw.points.sort(key=lambda p: (p.doc["model"]["name"], p.doc["test"]["name"], not p.is_baseline,

@@ -724,6 +724,11 @@ def record_path(doc: dict[str, Any], root: Path | None = None) -> Path:
 
 
 def load_records(root: Path | None = None) -> list[dict[str, Any]]:
+    """Every projection record (validated), oldest first."""
+    if root is None:
+        from .runs import load_artifacts
+
+        return load_artifacts("projection")
     docs = []
     for path, doc in artifacts.iter_artifacts(root or projections_dir(), "projection"):
         doc = dict(doc)

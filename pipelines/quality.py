@@ -44,7 +44,7 @@ def quality_root() -> Path:
 
 def load_quality(root: Path | None = None) -> list[dict[str, Any]]:
     """Every quality artifact (validated), oldest first, with ``_path`` for links."""
-    return load_artifacts("quality", root or quality_root())
+    return load_artifacts("quality", root)
 
 
 # Settings that mean nothing while another setting has a given value.

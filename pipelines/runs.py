@@ -10,11 +10,18 @@ import pandas as pd
 
 from runtime import artifacts, record
 from runtime.record import RunRecord, as_record
-from runtime.paths import data_dir, relpath, runs_dir
+from runtime.paths import data_dir, relpath
 
 
-def load_artifacts(artifact: str, root: Path) -> list[dict[str, Any]]:
-    """Every artifact of one type under ``root`` (validated), oldest first, with ``_path`` for links."""
+def load_artifacts(artifact: str, root: Path | None = None) -> list[dict[str, Any]]:
+    """Every artifact of one type under ``root`` (validated), oldest first, with ``_path`` for links.
+
+    Without ``root``: the data folder's artifacts of that type from the one loaded set
+    (pipelines.dataset), read and validated once however many pages ask."""
+    if root is None:
+        from . import dataset
+
+        return list(dataset.load().of(artifact))
     docs = []
     for path, doc in artifacts.iter_artifacts(root, artifact):
         doc = dict(doc)
@@ -25,8 +32,13 @@ def load_artifacts(artifact: str, root: Path) -> list[dict[str, Any]]:
 
 
 def load_runs(root: Path | None = None) -> list[RunRecord]:
-    """Every run artifact under data/runs (validated), oldest first, as typed run records."""
-    return record.read_all(root or runs_dir())
+    """Every run artifact (validated), oldest first, as typed run records. Without ``root``: the
+    runs of the one loaded set of the data folder (pipelines.dataset: read and validated once)."""
+    if root is None:
+        from . import dataset
+
+        return list(dataset.load().runs)
+    return record.read_all(root)
 
 
 def records(docs: list[Any]) -> list[RunRecord]:

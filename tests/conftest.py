@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+os.environ.setdefault("ALMANAC_VALIDATE_CHARTS", "1")  # charts are validated by Altair in tests (the site build skips it)
+
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "fixtures"
 GOLDEN = FIXTURES / "data"  # golden artifacts measured for real, committed (asv's example_results)

@@ -1,5 +1,7 @@
-"""Smoke test in real headless Chromium: the built site, served on loopback, shows the
-leaderboard table and renders its chart offline, with no console errors."""
+"""Real headless Chromium (Debian's chromium through Playwright), network blocked except the
+site served on loopback: the leaderboard renders its chart offline; the runs browser filters by
+host and by test, opens a run and downloads its JSON; hostile artifact text stays text; the
+new pages hold at 390 px and in the dark scheme. No console errors anywhere."""
 
 from __future__ import annotations
 
@@ -58,7 +60,131 @@ def test_leaderboard_renders_offline_in_chromium(served):
         link = page.locator("table a[href*='../runs/']").first
         link.click()
         page.wait_for_load_state("load")
-        assert "/runs/" in page.url and page.locator("h2#raw-samples").count() == 1
+        page.wait_for_selector("#almanac-viewer.almanac-viewer-ready", timeout=30_000)
+        assert "/runs/run/?id=" in page.url and page.locator("h2#raw-samples").count() == 1
+        browser.close()
+    assert errors == []
+    assert outside == []
+
+
+def _open(p, served, errors, outside, **kw):
+    browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
+    context = browser.new_context(accept_downloads=True, **kw)
+    page = context.new_page()
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.on("dialog", lambda d: (errors.append("dialog: " + d.message), d.dismiss()))
+
+    def guard(route):
+        if route.request.url.startswith(served):
+            route.continue_()
+        else:
+            outside.append(route.request.url)
+            route.abort()
+
+    page.route("**/*", guard)
+    return browser, page
+
+
+def _shown(page, col):
+    idx = page.locator("#almanac-browser thead th").evaluate_all(
+        "(ths, c) => ths.findIndex(th => th.dataset.col === c)", col)
+    return page.locator(f"#almanac-browser tbody tr td:nth-child({idx + 1})").all_inner_texts()
+
+
+def test_runs_browser_filters_opens_and_downloads(served, built_site):
+    if not shutil.which("chromium"):
+        pytest.skip("Debian's chromium is not installed (invoke test installs it when run as root)")
+    import json
+
+    from playwright.sync_api import sync_playwright
+
+    runs = json.loads((built_site / "runs" / "index.json").read_text())
+    errors: list[str] = []
+    outside: list[str] = []
+    with sync_playwright() as p:
+        browser, page = _open(p, served, errors, outside)
+        page.goto(f"{served}/runs/", wait_until="load")
+        page.wait_for_selector("#almanac-browser tbody tr")
+        assert page.locator("#almanac-browser tbody tr").count() == min(len(runs), 100)
+        # filter by host
+        host = sorted({r["host"] for r in runs})[-1]
+        page.select_option("select[data-filter=host]", host)
+        want = [r for r in runs if r["host"] == host]
+        assert page.locator("#almanac-browser tbody tr").count() == min(len(want), 100)
+        assert set(_shown(page, "host")) == {host}
+        assert f"{len(want)} of {len(runs)}" in page.locator(".almanac-count").inner_text()
+        assert "host=" in page.url  # the filtered list is a link
+        # and by test
+        test = sorted({r["test"] for r in want})[0]
+        page.select_option("select[data-filter=test]", test)
+        both = [r for r in want if r["test"] == test]
+        assert sorted(page.locator("#almanac-browser tbody tr").evaluate_all("trs => trs.map(t => t.dataset.id)")) \
+            == sorted(r["id"] for r in both)
+        # sort by measured date, oldest first
+        page.click("button[data-sort=created]")
+        page.click("button[data-sort=created]") if page.locator("th[data-col=created]").get_attribute("aria-sort") != "ascending" else None
+        dates = _shown(page, "created")
+        assert dates == sorted(dates)
+        # open a run
+        target = both[0]
+        page.click(f"#almanac-browser tbody tr[data-id='{target['id']}'] a[href*='?id=']")
+        page.wait_for_selector("#almanac-viewer.almanac-viewer-ready", timeout=30_000)
+        assert page.locator(".md-content h1").inner_text() == target["title"]
+        assert page.locator("h2#summary, h2#test").count() >= 1
+        # its JSON downloads, the artifact itself
+        with page.expect_download() as dl:
+            page.click("a.almanac-json-link")
+        saved = json.loads(open(dl.value.path()).read())
+        assert saved["id"] == target["id"] and saved["artifact"] == "run"
+        browser.close()
+    assert errors == []
+    assert outside == []
+
+
+def test_viewer_shows_hostile_text_as_text(served, built_site):
+    if not shutil.which("chromium"):
+        pytest.skip("Debian's chromium is not installed (invoke test installs it when run as root)")
+    import json
+
+    from playwright.sync_api import sync_playwright
+
+    runs = json.loads((built_site / "runs" / "index.json").read_text())
+    evil = next(r for r in runs if json.loads((built_site / r["json"]).read_text())["key"] == "e" * 64)
+    errors: list[str] = []
+    outside: list[str] = []
+    with sync_playwright() as p:
+        browser, page = _open(p, served, errors, outside)
+        page.goto(f"{served}/runs/run/?id={evil['id']}", wait_until="load")
+        page.wait_for_selector("#almanac-viewer.almanac-viewer-ready", timeout=30_000)
+        page.locator("h2#log-tail + details summary").click()
+        assert "<script>alert(1)</script>" in page.locator("h2#log-tail + details pre").inner_text()
+        assert page.locator("#almanac-viewer script, #almanac-viewer img").count() == 0
+        browser.close()
+    assert errors == []  # no alert() dialog, no error
+    assert outside == []
+
+
+@pytest.mark.parametrize("path", ["runs/", "quality-runs/", "open-data/"])
+def test_new_pages_hold_at_390px_and_in_dark_mode(served, path):
+    if not shutil.which("chromium"):
+        pytest.skip("Debian's chromium is not installed (invoke test installs it when run as root)")
+    from playwright.sync_api import sync_playwright
+
+    errors: list[str] = []
+    outside: list[str] = []
+    with sync_playwright() as p:
+        browser, page = _open(p, served, errors, outside, viewport={"width": 390, "height": 844})
+        page.goto(f"{served}/{path}", wait_until="load")
+        if path != "open-data/":
+            page.wait_for_selector("#almanac-browser .almanac-count")
+        # nothing wider than the screen: wide tables scroll inside their own box
+        assert page.evaluate("document.documentElement.scrollWidth") <= 390
+        before = page.evaluate("getComputedStyle(document.body).backgroundColor")
+        page.locator("label.md-header__button[for^='__palette']:visible").first.click()
+        page.wait_for_function("b => getComputedStyle(document.body).backgroundColor !== b", arg=before)
+        assert page.evaluate("document.body.getAttribute('data-md-color-scheme')") == "slate"
+        assert page.evaluate("document.documentElement.scrollWidth") <= 390
         browser.close()
     assert errors == []
     assert outside == []

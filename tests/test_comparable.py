@@ -248,7 +248,7 @@ def test_compare_refuses_empty_and_disjoint_selections():
 def test_host_vs_host_page_uses_compare():
     cross = [run([10, 11, 12], test=TG), run([900, 910, 905], test=TG, host=GPU, minutes=1)]
     page = history_pages.host_vs_host_page(cross)
-    assert "1 shared configuration(s)" in page and f"runs/{cross[0].id}.md" in page and f"runs/{cross[1].id}.md" in page
+    assert "1 shared configuration(s)" in page and f"runs/run.md?id={cross[0].id}" in page and f"runs/run.md?id={cross[1].id}" in page
 
 
 # -- invoke compare end to end (a real subprocess) -------------------------------------------
@@ -288,7 +288,7 @@ def test_committed_regression_example_is_on_the_regressions_page():
     st = steps[0]
     assert st.verdict == "regression" and st.ci95_high < 1.0 and st.settings_change["n_threads"][1] < st.settings_change["n_threads"][0]
     page = history_pages.regressions_page(recs)
-    assert all(f"runs/{p.id}.md" in page for p in st.before + st.after)
+    assert all(f"runs/run.md?id={p.id}" in page for p in st.before + st.after)
     assert f"{st.ratio:.3f} \\[{st.ci95_low:.3f}, {st.ci95_high:.3f}\\]" in page or f"{st.ratio:.3f} [{st.ci95_low:.3f}, {st.ci95_high:.3f}]" in page
 
 
@@ -305,4 +305,4 @@ def test_committed_cpu_and_h100_share_reference_rows():
         assert a.host_id == cpu and b.host_id.startswith("lent-h100") and a.model_sha256 == b.model_sha256
         assert a.requested == b.requested and a.test_definition == b.test_definition
         assert row.a_mean == a.stat(row.metric)["mean"] and row.b_mean == b.stat(row.metric)["mean"]
-    assert f"runs/{res.rows[0].b_id}.md" in history_pages.host_vs_host_page(recs)
+    assert f"runs/run.md?id={res.rows[0].b_id}" in history_pages.host_vs_host_page(recs)

@@ -397,7 +397,7 @@ def test_optimization_page_renders_from_fixtures(fixture_docs):
     assert "acceptance (%)" in md and "experts (llama.cpp log)" in md
     # every run linked from the page exists among the fixtures
     ids = {d["id"] for d in fixture_docs}
-    linked = set(re.findall(r"\(runs/([^)]+)\.md\)", md))
+    linked = set(re.findall(r"\(runs/run\.md\?id=([^)]+)\)", md))
     assert linked and linked <= ids
     # hostile strings from an artifact are escaped
     assert "<script>" not in md and "&lt;script&gt;" in md

@@ -39,7 +39,7 @@ def test_projections_page(fixture_data):
     assert "VERIFIED" in md and "PROJECTED" in md and "measured" in md
     # the long-context role's q8_0 cache projection is verified by the fixture run and shows its error
     q8 = next(d for d in load_runs() if d["test"]["name"] == "tg128@d4096" and d["settings"]["requested"]["type_k"] == "q8_0")
-    assert f"runs/{q8['id']}.md" in md and "error +" in md
+    assert f"runs/run.md?id={q8['id']}" in md and "error +" in md
     # never-applicable entries say why
     assert "needs at least 39 GB" in md and "GPU only" in md
     assert "no effect: acts on a stage outside" in md  # the prefix cache on a decode rate

@@ -4,6 +4,7 @@ pages rendered from fixtures (escaped, linked)."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import sys
@@ -204,22 +205,20 @@ def test_quality_page_shows_n_ci_and_links(tmp_path):
     text = body.replace("\\", "")  # Markdown escapes of ( ) in link texts
     assert "90% (9/10)" in text and "CI95 60–98%" in body  # Wilson interval of 9/10
     for d in quality:
-        assert f"quality-runs/{d['id']}.md" in body
+        assert f"quality-runs/run.md?id={d['id']}" in body
     assert "degenerate 6/10" in text
 
 
-def test_quality_run_page_escapes_outputs():
-    doc = quality_doc("m", "ip", [False, True], outputs=[HOSTILE, "fine"])
-    doc["items"][0]["prompt"] = HOSTILE
-    page = quality_pages.quality_run_page(doc)
-    assert "<script>" not in page and "&lt;script&gt;" in page
-    # only inside an escaped <pre> block (a raw HTML block: no Markdown is parsed there)
-    assert '<pre class="almanac-pre">&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt; **bold** [link](http://evil)</pre>' in page
-    import re
+def test_quality_browser_index_is_inert():
+    """Quality runs are shown by the viewer from their JSON (text only); the browser's index, a
+    script, carries hostile strings as inert JSON."""
+    from pipelines.site import browser
 
-    outside_pre = re.sub(r'<pre class="almanac-pre">.*?</pre>', "", page, flags=re.S)
-    assert "evil" not in outside_pre and "<script>" not in outside_pre
-    assert "Verdict** fail" in page and "Verdict** pass" in page
+    doc = quality_doc("m", "ip", [False, True], outputs=[HOSTILE, "fine"])
+    doc["model"]["name"] = HOSTILE
+    rows = browser.index_rows("quality", [dict(doc, _data_path="quality/x.json")])
+    script = browser.index_script("quality", browser.index_data("quality", rows))
+    assert "<script>" not in script and "\\u003cscript\\u003e" in script and rows[0]["json"] == "data/quality/x.json"
 
 
 def test_roles_page_explains_and_links_every_decision(reg):
@@ -230,8 +229,8 @@ def test_roles_page_explains_and_links_every_decision(reg):
     assert "too slow" in body and "does not fit" in body and "degenerate" in body and "no data" in body
     assert "below quality floor" in body
     fast = next(d for d in runs if d["model"]["name"] == "fast-good")
-    assert f"runs/{fast['id']}.md" in body
-    assert f"quality-runs/{quality[0]['id']}.md" in body
+    assert f"runs/run.md?id={fast['id']}" in body
+    assert f"quality-runs/run.md?id={quality[0]['id']}" in body
 
 
 def test_site_builds_with_quality_and_roles_pages(tmp_path, monkeypatch):
@@ -256,11 +255,14 @@ def test_site_builds_with_quality_and_roles_pages(tmp_path, monkeypatch):
     assert r.returncode == 0, r.stderr[-3000:]
     roles_html = (site / "roles" / "index.html").read_text()
     assert "fast-good" in roles_html and "too slow" in roles_html
-    page = (site / "quality-runs" / quality[0]["id"] / "index.html").read_text()
-    assert "<script>alert" not in page and "&lt;script&gt;alert" in page
-    assert 'href="http://evil"' not in page
-    for it in quality[0]["items"]:  # the fence did not swallow the items after it
-        assert f'id="item-{it["id"]}"' in page
+    # every quality run is in the browser's index and published as JSON (the viewer shows it as text)
+    index = (site / "quality-runs" / "index-data.js").read_text()
+    for q in quality:
+        assert f'"{q["id"]}"' in index
+    published = {p["id"]: p for p in (json.loads(f.read_text()) for f in (site / "data" / "quality").rglob("*.json"))}
+    assert set(published) == {q["id"] for q in quality}
+    assert published[quality[0]["id"]]["items"][0]["output"] == HOSTILE
+    assert "<script>alert" not in index
     assert (site / "quality" / "index.html").exists()
 
 
@@ -289,5 +291,5 @@ def test_quality_grid_prefers_the_newest_complete_run():
     partial = quality_doc("m", "ip", [True], stamp="20270101T000000Z", status="failed")
     body = quality_pages.quality_page([old, new, partial]).replace("\\", "")
     grid = body.split("## Runs")[0]
-    assert f"quality-runs/{new['id']}.md" in grid and old["id"] not in grid and partial["id"] not in grid
+    assert f"quality-runs/run.md?id={new['id']}" in grid and old["id"] not in grid and partial["id"] not in grid
     assert "0% (0/4)" in grid

@@ -307,5 +307,5 @@ def test_ladder_table_shows_each_artifact_s_values():
             assert f"[{r['ppl']:,.3f} ± {r['ppl_se']:,.3f}](perplexity-runs/{d['id']}.md)" in body
         else:
             assert f"[{r['kld_mean']:,.4f} ± {r['kld_se']:,.4f}](perplexity-runs/{d['id']}.md)" in body
-            assert f"requantized from gemma3-270m-q4\\_k\\_m" in body or "requantized from gemma3-270m-q4_k_m" in body
+            assert "requantized from gemma3-270m-q4\\_k\\_m" in body or "requantized from gemma3-270m-q4_k_m" in body
     assert len(frame) == len({d["model"]["sha256"] for d in docs})

@@ -9,7 +9,7 @@ import pytest
 
 from pipelines import leaderboard
 from pipelines.runs import load_runs
-from pipelines.site import charts, markdown, pages
+from pipelines.site import browser, charts, markdown, pages
 from runtime.metrics import METRICS
 from tests.conftest import GOLDEN
 
@@ -44,19 +44,19 @@ def test_leaderboard_figures_link_to_their_artifacts(docs):
     assert len(current) < len([d for d in docs if d["status"] == "ok"])  # the superseded copy is not shown
     for d in docs:
         if d["status"] != "ok" or d["test"]["kind"] != "rate" or d["id"] not in current:
-            assert d["status"] != "ok" or d["test"]["kind"] != "rate" or f"runs/{d['id']}.md" not in md
+            assert d["status"] != "ok" or d["test"]["kind"] != "rate" or f"runs/run.md?id={d['id']})" not in md
             continue
         mean = markdown.num(d["summary"]["tokens_per_second"]["mean"], METRICS["tokens_per_second"].decimals)
-        assert f"[{markdown.cell(mean)}](runs/{d['id']}.md)" in md
+        assert f"[{markdown.cell(mean)}](runs/run.md?id={d['id']})" in md
 
 
 def test_hostile_strings_are_escaped(docs):
     evil = next(d for d in docs if d["key"] == "e" * 64)
-    for text in (pages.leaderboard_page(docs), pages.run_page(evil), pages.runs_index(docs), pages.home(docs)):
+    rows = [dict(r, json="data/x.json") for r in browser.index_rows("run", [dict(d, _data_path="x.json") for d in docs])]
+    script = browser.index_script("run", browser.index_data("run", rows))
+    for text in (pages.leaderboard_page(docs), pages.home(docs), script):
         assert "<script>" not in text and "<img" not in text
-    page = pages.run_page(evil)
-    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page  # the log tail, shown escaped in <pre>
-    assert "</pre><script>" not in page
+    assert evil["id"] in script and "\\u003cscript\\u003e" in script  # the runs browser's index: inert JSON in a script
 
 
 def test_chart_embed_cannot_break_out():
@@ -86,14 +86,15 @@ def test_methodology_lists_every_metric_and_setting():
 
 def test_built_site_shows_figures_with_sources(built_site, docs):
     lb = (built_site / "leaderboard" / "index.html").read_text()
+    index = (built_site / "runs" / "index-data.js").read_text()
     shown = 0
     current = _current(docs)
     for d in docs:
         if d["status"] != "ok" or d["test"]["kind"] != "rate" or d["id"] not in current:
             continue
         mean = markdown.num(d["summary"]["tokens_per_second"]["mean"], 2)
-        assert re.search(rf'<a href="\.\./runs/{re.escape(d["id"])}/">{re.escape(mean)}</a>', lb), (d["id"], mean)
-        assert (built_site / "runs" / d["id"] / "index.html").exists()
+        assert re.search(rf'<a href="\.\./runs/run/\?id={re.escape(d["id"])}">{re.escape(mean)}</a>', lb), (d["id"], mean)
+        assert f'"{d["id"]}"' in index  # the viewer finds it
         shown += 1
     assert shown >= 3
     assert 'class="almanac-chart"' in lb
@@ -110,3 +111,105 @@ def test_site_is_self_contained(built_site):
         text = page.read_text()
         for src in re.findall(r'<script[^>]+src="([^"]+)"', text):
             assert not src.startswith(("http:", "https:", "//")), (page, src)
+
+
+def test_built_site_publishes_every_artifact_and_table(built_site):
+    """Open data: every artifact's JSON at its data/ path, byte for byte; every table's rows as CSV
+    and JSON next to it; the runs browser's list as a download."""
+    import csv
+    import json
+
+    from tests.conftest import GOLDEN
+
+    for src in GOLDEN.rglob("*.json"):
+        published = built_site / "data" / src.relative_to(GOLDEN)
+        assert published.read_bytes() == src.read_bytes(), published
+    lb = (built_site / "leaderboard" / "index.html").read_text()
+    links = re.findall(r'<p class="almanac-downloads">[^<]*<a href="\.\./tables/([0-9a-f]{16})\.csv" download>CSV</a>', lb)
+    assert links and len(links) == lb.count("<table>")  # one download per table on the page
+    rows = list(csv.reader((built_site / "tables" / f"{links[0]}.csv").open()))
+    as_json = json.loads((built_site / "tables" / f"{links[0]}.json").read_text())
+    assert len(rows) - 1 == len(as_json) >= 1 and rows[0][1] == "model"
+    # the values are the page's own (plain text, no Markdown)
+    first_model = rows[1][1]
+    assert first_model and "\\" not in first_model and first_model.split(" ")[0] in lb
+    runs = json.loads((built_site / "runs" / "index.json").read_text())
+    assert {r["id"] for r in runs} == {json.loads(p.read_text())["id"] for p in (GOLDEN / "runs").rglob("*.json")}
+    for r in runs:
+        assert (built_site / r["json"]).exists()
+
+
+def test_search_finds_pages_not_runs(built_site, docs):
+    """Per-run detail is not in the search index; a model's or a test's name finds the pages that rank it."""
+    import json
+
+    index = json.loads((built_site / "search" / "search_index.json").read_text())
+    locations = [d["location"] for d in index["docs"]]
+    assert not [loc for loc in locations if loc.startswith(("runs/run", "quality-runs/run"))]
+    model = next(d["model"]["name"] for d in docs if d["status"] == "ok" and d["test"]["kind"] == "rate")
+    test = next(d["test"]["name"] for d in docs if d["status"] == "ok" and d["test"]["kind"] == "rate")
+    for term in (model, test):
+        hits = {d["location"].split("#")[0] for d in index["docs"] if term in d["text"] or term in d["title"]}
+        assert "leaderboard/" in hits, (term, sorted(hits))
+        assert not [h for h in hits if h.startswith("runs/")], (term, hits)
+
+
+def test_table_downloads_and_row_cap():
+    markdown.reset_tables()
+    rows = [[markdown.link(f"m{i}", "x.md"), markdown.num(i * 1000, 0)] for i in range(5)]
+    md = markdown.table(["model", "value"], rows, max_rows=3)
+    assert md.count("\n| m") == 0 and md.count("](x.md)") == 3 and "first 3 of 5 rows" in md
+    (digest, (headers, plain_rows)), = markdown.table_files().items()
+    assert headers == ["model", "value"] and plain_rows[4] == ["m4", "4,000"]
+    assert f"tables/{digest}.csv" in md and f"tables/{digest}.json" in md
+    assert markdown.table_csv(headers, plain_rows).splitlines()[1] == 'm0,0'
+
+
+def test_every_figure_links_its_data_and_artifacts(built_site):
+    """Every chart's caption offers its data, and each data row names its artifact's published JSON."""
+    import json
+
+    lb = (built_site / "leaderboard" / "index.html").read_text()
+    figures = lb.count('<figure class="almanac-figure">')
+    links = re.findall(r'<figcaption>.*?Data: <a href="\.\./tables/([0-9a-f]{16})\.csv" download>CSV</a>', lb)
+    assert figures >= 1 and len(links) == figures
+    rows = json.loads((built_site / "tables" / f"{links[0]}.json").read_text())
+    assert rows and all((built_site / r["artifact_json"]).is_file() for r in rows)
+
+
+def test_search_text_keeps_names_drops_figures():
+    """A data-heavy page is indexed by its prose and its tables' distinct names, still escaped."""
+    from pipelines.site.hooks import search_text
+
+    page = ('<h2 id="t">tg128 on <code>box</code></h2><p>Ranked by speed.</p><table><thead><tr><th>model</th>'
+            '<th>tok/s</th><th>source</th></tr></thead><tbody>'
+            '<tr><td><a href="x">m &lt;script&gt;</a></td><td>1,234.50</td><td>0a1b2c3d4e5f-20261126T010203.456Z</td></tr>'
+            '<tr><td>m &lt;script&gt;</td><td>99.1 ± 2.0</td><td>q8</td></tr></tbody></table>'
+            '<script type="application/json">{"values": [1, 2]}</script>')
+    text = search_text(page)
+    assert text.startswith('<h2 id="t">tg128 on <code>box</code></h2><p>Ranked by speed.</p>')
+    assert text.count("m &lt;script&gt;") == 1 and "<script" not in text  # once, and still escaped
+    assert "q8" in text and "model" in text
+    assert "1,234" not in text and "99.1" not in text and "20261126T" not in text
+
+
+def test_tables_become_html_as_markdown_would_write_them():
+    """The build hook writes what table() makes as HTML, links resolved as MkDocs resolves them;
+    anything it is not sure of stays Markdown."""
+    from pipelines.site.hooks import link_resolver
+
+    md = markdown.table(["model", "<code>n_gpu_layers</code>", "value"],
+                        [[markdown.cell("a|b <x> *y*"), "**3**", markdown.link("1.5", markdown.run_link("abc-1"))]],
+                        ["l", "l", "r"], downloads=False)
+    out = markdown.tables_to_html("# T\n\n" + md + "\n", link_resolver("leaderboard.md", "leaderboard/"))
+    assert "| " not in out and out.count("<table>") == 1
+    assert '<td style="text-align: left;">a|b &lt;x&gt; *y*</td>' in out  # escaped text stays text
+    assert "<td style=\"text-align: left;\"><strong>3</strong></td>" in out
+    assert '<td style="text-align: right;"><a href="../runs/run/?id=abc-1">1.5</a></td>' in out
+    assert '<th style="text-align: left;"><code>n_gpu_layers</code></th>' in out
+    stash: list[str] = []
+    held = markdown.tables_to_html(md, link_resolver("leaderboard.md", "leaderboard/"), stash)
+    assert "<table>" not in held and len(stash) == 1  # Markdown never reads it; put back after
+    assert markdown.put_tables(f"<p>{held.strip()}</p>", stash) == stash[0]
+    unsure = "| a |\n| :-- |\n| `code` |\n"  # backticks: left to Markdown
+    assert markdown.tables_to_html(unsure, link_resolver("x.md", "x/")) == unsure

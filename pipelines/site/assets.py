@@ -7,7 +7,23 @@ from functools import lru_cache
 
 @lru_cache(maxsize=1)
 def vega_bundle() -> str:
-    """Vega, Vega-Lite and vega-embed in one script (exposes window.vegaEmbed), for offline charts."""
+    """Vega, Vega-Lite and vega-embed in one script (exposes window.vegaEmbed), for offline charts.
+
+    vl-convert takes ~4 s to bundle them; the result depends only on its version, so it is kept
+    in the user cache (ALMANAC_CACHE) by that version."""
     import vl_convert
 
-    return vl_convert.javascript_bundle()
+    from runtime.artifacts import atomic_write_text
+    from runtime.paths import cache_dir
+
+    path = cache_dir() / "vega-bundle" / f"vl-convert-{vl_convert.__version__}.js"
+    try:
+        return path.read_text(encoding="utf-8")
+    except (FileNotFoundError, OSError, UnicodeDecodeError):
+        pass
+    text = vl_convert.javascript_bundle()
+    try:
+        atomic_write_text(path, text)
+    except OSError:  # a read-only cache only costs time
+        pass
+    return text

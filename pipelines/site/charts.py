@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from typing import Any
 
 import altair as alt
@@ -19,14 +20,60 @@ from runtime.metrics import Metric
 
 def embed(chart: alt.TopLevelMixin | dict[str, Any], chart_id: str | None = None, caption: str = "") -> str:
     """HTML for one chart: a container and its spec as inert JSON (no script runs from data)."""
-    spec = chart if isinstance(chart, dict) else chart.to_dict()
+    # Altair's own validation of the Vega-Lite spec costs ~0.1 s a chart; the builders are
+    # unit-tested with it on (ALMANAC_VALIDATE_CHARTS=1), the site build skips it.
+    spec = chart if isinstance(chart, dict) else chart.to_dict(validate=bool(os.environ.get("ALMANAC_VALIDATE_CHARTS")))
     text = json.dumps(spec, sort_keys=True, allow_nan=False)
     # JSON inside <script>: neutralise anything that could close the element or open HTML.
     safe = text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
     cid = chart_id or "chart-" + hashlib.sha256(text.encode()).hexdigest()[:10]
+    data = figure_data(spec)
+    if data:
+        caption = (caption + " " if caption else "") + data
     cap = f'<figcaption>{caption}</figcaption>' if caption else ""
     return (f'<figure class="almanac-figure"><div class="almanac-chart" id="{cid}" data-spec="{cid}-spec"></div>'
             f'<script type="application/json" id="{cid}-spec">{safe}</script>{cap}</figure>')
+
+
+def _values(spec: Any) -> list[dict[str, Any]]:
+    """Every inline data row of a spec (top level, layers, concatenations, named datasets)."""
+    out: list[dict[str, Any]] = []
+    if isinstance(spec, dict):
+        data = spec.get("data")
+        if isinstance(data, dict) and isinstance(data.get("values"), list):
+            out += [v for v in data["values"] if isinstance(v, dict)]
+        for vals in (spec.get("datasets") or {}).values():
+            out += [v for v in vals if isinstance(v, dict)]
+        for k in ("layer", "hconcat", "vconcat", "concat"):
+            for sub in spec.get(k) or []:
+                out += _values(sub)
+    return out
+
+
+def figure_data(spec: dict[str, Any]) -> str:
+    """The figure's data as downloads (CSV and JSON, every mark's values), with the published JSON
+    of each artifact it shows (``artifact_json``): every figure links to its sources."""
+    from .. import dataset
+    from .markdown import ROOT, register_table
+
+    rows = _values(spec)
+    if not rows:
+        return ""
+    json_of = dataset.published_json()
+    headers = list(dict.fromkeys(k for r in rows for k in r))
+    ids = "id" in headers
+    if ids:
+        headers.append("artifact_json")
+    body = [[_text(r.get(h)) for h in headers[:-1]] + [json_of.get(str(r.get("id")), "")] if ids else
+            [_text(r.get(h)) for h in headers] for r in rows]
+    digest = register_table(headers, body)
+    return (f'<span class="almanac-downloads">Data: <a href="{ROOT}tables/{digest}.csv" download>CSV</a> · '
+            f'<a href="{ROOT}tables/{digest}.json" download>JSON</a>'
+            + (" (with each artifact's JSON)" if ids else "") + "</span>")
+
+
+def _text(v: Any) -> str:
+    return "" if v is None else (v if isinstance(v, str) else json.dumps(v))
 
 
 def bar_with_ci(df: pd.DataFrame, metric: Metric, label_col: str = "label", title: str = "") -> alt.LayerChart:
@@ -41,6 +88,8 @@ def bar_with_ci(df: pd.DataFrame, metric: Metric, label_col: str = "label", titl
                  alt.Tooltip("ci95_low:Q", format=".2f"), alt.Tooltip("ci95_high:Q", format=".2f"),
                  alt.Tooltip("id:N", title="artifact")],
     )
+    if "json" in df.columns:  # a click on a bar opens the JSON of the artifact it shows
+        bars = bars.encode(href=alt.Href("json:N"))
     err = base.mark_errorbar(color="#222").encode(x=alt.X("ci95_low:Q", title=f"{metric.label} ({metric.unit})"), x2="ci95_high:Q")
     return (bars + err).properties(title=title, width="container", height=max(60, 28 * len(df)))
 
@@ -79,7 +128,9 @@ def dots_with_ci(df: pd.DataFrame, metric: Metric, label_col: str = "label", tit
             {"mark": {"type": "rule", "color": "#222"},
              "encoding": {"x": _q("ci95_low", axis_title, stack=None), "x2": {"field": "ci95_high"}}},
             {"mark": {"type": "point", "filled": True, "size": 70, "color": "#4051b5"},
-             "encoding": {"x": _q("mean", axis_title, stack=None), "tooltip": tooltip}},
+             "encoding": {"x": _q("mean", axis_title, stack=None), "tooltip": tooltip,
+                          # a click on a dot opens its artifact's published JSON
+                          **({"href": {"field": "json", "type": "nominal"}} if "json" in df.columns else {})}},
         ],
     }
 

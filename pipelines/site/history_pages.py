@@ -87,6 +87,9 @@ def regressions_page(docs: list[Any]) -> str:
     return "\n".join(out)
 
 
+HISTORY_CHARTS = 20  # configurations charted over time on the History page (the newest)
+
+
 def history_page(docs: list[Any]) -> str:
     sers = history.series(docs)
     if not sers:
@@ -112,6 +115,12 @@ def history_page(docs: list[Any]) -> str:
     multi = [s for s in sers if len(s.points) > 1]
     if multi:
         out += ["## Over time", "", f"{len(multi)} configuration(s) measured more than once.", ""]
+        if len(multi) > HISTORY_CHARTS:
+            # the charts of the most recently measured ones (every one is in the table above and its downloads;
+            # every step is on the Regressions page)
+            out += [f"Charts of the {HISTORY_CHARTS} most recently measured; every configuration is in the table above "
+                    "(CSV/JSON) and every step on the [Regressions](regressions.md) page.", ""]
+            multi = sorted(multi, key=lambda s: s.points[-1].created, reverse=True)[:HISTORY_CHARTS]
         for s in multi:
             out.append(f'<details markdown="1"><summary>{cell(s.label)} · {num(len(s.points), 0)} results, '
                        f'{num(len(s.builds), 0)} build(s)</summary>\n')
@@ -143,11 +152,15 @@ def host_vs_host_page(docs: list[Any]) -> str:
     hosts = sorted(gpus, key=lambda h: (gpus[h], h))  # A: the host with fewer GPUs (the CPU box as the baseline)
     if len(hosts) < 2:
         return admonition("info", "One host", "Results from at least two hosts are needed.")
+    by_host: dict[str, list[Any]] = {}
+    for r in recs:  # each pair compares only its two hosts' results: linear in the results, not pairs x results
+        by_host.setdefault(r.host_id, []).append(r)
     out: list[str] = []
+    memo: dict[Any, str] = {}  # each result's work digest, computed once for all the pairs it is in
     for ha, hb in combinations(hosts, 2):
         out.append(f"## {code(ha)} vs {code(hb)}\n")
         try:
-            res = cmp.compare(recs, cmp.parse_selection(f"host={ha}"), cmp.parse_selection(f"host={hb}"))
+            res = cmp.compare(by_host[ha] + by_host[hb], cmp.parse_selection(f"host={ha}"), cmp.parse_selection(f"host={hb}"), memo)
         except cmp.CompareError as exc:
             out.append(f"No shared configuration: {cell(exc.detail)}.\n")
             continue

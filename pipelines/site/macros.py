@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from functools import lru_cache
 from typing import Any
 
 from runtime import backends
 
+from .. import dataset
 from ..runs import load_runs
-from . import manual, pages
+from . import browser, manual, open_data, pages
 from . import quality_pages
 from . import serving as serving_pages
 from . import optimization as optimization_pages
@@ -20,15 +20,18 @@ from . import fidelity as fidelity_pages
 from . import history_pages
 
 
-@lru_cache(maxsize=1)
 def _runs() -> tuple[dict[str, Any], ...]:
+    """The run artifacts of the one loaded set (pipelines.dataset: read and validated once per build)."""
     return tuple(load_runs())
 
 
 def define_env(env: Any) -> None:
     env.macro(lambda: pages.home(list(_runs())), "home_summary")
     env.macro(lambda: pages.leaderboard_page(list(_runs())), "leaderboard")
-    env.macro(lambda: pages.runs_index(list(_runs())), "runs_index")
+    env.macro(lambda kind="run": browser.browser_page(kind, len(dataset.load().of(kind))), "runs_browser")
+    env.macro(browser.viewer_page, "artifact_viewer")
+    env.macro(open_data.artifact_format, "artifact_format")
+    env.macro(open_data.published_paths, "published_paths")
     env.macro(pages.metric_definitions, "metric_definitions")
     env.macro(pages.test_kinds, "test_kinds")
     env.macro(pages.settings_table, "settings_table")

@@ -1,11 +1,22 @@
 """Markdown building blocks. Every value that comes from an artifact passes through
-``cell()`` (HTML-escaped, Markdown-neutralised) before it reaches a page."""
+``cell()`` (HTML-escaped, Markdown-neutralised) before it reaches a page.
+
+Every table offers its rows as CSV and JSON: ``table()`` registers its rows (as plain text)
+under a digest of their content, and the build hook writes ``tables/<digest>.csv`` and
+``.json`` into the site. A table longer than ``MAX_INLINE_ROWS`` shows its first rows and
+says so; the downloads hold all of them.
+"""
 
 from __future__ import annotations
 
+import csv
+import hashlib
 import html
+import io
+import json
 import math
 import re
+import secrets
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -64,14 +75,79 @@ def link(text: str, target: str) -> str:
     return f"[{cell(text)}]({target})"
 
 
-def table(headers: Sequence[str], rows: Iterable[Sequence[str]], align: Sequence[str] | None = None) -> str:
-    """A Markdown table. Cells must already be rendered (cell(), num(), link())."""
+MAX_INLINE_ROWS = 100  # a page shows at most this many rows of one table; the downloads hold all
+ROOT = "@@ALMANAC_ROOT@@/"  # replaced per page by the build hook (pipelines/site/hooks.py) with the way to the site root
+_TABLES: dict[str, tuple[list[str], list[list[str]]]] = {}  # digest -> (headers, rows) as plain text
+
+_TAG = re.compile(r"<[^>]+>")
+_NEEDS_PLAIN = re.compile(r"[<\[\\*&]")
+_MD_LINK = re.compile(r"\[((?:\\.|[^\]\\])*)\]\([^)]*\)")
+_MD_UNESCAPE = re.compile(r"\\([\\`*_\[\]()#+!~|])")
+
+
+def plain(rendered: str) -> str:
+    """The text of a rendered cell (links, HTML tags, escapes and bold removed), for CSV and JSON."""
+    if not _NEEDS_PLAIN.search(rendered):
+        return rendered.strip()
+    text = _MD_LINK.sub(r"\1", rendered.replace("<br>", "; "))
+    text = _TAG.sub("", text)
+    text = _MD_UNESCAPE.sub(r"\1", text.replace("**", ""))
+    return html.unescape(text).strip()
+
+
+def register_table(headers: Sequence[str], rows: list[Sequence[str]]) -> str:
+    """Keep a table's plain rows for the downloads; returns its digest (its file name)."""
+    ph = [plain(h) for h in headers]
+    pr = [[plain(c) for c in r] for r in rows]
+    digest = hashlib.sha256(json.dumps([ph, pr], ensure_ascii=False).encode()).hexdigest()[:16]
+    _TABLES[digest] = (ph, pr)
+    return digest
+
+
+def table_files() -> dict[str, tuple[list[str], list[list[str]]]]:
+    return _TABLES
+
+
+def reset_tables() -> None:
+    _TABLES.clear()
+
+
+def table_csv(headers: list[str], rows: list[list[str]]) -> str:
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(headers)
+    w.writerows(rows)
+    return buf.getvalue()
+
+
+def table_json(headers: list[str], rows: list[list[str]]) -> str:
+    keys = []
+    for i, h in enumerate(headers):  # unique keys even when two headers read the same
+        k = h or f"column {i + 1}"
+        keys.append(k if k not in keys else f"{k} ({i + 1})")
+    # one row a line (json's C encoder; an indented dump goes through the pure-Python one)
+    return "[\n" + ",\n".join(json.dumps(dict(zip(keys, r)), ensure_ascii=False) for r in rows) + "\n]\n"
+
+
+def table(headers: Sequence[str], rows: Iterable[Sequence[str]], align: Sequence[str] | None = None, *,
+          max_rows: int | None = MAX_INLINE_ROWS, downloads: bool = True) -> str:
+    """A Markdown table. Cells must already be rendered (cell(), num(), link()).
+
+    Followed by CSV and JSON downloads of every row (``downloads=False`` for a table that is
+    itself a few facts). At most ``max_rows`` rows are shown (None: all); the rest are in the
+    downloads, and the table says so."""
     rows = list(rows)
     align = align or ["l"] * len(headers)
     sep = {"l": ":--", "r": "--:", "c": ":-:"}
     out = ["| " + " | ".join(headers) + " |", "| " + " | ".join(sep[a] for a in align) + " |"]
-    for r in rows:
+    shown = rows if max_rows is None else rows[:max_rows]
+    for r in shown:
         out.append("| " + " | ".join(r) + " |")
+    if downloads and rows:
+        digest = register_table(headers, rows)
+        cut = f"Showing the first {len(shown):,} of {len(rows):,} rows; all of them: " if len(shown) < len(rows) else ""
+        out += ["", f'<p class="almanac-downloads">{cut}<a href="{ROOT}tables/{digest}.csv" download>CSV</a> · '
+                    f'<a href="{ROOT}tables/{digest}.json" download>JSON</a></p>']
     return "\n".join(out)
 
 
@@ -81,9 +157,15 @@ def admonition(kind: str, title: str, body: str) -> str:
 
 
 def run_link(run_id: str, from_dir: str = "") -> str:
-    """Relative link from a page in ``from_dir`` (e.g. "" for docs/, "runs" for docs/runs/) to a run page."""
+    """Relative link from a page in ``from_dir`` (e.g. "" for docs/, "runs" for docs/runs/) to a run's
+    detail view (the runs viewer page, which shows the run and links its JSON)."""
     prefix = "" if from_dir == "runs" else ("../" * from_dir.count("/") + ("../" if from_dir else "")) + "runs/"
-    return f"{prefix}{run_id}.md"
+    return f"{prefix}run.md?id={run_id}"
+
+
+def run_json(doc: dict[str, Any]) -> str:
+    """The site-root-relative URL of a run's (any artifact's) published JSON, for raw HTML and charts."""
+    return f"{ROOT}data/{doc['_data_path']}" if doc.get("_data_path") else ""
 
 
 SYNTHETIC_BADGE = '<span class="almanac-badge synthetic" title="random weights: the text is noise">synthetic weights, speed only</span>'
@@ -96,3 +178,111 @@ OUTLIER_BADGE = '<span class="almanac-badge outlier" title="more than 3.5 robust
 def verdict_badge(verdict: str) -> str:
     """The badge of a projection checked by a measurement (VERIFIED or MISSED)."""
     return VERIFIED_BADGE if verdict == "VERIFIED" else MISSED_BADGE
+
+
+# -- tables as HTML: what table() writes, converted without the Markdown parser ------------
+# The build hook (pipelines/site/hooks.py) turns every pipe table of a rendered page into an
+# HTML table before Markdown runs: tables are most of the text of the data pages, and parsing
+# their cells inline by inline is most of the Markdown time. Only what table() and the cell
+# helpers write is converted (escaped text, links, **bold**, inline HTML we built); a table
+# with anything else in a cell is left to Markdown, so the page reads the same either way.
+_PIPE_TABLE = re.compile(r"(?m)^\| .*\|\n\| (?::--|--:|:-:)(?: \| (?::--|--:|:-:))* \|\n(?:\| .*\|(?:\n|\Z))*")
+_LINK = re.compile(r"\[((?:\\.|[^\]\\])*)\]\(([^()\s]*)\)")
+_BOLD = re.compile(r"(?<!\\)\*\*((?:\\.|[^*\\])+?)(?<!\\)\*\*")
+_UNSURE = re.compile(r"(?<!\\)[`*\[\]]|(?<![\w\\])_|(?<!\\)_(?!\w)|<(?![a-zA-Z/!])|^\s*[#>+-] ")  # intraword _ is text
+_ALIGN = {":--": "left", "--:": "right", ":-:": "center"}
+
+
+class _Unsure(Exception):
+    pass
+
+
+def _escaped_text_only(s: str) -> str:
+    """Escaped text (and HTML we built) to HTML: backslash escapes removed; raises _Unsure on other Markdown."""
+    if _UNSURE.search(_TAG.sub("", s)):
+        raise _Unsure(s)
+    return _MD_UNESCAPE.sub(r"\1", s)
+
+
+def _cell_html(s: str, href: Any) -> str:
+    parts: list[str] = []
+    pos = 0
+    for m in _LINK.finditer(s):
+        parts.append(_bold_html(s[pos:m.start()]))
+        target = href(m.group(2))
+        if target is None:
+            raise _Unsure(s)
+        parts.append(f'<a href="{html.escape(target, quote=True)}">{_bold_html(m.group(1))}</a>')
+        pos = m.end()
+    parts.append(_bold_html(s[pos:]))
+    return "".join(parts)
+
+
+def _bold_html(s: str) -> str:
+    out, pos = [], 0
+    for m in _BOLD.finditer(s):
+        out.append(_escaped_text_only(s[pos:m.start()]))
+        out.append(f"<strong>{_escaped_text_only(m.group(1))}</strong>")
+        pos = m.end()
+    out.append(_escaped_text_only(s[pos:]))
+    return "".join(out)
+
+
+def _split_row(line: str) -> list[str]:
+    return line[2:-2].split(" | ") if line.endswith(" |") else line[2:-1].split(" | ")
+
+
+def _table_html(block: str, href: Any) -> str | None:
+    lines = block.rstrip("\n").split("\n")
+    head, sep, body = _split_row(lines[0]), _split_row(lines[1]), [_split_row(ln) for ln in lines[2:]]
+    if len(head) != len(sep) or any(len(r) != len(head) for r in body):
+        return None
+    style = [f' style="text-align: {_ALIGN[a.strip()]};"' if a.strip() in _ALIGN else "" for a in sep]
+    try:
+        out = ["<table>", "<thead>", "<tr>"]
+        out += [f"<th{st}>{_cell_html(c.strip(), href)}</th>" for c, st in zip(head, style)]
+        out += ["</tr>", "</thead>", "<tbody>"]
+        for r in body:
+            out.append("<tr>\n" + "\n".join(f"<td{st}>{_cell_html(c.strip(), href)}</td>" for c, st in zip(r, style)) + "\n</tr>")
+        out += ["</tbody>", "</table>"]
+    except _Unsure:
+        return None
+    return "\n".join(out)
+
+
+TABLE_TOKEN = "almanactable" + secrets.token_hex(8)  # per build: no artifact text can name it
+_TOKEN_P = re.compile(rf"<p>{TABLE_TOKEN}(\d+)</p>")
+
+
+def tables_to_html(text: str, href: Any, stash: list[str] | None = None) -> str:
+    """Every pipe table of ``text`` (a page's Markdown) as an HTML block; ``href(target)`` gives a link
+    target's URL as the page will use it (None: leave that table to Markdown). With ``stash``, each
+    table goes there and the text holds a placeholder paragraph instead (Markdown then does not even
+    read the table's HTML); ``put_tables`` puts them back into the page's HTML."""
+    def one(m: re.Match[str]) -> str:
+        done = _table_html(m.group(0), href)
+        if done is None:
+            return m.group(0)
+        if stash is None:
+            return f"\n{done}\n\n"
+        stash.append(done)
+        return f"\n{TABLE_TOKEN}{len(stash) - 1}\n\n"
+
+    return _PIPE_TABLE.sub(one, text)
+
+
+_FIGURE = re.compile(r'(?m)^<figure class="almanac-figure">.*</figure>$')  # one line: what charts.embed() writes
+
+
+def hold_figures(text: str, stash: list[str]) -> str:
+    """Each chart figure (raw HTML that Markdown would pass through as it is) waits in ``stash`` too:
+    Markdown need not scan its inline spec."""
+    def one(m: re.Match[str]) -> str:
+        stash.append(m.group(0))
+        return f"\n{TABLE_TOKEN}{len(stash) - 1}\n"
+
+    return _FIGURE.sub(one, text)
+
+
+def put_tables(html_text: str, stash: list[str]) -> str:
+    return _TOKEN_P.sub(lambda m: stash[int(m.group(1))], html_text) if stash else html_text

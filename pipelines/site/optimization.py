@@ -339,6 +339,9 @@ def _sweep_section(sw: opt.Sweep) -> list[str]:
     return out
 
 
+SWEEPS_SHOWN = 6  # sweeps shown in full per track (the newest)
+
+
 def optimization_page(docs: list[dict[str, Any]]) -> str:
     all_sweeps = opt.sweeps(docs)
     if not all_sweeps:
@@ -354,6 +357,13 @@ def optimization_page(docs: list[dict[str, Any]]) -> str:
         if not group:
             continue
         out += [f"## {cell(opt.TRACK_TITLES[track])}", "", TRACK_INTRO[track], ""]
+        if len(group) > SWEEPS_SHOWN:
+            # the newest sweeps in full; every sweep's best point is in the table above, every point in the runs browser
+            newest = sorted(group, key=lambda sw: max(p.doc["created"] for p in sw.points), reverse=True)
+            out += [f"Showing the {SWEEPS_SHOWN} most recently measured of {len(group):,} sweeps of this track; every "
+                    "sweep's best point is in the table above and every point in the [runs browser](runs/index.md).", ""]
+            keep = {id(sw) for sw in newest[:SWEEPS_SHOWN]}
+            group = [sw for sw in group if id(sw) in keep]
         for sw in group:
             out += _sweep_section(sw)
     t = degeneration.thresholds()

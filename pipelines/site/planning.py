@@ -543,6 +543,10 @@ def vram_vs_measured(runs: list[dict[str, Any]]) -> str:
     return "\n".join(out)
 
 
+ROOFLINE_CHART_RUNS = 40  # runs drawn in the roofline chart (a bar pair each); the table's downloads hold all
+MODELS_SHOWN = 12  # model files with a memory section of their own on the page
+
+
 def memory_page(runs: list[dict[str, Any]], hosts: list[dict[str, Any]]) -> str:
     try:
         settings = mem.load_planner_settings()
@@ -561,6 +565,17 @@ def memory_page(runs: list[dict[str, Any]], hosts: list[dict[str, Any]]) -> str:
             "gpu_runtime_overhead_source": f"the median residual of {n_gpu_runs} measured GPU runs"})
     out = ["## Predicted against measured", "", "### Host RAM (CPU runs)", "", predicted_vs_measured(runs), "",
            "### GPU memory", "", vram_vs_measured(runs), ""]
+    if len(docs) > MODELS_SHOWN:
+        # a section per model file: the newest few; the rest are listed (the planner plans any of them)
+        newest = sorted(docs, key=lambda d: d["created"], reverse=True)
+        out += ["## Model files", "",
+                f"{len(docs):,} model files have measurements; the {MODELS_SHOWN} most recently measured have a section "
+                "below. Plan any other with `invoke plan.memory --model NAME_OR_PATH`.", "",
+                table(["model", "quantization", "parameters", "file size", "last measured"],
+                      [[cell(d["model"]["name"]), cell(d["model"]["gguf"].get("quantization")), num(d["model"].get("n_params"), 0),
+                        nbytes(d["model"].get("size_bytes")), cell(d["created"])] for d in newest], max_rows=50), ""]
+        shown = {id(d) for d in newest[:MODELS_SHOWN]}
+        docs = [d for d in docs if id(d) in shown]
     for d in docs:
         try:
             shape = mem.ModelShape.from_facts(d["model"]["gguf"], d["model"]["name"])
@@ -631,7 +646,7 @@ def roofline_page(runs: list[dict[str, Any]], hosts: list[dict[str, Any]]) -> st
                      _pct(r.get("efficiency_single"), 0, sign=False),
                      cell(r.get("bound_uses") or "—"),
                      (admonition_inline("not memory-bound") + " " if r.get("fits_llc") else "") + (cell(r["note"]) if r["note"] else "")])
-        if r.get("bound"):
+        if r.get("bound") and len(chart_rows) < 2 * ROOFLINE_CHART_RUNS:
             chart_rows.append({"run": f"{r['model']} · {r['test']} ({r['id'][:12]})", "value": r["measured"], "kind": "measured"})
             chart_rows.append({"run": f"{r['model']} · {r['test']} ({r['id'][:12]})", "value": r["bound"],
                                "kind": f"bound ({r.get('bound_uses') or 'copy'} bandwidth)"})
@@ -655,7 +670,11 @@ def roofline_page(runs: list[dict[str, Any]], hosts: list[dict[str, Any]]) -> st
             color=alt.Color("kind:N", title=None),
             yOffset="kind:N", tooltip=["run:N", "kind:N", alt.Tooltip("value:Q", format=".1f")],
         ).properties(width="container", height=max(80, 40 * len(df) // 2), title="Measured decode rate against the bound")
-        out += ["", charts.embed(chart, caption="Measured decode rate and the bandwidth bound per run.")]
+        with_bound = sum(1 for r in rows_data if r.get("bound"))
+        shown = len(chart_rows) // 2
+        more = (f" The first {shown} of {with_bound:,} runs, in the table's order; every run is in the table's "
+                "downloads.") if shown < with_bound else ""
+        out += ["", charts.embed(chart, caption="Measured decode rate and the bandwidth bound per run." + more)]
     return "\n".join(out)
 
 

@@ -4,7 +4,6 @@ escalation hierarchy, every decision explained from data and linked to its artif
 
 from __future__ import annotations
 
-import json
 from html import escape as _html_escape
 from typing import Any
 
@@ -15,14 +14,17 @@ from runtime.metrics import METRICS
 from .. import quality as quality_mod
 from .. import roles as roles_mod
 from . import charts
-from .markdown import SYNTHETIC_BADGE, admonition, cell, code, link, num, pre, run_link, table
+from .markdown import SYNTHETIC_BADGE, admonition, cell, code, link, num, run_link, table
 
-PROMPT_SHOWN_CHARS = 3000  # long haystacks are cut on the item list; the artifact keeps all of it
+FALLBACKS_SHOWN = 10  # per role and host; the rest are counted
+REJECTED_SHOWN = 25  # rejected configurations listed per role and host (the table's downloads hold all)
+REJECTED_DETAILED = 5  # of which the evidence is shown (folded)
 
 
 def quality_link(qid: str, from_dir: str = "") -> str:
-    """Relative link from a page in ``from_dir`` ("" = docs/) to a quality artifact page."""
-    return f"{qid}.md" if from_dir == "quality-runs" else ("../" * (from_dir.count("/") + 1) if from_dir else "") + f"quality-runs/{qid}.md"
+    """Relative link from a page in ``from_dir`` ("" = docs/) to a quality artifact's detail view."""
+    prefix = "" if from_dir == "quality-runs" else ("../" * (from_dir.count("/") + 1) if from_dir else "") + "quality-runs/"
+    return f"{prefix}run.md?id={qid}"
 
 
 def _pct(v: Any) -> str:
@@ -107,93 +109,10 @@ def quality_page(docs: list[dict[str, Any]]) -> str:
     return "\n".join(out)
 
 
-def _details_text(details: dict[str, Any]) -> str:
-    return json.dumps(details, indent=1, sort_keys=True, ensure_ascii=False)[:6000]
-
-
-def quality_run_page(doc: dict[str, Any]) -> str:
-    """One quality artifact: provenance, summary, and every item (prompt, output, verdict, evidence)."""
-    s = doc["summary"]
-    style = quality_mod.style_of(doc)
-    title = f"{doc['model']['name']} · {quality_mod.suite_style(doc['suite']['name'], style)} · {doc['host']['id']}"
-    # Model output may hold Jinja syntax ({{ }}, {% %}, {# #}): this page is data, never a template.
-    out = ["---", "render_macros: false", "---", "", f"# {cell(title)}", ""]
-    out.append(f"**Artifact** {code(doc['id'])} · **status** {cell(doc['status'])} · **created** {cell(doc['created'])} · "
-               f"**matrix** {cell(doc['matrix']['name'])} · **file** {code(doc.get('_path', ''))}")
-    out.append("")
-    if doc.get("error"):
-        out.append(admonition("failure", f"Incomplete: {doc['error'].get('kind')}", cell(doc["error"].get("message"))))
-    suite = doc["suite"]
-    src = suite.get("source") or {}
-    out.append(f"**Suite** {code(suite['name'])} v{num(suite['version'], 0)} ({cell(suite['category'])}, "
-               f"{num(suite['n_items_in_suite'], 0)} items; sample of {num(len(suite['sample']['ids']), 0)} with seed "
-               f"{num(suite['sample']['seed'], 0)}) · **prompt style** {code(style)}"
-               + (f" · **chance** {_pct(s['chance'])}" if s.get("chance") is not None else "")
-               + f" · **content sha256** {code(suite['content_sha256'][:16])}")
-    if src.get("package"):
-        out.append(f"  \n**Source** {cell(src['package'])} {cell(src.get('version'))}, {code(src.get('file'))}: "
-                   f"{num(src.get('usable'), 0)} of {num(src.get('total_in_file'), 0)} usable; {cell(src.get('scoring'))}")
-    out.append("")
-    out += ["## Summary", "",
-            table(["scored", "passed", "pass rate", "CI95 (Wilson)", "degenerate", "generation errors",
-                   "mean output tokens", "mean E2E (ms)"],
-                  [[num(s["n"], 0), num(s["passed"], 0), _pct(s["pass_rate"]), _ci(s["ci95_low"], s["ci95_high"]),
-                    num(s["degenerate"], 0), num(s["generation_errors"], 0), num(s.get("output_tokens_mean"), 1),
-                    num(s.get("e2e_ms_mean"), 0)]], ["r"] * 8), ""]
-    if s.get("by_tag"):
-        rows = [[cell(t), num(v["n"], 0), num(v["passed"], 0), _pct(v["pass_rate"]), _ci(v["ci95_low"], v["ci95_high"])]
-                for t, v in s["by_tag"].items()]
-        out += ["### By tag", "", table(["tag", "n", "passed", "pass rate", "CI95"], rows, ["l", "r", "r", "r", "r"]), ""]
-    out += ["## Items", ""]
-    rows = []
-    for it in doc["items"]:
-        flags = ", ".join(it["degeneration"]["flags"]) or "—"
-        t = it["timing"]
-        rows.append([link(it["id"], f"#item-{_anchor(it['id'])}"), cell(", ".join(it["tags"]) or "—"), code(it["scorer"]),
-                     "pass" if it["passed"] else "**fail**", cell(flags), num(t.get("prompt_tokens"), 0),
-                     num(t.get("output_tokens"), 0), num(t.get("e2e_ms"), 0)])
-    out.append(table(["item", "tags", "scorer", "verdict", "degeneration", "prompt tokens", "output tokens", "E2E (ms)"],
-                     rows, ["l", "l", "l", "l", "l", "r", "r", "r"]))
-    out.append("")
-    for it in doc["items"]:
-        out.append(f'### {cell(it["id"])} {{#item-{_anchor(it["id"])}}}')
-        out.append("")
-        verdict = "pass" if it["passed"] else "fail"
-        out.append(f"**Verdict** {verdict} · **scorer** {code(it['scorer'])} v{num(it['scorer_version'], 0)} · "
-                   f"**expected** {cell(it['expected'])}")
-        out.append("")
-        if it.get("error"):
-            out.append(admonition("failure", "Generation error", cell(it["error"])))
-        if it["degeneration"]["degenerate"]:
-            out.append(admonition("warning", "Degenerate output", cell("; ".join(it["degeneration"]["reasons"]))))
-        prompt = it["prompt"]
-        shown = prompt if len(prompt) <= PROMPT_SHOWN_CHARS else (
-            prompt[:PROMPT_SHOWN_CHARS // 2] + f"\n[… {len(prompt) - PROMPT_SHOWN_CHARS:,} characters not shown …]\n"
-            + prompt[-PROMPT_SHOWN_CHARS // 2:])
-        out += ["Prompt:", "", pre(shown), "", "Output:", "", pre(it["output"] or "(empty)"), "",
-                "Scorer evidence:", "", pre(_details_text(it["details"])), ""]
-    out += ["## Configuration", "", pre(json.dumps({"settings": doc["settings"], "generation": doc["generation"]},
-                                                   indent=1, sort_keys=True)), ""]
-    out += ["## Host and build", "", pre(json.dumps({"host": doc["host"], "build": doc["build"],
-                                                    "resources": doc["resources"], "sandbox": doc.get("sandbox")},
-                                                   indent=1, sort_keys=True)), ""]
-    out += ["## Log (tail)", "", pre(doc.get("log_tail") or ""), ""]
-    return "\n".join(out)
-
-
 def _anchor(item_id: str) -> str:
     import re
 
     return re.sub(r"[^a-z0-9]+", "-", item_id.lower()).strip("-")
-
-
-def quality_index(docs: list[dict[str, Any]]) -> str:
-    rows = []
-    for d in sorted(docs, key=lambda d: (d["created"], d["id"]), reverse=True):
-        s = d["summary"]
-        rows.append([link(d["id"], f"{d['id']}.md"), cell(d["created"]), code(d["host"]["id"]), cell(d["model"]["name"]),
-                     code(d["suite"]["name"]), f"{_pct(s['pass_rate'])} ({s['passed']}/{s['n']})", cell(d["status"])])
-    return table(["artifact", "created", "host", "model", "suite", "pass rate", "status"], rows)
 
 
 # -- roles --------------------------------------------------------------------------------
@@ -322,22 +241,24 @@ def roles_page(reg: roles_mod.RolesFile, assignments: list[roles_mod.Assignment]
                 body += [f"**Assigned:** {cell(a.chosen.label)}: meets every requirement and ranks first.", "",
                          _evidence_table(a.chosen), ""]
             if a.fallbacks:
-                body += ["**Fallback chain** (eligible, in rank order): "
-                         + " → ".join(cell(c.label) for c in a.fallbacks), ""]
-            unmeasured = [c for c in a.rejected if c.state == "not measured"]
-            for c in a.rejected:
-                if c.state == "not measured":
-                    continue
-                body += [f"**{cell(c.state.capitalize())}:** {cell(c.label)}: {cell(', '.join(c.reasons))}", "",
-                         _evidence_table(c), ""]
-            if unmeasured:
-                body += ["**Not measured** (no artifact for any requirement): "
-                         + ", ".join(cell(c.label) for c in unmeasured), ""]
-            title = f"{role_name} on {a.host_id or 'no host with speed data'}: {a.status}"
-            kind = "success" if a.chosen else ("warning" if a.status == "not resolved" else "note")
-            # folded: <details> through md_in_html (the Markdown inside is rendered)
-            out += [f'<details class="{kind}" markdown="1">', f"<summary>{html_escape(title)}</summary>", "",
-                    "\n".join(body), "", "</details>", ""]
+                out.append("**Fallback chain** (eligible, in rank order):")
+                out.append("")
+                for i, c in enumerate(a.fallbacks[:FALLBACKS_SHOWN], 1):
+                    out.append(f"{i}. {cell(c.label)}")
+                if len(a.fallbacks) > FALLBACKS_SHOWN:
+                    out.append(f"{FALLBACKS_SHOWN + 1}. … and {len(a.fallbacks) - FALLBACKS_SHOWN:,} more eligible configurations")
+                out.append("")
+            if a.rejected:
+                # one line per rejected configuration (all of them in the table's downloads); the
+                # evidence of the first few, folded: the page stays short however many candidates run
+                out.append(f"**Rejected** ({len(a.rejected):,}):")
+                out.append("")
+                out.append(table(["configuration", "why"], [[cell(c.label), cell(", ".join(c.reasons))] for c in a.rejected],
+                                 max_rows=REJECTED_SHOWN))
+                out.append("")
+                for c in a.rejected[:REJECTED_DETAILED]:
+                    out += [f'<details markdown="1"><summary>Evidence: {cell(c.label)}</summary>', "",
+                            _evidence_table(c), "", "</details>", ""]
     return "\n".join(out)
 
 

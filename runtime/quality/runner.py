@@ -34,7 +34,7 @@ from .. import __version__, artifacts, backends, models, record, stats
 from .. import host as hostinfo
 from ..paths import data_dir, relpath
 from .. import runner
-from ..runner import ChildOutcome, merged_settings, run_child, tail_log
+from ..runner import ChildOutcome, merged_settings, tail_log
 from . import scorers
 from .matrix import QualityConfiguration, load as load_matrix
 

@@ -1,0 +1,241 @@
+"""The site at scale: time `invoke site.build` on N synthetic but schema-valid artifacts.
+
+For each N the script writes a scratch data folder: the project's inputs (registries,
+matrices, suites) plus N artifacts derived from the committed ones. Copy 0 is the committed
+set itself; copy c > 0 of an artifact gets a host other than the committed ones (one of
+HOSTS variants of its host), a model other than the committed ones (one of MODELS variants:
+name and file hash), a distinct key and id (every copy is a configuration of its own, as a
+nightly run with a new build is), and a date c days earlier, and is validated against its schema before it is written. Projection records are
+not copied (they summarise a host's runs; the originals stay).
+
+It then builds the site from that folder (ALMANAC_DATA) twice: cold (empty validation cache)
+and warm (the cache the first build left: a repeated build), reporting wall seconds and the
+peak resident memory of the whole process tree (psutil, sampled every 20 ms), and the
+largest pages. With --all-noop N it also times `invoke all` with nothing new at N artifacts.
+
+    python benchmarks/site_scale.py --sizes 100,1000,10000 --out benchmarks/results/cpu/site-scale.json
+
+Run the measurements on a quiet machine (flock -x /tmp/almanac-cpu.lock ...).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from runtime import artifacts  # noqa: E402
+from runtime.host import slug  # noqa: E402
+
+ARTIFACT_DIRS = ("runs", "hosts", "projections", "quality")
+HOSTS = 8  # variants per committed host: a few hosts that benchmark every night
+MODELS = 16  # variants per committed model: a team's model zoo grows slower than its history
+
+
+def _sha(*parts: Any) -> str:
+    return hashlib.sha256("\0".join(map(str, parts)).encode()).hexdigest()
+
+
+def _stamp(created: datetime, ms: bool) -> str:
+    return created.strftime("%Y%m%dT%H%M%S") + (f".{created.microsecond // 1000:03d}" if ms else "") + "Z"
+
+
+def variant(doc: dict[str, Any], c: int) -> tuple[dict[str, Any], str]:
+    """Copy ``c`` of an artifact: distinct host, model, key, id and date; and its path in data/."""
+    d = json.loads(json.dumps(doc))
+    host = f"{doc['host']['id']}-s{c % HOSTS}"
+    d["host"] = dict(d["host"], id=host, name=f"{doc['host'].get('name', host)}-s{c % HOSTS}")
+    created = datetime.fromisoformat(doc["created"]) - timedelta(days=c)
+    d["created"] = created.isoformat(timespec="seconds") if "." not in doc["created"] else created.isoformat()
+    kind = d["artifact"]
+    if kind == "host":
+        d["id"] = f"{host}-{_stamp(created, False)}"
+        name = re.sub(r"-\d{8}T\d{6}Z\.json$", "", Path(doc["_file"]).name)
+        return d, f"hosts/{host}/{name}-{_stamp(created, False)}.json"
+    model = d["model"]
+    model["name"] = f"{model['name']}-m{c % MODELS}"
+    if model.get("sha256"):
+        model["sha256"] = _sha(model["sha256"], c % MODELS)
+    d["key"] = _sha(doc["key"], c)
+    ms = "." in doc["id"].split("-", 1)[1]
+    prefix = "q" if kind == "quality" else ""
+    d["id"] = f"{prefix}{d['key'][:12]}-{_stamp(created, ms)}"
+    if (d.get("matrix") or {}).get("baseline_key"):
+        d["matrix"]["baseline_key"] = _sha(doc["matrix"]["baseline_key"], c)
+    what = doc["test"]["name"] if kind == "run" else doc["suite"]["name"]
+    folder = "runs" if kind == "run" else "quality"
+    safe = re.sub(r"[^A-Za-z0-9._-]+", "-", what)
+    return d, f"{folder}/{host}/{slug(model['name'])}/{safe}--{d['key'][:16]}-{d['id'].split('-', 1)[1]}.json"
+
+
+def committed() -> list[dict[str, Any]]:
+    docs = []
+    for path in artifacts.iter_files(ROOT / "data"):
+        doc = artifacts.load(path)
+        doc["_file"] = str(path.relative_to(ROOT / "data"))
+        docs.append(doc)
+    return docs
+
+
+def make_data(dest: Path, n: int, base: list[dict[str, Any]]) -> int:
+    """The project's inputs plus ``n`` artifacts (committed ones first, then copies)."""
+    shutil.copytree(ROOT / "data", dest, ignore=lambda d, names: [x for x in names if Path(d) == ROOT / "data" and x in ARTIFACT_DIRS])
+    copyable = [d for d in base if d["artifact"] != "projection"]
+    written = 0
+    for d in base:  # copy 0: the committed set as it is
+        if written >= n:
+            break
+        (dest / d["_file"]).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(ROOT / "data" / d["_file"], dest / d["_file"])
+        written += 1
+    c = 1
+    while written < n:
+        for d in copyable:
+            if written >= n:
+                break
+            doc, rel = variant(d, c)
+            doc.pop("_file", None)
+            artifacts.write(dest / rel, doc)
+            written += 1
+        c += 1
+    return written
+
+
+def timed(cmd: list[str], env: dict[str, str], cwd: Path) -> tuple[float, int, subprocess.CompletedProcess]:
+    """Wall seconds and the peak summed RSS of the process tree."""
+    import psutil
+
+    import resource
+
+    r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    parent = psutil.Process(proc.pid)
+    peak = 0
+    while proc.poll() is None:
+        total = 0
+        try:
+            for p in [parent] + parent.children(recursive=True):
+                try:
+                    total += p.memory_info().rss
+                except psutil.Error:
+                    pass
+        except psutil.Error:
+            pass
+        peak = max(peak, total)
+        time.sleep(0.02)
+    out, err = proc.communicate()
+    wall = time.perf_counter() - t0
+    r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    timed.cpu = (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)  # type: ignore[attr-defined]
+    return wall, peak, subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+
+
+def page_sizes(site: Path) -> dict[str, Any]:
+    pages = sorted(((p.stat().st_size, str(p.relative_to(site))) for p in site.rglob("*.html")), reverse=True)
+    inline = []
+    for size, rel in pages[:10]:
+        text = (site / rel).read_text(encoding="utf-8")
+        data = sum(len(m) for m in re.findall(r'<script type="application/json"[^>]*>(.*?)</script>', text, flags=re.S))
+        inline.append((data, rel))
+    extra = {rel: (site / rel).stat().st_size for rel in ("runs/index-data.js", "quality-runs/index-data.js") if (site / rel).exists()}
+    return {"largest_pages": [{"page": rel, "bytes": size} for size, rel in pages[:5]],
+            "largest_inline_chart_data": [{"page": rel, "bytes": b} for b, rel in sorted(inline, reverse=True)[:3]],
+            "html_pages": len(pages), "browser_indexes": extra}
+
+
+def build(data: Path, out: Path, cache: Path) -> dict[str, Any]:
+    env = dict(os.environ, ALMANAC_DATA=str(data), ALMANAC_CACHE=str(cache), PYTHONPATH=str(ROOT),
+               DISABLE_MKDOCS_2_WARNING="true", NO_MKDOCS_2_WARNING="1")
+    wall, peak, proc = timed([sys.executable, "-m", "invoke", "site.build", "--output", str(out)], env, ROOT)
+    if proc.returncode:
+        raise SystemExit(f"site build failed at {data}:\n{proc.stderr[-3000:]}")
+    return {"seconds": round(wall, 2), "cpu_s": round(timed.cpu, 2), "peak_mib": round(peak / 2**20, 1)}  # type: ignore[attr-defined]
+
+
+def all_noop(data: Path, cache: Path, out: Path) -> dict[str, Any]:
+    env = dict(os.environ, ALMANAC_DATA=str(data), ALMANAC_CACHE=str(cache), PYTHONPATH=str(ROOT),
+               DISABLE_MKDOCS_2_WARNING="true", NO_MKDOCS_2_WARNING="1")
+    # the site goes to the default site/ of the working tree, as `invoke all` does
+    wall, peak, proc = timed([sys.executable, "-m", "invoke", "all"], env, ROOT)
+    if proc.returncode:
+        raise SystemExit(f"invoke all failed:\n{proc.stderr[-3000:]}")
+    measured = re.findall(r"(\d+) measured, (\d+) failed, (\d+) already measured", proc.stdout)
+    return {"seconds": round(wall, 2), "cpu_s": round(timed.cpu, 2), "peak_mib": round(peak / 2**20, 1),  # type: ignore[attr-defined]
+            "bench": measured}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sizes", default="100,1000,10000", help="comma-separated artifact counts")
+    ap.add_argument("--all-noop", type=int, default=0, help="also time `invoke all` with nothing new at this many artifacts")
+    ap.add_argument("--scratch", default="", help="scratch folder (default: a temporary one, removed after)")
+    ap.add_argument("--out", default="", help="write the results as JSON here")
+    ap.add_argument("--reuse", action="store_true", help="keep a data folder already in --scratch (e.g. one where "
+                    "`invoke all` already measured this host's default matrix, so a second one has nothing new)")
+    args = ap.parse_args()
+    sizes = [int(x) for x in args.sizes.split(",") if x.strip()]
+    scratch = Path(args.scratch or tempfile.mkdtemp(prefix="almanac-scale-"))
+    base = committed()
+    results: dict[str, Any] = {"committed_artifacts": len(base), "cpu_count": os.cpu_count(), "sizes": []}
+    try:
+        for n in sizes:
+            data = scratch / f"data-{n}"
+            t0 = time.perf_counter()
+            if args.reuse and data.exists():
+                written = sum(1 for _ in artifacts.iter_files(data))
+            else:
+                shutil.rmtree(data, ignore_errors=True)
+                written = make_data(data, n, base)
+            gen = time.perf_counter() - t0
+            cache = scratch / f"cache-{n}"
+            shutil.rmtree(cache, ignore_errors=True)
+            site = scratch / f"site-{n}"
+            cold = build(data, site, cache)
+            warm = build(data, site, cache)
+            row = {"artifacts": written, "generated_s": round(gen, 1), "cold": cold, "warm": warm, **page_sizes(site)}
+            results["sizes"].append(row)
+            print(f"N={written:>6}: cold {cold['seconds']:6.2f} s (cpu {cold['cpu_s']:.1f} s), {cold['peak_mib']:7.1f} MiB peak; "
+                  f"warm {warm['seconds']:6.2f} s (cpu {warm['cpu_s']:.1f} s), {warm['peak_mib']:7.1f} MiB; largest page "
+                  f"{row['largest_pages'][0]['page']} {row['largest_pages'][0]['bytes'] / 1024:.0f} KiB", flush=True)
+            shutil.rmtree(site, ignore_errors=True)
+        if len(results["sizes"]) >= 2:
+            a, b = results["sizes"][0], results["sizes"][-1]
+            for k in ("cold", "warm"):
+                per = (b[k]["seconds"] - a[k]["seconds"]) / (b["artifacts"] - a["artifacts"]) * 1000
+                results[f"per_artifact_ms_{k}"] = round(per, 2)
+                print(f"marginal cost per artifact ({k}): {per:.2f} ms")
+        if args.all_noop:
+            n = args.all_noop
+            data = scratch / f"data-{n}"
+            if not data.exists():
+                make_data(data, n, base)
+            cache = scratch / f"cache-{n}"
+            first = all_noop(data, cache, scratch)  # may warm caches (model hash, validation)
+            second = all_noop(data, cache, scratch)
+            results["all_noop"] = {"artifacts": n, "first": first, "second": second}
+            print(f"invoke all, nothing new, N={n}: {first['seconds']:.2f} s then {second['seconds']:.2f} s "
+                  f"({second['peak_mib']:.0f} MiB peak); bench: {second['bench']}")
+    finally:
+        if not args.scratch:
+            shutil.rmtree(scratch, ignore_errors=True)
+    if args.out:
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(json.dumps(results, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,125 @@
+"""Every artifact under data/, read and validated once.
+
+The site build (every page, macro and generated file) works from one loaded set: each file
+is read, parsed and validated once per build, through runtime.artifacts' content-keyed
+validation cache (bytes already seen valid under the same schemas are not validated again).
+Outside a build the set is reloaded when a file under data/ is added, removed or changed.
+"""
+
+from __future__ import annotations
+
+import gc
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from runtime import artifacts, record
+from runtime.paths import data_dir, relpath
+
+
+@dataclass(frozen=True)
+class Dataset:
+    """Every artifact of a data folder, by type, oldest first; each doc carries ``_path`` (its
+    path relative to the project root, for links) and ``_data_path`` (relative to the data folder:
+    where the site publishes its JSON)."""
+
+    root: Path
+    by_type: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    files: tuple[tuple[str, Path], ...] = ()  # (path relative to root, absolute path) of every artifact
+    id_json: dict[str, str] | None = None  # artifact id -> its published JSON (filled on first use)
+
+    def of(self, artifact: str) -> list[dict[str, Any]]:
+        return self.by_type.get(artifact, [])
+
+    @property
+    def runs(self) -> list[record.RunRecord]:
+        return self.of("run")
+
+    @property
+    def quality(self) -> list[dict[str, Any]]:
+        return self.of("quality")
+
+    @property
+    def hosts(self) -> list[dict[str, Any]]:
+        return self.of("host")
+
+    @property
+    def projections(self) -> list[dict[str, Any]]:
+        return self.of("projection")
+
+
+_CACHE: dict[Path, tuple[object, Dataset]] = {}
+_FROZEN: set[Path] = set()
+
+
+def _fingerprint(files: list[Path]) -> object:
+    out = []
+    for p in files:
+        try:
+            st = p.stat()
+        except FileNotFoundError:
+            continue
+        out.append((str(p), st.st_mtime_ns, st.st_size))
+    return hash(tuple(out))
+
+
+def load(root: Path | None = None) -> Dataset:
+    """The loaded set of ``root`` (default: the data folder), from memory when nothing changed."""
+    root = Path(root or data_dir()).resolve()
+    cached = _CACHE.get(root)
+    if cached is not None and root in _FROZEN:
+        return cached[1]
+    files = list(artifacts.iter_files(root))
+    fp = _fingerprint(files)
+    if cached is not None and cached[0] == fp:
+        return cached[1]
+    cache = artifacts.ValidationCache()
+    by_type: dict[str, list[dict[str, Any]]] = {}
+    rels = []
+    # every file lies under root: its path for messages is root's (resolved once) plus its place in root
+    root_shown = relpath(root)
+    prefix = "" if root_shown == "." else root_shown.rstrip("/") + "/"
+    collecting = gc.isenabled()
+    gc.disable()  # parsed JSON holds no cycles: scanning the growing set at every collection is wasted work
+    try:
+        for path in files:
+            doc = artifacts.load(path, cache)
+            rel = path.relative_to(root).as_posix()
+            doc["_path"] = prefix + rel
+            doc["_data_path"] = rel
+            by_type.setdefault(doc["artifact"], []).append(
+                record.RunRecord(doc, doc["_path"]) if doc["artifact"] == record.ARTIFACT else doc)
+            rels.append((rel, path))
+    finally:
+        if collecting:
+            gc.enable()
+        cache.save()
+    for docs in by_type.values():
+        docs.sort(key=lambda d: (d["created"], d["id"]))
+    ds = Dataset(root=root, by_type=by_type, files=tuple(rels))
+    _CACHE[root] = (fp, ds)
+    return ds
+
+
+def freeze(root: Path | None = None) -> Dataset:
+    """Load now and serve this set without re-checking the files until ``thaw`` (one build)."""
+    root = Path(root or data_dir()).resolve()
+    _FROZEN.discard(root)
+    ds = load(root)
+    _FROZEN.add(root)
+    return ds
+
+
+def thaw(root: Path | None = None) -> None:
+    _FROZEN.discard(Path(root or data_dir()).resolve())
+
+
+def published_json() -> dict[str, str]:
+    """Artifact id -> the site path of its published JSON, for the set being built (empty outside a build)."""
+    for root in _FROZEN:
+        ds = _CACHE[root][1]
+        if ds.id_json is None:
+            object.__setattr__(ds, "id_json", {d["id"]: "data/" + d["_data_path"] for docs in ds.by_type.values() for d in docs})
+        return ds.id_json
+    return {}

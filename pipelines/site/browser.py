@@ -1,0 +1,168 @@
+"""The runs browser and the artifact viewer: one page lists every artifact of a kind (runs,
+quality runs) in a table filtered and sorted in the browser; one page shows any artifact from
+its published JSON. Neither goes through Markdown, Jinja or the search index per artifact:
+the build writes one compact index (``<folder>/index-data.js``, also as ``index.json`` and
+``index.csv``) and mirrors every artifact's JSON under ``data/`` in the site, so the cost of
+an artifact is one row and one file copy.
+
+The JS lives in docs/assets/js/runs.js; these functions return the page bodies and the index.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from runtime.metrics import HEADLINE_BY_KIND, METRICS
+
+
+ROOT = "@@ALMANAC_ROOT@@/"  # replaced per page by the build hook with the relative path to the site root
+
+
+@dataclass(frozen=True)
+class Kind:
+    """One browsable artifact type: where its pages live and how a row reads."""
+
+    name: str  # artifact type
+    folder: str  # site folder of the browser page (viewer at <folder>/run/)
+    title: str
+    noun: str
+
+
+KINDS = {
+    "run": Kind("run", "runs", "runs", "runs"),
+    "quality": Kind("quality", "quality-runs", "quality runs", "quality runs"),
+}
+
+
+def _headline(d: dict[str, Any]) -> tuple[float | None, str, str]:
+    name = HEADLINE_BY_KIND.get(d["test"]["kind"])
+    s = (d.get("summary") or {}).get(name) if name else None
+    if not s or s.get("mean") is None:
+        return None, "", ""
+    m = METRICS[name]
+    return round(float(s["mean"]), m.decimals), m.unit, m.label
+
+
+def run_row(d: dict[str, Any]) -> dict[str, Any]:
+    value, unit, label = _headline(d)
+    return {"id": d["id"], "created": d["created"], "host": d["host"]["id"], "model": d["model"]["name"],
+            "test": d["test"]["name"], "backend": d["backend"], "status": d["status"],
+            "metric": label, "value": value, "unit": unit,
+            "title": f"{d['model']['name']} · {d['test']['name']} · {d['host']['id']}", "json": "data/" + d["_data_path"]}
+
+
+def quality_row(d: dict[str, Any]) -> dict[str, Any]:
+    s = d.get("summary") or {}
+    rate = s.get("pass_rate")
+    return {"id": d["id"], "created": d["created"], "host": d["host"]["id"], "model": d["model"]["name"],
+            "suite": d["suite"]["name"], "backend": d["backend"], "status": d["status"],
+            "pass_rate": None if rate is None else round(100 * float(rate), 1), "passed": s.get("passed"), "n": s.get("n"),
+            "title": f"{d['model']['name']} · {d['suite']['name']} · {d['host']['id']}", "json": "data/" + d["_data_path"]}
+
+
+# (name, label, type, filter, hidden, dictionary-encoded)
+_COLUMNS = {
+    "run": [("id", "run", "str", False, False, False), ("created", "measured (UTC)", "str", False, False, False),
+            ("host", "host", "str", True, False, True), ("model", "model", "str", True, False, True),
+            ("test", "test", "str", True, False, True), ("backend", "backend", "str", True, False, True),
+            ("status", "status", "str", True, False, True), ("metric", "headline metric", "str", False, False, True),
+            ("value", "value", "num", False, False, False), ("unit", "unit", "str", False, True, True),
+            ("json", "JSON", "str", False, False, False), ("title", "title", "str", False, True, False)],
+    "quality": [("id", "quality run", "str", False, False, False), ("created", "measured (UTC)", "str", False, False, False),
+                ("host", "host", "str", True, False, True), ("model", "model", "str", True, False, True),
+                ("suite", "suite", "str", True, False, True), ("backend", "backend", "str", True, False, True),
+                ("status", "status", "str", True, False, True), ("pass_rate", "pass rate (%)", "num", False, False, False),
+                ("passed", "passed", "num", False, False, False), ("n", "scored", "num", False, False, False),
+                ("json", "JSON", "str", False, False, False), ("title", "title", "str", False, True, False)],
+}
+
+
+def index_rows(kind: str, docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    make = run_row if kind == "run" else quality_row
+    return [make(d) for d in sorted(docs, key=lambda d: (d["created"], d["id"]), reverse=True)]
+
+
+def index_data(kind: str, rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The compact index the browser reads: columns, a dictionary per repeated column, rows of values."""
+    cols = _COLUMNS[kind]
+    values: dict[str, list[Any]] = {}
+    lookup: dict[str, dict[Any, int]] = {}
+    for name, _, _, _, _, dict_ in cols:
+        if dict_:
+            values[name], lookup[name] = [], {}
+    out_rows = []
+    for r in rows:
+        out = []
+        for name, _, _, _, _, dict_ in cols:
+            v = r.get(name)
+            if dict_:
+                idx = lookup[name].get(v)
+                if idx is None:
+                    idx = lookup[name][v] = len(values[name])
+                    values[name].append(v)
+                v = idx
+            out.append(v)
+        out_rows.append(out)
+    columns = []
+    for name, label, typ, filt, hidden, dict_ in cols:
+        c: dict[str, Any] = {"name": name, "label": label, "type": typ}
+        if filt:
+            c["filter"] = True
+        if hidden:
+            c["hidden"] = True
+        if dict_:
+            c["dict"] = True
+        if kind == "run" and name == "value":
+            c["unit_col"] = "unit"
+        columns.append(c)
+    k = KINDS[kind]
+    data: dict[str, Any] = {"title": k.title, "noun": k.noun, "default_sort": "created", "columns": columns,
+                            "values": values, "rows": out_rows}
+    if kind == "run":
+        data["metrics"] = {m.name: [m.label, m.unit, m.decimals] for m in METRICS.values()}
+    return data
+
+
+def index_script(kind: str, data: dict[str, Any]) -> str:
+    """``index-data.js``: the index as a script (a page opened from disk may load scripts, not fetch JSON)."""
+    text = json.dumps(data, separators=(",", ":"), ensure_ascii=True, allow_nan=False)
+    text = text.replace("<", "\\u003c").replace(">", "\\u003e")
+    return f"window.ALMANAC_INDEX=window.ALMANAC_INDEX||{{}};window.ALMANAC_INDEX[{json.dumps(kind)}]={text};\n"
+
+
+def index_csv(kind: str, rows: list[dict[str, Any]]) -> str:
+    names = [c[0] for c in _COLUMNS[kind]]
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=names, extrasaction="ignore", lineterminator="\n")
+    w.writeheader()
+    for r in rows:
+        w.writerow(r)
+    return buf.getvalue()
+
+
+def index_json(rows: list[dict[str, Any]]) -> str:
+    # one row a line (json's C encoder; an indented dump goes through the pure-Python one)
+    return "[\n" + ",\n".join(json.dumps(r, ensure_ascii=False, allow_nan=False) for r in rows) + "\n]\n"
+
+
+def browser_page(kind: str, count: int) -> str:
+    """The body of the browser page: filters and table are built by runs.js from the index."""
+    k = KINDS[kind]
+    base = f"{ROOT}{k.folder}/"
+    return (f'<div id="almanac-browser" class="almanac-browser" data-kind="{kind}" data-root="{ROOT}" data-viewer="{base}run/">'
+            f"<p>Loading the list of {count:,} {k.noun} (needs JavaScript)…</p></div>\n"
+            f'<script src="{base}index-data.js"></script>\n\n'
+            f'<p class="almanac-downloads">The whole list: <a href="{base}index.csv" download>CSV</a> · '
+            f'<a href="{base}index.json" download>JSON</a>; every artifact is published as JSON under '
+            f'<a href="{ROOT}data.md">data/</a> with the same path as in the repository.</p>\n')
+
+
+def viewer_page(kind: str) -> str:
+    k = KINDS[kind]
+    return (f'<div id="almanac-viewer" class="almanac-viewer" data-kind="{kind}" data-root="{ROOT}">'
+            f'<p>Loading… (needs JavaScript). <a href="{ROOT}{k.folder}/">All {k.noun}</a></p></div>\n'
+            f'<script src="{ROOT}{k.folder}/index-data.js"></script>\n')

@@ -1,0 +1,161 @@
+"""MkDocs hooks (mkdocs.yml ``hooks:``): what the build does besides rendering pages.
+
+* before the build: load every artifact once (pipelines.dataset) and keep that set for the build;
+* per page: turn the site-root placeholder of raw HTML links into the page's relative path; index a
+  data-heavy page for search by its prose and the distinct names in its tables (not every figure);
+* after the build: publish every artifact's JSON under ``data/`` (the repository's paths), the
+  runs browser's indexes, and every table's CSV and JSON.
+
+All of it is linear in the number of artifacts: one copy and one index row each.
+"""
+
+from __future__ import annotations
+
+import gc
+import posixpath
+import re
+import shutil
+from pathlib import Path
+from typing import Any
+
+from mkdocs.plugins import CombinedEvent, event_priority
+
+from pipelines import dataset
+from runtime.paths import schema_dir
+from pipelines.site import browser, markdown
+
+
+def on_pre_build(config: Any, **_: Any) -> None:
+    markdown.reset_tables()
+    dataset.freeze()
+    # The loaded set (millions of small objects) lives for the whole build: keep it out of the cyclic
+    # garbage collector's scans, which would otherwise walk all of it at every full collection.
+    gc.collect()
+    gc.freeze()
+
+
+def relative_root(url: str) -> str:
+    """From a page URL ("", "leaderboard/", "runs/run/") to the site root ("", "../", "../../")."""
+    return "../" * url.count("/")
+
+
+def link_resolver(src_uri: str, page_url: str) -> Any:
+    """How MkDocs would write a link of the page ``src_uri`` (served at ``page_url``): a relative
+    ``.md`` target becomes the relative URL of that page (directory URLs); anchors, absolute URLs and
+    site-root placeholders stay. Anything else: None (the table is left to Markdown, which knows)."""
+    src_dir = posixpath.dirname(src_uri)
+    up = relative_root(page_url)
+
+    def href(target: str) -> str | None:
+        if target.startswith(("#", "http://", "https://", markdown.ROOT)):
+            return target
+        cut = re.search(r"[?#]", target)
+        path, tail = (target[:cut.start()], target[cut.start():]) if cut else (target, "")
+        if not path.endswith(".md") or path.startswith("/"):
+            return None
+        doc = posixpath.normpath(posixpath.join(src_dir, path))
+        if doc.startswith(".."):
+            return None
+        stem = doc[:-3]
+        url = "" if stem == "index" else (stem[:-len("/index")] + "/" if stem.endswith("/index") else stem + "/")
+        return up + url + tail
+
+    return href
+
+
+@event_priority(-50)  # after mkdocs-macros has rendered the page, before Markdown converts it
+def on_page_markdown(text: str, page: Any, **_: Any) -> str:
+    page._almanac_tables = []  # the page's tables as HTML, put back in on_page_content
+    text = markdown.tables_to_html(text, link_resolver(page.file.src_uri, page.url), page._almanac_tables)
+    return markdown.hold_figures(text, page._almanac_tables)
+
+
+def on_page_content(html: str, page: Any, **_: Any) -> str:
+    html = markdown.put_tables(html, getattr(page, "_almanac_tables", None) or [])
+    return html.replace(markdown.ROOT, relative_root(page.url))
+
+
+# -- search: a data-heavy page is indexed by its prose, headings and the distinct words of its tables --
+SEARCH_COMPACT_BYTES = 64 * 1024  # pages larger than this are indexed in the compact form
+_TABLE = re.compile(r"<table\b.*?</table>", re.S)
+_SCRIPT = re.compile(r"<script\b.*?</script>", re.S)
+_CELL = re.compile(r"<t[dh]\b[^>]*>(.*?)</t[dh]>", re.S)
+_TAG = re.compile(r"<[^>]+>")
+_NO_WORDS = re.compile(r"^[\d\s.,±–—=%×()/:+\-]*$|^[0-9a-f]{12}-\d{8}T[\d.]+Z$")  # figures and run ids
+
+
+def search_text(html: str) -> str:
+    """The page as the search index sees it: each table becomes one paragraph of the cell texts not
+    seen before on the page (names of models, tests, hosts, settings; not figures or run ids), and
+    chart data is left out. The text stays as escaped as it was in the page."""
+    seen: set[str] = set()
+
+    def words(m: re.Match[str]) -> str:
+        out = []
+        for c in _CELL.findall(m.group(0)):
+            t = " ".join(_TAG.sub(" ", c).split())
+            if t and t not in seen and not _NO_WORDS.match(t):
+                seen.add(t)
+                out.append(t)
+        return f"<p>{' · '.join(out)}</p>" if out else ""
+
+    return _TABLE.sub(words, _SCRIPT.sub("", html))
+
+
+@event_priority(100)  # before the search plugin indexes the page
+def _compact_for_search(context: Any, page: Any, **_: Any) -> Any:
+    if len(page.content or "") > SEARCH_COMPACT_BYTES:
+        page._almanac_content = page.content
+        page.content = search_text(page.content)
+    return context
+
+
+@event_priority(-100)  # after the search plugin, before the page is written: the reader gets every row
+def _restore_after_search(context: Any, page: Any, **_: Any) -> Any:
+    full = getattr(page, "_almanac_content", None)
+    if full is not None:
+        page.content = full
+        del page._almanac_content
+    return context
+
+
+on_page_context = CombinedEvent(_compact_for_search, _restore_after_search)
+
+
+def _write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+
+
+def publish(site: Path, ds: dataset.Dataset) -> dict[str, int]:
+    """Write the open data into a built site: the JSON mirror, the browsers' indexes, the tables."""
+    made: set[Path] = set()
+    for rel, src in ds.files:
+        dest = site / "data" / rel
+        if dest.parent not in made:
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            made.add(dest.parent)
+        shutil.copyfile(src, dest)
+    for kind, k in browser.KINDS.items():
+        rows = browser.index_rows(kind, ds.of(kind))
+        folder = site / k.folder
+        _write(folder / "index-data.js", browser.index_script(kind, browser.index_data(kind, rows)))
+        _write(folder / "index.json", browser.index_json(rows))
+        _write(folder / "index.csv", browser.index_csv(kind, rows))
+    for schema in sorted(schema_dir().glob("*.json")):
+        (site / "schema").mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(schema, site / "schema" / schema.name)
+    tables = markdown.table_files()
+    for digest, (headers, rows) in tables.items():
+        # links inside a download are relative to the site root (data/runs/...)
+        _write(site / "tables" / f"{digest}.csv", markdown.table_csv(headers, rows).replace(markdown.ROOT, ""))
+        _write(site / "tables" / f"{digest}.json", markdown.table_json(headers, rows).replace(markdown.ROOT, ""))
+    return {"artifacts": len(ds.files), "tables": len(tables)}
+
+
+def on_post_build(config: Any, **_: Any) -> None:
+    try:
+        publish(Path(config["site_dir"]), dataset.load())
+    finally:
+        dataset.thaw()
+        gc.unfreeze()

@@ -1,0 +1,106 @@
+"""The Open data page: where the site publishes every artifact and table, and the artifact
+format, generated from the JSON Schemas in data/schema/ (never described by hand)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from runtime import artifacts
+from runtime.paths import schema_dir
+
+from .markdown import ROOT, cell, code, table
+
+MAX_DEPTH = 4  # nested objects are listed down to this depth; the schema file has the rest
+
+
+def _resolve(schema: dict[str, Any], node: dict[str, Any]) -> dict[str, Any]:
+    ref = node.get("$ref")
+    if isinstance(ref, str) and ref.startswith("#/"):
+        target: Any = schema
+        for part in ref[2:].split("/"):
+            target = target.get(part, {}) if isinstance(target, dict) else {}
+        return {**target, **{k: v for k, v in node.items() if k != "$ref"}}
+    return node
+
+
+def _type(node: dict[str, Any]) -> str:
+    if "const" in node:
+        return f"const {json.dumps(node['const'])}"
+    if "enum" in node:
+        return "one of " + ", ".join(json.dumps(v) for v in node["enum"])
+    t = node.get("type")
+    if isinstance(t, list):
+        return " or ".join(t)
+    if t:
+        return str(t)
+    for k in ("oneOf", "anyOf"):
+        if k in node:
+            return " or ".join(_type(x) for x in node[k] if isinstance(x, dict))
+    return "any"
+
+
+def _notes(node: dict[str, Any]) -> str:
+    parts = []
+    if node.get("description"):
+        parts.append(str(node["description"]))
+    for k in ("pattern", "format", "minimum", "maximum", "minLength", "minItems"):
+        if k in node:
+            parts.append(f"{k} {node[k]}")
+    return "; ".join(parts)
+
+
+def fields(schema: dict[str, Any], node: dict[str, Any] | None = None, prefix: str = "",
+           depth: int = 0) -> list[tuple[str, str, bool, str]]:
+    """(dotted path, type, required, notes) for every property, depth first."""
+    node = _resolve(schema, node if node is not None else schema)
+    out: list[tuple[str, str, bool, str]] = []
+    required = set(node.get("required", []))
+    for name, sub in (node.get("properties") or {}).items():
+        sub = _resolve(schema, sub) if isinstance(sub, dict) else {}
+        path = f"{prefix}{name}"
+        out.append((path, _type(sub), name in required, _notes(sub)))
+        if depth + 1 >= MAX_DEPTH:
+            continue
+        if sub.get("properties"):
+            out += fields(schema, sub, path + ".", depth + 1)
+        items = sub.get("items")
+        if isinstance(items, dict) and _resolve(schema, items).get("properties"):
+            out += fields(schema, items, path + "[].", depth + 1)
+        extra = sub.get("additionalProperties")
+        if isinstance(extra, dict) and _resolve(schema, extra).get("properties"):
+            out += fields(schema, extra, path + ".<name>.", depth + 1)
+    return out
+
+
+def artifact_format() -> str:
+    """One folded section per artifact type: its schema's title, description and every field."""
+    out = []
+    for name, atype in sorted(artifacts.ARTIFACT_TYPES.items()):
+        path = atype.schema_path()
+        schema = json.loads(Path(path).read_text())
+        rows = [[code(p), cell(t), "yes" if req else "", cell(n)] for p, t, req, n in fields(schema)]
+        out += [f"### `{name}` (version {atype.version})", "",
+                cell(schema.get("description") or atype.description), "",
+                f"Schema: {code(path.relative_to(schema_dir().parent.parent).as_posix())}, published at "
+                f'<a href="{ROOT}schema/{path.name}" download>schema/{path.name}</a>.', "",
+                '<details markdown="1"><summary>Every field</summary>', "",
+                table(["field", "type", "required", "meaning and constraints"], rows, max_rows=None), "",
+                "</details>", ""]
+    return "\n".join(out)
+
+
+def published_paths() -> str:
+    """The layout of the published data, as a table."""
+    rows = [
+        [code("data/runs/<host>/<model>/<test>--<key>-<time>.json"), "run", "one measured configuration"],
+        [code("data/quality/<host>/<model>/<suite>--<key>-<time>.json"), "quality", "one quality run"],
+        [code("data/hosts/<host>/*.json"), "host", "a host probe (memory bandwidth)"],
+        [code("data/projections/<host>/*.json"), "projection", "a projection record"],
+        [code("runs/index.json"), "—", "the runs browser's list (also index.csv)"],
+        [code("quality-runs/index.json"), "—", "the quality runs browser's list (also index.csv)"],
+        [code("tables/<digest>.csv"), "—", "a table of a page, every row (also .json)"],
+        [code("schema/<type>.v<N>.schema.json"), "—", "the JSON Schema every artifact of that type follows"],
+    ]
+    return table(["path in the site", "artifact type", "what"], rows, downloads=False)
