@@ -132,6 +132,9 @@ def test_runs_browser_filters_opens_and_downloads(served, built_site):
         page.wait_for_selector("#almanac-viewer.almanac-viewer-ready", timeout=30_000)
         assert page.locator(".md-content h1").inner_text() == target["title"]
         assert page.locator("h2#summary, h2#test").count() >= 1
+        if page.locator("h2#summary").count():  # the summary states the median's CI95 and flags outliers / drift
+            heads = page.locator("h2#summary ~ * th").all_inner_texts()
+            assert "median CI95" in heads and "flags" in heads, heads
         # its JSON downloads, the artifact itself
         with page.expect_download() as dl:
             page.click("a.almanac-json-link")

@@ -241,24 +241,30 @@ def roles_page(reg: roles_mod.RolesFile, assignments: list[roles_mod.Assignment]
                 body += [f"**Assigned:** {cell(a.chosen.label)}: meets every requirement and ranks first.", "",
                          _evidence_table(a.chosen), ""]
             if a.fallbacks:
-                out.append("**Fallback chain** (eligible, in rank order):")
-                out.append("")
-                for i, c in enumerate(a.fallbacks[:FALLBACKS_SHOWN], 1):
-                    out.append(f"{i}. {cell(c.label)}")
-                if len(a.fallbacks) > FALLBACKS_SHOWN:
-                    out.append(f"{FALLBACKS_SHOWN + 1}. … and {len(a.fallbacks) - FALLBACKS_SHOWN:,} more eligible configurations")
-                out.append("")
-            if a.rejected:
-                # one line per rejected configuration (all of them in the table's downloads); the
-                # evidence of the first few, folded: the page stays short however many candidates run
-                out.append(f"**Rejected** ({len(a.rejected):,}):")
-                out.append("")
-                out.append(table(["configuration", "why"], [[cell(c.label), cell(", ".join(c.reasons))] for c in a.rejected],
-                                 max_rows=REJECTED_SHOWN))
-                out.append("")
-                for c in a.rejected[:REJECTED_DETAILED]:
-                    out += [f'<details markdown="1"><summary>Evidence: {cell(c.label)}</summary>', "",
-                            _evidence_table(c), "", "</details>", ""]
+                more = (f" → … and {len(a.fallbacks) - FALLBACKS_SHOWN:,} more eligible configurations"
+                        if len(a.fallbacks) > FALLBACKS_SHOWN else "")
+                body += ["**Fallback chain** (eligible, in rank order): "
+                         + " → ".join(cell(c.label) for c in a.fallbacks[:FALLBACKS_SHOWN]) + more, ""]
+            unmeasured = [c for c in a.rejected if c.state == "not measured"]
+            decided = [c for c in a.rejected if c.state != "not measured"]
+            if decided:
+                # one line per configuration (all of them in the table's downloads); the evidence of
+                # the first few: the page stays short however many candidates ran
+                body += [table(["configuration", "decision", "why"],
+                               [[cell(c.label), cell(c.state), cell(", ".join(c.reasons))] for c in decided],
+                               max_rows=REJECTED_SHOWN), ""]
+                for c in decided[:REJECTED_DETAILED]:
+                    body += [f"**{cell(c.state.capitalize())}:** {cell(c.label)}: {cell(', '.join(c.reasons))}", "",
+                             _evidence_table(c), ""]
+            if unmeasured:
+                names = ", ".join(cell(c.label) for c in unmeasured[:REJECTED_SHOWN])
+                extra = f" … and {len(unmeasured) - REJECTED_SHOWN:,} more" if len(unmeasured) > REJECTED_SHOWN else ""
+                body += ["**Not measured** (no artifact for any requirement): " + names + extra, ""]
+            title = f"{role_name} on {a.host_id or 'no host with speed data'}: {a.status}"
+            kind = "success" if a.chosen else ("warning" if a.status == "not resolved" else "note")
+            # folded: <details> through md_in_html (the Markdown inside is rendered)
+            out += [f'<details class="{kind}" markdown="1">', f"<summary>{html_escape(title)}</summary>", "",
+                    "\n".join(body), "", "</details>", ""]
     return "\n".join(out)
 
 
