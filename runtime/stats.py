@@ -161,11 +161,16 @@ def compare(baseline: Sequence[float], candidate: Sequence[float], higher_is_bet
     if na == 0 or nb == 0 or a.mean() <= 0 or b.mean() <= 0:
         ratio = float(b.mean() / a.mean()) if na and nb and a.mean() != 0 else None
         return Comparison(ratio, None, None, "insufficient data", na, nb)
-    ma, mb = float(a.mean()), float(b.mean())
-    ratio = mb / ma
     if na < 2 or nb < 2:
-        return Comparison(ratio, None, None, "insufficient data", na, nb)
-    ra, rb = float(a.var(ddof=1)) / na / ma**2, float(b.var(ddof=1)) / nb / mb**2  # relative variances
+        return Comparison(float(b.mean()) / float(a.mean()), None, None, "insufficient data", na, nb)
+    return _ratio_comparison(na, float(a.mean()), float(a.var(ddof=1)), nb, float(b.mean()), float(b.var(ddof=1)),
+                             higher_is_better)
+
+
+def _ratio_comparison(na: int, ma: float, va: float, nb: int, mb: float, vb: float, higher_is_better: bool) -> Comparison:
+    """Ratio mb/ma with a Welch-Satterthwaite CI95 on the log scale, and its verdict (n >= 2 each, means > 0)."""
+    ratio = mb / ma
+    ra, rb = va / na / ma**2, vb / nb / mb**2  # relative variances
     se_log = math.sqrt(ra + rb)
     if se_log == 0:
         lo = hi = ratio
@@ -195,22 +200,7 @@ def compare_summaries(baseline: dict, candidate: dict, higher_is_better: bool) -
     sa, sb = baseline.get("stddev"), candidate.get("stddev")
     if na < 2 or nb < 2 or sa is None or sb is None:
         return Comparison(ratio, None, None, "insufficient data", na, nb)
-    ra, rb = float(sa) ** 2 / na / float(ma) ** 2, float(sb) ** 2 / nb / float(mb) ** 2
-    se_log = math.sqrt(ra + rb)
-    if se_log == 0:
-        lo = hi = ratio
-    else:
-        den = ra**2 / (na - 1) + rb**2 / (nb - 1)
-        df = (ra + rb) ** 2 / den if den > 0 else na + nb - 2
-        t = t_critical(df)
-        lo, hi = ratio * math.exp(-t * se_log), ratio * math.exp(t * se_log)
-    if lo > 1.0:
-        verdict = "win" if higher_is_better else "loss"
-    elif hi < 1.0:
-        verdict = "loss" if higher_is_better else "win"
-    else:
-        verdict = "within noise"
-    return Comparison(ratio, lo, hi, verdict, na, nb)
+    return _ratio_comparison(na, float(ma), float(sa) ** 2, nb, float(mb), float(sb) ** 2, higher_is_better)
 
 
 def pool_summaries(summaries: Sequence[dict]) -> dict:
