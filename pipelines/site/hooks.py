@@ -18,16 +18,21 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from mkdocs.exceptions import Abort
 from mkdocs.plugins import CombinedEvent, event_priority
 
 from pipelines import dataset
+from runtime.errors import ArtifactError
 from runtime.paths import schema_dir
 from pipelines.site import browser, markdown
 
 
 def on_pre_build(config: Any, **_: Any) -> None:
     markdown.reset_tables()
-    dataset.freeze()
+    try:
+        dataset.freeze()
+    except ArtifactError as exc:  # a bad artifact: one line naming it, not a traceback
+        raise Abort(f"error: {exc}") from None
     # The loaded set (millions of small objects) lives for the whole build: keep it out of the cyclic
     # garbage collector's scans, which would otherwise walk all of it at every full collection.
     gc.collect()
