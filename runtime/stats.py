@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
+from functools import lru_cache
 
 import numpy as np
 from scipy import special as _sp  # light; scipy.stats (seconds to import) is imported where it is needed
@@ -38,6 +39,16 @@ def ci95_half_width_rel(values: Sequence[float]) -> float | None:
     return float(t_critical(n - 1) * arr.std(ddof=1) / math.sqrt(n) / abs(arr.mean()))
 
 
+@lru_cache(maxsize=4096)
+def _median_rank(n: int, confidence: float) -> int | None:
+    """The largest k (1-based) whose order-statistic pair x_(k), x_(n-k+1) covers the median with at
+    least ``confidence``: coverage is 1 - 2 P(B <= k-1), B ~ Bin(n, 1/2), decreasing in k."""
+    ks = np.arange(1, n // 2 + 1)
+    coverage = 1.0 - 2.0 * _sp.bdtr(ks - 1, n, 0.5)
+    ok = int(np.argmin(coverage >= confidence)) if not bool((coverage >= confidence).all()) else len(ks)
+    return ok or None
+
+
 def median_ci(values: Sequence[float], confidence: float = 0.95) -> tuple[float | None, float | None]:
     """Distribution-free interval of the median from order statistics (binomial(n, 1/2)):
     the narrowest symmetric pair x_(k), x_(n-k+1) covering at least ``confidence``; (None, None)
@@ -46,15 +57,7 @@ def median_ci(values: Sequence[float], confidence: float = 0.95) -> tuple[float 
     n = int(arr.size)
     if n < 2:
         return None, None
-    # coverage of [x_(k), x_(n-k+1)] (1-based) is 1 - 2 P(B <= k-1), B ~ Bin(n, 1/2)
-    from scipy import stats as _st  # imported when needed: scipy.stats takes seconds to import
-
-    best = None
-    for k in range(1, n // 2 + 1):
-        if 1.0 - 2.0 * float(_st.binom.cdf(k - 1, n, 0.5)) >= confidence:
-            best = k
-        else:
-            break
+    best = _median_rank(n, float(confidence))
     if best is None:
         return None, None
     return float(arr[best - 1]), float(arr[n - best])
@@ -121,8 +124,7 @@ def summarize(values: Sequence[float]) -> dict:
         "max": float(arr.max()),
         "p95": float(np.percentile(arr, 95)),
         "p99": float(np.percentile(arr, 99)),
-        "median_ci95_low": median_ci(arr)[0],
-        "median_ci95_high": median_ci(arr)[1],
+        **dict(zip(("median_ci95_low", "median_ci95_high"), median_ci(arr))),
         "outliers": outliers(arr),
         "trend": trend(arr),
     }
