@@ -40,7 +40,7 @@ sys.path.insert(0, str(ROOT))
 from runtime import artifacts  # noqa: E402
 from runtime.host import slug  # noqa: E402
 
-ARTIFACT_DIRS = ("runs", "hosts", "projections", "quality")
+ARTIFACT_DIRS = ("runs", "hosts", "projections", "quality", "perplexity")
 HOSTS = 8  # variants per committed host: a few hosts that benchmark every night
 MODELS = 16  # variants per committed model: a team's model zoo grows slower than its history
 
@@ -71,12 +71,16 @@ def variant(doc: dict[str, Any], c: int) -> tuple[dict[str, Any], str]:
         model["sha256"] = _sha(model["sha256"], c % MODELS)
     d["key"] = _sha(doc["key"], c)
     ms = "." in doc["id"].split("-", 1)[1]
-    prefix = "q" if kind == "quality" else ""
+    prefix = {"quality": "q", "perplexity": "p"}.get(kind, "")
     d["id"] = f"{prefix}{d['key'][:12]}-{_stamp(created, ms)}"
     if (d.get("matrix") or {}).get("baseline_key"):
         d["matrix"]["baseline_key"] = _sha(doc["matrix"]["baseline_key"], c)
-    what = doc["test"]["name"] if kind == "run" else doc["suite"]["name"]
-    folder = "runs" if kind == "run" else "quality"
+    if kind == "run":
+        what, folder = doc["test"]["name"], "runs"
+    elif kind == "quality":
+        what, folder = doc["suite"]["name"], "quality"
+    else:  # perplexity: its file name says what it measured (ppl, or kld-vs-<reference>)
+        what, folder = Path(doc["_file"]).name.split("--", 1)[0], "perplexity"
     safe = re.sub(r"[^A-Za-z0-9._-]+", "-", what)
     return d, f"{folder}/{host}/{slug(model['name'])}/{safe}--{d['key'][:16]}-{d['id'].split('-', 1)[1]}.json"
 
