@@ -26,3 +26,11 @@ for _doc in _perplexity:
 
 with mkdocs_gen_files.open("assets/js/vega-bundle.js", "w") as fh:
     fh.write(vega_bundle())
+
+# pages split per host once the fleet outgrows one page (pipelines/site/per_host.py)
+from pipelines.site import split_pages  # noqa: E402,F401 - registers the split pages
+from pipelines.site.per_host import generated_pages  # noqa: E402
+
+for _path, _text in generated_pages():
+    with mkdocs_gen_files.open(_path, "w") as fh:
+        fh.write(_text)

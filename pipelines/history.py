@@ -33,6 +33,7 @@ from runtime import stats
 from runtime.metrics import Metric, headline
 from runtime.record import RunRecord
 
+from .memo import per_set
 from .runs import records
 
 WINDOW = 5
@@ -161,6 +162,7 @@ def _diff(a: dict[str, Any], b: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
             if json.dumps(a.get(k), sort_keys=True, default=str) != json.dumps(b.get(k), sort_keys=True, default=str)}
 
 
+@per_set
 def series(docs: list[Any]) -> list[Series]:
     """Every configuration's series (ok results with the headline metric), steps detected."""
     recs = [r for r in records(docs) if r.ok and headline(r.test_kind) is not None]

@@ -51,11 +51,9 @@ def perplexity_frame(docs: list[dict[str, Any]]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def _speed(run_docs: list[Any], sha: str, test: str, host: str | None) -> dict[str, Any] | None:
-    from runtime import record
-
-    docs = [r for r in record.latest_per_key(records(run_docs)) if r.ok and r.model_sha256 == sha
-            and r.test_name == test and (host is None or r.host_id == host) and r.stat("tokens_per_second")]
+def _speed(latest: dict[tuple[str, str], list[Any]], sha: str, test: str, host: str | None) -> dict[str, Any] | None:
+    """The ladder's speed of one model file on one test: ``latest`` holds the current ok runs per (model sha256, test)."""
+    docs = [r for r in latest.get((sha, test), []) if (host is None or r.host_id == host) and r.stat("tokens_per_second")]
     if not docs:
         return None
     # like with like: the ladder matrix's runs (same settings for every file) where there are any
@@ -96,6 +94,13 @@ def ladder_frame(ppl_docs: list[dict[str, Any]], run_docs: list[dict[str, Any]],
             if r.ok and r.model_sha256 in shas and r.test_name == "tg128":
                 counts.setdefault(r.host_id, set()).add(r.model_sha256)
         host = max(counts, key=lambda h: (len(counts[h]), h)) if counts else None
+    from runtime import record
+
+    shas = set(pf["model_sha256"])
+    latest: dict[tuple[str, str], list[Any]] = {}
+    for r in record.latest_per_key(records(run_docs)):
+        if r.ok and r.model_sha256 in shas:
+            latest.setdefault((r.model_sha256, r.test_name), []).append(r)
     rows = []
     for sha, g in pf.groupby("model_sha256", sort=False):
         own = g[g["reference"].isna()].sort_values("created").tail(1)
@@ -114,7 +119,7 @@ def ladder_frame(ppl_docs: list[dict[str, Any]], run_docs: list[dict[str, Any]],
             row.update({"reference": None, "kld": None, "kld_se": None, "kld_p99": None, "same_top": None,
                         "same_top_se": None, "kld_id": None})
         for test in ("pp512", "tg128"):
-            row[test] = _speed(run_docs, sha, test, host)
+            row[test] = _speed(latest, sha, test, host)
         row["peak_rss_bytes"] = max((row[t]["peak_rss_bytes"] for t in ("pp512", "tg128")
                                      if row[t] and row[t]["peak_rss_bytes"]), default=None)
         row["scores"] = _scores(quality_docs, sha)

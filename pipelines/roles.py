@@ -515,9 +515,22 @@ def recommend(reg: RolesFile, quality_docs: list[dict[str, Any]], run_docs: list
         if not any(c.model == name for c in configs.values()):
             configs[f"registry:{name}"] = ConfigData(f"registry:{name}", name, "", {})
     out = []
+    on_host: dict[str, list[ConfigData]] = {}  # configurations measured on each host
+    unmeasured = [cfg for cfg in configs.values() if not cfg.runs]  # quality-only or registry-only
+    for cfg in configs.values():
+        for h in cfg.runs:
+            on_host.setdefault(h, []).append(cfg)
     for name, role in reg.roles.items():
         for host in hosts_for(role, configs):
-            cands = [evaluate(role, cfg, host, reg.defaults, capabilities) for cfg in configs.values()]
+            # A role that reads speed or memory judges a configuration on a host by its runs there:
+            # the candidates are those measured on it, plus those measured nowhere (rejected for it,
+            # visibly). A configuration measured only on other hosts is judged on those hosts' pages,
+            # which keeps the work per role linear in the number of configurations.
+            if (role.speed or role.memory_max is not None) and host is not None:
+                pool = on_host.get(host, []) + unmeasured
+            else:
+                pool = list(configs.values())
+            cands = [evaluate(role, cfg, host, reg.defaults, capabilities) for cfg in pool]
             for c in cands:
                 if c.identity.startswith("registry:"):
                     c.config_label = "no artifacts"

@@ -13,7 +13,7 @@ from typing import Any
 from runtime import stats
 from runtime.metrics import METRICS
 from runtime.serving_workloads import workload_fingerprint
-from runtime.servingstats import Slo, sweep_stats
+from runtime.servingstats import Slo, stored_sweep, sweep_stats
 from runtime.record import as_record
 
 from .runs import latest_per_key
@@ -64,7 +64,8 @@ def sweeps(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
         out.append({"id": d["id"], "host": d["host"]["id"], "model": d["model"]["name"],
                     "synthetic": d["model"]["synthetic"], "endpoint": endpoint(d), "test": d["test"]["name"],
                     "status": d["status"], "error": (d.get("error") or {}).get("message"),
-                    "sweep": sweep_stats(levels, slo), "precision": level_precision(d)})
+                    "sweep": stored_sweep((d.get("details") or {}).get("sweep")) or sweep_stats(levels, slo),
+                    "precision": level_precision(d)})
     return sorted(out, key=lambda r: (r["host"], r["model"], r["endpoint"], r["test"]))
 
 

@@ -24,6 +24,7 @@ Definitions (the Methodology page repeats them):
 from __future__ import annotations
 
 from collections import Counter
+from functools import lru_cache
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -161,3 +162,30 @@ def serialised(rows: Sequence[dict[str, Any]], threshold: float = 1.25) -> bool 
     if not seen:
         return None
     return all(p < threshold for p in seen)
+
+
+@lru_cache(maxsize=1)
+def _shape() -> tuple[frozenset[str], frozenset[str], frozenset[str]]:
+    """The keys sweep_stats writes today: of the sweep, of a level, of a latency distribution."""
+    rec = {"ok": True, "ttft_ms": 1.0, "tpot_ms": 1.0, "e2e_ms": 2.0, "itl_ms": [1.0], "output_tokens": 2,
+           "first_token_ms": 0.0, "last_token_ms": 1.0}
+    sw = sweep_stats([{"level": 1, "wall_s": 1.0, "requests": [rec]}], Slo())
+    lv = sw["levels"][0]
+    return frozenset(sw), frozenset(lv), frozenset(lv["e2e_ms"])
+
+
+def stored_sweep(stored: Any) -> dict[str, Any] | None:
+    """The sweep a run stored (``details.sweep``, computed by :func:`sweep_stats` when it ran) if it
+    has today's shape; None when it is missing or older (the caller recomputes it from the samples)."""
+    if not isinstance(stored, dict) or not isinstance(stored.get("levels"), list) or not stored["levels"]:
+        return None
+    top, level, dist = _shape()
+    if not top <= stored.keys():
+        return None
+    for lv in stored["levels"]:
+        if not isinstance(lv, dict) or not level <= lv.keys():
+            return None
+        for name in ("ttft_ms", "tpot_ms", "e2e_ms", "itl_ms"):
+            if not isinstance(lv[name], dict) or not dist <= lv[name].keys():
+                return None
+    return stored

@@ -203,3 +203,23 @@ def test_committed_matrices_repeat_to_a_precision():
         assert all(c.test.precision is not None for c in m.configurations()), name
     conc = next(t for t in matrix.load("serving").tests if t.kind == "concurrency")
     assert conc.precision is not None
+
+
+def test_mann_kendall_equals_scipy_kendalltau_with_and_without_ties():
+    """stats computes the drift test itself (scipy's per-call overhead dominated a 10k-artifact
+    build); it must give scipy's tau-b and p-value: exact null without ties up to n = 33, the
+    tie-corrected normal approximation otherwise, both sides of the n = 33 switch."""
+    import numpy as np
+    from scipy import stats as st
+
+    rng = np.random.default_rng(11)
+    cases = [rng.normal(size=n) for n in (4, 5, 9, 20, 33, 34, 60)]
+    cases += [rng.integers(0, 4, size=n).astype(float) for n in (4, 12, 40)]  # ties
+    cases += [np.arange(10.0), np.arange(10.0)[::-1], np.array([1.0, 1.0, 1.0, 2.0]), np.ones(6)]
+    for y in cases:
+        ref = st.kendalltau(np.arange(y.size), y)
+        t = stats.trend(y)
+        exp_tau = float(ref.statistic) if np.isfinite(ref.statistic) else 0.0
+        exp_p = float(ref.pvalue) if np.isfinite(ref.pvalue) else 1.0
+        assert t["tau"] == pytest.approx(exp_tau, abs=1e-12), y
+        assert t["p_value"] == pytest.approx(exp_p, abs=1e-12), y

@@ -293,3 +293,22 @@ def test_quality_grid_prefers_the_newest_complete_run():
     grid = body.split("## Runs")[0]
     assert f"quality-runs/run.md?id={new['id']}" in grid and old["id"] not in grid and partial["id"] not in grid
     assert "0% (0/4)" in grid
+
+
+def test_a_configuration_measured_only_elsewhere_is_judged_on_its_own_host(reg):
+    """A speed role on host B does not list (or evaluate) configurations measured only on host A:
+    they are judged on A's assignment, so the work stays linear in configurations, not
+    hosts x configurations. A configuration measured nowhere stays visible, rejected."""
+    runs, quality = fixture_docs()
+    other = speed_doc("second", mean=400)
+    other["host"] = {**other["host"], "id": "host-b"}
+    other["key"] = "b" * 64
+    other["id"] = "bbbbbbbbbbbb-20260101T000000Z"
+    out = roles.recommend(reg, quality, [r for r in runs if r["model"]["name"] != "second"] + [other], CAPS)
+    by = {(a.role, a.host_id): a for a in out}
+    on_b = by[("frontdoor", "host-b")]
+    assert on_b.chosen is not None and on_b.chosen.model == "second"
+    assert {c.model for c in on_b.fallbacks + on_b.rejected} == set()  # nothing measured only on HOST
+    on_a = by[("frontdoor", HOST)]
+    assert "second" not in {c.model for c in [on_a.chosen] + on_a.fallbacks + on_a.rejected if c}
+    assert on_a.chosen.model == "fast-good"

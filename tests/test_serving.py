@@ -576,3 +576,28 @@ def test_real_llama_cpp_server_end_to_end(data_env):
 
     md = serving_page(load_runs(data_env / "runs"))
     assert "Serialised: at 2 concurrent clients" in md and "## Cold vs warm" in md
+
+
+def test_a_stored_sweep_of_today_s_shape_is_used_and_an_older_one_recomputed(fixture_runs):
+    """pipelines.serving reads the sweep a run stored when it ran (details.sweep) instead of
+    recomputing it from every request on every build, but only when it has every key sweep_stats
+    writes today; an artifact from before a field existed is recomputed from its samples."""
+    from pipelines import serving
+    from runtime.servingstats import Slo, stored_sweep, sweep_stats
+
+    (conc,) = [d for d in fixture_runs if d["test"]["kind"] == "concurrency"]
+    doc = json.loads(json.dumps(conc.doc))
+    fresh = sweep_stats(doc["samples"]["levels"], Slo.from_dict(doc["details"]["slo"]))
+    assert stored_sweep(fresh) is fresh
+    old = json.loads(json.dumps(fresh))
+    for lv in old["levels"]:
+        del lv["e2e_ms"]["trend"]  # an artifact measured before the drift test existed
+    assert stored_sweep(old) is None
+    assert stored_sweep(None) is None and stored_sweep({"levels": []}) is None
+
+    doc["details"]["sweep"] = {**fresh, "peak_level": -1}  # marks which one was read
+    (row,) = serving.sweeps([doc])
+    assert row["sweep"]["peak_level"] == -1  # the stored one
+    doc["details"]["sweep"] = {**old, "peak_level": -1}
+    (row,) = serving.sweeps([doc])
+    assert row["sweep"] == fresh  # recomputed from the samples

@@ -8,11 +8,8 @@ from runtime import backends
 
 from .. import dataset
 from ..runs import load_runs
-from . import browser, manual, open_data, pages
+from . import browser, manual, open_data, pages, per_host, split_pages  # noqa: F401 - split_pages registers
 from . import quality_pages
-from . import serving as serving_pages
-from . import optimization as optimization_pages
-from . import hosts as hosts_pages
 from .. import roofline
 from .. import projections
 from . import planning
@@ -27,24 +24,25 @@ def _runs() -> tuple[dict[str, Any], ...]:
 
 def define_env(env: Any) -> None:
     env.macro(lambda: pages.home(list(_runs())), "home_summary")
-    env.macro(lambda: pages.leaderboard_page(list(_runs())), "leaderboard")
+    env.macro(lambda: per_host.render("leaderboard"), "leaderboard")
     env.macro(lambda kind="run": browser.browser_page(kind, len(dataset.load().of(kind))), "runs_browser")
     env.macro(browser.viewer_page, "artifact_viewer")
+    env.macro(per_host.render, "split_page")
     env.macro(open_data.artifact_format, "artifact_format")
     env.macro(open_data.published_paths, "published_paths")
     env.macro(pages.metric_definitions, "metric_definitions")
     env.macro(pages.test_kinds, "test_kinds")
     env.macro(pages.settings_table, "settings_table")
     env.macro(manual.manual, "task_manual")
-    env.macro(lambda: serving_pages.serving_page(list(_runs())), "serving_page")
-    env.macro(lambda: serving_pages.comparisons_page(list(_runs())), "comparisons_page")
-    env.macro(lambda: optimization_pages.optimization_page(list(_runs())), "optimization_page")
-    env.macro(lambda: hosts_pages.hosts_page(list(_runs()), roofline.load_hosts()), "hosts_page")
+    env.macro(lambda: per_host.render("serving"), "serving_page")
+    env.macro(lambda: per_host.render("comparisons"), "comparisons_page")
+    env.macro(lambda: per_host.render("optimization"), "optimization_page")
+    env.macro(lambda: per_host.render("hosts"), "hosts_page")
     env.macro(quality_pages.quality_page_from_data, "quality_scores")
     env.macro(quality_pages.ladder_from_data, "quantization_ladder")
     env.macro(quality_pages.scorers_table, "quality_scorers")
     env.macro(quality_pages.sandbox_layers, "sandbox_layers")
-    env.macro(quality_pages.roles_page_from_data, "roles_page")
+    env.macro(lambda: per_host.render("roles"), "roles_page")
     env.macro(quality_pages.decision_rules, "roles_rules")
     env.macro(lambda: planning.projections_page(list(_runs()), projections.load_records()), "projections_page")
     env.macro(lambda: planning.memory_page(list(_runs()), roofline.load_hosts()), "memory_page")

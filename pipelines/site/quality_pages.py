@@ -272,13 +272,34 @@ def quality_page_from_data() -> str:
     return quality_page(quality_mod.load_quality())
 
 
-def roles_page_from_data() -> str:
+_ASSIGNED: dict[int, tuple[Any, Any, list[roles_mod.Assignment]]] = {}
+
+
+def _assignments() -> tuple[roles_mod.RolesFile, list[roles_mod.Assignment]]:
+    """Every role's assignment on every host, computed once per loaded set (a split Roles page asks per host)."""
+    from .. import dataset
     from ..runs import load_runs
 
-    reg = roles_mod.load_roles()
-    caps, names = roles_mod.model_capabilities()
-    assignments = roles_mod.recommend(reg, quality_mod.load_quality(), load_runs(), caps, names)
+    ds = dataset.load()
+    hit = _ASSIGNED.get(id(ds))
+    if hit is None or hit[0] is not ds:
+        reg = roles_mod.load_roles()
+        caps, names = roles_mod.model_capabilities()
+        _ASSIGNED.clear()
+        hit = _ASSIGNED[id(ds)] = (ds, reg, roles_mod.recommend(reg, quality_mod.load_quality(), load_runs(), caps, names))
+    return hit[1], hit[2]
+
+
+def roles_page_for(host: str | None) -> str:
+    """The Roles page for every host (None) or for one host's assignments."""
+    reg, assignments = _assignments()
+    if host is not None:
+        assignments = [a for a in assignments if a.host_id == host]
     return roles_page(reg, assignments)
+
+
+def roles_page_from_data() -> str:
+    return roles_page_for(None)
 
 
 def decision_rules() -> str:

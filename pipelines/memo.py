@@ -1,0 +1,37 @@
+"""Results computed once per loaded set of artifacts.
+
+Several pages of one build ask the same pipeline question of the same artifacts (the history
+series feed History, Regressions and Home). ``per_set`` keeps a function's answer for the last
+few inputs, keyed by the identity of the artifacts in the list (the loaded set's objects are
+shared by every page; a list built anew from them hits). The entry holds the input list, so the
+identities stay valid while it is cached. Callers must treat the answer as read-only.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+_SLOTS = 4
+
+
+def per_set(fn: Callable[[list[Any]], T]) -> Callable[[list[Any]], T]:
+    cache: dict[tuple[int, ...], tuple[list[Any], T]] = {}
+
+    @functools.wraps(fn)
+    def wrapper(docs: list[Any]) -> T:
+        docs = list(docs)
+        ident = tuple(map(id, docs))
+        hit = cache.get(ident)
+        if hit is not None:
+            return hit[1]
+        value = fn(docs)
+        if len(cache) >= _SLOTS:
+            cache.pop(next(iter(cache)))
+        cache[ident] = (docs, value)
+        return value
+
+    wrapper.cache_clear = cache.clear  # type: ignore[attr-defined]
+    return wrapper

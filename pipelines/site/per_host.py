@@ -1,0 +1,133 @@
+"""Pages that grow with the fleet get one page per host.
+
+A page organised by host (leaderboard, serving, comparisons, optimization tracks, hosts, roles)
+stays one page while the data holds at most ``SPLIT_ABOVE`` hosts with something to show on
+it. Beyond that its page becomes an index (one row per host: the machine, how much it
+measured, when, and a link) and every host gets its own page, ``<page>/<host id>/``, rendered
+by the same function from that host's artifacts only. No page then carries the whole fleet,
+so page weight stays bounded by one host's data while the build stays linear.
+
+The per-host Markdown files are written by docs/gen_pages.py (mkdocs-gen-files) from
+``generated_pages``; the macros call ``render``. Host ids are validated by the run schema
+(``^[a-z0-9][a-z0-9-]*$``) and checked again here before they name a file or enter a macro call.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from .. import dataset
+from .markdown import admonition, cell, code, link, nbytes, num, table
+
+SPLIT_ABOVE = 4  # hosts shown on one page; more get one page per host
+_HOST_ID = re.compile(r"^[a-z0-9][a-z0-9-]*$")
+
+
+@dataclass(frozen=True)
+class SplitPage:
+    """A page that splits per host: ``render(run_docs, host)`` renders it for the given runs
+    (every host's, or one host's); ``relevant(run)`` says whether a run puts its host on it."""
+
+    name: str  # docs/<name>.md; per-host pages at docs/<name>/<host>.md
+    title: str
+    noun: str  # what the per-host count counts
+    relevant: Callable[[Any], bool]
+    render: Callable[[list[Any], str | None], str]
+
+
+PAGES: dict[str, SplitPage] = {}
+
+
+def register(page: SplitPage) -> None:
+    PAGES[page.name] = page
+
+
+_GROUPS: dict[int, tuple[Any, dict[str, list[Any]]]] = {}
+
+
+def runs_by_host() -> dict[str, list[Any]]:
+    """The loaded set's runs grouped by host (oldest first within a host), computed once per set."""
+    ds = dataset.load()
+    hit = _GROUPS.get(id(ds))
+    if hit is None or hit[0] is not ds:
+        groups: dict[str, list[Any]] = {}
+        for r in ds.runs:
+            groups.setdefault(r.host_id, []).append(r)
+        _GROUPS.clear()
+        hit = _GROUPS[id(ds)] = (ds, groups)
+    return hit[1]
+
+
+def hosts_of(name: str) -> dict[str, list[Any]]:
+    """Host -> its relevant runs, for the hosts that have any (sorted by host id)."""
+    page = PAGES[name]
+    out = {}
+    for host, runs in sorted(runs_by_host().items()):
+        rel = [r for r in runs if page.relevant(r)]
+        if rel:
+            out[host] = rel
+    return out
+
+
+def is_split(name: str) -> bool:
+    return len(hosts_of(name)) > SPLIT_ABOVE
+
+
+def page_file(name: str, host: str) -> str:
+    if not _HOST_ID.match(host):
+        raise ValueError(f"host id {host!r} is not a valid id (^[a-z0-9][a-z0-9-]*$)")
+    return f"{name}/{host}.md"
+
+
+def generated_pages() -> list[tuple[str, str]]:
+    """(path under docs/, Markdown) of every per-host page this build needs."""
+    out = []
+    for name, page in PAGES.items():
+        if not is_split(name):
+            continue
+        for host in hosts_of(name):
+            path = page_file(name, host)
+            out.append((path, f"# {page.title} on `{host}`\n\n"
+                              f"One host's part of the [{page.title}](../{name}.md) page (one page per host once "
+                              f"more than {SPLIT_ABOVE} hosts have data).\n\n"
+                              f'{{{{ split_page("{name}", "{host}") }}}}\n'))
+    return out
+
+
+def _machine(run: Any) -> tuple[str, str, str]:
+    h = run["host"]
+    gpus = ", ".join(g["name"] for g in h.get("gpus", [])) or "none"
+    return h["cpu"]["model"], gpus, nbytes(h["memory_bytes"])
+
+
+def index(name: str) -> str:
+    """The page's body once it is split: one row per host, linked to its page."""
+    page = PAGES[name]
+    hosts = hosts_of(name)
+    rows = []
+    for host, runs in hosts.items():
+        newest = runs[-1]
+        cpu, gpus, ram = _machine(newest)
+        rows.append([link(host, page_file(name, host)), cell(cpu), cell(gpus), ram, num(len(runs), 0),
+                     cell(newest["created"][:16].replace("T", " "))])
+    return "\n".join([
+        f"{len(hosts):,} hosts have {page.noun} on this page, more than one page should carry ({SPLIT_ABOVE}): "
+        "each host has its own page, rendered the same way from that host's artifacts only.", "",
+        table(["host", "CPU", "GPUs", "RAM", page.noun, "newest (UTC)"], rows, ["l", "l", "l", "r", "r", "l"]),
+    ])
+
+
+def render(name: str, host: str | None = None) -> str:
+    """The page body: the whole page, the index of a split page, or one host's page."""
+    page = PAGES[name]
+    if host is None:
+        if is_split(name):
+            return index(name)
+        return page.render(list(dataset.load().runs), None)
+    runs = runs_by_host().get(host)
+    if runs is None:
+        return admonition("warning", "No data", f"No run artifact from host {code(host)}.")
+    return page.render(list(runs), host)

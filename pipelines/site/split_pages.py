@@ -1,0 +1,32 @@
+"""The pages that split per host (pipelines.site.per_host), each with the runs that put a host on
+it and the function that renders it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .. import roofline
+from . import hosts as hosts_pages
+from . import optimization as optimization_pages
+from . import pages, quality_pages
+from . import serving as serving_pages
+from .per_host import SplitPage, register
+
+
+def _hosts(runs: list[Any], host: str | None) -> str:
+    host_docs = roofline.load_hosts()
+    if host is not None:
+        host_docs = [d for d in host_docs if d["host"]["id"] == host]
+    return hosts_pages.hosts_page(runs, host_docs)
+
+
+register(SplitPage("leaderboard", "Leaderboard", "measured results", lambda r: r["status"] == "ok",
+                   lambda runs, host: pages.leaderboard_page(runs)))
+register(SplitPage("hosts", "Hosts", "runs", lambda r: True, _hosts))
+register(SplitPage("optimization", "Optimization tracks", "sweep runs", lambda r: bool(r["matrix"].get("sweep")),
+                   lambda runs, host: optimization_pages.optimization_page(runs)))
+register(SplitPage("serving", "Serving", "serving runs", lambda r: r["test"]["kind"] in ("serve", "concurrency"),
+                   lambda runs, host: serving_pages.serving_page(runs)))
+register(SplitPage("comparisons", "Comparisons", "chat and serve runs", lambda r: r["test"]["kind"] in ("chat", "serve"),
+                   lambda runs, host: serving_pages.comparisons_page(runs)))
+register(SplitPage("roles", "Roles", "runs", lambda r: True, lambda runs, host: quality_pages.roles_page_for(host)))
