@@ -155,7 +155,9 @@ def page_sizes(site: Path) -> dict[str, Any]:
         text = (site / rel).read_text(encoding="utf-8")
         data = sum(len(m) for m in re.findall(r'<script type="application/json"[^>]*>(.*?)</script>', text, flags=re.S))
         inline.append((data, rel))
-    extra = {rel: (site / rel).stat().st_size for rel in ("runs/index-data.js", "quality-runs/index-data.js") if (site / rel).exists()}
+    from pipelines.site.browser import KINDS
+
+    extra = {rel: (site / rel).stat().st_size for rel in (f"{k.folder}/index-data.js" for k in KINDS.values()) if (site / rel).exists()}
     return {"largest_pages": [{"page": rel, "bytes": size} for size, rel in pages[:5]],
             "largest_inline_chart_data": [{"page": rel, "bytes": b} for b, rel in sorted(inline, reverse=True)[:3]],
             "html_pages": len(pages), "browser_indexes": extra}

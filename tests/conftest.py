@@ -38,7 +38,7 @@ def data_env(tmp_path, monkeypatch):
     return d
 
 
-ARTIFACT_DIRS = ("runs", "hosts", "projections", "quality")
+ARTIFACT_DIRS = ("runs", "hosts", "projections", "quality", "perplexity")
 
 
 def make_golden_data(dest: Path) -> Path:

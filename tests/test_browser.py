@@ -1,7 +1,7 @@
 """Real headless Chromium (Debian's chromium through Playwright), network blocked except the
 site served on loopback: the leaderboard renders its chart offline; the runs browser filters by
-host and by test, opens a run and downloads its JSON; hostile artifact text stays text; the
-new pages hold at 390 px and in the dark scheme. No console errors anywhere."""
+host and by test, opens a run and downloads its JSON; the perplexity runs' browser likewise
+(its viewer shows the artifact's figures); hostile artifact text stays text; the new pages hold at 390 px and in the dark scheme. No console errors anywhere."""
 
 from __future__ import annotations
 
@@ -168,7 +168,73 @@ def test_viewer_shows_hostile_text_as_text(served, built_site):
     assert outside == []
 
 
-@pytest.mark.parametrize("path", ["runs/", "quality-runs/", "open-data/"])
+def test_perplexity_browser_filters_opens_and_downloads(served, built_site):
+    if not shutil.which("chromium"):
+        pytest.skip("Debian's chromium is not installed (invoke test installs it when run as root)")
+    import json
+
+    from playwright.sync_api import sync_playwright
+
+    listed = json.loads((built_site / "perplexity-runs" / "index.json").read_text())
+    hosts = sorted({r["host"] for r in listed})
+    assert len(hosts) >= 2, "the golden data holds perplexity runs of two hosts"
+    errors: list[str] = []
+    outside: list[str] = []
+    with sync_playwright() as p:
+        browser, page = _open(p, served, errors, outside)
+        page.goto(f"{served}/perplexity-runs/", wait_until="load")
+        page.wait_for_selector("#almanac-browser tbody tr")
+        assert sorted(page.locator("#almanac-browser tbody tr").evaluate_all("trs => trs.map(t => t.dataset.id)")) \
+            == sorted(r["id"] for r in listed)
+        host = next(h for h in hosts if h != "golden-host-94ba7631")  # the real measurements' host
+        page.select_option("select[data-filter=host]", host)
+        want = [r for r in listed if r["host"] == host]
+        assert sorted(page.locator("#almanac-browser tbody tr").evaluate_all("trs => trs.map(t => t.dataset.id)")) \
+            == sorted(r["id"] for r in want)
+        assert set(_shown(page, "host")) == {host}
+        assert f"{len(want)} of {len(listed)}" in page.locator(".almanac-count").inner_text()
+        assert "host=" in page.url
+        # open one with a reference model: its figures are the artifact's
+        target = next(r for r in want if r["reference"])
+        doc = json.loads((built_site / target["json"]).read_text())
+        res = doc["results"]
+        cell = page.locator(f"#almanac-browser tbody tr[data-id='{target['id']}'] td").all_inner_texts()
+        assert f"{res['ppl']:,.3f} ± {res['ppl_se']:,.3f}" in cell
+        page.click(f"#almanac-browser tbody tr[data-id='{target['id']}'] a[href*='?id=']")
+        page.wait_for_selector("#almanac-viewer.almanac-viewer-ready", timeout=30_000)
+        assert "/perplexity-runs/run/?id=" in page.url
+        assert page.locator(".md-content h1").inner_text() == target["title"]
+        figures = dict(tuple(tr.split("\t")) for tr in page.locator("#perplexity-figures tbody tr").all_inner_texts())
+        assert figures["PPL"] == f"{res['ppl']:,.4f} ± {res['ppl_se']:,.4f}"
+        assert figures["mean KLD"] == f"{res['kld_mean']:,.6f} ± {res['kld_se']:,.6f}"
+        assert figures["same top token"] == f"{100 * res['same_top']:.2f} ± {100 * res['same_top_se']:.2f}%"
+        assert figures["scored tokens"] == f"{res['n_scored_tokens']:,}"
+        inputs = page.locator("h2#inputs + * table").inner_text()
+        for text in (doc["model"]["name"], doc["reference"]["name"], doc["text"]["source"], doc["text"]["licence"]):
+            assert text in inputs
+        # the per-chunk values are folded, one row a chunk
+        chunks = page.locator("h2#chunks + details")
+        assert not chunks.get_attribute("open")
+        chunks.locator("summary").click()
+        assert chunks.locator("tbody tr").count() == len(doc["chunks"])
+        with page.expect_download() as dl:
+            page.click("a.almanac-json-link")
+        saved = json.loads(open(dl.value.path()).read())
+        assert saved == doc and saved["artifact"] == "perplexity"
+        # hostile artifact text stays text
+        evil = next(r for r in listed if json.loads((built_site / r["json"]).read_text())["key"] == "e" * 64)
+        page.goto(f"{served}/perplexity-runs/run/?id={evil['id']}", wait_until="load")
+        page.wait_for_selector("#almanac-viewer.almanac-viewer-ready", timeout=30_000)
+        assert "<script>alert(1)</script> & <b>bold</b>" in page.locator("h2#inputs + * table").inner_text()
+        page.locator("h2#settings + details summary").click()
+        assert "</table><script>alert(3)</script>" in page.locator("h2#settings + details").inner_text()
+        assert page.locator("#almanac-viewer script, #almanac-viewer img, #almanac-viewer b").count() == 0
+        browser.close()
+    assert errors == []  # no alert() dialog, no error
+    assert outside == []
+
+
+@pytest.mark.parametrize("path", ["runs/", "quality-runs/", "perplexity-runs/", "open-data/"])
 def test_new_pages_hold_at_390px_and_in_dark_mode(served, path):
     if not shutil.which("chromium"):
         pytest.skip("Debian's chromium is not installed (invoke test installs it when run as root)")

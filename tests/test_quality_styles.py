@@ -304,8 +304,8 @@ def test_ladder_table_shows_each_artifact_s_values():
     for d in docs:  # one row per file; every PPL and KLD cell is its artifact's value, linked
         r = d["results"]
         if d["reference"] is None:
-            assert f"[{r['ppl']:,.3f} ± {r['ppl_se']:,.3f}](perplexity-runs/{d['id']}.md)" in body
+            assert f"[{r['ppl']:,.3f} ± {r['ppl_se']:,.3f}](perplexity-runs/run.md?id={d['id']})" in body
         else:
-            assert f"[{r['kld_mean']:,.4f} ± {r['kld_se']:,.4f}](perplexity-runs/{d['id']}.md)" in body
+            assert f"[{r['kld_mean']:,.4f} ± {r['kld_se']:,.4f}](perplexity-runs/run.md?id={d['id']})" in body
             assert "requantized from gemma3-270m-q4\\_k\\_m" in body or "requantized from gemma3-270m-q4_k_m" in body
     assert len(frame) == len({d["model"]["sha256"] for d in docs})

@@ -145,7 +145,7 @@ def test_search_finds_pages_not_runs(built_site, docs):
 
     index = json.loads((built_site / "search" / "search_index.json").read_text())
     locations = [d["location"] for d in index["docs"]]
-    assert not [loc for loc in locations if loc.startswith(("runs/run", "quality-runs/run"))]
+    assert not [loc for loc in locations if loc.startswith(("runs/run", "quality-runs/run", "perplexity-runs/run"))]
     model = next(d["model"]["name"] for d in docs if d["status"] == "ok" and d["test"]["kind"] == "rate")
     test = next(d["test"]["name"] for d in docs if d["status"] == "ok" and d["test"]["kind"] == "rate")
     for term in (model, test):
@@ -213,3 +213,52 @@ def test_tables_become_html_as_markdown_would_write_them():
     assert markdown.put_tables(f"<p>{held.strip()}</p>", stash) == stash[0]
     unsure = "| a |\n| :-- |\n| `code` |\n"  # backticks: left to Markdown
     assert markdown.tables_to_html(unsure, link_resolver("x.md", "x/")) == unsure
+
+
+def test_perplexity_row_is_the_artifact_s_values():
+    """One row per perplexity artifact, every figure its artifact's (rounded for the list only)."""
+    from pipelines import dataset
+
+    committed = dataset.load().of("perplexity")  # the project's own measurements under data/perplexity
+    golden = dataset.load(GOLDEN).of("perplexity")
+    assert golden, "the golden data holds perplexity artifacts"
+    for d in committed + golden:
+        row, r = browser.perplexity_row(d), d["results"]
+        assert (row["id"], row["host"], row["model"], row["text"], row["status"]) == \
+            (d["id"], d["host"]["id"], d["model"]["name"], d["text"]["name"], d["status"])
+        assert row["ppl"] == pytest.approx(r["ppl"], abs=5e-6) and row["ppl_se"] == pytest.approx(r["ppl_se"], abs=5e-6)
+        assert row["n"] == r["n_scored_tokens"]
+        assert row["json"] == "data/" + d["_data_path"] and d["_data_path"].startswith("perplexity/")
+        if d["reference"] is None:
+            assert row["reference"] == "" and row["kld"] is None and row["same_top"] is None
+        else:
+            assert row["reference"] == d["reference"]["name"]
+            assert row["kld"] == pytest.approx(r["kld_mean"], abs=5e-8) and row["kld_se"] == pytest.approx(r["kld_se"], abs=5e-8)
+            assert row["same_top"] == pytest.approx(100 * r["same_top"], abs=5e-4)
+            assert row["same_top_se"] == pytest.approx(100 * r["same_top_se"], abs=5e-4)
+    # the compact index decodes back to the rows, newest first
+    rows = browser.index_rows("perplexity", golden)
+    data = browser.index_data("perplexity", rows)
+    names = [c["name"] for c in data["columns"]]
+    decoded = [{n: (data["values"][n][v] if c.get("dict") else v) for n, c, v in zip(names, data["columns"], row)}
+               for row in data["rows"]]
+    assert decoded == [{n: r[n] for n in names} for r in rows]
+    assert [r["created"] for r in rows] == sorted((r["created"] for r in rows), reverse=True)
+    assert {c["name"] for c in data["columns"] if c.get("filter")} == {"host", "model", "reference", "text", "status"}
+    assert "<script" not in browser.index_script("perplexity", data)
+
+
+def test_perplexity_runs_are_browsed_not_one_page_each(built_site):
+    """The perplexity runs are one index and one viewer page, like runs and quality runs."""
+    import json
+
+    listed = json.loads((built_site / "perplexity-runs" / "index.json").read_text())
+    want = {json.loads(p.read_text())["id"] for p in (GOLDEN / "perplexity").rglob("*.json")}
+    assert {r["id"] for r in listed} == want
+    for r in listed:
+        assert (built_site / r["json"]).read_bytes() == (GOLDEN / r["json"].removeprefix("data/")).read_bytes()
+    pages = sorted(p.relative_to(built_site).as_posix() for p in (built_site / "perplexity-runs").rglob("*.html"))
+    assert pages == ["perplexity-runs/index.html", "perplexity-runs/run/index.html"]
+    # the quality page's ladder links each figure to the viewer
+    quality = (built_site / "quality" / "index.html").read_text()
+    assert any(f'href="../perplexity-runs/run/?id={i}"' in quality for i in want)

@@ -1,9 +1,9 @@
 """The runs browser and the artifact viewer: one page lists every artifact of a kind (runs,
-quality runs) in a table filtered and sorted in the browser; one page shows any artifact from
+quality runs, perplexity runs) in a table filtered and sorted in the browser; one page shows any artifact from
 its published JSON. Neither goes through Markdown, Jinja or the search index per artifact:
 the build writes one compact index (``<folder>/index-data.js``, also as ``index.json`` and
 ``index.csv``) and mirrors every artifact's JSON under ``data/`` in the site, so the cost of
-an artifact is one row and one file copy.
+an artifact is one row and one file copy. Three kinds: runs, quality runs, perplexity runs.
 
 The JS lives in docs/assets/js/runs.js; these functions return the page bodies and the index.
 """
@@ -35,6 +35,7 @@ class Kind:
 KINDS = {
     "run": Kind("run", "runs", "runs", "runs"),
     "quality": Kind("quality", "quality-runs", "quality runs", "quality runs"),
+    "perplexity": Kind("perplexity", "perplexity-runs", "perplexity runs", "perplexity runs"),
 }
 
 
@@ -64,6 +65,27 @@ def quality_row(d: dict[str, Any]) -> dict[str, Any]:
             "title": f"{d['model']['name']} · {d['suite']['name']} · {d['host']['id']}", "json": "data/" + d["_data_path"]}
 
 
+def _round(v: Any, decimals: int, scale: float = 1.0) -> float | None:
+    return None if v is None else round(scale * float(v), decimals)
+
+
+def perplexity_row(d: dict[str, Any]) -> dict[str, Any]:
+    """A perplexity artifact: PPL and, against a reference model, mean KLD and top-token agreement, each
+    with its standard error (rounded for the list; the viewer and the JSON hold the full values)."""
+    r = d.get("results") or {}
+    ref = (d.get("reference") or {}).get("name") or ""
+    return {"id": d["id"], "created": d["created"], "host": d["host"]["id"], "model": d["model"]["name"],
+            "reference": ref, "text": d["text"]["name"], "status": d["status"],
+            "ppl": _round(r.get("ppl"), 5), "ppl_se": _round(r.get("ppl_se"), 5),
+            "kld": _round(r.get("kld_mean"), 7), "kld_se": _round(r.get("kld_se"), 7),
+            "same_top": _round(r.get("same_top"), 3, 100), "same_top_se": _round(r.get("same_top_se"), 3, 100),
+            "n": r.get("n_scored_tokens"),
+            "title": f"{d['model']['name']} · {'KLD vs ' + ref if ref else 'perplexity'} · {d['text']['name']} · {d['host']['id']}",
+            "json": "data/" + d["_data_path"]}
+
+
+ROWS = {"run": run_row, "quality": quality_row, "perplexity": perplexity_row}
+
 # (name, label, type, filter, hidden, dictionary-encoded)
 _COLUMNS = {
     "run": [("id", "run", "str", False, False, False), ("created", "measured (UTC)", "str", False, False, False),
@@ -78,11 +100,21 @@ _COLUMNS = {
                 ("status", "status", "str", True, False, True), ("pass_rate", "pass rate (%)", "num", False, False, False),
                 ("passed", "passed", "num", False, False, False), ("n", "scored", "num", False, False, False),
                 ("json", "JSON", "str", False, False, False), ("title", "title", "str", False, True, False)],
+    "perplexity": [("id", "perplexity run", "str", False, False, False), ("created", "measured (UTC)", "str", False, False, False),
+                   ("host", "host", "str", True, False, True), ("model", "model", "str", True, False, True),
+                   ("reference", "reference model", "str", True, False, True), ("text", "text", "str", True, False, True),
+                   ("status", "status", "str", True, False, True), ("ppl", "PPL", "num", False, False, False),
+                   ("ppl_se", "PPL SE", "num", False, True, False), ("kld", "mean KLD", "num", False, False, False),
+                   ("kld_se", "KLD SE", "num", False, True, False), ("same_top", "same top token (%)", "num", False, False, False),
+                   ("same_top_se", "same top SE", "num", False, True, False), ("n", "scored tokens", "num", False, False, False),
+                   ("json", "JSON", "str", False, False, False), ("title", "title", "str", False, True, False)],
 }
+# a number shown with its standard error (column -> its SE column) and its decimals in the list
+_SE = {"perplexity": {"ppl": ("ppl_se", 3), "kld": ("kld_se", 5), "same_top": ("same_top_se", 1)}}
 
 
 def index_rows(kind: str, docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    make = run_row if kind == "run" else quality_row
+    make = ROWS[kind]
     return [make(d) for d in sorted(docs, key=lambda d: (d["created"], d["id"]), reverse=True)]
 
 
@@ -118,6 +150,8 @@ def index_data(kind: str, rows: list[dict[str, Any]]) -> dict[str, Any]:
             c["dict"] = True
         if kind == "run" and name == "value":
             c["unit_col"] = "unit"
+        if name in _SE.get(kind, {}):
+            c["se_col"], c["decimals"] = _SE[kind][name]
         columns.append(c)
     k = KINDS[kind]
     data: dict[str, Any] = {"title": k.title, "noun": k.noun, "default_sort": "created", "columns": columns,

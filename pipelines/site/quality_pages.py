@@ -1,5 +1,5 @@
 """Quality and Roles pages: scores per model x suite with n and Wilson CI95, a drill-down
-page per quality artifact (every output escaped), and the role assignments with the
+view per quality and perplexity artifact (the runs browsers' viewer), and the role assignments with the
 escalation hierarchy, every decision explained from data and linked to its artifacts."""
 
 from __future__ import annotations
@@ -25,6 +25,12 @@ def quality_link(qid: str, from_dir: str = "") -> str:
     """Relative link from a page in ``from_dir`` ("" = docs/) to a quality artifact's detail view."""
     prefix = "" if from_dir == "quality-runs" else ("../" * (from_dir.count("/") + 1) if from_dir else "") + "quality-runs/"
     return f"{prefix}run.md?id={qid}"
+
+
+def perplexity_link(pid: str, from_dir: str = "") -> str:
+    """Relative link from a page in ``from_dir`` ("" = docs/) to a perplexity artifact's detail view."""
+    prefix = "" if from_dir == "perplexity-runs" else ("../" * (from_dir.count("/") + 1) if from_dir else "") + "perplexity-runs/"
+    return f"{prefix}run.md?id={pid}"
 
 
 def _pct(v: Any) -> str:
@@ -403,7 +409,7 @@ def ladder_section(frame: pd.DataFrame) -> str:
         origin = (f"<br><small>requantized from {cell(d['from'])} ({code(d['source_sha256'][:12])}): "
                   f"{code(d['command'])}</small>" if d else "<br><small>packaged</small>")
         has_kld = isinstance(r["kld_id"], str)  # pandas turns a missing value into NaN
-        kld = link(_pm(r["kld"], r["kld_se"], 4), f"perplexity-runs/{r['kld_id']}.md") if has_kld else "reference"
+        kld = link(_pm(r["kld"], r["kld_se"], 4), perplexity_link(r["kld_id"])) if has_kld else "reference"
         same = f"{100 * r['same_top']:.1f} ± {100 * r['same_top_se']:.1f}%" if has_kld else "—"
         cells = []
         for c in score_cols:
@@ -415,7 +421,7 @@ def ladder_section(frame: pd.DataFrame) -> str:
             cells.append(link(f"{_pct(s['pass_rate'])} ({s['passed']}/{s['n']})", quality_link(s["id"]))
                          + f"<br><small>CI95 {_ci(s['ci95_low'], s['ci95_high'])}{chance}</small>")
         rows.append([cell(r["model"]) + origin, code(r["quantization"]), roles_mod.nbytes(r["size_bytes"]),
-                     link(_pm(r["ppl"], r["ppl_se"]), f"perplexity-runs/{r['ppl_id']}.md"), kld, same,
+                     link(_pm(r["ppl"], r["ppl_se"]), perplexity_link(r["ppl_id"])), kld, same,
                      _speed_cell(r["pp512"]), _speed_cell(r["tg128"]),
                      roles_mod.nbytes(r["peak_rss_bytes"]) if pd.notna(r["peak_rss_bytes"]) and r["peak_rss_bytes"] else "—"]
                     + cells)
@@ -439,44 +445,3 @@ def ladder_from_data() -> str:
     from ..runs import load_runs
 
     return ladder_section(ppl_mod.ladder_frame(ppl_mod.load_perplexity(), load_runs(), quality_mod.load_quality()))
-
-
-def perplexity_run_page(doc: dict[str, Any]) -> str:
-    """One perplexity artifact: inputs, the figures with their standard errors, per-chunk values."""
-    r = doc["results"] or {}
-    ref = doc["reference"]
-    out = [f"# Perplexity {cell(doc['id'])}", "",
-           f"**Model:** {cell(doc['model']['name'])} ({code(doc['model']['quantization'] or '?')}, "
-           f"{code(doc['model']['sha256'][:12])})  ",
-           f"**Reference:** {cell(ref['name']) + ' (' + code(ref['sha256'][:12]) + ')' if ref else 'none'}  ",
-           f"**Text:** {cell(doc['text']['name'])} ({cell(doc['text']['source'])}; licence: {cell(doc['text']['licence'])})  ",
-           f"**Method:** n_ctx {doc['method']['n_ctx']}, {doc['method']['n_chunk']} chunks, "
-           f"{doc['method']['scored_per_chunk']} scored tokens per chunk; {cell(doc['method']['anchor'])}  ",
-           f"**Host:** {code(doc['host']['id'])}, status {cell(doc['status'])}", ""]
-    if doc["status"] != "ok":
-        out.append(admonition("failure", "Run failed", cell((doc.get("error") or {}).get("message", ""))))
-        return "\n".join(out)
-    rows = [["PPL", _pm(r["ppl"], r["ppl_se"], 4)], ["mean NLL", _pm(r["nll_mean"], r["nll_se"], 5)],
-            ["scored tokens", num(r["n_scored_tokens"], 0)]]
-    if ref:
-        rows += [["PPL of the reference", _pm(r["ppl_reference"], r["ppl_reference_se"], 4)],
-                 ["ln(PPL / PPL ref)", _pm(r["ln_ppl_ratio"], r["ln_ppl_ratio_se"], 5)],
-                 ["mean KLD", _pm(r["kld_mean"], r["kld_se"], 6)], ["median KLD", num(r["kld_median"], 6)],
-                 ["99th percentile KLD", num(r["kld_p99"], 6)], ["maximum KLD", num(r["kld_max"], 6)],
-                 ["same top token", f"{100 * r['same_top']:.2f} ± {100 * r['same_top_se']:.2f}%"]]
-    out += [table(["figure", "value"], rows), "", "??? note \"Per chunk\"", ""]
-    chunk_rows = [[num(c["index"], 0), num(c["n"], 0), num(c["ppl"], 3)]
-                  + ([num(c.get("kld_mean"), 5), f"{100 * c['same_top']:.1f}%"] if ref else []) for c in doc["chunks"]]
-    sub = table(["chunk", "tokens", "PPL"] + (["mean KLD", "same top"] if ref else []), chunk_rows)
-    out += ["    " + line for line in sub.splitlines()]
-    return "\n".join(out)
-
-
-def perplexity_index(docs: list[dict[str, Any]]) -> str:
-    rows = []
-    for d in sorted(docs, key=lambda d: (d["created"], d["id"]), reverse=True):
-        r = d["results"] or {}
-        rows.append([link(d["id"], f"{d['id']}.md"), cell(d["created"]), code(d["host"]["id"]), cell(d["model"]["name"]),
-                     cell((d["reference"] or {}).get("name") or "—"), _pm(r.get("ppl"), r.get("ppl_se"), 3),
-                     _pm(r.get("kld_mean"), r.get("kld_se"), 5), cell(d["status"])])
-    return table(["artifact", "created", "host", "model", "reference", "PPL ± SE", "KLD ± SE", "status"], rows)

@@ -48,7 +48,8 @@
 
   function fmt(v, c) {
     if (v === null || v === undefined || v === "") return "—";
-    if (c.type === "num") return Number(v).toLocaleString("en-US", { maximumFractionDigits: c.decimals === undefined ? 2 : c.decimals });
+    if (c.type === "num") return Number(v).toLocaleString("en-US", c.decimals === undefined ? { maximumFractionDigits: 2 }
+      : { minimumFractionDigits: c.decimals, maximumFractionDigits: c.decimals });
     return String(v);
   }
 
@@ -73,6 +74,7 @@
       var counts = {};
       rows.forEach(function (r) { counts[r[c.name]] = (counts[r[c.name]] || 0) + 1; });
       Object.keys(counts).sort().forEach(function (v) {
+        if (v === "" || v === "null" || v === "undefined") return;  // no value (e.g. no reference model): "all" covers it
         var o = el("option", { value: v }, v + " (" + counts[v] + ")");
         sel.appendChild(o);
       });
@@ -167,7 +169,9 @@
           } else if (c.name === "json") {
             td.appendChild(el("a", { href: root.dataset.root + r.json, download: "", title: "the artifact's JSON" }, "JSON"));
           } else {
-            td.textContent = fmt(r[c.name], c) + (c.unit_col && r[c.unit_col] && r[c.name] !== null ? " " + r[c.unit_col] : "");
+            td.textContent = fmt(r[c.name], c) + (c.unit_col && r[c.unit_col] && r[c.name] !== null ? " " + r[c.unit_col] : "") +
+              (c.se_col && r[c.name] !== null && r[c.name] !== undefined && r[c.se_col] !== null && r[c.se_col] !== undefined
+                ? " ± " + fmt(r[c.se_col], c) : "");
           }
           tr.appendChild(td);
         });
@@ -336,6 +340,62 @@
     section(out, "log-tail", "Log (tail)", [pre(doc.log_tail || "")], true);
   }
 
+  function pm(v, se, d) {
+    if (v === null || v === undefined) return "—";
+    return num(v, d) + (se === null || se === undefined ? "" : " ± " + num(se, d));
+  }
+
+  function pctPm(v, se, d) {
+    if (v === null || v === undefined) return "—";
+    return num(100 * v, d) + (se === null || se === undefined ? "" : " ± " + num(100 * se, d)) + "%";
+  }
+
+  function modelLine(m) {
+    if (!m) return "none";
+    return m.name + " (" + (m.quantization || "?") + ", sha256 " + String(m.sha256 || "").slice(0, 12) + ", " +
+      num(m.size_bytes, 0) + " bytes)";
+  }
+
+  // A perplexity artifact: its inputs, the figures with their standard errors, the per-chunk values.
+  function renderPerplexity(out, doc) {
+    var ref = doc.reference, text = doc.text || {}, method = doc.method || {}, r = doc.results || {};
+    var inputs = [["model", modelLine(doc.model)], ["reference model", modelLine(ref)],
+      ["text", text.name + (text.description ? ": " + text.description : "")], ["text source", text.source || "—"],
+      ["text licence", text.licence || "—"], ["text tokens", num(text.n_tokens, 0)],
+      ["method", "n_ctx " + method.n_ctx + ", " + method.n_chunk + " chunks, " + method.scored_per_chunk +
+        " scored tokens per chunk; " + (method.anchor || "")],
+      ["host", (doc.host || {}).id]];
+    var derived = (doc.model || {}).derived;
+    if (derived) inputs.splice(1, 0, ["derived from", derived.from + " (" + String(derived.source_sha256 || "").slice(0, 12) + "): " + derived.command]);
+    section(out, "inputs", "Inputs", [table(["input", "value"], inputs)]);
+    if (doc.status === "ok") {
+      var rows = [["PPL", pm(r.ppl, r.ppl_se, 4)], ["mean NLL", pm(r.nll_mean, r.nll_se, 5)], ["scored tokens", num(r.n_scored_tokens, 0)]];
+      if (ref) {
+        rows.push(["PPL of the reference", pm(r.ppl_reference, r.ppl_reference_se, 4)],
+          ["ln(PPL / PPL ref)", pm(r.ln_ppl_ratio, r.ln_ppl_ratio_se, 5)], ["mean KLD", pm(r.kld_mean, r.kld_se, 6)],
+          ["median KLD", num(r.kld_median, 6)], ["99th percentile KLD", num(r.kld_p99, 6)], ["maximum KLD", num(r.kld_max, 6)],
+          ["same top token", pctPm(r.same_top, r.same_top_se, 2)]);
+      }
+      var fig = table(["figure", "value"], rows);
+      fig.setAttribute("id", "perplexity-figures");
+      section(out, "results", "Results", [el("p", null, "± is the standard error of the mean over the scored tokens " +
+        "(llama-perplexity's estimate)."), fig]);
+      var chunks = doc.chunks || [];
+      section(out, "chunks", "Per chunk (" + chunks.length + ")", [table(["chunk", "tokens", "PPL"].concat(ref ? ["mean KLD", "same top"] : []),
+        chunks.map(function (c) {
+          var row = [num(c.index, 0), num(c.n, 0), num(c.ppl, 3)];
+          return ref ? row.concat([num(c.kld_mean, 5), c.same_top === null || c.same_top === undefined ? "—" : num(100 * c.same_top, 1) + "%"]) : row;
+        }))], true);
+    }
+    section(out, "settings", "Settings", [kvTable(doc.settings)], true);
+    section(out, "build", "Build", [kvTable(doc.build)], true);
+    section(out, "host", "Host", [kvTable(doc.host)], true);
+    section(out, "resources", "Resources", [kvTable(doc.resources)], true);
+    if (doc.log_tail !== undefined) section(out, "log-tail", "Log (tail)", [pre(doc.log_tail || "")], true);
+  }
+
+  var RENDER = { quality: renderQuality, perplexity: renderPerplexity };
+
   function viewer(root) {
     var index = window.ALMANAC_INDEX && window.ALMANAC_INDEX[root.dataset.kind];
     var id = new URLSearchParams(location.search).get("id");
@@ -379,7 +439,7 @@
         root.insertBefore(a, status);
       }
       var out = el("div", { "class": "almanac-artifact" });
-      if (doc.artifact === "quality") renderQuality(out, doc); else renderRun(out, doc, index);
+      (RENDER[doc.artifact] || renderRun)(out, doc, index);
       root.appendChild(out);
       root.classList.add("almanac-viewer-ready");
     }).catch(function (err) { status.textContent = "could not load " + row.json + ": " + err; console.error(err); });
