@@ -3,21 +3,21 @@
 No page is generated per artifact: the runs browsers (docs/runs/, docs/quality-runs/,
 docs/perplexity-runs/) list every artifact of their kind from one index and their viewer shows
 any of them from the published JSON (pipelines/site/hooks.py writes both after the build), so
-the build stays linear in the number of artifacts."""
+the build stays linear in the number of artifacts. Pages organised by host get one page per
+host once more hosts have data than one page should carry."""
 
 from __future__ import annotations
 
 import mkdocs_gen_files
 
+from pipelines.site import split_pages  # noqa: F401 - registers the pages that split per host
 from pipelines.site.assets import vega_bundle
+from pipelines.site.per_host import generated_pages
 
 with mkdocs_gen_files.open("assets/js/vega-bundle.js", "w") as fh:
     fh.write(vega_bundle())
 
-# pages split per host once the fleet outgrows one page (pipelines/site/per_host.py)
-from pipelines.site import split_pages  # noqa: E402,F401 - registers the split pages
-from pipelines.site.per_host import generated_pages  # noqa: E402
-
+# the pages that split per host once the fleet outgrows one page (pipelines/site/per_host.py)
 for _path, _text in generated_pages():
     with mkdocs_gen_files.open(_path, "w") as fh:
         fh.write(_text)

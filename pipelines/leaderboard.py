@@ -19,6 +19,7 @@ import pandas as pd
 from runtime.metrics import COLUMNS_BY_KIND, HEADLINE_BY_KIND, Metric, headline
 from runtime.record import RunRecord
 
+from .memo import per_set
 from .history import stale_ids
 from .ranking import rank_label, rank_with_ci
 from .runs import records
@@ -83,6 +84,7 @@ def newest_per_comparability(recs: list[RunRecord]) -> list[RunRecord]:
     return list(best.values())
 
 
+@per_set
 def boards(docs: list[Any]) -> list[Board]:
     """Leaderboards from run artifacts (failed runs excluded)."""
     recs = [r for r in records(docs) if r.ok and headline(r.test_kind) is not None]

@@ -287,20 +287,27 @@ def kv_read_bytes(shape: ModelShape, depth: int, type_k: str = "f16", type_v: st
     With flash attention, llama.cpp's CPU kernel skips masked cells, so a sliding-window
     layer reads at most ``n_swa`` cells; without it, every layer multiplies over the whole
     view of used cells, padded to 256 (and capped by the layer's cache size)."""
+    full_row, swa_row = _kv_rows(shape, type_k, type_v)
     attended = depth + 1
-    total = 0
+    if flash_attn:
+        return full_row * attended + swa_row * min(attended, shape.n_swa)
+    view = max(256, pad(attended))
+    if cache is None:
+        return (full_row + swa_row) * view
+    return full_row * min(view, cache.cells) + swa_row * min(view, cache.swa_cells)
+
+
+def _kv_rows(shape: ModelShape, type_k: str, type_v: str) -> tuple[int, int]:
+    """Bytes of one K+V cell summed over the full-attention layers and over the sliding-window layers
+    (a decode step reads the same number of cells in every layer of a kind)."""
+    full = swa = 0
     for il in range(shape.n_layer):
         row = shape.kv_row_bytes(il, type_k, type_v)
-        is_swa = shape.swa_layers[il]
-        if flash_attn:
-            cells = min(attended, shape.n_swa) if is_swa else attended
+        if shape.swa_layers[il]:
+            swa += row
         else:
-            view = max(256, pad(attended))
-            if cache is not None:
-                view = min(view, cache.swa_cells if is_swa else cache.cells)
-            cells = view
-        total += row * cells
-    return total
+            full += row
+    return full, swa
 
 
 # -- compute buffer and other runtime memory -------------------------------------------------

@@ -90,7 +90,7 @@ def bar_with_ci(df: pd.DataFrame, metric: Metric, label_col: str = "label", titl
     )
     if "json" in df.columns:  # a click on a bar opens the JSON of the artifact it shows
         bars = bars.encode(href=alt.Href("json:N"))
-    err = base.mark_errorbar(color="#222").encode(x=alt.X("ci95_low:Q", title=f"{metric.label} ({metric.unit})"), x2="ci95_high:Q")
+    err = base.mark_errorbar(color="#222").encode(x=alt.X("ci95_low:Q", title=f"{metric.label} ({metric.unit})"), x2=alt.X2("ci95_high:Q"))
     return (bars + err).properties(title=title, width="container", height=max(60, 28 * len(df)))
 
 
@@ -161,11 +161,11 @@ def dots_over_time(values: list[dict[str, Any]], metric: Metric, title: str = ""
 def line_sweep(df: pd.DataFrame, x: str, metric: Metric, series: str | None = None, title: str = "",
                x_title: str | None = None) -> alt.LayerChart:
     """A sweep: metric mean against a swept value, CI95 band, one line per series."""
-    enc_color = alt.Color(f"{series}:N", title=series) if series else alt.value("#4051b5")
+    enc_color = alt.Color(f"{series}:N", title=series) if series else alt.ColorValue("#4051b5")
     base = alt.Chart(df).encode(x=alt.X(f"{x}:Q", title=x_title or x))
     line = base.mark_line(point=True).encode(
         y=alt.Y("mean:Q", title=f"{metric.label} ({metric.unit})"), color=enc_color,
         tooltip=[alt.Tooltip(f"{x}:Q"), alt.Tooltip("mean:Q", format=".2f"), alt.Tooltip("stddev:Q", format=".2f"),
                  alt.Tooltip("n:Q"), alt.Tooltip("id:N", title="artifact")] + ([alt.Tooltip(f"{series}:N")] if series else []))
-    band = base.mark_area(opacity=0.2).encode(y="ci95_low:Q", y2="ci95_high:Q", color=enc_color)
+    band = base.mark_area(opacity=0.2).encode(y=alt.Y("ci95_low:Q"), y2=alt.Y2("ci95_high:Q"), color=enc_color)
     return (band + line).properties(title=title, width="container", height=260)

@@ -125,7 +125,7 @@ def _baseline_rule(value: float | None) -> alt.Chart | None:
     if value is None:
         return None
     return alt.Chart(pd.DataFrame([{"baseline": value}])).mark_rule(strokeDash=[5, 4], color="#555").encode(
-        y="baseline:Q", tooltip=[alt.Tooltip("baseline:Q", format=".2f", title="baseline")])
+        y=alt.Y("baseline:Q"), tooltip=[alt.Tooltip("baseline:Q", format=".2f", title="baseline")])
 
 
 def speculative_chart(points: list[opt.Point]) -> alt.TopLevelMixin | None:
@@ -146,17 +146,17 @@ def speculative_chart(points: list[opt.Point]) -> alt.TopLevelMixin | None:
     metric = METRICS[points[0].metric or "generation_tps"]
     base = alt.Chart(df).encode(x=alt.X("K:Q", title="K (tokens drafted per step)", axis=alt.Axis(tickMinStep=1, format="d")),
                                 color=alt.Color("series:N", title=None))
-    rate = (base.mark_area(opacity=0.15).encode(y="ci95_low:Q", y2="ci95_high:Q")
+    rate = (base.mark_area(opacity=0.15).encode(y=alt.Y("ci95_low:Q"), y2=alt.Y2("ci95_high:Q"))
             + base.mark_line(point=True).encode(
                 y=alt.Y("mean:Q", title=f"{metric.label} ({metric.unit})"),
-                tooltip=["K:Q", alt.Tooltip("mean:Q", format=".2f"), "series:N", "lossless:N", "id:N"]))
+                tooltip=[alt.Tooltip("K:Q"), alt.Tooltip("mean:Q", format=".2f"), alt.Tooltip("series:N"), alt.Tooltip("lossless:N"), alt.Tooltip("id:N")]))
     baseline = next((p for p in points if p.is_baseline and p.ok), None)
     rule = _baseline_rule(baseline.mean if baseline else None)
     if rule is not None:
         rate = rate + rule
     acc = base.mark_line(point=True, strokeDash=[2, 2]).encode(
         y=alt.Y("acceptance:Q", title="draft acceptance (%)", scale=alt.Scale(domain=[0, 100])),
-        tooltip=["K:Q", alt.Tooltip("acceptance:Q", format=".1f"), "series:N"])
+        tooltip=[alt.Tooltip("K:Q"), alt.Tooltip("acceptance:Q", format=".1f"), alt.Tooltip("series:N")])
     return alt.hconcat(rate.properties(width=320, height=240, title="rate (dashed: baseline)"),
                        acc.properties(width=220, height=240, title="acceptance"))
 
@@ -186,14 +186,14 @@ def experts_chart(points: list[opt.Point]) -> alt.TopLevelMixin | None:
     y_title = f"{metric.label} ({metric.unit})"
     base = alt.Chart(df).encode(x=alt.X("experts:Q", title="experts per token", axis=alt.Axis(tickMinStep=1, format="d")))
     line = base.mark_line(color="#9e9e9e").encode(y=alt.Y("mean:Q", title=y_title))
-    err = base.mark_errorbar(color="#444").encode(y=alt.Y("ci95_low:Q", title=y_title), y2="ci95_high:Q")
+    err = base.mark_errorbar(color="#444").encode(y=alt.Y("ci95_low:Q", title=y_title), y2=alt.Y2("ci95_high:Q"))
     domain = list(STATUS_COLORS)
     dots = base.mark_point(size=90, filled=True).encode(
         y=alt.Y("mean:Q", title=y_title),
         color=alt.Color("status:N", scale=alt.Scale(domain=domain, range=list(STATUS_COLORS.values())),
                         title="output vs baseline"),
         shape=alt.Shape("status:N", scale=alt.Scale(domain=domain), title="output vs baseline"),
-        tooltip=["experts:Q", alt.Tooltip("mean:Q", format=".2f"), "status:N", "divergence:N", "id:N"])
+        tooltip=[alt.Tooltip("experts:Q"), alt.Tooltip("mean:Q", format=".2f"), alt.Tooltip("status:N"), alt.Tooltip("divergence:N"), alt.Tooltip("id:N")])
     return (line + err + dots).properties(width="container", height=260)
 
 

@@ -54,16 +54,10 @@ def hosts_table(docs: list[dict[str, Any]]) -> str:
 HOME_REGRESSIONS = 5  # newest regressions on the home page (all on the Regressions page)
 
 
-_BOARDS: dict[tuple[str, ...], list[Any]] = {}
-
-
 def _boards(docs: list[Any]) -> list[Any]:
-    """leaderboard.boards of one loaded set, computed once for the home page and the leaderboard."""
-    key = tuple(d["id"] for d in docs)
-    if key not in _BOARDS:
-        _BOARDS.clear()
-        _BOARDS[key] = leaderboard.boards(docs)
-    return _BOARDS[key]
+    """leaderboard.boards of one loaded set (computed once per set: the home page, the leaderboard
+    and each host's leaderboard page share it)."""
+    return leaderboard.boards(docs)
 
 
 def headline_table(docs: list[Any]) -> str:
@@ -143,8 +137,9 @@ def _definition(defn: dict[str, Any]) -> str:
     return ", ".join(f"{k}={_setting(v)}" for k, v in sorted(defn.items()) if k not in ("name", "kind"))
 
 
-def leaderboard_page(docs: list[Any]) -> str:
-    boards = _boards(docs)
+def leaderboard_page(docs: list[Any], boards: list[Any] | None = None) -> str:
+    """Every board of ``docs``; or the given ``boards`` (one host's, out of the whole set's), with ``docs`` their runs."""
+    boards = _boards(docs) if boards is None else boards
     if not boards:
         return admonition("warning", "No measurements yet", "Run `invoke bench` to add some.")
     # boards that share a heading (same test name, host, backend) differ in their test definition: say how

@@ -268,7 +268,7 @@ def projections_host(ps: proj.ProjectionSet, history: list[dict[str, Any]]) -> s
             x=alt.X("recorded:T", title="recorded"), y=alt.Y("error:Q", title="projection error (%)"),
             color=alt.Color("series:N", title="role · scenario"),
             shape=alt.Shape("verdict:N", title="verdict"),
-            tooltip=["recorded:T", alt.Tooltip("error:Q", format=".1f"), "series:N", "verdict:N"],
+            tooltip=[alt.Tooltip("recorded:T"), alt.Tooltip("error:Q", format=".1f"), alt.Tooltip("series:N"), alt.Tooltip("verdict:N")],
         ).properties(width="container", height=220, title="Error of recorded projections")
         out.append("")
         out.append(charts.embed(chart, caption="projected ÷ measured − 1, per recorded projection."))
@@ -668,7 +668,7 @@ def roofline_page(runs: list[dict[str, Any]], hosts: list[dict[str, Any]]) -> st
         chart = alt.Chart(df).mark_bar().encode(
             y=alt.Y("run:N", title=None), x=alt.X("value:Q", title="t/s" + (" (log scale)" if log_scale else ""), scale=xscale),
             color=alt.Color("kind:N", title=None),
-            yOffset="kind:N", tooltip=["run:N", "kind:N", alt.Tooltip("value:Q", format=".1f")],
+            yOffset=alt.YOffset("kind:N"), tooltip=[alt.Tooltip("run:N"), alt.Tooltip("kind:N"), alt.Tooltip("value:Q", format=".1f")],
         ).properties(width="container", height=max(80, 40 * len(df) // 2), title="Measured decode rate against the bound")
         with_bound = sum(1 for r in rows_data if r.get("bound"))
         shown = len(chart_rows) // 2
@@ -736,7 +736,7 @@ def whatif_page(runs: list[dict[str, Any]]) -> str:
         df = pd.DataFrame(chart_rows)
         chart = alt.Chart(df).mark_bar().encode(
             y=alt.Y("mix:N", title=None), x=alt.X("share:Q", title="share of time per request (%)", stack="normalize"),
-            color=alt.Color("stage:N", title="stage"), tooltip=["mix:N", "stage:N", alt.Tooltip("share:Q", format=".1f")],
+            color=alt.Color("stage:N", title="stage"), tooltip=[alt.Tooltip("mix:N"), alt.Tooltip("stage:N"), alt.Tooltip("share:Q", format=".1f")],
         ).properties(width="container", height=max(80, 40 * df["mix"].nunique()), title="Where each mix spends its time")
         out += [charts.embed(chart, caption="Stage shares per mix, from measured stage timings."), ""]
     return "\n".join(out)

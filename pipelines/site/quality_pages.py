@@ -382,10 +382,10 @@ def ladder_chart(frame: pd.DataFrame, x: str, x_title: str) -> Any:
     pts = base.mark_point(filled=True, size=90).encode(
         x=alt.X("x:Q", title=x_title, scale=scale), y=alt.Y("ppl:Q", title="perplexity (± SE, lower is better)", scale=scale),
         color=alt.Color("variant:N", legend=alt.Legend(orient="bottom", columns=1, title=None)),
-        tooltip=["variant:N", alt.Tooltip("x:Q", format=",.1f", title=x_title), alt.Tooltip("ppl:Q", format=".3f"),
+        tooltip=[alt.Tooltip("variant:N"), alt.Tooltip("x:Q", format=",.1f", title=x_title), alt.Tooltip("ppl:Q", format=".3f"),
                  alt.Tooltip("kld:Q", format=".5f", title="KLD vs source"), alt.Tooltip("id:N", title="artifact")])
-    ey = base.mark_rule().encode(x="x:Q", y="ppl_lo:Q", y2="ppl_hi:Q", color=alt.Color("variant:N", legend=None))
-    ex = base.mark_rule().encode(x="x_lo:Q", x2="x_hi:Q", y="ppl:Q", color=alt.Color("variant:N", legend=None))
+    ey = base.mark_rule().encode(x=alt.X("x:Q"), y=alt.Y("ppl_lo:Q"), y2=alt.Y2("ppl_hi:Q"), color=alt.Color("variant:N", legend=None))
+    ex = base.mark_rule().encode(x=alt.X("x_lo:Q"), x2=alt.X2("x_hi:Q"), y=alt.Y("ppl:Q"), color=alt.Color("variant:N", legend=None))
     return (ey + ex + pts).properties(width="container", height=260)
 
 

@@ -127,7 +127,7 @@ def throughput_chart(df: pd.DataFrame) -> alt.LayerChart:
         tooltip=[alt.Tooltip("series:N"), alt.Tooltip("level:Q"), alt.Tooltip("aggregate_tps:Q", format=".2f"),
                  alt.Tooltip("ideal_tps:Q", format=".2f", title="ideal (linear)"),
                  alt.Tooltip("effective_parallelism:Q", format=".2f"), alt.Tooltip("id:N", title="artifact")])
-    ideal = base.mark_line(strokeDash=[4, 4], opacity=0.6).encode(y="ideal_tps:Q")
+    ideal = base.mark_line(strokeDash=[4, 4], opacity=0.6).encode(y=alt.Y("ideal_tps:Q"))
     return (ideal + line).properties(title="Aggregate output (dashed: linear scaling)", width=520, height=260)
 
 
@@ -220,8 +220,8 @@ def ratio_chart(rows: list[dict[str, Any]]) -> alt.LayerChart:
                                                      range=["#2e7d32", "#c62828", "#757575", "#bdbdbd"])),
         tooltip=[alt.Tooltip("label:N"), alt.Tooltip("ratio:Q", format=".3f"), alt.Tooltip("lo:Q", format=".3f"),
                  alt.Tooltip("hi:Q", format=".3f"), alt.Tooltip("verdict:N"), alt.Tooltip("id:N", title="artifact")])
-    bars = base.mark_rule().encode(x="lo:Q", x2="hi:Q")
-    one = alt.Chart(pd.DataFrame({"x": [1.0]})).mark_rule(strokeDash=[3, 3], color="#222").encode(x="x:Q")
+    bars = base.mark_rule().encode(x=alt.X("lo:Q"), x2=alt.X2("hi:Q"))
+    one = alt.Chart(pd.DataFrame({"x": [1.0]})).mark_rule(strokeDash=[3, 3], color="#222").encode(x=alt.X("x:Q"))
     return (bars + points + one).properties(width=420, height=max(80, 24 * len(df)),
                                             title="Ratio of means with CI95")
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import roofline
+from .. import dataset, leaderboard, roofline
 from . import hosts as hosts_pages
 from . import optimization as optimization_pages
 from . import pages, quality_pages
@@ -20,8 +20,15 @@ def _hosts(runs: list[Any], host: str | None) -> str:
     return hosts_pages.hosts_page(runs, host_docs)
 
 
-register(SplitPage("leaderboard", "Leaderboard", "measured results", lambda r: r["status"] == "ok",
-                   lambda runs, host: pages.leaderboard_page(runs)))
+def _leaderboard(runs: list[Any], host: str | None) -> str:
+    if host is None:
+        return pages.leaderboard_page(runs)
+    # boards are per host: one host's are those of the whole set (computed once, shared with Home)
+    boards = [b for b in leaderboard.boards(list(dataset.load().runs)) if b.host_id == host]
+    return pages.leaderboard_page(runs, boards)
+
+
+register(SplitPage("leaderboard", "Leaderboard", "measured results", lambda r: r["status"] == "ok", _leaderboard))
 register(SplitPage("hosts", "Hosts", "runs", lambda r: True, _hosts))
 register(SplitPage("optimization", "Optimization tracks", "sweep runs", lambda r: bool(r["matrix"].get("sweep")),
                    lambda runs, host: optimization_pages.optimization_page(runs)))
