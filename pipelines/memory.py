@@ -281,13 +281,13 @@ def kv_cache(shape: ModelShape, n_ctx: int, type_k: str = "f16", type_v: str = "
 
 
 def kv_read_bytes(shape: ModelShape, depth: int, type_k: str = "f16", type_v: str = "f16", *,
-                  flash_attn: bool = True, cache: KvPlan | None = None) -> int:
+                  flash_attn: bool = True, cache: KvPlan | None = None, rows: tuple[int, int] | None = None) -> int:
     """KV bytes one decode step reads with ``depth`` tokens already in the context.
 
     With flash attention, llama.cpp's CPU kernel skips masked cells, so a sliding-window
     layer reads at most ``n_swa`` cells; without it, every layer multiplies over the whole
     view of used cells, padded to 256 (and capped by the layer's cache size)."""
-    full_row, swa_row = _kv_rows(shape, type_k, type_v)
+    full_row, swa_row = rows if rows is not None else kv_rows(shape, type_k, type_v)
     attended = depth + 1
     if flash_attn:
         return full_row * attended + swa_row * min(attended, shape.n_swa)
@@ -297,9 +297,10 @@ def kv_read_bytes(shape: ModelShape, depth: int, type_k: str = "f16", type_v: st
     return full_row * min(view, cache.cells) + swa_row * min(view, cache.swa_cells)
 
 
-def _kv_rows(shape: ModelShape, type_k: str, type_v: str) -> tuple[int, int]:
+def kv_rows(shape: ModelShape, type_k: str, type_v: str) -> tuple[int, int]:
     """Bytes of one K+V cell summed over the full-attention layers and over the sliding-window layers
-    (a decode step reads the same number of cells in every layer of a kind)."""
+    (a decode step reads the same number of cells in every layer of a kind); pass it to
+    ``kv_read_bytes(rows=...)`` when summing over many depths."""
     full = swa = 0
     for il in range(shape.n_layer):
         row = shape.kv_row_bytes(il, type_k, type_v)

@@ -32,7 +32,7 @@ from runtime.errors import ModelError
 from runtime.record import flash_attention_on, as_record
 from runtime.paths import data_dir, relpath
 
-from .memory import ModelShape, kv_cache, kv_read_bytes
+from .memory import ModelShape, kv_cache, kv_read_bytes, kv_rows
 from .runs import latest_per_key
 
 
@@ -123,7 +123,8 @@ def _bytes_per_token(shape: ModelShape, depths: tuple[int, ...], type_k: str, ty
                      expert_used: int | None, n_ctx: int | None, swa_full: bool) -> tuple[tuple[str, float], ...]:
     weights = shape.weights_read_per_token(expert_used)
     cache = kv_cache(shape, n_ctx or (max(depths) + 1), type_k, type_v, swa_full=swa_full) if not flash_attn else None
-    kv = sum(kv_read_bytes(shape, d, type_k, type_v, flash_attn=flash_attn, cache=cache) for d in depths) / len(depths)
+    rows = kv_rows(shape, type_k, type_v)
+    kv = sum(kv_read_bytes(shape, d, type_k, type_v, flash_attn=flash_attn, cache=cache, rows=rows) for d in depths) / len(depths)
     return (("weights", float(weights)), ("kv", float(kv)), ("total", float(weights + kv)))
 
 

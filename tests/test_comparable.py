@@ -249,6 +249,12 @@ def test_host_vs_host_page_uses_compare():
     cross = [run([10, 11, 12], test=TG), run([900, 910, 905], test=TG, host=GPU, minutes=1)]
     page = history_pages.host_vs_host_page(cross)
     assert "1 shared configuration(s)" in page and f"runs/run.md?id={cross[0].id}" in page and f"runs/run.md?id={cross[1].id}" in page
+    # a third host that ran another model shares nothing: it gets no section, one mention
+    other = {**GPU, "id": "other-host", "name": "other"}
+    alone = run([5, 6, 7], test=TG, host=other, minutes=2, model="n", sha="c" * 64)
+    page = history_pages.host_vs_host_page(cross + [alone])
+    assert page.count("shared configuration(s)") == 1 and "other-host</code> vs" not in page and "vs <code>other-host" not in page
+    assert "2 pair(s) of hosts ran nothing in common" in page
 
 
 # -- invoke compare end to end (a real subprocess) -------------------------------------------

@@ -11,6 +11,9 @@ import json
 from itertools import combinations
 from typing import Any
 
+from runtime.metrics import headline
+from runtime.record import digest
+
 from .. import compare as cmp
 from .. import history
 from . import charts
@@ -157,7 +160,22 @@ def host_vs_host_page(docs: list[Any]) -> str:
         by_host.setdefault(r.host_id, []).append(r)
     out: list[str] = []
     memo: dict[Any, str] = {}  # each result's work digest, computed once for all the pairs it is in
+    # The work each host measured (what a host-to-host comparison matches on: everything but the
+    # host), digested once per result: only pairs that share some work are compared, so the page
+    # costs the results plus the shared rows, not pairs x results.
+    on = cmp.compared_on(cmp.parse_selection("host=a"), cmp.parse_selection("host=b"))
+    on_key = tuple(sorted(on))
+    work: dict[str, set[str]] = {}
+    for r in recs:
+        if headline(r.test_kind) is None:
+            continue
+        d = memo[(r.id, r.key, on_key)] = digest(cmp.work_parts(r, on))
+        work.setdefault(r.host_id, set()).add(d)
+    alone = []
     for ha, hb in combinations(hosts, 2):
+        if not work.get(ha, set()) & work.get(hb, set()):
+            alone.append(f"{code(ha)} – {code(hb)}")
+            continue
         out.append(f"## {code(ha)} vs {code(hb)}\n")
         try:
             res = cmp.compare(by_host[ha] + by_host[hb], cmp.parse_selection(f"host={ha}"), cmp.parse_selection(f"host={hb}"), memo)
@@ -171,4 +189,10 @@ def host_vs_host_page(docs: list[Any]) -> str:
                    f"Same command: `invoke compare -b host={ha} -c host={hb}`.\n")
         out.append(compare_table(res))
         out.append("")
+    if not out:
+        out.append(admonition("info", "Nothing shared", "No two hosts ran the same configuration (model file, test and "
+                                                         "settings), so there is nothing to compare host to host."))
+    if alone:
+        out.append(f"## Pairs without a shared configuration\n\n{len(alone):,} pair(s) of hosts ran nothing in common: "
+                   + ", ".join(alone) + ".\n")
     return "\n".join(out)
