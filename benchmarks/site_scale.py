@@ -126,7 +126,9 @@ def timed(cmd: list[str], env: dict[str, str], cwd: Path) -> tuple[float, int, s
 
     r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # output to files, not pipes: a build that prints more than a pipe holds must not block on it
+    out_f, err_f = tempfile.TemporaryFile("w+"), tempfile.TemporaryFile("w+")
+    proc = subprocess.Popen(cmd, env=env, cwd=cwd, stdout=out_f, stderr=err_f, text=True)
     parent = psutil.Process(proc.pid)
     peak = 0
     while proc.poll() is None:
@@ -141,8 +143,13 @@ def timed(cmd: list[str], env: dict[str, str], cwd: Path) -> tuple[float, int, s
             pass
         peak = max(peak, total)
         time.sleep(0.02)
-    out, err = proc.communicate()
+    proc.wait()
     wall = time.perf_counter() - t0
+    out_f.seek(0)
+    err_f.seek(0)
+    out, err = out_f.read(), err_f.read()
+    out_f.close()
+    err_f.close()
     r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     timed.cpu = (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)  # type: ignore[attr-defined]
     return wall, peak, subprocess.CompletedProcess(cmd, proc.returncode, out, err)

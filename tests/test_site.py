@@ -262,3 +262,48 @@ def test_perplexity_runs_are_browsed_not_one_page_each(built_site):
     # the quality page's ladder links each figure to the viewer
     quality = (built_site / "quality" / "index.html").read_text()
     assert any(f'href="../perplexity-runs/run/?id={i}"' in quality for i in want)
+
+
+def test_a_fleet_beyond_the_split_limit_gets_one_page_per_host(tmp_path):
+    """More hosts than one page should carry (per_host.SPLIT_ABOVE): the pages organised by host
+    become an index linked to one page per host, each rendered from that host's artifacts only,
+    and the strict build (every link resolves) still passes."""
+    import re
+
+    from benchmarks.site_scale import variant
+    from pipelines.site import per_host
+    from runtime import artifacts
+    from tests.conftest import build_site, make_golden_data
+
+    data = make_golden_data(tmp_path / "data")
+    golden = []
+    for path in artifacts.iter_files(data):
+        doc = artifacts.load(path)
+        if doc["artifact"] == "run":
+            doc["_file"] = str(path.relative_to(data))
+            golden.append(doc)
+    extra = per_host.SPLIT_ABOVE + 1  # copies on other hosts: SPLIT_ABOVE + 2 hosts with the golden one
+    for c in range(1, extra + 1):
+        for d in golden:
+            doc, rel = variant(d, c)
+            doc.pop("_file", None)
+            artifacts.write(data / rel, doc)
+    site = tmp_path / "site"
+    proc = build_site(data, site)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    host_of = {}
+    for path in artifacts.iter_files(data / "runs"):
+        doc = artifacts.load(path)
+        host_of[doc["id"]] = doc["host"]["id"]
+    hosts = sorted(set(host_of.values()))
+    assert len(hosts) == extra + 1 > per_host.SPLIT_ABOVE
+    for name in ("leaderboard", "hosts", "roles"):
+        index = (site / name / "index.html").read_text()
+        for h in hosts:
+            assert re.search(rf'href="(\.\./)?{name}/{h}/"', index), (name, h)  # the index links every host's page
+            page = (site / name / h / "index.html").read_text()
+            ids = set(re.findall(r"\?id=([A-Za-z0-9._-]+)", page))
+            assert {host_of[i] for i in ids if i in host_of} <= {h}, (name, h)  # only that host's runs
+        assert "?id=" not in index  # the index carries no host's results
+    lb = (site / "leaderboard" / hosts[0] / "index.html").read_text()
+    assert re.search(r"\?id=", lb) and "../../runs/run/?id=" in lb  # run links resolve one folder deeper

@@ -163,6 +163,18 @@ def run_link(run_id: str, from_dir: str = "") -> str:
     return f"{prefix}run.md?id={run_id}"
 
 
+_MD_TARGET = re.compile(r"\]\((?!#|[a-z][a-z0-9+.-]*:|/)([^)\s]+)\)")
+
+
+def rebase_links(md: str, up: int) -> str:
+    """Markdown written for a page in docs/ (relative link targets: ``runs/run.md?id=...``,
+    ``methodology.md#x``), moved ``up`` folders deeper: every relative target gets ``../`` x up.
+    Anchors, absolute URLs and the site-root placeholder (raw HTML) are left alone; text from an
+    artifact cannot form a link (``cell()`` escapes brackets and parentheses)."""
+    prefix = "../" * up
+    return _MD_TARGET.sub(lambda m: f"]({prefix}{m.group(1)})", md) if up else md
+
+
 def run_json(doc: dict[str, Any]) -> str:
     """The site-root-relative URL of a run's (any artifact's) published JSON, for raw HTML and charts."""
     return f"{ROOT}data/{doc['_data_path']}" if doc.get("_data_path") else ""

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import dataset
-from .markdown import admonition, cell, code, link, nbytes, num, table
+from .markdown import admonition, cell, code, link, nbytes, num, rebase_links, table
 
 SPLIT_ABOVE = 4  # hosts shown on one page; more get one page per host
 _HOST_ID = re.compile(r"^[a-z0-9][a-z0-9-]*$")
@@ -130,4 +130,5 @@ def render(name: str, host: str | None = None) -> str:
     runs = runs_by_host().get(host)
     if runs is None:
         return admonition("warning", "No data", f"No run artifact from host {code(host)}.")
-    return page.render(list(runs), host)
+    # rendered as for docs/<name>.md, served one folder deeper (docs/<name>/<host>.md)
+    return rebase_links(page.render(list(runs), host), 1)
