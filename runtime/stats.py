@@ -20,6 +20,7 @@ def _clean(values: Sequence[float]) -> np.ndarray:
     return arr[np.isfinite(arr)]
 
 
+@lru_cache(maxsize=4096)
 def t_critical(df: float, confidence: float = 0.95) -> float:
     """Student's t quantile (scipy.special.stdtrit: the same value as t.ppf, ~100x faster)."""
     return float(_sp.stdtrit(df, 0.5 + confidence / 2.0))
@@ -53,7 +54,10 @@ def median_ci(values: Sequence[float], confidence: float = 0.95) -> tuple[float 
     """Distribution-free interval of the median from order statistics (binomial(n, 1/2)):
     the narrowest symmetric pair x_(k), x_(n-k+1) covering at least ``confidence``; (None, None)
     when n is too small for any pair to reach it (n < 6 at 95%)."""
-    arr = np.sort(_clean(values))
+    return _median_ci_sorted(np.sort(_clean(values)), confidence)
+
+
+def _median_ci_sorted(arr: np.ndarray, confidence: float = 0.95) -> tuple[float | None, float | None]:
     n = int(arr.size)
     if n < 2:
         return None, None
@@ -67,7 +71,10 @@ def outliers(values: Sequence[float], k: float = OUTLIER_K) -> list[int]:
     """Indices (into the finite, non-null samples, in order) that lie more than k robust
     standard deviations (1.4826 x MAD) from the median. With MAD 0 nothing is flagged unless
     it differs from a median that most samples equal exactly."""
-    arr = _clean(values)
+    return _outliers(_clean(values), k)
+
+
+def _outliers(arr: np.ndarray, k: float = OUTLIER_K) -> list[int]:
     if arr.size < 3:
         return []
     med = float(np.median(arr))
@@ -99,6 +106,11 @@ def _inversions_cdf(n: int) -> tuple[float, ...]:
     return tuple(cdf)
 
 
+@lru_cache(maxsize=256)
+def _upper_pairs(n: int) -> tuple[np.ndarray, np.ndarray]:
+    return np.triu_indices(n, 1)
+
+
 def _mann_kendall(arr: np.ndarray) -> tuple[float, float]:
     """Kendall's tau-b of the samples against their order and its two-sided p-value, as
     scipy.stats.kendalltau(range(n), samples) computes them (exact null distribution without
@@ -106,7 +118,7 @@ def _mann_kendall(arr: np.ndarray) -> tuple[float, float]:
     for the few dozen samples a test takes, without scipy's per-call overhead."""
     n = int(arr.size)
     tot = n * (n - 1) // 2
-    diff = np.sign(arr[None, :] - arr[:, None])[np.triu_indices(n, 1)]  # sign(y_j - y_i), i < j
+    diff = np.sign(arr[None, :] - arr[:, None])[_upper_pairs(n)]  # sign(y_j - y_i), i < j
     con, dis = int((diff > 0).sum()), int((diff < 0).sum())
     _, cnt = np.unique(arr, return_counts=True)
     cnt = cnt[cnt > 1].astype(np.int64)
@@ -129,7 +141,10 @@ def trend(values: Sequence[float]) -> dict | None:
     """A warm-up that was not enough shows as a drift across repetitions: Kendall's tau of the
     samples against their order (Mann-Kendall test) with its p-value, and whether the first
     sample alone is an outlier. None below four samples (no test has power there)."""
-    arr = _clean(values)
+    return _trend(_clean(values))
+
+
+def _trend(arr: np.ndarray, outlier_idx: list[int] | None = None) -> dict | None:
     n = int(arr.size)
     if n < 4:
         return None
@@ -142,7 +157,7 @@ def trend(values: Sequence[float]) -> dict | None:
         tau, p = float(res.statistic), float(res.pvalue)
     tau = tau if math.isfinite(tau) else 0.0
     p = p if math.isfinite(p) else 1.0
-    first = 0 in outliers(arr)
+    first = 0 in (_outliers(arr) if outlier_idx is None else outlier_idx)
     return {"tau": tau, "p_value": p, "monotonic": p < 0.05, "first_sample_outlier": first,
             "warmup_suspect": bool(p < 0.05 or first)}
 
@@ -165,20 +180,23 @@ def summarize(values: Sequence[float]) -> dict:
         lo, hi = mean - half, mean + half
     else:
         lo = hi = None
+    srt = np.sort(arr)
+    p50, p95, p99 = (float(v) for v in np.percentile(srt, [50, 95, 99]))
+    flagged = _outliers(arr)
     return {
         "n": n,
         "mean": mean,
         "stddev": sd,
         "ci95_low": lo,
         "ci95_high": hi,
-        "median": float(np.percentile(arr, 50)),
-        "min": float(arr.min()),
-        "max": float(arr.max()),
-        "p95": float(np.percentile(arr, 95)),
-        "p99": float(np.percentile(arr, 99)),
-        **dict(zip(("median_ci95_low", "median_ci95_high"), median_ci(arr))),
-        "outliers": outliers(arr),
-        "trend": trend(arr),
+        "median": p50,
+        "min": float(srt[0]),
+        "max": float(srt[-1]),
+        "p95": p95,
+        "p99": p99,
+        **dict(zip(("median_ci95_low", "median_ci95_high"), _median_ci_sorted(srt))),
+        "outliers": flagged,
+        "trend": _trend(arr, flagged),
     }
 
 
