@@ -10,7 +10,7 @@ not copied (they summarise a host's runs; the originals stay).
 
 It then builds the site from that folder (ALMANAC_DATA) twice: cold (empty validation cache)
 and warm (the cache the first build left: a repeated build), reporting wall seconds and the
-peak resident memory of the whole process tree (psutil, sampled every 20 ms), and the
+peak resident memory of the whole process tree (psutil, sampled every 100 ms), and the
 largest pages. With --all-noop N it also times `invoke all` with nothing new at N artifacts.
 
     python benchmarks/site_scale.py --sizes 100,1000,10000 --out benchmarks/results/cpu/site-scale.json
@@ -142,7 +142,7 @@ def timed(cmd: list[str], env: dict[str, str], cwd: Path) -> tuple[float, int, s
         except psutil.Error:
             pass
         peak = max(peak, total)
-        time.sleep(0.02)
+        time.sleep(0.1)  # sampling the tree costs CPU: often enough to see the (slowly growing) peak, rarely enough not to slow 2 cores
     proc.wait()
     wall = time.perf_counter() - t0
     out_f.seek(0)
