@@ -307,3 +307,41 @@ def test_a_fleet_beyond_the_split_limit_gets_one_page_per_host(tmp_path):
         assert "?id=" not in index  # the index carries no host's results
     lb = (site / "leaderboard" / hosts[0] / "index.html").read_text()
     assert re.search(r"\?id=", lb) and "../../runs/run/?id=" in lb  # run links resolve one folder deeper
+    _split_pages_hold_in_chromium(site, "leaderboard", hosts[0])
+
+
+def _split_pages_hold_in_chromium(site, name, host):
+    """A split page's index and one host's page, served over loopback to headless Chromium with
+    every other address blocked: no console error, nothing fetched from outside, the host page's
+    charts drawn, nothing wider than a 390 px phone screen."""
+    import functools
+    import http.server
+    import shutil
+    import threading
+
+    if not shutil.which("chromium"):
+        pytest.skip("Debian's chromium is not installed (invoke test installs it when run as root)")
+    from playwright.sync_api import sync_playwright
+
+    from tests.test_browser import _open
+
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(site))
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    served = f"http://127.0.0.1:{httpd.server_address[1]}"
+    errors: list[str] = []
+    outside: list[str] = []
+    try:
+        with sync_playwright() as p:
+            browser, page = _open(p, served, errors, outside, viewport={"width": 390, "height": 844})
+            page.goto(f"{served}/{name}/", wait_until="load")
+            assert page.locator(f"a[href$='{name}/{host}/']").count() == 1
+            assert page.evaluate("document.documentElement.scrollWidth") <= 390
+            page.locator(f"a[href$='{name}/{host}/']").click()
+            page.wait_for_url(f"**/{name}/{host}/")
+            page.wait_for_selector(".almanac-chart.almanac-chart-ready svg", timeout=30_000)
+            assert page.evaluate("document.documentElement.scrollWidth") <= 390
+            browser.close()
+    finally:
+        httpd.shutdown()
+    assert errors == [] and outside == []

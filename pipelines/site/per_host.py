@@ -114,8 +114,8 @@ def index(name: str) -> str:
         rows.append([link(host, page_file(name, host)), cell(cpu), cell(gpus), ram, num(len(runs), 0),
                      cell(newest["created"][:16].replace("T", " "))])
     return "\n".join([
-        f"{len(hosts):,} hosts have {page.noun} on this page, more than one page should carry ({SPLIT_ABOVE}): "
-        "each host has its own page, rendered the same way from that host's artifacts only.", "",
+        f"{len(hosts):,} hosts have {page.noun}, more than one page shows (up to {SPLIT_ABOVE}): each host has its "
+        "own page, linked below and rendered the same way from that host's artifacts only.", "",
         table(["host", "CPU", "GPUs", "RAM", page.noun, "newest (UTC)"], rows, ["l", "l", "l", "r", "r", "l"]),
     ])
 
