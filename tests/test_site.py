@@ -273,7 +273,7 @@ def test_a_fleet_beyond_the_split_limit_gets_one_page_per_host(tmp_path):
     from benchmarks.site_scale import variant
     from pipelines.site import per_host
     from runtime import artifacts
-    from tests.conftest import build_site, make_golden_data
+    from tests.conftest import ROOT, build_site, make_golden_data
 
     data = make_golden_data(tmp_path / "data")
     golden = []
@@ -288,9 +288,20 @@ def test_a_fleet_beyond_the_split_limit_gets_one_page_per_host(tmp_path):
             doc, rel = variant(d, c)
             doc.pop("_file", None)
             artifacts.write(data / rel, doc)
+    # a host known only from its fingerprint (a bandwidth probe, no run): the Hosts page still shows it
+    probe_src = next(artifacts.iter_files(ROOT / "data" / "hosts"))
+    probe = artifacts.load(probe_src)
+    probe["_file"] = str(probe_src.relative_to(ROOT / "data"))
+    probe, rel = variant(probe, 6)
+    probe.pop("_file")
+    artifacts.write(data / rel, probe)
     site = tmp_path / "site"
     proc = build_site(data, site)
     assert proc.returncode == 0, proc.stderr[-3000:]
+    probe_page = (site / "hosts" / probe["host"]["id"] / "index.html").read_text()
+    assert probe["host"]["cpu"]["model"] in probe_page
+    assert re.search(rf'href="(\.\./)?hosts/{probe["host"]["id"]}/"', (site / "hosts" / "index.html").read_text())
+    assert not (site / "leaderboard" / probe["host"]["id"]).exists()  # no results: not on the leaderboard
     host_of = {}
     for path in artifacts.iter_files(data / "runs"):
         doc = artifacts.load(path)

@@ -36,6 +36,7 @@ class SplitPage:
     noun: str  # what the per-host count counts
     relevant: Callable[[Any], bool]
     render: Callable[[list[Any], str | None], str]
+    fingerprints: bool = False  # a host known only from its host artifact (a probe, no run) gets a page too
 
 
 PAGES: dict[str, SplitPage] = {}
@@ -61,15 +62,27 @@ def runs_by_host() -> dict[str, list[Any]]:
     return hit[1]
 
 
+def host_artifacts() -> dict[str, dict[str, Any]]:
+    """Host id -> its newest host artifact (fingerprint, bandwidth probe)."""
+    out: dict[str, dict[str, Any]] = {}
+    for d in dataset.load().hosts:  # oldest first: the newest wins
+        out[d["host"]["id"]] = d
+    return out
+
+
 def hosts_of(name: str) -> dict[str, list[Any]]:
-    """Host -> its relevant runs, for the hosts that have any (sorted by host id)."""
+    """Host -> its relevant runs, for the hosts that have any (and, on a page that shows
+    fingerprints, the hosts known from a host artifact alone, with no run); sorted by host id."""
     page = PAGES[name]
     out = {}
-    for host, runs in sorted(runs_by_host().items()):
+    for host, runs in runs_by_host().items():
         rel = [r for r in runs if page.relevant(r)]
         if rel:
             out[host] = rel
-    return out
+    if page.fingerprints:
+        for host in host_artifacts():
+            out.setdefault(host, [])
+    return dict(sorted(out.items()))
 
 
 def is_split(name: str) -> bool:
@@ -97,8 +110,7 @@ def generated_pages() -> list[tuple[str, str]]:
     return out
 
 
-def _machine(run: Any) -> tuple[str, str, str]:
-    h = run["host"]
+def _machine(h: dict[str, Any]) -> tuple[str, str, str]:
     gpus = ", ".join(g["name"] for g in h.get("gpus", [])) or "none"
     return h["cpu"]["model"], gpus, nbytes(h["memory_bytes"])
 
@@ -108,9 +120,10 @@ def index(name: str) -> str:
     page = PAGES[name]
     hosts = hosts_of(name)
     rows = []
+    probes = host_artifacts()
     for host, runs in hosts.items():
-        newest = runs[-1]
-        cpu, gpus, ram = _machine(newest)
+        newest = runs[-1] if runs else probes[host]
+        cpu, gpus, ram = _machine(newest["host"])
         rows.append([link(host, page_file(name, host)), cell(cpu), cell(gpus), ram, num(len(runs), 0),
                      cell(newest["created"][:16].replace("T", " "))])
     return "\n".join([
@@ -129,6 +142,8 @@ def render(name: str, host: str | None = None) -> str:
         return page.render(list(dataset.load().runs), None)
     runs = runs_by_host().get(host)
     if runs is None:
-        return admonition("warning", "No data", f"No run artifact from host {code(host)}.")
+        if not (page.fingerprints and host in host_artifacts()):
+            return admonition("warning", "No data", f"No artifact from host {code(host)}.")
+        runs = []
     # rendered as for docs/<name>.md, served one folder deeper (docs/<name>/<host>.md)
     return rebase_links(page.render(list(runs), host), 1)

@@ -29,7 +29,7 @@ def _leaderboard(runs: list[Any], host: str | None) -> str:
 
 
 register(SplitPage("leaderboard", "Leaderboard", "measured results", lambda r: r["status"] == "ok", _leaderboard))
-register(SplitPage("hosts", "Hosts", "runs", lambda r: True, _hosts))
+register(SplitPage("hosts", "Hosts", "runs", lambda r: True, _hosts, fingerprints=True))
 register(SplitPage("optimization", "Optimization tracks", "sweep runs", lambda r: bool(r["matrix"].get("sweep")),
                    lambda runs, host: optimization_pages.optimization_page(runs)))
 register(SplitPage("serving", "Serving", "serving runs", lambda r: r["test"]["kind"] in ("serve", "concurrency"),
