@@ -221,6 +221,33 @@ class Assignment:
     fallbacks: list[Candidate]
     rejected: list[Candidate]
 
+    def within_noise(self) -> tuple[str, Candidate] | None:
+        """When the assigned configuration and the runner-up are within noise on what ranks them
+        first (their CI95s on the role's first speed requirement, or on its one quality requirement,
+        overlap): the requirement and the runner-up. The means still order them; the page says that
+        a re-measurement could swap them. None when the intervals are apart or nothing can tell."""
+        if self.chosen is None or not self.fallbacks:
+            return None
+        if self.spec.prefer == "speed":
+            kind = "speed" if self.spec.speed else None
+        else:
+            kind = "quality" if len(self.spec.quality) == 1 else None
+        if kind is None:
+            return None
+        runner = self.fallbacks[0]
+
+        def first(c: Candidate) -> Evidence | None:
+            return next((e for e in c.evidence if e.kind == kind), None)
+
+        a, b = first(self.chosen), first(runner)
+        if a is None or b is None or not a.ci or not b.ci or None in a.ci or None in b.ci:
+            return None
+        if a.ci[0] == a.ci[1] or b.ci[0] == b.ci[1]:  # a single sample: no interval to compare
+            return None
+        if a.ci[0] <= b.ci[1] and b.ci[0] <= a.ci[1]:
+            return a.requirement, runner
+        return None
+
     @property
     def status(self) -> str:
         if self.chosen is not None:

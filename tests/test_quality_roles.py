@@ -312,3 +312,18 @@ def test_a_configuration_measured_only_elsewhere_is_judged_on_its_own_host(reg):
     on_a = by[("frontdoor", HOST)]
     assert "second" not in {c.model for c in [on_a.chosen] + on_a.fallbacks + on_a.rejected if c}
     assert on_a.chosen.model == "fast-good"
+
+
+def test_an_assignment_within_noise_of_its_runner_up_says_so(reg):
+    """The means rank eligible candidates; when the first two's CI95s on what ranks them overlap,
+    the decision is within noise and the page says a re-measurement could swap them."""
+    runs, quality = fixture_docs()
+    a = {x.role: x for x in roles.recommend(reg, quality, runs, CAPS)}["frontdoor"]
+    assert a.chosen.model == "fast-good" and a.within_noise() is None  # 60 ± 1.2 vs 40 ± 0.8: apart
+    close = [r for r in runs if r["model"]["name"] != "second"] + [speed_doc("second", mean=59.0)]
+    a = {x.role: x for x in roles.recommend(reg, quality, close, CAPS)}["frontdoor"]
+    assert a.chosen.model == "fast-good" and a.fallbacks[0].model == "second"
+    requirement, runner = a.within_noise()
+    assert runner.model == "second" and "tg128" in requirement
+    body = quality_pages.roles_page(reg, [a])
+    assert "Within noise" in body and "within noise of second" in body

@@ -197,6 +197,8 @@ def _summary_table(assignments: list[roles_mod.Assignment]) -> str:
             met = "; ".join(f"{e.requirement.split(' (')[0]}: {e.value}" for e in a.chosen.evidence
                             if e.kind in ("quality", "speed"))
             why = f"meets every requirement ({met})" if met else "meets every requirement"
+            if a.within_noise():
+                why += f"; within noise of {a.within_noise()[1].label}"
         else:
             why = "<br>".join(cell(_candidate_line(c)) for c in (unresolved + rejected)[:2]) or "—"
         rows.append([link(a.role, f"#role-{_anchor(a.role)}"), cell(a.spec.tier or "—"), f"**{cell(a.status)}**",
@@ -244,8 +246,12 @@ def roles_page(reg: roles_mod.RolesFile, assignments: list[roles_mod.Assignment]
         for a in items:
             body: list[str] = []
             if a.chosen:
-                body += [f"**Assigned:** {cell(a.chosen.label)}: meets every requirement and ranks first.", "",
-                         _evidence_table(a.chosen), ""]
+                body += [f"**Assigned:** {cell(a.chosen.label)}: meets every requirement and ranks first.", ""]
+                tie = a.within_noise()
+                if tie:
+                    body += [f"**Within noise:** on {cell(tie[0])} its CI95 overlaps that of the runner-up, "
+                             f"{cell(tie[1].label)}: the means order them, and a re-measurement could swap them.", ""]
+                body += [_evidence_table(a.chosen), ""]
             if a.fallbacks:
                 more = (f" → … and {len(a.fallbacks) - FALLBACKS_SHOWN:,} more eligible configurations"
                         if len(a.fallbacks) > FALLBACKS_SHOWN else "")
