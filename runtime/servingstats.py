@@ -64,9 +64,35 @@ def meets_slo(record: dict[str, Any], slo: Slo) -> bool:
 
 def effective_parallelism(intervals: Iterable[tuple[float, float]]) -> float | None:
     """Sum of interval lengths / length of their union (1.0 = never overlapping)."""
+    total, union = _busy(intervals)
+    return total / union if union > 0 else None
+
+
+def batched_parallelism(records: Sequence[dict[str, Any]], batches: int) -> float | None:
+    """Effective parallelism of a level sent in ``batches`` batches one after another: each batch's
+    request times start from its own origin, so intervals of different batches must never be
+    overlaid. Busy time summed over batches / union summed over batches. A request's batch is its
+    round // (rounds per batch): the runner numbers rounds on across batches."""
+    rounds = [r.get("round") for r in records]
+    if batches <= 1 or any(x is None for x in rounds) or not rounds:
+        return effective_parallelism((r.get("first_token_ms"), r.get("last_token_ms")) for r in records)
+    per = max(1, (max(rounds) + 1) // batches)
+    groups: dict[int, list[tuple[Any, Any]]] = {}
+    for r in records:
+        groups.setdefault(int(r["round"]) // per, []).append((r.get("first_token_ms"), r.get("last_token_ms")))
+    total = union = 0.0
+    for spans in groups.values():
+        t, u = _busy(spans)
+        total += t
+        union += u
+    return total / union if union > 0 else None
+
+
+def _busy(intervals: Iterable[tuple[float, float]]) -> tuple[float, float]:
+    """(sum of interval lengths, length of their union)."""
     spans = sorted((a, b) for a, b in intervals if a is not None and b is not None and b > a)
     if not spans:
-        return None
+        return 0.0, 0.0
     total = sum(b - a for a, b in spans)
     union = 0.0
     cur_a, cur_b = spans[0]
@@ -77,7 +103,7 @@ def effective_parallelism(intervals: Iterable[tuple[float, float]]) -> float | N
         else:
             cur_b = max(cur_b, b)
     union += cur_b - cur_a
-    return total / union if union > 0 else None
+    return total, union
 
 
 def _dist(values: Sequence[float]) -> dict[str, Any]:
@@ -86,7 +112,8 @@ def _dist(values: Sequence[float]) -> dict[str, Any]:
     return s
 
 
-def level_stats(records: Sequence[dict[str, Any]], wall_s: float, slo: Slo, level: int | None = None) -> dict[str, Any]:
+def level_stats(records: Sequence[dict[str, Any]], wall_s: float, slo: Slo, level: int | None = None,
+                batches: int = 1) -> dict[str, Any]:
     """Throughput, latency distributions, errors and goodput of one phase (one level)."""
     ok = [r for r in records if r.get("ok")]
     reasons = Counter((r.get("error") or {}).get("reason", "unknown") for r in records if not r.get("ok"))
@@ -113,8 +140,7 @@ def level_stats(records: Sequence[dict[str, Any]], wall_s: float, slo: Slo, leve
         "slo_attainment": met / n if n else None,
         "goodput_rps": met / wall if wall else None,
         "meets_slo": bool(n) and met / n >= slo.attainment,
-        "effective_parallelism": effective_parallelism(
-            (r.get("first_token_ms"), r.get("last_token_ms")) for r in ok),
+        "effective_parallelism": batched_parallelism(ok, batches),
     }
 
 
@@ -127,7 +153,8 @@ def sweep_stats(levels: Sequence[dict[str, Any]], slo: Slo) -> dict[str, Any]:
 
     ``levels``: [{"level": L, "wall_s": s, "requests": [records]}], lowest level first.
     """
-    rows = [level_stats(lv["requests"], lv["wall_s"], slo, lv["level"]) for lv in sorted(levels, key=lambda x: x["level"])]
+    rows = [level_stats(lv["requests"], lv["wall_s"], slo, lv["level"], int(lv.get("batches") or 1))
+            for lv in sorted(levels, key=lambda x: x["level"])]
     base = rows[0] if rows else None
     for r in rows:
         r["speedup"] = _ratio(r["aggregate_tps"], base["aggregate_tps"]) if base else None
@@ -142,6 +169,7 @@ def sweep_stats(levels: Sequence[dict[str, Any]], slo: Slo) -> dict[str, Any]:
     peak = max((r for r in rows if r["aggregate_tps"] is not None), key=lambda r: r["aggregate_tps"], default=None)
     top = rows[-1] if rows else None
     return {
+        "version": SWEEP_STATS_VERSION,
         "slo": slo.to_dict(),
         "levels": rows,
         "max_level_meeting_slo": max_level,
@@ -152,6 +180,11 @@ def sweep_stats(levels: Sequence[dict[str, Any]], slo: Slo) -> dict[str, Any]:
         "top_effective_parallelism": top["effective_parallelism"] if top else None,
         "top_speedup": top["speedup"] if top else None,
     }
+
+
+# Bumped whenever sweep_stats computes anything differently: a sweep stored by a run with another
+# version is recomputed from its samples (2: parallelism per batch of a repeat-to-precision level).
+SWEEP_STATS_VERSION = 2
 
 
 def serialised(rows: Sequence[dict[str, Any]], threshold: float = 1.25) -> bool | None:
@@ -176,8 +209,10 @@ def _shape() -> tuple[frozenset[str], frozenset[str], frozenset[str]]:
 
 def stored_sweep(stored: Any) -> dict[str, Any] | None:
     """The sweep a run stored (``details.sweep``, computed by :func:`sweep_stats` when it ran) if it
-    has today's shape; None when it is missing or older (the caller recomputes it from the samples)."""
+    was computed by today's version and has today's shape; None when it is missing or older (the caller recomputes it from the samples)."""
     if not isinstance(stored, dict) or not isinstance(stored.get("levels"), list) or not stored["levels"]:
+        return None
+    if stored.get("version") != SWEEP_STATS_VERSION:  # computed by other arithmetic
         return None
     top, level, dist = _shape()
     if not top <= stored.keys():

@@ -601,3 +601,27 @@ def test_a_stored_sweep_of_today_s_shape_is_used_and_an_older_one_recomputed(fix
     doc["details"]["sweep"] = {**old, "peak_level": -1}
     (row,) = serving.sweeps([doc])
     assert row["sweep"] == fresh  # recomputed from the samples
+
+
+def test_parallelism_of_a_level_sent_in_batches_is_taken_per_batch():
+    """Repeat-to-precision sends a level in batches one after another; each batch's request times
+    start from its own origin. A serialised server (one stream at a time in every batch) must read
+    1.0, not the overlap of batches laid on top of each other; a sweep stored with the older
+    arithmetic is recomputed."""
+    from runtime.servingstats import SWEEP_STATS_VERSION, Slo, level_stats, stored_sweep, sweep_stats
+
+    def rec(rnd, first, last):
+        return {"ok": True, "round": rnd, "ttft_ms": 10.0, "tpot_ms": 2.0, "e2e_ms": last, "output_tokens": 8,
+                "first_token_ms": first, "last_token_ms": last, "itl_ms": [2.0]}
+
+    # 2 clients x 1 round per batch, 3 batches: within a batch the second stream starts when the first ends
+    batch = lambda b: [rec(b, 0.0, 100.0), rec(b, 100.0, 200.0)]  # noqa: E731
+    records = batch(0) + batch(1) + batch(2)
+    assert level_stats(records, 0.6, Slo(), 2, batches=3)["effective_parallelism"] == pytest.approx(1.0)
+    assert level_stats(records, 0.6, Slo(), 2)["effective_parallelism"] == pytest.approx(3.0)  # overlaid: the old bug
+    # two overlapping streams per batch read 2.0 either way
+    both = [rec(b, 0.0, 100.0) for b in range(3) for _ in range(2)]
+    assert level_stats(both, 0.3, Slo(), 2, batches=3)["effective_parallelism"] == pytest.approx(2.0)
+    sw = sweep_stats([{"level": 2, "wall_s": 0.6, "batches": 3, "requests": records}], Slo())
+    assert sw["levels"][0]["effective_parallelism"] == pytest.approx(1.0) and sw["version"] == SWEEP_STATS_VERSION
+    assert stored_sweep({**sw, "version": SWEEP_STATS_VERSION - 1}) is None and stored_sweep(sw) is sw
