@@ -213,8 +213,8 @@ def test_mann_kendall_equals_scipy_kendalltau_with_and_without_ties():
     from scipy import stats as st
 
     rng = np.random.default_rng(11)
-    cases = [rng.normal(size=n) for n in (4, 5, 9, 20, 33, 34, 60)]
-    cases += [rng.integers(0, 4, size=n).astype(float) for n in (4, 12, 40)]  # ties
+    cases = [rng.normal(size=n) for n in (4, 5, 9, 20, 33, 34, 60, 127, 128, 129, 300, 1300)]  # across blocks of 128
+    cases += [rng.integers(0, 4, size=n).astype(float) for n in (4, 12, 40, 200, 700)]  # ties
     cases += [np.arange(10.0), np.arange(10.0)[::-1], np.array([1.0, 1.0, 1.0, 2.0]), np.ones(6)]
     for y in cases:
         ref = st.kendalltau(np.arange(y.size), y)
