@@ -356,3 +356,13 @@ def _split_pages_hold_in_chromium(site, name, host):
     finally:
         httpd.shutdown()
     assert errors == [] and outside == []
+
+
+def test_per_host_page_files_never_collide_or_escape():
+    from pipelines.site.per_host import page_file
+
+    assert page_file("serving", "vm-568ab3c6") == "serving/vm-568ab3c6.md"
+    assert page_file("serving", "index") == "serving/_index.md"  # not the split page's own index
+    for bad in ("../x", "a/b", "A", "", "x_y"):
+        with pytest.raises(ValueError):
+            page_file("serving", bad)

@@ -92,7 +92,9 @@ def is_split(name: str) -> bool:
 def page_file(name: str, host: str) -> str:
     if not _HOST_ID.match(host):
         raise ValueError(f"host id {host!r} is not a valid id (^[a-z0-9][a-z0-9-]*$)")
-    return f"{name}/{host}.md"
+    # "index" is a valid host id but would land on the page's own URL (<name>/index.md is <name>.md's
+    # place): that one host gets "_index", which no host id can be (no underscores in ids)
+    return f"{name}/{host if host != 'index' else '_index'}.md"
 
 
 def generated_pages() -> list[tuple[str, str]]:
