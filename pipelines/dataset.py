@@ -12,10 +12,13 @@ import gc
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from runtime import artifacts, record
 from runtime.paths import data_dir, relpath
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -27,7 +30,14 @@ class Dataset:
     root: Path
     by_type: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     files: tuple[tuple[str, Path], ...] = ()  # (path relative to root, absolute path) of every artifact
-    id_json: dict[str, str] | None = None  # artifact id -> its published JSON (filled on first use)
+    _derived: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    def derived(self, name: str, compute: Callable[[Dataset], T]) -> T:
+        """A value computed from this loaded set, once: the set does not change while it is loaded
+        (a changed data folder loads as a new set), so every page of a build shares the answer."""
+        if name not in self._derived:
+            self._derived[name] = compute(self)
+        return self._derived[name]
 
     def of(self, artifact: str) -> list[dict[str, Any]]:
         return self.by_type.get(artifact, [])
@@ -118,8 +128,6 @@ def thaw(root: Path | None = None) -> None:
 def published_json() -> dict[str, str]:
     """Artifact id -> the site path of its published JSON, for the set being built (empty outside a build)."""
     for root in _FROZEN:
-        ds = _CACHE[root][1]
-        if ds.id_json is None:
-            object.__setattr__(ds, "id_json", {d["id"]: "data/" + d["_data_path"] for docs in ds.by_type.values() for d in docs})
-        return ds.id_json
+        return _CACHE[root][1].derived(
+            "id_json", lambda ds: {d["id"]: "data/" + d["_data_path"] for docs in ds.by_type.values() for d in docs})
     return {}

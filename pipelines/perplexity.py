@@ -17,7 +17,8 @@ import pandas as pd
 from runtime.paths import data_dir
 
 from .quality import latest_per_key
-from .runs import load_artifacts, records
+from .runs import latest_per_key as latest_runs
+from .runs import load_artifacts
 
 
 LADDER_MATRIX = "ladder"  # data/matrices/ladder.yaml: the speed of every file of the ladder, same settings
@@ -85,22 +86,17 @@ def ladder_frame(ppl_docs: list[dict[str, Any]], run_docs: list[dict[str, Any]],
     pf = perplexity_frame(ppl_docs)
     if pf.empty:
         return pf
+    shas = set(pf["model_sha256"])
+    current = [r for r in latest_runs(run_docs) if r.ok and r.model_sha256 in shas]
     if host is None:  # speed from one host only: the one that measured tg128 for the most ladder files
-        shas = set(pf["model_sha256"])
-        from runtime import record
-
         counts: dict[str, set[str]] = {}
-        for r in record.latest_per_key(records(run_docs)):
-            if r.ok and r.model_sha256 in shas and r.test_name == "tg128":
+        for r in current:
+            if r.test_name == "tg128":
                 counts.setdefault(r.host_id, set()).add(r.model_sha256)
         host = max(counts, key=lambda h: (len(counts[h]), h)) if counts else None
-    from runtime import record
-
-    shas = set(pf["model_sha256"])
-    latest: dict[tuple[str, str], list[Any]] = {}
-    for r in record.latest_per_key(records(run_docs)):
-        if r.ok and r.model_sha256 in shas:
-            latest.setdefault((r.model_sha256, r.test_name), []).append(r)
+    latest: dict[tuple[str, str], list[Any]] = {}  # (model sha256, test) -> current ok runs
+    for r in current:
+        latest.setdefault((r.model_sha256, r.test_name), []).append(r)
     rows = []
     for sha, g in pf.groupby("model_sha256", sort=False):
         own = g[g["reference"].isna()].sort_values("created").tail(1)

@@ -12,6 +12,8 @@ from runtime import artifacts, record
 from runtime.record import RunRecord, as_record
 from runtime.paths import data_dir, relpath
 
+from .memo import per_set
+
 
 def load_artifacts(artifact: str, root: Path | None = None) -> list[dict[str, Any]]:
     """Every artifact of one type under ``root`` (validated), oldest first, with ``_path`` for links.
@@ -46,9 +48,15 @@ def records(docs: list[Any]) -> list[RunRecord]:
     return [as_record(d) for d in docs]
 
 
-def latest_per_key(docs: list[Any]) -> list[RunRecord]:
-    """The newest artifact of each configuration (a forced rerun supersedes, history stays on disk)."""
+@per_set
+def _latest_per_key(docs: list[Any]) -> list[RunRecord]:
     return record.latest_per_key(records(docs))
+
+
+def latest_per_key(docs: list[Any]) -> list[RunRecord]:
+    """The newest artifact of each configuration (a forced rerun supersedes, history stays on disk);
+    computed once per loaded set, every page of a build asks it (the caller gets its own list)."""
+    return list(_latest_per_key(docs))
 
 
 def settings_label(settings: dict[str, Any], keys: list[str]) -> str:

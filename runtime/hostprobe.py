@@ -84,6 +84,23 @@ def hosts_dir() -> Path:
     return data_dir() / "hosts"
 
 
+def _timed_passes(part, bounds: list[tuple[int, int]], whole, threads: int, repetitions: int, nbytes: int) -> list[float]:
+    """GB/s of ``repetitions`` timed passes over a buffer: ``part`` per slice on a thread pool
+    (``whole`` in the calling thread when ``threads`` is 1), after one untimed warm-up pass."""
+    rates = []
+    with ThreadPoolExecutor(max_workers=threads) as pool:
+        list(pool.map(part, bounds))  # warm-up (and starts the threads)
+        for _ in range(repetitions):
+            t0 = time.perf_counter()
+            if threads == 1:
+                whole()
+            else:
+                list(pool.map(part, bounds))
+            dt = time.perf_counter() - t0
+            rates.append(nbytes / dt / 1e9)
+    return rates
+
+
 def _copy_rates(src: np.ndarray, dst: np.ndarray, threads: int, repetitions: int) -> list[float]:
     n = src.size
     bounds = [(i * n // threads, (i + 1) * n // threads) for i in range(threads)]
@@ -91,18 +108,7 @@ def _copy_rates(src: np.ndarray, dst: np.ndarray, threads: int, repetitions: int
     def part(b: tuple[int, int]) -> None:
         np.copyto(dst[b[0]:b[1]], src[b[0]:b[1]])
 
-    rates = []
-    with ThreadPoolExecutor(max_workers=threads) as pool:
-        list(pool.map(part, bounds))  # warm-up (and starts the threads)
-        for _ in range(repetitions):
-            t0 = time.perf_counter()
-            if threads == 1:
-                np.copyto(dst, src)
-            else:
-                list(pool.map(part, bounds))
-            dt = time.perf_counter() - t0
-            rates.append(2 * n / dt / 1e9)
-    return rates
+    return _timed_passes(part, bounds, lambda: np.copyto(dst, src), threads, repetitions, 2 * n)  # read + written
 
 
 # Read-only kernels: each reads the whole buffer once and writes nothing but a scalar. A kernel
@@ -123,18 +129,7 @@ def _read_rates(src: np.ndarray, threads: int, repetitions: int, kernel: str = "
     def part(b: tuple[int, int]) -> float:
         return float(fn(src[b[0]:b[1]]))
 
-    rates = []
-    with ThreadPoolExecutor(max_workers=threads) as pool:
-        list(pool.map(part, bounds))  # warm-up (and starts the threads)
-        for _ in range(repetitions):
-            t0 = time.perf_counter()
-            if threads == 1:
-                part((0, n))
-            else:
-                list(pool.map(part, bounds))
-            dt = time.perf_counter() - t0
-            rates.append(n / dt / 1e9)
-    return rates
+    return _timed_passes(part, bounds, lambda: part((0, n)), threads, repetitions, n)
 
 
 def best_read(src: np.ndarray, threads: int, repetitions: int) -> tuple[str, list[float], dict[str, float]]:

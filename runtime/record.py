@@ -480,26 +480,8 @@ def read_all(root: Path | str | None = None) -> list[RunRecord]:
     return out
 
 
-_LATEST: dict[tuple[int, ...], tuple[list[RunRecord], list[RunRecord]]] = {}
-
-
 def latest_per_key(records: list[RunRecord]) -> list[RunRecord]:
-    """The newest artifact of each measurement key (a forced rerun supersedes; history stays on disk).
-
-    Every page of a build asks this of the same loaded set: the answer is kept for the last few
-    sets, keyed by the identity of their records (the cache holds them, so identities stay valid)."""
-    ident = tuple(map(id, records))
-    hit = _LATEST.get(ident)
-    if hit is not None:
-        return list(hit[1])
-    out = _latest_per_key(records)
-    if len(_LATEST) >= 8:
-        _LATEST.pop(next(iter(_LATEST)))
-    _LATEST[ident] = (list(records), out)
-    return list(out)
-
-
-def _latest_per_key(records: list[RunRecord]) -> list[RunRecord]:
+    """The newest artifact of each measurement key (a forced rerun supersedes; history stays on disk)."""
     latest: dict[str, RunRecord] = {}
     for r in records:
         cur = latest.get(r.key)

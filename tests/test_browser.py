@@ -5,28 +5,19 @@ host and by test, opens a run and downloads its JSON; the perplexity runs' brows
 
 from __future__ import annotations
 
-import functools
-import http.server
 import shutil
-import threading
 
 import pytest
 
-pytestmark = pytest.mark.browser
+from tests.support.browser import open_page, serve_site
 
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-        "--disable-sync", "--no-first-run", "--disable-quic"]
+pytestmark = pytest.mark.browser
 
 
 @pytest.fixture
 def served(built_site):
-    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(built_site))
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    t = threading.Thread(target=httpd.serve_forever, daemon=True)
-    t.start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    httpd.shutdown()
+    with serve_site(built_site) as url:
+        yield url
 
 
 def test_leaderboard_renders_offline_in_chromium(served):
@@ -37,19 +28,7 @@ def test_leaderboard_renders_offline_in_chromium(served):
     errors: list[str] = []
     outside: list[str] = []
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
-        page = browser.new_page()
-        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-        page.on("pageerror", lambda e: errors.append(str(e)))
-
-        def guard(route):
-            if route.request.url.startswith(served):
-                route.continue_()
-            else:
-                outside.append(route.request.url)
-                route.abort()
-
-        page.route("**/*", guard)
+        browser, page = open_page(p, served, errors, outside)
         page.goto(f"{served}/leaderboard/", wait_until="load")
         table = page.locator("table").first
         assert table.is_visible()
@@ -65,25 +44,6 @@ def test_leaderboard_renders_offline_in_chromium(served):
         browser.close()
     assert errors == []
     assert outside == []
-
-
-def _open(p, served, errors, outside, **kw):
-    browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
-    context = browser.new_context(accept_downloads=True, **kw)
-    page = context.new_page()
-    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-    page.on("pageerror", lambda e: errors.append(str(e)))
-    page.on("dialog", lambda d: (errors.append("dialog: " + d.message), d.dismiss()))
-
-    def guard(route):
-        if route.request.url.startswith(served):
-            route.continue_()
-        else:
-            outside.append(route.request.url)
-            route.abort()
-
-    page.route("**/*", guard)
-    return browser, page
 
 
 def _shown(page, col):
@@ -103,7 +63,7 @@ def test_runs_browser_filters_opens_and_downloads(served, built_site):
     errors: list[str] = []
     outside: list[str] = []
     with sync_playwright() as p:
-        browser, page = _open(p, served, errors, outside)
+        browser, page = open_page(p, served, errors, outside)
         page.goto(f"{served}/runs/", wait_until="load")
         page.wait_for_selector("#almanac-browser tbody tr")
         assert page.locator("#almanac-browser tbody tr").count() == min(len(runs), 100)
@@ -157,7 +117,7 @@ def test_viewer_shows_hostile_text_as_text(served, built_site):
     errors: list[str] = []
     outside: list[str] = []
     with sync_playwright() as p:
-        browser, page = _open(p, served, errors, outside)
+        browser, page = open_page(p, served, errors, outside)
         page.goto(f"{served}/runs/run/?id={evil['id']}", wait_until="load")
         page.wait_for_selector("#almanac-viewer.almanac-viewer-ready", timeout=30_000)
         page.locator("h2#log-tail + details summary").click()
@@ -181,7 +141,7 @@ def test_perplexity_browser_filters_opens_and_downloads(served, built_site):
     errors: list[str] = []
     outside: list[str] = []
     with sync_playwright() as p:
-        browser, page = _open(p, served, errors, outside)
+        browser, page = open_page(p, served, errors, outside)
         page.goto(f"{served}/perplexity-runs/", wait_until="load")
         page.wait_for_selector("#almanac-browser tbody tr")
         assert sorted(page.locator("#almanac-browser tbody tr").evaluate_all("trs => trs.map(t => t.dataset.id)")) \
@@ -243,7 +203,7 @@ def test_new_pages_hold_at_390px_and_in_dark_mode(served, path):
     errors: list[str] = []
     outside: list[str] = []
     with sync_playwright() as p:
-        browser, page = _open(p, served, errors, outside, viewport={"width": 390, "height": 844})
+        browser, page = open_page(p, served, errors, outside, viewport={"width": 390, "height": 844})
         page.goto(f"{served}/{path}", wait_until="load")
         if path != "open-data/":
             page.wait_for_selector("#almanac-browser .almanac-count")

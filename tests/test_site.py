@@ -325,36 +325,26 @@ def _split_pages_hold_in_chromium(site, name, host):
     """A split page's index and one host's page, served over loopback to headless Chromium with
     every other address blocked: no console error, nothing fetched from outside, the host page's
     charts drawn, nothing wider than a 390 px phone screen."""
-    import functools
-    import http.server
     import shutil
-    import threading
 
     if not shutil.which("chromium"):
         pytest.skip("Debian's chromium is not installed (invoke test installs it when run as root)")
     from playwright.sync_api import sync_playwright
 
-    from tests.test_browser import _open
+    from tests.support.browser import open_page, serve_site
 
-    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(site))
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    served = f"http://127.0.0.1:{httpd.server_address[1]}"
     errors: list[str] = []
     outside: list[str] = []
-    try:
-        with sync_playwright() as p:
-            browser, page = _open(p, served, errors, outside, viewport={"width": 390, "height": 844})
-            page.goto(f"{served}/{name}/", wait_until="load")
-            assert page.locator(f"a[href$='{name}/{host}/']").count() == 1
-            assert page.evaluate("document.documentElement.scrollWidth") <= 390
-            page.locator(f"a[href$='{name}/{host}/']").click()
-            page.wait_for_url(f"**/{name}/{host}/")
-            page.wait_for_selector(".almanac-chart.almanac-chart-ready svg", timeout=30_000)
-            assert page.evaluate("document.documentElement.scrollWidth") <= 390
-            browser.close()
-    finally:
-        httpd.shutdown()
+    with serve_site(site) as served, sync_playwright() as p:
+        browser, page = open_page(p, served, errors, outside, viewport={"width": 390, "height": 844})
+        page.goto(f"{served}/{name}/", wait_until="load")
+        assert page.locator(f"a[href$='{name}/{host}/']").count() == 1
+        assert page.evaluate("document.documentElement.scrollWidth") <= 390
+        page.locator(f"a[href$='{name}/{host}/']").click()
+        page.wait_for_url(f"**/{name}/{host}/")
+        page.wait_for_selector(".almanac-chart.almanac-chart-ready svg", timeout=30_000)
+        assert page.evaluate("document.documentElement.scrollWidth") <= 390
+        browser.close()
     assert errors == [] and outside == []
 
 
@@ -366,3 +356,10 @@ def test_per_host_page_files_never_collide_or_escape():
     for bad in ("../x", "a/b", "A", "", "x_y"):
         with pytest.raises(ValueError):
             page_file("serving", bad)
+
+
+def test_rebase_links_moves_relative_targets_only():
+    md = f"[a](runs/run.md?id=x) [b](#y) [c](https://e.org/a.md) [d]({markdown.ROOT}data/x.json) [e](methodology.md#s)"
+    assert markdown.rebase_links(md, 1) == (f"[a](../runs/run.md?id=x) [b](#y) [c](https://e.org/a.md) "
+                                            f"[d]({markdown.ROOT}data/x.json) [e](../methodology.md#s)")
+    assert markdown.rebase_links(md, 0) == md

@@ -163,13 +163,13 @@ def run_link(run_id: str, from_dir: str = "") -> str:
     return f"{prefix}run.md?id={run_id}"
 
 
-_MD_TARGET = re.compile(r"\]\((?!#|[a-z][a-z0-9+.-]*:|/)([^)\s]+)\)")
+_MD_TARGET = re.compile(r"\]\((?!#|[a-z][a-z0-9+.-]*:|/|" + re.escape(ROOT) + r")([^)\s]+)\)")
 
 
 def rebase_links(md: str, up: int) -> str:
     """Markdown written for a page in docs/ (relative link targets: ``runs/run.md?id=...``,
     ``methodology.md#x``), moved ``up`` folders deeper: every relative target gets ``../`` x up.
-    Anchors, absolute URLs and the site-root placeholder (raw HTML) are left alone; text from an
+    Anchors, absolute URLs and targets under the site-root placeholder are left alone; text from an
     artifact cannot form a link (``cell()`` escapes brackets and parentheses)."""
     prefix = "../" * up
     return _MD_TARGET.sub(lambda m: f"]({prefix}{m.group(1)})", md) if up else md

@@ -54,16 +54,10 @@ def hosts_table(docs: list[dict[str, Any]]) -> str:
 HOME_REGRESSIONS = 5  # newest regressions on the home page (all on the Regressions page)
 
 
-def _boards(docs: list[Any]) -> list[Any]:
-    """leaderboard.boards of one loaded set (computed once per set: the home page, the leaderboard
-    and each host's leaderboard page share it)."""
-    return leaderboard.boards(docs)
-
-
 def headline_table(docs: list[Any]) -> str:
     """The best result of every board (host, workload, backend, test definition) on its headline metric."""
     rows = []
-    for b in sorted(_boards(docs), key=lambda b: (b.host_id, b.test, b.backend)):
+    for b in sorted(leaderboard.boards(docs), key=lambda b: (b.host_id, b.test, b.backend)):
         recs = leaderboard.board_records(b)
         if not recs:
             continue
@@ -84,7 +78,7 @@ def newest_regressions(docs: list[Any], limit: int = HOME_REGRESSIONS) -> str:
         return "No regression detected (see [Regressions](regressions.md) for the method)."
     rows = []
     for st in steps:
-        s, m = st.series, st.series.metric
+        s = st.series
         change = "; ".join(f"{k}: {v[0]} → {v[1]}" for k, v in st.build_change.items())
         rows.append([cell(st.after[0].created[:10]), cell(s.model), code(s.test), code(s.host_id),
                      link(f"{num(st.change_pct, 1)}%", run_link(st.after[0].id)),
@@ -139,7 +133,7 @@ def _definition(defn: dict[str, Any]) -> str:
 
 def leaderboard_page(docs: list[Any], boards: list[Any] | None = None) -> str:
     """Every board of ``docs``; or the given ``boards`` (one host's, out of the whole set's), with ``docs`` their runs."""
-    boards = _boards(docs) if boards is None else boards
+    boards = leaderboard.boards(docs) if boards is None else boards  # computed once per set (Home shares it)
     if not boards:
         return admonition("warning", "No measurements yet", "Run `invoke bench` to add some.")
     # boards that share a heading (same test name, host, backend) differ in their test definition: say how

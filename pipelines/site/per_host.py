@@ -46,28 +46,21 @@ def register(page: SplitPage) -> None:
     PAGES[page.name] = page
 
 
-_GROUPS: dict[int, tuple[Any, dict[str, list[Any]]]] = {}
+def _by_host(ds: dataset.Dataset) -> dict[str, list[Any]]:
+    groups: dict[str, list[Any]] = {}
+    for r in ds.runs:
+        groups.setdefault(r.host_id, []).append(r)
+    return groups
 
 
 def runs_by_host() -> dict[str, list[Any]]:
-    """The loaded set's runs grouped by host (oldest first within a host), computed once per set."""
-    ds = dataset.load()
-    hit = _GROUPS.get(id(ds))
-    if hit is None or hit[0] is not ds:
-        groups: dict[str, list[Any]] = {}
-        for r in ds.runs:
-            groups.setdefault(r.host_id, []).append(r)
-        _GROUPS.clear()
-        hit = _GROUPS[id(ds)] = (ds, groups)
-    return hit[1]
+    """The loaded set's runs grouped by host (oldest first within a host)."""
+    return dataset.load().derived("runs_by_host", _by_host)
 
 
 def host_artifacts() -> dict[str, dict[str, Any]]:
     """Host id -> its newest host artifact (fingerprint, bandwidth probe)."""
-    out: dict[str, dict[str, Any]] = {}
-    for d in dataset.load().hosts:  # oldest first: the newest wins
-        out[d["host"]["id"]] = d
-    return out
+    return dataset.load().derived("newest_host_artifact", lambda ds: {d["host"]["id"]: d for d in ds.hosts})  # oldest first: newest wins
 
 
 def hosts_of(name: str) -> dict[str, list[Any]]:

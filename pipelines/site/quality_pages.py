@@ -284,22 +284,16 @@ def quality_page_from_data() -> str:
     return quality_page(quality_mod.load_quality())
 
 
-_ASSIGNED: dict[int, tuple[Any, Any, list[roles_mod.Assignment]]] = {}
-
-
 def _assignments() -> tuple[roles_mod.RolesFile, list[roles_mod.Assignment]]:
     """Every role's assignment on every host, computed once per loaded set (a split Roles page asks per host)."""
     from .. import dataset
-    from ..runs import load_runs
 
-    ds = dataset.load()
-    hit = _ASSIGNED.get(id(ds))
-    if hit is None or hit[0] is not ds:
+    def compute(ds: dataset.Dataset) -> tuple[roles_mod.RolesFile, list[roles_mod.Assignment]]:
         reg = roles_mod.load_roles()
         caps, names = roles_mod.model_capabilities()
-        _ASSIGNED.clear()
-        hit = _ASSIGNED[id(ds)] = (ds, reg, roles_mod.recommend(reg, quality_mod.load_quality(), load_runs(), caps, names))
-    return hit[1], hit[2]
+        return reg, roles_mod.recommend(reg, list(ds.quality), list(ds.runs), caps, names)
+
+    return dataset.load().derived("role_assignments", compute)
 
 
 def roles_page_for(host: str | None) -> str:
@@ -308,10 +302,6 @@ def roles_page_for(host: str | None) -> str:
     if host is not None:
         assignments = [a for a in assignments if a.host_id == host]
     return roles_page(reg, assignments)
-
-
-def roles_page_from_data() -> str:
-    return roles_page_for(None)
 
 
 def decision_rules() -> str:
