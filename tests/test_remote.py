@@ -119,6 +119,24 @@ def test_snapshot_is_the_working_tree_and_its_digest_follows_content(tmp_path):
     assert any(r.startswith("llama-cpp-python==") for r in reqs)
 
 
+def test_a_virtualenv_in_the_checkout_stays_behind(tmp_path):
+    """`python3 -m venv <any name>` inside a git checkout (untracked, not ignored) is not the
+    project: the snapshot leaves it behind, found by its pyvenv.cfg."""
+    import subprocess
+
+    from runtime.remote import snapshot
+
+    root = tmp_path / "tree"
+    (root / "runtime").mkdir(parents=True)
+    (root / "runtime" / "__init__.py").write_text("")
+    (root / "myenv" / "lib").mkdir(parents=True)
+    (root / "myenv" / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    (root / "myenv" / "lib" / "big.py").write_text("x = 1\n")
+    subprocess.run(["git", "init", "-q", str(root)], check=True)
+    files, _, _ = snapshot.list_files(root)
+    assert files == ["runtime/__init__.py"]
+
+
 # -- a real sshd ------------------------------------------------------------------------------------
 @pytest.fixture(scope="session")
 def sshd_env(tmp_path_factory):

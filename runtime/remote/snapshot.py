@@ -71,7 +71,10 @@ def list_files(root: Path | None = None) -> tuple[list[str], str | None, bool]:
             elif p.is_dir():
                 paths += [str(f.relative_to(root)) for f in p.rglob("*") if f.is_file() and "__pycache__" not in f.parts]
         paths.sort()
-    keep = [p for p in paths if not p.startswith(EXCLUDE_PREFIXES) and (root / p).is_file()]
+    # a virtual environment inside the tree (python3 -m venv .venv, the usual install) is never
+    # the project: it is recognised by its pyvenv.cfg whatever its name, and left behind
+    venvs = tuple(p[:-len("pyvenv.cfg")] for p in paths if p.endswith("/pyvenv.cfg"))
+    keep = [p for p in paths if not p.startswith(EXCLUDE_PREFIXES + venvs) and (root / p).is_file()]
     return keep, commit, dirty
 
 
