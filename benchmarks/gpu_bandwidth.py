@@ -13,7 +13,7 @@ and the best are reported. Uses PyTorch when importable, else CuPy. Buffers are 
 random data first (never zeros); the copy is checked and the sum compared with a second one.
 Prints one JSON object: the copy's fields at the top level (as before) and, with ``read``, a
 ``read`` object of the same shape. ``host_bandwidth`` turns either into the rows of a
-``host`` artifact, the shape the CPU probe writes (runtime/hostprobe.py).
+``host`` artifact, the shape the CPU probe writes (runtime/hosts/probe.py).
 """
 
 from __future__ import annotations
@@ -80,8 +80,8 @@ def rates_from_seconds(seconds: list[float], bytes_per_sample: int) -> dict:
 def host_bandwidth(result: dict) -> list[dict]:
     """The ``bandwidth`` (or ``read_bandwidth``) rows of a ``host`` artifact from one result of
     this script: one row (one host thread drives the GPU), samples in GB/s, summarised the way
-    the CPU probe summarises its own (runtime.stats.summarize)."""
-    from runtime import stats
+    the CPU probe summarises its own (core.stats.summarize)."""
+    from core import stats
 
     samples = [x / 1e9 for x in result["samples_bytes_per_s"]]
     return [{"threads": 1, "samples_gbs": samples, "summary": stats.summarize(samples)}]

@@ -2,7 +2,7 @@
 
 1. measure the card's device-memory bandwidth (benchmarks/gpu_bandwidth.py);
 2. generate the synthetic models a matrix names ("synthetic-<shape>-<quant>",
-   runtime.synth) into a work folder, with a registry of their own (ALMANAC_DATA);
+   runtime.models.synth) into a work folder, with a registry of their own (ALMANAC_DATA);
 3. run the matrix through the runtime (one child process per configuration, artifacts
    with the host fingerprint taken here);
 4. run llama-bench (built from the same llama.cpp source) on the same files and settings;
@@ -69,7 +69,8 @@ def ensure_models(names: list[str], model_dir: Path, registry: Path) -> dict[str
     limited in size) is left out, and the caller runs the matrix without it."""
     import yaml
 
-    from runtime import models, synth
+    from runtime.models import registry as models
+    from runtime.models import synth
 
     facts: dict[str, dict[str, Any]] = {}
     project = project_entries()
@@ -108,7 +109,7 @@ def matrix_for(mfile: str, available: list[str], all_models: list[str], work: Pa
         return mfile
     import yaml
 
-    from runtime import matrix as matrix_mod
+    from runtime.execution import matrix as matrix_mod
 
     name = matrix_mod.load(mfile).name
     derived = work / "matrices" / f"{name}.yaml"
@@ -236,7 +237,7 @@ def table(rows: list[dict[str, Any]]) -> str:
 # -- host artifact ----------------------------------------------------------------------------------
 def host_artifact(fp: dict[str, Any], bw: dict[str, Any], created: str) -> dict[str, Any]:
     """A ``host`` artifact (probe kind gpu_memory_bandwidth) from the bandwidth measurement."""
-    from runtime import artifacts
+    from core import artifacts
 
     from gpu_bandwidth import host_bandwidth
 
@@ -261,7 +262,7 @@ def host_artifact(fp: dict[str, Any], bw: dict[str, Any], created: str) -> dict[
 
 
 def write_host_artifact(fp: dict[str, Any], bw: dict[str, Any], created: str, data: Path) -> Path | None:
-    from runtime import artifacts
+    from core import artifacts
 
     if "host" not in artifacts.ARTIFACT_TYPES:
         return None
@@ -298,9 +299,9 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("ALMANAC_CACHE", str(a.work / "cache"))
     (data / "runs").mkdir(parents=True, exist_ok=True)
 
-    from runtime import host as hostinfo
-    from runtime import matrix as matrix_mod
-    from runtime import runner
+    from runtime.hosts import fingerprint as hostinfo
+    from runtime.execution import matrix as matrix_mod
+    from runtime.execution import runner
     from runtime.backends.llama_cpp.backend import physical_cores
 
     fp = hostinfo.fingerprint()
@@ -366,7 +367,7 @@ def main(argv: list[str] | None = None) -> int:
         pack_runs(data, out)
         bench(2)
 
-    from runtime import artifacts
+    from core import artifacts
 
     for _, doc in artifacts.iter_artifacts(data / "runs", "run"):
         doc = dict(doc)

@@ -28,8 +28,8 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from runtime.errors import ConfigError
-from runtime.paths import cache_dir, project_root
+from core.errors import ConfigError
+from core.paths import cache_dir, project_root
 
 DIST = "llama-cpp-python"
 SDIST_STEM = "llama_cpp_python"

@@ -10,7 +10,7 @@ source vendored in the pinned llama-cpp-python (benchmarks/llama_bench_build.py)
 and ours (``runtime.quality.perplexity.measure``; an existing artifact of the same inputs is
 reused), then prints each figure side by side and whether ours lies within llama-perplexity's
 standard error. Weight repacking follows the same policy in both (``--no-repack`` where
-``runtime.llamacpp_lib`` turns extra buffer types off for the in-process runs). The result goes to
+``runtime.backends.llama_cpp.lib_policy`` turns extra buffer types off for the in-process runs). The result goes to
 ``benchmarks/results/perplexity_check.json``.
 
     python benchmarks/perplexity_check.py [--bin DIR] [--ctx 512] [--variant gemma3-270m-q3_k_m]
@@ -30,9 +30,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from runtime import artifacts, models  # noqa: E402
-from runtime import llamacpp_lib  # noqa: E402
-from runtime.paths import relpath  # noqa: E402
+from core import artifacts
+from runtime.models import registry as models  # noqa: E402
+from runtime.backends.llama_cpp import lib_policy as llamacpp_lib  # noqa: E402
+from core.paths import relpath  # noqa: E402
 from runtime.quality import perplexity  # noqa: E402
 
 NUM = r"([0-9]+(?:\.[0-9]+)?(?:e[-+]?[0-9]+)?)"

@@ -32,7 +32,7 @@ def main() -> None:
         shutil.copytree(ROOT / "data" / "suites", d / "suites")
         shutil.copy(ROOT / "data" / "matrices" / f"{args.matrix}.yaml", d / "matrices")
         os.environ["ALMANAC_DATA"] = str(d)
-        from runtime import artifacts
+        from core import artifacts
         from runtime.quality import runner
 
         print(f"load average before: {os.getloadavg()}")

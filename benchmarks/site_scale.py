@@ -37,8 +37,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from runtime import artifacts  # noqa: E402
-from runtime.host import slug  # noqa: E402
+from core import artifacts  # noqa: E402
+from runtime.hosts.fingerprint import slug  # noqa: E402
 
 ARTIFACT_DIRS = ("runs", "hosts", "projections", "quality", "perplexity")
 HOSTS = 8  # variants per committed host: a few hosts that benchmark every night

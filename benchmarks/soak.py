@@ -59,7 +59,8 @@ def main() -> int:
     ap.add_argument("--json")
     args = ap.parse_args()
     rng = random.Random(args.seed)
-    from runtime import artifacts, procs
+    from core import artifacts
+    from runtime import procs
 
     work = Path(tempfile.mkdtemp(prefix="almanac-soak-"))
     data = work / "data"
@@ -118,7 +119,7 @@ def main() -> int:
         keys[doc["key"]] += 1
     quarantined = len(list((data / "quarantine").rglob("*"))) if (data / "quarantine").exists() else 0
     duplicates = sum(n - 1 for n in keys.values() if n > 1)
-    from runtime import matrix as matrix_mod
+    from runtime.execution import matrix as matrix_mod
 
     os.environ["ALMANAC_DATA"] = str(data)
     expected = len(matrix_mod.load("soak").configurations())

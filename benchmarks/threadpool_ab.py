@@ -12,7 +12,7 @@ threads for every graph, which would cost real time per generated token.
 
 This script answers it by measurement: one model load, our backend's own rate test
 (``LlamaCppBackend._run_rate``), alternating default / attached (ABBA...) in the same
-process, ``reps`` repetitions per block; then ``runtime.stats.compare``. The threadpool is
+process, ``reps`` repetitions per block; then ``core.stats.compare``. The threadpool is
 bound through ctypes (``ggml_threadpool_params_default`` in libggml-base,
 ``ggml_threadpool_new``/``_free`` in libggml-cpu, ``llama_attach_threadpool`` /
 ``llama_detach_threadpool`` in libllama, all in the llama_cpp package's lib/ folder).
@@ -82,10 +82,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--fa", choices=("off", "on", "auto"), default="auto", help="Flash attention.")
     args = ap.parse_args(argv)
 
-    from runtime import models, stats
+    from runtime.models import registry as models
+    from core import stats
     from runtime.backends.llama_cpp.backend import LlamaCppBackend, physical_cores
     from runtime.backends.llama_cpp.config import LlamaCppSettings
-    from runtime.workloads import RateTest
+    from core.kinds.rate import RateTest
 
     threads = args.threads or physical_cores()
     test = RateTest.parse(args.test).model_copy(update={"repetitions": args.reps, "warmup": True})

@@ -4,7 +4,7 @@
         [--target 0.02] [--min 3] [--max 30] [--max-time 120] [--out benchmarks/results/cpu/time_to_precision.json]
 
 For every test of the matrix (its first model, base settings), each method runs in a fresh
-child process exactly as ``invoke bench`` runs it (``runtime.runner.run_child``), the two
+child process exactly as ``invoke bench`` runs it (``runtime.execution.runner.run_child``), the two
 methods alternating (fixed, adaptive, adaptive, fixed, ...) ``rounds`` times so that drift of
 the shared machine falls on both:
 
@@ -33,11 +33,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from runtime import matrix as matrix_mod  # noqa: E402
-from runtime import models, runner  # noqa: E402
-from runtime import host as hostinfo  # noqa: E402
-from runtime.artifacts import atomic_write_text  # noqa: E402
-from runtime.precision import Precision  # noqa: E402
+from runtime.execution import matrix as matrix_mod  # noqa: E402
+from runtime.models import registry as models
+from runtime.execution import runner  # noqa: E402
+from runtime.hosts import fingerprint as hostinfo  # noqa: E402
+from core.artifacts import atomic_write_text  # noqa: E402
+from core.precision import Precision  # noqa: E402
 
 
 def variants(test, precision: Precision):

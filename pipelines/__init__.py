@@ -1,4 +1,4 @@
 """Inference Almanac pipelines: from stored artifacts to tables, sweeps and projections.
 
-Pipelines read artifacts only (through runtime.artifacts); they never import a backend.
+Pipelines read artifacts only (through core.artifacts); they never import a backend.
 """

@@ -18,7 +18,7 @@ choose differently on purpose: different hosts are compared on the same work apa
 host, different backends on the same test and model apart from backend and settings. On
 each side the newest result of each matched configuration is taken (one cell = one
 artifact). Each row: both values (mean ± stddev, n), the ratio B/A with its CI95 (log
-scale, Welch-Satterthwaite; runtime.stats) and the verdict from B's point of view: win,
+scale, Welch-Satterthwaite; core.stats) and the verdict from B's point of view: win,
 loss or within noise (the interval contains 1).
 """
 
@@ -33,13 +33,13 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from runtime import stats
-from runtime.errors import UserError
-from runtime.metrics import headline
-from runtime.paths import project_root, relpath
-from runtime.record import RunRecord, digest
+from core import stats
+from core.errors import UserError
+from core.kinds import headline
+from core.paths import project_root, relpath
+from core.records.run import RunRecord, digest
 
-from .runs import records
+from pipelines.runs import records
 
 KEYS = ("host", "build", "backend", "model", "test", "since", "until", "artifacts", "id")
 
@@ -333,7 +333,7 @@ def to_csv(res: Result) -> str:
 
 def write_outputs(res: Result, out: Path) -> list[Path]:
     """``out`` without suffix (or with .md): writes <out>.md, <out>.json and <out>.csv atomically."""
-    from runtime.artifacts import atomic_write_text
+    from core.artifacts import atomic_write_text
 
     base = out.with_suffix("") if out.suffix in (".md", ".json", ".csv") else out
     paths = [base.with_suffix(".md"), base.with_suffix(".json"), base.with_suffix(".csv")]

@@ -1,7 +1,7 @@
 """Every artifact under data/, read and validated once.
 
 The site build (every page, macro and generated file) works from one loaded set: each file
-is read, parsed and validated once per build, through runtime.artifacts' content-keyed
+is read, parsed and validated once per build, through core.artifacts' content-keyed
 validation cache (bytes already seen valid under the same schemas are not validated again).
 Outside a build the set is reloaded when a file under data/ is added, removed or changed.
 """
@@ -15,8 +15,9 @@ from pathlib import Path
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from runtime import artifacts, record
-from runtime.paths import data_dir, relpath
+from core import artifacts
+from core.records import run as record
+from core.paths import data_dir, relpath
 
 T = TypeVar("T")
 

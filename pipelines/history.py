@@ -1,7 +1,7 @@
 """History and regressions (asv and github-action-benchmark are the anchors).
 
 **Series.** One configuration's results over time: the same host, model file, backend, test
-definition and requested settings (runtime.record's history key), on the test kind's
+definition and requested settings (core.records.run's history key), on the test kind's
 headline metric. Every result is one point; builds (llama.cpp commit, backend version, the
 almanac's version, a build variant's label) change along it.
 
@@ -10,7 +10,7 @@ where the build changes. At every boundary the window before (the up to ``WINDOW
 results of the segment before) is compared with the window after (the up to ``WINDOW``
 oldest results of the segment after): their samples are pooled exactly from each result's
 n, mean and stddev, and the ratio of means gets a CI95 on the log scale with
-Welch-Satterthwaite degrees of freedom (runtime.stats.compare_summaries). A boundary is a
+Welch-Satterthwaite degrees of freedom (core.stats.compare_summaries). A boundary is a
 *step* when that interval excludes 1 and the change is at least ``MIN_STEP`` (2%); a loss is
 a regression, a win an improvement. Steps are only looked for where the build changed: a
 drift within one build is not attributed to anything.
@@ -29,12 +29,13 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from runtime import stats
-from runtime.metrics import Metric, headline
-from runtime.record import RunRecord
+from core import stats
+from core.kinds import headline
+from core.metrics import Metric
+from core.records.run import RunRecord
 
-from .memo import per_set
-from .runs import records
+from pipelines.memo import per_set
+from pipelines.runs import records
 
 WINDOW = 5
 MIN_STEP = 0.02

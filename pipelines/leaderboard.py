@@ -3,7 +3,7 @@
 A board holds results that ran the same work apart from what the board compares on purpose
 (the model, the settings and the backend build): same host, backend, test definition (every
 parameter but the repetition count) and method. Its rows are the newest result of each full
-comparability key (runtime.record), one row and one chart mark per artifact. Settings equal
+comparability key (core.records.run), one row and one chart mark per artifact. Settings equal
 on every row are stated once above the board; settings that differ, and the backend build
 when it differs, are columns. Ranks follow pipelines.ranking: overlapping CI95 share a rank.
 """
@@ -16,16 +16,15 @@ from typing import Any
 
 import pandas as pd
 
-from runtime.metrics import COLUMNS_BY_KIND, HEADLINE_BY_KIND, Metric, headline
-from runtime.record import RunRecord
+from core.kinds import headline
+from core.metrics import Metric
+from core.records.run import RunRecord
 
-from .memo import per_set
-from .history import stale_ids
-from .ranking import rank_label, rank_with_ci
-from .runs import records
+from pipelines.memo import per_set
+from pipelines.history import stale_ids
+from pipelines.ranking import rank_label, rank_with_ci
+from pipelines.runs import records
 
-HEADLINE = HEADLINE_BY_KIND  # declared once, in runtime.metrics
-COLUMNS = COLUMNS_BY_KIND
 # What a leaderboard compares on purpose (everything else must be equal on a board).
 COMPARED = ("model", "build", "settings")
 

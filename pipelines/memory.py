@@ -1,6 +1,6 @@
 """Memory planner: predict what llama.cpp allocates for a GGUF, from the file's own facts.
 
-Everything here is arithmetic over the facts ``runtime.models.gguf_facts`` reads from a
+Everything here is arithmetic over the facts ``runtime.models.registry.gguf_facts`` reads from a
 GGUF header (run artifacts carry them under ``model.gguf``), following llama.cpp's own
 sizing (the vendored source of llama-cpp-python 0.3.36, ``src/llama-kv-cache*.cpp``,
 ``src/llama-context.cpp``, ``src/llama-model.cpp``):
@@ -37,10 +37,10 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from runtime.errors import ConfigError, ModelError
-from runtime.record import flash_attention_on, as_record
-from runtime.paths import data_dir, relpath
-from runtime.yamlio import load_yaml, pydantic_error_line
+from core.errors import ConfigError, ModelError
+from core.records.run import flash_attention_on, as_record
+from core.paths import data_dir, relpath
+from core.yamlio import load_yaml, pydantic_error_line
 
 GiB = 1024**3
 MiB = 1024**2
@@ -178,7 +178,7 @@ class ModelShape:
 
     @classmethod
     def from_gguf(cls, path: str | Path) -> "ModelShape":
-        from runtime.models import gguf_facts
+        from core.gguf import gguf_facts
 
         p = Path(path).expanduser()
         if not p.is_file():

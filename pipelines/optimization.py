@@ -6,7 +6,7 @@ that key before anything runs). For each point this module gives:
 
 * its headline metric (rate tests: tokens/s; generate tests: generation rate; chat:
   decode rate) and its speedup over the baseline, a ratio of means with CI95 and a verdict
-  (``runtime.stats.compare``);
+  (``core.stats.compare``);
 * for generate tests, the lossless check: its greedy token ids against the baseline's on
   the same prompts (identical, or the first differing token and the share of positions that
   agree), and the degeneration detector on its text;
@@ -22,14 +22,13 @@ import shlex
 from dataclasses import dataclass, field
 from typing import Any
 
-from runtime import stats
-from runtime.metrics import HEADLINE_BY_KIND, METRICS
-from runtime.record import as_record
+from core import stats
+from core.kinds import headline
+from core.records.run import as_record
 
-from . import degeneration
-from .runs import latest_per_key
+from core import degeneration
+from pipelines.runs import latest_per_key
 
-HEADLINE = HEADLINE_BY_KIND  # declared once, in runtime.metrics
 TRACKS = ("speculative", "experts", "threads", "depth", "settings")
 TRACK_TITLES = {
     "speculative": "Speculative decoding",
@@ -327,15 +326,15 @@ def build_point(doc: dict[str, Any], by_key: dict[str, dict[str, Any]],
     bkey = doc["matrix"].get("baseline_key")
     base = by_key.get(bkey) if bkey else None
     is_base = bkey is not None and bkey == doc["key"]
-    metric = HEADLINE.get(doc["test"]["kind"])
+    hm = headline(doc["test"]["kind"])
+    metric = hm.name if hm else None
     s = _summary(doc, metric)
     comparison = None
     lossless = None
     base_degen = None
     if base is not None and base["status"] == "ok" and doc["status"] == "ok" and metric:
-        m = METRICS.get(metric)
         comparison = stats.compare(metric_values(base, metric), metric_values(doc, metric),
-                                   m.higher_is_better if m else True).to_dict()
+                                   hm.higher_is_better).to_dict()
         bo, co = (base.get("details") or {}).get("outputs"), (doc.get("details") or {}).get("outputs")
         if bo and co and not is_base:
             lossless = compare_outputs(bo, co)

@@ -14,11 +14,11 @@ from typing import Any
 
 import pandas as pd
 
-from runtime.paths import data_dir
+from core.paths import data_dir
 
-from .quality import latest_per_key
-from .runs import latest_per_key as latest_runs
-from .runs import load_artifacts
+from pipelines.quality import latest_per_key
+from pipelines.runs import latest_per_key as latest_runs
+from pipelines.runs import load_artifacts
 
 
 LADDER_MATRIX = "ladder"  # data/matrices/ladder.yaml: the speed of every file of the ladder, same settings
@@ -67,7 +67,7 @@ def _speed(latest: dict[tuple[str, str], list[Any]], sha: str, test: str, host: 
 
 def _scores(quality_docs: list[dict[str, Any]], sha: str) -> dict[str, dict[str, Any]]:
     """Newest ok score per (suite, prompt style) of one model file."""
-    from . import quality as quality_mod
+    from pipelines import quality as quality_mod
 
     out: dict[str, dict[str, Any]] = {}
     for d in sorted(latest_per_key(quality_docs), key=lambda d: (d["created"], d["id"])):

@@ -45,17 +45,17 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from runtime import artifacts
-from runtime.errors import ConfigError, ModelError
-from runtime.metrics import METRICS
-from runtime.record import as_record
-from runtime.paths import data_dir, relpath
-from runtime.yamlio import load_yaml, pydantic_error_line
+from core import artifacts
+from core.errors import ConfigError, ModelError
+from core.metrics import METRICS
+from core.records.run import as_record
+from core.paths import data_dir, relpath
+from core.yamlio import load_yaml, pydantic_error_line
 
-from .memory import ModelShape, RECURRENT_ARCHITECTURES, HYBRID_ARCHITECTURES
-from .roofline import bytes_per_token, decode_point
-from .runs import latest_per_key
-from .whatif import compose_stages, select_runs, stage_profile
+from pipelines.memory import ModelShape, RECURRENT_ARCHITECTURES, HYBRID_ARCHITECTURES
+from pipelines.roofline import bytes_per_token, decode_point
+from pipelines.runs import latest_per_key
+from pipelines.whatif import compose_stages, select_runs, stage_profile
 
 STAGES = ("load", "http", "tokenise", "prefill", "decode", "sample", "detokenise", "other", "all")
 # which stages make up each metric's time (for a chat request; rate tests follow their test)
@@ -556,7 +556,7 @@ def find_baseline(role: Role, runs: list[dict[str, Any]], host_id: str,
 
 def _definition(test: dict[str, Any]) -> dict[str, Any]:
     """A test's parameters without its sample size (a count or a precision target)."""
-    from runtime.record import TEST_SAMPLE_SIZE
+    from core.records.run import TEST_SAMPLE_SIZE
 
     return {k: v for k, v in test.items() if k not in TEST_SAMPLE_SIZE}
 
@@ -726,7 +726,7 @@ def record_path(doc: dict[str, Any], root: Path | None = None) -> Path:
 def load_records(root: Path | None = None) -> list[dict[str, Any]]:
     """Every projection record (validated), oldest first."""
     if root is None:
-        from .runs import load_artifacts
+        from pipelines.runs import load_artifacts
 
         return load_artifacts("projection")
     docs = []

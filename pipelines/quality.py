@@ -1,6 +1,6 @@
 """Quality artifacts as tables: scores per model x configuration x suite, with n and CI.
 
-Reads ``quality`` artifacts only (through runtime.artifacts). The pass rate of a suite is
+Reads ``quality`` artifacts only (through core.artifacts). The pass rate of a suite is
 the share of scored items that passed; its 95% interval is the Wilson score interval
 (computed again here from passed / n, so the table does not trust a stored figure).
 """
@@ -13,15 +13,15 @@ from typing import Any
 
 import pandas as pd
 
-from runtime import stats
-from runtime.paths import data_dir
+from core import stats
+from core.paths import data_dir
 
-from .runs import load_artifacts
+from pipelines.runs import load_artifacts
 
 
 def latest_per_key(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The newest quality (or perplexity) artifact of each key, oldest first: a forced rerun
-    supersedes, history stays on disk. (Run artifacts have theirs in runtime.record.)"""
+    supersedes, history stays on disk. (Run artifacts have theirs in core.records.run.)"""
     latest: dict[str, dict[str, Any]] = {}
     for d in docs:
         cur = latest.get(d["key"])

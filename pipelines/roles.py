@@ -33,13 +33,13 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from runtime.errors import ConfigError
-from runtime.metrics import METRICS
-from runtime.paths import data_dir, relpath
-from runtime.yamlio import load_yaml, pydantic_error_line
+from core.errors import ConfigError
+from core.metrics import METRICS
+from core.paths import data_dir, relpath
+from core.yamlio import load_yaml, pydantic_error_line
 
-from . import quality as quality_mod
-from .runs import latest_per_key as latest_runs
+from pipelines import quality as quality_mod
+from pipelines.runs import latest_per_key as latest_runs
 
 REASONS = ("too slow", "below quality floor", "degenerate", "does not fit", "missing capability", "not resolved",
            "no data")
@@ -132,7 +132,7 @@ class RolesFile(BaseModel):
 def roles_path() -> Path:
     """data/roles.yaml of the data dir in use, else the one shipped with the project (a data dir
     made only of artifacts, e.g. a fixture tree, still gets the project's roles)."""
-    from runtime.paths import project_root
+    from core.paths import project_root
 
     own = data_dir() / "roles.yaml"
     return own if own.exists() else project_root() / "data" / "roles.yaml"
@@ -316,7 +316,7 @@ def _pct(v: float | None) -> str:
 def items_to_settle(passed: int, n: int, floor: float) -> int | None:
     """How many more items, at the observed pass rate, would put the Wilson CI95 wholly on one
     side of ``floor`` (None: the rate equals the floor, or more than SETTLE_CAP items)."""
-    from runtime import stats
+    from core import stats
 
     p = passed / n if n else 0.0
     if n == 0 or abs(p - floor) < 1e-12:
@@ -583,10 +583,16 @@ def escalation_chains(reg: RolesFile) -> list[list[str]]:
 
 
 def model_capabilities() -> tuple[dict[str, list[str]], list[str]]:
-    """Capabilities per registry model, and the registry's model names (data/models.yaml)."""
-    from runtime import models
-    from runtime.paths import project_root
+    """Capabilities per registry model, and the registry's model names (data/models.yaml).
 
-    path = models.registry_path()
-    reg = models.load_registry(path if path.exists() else project_root() / "data" / "models.yaml")
-    return {name: list(e.capabilities) for name, e in reg.models.items()}, list(reg.models)
+    The registry is an input of the run stage (runtime.models.registry validates it before anything
+    runs); the site only reads each entry's ``capabilities`` list, and ignores what it cannot read."""
+    from core.paths import data_dir, project_root
+    from core.yamlio import load_yaml
+
+    path = data_dir() / "models.yaml"
+    raw = load_yaml(path if path.exists() else project_root() / "data" / "models.yaml")
+    models = (raw or {}).get("models") or {} if isinstance(raw, dict) else {}
+    caps = {str(name): [str(c) for c in (e or {}).get("capabilities") or []] if isinstance(e, dict) else []
+            for name, e in models.items()}
+    return caps, list(caps)

@@ -27,19 +27,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from runtime import artifacts
-from runtime.errors import ModelError
-from runtime.record import flash_attention_on, as_record
-from runtime.paths import data_dir, relpath
+from core import artifacts
+from core.errors import ModelError
+from core.records.run import flash_attention_on, as_record
+from core.paths import data_dir, relpath
 
-from .memory import ModelShape, kv_cache, kv_read_bytes, kv_rows
-from .runs import latest_per_key
+from pipelines.memory import ModelShape, kv_cache, kv_read_bytes, kv_rows
+from pipelines.runs import latest_per_key
 
 
 def load_hosts(root: Path | None = None) -> list[dict[str, Any]]:
     """Every host artifact under data/ (validated), oldest first."""
     if root is None:
-        from .runs import load_artifacts
+        from pipelines.runs import load_artifacts
 
         return load_artifacts("host")
     docs = []
@@ -79,7 +79,7 @@ def bandwidth_of(doc: dict[str, Any]) -> Bandwidth:
     single = next((r["best"] for r in rows if r["threads"] == 1), None)
     llc = (doc.get("probe") or {}).get("llc_bytes")
     if llc is None and (doc.get("probe") or {}).get("kind", "memory_bandwidth") == "memory_bandwidth":
-        from runtime.hostprobe import llc_bytes
+        from core.records.host import llc_bytes
 
         llc = llc_bytes(doc["host"])
     return Bandwidth(doc["host"]["id"], doc["id"], doc["created"], best["best"], best["threads"], single,
@@ -99,7 +99,7 @@ def latest_bandwidth(host_docs: list[dict[str, Any]], kind: str = "memory_bandwi
 
 
 def _flash(eff: dict[str, Any], req: dict[str, Any]) -> bool:
-    return flash_attention_on(req, eff)  # interpreted once, in runtime.record
+    return flash_attention_on(req, eff)  # interpreted once, in core.records.run
 
 
 def bytes_per_token(shape: ModelShape, depths: list[int], *, type_k: str = "f16", type_v: str = "f16",

@@ -8,11 +8,12 @@ from typing import Any
 
 import pandas as pd
 
-from runtime import artifacts, record
-from runtime.record import RunRecord, as_record
-from runtime.paths import data_dir, relpath
+from core import artifacts
+from core.records import run as record
+from core.records.run import RunRecord, as_record
+from core.paths import data_dir, relpath
 
-from .memo import per_set
+from pipelines.memo import per_set
 
 
 def load_artifacts(artifact: str, root: Path | None = None) -> list[dict[str, Any]]:
@@ -21,7 +22,7 @@ def load_artifacts(artifact: str, root: Path | None = None) -> list[dict[str, An
     Without ``root``: the data folder's artifacts of that type from the one loaded set
     (pipelines.dataset), read and validated once however many pages ask."""
     if root is None:
-        from . import dataset
+        from pipelines import dataset
 
         return list(dataset.load().of(artifact))
     docs = []
@@ -37,7 +38,7 @@ def load_runs(root: Path | None = None) -> list[RunRecord]:
     """Every run artifact (validated), oldest first, as typed run records. Without ``root``: the
     runs of the one loaded set of the data folder (pipelines.dataset: read and validated once)."""
     if root is None:
-        from . import dataset
+        from pipelines import dataset
 
         return list(dataset.load().runs)
     return record.read_all(root)

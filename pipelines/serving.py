@@ -2,7 +2,7 @@
 in-process vs server comparisons.
 
 Concurrency figures are computed again from each artifact's raw request records with
-``runtime.servingstats`` (the functions the backend used when it measured), so a page can
+``core.kinds.request_stats`` (the functions the backend used when it measured), so a page can
 never disagree with the samples it links to.
 """
 
@@ -10,13 +10,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from runtime import stats
-from runtime.metrics import METRICS
-from runtime.serving_workloads import workload_fingerprint
-from runtime.servingstats import Slo, stored_sweep, sweep_stats
-from runtime.record import as_record
+from core import stats
+from core.metrics import METRICS
+from core.kinds.request import workload_fingerprint
+from core.kinds.request_stats import Slo, stored_sweep, sweep_stats
+from core.records.run import as_record
 
-from .runs import latest_per_key
+from pipelines.runs import latest_per_key
 
 SERVING_KINDS = ("serve", "concurrency")
 COMPARED = ("ttft_ms", "tpot_ms", "e2e_ms")
@@ -73,7 +73,7 @@ def level_precision(doc: dict[str, Any]) -> dict[int, dict[str, Any]]:
     """Per level: the precision record (target, half-width reached, met, why it stopped). An artifact
     measured before repeat-to-precision gets its E2E CI95 half-width computed from its records,
     with ``target_rel`` None (a fixed count of rounds)."""
-    from runtime import stats as st
+    from core import stats as st
 
     rec = ((doc.get("details") or {}).get("precision") or {}).get("levels")
     if rec:

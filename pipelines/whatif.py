@@ -25,12 +25,12 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from runtime.errors import ConfigError
-from runtime.paths import data_dir, relpath
-from runtime.yamlio import load_yaml, pydantic_error_line
-from runtime.record import as_record
+from core.errors import ConfigError
+from core.paths import data_dir, relpath
+from core.yamlio import load_yaml, pydantic_error_line
+from core.records.run import as_record
 
-from .runs import latest_per_key
+from pipelines.runs import latest_per_key
 
 STAGE_ORDER = ("load", "http", "tokenise", "prefill", "decode", "sample", "detokenise", "other")
 STAGE_LABELS = {
@@ -209,7 +209,7 @@ class MixResult:
         """CI95 of the time per request, propagated from each entry's per-unit CI95 (Student t on
         its repetitions or requests), weighted and added in quadrature (entries independent).
         (None, None) when an entry has fewer than two units or pays model loads (one load sample)."""
-        from runtime import stats
+        from core import stats
 
         half2 = 0.0
         for u in self.entries:

@@ -60,7 +60,7 @@ def golden_data(tmp_path, monkeypatch):
 @pytest.fixture(scope="session")
 def embedded_model():
     """The embedded default model, fetched and verified (needs only the installed package)."""
-    from runtime import models
+    from runtime.models import registry as models
 
     return models.resolve(models.DEFAULT_MODEL)
 

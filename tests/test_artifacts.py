@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from runtime import artifacts
-from runtime.artifacts import ArtifactType
-from runtime.errors import ArtifactError
+from core import artifacts
+from core.artifacts import ArtifactType
+from core.errors import ArtifactError
 from tests.conftest import GOLDEN
 
 

@@ -8,8 +8,8 @@ import sys
 
 import pytest
 
-from runtime import matrix
-from runtime.errors import ConfigError
+from runtime.execution import matrix
+from core.errors import ConfigError
 from tests.conftest import ROOT, tree_snapshot, write_matrix
 
 BASE = "schema_version: 1\nname: m\nmodels: [gemma3-270m-q4_k_m]\n"
@@ -74,7 +74,7 @@ def test_unknown_matrix_name_suggests(data_env):
 
 
 def test_rate_test_names_round_trip():
-    from runtime.workloads import RateTest
+    from core.kinds.rate import RateTest
 
     for name in ["pp512", "tg128", "pp512+tg128", "tg128@d2048", "pp512@d512"]:
         assert RateTest.parse(name).name == name

@@ -1,7 +1,7 @@
 """Issue 10: one run record, like-with-like boards, ranks with CI95, history and regressions,
 `invoke compare`.
 
-Fixture artifacts are built through runtime.record.new_run (the writers' path) with chosen
+Fixture artifacts are built through core.records.run.new_run (the writers' path) with chosen
 samples, so the arithmetic of each assertion can be checked by hand; the GPU host among them
 is a fixture (no GPU here). The real committed artifacts under data/runs are checked too.
 """
@@ -22,8 +22,10 @@ from pipelines import history, leaderboard
 from pipelines.ranking import rank_with_ci
 from pipelines.runs import load_runs
 from pipelines.site import history_pages, pages
-from runtime import artifacts, record, stats
-from runtime.metrics import HEADLINE_BY_KIND, headline
+from core import artifacts
+from core.records import run as record
+from core import stats
+from core.kinds import headline
 
 ROOT = Path(__file__).resolve().parents[1]
 SHA = "ab" * 32
@@ -39,7 +41,8 @@ def run(samples, *, test=PP, host=CPU, minutes=0, backend="llama_cpp", requested
         commit="0c1e57098", model="m", sha=SHA, metric="tokens_per_second", almanac="0.1.0", server=None):
     req = {"n_threads": None, "flash_attn": "auto", **(requested or {})}
     eff = {"n_threads": 2, "flash_attn": "on", "flash_attn_requested": req["flash_attn"], **(effective or {})}
-    build = {"backend_version": "llama-cpp-python 0.3.36", "llama_cpp_commit": commit, "almanac": almanac}
+    build = {"backend_version": "llama-cpp-python 0.3.36", "llama_cpp_commit": commit, "almanac": almanac,
+             "in_process": server is None}
     if label:
         build["label"] = label
     if server:
@@ -173,10 +176,11 @@ def test_every_charted_value_is_an_artifacts_value():
 
 
 def test_one_headline_per_kind_declared_once():
-    from pipelines import optimization
+    from core import kinds
 
-    assert leaderboard.HEADLINE is HEADLINE_BY_KIND and optimization.HEADLINE is HEADLINE_BY_KIND
     assert headline("rate").name == "tokens_per_second" and headline("nope") is None
+    # the headline is declared by the kind's own module, nowhere else
+    assert kinds.get("generate").headline == "generation_tps" and kinds.get("chat").columns[0] == "ttft_ms"
 
 
 # -- history and regressions ---------------------------------------------------------------------

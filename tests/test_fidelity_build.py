@@ -7,7 +7,7 @@ import sys
 import pytest
 
 from runtime.backends.llama_cpp.backend import VENDORED_LLAMA_CPP
-from runtime.errors import ConfigError
+from core.errors import ConfigError
 
 from .conftest import ROOT
 

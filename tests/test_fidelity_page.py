@@ -9,7 +9,7 @@ import pytest
 
 from pipelines.site import fidelity as F
 from pipelines.site.markdown import num
-from runtime import stats
+from core import stats
 
 ROOT = Path(__file__).resolve().parents[1]
 

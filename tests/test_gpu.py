@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from runtime import artifacts, gpu
+from core import artifacts
+from runtime.hosts import gpu
 
 ROOT = Path(__file__).resolve().parents[1]
 GPU_RUNS = ROOT / "data" / "runs"
@@ -145,7 +146,7 @@ def test_synthetic_names(gpu_bench):
 
 
 def test_llama_bench_arguments_mirror_the_matrix(gpu_bench):
-    from runtime import matrix
+    from runtime.execution import matrix
 
     m = matrix.load(str(ROOT / "data" / "matrices" / "gpu-synthetic.yaml"))
     args = gpu_bench.llama_bench_args(m, ["/m/a.gguf"], 16)
@@ -222,8 +223,9 @@ def test_gpu_read_probe_writes_the_cpu_probe_shape(gpu_bench):
     given seconds): rates count bytes read only for the reduction, both copy and read land in a
     valid host artifact with the CPU probe's row shape."""
     import gpu_bandwidth
-    from runtime import artifacts, stats
-    from runtime import host as hostinfo
+    from core import artifacts
+    from core import stats
+    from runtime.hosts import fingerprint as hostinfo
 
     read = {"method": "read-only reduction", "library": "torch x", "device": "GPU", "buffer_bytes": 4 * 2**30,
             "bytes_read_per_pass": 4 * 2**30, "iterations": 3,

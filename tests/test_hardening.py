@@ -20,7 +20,11 @@ from pathlib import Path
 import psutil
 import pytest
 
-from runtime import artifacts, fit, procs, runlock, runner
+from core import artifacts
+from runtime.execution import preflight as fit
+from runtime import procs
+from runtime.execution import runlock
+from runtime.execution import runner
 from runtime.backends.openai_http.server import free_port
 from tests.conftest import ROOT, write_matrix
 
@@ -54,7 +58,7 @@ def _job(url: str) -> dict:
 
 RUNNER = """
 import json, sys
-from runtime.runner import run_child
+from runtime.execution.runner import run_child
 run_child(json.loads(sys.argv[1]), float(sys.argv[2]))
 """
 
@@ -63,7 +67,7 @@ def _workers_of(pid: int, timeout: float = 30) -> list[psutil.Process]:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:
-            kids = [k for k in psutil.Process(pid).children(recursive=True) if "runtime.worker" in " ".join(k.cmdline())]
+            kids = [k for k in psutil.Process(pid).children(recursive=True) if "runtime.execution.worker" in " ".join(k.cmdline())]
         except psutil.NoSuchProcess:
             return []
         if kids:
@@ -109,7 +113,7 @@ def test_the_runners_timeout_holds_without_the_runner(trickle_url, tmp_path):
     env = dict(os.environ, PYTHONPATH=str(ROOT), **{procs.DEADLINE_ENV: repr(time.time() + 2.0)})
     env.pop(procs.PARENT_ENV, None)
     t0 = time.monotonic()
-    p = subprocess.Popen([sys.executable, "-m", "runtime.worker", str(tmp_path / "job.json"), str(tmp_path / "r.json")],
+    p = subprocess.Popen([sys.executable, "-m", "runtime.execution.worker", str(tmp_path / "job.json"), str(tmp_path / "r.json")],
                          cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
     try:
         p.wait(15)
@@ -124,7 +128,7 @@ def test_a_worker_whose_runner_is_already_gone_exits_at_once(tmp_path):
     job = tmp_path / "job.json"
     job.write_text("{}")
     env = dict(os.environ, PYTHONPATH=str(ROOT), **{procs.PARENT_ENV: "1"})  # not our parent: "the runner is gone"
-    p = subprocess.run([sys.executable, "-m", "runtime.worker", str(job), str(tmp_path / "r.json")], cwd=ROOT, env=env,
+    p = subprocess.run([sys.executable, "-m", "runtime.execution.worker", str(job), str(tmp_path / "r.json")], cwd=ROOT, env=env,
                        capture_output=True, timeout=30, start_new_session=True)
     assert p.returncode == -signal.SIGKILL and not (tmp_path / "r.json").exists()
 
@@ -143,7 +147,7 @@ def test_stale_job_folders_of_live_runners_are_kept(tmp_path):
 HOLD = """
 import sys, time
 from pathlib import Path
-from runtime.runlock import run_lock
+from runtime.execution.runlock import run_lock
 with run_lock(Path(sys.argv[1]), "h"):
     print("held", flush=True)
     t0 = time.monotonic()

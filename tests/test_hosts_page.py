@@ -14,7 +14,9 @@ from pipelines import roofline
 from pipelines.runs import load_runs
 from pipelines.site import hosts as hosts_page
 from pipelines.site.markdown import num, run_link
-from runtime import artifacts, hosts, matrix
+from core import artifacts
+from runtime.hosts import inventory as hosts
+from runtime.execution import matrix
 from runtime.remote.failed import failed_artifacts
 from tests.conftest import GOLDEN
 

@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from runtime import artifacts, runner
+from core import artifacts
+from runtime.execution import runner
 from tests.conftest import write_matrix
 from tests.support.crash_backend import REGISTRATION
 

@@ -15,9 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from runtime import artifacts, host, stats
+from core import artifacts
+from runtime.hosts import fingerprint as host
+from core import stats
 from runtime.backends.llama_cpp.backend import VENDORED_LLAMA_CPP
-from runtime.errors import ModelError, UserError
+from core.errors import ModelError, UserError
 from runtime.importers import llama_bench as lb
 
 from .conftest import ROOT, tree_snapshot
@@ -199,7 +201,7 @@ def test_missing_model_file_is_refused_not_guessed(tmp_path, runs_root):
 
 
 def test_a_different_model_file_is_refused(tmp_path, runs_root):
-    from runtime import synth
+    from runtime.models import synth
 
     tiny = tmp_path / "tiny.gguf"
     synth.write_gguf("tiny-llama", "Q8_0", tiny)
@@ -240,7 +242,8 @@ def test_task_prints_one_line_and_exits_2(tmp_path, data_env):
 
 def test_unregistered_model_is_named_by_its_file(tmp_path, runs_root):
     """A model outside the registry: hashed, checked against model_size, named after its file."""
-    from runtime import models, synth
+    from runtime.models import registry as models
+    from runtime.models import synth
 
     tiny = tmp_path / "tiny-q8.gguf"
     synth.write_gguf("tiny-llama", "Q8_0", tiny)

@@ -11,12 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from runtime import artifacts, matrix, runner
+from core import artifacts
+from runtime.execution import matrix
+from runtime.execution import runner
 from runtime.backends.openai_http import llama_server
 from runtime.backends.openai_http.backend import OpenAIHttpBackend
 from runtime.backends.openai_http.config import OpenAIHttpSettings
-from runtime.errors import BackendError
-from runtime.models import ModelRef
+from core.errors import BackendError
+from runtime.models.registry import ModelRef
 from tests.conftest import write_matrix
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -110,7 +112,7 @@ def test_log_facts_from_a_real_llama_server_log():
 
 
 def test_serving_matrices_send_the_same_requests_to_all_three_backends():
-    from runtime.serving_workloads import workload_fingerprint
+    from core.kinds.request import workload_fingerprint
 
     for prefix in ("serving", "serving-reference"):
         names = {"inprocess": f"{prefix}-inprocess", "llama_cpp.server": prefix, "llama-server": f"{prefix}-llama-server"}
@@ -160,7 +162,7 @@ def test_real_llama_server_end_to_end(data_env):
     assert eff["server"] == "llama-server" and eff["n_slots"] == 2 and eff["parallel"] == 2
     cmd = eff["server_command"]
     assert cmd[cmd.index("--port") + 1] == "{port}" and cmd[cmd.index("--chat-template") + 1] == "gemma"
-    # the in-process AMX policy (runtime.llamacpp_lib) applies to llama-server too: --no-repack
+    # the in-process AMX policy (runtime.backends.llama_cpp.lib_policy) applies to llama-server too: --no-repack
     # exactly where its libraries have AMX compiled in (their matmul crashes in this llama.cpp)
     amx = "AMX_INT8 = 1" in llama_server.system_info(build["server_binary"])
     assert ("--no-repack" in cmd) == amx and eff["use_extra_bufts"] is (not amx)

@@ -1,4 +1,4 @@
-"""runtime/llamacpp_lib.py: the extra-buffer-type policy, and a real multi-token decode under it."""
+"""runtime/backends/llama_cpp/lib_policy.py: the extra-buffer-type policy, and a real multi-token decode under it."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from runtime import llamacpp_lib
-from runtime.errors import ConfigError
+from runtime.backends.llama_cpp import lib_policy as llamacpp_lib
+from core.errors import ConfigError
 
 AMX = "CPU : SSE3 = 1 | AVX512 = 1 | AMX_INT8 = 1 | REPACK = 1 | "
 NO_AMX = "CPU : SSE3 = 1 | AVX512 = 1 | REPACK = 1 | "
@@ -33,7 +33,7 @@ def test_multi_token_decode_runs_under_the_policy(embedded_model):
     import sys
 
     code = ("import sys, llama_cpp\n"
-            "from runtime import llamacpp_lib\n"
+            "from runtime.backends.llama_cpp import lib_policy as llamacpp_lib\n"
             "d = llamacpp_lib.apply()\n"
             "l = llama_cpp.Llama(sys.argv[1], verbose=False, n_ctx=256)\n"
             "l.eval(l.tokenize(b'The quick brown fox jumps over the lazy dog'))\n"

@@ -8,7 +8,7 @@ import copy
 import pytest
 
 from pipelines import memory as mem
-from runtime.errors import ConfigError, ModelError
+from core.errors import ConfigError, ModelError
 from tests.support.planning_fixtures import GEMMA_FACTS, MOE_FACTS, requested, run_doc, rate_test
 
 MiB = 2**20

@@ -9,7 +9,8 @@ import sys
 
 import pytest
 
-from runtime import artifacts, runner
+from core import artifacts
+from runtime.execution import runner
 from tests.conftest import ROOT, write_matrix
 
 pytestmark = pytest.mark.model

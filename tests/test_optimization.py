@@ -16,13 +16,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from runtime import matrix, models, runner
+from runtime.execution import matrix
+from runtime.models import registry as models
+from runtime.execution import runner
 from runtime.backends.llama_cpp import experts
 from runtime.backends.llama_cpp.config import LlamaCppSettings
 from runtime.backends.llama_cpp.speculative import DraftStats
-from runtime.errors import ConfigError
+from core.errors import ConfigError
 
-from pipelines import degeneration
+from core import degeneration
 from pipelines import optimization as opt
 from pipelines.runs import load_runs
 from pipelines.site import optimization as page
@@ -411,7 +413,7 @@ def test_page_without_sweeps_says_how_to_get_them():
 
 # -- speculation on a recurrent model: a failed point of kind "incompatible" ------------------
 def test_speculation_on_a_recurrent_model_is_incompatible(tmp_path, monkeypatch):
-    from runtime import artifacts
+    from core import artifacts
     from tests.support.tiny_mamba import write_tiny_mamba
 
     d = tmp_path / "data"
@@ -435,7 +437,7 @@ def test_speculation_on_a_recurrent_model_is_incompatible(tmp_path, monkeypatch)
 
 # -- the expert-count override reaches llama.cpp (a real run on the synthetic MoE fixture) -----
 def test_expert_override_reaches_llama_cpp(moe_registry, monkeypatch):
-    from runtime import artifacts
+    from core import artifacts
 
     monkeypatch.setenv("ALMANAC_DATA", str(moe_registry))
     _matrix(moe_registry, "moe-run", "schema_version: 1\nname: moe-run\nmodels: [synthetic-tiny-qwen3moe-q8_0]\n"
@@ -497,7 +499,7 @@ def test_the_optimization_matrix_expands():
 
 
 def test_gguf_facts_are_cached_by_hash_and_code(tmp_path, monkeypatch):
-    from runtime import synth
+    from runtime.models import synth
 
     monkeypatch.setenv("ALMANAC_CACHE", str(tmp_path / "cache"))
     path = tmp_path / "m.gguf"

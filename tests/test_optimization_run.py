@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from runtime import artifacts, runner
+from core import artifacts
+from runtime.execution import runner
 
 from pipelines import optimization as opt
 from pipelines.runs import load_runs

@@ -7,7 +7,9 @@ import pytest
 
 from pipelines import memory as mem
 from pipelines import roofline, whatif
-from runtime import artifacts, hostprobe, runner
+from core import artifacts
+from runtime.hosts import probe as hostprobe
+from runtime.execution import runner
 from tests.conftest import write_matrix
 
 MATRIX = """

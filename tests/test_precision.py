@@ -9,9 +9,10 @@ import numpy as np
 import pytest
 from scipy import stats as st
 
-from runtime import matrix, stats
-from runtime.errors import ConfigError
-from runtime.precision import Precision, Repeater, combine
+from runtime.execution import matrix
+from core import stats
+from core.errors import ConfigError
+from core.precision import Precision, Repeater, combine
 
 
 def _drain(rep: Repeater, values) -> int:
@@ -42,7 +43,7 @@ def test_noisy_samples_hit_the_count_ceiling_and_say_so():
 
 def test_time_ceiling(monkeypatch):
     clock = iter(range(0, 10_000, 10))  # every call 10 s later
-    monkeypatch.setattr("runtime.precision.time.perf_counter", lambda: float(next(clock)))
+    monkeypatch.setattr("core.precision.time.perf_counter", lambda: float(next(clock)))
     rep = Repeater(Precision(target=0.001, min_repetitions=2, max_repetitions=100, max_time_s=35), 5, "x")
     n = _drain(rep, [1.0, 2.0] * 100)
     assert rep.record()["stop_reason"] == "max_time_s" and 2 <= n < 100

@@ -8,8 +8,8 @@ from datetime import datetime, timezone
 import pytest
 
 from pipelines import projections as P
-from runtime import artifacts
-from runtime.errors import ConfigError
+from core import artifacts
+from core.errors import ConfigError
 from tests.support.planning_fixtures import (GEMMA_FACTS, MOE_FACTS, embedded_dataset, rate_test, requested,
                                              run_doc, write_dataset)
 

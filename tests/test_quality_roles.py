@@ -14,7 +14,7 @@ import pytest
 
 from pipelines import roles
 from pipelines.site import quality_pages
-from runtime.errors import ConfigError
+from core.errors import ConfigError
 from tests.support.quality_fixtures import HOST, base_settings, quality_doc, speed_doc, write_all
 
 ROOT = Path(__file__).resolve().parents[1]

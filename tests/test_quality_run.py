@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from pipelines.quality import scores_frame
-from runtime import artifacts
+from core import artifacts
 from runtime.quality import runner
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -11,7 +11,7 @@ import types
 
 import pytest
 
-from pipelines.degeneration import detect
+from core.degeneration import detect
 from runtime.quality import ifbench_checks
 from runtime.quality.scorers import SCORERS, score
 

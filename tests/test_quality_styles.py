@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from pipelines import roles
-from runtime import artifacts
-from runtime.errors import ConfigError
+from core import artifacts
+from core.errors import ConfigError
 from runtime.quality import matrix as qmatrix
 from runtime.quality import perplexity, scorers, suites
 from tests.conftest import ROOT, tree_snapshot
@@ -159,7 +159,7 @@ def test_real_model_loglikelihood_and_completion_end_to_end(qdata, tmp_path):
 
 
 def test_real_model_knows_paris():
-    from runtime import models
+    from runtime.models import registry as models
     from runtime.backends.llama_cpp.backend import LlamaCppBackend
     from runtime.backends.llama_cpp.config import LlamaCppSettings
 
@@ -222,7 +222,7 @@ def test_three_of_three_is_not_enough_for_a_half_floor(reg):
     assert ev.reason == "not resolved" and round(ev.ci[0], 2) == 0.44
     more = roles.items_to_settle(3, 3, 0.5)
     assert f"about {more:,} more items" in ev.message
-    from runtime import stats
+    from core import stats
 
     assert stats.wilson_interval(3 + more, 3 + more)[0] >= 0.5 > stats.wilson_interval(2 + more, 2 + more)[0]
     assert by_role(reg, [quality_doc("m", "s", [True] * 30)], [])["q"].status == "assigned"
@@ -255,7 +255,7 @@ def test_prompt_styles_are_never_pooled(reg, tmp_path):
 
 
 def test_a_derived_model_records_its_source_and_command():
-    from runtime import models
+    from runtime.models import registry as models
 
     src = models.resolve(MODEL)
     ref = models.resolve("gemma3-270m-q2_k")
@@ -267,7 +267,7 @@ def test_a_derived_model_records_its_source_and_command():
 
 
 def test_a_derived_entry_must_name_a_registry_model(tmp_path, monkeypatch):
-    from runtime import models
+    from runtime.models import registry as models
 
     reg = models.Registry.model_validate({"models": {"x": {"derived": {"from": "nope", "quant": "Q2_K"}}}})
     with pytest.raises(ConfigError, match=r"models.x.derived.from: derived.from 'nope' is not a registry model"):

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from runtime.errors import ConfigError
+from core.errors import ConfigError
 from runtime.quality import matrix as qmatrix
 from runtime.quality import suites
 

@@ -9,7 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from runtime import matrix, models, record, synth
+from runtime.execution import matrix
+from runtime.models import registry as models
+from core.records import run as record
+from runtime.models import synth
 
 ROOT = Path(__file__).resolve().parents[1]
 REFERENCE = ROOT / "data" / "matrices" / "reference.yaml"
@@ -17,7 +20,7 @@ REFERENCE = ROOT / "data" / "matrices" / "reference.yaml"
 # What may legitimately differ between two hosts' rows of the same reference configuration:
 # the effective settings that follow the hardware (threads = physical cores, the layers a
 # GPU build really offloads, what flash attention "auto" resolved to on that device, and
-# whether the CPU library may use its extra buffer types: runtime.llamacpp_lib turns them off
+# whether the CPU library may use its extra buffer types: runtime.backends.llama_cpp.lib_policy turns them off
 # where llama.cpp has AMX compiled in).
 HOST_DEPENDENT = {"n_threads", "n_threads_batch", "n_gpu_layers", "flash_attn", "use_extra_bufts",
                   "use_extra_bufts_reason"}

@@ -13,8 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from runtime import artifacts, hosts, models
-from runtime.errors import ConfigError
+from core import artifacts
+from runtime.hosts import inventory as hosts
+from runtime.models import registry as models
+from core.errors import ConfigError
 from tests.support import sshd as sshd_support
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -156,7 +158,7 @@ def sshd_env(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def tiny_model(tmp_path_factory):
-    from runtime import synth
+    from runtime.models import synth
 
     path = tmp_path_factory.mktemp("model") / "tiny-remote.gguf"
     synth.write_gguf("tiny-llama", "Q8_0", path, seed=3)

@@ -10,8 +10,9 @@ import pytest
 
 from pipelines import roofline as R
 from pipelines.memory import ModelShape
-from runtime import artifacts, hostprobe
-from runtime.errors import ConfigError
+from core import artifacts
+from runtime.hosts import probe as hostprobe
+from core.errors import ConfigError
 from tests.support.planning_fixtures import (CHAT_SHORT, GEMMA_FACTS, MOE_FACTS, STAGES_A, chat_requests, host_doc,
                                              rate_test, run_doc)
 

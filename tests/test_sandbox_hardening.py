@@ -101,7 +101,7 @@ def test_as_nobody_it_isolates_with_bwrap_or_fails_closed(bwrap, tmp_path):
         "import sys\n"
         f"sys.path.insert(0, {str(ROOT)!r})\n"
         "from runtime.quality import sandbox\n"
-        "from runtime.errors import UserError\n"
+        "from core.errors import UserError\n"
         "try:\n"
         "    r = sandbox.run_python(\"open('/tmp/x-escape', 'w')\\nprint('ran')\", sandbox.Limits(timeout_s=10))\n"
         "except UserError as exc:\n"

@@ -16,13 +16,16 @@ from pathlib import Path
 import httpx
 import pytest
 
-from runtime import artifacts, record, runner, servingstats
+from core import artifacts
+from core.records import run as record
+from runtime.execution import runner
+from core.kinds import request_stats as servingstats
 from runtime.backends.openai_http.backend import OpenAIHttpBackend, ServingFailed
 from runtime.backends.openai_http.config import OpenAIHttpSettings
 from runtime.backends.openai_http.server import free_port
-from runtime.errors import ConfigError
-from runtime.servingstats import Slo
-from runtime.workloads import parse_test
+from core.errors import ConfigError
+from core.kinds.request_stats import Slo
+from core.kinds import parse_test
 from tests.conftest import write_matrix
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -59,7 +62,7 @@ def fault_url():
 def tiny_gguf(tmp_path_factory) -> Path:
     """A tiny synthetic GGUF: runs against the fault server need a model file, not its contents
     (the embedded model's GGUF facts take long to read)."""
-    from runtime import synth
+    from runtime.models import synth
 
     path = tmp_path_factory.mktemp("tiny") / "tiny-llama.gguf"
     synth.write_gguf("tiny-llama", "Q8_0", path)
@@ -182,14 +185,14 @@ def test_matrix_with_bad_serving_test_names_file_and_field(data_env):
 
 
 def test_default_command_is_llama_cpp_server_without_interrupts():
-    from runtime.models import ModelRef
+    from runtime.models.registry import ModelRef
 
     model = ModelRef(name="m", path="/models/m.gguf", sha256="0" * 64, size_bytes=1, source="path", facts={})
     b = OpenAIHttpBackend(model, OpenAIHttpSettings(chat_format="gemma", n_threads=3, server_args=["--verbose", "False"]))
     b.port = 12345
     cmd = b.build_command()
-    # llama_cpp.server, started through runtime.llama_cpp_server (the library policy of runtime/llamacpp_lib.py first)
-    assert cmd[:3] == [sys.executable, "-m", "runtime.llama_cpp_server"]
+    # llama_cpp.server, started through runtime.backends.openai_http.llama_cpp_server (the library policy of runtime/backends/llama_cpp/lib_policy.py first)
+    assert cmd[:3] == [sys.executable, "-m", "runtime.backends.openai_http.llama_cpp_server"]
     assert cmd[cmd.index("--interrupt_requests") + 1] == "False"
     assert cmd[cmd.index("--model") + 1] == "/models/m.gguf" and cmd[cmd.index("--model_alias") + 1] == "m"
     assert cmd[cmd.index("--port") + 1] == "12345" and cmd[cmd.index("--host") + 1] == "127.0.0.1"
@@ -344,7 +347,7 @@ def test_worker_killed_takes_its_server_with_it(tmp_path):
         sys.path.insert(0, {str(ROOT)!r})
         from runtime.backends.openai_http.backend import OpenAIHttpBackend
         from runtime.backends.openai_http.config import OpenAIHttpSettings
-        from runtime.workloads import parse_test
+        from core.kinds import parse_test
         b = OpenAIHttpBackend(None, OpenAIHttpSettings(server_command={_fault_cmd()!r}))
         b.load(parse_test({{"kind": "chat"}}))
         print(b.server.pid, flush=True)
@@ -403,8 +406,10 @@ def test_lost_server_ends_as_failed_artifact_with_log_and_every_request(data_env
 def _artifact(root: Path, *, backend: str, test: dict, samples: dict, metrics: dict, details: dict,
               settings: dict | None = None, status: str = "ok", error: dict | None = None, key_salt: str = "") -> Path:
     """A run artifact written through the real path (runner.build_artifact + artifacts.write)."""
-    from runtime import backends, host as hostinfo, matrix as matrix_mod
-    from runtime.models import ModelRef
+    from runtime import backends
+    from runtime.hosts import fingerprint as hostinfo
+    from runtime.execution import matrix as matrix_mod
+    from runtime.models.registry import ModelRef
 
     ref = ModelRef(name="fixture-model", path="/nonexistent/fixture.gguf", sha256="ab" * 32, size_bytes=1,
                    source="path", facts={"architecture": "llama", "quantization": "Q4_0", "synthetic": False})
@@ -520,8 +525,8 @@ def test_pages_without_data_say_what_to_run():
 
 def test_serving_matrices_send_the_same_request():
     """The Comparisons page pairs runs by request: the two committed matrices must agree."""
-    from runtime import matrix
-    from runtime.serving_workloads import workload_fingerprint
+    from runtime.execution import matrix
+    from core.kinds.request import workload_fingerprint
 
     http = {c.test.name: c.test for c in matrix.load(ROOT / "data/matrices/serving.yaml").configurations()}
     inproc = {c.test.name: c.test for c in matrix.load(ROOT / "data/matrices/serving-inprocess.yaml").configurations()}
@@ -557,7 +562,7 @@ def test_real_llama_cpp_server_end_to_end(data_env):
     assert serve["summary"]["e2e_ms"]["n"] == 2
     assert serve["summary"]["cold_total_ms"]["mean"] > serve["summary"]["startup_ms"]["mean"]
     cmd = serve["settings"]["effective"]["server_command"]
-    assert "runtime.llama_cpp_server" in cmd and cmd[cmd.index("--interrupt_requests") + 1] == "False"
+    assert "runtime.backends.openai_http.llama_cpp_server" in cmd and cmd[cmd.index("--interrupt_requests") + 1] == "False"
     assert cmd[cmd.index("--port") + 1] == "{port}"  # a free port per start, recorded in details.server.starts
     assert "---- server log (llama_cpp.server" in serve["log_tail"] and "Uvicorn running" in serve["log_tail"]
     # cold + 2 warm generations; the warm ones reused the previous prompt's KV cache (llama_cpp.server)
@@ -583,7 +588,7 @@ def test_a_stored_sweep_of_today_s_shape_is_used_and_an_older_one_recomputed(fix
     recomputing it from every request on every build, but only when it has every key sweep_stats
     writes today; an artifact from before a field existed is recomputed from its samples."""
     from pipelines import serving
-    from runtime.servingstats import Slo, stored_sweep, sweep_stats
+    from core.kinds.request_stats import Slo, stored_sweep, sweep_stats
 
     (conc,) = [d for d in fixture_runs if d["test"]["kind"] == "concurrency"]
     doc = json.loads(json.dumps(conc.doc))
@@ -608,7 +613,7 @@ def test_parallelism_of_a_level_sent_in_batches_is_taken_per_batch():
     start from its own origin. A serialised server (one stream at a time in every batch) must read
     1.0, not the overlap of batches laid on top of each other; a sweep stored with the older
     arithmetic is recomputed."""
-    from runtime.servingstats import SWEEP_STATS_VERSION, Slo, level_stats, stored_sweep, sweep_stats
+    from core.kinds.request_stats import SWEEP_STATS_VERSION, Slo, level_stats, stored_sweep, sweep_stats
 
     def rec(rnd, first, last):
         return {"ok": True, "round": rnd, "ttft_ms": 10.0, "tpot_ms": 2.0, "e2e_ms": last, "output_tokens": 8,

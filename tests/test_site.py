@@ -10,7 +10,7 @@ import pytest
 from pipelines import leaderboard
 from pipelines.runs import load_runs
 from pipelines.site import browser, charts, markdown, pages
-from runtime.metrics import METRICS
+from core.metrics import METRICS
 from tests.conftest import GOLDEN
 
 
@@ -79,7 +79,9 @@ def test_methodology_lists_every_metric_and_setting():
         assert f"<code>{name}</code>" in defs
     from runtime.backends.llama_cpp.config import LlamaCppSettings
 
-    table = pages.settings_table("llama_cpp")
+    from runtime import backends
+
+    table = pages.settings_table(backends.settings_class("llama_cpp").option_table())
     for name, f in LlamaCppSettings.model_fields.items():
         assert f"<code>{name}</code>" in table and f.description
 
@@ -272,7 +274,7 @@ def test_a_fleet_beyond_the_split_limit_gets_one_page_per_host(tmp_path):
 
     from benchmarks.site_scale import variant
     from pipelines.site import per_host
-    from runtime import artifacts
+    from core import artifacts
     from tests.conftest import ROOT, build_site, make_golden_data
 
     data = make_golden_data(tmp_path / "data")

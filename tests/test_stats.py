@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from runtime import stats
+from core import stats
 
 
 def test_summarize_known_values():

@@ -1,4 +1,4 @@
-"""Tests for runtime.synth: synthetic GGUF files of a real architecture shape."""
+"""Tests for runtime.models.synth: synthetic GGUF files of a real architecture shape."""
 
 from __future__ import annotations
 
@@ -17,8 +17,8 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # so `pytest tests/...` works without installing the package
     sys.path.insert(0, str(ROOT))
 
-from runtime import synth  # noqa: E402
-from runtime.errors import ConfigError  # noqa: E402
+from runtime.models import synth  # noqa: E402
+from core.errors import ConfigError  # noqa: E402
 
 
 def _env() -> dict[str, str]:
@@ -33,7 +33,7 @@ def _run_py(code: str, *args: str, timeout: float = 60) -> subprocess.CompletedP
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "runtime.synth", *args], cwd=ROOT, env=_env(),
+    return subprocess.run([sys.executable, "-m", "runtime.models.synth", *args], cwd=ROOT, env=_env(),
                           capture_output=True, text=True, timeout=60)
 
 
@@ -132,7 +132,7 @@ _MOE_PROBE = """
     import json, sys
     import numpy as np
     import llama_cpp
-    from runtime import llamacpp_lib
+    from runtime.backends.llama_cpp import lib_policy as llamacpp_lib
     llamacpp_lib.apply()  # this host's library policy (AMX: extra buffer types off)
     path, override = sys.argv[1], sys.argv[2]
     kw = {} if override == "none" else {"kv_overrides": {"qwen3moe.expert_used_count": int(override)}}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from pipelines import whatif as W
-from runtime.errors import ConfigError
+from core.errors import ConfigError
 from tests.support.planning_fixtures import CHAT_SHORT, STAGES_A, chat_requests, rate_test, run_doc
 
 
@@ -72,7 +72,7 @@ def test_committed_whatif_loads():
 
 def test_time_per_request_carries_a_propagated_interval():
     """The weighted time per request has a CI95 from its entries' per-unit samples (quadrature)."""
-    from runtime import stats
+    from core import stats
     from tests.support.planning_fixtures import embedded_dataset
 
     docs = embedded_dataset()["runs"]

@@ -13,8 +13,8 @@ def vega_bundle() -> str:
     in the user cache (ALMANAC_CACHE) by that version."""
     import vl_convert
 
-    from runtime.artifacts import atomic_write_text
-    from runtime.paths import cache_dir
+    from core.artifacts import atomic_write_text
+    from core.paths import cache_dir
 
     path = cache_dir() / "vega-bundle" / f"vl-convert-{vl_convert.__version__}.js"
     try:

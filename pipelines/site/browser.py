@@ -16,7 +16,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from runtime.metrics import HEADLINE_BY_KIND, METRICS
+from core.kinds import headline
+from core.metrics import METRICS
 
 
 ROOT = "@@ALMANAC_ROOT@@/"  # replaced per page by the build hook with the relative path to the site root
@@ -40,11 +41,10 @@ KINDS = {
 
 
 def _headline(d: dict[str, Any]) -> tuple[float | None, str, str]:
-    name = HEADLINE_BY_KIND.get(d["test"]["kind"])
-    s = (d.get("summary") or {}).get(name) if name else None
+    m = headline(d["test"]["kind"])
+    s = (d.get("summary") or {}).get(m.name) if m else None
     if not s or s.get("mean") is None:
         return None, "", ""
-    m = METRICS[name]
     return round(float(s["mean"]), m.decimals), m.unit, m.label
 
 

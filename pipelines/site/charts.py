@@ -15,7 +15,7 @@ from typing import Any
 import altair as alt
 import pandas as pd
 
-from runtime.metrics import Metric
+from core.metrics import Metric
 
 
 def embed(chart: alt.TopLevelMixin | dict[str, Any], chart_id: str | None = None, caption: str = "") -> str:
@@ -53,8 +53,8 @@ def _values(spec: Any) -> list[dict[str, Any]]:
 def figure_data(spec: dict[str, Any]) -> str:
     """The figure's data as downloads (CSV and JSON, every mark's values), with the published JSON
     of each artifact it shows (``artifact_json``): every figure links to its sources."""
-    from .. import dataset
-    from .markdown import ROOT, register_table
+    from pipelines import dataset
+    from pipelines.site.markdown import ROOT, register_table
 
     rows = _values(spec)
     if not rows:

@@ -4,7 +4,7 @@ Rendered from the committed results of the fidelity benchmark, never typed by ha
 
 * CPU: ``benchmarks/results/cpu/fidelity-*.json`` (benchmarks/fidelity.py: both tools in fresh
   processes, alternating, samples pooled over rounds; ratio ours / llama-bench with its CI95 and
-  verdict from ``runtime.stats.compare``);
+  verdict from ``core.stats.compare``);
 * GPU: ``benchmarks/results/<gpu>/fidelity.json`` (benchmarks/gpu_bench.py: ``ratio`` of the
   means and ``ratio_per_round``, one ratio per llama-bench round); the CI95 here is Student's t
   over the per-round ratios (the rounds are the independent repetitions of the comparison).
@@ -17,10 +17,10 @@ import math
 from pathlib import Path
 from typing import Any
 
-from runtime import stats
-from runtime.paths import project_root, relpath
+from core import stats
+from core.paths import project_root, relpath
 
-from .markdown import cell, code, num, table
+from pipelines.site.markdown import cell, code, num, table
 
 
 def results_dir() -> Path:

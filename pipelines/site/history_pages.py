@@ -11,13 +11,13 @@ import json
 from itertools import combinations
 from typing import Any
 
-from runtime.metrics import headline
-from runtime.record import digest
+from core.kinds import headline
+from core.records.run import digest
 
-from .. import compare as cmp
-from .. import history
-from . import charts
-from .markdown import admonition, cell, code, link, num, run_link, table
+from pipelines import compare as cmp
+from pipelines import history
+from pipelines.site import charts
+from pipelines.site.markdown import admonition, cell, code, link, num, run_link, table
 
 STALE_BADGE = '<span class="almanac-badge stale" title="measured with an older build than the newest on this host">stale</span>'
 
@@ -99,7 +99,7 @@ def history_page(docs: list[Any]) -> str:
         return admonition("warning", "No measurements yet", "Run `invoke bench` to add some.")
     out = ["**Method.** " + cell(history.METHOD) + " A result measured with an older build than the newest one on "
            "its host, backend and server software is marked " + STALE_BADGE + ".", ""]
-    from ..leaderboard import split_settings
+    from pipelines.leaderboard import split_settings
 
     varying, _ = split_settings([s.requested for s in sers])  # only what tells configurations apart
     rows = []
@@ -148,7 +148,7 @@ def compare_table(res: cmp.Result, from_dir: str = "") -> str:
 def host_vs_host_page(docs: list[Any]) -> str:
     """Every pair of hosts: the configurations both ran (same work apart from the host); in each
     pair A is the host with fewer GPUs, so a GPU host's speed-up reads as B/A > 1."""
-    from ..runs import records
+    from pipelines.runs import records
 
     recs = [r for r in records(docs) if r.ok]
     gpus = {r.host_id: len(r.host.get("gpus") or []) for r in recs}

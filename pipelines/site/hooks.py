@@ -23,8 +23,8 @@ from mkdocs.exceptions import Abort
 from mkdocs.plugins import CombinedEvent, event_priority
 
 from pipelines import dataset
-from runtime.errors import ArtifactError
-from runtime.paths import schema_dir
+from core.errors import ArtifactError
+from core.paths import schema_dir
 from pipelines.site import browser, markdown
 
 

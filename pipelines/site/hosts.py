@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from .. import roofline as roof
-from ..runs import latest_per_key
-from .markdown import PROJECTED_BADGE, SYNTHETIC_BADGE, admonition, cell, code, link, nbytes, num, run_link, table
+from pipelines import roofline as roof
+from pipelines.runs import latest_per_key
+from pipelines.site.markdown import PROJECTED_BADGE, SYNTHETIC_BADGE, admonition, cell, code, link, nbytes, num, run_link, table
 
 
 def _gpu_text(g: dict[str, Any]) -> str:

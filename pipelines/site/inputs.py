@@ -14,7 +14,7 @@ import hashlib
 from importlib import metadata
 from pathlib import Path
 
-from runtime.paths import data_dir
+from core.paths import data_dir
 
 STAMP = ".almanac-inputs"
 PACKAGES = ("mkdocs", "mkdocs-material", "mkdocs-macros-plugin", "mkdocs-gen-files", "altair", "pandas")

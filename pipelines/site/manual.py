@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from runtime.paths import project_root
+from core.paths import project_root
 
-from .markdown import cell, code, table
+from pipelines.site.markdown import cell, code, table
 
 
 def load_collection() -> Any:

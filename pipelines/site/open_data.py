@@ -7,10 +7,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from runtime import artifacts
-from runtime.paths import schema_dir
+from core import artifacts
+from core.paths import schema_dir
 
-from .markdown import ROOT, cell, code, table
+from pipelines.site.markdown import ROOT, cell, code, table
 
 MAX_DEPTH = 4  # nested objects are listed down to this depth; the schema file has the rest
 

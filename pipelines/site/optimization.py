@@ -11,13 +11,13 @@ from typing import Any
 import altair as alt
 import pandas as pd
 
-from runtime.metrics import METRICS
-from runtime.record import as_record
+from core.metrics import METRICS
+from core.records.run import as_record
 
-from .. import degeneration
-from .. import optimization as opt
-from . import charts
-from .markdown import SYNTHETIC_BADGE, admonition, cell, code, link, num, pre, run_link, table
+from core import degeneration
+from pipelines import optimization as opt
+from pipelines.site import charts
+from pipelines.site.markdown import SYNTHETIC_BADGE, admonition, cell, code, link, num, pre, run_link, table
 
 TRACK_INTRO = {
     "speculative": (

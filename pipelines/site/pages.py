@@ -12,15 +12,14 @@ from typing import Any
 
 import pandas as pd
 
-from runtime import backends
-from runtime.metrics import METRICS
-from runtime.workloads import TEST_KINDS
+from core.metrics import METRICS
+from core.kinds import all_kinds
 
-from .. import leaderboard
-from ..runs import latest_per_key, last_updated
-from . import charts
-from .history_pages import STALE_BADGE
-from .markdown import ROOT, SYNTHETIC_BADGE, admonition, cell, code, link, nbytes, num, run_json, run_link, table
+from pipelines import leaderboard
+from pipelines.runs import latest_per_key, last_updated
+from pipelines.site import charts
+from pipelines.site.history_pages import STALE_BADGE
+from pipelines.site.markdown import ROOT, SYNTHETIC_BADGE, admonition, cell, code, link, nbytes, num, run_json, run_link, table
 
 BOARD_ROWS = 10  # results shown per board (table and chart); the downloads and the runs browser hold all
 
@@ -71,7 +70,7 @@ def headline_table(docs: list[Any]) -> str:
 
 
 def newest_regressions(docs: list[Any], limit: int = HOME_REGRESSIONS) -> str:
-    from .. import history
+    from pipelines import history
 
     steps = [st for st in history.all_steps(history.series(docs)) if st.verdict == "regression"][:limit]
     if not steps:
@@ -191,22 +190,22 @@ def leaderboard_page(docs: list[Any], boards: list[Any] | None = None) -> str:
 
 
 def metric_definitions() -> str:
+    kinds = all_kinds().values()
     rows = [[code(m.name), cell(m.label), cell(m.unit), "higher" if m.higher_is_better else "lower", cell(m.aggregation),
-             cell(", ".join(m.test_kinds)), cell(m.description)] for m in METRICS.values()]
+             cell(", ".join(k.name for k in kinds if m.name in k.metrics)), cell(m.description)] for m in METRICS.values()]
     return table(["metric", "label", "unit", "better", "aggregation", "tests", "definition"], rows)
 
 
 def test_kinds() -> str:
     rows = []
-    for kind, cls in TEST_KINDS.items():
-        doc = (cls.__doc__ or "").strip().splitlines()[0] if cls.__doc__ else ""
-        fields = ", ".join(code(f) for f in cls.model_fields if f != "kind")
-        rows.append([code(kind), cell(doc), fields])
+    for name, kind in all_kinds().items():
+        fields = ", ".join(code(f) for f in kind.spec.model_fields if f != "kind")
+        rows.append([code(name), cell(kind.description), fields])
     return table(["kind", "what it measures", "fields"], rows)
 
 
-def settings_table(backend: str) -> str:
-    cls = backends.settings_class(backend)
+def settings_table(options: list[dict[str, Any]]) -> str:
+    """A backend's settings (name, type, default, help: its declaration's option table)."""
     rows = [[code(r["name"]), cell(r["type"]), code(json.dumps(r["default"])) if r["default"] is not None else "null",
-             cell(r["help"])] for r in cls.option_table()]
+             cell(r["help"])] for r in options]
     return table(["setting", "type", "default", "meaning"], rows)

@@ -19,8 +19,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .. import dataset
-from .markdown import admonition, cell, code, link, nbytes, num, rebase_links, table
+from pipelines import dataset
+from pipelines.site.markdown import admonition, cell, code, link, nbytes, num, rebase_links, table
 
 SPLIT_ABOVE = 4  # hosts shown on one page; more get one page per host
 _HOST_ID = re.compile(r"^[a-z0-9][a-z0-9-]*$")

@@ -13,16 +13,16 @@ from typing import Any
 import altair as alt
 import pandas as pd
 
-from runtime.errors import UserError
-from runtime.metrics import METRICS
+from core.errors import UserError
+from core.metrics import METRICS
 
-from .. import memory as mem
-from .. import projections as proj
-from .. import roofline as roof
-from .. import whatif as wi
-from ..runs import latest_per_key
-from . import charts
-from .markdown import (MISSED_BADGE, PROJECTED_BADGE, verdict_badge, SYNTHETIC_BADGE, VERIFIED_BADGE, admonition, cell, code, link, nbytes, num,
+from pipelines import memory as mem
+from pipelines import projections as proj
+from pipelines import roofline as roof
+from pipelines import whatif as wi
+from pipelines.runs import latest_per_key
+from pipelines.site import charts
+from pipelines.site.markdown import (MISSED_BADGE, PROJECTED_BADGE, verdict_badge, SYNTHETIC_BADGE, VERIFIED_BADGE, admonition, cell, code, link, nbytes, num,
                        run_link, table)
 
 MEASURED_BADGE = '<span class="almanac-badge measured" title="read from a run artifact">measured</span>'

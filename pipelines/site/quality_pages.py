@@ -9,12 +9,12 @@ from typing import Any
 
 import pandas as pd
 
-from runtime.metrics import METRICS
+from core.metrics import METRICS
 
-from .. import quality as quality_mod
-from .. import roles as roles_mod
-from . import charts
-from .markdown import SYNTHETIC_BADGE, admonition, cell, code, link, num, run_link, table
+from pipelines import quality as quality_mod
+from pipelines import roles as roles_mod
+from pipelines.site import charts
+from pipelines.site.markdown import SYNTHETIC_BADGE, admonition, cell, code, link, num, run_link, table
 
 FALLBACKS_SHOWN = 10  # per role and host; the rest are counted
 REJECTED_SHOWN = 25  # rejected configurations listed per role and host (the table's downloads hold all)
@@ -286,7 +286,7 @@ def quality_page_from_data() -> str:
 
 def _assignments() -> tuple[roles_mod.RolesFile, list[roles_mod.Assignment]]:
     """Every role's assignment on every host, computed once per loaded set (a split Roles page asks per host)."""
-    from .. import dataset
+    from pipelines import dataset
 
     def compute(ds: dataset.Dataset) -> tuple[roles_mod.RolesFile, list[roles_mod.Assignment]]:
         reg = roles_mod.load_roles()
@@ -323,20 +323,16 @@ def decision_rules() -> str:
             "name: the first is assigned, the rest form the fallback chain.")
 
 
-def scorers_table() -> str:
+def scorers_table(scorers: list[Any]) -> str:
     """The registered scorers (name, version, what passes), from their declarations."""
-    from runtime.quality import scorers
-
     rows = [[code(s.name), num(s.version, 0), cell(s.description),
-             ", ".join(code(f) for f in s.check_model.model_fields)] for s in scorers.SCORERS.values()]
+             ", ".join(code(f) for f in s.check_model.model_fields)] for s in scorers]
     return table(["scorer", "version", "passes when", "check fields"], rows)
 
 
-def sandbox_layers() -> str:
+def sandbox_layers(layers: list[str]) -> str:
     """The sandbox's isolation layers on the host that builds the site."""
-    from runtime.quality import sandbox
-
-    return ", ".join(code(x) for x in sandbox.isolation_layers())
+    return ", ".join(code(x) for x in layers)
 
 
 # -- quantization ladder --------------------------------------------------------------------
@@ -437,7 +433,7 @@ def ladder_section(frame: pd.DataFrame) -> str:
 
 
 def ladder_from_data() -> str:
-    from .. import perplexity as ppl_mod
-    from ..runs import load_runs
+    from pipelines import perplexity as ppl_mod
+    from pipelines.runs import load_runs
 
     return ladder_section(ppl_mod.ladder_frame(ppl_mod.load_perplexity(), load_runs(), quality_mod.load_quality()))

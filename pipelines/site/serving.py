@@ -10,11 +10,11 @@ from typing import Any
 import altair as alt
 import pandas as pd
 
-from runtime.metrics import METRICS
+from core.metrics import METRICS
 
-from .. import serving
-from . import charts
-from .markdown import SYNTHETIC_BADGE, admonition, cell, code, link, num, run_link, table
+from pipelines import serving
+from pipelines.site import charts
+from pipelines.site.markdown import SYNTHETIC_BADGE, admonition, cell, code, link, num, run_link, table
 
 VERDICT_CLASS = {"win": "almanac-verdict-win", "loss": "almanac-verdict-loss"}
 

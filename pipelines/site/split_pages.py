@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import dataset, leaderboard, roofline
-from . import hosts as hosts_pages
-from . import optimization as optimization_pages
-from . import pages, quality_pages
-from . import serving as serving_pages
-from .per_host import SplitPage, register
+from pipelines import dataset, leaderboard, roofline
+from pipelines.site import hosts as hosts_pages
+from pipelines.site import optimization as optimization_pages
+from pipelines.site import pages, quality_pages
+from pipelines.site import serving as serving_pages
+from pipelines.site.per_host import SplitPage, register
 
 
 def _hosts(runs: list[Any], host: str | None) -> str:

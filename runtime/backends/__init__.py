@@ -7,7 +7,7 @@ import difflib
 import importlib
 from typing import Any
 
-from ..errors import BackendError
+from core.errors import BackendError
 
 # name -> (settings class, backend class, distribution whose version keys the results),
 # classes as "module:attribute"

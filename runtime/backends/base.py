@@ -8,8 +8,8 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict
 
-from ..models import ModelRef
-from ..workloads import TestSpec
+from runtime.models.registry import ModelRef
+from core.kinds.base import TestSpec
 
 
 class BackendSettings(BaseModel):
@@ -62,6 +62,10 @@ class Backend(abc.ABC):
     name: ClassVar[str]
     settings_class: ClassVar[type[BackendSettings]]
     test_kinds: ClassVar[tuple[str, ...]]
+    #: Whether the model runs in the measuring process (True: load time, peak RSS and VRAM are
+    #: the model's) or behind a server the backend talks to (False). Recorded in every artifact
+    #: as ``build.in_process``; pipelines read that, never a backend's name.
+    in_process: ClassVar[bool]
     #: How quality items can be put to a model through this backend: ``chat`` (messages
     #: through the chat template), ``completion`` (raw text continued), ``loglikelihood``
     #: (log-probabilities of given continuations; needs the logits).
@@ -87,7 +91,7 @@ class Backend(abc.ABC):
     @classmethod
     def context_tokens(cls, settings: BackendSettings, test: TestSpec) -> int | None:
         """The context (tokens) this configuration makes the backend allocate in this process,
-        for the resource preflight (runtime.fit); None: it loads no model here (e.g. HTTP)."""
+        for the resource preflight (runtime.execution.preflight); None: it loads no model here (e.g. HTTP)."""
         return None
 
     @classmethod

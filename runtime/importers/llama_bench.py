@@ -41,13 +41,14 @@ from typing import Any, Union
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from .. import artifacts, stats
-from .. import record as run_record
-from .. import host as hostinfo
-from .. import models as models_mod
-from ..errors import ConfigError, ModelError, UserError
-from ..paths import data_dir, project_root, relpath, runs_dir
-from ..workloads import RateTest
+from core import artifacts
+from core import stats
+from core.records import run as run_record
+from runtime.hosts import fingerprint as hostinfo
+from runtime.models import registry as models_mod
+from core.errors import ConfigError, ModelError, UserError
+from core.paths import data_dir, project_root, relpath, runs_dir
+from core.kinds.rate import RateTest
 
 BACKEND = "llama-bench"
 MATRIX_NAME = "llama-bench-import"
@@ -337,7 +338,7 @@ def build_artifact(rec: LlamaBenchRecord, index: int, *, source: Path, source_sh
     key = run_record.config_key(BACKEND, model.sha256, {**requested, "llama_bench": extra}, test.to_dict(), host["id"],
                                 backend_version)
     measured = test_datetime(rec.test_time).astimezone(timezone.utc)
-    build = {"backend_version": backend_version, "llama_cpp_commit": rec.build_commit}
+    build = {"backend_version": backend_version, "llama_cpp_commit": rec.build_commit, "in_process": True}  # llama-bench: in its own process
     if rec.build_number is not None:
         build["build_number"] = rec.build_number
     if rec.backends is not None:

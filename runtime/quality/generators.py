@@ -12,7 +12,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from .suites import Item, NeedleGenerator
+from runtime.quality.items import Item, NeedleGenerator
 
 _SUBJECTS = ["The committee", "A junior analyst", "The night shift", "Our regional office", "The maintenance crew",
              "A visiting inspector", "The finance team", "The head gardener", "An external auditor", "The archivist",

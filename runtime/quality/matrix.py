@@ -27,12 +27,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from .. import backends
-from ..errors import ConfigError
-from ..matrix import _validate_settings, find as find_matrix
-from ..paths import relpath
-from ..yamlio import load_yaml, pydantic_error_line
-from . import suites as suites_mod
+from runtime import backends
+from core.errors import ConfigError
+from runtime.execution.matrix import _validate_settings, find as find_matrix
+from core.paths import relpath
+from core.yamlio import load_yaml, pydantic_error_line
+from runtime.quality import suites as suites_mod
 
 QUALITY_MATRIX_VERSION = 1
 
@@ -101,7 +101,7 @@ def choose_style(ref: SuiteRef, suite: suites_mod.Suite, model: str, model_style
 
 def model_styles(name: str) -> list[str]:
     """The model's prompt styles from the registry (no file is fetched); [chat] for a bare path."""
-    from .. import models
+    from runtime.models import registry as models
 
     entry = models.load_registry().models.get(name)
     return list(entry.prompt_styles or ["chat"]) if entry is not None else ["chat"]

@@ -20,7 +20,7 @@ models run in one child process and the sum is taken in float64 over every token
 effect is far below the standard error; ``benchmarks/perplexity_check.py`` shows it).
 
 ``python -m runtime.quality.perplexity JOB RESULT`` is the child process (started through
-``runtime.runner.run_child``: crash and timeout isolation, peak RSS, log captured).
+``runtime.execution.runner.run_child``: crash and timeout isolation, peak RSS, log captured).
 """
 
 from __future__ import annotations
@@ -38,8 +38,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from ..errors import ConfigError
-from ..paths import data_dir, relpath
+from core.errors import ConfigError
+from core.paths import data_dir, relpath
 
 METHOD_VERSION = 1
 TEXTS_FORMAT_VERSION = 1
@@ -82,7 +82,7 @@ def texts_path() -> Path:
 
 
 def load_text(name: str) -> Text:
-    from ..yamlio import load_yaml, pydantic_error_line
+    from core.yamlio import load_yaml, pydantic_error_line
 
     src = relpath(texts_path())
     try:
@@ -135,9 +135,9 @@ def summarize(acc: dict[str, Any]) -> dict[str, Any]:
 
 # -- the child: decode chunks, accumulate sums ------------------------------------------------------
 def _load(model: dict[str, Any], job: dict[str, Any]) -> Any:
-    from ..backends.llama_cpp.backend import LlamaCppBackend
-    from ..backends.llama_cpp.config import LlamaCppSettings
-    from ..models import ModelRef
+    from runtime.backends.llama_cpp.backend import LlamaCppBackend
+    from runtime.backends.llama_cpp.config import LlamaCppSettings
+    from runtime.models.registry import ModelRef
 
     settings = LlamaCppSettings.model_validate(job["settings"])
     backend = LlamaCppBackend(ModelRef.from_dict(model), settings)
@@ -149,7 +149,7 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
     import numpy as np
     import llama_cpp as L
 
-    from ..backends.llama_cpp.logprobs import decode_logits, log_softmax, tokenize
+    from runtime.backends.llama_cpp.logprobs import decode_logits, log_softmax, tokenize
 
     n_ctx = job["n_ctx"]
     first = n_ctx // 2
@@ -235,7 +235,7 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
 
 
 def main(argv: list[str]) -> int:
-    from ..artifacts import atomic_write_text
+    from core.artifacts import atomic_write_text
 
     job = json.loads(Path(argv[1]).read_text())
     result = run_job(job)
@@ -253,8 +253,10 @@ def measure(model: str, *, reference: str | None = None, text: str = "gpl-3.0", 
             timeout_s: float = 1800.0, root: Path | None = None) -> tuple[Path, bool]:
     """Measure (or find) one perplexity artifact; (path, measured_now). Bad input raises ConfigError
     before anything is written."""
-    from .. import backends, models, runner
-    from .. import host as hostinfo
+    from runtime import backends
+    from runtime.models import registry as models
+    from runtime.execution import runner
+    from runtime.hosts import fingerprint as hostinfo
 
     if n_ctx < 8 or n_ctx % 2:
         raise ConfigError(f"n_ctx must be an even number of at least 8, got {n_ctx}", field="n_ctx")
@@ -299,7 +301,10 @@ def measure(model: str, *, reference: str | None = None, text: str = "gpl-3.0", 
 def _document(outcome: Any, *, key: str, txt: Text, ref_m: Any, ref_r: Any, n_ctx: int, chunks: int | None,
               settings: dict[str, Any], host: dict[str, Any], bversion: str) -> dict[str, Any]:
     """The perplexity artifact from the child's outcome; ConfigError (nothing written) for bad input."""
-    from .. import __version__, artifacts, record, runner
+    from runtime import __version__
+    from core import artifacts
+    from core.records import run as record
+    from runtime.execution import runner
 
     res = outcome.result or {}
     err = res.get("error") or {}
@@ -321,7 +326,7 @@ def _document(outcome: Any, *, key: str, txt: Text, ref_m: Any, ref_r: Any, n_ct
     doc = {
         "artifact": "perplexity",
         "schema_version": artifacts.ARTIFACT_TYPES["perplexity"].version,
-        "id": record.run_id(key, created),  # the one id format (runtime.record)
+        "id": record.run_id(key, created),  # the one id format (core.records.run)
         "key": key,
         "created": created.isoformat(timespec="seconds"),
         "status": status,

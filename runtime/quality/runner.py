@@ -1,11 +1,11 @@
 """Run a quality matrix: generate in a child process, score in this one, write one artifact each.
 
-Each (model, settings, suite) is a ``runtime.runner.Scenario`` run by ``runner.execute``,
+Each (model, settings, suite) is a ``runtime.execution.runner.Scenario`` run by ``runner.execute``,
 the same loop as speed tests: one skip / resume / retry path, one child-process runner,
-one atomic write, and ids in the one format of ``runtime.record.run_id``.
+one atomic write, and ids in the one format of ``core.records.run.run_id``.
 
 For every (model, settings, suite) configuration: the seeded sample of items goes to a
-child process (``runtime.quality.worker`` through ``runtime.runner.run_child``: crash,
+child process (``runtime.quality.worker`` through ``runtime.execution.runner.run_child``: crash,
 abort and timeout isolation, log and peak RSS captured); the outputs come back; each is
 scored here by its scorer (model-written code only through the sandbox) and checked by
 the shared degeneration detector; the artifact (``quality`` type) is written atomically
@@ -27,16 +27,20 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
 
-from pipelines.degeneration import VERSION as DEGENERATION_VERSION
-from pipelines.degeneration import detect
+from core.degeneration import VERSION as DEGENERATION_VERSION
+from core.degeneration import detect
 
-from .. import __version__, artifacts, backends, models, record, stats
-from .. import host as hostinfo
-from ..paths import data_dir, relpath
-from .. import runner
-from ..runner import ChildOutcome, merged_settings, tail_log
-from . import scorers
-from .matrix import QualityConfiguration, load as load_matrix
+from runtime import __version__, backends
+from core import artifacts
+from runtime.models import registry as models
+from core.records import run as record
+from core import stats
+from runtime.hosts import fingerprint as hostinfo
+from core.paths import data_dir, relpath
+from runtime.execution import runner
+from runtime.execution.runner import ChildOutcome, merged_settings, tail_log
+from runtime.quality import scorers
+from runtime.quality.matrix import QualityConfiguration, load as load_matrix
 
 METHOD_VERSION = 1
 
@@ -170,7 +174,7 @@ def build_artifact(*, cfg: QualityConfiguration, ref: models.ModelRef, settings:
     doc = {
         "artifact": "quality",
         "schema_version": artifacts.ARTIFACT_TYPES["quality"].version,
-        "id": record.run_id(key, created),  # the one id format (runtime.record)
+        "id": record.run_id(key, created),  # the one id format (core.records.run)
         "key": key,
         "created": created.isoformat(timespec="seconds"),
         "status": status,
@@ -226,7 +230,7 @@ def run_quality_matrix(name_or_path: str, *, force: bool = False, retry_failed: 
     unless ``accept_sandbox_risk``."""
     m = load_matrix(name_or_path)
     if any(it.scorer == "code_exec" for cfg in m.configurations for it in cfg.items):
-        from . import sandbox
+        from runtime.quality import sandbox
 
         sandbox.require_isolation(accept_sandbox_risk)
         if accept_sandbox_risk:
@@ -236,7 +240,7 @@ def run_quality_matrix(name_or_path: str, *, force: bool = False, retry_failed: 
     host = hostinfo.fingerprint()
     report = QualityReport(m.name)
     emit = on_event or (lambda kind, info: None)
-    from ..procs import clean_stale_job_dirs
+    from runtime.procs import clean_stale_job_dirs
 
     clean_stale_job_dirs()  # job folders of runners that crashed
     emit("start", {"matrix": m.name, "total": len(m.configurations), "host": host["id"]})

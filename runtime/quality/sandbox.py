@@ -67,7 +67,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import UserError
+from core.errors import UserError
 
 _HERE = Path(__file__).resolve().parent
 SETUP_SCRIPT = _HERE / "_sandbox_setup.py"

@@ -436,7 +436,7 @@ def build_parts(check: CodeExecCheck, output: str) -> tuple[str, str, str]:
           "last statement in the sandbox (kernel isolation, timeout, resource limits, no network, temporary "
           "directory); an early exit, a signal or tampering leaves no proof of completion and fails.", CodeExecCheck)
 def _code_exec(check: CodeExecCheck, output: str) -> Score:
-    from .sandbox import Limits, run_python
+    from runtime.quality.sandbox import Limits, run_python
 
     program, tests, how = build_parts(check, output)
     res = run_python(program, Limits(timeout_s=check.timeout_s, cpu_s=int(check.timeout_s) + 1), tests=tests)
@@ -493,7 +493,7 @@ class IFBenchCheck(Check):
 
     @model_validator(mode="after")
     def _known(self) -> "IFBenchCheck":
-        from .ifbench_checks import CHECKERS
+        from runtime.quality.ifbench_checks import CHECKERS
 
         unknown = [i for i in self.instruction_id_list if i not in CHECKERS]
         if unknown:
@@ -506,7 +506,7 @@ class IFBenchCheck(Check):
 @register("ifbench", 1, "IFBench prompt-level strict accuracy: every verifiable instruction of the prompt is "
           "followed (our port of IFBench's checkers for the subset that needs no NLP model).", IFBenchCheck)
 def _ifbench(check: IFBenchCheck, output: str) -> Score:
-    from .ifbench_checks import follows
+    from runtime.quality.ifbench_checks import follows
 
     per = []
     for iid, kw in zip(check.instruction_id_list, check.kwargs):

@@ -1,7 +1,7 @@
 """Child-process entry point of a quality run: load the model once, generate every item.
 
 ``python -m runtime.quality.worker JOB.json RESULT.json`` (started by
-``runtime.runner.run_child(job, timeout, module="runtime.quality.worker")``, so a crash
+``runtime.execution.runner.run_child(job, timeout, module="runtime.quality.worker")``, so a crash
 or an abort in llama.cpp ends only this process and its log and peak RSS are captured the
 same way as a speed run's).
 
@@ -23,7 +23,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from ..artifacts import atomic_write_text
+from core.artifacts import atomic_write_text
 
 
 def _save(path: Path, result: dict[str, Any]) -> None:
@@ -31,9 +31,9 @@ def _save(path: Path, result: dict[str, Any]) -> None:
 
 
 def run_job(job: dict[str, Any], out_path: Path) -> dict[str, Any]:
-    from .. import backends
-    from ..models import ModelRef
-    from ..workloads import ChatTest
+    from runtime import backends
+    from runtime.models.registry import ModelRef
+    from core.kinds.chat import ChatTest
 
     gen = job["generation"]
     settings = backends.settings_class(job["backend"]).model_validate(job["settings"])
@@ -89,7 +89,7 @@ def run_job(job: dict[str, Any], out_path: Path) -> dict[str, Any]:
 
 
 def main(argv: list[str]) -> int:
-    from ..procs import start_watchdog
+    from runtime.procs import start_watchdog
 
     start_watchdog(parent_pid=None, deadline=None)  # die with the runner; hold its timeout on our own
     job_path, out_path = Path(argv[1]), Path(argv[2])

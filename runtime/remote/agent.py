@@ -8,7 +8,7 @@
 reused) and pip-installs the pinned requirements only when they changed since the last
 run (a stamp file); ``system`` installs nothing and checks that the host's Python
 imports every requirement at the pinned version. ``run`` measures a matrix through
-runtime.runner. Both report to the controller with lines ``@@almanac {json}`` on stdout;
+runtime.execution.runner. Both report to the controller with lines ``@@almanac {json}`` on stdout;
 anything else is log. Only the standard library is imported until ``run`` starts, so
 ``prepare`` works on a host that has nothing installed yet.
 
@@ -151,11 +151,12 @@ def prepare(mode: str, workdir: Path, requirements_file: Path, reuse_llama: bool
 def run(matrix: str, force: bool, retry_failed: bool) -> int:
     root = Path(__file__).resolve().parents[2]
     sys.path.insert(0, str(root))
-    from runtime import backends, runner
-    from runtime import host as hostinfo
-    from runtime import matrix as matrix_mod
-    from runtime.errors import UserError
-    from runtime.paths import runs_dir
+    from runtime import backends
+    from runtime.execution import runner
+    from runtime.hosts import fingerprint as hostinfo
+    from runtime.execution import matrix as matrix_mod
+    from core.errors import UserError
+    from core.paths import runs_dir
 
     try:
         m = matrix_mod.load(matrix)
@@ -176,7 +177,7 @@ def run(matrix: str, force: bool, retry_failed: bool) -> int:
 def _emitter():
     """Forward runner events, paths made relative to data/runs (the runner gives them relative
     to the project root, or absolute when the data dir lies elsewhere)."""
-    from runtime.paths import project_root, runs_dir
+    from core.paths import project_root, runs_dir
 
     def wrapped(kind: str, info: dict[str, Any]) -> None:
         info = dict(info)

@@ -6,8 +6,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from .. import hosts as hosts_mod
-from ..paths import relpath
+from runtime.hosts import inventory as hosts_mod
+from core.paths import relpath
 
 
 def bench_remote(matrix: str, *, hosts: list[str], labels: list[str], inventory: str | None = None,
@@ -16,7 +16,7 @@ def bench_remote(matrix: str, *, hosts: list[str], labels: list[str], inventory:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from .controller import run_hosts
+    from runtime.remote.controller import run_hosts
 
     path = Path(inventory) if inventory else hosts_mod.inventory_path()
     inv = hosts_mod.load_inventory(path)

@@ -8,7 +8,7 @@ For each host (several in parallel, one thread each, each with its own log file)
    ``<workdir>/data``;
 3. ``agent prepare``: a venv with the pinned dependencies, pip only when they changed,
    an existing llama-cpp-python of the pinned version reused (or ``install: system``);
-4. ``agent run``: the matrix through runtime.runner on the host (host fingerprint taken
+4. ``agent run``: the matrix through runtime.execution.runner on the host (host fingerprint taken
    there, artifacts written there first, so a cut connection loses nothing finished);
 5. fetch every artifact the run reported, validate it, write it under data/runs/.
 
@@ -31,15 +31,16 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
 
-from .. import artifacts, models
-from .. import matrix as matrix_mod
-from ..errors import ArtifactError
-from ..hosts import Host
-from ..paths import cache_dir, project_root, relpath, runs_dir
-from . import snapshot as snapshot_mod
-from .agent import PREFIX
-from .failed import failed_artifacts
-from .ssh import RemoteFailure, connect, redact, secrets_of
+from core import artifacts
+from runtime.models import registry as models
+from runtime.execution import matrix as matrix_mod
+from core.errors import ArtifactError
+from runtime.hosts.inventory import Host
+from core.paths import cache_dir, project_root, relpath, runs_dir
+from runtime.remote import snapshot as snapshot_mod
+from runtime.remote.agent import PREFIX
+from runtime.remote.failed import failed_artifacts
+from runtime.remote.ssh import RemoteFailure, connect, redact, secrets_of
 
 ProgressFn = Callable[[str, str, dict[str, Any]], None]  # (host name, event, info)
 KILL_GRACE_S = 10
@@ -222,7 +223,7 @@ class HostRun:
 
     def _put_data(self, conn: Any, w: str, src: str) -> str:
         """models.yaml and the matrix under <workdir>/data; the matrix path to give the agent."""
-        from ..models import registry_path
+        from runtime.models.registry import registry_path
 
         data = f"{w}/data"
         conn.run(f"mkdir -p {shlex.quote(data)}/matrices {shlex.quote(data)}/runs", hide=True, in_stream=False)
@@ -364,7 +365,7 @@ def _signal_of(code: int | None) -> str | None:
 
 def _include_chain(path: Path) -> list[Path]:
     out = [path]
-    from ..yamlio import load_yaml
+    from core.yamlio import load_yaml
 
     raw = load_yaml(path)
     while isinstance(raw, dict) and raw.get("include"):

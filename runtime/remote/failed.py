@@ -20,10 +20,12 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from .. import models, record
-from .. import host as hostinfo
-from .. import matrix as matrix_mod
-from ..hosts import Host
+from runtime import backends
+from runtime.models import registry as models
+from core.records import run as record
+from runtime.hosts import fingerprint as hostinfo
+from runtime.execution import matrix as matrix_mod
+from runtime.hosts.inventory import Host
 
 
 def inventory_host(host: Host) -> dict[str, Any]:
@@ -111,7 +113,7 @@ def failed_artifacts(*, matrix: matrix_mod.Matrix, host: Host, kind: str, messag
                    "synthetic": bool(facts.get("synthetic")),
                    "gguf": {k: v for k, v in facts.items() if k != "default_settings"}},
             host=hblock,
-            build={"backend_version": bversion},
+            build={"backend_version": bversion, "in_process": backends.backend_class(cfg.backend).in_process},
             details={"remote": remote or {}},
             resources={"wall_s": max(0.0, wall_s), "exit_code": exit_code, "signal": signal},
             log_tail=log_tail,

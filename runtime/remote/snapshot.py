@@ -22,10 +22,10 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..paths import project_root
+from core.paths import project_root
 
 EXCLUDE_PREFIXES = ("data/runs/", ".git/")
-FALLBACK_ROOTS = ("runtime", "pipelines", "data/schema", "benchmarks", "pyproject.toml", "tasks.py")
+FALLBACK_ROOTS = ("core", "runtime", "pipelines", "data/schema", "benchmarks", "pyproject.toml", "tasks.py")
 REQUIREMENTS = ".almanac-remote/requirements.txt"
 
 

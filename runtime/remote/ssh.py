@@ -18,7 +18,7 @@ import os
 import socket
 from pathlib import Path
 
-from ..hosts import Host
+from runtime.hosts.inventory import Host
 
 # paramiko's transport thread logs a failed handshake with a full traceback through the
 # "paramiko" logger; with no handler configured Python's last-resort handler prints it on

@@ -3,7 +3,7 @@
 Run, host and projection artifacts are built here from a few inputs, schema-valid, so each
 test states the numbers it depends on. The model facts are the real GGUF facts of the
 embedded model and of a tiny synthetic MoE (tests/fixtures/planning/*.facts.json, written by
-``runtime.models.gguf_facts``); hosts are made up.
+``runtime.models.registry.gguf_facts``); hosts are made up.
 """
 
 from __future__ import annotations
@@ -15,7 +15,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from runtime import artifacts, record, stats
+from core import artifacts
+from core.records import run as record
+from core import stats
 from runtime.backends import settings_class
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "planning"
@@ -84,7 +86,7 @@ def run_doc(*, test: dict[str, Any], metrics: dict[str, list[float]], model: str
         model={"name": model, "file_name": f"{model}.gguf", "sha256": sha, "size_bytes": size, "source": "path",
                "synthetic": synthetic, "gguf": copy.deepcopy(facts or GEMMA_FACTS), "desc": None, "n_params": None,
                "metadata": {}},
-        host=host, build={"backend_version": "0.3.36", "almanac": "0.1.0"},
+        host=host, build={"backend_version": "0.3.36", "almanac": "0.1.0", "in_process": True},
         samples=samples or {}, summary={k: stats.summarize(v) for k, v in metrics.items()},
         details=details or {}, resources={"wall_s": 1.0, "exit_code": 0, **(resources or {})}, log_tail="")
     artifacts.validate(doc)
@@ -147,7 +149,7 @@ def embedded_dataset() -> dict[str, list[dict[str, Any]]]:
 
 def write_dataset(data_dir: Path, dataset: dict[str, list[dict[str, Any]]]) -> None:
     from pipelines.projections import record_path
-    from runtime import hostprobe
+    from runtime.hosts import probe as hostprobe
 
     for d in dataset.get("runs", []):
         record.write(d, data_dir / "runs")

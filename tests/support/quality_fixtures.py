@@ -2,7 +2,7 @@
 
 Speed artifacts are copies of a real golden run artifact (tests/fixtures/data) with the
 test, model, settings and figures changed; quality artifacts are built from item verdicts.
-Every document is validated against its schema when written (runtime.artifacts.write), so
+Every document is validated against its schema when written (core.artifacts.write), so
 the fixtures cannot drift from what the runtime writes.
 """
 
@@ -14,7 +14,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from runtime import artifacts, stats
+from core import artifacts
+from core import stats
 
 ROOT = Path(__file__).resolve().parents[2]
 GOLDEN_RUN = next((ROOT / "tests" / "fixtures" / "data" / "runs").rglob("tg16--*.json"))

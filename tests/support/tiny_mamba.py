@@ -1,7 +1,7 @@
 """A tiny recurrent (Mamba) GGUF with random weights, for the "speculation on a recurrent
 model" incompatibility: llama.cpp loads and runs it (llama_model_is_recurrent is true), so
-the check runs against the real library. F32 throughout, about 200 KB; runtime.synth's
-tokenizer; marked synthetic like runtime.synth's files."""
+the check runs against the real library. F32 throughout, about 200 KB; runtime.models.synth's
+tokenizer; marked synthetic like runtime.models.synth's files."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ def write_tiny_mamba(path: Path | str, *, n_vocab: int = 512, n_embd: int = 64, 
                      d_state: int = 16, d_conv: int = 4, dt_rank: int = 4, seed: int = 0) -> Path:
     import gguf
 
-    from runtime.synth import make_vocab
+    from runtime.models.synth import make_vocab
 
     path = Path(path)
     w = gguf.GGUFWriter(str(path), "mamba")

@@ -21,15 +21,17 @@ import time
 from importlib import metadata as importlib_metadata
 from typing import Any
 
-from ... import llamacpp_lib
-from ...errors import ConfigError, UserError
-from ...generation import GenerateTest
-from ...precision import Repeater
-from ...workloads import ChatTest, RateTest, TestSpec
-from ..base import Backend, TestResult, UnsupportedTest
-from . import experts, speculative
-from .config import LlamaCppSettings
-from .stages import StageTimer
+from runtime.backends.llama_cpp import lib_policy as llamacpp_lib
+from core.errors import ConfigError, UserError
+from core.kinds.generate import GenerateTest
+from core.precision import Repeater
+from core.kinds.base import TestSpec
+from core.kinds.chat import ChatTest
+from core.kinds.rate import RateTest
+from runtime.backends.base import Backend, TestResult, UnsupportedTest
+from runtime.backends.llama_cpp import experts, speculative
+from runtime.backends.llama_cpp.config import LlamaCppSettings
+from runtime.backends.llama_cpp.stages import StageTimer
 
 # The llama.cpp commit vendored in each llama-cpp-python release (from its CHANGELOG,
 # which the wheel does not ship). benchmarks/fidelity.py checks the pinned one.
@@ -99,7 +101,7 @@ def memory_from_log(log: str) -> dict[str, dict[str, float]]:
 
 
 def resolve_extra_bufts(settings: LlamaCppSettings, policy: dict[str, Any]) -> bool:
-    """The setting when given; null: the process-wide policy (runtime.llamacpp_lib: off where AMX is compiled in)."""
+    """The setting when given; null: the process-wide policy (runtime.backends.llama_cpp.lib_policy: off where AMX is compiled in)."""
     return settings.extra_bufts if settings.extra_bufts is not None else bool(policy.get("use_extra_bufts", True))
 
 
@@ -136,6 +138,7 @@ class LlamaCppBackend(Backend):
     name = "llama_cpp"
     settings_class = LlamaCppSettings
     test_kinds = ("rate", "chat", "generate")
+    in_process = True
     prompt_styles = ("chat", "completion", "loglikelihood")
 
     def __init__(self, model, settings: LlamaCppSettings):
@@ -208,7 +211,7 @@ class LlamaCppBackend(Backend):
         s = self.settings
         ref = None
         if s.speculative == "draft_model":
-            from ...models import resolve
+            from runtime.models.registry import resolve
 
             ref = resolve(s.draft_model)
         inner = llama_module.llama_cpp
@@ -310,7 +313,7 @@ class LlamaCppBackend(Backend):
                                   f"not to the {test.kind} test {test.name!r}: give that test a sweep of its own",
                                   field="speculative")
             if settings.speculative == "draft_model":
-                from ...models import resolve
+                from runtime.models.registry import resolve
 
                 try:  # unknown names and missing files are refused now; a synthetic draft is generated now
                     resolve(settings.draft_model)
@@ -523,7 +526,7 @@ class LlamaCppBackend(Backend):
                 "finish_reason": choice.get("finish_reason")}
 
     def loglikelihood(self, context: str, continuations: list[str]) -> list[dict[str, Any]]:
-        from .logprobs import continuation_logprob
+        from runtime.backends.llama_cpp.logprobs import continuation_logprob
 
         return [continuation_logprob(self.llm, context, c) for c in continuations]
 

@@ -12,7 +12,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from ..base import BackendSettings
+from runtime.backends.base import BackendSettings
 
 KV_TYPES = ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1")
 # KV cache types llama.cpp stores unquantized; any other V type needs flash attention.
@@ -36,7 +36,7 @@ class LlamaCppSettings(BackendSettings):
     use_mmap: bool = Field(True, description="Memory-map the model file.")
     use_mlock: bool = Field(False, description="Lock the model in RAM.")
     extra_bufts: bool | None = Field(None, description="llama.cpp's extra CPU weight buffer types (CPU_REPACK, AMX). null = the "
-                                     "process policy (runtime.llamacpp_lib, $ALMANAC_EXTRA_BUFTS: off where llama.cpp has AMX "
+                                     "process policy (runtime.backends.llama_cpp.lib_policy, $ALMANAC_EXTRA_BUFTS: off where llama.cpp has AMX "
                                      "compiled in, whose matmul crashes on multi-token batches in this version; on otherwise); "
                                      "true/false forces it for this configuration. What ran is recorded (use_extra_bufts).")
     seed: int = Field(42, ge=0, description="Seed for the sampler and for the random token ids of rate tests.")

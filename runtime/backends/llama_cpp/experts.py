@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...errors import ConfigError
+from core.errors import ConfigError
 
 SUFFIX = "expert_used_count"
 

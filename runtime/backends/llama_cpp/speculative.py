@@ -23,9 +23,9 @@ from typing import Any
 
 import numpy as np
 
-from ...generation import GenerateTest
-from ...precision import Repeater
-from ..base import Incompatible, TestResult
+from core.kinds.generate import GenerateTest
+from core.precision import Repeater
+from runtime.backends.base import Incompatible, TestResult
 
 # llama.cpp common/speculative.cpp
 SPEC_VOCAB_MAX_SIZE_DIFFERENCE = 128

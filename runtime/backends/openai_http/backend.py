@@ -27,16 +27,19 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from ... import precision as precision_mod
-from ... import servingstats
-from ...precision import Repeater
-from ...serving_workloads import ConcurrencyTest, RequestWorkload, ServeTest
-from ...workloads import ChatTest, TestSpec
-from ..base import Backend, TestResult, UnsupportedTest
-from . import client as http
-from . import llama_server
-from .config import OpenAIHttpSettings
-from .server import ManagedServer, ServerError, echo_log, free_port, server_log_facts
+from core import precision as precision_mod
+from core.kinds import request_stats as servingstats
+from core.precision import Repeater
+from core.kinds.concurrency import ConcurrencyTest
+from core.kinds.request import RequestWorkload
+from core.kinds.serve import ServeTest
+from core.kinds.base import TestSpec
+from core.kinds.chat import ChatTest
+from runtime.backends.base import Backend, TestResult, UnsupportedTest
+from runtime.backends.openai_http import client as http
+from runtime.backends.openai_http import llama_server
+from runtime.backends.openai_http.config import OpenAIHttpSettings
+from runtime.backends.openai_http.server import ManagedServer, ServerError, echo_log, free_port, server_log_facts
 
 
 class ServingFailed(Exception):
@@ -58,6 +61,7 @@ class OpenAIHttpBackend(Backend):
     name = "openai_http"
     settings_class = OpenAIHttpSettings
     test_kinds = ("chat", "serve", "concurrency")
+    in_process = False
 
     def __init__(self, model, settings: OpenAIHttpSettings):
         super().__init__(model, settings)
@@ -71,7 +75,7 @@ class OpenAIHttpBackend(Backend):
         self._log_echoed = False
         self._server_binary: Path | None = None
         self._server_version: dict[str, Any] | None = None
-        self._server_extra: list[str] = []  # --no-repack where AMX is compiled in (runtime.llamacpp_lib)
+        self._server_extra: list[str] = []  # --no-repack where AMX is compiled in (runtime.backends.llama_cpp.lib_policy)
         self._extra_bufts: dict[str, Any] | None = None
 
     # -- endpoint -------------------------------------------------------------------------
@@ -131,7 +135,7 @@ class OpenAIHttpBackend(Backend):
         if self.is_llama_server:
             cmd = list(llama_server.COMMAND) + llama_server.chat_template(s.chat_format) + self._server_extra
         elif s.server_command is None:
-            cmd = ["{python}", "-m", "runtime.llama_cpp_server", "--model", "{model_path}", "--model_alias", "{model_name}",
+            cmd = ["{python}", "-m", "runtime.backends.openai_http.llama_cpp_server", "--model", "{model_path}", "--model_alias", "{model_name}",
                    "--host", "{host}", "--port", "{port}", "--interrupt_requests", "False",
                    "--n_threads", "{threads}", "--n_threads_batch", "{threads}", "--n_ctx", "{n_ctx}",
                    "--n_batch", "{n_batch}", "--logits_all", "{logits_all}", "--n_gpu_layers", "{n_gpu_layers}"]

@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from ..base import BackendSettings
+from runtime.backends.base import BackendSettings
 
 PLACEHOLDERS = ("python", "model_path", "model_name", "host", "port", "threads", "n_ctx", "n_batch", "chat_format",
                 "logits_all", "n_gpu_layers", "parallel", "server_binary")

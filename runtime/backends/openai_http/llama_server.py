@@ -19,8 +19,8 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from ...errors import BackendError
-from ...paths import cache_dir
+from core.errors import BackendError
+from core.paths import cache_dir
 
 ENV = "ALMANAC_LLAMA_SERVER"
 # "version: 0.5.0-dev (build 0, commit 0c1e57098)" (older builds: "version: 6400 (0c1e57098)")
@@ -99,9 +99,9 @@ def system_info(binary: Path | str) -> str:
 
 
 def extra_bufts(binary: Path | str) -> tuple[list[str], dict[str, Any]]:
-    """The AMX policy of runtime.llamacpp_lib applied to llama-server: ``--no-repack`` exactly
+    """The AMX policy of runtime.backends.llama_cpp.lib_policy applied to llama-server: ``--no-repack`` exactly
     when the in-process backend would turn extra buffer types off for these libraries."""
-    from ... import llamacpp_lib
+    from runtime.backends.llama_cpp import lib_policy as llamacpp_lib
 
     decision = llamacpp_lib.decide(system_info(binary))
     return ([] if decision["use_extra_bufts"] else ["--no-repack"]), decision

@@ -19,7 +19,7 @@ from typing import Any
 
 import httpx
 
-from ...procs import die_with_parent
+from runtime.procs import die_with_parent
 
 NOISY_PREFIXES = ("llama_graph_n_input_tensors", "create_tensor:", "llama_model_loader: - kv", "load_tensors: layer",
                   "resolve_fused_ops: fused", "llama_model_loader: - type", "Model metadata:")

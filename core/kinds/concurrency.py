@@ -1,0 +1,45 @@
+"""The ``concurrency`` kind: a closed-loop sweep of concurrency levels.
+
+At each level (1, 2, 4, 8 ...) that many clients send requests back to back: aggregate output
+tokens/s, per-request latency percentiles, the p95 multiplier against the lowest level,
+goodput against SLOs, and the highest level that meets them (core.kinds.request_stats).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, field_validator
+
+from core.kinds import register
+from core.kinds.base import Kind
+from core.kinds.request import RequestWorkload
+
+
+class ConcurrencyTest(RequestWorkload):
+    """Concurrency sweep: aggregate throughput, latency percentiles and SLO goodput per level."""
+
+    kind: Literal["concurrency"] = "concurrency"
+    id: str = Field("concurrency", description="Name of this workload, used in tables.")
+    levels: list[int] = Field(default_factory=lambda: [1, 2, 4, 8],
+                              description="Concurrency levels: that many clients, each sending requests back to back.")
+    rounds: int = Field(2, ge=1, le=100, description="Requests each client sends at a level (a level sends level x rounds).")
+
+    @field_validator("levels")
+    @classmethod
+    def _levels(cls, v: list[int]) -> list[int]:
+        if not v:
+            raise ValueError("levels must name at least one concurrency level")
+        if any(x < 1 for x in v):
+            raise ValueError(f"concurrency levels must be >= 1 (got {v})")
+        if sorted(set(v)) != v:
+            raise ValueError(f"levels must be increasing and distinct (got {v})")
+        if v[-1] > 256:
+            raise ValueError(f"a level above 256 clients is not supported (got {v[-1]})")
+        return v
+
+
+KIND = register(Kind(
+    "concurrency", ConcurrencyTest, "Concurrency sweep: aggregate throughput, latency percentiles and SLO goodput per level.",
+    headline="peak_aggregate_tps", columns=("peak_aggregate_tps", "slo_max_concurrency"),
+    metrics=("peak_aggregate_tps", "slo_max_concurrency", "startup_ms", "failed_requests")))

@@ -1,0 +1,109 @@
+"""The ``generate`` test kind: greedy generation on a workload's prompts, outputs kept.
+
+Speculative decoding and MoE expert reduction are judged on two things: how fast the
+model generates, and whether the text is still the baseline's. A ``generate`` test runs
+each prompt of a workload through the model's chat template with greedy sampling and
+records, per prompt, the generated token ids and text (so the lossless check compares
+artifacts alone), the time to the first token, the generation rate after it, and, when a
+draft is active, how many drafted tokens the target accepted.
+
+Built-in workloads (``workload:``) follow the seed's tracks: ``edit`` and ``summarise``
+hand the model a text to rework (prompt lookup finds its continuations in the prompt),
+``free`` asks for new text (nothing to look up). ``prompts:`` replaces them with your own.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from core.kinds import register
+from core.kinds.base import Kind, TestSpec
+
+_PASSAGE = (
+    "The lighthouse at Gull Point was built in 1871 to guide ships past the rocks at the mouth of the bay. "
+    "For more than a century its keepers climbed the hundred and twelve steps every evening to light the lamp, "
+    "and every morning they climbed them again to trim the wick and polish the lens. The last keeper, a quiet "
+    "man named Thomas Avery, left in 1987, when the light was automated and the keeper's cottage was sold. "
+    "Today the tower belongs to the town, which opens it to visitors on summer weekends. From the gallery at "
+    "the top you can see the whole coast, from the fishing harbour in the north to the long white beach in "
+    "the south."
+)
+_PASSAGE_TYPOS = (
+    "The lighthouse at Gull Point was bilt in 1871 to guide ships past the rocks at the mouth of the bay. "
+    "For more than a century its keepers climed the hundred and twelve steps every evening to light the lamp, "
+    "and every morning they climbed them again to trim the wick and polish the lense. The last keeper, a quiet "
+    "man named Thomas Avery, left in 1987, when the light was automated and the keepers cottage was sold. "
+    "Today the tower belongs to the town, wich opens it to visitors on summer weekends."
+)
+_NOTES = (
+    "Meeting notes, 12 March. Present: Ana, Ben, Chloe, David. The team agreed to move the release of version "
+    "2.4 from 20 March to 27 March, because the new export feature still fails on files larger than two "
+    "gigabytes. Ben will fix the export bug by 18 March. Chloe will update the user guide and the release "
+    "notes. David will ask the support team which customers are waiting for the export feature. Ana will "
+    "prepare the announcement for the mailing list and send it on the day of the release. The next meeting "
+    "is on 19 March."
+)
+_CODE = (
+    "def average(values):\n"
+    "    total = 0\n"
+    "    for value in values:\n"
+    "        total = total + value\n"
+    "    return total / len(values)\n"
+)
+
+WORKLOADS: dict[str, tuple[str, ...]] = {
+    "edit": (
+        "Correct the spelling mistakes in the following text. Reply with the corrected text only.\n\n" + _PASSAGE_TYPOS,
+        "Rename the function average to mean in the following code. Reply with the full code only.\n\n" + _CODE,
+    ),
+    "summarise": (
+        _PASSAGE + "\n\nSummarise the text above in three sentences, reusing its wording.",
+        _NOTES + "\n\nList every action item from these notes, with the person and the date.",
+    ),
+    "free": (
+        "Write a short poem about the sea.",
+        "Give three tips for learning a new language.",
+    ),
+}
+WORKLOAD_HELP = {
+    "edit": "rework a given text (spelling fixes, a rename): the answer repeats most of the prompt",
+    "summarise": "summarise a given text or extract its action items: the answer reuses phrases of the prompt",
+    "free": "free generation: nothing in the prompt to copy",
+}
+
+
+class GenerateTest(TestSpec):
+    """Greedy generation on a workload's prompts: outputs (token ids, text), generation rate, draft acceptance."""
+
+    kind: Literal["generate"] = "generate"
+    id: str = Field("", description="Name of this test in tables; default: the workload's name.")
+    workload: Literal["edit", "summarise", "free"] = Field(
+        "free", description="Built-in prompts: " + "; ".join(f"{k}: {v}" for k, v in WORKLOAD_HELP.items()) + ".")
+    prompts: list[str] = Field(default_factory=list, description="Your own user prompts (replace the workload's).")
+    max_tokens: int = Field(64, ge=1, le=8192, description="Tokens generated per prompt at most.")
+    ignore_eos: bool = Field(False, description="Keep generating past end-of-generation tokens up to max_tokens.")
+
+    @model_validator(mode="after")
+    def _fill(self) -> "GenerateTest":
+        custom = bool(self.prompts)
+        if not custom:
+            self.prompts = list(WORKLOADS[self.workload])  # recorded in the artifact: part of the test's identity
+        if any(not p.strip() for p in self.prompts):
+            raise ValueError("prompts must not be empty strings")
+        if not self.id:
+            self.id = "custom" if custom else self.workload
+        return self
+
+    @property
+    def name(self) -> str:
+        return self.id
+
+
+
+KIND = register(Kind(
+    "generate", GenerateTest, "Greedy generation on a workload's prompts: outputs, generation rate, draft acceptance.",
+    headline="generation_tps", columns=("generation_tps", "ttft_ms", "draft_acceptance"),
+    metrics=("generation_tps", "draft_acceptance", "ttft_ms", "e2e_ms", "output_tokens", "load_time_s",
+             "peak_rss_bytes", "peak_vram_bytes")))

@@ -1,0 +1,57 @@
+"""The ``rate`` kind: llama-bench-style token rates.
+
+``pp512`` (prompt processing of 512 random tokens), ``tg128`` (128 single-token decodes),
+``pp512+tg128``, and a context depth suffix ``@d2048`` (that many tokens prefilled outside
+the timer). Random token ids, an untimed warm-up, repetitions; the rate of a repetition is
+its tokens over its wall time (llama-bench's avg_ts is the mean of those rates).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from core.kinds import register
+from core.kinds.base import Kind, TestSpec
+
+_RATE_RE = re.compile(r"^(?:pp(?P<pp>\d+))?(?P<plus>\+)?(?:tg(?P<tg>\d+))?(?:@d(?P<d>\d+))?$")
+
+
+class RateTest(TestSpec):
+    """llama-bench's method: random token ids, untimed warm-up, r timed repetitions."""
+
+    kind: Literal["rate"] = "rate"
+    n_prompt: int = Field(0, ge=0, description="Prompt tokens decoded in batches of n_batch (pp).")
+    n_gen: int = Field(0, ge=0, description="Tokens generated one decode at a time (tg).")
+    n_depth: int = Field(0, ge=0, description="Context tokens prefilled outside the timer before each repetition.")
+
+    @model_validator(mode="after")
+    def _something(self) -> "RateTest":
+        if self.n_prompt == 0 and self.n_gen == 0:
+            raise ValueError("a rate test needs n_prompt > 0 or n_gen > 0")
+        return self
+
+    @property
+    def name(self) -> str:
+        parts = []
+        if self.n_prompt:
+            parts.append(f"pp{self.n_prompt}")
+        if self.n_gen:
+            parts.append(f"tg{self.n_gen}")
+        s = "+".join(parts)
+        return f"{s}@d{self.n_depth}" if self.n_depth else s
+
+    @classmethod
+    def parse(cls, text: str) -> "RateTest":
+        m = _RATE_RE.match(text.strip())
+        if not m or not (m["pp"] or m["tg"]) or (m["plus"] and not (m["pp"] and m["tg"])):
+            raise ValueError(f"{text!r} is not a rate test (expected e.g. pp512, tg128, pp512+tg128, tg128@d2048)")
+        return cls(n_prompt=int(m["pp"] or 0), n_gen=int(m["tg"] or 0), n_depth=int(m["d"] or 0))
+
+
+KIND = register(Kind(
+    "rate", RateTest, "llama-bench's method: random token ids, untimed warm-up, timed repetitions.",
+    headline="tokens_per_second", columns=("tokens_per_second",),
+    metrics=("tokens_per_second", "load_time_s", "peak_rss_bytes", "peak_vram_bytes")))

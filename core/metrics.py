@@ -1,0 +1,151 @@
+"""Metrics, declared once with their meaning.
+
+Ranking, sorting, table headers, chart axes and the Methodology page all read these
+declarations instead of scattered literals (the lm-evaluation-harness ``register_metric``
+way).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+
+@dataclass(frozen=True)
+class Metric:
+    name: str
+    label: str
+    unit: str
+    higher_is_better: bool
+    aggregation: str  # how samples become the headline figure
+    description: str
+    decimals: int = 2
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    def better(self, a: float, b: float) -> bool:
+        return a > b if self.higher_is_better else a < b
+
+
+METRICS: dict[str, Metric] = {}
+
+
+def register_metric(metric: Metric) -> Metric:
+    if metric.name in METRICS:
+        raise ValueError(f"metric {metric.name!r} registered twice")
+    METRICS[metric.name] = metric
+    return metric
+
+
+def get(name: str) -> Metric:
+    try:
+        return METRICS[name]
+    except KeyError:
+        raise KeyError(f"unknown metric {name!r}; known: {', '.join(sorted(METRICS))}") from None
+
+
+register_metric(Metric(
+    "tokens_per_second", "Rate", "t/s", True, "mean of per-repetition rates",
+    "Tokens processed per second in one repetition (n_prompt + n_gen tokens / the repetition's "
+    "wall time), as llama-bench's avg_ts: the mean over repetitions of each repetition's rate, "
+    "not total tokens over total time.",
+    2))
+register_metric(Metric(
+    "load_time_s", "Load time", "s", False, "single sample",
+    "Model load and context creation in a fresh child process, from the start of the load call to "
+    "a ready context (file read, tensor upload/repack).",
+    3))
+register_metric(Metric(
+    "ttft_ms", "TTFT", "ms", False, "mean over requests",
+    "Time to first token: request start to the first streamed chunk that carries content "
+    "(prompt templating, tokenisation, prefill and the first sample included).",
+    1))
+register_metric(Metric(
+    "tpot_ms", "TPOT", "ms", False, "mean over requests",
+    "Time per output token after the first: (E2E latency - TTFT) / (output tokens - 1).",
+    2))
+register_metric(Metric(
+    "e2e_ms", "E2E latency", "ms", False, "mean over requests",
+    "End-to-end latency: request start to the last chunk of the response.",
+    1))
+register_metric(Metric(
+    "output_tokens", "Output tokens", "tokens", True, "mean over requests",
+    "Tokens generated per request, counted by the sampler (one per sampling step), not by "
+    "re-tokenising the text.",
+    1))
+register_metric(Metric(
+    "decode_tps", "Decode rate", "t/s", True, "mean over requests",
+    "Per-request generation rate after the first token: 1000 / TPOT.",
+    2))
+register_metric(Metric(
+    "itl_ms", "Inter-token latency", "ms", False, "percentiles over all gaps",
+    "Gap between consecutive sampled tokens within a request (all requests pooled); the "
+    "table shows p50, p95 and p99.",
+    2))
+register_metric(Metric(
+    "peak_rss_bytes", "Peak RSS", "bytes", False, "single sample",
+    "Peak resident set size of the child process that ran the configuration (its own VmHWM, "
+    "read at its end; getrusage ru_maxrss when the child could not report it), model weights "
+    "mapped and touched included.",
+    0))
+register_metric(Metric(
+    "peak_vram_bytes", "Peak VRAM", "bytes", False, "single sample",
+    "Peak GPU memory used by the child process (NVML), where there is a GPU.",
+    0))
+
+# -- Serving (OpenAI-compatible HTTP backend: serve and concurrency tests) -------------------
+register_metric(Metric(
+    "startup_ms", "Startup → healthy", "ms", False, "mean over server starts",
+    "From starting the server process to its first 200 answer on the health path (model load "
+    "included); one sample per cold start.",
+    1))
+register_metric(Metric(
+    "cold_ttft_ms", "Cold TTFT", "ms", False, "mean over server starts",
+    "TTFT of the first request a freshly started (and just healthy) server answers.",
+    1))
+register_metric(Metric(
+    "cold_e2e_ms", "Cold full request", "ms", False, "mean over server starts",
+    "E2E latency of the first request a freshly started server answers.",
+    1))
+register_metric(Metric(
+    "cold_total_ms", "Cold total first response", "ms", False, "mean over server starts",
+    "Startup → healthy plus the cold full request: how long a user waits for the first answer "
+    "from a server that was not running.",
+    1))
+register_metric(Metric(
+    "peak_aggregate_tps", "Peak aggregate output rate", "t/s", True, "highest level",
+    "Output tokens of all successful requests of a concurrency level / the level's wall time "
+    "(first request sent to last response finished); the highest over the sweep's levels.",
+    2))
+register_metric(Metric(
+    "slo_max_concurrency", "Highest concurrency meeting the SLOs", "clients", True, "single sample",
+    "The highest concurrency level L such that at every level up to L at least the target share "
+    "(slo_attainment) of requests succeeded within the TTFT and TPOT limits; 0 if none did.",
+    0))
+register_metric(Metric(
+    "failed_requests", "Failed requests", "requests", False, "count",
+    "Requests that ended in an error (timeout, HTTP error, dropped connection, server lost), each "
+    "with its reason in the artifact's samples.",
+    0))
+
+
+
+
+# -- Optimization tracks (generate tests: speculative decoding, MoE expert reduction) --------
+register_metric(Metric(
+    "generation_tps", "Generation rate", "t/s", True, "mean of per-repetition rates",
+    "Greedy generation after the first token: sampled steps after the first / the time from the "
+    "first sampled token to the last, summed over the workload's prompts in one repetition "
+    "(prompt processing excluded, as llama-server's predicted_per_second); the mean over "
+    "repetitions.",
+    2))
+register_metric(Metric(
+    "draft_acceptance", "Draft acceptance", "%", True, "mean of per-repetition rates",
+    "Speculative decoding: drafted tokens the target accepted / drafted tokens it verified "
+    "(llama.cpp's n_accept / n_draft), over the workload's prompts in one repetition.",
+    1))
+register_metric(Metric(
+    "pass_rate", "Pass rate", "%", True, "passed items / scored items",
+    "Quality runs: share of a suite's sampled items whose output the item's scorer accepted "
+    "(every score is pass or fail); the interval is the 95% Wilson score interval of that share.",
+    1))

@@ -1,0 +1,63 @@
+"""The mkdocs-macros module: registers names, nothing else.
+
+It is the site's composition root: the page builders live in ``pipelines.site`` (which reads
+artifacts only), and the few facts the site documents about the run stage itself (each
+backend's settings, the quality scorers, the sandbox's layers) are read here from ``runtime``
+and handed to them as data. ``pipelines`` and ``runtime`` never import each other
+(the import-linter contracts in pyproject.toml)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from runtime import backends
+from runtime.quality import sandbox, scorers
+
+from pipelines import dataset
+from pipelines.runs import load_runs
+from pipelines.site import browser, manual, open_data, pages, per_host, split_pages  # noqa: F401 - split_pages registers
+from pipelines.site import quality_pages
+from pipelines import roofline
+from pipelines import projections
+from pipelines.site import planning
+from pipelines.site import fidelity as fidelity_pages
+from pipelines.site import history_pages
+
+
+def _runs() -> tuple[dict[str, Any], ...]:
+    """The run artifacts of the one loaded set (pipelines.dataset: read and validated once per build)."""
+    return tuple(load_runs())
+
+
+def define_env(env: Any) -> None:
+    env.macro(lambda: pages.home(list(_runs())), "home_summary")
+    env.macro(lambda: per_host.render("leaderboard"), "leaderboard")
+    env.macro(lambda kind="run": browser.browser_page(kind, len(dataset.load().of(kind))), "runs_browser")
+    env.macro(browser.viewer_page, "artifact_viewer")
+    env.macro(per_host.render, "split_page")
+    env.macro(open_data.artifact_format, "artifact_format")
+    env.macro(open_data.published_paths, "published_paths")
+    env.macro(pages.metric_definitions, "metric_definitions")
+    env.macro(pages.test_kinds, "test_kinds")
+    env.macro(lambda backend: pages.settings_table(backends.settings_class(backend).option_table()), "settings_table")
+    env.macro(manual.manual, "task_manual")
+    env.macro(lambda: per_host.render("serving"), "serving_page")
+    env.macro(lambda: per_host.render("comparisons"), "comparisons_page")
+    env.macro(lambda: per_host.render("optimization"), "optimization_page")
+    env.macro(lambda: per_host.render("hosts"), "hosts_page")
+    env.macro(quality_pages.quality_page_from_data, "quality_scores")
+    env.macro(quality_pages.ladder_from_data, "quantization_ladder")
+    env.macro(lambda: quality_pages.scorers_table(list(scorers.SCORERS.values())), "quality_scorers")
+    env.macro(lambda: quality_pages.sandbox_layers(sandbox.isolation_layers()), "sandbox_layers")
+    env.macro(lambda: per_host.render("roles"), "roles_page")
+    env.macro(quality_pages.decision_rules, "roles_rules")
+    env.macro(lambda: planning.projections_page(list(_runs()), projections.load_records()), "projections_page")
+    env.macro(lambda: planning.memory_page(list(_runs()), roofline.load_hosts()), "memory_page")
+    env.macro(lambda: planning.roofline_page(list(_runs()), roofline.load_hosts()), "roofline_page")
+    env.macro(lambda: planning.whatif_page(list(_runs())), "whatif_page")
+    env.macro(fidelity_pages.fidelity_section, "fidelity_table")
+    env.macro(lambda: history_pages.history_page(list(_runs())), "history_page")
+    env.macro(lambda: history_pages.regressions_page(list(_runs())), "regressions_page")
+    env.macro(lambda: history_pages.host_vs_host_page(list(_runs())), "host_vs_host_page")
+    env.macro(history_pages.method_text, "history_method")
+    env.variables["backends"] = sorted(backends.BACKENDS)
