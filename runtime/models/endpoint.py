@@ -174,7 +174,7 @@ class EndpointRef:
             if got != want:
                 shown = "nothing" if got is None else repr(got)
                 hint = f" ({served.server} reports no {pin}: pin identity instead)" if got is None and pin != "identity" else ""
-                raise ModelError(f"pins {pin} {want!r}, the {served.server} server at {self.base_url} reports {shown}{hint}",
+                raise ModelError(f"pins {pin} {want!r}; the server at {self.base_url} ({served.server}) reports {shown}{hint}",
                                  file=registry_file, field=f"models.{self.name}.endpoint.{pin}")
         return ref
 
