@@ -382,3 +382,25 @@ def test_backend_uses_the_endpoint_it_was_given():
     assert b.label() == "endpoint 127.0.0.1:9"
     with pytest.raises(ConfigError, match=r"served as 'almanac-served' \(data/models.yaml\), not as 'other'"):
         OpenAIHttpBackend.preflight(OpenAIHttpSettings(api_model="other"), ref, None)
+
+
+def test_a_remote_host_never_reached_writes_failed_artifacts_for_endpoint_and_synthetic_models(data_env):
+    """runtime.remote.failed: a host that was not reached could not ask the endpoint's server, so
+    its failed artifact records the declaration (server unknown); a synthetic model made only on
+    the host is known by name (this used to raise on its missing path)."""
+    from runtime.hosts.inventory import Host
+    from runtime.remote import failed
+
+    add_models(data_env, "  served:\n    endpoint: {base_url: 'http://10.0.0.5:8000/v1', model: qwen, revision: abc}\n")
+    write_matrix(data_env, "ep", "schema_version: 1\nname: ep\nbackend: openai_http\n"
+                 "models: [served, synthetic-tiny-llama-q8_0]\n" + TESTS)
+    paths = failed.failed_artifacts(matrix=matrix_mod.load("ep"), host=Host(name="far", address="10.0.0.9", user="u"),
+                                    kind="unreachable", message="host not reached", done=set(), reported_host=None,
+                                    backend_versions={}, log_tail="", wall_s=1.0, root=data_env / "runs")
+    docs = [artifacts.load(p) for p in paths]
+    assert len(docs) == 6 and all(d["status"] == "failed" for d in docs)
+    ep = [d["model"] for d in docs if d["model"]["kind"] == "endpoint"]
+    assert len(ep) == 3 and ep[0]["server"] == "unknown" and ep[0]["pinned"] == {"revision": "abc"}
+    assert ep[0]["identity_basis"] == [] and ep[0]["served_name"] == "qwen"
+    synth = [d["model"] for d in docs if d["model"]["kind"] == "file"]
+    assert {m["source"] for m in synth} == {"synth"} and {m["name"] for m in synth} == {"synthetic-tiny-llama-q8_0"}
