@@ -404,3 +404,16 @@ def test_a_remote_host_never_reached_writes_failed_artifacts_for_endpoint_and_sy
     assert ep[0]["identity_basis"] == [] and ep[0]["served_name"] == "qwen"
     synth = [d["model"] for d in docs if d["model"]["kind"] == "file"]
     assert {m["source"] for m in synth} == {"synth"} and {m["name"] for m in synth} == {"synthetic-tiny-llama-q8_0"}
+
+
+def test_keys_of_file_runs_are_unchanged():
+    """The configuration key now takes the model's identity; for a file that is its sha256 under the
+    same name as before, so every measured file run's key recomputes to what is on disk."""
+    from tests.conftest import GOLDEN
+
+    recs = [r for r in record.read_all(GOLDEN / "runs") + record.read_all(ROOT / "data" / "runs")
+            if not r.build_label and r.key != "e" * 64 and "llama_bench" not in r.requested]  # the hand-made hostile copy
+    assert len(recs) > 50 and all(r.has_local_file for r in recs)
+    for r in recs:
+        assert r.model_identity == (r.model_sha256 or r.model_name)
+        assert record.config_key(r.backend, r.model_identity, r.requested, r.test, r.host_id, r.backend_version) == r.key, r.path
