@@ -56,6 +56,10 @@ def list_models(c):
         src = f"package {entry.package}" if entry.package else f"path {entry.path}"
         if entry.synth is not None:
             src = f"synth {entry.synth.shape}/{entry.synth.quant}/seed {entry.synth.seed}"
+        elif entry.derived is not None:
+            src = f"derived {entry.derived.source}/{entry.derived.quant}"
+        elif entry.endpoint is not None:
+            src = f"endpoint {entry.endpoint.model} at {entry.endpoint.base_url}"
         print(f"{name:32s} {src}  {entry.description}")
 
 

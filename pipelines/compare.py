@@ -133,7 +133,7 @@ def compared_on(a: Selection, b: Selection) -> set[str]:
 
 
 def work_parts(r: RunRecord, on: set[str]) -> dict[str, Any]:
-    parts: dict[str, Any] = {"test": r.test_definition, "model": r.model_sha256 or r.model_name,
+    parts: dict[str, Any] = {"test": r.test_definition, "model": r.model_identity,
                              "backend": r.backend_name, "requested": r.requested, "host": r.host_id}
     if "host" in on:
         parts.pop("host")

@@ -102,7 +102,8 @@ def boards(docs: list[Any]) -> list[Board]:
             if not s or s.get("mean") is None:
                 continue
             rows.append({"id": r.id, "path": r.path, "created": r.created, "model": r.model_name,
-                         "quantization": r.quantization, "synthetic": r.synthetic, "backend": r.backend_name,
+                         "quantization": r.quantization, "synthetic": r.synthetic, "endpoint": r.model_server,
+                         "backend": r.backend_name,
                          "backend_build": r.backend_build, "effective": r.effective, "settings": r.requested,
                          "s_mean": s["mean"], "s_stddev": s.get("stddev"), "s_n": s.get("n") or 0,
                          "s_ci95_low": s.get("ci95_low"), "s_ci95_high": s.get("ci95_high"),
@@ -137,6 +138,7 @@ def board_records(board: Board) -> list[dict[str, Any]]:
             "model": r["model"],
             "quantization": r["quantization"],
             "synthetic": bool(r["synthetic"]),
+            "endpoint": r["endpoint"] if isinstance(r["endpoint"], str) else None,  # an endpoint model's server
             "backend": r["backend"],
             "backend_build": r["backend_build"],
             "settings": {k: r["effective"].get(k) for k in board.varying},

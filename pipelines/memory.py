@@ -586,7 +586,7 @@ def vram_prediction(doc: dict[str, Any], runtime_overhead: int = 0) -> dict[str,
     if not measured or n_gpu <= 0 or (eff.get("n_layers_total") and n_gpu < eff["n_layers_total"]):
         return None
     try:
-        shape = ModelShape.from_facts(doc["model"]["gguf"], doc["model"]["name"])
+        shape = ModelShape.from_facts(as_record(doc).gguf, doc["model"]["name"])  # {} for an endpoint model: no plan
     except ModelError:
         return None
     flash = flash_attention_on(req, eff)  # the requested value counts where the backend did not report one

@@ -121,7 +121,7 @@ def _overrides(doc: dict[str, Any]) -> dict[str, Any]:
         return dict(eff)
     req = as_record(doc).requested
     out = dict(req.get("kv_overrides") or {})
-    if req.get("n_expert_used") is not None and doc["model"]["gguf"].get("architecture"):
+    if req.get("n_expert_used") is not None and as_record(doc).gguf.get("architecture"):
         out[f"{doc['model']['gguf']['architecture']}.expert_used_count"] = req["n_expert_used"]
     return out
 
@@ -213,7 +213,7 @@ def _label(values: dict[str, Any]) -> str:
 
 def experts_requested(doc: dict[str, Any]) -> int | None:
     """The experts per token a point asked for (n_expert_used or the kv override), or None."""
-    arch = doc["model"]["gguf"].get("architecture")
+    arch = as_record(doc).gguf.get("architecture")
     value = _overrides(doc).get(f"{arch}.expert_used_count") if arch else None
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 

@@ -502,7 +502,7 @@ def _effect_factor(opt: Optimization, doc: dict[str, Any]) -> tuple[float, float
     eff = as_record(doc).reported
     req = as_record(doc).requested
     try:
-        shape = ModelShape.from_facts(doc["model"]["gguf"], doc["model"]["name"])
+        shape = ModelShape.from_facts(as_record(doc).gguf, doc["model"]["name"])
     except ModelError:
         return None
     flash = as_record(doc).flash_attn_on
@@ -547,6 +547,8 @@ def find_baseline(role: Role, runs: list[dict[str, Any]], host_id: str,
         found = [d for d in found if not any(realises(d["settings"]["requested"], o, role.settings or {}) for o in opts)]
     if not found:
         return None, f"no measured run of {role.model} · {role.test} with {role.metric} on this host"
+    if as_record(found[0]).is_endpoint:  # projections read the model's GGUF facts (architecture, bytes per token)
+        return None, f"{role.model} is an endpoint model (no local file, no GGUF facts): not projected"
     keys = {d["key"] for d in found}
     if len(keys) > 1:
         return None, (f"{len(keys)} configurations of {role.model} · {role.test} match; name a matrix or settings "
@@ -569,7 +571,8 @@ def find_verification(base: dict[str, Any], target: dict[str, Any], metric: str,
     for d in latest_per_key(runs):
         if d.get("status") != "ok" or d["key"] == base["key"]:
             continue
-        if (d["host"]["id"], d["model"]["sha256"], d["backend"]) != (base["host"]["id"], base["model"]["sha256"], base["backend"]):
+        if (d["host"]["id"], as_record(d).model_identity, d["backend"]) != (base["host"]["id"], as_record(base).model_identity,
+                                                                          base["backend"]):
             continue
         if _definition(d["test"]) != _definition(base["test"]):  # the same test, not only the same name
             continue

@@ -36,6 +36,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from core.errors import ConfigError
 from core.metrics import METRICS
 from core.paths import data_dir, relpath
+from core.records.run import as_record
 from core.yamlio import load_yaml, pydantic_error_line
 
 from pipelines import quality as quality_mod
@@ -280,19 +281,21 @@ def join(quality_docs: list[dict[str, Any]], run_docs: list[dict[str, Any]]) -> 
     """Configurations seen in either kind of artifact, keyed by identity (current artifacts only)."""
     out: dict[str, ConfigData] = {}
 
-    def get(backend: str, model: dict[str, Any], settings: dict[str, Any]) -> ConfigData:
-        ident = quality_mod.config_identity(backend, model["sha256"], settings)
+    def get(backend: str, model: dict[str, Any], model_identity: str, settings: dict[str, Any]) -> ConfigData:
+        ident = quality_mod.config_identity(backend, model_identity, settings)
         if ident not in out:
-            out[ident] = ConfigData(ident, model["name"], model["sha256"], quality_mod.output_settings(settings),
+            out[ident] = ConfigData(ident, model["name"], model_identity, quality_mod.output_settings(settings),
                                     model.get("size_bytes"))
         return out[ident]
 
     for d in quality_mod.latest_per_key(quality_docs):
         if d["status"] == "ok":
-            get(d["backend"], d["model"], d["settings"]["requested"]).quality.append(d)
+            get(d["backend"], d["model"], d["model"]["sha256"], d["settings"]["requested"]).quality.append(d)
     for d in latest_runs(run_docs):
         if d["status"] == "ok" and not d["model"].get("synthetic"):
-            get(d["backend"], d["model"], _speed_settings(d)).runs.setdefault(d["host"]["id"], []).append(d)
+            # a file's identity is its sha256 (as quality artifacts key it); an endpoint model's is its own
+            get(d["backend"], d["model"], as_record(d).model_identity, _speed_settings(d)).runs.setdefault(
+                d["host"]["id"], []).append(d)
     for cfg in out.values():  # per suite and prompt style, only runs of its newest content (an edited suite supersedes)
         newest: dict[tuple[str, str], dict[str, Any]] = {}
 

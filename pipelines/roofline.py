@@ -179,8 +179,14 @@ def roofline_rows(run_docs: list[dict[str, Any]], host_docs: list[dict[str, Any]
         full_gpu = row["gpu"] and eff.get("n_gpu_layers") == eff.get("n_layers_total")
         if row["gpu"] and not (full_gpu and doc["host"]["id"] in gpu_bw):
             row["note"] = "layers on a GPU: the host-memory probe does not bound it"
+        rec = as_record(doc)
+        if not rec.has_local_file:  # an endpoint model: the server reports no weight bytes to bound it by
+            row.update(bytes=None, note=f"endpoint model ({rec.model_origin}): no local file, so no weight bytes "
+                                        "per token: skipped")
+            rows.append(row)
+            continue
         try:
-            shape = ModelShape.from_facts(doc["model"]["gguf"], doc["model"]["name"])
+            shape = ModelShape.from_facts(rec.gguf, rec.model_name)
             expert_used = eff.get("n_expert_used")
             b = bytes_per_token(shape, point["depths"], type_k=row["type_k"], type_v=row["type_v"],
                                 flash_attn=row["flash_attn"], expert_used=expert_used,

@@ -43,6 +43,7 @@ def cold_warm(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
             continue
         rows.append({
             "id": d["id"], "host": d["host"]["id"], "model": d["model"]["name"], "synthetic": d["model"]["synthetic"],
+            "model_server": as_record(d).model_server,
             "endpoint": endpoint(d), "test": d["test"]["name"],
             "fresh_server": bool((d.get("details") or {}).get("cold_is_fresh_server", True)),
             **{name: _summary(d, name) for name in ("startup_ms", "cold_ttft_ms", "cold_e2e_ms", "cold_total_ms",
@@ -62,7 +63,8 @@ def sweeps(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
             continue
         slo = Slo.from_dict((d.get("details") or {}).get("slo"))
         out.append({"id": d["id"], "host": d["host"]["id"], "model": d["model"]["name"],
-                    "synthetic": d["model"]["synthetic"], "endpoint": endpoint(d), "test": d["test"]["name"],
+                    "synthetic": d["model"]["synthetic"], "model_server": as_record(d).model_server,
+                    "endpoint": endpoint(d), "test": d["test"]["name"],
                     "status": d["status"], "error": (d.get("error") or {}).get("message"),
                     "sweep": stored_sweep((d.get("details") or {}).get("sweep")) or sweep_stats(levels, slo),
                     "precision": level_precision(d)})
@@ -139,14 +141,14 @@ def comparisons(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     baselines: dict[tuple, dict[str, Any]] = {}
     for d in current:
         if d["backend"] == IN_PROCESS and d["test"]["kind"] == "chat":
-            k = (d["host"]["id"], d["model"]["sha256"], workload_fingerprint(d["test"]))
+            k = (d["host"]["id"], as_record(d).model_identity, workload_fingerprint(d["test"]))
             if k not in baselines or d["created"] > baselines[k]["created"]:
                 baselines[k] = d
     rows = []
     for d in current:
         if d["backend"] == IN_PROCESS or d["test"]["kind"] not in ("chat", "serve"):
             continue
-        base = baselines.get((d["host"]["id"], d["model"]["sha256"], workload_fingerprint(d["test"])))
+        base = baselines.get((d["host"]["id"], as_record(d).model_identity, workload_fingerprint(d["test"])))
         if base is None:
             continue
         for metric in COMPARED:
@@ -157,6 +159,7 @@ def comparisons(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
             c = stats.compare(a, b, m.higher_is_better)
             rows.append({
                 "host": d["host"]["id"], "model": d["model"]["name"], "synthetic": d["model"]["synthetic"],
+                "model_server": as_record(d).model_server,
                 "workload": base["test"]["name"], "endpoint": endpoint(d), "kind": d["test"]["kind"],
                 "metric": metric, "baseline_id": base["id"], "candidate_id": d["id"],
                 "baseline_mean": sum(a) / len(a), "candidate_mean": sum(b) / len(b),
@@ -188,6 +191,7 @@ def failed_serving(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if d["backend"] != "openai_http":
             continue
         out.append({"id": d["id"], "host": d["host"]["id"], "model": d["model"]["name"], "endpoint": endpoint(d),
+                    "model_server": as_record(d).model_server,
                     "test": d["test"]["name"], "kind": (d.get("error") or {}).get("kind"),
                     "message": (d.get("error") or {}).get("message"), "created": d["created"]})
     return sorted(out, key=lambda r: r["created"], reverse=True)

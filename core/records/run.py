@@ -17,12 +17,17 @@ from the backends). What is decided here, once:
   backend's report ("on"/"off") wins, else the requested value, else llama.cpp's "auto".
 * **Comparability** (:meth:`RunRecord.comparability`): two results ran the same work when
   they share test definition (every parameter except the repetition count, which only
-  changes the sample size), backend (with the server software, over HTTP), backend build, model file (sha256), host and
-  effective settings. A board that compares some of these on purpose leaves them out
+  changes the sample size), backend (with the server software, over HTTP), backend build, model (its identity: a
+  file's sha256, an endpoint model's ``endpoint:<hex>``), host and effective settings. A board that compares some of these on purpose leaves them out
   (``exclude=``) and shows them as columns.
 * **History identity** (:attr:`RunRecord.history_key`): the same configuration as asked
-  (requested settings, not effective ones) on the same host, model file, backend and
+  (requested settings, not effective ones) on the same host, model (identity), backend and
   test, across builds: the series a regression is looked for in.
+* **Model identity** (:attr:`RunRecord.model_identity`): a model is a local file (``kind:
+  file``: sha256, size, GGUF facts) or an endpoint model (``kind: endpoint``: a served name and
+  what its server reports; no file name, no sha256, no GGUF facts). Readers ask the accessors
+  (``has_local_file``, ``model_file_name``, ``model_size_bytes``, ``quantization`` ...), which
+  answer for both.
 
 Files on disk keep schema version 1: no field changed meaning, so no migration is needed.
 """
@@ -67,16 +72,22 @@ def digest(obj: Any) -> str:
     return hashlib.sha256(_canonical(obj).encode()).hexdigest()
 
 
-def config_key(backend: str, model_sha256: str, settings: dict[str, Any], test: dict[str, Any], host_id: str,
-               backend_version: str, build_label: str | None = None) -> str:
+def config_key(backend: str, model_identity: str, settings: dict[str, Any], test: dict[str, Any], host_id: str,
+               backend_version: str, build_label: str | None = None, server: dict[str, Any] | None = None) -> str:
     """Identity of a measurement: what would have to change for it to be measured again.
 
-    ``build_label`` names a variant build (e.g. a deliberately slowed one) measured beside
-    the ordinary build; absent, the key is what it always was."""
-    ident: dict[str, Any] = {"backend": backend, "backend_version": backend_version, "model_sha256": model_sha256,
+    ``model_identity`` is the model's identity (``model.identity``): a local file's sha256 (keyed
+    as ``model_sha256``, as it always was, so no existing key changes) or an endpoint model's
+    ``endpoint:<hex>``, whose ``server`` (software and version, as detected) is part of the key
+    too: the server is the software that measured. ``build_label`` names a variant build (e.g.
+    a deliberately slowed one) measured beside the ordinary build; absent, the key is what it
+    always was."""
+    ident: dict[str, Any] = {"backend": backend, "backend_version": backend_version, "model_sha256": model_identity,
                              "settings": settings, "test": test, "host": host_id, "method": METHOD_VERSION}
     if build_label:
         ident["build_label"] = build_label
+    if server:
+        ident["server"] = server
     return hashlib.sha256(json.dumps(ident, sort_keys=True, default=str).encode()).hexdigest()
 
 
@@ -116,6 +127,8 @@ def new_run(*, key: str, created: datetime, status: str, backend: str, test: dic
     model.setdefault("kind", "file")
     if model["kind"] == "file":
         model.setdefault("identity", model.get("sha256") or model.get("name"))
+    elif not str(model.get("identity") or "").startswith("endpoint:"):
+        raise ValueError("an endpoint model's record carries its identity (runtime.models.endpoint.EndpointRef.record)")
     res = {"peak_rss_bytes": None, "peak_vram_bytes": None, "wall_s": 0.0, "exit_code": None, "signal": None,
            **(resources or {})}
     return {
@@ -351,14 +364,72 @@ class RunRecord(Mapping):
 
     @property
     def model_sha256(self) -> str | None:
+        """A local file's sha256; None for an endpoint model (and a never-reached remote file)."""
         return self.doc["model"].get("sha256")
 
     @property
+    def model_kind(self) -> str:
+        """``file`` (a local GGUF) or ``endpoint`` (a model a server serves, no local file)."""
+        return self.doc["model"].get("kind", "file")
+
+    @property
+    def is_endpoint(self) -> bool:
+        return self.model_kind == "endpoint"
+
+    @property
+    def has_local_file(self) -> bool:
+        """Whether the model was a local file (what the memory planner and the roofline need)."""
+        return self.model_kind == "file"
+
+    @property
+    def model_identity(self) -> str:
+        """What the configuration key and comparisons use: a file's sha256 (its name where the hash
+        is unknown), an endpoint model's ``endpoint:<hex>``."""
+        m = self.doc["model"]
+        return m.get("identity") or m.get("sha256") or m["name"]
+
+    @property
+    def model_file_name(self) -> str | None:
+        """The GGUF file's name; None for an endpoint model."""
+        return self.doc["model"].get("file_name") if self.has_local_file else None
+
+    @property
+    def model_size_bytes(self) -> int | None:
+        """The file's size, or the size an endpoint's server reports (None when it reports none)."""
+        return self.doc["model"].get("size_bytes")
+
+    @property
+    def model_n_params(self) -> int | None:
+        return self.doc["model"].get("n_params")
+
+    @property
+    def served_name(self) -> str | None:
+        """The name an endpoint model is served under (the requests' ``model``); None for a file."""
+        return self.doc["model"].get("served_name") if self.is_endpoint else None
+
+    @property
+    def model_server(self) -> str | None:
+        """The server software that reported an endpoint model (llama-server, vLLM, TGI ...)."""
+        return self.doc["model"].get("server") if self.is_endpoint else None
+
+    @property
+    def model_origin(self) -> str:
+        """Where the model came from, in words: the file name, or ``<served name> at <URL> (<server>)``."""
+        m = self.doc["model"]
+        if self.is_endpoint:
+            return f"{m.get('served_name')} at {m.get('base_url')} ({m.get('server') or 'unknown server'})"
+        return str(m.get("file_name") or m["name"])
+
+    @property
     def gguf(self) -> dict[str, Any]:
-        return self.doc["model"].get("gguf") or {}
+        """GGUF facts of a local file; {} for an endpoint model (none are known)."""
+        return (self.doc["model"].get("gguf") or {}) if self.has_local_file else {}
 
     @property
     def quantization(self) -> str | None:
+        """The file's GGUF quantization, or what an endpoint's server reports."""
+        if self.is_endpoint:
+            return self.doc["model"].get("quantization")
         return self.gguf.get("quantization")
 
     @property
@@ -429,7 +500,7 @@ class RunRecord(Mapping):
             "test": self.test_definition,
             "backend": self.backend_name,
             "build": self.build_identity,
-            "model": self.model_sha256 or self.model_name,
+            "model": self.model_identity,
             "host": self.host_id,
             "method": self.doc["build"].get("method_version", METHOD_VERSION),
             "settings": self.effective,
@@ -451,12 +522,12 @@ class RunRecord(Mapping):
 
     @property
     def history_key(self) -> str:
-        """Same host, model file, backend, test definition and requested settings: one
+        """Same host, model (identity), backend, test definition and requested settings: one
         configuration's series across builds (llama.cpp commit, backend version, almanac)."""
         v = self._cache.get("history")
         if v is None:
             v = self._cache["history"] = digest({"test": self.test_definition, "backend": self.backend_name,
-                                                 "model": self.model_sha256 or self.model_name, "host": self.host_id,
+                                                 "model": self.model_identity, "host": self.host_id,
                                                  "requested": self.requested})[:16]
         return v
 

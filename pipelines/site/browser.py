@@ -18,6 +18,7 @@ from typing import Any
 
 from core.kinds import headline
 from core.metrics import METRICS
+from core.records.run import as_record
 
 
 ROOT = "@@ALMANAC_ROOT@@/"  # replaced per page by the build hook with the relative path to the site root
@@ -53,7 +54,14 @@ def run_row(d: dict[str, Any]) -> dict[str, Any]:
     return {"id": d["id"], "created": d["created"], "host": d["host"]["id"], "model": d["model"]["name"],
             "test": d["test"]["name"], "backend": d["backend"], "status": d["status"],
             "metric": label, "value": value, "unit": unit,
-            "title": f"{d['model']['name']} · {d['test']['name']} · {d['host']['id']}", "json": "data/" + d["_data_path"]}
+            "title": f"{d['model']['name']} · {d['test']['name']} · {d['host']['id']}" + _served(d),
+            "json": "data/" + d["_data_path"]}
+
+
+def _served(d: dict[str, Any]) -> str:
+    """Where an endpoint model was served (its run has no model file): `` · <name> at <URL> (<server>)``."""
+    rec = as_record(d)
+    return f" · {rec.model_origin}" if rec.is_endpoint else ""
 
 
 def quality_row(d: dict[str, Any]) -> dict[str, Any]:

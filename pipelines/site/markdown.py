@@ -181,6 +181,16 @@ def run_json(doc: dict[str, Any]) -> str:
 
 
 SYNTHETIC_BADGE = '<span class="almanac-badge synthetic" title="random weights: the text is noise">synthetic weights, speed only</span>'
+
+
+def endpoint_badge(server: str | None) -> str:
+    """The mark of an endpoint model (no local file: no file name, hash or GGUF facts), naming the
+    server software that served it ("" for a local file, ``server`` None)."""
+    if server is None:
+        return ""
+    name = re.sub(r"[^A-Za-z0-9._ -]", "", str(server))[:40] or "unknown"
+    return ('<span class="almanac-badge endpoint" title="an endpoint model: measured through the server that serves it, '
+            f'no local file">endpoint · {name}</span>')
 PROJECTED_BADGE = '<span class="almanac-badge projected">PROJECTED</span>'
 VERIFIED_BADGE = '<span class="almanac-badge verified">VERIFIED</span>'
 MISSED_BADGE = '<span class="almanac-badge missed" title="the measurement lies outside the projected range">MISSED</span>'

@@ -115,7 +115,7 @@ def _x_value(p: opt.Point, key: str) -> Any:
     """The value of a swept setting as it ran (the effective value when the request was null)."""
     eff = as_record(p.doc).reported
     if key == "n_expert_used":
-        return eff.get("n_expert_used") or p.requested.get("n_expert_used") or p.doc["model"]["gguf"].get("expert_used_count")
+        return eff.get("n_expert_used") or p.requested.get("n_expert_used") or as_record(p.doc).gguf.get("expert_used_count")
     v = p.requested.get(key)
     return eff.get(key) if v is None and key in eff else v
 

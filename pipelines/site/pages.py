@@ -19,7 +19,8 @@ from pipelines import leaderboard
 from pipelines.runs import latest_per_key, last_updated
 from pipelines.site import charts
 from pipelines.site.history_pages import STALE_BADGE
-from pipelines.site.markdown import ROOT, SYNTHETIC_BADGE, admonition, cell, code, link, nbytes, num, run_json, run_link, table
+from pipelines.site.markdown import (ROOT, SYNTHETIC_BADGE, admonition, cell, code, endpoint_badge, link, nbytes, num, run_json,
+                                     run_link, table)
 
 BOARD_ROWS = 10  # results shown per board (table and chart); the downloads and the runs browser hold all
 
@@ -169,7 +170,8 @@ def leaderboard_page(docs: list[Any], boards: list[Any] | None = None) -> str:
             label = r["model"] + ("" if not b.varying else " · " + ", ".join(f"{k}={_setting(r['settings'][k])}" for k in b.varying))
             if b.build_varies:
                 label += f" · {r['backend_build']}"
-            rows.append([cell(r["rank_label"]), cell(r["model"]) + (" " + SYNTHETIC_BADGE if r["synthetic"] else ""),
+            rows.append([cell(r["rank_label"]), cell(r["model"]) + (" " + SYNTHETIC_BADGE if r["synthetic"] else "")
+                         + (" " + endpoint_badge(r["endpoint"]) if r["endpoint"] else ""),
                          cell(r["quantization"])] + ([cell(r["backend_build"])] if b.build_varies else [])
                         + [cell(_setting(r["settings"][k])) for k in b.varying] + [
                          link(num(r["mean"], m.decimals), run_link(r["id"])) + (" " + STALE_BADGE if r["stale"] else ""),

@@ -15,6 +15,7 @@ import pandas as pd
 
 from core.errors import UserError
 from core.metrics import METRICS
+from core.records.run import as_record
 
 from pipelines import memory as mem
 from pipelines import projections as proj
@@ -295,13 +296,37 @@ def projections_page(runs: list[dict[str, Any]], records: list[dict[str, Any]]) 
 # Memory planner
 # =====================================================================================
 def _models_in(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """One (newest) run per model file, to read its GGUF facts from."""
+    """One (newest) run per model file, to read its GGUF facts from (endpoint models have none)."""
     by_sha: dict[str, dict[str, Any]] = {}
     for d in latest_per_key(runs):
-        cur = by_sha.get(d["model"]["sha256"])
+        rec = as_record(d)
+        if not rec.has_local_file:
+            continue
+        cur = by_sha.get(rec.model_sha256)
         if cur is None or d["created"] > cur["created"]:
-            by_sha[d["model"]["sha256"]] = d
+            by_sha[rec.model_sha256] = d
     return sorted(by_sha.values(), key=lambda d: (d["model"]["synthetic"], d["model"]["name"]))
+
+
+def _endpoint_models_in(runs: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    """(name, where it is served) of every endpoint model with a current run: listed, not planned."""
+    out = {}
+    for d in latest_per_key(runs):
+        rec = as_record(d)
+        if rec.is_endpoint:
+            out[(rec.model_name, rec.model_identity)] = rec.model_origin
+    return sorted((name, origin) for (name, _), origin in out.items())
+
+
+def endpoint_models_note(runs: list[dict[str, Any]]) -> str:
+    """The memory planner's line on endpoint models: no local file, not planned ("" when there are none)."""
+    eps = _endpoint_models_in(runs)
+    if not eps:
+        return ""
+    rows = [[cell(name), cell(origin), cell("no local file: not planned")] for name, origin in eps]
+    return "\n".join(["## Endpoint models", "", "Measured through a server that serves them, with no local file: the "
+                       "planner has no GGUF facts (layers, heads, tensor bytes) to plan them from.", "",
+                       table(["model", "served", "plan"], rows, max_rows=50), ""])
 
 
 def _host_memory(runs: list[dict[str, Any]], hosts: list[dict[str, Any]]) -> tuple[str | None, int | None]:
@@ -555,7 +580,7 @@ def memory_page(runs: list[dict[str, Any]], hosts: list[dict[str, Any]]) -> str:
     docs = _models_in(runs)
     if not docs:
         return _no_data("No models measured yet", "Run `invoke bench`; or plan any GGUF with "
-                        "`invoke plan.memory --model PATH`.")
+                        "`invoke plan.memory --model PATH`.") + ("\n\n" + endpoint_models_note(runs)).rstrip()
     host_id, host_memory = _host_memory(runs, hosts)
     base = _baseline_rss(runs, host_id)
     overhead, n_gpu_runs = mem.gpu_overhead_from_runs(latest_per_key(runs))
@@ -583,6 +608,9 @@ def memory_page(runs: list[dict[str, Any]], hosts: list[dict[str, Any]]) -> str:
             out += [f"## {cell(d['model']['name'])}", "", cell(str(exc)), ""]
             continue
         out.append(model_memory_section(shape, d, settings, host_id, host_memory, base))
+    note = endpoint_models_note(runs)
+    if note:
+        out.append(note)
     return "\n".join(out)
 
 

@@ -14,7 +14,7 @@ from core.metrics import METRICS
 
 from pipelines import serving
 from pipelines.site import charts
-from pipelines.site.markdown import SYNTHETIC_BADGE, admonition, cell, code, link, num, run_link, table
+from pipelines.site.markdown import SYNTHETIC_BADGE, admonition, cell, code, endpoint_badge, link, num, run_link, table
 
 VERDICT_CLASS = {"win": "almanac-verdict-win", "loss": "almanac-verdict-loss"}
 
@@ -31,7 +31,8 @@ def _mean_sd(s: dict[str, Any] | None, decimals: int = 1) -> str:
 
 
 def _model(row: dict[str, Any]) -> str:
-    return cell(row["model"]) + (" " + SYNTHETIC_BADGE if row.get("synthetic") else "")
+    return (cell(row["model"]) + (" " + SYNTHETIC_BADGE if row.get("synthetic") else "")
+            + (" " + endpoint_badge(row["model_server"]) if row.get("model_server") else ""))
 
 
 # -- Serving page -------------------------------------------------------------------------
@@ -143,7 +144,7 @@ def latency_chart(df: pd.DataFrame) -> alt.Chart:
 
 def failed_table(rows: list[dict[str, Any]]) -> str:
     return table(["created", "endpoint", "model", "host", "test", "error", "source"],
-                 [[cell(r["created"]), cell(r["endpoint"]), cell(r["model"]), code(r["host"]), code(r["test"]),
+                 [[cell(r["created"]), cell(r["endpoint"]), _model(r), code(r["host"]), code(r["test"]),
                    cell(f"{r['kind']}: {r['message']}"), link(r["id"], run_link(r["id"]))] for r in rows])
 
 

@@ -8,8 +8,10 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict
 
-from runtime.models.registry import ModelRef
+from core.errors import BackendError
 from core.kinds.base import TestSpec
+from runtime.models.endpoint import EndpointRef
+from runtime.models.registry import ModelRef
 
 
 class BackendSettings(BaseModel):
@@ -70,8 +72,19 @@ class Backend(abc.ABC):
     #: through the chat template), ``completion`` (raw text continued), ``loglikelihood``
     #: (log-probabilities of given continuations; needs the logits).
     prompt_styles: ClassVar[tuple[str, ...]] = ("chat",)
+    #: Which kinds of model it measures: ``file`` (a local GGUF, runtime.models.registry.ModelRef)
+    #: and/or ``endpoint`` (a model a server serves, with no local file: runtime.models.endpoint).
+    model_kinds: ClassVar[tuple[str, ...]] = ("file",)
 
-    def __init__(self, model: ModelRef | None, settings: BackendSettings):
+    @classmethod
+    def identify(cls, model: EndpointRef) -> EndpointRef:
+        """Ask the server of an endpoint model what it serves (software, version, the model's
+        identity) and check the entry's pins; only a backend whose ``model_kinds`` has
+        ``endpoint`` can. Bad input (a pin the server contradicts, a server that does not
+        answer) raises a UserError of one line."""
+        raise BackendError(f"backend {cls.name} cannot measure endpoint models (model {model.name!r})", field="backend")
+
+    def __init__(self, model: ModelRef | EndpointRef | None, settings: BackendSettings):
         self.model = model
         self.settings = settings
 
@@ -95,7 +108,7 @@ class Backend(abc.ABC):
         return None
 
     @classmethod
-    def preflight(cls, settings: BackendSettings, model: ModelRef, test: TestSpec) -> None:
+    def preflight(cls, settings: BackendSettings, model: ModelRef | EndpointRef, test: TestSpec) -> None:
         """Check one configuration against the model's metadata before anything runs. Raise
         ``ConfigError(message, field=<setting>)`` for one the backend would abort on; the
         runner adds the matrix file. Default: nothing to check."""

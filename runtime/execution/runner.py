@@ -1,8 +1,14 @@
 """Run a matrix: every configuration in its own child process, one artifact each.
 
-Reruns are cheap: a configuration whose artifact exists (same model hash, settings, test,
+Reruns are cheap: a configuration whose artifact exists (same model identity, settings, test,
 host and backend version) is skipped unless forced, so an interrupted matrix resumes where
 it stopped and a second run with nothing changed measures nothing.
+
+A model's identity is its file's sha256, or, for an endpoint model (runtime.models.endpoint),
+what its server reports of it: the server is asked before anything runs (a server that does
+not answer, or reports another revision or digest than the entry pins, is refused in one
+line, nothing written) and again after each configuration (a model swapped during the run
+makes that configuration's artifact a failed one).
 """
 
 from __future__ import annotations
@@ -193,7 +199,26 @@ def _summaries(metrics: dict[str, list[float]]) -> dict[str, Any]:
     return {name: stats.summarize(values) for name, values in metrics.items()}
 
 
-def build_artifact(*, cfg: matrix_mod.Configuration, ref: models.ModelRef, settings: Any, host: dict[str, Any],
+def model_block(ref: models.AnyModelRef, describe_model: dict[str, Any]) -> dict[str, Any]:
+    """The artifact's ``model``: a local file's record (kind file), or an endpoint model's as its
+    server reported it before the run (kind endpoint)."""
+    if ref.kind == "endpoint":
+        return ref.record()
+    return {
+        "name": ref.name,
+        "file_name": Path(ref.path).name,
+        "sha256": ref.sha256,
+        "size_bytes": ref.size_bytes,
+        "source": ref.source,
+        "synthetic": bool(ref.facts.get("synthetic")),
+        "gguf": {k: v for k, v in ref.facts.items() if k not in ("default_settings",)},
+        "desc": describe_model.get("desc"),
+        "n_params": describe_model.get("n_params"),
+        "metadata": describe_model.get("metadata", {}),
+    }
+
+
+def build_artifact(*, cfg: matrix_mod.Configuration, ref: models.AnyModelRef, settings: Any, host: dict[str, Any],
                    key: str, backend_version: str, outcome: ChildOutcome,
                    build_variant: "BuildVariant | None" = None) -> dict[str, Any]:
     created = datetime.now(timezone.utc)
@@ -225,9 +250,15 @@ def build_artifact(*, cfg: matrix_mod.Configuration, ref: models.ModelRef, setti
     metrics["peak_rss_bytes"] = [peak_rss] if peak_rss else []
     if res.get("peak_vram_bytes") is not None:
         metrics["peak_vram_bytes"] = [res["peak_vram_bytes"]]
+    model_desc = describe.get("model") or {}
+    after = model_desc.get("identity_after")
+    if ref.kind == "endpoint" and status == "ok" and after is not None and after != ref.identity:
+        status = "failed"  # the server served another model by the end: the samples are not of this one
+        error = {"kind": "model_changed", "message": f"the served model changed during the run: {ref.served_name!r} at "
+                 f"{ref.base_url} was {ref.identity} before and {after} after", "signal": None,
+                 "exit_code": outcome.exit_code}
     if status == "failed":
         metrics = {k: v for k, v in metrics.items() if k in ("load_time_s", "peak_rss_bytes", "peak_vram_bytes")}
-    model_desc = describe.get("model") or {}
     build = {**(describe.get("build") or {"backend": cfg.backend}), "backend_version": backend_version,
              "in_process": backends.backend_class(cfg.backend).in_process, **source_provenance()}
     if build_variant is not None:
@@ -237,18 +268,7 @@ def build_artifact(*, cfg: matrix_mod.Configuration, ref: models.ModelRef, setti
         matrix={"name": cfg.matrix, "file": cfg.matrix_file},
         backend=cfg.backend, test=cfg.test.to_dict(),
         requested=settings.model_dump(mode="json"), swept=cfg.swept, effective=effective,
-        model={
-            "name": ref.name,
-            "file_name": Path(ref.path).name,
-            "sha256": ref.sha256,
-            "size_bytes": ref.size_bytes,
-            "source": ref.source,
-            "synthetic": bool(ref.facts.get("synthetic")),
-            "gguf": {k: v for k, v in ref.facts.items() if k not in ("default_settings",)},
-            "desc": model_desc.get("desc"),
-            "n_params": model_desc.get("n_params"),
-            "metadata": model_desc.get("metadata", {}),
-        },
+        model=model_block(ref, model_desc),
         host=host, build=build,
         samples=res.get("samples") or {},
         summary=_summaries(metrics),
@@ -290,7 +310,7 @@ class MatrixReport:
     failed: list[Path] = field(default_factory=list)
 
 
-def merged_settings(cfg: matrix_mod.Configuration, ref: models.ModelRef) -> Any:
+def merged_settings(cfg: matrix_mod.Configuration, ref: models.AnyModelRef) -> Any:
     """The model's default settings (registry) under the matrix's own."""
     cls = type(cfg.settings)
     defaults = {k: v for k, v in (ref.facts.get("default_settings") or {}).items() if k in cls.model_fields}
@@ -300,7 +320,7 @@ def merged_settings(cfg: matrix_mod.Configuration, ref: models.ModelRef) -> Any:
     return cls.model_validate({**defaults, **explicit})
 
 
-def preflight(cfg: matrix_mod.Configuration, ref: models.ModelRef) -> None:
+def preflight(cfg: matrix_mod.Configuration, ref: models.AnyModelRef) -> None:
     """Check one configuration against its model's metadata (the backend's rules, e.g. an
     expert count llama.cpp would abort on). Refusal: a ConfigError naming the matrix file
     and the field; nothing runs and nothing is written."""
@@ -318,12 +338,42 @@ def preflight(cfg: matrix_mod.Configuration, ref: models.ModelRef) -> None:
                           field=f"{prefix}{where}" + (f".{exc.field}" if exc.field else "")) from None
 
 
-def baseline_key(cfg: matrix_mod.Configuration, ref: models.ModelRef, host_id: str, backend_version: str) -> str | None:
+def key_of(cfg: matrix_mod.Configuration, ref: models.AnyModelRef, settings: Any, host_id: str, backend_version: str,
+           build_label: str | None = None) -> str:
+    """The configuration key (core.records.run.config_key) of one point: the model's identity (a
+    file's sha256, an endpoint model's identity with its server's software and version)."""
+    server = None
+    if ref.kind == "endpoint":
+        server = {"software": ref.served.server, "version": ref.served.server_version}
+    return config_key(cfg.backend, ref.identity, settings.model_dump(mode="json"), cfg.test.to_dict(), host_id,
+                      backend_version, build_label=build_label, server=server)
+
+
+def baseline_key(cfg: matrix_mod.Configuration, ref: models.AnyModelRef, host_id: str, backend_version: str) -> str | None:
     """Key of the point this configuration is compared with (its sweep's baseline), or None."""
     if cfg.baseline is None:
         return None
     settings = merged_settings(dataclasses.replace(cfg, settings=cfg.baseline), ref)
-    return config_key(cfg.backend, ref.sha256, settings.model_dump(mode="json"), cfg.test.to_dict(), host_id, backend_version)
+    return key_of(cfg, ref, settings, host_id, backend_version)
+
+
+def resolve_models(cfgs: list[matrix_mod.Configuration], registry: models.Registry,
+                   matrix_file: str) -> dict[str, models.AnyModelRef]:
+    """Every model of the configurations: local files verified, endpoint models identified by
+    the backend that reaches them (their server asked, their pins checked). Bad input: one line."""
+    backend_of = {c.model: c.backend for c in cfgs}
+    refs: dict[str, models.AnyModelRef] = {}
+    for name in dict.fromkeys(c.model for c in cfgs):
+        ref = models.resolve_any(name, registry)
+        if ref.kind == "endpoint":
+            cls = backends.backend_class(backend_of[name])
+            if "endpoint" not in cls.model_kinds:
+                raise ConfigError(f"{name!r} is an endpoint model (served at {ref.base_url}, no local file): backend "
+                                  f"{cls.name} runs local files only; measure it with a backend that reaches servers "
+                                  "(openai_http)", file=matrix_file, field="models")
+            ref = cls.identify(ref)
+        refs[name] = ref
+    return refs
 
 
 def run_matrix(name_or_path: str, *, force: bool = False, retry_failed: bool = False,
@@ -342,7 +392,7 @@ def run_matrix(name_or_path: str, *, force: bool = False, retry_failed: bool = F
                               file=relpath(m.path), field="sweeps")
         cfgs = [c for c in cfgs if c.sweep in sweeps]
     registry = models.load_registry()
-    refs = {name: models.resolve(name, registry) for name in dict.fromkeys(c.model for c in cfgs)}
+    refs = resolve_models(cfgs, registry, relpath(m.path))
     for cfg in cfgs:  # every point against its model's metadata, before anything runs
         preflight(cfg, refs[cfg.model])
     host = hostinfo.fingerprint()
@@ -354,13 +404,13 @@ def run_matrix(name_or_path: str, *, force: bool = False, retry_failed: bool = F
                                    build_variant=build_variant)
 
 
-def _does_not_fit(cfg: matrix_mod.Configuration, ref: models.ModelRef, settings: Any) -> str | None:
+def _does_not_fit(cfg: matrix_mod.Configuration, ref: models.AnyModelRef, settings: Any) -> str | None:
     n_ctx = backends.backend_class(cfg.backend).context_tokens(settings, cfg.test)
     verdict = fit.check(ref.facts, n_ctx, fit.available_memory() if n_ctx is not None else None)
     return None if verdict.ok else verdict.message
 
 
-def _run_configurations(m: matrix_mod.Matrix, cfgs: list[matrix_mod.Configuration], refs: dict[str, models.ModelRef],
+def _run_configurations(m: matrix_mod.Matrix, cfgs: list[matrix_mod.Configuration], refs: dict[str, models.AnyModelRef],
                         host: dict[str, Any], emit: Callable[[str, dict[str, Any]], None], *, force: bool,
                         retry_failed: bool, root: Path | None, build_variant: BuildVariant | None) -> MatrixReport:
     report = MatrixReport(m.name)
@@ -372,8 +422,7 @@ def _run_configurations(m: matrix_mod.Matrix, cfgs: list[matrix_mod.Configuratio
             ref = refs[cfg.model]
             settings = merged_settings(cfg, ref)
             bversion = backends.version(cfg.backend)
-            key = config_key(cfg.backend, ref.sha256, settings.model_dump(mode="json"), cfg.test.to_dict(), host["id"],
-                             bversion, build_label=build_variant.label if build_variant else None)
+            key = key_of(cfg, ref, settings, host["id"], bversion, build_label=build_variant.label if build_variant else None)
             job_settings = settings.model_dump(mode="json")
             if build_variant is not None:
                 job_settings.update(build_variant.overrides)

@@ -44,12 +44,12 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
     from runtime import backends
     from runtime.backends.base import UnsupportedTest
     from runtime.hosts.gpu import PeakVram
-    from runtime.models.registry import ModelRef
+    from runtime.models.registry import ref_from_dict
     from core.kinds import parse_test
 
     settings = backends.settings_class(job["backend"]).model_validate(job["settings"])
     test = parse_test(job["test"])
-    model = ModelRef.from_dict(job["model"]) if job.get("model") else None
+    model = ref_from_dict(job["model"]) if job.get("model") else None
     backend = backends.create(job["backend"], model, settings)
     result: dict[str, Any] = {"status": "failed"}
     t0 = time.perf_counter()

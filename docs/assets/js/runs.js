@@ -298,9 +298,16 @@
     var st = doc.settings || {};
     section(out, "settings", "Settings", [el("p", null, "What was asked (defaults included) and what really ran (read back from the backend and its log)."),
       el("h3", null, "Requested"), kvTable(st.requested), el("h3", null, "Effective"), kvTable(st.effective)]);
-    var model = {};
-    Object.keys(doc.model || {}).forEach(function (k) { if (k !== "gguf" && k !== "metadata") model[k] = doc.model[k]; });
-    section(out, "model", "Model", [kvTable(model), el("h3", null, "GGUF facts"), kvTable((doc.model || {}).gguf)]);
+    var m = doc.model || {}, model = {};
+    Object.keys(m).forEach(function (k) { if (k !== "gguf" && k !== "metadata" && k !== "reported") model[k] = m[k]; });
+    if (m.kind === "endpoint") {  // no local file: what its server reported instead of GGUF facts
+      section(out, "model", "Model", [el("p", null, "An endpoint model, measured through the server that serves it (" +
+        (m.server || "unknown") + " at " + m.base_url + "): no local file, so no file name, sha256 or GGUF facts. Its " +
+        "identity is computed from what the server reports: " + ((m.identity_basis || []).join(", ") || "the served name only") + "."),
+        kvTable(model), el("h3", null, "What the server reported"), kvTable(m.reported)]);
+    } else {
+      section(out, "model", "Model", [kvTable(model), el("h3", null, "GGUF facts"), kvTable(m.gguf)]);
+    }
     section(out, "host", "Host", [kvTable(doc.host)], true);
     section(out, "build", "Build", [kvTable(doc.build)], true);
     section(out, "resources", "Resources", [kvTable(doc.resources)], true);

@@ -8,6 +8,11 @@ Tests:
 * ``serve``: startup to healthy, the cold first request, warm steady state;
 * ``concurrency``: a closed-loop sweep of concurrency levels with SLO goodput.
 
+A model is a local file (the backend starts the server with it, or ``base_url`` names a server
+that already runs it) or an endpoint model of the registry (runtime.models.endpoint: a served
+name at a URL, no file), which :meth:`OpenAIHttpBackend.identify` asks the server about
+(runtime.backends.openai_http.detect) before the run, and :meth:`describe` again after it.
+
 A server the backend starts is always stopped (``close()``, also after a failure) and its
 log is written into the run's log. A run whose server is lost, or in which no request
 succeeded, fails (``ServingFailed``) and still keeps every request record it made.
@@ -35,11 +40,14 @@ from core.kinds.request import RequestWorkload
 from core.kinds.serve import ServeTest
 from core.kinds.base import TestSpec
 from core.kinds.chat import ChatTest
+from core.errors import ConfigError, ModelError
 from runtime.backends.base import Backend, TestResult, UnsupportedTest
 from runtime.backends.openai_http import client as http
+from runtime.backends.openai_http import detect
 from runtime.backends.openai_http import llama_server
 from runtime.backends.openai_http.config import OpenAIHttpSettings
 from runtime.backends.openai_http.server import ManagedServer, ServerError, echo_log, free_port, server_log_facts
+from runtime.models.endpoint import EndpointRef, endpoint_identity
 
 
 class ServingFailed(Exception):
@@ -62,12 +70,14 @@ class OpenAIHttpBackend(Backend):
     settings_class = OpenAIHttpSettings
     test_kinds = ("chat", "serve", "concurrency")
     in_process = False
+    model_kinds = ("file", "endpoint")
 
     def __init__(self, model, settings: OpenAIHttpSettings):
         super().__init__(model, settings)
+        self.endpoint_model: EndpointRef | None = model if getattr(model, "kind", "file") == "endpoint" else None
         self.server: ManagedServer | None = None
         self.starts: list[dict[str, Any]] = []
-        self.base_url: str | None = settings.base_url
+        self.base_url: str | None = settings.base_url or (self.endpoint_model.base_url if self.endpoint_model else None)
         self.port: int | None = None
         self.command: list[str] | None = None
         self.served_models: list[str] | None = None
@@ -79,20 +89,62 @@ class OpenAIHttpBackend(Backend):
         self._extra_bufts: dict[str, Any] | None = None
 
     # -- endpoint -------------------------------------------------------------------------
+    @classmethod
+    def identify(cls, model: EndpointRef) -> EndpointRef:
+        """Ask the endpoint model's server (runtime.backends.openai_http.detect) and check the
+        entry's pins: one line naming the entry for a server that does not answer, does not
+        serve the name, or reports another revision, digest or identity than pinned."""
+        from core.paths import relpath
+        from runtime.models.registry import registry_path
+
+        where = relpath(registry_path())
+        key = os.environ.get(model.api_key_env) if model.api_key_env else None
+        try:
+            served = detect.probe(model.base_url, model.served_name, api_key=key, timeout_s=model.probe_timeout_s)
+        except detect.Unreachable as exc:
+            raise ModelError(f"the endpoint does not answer ({exc}); start its server, or leave the model out",
+                             file=where, field=f"models.{model.name}.endpoint.base_url") from None
+        except detect.NotServed as exc:
+            raise ModelError(f"the server at {model.base_url} {exc}", file=where,
+                             field=f"models.{model.name}.endpoint.model") from None
+        return model.identified(served, where)
+
+    @classmethod
+    def preflight(cls, settings: OpenAIHttpSettings, model, test: TestSpec) -> None:
+        """An endpoint model is measured where it is served: no server to start (that needs a
+        local file), no other URL or served name in the settings."""
+        if getattr(model, "kind", "file") != "endpoint":
+            return
+        given = settings.model_fields_set
+        for name in ("server_command", "server_args", "server", "server_binary", "port"):
+            if name in given and getattr(settings, name) not in (None, [], "llama_cpp.server"):
+                raise ConfigError(f"a started server needs a local model file; {model.name!r} is an endpoint model "
+                                  f"(served at {model.base_url}): leave {name} out", field=name)
+        if settings.base_url and settings.base_url != model.base_url:
+            raise ConfigError(f"{model.name!r} is served at {model.base_url} (data/models.yaml), not at {settings.base_url}",
+                              field="base_url")
+        if settings.api_model and settings.api_model != model.served_name:
+            raise ConfigError(f"{model.name!r} is served as {model.served_name!r} (data/models.yaml), not as "
+                              f"{settings.api_model!r}", field="api_model")
+
     @property
     def managed(self) -> bool:
-        return self.settings.base_url is None
+        return self.settings.base_url is None and self.endpoint_model is None
 
     @property
     def api_model(self) -> str:
-        return self.settings.api_model or (self.model.name if self.model else "default")
+        if self.settings.api_model:
+            return self.settings.api_model
+        if self.endpoint_model is not None:
+            return self.endpoint_model.served_name
+        return self.model.name if self.model else "default"
 
     def label(self) -> str:
         s = self.settings
         if s.server_label:
             return s.server_label
         if not self.managed:
-            return f"endpoint {urlsplit(s.base_url).netloc}"
+            return f"endpoint {urlsplit(self.base_url).netloc}"
         if s.server_command is None:
             return s.server
         cmd = s.server_command
@@ -104,7 +156,7 @@ class OpenAIHttpBackend(Backend):
         s = self.settings
         return {
             "python": sys.executable,
-            "model_path": str(self.model.path) if self.model else "",
+            "model_path": str(self.model.path) if self.model and self.model.path else "",
             "model_name": self.api_model,
             "host": s.host,
             "port": str(self.port),
@@ -156,7 +208,7 @@ class OpenAIHttpBackend(Backend):
         return f"{parts.scheme}://{parts.netloc}{path}"
 
     def _api_key(self) -> str | None:
-        env = self.settings.api_key_env
+        env = self.settings.api_key_env or (self.endpoint_model.api_key_env if self.endpoint_model else None)
         return os.environ.get(env) if env else None
 
     def _start(self) -> float:
@@ -208,7 +260,7 @@ class OpenAIHttpBackend(Backend):
                 except httpx.HTTPError as exc:
                     last = f"{type(exc).__name__}: {exc}"
                 time.sleep(0.25)
-        raise ServingFailed(f"endpoint {self.settings.base_url} is unreachable ({self._health_url()}: {last})")
+        raise ServingFailed(f"endpoint {self.base_url} is unreachable ({self._health_url()}: {last})")
 
     # -- Backend interface ----------------------------------------------------------------
     def load(self, test: TestSpec | None = None) -> dict[str, Any]:
@@ -527,7 +579,30 @@ class OpenAIHttpBackend(Backend):
             build["server_package"] = f"llama-cpp-python {_version('llama-cpp-python')}"
         elif self.command:
             build["server"] = " ".join(self.command[:3])
-        return {"build": build, "model": {"served_models": self.served_models} if self.served_models else {}}
+        model: dict[str, Any] = {"served_models": self.served_models} if self.served_models else {}
+        if not self.managed:
+            served = self._detect()
+            if served is not None:
+                # the server software and version it reports (runtime.backends.openai_http.detect)
+                build["server_detected"] = {"server": served.server, "version": served.server_version,
+                                            "commit": served.server_commit, "evidence": served.evidence}
+                if served.server != "unknown":
+                    build["server"] = served.server
+                    build.update({k: v for k, v in (("server_version", served.server_version),
+                                                    ("server_commit", served.server_commit)) if v})
+                if served.server == "llama-server" and served.server_commit:
+                    build["llama_cpp_commit"] = served.server_commit  # as a started llama-server records it
+                if self.endpoint_model is not None:  # what it serves after the run (the runner compares)
+                    model["identity_after"] = endpoint_identity(self.endpoint_model.served_name, served.identity_facts)
+        return {"build": build, "model": model}
+
+    def _detect(self):
+        """What the external server says about itself and the served model now (None when it does not answer)."""
+        timeout = self.endpoint_model.probe_timeout_s if self.endpoint_model else min(self.settings.connect_timeout_s, 5.0)
+        try:
+            return detect.probe(self.base_url, self.api_model, api_key=self._api_key(), timeout_s=timeout)
+        except (detect.Unreachable, detect.NotServed):
+            return None
 
     def close(self) -> None:
         if self.server is not None:
