@@ -25,6 +25,7 @@ class CrashBackend(Backend):
     name = NAME
     settings_class = CrashSettings
     test_kinds = ("rate",)
+    in_process = True
 
     def load(self, test=None) -> dict[str, Any]:
         return {"load_time_s": 0.001, "effective_settings": {"mode": self.settings.mode}}

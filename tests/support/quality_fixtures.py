@@ -34,14 +34,14 @@ def base_settings(**over: Any) -> dict[str, Any]:
 def model_block(name: str, size_bytes: int = 250_000_000) -> dict[str, Any]:
     golden = json.loads(GOLDEN_RUN.read_text())
     m = copy.deepcopy(golden["model"])
-    m.update(name=name, sha256=sha(name), size_bytes=size_bytes, file_name=f"{name}.gguf")
+    m.update(name=name, sha256=sha(name), size_bytes=size_bytes, file_name=f"{name}.gguf", kind="file", identity=sha(name))
     return m
 
 
 def speed_doc(model: str, *, test: str = "tg128", metric: str = "tokens_per_second", mean: float,
               settings: dict[str, Any] | None = None, peak_rss: int = 800_000_000, size_bytes: int = 250_000_000,
               stamp: str = "20260101T000000Z") -> dict[str, Any]:
-    d = json.loads(GOLDEN_RUN.read_text())
+    d = artifacts.upgrade(json.loads(GOLDEN_RUN.read_text()))  # the golden file is v1 on disk
     settings = settings or base_settings()
     key = sha(json.dumps([model, test, metric, settings], sort_keys=True))
     d.update(id=f"{key[:12]}-{stamp}", key=key, created=f"{stamp[:4]}-{stamp[4:6]}-{stamp[6:8]}T00:00:00+00:00")
