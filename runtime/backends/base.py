@@ -70,6 +70,10 @@ class Backend(abc.ABC):
     #: through the chat template), ``completion`` (raw text continued), ``loglikelihood``
     #: (log-probabilities of given continuations; needs the logits).
     prompt_styles: ClassVar[tuple[str, ...]] = ("chat",)
+    #: What a test kind means for this backend where that differs from the kind's own
+    #: description (e.g. ``serve`` in process: no server, the load in a fresh process is the
+    #: cold start). Shown on the Methodology page.
+    kind_notes: ClassVar[dict[str, str]] = {}
 
     def __init__(self, model: ModelRef | None, settings: BackendSettings):
         self.model = model
