@@ -179,6 +179,10 @@ def roofline_rows(run_docs: list[dict[str, Any]], host_docs: list[dict[str, Any]
         full_gpu = row["gpu"] and eff.get("n_gpu_layers") == eff.get("n_layers_total")
         if row["gpu"] and not (full_gpu and doc["host"]["id"] in gpu_bw):
             row["note"] = "layers on a GPU: the host-memory probe does not bound it"
+        if str(eff.get("weights") or "").startswith("dequantized"):  # e.g. transformers: not the file's bytes
+            row.update(bytes=None, note=f"weights {eff['weights']} in memory: the file's bytes per token do not bound it")
+            rows.append(row)
+            continue
         try:
             shape = ModelShape.from_facts(doc["model"]["gguf"], doc["model"]["name"])
             expert_used = eff.get("n_expert_used")

@@ -151,5 +151,5 @@ def test_both_backends_on_one_file_side_by_side(data_env):
                       "win" if (r["ci95_low"] > 1.0) == r["higher_is_better"] else "loss")
             assert r["verdict"] == expect
     page = serving_pages.comparisons_page(docs)
-    assert "## In-process backends on the same file" in page and "`transformers` vs `llama_cpp`" in page
-    assert "Cold TTFT" in page and "dequantized from Q8_0 to float32" in page
+    assert "## In-process backends on the same file" in page and "<code>transformers</code> vs <code>llama_cpp</code>" in page
+    assert "| Cold TTFT |" in page and "dequantized from Q8\\_0 to float32" in page

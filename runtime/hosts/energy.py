@@ -17,14 +17,13 @@ the region's energy over its tokens.
 Such counters advance in steps (the driver or firmware updates them every few to hundreds of
 milliseconds), so a region much shorter than a step is mostly quantisation. :class:`RateEnergy`
 therefore meters a rate test per repetition only where repetitions last at least
-``WINDOW_S``; shorter ones are metered as regions of k back-to-back repetitions lasting at
-least that long. The counters measure the whole device (GPU board or CPU package), idle
+``WINDOW_S``; shorter ones are metered as regions of back-to-back repetitions, as many as it
+takes for a region to last that long. The counters measure the whole device (GPU board or CPU package), idle
 power included, whatever else runs on it.
 """
 
 from __future__ import annotations
 
-import math
 import os
 import re
 import time
@@ -241,16 +240,20 @@ class RateEnergy:
             self.method = None
             self.note = "pp+tg: metered as a whole; no per-phase figure"
         else:
-            k = max(1, min(MAX_REGION_REPS, math.ceil(self.window_s / max(mean_s, 1e-9))))
-            for _ in range(self.n_regions):
+            for _ in range(self.n_regions):  # back-to-back repetitions until the region lasts the window
+                k = 0
                 e0 = self.meter.read_j()
                 t0 = time.perf_counter()
-                for _ in range(k):
+                while k < MAX_REGION_REPS:
                     once()
+                    k += 1
+                    if time.perf_counter() - t0 >= self.window_s:
+                        break
                 seconds = time.perf_counter() - t0
                 e1 = self.meter.read_j()
                 self.regions.append({"j": e1 - e0, "s": seconds, "repetitions": k})
-            self.method = f"regions of {k} repetitions"
+            ks = sorted({r["repetitions"] for r in self.regions})
+            self.method = f"regions of {ks[0]} repetitions" if len(ks) == 1 else f"regions of {ks[0]}-{ks[-1]} repetitions"
         if self.method is not None and self.meter.source == "nvml":
             self.step_ms = counter_step_ms(self.meter)
 
