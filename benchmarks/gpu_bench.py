@@ -192,7 +192,7 @@ def fidelity(ours: list[dict[str, Any]], lb_rows: list[dict[str, Any]], bandwidt
         lb.setdefault((Path(r["model_filename"]).name, lb_test_name(r)), []).append(r)
     out = []
     for d in sorted(ours, key=lambda d: (d["model"]["name"], d["test"]["name"])):
-        if d["status"] != "ok" or d["test"]["kind"] != "rate" or d["backend"] != "llama_cpp":
+        if d["status"] != "ok" or d["test"]["kind"] != "rate" or d.get("backend", "llama_cpp") != "llama_cpp":
             continue
         s = d["summary"]["tokens_per_second"]
         row: dict[str, Any] = {"model": d["model"]["name"], "test": d["test"]["name"], "artifact": d["id"],
