@@ -192,7 +192,7 @@ def fidelity(ours: list[dict[str, Any]], lb_rows: list[dict[str, Any]], bandwidt
         lb.setdefault((Path(r["model_filename"]).name, lb_test_name(r)), []).append(r)
     out = []
     for d in sorted(ours, key=lambda d: (d["model"]["name"], d["test"]["name"])):
-        if d["status"] != "ok" or d["test"]["kind"] != "rate":
+        if d["status"] != "ok" or d["test"]["kind"] != "rate" or d.get("backend", "llama_cpp") != "llama_cpp":
             continue
         s = d["summary"]["tokens_per_second"]
         row: dict[str, Any] = {"model": d["model"]["name"], "test": d["test"]["name"], "artifact": d["id"],
@@ -345,13 +345,20 @@ def main(argv: list[str] | None = None) -> int:
 
         def on_event(kind: str, info: dict[str, Any]) -> None:
             if kind == "done":
-                s = (info.get("summary") or {}).get("tokens_per_second") or {}
-                tail = f"{s.get('mean'):.1f} t/s (sd {s.get('stddev') or 0:.1f}, n={s.get('n')})" if s.get("mean") else \
-                    f"FAILED {info.get('error')}"
+                summ = info.get("summary") or {}
+                figures = [(name, summ.get(name) or {}) for name in ("tokens_per_second", "ttft_ms", "cold_ttft_ms",
+                                                                     "prefill_j_per_token", "decode_j_per_token")]
+                tail = "; ".join(f"{name} {s['mean']:.4g} (sd {s.get('stddev') or 0:.3g}, n={s.get('n')})"
+                                 for name, s in figures if s.get("mean") is not None)
+                if info.get("status") != "ok":
+                    tail = f"FAILED {info.get('error')}"
                 log(f"[{info['index']}/{info['total']}] {info['model']} {info['test']}: {tail}")
+                pack_runs(data, out)  # what finished comes back even if the call is cut short
 
         def bench(round_no: int) -> None:
-            if not (a.llama_bench and a.llama_bench.exists()) or not any(t.kind == "rate" for t in m.tests):
+            # llama-bench beside the llama.cpp backend only (another backend's matrix has no llama-bench twin)
+            if not (a.llama_bench and a.llama_bench.exists()) or not any(t.kind == "rate" for t in m.tests) \
+                    or m.spec.backend != "llama_cpp":
                 return
             threads = m.spec.settings.get("n_threads") or physical_cores()
             for n in names:  # one process per model, as our runner isolates each configuration
@@ -381,7 +388,24 @@ def main(argv: list[str] | None = None) -> int:
     ratios = [r["ratio"] for r in rows if "ratio" in r]
     if ratios:
         log(f"fidelity ours/llama-bench: min {min(ratios):.3f}, max {max(ratios):.3f} over {len(ratios)} points")
+    print(backends_table(ours), flush=True)
     return 0
+
+
+def backends_table(docs: list[dict[str, Any]]) -> str:
+    """In-process backends against llama.cpp on the same file (pipelines.backends), as text."""
+    try:
+        from pipelines.backends import backend_comparisons
+    except ImportError:  # pipelines not carried
+        return ""
+    lines = []
+    for g in backend_comparisons([{k: v for k, v in d.items() if not k.startswith("_")} for d in docs]):
+        lines.append(f"{g['candidate']} / {g['baseline']} on {g['model']} ({g['host']}):")
+        for r in g["rows"]:
+            ci = f"[{r['ci95_low']:.3f}, {r['ci95_high']:.3f}]" if r["ci95_low"] is not None else "[-]"
+            lines.append(f"  {r['what']:34s} {r['baseline_mean']:12.5g} {r['candidate_mean']:12.5g} {r['unit']:8s} "
+                         f"ratio {r['ratio']:.3f} {ci} n={r['n_baseline']}/{r['n_candidate']} {r['verdict']}")
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

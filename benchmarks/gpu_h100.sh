@@ -32,6 +32,8 @@ BUILD=/tmp/almanac-llama-build
 export PYTHONUNBUFFERED=1 PYTHONFAULTHANDLER=1  # a crash in a worker leaves its Python stack in the log
 # Leave NVLink multicast off (shared hosts: see the lender's notes)
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+# no network there: the transformers backend reads local GGUF files only (no hub lookups to time out)
+export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 HF_HUB_DISABLE_TELEMETRY=1 TOKENIZERS_PARALLELISM=false
 mkdir -p "$OUT"
 exec > >(tee -a "$OUT/gpu_h100.log") 2>&1
 stamp() { echo "[$(date +%T) +$(( $(date +%s) - START ))s] $*"; }
@@ -78,6 +80,10 @@ export LLAMA_CPP_LIB_PATH="$BUILD/bin"
 [ -x "$BUILD/bin/llama-server" ] && export ALMANAC_LLAMA_SERVER="$BUILD/bin/llama-server"
 [ -n "${STOP_AFTER_BUILD:-}" ] && exit 0
 python3 -c "import llama_cpp, importlib.metadata as m; print('llama-cpp-python', m.version('llama-cpp-python'), 'gpu offload:', llama_cpp.llama_supports_gpu_offload())"
+# the transformers backend's stack, where a matrix uses it (a missing piece shows here, not per configuration)
+case "${MATRICES:-}" in *transformers*)
+  python3 -c "import torch, transformers, accelerate, gguf, pynvml as nv; nv.nvmlInit(); h = nv.nvmlDeviceGetHandleByIndex(0); print('torch', torch.__version__, 'cuda', torch.cuda.is_available(), '| transformers', transformers.__version__, '| gguf', __import__('importlib.metadata').metadata.version('gguf'), '| NVML energy mJ', nv.nvmlDeviceGetTotalEnergyConsumption(h))" ;;
+esac
 
 # 3. measurements
 export ALMANAC_HOST_NAME=${ALMANAC_HOST_NAME:-lent-h100}

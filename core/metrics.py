@@ -149,3 +149,19 @@ register_metric(Metric(
     "Quality runs: share of a suite's sampled items whose output the item's scorer accepted "
     "(every score is pass or fail); the interval is the 95% Wilson score interval of that share.",
     1))
+
+# -- Energy (rate tests; runtime/hosts/energy.py) ------------------------------------------------
+register_metric(Metric(
+    "prefill_j_per_token", "Prefill energy", "J/token", False, "mean over metered regions",
+    "Energy per prompt token of a pp test: the device's energy counter (NVML's total energy of the "
+    "GPUs on a GPU run, RAPL's CPU package energy on a CPU run) read immediately before and after each "
+    "timed repetition, over its tokens; where repetitions last under a second, regions of k back-to-back "
+    "repetitions lasting a second or more are metered instead (the counters advance in steps). The whole "
+    "device's energy, idle power included.",
+    4))
+register_metric(Metric(
+    "decode_j_per_token", "Decode energy", "J/token", False, "mean over metered regions",
+    "Energy per generated token of a tg test, read as for the prefill energy: the device's energy over a "
+    "timed repetition (or a region of repetitions lasting a second or more) divided by its tokens.",
+    4))
+ENERGY_METRICS = ("prefill_j_per_token", "decode_j_per_token")

@@ -29,6 +29,16 @@ def _runs() -> tuple[dict[str, Any], ...]:
     return tuple(load_runs())
 
 
+def _backend_rows() -> list[dict[str, Any]]:
+    """Each backend's declaration (runtime) as data for the Methodology page (no backend library is imported)."""
+    rows = []
+    for name in sorted(backends.BACKENDS):
+        cls = backends.backend_class(name)
+        rows.append({"name": name, "in_process": cls.in_process, "test_kinds": list(cls.test_kinds),
+                     "notes": dict(cls.kind_notes)})
+    return rows
+
+
 def define_env(env: Any) -> None:
     env.macro(lambda: pages.home(list(_runs())), "home_summary")
     env.macro(lambda: per_host.render("leaderboard"), "leaderboard")
@@ -40,6 +50,7 @@ def define_env(env: Any) -> None:
     env.macro(pages.metric_definitions, "metric_definitions")
     env.macro(pages.test_kinds, "test_kinds")
     env.macro(lambda backend: pages.settings_table(backends.settings_class(backend).option_table()), "settings_table")
+    env.macro(lambda: pages.backends_table(_backend_rows()), "backend_kinds")
     env.macro(manual.manual, "task_manual")
     env.macro(lambda: per_host.render("serving"), "serving_page")
     env.macro(lambda: per_host.render("comparisons"), "comparisons_page")

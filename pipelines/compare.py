@@ -36,6 +36,7 @@ from typing import Any
 from core import stats
 from core.errors import UserError
 from core.kinds import headline
+from core.metrics import ENERGY_METRICS, METRICS
 from core.paths import project_root, relpath
 from core.records.run import RunRecord, digest
 
@@ -252,18 +253,20 @@ def compare(docs: list[Any], a: Selection, b: Selection, memo: dict[tuple[str, s
     rows = []
     for k in shared:
         ra, rb = na[k], nb[k]
-        m = headline(ra.test_kind)
-        assert m is not None
-        sa, sb = ra.stat(m.name) or {}, rb.stat(m.name) or {}
-        if sa.get("mean") is None or sb.get("mean") is None:
-            continue
-        c = stats.compare_summaries(sa, sb, m.higher_is_better)
-        rows.append(Row(ra.model_name, ra.test_name, m.name, m.unit, m.higher_is_better, ra.host_id, rb.host_id,
-                        ra.backend_name, rb.backend_name, ra.backend_build, rb.backend_build, ra.id, rb.id,
-                        sa["mean"], sa.get("stddev"), int(sa.get("n") or 0), sb["mean"], sb.get("stddev"),
-                        int(sb.get("n") or 0), c.ratio, c.ci95_low, c.ci95_high, c.verdict,
-                        "" if "backend" in on else _settings_text(ra.requested),
-                        _diff_text(ra.effective, rb.effective)))
+        head = headline(ra.test_kind)
+        assert head is not None
+        # the headline, then energy per token where both sides measured it (a row each)
+        for m in [head] + [METRICS[e] for e in ENERGY_METRICS if ra.stat(e) and rb.stat(e)]:
+            sa, sb = ra.stat(m.name) or {}, rb.stat(m.name) or {}
+            if sa.get("mean") is None or sb.get("mean") is None:
+                continue
+            c = stats.compare_summaries(sa, sb, m.higher_is_better)
+            rows.append(Row(ra.model_name, ra.test_name, m.name, m.unit, m.higher_is_better, ra.host_id, rb.host_id,
+                            ra.backend_name, rb.backend_name, ra.backend_build, rb.backend_build, ra.id, rb.id,
+                            sa["mean"], sa.get("stddev"), int(sa.get("n") or 0), sb["mean"], sb.get("stddev"),
+                            int(sb.get("n") or 0), c.ratio, c.ci95_low, c.ci95_high, c.verdict,
+                            "" if "backend" in on else _settings_text(ra.requested),
+                            _diff_text(ra.effective, rb.effective)))
     rows.sort(key=lambda r: (r.model, r.test, r.settings, r.host_a, r.backend_a))
     return Result(a, b, sorted(on), rows, len(side_a), len(side_b))
 

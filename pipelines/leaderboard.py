@@ -16,8 +16,8 @@ from typing import Any
 
 import pandas as pd
 
-from core.kinds import headline
-from core.metrics import Metric
+from core.kinds import columns, headline
+from core.metrics import ENERGY_METRICS, Metric
 from core.records.run import RunRecord
 
 from pipelines.memo import per_set
@@ -27,6 +27,8 @@ from pipelines.runs import records
 
 # What a leaderboard compares on purpose (everything else must be equal on a board).
 COMPARED = ("model", "build", "settings")
+# Declared table columns (core.kinds) that boards show beside the headline, where a row measured them.
+BOARD_EXTRA = ENERGY_METRICS
 
 
 @dataclass
@@ -107,7 +109,9 @@ def boards(docs: list[Any]) -> list[Board]:
                          "backend_build": r.backend_build, "effective": r.effective, "settings": r.requested,
                          "s_mean": s["mean"], "s_stddev": s.get("stddev"), "s_n": s.get("n") or 0,
                          "s_ci95_low": s.get("ci95_low"), "s_ci95_high": s.get("ci95_high"),
-                         "stale": r.id in stale})
+                         "stale": r.id in stale,
+                         # the kind's other table columns this result measured (e.g. energy per token)
+                         "extra": {c: r.stat(c) for c in columns(r.test_kind) if c != metric.name and r.stat(c)}})
         if not rows:
             continue
         g = pd.DataFrame(rows)
@@ -149,5 +153,13 @@ def board_records(board: Board) -> list[dict[str, Any]]:
             "ci95_high": None if pd.isna(r["s_ci95_high"]) else r["s_ci95_high"],
             "id": r["id"],
             "stale": bool(r["stale"]),
+            "extra": r["extra"],
         })
     return recs
+
+
+def extra_columns(board: Board) -> list[str]:
+    """The kind's table columns beside the headline that at least one row of the board measured
+    and that boards show (BOARD_EXTRA: energy per token for now)."""
+    present = {c for extra in board.rows["extra"] for c in extra}
+    return [c for c in columns(board.test_kind) if c != board.metric.name and c in present and c in BOARD_EXTRA]

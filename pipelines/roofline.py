@@ -185,6 +185,10 @@ def roofline_rows(run_docs: list[dict[str, Any]], host_docs: list[dict[str, Any]
                                         "per token: skipped")
             rows.append(row)
             continue
+        if str(eff.get("weights") or "").startswith("dequantized"):  # e.g. transformers: not the file's bytes
+            row.update(bytes=None, note=f"weights {eff['weights']} in memory: the file's bytes per token do not bound it")
+            rows.append(row)
+            continue
         try:
             shape = ModelShape.from_facts(rec.gguf, rec.model_name)
             expert_used = eff.get("n_expert_used")

@@ -25,8 +25,8 @@ IN_PROCESS = "llama_cpp"
 
 def endpoint(doc: dict[str, Any]) -> str:
     """How a run reached the model: the server's label, or in-process."""
-    if doc["backend"] == IN_PROCESS:
-        return "in-process (llama_cpp)"
+    if doc["backend"] == IN_PROCESS or doc["build"].get("in_process"):
+        return f"in-process ({doc['backend']})"
     return (doc.get("details") or {}).get("endpoint") or as_record(doc).reported.get("endpoint") or doc["backend"]
 
 
@@ -146,7 +146,8 @@ def comparisons(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 baselines[k] = d
     rows = []
     for d in current:
-        if d["backend"] == IN_PROCESS or d["test"]["kind"] not in ("chat", "serve"):
+        # a server run; another in-process backend is set beside llama.cpp by pipelines.backends
+        if d["backend"] == IN_PROCESS or d["build"].get("in_process") or d["test"]["kind"] not in ("chat", "serve"):
             continue
         base = baselines.get((d["host"]["id"], as_record(d).model_identity, workload_fingerprint(d["test"])))
         if base is None:

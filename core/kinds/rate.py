@@ -53,5 +53,6 @@ class RateTest(TestSpec):
 
 KIND = register(Kind(
     "rate", RateTest, "llama-bench's method: random token ids, untimed warm-up, timed repetitions.",
-    headline="tokens_per_second", columns=("tokens_per_second",),
-    metrics=("tokens_per_second", "load_time_s", "peak_rss_bytes", "peak_vram_bytes")))
+    headline="tokens_per_second", columns=("tokens_per_second", "prefill_j_per_token", "decode_j_per_token"),
+    metrics=("tokens_per_second", "load_time_s", "peak_rss_bytes", "peak_vram_bytes", "prefill_j_per_token",
+             "decode_j_per_token")))

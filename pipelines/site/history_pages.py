@@ -184,7 +184,8 @@ def host_vs_host_page(docs: list[Any]) -> str:
             continue
         wins = sum(r.verdict == "win" for r in res.rows)
         losses = sum(r.verdict == "loss" for r in res.rows)
-        out.append(f"{len(res.rows)} shared configuration(s); B = {code(hb)} against A = {code(ha)}: {wins} win(s), "
+        configs = len({(r.a_id, r.b_id) for r in res.rows})  # a configuration may add energy rows to its headline
+        out.append(f"{configs} shared configuration(s); B = {code(hb)} against A = {code(ha)}: {wins} win(s), "
                    f"{losses} loss(es), {len(res.rows) - wins - losses} within noise or without an interval. "
                    f"Same command: `invoke compare -b host={ha} -c host={hb}`.\n")
         out.append(compare_table(res))

@@ -162,8 +162,10 @@ def leaderboard_page(docs: list[Any], boards: list[Any] | None = None) -> str:
                        f'in the table\'s downloads and in the <a href="{ROOT}runs/#host={quote(b.host_id)}&amp;test={quote(b.test)}">runs browser</a>.\n')
             recs = recs[:BOARD_ROWS]
         build_cols = ["backend build"] if b.build_varies else []
+        extra = [METRICS[c] for c in leaderboard.extra_columns(b)]  # e.g. energy per token, where measured
         headers = (["#", "model", "quant"] + build_cols + [code(k) for k in b.varying]
-                   + [f"{cell(m.label)} ({cell(m.unit)})", "± stddev", "n", "CI95", "source"])
+                   + [f"{cell(m.label)} ({cell(m.unit)})", "± stddev", "n", "CI95"]
+                   + [f"{cell(x.label)} ({cell(x.unit)}) [CI95]" for x in extra] + ["source"])
         rows = []
         chart_rows = []
         for r in recs:
@@ -176,19 +178,29 @@ def leaderboard_page(docs: list[Any], boards: list[Any] | None = None) -> str:
                         + [cell(_setting(r["settings"][k])) for k in b.varying] + [
                          link(num(r["mean"], m.decimals), run_link(r["id"])) + (" " + STALE_BADGE if r["stale"] else ""),
                          num(_val(r["stddev"]), m.decimals),
-                         num(r["n"], 0), _ci(_val(r["ci95_low"]), _val(r["ci95_high"]), m.decimals),
-                         link(r["id"], run_link(r["id"]))])
+                         num(r["n"], 0), _ci(_val(r["ci95_low"]), _val(r["ci95_high"]), m.decimals)]
+                        + [_extra_cell(r["extra"].get(x.name), x) for x in extra]
+                        + [link(r["id"], run_link(r["id"]))])
             chart_rows.append({"label": f"{r['rank_label']} {label}" + (" [synthetic]" if r["synthetic"] else ""),
                                "mean": r["mean"], "stddev": _val(r["stddev"]), "n": r["n"],
                                "ci95_low": _val(r["ci95_low"]), "ci95_high": _val(r["ci95_high"]), "id": r["id"],
                                "json": json_of.get(r["id"], "")})
-        out.append(table(headers, rows, ["r", "l", "l"] + ["l"] * (len(build_cols) + len(b.varying)) + ["r", "r", "r", "r", "l"]))
+        out.append(table(headers, rows, ["r", "l", "l"] + ["l"] * (len(build_cols) + len(b.varying)) + ["r", "r", "r", "r"]
+                         + ["r"] * len(extra) + ["l"]))
         out.append("")
         if len(chart_rows) > 1:
             chart = charts.dots_with_ci(pd.DataFrame(chart_rows), m, title=f"{b.test} on {b.host_id} ({b.backend})")
             out.append(charts.embed(chart, caption=f"{cell(m.label)}: one dot per artifact (mean) with its CI95; click a dot for its artifact's JSON."))
             out.append("")
     return "\n".join(out)
+
+
+def _extra_cell(s: dict[str, Any] | None, m: Any) -> str:
+    """A column beside the headline: its mean and CI95 ("—" where the row did not measure it)."""
+    if not s or s.get("mean") is None:
+        return "—"
+    ci = _ci(_val(s.get("ci95_low")), _val(s.get("ci95_high")), m.decimals)
+    return num(s["mean"], m.decimals) + (f" [{ci}]" if ci != "—" else "")
 
 
 def metric_definitions() -> str:
@@ -211,3 +223,14 @@ def settings_table(options: list[dict[str, Any]]) -> str:
     rows = [[code(r["name"]), cell(r["type"]), code(json.dumps(r["default"])) if r["default"] is not None else "null",
              cell(r["help"])] for r in options]
     return table(["setting", "type", "default", "meaning"], rows)
+
+
+def backends_table(rows: list[dict[str, Any]]) -> str:
+    """Each backend: in process or over HTTP, the test kinds it runs, and what a kind means for it
+    where that differs from the kind's own description (its declaration's ``kind_notes``)."""
+    out = []
+    for r in rows:
+        notes = "; ".join(f"{code(k)}: {cell(v)}" for k, v in sorted(r["notes"].items())) or "—"
+        out.append([code(r["name"]), "in process" if r["in_process"] else "over HTTP",
+                    ", ".join(code(k) for k in r["test_kinds"]), notes])
+    return table(["backend", "runs the model", "test kinds", "what a kind means here"], out, downloads=False)

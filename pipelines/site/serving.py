@@ -12,9 +12,11 @@ import pandas as pd
 
 from core.metrics import METRICS
 
+from pipelines import backends as backend_cmp
 from pipelines import serving
 from pipelines.site import charts
-from pipelines.site.markdown import SYNTHETIC_BADGE, admonition, cell, code, endpoint_badge, link, num, run_link, table
+from pipelines.site.markdown import (SYNTHETIC_BADGE, admonition, cell, code, endpoint_badge, link, nbytes, num,
+                                     run_link, table)
 
 VERDICT_CLASS = {"win": "almanac-verdict-win", "loss": "almanac-verdict-loss"}
 
@@ -227,12 +229,60 @@ def ratio_chart(rows: list[dict[str, Any]]) -> alt.LayerChart:
                                             title="Ratio of means with CI95")
 
 
+def _value(v: float | None, r: dict[str, Any]) -> str:
+    return nbytes(v) if r["unit"] == "bytes" else num(v, r["decimals"])
+
+
+def backend_table(group: dict[str, Any]) -> str:
+    """One in-process backend against llama.cpp on one file and host: a row per figure."""
+    headers = ["figure", "unit", f"{cell(group['baseline'])} mean", f"{cell(group['candidate'])} mean",
+               "ratio (candidate / llama.cpp)", "CI95", "verdict (candidate)", "n", "sources"]
+    rows = []
+    for r in group["rows"]:
+        ci = f"{num(r['ci95_low'], 3)} – {num(r['ci95_high'], 3)}" if r["ci95_low"] is not None else "—"
+        verdict = f'<span class="{VERDICT_CLASS.get(r["verdict"], "")}">{cell(r["verdict"])}</span>'
+        better = "higher" if r["higher_is_better"] else "lower"
+        sources = ", ".join([link("A", run_link(r["baseline_ids"][0])), link("B", run_link(r["candidate_ids"][0]))])
+        rows.append([cell(r["what"]), f"{cell(r['unit'])} ({better} is better)", _value(r["baseline_mean"], r),
+                     _value(r["candidate_mean"], r), num(r["ratio"], 3) + "×" if r["ratio"] is not None else "—", ci,
+                     verdict, f"{num(r['n_baseline'], 0)} / {num(r['n_candidate'], 0)}", sources])
+    return table(headers, rows, ["l", "l", "r", "r", "r", "r", "l", "r", "l"])
+
+
+def backends_section(docs: list[dict[str, Any]]) -> str:
+    """In-process backends beside llama.cpp on the same model file and host ("" when there are none)."""
+    groups = backend_cmp.backend_comparisons(docs)
+    if not groups:
+        return ""
+    out = ["## In-process backends on the same file", "",
+           "Each backend that runs the model in the measuring process is set beside llama.cpp (`llama_cpp`) on the "
+           "**same GGUF file** and **host**: the ratio is its mean / llama.cpp's with a 95% confidence interval (log "
+           "scale, Welch–Satterthwaite) and its verdict (**win**, **loss**, **within noise**). Load time and memory: one "
+           "value per fresh process (every configuration of the tests both ran); cold TTFT: `serve` in process (the "
+           "load in a fresh process, then its first request), pooled over the runs that send the same request; warm "
+           "TTFT and TPOT: the warm requests of `chat` and `serve`; rates and energy: each `rate` test both ran. "
+           "A backend that dequantizes the GGUF (transformers) runs other weights in memory than llama.cpp: the "
+           "comparison is of the stacks on one file, not of one kernel.", ""]
+    for g in groups:
+        settings = ", ".join(f"{k}={v}" for k, v in sorted((g.get("candidate_settings") or {}).items())
+                             if k in ("device", "device_name", "dtype", "attn_implementation", "weights"))
+        out += [f"### {code(g['candidate'])} vs {code(g['baseline'])} · {_model(g)} · {code(g['host'])}", "",
+                f"Builds: {cell(g['baseline_build'])} against {cell(g['candidate_build'])}"
+                + (f"; {cell(settings)}" if settings else "") + ". Sources: A = llama.cpp run, B = candidate run.", "",
+                backend_table(g), ""]
+    return "\n".join(out)
+
+
 def comparisons_page(docs: list[dict[str, Any]]) -> str:
     rows = serving.comparisons(docs)
+    in_process = backends_section(docs)
     if not rows:
+        if in_process:
+            return in_process
         return admonition("warning", "No comparisons yet",
                           "A comparison needs an in-process `chat` run and a server run (`chat` or `serve`) that send "
-                          "the same request on the same host and model: `invoke serve.bench` runs both.")
+                          "the same request on the same host and model: `invoke serve.bench` runs both; or two "
+                          "in-process backends on the same file (`data/matrices/backends.yaml` and its transformers twin).")
     out = ["Each server run is compared with the newest in-process `chat` run that sends the **same request** (messages, "
            "max_tokens, sampling) to the **same model file** on the **same host**. The ratio is server mean / "
            "in-process mean with a 95% confidence interval (delta method on the log scale, Welch–Satterthwaite); the verdict is the "
@@ -253,4 +303,6 @@ def comparisons_page(docs: list[dict[str, Any]]) -> str:
                                "starts from an empty KV cache. TTFT ratios include that difference."), ""]
         out += [comparison_table(group), ""]
     out += [charts.embed(ratio_chart(rows), caption="Server / in-process, per metric; the dashed line is parity."), ""]
+    if in_process:
+        out += [in_process, ""]
     return "\n".join(out)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from pipelines import backends as backend_cmp
 from pipelines import dataset, leaderboard, roofline
 from pipelines.site import hosts as hosts_pages
 from pipelines.site import optimization as optimization_pages
@@ -34,6 +35,8 @@ register(SplitPage("optimization", "Optimization tracks", "sweep runs", lambda r
                    lambda runs, host: optimization_pages.optimization_page(runs)))
 register(SplitPage("serving", "Serving", "serving runs", lambda r: r["test"]["kind"] in ("serve", "concurrency"),
                    lambda runs, host: serving_pages.serving_page(runs)))
-register(SplitPage("comparisons", "Comparisons", "chat and serve runs", lambda r: r["test"]["kind"] in ("chat", "serve"),
+register(SplitPage("comparisons", "Comparisons", "chat, serve and in-process backend runs",
+                   lambda r: r["test"]["kind"] in ("chat", "serve") or (bool(r["build"].get("in_process"))
+                                                                      and r["backend"] != backend_cmp.BASELINE),
                    lambda runs, host: serving_pages.comparisons_page(runs)))
 register(SplitPage("roles", "Roles", "runs", lambda r: True, lambda runs, host: quality_pages.roles_page_for(host)))

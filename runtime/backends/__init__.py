@@ -18,6 +18,10 @@ BACKENDS: dict[str, tuple[str, str, str]] = {
     "openai_http": ("runtime.backends.openai_http.config:OpenAIHttpSettings",
                     "runtime.backends.openai_http.backend:OpenAIHttpBackend",
                     "httpx"),
+    # optional extra (pip install -e '.[transformers]'): torch + transformers, in process
+    "transformers": ("runtime.backends.transformers.config:TransformersSettings",
+                     "runtime.backends.transformers.backend:TransformersBackend",
+                     "transformers"),
 }
 
 

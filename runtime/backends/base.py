@@ -75,6 +75,10 @@ class Backend(abc.ABC):
     #: Which kinds of model it measures: ``file`` (a local GGUF, runtime.models.registry.ModelRef)
     #: and/or ``endpoint`` (a model a server serves, with no local file: runtime.models.endpoint).
     model_kinds: ClassVar[tuple[str, ...]] = ("file",)
+    #: What a test kind means for this backend where that differs from the kind's own
+    #: description (e.g. ``serve`` in process: no server, the load in a fresh process is the
+    #: cold start). Shown on the Methodology page.
+    kind_notes: ClassVar[dict[str, str]] = {}
 
     @classmethod
     def identify(cls, model: EndpointRef) -> EndpointRef:

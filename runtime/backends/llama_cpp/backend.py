@@ -28,10 +28,13 @@ from core.precision import Repeater
 from core.kinds.base import TestSpec
 from core.kinds.chat import ChatTest
 from core.kinds.rate import RateTest
+from core.kinds.serve import ServeTest
+from runtime.backends import inprocess
 from runtime.backends.base import Backend, TestResult, UnsupportedTest
 from runtime.backends.llama_cpp import experts, speculative
 from runtime.backends.llama_cpp.config import LlamaCppSettings
 from runtime.backends.llama_cpp.stages import StageTimer
+from runtime.hosts.energy import RateEnergy
 
 # The llama.cpp commit vendored in each llama-cpp-python release (from its CHANGELOG,
 # which the wheel does not ship). benchmarks/fidelity.py checks the pinned one.
@@ -137,9 +140,10 @@ def effective_n_ctx(settings: LlamaCppSettings, test: TestSpec) -> int:
 class LlamaCppBackend(Backend):
     name = "llama_cpp"
     settings_class = LlamaCppSettings
-    test_kinds = ("rate", "chat", "generate")
+    test_kinds = ("rate", "chat", "serve", "generate")
     in_process = True
     prompt_styles = ("chat", "completion", "loglikelihood")
+    kind_notes = {"serve": inprocess.SERVE_NOTE}
 
     def __init__(self, model, settings: LlamaCppSettings):
         super().__init__(model, settings)
@@ -148,6 +152,7 @@ class LlamaCppBackend(Backend):
         self.draft: Any = None  # speculative decoding's draft (prompt lookup or a second Llama)
         self.draft_facts: dict[str, Any] = {}
         self.lib_policy: dict[str, Any] = {}
+        self.load_time_s: float | None = None  # the last load's, the in-process serve's startup
 
     # -- load ---------------------------------------------------------------------------
     def load(self, test: TestSpec | None = None) -> dict[str, Any]:
@@ -199,6 +204,7 @@ class LlamaCppBackend(Backend):
             inner.LLAMA_FLASH_ATTN_TYPE_ENABLED = saved
             inner.llama_model_default_params = saved_params
         load_time = time.perf_counter() - t0
+        self.load_time_s = load_time
         if s.speculative != "none":  # after the target, so the log's first facts are the target's
             self._load_draft(kwargs)
         return {"load_time_s": load_time, "effective_settings": self._effective(n_threads, n_threads_batch),
@@ -297,6 +303,8 @@ class LlamaCppBackend(Backend):
             return res
         if isinstance(test, GenerateTest):
             return speculative.run_generate(self.llm, self.draft, test)
+        if isinstance(test, ServeTest):
+            return inprocess.run_serve(test, self._run_chat, self.load_time_s)
         raise UnsupportedTest(f"backend llama_cpp cannot run tests of kind {test.kind!r}")
 
     @classmethod
@@ -395,22 +403,36 @@ class LlamaCppBackend(Backend):
         perf: list[dict[str, float]] = []
         n_tokens = test.n_prompt + test.n_gen
         rep = Repeater(test.precision, reps, "tokens_per_second")
-        while rep.more():
+
+        def prepare() -> tuple[Any, Any]:
+            """Untimed: an empty KV cache, the depth prefilled, this repetition's token ids drawn."""
             L.llama_memory_clear(mem, False)
             if test.n_depth:
                 decode_plan(prompt_plan(test.n_depth))
             pp = prompt_plan(test.n_prompt) if test.n_prompt else None
             tg = gen_plan(test.n_gen) if test.n_gen else None
-            L.llama_perf_context_reset(ctx)
-            t0 = time.perf_counter_ns()
+            return pp, tg
+
+        def work(pp: Any, tg: Any) -> None:
             if pp is not None:
                 decode_plan(pp)
             if tg is not None:
                 decode_gen(tg)
+
+        # the device's energy counter, read immediately around each timed region (runtime.hosts.energy)
+        energy = RateEnergy.for_test(test, on_gpu=self.settings.n_gpu_layers != 0 and bool(L.llama_supports_gpu_offload()))
+        while rep.more():
+            pp, tg = prepare()
+            L.llama_perf_context_reset(ctx)
+            e0 = energy.read()
+            t0 = time.perf_counter_ns()
+            work(pp, tg)
             samples_ns.append(time.perf_counter_ns() - t0)
+            energy.add(e0, energy.read(), samples_ns[-1] / 1e9)
             rep.add(n_tokens * 1e9 / samples_ns[-1])
             pd = L.llama_perf_context(ctx)
             perf.append({"t_p_eval_ms": pd.t_p_eval_ms, "n_p_eval": pd.n_p_eval, "t_eval_ms": pd.t_eval_ms, "n_eval": pd.n_eval})
+        energy.finish(lambda: work(*prepare()))
         samples_ts = [n_tokens * 1e9 / ns for ns in samples_ns]
         # llama.cpp's own counters, per repetition: its view of the same work.
         llama_ts = []
@@ -418,10 +440,11 @@ class LlamaCppBackend(Backend):
             ms = (p["t_p_eval_ms"] if test.n_prompt else 0.0) + (p["t_eval_ms"] if test.n_gen else 0.0)
             llama_ts.append(n_tokens * 1000.0 / ms if ms > 0 else None)
         return TestResult(
-            metrics={"tokens_per_second": samples_ts},
-            samples={"ns": samples_ns, "ts": samples_ts},
+            metrics={"tokens_per_second": samples_ts, **energy.metrics()},
+            samples={"ns": samples_ns, "ts": samples_ts, "energy": energy.samples()},
             details={"perf_counters": perf, "perf_counter_ts": llama_ts, "n_vocab": n_vocab, "add_bos": add_bos,
-                     "repetitions": len(samples_ns), "warmup": warmup, "precision": rep.record(), "method": "llama-bench: C API decode loop, random tokens"},
+                     "repetitions": len(samples_ns), "warmup": warmup, "precision": rep.record(), "method": "llama-bench: C API decode loop, random tokens",
+                     "energy": energy.details()},
         )
 
     def _run_chat(self, test: ChatTest) -> TestResult:
