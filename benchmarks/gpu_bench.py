@@ -237,28 +237,21 @@ def table(rows: list[dict[str, Any]]) -> str:
 # -- host artifact ----------------------------------------------------------------------------------
 def host_artifact(fp: dict[str, Any], bw: dict[str, Any], created: str) -> dict[str, Any]:
     """A ``host`` artifact (probe kind gpu_memory_bandwidth) from the bandwidth measurement."""
-    from core import artifacts
+    from core.records import host as host_record
 
     from gpu_bandwidth import host_bandwidth
 
-    stamp = created.replace("-", "").replace(":", "")[:15] + "Z"
-    return {
-        "artifact": "host",
-        "schema_version": artifacts.ARTIFACT_TYPES["host"].version,
-        "id": f"{fp['id']}-{stamp}",
-        "created": created,
-        "host": fp,
-        "probe": {"kind": "gpu_memory_bandwidth", "version": 1, "device": bw["device"],
-                  "method": bw["method"] + f"; {bw['buffer_bytes']} bytes per buffer, one untimed warm-up series of "
-                            "3 copies; buffers filled with random data; the copy checked",
-                  "tool": f"benchmarks/gpu_bandwidth.py ({bw['library']})", "buffer_bytes": bw["buffer_bytes"],
-                  "repetitions": bw["iterations"], "warmup": True, "bytes_counted": "read + written",
-                  **({"read_method": bw["read"]["method"] + "; one untimed warm-up series of 3 sums; two sums compared",
-                      "read_bytes_counted": "read"} if bw.get("read") else {})},
-        "bandwidth": host_bandwidth(bw),
-        **({"read_bandwidth": host_bandwidth(bw["read"])} if bw.get("read") else {}),
-        "conditions": {"logical_cores": fp["cpu"].get("logical_cores")},
-    }
+    return host_record.new_host(
+        fingerprint=fp, created=created,
+        probe={"kind": host_record.GPU_MEMORY, "version": 1, "device": bw["device"],
+               "method": bw["method"] + f"; {bw['buffer_bytes']} bytes per buffer, one untimed warm-up series of "
+                         "3 copies; buffers filled with random data; the copy checked",
+               "tool": f"benchmarks/gpu_bandwidth.py ({bw['library']})", "buffer_bytes": bw["buffer_bytes"],
+               "repetitions": bw["iterations"], "warmup": True, "bytes_counted": "read + written",
+               **({"read_method": bw["read"]["method"] + "; one untimed warm-up series of 3 sums; two sums compared",
+                   "read_bytes_counted": "read"} if bw.get("read") else {})},
+        bandwidth=host_bandwidth(bw), read_bandwidth=host_bandwidth(bw["read"]) if bw.get("read") else None,
+        conditions={"logical_cores": fp["cpu"].get("logical_cores")})
 
 
 def write_host_artifact(fp: dict[str, Any], bw: dict[str, Any], created: str, data: Path) -> Path | None:
@@ -266,8 +259,10 @@ def write_host_artifact(fp: dict[str, Any], bw: dict[str, Any], created: str, da
 
     if "host" not in artifacts.ARTIFACT_TYPES:
         return None
+    from core.records import host as host_record
+
     doc = host_artifact(fp, bw, created)
-    return artifacts.write(data / "hosts" / fp["id"] / f"gpu-bandwidth-{doc['id'].rsplit('-', 1)[1]}.json", doc)
+    return artifacts.write(host_record.artifact_path(doc, data / "hosts", "gpu-bandwidth"), doc)
 
 
 # -- main ---------------------------------------------------------------------------------------

@@ -22,6 +22,7 @@ from pipelines import projections
 from pipelines.site import planning
 from pipelines.site import fidelity as fidelity_pages
 from pipelines.site import history_pages
+from pipelines.site import kinds as site_kinds
 
 
 def _runs() -> tuple[dict[str, Any], ...]:
@@ -39,6 +40,9 @@ def define_env(env: Any) -> None:
     env.macro(open_data.published_paths, "published_paths")
     env.macro(pages.metric_definitions, "metric_definitions")
     env.macro(pages.test_kinds, "test_kinds")
+    env.macro(lambda kind: site_kinds.kind_page(kind, list(_runs())), "kind_page")
+    env.macro(lambda: pages.backends_table([backends.backend_class(n).declaration() for n in sorted(backends.BACKENDS)]),
+              "backends_table")
     env.macro(lambda backend: pages.settings_table(backends.settings_class(backend).option_table()), "settings_table")
     env.macro(manual.manual, "task_manual")
     env.macro(lambda: per_host.render("serving"), "serving_page")

@@ -114,7 +114,7 @@ def matches(r: RunRecord, sel: Selection) -> bool:
         return False
     if "model" in f and r.model_name not in f["model"]:
         return False
-    if "test" in f and r.test_name not in f["test"]:
+    if "test" in f and r.test_name not in f.get("test", ()):
         return False
     if "since" in f and not any(r.created >= v for v in f["since"]):
         return False
@@ -252,16 +252,16 @@ def compare(docs: list[Any], a: Selection, b: Selection, memo: dict[tuple[str, s
     rows = []
     for k in shared:
         ra, rb = na[k], nb[k]
-        m = headline(ra.test_kind)
+        m = ra.headline_metric
         assert m is not None
-        sa, sb = ra.stat(m.name) or {}, rb.stat(m.name) or {}
-        if sa.get("mean") is None or sb.get("mean") is None:
+        sa, sb = ra.headline, rb.headline
+        if sa is None or sb is None:
             continue
         c = stats.compare_summaries(sa, sb, m.higher_is_better)
         rows.append(Row(ra.model_name, ra.test_name, m.name, m.unit, m.higher_is_better, ra.host_id, rb.host_id,
                         ra.backend_name, rb.backend_name, ra.backend_build, rb.backend_build, ra.id, rb.id,
-                        sa["mean"], sa.get("stddev"), int(sa.get("n") or 0), sb["mean"], sb.get("stddev"),
-                        int(sb.get("n") or 0), c.ratio, c.ci95_low, c.ci95_high, c.verdict,
+                        sa.mean, sa.stddev, sa.n, sb.mean, sb.stddev,
+                        sb.n, c.ratio, c.ci95_low, c.ci95_high, c.verdict,
                         "" if "backend" in on else _settings_text(ra.requested),
                         _diff_text(ra.effective, rb.effective)))
     rows.sort(key=lambda r: (r.model, r.test, r.settings, r.host_a, r.backend_a))

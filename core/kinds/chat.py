@@ -10,7 +10,8 @@ from typing import Literal
 from pydantic import Field
 
 from core.kinds import register
-from core.kinds.base import Kind, Message, TestSpec
+from core.kinds.base import Kind, Message, Samples, SpeculativeStats, TestSpec
+from core.kinds.request import RequestDetails, RequestRecord, request_values
 
 
 class ChatTest(TestSpec):
@@ -36,8 +37,23 @@ class ChatTest(TestSpec):
         return self.id
 
 
+class ChatSamples(Samples):
+    requests: list[RequestRecord] | None = Field(None, description="The timed requests.")
+    warmup: list[RequestRecord] | None = Field(None, description="The untimed requests before them (over HTTP).")
+
+
+class ChatDetails(RequestDetails):
+    prefix_cache: bool | None = Field(None, description="In process: whether requests could reuse a cached prefix.")
+    speculative: SpeculativeStats | None = None
+
+
+def _values(samples: ChatSamples, metric: str) -> list[float]:
+    return request_values(samples.requests, metric)
+
+
 KIND = register(Kind(
     "chat", ChatTest, "A streamed chat completion through the model's chat template and sampler.",
     headline="ttft_ms", columns=("ttft_ms", "tpot_ms", "e2e_ms", "output_tokens"),
     metrics=("ttft_ms", "tpot_ms", "e2e_ms", "output_tokens", "decode_tps", "itl_ms", "load_time_s",
-             "peak_rss_bytes", "peak_vram_bytes", "startup_ms", "failed_requests")))
+             "peak_rss_bytes", "peak_vram_bytes", "startup_ms", "failed_requests"),
+    details=ChatDetails, samples=ChatSamples, values=_values))

@@ -55,8 +55,8 @@ def _step_rows(steps: list[history.Step], from_dir: str = "") -> list[list[str]]
             cell(st.verdict), cell(s.model), code(s.test),
             f"{num(st.change_pct, 1)}%", f"{num(st.ratio, 3)} [{num(st.ci95_low, 3)}, {num(st.ci95_high, 3)}]",
             cell(change or "—"), cell(eff or "—"), code(s.backend), code(s.host_id),
-            f"{num(st.pooled_before['mean'], d)} ± {num(st.pooled_before['stddev'], d)} (n={st.pooled_before['n']}) {before}",
-            f"{num(st.pooled_after['mean'], d)} ± {num(st.pooled_after['stddev'], d)} (n={st.pooled_after['n']}) {after}",
+            f"{num(st.pooled_before.mean, d)} ± {num(st.pooled_before.stddev, d)} (n={st.pooled_before.n}) {before}",
+            f"{num(st.pooled_after.mean, d)} ± {num(st.pooled_after.stddev, d)} (n={st.pooled_after.n}) {after}",
         ])
     return rows
 

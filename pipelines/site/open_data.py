@@ -74,8 +74,23 @@ def fields(schema: dict[str, Any], node: dict[str, Any] | None = None, prefix: s
     return out
 
 
+def kind_fields(schema: dict[str, Any]) -> list[tuple[str, list[tuple[str, str, bool, str]]]]:
+    """Per test kind the schema names in its ``allOf`` conditions (``test.kind`` const): the fields of
+    its ``samples`` and ``details`` (core/schema.py generates them from the kinds' models)."""
+    out = []
+    for cond in schema.get("allOf") or []:
+        kind = (((cond.get("if") or {}).get("properties") or {}).get("test") or {}).get("properties", {}).get("kind", {})
+        then = ((cond.get("then") or {}).get("properties")) or {}
+        if "const" not in kind or not then:
+            continue
+        node = {"properties": {part: then[part] for part in ("samples", "details") if part in then}}
+        out.append((str(kind["const"]), fields(schema, node)))
+    return out
+
+
 def artifact_format() -> str:
-    """One folded section per artifact type: its schema's title, description and every field."""
+    """One folded section per artifact type: its schema's title, description and every field (a run's
+    samples and details per test kind)."""
     out = []
     for name, atype in sorted(artifacts.ARTIFACT_TYPES.items()):
         path = atype.schema_path()
@@ -88,6 +103,11 @@ def artifact_format() -> str:
                 '<details markdown="1"><summary>Every field</summary>', "",
                 table(["field", "type", "required", "meaning and constraints"], rows, max_rows=None), "",
                 "</details>", ""]
+        for kind, kf in kind_fields(schema):
+            krows = [[code(p), cell(t), "yes" if req else "", cell(n)] for p, t, req, n in kf]
+            out += [f'<details markdown="1"><summary>Samples and details of a {code(kind)} run</summary>', "",
+                    table(["field", "type", "required", "meaning and constraints"], krows, max_rows=None), "",
+                    "</details>", ""]
     return "\n".join(out)
 
 

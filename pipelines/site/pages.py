@@ -14,9 +14,10 @@ import pandas as pd
 
 from core.metrics import METRICS
 from core.kinds import all_kinds
+from core.records.run import RunRecord
 
 from pipelines import leaderboard
-from pipelines.runs import latest_per_key, last_updated
+from pipelines.runs import latest_per_key, last_updated, records
 from pipelines.site import charts
 from pipelines.site.history_pages import STALE_BADGE
 from pipelines.site.markdown import ROOT, SYNTHETIC_BADGE, admonition, cell, code, link, nbytes, num, run_json, run_link, table
@@ -34,12 +35,12 @@ def _val(v: Any) -> Any:
     return None if v is None or (isinstance(v, float) and pd.isna(v)) else v
 
 
-def hosts_table(docs: list[dict[str, Any]]) -> str:
+def hosts_table(docs: list[RunRecord]) -> str:
     hosts: dict[str, dict[str, Any]] = {}
     counts: Counter[str] = Counter()
-    for d in docs:
-        hosts[d["host"]["id"]] = d["host"]
-        counts[d["host"]["id"]] += 1
+    for d in records(docs):
+        hosts[d.host_id] = d.host
+        counts[d.host_id] += 1
     rows = []
     for hid, h in sorted(hosts.items()):
         gpus = ", ".join(g["name"] for g in h.get("gpus", [])) or "none"
@@ -53,7 +54,7 @@ def hosts_table(docs: list[dict[str, Any]]) -> str:
 HOME_REGRESSIONS = 5  # newest regressions on the home page (all on the Regressions page)
 
 
-def headline_table(docs: list[Any]) -> str:
+def headline_table(docs: list[RunRecord]) -> str:
     """The best result of every board (host, workload, backend, test definition) on its headline metric."""
     rows = []
     for b in sorted(leaderboard.boards(docs), key=lambda b: (b.host_id, b.test, b.backend)):
@@ -69,7 +70,7 @@ def headline_table(docs: list[Any]) -> str:
                  ["l", "l", "l", "l", "r", "r", "r", "l", "r"])
 
 
-def newest_regressions(docs: list[Any], limit: int = HOME_REGRESSIONS) -> str:
+def newest_regressions(docs: list[RunRecord], limit: int = HOME_REGRESSIONS) -> str:
     from pipelines import history
 
     steps = [st for st in history.all_steps(history.series(docs)) if st.verdict == "regression"][:limit]
@@ -86,17 +87,17 @@ def newest_regressions(docs: list[Any], limit: int = HOME_REGRESSIONS) -> str:
                  ["l", "l", "l", "l", "r", "r", "l"], downloads=False) + "\n\nAll of them, with the method: [Regressions](regressions.md)."
 
 
-def home(docs: list[Any]) -> str:
+def home(docs: list[RunRecord]) -> str:
     """What a reader wants in ten seconds: when, the best result per host and workload, what got worse."""
     if not docs:
         return admonition("warning", "No data yet", "Run `invoke all` to measure the embedded model on this host.")
+    docs = records(docs)
     latest = latest_per_key(docs)
-    ok = sum(1 for d in latest if d["status"] == "ok")
+    ok = sum(1 for d in latest if d.ok)
     failed = len(latest) - ok
     newest: dict[str, str] = {}
     for d in docs:
-        h = d["host"]["id"]
-        newest[h] = max(newest.get(h, ""), d["created"])
+        newest[d.host_id] = max(newest.get(d.host_id, ""), d.created)
     per_host = ", ".join(f"{code(h)} {cell(t[:16].replace('T', ' '))}" for h, t in sorted(newest.items()))
     parts = [
         f"**Last measured:** {cell(last_updated(docs))} (newest artifact); per host: {per_host}  ",
@@ -130,7 +131,7 @@ def _definition(defn: dict[str, Any]) -> str:
     return ", ".join(f"{k}={_setting(v)}" for k, v in sorted(defn.items()) if k not in ("name", "kind"))
 
 
-def leaderboard_page(docs: list[Any], boards: list[Any] | None = None) -> str:
+def leaderboard_page(docs: list[RunRecord], boards: list[Any] | None = None) -> str:
     """Every board of ``docs``; or the given ``boards`` (one host's, out of the whole set's), with ``docs`` their runs."""
     boards = leaderboard.boards(docs) if boards is None else boards  # computed once per set (Home shares it)
     if not boards:
@@ -138,7 +139,7 @@ def leaderboard_page(docs: list[Any], boards: list[Any] | None = None) -> str:
     # boards that share a heading (same test name, host, backend) differ in their test definition: say how
     same_title: dict[tuple[str, str, str], int] = Counter((b.test, b.host_id, b.backend) for b in boards)
     out: list[str] = []
-    json_of = {d["id"]: run_json(d) for d in docs}
+    json_of = {d.id: run_json(d) for d in records(docs)}
     for b in boards:
         m = b.metric
         title = f"## {cell(b.test)} on {code(b.host_id)} · {code(b.backend)}"
@@ -197,11 +198,27 @@ def metric_definitions() -> str:
 
 
 def test_kinds() -> str:
+    """Every registered kind: what it measures, its spec's fields; linked to its own page where its
+    site builder has one (pipelines/site/kinds.py) and runs of it exist."""
+    from pipelines.site.kinds import kinds_with_page, page_path
+
+    paged = set(kinds_with_page())
     rows = []
     for name, kind in all_kinds().items():
         fields = ", ".join(code(f) for f in kind.spec.model_fields if f != "kind")
-        rows.append([code(name), cell(kind.description), fields])
+        label = link(code(name), page_path(name)) if name in paged else code(name)
+        rows.append([label, cell(kind.description), fields])
     return table(["kind", "what it measures", "fields"], rows)
+
+
+def backends_table(declarations: list[dict[str, Any]]) -> str:
+    """What each backend declares it is (runtime.backends.base.Backend.declaration): where the model
+    runs, the server software it starts, the kinds it runs, its prompt styles, the settings it honours."""
+    rows = [[code(d["name"]), "in process" if d["in_process"] else "behind a server",
+             cell(", ".join(d["servers"])) if d["servers"] else "—", ", ".join(code(k) for k in d["test_kinds"]),
+             ", ".join(code(p) for p in d["prompt_styles"]), ", ".join(code(f) for f in d["settings"])]
+            for d in declarations]
+    return table(["backend", "the model runs", "servers it starts", "test kinds", "prompt styles", "settings"], rows)
 
 
 def settings_table(options: list[dict[str, Any]]) -> str:

@@ -21,6 +21,7 @@ import time
 from importlib import metadata as importlib_metadata
 from typing import Any
 
+from runtime.backends.llama_cpp import NAME
 from runtime.backends.llama_cpp import lib_policy as llamacpp_lib
 from core.errors import ConfigError, UserError
 from core.kinds.generate import GenerateTest
@@ -28,7 +29,7 @@ from core.precision import Repeater
 from core.kinds.base import TestSpec
 from core.kinds.chat import ChatTest
 from core.kinds.rate import RateTest
-from runtime.backends.base import Backend, TestResult, UnsupportedTest
+from runtime.backends.base import Backend, TestResult, runs
 from runtime.backends.llama_cpp import experts, speculative
 from runtime.backends.llama_cpp.config import LlamaCppSettings
 from runtime.backends.llama_cpp.stages import StageTimer
@@ -135,7 +136,7 @@ def effective_n_ctx(settings: LlamaCppSettings, test: TestSpec) -> int:
 
 
 class LlamaCppBackend(Backend):
-    name = "llama_cpp"
+    name = NAME
     settings_class = LlamaCppSettings
     test_kinds = ("rate", "chat", "generate")
     in_process = True
@@ -284,20 +285,19 @@ class LlamaCppBackend(Backend):
             facts["llama_memory_mib"] = memory
         return facts
 
-    # -- run ------------------------------------------------------------------------------
-    def run(self, test: TestSpec) -> TestResult:
-        if isinstance(test, RateTest):
-            return self._run_rate(test)
-        if isinstance(test, ChatTest):
-            res = self._run_chat(test)
-            stats = getattr(self.draft, "stats", None)
-            if stats is not None:  # drafted / accepted over the whole test (warm-up included)
-                res.details["speculative"] = {**stats.snapshot(), "acceptance": stats.accepted / stats.proposed
-                                              if stats.proposed else None}
-            return res
-        if isinstance(test, GenerateTest):
-            return speculative.run_generate(self.llm, self.draft, test)
-        raise UnsupportedTest(f"backend llama_cpp cannot run tests of kind {test.kind!r}")
+    # -- run: the dispatch table (Backend.run calls the method marked for the test's kind) ----
+    @runs("chat")
+    def _run_chat_test(self, test: ChatTest) -> TestResult:
+        res = self._run_chat(test)
+        stats = getattr(self.draft, "stats", None)
+        if stats is not None:  # drafted / accepted over the whole test (warm-up included)
+            res.details["speculative"] = {**stats.snapshot(), "acceptance": stats.accepted / stats.proposed
+                                          if stats.proposed else None}
+        return res
+
+    @runs("generate")
+    def _run_generate(self, test: GenerateTest) -> TestResult:
+        return speculative.run_generate(self.llm, self.draft, test)
 
     @classmethod
     def context_tokens(cls, settings: LlamaCppSettings, test: TestSpec) -> int | None:
@@ -325,6 +325,7 @@ class LlamaCppBackend(Backend):
                 raise ConfigError(f"n_ctx {settings.n_ctx} is smaller than the {need} tokens test {test.name!r} "
                                   "puts in the context", field="n_ctx")
 
+    @runs("rate")
     def _run_rate(self, test: RateTest) -> TestResult:
         import llama_cpp as L
 
