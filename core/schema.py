@@ -53,6 +53,24 @@ def _nullable(node: Any) -> Any:
     return node
 
 
+def _no_defaults(node: Any) -> Any:
+    """Drop pydantic's ``default`` annotations: fastjsonschema (core.artifacts' fast validator) fills
+    defaults into the document it validates, and a stored artifact must stay exactly as written."""
+    if isinstance(node, list):
+        return [_no_defaults(x) for x in node]
+    if not isinstance(node, dict):
+        return node
+    out = {}
+    for k, v in node.items():
+        if k == "default":
+            continue
+        if k in ("properties", "$defs", "patternProperties") and isinstance(v, dict):
+            out[k] = {name: _no_defaults(sub) for name, sub in v.items()}
+        else:
+            out[k] = _no_defaults(v)
+    return out
+
+
 def builtin_kinds() -> list[Any]:
     """The built-in kinds (core.kinds.BUILTIN), in their declared order."""
     from core import kinds
@@ -70,7 +88,7 @@ def kind_part() -> tuple[dict[str, Any], list[dict[str, Any]]]:
     models = list(dict.fromkeys(models))
     _, top = models_json_schema([(m, "validation") for m in models], ref_template="#/$defs/" + PREFIX + "{model}",
                                 schema_generator=_NoFieldTitles)
-    defs = {PREFIX + name: _nullable(schema) for name, schema in sorted(top.get("$defs", {}).items())}
+    defs = {PREFIX + name: _no_defaults(_nullable(schema)) for name, schema in sorted(top.get("$defs", {}).items())}
 
     def ref(model: Any) -> dict[str, str]:
         return {"$ref": f"#/$defs/{PREFIX}{model.__name__}"}

@@ -77,3 +77,13 @@ def test_each_kind_reads_the_values_behind_its_headline():
     assert rec.headline.mean == pytest.approx(sum(doc["samples"]["ts"]) / len(doc["samples"]["ts"]))
     for kind in all_kinds().values():  # an empty (failed) run's samples read as nothing, for every metric
         assert all(kind.values(kind.samples(), m) == [] for m in kind.metrics)
+
+
+def test_validation_leaves_the_document_as_written(tmp_path):
+    """The generated part carries no ``default`` annotations: the fast validator would fill them into
+    the document it checks, and an artifact must read back exactly as it was written."""
+    assert '"default"' not in schema.run_schema_path().read_text()
+    doc = copy.deepcopy(_rate_doc())
+    doc["details"] = {"method": "m"}  # most optional fields absent
+    path = artifacts.write(tmp_path / "run.json", doc)
+    assert artifacts.load(path) == json.loads(path.read_text()) == doc
