@@ -210,7 +210,7 @@ def _diff_text(a: dict[str, Any], b: dict[str, Any]) -> str:
     return "; ".join(out)
 
 
-def compare(docs: list[Any], a: Selection, b: Selection, memo: dict[tuple[str, str, tuple[str, ...]], str] | None = None) -> Result:
+def compare(docs: list[RunRecord], a: Selection, b: Selection, memo: dict[tuple[str, str, tuple[str, ...]], str] | None = None) -> Result:
     """The comparison table; CompareError when a selection matches nothing or nothing is shared.
 
     ``memo`` (a dict the caller keeps across calls on the same records) holds each record's work

@@ -145,7 +145,7 @@ def newest_releases(recs: list[RunRecord]) -> dict[tuple[str, str, str], tuple[s
     return {hb: (max(seen, key=lambda k: (seen[k], k)), seen) for hb, seen in first.items()}
 
 
-def stale_ids(docs: list[Any]) -> set[str]:
+def stale_ids(docs: list[RunRecord]) -> set[str]:
     """Ids of ok results measured with an older build than the newest on their host, backend and server."""
     recs = [r for r in records(docs) if r.ok]
     newest = newest_releases(recs)
@@ -165,7 +165,7 @@ def _diff(a: dict[str, Any], b: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
 
 
 @per_set
-def series(docs: list[Any]) -> list[Series]:
+def series(docs: list[RunRecord]) -> list[Series]:
     """Every configuration's series (ok results with the headline metric), steps detected."""
     recs = [r for r in records(docs) if r.ok and headline(r.test_kind) is not None]
     stale = stale_ids(recs)

@@ -84,7 +84,7 @@ def newest_per_comparability(recs: list[RunRecord]) -> list[RunRecord]:
 
 
 @per_set
-def boards(docs: list[Any]) -> list[Board]:
+def boards(docs: list[RunRecord]) -> list[Board]:
     """Leaderboards from run artifacts (failed runs excluded)."""
     recs = [r for r in records(docs) if r.ok and headline(r.test_kind) is not None]
     stale = stale_ids(recs)

@@ -23,6 +23,10 @@ from the backends). What is decided here, once:
 * **History identity** (:attr:`RunRecord.history_key`): the same configuration as asked
   (requested settings, not effective ones) on the same host, model file, backend and
   test, across builds: the series a regression is looked for in.
+* **Reading** (:class:`RunRecord`): typed fields only. The test as its kind's spec, samples
+  and details as its kind's models (core.kinds), each metric's statistic as a frozen
+  :class:`~core.summary.Summary`, resources as :class:`Resources`. A record is a read-only
+  view: it caches what it parsed, so a loaded document is never modified.
 
 Version 2 of the run schema (core.migrations.run_to_2 reads version 1 files): the model is a
 local file or an endpoint model, and ``build.in_process`` says what the backend declares.

@@ -24,6 +24,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from core.records.run import RunRecord
+
 from pipelines.site.markdown import admonition, code
 
 
@@ -102,7 +104,7 @@ def kind_pages() -> list[tuple[str, str]]:
     return out
 
 
-def kind_page(kind: str, runs: list[Any]) -> str:
+def kind_page(kind: str, runs: list[RunRecord]) -> str:
     """The body of a kind's own page: its section over the kind's runs."""
     site = sites().get(kind)
     if site is None or site.section is None:

@@ -341,7 +341,7 @@ def _sweep_section(sw: opt.Sweep) -> list[str]:
 SWEEPS_SHOWN = 6  # sweeps shown in full per track (the newest)
 
 
-def optimization_page(docs: list[dict[str, Any]]) -> str:
+def optimization_page(docs: list[RunRecord]) -> str:
     all_sweeps = opt.sweeps(docs)
     if not all_sweeps:
         return admonition("warning", "No sweeps yet",

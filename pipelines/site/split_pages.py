@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from core.records.run import RunRecord
+
 from pipelines import dataset, leaderboard, roofline
 from pipelines.site import hosts as hosts_pages
 from pipelines.site import optimization as optimization_pages
@@ -14,14 +16,14 @@ from pipelines.site.kinds import kinds_on
 from pipelines.site.per_host import SplitPage, register
 
 
-def _hosts(runs: list[Any], host: str | None) -> str:
+def _hosts(runs: list[RunRecord], host: str | None) -> str:
     host_docs = roofline.load_hosts()
     if host is not None:
         host_docs = [d for d in host_docs if d.host_id == host]
     return hosts_pages.hosts_page(runs, host_docs)
 
 
-def _leaderboard(runs: list[Any], host: str | None) -> str:
+def _leaderboard(runs: list[RunRecord], host: str | None) -> str:
     if host is None:
         return pages.leaderboard_page(runs)
     # boards are per host: one host's are those of the whole set (computed once, shared with Home)
