@@ -27,6 +27,7 @@ from core.errors import ConfigError, UserError
 from core.kinds.generate import GenerateTest
 from core.precision import Repeater
 from core.kinds.base import TestSpec
+from core.kinds import chat as chat_kind
 from core.kinds.chat import ChatTest
 from core.kinds.rate import RateTest
 from runtime.backends.base import Backend, TestResult, runs
@@ -484,31 +485,10 @@ class LlamaCppBackend(Backend):
                     "stages_ms": stages.stages_ms(end - t0), "stage_calls": dict(stages.calls),
                     "llama_perf": llama_perf}
 
-        base_seed = self.settings.seed
-        warm = test.warmup_requests if test.warmup is not False else 0
-        for i in range(warm):
-            request(base_seed + 1000 + i)
-        rep = Repeater(test.precision, test.requests, "e2e_ms")
-        records = []
-        while rep.more():
-            records.append(request(base_seed + len(records)))
-            r = records[-1]
-            per_request = {"ttft_ms": r["ttft_ms"], "tpot_ms": r["tpot_ms"], "e2e_ms": r["e2e_ms"],
-                           "output_tokens": r["output_tokens"],
-                           "decode_tps": 1000.0 / r["tpot_ms"] if r["tpot_ms"] else None}
-            if rep.metric not in per_request:  # a metric a request does not carry: judged on E2E, and recorded so
-                rep.metric = "e2e_ms"
-            rep.add(per_request[rep.metric])
-        metrics: dict[str, list[float]] = {
-            "ttft_ms": [r["ttft_ms"] for r in records if r["ttft_ms"] is not None],
-            "tpot_ms": [r["tpot_ms"] for r in records if r["tpot_ms"] is not None],
-            "e2e_ms": [r["e2e_ms"] for r in records],
-            "output_tokens": [r["output_tokens"] for r in records],
-            "decode_tps": [1000.0 / r["tpot_ms"] for r in records if r["tpot_ms"]],
-            "itl_ms": [g for r in records for g in r["itl_ms"]],
-        }
-        return TestResult(metrics=metrics, samples={"requests": records},
-                          details={"warmup_requests": warm, "prefix_cache": False, "precision": rep.record(),
+        # the kind's loop (core.kinds.chat.run_requests) over this backend's one primitive, request(seed)
+        run = chat_kind.run_requests(test, request, self.settings.seed)
+        return TestResult(metrics=run.metrics, samples={"requests": run.records},
+                          details={"warmup_requests": run.warmup, "prefix_cache": False, "precision": run.precision,
                                    "method": "create_chat_completion(stream=True); sampler steps timestamped"})
 
     # -- quality prompt styles ------------------------------------------------------------
