@@ -25,7 +25,7 @@ def _resolve(schema: dict[str, Any], node: dict[str, Any]) -> dict[str, Any]:
     return node
 
 
-def _type(node: dict[str, Any]) -> str:
+def _type(node: dict[str, Any], schema: dict[str, Any] | None = None) -> str:
     if "const" in node:
         return f"const {json.dumps(node['const'])}"
     if "enum" in node:
@@ -37,8 +37,17 @@ def _type(node: dict[str, Any]) -> str:
         return str(t)
     for k in ("oneOf", "anyOf"):
         if k in node:
-            return " or ".join(_type(x) for x in node[k] if isinstance(x, dict))
+            return " or ".join(_type(_resolve(schema, x) if schema is not None else x, schema)
+                               for x in node[k] if isinstance(x, dict))
     return "any"
+
+
+def _object_of(schema: dict[str, Any], node: dict[str, Any]) -> dict[str, Any]:
+    """The object schema behind a node that is one (a nullable reference: ``anyOf [$ref, null]``)."""
+    for alt in node.get("anyOf") or []:
+        if isinstance(alt, dict) and "$ref" in alt:
+            return _resolve(schema, alt)
+    return node
 
 
 def _notes(node: dict[str, Any]) -> str:
@@ -60,9 +69,10 @@ def fields(schema: dict[str, Any], node: dict[str, Any] | None = None, prefix: s
     for name, sub in (node.get("properties") or {}).items():
         sub = _resolve(schema, sub) if isinstance(sub, dict) else {}
         path = f"{prefix}{name}"
-        out.append((path, _type(sub), name in required, _notes(sub)))
+        out.append((path, _type(sub, schema), name in required, _notes(sub)))
         if depth + 1 >= MAX_DEPTH:
             continue
+        sub = _object_of(schema, sub)
         if sub.get("properties"):
             out += fields(schema, sub, path + ".", depth + 1)
         items = sub.get("items")
