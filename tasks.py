@@ -364,12 +364,12 @@ def host_probe(c, size_mib=0, repetitions=5, threads=""):
         raise ConfigError(f"expected comma-separated integers, got {threads!r}", field="threads") from None
     path = hostprobe.run_probe(int(size_mib) or None, int(repetitions), counts)
     from core import artifacts
+    from core.records.host import HostRecord
 
-    doc = artifacts.load(path)
-    for what, key in (("copy", "bandwidth"), ("read", "read_bandwidth")):
-        for b in doc.get(key) or []:
-            s = b["summary"]
-            print(f"{what} {b['threads']:>3} thread(s): {s['mean']:.2f} GB/s mean (best {max(b['samples_gbs']):.2f}, n={s['n']})")
+    rec = HostRecord(artifacts.load(path))
+    for what, entries in (("copy", rec.bandwidth), ("read", rec.read_bandwidth)):
+        for b in entries:
+            print(f"{what} {b.threads:>3} thread(s): {b.summary.mean:.2f} GB/s mean (best {b.best:.2f}, n={b.summary.n})")
     print(f"host probe: {relpath(path)}")
 
 
@@ -450,7 +450,7 @@ def quality_run(c, matrix="quality", force=False, retry_failed=False, accept_san
     """Generate and score a quality matrix; each (model, settings, suite) becomes one artifact in data/quality/."""
     from rich.console import Console
 
-    from runtime.quality import runner
+    from runtime.quality import suite_runner as runner
 
     _ensure_ifbench(c)
     console = Console(stderr=True, highlight=False)

@@ -83,6 +83,7 @@ def run_llama_bench(binary: str, model_path: str, n_prompt: int, n_gen: int, cfg
 def run_ours(model: str, test: str, cfg: dict[str, Any], data: Path) -> dict[str, Any]:
     """Our rate test through runtime.execution.runner (child process), into the temporary data dir."""
     from core import artifacts
+    from runtime.backends.llama_cpp import NAME as LLAMA_CPP  # llama-bench measures llama.cpp in process
     from runtime.execution import runner
 
     matrix = data / "matrices" / "fidelity.yaml"
@@ -90,7 +91,7 @@ def run_ours(model: str, test: str, cfg: dict[str, Any], data: Path) -> dict[str
                 "n_ubatch": cfg["n_ubatch"], "flash_attn": cfg["fa"], "type_k": "f16", "type_v": "f16",
                 "n_gpu_layers": cfg["n_gpu_layers"]}
     matrix.write_text(json.dumps({  # JSON is YAML
-        "schema_version": 1, "name": "fidelity", "backend": "llama_cpp", "models": [model],
+        "schema_version": 1, "name": "fidelity", "backend": LLAMA_CPP, "models": [model],
         "repetitions": cfg["reps"], "warmup": True, "timeout_s": 1800, "settings": settings, "tests": [test]}))
     report = runner.run_matrix(str(matrix), force=True, root=data / "runs")
     path = (report.measured or report.failed)[0]

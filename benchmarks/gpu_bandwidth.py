@@ -81,10 +81,9 @@ def host_bandwidth(result: dict) -> list[dict]:
     """The ``bandwidth`` (or ``read_bandwidth``) rows of a ``host`` artifact from one result of
     this script: one row (one host thread drives the GPU), samples in GB/s, summarised the way
     the CPU probe summarises its own (core.stats.summarize)."""
-    from core import stats
+    from core.records.host import bandwidth_entry
 
-    samples = [x / 1e9 for x in result["samples_bytes_per_s"]]
-    return [{"threads": 1, "samples_gbs": samples, "summary": stats.summarize(samples)}]
+    return [bandwidth_entry(1, [x / 1e9 for x in result["samples_bytes_per_s"]])]
 
 
 def _torch(n_bytes: int, iters: int) -> dict:

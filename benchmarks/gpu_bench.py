@@ -33,6 +33,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from runtime.backends.llama_cpp import NAME as LLAMA_CPP  # noqa: E402 - llama-bench is compared with this backend only
+
 SYNTH_NAME = re.compile(r"^synthetic-(?P<shape>.+)-(?P<quant>(?:q|f|bf)[0-9a-z_]+)$")
 
 
@@ -192,7 +194,7 @@ def fidelity(ours: list[dict[str, Any]], lb_rows: list[dict[str, Any]], bandwidt
         lb.setdefault((Path(r["model_filename"]).name, lb_test_name(r)), []).append(r)
     out = []
     for d in sorted(ours, key=lambda d: (d["model"]["name"], d["test"]["name"])):
-        if d["status"] != "ok" or d["test"]["kind"] != "rate" or d.get("backend", "llama_cpp") != "llama_cpp":
+        if d["status"] != "ok" or d["test"]["kind"] != "rate" or d.get("backend", LLAMA_CPP) != LLAMA_CPP:
             continue
         s = d["summary"]["tokens_per_second"]
         row: dict[str, Any] = {"model": d["model"]["name"], "test": d["test"]["name"], "artifact": d["id"],
@@ -237,28 +239,21 @@ def table(rows: list[dict[str, Any]]) -> str:
 # -- host artifact ----------------------------------------------------------------------------------
 def host_artifact(fp: dict[str, Any], bw: dict[str, Any], created: str) -> dict[str, Any]:
     """A ``host`` artifact (probe kind gpu_memory_bandwidth) from the bandwidth measurement."""
-    from core import artifacts
+    from core.records import host as host_record
 
     from gpu_bandwidth import host_bandwidth
 
-    stamp = created.replace("-", "").replace(":", "")[:15] + "Z"
-    return {
-        "artifact": "host",
-        "schema_version": artifacts.ARTIFACT_TYPES["host"].version,
-        "id": f"{fp['id']}-{stamp}",
-        "created": created,
-        "host": fp,
-        "probe": {"kind": "gpu_memory_bandwidth", "version": 1, "device": bw["device"],
-                  "method": bw["method"] + f"; {bw['buffer_bytes']} bytes per buffer, one untimed warm-up series of "
-                            "3 copies; buffers filled with random data; the copy checked",
-                  "tool": f"benchmarks/gpu_bandwidth.py ({bw['library']})", "buffer_bytes": bw["buffer_bytes"],
-                  "repetitions": bw["iterations"], "warmup": True, "bytes_counted": "read + written",
-                  **({"read_method": bw["read"]["method"] + "; one untimed warm-up series of 3 sums; two sums compared",
-                      "read_bytes_counted": "read"} if bw.get("read") else {})},
-        "bandwidth": host_bandwidth(bw),
-        **({"read_bandwidth": host_bandwidth(bw["read"])} if bw.get("read") else {}),
-        "conditions": {"logical_cores": fp["cpu"].get("logical_cores")},
-    }
+    return host_record.new_host(
+        fingerprint=fp, created=created,
+        probe={"kind": host_record.GPU_MEMORY, "version": 1, "device": bw["device"],
+               "method": bw["method"] + f"; {bw['buffer_bytes']} bytes per buffer, one untimed warm-up series of "
+                         "3 copies; buffers filled with random data; the copy checked",
+               "tool": f"benchmarks/gpu_bandwidth.py ({bw['library']})", "buffer_bytes": bw["buffer_bytes"],
+               "repetitions": bw["iterations"], "warmup": True, "bytes_counted": "read + written",
+               **({"read_method": bw["read"]["method"] + "; one untimed warm-up series of 3 sums; two sums compared",
+                   "read_bytes_counted": "read"} if bw.get("read") else {})},
+        bandwidth=host_bandwidth(bw), read_bandwidth=host_bandwidth(bw["read"]) if bw.get("read") else None,
+        conditions={"logical_cores": fp["cpu"].get("logical_cores")})
 
 
 def write_host_artifact(fp: dict[str, Any], bw: dict[str, Any], created: str, data: Path) -> Path | None:
@@ -266,8 +261,10 @@ def write_host_artifact(fp: dict[str, Any], bw: dict[str, Any], created: str, da
 
     if "host" not in artifacts.ARTIFACT_TYPES:
         return None
+    from core.records import host as host_record
+
     doc = host_artifact(fp, bw, created)
-    return artifacts.write(data / "hosts" / fp["id"] / f"gpu-bandwidth-{doc['id'].rsplit('-', 1)[1]}.json", doc)
+    return artifacts.write(host_record.artifact_path(doc, data / "hosts", "gpu-bandwidth"), doc)
 
 
 # -- main ---------------------------------------------------------------------------------------
@@ -358,7 +355,7 @@ def main(argv: list[str] | None = None) -> int:
         def bench(round_no: int) -> None:
             # llama-bench beside the llama.cpp backend only (another backend's matrix has no llama-bench twin)
             if not (a.llama_bench and a.llama_bench.exists()) or not any(t.kind == "rate" for t in m.tests) \
-                    or m.spec.backend != "llama_cpp":
+                    or m.spec.backend != LLAMA_CPP:
                 return
             threads = m.spec.settings.get("n_threads") or physical_cores()
             for n in names:  # one process per model, as our runner isolates each configuration

@@ -33,7 +33,7 @@ def main() -> None:
         shutil.copy(ROOT / "data" / "matrices" / f"{args.matrix}.yaml", d / "matrices")
         os.environ["ALMANAC_DATA"] = str(d)
         from core import artifacts
-        from runtime.quality import runner
+        from runtime.quality import suite_runner as runner
 
         print(f"load average before: {os.getloadavg()}")
         t0 = time.perf_counter()

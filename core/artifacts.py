@@ -269,10 +269,19 @@ def atomic_write_text(path: Path, text: str) -> None:
         raise
 
 
+# Checks beyond the schema that a type's record module runs before one of its files is written
+# (core.records.run: a run's samples and details against its kind's models, for kinds the schema
+# does not name).
+WRITE_CHECKS: dict[str, Callable[[dict[str, Any], str], None]] = {}
+
+
 def write(path: Path | str, doc: dict[str, Any]) -> Path:
     """Validate then atomically write one artifact."""
     path = Path(path)
     validate(doc, relpath(path))
+    check = WRITE_CHECKS.get(doc.get("artifact"))
+    if check is not None:
+        check(doc, relpath(path))
     atomic_write_text(path, dumps(doc))
     return path
 

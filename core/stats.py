@@ -14,6 +14,8 @@ from functools import lru_cache
 import numpy as np
 from scipy import special as _sp  # light; scipy.stats (seconds to import) is imported where it is needed
 
+from core.summary import Summary
+
 
 def _clean(values: Sequence[float]) -> np.ndarray:
     arr = np.asarray([float(v) for v in values if v is not None], dtype=float)
@@ -220,6 +222,17 @@ def summarize(values: Sequence[float]) -> dict:
     }
 
 
+def summary(values: Sequence[float]) -> Summary:
+    """:func:`summarize` as the frozen statistic readers get (core.summary.Summary)."""
+    return Summary.from_dict(summarize(values))
+
+
+def _n_mean_sd(s: Summary | dict) -> tuple[int, float | None, float | None]:
+    if isinstance(s, Summary):
+        return s.n, s.mean, s.stddev
+    return int(s.get("n") or 0), s.get("mean"), s.get("stddev")
+
+
 def percentile(values: Sequence[float], q: float) -> float | None:
     arr = _clean(values)
     return float(np.percentile(arr, q)) if arr.size else None
@@ -280,33 +293,31 @@ def _ratio_comparison(na: int, ma: float, va: float, nb: int, mb: float, vb: flo
     return Comparison(ratio, lo, hi, verdict, na, nb)
 
 
-def compare_summaries(baseline: dict, candidate: dict, higher_is_better: bool) -> Comparison:
+def compare_summaries(baseline: Summary | dict, candidate: Summary | dict, higher_is_better: bool) -> Comparison:
     """:func:`compare` from two summaries (n, mean, stddev) instead of raw samples: the same
     log-scale ratio, Welch-Satterthwaite CI95 and verdict (the sample variance is all it needs)."""
-    na, nb = int(baseline.get("n") or 0), int(candidate.get("n") or 0)
-    ma, mb = baseline.get("mean"), candidate.get("mean")
+    (na, ma, sa), (nb, mb, sb) = _n_mean_sd(baseline), _n_mean_sd(candidate)
     if not na or not nb or ma is None or mb is None or ma <= 0 or mb <= 0:
         ratio = float(mb / ma) if ma and mb is not None else None
         return Comparison(ratio, None, None, "insufficient data", na, nb)
     ratio = float(mb) / float(ma)
-    sa, sb = baseline.get("stddev"), candidate.get("stddev")
     if na < 2 or nb < 2 or sa is None or sb is None:
         return Comparison(ratio, None, None, "insufficient data", na, nb)
     return _ratio_comparison(na, float(ma), float(sa) ** 2, nb, float(mb), float(sb) ** 2, higher_is_better)
 
 
-def pool_summaries(summaries: Sequence[dict]) -> dict:
+def pool_summaries(summaries: Sequence[Summary | dict]) -> Summary:
     """One summary (n, mean, sample stddev) of the samples behind several summaries, exactly
     (the pooled sum of squares), as if all samples had been summarised together."""
-    parts = [(int(s.get("n") or 0), s.get("mean"), s.get("stddev")) for s in summaries]
+    parts = [_n_mean_sd(s) for s in summaries]
     parts = [(n, float(m), float(sd or 0.0)) for n, m, sd in parts if n and m is not None]
     n = sum(p[0] for p in parts)
     if n == 0:
-        return {"n": 0, "mean": None, "stddev": None}
+        return Summary()
     mean = sum(k * m for k, m, _ in parts) / n
     ss = sum((k - 1) * sd * sd + k * (m - mean) ** 2 for k, m, sd in parts)
     sd = math.sqrt(ss / (n - 1)) if n > 1 else None
-    return {"n": n, "mean": mean, "stddev": sd}
+    return Summary(n=n, mean=mean, stddev=sd)
 
 
 def wilson_interval(passed: int, n: int, confidence: float = 0.95) -> tuple[float | None, float | None]:

@@ -12,6 +12,7 @@ import mkdocs_gen_files
 
 from pipelines.site import split_pages  # noqa: F401 - registers the pages that split per host
 from pipelines.site.assets import vega_bundle
+from pipelines.site.kinds import kind_pages
 from pipelines.site.per_host import generated_pages
 
 with mkdocs_gen_files.open("assets/js/vega-bundle.js", "w") as fh:
@@ -19,5 +20,10 @@ with mkdocs_gen_files.open("assets/js/vega-bundle.js", "w") as fh:
 
 # the pages that split per host once the fleet outgrows one page (pipelines/site/per_host.py)
 for _path, _text in generated_pages():
+    with mkdocs_gen_files.open(_path, "w") as fh:
+        fh.write(_text)
+
+# a test kind with a site section of its own (pipelines/site/kinds.py) gets a page once it has runs
+for _path, _text in kind_pages():
     with mkdocs_gen_files.open(_path, "w") as fh:
         fh.write(_text)

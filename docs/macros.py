@@ -22,6 +22,7 @@ from pipelines import projections
 from pipelines.site import planning
 from pipelines.site import fidelity as fidelity_pages
 from pipelines.site import history_pages
+from pipelines.site import kinds as site_kinds
 
 
 def _runs() -> tuple[dict[str, Any], ...]:
@@ -29,14 +30,9 @@ def _runs() -> tuple[dict[str, Any], ...]:
     return tuple(load_runs())
 
 
-def _backend_rows() -> list[dict[str, Any]]:
-    """Each backend's declaration (runtime) as data for the Methodology page (no backend library is imported)."""
-    rows = []
-    for name in sorted(backends.BACKENDS):
-        cls = backends.backend_class(name)
-        rows.append({"name": name, "in_process": cls.in_process, "test_kinds": list(cls.test_kinds),
-                     "notes": dict(cls.kind_notes)})
-    return rows
+def backend_declarations() -> list[dict[str, Any]]:
+    """Each backend's declaration (runtime) as data for the Methodology page."""
+    return [backends.backend_class(n).declaration() for n in sorted(backends.BACKENDS)]
 
 
 def define_env(env: Any) -> None:
@@ -49,8 +45,9 @@ def define_env(env: Any) -> None:
     env.macro(open_data.published_paths, "published_paths")
     env.macro(pages.metric_definitions, "metric_definitions")
     env.macro(pages.test_kinds, "test_kinds")
+    env.macro(lambda kind: site_kinds.kind_page(kind, list(_runs())), "kind_page")
+    env.macro(lambda: pages.backends_table(backend_declarations()), "backends_table")
     env.macro(lambda backend: pages.settings_table(backends.settings_class(backend).option_table()), "settings_table")
-    env.macro(lambda: pages.backends_table(_backend_rows()), "backend_kinds")
     env.macro(manual.manual, "task_manual")
     env.macro(lambda: per_host.render("serving"), "serving_page")
     env.macro(lambda: per_host.render("comparisons"), "comparisons_page")

@@ -1,6 +1,7 @@
 """In-process backends side by side on the same model file and host.
 
-llama.cpp (the ``llama_cpp`` backend) is the reference; every other backend that runs the model
+llama.cpp is the reference (the in-process backend whose artifacts record a llama.cpp build,
+``build.llama_cpp_commit``: read from the data, not from a backend's name); every other backend that runs the model
 in the measuring process (``build.in_process``; e.g. transformers on PyTorch) is set beside it
 on what both measured, each figure a ratio candidate / llama.cpp with its CI95 and the
 candidate's verdict (core.stats: log-scale ratio of means, Welch-Satterthwaite):
@@ -26,12 +27,18 @@ from core import stats
 from core.kinds.request import workload_fingerprint
 from core.metrics import METRICS
 from core.records.run import RunRecord, as_record, latest_per_key
+from core.summary import Summary
 
-BASELINE = "llama_cpp"  # the in-process reference the other in-process backends are set beside
 RATE_METRICS = ("tokens_per_second", "prefill_j_per_token", "decode_j_per_token")
 RESOURCE_METRICS = ("load_time_s", "peak_vram_bytes", "peak_rss_bytes")
 ORDER = ("load_time_s", "cold_ttft_ms", "cold_total_ms", "ttft_ms", "tpot_ms", "prefill", "decode",
          "prefill_j_per_token", "decode_j_per_token", "peak_vram_bytes", "peak_rss_bytes")
+
+
+def is_reference(recs: list[RunRecord]) -> bool:
+    """Whether these runs were measured by llama.cpp in process (their build names a llama.cpp commit):
+    the reference every other in-process backend is set beside."""
+    return bool(recs) and all(r.in_process and r.llama_cpp_commit for r in recs)
 
 
 def _definition(r: RunRecord) -> str:
@@ -52,28 +59,28 @@ def _row(what: str, order: str, metric: str, comp: stats.Comparison, a_mean: flo
          a_ids: list[str], b_ids: list[str], test: str | None = None) -> dict[str, Any]:
     m = METRICS[metric]
     return {"what": what, "order": order, "metric": metric, "unit": m.unit, "decimals": m.decimals,
-            "higher_is_better": m.higher_is_better, "test": test, "baseline_mean": a_mean, "candidate_mean": b_mean,
+            "higher_is_better": m.higher_is_better, "test_name": test, "baseline_mean": a_mean, "candidate_mean": b_mean,
             "baseline_ids": a_ids, "candidate_ids": b_ids, **comp.to_dict()}
 
 
-def _pooled(recs: list[RunRecord], metric: str) -> dict[str, Any] | None:
-    parts = [s for s in (r.stat(metric) for r in recs) if s and s.get("n")]
+def _pooled(recs: list[RunRecord], metric: str) -> Summary | None:
+    parts = [s for s in (r.stat(metric) for r in recs) if s is not None and s.n]
     return stats.pool_summaries(parts) if parts else None
 
 
 def _compare_pooled(what: str, metric: str, a: list[RunRecord], b: list[RunRecord], order: str | None = None) -> dict[str, Any] | None:
     sa, sb = _pooled(a, metric), _pooled(b, metric)
-    if not sa or not sb:
+    if sa is None or sb is None or sa.mean is None or sb.mean is None:
         return None
     c = stats.compare_summaries(sa, sb, METRICS[metric].higher_is_better)
-    return _row(what, order or metric, metric, c, sa["mean"], sb["mean"], [r.id for r in a if r.stat(metric)],
+    return _row(what, order or metric, metric, c, sa.mean, sb.mean, [r.id for r in a if r.stat(metric)],
                 [r.id for r in b if r.stat(metric)])
 
 
 def _per_artifact(what: str, metric: str, a: list[RunRecord], b: list[RunRecord]) -> dict[str, Any] | None:
     """One value per artifact (a fresh process each) on each side."""
-    va = [(r.id, r.stat(metric)["mean"]) for r in a if (r.stat(metric) or {}).get("mean") is not None]
-    vb = [(r.id, r.stat(metric)["mean"]) for r in b if (r.stat(metric) or {}).get("mean") is not None]
+    va = [(r.id, s.mean) for r in a if (s := r.stat(metric)) is not None and s.mean is not None]
+    vb = [(r.id, s.mean) for r in b if (s := r.stat(metric)) is not None and s.mean is not None]
     if not va or not vb:
         return None
     c = stats.compare([v for _, v in va], [v for _, v in vb], METRICS[metric].higher_is_better)
@@ -125,35 +132,36 @@ def compare_backends(base: list[RunRecord], cand: list[RunRecord]) -> list[dict[
         part, label = _rate_label(ra)
         for metric in RATE_METRICS:
             sa, sb = ra.stat(metric), rb.stat(metric)
-            if not sa or not sb or sa.get("mean") is None or sb.get("mean") is None:
+            if sa is None or sb is None or sa.mean is None or sb.mean is None:
                 continue
             c = stats.compare_summaries(sa, sb, METRICS[metric].higher_is_better)
             what = label if metric == "tokens_per_second" else f"{METRICS[metric].label} ({ra.test_name})"
-            rows.append(_row(what, part if metric == "tokens_per_second" else metric, metric, c, sa["mean"], sb["mean"],
+            rows.append(_row(what, part if metric == "tokens_per_second" else metric, metric, c, sa.mean, sb.mean,
                              [ra.id], [rb.id], test=ra.test_name))
-    rows.sort(key=lambda r: (ORDER.index(r["order"]) if r["order"] in ORDER else len(ORDER), r["test"] or ""))
+    rows.sort(key=lambda r: (ORDER.index(r["order"]) if r["order"] in ORDER else len(ORDER), r["test_name"] or ""))
     return rows
 
 
 def backend_comparisons(docs: list[Any]) -> list[dict[str, Any]]:
     """Every (host, model file, candidate backend) with its rows against llama.cpp on the same host and file."""
     recs = [as_record(d) for d in docs]
-    current = [r for r in latest_per_key(recs) if r.ok and r.build.get("in_process") and r.model_sha256]
+    current = [r for r in latest_per_key(recs) if r.ok and r.in_process and r.model_sha256]
     groups: dict[tuple[str, str], dict[str, list[RunRecord]]] = {}
     for r in current:
         groups.setdefault((r.host_id, r.model_sha256), {}).setdefault(r.backend, []).append(r)
     out = []
     for (host, _sha), by_backend in sorted(groups.items()):
-        base = by_backend.get(BASELINE)
-        if not base:
+        baseline = next((b for b, rs in sorted(by_backend.items()) if is_reference(rs)), None)
+        if baseline is None:
             continue
-        for backend in sorted(b for b in by_backend if b != BASELINE):
+        base = by_backend[baseline]
+        for backend in sorted(b for b in by_backend if b != baseline):
             cand = by_backend[backend]
             rows = compare_backends(base, cand)
             if not rows:
                 continue
             out.append({"host": host, "model": base[0].model_name, "synthetic": base[0].synthetic,
-                        "baseline": BASELINE, "candidate": backend,
+                        "baseline": baseline, "candidate": backend,
                         "baseline_build": base[-1].backend_build, "candidate_build": cand[-1].backend_build,
                         "candidate_settings": cand[-1].effective, "rows": rows})
     return out

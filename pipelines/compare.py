@@ -115,7 +115,7 @@ def matches(r: RunRecord, sel: Selection) -> bool:
         return False
     if "model" in f and r.model_name not in f["model"]:
         return False
-    if "test" in f and r.test_name not in f["test"]:
+    if "test" in f and r.test_name not in f.get("test", ()):
         return False
     if "since" in f and not any(r.created >= v for v in f["since"]):
         return False
@@ -211,7 +211,7 @@ def _diff_text(a: dict[str, Any], b: dict[str, Any]) -> str:
     return "; ".join(out)
 
 
-def compare(docs: list[Any], a: Selection, b: Selection, memo: dict[tuple[str, str, tuple[str, ...]], str] | None = None) -> Result:
+def compare(docs: list[RunRecord], a: Selection, b: Selection, memo: dict[tuple[str, str, tuple[str, ...]], str] | None = None) -> Result:
     """The comparison table; CompareError when a selection matches nothing or nothing is shared.
 
     ``memo`` (a dict the caller keeps across calls on the same records) holds each record's work
@@ -253,18 +253,18 @@ def compare(docs: list[Any], a: Selection, b: Selection, memo: dict[tuple[str, s
     rows = []
     for k in shared:
         ra, rb = na[k], nb[k]
-        head = headline(ra.test_kind)
+        head = ra.headline_metric
         assert head is not None
         # the headline, then energy per token where both sides measured it (a row each)
         for m in [head] + [METRICS[e] for e in ENERGY_METRICS if ra.stat(e) and rb.stat(e)]:
-            sa, sb = ra.stat(m.name) or {}, rb.stat(m.name) or {}
-            if sa.get("mean") is None or sb.get("mean") is None:
+            sa, sb = ra.stat(m.name), rb.stat(m.name)
+            if sa is None or sb is None or sa.mean is None or sb.mean is None:
                 continue
             c = stats.compare_summaries(sa, sb, m.higher_is_better)
             rows.append(Row(ra.model_name, ra.test_name, m.name, m.unit, m.higher_is_better, ra.host_id, rb.host_id,
                             ra.backend_name, rb.backend_name, ra.backend_build, rb.backend_build, ra.id, rb.id,
-                            sa["mean"], sa.get("stddev"), int(sa.get("n") or 0), sb["mean"], sb.get("stddev"),
-                            int(sb.get("n") or 0), c.ratio, c.ci95_low, c.ci95_high, c.verdict,
+                            sa.mean, sa.stddev, sa.n, sb.mean, sb.stddev,
+                            sb.n, c.ratio, c.ci95_low, c.ci95_high, c.verdict,
                             "" if "backend" in on else _settings_text(ra.requested),
                             _diff_text(ra.effective, rb.effective)))
     rows.sort(key=lambda r: (r.model, r.test, r.settings, r.host_a, r.backend_a))

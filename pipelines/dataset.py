@@ -16,7 +16,13 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from core import artifacts
-from core.records import run as record
+from core.records import record_class
+from core.records.base import ArtifactRecord
+from core.records.host import HostRecord
+from core.records.perplexity import PerplexityRecord
+from core.records.projection import ProjectionRecord
+from core.records.quality import QualityRecord
+from core.records.run import RunRecord
 from core.paths import data_dir, relpath
 
 T = TypeVar("T")
@@ -24,12 +30,13 @@ T = TypeVar("T")
 
 @dataclass(frozen=True)
 class Dataset:
-    """Every artifact of a data folder, by type, oldest first; each doc carries ``_path`` (its
-    path relative to the project root, for links) and ``_data_path`` (relative to the data folder:
-    where the site publishes its JSON)."""
+    """Every artifact of a data folder, by type, oldest first, each as its type's typed record
+    (core.records: RunRecord, QualityRecord, PerplexityRecord, HostRecord, ProjectionRecord) with
+    ``path`` (relative to the project root, for links) and ``data_path`` (relative to the data
+    folder: where the site publishes its JSON)."""
 
     root: Path
-    by_type: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    by_type: dict[str, list[ArtifactRecord]] = field(default_factory=dict)
     files: tuple[tuple[str, Path], ...] = ()  # (path relative to root, absolute path) of every artifact
     _derived: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
@@ -40,23 +47,27 @@ class Dataset:
             self._derived[name] = compute(self)
         return self._derived[name]
 
-    def of(self, artifact: str) -> list[dict[str, Any]]:
+    def of(self, artifact: str) -> list[Any]:
         return self.by_type.get(artifact, [])
 
     @property
-    def runs(self) -> list[record.RunRecord]:
+    def runs(self) -> list[RunRecord]:
         return self.of("run")
 
     @property
-    def quality(self) -> list[dict[str, Any]]:
+    def quality(self) -> list[QualityRecord]:
         return self.of("quality")
 
     @property
-    def hosts(self) -> list[dict[str, Any]]:
+    def perplexity(self) -> list[PerplexityRecord]:
+        return self.of("perplexity")
+
+    @property
+    def hosts(self) -> list[HostRecord]:
         return self.of("host")
 
     @property
-    def projections(self) -> list[dict[str, Any]]:
+    def projections(self) -> list[ProjectionRecord]:
         return self.of("projection")
 
 
@@ -86,7 +97,8 @@ def load(root: Path | None = None) -> Dataset:
     if cached is not None and cached[0] == fp:
         return cached[1]
     cache = artifacts.ValidationCache()
-    by_type: dict[str, list[dict[str, Any]]] = {}
+    by_type: dict[str, list[Any]] = {}
+    classes: dict[str, Any] = {}
     rels = []
     # every file lies under root: its path for messages is root's (resolved once) plus its place in root
     root_shown = relpath(root)
@@ -97,17 +109,16 @@ def load(root: Path | None = None) -> Dataset:
         for path in files:
             doc = artifacts.load(path, cache)
             rel = path.relative_to(root).as_posix()
-            doc["_path"] = prefix + rel
-            doc["_data_path"] = rel
-            by_type.setdefault(doc["artifact"], []).append(
-                record.RunRecord(doc, doc["_path"]) if doc["artifact"] == record.ARTIFACT else doc)
+            kind = doc["artifact"]
+            cls = classes.get(kind) or classes.setdefault(kind, record_class(kind))
+            by_type.setdefault(kind, []).append(cls(doc, prefix + rel, rel))
             rels.append((rel, path))
     finally:
         if collecting:
             gc.enable()
         cache.save()
-    for docs in by_type.values():
-        docs.sort(key=lambda d: (d["created"], d["id"]))
+    for recs in by_type.values():
+        recs.sort(key=lambda r: (r.created, r.id))
     ds = Dataset(root=root, by_type=by_type, files=tuple(rels))
     _CACHE[root] = (fp, ds)
     return ds
@@ -130,5 +141,5 @@ def published_json() -> dict[str, str]:
     """Artifact id -> the site path of its published JSON, for the set being built (empty outside a build)."""
     for root in _FROZEN:
         return _CACHE[root][1].derived(
-            "id_json", lambda ds: {d["id"]: "data/" + d["_data_path"] for docs in ds.by_type.values() for d in docs})
+            "id_json", lambda ds: {r.id: "data/" + r.data_path for recs in ds.by_type.values() for r in recs})
     return {}

@@ -31,6 +31,7 @@ from typing import Any
 
 from core import stats
 from core.kinds import headline
+from core.summary import Summary
 from core.metrics import Metric
 from core.records.run import RunRecord
 
@@ -76,8 +77,8 @@ class Step:
     series: "Series"
     before: list[Point]
     after: list[Point]
-    pooled_before: dict[str, Any]
-    pooled_after: dict[str, Any]
+    pooled_before: Summary
+    pooled_after: Summary
     ratio: float | None
     ci95_low: float | None
     ci95_high: float | None
@@ -144,7 +145,7 @@ def newest_releases(recs: list[RunRecord]) -> dict[tuple[str, str, str], tuple[s
     return {hb: (max(seen, key=lambda k: (seen[k], k)), seen) for hb, seen in first.items()}
 
 
-def stale_ids(docs: list[Any]) -> set[str]:
+def stale_ids(docs: list[RunRecord]) -> set[str]:
     """Ids of ok results measured with an older build than the newest on their host, backend and server."""
     recs = [r for r in records(docs) if r.ok]
     newest = newest_releases(recs)
@@ -164,23 +165,23 @@ def _diff(a: dict[str, Any], b: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
 
 
 @per_set
-def series(docs: list[Any]) -> list[Series]:
+def series(docs: list[RunRecord]) -> list[Series]:
     """Every configuration's series (ok results with the headline metric), steps detected."""
     recs = [r for r in records(docs) if r.ok and headline(r.test_kind) is not None]
     stale = stale_ids(recs)
     out: dict[str, Series] = {}
     for r in recs:
-        metric = headline(r.test_kind)
-        s = r.stat(metric.name)  # type: ignore[union-attr]
-        if not s or s.get("mean") is None:
+        metric = r.headline_metric
+        s = r.headline
+        if s is None:
             continue
         ser = out.get(r.history_key)
         if ser is None:
             ser = out[r.history_key] = Series(r.history_key, r.host_id, r.model_name, r.test_name, r.backend_name,
                                               r.requested, metric)  # type: ignore[arg-type]
         ser.points.append(Point(r.id, r.created, {**r.build_identity, "almanac": r.almanac_version}, _short_build(r),
-                                _release(r), int(s.get("n") or 0), float(s["mean"]), s.get("stddev"), s.get("ci95_low"),
-                                s.get("ci95_high"), r.effective, r.id in stale))
+                                _release(r), s.n, float(s.mean), s.stddev, s.ci95_low, s.ci95_high, r.effective,
+                                r.id in stale))
     for ser in out.values():
         ser.points.sort(key=lambda p: (p.created, p.id))
         ser.steps = detect_steps(ser)
@@ -202,8 +203,8 @@ def detect_steps(ser: Series) -> list[Step]:
     steps = []
     for prev, nxt in zip(segs, segs[1:]):
         before, after = prev[-WINDOW:], nxt[:WINDOW]
-        pa = stats.pool_summaries([{"n": p.n, "mean": p.mean, "stddev": p.stddev} for p in before])
-        pb = stats.pool_summaries([{"n": p.n, "mean": p.mean, "stddev": p.stddev} for p in after])
+        pa = stats.pool_summaries([Summary(n=p.n, mean=p.mean, stddev=p.stddev) for p in before])
+        pb = stats.pool_summaries([Summary(n=p.n, mean=p.mean, stddev=p.stddev) for p in after])
         cmp = stats.compare_summaries(pa, pb, ser.metric.higher_is_better)
         if cmp.verdict not in ("win", "loss") or cmp.ratio is None or abs(cmp.ratio - 1.0) < MIN_STEP:
             continue

@@ -86,7 +86,7 @@ def newest_per_comparability(recs: list[RunRecord]) -> list[RunRecord]:
 
 
 @per_set
-def boards(docs: list[Any]) -> list[Board]:
+def boards(docs: list[RunRecord]) -> list[Board]:
     """Leaderboards from run artifacts (failed runs excluded)."""
     recs = [r for r in records(docs) if r.ok and headline(r.test_kind) is not None]
     stale = stale_ids(recs)
@@ -100,15 +100,15 @@ def boards(docs: list[Any]) -> list[Board]:
         assert metric is not None
         rows = []
         for r in group:
-            s = r.stat(metric.name)
-            if not s or s.get("mean") is None:
+            s = r.headline
+            if s is None:
                 continue
             rows.append({"id": r.id, "path": r.path, "created": r.created, "model": r.model_name,
                          "quantization": r.quantization, "synthetic": r.synthetic, "endpoint": r.model_server,
                          "backend": r.backend_name,
                          "backend_build": r.backend_build, "effective": r.effective, "settings": r.requested,
-                         "s_mean": s["mean"], "s_stddev": s.get("stddev"), "s_n": s.get("n") or 0,
-                         "s_ci95_low": s.get("ci95_low"), "s_ci95_high": s.get("ci95_high"),
+                         "s_mean": s.mean, "s_stddev": s.stddev, "s_n": s.n,
+                         "s_ci95_low": s.ci95_low, "s_ci95_high": s.ci95_high,
                          "stale": r.id in stale,
                          # the kind's other table columns this result measured (e.g. energy per token)
                          "extra": {c: r.stat(c) for c in columns(r.test_kind) if c != metric.name and r.stat(c)}})

@@ -38,7 +38,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from core.errors import ConfigError, ModelError
-from core.records.run import flash_attention_on, as_record
+from core.kinds.rate import RateTest
+from core.records.run import RunRecord, flash_attention_on, as_record
 from core.paths import data_dir, relpath
 from core.yamlio import load_yaml, pydantic_error_line
 
@@ -478,41 +479,45 @@ def load_planner_settings(path: Path | None = None) -> PlannerSettings:
 
 
 # -- predicted against measured -------------------------------------------------------------------
-IN_PROCESS_BACKENDS = ("llama_cpp",)  # backends whose run process holds the model (artifact field "backend")
-
-
-def facts_by_sha(runs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+def facts_by_sha(runs: list[RunRecord]) -> dict[str, dict[str, Any]]:
     """GGUF facts of every model a run artifact describes, by file sha256 (a draft model's facts
     come from a run of that model: the draft's own artifact fields name only its file)."""
     out: dict[str, dict[str, Any]] = {}
-    for d in runs:
-        sha = (d.get("model") or {}).get("sha256")
-        if sha and sha not in out and (d["model"].get("gguf") or {}).get("architecture"):
-            out[sha] = d["model"]["gguf"]
+    for r in map(as_record, runs):
+        sha = r.model_sha256
+        if sha and sha not in out and r.architecture:
+            out[sha] = r.gguf
     return out
 
 
-def run_prediction(doc: dict[str, Any], known_facts: dict[str, dict[str, Any]] | None = None) -> dict[str, Any] | None:
+def _prompt_tokens(rec: RunRecord) -> list[Any]:
+    """The timed request records of a run that sends requests (chat, generate); none for the others."""
+    return list(getattr(rec.samples, "requests", None) or [])
+
+
+def run_prediction(doc: RunRecord, known_facts: dict[str, dict[str, Any]] | None = None) -> dict[str, Any] | None:
     """Predicted peak RSS of a CPU run artifact beside its measured peak. None when the run
     used a GPU or has no peak RSS, and for runs whose model was not loaded in the measured
-    process (over HTTP the run's process is the client; the server's memory is not its own).
+    process (over HTTP the run's process is the client; the server's memory is not its own:
+    the backend declares it, ``build.in_process``).
 
     Everything the configuration loads is in the plan: with a draft model, the draft's weights,
     KV cache, buffers and tokenizer tables too (its GGUF facts from ``known_facts``, by sha256;
     the prediction is marked incomplete when they are unknown); with logits for every token
     (speculative decoding), the output and compute buffers' logits rows and llama-cpp-python's
     per-token scores."""
-    if doc.get("status") != "ok" or doc.get("backend") not in IN_PROCESS_BACKENDS:
+    rec = as_record(doc)
+    if not rec.ok or not rec.in_process:
         return None
-    eff = as_record(doc).reported
-    req = as_record(doc).requested
+    eff = rec.reported
+    req = rec.requested
     if (eff.get("n_gpu_layers") or 0) > 0:
         return None
-    measured = (doc.get("resources") or {}).get("peak_rss_bytes")
+    measured = rec.resources.peak_rss_bytes
     if not measured:
         return None
     try:
-        shape = ModelShape.from_facts(doc["model"]["gguf"], doc["model"]["name"])
+        shape = ModelShape.from_facts(rec.gguf, rec.model_name)
     except ModelError:
         return None
     n_ctx = int(eff.get("n_ctx") or req.get("n_ctx") or 4096)
@@ -521,21 +526,21 @@ def run_prediction(doc: dict[str, Any], known_facts: dict[str, dict[str, Any]] |
     type_v = eff.get("type_v") or req.get("type_v") or "f16"
     swa_full = bool(eff.get("swa_full", req.get("swa_full", False)))
     flash = flash_attention_on(req, eff)
-    test = doc["test"]
-    if test.get("kind") == "rate":
-        batch = int(test.get("n_prompt") or 0) or 1
-        if test.get("n_depth"):
-            batch = max(batch, min(int(test["n_depth"]), n_ubatch))
+    test = rec.spec
+    reqs = _prompt_tokens(rec)
+    if isinstance(test, RateTest):
+        batch = test.n_prompt or 1
+        if test.n_depth:
+            batch = max(batch, min(test.n_depth, n_ubatch))
     else:
-        prompts = [r.get("prompt_tokens") or 0 for r in (doc.get("samples") or {}).get("requests", []) if isinstance(r, dict)]
+        prompts = [r.prompt_tokens or 0 for r in reqs]
         batch = max(prompts or [1]) or 1
-    baseline = (doc.get("resources") or {}).get("baseline_rss_bytes")
+    baseline = rec.resources.baseline_rss_bytes
     n_outputs, logits_rows = 1, 0
     if eff.get("logits_all"):  # speculative decoding: logits of every evaluated token
         draft = int(req.get("draft_max") or 0) + 1
         n_outputs = max(batch, draft)
-        reqs = [r for r in (doc.get("samples") or {}).get("requests", []) if isinstance(r, dict)]
-        logits_rows = max([(r.get("prompt_tokens") or 0) + (r.get("output_tokens") or 0) for r in reqs] or [batch]) + draft
+        logits_rows = max([(r.prompt_tokens or 0) + (r.output_tokens or 0) for r in reqs] or [batch]) + draft
     draft_shape, missing = None, []
     if eff.get("speculative") == "draft_model" or req.get("speculative") == "draft_model":
         dfacts = (known_facts or {}).get(eff.get("draft_model_sha256") or "")
@@ -549,7 +554,7 @@ def run_prediction(doc: dict[str, Any], known_facts: dict[str, dict[str, Any]] |
     plan = cpu_plan(shape, n_ctx, type_k, type_v, swa_full=swa_full, n_ubatch=n_ubatch, max_batch=batch, depth=n_ctx,
                     flash_attn=flash, runtime_baseline=baseline,
                     # extra buffer types off (extra_bufts: false): no CPU_REPACK copies
-                    repack=repack_applies(doc.get("host") or {}) and eff.get("use_extra_bufts", eff.get("extra_bufts", req.get("extra_bufts"))) is not False,
+                    repack=repack_applies(rec.host) and eff.get("use_extra_bufts", eff.get("extra_bufts", req.get("extra_bufts"))) is not False,
                     n_outputs=n_outputs, logits_rows=logits_rows, draft=draft_shape)
     amx = ((eff.get("llama_memory_mib") or {}).get("model") or {}).get("AMX")
     if amx:
@@ -558,35 +563,35 @@ def run_prediction(doc: dict[str, Any], known_facts: dict[str, dict[str, Any]] |
     plan.notes += [f"not predicted: {m}" for m in missing]
     error = (plan.total - measured) / measured
     reported = eff.get("llama_memory_mib") or {}
-    return {"id": doc["id"], "model": doc["model"]["name"], "test": test["name"], "n_ctx": n_ctx, "type_k": type_k,
+    return {"id": rec.id, "model": rec.model_name, "test_name": rec.test_name, "n_ctx": n_ctx, "type_k": type_k,
             "type_v": type_v, "swa_full": swa_full, "flash_attn": flash, "plan": plan, "predicted": plan.total,
             "measured": int(measured), "error": error, "within_10pct": abs(error) <= 0.10,
-            "has_baseline": baseline is not None, "reported_mib": reported, "created": doc["created"],
-            "host_id": doc["host"]["id"], "incomplete": missing, "run_type": run_type(doc)}
+            "has_baseline": baseline is not None, "reported_mib": reported, "created": rec.created,
+            "host_id": rec.host_id, "incomplete": missing, "run_type": run_type(rec)}
 
 
-def run_type(doc: dict[str, Any]) -> str:
+def run_type(doc: RunRecord) -> str:
     """What kind of run this is for the accuracy table: test kind, and the speculative mode."""
-    req = doc["settings"].get("requested") or {}
-    spec = req.get("speculative") or "none"
-    kind = doc["test"].get("kind", "rate")
-    return kind + ("" if spec == "none" else f" + {spec.replace('_', ' ')}")
+    rec = as_record(doc)
+    spec = rec.requested.get("speculative") or "none"
+    return rec.test_kind + ("" if spec == "none" else f" + {spec.replace('_', ' ')}")
 
 
-def vram_prediction(doc: dict[str, Any], runtime_overhead: int = 0) -> dict[str, Any] | None:
+def vram_prediction(doc: RunRecord, runtime_overhead: int = 0) -> dict[str, Any] | None:
     """Predicted VRAM of a run with every layer on a GPU beside its measured peak VRAM; the
     residual (measured − predicted without overhead) is the runtime's own share (CUDA context,
     cuBLAS workspace, ...)."""
-    if doc.get("status") != "ok":
+    rec = as_record(doc)
+    if not rec.ok:
         return None
-    eff = as_record(doc).reported
-    req = as_record(doc).requested
-    measured = (doc.get("resources") or {}).get("peak_vram_bytes")
+    eff = rec.reported
+    req = rec.requested
+    measured = rec.resources.peak_vram_bytes
     n_gpu = eff.get("n_gpu_layers") or 0
     if not measured or n_gpu <= 0 or (eff.get("n_layers_total") and n_gpu < eff["n_layers_total"]):
         return None
     try:
-        shape = ModelShape.from_facts(as_record(doc).gguf, doc["model"]["name"])  # {} for an endpoint model: no plan
+        shape = ModelShape.from_facts(rec.gguf, rec.model_name)  # {} for an endpoint model: no plan
     except ModelError:
         return None
     flash = flash_attention_on(req, eff)  # the requested value counts where the backend did not report one
@@ -594,14 +599,14 @@ def vram_prediction(doc: dict[str, Any], runtime_overhead: int = 0) -> dict[str,
                     eff.get("type_v") or req.get("type_v") or "f16", swa_full=bool(eff.get("swa_full", req.get("swa_full", False))),
                     n_ubatch=int(eff.get("n_ubatch") or 512), flash_attn=flash, runtime_overhead=runtime_overhead)
     without = plan.total - runtime_overhead
-    return {"id": doc["id"], "model": doc["model"]["name"], "test": doc["test"]["name"], "created": doc["created"],
-            "host_id": doc["host"]["id"], "plan": plan, "predicted": plan.total, "measured": int(measured),
+    return {"id": rec.id, "model": rec.model_name, "test_name": rec.test_name, "created": rec.created,
+            "host_id": rec.host_id, "plan": plan, "predicted": plan.total, "measured": int(measured),
             "error": (plan.total - measured) / measured, "residual": int(measured) - without,
-            "exact_roles": "tensor_bytes_by_role" in doc["model"]["gguf"],
-            "method": (doc.get("resources") or {}).get("peak_vram_method")}
+            "exact_roles": "tensor_bytes_by_role" in rec.gguf,
+            "method": rec.resources.peak_vram_method}
 
 
-def gpu_overhead_from_runs(runs: list[dict[str, Any]]) -> tuple[int | None, int]:
+def gpu_overhead_from_runs(runs: list[RunRecord]) -> tuple[int | None, int]:
     """The median VRAM residual of GPU runs whose facts tell the embedding apart (so the
     residual is the runtime's own memory), and how many runs it comes from."""
     res = sorted(p["residual"] for p in (vram_prediction(d) for d in runs) if p is not None and p["exact_roles"])

@@ -23,8 +23,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from core import stats
-from core.kinds import headline
-from core.records.run import as_record
+from core.kinds.chat import ChatSamples
+from core.kinds.generate import GenerateDetails
+from core.kinds.rate import RateTest
+from core.records.run import RunRecord, as_record
+from core.summary import Summary
 
 from core import degeneration
 from pipelines.runs import latest_per_key
@@ -40,21 +43,10 @@ TRACK_TITLES = {
 
 
 # -- raw samples of a metric ----------------------------------------------------------------
-def metric_values(doc: dict[str, Any], metric: str) -> list[float]:
-    """The per-sample values behind ``doc['summary'][metric]`` (what ``stats.compare`` needs)."""
-    kind = doc["test"]["kind"]
-    samples = doc.get("samples") or {}
-    if kind == "rate" and metric == "tokens_per_second":
-        return [float(v) for v in samples.get("ts", [])]
-    if kind == "generate":
-        rows = samples.get("repetitions", []) if metric in ("generation_tps", "draft_acceptance") else samples.get("requests", [])
-        return [float(r[metric]) for r in rows if isinstance(r.get(metric), (int, float))]
-    if kind == "chat":
-        recs = samples.get("requests", [])
-        if metric == "decode_tps":
-            return [1000.0 / r["tpot_ms"] for r in recs if r.get("tpot_ms")]
-        return [float(r[metric]) for r in recs if isinstance(r.get(metric), (int, float))]
-    return []
+def metric_values(doc: RunRecord, metric: str) -> list[float]:
+    """The per-sample values behind one metric of a run's summary (what ``stats.compare`` needs):
+    its kind knows where they are (core.kinds: Kind.values)."""
+    return as_record(doc).values(metric)
 
 
 # -- lossless check -------------------------------------------------------------------------
@@ -89,14 +81,15 @@ def compare_outputs(baseline: list[dict[str, Any]], candidate: list[dict[str, An
             "prompts": prompts}
 
 
-def degeneration_of(doc: dict[str, Any]) -> dict[str, Any] | None:
+def degeneration_of(doc: RunRecord) -> dict[str, Any] | None:
     """The degeneration detector over a point's stored outputs (generate: details.outputs;
     chat: the request texts). None when the artifact holds no text."""
+    rec = as_record(doc)
     texts: list[str] = []
-    if doc["test"]["kind"] == "generate":
-        texts = [o.get("text", "") for o in (doc.get("details") or {}).get("outputs", [])]
-    elif doc["test"]["kind"] == "chat":
-        texts = [r.get("text", "") for r in (doc.get("samples") or {}).get("requests", []) if "text" in r]
+    if isinstance(rec.details, GenerateDetails):
+        texts = [o.text for o in rec.details.outputs or []]
+    elif isinstance(rec.samples, ChatSamples):
+        texts = [r.text for r in rec.samples.requests or [] if r.text is not None]
     if not texts:
         return None
     results = [degeneration.detect(t) for t in texts]
@@ -115,14 +108,15 @@ _DEFAULTS = {"n_batch": 2048, "n_ubatch": 512, "flash_attn": "auto", "type_k": "
 _GGML = {"f32": 0, "f16": 1, "q4_0": 2, "q4_1": 3, "q5_0": 6, "q5_1": 7, "q8_0": 8, "iq4_nl": 20, "bf16": 30}
 
 
-def _overrides(doc: dict[str, Any]) -> dict[str, Any]:
-    eff = as_record(doc).reported.get("kv_overrides")
+def _overrides(doc: RunRecord) -> dict[str, Any]:
+    rec = as_record(doc)
+    eff = rec.reported.get("kv_overrides")
     if isinstance(eff, dict):
         return dict(eff)
-    req = as_record(doc).requested
+    req = rec.requested
     out = dict(req.get("kv_overrides") or {})
-    if req.get("n_expert_used") is not None and as_record(doc).gguf.get("architecture"):
-        out[f"{doc['model']['gguf']['architecture']}.expert_used_count"] = req["n_expert_used"]
+    if req.get("n_expert_used") is not None and rec.architecture:
+        out[f"{rec.architecture}.expert_used_count"] = req["n_expert_used"]
     return out
 
 
@@ -131,7 +125,7 @@ def _kv_flag(key: str, value: Any) -> str:
     return f"{key}={kind}:{str(value).lower() if isinstance(value, bool) else value}"
 
 
-def reproduce(doc: dict[str, Any]) -> dict[str, str]:
+def reproduce(doc: RunRecord) -> dict[str, str]:
     """llama.cpp command lines and llama-cpp-python arguments that reproduce a point.
 
     ``server``: llama-server (this llama.cpp's flag names: ``--spec-draft-n-max`` replaced
@@ -140,8 +134,9 @@ def reproduce(doc: dict[str, Any]) -> dict[str, str]:
     ``bench``: llama-bench, for rate tests (it has no --override-kv). ``python``: the Llama()
     arguments this almanac passed.
     """
-    req = as_record(doc).requested
-    model_file = doc["model"].get("file_name") or "MODEL.gguf"
+    rec = as_record(doc)
+    req = rec.requested
+    model_file = rec.model_file_name or "MODEL.gguf"
     flags: list[str] = ["-m", model_file]
     for key, flag in _SERVER_FLAGS:
         v = req.get(key)
@@ -152,22 +147,22 @@ def reproduce(doc: dict[str, Any]) -> dict[str, str]:
         flags += ["--override-kv", _kv_flag(k, v)]
     spec = req.get("speculative") or "none"
     if spec == "draft_model":
-        draft = as_record(doc).reported.get("draft_model_file") or f"{req.get('draft_model')}.gguf"
+        draft = rec.reported.get("draft_model_file") or f"{req.get('draft_model')}.gguf"
         flags += ["-md", draft, "--spec-draft-n-max", str(req.get("draft_max"))]
     elif spec == "prompt_lookup":
         flags += ["--spec-type", "ngram-simple", "--spec-ngram-simple-size-n", str(req.get("lookup_ngram_max")),
                   "--spec-ngram-simple-size-m", str(req.get("draft_max"))]
     out = {"server": "llama-server " + " ".join(shlex.quote(f) for f in flags)}
-    test = doc["test"]
-    if test["kind"] == "rate":
+    test = rec.spec
+    if isinstance(test, RateTest):
         b = ["-m", model_file]
-        if test.get("n_prompt"):
-            b += ["-p", str(test["n_prompt"])]
-        b += ["-n", str(test.get("n_gen") or 0)]
-        if test.get("n_depth"):
-            b += ["-d", str(test["n_depth"])]
-        if test.get("repetitions"):
-            b += ["-r", str(test["repetitions"])]
+        if test.n_prompt:
+            b += ["-p", str(test.n_prompt)]
+        b += ["-n", str(test.n_gen or 0)]
+        if test.n_depth:
+            b += ["-d", str(test.n_depth)]
+        if test.repetitions:
+            b += ["-r", str(test.repetitions)]
         for key, flag in _SERVER_FLAGS:
             v = req.get(key)
             if key in ("n_ctx", "n_threads_batch") or v is None or _DEFAULTS.get(key) == v:
@@ -190,7 +185,7 @@ def reproduce(doc: dict[str, Any]) -> dict[str, str]:
         args.append(f"draft_model=LlamaPromptLookupDecoding(max_ngram_size={req.get('lookup_ngram_max')}, "
                     f"num_pred_tokens={req.get('draft_max')})")
     elif spec == "draft_model":
-        draft = as_record(doc).reported.get("draft_model_file") or f"{req.get('draft_model')}.gguf"
+        draft = rec.reported.get("draft_model_file") or f"{req.get('draft_model')}.gguf"
         args.append(f"draft_model=ModelDraft(Llama({draft!r}), num_pred_tokens={req.get('draft_max')})")
     notes = []
     if req.get("flash_attn", "auto") == "auto":
@@ -211,25 +206,26 @@ def _label(values: dict[str, Any]) -> str:
     return ", ".join(f"{k}={v}" for k, v in values.items()) or "(defaults)"
 
 
-def experts_requested(doc: dict[str, Any]) -> int | None:
+def experts_requested(doc: RunRecord) -> int | None:
     """The experts per token a point asked for (n_expert_used or the kv override), or None."""
-    arch = as_record(doc).gguf.get("architecture")
+    arch = as_record(doc).architecture
     value = _overrides(doc).get(f"{arch}.expert_used_count") if arch else None
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def track_of(docs: list[dict[str, Any]]) -> str:
+def track_of(docs: list[RunRecord]) -> str:
     """The track a sweep belongs to, from what its points vary."""
-    req = [as_record(d).requested for d in docs]
+    recs = [as_record(d) for d in docs]
+    req = [r.requested for r in recs]
     if any((r.get("speculative") or "none") != "none" for r in req):
         return "speculative"
     if any(r.get("n_expert_used") is not None or any(str(k).endswith(".expert_used_count") for k in (r.get("kv_overrides") or {}))
            for r in req):
         return "experts"
-    swept = {k for d in docs for k in as_record(d).swept}
+    swept = {k for r in recs for k in r.swept}
     if swept & {"n_threads", "n_threads_batch"}:
         return "threads"
-    depths = {d["test"].get("n_depth", 0) for d in docs if d["test"]["kind"] == "rate"}
+    depths = {r.spec.n_depth for r in recs if isinstance(r.spec, RateTest)}
     if len(depths) > 1:
         return "depth"
     return "settings"
@@ -237,10 +233,10 @@ def track_of(docs: list[dict[str, Any]]) -> str:
 
 @dataclass
 class Point:
-    doc: dict[str, Any]
+    doc: RunRecord
     sweep: str
     is_baseline: bool
-    baseline: dict[str, Any] | None
+    baseline: RunRecord | None
     metric: str | None
     mean: float | None
     stddev: float | None
@@ -254,19 +250,19 @@ class Point:
 
     @property
     def id(self) -> str:
-        return self.doc["id"]
+        return self.doc.id
 
     @property
     def ok(self) -> bool:
-        return self.doc["status"] == "ok"
+        return self.doc.ok
 
     @property
     def swept(self) -> dict[str, Any]:
-        return as_record(self.doc).swept
+        return self.doc.swept
 
     @property
     def requested(self) -> dict[str, Any]:
-        return as_record(self.doc).requested
+        return self.doc.requested
 
     @property
     def label(self) -> str:
@@ -297,81 +293,89 @@ class Sweep:
 
     @property
     def models(self) -> list[str]:
-        return sorted({p.doc["model"]["name"] for p in self.points})
+        return sorted({p.doc.model_name for p in self.points})
 
     @property
     def tests(self) -> list[str]:
-        return list(dict.fromkeys(p.doc["test"]["name"] for p in self.points))
+        return list(dict.fromkeys(p.doc.test_name for p in self.points))
 
     @property
     def synthetic(self) -> bool:
-        return any(p.doc["model"]["synthetic"] for p in self.points)
+        return any(p.doc.synthetic for p in self.points)
 
 
-def _summary(doc: dict[str, Any], metric: str | None) -> dict[str, Any]:
-    return (doc.get("summary") or {}).get(metric or "", {}) or {}
+def _summary(doc: RunRecord, metric: str | None) -> Summary:
+    return (doc.stat(metric) if metric else None) or Summary()
 
 
-def build_point(doc: dict[str, Any], by_key: dict[str, dict[str, Any]],
+def build_point(doc: RunRecord, by_key: dict[str, RunRecord],
                 degen: dict[int, dict[str, Any] | None] | None = None) -> Point:
     """One point of a sweep. ``degen`` (kept by the caller across the points of a loaded set) holds each
     artifact's degeneration result, so that a baseline shared by many points is read once."""
-    def degeneration(d: dict[str, Any]) -> dict[str, Any] | None:
+    doc = as_record(doc)
+
+    def degeneration(d: RunRecord) -> dict[str, Any] | None:
         if degen is None:
             return degeneration_of(d)
         if id(d) not in degen:
             degen[id(d)] = degeneration_of(d)
         return degen[id(d)]
 
-    bkey = doc["matrix"].get("baseline_key")
+    bkey = doc.baseline_key
     base = by_key.get(bkey) if bkey else None
-    is_base = bkey is not None and bkey == doc["key"]
-    hm = headline(doc["test"]["kind"])
+    is_base = bkey is not None and bkey == doc.key
+    hm = doc.headline_metric
     metric = hm.name if hm else None
     s = _summary(doc, metric)
     comparison = None
     lossless = None
     base_degen = None
-    if base is not None and base["status"] == "ok" and doc["status"] == "ok" and metric:
+    if base is not None and base.ok and doc.ok and metric:
         comparison = stats.compare(metric_values(base, metric), metric_values(doc, metric),
                                    hm.higher_is_better).to_dict()
-        bo, co = (base.get("details") or {}).get("outputs"), (doc.get("details") or {}).get("outputs")
+        bo, co = _outputs(base), _outputs(doc)
         if bo and co and not is_base:
             lossless = compare_outputs(bo, co)
         base_degen = degeneration(base)
-    acc = _summary(doc, "draft_acceptance").get("mean")
-    return Point(doc=doc, sweep=doc["matrix"].get("sweep") or doc["matrix"]["name"], is_baseline=is_base,
-                 baseline=base, metric=metric, mean=s.get("mean"), stddev=s.get("stddev"), n=int(s.get("n") or 0),
-                 ci95=(s.get("ci95_low"), s.get("ci95_high")), comparison=comparison, acceptance=acc,
-                 lossless=lossless, degeneration=degeneration(doc) if doc["status"] == "ok" else None,
+    acc = _summary(doc, "draft_acceptance").mean
+    return Point(doc=doc, sweep=doc.sweep or doc.matrix_name, is_baseline=is_base,
+                 baseline=base, metric=metric, mean=s.mean, stddev=s.stddev, n=s.n,
+                 ci95=s.ci95, comparison=comparison, acceptance=acc,
+                 lossless=lossless, degeneration=degeneration(doc) if doc.ok else None,
                  baseline_degeneration=base_degen)
 
 
-def sweeps(docs: list[dict[str, Any]]) -> list[Sweep]:
+def _outputs(rec: RunRecord) -> list[dict[str, Any]] | None:
+    """A generate run's greedy outputs (prompt index, token ids) for the lossless check."""
+    outputs = getattr(rec.details, "outputs", None)
+    return [o.model_dump() for o in outputs] if outputs else None
+
+
+def sweeps(docs: list[RunRecord]) -> list[Sweep]:
     """Every sweep found in the artifacts (the newest artifact per configuration), per host."""
     latest = latest_per_key(docs)
-    by_key = {d["key"]: d for d in latest}
+    by_key = {d.key: d for d in latest}
     degen: dict[int, dict[str, Any] | None] = {}  # by id() of docs alive for the whole call
-    groups: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
+    groups: dict[tuple[str, str, str], list[RunRecord]] = {}
     for d in latest:
-        name = d["matrix"].get("sweep")
+        name = d.sweep
         if not name:
             continue
-        groups.setdefault((d["host"]["id"], d["matrix"]["name"], name), []).append(d)
+        groups.setdefault((d.host_id, d.matrix_name, name), []).append(d)
     out = []
     for (host_id, matrix, name), group in sorted(groups.items()):
-        if not any(as_record(d).swept for d in group):
+        if not any(d.swept for d in group):
             continue  # a plain matrix (or a sweep entry with nothing swept) is not a sweep
         sw = Sweep(host_id, matrix, name, track_of(group))
         # a baseline measured under another matrix joins the sweep it is the baseline of
-        keys = {d["key"] for d in group}
-        extra = [by_key[k] for k in {d["matrix"].get("baseline_key") for d in group} - keys - {None} if k in by_key]
+        keys = {d.key for d in group}
+        extra = [by_key[k] for k in {d.baseline_key for d in group} - keys - {None} if k in by_key]
         extra_ids = {id(d) for d in extra}
         for d in extra + group:
             p = build_point(d, by_key, degen)
             p.is_baseline = p.is_baseline or id(d) in extra_ids
             sw.points.append(p)
-        sw.points.sort(key=lambda p: (p.doc["model"]["name"], p.doc["test"]["name"], not p.is_baseline,
+        sw.points.sort(key=lambda p: (p.doc.model_name, p.doc.test_name, not p.is_baseline,
                                       json.dumps(p.swept, sort_keys=True, default=str)))
         out.append(sw)
     return out
@@ -384,15 +388,15 @@ def best_per_model(all_sweeps: list[Sweep]) -> list[dict[str, Any]]:
     for sw in all_sweeps:
         for p in sw.points:
             if p.ok:
-                cands.setdefault((sw.host_id, p.doc["model"]["name"], p.doc["test"]["name"]), []).append(p)
+                cands.setdefault((sw.host_id, p.doc.model_name, p.doc.test_name), []).append(p)
     rows = []
     for (host_id, model, test), pts in sorted(cands.items()):
         wins = [p for p in pts if p.verdict == "win" and not p.is_baseline and p.acceptable_output]
         best = max(wins, key=lambda p: p.comparison["ratio"]) if wins else None
         base = next((p for p in pts if p.is_baseline), None)
-        rows.append({"host_id": host_id, "model": model, "test": test, "best": best, "baseline": base,
+        rows.append({"host_id": host_id, "model": model, "test_name": test, "best": best, "baseline": base,
                      "candidates": len([p for p in pts if not p.is_baseline]),
-                     "synthetic": any(p.doc["model"]["synthetic"] for p in pts)})
+                     "synthetic": any(p.doc.synthetic for p in pts)})
     return rows
 
 
@@ -404,11 +408,10 @@ def failures(all_sweeps: list[Sweep]) -> list[dict[str, Any]]:
         for p in sw.points:
             base = {"sweep": sw.name, "track": sw.track, "host_id": sw.host_id, "point": p}
             if not p.ok:
-                err = p.doc.get("error") or {}
-                out.append({**base, "kind": err.get("kind") or "failed", "reason": err.get("message") or ""})
+                out.append({**base, "kind": p.doc.error_kind or "failed", "reason": p.doc.error_message or ""})
                 continue
             asked = experts_requested(p.doc)
-            used = as_record(p.doc).reported.get("n_expert_used")
+            used = p.doc.reported.get("n_expert_used")
             if asked is not None and used is not None and asked != used:
                 out.append({**base, "kind": "override not applied",
                             "reason": f"asked for {asked} experts per token, llama.cpp's log says it used {used}"})

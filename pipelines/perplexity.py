@@ -15,6 +15,9 @@ from typing import Any
 import pandas as pd
 
 from core.paths import data_dir
+from core.records.perplexity import PerplexityRecord, as_perplexity
+from core.records.quality import QualityRecord, as_quality
+from core.records.run import RunRecord
 
 from pipelines.quality import latest_per_key
 from pipelines.runs import latest_per_key as latest_runs
@@ -28,26 +31,26 @@ def perplexity_root() -> Path:
     return data_dir() / "perplexity"
 
 
-def load_perplexity(root: Path | None = None) -> list[dict[str, Any]]:
+def load_perplexity(root: Path | None = None) -> list[PerplexityRecord]:
     return load_artifacts("perplexity", root or perplexity_root())
 
 
-def perplexity_frame(docs: list[dict[str, Any]]) -> pd.DataFrame:
+def perplexity_frame(docs: list[PerplexityRecord]) -> pd.DataFrame:
     """One row per current ok perplexity artifact."""
     rows = []
-    for d in latest_per_key(docs):
-        if d["status"] != "ok":
+    for d in latest_per_key([as_perplexity(x) for x in docs]):
+        if not d.ok:
             continue
-        r = d["results"]
+        r, m, ref = d.results, d.model, d.reference
         rows.append({
-            "id": d["id"], "host_id": d["host"]["id"], "model": d["model"]["name"], "model_sha256": d["model"]["sha256"],
-            "size_bytes": d["model"]["size_bytes"], "quantization": d["model"]["quantization"],
-            "derived": d["model"].get("derived"), "reference": (d["reference"] or {}).get("name"),
-            "reference_sha256": (d["reference"] or {}).get("sha256"), "text": d["text"]["name"],
-            "n_ctx": d["method"]["n_ctx"], "n_chunk": d["method"]["n_chunk"], "n": r["n_scored_tokens"],
-            "ppl": r["ppl"], "ppl_se": r["ppl_se"], "kld": r.get("kld_mean"), "kld_se": r.get("kld_se"),
-            "kld_p99": r.get("kld_p99"), "same_top": r.get("same_top"), "same_top_se": r.get("same_top_se"),
-            "ln_ratio": r.get("ln_ppl_ratio"), "ln_ratio_se": r.get("ln_ppl_ratio_se"), "created": d["created"],
+            "id": d.id, "host_id": d.host_id, "model": m.name, "model_sha256": m.sha256,
+            "size_bytes": m.size_bytes, "quantization": m.quantization,
+            "derived": m.derived, "reference": ref.name if ref else None,
+            "reference_sha256": ref.sha256 if ref else None, "text": d.text.name,
+            "n_ctx": d.n_ctx, "n_chunk": d.n_chunk, "n": r.n_scored_tokens,
+            "ppl": r.ppl, "ppl_se": r.ppl_se, "kld": r.kld_mean, "kld_se": r.kld_se,
+            "kld_p99": r.kld_p99, "same_top": r.same_top, "same_top_se": r.same_top_se,
+            "ln_ratio": r.ln_ppl_ratio, "ln_ratio_se": r.ln_ppl_ratio_se, "created": d.created,
         })
     return pd.DataFrame(rows)
 
@@ -61,26 +64,21 @@ def _speed(latest: dict[tuple[str, str], list[Any]], sha: str, test: str, host: 
     ladder = [r for r in docs if r.matrix_name == LADDER_MATRIX]
     r = max(ladder or docs, key=lambda r: (r.created, r.id))
     s = r.stat("tokens_per_second")
-    return {"mean": s.get("mean"), "ci95_low": s.get("ci95_low"), "ci95_high": s.get("ci95_high"), "n": s.get("n"),
-            "id": r.id, "peak_rss_bytes": r.resources.get("peak_rss_bytes"), "host": r.host_id}
+    return {"mean": s.mean, "ci95_low": s.ci95_low, "ci95_high": s.ci95_high, "n": s.n,
+            "id": r.id, "peak_rss_bytes": r.resources.peak_rss_bytes, "host": r.host_id}
 
 
-def _scores(quality_docs: list[dict[str, Any]], sha: str) -> dict[str, dict[str, Any]]:
+def _scores(quality_docs: list[QualityRecord], sha: str) -> dict[str, dict[str, Any]]:
     """Newest ok score per (suite, prompt style) of one model file."""
-    from pipelines import quality as quality_mod
-
     out: dict[str, dict[str, Any]] = {}
-    for d in sorted(latest_per_key(quality_docs), key=lambda d: (d["created"], d["id"])):
-        if d["status"] != "ok" or d["model"]["sha256"] != sha:
+    for d in sorted(latest_per_key([as_quality(x) for x in quality_docs]), key=lambda d: (d.created, d.id)):
+        if not d.ok or d.model_sha256 != sha:
             continue
-        style = d.get("prompt_style") or "chat"
-        passed = sum(1 for it in d["items"] if it["passed"])
-        r = quality_mod.rate(passed, len(d["items"]))
-        out[f"{d['suite']['name']} · {style}"] = {**r, "id": d["id"], "chance": d["summary"].get("chance")}
+        out[f"{d.suite_name} · {d.prompt_style}"] = {**d.rate.to_dict(), "id": d.id, "chance": d.summary.chance}
     return out
 
 
-def ladder_frame(ppl_docs: list[dict[str, Any]], run_docs: list[dict[str, Any]], quality_docs: list[dict[str, Any]],
+def ladder_frame(ppl_docs: list[PerplexityRecord], run_docs: list[RunRecord], quality_docs: list[QualityRecord],
                  host: str | None = None) -> pd.DataFrame:
     """One row per model file of the ladder: every model that has a perplexity artifact."""
     pf = perplexity_frame(ppl_docs)

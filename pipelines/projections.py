@@ -47,8 +47,12 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from core import artifacts
 from core.errors import ConfigError, ModelError
+from core.kinds.rate import RateTest
 from core.metrics import METRICS
-from core.records.run import as_record
+from core.records import projection as projection_record
+from core.records.projection import ProjectionRecord, as_projection
+from core.records.run import RunRecord, as_record
+from core.summary import Summary
 from core.paths import data_dir, relpath
 from core.yamlio import load_yaml, pydantic_error_line
 
@@ -235,32 +239,33 @@ def file_digest(path: Path) -> str:
 
 
 # -- attributes and applicability ----------------------------------------------------------------
-def run_attributes(doc: dict[str, Any], all_runs: list[dict[str, Any]]) -> dict[str, Any]:
+def run_attributes(doc: RunRecord, all_runs: list[RunRecord]) -> dict[str, Any]:
     """Model and host attributes of a run that applicability rules test."""
-    g = doc["model"].get("gguf") or {}
-    eff = as_record(doc).reported
+    rec = as_record(doc)
+    g = rec.gguf
+    eff = rec.reported
     arch = g.get("architecture") or ""
     vocab = g.get("vocab_sha256")
-    drafts = sorted({d["model"]["name"] for d in all_runs
-                     if vocab and d["model"]["name"] != doc["model"]["name"]
-                     and (d["model"].get("gguf") or {}).get("vocab_sha256") == vocab
-                     and d["model"]["size_bytes"] < doc["model"]["size_bytes"]})
-    point = decode_point(doc)
+    drafts = sorted({d.model_name for d in map(as_record, all_runs)
+                     if vocab and d.model_name != rec.model_name
+                     and d.gguf.get("vocab_sha256") == vocab
+                     and d.model_size_bytes < rec.model_size_bytes})
+    point = decode_point(rec)
     depth = None
-    if doc["test"].get("kind") == "rate":
-        depth = int(doc["test"].get("n_depth") or 0) + int(doc["test"].get("n_prompt") or 0)
+    if isinstance(rec.spec, RateTest):
+        depth = rec.spec.n_depth + rec.spec.n_prompt
     elif point:
         depth = int(min(point["depths"]))
     return {
-        "model_bytes": int(doc["model"]["size_bytes"]),
+        "model_bytes": int(rec.model_size_bytes),
         "architecture": arch,
         "recurrent": arch in RECURRENT_ARCHITECTURES or arch in HYBRID_ARCHITECTURES,
         "moe": bool(g.get("expert_count")),
         "sliding_window": bool(g.get("sliding_window")),
         "drafts": drafts,
         "device": "gpu" if (eff.get("n_gpu_layers") or 0) > 0 else "cpu",
-        "host_gpus": [x.get("name") for x in doc["host"].get("gpus", [])],
-        "test_kind": doc["test"].get("kind"),
+        "host_gpus": [x.get("name") for x in rec.gpus],
+        "test_kind": rec.test_kind,
         "depth": depth,
     }
 
@@ -304,14 +309,14 @@ def applicability(rules: Applicability, attrs: dict[str, Any]) -> list[str]:
 
 
 # -- composition ----------------------------------------------------------------------------------
-def metric_stages(role_metric: str, doc: dict[str, Any]) -> tuple[str, ...]:
-    if doc["test"].get("kind") == "rate" and role_metric == "tokens_per_second":
-        t = doc["test"]
-        return tuple(s for s, on in (("prefill", t.get("n_prompt")), ("decode", t.get("n_gen"))) if on)
+def metric_stages(role_metric: str, doc: RunRecord) -> tuple[str, ...]:
+    t = as_record(doc).spec
+    if isinstance(t, RateTest) and role_metric == "tokens_per_second":
+        return tuple(s for s, on in (("prefill", t.n_prompt), ("decode", t.n_gen)) if on)
     return METRIC_STAGES.get(role_metric, ("decode",))
 
 
-def role_shares(role_metric: str, doc: dict[str, Any]) -> tuple[dict[str, float], str]:
+def role_shares(role_metric: str, doc: RunRecord) -> tuple[dict[str, float], str]:
     """Each stage's share of the metric's time in the baseline run, and where it came from."""
     stages = metric_stages(role_metric, doc)
     prof = stage_profile(doc) or {}
@@ -412,7 +417,7 @@ class Projection:
 @dataclass
 class RoleResult:
     role: Role
-    baseline_doc: dict[str, Any] | None
+    baseline_doc: RunRecord | None
     problem: str | None = None
     attrs: dict[str, Any] = field(default_factory=dict)
     shares: dict[str, float] = field(default_factory=dict)
@@ -421,17 +426,19 @@ class RoleResult:
     projections: dict[str, Projection] = field(default_factory=dict)
 
     @property
+    def baseline_stat(self) -> Summary | None:
+        """The baseline run's statistic of the role's metric."""
+        return self.baseline_doc.stat(self.role.metric) if self.baseline_doc is not None else None
+
+    @property
     def baseline(self) -> float | None:
-        if self.baseline_doc is None:
-            return None
-        return (self.baseline_doc["summary"].get(self.role.metric) or {}).get("mean")
+        s = self.baseline_stat
+        return s.mean if s is not None else None
 
     @property
     def baseline_ci95(self) -> tuple[float | None, float | None]:
-        if self.baseline_doc is None:
-            return None, None
-        s = self.baseline_doc["summary"].get(self.role.metric) or {}
-        return s.get("ci95_low"), s.get("ci95_high")
+        s = self.baseline_stat
+        return s.ci95 if s is not None else (None, None)
 
 
 @dataclass
@@ -441,14 +448,14 @@ class ProjectionSet:
     catalogue: Catalogue
     roles: list[RoleResult]
     scenarios: list[tuple[str, list[str]]]  # (name, optimization ids)
-    inputs: list[dict[str, Any]]  # run artifacts used (baselines, verifications)
+    inputs: list[RunRecord]  # run artifacts used (baselines, verifications)
 
     @property
     def higher_is_better(self) -> bool:
         return METRICS[self.mix.roles[0].metric].higher_is_better
 
     def last_updated(self) -> str | None:
-        return max((d["created"] for d in self.inputs), default=None)
+        return max((d.created for d in self.inputs), default=None)
 
     def weighted(self) -> list[dict[str, Any]]:
         """Per scenario: the usage-weighted current, projected (low, mid, high) and measured values."""
@@ -488,7 +495,7 @@ class ProjectionSet:
         return out
 
 
-def _effect_factor(opt: Optimization, doc: dict[str, Any]) -> tuple[float, float, float] | None:
+def _effect_factor(opt: Optimization, doc: RunRecord) -> tuple[float, float, float] | None:
     e = opt.effect
     if e.factor is not None:
         return (e.factor, e.factor, e.factor)
@@ -499,13 +506,14 @@ def _effect_factor(opt: Optimization, doc: dict[str, Any]) -> tuple[float, float
     point = decode_point(doc)
     if point is None:
         return None
-    eff = as_record(doc).reported
-    req = as_record(doc).requested
+    rec = as_record(doc)
+    eff = rec.reported
+    req = rec.requested
     try:
-        shape = ModelShape.from_facts(as_record(doc).gguf, doc["model"]["name"])
+        shape = ModelShape.from_facts(rec.gguf, rec.model_name)
     except ModelError:
         return None
-    flash = as_record(doc).flash_attn_on
+    flash = rec.flash_attn_on
     base_kw = {"type_k": eff.get("type_k") or req.get("type_k") or "f16", "type_v": eff.get("type_v") or req.get("type_v") or "f16",
                "flash_attn": flash, "expert_used": eff.get("n_expert_used")}
     new_kw = dict(base_kw)
@@ -537,63 +545,56 @@ def realises(requested: dict[str, Any], opt_settings: dict[str, Any], pinned: di
     return all(requested.get(k) == v for k, v in opt_settings.items())
 
 
-def find_baseline(role: Role, runs: list[dict[str, Any]], host_id: str,
-                  catalogue: Catalogue | None = None) -> tuple[dict[str, Any] | None, str | None]:
+def find_baseline(role: Role, runs: list[RunRecord], host_id: str,
+                  catalogue: Catalogue | None = None) -> tuple[RunRecord | None, str | None]:
     """The role's baseline by :data:`BASELINE_RULE`, or None and why."""
     found = select_runs(runs, model=role.model, test=role.test, host_id=host_id, matrix=role.matrix, settings=role.settings)
-    found = [d for d in found if (d["summary"].get(role.metric) or {}).get("mean") is not None]
+    found = [d for d in found if (d.stat(role.metric) or Summary()).mean is not None]
     if catalogue is not None:
         opts = [o.settings for o in catalogue.optimizations if o.settings]
-        found = [d for d in found if not any(realises(d["settings"]["requested"], o, role.settings or {}) for o in opts)]
+        found = [d for d in found if not any(realises(d.requested, o, role.settings or {}) for o in opts)]
     if not found:
         return None, f"no measured run of {role.model} · {role.test} with {role.metric} on this host"
-    if as_record(found[0]).is_endpoint:  # projections read the model's GGUF facts (architecture, bytes per token)
+    if found[0].is_endpoint:  # projections read the model's GGUF facts (architecture, bytes per token)
         return None, f"{role.model} is an endpoint model (no local file, no GGUF facts): not projected"
-    keys = {d["key"] for d in found}
+    keys = {d.key for d in found}
     if len(keys) > 1:
         return None, (f"{len(keys)} configurations of {role.model} · {role.test} match; name a matrix or settings "
                       "in data/usage_mix.yaml to pick one")
     return found[0], None
 
 
-def _definition(test: dict[str, Any]) -> dict[str, Any]:
-    """A test's parameters without its sample size (a count or a precision target)."""
-    from core.records.run import TEST_SAMPLE_SIZE
-
-    return {k: v for k, v in test.items() if k not in TEST_SAMPLE_SIZE}
-
-
-def find_verification(base: dict[str, Any], target: dict[str, Any], metric: str,
-                      runs: list[dict[str, Any]]) -> dict[str, Any] | None:
+def find_verification(base: RunRecord, target: dict[str, Any], metric: str,
+                      runs: list[RunRecord]) -> dict[str, Any] | None:
     """The newest ok run of the projected configuration: same host, model file, backend and test
     definition as the baseline, requested settings equal to ``target``."""
+    base = as_record(base)
     best = None
     for d in latest_per_key(runs):
-        if d.get("status") != "ok" or d["key"] == base["key"]:
+        if not d.ok or d.key == base.key:
             continue
-        if (d["host"]["id"], as_record(d).model_identity, d["backend"]) != (base["host"]["id"], as_record(base).model_identity,
-                                                                          base["backend"]):
+        if (d.host_id, d.model_identity, d.backend) != (base.host_id, base.model_identity, base.backend):
             continue
-        if _definition(d["test"]) != _definition(base["test"]):  # the same test, not only the same name
+        if d.test_definition != base.test_definition:  # the same test, not only the same name
             continue
-        if as_record(d).requested != target:
+        if d.requested != target:
             continue
-        s = d["summary"].get(metric) or {}
-        if s.get("mean") is None:
+        s = d.stat(metric)
+        if s is None or s.mean is None:
             continue
-        if best is None or (d["created"], d["id"]) > (best["created"], best["id"]):
+        if best is None or (d.created, d.id) > (best.created, best.id):
             best = d
     if best is None:
         return None
-    s = best["summary"][metric]
-    return {"run_id": best["id"], "created": best["created"], "value": s["mean"], "ci95_low": s.get("ci95_low"),
-            "ci95_high": s.get("ci95_high"), "n": s.get("n"), "doc": best}
+    s = best.stat(metric)
+    return {"run_id": best.id, "created": best.created, "value": s.mean, "ci95_low": s.ci95_low,
+            "ci95_high": s.ci95_high, "n": s.n, "doc": best}
 
 
-def project(runs: list[dict[str, Any]], catalogue: Catalogue, mix: UsageMix, host_id: str) -> ProjectionSet:
+def project(runs: list[RunRecord], catalogue: Catalogue, mix: UsageMix, host_id: str) -> ProjectionSet:
     """Project every role of the mix on one host."""
     results: list[RoleResult] = []
-    inputs: dict[str, dict[str, Any]] = {}
+    inputs: dict[str, RunRecord] = {}
     applicable_any: list[str] = []
     for role in mix.roles:
         doc, problem = find_baseline(role, runs, host_id, catalogue)
@@ -601,7 +602,7 @@ def project(runs: list[dict[str, Any]], catalogue: Catalogue, mix: UsageMix, hos
         results.append(rr)
         if doc is None:
             continue
-        inputs[doc["id"]] = doc
+        inputs[doc.id] = doc
         rr.attrs = run_attributes(doc, runs)
         rr.shares, rr.shares_source = role_shares(role.metric, doc)
         for opt in catalogue.optimizations:
@@ -644,7 +645,7 @@ def project(runs: list[dict[str, Any]], catalogue: Catalogue, mix: UsageMix, hos
             runnable = all(o.opt.settings for o in used)
             target = None
             if runnable:
-                target = dict(as_record(rr.baseline_doc).requested)
+                target = dict(rr.baseline_doc.requested)
                 for o in used:
                     target.update(o.opt.settings)
             p = Projection(rr.role, name, [o.opt.id for o in used], base, min(ends + vals), vals[1], max(ends + vals),
@@ -653,7 +654,7 @@ def project(runs: list[dict[str, Any]], catalogue: Catalogue, mix: UsageMix, hos
                 v = find_verification(rr.baseline_doc, target, rr.role.metric, runs)
                 if v is not None:
                     doc = v.pop("doc")
-                    inputs[doc["id"]] = doc
+                    inputs[doc.id] = doc
                     v["error"] = p.mid / v["value"] - 1.0 if v["value"] else None
                     v["inside_range"] = p.low <= v["value"] <= p.high
                     v["verdict"] = verdict(p.low, p.high, v["value"])
@@ -663,11 +664,11 @@ def project(runs: list[dict[str, Any]], catalogue: Catalogue, mix: UsageMix, hos
     return ProjectionSet(host_id, mix, catalogue, results, scenarios, list(inputs.values()))
 
 
-def projection_hosts(mix: UsageMix, runs: list[dict[str, Any]]) -> list[str]:
+def projection_hosts(mix: UsageMix, runs: list[RunRecord]) -> list[str]:
     hosts = set()
     for role in mix.roles:
         for d in select_runs(runs, model=role.model, test=role.test, matrix=role.matrix, settings=role.settings):
-            hosts.add(d["host"]["id"])
+            hosts.add(d.host_id)
     return sorted(hosts)
 
 
@@ -688,7 +689,7 @@ def record(ps: ProjectionSet, *, mix_file: Path | None = None, catalogue_file: P
             entries.append({
                 "role": rr.role.role, "model": rr.role.model, "test": rr.role.test, "metric": rr.role.metric,
                 "scenario": name, "optimizations": p.optimizations,
-                "baseline": {"run_id": b["id"], "created": b["created"], "value": p.baseline},
+                "baseline": {"run_id": b.id, "created": b.created, "value": p.baseline},
                 "projected": {"low": p.low, "mid": p.mid, "high": p.high},
                 "target_settings": p.target_settings,
                 "verification": ({k: v for k, v in p.verification.items()} if p.verification else None),
@@ -700,21 +701,12 @@ def record(ps: ProjectionSet, *, mix_file: Path | None = None, catalogue_file: P
                 for w in ps.weighted()]
     mix_file = mix_file or usage_mix_path()
     catalogue_file = catalogue_file or catalogue_path()
-    return {
-        "artifact": "projection",
-        "schema_version": artifacts.ARTIFACT_TYPES["projection"].version,
-        "id": f"{ps.host_id}-{created.strftime('%Y%m%dT%H%M%SZ')}",
-        "created": created.isoformat(timespec="seconds"),
-        "host_id": ps.host_id,
-        "mix": {"name": ps.mix.name, "file": relpath(mix_file), "sha256": file_digest(mix_file) if mix_file.exists() else None},
-        "catalogue": {"file": relpath(catalogue_file),
-                      "sha256": file_digest(catalogue_file) if catalogue_file.exists() else None},
-        "composition_rule": COMPOSITION_RULE,
-        "weighting_rule": WEIGHTING_RULE,
-        "inputs": sorted(d["id"] for d in ps.inputs),
-        "entries": entries,
-        "weighted": weighted,
-    }
+    return projection_record.new_projection(
+        host_id=ps.host_id, created=created,
+        mix={"name": ps.mix.name, "file": relpath(mix_file), "sha256": file_digest(mix_file) if mix_file.exists() else None},
+        catalogue={"file": relpath(catalogue_file), "sha256": file_digest(catalogue_file) if catalogue_file.exists() else None},
+        composition_rule=COMPOSITION_RULE, weighting_rule=WEIGHTING_RULE, inputs=[d.id for d in ps.inputs],
+        entries=entries, weighted=weighted)
 
 
 def projections_dir() -> Path:
@@ -722,71 +714,62 @@ def projections_dir() -> Path:
 
 
 def record_path(doc: dict[str, Any], root: Path | None = None) -> Path:
-    root = root or projections_dir()
-    return root / doc["host_id"] / f"projection-{doc['id'].rsplit('-', 1)[1]}.json"
+    return projection_record.artifact_path(doc, root or projections_dir())
 
 
-def load_records(root: Path | None = None) -> list[dict[str, Any]]:
+def load_records(root: Path | None = None) -> list[ProjectionRecord]:
     """Every projection record (validated), oldest first."""
-    if root is None:
-        from pipelines.runs import load_artifacts
+    from pipelines.runs import load_artifacts
 
-        return load_artifacts("projection")
-    docs = []
-    for path, doc in artifacts.iter_artifacts(root or projections_dir(), "projection"):
-        doc = dict(doc)
-        doc["_path"] = relpath(path)
-        docs.append(doc)
-    docs.sort(key=lambda d: (d["created"], d["id"]))
-    return docs
+    return load_artifacts("projection", root)
 
 
-def accuracy_history(records: list[dict[str, Any]], runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def accuracy_history(records: list[ProjectionRecord], runs: list[RunRecord]) -> list[dict[str, Any]]:
     """Every recorded projection that a measurement checks: verified when recorded, or by a run of
     its configuration measured since (``later``)."""
-    by_conf: dict[tuple, dict[str, Any]] = {}
+    by_conf: dict[tuple, RunRecord] = {}
     for d in latest_per_key(runs):
-        if d.get("status") == "ok":
-            k = (d["host"]["id"], d["model"]["name"], d["test"]["name"], repr(sorted(as_record(d).requested.items())))
+        if d.ok:
+            k = (d.host_id, d.model_name, d.test_name, repr(sorted(d.requested.items())))
             cur = by_conf.get(k)
-            if cur is None or (d["created"], d["id"]) > (cur["created"], cur["id"]):
+            if cur is None or (d.created, d.id) > (cur.created, cur.id):
                 by_conf[k] = d
     rows = []
-    for rec in records:
+    for rec in map(as_projection, records):
         seen: set[tuple] = set()
-        for e in rec["entries"]:
-            if e.get("projected") is None:
+        for e in rec.entries:
+            if e.projected is None:
                 continue
-            ident = (e["role"], tuple(sorted(e.get("optimizations") or [])))
+            ident = (e.role, tuple(sorted(e.optimizations)))
             if ident in seen:  # the same projection under another scenario name ("all applicable" of one)
                 continue
             seen.add(ident)
-            v = e.get("verification")
+            v = e.verification
             when = "at projection"
-            if v is None and e.get("target_settings"):
-                d = by_conf.get((rec["host_id"], e["model"], e["test"], repr(sorted(e["target_settings"].items()))))
-                s = (d or {}).get("summary", {}).get(e["metric"]) or {}
-                if d is not None and s.get("mean") is not None:
-                    v = {"run_id": d["id"], "created": d["created"], "value": s["mean"], "ci95_low": s.get("ci95_low"),
-                         "ci95_high": s.get("ci95_high")}
+            if v is None and e.target_settings:
+                d = by_conf.get((rec.host_id, e.model, e.test, repr(sorted(e.target_settings.items()))))
+                s = d.stat(e.metric) if d is not None else None
+                if s is not None and s.mean is not None:
+                    v = {"run_id": d.id, "created": d.created, "value": s.mean, "ci95_low": s.ci95_low,
+                         "ci95_high": s.ci95_high}
                     when = "later"
             if v is None or not v.get("value"):
                 continue
-            mid = e["projected"]["mid"]
-            rows.append({"record": rec["id"], "recorded": rec["created"], "host_id": rec["host_id"], "role": e["role"],
-                         "scenario": e["scenario"], "metric": e["metric"], "baseline": e["baseline"]["value"],
-                         "projected": mid, "low": e["projected"]["low"], "high": e["projected"]["high"],
+            mid = e.projected["mid"]
+            rows.append({"record": rec.id, "recorded": rec.created, "host_id": rec.host_id, "role": e.role,
+                         "scenario": e.scenario, "metric": e.metric, "baseline": e.baseline["value"],
+                         "projected": mid, "low": e.projected["low"], "high": e.projected["high"],
                          "measured": v["value"], "run_id": v["run_id"], "error": mid / v["value"] - 1.0,
-                         "inside_range": e["projected"]["low"] <= v["value"] <= e["projected"]["high"],
+                         "inside_range": e.projected["low"] <= v["value"] <= e.projected["high"],
                          # recomputed from the stated range, whatever badge the record carried when written
-                         "verdict": verdict(e["projected"]["low"], e["projected"]["high"], v["value"]),
-                         "recorded_status": e.get("status"),
+                         "verdict": verdict(e.projected["low"], e.projected["high"], v["value"]),
+                         "recorded_status": e.status,
                          "within_ci95": (v["ci95_low"] <= mid <= v["ci95_high"]) if v.get("ci95_low") is not None else None,
                          "when": when})
     return rows
 
 
-def write_records(runs: list[dict[str, Any]], *, root: Path | None = None, now: datetime | None = None) -> list[Path]:
+def write_records(runs: list[RunRecord], *, root: Path | None = None, now: datetime | None = None) -> list[Path]:
     """Project every host with data for the usage mix and write one record per host."""
     catalogue = load_catalogue()
     mix = load_usage_mix(catalogue=catalogue)

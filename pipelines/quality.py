@@ -9,25 +9,24 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pandas as pd
 
-from core import stats
 from core.paths import data_dir
+from core.records.base import ArtifactRecord
+from core.records.base import latest_per_key as records_latest
+from core.records.quality import QualityRecord, as_quality, pass_rate
 
 from pipelines.runs import load_artifacts
 
+R = TypeVar("R", bound=ArtifactRecord)
 
-def latest_per_key(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+
+def latest_per_key(docs: list[R]) -> list[R]:
     """The newest quality (or perplexity) artifact of each key, oldest first: a forced rerun
-    supersedes, history stays on disk. (Run artifacts have theirs in core.records.run.)"""
-    latest: dict[str, dict[str, Any]] = {}
-    for d in docs:
-        cur = latest.get(d["key"])
-        if cur is None or (d["created"], d["id"]) > (cur["created"], cur["id"]):
-            latest[d["key"]] = d
-    return sorted(latest.values(), key=lambda d: (d["created"], d["id"]))
+    supersedes, history stays on disk (core.records.base.latest_per_key)."""
+    return records_latest(docs)
 
 # Settings that change how fast a configuration runs but not what it writes: left out of
 # the identity that joins quality verdicts to speed measurements (see config_identity).
@@ -42,8 +41,8 @@ def quality_root() -> Path:
     return data_dir() / "quality"
 
 
-def load_quality(root: Path | None = None) -> list[dict[str, Any]]:
-    """Every quality artifact (validated), oldest first, with ``_path`` for links."""
+def load_quality(root: Path | None = None) -> list[QualityRecord]:
+    """Every quality artifact (validated), oldest first, as typed records (``path`` for links)."""
     return load_artifacts("quality", root)
 
 
@@ -75,13 +74,13 @@ def config_label(settings: dict[str, Any]) -> str:
 
 
 def rate(passed: int, n: int) -> dict[str, Any]:
-    lo, hi = stats.wilson_interval(passed, n)
-    return {"n": n, "passed": passed, "pass_rate": passed / n if n else None, "ci95_low": lo, "ci95_high": hi}
+    """n, passed, pass rate and its Wilson CI95 (core.records.quality.pass_rate)."""
+    return pass_rate(passed, n)
 
 
-def style_of(doc: dict[str, Any]) -> str:
+def style_of(doc: QualityRecord) -> str:
     """The prompt style of a quality artifact (chat for artifacts from before styles existed)."""
-    return doc.get("prompt_style") or "chat"
+    return as_quality(doc).prompt_style
 
 
 def suite_style(suite: str, style: str) -> str:
@@ -89,27 +88,27 @@ def suite_style(suite: str, style: str) -> str:
     return suite if style == "chat" else f"{suite} · {style}"
 
 
-def scores_frame(docs: list[dict[str, Any]]) -> pd.DataFrame:
+def scores_frame(docs: list[QualityRecord]) -> pd.DataFrame:
     """One row per current quality artifact: model, configuration, suite, n, pass rate, Wilson CI95,
     degeneration, status and provenance."""
     rows = []
-    for d in latest_per_key(docs):
-        items = d["items"]
-        passed = sum(1 for it in items if it["passed"])
-        degenerate = sum(1 for it in items if it["degeneration"]["degenerate"])
-        r = rate(passed, len(items))
+    for d in latest_per_key([as_quality(x) for x in docs]):
+        items = d.items
+        degenerate = sum(1 for it in items if it.degenerate)
+        r = d.rate.to_dict()
+        summary = d.summary
         rows.append({
-            "id": d["id"], "key": d["key"], "path": d.get("_path", ""), "created": d["created"], "status": d["status"],
-            "error": (d.get("error") or {}).get("message"), "host_id": d["host"]["id"], "backend": d["backend"],
-            "model": d["model"]["name"], "model_sha256": d["model"]["sha256"], "synthetic": d["model"]["synthetic"],
-            "quantization": d["model"]["gguf"].get("quantization"), "suite": d["suite"]["name"],
-            "suite_version": d["suite"]["version"], "category": d["suite"]["category"],
-            "n_in_suite": d["suite"]["n_items_in_suite"], "settings": d["settings"]["requested"],
-            "config": config_identity(d["backend"], d["model"]["sha256"], d["settings"]["requested"]),
-            "config_label": config_label(d["settings"]["requested"]), "generation": d["generation"],
+            "id": d.id, "key": d.key, "path": d.path, "created": d.created, "status": d.status,
+            "error": d.error_message, "host_id": d.host_id, "backend": d.backend,
+            "model": d.model_name, "model_sha256": d.model_sha256, "synthetic": d.synthetic,
+            "quantization": d.quantization, "suite": d.suite.name,
+            "suite_version": d.suite.version, "category": d.suite.category,
+            "n_in_suite": d.suite.n_items_in_suite, "settings": d.requested,
+            "config": config_identity(d.backend, d.model_sha256, d.requested),
+            "config_label": config_label(d.requested), "generation": d.generation,
             **r, "degenerate": degenerate, "degenerate_rate": degenerate / len(items) if items else None,
-            "by_tag": {t: rate(v["passed"], v["n"]) for t, v in (d["summary"].get("by_tag") or {}).items()},
-            "prompt_style": style_of(d), "suite_style": suite_style(d["suite"]["name"], style_of(d)),
-            "chance": d["summary"].get("chance"), "acc_norm": d["summary"].get("acc_norm"),
+            "by_tag": {t: rate(v.passed, v.n) for t, v in summary.by_tag.items()},
+            "prompt_style": d.prompt_style, "suite_style": suite_style(d.suite.name, d.prompt_style),
+            "chance": summary.chance, "acc_norm": summary.acc_norm.to_dict() if summary.acc_norm else None,
         })
     return pd.DataFrame(rows)

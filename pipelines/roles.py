@@ -36,7 +36,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from core.errors import ConfigError
 from core.metrics import METRICS
 from core.paths import data_dir, relpath
-from core.records.run import as_record
+from core.records.quality import QualityItem, QualityRecord, as_quality
+from core.records.run import RunRecord
+from core.summary import Summary
 from core.yamlio import load_yaml, pydantic_error_line
 
 from pipelines import quality as quality_mod
@@ -269,42 +271,36 @@ class ConfigData:
     model_sha256: str
     settings: dict[str, Any]
     size_bytes: int | None = None
-    quality: list[dict[str, Any]] = field(default_factory=list)  # current quality artifacts (any host)
-    runs: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # host -> current ok run artifacts
+    quality: list[QualityRecord] = field(default_factory=list)  # current quality artifacts (any host)
+    runs: dict[str, list[RunRecord]] = field(default_factory=dict)  # host -> current ok run artifacts
 
 
-def _speed_settings(doc: dict[str, Any]) -> dict[str, Any]:
-    return doc["settings"]["requested"]
-
-
-def join(quality_docs: list[dict[str, Any]], run_docs: list[dict[str, Any]]) -> dict[str, ConfigData]:
+def join(quality_docs: list[QualityRecord], run_docs: list[RunRecord]) -> dict[str, ConfigData]:
     """Configurations seen in either kind of artifact, keyed by identity (current artifacts only)."""
     out: dict[str, ConfigData] = {}
 
-    def get(backend: str, model: dict[str, Any], model_identity: str, settings: dict[str, Any]) -> ConfigData:
-        ident = quality_mod.config_identity(backend, model_identity, settings)
+    def get(backend: str, name: str, sha256: str | None, size_bytes: int | None, settings: dict[str, Any]) -> ConfigData:
+        ident = quality_mod.config_identity(backend, sha256, settings)
         if ident not in out:
-            out[ident] = ConfigData(ident, model["name"], model_identity, quality_mod.output_settings(settings),
-                                    model.get("size_bytes"))
+            out[ident] = ConfigData(ident, name, sha256, quality_mod.output_settings(settings), size_bytes)
         return out[ident]
 
-    for d in quality_mod.latest_per_key(quality_docs):
-        if d["status"] == "ok":
-            get(d["backend"], d["model"], d["model"]["sha256"], d["settings"]["requested"]).quality.append(d)
-    for d in latest_runs(run_docs):
-        if d["status"] == "ok" and not d["model"].get("synthetic"):
+    for q in quality_mod.latest_per_key([as_quality(d) for d in quality_docs]):
+        if q.ok:
+            get(q.backend, q.model_name, q.model_sha256, q.model.get("size_bytes"), q.requested).quality.append(q)
+    for r in latest_runs(run_docs):
+        if r.ok and not r.synthetic:
             # a file's identity is its sha256 (as quality artifacts key it); an endpoint model's is its own
-            get(d["backend"], d["model"], as_record(d).model_identity, _speed_settings(d)).runs.setdefault(
-                d["host"]["id"], []).append(d)
+            get(r.backend, r.model_name, r.model_identity, r.model_size_bytes, r.requested).runs.setdefault(r.host_id, []).append(r)
     for cfg in out.values():  # per suite and prompt style, only runs of its newest content (an edited suite supersedes)
-        newest: dict[tuple[str, str], dict[str, Any]] = {}
+        newest: dict[tuple[str, str], QualityRecord] = {}
 
-        def ss(d: dict[str, Any]) -> tuple[str, str]:
-            return d["suite"]["name"], quality_mod.style_of(d)
+        def ss(q: QualityRecord) -> tuple[str, str]:
+            return q.suite_name, q.prompt_style
 
-        for d in sorted(cfg.quality, key=lambda d: (d["created"], d["id"])):
-            newest[ss(d)] = d
-        cfg.quality = [d for d in cfg.quality if d["suite"]["content_sha256"] == newest[ss(d)]["suite"]["content_sha256"]]
+        for q in sorted(cfg.quality, key=lambda q: (q.created, q.id)):
+            newest[ss(q)] = q
+        cfg.quality = [q for q in cfg.quality if q.suite.content_sha256 == newest[ss(q)].suite.content_sha256]
     return out
 
 
@@ -343,21 +339,21 @@ def items_to_settle(passed: int, n: int, floor: float) -> int | None:
     return hi_n - n
 
 
-def _pick_style(docs: list[dict[str, Any]], wanted: str | None) -> tuple[str | None, list[dict[str, Any]]]:
+def _pick_style(docs: list[QualityRecord], wanted: str | None) -> tuple[str | None, list[QualityRecord]]:
     """The runs of one prompt style: the one asked for, else the style with the most scored items."""
-    by_style: dict[str, list[dict[str, Any]]] = {}
+    by_style: dict[str, list[QualityRecord]] = {}
     for d in docs:
-        by_style.setdefault(quality_mod.style_of(d), []).append(d)
+        by_style.setdefault(d.prompt_style, []).append(d)
     if wanted is not None:
         return wanted, by_style.get(wanted, [])
     if not by_style:
         return None, []
-    style = max(by_style, key=lambda st: (sum(len(d["items"]) for d in by_style[st]), st))
+    style = max(by_style, key=lambda st: (sum(len(d.items) for d in by_style[st]), st))
     return style, by_style[style]
 
 
 def _quality_evidence(req: QualityReq, cfg: ConfigData, min_items: int) -> tuple[Evidence, float | None]:
-    style, docs = _pick_style([d for d in cfg.quality if d["suite"]["name"] == req.suite], req.prompt_style)
+    style, docs = _pick_style([d for d in cfg.quality if d.suite_name == req.suite], req.prompt_style)
     label = quality_mod.suite_style(req.suite, style) if style else req.suite
     what = f"{label}{' [' + req.tag + ']' if req.tag else ''} pass rate ≥ {req.min:.0%} (CI95 lower bound)"
     if not docs:
@@ -365,13 +361,13 @@ def _quality_evidence(req: QualityReq, cfg: ConfigData, min_items: int) -> tuple
                         message=f"no quality run of suite {req.suite}"
                         + (f" in prompt style {req.prompt_style}" if req.prompt_style else "")), None
     # several current artifacts of one style (other samples, other hosts): pool their items, newest per item id
-    items: dict[str, dict[str, Any]] = {}
-    for d in sorted(docs, key=lambda d: (d["created"], d["id"])):
-        for it in d["items"]:
-            if req.tag is None or req.tag in (it.get("tags") or []):
-                items[it["id"]] = it
-    ids = [("quality", d["id"]) for d in docs]
-    n, passed = len(items), sum(1 for it in items.values() if it["passed"])
+    items: dict[str, QualityItem] = {}
+    for d in sorted(docs, key=lambda d: (d.created, d.id)):
+        for it in d.items:
+            if req.tag is None or req.tag in it.tags:
+                items[it.id] = it
+    ids = [("quality", d.id) for d in docs]
+    n, passed = len(items), sum(1 for it in items.values() if it.passed)
     r = quality_mod.rate(passed, n)
     if n < min_items:
         return Evidence("quality", what, None, value=f"{passed}/{n}", reason="no data", artifacts=ids, n=n,
@@ -403,18 +399,17 @@ def _speed_evidence(req: SpeedReq, cfg: ConfigData, host: str | None) -> tuple[E
     what = f"{req.test} {m.label} {bound} {m.unit}" + (f" on {host}" if host else "")
     if host is None:
         return Evidence("speed", what, None, reason="no data", message="no speed artifact on any host"), None
-    docs = [d for d in cfg.runs.get(host, []) if d["test"]["name"] == req.test and req.metric in d["summary"]
-            and d["summary"][req.metric].get("mean") is not None]
+    docs = [d for d in cfg.runs.get(host, []) if d.test_name == req.test and (d.stat(req.metric) or Summary()).mean is not None]
     if not docs:
         return Evidence("speed", what, None, reason="no data",
                         message=f"no {req.test} run measuring {req.metric} on {host}"), None
-    d = max(docs, key=lambda d: (d["created"], d["id"]))
-    s = d["summary"][req.metric]
-    value = float(s["mean"])
-    lo, hi, n = s.get("ci95_low"), s.get("ci95_high"), s.get("n")
+    d = max(docs, key=lambda d: (d.created, d.id))
+    s = d.stat(req.metric)
+    value = float(s.mean)
+    lo, hi, n = s.ci95_low, s.ci95_high, s.n
     if lo is None or hi is None:  # a single sample: no interval, the point decides and the page says so
         lo = hi = value
-    common = dict(value=f"{_fmt(value, m.decimals)} {m.unit}", artifacts=[("run", d["id"])], n=n, ci=(lo, hi))
+    common = dict(value=f"{_fmt(value, m.decimals)} {m.unit}", artifacts=[("run", d.id)], n=n, ci=(lo, hi))
     # the bound is checked against the side of the CI95 that could fail it
     passes = lo >= req.min if req.min is not None else hi <= req.max
     fails = hi < req.min if req.min is not None else lo > req.max
@@ -448,13 +443,13 @@ def nbytes(value: float) -> str:
 def _memory_evidence(cap: int, cfg: ConfigData, host: str | None) -> tuple[Evidence, int | None]:
     what = f"peak memory ≤ {nbytes(cap)}"
     docs = cfg.runs.get(host, []) if host else []
-    peaks = [(max(filter(None, [d["resources"].get("peak_rss_bytes"), d["resources"].get("peak_vram_bytes")]),
-                  default=None), d) for d in docs]
+    peaks = [(max(filter(None, [d.resources.peak_rss_bytes, d.resources.peak_vram_bytes]), default=None), d)
+             for d in docs]
     peaks = [(p, d) for p, d in peaks if p]
     if peaks:
         peak, d = max(peaks, key=lambda x: x[0])
         ok = peak <= cap
-        return Evidence("memory", what, ok, value=nbytes(peak), artifacts=[("run", d["id"])],
+        return Evidence("memory", what, ok, value=nbytes(peak), artifacts=[("run", d.id)],
                         reason=None if ok else "does not fit",
                         message="" if ok else f"peak {nbytes(peak)} measured > cap {nbytes(cap)}"), peak
     if cfg.size_bytes and cfg.size_bytes > cap:
@@ -464,24 +459,24 @@ def _memory_evidence(cap: int, cfg: ConfigData, host: str | None) -> tuple[Evide
                     message="no measured peak memory on this host" if host else "no speed artifact on any host"), None
 
 
-def _degeneration_evidence(cfg: ConfigData, max_rate: float, docs: list[dict[str, Any]] | None = None) -> Evidence:
+def _degeneration_evidence(cfg: ConfigData, max_rate: float, docs: list[QualityRecord] | None = None) -> Evidence:
     """Share of degenerate outputs over the runs the role's quality requirements read (all runs
     of the configuration when none is given)."""
     docs = cfg.quality if docs is None else docs
-    pooled: dict[tuple[str, str], dict[str, Any]] = {}  # newest verdict per (suite, item)
-    for d in sorted(docs, key=lambda d: (d["created"], d["id"])):
-        for it in d["items"]:
-            pooled[(d["suite"]["name"], it["id"])] = it
+    pooled: dict[tuple[str, str], QualityItem] = {}  # newest verdict per (suite, item)
+    for d in sorted(docs, key=lambda d: (d.created, d.id)):
+        for it in d.items:
+            pooled[(d.suite_name, it.id)] = it
     items = list(pooled.values())
     what = f"degenerate outputs ≤ {max_rate:.0%}"
     if not items:
         return Evidence("degeneration", what, None, reason="no data", message="no quality run")
-    bad = [it for it in items if it["degeneration"]["degenerate"]]
+    bad = [it for it in items if it.degenerate]
     share = len(bad) / len(items)
     ok = share <= max_rate
-    flags = sorted({f for it in bad for f in it["degeneration"]["flags"]})
+    flags = sorted({f for it in bad for f in it.degeneration.get("flags") or []})
     return Evidence("degeneration", what, ok, value=f"{_pct(share)} ({len(bad)}/{len(items)})", n=len(items),
-                    artifacts=[("quality", d["id"]) for d in docs], reason=None if ok else "degenerate",
+                    artifacts=[("quality", d.id) for d in docs], reason=None if ok else "degenerate",
                     message="" if ok else f"{len(bad)} of {len(items)} outputs degenerate ({', '.join(flags)})")
 
 
@@ -500,12 +495,12 @@ def evaluate(role: Role, cfg: ConfigData, host: str | None, defaults: Defaults,
                                        reason="missing capability" if missing else None,
                                        message=f"lacks {', '.join(missing)}" if missing else ""))
     qualities = []
-    read: dict[str, dict[str, Any]] = {}  # the runs the quality requirements read
+    read: dict[str, QualityRecord] = {}  # the runs the quality requirements read
     for req in role.quality:
         ev, value = _quality_evidence(req, cfg, role.min_items or defaults.min_items)
         c.evidence.append(ev)
         qualities.append(value)
-        read.update({aid: d for d in cfg.quality for kind, aid in ev.artifacts if kind == "quality" and d["id"] == aid})
+        read.update({aid: d for d in cfg.quality for kind, aid in ev.artifacts if kind == "quality" and d.id == aid})
     if role.quality:  # a speed-only role does not read outputs: no degeneration check
         c.evidence.append(_degeneration_evidence(cfg, role.max_degenerate_rate if role.max_degenerate_rate is not None
                                                  else defaults.max_degenerate_rate, list(read.values())))
@@ -537,7 +532,7 @@ def hosts_for(role: Role, configs: dict[str, ConfigData]) -> list[str | None]:
     return hosts or [None]
 
 
-def recommend(reg: RolesFile, quality_docs: list[dict[str, Any]], run_docs: list[dict[str, Any]],
+def recommend(reg: RolesFile, quality_docs: list[QualityRecord], run_docs: list[RunRecord],
               capabilities: dict[str, list[str]], registry_models: list[str] | None = None) -> list[Assignment]:
     """One assignment per role and host (roles in registry order, hosts sorted)."""
     configs = join(quality_docs, run_docs)

@@ -27,28 +27,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from core import artifacts
 from core.errors import ModelError
-from core.records.run import flash_attention_on, as_record
-from core.paths import data_dir, relpath
+from core.kinds.rate import RateTest
+from core.records.host import GPU_MEMORY, HOST_MEMORY, BandwidthEntry, HostRecord, as_host
+from core.records.run import RunRecord, flash_attention_on, as_record
 
 from pipelines.memory import ModelShape, kv_cache, kv_read_bytes, kv_rows
 from pipelines.runs import latest_per_key
 
 
-def load_hosts(root: Path | None = None) -> list[dict[str, Any]]:
-    """Every host artifact under data/ (validated), oldest first."""
-    if root is None:
-        from pipelines.runs import load_artifacts
+def load_hosts(root: Path | None = None) -> list[HostRecord]:
+    """Every host artifact under data/ (validated), oldest first, as typed records."""
+    from pipelines.runs import load_artifacts
 
-        return load_artifacts("host")
-    docs = []
-    for path, doc in artifacts.iter_artifacts(root or data_dir() / "hosts", "host"):
-        doc = dict(doc)
-        doc["_path"] = relpath(path)
-        docs.append(doc)
-    docs.sort(key=lambda d: (d["created"], d["id"]))
-    return docs
+    return load_artifacts("host", root if root is None else Path(root))
 
 
 @dataclass(frozen=True)
@@ -59,7 +51,7 @@ class Bandwidth:
     best_gbs: float  # best sample over every thread count, of the pass the bound uses
     best_threads: int
     single_gbs: float | None  # best single-thread sample
-    rows: tuple[dict[str, Any], ...]  # per thread count: threads, summary, best
+    rows: tuple[dict[str, Any], ...]  # per thread count: threads, summary (a Summary), best
     load_before: float | None
     uses: str = "copy"  # "read" (read-only pass) or "copy" (bytes read + written; an older probe)
     copy_best_gbs: float | None = None  # the copy's best, kept beside a read bound
@@ -67,34 +59,30 @@ class Bandwidth:
     llc_bytes: int | None = None  # the host's last-level cache
 
 
-def _rows(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [{"threads": b["threads"], "summary": b["summary"], "best": max(b["samples_gbs"])} for b in entries]
+def _rows(entries: list[BandwidthEntry]) -> list[dict[str, Any]]:
+    return [{"threads": b.threads, "summary": b.summary, "best": b.best} for b in entries]
 
 
-def bandwidth_of(doc: dict[str, Any]) -> Bandwidth:
-    copy_rows = _rows(doc["bandwidth"])
-    read_rows = _rows(doc.get("read_bandwidth") or [])
+def bandwidth_of(doc: HostRecord) -> Bandwidth:
+    rec = as_host(doc)
+    copy_rows = _rows(rec.bandwidth)
+    read_rows = _rows(rec.read_bandwidth)
     rows = read_rows or copy_rows
     best = max(rows, key=lambda r: r["best"])
     single = next((r["best"] for r in rows if r["threads"] == 1), None)
-    llc = (doc.get("probe") or {}).get("llc_bytes")
-    if llc is None and (doc.get("probe") or {}).get("kind", "memory_bandwidth") == "memory_bandwidth":
-        from core.records.host import llc_bytes
-
-        llc = llc_bytes(doc["host"])
-    return Bandwidth(doc["host"]["id"], doc["id"], doc["created"], best["best"], best["threads"], single,
-                     tuple(rows), (doc.get("conditions") or {}).get("loadavg_1m_before"),
+    return Bandwidth(rec.host_id, rec.id, rec.created, best["best"], best["threads"], single,
+                     tuple(rows), rec.loadavg_before,
                      uses="read" if read_rows else "copy", copy_best_gbs=max(r["best"] for r in copy_rows),
-                     read_best_gbs=max((r["best"] for r in read_rows), default=None), llc_bytes=llc)
+                     read_best_gbs=max((r["best"] for r in read_rows), default=None), llc_bytes=rec.llc_bytes)
 
 
-def latest_bandwidth(host_docs: list[dict[str, Any]], kind: str = "memory_bandwidth") -> dict[str, Bandwidth]:
+def latest_bandwidth(host_docs: list[HostRecord], kind: str = HOST_MEMORY) -> dict[str, Bandwidth]:
     """The newest probe of each host, of one kind: host memory (default) or a GPU's device
     memory (``gpu_memory_bandwidth``, benchmarks/gpu_bandwidth.py)."""
     out: dict[str, Bandwidth] = {}
-    for d in sorted(host_docs, key=lambda d: (d["created"], d["id"])):
-        if (d.get("probe") or {}).get("kind", "memory_bandwidth") == kind:
-            out[d["host"]["id"]] = bandwidth_of(d)
+    for d in sorted(map(as_host, host_docs), key=lambda d: (d.created, d.id)):
+        if d.probe_kind == kind:
+            out[d.host_id] = bandwidth_of(d)
     return out
 
 
@@ -128,58 +116,54 @@ def _bytes_per_token(shape: ModelShape, depths: tuple[int, ...], type_k: str, ty
     return (("weights", float(weights)), ("kv", float(kv)), ("total", float(weights + kv)))
 
 
-def decode_point(doc: dict[str, Any]) -> dict[str, Any] | None:
+def decode_point(doc: RunRecord) -> dict[str, Any] | None:
     """What a run measured about decoding: the depths its tokens saw and its decode rate."""
-    if doc.get("status") != "ok":
+    rec = as_record(doc)
+    if not rec.ok:
         return None
-    test = doc["test"]
-    summary = doc.get("summary") or {}
-    if test.get("kind") == "rate":
-        if not test.get("n_gen") or test.get("n_prompt"):
+    test = rec.spec
+    if isinstance(test, RateTest):
+        if not test.n_gen or test.n_prompt:
             return None  # prefill, or a mixed pp+tg rate: not a decode rate
-        s = summary.get("tokens_per_second") or {}
-        d0 = int(test.get("n_depth") or 0)
-        depths = list(range(d0, d0 + int(test["n_gen"])))
         metric = "tokens_per_second"
+        depths = list(range(test.n_depth, test.n_depth + test.n_gen))
     else:
-        s = summary.get("decode_tps") or {}
-        reqs = [r for r in (doc.get("samples") or {}).get("requests", []) if isinstance(r, dict)]
+        metric = "decode_tps"
         depths = []
-        for r in reqs:
-            p, o = r.get("prompt_tokens"), r.get("output_tokens")
+        for r in getattr(rec.samples, "requests", None) or []:
+            p, o = r.prompt_tokens, r.output_tokens
             if p is None or not o:
                 continue
             depths.extend(range(int(p) + 1, int(p) + int(o)))  # tokens after the first (TPOT's)
-        metric = "decode_tps"
-    if s.get("mean") is None or not depths:
+    s = rec.stat(metric)
+    if s is None or s.mean is None or not depths:
         return None
-    return {"metric": metric, "summary": s, "depths": depths}
+    return {"metric": metric, "stat": s, "depths": depths}
 
 
-def roofline_rows(run_docs: list[dict[str, Any]], host_docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def roofline_rows(run_docs: list[RunRecord], host_docs: list[HostRecord]) -> list[dict[str, Any]]:
     """One row per current decode measurement: bytes per token, bound, efficiency."""
     bw = latest_bandwidth(host_docs)
-    gpu_bw = latest_bandwidth(host_docs, "gpu_memory_bandwidth")
+    gpu_bw = latest_bandwidth(host_docs, GPU_MEMORY)
     rows = []
-    for doc in latest_per_key(run_docs):
-        point = decode_point(doc)
+    for rec in latest_per_key(run_docs):
+        point = decode_point(rec)
         if point is None:
             continue
-        eff = as_record(doc).reported
-        req = as_record(doc).requested
-        row: dict[str, Any] = {"id": doc["id"], "created": doc["created"], "host_id": doc["host"]["id"],
-                               "model": doc["model"]["name"], "synthetic": bool(doc["model"].get("synthetic")),
-                               "test": doc["test"]["name"], "metric": point["metric"],
-                               "measured": point["summary"]["mean"], "ci95_low": point["summary"].get("ci95_low"),
-                               "ci95_high": point["summary"].get("ci95_high"), "n": point["summary"].get("n"),
+        eff = rec.reported
+        req = rec.requested
+        s = point["stat"]
+        row: dict[str, Any] = {"id": rec.id, "created": rec.created, "host_id": rec.host_id,
+                               "model": rec.model_name, "synthetic": rec.synthetic,
+                               "test_name": rec.test_name, "metric": point["metric"],
+                               "measured": s.mean, "ci95_low": s.ci95_low, "ci95_high": s.ci95_high, "n": s.n,
                                "threads": eff.get("n_threads"), "depth_mean": sum(point["depths"]) / len(point["depths"]),
                                "type_k": eff.get("type_k") or req.get("type_k") or "f16",
                                "type_v": eff.get("type_v") or req.get("type_v") or "f16",
                                "flash_attn": _flash(eff, req), "gpu": (eff.get("n_gpu_layers") or 0) > 0, "note": None}
         full_gpu = row["gpu"] and eff.get("n_gpu_layers") == eff.get("n_layers_total")
-        if row["gpu"] and not (full_gpu and doc["host"]["id"] in gpu_bw):
+        if row["gpu"] and not (full_gpu and rec.host_id in gpu_bw):
             row["note"] = "layers on a GPU: the host-memory probe does not bound it"
-        rec = as_record(doc)
         if not rec.has_local_file:  # an endpoint model: the server reports no weight bytes to bound it by
             row.update(bytes=None, note=f"endpoint model ({rec.model_origin}): no local file, so no weight bytes "
                                         "per token: skipped")
@@ -201,9 +185,9 @@ def roofline_rows(run_docs: list[dict[str, Any]], host_docs: list[dict[str, Any]
             continue
         row["bytes"] = b
         row["notes_shape"] = list(shape.notes)
-        probe = bw.get(doc["host"]["id"])
-        if full_gpu and doc["host"]["id"] in gpu_bw:  # every layer on the GPU: its device memory bounds it
-            probe = gpu_bw[doc["host"]["id"]]
+        probe = bw.get(rec.host_id)
+        if full_gpu and rec.host_id in gpu_bw:  # every layer on the GPU: its device memory bounds it
+            probe = gpu_bw[rec.host_id]
             row["bound_by"] = "gpu"
         row["probe"] = probe
         row["fits_llc"] = bool(probe is not None and probe.llc_bytes and b["total"] <= probe.llc_bytes

@@ -8,16 +8,18 @@ from typing import Any
 
 import pandas as pd
 
-from core import artifacts
+from core.records import record_class
 from core.records import run as record
+from core.records.base import read_all
 from core.records.run import RunRecord, as_record
-from core.paths import data_dir, relpath
+from core.paths import data_dir
 
 from pipelines.memo import per_set
 
 
-def load_artifacts(artifact: str, root: Path | None = None) -> list[dict[str, Any]]:
-    """Every artifact of one type under ``root`` (validated), oldest first, with ``_path`` for links.
+def load_artifacts(artifact: str, root: Path | None = None) -> list[Any]:
+    """Every artifact of one type under ``root`` (validated), oldest first, as its typed record
+    (core.records), ``path`` set for links.
 
     Without ``root``: the data folder's artifacts of that type from the one loaded set
     (pipelines.dataset), read and validated once however many pages ask."""
@@ -25,13 +27,7 @@ def load_artifacts(artifact: str, root: Path | None = None) -> list[dict[str, An
         from pipelines import dataset
 
         return list(dataset.load().of(artifact))
-    docs = []
-    for path, doc in artifacts.iter_artifacts(root, artifact):
-        doc = dict(doc)
-        doc["_path"] = relpath(path)
-        docs.append(doc)
-    docs.sort(key=lambda d: (d["created"], d["id"]))
-    return docs
+    return read_all(record_class(artifact), root)
 
 
 def load_runs(root: Path | None = None) -> list[RunRecord]:
@@ -77,7 +73,7 @@ def metrics_frame(docs: list[Any]) -> pd.DataFrame:
             "status": r.status,
             "host_id": r.host_id,
             "host_name": r.host_name,
-            "cpu": r.host["cpu"]["model"],
+            "cpu": r.cpu_model,
             "gpu": r.gpu_names,
             "backend": r.backend,
             "backend_version": r.backend_version,
@@ -103,12 +99,12 @@ def metrics_frame(docs: list[Any]) -> pd.DataFrame:
             rows.append({**base, "metric": None, "error": r.error_message})
             continue
         for metric, st in r.summary.items():
-            rows.append({**base, "metric": metric, "error": None, **{f"s_{k}": v for k, v in st.items()}})
+            rows.append({**base, "metric": metric, "error": None, **{f"s_{k}": v for k, v in st.to_dict().items()}})
     return pd.DataFrame(rows)
 
 
-def last_updated(docs: list[dict[str, Any]]) -> str | None:
-    return max((d["created"] for d in docs), default=None)
+def last_updated(recs: list[Any]) -> str | None:
+    return max((r.created for r in records(recs)), default=None)
 
 
 def data_root() -> Path:

@@ -14,77 +14,81 @@ from core import stats
 from core.metrics import METRICS
 from core.kinds.request import workload_fingerprint
 from core.kinds.request_stats import Slo, stored_sweep, sweep_stats
-from core.records.run import as_record
+from core.records.run import RunRecord, as_record
+from core.summary import Summary
 
 from pipelines.runs import latest_per_key
 
 SERVING_KINDS = ("serve", "concurrency")
 COMPARED = ("ttft_ms", "tpot_ms", "e2e_ms")
-IN_PROCESS = "llama_cpp"
 
 
-def endpoint(doc: dict[str, Any]) -> str:
-    """How a run reached the model: the server's label, or in-process."""
-    if doc["backend"] == IN_PROCESS or doc["build"].get("in_process"):
-        return f"in-process ({doc['backend']})"
-    return (doc.get("details") or {}).get("endpoint") or as_record(doc).reported.get("endpoint") or doc["backend"]
+def endpoint(doc: RunRecord) -> str:
+    """How a run reached the model: the server's label, or in-process (core.records.run.RunRecord.endpoint)."""
+    return as_record(doc).endpoint
 
 
-def _summary(doc: dict[str, Any], name: str) -> dict[str, Any] | None:
-    s = doc["summary"].get(name)
-    return s if s and s.get("n") else None
+def _summary(rec: RunRecord, name: str) -> Summary | None:
+    s = rec.stat(name)
+    return s if s is not None and s.n else None
 
 
-def cold_warm(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def cold_warm(docs: list[RunRecord]) -> list[dict[str, Any]]:
     """One row per current ``serve`` artifact that succeeded."""
     rows = []
     for d in latest_per_key(docs):
-        if d["test"]["kind"] != "serve" or d["status"] != "ok":
+        if d.test_kind != "serve" or not d.ok:
             continue
+        fresh = d.details.cold_is_fresh_server
         rows.append({
-            "id": d["id"], "host": d["host"]["id"], "model": d["model"]["name"], "synthetic": d["model"]["synthetic"],
-            "model_server": as_record(d).model_server,
-            "endpoint": endpoint(d), "test": d["test"]["name"],
-            "fresh_server": bool((d.get("details") or {}).get("cold_is_fresh_server", True)),
+            "id": d.id, "host": d.host_id, "model": d.model_name, "synthetic": d.synthetic,
+            "model_server": d.model_server,
+            "endpoint": d.endpoint, "test_name": d.test_name,
+            "fresh_server": True if fresh is None else bool(fresh),
             **{name: _summary(d, name) for name in ("startup_ms", "cold_ttft_ms", "cold_e2e_ms", "cold_total_ms",
                                                     "ttft_ms", "tpot_ms", "e2e_ms", "output_tokens", "failed_requests")},
         })
-    return sorted(rows, key=lambda r: (r["host"], r["model"], r["endpoint"], r["test"]))
+    return sorted(rows, key=lambda r: (r["host"], r["model"], r["endpoint"], r["test_name"]))
 
 
-def sweeps(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _levels(d: RunRecord) -> list[dict[str, Any]]:
+    """A sweep's levels as core.kinds.request_stats reads them (records as stored)."""
+    return [lv.model_dump(exclude_unset=True) for lv in d.samples.levels or []]
+
+
+def sweeps(docs: list[RunRecord]) -> list[dict[str, Any]]:
     """Every current ``concurrency`` artifact with recorded levels (a failed run shows what it measured)."""
     out = []
     for d in latest_per_key(docs):
-        if d["test"]["kind"] != "concurrency":
+        if d.test_kind != "concurrency":
             continue
-        levels = (d.get("samples") or {}).get("levels") or []
+        levels = _levels(d)
         if not levels:
             continue
-        slo = Slo.from_dict((d.get("details") or {}).get("slo"))
-        out.append({"id": d["id"], "host": d["host"]["id"], "model": d["model"]["name"],
-                    "synthetic": d["model"]["synthetic"], "model_server": as_record(d).model_server,
-                    "endpoint": endpoint(d), "test": d["test"]["name"],
-                    "status": d["status"], "error": (d.get("error") or {}).get("message"),
-                    "sweep": stored_sweep((d.get("details") or {}).get("sweep")) or sweep_stats(levels, slo),
+        slo = Slo.from_dict(d.details.slo.model_dump(exclude_unset=True) if d.details.slo else None)
+        out.append({"id": d.id, "host": d.host_id, "model": d.model_name,
+                    "synthetic": d.synthetic, "model_server": d.model_server, "endpoint": d.endpoint, "test_name": d.test_name,
+                    "status": d.status, "error": d.error_message,
+                    "sweep": stored_sweep(d.details.sweep) or sweep_stats(levels, slo),
                     "precision": level_precision(d)})
-    return sorted(out, key=lambda r: (r["host"], r["model"], r["endpoint"], r["test"]))
+    return sorted(out, key=lambda r: (r["host"], r["model"], r["endpoint"], r["test_name"]))
 
 
-def level_precision(doc: dict[str, Any]) -> dict[int, dict[str, Any]]:
+def level_precision(doc: RunRecord) -> dict[int, dict[str, Any]]:
     """Per level: the precision record (target, half-width reached, met, why it stopped). An artifact
     measured before repeat-to-precision gets its E2E CI95 half-width computed from its records,
     with ``target_rel`` None (a fixed count of rounds)."""
     from core import stats as st
 
-    rec = ((doc.get("details") or {}).get("precision") or {}).get("levels")
+    d = as_record(doc)
+    rec = d.precision.levels if d.precision is not None else None
     if rec:
-        return {int(r["level"]): r for r in rec}
+        return {int(r.level): r.model_dump(exclude_unset=True) for r in rec}
     out = {}
-    for lv in (doc.get("samples") or {}).get("levels") or []:
-        e2e = [r.get("e2e_ms") for r in lv.get("requests") or [] if r.get("ok")]
-        out[int(lv["level"])] = {"metric": "e2e_ms", "target_rel": None, "n": len(lv.get("requests") or []),
-                                 "half_width_rel": st.ci95_half_width_rel(e2e), "met": None, "stop_reason": "fixed_count"}
+    for lv in d.samples.levels or []:
+        e2e = [r.e2e_ms for r in lv.requests if r.ok]
+        out[int(lv.level)] = {"metric": "e2e_ms", "target_rel": None, "n": len(lv.requests),
+                              "half_width_rel": st.ci95_half_width_rel(e2e), "met": None, "stop_reason": "fixed_count"}
     return out
 
 
@@ -128,41 +132,33 @@ def _x(v: float | None) -> str:
 
 
 # -- comparisons --------------------------------------------------------------------------
-def _request_samples(doc: dict[str, Any], metric: str) -> list[float]:
-    samples = doc.get("samples") or {}
-    records = samples.get("warm") if doc["test"]["kind"] == "serve" else samples.get("requests")
-    return [r[metric] for r in (records or []) if r.get("ok", True) and r.get(metric) is not None]
-
-
-def comparisons(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def comparisons(docs: list[RunRecord]) -> list[dict[str, Any]]:
     """Each server run (chat, or serve's warm requests) against the newest in-process chat run
     with the same request, model and host: ratio server / in-process with CI95 and a verdict."""
-    current = [d for d in latest_per_key(docs) if d["status"] == "ok"]
-    baselines: dict[tuple, dict[str, Any]] = {}
+    current = [d for d in latest_per_key(docs) if d.ok]
+    baselines: dict[tuple, RunRecord] = {}
     for d in current:
-        if d["backend"] == IN_PROCESS and d["test"]["kind"] == "chat":
-            k = (d["host"]["id"], as_record(d).model_identity, workload_fingerprint(d["test"]))
-            if k not in baselines or d["created"] > baselines[k]["created"]:
+        if d.in_process and d.test_kind == "chat":
+            k = (d.host_id, d.model_identity, workload_fingerprint(d.test))
+            if k not in baselines or d.created > baselines[k].created:
                 baselines[k] = d
     rows = []
     for d in current:
-        # a server run; another in-process backend is set beside llama.cpp by pipelines.backends
-        if d["backend"] == IN_PROCESS or d["build"].get("in_process") or d["test"]["kind"] not in ("chat", "serve"):
+        if d.in_process or d.test_kind not in ("chat", "serve"):
             continue
-        base = baselines.get((d["host"]["id"], as_record(d).model_identity, workload_fingerprint(d["test"])))
+        base = baselines.get((d.host_id, d.model_identity, workload_fingerprint(d.test)))
         if base is None:
             continue
         for metric in COMPARED:
-            a, b = _request_samples(base, metric), _request_samples(d, metric)
+            a, b = base.values(metric), d.values(metric)
             if not a or not b:
                 continue
             m = METRICS[metric]
             c = stats.compare(a, b, m.higher_is_better)
             rows.append({
-                "host": d["host"]["id"], "model": d["model"]["name"], "synthetic": d["model"]["synthetic"],
-                "model_server": as_record(d).model_server,
-                "workload": base["test"]["name"], "endpoint": endpoint(d), "kind": d["test"]["kind"],
-                "metric": metric, "baseline_id": base["id"], "candidate_id": d["id"],
+                "host": d.host_id, "model": d.model_name, "synthetic": d.synthetic, "model_server": d.model_server,
+                "workload": base.test_name, "endpoint": d.endpoint, "kind": d.test_kind,
+                "metric": metric, "baseline_id": base.id, "candidate_id": d.id,
                 "baseline_mean": sum(a) / len(a), "candidate_mean": sum(b) / len(b),
                 "baseline_tokens": _mean_tokens(base), "candidate_tokens": _mean_tokens(d),
                 "prefix_reuse": _prefix_reuse(d),
@@ -172,27 +168,24 @@ def comparisons(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
                                        COMPARED.index(r["metric"])))
 
 
-def _prefix_reuse(doc: dict[str, Any]) -> dict[str, int] | None:
+def _prefix_reuse(doc: RunRecord) -> dict[str, int] | None:
     """How many of the server's generations reused the previous prompt's KV cache (from its log)."""
-    facts = (((doc.get("details") or {}).get("server") or {}).get("log_facts")) or {}
+    server = getattr(doc.details, "server", None)
+    facts = (server.log_facts if server is not None else None) or {}
     return facts if facts.get("prefix_match_hits") else None
 
 
-def _mean_tokens(doc: dict[str, Any]) -> float | None:
-    vals = _request_samples(doc, "output_tokens")
+def _mean_tokens(doc: RunRecord) -> float | None:
+    vals = doc.values("output_tokens")
     return sum(vals) / len(vals) if vals else None
 
 
-def failed_serving(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Current serving artifacts that failed, with their reason (shown, never hidden)."""
+def failed_serving(docs: list[RunRecord]) -> list[dict[str, Any]]:
+    """Current runs that talked to a server and failed, with their reason (shown, never hidden)."""
     out = []
     for d in latest_per_key(docs):
-        if d["status"] == "ok" or d["backend"] == IN_PROCESS or d["test"]["kind"] not in SERVING_KINDS + ("chat",):
+        if d.ok or d.in_process or d.test_kind not in SERVING_KINDS + ("chat",):
             continue
-        if d["backend"] != "openai_http":
-            continue
-        out.append({"id": d["id"], "host": d["host"]["id"], "model": d["model"]["name"], "endpoint": endpoint(d),
-                    "model_server": as_record(d).model_server,
-                    "test": d["test"]["name"], "kind": (d.get("error") or {}).get("kind"),
-                    "message": (d.get("error") or {}).get("message"), "created": d["created"]})
+        out.append({"id": d.id, "host": d.host_id, "model": d.model_name, "endpoint": d.endpoint, "model_server": d.model_server,
+                    "test_name": d.test_name, "kind": d.error_kind, "message": d.error_message, "created": d.created})
     return sorted(out, key=lambda r: r["created"], reverse=True)

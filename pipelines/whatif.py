@@ -28,7 +28,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from core.errors import ConfigError
 from core.paths import data_dir, relpath
 from core.yamlio import load_yaml, pydantic_error_line
-from core.records.run import as_record
+from core.kinds.rate import RateTest
+from core.records.run import RunRecord, as_record
 
 from pipelines.runs import latest_per_key
 
@@ -44,33 +45,41 @@ def _mean(values: list[float]) -> float | None:
     return sum(vals) / len(vals) if vals else None
 
 
-def stage_profile(doc: dict[str, Any]) -> dict[str, float] | None:
+def _requests(rec: RunRecord) -> list[Any]:
+    """The request records of a run whose kind sends requests (chat, generate): its timed requests."""
+    return list(getattr(rec.samples, "requests", None) or [])
+
+
+def _staged(rec: RunRecord) -> list[dict[str, float]]:
+    """The stage split of each timed request (in process: tokenise, prefill, decode, ...)."""
+    return [r.stages_ms for r in _requests(rec) if isinstance(getattr(r, "stages_ms", None), dict)]
+
+
+def stage_profile(rec: RunRecord) -> dict[str, float] | None:
     """Mean milliseconds per unit of work in each stage (load: per load), or None when the
     artifact does not record stages (a chat run from before stage timing, a failed run)."""
-    rec = as_record(doc)
+    rec = as_record(rec)
     if not rec.ok:
         return None
-    kind = rec.test_kind
     out: dict[str, float] = {}
-    load = rec.stat("load_time_s") or {}
-    if load.get("mean") is not None:
-        out["load"] = load["mean"] * 1000.0
-    if kind == "rate":
-        perf = (doc.get("details") or {}).get("perf_counters") or []
-        test = doc["test"]
+    load = rec.stat("load_time_s")
+    if load is not None and load.mean is not None:
+        out["load"] = load.mean * 1000.0
+    if isinstance(rec.spec, RateTest):
+        test = rec.spec
+        perf = rec.details.perf_counters or []
         if perf:
-            if test.get("n_prompt"):
-                out["prefill"] = _mean([p.get("t_p_eval_ms") for p in perf]) or 0.0
-            if test.get("n_gen"):
-                out["decode"] = _mean([p.get("t_eval_ms") for p in perf]) or 0.0
+            if test.n_prompt:
+                out["prefill"] = _mean([p.t_p_eval_ms for p in perf]) or 0.0
+            if test.n_gen:
+                out["decode"] = _mean([p.t_eval_ms for p in perf]) or 0.0
         else:  # only the timer: a pure pp or tg test is one stage
-            ns = _mean((doc.get("samples") or {}).get("ns") or [])
-            if ns is None or (test.get("n_prompt") and test.get("n_gen")):
+            ns = _mean(rec.samples.ns or [])
+            if ns is None or (test.n_prompt and test.n_gen):
                 return None
-            out["prefill" if test.get("n_prompt") else "decode"] = ns / 1e6
+            out["prefill" if test.n_prompt else "decode"] = ns / 1e6
         return out
-    records = [r for r in (doc.get("samples") or {}).get("requests", []) if isinstance(r, dict)]
-    staged = [r["stages_ms"] for r in records if isinstance(r.get("stages_ms"), dict)]
+    staged = _staged(rec)
     if not staged:
         return None
     names = sorted({k for s in staged for k in s})
@@ -79,19 +88,17 @@ def stage_profile(doc: dict[str, Any]) -> dict[str, float] | None:
     return out
 
 
-def unit_totals(doc: dict[str, Any]) -> list[float]:
+def unit_totals(rec: RunRecord) -> list[float]:
     """Milliseconds of each measured unit of work (a repetition, a request), all stages but the
     load: the samples behind :func:`stage_profile`'s sum, for its interval."""
-    kind = doc["test"].get("kind")
-    if kind == "rate":
-        perf = (doc.get("details") or {}).get("perf_counters") or []
-        test = doc["test"]
+    rec = as_record(rec)
+    if isinstance(rec.spec, RateTest):
+        test = rec.spec
+        perf = rec.details.perf_counters or []
         if perf:
-            return [(p.get("t_p_eval_ms") or 0.0) * bool(test.get("n_prompt")) + (p.get("t_eval_ms") or 0.0) * bool(test.get("n_gen"))
-                    for p in perf]
-        return [ns / 1e6 for ns in (doc.get("samples") or {}).get("ns") or []]
-    records = [r for r in (doc.get("samples") or {}).get("requests", []) if isinstance(r, dict)]
-    return [sum(r["stages_ms"].values()) for r in records if isinstance(r.get("stages_ms"), dict)]
+            return [(p.t_p_eval_ms or 0.0) * bool(test.n_prompt) + (p.t_eval_ms or 0.0) * bool(test.n_gen) for p in perf]
+        return [ns / 1e6 for ns in rec.samples.ns or []]
+    return [sum(s.values()) for s in _staged(rec)]
 
 
 def stage_shares(profile: dict[str, float], stages: tuple[str, ...] | None = None) -> dict[str, float]:
@@ -176,8 +183,8 @@ def load_whatif(path: Path | None = None) -> WhatIfFile:
     return f
 
 
-def select_runs(docs: list[dict[str, Any]], *, model: str, test: str, host_id: str | None = None,
-                matrix: str | None = None, settings: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+def select_runs(docs: list[RunRecord], *, model: str, test: str, host_id: str | None = None,
+                matrix: str | None = None, settings: dict[str, Any] | None = None) -> list[RunRecord]:
     """The newest ok artifact of every configuration matching a selector, newest first."""
     out = []
     for r in latest_per_key(docs):
@@ -215,10 +222,10 @@ class MixResult:
         for u in self.entries:
             if u["entry"].loads_per_request and "load" in u["profile"]:
                 return None, None
-            s = stats.summarize(unit_totals(u["run"]))
-            if s["ci95_low"] is None:
+            s = stats.summary(unit_totals(u["run"]))
+            if s.ci95_low is None or s.ci95_high is None or s.mean is None:
                 return None, None
-            half2 += (u["weight"] * (s["ci95_high"] - s["mean"])) ** 2
+            half2 += (u["weight"] * (s.ci95_high - s.mean)) ** 2
         if not self.entries:
             return None, None
         half = half2 ** 0.5
@@ -237,7 +244,7 @@ class MixResult:
         return rows
 
 
-def evaluate_mix(mix: Mix, docs: list[dict[str, Any]], host_id: str) -> MixResult:
+def evaluate_mix(mix: Mix, docs: list[RunRecord], host_id: str) -> MixResult:
     """The mix's stage time per request on one host, from the newest matching artifacts."""
     total_w = sum(e.weight for e in mix.entries)
     per: dict[str, float] = {}
@@ -264,7 +271,7 @@ def evaluate_mix(mix: Mix, docs: list[dict[str, Any]], host_id: str) -> MixResul
     return MixResult(mix, host_id, per, used, missing)
 
 
-def mix_hosts(mix: Mix, docs: list[dict[str, Any]]) -> list[str]:
+def mix_hosts(mix: Mix, docs: list[RunRecord]) -> list[str]:
     """Hosts that have a run for at least one entry of the mix."""
     hosts = set()
     for e in mix.entries:

@@ -1,6 +1,6 @@
 """Child processes that cannot outlive the process that started them, and their job folders.
 
-A worker (``runtime.execution.worker``, ``runtime.quality.worker``) and every server a worker starts
+A worker (``runtime.execution.worker``) and every server a worker starts
 ask the kernel to SIGKILL them when their parent dies (``prctl(PR_SET_PDEATHSIG)``), whatever
 ended the parent: SIGKILL, SIGTERM, SIGHUP, an OOM kill. A watchdog thread in the worker backs
 that up (its parent changed: it kills its own process group) and holds the runner's timeout

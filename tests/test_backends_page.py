@@ -49,7 +49,7 @@ def test_every_figure_of_the_issue_is_compared(h200):
         assert all(by_id[i].backend == "transformers" for i in r["candidate_ids"])
     decode = rows["Decode energy (tg128)"]
     (tg,) = [r for r in h200 if r.backend == "transformers" and r.test_name == "tg128"]
-    assert decode["candidate_mean"] == pytest.approx(tg.stat("decode_j_per_token")["mean"])
+    assert decode["candidate_mean"] == pytest.approx(tg.stat("decode_j_per_token").mean)
 
 
 def test_the_comparisons_page_shows_them(h200):
@@ -69,7 +69,7 @@ def test_rate_boards_carry_energy_where_measured(h200):
     (row,) = [r for r in h200 if r.backend == "llama_cpp" and r.test_name == "pp512"]
     s = row.stat("prefill_j_per_token")
     assert "Prefill energy (J/token) [CI95]" in gpu_pp
-    assert f"{s['mean']:,.4f} [{s['ci95_low']:,.4f} – {s['ci95_high']:,.4f}]" in gpu_pp
+    assert f"{s.mean:,.4f} [{s.ci95_low:,.4f} – {s.ci95_high:,.4f}]" in gpu_pp
     assert "Decode energy" not in gpu_pp  # a pp test measures prefill only
     cpu = [s for s in sections if s.split("\n")[0] in ("pp64 on <code>golden-host-94ba7631</code> · <code>llama_cpp</code>",
                                                          "tg16 on <code>golden-host-94ba7631</code> · <code>llama_cpp</code>")]
@@ -99,11 +99,11 @@ def test_roofline_does_not_bound_dequantized_weights(h200):
 
 
 def test_methodology_lists_what_each_kind_means_per_backend():
-    from docs.macros import _backend_rows
+    from docs.macros import backend_declarations
 
-    rows = {r["name"]: r for r in _backend_rows()}
+    rows = {r["name"]: r for r in backend_declarations()}
     assert rows["transformers"]["in_process"] and rows["transformers"]["test_kinds"] == ["rate", "chat", "serve"]
     assert "serve" in rows["llama_cpp"]["test_kinds"] and not rows["openai_http"]["in_process"]
     text = pages.backends_table(list(rows.values()))
     assert "<code>serve</code>: serve in process: startup is the model load in a fresh worker process" in text
-    assert "| <code>openai\\_http</code> | over HTTP |" in text or "| <code>openai_http</code> | over HTTP |" in text
+    assert "| <code>openai\\_http</code> | behind a server |" in text or "| <code>openai_http</code> | behind a server |" in text

@@ -167,7 +167,7 @@ def test_every_charted_value_is_an_artifacts_value():
         for v in values:
             r = by_id[v["id"]]
             s = r.stat(headline(r.test_kind).name)
-            assert v["mean"] == s["mean"] and v.get("ci95_low") == s["ci95_low"] and v["n"] == s["n"]
+            assert v["mean"] == s.mean and v.get("ci95_low") == s.ci95_low and v["n"] == s.n
     values = _chart_values(pages.leaderboard_page(recs))
     ids = [v["id"] for v in values]
     assert len(ids) == len(set(ids))  # one mark per artifact
@@ -201,8 +201,8 @@ def test_a_slowed_build_is_a_regression_step_with_its_ci():
     assert reg.verdict == "regression" and imp.verdict == "improvement"
     pooled_fast = stats.summarize([700, 705, 698, 702, 699, 701, 703, 697, 700, 704])
     pooled_slow = stats.summarize([380, 385, 379, 383, 381, 382, 384, 380, 378, 386])
-    assert reg.pooled_before["mean"] == pytest.approx(pooled_fast["mean"])
-    assert reg.pooled_before["stddev"] == pytest.approx(pooled_fast["stddev"])
+    assert reg.pooled_before.mean == pytest.approx(pooled_fast["mean"])
+    assert reg.pooled_before.stddev == pytest.approx(pooled_fast["stddev"])
     assert reg.ratio == pytest.approx(pooled_slow["mean"] / pooled_fast["mean"])
     assert reg.ci95_low < reg.ratio < reg.ci95_high < 1.0
     assert reg.build_change == {"label": (None, "threads-halved")} and reg.settings_change["n_threads"] == (2, 1)
@@ -226,7 +226,7 @@ def test_compare_two_builds_and_two_hosts():
     res = cmp.compare(docs, cmp.parse_selection("build=ordinary"), cmp.parse_selection("build=threads-halved"))
     (row,) = res.rows
     assert row.a_id == docs[-1].id and row.b_id == docs[3].id  # the newest on each side
-    assert row.verdict == "loss" and row.ratio == pytest.approx(docs[3].stat("tokens_per_second")["mean"] / 700.0)
+    assert row.verdict == "loss" and row.ratio == pytest.approx(docs[3].stat("tokens_per_second").mean / 700.0)
     assert res.losses_beyond(40) and not res.losses_beyond(60)
     cross = [run([10, 11, 12], test=TG), run([900, 910, 905], test=TG, host=GPU, effective={"n_threads": 16}, minutes=1),
              run([5, 6, 7], test=PP, minutes=2)]
@@ -314,5 +314,5 @@ def test_committed_cpu_and_h100_share_reference_rows():
         a, b = by_id[row.a_id], by_id[row.b_id]
         assert a.host_id == cpu and b.host_id.startswith("lent-h100") and a.model_sha256 == b.model_sha256
         assert a.requested == b.requested and a.test_definition == b.test_definition
-        assert row.a_mean == a.stat(row.metric)["mean"] and row.b_mean == b.stat(row.metric)["mean"]
+        assert row.a_mean == a.stat(row.metric).mean and row.b_mean == b.stat(row.metric).mean
     assert f"runs/run.md?id={res.rows[0].b_id}" in history_pages.host_vs_host_page(recs)

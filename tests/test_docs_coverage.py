@@ -16,7 +16,7 @@ def test_every_task_and_option_has_help():
     names = {n for r in rows for n in [r["name"], *r["aliases"]]}
     assert {"model.fetch", "bench", "validate", "site.build", "site.serve", "all", "test"} <= names
     for r in rows:
-        assert r["summary"], f"task {r['name']} has no docstring"
+        assert r["synopsis"], f"task {r['name']} has no docstring"
         for o in r["options"]:
             assert o["help"], f"option {o['flag']} of {r['name']} has no help text"
 

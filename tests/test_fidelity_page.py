@@ -22,11 +22,11 @@ def test_every_committed_comparison_is_a_row_with_its_files_values():
     assert len(rows) == expected and expected > 0
     doc = json.loads(cpu[0].read_text())
     test, t = sorted(doc["tests"].items())[0]
-    row = next(r for r in rows if r["file"].endswith(cpu[0].name) and r["test"] == test)
+    row = next(r for r in rows if r["file"].endswith(cpu[0].name) and r["test_name"] == test)
     assert row["ratio"] == t["vs_llama_bench"]["ours"]["ratio"] and row["verdict"] == t["vs_llama_bench"]["ours"]["verdict"]
     if gpu:
         g = json.loads(gpu[0].read_text())["rows"][0]
-        grow = next(r for r in rows if r["file"].endswith(str(gpu[0].relative_to(ROOT))) and r["test"] == g["test"]
+        grow = next(r for r in rows if r["file"].endswith(str(gpu[0].relative_to(ROOT))) and r["test_name"] == g["test"]
                     and r["model"] == g["model"])
         s = stats.summarize(g["ratio_per_round"])
         assert (grow["ci95_low"], grow["ci95_high"]) == pytest.approx((s["ci95_low"], s["ci95_high"]))

@@ -71,7 +71,7 @@ def test_side_by_side_cpu_gpu_and_inventory_host(gpu_runs, gpu_hosts, tmp_path, 
 def test_decode_of_a_bigger_model_is_closer_to_its_bound(gpu_runs, gpu_hosts):
     """On the H100 the 8B shape (bandwidth-bound) reaches a larger share of the roofline than
     the 1B shape (launch-bound): the page's explanation must match the measurements."""
-    rows = {(r["model"], r["test"]): r for r in roofline.roofline_rows(gpu_runs, gpu_hosts) if r.get("efficiency")}
+    rows = {(r["model"], r["test_name"]): r for r in roofline.roofline_rows(gpu_runs, gpu_hosts) if r.get("efficiency")}
     big = rows[("synthetic-llama-8b-q8_0", "tg128")]["efficiency"]
     small = rows[("synthetic-llama-1b-q8_0", "tg128")]["efficiency"]
     assert big > small + 0.15

@@ -95,7 +95,7 @@ def test_chat_stage_timings(measured):
 @pytest.mark.model
 def test_roofline_of_a_real_run(measured):
     docs, probe = measured
-    rows = {r["test"]: r for r in roofline.roofline_rows(list(docs.values()), [probe])}
+    rows = {r["test_name"]: r for r in roofline.roofline_rows(list(docs.values()), [probe])}
     r = rows["tg8"]
     assert r["bytes"]["weights"] == sum(docs["tg8"]["model"]["gguf"]["tensor_bytes_by_type"].values())
     assert r["bound"] > 0 and 0 < r["efficiency"]

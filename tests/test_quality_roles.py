@@ -244,7 +244,7 @@ def test_site_builds_with_quality_and_roles_pages(tmp_path, monkeypatch):
     quality[0]["items"][1]["output"] = "```python\nprint('fenced')\n"  # an unterminated fence in model output
     quality[0]["items"][0]["passed"] = False
     quality[0]["items"][0]["score"] = 0.0
-    from runtime.quality.runner import summarize_items
+    from core.records.quality import summarize_items
 
     quality[0]["summary"] = summarize_items(quality[0]["items"])
     write_all(d, runs, quality)

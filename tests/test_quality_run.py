@@ -11,7 +11,7 @@ import pytest
 
 from pipelines.quality import scores_frame
 from core import artifacts
-from runtime.quality import runner
+from runtime.quality import suite_runner as runner
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -15,7 +15,7 @@ import pytest
 from pipelines import roles
 from core import artifacts
 from core.errors import ConfigError
-from runtime.quality import matrix as qmatrix
+from runtime.quality import suite_matrix as qmatrix
 from runtime.quality import perplexity, scorers, suites
 from tests.conftest import ROOT, tree_snapshot
 from tests.support.quality_fixtures import quality_doc, speed_doc
@@ -137,7 +137,7 @@ def test_cli_refuses_a_text_too_short_for_one_chunk(qdata):
 
 # -- the real model ---------------------------------------------------------------------------------
 def test_real_model_loglikelihood_and_completion_end_to_end(qdata, tmp_path):
-    from runtime.quality.runner import run_quality_matrix
+    from runtime.quality.suite_runner import run_quality_matrix
 
     (qdata / "matrices" / "q.yaml").write_text(
         "kind: quality\nname: q\nmodels: [gemma3-270m-q4_k_m]\nsettings: {n_ctx: 1024, n_threads: 1}\n"

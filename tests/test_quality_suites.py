@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from core.errors import ConfigError
-from runtime.quality import matrix as qmatrix
+from runtime.quality import suite_matrix as qmatrix
 from runtime.quality import suites
 
 ROOT = Path(__file__).resolve().parents[1]

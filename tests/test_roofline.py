@@ -46,7 +46,7 @@ def test_bound_and_efficiency_per_run():
     chat = run_doc(test=CHAT_SHORT, metrics={"decode_tps": [60.0, 62.0]},
                    samples={"requests": chat_requests([STAGES_A, STAGES_A], prompt_tokens=19, output_tokens=5)})
     host = host_doc({1: [19.0, 19.4], 2: [24.0, 25.0]})
-    rows = {r["test"]: r for r in R.roofline_rows([tg, chat], [host])}
+    rows = {r["test_name"]: r for r in R.roofline_rows([tg, chat], [host])}
     r = rows["tg4"]
     total = R.bytes_per_token(gemma, [0, 1, 2, 3])["total"]
     assert r["bytes"]["total"] == pytest.approx(total)

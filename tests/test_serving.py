@@ -600,11 +600,10 @@ def test_a_stored_sweep_of_today_s_shape_is_used_and_an_older_one_recomputed(fix
     assert stored_sweep(old) is None
     assert stored_sweep(None) is None and stored_sweep({"levels": []}) is None
 
-    doc["details"]["sweep"] = {**fresh, "peak_level": -1}  # marks which one was read
-    (row,) = serving.sweeps([doc])
+    # a loaded artifact is read-only (its record caches what it read): each variant is a document of its own
+    (row,) = serving.sweeps([{**doc, "details": {**doc["details"], "sweep": {**fresh, "peak_level": -1}}}])
     assert row["sweep"]["peak_level"] == -1  # the stored one
-    doc["details"]["sweep"] = {**old, "peak_level": -1}
-    (row,) = serving.sweeps([doc])
+    (row,) = serving.sweeps([{**doc, "details": {**doc["details"], "sweep": {**old, "peak_level": -1}}}])
     assert row["sweep"] == fresh  # recomputed from the samples
 
 

@@ -9,6 +9,7 @@ declares all of that in one :class:`Kind` and registers it (:func:`core.kinds.re
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
@@ -52,13 +53,79 @@ class TestSpec(BaseModel):
 TEST_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+@-]*$")
 
 
-
-
 class Message(BaseModel):
     model_config = ConfigDict(extra="forbid")
     role: Literal["system", "user", "assistant"]
     content: str
 
+
+# -- the shapes of what a run of a kind stores ------------------------------------------------------
+class Shape(BaseModel):
+    """Base of a kind's ``samples`` and ``details`` models (and of the records inside them).
+
+    The declared fields are typed (the run schema is generated from them: core/schema.py) and
+    optional: a failed run keeps what it measured before it failed, an imported or older artifact
+    what its source knew. A backend may keep facts of its own beside them (extra fields are kept
+    as they are, untyped): the shape types what every backend of the kind shares and what the
+    pipelines read."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+
+class PerfCounters(Shape):
+    """llama.cpp's own counters of one timed region (llama_perf_context)."""
+
+    t_p_eval_ms: float | None = None
+    n_p_eval: int | None = None
+    t_eval_ms: float | None = None
+    n_eval: int | None = None
+
+
+class PrecisionRecord(Shape):
+    """How repetition stopped (core.precision.Repeater.record)."""
+
+    metric: str = Field(..., description="The metric whose CI95 was judged.")
+    target_rel: float | None = Field(..., description="Target CI95 half-width as a fraction of the mean; null: a fixed count.")
+    min_repetitions: int | None = None
+    max_repetitions: int | None = None
+    max_time_s: float | None = None
+    n: int = Field(..., ge=0, description="Samples taken.")
+    half_width_rel: float | None = Field(..., description="CI95 half-width reached, as a fraction of the mean.")
+    met: bool | None = Field(..., description="Whether the target was met (null: no target).")
+    stop_reason: str | None = Field(..., description="target_met, max_repetitions, max_time_s, fixed_count (; per level).")
+    elapsed_s: float | None = None
+    level: int | None = Field(None, description="The concurrency level of this record (a sweep's per-level records).")
+    levels: list["PrecisionRecord"] | None = Field(None, description="Per level (a concurrency sweep).")
+
+
+class SpeculativeStats(Shape):
+    """Drafted and accepted tokens of speculative decoding over a test's timed requests."""
+
+    proposed: int | None = None
+    accepted: int | None = None
+    rounds: int | None = None
+    empty_rounds: int | None = None
+    draft_seconds: float | None = None
+    acceptance: float | None = Field(None, description="accepted / proposed.")
+
+
+class Details(Shape):
+    """What every kind's ``details`` may hold: how it was measured and how repetition stopped."""
+
+    method: str | None = Field(None, description="How it was measured, in words.")
+    precision: PrecisionRecord | None = Field(None, description="Repeat to a precision: the target CI95 half-width, "
+                                              "whether it was met and why repetition stopped.")
+    remote: dict[str, Any] | None = Field(None, description="A run on a remote host that never produced a result: "
+                                          "what the controller knew (runtime.remote).")
+
+
+class Samples(Shape):
+    """Base of a kind's ``samples``: the raw records behind its summary, kept verbatim."""
+
+
+# -- the kind ---------------------------------------------------------------------------------------
+def _no_values(samples: Any, metric: str) -> list[float]:
+    return []
 
 
 @dataclass(frozen=True)
@@ -67,9 +134,11 @@ class Kind:
 
     ``headline`` is the metric it is ranked and compared on (None: not ranked); ``columns``
     the metrics shown beside it in tables; ``metrics`` every metric its artifacts summarise;
-    ``work_fields`` the spec fields that define the work (None: every field but the sample
-    size); ``details`` / ``samples``: pydantic models of its artifacts' ``details`` and
-    ``samples`` objects, where the kind declares them."""
+    ``details`` / ``samples``: the pydantic models of its artifacts' ``details`` and ``samples``
+    objects (the run schema's per-kind part is generated from them, core/schema.py);
+    ``values(samples, metric)``: the raw per-sample values behind one metric of its summary
+    (what a comparison of two runs needs), read from its typed samples; ``extra``: anything
+    else the kind's own code wants to keep with it."""
 
     name: str
     spec: type[TestSpec]
@@ -77,6 +146,7 @@ class Kind:
     headline: str | None = None
     columns: tuple[str, ...] = ()
     metrics: tuple[str, ...] = ()
-    details: type[BaseModel] | None = None
-    samples: type[BaseModel] | None = None
+    details: type[Details] = Details
+    samples: type[Samples] = Samples
+    values: Callable[[Any, str], list[float]] = _no_values
     extra: dict[str, Any] = field(default_factory=dict)

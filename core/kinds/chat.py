@@ -5,12 +5,15 @@ TTFT, TPOT, E2E latency, output tokens and inter-token latency percentiles, per 
 
 from __future__ import annotations
 
-from typing import Literal
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal
 
 from pydantic import Field
 
 from core.kinds import register
-from core.kinds.base import Kind, Message, TestSpec
+from core.kinds.base import Kind, Message, Samples, SpeculativeStats, TestSpec
+from core.kinds.request import RequestDetails, RequestRecord, request_values
 
 
 class ChatTest(TestSpec):
@@ -36,8 +39,68 @@ class ChatTest(TestSpec):
         return self.id
 
 
+class ChatSamples(Samples):
+    requests: list[RequestRecord] | None = Field(None, description="The timed requests.")
+    warmup: list[RequestRecord] | None = Field(None, description="The untimed requests before them (over HTTP).")
+
+
+class ChatDetails(RequestDetails):
+    prefix_cache: bool | None = Field(None, description="In process: whether requests could reuse a cached prefix.")
+    speculative: SpeculativeStats | None = None
+
+
+@dataclass
+class RequestRun:
+    """What :func:`run_requests` measured: the timed request records, their metrics, the warm-up
+    count and how repetition stopped (core.precision)."""
+
+    records: list[dict[str, Any]]
+    metrics: dict[str, list[float]]
+    warmup: int
+    precision: dict[str, Any]
+
+
+def run_requests(test: ChatTest, request: Callable[[int], dict[str, Any]], seed: int) -> RequestRun:
+    """The chat kind's loop over one backend primitive, ``request(seed) -> record`` (one streamed
+    request, timed by the backend: ttft_ms, tpot_ms, e2e_ms, output_tokens, itl_ms, ...): the
+    untimed warm-up requests (seeds ``seed + 1000 + i``), then timed requests (seeds ``seed + i``)
+    until the precision target on the judged metric (E2E latency by default) or the fixed count.
+    A backend whose requests go through a transport of its own (one HTTP connection held across
+    requests, a server that may die) keeps its own loop."""
+    from core.precision import Repeater
+
+    warm = test.warmup_requests if test.warmup is not False else 0
+    for i in range(warm):
+        request(seed + 1000 + i)
+    rep = Repeater(test.precision, test.requests, "e2e_ms")
+    records: list[dict[str, Any]] = []
+    while rep.more():
+        records.append(request(seed + len(records)))
+        r = records[-1]
+        per_request = {"ttft_ms": r["ttft_ms"], "tpot_ms": r["tpot_ms"], "e2e_ms": r["e2e_ms"],
+                       "output_tokens": r["output_tokens"],
+                       "decode_tps": 1000.0 / r["tpot_ms"] if r["tpot_ms"] else None}
+        if rep.metric not in per_request:  # a metric a request does not carry: judged on E2E, and recorded so
+            rep.metric = "e2e_ms"
+        rep.add(per_request[rep.metric])
+    metrics: dict[str, list[float]] = {
+        "ttft_ms": [r["ttft_ms"] for r in records if r["ttft_ms"] is not None],
+        "tpot_ms": [r["tpot_ms"] for r in records if r["tpot_ms"] is not None],
+        "e2e_ms": [r["e2e_ms"] for r in records],
+        "output_tokens": [r["output_tokens"] for r in records],
+        "decode_tps": [1000.0 / r["tpot_ms"] for r in records if r["tpot_ms"]],
+        "itl_ms": [g for r in records for g in r["itl_ms"]],
+    }
+    return RequestRun(records, metrics, warm, rep.record())
+
+
+def _values(samples: ChatSamples, metric: str) -> list[float]:
+    return request_values(samples.requests, metric)
+
+
 KIND = register(Kind(
     "chat", ChatTest, "A streamed chat completion through the model's chat template and sampler.",
     headline="ttft_ms", columns=("ttft_ms", "tpot_ms", "e2e_ms", "output_tokens"),
     metrics=("ttft_ms", "tpot_ms", "e2e_ms", "output_tokens", "decode_tps", "itl_ms", "load_time_s",
-             "peak_rss_bytes", "peak_vram_bytes", "startup_ms", "failed_requests")))
+             "peak_rss_bytes", "peak_vram_bytes", "startup_ms", "failed_requests"),
+    details=ChatDetails, samples=ChatSamples, values=_values))

@@ -7,13 +7,13 @@ goodput against SLOs, and the highest level that meets them (core.kinds.request_
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
 from core.kinds import register
-from core.kinds.base import Kind
-from core.kinds.request import RequestWorkload
+from core.kinds.base import Kind, Samples, Shape
+from core.kinds.request import RequestDetails, RequestRecord, RequestWorkload
 
 
 class ConcurrencyTest(RequestWorkload):
@@ -39,7 +39,28 @@ class ConcurrencyTest(RequestWorkload):
         return v
 
 
+class LevelRecord(Shape):
+    """One level of a sweep: its requests (every client's) and its wall time."""
+
+    level: int
+    wall_s: float | None = None
+    requests: list[RequestRecord] = Field(default_factory=list)
+    batches: int | None = Field(None, description="Batches of `rounds` per client sent one after another (repeat to a precision).")
+
+
+class ConcurrencySamples(Samples):
+    levels: list[LevelRecord] | None = None
+    warmup: list[RequestRecord] | None = None
+
+
+class ConcurrencyDetails(RequestDetails):
+    sweep: dict[str, Any] | None = Field(None, description="The sweep's figures as the run computed them "
+                                         "(core.kinds.request_stats.sweep_stats, versioned; recomputed from the "
+                                         "samples where older).")
+
+
 KIND = register(Kind(
     "concurrency", ConcurrencyTest, "Concurrency sweep: aggregate throughput, latency percentiles and SLO goodput per level.",
     headline="peak_aggregate_tps", columns=("peak_aggregate_tps", "slo_max_concurrency"),
-    metrics=("peak_aggregate_tps", "slo_max_concurrency", "startup_ms", "failed_requests")))
+    metrics=("peak_aggregate_tps", "slo_max_concurrency", "startup_ms", "failed_requests"),
+    details=ConcurrencyDetails, samples=ConcurrencySamples))

@@ -14,12 +14,12 @@ hand the model a text to rework (prompt lookup finds its continuations in the pr
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
 from core.kinds import register
-from core.kinds.base import Kind, TestSpec
+from core.kinds.base import Details, Kind, Samples, Shape, SpeculativeStats, TestSpec
 
 _PASSAGE = (
     "The lighthouse at Gull Point was built in 1871 to guide ships past the rocks at the mouth of the bay. "
@@ -100,10 +100,74 @@ class GenerateTest(TestSpec):
     def name(self) -> str:
         return self.id
 
+class GenerateRepetition(Shape):
+    """One pass over every prompt."""
+
+    repetition: int | None = None
+    generation_tps: float | None = None
+    output_tokens: int | None = None
+    ttft_ms: float | None = None
+    e2e_ms: float | None = None
+    draft_proposed: int | None = None
+    draft_accepted: int | None = None
+    draft_acceptance: float | None = Field(None, description="Accepted / proposed drafted tokens, in percent.")
+
+
+class GenerateRequest(Shape):
+    """One prompt of one repetition."""
+
+    repetition: int | None = None
+    prompt_index: int | None = None
+    prompt_tokens: int | None = None
+    output_tokens: int | None = None
+    finish_reason: str | None = None
+    ttft_ms: float | None = None
+    e2e_ms: float | None = None
+    gen_steps: int | None = None
+    gen_ms: float | None = None
+    draft: dict[str, Any] | None = None
+
+
+class GenerateOutput(Shape):
+    """The greedy output of one prompt (the first repetition's): what the lossless check compares."""
+
+    prompt_index: int | None = None
+    token_ids: list[int] = Field(default_factory=list)
+    finish_reason: str | None = None
+    text: str = ""
+
+
+class GenerateSamples(Samples):
+    repetitions: list[GenerateRepetition] | None = None
+    requests: list[GenerateRequest] | None = None
+
+
+class GenerateDetails(Details):
+    outputs: list[GenerateOutput] | None = None
+    outputs_repeatable: bool | None = Field(None, description="Every repetition produced the same token ids.")
+    greedy: bool | None = None
+    prompts: int | None = None
+    warmup: bool | None = None
+    repetitions: int | None = None
+    speculative: SpeculativeStats | None = None
+
+
+_PER_REPETITION = ("generation_tps", "draft_acceptance")
+
+
+def _values(samples: GenerateSamples, metric: str) -> list[float]:
+    rows = samples.repetitions if metric in _PER_REPETITION else samples.requests
+    out = []
+    for r in rows or ():
+        v = getattr(r, metric, None) if metric in type(r).model_fields else (r.model_extra or {}).get(metric)
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            out.append(float(v))
+    return out
 
 
 KIND = register(Kind(
     "generate", GenerateTest, "Greedy generation on a workload's prompts: outputs, generation rate, draft acceptance.",
     headline="generation_tps", columns=("generation_tps", "ttft_ms", "draft_acceptance"),
     metrics=("generation_tps", "draft_acceptance", "ttft_ms", "e2e_ms", "output_tokens", "load_time_s",
-             "peak_rss_bytes", "peak_vram_bytes")))
+             "peak_rss_bytes", "peak_vram_bytes"),
+    details=GenerateDetails, samples=GenerateSamples, values=_values))

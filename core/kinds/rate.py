@@ -9,12 +9,12 @@ its tokens over its wall time (llama-bench's avg_ts is the mean of those rates).
 from __future__ import annotations
 
 import re
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
 from core.kinds import register
-from core.kinds.base import Kind, TestSpec
+from core.kinds.base import Details, Kind, PerfCounters, Samples, TestSpec
 
 _RATE_RE = re.compile(r"^(?:pp(?P<pp>\d+))?(?P<plus>\+)?(?:tg(?P<tg>\d+))?(?:@d(?P<d>\d+))?$")
 
@@ -51,8 +51,35 @@ class RateTest(TestSpec):
         return cls(n_prompt=int(m["pp"] or 0), n_gen=int(m["tg"] or 0), n_depth=int(m["d"] or 0))
 
 
+class RateSamples(Samples):
+    """Per timed repetition: its wall time and its rate (llama-bench's samples_ns, samples_ts)."""
+
+    ns: list[int] | None = Field(None, description="Wall time of each timed repetition (ns).")
+    ts: list[float] | None = Field(None, description="Tokens per second of each repetition: its tokens / its wall time.")
+
+
+class RateDetails(Details):
+    perf_counters: list[PerfCounters] | None = Field(None, description="llama.cpp's own counters, per repetition.")
+    perf_counter_ts: list[float | None] | None = Field(None, description="The rate by llama.cpp's counters, per repetition.")
+    n_vocab: int | None = None
+    add_bos: bool | None = None
+    repetitions: int | None = None
+    warmup: bool | None = None
+    # imported llama-bench results (runtime.importers.llama_bench): where each came from
+    imported_from: str | None = None
+    imported_from_sha256: str | None = None
+    record_index: int | None = None
+    imported_at: str | None = None
+    llama_bench: dict[str, Any] | None = Field(None, description="The imported record's own figures (avg_ts, stddev_ts, ...).")
+
+
+def _values(samples: RateSamples, metric: str) -> list[float]:
+    return [float(v) for v in samples.ts or []] if metric == "tokens_per_second" else []
+
+
 KIND = register(Kind(
     "rate", RateTest, "llama-bench's method: random token ids, untimed warm-up, timed repetitions.",
     headline="tokens_per_second", columns=("tokens_per_second", "prefill_j_per_token", "decode_j_per_token"),
     metrics=("tokens_per_second", "load_time_s", "peak_rss_bytes", "peak_vram_bytes", "prefill_j_per_token",
-             "decode_j_per_token")))
+             "decode_j_per_token"),
+    details=RateDetails, samples=RateSamples, values=_values))

@@ -8,11 +8,12 @@ backend on identical prompts (:func:`workload_fingerprint`).
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 from pydantic import Field
 
-from core.kinds.base import Message, TestSpec
+from core.kinds.base import Details, Message, PerfCounters, Shape, TestSpec
 
 # The fields that define what one request asks for; two tests with equal values send the
 # same request (the basis of in-process vs server comparisons).
@@ -47,3 +48,99 @@ def workload_fingerprint(test: dict[str, Any]) -> str:
                 "repeat_penalty": 1.0, "ignore_eos": False}
     ident = {k: test.get(k, defaults.get(k)) for k in WORKLOAD_FIELDS}
     return json.dumps(ident, sort_keys=True)
+
+
+# -- what the request kinds store -------------------------------------------------------------------
+class RequestError(Shape):
+    reason: str | None = Field(None, description="Why the request failed (timeout_total, server_lost, http_5xx, ...).")
+    message: str | None = None
+
+
+class RequestRecord(Shape):
+    """One streamed chat request as measured: over HTTP (runtime.backends.openai_http.client: ``ok``,
+    ``error``, attempts and offsets from its phase's start) or in process (no ``ok``: a request that
+    fails there fails the run; the stage split and llama.cpp's counters instead)."""
+
+    ok: bool = Field(True, description="The request succeeded (absent in process: it did).")
+    error: RequestError | None = None
+    attempts: int | None = None
+    retries: list[dict[str, Any]] | None = None
+    status: int | None = Field(None, description="HTTP status.")
+    start_ms: float | None = None
+    end_ms: float | None = None
+    chunks: int | None = None
+    finish_reason: str | None = None
+    text: str | None = None
+    ttft_ms: float | None = None
+    e2e_ms: float | None = None
+    tpot_ms: float | None = None
+    itl_ms: list[float] | None = None
+    output_tokens: int | None = None
+    output_tokens_source: str | None = Field(None, description="usage (the server's count) or chunks.")
+    prompt_tokens: int | None = None
+    first_token_ms: float | None = None
+    last_token_ms: float | None = None
+    partial_chunks: int | None = None
+    elapsed_ms: float | None = None
+    stages_ms: dict[str, float] | None = Field(None, description="In process: tokenise, prefill, decode, sample, "
+                                               "detokenise, other (ms).")
+    stage_calls: dict[str, int] | None = None
+    llama_perf: PerfCounters | None = None
+    startup_ms: float | None = Field(None, description="serve: the start that preceded this cold request.")
+    cold_start: int | None = None
+    level: int | None = Field(None, description="concurrency: the level, client and round of the request.")
+    user: int | None = None
+    round: int | None = None
+
+
+def request_values(records: Sequence[RequestRecord] | None, metric: str) -> list[float]:
+    """The values of one per-request metric over the successful requests (decode_tps: 1000 / TPOT)."""
+    out: list[float] = []
+    for r in records or ():
+        if not r.ok:
+            continue
+        if metric == "decode_tps":
+            if r.tpot_ms:
+                out.append(1000.0 / r.tpot_ms)
+            continue
+        v = getattr(r, metric, None) if metric in RequestRecord.model_fields else (r.model_extra or {}).get(metric)
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            out.append(float(v))
+    return out
+
+
+class ServerFacts(Shape):
+    """The server a request kind talked to, as the HTTP backend saw it."""
+
+    managed: bool | None = Field(None, description="Started by the backend (true) or given by URL.")
+    command: list[str] | None = None
+    base_url: str | None = None
+    starts: list[dict[str, Any]] | None = Field(None, description="Each start: port, pid, startup_ms, how it stopped.")
+    served_models: list[str | None] | None = None
+    log_facts: dict[str, Any] | None = Field(None, description="From the server's log: generations and prefix-cache hits.")
+    llama_log_facts: dict[str, Any] | None = Field(None, description="From llama.cpp's log in the server: flash "
+                                                   "attention, offloaded layers, slots.")
+
+
+class SloRecord(Shape):
+    ttft_ms: float | None = None
+    tpot_ms: float | None = None
+    attainment: float | None = None
+
+
+class RequestPolicyRecord(Shape):
+    request_timeout_s: float | None = None
+    read_timeout_s: float | None = None
+    connect_timeout_s: float | None = None
+    retries: int | None = None
+    retry_backoff_s: float | None = None
+
+
+class RequestDetails(Details):
+    """What a run of a request kind keeps beside its samples (over HTTP: the endpoint and server)."""
+
+    endpoint: str | None = Field(None, description="How the model was reached: the server's label.")
+    server: ServerFacts | None = None
+    slo: SloRecord | None = None
+    request_policy: RequestPolicyRecord | None = None
+    warmup_requests: int | None = None

@@ -1,8 +1,24 @@
-"""The host artifact: what the reading stages know of a host's fingerprint."""
+"""The host artifact: a host's fingerprint and its memory-bandwidth probe, built and read here.
+
+Built by :func:`new_host` (runtime.hosts.probe for host memory, benchmarks/gpu_bench.py for a
+GPU's device memory), read as :class:`HostRecord`: ``rec.bandwidth`` / ``rec.read_bandwidth``
+are :class:`BandwidthEntry` values (threads, samples in GB/s, their :class:`Summary`).
+"""
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
 from typing import Any
+
+from core.records.base import ArtifactRecord
+from core.summary import Summary
+
+ARTIFACT = "host"
+HOST_MEMORY = "memory_bandwidth"  # probe kinds: host memory (the CPU probe), a GPU's device memory
+GPU_MEMORY = "gpu_memory_bandwidth"
 
 
 def _size_bytes(text: str | None) -> int | None:
@@ -21,3 +37,105 @@ def llc_bytes(fp: dict[str, Any]) -> int | None:
     levels = [(k, _size_bytes(v)) for k, v in caches.items() if k[:2] in ("L2", "L3", "L4") and not k.endswith("i")]
     levels = [(k, v) for k, v in levels if v]
     return max(levels)[1] if levels else None
+
+
+@dataclass(frozen=True, slots=True)
+class BandwidthEntry:
+    """One thread count of a probe pass: its samples (GB/s) and their statistic."""
+
+    threads: int
+    samples_gbs: tuple[float, ...]
+    summary: Summary
+
+    @property
+    def best(self) -> float:
+        return max(self.samples_gbs)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "BandwidthEntry":
+        return cls(int(d["threads"]), tuple(d.get("samples_gbs") or ()), Summary.from_dict(d.get("summary")))
+
+
+def bandwidth_entry(threads: int, samples_gbs: Sequence[float]) -> dict[str, Any]:
+    """One stored row of a probe pass: the samples and their summary (core.stats.summarize)."""
+    from core import stats
+
+    return {"threads": int(threads), "samples_gbs": list(samples_gbs), "summary": stats.summarize(samples_gbs)}
+
+
+def new_host(*, fingerprint: dict[str, Any], created: datetime | str, probe: dict[str, Any],
+             bandwidth: list[dict[str, Any]], read_bandwidth: list[dict[str, Any]] | None = None,
+             conditions: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A host artifact (the canonical dict written to disk), built in one place. ``probe`` says what
+    was measured and how (its ``kind``: memory_bandwidth or gpu_memory_bandwidth); ``bandwidth`` the
+    copy pass (bytes read + written), ``read_bandwidth`` the read-only pass where there is one, as
+    rows of :func:`bandwidth_entry`."""
+    from core import artifacts
+
+    if isinstance(created, datetime):
+        stamp, created_s = created.strftime("%Y%m%dT%H%M%SZ"), created.isoformat(timespec="seconds")
+    else:
+        stamp, created_s = created.replace("-", "").replace(":", "")[:15] + "Z", created
+    doc: dict[str, Any] = {
+        "artifact": ARTIFACT,
+        "schema_version": artifacts.ARTIFACT_TYPES[ARTIFACT].version,
+        "id": f"{fingerprint['id']}-{stamp}",
+        "created": created_s,
+        "host": fingerprint,
+        "probe": dict(probe),
+        "bandwidth": list(bandwidth),
+        "conditions": dict(conditions or {}),
+    }
+    if read_bandwidth:
+        doc["read_bandwidth"] = list(read_bandwidth)
+    return doc
+
+
+def artifact_path(doc: Mapping[str, Any], root: Path, prefix: str = "bandwidth") -> Path:
+    """``<root>/<host id>/<prefix>-<stamp>.json``."""
+    return root / doc["host"]["id"] / f"{prefix}-{doc['id'].rsplit('-', 1)[1]}.json"
+
+
+class HostRecord(ArtifactRecord):
+    """A loaded host artifact, read through typed fields."""
+
+    ARTIFACT = ARTIFACT
+    __slots__ = ()
+
+    @property
+    def probe(self) -> dict[str, Any]:
+        return self.doc.get("probe") or {}
+
+    @property
+    def probe_kind(self) -> str:
+        return self.probe.get("kind", HOST_MEMORY)
+
+    @property
+    def bandwidth(self) -> list[BandwidthEntry]:
+        """The copy pass (bytes read + written), per thread count."""
+        return self._cached("bw", lambda: [BandwidthEntry.from_dict(e) for e in self.doc.get("bandwidth") or []])
+
+    @property
+    def read_bandwidth(self) -> list[BandwidthEntry]:
+        """The read-only pass, per thread count (empty for an older probe)."""
+        return self._cached("rbw", lambda: [BandwidthEntry.from_dict(e) for e in self.doc.get("read_bandwidth") or []])
+
+    @property
+    def conditions(self) -> dict[str, Any]:
+        return self.doc.get("conditions") or {}
+
+    @property
+    def loadavg_before(self) -> float | None:
+        return self.conditions.get("loadavg_1m_before")
+
+    @property
+    def llc_bytes(self) -> int | None:
+        """The last-level cache the probe recorded, else the fingerprint's (host memory probes only)."""
+        llc = self.probe.get("llc_bytes")
+        if llc is None and self.probe_kind == HOST_MEMORY:
+            llc = llc_bytes(self.host)
+        return llc
+
+
+def as_host(doc: Mapping[str, Any]) -> HostRecord:
+    return doc if isinstance(doc, HostRecord) else HostRecord(doc)

@@ -28,21 +28,31 @@ from the backends). What is decided here, once:
   what its server reports; no file name, no sha256, no GGUF facts). Readers ask the accessors
   (``has_local_file``, ``model_file_name``, ``model_size_bytes``, ``quantization`` ...), which
   answer for both.
+* **Reading** (:class:`RunRecord`): typed fields only. The test as its kind's spec, samples
+  and details as its kind's models (core.kinds), each metric's statistic as a frozen
+  :class:`~core.summary.Summary`, resources as :class:`Resources`. A record is a read-only
+  view: it caches what it parsed, so a loaded document is never modified.
 
-Files on disk keep schema version 1: no field changed meaning, so no migration is needed.
+Version 2 of the run schema (core.migrations.run_to_2 reads version 1 files): the model is a
+local file or an endpoint model, and ``build.in_process`` says what the backend declares.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from core import artifacts
+from core import artifacts, kinds
+from core.kinds.base import Details, Kind, PrecisionRecord, Samples, TestSpec
+from core.metrics import Metric
 from core.paths import relpath, runs_dir, slug
+from core.records.base import ArtifactRecord
+from core.summary import Summary
 
 ARTIFACT = "run"
 METHOD_VERSION = 1  # bump when what a measurement means changes; part of every key
@@ -109,7 +119,7 @@ def new_run(*, key: str, created: datetime, status: str, backend: str, test: dic
             requested: dict[str, Any], model: dict[str, Any], host: dict[str, Any], build: dict[str, Any],
             matrix: dict[str, Any], swept: dict[str, Any] | None = None, effective: dict[str, Any] | None = None,
             error: dict[str, Any] | None = None, samples: dict[str, Any] | None = None,
-            summary: dict[str, Any] | None = None, details: dict[str, Any] | None = None,
+            summary: Mapping[str, Summary | Mapping[str, Any]] | None = None, details: dict[str, Any] | None = None,
             resources: dict[str, Any] | None = None, log_tail: str = "", run_id_: str | None = None) -> dict[str, Any]:
     """A run artifact (the canonical dict written to disk), built in one place.
 
@@ -117,7 +127,8 @@ def new_run(*, key: str, created: datetime, status: str, backend: str, test: dic
     backend, almanac version and method version are filled in when missing. ``model`` is a
     local file's record (``kind: file``, the default) or an endpoint model's (``kind: endpoint``,
     with its ``identity``); a file's identity is its sha256. ``resources`` gets its required keys
-    (null when unknown)."""
+    (null when unknown). ``summary`` maps a metric to its statistic (a Summary or the dict
+    core.stats.summarize gives)."""
     from core import __version__
 
     b = {"backend": backend, "almanac": __version__, "method_version": METHOD_VERSION, **build}
@@ -147,11 +158,34 @@ def new_run(*, key: str, created: datetime, status: str, backend: str, test: dic
         "host": dict(host),
         "build": b,
         "samples": samples or {},
-        "summary": summary or {},
+        "summary": {k: v.to_dict() if isinstance(v, Summary) else dict(v) for k, v in (summary or {}).items()},
         "details": details or {},
         "resources": res,
         "log_tail": log_tail,
     }
+
+
+def check_shapes(doc: Mapping[str, Any], source: str = "<artifact>") -> None:
+    """A run's samples and details against its kind's models (core.kinds), as the file is written:
+    the run schema checks the built-in kinds on every load; this checks a kind registered from
+    elsewhere too (ALMANAC_KINDS), whose runs the schema reads as any kind's."""
+    from pydantic import ValidationError
+
+    kind = kinds.get(str((doc.get("test") or {}).get("kind")))
+    if kind is None:
+        return
+    for part, model in (("samples", kind.samples), ("details", kind.details)):
+        try:
+            model.model_validate(doc.get(part) or {})
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            where = ".".join(str(x) for x in (part, *err["loc"]))
+            from core.errors import ArtifactError
+
+            raise ArtifactError(f"{err['msg']} (test kind {kind.name!r})", file=source, field=where) from None
+
+
+artifacts.WRITE_CHECKS[ARTIFACT] = check_shapes
 
 
 def write(doc: dict[str, Any], root: Path | None = None) -> Path:
@@ -194,69 +228,47 @@ def effective_settings(requested: Mapping[str, Any], effective: Mapping[str, Any
 
 
 # -- reading ----------------------------------------------------------------------------------
-class RunRecord(Mapping):
-    """A loaded run artifact with typed accessors. Pipelines use the properties; the
-    Mapping interface (``rec["host"]``) gives the canonical document for renderers that show
-    it whole (the run page) and for code not yet moved to the accessors."""
+@dataclass(frozen=True, slots=True)
+class Resources:
+    """What the run's process took (runtime.execution.runner): peak memory, wall time, how it ended."""
 
-    __slots__ = ("doc", "path", "_cache")
+    peak_rss_bytes: int | None = None
+    peak_vram_bytes: int | None = None
+    peak_rss_method: str | None = None
+    peak_vram_method: str | None = None
+    baseline_rss_bytes: int | None = None
+    rss_after_load_bytes: int | None = None
+    wall_s: float | None = None
+    exit_code: int | None = None
+    signal: str | None = None
+    loadavg_1m_before: float | None = None
 
-    def __init__(self, doc: Mapping[str, Any], path: str = ""):
-        if isinstance(doc, RunRecord):
-            path = path or doc.path
-            doc = doc.doc
-        self.doc: dict[str, Any] = doc  # type: ignore[assignment]
-        self.path: str = path or str(doc.get("_path", ""))
-        self._cache: dict[str, Any] = {}
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any] | None) -> "Resources":
+        d = d or {}
+        return cls(**{f.name: d.get(f.name) for f in fields(cls)})
 
-    # Mapping (the canonical document; "_path" for older callers)
-    def __getitem__(self, k: str) -> Any:
-        if k == "_path":
-            return self.path
-        return self.doc[k]
 
-    def __iter__(self) -> Iterator[str]:
-        return iter(self.doc)
+class RunRecord(ArtifactRecord):
+    """A loaded run artifact, read through typed fields: the test as its kind's spec (``spec``), the
+    summary as :class:`~core.summary.Summary` values (``stat``, ``summary``), samples and
+    details as the kind's models (``samples``, ``details``: core.kinds), resources as
+    :class:`Resources`. The Mapping interface (``rec["host"]``) is the canonical document, for
+    renderers that show it whole."""
 
-    def __len__(self) -> int:
-        return len(self.doc)
-
-    def __repr__(self) -> str:
-        return f"RunRecord({self.id!r})"
-
-    # identity and status
-    @property
-    def id(self) -> str:
-        return self.doc["id"]
-
-    @property
-    def key(self) -> str:
-        return self.doc["key"]
-
-    @property
-    def created(self) -> str:
-        return self.doc["created"]
-
-    @property
-    def status(self) -> str:
-        return self.doc["status"]
-
-    @property
-    def ok(self) -> bool:
-        return self.doc["status"] == "ok"
-
-    @property
-    def error(self) -> dict[str, Any] | None:
-        return self.doc.get("error")
-
-    @property
-    def error_message(self) -> str | None:
-        return (self.doc.get("error") or {}).get("message")
+    ARTIFACT = ARTIFACT
+    __slots__ = ()
 
     # what ran
     @property
     def backend(self) -> str:
         return self.doc["backend"]
+
+    @property
+    def in_process(self) -> bool:
+        """The backend ran the model in the measuring process (its declaration, build.in_process)."""
+        b = self.doc["build"]
+        return bool(b["in_process"]) if "in_process" in b else not (b.get("server") or b.get("endpoint"))
 
     @property
     def build(self) -> dict[str, Any]:
@@ -290,6 +302,14 @@ class RunRecord(Mapping):
         return f"{self.backend} ({self.server})" if self.server else self.backend
 
     @property
+    def endpoint(self) -> str:
+        """How the run reached the model: ``in-process (<backend>)``, else the server's label as the
+        backend recorded it (details.endpoint, or its effective settings), else the backend."""
+        if self.in_process:
+            return f"in-process ({self.backend})"
+        return getattr(self.details, "endpoint", None) or self.reported.get("endpoint") or self.backend
+
+    @property
     def build_identity(self) -> dict[str, Any]:
         b = self.doc["build"]
         return {k: b[k] for k in BUILD_IDENTITY if b.get(k) not in (None, "")}
@@ -308,8 +328,10 @@ class RunRecord(Mapping):
             parts.append(f"[{b['label']}]")
         return " · ".join(parts)
 
+    # the test
     @property
     def test(self) -> dict[str, Any]:
+        """The test as stored (every parameter, and its name)."""
         return self.doc["test"]
 
     @property
@@ -321,10 +343,35 @@ class RunRecord(Mapping):
         return self.doc["test"]["kind"]
 
     @property
+    def kind(self) -> Kind | None:
+        """The test kind's declaration (core.kinds), None for a kind this installation does not know."""
+        return kinds.get(self.test_kind)
+
+    @property
+    def spec(self) -> TestSpec | None:
+        """The test as its kind's spec (``rec.spec.n_depth``); None for an unknown kind or a test its
+        kind no longer parses."""
+        return self._cached("spec", self._spec)
+
+    def _spec(self) -> TestSpec | None:
+        kind = self.kind
+        if kind is None:
+            return None
+        try:
+            return kind.spec.model_validate({k: v for k, v in self.doc["test"].items() if k != "name"})
+        except ValueError:
+            return None
+
+    def test_param(self, name: str, default: Any = None) -> Any:
+        """One parameter of the test as stored (for a reader that handles several kinds)."""
+        return self.doc["test"].get(name, default)
+
+    @property
     def test_definition(self) -> dict[str, Any]:
         """Every parameter of the test except the repetition count."""
         return {k: v for k, v in self.doc["test"].items() if k not in TEST_SAMPLE_SIZE}
 
+    # settings
     @property
     def requested(self) -> dict[str, Any]:
         return self.doc["settings"]["requested"]
@@ -340,10 +387,7 @@ class RunRecord(Mapping):
 
     @property
     def effective(self) -> dict[str, Any]:
-        v = self._cache.get("effective")
-        if v is None:
-            v = self._cache["effective"] = effective_settings(self.requested, self.reported)
-        return v
+        return self._cached("effective", lambda: effective_settings(self.requested, self.reported))
 
     @property
     def flash_attn(self) -> str | None:
@@ -353,7 +397,7 @@ class RunRecord(Mapping):
     def flash_attn_on(self) -> bool:
         return flash_attention_on(self.requested, self.reported)
 
-    # model, host, matrix
+    # model, matrix
     @property
     def model(self) -> dict[str, Any]:
         return self.doc["model"]
@@ -361,6 +405,10 @@ class RunRecord(Mapping):
     @property
     def model_name(self) -> str:
         return self.doc["model"]["name"]
+
+    @property
+    def model_file_name(self) -> str | None:
+        return self.doc["model"].get("file_name")
 
     @property
     def model_sha256(self) -> str | None:
@@ -403,6 +451,10 @@ class RunRecord(Mapping):
         return self.doc["model"].get("n_params")
 
     @property
+    def n_params(self) -> int | None:
+        return self.model_n_params
+
+    @property
     def served_name(self) -> str | None:
         """The name an endpoint model is served under (the requests' ``model``); None for a file."""
         return self.doc["model"].get("served_name") if self.is_endpoint else None
@@ -426,6 +478,10 @@ class RunRecord(Mapping):
         return (self.doc["model"].get("gguf") or {}) if self.has_local_file else {}
 
     @property
+    def architecture(self) -> str | None:
+        return self.gguf.get("architecture")
+
+    @property
     def quantization(self) -> str | None:
         """The file's GGUF quantization, or what an endpoint's server reports."""
         if self.is_endpoint:
@@ -435,22 +491,6 @@ class RunRecord(Mapping):
     @property
     def synthetic(self) -> bool:
         return bool(self.doc["model"].get("synthetic"))
-
-    @property
-    def host(self) -> dict[str, Any]:
-        return self.doc["host"]
-
-    @property
-    def host_id(self) -> str:
-        return self.doc["host"]["id"]
-
-    @property
-    def host_name(self) -> str:
-        return self.doc["host"]["name"]
-
-    @property
-    def gpu_names(self) -> str:
-        return ", ".join(g.get("name", "") for g in self.doc["host"].get("gpus") or [])
 
     @property
     def matrix_name(self) -> str:
@@ -466,30 +506,56 @@ class RunRecord(Mapping):
 
     # measurements
     @property
-    def summary(self) -> dict[str, dict[str, Any]]:
-        return self.doc["summary"]
+    def summary(self) -> dict[str, Summary]:
+        """Every metric's statistic (read-only)."""
+        return self._cached("summary", lambda: {k: Summary.from_dict(v) for k, v in self.doc["summary"].items()})
+
+    def stat(self, metric: str) -> Summary | None:
+        """The statistic of one metric (n, mean, stddev, ci95_low, ci95_high, ...), None when not summarised."""
+        return self.summary.get(metric)
 
     @property
-    def precision(self) -> dict[str, Any] | None:
+    def headline_metric(self) -> Metric | None:
+        """The metric its kind is ranked and compared on (None: an unranked or unknown kind)."""
+        return kinds.headline(self.test_kind)
+
+    @property
+    def headline(self) -> Summary | None:
+        """The statistic of the kind's headline metric, when it has a mean."""
+        m = self.headline_metric
+        s = self.stat(m.name) if m is not None else None
+        return s if s is not None and s.mean is not None else None
+
+    @property
+    def samples(self) -> Samples:
+        """The raw records behind the summary, as the kind's samples model (core.kinds)."""
+        return self._cached("samples", lambda: (self.kind.samples if self.kind else Samples).model_validate(
+            self.doc.get("samples") or {}))
+
+    @property
+    def details(self) -> Details:
+        """What the run kept beside its samples, as the kind's details model (core.kinds)."""
+        return self._cached("details", lambda: (self.kind.details if self.kind else Details).model_validate(
+            self.doc.get("details") or {}))
+
+    def values(self, metric: str) -> list[float]:
+        """The per-sample values behind one metric of the summary (the kind knows where they are)."""
+        kind = self.kind
+        return kind.values(self.samples, metric) if kind is not None else []
+
+    @property
+    def precision(self) -> PrecisionRecord | None:
         """How repetition stopped (core.precision): target, half-width reached, met, why; None
         for an artifact from before repeat-to-precision."""
-        return (self.doc.get("details") or {}).get("precision")
+        return self.details.precision
 
     @property
-    def samples(self) -> dict[str, Any]:
-        return self.doc["samples"]
+    def resources(self) -> Resources:
+        return self._cached("resources", lambda: Resources.from_dict(self.doc.get("resources")))
 
     @property
-    def details(self) -> dict[str, Any]:
-        return self.doc["details"]
-
-    @property
-    def resources(self) -> dict[str, Any]:
-        return self.doc["resources"]
-
-    def stat(self, metric: str) -> dict[str, Any] | None:
-        """The summary statistics of one metric (n, mean, stddev, ci95_low, ci95_high, ...)."""
-        return self.doc["summary"].get(metric)
+    def log_tail(self) -> str:
+        return self.doc.get("log_tail") or ""
 
     # comparability
     def comparability(self, exclude: tuple[str, ...] | frozenset[str] = ()) -> dict[str, Any]:
@@ -524,12 +590,9 @@ class RunRecord(Mapping):
     def history_key(self) -> str:
         """Same host, model (identity), backend, test definition and requested settings: one
         configuration's series across builds (llama.cpp commit, backend version, almanac)."""
-        v = self._cache.get("history")
-        if v is None:
-            v = self._cache["history"] = digest({"test": self.test_definition, "backend": self.backend_name,
-                                                 "model": self.model_identity, "host": self.host_id,
-                                                 "requested": self.requested})[:16]
-        return v
+        return self._cached("history", lambda: digest({
+            "test": self.test_definition, "backend": self.backend_name, "model": self.model_identity,
+            "host": self.host_id, "requested": self.requested})[:16])
 
 
 def as_record(doc: Mapping[str, Any]) -> RunRecord:

@@ -16,9 +16,12 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from core.kinds import headline
 from core.metrics import METRICS
-from core.records.run import as_record
+from core.records import record_class
+from core.records.base import ArtifactRecord
+from core.records.perplexity import PerplexityRecord, PplResults, as_perplexity
+from core.records.quality import QualityRecord, as_quality
+from core.records.run import RunRecord, as_record
 
 
 ROOT = "@@ALMANAC_ROOT@@/"  # replaced per page by the build hook with the relative path to the site root
@@ -41,55 +44,55 @@ KINDS = {
 }
 
 
-def _headline(d: dict[str, Any]) -> tuple[float | None, str, str]:
-    m = headline(d["test"]["kind"])
-    s = (d.get("summary") or {}).get(m.name) if m else None
-    if not s or s.get("mean") is None:
+def _headline(r: RunRecord) -> tuple[float | None, str, str]:
+    m, st = r.headline_metric, r.headline
+    if m is None or st is None:
         return None, "", ""
-    return round(float(s["mean"]), m.decimals), m.unit, m.label
+    return round(float(st.mean), m.decimals), m.unit, m.label
 
 
-def run_row(d: dict[str, Any]) -> dict[str, Any]:
-    value, unit, label = _headline(d)
-    return {"id": d["id"], "created": d["created"], "host": d["host"]["id"], "model": d["model"]["name"],
-            "test": d["test"]["name"], "backend": d["backend"], "status": d["status"],
+def run_row(d: RunRecord) -> dict[str, Any]:
+    r = as_record(d)
+    value, unit, label = _headline(r)
+    return {"id": r.id, "created": r.created, "host": r.host_id, "model": r.model_name,
+            "test": r.test_name, "backend": r.backend, "status": r.status,
             "metric": label, "value": value, "unit": unit,
-            "title": f"{d['model']['name']} · {d['test']['name']} · {d['host']['id']}" + _served(d),
-            "json": "data/" + d["_data_path"]}
+            "title": f"{r.model_name} · {r.test_name} · {r.host_id}" + _served(r), "json": "data/" + r.data_path}
 
 
-def _served(d: dict[str, Any]) -> str:
+def _served(r: RunRecord) -> str:
     """Where an endpoint model was served (its run has no model file): `` · <name> at <URL> (<server>)``."""
-    rec = as_record(d)
-    return f" · {rec.model_origin}" if rec.is_endpoint else ""
+    return f" · {r.model_origin}" if r.is_endpoint else ""
 
 
-def quality_row(d: dict[str, Any]) -> dict[str, Any]:
-    s = d.get("summary") or {}
-    rate = s.get("pass_rate")
-    return {"id": d["id"], "created": d["created"], "host": d["host"]["id"], "model": d["model"]["name"],
-            "suite": d["suite"]["name"], "backend": d["backend"], "status": d["status"],
-            "pass_rate": None if rate is None else round(100 * float(rate), 1), "passed": s.get("passed"), "n": s.get("n"),
-            "title": f"{d['model']['name']} · {d['suite']['name']} · {d['host']['id']}", "json": "data/" + d["_data_path"]}
+def quality_row(d: QualityRecord) -> dict[str, Any]:
+    q = as_quality(d)
+    s = q.summary.rate
+    rate = s.pass_rate
+    return {"id": q.id, "created": q.created, "host": q.host_id, "model": q.model_name,
+            "suite": q.suite_name, "backend": q.backend, "status": q.status,
+            "pass_rate": None if rate is None else round(100 * float(rate), 1), "passed": s.passed, "n": s.n,
+            "title": f"{q.model_name} · {q.suite_name} · {q.host_id}", "json": "data/" + q.data_path}
 
 
 def _round(v: Any, decimals: int, scale: float = 1.0) -> float | None:
     return None if v is None else round(scale * float(v), decimals)
 
 
-def perplexity_row(d: dict[str, Any]) -> dict[str, Any]:
+def perplexity_row(d: PerplexityRecord) -> dict[str, Any]:
     """A perplexity artifact: PPL and, against a reference model, mean KLD and top-token agreement, each
     with its standard error (rounded for the list; the viewer and the JSON hold the full values)."""
-    r = d.get("results") or {}
-    ref = (d.get("reference") or {}).get("name") or ""
-    return {"id": d["id"], "created": d["created"], "host": d["host"]["id"], "model": d["model"]["name"],
-            "reference": ref, "text": d["text"]["name"], "status": d["status"],
-            "ppl": _round(r.get("ppl"), 5), "ppl_se": _round(r.get("ppl_se"), 5),
-            "kld": _round(r.get("kld_mean"), 7), "kld_se": _round(r.get("kld_se"), 7),
-            "same_top": _round(r.get("same_top"), 3, 100), "same_top_se": _round(r.get("same_top_se"), 3, 100),
-            "n": r.get("n_scored_tokens"),
-            "title": f"{d['model']['name']} · {'KLD vs ' + ref if ref else 'perplexity'} · {d['text']['name']} · {d['host']['id']}",
-            "json": "data/" + d["_data_path"]}
+    p = as_perplexity(d)
+    r = p.results or PplResults()
+    ref = p.reference.name if p.reference else ""
+    return {"id": p.id, "created": p.created, "host": p.host_id, "model": p.model_name,
+            "reference": ref, "text": p.text.name, "status": p.status,
+            "ppl": _round(r.ppl, 5), "ppl_se": _round(r.ppl_se, 5),
+            "kld": _round(r.kld_mean, 7), "kld_se": _round(r.kld_se, 7),
+            "same_top": _round(r.same_top, 3, 100), "same_top_se": _round(r.same_top_se, 3, 100),
+            "n": r.n_scored_tokens if p.results is not None else None,
+            "title": f"{p.model_name} · {'KLD vs ' + ref if ref else 'perplexity'} · {p.text.name} · {p.host_id}",
+            "json": "data/" + p.data_path}
 
 
 ROWS = {"run": run_row, "quality": quality_row, "perplexity": perplexity_row}
@@ -121,9 +124,11 @@ _COLUMNS = {
 _SE = {"perplexity": {"ppl": ("ppl_se", 3), "kld": ("kld_se", 5), "same_top": ("same_top_se", 1)}}
 
 
-def index_rows(kind: str, docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def index_rows(kind: str, docs: list[ArtifactRecord]) -> list[dict[str, Any]]:
     make = ROWS[kind]
-    return [make(d) for d in sorted(docs, key=lambda d: (d["created"], d["id"]), reverse=True)]
+    cls = record_class(kind)
+    recs = [d if isinstance(d, cls) else cls(d) for d in docs]
+    return [make(r) for r in sorted(recs, key=lambda r: (r.created, r.id), reverse=True)]
 
 
 def index_data(kind: str, rows: list[dict[str, Any]]) -> dict[str, Any]:

@@ -40,7 +40,7 @@ def cpu_rows(path: Path) -> list[dict[str, Any]]:
         c = ((t.get("vs_llama_bench") or {}).get("ours")) or {}
         s = t.get("summary") or {}
         rows.append({"host": (doc.get("host") or {}).get("id", "?"), "file": relpath(path),
-                     "model": (doc.get("model") or {}).get("name", "?"), "test": test,
+                     "model": (doc.get("model") or {}).get("name", "?"), "test_name": test,
                      "setting": f"flash_attn {(doc.get('settings') or {}).get('fa', '?')}",
                      "ours": (s.get("ours") or {}).get("mean"), "llama_bench": (s.get("llama-bench") or {}).get("mean"),
                      "n": f"{(s.get('ours') or {}).get('n', '?')} / {(s.get('llama-bench') or {}).get('n', '?')}",
@@ -58,7 +58,7 @@ def gpu_rows(path: Path) -> list[dict[str, Any]]:
         s = stats.summarize(per)
         lo, hi = s["ci95_low"], s["ci95_high"]
         rows.append({"host": doc.get("host_id", "?"), "file": relpath(path), "model": r.get("model", "?"),
-                     "test": r.get("test", "?"), "setting": f"{r.get('n_gpu_layers', '?')} layers on the GPU",
+                     "test_name": r.get("test", "?"), "setting": f"{r.get('n_gpu_layers', '?')} layers on the GPU",
                      "ours": r.get("ours_ts"), "llama_bench": r.get("llama_bench_ts"),
                      "n": f"{r.get('ours_n', '?')} / {len(r.get('llama_bench_rounds') or [])} rounds",
                      "ratio": r.get("ratio"), "ci95_low": lo, "ci95_high": hi, "verdict": _verdict(lo, hi),
@@ -84,7 +84,7 @@ def fidelity_section(root: Path | None = None) -> str:
     body = []
     for r in rows:
         ci = f"{num(r['ci95_low'], 3)} – {num(r['ci95_high'], 3)}" if r["ci95_low"] is not None else "—"
-        body.append([code(r["host"]), cell(r["model"]), code(r["test"]), cell(r["setting"]), num(r["ours"], 1),
+        body.append([code(r["host"]), cell(r["model"]), code(r["test_name"]), cell(r["setting"]), num(r["ours"], 1),
                      num(r["llama_bench"], 1), cell(r["n"]), num(r["ratio"], 3), ci,
                      f'<span class="almanac-verdict-{"win" if r["verdict"] == "win" else "loss" if r["verdict"] == "loss" else "noise"}">'
                      f"{cell(r['verdict'])}</span>", code(r["file"])])

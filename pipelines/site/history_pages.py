@@ -12,7 +12,7 @@ from itertools import combinations
 from typing import Any
 
 from core.kinds import headline
-from core.records.run import digest
+from core.records.run import RunRecord, digest
 
 from pipelines import compare as cmp
 from pipelines import history
@@ -55,8 +55,8 @@ def _step_rows(steps: list[history.Step], from_dir: str = "") -> list[list[str]]
             cell(st.verdict), cell(s.model), code(s.test),
             f"{num(st.change_pct, 1)}%", f"{num(st.ratio, 3)} [{num(st.ci95_low, 3)}, {num(st.ci95_high, 3)}]",
             cell(change or "—"), cell(eff or "—"), code(s.backend), code(s.host_id),
-            f"{num(st.pooled_before['mean'], d)} ± {num(st.pooled_before['stddev'], d)} (n={st.pooled_before['n']}) {before}",
-            f"{num(st.pooled_after['mean'], d)} ± {num(st.pooled_after['stddev'], d)} (n={st.pooled_after['n']}) {after}",
+            f"{num(st.pooled_before.mean, d)} ± {num(st.pooled_before.stddev, d)} (n={st.pooled_before.n}) {before}",
+            f"{num(st.pooled_after.mean, d)} ± {num(st.pooled_after.stddev, d)} (n={st.pooled_after.n}) {after}",
         ])
     return rows
 
@@ -66,7 +66,7 @@ STEP_HEADERS = ["step", "model", "test", "change", "after/before [CI95]", "build
                 "after (pooled window): mean ± stddev (n), artifacts"]
 
 
-def regressions_page(docs: list[Any]) -> str:
+def regressions_page(docs: list[RunRecord]) -> str:
     sers = history.series(docs)
     steps = history.all_steps(sers)
     out = ["**Method.** " + cell(history.METHOD), ""]
@@ -93,7 +93,7 @@ def regressions_page(docs: list[Any]) -> str:
 HISTORY_CHARTS = 20  # configurations charted over time on the History page (the newest)
 
 
-def history_page(docs: list[Any]) -> str:
+def history_page(docs: list[RunRecord]) -> str:
     sers = history.series(docs)
     if not sers:
         return admonition("warning", "No measurements yet", "Run `invoke bench` to add some.")
@@ -145,7 +145,7 @@ def compare_table(res: cmp.Result, from_dir: str = "") -> str:
     return table(hs, rows, ["r" if h in ("A", "B", "B/A [CI95]") else "l" for h in hs])
 
 
-def host_vs_host_page(docs: list[Any]) -> str:
+def host_vs_host_page(docs: list[RunRecord]) -> str:
     """Every pair of hosts: the configurations both ran (same work apart from the host); in each
     pair A is the host with fewer GPUs, so a GPU host's speed-up reads as B/A > 1."""
     from pipelines.runs import records

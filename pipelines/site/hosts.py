@@ -9,8 +9,11 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+from core.records.host import GPU_MEMORY, HOST_MEMORY, HostRecord, as_host
+from core.records.run import RunRecord
+
 from pipelines import roofline as roof
-from pipelines.runs import latest_per_key
+from pipelines.runs import latest_per_key, records
 from pipelines.site.markdown import PROJECTED_BADGE, SYNTHETIC_BADGE, admonition, cell, code, link, nbytes, num, run_link, table
 
 
@@ -23,21 +26,22 @@ def _gpu_text(g: dict[str, Any]) -> str:
     return " · ".join(parts)
 
 
-def host_table(run_docs: list[dict[str, Any]], host_docs: list[dict[str, Any]]) -> str:
+def host_table(run_docs: list[RunRecord], host_docs: list[HostRecord]) -> str:
     """Fingerprints side by side: one column per host, one row per fact."""
     hosts: dict[str, dict[str, Any]] = {}
     builds: dict[str, dict[str, Any]] = {}
     ok: Counter[str] = Counter()
     failed: Counter[str] = Counter()
-    for d in sorted(run_docs, key=lambda d: d["created"]):
-        hid = d["host"]["id"]
-        hosts[hid] = d["host"]
-        if d["status"] == "ok":
-            builds[hid] = d["build"]
-    for d in latest_per_key(run_docs):
-        (ok if d["status"] == "ok" else failed)[d["host"]["id"]] += 1
-    for d in host_docs:
-        hosts.setdefault(d["host"]["id"], d["host"])
+    run_docs = records(run_docs)
+    host_docs = [as_host(h) for h in host_docs]
+    for r in sorted(run_docs, key=lambda r: r.created):
+        hosts[r.host_id] = r.host
+        if r.ok:
+            builds[r.host_id] = r.build
+    for r in latest_per_key(run_docs):
+        (ok if r.ok else failed)[r.host_id] += 1
+    for h in host_docs:
+        hosts.setdefault(h.host_id, h.host)
     if not hosts:
         return admonition("warning", "No hosts yet", "Run `invoke bench` here, or `invoke bench --host NAME` on a host "
                                                     "of data/hosts.yaml.")
@@ -82,18 +86,19 @@ def host_table(run_docs: list[dict[str, Any]], host_docs: list[dict[str, Any]]) 
     return table(["", *[code(h) for h in ids]], rows, ["l"] + ["l"] * len(ids))
 
 
-def bandwidth_table(host_docs: list[dict[str, Any]]) -> str:
+def bandwidth_table(host_docs: list[HostRecord]) -> str:
+    host_docs = [as_host(h) for h in host_docs]
     rows = []
-    for kind, what in (("memory_bandwidth", "host RAM"), ("gpu_memory_bandwidth", "GPU memory")):
+    for kind, what in ((HOST_MEMORY, "host RAM"), (GPU_MEMORY, "GPU memory")):
         for hid, b in sorted(roof.latest_bandwidth(host_docs, kind).items()):
-            doc = next(d for d in host_docs if d["id"] == b.probe_id)
-            device = (doc.get("probe") or {}).get("device") or ""
-            for pass_, entries in (("read", doc.get("read_bandwidth") or []), ("copy", doc["bandwidth"])):
+            probe = next(d for d in host_docs if d.id == b.probe_id)
+            device = probe.probe.get("device") or ""
+            for pass_, entries in (("read", probe.read_bandwidth), ("copy", probe.bandwidth)):
                 for e in entries:
-                    s = e["summary"]
+                    s = e.summary
                     rows.append([code(hid), cell(what + (f" ({device})" if device else "")), cell(pass_), code(b.probe_id),
-                                 cell(b.created), num(e["threads"], 0), num(s.get("median"), 1), num(s.get("mean"), 1),
-                                 num(s.get("stddev"), 1), num(s.get("n"), 0), num(max(e["samples_gbs"]), 1)])
+                                 cell(b.created), num(e.threads, 0), num(s.median, 1), num(s.mean, 1),
+                                 num(s.stddev, 1), num(s.n, 0), num(e.best, 1)])
     if not rows:
         return admonition("note", "No bandwidth probe yet", "`invoke host.probe` measures host RAM; "
                                                            "benchmarks/gpu_h100.sh measures a GPU's device memory.")
@@ -103,7 +108,7 @@ def bandwidth_table(host_docs: list[dict[str, Any]]) -> str:
         "present); copy: bytes read plus written.")
 
 
-def roofline_by_host(run_docs: list[dict[str, Any]], host_docs: list[dict[str, Any]]) -> str:
+def roofline_by_host(run_docs: list[RunRecord], host_docs: list[HostRecord]) -> str:
     rows_data = [r for r in roof.roofline_rows(run_docs, host_docs) if r.get("bound")]
     if not rows_data:
         return admonition("note", "No bounded decode measurement yet",
@@ -111,9 +116,9 @@ def roofline_by_host(run_docs: list[dict[str, Any]], host_docs: list[dict[str, A
     out = []
     for hid in sorted({r["host_id"] for r in rows_data}):
         rows = []
-        for r in sorted((r for r in rows_data if r["host_id"] == hid), key=lambda r: (r["model"], r["test"])):
+        for r in sorted((r for r in rows_data if r["host_id"] == hid), key=lambda r: (r["model"], r["test_name"])):
             memory = "GPU memory" if r.get("bound_by") == "gpu" else "host RAM"
-            rows.append([cell(r["model"]) + (" " + SYNTHETIC_BADGE if r["synthetic"] else ""), code(r["test"]),
+            rows.append([cell(r["model"]) + (" " + SYNTHETIC_BADGE if r["synthetic"] else ""), code(r["test_name"]),
                          nbytes(r["bytes"]["total"]), cell(memory), num(r["bound"], 0) + " " + PROJECTED_BADGE,
                          link(num(r["measured"], 1), run_link(r["id"])),
                          num(100 * r["efficiency"], 0) + " %"])
@@ -123,7 +128,7 @@ def roofline_by_host(run_docs: list[dict[str, Any]], host_docs: list[dict[str, A
     return "\n".join(out)
 
 
-def hosts_page(run_docs: list[dict[str, Any]], host_docs: list[dict[str, Any]]) -> str:
+def hosts_page(run_docs: list[RunRecord], host_docs: list[HostRecord]) -> str:
     return "\n".join([
         "## Fingerprints", "",
         "Taken on each host when it ran (CPU, memory, GPUs through NVML: name, memory, driver, CUDA version, compute "

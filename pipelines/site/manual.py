@@ -29,7 +29,7 @@ def task_rows(ns: Any | None = None) -> list[dict[str, Any]]:
         for arg in task.get_arguments():
             opts.append({"flag": "--" + arg.name.replace("_", "-"), "help": arg.help or "", "default": arg.default})
         rows.append({"name": name, "aliases": sorted({primary, *aliases} - {name}),
-                     "summary": doc.splitlines()[0] if doc else "", "options": opts})
+                     "synopsis": doc.splitlines()[0] if doc else "", "options": opts})
     return rows
 
 
@@ -38,5 +38,5 @@ def manual() -> str:
     for r in task_rows():
         opts = "<br>".join(f"{code(o['flag'])} {cell(o['help'])}" for o in r["options"]) or "—"
         also = "".join(f"<br>also {code('invoke ' + a)}" for a in r["aliases"])
-        out.append([code(f"invoke {r['name']}") + also, cell(r["summary"]), opts])
+        out.append([code(f"invoke {r['name']}") + also, cell(r["synopsis"]), opts])
     return table(["task", "what it does", "options"], out)

@@ -175,9 +175,11 @@ def rebase_links(md: str, up: int) -> str:
     return _MD_TARGET.sub(lambda m: f"]({prefix}{m.group(1)})", md) if up else md
 
 
-def run_json(doc: dict[str, Any]) -> str:
-    """The site-root-relative URL of a run's (any artifact's) published JSON, for raw HTML and charts."""
-    return f"{ROOT}data/{doc['_data_path']}" if doc.get("_data_path") else ""
+def run_json(rec: Any) -> str:
+    """The site-root-relative URL of a run's (any artifact's) published JSON, for raw HTML and charts
+    (a record loaded from the data folder knows its ``data_path``)."""
+    data_path = getattr(rec, "data_path", "") or ""
+    return f"{ROOT}data/{data_path}" if data_path else ""
 
 
 SYNTHETIC_BADGE = '<span class="almanac-badge synthetic" title="random weights: the text is noise">synthetic weights, speed only</span>'

@@ -25,7 +25,7 @@ def _resolve(schema: dict[str, Any], node: dict[str, Any]) -> dict[str, Any]:
     return node
 
 
-def _type(node: dict[str, Any]) -> str:
+def _type(node: dict[str, Any], schema: dict[str, Any] | None = None) -> str:
     if "const" in node:
         return f"const {json.dumps(node['const'])}"
     if "enum" in node:
@@ -37,8 +37,17 @@ def _type(node: dict[str, Any]) -> str:
         return str(t)
     for k in ("oneOf", "anyOf"):
         if k in node:
-            return " or ".join(_type(x) for x in node[k] if isinstance(x, dict))
+            return " or ".join(_type(_resolve(schema, x) if schema is not None else x, schema)
+                               for x in node[k] if isinstance(x, dict))
     return "any"
+
+
+def _object_of(schema: dict[str, Any], node: dict[str, Any]) -> dict[str, Any]:
+    """The object schema behind a node that is one (a nullable reference: ``anyOf [$ref, null]``)."""
+    for alt in node.get("anyOf") or []:
+        if isinstance(alt, dict) and "$ref" in alt:
+            return _resolve(schema, alt)
+    return node
 
 
 def _notes(node: dict[str, Any]) -> str:
@@ -60,9 +69,10 @@ def fields(schema: dict[str, Any], node: dict[str, Any] | None = None, prefix: s
     for name, sub in (node.get("properties") or {}).items():
         sub = _resolve(schema, sub) if isinstance(sub, dict) else {}
         path = f"{prefix}{name}"
-        out.append((path, _type(sub), name in required, _notes(sub)))
+        out.append((path, _type(sub, schema), name in required, _notes(sub)))
         if depth + 1 >= MAX_DEPTH:
             continue
+        sub = _object_of(schema, sub)
         if sub.get("properties"):
             out += fields(schema, sub, path + ".", depth + 1)
         items = sub.get("items")
@@ -74,8 +84,23 @@ def fields(schema: dict[str, Any], node: dict[str, Any] | None = None, prefix: s
     return out
 
 
+def kind_fields(schema: dict[str, Any]) -> list[tuple[str, list[tuple[str, str, bool, str]]]]:
+    """Per test kind the schema names in its ``allOf`` conditions (``test.kind`` const): the fields of
+    its ``samples`` and ``details`` (core/schema.py generates them from the kinds' models)."""
+    out = []
+    for cond in schema.get("allOf") or []:
+        kind = (((cond.get("if") or {}).get("properties") or {}).get("test") or {}).get("properties", {}).get("kind", {})
+        then = ((cond.get("then") or {}).get("properties")) or {}
+        if "const" not in kind or not then:
+            continue
+        node = {"properties": {part: then[part] for part in ("samples", "details") if part in then}}
+        out.append((str(kind["const"]), fields(schema, node)))
+    return out
+
+
 def artifact_format() -> str:
-    """One folded section per artifact type: its schema's title, description and every field."""
+    """One folded section per artifact type: its schema's title, description and every field (a run's
+    samples and details per test kind)."""
     out = []
     for name, atype in sorted(artifacts.ARTIFACT_TYPES.items()):
         path = atype.schema_path()
@@ -88,6 +113,11 @@ def artifact_format() -> str:
                 '<details markdown="1"><summary>Every field</summary>', "",
                 table(["field", "type", "required", "meaning and constraints"], rows, max_rows=None), "",
                 "</details>", ""]
+        for kind, kf in kind_fields(schema):
+            krows = [[code(p), cell(t), "yes" if req else "", cell(n)] for p, t, req, n in kf]
+            out += [f'<details markdown="1"><summary>Samples and details of a {code(kind)} run</summary>', "",
+                    table(["field", "type", "required", "meaning and constraints"], krows, max_rows=None), "",
+                    "</details>", ""]
     return "\n".join(out)
 
 

@@ -12,7 +12,7 @@ import altair as alt
 import pandas as pd
 
 from core.metrics import METRICS
-from core.records.run import as_record
+from core.records.run import RunRecord
 
 from core import degeneration
 from pipelines import optimization as opt
@@ -41,8 +41,8 @@ TRACK_INTRO = {
 STATUS_COLORS = {"baseline": "#555555", "identical": "#2e7d32", "diverged": "#ef6c00", "degenerate": "#c62828"}
 
 
-def _model(doc: dict[str, Any]) -> str:
-    return cell(doc["model"]["name"]) + (" " + SYNTHETIC_BADGE if doc["model"]["synthetic"] else "")
+def _model(doc: RunRecord) -> str:
+    return cell(doc.model_name) + (" " + SYNTHETIC_BADGE if doc.synthetic else "")
 
 
 def _ratio(p: opt.Point) -> str:
@@ -71,16 +71,16 @@ def _ci(p: opt.Point) -> str:
 
 def _precision(p: opt.Point) -> str:
     """Whether the point reached its precision target, and why repetition stopped if not."""
-    prec = (p.doc.get("details") or {}).get("precision") if p.ok else None
+    prec = p.doc.precision if p.ok else None
     if not prec:
         return "— <small>(fixed count)</small>" if p.ok else "—"
-    if prec.get("target_rel") is None:
+    if prec.target_rel is None:
         return "<small>fixed count</small>"
-    hw = prec.get("half_width_rel")
+    hw = prec.half_width_rel
     got = f"±{num(hw * 100, 1)}%" if hw is not None else "—"
-    if prec.get("met"):
+    if prec.met:
         return f"met ({got})"
-    why = {"max_repetitions": "count ceiling", "max_time_s": "time ceiling"}.get(prec.get("stop_reason"), cell(prec.get("stop_reason")))
+    why = {"max_repetitions": "count ceiling", "max_time_s": "time ceiling"}.get(prec.stop_reason, cell(prec.stop_reason))
     return f"**not met** ({got}; {why})"
 
 
@@ -104,18 +104,17 @@ def _degenerate(p: opt.Point) -> str:
 
 def _status(p: opt.Point) -> str:
     if not p.ok:
-        err = p.doc.get("error") or {}
-        msg = str(err.get("message") or "")
+        msg = str(p.doc.error_message or "")
         short = msg if len(msg) <= 90 else msg[:90].rsplit(" ", 1)[0] + " … (see Failed approaches)"
-        return f"**failed ({cell(err.get('kind'))})**: {cell(short)}"
+        return f"**failed ({cell(p.doc.error_kind)})**: {cell(short)}"
     return cell(p.verdict) if p.verdict and not p.is_baseline else ("baseline" if p.is_baseline else "—")
 
 
 def _x_value(p: opt.Point, key: str) -> Any:
     """The value of a swept setting as it ran (the effective value when the request was null)."""
-    eff = as_record(p.doc).reported
+    eff = p.doc.reported
     if key == "n_expert_used":
-        return eff.get("n_expert_used") or p.requested.get("n_expert_used") or as_record(p.doc).gguf.get("expert_used_count")
+        return eff.get("n_expert_used") or p.requested.get("n_expert_used") or p.doc.gguf.get("expert_used_count")
     v = p.requested.get(key)
     return eff.get(key) if v is None and key in eff else v
 
@@ -203,13 +202,13 @@ def sweep_line_chart(points: list[opt.Point], key: str, x_title: str) -> alt.Top
     for p in points:
         if not p.ok or p.mean is None:
             continue
-        x = p.doc["test"].get("n_depth", 0) if key == "n_depth" else _x_value(p, key)
+        x = p.doc.test_param("n_depth", 0) if key == "n_depth" else _x_value(p, key)
         if not isinstance(x, (int, float)):
             continue
         others = {k: v for k, v in p.swept.items() if k != key}
-        series = p.doc["test"]["name"] if key != "n_depth" else (opt._label(others) if others else "as configured")
+        series = p.doc.test_name if key != "n_depth" else (opt._label(others) if others else "as configured")
         if key == "n_depth":
-            series = p.doc["test"]["name"].split("@")[0] + (" · " + opt._label(others) if others else "")
+            series = p.doc.test_name.split("@")[0] + (" · " + opt._label(others) if others else "")
         rows.append({key: x, "mean": p.mean, "stddev": p.stddev, "n": p.n,
                      "ci95_low": p.ci95[0] if p.ci95[0] is not None else p.mean,
                      "ci95_high": p.ci95[1] if p.ci95[1] is not None else p.mean, "series": series, "id": p.id})
@@ -272,7 +271,7 @@ def sweep_table(sw: opt.Sweep, points: list[opt.Point]) -> str:
         if spec:
             r.append(num(p.acceptance, 1))
         if experts:
-            r.append(num(as_record(p.doc).reported.get("n_expert_used"), 0))
+            r.append(num(p.doc.reported.get("n_expert_used"), 0))
         if texts:
             r += [_lossless(p), _degenerate(p)]
         r.append(link(p.id, run_link(p.id)))
@@ -289,14 +288,14 @@ def best_table(all_sweeps: list[opt.Sweep]) -> str:
         model = cell(b["model"]) + (" " + SYNTHETIC_BADGE if b["synthetic"] else "")
         if p is None:
             base = b["baseline"]
-            rows.append([model, code(b["test"]), f"no point beat its baseline beyond noise ({num(b['candidates'], 0)} tried)",
+            rows.append([model, code(b["test_name"]), f"no point beat its baseline beyond noise ({num(b['candidates'], 0)} tried)",
                          _rate(base) if base else "—", "—", link(base.id, run_link(base.id)) if base else "—"])
             continue
-        rows.append([model, code(b["test"]), cell(f"{p.sweep}: {p.label}"), _rate(p), _ratio(p), link(p.id, run_link(p.id))])
+        rows.append([model, code(b["test_name"]), cell(f"{p.sweep}: {p.label}"), _rate(p), _ratio(p), link(p.id, run_link(p.id))])
         rep = opt.reproduce(p.doc)
         lines = [f"# llama.cpp\n{rep['server']}"] + ([f"# measure it with llama-bench\n{rep['bench']}"] if "bench" in rep else [])
         lines.append(f"# llama-cpp-python\n{rep['python']}")
-        repro += [f"**{cell(b['model'])} · {code(b['test'])}** ({cell(p.sweep)}: {cell(p.label)})", "",
+        repro += [f"**{cell(b['model'])} · {code(b['test_name'])}** ({cell(p.sweep)}: {cell(p.label)})", "",
                   pre("\n".join(lines))] + ([f"<small>{cell(rep['notes'])}</small>"] if rep.get("notes") else []) + [""]
     out = table(["model", "test", "best point", "rate", "speedup (CI95)", "source"], rows, ["l", "l", "l", "r", "r", "l"])
     if repro:
@@ -308,7 +307,7 @@ def failures_table(all_sweeps: list[opt.Sweep]) -> str:
     rows = []
     for f in opt.failures(all_sweeps):
         p: opt.Point = f["point"]
-        rows.append([cell(opt.TRACK_TITLES[f["track"]]), cell(f["sweep"]), _model(p.doc), code(p.doc["test"]["name"]),
+        rows.append([cell(opt.TRACK_TITLES[f["track"]]), cell(f["sweep"]), _model(p.doc), code(p.doc.test_name),
                      cell(p.label), f"**{cell(f['kind'])}**", cell(f["reason"]), link(p.id, run_link(p.id))])
     if not rows:
         return "No failed approaches recorded: every point ran, none lost to its baseline, none changed or broke the text."
@@ -321,14 +320,14 @@ def _sweep_section(sw: opt.Sweep) -> list[str]:
         out += [SYNTHETIC_BADGE + " Synthetic models have random weights: their rates are real, their text is "
                 "noise, so divergence and degeneration only show the mechanism.", ""]
     if sw.track == "depth":  # one chart across the sweep's tests: depth is the x axis
-        rate = [p for p in sw.points if p.doc["test"]["kind"] == "rate"]
+        rate = [p for p in sw.points if p.doc.test_kind == "rate"]
         chart = sweep_line_chart(rate, "n_depth", "context depth (tokens)") if rate else None
         if chart is not None:
             out += [charts.embed(chart, caption="Rate after N tokens of context: mean with CI95, one line per "
                                                 "configuration; every point links to its artifact in the tables below."), ""]
     for test in sw.tests:
-        pts = [p for p in sw.points if p.doc["test"]["name"] == test]
-        kinds = {p.doc["test"]["kind"] for p in pts}
+        pts = [p for p in sw.points if p.doc.test_name == test]
+        kinds = {p.doc.test_kind for p in pts}
         out += [f"#### {code(test)}" + (f" ({cell(', '.join(sorted(kinds)))})" if kinds else ""), ""]
         chart = sweep_chart(sw, pts) if sw.track != "depth" else None
         if chart is not None:
@@ -342,7 +341,7 @@ def _sweep_section(sw: opt.Sweep) -> list[str]:
 SWEEPS_SHOWN = 6  # sweeps shown in full per track (the newest)
 
 
-def optimization_page(docs: list[dict[str, Any]]) -> str:
+def optimization_page(docs: list[RunRecord]) -> str:
     all_sweeps = opt.sweeps(docs)
     if not all_sweeps:
         return admonition("warning", "No sweeps yet",
@@ -359,7 +358,7 @@ def optimization_page(docs: list[dict[str, Any]]) -> str:
         out += [f"## {cell(opt.TRACK_TITLES[track])}", "", TRACK_INTRO[track], ""]
         if len(group) > SWEEPS_SHOWN:
             # the newest sweeps in full; every sweep's best point is in the table above, every point in the runs browser
-            newest = sorted(group, key=lambda sw: max(p.doc["created"] for p in sw.points), reverse=True)
+            newest = sorted(group, key=lambda sw: max(p.doc.created for p in sw.points), reverse=True)
             out += [f"Showing the {SWEEPS_SHOWN} most recently measured of {len(group):,} sweeps of this track; every "
                     "sweep's best point is in the table above and every point in the [runs browser](runs/index.md).", ""]
             keep = {id(sw) for sw in newest[:SWEEPS_SHOWN]}

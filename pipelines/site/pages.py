@@ -14,9 +14,11 @@ import pandas as pd
 
 from core.metrics import METRICS
 from core.kinds import all_kinds
+from core.records.run import RunRecord
+from core.summary import Summary
 
 from pipelines import leaderboard
-from pipelines.runs import latest_per_key, last_updated
+from pipelines.runs import latest_per_key, last_updated, records
 from pipelines.site import charts
 from pipelines.site.history_pages import STALE_BADGE
 from pipelines.site.markdown import (ROOT, SYNTHETIC_BADGE, admonition, cell, code, endpoint_badge, link, nbytes, num, run_json,
@@ -35,12 +37,12 @@ def _val(v: Any) -> Any:
     return None if v is None or (isinstance(v, float) and pd.isna(v)) else v
 
 
-def hosts_table(docs: list[dict[str, Any]]) -> str:
+def hosts_table(docs: list[RunRecord]) -> str:
     hosts: dict[str, dict[str, Any]] = {}
     counts: Counter[str] = Counter()
-    for d in docs:
-        hosts[d["host"]["id"]] = d["host"]
-        counts[d["host"]["id"]] += 1
+    for d in records(docs):
+        hosts[d.host_id] = d.host
+        counts[d.host_id] += 1
     rows = []
     for hid, h in sorted(hosts.items()):
         gpus = ", ".join(g["name"] for g in h.get("gpus", [])) or "none"
@@ -54,7 +56,7 @@ def hosts_table(docs: list[dict[str, Any]]) -> str:
 HOME_REGRESSIONS = 5  # newest regressions on the home page (all on the Regressions page)
 
 
-def headline_table(docs: list[Any]) -> str:
+def headline_table(docs: list[RunRecord]) -> str:
     """The best result of every board (host, workload, backend, test definition) on its headline metric."""
     rows = []
     for b in sorted(leaderboard.boards(docs), key=lambda b: (b.host_id, b.test, b.backend)):
@@ -70,7 +72,7 @@ def headline_table(docs: list[Any]) -> str:
                  ["l", "l", "l", "l", "r", "r", "r", "l", "r"])
 
 
-def newest_regressions(docs: list[Any], limit: int = HOME_REGRESSIONS) -> str:
+def newest_regressions(docs: list[RunRecord], limit: int = HOME_REGRESSIONS) -> str:
     from pipelines import history
 
     steps = [st for st in history.all_steps(history.series(docs)) if st.verdict == "regression"][:limit]
@@ -87,17 +89,17 @@ def newest_regressions(docs: list[Any], limit: int = HOME_REGRESSIONS) -> str:
                  ["l", "l", "l", "l", "r", "r", "l"], downloads=False) + "\n\nAll of them, with the method: [Regressions](regressions.md)."
 
 
-def home(docs: list[Any]) -> str:
+def home(docs: list[RunRecord]) -> str:
     """What a reader wants in ten seconds: when, the best result per host and workload, what got worse."""
     if not docs:
         return admonition("warning", "No data yet", "Run `invoke all` to measure the embedded model on this host.")
+    docs = records(docs)
     latest = latest_per_key(docs)
-    ok = sum(1 for d in latest if d["status"] == "ok")
+    ok = sum(1 for d in latest if d.ok)
     failed = len(latest) - ok
     newest: dict[str, str] = {}
     for d in docs:
-        h = d["host"]["id"]
-        newest[h] = max(newest.get(h, ""), d["created"])
+        newest[d.host_id] = max(newest.get(d.host_id, ""), d.created)
     per_host = ", ".join(f"{code(h)} {cell(t[:16].replace('T', ' '))}" for h, t in sorted(newest.items()))
     parts = [
         f"**Last measured:** {cell(last_updated(docs))} (newest artifact); per host: {per_host}  ",
@@ -131,7 +133,7 @@ def _definition(defn: dict[str, Any]) -> str:
     return ", ".join(f"{k}={_setting(v)}" for k, v in sorted(defn.items()) if k not in ("name", "kind"))
 
 
-def leaderboard_page(docs: list[Any], boards: list[Any] | None = None) -> str:
+def leaderboard_page(docs: list[RunRecord], boards: list[Any] | None = None) -> str:
     """Every board of ``docs``; or the given ``boards`` (one host's, out of the whole set's), with ``docs`` their runs."""
     boards = leaderboard.boards(docs) if boards is None else boards  # computed once per set (Home shares it)
     if not boards:
@@ -139,7 +141,7 @@ def leaderboard_page(docs: list[Any], boards: list[Any] | None = None) -> str:
     # boards that share a heading (same test name, host, backend) differ in their test definition: say how
     same_title: dict[tuple[str, str, str], int] = Counter((b.test, b.host_id, b.backend) for b in boards)
     out: list[str] = []
-    json_of = {d["id"]: run_json(d) for d in docs}
+    json_of = {d.id: run_json(d) for d in records(docs)}
     for b in boards:
         m = b.metric
         title = f"## {cell(b.test)} on {code(b.host_id)} · {code(b.backend)}"
@@ -195,12 +197,12 @@ def leaderboard_page(docs: list[Any], boards: list[Any] | None = None) -> str:
     return "\n".join(out)
 
 
-def _extra_cell(s: dict[str, Any] | None, m: Any) -> str:
+def _extra_cell(s: Summary | None, m: Any) -> str:
     """A column beside the headline: its mean and CI95 ("—" where the row did not measure it)."""
-    if not s or s.get("mean") is None:
+    if s is None or s.mean is None:
         return "—"
-    ci = _ci(_val(s.get("ci95_low")), _val(s.get("ci95_high")), m.decimals)
-    return num(s["mean"], m.decimals) + (f" [{ci}]" if ci != "—" else "")
+    ci = _ci(_val(s.ci95_low), _val(s.ci95_high), m.decimals)
+    return num(s.mean, m.decimals) + (f" [{ci}]" if ci != "—" else "")
 
 
 def metric_definitions() -> str:
@@ -211,11 +213,33 @@ def metric_definitions() -> str:
 
 
 def test_kinds() -> str:
+    """Every registered kind: what it measures, its spec's fields; linked to its own page where its
+    site builder has one (pipelines/site/kinds.py) and runs of it exist."""
+    from pipelines.site.kinds import kinds_with_page, page_path
+
+    paged = set(kinds_with_page())
     rows = []
     for name, kind in all_kinds().items():
         fields = ", ".join(code(f) for f in kind.spec.model_fields if f != "kind")
-        rows.append([code(name), cell(kind.description), fields])
+        label = link(code(name), page_path(name)) if name in paged else code(name)
+        rows.append([label, cell(kind.description), fields])
     return table(["kind", "what it measures", "fields"], rows)
+
+
+def backends_table(declarations: list[dict[str, Any]]) -> str:
+    """What each backend declares it is (runtime.backends.base.Backend.declaration): where the model
+    runs, the server software it starts, the kinds it runs and what a kind means for it where that
+    differs from the kind's own description (``kind_notes``), the models it measures (a local file,
+    an endpoint), its prompt styles, the settings it honours."""
+    rows = []
+    for d in declarations:
+        notes = "; ".join(f"{code(k)}: {cell(v)}" for k, v in sorted((d.get("kind_notes") or {}).items())) or "—"
+        rows.append([code(d["name"]), "in process" if d["in_process"] else "behind a server",
+                     cell(", ".join(d["servers"])) if d["servers"] else "—", ", ".join(code(k) for k in d["test_kinds"]),
+                     notes, ", ".join(code(k) for k in d.get("model_kinds") or ["file"]),
+                     ", ".join(code(p) for p in d["prompt_styles"]), ", ".join(code(f) for f in d["settings"])])
+    return table(["backend", "the model runs", "servers it starts", "test kinds", "what a kind means here", "models",
+                  "prompt styles", "settings"], rows, downloads=False)
 
 
 def settings_table(options: list[dict[str, Any]]) -> str:
@@ -224,13 +248,3 @@ def settings_table(options: list[dict[str, Any]]) -> str:
              cell(r["help"])] for r in options]
     return table(["setting", "type", "default", "meaning"], rows)
 
-
-def backends_table(rows: list[dict[str, Any]]) -> str:
-    """Each backend: in process or over HTTP, the test kinds it runs, and what a kind means for it
-    where that differs from the kind's own description (its declaration's ``kind_notes``)."""
-    out = []
-    for r in rows:
-        notes = "; ".join(f"{code(k)}: {cell(v)}" for k, v in sorted(r["notes"].items())) or "—"
-        out.append([code(r["name"]), "in process" if r["in_process"] else "over HTTP",
-                    ", ".join(code(k) for k in r["test_kinds"]), notes])
-    return table(["backend", "runs the model", "test kinds", "what a kind means here"], out, downloads=False)

@@ -19,6 +19,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from core.records.host import HostRecord
+
 from pipelines import dataset
 from pipelines.site.markdown import admonition, cell, code, link, nbytes, num, rebase_links, table
 
@@ -58,9 +60,9 @@ def runs_by_host() -> dict[str, list[Any]]:
     return dataset.load().derived("runs_by_host", _by_host)
 
 
-def host_artifacts() -> dict[str, dict[str, Any]]:
+def host_artifacts() -> dict[str, HostRecord]:
     """Host id -> its newest host artifact (fingerprint, bandwidth probe)."""
-    return dataset.load().derived("newest_host_artifact", lambda ds: {d["host"]["id"]: d for d in ds.hosts})  # oldest first: newest wins
+    return dataset.load().derived("newest_host_artifact", lambda ds: {d.host_id: d for d in ds.hosts})  # oldest first: newest wins
 
 
 def hosts_of(name: str) -> dict[str, list[Any]]:
@@ -118,9 +120,9 @@ def index(name: str) -> str:
     probes = host_artifacts()
     for host, runs in hosts.items():
         newest = runs[-1] if runs else probes[host]
-        cpu, gpus, ram = _machine(newest["host"])
+        cpu, gpus, ram = _machine(newest.host)
         rows.append([link(host, page_file(name, host)), cell(cpu), cell(gpus), ram, num(len(runs), 0),
-                     cell(newest["created"][:16].replace("T", " "))])
+                     cell(newest.created[:16].replace("T", " "))])
     return "\n".join([
         f"{len(hosts):,} hosts have {page.noun}, more than one page shows (up to {SPLIT_ABOVE}): each host has its "
         "own page, linked below and rendered the same way from that host's artifacts only.", "",

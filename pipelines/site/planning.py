@@ -15,13 +15,15 @@ import pandas as pd
 
 from core.errors import UserError
 from core.metrics import METRICS
-from core.records.run import as_record
+from core.records.host import HostRecord, as_host
+from core.records.projection import ProjectionRecord
+from core.records.run import RunRecord
 
 from pipelines import memory as mem
 from pipelines import projections as proj
 from pipelines import roofline as roof
 from pipelines import whatif as wi
-from pipelines.runs import latest_per_key
+from pipelines.runs import latest_per_key, records
 from pipelines.site import charts
 from pipelines.site.markdown import (MISSED_BADGE, PROJECTED_BADGE, verdict_badge, SYNTHETIC_BADGE, VERIFIED_BADGE, admonition, cell, code, link, nbytes, num,
                        run_link, table)
@@ -151,15 +153,16 @@ def projections_host(ps: proj.ProjectionSet, history: list[dict[str, Any]]) -> s
             rows.append([label, cell(r.model), code(r.test), cell(METRICS[r.metric].label), num(r.weight / tw * 100, 0) + "%",
                          f"no data: {cell(rr.problem)}", "—", "—", "—", "—"])
             continue
-        s = rr.baseline_doc["summary"][r.metric]
+        b = rr.baseline_doc
+        s = b.stat(r.metric)
         m = METRICS[r.metric]
-        ci = f"{num(s['ci95_low'], m.decimals)} – {num(s['ci95_high'], m.decimals)}" if s.get("ci95_low") is not None else "—"
+        ci = f"{num(s.ci95_low, m.decimals)} – {num(s.ci95_high, m.decimals)}" if s.ci95_low is not None else "—"
         split = ", ".join(f"{cell(k)} {num(v * 100, 0)}%" for k, v in sorted(rr.shares.items(), key=lambda kv: -kv[1]))
-        rows.append([label, cell(r.model) + (" " + SYNTHETIC_BADGE if rr.baseline_doc["model"].get("synthetic") else ""),
+        rows.append([label, cell(r.model) + (" " + SYNTHETIC_BADGE if b.synthetic else ""),
                      code(r.test), cell(m.label), num(r.weight / tw * 100, 0) + "%",
-                     f"{link(num(s['mean'], m.decimals), run_link(rr.baseline_doc['id']))} {cell(m.unit)} {MEASURED_BADGE}",
-                     ci, num(s["n"], 0), f"{split}<br><small>{cell(rr.shares_source)}</small>",
-                     link(rr.baseline_doc["id"], run_link(rr.baseline_doc["id"]))])
+                     f"{link(num(s.mean, m.decimals), run_link(b.id))} {cell(m.unit)} {MEASURED_BADGE}",
+                     ci, num(s.n, 0), f"{split}<br><small>{cell(rr.shares_source)}</small>",
+                     link(b.id, run_link(b.id))])
     out.append(table(["role", "model", "test", "metric", "weight", "current", "CI95", "n", "stage split", "source"], rows,
                      ["l", "l", "l", "l", "r", "r", "r", "r", "l", "l"]))
     out.append("")
@@ -277,7 +280,7 @@ def projections_host(ps: proj.ProjectionSet, history: list[dict[str, Any]]) -> s
     return "\n".join(out)
 
 
-def projections_page(runs: list[dict[str, Any]], records: list[dict[str, Any]]) -> str:
+def projections_page(runs: list[RunRecord], records: list[ProjectionRecord]) -> str:
     try:
         catalogue = proj.load_catalogue()
         mix = proj.load_usage_mix(catalogue=catalogue)
@@ -295,32 +298,30 @@ def projections_page(runs: list[dict[str, Any]], records: list[dict[str, Any]]) 
 # =====================================================================================
 # Memory planner
 # =====================================================================================
-def _models_in(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _models_in(runs: list[RunRecord]) -> list[RunRecord]:
     """One (newest) run per model file, to read its GGUF facts from (endpoint models have none)."""
-    by_sha: dict[str, dict[str, Any]] = {}
+    by_sha: dict[str | None, RunRecord] = {}
     for d in latest_per_key(runs):
-        rec = as_record(d)
-        if not rec.has_local_file:
+        if not d.has_local_file:
             continue
-        cur = by_sha.get(rec.model_sha256)
-        if cur is None or d["created"] > cur["created"]:
-            by_sha[rec.model_sha256] = d
-    return sorted(by_sha.values(), key=lambda d: (d["model"]["synthetic"], d["model"]["name"]))
+        cur = by_sha.get(d.model_sha256)
+        if cur is None or d.created > cur.created:
+            by_sha[d.model_sha256] = d
+    return sorted(by_sha.values(), key=lambda d: (d.synthetic, d.model_name))
 
 
-def _endpoint_models_in(runs: list[dict[str, Any]]) -> list[tuple[str, str]]:
+def _endpoint_models_in(runs: list[RunRecord]) -> list[tuple[str, str]]:
     """(name, where it is served) of every endpoint model with a current run: listed, not planned."""
     out = {}
     for d in latest_per_key(runs):
-        rec = as_record(d)
-        if rec.is_endpoint:
-            out[(rec.model_name, rec.model_identity)] = rec.model_origin
+        if d.is_endpoint:
+            out[(d.model_name, d.model_identity)] = d.model_origin
     return sorted((name, origin) for (name, _), origin in out.items())
 
 
-def endpoint_models_note(runs: list[dict[str, Any]]) -> str:
+def endpoint_models_note(runs: list[RunRecord]) -> str:
     """The memory planner's line on endpoint models: no local file, not planned ("" when there are none)."""
-    eps = _endpoint_models_in(runs)
+    eps = _endpoint_models_in(records(runs))
     if not eps:
         return ""
     rows = [[cell(name), cell(origin), cell("no local file: not planned")] for name, origin in eps]
@@ -329,27 +330,27 @@ def endpoint_models_note(runs: list[dict[str, Any]]) -> str:
                        table(["model", "served", "plan"], rows, max_rows=50), ""])
 
 
-def _host_memory(runs: list[dict[str, Any]], hosts: list[dict[str, Any]]) -> tuple[str | None, int | None]:
-    docs = [(h["created"], h["host"]) for h in hosts] + [(d["created"], d["host"]) for d in runs]
+def _host_memory(runs: list[RunRecord], hosts: list[HostRecord]) -> tuple[str | None, int | None]:
+    runs, hosts = records(runs), [as_host(h) for h in hosts]
+    docs = [(h.created, h.host) for h in hosts] + [(d.created, d.host) for d in runs]
     if not docs:
         return None, None
     _, h = max(docs, key=lambda x: x[0])
     return h["id"], h.get("memory_bytes")
 
 
-def _baseline_rss(runs: list[dict[str, Any]], host_id: str | None) -> int | None:
-    vals = [d["resources"].get("baseline_rss_bytes") for d in runs
-            if d["host"]["id"] == host_id and (d.get("resources") or {}).get("baseline_rss_bytes")]
+def _baseline_rss(runs: list[RunRecord], host_id: str | None) -> int | None:
+    vals = [d.resources.baseline_rss_bytes for d in records(runs) if d.host_id == host_id and d.resources.baseline_rss_bytes]
     return int(sorted(vals)[len(vals) // 2]) if vals else None
 
 
-def model_memory_section(shape: mem.ModelShape, doc: dict[str, Any], settings: mem.PlannerSettings,
+def model_memory_section(shape: mem.ModelShape, doc: RunRecord, settings: mem.PlannerSettings,
                          host_id: str | None, host_memory: int | None, baseline_rss: int | None) -> str:
-    out = [f"## {cell(doc['model']['name'])}" + (" " + SYNTHETIC_BADGE if doc["model"].get("synthetic") else ""), ""]
+    out = [f"## {cell(doc.model_name)}" + (" " + SYNTHETIC_BADGE if doc.synthetic else ""), ""]
     n_swa_layers = sum(shape.swa_layers)
     facts = [
-        ["file", code(doc["model"]["file_name"])], ["architecture", cell(shape.architecture)],
-        ["quantization", cell(doc["model"]["gguf"].get("quantization"))], ["layers", num(shape.n_layer, 0)],
+        ["file", code(doc.model_file_name)], ["architecture", cell(shape.architecture)],
+        ["quantization", cell(doc.quantization)], ["layers", num(shape.n_layer, 0)],
         ["embedding", num(shape.n_embd, 0)], ["attention heads (KV heads)", f"{num(shape.n_head, 0)} ({cell(', '.join(sorted({str(x) for x in shape.n_head_kv})))})"],
         ["head size (K / V)", f"{num(shape.head_k, 0)} / {num(shape.head_v, 0)}"],
         ["sliding window", (f"{num(shape.n_swa, 0)} tokens on {n_swa_layers} of {shape.n_layer} layers "
@@ -450,7 +451,7 @@ def _kv_ok(shape: mem.ModelShape, cache_type: str) -> bool:
 SMALL_MISS_BYTES = 16 * 2**20  # a miss this small is a fixed Python-side cost, not a missing buffer
 
 
-def predicted_vs_measured(runs: list[dict[str, Any]]) -> str:
+def predicted_vs_measured(runs: list[RunRecord]) -> str:
     known = mem.facts_by_sha(runs)
     preds = [p for p in (mem.run_prediction(d, known) for d in latest_per_key(runs)) if p is not None]
     if not preds:
@@ -459,11 +460,11 @@ def predicted_vs_measured(runs: list[dict[str, Any]]) -> str:
            "sliding-window cache, the largest batch the test decodes) against the peak RSS the run measured "
            "(the child process's VmHWM). llama.cpp's own report of its buffers (from the run's log) is shown beside.", ""]
     rows = []
-    for p in sorted(preds, key=lambda p: (p["model"], p["test"], p["created"])):
+    for p in sorted(preds, key=lambda p: (p["model"], p["test_name"], p["created"])):
         rep = p["reported_mib"]
         reported = "; ".join(f"{cell(k)} " + " + ".join(f"{num(v, 1)}" for v in rep[k].values()) + " MiB"
                              for k in ("model", "kv", "compute") if k in rep) or "—"
-        rows.append([link(p["id"], run_link(p["id"])), cell(p["model"]), code(p["test"]), num(p["n_ctx"], 0),
+        rows.append([link(p["id"], run_link(p["id"])), cell(p["model"]), code(p["test_name"]), num(p["n_ctx"], 0),
                      code(f"{p['type_k']}/{p['type_v']}"), f"{nbytes(p['predicted'])} {PROJECTED_BADGE}",
                      f"{nbytes(p['measured'])} {MEASURED_BADGE}", _pct(p["error"]),
                      "yes" if p["within_10pct"] else "**no**", reported])
@@ -550,7 +551,7 @@ def predicted_vs_measured(runs: list[dict[str, Any]]) -> str:
     return "\n".join(out)
 
 
-def vram_vs_measured(runs: list[dict[str, Any]]) -> str:
+def vram_vs_measured(runs: list[RunRecord]) -> str:
     preds = [p for p in (mem.vram_prediction(d) for d in latest_per_key(runs)) if p is not None]
     if not preds:
         return "No run with every layer on a GPU and a measured peak VRAM yet."
@@ -559,8 +560,8 @@ def vram_vs_measured(runs: list[dict[str, Any]]) -> str:
            "against the process's peak VRAM (NVML). The residual is what the CUDA runtime itself holds (context, "
            "cuBLAS workspace, allocator pools).", ""]
     rows = []
-    for p in sorted(preds, key=lambda p: (p["model"], p["test"])):
-        rows.append([link(p["id"], run_link(p["id"])), code(p["host_id"]), cell(p["model"]), code(p["test"]),
+    for p in sorted(preds, key=lambda p: (p["model"], p["test_name"])):
+        rows.append([link(p["id"], run_link(p["id"])), code(p["host_id"]), cell(p["model"]), code(p["test_name"]),
                      nbytes(p["predicted"]), f"{nbytes(p['measured'])} {MEASURED_BADGE}", nbytes(p["residual"]),
                      "yes" if p["exact_roles"] else "no: embedding counted on the GPU"])
     out += [table(["run", "host", "model", "test", "predicted (no overhead)", "measured peak VRAM", "residual",
@@ -572,7 +573,7 @@ ROOFLINE_CHART_RUNS = 40  # runs drawn in the roofline chart (a bar pair each); 
 MODELS_SHOWN = 12  # model files with a memory section of their own on the page
 
 
-def memory_page(runs: list[dict[str, Any]], hosts: list[dict[str, Any]]) -> str:
+def memory_page(runs: list[RunRecord], hosts: list[HostRecord]) -> str:
     try:
         settings = mem.load_planner_settings()
     except UserError as exc:
@@ -592,20 +593,20 @@ def memory_page(runs: list[dict[str, Any]], hosts: list[dict[str, Any]]) -> str:
            "### GPU memory", "", vram_vs_measured(runs), ""]
     if len(docs) > MODELS_SHOWN:
         # a section per model file: the newest few; the rest are listed (the planner plans any of them)
-        newest = sorted(docs, key=lambda d: d["created"], reverse=True)
+        newest = sorted(docs, key=lambda d: d.created, reverse=True)
         out += ["## Model files", "",
                 f"{len(docs):,} model files have measurements; the {MODELS_SHOWN} most recently measured have a section "
                 "below. Plan any other with `invoke plan.memory --model NAME_OR_PATH`.", "",
                 table(["model", "quantization", "parameters", "file size", "last measured"],
-                      [[cell(d["model"]["name"]), cell(d["model"]["gguf"].get("quantization")), num(d["model"].get("n_params"), 0),
-                        nbytes(d["model"].get("size_bytes")), cell(d["created"])] for d in newest], max_rows=50), ""]
+                      [[cell(d.model_name), cell(d.quantization), num(d.n_params, 0),
+                        nbytes(d.model_size_bytes), cell(d.created)] for d in newest], max_rows=50), ""]
         shown = {id(d) for d in newest[:MODELS_SHOWN]}
         docs = [d for d in docs if id(d) in shown]
     for d in docs:
         try:
-            shape = mem.ModelShape.from_facts(d["model"]["gguf"], d["model"]["name"])
+            shape = mem.ModelShape.from_facts(d.gguf, d.model_name)
         except UserError as exc:
-            out += [f"## {cell(d['model']['name'])}", "", cell(str(exc)), ""]
+            out += [f"## {cell(d.model_name)}", "", cell(str(exc)), ""]
             continue
         out.append(model_memory_section(shape, d, settings, host_id, host_memory, base))
     note = endpoint_models_note(runs)
@@ -621,7 +622,7 @@ def admonition_inline(text: str) -> str:
     return f'<span class="almanac-badge missed">{cell(text)}</span>'
 
 
-def roofline_page(runs: list[dict[str, Any]], hosts: list[dict[str, Any]]) -> str:
+def roofline_page(runs: list[RunRecord], hosts: list[HostRecord]) -> str:
     out = ["## Host memory bandwidth", ""]
     bws = roof.latest_bandwidth(hosts)
     if not bws:
@@ -629,14 +630,14 @@ def roofline_page(runs: list[dict[str, Any]], hosts: list[dict[str, Any]]) -> st
     else:
         rows = []
         for hid, b in sorted(bws.items()):
-            doc = next(h for h in hosts if h["id"] == b.probe_id)
-            for what, entries in (("read", doc.get("read_bandwidth") or []), ("copy", doc["bandwidth"])):
+            probe = next(h for h in map(as_host, hosts) if h.id == b.probe_id)
+            for what, entries in (("read", probe.read_bandwidth), ("copy", probe.bandwidth)):
                 for e in entries:
-                    s = e["summary"]
-                    ci = f"{num(s['ci95_low'], 2)} – {num(s['ci95_high'], 2)}" if s.get("ci95_low") is not None else "—"
-                    rows.append([code(hid), code(b.probe_id), cell(b.created), cell(what), num(e["threads"], 0),
-                                 f"{num(s['mean'], 2)} {MEASURED_BADGE}", num(s.get("stddev"), 2), ci, num(s["n"], 0),
-                                 num(max(e["samples_gbs"]), 2), num(b.load_before, 2)])
+                    s = e.summary
+                    ci = f"{num(s.ci95_low, 2)} – {num(s.ci95_high, 2)}" if s.ci95_low is not None else "—"
+                    rows.append([code(hid), code(b.probe_id), cell(b.created), cell(what), num(e.threads, 0),
+                                 f"{num(s.mean, 2)} {MEASURED_BADGE}", num(s.stddev, 2), ci, num(s.n, 0),
+                                 num(e.best, 2), num(b.load_before, 2)])
         out += [table(["host", "probe", "measured", "pass", "threads", "GB/s (mean)", "± stddev", "CI95", "n", "best",
                        "load avg (1 min)"], rows, ["l", "l", "l", "l", "r", "r", "r", "r", "r", "r", "r"]), ""]
         out.append("GB/s is 10^9 bytes per second. A read pass counts the bytes read; a copy counts bytes read plus "
@@ -661,12 +662,12 @@ def roofline_page(runs: list[dict[str, Any]], hosts: list[dict[str, Any]]) -> st
         return "\n".join(out)
     rows = []
     chart_rows = []
-    for r in sorted(rows_data, key=lambda r: (r["host_id"], r["model"], r["test"])):
+    for r in sorted(rows_data, key=lambda r: (r["host_id"], r["model"], r["test_name"])):
         m = METRICS[r["metric"]]
         b = r.get("bytes")
         bytes_txt = f"{nbytes(b['total'])} <small>({nbytes(b['weights'])} weights + {nbytes(b['kv'])} KV)</small>" if b else "—"
         rows.append([link(r["id"], run_link(r["id"])), code(r["host_id"]),
-                     cell(r["model"]) + (" " + SYNTHETIC_BADGE if r["synthetic"] else ""), code(r["test"]),
+                     cell(r["model"]) + (" " + SYNTHETIC_BADGE if r["synthetic"] else ""), code(r["test_name"]),
                      num(r["threads"], 0) if r["threads"] else "—", num(r["depth_mean"], 0), bytes_txt,
                      num(r.get("bound"), 1), num(r.get("bound_single"), 1),
                      f"{num(r['measured'], m.decimals)} {MEASURED_BADGE}",
@@ -675,8 +676,8 @@ def roofline_page(runs: list[dict[str, Any]], hosts: list[dict[str, Any]]) -> st
                      cell(r.get("bound_uses") or "—"),
                      (admonition_inline("not memory-bound") + " " if r.get("fits_llc") else "") + (cell(r["note"]) if r["note"] else "")])
         if r.get("bound") and len(chart_rows) < 2 * ROOFLINE_CHART_RUNS:
-            chart_rows.append({"run": f"{r['model']} · {r['test']} ({r['id'][:12]})", "value": r["measured"], "kind": "measured"})
-            chart_rows.append({"run": f"{r['model']} · {r['test']} ({r['id'][:12]})", "value": r["bound"],
+            chart_rows.append({"run": f"{r['model']} · {r['test_name']} ({r['id'][:12]})", "value": r["measured"], "kind": "measured"})
+            chart_rows.append({"run": f"{r['model']} · {r['test_name']} ({r['id'][:12]})", "value": r["bound"],
                                "kind": f"bound ({r.get('bound_uses') or 'copy'} bandwidth)"})
     out += [table(["run", "host", "model", "test", "threads", "mean depth", "bytes read per token", "bound t/s",
                    "bound t/s (1 thread)", "measured t/s", "efficiency", "eff. vs copy bound", "eff. vs 1 thread",
@@ -709,7 +710,7 @@ def roofline_page(runs: list[dict[str, Any]], hosts: list[dict[str, Any]]) -> st
 # =====================================================================================
 # What-if
 # =====================================================================================
-def whatif_page(runs: list[dict[str, Any]]) -> str:
+def whatif_page(runs: list[RunRecord]) -> str:
     try:
         f = wi.load_whatif()
     except UserError as exc:
@@ -734,7 +735,7 @@ def whatif_page(runs: list[dict[str, Any]]) -> str:
                 out += [admonition("warning", "Incomplete", "<br>".join(cell(m) for m in res.missing)), ""]
             if not res.per_request_ms:
                 continue
-            srcs = ", ".join(link(u["run"]["id"], run_link(u["run"]["id"])) for u in res.entries)
+            srcs = ", ".join(link(u["run"].id, run_link(u["run"].id)) for u in res.entries)
             lo, hi = res.total_ci95()
             ci = (f" (CI95 {num(lo, 1)} – {num(hi, 1)} ms, propagated from each entry's CI95)" if lo is not None
                   else " (no CI95: an entry has a single sample or pays a model load, measured once)")

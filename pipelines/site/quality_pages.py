@@ -10,6 +10,7 @@ from typing import Any
 import pandas as pd
 
 from core.metrics import METRICS
+from core.records.quality import QualityRecord
 
 from pipelines import quality as quality_mod
 from pipelines import roles as roles_mod
@@ -66,7 +67,7 @@ def suites_table(frame: pd.DataFrame) -> str:
     return table(["suite", "version", "category", "items in suite"], rows, ["l", "r", "l", "r"])
 
 
-def quality_page(docs: list[dict[str, Any]]) -> str:
+def quality_page(docs: list[QualityRecord]) -> str:
     if not docs:
         return admonition("warning", "No quality runs yet", "Run `invoke quality` to score the embedded model.")
     frame = quality_mod.scores_frame(docs)

@@ -11,6 +11,8 @@ import altair as alt
 import pandas as pd
 
 from core.metrics import METRICS
+from core.records.run import RunRecord
+from core.summary import Summary
 
 from pipelines import backends as backend_cmp
 from pipelines import serving
@@ -21,15 +23,15 @@ from pipelines.site.markdown import (SYNTHETIC_BADGE, admonition, cell, code, en
 VERDICT_CLASS = {"win": "almanac-verdict-win", "loss": "almanac-verdict-loss"}
 
 
-def _mean(s: dict[str, Any] | None, decimals: int = 1) -> str:
-    return num(s["mean"], decimals) if s else "—"
+def _mean(s: Summary | None, decimals: int = 1) -> str:
+    return num(s.mean, decimals) if s else "—"
 
 
-def _mean_sd(s: dict[str, Any] | None, decimals: int = 1) -> str:
+def _mean_sd(s: Summary | None, decimals: int = 1) -> str:
     if not s:
         return "—"
-    sd = f" ± {num(s['stddev'], decimals)}" if s.get("stddev") is not None else ""
-    return f"{num(s['mean'], decimals)}{sd} (n={num(s['n'], 0)})"
+    sd = f" ± {num(s.stddev, decimals)}" if s.stddev is not None else ""
+    return f"{num(s.mean, decimals)}{sd} (n={num(s.n, 0)})"
 
 
 def _model(row: dict[str, Any]) -> str:
@@ -59,9 +61,9 @@ def warm_table(rows: list[dict[str, Any]]) -> str:
     for r in rows:
         e2e = r["e2e_ms"]
         out.append(_who(r) + [_mean(r["ttft_ms"]), _mean(r["tpot_ms"], 2), _mean(e2e),
-                              num(e2e["median"], 1) if e2e else "—", num(e2e["p95"], 1) if e2e else "—",
-                              num(e2e["p99"], 1) if e2e else "—", num(e2e["n"], 0) if e2e else "0",
-                              num(int(r["failed_requests"]["mean"]), 0) if r["failed_requests"] else "0",
+                              num(e2e.median, 1) if e2e else "—", num(e2e.p95, 1) if e2e else "—",
+                              num(e2e.p99, 1) if e2e else "—", num(e2e.n, 0) if e2e else "0",
+                              num(int(r["failed_requests"].mean), 0) if r["failed_requests"] else "0",
                               link(r["id"], run_link(r["id"]))])
     return table(headers, out, ["l", "l", "l"] + ["r"] * 8 + ["l"])
 
@@ -146,11 +148,11 @@ def latency_chart(df: pd.DataFrame) -> alt.Chart:
 
 def failed_table(rows: list[dict[str, Any]]) -> str:
     return table(["created", "endpoint", "model", "host", "test", "error", "source"],
-                 [[cell(r["created"]), cell(r["endpoint"]), _model(r), code(r["host"]), code(r["test"]),
+                 [[cell(r["created"]), cell(r["endpoint"]), _model(r), code(r["host"]), code(r["test_name"]),
                    cell(f"{r['kind']}: {r['message']}"), link(r["id"], run_link(r["id"]))] for r in rows])
 
 
-def serving_page(docs: list[dict[str, Any]]) -> str:
+def serving_page(docs: list[RunRecord]) -> str:
     cw = serving.cold_warm(docs)
     sws = serving.sweeps(docs)
     failed = serving.failed_serving(docs)
@@ -172,7 +174,7 @@ def serving_page(docs: list[dict[str, Any]]) -> str:
                 "least one was generating: 1.0 means one stream at a time.", ""]
         for sw in sws:
             title = f"{sw['endpoint']} · {sw['model']} · {sw['host']}"
-            out += [f"### {cell(title)}", "", f"Test {code(sw['test'])}, artifact {link(sw['id'], run_link(sw['id']))}"
+            out += [f"### {cell(title)}", "", f"Test {code(sw['test_name'])}, artifact {link(sw['id'], run_link(sw['id']))}"
                     + (f" — **failed**: {cell(sw['error'])}" if sw["status"] != "ok" else "") + ".", ""]
             for line in serving.finding(sw):
                 out += [f"- {cell(line)}"]
@@ -249,7 +251,7 @@ def backend_table(group: dict[str, Any]) -> str:
     return table(headers, rows, ["l", "l", "r", "r", "r", "r", "l", "r", "l"])
 
 
-def backends_section(docs: list[dict[str, Any]]) -> str:
+def backends_section(docs: list[RunRecord]) -> str:
     """In-process backends beside llama.cpp on the same model file and host ("" when there are none)."""
     groups = backend_cmp.backend_comparisons(docs)
     if not groups:
@@ -273,7 +275,7 @@ def backends_section(docs: list[dict[str, Any]]) -> str:
     return "\n".join(out)
 
 
-def comparisons_page(docs: list[dict[str, Any]]) -> str:
+def comparisons_page(docs: list[RunRecord]) -> str:
     rows = serving.comparisons(docs)
     in_process = backends_section(docs)
     if not rows:

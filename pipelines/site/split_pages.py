@@ -5,23 +5,26 @@ from __future__ import annotations
 
 from typing import Any
 
+from core.records.run import RunRecord
 from pipelines import backends as backend_cmp
+
 from pipelines import dataset, leaderboard, roofline
 from pipelines.site import hosts as hosts_pages
 from pipelines.site import optimization as optimization_pages
 from pipelines.site import pages, quality_pages
 from pipelines.site import serving as serving_pages
+from pipelines.site.kinds import kinds_on
 from pipelines.site.per_host import SplitPage, register
 
 
-def _hosts(runs: list[Any], host: str | None) -> str:
+def _hosts(runs: list[RunRecord], host: str | None) -> str:
     host_docs = roofline.load_hosts()
     if host is not None:
-        host_docs = [d for d in host_docs if d["host"]["id"] == host]
+        host_docs = [d for d in host_docs if d.host_id == host]
     return hosts_pages.hosts_page(runs, host_docs)
 
 
-def _leaderboard(runs: list[Any], host: str | None) -> str:
+def _leaderboard(runs: list[RunRecord], host: str | None) -> str:
     if host is None:
         return pages.leaderboard_page(runs)
     # boards are per host: one host's are those of the whole set (computed once, shared with Home)
@@ -29,14 +32,13 @@ def _leaderboard(runs: list[Any], host: str | None) -> str:
     return pages.leaderboard_page(runs, boards)
 
 
-register(SplitPage("leaderboard", "Leaderboard", "measured results", lambda r: r["status"] == "ok", _leaderboard))
+register(SplitPage("leaderboard", "Leaderboard", "measured results", lambda r: r.ok, _leaderboard))
 register(SplitPage("hosts", "Hosts", "runs", lambda r: True, _hosts, fingerprints=True))
-register(SplitPage("optimization", "Optimization tracks", "sweep runs", lambda r: bool(r["matrix"].get("sweep")),
+register(SplitPage("optimization", "Optimization tracks", "sweep runs", lambda r: bool(r.sweep),
                    lambda runs, host: optimization_pages.optimization_page(runs)))
-register(SplitPage("serving", "Serving", "serving runs", lambda r: r["test"]["kind"] in ("serve", "concurrency"),
+register(SplitPage("serving", "Serving", "serving runs", lambda r: r.test_kind in kinds_on("serving"),
                    lambda runs, host: serving_pages.serving_page(runs)))
 register(SplitPage("comparisons", "Comparisons", "chat, serve and in-process backend runs",
-                   lambda r: r["test"]["kind"] in ("chat", "serve") or (bool(r["build"].get("in_process"))
-                                                                      and r["backend"] != backend_cmp.BASELINE),
+                   lambda r: r.test_kind in kinds_on("comparisons") or (r.in_process and not backend_cmp.is_reference([r])),
                    lambda runs, host: serving_pages.comparisons_page(runs)))
 register(SplitPage("roles", "Roles", "runs", lambda r: True, lambda runs, host: quality_pages.roles_page_for(host)))

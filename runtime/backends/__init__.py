@@ -1,5 +1,9 @@
 """Backends by name, imported lazily ("name": "module:Class"), so the HTTP path never
-imports llama_cpp and pipelines never import a backend at all."""
+imports llama_cpp and pipelines never import a backend at all.
+
+Backend names are written here and in each backend's own package only: everything else asks a
+backend class what it is (runtime.backends.base.Backend: ``in_process``, ``servers``,
+``test_kinds``) or reads what its artifacts recorded."""
 
 from __future__ import annotations
 
@@ -23,6 +27,7 @@ BACKENDS: dict[str, tuple[str, str, str]] = {
                      "runtime.backends.transformers.backend:TransformersBackend",
                      "transformers"),
 }
+DEFAULT = "llama_cpp"  # the backend a matrix runs on when it names none
 
 
 def _plugins() -> None:
@@ -67,8 +72,39 @@ def settings_class(name: str) -> Any:
     return _import(_check(name)[0])
 
 
+_CHECKED: set[str] = set()
+
+
 def backend_class(name: str) -> Any:
-    return _import(_check(name)[1])
+    """The backend's class; its declared test kinds must be known (core.kinds), or it is refused."""
+    cls = _import(_check(name)[1])
+    if name not in _CHECKED:
+        from core import kinds
+
+        unknown = [k for k in getattr(cls, "test_kinds", ()) if kinds.get(k) is None]
+        if unknown:
+            raise BackendError(f"backend {name!r} declares test kinds {unknown} that no module registers "
+                               "(core.kinds.BUILTIN, or ALMANAC_KINDS for a kind of your own)", field="backend")
+        _CHECKED.add(name)
+    return cls
+
+
+def preload(name: str) -> None:
+    """Import the native libraries a backend needs loaded before anything else (its package's
+    ``PRELOAD``), in a worker process before the backend's module pulls numpy & co in. Seen on the
+    lent H100 image (its own numpy build): with numpy imported first, a CUDA libllama loaded
+    afterwards segfaults in its first std::stringstream. Failures are left to the backend's own
+    import, which reports them as data."""
+    try:
+        package = _check(name)[1].partition(":")[0].rsplit(".", 1)[0]
+        modules = getattr(importlib.import_module(package), "PRELOAD", ())
+    except Exception:  # noqa: BLE001 - an unknown or broken backend is reported by the run itself
+        return
+    for module in modules:
+        try:
+            importlib.import_module(module)
+        except Exception:  # noqa: BLE001
+            pass
 
 
 def create(name: str, model: Any, settings: Any) -> Any:

@@ -1,10 +1,20 @@
-"""The backend interface: load, run a test, describe. No backend-specific code here."""
+"""The backend interface: load, run a test, describe. No backend-specific code here.
+
+A backend declares what it is, and the rest of the almanac reads the declaration instead of its
+name: the test kinds it runs (``test_kinds``, each with the method that runs it, marked
+``@runs("<kind>")``: its dispatch table, checked against the declaration when the class is
+defined), whether the model runs in the measuring process (``in_process``: recorded in every
+artifact as ``build.in_process``), the server software it can start itself (``servers``), the
+settings it honours (``settings_class``, whose fields the docs render), and the prompt styles of
+quality items it can put to a model (``prompt_styles``).
+"""
 
 from __future__ import annotations
 
 import abc
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 
@@ -58,16 +68,36 @@ class TestResult:
     details: dict[str, Any] = field(default_factory=dict)
 
 
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def runs(kind: str) -> Callable[[F], F]:
+    """Mark the backend method that runs tests of ``kind`` (an entry of the backend's dispatch table)."""
+
+    def mark(fn: F) -> F:
+        fn.__almanac_runs__ = kind  # type: ignore[attr-defined]
+        return fn
+
+    return mark
+
+
 class Backend(abc.ABC):
     """One way of running a model. Subclasses live in their own package under backends/."""
 
     name: ClassVar[str]
     settings_class: ClassVar[type[BackendSettings]]
+    #: The test kinds this backend runs (core.kinds): each needs a method marked ``@runs(kind)``,
+    #: and every such method a kind declared here (checked when the class is defined).
     test_kinds: ClassVar[tuple[str, ...]]
+    #: kind -> name of the method that runs it: built from the ``@runs`` methods (inherited too).
+    dispatch: ClassVar[dict[str, str]] = {}
     #: Whether the model runs in the measuring process (True: load time, peak RSS and VRAM are
     #: the model's) or behind a server the backend talks to (False). Recorded in every artifact
     #: as ``build.in_process``; pipelines read that, never a backend's name.
     in_process: ClassVar[bool]
+    #: The server software this backend can start itself (empty in process); a server given by
+    #: URL is whatever it is, and the run records what it detected (``build.server``).
+    servers: ClassVar[tuple[str, ...]] = ()
     #: How quality items can be put to a model through this backend: ``chat`` (messages
     #: through the chat template), ``completion`` (raw text continued), ``loglikelihood``
     #: (log-probabilities of given continuations; needs the logits).
@@ -88,6 +118,39 @@ class Backend(abc.ABC):
         answer) raises a UserError of one line."""
         raise BackendError(f"backend {cls.name} cannot measure endpoint models (model {model.name!r})", field="backend")
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        table: dict[str, str] = {}
+        for klass in reversed(cls.__mro__):
+            for attr, value in vars(klass).items():
+                kind = getattr(value, "__almanac_runs__", None)
+                if kind is not None:
+                    table[kind] = attr
+        cls.dispatch = table
+        if "test_kinds" not in vars(cls) and not table:
+            return  # an abstract intermediate class that declares nothing yet
+        declared = tuple(getattr(cls, "test_kinds", ()))
+        missing = [k for k in declared if k not in table]
+        undeclared = [k for k in table if k not in declared]
+        if missing or undeclared:
+            parts = ([f"declares test kinds {missing} but no method runs them (mark one @runs(kind))"] if missing else []) + \
+                    ([f"has @runs methods for {undeclared}, which it does not declare in test_kinds"] if undeclared else [])
+            raise TypeError(f"backend {cls.__qualname__}: " + "; ".join(parts))
+        for kind, attr in table.items():
+            if not callable(getattr(cls, attr, None)):
+                raise TypeError(f"backend {cls.__qualname__}: the runner of {kind!r} ({attr}) is not a method")
+        if not isinstance(getattr(cls, "in_process", None), bool):
+            raise TypeError(f"backend {cls.__qualname__}: declare in_process (True: the model runs in the measuring "
+                            "process; False: behind a server the backend talks to)")
+
+    @classmethod
+    def declaration(cls) -> dict[str, Any]:
+        """What the backend is, for the docs and for readers of the code: no behaviour, only facts."""
+        return {"name": cls.name, "in_process": cls.in_process, "servers": list(cls.servers),
+                "test_kinds": list(cls.test_kinds), "prompt_styles": list(cls.prompt_styles),
+                "model_kinds": list(cls.model_kinds), "kind_notes": dict(cls.kind_notes),
+                "settings": [f for f in cls.settings_class.model_fields]}
+
     def __init__(self, model: ModelRef | EndpointRef | None, settings: BackendSettings):
         self.model = model
         self.settings = settings
@@ -97,9 +160,16 @@ class Backend(abc.ABC):
         """Load the model for ``test`` (some settings, like llama-bench's context size,
         follow the test); return {'load_time_s': float, 'effective_settings': {...}}."""
 
-    @abc.abstractmethod
     def run(self, test: TestSpec) -> TestResult:
-        """Run one test on the loaded model."""
+        """Run one test on the loaded model: the method the dispatch table names for its kind."""
+        attr = self.dispatch.get(test.kind)
+        if attr is None:
+            raise UnsupportedTest(f"backend {self.name} cannot run tests of kind {test.kind!r} "
+                                  f"(it runs: {', '.join(self.test_kinds) or 'none'})")
+        return getattr(self, attr)(test)
+
+    def supports(self, test: TestSpec | None) -> bool:
+        return test is None or test.kind in self.dispatch
 
     @abc.abstractmethod
     def describe(self) -> dict[str, Any]:

@@ -44,7 +44,7 @@ class MatrixFile(BaseModel):
     schema_version: int = Field(MATRIX_VERSION, description="Format version of this file.")
     name: str = Field(..., min_length=1, description="Matrix name, recorded in every artifact.")
     description: str = Field("", description="What this matrix is for.")
-    backend: str = Field("llama_cpp", description="Backend that runs it (see the Methodology page).")
+    backend: str = Field(backends.DEFAULT, description="Backend that runs it (see the Methodology page).")
     models: list[str] = Field(default_factory=list, description="Model names from data/models.yaml, or paths to .gguf files (required unless every entry of sweeps names its own).")
     repetitions: int = Field(5, ge=1, description="Timed repetitions per test (llama-bench -r) when precision is null.")
     precision: Precision | None = Field(default_factory=Precision, description="Repeat every test until the CI95 half-width of "

@@ -447,7 +447,7 @@ def _run_configurations(m: matrix_mod.Matrix, cfgs: list[matrix_mod.Configuratio
 @dataclass
 class Scenario:
     """One unit of work of any kind, for :func:`execute`: a speed test of a matrix, a quality
-    suite run (runtime.quality.runner), a perplexity run (runtime.quality.perplexity). The
+    suite run (runtime.quality.suite_runner), a perplexity run (runtime.quality.perplexity). The
     kind supplies its key (resume identity), the child module and job, and how to turn the
     child's outcome into its artifact; the skip / resume / retry path, the child process and
     the atomic write are the same for all."""

@@ -41,9 +41,9 @@ from typing import Any
 import numpy as np
 
 from core import artifacts
-from core import stats
 from runtime.hosts import fingerprint as hostinfo
 from core.errors import ConfigError
+from core.records import host as host_record
 from core.records.host import llc_bytes
 from core.paths import data_dir
 
@@ -156,33 +156,26 @@ def probe(buffer_mib: int | None = None, repetitions: int = 5, threads: list[int
     results, reads, kernels = [], [], {}
     for t in counts:  # copy and read alternate per thread count, so drift of the machine falls on both
         rates = _copy_rates(src, dst, t, repetitions)
-        results.append({"threads": t, "samples_gbs": rates, "summary": stats.summarize(rates)})
+        results.append(host_record.bandwidth_entry(t, rates))
         kernel, rates, means = best_read(src, t, repetitions)
-        reads.append({"threads": t, "samples_gbs": rates, "summary": stats.summarize(rates)})
+        reads.append(host_record.bandwidth_entry(t, rates))
         kernels[t] = {"kernel": kernel, "means_gbs": means}
     del src, dst
     load_after = os.getloadavg()[0]
-    return {
-        "artifact": "host",
-        "schema_version": artifacts.ARTIFACT_TYPES["host"].version,
-        "id": f"{fp['id']}-{created.strftime('%Y%m%dT%H%M%SZ')}",
-        "created": created.isoformat(timespec="seconds"),
-        "host": fp,
-        "probe": {"kind": "memory_bandwidth", "version": PROBE_VERSION, "method": METHOD, "tool": "numpy.copyto",
-                  "numpy": np.__version__, "buffer_bytes": n, "repetitions": repetitions, "warmup": True,
-                  "bytes_counted": "read + written", "read_method": READ_METHOD, "read_bytes_counted": "read",
-                  "llc_bytes": llc_bytes(fp),
-                  "read_kernels": {str(t): k for t, k in kernels.items()}},
-        "bandwidth": results,
-        "read_bandwidth": reads,
-        "conditions": {"loadavg_1m_before": load_before, "loadavg_1m_after": load_after,
-                       "logical_cores": fp["cpu"].get("logical_cores")},
-    }
+    return host_record.new_host(
+        fingerprint=fp, created=created,
+        probe={"kind": host_record.HOST_MEMORY, "version": PROBE_VERSION, "method": METHOD, "tool": "numpy.copyto",
+               "numpy": np.__version__, "buffer_bytes": n, "repetitions": repetitions, "warmup": True,
+               "bytes_counted": "read + written", "read_method": READ_METHOD, "read_bytes_counted": "read",
+               "llc_bytes": llc_bytes(fp),
+               "read_kernels": {str(t): k for t, k in kernels.items()}},
+        bandwidth=results, read_bandwidth=reads,
+        conditions={"loadavg_1m_before": load_before, "loadavg_1m_after": load_after,
+                    "logical_cores": fp["cpu"].get("logical_cores")})
 
 
 def artifact_path(doc: dict[str, Any], root: Path | None = None) -> Path:
-    root = root or hosts_dir()
-    return root / doc["host"]["id"] / f"bandwidth-{doc['id'].rsplit('-', 1)[1]}.json"
+    return host_record.artifact_path(doc, root or hosts_dir())
 
 
 def run_probe(buffer_mib: int | None = None, repetitions: int = 5, threads: list[int] | None = None) -> Path:

@@ -41,6 +41,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from core.errors import ConfigError
 from core.paths import data_dir, relpath
 
+from runtime.backends.llama_cpp import NAME as BACKEND  # measured with llama.cpp's logits in process
+
 METHOD_VERSION = 1
 TEXTS_FORMAT_VERSION = 1
 
@@ -270,7 +272,7 @@ def measure(model: str, *, reference: str | None = None, text: str = "gpl-3.0", 
             raise ConfigError(f"reference {reference!r} has a vocabulary of {vb} tokens, model {model!r} of {va}: "
                               "KL-divergence needs the same vocabulary", field="reference")
     host = hostinfo.fingerprint()
-    bversion = backends.version("llama_cpp")
+    bversion = backends.version(BACKEND)
     settings = {"n_ctx": n_ctx, "n_batch": n_ctx, "n_ubatch": min(512, n_ctx), "n_threads": n_threads,
                 "flash_attn": "auto", "swa_full": False}
     ident = {"method": METHOD_VERSION, "model_sha256": ref_m.sha256, "reference_sha256": ref_r.sha256 if ref_r else None,
@@ -302,8 +304,7 @@ def _document(outcome: Any, *, key: str, txt: Text, ref_m: Any, ref_r: Any, n_ct
               settings: dict[str, Any], host: dict[str, Any], bversion: str) -> dict[str, Any]:
     """The perplexity artifact from the child's outcome; ConfigError (nothing written) for bad input."""
     from runtime import __version__
-    from core import artifacts
-    from core.records import run as record
+    from core.records import perplexity as ppl_record
     from runtime.execution import runner
 
     res = outcome.result or {}
@@ -323,31 +324,18 @@ def _document(outcome: Any, *, key: str, txt: Text, ref_m: Any, ref_r: Any, n_ct
                 "source": r.source, "quantization": r.facts.get("quantization"), "vocab_size": r.facts.get("vocab_size"),
                 "derived": r.facts.get("derived")}
 
-    doc = {
-        "artifact": "perplexity",
-        "schema_version": artifacts.ARTIFACT_TYPES["perplexity"].version,
-        "id": record.run_id(key, created),  # the one id format (core.records.run)
-        "key": key,
-        "created": created.isoformat(timespec="seconds"),
-        "status": status,
-        "error": error,
-        "model": model_doc(ref_m),
-        "reference": model_doc(ref_r) if ref_r else None,
-        "text": {**txt.to_dict(), "n_tokens": res.get("n_tokens")},
-        "method": {"version": METHOD_VERSION, "n_ctx": n_ctx, "n_chunk": res.get("n_chunk"), "chunks_requested": chunks,
-                   "scored_per_chunk": n_ctx - n_ctx // 2 - 1, "add_bos": res.get("add_bos"),
-                   "anchor": "llama.cpp llama-perplexity (--kl-divergence): second half of each n_ctx chunk scored, "
-                             "standard error of the mean"},
-        "settings": settings,
-        "host": host,
-        "build": {**(describe.get("build") or {"backend": "llama_cpp"}), "backend_version": bversion,
-                  "almanac": __version__},
-        "results": summarize(res["sums"]) if status == "ok" else None,
-        "chunks": res.get("chunks") or [],
-        "resources": {"peak_rss_bytes": outcome.peak_rss_bytes, "wall_s": outcome.wall_s, "eval_s": res.get("eval_s")},
-        "log_tail": runner.tail_log(outcome.log, 40),
-    }
-    return doc
+    return ppl_record.new_perplexity(
+        key=key, created=created, status=status, error=error, model=model_doc(ref_m),
+        reference=model_doc(ref_r) if ref_r else None, text={**txt.to_dict(), "n_tokens": res.get("n_tokens")},
+        method={"version": METHOD_VERSION, "n_ctx": n_ctx, "n_chunk": res.get("n_chunk"), "chunks_requested": chunks,
+                "scored_per_chunk": n_ctx - n_ctx // 2 - 1, "add_bos": res.get("add_bos"),
+                "anchor": "llama.cpp llama-perplexity (--kl-divergence): second half of each n_ctx chunk scored, "
+                          "standard error of the mean"},
+        settings=settings, host=host,
+        build={**(describe.get("build") or {"backend": BACKEND}), "backend_version": bversion, "almanac": __version__},
+        results=summarize(res["sums"]) if status == "ok" else None, chunks=res.get("chunks") or [],
+        resources={"peak_rss_bytes": outcome.peak_rss_bytes, "wall_s": outcome.wall_s, "eval_s": res.get("eval_s")},
+        log_tail=runner.tail_log(outcome.log, 40))
 
 
 if __name__ == "__main__":

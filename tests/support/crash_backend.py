@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from runtime.backends.base import Backend, BackendSettings, TestResult
+from runtime.backends.base import Backend, BackendSettings, TestResult, runs
 
 NAME = "crashy"
 REGISTRATION = {NAME: ["tests.support.crash_backend:CrashSettings", "tests.support.crash_backend:CrashBackend", "pytest"]}
@@ -30,7 +30,8 @@ class CrashBackend(Backend):
     def load(self, test=None) -> dict[str, Any]:
         return {"load_time_s": 0.001, "effective_settings": {"mode": self.settings.mode}}
 
-    def run(self, test) -> TestResult:
+    @runs("rate")
+    def _run_rate(self, test) -> TestResult:
         mode = self.settings.mode
         print(f"crashy backend about to {mode}", flush=True)
         if mode == "abort":

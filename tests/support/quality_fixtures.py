@@ -41,11 +41,11 @@ def model_block(name: str, size_bytes: int = 250_000_000) -> dict[str, Any]:
 def speed_doc(model: str, *, test: str = "tg128", metric: str = "tokens_per_second", mean: float,
               settings: dict[str, Any] | None = None, peak_rss: int = 800_000_000, size_bytes: int = 250_000_000,
               stamp: str = "20260101T000000Z") -> dict[str, Any]:
-    d = artifacts.upgrade(json.loads(GOLDEN_RUN.read_text()))  # the golden file is v1 on disk
+    d = copy.deepcopy(artifacts.load(GOLDEN_RUN))  # in the current run schema (older files migrate on load)
     settings = settings or base_settings()
     key = sha(json.dumps([model, test, metric, settings], sort_keys=True))
     d.update(id=f"{key[:12]}-{stamp}", key=key, created=f"{stamp[:4]}-{stamp[4:6]}-{stamp[6:8]}T00:00:00+00:00")
-    d["model"] = model_block(model, size_bytes)
+    d["model"] = {**model_block(model, size_bytes), "kind": "file", "identity": sha(model)}
     d["test"] = {**d["test"], "name": test, "n_gen": 128}
     d["settings"]["requested"] = settings
     samples = [mean * 0.98, mean, mean * 1.02]
@@ -58,7 +58,7 @@ def quality_doc(model: str, suite: str, verdicts: list[bool], *, degenerate: lis
                 tags: list[list[str]] | None = None, settings: dict[str, Any] | None = None,
                 size_bytes: int = 250_000_000, outputs: list[str] | None = None,
                 stamp: str = "20260101T000000Z", status: str = "ok") -> dict[str, Any]:
-    from runtime.quality.runner import summarize_items
+    from core.records.quality import summarize_items
 
     golden = json.loads(GOLDEN_RUN.read_text())
     settings = settings or base_settings()

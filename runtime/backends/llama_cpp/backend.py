@@ -21,16 +21,18 @@ import time
 from importlib import metadata as importlib_metadata
 from typing import Any
 
+from runtime.backends.llama_cpp import NAME
 from runtime.backends.llama_cpp import lib_policy as llamacpp_lib
 from core.errors import ConfigError, UserError
 from core.kinds.generate import GenerateTest
 from core.precision import Repeater
 from core.kinds.base import TestSpec
+from core.kinds import chat as chat_kind
 from core.kinds.chat import ChatTest
 from core.kinds.rate import RateTest
 from core.kinds.serve import ServeTest
 from runtime.backends import inprocess
-from runtime.backends.base import Backend, TestResult, UnsupportedTest
+from runtime.backends.base import Backend, TestResult, runs
 from runtime.backends.llama_cpp import experts, speculative
 from runtime.backends.llama_cpp.config import LlamaCppSettings
 from runtime.backends.llama_cpp.stages import StageTimer
@@ -138,7 +140,7 @@ def effective_n_ctx(settings: LlamaCppSettings, test: TestSpec) -> int:
 
 
 class LlamaCppBackend(Backend):
-    name = "llama_cpp"
+    name = NAME
     settings_class = LlamaCppSettings
     test_kinds = ("rate", "chat", "serve", "generate")
     in_process = True
@@ -290,22 +292,23 @@ class LlamaCppBackend(Backend):
             facts["llama_memory_mib"] = memory
         return facts
 
-    # -- run ------------------------------------------------------------------------------
-    def run(self, test: TestSpec) -> TestResult:
-        if isinstance(test, RateTest):
-            return self._run_rate(test)
-        if isinstance(test, ChatTest):
-            res = self._run_chat(test)
-            stats = getattr(self.draft, "stats", None)
-            if stats is not None:  # drafted / accepted over the whole test (warm-up included)
-                res.details["speculative"] = {**stats.snapshot(), "acceptance": stats.accepted / stats.proposed
-                                              if stats.proposed else None}
-            return res
-        if isinstance(test, GenerateTest):
-            return speculative.run_generate(self.llm, self.draft, test)
-        if isinstance(test, ServeTest):
-            return inprocess.run_serve(test, self._run_chat, self.load_time_s)
-        raise UnsupportedTest(f"backend llama_cpp cannot run tests of kind {test.kind!r}")
+    # -- run: the dispatch table (Backend.run calls the method marked for the test's kind) ----
+    @runs("chat")
+    def _run_chat_test(self, test: ChatTest) -> TestResult:
+        res = self._run_chat(test)
+        stats = getattr(self.draft, "stats", None)
+        if stats is not None:  # drafted / accepted over the whole test (warm-up included)
+            res.details["speculative"] = {**stats.snapshot(), "acceptance": stats.accepted / stats.proposed
+                                          if stats.proposed else None}
+        return res
+
+    @runs("generate")
+    def _run_generate(self, test: GenerateTest) -> TestResult:
+        return speculative.run_generate(self.llm, self.draft, test)
+
+    @runs("serve")
+    def _run_serve(self, test: ServeTest) -> TestResult:
+        return inprocess.run_serve(test, self._run_chat, self.load_time_s)
 
     @classmethod
     def context_tokens(cls, settings: LlamaCppSettings, test: TestSpec) -> int | None:
@@ -333,6 +336,7 @@ class LlamaCppBackend(Backend):
                 raise ConfigError(f"n_ctx {settings.n_ctx} is smaller than the {need} tokens test {test.name!r} "
                                   "puts in the context", field="n_ctx")
 
+    @runs("rate")
     def _run_rate(self, test: RateTest) -> TestResult:
         import llama_cpp as L
 
@@ -506,31 +510,10 @@ class LlamaCppBackend(Backend):
                     "stages_ms": stages.stages_ms(end - t0), "stage_calls": dict(stages.calls),
                     "llama_perf": llama_perf}
 
-        base_seed = self.settings.seed
-        warm = test.warmup_requests if test.warmup is not False else 0
-        for i in range(warm):
-            request(base_seed + 1000 + i)
-        rep = Repeater(test.precision, test.requests, "e2e_ms")
-        records = []
-        while rep.more():
-            records.append(request(base_seed + len(records)))
-            r = records[-1]
-            per_request = {"ttft_ms": r["ttft_ms"], "tpot_ms": r["tpot_ms"], "e2e_ms": r["e2e_ms"],
-                           "output_tokens": r["output_tokens"],
-                           "decode_tps": 1000.0 / r["tpot_ms"] if r["tpot_ms"] else None}
-            if rep.metric not in per_request:  # a metric a request does not carry: judged on E2E, and recorded so
-                rep.metric = "e2e_ms"
-            rep.add(per_request[rep.metric])
-        metrics: dict[str, list[float]] = {
-            "ttft_ms": [r["ttft_ms"] for r in records if r["ttft_ms"] is not None],
-            "tpot_ms": [r["tpot_ms"] for r in records if r["tpot_ms"] is not None],
-            "e2e_ms": [r["e2e_ms"] for r in records],
-            "output_tokens": [r["output_tokens"] for r in records],
-            "decode_tps": [1000.0 / r["tpot_ms"] for r in records if r["tpot_ms"]],
-            "itl_ms": [g for r in records for g in r["itl_ms"]],
-        }
-        return TestResult(metrics=metrics, samples={"requests": records},
-                          details={"warmup_requests": warm, "prefix_cache": False, "precision": rep.record(),
+        # the kind's loop (core.kinds.chat.run_requests) over this backend's one primitive, request(seed)
+        run = chat_kind.run_requests(test, request, self.settings.seed)
+        return TestResult(metrics=run.metrics, samples={"requests": run.records},
+                          details={"warmup_requests": run.warmup, "prefix_cache": False, "precision": run.precision,
                                    "method": "create_chat_completion(stream=True); sampler steps timestamped"})
 
     # -- quality prompt styles ------------------------------------------------------------

@@ -41,7 +41,8 @@ from core.kinds.serve import ServeTest
 from core.kinds.base import TestSpec
 from core.kinds.chat import ChatTest
 from core.errors import ConfigError, ModelError
-from runtime.backends.base import Backend, TestResult, UnsupportedTest
+from runtime.backends.base import Backend, TestResult, UnsupportedTest, runs
+from runtime.backends.openai_http import NAME
 from runtime.backends.openai_http import client as http
 from runtime.backends.openai_http import detect
 from runtime.backends.openai_http import llama_server
@@ -66,11 +67,12 @@ def physical_cores() -> int:
 
 
 class OpenAIHttpBackend(Backend):
-    name = "openai_http"
+    name = NAME
     settings_class = OpenAIHttpSettings
     test_kinds = ("chat", "serve", "concurrency")
     in_process = False
     model_kinds = ("file", "endpoint")
+    servers = ("llama-server", "llama_cpp.server")  # started by the run; any OpenAI-compatible server by URL
 
     def __init__(self, model, settings: OpenAIHttpSettings):
         super().__init__(model, settings)
@@ -264,8 +266,9 @@ class OpenAIHttpBackend(Backend):
 
     # -- Backend interface ----------------------------------------------------------------
     def load(self, test: TestSpec | None = None) -> dict[str, Any]:
-        if test is not None and not isinstance(test, (ChatTest, RequestWorkload)):
-            raise UnsupportedTest(f"backend openai_http cannot run tests of kind {test.kind!r}")
+        if not self.supports(test):
+            raise UnsupportedTest(f"backend {self.name} cannot run tests of kind {test.kind!r} "
+                                  f"(it runs: {', '.join(self.test_kinds)})")
         self._resolve_server()
         try:
             if not self.managed:
@@ -323,14 +326,6 @@ class OpenAIHttpBackend(Backend):
         s = self.settings
         return servingstats.Slo(s.slo_ttft_ms, s.slo_tpot_ms, s.slo_attainment)
 
-    def run(self, test: TestSpec) -> TestResult:
-        if isinstance(test, ServeTest):
-            return self._run_serve(test)
-        if isinstance(test, ConcurrencyTest):
-            return self._run_concurrency(test)
-        if isinstance(test, (ChatTest, RequestWorkload)):
-            return self._run_chat(test)
-        raise UnsupportedTest(f"backend openai_http cannot run tests of kind {test.kind!r}")
 
     # -- requests -------------------------------------------------------------------------
     def _body(self, test: ChatTest | RequestWorkload, i: int) -> dict[str, Any]:
@@ -393,7 +388,8 @@ class OpenAIHttpBackend(Backend):
         origin = time.perf_counter_ns()
         return asyncio.run(self._sequential(test, seeds, origin, repeater))
 
-    # -- chat -----------------------------------------------------------------------------
+    # -- chat (Backend.run calls the method marked for the test's kind) ------------------------
+    @runs("chat")
     def _run_chat(self, test: ChatTest | RequestWorkload) -> TestResult:
         warm_n = test.warmup_requests if test.warmup is not False else 0
         warmup = self._requests(test, [1000 + i for i in range(warm_n)]) if warm_n else []
@@ -406,6 +402,7 @@ class OpenAIHttpBackend(Backend):
         return result
 
     # -- serve: cold vs warm --------------------------------------------------------------
+    @runs("serve")
     def _run_serve(self, test: ServeTest) -> TestResult:
         cold: list[dict[str, Any]] = []
         starts = test.cold_starts if self.managed else 1
@@ -453,6 +450,7 @@ class OpenAIHttpBackend(Backend):
         return result
 
     # -- concurrency sweep ----------------------------------------------------------------
+    @runs("concurrency")
     def _run_concurrency(self, test: ConcurrencyTest) -> TestResult:
         warm_n = test.warmup_requests if test.warmup is not False else 0
         warmup = self._requests(test, [1000 + i for i in range(warm_n)]) if warm_n else []

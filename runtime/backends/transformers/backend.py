@@ -37,7 +37,7 @@ from core.kinds.rate import RateTest
 from core.kinds.serve import ServeTest
 from core.precision import Repeater
 from runtime.backends import inprocess
-from runtime.backends.base import Backend, TestResult, UnsupportedTest
+from runtime.backends.base import Backend, TestResult, UnsupportedTest, runs
 from runtime.backends.transformers.config import TransformersSettings
 from runtime.hosts.energy import RateEnergy
 
@@ -154,23 +154,22 @@ class TransformersBackend(Backend):
 
     # -- run ------------------------------------------------------------------------------
     def run(self, test: TestSpec) -> TestResult:
+        """Every kind runs in inference mode (the dispatch table picks the method), with torch's facts recorded."""
         with self.torch.inference_mode():
-            if isinstance(test, RateTest):
-                res = self._run_rate(test)
-            elif isinstance(test, ChatTest):
-                res = self._run_chat(test)
-            elif isinstance(test, ServeTest):
-                res = inprocess.run_serve(test, self._run_chat, self.load_time_s)
-            else:
-                raise UnsupportedTest(f"backend transformers cannot run tests of kind {test.kind!r}")
+            res = super().run(test)
         res.details["import_s"] = self.import_s
         if self.device == "cuda":
             res.details["torch_max_allocated_bytes"] = int(self.torch.cuda.max_memory_allocated())
         return res
 
+    @runs("serve")
+    def _run_serve(self, test: ServeTest) -> TestResult:
+        return inprocess.run_serve(test, self._run_chat, self.load_time_s)
+
     def _forward(self, ids: Any, cache: Any) -> Any:
         return self.lm(input_ids=ids, past_key_values=cache, use_cache=True, logits_to_keep=1)
 
+    @runs("rate")
     def _run_rate(self, test: RateTest) -> TestResult:
         from transformers import DynamicCache
 
@@ -243,6 +242,7 @@ class TransformersBackend(Backend):
                                "pass (logits_to_keep=1), one-token forward passes with a DynamicCache, synchronised"},
         )
 
+    @runs("chat")
     def _run_chat(self, test: ChatTest) -> TestResult:
         from transformers.generation.streamers import BaseStreamer
 

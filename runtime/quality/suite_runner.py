@@ -5,7 +5,7 @@ the same loop as speed tests: one skip / resume / retry path, one child-process 
 one atomic write, and ids in the one format of ``core.records.run.run_id``.
 
 For every (model, settings, suite) configuration: the seeded sample of items goes to a
-child process (``runtime.quality.worker`` through ``runtime.execution.runner.run_child``: crash,
+child process (``runtime.execution.worker``, task ``items``, through ``runtime.execution.runner.run_child``: crash,
 abort and timeout isolation, log and peak RSS captured); the outputs come back; each is
 scored here by its scorer (model-written code only through the sandbox) and checked by
 the shared degeneration detector; the artifact (``quality`` type) is written atomically
@@ -31,16 +31,14 @@ from core.degeneration import VERSION as DEGENERATION_VERSION
 from core.degeneration import detect
 
 from runtime import __version__, backends
-from core import artifacts
 from runtime.models import registry as models
-from core.records import run as record
-from core import stats
+from core.records import quality as quality_record
 from runtime.hosts import fingerprint as hostinfo
 from core.paths import data_dir, relpath
 from runtime.execution import runner
 from runtime.execution.runner import ChildOutcome, merged_settings, tail_log
 from runtime.quality import scorers
-from runtime.quality.matrix import QualityConfiguration, load as load_matrix
+from runtime.quality.suite_matrix import QualityConfiguration, load as load_matrix
 
 METHOD_VERSION = 1
 
@@ -67,45 +65,7 @@ def find_existing(key: str, root: Path | None = None) -> list[Path]:
     return runner.find_existing(key, root or quality_dir())
 
 
-def _rate(passed: int, n: int) -> dict[str, Any]:
-    lo, hi = stats.wilson_interval(passed, n)
-    return {"n": n, "passed": passed, "pass_rate": passed / n if n else None, "ci95_low": lo, "ci95_high": hi}
-
-
-def _mean(values: list[float]) -> float | None:
-    vals = [v for v in values if v is not None]
-    return sum(vals) / len(vals) if vals else None
-
-
-def summarize_items(items: list[dict[str, Any]]) -> dict[str, Any]:
-    """Pass rate with its Wilson interval, per tag too, degeneration and timing means."""
-    n = len(items)
-    passed = sum(1 for it in items if it["passed"])
-    tags: dict[str, list[bool]] = {}
-    for it in items:
-        for t in it.get("tags") or []:
-            tags.setdefault(t, []).append(it["passed"])
-    degenerate = sum(1 for it in items if it["degeneration"]["degenerate"])
-    chances = [it["details"].get("chance") for it in items]
-    if not chances or any(c is None for c in chances):
-        chances = [1.0 / len(it["check"].get("letters", "ABCD")) if it["scorer"] == "multiple_choice" else None for it in items]
-    norm = [it["details"]["acc_norm"] for it in items if "acc_norm" in it["details"]]
-    timing = [it["timing"] for it in items]
-    return {
-        **_rate(passed, n),
-        "by_tag": {t: _rate(sum(v), len(v)) for t, v in sorted(tags.items())},
-        # multiple choice: the rate a guess gets (mean of 1 / number of choices), and acc_norm
-        "chance": _mean(chances) if chances and all(c is not None for c in chances) else None,
-        "acc_norm": _rate(sum(norm), len(norm)) if norm and len(norm) == n else None,
-        "degenerate": degenerate,
-        "degenerate_rate": degenerate / n if n else None,
-        "generation_errors": sum(1 for it in items if it.get("error")),
-        "output_tokens_mean": _mean([t.get("output_tokens") for t in timing]),
-        "prompt_tokens_mean": _mean([t.get("prompt_tokens") for t in timing]),
-        "ttft_ms_mean": _mean([t.get("ttft_ms") for t in timing]),
-        "e2e_ms_mean": _mean([t.get("e2e_ms") for t in timing]),
-        "decode_tps_mean": _mean([1000.0 / t["tpot_ms"] for t in timing if t.get("tpot_ms")]),
-    }
+summarize_items = quality_record.summarize_items  # one owner: core.records.quality
 
 
 def score_items(cfg: QualityConfiguration, records: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -171,44 +131,30 @@ def build_artifact(*, cfg: QualityConfiguration, ref: models.ModelRef, settings:
     effective.update(backends.backend_class(cfg.backend).log_facts(outcome.log))
     model_desc = describe.get("model") or {}
     sandbox = sorted({layer for it in items for layer in (it["details"].get("isolation") or [])})
-    doc = {
-        "artifact": "quality",
-        "schema_version": artifacts.ARTIFACT_TYPES["quality"].version,
-        "id": record.run_id(key, created),  # the one id format (core.records.run)
-        "key": key,
-        "created": created.isoformat(timespec="seconds"),
-        "status": status,
-        "error": error,
-        "matrix": {"name": cfg.matrix, "file": cfg.matrix_file},
-        "backend": cfg.backend,
-        "prompt_style": cfg.prompt_style,
-        "suite": {"name": cfg.suite.name, "prompt_styles": list(cfg.suite.prompt_styles), "version": cfg.suite.version, "category": cfg.suite.category,
-                  "description": cfg.suite.description, "file": relpath(cfg.suite.path),
-                  "includes": cfg.suite.includes, "content_sha256": cfg.suite.content_sha256,
-                  "n_items_in_suite": len(cfg.suite.items), "source": cfg.suite.source_info,
-                  "sample": {"requested": cfg.sample, "seed": cfg.seed, "ids": [it.id for it in cfg.items]}},
-        "generation": cfg.generation.model_dump(mode="json"),
-        "settings": {"requested": settings.model_dump(mode="json"), "swept": cfg.swept, "effective": effective},
-        "model": {
-            "name": ref.name, "file_name": Path(ref.path).name, "sha256": ref.sha256, "size_bytes": ref.size_bytes,
-            "source": ref.source, "synthetic": bool(ref.facts.get("synthetic")),
-            "gguf": {k: v for k, v in ref.facts.items() if k not in ("default_settings",)},
-            "desc": model_desc.get("desc"), "n_params": model_desc.get("n_params"),
-        },
-        "host": host,
-        "build": {**(describe.get("build") or {"backend": cfg.backend}), "backend_version": backend_version,
-                  "almanac": __version__, "method_version": METHOD_VERSION,
-                  "scorers": {s: scorers.get(s).version for s in sorted({it.scorer for it in cfg.items})},
-                  "degeneration_version": DEGENERATION_VERSION},
-        "items": items,
-        "summary": summarize_items(items),
-        "sandbox": {"isolation": sandbox} if sandbox else None,
-        "resources": {"peak_rss_bytes": outcome.peak_rss_bytes, "wall_s": outcome.wall_s,
-                      "load_time_s": load.get("load_time_s"), "exit_code": outcome.exit_code, "signal": outcome.signal,
-                      "scoring_s": sum(it["scoring_s"] for it in items)},
-        "log_tail": tail_log(outcome.log),
-    }
-    return doc
+    return quality_record.new_quality(
+        key=key, created=created, status=status, error=error, matrix={"name": cfg.matrix, "file": cfg.matrix_file},
+        backend=cfg.backend, prompt_style=cfg.prompt_style,
+        suite={"name": cfg.suite.name, "prompt_styles": list(cfg.suite.prompt_styles), "version": cfg.suite.version,
+               "category": cfg.suite.category, "description": cfg.suite.description, "file": relpath(cfg.suite.path),
+               "includes": cfg.suite.includes, "content_sha256": cfg.suite.content_sha256,
+               "n_items_in_suite": len(cfg.suite.items), "source": cfg.suite.source_info,
+               "sample": {"requested": cfg.sample, "seed": cfg.seed, "ids": [it.id for it in cfg.items]}},
+        generation=cfg.generation.model_dump(mode="json"),
+        requested=settings.model_dump(mode="json"), swept=cfg.swept, effective=effective,
+        model={"name": ref.name, "file_name": Path(ref.path).name, "sha256": ref.sha256, "size_bytes": ref.size_bytes,
+               "source": ref.source, "synthetic": bool(ref.facts.get("synthetic")),
+               "gguf": {k: v for k, v in ref.facts.items() if k not in ("default_settings",)},
+               "desc": model_desc.get("desc"), "n_params": model_desc.get("n_params")},
+        host=host,
+        build={**(describe.get("build") or {"backend": cfg.backend}), "backend_version": backend_version,
+               "almanac": __version__, "method_version": METHOD_VERSION,
+               "scorers": {s: scorers.get(s).version for s in sorted({it.scorer for it in cfg.items})},
+               "degeneration_version": DEGENERATION_VERSION},
+        items=items, sandbox={"isolation": sandbox} if sandbox else None,
+        resources={"peak_rss_bytes": outcome.peak_rss_bytes, "wall_s": outcome.wall_s,
+                   "load_time_s": load.get("load_time_s"), "exit_code": outcome.exit_code, "signal": outcome.signal,
+                   "scoring_s": sum(it["scoring_s"] for it in items)},
+        log_tail=tail_log(outcome.log))
 
 
 def artifact_path(doc: dict[str, Any], root: Path | None = None) -> Path:
@@ -251,14 +197,14 @@ def run_quality_matrix(name_or_path: str, *, force: bool = False, retry_failed: 
             settings = merged_settings(cfg, ref)
             bversion = backends.version(cfg.backend)
             key = config_key(cfg, ref, settings.model_dump(mode="json"), host["id"], bversion)
-            job = {"backend": cfg.backend, "model": ref.to_dict(), "settings": settings.model_dump(mode="json"),
+            job = {"task": "items", "backend": cfg.backend, "model": ref.to_dict(), "settings": settings.model_dump(mode="json"),
                    "generation": cfg.generation.model_dump(mode="json"), "items": [it.to_dict() for it in cfg.items]}
 
             def build(outcome, cfg=cfg, ref=ref, settings=settings, key=key, bversion=bversion):
                 return build_artifact(cfg=cfg, ref=ref, settings=settings, host=host, key=key, backend_version=bversion,
                                       outcome=outcome)
 
-            yield runner.Scenario(key=key, root=root or quality_dir(), module="runtime.quality.worker", job=job,
+            yield runner.Scenario(key=key, root=root or quality_dir(), module="runtime.execution.worker", job=job,
                                   timeout_s=cfg.timeout_s,
                                   label={"index": i, "total": len(m.configurations), "model": cfg.model,
                                          "suite": cfg.suite.name, "prompt_style": cfg.prompt_style,

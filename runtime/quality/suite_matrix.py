@@ -52,7 +52,7 @@ class QualityMatrixFile(BaseModel):
     kind: Literal["quality"] = Field(..., description="Marks a quality matrix (speed matrices have no kind).")
     name: str = Field(..., min_length=1)
     description: str = ""
-    backend: str = "llama_cpp"
+    backend: str = backends.DEFAULT
     models: list[str] = Field(..., min_length=1)
     settings: dict[str, Any] = Field(default_factory=dict)
     sweep: dict[str, list[Any]] = Field(default_factory=dict)

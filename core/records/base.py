@@ -1,0 +1,157 @@
+"""What every typed record of a loaded artifact shares.
+
+A record wraps the canonical document (``doc``: exactly what the file holds, for the renderers that
+show or publish it whole) and gives its fields typed (``rec.id``, ``rec.created``, ``rec.host_id``,
+...). Each artifact type has its record in this package, with the one function that builds its
+document (``new_<type>``) beside it: ``run``, ``quality``, ``perplexity``, ``host``, ``projection``.
+
+The Mapping interface (``rec["id"]``) is the document, kept for code that hands a whole artifact on
+(the artifact viewer, the published JSON); pipelines read the typed fields.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any, ClassVar, TypeVar
+
+R = TypeVar("R", bound="ArtifactRecord")
+
+
+class ArtifactRecord(Mapping):
+    """A loaded artifact of one type (subclasses name it in ``ARTIFACT``)."""
+
+    ARTIFACT: ClassVar[str] = ""
+    __slots__ = ("doc", "path", "data_path", "_cache")
+
+    def __init__(self, doc: Mapping[str, Any], path: str = "", data_path: str = ""):
+        if isinstance(doc, ArtifactRecord):
+            path = path or doc.path
+            data_path = data_path or doc.data_path
+            doc = doc.doc
+        self.doc: dict[str, Any] = doc  # type: ignore[assignment]
+        #: path relative to the project root (for links); relative to the data folder (where the site publishes it)
+        self.path: str = path or str(doc.get("_path", ""))
+        self.data_path: str = data_path or str(doc.get("_data_path", ""))
+        self._cache: dict[str, Any] = {}
+
+    # Mapping: the canonical document ("_path" / "_data_path": where it was loaded from)
+    def __getitem__(self, k: str) -> Any:
+        if k == "_path":
+            return self.path
+        if k == "_data_path":
+            if not self.data_path:
+                raise KeyError(k)
+            return self.data_path
+        return self.doc[k]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.doc)
+
+    def __len__(self) -> int:
+        return len(self.doc)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.id!r})"
+
+    def _cached(self, name: str, compute: Any) -> Any:
+        v = self._cache.get(name, _MISSING)
+        if v is _MISSING:
+            v = self._cache[name] = compute()
+        return v
+
+    # every artifact type
+    @property
+    def artifact(self) -> str:
+        return self.doc["artifact"]
+
+    @property
+    def id(self) -> str:
+        return self.doc["id"]
+
+    @property
+    def created(self) -> str:
+        return self.doc["created"]
+
+    # the measured types (run, quality, perplexity): a key, a status, an error
+    @property
+    def key(self) -> str:
+        return self.doc.get("key") or self.doc["id"]
+
+    @property
+    def status(self) -> str:
+        return self.doc.get("status", "ok")
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    @property
+    def error(self) -> dict[str, Any] | None:
+        return self.doc.get("error")
+
+    @property
+    def error_kind(self) -> str | None:
+        return (self.doc.get("error") or {}).get("kind")
+
+    @property
+    def error_message(self) -> str | None:
+        return (self.doc.get("error") or {}).get("message")
+
+    # the host it ran on (a fingerprint: runtime.hosts.fingerprint)
+    @property
+    def host(self) -> dict[str, Any]:
+        return self.doc["host"]
+
+    @property
+    def host_id(self) -> str:
+        return self.doc["host"]["id"]
+
+    @property
+    def host_name(self) -> str:
+        return self.doc["host"]["name"]
+
+    @property
+    def cpu_model(self) -> str:
+        return (self.doc["host"].get("cpu") or {}).get("model", "")
+
+    @property
+    def memory_bytes(self) -> int | None:
+        return self.doc["host"].get("memory_bytes")
+
+    @property
+    def gpus(self) -> list[dict[str, Any]]:
+        return list(self.doc["host"].get("gpus") or [])
+
+    @property
+    def gpu_names(self) -> str:
+        return ", ".join(g.get("name", "") for g in self.doc["host"].get("gpus") or [])
+
+
+_MISSING = object()
+
+
+def wrap(cls: type[R], doc: Mapping[str, Any], path: str = "", data_path: str = "") -> R:
+    """``doc`` as a record of ``cls`` (a record of that class is returned as it is)."""
+    return doc if isinstance(doc, cls) else cls(doc, path, data_path)
+
+
+def latest_per_key(records: list[R]) -> list[R]:
+    """The newest record of each key, oldest first (a forced rerun supersedes; history stays on disk)."""
+    latest: dict[str, R] = {}
+    for r in records:
+        cur = latest.get(r.key)
+        if cur is None or (r.created, r.id) > (cur.created, cur.id):
+            latest[r.key] = r
+    return sorted(latest.values(), key=lambda r: (r.created, r.id))
+
+
+def read_all(cls: type[R], root: Path | str) -> list[R]:
+    """Every artifact of ``cls``'s type under ``root``, validated, as records, oldest first."""
+    from core import artifacts
+    from core.paths import relpath
+
+    root = Path(root)
+    out = [cls(doc, relpath(path)) for path, doc in artifacts.iter_artifacts(root, cls.ARTIFACT)]
+    out.sort(key=lambda r: (r.created, r.id))
+    return out

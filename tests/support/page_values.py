@@ -1,0 +1,69 @@
+"""The figures a page shows, for the golden-pages test (tests/test_golden_pages.py).
+
+Every data page's macro is called through the site's composition root (docs/macros.py, with a
+stand-in for mkdocs-macros' env) on a data folder, and the page's numbers are read off its
+rendered Markdown in order (tables, prose, chart data): a figure that changes, moves to another
+row or disappears changes the list. Identifiers that are digests of a page's own text (chart ids,
+table download names) are dropped first: they change with any byte of the page, not with a figure.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+
+# the macros whose output depends on the artifacts (the others document the code: settings, tasks)
+DATA_PAGES = (
+    "home_summary", "leaderboard", "serving_page", "comparisons_page", "optimization_page", "hosts_page",
+    "quality_scores", "quantization_ladder", "roles_page", "projections_page", "memory_page", "roofline_page",
+    "whatif_page", "history_page", "regressions_page", "host_vs_host_page",
+)
+
+_DIGESTS = re.compile(r"chart-[0-9a-f]{10}|tables/[0-9a-f]+\.(?:csv|json)")
+_NUMBER = re.compile(r"(?<![\w.])-?\d[\d,]*(?:\.\d+)?(?:e[+-]?\d+)?%?(?![\w])")
+
+
+class _Env:
+    """What docs/macros.py's define_env uses of mkdocs-macros' env."""
+
+    def __init__(self) -> None:
+        self.macros: dict[str, Any] = {}
+        self.variables: dict[str, Any] = {}
+
+    def macro(self, fn: Any, name: str | None = None) -> None:
+        self.macros[name or fn.__name__] = fn
+
+
+def macros() -> dict[str, Any]:
+    spec = importlib.util.spec_from_file_location("almanac_docs_macros", ROOT / "docs" / "macros.py")
+    module = importlib.util.module_from_spec(spec)
+    assert spec.loader is not None
+    spec.loader.exec_module(module)
+    env = _Env()
+    module.define_env(env)
+    return env.macros
+
+
+def numbers(text: str) -> list[str]:
+    return [m.rstrip(".") for m in _NUMBER.findall(_DIGESTS.sub("", text))]
+
+
+def page_values(data: Path) -> dict[str, list[str]]:
+    """Page -> its numbers, rendered from the data folder ``data`` (ALMANAC_DATA must point at it)."""
+    import os
+
+    from pipelines import dataset
+    from pipelines.site import markdown
+
+    assert Path(os.environ["ALMANAC_DATA"]).resolve() == data.resolve()
+    markdown.reset_tables()
+    dataset.freeze(data)
+    try:
+        m = macros()
+        return {name: numbers(m[name]()) for name in DATA_PAGES}
+    finally:
+        dataset.thaw(data)
