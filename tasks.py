@@ -177,13 +177,14 @@ def bench(c, matrix="default", force=False, retry_failed=False, host=None, label
 def validate(c):
     """Check every artifact under data/ against its JSON Schema and version."""
     from core import artifacts
+    from core.errors import ArtifactErrors
     from core.paths import data_dir
 
     count, problems = artifacts.validate_tree(data_dir())
     for p in problems:
         print(p, file=sys.stderr)
-    if problems:
-        raise Exit(f"{len(problems)} of {count} artifacts are invalid", code=1)
+    if problems:  # every bad file one line (two copies of one artifact: one line naming both), the count last
+        raise Exit(str(ArtifactErrors(problems, count)), code=1)
     print(f"{count} artifacts valid")
 
 
@@ -215,7 +216,7 @@ def _build_site(c, output, if_changed=False):
         # show that line alone; any other failure is a bug and keeps its whole log
         lines = [ln for ln in (result.stdout + result.stderr).splitlines() if ln.startswith("error: ")]
         if lines:
-            raise Exit(lines[0], code=2)
+            raise Exit("\n".join(lines), code=2)
         sys.stderr.write(result.stdout + result.stderr)
         raise Exit(code=result.exited)
     if current:

@@ -23,7 +23,7 @@ from mkdocs.exceptions import Abort
 from mkdocs.plugins import CombinedEvent, event_priority
 
 from pipelines import dataset
-from core.errors import ArtifactError
+from core.errors import ArtifactError, ArtifactErrors
 from core.paths import schema_dir
 from pipelines.site import browser, markdown
 
@@ -32,7 +32,10 @@ def on_pre_build(config: Any, **_: Any) -> None:
     markdown.reset_tables()
     try:
         dataset.freeze()
-    except ArtifactError as exc:  # a bad artifact: one line naming it, not a traceback
+    except ArtifactErrors as exc:  # bad artifacts: one line each (the count last when several), no page built
+        lines = exc.problems if len(exc.problems) == 1 else [*exc.problems, f"{exc}: nothing was built"]
+        raise Abort("\n".join(f"error: {ln}" for ln in lines)) from None
+    except ArtifactError as exc:
         raise Abort(f"error: {exc}") from None
     # The loaded set (millions of small objects) lives for the whole build: keep it out of the cyclic
     # garbage collector's scans, which would otherwise walk all of it at every full collection. (No
