@@ -19,7 +19,8 @@ ROOT = Path(__file__).resolve().parent
 
 
 def user_errors(fn):
-    """Turn a core.errors.UserError into one line on stderr and exit code 2."""
+    """Turn a core.errors.UserError into one line on stderr and exit code 2; so too a storage fault
+    (no space, read-only, permission denied) on a named file that no layer below turned into one."""
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
@@ -29,6 +30,12 @@ def user_errors(fn):
             return fn(*args, **kwargs)
         except UserError as exc:
             raise Exit(f"error: {exc}", code=2) from None
+        except OSError as exc:
+            from core.artifacts import STORAGE_ERRNOS, storage_error
+
+            if exc.errno not in STORAGE_ERRNOS or not exc.filename:
+                raise  # anything else is a bug and keeps its traceback
+            raise Exit(f"error: {storage_error(exc, exc.filename)}", code=2) from None
 
     return wrapper
 

@@ -283,7 +283,7 @@ class ValidationCache:
             return
         try:
             atomic_write_text(self.path, "\n".join(sorted(self.known | self.new)) + "\n")
-        except OSError:  # a read-only cache only costs time
+        except (OSError, StorageError):  # a read-only or full cache only costs time
             return
         self.known |= self.new
         self.new = set()
@@ -364,20 +364,23 @@ def load(path: Path | str, cache: ValidationCache | None = None) -> dict[str, An
     return doc
 
 
-_STORAGE_HINTS = {
-    errno.ENOSPC: "no space left on the device: free some space there, or point ALMANAC_DATA at a folder with room",
-    errno.EDQUOT: "disk quota exceeded: free some space there, or point ALMANAC_DATA at a folder with room",
-    errno.EROFS: "the file system is read-only: remount it read-write, or point ALMANAC_DATA at a writable folder",
-    errno.EACCES: "permission denied: make the folder writable for this user, or point ALMANAC_DATA at one that is",
-    errno.EPERM: "operation not permitted: make the folder writable for this user, or point ALMANAC_DATA at one that is",
+_STORAGE_FAULTS = {
+    errno.ENOSPC: ("no space left on the device", "free space there"),
+    errno.EDQUOT: ("disk quota exceeded", "free space there"),
+    errno.EROFS: ("the file system is read-only", "remount it read-write"),
+    errno.EACCES: ("permission denied", "make it writable for this user"),
+    errno.EPERM: ("operation not permitted", "make it writable for this user"),
 }
+STORAGE_ERRNOS = frozenset(_STORAGE_FAULTS)
+DATA_ELSEWHERE = "or set ALMANAC_DATA to a writable data folder"
 
 
-def storage_error(exc: OSError, path: Path | str, doing: str = "cannot write") -> StorageError:
-    """One line for a storage fault (full disk, read-only, permission denied...): the path, what
-    went wrong and what to do."""
-    hint = _STORAGE_HINTS.get(exc.errno or 0) or f"{exc.strerror or exc}"
-    return StorageError(f"{doing}: {hint}", file=relpath(Path(path)))
+def storage_error(exc: OSError, path: Path | str, doing: str = "cannot write",
+                  elsewhere: str = DATA_ELSEWHERE) -> StorageError:
+    """One line for a storage fault (full disk, read-only, permission denied, ...): the path, what
+    went wrong and what to do (``elsewhere``: how to write somewhere else instead)."""
+    what, fix = _STORAGE_FAULTS.get(exc.errno or 0, (exc.strerror or str(exc), "fix that"))
+    return StorageError(f"{doing}: {what}; {fix}, {elsewhere}", file=relpath(Path(path)))
 
 
 def atomic_write_text(path: Path, text: str) -> None:
@@ -399,7 +402,7 @@ def atomic_write_text(path: Path, text: str) -> None:
                 os.unlink(tmp)
             except OSError:
                 pass
-        if isinstance(exc, OSError) and exc.errno in _STORAGE_HINTS:
+        if isinstance(exc, OSError) and exc.errno in STORAGE_ERRNOS:
             raise storage_error(exc, path) from None
         raise
 

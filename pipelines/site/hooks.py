@@ -16,6 +16,7 @@ import posixpath
 import re
 import os
 import shutil
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -189,3 +190,14 @@ def on_post_build(config: Any, **_: Any) -> None:
         gc.unfreeze()
         if _THRESHOLD is not None:
             gc.set_threshold(*_THRESHOLD)
+
+
+def on_build_error(error: Exception, **_: Any) -> None:
+    """A storage fault while writing the site (no space left, read-only, permission denied) is one
+    line naming the path and what to do; `invoke site.build` shows that line alone."""
+    from core.artifacts import STORAGE_ERRNOS, storage_error
+
+    if isinstance(error, OSError) and error.errno in STORAGE_ERRNOS and (error.filename2 or error.filename):
+        err = storage_error(error, error.filename2 or error.filename, "cannot write the site",
+                            "or build it elsewhere with --output DIR")
+        print(f"error: {err}", file=sys.stderr, flush=True)
