@@ -52,7 +52,7 @@ from core.records.run import as_record
 from core.paths import data_dir, relpath
 from core.yamlio import load_yaml, pydantic_error_line
 
-from pipelines.memory import ModelShape, RECURRENT_ARCHITECTURES, HYBRID_ARCHITECTURES
+from pipelines.memory import ModelShape, kv_rows, RECURRENT_ARCHITECTURES, HYBRID_ARCHITECTURES
 from pipelines.roofline import bytes_per_token, decode_point
 from pipelines.runs import latest_per_key
 from pipelines.whatif import compose_stages, select_runs, stage_profile
@@ -503,7 +503,8 @@ def _effect_factor(opt: Optimization, doc: dict[str, Any]) -> tuple[float, float
     req = as_record(doc).requested
     try:
         shape = ModelShape.from_facts(doc["model"]["gguf"], doc["model"]["name"])
-    except ModelError:
+        kv_rows(shape, eff.get("type_k") or req.get("type_k") or "f16", eff.get("type_v") or req.get("type_v") or "f16")
+    except ModelError:  # facts missing, or a cache type the planner cannot size: no roofline effect
         return None
     flash = as_record(doc).flash_attn_on
     base_kw = {"type_k": eff.get("type_k") or req.get("type_k") or "f16", "type_v": eff.get("type_v") or req.get("type_v") or "f16",
