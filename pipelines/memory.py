@@ -140,6 +140,9 @@ class ModelShape:
             if v is None:
                 raise ModelError(f"the GGUF has no {arch}.{key.replace('_', '.')} (needed for the memory plan)",
                                  file=name or "model", field=key)
+            if int(v) <= 0:
+                raise ModelError(f"the GGUF's {arch}.{key.replace('_', '.')} is {v}: no model to plan",
+                                 file=name or "model", field=key)
             return int(v)
 
         n_layer, n_embd, n_head = need("block_count"), need("embedding_length"), need("head_count")

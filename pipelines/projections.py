@@ -753,7 +753,7 @@ def accuracy_history(records: list[dict[str, Any]], runs: list[dict[str, Any]]) 
     for rec in records:
         seen: set[tuple] = set()
         for e in rec["entries"]:
-            if e.get("projected") is None:
+            if e.get("projected") is None or e.get("baseline") is None:  # nothing projected from a measurement
                 continue
             ident = (e["role"], tuple(sorted(e.get("optimizations") or [])))
             if ident in seen:  # the same projection under another scenario name ("all applicable" of one)
@@ -779,7 +779,8 @@ def accuracy_history(records: list[dict[str, Any]], runs: list[dict[str, Any]]) 
                          # recomputed from the stated range, whatever badge the record carried when written
                          "verdict": verdict(e["projected"]["low"], e["projected"]["high"], v["value"]),
                          "recorded_status": e.get("status"),
-                         "within_ci95": (v["ci95_low"] <= mid <= v["ci95_high"]) if v.get("ci95_low") is not None else None,
+                         "within_ci95": (v["ci95_low"] <= mid <= v["ci95_high"])
+                         if v.get("ci95_low") is not None and v.get("ci95_high") is not None else None,
                          "when": when})
     return rows
 

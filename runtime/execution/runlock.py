@@ -57,9 +57,14 @@ def run_lock(root: Path, host_id: str, *, wait_s: float = 0.0) -> Iterator[Path]
     """Hold the lock of ``root/host_id`` for the ``with`` block; raise LockBusy when it is held."""
     folder = Path(root) / host_id
     path = folder / LOCK_NAME
+    created = False
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+            created = True
+        except FileExistsError:
+            fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
     except OSError as exc:  # read-only, permission denied, no space, a folder in its place: nothing has run yet
         raise _cannot_lock(exc, path) from None
     try:
@@ -79,6 +84,8 @@ def run_lock(root: Path, host_id: str, *, wait_s: float = 0.0) -> Iterator[Path]
             os.ftruncate(fd, 0)
             os.pwrite(fd, json.dumps(info).encode(), 0)
         except OSError as exc:  # no space for even the holder's line: nothing measured could be written either
+            if created:  # leave the folder as it was (the lock is still held: nobody else can have it open)
+                path.unlink(missing_ok=True)
             raise _cannot_lock(exc, path) from None
         try:
             yield path

@@ -72,8 +72,8 @@ def json_values(depth: int = 2) -> st.SearchStrategy[Any]:
     if depth <= 0:
         return leaves
     inner = json_values(depth - 1)
-    return st.one_of(leaves, st.lists(inner, max_size=4),
-                     st.dictionaries(st.one_of(names(), st.text(max_size=8)), inner, max_size=4))
+    return st.one_of(leaves, st.lists(inner, max_size=3),
+                     st.dictionaries(st.one_of(names(), st.text(max_size=8)), inner, max_size=3))
 
 
 # Branches of a schema not generated yet, with why. Endpoint models (a run without a model file) are
@@ -126,20 +126,28 @@ class Schemas:
         if types == "boolean":
             return st.booleans()
         if types == "integer":
-            return integers(node.get("minimum"), node.get("maximum"))
+            lo = node.get("minimum", node["exclusiveMinimum"] + 1 if "exclusiveMinimum" in node else None)
+            hi = node.get("maximum", node["exclusiveMaximum"] - 1 if "exclusiveMaximum" in node else None)
+            return integers(lo, hi)
         if types == "number":
-            return finite_floats(node.get("minimum"), node.get("maximum"))
+            lo, hi = node.get("minimum"), node.get("maximum")
+            if "exclusiveMinimum" in node or "exclusiveMaximum" in node:
+                return st.floats(min_value=node.get("exclusiveMinimum", lo), max_value=node.get("exclusiveMaximum", hi),
+                                 exclude_min="exclusiveMinimum" in node, exclude_max="exclusiveMaximum" in node,
+                                 allow_nan=False, allow_infinity=False)
+            return finite_floats(lo, hi)
         if types == "string":
             if "pattern" in node:
                 return st.from_regex(node["pattern"], fullmatch=True).filter(lambda s: "\n" not in s)
             if node.get("format") == "date-time":
                 return st.datetimes(timezones=st.just(__import__("datetime").timezone.utc)).map(
                     lambda d: d.isoformat(timespec="seconds"))
-            lo = node.get("minLength", 0)
-            return texts().filter(lambda s: len(s) >= lo) if lo else texts()
+            lo, hi = node.get("minLength", 0), node.get("maxLength", 10**9)
+            return texts().filter(lambda s: lo <= len(s) <= hi) if lo or hi < 10**9 else texts()
         if types == "array":
-            return st.lists(self.strategy(node.get("items", True), depth + 1), min_size=node.get("minItems", 0),
-                            max_size=max(node.get("minItems", 0), 3 if depth < 3 else 1))
+            lo = node.get("minItems", 0)
+            return st.lists(self.strategy(node.get("items", True), depth + 1), min_size=lo,
+                            max_size=min(node.get("maxItems", 10**6), max(lo, 3 if depth < 3 else 1)))
         if types == "object":
             props = node.get("properties", {})
             required = [k for k in node.get("required", []) if k in props] if props else node.get("required", [])
@@ -163,9 +171,32 @@ def valid(doc: Any) -> bool:
     return True
 
 
+def _run_rules(doc: dict[str, Any]) -> dict[str, Any]:
+    """The run schema's cross-field rules (its allOf): an ok run has no error and a model hash; a
+    failed one has an error. Applied to a drawn document, so that most draws are valid."""
+    if doc.get("status") == "ok":
+        doc["error"] = None
+        if isinstance(doc.get("model"), dict) and doc["model"].get("sha256") is None:
+            doc["model"]["sha256"] = "0" * 64
+    elif doc.get("status") == "failed" and not isinstance(doc.get("error"), dict):
+        doc["error"] = {"kind": "error", "message": "drawn"}
+    return doc
+
+
+RULES = {"run": _run_rules}
+
+
+def candidate(artifact: str) -> st.SearchStrategy[dict[str, Any]]:
+    """A document of ``artifact`` drawn from its schema, with the schema's cross-field rules applied:
+    usually one validate accepts (check with ``valid``; a draw is never retried, so that an example
+    stays within hypothesis' size budget)."""
+    schemas = Schemas(artifact)
+    return schemas.strategy(schemas.root).map(RULES.get(artifact, lambda d: d))
+
+
 def document(artifact: str) -> st.SearchStrategy[dict[str, Any]]:
     """A document of ``artifact`` drawn from its schema, kept only when validate accepts it."""
-    return Schemas(artifact).strategy(Schemas(artifact).root).filter(valid)
+    return candidate(artifact).filter(valid)
 
 
 def _paths(node: Any, where: tuple = ()) -> list[tuple]:
@@ -200,15 +231,30 @@ def _replacement(current: Any) -> st.SearchStrategy[Any]:
 
 
 @st.composite
+def _walk(draw: st.DrawFn, doc: dict[str, Any]) -> tuple:
+    """A path into ``doc`` chosen by walking down from the top (a random child at each level, stopping
+    on the way a third of the time): shallow fields (status, test, settings, summary) are met as often
+    as the long lists of samples and metadata."""
+    top = [k for k in doc if k not in ("artifact", "schema_version", "id", "key")]
+    if not top:
+        return ()
+    where: tuple = (draw(st.sampled_from(top)),)
+    node = doc[where[0]]
+    while isinstance(node, (dict, list)) and node and not draw(st.integers(0, 2)) == 0:
+        key = draw(st.sampled_from(list(node) if isinstance(node, dict) else list(range(len(node)))))
+        where, node = (*where, key), node[key]
+    return where
+
+
+@st.composite
 def mutated(draw: st.DrawFn, doc: dict[str, Any], max_edits: int = 4) -> dict[str, Any]:
     """``doc`` with up to ``max_edits`` values replaced or keys added, each kept only when validate
     still accepts the document (the id, key and type stamps are left alone)."""
     out = copy.deepcopy(doc)
     for _ in range(draw(st.integers(1, max_edits))):
-        paths = [p for p in _paths(out) if p and p[0] not in ("artifact", "schema_version", "id", "key")]
-        if not paths:
-            break
-        where = draw(st.sampled_from(paths))
+        where = draw(_walk(out))
+        if not where:
+            continue
         parent: Any = out
         for k in where[:-1]:
             parent = parent[k]
