@@ -19,7 +19,8 @@ ROOT = Path(__file__).resolve().parent
 
 
 def user_errors(fn):
-    """Turn a core.errors.UserError into one line on stderr and exit code 2."""
+    """Turn a core.errors.UserError into one line on stderr and exit code 2; so too a storage fault
+    (no space, read-only, permission denied) on a named file that no layer below turned into one."""
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
@@ -29,6 +30,12 @@ def user_errors(fn):
             return fn(*args, **kwargs)
         except UserError as exc:
             raise Exit(f"error: {exc}", code=2) from None
+        except OSError as exc:
+            from core.artifacts import STORAGE_ERRNOS, storage_error
+
+            if exc.errno not in STORAGE_ERRNOS or not exc.filename:
+                raise  # anything else is a bug and keeps its traceback
+            raise Exit(f"error: {storage_error(exc, exc.filename)}", code=2) from None
 
     return wrapper
 
@@ -181,13 +188,14 @@ def bench(c, matrix="default", force=False, retry_failed=False, host=None, label
 def validate(c):
     """Check every artifact under data/ against its JSON Schema and version."""
     from core import artifacts
+    from core.errors import ArtifactErrors
     from core.paths import data_dir
 
     count, problems = artifacts.validate_tree(data_dir())
     for p in problems:
         print(p, file=sys.stderr)
-    if problems:
-        raise Exit(f"{len(problems)} of {count} artifacts are invalid", code=1)
+    if problems:  # every bad file one line (two copies of one artifact: one line naming both), the count last
+        raise Exit(str(ArtifactErrors(problems, count)), code=1)
     print(f"{count} artifacts valid")
 
 
@@ -219,7 +227,7 @@ def _build_site(c, output, if_changed=False):
         # show that line alone; any other failure is a bug and keeps its whole log
         lines = [ln for ln in (result.stdout + result.stderr).splitlines() if ln.startswith("error: ")]
         if lines:
-            raise Exit(lines[0], code=2)
+            raise Exit("\n".join(lines), code=2)
         sys.stderr.write(result.stdout + result.stderr)
         raise Exit(code=result.exited)
     if current:

@@ -13,8 +13,10 @@ from a newer version with an actionable message and migrates older ones through
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
+import math
 import os
 import tempfile
 from collections.abc import Callable, Iterator
@@ -26,7 +28,7 @@ from typing import Any
 import jsonschema
 
 from core import migrations
-from core.errors import ArtifactError
+from core.errors import ArtifactError, ArtifactErrors, StorageError
 from core.paths import cache_dir, relpath, schema_dir
 
 Migration = Callable[[dict[str, Any]], dict[str, Any]]
@@ -104,10 +106,106 @@ def _fast_validator(name: str, version: int) -> Callable[[dict[str, Any]], Any] 
         return None
 
 
+# -- what JSON Schema cannot say ------------------------------------------------------------------
+# JSON has no NaN or Infinity, but Python's json module reads and writes them (and reads 1e999 as
+# infinity); a repeated key in one object is legal JSON whose meaning is undefined (Python keeps the
+# last). The loader refuses both, naming the field, so whatever validates is what every page reads.
+
+
+def _path_text(parts: list[Any]) -> str:
+    return ".".join(str(p) for p in parts) if parts else "(top level)"
+
+
+def non_finite_field(doc: Any) -> tuple[str, float] | None:
+    """The first field (dotted path) holding NaN or an infinity, with its value; None when all are finite."""
+    stack: list[tuple[Any, list[Any]]] = [(doc, [])]
+    while stack:
+        node, where = stack.pop()
+        if isinstance(node, float):
+            if not math.isfinite(node):
+                return _path_text(where), node
+        elif isinstance(node, dict):
+            stack.extend((v, [*where, k]) for k, v in reversed(node.items()) if isinstance(v, (dict, list, float)))
+        elif isinstance(node, list):
+            stack.extend((v, [*where, i]) for i, v in reversed(list(enumerate(node))) if isinstance(v, (dict, list, float)))
+    return None
+
+
+def check_finite(doc: Any, source: str = "<artifact>") -> None:
+    """Refuse NaN and infinities anywhere in a document: one ArtifactError naming the field."""
+    found = non_finite_field(doc)
+    if found is not None:
+        where, value = found
+        shown = "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+        raise ArtifactError(f"{shown} is not a number JSON allows (NaN and infinities are refused; "
+                            "write null for a value that was not measured)", file=source, field=where)
+
+
+class _Pairs(dict):
+    """A parsed JSON object that repeated a key (which one counts is undefined): kept to be reported."""
+
+    repeated: str = ""
+
+
+def _pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    obj = dict(pairs)
+    if len(obj) == len(pairs):
+        return obj
+    seen: set[str] = set()
+    for k, _ in pairs:
+        if k in seen:
+            break
+        seen.add(k)
+    out = _Pairs(obj)
+    out.repeated = k
+    return out
+
+
+def _repeated_key(doc: Any) -> str | None:
+    stack: list[tuple[Any, list[Any]]] = [(doc, [])]
+    while stack:
+        node, where = stack.pop()
+        if isinstance(node, _Pairs):
+            return _path_text([*where, node.repeated])
+        if isinstance(node, dict):
+            stack.extend((v, [*where, k]) for k, v in node.items() if isinstance(v, (dict, list)))
+        elif isinstance(node, list):
+            stack.extend((v, [*where, i]) for i, v in enumerate(node) if isinstance(v, (dict, list)))
+    return None
+
+
+def parse(text: str, source: str = "<artifact>") -> Any:
+    """Parse an artifact's text strictly: invalid JSON, a key repeated in one object, NaN or an
+    infinity (``NaN``, ``Infinity``, ``1e999``) are one ArtifactError naming the place."""
+    found: list[bool] = []
+
+    def pairs(p: list[tuple[str, Any]]) -> dict[str, Any]:
+        obj = _pairs(p)
+        if type(obj) is _Pairs:
+            found.append(True)
+        return obj
+
+    try:
+        doc = json.loads(text, object_pairs_hook=pairs)
+    except json.JSONDecodeError as exc:
+        raise ArtifactError(f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}", file=source) from None
+    except RecursionError:
+        raise ArtifactError("invalid JSON: nested too deeply", file=source) from None
+    if found:
+        where = _repeated_key(doc)
+        key = where.rsplit(".", 1)[-1] if where else "?"
+        raise ArtifactError(f"key {key!r} appears twice in one object (which value counts is undefined: keep one)",
+                            file=source, field=where)
+    check_finite(doc, source)
+    return doc
+
+
 def validate(doc: dict[str, Any], source: str = "<artifact>") -> None:
-    """Raise ``ArtifactError`` naming the file, the field and the problem."""
+    """Raise ``ArtifactError`` naming the file, the field and the problem: a document of the
+    current version that its type's JSON Schema accepts, with every number finite."""
     if not isinstance(doc, dict):
         raise ArtifactError("is not a JSON object", file=source)
+    check_finite(doc, source)
     name = doc.get("artifact")
     if name not in ARTIFACT_TYPES:
         known = ", ".join(sorted(ARTIFACT_TYPES))
@@ -116,6 +214,10 @@ def validate(doc: dict[str, Any], source: str = "<artifact>") -> None:
     version = doc.get("schema_version")
     if version != atype.version:
         raise ArtifactError(f"schema_version {version!r} is not the current {atype.version}", file=source, field="schema_version")
+    _check_schema(doc, name, version, source)
+
+
+def _check_schema(doc: dict[str, Any], name: str, version: int, source: str) -> None:
     validator = _validator(name, version)
     fast = _fast_validator(name, version)
     if fast is not None:
@@ -134,6 +236,12 @@ def validate(doc: dict[str, Any], source: str = "<artifact>") -> None:
 # again: repeated builds of a large data folder read and parse each file, nothing more.
 
 
+# What the loader checks beyond the schemas (finite numbers, unique keys, a migration's input checked
+# against its own version): part of the validation cache's namespace, so bytes validated under
+# looser rules are validated again. Bump when the loader's checks change.
+LOADER_RULES = 2
+
+
 @lru_cache(maxsize=1)
 def schemas_digest() -> str:
     """Digest of every schema file and the validator versions: the cache's namespace."""
@@ -143,7 +251,7 @@ def schemas_digest() -> str:
         versions = f"jsonschema {version('jsonschema')} fastjsonschema {version('fastjsonschema')}"
     except PackageNotFoundError:
         versions = ""
-    h = hashlib.sha256(versions.encode())
+    h = hashlib.sha256(f"{versions} loader rules {LOADER_RULES}".encode())
     for p in sorted(schema_dir().glob("*.json")):
         h.update(p.name.encode() + b"\0" + p.read_bytes() + b"\0")
     return h.hexdigest()[:16]
@@ -175,21 +283,23 @@ class ValidationCache:
             return
         try:
             atomic_write_text(self.path, "\n".join(sorted(self.known | self.new)) + "\n")
-        except OSError:  # a read-only cache only costs time
+        except (OSError, StorageError):  # a read-only or full cache only costs time
             return
         self.known |= self.new
         self.new = set()
 
 
-def upgrade(doc: dict[str, Any], source: str = "<artifact>") -> dict[str, Any]:
-    """Bring a document to its type's current version, or refuse with what to do."""
+def upgrade(doc: dict[str, Any], source: str = "<artifact>", *, checked: bool = False) -> dict[str, Any]:
+    """Bring a document to its type's current version, or refuse with what to do. An older
+    document is first checked against its own version's schema (``checked``: it was, its bytes
+    are known valid), so a migration only ever reads the shape it was written for."""
     name = doc.get("artifact") if isinstance(doc, dict) else None
     if name not in ARTIFACT_TYPES:
         known = ", ".join(sorted(ARTIFACT_TYPES))
         raise ArtifactError(f"unknown artifact type {name!r} (known: {known})", file=source, field="artifact")
     atype = ARTIFACT_TYPES[name]
     version = doc.get("schema_version")
-    if not isinstance(version, int):
+    if not isinstance(version, int) or isinstance(version, bool):
         raise ArtifactError("missing or non-integer schema_version", file=source, field="schema_version")
     if version > atype.version:
         raise ArtifactError(
@@ -205,6 +315,8 @@ def upgrade(doc: dict[str, Any], source: str = "<artifact>") -> dict[str, Any]:
             file=source,
             field="schema_version",
         )
+    if version < atype.version and not checked and atype.schema_path(version).is_file():
+        _check_schema(doc, name, version, source)
     while version < atype.version:
         step = atype.migrations.get(version + 1)
         if step is None:
@@ -217,7 +329,8 @@ def upgrade(doc: dict[str, Any], source: str = "<artifact>") -> dict[str, Any]:
 
 def load(path: Path | str, cache: ValidationCache | None = None) -> dict[str, Any]:
     """Read, upgrade and validate one artifact file (``cache``: skip validating bytes seen valid).
-    Any problem is one ArtifactError naming the file (the name is worked out only then)."""
+    Any problem is one ArtifactError naming the file (the name is worked out only then): unreadable,
+    not UTF-8, invalid JSON, a key repeated in one object, NaN or an infinity, a schema violation."""
     path = Path(path)
     try:
         raw = path.read_bytes()
@@ -231,41 +344,66 @@ def load(path: Path | str, cache: ValidationCache | None = None) -> dict[str, An
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise ArtifactError(f"is not UTF-8 text: byte 0x{raw[exc.start]:02x} at offset {exc.start}", file=relpath(path)) from None
-    try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ArtifactError(f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}", file=relpath(path)) from None
-    except RecursionError:
-        raise ArtifactError("invalid JSON: nested too deeply", file=relpath(path)) from None
-    if not isinstance(doc, dict):
-        raise ArtifactError(f"is a JSON {type(doc).__name__}, not an artifact object", file=relpath(path))
     digest = hashlib.sha256(raw).hexdigest() if cache is not None else ""
-    if cache is not None and digest in cache \
-            and doc.get("schema_version") == getattr(ARTIFACT_TYPES.get(doc.get("artifact")), "version", None):
-        return doc  # seen valid: the name for messages (a resolve() per file) is not needed
+    if cache is not None and digest in cache:
+        # these exact bytes passed every check below under the same schemas: parse and migrate only
+        # (a name for messages, a resolve() per file, is not needed)
+        doc = json.loads(text)
+        if doc.get("schema_version") == getattr(ARTIFACT_TYPES.get(doc.get("artifact")), "version", None):
+            return doc
+        return upgrade(doc, str(path), checked=True)
     source = relpath(path)
+    doc = parse(text, source)
+    if not isinstance(doc, dict):
+        raise ArtifactError(f"is a JSON {type(doc).__name__}, not an artifact object", file=source)
     doc = upgrade(doc, source)
-    validate(doc, source)
+    name = doc["artifact"]
+    _check_schema(doc, name, ARTIFACT_TYPES[name].version, source)
     if cache is not None:
         cache.add(digest)
     return doc
 
 
+_STORAGE_FAULTS = {
+    errno.ENOSPC: ("no space left on the device", "free space there"),
+    errno.EDQUOT: ("disk quota exceeded", "free space there"),
+    errno.EROFS: ("the file system is read-only", "remount it read-write"),
+    errno.EACCES: ("permission denied", "make it writable for this user"),
+    errno.EPERM: ("operation not permitted", "make it writable for this user"),
+}
+STORAGE_ERRNOS = frozenset(_STORAGE_FAULTS)
+DATA_ELSEWHERE = "or set ALMANAC_DATA to a writable data folder"
+
+
+def storage_error(exc: OSError, path: Path | str, doing: str = "cannot write",
+                  elsewhere: str = DATA_ELSEWHERE) -> StorageError:
+    """One line for a storage fault (full disk, read-only, permission denied, ...): the path, what
+    went wrong and what to do (``elsewhere``: how to write somewhere else instead)."""
+    what, fix = _STORAGE_FAULTS.get(exc.errno or 0, (exc.strerror or str(exc), "fix that"))
+    return StorageError(f"{doing}: {what}; {fix}, {elsewhere}", file=relpath(Path(path)))
+
+
 def atomic_write_text(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` so that readers see the old file or the new one, never half."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    """Write ``text`` to ``path`` so that readers see the old file or the new one, never half.
+    A storage fault (no space, read-only, permission denied) is one StorageError naming the path;
+    the temporary file is removed and the old file, if any, stays as it was."""
+    tmp: str | None = None
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
+    except BaseException as exc:
+        if tmp is not None:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+        if isinstance(exc, OSError) and exc.errno in STORAGE_ERRNOS:
+            raise storage_error(exc, path) from None
         raise
 
 
@@ -313,16 +451,52 @@ def iter_artifacts(root: Path | str, artifact: str | None = None) -> Iterator[tu
         cache.save()
 
 
+def load_tree(root: Path | str, files: list[Path] | None = None,
+              cache: ValidationCache | None = None) -> tuple[list[tuple[Path, dict[str, Any]]], list[str]]:
+    """Every artifact under ``root`` (or of ``files``), each checked as ``load`` checks it, and the set
+    checked as a whole: two files with the same id are one problem naming both. Returns the valid
+    (path, document) pairs in file order and one line per problem; nothing stops at the first."""
+    problems: list[str] = []
+    loaded: list[tuple[Path, dict[str, Any]]] = []
+    first: dict[str, Path] = {}
+    own_cache = cache is None
+    cache = cache if cache is not None else ValidationCache()
+    try:
+        for path in (files if files is not None else iter_files(root)):
+            try:
+                doc = load(path, cache)
+            except ArtifactError as exc:
+                problems.append(str(exc))
+                continue
+            ident = doc.get("id")
+            seen = first.get(ident)
+            if seen is not None:
+                other = seen.name + " in the same folder" if seen.parent == path.parent else relpath(seen)
+                problems.append(str(ArtifactError(
+                    f"{ident!r} is also the id of {other} (two copies of one artifact: keep one)",
+                    file=relpath(path), field="id")))
+                continue
+            first[ident] = path
+            loaded.append((path, doc))
+    finally:
+        if own_cache:
+            cache.save()
+    return loaded, problems
+
+
 def validate_tree(root: Path | str) -> tuple[int, list[str]]:
     """Validate every artifact under ``root``: (number checked, one line per problem)."""
-    problems: list[str] = []
-    count = 0
-    cache = ValidationCache()
-    for path in iter_files(root):
-        count += 1
-        try:
-            load(path, cache)
-        except ArtifactError as exc:
-            problems.append(str(exc))
-    cache.save()
-    return count, problems
+    files = list(iter_files(root))
+    _, problems = load_tree(root, files)
+    return len(files), problems
+
+
+def load_all(root: Path | str, files: list[Path] | None = None,
+             cache: ValidationCache | None = None) -> list[tuple[Path, dict[str, Any]]]:
+    """Every artifact under ``root`` when all are valid; otherwise one ArtifactErrors listing every
+    problem (one line each), so that nothing is built from a partly bad set."""
+    files = list(iter_files(root)) if files is None else files
+    loaded, problems = load_tree(root, files, cache)
+    if problems:
+        raise ArtifactErrors(problems, len(files))
+    return loaded

@@ -40,3 +40,24 @@ class ArtifactError(UserError):
 
 class BackendError(UserError):
     """A backend name is unknown or a backend cannot be used on this host."""
+
+
+class ArtifactErrors(ArtifactError):
+    """Several artifacts are bad (or two are copies of one): every problem, one line each.
+
+    ``str()`` is the count; ``lines()`` is each problem and the count last, for a boundary that
+    reports them all (``invoke validate``, the site build) instead of stopping at the first."""
+
+    def __init__(self, problems: list[str], checked: int):
+        self.problems = list(problems)
+        self.checked = checked
+        n = len(self.problems)
+        super().__init__(f"{n} of {checked} artifact files {'is' if n == 1 else 'are'} invalid")
+
+    def lines(self) -> list[str]:
+        return [*self.problems, str(self)]
+
+
+class StorageError(UserError):
+    """A file or folder cannot be written: no space left, a read-only file system, permission
+    denied, a lock file that cannot be created. Names the path and what to do."""

@@ -194,10 +194,11 @@ def cached_gguf_facts(path: Path, digest: str) -> dict[str, Any]:
         return facts
     if json.loads(text) == facts:  # cache only what survives the round trip unchanged
         from core.artifacts import atomic_write_text
+        from core.errors import StorageError
 
         try:
             atomic_write_text(side, text)
-        except OSError:
+        except (OSError, StorageError):  # a read-only or full cache only costs time
             pass
     return facts
 

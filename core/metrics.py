@@ -37,6 +37,16 @@ def register_metric(metric: Metric) -> Metric:
     return metric
 
 
+def shown(name: str) -> Metric:
+    """The metric to show a value of ``name`` with: the registered one, or, for a name no metric here
+    declares (an artifact written elsewhere, by a newer almanac), a stand-in that shows the value
+    under its own name, without a unit, at 2 decimals. For display only: never rank or compare by it."""
+    m = METRICS.get(name) if isinstance(name, str) else None
+    if m is not None:
+        return m
+    return Metric(str(name), str(name), "", True, "unknown metric", "A metric this almanac does not declare.", 2)
+
+
 def get(name: str) -> Metric:
     try:
         return METRICS[name]

@@ -322,8 +322,9 @@ def pool_summaries(summaries: Sequence[Summary | dict]) -> Summary:
 
 def wilson_interval(passed: int, n: int, confidence: float = 0.95) -> tuple[float | None, float | None]:
     """Wilson score interval of a pass rate (passed of n): sound at small n and at 0% or 100%,
-    where the normal approximation collapses to a zero-width interval."""
-    if n <= 0:
+    where the normal approximation collapses to a zero-width interval. None, None when there is no
+    rate to bound (no trials, or counts that cannot be: more passed than tried, or fewer than none)."""
+    if n <= 0 or not 0 <= passed <= n:
         return None, None
     z = float(_sp.ndtri(0.5 + confidence / 2))  # the normal quantile (scipy.stats.norm.ppf), without importing scipy.stats
     p = passed / n

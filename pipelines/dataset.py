@@ -106,8 +106,10 @@ def load(root: Path | None = None) -> Dataset:
     collecting = gc.isenabled()
     gc.disable()  # parsed JSON holds no cycles: scanning the growing set at every collection is wasted work
     try:
-        for path in files:
-            doc = artifacts.load(path, cache)
+        # every file checked, and the set as a whole (ids unique): a bad set is one ArtifactErrors
+        # listing every problem, raised before any page is built from it
+        loaded = artifacts.load_all(root, files, cache)
+        for path, doc in loaded:
             rel = path.relative_to(root).as_posix()
             kind = doc["artifact"]
             cls = classes.get(kind) or classes.setdefault(kind, record_class(kind))

@@ -76,15 +76,23 @@ def pad(n: int, to: int = 256) -> int:
     return ((n + to - 1) // to) * to
 
 
+class CacheTypeError(ConfigError, ModelError):
+    """A KV cache type the planner cannot size: unknown to it, or a block size the model's rows cannot
+    take. Asked for (a planner setting, --cache-type) it is bad input; met in a run artifact (an imported
+    llama-bench file with type_k q6_k) it makes that run unplannable, like missing GGUF facts: the pages
+    show it as not predicted (they catch ModelError) and go on."""
+
+
 def row_bytes(cache_type: str, n_elements: int) -> int:
     """Bytes of one cache row of ``n_elements`` values (ggml_row_size)."""
     try:
         block, size = KV_TYPES[cache_type]
-    except KeyError:
-        raise ConfigError(f"unknown KV cache type {cache_type!r} (known: {', '.join(KV_TYPES)})", field="cache_type") from None
+    except (KeyError, TypeError):
+        raise CacheTypeError(f"unknown KV cache type {cache_type!r} (known: {', '.join(KV_TYPES)})",
+                             field="cache_type") from None
     if n_elements % block:
-        raise ConfigError(f"{cache_type} needs a row length divisible by {block}; this model's is {n_elements}",
-                          field="cache_type")
+        raise CacheTypeError(f"{cache_type} needs a row length divisible by {block}; this model's is {n_elements}",
+                             field="cache_type")
     return n_elements // block * size
 
 
@@ -132,6 +140,9 @@ class ModelShape:
             v = facts.get(key)
             if v is None:
                 raise ModelError(f"the GGUF has no {arch}.{key.replace('_', '.')} (needed for the memory plan)",
+                                 file=name or "model", field=key)
+            if int(v) <= 0:
+                raise ModelError(f"the GGUF's {arch}.{key.replace('_', '.')} is {v}: no model to plan",
                                  file=name or "model", field=key)
             return int(v)
 
@@ -518,7 +529,8 @@ def run_prediction(doc: RunRecord, known_facts: dict[str, dict[str, Any]] | None
         return None
     try:
         shape = ModelShape.from_facts(rec.gguf, rec.model_name)
-    except ModelError:
+        kv_rows(shape, eff.get("type_k") or req.get("type_k") or "f16", eff.get("type_v") or req.get("type_v") or "f16")
+    except ModelError:  # facts missing, or a cache type the planner cannot size: not predicted
         return None
     n_ctx = int(eff.get("n_ctx") or req.get("n_ctx") or 4096)
     n_ubatch = int(eff.get("n_ubatch") or req.get("n_ubatch") or 512)
@@ -591,8 +603,9 @@ def vram_prediction(doc: RunRecord, runtime_overhead: int = 0) -> dict[str, Any]
     if not measured or n_gpu <= 0 or (eff.get("n_layers_total") and n_gpu < eff["n_layers_total"]):
         return None
     try:
-        shape = ModelShape.from_facts(rec.gguf, rec.model_name)  # {} for an endpoint model: no plan
-    except ModelError:
+        shape = ModelShape.from_facts(rec.gguf, rec.model_name)
+        kv_rows(shape, eff.get("type_k") or req.get("type_k") or "f16", eff.get("type_v") or req.get("type_v") or "f16")
+    except ModelError:  # facts missing, or a cache type the planner cannot size: not predicted
         return None
     flash = flash_attention_on(req, eff)  # the requested value counts where the backend did not report one
     plan = gpu_plan(shape, int(eff.get("n_ctx") or 4096), eff.get("type_k") or req.get("type_k") or "f16",

@@ -56,7 +56,7 @@ from core.summary import Summary
 from core.paths import data_dir, relpath
 from core.yamlio import load_yaml, pydantic_error_line
 
-from pipelines.memory import ModelShape, RECURRENT_ARCHITECTURES, HYBRID_ARCHITECTURES
+from pipelines.memory import ModelShape, kv_rows, RECURRENT_ARCHITECTURES, HYBRID_ARCHITECTURES
 from pipelines.roofline import bytes_per_token, decode_point
 from pipelines.runs import latest_per_key
 from pipelines.whatif import compose_stages, select_runs, stage_profile
@@ -511,7 +511,8 @@ def _effect_factor(opt: Optimization, doc: RunRecord) -> tuple[float, float, flo
     req = rec.requested
     try:
         shape = ModelShape.from_facts(rec.gguf, rec.model_name)
-    except ModelError:
+        kv_rows(shape, eff.get("type_k") or req.get("type_k") or "f16", eff.get("type_v") or req.get("type_v") or "f16")
+    except ModelError:  # facts missing, or a cache type the planner cannot size: no roofline effect
         return None
     flash = rec.flash_attn_on
     base_kw = {"type_k": eff.get("type_k") or req.get("type_k") or "f16", "type_v": eff.get("type_v") or req.get("type_v") or "f16",
@@ -738,7 +739,7 @@ def accuracy_history(records: list[ProjectionRecord], runs: list[RunRecord]) -> 
     for rec in map(as_projection, records):
         seen: set[tuple] = set()
         for e in rec.entries:
-            if e.projected is None:
+            if e.projected is None or e.baseline is None:  # nothing projected from a measurement
                 continue
             ident = (e.role, tuple(sorted(e.optimizations)))
             if ident in seen:  # the same projection under another scenario name ("all applicable" of one)
@@ -764,7 +765,8 @@ def accuracy_history(records: list[ProjectionRecord], runs: list[RunRecord]) -> 
                          # recomputed from the stated range, whatever badge the record carried when written
                          "verdict": verdict(e.projected["low"], e.projected["high"], v["value"]),
                          "recorded_status": e.status,
-                         "within_ci95": (v["ci95_low"] <= mid <= v["ci95_high"]) if v.get("ci95_low") is not None else None,
+                         "within_ci95": (v["ci95_low"] <= mid <= v["ci95_high"])
+                         if v.get("ci95_low") is not None and v.get("ci95_high") is not None else None,
                          "when": when})
     return rows
 

@@ -1,21 +1,20 @@
-"""The hostile input corpus (tests/hostile/corpus.py): every input ends in one line naming
-the file, a non-zero exit, no traceback, nothing under data/ touched, within 60 s and 1 GiB."""
+"""The hostile input corpus (tests/hostile/corpus.py): every input ends in its expected lines (one
+naming the file, or every bad file and the count), its exit code, no traceback, nothing under
+data/ touched, within 60 s and 1 GiB; inputs that must simply work do, and their site holds no
+live markup from artifact text. Storage faults (real tmpfs, read-only bind mount, no DAC override)
+need root and are skipped with the reason otherwise."""
 
 from __future__ import annotations
 
 import pytest
 
-from tests.hostile.corpus import CASES, MAX_RSS_BYTES, MAX_WALL_S, run_case
+from tests.hostile.corpus import CASES, mount_skip, problems, run_case
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
-def test_hostile_input_is_one_clean_line(case, tmp_path):
+def test_hostile_input_is_handled_cleanly(case, tmp_path):
+    skip = mount_skip(case)
+    if skip:
+        pytest.skip(skip)
     o = run_case(case, tmp_path)
-    text = o.stdout + o.stderr
-    assert "Traceback" not in text, text[-3000:]
-    assert o.rc == case.rc, (o.rc, text[-2000:])
-    assert len(o.error_lines) == 1, o.stderr[-2000:]
-    line = o.error_lines[0]
-    assert case.expect in line and len(line) <= 400, line[:600]
-    assert o.changed == [], o.changed
-    assert o.wall_s < MAX_WALL_S and o.peak_rss_bytes < MAX_RSS_BYTES, (o.wall_s, o.peak_rss_bytes)
+    assert problems(case, o) == [], (o.rc, o.stderr[-2000:], o.stdout[-1000:], o.changed, o.live)

@@ -25,7 +25,7 @@ def _size_bytes(text: str | None) -> int | None:
     """'480 MiB', '32768K', '4M' (sysfs, lscpu) in bytes."""
     import re
 
-    m = re.match(r"^\s*([0-9.]+)\s*([KMG]?)(?:i?B)?\s*$", str(text or ""), re.I)
+    m = re.match(r"^\s*([0-9]+(?:\.[0-9]*)?)\s*([KMG]?)(?:i?B)?\s*$", str(text or ""), re.I)
     if not m:
         return None
     return int(float(m.group(1)) * {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3}[m.group(2).upper()])

@@ -529,14 +529,25 @@ class RunRecord(ArtifactRecord):
     @property
     def samples(self) -> Samples:
         """The raw records behind the summary, as the kind's samples model (core.kinds)."""
-        return self._cached("samples", lambda: (self.kind.samples if self.kind else Samples).model_validate(
-            self.doc.get("samples") or {}))
+        return self._cached("samples", lambda: self._shape("samples", self.kind.samples if self.kind else None, Samples))
 
     @property
     def details(self) -> Details:
         """What the run kept beside its samples, as the kind's details model (core.kinds)."""
-        return self._cached("details", lambda: (self.kind.details if self.kind else Details).model_validate(
-            self.doc.get("details") or {}))
+        return self._cached("details", lambda: self._shape("details", self.kind.details if self.kind else None, Details))
+
+    def _shape(self, part: str, model: type | None, base: type) -> Any:
+        """``samples`` or ``details`` as the kind's model. A kind this installation does not know is
+        read with the base model's declared fields only: its other fields stay in the file (shown as
+        they are), never typed as a known kind's records a pipeline would compute with."""
+        raw = self.doc.get(part) or {}
+        if model is not None:
+            return model.model_validate(raw)
+        known = {k: v for k, v in raw.items() if k in base.model_fields} if isinstance(raw, dict) else {}
+        try:
+            return base.model_validate(known)
+        except ValueError:  # pydantic's ValidationError: a declared field of another type
+            return base()
 
     def values(self, metric: str) -> list[float]:
         """The per-sample values behind one metric of the summary (the kind knows where they are)."""

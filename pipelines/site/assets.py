@@ -14,6 +14,7 @@ def vega_bundle() -> str:
     import vl_convert
 
     from core.artifacts import atomic_write_text
+    from core.errors import StorageError
     from core.paths import cache_dir
 
     path = cache_dir() / "vega-bundle" / f"vl-convert-{vl_convert.__version__}.js"
@@ -24,6 +25,6 @@ def vega_bundle() -> str:
     text = vl_convert.javascript_bundle()
     try:
         atomic_write_text(path, text)
-    except OSError:  # a read-only cache only costs time
+    except (OSError, StorageError):  # a read-only or full cache only costs time
         pass
     return text

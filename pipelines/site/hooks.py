@@ -16,6 +16,7 @@ import posixpath
 import re
 import os
 import shutil
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,7 @@ from mkdocs.exceptions import Abort
 from mkdocs.plugins import CombinedEvent, event_priority
 
 from pipelines import dataset
-from core.errors import ArtifactError
+from core.errors import ArtifactError, ArtifactErrors
 from core.paths import schema_dir
 from pipelines.site import browser, markdown
 
@@ -32,7 +33,10 @@ def on_pre_build(config: Any, **_: Any) -> None:
     markdown.reset_tables()
     try:
         dataset.freeze()
-    except ArtifactError as exc:  # a bad artifact: one line naming it, not a traceback
+    except ArtifactErrors as exc:  # bad artifacts: one line each (the count last when several), no page built
+        lines = exc.problems if len(exc.problems) == 1 else [*exc.problems, f"{exc}: nothing was built"]
+        raise Abort("\n".join(f"error: {ln}" for ln in lines)) from None
+    except ArtifactError as exc:
         raise Abort(f"error: {exc}") from None
     # The loaded set (millions of small objects) lives for the whole build: keep it out of the cyclic
     # garbage collector's scans, which would otherwise walk all of it at every full collection. (No
@@ -186,3 +190,14 @@ def on_post_build(config: Any, **_: Any) -> None:
         gc.unfreeze()
         if _THRESHOLD is not None:
             gc.set_threshold(*_THRESHOLD)
+
+
+def on_build_error(error: Exception, **_: Any) -> None:
+    """A storage fault while writing the site (no space left, read-only, permission denied) is one
+    line naming the path and what to do; `invoke site.build` shows that line alone."""
+    from core.artifacts import STORAGE_ERRNOS, storage_error
+
+    if isinstance(error, OSError) and error.errno in STORAGE_ERRNOS and (error.filename2 or error.filename):
+        err = storage_error(error, error.filename2 or error.filename, "cannot write the site",
+                            "or build it elsewhere with --output DIR")
+        print(f"error: {err}", file=sys.stderr, flush=True)

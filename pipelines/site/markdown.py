@@ -39,16 +39,41 @@ def cell(value: Any) -> str:
     return _no_jinja(_MD_SPECIAL.sub(r"\\\1", text))
 
 
+# Inside raw HTML that Markdown passes on (<code>, <pre>), Markdown still reads the text between the
+# tags: a link, an image or emphasis there would become live. Every character that HTML, inline
+# Markdown (and its extensions here: attr_list, tables, md_in_html) or mkdocs-macros' Jinja gives a
+# meaning to becomes a numeric character reference: the browser shows the character, Markdown
+# leaves it alone. Text kept on several lines (pre) also loses what starts a block at a line start
+# (headings, lists, quotes, fences, setext underlines).
+# An underscore between two word characters can neither open nor close emphasis (Python-Markdown's
+# rule), so names such as tokens_per_second stay as they are; any other underscore becomes a reference.
+_INLINE_REFS = {c: f"&#{ord(c)};" for c in "&<>\"'\\`*[](){}|!"}
+_TEXT_REFS = str.maketrans(_INLINE_REFS)
+_BLOCK_REFS = str.maketrans({**_INLINE_REFS, **{c: f"&#{ord(c)};" for c in "#+-.=~:"}})
+_EDGE_UNDERSCORE = re.compile(r"(?<![^\W_])_|_(?![^\W_])")
+
+
+def as_text(value: Any, *, block: bool = False) -> str:
+    """Text as HTML character data that neither HTML nor Markdown nor Jinja reads as markup: the one
+    escaping path for text inside raw HTML (code(), pre()). One pass, so nothing is escaped twice;
+    ``block``: line breaks kept, line-start syntax neutralised too."""
+    if block:
+        text = str(value).translate(_BLOCK_REFS)
+    else:
+        text = str(value).replace("\r", " ").replace("\n", " ").translate(_TEXT_REFS)
+    return _EDGE_UNDERSCORE.sub("&#95;", text) if "_" in text else text
+
+
 def code(value: Any) -> str:
-    """Inline code that cannot break out (HTML <code> with escaped content)."""
-    return f"<code>{_no_jinja(html.escape(str(value), quote=True))}</code>"
+    """Inline code that cannot break out or carry markup (HTML <code>, its text escaped by as_text)."""
+    return f"<code>{as_text(value)}</code>"
 
 
 def pre(text: str) -> str:
-    """A preformatted block for logs and raw output: escaped HTML, so no fence can be closed early."""
-    # Backticks become entities too: MkDocs always enables fenced_code, which would otherwise turn a
+    """A preformatted block for logs and raw output (as_text: no tag, no fence, no link can form)."""
+    # Backticks are entities too: MkDocs always enables fenced_code, which would otherwise turn a
     # ``` line inside the block (model output, a log) into a code block and swallow what follows.
-    return f'<pre class="almanac-pre">{_no_jinja(html.escape(text, quote=True)).replace("`", "&#96;")}</pre>'
+    return f'<pre class="almanac-pre">{as_text(text, block=True)}</pre>'
 
 
 def num(value: Any, decimals: int = 2) -> str:
@@ -152,8 +177,9 @@ def table(headers: Sequence[str], rows: Iterable[Sequence[str]], align: Sequence
 
 
 def admonition(kind: str, title: str, body: str) -> str:
+    """A Material admonition. ``title`` is text (escaped by cell()); ``body`` is Markdown the caller built."""
     indented = "\n".join("    " + ln if ln else "" for ln in body.splitlines())
-    return f'!!! {kind} "{html.escape(title, quote=True)}"\n\n{indented}\n'
+    return f'!!! {kind} "{cell(title)}"\n\n{indented}\n'
 
 
 def run_link(run_id: str, from_dir: str = "") -> str:

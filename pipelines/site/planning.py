@@ -14,6 +14,7 @@ import altair as alt
 import pandas as pd
 
 from core.errors import UserError
+from core import metrics
 from core.metrics import METRICS
 from core.records.host import HostRecord, as_host
 from core.records.projection import ProjectionRecord
@@ -255,7 +256,7 @@ def projections_host(ps: proj.ProjectionSet, history: list[dict[str, Any]]) -> s
     else:
         rows = []
         for h in hist:
-            m = METRICS[h["metric"]]
+            m = metrics.shown(h["metric"])  # a recorded projection's metric: maybe one this almanac does not know
             rows.append([cell(h["recorded"]), code(h["record"]), cell(h["role"]), cell(h["scenario"]),
                          num(h["baseline"], m.decimals), f"{num(h['projected'], m.decimals)} {PROJECTED_BADGE}",
                          f"{link(num(h['measured'], m.decimals), run_link(h['run_id']))} {MEASURED_BADGE}",

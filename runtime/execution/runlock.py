@@ -10,6 +10,7 @@ naming the holder, or waits for it with ``wait_s``.
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import json
 import os
@@ -19,7 +20,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Iterator
 
-from core.errors import UserError
+from core.artifacts import storage_error
+from core.errors import StorageError, UserError
 from core.paths import relpath
 
 LOCK_NAME = ".run.lock"
@@ -41,13 +43,30 @@ def _holder(fd: int) -> str:
     return f"pid {info.get('pid', '?')} (started {info.get('started', '?')}: {cmd})"
 
 
+def _cannot_lock(exc: OSError, path: Path) -> StorageError:
+    """A lock file that cannot be created or written: one line naming it and what to do."""
+    err = storage_error(exc, path, "cannot create the run lock")
+    if exc.errno in (errno.EISDIR, errno.ENOTDIR, errno.EEXIST):
+        err = StorageError(f"cannot create the run lock: something else is in its place ({exc.strerror}); "
+                           "remove it", file=relpath(path))
+    return err
+
+
 @contextlib.contextmanager
 def run_lock(root: Path, host_id: str, *, wait_s: float = 0.0) -> Iterator[Path]:
     """Hold the lock of ``root/host_id`` for the ``with`` block; raise LockBusy when it is held."""
     folder = Path(root) / host_id
-    folder.mkdir(parents=True, exist_ok=True)
     path = folder / LOCK_NAME
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    created = False
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+            created = True
+        except FileExistsError:
+            fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
+    except OSError as exc:  # read-only, permission denied, no space, a folder in its place: nothing has run yet
+        raise _cannot_lock(exc, path) from None
     try:
         deadline = time.monotonic() + max(0.0, wait_s)
         while True:
@@ -61,8 +80,13 @@ def run_lock(root: Path, host_id: str, *, wait_s: float = 0.0) -> Iterator[Path]
                 time.sleep(0.2)
         info = {"pid": os.getpid(), "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
                 "command": " ".join(sys.argv)}
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, json.dumps(info).encode(), 0)
+        try:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, json.dumps(info).encode(), 0)
+        except OSError as exc:  # no space for even the holder's line: nothing measured could be written either
+            if created:  # leave the folder as it was (the lock is still held: nobody else can have it open)
+                path.unlink(missing_ok=True)
+            raise _cannot_lock(exc, path) from None
         try:
             yield path
         finally:

@@ -9,6 +9,7 @@ table download names) are dropped first: they change with any byte of the page, 
 
 from __future__ import annotations
 
+import html
 import importlib.util
 import re
 from pathlib import Path
@@ -49,7 +50,8 @@ def macros() -> dict[str, Any]:
 
 
 def numbers(text: str) -> list[str]:
-    return [m.rstrip(".") for m in _NUMBER.findall(_DIGESTS.sub("", text))]
+    """The numbers as a reader sees them (character references, which artifact text is written as, decoded)."""
+    return [m.rstrip(".") for m in _NUMBER.findall(_DIGESTS.sub("", html.unescape(text)))]
 
 
 def page_values(data: Path) -> dict[str, list[str]]:
