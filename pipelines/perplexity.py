@@ -16,6 +16,7 @@ import pandas as pd
 
 from core.paths import data_dir
 
+from pipelines import quality as quality_mod
 from pipelines.quality import latest_per_key
 from pipelines.runs import latest_per_key as latest_runs
 from pipelines.runs import load_artifacts
@@ -67,8 +68,6 @@ def _speed(latest: dict[tuple[str, str], list[Any]], sha: str, test: str, host: 
 
 def _scores(quality_docs: list[dict[str, Any]], sha: str) -> dict[str, dict[str, Any]]:
     """Newest ok score per (suite, prompt style) of one model file."""
-    from pipelines import quality as quality_mod
-
     out: dict[str, dict[str, Any]] = {}
     for d in sorted(latest_per_key(quality_docs), key=lambda d: (d["created"], d["id"])):
         if d["status"] != "ok" or d["model"]["sha256"] != sha:
@@ -76,7 +75,8 @@ def _scores(quality_docs: list[dict[str, Any]], sha: str) -> dict[str, dict[str,
         style = d.get("prompt_style") or "chat"
         passed = sum(1 for it in d["items"] if it["passed"])
         r = quality_mod.rate(passed, len(d["items"]))
-        out[f"{d['suite']['name']} · {style}"] = {**r, "id": d["id"], "chance": d["summary"].get("chance")}
+        out[f"{d['suite']['name']} · {style}"] = {**r, "id": d["id"], "chance": d["summary"].get("chance"),
+                                                  "items": quality_mod.item_verdicts(d)}
     return out
 
 
@@ -121,4 +121,11 @@ def ladder_frame(ppl_docs: list[dict[str, Any]], run_docs: list[dict[str, Any]],
         row["scores"] = _scores(quality_docs, sha)
         row["speed_host"] = host
         rows.append(row)
+    # each requantized file against the file it came from, paired on the items both were scored on
+    by_sha = {r["model_sha256"]: r for r in rows}
+    for r in rows:
+        src = by_sha.get((r["derived"] or {}).get("source_sha256")) if isinstance(r["derived"], dict) else None
+        for key, sc in r["scores"].items():
+            other = (src or {}).get("scores", {}).get(key) if src else None
+            sc["paired"] = quality_mod.paired(other["items"], sc["items"]) if other else None
     return pd.DataFrame(rows).sort_values("size_bytes", ascending=False).reset_index(drop=True)

@@ -113,3 +113,53 @@ def scores_frame(docs: list[dict[str, Any]]) -> pd.DataFrame:
             "chance": d["summary"].get("chance"), "acc_norm": d["summary"].get("acc_norm"),
         })
     return pd.DataFrame(rows)
+
+
+# -- paired comparisons on shared items ---------------------------------------------------------
+PAIRED_RULE = ("Two configurations scored on the same items are compared item by item: the exact McNemar test on the "
+               "items one passed and the other failed decides (win or loss at p < 0.05, else within noise), Newcombe's "
+               "paired score interval gives the difference's CI95, and the minimum detectable difference is the "
+               "smallest difference in pass rate this many shared items would show with 80% power at the observed "
+               "share of discordant items (never below 6 items).")
+
+
+def item_verdicts(doc: dict[str, Any]) -> dict[str, bool]:
+    """Item id -> passed, for one quality artifact."""
+    return {it["id"]: bool(it["passed"]) for it in doc["items"]}
+
+
+def paired(a: dict[str, bool], b: dict[str, bool]) -> stats.PairedComparison | None:
+    """B against A on the items both were scored on (None when they share none)."""
+    shared = sorted(set(a) & set(b))
+    if not shared:
+        return None
+    return stats.paired_rates([a[k] for k in shared], [b[k] for k in shared])
+
+
+def paired_against_leader(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per suite and prompt style: every configuration against the one with the highest pass rate
+    (the leader), paired on their shared items. One row per (suite style, configuration)."""
+    best: dict[tuple[str, str], dict[str, Any]] = {}
+    for d in latest_per_key(docs):
+        if d["status"] != "ok" or not d["items"]:
+            continue
+        label = f"{d['model']['name']} · {config_label(d['settings']['requested'])}"
+        k = (suite_style(d["suite"]["name"], style_of(d)), label)
+        if k not in best or (d["created"], d["id"]) > (best[k]["created"], best[k]["id"]):
+            best[k] = d
+    by_suite: dict[str, list[tuple[str, dict[str, Any]]]] = {}
+    for (suite, label), d in best.items():
+        by_suite.setdefault(suite, []).append((label, d))
+    rows = []
+    for suite, entries in sorted(by_suite.items()):
+        if len(entries) < 2:
+            continue
+        rate_of = {label: sum(it["passed"] for it in d["items"]) / len(d["items"]) for label, d in entries}
+        leader, ld = max(entries, key=lambda e: (rate_of[e[0]], len(e[1]["items"]), e[0]))
+        for label, d in sorted(entries, key=lambda e: (-rate_of[e[0]], e[0])):
+            if label == leader:
+                continue
+            pc = paired(item_verdicts(ld), item_verdicts(d))
+            rows.append({"suite": suite, "leader": leader, "leader_id": ld["id"], "config": label, "id": d["id"],
+                         "comparison": pc})
+    return rows

@@ -52,6 +52,8 @@ OBSERVED_EFFECTIVE = frozenset({
 # Build fields that identify the software that measured (the "backend build").
 BUILD_IDENTITY = ("backend_version", "llama_cpp_commit", "server", "server_package", "server_version", "server_commit",
                   "server_build_number", "libraries", "label")
+# Metrics that are shares (0 to 1): their interval is capped at 1 as well as kept above 0.
+SHARE_UPPER = {"draft_acceptance": 1.0, "pass_rate": 1.0}
 # Test fields that do not change the work: only how many times it is repeated (a fixed count, or
 # the precision target that decides it).
 TEST_SAMPLE_SIZE = frozenset({"repetitions", "precision"})
@@ -196,10 +198,12 @@ class RunRecord(Mapping):
         self.path: str = path or str(doc.get("_path", ""))
         self._cache: dict[str, Any] = {}
 
-    # Mapping (the canonical document; "_path" for older callers)
+    # Mapping (the canonical document; "_path" for older callers; "summary" as :attr:`summary` reads it)
     def __getitem__(self, k: str) -> Any:
         if k == "_path":
             return self.path
+        if k == "summary":
+            return self.summary
         return self.doc[k]
 
     def __iter__(self) -> Iterator[str]:
@@ -396,7 +400,16 @@ class RunRecord(Mapping):
     # measurements
     @property
     def summary(self) -> dict[str, dict[str, Any]]:
-        return self.doc["summary"]
+        """The stored summaries with each CI95 of a mean recomputed so that it stays in the
+        quantity's domain (core.stats.in_domain: a time or rate never gets a negative bound, fewer
+        than 3 samples get no interval and ``ci95_why``); the file itself is never rewritten."""
+        v = self._cache.get("summary")
+        if v is None:
+            from core import stats
+
+            v = self._cache["summary"] = {k: stats.in_domain(s, upper=SHARE_UPPER.get(k)) if isinstance(s, dict) and "n" in s
+                                          else s for k, s in self.doc["summary"].items()}
+        return v
 
     @property
     def precision(self) -> dict[str, Any] | None:
@@ -417,8 +430,9 @@ class RunRecord(Mapping):
         return self.doc["resources"]
 
     def stat(self, metric: str) -> dict[str, Any] | None:
-        """The summary statistics of one metric (n, mean, stddev, ci95_low, ci95_high, ...)."""
-        return self.doc["summary"].get(metric)
+        """The summary statistics of one metric (n, mean, stddev, ci95_low, ci95_high, ...), its
+        interval in its domain (:attr:`summary`)."""
+        return self.summary.get(metric)
 
     # comparability
     def comparability(self, exclude: tuple[str, ...] | frozenset[str] = ()) -> dict[str, Any]:

@@ -70,6 +70,13 @@ def nbytes(value: Any) -> str:
     return str(value)
 
 
+def ci_cell(lo: Any, hi: Any, decimals: int = 2, why: str | None = None) -> str:
+    """An interval "low – high", or "—" with the reason there is none (small, after it)."""
+    if lo is None or hi is None or (isinstance(lo, float) and not math.isfinite(lo)):
+        return "—" + (f" <small>({cell(why)})</small>" if why else "")
+    return f"{num(lo, decimals)} – {num(hi, decimals)}"
+
+
 def link(text: str, target: str) -> str:
     """A Markdown link; ``text`` is escaped, ``target`` is a path we built (ids are validated)."""
     return f"[{cell(text)}]({target})"
