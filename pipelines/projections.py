@@ -36,6 +36,8 @@ artifact with every figure, so the accuracy of past projections stays on record.
 
 from __future__ import annotations
 
+import math
+
 import hashlib
 import re
 from dataclasses import dataclass, field
@@ -355,7 +357,10 @@ def weighted_interval(values: list[tuple[float, float, float | None, float | Non
         grad = (mean * mean * w / (tw * v * v)) if higher_is_better else w / tw
         var += (grad * half) ** 2
     half = var ** 0.5
-    return mean - half, mean + half
+    if mean <= 0:
+        return None, None
+    rel = half / mean  # a rate or a time stays positive: the half-width on the log scale (core.stats.mean_interval)
+    return mean * math.exp(-rel), mean * math.exp(rel)
 
 
 #: The largest error (projected ÷ measured − 1, either sign) a VERIFIED projection may have: a

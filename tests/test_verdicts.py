@@ -126,7 +126,7 @@ def test_paired_is_more_powerful_than_two_independent_intervals():
     assert lb < ha  # overlapping: unpaired, within noise
     pc = stats.paired_rates(a, b)
     assert (pc.a_only, pc.b_only, pc.verdict) == (0, 7, "win") and pc.p_value == pytest.approx(2 * 0.5 ** 7)
-    assert pc.ci95_low > 0 and pc.ci95_low < pc.diff == pytest.approx(7 / 40) < pc.ci95_high
+    assert pc.diff == pytest.approx(7 / 40) and 0 < pc.ci95_low < pc.diff < pc.ci95_high
     swapped = stats.paired_rates(b, a)
     assert swapped.verdict == "loss" and swapped.ci95_low == pytest.approx(-pc.ci95_high)
     assert pc.mdd is not None and 6 / 40 <= pc.mdd < 0.5
@@ -195,8 +195,9 @@ def test_one_run_a_side_needs_the_host_noise():
 def test_host_noise_pools_the_history_and_the_noise_artifact():
     docs = [run(tight(m, seed=i), minutes=i) for i, m in enumerate([500, 510, 490])]  # one configuration, three runs
     docs += [run(tight(m, seed=5 + i), minutes=5 + i, test={**TG, "name": "tg32", "n_gen": 32}) for i, m in enumerate([50, 52])]
-    sigma3, df3 = stats.pooled_log_spread([[500, 510, 490]])
-    sigma2, df2 = stats.pooled_log_spread([[50, 52]])
+    means = [d.stat("tokens_per_second")["mean"] for d in docs]
+    sigma3, df3 = stats.pooled_log_spread([means[:3]])
+    sigma2, df2 = stats.pooled_log_spread([means[3:]])
     est = noise.host_noise(docs, [])[(HOST["id"], "rate:tg")]
     assert est.df == df3 + df2 == 3 and est.sigma == pytest.approx(math.sqrt((sigma3 ** 2 * df3 + sigma2 ** 2 * df2) / 3))
     assert core_noise.noise_class({"kind": "rate", "n_prompt": 512}) == "rate:pp"

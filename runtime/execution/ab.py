@@ -200,7 +200,8 @@ class ABResult:
 
 
 def _looks_within(blocks: int) -> int:
-    return max(1, sum(1 for k in LOOKS if k <= blocks))
+    """The looks a budget of ``blocks`` blocks takes: the scheduled ones, and one at the end."""
+    return sum(1 for k in LOOKS if k <= blocks) + 1
 
 
 def _estimate_run_s(cfg: matrix_mod.Configuration, host_id: str) -> tuple[float | None, str]:
