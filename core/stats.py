@@ -488,7 +488,7 @@ def _side(means: np.ndarray, rel_se: float | None, noise: RunNoise | None) -> tu
     if k >= 2:
         return float(np.log(means).var(ddof=1)) / k, float(k - 1), "runs"
     if noise is None:
-        return "one run and no run-to-run noise measured for this host and kind of test (`invoke noise`)"
+        return "one run, and no run-to-run noise measured for this host and kind of test (invoke noise measures it)"
     var = max(noise.sigma ** 2, (rel_se or 0.0) ** 2)
     return var, float(max(noise.df, 1)), "runs + host noise"
 

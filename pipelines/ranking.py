@@ -24,6 +24,11 @@ RULE = ("rank = 1 + the number of results whose whole CI95 lies on the better si
         "rank 2, when a third result ranked =1 is wholly better than it. A result without an interval is not ranked (—).")
 
 
+SHORT_RULE = ("rank = 1 + the results whose whole CI95 lies on the better side of this one's (the same rank is marked "
+              "=N); overlapping intervals never count against each other, but overlap is not transitive; no interval, "
+              "no rank (—)")
+
+
 @dataclass(frozen=True)
 class Ranked:
     rank: int | None  # None: no CI95 (n < 2), not ranked

@@ -177,9 +177,9 @@ def roofline_rows(run_docs: list[dict[str, Any]], host_docs: list[dict[str, Any]
                                "type_v": eff.get("type_v") or req.get("type_v") or "f16",
                                "flash_attn": _flash(eff, req), "gpu": (eff.get("n_gpu_layers") or 0) > 0, "note": None}
         full_gpu = row["gpu"] and eff.get("n_gpu_layers") == eff.get("n_layers_total")
-        # a GPU host's run that records no n_gpu_layers (an HTTP server we did not configure): where its
-        # layers ran is unknown, so neither the host's nor the GPU's bandwidth bounds it
-        layers_unknown = bool(doc["host"].get("gpus")) and eff.get("n_gpu_layers") is None and req.get("n_gpu_layers") is None
+        # a GPU host's run whose backend reported no n_gpu_layers (an HTTP server: what was asked is not what
+        # ran): where its layers ran is unknown, so neither the host's nor the GPU's bandwidth bounds it
+        layers_unknown = bool(doc["host"].get("gpus")) and eff.get("n_gpu_layers") is None
         if row["gpu"] and not (full_gpu and doc["host"]["id"] in gpu_bw):
             row["note"] = "layers on a GPU: the host-memory probe does not bound it"
         try:
@@ -206,8 +206,9 @@ def roofline_rows(run_docs: list[dict[str, Any]], host_docs: list[dict[str, Any]
                            f"{probe.llc_bytes / 2**20:.0f} MiB last-level cache: not bound by memory bandwidth")
         if layers_unknown:
             row.update(bound=None, bound_single=None, efficiency=None, efficiency_single=None,
-                       note="the run records no n_gpu_layers (a server it did not start or configure) on a host with "
-                            "a GPU: where its layers ran is unknown, so no bandwidth bounds it")
+                       note="the server did not report n_gpu_layers on a host with a GPU (requested: "
+                            f"{req.get('n_gpu_layers', 'not set')}): where its layers ran is unknown, so no bandwidth "
+                            "bound applies")
         elif probe is not None and (not row["gpu"] or row.get("bound_by") == "gpu"):
             row["bound_uses"] = probe.uses
             row["bound_copy"] = probe.copy_best_gbs * 1e9 / b["total"] if probe.copy_best_gbs else None

@@ -372,3 +372,18 @@ def test_invoke_noise_stores_a_host_artifact(tmp_path):
         means = [r["mean"] for r in doc["runs"] if r["class"] == cls]
         assert e["df"] == 2 and e["sigma"] == pytest.approx(stats.pooled_log_spread([means])[0])
     assert not (data / "runs").exists()  # the A/A's runs are not results
+
+
+def test_roofline_names_the_real_gap_of_a_server_run_on_a_gpu_host():
+    """An HTTP run on a GPU host whose server reported no n_gpu_layers: where its layers ran is unknown;
+    the note says so, not that the host lacks a probe."""
+    from pipelines import roofline as R
+    from tests.support.planning_fixtures import HOST as PHOST
+    from tests.support.planning_fixtures import host_doc, rate_test, run_doc
+
+    gpu_host = {**PHOST, "gpus": [{"name": "Fixture H100 (no GPU here: fixture)"}]}
+    doc = run_doc(test=rate_test(n_gen=4), metrics={"tokens_per_second": [900.0, 910.0, 905.0]}, host=gpu_host,
+                  settings={"n_gpu_layers": -1})
+    del doc["settings"]["effective"]["n_gpu_layers"]
+    r = R.roofline_rows([doc], [host_doc({1: [19.0, 19.4]}, host=gpu_host)])[0]
+    assert r["bound"] is None and "n_gpu_layers" in r["note"] and "host.probe" not in r["note"]

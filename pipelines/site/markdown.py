@@ -190,7 +190,8 @@ def run_json(doc: dict[str, Any]) -> str:
 SYNTHETIC_BADGE = '<span class="almanac-badge synthetic" title="random weights: the text is noise">synthetic weights, speed only</span>'
 PROJECTED_BADGE = '<span class="almanac-badge projected">PROJECTED</span>'
 VERIFIED_BADGE = '<span class="almanac-badge verified">VERIFIED</span>'
-MISSED_BADGE = '<span class="almanac-badge missed" title="the measurement lies outside the projected range">MISSED</span>'
+MISSED_BADGE = ('<span class="almanac-badge missed" title="the measurement lies outside the projected range, or the projection is '
+                'further off it than the stated tolerance">MISSED</span>')
 OUTLIER_BADGE = '<span class="almanac-badge outlier" title="more than 3.5 robust standard deviations from the median">outlier</span>'
 
 

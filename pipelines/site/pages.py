@@ -148,7 +148,7 @@ def leaderboard_page(docs: list[Any], boards: list[Any] | None = None) -> str:
         out.append(title + "\n")
         out.append(f"Ranked by **{cell(m.label)}** ({cell(m.unit)}, {'higher' if m.higher_is_better else 'lower'} is better; "
                    f"{cell(m.aggregation)}) with a CI95 that treats the run as the unit (see [Methodology]"
-                   f"(methodology.md#statistics)): {cell(ranking.RULE)} "
+                   f"(methodology.md#statistics)): {cell(ranking.SHORT_RULE)}. "
                    f"Each figure links to the newest artifact of its configuration.\n")
         facts = [f"**Test:** {code(b.test_kind)} {cell(_definition(b.definition))}"]
         if not b.build_varies:

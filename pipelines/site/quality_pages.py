@@ -124,7 +124,8 @@ def paired_cell(pc: Any) -> str:
     mdd = f"detectable: ±{num(100 * pc.mdd, 0)} pts at {pc.n} items" if pc.mdd is not None else \
         f"{pc.n} items cannot detect any difference"
     return (f"{num(100 * pc.diff, 0)} pts [{num(100 * pc.ci95_low, 0)}, {num(100 * pc.ci95_high, 0)}] "
-            f"**{cell(pc.verdict)}** (McNemar p {num(pc.p_value, 3)}; {pc.a_only} vs {pc.b_only} discordant)"
+            f"**{cell(pc.verdict)}** (McNemar p {'< 0.001' if pc.p_value < 0.001 else num(pc.p_value, 3)}; "
+            f"{pc.a_only} vs {pc.b_only} discordant)"
             f"<br><small>{mdd}</small>")
 
 
