@@ -217,7 +217,10 @@ def analyse(pool: Path, out: Path) -> dict[str, Any]:
     tmp = tempfile.mkdtemp(prefix="aa-calibration-data-")
     os.environ["ALMANAC_DATA"] = tmp  # no committed noise artifact: the pool's own history only
     tests = load_pool(pool)
-    result: dict[str, Any] = {"pool": {}, "as_measured": {}, "sides": [], "sweep": []}
+    result: dict[str, Any] = {"pool": {}, "as_measured": {}, "sides": [], "sweep": [], "excluded": None}
+    reason = pool.parent / "excluded" / "REASON.txt"
+    if reason.exists():  # runs set aside, with why (never silently)
+        result["excluded"] = {"artifacts": len(list(reason.parent.glob("*.json"))), "reason": reason.read_text().strip()}
     for test, runs in sorted(tests.items()):
         means = [r.stat(METRIC)["mean"] for r in runs]
         sigma, df = stats.pooled_log_spread([means])
@@ -269,6 +272,8 @@ def markdown(res: dict[str, Any]) -> str:
                                   f"{p['min']:.1f}–{p['max']:.1f} t/s (median {p['median']:.1f}), spread between runs "
                                   f"{100 * p['sigma_log']:.1f}% (log sd), {p['mean_repetitions']:.1f} repetitions a run"
                                   for t, p in res["pool"].items()), "",
+             *([f"Excluded from the pool: {res['excluded']['artifacts']} run artifacts. "
+                + " ".join(res["excluded"]["reason"].split()), ""] if res.get("excluded") else []),
              "Rates with their Wilson CI95 in brackets. At 0% a flag is a false alarm (any step, any win or loss); with a "
              "slowdown only a flag in the right direction counts (A→B a regression, B→A an improvement, B a loss).", "",
              "## As measured (blocks of 4 in the order they ran)", "",
