@@ -623,9 +623,10 @@ def noise_task(c, runs=10, budget=900.0):
                        "threshold": "Smallest change that matters, a fraction (default 0.05: ±5%): win/loss beyond it, "
                                     "equivalent within it.",
                        "budget": "Time budget in seconds (default 600).",
-                       "out": "Write the result to OUT.md and OUT.json (default: build/ab/ab)."})
+                       "out": "Write the result to OUT.md and OUT.json (default: build/ab/ab).",
+                       "runs": "Folder for the A/B's run artifacts (default: build/ab/<time>/runs; not data/runs)."})
 @user_errors
-def ab_task(c, a, b, matrix="noise", threshold=0.05, budget=600.0, out="build/ab/ab"):
+def ab_task(c, a, b, matrix="noise", threshold=0.05, budget=600.0, out="build/ab/ab", runs=""):
     """Interleaved A/B in fresh processes (ABBA blocks) until decided: win, loss, equivalent or undecided.
 
     Exit 2 with one line for identical sides, sides sharing no work, or a budget too short for one round."""
@@ -640,7 +641,8 @@ def ab_task(c, a, b, matrix="noise", threshold=0.05, budget=600.0, out="build/ab
                 f"{n}: {d.verdict}" + (f" {d.ratio:.3f} [{d.low:.3f}, {d.high:.3f}]" if d.low is not None else "")
                 for n, d in info["work"]), file=sys.stderr, flush=True)
 
-    res = ab_mod.run_ab(a, b, matrix=matrix, threshold=float(threshold), budget_s=float(budget), on_event=on_event)
+    res = ab_mod.run_ab(a, b, matrix=matrix, threshold=float(threshold), budget_s=float(budget), on_event=on_event,
+                        root=Path(runs) if runs else None)
     print(ab_mod.markdown(res), end="")
     paths = ab_mod.write_outputs(res, Path(out))
     print("written: " + ", ".join(str(p) for p in paths))

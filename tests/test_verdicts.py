@@ -347,12 +347,13 @@ def test_ab_false_decisions_stay_below_the_stated_rate():
 def test_invoke_ab_halved_threads_is_a_loss(tmp_path):
     out = tmp_path / "ab"
     p = _invoke("ab", "-a", "build=ordinary", "-b", "build=threads-halved", "-o", str(out), "--budget", "300",
-                "--threshold", "0.1", timeout=600)
+                "--threshold", "0.1", "--runs", str(tmp_path / "runs"), timeout=600)
     assert p.returncode == 0, p.stderr[-2000:]
     res = json.loads(out.with_suffix(".json").read_text())
     for w in res["work"]:
         assert w["decision"]["verdict"] == "loss", w
         assert w["decision"]["high"] < 0.9 and len(w["a_runs"]) == len(w["b_runs"]) >= 2 * 3
+    assert len(list((tmp_path / "runs").rglob("*.json"))) == sum(2 * len(w["a_runs"]) for w in res["work"])
 
 
 @pytest.mark.model
