@@ -283,6 +283,18 @@ def markdown(res: dict[str, Any]) -> str:
         a = res["as_measured"][t]
         lines.append(f"| {t} | {_rate(a['0']['flagged'], a['0']['boundaries'])} | "
                      f"{_rate(a['0.1']['correct'], a['0.1']['boundaries'])} | {_rate(a['0']['old_flagged'], a['0']['boundaries'])} |")
+    lines += ["", "## Summary (both tests pooled)", "",
+              "| runs a side | A/A boundaries flagged as steps | A/A compares called win or loss | 10% slowdown: "
+              "boundaries detected | 10% slowdown: compares detected |", "|---|---|---|---|---|"]
+    for row in res["sides"]:
+        k = row["runs_a_side"]
+        agg = {}
+        for trial in ("history", "compare"):
+            for x in ("0", "0.1"):
+                ds = [row[t][x][trial] for t in tests]
+                agg[(trial, x)] = (sum(d["flagged" if x == "0" else "correct"] for d in ds), sum(_n(d) for d in ds))
+        lines.append(f"| {k} | {_rate(*agg[('history', '0')])} | {_rate(*agg[('compare', '0')])} | "
+                     f"{_rate(*agg[('history', '0.1')])} | {_rate(*agg[('compare', '0.1')])} |")
     lines += ["", "## False alarms and 10% detection against runs a side", "",
               "| runs a side | trial | " + " | ".join(f"{t}: A/A flagged | {t}: 10% detected | {t}: A/A flagged, "
                                                       "pooled repetitions (before)" for t in tests) + " |",

@@ -32,10 +32,6 @@ def _settings(req: dict[str, Any]) -> str:
     return ", ".join(f"{k}={v if isinstance(v, str) else json.dumps(v)}" for k, v in sorted(req.items()) if v is not None)
 
 
-def _ci(lo: float | None, hi: float | None, d: int) -> str:
-    return "—" if lo is None or hi is None else f"{num(lo, d)} – {num(hi, d)}"
-
-
 def history_chart(ser: history.Series) -> dict[str, Any]:
     """One dot per result (mean) with its CI95 rule, over time, coloured by build."""
     values = [{"created": p.created, "mean": p.mean, "ci95_low": p.ci95_low, "ci95_high": p.ci95_high, "n": p.n,

@@ -25,12 +25,6 @@ from pipelines.site.markdown import (ROOT, SYNTHETIC_BADGE, admonition, cell, ci
 BOARD_ROWS = 10  # results shown per board (table and chart); the downloads and the runs browser hold all
 
 
-def _ci(lo: Any, hi: Any, decimals: int) -> str:
-    if lo is None or hi is None or (isinstance(lo, float) and pd.isna(lo)):
-        return "—"
-    return f"{num(lo, decimals)} – {num(hi, decimals)}"
-
-
 def _val(v: Any) -> Any:
     return None if v is None or (isinstance(v, float) and pd.isna(v)) else v
 

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from core import artifacts, stats
-from core.errors import ConfigError, UserError
+from core.errors import UserError
 from core.kinds import headline
 from core.paths import project_root, relpath
 from core.records import run as record
