@@ -395,10 +395,9 @@ def project_task(c):
         raise Exit("no host has a measured baseline for data/usage_mix.yaml: run `invoke bench` first", code=1)
     for p in paths:
         doc = artifacts.load(p)
-        verified = sum(1 for e in doc["entries"] if e["status"] == "VERIFIED")
-        projected = sum(1 for e in doc["entries"] if e["status"] == "PROJECTED")
-        print(f"{relpath(p)}: {projected} projected, {verified} verified, "
-              f"{sum(1 for e in doc['entries'] if e['status'] == 'NO DATA')} roles without data")
+        counts = projections.entry_statuses(doc)  # from the figures, never the stored word
+        print(f"{relpath(p)}: {counts['PROJECTED']} projected, {counts['VERIFIED']} verified, "
+              f"{counts['MISSED']} missed, {counts['NO DATA']} roles without data")
 
 
 @task(name="memory", help={"model": "A .gguf path or a registry name (default: the embedded model).",
@@ -607,3 +606,59 @@ def compare(c, baseline, candidate, out="build/compare/compare", fail_on_loss=""
 
 
 ns.add_task(compare)
+
+
+# -- run-to-run noise and interleaved A/B (issue 20) ---------------------------------------
+@task(name="noise", help={"runs": "How many times to run the noise matrix (each run a fresh process; at least 3; default 10).",
+                          "budget": "Stop starting new runs after this many seconds (default 900; the minimum of 3 runs always runs)."})
+@user_errors
+def noise_task(c, runs=10, budget=900.0):
+    """Measure this host's run-to-run noise (a short A/A of data/matrices/noise.yaml) and store it in data/hosts/."""
+    from core import artifacts
+    from core.paths import relpath
+    from runtime.execution import noise as noise_mod
+
+    def on_run(i, s):
+        print(f"run {i}/{runs}: {s:.1f} s", file=sys.stderr, flush=True)
+
+    path = noise_mod.run_noise(int(runs), float(budget), on_run=on_run)
+    doc = artifacts.load(path)
+    for cls, e in sorted(doc["estimates"].items()):
+        print(f"{cls}: run-to-run noise {100 * e['sigma']:.2f}% (log sd of run means, {e['df']} df, {e['runs']} runs)")
+    print(f"noise: {relpath(path)}")
+
+
+@task(name="ab", help={"a": "Side A: key=value pairs: build=ordinary|threads-halved, label=NAME (a build that changes "
+                            "nothing), test=, model= (a|b for several), or a backend setting (n_threads=1).",
+                       "b": "Side B, same syntax, e.g. build=threads-halved.",
+                       "matrix": "The matrix whose configurations both sides run (default: noise: pp64 and tg16).",
+                       "threshold": "Smallest change that matters, a fraction (default 0.05: ±5%): win/loss beyond it, "
+                                    "equivalent within it.",
+                       "budget": "Time budget in seconds (default 600).",
+                       "out": "Write the result to OUT.md and OUT.json (default: build/ab/ab).",
+                       "runs": "Folder for the A/B's run artifacts (default: build/ab/<time>/runs; not data/runs)."})
+@user_errors
+def ab_task(c, a, b, matrix="noise", threshold=0.05, budget=600.0, out="build/ab/ab", runs=""):
+    """Interleaved A/B in fresh processes (ABBA blocks) until decided: win, loss, equivalent or undecided.
+
+    Exit 2 with one line for identical sides, sides sharing no work, or a budget too short for one round."""
+    from runtime.execution import ab as ab_mod
+
+    def on_event(kind, info):
+        if kind == "run":
+            print(f"block {info['block']} {info['side']}: {info['configuration']} {info['mean']:.2f} "
+                  f"(n={info['n']}, {info['wall_s']:.1f} s)", file=sys.stderr, flush=True)
+        elif kind == "look":
+            print("look at block " + str(info["block"]) + ": " + "; ".join(
+                f"{n}: {d.verdict}" + (f" {d.ratio:.3f} [{d.low:.3f}, {d.high:.3f}]" if d.low is not None else "")
+                for n, d in info["work"]), file=sys.stderr, flush=True)
+
+    res = ab_mod.run_ab(a, b, matrix=matrix, threshold=float(threshold), budget_s=float(budget), on_event=on_event,
+                        root=Path(runs) if runs else None)
+    print(ab_mod.markdown(res), end="")
+    paths = ab_mod.write_outputs(res, Path(out))
+    print("written: " + ", ".join(str(p) for p in paths))
+
+
+ns.add_task(noise_task)
+ns.add_task(ab_task)

@@ -68,4 +68,6 @@ def define_env(env: Any) -> None:
     env.macro(lambda: history_pages.regressions_page(list(_runs())), "regressions_page")
     env.macro(lambda: history_pages.host_vs_host_page(list(_runs())), "host_vs_host_page")
     env.macro(history_pages.method_text, "history_method")
+    env.macro(history_pages.verdict_rules, "verdict_rules")
+    env.macro(history_pages.ranking_rule, "ranking_rule")
     env.variables["backends"] = sorted(backends.BACKENDS)

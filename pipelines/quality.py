@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 
 import pandas as pd
 
+from core import stats
 from core.paths import data_dir
 from core.records.base import ArtifactRecord
 from core.records.base import latest_per_key as records_latest
@@ -112,3 +113,53 @@ def scores_frame(docs: list[QualityRecord]) -> pd.DataFrame:
             "chance": summary.chance, "acc_norm": summary.acc_norm.to_dict() if summary.acc_norm else None,
         })
     return pd.DataFrame(rows)
+
+
+# -- paired comparisons on shared items ---------------------------------------------------------
+PAIRED_RULE = ("Two configurations scored on the same items are compared item by item: the exact McNemar test on the "
+               "items one passed and the other failed decides (win or loss at p < 0.05, else within noise), Newcombe's "
+               "paired score interval gives the difference's CI95, and the minimum detectable difference is the "
+               "smallest difference in pass rate this many shared items would show with 80% power at the observed "
+               "share of discordant items (never below 6 items).")
+
+
+def item_verdicts(doc: QualityRecord) -> dict[str, bool]:
+    """Item id -> passed, for one quality artifact."""
+    return {it.id: bool(it.passed) for it in as_quality(doc).items}
+
+
+def paired(a: dict[str, bool], b: dict[str, bool]) -> stats.PairedComparison | None:
+    """B against A on the items both were scored on (None when they share none)."""
+    shared = sorted(set(a) & set(b))
+    if not shared:
+        return None
+    return stats.paired_rates([a[k] for k in shared], [b[k] for k in shared])
+
+
+def paired_against_leader(docs: list[QualityRecord]) -> list[dict[str, Any]]:
+    """Per suite and prompt style: every configuration against the one with the highest pass rate
+    (the leader), paired on their shared items. One row per (suite style, configuration)."""
+    best: dict[tuple[str, str], QualityRecord] = {}
+    for d in latest_per_key([as_quality(x) for x in docs]):
+        if not d.ok or not d.items:
+            continue
+        label = f"{d.model_name} · {config_label(d.requested)}"
+        k = (suite_style(d.suite_name, d.prompt_style), label)
+        if k not in best or (d.created, d.id) > (best[k].created, best[k].id):
+            best[k] = d
+    by_suite: dict[str, list[tuple[str, QualityRecord]]] = {}
+    for (suite, label), d in best.items():
+        by_suite.setdefault(suite, []).append((label, d))
+    rows = []
+    for suite, entries in sorted(by_suite.items()):
+        if len(entries) < 2:
+            continue
+        rate_of = {label: d.passed / len(d.items) for label, d in entries}
+        leader, ld = max(entries, key=lambda e: (rate_of[e[0]], len(e[1].items), e[0]))
+        for label, d in sorted(entries, key=lambda e: (-rate_of[e[0]], e[0])):
+            if label == leader:
+                continue
+            pc = paired(item_verdicts(ld), item_verdicts(d))
+            rows.append({"suite": suite, "leader": leader, "leader_id": ld.id, "config": label, "id": d.id,
+                         "comparison": pc})
+    return rows

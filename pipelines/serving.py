@@ -47,6 +47,8 @@ def cold_warm(docs: list[RunRecord]) -> list[dict[str, Any]]:
             "fresh_server": True if fresh is None else bool(fresh),
             **{name: _summary(d, name) for name in ("startup_ms", "cold_ttft_ms", "cold_e2e_ms", "cold_total_ms",
                                                     "ttft_ms", "tpot_ms", "e2e_ms", "output_tokens", "failed_requests")},
+            # distribution-free bounds of the warm E2E percentiles, from the request records (core.stats)
+            "e2e_bounds": {q: stats.quantile_interval(d.values("e2e_ms"), q) for q in (0.95, 0.99)},
         })
     return sorted(rows, key=lambda r: (r["host"], r["model"], r["endpoint"], r["test_name"]))
 

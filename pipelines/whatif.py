@@ -19,6 +19,8 @@ and removing the stage entirely (r = 1) is Amdahl's limit ``1 / (1 − p_s)``.
 
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -225,11 +227,15 @@ class MixResult:
             s = stats.summary(unit_totals(u["run"]))
             if s.ci95_low is None or s.ci95_high is None or s.mean is None:
                 return None, None
-            half2 += (u["weight"] * (s.ci95_high - s.mean)) ** 2
+            half2 += (u["weight"] * stats.t_critical(s.n - 1) * s.stddev / math.sqrt(s.n)) ** 2
         if not self.entries:
             return None, None
         half = half2 ** 0.5
-        return self.total_ms - half, self.total_ms + half
+        if self.total_ms <= 0:
+            return None, None
+        # a time stays positive: the propagated half-width applied on the log scale (core.stats.mean_interval)
+        rel = half / self.total_ms
+        return self.total_ms * math.exp(-rel), self.total_ms * math.exp(rel)
 
     def shares(self) -> dict[str, float]:
         t = self.total_ms

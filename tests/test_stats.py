@@ -14,8 +14,11 @@ def test_summarize_known_values():
     assert s["n"] == 3 and s["mean"] == pytest.approx(12.0)
     assert s["stddev"] == pytest.approx(2.0)  # sample stddev (n-1)
     half = 4.302652729911275 * 2.0 / math.sqrt(3)  # t(0.975, 2)
-    assert s["ci95_low"] == pytest.approx(12.0 - half) and s["ci95_high"] == pytest.approx(12.0 + half)
+    # a positive quantity: Student's t half-width on the log scale (delta method), never below zero
+    assert s["ci95_low"] == pytest.approx(12.0 * math.exp(-half / 12)) and s["ci95_high"] == pytest.approx(12.0 * math.exp(half / 12))
     assert s["median"] == 12.0 and s["min"] == 10.0 and s["max"] == 14.0
+    s = stats.summarize([-1.0, 1.0, 3.0])  # a quantity that can be negative keeps the symmetric interval
+    assert s["ci95_low"] == pytest.approx(1.0 - half) and s["ci95_high"] == pytest.approx(1.0 + half)
 
 
 def test_single_sample_has_no_interval():

@@ -67,6 +67,8 @@ OBSERVED_EFFECTIVE = frozenset({
 # Build fields that identify the software that measured (the "backend build").
 BUILD_IDENTITY = ("backend_version", "llama_cpp_commit", "server", "server_package", "server_version", "server_commit",
                   "server_build_number", "libraries", "label")
+# Metrics that are shares (0 to 1): their interval is capped at 1 as well as kept above 0.
+SHARE_UPPER = {"draft_acceptance": 1.0, "pass_rate": 1.0}
 # Test fields that do not change the work: only how many times it is repeated (a fixed count, or
 # the precision target that decides it).
 TEST_SAMPLE_SIZE = frozenset({"repetitions", "precision"})
@@ -507,8 +509,15 @@ class RunRecord(ArtifactRecord):
     # measurements
     @property
     def summary(self) -> dict[str, Summary]:
-        """Every metric's statistic (read-only)."""
-        return self._cached("summary", lambda: {k: Summary.from_dict(v) for k, v in self.doc["summary"].items()})
+        """Every metric's statistic (read-only), with each CI95 of a mean recomputed so that it stays
+        in the quantity's domain (core.stats.in_domain: a time or rate never gets a negative bound,
+        fewer than 3 samples get no interval and ``ci95_why`` says so); the file is never rewritten."""
+        def read() -> dict[str, Summary]:
+            from core import stats
+
+            return {k: Summary.from_dict(stats.in_domain(v, upper=SHARE_UPPER.get(k)) if isinstance(v, dict) and "n" in v
+                                         else v) for k, v in self.doc["summary"].items()}
+        return self._cached("summary", read)
 
     def stat(self, metric: str) -> Summary | None:
         """The statistic of one metric (n, mean, stddev, ci95_low, ci95_high, ...), None when not summarised."""

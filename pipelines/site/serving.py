@@ -10,6 +10,7 @@ from typing import Any
 import altair as alt
 import pandas as pd
 
+from core import stats
 from core.metrics import METRICS
 from core.records.run import RunRecord
 from core.summary import Summary
@@ -60,12 +61,26 @@ def warm_table(rows: list[dict[str, Any]]) -> str:
     out = []
     for r in rows:
         e2e = r["e2e_ms"]
+        bounds = r.get("e2e_bounds") or {}
         out.append(_who(r) + [_mean(r["ttft_ms"]), _mean(r["tpot_ms"], 2), _mean(e2e),
-                              num(e2e.median, 1) if e2e else "—", num(e2e.p95, 1) if e2e else "—",
-                              num(e2e.p99, 1) if e2e else "—", num(e2e.n, 0) if e2e else "0",
+                              num(e2e.median, 1) if e2e else "—",
+                              _quantile(e2e.p95, bounds.get(0.95)) if e2e else "—",
+                              _quantile(e2e.p99, bounds.get(0.99)) if e2e else "—", num(e2e.n, 0) if e2e else "0",
                               num(int(r["failed_requests"].mean), 0) if r["failed_requests"] else "0",
                               link(r["id"], run_link(r["id"]))])
     return table(headers, out, ["l", "l", "l"] + ["r"] * 8 + ["l"])
+
+
+def _quantile(value: float | None, b: Any, decimals: int = 1) -> str:
+    """A percentile with its distribution-free one-sided 95% upper bound, or how many samples that bound needs."""
+    if value is None:
+        return "—"
+    if b is None:
+        return num(value, decimals)
+    if b.upper is not None:
+        return f"{num(value, decimals)}<br><small>≤ {num(b.upper, decimals)} (95%)</small>"
+    need = stats.quantile_samples_needed(b.q, 0.95, two_sided=False)
+    return f"{num(value, decimals)}<br><small>no bound: needs {need} requests</small>"
 
 
 def _pct(d: dict[str, Any], key: str, decimals: int = 1) -> str:
@@ -163,7 +178,9 @@ def serving_page(docs: list[RunRecord]) -> str:
     if cw:
         out += ["A cold start is the server process started from nothing: startup → healthy, then the first request "
                 "it answers (TTFT and full). Warm figures are over the timed requests after warm-up, on the last "
-                "started server. Means ± sample stddev over cold starts; E2E percentiles over warm requests.", "",
+                "started server. Means ± sample stddev over cold starts; E2E percentiles over warm requests, each with its "
+                "distribution-free 95% upper bound (an order statistic: the true percentile lies below it with at "
+                "least 95% confidence whatever the distribution), or how many requests such a bound needs.", "",
                 "### Cold start", "", cold_table(cw), "", "### Warm steady state", "", warm_table(cw), ""]
     else:
         out += ["No successful `serve` run yet.", ""]
