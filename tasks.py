@@ -461,6 +461,8 @@ def quality_run(c, matrix="quality", force=False, retry_failed=False, accept_san
             return
         style = f" · {info['prompt_style']}" if info.get("prompt_style") not in (None, "chat") else ""
         prefix = f"[{info['index']}/{info['total']}] {info['model']} · {info['suite']}{style} ({info['items']} items)"
+        if info.get("backend") not in (None, "llama_cpp"):
+            prefix += f" · {info['backend']}"
         if info.get("swept"):
             prefix += " · " + ", ".join(f"{k}={v}" for k, v in info["swept"].items())
         if kind == "skip":

@@ -35,6 +35,7 @@ from core.kinds.request import RequestWorkload
 from core.kinds.serve import ServeTest
 from core.kinds.base import TestSpec
 from core.kinds.chat import ChatTest
+from core.kinds.agent import AgentLoopTest
 from runtime.backends.base import Backend, TestResult, UnsupportedTest
 from runtime.backends.openai_http import client as http
 from runtime.backends.openai_http import llama_server
@@ -60,8 +61,9 @@ def physical_cores() -> int:
 class OpenAIHttpBackend(Backend):
     name = "openai_http"
     settings_class = OpenAIHttpSettings
-    test_kinds = ("chat", "serve", "concurrency")
+    test_kinds = ("chat", "serve", "concurrency", "agent_loop")
     in_process = False
+    prompt_styles = ("chat", "completion")  # completion: /v1/completions (openai_http/completions.py)
 
     def __init__(self, model, settings: OpenAIHttpSettings):
         super().__init__(model, settings)
@@ -212,7 +214,7 @@ class OpenAIHttpBackend(Backend):
 
     # -- Backend interface ----------------------------------------------------------------
     def load(self, test: TestSpec | None = None) -> dict[str, Any]:
-        if test is not None and not isinstance(test, (ChatTest, RequestWorkload)):
+        if test is not None and not isinstance(test, (ChatTest, RequestWorkload, AgentLoopTest)):
             raise UnsupportedTest(f"backend openai_http cannot run tests of kind {test.kind!r}")
         self._resolve_server()
         try:
@@ -278,6 +280,8 @@ class OpenAIHttpBackend(Backend):
             return self._run_concurrency(test)
         if isinstance(test, (ChatTest, RequestWorkload)):
             return self._run_chat(test)
+        if isinstance(test, AgentLoopTest):
+            return self._run_agent_loop(test)
         raise UnsupportedTest(f"backend openai_http cannot run tests of kind {test.kind!r}")
 
     # -- requests -------------------------------------------------------------------------
@@ -528,6 +532,35 @@ class OpenAIHttpBackend(Backend):
         elif self.command:
             build["server"] = " ".join(self.command[:3])
         return {"build": build, "model": {"served_models": self.served_models} if self.served_models else {}}
+
+    # -- agent loops under injected tool faults (agents/loop.py) -------------------------
+    def _run_agent_loop(self, test: AgentLoopTest) -> TestResult:
+        from core.kinds import agent as agent_kind
+        from runtime.backends.openai_http.agents import loop
+
+        ep = loop.Endpoint(url=self._url(), model=self.api_model, client=lambda: self._client(1),
+                           stream_chat=http.stream_chat, policy=self._policy(), alive=self._alive, seed=self.settings.seed)
+        episodes, facts = loop.run(ep, test)
+        result = TestResult(metrics={**agent_kind.metrics(episodes), **self._startup_metric()},
+                            samples={"episodes": episodes},
+                            details=self._details(test, agent=loop.details(test, episodes, facts)))
+        turns = [t["model"] for e in episodes for t in e["turns"]]
+        if self.server is not None and not self.server.alive():
+            raise ServingFailed(f"the server was lost during the agent loops ({self.server.exit_description()})", result)
+        if turns and not any(t["ok"] for t in turns):
+            reasons = sorted({(t.get("error") or {}).get("reason", "?") for t in turns})
+            raise ServingFailed(f"none of the {len(turns)} model turns succeeded ({', '.join(reasons)})", result)
+        return result
+
+    # -- quality prompt styles ------------------------------------------------------------
+    def complete(self, prompt: str, *, max_tokens: int, stop: list[str], temperature: float = 0.0,
+                 seed: int = 0) -> dict[str, Any]:
+        from runtime.backends.openai_http import completions
+
+        s = self.settings
+        return completions.complete(self.base_url, self.api_model, prompt, max_tokens=max_tokens, stop=stop,
+                                    temperature=temperature, seed=seed, connect_timeout_s=s.connect_timeout_s,
+                                    request_timeout_s=s.request_timeout_s, api_key=self._api_key())
 
     def close(self) -> None:
         if self.server is not None:
