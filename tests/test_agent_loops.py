@@ -80,6 +80,10 @@ def test_matrix_stats_from_episodes():
     hop = comp["p0"]["tool_attempt_ms"]
     assert hop["ratio"] == pytest.approx(1.25 / 0.1) and hop["verdict"] == "loss"  # slower: a loss for latency
     assert set(m["pooled"]) == {"internal", "external"}
+    # pooled over profiles, an episode is paired with the same task of the same profile
+    both = eps + [_ep("p1", "external", "lookup", 0, False, 410.0, [(250.0, "timeout")], failures=1)]
+    over = agent_kind.matrix_stats(both, ["p0", "p1"])["overall"]["success"]
+    assert (over["pairs"], over["internal_only"], over["external_only"]) == (7, 2, 0)
     metrics = agent_kind.metrics(eps)
     assert len(metrics["agent_success"]) == 13 and sum(metrics["agent_success"]) == 6
     assert len(metrics["agent_tool_ms"]) == 14

@@ -121,7 +121,7 @@ def test_parity_section_answers_first_and_escapes_outputs():
     hostile = dict(REF, q1=("<script>alert(1)</script>{{ x }}", False))
     md = parity_pages.parity_section([_doc("llama_cpp", None, REF), _doc("openai_http", "llama-server", hostile)])
     first = md.splitlines()[0]
-    assert first.startswith("- **llama-server") and "3 of 4 identical" in first and "1 passed only in process" in first
+    assert first.startswith("- **llama-server") and "3 of 4 identical" in first and "1 passed only through llama.cpp in process" in first
     assert "McNemar p = 1.000: within noise" in first
     assert "<script>" not in md and "&lt;script&gt;" in md and "{{" not in md
     assert "the outputs part at character 0" in md

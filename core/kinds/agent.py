@@ -138,9 +138,14 @@ def cell_stats(episodes: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+def _pair_key(e: dict[str, Any]) -> tuple[str, str, int]:
+    return e["profile"], e["scenario"], e["episode"]
+
+
 def _pairs(internal: list[dict[str, Any]], external: list[dict[str, Any]]) -> list[tuple[dict, dict]]:
-    ext = {(e["scenario"], e["episode"]): e for e in external}
-    return [(e, ext[(e["scenario"], e["episode"])]) for e in internal if (e["scenario"], e["episode"]) in ext]
+    """The same task (profile, scenario, episode) in both placements."""
+    ext = {_pair_key(e): e for e in external}
+    return [(e, ext[_pair_key(e)]) for e in internal if _pair_key(e) in ext]
 
 
 def placement_comparison(internal: list[dict[str, Any]], external: list[dict[str, Any]]) -> dict[str, Any]:

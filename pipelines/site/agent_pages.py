@@ -98,6 +98,11 @@ def _success_table(run: agents_mod.AgentRun) -> str:
         rows.append([code(prof), cell(agents_mod.fault_label(run.profiles.get(prof))), _rate(ci), _rate(ce),
                      _success_delta((comps.get(prof) or {}).get("success")),
                      _mean((ci or {}).get("steps"), 2), _mean((ce or {}).get("steps"), 2)])
+    pooled, overall = run.stats["pooled"], run.stats.get("overall") or {}
+    if len(run.stats["profiles"]) > 1 and pooled:
+        ci, ce = pooled.get("internal"), pooled.get("external")
+        rows.append(["**all profiles**", "pooled", _rate(ci), _rate(ce), _success_delta(overall.get("success")),
+                     _mean((ci or {}).get("steps"), 2), _mean((ce or {}).get("steps"), 2)])
     return table(["profile", "faults", "internal success", "external success", "external − internal",
                   "steps to answer (int)", "steps to answer (ext)"], rows, ["l", "l", "r", "r", "r", "r", "r"])
 
@@ -111,6 +116,14 @@ def _latency_table(run: agents_mod.AgentRun) -> str:
         rows.append([code(prof), _mean(ci.get("loop_ms"), 0), _mean(ce.get("loop_ms"), 0), _ratio(comp.get("loop_ms")),
                      _mean(ci.get("tool_attempt_ms"), 2), _mean(ce.get("tool_attempt_ms"), 2),
                      _ratio(comp.get("tool_attempt_ms")), _mean(ci.get("retries"), 2), _mean(ce.get("retries"), 2),
+                     f"{_pct(ci.get('tool_error_rate'))} / {_pct(ce.get('tool_error_rate'))}"])
+    pooled, overall = run.stats["pooled"], run.stats.get("overall") or {}
+    if len(run.stats["profiles"]) > 1 and pooled:
+        ci, ce = pooled.get("internal") or {}, pooled.get("external") or {}
+        rows.append(["**all profiles**", _mean(ci.get("loop_ms"), 0), _mean(ce.get("loop_ms"), 0),
+                     _ratio(overall.get("loop_ms")), _mean(ci.get("tool_attempt_ms"), 2),
+                     _mean(ce.get("tool_attempt_ms"), 2), _ratio(overall.get("tool_attempt_ms")),
+                     _mean(ci.get("retries"), 2), _mean(ce.get("retries"), 2),
                      f"{_pct(ci.get('tool_error_rate'))} / {_pct(ce.get('tool_error_rate'))}"])
     return table(["profile", "episode ms (int)", "episode ms (ext)", "ext/int episode", "tool call ms (int)",
                   "tool call ms (ext)", "ext/int tool call", "retries/episode (int)", "retries/episode (ext)",
@@ -145,14 +158,16 @@ def _examples(run: agents_mod.AgentRun, n: int = 3) -> list[str]:
             picked.append(e)
     out = []
     for e in picked:
-        lines = [f"{e['task']}  [expected {e['expected']!r}; {e['profile']}, {e['placement']}]"]
-        for t in e["turns"]:
-            m = t["model"]
-            lines.append(f"model ({num(m['e2e_ms'], 0)} ms): {m['text'] if m['ok'] else (m.get('error') or {}).get('message')}")
+        lines = [f"{e.get('task')}  [expected {e.get('expected')!r}; {e['profile']}, {e['placement']}]"]
+        for t in e.get("turns") or []:
+            m = t.get("model") or {}
+            said = m.get("text") if m.get("ok") else (m.get("error") or {}).get("message")
+            lines.append(f"model ({num(m.get('e2e_ms'), 0)} ms): {said}")
             tool = t.get("tool")
             if tool:
-                att = ", ".join(f"{a['error'] or 'ok'} {a['ms']:.1f} ms" for a in tool["attempts"])
-                lines.append(f"  tool {tool['name']}: {json_short(tool['result']) if tool['ok'] else tool['error']} [{att}]")
+                att = ", ".join(f"{a.get('error') or 'ok'} {a.get('ms', 0):.1f} ms" for a in tool.get("attempts") or [])
+                said = json_short(tool.get("result")) if tool.get("ok") else tool.get("error")
+                lines.append(f"  tool {tool.get('name')}: {said} [{att}]")
         lines.append(f"-> {'success' if e['success'] else 'failure'} ({e['end_reason']}, {e['steps']} steps, {e['loop_ms']:.0f} ms)")
         out.append(pre("\n".join(lines)))
     return out

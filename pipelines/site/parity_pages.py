@@ -45,7 +45,7 @@ def _sentence(o: parity_mod.Overall) -> str:
     same = "identical" if o.identical_output == o.n else f"{o.identical_output} of {o.n} identical"
     lo, hi = o.delta_ci
     verdicts = ("the same verdict on every item" if o.same_verdict == o.n else
-                f"different verdicts on {o.n - o.same_verdict} items ({o.b} passed only in process, "
+                f"different verdicts on {o.n - o.same_verdict} items ({o.b} passed only through {o.reference}, "
                 f"{o.c} only through {o.other})")
     return (f"**{cell(o.other)}** against {cell(o.reference)} on {o.n} items of {o.suites} suite samples: "
             f"outputs {same}; {verdicts}; pass rate {_pct(o.ref_passed / o.n)} → {_pct(o.other_passed / o.n)} "
