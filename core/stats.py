@@ -332,3 +332,44 @@ def wilson_interval(passed: int, n: int, confidence: float = 0.95) -> tuple[floa
     centre = (p + z * z / (2 * n)) / denom
     half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
     return max(0.0, centre - half), min(1.0, centre + half)
+
+
+# -- paired pass/fail outcomes (quality parity between backends) ------------------------------
+def mcnemar_exact(b: int, c: int) -> float | None:
+    """Two-sided exact McNemar p-value for paired pass/fail outcomes: ``b`` items passed by A
+    only, ``c`` by B only. Under "no difference" each discordant item is a fair coin, so the
+    p-value is the two-sided binomial tail of min(b, c) in b + c trials at 1/2 (capped at 1).
+    None when there is no discordant item (nothing to test: the two agree on every verdict)."""
+    if b < 0 or c < 0:
+        raise ValueError("discordant counts must be >= 0")
+    n = b + c
+    if n == 0:
+        return None
+    k = min(b, c)
+    tail = sum(math.comb(n, i) for i in range(k + 1)) / 2 ** n
+    return min(1.0, 2 * tail)
+
+
+def paired_difference_ci(b: int, c: int, n: int, confidence: float = 0.95) -> tuple[float | None, float | None]:
+    """CI of the difference of two paired pass rates, (c - b) / n (B's rate minus A's), by
+    Agresti & Min (2005): the Wald interval after adding 1/2 to each of the four cells of the
+    paired table, which keeps its coverage near nominal at small n and at 0 discordant items."""
+    if n <= 0:
+        return None, None
+    z = float(_sp.ndtri(0.5 + confidence / 2))
+    bb, cc, nn = b + 0.5, c + 0.5, n + 2.0
+    d = (cc - bb) / nn
+    var = ((bb + cc) - (cc - bb) ** 2 / nn) / nn ** 2
+    half = z * math.sqrt(max(var, 0.0))
+    return max(-1.0, d - half), min(1.0, d + half)
+
+
+def paired_verdict(b: int, c: int, alpha: float = 0.05) -> str:
+    """B against A on paired pass/fail items: "win" (B passes significantly more, exact McNemar
+    p < alpha), "loss", "within noise", or "identical verdicts" when no item is discordant."""
+    p = mcnemar_exact(b, c)
+    if p is None:
+        return "identical verdicts"
+    if p >= alpha:
+        return "within noise"
+    return "win" if c > b else "loss"
