@@ -89,6 +89,39 @@ def test_matrix_stats_from_episodes():
     assert len(metrics["agent_tool_ms"]) == 14
 
 
+def test_episodes_are_typed_and_a_bad_record_is_refused():
+    """The kind's samples model types every episode (the statistics read attributes); a record the
+    controller could not have written (no success verdict) is refused, not read as a failure."""
+    from pydantic import ValidationError
+
+    typed = agent_kind.episodes_of([_ep("p0", "internal", "lookup", 0, True, 10.0, [(0.5, None), (0.25, "timeout")])])
+    e = typed[0]
+    assert isinstance(e, agent_kind.Episode) and e.success and [a.ms for a in e.attempts()] == [0.5, 0.25]
+    assert e.turns[0].tool.attempts[1].error == "timeout" and e.injected.timeout == 1
+    samples = agent_kind.AgentSamples.model_validate({"episodes": [_ep("p0", "external", "add", 1, False, 9.0)]})
+    assert agent_kind.KIND.values(samples, "agent_success") == [0.0]
+    assert agent_kind.KIND.values(samples, "agent_loop_ms") == [9.0]
+    bad = _ep("p0", "internal", "lookup", 0, True, 10.0)
+    del bad["success"]
+    with pytest.raises(ValidationError):
+        agent_kind.episodes_of([bad])
+
+
+def test_headline_answers_per_task_first():
+    from pipelines import agents
+    from pipelines.site import agent_pages
+
+    eps = agent_kind.episodes_of(
+        [_ep("p0", pl, "lookup", i, i < 3, 100.0, [(0.2, None)]) for pl in ("internal", "external") for i in range(4)]
+        + [_ep("p0", pl, "add", i, False, 80.0, steps=1) for pl in ("internal", "external") for i in range(2)])
+    run = agents.AgentRun(None, eps, agent_kind.matrix_stats(eps, ["p0"]), {})
+    text = agent_pages.headline(run)
+    assert text.startswith("Success internal 50% of 6 episodes, external 50% of 6 episodes.")
+    assert "By task: lookup 75%, add 0% (every profile and placement pooled)." in text
+    assert "Success is identical in both placements on every episode pair." in text
+    assert "The model made 8 tool call attempts in 20 turns." in text
+
+
 # -- the tools and the fault injector ------------------------------------------------------------
 def test_store_and_tasks_are_fixed_by_the_seed():
     assert tools.store(0) == tools.store(0) and tools.store(0) != tools.store(1)

@@ -83,6 +83,12 @@ def headline(run: agents_mod.AgentRun) -> str:
         text += (" Success is identical in both placements on every episode pair." if s["p_value"] is None
                  else f" Success external − internal {100 * s['delta']:+.0f} pp (exact McNemar p = {s['p_value']:.3f}, "
                       f"{s['verdict']}).")
+    by_task: dict[str, list[bool]] = {}
+    for e in run.episodes:
+        by_task.setdefault(e.scenario, []).append(e.success)
+    if len(by_task) > 1:
+        text += " By task: " + ", ".join(f"{k} {_pct(sum(v) / len(v))}" for k, v in by_task.items()) + \
+                " (every profile and placement pooled)."
     calls = sum(c["tool_calls"] for c in pooled.values())
     steps = sum(e.steps for e in run.episodes)
     text += (f" The model made {calls} tool call attempts in {steps} turns"
