@@ -457,6 +457,7 @@ def quality_run(c, matrix="quality", force=False, retry_failed=False, accept_san
     """Generate and score a quality matrix; each (model, settings, suite) becomes one artifact in data/quality/."""
     from rich.console import Console
 
+    from runtime import backends
     from runtime.quality import suite_runner as runner
 
     _ensure_ifbench(c)
@@ -472,6 +473,8 @@ def quality_run(c, matrix="quality", force=False, retry_failed=False, accept_san
             return
         style = f" · {info['prompt_style']}" if info.get("prompt_style") not in (None, "chat") else ""
         prefix = f"[{info['index']}/{info['total']}] {info['model']} · {info['suite']}{style} ({info['items']} items)"
+        if info.get("backend") not in (None, backends.DEFAULT):
+            prefix += f" · {info['backend']}"
         if info.get("swept"):
             prefix += " · " + ", ".join(f"{k}={v}" for k, v in info["swept"].items())
         if kind == "skip":

@@ -141,6 +141,32 @@ register_metric(Metric(
 
 
 
+# -- Agent loops under injected tool faults (agent_loop tests; per profile on the Agent loops page) --
+register_metric(Metric(
+    "agent_success", "Agent success rate", "%", True, "share of episodes",
+    "Agent loops: share of episodes whose final answer equals the task's expected value (one sample per "
+    "episode, 1 or 0); the page gives it per fault profile and placement with the Wilson CI95.",
+    3))
+register_metric(Metric(
+    "agent_steps", "Steps to convergence", "steps", False, "mean over successful episodes",
+    "Agent loops: model turns a successful episode took to its answer (a perfect agent: tool calls + 1).",
+    2))
+register_metric(Metric(
+    "agent_loop_ms", "Episode latency", "ms", False, "mean over episodes",
+    "Agent loops: one episode from its first model request to its end (model turns, tool calls with "
+    "retries and timeouts, controller work).",
+    1))
+register_metric(Metric(
+    "agent_tool_ms", "Tool call latency", "ms", False, "mean over tool call attempts",
+    "Agent loops: one tool call attempt as the controller saw it (an in-process call, or the HTTP round "
+    "trip to the tool service), ended at the profile's timeout.",
+    3))
+register_metric(Metric(
+    "agent_retries", "Tool retries", "retries", False, "mean over episodes",
+    "Agent loops: tool call attempts beyond the first per tool action, summed over an episode.",
+    2))
+
+
 # -- Optimization tracks (generate tests: speculative decoding, MoE expert reduction) --------
 register_metric(Metric(
     "generation_tps", "Generation rate", "t/s", True, "mean of per-repetition rates",

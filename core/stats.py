@@ -712,3 +712,29 @@ def ab_decide(block_diffs: Sequence[float], threshold: float, higher_is_better: 
         tp = t_critical(kp - 1, conf) + float(_sp.stdtrit(kp - 1, power))
         mde = math.exp(math.log(1.0 + threshold) + tp * sd / math.sqrt(kp)) - 1.0
     return ABDecision(verdict, ratio, lo, hi, k, conf, threshold, mde)
+
+
+# -- paired pass/fail outcomes (quality parity between backends; the exact test: mcnemar_exact) ---
+def paired_difference_ci(b: int, c: int, n: int, confidence: float = 0.95) -> tuple[float | None, float | None]:
+    """CI of the difference of two paired pass rates, (c - b) / n (B's rate minus A's), by
+    Agresti & Min (2005): the Wald interval after adding 1/2 to each of the four cells of the
+    paired table, which keeps its coverage near nominal at small n and at 0 discordant items."""
+    if n <= 0:
+        return None, None
+    z = float(_sp.ndtri(0.5 + confidence / 2))
+    bb, cc, nn = b + 0.5, c + 0.5, n + 2.0
+    d = (cc - bb) / nn
+    var = ((bb + cc) - (cc - bb) ** 2 / nn) / nn ** 2
+    half = z * math.sqrt(max(var, 0.0))
+    return max(-1.0, d - half), min(1.0, d + half)
+
+
+def paired_verdict(b: int, c: int, alpha: float = 0.05) -> str:
+    """B against A on paired pass/fail items: "win" (B passes significantly more, exact McNemar
+    p < alpha), "loss", "within noise", or "identical verdicts" when no item is discordant."""
+    if b + c == 0:
+        return "identical verdicts"
+    p = mcnemar_exact(b, c)
+    if p >= alpha:
+        return "within noise"
+    return "win" if c > b else "loss"

@@ -17,6 +17,8 @@ from pipelines import dataset
 from pipelines.runs import load_runs
 from pipelines.site import browser, manual, open_data, pages, per_host, split_pages  # noqa: F401 - split_pages registers
 from pipelines.site import quality_pages
+from pipelines.site import parity_pages
+from pipelines.site import agent_pages
 from pipelines import roofline
 from pipelines import projections
 from pipelines.site import planning
@@ -55,6 +57,8 @@ def define_env(env: Any) -> None:
     env.macro(lambda: per_host.render("hosts"), "hosts_page")
     env.macro(quality_pages.quality_page_from_data, "quality_scores")
     env.macro(quality_pages.ladder_from_data, "quantization_ladder")
+    env.macro(parity_pages.parity_from_data, "quality_parity")
+    env.macro(agent_pages.agents_from_data, "agents_page")
     env.macro(lambda: quality_pages.scorers_table(list(scorers.SCORERS.values())), "quality_scorers")
     env.macro(lambda: quality_pages.sandbox_layers(sandbox.isolation_layers()), "sandbox_layers")
     env.macro(lambda: per_host.render("roles"), "roles_page")

@@ -38,6 +38,15 @@ SPEED_ONLY_SETTINGS = frozenset({
 })
 
 
+# Settings of how an HTTP backend talks to its server (timeouts, retries, health path, SLOs):
+# they decide whether a request succeeds in time, never what the model writes.
+TRANSPORT_SETTINGS = frozenset({
+    "host", "port", "health_path", "api_key_env", "api_model", "server_label", "include_usage", "connect_timeout_s",
+    "read_timeout_s", "request_timeout_s", "retries", "retry_backoff_s", "startup_timeout_s", "stop_timeout_s",
+    "slo_ttft_ms", "slo_tpot_ms", "slo_attainment", "logits_all", "server_binary",
+})
+
+
 def quality_root() -> Path:
     return data_dir() / "quality"
 
@@ -59,7 +68,7 @@ def output_settings(settings: dict[str, Any]) -> dict[str, Any]:
     speculative decoding)."""
     inert = {k for (key, val), keys in INERT_WHEN.items() if settings.get(key, val) == val for k in keys}
     return {k: v for k, v in sorted(settings.items())
-            if k not in SPEED_ONLY_SETTINGS and k not in inert and v not in (None, {}, [])
+            if k not in SPEED_ONLY_SETTINGS and k not in TRANSPORT_SETTINGS and k not in inert and v not in (None, {}, [])
             and not (k in NEUTRAL and v == NEUTRAL[k])}
 
 
@@ -106,7 +115,8 @@ def scores_frame(docs: list[QualityRecord]) -> pd.DataFrame:
             "suite_version": d.suite.version, "category": d.suite.category,
             "n_in_suite": d.suite.n_items_in_suite, "settings": d.requested,
             "config": config_identity(d.backend, d.model_sha256, d.requested),
-            "config_label": config_label(d.requested), "generation": d.generation,
+            "config_label": (f"{d.backend}: {config_label(d.requested)}" if d.server else config_label(d.requested)),
+            "generation": d.generation,
             **r, "degenerate": degenerate, "degenerate_rate": degenerate / len(items) if items else None,
             "by_tag": {t: rate(v.passed, v.n) for t, v in summary.by_tag.items()},
             "prompt_style": d.prompt_style, "suite_style": suite_style(d.suite.name, d.prompt_style),

@@ -165,6 +165,14 @@ def artifact_path(doc: dict[str, Any], root: Path | None = None) -> Path:
     return root / doc["host"]["id"] / hostinfo.slug(doc["model"]["name"]) / f"{name}--{doc['key'][:16]}-{stamp}.json"
 
 
+def engine_label(backend: str, settings: Any) -> str:
+    """How a configuration reaches the model, for progress lines: the backend, and the server it starts."""
+    server = getattr(settings, "server", None)
+    if getattr(settings, "base_url", None):  # a server given by URL (an HTTP backend's settings)
+        return f"{backend} ({settings.base_url})"
+    return f"{backend} ({server})" if server else backend
+
+
 QualityReport = runner.MatrixReport  # the same record: measured, skipped, failed
 
 
@@ -207,6 +215,7 @@ def run_quality_matrix(name_or_path: str, *, force: bool = False, retry_failed: 
             yield runner.Scenario(key=key, root=root or quality_dir(), module="runtime.execution.worker", job=job,
                                   timeout_s=cfg.timeout_s,
                                   label={"index": i, "total": len(m.configurations), "model": cfg.model,
+                                         "backend": engine_label(cfg.backend, settings),
                                          "suite": cfg.suite.name, "prompt_style": cfg.prompt_style,
                                          "items": len(cfg.items), "swept": cfg.swept},
                                   build=build, path=lambda doc: artifact_path(doc, root))

@@ -43,6 +43,7 @@ from core.kinds.chat import ChatTest
 from core.errors import ConfigError, ModelError
 from runtime.backends.base import Backend, TestResult, UnsupportedTest, runs
 from runtime.backends.openai_http import NAME
+from core.kinds.agent import AgentLoopTest
 from runtime.backends.openai_http import client as http
 from runtime.backends.openai_http import detect
 from runtime.backends.openai_http import llama_server
@@ -69,10 +70,11 @@ def physical_cores() -> int:
 class OpenAIHttpBackend(Backend):
     name = NAME
     settings_class = OpenAIHttpSettings
-    test_kinds = ("chat", "serve", "concurrency")
+    test_kinds = ("chat", "serve", "concurrency", "agent_loop")
     in_process = False
     model_kinds = ("file", "endpoint")
     servers = ("llama-server", "llama_cpp.server")  # started by the run; any OpenAI-compatible server by URL
+    prompt_styles = ("chat", "completion")  # completion: /v1/completions (openai_http/completions.py)
 
     def __init__(self, model, settings: OpenAIHttpSettings):
         super().__init__(model, settings)
@@ -325,7 +327,6 @@ class OpenAIHttpBackend(Backend):
     def _slo(self) -> servingstats.Slo:
         s = self.settings
         return servingstats.Slo(s.slo_ttft_ms, s.slo_tpot_ms, s.slo_attainment)
-
 
     # -- requests -------------------------------------------------------------------------
     def _body(self, test: ChatTest | RequestWorkload, i: int) -> dict[str, Any]:
@@ -601,6 +602,36 @@ class OpenAIHttpBackend(Backend):
             return detect.probe(self.base_url, self.api_model, api_key=self._api_key(), timeout_s=timeout)
         except (detect.Unreachable, detect.NotServed):
             return None
+
+    # -- agent loops under injected tool faults (agents/loop.py) -------------------------
+    @runs("agent_loop")
+    def _run_agent_loop(self, test: AgentLoopTest) -> TestResult:
+        from core.kinds import agent as agent_kind
+        from runtime.backends.openai_http.agents import loop
+
+        ep = loop.Endpoint(url=self._url(), model=self.api_model, client=lambda: self._client(1),
+                           stream_chat=http.stream_chat, policy=self._policy(), alive=self._alive, seed=self.settings.seed)
+        episodes, facts = loop.run(ep, test)
+        result = TestResult(metrics={**agent_kind.metrics(episodes), **self._startup_metric()},
+                            samples={"episodes": episodes},
+                            details=self._details(test, agent=loop.details(test, episodes, facts)))
+        turns = [t["model"] for e in episodes for t in e["turns"]]
+        if self.server is not None and not self.server.alive():
+            raise ServingFailed(f"the server was lost during the agent loops ({self.server.exit_description()})", result)
+        if turns and not any(t["ok"] for t in turns):
+            reasons = sorted({(t.get("error") or {}).get("reason", "?") for t in turns})
+            raise ServingFailed(f"none of the {len(turns)} model turns succeeded ({', '.join(reasons)})", result)
+        return result
+
+    # -- quality prompt styles ------------------------------------------------------------
+    def complete(self, prompt: str, *, max_tokens: int, stop: list[str], temperature: float = 0.0,
+                 seed: int = 0) -> dict[str, Any]:
+        from runtime.backends.openai_http import completions
+
+        s = self.settings
+        return completions.complete(self.base_url, self.api_model, prompt, max_tokens=max_tokens, stop=stop,
+                                    temperature=temperature, seed=seed, connect_timeout_s=s.connect_timeout_s,
+                                    request_timeout_s=s.request_timeout_s, api_key=self._api_key())
 
     def close(self) -> None:
         if self.server is not None:

@@ -108,14 +108,18 @@ def extra_bufts(binary: Path | str) -> tuple[list[str], dict[str, Any]]:
 
 
 def chat_template(chat_format: str | None) -> list[str]:
-    """``--chat-template NAME`` for a llama-cpp-python chat_format (none: the GGUF's own template)."""
+    """``--no-jinja --chat-template NAME`` for a llama-cpp-python chat_format (none: the GGUF's own
+    template). ``--no-jinja`` first: this llama-server has Jinja on by default, and with Jinja on
+    ``--chat-template`` takes template *text*, so ``--chat-template gemma`` rendered every
+    conversation as the literal prompt "gemma" (found by the backend parity run: every chat
+    answer was the same whatever was asked). Built-in names are read only with Jinja off."""
     if not chat_format:
         return []
     name = CHAT_TEMPLATES.get(chat_format)
     if name is None:
         raise BackendError(f"chat_format {chat_format!r} has no llama-server template here "
                            f"(known: {', '.join(sorted(CHAT_TEMPLATES))})", field="chat_format")
-    return ["--chat-template", name]
+    return ["--no-jinja", "--chat-template", name]
 
 
 def log_facts(text: str) -> dict[str, Any]:
