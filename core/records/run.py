@@ -308,6 +308,26 @@ class RunRecord(Mapping):
         return self.doc["test"]["kind"]
 
     @property
+    def test_spec(self) -> Any:
+        """The test as its kind's spec (core.kinds.parse_test); None when the kind is not registered
+        here or the stored test no longer parses."""
+        if "spec" not in self._cache:
+            from core.kinds import parse_test
+
+            raw = {k: v for k, v in self.doc["test"].items() if k != "name"}
+            try:
+                self._cache["spec"] = parse_test(raw)
+            except Exception:  # a kind of another version: the reader falls back to the raw dict
+                self._cache["spec"] = None
+        return self._cache["spec"]
+
+    @property
+    def endpoint(self) -> str:
+        """How a run reached the model: the server's label (details.endpoint), else the build's."""
+        return str((self.doc.get("details") or {}).get("endpoint") or self.doc["settings"]["effective"].get("endpoint")
+                   or self.server or self.backend)
+
+    @property
     def test_definition(self) -> dict[str, Any]:
         """Every parameter of the test except the repetition count."""
         return {k: v for k, v in self.doc["test"].items() if k not in TEST_SAMPLE_SIZE}

@@ -11,6 +11,7 @@ from pipelines.site import optimization as optimization_pages
 from pipelines.site import pages, quality_pages
 from pipelines.site import serving as serving_pages
 from pipelines.site.per_host import SplitPage, register
+from core.records.run import as_record
 
 
 def _hosts(runs: list[Any], host: str | None) -> str:
@@ -32,7 +33,8 @@ register(SplitPage("leaderboard", "Leaderboard", "measured results", lambda r: r
 register(SplitPage("hosts", "Hosts", "runs", lambda r: True, _hosts, fingerprints=True))
 register(SplitPage("optimization", "Optimization tracks", "sweep runs", lambda r: bool(r["matrix"].get("sweep")),
                    lambda runs, host: optimization_pages.optimization_page(runs)))
-register(SplitPage("serving", "Serving", "serving runs", lambda r: r["test"]["kind"] in ("serve", "concurrency"),
+SERVING_KINDS = ("serve", "concurrency", "load", "capacity", "probe")
+register(SplitPage("serving", "Serving", "serving runs", lambda r: as_record(r).test_kind in SERVING_KINDS,
                    lambda runs, host: serving_pages.serving_page(runs)))
 register(SplitPage("comparisons", "Comparisons", "chat and serve runs", lambda r: r["test"]["kind"] in ("chat", "serve"),
                    lambda runs, host: serving_pages.comparisons_page(runs)))

@@ -6,7 +6,10 @@ Tests:
 * ``chat``: the in-process backend's chat test, sent over HTTP (same prompts, same sampling),
   so the two can be compared request for request;
 * ``serve``: startup to healthy, the cold first request, warm steady state;
-* ``concurrency``: a closed-loop sweep of concurrency levels with SLO goodput.
+* ``concurrency``: a closed-loop sweep of concurrency levels with SLO goodput;
+* ``load``, ``capacity``, ``probe``: load profiles, the capacity search and the endpoint probe,
+  run by ``runtime.load`` through this backend's transport (``transport.py``): the backend
+  only sends one request at a time.
 
 A server the backend starts is always stopped (``close()``, also after a failure) and its
 log is written into the run's log. A run whose server is lost, or in which no request
@@ -35,6 +38,9 @@ from core.kinds.request import RequestWorkload
 from core.kinds.serve import ServeTest
 from core.kinds.base import TestSpec
 from core.kinds.chat import ChatTest
+from core.kinds.capacity import CapacityTest
+from core.kinds.load import LoadSpec, LoadTest
+from core.kinds.probe import ProbeTest
 from runtime.backends.base import Backend, TestResult, UnsupportedTest
 from runtime.backends.openai_http import client as http
 from runtime.backends.openai_http import llama_server
@@ -60,7 +66,7 @@ def physical_cores() -> int:
 class OpenAIHttpBackend(Backend):
     name = "openai_http"
     settings_class = OpenAIHttpSettings
-    test_kinds = ("chat", "serve", "concurrency")
+    test_kinds = ("chat", "serve", "concurrency", "load", "capacity", "probe")
     in_process = False
 
     def __init__(self, model, settings: OpenAIHttpSettings):
@@ -212,7 +218,7 @@ class OpenAIHttpBackend(Backend):
 
     # -- Backend interface ----------------------------------------------------------------
     def load(self, test: TestSpec | None = None) -> dict[str, Any]:
-        if test is not None and not isinstance(test, (ChatTest, RequestWorkload)):
+        if test is not None and not isinstance(test, (ChatTest, RequestWorkload, LoadSpec, ProbeTest)):
             raise UnsupportedTest(f"backend openai_http cannot run tests of kind {test.kind!r}")
         self._resolve_server()
         try:
@@ -272,6 +278,10 @@ class OpenAIHttpBackend(Backend):
         return servingstats.Slo(s.slo_ttft_ms, s.slo_tpot_ms, s.slo_attainment)
 
     def run(self, test: TestSpec) -> TestResult:
+        if isinstance(test, (LoadTest, CapacityTest)):
+            return self._run_load(test)
+        if isinstance(test, ProbeTest):
+            return self._run_probe(test)
         if isinstance(test, ServeTest):
             return self._run_serve(test)
         if isinstance(test, ConcurrencyTest):
@@ -479,6 +489,45 @@ class OpenAIHttpBackend(Backend):
         wall = (time.perf_counter_ns() - origin) / 1e9
         records.sort(key=lambda r: (r["start_ms"], r["user"]))
         return {"level": level, "wall_s": wall, "requests": records}
+
+    # -- load profiles, capacity search, probe (runtime.load) -----------------------------
+    def transport(self):
+        """This endpoint as the load generator's transport: it sends one request at a time."""
+        from runtime.backends.openai_http.transport import HttpTransport
+
+        s = self.settings
+        body: dict[str, Any] = {"model": self.api_model, "stream": True}
+        if s.include_usage:
+            body["stream_options"] = {"include_usage": True}
+        body.update(s.extra_body)
+        return HttpTransport(base_url=self.base_url, label=self.label(), body=body, policy=self._policy(),
+                             make_client=self._client, alive=self._alive, api_model=self.api_model)
+
+    def _run_load(self, test: LoadTest | CapacityTest) -> TestResult:
+        from runtime.load import capacity as capacity_mod
+        from runtime.load import runner as load_runner
+
+        outcome = (capacity_mod if isinstance(test, CapacityTest) else load_runner).run(self.transport(), test)
+        result = TestResult(metrics={**outcome.metrics, **self._startup_metric()}, samples=outcome.samples,
+                            details=self._details(test, **outcome.details))
+        if outcome.failure:
+            raise ServingFailed(outcome.failure, result)
+        if self.server is not None and not self.server.alive():
+            raise ServingFailed(f"the server was lost during the {test.kind} test ({self.server.exit_description()})", result)
+        return result
+
+    def _run_probe(self, test: ProbeTest) -> TestResult:
+        from runtime.load import probe as probe_mod
+
+        cases = probe_mod.run(self.transport(), test)
+        metrics = {"probe_success_rate": [c["success_rate"] for c in cases.values() if c["success_rate"] is not None],
+                   **self._startup_metric()}
+        result = TestResult(metrics=metrics, samples={"cases": cases}, details=self._details(test, probe={
+            k: {kk: v[kk] for kk in ("case", "description", "n", "succeeded", "success_rate", "latency_ms_median", "reasons")}
+            for k, v in cases.items()}))
+        if self.server is not None and not self.server.alive():
+            raise ServingFailed(f"the server was lost during the probe ({self.server.exit_description()})", result)
+        return result
 
     # -- outcome --------------------------------------------------------------------------
     def _check(self, result: TestResult, records: list[dict[str, Any]], what: str) -> None:

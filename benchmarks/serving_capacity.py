@@ -1,0 +1,159 @@
+"""Capacity at SLO on this host (issue 21's figures): measure, then report from the artifacts.
+
+    flock -x /tmp/almanac-cpu.lock python3 benchmarks/serving_capacity.py measure serving-capacity
+    flock -x /tmp/almanac-cpu.lock python3 benchmarks/serving_capacity.py measure serving-capacity-sweep
+    flock -x /tmp/almanac-cpu.lock python3 benchmarks/serving_capacity.py measure serving-capacity --tests capacity-poisson,capacity-users
+    python3 benchmarks/serving_capacity.py report
+
+``measure`` runs a matrix through the project's runner (what ``invoke serve.capacity`` runs),
+always measuring again (``--force``): a second ``measure`` of the same test is the A/A repeat.
+``--tests`` keeps only the named tests of the matrix (keep one exclusive run under ~15 min).
+Artifacts go to data/runs like any other run.
+
+``report`` reads the artifacts of this host and prints what the issue asks to quote: the
+capacity answers with their intervals (llama-server -np 4 and -np 1, llama_cpp.server), the
+Poisson search beside the exhaustive Poisson sweep over the same rates (answers, intervals,
+requests each sent, the ratio), the A/A repeat of the search (does the newer answer lie in the
+older one's interval), the prefix-cache hit rate of the shared-prefix workload, and the probe
+table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+
+def measure(matrix: str, tests: list[str]) -> int:
+    from runtime.execution import matrix as matrix_mod
+    from runtime.execution import runner
+    from pipelines.serving import capacity_lines
+
+    path = matrix
+    if tests:  # a matrix with only the named tests, written beside the others for the runner to read
+        import tempfile
+
+        import yaml
+
+        m = matrix_mod.load(matrix)
+        raw = yaml.safe_load(Path(m.path).read_text())
+        keep = [t for t in raw.get("tests", []) if isinstance(t, dict) and t.get("id") in tests]
+        missing = set(tests) - {t["id"] for t in keep}
+        if missing:
+            print(f"error: {m.path}: no test named {sorted(missing)[0]!r}", file=sys.stderr)
+            return 2
+        raw["tests"] = keep
+        if raw.get("include"):
+            raw["include"] = str((Path(m.path).parent / raw["include"]).resolve())
+        fd = tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False, dir=Path(m.path).parent, prefix=".tmp-")
+        with fd:
+            yaml.safe_dump(raw, fd, sort_keys=False)
+        path = fd.name
+    try:
+        report = runner.run_matrix(path, force=True)
+    finally:
+        if path != matrix:
+            Path(path).unlink(missing_ok=True)
+    for line in capacity_lines(report.measured + report.failed):
+        print(line)
+    return 0 if not report.failed else 1
+
+
+def report() -> int:
+    from core.records.run import read_all
+    from pipelines import serving
+    from runtime.hosts.fingerprint import fingerprint
+
+    host = fingerprint()["id"]
+    runs = [r for r in read_all() if r.host_id == host]
+    everything = serving.load_results(runs, latest=False)
+    print(f"host {host}")
+    print("\n== capacity answers (newest of each) ==")
+    for res in serving.load_results(runs):
+        cost = ""
+        if res.get("search"):
+            s = res["search"]
+            cost = f"  [{s['requests_sent']} requests; exhaustive sweep of the grid: {s['exhaustive_requests']}]"
+        print(f"{res['endpoint']:>18} · {res['test']:<16} {res['answer_text']}{cost}  ({res['id']})")
+    search = [r for r in everything if r["test"] == "capacity-poisson" and r["endpoint"] == "llama-server"
+              and r["status"] == "ok"]
+    sweep = [r for r in everything if r["test"] == "poisson-sweep" and r["status"] == "ok"]
+    if search and sweep:
+        a, b = search[-1], sweep[-1]
+        print("\n== Poisson search vs exhaustive Poisson sweep (same rates, workload, SLOs) ==")
+        print(f"search: {a['answer_text']}, {a['requests']} requests ({a['id']})")
+        print(f"sweep:  {b['answer_text']}, {b['requests']} requests ({b['id']})")
+        print(f"search / sweep requests: {a['requests'] / b['requests']:.3f}")
+        lo, hi = b["answer"]["low"], b["answer"]["high"]
+        print(f"search answer {a['answer']['answer']:g} within the sweep's interval [{lo:g}, {hi:g}]: "
+              f"{lo <= a['answer']['answer'] <= hi}")
+    for test in ("capacity-poisson", "capacity-users"):
+        rows = [r for r in everything if r["test"] == test and r["endpoint"] == "llama-server" and r["status"] == "ok"
+                and r["model"] == "gemma3-270m-q4_k_m" and _parallel(runs, r["id"]) == 4]
+        if len(rows) >= 2:
+            first, again = rows[-2], rows[-1]
+            inside = first["answer"]["low"] <= again["answer"]["answer"] <= first["answer"]["high"]
+            print(f"\n== A/A repeat of {test} (llama-server -np 4) ==")
+            print(f"first:  {first['answer_text']} ({first['id']})")
+            print(f"repeat: {again['answer_text']} ({again['id']})")
+            print(f"repeat's answer within the first's interval: {inside}")
+    for res in serving.load_results(runs):
+        if res["test"] == "shared-prefix":
+            lv = res["summary"]["levels"][0]
+            cache = lv["prefix_cache"]
+            print(f"\n== shared prefix ({res['endpoint']}) ==\n{res['workload']}: prefix cache hit rate "
+                  f"{_pct(cache['hit_rate'])} from {cache['source']}; from /metrics {_pct(cache['metrics_hit_rate'])}")
+    probes = serving.probe_results(runs)
+    if probes:
+        print("\n== endpoint probe ==")
+        from core.kinds.probe import CASES
+
+        print("case".ljust(16) + "".join(p["endpoint"][:34].ljust(36) for p in probes))
+        for case in CASES:
+            cells = []
+            for p in probes:
+                c = p["cases"].get(case)
+                if not c:
+                    cells.append("—".ljust(36))
+                    continue
+                lat = c.get("latency_ms_median")
+                txt = f"{c['succeeded']}/{c['n']} {lat:.0f} ms" if lat is not None else f"{c['succeeded']}/{c['n']}"
+                if c["reasons"]:
+                    txt += " " + c["reasons"][0][:60]
+                cells.append(txt[:34].ljust(36))
+            print(case.ljust(16) + "".join(cells))
+        for p in probes:
+            for case, c in p["cases"].items():
+                if c["reasons"]:
+                    print(f"  {p['endpoint']} {case}: {'; '.join(c['reasons'])[:300]}")
+    return 0
+
+
+def _pct(x: float | None) -> str:
+    return "not reported" if x is None else f"{x:.1%}"
+
+
+def _parallel(runs, rid: str) -> int | None:
+    r = next((x for x in runs if x.id == rid), None)
+    return r.requested.get("parallel") if r is not None else None
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    m = sub.add_parser("measure")
+    m.add_argument("matrix")
+    m.add_argument("--tests", default="")
+    sub.add_parser("report")
+    args = ap.parse_args(argv)
+    if args.cmd == "measure":
+        return measure(args.matrix, [t for t in args.tests.split(",") if t])
+    return report()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
