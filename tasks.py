@@ -337,7 +337,7 @@ def serve_bench(c, force=False, retry_failed=False, matrices="serving-inprocess,
               f"{len(report.skipped)} already measured")
 
 
-CAPACITY_MATRICES = "serving-capacity,serving-capacity-np1,serving-capacity-llama-cpp-server"
+CAPACITY_MATRICES = "serving-capacity,serving-capacity-probe,serving-capacity-np1,serving-capacity-llama-cpp-server"
 
 
 @task(name="capacity", help={"matrices": f"Comma-separated matrices to run in order (default: {CAPACITY_MATRICES}; "

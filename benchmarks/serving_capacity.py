@@ -1,14 +1,17 @@
 """Capacity at SLO on this host (issue 21's figures): measure, then report from the artifacts.
 
-    flock -x /tmp/almanac-cpu.lock python3 benchmarks/serving_capacity.py measure serving-capacity
-    flock -x /tmp/almanac-cpu.lock python3 benchmarks/serving_capacity.py measure serving-capacity-sweep
-    flock -x /tmp/almanac-cpu.lock python3 benchmarks/serving_capacity.py measure serving-capacity --tests capacity-poisson,capacity-users
+    flock -x /tmp/almanac-cpu.lock python3 benchmarks/serving_capacity.py measure serving-capacity        # ~8 min
+    flock -x /tmp/almanac-cpu.lock python3 benchmarks/serving_capacity.py measure serving-capacity-sweep  # ~9 min
+    flock -x /tmp/almanac-cpu.lock python3 benchmarks/serving_capacity.py measure serving-capacity        # the A/A repeat
+    flock -x /tmp/almanac-cpu.lock python3 benchmarks/serving_capacity.py measure serving-capacity-probe
+    flock -x /tmp/almanac-cpu.lock python3 benchmarks/serving_capacity.py measure serving-capacity-np1
+    flock -x /tmp/almanac-cpu.lock python3 benchmarks/serving_capacity.py measure serving-capacity-llama-cpp-server
     python3 benchmarks/serving_capacity.py report
 
-``measure`` runs a matrix through the project's runner (what ``invoke serve.capacity`` runs),
-always measuring again (``--force``): a second ``measure`` of the same test is the A/A repeat.
-``--tests`` keeps only the named tests of the matrix (keep one exclusive run under ~15 min).
-Artifacts go to data/runs like any other run.
+``measure`` runs a matrix through the project's runner exactly as ``invoke serve.capacity
+--matrices MATRIX --force`` does (always measuring again: a second ``measure`` of the same matrix
+is the A/A repeat; the newer artifact supersedes on the pages, the older stays on disk). Each
+matrix is one exclusive run of under ~15 min. Artifacts go to data/runs like any other run.
 
 ``report`` reads the artifacts of this host and prints what the issue asks to quote: the
 capacity answers with their intervals (llama-server -np 4 and -np 1, llama_cpp.server), the
@@ -28,36 +31,13 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 
-def measure(matrix: str, tests: list[str]) -> int:
-    from runtime.execution import matrix as matrix_mod
-    from runtime.execution import runner
+def measure(matrix: str) -> int:
+    """Run a matrix as ``invoke serve.capacity --matrices MATRIX --force`` does (always measuring
+    again: a second measure of the same matrix is the A/A repeat)."""
     from pipelines.serving import capacity_lines
+    from runtime.execution import runner
 
-    path = matrix
-    if tests:  # a matrix with only the named tests, written beside the others for the runner to read
-        import tempfile
-
-        import yaml
-
-        m = matrix_mod.load(matrix)
-        raw = yaml.safe_load(Path(m.path).read_text())
-        keep = [t for t in raw.get("tests", []) if isinstance(t, dict) and t.get("id") in tests]
-        missing = set(tests) - {t["id"] for t in keep}
-        if missing:
-            print(f"error: {m.path}: no test named {sorted(missing)[0]!r}", file=sys.stderr)
-            return 2
-        raw["tests"] = keep
-        if raw.get("include"):
-            raw["include"] = str((Path(m.path).parent / raw["include"]).resolve())
-        fd = tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False, dir=Path(m.path).parent, prefix=".tmp-")
-        with fd:
-            yaml.safe_dump(raw, fd, sort_keys=False)
-        path = fd.name
-    try:
-        report = runner.run_matrix(path, force=True)
-    finally:
-        if path != matrix:
-            Path(path).unlink(missing_ok=True)
+    report = runner.run_matrix(matrix, force=True)
     for line in capacity_lines(report.measured + report.failed):
         print(line)
     return 0 if not report.failed else 1
@@ -147,11 +127,10 @@ def main(argv: list[str] | None = None) -> int:
     sub = ap.add_subparsers(dest="cmd", required=True)
     m = sub.add_parser("measure")
     m.add_argument("matrix")
-    m.add_argument("--tests", default="")
     sub.add_parser("report")
     args = ap.parse_args(argv)
     if args.cmd == "measure":
-        return measure(args.matrix, [t for t in args.tests.split(",") if t])
+        return measure(args.matrix)
     return report()
 
 

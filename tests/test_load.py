@@ -328,3 +328,24 @@ def test_probe_reports_each_failure_in_the_server_s_words():
     res, err = _run({"server_command": _fault_cmd("--delay-ms", "1"), "api_model": "ok-nousage"},
                     {"kind": "probe", "repeats": 1, "cases": ["stream_usage"]})
     assert res.samples["cases"]["stream_usage"]["reasons"] == ["no usage in the stream (output tokens counted by chunks)"]
+
+
+def test_capacity_matrices_compare_like_with_like():
+    """The exhaustive Poisson sweep and the Poisson search run the same rates, workload and SLOs on the
+    same server; every capacity matrix loads."""
+    from runtime.execution import matrix
+
+    def tests(name):
+        return {c.test.name: (c.test, c.settings) for c in matrix.load(ROOT / "data" / "matrices" / f"{name}.yaml").configurations()}
+
+    cap, sweep = tests("serving-capacity"), tests("serving-capacity-sweep")
+    search, s_settings = cap["capacity-poisson"]
+    exhaustive, e_settings = sweep["poisson-sweep"]
+    assert search.levels == exhaustive.levels and search.workload == exhaustive.workload and search.slo == exhaustive.slo
+    assert exhaustive.requests == search.max_requests and search.seed == exhaustive.seed
+    assert s_settings == e_settings and s_settings.server == "llama-server" and s_settings.parallel == 4
+    assert tests("serving-capacity-np1")["capacity-users"][1].parallel == 1
+    llcpp = tests("serving-capacity-llama-cpp-server")
+    assert llcpp["capacity-users"][1].server == "llama_cpp.server" and "probe" in llcpp
+    assert cap["capacity-users"][0].slo == search.slo
+    assert set(tests("serving-capacity-probe")) == {"probe", "shared-prefix"}

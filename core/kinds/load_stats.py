@@ -95,6 +95,8 @@ def slo_verdicts(records: Sequence[dict[str, Any]], slo: Slo, confidence: float 
     for metric, limit in slo.limits().items():
         v = stats.quantile_vs_limit(latency_values(records, metric), slo.percentile, limit, conf)
         v["observed_within"] = v["value"] is not None and v["value"] <= limit
+        # a bound that falls on a failed request is infinite: kept as a flag (JSON has no infinity)
+        v["infinite"] = [k for k in ("value", "lower", "upper") if v[k] is not None and math.isinf(v[k])]
         per[metric] = clean(v)
     verdicts = [v["verdict"] for v in per.values()]
     overall = "meets" if verdicts and all(x == "meets" for x in verdicts) else \

@@ -155,9 +155,15 @@ def _bound(v: dict[str, Any]) -> str:
     """p95 value [lower, upper] vs limit, as measured (— where a bound does not exist yet)."""
     if not v:
         return "—"
-    val = "∞ (failed requests)" if v.get("value") is None and v.get("n") else num(v.get("value"), 1)
-    lo = num(v["lower"], 1) if v.get("lower") is not None else "—"
-    hi = num(v["upper"], 1) if v.get("upper") is not None else ("∞" if v.get("n") and v.get("lower") is not None else "—")
+    inf = set(v.get("infinite") or [])
+
+    def show(key: str) -> str:
+        if key in inf:
+            return "∞"
+        return num(v[key], 1) if v.get(key) is not None else "—"
+
+    val = "∞ (failed requests)" if "value" in inf else show("value")
+    lo, hi = show("lower"), show("upper")
     out = f"{val} [{lo}, {hi}] vs {num(v.get('limit'), 0)}"
     if v.get("verdict") == "unresolved":
         more = v.get("needs")

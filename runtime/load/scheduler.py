@@ -6,7 +6,8 @@ repeats exactly), and each request is sent at its time whatever the server is do
 loop (``synchronous``, ``concurrent``): N users, each sending its next request when the last one
 ended.
 
-Each record gets ``scheduled_ms`` (its arrival, from the level's origin), ``start_ms`` (sent),
+Records are compact (thousands per artifact): ``itl_ms`` is dropped (the gaps are ``chunk_ms``'s
+differences) and the answer's text cut to its first 80 characters. Each record gets ``scheduled_ms`` (its arrival, from the level's origin), ``start_ms`` (sent),
 ``queue_ms`` = sent - scheduled (the client's own wait: a ``max_concurrency`` cap, or a client
 too busy to keep the schedule; never part of the server's latency) and, open loop,
 ``dispatch_lag_ms`` (how late the event loop got to the request at all: the client's drift).
@@ -31,6 +32,7 @@ import numpy as np
 from runtime.load.workload import Request
 
 LAG_TICK_S = 0.01
+TEXT_KEPT = 80  # characters of each answer kept in a load record
 
 
 @dataclass
@@ -124,6 +126,9 @@ async def run_level(transport: Any, client: Any, plan: LevelPlan) -> dict[str, A
             stop.set()
 
     def stamp(rec: dict[str, Any], i: int, scheduled_ms: float, lag_ms: float | None) -> dict[str, Any]:
+        # compact: the gaps between chunks are chunk_ms's differences, the answer's text is not measured
+        rec.pop("itl_ms", None)
+        rec["text"] = (rec.get("text") or "")[:TEXT_KEPT]
         rec.update(level=plan.level, index=i, scheduled_ms=round(scheduled_ms, 3),
                    queue_ms=round(rec["start_ms"] - scheduled_ms, 3),
                    dispatch_lag_ms=round(lag_ms, 3) if lag_ms is not None else None, **plan.requests[i].meta)

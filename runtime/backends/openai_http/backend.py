@@ -508,8 +508,9 @@ class OpenAIHttpBackend(Backend):
         from runtime.load import runner as load_runner
 
         outcome = (capacity_mod if isinstance(test, CapacityTest) else load_runner).run(self.transport(), test)
+        # the test's own percentile SLOs replace the settings' (those of the concurrency kind)
         result = TestResult(metrics={**outcome.metrics, **self._startup_metric()}, samples=outcome.samples,
-                            details=self._details(test, **outcome.details))
+                            details=self._details(test, **outcome.details, slo=test.slo.model_dump()))
         if outcome.failure:
             raise ServingFailed(outcome.failure, result)
         if self.server is not None and not self.server.alive():

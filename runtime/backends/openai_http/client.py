@@ -315,7 +315,7 @@ def _record(acc: dict[str, Any], error: dict[str, Any] | None, t0: int, end: int
     tpot = (e2e - ttft) / (out - 1) if ttft is not None and out > 1 else None
     rec.update(
         ttft_ms=ttft, e2e_ms=e2e, tpot_ms=tpot,
-        itl_ms=[_ms(b - a) for a, b in zip(chunks, chunks[1:])],
+        itl_ms=[round(_ms(b - a), 3) for a, b in zip(chunks, chunks[1:])],
         output_tokens=out, output_tokens_source=source, prompt_tokens=usage.get("prompt_tokens"),
         first_token_ms=_ms(chunks[0] - origin_ns) if chunks else None,
         last_token_ms=_ms(chunks[-1] - origin_ns) if chunks else None,
