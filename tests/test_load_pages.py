@@ -29,7 +29,11 @@ def _records(n, ttft, tpot=20.0, fail_every=0, rate=None):
 
 @pytest.fixture
 def load_runs(tmp_path):
-    root = tmp_path / "runs"
+    return write_load_runs(tmp_path / "runs")
+
+
+def write_load_runs(root):
+    """A swept load test, a capacity search and a probe, written through the real path into ``root``."""
     label = "srv <b>x</b>"
     levels = [{"level": 1.0, "wall_s": 40.0, "requests": _records(40, 100.0, rate=1.0), "client": {"cpu_s": 2.0}},
               {"level": 2.0, "wall_s": 20.0, "requests": _records(40, 200.0, rate=2.0)},
