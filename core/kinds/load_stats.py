@@ -23,8 +23,8 @@ Definitions (the Methodology page repeats them):
   ``max(10 ms, a quarter of the mean gap between arrivals)``): that level's latencies are the
   client's as much as the server's, and it is reported, never used as a verdict;
 * saturated (open loop): TTFT grows over the level (Mann-Kendall trend, p < 0.01) to more than
-  twice its start, or the level completed fewer than 90% of the requests per second it was
-  offered; (closed loop) the aggregate throughput grew by less than 5% over the level below
+  twice its start, or requests completed (first to last completion) at under 90% of the rate they
+  were scheduled at; (closed loop) the aggregate throughput grew by less than 5% over the level below
   while the users grew.
 """
 
@@ -209,7 +209,12 @@ def level_summary(level: dict[str, Any], slo: Slo, profile: str, confidence: flo
     qg = queue_growth(records)
     completed_rps = len(ok) / wall if wall else None
     offered = float(level["level"]) if profile in ("constant", "poisson") else None
-    ratio = (completed_rps / offered) if (offered and completed_rps is not None) else None
+    # kept up or not: the rate requests completed (between the first and the last completion) against
+    # the rate they were actually scheduled at (a short Poisson level's realised rate is not its nominal one)
+    ends = sorted(r["end_ms"] for r in ok if r.get("end_ms") is not None)
+    departures = (len(ends) - 1) / ((ends[-1] - ends[0]) / 1000.0) if len(ends) > 2 and ends[-1] > ends[0] else None
+    arrivals = sched.get("scheduled_rps")
+    ratio = departures / arrivals if (offered and departures is not None and arrivals) else None
     saturated_open = bool(offered and (qg["growing"] or (ratio is not None and ratio < COMPLETION_RATIO)))
     return clean({
         "version": LOAD_STATS_VERSION,
@@ -219,7 +224,7 @@ def level_summary(level: dict[str, Any], slo: Slo, profile: str, confidence: flo
         "stop_reason": level.get("stop_reason"),
         "wall_s": wall, "output_tokens": out_tokens,
         "aggregate_tps": out_tokens / wall if wall else None,
-        "completed_rps": completed_rps, "offered_rps": offered, "completion_ratio": ratio,
+        "completed_rps": completed_rps, "offered_rps": offered, "departure_rps": departures, "completion_ratio": ratio,
         "goodput_rps": good / wall if wall else None, "slo_attainment": good / n if n else None,
         "prompt_tokens_mean": float(np.mean([r["prompt_tokens"] for r in ok if r.get("prompt_tokens")])) if any(r.get("prompt_tokens") for r in ok) else None,
         "output_tokens_mean": out_tokens / len(ok) if ok else None,
