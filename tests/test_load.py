@@ -350,3 +350,23 @@ def test_capacity_matrices_compare_like_with_like():
     assert llcpp["capacity-users"][1].server == "llama_cpp.server" and "probe" in llcpp
     assert cap["capacity-users"][0].slo == search.slo
     assert set(tests("serving-capacity-probe")) == {"probe", "shared-prefix"}
+
+
+def test_a_level_repeats_until_its_percentile_is_precise():
+    """precision with a percentile: each level sends requests until the p90 E2E interval is within
+    the target of the p90 (or a ceiling), not a fixed count."""
+    test = {"kind": "load", "profile": "concurrent", "levels": [2], "warmup_requests": 0, "workload": WORK,
+            "slo": {"ttft_ms": 1000, "tpot_ms": None, "percentile": 90},
+            "precision": {"target": 0.2, "percentile": 90, "min_repetitions": 10, "max_repetitions": 200,
+                          "max_time_s": 60}}
+    res, err = _run({"server_command": _fault_cmd("--delay-ms", "2"), "api_model": "ok", "retries": 0}, test)
+    assert err is None
+    recs = res.samples["levels"][0]["requests"]
+    n = len(recs)
+    assert stats.quantile_min_samples(90) <= n <= 201  # a p90 has no interval below its minimum sample
+    e2e = [r["e2e_ms"] for r in recs if r["ok"]]
+    from core.precision import percentile_half_width_rel
+
+    assert res.samples["levels"][0]["stop_reason"] in ("target_met", "max_repetitions", "max_time_s")
+    if res.samples["levels"][0]["stop_reason"] == "target_met":
+        assert percentile_half_width_rel(e2e, 90) <= 0.2 + 1e-9

@@ -175,6 +175,7 @@ def client_overhead(level: dict[str, Any], records: Sequence[dict[str, Any]]) ->
         "loop_lag_ms_max": c.get("loop_lag_ms_max"),
         "cpu_share": (c.get("cpu_s") / wall) if c.get("cpu_s") is not None and wall else None,
         "parse_ms_per_request": float(np.mean(parse)) if parse else None,
+        "loadavg_1m_start": c.get("loadavg_1m_start"), "loadavg_1m_end": c.get("loadavg_1m_end"),
     }
 
 

@@ -192,7 +192,7 @@ def load_level_table(res: dict[str, Any]) -> str:
     limits = [m for m in ("ttft_ms", "tpot_ms", "e2e_ms") if getattr(res["slo"], m) is not None]
     headers = [res["unit"], "requests", "failed", "verdict"] + \
         [f"{p} {serving.LIMIT_LABELS[m]} (ms) [CI] vs limit" for m in limits] + \
-        ["completed req/s", "output t/s", "dispatch lag p95 (ms)", "client CPU", "saturated", "prefix cache hit"]
+        ["completed req/s", "output t/s", "dispatch lag p95 (ms)", "client CPU", "host load", "saturated", "prefix cache hit"]
     rows = []
     for lv in res["summary"]["levels"]:
         errs = num(lv["errors"], 0)
@@ -209,9 +209,17 @@ def load_level_table(res: dict[str, Any]) -> str:
                     + [_bound(lv["slo"]["limits"].get(m) or {}) for m in limits]
                     + [num(lv.get("completed_rps"), 2), num(lv.get("aggregate_tps"), 1), lag,
                        f"{num(100 * client['cpu_share'], 0)}%" if client.get("cpu_share") is not None else "—",
-                       "yes" if lv.get("saturated") else "no",
+                       _load(client), "yes" if lv.get("saturated") else "no",
                        f"{num(100 * hit, 1)}%" if hit is not None else "not reported"])
-    return table(headers, rows, ["r", "r", "l", "l"] + ["l"] * len(limits) + ["r", "r", "r", "r", "l", "r"])
+    return table(headers, rows, ["r", "r", "l", "l"] + ["l"] * len(limits) + ["r", "r", "r", "r", "r", "l", "r"])
+
+
+def _load(client: dict[str, Any]) -> str:
+    """The host's 1-minute load average at the level's start → end (another process on the cores shows here)."""
+    a, b = client.get("loadavg_1m_start"), client.get("loadavg_1m_end")
+    if a is None and b is None:
+        return "—"
+    return f"{num(a, 2)} → {num(b, 2)}"
 
 
 def _search_table(search: dict[str, Any]) -> str:

@@ -88,6 +88,16 @@ class _LagMonitor:
                 "loop_lag_ms_max": float(arr.max()) if arr is not None else None, "ticks": len(self.lags)}
 
 
+def _loadavg() -> float | None:
+    """The host's 1-minute load average (another process competing for the cores shows here)."""
+    import os
+
+    try:
+        return round(os.getloadavg()[0], 2)
+    except OSError:
+        return None
+
+
 def _delta(before: dict[str, float] | None, after: dict[str, float] | None) -> dict[str, float] | None:
     if not before or not after:
         return None
@@ -102,6 +112,7 @@ async def run_level(transport: Any, client: Any, plan: LevelPlan) -> dict[str, A
     n = len(plan.requests)
     metrics_before = await transport.metrics(client)
     monitor = _LagMonitor()
+    load0 = _loadavg()
     cpu0 = time.process_time()
     origin = time.perf_counter_ns()
     monitor.start()
@@ -196,5 +207,5 @@ async def run_level(transport: Any, client: Any, plan: LevelPlan) -> dict[str, A
     records.sort(key=lambda r: (r.get("scheduled_ms") or 0.0, r.get("index") or 0))
     return {"level": plan.level, "index": plan.index, "wall_s": end_ms / 1000.0, "requests": records,
             "planned": n, "stop_reason": state["reason"] or ("all_sent" if len(records) >= n else None),
-            "client": {**lag, "cpu_s": cpu},
+            "client": {**lag, "cpu_s": cpu, "loadavg_1m_start": load0, "loadavg_1m_end": _loadavg()},
             "server_metrics": {"delta": _delta(metrics_before, metrics_after)} if metrics_before else None}
