@@ -370,3 +370,99 @@ def test_a_level_repeats_until_its_percentile_is_precise():
     assert res.samples["levels"][0]["stop_reason"] in ("target_met", "max_repetitions", "max_time_s")
     if res.samples["levels"][0]["stop_reason"] == "target_met":
         assert percentile_half_width_rel(e2e, 90) <= 0.2 + 1e-9
+
+
+class _FakeTransport:
+    """An in-process stand-in for a server (no HTTP, no sleeping): each request's TTFT depends on how
+    many requests are in flight when it is sent. Only the search's logic is under test here; the
+    real fault server covers the scheduler and the transport above."""
+
+    label = "fake"
+
+    def __init__(self, ttft_of_inflight):
+        self.ttft_of = ttft_of_inflight
+        self.inflight = 0
+        self.count = 0
+
+    def client(self, connections):
+        import contextlib
+
+        @contextlib.asynccontextmanager
+        async def c():
+            yield None
+
+        return c()
+
+    def base_body(self):
+        return {}
+
+    def alive(self):
+        return True
+
+    async def send(self, client, body, origin_ns):
+        import asyncio
+
+        self.inflight += 1
+        self.count += 1
+        try:
+            await asyncio.sleep(0)
+            now = (time.perf_counter_ns() - origin_ns) / 1e6
+            ttft = self.ttft_of(self.inflight, self.count)
+            return {"ok": True, "error": None, "ttft_ms": ttft, "tpot_ms": 20.0, "e2e_ms": ttft + 620.0,
+                    "output_tokens": 32, "start_ms": now, "end_ms": now + 1.0, "chunk_ms": [ttft], "attempts": 1,
+                    "text": "x"}
+        finally:
+            self.inflight -= 1
+
+    async def request(self, client, body):
+        raise AssertionError("not used")
+
+    def not_sent(self, reason, message, origin_ns):
+        raise AssertionError("not used")
+
+    async def tokenize(self, client, text):
+        return None
+
+    async def detokenize(self, client, ids):
+        return None
+
+    async def metrics(self, client):
+        return None
+
+    def tool_calls(self, message):
+        return []
+
+
+def test_search_bounds_an_unresolved_level_from_above():
+    """Up to 2 users: fast. 3 users: one request in 12 is slow, the p95 sits on the limit and stays
+    unresolved. 4 and more: every request slow. The search must not stop at the unresolved level
+    with an open interval: it climbs on to a confirmed miss and measures the level below it."""
+    from runtime.load import capacity
+
+    def ttft(inflight, count):
+        if inflight <= 2:
+            return 100.0
+        if inflight == 3:
+            return 600.0 if count % 12 == 0 else 300.0
+        return 900.0
+
+    test = parse_test({"kind": "capacity", "profile": "concurrent", "levels": [1, 2, 3, 4, 5, 6, 7, 8],
+                       "max_requests": 90, "check_every": 30, "min_requests": 30, "warmup_requests": 0,
+                       "workload": WORK, "slo": {"ttft_ms": 500, "tpot_ms": None}})
+    out = capacity.run(_FakeTransport(ttft), test)
+    visits = [(v["level"], v["why"], v["verdict"]) for v in out.details["search"]["visits"]]
+    assert visits[:3] == [(1.0, "climb", "meets"), (2.0, "climb", "meets"), (4.0, "climb", "misses")]
+    assert (3.0, "bisect", "unresolved") in visits
+    a = out.details["summary"]["answer"]
+    assert (a["low"], a["high"]) == (2.0, 3.0) and not a["open_above"]
+    # an unresolved first boundary: the climb goes on above it
+    def ttft2(inflight, count):
+        return 100.0 if inflight == 1 else (600.0 if count % 12 == 0 else 300.0) if inflight == 2 else 900.0
+
+    out2 = capacity.run(_FakeTransport(ttft2), test)
+    whys = [(v["level"], v["why"], v["verdict"]) for v in out2.details["search"]["visits"]]
+    assert whys[1] == (2.0, "climb", "unresolved") and whys[2] == (4.0, "bound above", "misses")
+    assert (3.0, "tighten", "misses") in whys
+    a2 = out2.details["summary"]["answer"]
+    assert (a2["low"], a2["high"]) == (1.0, 2.0) and not a2["open_above"]
+    assert out2.details["search"]["requests_sent"] <= 720 / 2

@@ -3,8 +3,10 @@ the SLOs, found by a search that is cheaper than sweeping every level.
 
 The levels form a grid (``levels``, lowest first). The search climbs it by doubling steps
 (levels 1, 2, 4, 8 ... of the grid) until a level misses the SLOs or the server saturates
-(throughput no longer grows with offered load, or queueing grows without bound), then bisects
-between the last level that met them and the first that did not. Each level it visits sends
+(throughput no longer grows with offered load, or queueing grows without bound); a level left
+unresolved bounds nothing, so the climb goes on until one is confirmed to miss. Then it bisects
+between the last level that met them and the first that did not, and measures the level just
+below the lowest confirmed miss when nothing did yet (the interval's upper end). Each level it visits sends
 requests in looks of ``check_every`` and stops as soon as the SLO verdict is settled at the
 stated confidence (every look at a Bonferroni share of the error, so the level's verdict holds at
 that confidence whatever look decided it), up to ``max_requests``. An overloaded level is thus

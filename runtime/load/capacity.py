@@ -1,8 +1,10 @@
 """The capacity search (kind ``capacity``; the method is described in ``core/kinds/capacity.py``).
 
 Climb the grid by doubling steps (indices 0, 1, 3, 7, ...) while levels meet the SLOs and the
-server is not saturated; then bisect between the last level that met them and the first that
-did not. Every level stops as soon as its verdict is settled at the look confidence (or its
+server is not saturated; a level left unresolved bounds nothing, so the climb goes on until a
+level is confirmed to miss (or saturates); then bisect between the last level that met them and
+the first that did not, and measure the level just below the lowest confirmed miss if nothing
+did yet (the interval's upper end). Every level stops as soon as its verdict is settled at the look confidence (or its
 queue visibly grows without bound, open loop), so an overloaded level costs a few dozen
 requests. The artifact keeps each visit: the level, why it was visited, its verdict, its cost.
 """
@@ -83,26 +85,52 @@ async def _search(transport: Any, test: CapacityTest) -> Outcome:
             state["lost"] = True
         return {"boundary": boundary}
 
+    def confirmed_miss(i: int) -> bool:
+        v = visits_by_index.get(i)
+        return v is not None and v["boundary"] in ("misses", "saturated")
+
+    visits_by_index: dict[int, dict[str, Any]] = {}
+
+    async def look(i: int, why: str) -> str | None:
+        r = await visit(i, why)
+        visits_by_index[i] = visits[-1]
+        return r["boundary"]
+
     last_ok, first_bad = -1, None
     i, step = 0, 1
     while i < len(grid) and not state["lost"]:  # climb by doubling steps
-        r = await visit(i, "climb")
-        if r["boundary"] is not None:
+        b = await look(i, "climb")
+        if b is not None:
             first_bad = i
-            state["stopped"] = f"{r['boundary']} at {grid[i]:g}"
+            state["stopped"] = f"{b} at {grid[i]:g}"
             break
         last_ok = i
         if i == len(grid) - 1:
             state["stopped"] = "top of the grid met the SLOs"
             break
         i, step = min(len(grid) - 1, i + step), step * 2
+    # an unresolved (or client-bound) level bounds nothing: keep climbing until a level is confirmed to
+    # miss (or saturates), so the interval has an upper end
+    j = first_bad
+    while j is not None and not confirmed_miss(j) and j < len(grid) - 1 and not state["lost"]:
+        j, step = min(len(grid) - 1, j + step), step * 2
+        await look(j, "bound above")
     while first_bad is not None and first_bad - last_ok > 1 and not state["lost"]:  # bisect
         m = (last_ok + first_bad) // 2
-        r = await visit(m, "bisect")
-        if r["boundary"] is None:
+        b = visits_by_index[m]["boundary"] if m in visits_by_index else await look(m, "bisect")
+        if b is None:
             last_ok = m
         else:
             first_bad = m
+    # tighten the upper end: the level just below the lowest confirmed miss, if not measured yet
+    for _ in range(len(grid)):
+        misses = [k for k in visits_by_index if confirmed_miss(k)]
+        if not misses or state["lost"]:
+            break
+        below = min(misses) - 1
+        if below <= last_ok or below in visits_by_index:
+            break
+        await look(below, "tighten")
     if state["lost"]:
         state["stopped"] = "server lost"
     levels = [measured[k] for k in sorted(measured)]
