@@ -68,7 +68,13 @@ def test_llama_server_capacity_prefix_cache_and_probe(data_env):
     # prompts cut with the server's own tokenizer: 48 tokens before the chat template
     assert cap["details"]["workload"]["source"] == "tokenizer"
     assert all(r["prompt_tokens"] >= 48 and r["server_timings"]["predicted_n"] == 8 for r in recs)
-    assert cap["details"]["answer_text"].startswith(f"{cap['summary']['capacity']['mean']:g} users [")
+    # the answer text says the answer and its interval, the metrics carry the same numbers (a grid whose
+    # top level meets the SLOs reads "4 users or more [4, 4+]")
+    a = cap["details"]["summary"]["answer"]
+    low, high = cap["summary"]["capacity_low"]["mean"], cap["summary"]["capacity_high"]["mean"]
+    assert (a["answer"], a["low"], a["high"]) == (cap["summary"]["capacity"]["mean"], low, high)
+    more = " or more" if a["open_above"] else ""
+    assert cap["details"]["answer_text"].startswith(f"{a['answer']:g} users{more} [{low:g}, {high:g}{'+' if more else ''}]")
 
     prefix = docs["load"]
     lv = prefix["details"]["summary"]["levels"][0]
