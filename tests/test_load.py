@@ -378,18 +378,22 @@ def test_a_level_repeats_until_its_percentile_is_precise():
 
 class _FakeTransport:
     """An in-process stand-in for a server (no HTTP, no sleeping): each request's TTFT depends on how
-    many requests are in flight when it is sent. Only the search's logic is under test here; the
-    real fault server covers the scheduler and the transport above."""
+    many users the level runs (the connections its client opens: closed loop, one per user), not on
+    how many happen to be in flight at that instant, which depends on how the host schedules the
+    event loop. Only the search's logic is under test here; the real fault server covers the
+    scheduler and the transport above."""
 
     label = "fake"
 
     def __init__(self, ttft_of_inflight):
         self.ttft_of = ttft_of_inflight
-        self.inflight = 0
+        self.users = 0
         self.count = 0
 
     def client(self, connections):
         import contextlib
+
+        self.users = connections
 
         @contextlib.asynccontextmanager
         async def c():
@@ -406,17 +410,13 @@ class _FakeTransport:
     async def send(self, client, body, origin_ns):
         import asyncio
 
-        self.inflight += 1
         self.count += 1
-        try:
-            await asyncio.sleep(0)
-            now = (time.perf_counter_ns() - origin_ns) / 1e6
-            ttft = self.ttft_of(self.inflight, self.count)
-            return {"ok": True, "error": None, "ttft_ms": ttft, "tpot_ms": 20.0, "e2e_ms": ttft + 620.0,
-                    "output_tokens": 32, "start_ms": now, "end_ms": now + 1.0, "chunk_ms": [ttft], "attempts": 1,
-                    "text": "x"}
-        finally:
-            self.inflight -= 1
+        await asyncio.sleep(0)
+        now = (time.perf_counter_ns() - origin_ns) / 1e6
+        ttft = self.ttft_of(self.users, self.count)
+        return {"ok": True, "error": None, "ttft_ms": ttft, "tpot_ms": 20.0, "e2e_ms": ttft + 620.0,
+                "output_tokens": 32, "start_ms": now, "end_ms": now + 1.0, "chunk_ms": [ttft], "attempts": 1,
+                "text": "x"}
 
     async def request(self, client, body):
         raise AssertionError("not used")
