@@ -143,7 +143,7 @@ def _progress_printer():
                 return
             shown = []
             for name in ("tokens_per_second", "generation_tps", "draft_acceptance", "ttft_ms", "tpot_ms", "startup_ms",
-                         "peak_aggregate_tps", "slo_max_concurrency"):
+                         "peak_aggregate_tps", "slo_max_concurrency", "capacity", "requests_sent", "probe_success_rate"):
                 s = info["summary"].get(name)
                 if s and s.get("mean") is not None:
                     m = METRICS[name]
@@ -349,12 +349,35 @@ def serve_bench(c, force=False, retry_failed=False, matrices="serving-inprocess,
               f"{len(report.skipped)} already measured")
 
 
+CAPACITY_MATRICES = ("serving-capacity,serving-capacity-poisson,serving-capacity-probe,serving-capacity-np1,"
+                     "serving-capacity-llama-cpp-server")
+
+
+@task(name="capacity", help={"matrices": f"Comma-separated matrices to run in order (default: {CAPACITY_MATRICES}; "
+                                         "serving-capacity-sweep and serving-capacity-sweep-high are the exhaustive Poisson sweep the search is checked against).",
+                             "force": "Measure again even when artifacts for the same configurations exist (an A/A "
+                                      "repeat: the new artifact supersedes on the pages, the older one stays on disk).",
+                             "retry_failed": "Measure again configurations whose last artifact is a failure."})
+@user_errors
+def serve_capacity(c, matrices=CAPACITY_MATRICES, force=False, retry_failed=False):
+    """Capacity at SLO: the highest users / request rate whose p95 latencies meet the SLOs, with its interval; the endpoint probe."""
+    from pipelines.serving import capacity_lines
+    from runtime.execution import runner
+
+    for name in [m.strip() for m in matrices.split(",") if m.strip()]:
+        report = runner.run_matrix(name, force=force, retry_failed=retry_failed, on_event=_progress_printer())
+        for line in capacity_lines(report.measured + report.failed + report.skipped):
+            print("  " + line)
+        print(f"matrix {report.matrix}: {len(report.measured)} measured, {len(report.failed)} failed, "
+              f"{len(report.skipped)} already measured")
+
+
 model = Collection("model", fetch, list_models, synth)
 site = Collection("site", build, serve)
 bench_ns = Collection("bench", fidelity)
 bench_ns.add_task(bench, default=True)
 importers = Collection("import", llama_bench)
-serving_ns = Collection("serve", serve_bench)
+serving_ns = Collection("serve", serve_bench, serve_capacity)
 # -- planning: host probe, projections, memory plans ------------------------------------------
 @task(name="probe", help={"size_mib": "Size of each buffer in MiB (default: 256 or twice the last-level cache, whichever is larger).",
                           "repetitions": "Timed copies and reads per thread count (default 5).",

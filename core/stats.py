@@ -738,3 +738,154 @@ def paired_verdict(b: int, c: int, alpha: float = 0.05) -> str:
     if p >= alpha:
         return "within noise"
     return "win" if c > b else "loss"
+
+
+# -- order-statistic bounds of a percentile, in percent, for SLO verdicts (distribution-free) --
+# (quantile_interval above gives the same bounds of a quantile in (0, 1) as a QuantileBound)
+# For n independent samples of a continuous distribution, the k-th smallest x_(k) lies at or above
+# the q-quantile exactly when at most k-1 samples fall below it: P(x_(k) >= xi_q) = P(B <= k-1),
+# B ~ Binomial(n, q). No assumption about the shape of the distribution (MLPerf LoadGen bounds its
+# latency percentiles the same way). Percentiles are given in percent (95 = p95).
+QUANTILE_SETTLE_CAP = 1_000_000  # the most samples "needs N more" will ever name
+
+
+def _q(percentile: float) -> float:
+    if not 0.0 < float(percentile) < 100.0:
+        raise ValueError(f"a percentile lies strictly between 0 and 100 (got {percentile!r})")
+    return float(percentile) / 100.0
+
+
+@lru_cache(maxsize=8192)
+def quantile_upper_rank(n: int, percentile: float, confidence: float = 0.95) -> int | None:
+    """Smallest 1-based rank u with P(x_(u) >= the percentile) >= ``confidence`` (x_(u) is then an
+    upper confidence bound of it); None when even x_(n) is not enough (n too small)."""
+    q = _q(percentile)
+    if n < 1:
+        return None
+    ks = np.arange(0, n)  # u - 1
+    cover = _sp.bdtr(ks, n, q)
+    ok = np.nonzero(cover >= confidence)[0]
+    return int(ok[0]) + 1 if ok.size else None
+
+
+@lru_cache(maxsize=8192)
+def quantile_lower_rank(n: int, percentile: float, confidence: float = 0.95) -> int | None:
+    """Largest 1-based rank l with P(x_(l) <= the percentile) >= ``confidence`` (a lower confidence
+    bound); None when even x_(1) is not enough."""
+    q = _q(percentile)
+    if n < 1:
+        return None
+    ls = np.arange(1, n + 1)
+    cover = 1.0 - _sp.bdtr(ls - 1, n, q)  # P(B >= l)
+    ok = np.nonzero(cover >= confidence)[0]
+    return int(ok[-1]) + 1 if ok.size else None
+
+
+def quantile_min_samples(percentile: float, confidence: float = 0.95, side: str = "both") -> int:
+    """Fewest samples for which an order-statistic bound of the percentile exists at all: the upper
+    bound needs 1 - q^n >= c, the lower one 1 - (1 - q)^n >= c; ``both`` (a two-sided interval at
+    ``confidence``) needs each side at (1 + c) / 2."""
+    q = _q(percentile)
+    if side == "both":
+        c = (1.0 + confidence) / 2.0
+        return max(quantile_min_samples(percentile, c, "upper"), quantile_min_samples(percentile, c, "lower"))
+    base = q if side == "upper" else 1.0 - q
+    return max(1, math.ceil(math.log(1.0 - confidence) / math.log(base) - 1e-12))
+
+
+def percentile_interval(values: Sequence[float], percentile: float, confidence: float = 0.95) -> dict:
+    """A percentile with its distribution-free two-sided interval (each side at (1 + c) / 2).
+
+    ``value`` is the sample percentile (numpy's linear interpolation, as everywhere else here);
+    ``low``/``high`` are order statistics (None where the sample is too small for that side);
+    ``needs`` is how many more samples the interval needs to exist at all (0 when it does).
+    Infinite values (a failed request counted as never answering) stay in the ranks."""
+    arr = np.sort(np.asarray([float(v) for v in values if v is not None and not math.isnan(float(v))], dtype=float))
+    n = int(arr.size)
+    side = (1.0 + confidence) / 2.0
+    need = quantile_min_samples(percentile, confidence, "both")
+    out = {"percentile": float(percentile), "confidence": confidence, "n": n, "value": None, "low": None,
+           "high": None, "needs": max(0, need - n)}
+    if n == 0:
+        return out
+    finite = arr[np.isfinite(arr)]
+    out["value"] = float(np.percentile(arr, percentile)) if finite.size == n else _rank_value(arr, percentile)
+    lo, hi = quantile_lower_rank(n, float(percentile), side), quantile_upper_rank(n, float(percentile), side)
+    out["low"] = float(arr[lo - 1]) if lo is not None else None
+    out["high"] = float(arr[hi - 1]) if hi is not None else None
+    return out
+
+
+def _rank_value(arr: np.ndarray, percentile: float) -> float:
+    """The percentile of a sorted sample that holds infinities: the nearest-rank value (interpolating
+    towards infinity would say nothing)."""
+    k = max(1, math.ceil(float(percentile) / 100.0 * arr.size))
+    return float(arr[k - 1])
+
+
+def quantile_vs_limit(values: Sequence[float], percentile: float, limit: float, confidence: float = 0.95) -> dict:
+    """Whether the ``percentile`` of the population lies at or below ``limit``, decided from order
+    statistics at ``confidence``:
+
+    * ``meets`` when the upper bound x_(u) is within the limit;
+    * ``misses`` when the lower bound x_(l) is above it;
+    * ``unresolved`` otherwise, with ``needs``: about how many more samples, drawn as these were,
+      would settle it (None when the observed share within the limit sits on the percentile itself,
+      or more than QUANTILE_SETTLE_CAP would be needed).
+
+    ``values`` may hold +inf (a failed request never met the limit)."""
+    arr = np.sort(np.asarray([float(v) for v in values if v is not None and not math.isnan(float(v))], dtype=float))
+    n = int(arr.size)
+    within = int(np.searchsorted(arr, limit, side="right"))  # samples <= limit
+    out = {"percentile": float(percentile), "limit": float(limit), "confidence": confidence, "n": n,
+           "within": within, "value": None, "upper": None, "lower": None, "verdict": "unresolved", "needs": None}
+    if n == 0:
+        out["needs"] = quantile_min_samples(percentile, confidence, "upper")
+        return out
+    finite = arr[np.isfinite(arr)]
+    out["value"] = float(np.percentile(arr, percentile)) if finite.size == n else _rank_value(arr, percentile)
+    u = quantile_upper_rank(n, float(percentile), confidence)
+    lo = quantile_lower_rank(n, float(percentile), confidence)
+    out["upper"] = float(arr[u - 1]) if u is not None else None
+    out["lower"] = float(arr[lo - 1]) if lo is not None else None
+    if u is not None and u <= within:
+        out["verdict"] = "meets"
+    elif lo is not None and lo > within:
+        out["verdict"] = "misses"
+    else:
+        out["needs"] = samples_to_settle(n, within, percentile, confidence)
+    return out
+
+
+def _settles(n: int, within: int, percentile: float, confidence: float) -> bool:
+    u = quantile_upper_rank(n, float(percentile), confidence)
+    lo = quantile_lower_rank(n, float(percentile), confidence)
+    return (u is not None and u <= within) or (lo is not None and lo > within)
+
+
+def samples_to_settle(n: int, within: int, percentile: float, confidence: float = 0.95) -> int | None:
+    """More samples that would settle :func:`quantile_vs_limit` if the share within the limit stays
+    what it is (``within`` of ``n``); None when that share equals the percentile or the answer passes
+    QUANTILE_SETTLE_CAP. Exponential search, then bisection on the total count."""
+    q = _q(percentile)
+    share = within / n if n else 1.0
+    if n and abs(share - q) < 1e-12:
+        return None
+    if n == 0:
+        return quantile_min_samples(percentile, confidence, "upper")
+
+    def ok(total: int) -> bool:
+        return _settles(total, min(total, int(math.floor(share * total + 1e-9))), percentile, confidence)
+
+    lo_n, hi_n = n, max(n + 1, 2 * n)
+    while not ok(hi_n):
+        if hi_n - n > QUANTILE_SETTLE_CAP:
+            return None
+        lo_n, hi_n = hi_n, hi_n * 2
+    while hi_n - lo_n > 1:
+        mid = (lo_n + hi_n) // 2
+        if ok(mid):
+            hi_n = mid
+        else:
+            lo_n = mid
+    return hi_n - n

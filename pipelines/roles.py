@@ -110,6 +110,33 @@ class SpeedReq(BaseModel):
         return self
 
 
+class ServingReq(BaseModel):
+    """What a role needs from a server on the host: users (or requests per second) at SLO, found by a
+    capacity search (kind capacity, or a swept load test) of the model there, and probe cases that
+    must succeed on every try (kind probe)."""
+
+    model_config = ConfigDict(extra="forbid")
+    users: float | None = Field(None, gt=0, description="Concurrent users the model must serve within its capacity "
+                                "search's SLOs (closed loop); checked against the capacity interval.")
+    rate: float | None = Field(None, gt=0, description="Requests per second the model must serve within the SLOs "
+                               "(open loop: constant or Poisson arrivals).")
+    probes: list[str] = Field(default_factory=list, description="Endpoint probe cases that must succeed on every "
+                              "try (chat, stream_usage, tool_call, tool_followup, json_mode, json_schema).")
+
+    @model_validator(mode="after")
+    def _something(self) -> "ServingReq":
+        if self.users is None and self.rate is None and not self.probes:
+            raise ValueError("a serving requirement needs users, rate or probes")
+        if self.users is not None and self.rate is not None:
+            raise ValueError("give users or rate, not both")
+        from core.kinds.probe import CASES
+
+        bad = [c for c in self.probes if c not in CASES]
+        if bad:
+            raise ValueError(f"unknown probe case {bad[0]!r} (known: {', '.join(CASES)})")
+        return self
+
+
 class Role(BaseModel):
     model_config = ConfigDict(extra="forbid")
     description: str = ""
@@ -119,6 +146,8 @@ class Role(BaseModel):
     quality: list[QualityReq] = Field(default_factory=list)
     speed: list[SpeedReq] = Field(default_factory=list)
     memory_max: int | None = Field(None, description="Peak memory cap (bytes or '24 GiB').")
+    serving: ServingReq | None = Field(None, description="Users (or rate) at SLO and probe cases a server of the model "
+                                       "must meet on the host (capacity searches and endpoint probes).")
     host: str | None = Field(None, description="Assign on this host id only (default: every host with speed data).")
     escalates_to: str | None = Field(None, description="The role a request goes to when this one cannot handle it.")
     max_degenerate_rate: float | None = Field(None, ge=0, le=1)
@@ -508,8 +537,54 @@ def _degeneration_evidence(cfg: ConfigData, max_rate: float, docs: list[QualityR
                     message="" if ok else f"{len(bad)} of {len(items)} outputs degenerate ({', '.join(flags)})")
 
 
+def _serving_evidence(req: ServingReq, cfg: ConfigData, host: str | None,
+                      index: dict[tuple[str, str], dict[str, list[dict[str, Any]]]]) -> list[Evidence]:
+    """The role's serving requirement against the capacity answers and probes of the model on the host
+    (any server): the interval decides (its lower bound meets the need: ok; its upper bound is below
+    it: too slow; it straddles: not resolved)."""
+    out: list[Evidence] = []
+    found = index.get((host or "", cfg.model_sha256)) or {"capacity": [], "probe": []}
+    need = req.users if req.users is not None else req.rate
+    if need is not None:
+        unit = "users" if req.users is not None else "req/s"
+        what = f"{need:g} {unit} at SLO" + (f" on {host}" if host else "")
+        rows = [r for r in found["capacity"] if r["unit"] == unit]
+        if not rows:
+            out.append(Evidence("serving", what, None, reason="no data",
+                                message=f"no capacity search in {unit} of this model on {host or 'any host'}"))
+        else:
+            best = max(rows, key=lambda r: (r["answer"]["low"], r["answer"]["answer"], r["created"]))
+            a = best["answer"]
+            common = dict(value=best["answer_text"] + f" ({best['endpoint']})", artifacts=[("run", best["id"])],
+                          ci=(a["low"], a["high"]))
+            if a["low"] >= need:
+                out.append(Evidence("serving", what, True, **common))
+            elif a["high"] < need and not a.get("open_above"):
+                out.append(Evidence("serving", what, False, **common, reason="too slow",
+                                    message=f"{best['endpoint']} takes {a['answer']:g} {unit} [{a['low']:g}, "
+                                            f"{a['high']:g}] at {best['slo'].describe()}; the role needs {need:g}"))
+            else:
+                out.append(Evidence("serving", what, None, **common, reason="not resolved",
+                                    message=f"capacity interval [{a['low']:g}, {a['high']:g}] contains {need:g} {unit}: "
+                                            "more requests at the boundary levels would settle it"))
+    for case in req.probes:
+        what = f"endpoint probe: {case}" + (f" on {host}" if host else "")
+        rows = [(p, p["cases"][case]) for p in found["probe"] if case in p["cases"]]
+        if not rows:
+            out.append(Evidence("serving", what, None, reason="no data", message=f"no probe of {case} for this model"))
+            continue
+        p, c = max(rows, key=lambda x: (x[1]["succeeded"] / max(1, x[1]["n"]), x[0]["created"]))
+        ok = c["succeeded"] == c["n"]
+        out.append(Evidence("serving", what, ok, value=f"{c['succeeded']}/{c['n']} ({p['endpoint']})",
+                            artifacts=[("run", p["id"])], reason=None if ok else "missing capability",
+                            message="" if ok else f"{case} succeeded {c['succeeded']} of {c['n']} times on "
+                                                  f"{p['endpoint']}: {'; '.join(c.get('reasons') or [])[:200]}"))
+    return out
+
+
 def evaluate(role: Role, cfg: ConfigData, host: str | None, defaults: Defaults,
-             capabilities: dict[str, list[str]], noise: dict[tuple[str, str], stats.RunNoise] | None = None) -> Candidate:
+             capabilities: dict[str, list[str]], noise: dict[tuple[str, str], stats.RunNoise] | None = None,
+             serving: dict[tuple[str, str], dict[str, list[dict[str, Any]]]] | None = None) -> Candidate:
     c = Candidate(cfg.identity, cfg.model, quality_mod.config_label(cfg.settings), cfg.settings)
     if role.capabilities:
         have = capabilities.get(cfg.model)
@@ -538,6 +613,8 @@ def evaluate(role: Role, cfg: ConfigData, host: str | None, defaults: Defaults,
         c.evidence.append(ev)
         if i == 0 and value is not None:
             c.speed_key = value if METRICS[req.metric].higher_is_better else -value
+    if role.serving is not None:
+        c.evidence.extend(_serving_evidence(role.serving, cfg, host, serving or {}))
     if role.memory_max is not None:
         ev, peak = _memory_evidence(role.memory_max, cfg, host)
         c.evidence.append(ev)
@@ -609,6 +686,11 @@ def recommend(reg: RolesFile, quality_docs: list[QualityRecord], run_docs: list[
               capabilities: dict[str, list[str]], registry_models: list[str] | None = None) -> list[Assignment]:
     """One assignment per role and host (roles in registry order, hosts sorted)."""
     configs = join(quality_docs, run_docs)
+    serving_idx = None
+    if any(r.serving is not None for r in reg.roles.values()):
+        from pipelines.serving import serving_index
+
+        serving_idx = serving_index(run_docs)
     for name in registry_models or []:  # a registered model with no artifact at all is a candidate with no data
         if not any(c.model == name for c in configs.values()):
             configs[f"registry:{name}"] = ConfigData(f"registry:{name}", name, "", {})
@@ -625,11 +707,11 @@ def recommend(reg: RolesFile, quality_docs: list[QualityRecord], run_docs: list[
             # the candidates are those measured on it, plus those measured nowhere (rejected for it,
             # visibly). A configuration measured only on other hosts is judged on those hosts' pages,
             # which keeps the work per role linear in the number of configurations.
-            if (role.speed or role.memory_max is not None) and host is not None:
+            if (role.speed or role.memory_max is not None or role.serving is not None) and host is not None:
                 pool = on_host.get(host, []) + unmeasured
             else:
                 pool = list(configs.values())
-            cands = [evaluate(role, cfg, host, reg.defaults, capabilities, noise) for cfg in pool]
+            cands = [evaluate(role, cfg, host, reg.defaults, capabilities, noise, serving_idx) for cfg in pool]
             for c in cands:
                 if c.identity.startswith("registry:"):
                     c.config_label = "no artifacts"

@@ -197,6 +197,14 @@ def _requirements(role: roles_mod.Role) -> str:
         parts.append(f"{s.test} {m.label} {'≥' if s.min is not None else '≤'} {num(s.min if s.min is not None else s.max, m.decimals)} {m.unit}")
     if role.memory_max is not None:
         parts.append(f"memory ≤ {roles_mod.nbytes(role.memory_max)}")
+    if role.serving is not None:
+        sv = role.serving
+        if sv.users is not None:
+            parts.append(f"{num(sv.users, 0)} users at SLO")
+        if sv.rate is not None:
+            parts.append(f"{num(sv.rate, 2)} req/s at SLO")
+        if sv.probes:
+            parts.append("endpoint " + ", ".join(sv.probes))
     return "; ".join(parts) or "none"
 
 
@@ -226,7 +234,7 @@ def _summary_table(assignments: list[roles_mod.Assignment]) -> str:
         unmeasured = [c for c in a.rejected if c.state in ("not measured", "partly measured")]
         if a.chosen:
             met = "; ".join(f"{e.requirement.split(' (')[0]}: {e.value}" for e in a.chosen.evidence
-                            if e.kind in ("quality", "speed"))
+                            if e.kind in ("quality", "speed", "serving"))
             why = f"meets every requirement ({met})" if met else "meets every requirement"
             if a.tie:
                 why += (f"; within noise of {', '.join(c.label for c in a.tie.others)} on {a.tie.requirement}: "

@@ -6,7 +6,10 @@ Tests:
 * ``chat``: the in-process backend's chat test, sent over HTTP (same prompts, same sampling),
   so the two can be compared request for request;
 * ``serve``: startup to healthy, the cold first request, warm steady state;
-* ``concurrency``: a closed-loop sweep of concurrency levels with SLO goodput.
+* ``concurrency``: a closed-loop sweep of concurrency levels with SLO goodput;
+* ``load``, ``capacity``, ``probe``: load profiles, the capacity search and the endpoint probe,
+  run by ``runtime.load`` through this backend's transport (``transport.py``): the backend
+  only sends one request at a time.
 
 A model is a local file (the backend starts the server with it, or ``base_url`` names a server
 that already runs it) or an endpoint model of the registry (runtime.models.endpoint: a served
@@ -41,6 +44,9 @@ from core.kinds.serve import ServeTest
 from core.kinds.base import TestSpec
 from core.kinds.chat import ChatTest
 from core.errors import ConfigError, ModelError
+from core.kinds.capacity import CapacityTest
+from core.kinds.load import LoadTest
+from core.kinds.probe import ProbeTest
 from runtime.backends.base import Backend, TestResult, UnsupportedTest, runs
 from runtime.backends.openai_http import NAME
 from core.kinds.agent import AgentLoopTest
@@ -70,7 +76,7 @@ def physical_cores() -> int:
 class OpenAIHttpBackend(Backend):
     name = NAME
     settings_class = OpenAIHttpSettings
-    test_kinds = ("chat", "serve", "concurrency", "agent_loop")
+    test_kinds = ("chat", "serve", "concurrency", "agent_loop", "load", "capacity", "probe")
     in_process = False
     model_kinds = ("file", "endpoint")
     servers = ("llama-server", "llama_cpp.server")  # started by the run; any OpenAI-compatible server by URL
@@ -530,6 +536,55 @@ class OpenAIHttpBackend(Backend):
         wall = (time.perf_counter_ns() - origin) / 1e9
         records.sort(key=lambda r: (r["start_ms"], r["user"]))
         return {"level": level, "wall_s": wall, "requests": records}
+
+    # -- load profiles, capacity search, probe (runtime.load) -----------------------------
+    def transport(self):
+        """This endpoint as the load generator's transport: it sends one request at a time."""
+        from runtime.backends.openai_http.transport import HttpTransport
+
+        s = self.settings
+        body: dict[str, Any] = {"model": self.api_model, "stream": True}
+        if s.include_usage:
+            body["stream_options"] = {"include_usage": True}
+        body.update(s.extra_body)
+        return HttpTransport(base_url=self.base_url, label=self.label(), body=body, policy=self._policy(),
+                             make_client=self._client, alive=self._alive, api_model=self.api_model)
+
+    @runs("load")
+    def _run_load_test(self, test: LoadTest) -> TestResult:
+        return self._run_load(test)
+
+    @runs("capacity")
+    def _run_capacity(self, test: CapacityTest) -> TestResult:
+        return self._run_load(test)
+
+    def _run_load(self, test: LoadTest | CapacityTest) -> TestResult:
+        from runtime.load import capacity as capacity_mod
+        from runtime.load import runner as load_runner
+
+        outcome = (capacity_mod if isinstance(test, CapacityTest) else load_runner).run(self.transport(), test)
+        # the test's own percentile SLOs replace the settings' (those of the concurrency kind)
+        result = TestResult(metrics={**outcome.metrics, **self._startup_metric()}, samples=outcome.samples,
+                            details=self._details(test, **outcome.details, slo=test.slo.model_dump()))
+        if outcome.failure:
+            raise ServingFailed(outcome.failure, result)
+        if self.server is not None and not self.server.alive():
+            raise ServingFailed(f"the server was lost during the {test.kind} test ({self.server.exit_description()})", result)
+        return result
+
+    @runs("probe")
+    def _run_probe(self, test: ProbeTest) -> TestResult:
+        from runtime.load import probe as probe_mod
+
+        cases = probe_mod.run(self.transport(), test)
+        metrics = {"probe_success_rate": [c["success_rate"] for c in cases.values() if c["success_rate"] is not None],
+                   **self._startup_metric()}
+        result = TestResult(metrics=metrics, samples={"cases": cases}, details=self._details(test, probe={
+            k: {kk: v[kk] for kk in ("case", "description", "n", "succeeded", "success_rate", "latency_ms_median", "reasons")}
+            for k, v in cases.items()}))
+        if self.server is not None and not self.server.alive():
+            raise ServingFailed(f"the server was lost during the probe ({self.server.exit_description()})", result)
+        return result
 
     # -- outcome --------------------------------------------------------------------------
     def _check(self, result: TestResult, records: list[dict[str, Any]], what: str) -> None:
