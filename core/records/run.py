@@ -47,7 +47,7 @@ METHOD_VERSION = 1  # bump when what a measurement means changes; part of every 
 OBSERVED_EFFECTIVE = frozenset({
     "llama_memory_mib", "gpu_offload_supported", "flash_attn_requested", "n_gpu_layers_requested", "n_layers_total",
     "draft_load_time_s", "draft_model_file", "draft_synthetic", "base_url", "server_command", "request_timeout_s",
-    "retries",
+    "retries", "lora", "lora_buffer_mib",
 })
 # Build fields that identify the software that measured (the "backend build").
 BUILD_IDENTITY = ("backend_version", "llama_cpp_commit", "server", "server_package", "server_version", "server_commit",
@@ -393,6 +393,27 @@ class RunRecord(Mapping):
     def baseline_key(self) -> str | None:
         return self.doc["matrix"].get("baseline_key")
 
+    # LoRA adapters
+    @property
+    def lora_requested(self) -> list[str]:
+        """The adapters this configuration asked to attach (names or paths), in order."""
+        return list(self.requested.get("lora_adapters") or [])
+
+    @property
+    def lora(self) -> dict[str, Any]:
+        """What attaching the adapters did, as the backend reported it: each adapter's facts and
+        load time, the total load time, the RSS growth ({} without adapters)."""
+        return self.reported.get("lora") or {}
+
+    @property
+    def lora_adapters(self) -> list[dict[str, Any]]:
+        return list(self.lora.get("adapters") or [])
+
+    @property
+    def lora_buffer_mib(self) -> list[float]:
+        """llama.cpp's own "LoRA buffer size" lines (MiB), one per adapter and buffer type."""
+        return [float(x) for x in self.reported.get("lora_buffer_mib") or []]
+
     # measurements
     @property
     def summary(self) -> dict[str, dict[str, Any]]:
@@ -415,6 +436,69 @@ class RunRecord(Mapping):
     @property
     def resources(self) -> dict[str, Any]:
         return self.doc["resources"]
+
+    @property
+    def request_records(self) -> list[dict[str, Any]]:
+        """A chat test's timed request records (ok or failed; warm-ups left out)."""
+        return [r for r in (self.doc.get("samples") or {}).get("requests", []) if isinstance(r, dict)]
+
+    @property
+    def repetition_rates(self) -> list[float]:
+        """A rate test's tokens/s per timed repetition (the samples its summary is made of)."""
+        if self.test_kind != "rate":
+            return []
+        return [float(v) for v in (self.doc.get("samples") or {}).get("ts", [])]
+
+    @property
+    def peak_rss_bytes(self) -> int | None:
+        v = (self.doc.get("resources") or {}).get("peak_rss_bytes")
+        return int(v) if v else None
+
+    def generation(self) -> dict[str, Any]:
+        """What this run generated in its timed part (warm-ups left out): output tokens, the seconds
+        spent producing them, prompt tokens processed, and how the time was counted.
+
+        rate tests: n_gen tokens per repetition; the time is the repetitions' own wall time for a
+        tg test, llama.cpp's eval time of the generated part (its perf counters) when a prompt shares
+        the repetition, none for a pp test. generate, chat and serve: every timed request's output
+        tokens and end-to-end time (sequential requests). concurrency: each level's requests and the
+        level's wall time (requests in flight together share it). Failed requests count no tokens."""
+        out = {"tokens": 0, "seconds": 0.0, "prompt_tokens": 0, "requests": 0, "time": ""}
+        samples = self.doc.get("samples") or {}
+        kind = self.test_kind
+        if kind == "rate":
+            t = self.test
+            n_gen, n_prompt = int(t.get("n_gen") or 0), int(t.get("n_prompt") or 0)
+            ns = [int(v) for v in samples.get("ns", [])]
+            out["tokens"] = n_gen * len(ns)
+            out["prompt_tokens"] = n_prompt * len(ns)
+            if n_gen and not n_prompt:
+                out["seconds"], out["time"] = sum(ns) / 1e9, "repetition wall time"
+            elif n_gen:
+                perf = (self.doc.get("details") or {}).get("perf_counters") or []
+                out["seconds"], out["time"] = sum(float(p.get("t_eval_ms") or 0) for p in perf) / 1000.0, "llama.cpp eval time"
+            return out
+        if kind == "concurrency":
+            for level in samples.get("levels", []):
+                reqs = [r for r in level.get("requests", []) if isinstance(r, dict)]
+                out["tokens"] += sum(int(r.get("output_tokens") or 0) for r in reqs if r.get("ok", True))
+                out["prompt_tokens"] += sum(int(r.get("prompt_tokens") or 0) for r in reqs if r.get("ok", True))
+                out["requests"] += len(reqs)
+                out["seconds"] += float(level.get("wall_s") or 0.0)
+            out["time"] = "wall time of each concurrency level"
+            return out
+        lists = {"serve": ("cold", "warm")}.get(kind, ("requests",))
+        for name in lists:
+            for r in samples.get(name, []):
+                if not isinstance(r, dict):
+                    continue
+                out["requests"] += 1
+                if r.get("ok", True):
+                    out["tokens"] += int(r.get("output_tokens") or 0)
+                    out["prompt_tokens"] += int(r.get("prompt_tokens") or 0)
+                out["seconds"] += float(r.get("e2e_ms") or 0.0) / 1000.0
+        out["time"] = "end-to-end time of each timed request"
+        return out
 
     def stat(self, metric: str) -> dict[str, Any] | None:
         """The summary statistics of one metric (n, mean, stddev, ci95_low, ci95_high, ...)."""

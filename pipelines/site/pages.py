@@ -87,6 +87,8 @@ def newest_regressions(docs: list[Any], limit: int = HOME_REGRESSIONS) -> str:
 
 
 def home(docs: list[Any]) -> str:
+    from pipelines.site.corpus import corpus_section
+
     """What a reader wants in ten seconds: when, the best result per host and workload, what got worse."""
     if not docs:
         return admonition("warning", "No data yet", "Run `invoke all` to measure the embedded model on this host.")
@@ -115,6 +117,7 @@ def home(docs: list[Any]) -> str:
         "",
         newest_regressions(docs),
         "",
+        corpus_section(docs),
         "## Hosts",
         "",
         hosts_table(latest),

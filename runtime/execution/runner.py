@@ -38,7 +38,8 @@ LOG_TAIL_LINES = 120
 LOG_READ_BYTES = 8 << 20  # the most of a child's log the runner reads back
 KILL_GRACE_S = 2.0  # past its timeout a worker whose runner is gone kills itself after this much more
 NOISY_LOG_PREFIXES = ("llama_graph_n_input_tensors", "create_tensor:", "llama_model_loader: - kv", "load_tensors: layer",
-                      "resolve_fused_ops: fused", "llama_model_loader: - type")
+                      "resolve_fused_ops: fused", "llama_model_loader: - type",
+                      "llama_adapter_lora_init_impl: lora for", "llama_adapter_lora_init_impl: - kv")
 
 
 config_key = record.config_key  # one owner of the key: core.records.run
@@ -236,7 +237,7 @@ def build_artifact(*, cfg: matrix_mod.Configuration, ref: models.ModelRef, setti
         key=key, created=created, status=status, error=error,
         matrix={"name": cfg.matrix, "file": cfg.matrix_file},
         backend=cfg.backend, test=cfg.test.to_dict(),
-        requested=settings.model_dump(mode="json"), swept=cfg.swept, effective=effective,
+        requested=settings.recorded(), swept=cfg.swept, effective=effective,
         model={
             "name": ref.name,
             "file_name": Path(ref.path).name,
@@ -323,7 +324,7 @@ def baseline_key(cfg: matrix_mod.Configuration, ref: models.ModelRef, host_id: s
     if cfg.baseline is None:
         return None
     settings = merged_settings(dataclasses.replace(cfg, settings=cfg.baseline), ref)
-    return config_key(cfg.backend, ref.sha256, settings.model_dump(mode="json"), cfg.test.to_dict(), host_id, backend_version)
+    return config_key(cfg.backend, ref.sha256, settings.recorded(), cfg.test.to_dict(), host_id, backend_version)
 
 
 def run_matrix(name_or_path: str, *, force: bool = False, retry_failed: bool = False,
@@ -372,7 +373,7 @@ def _run_configurations(m: matrix_mod.Matrix, cfgs: list[matrix_mod.Configuratio
             ref = refs[cfg.model]
             settings = merged_settings(cfg, ref)
             bversion = backends.version(cfg.backend)
-            key = config_key(cfg.backend, ref.sha256, settings.model_dump(mode="json"), cfg.test.to_dict(), host["id"],
+            key = config_key(cfg.backend, ref.sha256, settings.recorded(), cfg.test.to_dict(), host["id"],
                              bversion, build_label=build_variant.label if build_variant else None)
             job_settings = settings.model_dump(mode="json")
             if build_variant is not None:
