@@ -63,8 +63,8 @@ def moe_speculation(sw: opt.Sweep) -> dict[str, list[MoeSpecCell]]:
             if mode != "none" and base is not None and p.metric:
                 hib = True
                 vs_plain = stats.compare(opt.metric_values(base.doc, p.metric), opt.metric_values(p.doc, p.metric), hib).to_dict()
-                bo = (base.doc.get("details") or {}).get("outputs")
-                co = (p.doc.get("details") or {}).get("outputs")
+                bo = as_record(base.doc).details.get("outputs")
+                co = as_record(p.doc).details.get("outputs")
                 if bo and co:
                     lossless = opt.compare_outputs(bo, co)
             cells.append(MoeSpecCell(p, n, mode, vs_plain, lossless))
@@ -85,8 +85,10 @@ def moe_speculation_findings(cells: list[MoeSpecCell]) -> list[str]:
             groups.setdefault(c.vs_plain["verdict"], []).append(str(c.experts))
         parts = []
         for verdict, word in (("win", "helps"), ("loss", "hurts"), ("within noise", "changes nothing beyond noise")):
-            if groups.get(verdict):
-                parts.append(f"{word} at {', '.join(groups[verdict])} experts")
+            ns = groups.get(verdict)
+            if ns:
+                counts = ", ".join(ns[:-1]) + (" and " if len(ns) > 1 else "") + ns[-1]
+                parts.append(f"{word} with {counts} {'expert' if ns == ['1'] else 'experts'} per token")
         lines.append(f"{MODE_TITLES[mode].capitalize()} on top of expert reduction " + "; ".join(parts) + ".")
     best_plain = max((c for c in cells if c.mode == "none" and c.vs_baseline and c.vs_baseline.get("ratio")),
                      key=lambda c: c.vs_baseline["ratio"], default=None)

@@ -28,7 +28,7 @@ def corpus_section(docs: list[Any]) -> str:
                       "The average is total tokens over total time across everything measured: baselines, deliberately "
                       "slow configurations, tiny synthetic models, long contexts, failed approaches, every host. It "
                       "describes this corpus, not what any one configuration does in production (seed 000 says the "
-                      "same of its own 11.4 t/s). For a configuration's speed, see the Leaderboard."), ""]
+                      "same of its own benchmark average). For a configuration's speed, see the Leaderboard."), ""]
     rows = [[cell(k), num(v["runs"], 0), num(v["tokens"], 0), _hours(v["seconds"]),
              num(v["rate"], 1) if v["rate"] else "—", cell("; ".join(v["time"]) or "—")]
             for k, v in sorted(t["by_kind"].items(), key=lambda kv: -kv[1]["tokens"])]
