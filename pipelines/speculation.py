@@ -111,7 +111,7 @@ def moe_speculation_findings(cells: list[MoeSpecCell]) -> list[str]:
 
 # -- draft Pareto ---------------------------------------------------------------------------------
 def is_draft_sweep(sw: opt.Sweep) -> bool:
-    drafts = {p.requested.get("draft_model") for p in sw.points if p.requested.get("speculative") == "draft_model"}
+    drafts = {p.requested.get("draft_model") for p in sw.points if p.ok and p.requested.get("speculative") == "draft_model"}
     return sw.track == "speculative" and len(drafts) >= 2 and any(
         "draft_model" in as_record(p.doc).swept for p in sw.points)
 
