@@ -3,12 +3,10 @@ computed from artifacts whose numbers the tests state."""
 
 from __future__ import annotations
 
-import copy
 
 import pytest
 
 from core import artifacts
-from core.records.run import as_record
 from pipelines import corpus, retries, speculation
 from pipelines import optimization as opt
 from tests.support.planning_fixtures import CHAT_SHORT, HOST, rate_test, requested, run_doc

@@ -316,12 +316,19 @@ def draft_pareto_section(sw: opt.Sweep, quality_docs: list[dict[str, Any]]) -> l
                "with it (CI95), and the draft's own quality score "
                + (f"({code(score)}, the suite and prompt style measured for every draft, with its Wilson CI95)" if score
                   else "(no suite and prompt style is measured for every draft yet: `invoke quality --matrix quality-ladder`)")
-               + ". On the front: no other draft is at least as fast and at least as good, and better in one.")
+               + ". On the front: no other draft is at least as fast and at least as good, and better in one (by the "
+               "point estimates: where two intervals overlap, their order is within noise).")
     out.append("")
     for test, rows in res["tests"].items():
         if not rows:
             continue
         out += [f"{code(test)}:", ""]
+        ups = [r.speedup for r in rows if r.speedup and r.speedup.get("ci95_high") is not None]
+        if ups and len(ups) == len(rows) and all(u["ci95_high"] < 1 for u in ups):
+            out += ["No draft of this sweep makes the target faster here: every speed-up's CI95 lies below 1.", ""]
+        elif ups and any(u["ci95_low"] > 1 for u in ups):
+            out += ["Faster than plain decoding: " + ", ".join(cell(r.draft) for r in rows
+                                                             if r.speedup and (r.speedup.get("ci95_low") or 0) > 1) + ".", ""]
         chart = pareto_chart(rows, score or "score") if score else None
         if chart is not None:
             out += [charts.embed(chart, caption="Speed-up (CI95) against the draft's quality score (Wilson CI95); "
