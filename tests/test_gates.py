@@ -173,3 +173,26 @@ def test_page_section_shows_every_gate():
     assert "Go/no-go gates" in md and "NO-GO" in md and "NOT MEASURED" in md
     assert runs[1]["id"][:12] in md
     assert "KV q8\\_0" in md  # escaped for Markdown
+
+
+def test_decisions_on_record_are_read_as_typed_records(tmp_path):
+    """A decision written by write_decisions is read back as a DecisionRecord (core.records.decision)
+    whose gates carry the values written, and the page lists it under "Decisions on record"."""
+    from core.records.decision import DecisionRecord
+    from pipelines.site.gates import gates_section
+
+    runs = _pair([30.0, 30.2, 29.8, 30.1], [50.0, 49.8, 50.3, 50.1])
+    cat = _kv_catalogue()
+    cfile = tmp_path / "optimizations.yaml"
+    cfile.write_text("x")
+    (path,) = g.write_decisions(cat, runs, [], catalogue_file=cfile, root=tmp_path / "decisions")
+    (rec,) = g.load_decisions(tmp_path / "decisions")
+    assert isinstance(rec, DecisionRecord) and rec.path.endswith(path.name)
+    assert rec.decision == "NO-GO" and rec.optimization_id == "kv" and rec.host_id == HOST["id"]
+    assert rec.catalogue["sha256"] == __import__("hashlib").sha256(b"x").hexdigest()
+    overhead = rec.gates[0]
+    assert (overhead.id, overhead.verdict, overhead.exact) == ("overhead", "NO-GO", False)
+    assert overhead.ci95_high < 0.8 and overhead.n == (4, 4) and overhead.evidence["candidate"] == runs[1]["id"]
+    assert rec.gates[1].exact and rec.gates[1].value == pytest.approx(15.4 / 29.0)
+    md = gates_section(cat, runs, [], [rec])
+    assert "Decisions on record" in md and rec.id in md.replace("\\", "")

@@ -175,3 +175,73 @@ def test_pick_score_needs_every_draft():
     scores = {"a": {"s1 · ll": {"n": 80}, "s2": {"n": 10}}, "b": {"s1 · ll": {"n": 80}}}
     assert speculation.pick_score(["a", "b"], scores) == "s1 · ll"
     assert speculation.pick_score(["a", "c"], scores) is None
+
+
+def _draft_run(draft, sha, rates, created, acc=None):
+    test = {"kind": "generate", "id": "free", "name": "free", "workload": "free", "prompts": ["a", "b"],
+            "max_tokens": 8, "ignore_eos": True, "repetitions": 3, "warmup": True}
+    mode = "none" if draft is None else "draft_model"
+    req = requested(speculative=mode, draft_model=draft)
+    reps = [{"repetition": i, "generation_tps": r, **({"draft_acceptance": acc} if acc is not None else {})}
+            for i, r in enumerate(rates)]
+    metrics = {"generation_tps": rates, **({"draft_acceptance": [acc] * len(rates)} if acc is not None else {})}
+    return run_doc(test=test, metrics=metrics, settings=req, matrix="optimization", created=created,
+                   effective={"draft_model_sha256": sha} if sha else None,
+                   samples={"repetitions": reps, "requests": []},
+                   details={"outputs": [{"prompt_index": 0, "token_ids": [1, 2, 3], "finish_reason": "length", "text": "x"}]})
+
+
+def _draft_sweep(rates_a, rates_b):
+    base = _draft_run(None, None, [100.0, 101.0, 99.0], "2026-01-01T00:00:00+00:00")
+    a = _draft_run("draft-a", "a" * 64, rates_a, "2026-01-01T00:01:00+00:00", acc=80.0)
+    b = _draft_run("draft-b", "b" * 64, rates_b, "2026-01-01T00:02:00+00:00", acc=40.0)
+    for d, swept in ((base, {"speculative": "none", "draft_model": None}),
+                     (a, {"speculative": "draft_model", "draft_model": "draft-a"}),
+                     (b, {"speculative": "draft_model", "draft_model": "draft-b"})):
+        d["matrix"].update(sweep="draft-ladder", baseline_key=base["key"])
+        d["settings"]["swept"] = swept
+        artifacts.validate(d)
+    (sw,) = opt.sweeps([base, a, b])
+    return sw
+
+
+def _draft_quality(sha, passed, n=20):
+    from tests.support.quality_fixtures import quality_doc
+
+    d = quality_doc(f"draft-{sha[0]}", "basic_facts", [True] * passed + [False] * (n - passed))
+    d["model"]["sha256"] = sha
+    artifacts.validate(d)
+    return d
+
+
+def test_draft_pareto_from_artifacts():
+    """Two drafts of one target: a fast one of low quality and a slower one of high quality are both on
+    the front; the speed-up is each draft point over the sweep's plain baseline, the quality the draft
+    file's own pass rate (read from quality records, joined by the draft's sha256)."""
+    from core.records.quality import as_quality
+    from pipelines.site.tracks import draft_pareto_section
+
+    sw = _draft_sweep([150.0, 151.0, 149.0], [120.0, 121.0, 119.0])
+    assert speculation.is_draft_sweep(sw)
+    quality = [as_quality(_draft_quality("a" * 64, 5)), as_quality(_draft_quality("b" * 64, 15))]
+    res = speculation.draft_pareto(sw, quality)
+    assert res["score"] == "basic_facts · chat"
+    rows = {r.draft: r for r in res["tests"]["free"]}
+    assert rows["draft-a"].speedup["ratio"] == pytest.approx(1.5) and rows["draft-a"].speedup["verdict"] == "win"
+    assert rows["draft-b"].speedup["ratio"] == pytest.approx(1.2)
+    assert rows["draft-a"].quality["pass_rate"] == pytest.approx(0.25) and rows["draft-b"].quality["n"] == 20
+    assert rows["draft-a"].front and rows["draft-b"].front
+    assert [r.draft for r in res["tests"]["free"]] == ["draft-a", "draft-b"]  # fastest first
+    md = "\n".join(draft_pareto_section(sw, quality))
+    assert "Faster than plain decoding: draft-a, draft-b." in md and "<code>basic_facts · chat</code>" in md
+
+
+def test_draft_pareto_says_when_no_draft_helps_and_without_scores():
+    from pipelines.site.tracks import draft_pareto_section
+
+    sw = _draft_sweep([60.0, 61.0, 59.0], [50.0, 51.0, 49.0])
+    res = speculation.draft_pareto(sw, [])
+    assert res["score"] is None and not any(r.front for r in res["tests"]["free"])  # no quality: no front
+    md = "\n".join(draft_pareto_section(sw, []))
+    assert "No draft of this sweep makes the target faster here" in md
+    assert "no suite and prompt style is measured for every draft yet" in md

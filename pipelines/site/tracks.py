@@ -12,6 +12,7 @@ from typing import Any
 import altair as alt
 import pandas as pd
 
+from core.records.quality import QualityRecord
 from core.records.run import as_record
 from pipelines import adapters as ad
 from pipelines import optimization as opt
@@ -308,7 +309,7 @@ def pareto_chart(rows: list[spec.DraftRow], score: str) -> alt.TopLevelMixin | N
     return alt.layer(*layers).properties(width="container", height=280)
 
 
-def draft_pareto_section(sw: opt.Sweep, quality_docs: list[dict[str, Any]]) -> list[str]:
+def draft_pareto_section(sw: opt.Sweep, quality_docs: list[QualityRecord]) -> list[str]:
     res = spec.draft_pareto(sw, quality_docs)
     score = res["score"]
     out = ["#### Draft quality against speed (Pareto front)", ""]
