@@ -423,6 +423,31 @@ def project_task(c):
               f"{counts['MISSED']} missed, {counts['NO DATA']} roles without data")
 
 
+@task(name="gates")
+@user_errors
+def gates_task(c):
+    """Check the go/no-go gates of data/optimizations.yaml on every host; record changed decisions in data/decisions/."""
+    from pipelines import gates, projections
+    from pipelines.quality import load_quality
+    from pipelines.runs import load_runs
+    from core.paths import relpath
+
+    catalogue = projections.load_catalogue()
+    runs, quality = load_runs(), load_quality()
+    hosts = gates.gate_hosts(catalogue, runs, quality)
+    if not hosts:
+        raise Exit("no host has measurements for any gate of data/optimizations.yaml", code=1)
+    for host in hosts:
+        for og in gates.evaluate(catalogue, runs, quality, host):
+            print(f"{host} {og.opt.id}: {og.decision} ("
+                  + ", ".join(f"{r.gate.id} {r.verdict}" for r in og.results) + ")")
+    paths = gates.write_decisions(catalogue, runs, quality, catalogue_file=projections.catalogue_path())
+    for p in paths:
+        print(f"recorded {relpath(p)}")
+    if not paths:
+        print("no decision changed since the last record")
+
+
 @task(name="memory", help={"model": "A .gguf path or a registry name (default: the embedded model).",
                            "host_ram_gib": "Host RAM to check against, GiB (default: this machine's)."})
 @user_errors
@@ -444,7 +469,7 @@ def plan_memory(c, model="gemma3-270m-q4_k_m", host_ram_gib=0.0):
 
 host_ns = Collection("host", host_probe)
 plan_ns = Collection("plan", plan_memory)
-ns = Collection(model, bench_ns, validate, site, all, test, importers, serving_ns, host_ns, plan_ns, project_task)
+ns = Collection(model, bench_ns, validate, site, all, test, importers, serving_ns, host_ns, plan_ns, project_task, gates_task)
 
 
 # -- quality and roles (issue 5) ---------------------------------------------------------

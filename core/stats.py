@@ -889,3 +889,28 @@ def samples_to_settle(n: int, within: int, percentile: float, confidence: float 
         else:
             lo_n = mid
     return hi_n - n
+
+
+def linear_fit(x: Sequence[float], y: Sequence[float], confidence: float = 0.95) -> dict | None:
+    """Ordinary least squares y = a + b x with the CI of the slope and of the intercept (Student's
+    t, n - 2 degrees of freedom). None with fewer than two distinct x; no interval with n = 2."""
+    xs, ys = np.asarray([float(v) for v in x], dtype=float), np.asarray([float(v) for v in y], dtype=float)
+    keep = np.isfinite(xs) & np.isfinite(ys)
+    xs, ys = xs[keep], ys[keep]
+    n = int(xs.size)
+    if n < 2 or np.unique(xs).size < 2:
+        return None
+    mx, my = xs.mean(), ys.mean()
+    sxx = float(((xs - mx) ** 2).sum())
+    b = float(((xs - mx) * (ys - my)).sum() / sxx)
+    a = float(my - b * mx)
+    out = {"n": n, "slope": b, "intercept": a, "slope_ci95": (None, None), "intercept_ci95": (None, None),
+           "residual_sd": None}
+    if n > 2:
+        sse = float(((ys - (a + b * xs)) ** 2).sum())
+        s = math.sqrt(sse / (n - 2))
+        t = t_critical(n - 2, confidence)
+        se_b = s / math.sqrt(sxx)
+        se_a = s * math.sqrt(1.0 / n + mx * mx / sxx)
+        out.update(slope_ci95=(b - t * se_b, b + t * se_b), intercept_ci95=(a - t * se_a, a + t * se_a), residual_sd=s)
+    return out

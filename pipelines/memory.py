@@ -445,6 +445,19 @@ def lora_bytes(shape: ModelShape, rank: int, modules: tuple[str, ...], bytes_per
     return int(sum(rank * (dims[m][0] + dims[m][1]) for m in modules) * shape.n_layer * bytes_per_value)
 
 
+def adapter_bytes(shape: ModelShape, adapters: list[dict[str, Any]]) -> int:
+    """Predicted bytes of attached adapters (each: rank, targets, tensor types as an artifact
+    records them) by :func:`lora_bytes`, at each adapter's storage size (F16: 2, F32: 4 bytes)."""
+    total = 0
+    for a in adapters:
+        types = a.get("tensor_types") or ["F16"]
+        per_value = 4.0 if types == ["F32"] else 2.0
+        mods = tuple(m for m in (a.get("targets") or []) if m in LORA_MODULES)
+        if a.get("rank") and mods:
+            total += lora_bytes(shape, int(a["rank"]), mods, per_value)
+    return total
+
+
 # -- planner settings ---------------------------------------------------------------------------
 _SIZE_UNITS = {"b": 1, "kb": 1000, "mb": 1000**2, "gb": 1000**3, "tb": 1000**4, "kib": 1024, "mib": 1024**2,
                "gib": 1024**3, "tib": 1024**4}
@@ -624,6 +637,9 @@ def run_prediction(doc: RunRecord, known_facts: dict[str, dict[str, Any]] | None
                     # extra buffer types off (extra_bufts: false): no CPU_REPACK copies
                     repack=repack_applies(rec.host) and eff.get("use_extra_bufts", eff.get("extra_bufts", req.get("extra_bufts"))) is not False,
                     n_outputs=n_outputs, logits_rows=logits_rows, draft=draft_shape)
+    adapters = as_record(doc).lora_adapters
+    if adapters:  # LoRA adapters attached to the context: their A and B tensors, by the seed's formula
+        plan.components["LoRA adapters (formula)"] = adapter_bytes(shape, adapters)
     amx = ((eff.get("llama_memory_mib") or {}).get("model") or {}).get("AMX")
     if amx:
         plan.notes.append(f"llama.cpp put {amx:.1f} MiB of weights in AMX buffers (an Intel AMX host): that layout is not "

@@ -58,6 +58,7 @@ from core.summary import Summary
 from core.paths import data_dir, relpath
 from core.yamlio import load_yaml, pydantic_error_line
 
+from pipelines.gates import Gate
 from pipelines.memory import ModelShape, kv_rows, RECURRENT_ARCHITECTURES, HYBRID_ARCHITECTURES
 from pipelines.roofline import bytes_per_token, decode_point
 from pipelines.runs import latest_per_key
@@ -142,6 +143,7 @@ class Optimization(BaseModel):
     source: Source
     applies_when: Applicability = Field(default_factory=Applicability)
     settings: dict[str, Any] = Field(default_factory=dict, description="Backend settings that realise it (for verification); empty = not runnable here.")
+    gates: list[Gate] = Field(default_factory=list, description="Go/no-go criteria checked against measurements (pipelines.gates).")
 
     @model_validator(mode="after")
     def _id(self) -> "Optimization":
@@ -149,6 +151,12 @@ class Optimization(BaseModel):
             raise ValueError(f"id {self.id!r} must be lowercase letters, digits and hyphens")
         if self.effect.roofline and not self.settings:
             raise ValueError("a roofline effect needs 'settings' (the configuration whose bytes per token it compares)")
+        ids = [g.id for g in self.gates]
+        dup = next((g for g in ids if ids.count(g) > 1), None)
+        if dup:
+            raise ValueError(f"gate id {dup!r} used twice")
+        if self.gates and not self.settings:
+            raise ValueError("gates need 'settings': the configuration whose measurements they check")
         return self
 
 

@@ -44,3 +44,27 @@ def test_compare_verdicts(base, cand, hib, verdict):
     if verdict != "insufficient data":
         assert c.ci95_low <= c.ratio <= c.ci95_high
         assert c.ratio == pytest.approx(sum(cand) / len(cand) / (sum(base) / len(base)))
+
+
+def test_linear_fit_matches_scipy_and_a_hand_fit():
+    """The adapter cost fit (time per token against adapter count): slope, intercept and the slope's
+    CI95 as scipy's linregress gives them, with Student's t on n - 2 degrees of freedom."""
+    from scipy import stats as sst
+
+    x = [0, 1, 2, 4, 8]
+    y = [20.0, 20.9, 22.1, 23.8, 28.2]
+    fit = stats.linear_fit(x, y)
+    ref = sst.linregress(x, y)
+    t = sst.t.ppf(0.975, len(x) - 2)
+    assert fit["n"] == 5
+    assert fit["slope"] == pytest.approx(ref.slope) and fit["intercept"] == pytest.approx(ref.intercept)
+    assert fit["slope_ci95"] == pytest.approx((ref.slope - t * ref.stderr, ref.slope + t * ref.stderr))
+    assert fit["intercept_ci95"] == pytest.approx((ref.intercept - t * ref.intercept_stderr,
+                                                   ref.intercept + t * ref.intercept_stderr))
+    # exactly on a line: zero residuals, a zero-width interval
+    exact = stats.linear_fit([0, 1, 2], [1.0, 3.0, 5.0])
+    assert exact["slope"] == pytest.approx(2.0) and exact["slope_ci95"] == pytest.approx((2.0, 2.0))
+    # two points: a line but no interval; one distinct x: no line
+    assert stats.linear_fit([0, 1], [1.0, 2.0])["slope_ci95"] == (None, None)
+    assert stats.linear_fit([1, 1, 1], [1.0, 2.0, 3.0]) is None
+    assert stats.linear_fit([0, 1, float("nan")], [1.0, 2.0, 3.0])["n"] == 2

@@ -2,7 +2,8 @@
 
 ``run`` (core.records.run: new_run, RunRecord), ``quality`` (new_quality, QualityRecord),
 ``perplexity`` (new_perplexity, PerplexityRecord), ``host`` (new_host, HostRecord),
-``projection`` (new_projection, ProjectionRecord) and ``noise`` (new_noise, NoiseRecord); the statistic of a metric is
+``projection`` (new_projection, ProjectionRecord), ``noise`` (new_noise, NoiseRecord) and ``decision``
+(new_decision, DecisionRecord); the statistic of a metric is
 core.summary.Summary. :func:`record_class` names the record of a type.
 """
 
@@ -14,7 +15,7 @@ from typing import Any
 MODULES = {"run": ("core.records.run", "RunRecord"), "quality": ("core.records.quality", "QualityRecord"),
            "perplexity": ("core.records.perplexity", "PerplexityRecord"), "host": ("core.records.host", "HostRecord"),
            "projection": ("core.records.projection", "ProjectionRecord"),
-           "noise": ("core.records.noise", "NoiseRecord")}
+           "noise": ("core.records.noise", "NoiseRecord"), "decision": ("core.records.decision", "DecisionRecord")}
 
 
 def record_class(artifact: str) -> Any:

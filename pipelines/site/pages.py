@@ -85,6 +85,8 @@ def newest_regressions(docs: list[RunRecord], limit: int = HOME_REGRESSIONS) -> 
 
 def home(docs: list[RunRecord]) -> str:
     """What a reader wants in ten seconds: when, the best result per host and workload, what got worse."""
+    from pipelines.site.corpus import corpus_section
+
     if not docs:
         return admonition("warning", "No data yet", "Run `invoke all` to measure the embedded model on this host.")
     docs = records(docs)
@@ -112,6 +114,7 @@ def home(docs: list[RunRecord]) -> str:
         "",
         newest_regressions(docs),
         "",
+        corpus_section(docs),
         "## Hosts",
         "",
         hosts_table(latest),

@@ -292,7 +292,17 @@ def projections_page(runs: list[RunRecord], records: list[ProjectionRecord]) -> 
                         "Run `invoke bench` and `invoke bench --matrix projections` to measure the roles of "
                         "`data/usage_mix.yaml` on this host.")
     history = proj.accuracy_history(records, runs)
-    return "\n".join(projections_host(proj.project(runs, catalogue, mix, h), history) for h in hosts)
+    body = "\n".join(projections_host(proj.project(runs, catalogue, mix, h), history) for h in hosts)
+    return body + "\n\n" + gates_page_section(catalogue, runs)
+
+
+def gates_page_section(catalogue: Any, runs: list[Any]) -> str:
+    """The go/no-go gates (pipelines.gates) with the quality artifacts and decision records of the loaded set."""
+    from pipelines import dataset
+    from pipelines.site.gates import gates_section
+
+    ds = dataset.load()
+    return gates_section(catalogue, runs, list(ds.quality), list(ds.of("decision")))
 
 
 # =====================================================================================
@@ -593,6 +603,11 @@ def memory_page(runs: list[RunRecord], hosts: list[HostRecord]) -> str:
             "gpu_runtime_overhead_source": f"the median residual of {n_gpu_runs} measured GPU runs"})
     out = ["## Predicted against measured", "", "### Host RAM (CPU runs)", "", predicted_vs_measured(runs), "",
            "### GPU memory", "", vram_vs_measured(runs), ""]
+    from pipelines.site.tracks import adapter_memory_section
+
+    lora = adapter_memory_section(runs)
+    if lora:
+        out += [lora, ""]
     if len(docs) > MODELS_SHOWN:
         # a section per model file: the newest few; the rest are listed (the planner plans any of them)
         newest = sorted(docs, key=lambda d: d.created, reverse=True)
@@ -783,4 +798,7 @@ def whatif_page(runs: list[RunRecord]) -> str:
             color=alt.Color("stage:N", title="stage"), tooltip=[alt.Tooltip("mix:N"), alt.Tooltip("stage:N"), alt.Tooltip("share:Q", format=".1f")],
         ).properties(width="container", height=max(80, 40 * df["mix"].nunique()), title="Where each mix spends its time")
         out += [charts.embed(chart, caption="Stage shares per mix, from measured stage timings."), ""]
+    from pipelines.site.retries import errors_section
+
+    out.append(errors_section(f, runs))
     return "\n".join(out)

@@ -140,7 +140,7 @@ def build_artifact(*, cfg: QualityConfiguration, ref: models.ModelRef, settings:
                "n_items_in_suite": len(cfg.suite.items), "source": cfg.suite.source_info,
                "sample": {"requested": cfg.sample, "seed": cfg.seed, "ids": [it.id for it in cfg.items]}},
         generation=cfg.generation.model_dump(mode="json"),
-        requested=settings.model_dump(mode="json"), swept=cfg.swept, effective=effective,
+        requested=settings.recorded(), swept=cfg.swept, effective=effective,
         model={"name": ref.name, "file_name": Path(ref.path).name, "sha256": ref.sha256, "size_bytes": ref.size_bytes,
                "source": ref.source, "synthetic": bool(ref.facts.get("synthetic")),
                "gguf": {k: v for k, v in ref.facts.items() if k not in ("default_settings",)},
@@ -204,7 +204,7 @@ def run_quality_matrix(name_or_path: str, *, force: bool = False, retry_failed: 
             ref = refs[cfg.model]
             settings = merged_settings(cfg, ref)
             bversion = backends.version(cfg.backend)
-            key = config_key(cfg, ref, settings.model_dump(mode="json"), host["id"], bversion)
+            key = config_key(cfg, ref, settings.recorded(), host["id"], bversion)
             job = {"task": "items", "backend": cfg.backend, "model": ref.to_dict(), "settings": settings.model_dump(mode="json"),
                    "generation": cfg.generation.model_dump(mode="json"), "items": [it.to_dict() for it in cfg.items]}
 

@@ -97,6 +97,7 @@ class OpenAIHttpBackend(Backend):
         self._server_version: dict[str, Any] | None = None
         self._server_extra: list[str] = []  # --no-repack where AMX is compiled in (runtime.backends.llama_cpp.lib_policy)
         self._extra_bufts: dict[str, Any] | None = None
+        self._faults: Any = None  # runtime.backends.openai_http.faults.FaultProxy when fault_every is set
 
     # -- endpoint -------------------------------------------------------------------------
     @classmethod
@@ -285,6 +286,11 @@ class OpenAIHttpBackend(Backend):
                 self._start()
         except ServerError as exc:
             raise ServingFailed(str(exc), TestResult({}, {}, self._details(test))) from None
+        if self.settings.fault_every and self._faults is None and self.base_url:
+            from runtime.backends.openai_http.faults import FaultProxy
+
+            self._faults = FaultProxy(self.base_url, self.settings.fault_every, self.settings.fault_status,
+                                      timeout_s=self.settings.request_timeout_s).start()
         # the model loads in the server, not here: its startup is the startup_ms metric
         return {"load_time_s": None, "effective_settings": {**self._effective(), **self._server_log_facts()}}
 
@@ -367,7 +373,8 @@ class OpenAIHttpBackend(Backend):
                                 max_connections=connections, api_key=self._api_key())
 
     def _url(self) -> str:
-        return f"{self.base_url}/chat/completions"
+        base = self._faults.base_url if self._faults is not None else self.base_url
+        return f"{base}/chat/completions"
 
     async def _sequential(self, test, seeds: list[int] | None, origin: int, repeater: Repeater | None = None) -> list[dict[str, Any]]:
         """Requests one after another: the given seeds, or (with a repeater) 0, 1, 2 ... until it stops."""
@@ -610,6 +617,7 @@ class OpenAIHttpBackend(Backend):
                 "llama_log_facts": self._server_log_facts(),
             },
             "slo": self._slo().to_dict(),
+            **({"faults": self._faults.facts()} if self._faults is not None else {}),
             "request_policy": {"request_timeout_s": s.request_timeout_s, "read_timeout_s": s.read_timeout_s,
                                "connect_timeout_s": s.connect_timeout_s, "retries": s.retries,
                                "retry_backoff_s": s.retry_backoff_s},
@@ -689,6 +697,9 @@ class OpenAIHttpBackend(Backend):
                                     request_timeout_s=s.request_timeout_s, api_key=self._api_key())
 
     def close(self) -> None:
+        if self._faults is not None:
+            self._faults.stop()
+            self._faults = None
         if self.server is not None:
             self._stop()
             if not self._log_echoed:
