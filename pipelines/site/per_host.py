@@ -100,7 +100,12 @@ def generated_pages() -> list[tuple[str, str]]:
             continue
         for host in hosts_of(name):
             path = page_file(name, host)
-            out.append((path, f"# {page.title} on `{host}`\n\n"
+            # kept out of the search index (front matter): hundreds of near-identical pages would make the
+            # index (and Material's indexing, which is quadratic in a page's headings) grow with the fleet
+            # while adding nothing a reader searches for; the page's index (docs/<name>.md) is indexed
+            # and names every host
+            out.append((path, "---\nsearch:\n  exclude: true\n---\n\n"
+                              f"# {page.title} on `{host}`\n\n"
                               f"One host's part of the [{page.title}](../{name}.md) page (one page per host once "
                               f"more than {SPLIT_ABOVE} hosts have data).\n\n"
                               f'{{{{ split_page("{name}", "{host}") }}}}\n'))
