@@ -46,7 +46,7 @@ import tempfile
 import time
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -151,44 +151,41 @@ def fleet_speed(i: int, gpu: bool) -> float:
     return (10 ** rnd.uniform(1.0, 1.8)) if gpu else (10 ** rnd.uniform(-0.3, 0.6))
 
 
-def make_fleet_data(dest: Path, n: int, base: list[dict[str, Any]], hosts: int) -> int:
-    """The project's inputs, the committed set, then ``hosts`` fleet hosts running the reference workload."""
-    import random
-
-    shutil.copytree(ROOT / "data", dest, ignore=lambda d, names: [x for x in names if Path(d) == ROOT / "data" and x in ARTIFACT_DIRS])
-    written = 0
-    for d in base:
-        if written >= n:
-            break
-        (dest / d["_file"]).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(ROOT / "data" / d["_file"], dest / d["_file"])
-        written += 1
+def fleet_templates(base: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], dict[str, Any], dict[str, Any] | None]:
+    """The committed CPU host's reference runs (the workload every fleet host runs), its probe, and a GPU
+    host block to copy GPUs from."""
     refs = [d for d in base if d["artifact"] == "run" and (d.get("matrix") or {}).get("name") == "reference"
             and d["status"] == "ok" and not d["host"].get("gpus")]
     cpu_host = refs[0]["host"]["id"]
     refs = sorted((d for d in refs if d["host"]["id"] == cpu_host), key=lambda d: (d["model"]["name"], d["test"]["name"]))
     probe = next(d for d in base if d["artifact"] == "host" and d["host"]["id"] == cpu_host)
     gpu_run = next((d for d in base if d["artifact"] == "run" and d["host"].get("gpus")), None)
-    fleet = [fleet_host(i, refs[0]["host"], gpu_run["host"] if gpu_run else None) for i in range(hosts)]
+    return refs, probe, (gpu_run["host"] if gpu_run else None)
+
+
+def fleet_artifacts(base: list[dict[str, Any]], hosts: int, skip: Any = None) -> Iterator[tuple[str, dict[str, Any]]]:
+    """(path under data/, artifact) of a fleet without end: a probe per host, then rounds of the reference
+    workload, each configuration across every host before the next. ``skip(host_index, template_index)``
+    leaves a host's configuration out (a host that ran part of the workload)."""
+    import random
+
+    refs, probe, gpu_host = fleet_templates(base)
+    fleet = [fleet_host(i, refs[0]["host"], gpu_host) for i in range(hosts)]
     newest = max(datetime.fromisoformat(d["created"]) for d in refs)
     for h in fleet:  # one probe per host
-        if written >= n:
-            return written
         doc = json.loads(json.dumps(probe))
         doc.pop("_file", None)
         doc["host"] = h
-        created = newest
-        doc["created"] = created.isoformat(timespec="seconds")
-        doc["id"] = f"{h['id']}-{_stamp(created, False)}"
-        artifacts.write(dest / f"hosts/{h['id']}/bandwidth-{_stamp(created, False)}.json", doc)
-        written += 1
+        doc["created"] = newest.isoformat(timespec="seconds")
+        doc["id"] = f"{h['id']}-{_stamp(newest, False)}"
+        yield f"hosts/{h['id']}/bandwidth-{_stamp(newest, False)}.json", doc
     rnd = random.Random(0)
     rnd_round = 0
-    while written < n:
+    while True:
         for t_i, t in enumerate(refs):
             for i, h in enumerate(fleet):
-                if written >= n:
-                    return written
+                if skip is not None and skip(i, t_i):
+                    continue
                 doc = json.loads(json.dumps(t))
                 doc.pop("_file", None)
                 doc["host"] = h
@@ -198,9 +195,25 @@ def make_fleet_data(dest: Path, n: int, base: list[dict[str, Any]], hosts: int) 
                 doc["key"] = _sha(t["key"], h["id"])  # this host's configuration: the same on every round
                 doc["id"] = f"{doc['key'][:12]}-{_stamp(created, True)}"
                 rel = f"runs/{h['id']}/{slug(doc['model']['name'])}/{doc['test']['name']}--{doc['key'][:16]}-{doc['id'].split('-', 1)[1]}.json"
-                artifacts.write(dest / rel, doc)
-                written += 1
+                yield rel, doc
         rnd_round += 1
+
+
+def make_fleet_data(dest: Path, n: int, base: list[dict[str, Any]], hosts: int) -> int:
+    """The project's inputs, the committed set, then ``hosts`` fleet hosts running the reference workload."""
+    shutil.copytree(ROOT / "data", dest, ignore=lambda d, names: [x for x in names if Path(d) == ROOT / "data" and x in ARTIFACT_DIRS])
+    written = 0
+    for d in base:
+        if written >= n:
+            break
+        (dest / d["_file"]).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(ROOT / "data" / d["_file"], dest / d["_file"])
+        written += 1
+    for rel, doc in fleet_artifacts(base, hosts):
+        if written >= n:
+            break
+        artifacts.write(dest / rel, doc)
+        written += 1
     return written
 
 

@@ -15,7 +15,7 @@ from core.records.run import RunRecord
 from pipelines import compare as cmp
 from pipelines import history
 from pipelines.site import charts
-from pipelines.site.markdown import ROOT, admonition, cell, code, link, num, run_link, table
+from pipelines.site.markdown import ROOT, admonition, as_text, cell, code, link, num, run_link, table
 
 STALE_BADGE = '<span class="almanac-badge stale" title="measured with an older build than the newest on this host">stale</span>'
 
@@ -195,9 +195,10 @@ def host_vs_host_page(docs: list[RunRecord]) -> str:
     for i, w in enumerate(wls):
         m, d = w.metric, w.metric.decimals
         best = w.standings[0]
-        summary = (f"{cell(w.label)} · {len(w.standings):,} hosts · median host {code(w.median.host_id)} "
-                   f"{num(w.median.summary.mean, d)} {cell(m.unit)} · best {code(best.host_id)} "
-                   f"{num(best.summary.mean, d)} {cell(m.unit)}")
+        # raw HTML (<summary>): text through as_text, which Markdown leaves as it is (cell()'s backslashes would show)
+        summary = (f"{as_text(w.label)} · {len(w.standings):,} hosts · median host {code(w.median.host_id)} "
+                   f"{num(w.median.summary.mean, d)} {as_text(m.unit)} · best {code(best.host_id)} "
+                   f"{num(best.summary.mean, d)} {as_text(m.unit)}")
         rows = []
         for st in w.standings:
             s = st.summary
