@@ -341,6 +341,8 @@ def main() -> None:
     ap.add_argument("--out", default="", help="write the results as JSON here")
     ap.add_argument("--reuse", action="store_true", help="keep a data folder already in --scratch (e.g. one where "
                     "`invoke all` already measured this host's default matrix, so a second one has nothing new)")
+    ap.add_argument("--generate-only", action="store_true", help="write the data folders into --scratch and stop "
+                    "(then measure them with --reuse under the exclusive lock, generation left outside it)")
     args = ap.parse_args()
     sizes = [int(x) for x in args.sizes.split(",") if x.strip()]
     scratch = Path(args.scratch or tempfile.mkdtemp(prefix="almanac-scale-"))
@@ -358,6 +360,9 @@ def main() -> None:
                 shutil.rmtree(data, ignore_errors=True)
                 written = make_fleet_data(data, n, base, args.hosts) if args.mode == "fleet" else make_data(data, n, base)
             gen = time.perf_counter() - t0
+            if args.generate_only:
+                print(f"N={written}: generated in {gen:.1f} s at {data}", flush=True)
+                continue
             os.sync()  # the generated files on disk before timing: no writeback competes with the build
             cache = scratch / f"cache-{n}"
             shutil.rmtree(cache, ignore_errors=True)

@@ -39,6 +39,9 @@ class SplitPage:
     relevant: Callable[[Any], bool]
     render: Callable[[list[Any], str | None], str]
     fingerprints: bool = False  # a host known only from its host artifact (a probe, no run) gets a page too
+    # whether a host's relevant runs give the page something to show (default: any relevant run); a page
+    # whose content needs several runs together (a sweep) says so here, so that no host gets an empty page
+    shows: Callable[[list[Any]], bool] | None = None
 
 
 PAGES: dict[str, SplitPage] = {}
@@ -72,7 +75,7 @@ def hosts_of(name: str) -> dict[str, list[Any]]:
     out = {}
     for host, runs in runs_by_host().items():
         rel = [r for r in runs if page.relevant(r)]
-        if rel:
+        if rel and (page.shows is None or page.shows(rel)):
             out[host] = rel
     if page.fingerprints:
         for host in host_artifacts():

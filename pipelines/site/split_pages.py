@@ -8,7 +8,7 @@ from typing import Any
 from core.records.run import RunRecord
 from pipelines import backends as backend_cmp
 
-from pipelines import dataset, leaderboard, roofline
+from pipelines import dataset, leaderboard, optimization, roofline
 from pipelines.site import hosts as hosts_pages
 from pipelines.site import optimization as optimization_pages
 from pipelines.site import pages, quality_pages
@@ -35,7 +35,10 @@ def _leaderboard(runs: list[RunRecord], host: str | None) -> str:
 register(SplitPage("leaderboard", "Leaderboard", "measured results", lambda r: r.ok, _leaderboard))
 register(SplitPage("hosts", "Hosts", "runs", lambda r: True, _hosts, fingerprints=True))
 register(SplitPage("optimization", "Optimization tracks", "sweep runs", lambda r: bool(r.sweep),
-                   lambda runs, host: optimization_pages.optimization_page(runs)))
+                   lambda runs, host: optimization_pages.optimization_page(runs),
+                   # a matrix that names a sweep but varies nothing (the reference workload) is no track: a
+                   # fleet running only that gets no page of "no sweeps yet" per host
+                   shows=lambda runs: bool(optimization.sweeps(runs))))
 register(SplitPage("serving", "Serving", "serving runs", lambda r: r.test_kind in kinds_on("serving"),
                    lambda runs, host: serving_pages.serving_page(runs)))
 register(SplitPage("comparisons", "Comparisons", "chat, serve and in-process backend runs",
