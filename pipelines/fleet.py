@@ -89,10 +89,15 @@ class Workload:
 
 def _newest_per_host(recs: list[RunRecord]) -> dict[str, dict[str, RunRecord]]:
     """work key -> host -> the host's newest result of that work (headline metric measured)."""
-    out: dict[str, dict[str, RunRecord]] = {}
+    newest: dict[str, RunRecord] = {}  # per configuration key first (a plain string): its work is digested once
     for r in recs:
         if not r.ok or headline(r.test_kind) is None:
             continue
+        cur = newest.get(r.key)
+        if cur is None or (r.created, r.id) > (cur.created, cur.id):
+            newest[r.key] = r
+    out: dict[str, dict[str, RunRecord]] = {}
+    for r in newest.values():  # a key names one host; several keys of a host may share work (other builds)
         m = r.headline_metric
         s = r.stat(m.name) if m is not None else None
         if s is None or s.mean is None:
