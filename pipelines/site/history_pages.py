@@ -191,7 +191,9 @@ def host_vs_host_page(docs: list[RunRecord]) -> str:
     if alone:
         out += [f"{len(alone):,} host(s) ran nothing another host ran: " + ", ".join(code(h) for h in alone[:50])
                 + (f" and {len(alone) - 50:,} more" if len(alone) > 50 else "") + ".", ""]
-    out += ["## Each host against the fleet", "", "**Method.** " + cell(fleet.METHOD), ""]
+    out += ["## Each host against the fleet", "",
+            "Per workload: every host that ran it, by rank, with its ratio to the workload's median host and whether "
+            "that difference is beyond the noise (the method is below the tables).", ""]
     for i, w in enumerate(wls):
         m, d = w.metric, w.metric.decimals
         best = w.standings[0]
@@ -213,4 +215,5 @@ def host_vs_host_page(docs: list[RunRecord]) -> str:
         out += [f'<details class="almanac-workload"{details_open} markdown="1"><summary>{summary}</summary>', "",
                 f"Test {code(w.test)} on {cell(w.model)} with {code(w.backend)}; requested settings: "
                 f"{cell(settings or 'defaults')}.", "", body, "", "</details>", ""]
+    out += ['<details class="almanac-method" markdown="1"><summary>Method</summary>', "", cell(fleet.METHOD), "", "</details>", ""]
     return "\n".join(out)

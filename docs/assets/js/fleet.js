@@ -124,7 +124,8 @@
     var swap = el("button", { type: "button", "class": "md-button" }, "swap");
     controls.appendChild(swap);
     var status = el("p", { "class": "almanac-count", role: "status" });
-    var wrap = el("div", { "class": "almanac-table-wrap" });
+    // a table without a class gets the theme's table style (Material styles table:not([class]))
+    var wrap = el("div", { "class": "almanac-table-wrap almanac-fleet-table" });
     box.appendChild(controls);
     box.appendChild(status);
     box.appendChild(wrap);
@@ -157,15 +158,17 @@
       var losses = rows.filter(function (r) { return r.c.verdict === "loss"; }).length;
       status.textContent = rows.length + " shared workload(s); B = " + ids[ib] + " against A = " + ids[ia] + ": " +
         wins + " win(s), " + losses + " loss(es), " + (rows.length - wins - losses) + " within noise or without an interval.";
-      var t = el("table", { "class": "almanac-fleet-table" });
+      var t = el("table");
       var head = el("tr");
-      ["workload", "metric", "A", "B", "B/A [CI95]", "verdict"].forEach(function (x) { head.appendChild(el("th", null, x)); });
+      ["workload (metric)", "A", "B", "B/A [CI95]", "verdict"].forEach(function (x) { head.appendChild(el("th", null, x)); });
       var thead = el("thead"); thead.appendChild(head); t.appendChild(thead);
       var tb = el("tbody");
       rows.forEach(function (r) {
         var tr = el("tr"), d = r.w.decimals;
-        tr.appendChild(el("td", null, r.w.label));
-        tr.appendChild(el("td", null, r.w.metric + " (" + r.w.unit + ", " + (r.w.hib ? "higher" : "lower") + " is better)"));
+        var wd = el("td", null, r.w.label);
+        wd.appendChild(el("br"));
+        wd.appendChild(el("small", null, r.w.metric + " (" + r.w.unit + ", " + (r.w.hib ? "higher" : "lower") + " is better)"));
+        tr.appendChild(wd);
         [r.a, r.b].forEach(function (v) {
           var td = el("td", { "class": "almanac-num" });
           td.appendChild(runLink(v[3], fmt(v[1], d) + " ± " + fmt(v[2], d) + " (n=" + v[0] + ")"));
