@@ -142,16 +142,18 @@ def workloads(docs: list[Any]) -> list[Workload]:
 
 
 def picker_data(workloads_: list[Workload], hosts: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    """What the browser needs to compare any two hosts: hosts, workloads, and per workload each host's
-    (n, mean, stddev) and run id. Compact: hosts and workloads by index."""
+    """What the browser needs to compare any two hosts (or a host with each workload's median host): hosts,
+    workloads, and per workload its median host and each host's (n, mean, stddev), run id and rank label.
+    Compact: hosts by index."""
     host_ids = sorted({s.host_id for w in workloads_ for s in w.standings},
                       key=lambda h: (len(hosts.get(h, {}).get("gpus") or []), h))
     index = {h: i for i, h in enumerate(host_ids)}
     wl = []
     for w in workloads_:
-        vals = [[index[s.host_id], s.summary.n, s.summary.mean, s.summary.stddev, s.run_id] for s in w.standings]
+        vals = [[index[s.host_id], s.summary.n, s.summary.mean, s.summary.stddev, s.run_id, s.rank_label]
+                for s in w.standings]
         wl.append({"label": w.label, "metric": w.metric.label, "unit": w.metric.unit, "hib": w.metric.higher_is_better,
-                   "decimals": w.metric.decimals, "values": vals})
+                   "decimals": w.metric.decimals, "median": index[w.median.host_id], "values": vals})
     return {"hosts": [{"id": h, "about": host_about(hosts.get(h, {}))} for h in host_ids], "workloads": wl}
 
 

@@ -171,21 +171,33 @@ def test_picker_compares_any_two_hosts_in_chromium(fleet_site):
                                              "trs => trs.map(tr => [...tr.cells].map(td => td.firstChild.textContent))")
             assert sorted([r[0], r[3], r[4]] for r in rows) == want
             assert f"{len(want)} shared workload(s)" in page.text_content(".almanac-fleet [role=status]")
+            # B against the fleet: each workload's median host as A gives the page's own standing of B
+            page.select_option("select[name=a]", value="median")
+            rows = page.eval_on_selector_all(".almanac-fleet-table table tbody tr",
+                                             "trs => trs.map(tr => [...tr.cells].map(td => td.firstChild.textContent))")
+            standings = expected(docs)
+            fleet_rows = sorted([r[0].split(" · ")[0], r[0].split(" · ")[1], r[3], r[4], r[5].split(" of ")[0]] for r in rows)
+            assert fleet_rows == sorted([m, t, want_b[1], want_b[2], want_b[0]] for (m, t), per in standings.items()
+                                        for h, want_b in per.items() if h == b)
+            page.select_option("select[name=a]", label=_option(page, "a", a))
             # the values link to their artifacts in the runs viewer
             href = page.eval_on_selector(".almanac-fleet-table table tbody a", "a => a.getAttribute('href')")
             assert re.fullmatch(r"\.\./runs/run/\?id=[0-9a-f]{12}-\d{8}T\d{6}\.\d{3}Z", href)
             # two hosts that ran different parts of the workload: the picker says they share nothing
             six, seven = (next(h for h in hosts if h.startswith(f"fleet-00{i}-")) for i in (6, 7))
-            page.select_option("select[name=a]", label=next(o for o in page.eval_on_selector_all(
-                "select[name=a] option", "os => os.map(o => o.textContent)") if o.startswith(six)))
-            page.select_option("select[name=b]", label=next(o for o in page.eval_on_selector_all(
-                "select[name=b] option", "os => os.map(o => o.textContent)") if o.startswith(seven)))
+            page.select_option("select[name=a]", label=_option(page, "a", six))
+            page.select_option("select[name=b]", label=_option(page, "b", seven))
             assert "share no workload" in page.text_content(".almanac-fleet [role=status]")
             assert page.locator(".almanac-fleet-table table").count() == 0
             assert f"a={six}&b={seven}" in page.url  # the comparison is a link
             assert page.evaluate("document.documentElement.scrollWidth") <= width
             browser.close()
     assert errors == [] and outside == []
+
+
+def _option(page, name: str, host: str) -> str:
+    return next(o for o in page.eval_on_selector_all(f"select[name={name}] option", "os => os.map(o => o.textContent)")
+                if o.startswith(host + " "))
 
 
 def test_page_grows_linearly_in_hosts(tmp_path):

@@ -105,13 +105,15 @@
     // per host: workload index -> [n, mean, sd, run id]
     var byHost = hosts.map(function () { return {}; });
     data.workloads.forEach(function (w, wi) {
-      w.values.forEach(function (v) { byHost[v[0]][wi] = [v[1], v[2], v[3], v[4]]; });
+      w.values.forEach(function (v) { byHost[v[0]][wi] = [v[1], v[2], v[3], v[4], v[5]]; });
     });
+    var MEDIAN = "median";  // host A may be "the median host of each workload": B against the fleet
 
     var controls = el("div", { "class": "almanac-filters" });
     function picker(name, label) {
       var lab = el("label", null, label + " ");
       var sel = el("select", { "name": name, "aria-label": label });
+      if (name === "a") sel.appendChild(el("option", { value: MEDIAN }, "the fleet: each workload's median host"));
       hosts.forEach(function (h, i) {
         sel.appendChild(el("option", { value: String(i) }, h.id + (h.about ? " — " + h.about : "")));
       });
@@ -132,8 +134,9 @@
 
     var ids = hosts.map(function (h) { return h.id; });
     var h = readHash();
-    selA.value = String(ids.indexOf(h.a) >= 0 ? ids.indexOf(h.a) : 0);
+    selA.value = h.a === MEDIAN ? MEDIAN : String(ids.indexOf(h.a) >= 0 ? ids.indexOf(h.a) : 0);
     selB.value = String(ids.indexOf(h.b) >= 0 ? ids.indexOf(h.b) : Math.min(1, hosts.length - 1));
+    if (selA.value === "") selA.value = "0";
 
     function runLink(id, text) {
       var a = el("a", { href: root + "runs/run/?id=" + encodeURIComponent(id) }, text);
@@ -141,14 +144,17 @@
     }
 
     function render() {
-      var ia = +selA.value, ib = +selB.value;
+      var fleet = selA.value === MEDIAN, ia = fleet ? -1 : +selA.value, ib = +selB.value;
+      var nameA = fleet ? "each workload's median host" : ids[ia];
       wrap.textContent = "";
-      if (history.replaceState) history.replaceState(null, "", "#a=" + encodeURIComponent(ids[ia]) + "&b=" + encodeURIComponent(ids[ib]));
+      if (history.replaceState) history.replaceState(null, "", "#a=" + encodeURIComponent(fleet ? MEDIAN : ids[ia]) + "&b=" + encodeURIComponent(ids[ib]));
       if (ia === ib) { status.textContent = "Pick two different hosts."; return; }
       var rows = [];
       data.workloads.forEach(function (w, wi) {
-        var a = byHost[ia][wi], b = byHost[ib][wi];
-        if (a && b) rows.push({ w: w, a: a, b: b, c: compare(a, b, w.hib) });
+        var b = byHost[ib][wi], a = fleet ? byHost[w.median][wi] : byHost[ia][wi];
+        if (!a || !b) return;
+        var c = (fleet && w.median === ib) ? { ratio: 1, lo: null, hi: null, verdict: "median host" } : compare(a, b, w.hib);
+        rows.push({ w: w, a: a, b: b, c: c });
       });
       if (!rows.length) {
         status.textContent = "These two hosts share no workload: nothing to compare.";
@@ -156,11 +162,11 @@
       }
       var wins = rows.filter(function (r) { return r.c.verdict === "win"; }).length;
       var losses = rows.filter(function (r) { return r.c.verdict === "loss"; }).length;
-      status.textContent = rows.length + " shared workload(s); B = " + ids[ib] + " against A = " + ids[ia] + ": " +
+      status.textContent = rows.length + " shared workload(s); B = " + ids[ib] + " against A = " + nameA + ": " +
         wins + " win(s), " + losses + " loss(es), " + (rows.length - wins - losses) + " within noise or without an interval.";
       var t = el("table");
       var head = el("tr");
-      ["workload (metric)", "A", "B", "B/A [CI95]", "verdict"].forEach(function (x) { head.appendChild(el("th", null, x)); });
+      ["workload (metric)", "A", "B", "B/A [CI95]", "verdict", "B's rank"].forEach(function (x) { head.appendChild(el("th", null, x)); });
       var thead = el("thead"); thead.appendChild(head); t.appendChild(thead);
       var tb = el("tbody");
       rows.forEach(function (r) {
@@ -174,10 +180,11 @@
           td.appendChild(runLink(v[3], fmt(v[1], d) + " ± " + fmt(v[2], d) + " (n=" + v[0] + ")"));
           tr.appendChild(td);
         });
-        var ratio = r.c.ratio === null ? "—" : fmt(r.c.ratio, 3) + (r.c.lo === null ? "" : " [" + fmt(r.c.lo, 3) + ", " + fmt(r.c.hi, 3) + "]");
+        var ratio = r.c.verdict === "median host" ? "1 (median host)" : r.c.ratio === null ? "—" : fmt(r.c.ratio, 3) + (r.c.lo === null ? "" : " [" + fmt(r.c.lo, 3) + ", " + fmt(r.c.hi, 3) + "]");
         tr.appendChild(el("td", { "class": "almanac-num" }, ratio));
         var cls = r.c.verdict === "win" ? "almanac-verdict-win" : (r.c.verdict === "loss" ? "almanac-verdict-loss" : "almanac-verdict-noise");
         var vd = el("td"); vd.appendChild(el("span", { "class": cls }, r.c.verdict)); tr.appendChild(vd);
+        tr.appendChild(el("td", { "class": "almanac-num" }, r.b[4] + " of " + r.w.values.length));
         tb.appendChild(tr);
       });
       t.appendChild(tb);
