@@ -70,7 +70,12 @@ def host_artifacts() -> dict[str, HostRecord]:
 
 def hosts_of(name: str) -> dict[str, list[Any]]:
     """Host -> its relevant runs, for the hosts that have any (and, on a page that shows
-    fingerprints, the hosts known from a host artifact alone, with no run); sorted by host id."""
+    fingerprints, the hosts known from a host artifact alone, with no run); sorted by host id.
+    Computed once per loaded set (a page's ``shows`` may look at a host's runs together)."""
+    return dataset.load().derived(f"hosts_of:{name}", lambda ds: _hosts_of(name))
+
+
+def _hosts_of(name: str) -> dict[str, list[Any]]:
     page = PAGES[name]
     out = {}
     for host, runs in runs_by_host().items():

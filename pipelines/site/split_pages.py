@@ -8,7 +8,7 @@ from typing import Any
 from core.records.run import RunRecord
 from pipelines import backends as backend_cmp
 
-from pipelines import dataset, leaderboard, optimization, roofline
+from pipelines import dataset, leaderboard, roofline
 from pipelines.site import hosts as hosts_pages
 from pipelines.site import optimization as optimization_pages
 from pipelines.site import pages, quality_pages
@@ -38,7 +38,9 @@ register(SplitPage("optimization", "Optimization tracks", "sweep runs", lambda r
                    lambda runs, host: optimization_pages.optimization_page(runs),
                    # a matrix that names a sweep but varies nothing (the reference workload) is no track: a
                    # fleet running only that gets no page of "no sweeps yet" per host
-                   shows=lambda runs: bool(optimization.sweeps(runs))))
+                   # (optimization.sweeps keeps a group only where some point is swept: the same test, without
+                   # building the sweeps)
+                   shows=lambda runs: any(r.swept for r in runs)))
 register(SplitPage("serving", "Serving", "serving runs", lambda r: r.test_kind in kinds_on("serving"),
                    lambda runs, host: serving_pages.serving_page(runs)))
 register(SplitPage("comparisons", "Comparisons", "chat, serve and in-process backend runs",
