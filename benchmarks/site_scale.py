@@ -15,6 +15,20 @@ largest pages. With --all-noop N it also times `invoke all` with nothing new at 
 
     python benchmarks/site_scale.py --sizes 100,1000,10000 --out benchmarks/results/cpu/site-scale.json
 
+Fleet mode (``--mode fleet --hosts H``): the artifacts are spread over H hosts that all run the
+SAME reference workload (data/matrices/reference.yaml), as a real fleet does: same model files
+(sha256), same tests, same requested settings, same backend build. After the committed set,
+each fleet host gets one host artifact (its fingerprint: a CPU model, cores, memory and, for
+every fifth host, GPUs of its own) and then rounds of the committed CPU host's reference runs
+(a nightly run each round, one day apart, so each host has a history of every reference
+configuration), filled configuration by configuration across all hosts so that even a small N
+has every host sharing work. A host's measured values are the template's times a speed of its
+own (log-uniform, GPU hosts 10-60x) times a per-round noise of about 2%: hosts differ as real
+machines do, and each host's key is that of its own configuration (same host + same work =
+same key, a history).
+
+    python benchmarks/site_scale.py --mode fleet --hosts 200 --sizes 1000,10000 --out ...
+
 Run the measurements on a quiet machine (flock -x /tmp/almanac-cpu.lock ...).
 """
 
@@ -32,7 +46,7 @@ import tempfile
 import time
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -83,6 +97,124 @@ def variant(doc: dict[str, Any], c: int) -> tuple[dict[str, Any], str]:
         what, folder = Path(doc["_file"]).name.split("--", 1)[0], "perplexity"
     safe = re.sub(r"[^A-Za-z0-9._-]+", "-", what)
     return d, f"{folder}/{host}/{slug(model['name'])}/{safe}--{d['key'][:16]}-{d['id'].split('-', 1)[1]}.json"
+
+
+FLEET_CPUS = ("Intel(R) Xeon(R) Platinum 8480+", "AMD EPYC 9654 96-Core Processor", "Intel(R) Core(TM) i7-12700",
+              "AMD Ryzen 9 7950X 16-Core Processor", "Apple M2 Max", "Intel(R) Xeon(R) Gold 6338 CPU @ 2.00GHz",
+              "AMD EPYC 7763 64-Core Processor", "Neoverse-V2")
+FLEET_GPUS = ("NVIDIA H100 80GB HBM3", "NVIDIA A100-SXM4-80GB", "NVIDIA L4", "NVIDIA GeForce RTX 4090", "NVIDIA H200")
+HEADLINE_SCALED = ("tokens_per_second",)  # the reference workload's rate metric (pp512 and tg128)
+
+
+def fleet_host(i: int, template: dict[str, Any], gpu_template: dict[str, Any] | None) -> dict[str, Any]:
+    """Fleet host ``i``'s fingerprint (a host block): CPU, cores, memory and, every fifth host, GPUs."""
+    import random
+
+    rnd = random.Random(f"host-{i}")
+    h = json.loads(json.dumps(template))
+    cores = rnd.choice((2, 4, 8, 16, 32, 64))
+    h["cpu"] = dict(h["cpu"], model=FLEET_CPUS[i % len(FLEET_CPUS)], physical_cores=cores, logical_cores=cores * rnd.choice((1, 2)))
+    h["memory_bytes"] = rnd.choice((8, 16, 24, 32, 64, 128, 256)) * 2**30
+    h["gpus"] = []
+    if i % 5 == 4 and gpu_template and gpu_template.get("gpus"):
+        g = json.loads(json.dumps(gpu_template["gpus"][0]))
+        g["name"] = FLEET_GPUS[(i // 5) % len(FLEET_GPUS)]
+        h["gpus"] = [g] * rnd.choice((1, 1, 2, 4, 8))
+    h["id"] = f"fleet-{i:03d}-{_sha('fleet', i)[:8]}"
+    h["name"] = f"fleet-{i:03d}"
+    return h
+
+
+def _scale_run(d: dict[str, Any], f: float) -> None:
+    """Scale a rate run's measured speed by ``f`` (samples, their summary, llama.cpp's own counters)."""
+    for m in HEADLINE_SCALED:
+        s = (d.get("summary") or {}).get(m)
+        if not s:
+            continue
+        for k, v in list(s.items()):
+            if isinstance(v, (int, float)) and not isinstance(v, bool) and k != "n":
+                s[k] = v * f
+    samples = d.get("samples") or {}
+    if isinstance(samples.get("ts"), list):
+        samples["ts"] = [x * f for x in samples["ts"]]
+    if isinstance(samples.get("ns"), list):
+        samples["ns"] = [max(1, int(x / f)) for x in samples["ns"]]
+    det = d.get("details") or {}
+    if isinstance(det.get("perf_counter_ts"), list):
+        det["perf_counter_ts"] = [x * f for x in det["perf_counter_ts"]]
+
+
+def fleet_speed(i: int, gpu: bool) -> float:
+    import random
+
+    rnd = random.Random(f"speed-{i}")
+    return (10 ** rnd.uniform(1.0, 1.8)) if gpu else (10 ** rnd.uniform(-0.3, 0.6))
+
+
+def fleet_templates(base: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], dict[str, Any], dict[str, Any] | None]:
+    """The committed CPU host's reference runs (the workload every fleet host runs), its probe, and a GPU
+    host block to copy GPUs from."""
+    refs = [d for d in base if d["artifact"] == "run" and (d.get("matrix") or {}).get("name") == "reference"
+            and d["status"] == "ok" and not d["host"].get("gpus")]
+    cpu_host = refs[0]["host"]["id"]
+    refs = sorted((d for d in refs if d["host"]["id"] == cpu_host), key=lambda d: (d["model"]["name"], d["test"]["name"]))
+    probe = next(d for d in base if d["artifact"] == "host" and d["host"]["id"] == cpu_host)
+    gpu_run = next((d for d in base if d["artifact"] == "run" and d["host"].get("gpus")), None)
+    return refs, probe, (gpu_run["host"] if gpu_run else None)
+
+
+def fleet_artifacts(base: list[dict[str, Any]], hosts: int, skip: Any = None) -> Iterator[tuple[str, dict[str, Any]]]:
+    """(path under data/, artifact) of a fleet without end: a probe per host, then rounds of the reference
+    workload, each configuration across every host before the next. ``skip(host_index, template_index)``
+    leaves a host's configuration out (a host that ran part of the workload)."""
+    import random
+
+    refs, probe, gpu_host = fleet_templates(base)
+    fleet = [fleet_host(i, refs[0]["host"], gpu_host) for i in range(hosts)]
+    newest = max(datetime.fromisoformat(d["created"]) for d in refs)
+    for h in fleet:  # one probe per host
+        doc = json.loads(json.dumps(probe))
+        doc.pop("_file", None)
+        doc["host"] = h
+        doc["created"] = newest.isoformat(timespec="seconds")
+        doc["id"] = f"{h['id']}-{_stamp(newest, False)}"
+        yield f"hosts/{h['id']}/bandwidth-{_stamp(newest, False)}.json", doc
+    rnd = random.Random(0)
+    rnd_round = 0
+    while True:
+        for t_i, t in enumerate(refs):
+            for i, h in enumerate(fleet):
+                if skip is not None and skip(i, t_i):
+                    continue
+                doc = json.loads(json.dumps(t))
+                doc.pop("_file", None)
+                doc["host"] = h
+                created = datetime.fromisoformat(t["created"]) - timedelta(days=rnd_round, seconds=-(i % 60))
+                doc["created"] = created.isoformat(timespec="seconds")
+                _scale_run(doc, fleet_speed(i, bool(h["gpus"])) * (1 + rnd.gauss(0, 0.02)))
+                doc["key"] = _sha(t["key"], h["id"])  # this host's configuration: the same on every round
+                doc["id"] = f"{doc['key'][:12]}-{_stamp(created, True)}"
+                rel = f"runs/{h['id']}/{slug(doc['model']['name'])}/{doc['test']['name']}--{doc['key'][:16]}-{doc['id'].split('-', 1)[1]}.json"
+                yield rel, doc
+        rnd_round += 1
+
+
+def make_fleet_data(dest: Path, n: int, base: list[dict[str, Any]], hosts: int) -> int:
+    """The project's inputs, the committed set, then ``hosts`` fleet hosts running the reference workload."""
+    shutil.copytree(ROOT / "data", dest, ignore=lambda d, names: [x for x in names if Path(d) == ROOT / "data" and x in ARTIFACT_DIRS])
+    written = 0
+    for d in base:
+        if written >= n:
+            break
+        (dest / d["_file"]).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(ROOT / "data" / d["_file"], dest / d["_file"])
+        written += 1
+    for rel, doc in fleet_artifacts(base, hosts):
+        if written >= n:
+            break
+        artifacts.write(dest / rel, doc)
+        written += 1
+    return written
 
 
 def committed() -> list[dict[str, Any]]:
@@ -165,7 +297,13 @@ def page_sizes(site: Path) -> dict[str, Any]:
     from pipelines.site.browser import KINDS
 
     extra = {rel: (site / rel).stat().st_size for rel in (f"{k.folder}/index-data.js" for k in KINDS.values()) if (site / rel).exists()}
-    return {"largest_pages": [{"page": rel, "bytes": size} for size, rel in pages[:5]],
+    tables = sorted(((p.stat().st_size, p.name) for p in (site / "tables").glob("*")), reverse=True) if (site / "tables").exists() else []
+    total = sum(p.stat().st_size for p in site.rglob("*") if p.is_file())
+    # the published artifacts are hard links to data/ where the file system allows: counted apart
+    mirror = sum(p.stat().st_size for p in (site / "data").rglob("*") if p.is_file()) if (site / "data").exists() else 0
+    return {"site_bytes": total, "site_bytes_without_data_mirror": total - mirror,
+            "tables_bytes": sum(b for b, _ in tables), "largest_tables": [{"file": n, "bytes": b} for b, n in tables[:3]],
+            "largest_pages": [{"page": rel, "bytes": size} for size, rel in pages[:5]],
             "largest_inline_chart_data": [{"page": rel, "bytes": b} for b, rel in sorted(inline, reverse=True)[:3]],
             "html_pages": len(pages), "browser_indexes": extra}
 
@@ -194,16 +332,24 @@ def all_noop(data: Path, cache: Path, out: Path) -> dict[str, Any]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default="100,1000,10000", help="comma-separated artifact counts")
+    ap.add_argument("--mode", choices=("copies", "fleet"), default="copies",
+                    help="copies: every copy its own host variant and model (hosts share no work); "
+                         "fleet: --hosts hosts running the same reference workload")
+    ap.add_argument("--hosts", type=int, default=200, help="fleet mode: how many hosts")
     ap.add_argument("--all-noop", type=int, default=0, help="also time `invoke all` with nothing new at this many artifacts")
     ap.add_argument("--scratch", default="", help="scratch folder (default: a temporary one, removed after)")
     ap.add_argument("--out", default="", help="write the results as JSON here")
     ap.add_argument("--reuse", action="store_true", help="keep a data folder already in --scratch (e.g. one where "
                     "`invoke all` already measured this host's default matrix, so a second one has nothing new)")
+    ap.add_argument("--generate-only", action="store_true", help="write the data folders into --scratch and stop "
+                    "(then measure them with --reuse under the exclusive lock, generation left outside it)")
     args = ap.parse_args()
     sizes = [int(x) for x in args.sizes.split(",") if x.strip()]
     scratch = Path(args.scratch or tempfile.mkdtemp(prefix="almanac-scale-"))
     base = committed()
-    results: dict[str, Any] = {"committed_artifacts": len(base), "cpu_count": os.cpu_count(), "sizes": []}
+    results: dict[str, Any] = {"mode": args.mode, "committed_artifacts": len(base), "cpu_count": os.cpu_count(), "sizes": []}
+    if args.mode == "fleet":
+        results["hosts"] = args.hosts
     try:
         for n in sizes:
             data = scratch / f"data-{n}"
@@ -212,8 +358,11 @@ def main() -> None:
                 written = sum(1 for _ in artifacts.iter_files(data))
             else:
                 shutil.rmtree(data, ignore_errors=True)
-                written = make_data(data, n, base)
+                written = make_fleet_data(data, n, base, args.hosts) if args.mode == "fleet" else make_data(data, n, base)
             gen = time.perf_counter() - t0
+            if args.generate_only:
+                print(f"N={written}: generated in {gen:.1f} s at {data}", flush=True)
+                continue
             os.sync()  # the generated files on disk before timing: no writeback competes with the build
             cache = scratch / f"cache-{n}"
             shutil.rmtree(cache, ignore_errors=True)
@@ -224,7 +373,9 @@ def main() -> None:
             results["sizes"].append(row)
             print(f"N={written:>6}: cold {cold['seconds']:6.2f} s (cpu {cold['cpu_s']:.1f} s), {cold['peak_mib']:7.1f} MiB peak; "
                   f"warm {warm['seconds']:6.2f} s (cpu {warm['cpu_s']:.1f} s), {warm['peak_mib']:7.1f} MiB; largest page "
-                  f"{row['largest_pages'][0]['page']} {row['largest_pages'][0]['bytes'] / 1024:.0f} KiB", flush=True)
+                  f"{row['largest_pages'][0]['page']} {row['largest_pages'][0]['bytes'] / 1024:.0f} KiB; largest table "
+                  f"{(row['largest_tables'] or [{'bytes': 0}])[0]['bytes'] / 1024:.0f} KiB; site {row['site_bytes'] / 2**20:.1f} MiB "
+                  f"({row['site_bytes_without_data_mirror'] / 2**20:.1f} MiB without the data mirror)", flush=True)
             shutil.rmtree(site, ignore_errors=True)
         if len(results["sizes"]) >= 2:
             a, b = results["sizes"][0], results["sizes"][-1]

@@ -288,16 +288,24 @@ def test_compare_refuses_empty_and_disjoint_selections():
             cmp.parse_selection(bad)
 
 
-def test_host_vs_host_page_uses_compare():
+def test_host_vs_host_page_ranks_each_host_against_the_fleet():
     cross = [run([10, 11, 12], test=TG), run([900, 910, 905], test=TG, host=GPU, minutes=1)]
     page = history_pages.host_vs_host_page(cross)
-    assert "1 shared configuration(s)" in page and f"runs/run.md?id={cross[0].id}" in page and f"runs/run.md?id={cross[1].id}" in page
-    # a third host that ran another model shares nothing: it gets no section, one mention
+    assert "2 of 2 hosts" in page and "1 workload(s)" in page
+    assert f"runs/run.md?id={cross[0].id}" in page and f"runs/run.md?id={cross[1].id}" in page
+    # the slower host is the median host of two; the GPU host's ratio to it is the compare ratio, a win
+    res = cmp.compare(cross, cmp.parse_selection(f"host={CPU['id']}"), cmp.parse_selection(f"host={GPU['id']}"))
+    row = res.rows[0]
+    assert f"{row.ratio:,.3f} [{row.ci95_low:,.3f}, {row.ci95_high:,.3f}]" in page and "1 (median host)" in page
+    # the picker's data carries both hosts (the browser compares any two from it)
+    data = json.loads(re.search(r'<script type="application/json" id="almanac-fleet-data">(.*?)</script>', page).group(1))
+    assert [h["id"] for h in data["hosts"]] == [CPU["id"], GPU["id"]] and len(data["workloads"]) == 1
+    # a third host that ran another model shares nothing: named once, in no workload
     other = {**GPU, "id": "other-host", "name": "other"}
     alone = run([5, 6, 7], test=TG, host=other, minutes=2, model="n", sha="c" * 64)
     page = history_pages.host_vs_host_page(cross + [alone])
-    assert page.count("shared configuration(s)") == 1 and "other-host</code> vs" not in page and "vs <code>other-host" not in page
-    assert "2 pair(s) of hosts ran nothing in common" in page
+    assert "2 of 3 hosts" in page and "1 host(s) ran nothing another host ran: <code>other-host</code>" in page
+    assert page.count("other-host") == 1
 
 
 # -- invoke compare end to end (a real subprocess) -------------------------------------------

@@ -8,17 +8,15 @@ artifact through markdown.run_link, every table through markdown.table().
 from __future__ import annotations
 
 import json
-from itertools import combinations
 from typing import Any
 
-from core.kinds import headline
-from core.records.run import RunRecord, digest
+from core.records.run import RunRecord
 from core.stats import MIN_INTERVAL_N, NO_INTERVAL_WHY
 
 from pipelines import compare as cmp
 from pipelines import history
 from pipelines.site import charts
-from pipelines.site.markdown import admonition, cell, ci_cell, code, link, num, run_link, table
+from pipelines.site.markdown import ROOT, admonition, as_text, cell, ci_cell, code, link, num, run_link, table
 
 STALE_BADGE = '<span class="almanac-badge stale" title="measured with an older build than the newest on this host">stale</span>'
 
@@ -149,57 +147,79 @@ def compare_table(res: cmp.Result, from_dir: str = "") -> str:
     return table(hs, rows, ["r" if h in ("A", "B", "B/A [CI95]") else "l" for h in hs])
 
 
+FOLD_AFTER = 3  # workloads shown open; the others fold (their summary line says who leads)
+
+
+def _ratio_text(st: Any) -> str:
+    if st.is_median:
+        return "1 (median host)"
+    if st.ratio is None:
+        return "—"
+    ci = "" if st.ci95_low is None else f" [{num(st.ci95_low, 3)}, {num(st.ci95_high, 3)}]"
+    return f"{num(st.ratio, 3)}{ci}"
+
+
+def _picker(data: dict[str, Any]) -> str:
+    """The two-host picker: an empty container the browser fills (docs/assets/js/fleet.js) and its data as
+    inert JSON; one line, so that the build keeps it out of the Markdown parser (markdown.hold_figures)."""
+    text = json.dumps(data, separators=(",", ":"), allow_nan=False, ensure_ascii=False)
+    safe = text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+    return ('<figure class="almanac-figure"><div class="almanac-fleet" id="almanac-fleet" data-spec="almanac-fleet-data" '
+            f'data-root="{ROOT}">'
+            '<noscript>The picker needs JavaScript; every host against the fleet is in the tables below.</noscript></div>'
+            f'<script type="application/json" id="almanac-fleet-data">{safe}</script></figure>')
+
+
 def host_vs_host_page(docs: list[RunRecord]) -> str:
-    """Every pair of hosts: the configurations both ran (same work apart from the host); in each
-    pair A is the host with fewer GPUs, so a GPU host's speed-up reads as B/A > 1."""
+    """Each host against the fleet on every workload it shares with another host (rank, ratio to the median
+    host with CI95, verdict), and a picker that compares any two hosts in the browser from the same data.
+    Linear in results and hosts: no section per pair of hosts."""
+    from pipelines import fleet
     from pipelines.runs import records
 
     recs = [r for r in records(docs) if r.ok]
-    gpus = {r.host_id: len(r.host.get("gpus") or []) for r in recs}
-    hosts = sorted(gpus, key=lambda h: (gpus[h], h))  # A: the host with fewer GPUs (the CPU box as the baseline)
-    if len(hosts) < 2:
+    host_docs = {r.host_id: r.host for r in recs}
+    if len(host_docs) < 2:
         return admonition("info", "One host", "Results from at least two hosts are needed.")
-    by_host: dict[str, list[Any]] = {}
-    for r in recs:  # each pair compares only its two hosts' results: linear in the results, not pairs x results
-        by_host.setdefault(r.host_id, []).append(r)
-    out: list[str] = []
-    memo: dict[Any, str] = {}  # each result's work digest, computed once for all the pairs it is in
-    # The work each host measured (what a host-to-host comparison matches on: everything but the
-    # host), digested once per result: only pairs that share some work are compared, so the page
-    # costs the results plus the shared rows, not pairs x results.
-    on = cmp.compared_on(cmp.parse_selection("host=a"), cmp.parse_selection("host=b"))
-    on_key = tuple(sorted(on))
-    work: dict[str, set[str]] = {}
-    for r in recs:
-        if headline(r.test_kind) is None:
-            continue
-        d = memo[(r.id, r.key, on_key)] = digest(cmp.work_parts(r, on))
-        work.setdefault(r.host_id, set()).add(d)
-    alone = []
-    for ha, hb in combinations(hosts, 2):
-        if not work.get(ha, set()) & work.get(hb, set()):
-            alone.append(f"{code(ha)} – {code(hb)}")
-            continue
-        out.append(f"## {code(ha)} vs {code(hb)}\n")
-        try:
-            res = cmp.compare(by_host[ha] + by_host[hb], cmp.parse_selection(f"host={ha}"), cmp.parse_selection(f"host={hb}"), memo)
-        except cmp.CompareError as exc:
-            out.append(f"No shared configuration: {cell(exc.detail)}.\n")
-            continue
-        wins = sum(r.verdict == "win" for r in res.rows)
-        losses = sum(r.verdict == "loss" for r in res.rows)
-        configs = len({(r.a_id, r.b_id) for r in res.rows})  # a configuration may add energy rows to its headline
-        out.append(f"{configs} shared configuration(s); B = {code(hb)} against A = {code(ha)}: {wins} win(s), "
-                   f"{losses} loss(es), {len(res.rows) - wins - losses} within noise or without an interval. "
-                   f"Same command: `invoke compare -b host={ha} -c host={hb}`.\n")
-        out.append(compare_table(res))
-        out.append("")
-    if not out:
-        out.append(admonition("info", "Nothing shared", "No two hosts ran the same configuration (model file, test and "
-                                                         "settings), so there is nothing to compare host to host."))
+    wls = fleet.workloads(recs)
+    if not wls:
+        return admonition("info", "Nothing shared", "No two hosts ran the same configuration (model file, test and "
+                                                     "settings), so there is nothing to compare host to host.")
+    sharing = {s.host_id for w in wls for s in w.standings}
+    out = [f"**{len(sharing):,} of {len(host_docs):,} hosts** share **{len(wls):,} workload(s)** (the same model file, "
+           "test and requested settings; only the host differs). Pick two hosts to compare them on every workload both "
+           "ran; below, each workload ranks every host that ran it against the fleet's median host.", "",
+           _picker(fleet.picker_data(wls, host_docs)), "",
+           f"Same comparison from the command line: `invoke compare -b host=A -c host=B`.", ""]
+    alone = sorted(set(host_docs) - sharing)
     if alone:
-        out.append(f"## Pairs without a shared configuration\n\n{len(alone):,} pair(s) of hosts ran nothing in common: "
-                   + ", ".join(alone) + ".\n")
+        out += [f"{len(alone):,} host(s) ran nothing another host ran: " + ", ".join(code(h) for h in alone[:50])
+                + (f" and {len(alone) - 50:,} more" if len(alone) > 50 else "") + ".", ""]
+    out += ["## Each host against the fleet", "",
+            "Per workload: every host that ran it, by rank, with its ratio to the workload's median host and whether "
+            "that difference is beyond the noise (the method is below the tables).", ""]
+    for i, w in enumerate(wls):
+        m, d = w.metric, w.metric.decimals
+        best = w.standings[0]
+        # raw HTML (<summary>): text through as_text, which Markdown leaves as it is (cell()'s backslashes would show)
+        summary = (f"{as_text(w.label)} · {len(w.standings):,} hosts · median host {code(w.median.host_id)} "
+                   f"{num(w.median.summary.mean, d)} {as_text(m.unit)} · best {code(best.host_id)} "
+                   f"{num(best.summary.mean, d)} {as_text(m.unit)}")
+        rows = []
+        for st in w.standings:
+            s = st.summary
+            verdict = st.verdict
+            rows.append([cell(st.rank_label), code(st.host_id),
+                         link(f"{num(s.mean, d)} ± {num(s.stddev, d)} (n={s.n})", run_link(st.run_id)),
+                         ci_cell(s.ci95_low, s.ci95_high, d), _ratio_text(st), cell(verdict)])
+        body = table(["rank", "host", f"{cell(m.label)} ({cell(m.unit)}, {'higher' if m.higher_is_better else 'lower'} is better)",
+                      "CI95", "÷ median host [CI95]", "verdict vs median host"], rows, ["r", "l", "r", "r", "r", "l"])
+        settings = _settings(w.requested)
+        details_open = " open" if i < FOLD_AFTER else ""
+        out += [f'<details class="almanac-workload"{details_open} markdown="1"><summary>{summary}</summary>', "",
+                f"Test {code(w.test)} on {cell(w.model)} with {code(w.backend)}; requested settings: "
+                f"{cell(settings or 'defaults')}.", "", body, "", "</details>", ""]
+    out += ['<details class="almanac-method" markdown="1"><summary>Method</summary>', "", cell(fleet.METHOD), "", "</details>", ""]
     return "\n".join(out)
 
 

@@ -123,7 +123,7 @@ def search_text(html: str) -> str:
 
 @event_priority(100)  # before the search plugin indexes the page
 def _compact_for_search(context: Any, page: Any, **_: Any) -> Any:
-    if len(page.content or "") > SEARCH_COMPACT_BYTES:
+    if len(page.content or "") > SEARCH_COMPACT_BYTES and not (page.meta.get("search") or {}).get("exclude"):
         page._almanac_content = page.content
         page.content = search_text(page.content)
     return context

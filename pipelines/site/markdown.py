@@ -262,7 +262,13 @@ def _escaped_text_only(s: str) -> str:
     return _MD_UNESCAPE.sub(r"\1", s)
 
 
+_PLAIN_CELL = re.compile(r"[\\`*\[\]_<]|^\s*[#>+-] ")  # what any of the steps below would act on
+
+
 def _cell_html(s: str, href: Any) -> str:
+    # most cells (figures, names) hold none of it: one search instead of the link, bold and escape passes
+    if not _PLAIN_CELL.search(s):
+        return s
     parts: list[str] = []
     pos = 0
     for m in _LINK.finditer(s):

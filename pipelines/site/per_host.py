@@ -39,6 +39,9 @@ class SplitPage:
     relevant: Callable[[Any], bool]
     render: Callable[[list[Any], str | None], str]
     fingerprints: bool = False  # a host known only from its host artifact (a probe, no run) gets a page too
+    # whether a host's relevant runs give the page something to show (default: any relevant run); a page
+    # whose content needs several runs together (a sweep) says so here, so that no host gets an empty page
+    shows: Callable[[list[Any]], bool] | None = None
 
 
 PAGES: dict[str, SplitPage] = {}
@@ -67,12 +70,17 @@ def host_artifacts() -> dict[str, HostRecord]:
 
 def hosts_of(name: str) -> dict[str, list[Any]]:
     """Host -> its relevant runs, for the hosts that have any (and, on a page that shows
-    fingerprints, the hosts known from a host artifact alone, with no run); sorted by host id."""
+    fingerprints, the hosts known from a host artifact alone, with no run); sorted by host id.
+    Computed once per loaded set (a page's ``shows`` may look at a host's runs together)."""
+    return dataset.load().derived(f"hosts_of:{name}", lambda ds: _hosts_of(name))
+
+
+def _hosts_of(name: str) -> dict[str, list[Any]]:
     page = PAGES[name]
     out = {}
     for host, runs in runs_by_host().items():
         rel = [r for r in runs if page.relevant(r)]
-        if rel:
+        if rel and (page.shows is None or page.shows(rel)):
             out[host] = rel
     if page.fingerprints:
         for host in host_artifacts():
@@ -100,7 +108,12 @@ def generated_pages() -> list[tuple[str, str]]:
             continue
         for host in hosts_of(name):
             path = page_file(name, host)
-            out.append((path, f"# {page.title} on `{host}`\n\n"
+            # kept out of the search index (front matter): hundreds of near-identical pages would make the
+            # index (and Material's indexing, which is quadratic in a page's headings) grow with the fleet
+            # while adding nothing a reader searches for; the page's index (docs/<name>.md) is indexed
+            # and names every host
+            out.append((path, "---\nsearch:\n  exclude: true\n---\n\n"
+                              f"# {page.title} on `{host}`\n\n"
                               f"One host's part of the [{page.title}](../{name}.md) page (one page per host once "
                               f"more than {SPLIT_ABOVE} hosts have data).\n\n"
                               f'{{{{ split_page("{name}", "{host}") }}}}\n'))

@@ -35,7 +35,12 @@ def _leaderboard(runs: list[RunRecord], host: str | None) -> str:
 register(SplitPage("leaderboard", "Leaderboard", "measured results", lambda r: r.ok, _leaderboard))
 register(SplitPage("hosts", "Hosts", "runs", lambda r: True, _hosts, fingerprints=True))
 register(SplitPage("optimization", "Optimization tracks", "sweep runs", lambda r: bool(r.sweep),
-                   lambda runs, host: optimization_pages.optimization_page(runs)))
+                   lambda runs, host: optimization_pages.optimization_page(runs),
+                   # a matrix that names a sweep but varies nothing (the reference workload) is no track: a
+                   # fleet running only that gets no page of "no sweeps yet" per host
+                   # (optimization.sweeps keeps a group only where some point is swept: the same test, without
+                   # building the sweeps)
+                   shows=lambda runs: any(r.swept for r in runs)))
 register(SplitPage("serving", "Serving", "serving runs", lambda r: r.test_kind in kinds_on("serving"),
                    lambda runs, host: serving_pages.serving_page(runs)))
 register(SplitPage("comparisons", "Comparisons", "chat, serve and in-process backend runs",
