@@ -20,7 +20,7 @@ import pytest
 from pipelines import compare as cmp
 from pipelines import history, leaderboard
 from pipelines.ranking import rank_with_ci
-from pipelines.runs import load_runs
+from tests.support.committed import committed_runs
 from pipelines.site import history_pages, pages
 from core import artifacts
 from core.records import run as record
@@ -86,7 +86,7 @@ def test_flash_attention_is_interpreted_once(requested, reported, expected):
 def test_comparability_key_parts():
     a = run([10, 11, 12])
     same_work = run([10, 11, 12], minutes=1, test={**PP, "repetitions": 3},
-                    effective={"base_url": "http://127.0.0.1:5555", "llama_memory_mib": {"x": 1}})
+                    effective={"base_url": "http://127.0.0.1:5555", "llama_memory_mib": {"CPU": {"model": 1}}})
     assert a.key != same_work.key and a.comparability_key() == same_work.comparability_key()
     assert a.comparability_key() != run([10], label="threads-halved").comparability_key()  # another build
     assert a.comparability_key() != run([10], backend="openai_http").comparability_key()
@@ -99,7 +99,7 @@ def test_comparability_key_parts():
 
 
 def test_committed_artifacts_load_as_records():
-    recs = load_runs()
+    recs = committed_runs()
     assert recs and all(isinstance(r, record.RunRecord) for r in recs)
     for r in recs:
         assert r.path.startswith("data/runs/") and r.effective is not None
@@ -159,7 +159,7 @@ def _chart_values(md: str) -> list[dict]:
 def test_every_charted_value_is_an_artifacts_value():
     """The committed artifacts: each chart mark is one artifact (unique id) and its mean is that
     artifact's headline mean (the stacked-bar bug summed two artifacts into one bar)."""
-    recs = load_runs()
+    recs = committed_runs()
     by_id = {r.id: r for r in recs}
     for page in (pages.leaderboard_page(recs), history_pages.history_page(recs), history_pages.regressions_page(recs)):
         values = _chart_values(page)
@@ -292,7 +292,7 @@ def test_invoke_compare_end_to_end(tmp_path):
 def test_committed_regression_example_is_on_the_regressions_page():
     """benchmarks/regression_example.py measured a deliberately slowed build (threads halved)
     on this project's CPU host: its step is on the Regressions page with its CI95 and sources."""
-    recs = load_runs()
+    recs = committed_runs()
     steps = [st for st in history.all_steps(history.series(recs)) if st.build_change.get("label") == (None, "threads-halved")]
     assert steps
     st = steps[0]
@@ -305,7 +305,7 @@ def test_committed_regression_example_is_on_the_regressions_page():
 def test_committed_cpu_and_h100_share_reference_rows():
     """The reference workload (data/matrices/reference.yaml) measured on the CPU VM and the lent
     H100: the host-vs-host table has shared rows, and every value is its artifact's."""
-    recs = load_runs()
+    recs = committed_runs()
     cpu = next(r.host_id for r in recs if r.matrix_name == "reference" and not r.host.get("gpus"))
     res = cmp.compare(recs, cmp.parse_selection(f"host={cpu}"), cmp.parse_selection("host=lent-h100"))
     assert res.rows and res.compared_on == ["host"]
