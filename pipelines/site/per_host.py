@@ -39,6 +39,7 @@ class SplitPage:
     relevant: Callable[[Any], bool]
     render: Callable[[list[Any], str | None], str]
     fingerprints: bool = False  # a host known only from its host artifact (a probe, no run) gets a page too
+    always: bool = False  # one page per host however few hosts there are (the page itself is the index)
 
 
 PAGES: dict[str, SplitPage] = {}
@@ -81,7 +82,7 @@ def hosts_of(name: str) -> dict[str, list[Any]]:
 
 
 def is_split(name: str) -> bool:
-    return len(hosts_of(name)) > SPLIT_ABOVE
+    return PAGES[name].always or len(hosts_of(name)) > SPLIT_ABOVE
 
 
 def page_file(name: str, host: str) -> str:
@@ -98,13 +99,22 @@ def generated_pages() -> list[tuple[str, str]]:
     for name, page in PAGES.items():
         if not is_split(name):
             continue
+        labels = host_labels()
         for host in hosts_of(name):
             path = page_file(name, host)
-            out.append((path, f"# {page.title} on `{host}`\n\n"
-                              f"One host's part of the [{page.title}](../{name}.md) page (one page per host once "
-                              f"more than {SPLIT_ABOVE} hosts have data).\n\n"
+            why = ("one page per host" if page.always else
+                   f"one page per host once more than {SPLIT_ABOVE} hosts have data")
+            out.append((path, f"# {page.title}: {cell(labels.get(host, host))}\n\n"
+                              f"Host {code(host)}. One host's part of the [{page.title}](../{name}.md) page ({why}).\n\n"
                               f'{{{{ split_page("{name}", "{host}") }}}}\n'))
     return out
+
+
+def host_labels() -> dict[str, str]:
+    """Every host's label (pipelines.hostnames), from the loaded set's runs and host artifacts."""
+    from pipelines import hostnames
+
+    return hostnames.labels(list(dataset.load().runs) + list(dataset.load().hosts))
 
 
 def _machine(h: dict[str, Any]) -> tuple[str, str, str]:
@@ -118,14 +128,18 @@ def index(name: str) -> str:
     hosts = hosts_of(name)
     rows = []
     probes = host_artifacts()
+    labels = host_labels()
     for host, runs in hosts.items():
         newest = runs[-1] if runs else probes[host]
         cpu, gpus, ram = _machine(newest.host)
-        rows.append([link(host, page_file(name, host)), cell(cpu), cell(gpus), ram, num(len(runs), 0),
+        rows.append([link(labels.get(host, host), page_file(name, host)) + "<br>" + code(host), cell(cpu), cell(gpus), ram,
+                     num(len(runs), 0),
                      cell(newest.created[:16].replace("T", " "))])
+    lead = (f"{len(hosts):,} hosts have {page.noun}: each has its own page, linked below." if page.always else
+            f"{len(hosts):,} hosts have {page.noun}, more than one page shows (up to {SPLIT_ABOVE}): each host has its "
+            "own page, linked below and rendered the same way from that host's artifacts only.")
     return "\n".join([
-        f"{len(hosts):,} hosts have {page.noun}, more than one page shows (up to {SPLIT_ABOVE}): each host has its "
-        "own page, linked below and rendered the same way from that host's artifacts only.", "",
+        lead, "",
         table(["host", "CPU", "GPUs", "RAM", page.noun, "newest (UTC)"], rows, ["l", "l", "l", "r", "r", "l"]),
     ])
 
