@@ -13,57 +13,13 @@ as they are now) on another host. They must share work, and Host vs host must pa
 
 from __future__ import annotations
 
-import copy
-from datetime import datetime, timezone
-
 import pytest
 
-from core import artifacts
 from core.records import run as record
 from pipelines import compare as cmp
 from pipelines.site import history_pages
-from runtime.execution import matrix
 from tests.support.committed import committed_runs
-
-NEW_HOST = {"id": "vm-fixture0001", "name": "vm-fixture", "gpus": [],
-            "cpu": {"model": "Fixture CPU (a fixture host: no second machine here)", "physical_cores": 2,
-                    "logical_cores": 2, "flags": []},
-            "memory_bytes": 24 << 30, "numa_nodes": 1, "os": {}}
-
-
-def _committed_reference(model: str = "synthetic-llama-1b-q8_0", test: str = "pp512") -> record.RunRecord:
-    rows = [r for r in committed_runs() if r.ok and r.matrix_name == "reference" and not r.gpu_names
-            and r.model_name == model and r.test_name == test and r.build_label is None]
-    if not rows:
-        pytest.skip("no committed CPU reference row")
-    return rows[0]
-
-
-def new_row(old: record.RunRecord, host: dict = NEW_HOST, **changes) -> record.RunRecord:
-    """The same model and test as ``old``, as today's runner writes it: the reference matrix's test
-    (with its precision block) and settings (with extra_bufts), another host, its own effective
-    settings (use_extra_bufts, as runtime.backends.llama_cpp.lib_policy reports it)."""
-    cfg = next(c for c in matrix.load("reference").configurations()
-               if c.model == old.model_name and c.test.name == old.test_name)
-    test = cfg.test.to_dict()
-    test.update(changes.pop("test", {}))
-    requested = cfg.settings.model_dump(mode="json")
-    effective = {**old.reported, "n_threads": 4, "n_threads_batch": 4, "use_extra_bufts": False,
-                 "use_extra_bufts_reason": "fixture", **changes.pop("effective", {})}
-    model = {**copy.deepcopy(old.model), **changes.pop("model", {})}
-    build = {**copy.deepcopy(old.build), "almanac": "9.9.9", **changes.pop("build", {})}
-    build.pop("backend", None), build.pop("method_version", None)
-    build.update(changes.pop("build_extra", {}))
-    assert not changes, changes
-    key = record.config_key(old.backend, model["identity"], requested, test, host["id"], build["backend_version"])
-    doc = record.new_run(key=key, created=datetime(2026, 12, 1, tzinfo=timezone.utc), status="ok", backend=old.backend,
-                         test=test, requested=requested, effective=effective, model=model, host=host, build=build,
-                         matrix={"name": "reference", "file": "data/matrices/reference.yaml"},
-                         samples=old.doc["samples"], summary=old.doc["summary"], details={},
-                         resources={"wall_s": 1.0, "exit_code": 0})
-    artifacts.validate(doc)
-    return record.RunRecord(doc, f"data/runs/{host['id']}/{doc['id']}.json")
-
+from tests.support.fleet_host import NEW_HOST, committed_reference as _committed_reference, fixture_host_runs, new_row
 
 def test_a_committed_row_and_a_new_one_share_work_apart_from_method_and_environment():
     old = _committed_reference()
@@ -118,9 +74,7 @@ def test_history_follows_a_configuration_across_methods_and_a_setting_added_late
 
 def test_host_vs_host_pairs_a_new_host_with_the_committed_ones():
     committed = [r for r in committed_runs() if r.ok]
-    old = _committed_reference()
-    new_rows = [new_row(r) for r in committed if r.matrix_name == "reference" and r.host_id == old.host_id and r.ok
-                and r.build_label is None]
+    new_rows = fixture_host_runs()
     recs = committed + new_rows
     res = cmp.compare(recs, cmp.parse_selection(f"host={NEW_HOST['id']}"), cmp.parse_selection("host=lent-h100"))
     shared = {(row.model, row.test) for row in res.rows}
