@@ -80,25 +80,28 @@ def _method_text(row: fleet.Row) -> str:
     return "; ".join(dict.fromkeys(parts)) or "—"
 
 
-def board_markdown(board: fleet.WorkloadBoard, bi: int) -> str:
-    """One workload's board (a ranking: two or more rows)."""
+def board_markdown(board: fleet.WorkloadBoard, bi: int, folded: bool = False) -> str:
+    """One workload's board (a ranking: two or more rows); ``folded``: inside a closed <details>."""
     tests = board.tests
     paired = tests == [PREFILL, DECODE]
-    name = cell(board.model) + (" " + SYNTHETIC_BADGE if board.synthetic else "")
-    what = " + ".join(code(t) for t in tests)
-    out = [f'<div class="almanac-board" data-b="{bi}" markdown="1">', "",
-           f"### {cell(board.model)} · {' + '.join(cell(t) for t in tests)} {{#w-{board.key}}}", ""]
-    facts = [f"**Model:** {name}" + (f" ({cell(board.quantization)})" if board.quantization else ""),
-             f"**Work:** {what} ({cell(board.kind)}; " + "; ".join(
-                 f"{cell(t)}: {cell(_work_text(board.work_tests[t]))}" for t in tests) + ")",
-             f"**Backend class:** {cell(board.backend_class)}"]
-    out += ["  \n".join(facts), ""]
-    metric_words = "; ".join(f"{cell(TEST_WORDS.get(t, t))} = {cell(board.metrics[t].label)} ({cell(board.metrics[t].unit)}, "
-                             f"{'higher' if board.metrics[t].higher_is_better else 'lower'} is better)" for t in tests)
-    out += [f"{len(board.rows)} configurations on {len(board.hosts)} host(s). {metric_words}. Each column is ranked on "
-            f"its own: {cell(_rule())}. Rows follow the {cell(TEST_WORDS.get(tests[-1], tests[-1]))} rank. The CI95 "
-            "treats the run as the unit; n is the samples behind the figure. Each figure links to its newest artifact.",
-            ""]
+    title = f"{cell(board.model)} · {' + '.join(cell(t) for t in tests)}"
+    size = f"{len(board.rows)} configurations on {len(board.hosts)} host(s)"
+    out = [f'<div class="almanac-board" data-b="{bi}" markdown="1">', ""]
+    if folded:
+        out += [f'<details class="almanac-fold" markdown="1"><summary>{title} · {size}</summary>', "",
+                f'<span id="w-{board.key}"></span>', ""]
+    else:
+        out += [f"### {title} {{#w-{board.key}}}", ""]
+    facts = (f"**Model:** {cell(board.model)}" + (" " + SYNTHETIC_BADGE if board.synthetic else "")
+             + (f" ({cell(board.quantization)})" if board.quantization else "")
+             + f" · **Work:** {cell(board.kind)}, " + "; ".join(
+                 f"{cell(t)}: {cell(_work_text(board.work_tests[t]))}" for t in tests)
+             + f" · **Backend class:** {cell(board.backend_class)} · {size}."
+             + (" Ranked by " + "; ".join(f"{cell(TEST_WORDS.get(t, t))}: {cell(board.metrics[t].label)} "
+                                           f"({'higher' if board.metrics[t].higher_is_better else 'lower'} is better)"
+                                           for t in tests)
+                + f"; rows follow the {cell(TEST_WORDS.get(tests[-1], tests[-1]))} rank."))
+    out += [facts, ""]
     headers = ["host", "backend"] + (["build"] if board.build_varies else []) + [code(k) for k in board.varying]
     for t in tests:
         m = board.metrics[t]
@@ -114,9 +117,11 @@ def board_markdown(board: fleet.WorkloadBoard, bi: int) -> str:
         line.append(cell(_method_text(row)))
         rows.append(line)
     align = ["l", "l"] + ["l"] * (int(board.build_varies) + len(board.varying)) + ["r", "r"] * len(tests) + ["l"]
-    out += [f'<div class="almanac-table-wrap" markdown="1">', "", table(headers, rows, align, max_rows=None), "", "</div>", ""]
-    if paired and len(board.rows) > 1:
+    out += ['<div class="almanac-table-wrap" markdown="1">', "", table(headers, rows, align, max_rows=None), "", "</div>", ""]
+    if paired and len(board.rows) > 1 and not folded:
         out += [reference_chart(board), ""]
+    if folded:
+        out += ["</details>", ""]
     out += ["</div>", ""]
     return "\n".join(out)
 
@@ -172,7 +177,10 @@ def leaderboard_page(docs: list[Any]) -> str:
         return admonition("info", "No results yet", "Run `invoke all` to measure this host.")
     ranked = [(i, b) for i, b in enumerate(all_boards) if not b.single]
     singles = [(i, b) for i, b in enumerate(all_boards) if b.single]
-    out = [_filters(all_boards), _data_blob(all_boards), ""]
+    out = [_filters(all_boards), _data_blob(all_boards), "",
+           f"**How to read a board.** Each test column is ranked on its own: {cell(_rule())}. A figure is the "
+           "configuration's value with the run as the unit (its CI95 below it, then n, the samples behind it); "
+           "each figure links to its newest artifact.", ""]
     ref = [(i, b) for i, b in ranked if b.reference]
     out += ["## Reference workload", "",
             "The workload every host runs (`data/matrices/reference.yaml`, `invoke all`): llama-bench's "
@@ -187,8 +195,9 @@ def leaderboard_page(docs: list[Any]) -> str:
     other = [(i, b) for i, b in ranked if not b.reference]
     if other:
         out += ["## Every shared workload", "",
-                f"{len(other)} more workloads ran on two or more configurations (hosts, backends or settings).", ""]
-        out += [board_markdown(b, i) for i, b in other]
+                f"{len(other)} more workloads ran on two or more configurations (hosts, backends or settings); "
+                "open one to see its board.", ""]
+        out += [board_markdown(b, i, folded=True) for i, b in other]
     if singles:
         out += ["## Measured on one configuration only", "",
                 '<div class="almanac-board almanac-singles" markdown="1">', "",
@@ -242,7 +251,7 @@ def reference_chart(board: fleet.WorkloadBoard) -> str:
         panels.append((rule + dots).properties(width="container", height=max(60, 30 * sub["host"].nunique()),
                                                title=f"{TEST_WORDS.get(t, t)} ({t})"))
     chart = alt.vconcat(*panels).properties(title=f"{board.model}: every host")
-    return charts.embed(chart, caption=f"{cell(board.model)}: decode and prefill per host (mean, CI95 bar; log "
+    return charts.embed(chart, caption=f"{as_text(board.model)}: decode and prefill per host (mean, CI95 bar; log "
                                        "scale); click a dot for its artifact's JSON.")
 
 
@@ -257,8 +266,10 @@ def headline_sentences(board: fleet.WorkloadBoard) -> list[str]:
     Only llama.cpp rows on different hosts are set against each other (one backend: the machine is
     what differs)."""
     out = []
+    backends = [r.backend for r in board.rows]
+    main = max(set(backends), key=lambda b: (backends.count(b), b.startswith("llama_cpp"), b))
     for t in reversed(board.tests):
-        have = [r for r in board.rows if t in r.cells and r.cells[t].mean]
+        have = [r for r in board.rows if t in r.cells and r.cells[t].mean and r.backend == main]
         if len({r.host_id for r in have}) < 2:
             continue
         m = board.metrics[t]
@@ -305,9 +316,11 @@ def hosts_last_measured(docs: list[Any]) -> str:
         count[r.host_id] = count.get(r.host_id, 0) + 1
         if r.host_id not in newest or (r.created, r.id) > (newest[r.host_id].created, newest[r.host_id].id):
             newest[r.host_id] = r
+    from pipelines.runs import latest_per_key
+
     stale = history.stale_ids([r for r in recs if r.ok])
     stale_count: dict[str, int] = {}
-    for r in recs:
+    for r in latest_per_key(recs):  # the current results (older ones are history, not stale)
         if r.id in stale:
             stale_count[r.host_id] = stale_count.get(r.host_id, 0) + 1
     rows = []
@@ -336,7 +349,8 @@ def home(docs: list[Any]) -> str:
         "## Newest regressions", "",
         pages.newest_regressions(recs), "",
         "## Hosts: when each last measured, what is stale", "",
-        f"A result is {STALE_BADGE} when its host has measured the same configuration with a newer build since.", "",
+        f"A current result is {STALE_BADGE} when its host has measured with a newer build since (on the same backend): "
+        "it shows an older release than the host now runs.", "",
         hosts_last_measured(recs), "",
         f"**Last measured:** {cell(last_updated(recs))}. **Artifacts:** {len(recs):,} on disk, {len(latest):,} current "
         f"configurations ({ok:,} measured, {len(latest) - ok:,} failed): browse them in [Runs](runs/index.md), "

@@ -34,6 +34,8 @@
           if (ok) visible += 1;
         });
         div.hidden = markers.length > 0 && visible === 0;
+        var fold = div.querySelector("details.almanac-fold");
+        if (fold && !div.hidden) fold.open = Object.keys(f).some(function (k) { return f[k]; });
         if (!div.hidden) shownBoards += div.classList.contains("almanac-singles") ? 0 : 1;
         shownRows += visible;
       });
