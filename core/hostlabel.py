@@ -8,7 +8,7 @@ host id) or one derived from the host's fingerprint, the id kept as the secondar
   ``Xeon Sapphire Rapids · 2 vCPU · 24 GiB`` (vCPU under a hypervisor, cores otherwise).
 
 :func:`resolve` gives every host of a set its label: the configured one, else the derived one;
-two hosts that derive the same label get their id's hash as a suffix; a configured label that
+two hosts that derive the same label get their id as a suffix; a configured label that
 equals another host's label is a ConfigError naming both hosts (one line).
 """
 
@@ -96,10 +96,6 @@ def derived_label(fp: Mapping[str, Any]) -> str:
     return " · ".join(parts)
 
 
-def _suffix(host_id: str) -> str:
-    return host_id.rsplit("-", 1)[-1] if "-" in host_id else host_id
-
-
 def resolve(fingerprints: Mapping[str, Mapping[str, Any]], configured: Mapping[str, str] | None = None,
             source: str = "data/hosts.yaml") -> dict[str, str]:
     """Every host's label, by host id: the configured label, else the derived one (made unique
@@ -117,7 +113,7 @@ def resolve(fingerprints: Mapping[str, Mapping[str, Any]], configured: Mapping[s
             out[h] = configured[h]
         else:
             lab = derived[h]
-            out[h] = f"{lab} · {_suffix(h)}" if counts[lab] > 1 else lab
+            out[h] = f"{lab} · {h}" if counts[lab] > 1 else lab
     owner: dict[str, str] = {}
     for h in sorted(out, key=lambda h: (h not in configured, h)):
         lab = out[h]

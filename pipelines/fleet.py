@@ -236,7 +236,7 @@ def boards(docs: list[Any]) -> list[WorkloadBoard]:
         key = hashlib.sha256(_json(sorted(wks)).encode()).hexdigest()[:12]
         out.append(WorkloadBoard(key, sorted(wks), first.model_name, first.model_identity, first.quantization,
                                  first.synthetic, first.backend_class, first.test_kind, tests, metrics,
-                                 {t: by_work[by_test[t]][0][-1].work["test"] for t in tests}, row_list, varying,
+                                 {t: by_work[by_test[t]][0][-1].work_test for t in tests}, row_list, varying,
                                  len({row.build for row in row_list}) > 1, any(wk in ref for wk in wks)))
     out.sort(key=lambda b: (not b.reference, b.single, b.synthetic is False and b.reference, b.model, b.tests))
     return out

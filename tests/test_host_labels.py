@@ -41,8 +41,11 @@ def test_derived_labels(fp, label):
 
 def test_identical_hosts_are_told_apart_by_their_id():
     got = hostlabel.resolve({"vm-aaaa1111": _fp(), "vm-bbbb2222": _fp()})
-    assert got == {"vm-aaaa1111": "Xeon Cascade Lake · 2 vCPU · 24 GiB · aaaa1111",
-                   "vm-bbbb2222": "Xeon Cascade Lake · 2 vCPU · 24 GiB · bbbb2222"}
+    assert got == {"vm-aaaa1111": "Xeon Cascade Lake · 2 vCPU · 24 GiB · vm-aaaa1111",
+                   "vm-bbbb2222": "Xeon Cascade Lake · 2 vCPU · 24 GiB · vm-bbbb2222"}
+    # ids that end alike stay apart
+    got = hostlabel.resolve({"vm-94ba7631": _fp(), "golden-host-94ba7631": _fp()})
+    assert len(set(got.values())) == 2
 
 
 def test_a_configured_label_wins_and_a_host_without_one_keeps_its_derived_label():

@@ -208,6 +208,15 @@ def leaderboard_page(docs: list[Any]) -> str:
 
 
 # -- the reference chart and sentences (Home) ----------------------------------------------
+def _chart_label(board: fleet.WorkloadBoard, row: fleet.Row) -> str:
+    """A host's label, with the backend where the board holds more than one."""
+    return row.host_label + (f" · {row.backend}" if len(board.backends) > 1 else "")
+
+
+def _panel(t: str) -> str:
+    return f"{TEST_WORDS.get(t, t)} ({t})"
+
+
 def _chart_rows(board: fleet.WorkloadBoard) -> list[dict[str, Any]]:
     from pipelines import dataset
 
@@ -218,8 +227,7 @@ def _chart_rows(board: fleet.WorkloadBoard) -> list[dict[str, Any]]:
             c = row.cells.get(t)
             if c is None:
                 continue
-            rows.append({"host": row.host_label + ("" if row.backend.startswith("llama_cpp") else f" · {row.backend}"),
-                         "test": f"{TEST_WORDS.get(t, t)} ({t})", "mean": c.mean, "ci95_low": c.ci95_low,
+            rows.append({"host": _chart_label(board, row), "panel": _panel(t), "mean": c.mean, "ci95_low": c.ci95_low,
                          "ci95_high": c.ci95_high, "n": c.n, "id": c.id, "json": json_of.get(c.id, "")})
     return rows
 
@@ -232,10 +240,10 @@ def reference_chart(board: fleet.WorkloadBoard) -> str:
         return ""
     df = pd.DataFrame(rows)
     unit = board.metrics[board.tests[-1]].unit
-    order = [r.host_label + ("" if r.backend.startswith("llama_cpp") else f" · {r.backend}") for r in board.rows]
+    order = [_chart_label(board, r) for r in board.rows]
     panels = []
     for t in reversed(board.tests):  # decode first: the figure readers look for
-        sub = df[df["test"] == f"{TEST_WORDS.get(t, t)} ({t})"]
+        sub = df[df["panel"] == _panel(t)]
         if sub.empty:
             continue
         base = alt.Chart(sub).encode(y=alt.Y("host:N", sort=list(dict.fromkeys(order)), title=None,
@@ -243,7 +251,7 @@ def reference_chart(board: fleet.WorkloadBoard) -> str:
         x = alt.X("mean:Q", scale=alt.Scale(type="log"), title=f"{TEST_WORDS.get(t, t)} {t} ({unit}, log scale)")
         dots = base.mark_point(filled=True, size=80, color="#4051b5").encode(
             x=x, href=alt.Href("json:N"),
-            tooltip=[alt.Tooltip("host:N"), alt.Tooltip("test:N"), alt.Tooltip("mean:Q", format=",.1f"),
+            tooltip=[alt.Tooltip("host:N"), alt.Tooltip("panel:N", title="test"), alt.Tooltip("mean:Q", format=",.1f"),
                      alt.Tooltip("ci95_low:Q", format=",.1f"), alt.Tooltip("ci95_high:Q", format=",.1f"),
                      alt.Tooltip("n:Q"), alt.Tooltip("id:N", title="artifact")])
         rule = base.mark_rule(color="#222").encode(x=alt.X("ci95_low:Q", scale=alt.Scale(type="log"), title=None),
@@ -267,7 +275,7 @@ def headline_sentences(board: fleet.WorkloadBoard) -> list[str]:
     what differs)."""
     out = []
     backends = [r.backend for r in board.rows]
-    main = max(set(backends), key=lambda b: (backends.count(b), b.startswith("llama_cpp"), b))
+    main = min(set(backends), key=lambda b: (-backends.count(b), b))  # the backend most hosts ran
     for t in reversed(board.tests):
         have = [r for r in board.rows if t in r.cells and r.cells[t].mean and r.backend == main]
         if len({r.host_id for r in have}) < 2:
