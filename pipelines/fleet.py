@@ -101,6 +101,7 @@ class WorkloadBoard:
     varying: list[str]  # environment settings that differ between rows (columns)
     build_varies: bool
     reference: bool
+    endpoint: str | None = None  # an endpoint model's server (no local file), None for a file
 
     @property
     def single(self) -> bool:
@@ -237,7 +238,8 @@ def boards(docs: list[Any]) -> list[WorkloadBoard]:
         out.append(WorkloadBoard(key, sorted(wks), first.model_name, first.model_identity, first.quantization,
                                  first.synthetic, first.backend_class, first.test_kind, tests, metrics,
                                  {t: by_work[by_test[t]][0][-1].work_test for t in tests}, row_list, varying,
-                                 len({row.build for row in row_list}) > 1, any(wk in ref for wk in wks)))
+                                 len({row.build for row in row_list}) > 1, any(wk in ref for wk in wks),
+                                 first.model_server))
     out.sort(key=lambda b: (not b.reference, b.single, b.synthetic is False and b.reference, b.model, b.tests))
     return out
 

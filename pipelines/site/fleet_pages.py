@@ -24,8 +24,8 @@ from pipelines import fleet, ranking
 from pipelines.runs import records
 from pipelines.site import charts
 from pipelines.site.history_pages import STALE_BADGE
-from pipelines.site.markdown import (ROOT, SYNTHETIC_BADGE, admonition, as_text, cell, code, link, num, run_link,
-                                     table)
+from pipelines.site.markdown import (ROOT, SYNTHETIC_BADGE, admonition, as_text, cell, code, endpoint_badge, link, num,
+                                     run_link, table)
 
 PREFILL, DECODE = fleet.PAIRED
 TEST_WORDS = {PREFILL: "prefill", DECODE: "decode"}
@@ -93,6 +93,7 @@ def board_markdown(board: fleet.WorkloadBoard, bi: int, folded: bool = False) ->
     else:
         out += [f"### {title} {{#w-{board.key}}}", ""]
     facts = (f"**Model:** {cell(board.model)}" + (" " + SYNTHETIC_BADGE if board.synthetic else "")
+             + (" " + endpoint_badge(board.endpoint) if board.endpoint is not None else "")
              + (f" ({cell(board.quantization)})" if board.quantization else "")
              + f" · **Work:** {cell(board.kind)}, " + "; ".join(
                  f"{cell(t)}: {cell(_work_text(board.work_tests[t]))}" for t in tests)
@@ -135,7 +136,8 @@ def _singles_table(singles: list[tuple[int, fleet.WorkloadBoard]]) -> str:
             if c is None:
                 continue
             m = b.metrics[t]
-            rows.append([_host_cell(row, bi, 0), cell(b.model) + (" " + SYNTHETIC_BADGE if b.synthetic else ""),
+            rows.append([_host_cell(row, bi, 0), cell(b.model) + (" " + SYNTHETIC_BADGE if b.synthetic else "")
+                         + (" " + endpoint_badge(b.endpoint) if b.endpoint is not None else ""),
                          code(t), code(row.backend), cell(m.label), _value_cell(c, m.decimals) + " " + cell(m.unit)])
     return table(["host", "model", "test", "backend", "metric", "value"], rows, ["l", "l", "l", "l", "l", "r"],
                  max_rows=None)
