@@ -196,10 +196,11 @@ def leaderboard_page(docs: list[Any]) -> str:
         out += ["No reference workload has been measured on two configurations yet.", ""]
     other = [(i, b) for i, b in ranked if not b.reference]
     if other:
+        fold = bool(ref)  # the reference boards answer first; the others open on demand
         out += ["## Every shared workload", "",
-                f"{len(other)} more workloads ran on two or more configurations (hosts, backends or settings); "
-                "open one to see its board.", ""]
-        out += [board_markdown(b, i, folded=True) for i, b in other]
+                f"{len(other)} {'more ' if ref else ''}workloads ran on two or more configurations (hosts, backends or "
+                "settings)" + ("; open one to see its board." if fold else "."), ""]
+        out += [board_markdown(b, i, folded=fold) for i, b in other]
     if singles:
         out += ["## Measured on one configuration only", "",
                 '<div class="almanac-board almanac-singles" markdown="1">', "",
