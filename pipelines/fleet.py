@@ -277,3 +277,23 @@ def speedup(board: WorkloadBoard, test: str, fast: Row, slow: Row) -> Speedup | 
         ses.append((math.log(c.ci95_high) - math.log(c.ci95_low)) / (2 * 1.96))
     half = 1.96 * math.sqrt(sum(x * x for x in ses))
     return Speedup(test, fast, slow, ratio, ratio * math.exp(-half), ratio * math.exp(half))
+
+
+def host_summary(docs: list[Any], host_id: str) -> list[str]:
+    """Where a host stands on the reference workload, in lines for a terminal (``invoke all`` ends
+    with them): per reference board it is on, the hosts beside it and its rank per test."""
+    out = []
+    for b in reference_boards(docs):
+        mine = [r for r in b.rows if r.host_id == host_id]
+        if not mine:
+            continue
+        others = sorted({r.host_label for r in b.rows if r.host_id != host_id})
+        figures = []
+        for t in b.tests:
+            c = mine[0].cells.get(t)
+            if c is not None:
+                m = b.metrics[t]
+                have = sum(1 for r in b.rows if t in r.cells)
+                figures.append(f"{t} {c.mean:,.{m.decimals}f} {m.unit} (rank {c.rank_label} of {have})")
+        out.append(f"reference {b.model}: {', '.join(figures)}; beside " + (", ".join(others) if others else "no other host yet"))
+    return out

@@ -155,3 +155,15 @@ def test_artifact_text_is_escaped_on_the_leaderboard(recs):
     assert "&lt;script&gt;alert" in md  # in the board's cells (cell())
     assert "&#60;script&#62;alert" in md  # in the filter's options (as_text())
     assert "<img" not in md and "onerror=alert(2)" in md  # the host's label (from its fingerprint), escaped
+
+
+def test_invoke_all_ends_with_where_the_fresh_host_stands(recs):
+    lines = fleet.host_summary(recs, NEW_HOST["id"])
+    q8 = next(ln for ln in lines if "synthetic-llama-1b-q8_0" in ln)
+    labels = hostnames.labels(recs)
+    for other in ("lent-h100-5bc4e4f5", "lent-h200-f4fc446f", "vm-568ab3c6"):
+        assert labels[other] in q8
+    b = _ref(recs)
+    mine = next(r for r in b.rows if r.host_id == NEW_HOST["id"])
+    assert f"tg128 {mine.cells['tg128'].mean:,.2f} t/s (rank {mine.cells['tg128'].rank_label} of {len(b.rows)})" in q8
+    assert fleet.host_summary(recs, "no-such-host") == []
