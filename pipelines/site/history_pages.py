@@ -15,7 +15,7 @@ from core.kinds import headline
 from core.records.run import RunRecord, digest
 
 from pipelines import compare as cmp
-from pipelines import history
+from pipelines import history, hostnames
 from pipelines.site import charts
 from pipelines.site.markdown import admonition, cell, code, link, num, run_link, table
 
@@ -42,7 +42,13 @@ def history_chart(ser: history.Series) -> dict[str, Any]:
     return charts.dots_over_time(values, ser.metric, title=ser.label)
 
 
-def _step_rows(steps: list[history.Step], from_dir: str = "") -> list[list[str]]:
+def host_cell(labels: dict[str, str] | None, host_id: str) -> str:
+    """A host as pages name it: its label (pipelines.hostnames), its id beside it."""
+    label = (labels or {}).get(host_id)
+    return f"{cell(label)}<br>{code(host_id)}" if label and label != host_id else code(host_id)
+
+
+def _step_rows(steps: list[history.Step], from_dir: str = "", labels: dict[str, str] | None = None) -> list[list[str]]:
     rows = []
     for st in steps:
         s, m = st.series, st.series.metric
@@ -54,7 +60,7 @@ def _step_rows(steps: list[history.Step], from_dir: str = "") -> list[list[str]]
         rows.append([
             cell(st.verdict), cell(s.model), code(s.test),
             f"{num(st.change_pct, 1)}%", f"{num(st.ratio, 3)} [{num(st.ci95_low, 3)}, {num(st.ci95_high, 3)}]",
-            cell(change or "—"), cell(eff or "—"), code(s.backend), code(s.host_id),
+            cell(change or "—"), cell(eff or "—"), code(s.backend), host_cell(labels, s.host_id),
             f"{num(st.pooled_before.mean, d)} ± {num(st.pooled_before.stddev, d)} (n={st.pooled_before.n}) {before}",
             f"{num(st.pooled_after.mean, d)} ± {num(st.pooled_after.stddev, d)} (n={st.pooled_after.n}) {after}",
         ])
@@ -77,7 +83,8 @@ def regressions_page(docs: list[RunRecord]) -> str:
     out += [f"**{n_reg}** regression(s) and **{len(steps) - n_reg}** improvement(s) across "
             f"{sum(1 for s in sers if s.steps)} configuration(s). The change is after ÷ before − 1 on the test's "
             "headline metric (a regression is worse whichever direction is better).", ""]
-    out.append(table(STEP_HEADERS, _step_rows(steps), ["l", "l", "l", "r", "r", "l", "l", "l", "l", "r", "r"]))
+    labels = hostnames.labels(docs)
+    out.append(table(STEP_HEADERS, _step_rows(steps, labels=labels), ["l", "l", "l", "r", "r", "l", "l", "l", "l", "r", "r"]))
     out.append("")
     shown: set[str] = set()
     for st in steps:
@@ -102,11 +109,12 @@ def history_page(docs: list[RunRecord]) -> str:
     from pipelines.leaderboard import split_settings
 
     varying, _ = split_settings([s.requested for s in sers])  # only what tells configurations apart
+    labels = hostnames.labels(docs)
     rows = []
     for s in sers:
         last = s.points[-1]
         d = s.metric.decimals
-        rows.append([cell(s.model), code(s.test), code(s.backend), code(s.host_id),
+        rows.append([cell(s.model), code(s.test), code(s.backend), host_cell(labels, s.host_id),
                      cell(_settings({k: s.requested.get(k) for k in varying}) or "defaults"),
                      num(len(s.points), 0), num(len(s.builds), 0),
                      link(num(last.mean, d), run_link(last.id)) + (" " + STALE_BADGE if last.stale else ""),
