@@ -33,8 +33,10 @@ def committed_files() -> tuple[str, ...]:
 
 
 def committed_paths(under: str = "runs") -> list[Path]:
-    """The committed artifact files under data/<under>/."""
-    return [DATA / r for r in committed_files() if r.startswith(under.rstrip("/") + "/")]
+    """The committed artifact files under data/<under>/ (``under`` ending in "-": a prefix of the folder
+    name, e.g. "runs/lent-h100-")."""
+    prefix = under if under.endswith(("/", "-")) else under + "/"
+    return [DATA / r for r in committed_files() if r.startswith(prefix)]
 
 
 def committed_runs():
