@@ -35,7 +35,6 @@ from core.records.run import RunRecord
 
 from pipelines import hostnames
 from pipelines.history import stale_ids
-from pipelines.leaderboard import newest_per_comparability
 from pipelines.memo import per_set
 from pipelines.ranking import rank_label, rank_with_ci
 from pipelines.runs import records

@@ -24,7 +24,7 @@ from pipelines import fleet, ranking
 from pipelines.runs import records
 from pipelines.site import charts
 from pipelines.site.history_pages import STALE_BADGE
-from pipelines.site.markdown import (ROOT, SYNTHETIC_BADGE, admonition, as_text, cell, code, endpoint_badge, link, num,
+from pipelines.site.markdown import (SYNTHETIC_BADGE, admonition, as_text, cell, code, endpoint_badge, link, num,
                                      run_link, table)
 
 PREFILL, DECODE = fleet.PAIRED
@@ -307,7 +307,7 @@ def home_reference(docs: list[Any]) -> str:
     refs = [b for b in fleet.reference_boards(records(docs)) if not b.single and b.tests == [PREFILL, DECODE]]
     if not refs:
         return ("No reference workload measured on two hosts yet: `invoke all` measures it here "
-                f"([Leaderboard]({ROOT}leaderboard/) shows what there is).")
+                "([Leaderboard](leaderboard.md) shows what there is).")
     board = max(refs, key=lambda b: (len(b.hosts), b.synthetic, b.model))
     sentences = headline_sentences(board)
     parts = ["\n\n".join(sentences), "", reference_chart(board), "",
