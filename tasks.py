@@ -143,7 +143,7 @@ def _progress_printer():
                 return
             shown = []
             for name in ("tokens_per_second", "generation_tps", "draft_acceptance", "ttft_ms", "tpot_ms", "startup_ms",
-                         "peak_aggregate_tps", "slo_max_concurrency"):
+                         "peak_aggregate_tps", "slo_max_concurrency", "capacity", "requests_sent", "probe_success_rate"):
                 s = info["summary"].get(name)
                 if s and s.get("mean") is not None:
                     m = METRICS[name]
@@ -364,12 +364,35 @@ def serve_bench(c, force=False, retry_failed=False, matrices="serving-inprocess,
               f"{len(report.skipped)} already measured")
 
 
+CAPACITY_MATRICES = ("serving-capacity,serving-capacity-poisson,serving-capacity-probe,serving-capacity-np1,"
+                     "serving-capacity-llama-cpp-server")
+
+
+@task(name="capacity", help={"matrices": f"Comma-separated matrices to run in order (default: {CAPACITY_MATRICES}; "
+                                         "serving-capacity-sweep and serving-capacity-sweep-high are the exhaustive Poisson sweep the search is checked against).",
+                             "force": "Measure again even when artifacts for the same configurations exist (an A/A "
+                                      "repeat: the new artifact supersedes on the pages, the older one stays on disk).",
+                             "retry_failed": "Measure again configurations whose last artifact is a failure."})
+@user_errors
+def serve_capacity(c, matrices=CAPACITY_MATRICES, force=False, retry_failed=False):
+    """Capacity at SLO: the highest users / request rate whose p95 latencies meet the SLOs, with its interval; the endpoint probe."""
+    from pipelines.serving import capacity_lines
+    from runtime.execution import runner
+
+    for name in [m.strip() for m in matrices.split(",") if m.strip()]:
+        report = runner.run_matrix(name, force=force, retry_failed=retry_failed, on_event=_progress_printer())
+        for line in capacity_lines(report.measured + report.failed + report.skipped):
+            print("  " + line)
+        print(f"matrix {report.matrix}: {len(report.measured)} measured, {len(report.failed)} failed, "
+              f"{len(report.skipped)} already measured")
+
+
 model = Collection("model", fetch, list_models, synth)
 site = Collection("site", build, serve)
 bench_ns = Collection("bench", fidelity)
 bench_ns.add_task(bench, default=True)
 importers = Collection("import", llama_bench)
-serving_ns = Collection("serve", serve_bench)
+serving_ns = Collection("serve", serve_bench, serve_capacity)
 # -- planning: host probe, projections, memory plans ------------------------------------------
 @task(name="probe", help={"size_mib": "Size of each buffer in MiB (default: 256 or twice the last-level cache, whichever is larger).",
                           "repetitions": "Timed copies and reads per thread count (default 5).",
@@ -410,10 +433,34 @@ def project_task(c):
         raise Exit("no host has a measured baseline for data/usage_mix.yaml: run `invoke bench` first", code=1)
     for p in paths:
         doc = artifacts.load(p)
-        verified = sum(1 for e in doc["entries"] if e["status"] == "VERIFIED")
-        projected = sum(1 for e in doc["entries"] if e["status"] == "PROJECTED")
-        print(f"{relpath(p)}: {projected} projected, {verified} verified, "
-              f"{sum(1 for e in doc['entries'] if e['status'] == 'NO DATA')} roles without data")
+        counts = projections.entry_statuses(doc)  # from the figures, never the stored word
+        print(f"{relpath(p)}: {counts['PROJECTED']} projected, {counts['VERIFIED']} verified, "
+              f"{counts['MISSED']} missed, {counts['NO DATA']} roles without data")
+
+
+@task(name="gates")
+@user_errors
+def gates_task(c):
+    """Check the go/no-go gates of data/optimizations.yaml on every host; record changed decisions in data/decisions/."""
+    from pipelines import gates, projections
+    from pipelines.quality import load_quality
+    from pipelines.runs import load_runs
+    from core.paths import relpath
+
+    catalogue = projections.load_catalogue()
+    runs, quality = load_runs(), load_quality()
+    hosts = gates.gate_hosts(catalogue, runs, quality)
+    if not hosts:
+        raise Exit("no host has measurements for any gate of data/optimizations.yaml", code=1)
+    for host in hosts:
+        for og in gates.evaluate(catalogue, runs, quality, host):
+            print(f"{host} {og.opt.id}: {og.decision} ("
+                  + ", ".join(f"{r.gate.id} {r.verdict}" for r in og.results) + ")")
+    paths = gates.write_decisions(catalogue, runs, quality, catalogue_file=projections.catalogue_path())
+    for p in paths:
+        print(f"recorded {relpath(p)}")
+    if not paths:
+        print("no decision changed since the last record")
 
 
 @task(name="memory", help={"model": "A .gguf path or a registry name (default: the embedded model).",
@@ -437,7 +484,7 @@ def plan_memory(c, model="gemma3-270m-q4_k_m", host_ram_gib=0.0):
 
 host_ns = Collection("host", host_probe)
 plan_ns = Collection("plan", plan_memory)
-ns = Collection(model, bench_ns, validate, site, all, test, importers, serving_ns, host_ns, plan_ns, project_task)
+ns = Collection(model, bench_ns, validate, site, all, test, importers, serving_ns, host_ns, plan_ns, project_task, gates_task)
 
 
 # -- quality and roles (issue 5) ---------------------------------------------------------
@@ -473,6 +520,7 @@ def quality_run(c, matrix="quality", force=False, retry_failed=False, accept_san
     """Generate and score a quality matrix; each (model, settings, suite) becomes one artifact in data/quality/."""
     from rich.console import Console
 
+    from runtime import backends
     from runtime.quality import suite_runner as runner
 
     _ensure_ifbench(c)
@@ -488,6 +536,8 @@ def quality_run(c, matrix="quality", force=False, retry_failed=False, accept_san
             return
         style = f" · {info['prompt_style']}" if info.get("prompt_style") not in (None, "chat") else ""
         prefix = f"[{info['index']}/{info['total']}] {info['model']} · {info['suite']}{style} ({info['items']} items)"
+        if info.get("backend") not in (None, backends.DEFAULT):
+            prefix += f" · {info['backend']}"
         if info.get("swept"):
             prefix += " · " + ", ".join(f"{k}={v}" for k, v in info["swept"].items())
         if kind == "skip":
@@ -622,3 +672,59 @@ def compare(c, baseline, candidate, out="build/compare/compare", fail_on_loss=""
 
 
 ns.add_task(compare)
+
+
+# -- run-to-run noise and interleaved A/B (issue 20) ---------------------------------------
+@task(name="noise", help={"runs": "How many times to run the noise matrix (each run a fresh process; at least 3; default 10).",
+                          "budget": "Stop starting new runs after this many seconds (default 900; the minimum of 3 runs always runs)."})
+@user_errors
+def noise_task(c, runs=10, budget=900.0):
+    """Measure this host's run-to-run noise (a short A/A of data/matrices/noise.yaml) and store it in data/hosts/."""
+    from core import artifacts
+    from core.paths import relpath
+    from runtime.execution import noise as noise_mod
+
+    def on_run(i, s):
+        print(f"run {i}/{runs}: {s:.1f} s", file=sys.stderr, flush=True)
+
+    path = noise_mod.run_noise(int(runs), float(budget), on_run=on_run)
+    doc = artifacts.load(path)
+    for cls, e in sorted(doc["estimates"].items()):
+        print(f"{cls}: run-to-run noise {100 * e['sigma']:.2f}% (log sd of run means, {e['df']} df, {e['runs']} runs)")
+    print(f"noise: {relpath(path)}")
+
+
+@task(name="ab", help={"a": "Side A: key=value pairs: build=ordinary|threads-halved, label=NAME (a build that changes "
+                            "nothing), test=, model= (a|b for several), or a backend setting (n_threads=1).",
+                       "b": "Side B, same syntax, e.g. build=threads-halved.",
+                       "matrix": "The matrix whose configurations both sides run (default: noise: pp64 and tg16).",
+                       "threshold": "Smallest change that matters, a fraction (default 0.05: ±5%): win/loss beyond it, "
+                                    "equivalent within it.",
+                       "budget": "Time budget in seconds (default 600).",
+                       "out": "Write the result to OUT.md and OUT.json (default: build/ab/ab).",
+                       "runs": "Folder for the A/B's run artifacts (default: build/ab/<time>/runs; not data/runs)."})
+@user_errors
+def ab_task(c, a, b, matrix="noise", threshold=0.05, budget=600.0, out="build/ab/ab", runs=""):
+    """Interleaved A/B in fresh processes (ABBA blocks) until decided: win, loss, equivalent or undecided.
+
+    Exit 2 with one line for identical sides, sides sharing no work, or a budget too short for one round."""
+    from runtime.execution import ab as ab_mod
+
+    def on_event(kind, info):
+        if kind == "run":
+            print(f"block {info['block']} {info['side']}: {info['configuration']} {info['mean']:.2f} "
+                  f"(n={info['n']}, {info['wall_s']:.1f} s)", file=sys.stderr, flush=True)
+        elif kind == "look":
+            print("look at block " + str(info["block"]) + ": " + "; ".join(
+                f"{n}: {d.verdict}" + (f" {d.ratio:.3f} [{d.low:.3f}, {d.high:.3f}]" if d.low is not None else "")
+                for n, d in info["work"]), file=sys.stderr, flush=True)
+
+    res = ab_mod.run_ab(a, b, matrix=matrix, threshold=float(threshold), budget_s=float(budget), on_event=on_event,
+                        root=Path(runs) if runs else None)
+    print(ab_mod.markdown(res), end="")
+    paths = ab_mod.write_outputs(res, Path(out))
+    print("written: " + ", ".join(str(p) for p in paths))
+
+
+ns.add_task(noise_task)
+ns.add_task(ab_task)

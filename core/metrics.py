@@ -133,12 +133,65 @@ register_metric(Metric(
     "(slo_attainment) of requests succeeded within the TTFT and TPOT limits; 0 if none did.",
     0))
 register_metric(Metric(
+    "slo_max_level", "Highest level meeting the SLOs", "level", True, "single sample",
+    "Load tests (kind load): the highest level (users, or requests per second) whose latency "
+    "percentiles met every SLO at the stated confidence (order-statistic bounds), with every level "
+    "below it meeting too; 0 if none did.",
+    2))
+register_metric(Metric(
+    "capacity", "Capacity at SLO", "level", True, "single sample",
+    "Capacity search (kind capacity): the highest level (users, or requests per second) whose "
+    "latency percentiles meet the SLOs; its interval is capacity_low to capacity_high.",
+    2))
+register_metric(Metric(
+    "capacity_low", "Capacity, lower bound", "level", True, "single sample",
+    "The highest level confirmed to meet the SLOs at the stated confidence.",
+    2))
+register_metric(Metric(
+    "capacity_high", "Capacity, upper bound", "level", True, "single sample",
+    "The highest level not confirmed to miss the SLOs (the level below the lowest confirmed miss).",
+    2))
+register_metric(Metric(
+    "requests_sent", "Requests sent", "requests", False, "count",
+    "Timed requests a load test or capacity search sent in all (warm-up excluded): what its answer cost.",
+    0))
+register_metric(Metric(
+    "probe_success_rate", "Probe success rate", "%", True, "successful tries / tries",
+    "Endpoint probe: share of the tries of each case that succeeded (one sample per case).",
+    1))
+register_metric(Metric(
     "failed_requests", "Failed requests", "requests", False, "count",
     "Requests that ended in an error (timeout, HTTP error, dropped connection, server lost), each "
     "with its reason in the artifact's samples.",
     0))
 
 
+
+
+# -- Agent loops under injected tool faults (agent_loop tests; per profile on the Agent loops page) --
+register_metric(Metric(
+    "agent_success", "Agent success rate", "%", True, "share of episodes",
+    "Agent loops: share of episodes whose final answer equals the task's expected value (one sample per "
+    "episode, 1 or 0); the page gives it per fault profile and placement with the Wilson CI95.",
+    3))
+register_metric(Metric(
+    "agent_steps", "Steps to convergence", "steps", False, "mean over successful episodes",
+    "Agent loops: model turns a successful episode took to its answer (a perfect agent: tool calls + 1).",
+    2))
+register_metric(Metric(
+    "agent_loop_ms", "Episode latency", "ms", False, "mean over episodes",
+    "Agent loops: one episode from its first model request to its end (model turns, tool calls with "
+    "retries and timeouts, controller work).",
+    1))
+register_metric(Metric(
+    "agent_tool_ms", "Tool call latency", "ms", False, "mean over tool call attempts",
+    "Agent loops: one tool call attempt as the controller saw it (an in-process call, or the HTTP round "
+    "trip to the tool service), ended at the profile's timeout.",
+    3))
+register_metric(Metric(
+    "agent_retries", "Tool retries", "retries", False, "mean over episodes",
+    "Agent loops: tool call attempts beyond the first per tool action, summed over an episode.",
+    2))
 
 
 # -- Optimization tracks (generate tests: speculative decoding, MoE expert reduction) --------

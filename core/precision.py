@@ -37,6 +37,10 @@ class Precision(BaseModel):
     max_time_s: float = Field(120.0, gt=0.0, description="Stop once the repetitions (untimed preparation included) have taken this long, "
                               "target met or not (the minimum count still runs).")
     metric: str | None = Field(None, description="Metric whose interval is judged (default: the test kind's primary metric).")
+    percentile: float | None = Field(None, gt=0.0, lt=100.0,
+                                     description="Judge this percentile of the metric (e.g. 95: p95) instead of its mean: "
+                                     "the half-width of its distribution-free order-statistic CI95 relative to the "
+                                     "percentile (a p95 needs at least 73 samples before it has an interval at all).")
 
     @model_validator(mode="after")
     def _order(self) -> "Precision":
@@ -70,6 +74,9 @@ class Repeater:
             self.values.append(float(value))
 
     def half_width_rel(self) -> float | None:
+        p = self.precision
+        if p is not None and p.percentile is not None:
+            return percentile_half_width_rel(self.values, p.percentile)
         return stats.ci95_half_width_rel(self.values)
 
     def more(self) -> bool:
@@ -97,7 +104,7 @@ class Repeater:
         """What the artifact keeps: the target, whether it was met, why repetition stopped."""
         p = self.precision
         hw = self.half_width_rel()
-        return {
+        out = {
             "metric": self.metric,
             "target_rel": p.target if p is not None else None,
             "min_repetitions": p.min_repetitions if p is not None else None,
@@ -109,6 +116,18 @@ class Repeater:
             "stop_reason": self.stop_reason or (STOP_FIXED if p is None else None),
             "elapsed_s": round(time.perf_counter() - self.t0, 3),
         }
+        if p is not None and p.percentile is not None:
+            out["percentile"] = p.percentile
+        return out
+
+
+def percentile_half_width_rel(values: list[float], percentile: float) -> float | None:
+    """Half the width of a percentile's order-statistic CI95 relative to the percentile; None while
+    the sample is too small for that interval to exist (or the percentile is 0)."""
+    iv = stats.percentile_interval(values, percentile, 0.95)
+    if iv["low"] is None or iv["high"] is None or not iv["value"]:
+        return None
+    return (iv["high"] - iv["low"]) / 2.0 / abs(iv["value"])
 
 
 def combine(records: list[dict[str, Any]]) -> dict[str, Any]:

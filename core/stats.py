@@ -186,7 +186,8 @@ def _trend(arr: np.ndarray, outlier_idx: list[int] | None = None) -> dict | None
 
 def summarize(values: Sequence[float]) -> dict:
     """Summary of samples. stddev is the sample stddev (n-1), as llama-bench reports;
-    the CI95 of the mean uses Student's t and is null for fewer than two samples. Beside it:
+    the CI95 of the mean is :func:`mean_interval` (Student's t; on the log scale for samples that
+    are never negative, so it stays positive) and is null below ``MIN_INTERVAL_N`` samples. Beside it:
     the median's distribution-free CI95, the indices of robust outliers (flagged, never
     dropped) and the drift test across repetitions (:func:`trend`)."""
     arr = _clean(values)
@@ -197,11 +198,7 @@ def summarize(values: Sequence[float]) -> dict:
                 "median_ci95_low": None, "median_ci95_high": None, "outliers": [], "trend": None}
     mean = float(arr.mean())
     sd = float(arr.std(ddof=1)) if n > 1 else None
-    if n > 1:
-        half = t_critical(n - 1) * sd / math.sqrt(n)
-        lo, hi = mean - half, mean + half
-    else:
-        lo = hi = None
+    lo, hi, _ = mean_interval(n, mean, sd, positive=bool((arr >= 0).all()))
     srt = np.sort(arr)
     p50, p95, p99 = (float(v) for v in np.percentile(srt, [50, 95, 99]))
     flagged = _outliers(arr)
@@ -246,8 +243,10 @@ class Comparison:
     ci95_low: float | None
     ci95_high: float | None
     verdict: str  # "win", "loss", "within noise", "insufficient data"
-    n_baseline: int
+    n_baseline: int  # samples (compare, compare_summaries) or runs (compare_runs) on each side
     n_candidate: int
+    method: str = "repetitions"  # what the interval rests on: "repetitions", "runs", "runs + host noise"
+    note: str = ""  # why there is no interval, or what the interval assumed
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -332,3 +331,586 @@ def wilson_interval(passed: int, n: int, confidence: float = 0.95) -> tuple[floa
     centre = (p + z * z / (2 * n)) / denom
     half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
     return max(0.0, centre - half), min(1.0, centre + half)
+
+
+# -- intervals that stay in their domain ------------------------------------------------------
+#: Below this many samples no interval is given: with two, Student's t(0.975, 1) is 12.7 and
+#: the "interval" of a positive time reaches far below zero (a statement about nothing).
+MIN_INTERVAL_N = 3
+NO_INTERVAL_WHY = "fewer than 3 samples: no interval (with 2, Student's t is 12.7)"
+
+
+def mean_interval(n: int | None, mean: float | None, sd: float | None, *, positive: bool = True,
+                  upper: float | None = None, confidence: float = 0.95) -> tuple[float | None, float | None, str | None]:
+    """Confidence interval of a mean that stays in the quantity's domain: ``(low, high, why)``.
+
+    A quantity that is never negative (a time, a rate, a byte count) gets Student's t interval
+    on the log scale by the delta method: ``mean · exp(±t(n−1) · (sd/√n) / mean)``, positive and
+    asymmetric as the uncertainty of a positive quantity is (for a small relative standard error
+    it is the ordinary ``mean ± t·sd/√n``). ``upper`` caps a bounded quantity (a share: 1).
+    ``positive=False`` gives the ordinary symmetric interval. Below ``MIN_INTERVAL_N`` samples
+    (or without a spread) there is none, and ``why`` says so."""
+    if not n or n < MIN_INTERVAL_N:
+        return None, None, NO_INTERVAL_WHY
+    if mean is None or sd is None or not math.isfinite(float(mean)) or not math.isfinite(float(sd)):
+        return None, None, "no spread recorded"
+    mean, sd = float(mean), float(sd)
+    half = t_critical(n - 1, confidence) * sd / math.sqrt(n)
+    if not positive:
+        return mean - half, mean + half, None
+    if mean <= 0:  # every sample of a non-negative quantity was 0
+        return 0.0, 0.0, None
+    rel = half / mean
+    lo, hi = mean * math.exp(-rel), mean * math.exp(rel)
+    if upper is not None:
+        hi = min(hi, upper)
+    return lo, hi, None
+
+
+def in_domain(summary: dict, *, upper: float | None = None) -> dict:
+    """A stored summary with its CI95 of the mean recomputed by :func:`mean_interval` from its
+    n, mean and stddev (a summary written before intervals stayed in their domain may hold a
+    negative bound for a time). ``ci95_why`` says why there is no interval. A summary of a
+    quantity with a negative sample keeps the symmetric interval."""
+    out = dict(summary)
+    n = int(summary.get("n") or 0)
+    lo_min = summary.get("min")
+    positive = lo_min is None or lo_min >= 0
+    lo, hi, why = mean_interval(n, summary.get("mean"), summary.get("stddev"), positive=positive, upper=upper)
+    out["ci95_low"], out["ci95_high"] = lo, hi
+    if why is not None and n:
+        out["ci95_why"] = why
+    return out
+
+
+# -- quantiles: distribution-free bounds ------------------------------------------------------
+@dataclass(frozen=True)
+class QuantileBound:
+    """A sample quantile with distribution-free bounds from order statistics.
+
+    ``low``/``high`` are order statistics x_(r), x_(s) of the sorted samples such that the
+    interval covers the true q-quantile with probability at least ``confidence`` whatever the
+    distribution (the number of samples below it is Binomial(n, q)); a bound that would need
+    more samples than there are is None and ``why`` says how many it needs. ``upper`` is the
+    one-sided bound (the true quantile lies below it with at least ``confidence``): the figure a
+    latency SLO is checked against."""
+
+    q: float
+    n: int
+    estimate: float | None  # numpy's linear interpolation, as summarize()'s p95/p99
+    low: float | None
+    high: float | None
+    upper: float | None
+    confidence: float
+    why: str | None = None
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def _binom_cdf(k: int, n: int, p: float) -> float:
+    """P(B <= k) for B ~ Binomial(n, p) (0 below 0, 1 from n on)."""
+    if k < 0:
+        return 0.0
+    if k >= n:
+        return 1.0
+    return float(_sp.bdtr(k, n, p))
+
+
+def quantile_samples_needed(q: float, confidence: float = 0.95, two_sided: bool = True) -> int:
+    """The fewest samples whose largest one bounds the q-quantile from above with ``confidence``
+    (two-sided: with half the miss probability on that side): n >= log(alpha) / log(q)."""
+    alpha = (1.0 - confidence) / (2.0 if two_sided else 1.0)
+    return int(math.ceil(math.log(alpha) / math.log(q)))
+
+
+def quantile_interval(values: Sequence[float], q: float, confidence: float = 0.95) -> QuantileBound:
+    """Distribution-free bounds of the ``q``-quantile (0 < q < 1; 0.95 for p95).
+
+    Two-sided, equal tails: ``low`` = x_(r) with the largest r such that P(B <= r−1) <= α/2,
+    ``high`` = x_(s) with the smallest s such that P(B <= s−1) >= 1 − α/2, B ~ Bin(n, q); then
+    P(x_(r) <= ξ_q <= x_(s)) >= 1 − α for any continuous distribution. ``upper`` is the one-sided
+    bound x_(u), the smallest u with P(B <= u−1) >= confidence. This is the reuse point for
+    percentile figures (p95/p99 of TTFT, E2E, ITL): a bound that would need more samples than
+    there are is None, with how many it needs."""
+    if not 0.0 < q < 1.0:
+        raise ValueError(f"q must lie strictly between 0 and 1, got {q!r}")
+    arr = np.sort(_clean(values))
+    n = int(arr.size)
+    est = float(np.percentile(arr, 100.0 * q)) if n else None
+    if n == 0:
+        return QuantileBound(q, 0, None, None, None, None, confidence, "no samples")
+    alpha = 1.0 - confidence
+    ks = np.arange(0, n + 1)
+    cdf = np.array([_binom_cdf(int(k) - 1, n, q) for k in ks])  # cdf[k] = P(B <= k-1)
+    low_ok = np.nonzero(cdf[1:] <= alpha / 2)[0]  # r = index + 1
+    r = int(low_ok[-1]) + 1 if low_ok.size else None
+    high_ok = np.nonzero(cdf[1:] >= 1.0 - alpha / 2)[0]
+    s = int(high_ok[0]) + 1 if high_ok.size else None
+    up_ok = np.nonzero(cdf[1:] >= confidence)[0]
+    u = int(up_ok[0]) + 1 if up_ok.size else None
+    achieved = (cdf[s] if s is not None else 1.0) - (cdf[r] if r is not None else 0.0)
+    why = None
+    if s is None or u is None:
+        why = (f"{n} samples cannot bound p{_qname(q)} from above at {confidence:.0%}: it needs at least "
+               f"{quantile_samples_needed(q, confidence, two_sided=s is None and u is not None)} "
+               + ("(two-sided)" if u is not None else "(one-sided)"))
+    elif r is None:
+        why = f"{n} samples cannot bound p{_qname(q)} from below at {confidence:.0%}"
+    return QuantileBound(q, n, est, float(arr[r - 1]) if r else None, float(arr[s - 1]) if s else None,
+                         float(arr[u - 1]) if u else None, float(achieved), why)
+
+
+def _qname(q: float) -> str:
+    return f"{100 * q:g}"
+
+
+# -- the run as the unit: run-to-run noise -----------------------------------------------------
+@dataclass(frozen=True)
+class RunNoise:
+    """Run-to-run noise of one kind of test on one host: the standard deviation of the log of a
+    run's mean between runs of the same configuration and build (0.03: runs scatter by about 3%),
+    with its degrees of freedom and where it was measured."""
+
+    sigma: float
+    df: int
+    source: str
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def pooled_log_spread(groups: Sequence[Sequence[float]]) -> tuple[float | None, int]:
+    """(sd, degrees of freedom) of log run means pooled over groups of runs of one configuration
+    and build: every group of k >= 2 positive means contributes its sum of squares about its own
+    log mean and k − 1 degrees of freedom. (None, 0) without any such group."""
+    ss, df = 0.0, 0
+    for g in groups:
+        logs = np.log(np.asarray([v for v in g if v is not None and v > 0], dtype=float))
+        if logs.size < 2:
+            continue
+        ss += float(((logs - logs.mean()) ** 2).sum())
+        df += int(logs.size) - 1
+    return (math.sqrt(ss / df), df) if df else (None, 0)
+
+
+def _side(means: np.ndarray, rel_se: float | None, noise: RunNoise | None) -> tuple[float, float, str] | str:
+    """(variance of the side's mean log, its degrees of freedom, method) or why it has none."""
+    k = int(means.size)
+    if k >= 2:
+        return float(np.log(means).var(ddof=1)) / k, float(k - 1), "runs"
+    if noise is None:
+        return "one run, and no run-to-run noise measured for this host and kind of test (invoke noise measures it)"
+    var = max(noise.sigma ** 2, (rel_se or 0.0) ** 2)
+    return var, float(max(noise.df, 1)), "runs + host noise"
+
+
+def compare_runs(baseline: Sequence[float], candidate: Sequence[float], higher_is_better: bool, *,
+                 noise_a: RunNoise | None = None, noise_b: RunNoise | None = None,
+                 rel_se_a: float | None = None, rel_se_b: float | None = None,
+                 confidence: float = 0.95) -> Comparison:
+    """Two sets of runs compared with the run as the unit: the ratio of the geometric means of the
+    run means (candidate / baseline), with a CI on the log scale.
+
+    A side with two or more runs contributes the spread between its runs (the sample variance of
+    its log run means over k, k − 1 degrees of freedom): repetitions inside a run never stand in
+    for runs. A side with one run contributes the host's run-to-run noise for that kind of test
+    (``noise_a``/``noise_b``: sigma² and its degrees of freedom), or that run's own relative
+    standard error ``rel_se`` when that is larger; without a noise estimate it has no interval
+    (verdict "insufficient data", ``note`` says why). Sides are combined as Welch-Satterthwaite
+    does. Verdict: win or loss when the interval excludes 1, else within noise."""
+    a = np.asarray([v for v in baseline if v is not None and math.isfinite(v)], dtype=float)
+    b = np.asarray([v for v in candidate if v is not None and math.isfinite(v)], dtype=float)
+    na, nb = int(a.size), int(b.size)
+    if not na or not nb or (a <= 0).any() or (b <= 0).any():
+        return Comparison(None, None, None, "insufficient data", na, nb, "runs", "no positive run means on a side")
+    la, lb = np.log(a), np.log(b)
+    ratio = float(math.exp(lb.mean() - la.mean()))
+    sa, sb = _side(a, rel_se_a, noise_a), _side(b, rel_se_b, noise_b)
+    for side in (sa, sb):
+        if isinstance(side, str):
+            return Comparison(ratio, None, None, "insufficient data", na, nb, "runs", side)
+    (va, dfa, ma), (vb, dfb, mb) = sa, sb  # type: ignore[misc]
+    method = "runs" if ma == mb == "runs" else "runs + host noise"
+    se = math.sqrt(va + vb)
+    if se == 0:
+        lo = hi = ratio
+    else:
+        den = va * va / dfa + vb * vb / dfb
+        df = (va + vb) ** 2 / den if den > 0 else dfa + dfb
+        t = t_critical(df, confidence)
+        lo, hi = ratio * math.exp(-t * se), ratio * math.exp(t * se)
+    if lo > 1.0:
+        verdict = "win" if higher_is_better else "loss"
+    elif hi < 1.0:
+        verdict = "loss" if higher_is_better else "win"
+    else:
+        verdict = "within noise"
+    return Comparison(ratio, lo, hi, verdict, na, nb, method)
+
+
+def run_interval(means: Sequence[float], *, rel_se: float | None = None, noise: RunNoise | None = None,
+                 confidence: float = 0.95) -> tuple[float | None, float | None, float | None, str]:
+    """(centre, low, high, note) of one configuration's value with the run as the unit: the
+    geometric mean of its run means with a t interval on the log scale from the spread between
+    runs (two or more), or one run widened by the host's run-to-run noise; no interval without
+    either (``note`` says why)."""
+    m = np.asarray([v for v in means if v is not None and math.isfinite(v) and v > 0], dtype=float)
+    if not m.size:
+        return None, None, None, "no positive run mean"
+    centre = float(math.exp(np.log(m).mean()))
+    side = _side(m, rel_se, noise)
+    if isinstance(side, str):
+        return centre, None, None, side
+    var, df, method = side
+    half = t_critical(df, confidence) * math.sqrt(var)
+    note = (f"{m.size} runs" if method == "runs" else f"one run, widened by the host's run-to-run noise "
+            f"({100 * noise.sigma:.1f}%, {noise.source})")  # type: ignore[union-attr]
+    return centre, centre * math.exp(-half), centre * math.exp(half), note
+
+
+# -- paired pass/fail comparisons (quality on shared items) ------------------------------------
+def mcnemar_exact(a_only: int, b_only: int) -> float:
+    """Two-sided exact McNemar p-value: the discordant items (passed by one side only) against
+    Binomial(a_only + b_only, 1/2)."""
+    d = a_only + b_only
+    if d == 0:
+        return 1.0
+    k = min(a_only, b_only)
+    return min(1.0, 2.0 * _binom_cdf(k, d, 0.5))
+
+
+#: The fewest discordant items, all one way, that the exact McNemar test can call significant at
+#: 5% (2 · 0.5^6 = 0.031): no difference smaller than this many items is ever detected.
+MCNEMAR_MIN_DISCORDANT = 6
+
+
+def mcnemar_mdd(n: int, discordant_share: float | None = None, alpha: float = 0.05, power: float = 0.8) -> float | None:
+    """The minimum detectable difference in pass rate for n paired items: the smallest |p_B − p_A|
+    the McNemar test finds with ``power`` at level ``alpha`` (Connor's normal approximation,
+    n = (z_α √ψ + z_β √(ψ − δ²))² / δ², ψ the share of discordant items, taken as the observed
+    share or, when smaller, δ itself), never below 6 items in n (the exact test's floor)."""
+    if n <= 0:
+        return None
+    za, zb = float(_sp.ndtri(1 - alpha / 2)), float(_sp.ndtri(power))
+
+    def needed(delta: float) -> float:
+        psi = max(discordant_share or 0.0, delta)
+        return (za * math.sqrt(psi) + zb * math.sqrt(max(psi - delta * delta, 0.0))) ** 2 / (delta * delta)
+
+    if needed(1.0) > n:
+        return None
+    lo, hi = 1e-6, 1.0
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        if needed(mid) <= n:
+            hi = mid
+        else:
+            lo = mid
+    return max(hi, MCNEMAR_MIN_DISCORDANT / n)
+
+
+@dataclass(frozen=True)
+class PairedComparison:
+    """Candidate B against baseline A scored on the same items (pass/fail)."""
+
+    n: int  # shared items
+    a_passed: int
+    b_passed: int
+    a_only: int  # passed by A, failed by B
+    b_only: int  # passed by B, failed by A
+    diff: float | None  # p_B − p_A
+    ci95_low: float | None  # Newcombe's paired score interval of the difference
+    ci95_high: float | None
+    p_value: float | None  # exact McNemar
+    verdict: str  # "win", "loss", "within noise", "insufficient data" (from B's point of view)
+    mdd: float | None  # minimum detectable difference at this item count
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def paired_rates(a: Sequence[bool], b: Sequence[bool], alpha: float = 0.05) -> PairedComparison:
+    """Pass/fail of two configurations on the same items, in the same order: the exact McNemar
+    test decides (win/loss at p < alpha), Newcombe's hybrid score interval (method 10: the two
+    Wilson intervals joined through the paired correlation) gives the difference's CI95, and
+    :func:`mcnemar_mdd` the smallest difference this many items could show."""
+    if len(a) != len(b):
+        raise ValueError("paired outcomes need the same items on both sides")
+    n = len(a)
+    if n == 0:
+        return PairedComparison(0, 0, 0, 0, 0, None, None, None, None, "insufficient data", None)
+    both = sum(1 for x, y in zip(a, b) if x and y)
+    a_only = sum(1 for x, y in zip(a, b) if x and not y)
+    b_only = sum(1 for x, y in zip(a, b) if y and not x)
+    neither = n - both - a_only - b_only
+    pa, pb = (both + a_only) / n, (both + b_only) / n
+    la, ua = wilson_interval(both + a_only, n)
+    lb, ub = wilson_interval(both + b_only, n)
+    r1, r2, c1, c2 = both + b_only, a_only + neither, both + a_only, b_only + neither  # B's and A's margins
+    den = r1 * r2 * c1 * c2
+    phi = (both * neither - a_only * b_only) / math.sqrt(den) if den > 0 else 0.0
+    d = pb - pa
+    lo = d - math.sqrt(max((pb - lb) ** 2 - 2 * phi * (pb - lb) * (ua - pa) + (ua - pa) ** 2, 0.0))
+    hi = d + math.sqrt(max((ub - pb) ** 2 - 2 * phi * (ub - pb) * (pa - la) + (pa - la) ** 2, 0.0))
+    p = mcnemar_exact(a_only, b_only)
+    verdict = "within noise" if p >= alpha else ("win" if d > 0 else "loss")
+    return PairedComparison(n, both + a_only, both + b_only, a_only, b_only, d, max(-1.0, lo), min(1.0, hi), p, verdict,
+                            mcnemar_mdd(n, (a_only + b_only) / n))
+
+
+# -- interleaved A/B: a sequential decision on blocks ------------------------------------------
+@dataclass(frozen=True)
+class ABDecision:
+    """Where an interleaved A/B stands: B/A with its interval and the verdict at a threshold."""
+
+    verdict: str  # "win", "loss", "equivalent", "undecided"
+    ratio: float | None
+    low: float | None
+    high: float | None
+    blocks: int
+    confidence: float  # of this look's interval (Bonferroni over the planned looks)
+    threshold: float
+    mde: float | None  # the smallest change beyond the threshold detectable (80% power) at the planned blocks
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def ab_decide(block_diffs: Sequence[float], threshold: float, higher_is_better: bool, *, looks: int,
+              planned_blocks: int, confidence: float = 0.95, power: float = 0.8) -> ABDecision:
+    """Decide an interleaved A/B from its blocks. Each block (A B B A, fresh processes) gives
+    d = mean log B − mean log A of its runs, so a drift that is linear over the block cancels.
+    The ratio is exp(mean d) with a t interval over blocks at confidence 1 − (1 − confidence) /
+    looks (Bonferroni over the looks taken, so stopping as soon as it decides keeps the overall
+    error at most 1 − confidence). Verdict: win or loss when the whole interval lies beyond
+    1 ± threshold on one side, equivalent when it lies within 1 ± threshold, else undecided.
+    ``mde``: the smallest true change that would be called win or loss with ``power`` after
+    ``planned_blocks`` blocks, from the spread between blocks so far."""
+    d = np.asarray([x for x in block_diffs if x is not None and math.isfinite(x)], dtype=float)
+    k = int(d.size)
+    conf = 1.0 - (1.0 - confidence) / max(looks, 1)
+    if k < 2:
+        ratio = float(math.exp(d.mean())) if k else None
+        return ABDecision("undecided", ratio, None, None, k, conf, threshold, None)
+    mean, sd = float(d.mean()), float(d.std(ddof=1))
+    t = t_critical(k - 1, conf)
+    se = sd / math.sqrt(k)
+    ratio, lo, hi = math.exp(mean), math.exp(mean - t * se), math.exp(mean + t * se)
+    band_lo, band_hi = 1.0 - threshold, 1.0 + threshold
+    if lo > band_hi:
+        verdict = "win" if higher_is_better else "loss"
+    elif hi < band_lo:
+        verdict = "loss" if higher_is_better else "win"
+    elif band_lo <= lo and hi <= band_hi:
+        verdict = "equivalent"
+    else:
+        verdict = "undecided"
+    kp = max(planned_blocks, k)
+    mde = None
+    if sd > 0:
+        tp = t_critical(kp - 1, conf) + float(_sp.stdtrit(kp - 1, power))
+        mde = math.exp(math.log(1.0 + threshold) + tp * sd / math.sqrt(kp)) - 1.0
+    return ABDecision(verdict, ratio, lo, hi, k, conf, threshold, mde)
+
+
+# -- paired pass/fail outcomes (quality parity between backends; the exact test: mcnemar_exact) ---
+def paired_difference_ci(b: int, c: int, n: int, confidence: float = 0.95) -> tuple[float | None, float | None]:
+    """CI of the difference of two paired pass rates, (c - b) / n (B's rate minus A's), by
+    Agresti & Min (2005): the Wald interval after adding 1/2 to each of the four cells of the
+    paired table, which keeps its coverage near nominal at small n and at 0 discordant items."""
+    if n <= 0:
+        return None, None
+    z = float(_sp.ndtri(0.5 + confidence / 2))
+    bb, cc, nn = b + 0.5, c + 0.5, n + 2.0
+    d = (cc - bb) / nn
+    var = ((bb + cc) - (cc - bb) ** 2 / nn) / nn ** 2
+    half = z * math.sqrt(max(var, 0.0))
+    return max(-1.0, d - half), min(1.0, d + half)
+
+
+def paired_verdict(b: int, c: int, alpha: float = 0.05) -> str:
+    """B against A on paired pass/fail items: "win" (B passes significantly more, exact McNemar
+    p < alpha), "loss", "within noise", or "identical verdicts" when no item is discordant."""
+    if b + c == 0:
+        return "identical verdicts"
+    p = mcnemar_exact(b, c)
+    if p >= alpha:
+        return "within noise"
+    return "win" if c > b else "loss"
+
+
+# -- order-statistic bounds of a percentile, in percent, for SLO verdicts (distribution-free) --
+# (quantile_interval above gives the same bounds of a quantile in (0, 1) as a QuantileBound)
+# For n independent samples of a continuous distribution, the k-th smallest x_(k) lies at or above
+# the q-quantile exactly when at most k-1 samples fall below it: P(x_(k) >= xi_q) = P(B <= k-1),
+# B ~ Binomial(n, q). No assumption about the shape of the distribution (MLPerf LoadGen bounds its
+# latency percentiles the same way). Percentiles are given in percent (95 = p95).
+QUANTILE_SETTLE_CAP = 1_000_000  # the most samples "needs N more" will ever name
+
+
+def _q(percentile: float) -> float:
+    if not 0.0 < float(percentile) < 100.0:
+        raise ValueError(f"a percentile lies strictly between 0 and 100 (got {percentile!r})")
+    return float(percentile) / 100.0
+
+
+@lru_cache(maxsize=8192)
+def quantile_upper_rank(n: int, percentile: float, confidence: float = 0.95) -> int | None:
+    """Smallest 1-based rank u with P(x_(u) >= the percentile) >= ``confidence`` (x_(u) is then an
+    upper confidence bound of it); None when even x_(n) is not enough (n too small)."""
+    q = _q(percentile)
+    if n < 1:
+        return None
+    ks = np.arange(0, n)  # u - 1
+    cover = _sp.bdtr(ks, n, q)
+    ok = np.nonzero(cover >= confidence)[0]
+    return int(ok[0]) + 1 if ok.size else None
+
+
+@lru_cache(maxsize=8192)
+def quantile_lower_rank(n: int, percentile: float, confidence: float = 0.95) -> int | None:
+    """Largest 1-based rank l with P(x_(l) <= the percentile) >= ``confidence`` (a lower confidence
+    bound); None when even x_(1) is not enough."""
+    q = _q(percentile)
+    if n < 1:
+        return None
+    ls = np.arange(1, n + 1)
+    cover = 1.0 - _sp.bdtr(ls - 1, n, q)  # P(B >= l)
+    ok = np.nonzero(cover >= confidence)[0]
+    return int(ok[-1]) + 1 if ok.size else None
+
+
+def quantile_min_samples(percentile: float, confidence: float = 0.95, side: str = "both") -> int:
+    """Fewest samples for which an order-statistic bound of the percentile exists at all: the upper
+    bound needs 1 - q^n >= c, the lower one 1 - (1 - q)^n >= c; ``both`` (a two-sided interval at
+    ``confidence``) needs each side at (1 + c) / 2."""
+    q = _q(percentile)
+    if side == "both":
+        c = (1.0 + confidence) / 2.0
+        return max(quantile_min_samples(percentile, c, "upper"), quantile_min_samples(percentile, c, "lower"))
+    base = q if side == "upper" else 1.0 - q
+    return max(1, math.ceil(math.log(1.0 - confidence) / math.log(base) - 1e-12))
+
+
+def percentile_interval(values: Sequence[float], percentile: float, confidence: float = 0.95) -> dict:
+    """A percentile with its distribution-free two-sided interval (each side at (1 + c) / 2).
+
+    ``value`` is the sample percentile (numpy's linear interpolation, as everywhere else here);
+    ``low``/``high`` are order statistics (None where the sample is too small for that side);
+    ``needs`` is how many more samples the interval needs to exist at all (0 when it does).
+    Infinite values (a failed request counted as never answering) stay in the ranks."""
+    arr = np.sort(np.asarray([float(v) for v in values if v is not None and not math.isnan(float(v))], dtype=float))
+    n = int(arr.size)
+    side = (1.0 + confidence) / 2.0
+    need = quantile_min_samples(percentile, confidence, "both")
+    out = {"percentile": float(percentile), "confidence": confidence, "n": n, "value": None, "low": None,
+           "high": None, "needs": max(0, need - n)}
+    if n == 0:
+        return out
+    finite = arr[np.isfinite(arr)]
+    out["value"] = float(np.percentile(arr, percentile)) if finite.size == n else _rank_value(arr, percentile)
+    lo, hi = quantile_lower_rank(n, float(percentile), side), quantile_upper_rank(n, float(percentile), side)
+    out["low"] = float(arr[lo - 1]) if lo is not None else None
+    out["high"] = float(arr[hi - 1]) if hi is not None else None
+    return out
+
+
+def _rank_value(arr: np.ndarray, percentile: float) -> float:
+    """The percentile of a sorted sample that holds infinities: the nearest-rank value (interpolating
+    towards infinity would say nothing)."""
+    k = max(1, math.ceil(float(percentile) / 100.0 * arr.size))
+    return float(arr[k - 1])
+
+
+def quantile_vs_limit(values: Sequence[float], percentile: float, limit: float, confidence: float = 0.95) -> dict:
+    """Whether the ``percentile`` of the population lies at or below ``limit``, decided from order
+    statistics at ``confidence``:
+
+    * ``meets`` when the upper bound x_(u) is within the limit;
+    * ``misses`` when the lower bound x_(l) is above it;
+    * ``unresolved`` otherwise, with ``needs``: about how many more samples, drawn as these were,
+      would settle it (None when the observed share within the limit sits on the percentile itself,
+      or more than QUANTILE_SETTLE_CAP would be needed).
+
+    ``values`` may hold +inf (a failed request never met the limit)."""
+    arr = np.sort(np.asarray([float(v) for v in values if v is not None and not math.isnan(float(v))], dtype=float))
+    n = int(arr.size)
+    within = int(np.searchsorted(arr, limit, side="right"))  # samples <= limit
+    out = {"percentile": float(percentile), "limit": float(limit), "confidence": confidence, "n": n,
+           "within": within, "value": None, "upper": None, "lower": None, "verdict": "unresolved", "needs": None}
+    if n == 0:
+        out["needs"] = quantile_min_samples(percentile, confidence, "upper")
+        return out
+    finite = arr[np.isfinite(arr)]
+    out["value"] = float(np.percentile(arr, percentile)) if finite.size == n else _rank_value(arr, percentile)
+    u = quantile_upper_rank(n, float(percentile), confidence)
+    lo = quantile_lower_rank(n, float(percentile), confidence)
+    out["upper"] = float(arr[u - 1]) if u is not None else None
+    out["lower"] = float(arr[lo - 1]) if lo is not None else None
+    if u is not None and u <= within:
+        out["verdict"] = "meets"
+    elif lo is not None and lo > within:
+        out["verdict"] = "misses"
+    else:
+        out["needs"] = samples_to_settle(n, within, percentile, confidence)
+    return out
+
+
+def _settles(n: int, within: int, percentile: float, confidence: float) -> bool:
+    u = quantile_upper_rank(n, float(percentile), confidence)
+    lo = quantile_lower_rank(n, float(percentile), confidence)
+    return (u is not None and u <= within) or (lo is not None and lo > within)
+
+
+def samples_to_settle(n: int, within: int, percentile: float, confidence: float = 0.95) -> int | None:
+    """More samples that would settle :func:`quantile_vs_limit` if the share within the limit stays
+    what it is (``within`` of ``n``); None when that share equals the percentile or the answer passes
+    QUANTILE_SETTLE_CAP. Exponential search, then bisection on the total count."""
+    q = _q(percentile)
+    share = within / n if n else 1.0
+    if n and abs(share - q) < 1e-12:
+        return None
+    if n == 0:
+        return quantile_min_samples(percentile, confidence, "upper")
+
+    def ok(total: int) -> bool:
+        return _settles(total, min(total, int(math.floor(share * total + 1e-9))), percentile, confidence)
+
+    lo_n, hi_n = n, max(n + 1, 2 * n)
+    while not ok(hi_n):
+        if hi_n - n > QUANTILE_SETTLE_CAP:
+            return None
+        lo_n, hi_n = hi_n, hi_n * 2
+    while hi_n - lo_n > 1:
+        mid = (lo_n + hi_n) // 2
+        if ok(mid):
+            hi_n = mid
+        else:
+            lo_n = mid
+    return hi_n - n
+
+
+def linear_fit(x: Sequence[float], y: Sequence[float], confidence: float = 0.95) -> dict | None:
+    """Ordinary least squares y = a + b x with the CI of the slope and of the intercept (Student's
+    t, n - 2 degrees of freedom). None with fewer than two distinct x; no interval with n = 2."""
+    xs, ys = np.asarray([float(v) for v in x], dtype=float), np.asarray([float(v) for v in y], dtype=float)
+    keep = np.isfinite(xs) & np.isfinite(ys)
+    xs, ys = xs[keep], ys[keep]
+    n = int(xs.size)
+    if n < 2 or np.unique(xs).size < 2:
+        return None
+    mx, my = xs.mean(), ys.mean()
+    sxx = float(((xs - mx) ** 2).sum())
+    b = float(((xs - mx) * (ys - my)).sum() / sxx)
+    a = float(my - b * mx)
+    out = {"n": n, "slope": b, "intercept": a, "slope_ci95": (None, None), "intercept_ci95": (None, None),
+           "residual_sd": None}
+    if n > 2:
+        sse = float(((ys - (a + b * xs)) ** 2).sum())
+        s = math.sqrt(sse / (n - 2))
+        t = t_critical(n - 2, confidence)
+        se_b = s / math.sqrt(sxx)
+        se_a = s * math.sqrt(1.0 / n + mx * mx / sxx)
+        out.update(slope_ci95=(b - t * se_b, b + t * se_b), intercept_ci95=(a - t * se_a, a + t * se_a), residual_sd=s)
+    return out

@@ -55,6 +55,7 @@ class Summary:
     median_ci95_high: float | None = None
     outliers: tuple[int, ...] = ()
     trend: Trend | None = None
+    ci95_why: str | None = None  # why there is no CI95 of the mean (fewer than 3 samples, ...)
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any] | "Summary" | None) -> "Summary":
@@ -66,13 +67,15 @@ class Summary:
         g = d.get
         return cls(int(g("n") or 0), g("mean"), g("stddev"), g("ci95_low"), g("ci95_high"), g("median"), g("min"),
                    g("max"), g("p95"), g("p99"), g("median_ci95_low"), g("median_ci95_high"),
-                   tuple(g("outliers") or ()), Trend.from_dict(g("trend")))
+                   tuple(g("outliers") or ()), Trend.from_dict(g("trend")), g("ci95_why"))
 
     def to_dict(self) -> dict[str, Any]:
         """The stored form (the keys core.stats.summarize writes)."""
         out: dict[str, Any] = {f.name: getattr(self, f.name) for f in fields(self)}
         out["outliers"] = list(self.outliers)
         out["trend"] = self.trend.to_dict() if self.trend is not None else None
+        if self.ci95_why is None:
+            del out["ci95_why"]
         return out
 
     @property

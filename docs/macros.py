@@ -17,6 +17,8 @@ from pipelines import dataset
 from pipelines.runs import load_runs
 from pipelines.site import browser, manual, open_data, pages, per_host, split_pages  # noqa: F401 - split_pages registers
 from pipelines.site import fleet_pages, quality_pages
+from pipelines.site import parity_pages
+from pipelines.site import agent_pages
 from pipelines import roofline
 from pipelines import projections
 from pipelines.site import planning
@@ -55,6 +57,8 @@ def define_env(env: Any) -> None:
     env.macro(lambda: per_host.render("hosts"), "hosts_page")
     env.macro(quality_pages.quality_page_from_data, "quality_scores")
     env.macro(quality_pages.ladder_from_data, "quantization_ladder")
+    env.macro(parity_pages.parity_from_data, "quality_parity")
+    env.macro(agent_pages.agents_from_data, "agents_page")
     env.macro(lambda: quality_pages.scorers_table(list(scorers.SCORERS.values())), "quality_scorers")
     env.macro(lambda: quality_pages.sandbox_layers(sandbox.isolation_layers()), "sandbox_layers")
     env.macro(lambda: per_host.render("roles"), "roles_page")
@@ -68,4 +72,6 @@ def define_env(env: Any) -> None:
     env.macro(lambda: history_pages.regressions_page(list(_runs())), "regressions_page")
     env.macro(lambda: history_pages.host_vs_host_page(list(_runs())), "host_vs_host_page")
     env.macro(history_pages.method_text, "history_method")
+    env.macro(history_pages.verdict_rules, "verdict_rules")
+    env.macro(history_pages.ranking_rule, "ranking_rule")
     env.variables["backends"] = sorted(backends.BACKENDS)

@@ -17,11 +17,13 @@ the test's work parameters, the backend class; the method, how precisely each wa
 never matters), the backend, the requested settings (those not left to the backend's default)
 and the host, minus what the two selections choose differently on purpose: different hosts
 are compared on the same work apart from the host, different backends on the same work apart
-from backend and settings. On
-each side the newest result of each matched configuration is taken (one cell = one
-artifact). Each row: both values (mean ± stddev, n), the ratio B/A with its CI95 (log
-scale, Welch-Satterthwaite; core.stats) and the verdict from B's point of view: win,
-loss or within noise (the interval contains 1).
+from backend and settings. The
+run is the unit: on each side every result of a matched configuration is one run (its mean);
+the row compares the geometric means of the two sides' run means, with a CI95 from the spread
+between the runs of a side of two or more, or, for a side of one run, the host's run-to-run
+noise for that kind of test (core.stats.compare_runs, pipelines.noise). A side of one run on a
+host whose noise was never measured has no interval ("insufficient data", and says why). The
+verdict is from B's point of view: win, loss or within noise (the interval contains 1).
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ from core.metrics import ENERGY_METRICS, METRICS
 from core.paths import project_root, relpath
 from core.records.run import RunRecord, digest
 
+from pipelines import noise as noise_mod
 from pipelines.runs import records
 
 KEYS = ("host", "build", "backend", "model", "test", "since", "until", "artifacts", "id")
@@ -174,6 +177,10 @@ class Row:
     verdict: str
     settings: str = ""
     effective_diff: str = ""
+    a_runs: int = 1  # runs on each side (the unit of the comparison); a_id / b_id: the newest
+    b_runs: int = 1
+    method: str = ""  # what the interval rests on: "runs", "runs + host noise"
+    note: str = ""  # why there is no interval
 
 
 @dataclass
@@ -237,16 +244,16 @@ def compare(docs: list[RunRecord], a: Selection, b: Selection, memo: dict[tuple[
     if not side_b:
         raise CompareError(f"selection B ({b.text}) matches no measured result", field="--candidate")
 
-    def newest(side: list[RunRecord]) -> dict[str, RunRecord]:
-        out: dict[str, RunRecord] = {}
+    def by_work(side: list[RunRecord]) -> dict[str, list[RunRecord]]:
+        out: dict[str, list[RunRecord]] = {}
         for r in side:
-            k = work_digest(r)
-            cur = out.get(k)
-            if cur is None or (r.created, r.id) > (cur.created, cur.id):
-                out[k] = r
+            out.setdefault(work_digest(r), []).append(r)
+        for runs in out.values():
+            runs.sort(key=lambda r: (r.created, r.id))
         return out
 
-    na, nb = newest(side_a), newest(side_b)
+    all_a, all_b = by_work(side_a), by_work(side_b)
+    na, nb = {k: v[-1] for k, v in all_a.items()}, {k: v[-1] for k, v in all_b.items()}
     shared = [k for k in na if k in nb and na[k].id != nb[k].id]
     if not shared:
         raise CompareError(f"selections A ({a.text}) and B ({b.text}) share no configuration "
@@ -254,24 +261,45 @@ def compare(docs: list[RunRecord], a: Selection, b: Selection, memo: dict[tuple[
                            + ("" if "backend" in on else ", backend, requested settings")
                            + ("" if "host" in on else ", host") + ")")
     rows = []
+    noise = noise_mod.host_noise(recs)
     for k in shared:
         ra, rb = na[k], nb[k]
         head = ra.headline_metric
         assert head is not None
-        # the headline, then energy per token where both sides measured it (a row each)
+        # the headline (the runs as the unit, with the host's run-to-run noise), then energy per
+        # token where both sides measured it (a row each)
         for m in [head] + [METRICS[e] for e in ENERGY_METRICS if ra.stat(e) and rb.stat(e)]:
-            sa, sb = ra.stat(m.name), rb.stat(m.name)
-            if sa is None or sb is None or sa.mean is None or sb.mean is None:
+            va = [v for v in (noise_mod.run_value(r, m.name) for r in all_a[k]) if v is not None]
+            vb = [v for v in (noise_mod.run_value(r, m.name) for r in all_b[k]) if v is not None]
+            if not va or not vb:
                 continue
-            c = stats.compare_summaries(sa, sb, m.higher_is_better)
+            c = stats.compare_runs([v[0] for v in va], [v[0] for v in vb], m.higher_is_better,
+                                   noise_a=noise_mod.noise_for(noise, ra) if m is head else None,
+                                   noise_b=noise_mod.noise_for(noise, rb) if m is head else None,
+                                   rel_se_a=va[0][1] if len(va) == 1 else None, rel_se_b=vb[0][1] if len(vb) == 1 else None)
+            (ma, sda, nra), (mb, sdb, nrb) = _side_value(all_a[k], m.name), _side_value(all_b[k], m.name)
             rows.append(Row(ra.model_name, ra.test_name, m.name, m.unit, m.higher_is_better, ra.host_id, rb.host_id,
                             ra.backend_name, rb.backend_name, ra.backend_build, rb.backend_build, ra.id, rb.id,
-                            sa.mean, sa.stddev, sa.n, sb.mean, sb.stddev,
-                            sb.n, c.ratio, c.ci95_low, c.ci95_high, c.verdict,
+                            ma, sda, nra, mb, sdb, nrb, c.ratio, c.ci95_low, c.ci95_high, c.verdict,
                             "" if "backend" in on else _settings_text(ra.requested_explicit),
-                            _diff_text(ra.effective, rb.effective)))
+                            _diff_text(ra.effective, rb.effective), len(va), len(vb), c.method, c.note))
     rows.sort(key=lambda r: (r.model, r.test, r.settings, r.host_a, r.backend_a))
     return Result(a, b, sorted(on), rows, len(side_a), len(side_b))
+
+
+def _side_value(runs: list[RunRecord], metric: str) -> tuple[float, float | None, int]:
+    """(value, spread, repetitions) of one side: one run's mean and stddev, or the geometric mean of
+    several runs' means and the standard deviation of those means (the spread between runs)."""
+    import math
+
+    ss = [s for s in (r.stat(metric) for r in runs) if s is not None and s.mean]
+    n = sum(s.n for s in ss)
+    if len(ss) == 1:
+        return float(ss[0].mean), ss[0].stddev, n
+    means = [float(s.mean) for s in ss if s.mean > 0]
+    geo = math.exp(sum(math.log(v) for v in means) / len(means))
+    c = sum(means) / len(means)
+    return geo, math.sqrt(sum((v - c) ** 2 for v in means) / (len(means) - 1)), n
 
 
 # -- output ---------------------------------------------------------------------------------
@@ -279,14 +307,17 @@ def _fmt(v: float | None, d: int = 2) -> str:
     return "—" if v is None else f"{v:,.{d}f}"
 
 
-def _value(mean: float, sd: float | None, n: int) -> str:
-    return f"{_fmt(mean)} ± {_fmt(sd)} (n={n})"
+def _value(mean: float, sd: float | None, n: int, runs: int = 1) -> str:
+    if runs > 1:
+        return f"{_fmt(mean)} ± {_fmt(sd)} between {runs} runs (n={n})"
+    return f"{_fmt(mean)} ± {_fmt(sd)} (1 run, n={n})"
 
 
 def _ratio(r: Row) -> str:
     if r.ratio is None:
         return "—"
-    ci = "" if r.ci95_low is None else f" [{r.ci95_low:.3f}, {r.ci95_high:.3f}]"
+    ci = f" (no interval: {r.note})" if r.ci95_low is None and r.note else "" if r.ci95_low is None else \
+        f" [{r.ci95_low:.3f}, {r.ci95_high:.3f}]"
     return f"{r.ratio:.3f}{ci}"
 
 
@@ -309,7 +340,8 @@ def text_rows(res: Result) -> list[list[str]]:
             row.append(r.host_a)
         row += [r.backend_a, r.backend_b] if "backend" in res.compared_on else [r.backend_a]
         row += [f"{r.metric} ({r.unit}, {'higher' if r.higher_is_better else 'lower'} is better)",
-                _value(r.a_mean, r.a_stddev, r.a_n), _value(r.b_mean, r.b_stddev, r.b_n), _ratio(r), r.verdict]
+                _value(r.a_mean, r.a_stddev, r.a_n, r.a_runs), _value(r.b_mean, r.b_stddev, r.b_n, r.b_runs), _ratio(r),
+                r.verdict]
         out.append(row)
     return out
 

@@ -35,7 +35,9 @@ from core.records.run import RunRecord
 
 from pipelines import hostnames
 from pipelines.history import stale_ids
+from pipelines.leaderboard import row_statistic, runs_per_comparability
 from pipelines.memo import per_set
+from pipelines.noise import host_noise
 from pipelines.ranking import rank_label, rank_with_ci
 from pipelines.runs import records
 
@@ -123,29 +125,6 @@ def _json(v: Any) -> str:
 def reference_work(recs: list[RunRecord]) -> set[str]:
     """The work keys of the reference workload: those of every run measured under the reference matrix."""
     return {r.work_key for r in recs if r.matrix_name == REFERENCE_MATRIX}
-
-
-def runs_per_comparability(recs: list[RunRecord]) -> dict[str, list[RunRecord]]:
-    """Every run of each full comparability key (work + environment), oldest first."""
-    out: dict[str, list[RunRecord]] = {}
-    for r in recs:
-        out.setdefault(r.comparability_key(), []).append(r)
-    for runs in out.values():
-        runs.sort(key=lambda r: (r.created, r.id))
-    return out
-
-
-def host_noise(recs: list[RunRecord]) -> Any:
-    return None
-
-
-def row_statistic(runs: list[RunRecord], metric: Metric, noise: Any) -> dict[str, Any] | None:
-    """The figure of one configuration: its newest run's statistic."""
-    s = runs[-1].stat(metric.name)
-    if s is None or s.mean is None:
-        return None
-    return {"mean": s.mean, "stddev": s.stddev, "n": s.n, "runs": 1, "ci95_low": s.ci95_low, "ci95_high": s.ci95_high,
-            "note": None}
 
 
 def _row_key(r: RunRecord) -> str:

@@ -8,12 +8,12 @@ almanac's version, a build variant's label) change along it.
 **Step detection (the stated method).** A series is ordered by time and cut into segments
 where the build changes. At every boundary the window before (the up to ``WINDOW`` newest
 results of the segment before) is compared with the window after (the up to ``WINDOW``
-oldest results of the segment after): their samples are pooled exactly from each result's
-n, mean and stddev, and the ratio of means gets a CI95 on the log scale with
-Welch-Satterthwaite degrees of freedom (core.stats.compare_summaries). A boundary is a
-*step* when that interval excludes 1 and the change is at least ``MIN_STEP`` (2%); a loss is
-a regression, a win an improvement. Steps are only looked for where the build changed: a
-drift within one build is not attributed to anything.
+oldest results of the segment after) with the *run* as the unit (core.stats.compare_runs):
+each result is one run, a window of two or more runs contributes the spread between its runs,
+a window of one run the host's run-to-run noise for that kind of test (pipelines.noise). A
+boundary is a *step* when the CI95 of the ratio excludes 1 and the change is at least
+``MIN_STEP`` (2%); a loss is a regression, a win an improvement. Steps are only looked for
+where the build changed: a drift within one build is not attributed to anything.
 
 **Stale.** Per host, backend and server software (llama_cpp.server and llama-server are
 different software, not versions of one), release builds (the build without a variant label) are
@@ -35,6 +35,7 @@ from core.summary import Summary
 from core.metrics import Metric
 from core.records.run import RunRecord
 
+from pipelines import noise as noise_mod
 from pipelines.memo import per_set
 from pipelines.runs import records
 
@@ -42,9 +43,10 @@ WINDOW = 5
 MIN_STEP = 0.02
 METHOD = (f"Results of one configuration, ordered by time, are cut into segments where the build changes "
           f"(llama.cpp commit, backend version, almanac version or build variant). At each boundary the up to "
-          f"{WINDOW} newest results before it and the up to {WINDOW} oldest after it are pooled (exactly, from each "
-          f"result's n, mean and stddev) and compared as a ratio of means with a CI95 (log scale, Welch-Satterthwaite "
-          f"degrees of freedom). A step is a boundary whose interval excludes 1 and whose change is at least "
+          f"{WINDOW} newest results before it are compared with the up to {WINDOW} oldest after it, each result "
+          f"one run: the ratio of the geometric means of the run means, with a CI95 from the spread between the runs "
+          f"of each side (or, for a side of one run, the host's run-to-run noise for that kind of test; see "
+          f"Statistics). A step is a boundary whose interval excludes 1 and whose change is at least "
           f"{MIN_STEP:.0%}: a loss is a regression, a win an improvement.")
 
 
@@ -77,14 +79,15 @@ class Step:
     series: "Series"
     before: list[Point]
     after: list[Point]
-    pooled_before: Summary
-    pooled_after: Summary
+    pooled_before: dict[str, Any]  # the window as runs: runs, mean (geometric, of run means), spread, n (repetitions)
+    pooled_after: dict[str, Any]
     ratio: float | None
     ci95_low: float | None
     ci95_high: float | None
     verdict: str  # "regression" or "improvement"
     build_change: dict[str, tuple[Any, Any]]  # field -> (before, after)
     settings_change: dict[str, tuple[Any, Any]]  # effective settings that changed with it
+    method: str = "runs"  # what the interval rests on (core.stats.Comparison.method)
 
     @property
     def change_pct(self) -> float | None:
@@ -102,6 +105,7 @@ class Series:
     metric: Metric
     points: list[Point] = field(default_factory=list)
     steps: list[Step] = field(default_factory=list)
+    noise: stats.RunNoise | None = None  # the host's run-to-run noise for this kind of test
 
     @property
     def builds(self) -> list[str]:
@@ -169,6 +173,7 @@ def series(docs: list[RunRecord]) -> list[Series]:
     """Every configuration's series (ok results with the headline metric), steps detected."""
     recs = [r for r in records(docs) if r.ok and headline(r.test_kind) is not None]
     stale = stale_ids(recs)
+    noise = noise_mod.host_noise(recs)
     out: dict[str, Series] = {}
     for r in recs:
         metric = r.headline_metric
@@ -178,7 +183,7 @@ def series(docs: list[RunRecord]) -> list[Series]:
         ser = out.get(r.history_key)
         if ser is None:
             ser = out[r.history_key] = Series(r.history_key, r.host_id, r.model_name, r.test_name, r.backend_name,
-                                              r.requested, metric)  # type: ignore[arg-type]
+                                              r.requested, metric, noise=noise_mod.noise_for(noise, r))  # type: ignore[arg-type]
         ser.points.append(Point(r.id, r.created, {**r.build_identity, "almanac": r.almanac_version}, _short_build(r),
                                 _release(r), s.n, float(s.mean), s.stddev, s.ci95_low, s.ci95_high, r.effective,
                                 r.id in stale))
@@ -198,19 +203,45 @@ def segments(points: list[Point]) -> list[list[Point]]:
     return segs
 
 
+def rel_se(p: Point) -> float | None:
+    """A run's own relative standard error of its mean (None without a spread)."""
+    return p.stddev / p.mean / p.n ** 0.5 if p.stddev is not None and p.n > 1 and p.mean > 0 else None
+
+
+def window(points: list[Point]) -> dict[str, Any]:
+    """A window of runs as the page shows it: run count, geometric mean of the run means, the
+    relative spread between runs (None for one run) and the repetitions behind them."""
+    import math
+
+    logs = [math.log(p.mean) for p in points if p.mean > 0]
+    mean = math.exp(sum(logs) / len(logs)) if logs else None
+    spread = None
+    if len(logs) > 1:
+        c = sum(logs) / len(logs)
+        spread = math.sqrt(sum((x - c) ** 2 for x in logs) / (len(logs) - 1))
+    return {"runs": len(points), "mean": mean, "spread": spread, "n": sum(p.n for p in points)}
+
+
+def compare_windows(before: list[Point], after: list[Point], higher_is_better: bool,
+                    noise: stats.RunNoise | None) -> stats.Comparison:
+    """The run-level comparison of two windows (core.stats.compare_runs)."""
+    return stats.compare_runs([p.mean for p in before], [p.mean for p in after], higher_is_better,
+                              noise_a=noise, noise_b=noise, rel_se_a=rel_se(before[0]) if len(before) == 1 else None,
+                              rel_se_b=rel_se(after[0]) if len(after) == 1 else None)
+
+
 def detect_steps(ser: Series) -> list[Step]:
     segs = segments(ser.points)
     steps = []
     for prev, nxt in zip(segs, segs[1:]):
         before, after = prev[-WINDOW:], nxt[:WINDOW]
-        pa = stats.pool_summaries([Summary(n=p.n, mean=p.mean, stddev=p.stddev) for p in before])
-        pb = stats.pool_summaries([Summary(n=p.n, mean=p.mean, stddev=p.stddev) for p in after])
-        cmp = stats.compare_summaries(pa, pb, ser.metric.higher_is_better)
+        cmp = compare_windows(before, after, ser.metric.higher_is_better, ser.noise)
         if cmp.verdict not in ("win", "loss") or cmp.ratio is None or abs(cmp.ratio - 1.0) < MIN_STEP:
             continue
-        steps.append(Step(ser, before, after, pa, pb, cmp.ratio, cmp.ci95_low, cmp.ci95_high,
+        steps.append(Step(ser, before, after, window(before), window(after), cmp.ratio, cmp.ci95_low, cmp.ci95_high,
                           "regression" if cmp.verdict == "loss" else "improvement",
-                          _diff(before[-1].build, after[0].build), _diff(before[-1].effective, after[0].effective)))
+                          _diff(before[-1].build, after[0].build), _diff(before[-1].effective, after[0].effective),
+                          cmp.method))
     return steps
 
 

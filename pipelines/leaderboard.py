@@ -2,10 +2,14 @@
 
 A board holds results that ran the same work apart from what the board compares on purpose
 (the model, the settings and the backend build): same host, backend, test definition (every
-parameter but the repetition count) and method. Its rows are the newest result of each full
-comparability key (core.records.run), one row and one chart mark per artifact. Settings equal
-on every row are stated once above the board; settings that differ, and the backend build
-when it differs, are columns. Ranks follow pipelines.ranking: overlapping CI95 share a rank.
+parameter but the repetition count) and method. Its rows are the configurations (full
+comparability key, core.records.run), one row and one chart mark each, linked to the newest
+artifact. The run is the unit: a configuration measured in two or more runs shows the
+geometric mean of its run means with a CI95 from the spread between them; one measured once
+shows its run's mean with a CI95 widened by the host's run-to-run noise for that kind of test
+(core.stats.run_interval, pipelines.noise), or none when that noise was never measured.
+Settings equal on every row are stated once above the board; settings that differ, and the
+backend build when it differs, are columns. Ranks follow pipelines.ranking (RULE).
 """
 
 from __future__ import annotations
@@ -16,10 +20,12 @@ from typing import Any
 
 import pandas as pd
 
+from core import stats
 from core.kinds import columns, headline
 from core.metrics import ENERGY_METRICS, Metric
 from core.records.run import RunRecord
 
+from pipelines import noise as noise_mod
 from pipelines.memo import per_set
 from pipelines.history import stale_ids
 from pipelines.ranking import rank_label, rank_with_ci
@@ -76,13 +82,42 @@ def varying_settings(settings: list[dict[str, Any]]) -> list[str]:
 
 def newest_per_comparability(recs: list[RunRecord]) -> list[RunRecord]:
     """One result per full comparability key: the newest (older ones are history)."""
-    best: dict[str, RunRecord] = {}
+    return [runs[-1] for runs in runs_per_comparability(recs).values()]
+
+
+def runs_per_comparability(recs: list[RunRecord]) -> dict[str, list[RunRecord]]:
+    """Every run of each full comparability key, oldest first (the runs of one board row)."""
+    out: dict[str, list[RunRecord]] = {}
     for r in recs:
-        k = r.comparability_key()
-        cur = best.get(k)
-        if cur is None or (r.created, r.id) > (cur.created, cur.id):
-            best[k] = r
-    return list(best.values())
+        out.setdefault(r.comparability_key(), []).append(r)
+    for runs in out.values():
+        runs.sort(key=lambda r: (r.created, r.id))
+    return out
+
+
+def row_statistic(runs: list[RunRecord], metric: Metric, noise: dict[Any, Any]) -> dict[str, Any] | None:
+    """One configuration's figure with the run as the unit (its runs oldest first): the geometric
+    mean of its run means with a CI95 from the spread between runs (two or more), or its one run
+    widened by the host's run-to-run noise (core.stats.run_interval; ``noise`` from
+    pipelines.noise.host_noise); stddev between the runs' means (one run: its own); n the samples
+    behind it. None when no run measured the metric. The Leaderboard's workload boards
+    (pipelines.fleet) and the per-host boards read their figures here."""
+    runs = [x for x in runs if x.stat(metric.name) is not None and x.stat(metric.name).mean]
+    if not runs:
+        return None
+    values = [v for v in (noise_mod.run_value(x, metric.name) for x in runs) if v is not None]
+    centre, lo, hi, note = stats.run_interval([v[0] for v in values], noise=noise_mod.noise_for(noise, runs[-1]),
+                                              rel_se=values[0][1] if len(values) == 1 else None)
+    s = runs[-1].stat(metric.name)
+    if len(runs) > 1:
+        means = [float(x.stat(metric.name).mean) for x in runs]
+        c = sum(means) / len(means)
+        spread = (sum((v - c) ** 2 for v in means) / (len(means) - 1)) ** 0.5
+        n = sum(x.stat(metric.name).n for x in runs)
+    else:
+        spread, n = s.stddev, s.n
+    return {"mean": centre if centre is not None else s.mean, "stddev": spread, "n": n, "runs": len(runs),
+            "ci95_low": lo, "ci95_high": hi, "note": note, "run_records": runs}
 
 
 @per_set
@@ -90,8 +125,11 @@ def boards(docs: list[RunRecord]) -> list[Board]:
     """Leaderboards from run artifacts (failed runs excluded)."""
     recs = [r for r in records(docs) if r.ok and headline(r.test_kind) is not None]
     stale = stale_ids(recs)
+    noise = noise_mod.host_noise(recs)
+    per_key = runs_per_comparability(recs)
     groups: dict[str, list[RunRecord]] = {}
-    for r in newest_per_comparability(recs):
+    for runs in per_key.values():
+        r = runs[-1]
         groups.setdefault(r.comparability_key(exclude=COMPARED), []).append(r)
     out: list[Board] = []
     for gkey, group in groups.items():
@@ -103,13 +141,18 @@ def boards(docs: list[RunRecord]) -> list[Board]:
             s = r.headline
             if s is None:
                 continue
+            st = row_statistic(per_key[r.comparability_key()], metric, noise)
+            if st is None:
+                continue
+            centre, lo, hi, note = st["mean"], st["ci95_low"], st["ci95_high"], st["note"]
+            spread, n, runs = st["stddev"], st["n"], st["run_records"]
             rows.append({"id": r.id, "path": r.path, "created": r.created, "model": r.model_name,
                          "quantization": r.quantization, "synthetic": r.synthetic, "endpoint": r.model_server,
                          "backend": r.backend_name,
                          "backend_build": r.backend_build, "effective": r.effective, "settings": r.requested,
-                         "s_mean": s.mean, "s_stddev": s.stddev, "s_n": s.n,
-                         "s_ci95_low": s.ci95_low, "s_ci95_high": s.ci95_high,
-                         "stale": r.id in stale,
+                         "s_mean": centre if centre is not None else s.mean, "s_stddev": spread, "s_n": n,
+                         "s_ci95_low": lo, "s_ci95_high": hi, "runs": len(runs), "run_ids": [x.id for x in runs],
+                         "interval_note": note, "stale": r.id in stale,
                          # the kind's other table columns this result measured (e.g. energy per token)
                          "extra": {c: r.stat(c) for c in columns(r.test_kind) if c != metric.name and r.stat(c)}})
         if not rows:
@@ -154,6 +197,9 @@ def board_records(board: Board) -> list[dict[str, Any]]:
             "id": r["id"],
             "stale": bool(r["stale"]),
             "extra": r["extra"],
+            "runs": int(r["runs"]),
+            "run_ids": list(r["run_ids"]),
+            "interval_note": r["interval_note"],
         })
     return recs
 

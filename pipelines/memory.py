@@ -35,7 +35,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from core.errors import ConfigError, ModelError
 from core.kinds.rate import RateTest
@@ -445,7 +445,64 @@ def lora_bytes(shape: ModelShape, rank: int, modules: tuple[str, ...], bytes_per
     return int(sum(rank * (dims[m][0] + dims[m][1]) for m in modules) * shape.n_layer * bytes_per_value)
 
 
+def adapter_bytes(shape: ModelShape, adapters: list[dict[str, Any]]) -> int:
+    """Predicted bytes of attached adapters (each: rank, targets, tensor types as an artifact
+    records them) by :func:`lora_bytes`, at each adapter's storage size (F16: 2, F32: 4 bytes)."""
+    total = 0
+    for a in adapters:
+        types = a.get("tensor_types") or ["F16"]
+        per_value = 4.0 if types == ["F32"] else 2.0
+        mods = tuple(m for m in (a.get("targets") or []) if m in LORA_MODULES)
+        if a.get("rank") and mods:
+            total += lora_bytes(shape, int(a["rank"]), mods, per_value)
+    return total
+
+
 # -- planner settings ---------------------------------------------------------------------------
+_SIZE_UNITS = {"b": 1, "kb": 1000, "mb": 1000**2, "gb": 1000**3, "tb": 1000**4, "kib": 1024, "mib": 1024**2,
+               "gib": 1024**3, "tib": 1024**4}
+GPU_UNITS_NOTE = ("GPU memory is checked in the unit each card states (data/memory_planner.yaml, gpu_cards): a card sold as "
+                  "\"24 GB\" carries 24 GiB of memory chips (GDDR and HBM come in binary densities: an RTX 4090 has "
+                  "24,576 MiB), so those cards are given in GiB (2^30 bytes), the unit of every total on this page; an "
+                  "H100 80GB is given as the bytes its driver reports usable (85,520,809,984 on the lent H100: 79.6 GiB).")
+
+
+def parse_size(value: Any) -> int:
+    """A byte count from an integer or a string with its unit: '24 GiB' (2^30), '24 GB' (10^9)."""
+    import re
+
+    if isinstance(value, bool):
+        raise ValueError("expected a size such as '24 GiB'")
+    if isinstance(value, (int, float)):
+        return int(value)
+    m = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([KMGT]?i?B)\s*", str(value), re.I)
+    if not m:
+        raise ValueError(f"{value!r} is not a size with a unit (e.g. 24 GiB, 24 GB)")
+    return int(float(m.group(1)) * _SIZE_UNITS[m.group(2).lower()])
+
+
+class GpuCard(BaseModel):
+    """One GPU memory size to check, in the unit its spec states."""
+
+    model_config = ConfigDict(extra="forbid")
+    name: str = Field(..., min_length=1, description="What the column is called (e.g. '24 GB card (RTX 4090)').")
+    memory: int | str = Field(..., description="Its memory with the unit: '24 GiB' (2^30 bytes), '40 GB' (10^9 bytes), or bytes.")
+
+    @property
+    def bytes(self) -> int:
+        return parse_size(self.memory)
+
+    @property
+    def unit_text(self) -> str:
+        return self.memory if isinstance(self.memory, str) else f"{self.memory:,} bytes"
+
+    @field_validator("memory")
+    @classmethod
+    def _size(cls, v: Any) -> Any:
+        parse_size(v)
+        return v
+
+
 class PlannerSettings(BaseModel):
     """data/memory_planner.yaml: what the fits table explores (inputs, not results)."""
 
@@ -453,7 +510,8 @@ class PlannerSettings(BaseModel):
     schema_version: int = Field(1, description="Format version.")
     contexts: list[int] = Field(..., min_length=1, description="Context lengths (tokens) to plan for.")
     cache_types: list[str] = Field(..., min_length=1, description="KV cache types (type_k = type_v).")
-    gpu_sizes_gb: list[float] = Field(..., min_length=1, description="GPU memory sizes (GB, 10^9 bytes) to check.")
+    gpu_cards: list[GpuCard] = Field(default_factory=list, description="GPU cards to check, each with its memory in the unit its spec states.")
+    gpu_sizes_gb: list[float] = Field(default_factory=list, description="GPU memory sizes in GB (10^9 bytes) to check, beside gpu_cards.")
     headroom: float = Field(0.1, ge=0, lt=1, description="Share of a memory kept free: fits when total <= (1 - headroom) x size.")
     n_ubatch: int = Field(512, ge=1, description="Micro-batch assumed for the compute buffer (llama.cpp -ub).")
     swa_full: bool = Field(False, description="Full-size caches for sliding-window layers (llama-bench/llama-server: false).")
@@ -462,6 +520,17 @@ class PlannerSettings(BaseModel):
     gpu_runtime_overhead_source: str = Field("", description="Where the overhead assumption comes from.")
     lora_ranks: list[int] = Field(default_factory=lambda: [8, 16, 32], description="Adapter ranks for the LoRA table.")
     lora_targets: dict[str, list[str]] = Field(default_factory=dict, description="Named module sets for the LoRA table.")
+
+    @model_validator(mode="after")
+    def _some_gpu(self) -> "PlannerSettings":
+        if not self.gpu_cards and not self.gpu_sizes_gb:
+            raise ValueError("gpu_cards: give at least one GPU card (or gpu_sizes_gb)")
+        return self
+
+    @property
+    def cards(self) -> list[GpuCard]:
+        """Every GPU size checked: the cards, then each gpu_sizes_gb entry as a card in GB (10^9 bytes)."""
+        return list(self.gpu_cards) + [GpuCard(name=f"{g:g} GB", memory=f"{g:g} GB") for g in self.gpu_sizes_gb]
 
 
 def planner_settings_path() -> Path:
@@ -568,6 +637,9 @@ def run_prediction(doc: RunRecord, known_facts: dict[str, dict[str, Any]] | None
                     # extra buffer types off (extra_bufts: false): no CPU_REPACK copies
                     repack=repack_applies(rec.host) and eff.get("use_extra_bufts", eff.get("extra_bufts", req.get("extra_bufts"))) is not False,
                     n_outputs=n_outputs, logits_rows=logits_rows, draft=draft_shape)
+    adapters = as_record(doc).lora_adapters
+    if adapters:  # LoRA adapters attached to the context: their A and B tensors, by the seed's formula
+        plan.components["LoRA adapters (formula)"] = adapter_bytes(shape, adapters)
     amx = ((eff.get("llama_memory_mib") or {}).get("model") or {}).get("AMX")
     if amx:
         plan.notes.append(f"llama.cpp put {amx:.1f} MiB of weights in AMX buffers (an Intel AMX host): that layout is not "
@@ -646,15 +718,17 @@ def fits_rows(shape: ModelShape, settings: PlannerSettings, host_memory: int | N
                 continue
             keep = 1.0 - settings.headroom
             host_fit = None if not host_memory else cpu.total <= keep * host_memory
-            gpus = {g: gpu.total <= keep * g * 1e9 for g in settings.gpu_sizes_gb}
+            gpus = {c.name: gpu.total <= keep * c.bytes for c in settings.cards}
             rows.append({"n_ctx": n_ctx, "cache_type": ct, "kv_bytes": cpu.components["KV cache"], "cpu": cpu,
                          "gpu": gpu, "host_fit": host_fit, "gpu_fit": gpus, "error": None, "beyond_training": beyond})
     return rows
 
 
-def smallest_gpu(row: dict[str, Any]) -> float | None:
-    fits = [g for g, ok in sorted(row["gpu_fit"].items()) if ok]
-    return fits[0] if fits else None
+def smallest_gpu(row: dict[str, Any], settings: "PlannerSettings") -> str | None:
+    """The name of the smallest card the row fits."""
+    size = {c.name: c.bytes for c in settings.cards}
+    fits = sorted((size[g], g) for g, ok in row["gpu_fit"].items() if ok)
+    return fits[0][1] if fits else None
 
 
 def repack_applies(host: dict[str, Any]) -> bool:
@@ -680,17 +754,18 @@ def plan_text(shape: ModelShape, settings: PlannerSettings, host_memory: int | N
                  + f"; read per decoded token: {b(shape.weights_read_per_token())}")
     for note in shape.notes:
         lines.append(f"note: {note}")
-    gpus = "  ".join(f"{g:g}GB" for g in settings.gpu_sizes_gb)
+    gpus = "  ".join(c.name for c in settings.cards)
     lines.append(f"{'n_ctx':>7} {'cache':>5} {'KV':>11} {'host RAM':>11} {'fits':>4} {'VRAM':>11}  {gpus}")
     for r in fits_rows(shape, settings, host_memory, runtime_baseline):
         if r["error"]:
             lines.append(f"{r['n_ctx']:>7} {r['cache_type']:>5}  {r['error']}")
             continue
         fit = "-" if r["host_fit"] is None else "yes" if r["host_fit"] else "no"
-        marks = "  ".join(("yes" if ok else "no").rjust(len(f"{g:g}GB")) for g, ok in r["gpu_fit"].items())
+        marks = "  ".join(("yes" if ok else "no").rjust(len(g)) for g, ok in r["gpu_fit"].items())
         warn = f"  ! beyond the training context ({shape.n_ctx_train:,})" if r["beyond_training"] else ""
         lines.append(f"{r['n_ctx']:>7} {r['cache_type']:>5} {b(r['kv_bytes']):>11} {b(r['cpu'].total):>11} {fit:>4} "
                      f"{b(r['gpu'].total):>11}  {marks}{warn}")
+    lines.append("GPU cards: " + "; ".join(f"{c.name} = {c.unit_text}" for c in settings.cards) + " (GiB = 2^30 bytes, GB = 10^9)")
     lines.append(f"(PROJECTED; headroom {settings.headroom:.0%}; n_ubatch {settings.n_ubatch}; swa_full {settings.swa_full}; "
                  f"host RAM includes {'the measured process baseline' if runtime_baseline else 'no process baseline'})")
     return "\n".join(lines)

@@ -32,10 +32,12 @@ from core.summary import Summary
 from core import degeneration
 from pipelines.runs import latest_per_key
 
-TRACKS = ("speculative", "experts", "threads", "depth", "settings")
+TRACKS = ("speculative", "experts", "moe-speculation", "adapters", "threads", "depth", "settings")
 TRACK_TITLES = {
     "speculative": "Speculative decoding",
     "experts": "MoE expert reduction",
+    "moe-speculation": "MoE expert reduction with speculation",
+    "adapters": "LoRA adapters",
     "threads": "Threads",
     "depth": "Context depth",
     "settings": "Batch sizes, flash attention, KV cache",
@@ -217,12 +219,18 @@ def track_of(docs: list[RunRecord]) -> str:
     """The track a sweep belongs to, from what its points vary."""
     recs = [as_record(d) for d in docs]
     req = [r.requested for r in recs]
-    if any((r.get("speculative") or "none") != "none" for r in req):
-        return "speculative"
-    if any(r.get("n_expert_used") is not None or any(str(k).endswith(".expert_used_count") for k in (r.get("kv_overrides") or {}))
-           for r in req):
-        return "experts"
+    if any(r.lora_requested for r in recs):
+        return "adapters"
+    spec = any((r.get("speculative") or "none") != "none" for r in req)
+    experts = any(r.get("n_expert_used") is not None or any(str(k).endswith(".expert_used_count") for k in (r.get("kv_overrides") or {}))
+                  for r in req)
     swept = {k for r in recs for k in r.swept}
+    if spec and experts and "n_expert_used" in swept and "speculative" in swept:
+        return "moe-speculation"
+    if spec:
+        return "speculative"
+    if experts:
+        return "experts"
     if swept & {"n_threads", "n_threads_batch"}:
         return "threads"
     depths = {r.spec.n_depth for r in recs if isinstance(r.spec, RateTest)}
@@ -345,10 +353,13 @@ def build_point(doc: RunRecord, by_key: dict[str, RunRecord],
                  baseline_degeneration=base_degen)
 
 
-def _outputs(rec: RunRecord) -> list[dict[str, Any]] | None:
+def greedy_outputs(rec: RunRecord) -> list[dict[str, Any]] | None:
     """A generate run's greedy outputs (prompt index, token ids) for the lossless check."""
-    outputs = getattr(rec.details, "outputs", None)
+    outputs = getattr(as_record(rec).details, "outputs", None)
     return [o.model_dump() for o in outputs] if outputs else None
+
+
+_outputs = greedy_outputs
 
 
 def sweeps(docs: list[RunRecord]) -> list[Sweep]:
@@ -386,6 +397,8 @@ def best_per_model(all_sweeps: list[Sweep]) -> list[dict[str, Any]]:
     baseline and whose output is acceptable; or the baseline when nothing beat it."""
     cands: dict[tuple[str, str, str], list[Point]] = {}
     for sw in all_sweeps:
+        if sw.track == "adapters":  # attaching adapters is a feature with a cost, not a speed optimization
+            continue
         for p in sw.points:
             if p.ok:
                 cands.setdefault((sw.host_id, p.doc.model_name, p.doc.test_name), []).append(p)
@@ -417,7 +430,7 @@ def failures(all_sweeps: list[Sweep]) -> list[dict[str, Any]]:
                             "reason": f"asked for {asked} experts per token, llama.cpp's log says it used {used}"})
             if p.is_baseline:
                 continue
-            if p.verdict == "loss":
+            if p.verdict == "loss" and sw.track != "adapters":  # an adapter's cost is on its own table
                 c = p.comparison
                 out.append({**base, "kind": "slower",
                             "reason": f"{c['ratio']:.2f}x the baseline (CI95 {c['ci95_low']:.2f}–{c['ci95_high']:.2f})"})

@@ -19,6 +19,7 @@ from core.records.perplexity import PerplexityRecord, as_perplexity
 from core.records.quality import QualityRecord, as_quality
 from core.records.run import RunRecord
 
+from pipelines import quality as quality_mod
 from pipelines.quality import latest_per_key
 from pipelines.runs import latest_per_key as latest_runs
 from pipelines.runs import load_artifacts
@@ -74,7 +75,8 @@ def _scores(quality_docs: list[QualityRecord], sha: str) -> dict[str, dict[str, 
     for d in sorted(latest_per_key([as_quality(x) for x in quality_docs]), key=lambda d: (d.created, d.id)):
         if not d.ok or d.model_sha256 != sha:
             continue
-        out[f"{d.suite_name} · {d.prompt_style}"] = {**d.rate.to_dict(), "id": d.id, "chance": d.summary.chance}
+        out[f"{d.suite_name} · {d.prompt_style}"] = {**d.rate.to_dict(), "id": d.id, "chance": d.summary.chance,
+                                                     "items": quality_mod.item_verdicts(d)}
     return out
 
 
@@ -119,4 +121,11 @@ def ladder_frame(ppl_docs: list[PerplexityRecord], run_docs: list[RunRecord], qu
         row["scores"] = _scores(quality_docs, sha)
         row["speed_host"] = host
         rows.append(row)
+    # each requantized file against the file it came from, paired on the items both were scored on
+    by_sha = {r["model_sha256"]: r for r in rows}
+    for r in rows:
+        src = by_sha.get((r["derived"] or {}).get("source_sha256")) if isinstance(r["derived"], dict) else None
+        for key, sc in r["scores"].items():
+            other = (src or {}).get("scores", {}).get(key) if src else None
+            sc["paired"] = quality_mod.paired(other["items"], sc["items"]) if other else None
     return pd.DataFrame(rows).sort_values("size_bytes", ascending=False).reset_index(drop=True)

@@ -36,6 +36,8 @@ artifact with every figure, so the accuracy of past projections stays on record.
 
 from __future__ import annotations
 
+import math
+
 import hashlib
 import re
 from dataclasses import dataclass, field
@@ -56,6 +58,7 @@ from core.summary import Summary
 from core.paths import data_dir, relpath
 from core.yamlio import load_yaml, pydantic_error_line
 
+from pipelines.gates import Gate
 from pipelines.memory import ModelShape, kv_rows, RECURRENT_ARCHITECTURES, HYBRID_ARCHITECTURES
 from pipelines.roofline import bytes_per_token, decode_point
 from pipelines.runs import latest_per_key
@@ -140,6 +143,7 @@ class Optimization(BaseModel):
     source: Source
     applies_when: Applicability = Field(default_factory=Applicability)
     settings: dict[str, Any] = Field(default_factory=dict, description="Backend settings that realise it (for verification); empty = not runnable here.")
+    gates: list[Gate] = Field(default_factory=list, description="Go/no-go criteria checked against measurements (pipelines.gates).")
 
     @model_validator(mode="after")
     def _id(self) -> "Optimization":
@@ -147,6 +151,12 @@ class Optimization(BaseModel):
             raise ValueError(f"id {self.id!r} must be lowercase letters, digits and hyphens")
         if self.effect.roofline and not self.settings:
             raise ValueError("a roofline effect needs 'settings' (the configuration whose bytes per token it compares)")
+        ids = [g.id for g in self.gates]
+        dup = next((g for g in ids if ids.count(g) > 1), None)
+        if dup:
+            raise ValueError(f"gate id {dup!r} used twice")
+        if self.gates and not self.settings:
+            raise ValueError("gates need 'settings': the configuration whose measurements they check")
         return self
 
 
@@ -360,12 +370,29 @@ def weighted_interval(values: list[tuple[float, float, float | None, float | Non
         grad = (mean * mean * w / (tw * v * v)) if higher_is_better else w / tw
         var += (grad * half) ** 2
     half = var ** 0.5
-    return mean - half, mean + half
+    if mean <= 0:
+        return None, None
+    rel = half / mean  # a rate or a time stays positive: the half-width on the log scale (core.stats.mean_interval)
+    return mean * math.exp(-rel), mean * math.exp(rel)
 
 
-def verdict(low: float, high: float, measured: float) -> str:
-    """VERIFIED when the measured value lies within the projection's stated range, MISSED otherwise."""
-    return "VERIFIED" if low <= measured <= high else "MISSED"
+#: The largest error (projected ÷ measured − 1, either sign) a VERIFIED projection may have: a
+#: range wide enough to hold "no effect" and "twice as fast" holds almost any measurement, and a
+#: projection that was 47% off is not verified by it.
+VERIFY_TOLERANCE = 0.10
+VERDICT_RULE = (f"VERIFIED when the measured value lies within the projected range and the projection is within "
+                f"±{VERIFY_TOLERANCE:.0%} of it (error = projected ÷ measured − 1); otherwise MISSED, with the signed error. "
+                "Computed from the figures whenever a page is built, never read from a stored word.")
+
+
+def verdict(low: float, high: float, measured: float, mid: float | None = None) -> str:
+    """VERIFIED when the measured value lies within the projection's stated range and the
+    projection (``mid``) is within ``VERIFY_TOLERANCE`` of it; MISSED otherwise."""
+    if not measured or not low <= measured <= high:
+        return "MISSED"
+    if mid is not None and abs(mid / measured - 1.0) > VERIFY_TOLERANCE:
+        return "MISSED"
+    return "VERIFIED"
 
 
 def weighted_average(values: list[tuple[float, float]], higher_is_better: bool) -> float | None:
@@ -411,7 +438,7 @@ class Projection:
         lies within [low, high], MISSED (with the signed error) when it does not."""
         if not self.verification:
             return "PROJECTED"
-        return verdict(self.low, self.high, self.verification["value"])
+        return verdict(self.low, self.high, self.verification["value"], self.mid)
 
 
 @dataclass
@@ -658,7 +685,7 @@ def project(runs: list[RunRecord], catalogue: Catalogue, mix: UsageMix, host_id:
                     inputs[doc.id] = doc
                     v["error"] = p.mid / v["value"] - 1.0 if v["value"] else None
                     v["inside_range"] = p.low <= v["value"] <= p.high
-                    v["verdict"] = verdict(p.low, p.high, v["value"])
+                    v["verdict"] = verdict(p.low, p.high, v["value"], p.mid)
                     v["within_ci95"] = (v["ci95_low"] <= p.mid <= v["ci95_high"]) if v.get("ci95_low") is not None else None
                     p.verification = v
             rr.projections[name] = p
@@ -763,7 +790,7 @@ def accuracy_history(records: list[ProjectionRecord], runs: list[RunRecord]) -> 
                          "measured": v["value"], "run_id": v["run_id"], "error": mid / v["value"] - 1.0,
                          "inside_range": e.projected["low"] <= v["value"] <= e.projected["high"],
                          # recomputed from the stated range, whatever badge the record carried when written
-                         "verdict": verdict(e.projected["low"], e.projected["high"], v["value"]),
+                         "verdict": verdict(e.projected["low"], e.projected["high"], v["value"], mid),
                          "recorded_status": e.status,
                          "within_ci95": (v["ci95_low"] <= mid <= v["ci95_high"])
                          if v.get("ci95_low") is not None and v.get("ci95_high") is not None else None,
@@ -781,3 +808,22 @@ def write_records(runs: list[RunRecord], *, root: Path | None = None, now: datet
         doc = record(ps, now=now)
         paths.append(artifacts.write(record_path(doc, root), doc))
     return paths
+
+
+def entry_status(e: dict[str, Any]) -> str:
+    """A recorded entry's status from its figures (:func:`verdict`), whatever word it stored."""
+    if e.get("projected") is None:
+        return "NO DATA"
+    v = e.get("verification")
+    if not v or not v.get("value"):
+        return "PROJECTED"
+    p = e["projected"]
+    return verdict(p["low"], p["high"], v["value"], p["mid"])
+
+
+def entry_statuses(doc: dict[str, Any]) -> dict[str, int]:
+    """How many entries of a projection record are PROJECTED, VERIFIED, MISSED or without data."""
+    out = {"PROJECTED": 0, "VERIFIED": 0, "MISSED": 0, "NO DATA": 0}
+    for e in doc["entries"]:
+        out[entry_status(e)] += 1
+    return out

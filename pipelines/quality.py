@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 
 import pandas as pd
 
+from core import stats
 from core.paths import data_dir
 from core.records.base import ArtifactRecord
 from core.records.base import latest_per_key as records_latest
@@ -37,6 +38,15 @@ SPEED_ONLY_SETTINGS = frozenset({
 })
 
 
+# Settings of how an HTTP backend talks to its server (timeouts, retries, health path, SLOs):
+# they decide whether a request succeeds in time, never what the model writes.
+TRANSPORT_SETTINGS = frozenset({
+    "host", "port", "health_path", "api_key_env", "api_model", "server_label", "include_usage", "connect_timeout_s",
+    "read_timeout_s", "request_timeout_s", "retries", "retry_backoff_s", "startup_timeout_s", "stop_timeout_s",
+    "slo_ttft_ms", "slo_tpot_ms", "slo_attainment", "logits_all", "server_binary",
+})
+
+
 def quality_root() -> Path:
     return data_dir() / "quality"
 
@@ -58,7 +68,7 @@ def output_settings(settings: dict[str, Any]) -> dict[str, Any]:
     speculative decoding)."""
     inert = {k for (key, val), keys in INERT_WHEN.items() if settings.get(key, val) == val for k in keys}
     return {k: v for k, v in sorted(settings.items())
-            if k not in SPEED_ONLY_SETTINGS and k not in inert and v not in (None, {}, [])
+            if k not in SPEED_ONLY_SETTINGS and k not in TRANSPORT_SETTINGS and k not in inert and v not in (None, {}, [])
             and not (k in NEUTRAL and v == NEUTRAL[k])}
 
 
@@ -105,10 +115,61 @@ def scores_frame(docs: list[QualityRecord]) -> pd.DataFrame:
             "suite_version": d.suite.version, "category": d.suite.category,
             "n_in_suite": d.suite.n_items_in_suite, "settings": d.requested,
             "config": config_identity(d.backend, d.model_sha256, d.requested),
-            "config_label": config_label(d.requested), "generation": d.generation,
+            "config_label": (f"{d.backend}: {config_label(d.requested)}" if d.server else config_label(d.requested)),
+            "generation": d.generation,
             **r, "degenerate": degenerate, "degenerate_rate": degenerate / len(items) if items else None,
             "by_tag": {t: rate(v.passed, v.n) for t, v in summary.by_tag.items()},
             "prompt_style": d.prompt_style, "suite_style": suite_style(d.suite.name, d.prompt_style),
             "chance": summary.chance, "acc_norm": summary.acc_norm.to_dict() if summary.acc_norm else None,
         })
     return pd.DataFrame(rows)
+
+
+# -- paired comparisons on shared items ---------------------------------------------------------
+PAIRED_RULE = ("Two configurations scored on the same items are compared item by item: the exact McNemar test on the "
+               "items one passed and the other failed decides (win or loss at p < 0.05, else within noise), Newcombe's "
+               "paired score interval gives the difference's CI95, and the minimum detectable difference is the "
+               "smallest difference in pass rate this many shared items would show with 80% power at the observed "
+               "share of discordant items (never below 6 items).")
+
+
+def item_verdicts(doc: QualityRecord) -> dict[str, bool]:
+    """Item id -> passed, for one quality artifact."""
+    return {it.id: bool(it.passed) for it in as_quality(doc).items}
+
+
+def paired(a: dict[str, bool], b: dict[str, bool]) -> stats.PairedComparison | None:
+    """B against A on the items both were scored on (None when they share none)."""
+    shared = sorted(set(a) & set(b))
+    if not shared:
+        return None
+    return stats.paired_rates([a[k] for k in shared], [b[k] for k in shared])
+
+
+def paired_against_leader(docs: list[QualityRecord]) -> list[dict[str, Any]]:
+    """Per suite and prompt style: every configuration against the one with the highest pass rate
+    (the leader), paired on their shared items. One row per (suite style, configuration)."""
+    best: dict[tuple[str, str], QualityRecord] = {}
+    for d in latest_per_key([as_quality(x) for x in docs]):
+        if not d.ok or not d.items:
+            continue
+        label = f"{d.model_name} · {config_label(d.requested)}"
+        k = (suite_style(d.suite_name, d.prompt_style), label)
+        if k not in best or (d.created, d.id) > (best[k].created, best[k].id):
+            best[k] = d
+    by_suite: dict[str, list[tuple[str, QualityRecord]]] = {}
+    for (suite, label), d in best.items():
+        by_suite.setdefault(suite, []).append((label, d))
+    rows = []
+    for suite, entries in sorted(by_suite.items()):
+        if len(entries) < 2:
+            continue
+        rate_of = {label: d.passed / len(d.items) for label, d in entries}
+        leader, ld = max(entries, key=lambda e: (rate_of[e[0]], len(e[1].items), e[0]))
+        for label, d in sorted(entries, key=lambda e: (-rate_of[e[0]], e[0])):
+            if label == leader:
+                continue
+            pc = paired(item_verdicts(ld), item_verdicts(d))
+            rows.append({"suite": suite, "leader": leader, "leader_id": ld.id, "config": label, "id": d.id,
+                         "comparison": pc})
+    return rows

@@ -1,10 +1,13 @@
 """Ranking with uncertainty.
 
 A result's rank is 1 + the number of results that are *significantly* better: whose whole
-CI95 lies on the better side of this result's whole CI95. Results whose intervals overlap
-therefore share a rank (a tie, marked), and a result with no interval (fewer than two
-samples) is not ranked at all: its position could be anything. O(n log n): one sort of the
-interval bounds and a binary search per row.
+CI95 lies on the better side of this result's whole CI95 (the rule Chatbot Arena ranks by).
+Results that share a rank are marked as tied. Overlap is not transitive, and the rule says
+what it says: two results whose intervals overlap never count against each other, yet they
+can still get different ranks through a third (B overlapping A and C, both ranked =1, ranks 2
+when a fourth result D, also =1, lies wholly above B). A result with no interval is not
+ranked at all: its position could be anything. O(n log n): one sort of the interval bounds
+and a binary search per row. ``RULE`` is the sentence every page states.
 """
 
 from __future__ import annotations
@@ -13,6 +16,17 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+
+
+RULE = ("rank = 1 + the number of results whose whole CI95 lies on the better side of this result's whole CI95 "
+        "(significantly better); results with the same rank are marked =N. Two results whose intervals overlap never "
+        "count against each other, but overlap is not transitive: a result can overlap two results ranked =1 and still "
+        "rank 2, when a third result ranked =1 is wholly better than it. A result without an interval is not ranked (—).")
+
+
+SHORT_RULE = ("rank = 1 + the results whose whole CI95 lies on the better side of this one's (the same rank is marked "
+              "=N); overlapping intervals never count against each other, but overlap is not transitive; no interval, "
+              "no rank (—)")
 
 
 @dataclass(frozen=True)

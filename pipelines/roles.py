@@ -18,7 +18,15 @@ Ranking (``prefer: speed``, the default): the role's first speed requirement's m
 (better first, as the metric's declaration says), then the mean pass rate over the role's
 quality requirements (higher first), then peak memory (lower first), then model name and
 configuration label (alphabetical, so the order is deterministic). ``prefer: quality``
-swaps the first two keys.
+swaps the first two keys. **Ties within noise** (``TIE_RULE``): candidates whose first key is
+within noise of the best remaining one's (speed: their run-level CI95s overlap; quality: the
+exact McNemar test on the items both were scored on finds no difference) are tied, and the
+second key, then memory, then name decide between them; the page says so.
+
+Speed figures treat the run as the unit (core.stats.run_interval): a configuration measured in
+two or more runs has the spread between them; one run is widened by the host's run-to-run
+noise for that kind of test (pipelines.noise), or, where that was never measured, has no
+interval and its mean decides (the page says which).
 
 Quality is taken from artifacts of any host (a greedy answer does not depend on the
 host); speed and memory only from the host being assigned.
@@ -33,6 +41,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from core import stats
 from core.errors import ConfigError
 from core.metrics import METRICS
 from core.paths import data_dir, relpath
@@ -41,8 +50,10 @@ from core.records.run import RunRecord
 from core.summary import Summary
 from core.yamlio import load_yaml, pydantic_error_line
 
+from pipelines import noise as noise_mod
 from pipelines import quality as quality_mod
 from pipelines.runs import latest_per_key as latest_runs
+from pipelines.runs import records
 
 REASONS = ("too slow", "below quality floor", "degenerate", "does not fit", "missing capability", "not resolved",
            "no data")
@@ -99,6 +110,33 @@ class SpeedReq(BaseModel):
         return self
 
 
+class ServingReq(BaseModel):
+    """What a role needs from a server on the host: users (or requests per second) at SLO, found by a
+    capacity search (kind capacity, or a swept load test) of the model there, and probe cases that
+    must succeed on every try (kind probe)."""
+
+    model_config = ConfigDict(extra="forbid")
+    users: float | None = Field(None, gt=0, description="Concurrent users the model must serve within its capacity "
+                                "search's SLOs (closed loop); checked against the capacity interval.")
+    rate: float | None = Field(None, gt=0, description="Requests per second the model must serve within the SLOs "
+                               "(open loop: constant or Poisson arrivals).")
+    probes: list[str] = Field(default_factory=list, description="Endpoint probe cases that must succeed on every "
+                              "try (chat, stream_usage, tool_call, tool_followup, json_mode, json_schema).")
+
+    @model_validator(mode="after")
+    def _something(self) -> "ServingReq":
+        if self.users is None and self.rate is None and not self.probes:
+            raise ValueError("a serving requirement needs users, rate or probes")
+        if self.users is not None and self.rate is not None:
+            raise ValueError("give users or rate, not both")
+        from core.kinds.probe import CASES
+
+        bad = [c for c in self.probes if c not in CASES]
+        if bad:
+            raise ValueError(f"unknown probe case {bad[0]!r} (known: {', '.join(CASES)})")
+        return self
+
+
 class Role(BaseModel):
     model_config = ConfigDict(extra="forbid")
     description: str = ""
@@ -108,6 +146,8 @@ class Role(BaseModel):
     quality: list[QualityReq] = Field(default_factory=list)
     speed: list[SpeedReq] = Field(default_factory=list)
     memory_max: int | None = Field(None, description="Peak memory cap (bytes or '24 GiB').")
+    serving: ServingReq | None = Field(None, description="Users (or rate) at SLO and probe cases a server of the model "
+                                       "must meet on the host (capacity searches and endpoint probes).")
     host: str | None = Field(None, description="Assign on this host id only (default: every host with speed data).")
     escalates_to: str | None = Field(None, description="The role a request goes to when this one cannot handle it.")
     max_degenerate_rate: float | None = Field(None, ge=0, le=1)
@@ -174,6 +214,8 @@ class Evidence:
     artifacts: list[tuple[str, str]] = field(default_factory=list)  # (type "run"|"quality", id)
     ci: tuple[float | None, float | None] | None = None
     n: int | None = None
+    note: str = ""  # what the interval rests on (speed: runs, or one run and the host's noise)
+    items: dict[tuple[str, str, str], bool] = field(default_factory=dict, repr=False)  # quality: (suite, style, id) -> passed
 
 
 @dataclass
@@ -186,6 +228,7 @@ class Candidate:
     speed_key: float | None = None
     quality_key: float | None = None
     memory_bytes: int | None = None
+    items: dict[tuple[str, str, str], bool] = field(default_factory=dict)  # (suite, style, item id) -> passed, as read
 
     @property
     def reasons(self) -> list[str]:
@@ -215,6 +258,22 @@ class Candidate:
         return f"{self.model} · {self.config_label}"
 
 
+TIE_RULE = ("Candidates within noise of the best remaining one on the first key are tied: on speed, when their "
+            "run-level CI95s of the first speed requirement overlap; on quality, when the exact McNemar test on the "
+            "items both were scored on (the role's suites) finds no difference at 5%. A tie is broken by the second "
+            "key (the other of speed and quality), then lower peak memory, then name. A candidate without an interval "
+            "(one run on a host whose run-to-run noise was never measured) cannot be tied: its mean decides.")
+
+
+@dataclass
+class Tie:
+    """The assigned candidate was within noise of others on the first key: who, on what, and what decided."""
+
+    requirement: str
+    others: list[Candidate]
+    decided_by: str
+
+
 @dataclass
 class Assignment:
     role: str
@@ -223,33 +282,14 @@ class Assignment:
     chosen: Candidate | None
     fallbacks: list[Candidate]
     rejected: list[Candidate]
+    tie: Tie | None = None
 
     def within_noise(self) -> tuple[str, Candidate] | None:
-        """When the assigned configuration and the runner-up are within noise on what ranks them
-        first (their CI95s on the role's first speed requirement, or on its one quality requirement,
-        overlap): the requirement and the runner-up. The means still order them; the page says that
-        a re-measurement could swap them. None when the intervals are apart or nothing can tell."""
-        if self.chosen is None or not self.fallbacks:
+        """When the assigned configuration was within noise of others on what ranks them first
+        (``TIE_RULE``): the requirement and the first of them. None when nothing was tied."""
+        if self.tie is None or not self.tie.others:
             return None
-        if self.spec.prefer == "speed":
-            kind = "speed" if self.spec.speed else None
-        else:
-            kind = "quality" if len(self.spec.quality) == 1 else None
-        if kind is None:
-            return None
-        runner = self.fallbacks[0]
-
-        def first(c: Candidate) -> Evidence | None:
-            return next((e for e in c.evidence if e.kind == kind), None)
-
-        a, b = first(self.chosen), first(runner)
-        if a is None or b is None or not a.ci or not b.ci or None in a.ci or None in b.ci:
-            return None
-        if a.ci[0] == a.ci[1] or b.ci[0] == b.ci[1]:  # a single sample: no interval to compare
-            return None
-        if a.ci[0] <= b.ci[1] and b.ci[0] <= a.ci[1]:
-            return a.requirement, runner
-        return None
+        return self.tie.requirement, self.tie.others[0]
 
     @property
     def status(self) -> str:
@@ -273,6 +313,7 @@ class ConfigData:
     size_bytes: int | None = None
     quality: list[QualityRecord] = field(default_factory=list)  # current quality artifacts (any host)
     runs: dict[str, list[RunRecord]] = field(default_factory=dict)  # host -> current ok run artifacts
+    run_history: dict[str, list[RunRecord]] = field(default_factory=dict)  # run key -> every ok run of it
 
 
 def join(quality_docs: list[QualityRecord], run_docs: list[RunRecord]) -> dict[str, ConfigData]:
@@ -288,10 +329,16 @@ def join(quality_docs: list[QualityRecord], run_docs: list[RunRecord]) -> dict[s
     for q in quality_mod.latest_per_key([as_quality(d) for d in quality_docs]):
         if q.ok:
             get(q.backend, q.model_name, q.model_sha256, q.model.get("size_bytes"), q.requested).quality.append(q)
+    every: dict[str, list[RunRecord]] = {}
+    for r in records(run_docs):
+        if r.ok:
+            every.setdefault(r.key, []).append(r)
     for r in latest_runs(run_docs):
         if r.ok and not r.synthetic:
             # a file's identity is its sha256 (as quality artifacts key it); an endpoint model's is its own
-            get(r.backend, r.model_name, r.model_identity, r.model_size_bytes, r.requested).runs.setdefault(r.host_id, []).append(r)
+            cfg = get(r.backend, r.model_name, r.model_identity, r.model_size_bytes, r.requested)
+            cfg.runs.setdefault(r.host_id, []).append(r)
+            cfg.run_history[r.key] = sorted(every.get(r.key, [r]), key=lambda x: (x.created, x.id))
     for cfg in out.values():  # per suite and prompt style, only runs of its newest content (an edited suite supersedes)
         newest: dict[tuple[str, str], QualityRecord] = {}
 
@@ -366,6 +413,7 @@ def _quality_evidence(req: QualityReq, cfg: ConfigData, min_items: int) -> tuple
         for it in d.items:
             if req.tag is None or req.tag in it.tags:
                 items[it.id] = it
+    read = {(req.suite, style or "", iid): bool(it.passed) for iid, it in items.items()}
     ids = [("quality", d.id) for d in docs]
     n, passed = len(items), sum(1 for it in items.values() if it.passed)
     r = quality_mod.rate(passed, n)
@@ -374,7 +422,7 @@ def _quality_evidence(req: QualityReq, cfg: ConfigData, min_items: int) -> tuple
                         message=f"only {n} scored item(s) (at least {min_items} needed)"), None
     lo, hi = r["ci95_low"], r["ci95_high"]
     value = f"{_pct(r['pass_rate'])} ({passed}/{n})"
-    common = dict(value=value, artifacts=ids, n=n, ci=(lo, hi))
+    common = dict(value=value, artifacts=ids, n=n, ci=(lo, hi), items=read)
     if req.min >= 1.0:  # no lower bound reaches 100%: a 100% floor means no failure at all
         ok = passed == n
         return Evidence("quality", what.replace(" (CI95 lower bound)", " (every item)"), ok, **common,
@@ -393,7 +441,8 @@ def _quality_evidence(req: QualityReq, cfg: ConfigData, min_items: int) -> tuple
                     message=f"CI95 {_pct(lo)}–{_pct(hi)} contains the floor {req.min:.0%}; {settle}"), r["pass_rate"]
 
 
-def _speed_evidence(req: SpeedReq, cfg: ConfigData, host: str | None) -> tuple[Evidence, float | None]:
+def _speed_evidence(req: SpeedReq, cfg: ConfigData, host: str | None,
+                    noise: dict[tuple[str, str], stats.RunNoise] | None = None) -> tuple[Evidence, float | None]:
     m = METRICS[req.metric]
     bound = f"≥ {_fmt(req.min, m.decimals)}" if req.min is not None else f"≤ {_fmt(req.max, m.decimals)}"
     what = f"{req.test} {m.label} {bound} {m.unit}" + (f" on {host}" if host else "")
@@ -404,12 +453,20 @@ def _speed_evidence(req: SpeedReq, cfg: ConfigData, host: str | None) -> tuple[E
         return Evidence("speed", what, None, reason="no data",
                         message=f"no {req.test} run measuring {req.metric} on {host}"), None
     d = max(docs, key=lambda d: (d.created, d.id))
+    # the run is the unit: every run of this configuration (its key) on the host
+    runs = [x for x in cfg.run_history.get(d.key, [d]) if (x.stat(req.metric) or Summary()).mean]
+    means = [float(x.stat(req.metric).mean) for x in runs]
     s = d.stat(req.metric)
-    value = float(s.mean)
-    lo, hi, n = s.ci95_low, s.ci95_high, s.n
-    if lo is None or hi is None:  # a single sample: no interval, the point decides and the page says so
+    rel = (s.stddev / s.n ** 0.5 / s.mean) if s.stddev is not None and s.n > 1 and s.mean > 0 else None
+    hn = noise_mod.noise_for(noise, d) if noise else None
+    value, lo, hi, note = stats.run_interval(means, rel_se=rel if len(means) == 1 else None, noise=hn)
+    value = float(value if value is not None else s.mean)
+    k = len(means)
+    if lo is None or hi is None:  # one run and no run-to-run noise known: no interval, the mean decides
         lo = hi = value
-    common = dict(value=f"{_fmt(value, m.decimals)} {m.unit}", artifacts=[("run", d.id)], n=n, ci=(lo, hi))
+        note = f"{note}: the mean decides"
+    shown = f"{_fmt(value, m.decimals)} {m.unit}" + (f" ({k} runs)" if k > 1 else "")
+    common = dict(value=shown, artifacts=[("run", x.id) for x in reversed(runs)], n=k, ci=(lo, hi), note=note)
     # the bound is checked against the side of the CI95 that could fail it
     passes = lo >= req.min if req.min is not None else hi <= req.max
     fails = hi < req.min if req.min is not None else lo > req.max
@@ -418,17 +475,17 @@ def _speed_evidence(req: SpeedReq, cfg: ConfigData, host: str | None) -> tuple[E
     if fails:
         return Evidence("speed", what + " (CI95)", False, **common, reason="too slow",
                         message=f"{req.test} {m.label} {_fmt(value, m.decimals)} {m.unit} (CI95 {_fmt(lo, m.decimals)}–"
-                                f"{_fmt(hi, m.decimals)}), needs {bound}"), value
+                                f"{_fmt(hi, m.decimals)}, {note}), needs {bound}"), value
     threshold = req.min if req.min is not None else req.max
     half = (hi - lo) / 2
     gap = abs(value - threshold)
     more = None
-    if n and gap > 0 and half > 0:
-        more = max(1, math.ceil(n * (half / gap) ** 2) - n)
-    settle = (f"about {more:,} more repetitions would settle it" if more is not None and more <= SETTLE_CAP
+    if gap > 0 and half > 0:
+        more = max(1, math.ceil(k * (half / gap) ** 2) - k)
+    settle = (f"about {more:,} more runs would settle it" if more is not None and more <= SETTLE_CAP
               else "the mean sits on the threshold")
     return Evidence("speed", what + " (CI95)", None, **common, reason="not resolved",
-                    message=f"CI95 {_fmt(lo, m.decimals)}–{_fmt(hi, m.decimals)} contains {bound}; {settle}"), value
+                    message=f"CI95 {_fmt(lo, m.decimals)}–{_fmt(hi, m.decimals)} ({note}) contains {bound}; {settle}"), value
 
 
 def nbytes(value: float) -> str:
@@ -480,8 +537,54 @@ def _degeneration_evidence(cfg: ConfigData, max_rate: float, docs: list[QualityR
                     message="" if ok else f"{len(bad)} of {len(items)} outputs degenerate ({', '.join(flags)})")
 
 
+def _serving_evidence(req: ServingReq, cfg: ConfigData, host: str | None,
+                      index: dict[tuple[str, str], dict[str, list[dict[str, Any]]]]) -> list[Evidence]:
+    """The role's serving requirement against the capacity answers and probes of the model on the host
+    (any server): the interval decides (its lower bound meets the need: ok; its upper bound is below
+    it: too slow; it straddles: not resolved)."""
+    out: list[Evidence] = []
+    found = index.get((host or "", cfg.model_sha256)) or {"capacity": [], "probe": []}
+    need = req.users if req.users is not None else req.rate
+    if need is not None:
+        unit = "users" if req.users is not None else "req/s"
+        what = f"{need:g} {unit} at SLO" + (f" on {host}" if host else "")
+        rows = [r for r in found["capacity"] if r["unit"] == unit]
+        if not rows:
+            out.append(Evidence("serving", what, None, reason="no data",
+                                message=f"no capacity search in {unit} of this model on {host or 'any host'}"))
+        else:
+            best = max(rows, key=lambda r: (r["answer"]["low"], r["answer"]["answer"], r["created"]))
+            a = best["answer"]
+            common = dict(value=best["answer_text"] + f" ({best['endpoint']})", artifacts=[("run", best["id"])],
+                          ci=(a["low"], a["high"]))
+            if a["low"] >= need:
+                out.append(Evidence("serving", what, True, **common))
+            elif a["high"] < need and not a.get("open_above"):
+                out.append(Evidence("serving", what, False, **common, reason="too slow",
+                                    message=f"{best['endpoint']} takes {a['answer']:g} {unit} [{a['low']:g}, "
+                                            f"{a['high']:g}] at {best['slo'].describe()}; the role needs {need:g}"))
+            else:
+                out.append(Evidence("serving", what, None, **common, reason="not resolved",
+                                    message=f"capacity interval [{a['low']:g}, {a['high']:g}] contains {need:g} {unit}: "
+                                            "more requests at the boundary levels would settle it"))
+    for case in req.probes:
+        what = f"endpoint probe: {case}" + (f" on {host}" if host else "")
+        rows = [(p, p["cases"][case]) for p in found["probe"] if case in p["cases"]]
+        if not rows:
+            out.append(Evidence("serving", what, None, reason="no data", message=f"no probe of {case} for this model"))
+            continue
+        p, c = max(rows, key=lambda x: (x[1]["succeeded"] / max(1, x[1]["n"]), x[0]["created"]))
+        ok = c["succeeded"] == c["n"]
+        out.append(Evidence("serving", what, ok, value=f"{c['succeeded']}/{c['n']} ({p['endpoint']})",
+                            artifacts=[("run", p["id"])], reason=None if ok else "missing capability",
+                            message="" if ok else f"{case} succeeded {c['succeeded']} of {c['n']} times on "
+                                                  f"{p['endpoint']}: {'; '.join(c.get('reasons') or [])[:200]}"))
+    return out
+
+
 def evaluate(role: Role, cfg: ConfigData, host: str | None, defaults: Defaults,
-             capabilities: dict[str, list[str]]) -> Candidate:
+             capabilities: dict[str, list[str]], noise: dict[tuple[str, str], stats.RunNoise] | None = None,
+             serving: dict[tuple[str, str], dict[str, list[dict[str, Any]]]] | None = None) -> Candidate:
     c = Candidate(cfg.identity, cfg.model, quality_mod.config_label(cfg.settings), cfg.settings)
     if role.capabilities:
         have = capabilities.get(cfg.model)
@@ -499,16 +602,19 @@ def evaluate(role: Role, cfg: ConfigData, host: str | None, defaults: Defaults,
     for req in role.quality:
         ev, value = _quality_evidence(req, cfg, role.min_items or defaults.min_items)
         c.evidence.append(ev)
+        c.items.update(ev.items)
         qualities.append(value)
         read.update({aid: d for d in cfg.quality for kind, aid in ev.artifacts if kind == "quality" and d.id == aid})
     if role.quality:  # a speed-only role does not read outputs: no degeneration check
         c.evidence.append(_degeneration_evidence(cfg, role.max_degenerate_rate if role.max_degenerate_rate is not None
                                                  else defaults.max_degenerate_rate, list(read.values())))
     for i, req in enumerate(role.speed):
-        ev, value = _speed_evidence(req, cfg, host)
+        ev, value = _speed_evidence(req, cfg, host, noise)
         c.evidence.append(ev)
         if i == 0 and value is not None:
             c.speed_key = value if METRICS[req.metric].higher_is_better else -value
+    if role.serving is not None:
+        c.evidence.extend(_serving_evidence(role.serving, cfg, host, serving or {}))
     if role.memory_max is not None:
         ev, peak = _memory_evidence(role.memory_max, cfg, host)
         c.evidence.append(ev)
@@ -525,6 +631,50 @@ def rank_key(role: Role, c: Candidate) -> tuple:
     return (first, second, c.memory_bytes if c.memory_bytes is not None else math.inf, c.model, c.config_label)
 
 
+def _secondary_key(role: Role, c: Candidate) -> tuple:
+    return rank_key(role, c)[1:]
+
+
+def within_noise(role: Role, a: Candidate, b: Candidate) -> bool:
+    """Whether two candidates are within noise on the role's first key (``TIE_RULE``)."""
+    if role.prefer == "speed":
+        if not role.speed:
+            return False
+        ea = next((e for e in a.evidence if e.kind == "speed"), None)
+        eb = next((e for e in b.evidence if e.kind == "speed"), None)
+        if ea is None or eb is None or not ea.ci or not eb.ci or None in ea.ci or None in eb.ci:
+            return False
+        if ea.ci[0] == ea.ci[1] or eb.ci[0] == eb.ci[1]:  # no interval: the mean decides
+            return False
+        return ea.ci[0] <= eb.ci[1] and eb.ci[0] <= ea.ci[1]
+    shared = sorted(set(a.items) & set(b.items))
+    if not shared:
+        return False
+    pc = stats.paired_rates([a.items[k] for k in shared], [b.items[k] for k in shared])
+    return pc.verdict == "within noise"
+
+
+def order_with_ties(role: Role, eligible: list[Candidate]) -> tuple[list[Candidate], Tie | None]:
+    """Eligible candidates in the order of ``TIE_RULE``: repeatedly, of the remaining ones, those within
+    noise of the best on the first key are tied and the second key (then memory, then name) picks one.
+    Also the tie of the first pick (None when it was not tied)."""
+    remaining = sorted(eligible, key=lambda c: rank_key(role, c))
+    out: list[Candidate] = []
+    first_tie = None
+    while remaining:
+        best = remaining[0]
+        tied = [c for c in remaining if c is best or within_noise(role, best, c)]
+        pick = min(tied, key=lambda c: _secondary_key(role, c))
+        if not out and len(tied) > 1:
+            req = (next((e.requirement for e in best.evidence if e.kind == "speed"), "speed") if role.prefer == "speed"
+                   else "mean pass rate over " + ", ".join(q.suite for q in role.quality))
+            second = "mean pass rate" if role.prefer == "speed" else "speed"
+            first_tie = Tie(req, [c for c in tied if c is not pick], f"{second}, then peak memory, then name")
+        out.append(pick)
+        remaining.remove(pick)
+    return out, first_tie
+
+
 def hosts_for(role: Role, configs: dict[str, ConfigData]) -> list[str | None]:
     if role.host:
         return [role.host]
@@ -536,10 +686,16 @@ def recommend(reg: RolesFile, quality_docs: list[QualityRecord], run_docs: list[
               capabilities: dict[str, list[str]], registry_models: list[str] | None = None) -> list[Assignment]:
     """One assignment per role and host (roles in registry order, hosts sorted)."""
     configs = join(quality_docs, run_docs)
+    serving_idx = None
+    if any(r.serving is not None for r in reg.roles.values()):
+        from pipelines.serving import serving_index
+
+        serving_idx = serving_index(run_docs)
     for name in registry_models or []:  # a registered model with no artifact at all is a candidate with no data
         if not any(c.model == name for c in configs.values()):
             configs[f"registry:{name}"] = ConfigData(f"registry:{name}", name, "", {})
     out = []
+    noise = noise_mod.host_noise(records(run_docs))
     on_host: dict[str, list[ConfigData]] = {}  # configurations measured on each host
     unmeasured = [cfg for cfg in configs.values() if not cfg.runs]  # quality-only or registry-only
     for cfg in configs.values():
@@ -551,17 +707,17 @@ def recommend(reg: RolesFile, quality_docs: list[QualityRecord], run_docs: list[
             # the candidates are those measured on it, plus those measured nowhere (rejected for it,
             # visibly). A configuration measured only on other hosts is judged on those hosts' pages,
             # which keeps the work per role linear in the number of configurations.
-            if (role.speed or role.memory_max is not None) and host is not None:
+            if (role.speed or role.memory_max is not None or role.serving is not None) and host is not None:
                 pool = on_host.get(host, []) + unmeasured
             else:
                 pool = list(configs.values())
-            cands = [evaluate(role, cfg, host, reg.defaults, capabilities) for cfg in pool]
+            cands = [evaluate(role, cfg, host, reg.defaults, capabilities, noise, serving_idx) for cfg in pool]
             for c in cands:
                 if c.identity.startswith("registry:"):
                     c.config_label = "no artifacts"
-            eligible = sorted([c for c in cands if c.eligible], key=lambda c: rank_key(role, c))
+            eligible, tie = order_with_ties(role, [c for c in cands if c.eligible])
             rejected = sorted([c for c in cands if not c.eligible], key=lambda c: (c.model, c.config_label))
-            out.append(Assignment(name, role, host, eligible[0] if eligible else None, eligible[1:], rejected))
+            out.append(Assignment(name, role, host, eligible[0] if eligible else None, eligible[1:], rejected, tie))
     return out
 
 

@@ -162,6 +162,9 @@ def roofline_rows(run_docs: list[RunRecord], host_docs: list[HostRecord]) -> lis
                                "type_v": eff.get("type_v") or req.get("type_v") or "f16",
                                "flash_attn": _flash(eff, req), "gpu": (eff.get("n_gpu_layers") or 0) > 0, "note": None}
         full_gpu = row["gpu"] and eff.get("n_gpu_layers") == eff.get("n_layers_total")
+        # a GPU host's run whose backend reported no n_gpu_layers (an HTTP server: what was asked is not what
+        # ran): where its layers ran is unknown, so neither the host's nor the GPU's bandwidth bounds it
+        layers_unknown = bool(rec.gpus) and eff.get("n_gpu_layers") is None
         if row["gpu"] and not (full_gpu and rec.host_id in gpu_bw):
             row["note"] = "layers on a GPU: the host-memory probe does not bound it"
         if not rec.has_local_file:  # an endpoint model: the server reports no weight bytes to bound it by
@@ -195,7 +198,12 @@ def roofline_rows(run_docs: list[RunRecord], host_docs: list[HostRecord]) -> lis
         if row["fits_llc"]:
             row["note"] = (f"weights in use and KV ({b['total'] / 2**20:.1f} MiB per token) fit in the "
                            f"{probe.llc_bytes / 2**20:.0f} MiB last-level cache: not bound by memory bandwidth")
-        if probe is not None and (not row["gpu"] or row.get("bound_by") == "gpu"):
+        if layers_unknown:
+            row.update(bound=None, bound_single=None, efficiency=None, efficiency_single=None,
+                       note="the server did not report n_gpu_layers on a host with a GPU (requested: "
+                            f"{req.get('n_gpu_layers', 'not set')}): where its layers ran is unknown, so no bandwidth "
+                            "bound applies")
+        elif probe is not None and (not row["gpu"] or row.get("bound_by") == "gpu"):
             row["bound_uses"] = probe.uses
             row["bound_copy"] = probe.copy_best_gbs * 1e9 / b["total"] if probe.copy_best_gbs else None
             row["efficiency_copy"] = row["measured"] / row["bound_copy"] if row["bound_copy"] else None

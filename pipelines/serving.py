@@ -19,7 +19,7 @@ from core.summary import Summary
 
 from pipelines.runs import latest_per_key
 
-SERVING_KINDS = ("serve", "concurrency")
+SERVING_KINDS = ("serve", "concurrency", "load", "capacity", "probe")
 COMPARED = ("ttft_ms", "tpot_ms", "e2e_ms")
 
 
@@ -47,6 +47,8 @@ def cold_warm(docs: list[RunRecord]) -> list[dict[str, Any]]:
             "fresh_server": True if fresh is None else bool(fresh),
             **{name: _summary(d, name) for name in ("startup_ms", "cold_ttft_ms", "cold_e2e_ms", "cold_total_ms",
                                                     "ttft_ms", "tpot_ms", "e2e_ms", "output_tokens", "failed_requests")},
+            # distribution-free bounds of the warm E2E percentiles, from the request records (core.stats)
+            "e2e_bounds": {q: stats.quantile_interval(d.values("e2e_ms"), q) for q in (0.95, 0.99)},
         })
     return sorted(rows, key=lambda r: (r["host"], r["model"], r["endpoint"], r["test_name"]))
 
@@ -189,3 +191,151 @@ def failed_serving(docs: list[RunRecord]) -> list[dict[str, Any]]:
         out.append({"id": d.id, "host": d.host_id, "model": d.model_name, "endpoint": d.endpoint, "model_server": d.model_server,
                     "test_name": d.test_name, "kind": d.error_kind, "message": d.error_message, "created": d.created})
     return sorted(out, key=lambda r: r["created"], reverse=True)
+
+
+# -- load profiles, capacity searches, probes (kinds load, capacity, probe) -------------------
+LOAD_KINDS = ("load", "capacity")
+LIMIT_LABELS = {"ttft_ms": "TTFT", "tpot_ms": "TPOT", "e2e_ms": "E2E"}
+
+
+def _load_levels(r: RunRecord) -> list[dict[str, Any]]:
+    """A load run's levels as core.kinds.load_stats reads them (records as stored)."""
+    return [lv.model_dump(exclude_unset=True) for lv in r.samples.levels or []]
+
+
+def load_results(docs: list[RunRecord], latest: bool = True) -> list[dict[str, Any]]:
+    """Every current ``load`` and ``capacity`` artifact with levels: its statistics (stored when it
+    ran if today's arithmetic, else recomputed from the raw records), its answer and interval, and
+    for a capacity search what the search cost against the exhaustive sweep."""
+    from core.kinds import load_stats
+
+    out = []
+    for d in (latest_per_key(docs) if latest else sorted(docs, key=lambda x: (as_record(x).created, as_record(x).id))):
+        r = as_record(d)
+        if r.test_kind not in LOAD_KINDS:
+            continue
+        spec = r.spec
+        summary = load_stats.stored_summary(r.details.summary)
+        if summary is None and spec is not None and r.samples.levels:
+            capacity = r.test_kind == "capacity"
+            summary = load_stats.sweep_summary(_load_levels(r), spec.slo, spec.profile,
+                                               grid=spec.levels if capacity else None,
+                                               confidence=spec.look_confidence() if capacity else None)
+        if summary is None or spec is None:
+            continue
+        search = getattr(r.details, "search", None)
+        out.append({
+            "id": r.id, "host": r.host_id, "model": r.model_name, "synthetic": r.synthetic, "endpoint": r.endpoint,
+            "model_sha256": r.model_sha256, "server": r.server, "test_name": r.test_name, "kind": r.test_kind,
+            "status": r.status, "error": r.error_message,
+            "profile": spec.profile, "unit": spec.level_unit(), "slo": spec.slo, "workload": spec.workload.describe(),
+            "stats": summary, "answer": summary["answer"],
+            "answer_text": load_stats.answer_text(summary["answer"], spec.slo, spec.level_unit()),
+            "search": search.model_dump(mode="json") if search is not None else None,
+            "requests": summary["requests"], "errors": summary["errors"],
+            "error_reasons": summary["error_reasons"], "created": r.created,
+            "workload_info": r.details.workload or {},
+        })
+    if not latest:
+        return out  # oldest first: repeats of one configuration in the order they ran
+    return sorted(out, key=lambda x: (x["host"], x["model"], x["kind"], x["profile"], x["endpoint"], x["test_name"]))
+
+
+def serving_index(docs: list[RunRecord]) -> dict[tuple[str, str], dict[str, list[dict[str, Any]]]]:
+    """Capacity answers and probes by (host, model sha256): what the Roles page checks a role's
+    serving requirement against."""
+    out: dict[tuple[str, str], dict[str, list[dict[str, Any]]]] = {}
+    for row in load_results(docs):
+        if row["status"] == "ok" and row["model_sha256"]:
+            out.setdefault((row["host"], row["model_sha256"]), {"capacity": [], "probe": []})["capacity"].append(row)
+    for row in probe_results(docs):
+        if row["status"] == "ok" and row["model_sha256"]:
+            out.setdefault((row["host"], row["model_sha256"]), {"capacity": [], "probe": []})["probe"].append(row)
+    return out
+
+
+def probe_results(docs: list[RunRecord]) -> list[dict[str, Any]]:
+    """Every current ``probe`` artifact: per case, tries, successes, median latency, failure reasons."""
+    out = []
+    for d in latest_per_key(docs):
+        r = as_record(d)
+        if r.test_kind != "probe":
+            continue
+        cases = {k: c.model_dump(mode="json") for k, c in (r.samples.cases or {}).items()}
+        if not cases:
+            continue
+        out.append({"id": r.id, "host": r.host_id, "model": r.model_name, "synthetic": r.synthetic,
+                    "endpoint": r.endpoint, "server": r.server, "status": r.status, "error": r.error_message,
+                    "model_sha256": r.model_sha256, "cases": cases, "created": r.created})
+    return sorted(out, key=lambda x: (x["host"], x["model"], x["endpoint"]))
+
+
+def throughput_latency_rows(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row per level: achieved throughput against each limited percentile (with its interval),
+    the verdict, and whether the level is the run's answer: the chart's data."""
+    rows = []
+    for res in results:
+        slo = res["slo"]
+        p = f"p{slo.percentile:g}"
+        series = f"{res['endpoint']} · {res['kind']} {res['profile']} · {res['host']}"
+        for lv in res["stats"]["levels"]:
+            for metric in ("ttft_ms", "tpot_ms", "e2e_ms"):
+                limit = getattr(slo, metric)
+                if limit is None:
+                    continue
+                v = lv["slo"]["limits"].get(metric) or {}
+                rows.append({
+                    "series": series, "id": res["id"], "metric": LIMIT_LABELS[metric], "percentile": p,
+                    "level": lv["level"], "unit": res["unit"], "throughput_rps": lv.get("completed_rps"),
+                    "aggregate_tps": lv.get("aggregate_tps"), "value": v.get("value"), "upper": v.get("upper"),
+                    "lower": v.get("lower"), "limit": limit, "verdict": lv["slo"]["verdict"],
+                    "answer": lv["level"] == res["answer"]["answer"] and res["answer"]["answer"] > 0,
+                    "errors": lv.get("errors"),
+                })
+    return rows
+
+
+def load_finding(res: dict[str, Any]) -> list[str]:
+    """What one load test or capacity search shows, in words built from its numbers (plain text)."""
+    s, a = res["stats"], res["answer"]
+    lines = [f"Answer: {res['answer_text']} (confidence {res['slo'].confidence:.0%} for each level's verdict)."]
+    if a.get("open_above"):
+        lines.append("Every level measured met the SLOs: the capacity is at least the top of the grid.")
+    search = res.get("search")
+    if search:
+        lines.append(f"The search sent {search['requests_sent']:,} requests over {len(search['visits'])} of "
+                     f"{len(search['grid'])} levels; the exhaustive sweep of the same grid would send "
+                     f"{search['exhaustive_requests']:,} ({search['requests_sent'] / search['exhaustive_requests']:.0%} "
+                     f"of it). Stopped: {search.get('stopped') or '—'}.")
+    if s.get("saturation_level") is not None:
+        lines.append(f"Saturated from {s['saturation_level']:g} {res['unit']}: throughput stopped growing or the "
+                     "queue grew without bound.")
+    if s.get("client_bound_levels"):
+        lines.append("The client could not keep the schedule at " + ", ".join(f"{x:g}" for x in s["client_bound_levels"])
+                     + f" {res['unit']}: those levels are reported, not judged (their latencies include the client's lateness).")
+    if a.get("non_monotonic"):
+        lines.append("Caution: a level above the lowest confirmed miss met the SLOs again (noise, or another load "
+                     "on the host); the interval ends at the lowest miss.")
+    if res["errors"]:
+        reasons = ", ".join(f"{k}: {v}" for k, v in sorted(res["error_reasons"].items()))
+        lines.append(f"{res['errors']} of {res['requests']} requests failed ({reasons}); each counts as an SLO miss.")
+    return lines
+
+
+def capacity_lines(paths: list[Any]) -> list[str]:
+    """One line per capacity, load or probe artifact among ``paths``: its answer, for the task's output."""
+    from core.records.run import read
+
+    rows = [read(p) for p in paths]
+    lines = []
+    for res in load_results(rows):
+        cost = ""
+        if res.get("search"):
+            s = res["search"]
+            cost = f"; {s['requests_sent']} requests (exhaustive sweep: {s['exhaustive_requests']})"
+        lines.append(f"{res['endpoint']} · {res['test_name']}: {res['answer_text']}{cost}"
+                     + (f" [failed: {res['error']}]" if res["status"] != "ok" else ""))
+    for p in probe_results(rows):
+        parts = [f"{k} {v['succeeded']}/{v['n']}" for k, v in p["cases"].items()]
+        lines.append(f"{p['endpoint']} · probe: " + ", ".join(parts))
+    return lines

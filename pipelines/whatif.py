@@ -19,11 +19,15 @@ and removing the stage entirely (r = 1) is Amdahl's limit ``1 / (1 − p_s)``.
 
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from core.errors import ConfigError
 from core.paths import data_dir, relpath
@@ -149,12 +153,51 @@ class Mix(BaseModel):
     entries: list[MixEntry] = Field(..., min_length=1)
 
 
+class ErrorRuns(BaseModel):
+    """The serving test whose runs measure error rates and retry costs (pipelines.retries)."""
+
+    model_config = ConfigDict(extra="forbid")
+    model: str = Field(..., description="Model name of the serving runs.")
+    test: str = Field(..., description="Test name of the serving runs (a chat test).")
+    matrix: str | None = Field(None, description="Only runs of this matrix.")
+
+
+class Planned(BaseModel):
+    """A planned optimization, judged by whether its projected gain clears its measured cost."""
+
+    model_config = ConfigDict(extra="forbid")
+    id: str = Field(..., pattern=r"^[a-z0-9][a-z0-9-]*$")
+    name: str = Field(..., min_length=1)
+    source: str = Field("", description="Where the plan comes from (e.g. seed 003's phase).")
+    kind: Literal["retry", "stage"] = Field(..., description="retry: automatic retry against the measured error runs; "
+                                            "stage: a stage of a mix made faster.")
+    resend_after_s: tuple[float, float] = Field((0.5, 2.0), description="retry: seconds after which a caller who sees a "
+                                                "failure re-sends it (an assumption, low and high).")
+    mix: str | None = Field(None, description="stage: the what-if mix.")
+    stage: str | None = Field(None, description="stage: the stage made faster.")
+    reduction: tuple[float, float] = Field((0.5, 0.5), description="stage: share of the stage's time removed (low, high).")
+    min_gain: float = Field(0.01, ge=0, description="The smallest gain worth implementing (a fraction of the time).")
+
+    @model_validator(mode="after")
+    def _check(self) -> "Planned":
+        if self.kind == "stage" and (not self.mix or not self.stage):
+            raise ValueError("a stage plan needs mix and stage")
+        lo, hi = self.reduction
+        if not 0 <= lo <= hi <= 1:
+            raise ValueError(f"reduction must be 0 <= low <= high <= 1, got {list(self.reduction)}")
+        if not 0 <= self.resend_after_s[0] <= self.resend_after_s[1]:
+            raise ValueError(f"resend_after_s must be 0 <= low <= high, got {list(self.resend_after_s)}")
+        return self
+
+
 class WhatIfFile(BaseModel):
     model_config = ConfigDict(extra="forbid")
     schema_version: int = Field(1, description="Format version.")
     reductions: list[float] = Field(default_factory=lambda: [0.1, 0.25, 0.5, 0.9],
                                     description="Stage time reductions explored (fractions).")
     mixes: list[Mix] = Field(..., min_length=1)
+    errors: ErrorRuns | None = Field(None, description="The serving runs that measure error rates and retry costs.")
+    planned: list[Planned] = Field(default_factory=list, description="Planned optimizations to recommend or not.")
 
     @field_validator("reductions")
     @classmethod
@@ -180,6 +223,15 @@ def load_whatif(path: Path | None = None) -> WhatIfFile:
     dup = {n for n in names if names.count(n) > 1}
     if dup:
         raise ConfigError(f"mix name {sorted(dup)[0]!r} used twice", file=relpath(path), field="mixes")
+    for i, plan in enumerate(f.planned):
+        if plan.kind == "stage" and plan.mix not in names:
+            raise ConfigError(f"unknown mix {plan.mix!r} (known: {', '.join(names)})", file=relpath(path), field=f"planned.{i}.mix")
+        if plan.kind == "stage" and plan.stage not in STAGE_ORDER:
+            raise ConfigError(f"unknown stage {plan.stage!r} (known: {', '.join(STAGE_ORDER)})", file=relpath(path),
+                              field=f"planned.{i}.stage")
+        if plan.kind == "retry" and f.errors is None:
+            raise ConfigError("a retry plan needs the errors: block (the serving runs with injected errors)",
+                              file=relpath(path), field=f"planned.{i}")
     return f
 
 
@@ -225,11 +277,15 @@ class MixResult:
             s = stats.summary(unit_totals(u["run"]))
             if s.ci95_low is None or s.ci95_high is None or s.mean is None:
                 return None, None
-            half2 += (u["weight"] * (s.ci95_high - s.mean)) ** 2
+            half2 += (u["weight"] * stats.t_critical(s.n - 1) * s.stddev / math.sqrt(s.n)) ** 2
         if not self.entries:
             return None, None
         half = half2 ** 0.5
-        return self.total_ms - half, self.total_ms + half
+        if self.total_ms <= 0:
+            return None, None
+        # a time stays positive: the propagated half-width applied on the log scale (core.stats.mean_interval)
+        rel = half / self.total_ms
+        return self.total_ms * math.exp(-rel), self.total_ms * math.exp(rel)
 
     def shares(self) -> dict[str, float]:
         t = self.total_ms

@@ -9,12 +9,14 @@ is a fixture (no GPU here). The real committed artifacts under data/runs are che
 from __future__ import annotations
 
 import json
+import math
 import re
 import subprocess
 import sys
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from pipelines import compare as cmp
@@ -86,7 +88,7 @@ def test_flash_attention_is_interpreted_once(requested, reported, expected):
 def test_comparability_key_parts():
     a = run([10, 11, 12])
     same_work = run([10, 11, 12], minutes=1, test={**PP, "repetitions": 3},
-                    effective={"base_url": "http://127.0.0.1:5555", "llama_memory_mib": {"CPU": {"model": 1}}})
+                    effective={"base_url": "http://127.0.0.1:5555", "llama_memory_mib": {"CPU": {"model": 1.0}}})
     assert a.key != same_work.key and a.comparability_key() == same_work.comparability_key()
     assert a.comparability_key() != run([10], label="threads-halved").comparability_key()  # another build
     assert a.comparability_key() != run([10], backend="openai_http").comparability_key()
@@ -121,7 +123,9 @@ def test_boards_never_mix_backends_test_definitions_or_duplicates():
                                                        ("pp64", "openai_http (llama-server)"),
                                                        ("pp64", "openai_http (llama_cpp.server)")]
     pp = next(b for b in bs if b.test == "pp64" and b.backend == "llama_cpp")
-    assert list(pp.rows["s_mean"]) == [21.0]
+    # one row per configuration: its two runs (means 11 and 21) as the unit, linked to the newest
+    assert list(pp.rows["runs"]) == [2] and list(pp.rows["s_mean"]) == [pytest.approx(math.sqrt(11 * 21))]
+    assert list(pp.rows["id"]) == [docs[1].id]
     assert {b.definition.get("ignore_eos") for b in bs if b.test == "free"} == {True, False}
 
 
@@ -133,17 +137,30 @@ def test_builds_and_differing_settings_are_columns_equal_settings_stated_once():
     assert "backend build" in md and "[threads-halved]" in md and "Settings on every row:" in md
 
 
-def test_ranks_share_when_intervals_overlap_and_need_an_interval():
+def test_ranks_count_the_results_wholly_better_and_need_an_interval():
     ranked = rank_with_ci([90, 85, 50, None], [110, 95, 60, None], higher_is_better=True)
     assert [(r.rank, r.tied) for r in ranked] == [(1, True), (1, True), (3, False), (None, False)]
     ranked = rank_with_ci([10, 11, 30], [12, 13, 31], higher_is_better=False)  # lower is better
     assert [(r.rank, r.tied) for r in ranked] == [(1, True), (1, True), (3, False)]
-    docs = [run([100, 101, 102]), run([100.5, 101.5, 99.5], requested={"n_batch": 64}, minutes=1),
-            run([50, 51, 52], requested={"n_batch": 32}, minutes=2), run([300], requested={"n_batch": 16}, minutes=3)]
+    # overlap is not transitive: C overlaps A and B (both =1) and still ranks 2, because D (=1) is wholly above it
+    ranked = rank_with_ci([95, 94, 90, 99], [105, 104, 98.5, 101], higher_is_better=True)
+    assert [r.rank for r in ranked] == [1, 1, 2, 1]
+    # boards rank configurations with the run as the unit: two runs each give the spread between runs;
+    # a configuration measured once on a host whose run-to-run noise was never measured has no interval
+    docs = [run([100, 101, 102]), run([100.5, 101.5, 99.5], minutes=1),
+            run([100.5, 101.5, 99.5], requested={"n_batch": 64}, minutes=2), run([99, 100, 101], requested={"n_batch": 64}, minutes=3),
+            run([50, 51, 52], requested={"n_batch": 32}, minutes=4), run([51, 52, 53], requested={"n_batch": 32}, minutes=5),
+            run([300, 301, 302], requested={"n_batch": 16}, minutes=6)]
     (b,) = leaderboard.boards(docs)
     recs = leaderboard.board_records(b)
-    assert [r["rank_label"] for r in recs] == ["=1", "=1", "3", "—"]
-    assert all(r["n"] >= 1 for r in recs) and recs[-1]["ci95_low"] is None
+    # the configurations measured twice give this host's run-to-run noise (its history): the one measured
+    # once is widened by it, and ranks first (300 against about 100)
+    assert [r["rank_label"] for r in recs] == ["1", "=2", "=2", "4"]
+    assert [r["runs"] for r in recs] == [1, 2, 2, 2] and "widened by the host's run-to-run noise" in recs[0]["interval_note"]
+    # alone on a host whose noise nobody measured, a single run has no interval and no rank
+    (b,) = leaderboard.boards([run([300, 301, 302], requested={"n_batch": 16}, minutes=6)])
+    (rec,) = leaderboard.board_records(b)
+    assert rec["rank_label"] == "—" and rec["ci95_low"] is None and "invoke noise" in rec["interval_note"]
 
 
 def _chart_values(md: str) -> list[dict]:
@@ -161,16 +178,23 @@ def test_every_charted_value_is_an_artifacts_value():
     artifact's headline mean (the stacked-bar bug summed two artifacts into one bar)."""
     recs = committed_runs()
     by_id = {r.id: r for r in recs}
-    for page in (pages.leaderboard_page(recs), history_pages.history_page(recs), history_pages.regressions_page(recs)):
+    for page in (history_pages.history_page(recs), history_pages.regressions_page(recs)):
         values = _chart_values(page)
         assert values
         for v in values:
             r = by_id[v["id"]]
             s = r.stat(headline(r.test_kind).name)
             assert v["mean"] == s.mean and v.get("ci95_low") == s.ci95_low and v["n"] == s.n
+    # a leaderboard mark is a configuration: the geometric mean of its runs' means (one run: that run's mean)
+    rows = {r["id"]: r for b in leaderboard.boards(recs) for r in leaderboard.board_records(b)}
+    for v in _chart_values(pages.leaderboard_page(recs)):
+        row = rows[v["id"]]
+        means = [by_id[i].stat(headline(by_id[i].test_kind).name).mean for i in row["run_ids"]]
+        geo = math.exp(sum(math.log(m) for m in means) / len(means))
+        assert v["mean"] == pytest.approx(geo) and v["n"] == row["n"]
     values = _chart_values(pages.leaderboard_page(recs))
     ids = [v["id"] for v in values]
-    assert len(ids) == len(set(ids))  # one mark per artifact
+    assert len(ids) == len(set(ids))  # one mark per configuration (its newest artifact)
     spec = pages.leaderboard_page(recs)
     assert '"stack": "zero"' not in spec and "mark_bar" not in spec
 
@@ -199,11 +223,17 @@ def test_a_slowed_build_is_a_regression_step_with_its_ci():
     assert len(ser.points) == 5 and len(ser.builds) == 2
     reg, imp = ser.steps
     assert reg.verdict == "regression" and imp.verdict == "improvement"
-    pooled_fast = stats.summarize([700, 705, 698, 702, 699, 701, 703, 697, 700, 704])
-    pooled_slow = stats.summarize([380, 385, 379, 383, 381, 382, 384, 380, 378, 386])
-    assert reg.pooled_before.mean == pytest.approx(pooled_fast["mean"])
-    assert reg.pooled_before.stddev == pytest.approx(pooled_fast["stddev"])
-    assert reg.ratio == pytest.approx(pooled_slow["mean"] / pooled_fast["mean"])
+    geo = lambda xs: math.exp(sum(math.log(x) for x in xs) / len(xs))  # noqa: E731
+    fast = [sum(s) / len(s) for s in ([700, 705, 698, 702, 699], [701, 703, 697, 700, 704])]  # the run means
+    slow = [sum(s) / len(s) for s in ([380, 385, 379, 383, 381], [382, 384, 380, 378, 386])]
+    assert reg.pooled_before["runs"] == 2 and reg.pooled_before["n"] == 10
+    assert reg.pooled_before["mean"] == pytest.approx(geo(fast))
+    assert reg.ratio == pytest.approx(geo(slow) / geo(fast))
+    # the run is the unit: t(1) on two run means a side, not 20 pooled repetitions
+    t = stats.t_critical((lambda va, vb: (va + vb) ** 2 / (va ** 2 + vb ** 2))(
+        float(np.log(fast).var(ddof=1)) / 2, float(np.log(slow).var(ddof=1)) / 2))
+    half = t * math.sqrt(float(np.log(fast).var(ddof=1)) / 2 + float(np.log(slow).var(ddof=1)) / 2)
+    assert reg.ci95_high == pytest.approx(reg.ratio * math.exp(half))
     assert reg.ci95_low < reg.ratio < reg.ci95_high < 1.0
     assert reg.build_change == {"label": (None, "threads-halved")} and reg.settings_change["n_threads"] == (2, 1)
     page = history_pages.regressions_page(docs)
@@ -225,14 +255,23 @@ def test_compare_two_builds_and_two_hosts():
     docs = _slowed_history()
     res = cmp.compare(docs, cmp.parse_selection("build=ordinary"), cmp.parse_selection("build=threads-halved"))
     (row,) = res.rows
-    assert row.a_id == docs[-1].id and row.b_id == docs[3].id  # the newest on each side
-    assert row.verdict == "loss" and row.ratio == pytest.approx(docs[3].stat("tokens_per_second").mean / 700.0)
+    assert row.a_id == docs[-1].id and row.b_id == docs[3].id  # the newest on each side, linked
+    means = lambda ds: [d.stat("tokens_per_second").mean for d in ds]  # noqa: E731
+    geo = lambda xs: math.exp(sum(math.log(x) for x in xs) / len(xs))  # noqa: E731
+    assert (row.a_runs, row.b_runs) == (3, 2) and row.method == "runs"  # every run of each side
+    assert row.verdict == "loss" and row.ratio == pytest.approx(geo(means(docs[2:4])) / geo(means(docs[:2] + docs[4:])))
     assert res.losses_beyond(40) and not res.losses_beyond(60)
     cross = [run([10, 11, 12], test=TG), run([900, 910, 905], test=TG, host=GPU, effective={"n_threads": 16}, minutes=1),
              run([5, 6, 7], test=PP, minutes=2)]
     res = cmp.compare(cross, cmp.parse_selection("host=cpu-box"), cmp.parse_selection("host=gpu"))
+    (row,) = res.rows  # one run a side, neither host's run-to-run noise measured: no verdict, and why
+    assert (row.test, row.verdict, row.host_a, row.host_b) == ("tg16", "insufficient data", CPU["id"], GPU["id"])
+    assert "invoke noise" in row.note
+    cross += [run([10.5, 11.5, 12], test=TG, minutes=3), run([905, 900, 902], test=TG, host=GPU, effective={"n_threads": 16},
+                                                                minutes=4)]
+    res = cmp.compare(cross, cmp.parse_selection("host=cpu-box"), cmp.parse_selection("host=gpu"))
     (row,) = res.rows
-    assert (row.test, row.verdict, row.host_a, row.host_b) == ("tg16", "win", CPU["id"], GPU["id"])
+    assert (row.test, row.verdict, row.a_runs, row.b_runs) == ("tg16", "win", 2, 2)
     assert "n_threads: 2→16" in row.effective_diff and "host" in res.compared_on
     md = cmp.markdown(res)
     assert "| tg16 |" in md and "win" in md and f"{row.ratio:.3f}" in md
@@ -314,5 +353,9 @@ def test_committed_cpu_and_h100_share_reference_rows():
         a, b = by_id[row.a_id], by_id[row.b_id]
         assert a.host_id == cpu and b.host_id.startswith("lent-h100") and a.model_sha256 == b.model_sha256
         assert a.requested == b.requested and a.test_definition == b.test_definition
-        assert row.a_mean == a.stat(row.metric).mean and row.b_mean == b.stat(row.metric).mean
+        # one run: its own mean; several: their geometric mean, between the runs' means
+        for side_mean, runs_, r in ((row.a_mean, row.a_runs, a), (row.b_mean, row.b_runs, b)):
+            same = [x.stat(row.metric).mean for x in recs if x.ok and x.host_id == r.host_id and x.key == r.key
+                    or (x.ok and x.host_id == r.host_id and x.history_key == r.history_key)]
+            assert side_mean == r.stat(row.metric).mean if runs_ == 1 else min(same) <= side_mean <= max(same)
     assert f"runs/run.md?id={res.rows[0].b_id}" in history_pages.host_vs_host_page(recs)

@@ -17,7 +17,7 @@ from pipelines.site.markdown import num, run_link
 from core import artifacts
 from runtime.hosts import inventory as hosts
 from runtime.execution import matrix
-from runtime.remote.failed import failed_artifacts
+from runtime.remote.failed import done_label, failed_artifacts
 from tests.conftest import GOLDEN
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -108,7 +108,7 @@ def test_failed_inventory_artifact_validates(tmp_path, monkeypatch):
     h = hosts.Host(name="box", address="10.0.0.9", user="u", port=2200, labels=["cpu"])
     m = matrix.load(str(data / "matrices" / "m.yaml"))
     paths = failed_artifacts(matrix=m, host=h, kind="refused", message="box: authentication refused",
-                             done={("x", "tg8", ())}, reported_host=None, backend_versions={}, log_tail="t",
+                             done={done_label("x", "tg8", {})}, reported_host=None, backend_versions={}, log_tail="t",
                              wall_s=1.0)
     assert len(paths) == 1  # tg8 was finished by the host; only pp8 is a failure
     doc = artifacts.load(paths[0])
@@ -119,3 +119,12 @@ def test_failed_inventory_artifact_validates(tmp_path, monkeypatch):
     bad = dict(doc, status="ok", error=None)
     with pytest.raises(Exception, match="sha256|None"):
         artifacts.validate(bad, "x")
+
+
+def test_done_labels_take_list_valued_sweeps():
+    """A sweep over adapter lists (lora_adapters: [a, b]) labels its points like any other: hashable, and
+    the same whatever order the swept settings were reported in."""
+    a = done_label("m", "tg8", {"lora_adapters": ["a", "b"], "n_threads": 1})
+    assert a == done_label("m", "tg8", {"n_threads": 1, "lora_adapters": ["a", "b"]})
+    assert a != done_label("m", "tg8", {"lora_adapters": ["b", "a"], "n_threads": 1})  # attach order matters
+    assert len({a, done_label("m", "tg8", {})}) == 2

@@ -60,6 +60,8 @@ def test_llama_server_command_mirrors_the_other_backends(tmp_path):
     assert (arg("--threads"), arg("--threads-batch"), arg("--ctx-size"), arg("--batch-size")) == ("3", "3", "1024", "2048")
     assert (arg("--n-gpu-layers"), arg("--parallel"), arg("--flash-attn")) == ("-1", "2", "auto")
     assert "--kv-unified" in cmd and arg("--chat-template") == "gemma" and cmd[-2:] == ["--seed", "1"]
+    # a built-in template name is read only with Jinja off (on, it is template text: the prompt "gemma")
+    assert cmd[cmd.index("--chat-template") - 1] == "--no-jinja"
     # the llama_cpp.server command passes the same GPU layers
     b2 = OpenAIHttpBackend(MODEL, OpenAIHttpSettings())
     b2.port = 1

@@ -222,7 +222,10 @@ def test_fits_rows_headroom(gemma):
     assert rows[1]["kv_bytes"] > rows[0]["kv_bytes"]
     r = rows[0]
     assert r["host_fit"] == (r["cpu"].total <= 0.9 * 2**30)
-    assert r["gpu_fit"] == {0.5: r["gpu"].total <= 0.45e9, 8: True}
+    assert r["gpu_fit"] == {"0.5 GB": r["gpu"].total <= 0.45e9, "8 GB": True}  # gpu_sizes_gb: 10^9 bytes, as named
+    cards = mem.PlannerSettings(contexts=[4096], cache_types=["f16"], gpu_cards=[{"name": "tiny", "memory": "0.5 GiB"}])
+    (row,) = mem.fits_rows(gemma, cards, host_memory=None, runtime_baseline=None)
+    assert row["gpu_fit"] == {"tiny": row["gpu"].total <= 0.9 * 0.5 * 2**30}
     # tiny host: does not fit
     assert mem.fits_rows(gemma, s, host_memory=100 * MiB, runtime_baseline=None)[0]["host_fit"] is False
 
@@ -245,7 +248,8 @@ def test_committed_planner_settings_load():
     from pathlib import Path
 
     s = mem.load_planner_settings(Path(__file__).resolve().parents[1] / "data" / "memory_planner.yaml")
-    assert s.gpu_sizes_gb == [8, 12, 16, 24, 40, 80]
+    assert [c.bytes for c in s.cards][:5] == [g * 2**30 for g in (8, 12, 16, 24, 40)]  # cards sold in GB are GiB of chips
+    assert s.cards[-1].bytes == 85520809984  # the H100 80GB: what its driver reports usable
 
 
 def test_vram_prediction_residual():

@@ -484,7 +484,14 @@ def test_the_optimization_matrix_expands():
     by = {}
     for c in cfgs:
         by.setdefault(c.sweep, []).append(c)
-    assert set(by) == {"prompt-lookup", "draft-model", "threads", "flash-attention", "ubatch", "context-depth", "moe-experts"}
+    assert set(by) == {"prompt-lookup", "draft-model", "threads", "flash-attention", "ubatch", "context-depth", "moe-experts",
+                       "moe-speculation", "draft-ladder"}
+    moe = by["moe-speculation"]
+    assert {(c.settings.n_expert_used, c.settings.speculative) for c in moe} == {
+        (n, s) for n in (2, 4, 8) for s in ("none", "prompt_lookup", "draft_model")}
+    assert all(c.baseline.n_expert_used == 8 and c.baseline.speculative == "none" for c in moe)
+    assert {c.settings.draft_model for c in by["draft-ladder"] if c.settings.speculative == "draft_model"} == {
+        "gemma3-270m-q4_k_m", "gemma3-270m-q3_k_m", "gemma3-270m-q2_k"}
     assert {c.settings.flash_attn for c in by["flash-attention"]} == {"off", "on"}
     assert {c.settings.n_ubatch for c in by["ubatch"]} == {128, 256, 512}
     lookup = by["prompt-lookup"]

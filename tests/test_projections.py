@@ -3,6 +3,8 @@ artifacts, projection records and their accuracy history, and bad catalogue inpu
 
 from __future__ import annotations
 
+import math
+
 from datetime import datetime, timezone
 
 import pytest
@@ -209,10 +211,13 @@ def test_weighted_interval_propagates_input_intervals():
         bumped = [(w, v + (eps if j == i else 0.0)) for j, (w, v, *_) in enumerate(vals)]
         grads.append((P.weighted_average(bumped, True) - H) / eps)
     half = (sum((g * h) ** 2 for g, h in zip(grads, (3.0, 1.0)))) ** 0.5
-    assert (lo, hi) == pytest.approx((H - half, H + half), rel=1e-5)
+    # the propagated half-width, applied on the log scale so that a rate stays positive
+    assert (lo, hi) == pytest.approx((H * math.exp(-half / H), H * math.exp(half / H)), rel=1e-5)
     # times: arithmetic mean, half-widths weighted
     lo, hi = P.weighted_interval([(0.5, 100.0, 90.0, 110.0), (0.5, 200.0, 190.0, 210.0)], False)
-    assert (lo, hi) == pytest.approx((150.0 - (25 + 25) ** 0.5, 150.0 + (25 + 25) ** 0.5))  # 0.5 x 10 each
+    half = (25 + 25) ** 0.5  # 0.5 x 10 each
+    assert (lo, hi) == pytest.approx((150.0 * math.exp(-half / 150), 150.0 * math.exp(half / 150)))
+    assert P.weighted_interval([(1.0, 5.0, 0.1, 50.0)], True)[0] > 0  # never below zero, however wide
     assert P.weighted_interval([(1.0, 5.0, None, None)], True) == (None, None)
 
 

@@ -117,9 +117,23 @@ def test_a_fast_garbage_configuration_is_rejected_as_degenerate_even_above_the_f
 
 def test_prefer_quality_and_the_tie_break(assignments):
     a = assignments["architect"]
-    assert a.chosen.model == "slow-good"  # 100% beats 90%, though slowest
-    # fast-good, second and big all pass 90%: ties broken by speed (60 > 40 > 30 t/s)
-    assert [c.model for c in a.fallbacks] == ["fast-good", "second", "big"]
+    # 100% (10/10) against 90% (9/10) on the same ten items: one discordant item, exact McNemar p = 1,
+    # within noise; the stated tie rule breaks it by speed: fast-good (60 t/s) over slow-good (5 t/s)
+    assert a.chosen.model == "fast-good"
+    assert a.tie is not None and "slow-good" in {c.model for c in a.tie.others}
+    assert a.tie.decided_by.startswith("speed")
+    # and so on down the chain: every remaining candidate is within noise of the best one on quality
+    assert [c.model for c in a.fallbacks] == ["second", "big", "slow-good"]
+
+
+def test_prefer_quality_a_real_difference_is_not_a_tie(reg):
+    """On 40 shared items, 40/40 against 30/40 (ten discordant, all one way: p = 0.002) is a
+    difference: quality decides, the slowest candidate is assigned and nothing is tied."""
+    runs, _ = fixture_docs()
+    quality = [quality_doc("slow-good", "ip", [True] * 40), quality_doc("fast-good", "ip", [True] * 30 + [False] * 10)]
+    a = {x.role: x for x in roles.recommend(reg, quality, runs, CAPS)}["architect"]
+    assert a.chosen.model == "slow-good" and a.tie is None
+    assert [c.model for c in a.fallbacks] == ["fast-good"]
 
 
 def test_no_data_role_never_guesses(assignments):
@@ -225,7 +239,8 @@ def test_roles_page_explains_and_links_every_decision(reg):
     runs, quality = fixture_docs()
     assignments = roles.recommend(reg, quality, runs, CAPS, sorted(CAPS))
     body = quality_pages.roles_page(reg, assignments).replace("\\", "")
-    assert "frontdoor (fast-good, 60.00 t/s) → architect (slow-good, 5.00 t/s) → oracle (no data)" in body
+    # architect prefers quality, but 10/10 against 9/10 is within noise: speed breaks the tie (fast-good)
+    assert "frontdoor (fast-good, 60.00 t/s) → architect (fast-good, 60.00 t/s) → oracle (no data)" in body
     assert "too slow" in body and "does not fit" in body and "degenerate" in body and "no data" in body
     assert "below quality floor" in body
     fast = next(d for d in runs if d["model"]["name"] == "fast-good")
@@ -315,15 +330,25 @@ def test_a_configuration_measured_only_elsewhere_is_judged_on_its_own_host(reg):
 
 
 def test_an_assignment_within_noise_of_its_runner_up_says_so(reg):
-    """The means rank eligible candidates; when the first two's CI95s on what ranks them overlap,
-    the decision is within noise and the page says a re-measurement could swap them."""
+    """Speed is judged with the run as the unit: two runs each give the spread between runs. When the
+    first two's run-level CI95s on what ranks them first overlap, they are tied and the stated
+    secondary rule decides (here both pass 90%, use as much memory: the name); the page says so.
+    One run each on a host whose run-to-run noise was never measured has no interval: no tie."""
     runs, quality = fixture_docs()
     a = {x.role: x for x in roles.recommend(reg, quality, runs, CAPS)}["frontdoor"]
-    assert a.chosen.model == "fast-good" and a.within_noise() is None  # 60 ± 1.2 vs 40 ± 0.8: apart
-    close = [r for r in runs if r["model"]["name"] != "second"] + [speed_doc("second", mean=59.0)]
+    assert a.chosen.model == "fast-good" and a.within_noise() is None and a.tie is None
+    fast2 = speed_doc("fast-good", mean=61.0, stamp="20260102T000000Z")
+    apart = runs + [fast2, speed_doc("second", mean=40.5, stamp="20260102T000000Z")]
+    a = {x.role: x for x in roles.recommend(reg, quality, apart, CAPS)}["frontdoor"]
+    ev = next(e for e in a.chosen.evidence if e.kind == "speed")
+    assert ev.n == 2 and "2 runs" in ev.note and ev.ci[0] < 60.0 < 61.0 < ev.ci[1]
+    assert a.chosen.model == "fast-good" and a.tie is None  # 60, 61 against 40, 40.5: apart
+    close = [r for r in runs if r["model"]["name"] != "second"] + [fast2, speed_doc("second", mean=59.0),
+                                                                  speed_doc("second", mean=60.5, stamp="20260102T000000Z")]
     a = {x.role: x for x in roles.recommend(reg, quality, close, CAPS)}["frontdoor"]
     assert a.chosen.model == "fast-good" and a.fallbacks[0].model == "second"
     requirement, runner = a.within_noise()
     assert runner.model == "second" and "tg128" in requirement
+    assert a.tie.decided_by.startswith("mean pass rate")
     body = quality_pages.roles_page(reg, [a])
     assert "Within noise" in body and "within noise of second" in body

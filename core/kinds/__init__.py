@@ -21,7 +21,8 @@ from core.kinds.base import Kind, TestSpec
 from core.yamlio import pydantic_error_line
 
 # The one place built-in kinds are named (module paths, imported on first use).
-BUILTIN = ("core.kinds.rate", "core.kinds.chat", "core.kinds.serve", "core.kinds.concurrency", "core.kinds.generate")
+BUILTIN = ("core.kinds.rate", "core.kinds.chat", "core.kinds.serve", "core.kinds.concurrency", "core.kinds.generate",
+           "core.kinds.agent", "core.kinds.load", "core.kinds.capacity", "core.kinds.probe")
 
 _KINDS: dict[str, Kind] = {}
 _loaded = False

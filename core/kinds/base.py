@@ -101,6 +101,7 @@ class PrecisionRecord(Shape):
     met: bool | None = Field(..., description="Whether the target was met (null: no target).")
     stop_reason: str | None = Field(..., description="target_met, max_repetitions, max_time_s, fixed_count (; per level).")
     elapsed_s: float | None = None
+    percentile: float | None = Field(None, description="The percentile whose order-statistic CI95 was judged (null: the mean's).")
     level: int | None = Field(None, description="The concurrency level of this record (a sweep's per-level records).")
     levels: list["PrecisionRecord"] | None = Field(None, description="Per level (a concurrency sweep).")
 

@@ -138,6 +138,18 @@ class RequestPolicyRecord(Shape):
     retry_backoff_s: float | None = None
 
 
+class FaultFacts(Shape):
+    """Injected transient errors (runtime.backends.openai_http.faults): a loopback proxy answered every
+    k-th chat request attempt with an error status at once and forwarded the rest."""
+
+    every: int | None = Field(None, description="Every k-th attempt (warm-ups and retries counted) was answered with an error.")
+    status: int | None = Field(None, description="The HTTP status of an injected error.")
+    attempts: int | None = Field(None, description="Chat request attempts the proxy saw.")
+    injected: int | None = Field(None, description="Attempts answered with the injected error.")
+    forwarded: int | None = Field(None, description="Attempts forwarded to the server.")
+    method: str | None = None
+
+
 class RequestDetails(Details):
     """What a run of a request kind keeps beside its samples (over HTTP: the endpoint and server)."""
 
@@ -145,4 +157,6 @@ class RequestDetails(Details):
     server: ServerFacts | None = None
     slo: SloRecord | None = None
     request_policy: RequestPolicyRecord | None = None
+    faults: FaultFacts | None = Field(None, description="Injected transient errors (settings fault_every, fault_status); "
+                                      "absent without them.")
     warmup_requests: int | None = None

@@ -267,6 +267,12 @@ class QualityRecord(ArtifactRecord):
         return self.doc.get("build") or {}
 
     @property
+    def server(self) -> str:
+        """The server software an HTTP backend put the items to (llama-server, llama_cpp.server, ...); "" in process."""
+        b = self.build
+        return str(b.get("server") or b.get("endpoint") or "")
+
+    @property
     def items(self) -> list[QualityItem]:
         return self._cached("items", lambda: [QualityItem.from_dict(it) for it in self.doc.get("items") or []])
 

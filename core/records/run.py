@@ -73,7 +73,7 @@ METHOD_VERSION = 1  # bump when what a measurement means changes; part of every 
 OBSERVED_EFFECTIVE = frozenset({
     "llama_memory_mib", "gpu_offload_supported", "flash_attn_requested", "n_gpu_layers_requested", "n_layers_total",
     "draft_load_time_s", "draft_model_file", "draft_synthetic", "base_url", "server_command", "request_timeout_s",
-    "retries",
+    "retries", "lora", "lora_buffer_mib",
 })
 # Build fields that identify the software that measured (the "backend build").
 BUILD_IDENTITY = ("backend_version", "llama_cpp_commit", "server", "server_package", "server_version", "server_commit",
@@ -83,6 +83,8 @@ BUILD_IDENTITY = ("backend_version", "llama_cpp_commit", "server", "server_packa
 TEST_METHOD = TestSpec.METHOD_FIELDS
 TEST_LABELS = TestSpec.LABEL_FIELDS
 BACKEND_CLASSES = {True: "in process", False: "behind a server"}
+# Metrics that are shares (0 to 1): their interval is capped at 1 as well as kept above 0.
+SHARE_UPPER = {"draft_acceptance": 1.0, "pass_rate": 1.0}
 
 
 # -- identity ---------------------------------------------------------------------------------
@@ -260,6 +262,29 @@ class Resources:
     def from_dict(cls, d: Mapping[str, Any] | None) -> "Resources":
         d = d or {}
         return cls(**{f.name: d.get(f.name) for f in fields(cls)})
+
+
+@dataclass(frozen=True, slots=True)
+class LoraAttached:
+    """LoRA adapters attached to a run's context (settings.effective.lora, as the backend reported it)."""
+
+    adapters: tuple[dict[str, Any], ...] = ()
+    count: int = 0
+    scale: float | None = None
+    load_time_s: float | None = None
+    attach_time_s: float | None = None
+    rss_growth_bytes: int | None = None
+    method: str | None = None
+
+    def __bool__(self) -> bool:
+        """Whether any adapter was attached."""
+        return bool(self.adapters or self.count)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any] | None) -> "LoraAttached":
+        d = d if isinstance(d, Mapping) else {}
+        return cls(tuple(a for a in d.get("adapters") or () if isinstance(a, Mapping)), int(d.get("count") or 0),
+                   d.get("scale"), d.get("load_time_s"), d.get("attach_time_s"), d.get("rss_growth_bytes"), d.get("method"))
 
 
 class RunRecord(ArtifactRecord):
@@ -576,11 +601,40 @@ class RunRecord(ArtifactRecord):
     def baseline_key(self) -> str | None:
         return self.doc["matrix"].get("baseline_key")
 
+    # LoRA adapters
+    @property
+    def lora_requested(self) -> list[str]:
+        """The adapters this configuration asked to attach (names or paths), in order."""
+        return list(self.requested.get("lora_adapters") or [])
+
+    @property
+    def lora(self) -> "LoraAttached":
+        """What attaching the adapters did, as the backend reported it: each adapter's facts and load
+        time, the total load time, the RSS growth (an empty record without adapters)."""
+        return self._cached("lora", lambda: LoraAttached.from_dict(self.reported.get("lora")))
+
+    @property
+    def lora_adapters(self) -> list[dict[str, Any]]:
+        """Each attached adapter's facts (name, file, rank, targets, alpha, tensor bytes and types, load time)."""
+        return [dict(a) for a in self.lora.adapters]
+
+    @property
+    def lora_buffer_mib(self) -> list[float]:
+        """llama.cpp's own "LoRA buffer size" lines (MiB), one per adapter and buffer type."""
+        return [float(x) for x in self.reported.get("lora_buffer_mib") or []]
+
     # measurements
     @property
     def summary(self) -> dict[str, Summary]:
-        """Every metric's statistic (read-only)."""
-        return self._cached("summary", lambda: {k: Summary.from_dict(v) for k, v in self.doc["summary"].items()})
+        """Every metric's statistic (read-only), with each CI95 of a mean recomputed so that it stays
+        in the quantity's domain (core.stats.in_domain: a time or rate never gets a negative bound,
+        fewer than 3 samples get no interval and ``ci95_why`` says so); the file is never rewritten."""
+        def read() -> dict[str, Summary]:
+            from core import stats
+
+            return {k: Summary.from_dict(stats.in_domain(v, upper=SHARE_UPPER.get(k)) if isinstance(v, dict) and "n" in v
+                                         else v) for k, v in self.doc["summary"].items()}
+        return self._cached("summary", read)
 
     def stat(self, metric: str) -> Summary | None:
         """The statistic of one metric (n, mean, stddev, ci95_low, ci95_high, ...), None when not summarised."""
@@ -639,6 +693,57 @@ class RunRecord(ArtifactRecord):
     @property
     def log_tail(self) -> str:
         return self.doc.get("log_tail") or ""
+
+    @property
+    def request_records(self) -> list[Any]:
+        """A chat test's timed request records (core.kinds.request.RequestRecord: ok or failed;
+        warm-ups left out); [] for another kind."""
+        return list(getattr(self.samples, "requests", None) or []) if self.test_kind == "chat" else []
+
+    def generation(self) -> dict[str, Any]:
+        """What this run generated in its timed part (warm-ups left out): output tokens, the seconds
+        spent producing them, prompt tokens processed, and how the time was counted.
+
+        rate tests: n_gen tokens per repetition; the time is the repetitions' own wall time for a
+        tg test, llama.cpp's eval time of the generated part (its perf counters) when a prompt shares
+        the repetition, none for a pp test. generate, chat and serve: every timed request's output
+        tokens and end-to-end time (sequential requests). concurrency: each level's requests and the
+        level's wall time (requests in flight together share it). Failed requests count no tokens.
+        A kind this installation does not know generated nothing it can count."""
+        out: dict[str, Any] = {"tokens": 0, "seconds": 0.0, "prompt_tokens": 0, "requests": 0, "time": ""}
+        kind, samples = self.test_kind, self.samples
+        if kind == "rate":
+            spec = self.spec
+            n_gen, n_prompt = (spec.n_gen, spec.n_prompt) if spec is not None else (0, 0)
+            ns = [int(v) for v in samples.ns or []]
+            out["tokens"] = n_gen * len(ns)
+            out["prompt_tokens"] = n_prompt * len(ns)
+            if n_gen and not n_prompt:
+                out["seconds"], out["time"] = sum(ns) / 1e9, "repetition wall time"
+            elif n_gen:
+                perf = self.details.perf_counters or []
+                out["seconds"], out["time"] = sum(float(p.t_eval_ms or 0) for p in perf) / 1000.0, "llama.cpp eval time"
+            return out
+        if kind == "concurrency":
+            for level in samples.levels or []:
+                ok = [r for r in level.requests if r.ok]
+                out["tokens"] += sum(int(r.output_tokens or 0) for r in ok)
+                out["prompt_tokens"] += sum(int(r.prompt_tokens or 0) for r in ok)
+                out["requests"] += len(level.requests)
+                out["seconds"] += float(level.wall_s or 0.0)
+            out["time"] = "wall time of each concurrency level"
+            return out
+        lists = {"serve": ("cold", "warm"), "chat": ("requests",), "generate": ("requests",)}.get(kind, ())
+        for name in lists:
+            for r in getattr(samples, name, None) or []:
+                out["requests"] += 1
+                if getattr(r, "ok", True):
+                    out["tokens"] += int(r.output_tokens or 0)
+                    out["prompt_tokens"] += int(r.prompt_tokens or 0)
+                out["seconds"] += float(r.e2e_ms or 0.0) / 1000.0
+        if lists:
+            out["time"] = "end-to-end time of each timed request"
+        return out
 
     # comparability
     def comparability(self, exclude: tuple[str, ...] | frozenset[str] = ()) -> dict[str, Any]:

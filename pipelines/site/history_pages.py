@@ -13,11 +13,12 @@ from typing import Any
 
 from core.kinds import headline
 from core.records.run import RunRecord, digest
+from core.stats import MIN_INTERVAL_N, NO_INTERVAL_WHY
 
 from pipelines import compare as cmp
 from pipelines import history, hostnames
 from pipelines.site import charts
-from pipelines.site.markdown import admonition, cell, code, link, num, run_link, table
+from pipelines.site.markdown import admonition, cell, ci_cell, code, link, num, run_link, table
 
 STALE_BADGE = '<span class="almanac-badge stale" title="measured with an older build than the newest on this host">stale</span>'
 
@@ -29,10 +30,6 @@ def method_text() -> str:
 
 def _settings(req: dict[str, Any]) -> str:
     return ", ".join(f"{k}={v if isinstance(v, str) else json.dumps(v)}" for k, v in sorted(req.items()) if v is not None)
-
-
-def _ci(lo: float | None, hi: float | None, d: int) -> str:
-    return "—" if lo is None or hi is None else f"{num(lo, d)} – {num(hi, d)}"
 
 
 def history_chart(ser: history.Series) -> dict[str, Any]:
@@ -61,15 +58,21 @@ def _step_rows(steps: list[history.Step], from_dir: str = "", labels: dict[str, 
             cell(st.verdict), cell(s.model), code(s.test),
             f"{num(st.change_pct, 1)}%", f"{num(st.ratio, 3)} [{num(st.ci95_low, 3)}, {num(st.ci95_high, 3)}]",
             cell(change or "—"), cell(eff or "—"), code(s.backend), host_cell(labels, s.host_id),
-            f"{num(st.pooled_before.mean, d)} ± {num(st.pooled_before.stddev, d)} (n={st.pooled_before.n}) {before}",
-            f"{num(st.pooled_after.mean, d)} ± {num(st.pooled_after.stddev, d)} (n={st.pooled_after.n}) {after}",
+            f"{_window(st.pooled_before, d)} {before}",
+            f"{_window(st.pooled_after, d)} {after}",
         ])
     return rows
 
 
+def _window(w: dict[str, Any], d: int) -> str:
+    """A window of runs: geometric mean of its run means, the spread between them, runs and repetitions."""
+    spread = f" ± {num(100 * w['spread'], 1)}% between runs" if w.get("spread") is not None else ""
+    return f"{num(w['mean'], d)}{spread} ({w['runs']} run{'s' if w['runs'] != 1 else ''}, n={w['n']})"
+
+
 STEP_HEADERS = ["step", "model", "test", "change", "after/before [CI95]", "build change", "effective settings change",
-                "backend", "host", "before (pooled window): mean ± stddev (n), artifacts",
-                "after (pooled window): mean ± stddev (n), artifacts"]
+                "backend", "host", "before (window of runs): mean, spread between runs (runs, repetitions), artifacts",
+                "after (window of runs): mean, spread between runs (runs, repetitions), artifacts"]
 
 
 def regressions_page(docs: list[RunRecord]) -> str:
@@ -118,7 +121,8 @@ def history_page(docs: list[RunRecord]) -> str:
                      cell(_settings({k: s.requested.get(k) for k in varying}) or "defaults"),
                      num(len(s.points), 0), num(len(s.builds), 0),
                      link(num(last.mean, d), run_link(last.id)) + (" " + STALE_BADGE if last.stale else ""),
-                     _ci(last.ci95_low, last.ci95_high, d), num(last.n, 0), cell(s.metric.unit),
+                     ci_cell(last.ci95_low, last.ci95_high, d, NO_INTERVAL_WHY if last.n < MIN_INTERVAL_N else None),
+                     num(last.n, 0), cell(s.metric.unit),
                      num(len(s.steps), 0)])
     out.append(table(["model", "test", "backend", "host", "requested settings (those that differ)", "results", "builds", "latest",
                       "CI95", "n", "unit", "steps"], rows, ["l", "l", "l", "l", "l", "r", "r", "r", "r", "r", "l", "r"]))
@@ -205,3 +209,56 @@ def host_vs_host_page(docs: list[RunRecord]) -> str:
         out.append(f"## Pairs without a shared configuration\n\n{len(alone):,} pair(s) of hosts ran nothing in common: "
                    + ", ".join(alone) + ".\n")
     return "\n".join(out)
+
+
+# -- the stated rules of every verdict (Methodology) -----------------------------------------
+def verdict_rules() -> str:
+    """How every verdict on the site is reached, from the code's own statements (Methodology page)."""
+    from core import stats
+    from pipelines import memory, projections, quality, ranking, roles
+    from pipelines import noise as noise_mod
+
+    items = [
+        "**The run is the unit.** Two processes of the same build on a shared machine differ by more than the "
+        "repetitions inside one suggest, so history, `invoke compare`, leaderboards and roles compare *runs*: "
+        "a side measured in two or more runs contributes the spread between its runs (a t interval on the log "
+        "of its run means, the ratio of geometric means); a side measured once is widened by the host's "
+        "run-to-run noise for that kind of test, or has no interval (and says so) where that noise was never "
+        "measured. " + cell(noise_mod.METHOD) + " `invoke noise` measures it with a short A/A on a host; the "
+        "table below shows what every host has.",
+        "**Calibrated.** `benchmarks/aa_calibration.py` runs a small matrix many times under two labels that "
+        "change nothing and feeds the runs through the history and `invoke compare`: the false-alarm rate and the "
+        "smallest slowdown still detected are in `benchmarks/results/aa_calibration.md`.",
+        f"**Intervals stay in their domain.** Fewer than {stats.MIN_INTERVAL_N} samples: no interval. A stored "
+        "interval from before this rule is recomputed from its n, mean and stddev when the site is built.",
+        "**Percentiles** (p95, p99) carry distribution-free bounds from order statistics (the number of samples "
+        "below the true quantile is binomial): a bound that needs more samples than there are is not given, and "
+        f"the page says how many it needs (a one-sided 95% bound of p99 needs {stats.quantile_samples_needed(0.99, 0.95, False)} "
+        f"samples, of p95 {stats.quantile_samples_needed(0.95, 0.95, False)}).",
+        "**Quality, paired.** " + cell(quality.PAIRED_RULE),
+        "**Ranks.** " + cell(ranking.RULE),
+        "**Roles, ties.** " + cell(roles.TIE_RULE),
+        "**Projections.** " + cell(projections.VERDICT_RULE),
+        "**Units.** Memory is in GiB (2^30 bytes), bandwidth in GB/s (10^9 bytes per second). " + cell(memory.GPU_UNITS_NOTE),
+    ]
+    return "\n".join(f"- {x}" for x in items) + "\n\n" + noise_table()
+
+
+def noise_table() -> str:
+    """Every host's run-to-run noise per kind of test, and where it comes from."""
+    from pipelines import noise as noise_mod
+    from pipelines.runs import load_runs
+
+    table_ = noise_mod.host_noise(list(load_runs()))
+    if not table_:
+        return "No host has a run-to-run noise estimate yet: run `invoke noise` on it."
+    rows = [[code(h), code(c), f"{num(100 * n.sigma, 2)}%", num(n.df, 0), cell(n.source)]
+            for (h, c), n in sorted(table_.items())]
+    return table(["host", "kind of test", "run-to-run noise (log sd of run means)", "degrees of freedom", "from"], rows,
+                 ["l", "l", "r", "r", "l"])
+
+
+def ranking_rule() -> str:
+    from pipelines import ranking
+
+    return cell(ranking.RULE)

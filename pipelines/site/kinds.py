@@ -5,7 +5,7 @@ its module declares), in the runs browser and viewer, in History and Host vs hos
 Methodology's table of kinds. What is specific to a kind is registered here as a :class:`KindSite`:
 
 * ``pages``: the pages organised by host whose content its runs make (their hosts appear there:
-  ``serving`` for serve and concurrency runs, ``comparisons`` for chat and serve runs);
+  ``serving`` for serve, concurrency, load, capacity and probe runs, ``comparisons`` for chat and serve runs);
 * ``section``: a section of its own, ``section(runs) -> Markdown`` over the kind's runs, published
   as the kind's page (``kinds/<name>/``, linked from Methodology) when any run of it exists.
 
@@ -118,6 +118,10 @@ def kind_page(kind: str, runs: list[RunRecord]) -> str:
 # -- the built-in kinds' registrations ------------------------------------------------------------
 register(KindSite("serve", pages=("serving", "comparisons")))
 register(KindSite("concurrency", pages=("serving",)))
+register(KindSite("load", pages=("serving",)))
+register(KindSite("capacity", pages=("serving",)))
+register(KindSite("probe", pages=("serving",)))
 register(KindSite("chat", pages=("comparisons",)))
 register(KindSite("rate"))
 register(KindSite("generate"))
+register(KindSite("agent_loop"))  # its page is docs/agents.md (the Agent loops page, pipelines/site/agent_pages.py)

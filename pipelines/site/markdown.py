@@ -95,6 +95,13 @@ def nbytes(value: Any) -> str:
     return str(value)
 
 
+def ci_cell(lo: Any, hi: Any, decimals: int = 2, why: str | None = None) -> str:
+    """An interval "low – high", or "—" with the reason there is none (small, after it)."""
+    if lo is None or hi is None or (isinstance(lo, float) and not math.isfinite(lo)):
+        return "—" + (f" <small>({cell(why)})</small>" if why else "")
+    return f"{num(lo, decimals)} – {num(hi, decimals)}"
+
+
 def link(text: str, target: str) -> str:
     """A Markdown link; ``text`` is escaped, ``target`` is a path we built (ids are validated)."""
     return f"[{cell(text)}]({target})"
@@ -221,7 +228,8 @@ def endpoint_badge(server: str | None) -> str:
             f'no local file">endpoint · {name}</span>')
 PROJECTED_BADGE = '<span class="almanac-badge projected">PROJECTED</span>'
 VERIFIED_BADGE = '<span class="almanac-badge verified">VERIFIED</span>'
-MISSED_BADGE = '<span class="almanac-badge missed" title="the measurement lies outside the projected range">MISSED</span>'
+MISSED_BADGE = ('<span class="almanac-badge missed" title="the measurement lies outside the projected range, or the projection is '
+                'further off it than the stated tolerance">MISSED</span>')
 OUTLIER_BADGE = '<span class="almanac-badge outlier" title="more than 3.5 robust standard deviations from the median">outlier</span>'
 
 

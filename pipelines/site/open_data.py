@@ -128,6 +128,7 @@ def published_paths() -> str:
         [code("data/quality/<host>/<model>/<suite>--<key>-<time>.json"), "quality", "one quality run"],
         [code("data/hosts/<host>/*.json"), "host", "a host probe (memory bandwidth)"],
         [code("data/projections/<host>/*.json"), "projection", "a projection record"],
+        [code("data/decisions/<host>/*.json"), "decision", "a go/no-go decision with its evidence"],
         [code("runs/index.json"), "—", "the runs browser's list (also index.csv)"],
         [code("quality-runs/index.json"), "—", "the quality runs browser's list (also index.csv)"],
         [code("tables/<digest>.csv"), "—", "a table of a page, every row (also .json)"],

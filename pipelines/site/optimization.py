@@ -12,6 +12,7 @@ import altair as alt
 import pandas as pd
 
 from core.metrics import METRICS
+from core.records.quality import QualityRecord
 from core.records.run import RunRecord
 
 from core import degeneration
@@ -37,6 +38,8 @@ TRACK_INTRO = {
     "threads": "Threads used for generation (and prompt processing unless set apart); the x axis is what llama.cpp reports it used.",
     "depth": "Generation rate after N tokens already in the context (`tg…@dN`, prefilled outside the timer): the KV cache read per token grows with N.",
     "settings": "Batch sizes, flash attention and KV-cache types, one configuration per point.",
+    "moe-speculation": "",
+    "adapters": "",
 }
 STATUS_COLORS = {"baseline": "#555555", "identical": "#2e7d32", "diverged": "#ef6c00", "degenerate": "#c62828"}
 
@@ -341,7 +344,16 @@ def _sweep_section(sw: opt.Sweep) -> list[str]:
 SWEEPS_SHOWN = 6  # sweeps shown in full per track (the newest)
 
 
-def optimization_page(docs: list[RunRecord]) -> str:
+def _quality_docs() -> list[QualityRecord]:
+    from pipelines import dataset
+
+    return list(dataset.load().quality)
+
+
+def optimization_page(docs: list[RunRecord], quality_docs: list[QualityRecord] | None = None) -> str:
+    from pipelines import speculation
+    from pipelines.site import tracks
+
     all_sweeps = opt.sweeps(docs)
     if not all_sweeps:
         return admonition("warning", "No sweeps yet",
@@ -355,6 +367,9 @@ def optimization_page(docs: list[RunRecord]) -> str:
         group = [sw for sw in all_sweeps if sw.track == track]
         if not group:
             continue
+        if track == "adapters":  # one section across the adapter sweeps: the adapter table, cost per adapter, memory
+            out += tracks.adapters_section(docs)
+            continue
         out += [f"## {cell(opt.TRACK_TITLES[track])}", "", TRACK_INTRO[track], ""]
         if len(group) > SWEEPS_SHOWN:
             # the newest sweeps in full; every sweep's best point is in the table above, every point in the runs browser
@@ -364,7 +379,14 @@ def optimization_page(docs: list[RunRecord]) -> str:
             keep = {id(sw) for sw in newest[:SWEEPS_SHOWN]}
             group = [sw for sw in group if id(sw) in keep]
         for sw in group:
+            if track == "moe-speculation":
+                out += tracks.moe_spec_section(sw)
+                continue
             out += _sweep_section(sw)
+            if speculation.is_draft_sweep(sw):
+                if quality_docs is None:
+                    quality_docs = _quality_docs()
+                out += tracks.draft_pareto_section(sw, quality_docs)
     t = degeneration.thresholds()
     out += ["## Failed approaches", "",
             "Points that failed (with the reason the backend gave, e.g. a draft of another vocabulary), lost to "

@@ -17,20 +17,14 @@ from core.kinds import all_kinds
 from core.records.run import RunRecord
 from core.summary import Summary
 
-from pipelines import leaderboard
+from pipelines import leaderboard, ranking
 from pipelines.runs import latest_per_key, last_updated, records
 from pipelines.site import charts
 from pipelines.site.history_pages import STALE_BADGE
-from pipelines.site.markdown import (ROOT, SYNTHETIC_BADGE, admonition, cell, code, endpoint_badge, link, nbytes, num, run_json,
+from pipelines.site.markdown import (ROOT, SYNTHETIC_BADGE, admonition, cell, ci_cell, code, endpoint_badge, link, nbytes, num, run_json,
                                      run_link, table)
 
 BOARD_ROWS = 10  # results shown per board (table and chart); the downloads and the runs browser hold all
-
-
-def _ci(lo: Any, hi: Any, decimals: int) -> str:
-    if lo is None or hi is None or (isinstance(lo, float) and pd.isna(lo)):
-        return "—"
-    return f"{num(lo, decimals)} – {num(hi, decimals)}"
 
 
 def _val(v: Any) -> Any:
@@ -66,7 +60,7 @@ def headline_table(docs: list[RunRecord]) -> str:
         r, m = recs[0], b.metric
         rows.append([code(b.host_id), code(b.test), code(b.backend), cell(m.label),
                      link(f"{num(r['mean'], m.decimals)} {m.unit}", run_link(r["id"])),
-                     _ci(_val(r["ci95_low"]), _val(r["ci95_high"]), m.decimals), num(r["n"], 0),
+                     ci_cell(_val(r["ci95_low"]), _val(r["ci95_high"]), m.decimals, r["interval_note"]), num(r["n"], 0),
                      cell(r["model"]) + (" " + SYNTHETIC_BADGE if r["synthetic"] else ""), num(len(recs), 0)])
     return table(["host", "workload", "backend", "headline metric", "best", "CI95", "n", "model", "results"], rows,
                  ["l", "l", "l", "l", "r", "r", "r", "l", "r"])
@@ -95,6 +89,8 @@ def newest_regressions(docs: list[RunRecord], limit: int = HOME_REGRESSIONS) -> 
 
 def home(docs: list[RunRecord]) -> str:
     """What a reader wants in ten seconds: when, the best result per host and workload, what got worse."""
+    from pipelines.site.corpus import corpus_section
+
     if not docs:
         return admonition("warning", "No data yet", "Run `invoke all` to measure the embedded model on this host.")
     docs = records(docs)
@@ -122,6 +118,7 @@ def home(docs: list[RunRecord]) -> str:
         "",
         newest_regressions(docs),
         "",
+        corpus_section(docs),
         "## Hosts",
         "",
         hosts_table(latest),
@@ -153,9 +150,9 @@ def leaderboard_page(docs: list[RunRecord], boards: list[Any] | None = None) -> 
             title += f" · {code(b.key[:8])}"
         out.append(title + "\n")
         out.append(f"Ranked by **{cell(m.label)}** ({cell(m.unit)}, {'higher' if m.higher_is_better else 'lower'} is better; "
-                   f"{cell(m.aggregation)}) with CI95: results whose intervals overlap share a rank, marked "
-                   f"**=**; a result with fewer than two samples has no interval and no rank (—). "
-                   f"Each figure links to the artifact it comes from.\n")
+                   f"{cell(m.aggregation)}) with a CI95 that treats the run as the unit (see [Methodology]"
+                   f"(methodology.md#statistics)): {cell(ranking.SHORT_RULE)}. "
+                   f"Each figure links to the newest artifact of its configuration.\n")
         facts = [f"**Test:** {code(b.test_kind)} {cell(_definition(b.definition))}"]
         if not b.build_varies:
             facts.append(f"**Backend build:** {cell(b.builds[0])}")
@@ -170,7 +167,8 @@ def leaderboard_page(docs: list[RunRecord], boards: list[Any] | None = None) -> 
         build_cols = ["backend build"] if b.build_varies else []
         extra = [METRICS[c] for c in leaderboard.extra_columns(b)]  # e.g. energy per token, where measured
         headers = (["#", "model", "quant"] + build_cols + [code(k) for k in b.varying]
-                   + [f"{cell(m.label)} ({cell(m.unit)})", "± stddev", "n", "CI95"]
+                   + [f"{cell(m.label)} ({cell(m.unit)})", "± stddev (one run: its own; several: between runs)", "runs",
+                      "n", "CI95"]
                    + [f"{cell(x.label)} ({cell(x.unit)}) [CI95]" for x in extra] + ["source"])
         rows = []
         chart_rows = []
@@ -183,20 +181,20 @@ def leaderboard_page(docs: list[RunRecord], boards: list[Any] | None = None) -> 
                          cell(r["quantization"])] + ([cell(r["backend_build"])] if b.build_varies else [])
                         + [cell(_setting(r["settings"][k])) for k in b.varying] + [
                          link(num(r["mean"], m.decimals), run_link(r["id"])) + (" " + STALE_BADGE if r["stale"] else ""),
-                         num(_val(r["stddev"]), m.decimals),
-                         num(r["n"], 0), _ci(_val(r["ci95_low"]), _val(r["ci95_high"]), m.decimals)]
+                         num(_val(r["stddev"]), m.decimals), num(r["runs"], 0),
+                         num(r["n"], 0), ci_cell(_val(r["ci95_low"]), _val(r["ci95_high"]), m.decimals, r["interval_note"])]
                         + [_extra_cell(r["extra"].get(x.name), x) for x in extra]
                         + [link(r["id"], run_link(r["id"]))])
             chart_rows.append({"label": f"{r['rank_label']} {label}" + (" [synthetic]" if r["synthetic"] else ""),
                                "mean": r["mean"], "stddev": _val(r["stddev"]), "n": r["n"],
                                "ci95_low": _val(r["ci95_low"]), "ci95_high": _val(r["ci95_high"]), "id": r["id"],
                                "json": json_of.get(r["id"], "")})
-        out.append(table(headers, rows, ["r", "l", "l"] + ["l"] * (len(build_cols) + len(b.varying)) + ["r", "r", "r", "r"]
+        out.append(table(headers, rows, ["r", "l", "l"] + ["l"] * (len(build_cols) + len(b.varying)) + ["r", "r", "r", "r", "r"]
                          + ["r"] * len(extra) + ["l"]))
         out.append("")
         if len(chart_rows) > 1:
             chart = charts.dots_with_ci(pd.DataFrame(chart_rows), m, title=f"{b.test} on {b.host_id} ({b.backend})")
-            out.append(charts.embed(chart, caption=f"{cell(m.label)}: one dot per artifact (mean) with its CI95; click a dot for its artifact's JSON."))
+            out.append(charts.embed(chart, caption=f"{cell(m.label)}: one dot per configuration (geometric mean of its runs) with its CI95; click a dot for its newest artifact's JSON."))
             out.append("")
     return "\n".join(out)
 
@@ -205,7 +203,7 @@ def _extra_cell(s: Summary | None, m: Any) -> str:
     """A column beside the headline: its mean and CI95 ("—" where the row did not measure it)."""
     if s is None or s.mean is None:
         return "—"
-    ci = _ci(_val(s.ci95_low), _val(s.ci95_high), m.decimals)
+    ci = ci_cell(_val(s.ci95_low), _val(s.ci95_high), m.decimals)
     return num(s.mean, m.decimals) + (f" [{ci}]" if ci != "—" else "")
 
 

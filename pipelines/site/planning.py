@@ -229,9 +229,9 @@ def projections_host(ps: proj.ProjectionSet, history: list[dict[str, Any]]) -> s
             vs = (w["mid"] / base) if (w["mid"] and base) else None
             measured = "—"
             if w["measured"] is not None:
-                ok = w["low"] is not None and w["low"] <= w["measured"] <= w["high"]
+                status = proj.verdict(w["low"], w["high"], w["measured"], w["mid"]) if w["low"] is not None else "MISSED"
                 measured = (f"{_metric_value(metric0, w['measured'])} {_ci_text(w['measured_ci95'])} "
-                            f"{verdict_badge('VERIFIED' if ok else 'MISSED')} (error {_pct(w['mid'] / w['measured'] - 1)})")
+                            f"{verdict_badge(status)} (error {_pct(w['mid'] / w['measured'] - 1)})")
             rows.append([cell(w["scenario"]), f"{_metric_value(metric0, w['mid'])} {PROJECTED_BADGE}",
                          f"{num(w['low'], 2)} – {num(w['high'], 2)}", _x(vs), measured])
         cur = weighted[0]
@@ -243,8 +243,7 @@ def projections_host(ps: proj.ProjectionSet, history: list[dict[str, Any]]) -> s
         out.append("A projected range carries the effect's range and the baselines' CI95s (each end of the effect on "
                    "the same end of the interval). A weighted current or measured value carries a CI95 propagated "
                    "from the CI95s of its inputs (first-order, inputs independent, added in quadrature). "
-                   f"{VERIFIED_BADGE}: the measured value lies within the projected range; {MISSED_BADGE}: it does "
-                   "not, with the signed error (projected ÷ measured − 1). Baseline rule: " + cell(proj.BASELINE_RULE) + ".")
+                   f"{VERIFIED_BADGE} / {MISSED_BADGE}: {cell(proj.VERDICT_RULE)} Baseline rule: " + cell(proj.BASELINE_RULE) + ".")
         out.append("")
     # -- accuracy ----------------------------------------------------------------------------------
     out += ["### Projection accuracy over time", ""]
@@ -293,7 +292,17 @@ def projections_page(runs: list[RunRecord], records: list[ProjectionRecord]) -> 
                         "Run `invoke bench` and `invoke bench --matrix projections` to measure the roles of "
                         "`data/usage_mix.yaml` on this host.")
     history = proj.accuracy_history(records, runs)
-    return "\n".join(projections_host(proj.project(runs, catalogue, mix, h), history) for h in hosts)
+    body = "\n".join(projections_host(proj.project(runs, catalogue, mix, h), history) for h in hosts)
+    return body + "\n\n" + gates_page_section(catalogue, runs)
+
+
+def gates_page_section(catalogue: Any, runs: list[Any]) -> str:
+    """The go/no-go gates (pipelines.gates) with the quality artifacts and decision records of the loaded set."""
+    from pipelines import dataset
+    from pipelines.site.gates import gates_section
+
+    ds = dataset.load()
+    return gates_section(catalogue, runs, list(ds.quality), list(ds.of("decision")))
 
 
 # =====================================================================================
@@ -415,19 +424,21 @@ def model_memory_section(shape: mem.ModelShape, doc: RunRecord, settings: mem.Pl
                   + cell(settings.gpu_runtime_overhead_source) + ")") + ". All figures " + PROJECTED_BADGE + ".")
     out.append("")
     fits = mem.fits_rows(shape, settings, host_memory, baseline_rss)
-    headers = ["context", "cache", "KV", "host RAM"] + [f"{num(g, 0)} GB" for g in settings.gpu_sizes_gb]
+    cards = settings.cards
+    headers = ["context", "cache", "KV", "host RAM"] + [f"{cell(c.name)}<br><small>{cell(c.unit_text)}</small>" for c in cards]
     rows = []
     for r in fits:
         ctx = num(r["n_ctx"], 0) + (" ⚠ beyond training" if r.get("beyond_training") else "")
         if r["error"]:
-            rows.append([ctx, code(r["cache_type"]), cell(r["error"]), "—"] + ["—"] * len(settings.gpu_sizes_gb))
+            rows.append([ctx, code(r["cache_type"]), cell(r["error"]), "—"] + ["—"] * len(cards))
             continue
         host = nbytes(r["cpu"].total) + (" ✓" if r["host_fit"] else " ✗" if r["host_fit"] is False else "")
         gpu_cells = [("✓" if ok else "✗") for ok in r["gpu_fit"].values()]
         gpu_cells[0] = f"{nbytes(r['gpu'].total)} " + gpu_cells[0]
         rows.append([ctx, code(r["cache_type"]), nbytes(r["kv_bytes"]), host] + gpu_cells)
-    out += [table(headers, rows, ["r", "l", "r", "r"] + ["c"] * len(settings.gpu_sizes_gb)), ""]
-    out.append("The first GPU column also gives the predicted VRAM total.")
+    out += [table(headers, rows, ["r", "l", "r", "r"] + ["c"] * len(cards)), ""]
+    out.append("The first GPU column also gives the predicted VRAM total. Units: every total is in GiB (2^30 bytes). "
+               + cell(mem.GPU_UNITS_NOTE))
     out.append("")
     # LoRA
     out += ["### LoRA adapters", ""]
@@ -570,7 +581,7 @@ def vram_vs_measured(runs: list[RunRecord]) -> str:
     return "\n".join(out)
 
 
-ROOFLINE_CHART_RUNS = 40  # runs drawn in the roofline chart (a bar pair each); the table's downloads hold all
+ROOFLINE_CHART_RUNS = 40  # runs drawn in the roofline chart (a dot and a tick each); the table's downloads hold all
 MODELS_SHOWN = 12  # model files with a memory section of their own on the page
 
 
@@ -592,6 +603,11 @@ def memory_page(runs: list[RunRecord], hosts: list[HostRecord]) -> str:
             "gpu_runtime_overhead_source": f"the median residual of {n_gpu_runs} measured GPU runs"})
     out = ["## Predicted against measured", "", "### Host RAM (CPU runs)", "", predicted_vs_measured(runs), "",
            "### GPU memory", "", vram_vs_measured(runs), ""]
+    from pipelines.site.tracks import adapter_memory_section
+
+    lora = adapter_memory_section(runs)
+    if lora:
+        out += [lora, ""]
     if len(docs) > MODELS_SHOWN:
         # a section per model file: the newest few; the rest are listed (the planner plans any of them)
         newest = sorted(docs, key=lambda d: d.created, reverse=True)
@@ -621,6 +637,26 @@ def memory_page(runs: list[RunRecord], hosts: list[HostRecord]) -> str:
 # =====================================================================================
 def admonition_inline(text: str) -> str:
     return f'<span class="almanac-badge missed">{cell(text)}</span>'
+
+
+def roofline_chart(df: pd.DataFrame) -> alt.LayerChart:
+    """Measured decode rate (a dot) and its bandwidth bound (a tick) per run, joined by a rule: marks
+    placed at a value, never bars from zero, so the chart draws the same on a log scale (which it
+    uses when the values span an order of magnitude or more: a bar from 0 has no length there)."""
+    vals = pd.concat([df["measured"], df["bound"]])
+    vals = vals[vals > 0]
+    log_scale = bool(len(vals)) and vals.max() / vals.min() >= 10
+    xscale = alt.Scale(type="log") if log_scale else alt.Scale(zero=False)
+    title = "t/s" + (" (log scale)" if log_scale else "")
+    base = alt.Chart(df).encode(y=alt.Y("run:N", title=None, sort=None))
+    tip = [alt.Tooltip("run:N"), alt.Tooltip("measured:Q", format=",.1f"), alt.Tooltip("bound:Q", format=",.1f"),
+           alt.Tooltip("efficiency:Q", format=".0%")]
+    gap = base.mark_rule(color="#999").encode(x=alt.X("measured:Q", title=title, scale=xscale), x2="bound:Q", tooltip=tip)
+    bound = base.mark_tick(thickness=3, size=14, color="#d95f02").encode(x=alt.X("bound:Q", scale=xscale), tooltip=tip)
+    measured = base.mark_point(filled=True, size=70, color="#1b9e77").encode(x=alt.X("measured:Q", scale=xscale), tooltip=tip)
+    return (gap + bound + measured).properties(
+        width="container", height=max(80, 26 * len(df)),
+        title="Measured decode rate (dot) against the bandwidth bound (tick)")
 
 
 def roofline_page(runs: list[RunRecord], hosts: list[HostRecord]) -> str:
@@ -676,10 +712,10 @@ def roofline_page(runs: list[RunRecord], hosts: list[HostRecord]) -> str:
                      _pct(r.get("efficiency_single"), 0, sign=False),
                      cell(r.get("bound_uses") or "—"),
                      (admonition_inline("not memory-bound") + " " if r.get("fits_llc") else "") + (cell(r["note"]) if r["note"] else "")])
-        if r.get("bound") and len(chart_rows) < 2 * ROOFLINE_CHART_RUNS:
-            chart_rows.append({"run": f"{r['model']} · {r['test_name']} ({r['id'][:12]})", "value": r["measured"], "kind": "measured"})
-            chart_rows.append({"run": f"{r['model']} · {r['test_name']} ({r['id'][:12]})", "value": r["bound"],
-                               "kind": f"bound ({r.get('bound_uses') or 'copy'} bandwidth)"})
+        if r.get("bound") and r["measured"] and len(chart_rows) < ROOFLINE_CHART_RUNS:
+            chart_rows.append({"run": f"{r['model']} · {r['test_name']} ({r['id'][:12]})", "measured": r["measured"],
+                               "bound": r["bound"], "uses": f"bound ({r.get('bound_uses') or 'copy'} bandwidth)",
+                               "efficiency": r.get("efficiency")})
     out += [table(["run", "host", "model", "test", "threads", "mean depth", "bytes read per token", "bound t/s",
                    "bound t/s (1 thread)", "measured t/s", "efficiency", "eff. vs copy bound", "eff. vs 1 thread",
                    "bound uses", "note"], rows,
@@ -691,20 +727,13 @@ def roofline_page(runs: list[RunRecord], hosts: list[HostRecord]) -> str:
                "(sampling and detokenising included). A run whose bytes per token fit in its host's last-level "
                "cache is flagged not memory-bound: its efficiency against the DRAM bound means little.")
     if chart_rows:
-        df = pd.DataFrame(chart_rows)
-        vals = df["value"][df["value"] > 0]
-        log_scale = bool(len(vals)) and vals.max() / vals.min() >= 10  # values spanning an order of magnitude or more
-        xscale = alt.Scale(type="log") if log_scale else alt.Scale()
-        chart = alt.Chart(df).mark_bar().encode(
-            y=alt.Y("run:N", title=None), x=alt.X("value:Q", title="t/s" + (" (log scale)" if log_scale else ""), scale=xscale),
-            color=alt.Color("kind:N", title=None),
-            yOffset=alt.YOffset("kind:N"), tooltip=[alt.Tooltip("run:N"), alt.Tooltip("kind:N"), alt.Tooltip("value:Q", format=".1f")],
-        ).properties(width="container", height=max(80, 40 * len(df) // 2), title="Measured decode rate against the bound")
+        chart = roofline_chart(pd.DataFrame(chart_rows))
         with_bound = sum(1 for r in rows_data if r.get("bound"))
-        shown = len(chart_rows) // 2
+        shown = len(chart_rows)
         more = (f" The first {shown} of {with_bound:,} runs, in the table's order; every run is in the table's "
                 "downloads.") if shown < with_bound else ""
-        out += ["", charts.embed(chart, caption="Measured decode rate and the bandwidth bound per run." + more)]
+        out += ["", charts.embed(chart, caption="Measured decode rate (dot) and the bandwidth bound (tick) per run, "
+                                "joined by a line: its length is the gap to the bound." + more)]
     return "\n".join(out)
 
 
@@ -769,4 +798,7 @@ def whatif_page(runs: list[RunRecord]) -> str:
             color=alt.Color("stage:N", title="stage"), tooltip=[alt.Tooltip("mix:N"), alt.Tooltip("stage:N"), alt.Tooltip("share:Q", format=".1f")],
         ).properties(width="container", height=max(80, 40 * df["mix"].nunique()), title="Where each mix spends its time")
         out += [charts.embed(chart, caption="Stage shares per mix, from measured stage timings."), ""]
+    from pipelines.site.retries import errors_section
+
+    out.append(errors_section(f, runs))
     return "\n".join(out)

@@ -101,6 +101,7 @@ def quality_page(docs: list[QualityRecord]) -> str:
         out.append(charts.embed(charts.bar_with_ci(chart_df, metric, title="Pass rate per suite (Wilson CI95)"),
                                 caption="Pass rate with its 95% Wilson interval; small samples give wide intervals."))
         out.append("")
+    out += paired_section(docs)
     out += ["## Runs", "", "Every current quality artifact, superseded suite versions and incomplete runs included.", ""]
     rows = []
     for _, r in frame.sort_values(["suite", "model", "config_label"]).iterrows():
@@ -114,6 +115,33 @@ def quality_page(docs: list[QualityRecord]) -> str:
                      ["l", "l", "l", "r", "r", "r", "r", "r", "l", "l", "l"]))
     out += ["", "## Suites", "", suites_table(frame), ""]
     return "\n".join(out)
+
+
+def paired_cell(pc: Any) -> str:
+    """A paired comparison in a cell: difference in points with its CI95, the verdict and McNemar's p,
+    and the minimum detectable difference at that item count."""
+    if pc is None:
+        return "no shared items"
+    mdd = f"detectable: ±{num(100 * pc.mdd, 0)} pts at {pc.n} items" if pc.mdd is not None else \
+        f"{pc.n} items cannot detect any difference"
+    return (f"{num(100 * pc.diff, 0)} pts [{num(100 * pc.ci95_low, 0)}, {num(100 * pc.ci95_high, 0)}] "
+            f"**{cell(pc.verdict)}** (McNemar p {'< 0.001' if pc.p_value < 0.001 else num(pc.p_value, 3)}; "
+            f"{pc.a_only} vs {pc.b_only} discordant)"
+            f"<br><small>{mdd}</small>")
+
+
+def paired_section(docs: list[dict[str, Any]]) -> list[str]:
+    rows = quality_mod.paired_against_leader(docs)
+    if not rows:
+        return []
+    out = ["## Paired comparisons", "",
+           "Per suite and prompt style, every configuration against the one with the highest pass rate, item by item "
+           "on the items both answered (not two independent intervals). " + cell(quality_mod.PAIRED_RULE), ""]
+    body = [[code(r["suite"]), link(r["config"], quality_link(r["id"])), link(r["leader"], quality_link(r["leader_id"])),
+             num(r["comparison"].n, 0) if r["comparison"] else "0", paired_cell(r["comparison"])] for r in rows]
+    out += [table(["suite", "configuration (B)", "leader (A)", "shared items", "B − A (CI95), verdict, detectable"], body,
+                  ["l", "l", "l", "r", "l"]), ""]
+    return out
 
 
 def _anchor(item_id: str) -> str:
@@ -142,8 +170,10 @@ def _evidence_table(c: roles_mod.Candidate) -> str:
         ci = "—"
         if ev.ci and ev.ci[0] is not None and ev.kind == "quality":
             ci = _ci(*ev.ci)
+        elif ev.ci and ev.ci[0] is not None and ev.ci[0] == ev.ci[1]:
+            ci = "—" + (f" <small>({cell(ev.note)})</small>" if ev.note else "")
         elif ev.ci and ev.ci[0] is not None:
-            ci = f"{num(ev.ci[0])} – {num(ev.ci[1])}"
+            ci = f"{num(ev.ci[0])} – {num(ev.ci[1])}" + (f" <small>({cell(ev.note)})</small>" if ev.note else "")
         rows.append([cell(ev.requirement), cell(ev.value), ci, num(ev.n, 0) if ev.n is not None else "—", _verdict(ev),
                      _evidence_links(ev)])
     return table(["requirement", "measured", "CI95", "n", "verdict", "source"], rows) if rows else "No requirements."
@@ -167,6 +197,14 @@ def _requirements(role: roles_mod.Role) -> str:
         parts.append(f"{s.test} {m.label} {'≥' if s.min is not None else '≤'} {num(s.min if s.min is not None else s.max, m.decimals)} {m.unit}")
     if role.memory_max is not None:
         parts.append(f"memory ≤ {roles_mod.nbytes(role.memory_max)}")
+    if role.serving is not None:
+        sv = role.serving
+        if sv.users is not None:
+            parts.append(f"{num(sv.users, 0)} users at SLO")
+        if sv.rate is not None:
+            parts.append(f"{num(sv.rate, 2)} req/s at SLO")
+        if sv.probes:
+            parts.append("endpoint " + ", ".join(sv.probes))
     return "; ".join(parts) or "none"
 
 
@@ -196,10 +234,11 @@ def _summary_table(assignments: list[roles_mod.Assignment]) -> str:
         unmeasured = [c for c in a.rejected if c.state in ("not measured", "partly measured")]
         if a.chosen:
             met = "; ".join(f"{e.requirement.split(' (')[0]}: {e.value}" for e in a.chosen.evidence
-                            if e.kind in ("quality", "speed"))
+                            if e.kind in ("quality", "speed", "serving"))
             why = f"meets every requirement ({met})" if met else "meets every requirement"
-            if a.within_noise():
-                why += f"; within noise of {a.within_noise()[1].label}"
+            if a.tie:
+                why += (f"; within noise of {', '.join(c.label for c in a.tie.others)} on {a.tie.requirement}: "
+                        f"tie broken by {a.tie.decided_by}")
         else:
             why = "<br>".join(cell(_candidate_line(c)) for c in (unresolved + rejected)[:2]) or "—"
         rows.append([link(a.role, f"#role-{_anchor(a.role)}"), cell(a.spec.tier or "—"), f"**{cell(a.status)}**",
@@ -248,10 +287,10 @@ def roles_page(reg: roles_mod.RolesFile, assignments: list[roles_mod.Assignment]
             body: list[str] = []
             if a.chosen:
                 body += [f"**Assigned:** {cell(a.chosen.label)}: meets every requirement and ranks first.", ""]
-                tie = a.within_noise()
-                if tie:
-                    body += [f"**Within noise:** on {cell(tie[0])} its CI95 overlaps that of the runner-up, "
-                             f"{cell(tie[1].label)}: the means order them, and a re-measurement could swap them.", ""]
+                if a.tie:
+                    body += [f"**Within noise:** on {cell(a.tie.requirement)} it cannot be told apart from "
+                             f"{cell(', '.join(c.label for c in a.tie.others))} (see the tie rule above); the tie is "
+                             f"broken by {cell(a.tie.decided_by)}, which puts it first.", ""]
                 body += [_evidence_table(a.chosen), ""]
             if a.fallbacks:
                 more = (f" → … and {len(a.fallbacks) - FALLBACKS_SHOWN:,} more eligible configurations"
@@ -319,9 +358,12 @@ def decision_rules() -> str:
             f"Reasons: {reasons}; a requirement with no artifact is *no data*, never a guess. "
             "Quality comes from quality runs of the same configuration (model file and the settings that can "
             "change the output) on any host; speed and memory from speed runs on the host being assigned. "
+            "Speed figures treat the run as the unit: a configuration measured in two or more runs has the CI95 of "
+            "the spread between them, one measured once its run widened by the host's run-to-run noise for that kind "
+            "of test (or, where that noise was never measured, no interval: its mean decides). "
             "Eligible candidates are ranked by the role's preference (speed: its first speed requirement's "
             "metric; quality: mean pass rate over its suites), then the other, then lower peak memory, then "
-            "name: the first is assigned, the rest form the fallback chain.")
+            f"name: the first is assigned, the rest form the fallback chain. Ties within noise: {roles_mod.TIE_RULE}")
 
 
 def scorers_table(scorers: list[Any]) -> str:
@@ -411,8 +453,9 @@ def ladder_section(frame: pd.DataFrame) -> str:
                 cells.append("not measured")
                 continue
             chance = f", chance {_pct(s['chance'])}" if s.get("chance") is not None else ""
+            vs = f"<br><small>vs source, paired: {paired_cell(s['paired'])}</small>" if s.get("paired") is not None else ""
             cells.append(link(f"{_pct(s['pass_rate'])} ({s['passed']}/{s['n']})", quality_link(s["id"]))
-                         + f"<br><small>CI95 {_ci(s['ci95_low'], s['ci95_high'])}{chance}</small>")
+                         + f"<br><small>CI95 {_ci(s['ci95_low'], s['ci95_high'])}{chance}</small>" + vs)
         rows.append([cell(r["model"]) + origin, code(r["quantization"]), roles_mod.nbytes(r["size_bytes"]),
                      link(_pm(r["ppl"], r["ppl_se"]), perplexity_link(r["ppl_id"])), kld, same,
                      _speed_cell(r["pp512"]), _speed_cell(r["tg128"]),

@@ -10,6 +10,7 @@ from typing import Any
 import altair as alt
 import pandas as pd
 
+from core import stats
 from core.metrics import METRICS
 from core.records.run import RunRecord
 from core.summary import Summary
@@ -60,12 +61,26 @@ def warm_table(rows: list[dict[str, Any]]) -> str:
     out = []
     for r in rows:
         e2e = r["e2e_ms"]
+        bounds = r.get("e2e_bounds") or {}
         out.append(_who(r) + [_mean(r["ttft_ms"]), _mean(r["tpot_ms"], 2), _mean(e2e),
-                              num(e2e.median, 1) if e2e else "—", num(e2e.p95, 1) if e2e else "—",
-                              num(e2e.p99, 1) if e2e else "—", num(e2e.n, 0) if e2e else "0",
+                              num(e2e.median, 1) if e2e else "—",
+                              _quantile(e2e.p95, bounds.get(0.95)) if e2e else "—",
+                              _quantile(e2e.p99, bounds.get(0.99)) if e2e else "—", num(e2e.n, 0) if e2e else "0",
                               num(int(r["failed_requests"].mean), 0) if r["failed_requests"] else "0",
                               link(r["id"], run_link(r["id"]))])
     return table(headers, out, ["l", "l", "l"] + ["r"] * 8 + ["l"])
+
+
+def _quantile(value: float | None, b: Any, decimals: int = 1) -> str:
+    """A percentile with its distribution-free one-sided 95% upper bound, or how many samples that bound needs."""
+    if value is None:
+        return "—"
+    if b is None:
+        return num(value, decimals)
+    if b.upper is not None:
+        return f"{num(value, decimals)}<br><small>≤ {num(b.upper, decimals)} (95%)</small>"
+    need = stats.quantile_samples_needed(b.q, 0.95, two_sided=False)
+    return f"{num(value, decimals)}<br><small>no bound: needs {need} requests</small>"
 
 
 def _pct(d: dict[str, Any], key: str, decimals: int = 1) -> str:
@@ -152,18 +167,189 @@ def failed_table(rows: list[dict[str, Any]]) -> str:
                    cell(f"{r['kind']}: {r['message']}"), link(r["id"], run_link(r["id"]))] for r in rows])
 
 
+# -- capacity, load profiles, probes ----------------------------------------------------------
+VERDICT_MARK = {"meets": "meets", "misses": "**misses**", "unresolved": "unresolved"}
+
+
+def _bound(v: dict[str, Any]) -> str:
+    """p95 value [lower, upper] vs limit, as measured (— where a bound does not exist yet)."""
+    if not v:
+        return "—"
+    inf = set(v.get("infinite") or [])
+
+    def show(key: str) -> str:
+        if key in inf:
+            return "∞"
+        return num(v[key], 1) if v.get(key) is not None else "—"
+
+    val = "∞ (failed requests)" if "value" in inf else show("value")
+    lo, hi = show("lower"), show("upper")
+    out = f"{val} [{lo}, {hi}] vs {num(v.get('limit'), 0)}"
+    if v.get("verdict") == "unresolved":
+        more = v.get("needs")
+        out += f" (needs ~{num(more, 0)} more)" if more else " (sits on the limit)"
+    return out
+
+
+def capacity_table(results: list[dict[str, Any]]) -> str:
+    """The answer first: one row per capacity search or swept load test."""
+    headers = ["endpoint", "model", "host", "test", "profile", "answer [interval] at SLO", "requests sent",
+               "exhaustive sweep", "failed", "source"]
+    rows = []
+    for r in results:
+        search = r.get("search") or {}
+        rows.append([cell(r["endpoint"]), _model(r), code(r["host"]), code(r["test_name"]),
+                     cell(f"{r['kind']} · {r['profile']}"), f"**{cell(r['answer_text'])}**",
+                     num(r["requests"], 0), num(search.get("exhaustive_requests"), 0) if search else "(this is one)",
+                     num(r["errors"], 0), link(r["id"], run_link(r["id"]))])
+    return table(headers, rows, ["l", "l", "l", "l", "l", "l", "r", "r", "r", "l"])
+
+
+def load_level_table(res: dict[str, Any]) -> str:
+    """Every level measured: verdict per limit with the order-statistic interval, throughput, the
+    client's schedule and overhead, saturation, the prefix cache."""
+    p = f"p{res['slo'].percentile:g}"
+    limits = [m for m in ("ttft_ms", "tpot_ms", "e2e_ms") if getattr(res["slo"], m) is not None]
+    headers = [res["unit"], "requests", "failed", "verdict"] + \
+        [f"{p} {serving.LIMIT_LABELS[m]} (ms) [CI] vs limit" for m in limits] + \
+        ["completed req/s", "output t/s", "dispatch lag p95 (ms)", "client CPU", "host load", "saturated", "prefix cache hit"]
+    rows = []
+    for lv in res["stats"]["levels"]:
+        errs = num(lv["errors"], 0)
+        if lv["error_reasons"]:
+            errs += " (" + cell(", ".join(f"{k}: {v}" for k, v in lv["error_reasons"].items())) + ")"
+        sched = lv.get("schedule") or {}
+        lag = num(sched.get("dispatch_lag_ms_p95"), 1) if sched.get("dispatch_lag_ms_p95") is not None else "—"
+        if sched.get("client_bound"):
+            lag += " **client-bound**"
+        client = lv.get("client") or {}
+        cache = lv.get("prefix_cache") or {}
+        hit = cache.get("hit_rate")
+        rows.append([num(lv["level"], 2), num(lv["requests"], 0), errs, VERDICT_MARK.get(lv["slo"]["verdict"], "—")]
+                    + [_bound(lv["slo"]["limits"].get(m) or {}) for m in limits]
+                    + [num(lv.get("completed_rps"), 2), num(lv.get("aggregate_tps"), 1), lag,
+                       f"{num(100 * client['cpu_share'], 0)}%" if client.get("cpu_share") is not None else "—",
+                       _load(client), "yes" if lv.get("saturated") else "no",
+                       f"{num(100 * hit, 1)}%" if hit is not None else "not reported"])
+    return table(headers, rows, ["r", "r", "l", "l"] + ["l"] * len(limits) + ["r", "r", "r", "r", "r", "l", "r"])
+
+
+def _load(client: dict[str, Any]) -> str:
+    """The host's 1-minute load average at the level's start → end (another process on the cores shows here)."""
+    a, b = client.get("loadavg_1m_start"), client.get("loadavg_1m_end")
+    if a is None and b is None:
+        return "—"
+    return f"{num(a, 2)} → {num(b, 2)}"
+
+
+def _search_table(search: dict[str, Any]) -> str:
+    rows = [[num(i + 1, 0), num(v["level"], 2), cell(v["why"]), cell(v["verdict"]), cell(v.get("boundary") or "—"),
+             num(v["requests"], 0), cell(v.get("stop_reason") or "—"), num(v.get("seconds"), 1)]
+            for i, v in enumerate(search.get("visits") or [])]
+    return table(["#", "level", "why", "verdict", "ends the climb", "requests", "stopped by", "seconds"], rows,
+                 ["r", "r", "l", "l", "l", "r", "l", "r"])
+
+
+def throughput_latency_chart(rows: list[dict[str, Any]], metric: str) -> alt.LayerChart:
+    """Achieved throughput (x) against a latency percentile (y, with its order-statistic interval)
+    per level, the SLO limit as a dashed line, the answer circled."""
+    data = [r for r in rows if r["metric"] == metric and r["value"] is not None and r["throughput_rps"] is not None]
+    df = pd.DataFrame(data)
+    p = data[0]["percentile"] if data else "p95"
+    x = alt.X("throughput_rps:Q", title="completed requests per second")
+    color = alt.Color("series:N", title=None, legend=alt.Legend(orient="bottom", labelLimit=400))
+    tip = [alt.Tooltip("series:N"), alt.Tooltip("level:Q", title="level"), alt.Tooltip("unit:N"),
+           alt.Tooltip("value:Q", format=".1f", title=f"{p} (ms)"), alt.Tooltip("lower:Q", format=".1f"),
+           alt.Tooltip("upper:Q", format=".1f"), alt.Tooltip("verdict:N"), alt.Tooltip("errors:Q"),
+           alt.Tooltip("id:N", title="artifact")]
+    base = alt.Chart(df).encode(x=x, color=color)
+    line = base.mark_line(point=True).encode(y=alt.Y("value:Q", title=f"{p} {metric} (ms)", scale=alt.Scale(type="log")),
+                                             tooltip=tip)
+    bars = base.mark_rule(opacity=0.5).encode(y=alt.Y("lower:Q"), y2=alt.Y2("upper:Q"))
+    limits = pd.DataFrame({"limit": sorted({r["limit"] for r in data})})
+    limits["label"] = [f"SLO {p} {metric} ≤ {v:g} ms" for v in limits["limit"]]
+    rule = alt.Chart(limits).mark_rule(strokeDash=[6, 4], color="#c62828").encode(y="limit:Q")
+    label = alt.Chart(limits).mark_text(align="left", dx=4, dy=-6, color="#c62828").encode(y="limit:Q", text="label:N")
+    answer = base.transform_filter(alt.datum.answer).mark_point(size=260, shape="circle", filled=False,
+                                                                strokeWidth=2.5).encode(y="value:Q", tooltip=tip)
+    return (rule + label + bars + line + answer).properties(
+        title=f"{p} {metric} against throughput (dashed: the SLO; circled: the answer)", width=520, height=280)
+
+
+def probe_table(probes: list[dict[str, Any]]) -> str:
+    """One table: a row per case, a column per endpoint (model · host): successes/tries, median
+    latency, and the failure reason."""
+    from core.kinds.probe import CASE_HELP, CASES
+
+    cols = [f"{p['endpoint']} · {p['model']} · {p['host']}" for p in probes]
+    rows = []
+    for case in CASES:
+        if not any(case in p["cases"] for p in probes):
+            continue
+        row = [cell(CASE_HELP[case])]
+        for p in probes:
+            c = p["cases"].get(case)
+            if not c:
+                row.append("—")
+                continue
+            ok = c["succeeded"] == c["n"]
+            mark = "✓" if ok else ("partly" if c["succeeded"] else "✗")
+            text = f"{mark} {num(c['succeeded'], 0)}/{num(c['n'], 0)}, {num(c.get('latency_ms_median'), 0)} ms"
+            if c.get("reasons"):
+                text += ": " + cell("; ".join(c["reasons"])[:240])
+            row.append(text)
+        rows.append(row)
+    sources = ["sources"] + [link(p["id"], run_link(p["id"])) for p in probes]
+    return table(["case"] + [cell(c) for c in cols], rows + [sources], ["l"] + ["l"] * len(cols))
+
+
+def capacity_section(results: list[dict[str, Any]]) -> list[str]:
+    out = ["## Capacity at SLO", "",
+           "How many users (closed loop) or requests per second (open loop) each server takes while its latency "
+           "percentiles stay within the SLOs. Each level's verdict comes from distribution-free order-statistic "
+           "bounds of the percentile (a failed request counts as never answering); the interval is [highest level "
+           "confirmed to meet, level just below the lowest confirmed miss].", "", capacity_table(results), ""]
+    rows = serving.throughput_latency_rows(results)
+    for metric in ("TTFT", "TPOT", "E2E"):
+        if any(r["metric"] == metric and r["value"] is not None for r in rows):
+            out += [charts.embed(throughput_latency_chart(rows, metric),
+                                 caption=f"Each point a level; bars: the CI of the percentile; levels whose "
+                                         f"percentile is a failed request are in the tables only."), ""]
+    for res in results:
+        title = f"{res['endpoint']} · {res['model']} · {res['host']} · {res['test_name']}"
+        body = [f"Workload: {cell(res['workload'])}. Artifact {link(res['id'], run_link(res['id']))}"
+                + (f" — **failed**: {cell(res['error'])}" if res["status"] != "ok" else "") + ".", ""]
+        body += [f"- {cell(line)}" for line in serving.load_finding(res)] + ["", load_level_table(res), ""]
+        if res.get("search"):
+            body += ["Search path:", "", _search_table(res["search"]), ""]
+        out += [f'<details class="note" markdown="1">', f"<summary>{cell(title)}</summary>", "", *body, "</details>", ""]
+    return out
+
+
 def serving_page(docs: list[RunRecord]) -> str:
     cw = serving.cold_warm(docs)
     sws = serving.sweeps(docs)
     failed = serving.failed_serving(docs)
-    if not cw and not sws and not failed:
+    loads = serving.load_results(docs)
+    probes = serving.probe_results(docs)
+    if not cw and not sws and not failed and not loads and not probes:
         return admonition("warning", "No serving measurements yet",
-                          "Run `invoke serve.bench` to start llama_cpp.server on loopback and measure it.")
-    out: list[str] = ["## Cold vs warm", ""]
+                          "Run `invoke serve.bench` to start llama_cpp.server on loopback and measure it, and "
+                          "`invoke serve.capacity` for the capacity at SLO.")
+    out: list[str] = []
+    if loads:
+        out += capacity_section(loads)
+    if probes:
+        out += ["## Endpoint probe", "", "What each endpoint does with each kind of request (a plain chat, usage in "
+                "the stream, a tool call and its follow-up, JSON mode, structured output): successes over tries, "
+                "median latency, and the failure reason in the server's own words.", "", probe_table(probes), ""]
+    out += ["## Cold vs warm", ""]
     if cw:
         out += ["A cold start is the server process started from nothing: startup → healthy, then the first request "
                 "it answers (TTFT and full). Warm figures are over the timed requests after warm-up, on the last "
-                "started server. Means ± sample stddev over cold starts; E2E percentiles over warm requests.", "",
+                "started server. Means ± sample stddev over cold starts; E2E percentiles over warm requests, each with its "
+                "distribution-free 95% upper bound (an order statistic: the true percentile lies below it with at "
+                "least 95% confidence whatever the distribution), or how many requests such a bound needs.", "",
                 "### Cold start", "", cold_table(cw), "", "### Warm steady state", "", warm_table(cw), ""]
     else:
         out += ["No successful `serve` run yet.", ""]

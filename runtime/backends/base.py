@@ -28,6 +28,20 @@ class BackendSettings(BaseModel):
     """Base of every backend's settings: unknown names are refused (one place validates)."""
 
     model_config = ConfigDict(extra="forbid")
+    #: Settings added after artifacts were written: left at their default, they are left out of
+    #: what a run records as requested and of its measurement key (:meth:`recorded`), so adding
+    #: them does not make every configuration measured before a new one.
+    OMITTED_AT_DEFAULT: ClassVar[tuple[str, ...]] = ()
+
+    def recorded(self) -> dict[str, Any]:
+        """The settings as a run records them (requested settings, measurement key): every field,
+        except those of ``OMITTED_AT_DEFAULT`` still at their default."""
+        out = self.model_dump(mode="json")
+        for name in self.OMITTED_AT_DEFAULT:
+            f = type(self).model_fields[name]
+            if out.get(name) == f.get_default(call_default_factory=True):
+                out.pop(name, None)
+        return out
 
     @classmethod
     def option_table(cls) -> list[dict[str, Any]]:

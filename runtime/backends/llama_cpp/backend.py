@@ -19,6 +19,7 @@ import random
 import re
 import time
 from importlib import metadata as importlib_metadata
+from pathlib import Path
 from typing import Any
 
 from runtime.backends.llama_cpp import NAME
@@ -32,7 +33,7 @@ from core.kinds.chat import ChatTest
 from core.kinds.rate import RateTest
 from core.kinds.serve import ServeTest
 from runtime.backends import inprocess
-from runtime.backends.base import Backend, TestResult, runs
+from runtime.backends.base import Backend, Incompatible, TestResult, runs
 from runtime.backends.llama_cpp import experts, speculative
 from runtime.backends.llama_cpp.config import LlamaCppSettings
 from runtime.backends.llama_cpp.stages import StageTimer
@@ -90,6 +91,10 @@ def _rss_bytes() -> int | None:
 # accounting, shown beside the memory planner's prediction).
 _BUFFER_RE = re.compile(r"^(load_tensors|llama_context|llama_kv_cache|sched_reserve):\s+(\S+)\s+(model|output|KV|compute) "
                         r"buffer size =\s+([0-9.]+) MiB", re.M)
+
+
+# "llama_adapter_lora_init_impl:        CPU LoRA buffer size =    X MiB", one per adapter (and buffer type).
+_LORA_BUFFER_RE = re.compile(r"^llama_adapter_lora_init_impl:\s+\S+ LoRA buffer size =\s+([0-9.]+) MiB", re.M)
 
 
 def memory_from_log(log: str) -> dict[str, dict[str, float]]:
@@ -155,6 +160,7 @@ class LlamaCppBackend(Backend):
         self.draft_facts: dict[str, Any] = {}
         self.lib_policy: dict[str, Any] = {}
         self.load_time_s: float | None = None  # the last load's, the in-process serve's startup
+        self.lora_facts: dict[str, Any] = {}
 
     # -- load ---------------------------------------------------------------------------
     def load(self, test: TestSpec | None = None) -> dict[str, Any]:
@@ -207,10 +213,55 @@ class LlamaCppBackend(Backend):
             inner.llama_model_default_params = saved_params
         load_time = time.perf_counter() - t0
         self.load_time_s = load_time
+        if s.lora_adapters:  # timed on their own (lora.load_time_s), not part of the model's load time
+            self._attach_adapters()
         if s.speculative != "none":  # after the target, so the log's first facts are the target's
             self._load_draft(kwargs)
         return {"load_time_s": load_time, "effective_settings": self._effective(n_threads, n_threads_batch),
                 "rss_before_model_bytes": rss_before_model}
+
+    def _attach_adapters(self) -> None:
+        """Load every LoRA adapter of the settings and attach them all to the context.
+
+        Each adapter is checked against the model first (architecture, tensors, shapes: one
+        line naming both when it does not fit, a failed point of kind "incompatible"); what
+        attaching cost is recorded: each adapter's load time and the process's RSS growth."""
+        import llama_cpp as L
+
+        from runtime.models import lora as lora_mod
+        from runtime.models.registry import resolve_adapter
+
+        s = self.settings
+        refs = [resolve_adapter(name) for name in s.lora_adapters]
+        for ref in refs:
+            reason = lora_mod.mismatch(ref.name, ref.facts, self.model.name, Path(self.model.path))
+            if reason:
+                raise Incompatible(reason)
+        rss0 = _rss_bytes()
+        loaded, times = [], []
+        for ref in refs:
+            t0 = time.perf_counter()
+            ptr = L.llama_adapter_lora_init(self.llm._model.model, ref.path.encode())
+            times.append(time.perf_counter() - t0)
+            if not ptr:
+                raise Incompatible(f"llama.cpp refused LoRA adapter {ref.name!r} for model {self.model.name!r} "
+                                   "(llama_adapter_lora_init returned NULL; its reason is in the log)")
+            loaded.append(ptr)
+        n = len(loaded)
+        t0 = time.perf_counter()
+        arr = (L.llama_adapter_lora_p_ctypes * n)(*loaded)
+        scales = (ctypes.c_float * n)(*([s.lora_scale] * n))
+        rc = L.llama_set_adapters_lora(self.llm._ctx.ctx, arr, n, scales)
+        set_s = time.perf_counter() - t0
+        if rc != 0:
+            raise RuntimeError(f"llama_set_adapters_lora returned {rc}")
+        rss1 = _rss_bytes()
+        self.lora_facts = {"lora": {
+            "adapters": [{**ref.summary(), "load_time_s": dt} for ref, dt in zip(refs, times)],
+            "count": n, "scale": s.lora_scale, "load_time_s": sum(times) + set_s, "attach_time_s": set_s,
+            "rss_growth_bytes": (rss1 - rss0) if rss0 is not None and rss1 is not None else None,
+            "method": "llama_adapter_lora_init per adapter, then llama_set_adapters_lora with all of them "
+                      "(llama.cpp --lora); RSS growth = resident set after attaching - before"}}
 
     def _load_draft(self, kwargs: dict[str, Any]) -> None:
         """Build the draft (raises Incompatible with the reason) and hand it to the target."""
@@ -268,6 +319,7 @@ class LlamaCppBackend(Backend):
             "use_extra_bufts": resolve_extra_bufts(s, self.lib_policy),
             "use_extra_bufts_reason": ("setting extra_bufts" if s.extra_bufts is not None else self.lib_policy["reason"]),
             **self.draft_facts,
+            **self.lora_facts,
         }
 
     @staticmethod
@@ -290,6 +342,9 @@ class LlamaCppBackend(Backend):
         memory = memory_from_log(log)
         if memory:
             facts["llama_memory_mib"] = memory
+        lora = [float(x) for x in _LORA_BUFFER_RE.findall(log)]
+        if lora:  # one line per adapter and buffer: llama.cpp's own accounting of the adapters' tensors
+            facts["lora_buffer_mib"] = lora
         return facts
 
     # -- run: the dispatch table (Backend.run calls the method marked for the test's kind) ----
@@ -330,6 +385,14 @@ class LlamaCppBackend(Backend):
                     resolve(settings.draft_model)
                 except UserError as exc:
                     raise ConfigError(str(exc), field="draft_model") from None
+        if settings.lora_adapters:
+            from runtime.models.registry import resolve_adapter
+
+            for i, name in enumerate(settings.lora_adapters):  # unknown names refused now; synthetic ones written now
+                try:
+                    resolve_adapter(name)
+                except UserError as exc:
+                    raise ConfigError(str(exc), field=f"lora_adapters.{i}") from None
         if isinstance(test, RateTest) and settings.n_ctx is not None:
             need = test.n_depth + test.n_prompt + test.n_gen
             if settings.n_ctx < need:

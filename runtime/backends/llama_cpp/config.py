@@ -21,6 +21,8 @@ SPECULATIVE = ("none", "prompt_lookup", "draft_model")
 
 
 class LlamaCppSettings(BackendSettings):
+    OMITTED_AT_DEFAULT = ("lora_adapters", "lora_scale")
+
     n_threads: int | None = Field(None, ge=1, description="Threads for generation; null = physical cores (llama-bench's default).")
     n_threads_batch: int | None = Field(None, ge=1, description="Threads for prompt processing; null = same as n_threads.")
     n_batch: int = Field(2048, ge=1, description="Logical batch size: tokens submitted per llama_decode call (llama.cpp -b).")
@@ -47,6 +49,8 @@ class LlamaCppSettings(BackendSettings):
     draft_max: int = Field(16, ge=1, le=256, description="Tokens drafted per step, K (llama.cpp --spec-draft-n-max, formerly --draft-max; LlamaPromptLookupDecoding num_pred_tokens). Used only when speculative is not none.")
     lookup_ngram_max: int = Field(2, ge=1, le=64, description="Longest n-gram matched against the context by prompt lookup (LlamaPromptLookupDecoding max_ngram_size). Used only with speculative: prompt_lookup.")
     draft_model: str | None = Field(None, description="Draft model for speculative: draft_model: a registry name or a .gguf path, same vocabulary as the target (llama.cpp -md).")
+    lora_adapters: list[str] = Field(default_factory=list, description="LoRA adapters attached to the context, in order: registry names (data/models.yaml adapters:) or .gguf paths (llama.cpp --lora; llama_adapter_lora_init + llama_set_adapters_lora). Each must match the model's architecture and tensor shapes; one that does not is a failed point naming both.")
+    lora_scale: float = Field(1.0, ge=0.0, le=16.0, description="Scale of every attached adapter (llama.cpp --lora-scaled; the update is scaled by scale x alpha / rank).")
     n_expert_used: int | None = Field(None, ge=1, description="MoE expert reduction: experts used per token, passed as the GGUF override <architecture>.expert_used_count (llama.cpp --override-kv); null = the model's own. Checked against the model's expert_count before a run.")
 
     @field_validator("type_k", "type_v")

@@ -6,7 +6,10 @@ Tests:
 * ``chat``: the in-process backend's chat test, sent over HTTP (same prompts, same sampling),
   so the two can be compared request for request;
 * ``serve``: startup to healthy, the cold first request, warm steady state;
-* ``concurrency``: a closed-loop sweep of concurrency levels with SLO goodput.
+* ``concurrency``: a closed-loop sweep of concurrency levels with SLO goodput;
+* ``load``, ``capacity``, ``probe``: load profiles, the capacity search and the endpoint probe,
+  run by ``runtime.load`` through this backend's transport (``transport.py``): the backend
+  only sends one request at a time.
 
 A model is a local file (the backend starts the server with it, or ``base_url`` names a server
 that already runs it) or an endpoint model of the registry (runtime.models.endpoint: a served
@@ -41,8 +44,12 @@ from core.kinds.serve import ServeTest
 from core.kinds.base import TestSpec
 from core.kinds.chat import ChatTest
 from core.errors import ConfigError, ModelError
+from core.kinds.capacity import CapacityTest
+from core.kinds.load import LoadTest
+from core.kinds.probe import ProbeTest
 from runtime.backends.base import Backend, TestResult, UnsupportedTest, runs
 from runtime.backends.openai_http import NAME
+from core.kinds.agent import AgentLoopTest
 from runtime.backends.openai_http import client as http
 from runtime.backends.openai_http import detect
 from runtime.backends.openai_http import llama_server
@@ -69,10 +76,11 @@ def physical_cores() -> int:
 class OpenAIHttpBackend(Backend):
     name = NAME
     settings_class = OpenAIHttpSettings
-    test_kinds = ("chat", "serve", "concurrency")
+    test_kinds = ("chat", "serve", "concurrency", "agent_loop", "load", "capacity", "probe")
     in_process = False
     model_kinds = ("file", "endpoint")
     servers = ("llama-server", "llama_cpp.server")  # started by the run; any OpenAI-compatible server by URL
+    prompt_styles = ("chat", "completion")  # completion: /v1/completions (openai_http/completions.py)
 
     def __init__(self, model, settings: OpenAIHttpSettings):
         super().__init__(model, settings)
@@ -89,6 +97,7 @@ class OpenAIHttpBackend(Backend):
         self._server_version: dict[str, Any] | None = None
         self._server_extra: list[str] = []  # --no-repack where AMX is compiled in (runtime.backends.llama_cpp.lib_policy)
         self._extra_bufts: dict[str, Any] | None = None
+        self._faults: Any = None  # runtime.backends.openai_http.faults.FaultProxy when fault_every is set
 
     # -- endpoint -------------------------------------------------------------------------
     @classmethod
@@ -277,6 +286,11 @@ class OpenAIHttpBackend(Backend):
                 self._start()
         except ServerError as exc:
             raise ServingFailed(str(exc), TestResult({}, {}, self._details(test))) from None
+        if self.settings.fault_every and self._faults is None and self.base_url:
+            from runtime.backends.openai_http.faults import FaultProxy
+
+            self._faults = FaultProxy(self.base_url, self.settings.fault_every, self.settings.fault_status,
+                                      timeout_s=self.settings.request_timeout_s).start()
         # the model loads in the server, not here: its startup is the startup_ms metric
         return {"load_time_s": None, "effective_settings": {**self._effective(), **self._server_log_facts()}}
 
@@ -326,7 +340,6 @@ class OpenAIHttpBackend(Backend):
         s = self.settings
         return servingstats.Slo(s.slo_ttft_ms, s.slo_tpot_ms, s.slo_attainment)
 
-
     # -- requests -------------------------------------------------------------------------
     def _body(self, test: ChatTest | RequestWorkload, i: int) -> dict[str, Any]:
         s = self.settings
@@ -360,7 +373,8 @@ class OpenAIHttpBackend(Backend):
                                 max_connections=connections, api_key=self._api_key())
 
     def _url(self) -> str:
-        return f"{self.base_url}/chat/completions"
+        base = self._faults.base_url if self._faults is not None else self.base_url
+        return f"{base}/chat/completions"
 
     async def _sequential(self, test, seeds: list[int] | None, origin: int, repeater: Repeater | None = None) -> list[dict[str, Any]]:
         """Requests one after another: the given seeds, or (with a repeater) 0, 1, 2 ... until it stops."""
@@ -530,6 +544,55 @@ class OpenAIHttpBackend(Backend):
         records.sort(key=lambda r: (r["start_ms"], r["user"]))
         return {"level": level, "wall_s": wall, "requests": records}
 
+    # -- load profiles, capacity search, probe (runtime.load) -----------------------------
+    def transport(self):
+        """This endpoint as the load generator's transport: it sends one request at a time."""
+        from runtime.backends.openai_http.transport import HttpTransport
+
+        s = self.settings
+        body: dict[str, Any] = {"model": self.api_model, "stream": True}
+        if s.include_usage:
+            body["stream_options"] = {"include_usage": True}
+        body.update(s.extra_body)
+        return HttpTransport(base_url=self.base_url, label=self.label(), body=body, policy=self._policy(),
+                             make_client=self._client, alive=self._alive, api_model=self.api_model)
+
+    @runs("load")
+    def _run_load_test(self, test: LoadTest) -> TestResult:
+        return self._run_load(test)
+
+    @runs("capacity")
+    def _run_capacity(self, test: CapacityTest) -> TestResult:
+        return self._run_load(test)
+
+    def _run_load(self, test: LoadTest | CapacityTest) -> TestResult:
+        from runtime.load import capacity as capacity_mod
+        from runtime.load import runner as load_runner
+
+        outcome = (capacity_mod if isinstance(test, CapacityTest) else load_runner).run(self.transport(), test)
+        # the test's own percentile SLOs replace the settings' (those of the concurrency kind)
+        result = TestResult(metrics={**outcome.metrics, **self._startup_metric()}, samples=outcome.samples,
+                            details=self._details(test, **outcome.details, slo=test.slo.model_dump()))
+        if outcome.failure:
+            raise ServingFailed(outcome.failure, result)
+        if self.server is not None and not self.server.alive():
+            raise ServingFailed(f"the server was lost during the {test.kind} test ({self.server.exit_description()})", result)
+        return result
+
+    @runs("probe")
+    def _run_probe(self, test: ProbeTest) -> TestResult:
+        from runtime.load import probe as probe_mod
+
+        cases = probe_mod.run(self.transport(), test)
+        metrics = {"probe_success_rate": [c["success_rate"] for c in cases.values() if c["success_rate"] is not None],
+                   **self._startup_metric()}
+        result = TestResult(metrics=metrics, samples={"cases": cases}, details=self._details(test, probe={
+            k: {kk: v[kk] for kk in ("case", "description", "n", "succeeded", "success_rate", "latency_ms_median", "reasons")}
+            for k, v in cases.items()}))
+        if self.server is not None and not self.server.alive():
+            raise ServingFailed(f"the server was lost during the probe ({self.server.exit_description()})", result)
+        return result
+
     # -- outcome --------------------------------------------------------------------------
     def _check(self, result: TestResult, records: list[dict[str, Any]], what: str) -> None:
         """Fail the run (keeping every record) when the server was lost or nothing succeeded."""
@@ -554,6 +617,7 @@ class OpenAIHttpBackend(Backend):
                 "llama_log_facts": self._server_log_facts(),
             },
             "slo": self._slo().to_dict(),
+            **({"faults": self._faults.facts()} if self._faults is not None else {}),
             "request_policy": {"request_timeout_s": s.request_timeout_s, "read_timeout_s": s.read_timeout_s,
                                "connect_timeout_s": s.connect_timeout_s, "retries": s.retries,
                                "retry_backoff_s": s.retry_backoff_s},
@@ -602,7 +666,40 @@ class OpenAIHttpBackend(Backend):
         except (detect.Unreachable, detect.NotServed):
             return None
 
+    # -- agent loops under injected tool faults (agents/loop.py) -------------------------
+    @runs("agent_loop")
+    def _run_agent_loop(self, test: AgentLoopTest) -> TestResult:
+        from core.kinds import agent as agent_kind
+        from runtime.backends.openai_http.agents import loop
+
+        ep = loop.Endpoint(url=self._url(), model=self.api_model, client=lambda: self._client(1),
+                           stream_chat=http.stream_chat, policy=self._policy(), alive=self._alive, seed=self.settings.seed)
+        episodes, facts = loop.run(ep, test)
+        result = TestResult(metrics={**agent_kind.metrics(episodes), **self._startup_metric()},
+                            samples={"episodes": episodes},
+                            details=self._details(test, agent=loop.details(test, episodes, facts)))
+        turns = [t["model"] for e in episodes for t in e["turns"]]
+        if self.server is not None and not self.server.alive():
+            raise ServingFailed(f"the server was lost during the agent loops ({self.server.exit_description()})", result)
+        if turns and not any(t["ok"] for t in turns):
+            reasons = sorted({(t.get("error") or {}).get("reason", "?") for t in turns})
+            raise ServingFailed(f"none of the {len(turns)} model turns succeeded ({', '.join(reasons)})", result)
+        return result
+
+    # -- quality prompt styles ------------------------------------------------------------
+    def complete(self, prompt: str, *, max_tokens: int, stop: list[str], temperature: float = 0.0,
+                 seed: int = 0) -> dict[str, Any]:
+        from runtime.backends.openai_http import completions
+
+        s = self.settings
+        return completions.complete(self.base_url, self.api_model, prompt, max_tokens=max_tokens, stop=stop,
+                                    temperature=temperature, seed=seed, connect_timeout_s=s.connect_timeout_s,
+                                    request_timeout_s=s.request_timeout_s, api_key=self._api_key())
+
     def close(self) -> None:
+        if self._faults is not None:
+            self._faults.stop()
+            self._faults = None
         if self.server is not None:
             self._stop()
             if not self._log_echoed:

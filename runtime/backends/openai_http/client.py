@@ -15,7 +15,20 @@ its retries as the client saw them):
 * E2E: to the last data chunk before ``[DONE]`` (vLLM's ``bench serve`` convention);
 * TPOT: (E2E - TTFT) / (output tokens - 1);
 * output tokens: the server's ``usage.completion_tokens`` when it reports it
-  (stream_options.include_usage), else the number of content chunks.
+  (stream_options.include_usage), else the number of content chunks;
+* ``chunk_ms``: the arrival of every content chunk, from the request's start;
+* ``cached_tokens``: prompt tokens the server took from its prefix cache, where it says
+  (``usage.prompt_tokens_details.cached_tokens``, OpenAI's and vLLM's field; llama-server's
+  ``timings.cache_n``);
+* ``client_parse_ms``: the client's own time decoding and parsing the stream (its overhead).
+
+Servers differ in their dialects of the OpenAI API (``dialects.py`` and the transcripts in
+tests/fixtures/dialects/): usage in a last chunk with no choices (OpenAI, vLLM, TGI,
+llama-server) or not at all (llama_cpp.server), ``reasoning_content`` (vLLM, SGLang, llama-server)
+or ``reasoning`` (Ollama, newer vLLM) beside ``content``, ``choices: null`` in a usage chunk, and
+error bodies of several shapes (``{"error": {"message": ...}}``, vLLM's older
+``{"object": "error", "message": ...}``, TGI's and Ollama's ``{"error": "text"}``): the server's
+own message is kept in the record whatever its shape.
 """
 
 from __future__ import annotations
@@ -29,11 +42,14 @@ from typing import Any
 
 import httpx
 
+from runtime.backends.openai_http import dialects
+
 RETRYABLE_STATUS = {429, 500, 502, 503, 504}
 TEXT_LIMIT = 2000
 MAX_LINE_BYTES = 1 << 20  # one SSE line (a chunk's JSON); a longer one is too_large
 MAX_BODY_BYTES = 256 << 20  # one streamed response
 MAX_TEXT_CHARS = 4 << 20  # the answer's text
+KEEPALIVE_EXPIRY_S = 2.0
 
 
 class AttemptError(Exception):
@@ -56,7 +72,10 @@ def make_client(*, connect_timeout_s: float, read_timeout_s: float, max_connecti
                 api_key: str | None = None) -> httpx.AsyncClient:
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     timeout = httpx.Timeout(connect=connect_timeout_s, read=read_timeout_s, write=connect_timeout_s, pool=None)
-    limits = httpx.Limits(max_connections=max(1, max_connections), max_keepalive_connections=max(1, max_connections))
+    # an idle pooled connection is dropped by us before the server closes it (llama-server: Keep-Alive
+    # timeout=5), so a request never goes out on a socket the server is closing
+    limits = httpx.Limits(max_connections=max(1, max_connections), max_keepalive_connections=max(1, max_connections),
+                          keepalive_expiry=KEEPALIVE_EXPIRY_S)
     return httpx.AsyncClient(timeout=timeout, limits=limits, headers=headers, trust_env=False)
 
 
@@ -76,7 +95,10 @@ async def _attempt(client: httpx.AsyncClient, url: str, body: dict[str, Any], t0
                     if len(head) >= 400:
                         break
                 raw = head[:400].decode(errors="replace")
-                raise AttemptError(f"http_{resp.status_code}", f"HTTP {resp.status_code}: {' '.join(raw.split())[:300]}",
+                server_msg = dialects.error_message(raw)
+                acc["retry_after"] = resp.headers.get("retry-after")
+                text = server_msg if server_msg is not None else " ".join(raw.split())
+                raise AttemptError(f"http_{resp.status_code}", f"HTTP {resp.status_code}: {text[:300]}",
                                    retryable=resp.status_code in RETRYABLE_STATUS, status=resp.status_code)
             async for line in bounded_lines(resp.aiter_bytes(), acc):
                 now = time.perf_counter_ns()
@@ -86,6 +108,7 @@ async def _attempt(client: httpx.AsyncClient, url: str, body: dict[str, Any], t0
                 if data == "[DONE]":
                     acc["done_ns"] = now
                     break
+                p0 = time.perf_counter_ns()
                 try:
                     obj = json.loads(data)
                 except ValueError:
@@ -94,11 +117,13 @@ async def _attempt(client: httpx.AsyncClient, url: str, body: dict[str, Any], t0
                 except RecursionError:
                     raise AttemptError("bad_payload", "a data line is nested too deeply", retryable=False) from None
                 if isinstance(obj, dict) and obj.get("error"):
-                    err = obj["error"]
-                    msg = err.get("message") if isinstance(err, dict) else str(err)
+                    msg = dialects.error_message(obj) or str(obj["error"])
                     raise AttemptError("server_error_event", f"the stream carried an error: {quote(msg, 300)}",
                                        retryable=False)
                 content, finish, usage = parse_chunk(obj)
+                if isinstance(obj, dict) and isinstance(obj.get("timings"), dict):
+                    acc["timings"] = obj["timings"]
+                acc["parse_ns"] += time.perf_counter_ns() - p0
                 acc["last_data_ns"] = now
                 if content:
                     acc["chunks"].append(now)
@@ -137,7 +162,7 @@ async def _attempt(client: httpx.AsyncClient, url: str, body: dict[str, Any], t0
 
 def _fresh_acc() -> dict[str, Any]:
     return {"chunks": [], "text": [], "finish_reason": None, "usage": None, "done_ns": None, "last_data_ns": None,
-            "status": None, "text_chars": 0, "bytes": 0}
+            "status": None, "text_chars": 0, "bytes": 0, "timings": None, "parse_ns": 0, "retry_after": None}
 
 
 def quote(value: Any, limit: int = 120) -> str:
@@ -200,6 +225,12 @@ def parse_chunk(obj: Any) -> tuple[str | None, str | None, dict[str, Any] | None
                 raise bad(f"delta.{key} is a {type(v).__name__}, not text")
             if v and content is None:
                 content = v
+        calls = delta.get("tool_calls")
+        if calls is not None and not isinstance(calls, list):
+            raise bad(f"delta.tool_calls is a {type(calls).__name__}, not a list")
+        if calls and content is None:  # a streamed tool call is output too (TTFT counts its first piece)
+            content = "".join(str(((c or {}).get("function") or {}).get("arguments") or "") for c in calls
+                              if isinstance(c, dict)) or "\u200b"
         finish = first.get("finish_reason")
         if finish is not None and not isinstance(finish, str):
             raise bad(f"finish_reason is a {type(finish).__name__}, not text")
@@ -266,10 +297,13 @@ def _record(acc: dict[str, Any], error: dict[str, Any] | None, t0: int, end: int
         "finish_reason": acc.get("finish_reason"),
         "text": "".join(acc["text"])[:TEXT_LIMIT],
     }
+    rec["client_parse_ms"] = round(acc.get("parse_ns", 0) / 1e6, 4)
+    if acc.get("retry_after") is not None:
+        rec["retry_after"] = str(acc["retry_after"])[:40]
     if error is not None:
         rec.update(ttft_ms=None, e2e_ms=None, tpot_ms=None, itl_ms=[], output_tokens=None, output_tokens_source=None,
                    prompt_tokens=None, first_token_ms=None, last_token_ms=None,
-                   partial_chunks=len(chunks), elapsed_ms=_ms(end - t0))
+                   partial_chunks=len(chunks), elapsed_ms=_ms(end - t0), chunk_ms=[round(_ms(c - t0), 3) for c in chunks])
         return rec
     last = acc.get("last_data_ns") or end
     ttft = _ms(chunks[0] - t0) if chunks else None
@@ -281,11 +315,19 @@ def _record(acc: dict[str, Any], error: dict[str, Any] | None, t0: int, end: int
     tpot = (e2e - ttft) / (out - 1) if ttft is not None and out > 1 else None
     rec.update(
         ttft_ms=ttft, e2e_ms=e2e, tpot_ms=tpot,
-        itl_ms=[_ms(b - a) for a, b in zip(chunks, chunks[1:])],
+        itl_ms=[round(_ms(b - a), 3) for a, b in zip(chunks, chunks[1:])],
         output_tokens=out, output_tokens_source=source, prompt_tokens=usage.get("prompt_tokens"),
         first_token_ms=_ms(chunks[0] - origin_ns) if chunks else None,
         last_token_ms=_ms(chunks[-1] - origin_ns) if chunks else None,
+        chunk_ms=[round(_ms(c - t0), 3) for c in chunks],
     )
+    cached, source = dialects.cached_tokens(usage, acc.get("timings"))
+    if cached is not None:
+        rec.update(cached_tokens=cached, cached_tokens_source=source)
+    t = acc.get("timings")
+    if isinstance(t, dict):  # llama-server's own view of the request (prompt and generation time, cache)
+        rec["server_timings"] = {k: t[k] for k in ("cache_n", "prompt_n", "prompt_ms", "predicted_n", "predicted_ms")
+                                 if isinstance(t.get(k), (int, float)) and not isinstance(t.get(k), bool)}
     return rec
 
 
@@ -296,3 +338,42 @@ def not_sent(reason: str, message: str, origin_ns: int) -> dict[str, Any]:
             "start_ms": now, "end_ms": now, "chunks": 0, "finish_reason": None, "text": "", "ttft_ms": None,
             "e2e_ms": None, "tpot_ms": None, "itl_ms": [], "output_tokens": None, "output_tokens_source": None,
             "prompt_tokens": None, "first_token_ms": None, "last_token_ms": None, "partial_chunks": 0, "elapsed_ms": 0.0}
+
+
+async def post_json(client: httpx.AsyncClient, url: str, body: dict[str, Any], policy: RequestPolicy, *,
+                    origin_ns: int) -> tuple[dict[str, Any], Any]:
+    """One request without streaming (``stream: false``): (its record, the parsed answer or None).
+    Never raises; an HTTP error keeps the server's own message whatever its dialect."""
+    t0 = time.perf_counter_ns()
+    answer: Any = None
+    status: int | None = None
+    error: dict[str, Any] | None = None
+    try:
+        async with asyncio.timeout(policy.request_timeout_s):
+            resp = await client.post(url, json=body)
+            status = resp.status_code
+            raw = resp.content[:MAX_LINE_BYTES]
+            if status >= 400:
+                msg = dialects.error_message(raw)
+                text = msg if msg is not None else " ".join(raw[:400].decode(errors="replace").split())
+                error = {"reason": f"http_{status}", "message": f"HTTP {status}: {text[:300]}", "status": status}
+            else:
+                try:
+                    answer = json.loads(raw)
+                except (ValueError, RecursionError):
+                    error = {"reason": "bad_payload", "message": f"the answer is not JSON: {quote(raw[:200])}"}
+    except TimeoutError:
+        error = {"reason": "timeout_total", "message": f"no answer within request_timeout_s = {policy.request_timeout_s:g} s"}
+    except httpx.ConnectError as exc:
+        error = {"reason": "connect_error", "message": f"connection failed: {exc}"}
+    except httpx.TimeoutException as exc:
+        error = {"reason": "timeout_read", "message": f"{type(exc).__name__}: {exc}"}
+    except httpx.HTTPError as exc:
+        error = {"reason": "dropped", "message": f"{type(exc).__name__}: {exc}"}
+    end = time.perf_counter_ns()
+    usage = (answer or {}).get("usage") if isinstance(answer, dict) else None
+    rec = {"ok": error is None, "error": error, "status": status, "start_ms": _ms(t0 - origin_ns),
+           "end_ms": _ms(end - origin_ns), "e2e_ms": _ms(end - t0) if error is None else None, "elapsed_ms": _ms(end - t0),
+           "output_tokens": (usage or {}).get("completion_tokens") if isinstance(usage, dict) else None,
+           "prompt_tokens": (usage or {}).get("prompt_tokens") if isinstance(usage, dict) else None}
+    return rec, answer

@@ -25,6 +25,8 @@ PLACEHOLDERS = ("python", "model_path", "model_name", "host", "port", "threads",
 
 
 class OpenAIHttpSettings(BackendSettings):
+    OMITTED_AT_DEFAULT = ("fault_every", "fault_status")
+
     base_url: str | None = Field(None, description="An already running OpenAI-compatible endpoint, e.g. http://127.0.0.1:8080/v1 "
                                  "(its /chat/completions is used); null = start the server from server_command.")
     server_command: list[str] | None = Field(None, description="Command that starts the server (no shell). Placeholders: "
@@ -70,6 +72,11 @@ class OpenAIHttpSettings(BackendSettings):
     retries: int = Field(1, ge=0, le=5, description="Retries of a request that failed before any content arrived "
                          "(connection refused or dropped, timeout, HTTP 5xx/429); each is recorded.")
     retry_backoff_s: float = Field(0.25, ge=0, le=10, description="Wait before the first retry, doubled for each next one.")
+    fault_every: int | None = Field(None, ge=1, description="Inject transient errors: a loopback proxy in front of the "
+                                    "server answers every k-th chat request attempt (warm-ups and retries counted) with "
+                                    "fault_status at once and forwards the rest (runtime.backends.openai_http.faults); "
+                                    "null = no proxy. For measuring error rates and retry costs.")
+    fault_status: int = Field(503, ge=400, le=599, description="HTTP status of an injected fault (503: retryable).")
     include_usage: bool = Field(True, description="Ask for stream_options.include_usage (output tokens from the server's "
                                 "usage; servers that ignore it are counted by content chunks, and the artifact says which).")
     extra_body: dict[str, Any] = Field(default_factory=dict, description="Extra fields merged into every request body.")

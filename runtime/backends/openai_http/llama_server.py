@@ -34,6 +34,8 @@ COMMAND = ["{server_binary}", "--model", "{model_path}", "--alias", "{model_name
            "--port", "{port}", "--threads", "{threads}", "--threads-batch", "{threads}", "--ctx-size", "{n_ctx}",
            "--batch-size", "{n_batch}", "--n-gpu-layers", "{n_gpu_layers}", "--parallel", "{parallel}",
            "--kv-unified", "--flash-attn", "auto", "--no-webui",
+           # /metrics (Prometheus counters: prompt tokens served from the cache, decode calls); /slots is on by default
+           "--metrics",
            # info level: llama.cpp's load log (offloaded layers, flash attention), as llama_cpp.server prints it
            "--log-verbosity", "3"]
 
@@ -108,14 +110,19 @@ def extra_bufts(binary: Path | str) -> tuple[list[str], dict[str, Any]]:
 
 
 def chat_template(chat_format: str | None) -> list[str]:
-    """``--chat-template NAME`` for a llama-cpp-python chat_format (none: the GGUF's own template)."""
+    """``--no-jinja --chat-template NAME`` for a llama-cpp-python chat_format (none: the GGUF's own
+    template). ``--no-jinja`` first: with Jinja on (llama-server's default since it became one),
+    ``--chat-template gemma`` is read as a Jinja template whose whole text is "gemma", and every
+    prompt becomes that one word (found by /apply-template; fixed here). A named built-in template
+    has no tool-call support: such a server answers a request with ``tools`` with an error, which
+    the endpoint probe reports."""
     if not chat_format:
         return []
     name = CHAT_TEMPLATES.get(chat_format)
     if name is None:
         raise BackendError(f"chat_format {chat_format!r} has no llama-server template here "
                            f"(known: {', '.join(sorted(CHAT_TEMPLATES))})", field="chat_format")
-    return ["--chat-template", name]
+    return ["--no-jinja", "--chat-template", name]
 
 
 def log_facts(text: str) -> dict[str, Any]:

@@ -1,0 +1,103 @@
+"""The ``capacity`` kind: the highest rate (or number of users) whose latency percentiles meet
+the SLOs, found by a search that is cheaper than sweeping every level.
+
+The levels form a grid (``levels``, lowest first). The search climbs it by doubling steps
+(levels 1, 2, 4, 8 ... of the grid) until a level misses the SLOs or the server saturates
+(throughput no longer grows with offered load, or queueing grows without bound); a level left
+unresolved bounds nothing, so the climb goes on until one is confirmed to miss. Then it bisects
+between the last level that met them and the first that did not, and measures the level just
+below the lowest confirmed miss when nothing did yet (the interval's upper end). Each level it visits sends
+requests in looks of ``check_every`` and stops as soon as the SLO verdict is settled at the
+stated confidence (every look at a Bonferroni share of the error, so the level's verdict holds at
+that confidence whatever look decided it), up to ``max_requests``. An overloaded level is thus
+refused after a few dozen requests, a comfortable one confirmed after enough to bound its
+percentile, and only the levels near the answer take the full count.
+
+The answer carries its interval: the lowest value the capacity can have (the highest level
+confirmed to meet the SLOs) and the highest (the level just below the lowest one confirmed to
+miss them): "4 users [3, 5] at p95 TTFT ≤ 500 ms, p95 TPOT ≤ 50 ms". The artifact records
+every request of every level visited, what the exhaustive sweep of the same grid would have
+cost (levels × max_requests), and why the search stopped.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from core.kinds import register
+from core.kinds.base import Kind, Shape
+from core.kinds.load import LoadDetails, LoadSamples, LoadSpec
+
+
+class CapacityTest(LoadSpec):
+    """Capacity search: the highest level meeting the SLOs with a stated confidence, and its interval."""
+
+    kind: Literal["capacity"] = "capacity"
+    id: str = Field("capacity", description="Name of this test, used in tables.")
+    levels: list[float] = Field(default_factory=lambda: [float(x) for x in range(1, 9)],
+                                description="The grid searched, lowest first: users (concurrent) or requests per "
+                                "second (constant, poisson).")
+    max_requests: int = Field(120, ge=10, le=100000, description="Most requests at one level (the exhaustive "
+                              "sweep would send this many at every level).")
+    check_every: int = Field(30, ge=5, le=100000, description="Requests between two looks at the verdict.")
+    min_requests: int = Field(20, ge=1, description="Fewest requests before the first look.")
+
+    @model_validator(mode="after")
+    def _counts(self) -> "CapacityTest":
+        if self.profile == "synchronous":
+            raise ValueError("a capacity search needs a profile with levels: concurrent, constant or poisson")
+        if self.min_requests > self.max_requests:
+            raise ValueError(f"min_requests ({self.min_requests}) is above max_requests ({self.max_requests})")
+        if self.check_every > self.max_requests:
+            raise ValueError(f"check_every ({self.check_every}) is above max_requests ({self.max_requests})")
+        return self
+
+    def looks(self) -> int:
+        """How many times a level's verdict may be looked at (the Bonferroni divisor)."""
+        first = max(self.min_requests, self.check_every)
+        return 1 + max(0, -(-(self.max_requests - first) // self.check_every))
+
+    def look_confidence(self) -> float:
+        """The confidence each look uses, so that the level's verdict holds at ``slo.confidence``."""
+        return 1.0 - (1.0 - self.slo.confidence) / self.looks()
+
+
+class SearchVisit(Shape):
+    """One level the search measured, in the order it did."""
+
+    level: float
+    index: int | None = None
+    why: str | None = Field(None, description="climb, bisect or below_miss.")
+    verdict: str | None = Field(None, description="meets, misses or unresolved.")
+    boundary: str | None = Field(None, description="Why this level ends the climb (a miss, saturation), if it does.")
+    requests: int | None = None
+    stop_reason: str | None = None
+    seconds: float | None = None
+
+
+class SearchRecord(Shape):
+    """What the search did and what it cost against the exhaustive sweep of the same grid."""
+
+    grid: list[float] | None = None
+    visits: list[SearchVisit] | None = None
+    stopped: str | None = Field(None, description="Why the search stopped.")
+    requests_sent: int | None = None
+    exhaustive_requests: int | None = Field(None, description="Levels x max_requests: the exhaustive sweep's cost.")
+    cost_ratio: float | None = None
+    looks: int | None = None
+    look_confidence: float | None = None
+    confidence: float | None = None
+
+
+class CapacityDetails(LoadDetails):
+    search: SearchRecord | None = None
+
+
+KIND = register(Kind(
+    "capacity", CapacityTest, "Capacity search: the highest rate or number of users meeting percentile SLOs with a "
+    "stated confidence, with its interval, by a search cheaper than the exhaustive sweep that stops at saturation.",
+    headline="capacity", columns=("capacity", "requests_sent", "failed_requests"),
+    metrics=("capacity", "capacity_low", "capacity_high", "requests_sent", "failed_requests", "startup_ms"),
+    details=CapacityDetails, samples=LoadSamples))

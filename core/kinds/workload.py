@@ -1,0 +1,174 @@
+"""What a load test sends and what it must meet: request-length distributions, synthetic and
+shared-prefix workloads, and percentile SLOs. Specs only (pydantic, parsed from matrix YAML);
+``runtime.load.workload`` turns a spec into request bodies, the kinds ``load`` and ``capacity``
+(``core/kinds/load.py``, ``core/kinds/capacity.py``) embed them.
+
+A length distribution draws integers with a seeded generator (numpy's PCG64), clipped to
+``[min, max]``: the same spec and seed give the same lengths on every host.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from core.kinds.base import Message
+
+
+class Lengths(BaseModel):
+    """A distribution of token counts: ``fixed`` (value), ``uniform`` (min..max), ``normal`` (mean,
+    stddev, clipped to min..max) or ``list`` (values drawn uniformly, with replacement)."""
+
+    model_config = ConfigDict(extra="forbid")
+    dist: Literal["fixed", "uniform", "normal", "list"] = Field("fixed", description="fixed, uniform, normal or list.")
+    value: int | None = Field(None, ge=1, description="fixed: the count.")
+    min: int | None = Field(None, ge=1, description="uniform: lowest count; normal: clip below (default 1).")
+    max: int | None = Field(None, ge=1, description="uniform: highest count; normal: clip above (default mean + 4 stddev).")
+    mean: float | None = Field(None, gt=0, description="normal: mean count.")
+    stddev: float | None = Field(None, ge=0, description="normal: standard deviation.")
+    values: list[int] = Field(default_factory=list, description="list: the counts to draw from.")
+
+    @model_validator(mode="after")
+    def _complete(self) -> "Lengths":
+        d = self.dist
+        if d == "fixed" and self.value is None:
+            raise ValueError("a fixed length needs value")
+        if d == "uniform" and (self.min is None or self.max is None or self.min > self.max):
+            raise ValueError("a uniform length needs min <= max")
+        if d == "normal" and (self.mean is None or self.stddev is None):
+            raise ValueError("a normal length needs mean and stddev")
+        if d == "list" and (not self.values or any(v < 1 for v in self.values)):
+            raise ValueError("a list length needs values, each >= 1")
+        return self
+
+    @classmethod
+    def of(cls, value: "int | dict | Lengths") -> "Lengths":
+        """A bare integer is a fixed length."""
+        if isinstance(value, Lengths):
+            return value
+        if isinstance(value, int):
+            return cls(dist="fixed", value=value)
+        return cls.model_validate(value)
+
+    def sample(self, rng: np.random.Generator, n: int) -> list[int]:
+        if self.dist == "fixed":
+            return [int(self.value)] * n
+        if self.dist == "uniform":
+            return [int(x) for x in rng.integers(self.min, self.max + 1, size=n)]
+        if self.dist == "list":
+            return [int(self.values[i]) for i in rng.integers(0, len(self.values), size=n)]
+        lo = self.min or 1
+        hi = self.max or max(lo, int(self.mean + 4 * self.stddev))
+        return [int(min(hi, max(lo, round(x)))) for x in rng.normal(self.mean, self.stddev, size=n)]
+
+    def describe(self) -> str:
+        if self.dist == "fixed":
+            return f"{self.value}"
+        if self.dist == "uniform":
+            return f"uniform {self.min}–{self.max}"
+        if self.dist == "list":
+            return f"one of {sorted(set(self.values))}"
+        return f"normal {self.mean:g} ± {self.stddev:g}"
+
+    def upper(self) -> int:
+        """The largest count this distribution can draw."""
+        if self.dist == "fixed":
+            return int(self.value)
+        if self.dist in ("uniform",):
+            return int(self.max)
+        if self.dist == "list":
+            return max(self.values)
+        return int(self.max or max(self.min or 1, int(self.mean + 4 * self.stddev)))
+
+
+def _lengths(v):
+    return Lengths.of(v) if v is not None else v
+
+
+class Workload(BaseModel):
+    """The requests of a load test.
+
+    * ``synthetic``: each request a prompt of ``prompt_tokens`` tokens cut from a public text
+      (``text``, data/texts/) and an answer of ``output_tokens`` (sent as max_tokens with
+      ignore_eos, so the server generates exactly that many);
+    * ``shared_prefix``: ``prefixes`` distinct prefixes of ``prefix_tokens`` each, and
+      ``questions`` questions of ``question_tokens``; each request is one prefix followed by one
+      question (a seeded draw of each): the prefix cache workload;
+    * ``messages``: the same conversation every time (the ``chat`` kind's request).
+
+    ``source`` says how prompt lengths are made: ``tokenizer`` cuts windows of token ids from the
+    text with the server's own tokenizer (llama-server's /tokenize and /detokenize) so a prompt is
+    the asked number of tokens before the chat template; ``text`` cuts characters at about 4 per
+    token (no tokenizer needed; the server's usage.prompt_tokens says what it was); ``auto`` uses
+    the tokenizer where the server exposes one. The artifact records which was used."""
+
+    model_config = ConfigDict(extra="forbid")
+    kind: Literal["synthetic", "shared_prefix", "messages"] = Field("synthetic", description="synthetic, shared_prefix or messages.")
+    prompt_tokens: Lengths = Field(default_factory=lambda: Lengths(value=128), description="synthetic: prompt length (tokens, before the chat template).")
+    output_tokens: Lengths = Field(default_factory=lambda: Lengths(value=32), description="Answer length (max_tokens, with ignore_eos).")
+    prefixes: int = Field(4, ge=1, le=1000, description="shared_prefix: distinct prefixes.")
+    prefix_tokens: Lengths = Field(default_factory=lambda: Lengths(value=256), description="shared_prefix: tokens of each prefix.")
+    questions: int = Field(16, ge=1, le=10000, description="shared_prefix: distinct questions.")
+    question_tokens: Lengths = Field(default_factory=lambda: Lengths(value=24), description="shared_prefix: tokens of each question.")
+    messages: list[Message] = Field(default_factory=list, description="messages: the conversation sent every time.")
+    source: Literal["auto", "tokenizer", "text"] = Field("auto", description="auto, tokenizer or text (see above).")
+    text: str = Field("gpl-3.0", description="Name of the text in data/texts/texts.yaml prompts are cut from.")
+    seed: int = Field(0, ge=0, description="Seed of every draw (lengths, windows, prefixes, questions).")
+    ignore_eos: bool = Field(True, description="Ask for exactly the drawn output length (ignore_eos, min_tokens).")
+    temperature: float = Field(0.0, ge=0.0, description="Sampling temperature (0 = greedy).")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _bare_ints(cls, data):
+        if isinstance(data, dict):
+            data = dict(data)
+            for k in ("prompt_tokens", "output_tokens", "prefix_tokens", "question_tokens"):
+                if isinstance(data.get(k), int):
+                    data[k] = {"dist": "fixed", "value": data[k]}
+        return data
+
+    @model_validator(mode="after")
+    def _messages(self) -> "Workload":
+        if self.kind == "messages" and not self.messages:
+            raise ValueError("a messages workload needs messages")
+        return self
+
+    def describe(self) -> str:
+        out = f"output {self.output_tokens.describe()} tokens"
+        if self.kind == "synthetic":
+            return f"synthetic prompts of {self.prompt_tokens.describe()} tokens, {out} (seed {self.seed})"
+        if self.kind == "shared_prefix":
+            return (f"{self.prefixes} shared prefixes of {self.prefix_tokens.describe()} tokens × {self.questions} "
+                    f"questions of {self.question_tokens.describe()} tokens, {out} (seed {self.seed})")
+        return f"a fixed conversation of {len(self.messages)} message(s), {out}"
+
+
+class Slo(BaseModel):
+    """Latency objectives on percentiles, judged from order statistics at ``confidence``: a level
+    meets them when the upper confidence bound of every named percentile is within its limit, and
+    misses them when one lower bound is above its limit (a failed request counts as never
+    answering: it can only push a percentile up)."""
+
+    model_config = ConfigDict(extra="forbid")
+    percentile: float = Field(95.0, gt=0, lt=100, description="The percentile every limit applies to (95: p95).")
+    ttft_ms: float | None = Field(500.0, gt=0, description="Limit on that percentile of TTFT (null: none). MLPerf interactive: 500 ms.")
+    tpot_ms: float | None = Field(50.0, gt=0, description="Limit on that percentile of TPOT (null: none).")
+    e2e_ms: float | None = Field(None, gt=0, description="Limit on that percentile of E2E latency (null: none).")
+    confidence: float = Field(0.95, gt=0.5, lt=1.0, description="Confidence of every meets/misses verdict.")
+
+    @model_validator(mode="after")
+    def _one(self) -> "Slo":
+        if self.ttft_ms is None and self.tpot_ms is None and self.e2e_ms is None:
+            raise ValueError("an SLO needs at least one of ttft_ms, tpot_ms, e2e_ms")
+        return self
+
+    def limits(self) -> dict[str, float]:
+        return {k: v for k, v in (("ttft_ms", self.ttft_ms), ("tpot_ms", self.tpot_ms), ("e2e_ms", self.e2e_ms))
+                if v is not None}
+
+    def describe(self) -> str:
+        p = f"p{self.percentile:g}"
+        names = {"ttft_ms": "TTFT", "tpot_ms": "TPOT", "e2e_ms": "E2E"}
+        return ", ".join(f"{p} {names[k]} ≤ {v:g} ms" for k, v in self.limits().items())

@@ -1,0 +1,98 @@
+"""Each host's run-to-run noise per kind of test, from the artifacts (core.noise).
+
+Two sources, pooled: the history itself (every configuration measured two or more times with one
+build: its runs' spread), and the newest ``noise`` artifact of the host (``invoke noise``). Pooling
+adds their sums of squares and degrees of freedom, so the estimate with more runs weighs more.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+from core import noise as noise_mod
+from core import stats
+from core.kinds import headline
+from core.records.noise import NoiseRecord, as_noise
+from core.records.run import RunRecord
+
+from pipelines.memo import per_set
+from pipelines.runs import records
+
+METHOD = ("Run-to-run noise of a host and kind of test (test kind; rate tests split into prompt processing and "
+          "generation) is the standard deviation of the log of a run's mean between runs of one configuration and "
+          "build, pooled over every configuration measured two or more times on that host (the history) and the "
+          "host's newest `invoke noise` A/A (sums of squares over degrees of freedom).")
+
+
+def run_value(r: RunRecord, metric: str | None = None) -> tuple[float, float | None] | None:
+    """(mean, relative standard error) of one metric of a run (default: its headline), or None."""
+    if metric is None:
+        m = headline(r.test_kind)
+        metric = m.name if m is not None else None
+    s = r.stat(metric) if metric is not None else None
+    if s is None or s.mean is None or s.mean <= 0:
+        return None
+    n, sd = s.n, s.stddev
+    rel = sd / math.sqrt(n) / s.mean if sd is not None and n > 1 else None
+    return float(s.mean), rel
+
+
+def cell_key(r: RunRecord) -> str:
+    """Runs of one configuration and build: the history key and the build."""
+    return r.history_key + json.dumps({**r.build_identity, "almanac": r.almanac_version}, sort_keys=True)
+
+
+def _noise_docs() -> list[NoiseRecord]:
+    from pipelines.runs import load_artifacts
+
+    try:
+        return load_artifacts("noise")
+    except Exception:  # noqa: BLE001 - a data folder without noise artifacts (or a fixture tree) has none
+        return []
+
+
+@per_set
+def _from_history(docs: list[Any]) -> dict[tuple[str, str], tuple[float, int, int]]:
+    cells: dict[str, list[float]] = {}
+    cls: dict[str, tuple[str, str]] = {}
+    for r in records(docs):
+        if not r.ok:
+            continue
+        v = run_value(r)
+        if v is None:
+            continue
+        k = cell_key(r)
+        cells.setdefault(k, []).append(v[0])
+        cls[k] = (r.host_id, noise_mod.noise_class(r.test))
+    out: dict[tuple[str, str], tuple[float, int, int]] = {}
+    for k, means in cells.items():
+        sigma, df = stats.pooled_log_spread([means])
+        if sigma is None:
+            continue
+        ss, d, g = out.get(cls[k], (0.0, 0, 0))
+        out[cls[k]] = (ss + sigma * sigma * df, d + df, g + 1)
+    return out
+
+
+def host_noise(docs: list[Any], noise_docs: list[Any] | None = None) -> dict[tuple[str, str], stats.RunNoise]:
+    """(host, kind of test) -> its run-to-run noise, from the history of ``docs`` and the newest
+    noise artifact of each host (``noise_docs``; default: those of the loaded data folder)."""
+    pooled = dict(_from_history(docs))
+    sources = {k: f"history: {g} configuration(s) measured more than once" for k, (_, _, g) in pooled.items()}
+    newest: dict[str, NoiseRecord] = {}
+    for d in map(as_noise, _noise_docs() if noise_docs is None else noise_docs):
+        h = d.host_id
+        if h not in newest or (d.created, d.id) > (newest[h].created, newest[h].id):
+            newest[h] = d
+    for h, d in newest.items():
+        for c, est in d.estimates.items():
+            ss, df, g = pooled.get((h, c), (0.0, 0, 0))
+            pooled[(h, c)] = (ss + est.sigma ** 2 * est.df, df + est.df, g)
+            sources[(h, c)] = (sources[(h, c)] + " + " if (h, c) in sources else "") + est.source
+    return {k: stats.RunNoise(math.sqrt(ss / df), df, sources[k]) for k, (ss, df, _) in pooled.items() if df}
+
+
+def noise_for(table: dict[tuple[str, str], stats.RunNoise], r: RunRecord) -> stats.RunNoise | None:
+    return table.get((r.host_id, noise_mod.noise_class(r.test)))

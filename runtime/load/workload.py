@@ -1,0 +1,154 @@
+"""Requests from a workload spec (``core.kinds.workload.Workload``): seeded, reproducible.
+
+Prompts are cut from a public text (data/texts/). With the server's tokenizer (``source:
+tokenizer``, or ``auto`` where the server has /tokenize and /detokenize, as llama-server does) a
+prompt is exactly the drawn number of tokens before the chat template: a window of token ids
+at a seeded offset, turned back into text by the server itself. Without one (``text``) a prompt
+is about 4 characters per token, cut at a word boundary; the server's usage.prompt_tokens then
+says what it really was, and the artifact records which way was used.
+
+Synthetic prompts start with a unique tag (``[r<level>.<i>]``), so no two requests share a
+prefix beyond the chat template: a server's prompt cache (llama-server keeps up to 8 GiB of past
+prompts) cannot make one level faster than another by remembering the last one. The
+shared-prefix workload does the opposite on purpose: ``prefixes`` prefixes, each reused by
+many requests, and its artifact reports the prefix cache hit rate.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from core.errors import ConfigError
+from core.kinds.workload import Workload
+from core.paths import data_dir, project_root, relpath
+
+CHARS_PER_TOKEN = 4.0  # the rule of thumb when no tokenizer is at hand (English prose)
+
+
+@dataclass
+class Request:
+    """One request of a workload: its body fields (messages, max_tokens ...) and what was asked."""
+
+    body: dict[str, Any]
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+def corpus(name: str) -> tuple[str, dict[str, Any]]:
+    """The text named in data/texts/texts.yaml (the data dir's, else the project's)."""
+    from core.yamlio import load_yaml
+
+    path = data_dir() / "texts" / "texts.yaml"
+    if not path.exists():
+        path = project_root() / "data" / "texts" / "texts.yaml"
+    raw = load_yaml(path) or {}
+    texts = raw.get("texts") if isinstance(raw, dict) else None
+    if not isinstance(texts, dict) or name not in texts or not isinstance(texts[name], dict):
+        raise ConfigError(f"no text named {name!r} (known: {', '.join(sorted(texts or {}))})", file=relpath(path),
+                          field="texts")
+    file = path.parent / str(texts[name].get("file", ""))
+    if not file.is_file():
+        raise ConfigError(f"text file {texts[name].get('file')!r} not found", file=relpath(path), field=f"texts.{name}.file")
+    data = Path(file).read_bytes()
+    return data.decode("utf-8", "replace"), {"name": name, "sha256": hashlib.sha256(data).hexdigest(),
+                                             "source": texts[name].get("source")}
+
+
+class Cutter:
+    """Cuts prompts of a given token count from the text, with the server's tokenizer or by characters."""
+
+    def __init__(self, transport: Any, client: Any, text: str, mode: str):
+        self.transport, self.client, self.text, self.mode = transport, client, text, mode
+        self.ids: list[int] = []
+
+    @classmethod
+    async def make(cls, transport: Any, client: Any, spec: Workload) -> "Cutter":
+        text, _ = corpus(spec.text)
+        if spec.source in ("auto", "tokenizer"):
+            ids = await transport.tokenize(client, text)
+            if ids:
+                c = cls(transport, client, text, "tokenizer")
+                c.ids = ids
+                return c
+            if spec.source == "tokenizer":
+                raise ConfigError("the server exposes no tokenizer (/tokenize): use source: text or auto",
+                                  field="workload.source")
+        words = text.split()
+        return cls(transport, client, " ".join(words), "text")
+
+    @property
+    def size(self) -> int:
+        return len(self.ids) if self.mode == "tokenizer" else int(len(self.text) / CHARS_PER_TOKEN)
+
+    async def cut(self, rng: np.random.Generator, tokens: int, tag: str = "") -> str:
+        """A prompt of ``tokens`` tokens (tag included) at a seeded place in the text."""
+        if self.mode == "tokenizer":
+            tag_ids = (await self.transport.tokenize(self.client, tag)) if tag else []
+            want = max(1, tokens - len(tag_ids or []))
+            ids = self.ids * (1 + want // max(1, len(self.ids)))  # a prompt longer than the text wraps around
+            off = int(rng.integers(0, max(1, len(self.ids))))
+            window = (ids + ids)[off:off + want]
+            out = await self.transport.detokenize(self.client, list(tag_ids or []) + window)
+            if out is None:
+                raise ConfigError("the server's /detokenize failed while building prompts", field="workload.source")
+            return out
+        chars = max(1, int(tokens * CHARS_PER_TOKEN) - len(tag))
+        text = self.text
+        reps = text * (1 + chars // max(1, len(text)))
+        off = int(rng.integers(0, max(1, len(text))))
+        window = (reps + reps)[off:off + chars]
+        cut = window.find(" ")  # start and end at word boundaries
+        window = window[cut + 1:] if 0 <= cut < len(window) // 4 else window
+        return tag + window
+
+
+def _sampling(spec: Workload, max_tokens: int) -> dict[str, Any]:
+    body: dict[str, Any] = {"max_tokens": int(max_tokens), "temperature": spec.temperature}
+    if spec.ignore_eos:
+        body["ignore_eos"] = True
+        body["min_tokens"] = int(max_tokens)
+    return body
+
+
+async def build(transport: Any, client: Any, spec: Workload, n: int, level_index: int = 0) -> tuple[list[Request], dict[str, Any]]:
+    """``n`` requests of the workload for one level (level_index keys the draws, so levels never
+    repeat one another's synthetic prompts), and what was used to build them."""
+    rng = np.random.default_rng([spec.seed, level_index])
+    outs = spec.output_tokens.sample(rng, n)
+    info: dict[str, Any] = {"kind": spec.kind, "describe": spec.describe()}
+    if spec.kind == "messages":
+        msgs = [m.model_dump() for m in spec.messages]
+        return [Request({"messages": msgs, **_sampling(spec, o)}, {"output_tokens_requested": o}) for o in outs], \
+            {**info, "source": "messages"}
+    cutter = await Cutter.make(transport, client, spec)
+    _, text_info = corpus(spec.text)
+    info.update(source=cutter.mode, text=text_info, text_tokens=cutter.size,
+                chars_per_token=CHARS_PER_TOKEN if cutter.mode == "text" else None)
+    reqs: list[Request] = []
+    if spec.kind == "synthetic":
+        lens = spec.prompt_tokens.sample(rng, n)
+        for i, (p, o) in enumerate(zip(lens, outs)):
+            prompt = await cutter.cut(rng, p, tag=f"[r{level_index}.{i}] ")
+            reqs.append(Request({"messages": [{"role": "user", "content": prompt}], **_sampling(spec, o)},
+                                {"prompt_tokens_requested": p, "output_tokens_requested": o}))
+        return reqs, info
+    # shared prefix: the same prefixes and questions at every level (their reuse is the point)
+    prng = np.random.default_rng([spec.seed, 1_000_003])
+    plens = spec.prefix_tokens.sample(prng, spec.prefixes)
+    qlens = spec.question_tokens.sample(prng, spec.questions)
+    prefixes = [await cutter.cut(prng, t) for t in plens]
+    questions = [await cutter.cut(prng, t) for t in qlens]
+    pick_p = rng.integers(0, spec.prefixes, size=n)
+    pick_q = rng.integers(0, spec.questions, size=n)
+    for i in range(n):
+        a, b = int(pick_p[i]), int(pick_q[i])
+        content = f"{prefixes[a]}\n\nQuestion: {questions[b]}"
+        reqs.append(Request({"messages": [{"role": "user", "content": content}], **_sampling(spec, outs[i])},
+                            {"prefix": a, "question": b, "prompt_tokens_requested": plens[a] + qlens[b],
+                             "output_tokens_requested": outs[i]}))
+    info.update(prefixes=spec.prefixes, questions=spec.questions)
+    return reqs, info
