@@ -83,3 +83,16 @@ def test_host_vs_host_pairs_a_new_host_with_the_committed_ones():
     section = page.split(f"## <code>{NEW_HOST['id']}</code> vs <code>lent-h100-")[1].split("\n## ")[0]
     q8 = [r for r in new_rows if r.model_name == "synthetic-llama-1b-q8_0"]
     assert q8 and all(f"runs/run.md?id={r.id}" in section for r in q8)
+
+
+def test_every_setting_added_since_the_committed_rows_is_neutral_at_its_default():
+    """A backend setting the committed reference rows do not name must be listed with its default in
+    NEUTRAL_SETTINGS, or every new row would silently be another configuration than theirs."""
+    from runtime import backends
+
+    old = _committed_reference()
+    defaults = backends.settings_class(old.backend)().model_dump(mode="json")
+    added = set(defaults) - set(old.requested)
+    for k in added:
+        assert k in record.NEUTRAL_SETTINGS and defaults[k] == record.NEUTRAL_SETTINGS[k], k
+    assert new_row(old, host={**old.host}).requested_explicit == old.requested_explicit

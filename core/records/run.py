@@ -83,6 +83,11 @@ BUILD_IDENTITY = ("backend_version", "llama_cpp_commit", "server", "server_packa
 TEST_METHOD = TestSpec.METHOD_FIELDS
 TEST_LABELS = TestSpec.LABEL_FIELDS
 BACKEND_CLASSES = {True: "in process", False: "behind a server"}
+# Settings added to a backend after artifacts were measured without them, with the value that means
+# "not used" (their default). Requested at that value, a setting asks nothing of the backend: the
+# same configuration as an older artifact that does not name it (RunRecord.requested_explicit).
+# tests/test_work_identity.py fails when a backend gains a setting whose default is not listed here.
+NEUTRAL_SETTINGS: dict[str, Any] = {"extra_bufts": None, "lora_adapters": [], "lora_scale": 1.0}
 # Metrics that are shares (0 to 1): their interval is capped at 1 as well as kept above 0.
 SHARE_UPPER = {"draft_acceptance": 1.0, "pass_rate": 1.0}
 
@@ -468,10 +473,12 @@ class RunRecord(ArtifactRecord):
 
     @property
     def requested_explicit(self) -> dict[str, Any]:
-        """The requested settings without those requested as null (left to the backend's default: the
-        same as not naming them, so a setting added to the backend later does not tell two
-        configurations apart)."""
-        return self._cached("requested_explicit", lambda: {k: v for k, v in self.requested.items() if v is not None})
+        """The requested settings without those requested as null (left to the backend's default) or
+        at the neutral value of a setting added later (NEUTRAL_SETTINGS): the same as not naming them,
+        so a setting added to the backend later does not tell two configurations apart."""
+        return self._cached("requested_explicit", lambda: {
+            k: v for k, v in self.requested.items()
+            if v is not None and not (k in NEUTRAL_SETTINGS and v == NEUTRAL_SETTINGS[k])})
 
     @property
     def swept(self) -> dict[str, Any]:

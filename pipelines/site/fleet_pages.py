@@ -292,8 +292,11 @@ def headline_sentences(board: fleet.WorkloadBoard) -> list[str]:
         if sp is None:
             continue
         verb = "decodes" if t == DECODE else "prefills" if t == PREFILL else f"runs {t}"
-        ci = (f"[{_fmt_ratio(sp.ci95_low)}, {_fmt_ratio(sp.ci95_high)}] CI95" if sp.ci95_low is not None
-              else "no CI95: a side has no interval")
+        if sp.ci95_low is not None:
+            ci = f"[{_fmt_ratio(sp.ci95_low)}, {_fmt_ratio(sp.ci95_high)}] CI95"
+        else:
+            lacking = next(r for r in (best, worst) if r.cells[t].ci95_low is None)
+            ci = f"no CI95: the {cell(lacking.host_label)} figure has none ({cell(lacking.cells[t].note or 'no interval')})"
         out.append(f"The **{cell(best.host_label)}** {verb} {cell(board.model)} **{_fmt_ratio(sp.ratio)}×** "
                    f"{'faster' if m.higher_is_better else 'sooner'} than the {cell(worst.host_label)} ({ci}; "
                    f"{num(best.cells[t].mean, m.decimals)} vs {num(worst.cells[t].mean, m.decimals)} {cell(m.unit)}, "
@@ -348,6 +351,7 @@ def home(docs: list[Any]) -> str:
     sentences with CI95), the newest regressions, what is stale, when each host last measured."""
     from pipelines.runs import last_updated, latest_per_key
     from pipelines.site import pages
+    from pipelines.site.corpus import corpus_section
 
     if not docs:
         return admonition("warning", "No data yet", "Run `invoke all` to measure the embedded model on this host.")
@@ -359,6 +363,7 @@ def home(docs: list[Any]) -> str:
         home_reference(recs), "",
         "## Newest regressions", "",
         pages.newest_regressions(recs), "",
+        corpus_section(recs),
         "## Hosts: when each last measured, what is stale", "",
         f"A current result is {STALE_BADGE} when its host has measured with a newer build since (on the same backend): "
         "it shows an older release than the host now runs.", "",
