@@ -258,6 +258,21 @@ def all(c, matrix=ALL_MATRICES):  # noqa: A001 - the task is called `all`
         bench(c, matrix=name)
     validate(c)
     _build_site(c, "site", if_changed=True)  # nothing new (no input changed): the site already built stays
+    _where_this_host_stands()
+
+
+def _where_this_host_stands() -> None:
+    """The last lines of `invoke all`: this host on the Leaderboard's reference boards, beside whom."""
+    from pipelines import fleet, hostnames
+    from pipelines.runs import load_runs
+    from runtime.hosts import fingerprint
+
+    hid = fingerprint.host_id(fingerprint.fingerprint())
+    runs = load_runs()
+    lines = fleet.host_summary(runs, hid)
+    print(f"this host: {hostnames.label(runs, hid)} ({hid})")
+    for line in lines or ["not on a reference board yet (no reference row measured here)"]:
+        print("  " + line)
 
 
 @task(help={"k": "Only tests matching this pytest -k expression.", "fast": "Skip tests that run the real model."})

@@ -16,7 +16,7 @@ from runtime.quality import sandbox, scorers
 from pipelines import dataset
 from pipelines.runs import load_runs
 from pipelines.site import browser, manual, open_data, pages, per_host, split_pages  # noqa: F401 - split_pages registers
-from pipelines.site import quality_pages
+from pipelines.site import fleet_pages, quality_pages
 from pipelines.site import parity_pages
 from pipelines.site import agent_pages
 from pipelines import roofline
@@ -38,8 +38,8 @@ def backend_declarations() -> list[dict[str, Any]]:
 
 
 def define_env(env: Any) -> None:
-    env.macro(lambda: pages.home(list(_runs())), "home_summary")
-    env.macro(lambda: per_host.render("leaderboard"), "leaderboard")
+    env.macro(lambda: fleet_pages.home(list(_runs())), "home_summary")
+    env.macro(lambda: fleet_pages.leaderboard_page(list(_runs())), "leaderboard")
     env.macro(lambda kind="run": browser.browser_page(kind, len(dataset.load().of(kind))), "runs_browser")
     env.macro(browser.viewer_page, "artifact_viewer")
     env.macro(per_host.render, "split_page")

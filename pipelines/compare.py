@@ -12,10 +12,12 @@ commas (several values of one key separated by ``|``):
 * ``artifacts=`` artifact files, folders or globs (relative to the project root);
 * ``id=`` artifact ids.
 
-The two selections are matched on the work they ran: test definition (repetitions aside),
-model file (sha256), backend, requested settings and host, minus what the two selections
-choose differently on purpose: different hosts are compared on the same work apart from the
-host, different backends on the same test and model apart from backend and settings. The
+The two selections are matched on the work they ran (core.records.run: the model's identity,
+the test's work parameters, the backend class; the method, how precisely each was measured,
+never matters), the backend, the requested settings (those not left to the backend's default)
+and the host, minus what the two selections choose differently on purpose: different hosts
+are compared on the same work apart from the host, different backends on the same work apart
+from backend and settings. The
 run is the unit: on each side every result of a matched configuration is one run (its mean);
 the row compares the geometric means of the two sides' run means, with a CI95 from the spread
 between the runs of a side of two or more, or, for a side of one run, the host's run-to-run
@@ -137,11 +139,12 @@ def compared_on(a: Selection, b: Selection) -> set[str]:
 
 
 def work_parts(r: RunRecord, on: set[str]) -> dict[str, Any]:
-    parts: dict[str, Any] = {"test": r.test_definition, "model": r.model_identity,
-                             "backend": r.backend_name, "requested": r.requested, "host": r.host_id}
+    parts: dict[str, Any] = {"work": r.work, "backend": r.backend_name, "requested": r.requested_explicit,
+                             "host": r.host_id}
     if "host" in on:
         parts.pop("host")
-    if "backend" in on:
+    if "backend" in on:  # another backend, perhaps of the other class (in process vs behind a server)
+        parts["work"] = {k: v for k, v in parts["work"].items() if k != "class"}
         parts.pop("backend")
         parts.pop("requested")
     return parts
@@ -278,7 +281,7 @@ def compare(docs: list[RunRecord], a: Selection, b: Selection, memo: dict[tuple[
             rows.append(Row(ra.model_name, ra.test_name, m.name, m.unit, m.higher_is_better, ra.host_id, rb.host_id,
                             ra.backend_name, rb.backend_name, ra.backend_build, rb.backend_build, ra.id, rb.id,
                             ma, sda, nra, mb, sdb, nrb, c.ratio, c.ci95_low, c.ci95_high, c.verdict,
-                            "" if "backend" in on else _settings_text(ra.requested),
+                            "" if "backend" in on else _settings_text(ra.requested_explicit),
                             _diff_text(ra.effective, rb.effective), len(va), len(vb), c.method, c.note))
     rows.sort(key=lambda r: (r.model, r.test, r.settings, r.host_a, r.backend_a))
     return Result(a, b, sorted(on), rows, len(side_a), len(side_b))

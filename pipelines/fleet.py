@@ -1,170 +1,277 @@
-"""Each host against the fleet: linear in hosts, not in pairs of hosts.
+"""The fleet view (issue 19): this workload, every machine.
 
-A *workload* is the same work run on several hosts (``work_key``: test definition, model identity,
-backend and requested settings; everything but the host). For each workload shared by at least
-two hosts, every host's newest result on it is
+A *workload* is work (core.records.run.RunRecord.work_key: the model's identity, the test's work
+parameters, the backend class). Its board has one row per host x backend x configuration as asked
+(the requested settings not left to the default, the backend build): the machines that ran it,
+side by side. Method (repetitions, precision target, warm-up) never splits a row; what the
+environment did differently (threads, layers offloaded, flash attention as resolved, extra buffer
+types, ...) is a column where rows differ.
 
-* ranked by the leaderboard's rule (pipelines.ranking: a host's rank is 1 + the number of hosts
-  whose CI95 lies wholly on the better side of its own; overlapping intervals share a rank);
-* compared with the workload's *median host* (hosts ordered by mean, the middle one; for an even
-  count the slower of the two middle ones) by core.stats.compare_summaries: the ratio host ÷
-  median host on the headline metric with its CI95 (log scale, Welch-Satterthwaite) and the
-  verdict from the host's side (win, loss, within noise).
+Where a model has both of llama-bench's headline rate tests (``PAIRED``: pp512 and tg128), the two
+workloads are one board with prefill and decode side by side, as the llama.cpp scoreboards show
+them; a row is then the same configuration measured on both tests.
 
-The cost is one digest per result and one sort per workload: at 200 hosts that is 200 rows a
-workload, where every pair of hosts would be 19,900 comparisons. Any two hosts are compared in the
-reader's browser from ``picker_data`` (the same formula, docs/assets/js/fleet.js).
+Each column is ranked by pipelines.ranking (the rule the page states: ``ranking.RULE``) on the
+row's statistic (pipelines.leaderboard.row_statistic: the run is the unit). Rows are ordered by
+the last column's rank (decode, for the paired board). A workload measured by one row only is not
+a ranking: :func:`boards` returns it with ``single=True`` and the page lists those apart.
+
+The reference workload is the work of the runs measured under the reference matrix
+(data/matrices/reference.yaml): any row of the same work is on the reference board, whatever
+matrix or almanac version measured it.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import hashlib
+import json
+import math
+from dataclasses import dataclass, field
 from typing import Any
 
-from core import stats
 from core.kinds import headline
 from core.metrics import Metric
-from core.records.run import RunRecord, digest
-from core.summary import Summary
+from core.records.run import RunRecord
 
-from pipelines import compare as cmp
-from pipelines.ranking import Ranked, rank_label, rank_with_ci
+from pipelines import hostnames
+from pipelines.history import stale_ids
+from pipelines.leaderboard import row_statistic, runs_per_comparability
+from pipelines.memo import per_set
+from pipelines.noise import host_noise
+from pipelines.ranking import rank_label, rank_with_ci
 from pipelines.runs import records
 
-METHOD = ("A workload is the same test definition, model file (sha256), backend and requested settings run on "
-          "several hosts. Each host's newest result on it counts. Rank: 1 + the number of hosts whose CI95 lies "
-          "wholly on the better side of this host's CI95 (overlapping intervals share a rank, marked =; a result "
-          "without an interval is not ranked). The median host is the middle of the hosts ordered by mean (for an "
-          "even count, the slower of the two middle ones); a host's ratio to it is host ÷ median host on the "
-          "headline metric with its CI95 (log scale, Welch-Satterthwaite), and the verdict is the host's: win, "
-          "loss, or within noise (the interval contains 1).")
+REFERENCE_MATRIX = "reference"
+PAIRED = ("pp512", "tg128")  # prefill and decode, side by side (llama-bench's headline tests)
+# Effective settings that follow the test rather than the machine (the context and batch a
+# test sizes for itself): never a reason to show an environment column.
+TEST_SIZED = frozenset({"n_ctx", "n_batch", "n_ubatch"})
+# The environment a board shows as columns where rows differ: what a host (or its build) makes of
+# the same request. Other differences stay in each artifact (one click away).
+ENV_COLUMNS = ("n_threads", "n_gpu_layers", "flash_attn", "use_extra_bufts", "type_k", "type_v", "speculative", "device",
+               "dtype")
 
 
-_HOST_PART = {"host"}
+@dataclass
+class Cell:
+    """One row's figure on one test: the row statistic of its configuration's runs."""
 
-
-def work_key(r: RunRecord) -> str:
-    """The work a result ran, apart from the host (what two hosts must share to be compared).
-
-    The one place this page asks "same work?": today the comparison's work parts minus the host
-    (pipelines.compare.work_parts); a RunRecord.work_key that separates work from method and
-    environment replaces this body."""
-    return digest(cmp.work_parts(r, _HOST_PART))
-
-
-@dataclass(frozen=True)
-class Standing:
-    """One host on one workload."""
-
-    host_id: str
-    run_id: str
-    summary: Summary
-    rank: Ranked
-    ratio: float | None  # host ÷ median host
+    id: str  # the newest artifact (figures link to it)
+    run_ids: list[str]
+    data_path: str
+    created: str
+    mean: float
+    stddev: float | None
+    n: int
+    runs: int
     ci95_low: float | None
     ci95_high: float | None
-    verdict: str  # win / loss / within noise / insufficient data / median host
-    is_median: bool
+    note: str | None
+    stale: bool
+    method: dict[str, Any]
+    rank: int | None = None
+    rank_label: str = "—"
+
+
+@dataclass
+class Row:
+    host_id: str
+    host_label: str
+    backend: str
+    build: str
+    requested: dict[str, Any]
+    environment: dict[str, Any]  # effective settings of the row's newest run (test-sized ones left out)
+    gpus: int
+    cells: dict[str, Cell] = field(default_factory=dict)  # test name -> cell
+
+
+@dataclass
+class WorkloadBoard:
+    key: str  # stable anchor: digest of the work keys
+    work_keys: list[str]
+    model: str
+    model_identity: str
+    quantization: str | None
+    synthetic: bool
+    backend_class: str
+    kind: str
+    tests: list[str]  # columns, in order
+    metrics: dict[str, Metric]
+    work_tests: dict[str, dict[str, Any]]  # test name -> its work parameters
+    rows: list[Row]
+    varying: list[str]  # environment settings that differ between rows (columns)
+    build_varies: bool
+    reference: bool
+    endpoint: str | None = None  # an endpoint model's server (no local file), None for a file
 
     @property
-    def rank_label(self) -> str:
-        return rank_label(self.rank)
+    def single(self) -> bool:
+        """One row: not a ranking."""
+        return len(self.rows) < 2
+
+    @property
+    def hosts(self) -> list[str]:
+        return sorted({r.host_id for r in self.rows})
+
+    @property
+    def backends(self) -> list[str]:
+        return sorted({r.backend for r in self.rows})
+
+
+def _json(v: Any) -> str:
+    return json.dumps(v, sort_keys=True, default=str)
+
+
+def reference_work(recs: list[RunRecord]) -> set[str]:
+    """The work keys of the reference workload: those of every run measured under the reference matrix."""
+    return {r.work_key for r in recs if r.matrix_name == REFERENCE_MATRIX}
+
+
+def _row_key(r: RunRecord) -> str:
+    return _json([r.host_id, r.backend_name, r.build_identity, r.requested_explicit])
+
+
+def _cell(runs: list[RunRecord], metric: Metric, stale: set[str], noise: Any) -> Cell | None:
+    st = row_statistic(runs, metric, noise)
+    if st is None:
+        return None
+    newest = runs[-1]
+    return Cell(newest.id, [x.id for x in runs], getattr(newest, "data_path", "") or "", newest.created, st["mean"],
+                st["stddev"], st["n"], st["runs"], st["ci95_low"], st["ci95_high"], st["note"], newest.id in stale,
+                newest.method)
+
+
+@per_set
+def boards(docs: list[Any]) -> list[WorkloadBoard]:
+    """Every workload's board (single-row ones included, marked ``single``), the reference first."""
+    recs = [r for r in records(docs) if r.ok and headline(r.test_kind) is not None]
+    if not recs:
+        return []
+    stale = stale_ids(recs)
+    noise = host_noise(recs)
+    labels = hostnames.labels(docs)
+    ref = reference_work(recs)
+    # configurations (work + environment), each with all its runs; then by work
+    by_work: dict[str, list[list[RunRecord]]] = {}
+    for runs in runs_per_comparability(recs).values():
+        by_work.setdefault(runs[-1].work_key, []).append(runs)
+    # pair prefill and decode of the same model and backend class
+    groups: dict[str, list[str]] = {}
+    for wk, configs in by_work.items():
+        r = configs[0][-1]
+        if r.test_kind == "rate" and r.test_name in PAIRED:
+            gid = _json(["paired", r.model_identity, r.backend_class, r.method_version])
+        else:
+            gid = wk
+        groups.setdefault(gid, []).append(wk)
+    out: list[WorkloadBoard] = []
+    for gid, wks in groups.items():
+        first = by_work[wks[0]][0][-1]
+        by_test = {by_work[wk][0][-1].test_name: wk for wk in wks}
+        tests = [t for t in PAIRED if t in by_test] if len(wks) > 1 or first.test_name in PAIRED else [first.test_name]
+        tests = tests or sorted(by_test)
+        metrics: dict[str, Metric] = {}
+        rows: dict[str, Row] = {}
+        for t in tests:
+            wk = by_test[t]
+            for runs in by_work[wk]:
+                r = runs[-1]
+                m = metrics.setdefault(t, headline(r.test_kind))
+                c = _cell(runs, m, stale, noise)
+                if c is None:
+                    continue
+                rk = _row_key(r)
+                row = rows.get(rk)
+                if row is None:
+                    row = rows[rk] = Row(r.host_id, labels.get(r.host_id, r.host_id), r.backend_name, r.backend_build,
+                                         r.requested_explicit,
+                                         {k: v for k, v in r.effective.items() if k not in TEST_SIZED},
+                                         len(r.host.get("gpus") or []))
+                cur = row.cells.get(t)
+                if cur is None or (c.created, c.id) > (cur.created, cur.id):
+                    row.cells[t] = c
+        row_list = list(rows.values())
+        if not row_list:
+            continue
+        for t in tests:
+            have = [row for row in row_list if t in row.cells]
+            m = metrics[t]
+            ranked = rank_with_ci([row.cells[t].ci95_low for row in have], [row.cells[t].ci95_high for row in have],
+                                  m.higher_is_better)
+            for row, rk in zip(have, ranked):
+                row.cells[t].rank, row.cells[t].rank_label = rk.rank, rank_label(rk)
+        last = tests[-1]
+
+        def order(row: Row, last: str = last) -> tuple:
+            c = row.cells.get(last)
+            m = metrics[last]
+            if c is None:
+                return (2, 0.0, row.host_label)
+            sign = -1 if m.higher_is_better else 1
+            return (0 if c.rank is not None else 1, c.rank or 0, sign * c.mean, row.host_label, row.backend)
+
+        row_list.sort(key=order)
+        varying = [k for k in ENV_COLUMNS if len({_json(row.environment.get(k)) for row in row_list}) > 1]
+        key = hashlib.sha256(_json(sorted(wks)).encode()).hexdigest()[:12]
+        out.append(WorkloadBoard(key, sorted(wks), first.model_name, first.model_identity, first.quantization,
+                                 first.synthetic, first.backend_class, first.test_kind, tests, metrics,
+                                 {t: by_work[by_test[t]][0][-1].work_test for t in tests}, row_list, varying,
+                                 len({row.build for row in row_list}) > 1, any(wk in ref for wk in wks),
+                                 first.model_server))
+    out.sort(key=lambda b: (not b.reference, b.single, b.synthetic is False and b.reference, b.model, b.tests))
+    return out
+
+
+def reference_boards(docs: list[Any]) -> list[WorkloadBoard]:
+    return [b for b in boards(docs) if b.reference]
 
 
 @dataclass(frozen=True)
-class Workload:
-    key: str
-    model: str
+class Speedup:
+    """How many times faster one row is than another on one test, with the ratio's CI95."""
+
     test: str
-    backend: str
-    requested: dict[str, Any]
-    metric: Metric
-    standings: list[Standing]  # best rank first
-    median: Standing
-
-    @property
-    def label(self) -> str:
-        return f"{self.model} · {self.test} · {self.backend}"
+    fast: Row
+    slow: Row
+    ratio: float
+    ci95_low: float | None
+    ci95_high: float | None
 
 
-def _newest_per_host(recs: list[RunRecord]) -> dict[str, dict[str, RunRecord]]:
-    """work key -> host -> the host's newest result of that work (headline metric measured)."""
-    newest: dict[str, RunRecord] = {}  # per configuration key first (a plain string): its work is digested once
-    for r in recs:
-        if not r.ok or headline(r.test_kind) is None:
-            continue
-        cur = newest.get(r.key)
-        if cur is None or (r.created, r.id) > (cur.created, cur.id):
-            newest[r.key] = r
-    out: dict[str, dict[str, RunRecord]] = {}
-    for r in newest.values():  # a key names one host; several keys of a host may share work (other builds)
-        m = r.headline_metric
-        s = r.stat(m.name) if m is not None else None
-        if s is None or s.mean is None:
-            continue
-        per = out.setdefault(work_key(r), {})
-        cur = per.get(r.host_id)
-        if cur is None or (r.created, r.id) > (cur.created, cur.id):
-            per[r.host_id] = r
-    return out
+def speedup(board: WorkloadBoard, test: str, fast: Row, slow: Row) -> Speedup | None:
+    """fast / slow on ``test`` (for a lower-is-better metric, slow / fast), with the CI95 of the
+    ratio from the two cells' intervals (log scale: each interval's half-width over 1.96 as the
+    standard error of its log, the two added in quadrature)."""
+    a, b = fast.cells.get(test), slow.cells.get(test)
+    if a is None or b is None or not a.mean or not b.mean:
+        return None
+    m = board.metrics[test]
+    num, den = (a, b) if m.higher_is_better else (b, a)
+    ratio = num.mean / den.mean
+    ses = []
+    for c in (num, den):
+        if c.ci95_low is None or c.ci95_high is None or c.ci95_low <= 0:
+            return Speedup(test, fast, slow, ratio, None, None)
+        ses.append((math.log(c.ci95_high) - math.log(c.ci95_low)) / (2 * 1.96))
+    half = 1.96 * math.sqrt(sum(x * x for x in ses))
+    return Speedup(test, fast, slow, ratio, ratio * math.exp(-half), ratio * math.exp(half))
 
 
-def workloads(docs: list[Any]) -> list[Workload]:
-    """Every workload at least two hosts ran, each host's standing on it; ordered by how many hosts ran
-    it (most first), then by label."""
+def host_summary(docs: list[Any], host_id: str) -> list[str]:
+    """Where a host stands on the reference workload, in lines for a terminal (``invoke all`` ends
+    with them): per reference board it is on, the hosts beside it and its rank per test."""
     out = []
-    for key, per in _newest_per_host(records(docs)).items():
-        if len(per) < 2:
+    for b in reference_boards(docs):
+        mine = [r for r in b.rows if r.host_id == host_id]
+        if not mine:
             continue
-        first = next(iter(per.values()))
-        m = first.headline_metric
-        assert m is not None
-        hosts = sorted(per, key=lambda h: (per[h].stat(m.name).mean, h), reverse=not m.higher_is_better)  # worst first
-        median_host = hosts[(len(hosts) - 1) // 2]
-        med = per[median_host].stat(m.name)
-        sums = {h: per[h].stat(m.name) for h in hosts}
-        ranks = dict(zip(hosts, rank_with_ci([sums[h].ci95_low for h in hosts], [sums[h].ci95_high for h in hosts],
-                                             m.higher_is_better)))
-        rows = []
-        for h in hosts:
-            if h == median_host:
-                rows.append(Standing(h, per[h].id, sums[h], ranks[h], 1.0, None, None, "median host", True))
-                continue
-            c = stats.compare_summaries(med, sums[h], m.higher_is_better)
-            rows.append(Standing(h, per[h].id, sums[h], ranks[h], c.ratio, c.ci95_low, c.ci95_high, c.verdict, False))
-        big = float("inf")
-        rows.sort(key=lambda s: (s.rank.rank if s.rank.rank is not None else big,
-                                 -s.summary.mean if m.higher_is_better else s.summary.mean, s.host_id))
-        med_row = next(s for s in rows if s.is_median)
-        out.append(Workload(key, first.model_name, first.test_name, first.backend_name, first.requested, m, rows, med_row))
-    out.sort(key=lambda w: (-len(w.standings), w.label, w.key))
+        others = sorted({r.host_label for r in b.rows if r.host_id != host_id})
+        figures = []
+        for t in b.tests:
+            c = mine[0].cells.get(t)
+            if c is not None:
+                m = b.metrics[t]
+                have = sum(1 for r in b.rows if t in r.cells)
+                figures.append(f"{t} {c.mean:,.{m.decimals}f} {m.unit} (rank {c.rank_label} of {have})")
+        out.append(f"reference {b.model}: {', '.join(figures)}; beside " + (", ".join(others) if others else "no other host yet"))
     return out
-
-
-def picker_data(workloads_: list[Workload], hosts: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    """What the browser needs to compare any two hosts (or a host with each workload's median host): hosts,
-    workloads, and per workload its median host and each host's (n, mean, stddev), run id and rank label.
-    Compact: hosts by index."""
-    host_ids = sorted({s.host_id for w in workloads_ for s in w.standings},
-                      key=lambda h: (len(hosts.get(h, {}).get("gpus") or []), h))
-    index = {h: i for i, h in enumerate(host_ids)}
-    wl = []
-    for w in workloads_:
-        vals = [[index[s.host_id], s.summary.n, s.summary.mean, s.summary.stddev, s.run_id, s.rank_label]
-                for s in w.standings]
-        wl.append({"label": w.label, "metric": w.metric.label, "unit": w.metric.unit, "hib": w.metric.higher_is_better,
-                   "decimals": w.metric.decimals, "median": index[w.median.host_id], "values": vals})
-    return {"hosts": [{"id": h, "about": host_about(hosts.get(h, {}))} for h in host_ids], "workloads": wl}
-
-
-def host_about(h: dict[str, Any]) -> str:
-    """A host's machine in a few words (CPU, cores, GPUs)."""
-    if not h:
-        return ""
-    cpu = h.get("cpu") or {}
-    gpus = h.get("gpus") or []
-    parts = [str(cpu.get("model") or "?"), f"{cpu.get('logical_cores', '?')} threads"]
-    if gpus:
-        names = sorted({str(g.get("name")) for g in gpus})
-        parts.append(f"{len(gpus)}× " + "/".join(names))
-    return " · ".join(parts)

@@ -95,6 +95,31 @@ def runs_per_comparability(recs: list[RunRecord]) -> dict[str, list[RunRecord]]:
     return out
 
 
+def row_statistic(runs: list[RunRecord], metric: Metric, noise: dict[Any, Any]) -> dict[str, Any] | None:
+    """One configuration's figure with the run as the unit (its runs oldest first): the geometric
+    mean of its run means with a CI95 from the spread between runs (two or more), or its one run
+    widened by the host's run-to-run noise (core.stats.run_interval; ``noise`` from
+    pipelines.noise.host_noise); stddev between the runs' means (one run: its own); n the samples
+    behind it. None when no run measured the metric. The Leaderboard's workload boards
+    (pipelines.fleet) and the per-host boards read their figures here."""
+    runs = [x for x in runs if x.stat(metric.name) is not None and x.stat(metric.name).mean]
+    if not runs:
+        return None
+    values = [v for v in (noise_mod.run_value(x, metric.name) for x in runs) if v is not None]
+    centre, lo, hi, note = stats.run_interval([v[0] for v in values], noise=noise_mod.noise_for(noise, runs[-1]),
+                                              rel_se=values[0][1] if len(values) == 1 else None)
+    s = runs[-1].stat(metric.name)
+    if len(runs) > 1:
+        means = [float(x.stat(metric.name).mean) for x in runs]
+        c = sum(means) / len(means)
+        spread = (sum((v - c) ** 2 for v in means) / (len(means) - 1)) ** 0.5
+        n = sum(x.stat(metric.name).n for x in runs)
+    else:
+        spread, n = s.stddev, s.n
+    return {"mean": centre if centre is not None else s.mean, "stddev": spread, "n": n, "runs": len(runs),
+            "ci95_low": lo, "ci95_high": hi, "note": note, "run_records": runs}
+
+
 @per_set
 def boards(docs: list[RunRecord]) -> list[Board]:
     """Leaderboards from run artifacts (failed runs excluded)."""
@@ -116,17 +141,11 @@ def boards(docs: list[RunRecord]) -> list[Board]:
             s = r.headline
             if s is None:
                 continue
-            runs = [x for x in per_key[r.comparability_key()] if x.stat(metric.name) is not None and x.stat(metric.name).mean]
-            values = [v for v in (noise_mod.run_value(x) for x in runs) if v is not None]
-            centre, lo, hi, note = stats.run_interval([v[0] for v in values], noise=noise_mod.noise_for(noise, r),
-                                                      rel_se=values[0][1] if len(values) == 1 else None)
-            if len(runs) > 1:
-                means = [float(x.stat(metric.name).mean) for x in runs]
-                c = sum(means) / len(means)
-                spread = (sum((v - c) ** 2 for v in means) / (len(means) - 1)) ** 0.5
-                n = sum(x.stat(metric.name).n for x in runs)
-            else:
-                spread, n = s.stddev, s.n
+            st = row_statistic(per_key[r.comparability_key()], metric, noise)
+            if st is None:
+                continue
+            centre, lo, hi, note = st["mean"], st["ci95_low"], st["ci95_high"], st["note"]
+            spread, n, runs = st["stddev"], st["n"], st["run_records"]
             rows.append({"id": r.id, "path": r.path, "created": r.created, "model": r.model_name,
                          "quantization": r.quantization, "synthetic": r.synthetic, "endpoint": r.model_server,
                          "backend": r.backend_name,

@@ -30,13 +30,17 @@ def test_leaderboard_renders_offline_in_chromium(served):
     with sync_playwright() as p:
         browser, page = open_page(p, served, errors, outside)
         page.goto(f"{served}/leaderboard/", wait_until="load")
+        assert page.locator("table:visible").count() >= 1 and "tg16" in page.content()
+        # a host's own boards (its models and settings), one click away, with their charts
+        page.locator("a[href*='boards/golden-host-94ba7631']").first.click()
+        page.wait_for_load_state("load")
         table = page.locator("table").first
         assert table.is_visible()
         assert "tg16" in page.content()
         page.wait_for_selector(".almanac-chart.almanac-chart-ready svg", timeout=30_000)
         marks = page.locator(".almanac-chart svg .mark-symbol path")
         assert marks.count() >= 2  # one dot per artifact (no bars: nothing is stacked)
-        link = page.locator("table a[href*='../runs/']").first
+        link = page.locator("table a[href*='../../runs/']").first
         link.click()
         page.wait_for_load_state("load")
         page.wait_for_selector("#almanac-viewer.almanac-viewer-ready", timeout=30_000)

@@ -22,7 +22,7 @@ import pytest
 from pipelines import compare as cmp
 from pipelines import history, leaderboard
 from pipelines.ranking import rank_with_ci
-from pipelines.runs import load_runs
+from tests.support.committed import committed_runs
 from pipelines.site import history_pages, pages
 from core import artifacts
 from core.records import run as record
@@ -101,7 +101,7 @@ def test_comparability_key_parts():
 
 
 def test_committed_artifacts_load_as_records():
-    recs = load_runs()
+    recs = committed_runs()
     assert recs and all(isinstance(r, record.RunRecord) for r in recs)
     for r in recs:
         assert r.path.startswith("data/runs/") and r.effective is not None
@@ -176,7 +176,7 @@ def _chart_values(md: str) -> list[dict]:
 def test_every_charted_value_is_an_artifacts_value():
     """The committed artifacts: each chart mark is one artifact (unique id) and its mean is that
     artifact's headline mean (the stacked-bar bug summed two artifacts into one bar)."""
-    recs = load_runs()
+    recs = committed_runs()
     by_id = {r.id: r for r in recs}
     for page in (history_pages.history_page(recs), history_pages.regressions_page(recs)):
         values = _chart_values(page)
@@ -294,8 +294,9 @@ def test_host_vs_host_page_ranks_each_host_against_the_fleet():
     assert "2 of 2 hosts" in page and "1 workload(s)" in page
     assert f"runs/run.md?id={cross[0].id}" in page and f"runs/run.md?id={cross[1].id}" in page
     # the slower host is the median host of two; the GPU host's ratio to it is the compare ratio, a win
-    res = cmp.compare(cross, cmp.parse_selection(f"host={CPU['id']}"), cmp.parse_selection(f"host={GPU['id']}"))
-    row = res.rows[0]
+    # (each host's newest run by its repetitions: core.stats.compare_summaries, as the page states)
+    row = stats.compare_summaries(cross[0].headline, cross[1].headline, True)
+    assert row.verdict == "win"
     assert f"{row.ratio:,.3f} [{row.ci95_low:,.3f}, {row.ci95_high:,.3f}]" in page and "1 (median host)" in page
     # the picker's data carries both hosts (the browser compares any two from it)
     data = json.loads(re.search(r'<script type="application/json" id="almanac-fleet-data">(.*?)</script>', page).group(1))
@@ -339,7 +340,7 @@ def test_invoke_compare_end_to_end(tmp_path):
 def test_committed_regression_example_is_on_the_regressions_page():
     """benchmarks/regression_example.py measured a deliberately slowed build (threads halved)
     on this project's CPU host: its step is on the Regressions page with its CI95 and sources."""
-    recs = load_runs()
+    recs = committed_runs()
     steps = [st for st in history.all_steps(history.series(recs)) if st.build_change.get("label") == (None, "threads-halved")]
     assert steps
     st = steps[0]
@@ -352,7 +353,7 @@ def test_committed_regression_example_is_on_the_regressions_page():
 def test_committed_cpu_and_h100_share_reference_rows():
     """The reference workload (data/matrices/reference.yaml) measured on the CPU VM and the lent
     H100: the host-vs-host table has shared rows, and every value is its artifact's."""
-    recs = load_runs()
+    recs = committed_runs()
     cpu = next(r.host_id for r in recs if r.matrix_name == "reference" and not r.host.get("gpus"))
     res = cmp.compare(recs, cmp.parse_selection(f"host={cpu}"), cmp.parse_selection("host=lent-h100"))
     assert res.rows and res.compared_on == ["host"]

@@ -411,7 +411,9 @@ def test_keys_of_file_runs_are_unchanged():
     same name as before, so every measured file run's key recomputes to what is on disk."""
     from tests.conftest import GOLDEN
 
-    recs = [r for r in record.read_all(GOLDEN / "runs") + record.read_all(ROOT / "data" / "runs")
+    from tests.support.committed import committed_runs
+
+    recs = [r for r in record.read_all(GOLDEN / "runs") + committed_runs()
             if not r.build_label and r.key != "e" * 64 and "llama_bench" not in r.requested]  # the hand-made hostile copy
     assert len(recs) > 50 and all(r.has_local_file for r in recs)
     for r in recs:

@@ -1,11 +1,9 @@
-"""Host vs host at fleet scale: each host against the fleet, and any two hosts in the browser.
+"""Issue 19, items 4-6: the Leaderboard answers "this workload, every machine"; Home answers in ten
+seconds; a fresh host's reference rows land beside the committed hosts.
 
-A small fleet (8 hosts) is made from the committed reference runs of the CPU host, varied as
-benchmarks/site_scale.py's fleet mode varies them (fingerprint, speed, noise); two hosts ran part
-of the workload only, and share nothing with each other. The page's ranks and ratios are checked
-against values computed here from the artifacts' JSON (scipy's t quantile, not core.stats), the
-picker against `invoke compare`'s code in headless Chromium, and the page's size against the
-number of hosts.
+The fresh host is a fixture (tests/support/fleet_host.py: no second machine here): reference rows
+written by today's runner path (a precision block, extra_bufts) with a committed CPU row's figures.
+Everything else is the committed artifacts (tests/support/committed.py).
 """
 
 from __future__ import annotations
@@ -14,201 +12,167 @@ import html
 import json
 import math
 import re
-import shutil
-from pathlib import Path
 
 import pytest
-from scipy import stats as sps
 
-from benchmarks.site_scale import committed, fleet_artifacts
-from core import artifacts
-from core.records.run import read
-from pipelines import compare as cmp
-from pipelines.site import history_pages
-from tests.conftest import ARTIFACT_DIRS, ROOT, build_site
-
-ONLY = {6: {0}, 7: {1}}  # host index -> the reference configurations it ran (the others ran all)
-
-
-def _skip(i: int, t: int) -> bool:
-    return i in ONLY and t not in ONLY[i]
-
-
-def write_fleet(data: Path, hosts: int, rounds: int = 2, skip=_skip) -> list[dict]:
-    """``hosts`` fleet hosts (a probe each, ``rounds`` nightly rounds of the reference workload) in ``data``."""
-    base = committed()
-    n_refs = sum(1 for d in base if d["artifact"] == "run" and (d.get("matrix") or {}).get("name") == "reference"
-                 and d["status"] == "ok" and not d["host"].get("gpus") and d["host"]["id"] == _cpu(base))
-    per_round = sum(1 for i in range(hosts) for t in range(n_refs) if not skip(i, t))
-    docs = []
-    for k, (rel, doc) in enumerate(fleet_artifacts(base, hosts, skip)):
-        if k >= hosts + rounds * per_round:
-            break
-        artifacts.write(data / rel, doc)
-        if doc["artifact"] == "run":
-            docs.append(json.loads((data / rel).read_text()))
-    return docs
-
-
-def _cpu(base):
-    return next(d["host"]["id"] for d in base if d["artifact"] == "run" and (d.get("matrix") or {}).get("name") == "reference"
-                and d["status"] == "ok" and not d["host"].get("gpus"))
-
-
-def _inputs(dest: Path) -> Path:
-    shutil.copytree(ROOT / "data", dest, ignore=lambda d, names: [n for n in names if Path(d) == ROOT / "data" and n in ARTIFACT_DIRS])
-    return dest
-
-
-# -- the expected standings, computed from the JSON alone ------------------------------------
-def _welch(a: dict, b: dict) -> tuple[float, float, float]:
-    """b / a with its CI95 on the log scale (Welch-Satterthwaite), from the summaries' n, mean, stddev."""
-    ra = a["stddev"] ** 2 / a["n"] / a["mean"] ** 2
-    rb = b["stddev"] ** 2 / b["n"] / b["mean"] ** 2
-    se = math.sqrt(ra + rb)
-    df = (ra + rb) ** 2 / (ra ** 2 / (a["n"] - 1) + rb ** 2 / (b["n"] - 1))
-    t = sps.t.ppf(0.975, df)
-    ratio = b["mean"] / a["mean"]
-    return ratio, ratio * math.exp(-t * se), ratio * math.exp(t * se)
-
-
-def expected(docs: list[dict]) -> dict[tuple[str, str], dict[str, tuple[str, str, str]]]:
-    """(model, test) -> host -> (rank label, ratio text, verdict) as the page must show them."""
-    newest: dict[tuple[str, str], dict[str, dict]] = {}
-    for d in docs:
-        per = newest.setdefault((d["model"]["name"], d["test"]["name"]), {})
-        cur = per.get(d["host"]["id"])
-        if cur is None or d["created"] > cur["created"]:
-            per[d["host"]["id"]] = d
-    out = {}
-    for w, per in newest.items():
-        if len(per) < 2:
-            continue
-        s = {h: d["summary"]["tokens_per_second"] for h, d in per.items()}
-        order = sorted(s, key=lambda h: s[h]["mean"])  # slowest first (higher is better)
-        med = order[(len(order) - 1) // 2]
-        ranks = {h: 1 + sum(1 for o in s if s[o]["ci95_low"] > s[h]["ci95_high"]) for h in s}
-        rows = {}
-        for h in s:
-            label = ("=" if list(ranks.values()).count(ranks[h]) > 1 else "") + str(ranks[h])
-            if h == med:
-                rows[h] = (label, "1 (median host)", "median host")
-                continue
-            ratio, lo, hi = _welch(s[med], s[h])
-            verdict = "win" if lo > 1 else ("loss" if hi < 1 else "within noise")
-            rows[h] = (label, f"{ratio:,.3f} [{lo:,.3f}, {hi:,.3f}]", verdict)
-        out[w] = rows
-    return out
-
-
-_DETAILS = re.compile(r"<details class=\"almanac-workload\"[^>]*>\s*<summary>(.*?)</summary>(.*?)</details>", re.S)
-_ROW = re.compile(r"<tr>(.*?)</tr>", re.S)
-_TD = re.compile(r"<td[^>]*>(.*?)</td>", re.S)
-_TAG = re.compile(r"<[^>]+>")
-
-
-def page_standings(page_html: str) -> dict[tuple[str, str], dict[str, tuple[str, str, str]]]:
-    out = {}
-    for summary, body in _DETAILS.findall(page_html):
-        label = html.unescape(_TAG.sub("", summary)).split(" · ")
-        rows = {}
-        for tr in _ROW.findall(body):
-            cells = [html.unescape(_TAG.sub("", c)).strip() for c in _TD.findall(tr)]
-            if cells:
-                rows[cells[1]] = (cells[0], cells[4], cells[5])
-        out[(label[0], label[1])] = rows
-    return out
+from pipelines import fleet, hostnames
+from pipelines.ranking import rank_with_ci
+from pipelines.site import fleet_pages
+from tests.support.committed import committed_runs
+from tests.support.fleet_host import NEW_HOST, fixture_host_runs
 
 
 @pytest.fixture(scope="module")
-def fleet_site(tmp_path_factory):
-    data = _inputs(tmp_path_factory.mktemp("fleet") / "data")
-    docs = write_fleet(data, 8)
-    site = tmp_path_factory.mktemp("fleet-site")
-    proc = build_site(data, site)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return data, docs, site
+def recs():
+    return committed_runs() + fixture_host_runs()
 
 
-def test_each_host_against_the_fleet_matches_an_independent_computation(fleet_site):
-    data, docs, site = fleet_site
-    want = expected(docs)
-    got = page_standings((site / "host-vs-host" / "index.html").read_text())
-    assert len(want) == 6 and set(got) == set(want)
-    for w in want:
-        assert got[w] == want[w], w
-    # every verdict kind the fleet produces is on the page, and ranks are not all tied
-    verdicts = {v for rows in want.values() for _, _, v in rows.values()}
-    assert {"win", "loss", "median host"} <= verdicts
-    assert any(r[0] == "1" for rows in want.values() for r in rows.values())
-    # no heading per pair of hosts: the page's headings do not grow with pairs
-    page = (site / "host-vs-host" / "index.html").read_text()
-    assert " vs <code>" not in page and page.count("<h2") <= 2
+def _ref(recs, model="synthetic-llama-1b-q8_0"):
+    return next(b for b in fleet.boards(recs) if b.reference and b.model == model)
 
 
-def test_picker_compares_any_two_hosts_in_chromium(fleet_site):
-    if not shutil.which("chromium"):
-        pytest.skip("Debian's chromium is not installed (invoke test installs it when run as root)")
-    from playwright.sync_api import sync_playwright
-
-    from tests.support.browser import open_page, serve_site
-
-    data, docs, site = fleet_site
-    recs = [read(p) for p in artifacts.iter_files(data / "runs")]
-    hosts = sorted({r.host_id for r in recs})
-    a, b = hosts[0], hosts[4]  # hosts[4] has GPUs (every fifth fleet host)
-    res = cmp.compare(recs, cmp.parse_selection(f"host={a}"), cmp.parse_selection(f"host={b}"))
-    want = sorted([f"{r.model} · {r.test} · {r.backend_a}", f"{r.ratio:,.3f} [{r.ci95_low:,.3f}, {r.ci95_high:,.3f}]", r.verdict]
-                  for r in res.rows)
-    errors: list[str] = []
-    outside: list[str] = []
-    with serve_site(site) as served, sync_playwright() as p:
-        for width in (1280, 390):
-            browser, page = open_page(p, served, errors, outside, viewport={"width": width, "height": 900})
-            page.goto(f"{served}/host-vs-host/#a={a}&b={b}", wait_until="load")
-            page.wait_for_selector(".almanac-fleet-table table tbody tr")
-            rows = page.eval_on_selector_all(".almanac-fleet-table table tbody tr",
-                                             "trs => trs.map(tr => [...tr.cells].map(td => td.firstChild.textContent))")
-            assert sorted([r[0], r[3], r[4]] for r in rows) == want
-            assert f"{len(want)} shared workload(s)" in page.text_content(".almanac-fleet [role=status]")
-            # B against the fleet: each workload's median host as A gives the page's own standing of B
-            page.select_option("select[name=a]", value="median")
-            rows = page.eval_on_selector_all(".almanac-fleet-table table tbody tr",
-                                             "trs => trs.map(tr => [...tr.cells].map(td => td.firstChild.textContent))")
-            standings = expected(docs)
-            fleet_rows = sorted([r[0].split(" · ")[0], r[0].split(" · ")[1], r[3], r[4], r[5].split(" of ")[0]] for r in rows)
-            assert fleet_rows == sorted([m, t, want_b[1], want_b[2], want_b[0]] for (m, t), per in standings.items()
-                                        for h, want_b in per.items() if h == b)
-            page.select_option("select[name=a]", label=_option(page, "a", a))
-            # the values link to their artifacts in the runs viewer
-            href = page.eval_on_selector(".almanac-fleet-table table tbody a", "a => a.getAttribute('href')")
-            assert re.fullmatch(r"\.\./runs/run/\?id=[0-9a-f]{12}-\d{8}T\d{6}\.\d{3}Z", href)
-            # two hosts that ran different parts of the workload: the picker says they share nothing
-            six, seven = (next(h for h in hosts if h.startswith(f"fleet-00{i}-")) for i in (6, 7))
-            page.select_option("select[name=a]", label=_option(page, "a", six))
-            page.select_option("select[name=b]", label=_option(page, "b", seven))
-            assert "share no workload" in page.text_content(".almanac-fleet [role=status]")
-            assert page.locator(".almanac-fleet-table table").count() == 0
-            assert f"a={six}&b={seven}" in page.url  # the comparison is a link
-            assert page.evaluate("document.documentElement.scrollWidth") <= width
-            browser.close()
-    assert errors == [] and outside == []
+def test_a_fresh_host_is_on_the_reference_board_beside_the_committed_cpu_and_gpu_hosts(recs):
+    b = _ref(recs)
+    assert b.tests == ["pp512", "tg128"]  # prefill and decode side by side
+    hosts = {r.host_id for r in b.rows}
+    assert {NEW_HOST["id"], "vm-568ab3c6", "lent-h100-5bc4e4f5", "lent-h200-f4fc446f"} <= hosts
+    new = next(r for r in b.rows if r.host_id == NEW_HOST["id"])
+    assert set(new.cells) == {"pp512", "tg128"}
+    # its method (a precision target) and environment (use_extra_bufts) differ; it shares the work anyway
+    assert all(c.method.get("precision") for c in new.cells.values())
+    assert "use_extra_bufts" in new.environment
+    # every figure is its artifact's
+    by_id = {r.id: r for r in recs}
+    for row in b.rows:
+        for t, c in row.cells.items():
+            r = by_id[c.id]
+            assert r.host_id == row.host_id and r.test_name == t and r.work_key in b.work_keys
+    # the labels people read
+    labels = hostnames.labels(recs)
+    assert {r.host_label for r in b.rows} >= {labels["lent-h100-5bc4e4f5"], labels["vm-568ab3c6"]}
 
 
-def _option(page, name: str, host: str) -> str:
-    return next(o for o in page.eval_on_selector_all(f"select[name={name}] option", "os => os.map(o => o.textContent)")
-                if o.startswith(host + " "))
+def test_each_column_ranks_by_the_stated_rule(recs):
+    """rank = 1 + the rows whose whole CI95 lies on the better side; recomputed here from the
+    intervals on the page, for every column of every board."""
+    for b in fleet.boards(recs):
+        for t in b.tests:
+            have = [r.cells[t] for r in b.rows if t in r.cells]
+            hib = b.metrics[t].higher_is_better
+            for c in have:
+                if c.ci95_low is None or c.ci95_high is None:
+                    assert c.rank is None and c.rank_label == "—"
+                    continue
+                better = sum(1 for o in have if o.ci95_low is not None and o.ci95_high is not None and
+                             (o.ci95_low > c.ci95_high if hib else o.ci95_high < c.ci95_low))
+                assert c.rank == better + 1, (b.model, t, c.id)
+                tied = sum(1 for o in have if o.rank == c.rank) > 1
+                assert c.rank_label == (f"={c.rank}" if tied else str(c.rank))
+            # rows follow the last column's rank
+        last = b.tests[-1]
+        ranks = [r.cells[last].rank for r in b.rows if last in r.cells and r.cells[last].rank is not None]
+        assert ranks == sorted(ranks)
 
 
-def test_page_grows_linearly_in_hosts(tmp_path):
-    """Twice the hosts, about twice the page: never the pairs of hosts (quadratic)."""
-    sizes = {}
-    for n in (4, 8, 16, 32):
-        data = tmp_path / f"d{n}"
-        write_fleet(data, n, rounds=1, skip=lambda i, t: False)
-        recs = [read(p) for p in artifacts.iter_files(data / "runs")]
-        sizes[n] = len(history_pages.host_vs_host_page(recs).encode())
-    steps = [sizes[16] - sizes[8], sizes[32] - sizes[16]]
-    per_host = [steps[0] / 8, steps[1] / 16]
-    assert all(s > 0 for s in steps)
-    assert max(per_host) / min(per_host) < 1.25, sizes  # quadratic would double the bytes per host
+def test_overlapping_intervals_share_a_rank():
+    r = rank_with_ci([10, 9, 1], [12, 11, 2], True)
+    assert [x.rank for x in r] == [1, 1, 3] and r[0].tied and not r[2].tied
+
+
+def test_the_page_shows_rankings_only_with_two_rows_and_lists_singles_apart(recs):
+    md = fleet_pages.leaderboard_page(recs)
+    boards = fleet.boards(recs)
+    ranked = [b for b in boards if not b.single]
+    singles = [b for b in boards if b.single]
+    assert ranked and singles
+    # one heading per ranked board, each followed by a table with its rows (at least two)
+    # (the reference boards under a heading, the others folded under a summary)
+    anchors = re.findall(r'^### .* \{#w-([0-9a-f]{12})\}$|^<span id="w-([0-9a-f]{12})"></span>$', md, re.M)
+    assert sorted(a or b for a, b in anchors) == sorted(b.key for b in ranked)
+    assert "Each test column is ranked on its own" in md  # the rule, stated once
+    for b in ranked:
+        section = re.split(r"\n##+ |</details>", re.split(rf"\bw-{b.key}\b", md)[1])[0]
+        rows = [ln for ln in section.splitlines() if ln.startswith("| <span class=\"almanac-r\"")]
+        assert len(rows) == len(b.rows) >= 2
+    assert "## Measured on one configuration only" in md
+    single_part = md.split("## Measured on one configuration only")[1]
+    assert "| # |" not in single_part and " #" not in single_part.split("\n| :--")[0]  # no rank column
+    # hosts by label, id beside, linked to their own boards
+    assert "[H100 80 GB HBM3](boards/lent-h100-5bc4e4f5.md)<br><code>lent-h100-5bc4e4f5</code>" in md
+    # the filters' data: every marker names a row that exists
+    blob = json.loads(html.unescape(re.search(r'<script type="application/json" id="almanac-fleet-data">(.*?)</script>',
+                                              md).group(1)).replace("\\u003c", "<"))
+    for bi, ri in re.findall(r'<span class="almanac-r" data-b="(\d+)" data-r="(\d+)"></span>', md):
+        assert int(ri) < len(blob[int(bi)]["rows"])
+    assert {r["host"] for d in blob for r in d["rows"]} >= {NEW_HOST["id"], "vm-568ab3c6", "lent-h100-5bc4e4f5"}
+
+
+def test_home_answers_with_a_chart_and_ratios_with_their_ci(recs):
+    b = _ref(recs)
+    sentences = fleet_pages.headline_sentences(b)
+    assert len(sentences) == 2 and "decodes" in sentences[0] and "prefills" in sentences[1]
+    dec = [r for r in b.rows if "tg128" in r.cells]
+    fast = max(dec, key=lambda r: r.cells["tg128"].mean)
+    slow = min(dec, key=lambda r: r.cells["tg128"].mean)
+    sp = fleet.speedup(b, "tg128", fast, slow)
+    assert sp.ratio == pytest.approx(fast.cells["tg128"].mean / slow.cells["tg128"].mean)
+    assert f"**{fleet_pages._fmt_ratio(sp.ratio)}×**" in sentences[0]
+    assert f"run.md?id={fast.cells['tg128'].id}" in sentences[0]
+    if sp.ci95_low is not None:
+        assert sp.ci95_low < sp.ratio < sp.ci95_high
+        assert f"[{fleet_pages._fmt_ratio(sp.ci95_low)}, {fleet_pages._fmt_ratio(sp.ci95_high)}] CI95" in sentences[0]
+    else:  # the run is the unit: a side of one run on a host without measured noise has no interval, and says so
+        assert "no CI95: the " in sentences[0]
+    # between two rows that both have an interval, the ratio has one and lies inside it
+    with_ci = [r for r in dec if r.cells["tg128"].ci95_low is not None]
+    if len(with_ci) >= 2:
+        a, z = with_ci[0], with_ci[-1]
+        sp2 = fleet.speedup(b, "tg128", a, z)
+        assert sp2.ci95_low is not None and sp2.ci95_low < sp2.ratio < sp2.ci95_high
+    home = fleet_pages.home(recs)
+    assert home.index("## The reference workload, every host") < home.index("## Newest regressions") < home.index(
+        "## Hosts: when each last measured")
+    assert '<div class="almanac-chart"' in home.split("## Newest regressions")[0]
+    # when each host last measured, newest first, by label
+    table = home.split("## Hosts: when each last measured")[1]
+    assert table.index(NEW_HOST["id"]) < table.index("vm-568ab3c6")  # the fixture host measured last
+
+
+def test_the_reference_chart_is_a_valid_vega_lite_spec_with_every_host(recs):
+    b = _ref(recs)
+    fig = fleet_pages.reference_chart(b)
+    spec = json.loads(re.search(r'<script type="application/json" id="chart-[0-9a-f]+-spec">(.*?)</script>', fig)
+                      .group(1).replace("\\u003c", "<").replace("\\u003e", ">").replace("\\u0026", "&"))
+    values = [v for vals in spec["datasets"].values() for v in vals]
+    assert {v["id"] for v in values} == {c.id for r in b.rows for c in r.cells.values()}
+    assert all(math.isfinite(v["mean"]) for v in values)
+    assert len(spec["vconcat"]) == 2  # decode and prefill panels
+
+
+def test_artifact_text_is_escaped_on_the_leaderboard(recs):
+    import copy
+
+    from core.records.run import RunRecord
+
+    evil = copy.deepcopy(fixture_host_runs()[0].doc)
+    evil["model"]["name"] = "<script>alert(1)</script>*x*"
+    evil["model"]["sha256"] = evil["model"]["identity"] = "ee" * 32  # a workload of its own
+    evil["host"] = {**evil["host"], "cpu": {**evil["host"]["cpu"], "model": "<img src=x onerror=alert(2)>"}}
+    evil["id"] = "ffffffffffff-20261201T000001.000Z"
+    md = fleet_pages.leaderboard_page(recs + [RunRecord(evil, "data/runs/x.json")])
+    assert "<script>alert" not in md
+    assert "&lt;script&gt;alert" in md  # in the board's cells (cell())
+    assert "&#60;script&#62;alert" in md  # in the filter's options (as_text())
+    assert "<img" not in md and "onerror=alert(2)" in md  # the host's label (from its fingerprint), escaped
+
+
+def test_invoke_all_ends_with_where_the_fresh_host_stands(recs):
+    lines = fleet.host_summary(recs, NEW_HOST["id"])
+    q8 = next(ln for ln in lines if "synthetic-llama-1b-q8_0" in ln)
+    labels = hostnames.labels(recs)
+    for other in ("lent-h100-5bc4e4f5", "lent-h200-f4fc446f", "vm-568ab3c6"):
+        assert labels[other] in q8
+    b = _ref(recs)
+    mine = next(r for r in b.rows if r.host_id == NEW_HOST["id"])
+    assert f"tg128 {mine.cells['tg128'].mean:,.2f} t/s (rank {mine.cells['tg128'].rank_label} of {len(b.rows)})" in q8
+    assert fleet.host_summary(recs, "no-such-host") == []

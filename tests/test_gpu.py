@@ -20,7 +20,6 @@ from core import artifacts
 from runtime.hosts import gpu
 
 ROOT = Path(__file__).resolve().parents[1]
-GPU_RUNS = ROOT / "data" / "runs"
 RESULTS = ROOT / "benchmarks" / "results" / "gpu-h100"
 
 
@@ -182,10 +181,9 @@ def test_fidelity_ratio_against_llama_bench_rounds(gpu_bench):
 
 # -- the committed H100 measurements ---------------------------------------------------------------
 def _gpu_docs() -> list[dict]:
-    docs = []
-    for path in sorted(GPU_RUNS.glob("lent-h100-*/**/*.json")):
-        docs.append(artifacts.load(path))
-    return docs
+    from tests.support.committed import committed_paths
+
+    return [artifacts.load(p) for p in committed_paths("runs/lent-h100-")]
 
 
 def test_committed_h100_runs_are_full_offload_synthetic_and_match_the_fidelity_table():
@@ -211,7 +209,9 @@ def test_committed_h100_runs_are_full_offload_synthetic_and_match_the_fidelity_t
         row = rows[d["id"]]
         assert row["ours_ts"] == d["summary"]["tokens_per_second"]["mean"]
         assert 0.8 < row["ratio"] < 1.25
-    hosts = list((ROOT / "data" / "hosts").glob("lent-h100-*/gpu-bandwidth-*.json"))
+    from tests.support.committed import committed_paths
+
+    hosts = [p for p in committed_paths("hosts/lent-h100-") if p.name.startswith("gpu-bandwidth-")]
     assert hosts
     probe = artifacts.load(hosts[0])
     assert probe["probe"]["kind"] == "gpu_memory_bandwidth"

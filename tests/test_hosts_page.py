@@ -24,8 +24,16 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
-def gpu_runs():
-    docs = load_runs(ROOT / "data" / "runs")
+def committed(tmp_path_factory):
+    """The committed measurements only (not what a user's own runs added to data/)."""
+    from tests.support.committed import committed_data
+
+    return committed_data(tmp_path_factory.mktemp("committed") / "data")
+
+
+@pytest.fixture(scope="module")
+def gpu_runs(committed):
+    docs = load_runs(committed / "runs")
     docs = [d for d in docs if d["host"]["id"].startswith("lent-h100-")]
     if not docs:
         pytest.skip("no committed H100 artifacts")
@@ -33,8 +41,8 @@ def gpu_runs():
 
 
 @pytest.fixture(scope="module")
-def gpu_hosts():
-    return roofline.load_hosts(ROOT / "data" / "hosts")
+def gpu_hosts(committed):
+    return roofline.load_hosts(committed / "hosts")
 
 
 def test_side_by_side_cpu_gpu_and_inventory_host(gpu_runs, gpu_hosts, tmp_path, monkeypatch):

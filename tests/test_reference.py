@@ -13,6 +13,7 @@ from runtime.execution import matrix
 from runtime.models import registry as models
 from core.records import run as record
 from runtime.models import synth
+from tests.support.committed import committed_runs
 
 ROOT = Path(__file__).resolve().parents[1]
 REFERENCE = ROOT / "data" / "matrices" / "reference.yaml"
@@ -30,9 +31,16 @@ def test_reference_matrix_validates_and_names_the_embedded_and_synthetic_models(
     m = matrix.load(REFERENCE)
     assert m.name == "reference" and m.spec.backend == "llama_cpp"
     cfgs = m.configurations()
-    assert {c.model for c in cfgs} == {models.DEFAULT_MODEL, "synthetic-llama-1b-q4_0", "synthetic-llama-1b-q8_0"}
-    assert [t.name for t in m.tests] == ["pp512", "tg128"]
-    assert all(t.repetitions == 5 and t.warmup for t in m.tests)  # llama-bench's -r 5 and its warm-up
+    assert {c.model for c in cfgs} == {models.DEFAULT_MODEL, "synthetic-llama-1b-q8_0"}
+    assert sorted((c.model, c.test.name) for c in cfgs) == sorted(
+        (mm, t) for mm in (models.DEFAULT_MODEL, "synthetic-llama-1b-q8_0") for t in ("pp512", "tg128"))
+    assert all(c.test.warmup for c in cfgs)  # llama-bench's warm-up
+    # the synthetic 1B repeats to ±5% within 30 s a test: the whole matrix in under 3 minutes on 2 cores
+    # (benchmarks/reference_time.py); the embedded model's rows are the default matrix's
+    synth_prec = {c.test.precision.model_dump_json() for c in cfgs if c.model != models.DEFAULT_MODEL}
+    assert len(synth_prec) == 1
+    p = next(c.test.precision for c in cfgs if c.model != models.DEFAULT_MODEL)
+    assert (p.target, p.min_repetitions, p.max_time_s) == (0.05, 3, 30.0)
     # llama.cpp's defaults, the same request on every host: all layers on a GPU where there is one
     s = cfgs[0].settings
     assert m.spec.settings == {} and s.n_gpu_layers == -1 and s.flash_attn == "auto"
@@ -41,7 +49,7 @@ def test_reference_matrix_validates_and_names_the_embedded_and_synthetic_models(
 
 def test_reference_synthetic_shapes_are_small_enough_for_a_cpu_and_big_enough_for_a_gpu():
     reg = models.load_registry(ROOT / "data" / "models.yaml")
-    for name in ("synthetic-llama-1b-q4_0", "synthetic-llama-1b-q8_0"):
+    for name in ("synthetic-llama-1b-q8_0",):
         spec = reg.models[name].synth
         assert spec is not None and spec.seed == 0 and not spec.set, name  # same recipe -> same bytes everywhere
         shape = synth.get_shape(spec.shape)
@@ -69,16 +77,20 @@ def test_invoke_all_runs_default_then_reference(monkeypatch):
     monkeypatch.setattr(tasks, "bench", lambda c, matrix: calls.append(("bench", matrix)))
     monkeypatch.setattr(tasks, "validate", lambda c: calls.append(("validate", "")))
     monkeypatch.setattr(tasks, "_build_site", lambda c, output, if_changed=False: calls.append(("build", "")))
+    monkeypatch.setattr(tasks, "_where_this_host_stands", lambda: calls.append(("stands", "")))
     tasks.all.body(None)
-    assert calls == [("fetch", ""), ("bench", "default"), ("bench", "reference"), ("validate", ""), ("build", "")]
+    assert calls == [("fetch", ""), ("bench", "default"), ("bench", "reference"), ("validate", ""), ("build", ""),
+                     ("stands", "")]
     calls.clear()
     tasks.all.body(None, matrix="reference")
     assert [c for c in calls if c[0] == "bench"] == [("bench", "reference")]
 
 
 def _reference_rows() -> dict[tuple, dict[str, record.RunRecord]]:
+    """The committed reference rows (tests.support.committed: not what a user's own `invoke all`
+    added to data/), by (model, test) and host."""
     rows: dict[tuple, dict[str, record.RunRecord]] = defaultdict(dict)
-    for r in record.latest_per_key(record.read_all(ROOT / "data" / "runs")):
+    for r in record.latest_per_key(committed_runs()):
         if r.matrix_name == "reference" and r.ok:
             rows[(r.model_name, r.test_name)][r.host_id] = r
     return rows
@@ -87,22 +99,37 @@ def _reference_rows() -> dict[tuple, dict[str, record.RunRecord]]:
 def test_committed_reference_rows_are_shared_by_the_cpu_host_and_the_h100():
     rows = _reference_rows()
     synthetic = {k: v for k, v in rows.items() if k[0].startswith("synthetic-")}
-    assert set(synthetic) == {(m, t) for m in ("synthetic-llama-1b-q4_0", "synthetic-llama-1b-q8_0")
-                              for t in ("pp512", "tg128")}
+    assert {(m, t) for m in ("synthetic-llama-1b-q4_0", "synthetic-llama-1b-q8_0") for t in ("pp512", "tg128")} <= set(synthetic)
     for (model, test), by_host in synthetic.items():
         gpu = [r for r in by_host.values() if r.gpu_names]
         cpu = [r for r in by_host.values() if not r.gpu_names]
         assert gpu and cpu, (model, test, sorted(by_host))
         for a in gpu:
             for b in cpu:
-                # the same work: model file, test definition, backend, requested settings
-                assert a.model_sha256 == b.model_sha256 and a.test_definition == b.test_definition
-                assert a.backend == b.backend and a.requested == b.requested
+                # the same work (model identity, the test's work parameters, backend class), whatever
+                # method measured each and whatever the host-dependent settings were
+                assert a.work_key == b.work_key and a.model_sha256 == b.model_sha256
+                assert a.backend == b.backend and a.requested_explicit == b.requested_explicit
                 differ = {k for k in set(a.effective) | set(b.effective) if a.effective.get(k) != b.effective.get(k)}
                 assert differ <= HOST_DEPENDENT, (model, test, differ - HOST_DEPENDENT)
                 # ... and what differs is recorded: every layer on the H100, none on the CPU build
                 assert a.effective["n_gpu_layers"] == a.reported["n_layers_total"] > 0
                 assert b.effective["n_gpu_layers"] == 0
+
+
+def test_todays_reference_configurations_are_the_committed_rows_work():
+    """What the reference matrix asks today (precision block, extra_bufts ...) is the work the
+    committed hosts measured: a fresh host's rows land beside theirs."""
+    committed = {r.work_key for by_host in _reference_rows().values() for r in by_host.values()}
+    reg = models.load_registry(ROOT / "data" / "models.yaml")
+    for c in matrix.load(REFERENCE).configurations():
+        committed_row = next(r for by_host in _reference_rows().values() for r in by_host.values()
+                             if r.model_name == c.model and r.test_name == c.test.name)
+        test = c.test.to_dict()
+        assert test != committed_row.test  # another method (a precision target, not -r 5) ...
+        work_test = {k: v for k, v in test.items() if k not in c.test.METHOD_FIELDS | c.test.LABEL_FIELDS}
+        assert work_test == committed_row.work["test"]  # ... the same work
+        assert reg.models[c.model] is not None and committed_row.work_key in committed
 
 
 @pytest.mark.parametrize("path", sorted((ROOT / "data" / "matrices").glob("serving*.yaml")), ids=lambda p: p.stem)

@@ -86,8 +86,17 @@ def test_methodology_lists_every_metric_and_setting():
         assert f"<code>{name}</code>" in table and f.description
 
 
+GOLDEN_HOST = "golden-host-94ba7631"
+
+
+def _host_boards(site, host=GOLDEN_HOST) -> str:
+    """One host's boards (the per-host detail the Leaderboard links each host to)."""
+    return (site / "boards" / host / "index.html").read_text()
+
+
 def test_built_site_shows_figures_with_sources(built_site, docs):
     lb = (built_site / "leaderboard" / "index.html").read_text()
+    own = _host_boards(built_site)
     index = (built_site / "runs" / "index-data.js").read_text()
     shown = 0
     current = _current(docs)
@@ -95,12 +104,16 @@ def test_built_site_shows_figures_with_sources(built_site, docs):
         if d["status"] != "ok" or d["test"]["kind"] != "rate" or d["id"] not in current:
             continue
         mean = markdown.num(d["summary"]["tokens_per_second"]["mean"], 2)
+        assert re.search(rf'<a href="\.\./\.\./runs/run/\?id={re.escape(d["id"])}">{re.escape(mean)}</a>', own), (d["id"], mean)
+        # on the Leaderboard every figure is linked too (a workload's board, or the one-configuration list)
         assert re.search(rf'<a href="\.\./runs/run/\?id={re.escape(d["id"])}">{re.escape(mean)}</a>', lb), (d["id"], mean)
         assert f'"{d["id"]}"' in index  # the viewer finds it
         shown += 1
     assert shown >= 3
-    assert 'class="almanac-chart"' in lb
-    assert "<script>alert" not in lb and "<img src=x" not in lb
+    assert 'class="almanac-chart"' in own
+    assert f'href="../boards/{GOLDEN_HOST}/"' in lb  # each host's own boards one click away
+    for page in (lb, own):
+        assert "<script>alert" not in page and "<img src=x" not in page
     home = (built_site / "index.html").read_text()
     newest = max(d["created"] for d in docs)
     assert html.escape(newest) in home or newest in home
@@ -126,8 +139,8 @@ def test_built_site_publishes_every_artifact_and_table(built_site):
     for src in GOLDEN.rglob("*.json"):
         published = built_site / "data" / src.relative_to(GOLDEN)
         assert published.read_bytes() == src.read_bytes(), published
-    lb = (built_site / "leaderboard" / "index.html").read_text()
-    links = re.findall(r'<p class="almanac-downloads">[^<]*<a href="\.\./tables/([0-9a-f]{16})\.csv" download>CSV</a>', lb)
+    lb = _host_boards(built_site)
+    links = re.findall(r'<p class="almanac-downloads">[^<]*<a href="\.\./\.\./tables/([0-9a-f]{16})\.csv" download>CSV</a>', lb)
     assert links and len(links) == lb.count("<table>")  # one download per table on the page
     rows = list(csv.reader((built_site / "tables" / f"{links[0]}.csv").open()))
     as_json = json.loads((built_site / "tables" / f"{links[0]}.json").read_text())
@@ -171,9 +184,9 @@ def test_every_figure_links_its_data_and_artifacts(built_site):
     """Every chart's caption offers its data, and each data row names its artifact's published JSON."""
     import json
 
-    lb = (built_site / "leaderboard" / "index.html").read_text()
+    lb = _host_boards(built_site)
     figures = lb.count('<figure class="almanac-figure">')
-    links = re.findall(r'<figcaption>.*?Data: <a href="\.\./tables/([0-9a-f]{16})\.csv" download>CSV</a>', lb)
+    links = re.findall(r'<figcaption>.*?Data: <a href="\.\./\.\./tables/([0-9a-f]{16})\.csv" download>CSV</a>', lb)
     assert figures >= 1 and len(links) == figures
     rows = json.loads((built_site / "tables" / f"{links[0]}.json").read_text())
     assert rows and all((built_site / r["artifact_json"]).is_file() for r in rows)
@@ -303,14 +316,14 @@ def test_a_fleet_beyond_the_split_limit_gets_one_page_per_host(tmp_path):
     probe_page = (site / "hosts" / probe["host"]["id"] / "index.html").read_text()
     assert probe["host"]["cpu"]["model"] in probe_page
     assert re.search(rf'href="(\.\./)?hosts/{probe["host"]["id"]}/"', (site / "hosts" / "index.html").read_text())
-    assert not (site / "leaderboard" / probe["host"]["id"]).exists()  # no results: not on the leaderboard
+    assert not (site / "boards" / probe["host"]["id"]).exists()  # no results: no boards
     host_of = {}
     for path in artifacts.iter_files(data / "runs"):
         doc = artifacts.load(path)
         host_of[doc["id"]] = doc["host"]["id"]
     hosts = sorted(set(host_of.values()))
     assert len(hosts) == extra + 1 > per_host.SPLIT_ABOVE
-    for name in ("leaderboard", "hosts", "roles"):
+    for name in ("boards", "hosts", "roles"):
         index = (site / name / "index.html").read_text()
         for h in hosts:
             assert re.search(rf'href="(\.\./)?{name}/{h}/"', index), (name, h)  # the index links every host's page
@@ -318,9 +331,9 @@ def test_a_fleet_beyond_the_split_limit_gets_one_page_per_host(tmp_path):
             ids = set(re.findall(r"\?id=([A-Za-z0-9._-]+)", page))
             assert {host_of[i] for i in ids if i in host_of} <= {h}, (name, h)  # only that host's runs
         assert "?id=" not in index  # the index carries no host's results
-    lb = (site / "leaderboard" / hosts[0] / "index.html").read_text()
+    lb = (site / "boards" / hosts[0] / "index.html").read_text()
     assert re.search(r"\?id=", lb) and "../../runs/run/?id=" in lb  # run links resolve one folder deeper
-    _split_pages_hold_in_chromium(site, "leaderboard", hosts[0])
+    _split_pages_hold_in_chromium(site, "boards", hosts[0])
 
 
 def _split_pages_hold_in_chromium(site, name, host):

@@ -76,11 +76,13 @@ def test_no_negative_time_or_rate_bound_anywhere(site, tables):
 
 
 def test_the_issue_cold_start_shows_no_interval_and_says_why(site):
-    """The H100's cold start (n = 2, 703.1 ms) once showed -1,192.7 – 2,598.9 ms: now no interval, and why."""
-    home = " ".join(html.unescape(re.sub(r"<[^>]+>", " ", (site / "index.html").read_text())).split())
-    assert "1,192.7" not in home
-    cell = home[home.index("703.1 ms"):][:200]
-    assert re.match(r"703\.1 ms — \((one run, and no run-to-run noise|fewer than 3 samples)", cell), cell
+    """The H100's cold start (n = 2, 703.1 ms) once showed -1,192.7 – 2,598.9 ms: now no interval, and why
+    (on the H100's per-host boards, where its serve result is ranked)."""
+    (board,) = [p for p in (site / "boards").glob("lent-h100-*/index.html")]
+    text = " ".join(html.unescape(re.sub(r"<[^>]+>", " ", board.read_text())).split())
+    assert "1,192.7" not in text and "703.1" in text
+    cell = text[text.index("703.1"):][:300]
+    assert re.search(r"— \((one run, and no run-to-run noise|fewer than 3 samples)", cell), cell
 
 
 def test_no_projection_shows_two_statuses(site):

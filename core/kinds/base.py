@@ -29,6 +29,13 @@ class TestSpec(BaseModel):
                                         "(default: the matrix's); null: exactly `repetitions` (or `requests`).")
 
     label: ClassVar[str] = ""
+    # Fields that say how a test is measured, not what work it does (method, not work: a change
+    # of them never makes two results different work; core.records.run.RunRecord.work). A kind
+    # whose spec adds sample-size or warm-up fields adds them here.
+    METHOD_FIELDS: ClassVar[frozenset[str]] = frozenset({"repetitions", "warmup", "precision"})
+    # Fields that only name a test in tables: not the work either. A workload's ``id`` stays part of
+    # the work: ids tell apart workloads run on purpose as separate results (cold-1, cold-2, cold-3).
+    LABEL_FIELDS: ClassVar[frozenset[str]] = frozenset({"name"})
 
     @property
     def name(self) -> str:  # pragma: no cover - overridden

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
@@ -19,6 +19,7 @@ from core.kinds.request import RequestDetails, RequestRecord, request_values
 class ChatTest(TestSpec):
     """A streamed chat completion through the model's chat template and sampler."""
 
+    METHOD_FIELDS: ClassVar[frozenset[str]] = TestSpec.METHOD_FIELDS | {"requests", "warmup_requests"}
     kind: Literal["chat"] = "chat"
     id: str = Field("chat", description="Name of this chat workload, used in tables.")
     messages: list[Message] = Field(

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 from pydantic import Field
 
@@ -22,6 +22,8 @@ WORKLOAD_FIELDS = ("messages", "max_tokens", "temperature", "top_k", "top_p", "m
 
 class RequestWorkload(TestSpec):
     """Base of the serving kinds: one streamed chat request, as a ``chat`` test sends it."""
+
+    METHOD_FIELDS: ClassVar[frozenset[str]] = TestSpec.METHOD_FIELDS | {"requests", "warmup_requests", "cold_starts", "rounds"}
 
     id: str = Field("serve", description="Name of this workload, used in tables.")
     messages: list[Message] = Field(

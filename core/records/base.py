@@ -112,6 +112,14 @@ class ArtifactRecord(Mapping):
         return self.doc["host"]["name"]
 
     @property
+    def host_label(self) -> str:
+        """The label this record's fingerprint gives its host (core.hostlabel.derived_label); pages
+        use pipelines.hostnames.labels, which adds data/hosts.yaml's labels and keeps them unique."""
+        from core.hostlabel import derived_label
+
+        return derived_label(self.doc["host"])
+
+    @property
     def cpu_model(self) -> str:
         return (self.doc["host"].get("cpu") or {}).get("model", "")
 

@@ -15,14 +15,25 @@ from the backends). What is decided here, once:
   (memory buffers, the ``*_requested`` echoes, a random loopback port) are not settings.
   Flash attention is interpreted here and nowhere else (:func:`flash_attention`): the
   backend's report ("on"/"off") wins, else the requested value, else llama.cpp's "auto".
-* **Comparability** (:meth:`RunRecord.comparability`): two results ran the same work when
-  they share test definition (every parameter except the repetition count, which only
-  changes the sample size), backend (with the server software, over HTTP), backend build, model (its identity: a
-  file's sha256, an endpoint model's ``endpoint:<hex>``), host and effective settings. A board that compares some of these on purpose leaves them out
-  (``exclude=``) and shows them as columns.
-* **History identity** (:attr:`RunRecord.history_key`): the same configuration as asked
-  (requested settings, not effective ones) on the same host, model (identity), backend and
-  test, across builds: the series a regression is looked for in.
+* **Work, method, environment** (:attr:`RunRecord.work`, :attr:`RunRecord.method`,
+  :attr:`RunRecord.environment`). Two results ran the same *work* when the model (its identity: a
+  file's sha256, an endpoint model's ``endpoint:<hex>``), the test's work parameters (tokens,
+  depth, messages, max_tokens, the sampling that changes the output: every parameter of the test
+  but its method fields and labels, core.kinds.base.TestSpec.METHOD_FIELDS / LABEL_FIELDS), the
+  backend class (in process, or behind a server) and the method version match. How precisely it
+  was measured (repetitions, precision target, warm-up, request counts) is *method*; the host,
+  the backend software and its build, and the effective settings (threads, GPU layers, repack,
+  ...) are *environment*. Boards and comparisons group by work (:attr:`RunRecord.work_key`);
+  method and environment are columns and notes, never a silent reason to share nothing, so a
+  host that runs the reference workload shares rows with every host that did, whichever version
+  of the almanac measured them.
+* **Comparability** (:meth:`RunRecord.comparability`): the work plus the environment (method
+  left out). A board that compares some of the environment on purpose leaves it out
+  (``exclude=``) and shows it as columns.
+* **History identity** (:attr:`RunRecord.history_key`): the same work as asked (the requested
+  settings, not the effective ones; a setting requested as null is the backend's default, the
+  same as not naming it) on the same host and backend, across builds and methods: the series a
+  regression is looked for in.
 * **Model identity** (:attr:`RunRecord.model_identity`): a model is a local file (``kind:
   file``: sha256, size, GGUF facts) or an endpoint model (``kind: endpoint``: a served name and
   what its server reports; no file name, no sha256, no GGUF facts). Readers ask the accessors
@@ -67,11 +78,18 @@ OBSERVED_EFFECTIVE = frozenset({
 # Build fields that identify the software that measured (the "backend build").
 BUILD_IDENTITY = ("backend_version", "llama_cpp_commit", "server", "server_package", "server_version", "server_commit",
                   "server_build_number", "libraries", "label")
+# Test fields that do not change the work, for a kind this installation does not know (a known
+# kind's spec declares its own: core.kinds.base.TestSpec.METHOD_FIELDS and LABEL_FIELDS).
+TEST_METHOD = TestSpec.METHOD_FIELDS
+TEST_LABELS = TestSpec.LABEL_FIELDS
+BACKEND_CLASSES = {True: "in process", False: "behind a server"}
+# Settings added to a backend after artifacts were measured without them, with the value that means
+# "not used" (their default). Requested at that value, a setting asks nothing of the backend: the
+# same configuration as an older artifact that does not name it (RunRecord.requested_explicit).
+# tests/test_work_identity.py fails when a backend gains a setting whose default is not listed here.
+NEUTRAL_SETTINGS: dict[str, Any] = {"extra_bufts": None, "lora_adapters": [], "lora_scale": 1.0}
 # Metrics that are shares (0 to 1): their interval is capped at 1 as well as kept above 0.
 SHARE_UPPER = {"draft_acceptance": 1.0, "pass_rate": 1.0}
-# Test fields that do not change the work: only how many times it is repeated (a fixed count, or
-# the precision target that decides it).
-TEST_SAMPLE_SIZE = frozenset({"repetitions", "precision"})
 
 
 # -- identity ---------------------------------------------------------------------------------
@@ -392,14 +410,75 @@ class RunRecord(ArtifactRecord):
         return self.doc["test"].get(name, default)
 
     @property
+    def method_fields(self) -> frozenset[str]:
+        """The test's fields that are method (how precisely it was measured), as its kind declares."""
+        kind = self.kind
+        return kind.spec.METHOD_FIELDS if kind is not None else TEST_METHOD
+
+    @property
+    def work_test(self) -> dict[str, Any]:
+        """The test's work parameters: every parameter but its method fields (repetitions, precision
+        target, warm-up, request counts) and its labels (name, id)."""
+        def compute() -> dict[str, Any]:
+            drop = self.method_fields | (self.kind.spec.LABEL_FIELDS if self.kind is not None else TEST_LABELS)
+            return {k: v for k, v in self.doc["test"].items() if k not in drop}
+        return self._cached("work_test", compute)
+
+    @property
     def test_definition(self) -> dict[str, Any]:
-        """Every parameter of the test except the repetition count."""
-        return {k: v for k, v in self.doc["test"].items() if k not in TEST_SAMPLE_SIZE}
+        """The test as work (:attr:`work_test`): what two results must share to be the same test."""
+        return self.work_test
+
+    @property
+    def method(self) -> dict[str, Any]:
+        """How precisely the test was measured: its method fields as stored (repetitions, precision
+        target, warm-up, ...), and the method version."""
+        t = self.doc["test"]
+        out = {k: t[k] for k in sorted(self.method_fields) if k in t}
+        out["method_version"] = self.method_version
+        return out
+
+    @property
+    def method_version(self) -> int:
+        return int(self.doc["build"].get("method_version", METHOD_VERSION))
+
+    @property
+    def backend_class(self) -> str:
+        """The kind of backend, as work sees it: the model run "in process" or "behind a server"."""
+        return BACKEND_CLASSES[self.in_process]
+
+    @property
+    def work(self) -> dict[str, Any]:
+        """What makes two results the same work, wherever and however they were measured: the model's
+        identity, the test's work parameters, the backend class and the method version (what a
+        measurement means)."""
+        return {"model": self.model_identity, "test": self.work_test, "class": self.backend_class,
+                "method_version": self.method_version}
+
+    @property
+    def work_key(self) -> str:
+        return self._cached("work_key", lambda: digest(self.work)[:16])
+
+    @property
+    def environment(self) -> dict[str, Any]:
+        """Where and with what it ran: the host, the backend (with its server software), its build and
+        the effective settings."""
+        return {"host": self.host_id, "backend": self.backend_name, "build": self.build_identity,
+                "settings": self.effective}
 
     # settings
     @property
     def requested(self) -> dict[str, Any]:
         return self.doc["settings"]["requested"]
+
+    @property
+    def requested_explicit(self) -> dict[str, Any]:
+        """The requested settings without those requested as null (left to the backend's default) or
+        at the neutral value of a setting added later (NEUTRAL_SETTINGS): the same as not naming them,
+        so a setting added to the backend later does not tell two configurations apart."""
+        return self._cached("requested_explicit", lambda: {
+            k: v for k, v in self.requested.items()
+            if v is not None and not (k in NEUTRAL_SETTINGS and v == NEUTRAL_SETTINGS[k])})
 
     @property
     def swept(self) -> dict[str, Any]:
@@ -675,16 +754,18 @@ class RunRecord(ArtifactRecord):
 
     # comparability
     def comparability(self, exclude: tuple[str, ...] | frozenset[str] = ()) -> dict[str, Any]:
-        """The parts that make two results the same work. ``exclude`` leaves out what a view
-        compares on purpose: top-level parts ("host", "build", "model", "backend", "test")
-        or single settings as "settings.<name>"."""
+        """The parts that make two results comparable as one row: the work and the environment (the
+        method, how precisely it was measured, is left out). ``exclude`` leaves out what a view
+        compares on purpose: top-level parts ("host", "build", "model", "backend", "test") or
+        single settings as "settings.<name>"."""
         parts: dict[str, Any] = {
-            "test": self.test_definition,
+            "test": self.work_test,
+            "class": self.backend_class,
             "backend": self.backend_name,
             "build": self.build_identity,
             "model": self.model_identity,
             "host": self.host_id,
-            "method": self.doc["build"].get("method_version", METHOD_VERSION),
+            "method": self.method_version,
             "settings": self.effective,
         }
         drop_settings = {e.split(".", 1)[1] for e in exclude if e.startswith("settings.")}
@@ -704,11 +785,11 @@ class RunRecord(ArtifactRecord):
 
     @property
     def history_key(self) -> str:
-        """Same host, model (identity), backend, test definition and requested settings: one
-        configuration's series across builds (llama.cpp commit, backend version, almanac)."""
+        """Same work, host, backend and requested settings (those not left to the default): one
+        configuration's series across builds (llama.cpp commit, backend version, almanac) and methods."""
         return self._cached("history", lambda: digest({
-            "test": self.test_definition, "backend": self.backend_name, "model": self.model_identity,
-            "host": self.host_id, "requested": self.requested})[:16])
+            "work": self.work, "backend": self.backend_name, "host": self.host_id,
+            "requested": self.requested_explicit})[:16])
 
 
 def as_record(doc: Mapping[str, Any]) -> RunRecord:

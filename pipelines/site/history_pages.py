@@ -14,7 +14,7 @@ from core.records.run import RunRecord
 from core.stats import MIN_INTERVAL_N, NO_INTERVAL_WHY
 
 from pipelines import compare as cmp
-from pipelines import history
+from pipelines import history, hostnames
 from pipelines.site import charts
 from pipelines.site.markdown import ROOT, admonition, as_text, cell, ci_cell, code, link, num, run_link, table
 
@@ -37,7 +37,13 @@ def history_chart(ser: history.Series) -> dict[str, Any]:
     return charts.dots_over_time(values, ser.metric, title=ser.label)
 
 
-def _step_rows(steps: list[history.Step], from_dir: str = "") -> list[list[str]]:
+def host_cell(labels: dict[str, str] | None, host_id: str) -> str:
+    """A host as pages name it: its label (pipelines.hostnames), its id beside it."""
+    label = (labels or {}).get(host_id)
+    return f"{cell(label)}<br>{code(host_id)}" if label and label != host_id else code(host_id)
+
+
+def _step_rows(steps: list[history.Step], from_dir: str = "", labels: dict[str, str] | None = None) -> list[list[str]]:
     rows = []
     for st in steps:
         s, m = st.series, st.series.metric
@@ -49,7 +55,7 @@ def _step_rows(steps: list[history.Step], from_dir: str = "") -> list[list[str]]
         rows.append([
             cell(st.verdict), cell(s.model), code(s.test),
             f"{num(st.change_pct, 1)}%", f"{num(st.ratio, 3)} [{num(st.ci95_low, 3)}, {num(st.ci95_high, 3)}]",
-            cell(change or "—"), cell(eff or "—"), code(s.backend), code(s.host_id),
+            cell(change or "—"), cell(eff or "—"), code(s.backend), host_cell(labels, s.host_id),
             f"{_window(st.pooled_before, d)} {before}",
             f"{_window(st.pooled_after, d)} {after}",
         ])
@@ -78,7 +84,8 @@ def regressions_page(docs: list[RunRecord]) -> str:
     out += [f"**{n_reg}** regression(s) and **{len(steps) - n_reg}** improvement(s) across "
             f"{sum(1 for s in sers if s.steps)} configuration(s). The change is after ÷ before − 1 on the test's "
             "headline metric (a regression is worse whichever direction is better).", ""]
-    out.append(table(STEP_HEADERS, _step_rows(steps), ["l", "l", "l", "r", "r", "l", "l", "l", "l", "r", "r"]))
+    labels = hostnames.labels(docs)
+    out.append(table(STEP_HEADERS, _step_rows(steps, labels=labels), ["l", "l", "l", "r", "r", "l", "l", "l", "l", "r", "r"]))
     out.append("")
     shown: set[str] = set()
     for st in steps:
@@ -103,11 +110,12 @@ def history_page(docs: list[RunRecord]) -> str:
     from pipelines.leaderboard import split_settings
 
     varying, _ = split_settings([s.requested for s in sers])  # only what tells configurations apart
+    labels = hostnames.labels(docs)
     rows = []
     for s in sers:
         last = s.points[-1]
         d = s.metric.decimals
-        rows.append([cell(s.model), code(s.test), code(s.backend), code(s.host_id),
+        rows.append([cell(s.model), code(s.test), code(s.backend), host_cell(labels, s.host_id),
                      cell(_settings({k: s.requested.get(k) for k in varying}) or "defaults"),
                      num(len(s.points), 0), num(len(s.builds), 0),
                      link(num(last.mean, d), run_link(last.id)) + (" " + STALE_BADGE if last.stale else ""),
@@ -174,7 +182,7 @@ def host_vs_host_page(docs: list[RunRecord]) -> str:
     """Each host against the fleet on every workload it shares with another host (rank, ratio to the median
     host with CI95, verdict), and a picker that compares any two hosts in the browser from the same data.
     Linear in results and hosts: no section per pair of hosts."""
-    from pipelines import fleet
+    from pipelines import host_vs_fleet as fleet
     from pipelines.runs import records
 
     recs = [r for r in records(docs) if r.ok]
@@ -190,7 +198,8 @@ def host_vs_host_page(docs: list[RunRecord]) -> str:
            "test and requested settings; only the host differs). Pick two hosts to compare them on every workload both "
            "ran; below, each workload ranks every host that ran it against the fleet's median host.", "",
            _picker(fleet.picker_data(wls, host_docs)), "",
-           f"Same comparison from the command line: `invoke compare -b host=A -c host=B`.", ""]
+           "The picker compares each host's newest run of a workload by its repetitions (the method below); "
+           "`invoke compare -b host=A -c host=B` compares every run of each side, the run as the unit.", ""]
     alone = sorted(set(host_docs) - sharing)
     if alone:
         out += [f"{len(alone):,} host(s) ran nothing another host ran: " + ", ".join(code(h) for h in alone[:50])

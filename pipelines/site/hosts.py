@@ -12,6 +12,7 @@ from typing import Any
 from core.records.host import GPU_MEMORY, HOST_MEMORY, HostRecord, as_host
 from core.records.run import RunRecord
 
+from pipelines import hostnames
 from pipelines import roofline as roof
 from pipelines.runs import latest_per_key, records
 from pipelines.site.markdown import PROJECTED_BADGE, SYNTHETIC_BADGE, admonition, cell, code, link, nbytes, num, run_link, table
@@ -46,6 +47,7 @@ def host_table(run_docs: list[RunRecord], host_docs: list[HostRecord]) -> str:
         return admonition("warning", "No hosts yet", "Run `invoke bench` here, or `invoke bench --host NAME` on a host "
                                                     "of data/hosts.yaml.")
     ids = sorted(hosts)
+    labels = hostnames.labels(run_docs + host_docs)
 
     def row(label: str, fn) -> list[str]:
         return [f"**{label}**"] + [fn(hosts[h], h) for h in ids]
@@ -83,11 +85,12 @@ def host_table(run_docs: list[RunRecord], host_docs: list[HostRecord]) -> str:
         row("libraries", build("libraries")),
         row("runs (current: ok / failed)", lambda h, hid: f"{num(ok[hid], 0)} / {num(failed[hid], 0)}"),
     ]
-    return table(["", *[code(h) for h in ids]], rows, ["l"] + ["l"] * len(ids))
+    return table(["", *[f"{cell(labels.get(h, h))}<br>{code(h)}" for h in ids]], rows, ["l"] + ["l"] * len(ids))
 
 
 def bandwidth_table(host_docs: list[HostRecord]) -> str:
     host_docs = [as_host(h) for h in host_docs]
+    labels = hostnames.labels(host_docs)
     rows = []
     for kind, what in ((HOST_MEMORY, "host RAM"), (GPU_MEMORY, "GPU memory")):
         for hid, b in sorted(roof.latest_bandwidth(host_docs, kind).items()):
@@ -96,7 +99,7 @@ def bandwidth_table(host_docs: list[HostRecord]) -> str:
             for pass_, entries in (("read", probe.read_bandwidth), ("copy", probe.bandwidth)):
                 for e in entries:
                     s = e.summary
-                    rows.append([code(hid), cell(what + (f" ({device})" if device else "")), cell(pass_), code(b.probe_id),
+                    rows.append([cell(labels.get(hid, hid)) + "<br>" + code(hid), cell(what + (f" ({device})" if device else "")), cell(pass_), code(b.probe_id),
                                  cell(b.created), num(e.threads, 0), num(s.median, 1), num(s.mean, 1),
                                  num(s.stddev, 1), num(s.n, 0), num(e.best, 1)])
     if not rows:
@@ -114,6 +117,7 @@ def roofline_by_host(run_docs: list[RunRecord], host_docs: list[HostRecord]) -> 
         return admonition("note", "No bounded decode measurement yet",
                           "A decode rate gets a bound once its host has a bandwidth probe.")
     out = []
+    labels = hostnames.labels(records(run_docs) + [as_host(h) for h in host_docs])
     for hid in sorted({r["host_id"] for r in rows_data}):
         rows = []
         for r in sorted((r for r in rows_data if r["host_id"] == hid), key=lambda r: (r["model"], r["test_name"])):
@@ -122,7 +126,7 @@ def roofline_by_host(run_docs: list[RunRecord], host_docs: list[HostRecord]) -> 
                          nbytes(r["bytes"]["total"]), cell(memory), num(r["bound"], 0) + " " + PROJECTED_BADGE,
                          link(num(r["measured"], 1), run_link(r["id"])),
                          num(100 * r["efficiency"], 0) + " %"])
-        out += [f"### {code(hid)}", "",
+        out += [f"### {cell(labels.get(hid, hid))} · {code(hid)}", "",
                 table(["model", "test", "bytes read per token", "bounded by", "bound t/s", "measured t/s", "efficiency"],
                       rows, ["l", "l", "r", "l", "r", "r", "r"]), ""]
     return "\n".join(out)

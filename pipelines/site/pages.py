@@ -69,14 +69,18 @@ def headline_table(docs: list[RunRecord]) -> str:
 def newest_regressions(docs: list[RunRecord], limit: int = HOME_REGRESSIONS) -> str:
     from pipelines import history
 
+    from pipelines import hostnames
+    from pipelines.site.history_pages import host_cell
+
     steps = [st for st in history.all_steps(history.series(docs)) if st.verdict == "regression"][:limit]
+    labels = hostnames.labels(docs)
     if not steps:
         return "No regression detected (see [Regressions](regressions.md) for the method)."
     rows = []
     for st in steps:
         s = st.series
         change = "; ".join(f"{k}: {v[0]} → {v[1]}" for k, v in st.build_change.items())
-        rows.append([cell(st.after[0].created[:10]), cell(s.model), code(s.test), code(s.host_id),
+        rows.append([cell(st.after[0].created[:10]), cell(s.model), code(s.test), host_cell(labels, s.host_id),
                      link(f"{num(st.change_pct, 1)}%", run_link(st.after[0].id)),
                      f"{num(st.ci95_low, 3)} – {num(st.ci95_high, 3)}", cell(change or "—")])
     return table(["measured", "model", "test", "host", "change", "after/before CI95", "build change"], rows,

@@ -42,6 +42,7 @@ class SplitPage:
     # whether a host's relevant runs give the page something to show (default: any relevant run); a page
     # whose content needs several runs together (a sweep) says so here, so that no host gets an empty page
     shows: Callable[[list[Any]], bool] | None = None
+    always: bool = False  # one page per host however few hosts there are (the page itself is the index)
 
 
 PAGES: dict[str, SplitPage] = {}
@@ -89,7 +90,7 @@ def _hosts_of(name: str) -> dict[str, list[Any]]:
 
 
 def is_split(name: str) -> bool:
-    return len(hosts_of(name)) > SPLIT_ABOVE
+    return PAGES[name].always or len(hosts_of(name)) > SPLIT_ABOVE
 
 
 def page_file(name: str, host: str) -> str:
@@ -106,18 +107,27 @@ def generated_pages() -> list[tuple[str, str]]:
     for name, page in PAGES.items():
         if not is_split(name):
             continue
+        labels = host_labels()
         for host in hosts_of(name):
             path = page_file(name, host)
+            why = ("one page per host" if page.always else
+                   f"one page per host once more than {SPLIT_ABOVE} hosts have data")
             # kept out of the search index (front matter): hundreds of near-identical pages would make the
             # index (and Material's indexing, which is quadratic in a page's headings) grow with the fleet
             # while adding nothing a reader searches for; the page's index (docs/<name>.md) is indexed
             # and names every host
             out.append((path, "---\nsearch:\n  exclude: true\n---\n\n"
-                              f"# {page.title} on `{host}`\n\n"
-                              f"One host's part of the [{page.title}](../{name}.md) page (one page per host once "
-                              f"more than {SPLIT_ABOVE} hosts have data).\n\n"
+                              f"# {page.title}: {cell(labels.get(host, host))}\n\n"
+                              f"Host {code(host)}. One host's part of the [{page.title}](../{name}.md) page ({why}).\n\n"
                               f'{{{{ split_page("{name}", "{host}") }}}}\n'))
     return out
+
+
+def host_labels() -> dict[str, str]:
+    """Every host's label (pipelines.hostnames), from the loaded set's runs and host artifacts."""
+    from pipelines import hostnames
+
+    return hostnames.labels(list(dataset.load().runs) + list(dataset.load().hosts))
 
 
 def _machine(h: dict[str, Any]) -> tuple[str, str, str]:
@@ -131,14 +141,18 @@ def index(name: str) -> str:
     hosts = hosts_of(name)
     rows = []
     probes = host_artifacts()
+    labels = host_labels()
     for host, runs in hosts.items():
         newest = runs[-1] if runs else probes[host]
         cpu, gpus, ram = _machine(newest.host)
-        rows.append([link(host, page_file(name, host)), cell(cpu), cell(gpus), ram, num(len(runs), 0),
+        rows.append([link(labels.get(host, host), page_file(name, host)) + "<br>" + code(host), cell(cpu), cell(gpus), ram,
+                     num(len(runs), 0),
                      cell(newest.created[:16].replace("T", " "))])
+    lead = (f"{len(hosts):,} hosts have {page.noun}: each has its own page, linked below." if page.always else
+            f"{len(hosts):,} hosts have {page.noun}, more than one page shows (up to {SPLIT_ABOVE}): each host has its "
+            "own page, linked below and rendered the same way from that host's artifacts only.")
     return "\n".join([
-        f"{len(hosts):,} hosts have {page.noun}, more than one page shows (up to {SPLIT_ABOVE}): each host has its "
-        "own page, linked below and rendered the same way from that host's artifacts only.", "",
+        lead, "",
         table(["host", "CPU", "GPUs", "RAM", page.noun, "newest (UTC)"], rows, ["l", "l", "l", "r", "r", "l"]),
     ])
 

@@ -24,7 +24,9 @@ def _hosts(runs: list[RunRecord], host: str | None) -> str:
     return hosts_pages.hosts_page(runs, host_docs)
 
 
-def _leaderboard(runs: list[RunRecord], host: str | None) -> str:
+def _boards(runs: list[RunRecord], host: str | None) -> str:
+    """One host's boards: per test and backend, its models and settings as rows (the per-host
+    detail the Leaderboard links each host to; the Leaderboard itself is per workload)."""
     if host is None:
         return pages.leaderboard_page(runs)
     # boards are per host: one host's are those of the whole set (computed once, shared with Home)
@@ -32,7 +34,7 @@ def _leaderboard(runs: list[RunRecord], host: str | None) -> str:
     return pages.leaderboard_page(runs, boards)
 
 
-register(SplitPage("leaderboard", "Leaderboard", "measured results", lambda r: r.ok, _leaderboard))
+register(SplitPage("boards", "Per-host boards", "measured results", lambda r: r.ok, _boards, always=True))
 register(SplitPage("hosts", "Hosts", "runs", lambda r: True, _hosts, fingerprints=True))
 register(SplitPage("optimization", "Optimization tracks", "sweep runs", lambda r: bool(r.sweep),
                    lambda runs, host: optimization_pages.optimization_page(runs),

@@ -112,6 +112,9 @@ class Inventory(BaseModel):
 
     schema_version: int = Field(INVENTORY_VERSION, description="Format version of this file.")
     hosts: dict[str, Host] = Field(default_factory=dict, description="Hosts by name.")
+    host_labels: dict[str, str] = Field(default_factory=dict, description="Readable labels of hosts by host id "
+                                        "(vm-568ab3c6: Dev VM), shown on every page beside the id; a host without "
+                                        "one is named from its fingerprint (core.hostlabel).")
 
 
 def inventory_path() -> Path:
@@ -156,6 +159,9 @@ def load_inventory(path: Path | str | None = None) -> Inventory:
                 field, msg = "", line
             raise ConfigError(msg, file=src, field=f"hosts.{name}" + (f".{field}" if field else "")) from None
         hosts[name] = _resolve_relative(host, path.parent)
+    from core.hostlabel import check_labels
+
+    check_labels(raw.get("host_labels"), src)
     rest = {k: v for k, v in raw.items() if k != "hosts"}
     try:
         inv = Inventory.model_validate({**rest, "hosts": {}})
