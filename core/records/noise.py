@@ -17,6 +17,10 @@ from core.noise import estimates
 from core.records.base import ArtifactRecord
 
 ARTIFACT = "noise"
+#: The largest run-to-run spread (sd of the log of run means) read as an estimate; beyond it an
+#: artifact's figure is no estimate of noise (and its square would overflow the pooling).
+MAX_SIGMA = 10.0
+MAX_DF = 10**6  # degrees of freedom: more runs than any A/A makes
 
 
 def new_noise(*, host: dict[str, Any], matrix: dict[str, Any], runs: list[dict[str, Any]],
@@ -59,7 +63,10 @@ class NoiseRecord(ArtifactRecord):
         def read() -> dict[str, stats.RunNoise]:
             out = {}
             for c, e in (self.doc.get("estimates") or {}).items():
-                if e.get("df") and e.get("sigma") is not None and math.isfinite(float(e["sigma"])):
+                sigma = e.get("sigma")
+                # a log-scale spread beyond MAX_SIGMA (runs a factor e^10 apart) is no estimate of noise
+                if e.get("df") and sigma is not None and math.isfinite(float(sigma)) and 0 <= float(sigma) <= MAX_SIGMA \
+                        and int(e["df"]) <= MAX_DF:
                     out[c] = stats.RunNoise(float(e["sigma"]), int(e["df"]), f"invoke noise {self.id}")
             return out
         return self._cached("estimates", read)
