@@ -573,6 +573,8 @@ def run_interval(means: Sequence[float], *, rel_se: float | None = None, noise: 
 def mcnemar_exact(a_only: int, b_only: int) -> float:
     """Two-sided exact McNemar p-value: the discordant items (passed by one side only) against
     Binomial(a_only + b_only, 1/2)."""
+    if a_only < 0 or b_only < 0:
+        raise ValueError("discordant counts must be >= 0")
     d = a_only + b_only
     if d == 0:
         return 1.0

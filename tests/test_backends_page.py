@@ -84,8 +84,10 @@ def test_compare_adds_energy_rows(h200):
         ("tg128", "decode_j_per_token")}
     assert ("cold-1", "cold_total_ms") in metrics  # the other kinds keep their headline alone
     r = metrics[("tg128", "decode_j_per_token")]
-    assert r.unit == "J/token" and not r.higher_is_better and r.verdict == "loss"
-    assert r.ratio == pytest.approx(r.b_mean / r.a_mean)
+    assert r.unit == "J/token" and not r.higher_is_better and r.ratio == pytest.approx(r.b_mean / r.a_mean)
+    # the run is the unit: one run a side and no run-to-run noise measured on the lent host, so no verdict
+    # (core.stats.compare_runs), whatever the repetitions inside each run say
+    assert r.ratio > 3 and r.verdict == "insufficient data" and "no run-to-run noise" in r.note
 
 
 def test_roofline_does_not_bound_dequantized_weights(h200):

@@ -280,7 +280,7 @@ def placement_comparison(internal: Iterable[Episode | Mapping[str, Any]],
                                  [e.tool_ms for e in external if e.tool_calls], False).to_dict(),
         "tool_attempt_ms": stats.compare(_attempt_ms(internal), _attempt_ms(external), False).to_dict(),
         "success": {"pairs": n, "internal_only": b, "external_only": c,
-                    "delta": (c - b) / n if n else None, "ci95": [lo, hi], "p_value": stats.mcnemar_exact(b, c),
+                    "delta": (c - b) / n if n else None, "ci95": [lo, hi], "p_value": stats.mcnemar_exact(b, c) if b + c else None,
                     "verdict": stats.paired_verdict(b, c)},
     }
 
