@@ -106,11 +106,17 @@ def test_no_nvml_means_no_gpus(monkeypatch):
     assert v.peak is None and v.method is None
 
 
+def _until(cond, timeout_s: float = 5.0) -> None:
+    end = time.monotonic() + timeout_s
+    while not cond() and time.monotonic() < end:
+        time.sleep(0.002)
+
+
 def test_peak_vram_per_process(fake_nvml):
     fake = fake_nvml(procs_visible=True)
     with gpu.PeakVram(interval=0.005) as v:
         fake.pid_mem = 5_000
-        time.sleep(0.05)
+        _until(lambda: v.peak == 5_000)  # the sampler thread saw it (however busy the process is)
         fake.pid_mem = 2_000
         time.sleep(0.05)
     assert (v.peak, v.method) == (5_000, "process")
@@ -122,7 +128,7 @@ def test_peak_vram_falls_back_to_device_delta(fake_nvml):
     fake = fake_nvml(procs_visible=False)
     with gpu.PeakVram(interval=0.005) as v:
         fake.used = 1_000 + 7_000
-        time.sleep(0.05)
+        _until(lambda: v.peak == 7_000)
         fake.used = 1_000 + 3_000
         time.sleep(0.05)
     assert (v.peak, v.method) == (7_000, "device-delta")
