@@ -83,8 +83,10 @@ def _job_dirs_of(pid: int) -> list[Path]:
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM, signal.SIGHUP], ids=lambda s: s.name)
 def test_worker_dies_with_its_runner_within_two_seconds(sig, trickle_url):
     env = dict(os.environ, PYTHONPATH=str(ROOT))
+    # the runner as a terminal starts it: SIGHUP at its default (a suite run under nohup would hand it on ignored)
     runner_proc = subprocess.Popen([sys.executable, "-c", RUNNER, json.dumps(_job(trickle_url)), "60"], cwd=ROOT,
-                                   env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                                   env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                   preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_DFL))
     try:
         workers = _workers_of(runner_proc.pid)
         assert workers, "no worker started"
