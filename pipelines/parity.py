@@ -55,36 +55,15 @@ def _group_key(doc: QualityRecord) -> tuple:
             json.dumps(doc.generation, sort_keys=True), tuple(suite.sample.get("ids") or ()))
 
 
-@dataclass
-class ItemDiff:
-    """One item whose output differs between the reference and another backend."""
+class _Paired:
+    """The paired figures of n items scored by a reference and another backend: b passed by the
+    reference only, c by the other only (fields of the dataclasses below)."""
 
-    id: str
-    ref_passed: bool
-    other_passed: bool
-    ref_output: str
-    other_output: str
-    diverge_at: int  # index of the first differing character
-    ref_error: str | None = None
-    other_error: str | None = None
-
-
-@dataclass
-class Pair:
-    """One backend against the reference on the items both scored."""
-
-    reference: str
-    other: str
-    ref_id: str
-    other_id: str
     n: int
-    identical_output: int
-    same_verdict: int
+    b: int
+    c: int
     ref_passed: int
     other_passed: int
-    b: int  # passed by the reference only
-    c: int  # passed by the other backend only
-    diffs: list[ItemDiff] = field(default_factory=list)
 
     @property
     def delta(self) -> float | None:
@@ -101,6 +80,38 @@ class Pair:
     @property
     def verdict(self) -> str:
         return stats.paired_verdict(self.b, self.c)
+
+
+@dataclass
+class ItemDiff:
+    """One item whose output differs between the reference and another backend."""
+
+    id: str
+    ref_passed: bool
+    other_passed: bool
+    ref_output: str
+    other_output: str
+    diverge_at: int  # index of the first differing character
+    ref_error: str | None = None
+    other_error: str | None = None
+
+
+@dataclass
+class Pair(_Paired):
+    """One backend against the reference on the items both scored."""
+
+    reference: str
+    other: str
+    ref_id: str
+    other_id: str
+    n: int
+    identical_output: int
+    same_verdict: int
+    ref_passed: int
+    other_passed: int
+    b: int  # passed by the reference only
+    c: int  # passed by the other backend only
+    diffs: list[ItemDiff] = field(default_factory=list)
 
 
 @dataclass
@@ -177,7 +188,7 @@ def parity_groups(docs: list[Any]) -> list[Group]:
 
 
 @dataclass
-class Overall:
+class Overall(_Paired):
     """Every item of one run (host, matrix, model) pooled for one backend against the reference."""
 
     host: str
@@ -193,22 +204,6 @@ class Overall:
     b: int
     c: int
     suites: int
-
-    @property
-    def delta(self) -> float | None:
-        return (self.other_passed - self.ref_passed) / self.n if self.n else None
-
-    @property
-    def delta_ci(self) -> tuple[float | None, float | None]:
-        return stats.paired_difference_ci(self.b, self.c, self.n)
-
-    @property
-    def p_value(self) -> float | None:
-        return stats.mcnemar_exact(self.b, self.c) if self.b + self.c else None  # nothing discordant: nothing to test
-
-    @property
-    def verdict(self) -> str:
-        return stats.paired_verdict(self.b, self.c)
 
 
 def overall(groups: list[Group]) -> list[Overall]:
