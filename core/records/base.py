@@ -98,6 +98,16 @@ class ArtifactRecord(Mapping):
     def error_message(self) -> str | None:
         return (self.doc.get("error") or {}).get("message")
 
+    # the model it measured (run, quality, perplexity)
+    @property
+    def model_name(self) -> str:
+        return self.doc["model"]["name"]
+
+    @property
+    def model_sha256(self) -> str | None:
+        """A local file's sha256; None for an endpoint model (and a never-reached remote file)."""
+        return self.doc["model"].get("sha256")
+
     # the host it ran on (a fingerprint: runtime.hosts.fingerprint)
     @property
     def host(self) -> dict[str, Any]:

@@ -123,10 +123,6 @@ class PerplexityRecord(ArtifactRecord):
         return self._cached("model", lambda: PplModel.from_dict(self.doc["model"]))
 
     @property
-    def model_name(self) -> str:
-        return self.doc["model"]["name"]
-
-    @property
     def reference(self) -> PplModel | None:
         return self._cached("reference", lambda: PplModel.from_dict(self.doc.get("reference")))
 

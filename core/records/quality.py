@@ -247,14 +247,6 @@ class QualityRecord(ArtifactRecord):
         return self.doc["model"]
 
     @property
-    def model_name(self) -> str:
-        return self.doc["model"]["name"]
-
-    @property
-    def model_sha256(self) -> str | None:
-        return self.doc["model"].get("sha256")
-
-    @property
     def synthetic(self) -> bool:
         return bool(self.doc["model"].get("synthetic"))
 

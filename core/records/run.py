@@ -507,17 +507,8 @@ class RunRecord(ArtifactRecord):
         return self.doc["model"]
 
     @property
-    def model_name(self) -> str:
-        return self.doc["model"]["name"]
-
-    @property
     def model_file_name(self) -> str | None:
         return self.doc["model"].get("file_name")
-
-    @property
-    def model_sha256(self) -> str | None:
-        """A local file's sha256; None for an endpoint model (and a never-reached remote file)."""
-        return self.doc["model"].get("sha256")
 
     @property
     def model_kind(self) -> str:
