@@ -147,9 +147,19 @@ class ModelShape:
             return int(v)
 
         n_layer, n_embd, n_head = need("block_count"), need("embedding_length"), need("head_count")
+        def per_layer(key: str, values: list) -> list:
+            # llama.cpp refuses a per-layer array whose length is not the layer count ("wrong array length")
+            if len(values) != n_layer:
+                raise ModelError(f"the GGUF's {arch}.{key.replace('_', '.')} has {len(values)} entries for "
+                                 f"{n_layer} layers: no model to plan", file=name or "model", field=key)
+            return values
+
         kv_list = facts.get("head_count_kv_layers")
         if kv_list:
-            n_head_kv = tuple(int(x) for x in kv_list[:n_layer])
+            n_head_kv = tuple(int(x) for x in per_layer("head_count_kv_layers", kv_list))
+            if min(n_head_kv) < 0:
+                raise ModelError(f"the GGUF's {arch}.attention.head_count_kv has a negative entry: no model to plan",
+                                 file=name or "model", field="head_count_kv_layers")
         else:
             n_head_kv = (int(facts.get("head_count_kv") or n_head),) * n_layer
         head_k = int(facts.get("key_length") or n_embd // n_head)
@@ -159,7 +169,7 @@ class ModelShape:
         if n_swa <= 0:
             swa, source = (False,) * n_layer, "no sliding window"
         elif isinstance(pattern, list) and pattern:
-            swa, source = tuple(bool(x) for x in pattern[:n_layer]), "the GGUF's per-layer pattern"
+            swa, source = tuple(bool(x) for x in per_layer("sliding_window_pattern", pattern)), "the GGUF's per-layer pattern"
         elif isinstance(pattern, int):
             swa, source = tuple(swa_layer_flags(n_layer, pattern, False)), f"the GGUF's period {pattern}"
         elif arch in SWA_PATTERNS:

@@ -60,6 +60,16 @@ def test_missing_fact_names_the_key():
         mem.ModelShape.from_facts(f, "m")
 
 
+def test_per_layer_arrays_of_the_wrong_length_are_refused_as_llamacpp_refuses_them():
+    # found by the property test: a head-count array shorter than the layer count crashed the Memory page
+    with pytest.raises(ModelError, match="head.count.kv.layers has 1 entries for 4 layers"):
+        mem.ModelShape.from_facts(llama8b_facts(block_count=4, head_count_kv_layers=[8]), "m")
+    with pytest.raises(ModelError, match="sliding.window.pattern has 19 entries for 18 layers"):
+        mem.ModelShape.from_facts(dict(GEMMA_FACTS, sliding_window_pattern=[True] * 19), "m")
+    with pytest.raises(ModelError, match="negative"):
+        mem.ModelShape.from_facts(llama8b_facts(block_count=2, head_count_kv_layers=[8, -1]), "m")
+
+
 # -- KV cache: hand-computed --------------------------------------------------------------------
 def test_kv_dense_llama8b_f16_4k_is_512_mib():
     s = mem.ModelShape.from_facts(llama8b_facts())
