@@ -105,3 +105,20 @@ def test_validate_tree_reports_each_bad_file(tmp_path):
 def test_golden_artifacts_are_valid():
     count, problems = artifacts.validate_tree(GOLDEN)
     assert count >= 7 and problems == []
+
+
+def test_every_schema_is_valid_against_its_metaschema():
+    # the loader checks documents with the fast validator and builds the jsonschema one only for a
+    # document it rejects, so the schemas themselves are checked here, every type and every version
+    import jsonschema
+
+    checked = 0
+    for name, atype in artifacts.ARTIFACT_TYPES.items():
+        for version in range(1, atype.version + 1):
+            path = atype.schema_path(version)
+            if not path.exists():
+                continue
+            schema = json.loads(path.read_text())
+            jsonschema.validators.validator_for(schema).check_schema(schema)
+            checked += 1
+    assert checked >= len(artifacts.ARTIFACT_TYPES)
