@@ -16,6 +16,11 @@ row's statistic (pipelines.leaderboard.row_statistic: the run is the unit). Rows
 the last column's rank (decode, for the paired board). A workload measured by one row only is not
 a ranking: :func:`boards` returns it with ``single=True`` and the page lists those apart.
 
+No two rows may look alike: every setting asked for that differs between a board's rows is a column
+too (``asked``: as asked, where the environment columns do not already tell those rows apart), so a
+setting never silently makes two rows read the same. Energy per token (the kind's energy columns,
+core.metrics.ENERGY_METRICS) is shown beside a test where a row on the board recorded it.
+
 The reference workload is the work of the runs measured under the reference matrix
 (data/matrices/reference.yaml): any row of the same work is on the reference board, whatever
 matrix or almanac version measured it.
@@ -29,13 +34,14 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from core.kinds import headline
-from core.metrics import Metric
+from core.kinds import columns, headline
+from core.metrics import ENERGY_METRICS, Metric
 from core.records.run import RunRecord
+from core.summary import Summary
 
 from pipelines import hostnames
 from pipelines.history import stale_ids
-from pipelines.leaderboard import row_statistic, runs_per_comparability
+from pipelines.leaderboard import build_labels, row_statistic, runs_per_comparability
 from pipelines.memo import per_set
 from pipelines.noise import host_noise
 from pipelines.ranking import rank_label, rank_with_ci
@@ -71,6 +77,7 @@ class Cell:
     method: dict[str, Any]
     rank: int | None = None
     rank_label: str = "—"
+    energy: dict[str, Summary] = field(default_factory=dict)  # energy per token its newest run recorded, by metric
 
 
 @dataclass
@@ -83,6 +90,7 @@ class Row:
     environment: dict[str, Any]  # effective settings of the row's newest run (test-sized ones left out)
     gpus: int
     cells: dict[str, Cell] = field(default_factory=dict)  # test name -> cell
+    build_identity: dict[str, Any] = field(default_factory=dict)  # what keeps builds apart (RunRecord.build_identity)
 
 
 @dataclass
@@ -103,6 +111,8 @@ class WorkloadBoard:
     build_varies: bool
     reference: bool
     endpoint: str | None = None  # an endpoint model's server (no local file), None for a file
+    asked: list[str] = field(default_factory=list)  # requested settings that differ between rows (columns, as asked)
+    energy: dict[str, list[str]] = field(default_factory=dict)  # test -> energy metrics some row recorded (columns)
 
     @property
     def single(self) -> bool:
@@ -136,9 +146,35 @@ def _cell(runs: list[RunRecord], metric: Metric, stale: set[str], noise: Any) ->
     if st is None:
         return None
     newest = runs[-1]
+    energy = {m: newest.stat(m) for m in columns(newest.test_kind)
+              if m in ENERGY_METRICS and newest.stat(m) is not None and newest.stat(m).mean is not None}
     return Cell(newest.id, [x.id for x in runs], getattr(newest, "data_path", "") or "", newest.created, st["mean"],
                 st["stddev"], st["n"], st["runs"], st["ci95_low"], st["ci95_high"], st["note"], newest.id in stale,
-                newest.method)
+                newest.method, energy=energy)
+
+
+def asked_columns(rows: list[Row], shown: list[str]) -> list[str]:
+    """The requested settings that differ between rows of the same backend (a backend's settings are
+    its own vocabulary: rows of two backends are told apart by the backend column), one column each,
+    as asked. A setting whose environment column (``shown``) already tells apart every two rows that
+    asked differently needs no second column. A row's requested settings are those not left to the
+    default (RunRecord.requested_explicit)."""
+    by_backend: dict[str, list[Row]] = {}
+    for row in rows:
+        by_backend.setdefault(row.backend, []).append(row)
+    out = []
+    for k in sorted({k for row in rows for k in row.requested}):
+        for group in by_backend.values():
+            if len({_json(row.requested.get(k)) for row in group}) < 2:
+                continue
+            if k in shown:
+                asked_by_env: dict[str, str] = {}
+                if all(asked_by_env.setdefault(_json(row.environment.get(k)), _json(row.requested.get(k)))
+                       == _json(row.requested.get(k)) for row in group):
+                    continue  # each environment value of k goes with one asked value: its column tells them apart
+            out.append(k)
+            break
+    return out
 
 
 @per_set
@@ -186,13 +222,15 @@ def boards(docs: list[Any]) -> list[WorkloadBoard]:
                     row = rows[rk] = Row(r.host_id, labels.get(r.host_id, r.host_id), r.backend_name, r.backend_build,
                                          r.requested_explicit,
                                          {k: v for k, v in r.effective.items() if k not in TEST_SIZED},
-                                         len(r.host.get("gpus") or []))
+                                         len(r.host.get("gpus") or []), build_identity=r.build_identity)
                 cur = row.cells.get(t)
                 if cur is None or (c.created, c.id) > (cur.created, cur.id):
                     row.cells[t] = c
         row_list = list(rows.values())
         if not row_list:
             continue
+        for row, label in zip(row_list, build_labels([(row.build, row.build_identity) for row in row_list])):
+            row.build = label  # builds that read alike name what differs (libraries=..., ...)
         for t in tests:
             have = [row for row in row_list if t in row.cells]
             m = metrics[t]
@@ -212,12 +250,15 @@ def boards(docs: list[Any]) -> list[WorkloadBoard]:
 
         row_list.sort(key=order)
         varying = [k for k in ENV_COLUMNS if len({_json(row.environment.get(k)) for row in row_list}) > 1]
+        energy = {t: [m for m in ENERGY_METRICS if any(m in row.cells[t].energy for row in row_list if t in row.cells)]
+                  for t in tests}
         key = hashlib.sha256(_json(sorted(wks)).encode()).hexdigest()[:12]
         out.append(WorkloadBoard(key, sorted(wks), first.model_name, first.model_identity, first.quantization,
                                  first.synthetic, first.backend_class, first.test_kind, tests, metrics,
                                  {t: by_work[by_test[t]][0][-1].work_test for t in tests}, row_list, varying,
                                  len({row.build for row in row_list}) > 1, any(wk in ref for wk in wks),
-                                 first.model_server))
+                                 first.model_server, asked=asked_columns(row_list, varying),
+                                 energy={t: ms for t, ms in energy.items() if ms}))
     out.sort(key=lambda b: (not b.reference, b.single, b.synthetic is False and b.reference, b.model, b.tests))
     return out
 

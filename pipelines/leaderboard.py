@@ -76,6 +76,22 @@ def split_settings(settings: list[dict[str, Any]]) -> tuple[list[str], dict[str,
     return varying, constant
 
 
+def build_labels(builds: list[tuple[str, dict[str, Any]]]) -> list[str]:
+    """Each row's backend build in words (``RunRecord.backend_build``), with the identity fields that
+    tell apart rows whose words are the same (``libraries=...`` of a build loaded from another
+    library): two builds a board keeps apart never read alike. ``builds``: (words, build identity) per row."""
+    by_text: dict[str, list[dict[str, Any]]] = {}
+    for text, ident in builds:
+        by_text.setdefault(text, []).append(ident)
+    extra = sorted({k for idents in by_text.values() for i in idents for k in i
+                    if not _same([x.get(k) for x in idents])})
+    return [text + "".join(f" · {k}={_setting_text(ident.get(k))}" for k in extra) for text, ident in builds]
+
+
+def _setting_text(v: Any) -> str:
+    return v if isinstance(v, str) else json.dumps(v, sort_keys=True, default=str)
+
+
 def varying_settings(settings: list[dict[str, Any]]) -> list[str]:
     return split_settings(settings)[0]
 
@@ -148,7 +164,7 @@ def boards(docs: list[RunRecord]) -> list[Board]:
             spread, n, runs = st["stddev"], st["n"], st["run_records"]
             rows.append({"id": r.id, "path": r.path, "created": r.created, "model": r.model_name,
                          "quantization": r.quantization, "synthetic": r.synthetic, "endpoint": r.model_server,
-                         "backend": r.backend_name,
+                         "backend": r.backend_name, "build_identity": r.build_identity,
                          "backend_build": r.backend_build, "effective": r.effective, "settings": r.requested,
                          "s_mean": centre if centre is not None else s.mean, "s_stddev": spread, "s_n": n,
                          "s_ci95_low": lo, "s_ci95_high": hi, "runs": len(runs), "run_ids": [x.id for x in runs],
@@ -157,6 +173,8 @@ def boards(docs: list[RunRecord]) -> list[Board]:
                          "extra": {c: r.stat(c) for c in columns(r.test_kind) if c != metric.name and r.stat(c)}})
         if not rows:
             continue
+        for row, label in zip(rows, build_labels([(x["backend_build"], x["build_identity"]) for x in rows])):
+            row["backend_build"] = label
         g = pd.DataFrame(rows)
         ranked = rank_with_ci(list(g["s_ci95_low"]), list(g["s_ci95_high"]), metric.higher_is_better)
         g["rank"] = [r.rank for r in ranked]

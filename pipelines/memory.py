@@ -585,11 +585,35 @@ def _prompt_tokens(rec: RunRecord) -> list[Any]:
     return list(getattr(rec.samples, "requests", None) or [])
 
 
+def _rss_measured(rec: RunRecord) -> bool:
+    """A finished CPU run whose measured process held the model, with its peak RSS."""
+    return (rec.ok and rec.in_process and (rec.reported.get("n_gpu_layers") or 0) <= 0
+            and bool(rec.resources.peak_rss_bytes))
+
+
+def _vram_measured(rec: RunRecord) -> bool:
+    """A finished run with a measured peak VRAM."""
+    return rec.ok and bool(rec.resources.peak_vram_bytes)
+
+
+def other_backends(runs: list[RunRecord], gpu: bool = False) -> dict[str, int]:
+    """Runs the planner does not score, by backend: measured (peak RSS of a CPU run in process, or
+    with ``gpu`` a peak VRAM) but not by llama.cpp (transformers, an endpoint that is not llama.cpp-based).
+    The planner predicts llama.cpp's buffers; another runtime's memory is no test of it."""
+    measured = _vram_measured if gpu else _rss_measured
+    out: dict[str, int] = {}
+    for r in map(as_record, runs):
+        if measured(r) and not r.llama_cpp_based:
+            out[r.backend_name] = out.get(r.backend_name, 0) + 1
+    return dict(sorted(out.items()))
+
+
 def run_prediction(doc: RunRecord, known_facts: dict[str, dict[str, Any]] | None = None) -> dict[str, Any] | None:
     """Predicted peak RSS of a CPU run artifact beside its measured peak. None when the run
-    used a GPU or has no peak RSS, and for runs whose model was not loaded in the measured
+    used a GPU or has no peak RSS, for runs whose model was not loaded in the measured
     process (over HTTP the run's process is the client; the server's memory is not its own:
-    the backend declares it, ``build.in_process``).
+    the backend declares it, ``build.in_process``), and for runs of a backend other than llama.cpp
+    (the plan is llama.cpp's memory; :func:`other_backends` counts them).
 
     Everything the configuration loads is in the plan: with a draft model, the draft's weights,
     KV cache, buffers and tokenizer tables too (its GGUF facts from ``known_facts``, by sha256;
@@ -597,15 +621,11 @@ def run_prediction(doc: RunRecord, known_facts: dict[str, dict[str, Any]] | None
     (speculative decoding), the output and compute buffers' logits rows and llama-cpp-python's
     per-token scores."""
     rec = as_record(doc)
-    if not rec.ok or not rec.in_process:
+    if not _rss_measured(rec) or not rec.llama_cpp_based:  # the plan is llama.cpp's memory: other backends' apart
         return None
     eff = rec.reported
     req = rec.requested
-    if (eff.get("n_gpu_layers") or 0) > 0:
-        return None
     measured = rec.resources.peak_rss_bytes
-    if not measured:
-        return None
     try:
         shape = ModelShape.from_facts(rec.gguf, rec.model_name)
         kv_rows(shape, eff.get("type_k") or req.get("type_k") or "f16", eff.get("type_v") or req.get("type_v") or "f16")
@@ -676,7 +696,7 @@ def vram_prediction(doc: RunRecord, runtime_overhead: int = 0) -> dict[str, Any]
     residual (measured − predicted without overhead) is the runtime's own share (CUDA context,
     cuBLAS workspace, ...)."""
     rec = as_record(doc)
-    if not rec.ok:
+    if not _vram_measured(rec) or not rec.llama_cpp_based:  # llama.cpp's memory only (other_backends counts the rest)
         return None
     eff = rec.reported
     req = rec.requested

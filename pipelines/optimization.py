@@ -280,17 +280,6 @@ class Point:
     def verdict(self) -> str | None:
         return None if self.comparison is None else self.comparison["verdict"]
 
-    @property
-    def acceptable_output(self) -> bool:
-        """Output good enough to recommend: speculation must be lossless, and no point may be
-        degenerate unless its baseline is too (a synthetic model's noise)."""
-        if self.lossless is not None and (self.requested.get("speculative") or "none") != "none" and not self.lossless["identical"]:
-            return False
-        if self.degeneration and self.degeneration["degenerate"]:
-            return bool(self.baseline_degeneration and self.baseline_degeneration["degenerate"])
-        return True
-
-
 @dataclass
 class Sweep:
     host_id: str
@@ -362,6 +351,14 @@ def greedy_outputs(rec: RunRecord) -> list[dict[str, Any]] | None:
 _outputs = greedy_outputs
 
 
+def compared_on_headline(rec: RunRecord) -> bool:
+    """Whether a run can be a point of a sweep: a point is compared with its baseline on its kind's
+    headline metric, which the kind declares (core/kinds/<kind>.py: ``Kind.headline``). A kind
+    without one (agent loops, endpoint probes: success rates and latencies per case, on their own
+    pages) has no speedup to show, so its sweeps are no optimization track."""
+    return as_record(rec).headline_metric is not None
+
+
 def sweeps(docs: list[RunRecord]) -> list[Sweep]:
     """Every sweep found in the artifacts (the newest artifact per configuration), per host."""
     latest = latest_per_key(docs)
@@ -370,7 +367,7 @@ def sweeps(docs: list[RunRecord]) -> list[Sweep]:
     groups: dict[tuple[str, str, str], list[RunRecord]] = {}
     for d in latest:
         name = d.sweep
-        if not name:
+        if not name or not compared_on_headline(d):
             continue
         groups.setdefault((d.host_id, d.matrix_name, name), []).append(d)
     out = []
@@ -392,56 +389,69 @@ def sweeps(docs: list[RunRecord]) -> list[Sweep]:
     return out
 
 
+def point_failures(p: Point, track: str) -> list[tuple[str, str]]:
+    """Why a point is a failed approach, as (what, reason) pairs; none for a point that is not one.
+
+    The one rule both the Failed approaches section and the best configuration read: a failed run
+    (incompatible, crash, ...), an expert override llama.cpp did not apply, a loss to the baseline
+    beyond noise, speculation that changed the greedy text, degenerate output (listed even where the
+    baseline's output is degenerate too, e.g. a synthetic model's noise: degenerate text is never
+    recommended). An adapter sweep's cost is no failure (the adapter table shows it)."""
+    out: list[tuple[str, str]] = []
+    if not p.ok:
+        return [(p.doc.error_kind or "failed", p.doc.error_message or "")]
+    asked = experts_requested(p.doc)
+    used = p.doc.reported.get("n_expert_used")
+    if asked is not None and used is not None and asked != used:
+        out.append(("override not applied", f"asked for {asked} experts per token, llama.cpp's log says it used {used}"))
+    if p.is_baseline:
+        return out
+    if p.verdict == "loss" and track != "adapters":  # an adapter's cost is on its own table
+        c = p.comparison
+        out.append(("slower", f"{c['ratio']:.2f}x the baseline (CI95 {c['ci95_low']:.2f}–{c['ci95_high']:.2f})"))
+    spec = (p.requested.get("speculative") or "none") != "none"
+    if spec and p.lossless is not None and not p.lossless["identical"]:
+        out.append(("not lossless", f"greedy text differs from the baseline's at token {p.lossless['first_diff']} "
+                                    f"({p.lossless['agreement']:.0%} of positions agree)"))
+    if p.degeneration and p.degeneration["degenerate"]:
+        noise = p.baseline_degeneration and p.baseline_degeneration["degenerate"]
+        out.append(("degenerate", "; ".join(p.degeneration["reasons"][:2])
+                    + (" (the baseline's output is degenerate too)" if noise else "")))
+    return out
+
+
 def best_per_model(all_sweeps: list[Sweep]) -> list[dict[str, Any]]:
     """Per host, model and test: the point with the largest speedup that is a win over its
-    baseline and whose output is acceptable; or the baseline when nothing beat it."""
-    cands: dict[tuple[str, str, str], list[Point]] = {}
+    baseline and is no failed approach (:func:`point_failures`, the rule the Failed approaches
+    section lists by); or the baseline when nothing beat it. ``excluded``: the wins left out
+    because they are failed approaches, each with what it failed on (degenerate, not lossless, ...)."""
+    cands: dict[tuple[str, str, str], list[tuple[Point, str]]] = {}
     for sw in all_sweeps:
         if sw.track == "adapters":  # attaching adapters is a feature with a cost, not a speed optimization
             continue
         for p in sw.points:
             if p.ok:
-                cands.setdefault((sw.host_id, p.doc.model_name, p.doc.test_name), []).append(p)
+                cands.setdefault((sw.host_id, p.doc.model_name, p.doc.test_name), []).append((p, sw.track))
     rows = []
     for (host_id, model, test), pts in sorted(cands.items()):
-        wins = [p for p in pts if p.verdict == "win" and not p.is_baseline and p.acceptable_output]
+        won = [(p, [kind for kind, _ in point_failures(p, track)]) for p, track in pts
+               if p.verdict == "win" and not p.is_baseline]
+        wins = [p for p, failed in won if not failed]
         best = max(wins, key=lambda p: p.comparison["ratio"]) if wins else None
-        base = next((p for p in pts if p.is_baseline), None)
+        base = next((p for p, _ in pts if p.is_baseline), None)
         rows.append({"host_id": host_id, "model": model, "test_name": test, "best": best, "baseline": base,
-                     "candidates": len([p for p in pts if not p.is_baseline]),
-                     "synthetic": any(p.doc.synthetic for p in pts)})
+                     "candidates": len([p for p, _ in pts if not p.is_baseline]),
+                     "excluded": [(p, failed) for p, failed in won if failed],
+                     "synthetic": any(p.doc.synthetic for p, _ in pts)})
     return rows
 
 
 def failures(all_sweeps: list[Sweep]) -> list[dict[str, Any]]:
-    """Failed approaches with their reasons: failed points (incompatible, crash, ...), points
-    slower than their baseline, speculation that changed the text, degenerate output."""
+    """Failed approaches with their reasons (:func:`point_failures`): failed points (incompatible,
+    crash, ...), points slower than their baseline, speculation that changed the text, degenerate output."""
     out = []
     for sw in all_sweeps:
         for p in sw.points:
             base = {"sweep": sw.name, "track": sw.track, "host_id": sw.host_id, "point": p}
-            if not p.ok:
-                out.append({**base, "kind": p.doc.error_kind or "failed", "reason": p.doc.error_message or ""})
-                continue
-            asked = experts_requested(p.doc)
-            used = p.doc.reported.get("n_expert_used")
-            if asked is not None and used is not None and asked != used:
-                out.append({**base, "kind": "override not applied",
-                            "reason": f"asked for {asked} experts per token, llama.cpp's log says it used {used}"})
-            if p.is_baseline:
-                continue
-            if p.verdict == "loss" and sw.track != "adapters":  # an adapter's cost is on its own table
-                c = p.comparison
-                out.append({**base, "kind": "slower",
-                            "reason": f"{c['ratio']:.2f}x the baseline (CI95 {c['ci95_low']:.2f}–{c['ci95_high']:.2f})"})
-            spec = (p.requested.get("speculative") or "none") != "none"
-            if spec and p.lossless is not None and not p.lossless["identical"]:
-                out.append({**base, "kind": "not lossless",
-                            "reason": f"greedy text differs from the baseline's at token {p.lossless['first_diff']} "
-                                      f"({p.lossless['agreement']:.0%} of positions agree)"})
-            if p.degeneration and p.degeneration["degenerate"]:
-                noise = p.baseline_degeneration and p.baseline_degeneration["degenerate"]
-                out.append({**base, "kind": "degenerate",
-                            "reason": "; ".join(p.degeneration["reasons"][:2])
-                                      + (" (the baseline's output is degenerate too)" if noise else "")})
+            out += [{**base, "kind": kind, "reason": reason} for kind, reason in point_failures(p, sw.track)]
     return out

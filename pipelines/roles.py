@@ -229,6 +229,13 @@ class Candidate:
     quality_key: float | None = None
     memory_bytes: int | None = None
     items: dict[tuple[str, str, str], bool] = field(default_factory=dict)  # (suite, style, item id) -> passed, as read
+    backend: str = ""  # the configuration's backend as its runs on the host name it (with its server), or its backend
+
+    @property
+    def backing(self) -> list[Evidence]:
+        """The evidence a pick rests on: every met requirement read from an artifact (all of them this
+        configuration's own: the same backend, server, model and output settings)."""
+        return [e for e in self.evidence if e.ok is True and e.artifacts]
 
     @property
     def reasons(self) -> list[str]:
@@ -314,6 +321,7 @@ class ConfigData:
     quality: list[QualityRecord] = field(default_factory=list)  # current quality artifacts (any host)
     runs: dict[str, list[RunRecord]] = field(default_factory=dict)  # host -> current ok run artifacts
     run_history: dict[str, list[RunRecord]] = field(default_factory=dict)  # run key -> every ok run of it
+    backend: str = ""  # the backend of its artifacts (part of its identity)
 
 
 def join(quality_docs: list[QualityRecord], run_docs: list[RunRecord]) -> dict[str, ConfigData]:
@@ -323,7 +331,7 @@ def join(quality_docs: list[QualityRecord], run_docs: list[RunRecord]) -> dict[s
     def get(backend: str, name: str, sha256: str | None, size_bytes: int | None, settings: dict[str, Any]) -> ConfigData:
         ident = quality_mod.config_identity(backend, sha256, settings)
         if ident not in out:
-            out[ident] = ConfigData(ident, name, sha256, quality_mod.output_settings(settings), size_bytes)
+            out[ident] = ConfigData(ident, name, sha256, quality_mod.output_settings(settings), size_bytes, backend=backend)
         return out[ident]
 
     for q in quality_mod.latest_per_key([as_quality(d) for d in quality_docs]):
@@ -539,11 +547,16 @@ def _degeneration_evidence(cfg: ConfigData, max_rate: float, docs: list[QualityR
 
 def _serving_evidence(req: ServingReq, cfg: ConfigData, host: str | None,
                       index: dict[tuple[str, str], dict[str, list[dict[str, Any]]]]) -> list[Evidence]:
-    """The role's serving requirement against the capacity answers and probes of the model on the host
-    (any server): the interval decides (its lower bound meets the need: ok; its upper bound is below
-    it: too slow; it straddles: not resolved)."""
+    """The role's serving requirement against the capacity answers and probes of this configuration on
+    the host: its own runs only (the same backend, server, model and output settings: a capacity search
+    of llama-server says nothing about an in-process configuration of the same model file). The interval
+    decides (its lower bound meets the need: ok; its upper bound is below it: too slow; it straddles:
+    not resolved)."""
     out: list[Evidence] = []
+    mine = {r.id for r in cfg.runs.get(host or "", [])}
     found = index.get((host or "", cfg.model_sha256)) or {"capacity": [], "probe": []}
+    found = {part: [row for row in rows if row["id"] in mine] for part, rows in found.items()}
+    what_runs = f"this configuration ({cfg.backend or 'its backend'})"
     need = req.users if req.users is not None else req.rate
     if need is not None:
         unit = "users" if req.users is not None else "req/s"
@@ -551,7 +564,7 @@ def _serving_evidence(req: ServingReq, cfg: ConfigData, host: str | None,
         rows = [r for r in found["capacity"] if r["unit"] == unit]
         if not rows:
             out.append(Evidence("serving", what, None, reason="no data",
-                                message=f"no capacity search in {unit} of this model on {host or 'any host'}"))
+                                message=f"no capacity search in {unit} of {what_runs} on {host or 'any host'}"))
         else:
             best = max(rows, key=lambda r: (r["answer"]["low"], r["answer"]["answer"], r["created"]))
             a = best["answer"]
@@ -571,7 +584,8 @@ def _serving_evidence(req: ServingReq, cfg: ConfigData, host: str | None,
         what = f"endpoint probe: {case}" + (f" on {host}" if host else "")
         rows = [(p, p["cases"][case]) for p in found["probe"] if case in p["cases"]]
         if not rows:
-            out.append(Evidence("serving", what, None, reason="no data", message=f"no probe of {case} for this model"))
+            out.append(Evidence("serving", what, None, reason="no data",
+                                message=f"no probe of {case} of {what_runs} on {host or 'any host'}"))
             continue
         p, c = max(rows, key=lambda x: (x[1]["succeeded"] / max(1, x[1]["n"]), x[0]["created"]))
         ok = c["succeeded"] == c["n"]
@@ -586,6 +600,7 @@ def evaluate(role: Role, cfg: ConfigData, host: str | None, defaults: Defaults,
              capabilities: dict[str, list[str]], noise: dict[tuple[str, str], stats.RunNoise] | None = None,
              serving: dict[tuple[str, str], dict[str, list[dict[str, Any]]]] | None = None) -> Candidate:
     c = Candidate(cfg.identity, cfg.model, quality_mod.config_label(cfg.settings), cfg.settings)
+    c.backend = ", ".join(sorted({r.backend_name for r in cfg.runs.get(host or "", [])})) or cfg.backend
     if role.capabilities:
         have = capabilities.get(cfg.model)
         missing = [cap for cap in role.capabilities if cap not in (have or [])]

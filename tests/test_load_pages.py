@@ -106,7 +106,7 @@ def test_roles_check_users_at_slo_against_the_capacity_interval(load_runs):
     idx = serving_index(load_runs)
     (key,) = {k for k in idx if idx[k]["capacity"]}
     host, sha = key
-    cfg = roles.ConfigData("i", "fixture-model", sha, {})
+    (cfg,) = [c for c in roles.join([], load_runs).values() if c.model_sha256 == sha]  # the server's own configuration
 
     def ev(**kw):
         return roles._serving_evidence(roles.ServingReq(**kw), cfg, host, idx)

@@ -140,7 +140,8 @@ def _no_values(samples: Any, metric: str) -> list[float]:
 class Kind:
     """A test kind, declared once by its module.
 
-    ``headline`` is the metric it is ranked and compared on (None: not ranked); ``columns``
+    ``headline`` is the metric it is ranked and compared on (None: not ranked, on no leaderboard, and
+    no point of an optimization sweep, which compares each point with its baseline on it); ``columns``
     the metrics shown beside it in tables; ``metrics`` every metric its artifacts summarise;
     ``details`` / ``samples``: the pydantic models of its artifacts' ``details`` and ``samples``
     objects (the run schema's per-kind part is generated from them, core/schema.py);

@@ -83,6 +83,8 @@ BUILD_IDENTITY = ("backend_version", "llama_cpp_commit", "server", "server_packa
 TEST_METHOD = TestSpec.METHOD_FIELDS
 TEST_LABELS = TestSpec.LABEL_FIELDS
 BACKEND_CLASSES = {True: "in process", False: "behind a server"}
+# Server packages that embed llama.cpp without recording its commit (build.server_package starts with one).
+LLAMA_CPP_PACKAGES = ("llama-cpp-python",)
 # Settings added to a backend after artifacts were measured without them, with the value that means
 # "not used" (their default). Requested at that value, a setting asks nothing of the backend: the
 # same configuration as an older artifact that does not name it (RunRecord.requested_explicit).
@@ -324,6 +326,14 @@ class RunRecord(ArtifactRecord):
     @property
     def llama_cpp_commit(self) -> str | None:
         return self.doc["build"].get("llama_cpp_commit")
+
+    @property
+    def llama_cpp_based(self) -> bool:
+        """llama.cpp ran the model: the build names a llama.cpp commit (llama.cpp in process, llama-server,
+        an imported llama-bench result) or a server package that embeds llama.cpp (llama-cpp-python's
+        server records its package only). False for any other backend or server (transformers, vLLM, ...)."""
+        b = self.doc["build"]
+        return bool(b.get("llama_cpp_commit")) or str(b.get("server_package") or "").startswith(LLAMA_CPP_PACKAGES)
 
     @property
     def almanac_version(self) -> str:

@@ -20,6 +20,7 @@ from typing import Any
 import altair as alt
 import pandas as pd
 
+from core.metrics import METRICS
 from pipelines import fleet, ranking
 from pipelines.runs import records
 from pipelines.site import charts
@@ -64,6 +65,19 @@ def _value_cell(c: fleet.Cell | None, decimals: int) -> str:
             + f'<br><span class="almanac-ci">{_ci_text(c, decimals)} · n {c.n}{runs}</span>')
 
 
+def _energy_cell(c: fleet.Cell | None, m: Any) -> str:
+    """Energy per token of a row's newest run on a test, with its CI95; "not measured" where that run
+    recorded none (the host has no energy meter it could read, or the run predates metering)."""
+    if c is None:
+        return "—"
+    s = c.energy.get(m.name)
+    if s is None or s.mean is None:
+        return "not measured"
+    ci = (f'<br><span class="almanac-ci">{num(s.ci95_low, m.decimals)} – {num(s.ci95_high, m.decimals)} · n {s.n}</span>'
+          if s.ci95_low is not None and s.ci95_high is not None else f'<br><span class="almanac-ci">n {s.n}</span>')
+    return link(num(s.mean, m.decimals), run_link(c.id)) + ci
+
+
 def _work_text(work_test: dict[str, Any]) -> str:
     return ", ".join(f"{k}={_setting(v)}" for k, v in sorted(work_test.items()) if k != "kind")
 
@@ -103,21 +117,27 @@ def board_markdown(board: fleet.WorkloadBoard, bi: int, folded: bool = False) ->
                                            for t in tests)
                 + f"; rows follow the {cell(TEST_WORDS.get(tests[-1], tests[-1]))} rank."))
     out += [facts, ""]
-    headers = ["host", "backend"] + (["build"] if board.build_varies else []) + [code(k) for k in board.varying]
+    headers = (["host", "backend"] + (["build"] if board.build_varies else []) + [code(k) for k in board.varying]
+               + [code(k) + (" (asked)" if k in board.varying else "") for k in board.asked])
+    energy = [(t, METRICS[m]) for t in tests for m in board.energy.get(t, [])]
     for t in tests:
         m = board.metrics[t]
         headers += [f"{cell(TEST_WORDS.get(t, t))} {code(t)} ({cell(m.unit)})", "#"]
+    headers += [f"{cell(e.label)} {code(t)} ({cell(e.unit)})" for t, e in energy]
     headers.append("method")
     rows = []
     for ri, row in enumerate(board.rows):
         line = [_host_cell(row, bi, ri), code(row.backend)] + ([cell(row.build)] if board.build_varies else [])
         line += [cell(_setting(row.environment.get(k))) for k in board.varying]
+        line += [cell(_setting(row.requested[k])) if k in row.requested else "default" for k in board.asked]
         for t in tests:
             c = row.cells.get(t)
             line += [_value_cell(c, board.metrics[t].decimals), cell(c.rank_label) if c else "—"]
+        line += [_energy_cell(row.cells.get(t), e) for t, e in energy]
         line.append(cell(_method_text(row)))
         rows.append(line)
-    align = ["l", "l"] + ["l"] * (int(board.build_varies) + len(board.varying)) + ["r", "r"] * len(tests) + ["l"]
+    align = (["l", "l"] + ["l"] * (int(board.build_varies) + len(board.varying) + len(board.asked))
+             + ["r", "r"] * len(tests) + ["r"] * len(energy) + ["l"])
     out += ['<div class="almanac-table-wrap" markdown="1">', "", table(headers, rows, align, max_rows=None), "", "</div>", ""]
     if paired and len(board.rows) > 1 and not folded:
         out += [reference_chart(board), ""]
@@ -188,8 +208,11 @@ def leaderboard_page(docs: list[Any]) -> str:
             "The workload every host runs (`data/matrices/reference.yaml`, `invoke all`): llama-bench's "
             f"{code(PREFILL)} (prefill) and {code(DECODE)} (decode) on the same model files (by sha256). A row is "
             "one host and backend as configured; what the host's environment made of it (threads, layers offloaded, "
-            "flash attention as resolved, ...) is a column where rows differ, and how precisely each row was measured "
-            "is its method. Neither keeps hosts apart: the work is the same.", ""]
+            "flash attention as resolved, ...) is a column where rows differ, and so is every setting asked for that "
+            "differs between rows (as asked; *default* where a row left it to the backend), so no two rows read "
+            "alike. How precisely each row was measured is its method. Neither keeps hosts apart: the work is the "
+            "same. Energy per token is a column where a row on the board recorded it (NVML on a GPU, RAPL on a CPU "
+            "where exposed); *not measured* where the host had no meter to read.", ""]
     if ref:
         out += [board_markdown(b, i) for i, b in ref]
     else:

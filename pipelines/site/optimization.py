@@ -291,7 +291,12 @@ def best_table(all_sweeps: list[opt.Sweep]) -> str:
         model = cell(b["model"]) + (" " + SYNTHETIC_BADGE if b["synthetic"] else "")
         if p is None:
             base = b["baseline"]
-            rows.append([model, code(b["test_name"]), f"no point beat its baseline beyond noise ({num(b['candidates'], 0)} tried)",
+            excluded = b["excluded"]
+            why = (f"no acceptable point beat its baseline beyond noise ({num(b['candidates'], 0)} tried; "
+                   f"{num(len(excluded), 0)} faster one(s) left out as failed approaches: "
+                   + ", ".join(f"{cell(x.label)} ({cell(', '.join(kinds))})" for x, kinds in excluded) + ")") if excluded else \
+                f"no point beat its baseline beyond noise ({num(b['candidates'], 0)} tried)"
+            rows.append([model, code(b["test_name"]), why,
                          _rate(base) if base else "—", "—", link(base.id, run_link(base.id)) if base else "—"])
             continue
         rows.append([model, code(b["test_name"]), cell(f"{p.sweep}: {p.label}"), _rate(p), _ratio(p), link(p.id, run_link(p.id))])
@@ -360,8 +365,10 @@ def optimization_page(docs: list[RunRecord], quality_docs: list[QualityRecord] |
                           "Run `invoke bench --matrix optimization` to measure the optimization tracks on this host.")
     out = ["## Best configuration per model", "",
            "Per model and test: the point with the largest speedup whose CI95 lies above 1 (a win over its "
-           "sweep's baseline) and whose output is acceptable (speculation: identical text; otherwise: not "
-           "degenerate). The flags reproduce it with llama.cpp's own tools; the arguments, with llama-cpp-python.",
+           "sweep's baseline) and that is no failed approach: nothing listed under "
+           "[Failed approaches](#failed-approaches) below is picked (speculation must reproduce the baseline's text, "
+           "no output may be degenerate, even where the baseline's is too, and an expert override must have been "
+           "applied). The flags reproduce it with llama.cpp's own tools; the arguments, with llama-cpp-python.",
            "", best_table(all_sweeps), ""]
     for track in opt.TRACKS:
         group = [sw for sw in all_sweeps if sw.track == track]

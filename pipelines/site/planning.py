@@ -463,11 +463,26 @@ def _kv_ok(shape: mem.ModelShape, cache_type: str) -> bool:
 SMALL_MISS_BYTES = 16 * 2**20  # a miss this small is a fixed Python-side cost, not a missing buffer
 
 
+def other_backends_note(runs: list[RunRecord], gpu: bool = False) -> str:
+    """How many measured runs of other backends the planner leaves out of its accuracy (it predicts
+    llama.cpp's memory), by backend; "" when none."""
+    other = mem.other_backends(runs, gpu=gpu)
+    n = sum(other.values())
+    if not n:
+        return ""
+    return (f"**{n} run{'s' if n != 1 else ''} of other backends not scored** ("
+            + ", ".join(f"{cell(b)}: {num(k, 0)}" for b, k in other.items())
+            + "): the planner predicts llama.cpp's buffers, so another runtime's memory is no test of it.")
+
+
 def predicted_vs_measured(runs: list[RunRecord]) -> str:
     known = mem.facts_by_sha(runs)
-    preds = [p for p in (mem.run_prediction(d, known) for d in latest_per_key(runs)) if p is not None]
+    current = latest_per_key(runs)
+    preds = [p for p in (mem.run_prediction(d, known) for d in current) if p is not None]
+    skipped = other_backends_note(current)
     if not preds:
-        return _no_data("No CPU runs with a peak RSS yet", "Run `invoke bench` to measure one.")
+        return _no_data("No CPU runs with a peak RSS yet", "Run `invoke bench` to measure one.") + (
+            "\n\n" + skipped if skipped else "")
     out = ["Every current CPU run: the planner's prediction for its exact settings (context, cache types, "
            "sliding-window cache, the largest batch the test decodes) against the peak RSS the run measured "
            "(the child process's VmHWM). llama.cpp's own report of its buffers (from the run's log) is shown beside.", ""]
@@ -485,6 +500,8 @@ def predicted_vs_measured(runs: list[RunRecord]) -> str:
     ok = sum(p["within_10pct"] for p in preds)
     out.append(f"**{ok} of {len(preds)}** predictions are within 10% of the measured peak RSS.")
     out.append("")
+    if skipped:
+        out += [skipped, ""]
     out += ["#### Accuracy per run type", ""]
     trows = []
     for rt in sorted({p["run_type"] for p in preds}):
@@ -564,9 +581,11 @@ def predicted_vs_measured(runs: list[RunRecord]) -> str:
 
 
 def vram_vs_measured(runs: list[RunRecord]) -> str:
-    preds = [p for p in (mem.vram_prediction(d) for d in latest_per_key(runs)) if p is not None]
+    current = latest_per_key(runs)
+    preds = [p for p in (mem.vram_prediction(d) for d in current) if p is not None]
+    skipped = other_backends_note(current, gpu=True)
     if not preds:
-        return "No run with every layer on a GPU and a measured peak VRAM yet."
+        return "No run with every layer on a GPU and a measured peak VRAM yet." + ("\n\n" + skipped if skipped else "")
     out = ["Runs with every layer on a GPU: weights (less the token embedding, which llama.cpp keeps on the CPU), "
            "KV cache and the reserved compute buffer, predicted " + PROJECTED_BADGE + " without any runtime overhead, "
            "against the process's peak VRAM (NVML). The residual is what the CUDA runtime itself holds (context, "
@@ -578,6 +597,8 @@ def vram_vs_measured(runs: list[RunRecord]) -> str:
                      "yes" if p["exact_roles"] else "no: embedding counted on the GPU"])
     out += [table(["run", "host", "model", "test", "predicted (no overhead)", "measured peak VRAM", "residual",
                    "per-role tensor bytes in the artifact"], rows, ["l", "l", "l", "l", "r", "r", "r", "l"]), ""]
+    if skipped:
+        out += [skipped, ""]
     return "\n".join(out)
 
 

@@ -164,6 +164,17 @@ def _verdict(ev: roles_mod.Evidence) -> str:
     return f"**{cell(ev.reason)}**" + (f": {cell(ev.message)}" if ev.message else "")
 
 
+def _backing_line(c: roles_mod.Candidate, host: str | None) -> str:
+    """What backed a pick: the artifacts of the configuration itself that met the role's requirements."""
+    backing = c.backing
+    where = f" on {code(host)}" if host else ""
+    if not backing:
+        return f"**Backed by:** no artifact: the role's requirements need none ({cell(c.backend)}{where})."
+    return (f"**Backed by:** this configuration's own artifacts ({cell(c.backend)}{where}; never those of another "
+            "backend, server or setting of the same model): "
+            + "; ".join(f"{cell(e.requirement.split(' (')[0])}: {_evidence_links(e)}" for e in backing) + ".")
+
+
 def _evidence_table(c: roles_mod.Candidate) -> str:
     rows = []
     for ev in c.evidence:
@@ -287,6 +298,7 @@ def roles_page(reg: roles_mod.RolesFile, assignments: list[roles_mod.Assignment]
             body: list[str] = []
             if a.chosen:
                 body += [f"**Assigned:** {cell(a.chosen.label)}: meets every requirement and ranks first.", ""]
+                body += [_backing_line(a.chosen, a.host_id), ""]
                 if a.tie:
                     body += [f"**Within noise:** on {cell(a.tie.requirement)} it cannot be told apart from "
                              f"{cell(', '.join(c.label for c in a.tie.others))} (see the tie rule above); the tie is "
@@ -357,7 +369,10 @@ def decision_rules() -> str:
             "never pooled (a requirement reads one style: the one it names, else the one with the most items). "
             f"Reasons: {reasons}; a requirement with no artifact is *no data*, never a guess. "
             "Quality comes from quality runs of the same configuration (model file and the settings that can "
-            "change the output) on any host; speed and memory from speed runs on the host being assigned. "
+            "change the output) on any host; speed and memory from speed runs on the host being assigned; users or "
+            "requests at SLO and endpoint probes from the capacity searches and probes of the same configuration "
+            "(backend, server, model and output settings) on that host: a server's capacity never fills a role for "
+            "an in-process configuration of the same model, nor one server's for another. "
             "Speed figures treat the run as the unit: a configuration measured in two or more runs has the CI95 of "
             "the spread between them, one measured once its run widened by the host's run-to-run noise for that kind "
             "of test (or, where that noise was never measured, no interval: its mean decides). "

@@ -8,7 +8,7 @@ from typing import Any
 from core.records.run import RunRecord
 from pipelines import backends as backend_cmp
 
-from pipelines import dataset, leaderboard, roofline
+from pipelines import dataset, leaderboard, optimization, roofline
 from pipelines.site import hosts as hosts_pages
 from pipelines.site import optimization as optimization_pages
 from pipelines.site import pages, quality_pages
@@ -38,11 +38,11 @@ register(SplitPage("boards", "Per-host boards", "measured results", lambda r: r.
 register(SplitPage("hosts", "Hosts", "runs", lambda r: True, _hosts, fingerprints=True))
 register(SplitPage("optimization", "Optimization tracks", "sweep runs", lambda r: bool(r.sweep),
                    lambda runs, host: optimization_pages.optimization_page(runs),
-                   # a matrix that names a sweep but varies nothing (the reference workload) is no track: a
-                   # fleet running only that gets no page of "no sweeps yet" per host
-                   # (optimization.sweeps keeps a group only where some point is swept: the same test, without
-                   # building the sweeps)
-                   shows=lambda runs: any(r.swept for r in runs)))
+                   # a matrix that names a sweep but varies nothing (the reference workload) is no track, nor is a
+                   # sweep of a kind without a headline to compare (agent loops): a fleet running only those gets no
+                   # page of "no sweeps yet" per host (optimization.sweeps keeps a group only where some point is
+                   # swept and compared on its headline: the same test, without building the sweeps)
+                   shows=lambda runs: any(r.swept and optimization.compared_on_headline(r) for r in runs)))
 register(SplitPage("serving", "Serving", "serving runs", lambda r: r.test_kind in kinds_on("serving"),
                    lambda runs, host: serving_pages.serving_page(runs)))
 register(SplitPage("comparisons", "Comparisons", "chat, serve and in-process backend runs",

@@ -86,7 +86,7 @@ def run_doc(*, test: dict[str, Any], metrics: dict[str, list[float]], model: str
         model={"name": model, "file_name": f"{model}.gguf", "sha256": sha, "size_bytes": size, "source": "path",
                "synthetic": synthetic, "gguf": copy.deepcopy(facts or GEMMA_FACTS), "desc": None, "n_params": None,
                "metadata": {}},
-        host=host, build={"backend_version": "0.3.36", "almanac": "0.1.0", "in_process": True},
+        host=host, build={"backend_version": "0.3.36", "llama_cpp_commit": "0c1e57098", "almanac": "0.1.0", "in_process": True},
         samples=samples or {}, summary={k: stats.summarize(v) for k, v in metrics.items()},
         details=details or {}, resources={"wall_s": 1.0, "exit_code": 0, **(resources or {})}, log_tail="")
     artifacts.validate(doc)
