@@ -394,9 +394,10 @@ def point_failures(p: Point, track: str) -> list[tuple[str, str]]:
 
     The one rule both the Failed approaches section and the best configuration read: a failed run
     (incompatible, crash, ...), an expert override llama.cpp did not apply, a loss to the baseline
-    beyond noise, speculation that changed the greedy text, degenerate output (listed even where the
-    baseline's output is degenerate too, e.g. a synthetic model's noise: degenerate text is never
-    recommended). An adapter sweep's cost is no failure (the adapter table shows it)."""
+    beyond noise, speculation that changed the greedy text, degenerate output where the baseline's is
+    not (:func:`degenerate_by_itself`; where both are degenerate, as a synthetic model's random weights
+    make them, the text judges nothing and the page says so). An adapter sweep's cost is no failure
+    (the adapter table shows it)."""
     out: list[tuple[str, str]] = []
     if not p.ok:
         return [(p.doc.error_kind or "failed", p.doc.error_message or "")]
@@ -413,11 +414,23 @@ def point_failures(p: Point, track: str) -> list[tuple[str, str]]:
     if spec and p.lossless is not None and not p.lossless["identical"]:
         out.append(("not lossless", f"greedy text differs from the baseline's at token {p.lossless['first_diff']} "
                                     f"({p.lossless['agreement']:.0%} of positions agree)"))
-    if p.degeneration and p.degeneration["degenerate"]:
-        noise = p.baseline_degeneration and p.baseline_degeneration["degenerate"]
-        out.append(("degenerate", "; ".join(p.degeneration["reasons"][:2])
-                    + (" (the baseline's output is degenerate too)" if noise else "")))
+    if degenerate_by_itself(p):
+        out.append(("degenerate", "; ".join(p.degeneration["reasons"][:2])))  # type: ignore[index]
     return out
+
+
+def degenerate_by_itself(p: Point) -> bool:
+    """Whether the point's text is degenerate where its baseline's is not: what the point broke.
+    Where the baseline's text is degenerate too (a synthetic model's random weights), the text says
+    nothing about the setting and judges nothing (the page says so beside the point)."""
+    if not (p.degeneration and p.degeneration["degenerate"]):
+        return False
+    return not (p.baseline_degeneration and p.baseline_degeneration["degenerate"])
+
+
+def text_not_judged(p: Point) -> bool:
+    """The point's text and its baseline's are both degenerate: output quality cannot be judged here."""
+    return bool(p.degeneration and p.degeneration["degenerate"] and not degenerate_by_itself(p))
 
 
 def best_per_model(all_sweeps: list[Sweep]) -> list[dict[str, Any]]:

@@ -99,8 +99,12 @@ def moe_speculation_findings(cells: list[MoeSpecCell]) -> list[str]:
         lines.append(
             f"Fastest combination: {best_combo.experts} experts with {MODE_TITLES[best_combo.mode]} at "
             f"{best_combo.vs_baseline['ratio']:.2f}x the baseline; fastest expert reduction alone: {best_plain.experts} "
-            f"experts at {best_plain.vs_baseline['ratio']:.2f}x" + (" (the combination is ahead)." if better
-                                                                     else " (speculation adds nothing on top)."))
+            f"experts at {best_plain.vs_baseline['ratio']:.2f}x" + (" (the combination is ahead" if better
+                                                                     else " (speculation adds nothing on top")
+            # a speed statement: where the fastest combination fails the Optimization page's rule, say so here too
+            + "".join(f"; the fastest combination is a failed approach there: {what}"
+                      for what in [", ".join(k for k, _ in opt.point_failures(best_combo.point, "moe-speculation"))] if what)
+            + ").")
     broken = [c for c in cells if c.lossless_vs_plain is not None and not c.lossless_vs_plain["identical"]]
     if broken:
         lines.append("Not lossless: " + "; ".join(

@@ -46,28 +46,44 @@ def _set_rates(doc: dict, metric: str, values: list[float]) -> None:
 def test_the_best_configuration_never_picks_a_point_listed_as_a_failed_approach():
     raw = _raw(OPT)
     # the expert sweep's free test on the synthetic MoE: every output is degenerate, the baseline's too.
-    # Make one point a clear win (3x, tight repetitions): a win whose text is degenerate.
+    # Make one point a clear win (3x, tight repetitions).
     point = next(d for d in raw if d["matrix"].get("sweep") == "moe-experts" and d["test"]["kind"] == "generate"
                  and d["settings"]["swept"].get("n_expert_used") == 1)
     base = next(d for d in raw if d["key"] == point["matrix"]["baseline_key"])
     _set_rates(base, "generation_tps", [3000.0, 3010.0])
     _set_rates(point, "generation_tps", [9000.0, 9030.0])
-    recs = [RunRecord(d) for d in raw]
-    sweeps = opt.sweeps(recs)
-    p = next(p for sw in sweeps for p in sw.points if p.id == point["id"])
+
+    def pick(raw_docs):
+        sweeps = opt.sweeps([RunRecord(d) for d in raw_docs])
+        p = next(p for sw in sweeps for p in sw.points if p.id == point["id"])
+        failed = {(f["point"].id, f["kind"]) for f in opt.failures(sweeps)}
+        (row,) = [b for b in opt.best_per_model(sweeps)
+                  if b["model"] == point["model"]["name"] and b["test_name"] == point["test"]["name"]]
+        picked = {b["best"].id for b in opt.best_per_model(sweeps) if b["best"] is not None}
+        assert not picked & {pid for pid, _ in failed}  # no best point anywhere is a failed approach
+        return sweeps, p, failed, row
+
+    # 1. both texts degenerate (random weights): the text judges nothing, so the win is the pick, said so
+    sweeps, p, failed, row = pick(raw)
     assert p.verdict == "win" and p.comparison["ratio"] == pytest.approx(3.0)
-    failed = {(f["point"].id, f["kind"]) for f in opt.failures(sweeps)}
-    assert (point["id"], "degenerate") in failed  # listed as a failed approach ...
-    (row,) = [b for b in opt.best_per_model(sweeps)
-              if b["model"] == point["model"]["name"] and b["test_name"] == point["test"]["name"]]
-    assert row["best"] is None  # ... so never the best configuration
-    assert [(x.id, kinds) for x, kinds in row["excluded"]] == [(point["id"], ["degenerate"])]
-    # no best point anywhere is a failed approach
-    picked = {b["best"].id for b in opt.best_per_model(sweeps) if b["best"] is not None}
-    assert not picked & {pid for pid, _ in failed}
+    assert p.degeneration["degenerate"] and p.baseline_degeneration["degenerate"]
+    assert (point["id"], "degenerate") not in failed and row["best"].id == point["id"]
+    md = opt_page.best_table(sweeps)
+    assert "text not judged: the baseline's is degenerate too" in md.split("### Reproducing settings")[0]
+
+    # 2. the baseline's text is fine and the point's is degenerate: a failed approach, never the pick
+    for d in raw:
+        if d["key"] == base["key"]:
+            for o in d["details"]["outputs"]:
+                o["text"] = "The sky looks blue because air scatters short wavelengths of sunlight more than long ones."
+    sweeps, p, failed, row = pick(raw)
+    assert not p.baseline_degeneration["degenerate"]
+    assert (point["id"], "degenerate") in failed
+    assert row["best"] is None or row["best"].id != point["id"]
+    assert (point["id"], ["degenerate"]) in [(x.id, kinds) for x, kinds in row["excluded"]]
     md = opt_page.best_table(sweeps)
     assert f"({point['id']})" not in md.split("### Reproducing settings")[0]  # not linked as a best point
-    assert "1 faster one(s) left out as failed approaches: n\\_expert\\_used=1 (degenerate)" in md
+    assert "n\\_expert\\_used=1 (degenerate)" in md
 
 
 # -- 2. only kinds with a headline make sweeps ----------------------------------------------------------

@@ -299,7 +299,9 @@ def best_table(all_sweeps: list[opt.Sweep]) -> str:
             rows.append([model, code(b["test_name"]), why,
                          _rate(base) if base else "—", "—", link(base.id, run_link(base.id)) if base else "—"])
             continue
-        rows.append([model, code(b["test_name"]), cell(f"{p.sweep}: {p.label}"), _rate(p), _ratio(p), link(p.id, run_link(p.id))])
+        judged = " <small>(text not judged: the baseline's is degenerate too)</small>" if opt.text_not_judged(p) else ""
+        rows.append([model, code(b["test_name"]), cell(f"{p.sweep}: {p.label}") + judged, _rate(p), _ratio(p),
+                     link(p.id, run_link(p.id))])
         rep = opt.reproduce(p.doc)
         lines = [f"# llama.cpp\n{rep['server']}"] + ([f"# measure it with llama-bench\n{rep['bench']}"] if "bench" in rep else [])
         lines.append(f"# llama-cpp-python\n{rep['python']}")
@@ -367,8 +369,9 @@ def optimization_page(docs: list[RunRecord], quality_docs: list[QualityRecord] |
            "Per model and test: the point with the largest speedup whose CI95 lies above 1 (a win over its "
            "sweep's baseline) and that is no failed approach: nothing listed under "
            "[Failed approaches](#failed-approaches) below is picked (speculation must reproduce the baseline's text, "
-           "no output may be degenerate, even where the baseline's is too, and an expert override must have been "
-           "applied). The flags reproduce it with llama.cpp's own tools; the arguments, with llama-cpp-python.",
+           "no output may be degenerate where the baseline's is not, and an expert override must have been "
+           "applied). Where a synthetic model's random weights make the baseline's text degenerate too, the text "
+           "judges nothing: the pick is by speed and the table says the text was not judged. The flags reproduce it with llama.cpp's own tools; the arguments, with llama-cpp-python.",
            "", best_table(all_sweeps), ""]
     for track in opt.TRACKS:
         group = [sw for sw in all_sweeps if sw.track == track]
@@ -398,6 +401,7 @@ def optimization_page(docs: list[RunRecord], quality_docs: list[QualityRecord] |
     out += ["## Failed approaches", "",
             "Points that failed (with the reason the backend gave, e.g. a draft of another vocabulary), lost to "
             "their baseline beyond noise, changed the greedy text under speculation, or produced degenerate text "
+            "where their baseline did not "
             f"(degeneration detector v{cell(t['version'])}: empty output, more than "
             f"{num(100 * t['non_text_max_share'], 0)}% unprintable characters, or a repetition loop).", "",
             failures_table(all_sweeps), ""]
