@@ -428,7 +428,9 @@ def project_task(c):
     from core import artifacts
     from core.paths import relpath
 
-    paths = projections.write_records(load_runs())
+    from pipelines import dataset
+
+    paths = projections.write_records(load_runs(), quality_docs=list(dataset.load().quality))
     if not paths:
         raise Exit("no host has a measured baseline for data/usage_mix.yaml: run `invoke bench` first", code=1)
     for p in paths:

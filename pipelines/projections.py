@@ -53,11 +53,13 @@ from core.kinds.rate import RateTest
 from core.metrics import METRICS
 from core.records import projection as projection_record
 from core.records.projection import ProjectionRecord, as_projection
+from core.records.quality import QualityRecord
 from core.records.run import RunRecord, as_record
 from core.summary import Summary
 from core.paths import data_dir, relpath
 from core.yamlio import load_yaml, pydantic_error_line
 
+from pipelines import gates as gates_mod
 from pipelines.gates import Gate
 from pipelines.memory import ModelShape, kv_rows, RECURRENT_ARCHITECTURES, HYBRID_ARCHITECTURES
 from pipelines.roofline import bytes_per_token, decode_point
@@ -476,6 +478,9 @@ class ProjectionSet:
     roles: list[RoleResult]
     scenarios: list[tuple[str, list[str]]]  # (name, optimization ids)
     inputs: list[RunRecord]  # run artifacts used (baselines, verifications)
+    # applicable optimizations left out of "all applicable" because their go/no-go gates on this host
+    # do not say GO: (optimization id, the gates' decision)
+    held_back: list[tuple[str, str]] = field(default_factory=list)
 
     @property
     def higher_is_better(self) -> bool:
@@ -619,8 +624,15 @@ def find_verification(base: RunRecord, target: dict[str, Any], metric: str,
             "ci95_high": s.ci95_high, "n": s.n, "doc": best}
 
 
-def project(runs: list[RunRecord], catalogue: Catalogue, mix: UsageMix, host_id: str) -> ProjectionSet:
-    """Project every role of the mix on one host."""
+def project(runs: list[RunRecord], catalogue: Catalogue, mix: UsageMix, host_id: str,
+            quality_docs: list[QualityRecord] | None = None) -> ProjectionSet:
+    """Project every role of the mix on one host.
+
+    Each applicable optimization is projected on its own. The "all applicable" scenario combines
+    those that declare no go/no-go gates and those whose gates on this host say GO
+    (pipelines.gates, from ``runs`` and ``quality_docs``): an optimization still UNDECIDED, NO-GO or
+    NOT MEASURED is held back from the combination (seed 000: "until its GO"), and the page says
+    which and why. Without ``quality_docs`` a quality gate is NOT MEASURED: held back."""
     results: list[RoleResult] = []
     inputs: dict[str, RunRecord] = {}
     applicable_any: list[str] = []
@@ -645,8 +657,11 @@ def project(runs: list[RunRecord], catalogue: Catalogue, mix: UsageMix, host_id:
             if not reasons and opt.id not in applicable_any:
                 applicable_any.append(opt.id)
     scenarios: list[tuple[str, list[str]]] = [(oid, [oid]) for oid in applicable_any]
-    if len(applicable_any) > 1:
-        scenarios.append(("all applicable", list(applicable_any)))
+    decided = {og.opt.id: og.decision for og in gates_mod.evaluate(catalogue, runs, list(quality_docs or []), host_id)}
+    held_back = [(oid, decided[oid]) for oid in applicable_any if oid in decided and decided[oid] != "GO"]
+    combined = [oid for oid in applicable_any if oid not in dict(held_back)]
+    if len(combined) > 1:
+        scenarios.append(("all applicable", combined))
     for name, ids in mix.scenarios.items():
         scenarios.append((name, list(ids)))
     for rr in results:
@@ -689,7 +704,7 @@ def project(runs: list[RunRecord], catalogue: Catalogue, mix: UsageMix, host_id:
                     v["within_ci95"] = (v["ci95_low"] <= p.mid <= v["ci95_high"]) if v.get("ci95_low") is not None else None
                     p.verification = v
             rr.projections[name] = p
-    return ProjectionSet(host_id, mix, catalogue, results, scenarios, list(inputs.values()))
+    return ProjectionSet(host_id, mix, catalogue, results, scenarios, list(inputs.values()), held_back)
 
 
 def projection_hosts(mix: UsageMix, runs: list[RunRecord]) -> list[str]:
@@ -798,13 +813,15 @@ def accuracy_history(records: list[ProjectionRecord], runs: list[RunRecord]) -> 
     return rows
 
 
-def write_records(runs: list[RunRecord], *, root: Path | None = None, now: datetime | None = None) -> list[Path]:
-    """Project every host with data for the usage mix and write one record per host."""
+def write_records(runs: list[RunRecord], *, quality_docs: list[QualityRecord] | None = None, root: Path | None = None,
+                  now: datetime | None = None) -> list[Path]:
+    """Project every host with data for the usage mix and write one record per host (the go/no-go
+    gates read ``quality_docs``: without them a gated optimization is held back from "all applicable")."""
     catalogue = load_catalogue()
     mix = load_usage_mix(catalogue=catalogue)
     paths = []
     for host_id in projection_hosts(mix, runs):
-        ps = project(runs, catalogue, mix, host_id)
+        ps = project(runs, catalogue, mix, host_id, quality_docs)
         doc = record(ps, now=now)
         paths.append(artifacts.write(record_path(doc, root), doc))
     return paths

@@ -160,6 +160,38 @@ def test_projection_on_fixture_data(inputs):
     assert ps.last_updated() == "2026-01-02T00:00:00+00:00"  # the verification run is the newest input
 
 
+def test_all_applicable_holds_back_an_optimization_until_its_gates_say_go(inputs, tmp_path):
+    # seed 000: an optimization with go/no-go gates joins the combined scenario only once they say GO
+    _, mix0, _, _ = inputs
+    runs = embedded_dataset()["runs"]
+    gated = CATALOGUE.replace("""    settings: {type_k: q8_0, type_v: q8_0}
+""", """    settings: {type_k: q8_0, type_v: q8_0}
+    gates:
+      - {id: speed, name: decode, concern: overhead, quantity: value, metric: tokens_per_second,
+         model: gemma3-270m-q4_k_m, test: tg128@d4096, matrix: projections, direction: higher, target: TARGET, no_go: 5}
+""", 1)
+
+    def scenarios(target: str) -> P.ProjectionSet:
+        p = tmp_path / f"cat-{target}.yaml"
+        p.write_text(gated.replace("TARGET", target))
+        cat = P.load_catalogue(p)
+        return P.project(runs, cat, P.load_usage_mix(tmp_path / "usage_mix.yaml", cat), "fixture-host-0000aaaa")
+
+    # the fixture's q8_0 run decodes at 31.0-32.0 t/s: a target of 10 t/s is met (GO) ...
+    go = scenarios("10")
+    assert dict(go.scenarios)["all applicable"] == ["kv-q8", "double-decode", "prefill-fast"] and go.held_back == []
+    # ... a target of 40 t/s is not (UNDECIDED: between the no-go 5 and the target): held back, still projected alone
+    undecided = scenarios("40")
+    assert undecided.held_back == [("kv-q8", "UNDECIDED")]
+    assert dict(undecided.scenarios)["all applicable"] == ["double-decode", "prefill-fast"]
+    assert "kv-q8" in dict(undecided.scenarios)
+    from pipelines.site.planning import projections_host
+
+    md = projections_host(undecided, [])
+    assert "Not combined with the others (*all applicable*) until their go/no-go gates on this host say GO" in md
+    assert "<code>kv-q8</code> (UNDECIDED)" in md
+
+
 def test_roofline_factor_is_the_bytes_ratio(inputs):
     from pipelines import roofline
     from pipelines.memory import ModelShape

@@ -218,6 +218,12 @@ def projections_host(ps: proj.ProjectionSet, history: list[dict[str, Any]]) -> s
             rows.append(cells)
         out.append(table(headers, rows, ["l", "r"] + ["r"] * len(ps.scenarios)))
         out.append("")
+        if ps.held_back:
+            out.append("Not combined with the others (*all applicable*) until their go/no-go gates on this host say GO "
+                       "(the Go/no-go gates section below says why): "
+                       + ", ".join(f"{code(oid)} ({cell(decision)})" for oid, decision in ps.held_back)
+                       + ". Each is still projected on its own above.")
+            out.append("")
         out.append(f"Units: {cell(METRICS[metric0].unit)}. A cell shows the projection from the range mid-points, its range "
                    "in brackets, and where a measured run of the projected configuration exists, that measurement "
                    "and the error (projected ÷ measured − 1).")
@@ -291,8 +297,11 @@ def projections_page(runs: list[RunRecord], records: list[ProjectionRecord]) -> 
         return _no_data("No baselines measured yet",
                         "Run `invoke bench` and `invoke bench --matrix projections` to measure the roles of "
                         "`data/usage_mix.yaml` on this host.")
+    from pipelines import dataset
+
     history = proj.accuracy_history(records, runs)
-    body = "\n".join(projections_host(proj.project(runs, catalogue, mix, h), history) for h in hosts)
+    quality_docs = list(dataset.load().quality)
+    body = "\n".join(projections_host(proj.project(runs, catalogue, mix, h, quality_docs), history) for h in hosts)
     return body + "\n\n" + gates_page_section(catalogue, runs)
 
 
