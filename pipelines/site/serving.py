@@ -18,7 +18,7 @@ from core.summary import Summary
 from pipelines import backends as backend_cmp
 from pipelines import serving
 from pipelines.site import charts
-from pipelines.site.markdown import (SYNTHETIC_BADGE, admonition, cell, code, endpoint_badge, link, nbytes, num,
+from pipelines.site.markdown import (SYNTHETIC_BADGE, admonition, cell, code, endpoint_badge, fold, link, nbytes, num,
                                      run_link, table)
 
 VERDICT_CLASS = {"win": "almanac-verdict-win", "loss": "almanac-verdict-loss"}
@@ -322,7 +322,7 @@ def capacity_section(results: list[dict[str, Any]]) -> list[str]:
         body += [f"- {cell(line)}" for line in serving.load_finding(res)] + ["", load_level_table(res), ""]
         if res.get("search"):
             body += ["Search path:", "", _search_table(res["search"]), ""]
-        out += [f'<details class="note" markdown="1">', f"<summary>{cell(title)}</summary>", "", *body, "</details>", ""]
+        out += [fold(title, "\n".join(body), "note"), ""]
     return out
 
 
