@@ -8,6 +8,7 @@ never disagree with the samples it links to.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from core import stats
@@ -163,11 +164,35 @@ def comparisons(docs: list[RunRecord]) -> list[dict[str, Any]]:
                 "metric": metric, "baseline_id": base.id, "candidate_id": d.id,
                 "baseline_mean": sum(a) / len(a), "candidate_mean": sum(b) / len(b),
                 "baseline_tokens": _mean_tokens(base), "candidate_tokens": _mean_tokens(d),
-                "prefix_reuse": _prefix_reuse(d),
+                "prefix_reuse": _prefix_reuse(d), "server": d.server, "candidate_created": d.created,
                 **c.to_dict(),
             })
     return sorted(rows, key=lambda r: (r["host"], r["model"], r["workload"], r["endpoint"], r["kind"],
                                        COMPARED.index(r["metric"])))
+
+
+Facet = tuple[str, str]  # (what: "test", "setting", "build" or "matrix"; its name, "" for the matrix)
+
+
+def _facets(r: RunRecord) -> dict[Facet, Any]:
+    """What a reader can tell two runs apart by: the test's parameters, the settings in effect, the
+    build and the matrix (when each ran, the caller tells)."""
+    out: dict[Facet, Any] = {("test", k): v for k, v in r.test.items()}
+    out.update({("setting", k): v for k, v in r.effective.items()})
+    out.update({("build", k): v for k, v in r.build_identity.items()})
+    out[("matrix", "")] = r.matrix_name
+    return out
+
+
+def set_apart(runs: list[RunRecord]) -> dict[str, list[tuple[Facet, Any, list[Any]]]]:
+    """For runs a page would otherwise show under one heading: per run id, each facet whose value differs
+    among them, as (facet, its value, the other runs' values); a facet absent or null is None (not
+    recorded). A run that differs from the others in no facet maps to []: only when it ran sets it apart."""
+    facets = {r.id: _facets(r) for r in runs}
+    names = sorted({k for f in facets.values() for k in f})
+    differing = [k for k in names if len({json.dumps(f.get(k), sort_keys=True, default=str) for f in facets.values()}) > 1]
+    return {rid: [(k, f.get(k), [o.get(k) for oid, o in facets.items() if oid != rid]) for k in differing]
+            for rid, f in facets.items()}
 
 
 def _prefix_reuse(doc: RunRecord) -> dict[str, int] | None:

@@ -631,3 +631,56 @@ def test_parallelism_of_a_level_sent_in_batches_is_taken_per_batch():
     sw = sweep_stats([{"level": 2, "wall_s": 0.6, "batches": 3, "requests": records}], Slo())
     assert sw["levels"][0]["effective_parallelism"] == pytest.approx(1.0) and sw["version"] == SWEEP_STATS_VERSION
     assert stored_sweep({**sw, "version": SWEEP_STATS_VERSION - 1}) is None and stored_sweep(sw) is sw
+
+
+def test_comparisons_name_the_server_and_tell_alike_runs_apart():
+    """On the committed measurements: each prefix-reuse note names the server its run recorded (the
+    llama-server blocks said "llama_cpp.server's prefix match"), and no two blocks share a heading: runs
+    that would (the same server, kind, model and host) are told apart by when they ran and what else differs."""
+    import re
+
+    from pipelines.site.markdown import cell, code
+    from pipelines.site.serving import comparisons_page
+    from tests.support.committed import committed_runs
+
+    runs = committed_runs()
+    server_of = {r.id: r.server for r in runs}
+    md = comparisons_page(runs)
+    blocks = [b for b in re.split(r"(?m)^## ", md)[1:] if "[server run](" in b]
+    headings = [b.split("\n", 1)[0] for b in blocks]
+    assert len(headings) == len(set(headings)), headings
+    noted = {}
+    for b in blocks:
+        if "Not the same work per request" in b:
+            sid = re.search(r"\[server run\]\(runs/run\.md\?id=([^)]+)\)", b).group(1)
+            assert f"{cell(server_of[sid])} reused a prompt prefix already in its KV cache" in b
+            noted[server_of[sid]] = noted.get(server_of[sid], 0) + 1
+    assert noted.get("llama-server") and noted.get("llama_cpp.server")  # both servers' notes are checked
+    assert "llama_cpp.server's prefix match" not in md
+    # the two llama-server (chat) runs on vm-568ab3c6: the heading says when, the first line what setting differs
+    pair = [b for b in blocks if b.startswith(f"llama-server ({code('chat')}) vs in-process · gemma3-270m-q4\\_k\\_m · "
+                                              f"{code('vm-568ab3c6')} · ")]
+    assert len(pair) == 2 and {b.split("\n", 1)[0].rsplit(" · ", 1)[1] for b in pair} == {"2026-11-26 07:33 UTC",
+                                                                                          "2026-11-26 09:53 UTC"}
+    for b in pair:
+        assert f"Set apart from the other run under this heading by: setting {code('use_extra_bufts')} = " in b
+
+
+def test_set_apart_names_each_differing_facet():
+    import copy
+
+    from pipelines import serving
+    from tests.support.committed import committed_runs
+
+    run = next(r for r in committed_runs() if r.test_kind == "chat" and not r.in_process)
+    doc = copy.deepcopy(run.doc)
+    doc["id"] = "x" + doc["id"][1:]
+    doc["settings"]["requested"]["n_ctx"] = 2 * (run.effective.get("n_ctx") or 1024)
+    doc["settings"]["effective"]["n_ctx"] = doc["settings"]["requested"]["n_ctx"]
+    doc["test"]["id"] = "another-id"
+    other = record.RunRecord(doc)
+    apart = serving.set_apart([run, other])
+    assert apart[run.id] == [(("setting", "n_ctx"), run.effective.get("n_ctx"), [other.effective["n_ctx"]]),
+                             (("test", "id"), run.test["id"], ["another-id"])]
+    assert apart[other.id][1] == (("test", "id"), "another-id", [run.test["id"]])
+    assert serving.set_apart([run, record.RunRecord({**run.doc, "id": "y" + run.id[1:]})]) == {run.id: [], "y" + run.id[1:]: []}

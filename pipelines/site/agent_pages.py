@@ -15,7 +15,7 @@ from core.metrics import METRICS
 
 from pipelines import agents as agents_mod
 from pipelines.site import charts
-from pipelines.site.markdown import admonition, cell, code, link, num, pre, run_link, table
+from pipelines.site.markdown import admonition, cell, code, fold, link, num, pre, run_link, table
 
 
 def _pct(v: float | None) -> str:
@@ -205,8 +205,7 @@ def agents_page(docs: list[Any]) -> str:
         if ch is not None:
             out += [charts.embed(ch, caption="Share of episodes answered correctly, with the Wilson CI95."), ""]
         body = [_scenario_table(r), "", "Example episodes (every transcript is in the artifact):", ""] + _examples(r)
-        out += ['<details class="abstract" markdown="1">', "<summary>Per scenario, and example episodes</summary>", "",
-                "\n".join(body), "", "</details>", ""]
+        out += [fold("Per scenario, and example episodes", "\n".join(body), "abstract"), ""]
     proto = runs[0].protocol
     if proto is not None:
         shown = [f"System message: {proto.system}", "", "Solved example in front of every task:"]
@@ -215,8 +214,7 @@ def agents_page(docs: list[Any]) -> str:
             import json
 
             shown += ["", "Action schema (response_format json_object with schema):", json.dumps(proto.action_schema)]
-        out += ['<details class="note" markdown="1">', "<summary>The protocol the model is given</summary>", "",
-                pre("\n".join(shown)), "", "</details>", ""]
+        out += [fold("The protocol the model is given", pre("\n".join(shown)), "note"), ""]
     return "\n".join(out)
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from pipelines import corpus
-from pipelines.site.markdown import admonition, cell, code, num, table
+from pipelines.site.markdown import admonition, cell, code, fold, num, table
 
 
 def _hours(seconds: float) -> str:
@@ -32,13 +32,13 @@ def corpus_section(docs: list[Any]) -> str:
     rows = [[cell(k), num(v["runs"], 0), num(v["tokens"], 0), _hours(v["seconds"]),
              num(v["rate"], 1) if v["rate"] else "—", cell("; ".join(v["time"]) or "—")]
             for k, v in sorted(t["by_kind"].items(), key=lambda kv: -kv[1]["tokens"])]
-    out += ["<details><summary>By test kind and by host, and how the time is counted</summary>", "",
-            table(["test kind", "runs", "tokens generated", "generation time", "average (t/s)", "time counted as"], rows,
+    body = [table(["test kind", "runs", "tokens generated", "generation time", "average (t/s)", "time counted as"], rows,
                   ["l", "r", "r", "r", "r", "l"], downloads=False), "",
             table(["host", "runs", "tokens generated", "generation time", "average (t/s)"],
                   [[code(k), num(v["runs"], 0), num(v["tokens"], 0), _hours(v["seconds"]), num(v["rate"], 1) if v["rate"] else "—"]
                    for k, v in sorted(t["by_host"].items())], ["l", "r", "r", "r", "r"], downloads=False), "",
             "Every run artifact on disk counts (re-measurements too: that work was done), successful runs only, "
             "timed parts only (warm-ups and failed requests left out). Rate tests count `n_gen` tokens per "
-            "repetition (a pp test generates none); requests count their output tokens.", "", "</details>", ""]
+            "repetition (a pp test generates none); requests count their output tokens."]
+    out += [fold("By test kind and by host, and how the time is counted", "\n".join(body)), ""]
     return "\n".join(out)

@@ -25,7 +25,7 @@ from pipelines import fleet, ranking
 from pipelines.runs import records
 from pipelines.site import charts
 from pipelines.site.history_pages import STALE_BADGE
-from pipelines.site.markdown import (SYNTHETIC_BADGE, admonition, as_text, cell, code, endpoint_badge, link, num,
+from pipelines.site.markdown import (SYNTHETIC_BADGE, admonition, as_text, cell, code, endpoint_badge, fold, link, num,
                                      run_link, table)
 
 PREFILL, DECODE = fleet.PAIRED
@@ -100,12 +100,7 @@ def board_markdown(board: fleet.WorkloadBoard, bi: int, folded: bool = False) ->
     paired = tests == [PREFILL, DECODE]
     title = f"{cell(board.model)} · {' + '.join(cell(t) for t in tests)}"
     size = f"{len(board.rows)} configurations on {len(board.hosts)} host(s)"
-    out = [f'<div class="almanac-board" data-b="{bi}" markdown="1">', ""]
-    if folded:
-        out += [f'<details class="almanac-fold" markdown="1"><summary>{title} · {size}</summary>', "",
-                f'<span id="w-{board.key}"></span>', ""]
-    else:
-        out += [f"### {title} {{#w-{board.key}}}", ""]
+    out = [f'<span id="w-{board.key}"></span>', ""] if folded else [f"### {title} {{#w-{board.key}}}", ""]
     facts = (f"**Model:** {cell(board.model)}" + (" " + SYNTHETIC_BADGE if board.synthetic else "")
              + (" " + endpoint_badge(board.endpoint) if board.endpoint is not None else "")
              + (f" ({cell(board.quantization)})" if board.quantization else "")
@@ -142,9 +137,8 @@ def board_markdown(board: fleet.WorkloadBoard, bi: int, folded: bool = False) ->
     if paired and len(board.rows) > 1 and not folded:
         out += [reference_chart(board), ""]
     if folded:
-        out += ["</details>", ""]
-    out += ["</div>", ""]
-    return "\n".join(out)
+        out = [fold(f"{board.model} · {' + '.join(tests)} · {size}", "\n".join(out), "almanac-fold")]
+    return "\n".join([f'<div class="almanac-board" data-b="{bi}" markdown="1">', "", *out, "</div>", ""])
 
 
 def _singles_table(singles: list[tuple[int, fleet.WorkloadBoard]]) -> str:

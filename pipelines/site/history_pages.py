@@ -16,7 +16,7 @@ from core.stats import MIN_INTERVAL_N, NO_INTERVAL_WHY
 from pipelines import compare as cmp
 from pipelines import history, hostnames
 from pipelines.site import charts
-from pipelines.site.markdown import ROOT, admonition, as_text, cell, ci_cell, code, link, num, run_link, table
+from pipelines.site.markdown import ROOT, admonition, as_text, cell, ci_cell, code, fold, link, num, prose, run_link, table
 
 STALE_BADGE = '<span class="almanac-badge stale" title="measured with an older build than the newest on this host">stale</span>'
 
@@ -93,7 +93,7 @@ def regressions_page(docs: list[RunRecord]) -> str:
             continue
         shown.add(st.series.key)
         out.append(charts.embed(history_chart(st.series),
-                                caption=f"{cell(st.series.label)}: one dot per artifact (mean) with its CI95, by build."))
+                                caption=f"{as_text(st.series.label)}: one dot per artifact (mean) with its CI95, by build."))
         out.append("")
     return "\n".join(out)
 
@@ -135,10 +135,8 @@ def history_page(docs: list[RunRecord]) -> str:
                     "(CSV/JSON) and every step on the [Regressions](regressions.md) page.", ""]
             multi = sorted(multi, key=lambda s: s.points[-1].created, reverse=True)[:HISTORY_CHARTS]
         for s in multi:
-            out.append(f'<details markdown="1"><summary>{cell(s.label)} · {num(len(s.points), 0)} results, '
-                       f'{num(len(s.builds), 0)} build(s)</summary>\n')
-            out.append(charts.embed(history_chart(s), caption="One dot per artifact (mean) with its CI95, by build."))
-            out.append("\n</details>\n")
+            out.append(fold(f"{s.label} · {num(len(s.points), 0)} results, {num(len(s.builds), 0)} build(s)",
+                            charts.embed(history_chart(s), caption="One dot per artifact (mean) with its CI95, by build.")))
     return "\n".join(out)
 
 
@@ -224,11 +222,10 @@ def host_vs_host_page(docs: list[RunRecord]) -> str:
         body = table(["rank", "host", f"{cell(m.label)} ({cell(m.unit)}, {'higher' if m.higher_is_better else 'lower'} is better)",
                       "CI95", "÷ median host [CI95]", "verdict vs median host"], rows, ["r", "l", "r", "r", "r", "l"])
         settings = _settings(w.requested)
-        details_open = " open" if i < FOLD_AFTER else ""
-        out += [f'<details class="almanac-workload"{details_open} markdown="1"><summary>{summary}</summary>', "",
-                f"Test {code(w.test)} on {cell(w.model)} with {code(w.backend)}; requested settings: "
-                f"{cell(settings or 'defaults')}.", "", body, "", "</details>", ""]
-    out += ['<details class="almanac-method" markdown="1"><summary>Method</summary>', "", cell(fleet.METHOD), "", "</details>", ""]
+        out += [fold("", f"Test {code(w.test)} on {cell(w.model)} with {code(w.backend)}; requested settings: "
+                         f"{cell(settings or 'defaults')}.\n\n{body}", "almanac-workload", open=i < FOLD_AFTER,
+                     title_html=summary), ""]
+    out += [fold("Method", prose(fleet.METHOD), "almanac-method"), ""]
     return "\n".join(out)
 
 
@@ -245,7 +242,7 @@ def verdict_rules() -> str:
         "a side measured in two or more runs contributes the spread between its runs (a t interval on the log "
         "of its run means, the ratio of geometric means); a side measured once is widened by the host's "
         "run-to-run noise for that kind of test, or has no interval (and says so) where that noise was never "
-        "measured. " + cell(noise_mod.METHOD) + " `invoke noise` measures it with a short A/A on a host; the "
+        "measured. " + prose(noise_mod.METHOD) + " `invoke noise` measures it with a short A/A on a host; the "
         "table below shows what every host has.",
         "**Calibrated.** `benchmarks/aa_calibration.py` runs a small matrix many times under two labels that "
         "change nothing and feeds the runs through the history and `invoke compare`: the false-alarm rate and the "

@@ -6,7 +6,7 @@ from typing import Any
 
 from core.paths import project_root
 
-from pipelines.site.markdown import cell, code, table
+from pipelines.site.markdown import code, prose, table
 
 
 def load_collection() -> Any:
@@ -36,7 +36,7 @@ def task_rows(ns: Any | None = None) -> list[dict[str, Any]]:
 def manual() -> str:
     out = []
     for r in task_rows():
-        opts = "<br>".join(f"{code(o['flag'])} {cell(o['help'])}" for o in r["options"]) or "—"
+        opts = "<br>".join(f"{code(o['flag'])} {prose(o['help'])}" for o in r["options"]) or "—"
         also = "".join(f"<br>also {code('invoke ' + a)}" for a in r["aliases"])
-        out.append([code(f"invoke {r['name']}") + also, cell(r["synopsis"]), opts])
+        out.append([code(f"invoke {r['name']}") + also, prose(r["synopsis"]), opts])
     return table(["task", "what it does", "options"], out)

@@ -183,6 +183,41 @@ def table(headers: Sequence[str], rows: Iterable[Sequence[str]], align: Sequence
     return "\n".join(out)
 
 
+_CODE_SPAN = re.compile(r"`([^`\n]+)`")
+
+
+def prose(value: Any) -> str:
+    """Text we wrote with Markdown code spans (a task's help, a schema's description, a method note)
+    for a cell or a paragraph: each `span` becomes code(), the rest is escaped by cell(). Safe for any
+    text, but only our own text should use it: an artifact's backticks stay characters (cell())."""
+    if value is None:
+        return "—"
+    text, out, pos = str(value), [], 0
+    for m in _CODE_SPAN.finditer(text):
+        out += [cell(text[pos:m.start()]), code(m.group(1))]
+        pos = m.end()
+    out.append(cell(text[pos:]))
+    return "".join(out)
+
+
+_CLASS = re.compile(r"[A-Za-z][A-Za-z0-9_-]*(?: [A-Za-z][A-Za-z0-9_-]*)*")
+
+
+def fold(title: Any, body: str, kind: str = "", *, open: bool = False, title_html: str | None = None) -> str:
+    """A folded section, the site's one way to fold: a <details> that md_in_html reads (``markdown="1"``),
+    so the Markdown of ``body`` renders (tables, lists, bold, code spans, links); a bare <details> is raw
+    HTML, shown as it is written. ``title`` is text: a <summary> is raw HTML that Markdown does not read,
+    so it goes through as_text (cell()'s backslashes would show). ``title_html`` instead: a summary built
+    of escaped parts (as_text(), code(), num(), badges). ``kind``: the class (an admonition type such as
+    note, abstract, warning, or the site's own)."""
+    if kind and not _CLASS.fullmatch(kind):
+        raise ValueError(f"not a class name: {kind!r}")
+    attrs = (f' class="{kind}"' if kind else "") + (" open" if open else "")
+    summary = title_html if title_html is not None else as_text(title)
+    inside = body.strip("\n")
+    return f'<details{attrs} markdown="1">\n<summary>{summary}</summary>\n\n{inside}\n\n</details>\n'
+
+
 def admonition(kind: str, title: str, body: str) -> str:
     """A Material admonition. ``title`` is text (escaped by cell()); ``body`` is Markdown the caller built."""
     indented = "\n".join("    " + ln if ln else "" for ln in body.splitlines())
@@ -315,7 +350,9 @@ def _table_html(block: str, href: Any) -> str | None:
 
 
 TABLE_TOKEN = "almanactable" + secrets.token_hex(8)  # per build: no artifact text can name it
-_TOKEN_P = re.compile(rf"<p>{TABLE_TOKEN}(\d+)</p>")
+# A placeholder is replaced wherever Markdown left it: its own paragraph (the usual case), or as it is
+# inside raw HTML (a <details> without md_in_html), a list item or any other block.
+_TOKEN_P = re.compile(rf"<p>{TABLE_TOKEN}(\d+)</p>|{TABLE_TOKEN}(\d+)")
 
 
 def tables_to_html(text: str, href: Any, stash: list[str] | None = None) -> str:
@@ -349,4 +386,5 @@ def hold_figures(text: str, stash: list[str]) -> str:
 
 
 def put_tables(html_text: str, stash: list[str]) -> str:
-    return _TOKEN_P.sub(lambda m: stash[int(m.group(1))], html_text) if stash else html_text
+    """The page's HTML with every placeholder replaced by its table or figure."""
+    return _TOKEN_P.sub(lambda m: stash[int(m.group(1) or m.group(2))], html_text) if stash else html_text

@@ -10,7 +10,7 @@ from typing import Any
 from core import artifacts
 from core.paths import schema_dir
 
-from pipelines.site.markdown import ROOT, cell, code, table
+from pipelines.site.markdown import ROOT, cell, code, fold, prose, table
 
 MAX_DEPTH = 4  # nested objects are listed down to this depth; the schema file has the rest
 
@@ -105,19 +105,16 @@ def artifact_format() -> str:
     for name, atype in sorted(artifacts.ARTIFACT_TYPES.items()):
         path = atype.schema_path()
         schema = json.loads(Path(path).read_text())
-        rows = [[code(p), cell(t), "yes" if req else "", cell(n)] for p, t, req, n in fields(schema)]
+        rows = [[code(p), cell(t), "yes" if req else "", prose(n)] for p, t, req, n in fields(schema)]
         out += [f"### `{name}` (version {atype.version})", "",
-                cell(schema.get("description") or atype.description), "",
+                prose(schema.get("description") or atype.description), "",
                 f"Schema: {code(path.relative_to(schema_dir().parent.parent).as_posix())}, published at "
                 f'<a href="{ROOT}schema/{path.name}" download>schema/{path.name}</a>.', "",
-                '<details markdown="1"><summary>Every field</summary>', "",
-                table(["field", "type", "required", "meaning and constraints"], rows, max_rows=None), "",
-                "</details>", ""]
+                fold("Every field", table(["field", "type", "required", "meaning and constraints"], rows, max_rows=None)), ""]
         for kind, kf in kind_fields(schema):
-            krows = [[code(p), cell(t), "yes" if req else "", cell(n)] for p, t, req, n in kf]
-            out += [f'<details markdown="1"><summary>Samples and details of a {code(kind)} run</summary>', "",
-                    table(["field", "type", "required", "meaning and constraints"], krows, max_rows=None), "",
-                    "</details>", ""]
+            krows = [[code(p), cell(t), "yes" if req else "", prose(n)] for p, t, req, n in kf]
+            out += [fold("", table(["field", "type", "required", "meaning and constraints"], krows, max_rows=None),
+                         title_html=f"Samples and details of a {code(kind)} run"), ""]
     return "\n".join(out)
 
 

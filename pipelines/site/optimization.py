@@ -18,7 +18,7 @@ from core.records.run import RunRecord
 from core import degeneration
 from pipelines import optimization as opt
 from pipelines.site import charts
-from pipelines.site.markdown import SYNTHETIC_BADGE, admonition, cell, code, link, num, pre, run_link, table
+from pipelines.site.markdown import SYNTHETIC_BADGE, admonition, as_text, cell, code, link, num, pre, run_link, table
 
 TRACK_INTRO = {
     "speculative": (
@@ -342,7 +342,7 @@ def _sweep_section(sw: opt.Sweep) -> list[str]:
         chart = sweep_chart(sw, pts) if sw.track != "depth" else None
         if chart is not None:
             m = METRICS.get(pts[0].metric or "")
-            out += [charts.embed(chart, caption=f"{cell(m.label) if m else 'rate'}: mean with CI95; every point links "
+            out += [charts.embed(chart, caption=f"{as_text(m.label) if m else 'rate'}: mean with CI95; every point links "
                                                 "to its artifact in the table below."), ""]
         out += [sweep_table(sw, pts), ""]
     return out

@@ -21,7 +21,7 @@ from pipelines import leaderboard, ranking
 from pipelines.runs import latest_per_key, last_updated, records
 from pipelines.site import charts
 from pipelines.site.history_pages import STALE_BADGE
-from pipelines.site.markdown import (ROOT, SYNTHETIC_BADGE, admonition, cell, ci_cell, code, endpoint_badge, link, nbytes, num, run_json,
+from pipelines.site.markdown import (ROOT, SYNTHETIC_BADGE, admonition, as_text, cell, ci_cell, code, endpoint_badge, link, nbytes, num, run_json,
                                      run_link, table)
 
 BOARD_ROWS = 10  # results shown per board (table and chart); the downloads and the runs browser hold all
@@ -194,7 +194,7 @@ def leaderboard_page(docs: list[RunRecord], boards: list[Any] | None = None) -> 
         out.append("")
         if len(chart_rows) > 1:
             chart = charts.dots_with_ci(pd.DataFrame(chart_rows), m, title=f"{b.test} on {b.host_id} ({b.backend})")
-            out.append(charts.embed(chart, caption=f"{cell(m.label)}: one dot per configuration (geometric mean of its runs) with its CI95; click a dot for its newest artifact's JSON."))
+            out.append(charts.embed(chart, caption=f"{as_text(m.label)}: one dot per configuration (geometric mean of its runs) with its CI95; click a dot for its newest artifact's JSON."))
             out.append("")
     return "\n".join(out)
 

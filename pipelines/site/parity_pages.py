@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from pipelines import parity as parity_mod
-from pipelines.site.markdown import admonition, as_text, cell, code, link, num, pre, table
+from pipelines.site.markdown import admonition, cell, code, fold, link, num, pre, table
 from pipelines.site.quality_pages import quality_link
 
 OUTPUT_SHOWN = 400  # characters of each output shown for a differing item (the artifact has all)
@@ -112,8 +112,7 @@ def _diffs(groups: list[parity_mod.Group]) -> list[str]:
             body += _diff_block(g, p, d)
         if len(found) > DIFFS_SHOWN:
             body.append(f"… and {len(found) - DIFFS_SHOWN} more (every output is in the linked artifacts).")
-        out += ['<details class="note" markdown="1">', f"<summary>{as_text(title)}</summary>", "",
-                "\n".join(body), "", "</details>", ""]
+        out += [fold(title, "\n".join(body), "note"), ""]
     return out
 
 
@@ -134,8 +133,7 @@ def parity_section(docs: list[dict[str, Any]]) -> str:
         rows = [o for (h, m, mo, _), o in sorted(overall.items()) if (h, m, mo) == (host, matrix, model)]
         out += [f"- {_sentence(o)}" for o in rows] + [""]
         out += [_overall_table(rows), ""]
-        out += ['<details class="abstract" markdown="1">', "<summary>Per suite</summary>", "", _suite_table(gs), "",
-                "</details>", ""]
+        out += [fold("Per suite", _suite_table(gs), "abstract"), ""]
         out += _diffs(gs)
     return "\n".join(out)
 

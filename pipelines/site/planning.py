@@ -27,7 +27,7 @@ from pipelines import whatif as wi
 from pipelines.runs import latest_per_key, records
 from pipelines.site import charts
 from pipelines.site.markdown import (MISSED_BADGE, PROJECTED_BADGE, verdict_badge, SYNTHETIC_BADGE, VERIFIED_BADGE, admonition, cell, code, link, nbytes, num,
-                       run_link, table)
+                       prose, run_link, table)
 
 MEASURED_BADGE = '<span class="almanac-badge measured" title="read from a run artifact">measured</span>'
 
@@ -741,7 +741,7 @@ def roofline_page(runs: list[RunRecord], hosts: list[HostRecord]) -> str:
                      _pct(r.get("efficiency"), 0, sign=False), _pct(r.get("efficiency_copy"), 0, sign=False),
                      _pct(r.get("efficiency_single"), 0, sign=False),
                      cell(r.get("bound_uses") or "—"),
-                     (admonition_inline("not memory-bound") + " " if r.get("fits_llc") else "") + (cell(r["note"]) if r["note"] else "")])
+                     (admonition_inline("not memory-bound") + " " if r.get("fits_llc") else "") + (prose(r["note"]) if r["note"] else "")])
         if r.get("bound") and r["measured"] and len(chart_rows) < ROOFLINE_CHART_RUNS:
             chart_rows.append({"run": f"{r['model']} · {r['test_name']} ({r['id'][:12]})", "measured": r["measured"],
                                "bound": r["bound"], "uses": f"bound ({r.get('bound_uses') or 'copy'} bandwidth)",
@@ -792,7 +792,7 @@ def whatif_page(runs: list[RunRecord]) -> str:
             res = wi.evaluate_mix(mix, runs, hid)
             out += [f"### On {code(hid)}", ""]
             if res.missing:
-                out += [admonition("warning", "Incomplete", "<br>".join(cell(m) for m in res.missing)), ""]
+                out += [admonition("warning", "Incomplete", "<br>".join(prose(m) for m in res.missing)), ""]
             if not res.per_request_ms:
                 continue
             srcs = ", ".join(link(u["run"].id, run_link(u["run"].id)) for u in res.entries)

@@ -4,7 +4,6 @@ escalation hierarchy, every decision explained from data and linked to its artif
 
 from __future__ import annotations
 
-from html import escape as _html_escape
 from typing import Any
 
 import pandas as pd
@@ -15,7 +14,7 @@ from core.records.quality import QualityRecord
 from pipelines import quality as quality_mod
 from pipelines import roles as roles_mod
 from pipelines.site import charts
-from pipelines.site.markdown import SYNTHETIC_BADGE, admonition, cell, code, link, num, run_link, table
+from pipelines.site.markdown import SYNTHETIC_BADGE, admonition, cell, code, fold, link, num, run_link, table
 
 FALLBACKS_SHOWN = 10  # per role and host; the rest are counted
 REJECTED_SHOWN = 25  # rejected configurations listed per role and host (the table's downloads hold all)
@@ -219,10 +218,6 @@ def _requirements(role: roles_mod.Role) -> str:
     return "; ".join(parts) or "none"
 
 
-def html_escape(text: str) -> str:
-    return _html_escape(text, quote=True)
-
-
 def _indent(text: str) -> str:
     return "\n".join("    " + ln if ln else "" for ln in text.splitlines())
 
@@ -326,9 +321,7 @@ def roles_page(reg: roles_mod.RolesFile, assignments: list[roles_mod.Assignment]
                 body += ["**Not measured** (no artifact for any requirement): " + names + extra, ""]
             title = f"{role_name} on {a.host_id or 'no host with speed data'}: {a.status}"
             kind = "success" if a.chosen else ("warning" if a.status == "not resolved" else "note")
-            # folded: <details> through md_in_html (the Markdown inside is rendered)
-            out += [f'<details class="{kind}" markdown="1">', f"<summary>{html_escape(title)}</summary>", "",
-                    "\n".join(body), "", "</details>", ""]
+            out += [fold(title, "\n".join(body), kind), ""]
     return "\n".join(out)
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from pipelines import retries as rt
-from pipelines.site.markdown import admonition, cell, code, link, num, run_link, table
+from pipelines.site.markdown import admonition, cell, code, fold, link, num, prose, run_link, table
 
 BADGE = {"IMPLEMENT": "verified", "SKIP": "missed", "UNDECIDED": "measured", "NOT MEASURED": "measured"}
 
@@ -58,7 +58,7 @@ def recommendations_table(recs: list[rt.Recommendation]) -> str:
                      f"{_pct(gmid)}<br><small>{_pct(glo)} – {_pct(ghi)}</small>" if gmid is not None else "—",
                      cell(r.basis) or "—",
                      (f"{_pct(cmid)}<br><small>{_pct(clo)} – {_pct(chi)}</small>" if cmid is not None else "none measured"),
-                     cell(r.cost_basis) or "—", f"{_badge(r.verdict)}<br><small>{cell(r.reason)}</small>"])
+                     cell(r.cost_basis) or "—", f"{_badge(r.verdict)}<br><small>{prose(r.reason)}</small>"])
     return table(["planned optimization", "projected gain (interval)", "how", "measured cost (interval)", "cost from",
                   "recommendation"], rows, ["l", "r", "l", "r", "l", "l"])
 
@@ -82,14 +82,14 @@ def errors_section(f: Any, docs: list[Any]) -> str:
         if f.errors is not None:
             m = rt.measure_errors(f.errors, docs, h)
             if m.missing:
-                out += [f"Error and retry runs: {cell('; '.join(m.missing))}.", ""]
+                out += [f"Error and retry runs: {prose('; '.join(m.missing))}.", ""]
             else:
                 out += [f"Measured on {code(f.errors.test)} ({cell(f.errors.model)}): every "
                         f"{num(m.runs['faulty'].requested.get('fault_every'), 0)}th attempt answered HTTP "
                         f"{num(m.runs['faulty'].requested.get('fault_status', 503), 0)} by a loopback proxy.", "",
                         errors_table(m), ""]
         out += [recommendations_table(rt.evaluate_plans(f, docs, h)), ""]
-    out += ["<details><summary>How the gains are projected</summary>", "",
+    out += [fold("How the gains are projected", "\n".join([
             "- **Automatic retry**: without it a failure reaches the caller, who re-sends after a delay (an assumption, "
             "given as a range): time per answered request `T_ok + p/(1 − p) × (t_fail + resend)`, with `p`, `t_fail` and "
             "`T_ok` measured; with it, the time per request is measured. The interval takes the ends of every input's "
@@ -97,7 +97,7 @@ def errors_section(f: Any, docs: list[Any]) -> str:
             "what turning retry on costs a request when nothing fails (measured, Welch CI95).",
             "- **A stage made faster**: Amdahl over the mix's measured stage shares: `1 / (1 − r × p_s) − 1`, for the "
             "planned reduction range `r`. No time cost is measured for these (keeping a model loaded costs memory, not "
-            "time).", "", "</details>", ""]
+            "time)."])), ""]
     return "\n".join(out)
 
 

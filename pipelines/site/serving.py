@@ -5,6 +5,8 @@ Every value from an artifact goes through ``cell()``/``num()`` or ``charts.embed
 
 from __future__ import annotations
 
+import json
+from datetime import datetime, timezone
 from typing import Any
 
 import altair as alt
@@ -12,13 +14,13 @@ import pandas as pd
 
 from core import stats
 from core.metrics import METRICS
-from core.records.run import RunRecord
+from core.records.run import RunRecord, as_record
 from core.summary import Summary
 
 from pipelines import backends as backend_cmp
 from pipelines import serving
 from pipelines.site import charts
-from pipelines.site.markdown import (SYNTHETIC_BADGE, admonition, cell, code, endpoint_badge, link, nbytes, num,
+from pipelines.site.markdown import (SYNTHETIC_BADGE, admonition, cell, code, endpoint_badge, fold, link, nbytes, num,
                                      run_link, table)
 
 VERDICT_CLASS = {"win": "almanac-verdict-win", "loss": "almanac-verdict-loss"}
@@ -322,7 +324,7 @@ def capacity_section(results: list[dict[str, Any]]) -> list[str]:
         body += [f"- {cell(line)}" for line in serving.load_finding(res)] + ["", load_level_table(res), ""]
         if res.get("search"):
             body += ["Search path:", "", _search_table(res["search"]), ""]
-        out += [f'<details class="note" markdown="1">', f"<summary>{cell(title)}</summary>", "", *body, "</details>", ""]
+        out += [fold(title, "\n".join(body), "note"), ""]
     return out
 
 
@@ -461,6 +463,32 @@ def backends_section(docs: list[RunRecord]) -> str:
     return "\n".join(out)
 
 
+def _when(created: str) -> str:
+    """When a run was made, to the minute, in UTC."""
+    t = datetime.fromisoformat(created)
+    return (t if t.tzinfo else t.replace(tzinfo=timezone.utc)).astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def _shown(v: Any) -> str:
+    if v is None:
+        return "not recorded"
+    text = v if isinstance(v, str) else json.dumps(v, sort_keys=True, default=str)
+    return code(text if len(text) <= 80 else text[:79] + "…")
+
+
+def _set_apart_line(diffs: list, others: int) -> str:
+    """What sets one run apart from the ``others`` shown under the same heading (serving.set_apart)."""
+    them = "the other run" if others == 1 else f"the {others} other runs"
+    if not diffs:
+        return f"The same test, settings, build and matrix as {them} under this heading: only when it ran differs."
+    there = "the other" if others == 1 else "the others"
+    parts = []
+    for (what, name), value, values in diffs:
+        label = cell(what) + (f" {code(name)}" if name else "")
+        parts.append(f"{label} = {_shown(value)} ({there}: {'; '.join(_shown(v) for v in values)})")
+    return f"Set apart from {them} under this heading by: " + ", ".join(parts) + "."
+
+
 def comparisons_page(docs: list[RunRecord]) -> str:
     rows = serving.comparisons(docs)
     in_process = backends_section(docs)
@@ -476,19 +504,37 @@ def comparisons_page(docs: list[RunRecord]) -> str:
            "in-process mean with a 95% confidence interval (delta method on the log scale, Welch–Satterthwaite); the verdict is the "
            "server's: **win** or **loss** when the whole interval lies on one side of 1.0, **within noise** when it "
            "contains 1.0. For a `serve` run the warm requests are compared.", ""]
-    for group in _groups(rows):
+    groups = _groups(rows)
+    headings = [f"{cell(g[0]['endpoint'])} ({code(g[0]['kind'])}) vs in-process · {_model(g[0])} · {code(g[0]['host'])}"
+                for g in groups]
+    # runs that would read the same under one heading: the heading says when each ran, a first line what
+    # else differs (from their artifacts)
+    alike: dict[str, list[str]] = {}
+    for h, g in zip(headings, groups):
+        alike.setdefault(h, []).append(g[0]["candidate_id"])
+    by_id = {as_record(d).id: as_record(d) for d in docs} if any(len(ids) > 1 for ids in alike.values()) else {}
+    apart: dict[str, list] = {}
+    for ids in alike.values():
+        if len(ids) > 1:
+            apart.update(serving.set_apart([by_id[i] for i in ids]))
+    for heading, group in zip(headings, groups):
         r = group[0]
-        out += [f"## {cell(r['endpoint'])} ({code(r['kind'])}) vs in-process · {_model(r)} · {code(r['host'])}", "",
-                f"Request {code(r['workload'])}; output tokens per request {num(r['baseline_tokens'], 1)} in process, "
+        others = len(alike[heading]) - 1
+        out += [f"## {heading}" + (f" · {cell(_when(r['candidate_created']))}" if others else ""), ""]
+        if others:
+            out += [_set_apart_line(apart[r["candidate_id"]], others), ""]
+        out += [f"Request {code(r['workload'])}; output tokens per request {num(r['baseline_tokens'], 1)} in process, "
                 f"{num(r['candidate_tokens'], 1)} through the server. Sources: "
                 f"{link('in-process run', run_link(r['baseline_id']))}, {link('server run', run_link(r['candidate_id']))}.", ""]
         reuse = r.get("prefix_reuse")
         if reuse:
+            # the server's name as its artifact records it (the hits are counted from that server's own log)
             out += [admonition("note", "Not the same work per request",
-                               f"The server reused the previous prompt's KV cache (llama_cpp.server's prefix match) in "
+                               f"{cell(r['server'] or r['endpoint'])} reused a prompt prefix already in its KV cache in "
                                f"{num(reuse['prefix_match_hits'], 0)} of its {num(reuse['generate_calls'], 0)} generations "
-                               "in this run, so those requests skipped most of their prefill; in process, every request "
-                               "starts from an empty KV cache. TTFT ratios include that difference."), ""]
+                               "in this run (counted from its log), so those requests skipped most of their prefill; in "
+                               "process, every request starts from an empty KV cache. TTFT ratios include that "
+                               "difference."), ""]
         out += [comparison_table(group), ""]
     out += [charts.embed(ratio_chart(rows), caption="Server / in-process, per metric; the dashed line is parity."), ""]
     if in_process:

@@ -18,7 +18,7 @@ from pipelines import adapters as ad
 from pipelines import optimization as opt
 from pipelines import speculation as spec
 from pipelines.site import charts
-from pipelines.site.markdown import SYNTHETIC_BADGE, cell, code, link, nbytes, num, run_link, table
+from pipelines.site.markdown import SYNTHETIC_BADGE, cell, code, fold, link, nbytes, num, run_link, table
 
 MiB = 1024**2
 
@@ -147,8 +147,7 @@ def adapters_section(docs: list[Any]) -> list[str]:
                 "one point per run (the run is the unit of comparison), so the CI95 of the slope has n − 2 degrees "
                 "of freedom. The slope is what each adapter adds to every token; divided by the intercept, the share "
                 "of the time without adapters.", "", costs, ""]
-    out += ["<details><summary>Adapter table: every point, its rate, ratio, load time and memory</summary>", "",
-            adapter_table(series), "", "</details>", ""]
+    out += [fold("Adapter table: every point, its rate, ratio, load time and memory", adapter_table(series)), ""]
     failed = [(s, r) for s in series for r in s.failed]
     seen = set()
     rows = []
