@@ -505,33 +505,76 @@ def _side(means: np.ndarray, rel_se: float | None, noise: RunNoise | None) -> tu
     return var, float(max(noise.df, 1)), "runs + host noise"
 
 
-def compare_runs(baseline: Sequence[float], candidate: Sequence[float], higher_is_better: bool, *,
-                 noise_a: RunNoise | None = None, noise_b: RunNoise | None = None,
-                 rel_se_a: float | None = None, rel_se_b: float | None = None,
-                 confidence: float = 0.95) -> Comparison:
-    """Two sets of runs compared with the run as the unit: the ratio of the geometric means of the
-    run means (candidate / baseline), with a CI on the log scale.
+NO_POSITIVE_RUNS = "no positive run means on a side"
 
-    A side with two or more runs contributes the spread between its runs (the sample variance of
-    its log run means over k, k − 1 degrees of freedom): repetitions inside a run never stand in
-    for runs. A side with one run contributes the host's run-to-run noise for that kind of test
-    (``noise_a``/``noise_b``: sigma² and its degrees of freedom), or that run's own relative
-    standard error ``rel_se`` when that is larger; without a noise estimate it has no interval
-    (verdict "insufficient data", ``note`` says why). Sides are combined as Welch-Satterthwaite
-    does. Verdict: win or loss when the interval excludes 1, else within noise."""
-    a = np.asarray([v for v in baseline if v is not None and math.isfinite(v)], dtype=float)
-    b = np.asarray([v for v in candidate if v is not None and math.isfinite(v)], dtype=float)
-    na, nb = int(a.size), int(b.size)
-    if not na or not nb or (a <= 0).any() or (b <= 0).any():
-        return Comparison(None, None, None, "insufficient data", na, nb, "runs", "no positive run means on a side")
-    la, lb = np.log(a), np.log(b)
-    ratio = float(math.exp(lb.mean() - la.mean()))
-    sa, sb = _side(a, rel_se_a, noise_a), _side(b, rel_se_b, noise_b)
-    for side in (sa, sb):
-        if isinstance(side, str):
-            return Comparison(ratio, None, None, "insufficient data", na, nb, "runs", side)
-    (va, dfa, ma), (vb, dfb, mb) = sa, sb  # type: ignore[misc]
-    method = "runs" if ma == mb == "runs" else "runs + host noise"
+
+@dataclass(frozen=True)
+class SideEstimate:
+    """One side of a run-unit comparison, on the log scale: the log of the geometric mean of its run
+    means (``log_mean``), the variance of that log mean (``var``) and its degrees of freedom (``df``),
+    ``runs`` run means, and what the variance rests on (``method``: "runs", the spread between two
+    or more runs; "runs + host noise", one run widened by the host's run-to-run noise or its own
+    relative standard error when larger). ``why`` says why a side has no variance (and then ``var``
+    and ``df`` are None) or, with ``log_mean`` None too, no estimate at all."""
+
+    log_mean: float | None
+    var: float | None
+    df: float | None
+    runs: int
+    method: str = "runs"
+    why: str | None = None
+
+    @property
+    def centre(self) -> float | None:
+        """The geometric mean of the run means."""
+        return None if self.log_mean is None else math.exp(self.log_mean)
+
+    def interval(self, confidence: float = 0.95) -> tuple[float | None, float | None]:
+        """The centre's CI on the log scale (Student's t at ``df``), (None, None) without a variance."""
+        if self.log_mean is None or self.var is None or self.df is None:
+            return None, None
+        centre = math.exp(self.log_mean)
+        half = t_critical(self.df, confidence) * math.sqrt(self.var)
+        return centre * math.exp(-half), centre * math.exp(half)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def side_estimate(means: Sequence[float], *, rel_se: float | None = None, noise: RunNoise | None = None) -> SideEstimate:
+    """One side's run means as a :class:`SideEstimate`. Two or more runs: the sample variance of their
+    log means over k, k − 1 degrees of freedom (repetitions inside a run never stand in for runs). One
+    run: the host's run-to-run noise for that kind of test (sigma² and its degrees of freedom), or the
+    run's own relative standard error ``rel_se`` when that is larger; without a noise estimate no
+    variance (``why`` says so). A non-positive mean on the side: no estimate (the log scale needs
+    positive values). Missing and non-finite values are left out."""
+    arr = np.asarray([v for v in means if v is not None and math.isfinite(v)], dtype=float)
+    k = int(arr.size)
+    if not k or (arr <= 0).any():
+        return SideEstimate(None, None, None, k, "runs", NO_POSITIVE_RUNS)
+    log_mean = float(np.log(arr).mean())
+    side = _side(arr, rel_se, noise)
+    if isinstance(side, str):
+        return SideEstimate(log_mean, None, None, k, "runs", side)
+    var, df, method = side
+    return SideEstimate(log_mean, var, df, k, method)
+
+
+def combine_sides(baseline: SideEstimate, candidate: SideEstimate, higher_is_better: bool,
+                  confidence: float = 0.95) -> Comparison:
+    """candidate / baseline from two side estimates: the ratio of the geometric means, its CI on the
+    log scale with the two variances added and Welch-Satterthwaite degrees of freedom, and the
+    verdict (win or loss when the interval excludes 1, else within noise; "insufficient data" when a
+    side has no estimate or no variance, ``note`` says why)."""
+    na, nb = baseline.runs, candidate.runs
+    if baseline.log_mean is None or candidate.log_mean is None:
+        return Comparison(None, None, None, "insufficient data", na, nb, "runs", NO_POSITIVE_RUNS)
+    ratio = float(math.exp(candidate.log_mean - baseline.log_mean))
+    for side in (baseline, candidate):
+        if side.var is None or side.df is None:
+            return Comparison(ratio, None, None, "insufficient data", na, nb, "runs", side.why or "")
+    va, dfa, vb, dfb = baseline.var, baseline.df, candidate.var, candidate.df
+    method = "runs" if baseline.method == candidate.method == "runs" else "runs + host noise"
     se = math.sqrt(va + vb)
     if se == 0:
         lo = hi = ratio
@@ -549,24 +592,50 @@ def compare_runs(baseline: Sequence[float], candidate: Sequence[float], higher_i
     return Comparison(ratio, lo, hi, verdict, na, nb, method)
 
 
+def compare_runs(baseline: Sequence[float], candidate: Sequence[float], higher_is_better: bool, *,
+                 noise_a: RunNoise | None = None, noise_b: RunNoise | None = None,
+                 rel_se_a: float | None = None, rel_se_b: float | None = None,
+                 confidence: float = 0.95) -> Comparison:
+    """Two sets of runs compared with the run as the unit: the ratio of the geometric means of the
+    run means (candidate / baseline), with a CI on the log scale.
+
+    Each side is a :func:`side_estimate`: a side with two or more runs contributes the spread between
+    its runs (the sample variance of its log run means over k, k − 1 degrees of freedom): repetitions
+    inside a run never stand in for runs. A side with one run contributes the host's run-to-run noise
+    for that kind of test (``noise_a``/``noise_b``: sigma² and its degrees of freedom), or that run's
+    own relative standard error ``rel_se`` when that is larger; without a noise estimate it has no
+    interval (verdict "insufficient data", ``note`` says why). The two sides are combined by
+    :func:`combine_sides` (Welch-Satterthwaite). Verdict: win or loss when the interval excludes 1,
+    else within noise."""
+    return combine_sides(side_estimate(baseline, rel_se=rel_se_a, noise=noise_a),
+                         side_estimate(candidate, rel_se=rel_se_b, noise=noise_b), higher_is_better, confidence)
+
+
 def run_interval(means: Sequence[float], *, rel_se: float | None = None, noise: RunNoise | None = None,
                  confidence: float = 0.95) -> tuple[float | None, float | None, float | None, str]:
     """(centre, low, high, note) of one configuration's value with the run as the unit: the
     geometric mean of its run means with a t interval on the log scale from the spread between
     runs (two or more), or one run widened by the host's run-to-run noise; no interval without
-    either (``note`` says why)."""
-    m = np.asarray([v for v in means if v is not None and math.isfinite(v) and v > 0], dtype=float)
-    if not m.size:
+    either (``note`` says why). Non-positive run means are left out."""
+    m = [v for v in means if v is not None and math.isfinite(v) and v > 0]
+    if not m:
         return None, None, None, "no positive run mean"
-    centre = float(math.exp(np.log(m).mean()))
-    side = _side(m, rel_se, noise)
-    if isinstance(side, str):
-        return centre, None, None, side
-    var, df, method = side
-    half = t_critical(df, confidence) * math.sqrt(var)
-    note = (f"{m.size} runs" if method == "runs" else f"one run, widened by the host's run-to-run noise "
-            f"({100 * noise.sigma:.1f}%, {noise.source})")  # type: ignore[union-attr]
-    return centre, centre * math.exp(-half), centre * math.exp(half), note
+    side = side_estimate(m, rel_se=rel_se, noise=noise)
+    centre = side.centre
+    if side.var is None:
+        return centre, None, None, side.why or ""
+    lo, hi = side.interval(confidence)
+    return centre, lo, hi, side_note(side, noise)
+
+
+def side_note(side: SideEstimate, noise: RunNoise | None) -> str:
+    """What a side's interval rests on ("3 runs", "one run, widened by the host's run-to-run noise
+    (2.1%, history: ...)"), or why it has none; ``noise``: the one :func:`side_estimate` was given."""
+    if side.var is None:
+        return side.why or ""
+    if side.method == "runs":
+        return f"{side.runs} runs"
+    return f"one run, widened by the host's run-to-run noise ({100 * noise.sigma:.1f}%, {noise.source})"  # type: ignore[union-attr]
 
 
 # -- paired pass/fail comparisons (quality on shared items) ------------------------------------

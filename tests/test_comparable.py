@@ -289,15 +289,18 @@ def test_compare_refuses_empty_and_disjoint_selections():
 
 
 def test_host_vs_host_page_ranks_each_host_against_the_fleet():
-    cross = [run([10, 11, 12], test=TG), run([900, 910, 905], test=TG, host=GPU, minutes=1)]
+    cross = [run([10, 11, 12], test=TG), run([900, 910, 905], test=TG, host=GPU, minutes=1),
+             run([10.5, 11.5, 12], test=TG, minutes=2), run([880, 890, 900], test=TG, host=GPU, minutes=3)]
     page = history_pages.host_vs_host_page(cross)
     assert "2 of 2 hosts" in page and "1 workload(s)" in page
-    assert f"runs/run.md?id={cross[0].id}" in page and f"runs/run.md?id={cross[1].id}" in page
-    # the slower host is the median host of two; the GPU host's ratio to it is the compare ratio, a win
-    # (each host's newest run by its repetitions: core.stats.compare_summaries, as the page states)
-    row = stats.compare_summaries(cross[0].headline, cross[1].headline, True)
-    assert row.verdict == "win"
+    # each host's value links to its newest run
+    assert f"runs/run.md?id={cross[2].id}" in page and f"runs/run.md?id={cross[3].id}" in page
+    # the slower host is the median host of two; the GPU host's ratio to it is `invoke compare`'s, a win
+    # (every run of each host, the run as the unit: core.stats.compare_runs, as the page states)
+    (row,) = cmp.compare(cross, cmp.parse_selection(f"host={CPU['id']}"), cmp.parse_selection(f"host={GPU['id']}")).rows
+    assert row.verdict == "win" and row.method == "runs" and (row.a_runs, row.b_runs) == (2, 2)
     assert f"{row.ratio:,.3f} [{row.ci95_low:,.3f}, {row.ci95_high:,.3f}]" in page and "1 (median host)" in page
+    assert "between 2 runs (n=6)" in page.replace("\\", "")
     # the picker's data carries both hosts (the browser compares any two from it)
     data = json.loads(re.search(r'<script type="application/json" id="almanac-fleet-data">(.*?)</script>', page).group(1))
     assert [h["id"] for h in data["hosts"]] == [CPU["id"], GPU["id"]] and len(data["workloads"]) == 1

@@ -1,52 +1,65 @@
-"""Host vs host at fleet scale: each host against the fleet, and any two hosts in the browser.
+"""Host vs host at fleet scale: each host against the fleet, and any two hosts in the browser, with the
+run as the unit, exactly as `invoke compare -b host=A -c host=B` compares them.
 
 A small fleet (8 hosts) is made from the committed reference runs of the CPU host, varied as
 benchmarks/site_scale.py's fleet mode varies them (fingerprint, speed, noise); two hosts ran part
-of the workload only, and share nothing with each other. The page's ranks and ratios are checked
-against values computed here from the artifacts' JSON (scipy's t quantile, not core.stats), the
-picker against `invoke compare`'s code in headless Chromium, and the page's size against the
-number of hosts.
+of the workload only, and share nothing with each other; every host ran the workload twice and a few
+three times. The page's ranks and ratios are checked against values computed here from the
+artifacts' JSON (numpy and scipy's t quantile, not core.stats) and against pipelines.compare (what
+`invoke compare` prints) for every host and its workload's median host; the picker's published
+estimates against pipelines.compare for every pair of hosts, and the picker itself in headless
+Chromium (its t quantile against scipy's). Fixture runs with chosen samples check a side of three
+runs (the spread between them), of one run widened by the host's noise, and of one run without it.
+The page's size grows linearly with the number of hosts.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
 import html
+import itertools
 import json
 import math
 import re
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
-
-from pipelines import host_vs_fleet as fleet
 from scipy import stats as sps
 
 from benchmarks.site_scale import committed, fleet_artifacts
-from core import artifacts
+from core import artifacts, stats
 from core.records.run import read
 from pipelines import compare as cmp
+from pipelines import host_vs_fleet as fleet
 from pipelines.site import history_pages
 from tests.conftest import ARTIFACT_DIRS, ROOT, build_site
+from tests.support.committed import committed_files
 
 ONLY = {6: {0}, 7: {1}}  # host index -> the reference configurations it ran (the others ran all)
+EXTRA = 3  # a third round of the first reference configuration on the first three hosts
 
 
 def _skip(i: int, t: int) -> bool:
     return i in ONLY and t not in ONLY[i]
 
 
-def write_fleet(data: Path, hosts: int, rounds: int = 2, skip=_skip) -> list[dict]:
-    """``hosts`` fleet hosts (a probe each, ``rounds`` nightly rounds of the reference workload) in ``data``."""
-    base = committed()
+def _base() -> list[dict]:
+    """The committed artifacts (git's, not whatever the live data/ folder holds now)."""
+    keep = set(committed_files())
+    return [d for d in committed() if d["_file"] in keep]
+
+
+def write_fleet(data: Path, hosts: int, rounds: int = 2, skip=_skip, extra: int = 0) -> list[dict]:
+    """``hosts`` fleet hosts (a probe each, ``rounds`` nightly rounds of the reference workload, then ``extra``
+    runs of the next round) in ``data``."""
+    base = _base()
     n_refs = sum(1 for d in base if d["artifact"] == "run" and (d.get("matrix") or {}).get("name") == "reference"
                  and d["status"] == "ok" and not d["host"].get("gpus") and d["host"]["id"] == _cpu(base))
     per_round = sum(1 for i in range(hosts) for t in range(n_refs) if not skip(i, t))
     docs = []
     for k, (rel, doc) in enumerate(fleet_artifacts(base, hosts, skip)):
-        if k >= hosts + rounds * per_round:
+        if k >= hosts + rounds * per_round + extra:
             break
         artifacts.write(data / rel, doc)
         if doc["artifact"] == "run":
@@ -65,40 +78,50 @@ def _inputs(dest: Path) -> Path:
 
 
 # -- the expected standings, computed from the JSON alone ------------------------------------
-def _welch(a: dict, b: dict) -> tuple[float, float, float]:
-    """b / a with its CI95 on the log scale (Welch-Satterthwaite), from the summaries' n, mean, stddev."""
-    ra = a["stddev"] ** 2 / a["n"] / a["mean"] ** 2
-    rb = b["stddev"] ** 2 / b["n"] / b["mean"] ** 2
-    se = math.sqrt(ra + rb)
-    df = (ra + rb) ** 2 / (ra ** 2 / (a["n"] - 1) + rb ** 2 / (b["n"] - 1))
+def _side(means: list[float]) -> tuple[float, float, float]:
+    """(log of the geometric mean, variance of that log mean, df) of two or more runs: the spread between them."""
+    logs = np.log(np.asarray(means, dtype=float))
+    return float(logs.mean()), float(logs.var(ddof=1)) / logs.size, float(logs.size - 1)
+
+
+def _welch(a: tuple[float, float, float], b: tuple[float, float, float]) -> tuple[float, float, float]:
+    """b / a with its CI95 on the log scale: variances added, Welch-Satterthwaite df, scipy's t."""
+    (la, va, dfa), (lb, vb, dfb) = a, b
+    se = math.sqrt(va + vb)
+    df = (va + vb) ** 2 / (va ** 2 / dfa + vb ** 2 / dfb)
     t = sps.t.ppf(0.975, df)
-    ratio = b["mean"] / a["mean"]
+    ratio = math.exp(lb - la)
     return ratio, ratio * math.exp(-t * se), ratio * math.exp(t * se)
 
 
 def expected(docs: list[dict]) -> dict[tuple[str, str], dict[str, tuple[str, str, str]]]:
-    """(model, test) -> host -> (rank label, ratio text, verdict) as the page must show them."""
-    newest: dict[tuple[str, str], dict[str, dict]] = {}
+    """(model, test) -> host -> (rank label, ratio text, verdict) as the page must show them: every run of a host
+    on the workload (each fleet host ran it at least twice, so the spread between its runs is its interval)."""
+    means: dict[tuple[str, str], dict[str, list[float]]] = {}
     for d in docs:
-        per = newest.setdefault((d["model"]["name"], d["test"]["name"]), {})
-        cur = per.get(d["host"]["id"])
-        if cur is None or d["created"] > cur["created"]:
-            per[d["host"]["id"]] = d
+        if d["status"] == "ok":
+            means.setdefault((d["model"]["name"], d["test"]["name"]), {}).setdefault(d["host"]["id"], []).append(
+                d["summary"]["tokens_per_second"]["mean"])
     out = {}
-    for w, per in newest.items():
+    for w, per in means.items():
         if len(per) < 2:
             continue
-        s = {h: d["summary"]["tokens_per_second"] for h, d in per.items()}
-        order = sorted(s, key=lambda h: s[h]["mean"])  # slowest first (higher is better)
+        assert all(len(v) >= 2 for v in per.values())
+        sides = {h: _side(v) for h, v in per.items()}
+        ci = {}
+        for h, (lm, var, df) in sides.items():
+            half = sps.t.ppf(0.975, df) * math.sqrt(var)
+            ci[h] = (math.exp(lm - half), math.exp(lm + half))
+        order = sorted(sides, key=lambda h: sides[h][0])  # slowest first (higher is better)
         med = order[(len(order) - 1) // 2]
-        ranks = {h: 1 + sum(1 for o in s if s[o]["ci95_low"] > s[h]["ci95_high"]) for h in s}
+        ranks = {h: 1 + sum(1 for o in sides if ci[o][0] > ci[h][1]) for h in sides}
         rows = {}
-        for h in s:
+        for h in sides:
             label = ("=" if list(ranks.values()).count(ranks[h]) > 1 else "") + str(ranks[h])
             if h == med:
                 rows[h] = (label, "1 (median host)", "median host")
                 continue
-            ratio, lo, hi = _welch(s[med], s[h])
+            ratio, lo, hi = _welch(sides[med], sides[h])
             verdict = "win" if lo > 1 else ("loss" if hi < 1 else "within noise")
             rows[h] = (label, f"{ratio:,.3f} [{lo:,.3f}, {hi:,.3f}]", verdict)
         out[w] = rows
@@ -124,10 +147,27 @@ def page_standings(page_html: str) -> dict[tuple[str, str], dict[str, tuple[str,
     return out
 
 
+def _compare_rows(recs, a: str, b: str) -> dict[str, cmp.Row]:
+    """`invoke compare -b host=a -c host=b`'s headline rows, by the workload label the page and picker use."""
+    res = cmp.compare(recs, cmp.parse_selection(f"host={a}"), cmp.parse_selection(f"host={b}"))
+    return {f"{r.model} · {r.test} · {r.backend_a}": r for r in res.rows if r.metric == "tokens_per_second"}
+
+
+def _ratio_text(r) -> str:
+    return f"{r.ratio:,.3f} [{r.ci95_low:,.3f}, {r.ci95_high:,.3f}]"
+
+
+def _published(data: dict, wi: int, host: int) -> stats.SideEstimate:
+    f = {k: i for i, k in enumerate(data["fields"])}
+    v = next(x for x in data["workloads"][wi]["values"] if x[f["host"]] == host)
+    why = None if v[f["why"]] is None else data["why"][v[f["why"]]]
+    return stats.SideEstimate(v[f["log_mean"]], v[f["var"]], v[f["df"]], v[f["runs"]], data["methods"][v[f["method"]]], why)
+
+
 @pytest.fixture(scope="module")
 def fleet_site(tmp_path_factory):
     data = _inputs(tmp_path_factory.mktemp("fleet") / "data")
-    docs = write_fleet(data, 8)
+    docs = write_fleet(data, 8, extra=EXTRA)
     site = tmp_path_factory.mktemp("fleet-site")
     proc = build_site(data, site)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -148,9 +188,62 @@ def test_each_host_against_the_fleet_matches_an_independent_computation(fleet_si
     # no heading per pair of hosts: the page's headings do not grow with pairs
     page = (site / "host-vs-host" / "index.html").read_text()
     assert " vs <code>" not in page and page.count("<h2") <= 2
+    # every run counts: the hosts with a third run show it
+    assert page.count("between 3 runs") == EXTRA and "between 2 runs" in page
 
 
-def test_picker_compares_any_two_hosts_in_chromium(fleet_site):
+def test_page_and_picker_give_invoke_compares_verdicts(fleet_site, monkeypatch):
+    """Each host against its workload's median host on the page, and any two hosts from the picker's data,
+    are `invoke compare -b host=A -c host=B`'s rows: the same ratio, interval, verdict and method."""
+    data, docs, site = fleet_site
+    monkeypatch.setenv("ALMANAC_DATA", str(data))
+    recs = [read(p) for p in artifacts.iter_files(data / "runs")]
+    wls = fleet.workloads(recs)
+    checked = 0
+    for w in wls:
+        for st in w.standings:
+            if st.is_median:
+                continue
+            row = _compare_rows(recs, w.median.host_id, st.host_id)[w.label]
+            assert (st.ratio, st.ratio_low, st.ratio_high, st.verdict) == (row.ratio, row.ci95_low, row.ci95_high,
+                                                                           row.verdict)
+            assert st.runs == row.b_runs and w.median.runs == row.a_runs
+            checked += 1
+    assert checked == sum(len(w.standings) - 1 for w in wls) > 30
+    # the page shows those figures
+    got = page_standings((site / "host-vs-host" / "index.html").read_text())
+    for w in wls:
+        for st in w.standings:
+            if not st.is_median:
+                row = _compare_rows(recs, w.median.host_id, st.host_id)[w.label]
+                assert got[(w.model, w.test)][st.host_id][1:] == (_ratio_text(row), row.verdict)
+    # the picker: every pair of hosts, from the published side estimates, combined as compare_runs combines
+    page = (site / "host-vs-host" / "index.html").read_text()
+    pdata = json.loads(re.search(r'id="almanac-fleet-data">(.*?)</script>', page).group(1))
+    ids = [h["id"] for h in pdata["hosts"]]
+    pairs = 0
+    for ia, ib in itertools.permutations(range(len(ids)), 2):
+        rows = _compare_rows(recs, ids[ia], ids[ib]) if any(
+            any(v[0] == ia for v in w["values"]) and any(v[0] == ib for v in w["values"]) for w in pdata["workloads"]) else {}
+        for wi, w in enumerate(pdata["workloads"]):
+            hs = {v[0] for v in w["values"]}
+            if ia not in hs or ib not in hs:
+                continue
+            c = stats.combine_sides(_published(pdata, wi, ia), _published(pdata, wi, ib), w["hib"])
+            row = rows[w["label"]]
+            assert (c.ratio, c.ci95_low, c.ci95_high, c.verdict, c.method) == (row.ratio, row.ci95_low, row.ci95_high,
+                                                                                row.verdict, row.method)
+            pairs += 1
+    assert pairs > 100
+
+
+def _tcrit_grid() -> list[float]:
+    return [1.0, 1.001, 1.2, 1.5, 1.9, 2.0, 2.37, 3.0, 4.5, 5.0, 7.77, 10.0, 15.3, 29.9, 30.0, 60.0, 123.4, 1000.0,
+            12345.6, 1e5, 1e6]
+
+
+@pytest.mark.browser
+def test_picker_compares_any_two_hosts_in_chromium(fleet_site, monkeypatch):
     if not shutil.which("chromium"):
         pytest.skip("Debian's chromium is not installed (invoke test installs it when run as root)")
     from playwright.sync_api import sync_playwright
@@ -158,30 +251,14 @@ def test_picker_compares_any_two_hosts_in_chromium(fleet_site):
     from tests.support.browser import open_page, serve_site
 
     data, docs, site = fleet_site
+    monkeypatch.setenv("ALMANAC_DATA", str(data))
     recs = [read(p) for p in artifacts.iter_files(data / "runs")]
     hosts = sorted({r.host_id for r in recs})
-    a, b = hosts[0], hosts[4]  # hosts[4] has GPUs (every fifth fleet host)
-    # what the picker states it does: each host's newest run of each shared workload, B ÷ A by
-    # core.stats.compare_summaries (its repetitions; `invoke compare` takes every run as the unit instead)
-    from core import stats
-
-    newest: dict[tuple[str, str], Any] = {}
-    for r in recs:
-        if r.ok and r.headline is not None:
-            k = (r.host_id, fleet.work_key(r))
-            if k not in newest or (r.created, r.id) > (newest[k].created, newest[k].id):
-                newest[k] = r
-    want = []
-    for (h, w), ra in newest.items():
-        rb = newest.get((b, w))
-        if h != a or rb is None:
-            continue
-        m = ra.headline_metric
-        c = stats.compare_summaries(ra.headline, rb.headline, m.higher_is_better)
-        want.append([f"{ra.model_name} · {ra.test_name} · {ra.backend_name}",
-                     f"{c.ratio:,.3f} [{c.ci95_low:,.3f}, {c.ci95_high:,.3f}]", c.verdict])
-    want.sort()
-    assert want
+    a, b = hosts[0], hosts[4]  # hosts[4] has GPUs (every fifth fleet host); hosts[0] ran one workload three times
+    # what the picker must show: `invoke compare -b host=a -c host=b`, row by row
+    rows_ab = _compare_rows(recs, a, b)
+    want = sorted([label, _ratio_text(r), r.verdict] for label, r in rows_ab.items())
+    assert want and any(r.a_runs == 3 for r in rows_ab.values())
     errors: list[str] = []
     outside: list[str] = []
     with serve_site(site) as served, sync_playwright() as p:
@@ -192,6 +269,11 @@ def test_picker_compares_any_two_hosts_in_chromium(fleet_site):
             rows = page.eval_on_selector_all(".almanac-fleet-table table tbody tr",
                                              "trs => trs.map(tr => [...tr.cells].map(td => td.firstChild.textContent))")
             assert sorted([r[0], r[3], r[4]] for r in rows) == want
+            # each side as `invoke compare` writes it (every run of the host)
+            by_label = {r[0]: r for r in rows}
+            for label, r in rows_ab.items():
+                assert by_label[label][1] == cmp._value(r.a_mean, r.a_stddev, r.a_n, r.a_runs)
+                assert by_label[label][2] == cmp._value(r.b_mean, r.b_stddev, r.b_n, r.b_runs)
             assert f"{len(want)} shared workload(s)" in page.text_content(".almanac-fleet [role=status]")
             # B against the fleet: each workload's median host as A gives the page's own standing of B
             page.select_option("select[name=a]", value="median")
@@ -215,6 +297,109 @@ def test_picker_compares_any_two_hosts_in_chromium(fleet_site):
             assert page.evaluate("document.documentElement.scrollWidth") <= width
             browser.close()
     assert errors == [] and outside == []
+
+
+@pytest.mark.browser
+def test_the_pickers_arithmetic_is_pythons(fleet_site):
+    """The browser's t quantile against scipy's for df >= 1 (fractional df included: Welch-Satterthwaite gives
+    them), and its combination of two sides against core.stats.combine_sides (runs, host noise, no interval)."""
+    if not shutil.which("chromium"):
+        pytest.skip("Debian's chromium is not installed (invoke test installs it when run as root)")
+    from playwright.sync_api import sync_playwright
+
+    from tests.support.browser import open_page, serve_site
+
+    data, docs, site = fleet_site
+    grid = _tcrit_grid()
+    noise = stats.RunNoise(0.03, 7, "fixture")
+    sides = [stats.side_estimate([512.0, 530.5, 498.2]), stats.side_estimate([1930.7], rel_se=0.004, noise=noise),
+             stats.side_estimate([100.0, 101.0]), stats.side_estimate([97.3], rel_se=0.05, noise=noise),
+             stats.side_estimate([88.0]), stats.side_estimate([101.0, 99.0, 100.5, 100.2, 99.7])]
+    errors: list[str] = []
+    outside: list[str] = []
+    with serve_site(site) as served, sync_playwright() as p:
+        browser, page = open_page(p, served, errors, outside)
+        page.goto(f"{served}/host-vs-host/", wait_until="load")
+        page.wait_for_function("window.almanacFleet !== undefined")
+        got = page.evaluate("g => g.map(df => window.almanacFleet.tCritical(df))", grid)
+        for df, t in zip(grid, got):
+            assert abs(t - sps.t.ppf(0.975, df)) < 1e-3 * 1e-3, (df, t)  # far inside the 1e-3 asked of it
+        js_sides = [{"lm": s.log_mean, "v": s.var, "df": s.df, "method": s.method, "why": s.why} for s in sides]
+        for (i, sa), (j, sb) in itertools.permutations(enumerate(sides), 2):
+            for hib in (True, False):
+                c = stats.combine_sides(sa, sb, hib)
+                js = page.evaluate("([a, b, hib]) => window.almanacFleet.combine(a, b, hib)", [js_sides[i], js_sides[j], hib])
+                assert (js["verdict"], js["method"]) == (c.verdict, c.method)
+                assert js["ratio"] == pytest.approx(c.ratio, rel=1e-12)
+                if c.ci95_low is None:
+                    assert js["lo"] is None and js["hi"] is None and js["note"] == c.note
+                else:
+                    assert (js["lo"], js["hi"]) == (pytest.approx(c.ci95_low, rel=1e-9), pytest.approx(c.ci95_high, rel=1e-9))
+        browser.close()
+    assert errors == [] and outside == []
+
+
+def test_a_hosts_side_is_every_run_of_it(monkeypatch, tmp_path):
+    """Fixture runs with chosen samples: a host with three runs is widened by the spread between them (not by
+    the repetitions of its newest run), a host with one run by the host's run-to-run noise (measured from
+    its history: another configuration run three times), a host with one run and no noise has no interval
+    and says why; the page and the picker's data give `invoke compare`'s verdicts for every pair."""
+    from tests.test_comparable import CPU, GPU, TG, run
+
+    monkeypatch.setenv("ALMANAC_DATA", str(tmp_path))  # no noise artifact but the history's
+    mid = {**CPU, "id": "mid-box-0000cccc", "name": "mid-box"}
+    lone = {**CPU, "id": "lone-box-0000dddd", "name": "lone-box"}
+    base = [10.0, 11.0, 12.0]
+    three = [run([x * f for x in base], test=TG, minutes=i) for i, f in enumerate((1.0, 1.3, 0.8))]
+    one = run([900, 910, 905], test=TG, host=GPU, minutes=10)
+    history_n = [run([x * f for x in (500, 505, 510)], test=TG, host=GPU, minutes=11 + i, model="n", sha="c" * 64)
+                 for i, f in enumerate((1.0, 1.04, 0.97))]
+    two = [run([20, 21, 22], test=TG, host=mid, minutes=20), run([22, 23, 24], test=TG, host=mid, minutes=21)]
+    alone = run([5, 5.5, 6], test=TG, host=lone, minutes=30)
+    docs = three + [one] + history_n + two + [alone]
+    (w,) = fleet.workloads(docs)
+    by = {s.host_id: s for s in w.standings}
+    # three runs: the spread between their means, k - 1 degrees of freedom; not the newest run's repetitions
+    x = by[CPU["id"]]
+    means = [r.headline.mean for r in three]
+    assert x.is_median and x.side.method == "runs" and x.runs == 3 and x.side.df == 2
+    assert x.side.var == pytest.approx(float(np.log(means).var(ddof=1)) / 3)
+    half = sps.t.ppf(0.975, 2) * math.sqrt(x.side.var)
+    geo = math.exp(float(np.mean(np.log(means))))
+    assert (x.mean, x.ci95_low, x.ci95_high) == (pytest.approx(geo), pytest.approx(geo * math.exp(-half)),
+                                                 pytest.approx(geo * math.exp(half)))
+    newest = three[-1].headline
+    assert x.ci95_high / x.ci95_low > newest.ci95_high / newest.ci95_low  # runs scatter more than repetitions
+    # one run: the host's run-to-run noise (its model-n runs: sd of their log means, 2 df), or its own error if larger
+    y = by[GPU["id"]]
+    sigma = float(np.std(np.log([r.headline.mean for r in history_n]), ddof=1))
+    s1 = one.headline
+    rel = s1.stddev / math.sqrt(s1.n) / s1.mean
+    assert y.side.method == "runs + host noise" and y.runs == 1 and y.side.df == 2
+    assert y.side.var == pytest.approx(max(sigma ** 2, rel ** 2))
+    half = sps.t.ppf(0.975, 2) * math.sqrt(y.side.var)
+    assert (y.ci95_low, y.ci95_high) == (pytest.approx(s1.mean * math.exp(-half)), pytest.approx(s1.mean * math.exp(half)))
+    assert "host's run-to-run noise" in y.interval_note
+    # one run, no noise: no interval, not ranked, and the comparison says why
+    q = by[lone["id"]]
+    assert (q.ci95_low, q.rank_label, q.verdict, q.ratio_low) == (None, "—", "insufficient data", None)
+    assert "invoke noise" in q.verdict_note
+    # the page and the picker: `invoke compare`'s rows for every pair of these hosts
+    page = history_pages.host_vs_host_page(docs)
+    flat = page.replace("\\", "")
+    assert "between 3 runs (n=9)" in flat and "(1 run, n=3)" in flat
+    pdata = json.loads(re.search(r'id="almanac-fleet-data">(.*?)</script>', page).group(1))
+    ids = [h["id"] for h in pdata["hosts"]]
+    for ia, ib in itertools.permutations(range(len(ids)), 2):
+        row = _compare_rows(docs, ids[ia], ids[ib])[w.label]
+        c = stats.combine_sides(_published(pdata, 0, ia), _published(pdata, 0, ib), True)
+        assert (c.ratio, c.ci95_low, c.ci95_high, c.verdict, c.method, c.note) == (
+            row.ratio, row.ci95_low, row.ci95_high, row.verdict, row.method, row.note)
+        if ids[ia] == x.host_id:  # against the median host: the page's row
+            st = by[ids[ib]]
+            assert (st.ratio, st.ratio_low, st.ratio_high, st.verdict) == (row.ratio, row.ci95_low, row.ci95_high, row.verdict)
+            shown = _ratio_text(row) if row.ci95_low is not None else f"{row.ratio:,.3f} (no interval:"
+            assert shown in flat
 
 
 def _option(page, name: str, host: str) -> str:

@@ -157,12 +157,21 @@ FOLD_AFTER = 3  # workloads shown open; the others fold (their summary line says
 
 
 def _ratio_text(st: Any) -> str:
+    """A host's ratio to the median host as `invoke compare` writes a ratio (and the picker shows it)."""
     if st.is_median:
         return "1 (median host)"
     if st.ratio is None:
         return "—"
-    ci = "" if st.ci95_low is None else f" [{num(st.ci95_low, 3)}, {num(st.ci95_high, 3)}]"
-    return f"{num(st.ratio, 3)}{ci}"
+    if st.ratio_low is None:
+        return num(st.ratio, 3) + (f" (no interval: {cell(st.verdict_note)})" if st.verdict_note else "")
+    return f"{num(st.ratio, 3)} [{num(st.ratio_low, 3)}, {num(st.ratio_high, 3)}]"
+
+
+def _side_text(st: Any, d: int) -> str:
+    """A host's side as `invoke compare` writes one: the value ± the spread between its runs (one run:
+    its own stddev), how many runs and repetitions."""
+    runs = f"between {st.runs} runs (n={st.n})" if st.runs > 1 else f"(1 run, n={st.n})"
+    return f"{num(st.mean, d)} ± {num(st.spread, d)} {runs}"
 
 
 def _picker(data: dict[str, Any]) -> str:
@@ -196,8 +205,8 @@ def host_vs_host_page(docs: list[RunRecord]) -> str:
            "test and requested settings; only the host differs). Pick two hosts to compare them on every workload both "
            "ran; below, each workload ranks every host that ran it against the fleet's median host.", "",
            _picker(fleet.picker_data(wls, host_docs)), "",
-           "The picker compares each host's newest run of a workload by its repetitions (the method below); "
-           "`invoke compare -b host=A -c host=B` compares every run of each side, the run as the unit.", ""]
+           "The picker and the tables below compare hosts as `invoke compare -b host=A -c host=B` does, with the run "
+           "as the unit: every run of each host counts (the method is below the tables).", ""]
     alone = sorted(set(host_docs) - sharing)
     if alone:
         out += [f"{len(alone):,} host(s) ran nothing another host ran: " + ", ".join(code(h) for h in alone[:50])
@@ -210,15 +219,13 @@ def host_vs_host_page(docs: list[RunRecord]) -> str:
         best = w.standings[0]
         # raw HTML (<summary>): text through as_text, which Markdown leaves as it is (cell()'s backslashes would show)
         summary = (f"{as_text(w.label)} · {len(w.standings):,} hosts · median host {code(w.median.host_id)} "
-                   f"{num(w.median.summary.mean, d)} {as_text(m.unit)} · best {code(best.host_id)} "
-                   f"{num(best.summary.mean, d)} {as_text(m.unit)}")
+                   f"{num(w.median.mean, d)} {as_text(m.unit)} · best {code(best.host_id)} "
+                   f"{num(best.mean, d)} {as_text(m.unit)}")
         rows = []
         for st in w.standings:
-            s = st.summary
-            verdict = st.verdict
-            rows.append([cell(st.rank_label), code(st.host_id),
-                         link(f"{num(s.mean, d)} ± {num(s.stddev, d)} (n={s.n})", run_link(st.run_id)),
-                         ci_cell(s.ci95_low, s.ci95_high, d), _ratio_text(st), cell(verdict)])
+            rows.append([cell(st.rank_label), code(st.host_id), link(_side_text(st, d), run_link(st.run_id)),
+                         ci_cell(st.ci95_low, st.ci95_high, d, None if st.ci95_low is not None else st.interval_note),
+                         _ratio_text(st), cell(st.verdict)])
         body = table(["rank", "host", f"{cell(m.label)} ({cell(m.unit)}, {'higher' if m.higher_is_better else 'lower'} is better)",
                       "CI95", "÷ median host [CI95]", "verdict vs median host"], rows, ["r", "l", "r", "r", "r", "l"])
         settings = _settings(w.requested)
@@ -238,7 +245,8 @@ def verdict_rules() -> str:
 
     items = [
         "**The run is the unit.** Two processes of the same build on a shared machine differ by more than the "
-        "repetitions inside one suggest, so history, `invoke compare`, leaderboards and roles compare *runs*: "
+        "repetitions inside one suggest, so history, `invoke compare`, Host vs host, leaderboards and roles compare "
+        "*runs*: "
         "a side measured in two or more runs contributes the spread between its runs (a t interval on the log "
         "of its run means, the ratio of geometric means); a side measured once is widened by the host's "
         "run-to-run noise for that kind of test, or has no interval (and says so) where that noise was never "

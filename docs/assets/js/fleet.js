@@ -1,8 +1,11 @@
 // Host vs host: compare any two hosts in the browser, from the data the page carries
-// (#almanac-fleet-data, written by pipelines/site/history_pages.py). No network: the data is inline.
-// The comparison is core.stats.compare_summaries: ratio B / A of the means, CI95 on the log scale
-// with Welch-Satterthwaite degrees of freedom, verdict from B's side (the interval above 1 is a win
-// where higher is better). Every value from an artifact reaches the page through textContent.
+// (#almanac-fleet-data, written by pipelines/site/history_pages.py from pipelines.host_vs_fleet.picker_data).
+// No network: the data is inline. The run is the unit, as in `invoke compare -b host=A -c host=B`: each
+// host's side of a workload is its side estimate (core.stats.side_estimate: the log of the geometric mean
+// of its run means, the variance of that log mean and its degrees of freedom), and two sides combine as
+// core.stats.combine_sides does: ratio B / A, CI95 on the log scale with the variances added and
+// Welch-Satterthwaite degrees of freedom, verdict from B's side (the interval above 1 is a win where
+// higher is better). Every value from an artifact reaches the page through textContent.
 (function () {
   "use strict";
 
@@ -13,7 +16,10 @@
     return e;
   }
 
-  // -- Student's t quantile: the regularized incomplete beta (continued fraction), then bisection --
+  // -- Student's t quantile at 0.975 for any df >= 1, fractional ones included (Welch-Satterthwaite gives
+  // them): P(T > t) = 0.025 solved by bisection on the regularized incomplete beta (continued fraction).
+  // No table, no rounding of df: tests/test_host_vs_fleet.py checks it against scipy within 1e-6 for df
+  // from 1 to 1e6, so the picker's interval is core.stats.t_critical's. --
   function lgamma(x) {
     var c = [676.5203681218851, -1259.1392167224028, 771.32342877765313, -176.61502916214059,
              12.507343278686905, -0.13857109526572012, 9.9843695780195716e-6, 1.5056327351493116e-7];
@@ -60,24 +66,31 @@
     return (lo + hi) / 2;
   }
 
-  // a, b: [n, mean, stddev]; the same arithmetic as core.stats.compare_summaries
-  function compare(a, b, hib) {
-    var na = a[0], ma = a[1], sa = a[2], nb = b[0], mb = b[1], sb = b[2];
-    if (!na || !nb || ma === null || mb === null || ma <= 0 || mb <= 0) {
-      return { ratio: (ma && mb !== null) ? mb / ma : null, lo: null, hi: null, verdict: "insufficient data" };
+  // a, b: side estimates {lm, v, df, method, why}; the same arithmetic as core.stats.combine_sides
+  var NO_POSITIVE = "no positive run means on a side";
+  function combine(a, b, hib) {
+    if (a.lm === null || b.lm === null) {
+      return { ratio: null, lo: null, hi: null, verdict: "insufficient data", method: "runs", note: NO_POSITIVE };
     }
-    var ratio = mb / ma;
-    if (na < 2 || nb < 2 || sa === null || sb === null) return { ratio: ratio, lo: null, hi: null, verdict: "insufficient data" };
-    var ra = sa * sa / na / (ma * ma), rb = sb * sb / nb / (mb * mb), se = Math.sqrt(ra + rb), lo, hi;
+    var ratio = Math.exp(b.lm - a.lm), sides = [a, b];
+    for (var i = 0; i < 2; i++) {
+      if (sides[i].v === null || sides[i].df === null) {
+        return { ratio: ratio, lo: null, hi: null, verdict: "insufficient data", method: "runs", note: sides[i].why || "" };
+      }
+    }
+    var method = (a.method === "runs" && b.method === "runs") ? "runs" : "runs + host noise";
+    var se = Math.sqrt(a.v + b.v), lo, hi;
     if (se === 0) { lo = hi = ratio; } else {
-      var den = ra * ra / (na - 1) + rb * rb / (nb - 1);
-      var df = den > 0 ? (ra + rb) * (ra + rb) / den : na + nb - 2;
+      var den = a.v * a.v / a.df + b.v * b.v / b.df;
+      var df = den > 0 ? (a.v + b.v) * (a.v + b.v) / den : a.df + b.df;
       var t = tCritical(df);
       lo = ratio * Math.exp(-t * se); hi = ratio * Math.exp(t * se);
     }
     var verdict = lo > 1 ? (hib ? "win" : "loss") : (hi < 1 ? (hib ? "loss" : "win") : "within noise");
-    return { ratio: ratio, lo: lo, hi: hi, verdict: verdict };
+    return { ratio: ratio, lo: lo, hi: hi, verdict: verdict, method: method, note: "" };
   }
+  // for the tests (tests/test_host_vs_fleet.py checks both against scipy and core.stats)
+  window.almanacFleet = { tCritical: tCritical, combine: combine };
 
   function fmt(v, d) {
     if (v === null || v === undefined || !isFinite(v)) return "—";
@@ -102,10 +115,18 @@
     var data = JSON.parse(dataEl.textContent);
     var root = box.dataset.root || "";
     var hosts = data.hosts;
-    // per host: workload index -> [n, mean, sd, run id]
+    // per host: workload index -> its side estimate and what the page shows beside it (fields: data.fields)
+    var F = {};
+    data.fields.forEach(function (name, i) { F[name] = i; });
     var byHost = hosts.map(function () { return {}; });
     data.workloads.forEach(function (w, wi) {
-      w.values.forEach(function (v) { byHost[v[0]][wi] = [v[1], v[2], v[3], v[4], v[5]]; });
+      w.values.forEach(function (v) {
+        byHost[v[F.host]][wi] = {
+          lm: v[F.log_mean], v: v[F.var], df: v[F.df], runs: v[F.runs], method: data.methods[v[F.method]],
+          why: v[F.why] === null ? null : data.why[v[F.why]], n: v[F.n], spread: v[F.spread], id: v[F.run_id],
+          rank: v[F.rank]
+        };
+      });
     });
     var MEDIAN = "median";  // host A may be "the median host of each workload": B against the fleet
 
@@ -153,7 +174,7 @@
       data.workloads.forEach(function (w, wi) {
         var b = byHost[ib][wi], a = fleet ? byHost[w.median][wi] : byHost[ia][wi];
         if (!a || !b) return;
-        var c = (fleet && w.median === ib) ? { ratio: 1, lo: null, hi: null, verdict: "median host" } : compare(a, b, w.hib);
+        var c = (fleet && w.median === ib) ? { ratio: 1, lo: null, hi: null, verdict: "median host", note: "" } : combine(a, b, w.hib);
         rows.push({ w: w, a: a, b: b, c: c });
       });
       if (!rows.length) {
@@ -175,16 +196,19 @@
         wd.appendChild(el("br"));
         wd.appendChild(el("small", null, r.w.metric + " (" + r.w.unit + ", " + (r.w.hib ? "higher" : "lower") + " is better)"));
         tr.appendChild(wd);
-        [r.a, r.b].forEach(function (v) {
+        [r.a, r.b].forEach(function (v) {  // as `invoke compare` writes a side
           var td = el("td", { "class": "almanac-num" });
-          td.appendChild(runLink(v[3], fmt(v[1], d) + " ± " + fmt(v[2], d) + " (n=" + v[0] + ")"));
+          var value = v.lm === null ? "—" : fmt(Math.exp(v.lm), d);
+          td.appendChild(runLink(v.id, value + " ± " + fmt(v.spread, d) +
+            (v.runs > 1 ? " between " + v.runs + " runs (n=" + v.n + ")" : " (1 run, n=" + v.n + ")")));
           tr.appendChild(td);
         });
-        var ratio = r.c.verdict === "median host" ? "1 (median host)" : r.c.ratio === null ? "—" : fmt(r.c.ratio, 3) + (r.c.lo === null ? "" : " [" + fmt(r.c.lo, 3) + ", " + fmt(r.c.hi, 3) + "]");
+        var ratio = r.c.verdict === "median host" ? "1 (median host)" : r.c.ratio === null ? "—" : fmt(r.c.ratio, 3) +
+          (r.c.lo === null ? (r.c.note ? " (no interval: " + r.c.note + ")" : "") : " [" + fmt(r.c.lo, 3) + ", " + fmt(r.c.hi, 3) + "]");
         tr.appendChild(el("td", { "class": "almanac-num" }, ratio));
         var cls = r.c.verdict === "win" ? "almanac-verdict-win" : (r.c.verdict === "loss" ? "almanac-verdict-loss" : "almanac-verdict-noise");
         var vd = el("td"); vd.appendChild(el("span", { "class": cls }, r.c.verdict)); tr.appendChild(vd);
-        tr.appendChild(el("td", { "class": "almanac-num" }, r.b[4] + " of " + r.w.values.length));
+        tr.appendChild(el("td", { "class": "almanac-num" }, r.b.rank + " of " + r.w.values.length));
         tb.appendChild(tr);
       });
       t.appendChild(tb);
