@@ -256,9 +256,28 @@ def all(c, matrix=ALL_MATRICES):  # noqa: A001 - the task is called `all`
     fetch(c)
     for name in [m.strip() for m in matrix.split(",") if m.strip()]:
         bench(c, matrix=name)
+    _ensure_noise(c)
     validate(c)
     _build_site(c, "site", if_changed=True)  # nothing new (no input changed): the site already built stays
     _where_this_host_stands()
+
+
+NOISE_RUNS_FIRST = 3  # the short A/A `invoke all` runs once on a host with no run-to-run noise estimate
+
+
+def _ensure_noise(c) -> None:
+    """A fresh host has one run of everything, so no spread between runs: its single runs would have no
+    interval and no rank beside the fleet. Once per host, a short A/A (`invoke noise --runs 3`) gives it one."""
+    from pipelines import noise as noise_mod
+    from pipelines.runs import load_runs
+    from runtime.hosts import fingerprint
+
+    hid = fingerprint.host_id(fingerprint.fingerprint())
+    missing = noise_mod.missing_classes(load_runs(), hid, ("rate:pp", "rate:tg"))
+    if missing:
+        print(f"no run-to-run noise estimate for this host yet ({', '.join(missing)}): "
+              f"a short A/A of {NOISE_RUNS_FIRST} runs (`invoke noise` measures a longer one)", flush=True)
+        noise_task.body(c, runs=NOISE_RUNS_FIRST, budget=300.0)
 
 
 def _where_this_host_stands() -> None:

@@ -96,3 +96,10 @@ def host_noise(docs: list[Any], noise_docs: list[Any] | None = None) -> dict[tup
 
 def noise_for(table: dict[tuple[str, str], stats.RunNoise], r: RunRecord) -> stats.RunNoise | None:
     return table.get((r.host_id, noise_mod.noise_class(r.test)))
+
+
+def missing_classes(docs: list[Any], host_id: str, classes: tuple[str, ...], noise_docs: list[Any] | None = None) -> list[str]:
+    """The kinds of test among ``classes`` for which ``host_id`` has no run-to-run noise estimate
+    (from the history of ``docs`` or a noise artifact: ``noise_docs``, default those of the data folder)."""
+    table = host_noise(list(docs), noise_docs)
+    return [c for c in classes if (host_id, c) not in table]

@@ -193,6 +193,20 @@ def test_one_run_a_side_needs_the_host_noise():
     assert c.verdict == "loss"  # 4% apart against 1% noise a run
 
 
+def test_invoke_all_measures_noise_only_for_a_host_without_an_estimate():
+    # a fresh host: one run of each reference test, no spread between runs, no noise artifact
+    a = run(tight(500), test={**TG, "name": "pp64", "n_prompt": 64, "n_gen": 0})
+    b = run(tight(60), minutes=1, test={**TG, "name": "tg32", "n_gen": 32})
+    assert noise.missing_classes([a, b], HOST["id"], ("rate:pp", "rate:tg"), []) == ["rate:pp", "rate:tg"]
+    nz = {"artifact": "noise", "host": HOST, "created": "2026-03-01T00:00:00+00:00", "id": "x",
+          "estimates": {"rate:tg": {"sigma": 0.01, "df": 2, "runs": 3, "groups": 1},
+                        "rate:pp": {"sigma": 0.02, "df": 2, "runs": 3, "groups": 1}}}
+    assert noise.missing_classes([a, b], HOST["id"], ("rate:pp", "rate:tg"), [nz]) == []
+    # a second run of one configuration is history enough for its kind of test
+    again = run(tight(61, seed=3), minutes=2, test={**TG, "name": "tg32", "n_gen": 32})
+    assert noise.missing_classes([a, b, again], HOST["id"], ("rate:pp", "rate:tg"), []) == ["rate:pp"]
+
+
 def test_host_noise_pools_the_history_and_the_noise_artifact():
     docs = [run(tight(m, seed=i), minutes=i) for i, m in enumerate([500, 510, 490])]  # one configuration, three runs
     docs += [run(tight(m, seed=5 + i), minutes=5 + i, test={**TG, "name": "tg32", "n_gen": 32}) for i, m in enumerate([50, 52])]
