@@ -1,7 +1,7 @@
 """How long the reference workload takes on this host (issue 19: "`invoke all` measures it in
 <= 3 minutes on a 2-core VM"; the README quotes the figure).
 
-    flock -x /tmp/almanac-cpu.lock python3 benchmarks/reference_time.py [--fresh-synthetic] [--with-default]
+    flock -x /tmp/almanac-cpu.lock python3 benchmarks/reference_time.py [--fresh-synthetic] [--with-default] [--with-noise]
 
 Runs data/matrices/reference.yaml through the real runner in a temporary data dir (nothing is
 written to data/), then prints each configuration's samples, CI95 half-width, why it stopped and
@@ -29,12 +29,13 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--with-default", action="store_true", help="run default.yaml first, as `invoke all` does")
     ap.add_argument("--fresh-synthetic", action="store_true", help="generate the synthetic model anew (timed)")
+    ap.add_argument("--with-noise", action="store_true", help="then the short noise A/A `invoke all` runs once on a new host")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="almanac-refbench-") as td:
         d = Path(td) / "data"
         (d / "matrices").mkdir(parents=True)
         shutil.copy(ROOT / "data" / "models.yaml", d / "models.yaml")
-        for name in ("default", "reference"):
+        for name in ("default", "reference", "noise"):
             shutil.copy(ROOT / "data" / "matrices" / f"{name}.yaml", d / "matrices")
         os.environ["ALMANAC_DATA"] = str(d)
         if args.fresh_synthetic:  # a cache of its own, the embedded model's files linked in
@@ -77,8 +78,19 @@ def main() -> None:
                   f"±{half:5.2f}%  stop={getattr(p, 'stop_reason', None) or getattr(p, 'reason', '?')}  "
                   f"wall {r.resources.wall_s:6.1f} s  {r.status}")
         print(f"reference matrix: {total:.1f} s ({len(report.measured)} measured, {len(report.skipped)} already "
-              f"measured, {len(report.failed)} failed); with generation {total + t_gen:.1f} s; "
-              f"on {os.cpu_count()} logical cores; load average after: {os.getloadavg()}")
+              f"measured, {len(report.failed)} failed); with generation {total + t_gen:.1f} s")
+        t_noise = 0.0
+        if args.with_noise:  # what `invoke all` adds once on a host without a run-to-run noise estimate
+            import tasks
+            from runtime.execution import noise as noise_run
+
+            t0 = time.perf_counter()
+            noise_run.run_noise(tasks.NOISE_RUNS_FIRST, 300.0)
+            t_noise = time.perf_counter() - t0
+            print(f"first noise A/A ({tasks.NOISE_RUNS_FIRST} runs): {t_noise:.1f} s")
+        print(f"all measured steps: {t_gen + t_default + total + t_noise:.1f} s (generation {t_gen:.1f}, default "
+              f"{t_default:.1f}, reference {total:.1f}, noise {t_noise:.1f}); on {os.cpu_count()} logical cores; "
+              f"load average after: {os.getloadavg()}")
 
 
 if __name__ == "__main__":
