@@ -149,6 +149,19 @@ def test_the_reference_chart_is_a_valid_vega_lite_spec_with_every_host(recs):
     assert len(spec["vconcat"]) == 2  # decode and prefill panels
 
 
+def test_the_reference_chart_samples_a_large_fleet_evenly(recs, monkeypatch):
+    b = _ref(recs)
+    assert len(b.rows) >= 3
+    monkeypatch.setattr(fleet_pages, "CHART_HOSTS", 2)
+    shown = fleet_pages.chart_sample(b)
+    assert [r.host_id for r in shown] == [b.rows[0].host_id, b.rows[-1].host_id]  # the first and the last
+    fig = fleet_pages.reference_chart(b)
+    spec = json.loads(re.search(r'<script type="application/json" id="chart-[0-9a-f]+-spec">(.*?)</script>', fig)
+                      .group(1).replace("\\u003c", "<").replace("\\u003e", ">").replace("\\u0026", "&"))
+    hosts = {v["host"] for vals in spec["datasets"].values() for v in vals}
+    assert len(hosts) == 2 and f"2 of the board's {len(b.rows)} rows" in fig
+
+
 def test_artifact_text_is_escaped_on_the_leaderboard(recs):
     import copy
 

@@ -237,12 +237,27 @@ def _panel(t: str) -> str:
     return f"{TEST_WORDS.get(t, t)} ({t})"
 
 
+CHART_HOSTS = 40  # rows a reference chart draws at most (30 px each); the board below it lists every host
+
+
+def chart_sample(board: fleet.WorkloadBoard) -> list[fleet.Row]:
+    """The board's rows the chart draws: all of them up to CHART_HOSTS, else CHART_HOSTS spread evenly
+    over the board's order (the first and the last included), so the chart shows the fleet's range at a
+    readable height and the page stays small at hundreds of hosts."""
+    rows = list(board.rows)
+    if len(rows) <= CHART_HOSTS:
+        return rows
+    k = CHART_HOSTS
+    picks = sorted({round(i * (len(rows) - 1) / (k - 1)) for i in range(k)})
+    return [rows[i] for i in picks]
+
+
 def _chart_rows(board: fleet.WorkloadBoard) -> list[dict[str, Any]]:
     from pipelines import dataset
 
     json_of = dataset.published_json()
     rows = []
-    for row in board.rows:
+    for row in chart_sample(board):
         for t in board.tests:
             c = row.cells.get(t)
             if c is None:
@@ -260,7 +275,8 @@ def reference_chart(board: fleet.WorkloadBoard) -> str:
         return ""
     df = pd.DataFrame(rows)
     unit = board.metrics[board.tests[-1]].unit
-    order = [_chart_label(board, r) for r in board.rows]
+    shown = chart_sample(board)
+    order = [_chart_label(board, r) for r in shown]
     panels = []
     for t in reversed(board.tests):  # decode first: the figure readers look for
         sub = df[df["panel"] == _panel(t)]
@@ -278,9 +294,13 @@ def reference_chart(board: fleet.WorkloadBoard) -> str:
                                                    x2="ci95_high:Q")
         panels.append((rule + dots).properties(width="container", height=max(60, 30 * sub["host"].nunique()),
                                                title=f"{TEST_WORDS.get(t, t)} ({t})"))
-    chart = alt.vconcat(*panels).properties(title=f"{board.model}: every host")
+    every = len(shown) == len(board.rows)
+    chart = alt.vconcat(*panels).properties(title=f"{board.model}: " + ("every host" if every else
+                                                                         f"{len(shown)} of {len(board.rows)} hosts"))
+    sample = "" if every else (f" {len(shown)} of the board's {len(board.rows)} rows, evenly spaced in its order (the "
+                               "first and the last included); the board lists every host.")
     return charts.embed(chart, caption=f"{as_text(board.model)}: decode and prefill per host (mean, CI95 bar; log "
-                                       "scale); click a dot for its artifact's JSON.")
+                                       "scale); click a dot for its artifact's JSON." + sample)
 
 
 def _fmt_ratio(x: float | None) -> str:
