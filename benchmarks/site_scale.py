@@ -6,7 +6,7 @@ set itself; copy c > 0 of an artifact gets a host other than the committed ones 
 HOSTS variants of its host), a model other than the committed ones (one of MODELS variants:
 name and file hash), a distinct key and id (every copy is a configuration of its own, as a
 nightly run with a new build is), and a date c days earlier, and is validated against its schema before it is written. Projection and decision records are
-not copied (they summarise a host's runs; the originals stay).
+not copied, nor are noise estimates (they summarise a host's runs; the originals stay).
 
 It then builds the site from that folder (ALMANAC_DATA) twice: cold (empty validation cache)
 and warm (the cache the first build left: a repeated build), reporting wall seconds and the
@@ -229,9 +229,9 @@ def committed() -> list[dict[str, Any]]:
 def make_data(dest: Path, n: int, base: list[dict[str, Any]]) -> int:
     """The project's inputs plus ``n`` artifacts (committed ones first, then copies)."""
     shutil.copytree(ROOT / "data", dest, ignore=lambda d, names: [x for x in names if Path(d) == ROOT / "data" and x in ARTIFACT_DIRS])
-    # projections and go/no-go decisions summarise a host's own runs (and name the host by id only): the
-    # originals stay, copies are of the measurements
-    copyable = [d for d in base if d["artifact"] not in ("projection", "decision") and isinstance(d.get("host"), dict)]
+    # the measurements and host fingerprints are copied; projections, go/no-go decisions and noise
+    # estimates summarise a host's own runs: the originals stay
+    copyable = [d for d in base if d["artifact"] in ("run", "quality", "perplexity", "host") and isinstance(d.get("host"), dict)]
     written = 0
     for d in base:  # copy 0: the committed set as it is
         if written >= n:
