@@ -463,10 +463,11 @@ def backends_section(docs: list[RunRecord]) -> str:
     return "\n".join(out)
 
 
-def _when(created: str) -> str:
-    """When a run was made, to the minute, in UTC."""
+def _when(created: str, seconds: bool = False) -> str:
+    """When a run was made, to the minute (or the second), in UTC."""
     t = datetime.fromisoformat(created)
-    return (t if t.tzinfo else t.replace(tzinfo=timezone.utc)).astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    fmt = "%Y-%m-%d %H:%M:%S UTC" if seconds else "%Y-%m-%d %H:%M UTC"
+    return (t if t.tzinfo else t.replace(tzinfo=timezone.utc)).astimezone(timezone.utc).strftime(fmt)
 
 
 def _shown(v: Any) -> str:
@@ -517,10 +518,19 @@ def comparisons_page(docs: list[RunRecord]) -> str:
     for ids in alike.values():
         if len(ids) > 1:
             apart.update(serving.set_apart([by_id[i] for i in ids]))
+    # alike runs made within one minute (a sweep's points) are told apart to the second, and by id beyond that
+    created = {g[0]["candidate_id"]: g[0]["candidate_created"] for g in groups}
+    stamp: dict[str, str] = {}
+    for ids in alike.values():
+        minutes = [_when(created[i]) for i in ids]
+        precise = len(set(minutes)) < len(minutes)
+        texts = [_when(created[i], seconds=precise) for i in ids]
+        for i, t in zip(ids, texts):
+            stamp[i] = t if texts.count(t) == 1 else f"{t} · {i}"
     for heading, group in zip(headings, groups):
         r = group[0]
         others = len(alike[heading]) - 1
-        out += [f"## {heading}" + (f" · {cell(_when(r['candidate_created']))}" if others else ""), ""]
+        out += [f"## {heading}" + (f" · {cell(stamp[r['candidate_id']])}" if others else ""), ""]
         if others:
             out += [_set_apart_line(apart[r["candidate_id"]], others), ""]
         out += [f"Request {code(r['workload'])}; output tokens per request {num(r['baseline_tokens'], 1)} in process, "
