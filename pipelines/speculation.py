@@ -96,15 +96,14 @@ def moe_speculation_findings(cells: list[MoeSpecCell]) -> list[str]:
                      key=lambda c: c.vs_baseline["ratio"], default=None)
     if best_plain and best_combo:
         better = best_combo.vs_baseline["ratio"] > best_plain.vs_baseline["ratio"]
+        # a speed statement: where the fastest combination fails the Optimization page's rule, say so here too
+        failed = ", ".join(k for k, _ in opt.point_failures(best_combo.point, "moe-speculation"))
         lines.append(
             f"Fastest combination: {best_combo.experts} experts with {MODE_TITLES[best_combo.mode]} at "
             f"{best_combo.vs_baseline['ratio']:.2f}x the baseline; fastest expert reduction alone: {best_plain.experts} "
-            f"experts at {best_plain.vs_baseline['ratio']:.2f}x" + (" (the combination is ahead" if better
-                                                                     else " (speculation adds nothing on top")
-            # a speed statement: where the fastest combination fails the Optimization page's rule, say so here too
-            + "".join(f"; the fastest combination is a failed approach there: {what}"
-                      for what in [", ".join(k for k, _ in opt.point_failures(best_combo.point, "moe-speculation"))] if what)
-            + ").")
+            f"experts at {best_plain.vs_baseline['ratio']:.2f}x"
+            + (" (the combination is ahead" if better else " (speculation adds nothing on top")
+            + (f"; the fastest combination is a failed approach there: {failed}" if failed else "") + ").")
     broken = [c for c in cells if c.lossless_vs_plain is not None and not c.lossless_vs_plain["identical"]]
     if broken:
         lines.append("Not lossless: " + "; ".join(

@@ -252,12 +252,12 @@ def chart_sample(board: fleet.WorkloadBoard) -> list[fleet.Row]:
     return [rows[i] for i in picks]
 
 
-def _chart_rows(board: fleet.WorkloadBoard) -> list[dict[str, Any]]:
+def _chart_rows(board: fleet.WorkloadBoard, shown: list[fleet.Row]) -> list[dict[str, Any]]:
     from pipelines import dataset
 
     json_of = dataset.published_json()
     rows = []
-    for row in chart_sample(board):
+    for row in shown:
         for t in board.tests:
             c = row.cells.get(t)
             if c is None:
@@ -270,12 +270,12 @@ def _chart_rows(board: fleet.WorkloadBoard) -> list[dict[str, Any]]:
 def reference_chart(board: fleet.WorkloadBoard) -> str:
     """Decode and prefill of one reference model on every host: dots at the mean with CI95 rules,
     log scale (a GPU and a 2-core VM differ a hundredfold), one panel per test."""
-    rows = _chart_rows(board)
+    shown = chart_sample(board)
+    rows = _chart_rows(board, shown)
     if not rows:
         return ""
     df = pd.DataFrame(rows)
     unit = board.metrics[board.tests[-1]].unit
-    shown = chart_sample(board)
     order = [_chart_label(board, r) for r in shown]
     panels = []
     for t in reversed(board.tests):  # decode first: the figure readers look for

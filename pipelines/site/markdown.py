@@ -283,7 +283,7 @@ _PIPE_TABLE = re.compile(r"(?m)^\| .*\|\n\| (?::--|--:|:-:)(?: \| (?::--|--:|:-:
 _LINK = re.compile(r"\[((?:\\.|[^\]\\])*)\]\(([^()\s]*)\)")
 _BOLD = re.compile(r"(?<!\\)\*\*((?:\\.|[^*\\])+?)(?<!\\)\*\*")
 _UNSURE = re.compile(r"(?<!\\)[`*\[\]]|(?<![\w\\])_|(?<!\\)_(?!\w)|<(?![a-zA-Z/!])|^\s*[#>+-] ")  # intraword _ is text
-_ALIGN = {":--": "left", "--:": "right", ":-:": "center"}
+_ALIGN_CLASS = {"--:": "r", ":-:": "c"}  # a table() separator -> the cell's class in almanac.css (left is the default)
 
 
 class _Unsure(Exception):
@@ -331,9 +331,6 @@ def _split_row(line: str) -> list[str]:
     return line[2:-2].split(" | ") if line.endswith(" |") else line[2:-1].split(" | ")
 
 
-_ALIGN_CLASS = {"right": "r", "center": "c"}  # left is a table cell's default
-
-
 def _table_html(block: str, href: Any) -> str | None:
     lines = block.rstrip("\n").split("\n")
     head, sep, body = _split_row(lines[0]), _split_row(lines[1]), [_split_row(ln) for ln in lines[2:]]
@@ -341,7 +338,7 @@ def _table_html(block: str, href: Any) -> str | None:
         return None
     # alignment as a short class (almanac.css), left as the default: a fleet's boards have thousands of
     # cells, and an inline style on each was a third of the Leaderboard's bytes
-    style = [f' class="{_ALIGN_CLASS[_ALIGN[a.strip()]]}"' if _ALIGN.get(a.strip()) in _ALIGN_CLASS else "" for a in sep]
+    style = [f' class="{_ALIGN_CLASS[a.strip()]}"' if a.strip() in _ALIGN_CLASS else "" for a in sep]
     try:
         out = ["<table>", "<thead>", "<tr>"]
         out += [f"<th{st}>{_cell_html(c.strip(), href)}</th>" for c, st in zip(head, style)]
