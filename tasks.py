@@ -282,13 +282,13 @@ def _ensure_noise(c) -> None:
 
 def _where_this_host_stands() -> None:
     """The last lines of `invoke all`: this host on the Leaderboard's reference boards, beside whom."""
-    from pipelines import fleet, hostnames
+    from pipelines import facts, hostnames
     from pipelines.runs import load_runs
     from runtime.hosts import fingerprint
 
     hid = fingerprint.host_id(fingerprint.fingerprint())
     runs = load_runs()
-    lines = fleet.host_summary(runs, hid)
+    lines = facts.host_summary(facts.of(runs), hid)
     print(f"this host: {hostnames.label(runs, hid)} ({hid})")
     for line in lines or ["not on a reference board yet (no reference row measured here)"]:
         print("  " + line)

@@ -31,39 +31,7 @@ def _val(v: Any) -> Any:
     return None if v is None or (isinstance(v, float) and pd.isna(v)) else v
 
 
-def hosts_table(docs: list[RunRecord]) -> str:
-    hosts: dict[str, dict[str, Any]] = {}
-    counts: Counter[str] = Counter()
-    for d in records(docs):
-        hosts[d.host_id] = d.host
-        counts[d.host_id] += 1
-    rows = []
-    for hid, h in sorted(hosts.items()):
-        gpus = ", ".join(g["name"] for g in h.get("gpus", [])) or "none"
-        rows.append([code(hid), cell(h["cpu"]["model"]),
-                     cell(f'{h["cpu"]["physical_cores"]} / {h["cpu"]["logical_cores"]}'),
-                     nbytes(h["memory_bytes"]), cell(gpus), cell(" ".join(h["cpu"].get("flags", []))), num(counts[hid], 0)])
-    return table(["host", "CPU", "cores (phys / logical)", "RAM", "GPUs", "CPU flags", "runs"], rows,
-                 ["l", "l", "r", "r", "l", "l", "r"])
-
-
 HOME_REGRESSIONS = 5  # newest regressions on the home page (all on the Regressions page)
-
-
-def headline_table(docs: list[RunRecord]) -> str:
-    """The best result of every board (host, workload, backend, test definition) on its headline metric."""
-    rows = []
-    for b in sorted(leaderboard.boards(docs), key=lambda b: (b.host_id, b.test, b.backend)):
-        recs = leaderboard.board_records(b)
-        if not recs:
-            continue
-        r, m = recs[0], b.metric
-        rows.append([code(b.host_id), code(b.test), code(b.backend), cell(m.label),
-                     link(f"{num(r['mean'], m.decimals)} {m.unit}", run_link(r["id"])),
-                     ci_cell(_val(r["ci95_low"]), _val(r["ci95_high"]), m.decimals, r["interval_note"]), num(r["n"], 0),
-                     cell(r["model"]) + (" " + SYNTHETIC_BADGE if r["synthetic"] else ""), num(len(recs), 0)])
-    return table(["host", "workload", "backend", "headline metric", "best", "CI95", "n", "model", "results"], rows,
-                 ["l", "l", "l", "l", "r", "r", "r", "l", "r"])
 
 
 def newest_regressions(docs: list[RunRecord], limit: int = HOME_REGRESSIONS) -> str:
@@ -72,7 +40,8 @@ def newest_regressions(docs: list[RunRecord], limit: int = HOME_REGRESSIONS) -> 
     from pipelines import hostnames
     from pipelines.site.history_pages import host_cell
 
-    steps = [st for st in history.all_steps(history.series(docs)) if st.verdict == "regression"][:limit]
+    steps = [st for st in history.all_steps(history.series(docs))
+             if st.verdict == "regression" and not st.variant][:limit]
     labels = hostnames.labels(docs)
     if not steps:
         return "No regression detected (see [Regressions](regressions.md) for the method)."
@@ -85,45 +54,6 @@ def newest_regressions(docs: list[RunRecord], limit: int = HOME_REGRESSIONS) -> 
                      f"{num(st.ci95_low, 3)} – {num(st.ci95_high, 3)}", cell(change or "—")])
     return table(["measured", "model", "test", "host", "change", "after/before CI95", "build change"], rows,
                  ["l", "l", "l", "l", "r", "r", "l"], downloads=False) + "\n\nAll of them, with the method: [Regressions](regressions.md)."
-
-
-def home(docs: list[RunRecord]) -> str:
-    """What a reader wants in ten seconds: when, the best result per host and workload, what got worse."""
-    from pipelines.site.corpus import corpus_section
-
-    if not docs:
-        return admonition("warning", "No data yet", "Run `invoke all` to measure the embedded model on this host.")
-    docs = records(docs)
-    latest = latest_per_key(docs)
-    ok = sum(1 for d in latest if d.ok)
-    failed = len(latest) - ok
-    newest: dict[str, str] = {}
-    for d in docs:
-        newest[d.host_id] = max(newest.get(d.host_id, ""), d.created)
-    per_host = ", ".join(f"{code(h)} {cell(t[:16].replace('T', ' '))}" for h, t in sorted(newest.items()))
-    parts = [
-        f"**Last measured:** {cell(last_updated(docs))} (newest artifact); per host: {per_host}  ",
-        f"**Artifacts:** {len(docs):,} on disk, {len(latest):,} current configurations "
-        f"({ok:,} measured, {failed:,} failed): browse them in [Runs](runs/index.md), download them from "
-        "[Open data](open-data.md).",
-        "",
-        "## Best result per host and workload",
-        "",
-        "The top of each [leaderboard](leaderboard.md) board: its headline metric with CI95 and n, linked to "
-        "the artifact.",
-        "",
-        headline_table(docs),
-        "",
-        "## Newest regressions",
-        "",
-        newest_regressions(docs),
-        "",
-        corpus_section(docs),
-        "## Hosts",
-        "",
-        hosts_table(latest),
-    ]
-    return "\n".join(parts)
 
 
 def _setting(v: Any) -> str:
