@@ -590,6 +590,11 @@ def pooled_side(means: Sequence[float], *, noise: RunNoise | None = None, fallba
                         "(invoke noise measures it)")
 
 
+def combined_method(a: str, b: str) -> str:
+    """What a comparison's interval rests on, from its two sides' (the same word when they agree)."""
+    return a if a == b else f"{a} / {b}"
+
+
 def combine_sides(baseline: SideEstimate, candidate: SideEstimate, higher_is_better: bool,
                   confidence: float = 0.95) -> Comparison:
     """candidate / baseline from two side estimates: the ratio of the geometric means, its CI on the
@@ -604,7 +609,7 @@ def combine_sides(baseline: SideEstimate, candidate: SideEstimate, higher_is_bet
         if side.var is None or side.df is None:
             return Comparison(ratio, None, None, "insufficient data", na, nb, "runs", side.why or "")
     va, dfa, vb, dfb = baseline.var, baseline.df, candidate.var, candidate.df
-    method = "runs" if baseline.method == candidate.method == "runs" else "runs + host noise"
+    method = combined_method(baseline.method, candidate.method)
     se = math.sqrt(va + vb)
     if se == 0:
         lo = hi = ratio

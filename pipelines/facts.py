@@ -305,7 +305,8 @@ class Facts:
         self.records = recs
         self.labels = hostnames.labels(recs)
         self.noise = noise_mod.host_noise(recs)
-        self.fleet_noise = _fleet_noise(self.noise)
+        hosts = {r.host_id for r in recs}
+        self.fleet_noise = _fleet_noise({k: v for k, v in self.noise.items() if k[0] in hosts})
         self._figures: dict[tuple[str, str], Figure | None] = {}
         groups: dict[str, list[RunRecord]] = {}
         for r in recs:

@@ -129,7 +129,7 @@ def picker_data(workloads_: list[Workload], hosts: dict[str, dict[str, Any]], la
             f = s.figure
             e = f.side
             why = None if e.why is None else whys.setdefault(e.why, len(whys))
-            vals.append([index[s.host_id], e.log_mean, e.var, e.df, e.runs, methods.setdefault(f.basis, len(methods)), why,
+            vals.append([index[s.host_id], e.log_mean, e.var, e.df, e.runs, methods.setdefault(e.method, len(methods)), why,
                          f.n, f.spread, f.newest_id, s.rank_label])
         wl.append({"label": w.label, "metric": w.metric.label, "unit": w.metric.unit, "hib": w.metric.higher_is_better,
                    "decimals": w.metric.decimals, "median": index[w.median.host_id], "values": vals})

@@ -205,7 +205,7 @@ def reproduce(doc: RunRecord) -> dict[str, str]:
 
 # -- points and sweeps ----------------------------------------------------------------------
 def _label(values: dict[str, Any]) -> str:
-    return ", ".join(f"{k}={v}" for k, v in values.items()) or "(defaults)"
+    return ", ".join(f"{k}={'null' if v is None else v}" for k, v in values.items()) or "(defaults)"
 
 
 def experts_requested(doc: RunRecord) -> int | None:

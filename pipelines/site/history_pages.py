@@ -43,6 +43,13 @@ def host_cell(labels: dict[str, str] | None, host_id: str) -> str:
     return f"{cell(label)}<br><small>{code(host_id)}</small>" if label and label != host_id else code(host_id)
 
 
+def build_value(field: str, v: Any) -> str:
+    """A build field's value in a change ("label: ordinary → threads-halved"): never a Python None."""
+    if v is None:
+        return "ordinary" if field == "label" else "—"
+    return str(v)
+
+
 def _step_rows(steps: list[history.Step], from_dir: str = "", labels: dict[str, str] | None = None) -> list[list[str]]:
     from pipelines.site import figures
 
@@ -51,7 +58,7 @@ def _step_rows(steps: list[history.Step], from_dir: str = "", labels: dict[str, 
         s = st.series
         before = ", ".join(link(p.id.split("-", 1)[-1], run_link(p.id, from_dir)) for p in st.before)
         after = ", ".join(link(p.id.split("-", 1)[-1], run_link(p.id, from_dir)) for p in st.after)
-        change = "; ".join(f"{k}: {v[0]} → {v[1]}" for k, v in st.build_change.items())
+        change = "; ".join(f"{k}: {build_value(k, v[0])} → {build_value(k, v[1])}" for k, v in st.build_change.items())
         eff = "; ".join(f"{k}: {json.dumps(v[0])} → {json.dumps(v[1])}" for k, v in st.settings_change.items())
         ratio = f"{num(st.ratio, 3)} [{num(st.ci95_low, 3)}, {num(st.ci95_high, 3)}]"
         if st.before_figure is not None and st.after_figure is not None:

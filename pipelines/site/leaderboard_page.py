@@ -21,13 +21,14 @@ from typing import Any
 import altair as alt
 import pandas as pd
 
-from core.metrics import METRICS
+from core.metrics import ENERGY_METRICS, METRICS
 from pipelines import facts as facts_mod
 from pipelines import ranking
 from pipelines.facts import PAIRED, Board, Facts, Row
+from pipelines.leaderboard import build_labels
 from pipelines.site import charts, figures
 from pipelines.site.markdown import (SYNTHETIC_BADGE, admonition, as_text, cell, code, endpoint_badge, fold, link, num,
-                                     prose, table)
+                                     run_link, table)
 
 PREFILL, DECODE = PAIRED
 TEST_WORDS = {PREFILL: "prefill", DECODE: "decode"}
@@ -56,13 +57,14 @@ def _method_text(row: Row) -> str:
     return "; ".join(dict.fromkeys(parts)) or "—"
 
 
-def setup_text(row: Row) -> str:
-    """What a row ran, in words: backend, build, settings as resolved (those not sized by the test), the
-    settings asked for, the method. Folded into the row (a <details> in the host cell)."""
+def setup_text(row: Row, build: str | None = None) -> str:
+    """What a row ran, in words: backend, build (``build``: the board's words for it, naming what tells it
+    apart from a build that reads alike), settings as resolved (those not sized by the test), the settings
+    asked for, the method. Folded into the row (a <details> in its last cell)."""
     g = row.any
     env = ", ".join(f"{k}={_setting(v)}" for k, v in sorted(g.environment.items()) if v is not None)
     asked = ", ".join(f"{k}={_setting(v)}" for k, v in sorted(g.requested.items()))
-    parts = [f"host id {g.host_id}", f"backend {g.backend}", f"build {g.build}"]
+    parts = [f"host id {g.host_id}", f"backend {g.backend}", f"build {build or g.build}"]
     if g.variant:
         parts.append(f"variant build {g.variant}")
     parts += [f"settings as resolved: {env or 'defaults'}", f"asked: {asked or 'defaults'}",
@@ -70,8 +72,8 @@ def setup_text(row: Row) -> str:
     return "; ".join(parts)
 
 
-def _setup_cell(row: Row) -> str:
-    return f'<details class="almanac-setup"><summary>setup</summary>{as_text(setup_text(row))}</details>'
+def _setup_cell(row: Row, build: str | None = None) -> str:
+    return f'<details class="almanac-setup"><summary>setup</summary>{as_text(setup_text(row, build))}</details>'
 
 
 def _host_cell(label: str, host_id: str, bi: int, ri: int, *, this_host: str | None, other: bool = False) -> str:
@@ -127,7 +129,10 @@ def board_markdown(board: Board, bi: int, *, this_host: str | None = None, folde
         headers += [f"{cell(TEST_WORDS.get(t, t))} {code(t)} ({cell(m.unit)}) · rank"]
     if scores:
         headers.append("score")
+    energy = energy_columns(board)
+    headers += [f"{cell(e.label)} {code(t)} ({cell(e.unit)})" for t, e in energy]
     headers.append("setup")
+    builds = dict(zip([r.key for r in board.rows], build_labels([(r.any.build, r.any.build_identity) for r in board.rows])))
     rows = []
     ri = 0
     for hr in board.hosts_rows:
@@ -140,10 +145,11 @@ def board_markdown(board: Board, bi: int, *, this_host: str | None = None, folde
             if scores:
                 line.append(_narrow("score: ")
                             + (_score_cell(scores.get(hr.host_id)) if j == 0 else "·"))
-            line.append(_setup_cell(row))
+            line += [_energy_cell(row, t, e) for t, e in energy]
+            line.append(_setup_cell(row, builds[row.key]))
             rows.append(line)
             ri += 1
-    align = ["l"] + ["r"] * len(tests) + (["r"] if scores else []) + ["l"]
+    align = ["l"] + ["r"] * len(tests) + (["r"] if scores else []) + ["r"] * len(energy) + ["l"]
     out += ['<div class="almanac-table-wrap" markdown="1">', "", table(headers, rows, align, max_rows=None), "",
             "</div>", ""]
     if chart and board.tests == list(PAIRED) and len(board.hosts) > 1 and not folded:
@@ -151,6 +157,35 @@ def board_markdown(board: Board, bi: int, *, this_host: str | None = None, folde
     if folded:
         out = [fold(f"{board.model} · {' + '.join(tests)} · {size}", "\n".join(out), "almanac-fold")]
     return "\n".join([f'<div class="almanac-board" data-b="{bi}" markdown="1">', "", *out, "</div>", ""])
+
+
+def energy_columns(board: Board) -> list[tuple[str, Any]]:
+    """(test, metric) of every energy per token some row of the board recorded (NVML on a GPU, RAPL on a CPU
+    where exposed): a column each, "not measured" where a row's host had no meter to read."""
+    out = []
+    for t in board.tests:
+        for name in ENERGY_METRICS:
+            if any(_energy_stat(r, t, name) is not None for r in board.rows):
+                out.append((t, METRICS[name]))
+    return out
+
+
+def _energy_stat(row: Row, test: str, metric: str) -> Any:
+    g = row.groups.get(test)
+    s = g.newest.stat(metric) if g is not None else None
+    return s if s is not None and s.mean is not None else None
+
+
+def _energy_cell(row: Row, test: str, m: Any) -> str:
+    """Energy per token of the row's newest run on a test, with its CI95 and n."""
+    if test not in row.groups:
+        return "—"
+    s = _energy_stat(row, test, m.name)
+    if s is None:
+        return "not measured"
+    ci = (f'<br><span class="almanac-ci">{num(s.ci95_low, m.decimals)} – {num(s.ci95_high, m.decimals)} · n {s.n}</span>'
+          if s.ci95_low is not None and s.ci95_high is not None else f'<br><span class="almanac-ci">n {s.n}</span>')
+    return _narrow(f"{m.label} {test} ({m.unit}): ") + link(num(s.mean, m.decimals), run_link(row.groups[test].newest.id)) + ci
 
 
 def _singles_table(singles: list[tuple[int, Board]], this_host: str | None) -> str:
@@ -314,5 +349,3 @@ def reference_chart(board: Board) -> str:
 def summary_lines(fx: Facts, host_id: str) -> list[str]:
     return facts_mod.host_summary(fx, host_id)
 
-
-__all__ = ["leaderboard_page", "board_markdown", "reference_chart", "host_page", "prose", "num", "METRICS"]

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from urllib.parse import quote
 from typing import Any
 
 import pandas as pd
@@ -19,12 +18,11 @@ from core.summary import Summary
 
 from pipelines import leaderboard, ranking
 from pipelines.runs import latest_per_key, last_updated, records
-from pipelines.site import charts
+from pipelines.site import charts, figures
 from pipelines.site.history_pages import STALE_BADGE
 from pipelines.site.markdown import (ROOT, SYNTHETIC_BADGE, admonition, as_text, cell, ci_cell, code, endpoint_badge, link, nbytes, num, run_json,
                                      run_link, table)
 
-BOARD_ROWS = 10  # results shown per board (table and chart); the downloads and the runs browser hold all
 
 
 def _val(v: Any) -> Any:
@@ -38,7 +36,7 @@ def newest_regressions(docs: list[RunRecord], limit: int = HOME_REGRESSIONS) -> 
     from pipelines import history
 
     from pipelines import hostnames
-    from pipelines.site.history_pages import host_cell
+    from pipelines.site.history_pages import build_value, host_cell
 
     steps = [st for st in history.all_steps(history.series(docs))
              if st.verdict == "regression" and not st.variant][:limit]
@@ -48,7 +46,7 @@ def newest_regressions(docs: list[RunRecord], limit: int = HOME_REGRESSIONS) -> 
     rows = []
     for st in steps:
         s = st.series
-        change = "; ".join(f"{k}: {v[0]} → {v[1]}" for k, v in st.build_change.items())
+        change = "; ".join(f"{k}: {build_value(k, v[0])} → {build_value(k, v[1])}" for k, v in st.build_change.items())
         rows.append([cell(st.after[0].created[:10]), cell(s.model), code(s.test), host_cell(labels, s.host_id),
                      link(f"{num(st.change_pct, 1)}%", run_link(st.after[0].id)),
                      f"{num(st.ci95_low, 3)} – {num(st.ci95_high, 3)}", cell(change or "—")])
@@ -90,15 +88,11 @@ def leaderboard_page(docs: list[RunRecord], boards: list[Any] | None = None) -> 
             facts.append("**Settings on every row:** " + cell(", ".join(f"{k}={_setting(v)}" for k, v in sorted(b.constant.items()))))
         out.append("  \n".join(facts) + "\n")
         recs = leaderboard.board_records(b)
-        if len(recs) > BOARD_ROWS:
-            out.append(f"Showing the best {BOARD_ROWS} of {len(recs):,} results in the table and the chart; every one is "
-                       f'in the table\'s downloads and in the <a href="{ROOT}runs/#host={quote(b.host_id)}&amp;test={quote(b.test)}">runs browser</a>.\n')
-            recs = recs[:BOARD_ROWS]
         build_cols = ["backend build"] if b.build_varies else []
         extra = [METRICS[c] for c in leaderboard.extra_columns(b)]  # e.g. energy per token, where measured
         headers = (["#", "model", "quant"] + build_cols + [code(k) for k in b.varying]
-                   + [f"{cell(m.label)} ({cell(m.unit)})", "± stddev (one run: its own; several: between runs)", "runs",
-                      "n", "CI95"]
+                   + [f"{cell(m.label)} ({cell(m.unit)}): figure, CI95, n", "± stddev (one run: its own; several: between runs)",
+                      "runs"]
                    + [f"{cell(x.label)} ({cell(x.unit)}) [CI95]" for x in extra] + ["source"])
         rows = []
         chart_rows = []
@@ -110,16 +104,15 @@ def leaderboard_page(docs: list[RunRecord], boards: list[Any] | None = None) -> 
                          + (" " + endpoint_badge(r["endpoint"]) if r["endpoint"] else ""),
                          cell(r["quantization"])] + ([cell(r["backend_build"])] if b.build_varies else [])
                         + [cell(_setting(r["settings"][k])) for k in b.varying] + [
-                         link(num(r["mean"], m.decimals), run_link(r["id"])) + (" " + STALE_BADGE if r["stale"] else ""),
-                         num(_val(r["stddev"]), m.decimals), num(r["runs"], 0),
-                         num(r["n"], 0), ci_cell(_val(r["ci95_low"]), _val(r["ci95_high"]), m.decimals, r["interval_note"])]
+                         figures.cell_html(r["figure"], stale=r["stale"]),
+                         num(_val(r["stddev"]), m.decimals), num(r["runs"], 0)]
                         + [_extra_cell(r["extra"].get(x.name), x) for x in extra]
                         + [link(r["id"], run_link(r["id"]))])
             chart_rows.append({"label": f"{r['rank_label']} {label}" + (" [synthetic]" if r["synthetic"] else ""),
                                "mean": r["mean"], "stddev": _val(r["stddev"]), "n": r["n"],
                                "ci95_low": _val(r["ci95_low"]), "ci95_high": _val(r["ci95_high"]), "id": r["id"],
                                "json": json_of.get(r["id"], "")})
-        out.append(table(headers, rows, ["r", "l", "l"] + ["l"] * (len(build_cols) + len(b.varying)) + ["r", "r", "r", "r", "r"]
+        out.append(table(headers, rows, ["r", "l", "l"] + ["l"] * (len(build_cols) + len(b.varying)) + ["r", "r", "r"]
                          + ["r"] * len(extra) + ["l"]))
         out.append("")
         if len(chart_rows) > 1:

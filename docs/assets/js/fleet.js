@@ -78,7 +78,7 @@
         return { ratio: ratio, lo: null, hi: null, verdict: "insufficient data", method: "runs", note: sides[i].why || "" };
       }
     }
-    var method = (a.method === "runs" && b.method === "runs") ? "runs" : "runs + host noise";
+    var method = a.method === b.method ? a.method : a.method + " / " + b.method;  // core.stats.combined_method
     var se = Math.sqrt(a.v + b.v), lo, hi;
     if (se === 0) { lo = hi = ratio; } else {
       var den = a.v * a.v / a.df + b.v * b.v / b.df;
