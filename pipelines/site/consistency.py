@@ -135,7 +135,7 @@ def check(site: Path, *, missing: Callable[[str, str], bool] | None = None) -> l
             if m:
                 start = max(0, m.start() - 40)
                 problems.append(f"{pg.page}: {what} in the text: …{text[start:m.end() + 40]!r}…")
-        outside = NO_RUN.findall(text) 
+        outside = NO_RUN.findall(text)
         allowed = sum(len(NO_RUN.findall(mk.text)) for mk in pg.marks if mk.kind == "missing")
         if len(outside) > allowed:
             problems.append(f"{pg.page}: says \"no measured run\" outside a not-measured mark (the fact layer decides)")
@@ -190,14 +190,14 @@ def _check_facts(facts: list[Mark]) -> list[str]:
 def _check_ranks(marks: list[Mark]) -> list[str]:
     out = []
     ranks: dict[tuple[str, str, str], set[str]] = {}
-    by_fact: dict[str, tuple[str, str, str]] = {}  # fact -> (board, test, rank label)
+    by_fact: dict[str, set[tuple[str, str, str]]] = {}  # fact -> every (board, test, rank label) shown for it
     for m in marks:
         if m.kind != "rank":
             continue
         a = m.attrs
         k = (a.get("data-board", ""), a.get("data-test", ""), a.get("data-host", ""))
         ranks.setdefault(k, set()).add(a.get("data-rank", ""))
-        by_fact[a.get("data-fact", "")] = (k[0], k[1], a.get("data-rank", ""))
+        by_fact.setdefault(a.get("data-fact", ""), set()).add((k[0], k[1], a.get("data-rank", "")))
     for k, labels in ranks.items():
         if len(labels) > 1:
             out.append(f"host {k[2]} on board {k[0]} ({k[1]}) has {len(labels)} ranks: {', '.join(sorted(labels))}")
@@ -207,16 +207,17 @@ def _check_ranks(marks: list[Mark]) -> list[str]:
             continue
         a, b, v = m.attrs.get("data-a", ""), m.attrs.get("data-b", ""), m.attrs.get("data-verdict", "")
         verdicts.setdefault((a, b), set()).add(v)
-        ra, rb = by_fact.get(a), by_fact.get(b)
-        if ra is None or rb is None or ra[:2] != rb[:2]:
-            continue
-        na, nb = _rank_number(ra[2]), _rank_number(rb[2])
-        if na is None or nb is None:
-            continue
-        if v == "loss" and not nb > na:
-            out.append(f"{m.page}: {b} loses to {a} yet is ranked {rb[2]} beside its {ra[2]}")
-        if v == "win" and not nb < na:
-            out.append(f"{m.page}: {b} wins over {a} yet is ranked {rb[2]} beside its {ra[2]}")
+        for ra in sorted(by_fact.get(a, ())):
+            for rb in sorted(by_fact.get(b, ())):
+                if ra[:2] != rb[:2]:
+                    continue
+                na, nb = _rank_number(ra[2]), _rank_number(rb[2])
+                if na is None or nb is None:
+                    continue
+                if v == "loss" and not nb > na:
+                    out.append(f"{m.page}: {b} loses to {a} yet is ranked {rb[2]} beside its {ra[2]}")
+                if v == "win" and not nb < na:
+                    out.append(f"{m.page}: {b} wins over {a} yet is ranked {rb[2]} beside its {ra[2]}")
     for (a, b), vs in verdicts.items():
         if len(vs) > 1:
             out.append(f"{b} against {a} has {len(vs)} verdicts: {', '.join(sorted(vs))}")

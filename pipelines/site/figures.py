@@ -13,7 +13,7 @@ import math
 from typing import Any
 
 from pipelines.facts import BASIS_FLEET, BASIS_HOST, BASIS_NONE, Figure, Standing
-from pipelines.site.markdown import as_text, cell, link, num, run_link
+from pipelines.site.markdown import STALE_BADGE, as_text, cell, link, num, run_link
 
 FLAG_BADGE = '<span class="almanac-badge stale" title="{title}">{text}</span>'
 
@@ -82,8 +82,6 @@ def cell_html(fig: Figure | None, *, from_dir: str = "", stale: bool = False) ->
     """A table cell: the value (linked), its flags, and below it the CI95, n and what the interval rests on."""
     if fig is None:
         return "—"
-    from pipelines.site.history_pages import STALE_BADGE
-
     badges = " ".join(b for b in (flags(fig), STALE_BADGE if stale else "") if b)
     detail = f"{interval(fig)} · n {fig.n} · {basis(fig)}"
     return value(fig, from_dir=from_dir) + (" " + badges if badges else "") + f'<br><span class="almanac-ci">{detail}</span>'
@@ -120,3 +118,10 @@ def describe(fig: Figure) -> dict[str, Any]:
     """The figure as plain data (published beside a page's tables)."""
     return {"key": fig.key, "mean": fig.mean, "ci95_low": fig.ci95_low, "ci95_high": fig.ci95_high, "runs": fig.runs,
             "n": fig.n, "basis": fig.basis, "run_ids": list(fig.run_ids), "flags": list(fig.flags)}
+
+
+def lossless(artifact_id: str, identical: bool, text: str) -> str:
+    """A lossless verdict of one artifact (pipelines.optimization.judge_lossless), marked: the check proves
+    the artifact reads the same verdict wherever it is shown."""
+    return (f'<span class="almanac-lossless" data-artifact="{as_text(artifact_id)}" '
+            f'data-verdict="{"lossless" if identical else "not lossless"}">{text}</span>')

@@ -16,9 +16,8 @@ from core.stats import MIN_INTERVAL_N, NO_INTERVAL_WHY
 from pipelines import compare as cmp
 from pipelines import history, hostnames
 from pipelines.site import charts
-from pipelines.site.markdown import ROOT, admonition, as_text, cell, ci_cell, code, fold, link, num, prose, run_link, table
+from pipelines.site.markdown import ROOT, STALE_BADGE, admonition, as_text, cell, ci_cell, code, fold, link, num, prose, run_link, table
 
-STALE_BADGE = '<span class="almanac-badge stale" title="measured with an older build than the newest on this host">stale</span>'
 
 
 def method_text() -> str:

@@ -252,6 +252,7 @@ def run_json(rec: Any) -> str:
     return f"{ROOT}data/{data_path}" if data_path else ""
 
 
+STALE_BADGE = '<span class="almanac-badge stale" title="measured with an older build than the newest on this host">stale</span>'
 SYNTHETIC_BADGE = '<span class="almanac-badge synthetic" title="random weights: the text is noise">synthetic weights, speed only</span>'
 
 
