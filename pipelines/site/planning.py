@@ -25,7 +25,7 @@ from pipelines import projections as proj
 from pipelines import roofline as roof
 from pipelines import whatif as wi
 from pipelines.runs import latest_per_key, records
-from pipelines.site import charts
+from pipelines.site import charts, figures
 from pipelines.site.markdown import (MISSED_BADGE, PROJECTED_BADGE, verdict_badge, SYNTHETIC_BADGE, VERIFIED_BADGE, admonition, cell, code, link, nbytes, num,
                        prose, run_link, table)
 
@@ -770,17 +770,40 @@ def roofline_page(runs: list[RunRecord], hosts: list[HostRecord]) -> str:
 # =====================================================================================
 # What-if
 # =====================================================================================
+def _entries_table(res: wi.MixResult) -> str:
+    """Which measured configuration each entry of a mix reads on the host (wi.ENTRY_RULE): its settings, runs
+    and matrices, and its model load time (the configuration's figure)."""
+    rows = []
+    seen: set[str] = set()
+    for u in res.entries:
+        g = u["group"]
+        if g.key in seen:
+            continue
+        seen.add(g.key)
+        req = g.requested
+        shown = {k: req.get(k) for k in ("type_k", "type_v", "speculative", "flash_attn", "n_threads", "draft_model")
+                 if k in req}
+        matrices = ", ".join(sorted({r.matrix_name for r in g.runs}))
+        load = figures.cell_html(u["load"]) if u["load"] is not None else "not measured"
+        if u["load"] is not None and u["load"].group != g.key:
+            load += "<br><small>the host's configuration of the same model file and backend</small>"
+        rows.append([cell(g.model), code(g.test), cell(g.backend), code(json.dumps(shown, sort_keys=True)),
+                     cell(matrices), num(len(u["runs"]), 0), load])
+    return table(["model", "test", "backend", "settings", "matrix", "runs with stage timings", "model load (s)"], rows,
+                 ["l", "l", "l", "l", "l", "r", "r"])
+
+
 def whatif_page(runs: list[RunRecord]) -> str:
     try:
         f = wi.load_whatif()
     except UserError as exc:
         return _no_data("Workload mixes missing or invalid", cell(str(exc)))
-    out = []
+    out = [f"**Which measurements a mix reads.** {cell(wi.ENTRY_RULE)}", ""]
     chart_rows = []
     for mix in f.mixes:
         hosts = wi.mix_hosts(mix, runs)
         out += [f"## Mix {cell(mix.name)}", "", cell(mix.description), ""]
-        out.append(table(["model", "test", "matrix", "settings", "share of requests", "model loads per request"],
+        out.append(table(["model", "test", "matrix (preferred)", "settings", "share of requests", "model loads per request"],
                          [[cell(e.model), code(e.test), cell(e.matrix or "any"), code(json.dumps(e.settings, sort_keys=True)),
                            num(e.weight / sum(x.weight for x in mix.entries) * 100, 0) + "%", num(e.loads_per_request, 2)]
                           for e in mix.entries], ["l", "l", "l", "l", "r", "r"]))
@@ -795,12 +818,14 @@ def whatif_page(runs: list[RunRecord]) -> str:
                 out += [admonition("warning", "Incomplete", "<br>".join(prose(m) for m in res.missing)), ""]
             if not res.per_request_ms:
                 continue
-            srcs = ", ".join(link(u["run"].id, run_link(u["run"].id)) for u in res.entries)
+            srcs = ", ".join(dict.fromkeys(link(r.id, run_link(r.id)) for u in res.entries for r in reversed(u["runs"])))
             lo, hi = res.total_ci95()
             ci = (f" (CI95 {num(lo, 1)} – {num(hi, 1)} ms, propagated from each entry's CI95)" if lo is not None
                   else " (no CI95: an entry has a single sample or pays a model load, measured once)")
             out.append(f"Time per request: **{num(res.total_ms, 1)} ms** {MEASURED_BADGE}{ci} (weighted over the entries), "
                        f"from {srcs}.")
+            out.append("")
+            out.append(_entries_table(res))
             out.append("")
             red = f.reductions
             headers = ["stage", "ms per request", "share"] + [f"stage time −{num(r * 100, 0)}%" for r in red] + ["stage removed"]
