@@ -304,8 +304,8 @@ def load_figure(fx: Facts, g: Group) -> Figure | None:
 
 def entry_groups(fx: Facts, e: MixEntry, host_id: str | None = None) -> list[Group]:
     """The groups of an entry's work (model, test, its settings) on one host or every host (any matrix)."""
-    return [g for g in fx.groups_of(host_id, model=e.model, test=e.test)
-            if not any(g.newest.requested.get(k) != v for k, v in (e.settings or {}).items())]
+    return [g for g in fx.groups_of(host_id, test=e.test) if any(r.model_name == e.model for r in g.runs)
+            and not any(g.newest.requested.get(k) != v for k, v in (e.settings or {}).items())]
 
 
 def entry_group(fx: Facts, e: MixEntry, host_id: str) -> tuple[Group | None, str | None]:
