@@ -260,22 +260,11 @@ def select_runs(docs: list[RunRecord], *, model: str, test: str, host_id: str | 
 
 ENTRY_RULE = ("A mix entry is read through the fact layer: among the host's configurations of the entry's model and "
               "test (with its settings where it names them) that recorded stage timings, those measured in the entry's "
-              "matrix first (a hint, never a filter), then those that realise no optimization of the catalogue, then "
-              "the representative one as the Leaderboard picks it. Its stage timings are the mean over that "
+              "matrix first (a hint, never a filter), then the representative one as the Leaderboard picks it (the "
+              "best figure among ordinary builds); the page names its settings. Its stage timings are the mean over that "
               "configuration's runs that recorded them; its model load time is the configuration's figure of "
               "load_time_s (the run as the unit), or, where its runs did not record one, the figure of the host's "
               "configuration of the same model file and backend with the most runs that did.")
-
-
-def _plain(g: Group) -> bool:
-    """Whether a group's requested settings realise no optimization of the catalogue (a plain configuration)."""
-    try:
-        from pipelines.projections import load_catalogue, realises
-
-        cat = load_catalogue()
-    except Exception:  # noqa: BLE001 - no catalogue (a fixture data folder): every configuration is plain
-        return True
-    return not any(realises(g.newest.requested, o.settings, {}) for o in cat.optimizations if o.settings)
 
 
 def group_profile(g: Group) -> dict[str, float] | None:
@@ -318,7 +307,6 @@ def entry_group(fx: Facts, e: MixEntry, host_id: str) -> tuple[Group | None, str
         return None, "no stage timings in its artifacts"
     if e.matrix:
         staged = [g for g in staged if any(r.matrix_name == e.matrix for r in g.runs)] or staged
-    staged = [g for g in staged if _plain(g)] or staged
     rep = facts_mod.Facts.representative(fx, staged)
     return (rep or staged[0]), None
 
