@@ -87,11 +87,21 @@ def test_the_issue_cold_start_shows_no_interval_and_says_why(site):
     assert 0 < _f(m.group(1)) < 703.1 < _f(m.group(2))
 
 
+def _stated_range(text: str) -> str:
+    """A projection's stated range as "low – high" (a point range as its one value), from a cell's text."""
+    nums = re.findall(NUM, text)
+    if len(nums) >= 2 and nums[0] != nums[1]:
+        return f"{nums[0]} – {nums[1]}"
+    return nums[0] if nums else ""
+
+
 def test_no_projection_shows_two_statuses(site):
     """Every cell or row with a VERIFIED / MISSED badge and the run that checked it: one status per
-    (host section, scenario, run) on the page, live table and accuracy history alike."""
+    (host section, scenario, stated range, run) on the page, live table and accuracy history alike. (A
+    projection recorded earlier with another stated range, e.g. before its baseline had more runs or an
+    interval, is another projection: its own range decides its status.)"""
     page = (site / "projections" / "index.html").read_text()
-    seen: dict[tuple[str, str, str], set[str]] = {}
+    seen: dict[tuple[str, str, str, str], set[str]] = {}
     for host_part in re.split(r"<h2[^>]*>", page)[1:]:
         host = re.sub(r"<[^>]+>", "", host_part.split("</h2>")[0])
         for tbl in re.findall(r"<table>.*?</table>", host_part, re.S):
@@ -108,10 +118,14 @@ def test_no_projection_shows_two_statuses(site):
                     runs = re.findall(r"run(?:\.md|/)\?id=([\w.-]+)", " ".join(cells) if scenario_col is not None else c)
                     if scenario_col is not None:
                         scenario = re.sub(r"<[^>]+>", "", cells[scenario_col]).strip()
+                        col = heads.index("stated range") if "stated range" in heads else heads.index("range")
+                        stated = _stated_range(re.sub(r"<[^>]+>", " ", cells[col]))
                     else:
                         scenario = heads[i].removeprefix("+ ").strip()
+                        rng = re.match(r"\s*([^<]*)(?:<small>\(([^)]*)\)</small>)?", c)
+                        stated = _stated_range(rng.group(2) or rng.group(1))
                     for rid in runs:
-                        seen.setdefault((host, scenario, rid), set()).add(badge.group(1))
+                        seen.setdefault((host, scenario, stated, rid), set()).add(badge.group(1))
     assert seen, "no checked projection on the page"
     two = {k: v for k, v in seen.items() if len(v) > 1}
     assert not two, two
