@@ -490,16 +490,20 @@ class Projection:
 
     @property
     def missed_below(self) -> bool:
-        """MISSED because the measurement is slower than the projected range's low end."""
+        """MISSED because the measurement is slower than the projected range's low end, by more than the
+        verification tolerance (a measurement within ±VERIFY_TOLERANCE of a range without width is no reason
+        to hold an optimization back)."""
         if self.status != "MISSED" or not self.verification:
             return False
         v = self.verification
         if v.get("basis") == "speed-up":
             lo_sp, mid_sp, hi_sp = v["speedup_range"]
-            return ratio_verdict(lo_sp, mid_sp, hi_sp, v["speedup"], v.get("speedup_ci95_low"),
-                                 v.get("speedup_ci95_high"))[1] == "below"
+            below = ratio_verdict(lo_sp, mid_sp, hi_sp, v["speedup"], v.get("speedup_ci95_low"),
+                                  v.get("speedup_ci95_high"))[1] == "below"
+            return below and v["speedup"] < lo_sp * (1.0 - VERIFY_TOLERANCE)
         hib = METRICS[self.role.metric].higher_is_better
-        return v["value"] < self.low if hib else v["value"] > self.high
+        return (v["value"] < self.low * (1.0 - VERIFY_TOLERANCE) if hib
+                else v["value"] > self.high * (1.0 + VERIFY_TOLERANCE))
 
 
 @dataclass

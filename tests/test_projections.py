@@ -331,9 +331,17 @@ def test_no_data_and_ambiguous_baselines(inputs):
 
 
 # -- records and history --------------------------------------------------------------------------
-def test_record_is_a_valid_artifact_and_history_checks_it_later(inputs, tmp_path):
+def test_record_is_a_valid_artifact_and_history_checks_it_later(inputs, tmp_path, monkeypatch):
+    from pipelines import noise
+
     cat, mix, cat_p, mix_p = inputs
     runs = embedded_dataset()["runs"]
+    # the fixture host's run-to-run noise (an A/A of 11 runs, 2%): its single runs get an interval, so a
+    # projection's range has a width a measurement can fall within
+    host = runs[0]["host"]
+    nz = {"artifact": "noise", "host": host, "created": "2026-01-01T00:00:00+00:00", "id": "fixture-noise",
+          "estimates": {"rate:tg": {"sigma": 0.02, "df": 10, "runs": 11, "groups": 1}}}
+    monkeypatch.setattr(noise, "_noise_docs", lambda: [nz])
     # first record: before the q8_0 verification run existed
     early = [r for r in runs if r["settings"]["requested"]["type_k"] != "q8_0"]
     ps = P.project(early, cat, mix, "fixture-host-0000aaaa")

@@ -255,17 +255,18 @@ def host_vs_host_page(docs: list[RunRecord]) -> str:
 def verdict_rules() -> str:
     """How every verdict on the site is reached, from the code's own statements (Methodology page)."""
     from core import stats
-    from pipelines import memory, projections, quality, ranking, roles
+    from pipelines import facts, memory, projections, quality, ranking, roles
     from pipelines import noise as noise_mod
 
     items = [
-        "**The run is the unit.** Two processes of the same build on a shared machine differ by more than the "
-        "repetitions inside one suggest, so history, `invoke compare`, Host vs host, leaderboards and roles compare "
-        "*runs*: "
-        "a side measured in two or more runs contributes the spread between its runs (a t interval on the log "
-        "of its run means, the ratio of geometric means); a side measured once is widened by the host's "
-        "run-to-run noise for that kind of test, or has no interval (and says so) where that noise was never "
-        "measured. " + prose(noise_mod.METHOD) + " `invoke noise` measures it with a short A/A on a host; the "
+        "**The run is the unit, one figure per configuration.** Two processes of the same build on a shared machine "
+        "differ by more than the repetitions inside one suggest, so every figure on the site (the fact layer: "
+        "Home, Leaderboard, per-host boards, Host vs host, History, Regressions, Projections, Roles, What-if, "
+        "Serving) and `invoke compare` treat *runs*: " + prose(facts.RULE) + " The variance of a figure's log is "
+        "the host's run-to-run noise for that kind of test over its runs (pooled over every configuration of the "
+        "host measured more than once, and its noise A/A: two runs alone say little of their spread); without a "
+        "host estimate, the spread between its runs; a single run of a host without one, the fleet's pooled noise "
+        "(labelled so). " + prose(noise_mod.METHOD) + " `invoke noise` measures it with an A/A on a host; the "
         "table below shows what every host has.",
         "**Calibrated.** `benchmarks/aa_calibration.py` runs a small matrix many times under two labels that "
         "change nothing and feeds the runs through the history and `invoke compare`: the false-alarm rate and the "
