@@ -29,7 +29,8 @@ def _host(fx: Facts, host_id: str, this_host: str | None) -> str:
 def _figure(fig: facts_mod.Figure) -> str:
     unit = cell(fig.metric.unit)
     ci = (f" [{figures.sig(fig.ci95_low)}, {figures.sig(fig.ci95_high)}]" if fig.has_interval else " (no CI95)")
-    return figures.value(fig, digits=2) + f" {unit}{ci}"
+    badges = figures.flags(fig)
+    return figures.value(fig, digits=2) + f" {unit}{ci}" + (" " + badges if badges else "")
 
 
 def _verdict_words(v: str) -> str:
