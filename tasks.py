@@ -257,6 +257,7 @@ def all(c, matrix=ALL_MATRICES):  # noqa: A001 - the task is called `all`
     for name in [m.strip() for m in matrix.split(",") if m.strip()]:
         bench(c, matrix=name)
     _ensure_noise(c)
+    _ensure_bandwidth(c)
     validate(c)
     _build_site(c, "site", if_changed=True)  # nothing new (no input changed): the site already built stays
     _where_this_host_stands()
@@ -284,6 +285,20 @@ def _ensure_noise(c) -> None:
               f"useful (at most {NOISE_FIRST_MAX_RUNS} runs and {NOISE_FIRST_BUDGET_S:.0f} s; `invoke noise` allows more)",
               flush=True)
         noise_task.body(c, runs=NOISE_FIRST_MAX_RUNS, budget=NOISE_FIRST_BUDGET_S)
+
+
+def _ensure_bandwidth(c) -> bool:
+    """The Roofline page's bound needs this host's memory bandwidth: measure it once (`invoke host.probe`)
+    when this host has no bandwidth artifact yet (data/hosts/<host>/bandwidth-*.json). True when it ran."""
+    from runtime.hosts import fingerprint
+    from runtime.hosts import probe as hostprobe
+
+    hid = fingerprint.host_id(fingerprint.fingerprint())
+    if hostprobe.has_probe(hid):
+        return False
+    print("no memory bandwidth measured on this host yet: `invoke host.probe` (for the Roofline page's bound)", flush=True)
+    host_probe.body(c)
+    return True
 
 
 def _where_this_host_stands() -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -229,3 +230,21 @@ def test_host_noise_flags_a_host_too_noisy_to_rank():
     assert not table[(HOST["id"], "rate:pp")].too_noisy and table[(HOST["id"], "rate:pp")].why is None
     assert table[(HOST["id"], "rate:pp")].df == 3 and pipe_noise.too_noisy(table) == {}
 
+
+def test_invoke_all_probes_the_bandwidth_only_when_the_host_has_none(tmp_path, monkeypatch):
+    import tasks
+    from runtime.hosts import fingerprint
+
+    monkeypatch.setenv("ALMANAC_DATA", str(tmp_path))
+    monkeypatch.setattr(fingerprint, "fingerprint", lambda: HOST)
+    calls = []
+    monkeypatch.setattr(tasks.host_probe, "body", lambda c: calls.append(c))
+    hosts = tmp_path / "hosts" / fingerprint.host_id(HOST)
+    assert tasks._ensure_bandwidth("ctx") is True and calls == ["ctx"]  # nothing measured: probe
+    hosts.mkdir(parents=True)
+    (hosts / "gpu-bandwidth-20260301T000000Z.json").write_text("{}")  # a GPU's device memory is not the host's
+    (hosts / "noise-20260301T000000Z.json").write_text("{}")
+    assert tasks._ensure_bandwidth("ctx") is True and calls == ["ctx", "ctx"]
+    shutil.copy(next((ROOT / "data" / "hosts" / "vm-568ab3c6").glob("bandwidth-*.json")),
+                hosts / "bandwidth-20260301T000000Z.json")
+    assert tasks._ensure_bandwidth("ctx") is False and calls == ["ctx", "ctx"]  # measured once: skipped
