@@ -904,8 +904,9 @@ def judge(c: Claim, site: Site) -> Verdict:
                 best = max((_judge_table(c, t, site) + (t,) for t in cands), key=lambda r: r[3])
                 v.status, v.holds, v.lacks, score, v.table = best
                 t = v.table
-                n = score[3] or len(t.rows)
-                v.where = (f"{c.page}: {t.where()}, {n} row{'s' if n != 1 else ''}"
+                n = score[3]
+                rows = f"{n} row{'s' if n != 1 else ''}" if n else f"no matching row of {len(t.rows)}"
+                v.where = (f"{c.page}: {t.where()}, {rows}"
                            + (f" (the page shows {len(t.rows)} of {t.total_rows})" if t.total_rows else "")
                            + (f"; the best of {len(cands)} matching" if len(cands) > 1 else ""))
     if c.evidence and c.page:
