@@ -657,9 +657,9 @@ def test_comparisons_name_the_server_and_tell_alike_runs_apart():
             noted[server_of[sid]] = noted.get(server_of[sid], 0) + 1
     assert noted.get("llama-server") and noted.get("llama_cpp.server")  # both servers' notes are checked
     assert "llama_cpp.server's prefix match" not in md
-    # the two llama-server (chat) runs on vm-568ab3c6: the heading says when, the first line what setting differs
+    # the two llama-server (chat) runs on vm-0372cd29: the heading says when, the first line what setting differs
     pair = [b for b in blocks if b.startswith(f"llama-server ({code('chat')}) vs in-process · gemma3-270m-q4\\_k\\_m · "
-                                              f"{code('vm-568ab3c6')} · ")]
+                                              f"{code('vm-0372cd29')} · ")]
     stamps = {b.split("\n", 1)[0].rsplit(" · ", 1)[1]: b for b in pair}
     assert len(stamps) == len(pair) >= 2
     # the two measured in the morning (the serving-faults runs of the evening are the others)
