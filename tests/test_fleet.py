@@ -98,7 +98,7 @@ def test_the_page_shows_rankings_only_with_two_rows_and_lists_singles_apart(recs
     single_part = md.split("## Measured on one configuration only")[1]
     assert "| # |" not in single_part and " #" not in single_part.split("\n| :--")[0]  # no rank column
     # hosts by label, id beside, linked to their own boards
-    assert "[H100 80 GB HBM3](boards/lent-h100-920a23c0.md)<br><code>lent-h100-920a23c0</code>" in md
+    assert "[H100 HBM3 · 80 GiB](boards/lent-h100-920a23c0.md)<br><code>lent-h100-920a23c0</code>" in md
     # the filters' data: every marker names a row that exists
     blob = json.loads(html.unescape(re.search(r'<script type="application/json" id="almanac-fleet-data">(.*?)</script>',
                                               md).group(1)).replace("\\u003c", "<"))

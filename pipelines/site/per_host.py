@@ -131,8 +131,9 @@ def host_labels() -> dict[str, str]:
 
 
 def _machine(h: dict[str, Any]) -> tuple[str, str, str]:
-    gpus = ", ".join(g["name"] for g in h.get("gpus", [])) or "none"
-    return h["cpu"]["model"], gpus, nbytes(h["memory_bytes"])
+    from core.hostlabel import cpu_label, gpus_label
+
+    return cpu_label(h["cpu"]), gpus_label(h.get("gpus") or []) or "none", nbytes(h["memory_bytes"])
 
 
 def index(name: str) -> str:
