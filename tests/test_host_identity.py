@@ -300,3 +300,20 @@ def test_the_committed_data_is_one_machine_per_host():
     vms = {h: fp for h, fp in seen.items() if h.startswith("vm-") and "Xeon" in fp["cpu"]["model"]}
     assert len(vms) == 2
     assert sorted(fp["cpu"]["cache"]["L3"] for fp in vms.values()) == ["266240K", "491520K"]
+
+
+def test_invoke_host_reidentify_splits_an_older_folder_then_validate_accepts_it(tmp_path):
+    root = _folder(tmp_path, AMX_PROBE, NOAMX_NOISE)
+    env = {"ALMANAC_DATA": str(root), "PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)}
+
+    def invoke(*args):
+        return subprocess.run([sys.executable, "-m", "invoke", *args], cwd=ROOT, capture_output=True, text=True,
+                              timeout=120, env=env)
+
+    dry = invoke("host.reidentify", "--dry-run")
+    amx_id, noamx_id = hostid.host_id(_doc(AMX_PROBE)["host"]), hostid.host_id(_doc(NOAMX_NOISE)["host"])
+    assert dry.returncode == 0 and f"vm-568ab3c6 -> {', '.join(sorted([amx_id, noamx_id]))}" in dry.stdout
+    assert "dry run: nothing written" in dry.stdout and (root / "hosts" / "vm-568ab3c6").is_dir()
+    done = invoke("host.reidentify")
+    assert done.returncode == 0 and "2 of 2 artifact files rewritten (2 moved)" in done.stdout
+    assert invoke("validate").stdout.strip() == "2 artifacts valid"
