@@ -225,10 +225,12 @@ def resolve_legacy(docs: Iterable[Mapping[str, Any]]) -> dict[str, str]:
 
 
 def _distinct(fps: list[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
-    seen: dict[str, Mapping[str, Any]] = {}
+    """One fingerprint of each machine among ``fps`` (a host's artifacts mostly repeat one)."""
+    out: list[Mapping[str, Any]] = []
     for fp in fps:
-        seen.setdefault(json.dumps(identity_facts(fp), sort_keys=True) + str(fp.get("name")), fp)
-    return list(seen.values())
+        if not any(fp.get("name") == o.get("name") and _hardware(fp) == _hardware(o) for o in out):
+            out.append(fp)
+    return out
 
 
 def reconcile(entries: list[tuple[Any, dict[str, Any]]], name: Callable[[Any], str] = str) -> list[str]:
