@@ -524,7 +524,21 @@ def plan_memory(c, model="gemma3-270m-q4_k_m", host_ram_gib=0.0):
     print(memory.plan_text(shape, memory.load_planner_settings(), ram))
 
 
-host_ns = Collection("host", host_probe)
+@task(name="reidentify", help={"dry_run": "Only print what would change."})
+@user_errors
+def host_reidentify(c, dry_run=False):
+    """Give every artifact under data/ the host id its own fingerprint gives (data of an older almanac, two machines under one id)."""
+    from core import rehost
+    from core.paths import data_dir
+
+    plan = rehost.reidentify(data_dir(), dry_run=dry_run)
+    for line in plan.summary():
+        print(line)
+    if dry_run and plan.moves:
+        print("dry run: nothing written")
+
+
+host_ns = Collection("host", host_probe, host_reidentify)
 plan_ns = Collection("plan", plan_memory)
 ns = Collection(model, bench_ns, validate, site, all, test, importers, serving_ns, host_ns, plan_ns, project_task, gates_task)
 

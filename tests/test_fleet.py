@@ -35,7 +35,7 @@ def test_a_fresh_host_is_on_the_reference_board_beside_the_committed_cpu_and_gpu
     b = _ref(recs)
     assert b.tests == ["pp512", "tg128"]  # prefill and decode side by side
     hosts = {r.host_id for r in b.rows}
-    assert {NEW_HOST["id"], "vm-568ab3c6", "lent-h100-5bc4e4f5", "lent-h200-f4fc446f"} <= hosts
+    assert {NEW_HOST["id"], "vm-0372cd29", "lent-h100-920a23c0", "lent-h200-c4a881f9"} <= hosts
     new = next(r for r in b.rows if r.host_id == NEW_HOST["id"])
     assert set(new.cells) == {"pp512", "tg128"}
     # its method (a precision target) and environment (use_extra_bufts) differ; it shares the work anyway
@@ -49,7 +49,7 @@ def test_a_fresh_host_is_on_the_reference_board_beside_the_committed_cpu_and_gpu
             assert r.host_id == row.host_id and r.test_name == t and r.work_key in b.work_keys
     # the labels people read
     labels = hostnames.labels(recs)
-    assert {r.host_label for r in b.rows} >= {labels["lent-h100-5bc4e4f5"], labels["vm-568ab3c6"]}
+    assert {r.host_label for r in b.rows} >= {labels["lent-h100-920a23c0"], labels["vm-0372cd29"]}
 
 
 def test_each_column_ranks_by_the_stated_rule(recs):
@@ -98,13 +98,13 @@ def test_the_page_shows_rankings_only_with_two_rows_and_lists_singles_apart(recs
     single_part = md.split("## Measured on one configuration only")[1]
     assert "| # |" not in single_part and " #" not in single_part.split("\n| :--")[0]  # no rank column
     # hosts by label, id beside, linked to their own boards
-    assert "[H100 80 GB HBM3](boards/lent-h100-5bc4e4f5.md)<br><code>lent-h100-5bc4e4f5</code>" in md
+    assert "[H100 HBM3 · 80 GiB](boards/lent-h100-920a23c0.md)<br><code>lent-h100-920a23c0</code>" in md
     # the filters' data: every marker names a row that exists
     blob = json.loads(html.unescape(re.search(r'<script type="application/json" id="almanac-fleet-data">(.*?)</script>',
                                               md).group(1)).replace("\\u003c", "<"))
     for bi, ri in re.findall(r'<span class="almanac-r" data-b="(\d+)" data-r="(\d+)"></span>', md):
         assert int(ri) < len(blob[int(bi)]["rows"])
-    assert {r["host"] for d in blob for r in d["rows"]} >= {NEW_HOST["id"], "vm-568ab3c6", "lent-h100-5bc4e4f5"}
+    assert {r["host"] for d in blob for r in d["rows"]} >= {NEW_HOST["id"], "vm-0372cd29", "lent-h100-920a23c0"}
 
 
 def test_home_answers_with_a_chart_and_ratios_with_their_ci(recs):
@@ -135,7 +135,7 @@ def test_home_answers_with_a_chart_and_ratios_with_their_ci(recs):
     assert '<div class="almanac-chart"' in home.split("## Newest regressions")[0]
     # when each host last measured, newest first, by label
     table = home.split("## Hosts: when each last measured")[1]
-    assert table.index(NEW_HOST["id"]) < table.index("vm-568ab3c6")  # the fixture host measured last
+    assert table.index(NEW_HOST["id"]) < table.index("vm-0372cd29")  # the fixture host measured last
 
 
 def test_the_reference_chart_is_a_valid_vega_lite_spec_with_every_host(recs):
@@ -183,7 +183,7 @@ def test_invoke_all_ends_with_where_the_fresh_host_stands(recs):
     lines = fleet.host_summary(recs, NEW_HOST["id"])
     q8 = next(ln for ln in lines if "synthetic-llama-1b-q8_0" in ln)
     labels = hostnames.labels(recs)
-    for other in ("lent-h100-5bc4e4f5", "lent-h200-f4fc446f", "vm-568ab3c6"):
+    for other in ("lent-h100-920a23c0", "lent-h200-c4a881f9", "vm-0372cd29"):
         assert labels[other] in q8
     b = _ref(recs)
     mine = next(r for r in b.rows if r.host_id == NEW_HOST["id"])

@@ -12,6 +12,7 @@ from typing import Any
 
 import pandas as pd
 
+from core.hostlabel import gpus_label
 from core.metrics import METRICS
 from core.kinds import all_kinds
 from core.records.run import RunRecord
@@ -39,7 +40,7 @@ def hosts_table(docs: list[RunRecord]) -> str:
         counts[d.host_id] += 1
     rows = []
     for hid, h in sorted(hosts.items()):
-        gpus = ", ".join(g["name"] for g in h.get("gpus", [])) or "none"
+        gpus = gpus_label(h.get("gpus") or []) or "none"
         rows.append([code(hid), cell(h["cpu"]["model"]),
                      cell(f'{h["cpu"]["physical_cores"]} / {h["cpu"]["logical_cores"]}'),
                      nbytes(h["memory_bytes"]), cell(gpus), cell(" ".join(h["cpu"].get("flags", []))), num(counts[hid], 0)])
