@@ -288,17 +288,23 @@ def all(c, matrix=ALL_MATRICES):  # noqa: A001 - the task is called `all`
     for name in [m.strip() for m in matrix.split(",") if m.strip()]:
         bench(c, matrix=name)
     _ensure_noise(c)
+    _ensure_bandwidth(c)
     validate(c)
     _build_site(c, "site", if_changed=True)  # nothing new (no input changed): the site already built stays
     _where_this_host_stands()
 
 
-NOISE_RUNS_FIRST = 3  # the short A/A `invoke all` runs once on a host with no run-to-run noise estimate
+# The A/A `invoke all` runs once on a host with no run-to-run noise estimate: the same rule as `invoke noise`
+# (warm-up dropped, until useful), with a budget that keeps it to about 3 minutes on a 2-core VM.
+NOISE_FIRST_MAX_RUNS = 20
+NOISE_FIRST_BUDGET_S = 150.0
 
 
 def _ensure_noise(c) -> None:
     """A fresh host has one run of everything, so no spread between runs: its single runs would have no
-    interval and no rank beside the fleet. Once per host, a short A/A (`invoke noise --runs 3`) gives it one."""
+    interval and no rank beside the fleet. Once per host, an A/A by the noise rule (`invoke noise` with
+    at most NOISE_FIRST_MAX_RUNS runs and NOISE_FIRST_BUDGET_S seconds) gives it one, or says the host
+    is too noisy to rank."""
     from pipelines import noise as noise_mod
     from pipelines.runs import load_runs
     from runtime.hosts import fingerprint
@@ -306,9 +312,24 @@ def _ensure_noise(c) -> None:
     hid = fingerprint.host_id(fingerprint.fingerprint())
     missing = noise_mod.missing_classes(load_runs(), hid, ("rate:pp", "rate:tg"))
     if missing:
-        print(f"no run-to-run noise estimate for this host yet ({', '.join(missing)}): "
-              f"a short A/A of {NOISE_RUNS_FIRST} runs (`invoke noise` measures a longer one)", flush=True)
-        noise_task.body(c, runs=NOISE_RUNS_FIRST, budget=300.0)
+        print(f"no run-to-run noise estimate for this host yet ({', '.join(missing)}): an A/A until the estimate is "
+              f"useful (at most {NOISE_FIRST_MAX_RUNS} runs and {NOISE_FIRST_BUDGET_S:.0f} s; `invoke noise` allows more)",
+              flush=True)
+        noise_task.body(c, runs=NOISE_FIRST_MAX_RUNS, budget=NOISE_FIRST_BUDGET_S)
+
+
+def _ensure_bandwidth(c) -> bool:
+    """The Roofline page's bound needs this host's memory bandwidth: measure it once (`invoke host.probe`)
+    when this host has no bandwidth artifact yet (data/hosts/<host>/bandwidth-*.json). True when it ran."""
+    from runtime.hosts import fingerprint
+    from runtime.hosts import probe as hostprobe
+
+    hid = fingerprint.host_id(fingerprint.fingerprint())
+    if hostprobe.has_probe(hid):
+        return False
+    print("no memory bandwidth measured on this host yet: `invoke host.probe` (for the Roofline page's bound)", flush=True)
+    host_probe.body(c)
+    return True
 
 
 def _where_this_host_stands() -> None:
@@ -534,7 +555,21 @@ def plan_memory(c, model="gemma3-270m-q4_k_m", host_ram_gib=0.0):
     print(memory.plan_text(shape, memory.load_planner_settings(), ram))
 
 
-host_ns = Collection("host", host_probe)
+@task(name="reidentify", help={"dry_run": "Only print what would change."})
+@user_errors
+def host_reidentify(c, dry_run=False):
+    """Give every artifact under data/ the host id its own fingerprint gives (data of an older almanac, two machines under one id)."""
+    from core import rehost
+    from core.paths import data_dir
+
+    plan = rehost.reidentify(data_dir(), dry_run=dry_run)
+    for line in plan.summary():
+        print(line)
+    if dry_run and plan.moves:
+        print("dry run: nothing written")
+
+
+host_ns = Collection("host", host_probe, host_reidentify)
 plan_ns = Collection("plan", plan_memory)
 ns = Collection(model, bench_ns, validate, site, all, test, importers, serving_ns, host_ns, plan_ns, project_task, gates_task)
 
@@ -727,23 +762,38 @@ ns.add_task(compare)
 
 
 # -- run-to-run noise and interleaved A/B (issue 20) ---------------------------------------
-@task(name="noise", help={"runs": "How many times to run the noise matrix (each run a fresh process; at least 3; default 10).",
-                          "budget": "Stop starting new runs after this many seconds (default 900; the minimum of 3 runs always runs)."})
+@task(name="noise", help={"runs": "The most runs of the noise matrix to count (each a fresh process; the warm-up run "
+                                  "before them is not counted); the A/A stops earlier once its estimate is useful "
+                                  "(at least 4; default 30).",
+                          "budget": "No run starts that would end past this many seconds (default 900; the warm-up and "
+                                    "the first 4 counted runs always run)."})
 @user_errors
-def noise_task(c, runs=10, budget=900.0):
-    """Measure this host's run-to-run noise (a short A/A of data/matrices/noise.yaml) and store it in data/hosts/."""
+def noise_task(c, runs=30, budget=900.0):
+    """Measure this host's run-to-run noise (an A/A of data/matrices/noise.yaml until useful) and store it in data/hosts/.
+
+    The first run (a fresh process) is a warm-up, stored and not counted. The A/A stops as soon as, for every
+    kind of test, a single run widened by the estimate gets a CI95 no wider than x1.25 each way with at least
+    3 degrees of freedom; else at --runs or --budget, and the host is then recorded too noisy to rank."""
     from core import artifacts
     from core.paths import relpath
     from runtime.execution import noise as noise_mod
 
-    def on_run(i, s):
-        print(f"run {i}/{runs}: {s:.1f} s", file=sys.stderr, flush=True)
+    def on_run(i, s, est):
+        what = "warm-up (not counted)" if i == 0 else f"run {i}/{runs}"
+        widths = ", ".join(f"{c} x{e['ci95_factor']:.2f}" for c, e in sorted(est.items()))
+        print(f"{what}: {s:.1f} s" + (f"; a single run's CI95: {widths}" if widths else ""), file=sys.stderr, flush=True)
 
     path = noise_mod.run_noise(int(runs), float(budget), on_run=on_run)
     doc = artifacts.load(path)
+    st = doc["stopping"]
     for cls, e in sorted(doc["estimates"].items()):
-        print(f"{cls}: run-to-run noise {100 * e['sigma']:.2f}% (log sd of run means, {e['df']} df, {e['runs']} runs)")
+        print(f"{cls}: run-to-run noise {100 * e['sigma']:.2f}% (log sd of run means, {e['df']} df, {e['runs']} runs, "
+              f"{e['warmup_dropped']} warm-up dropped): a single run's CI95 x{e['ci95_factor']:.2f} each way")
+    print(f"stopped: {st['reason']} after {st['counted_runs']} counted runs")
     print(f"noise: {relpath(path)}")
+    line = noise_mod.too_noisy_line(doc)
+    if line:
+        print(line, file=sys.stderr, flush=True)
 
 
 @task(name="ab", help={"a": "Side A: key=value pairs: build=ordinary|threads-halved, label=NAME (a build that changes "

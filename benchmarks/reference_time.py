@@ -1,7 +1,7 @@
 """How long the reference workload takes on this host (issue 19: "`invoke all` measures it in
 <= 3 minutes on a 2-core VM"; the README quotes the figure).
 
-    flock -x /tmp/almanac-cpu.lock python3 benchmarks/reference_time.py [--fresh-synthetic] [--with-default] [--with-noise]
+    flock -x /tmp/almanac-cpu.lock python3 benchmarks/reference_time.py [--fresh-synthetic] [--with-default] [--with-noise] [--with-probe]
 
 Runs data/matrices/reference.yaml through the real runner in a temporary data dir (nothing is
 written to data/), then prints each configuration's samples, CI95 half-width, why it stopped and
@@ -9,6 +9,8 @@ its wall time, and the total, with the load average before and after (on a share
 figure is an upper bound). ``--with-default`` runs default.yaml first, as `invoke all` does (the
 embedded model's reference rows are then already measured). ``--fresh-synthetic`` generates the
 synthetic model into a temporary cache first and times that too, as a fresh host does.
+``--with-noise`` and ``--with-probe`` add what `invoke all` runs once on a new host: the noise A/A
+(tasks.NOISE_FIRST_MAX_RUNS runs and NOISE_FIRST_BUDGET_S seconds at most) and the bandwidth probe.
 """
 
 from __future__ import annotations
@@ -29,7 +31,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--with-default", action="store_true", help="run default.yaml first, as `invoke all` does")
     ap.add_argument("--fresh-synthetic", action="store_true", help="generate the synthetic model anew (timed)")
-    ap.add_argument("--with-noise", action="store_true", help="then the short noise A/A `invoke all` runs once on a new host")
+    ap.add_argument("--with-noise", action="store_true", help="then the noise A/A `invoke all` runs once on a new host")
+    ap.add_argument("--with-probe", action="store_true", help="then the bandwidth probe `invoke all` runs once on a new host")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="almanac-refbench-") as td:
         d = Path(td) / "data"
@@ -82,14 +85,26 @@ def main() -> None:
         t_noise = 0.0
         if args.with_noise:  # what `invoke all` adds once on a host without a run-to-run noise estimate
             import tasks
+            from core import artifacts
             from runtime.execution import noise as noise_run
 
             t0 = time.perf_counter()
-            noise_run.run_noise(tasks.NOISE_RUNS_FIRST, 300.0)
+            path = noise_run.run_noise(tasks.NOISE_FIRST_MAX_RUNS, tasks.NOISE_FIRST_BUDGET_S)
             t_noise = time.perf_counter() - t0
-            print(f"first noise A/A ({tasks.NOISE_RUNS_FIRST} runs): {t_noise:.1f} s")
-        print(f"all measured steps: {t_gen + t_default + total + t_noise:.1f} s (generation {t_gen:.1f}, default "
-              f"{t_default:.1f}, reference {total:.1f}, noise {t_noise:.1f}); on {os.cpu_count()} logical cores; "
+            st = artifacts.load(path)["stopping"]
+            print(f"first noise A/A ({st['counted_runs']} counted runs + {st['warmup_runs']} warm-up, stopped: "
+                  f"{st['reason']}): {t_noise:.1f} s")
+        t_probe = 0.0
+        if args.with_probe:  # what `invoke all` adds once on a host without a bandwidth artifact
+            from runtime.hosts import probe as hostprobe
+
+            t0 = time.perf_counter()
+            hostprobe.run_probe()
+            t_probe = time.perf_counter() - t0
+            print(f"bandwidth probe: {t_probe:.1f} s")
+        print(f"all measured steps: {t_gen + t_default + total + t_noise + t_probe:.1f} s (generation {t_gen:.1f}, default "
+              f"{t_default:.1f}, reference {total:.1f}, noise {t_noise:.1f}, probe {t_probe:.1f}); on {os.cpu_count()} "
+              "logical cores; "
               f"load average after: {os.getloadavg()}")
 
 

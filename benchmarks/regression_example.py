@@ -14,7 +14,7 @@ gives the same step as a table.
 Order: ``rounds`` ordinary measurements, ``rounds`` slowed ones, then ``rounds`` ordinary
 ones again (a recovery step). Each is a forced rerun of data/matrices/regression-example.yaml
 (tg32, 5 repetitions; prompt-processing tests crashed (SIGSEGV) on the
-VM this was measured on, vm-568ab3c6, in the locally built llama-cpp-python) written to data/runs.
+VM this was measured on, vm-0372cd29 (the one with AMX), in the locally built llama-cpp-python) written to data/runs.
 """
 
 from __future__ import annotations

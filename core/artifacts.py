@@ -13,6 +13,7 @@ from a newer version with an actionable message and migrates older ones through
 
 from __future__ import annotations
 
+import copy
 import errno
 import hashlib
 import json
@@ -27,7 +28,7 @@ from typing import Any
 
 import jsonschema
 
-from core import migrations
+from core import hostid, migrations
 from core.errors import ArtifactError, ArtifactErrors, StorageError
 from core.paths import cache_dir, relpath, schema_dir
 
@@ -62,7 +63,8 @@ register_type(ArtifactType("run", 2, "One measured configuration: request, host,
 register_type(ArtifactType("host", 1, "A host probe: fingerprint and memory bandwidth (large copy, bytes read + written), single- and multi-threaded."))
 register_type(ArtifactType("projection", 1, "A projection record: per role and scenario, the measured baseline, the projected value, and the measurement that verified it where one existed."))
 register_type(ArtifactType("perplexity", 1, "Perplexity on a public text (llama-perplexity's chunking and standard error) and, against a reference model, KL-divergence and top-token agreement."))
-register_type(ArtifactType("noise", 1, "A host's run-to-run noise (`invoke noise`): a small matrix run again and again in fresh processes; per kind of test, the spread of run means."))
+register_type(ArtifactType("noise", 2, "A host's run-to-run noise (`invoke noise`): a small matrix run again and again in fresh processes, the warm-up run dropped, until the estimate is useful or the budget ends; per kind of test, the spread of run means and whether the host is too noisy to rank a single run.",
+                           {2: migrations.noise_to_2}))
 register_type(ArtifactType("decision", 1, "A go/no-go decision on one optimization and host: every gate's measured value, CI95, thresholds, verdict and the artifacts it rests on."))
 register_type(ArtifactType("quality", 1, "One quality run: a model and configuration answering a suite's seeded sample; per-item prompt, output, verdict, evidence, degeneration flag and timing."))
 
@@ -264,6 +266,14 @@ def validate(doc: dict[str, Any], source: str = "<artifact>") -> None:
     if version != atype.version:
         raise ArtifactError(f"schema_version {version!r} is not the current {atype.version}", file=source, field="schema_version")
     _check_schema(doc, name, version, source)
+
+
+def check(doc: dict[str, Any], source: str = "<artifact>") -> None:
+    """Raise ``ArtifactError`` unless ``doc`` is a valid artifact of any version this almanac reads
+    (an older one checked against its own version's schema and as it migrates), every number finite."""
+    check_finite(doc, source)
+    upgraded = upgrade(copy.deepcopy(doc), source)
+    _check_schema(upgraded, upgraded["artifact"], upgraded["schema_version"], source)
 
 
 def _check_schema(doc: dict[str, Any], name: str, version: int, source: str) -> None:
@@ -491,7 +501,8 @@ def iter_files(root: Path | str) -> Iterator[Path]:
 
 
 def iter_artifacts(root: Path | str, artifact: str | None = None) -> Iterator[tuple[Path, dict[str, Any]]]:
-    """Every valid artifact under ``root`` (optionally of one type); bad files raise."""
+    """Every valid artifact under ``root`` (optionally of one type); bad files raise. Each file on its
+    own: :func:`read_set` reads them as a set."""
     cache = ValidationCache()
     try:
         for path in iter_files(root):
@@ -502,10 +513,23 @@ def iter_artifacts(root: Path | str, artifact: str | None = None) -> Iterator[tu
         cache.save()
 
 
+def read_set(root: Path | str, artifact: str | None = None) -> list[tuple[Path, dict[str, Any]]]:
+    """Every valid artifact under ``root`` (optionally of one type), bad files raising as in
+    :func:`iter_artifacts`, read as one set: two machines under one host id are an ArtifactErrors,
+    an older fingerprint's host that is a newer host takes that host's id (core.hostid.reconcile)."""
+    loaded = list(iter_artifacts(root))  # every type: a host is checked on all its artifacts
+    problems = hostid.reconcile(loaded, relpath)
+    if problems:
+        raise ArtifactErrors(problems, len(loaded))
+    return [(p, d) for p, d in loaded if artifact is None or d["artifact"] == artifact]
+
+
 def load_tree(root: Path | str, files: list[Path] | None = None,
               cache: ValidationCache | None = None) -> tuple[list[tuple[Path, dict[str, Any]]], list[str]]:
     """Every artifact under ``root`` (or of ``files``), each checked as ``load`` checks it, and the set
-    checked as a whole: two files with the same id are one problem naming both. Returns the valid
+    checked as a whole: two files with the same id are one problem naming both, and so are two files
+    that claim one host id with different hardware (core.hostid.conflicts). An older fingerprint's
+    host that is a newer host takes that host's id (core.hostid.reconcile). Returns the valid
     (path, document) pairs in file order and one line per problem; nothing stops at the first."""
     problems: list[str] = []
     loaded: list[tuple[Path, dict[str, Any]]] = []
@@ -532,6 +556,8 @@ def load_tree(root: Path | str, files: list[Path] | None = None,
     finally:
         if own_cache:
             cache.save()
+    # one host id, one machine; an older fingerprint's host joined to the newer host it is (core.hostid)
+    problems += hostid.reconcile(loaded, relpath)
     return loaded, problems
 
 

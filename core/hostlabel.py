@@ -1,15 +1,27 @@
-"""Hosts have names people read (issue 19): a label from data/hosts.yaml (``host_labels:``, by
-host id) or one derived from the host's fingerprint, the id kept as the secondary key.
+"""Hosts have names people read (issues 19 and 27): every host and device label is made here.
 
-* A GPU host is named by its GPUs: ``H100 80 GB HBM3`` (the driver's name without the vendor, the
-  size spaced), ``2× H200 · 140 GiB`` (count, and the memory where the name does not give it).
-* A CPU host by its processor family and generation (read from the instruction-set flags where the
-  model string is generic, as a VM's often is), its logical CPUs and its memory:
-  ``Xeon Sapphire Rapids · 2 vCPU · 24 GiB`` (vCPU under a hypervisor, cores otherwise).
+A label comes from data/hosts.yaml (``host_labels:``, by host id) or from the host's fingerprint,
+the id kept as the secondary key. Memory is in GiB (2^30 bytes) computed from the bytes recorded,
+for host RAM and GPUs alike; a size in a GPU's driver name ("80GB") is dropped for that reason, so
+every card reads the same way.
+
+* A GPU (:func:`device_label`): its driver's name without the vendor and size, and its memory:
+  ``H100 HBM3 · 80 GiB``, ``H200 · 140 GiB``.
+* A GPU host (:func:`derived_label`): its GPUs, ``2× H200 · 140 GiB each`` when alike.
+* A CPU (:func:`cpu_label`): the processor family and generation. The generation comes from the
+  CPU's signature where the fingerprint records it (family, model and stepping; an ARM part), else
+  from its instruction-set flags, and never contradicts the flags: a signature whose generation
+  lacks a flag the CPU shows gives way to the flags, and an AMX generation without AMX flags says
+  ``AMX hidden`` (a hypervisor masks it). AVX-VNNI with AVX-512 BF16 and no AMX is such a CPU
+  (Sapphire Rapids or later), never Cooper Lake.
+* A CPU host: ``Xeon Sapphire Rapids+ · 2 vCPU · 24 GiB`` (its CPU, logical CPUs, memory; vCPU under
+  a hypervisor, cores otherwise).
 
 :func:`resolve` gives every host of a set its label: the configured one, else the derived one;
-two hosts that derive the same label get their id as a suffix; a configured label that
-equals another host's label is a ConfigError naming both hosts (one line).
+hosts that derive the same label are told apart by the facts that differ between them
+(``· AMX`` / ``· no AMX``, ``· L3 480 MiB`` / ``· L3 260 MiB``; core.hostid), by name where the
+hardware is alike, never by a hash unless nothing else differs; a configured label that equals
+another host's label is a ConfigError naming both hosts (one line).
 """
 
 from __future__ import annotations
@@ -20,25 +32,79 @@ from pathlib import Path
 from typing import Any
 
 from core.errors import ConfigError
+from core.hostid import identity_facts
 
 MAX_LABEL = 80
 
 
-def _gib(n: int | float | None) -> str | None:
-    return f"{round(n / 2**30)} GiB" if n else None
+def gib(n: int | float | None) -> str | None:
+    """Bytes as whole GiB ("80 GiB"); None when unknown."""
+    return f"{round(n / 2**30)} GiB" if isinstance(n, (int, float)) and not isinstance(n, bool) and n > 0 else None
 
 
-def _gpu_name(name: str) -> str:
-    name = re.sub(r"^(NVIDIA|AMD|Intel)\s+", "", name.strip())
-    name = re.sub(r"\b(\d+)\s*GB\b", r"\1 GB", name)
-    return " ".join(name.split())
+def gpu_name(name: str) -> str:
+    """A GPU's driver name without its vendor and its size ("NVIDIA H100 80GB HBM3" -> "H100 HBM3")."""
+    name = re.sub(r"^(NVIDIA|AMD|Intel)\s+", "", str(name or "").strip())
+    name = re.sub(r"[-\s]*\b\d+\s*GB\b", "", name)
+    return " ".join(name.split()).strip("- ") or "GPU"
 
 
-def _intel_generation(flags: set[str]) -> str | None:
-    if {"amx_tile", "amx_bf16"} <= flags:
-        return "Sapphire Rapids"  # or later (Emerald, Granite Rapids): the first with AMX
+def device_label(gpu: Mapping[str, Any]) -> str:
+    """One GPU: ``H100 HBM3 · 80 GiB`` (its name, and its memory where recorded)."""
+    mem = gib(gpu.get("memory_bytes"))
+    name = gpu_name(str(gpu.get("name") or "GPU"))
+    return f"{name} · {mem}" if mem else name
+
+
+# -- CPU generations ---------------------------------------------------------------------------
+_BASE = frozenset({"sse4_2", "avx", "avx2", "fma", "f16c"})
+_SKX = _BASE | {"avx512f", "avx512bw", "avx512vl", "avx512cd", "avx512dq"}
+_CLX = _SKX | {"avx512_vnni"}
+_CPX = _CLX | {"avx512_bf16"}
+_ICX = _CLX | {"avx512vbmi", "avx512_vbmi2", "avx512_bitalg", "avx512_vpopcntdq", "avx512ifma"}
+_AMX = frozenset({"amx_tile", "amx_int8", "amx_bf16"})
+_SPR = _ICX | _CPX | _AMX | {"avx_vnni", "avx512_fp16"}
+_GNR = _SPR | {"amx_fp16", "amx_complex"}
+_ZEN3 = _BASE
+_ZEN4 = _ICX | {"avx512_bf16"}
+_ZEN5 = _ZEN4 | {"avx_vnni", "avx512_vp2intersect"}
+# the x86 flags a generation is judged by (ARM flags say nothing of an x86 generation)
+_X86 = _GNR | _ZEN5 | {"avx_vnni_int8", "avx_ifma", "avx_ne_convert"}
+
+# Intel family 6: model -> (generation, the flags it can show); model 85 by stepping
+_INTEL_MODELS: dict[int, tuple[str, frozenset[str]]] = {
+    63: ("Haswell", _BASE), 79: ("Broadwell", _BASE),
+    106: ("Ice Lake-SP", _ICX), 108: ("Ice Lake-D", _ICX),
+    143: ("Sapphire Rapids", _SPR), 207: ("Emerald Rapids", _SPR),
+    173: ("Granite Rapids", _GNR), 174: ("Granite Rapids-D", _GNR),
+}
+_ARM_PARTS = {(0x41, 0xD0C): "Neoverse N1", (0x41, 0xD40): "Neoverse V1", (0x41, 0xD49): "Neoverse N2",
+              (0x41, 0xD4F): "Neoverse V2", (0x41, 0xD8E): "Neoverse N3", (0x41, 0xD84): "Neoverse V3",
+              (0xC0, 0xAC3): "AmpereOne"}
+
+
+def _intel_by_signature(sig: Mapping[str, Any]) -> tuple[str, frozenset[str]] | None:
+    if sig.get("family") != 6:
+        return None
+    model, stepping = sig.get("model"), sig.get("stepping")
+    if model == 85:
+        if not isinstance(stepping, int):
+            return "Skylake-SP / Cascade Lake", _CPX
+        return ("Skylake-SP", _SKX) if stepping <= 4 else ("Cooper Lake", _CPX) if stepping >= 10 else ("Cascade Lake", _CLX)
+    return _INTEL_MODELS.get(model) if isinstance(model, int) else None
+
+
+def _intel_by_flags(flags: set[str]) -> str | None:
+    if "amx_fp16" in flags:
+        return "Granite Rapids+"
+    if "amx_tile" in flags:
+        return "Sapphire Rapids+"
+    if "avx512f" in flags and ("avx_vnni" in flags or "avx512_fp16" in flags):
+        return "Sapphire Rapids+ (AMX hidden)"  # AVX-VNNI or FP16 beside AVX-512: no Xeon before Sapphire Rapids
     if "avx512_bf16" in flags:
         return "Cooper Lake"
+    if flags & {"avx512vbmi", "avx512_vbmi2", "avx512ifma", "avx512_bitalg", "avx512_vpopcntdq"}:
+        return "Ice Lake"
     if "avx512_vnni" in flags:
         return "Cascade Lake"
     if "avx512f" in flags:
@@ -48,18 +114,54 @@ def _intel_generation(flags: set[str]) -> str | None:
     return None
 
 
-def _amd_generation(flags: set[str]) -> str | None:
-    if "avx512f" in flags:
-        return "Zen 4"  # or later: the first Zen with AVX-512
-    if "avx2" in flags:
-        return "Zen"
+def _amd_by_signature(sig: Mapping[str, Any]) -> tuple[str, frozenset[str]] | None:
+    family, model = sig.get("family"), sig.get("model")
+    if not isinstance(model, int):
+        return None
+    if family == 23:
+        return ("Zen / Zen+", _BASE) if model < 0x30 else ("Zen 2", _BASE)
+    if family == 25:
+        zen4 = 0x10 <= model <= 0x1F or 0x60 <= model <= 0x7F or 0xA0 <= model <= 0xAF
+        return ("Zen 4", _ZEN4) if zen4 else ("Zen 3", _ZEN3)
+    if family == 26:
+        return "Zen 5", _ZEN5
     return None
 
 
-def _cpu_family(cpu: Mapping[str, Any]) -> str:
+def _amd_by_flags(flags: set[str]) -> str | None:
+    if flags & {"avx_vnni", "avx512_vp2intersect"} and "avx512f" in flags:
+        return "Zen 5"
+    if "avx512f" in flags:
+        return "Zen 4"  # the first Zen with AVX-512
+    if "avx2" in flags:
+        return "Zen 1–3"
+    return None
+
+
+def cpu_generation(cpu: Mapping[str, Any]) -> str | None:
+    """The CPU's generation ("Sapphire Rapids", "Zen 4", "Neoverse V2"), from its signature where
+    recorded and not contradicted by its flags, else from its flags; None when neither tells."""
+    vendor, model = str(cpu.get("vendor") or ""), str(cpu.get("model") or "")
+    flags = {str(f) for f in cpu.get("flags") or []}
+    sig = cpu.get("signature") if isinstance(cpu.get("signature"), Mapping) else {}
+    intel = "Intel" in vendor or "Intel" in model
+    amd = "AMD" in vendor or "AMD" in model
+    if isinstance(sig.get("implementer"), int) and isinstance(sig.get("part"), int):
+        return _ARM_PARTS.get((sig["implementer"], sig["part"]))
+    by_sig = _intel_by_signature(sig) if intel else _amd_by_signature(sig) if amd else None
+    if by_sig is not None:
+        name, can = by_sig
+        if not (flags & _X86) - can:  # the flags say nothing this generation could not show
+            hidden = can >= _AMX and not flags & _AMX and "flags" in cpu
+            return f"{name} (AMX hidden)" if hidden else name
+    return _intel_by_flags(flags) if intel else _amd_by_flags(flags) if amd else None
+
+
+def cpu_label(cpu: Mapping[str, Any]) -> str:
+    """A CPU: its family and generation where the model string is generic (a VM's often is:
+    ``Xeon Sapphire Rapids+``), else the model string cleaned (``Ryzen 9 7950X``)."""
     model = str(cpu.get("model") or "")
     vendor = str(cpu.get("vendor") or "")
-    flags = {str(f) for f in cpu.get("flags") or []}
     clean = re.sub(r"\((R|TM|tm|r)\)", "", model)
     clean = re.sub(r"\b(CPU|Processor|\d+-Core)\b", "", clean)
     clean = re.sub(r"@.*$", "", clean)
@@ -67,53 +169,130 @@ def _cpu_family(cpu: Mapping[str, Any]) -> str:
     intel = "Intel" in vendor or "Intel" in model
     amd = "AMD" in vendor or "AMD" in model
     family = clean.removeprefix("Intel ").removeprefix("AMD ").strip()
-    generic = family in ("", "Xeon", "EPYC", "Core", "Ryzen", "Common KVM", "QEMU Virtual")
-    gen = _intel_generation(flags) if intel else _amd_generation(flags) if amd else None
+    generic = family in ("", "Xeon", "EPYC", "Core", "Ryzen", "Common KVM", "QEMU Virtual", "aarch64", "arm64")
+    gen = cpu_generation(cpu)
     if generic and gen:
-        return f"{family or ('Xeon' if intel else 'EPYC' if amd else 'CPU')} {gen}".strip()
+        base = "Xeon" if intel and family in ("", "Common KVM", "QEMU Virtual") else \
+            "EPYC" if amd and family in ("", "Common KVM", "QEMU Virtual") else family
+        if base in ("aarch64", "arm64"):
+            base = ""
+        return f"{base} {gen}".strip()
     return family or model or "CPU"
+
+
+def gpus_label(gpus: Iterable[Mapping[str, Any]]) -> str:
+    """A host's GPUs: ``H100 HBM3 · 80 GiB``, ``2× H200 · 140 GiB each``, ``A + B`` when unlike; "" for none."""
+    names = [device_label(g) for g in gpus if isinstance(g, Mapping)]
+    if not names:
+        return ""
+    if all(n == names[0] for n in names):
+        if len(names) == 1:
+            return names[0]
+        return f"{len(names)}× {names[0]}" + (" each" if "·" in names[0] else "")
+    return " + ".join(names)
 
 
 def derived_label(fp: Mapping[str, Any]) -> str:
     """The label a host's fingerprint gives (no configuration, no other host considered)."""
-    gpus = [g for g in fp.get("gpus") or [] if isinstance(g, Mapping)]
+    gpus = gpus_label(fp.get("gpus") or [])
     if gpus:
-        names = [_gpu_name(str(g.get("name") or "GPU")) for g in gpus]
-        first = names[0]
-        count = f"{len(gpus)}× " if len(gpus) > 1 else ""
-        mem = None if re.search(r"\d+ GB", first) else _gib(gpus[0].get("memory_bytes"))
-        same = all(n == first for n in names)
-        base = f"{count}{first}" if same else " + ".join(names)
-        return f"{base} · {mem}" if mem and same else base
+        return gpus
     cpu = fp.get("cpu") if isinstance(fp.get("cpu"), Mapping) else {}
-    parts = [_cpu_family(cpu)]
+    parts = [cpu_label(cpu)]
     n = cpu.get("logical_cores")
     if n:
         parts.append(f"{n} vCPU" if cpu.get("hypervisor") else f"{n} cores")
-    mem = _gib(fp.get("memory_bytes"))
+    mem = gib(fp.get("memory_bytes"))
     if mem:
         parts.append(mem)
     return " · ".join(parts)
 
 
+def machine_summary(fp: Mapping[str, Any]) -> str:
+    """A host's machine in a few words, GPUs or not: ``Xeon Sapphire Rapids+ · 16 threads · H200 · 140 GiB``."""
+    cpu = fp.get("cpu") if isinstance(fp.get("cpu"), Mapping) else {}
+    parts = [cpu_label(cpu)]
+    if cpu.get("logical_cores"):
+        parts.append(f"{cpu['logical_cores']} threads")
+    gpus = gpus_label(fp.get("gpus") or [])
+    if gpus:
+        parts.append(gpus)
+    return " · ".join(parts)
+
+
+# -- telling alike hosts apart -----------------------------------------------------------------
+_FIRST = ("cpu.flags.amx_tile", "cpu.cache.L3")  # the facts most worth naming when they differ
+
+
+def _cache_text(v: Any) -> str:
+    m = re.fullmatch(r"\s*(\d+)\s*K(iB)?\s*", str(v))
+    if m:
+        kib = int(m.group(1))
+        return f"{kib // 1024} MiB" if kib >= 1024 and kib % 1024 == 0 else f"{kib} KiB"
+    return str(v)
+
+
+def fact_text(fact: str, value: Any) -> str:
+    """A fact as a label names it: ``AMX`` / ``no AMX``, ``L3 480 MiB``, ``stepping 8``."""
+    if fact.startswith("cpu.flags."):
+        flag = fact.removeprefix("cpu.flags.")
+        name = "AMX" if flag == "amx_tile" else flag
+        return name if value else f"no {name}"
+    if fact.startswith("cpu.cache."):
+        return f"{fact.removeprefix('cpu.cache.')} {_cache_text(value)}"
+    if fact.startswith("cpu.signature."):
+        return f"{fact.removeprefix('cpu.signature.')} {value}"
+    if fact == "memory_gib":
+        return f"{value} GiB"
+    if fact == "gpus":
+        return ", ".join(value) or "no GPU"
+    if fact == "numa_nodes":
+        return f"{value} NUMA node{'s' if value != 1 else ''}"
+    return f"{fact.rsplit('.', 1)[-1].replace('_', ' ')} {value}"
+
+
+def _told_apart(group: dict[str, Mapping[str, Any]]) -> dict[str, str]:
+    """For hosts that derive one label: a suffix each, naming the facts that differ between them
+    (those all of them record, the most telling first), else the host's name, else its id."""
+    facts = {h: identity_facts(fp) for h, fp in group.items()}
+    shared = [f for f in next(iter(facts.values())) if all(f in fs for fs in facts.values())]
+    order = [f for f in _FIRST if f in shared] + [f for f in shared if f not in _FIRST]
+    chosen: list[str] = []
+    for f in order:
+        if len({repr(fs[f]) for fs in facts.values()}) > 1:
+            chosen.append(f)
+            if len({tuple(repr(facts[h][c]) for c in chosen) for h in group}) == len(group):
+                break
+    out = {h: " · ".join(fact_text(f, facts[h][f]) for f in chosen) for h in group}
+    if len(set(out.values())) < len(group):
+        names = {h: str(fp.get("name") or "") for h, fp in group.items()}
+        out = {h: " · ".join(x for x in (out[h], names[h]) if x) for h in group}
+    if len(set(out.values())) < len(group):
+        out = {h: " · ".join(x for x in (out[h], h) if x) for h in group}
+    return out
+
+
 def resolve(fingerprints: Mapping[str, Mapping[str, Any]], configured: Mapping[str, str] | None = None,
             source: str = "data/hosts.yaml") -> dict[str, str]:
-    """Every host's label, by host id: the configured label, else the derived one (made unique
-    with the id's hash where two hosts derive the same). A configured label equal to another
+    """Every host's label, by host id: the configured label, else the derived one (hosts that derive
+    the same told apart by the facts that differ between them). A configured label equal to another
     host's label raises ConfigError naming both."""
     configured = dict(configured or {})
     derived = {h: derived_label(fp) for h, fp in fingerprints.items()}
-    counts: dict[str, int] = {}
+    alike: dict[str, dict[str, Mapping[str, Any]]] = {}
     for h, lab in derived.items():
         if h not in configured:
-            counts[lab] = counts.get(lab, 0) + 1
+            alike.setdefault(lab, {})[h] = fingerprints[h]
+    suffix: dict[str, str] = {}
+    for group in alike.values():
+        if len(group) > 1:
+            suffix.update(_told_apart(group))
     out: dict[str, str] = {}
     for h in sorted(fingerprints):
         if h in configured:
             out[h] = configured[h]
         else:
-            lab = derived[h]
-            out[h] = f"{lab} · {h}" if counts[lab] > 1 else lab
+            out[h] = " · ".join(x for x in (derived[h], suffix.get(h)) if x)
     owner: dict[str, str] = {}
     for h in sorted(out, key=lambda h: (h not in configured, h)):
         lab = out[h]

@@ -470,11 +470,15 @@ def _qname(q: float) -> str:
 class RunNoise:
     """Run-to-run noise of one kind of test on one host: the standard deviation of the log of a
     run's mean between runs of the same configuration and build (0.03: runs scatter by about 3%),
-    with its degrees of freedom and where it was measured."""
+    with its degrees of freedom and where it was measured. ``too_noisy``: a single run widened by
+    it gets a CI95 wider than core.noise.USEFUL_FACTOR each way (the host is too noisy to rank a
+    single run), ``why`` says so with the figures (None otherwise)."""
 
     sigma: float
     df: int
     source: str
+    too_noisy: bool = False
+    why: str | None = None
 
     def to_dict(self) -> dict:
         return asdict(self)

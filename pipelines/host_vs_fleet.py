@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from core import stats
+from core.hostlabel import machine_summary
 from core.metrics import Metric
 
 from pipelines import facts as facts_mod
@@ -138,13 +139,5 @@ def picker_data(workloads_: list[Workload], hosts: dict[str, dict[str, Any]], la
 
 
 def host_about(h: dict[str, Any]) -> str:
-    """A host's machine in a few words (CPU, cores, GPUs)."""
-    if not h:
-        return ""
-    cpu = h.get("cpu") or {}
-    gpus = h.get("gpus") or []
-    parts = [str(cpu.get("model") or "?"), f"{cpu.get('logical_cores', '?')} threads"]
-    if gpus:
-        names = sorted({str(g.get("name")) for g in gpus})
-        parts.append(f"{len(gpus)}× " + "/".join(names))
-    return " · ".join(parts)
+    """A host's machine in a few words (CPU, threads, GPUs: core.hostlabel.machine_summary)."""
+    return machine_summary(h) if h else ""

@@ -3,6 +3,11 @@
 Two sources, pooled: the history itself (every configuration measured two or more times with one
 build: its runs' spread), and the newest ``noise`` artifact of the host (``invoke noise``). Pooling
 adds their sums of squares and degrees of freedom, so the estimate with more runs weighs more.
+
+Each pooled estimate carries its verdict for a single run (core.noise.too_noisy on the pooled sigma
+and df, the figure every page widens a single run by): ``RunNoise.too_noisy`` when that run's CI95
+would be wider than ×core.noise.USEFUL_FACTOR each way, and ``RunNoise.why`` with the figures, so a
+page can say "this host is too noisy to rank (…)" instead of a rank that turns on noise.
 """
 
 from __future__ import annotations
@@ -23,7 +28,13 @@ from pipelines.runs import records
 METHOD = ("Run-to-run noise of a host and kind of test (test kind; rate tests split into prompt processing and "
           "generation) is the standard deviation of the log of a run's mean between runs of one configuration and "
           "build, pooled over every configuration measured two or more times on that host (the history) and the "
-          "host's newest `invoke noise` A/A (sums of squares over degrees of freedom).")
+          "host's newest `invoke noise` A/A (sums of squares over degrees of freedom). The A/A does not count its "
+          "first run (a fresh process, warm-up) and runs until, for every kind of test, the estimate has at least "
+          f"{noise_mod.MIN_DF} degrees of freedom and a single run widened by it gets a CI95 no wider than "
+          f"×{noise_mod.USEFUL_FACTOR:g} each way (t(0.975, df) · sigma ≤ ln {noise_mod.USEFUL_FACTOR:g}), or until its "
+          "budget of time and runs ends. An estimate (pooled) still wider than that marks the host \"too noisy to "
+          "rank\" that kind of test, with the noise, the degrees of freedom and the width that results. Stopping on "
+          "the estimate is sequential, so a host that stops early may read slightly quieter than it is.")
 
 
 def run_value(r: RunRecord, metric: str | None = None) -> tuple[float, float | None] | None:
@@ -78,7 +89,8 @@ def _from_history(docs: list[Any]) -> dict[tuple[str, str], tuple[float, int, in
 
 def host_noise(docs: list[Any], noise_docs: list[Any] | None = None) -> dict[tuple[str, str], stats.RunNoise]:
     """(host, kind of test) -> its run-to-run noise, from the history of ``docs`` and the newest
-    noise artifact of each host (``noise_docs``; default: those of the loaded data folder)."""
+    noise artifact of each host (``noise_docs``; default: those of the loaded data folder), with
+    ``too_noisy`` and ``why`` judged on the pooled estimate (core.noise.too_noisy)."""
     pooled = dict(_from_history(docs))
     sources = {k: f"history: {g} configuration(s) measured more than once" for k, (_, _, g) in pooled.items()}
     newest: dict[str, NoiseRecord] = {}
@@ -91,7 +103,19 @@ def host_noise(docs: list[Any], noise_docs: list[Any] | None = None) -> dict[tup
             ss, df, g = pooled.get((h, c), (0.0, 0, 0))
             pooled[(h, c)] = (ss + est.sigma ** 2 * est.df, df + est.df, g)
             sources[(h, c)] = (sources[(h, c)] + " + " if (h, c) in sources else "") + est.source
-    return {k: stats.RunNoise(math.sqrt(ss / df), df, sources[k]) for k, (ss, df, _) in pooled.items() if df}
+    out = {}
+    for k, (ss, df, _) in pooled.items():
+        if df:
+            sigma = math.sqrt(ss / df)
+            why = noise_mod.too_noisy(sigma, df)
+            out[k] = stats.RunNoise(sigma, df, sources[k], why is not None,
+                                    f"this host is too noisy to rank a single {k[1]} run: {why} ({sources[k]})" if why else None)
+    return out
+
+
+def too_noisy(table: dict[tuple[str, str], stats.RunNoise]) -> dict[tuple[str, str], str]:
+    """(host, kind of test) -> why, for the estimates of ``table`` (host_noise) too noisy to rank a single run."""
+    return {k: n.why or "too noisy" for k, n in table.items() if n.too_noisy}
 
 
 def noise_for(table: dict[tuple[str, str], stats.RunNoise], r: RunRecord) -> stats.RunNoise | None:

@@ -65,14 +65,14 @@ def test_rate_boards_carry_energy_where_measured(h200):
     assert not any(r.stat("prefill_j_per_token") or r.stat("decode_j_per_token") for r in golden)
     page = pages.leaderboard_page(list(h200) + golden)
     sections = page.split("\n## ")
-    gpu_pp = next(s for s in sections if s.startswith("pp512 on <code>lent-h200-f4fc446f</code> · <code>llama_cpp</code>"))
+    gpu_pp = next(s for s in sections if s.startswith("pp512 on <code>lent-h200-c4a881f9</code> · <code>llama_cpp</code>"))
     (row,) = [r for r in h200 if r.backend == "llama_cpp" and r.test_name == "pp512"]
     s = row.stat("prefill_j_per_token")
     assert "Prefill energy (J/token) [CI95]" in gpu_pp
     assert f"{s.mean:,.4f} [{s.ci95_low:,.4f} – {s.ci95_high:,.4f}]" in gpu_pp
     assert "Decode energy" not in gpu_pp  # a pp test measures prefill only
-    cpu = [s for s in sections if s.split("\n")[0] in ("pp64 on <code>golden-host-94ba7631</code> · <code>llama_cpp</code>",
-                                                         "tg16 on <code>golden-host-94ba7631</code> · <code>llama_cpp</code>")]
+    cpu = [s for s in sections if s.split("\n")[0] in ("pp64 on <code>golden-host-55ecea05</code> · <code>llama_cpp</code>",
+                                                         "tg16 on <code>golden-host-55ecea05</code> · <code>llama_cpp</code>")]
     assert len(cpu) == 2 and not any("energy (J/token)" in s for s in cpu)
 
 

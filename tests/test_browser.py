@@ -32,7 +32,7 @@ def test_leaderboard_renders_offline_in_chromium(served):
         page.goto(f"{served}/leaderboard/", wait_until="load")
         assert page.locator("table:visible").count() >= 1 and "tg16" in page.content()
         # a host's own boards (its models and settings), one click away, with their charts
-        page.locator("a[href*='boards/golden-host-94ba7631']").first.click()
+        page.locator("a[href*='boards/golden-host-55ecea05']").first.click()
         page.wait_for_load_state("load")
         table = page.locator("table").first
         assert table.is_visible()
@@ -150,7 +150,7 @@ def test_perplexity_browser_filters_opens_and_downloads(served, built_site):
         page.wait_for_selector("#almanac-browser tbody tr")
         assert sorted(page.locator("#almanac-browser tbody tr").evaluate_all("trs => trs.map(t => t.dataset.id)")) \
             == sorted(r["id"] for r in listed)
-        host = next(h for h in hosts if h != "golden-host-94ba7631")  # the real measurements' host
+        host = next(h for h in hosts if h != "golden-host-55ecea05")  # the real measurements' host
         page.select_option("select[data-filter=host]", host)
         want = [r for r in listed if r["host"] == host]
         assert sorted(page.locator("#almanac-browser tbody tr").evaluate_all("trs => trs.map(t => t.dataset.id)")) \

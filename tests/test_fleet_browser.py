@@ -51,7 +51,7 @@ def test_leaderboard_filters_by_host_and_test_and_ranks_by_the_rule(fleet_site, 
         page.goto(f"{url}/leaderboard/", wait_until="load")
         page.wait_for_selector("#almanac-fleet-filters[data-ready]")
         all_hosts = _visible_hosts(page)
-        assert {NEW_HOST["id"], "vm-568ab3c6", "lent-h100-5bc4e4f5"} <= all_hosts
+        assert {NEW_HOST["id"], "vm-0372cd29", "lent-h100-920a23c0"} <= all_hosts
         # ranks on the page: those of the rule (pipelines.fleet, checked against the rule in test_fleet)
         for b in boards:
             sel = f'#w-{b.key}'

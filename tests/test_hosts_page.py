@@ -60,9 +60,9 @@ def test_side_by_side_cpu_gpu_and_inventory_host(gpu_runs, gpu_hosts, tmp_path, 
     cpu = load_runs(GOLDEN / "runs")
     md = hosts_page.hosts_page(cpu + gpu_runs + far, gpu_hosts)
     header = md.split("## Memory bandwidth")[0]
-    for hid in ("golden-host-94ba7631", gpu_runs[0]["host"]["id"], "evil-inventory"):
+    for hid in ("golden-host-55ecea05", gpu_runs[0]["host"]["id"], "evil-inventory"):
         assert f"<code>{hid}</code>" in header
-    assert "NVIDIA H100 80GB HBM3" in header and "CC 9.0" in header and "580.159.04" in header
+    assert "H100 HBM3 · 80 GiB · CC 9.0" in header and "580.159.04" in header
     assert "inventory only (never reached: hardware unknown)" in header
     assert "<script>" not in md
     bound_rows = [r for r in roofline.roofline_rows(gpu_runs, gpu_hosts) if r.get("bound")]

@@ -79,9 +79,10 @@ def test_invoke_all_runs_default_then_reference(monkeypatch):
     monkeypatch.setattr(tasks, "_build_site", lambda c, output, if_changed=False: calls.append(("build", "")))
     monkeypatch.setattr(tasks, "_where_this_host_stands", lambda: calls.append(("stands", "")))
     monkeypatch.setattr(tasks, "_ensure_noise", lambda c: calls.append(("noise", "")))
+    monkeypatch.setattr(tasks, "_ensure_bandwidth", lambda c: calls.append(("bandwidth", "")))
     tasks.all.body(None)
-    assert calls == [("fetch", ""), ("bench", "default"), ("bench", "reference"), ("noise", ""), ("validate", ""),
-                     ("build", ""), ("stands", "")]
+    assert calls == [("fetch", ""), ("bench", "default"), ("bench", "reference"), ("noise", ""), ("bandwidth", ""),
+                     ("validate", ""), ("build", ""), ("stands", "")]
     calls.clear()
     tasks.all.body(None, matrix="reference")
     assert [c for c in calls if c[0] == "bench"] == [("bench", "reference")]

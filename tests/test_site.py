@@ -23,11 +23,11 @@ def docs():
 
 def test_boards_rank_best_first_and_show_varying_settings(docs):
     boards = {(b.host_id, b.test): b for b in leaderboard.boards(docs)}
-    tg = boards[("golden-host-94ba7631", "tg16")]
+    tg = boards[("golden-host-55ecea05", "tg16")]
     means = list(tg.rows["s_mean"])
     assert means == sorted(means, reverse=True) and len(means) == 2
     assert tg.varying == ["n_threads", "n_threads_batch"]  # effective settings: the batch threads follow n_threads
-    chat = boards[("golden-host-94ba7631", "chat-tiny")]
+    chat = boards[("golden-host-55ecea05", "chat-tiny")]
     assert chat.metric.name == "ttft_ms"
     assert list(chat.rows["s_mean"]) == sorted(chat.rows["s_mean"])  # lower is better
     failed_ids = {d["id"] for d in docs if d["status"] == "failed"}
@@ -93,7 +93,7 @@ def test_methodology_lists_every_metric_and_setting():
         assert f"<code>{name}</code>" in table and f.description
 
 
-GOLDEN_HOST = "golden-host-94ba7631"
+GOLDEN_HOST = "golden-host-55ecea05"
 
 
 def _host_boards(site, host=GOLDEN_HOST) -> str:
@@ -454,7 +454,7 @@ def _split_pages_hold_in_chromium(site, name, host):
 def test_per_host_page_files_never_collide_or_escape():
     from pipelines.site.per_host import page_file
 
-    assert page_file("serving", "vm-568ab3c6") == "serving/vm-568ab3c6.md"
+    assert page_file("serving", "vm-0372cd29") == "serving/vm-0372cd29.md"
     assert page_file("serving", "index") == "serving/_index.md"  # not the split page's own index
     for bad in ("../x", "a/b", "A", "", "x_y"):
         with pytest.raises(ValueError):

@@ -331,8 +331,8 @@ def test_invoke_ab_refuses_a_budget_too_short_for_one_round(tmp_path):
 
 
 def test_invoke_noise_refuses_too_few_runs():
-    p = _invoke("noise", "--runs", "2")
-    assert p.returncode == 2 and "at least 3" in p.stderr and len(p.stderr.strip().splitlines()) == 1
+    p = _invoke("noise", "--runs", "3")
+    assert p.returncode == 2 and "at least 4 runs after the warm-up" in p.stderr and len(p.stderr.strip().splitlines()) == 1
 
 
 def test_ab_decide_states_its_verdicts():
@@ -387,14 +387,21 @@ def test_invoke_noise_stores_a_host_artifact(tmp_path):
     (data / "matrices").mkdir(parents=True)
     shutil.copy(ROOT / "data" / "matrices" / "noise.yaml", data / "matrices" / "noise.yaml")
     shutil.copy(ROOT / "data" / "models.yaml", data / "models.yaml")
-    p = _invoke("noise", "--runs", "3", env={"ALMANAC_DATA": str(data)}, timeout=600)
+    # at most 4 counted runs: the warm-up and exactly 4 more, whatever the host (the rule's minimum)
+    p = _invoke("noise", "--runs", "4", env={"ALMANAC_DATA": str(data)}, timeout=600)
     assert p.returncode == 0, p.stderr[-2000:]
     (path,) = list((data / "hosts").rglob("noise-*.json"))
     doc = artifacts.load(path)
-    assert set(doc["estimates"]) == {"rate:pp", "rate:tg"} and len(doc["runs"]) == 6
+    assert set(doc["estimates"]) == {"rate:pp", "rate:tg"} and len(doc["runs"]) == 10
+    assert doc["stopping"]["counted_runs"] == 4 and doc["stopping"]["reason"] in ("useful", "max_runs")
+    assert sorted(r["test"] for r in doc["runs"] if r["warmup"]) == ["pp64", "tg16"]
+    assert {r["round"] for r in doc["runs"] if r["warmup"]} == {1}
     for cls, e in doc["estimates"].items():
-        means = [r["mean"] for r in doc["runs"] if r["class"] == cls]
-        assert e["df"] == 2 and e["sigma"] == pytest.approx(stats.pooled_log_spread([means])[0])
+        means = [r["mean"] for r in doc["runs"] if r["class"] == cls and not r["warmup"]]
+        assert e["df"] == 3 and e["warmup_dropped"] == 1 and e["sigma"] == pytest.approx(stats.pooled_log_spread([means])[0])
+        assert e["too_noisy"] == (e["ci95_factor"] > 1.25) and (e["why"] is None) == (not e["too_noisy"])
+    assert ("too noisy to rank" in p.stderr) == any(e["too_noisy"] for e in doc["estimates"].values())
+    assert "stopped: " in p.stdout and "warm-up (not counted)" in p.stderr
     assert not (data / "runs").exists()  # the A/A's runs are not results
 
 

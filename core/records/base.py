@@ -165,11 +165,12 @@ def latest_per_key(records: list[R]) -> list[R]:
 
 
 def read_all(cls: type[R], root: Path | str) -> list[R]:
-    """Every artifact of ``cls``'s type under ``root``, validated, as records, oldest first."""
+    """Every artifact of ``cls``'s type under ``root``, validated and read as one set
+    (core.artifacts.read_set), as records, oldest first."""
     from core import artifacts
     from core.paths import relpath
 
     root = Path(root)
-    out = [cls(doc, relpath(path)) for path, doc in artifacts.iter_artifacts(root, cls.ARTIFACT)]
+    out = [cls(doc, relpath(path)) for path, doc in artifacts.read_set(root, cls.ARTIFACT)]
     out.sort(key=lambda r: (r.created, r.id))
     return out

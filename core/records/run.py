@@ -810,7 +810,7 @@ def read(path: Path | str) -> RunRecord:
 
 def read_all(root: Path | str | None = None) -> list[RunRecord]:
     """Every run artifact under ``root`` (default data/runs), oldest first."""
-    out = [RunRecord(doc, relpath(path)) for path, doc in artifacts.iter_artifacts(root or runs_dir(), ARTIFACT)]
+    out = [RunRecord(doc, relpath(path)) for path, doc in artifacts.read_set(root or runs_dir(), ARTIFACT)]
     out.sort(key=lambda r: (r.created, r.id))
     return out
 

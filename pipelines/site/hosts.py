@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+from core.hostlabel import device_label
 from core.records.host import GPU_MEMORY, HOST_MEMORY, HostRecord, as_host
 from core.records.run import RunRecord
 
@@ -19,9 +20,7 @@ from pipelines.site.markdown import PROJECTED_BADGE, SYNTHETIC_BADGE, admonition
 
 
 def _gpu_text(g: dict[str, Any]) -> str:
-    parts = [cell(g.get("name"))]
-    if g.get("memory_bytes"):
-        parts.append(nbytes(g["memory_bytes"]))
+    parts = [cell(device_label(g))]
     if g.get("compute_capability"):
         parts.append(f"CC {cell(g['compute_capability'])}")
     return " · ".join(parts)
@@ -71,6 +70,8 @@ def host_table(run_docs: list[RunRecord], host_docs: list[HostRecord]) -> str:
         row("name", lambda h, _: cell(h.get("name"))),
         row("source", source),
         row("CPU", lambda h, _: cell(h["cpu"].get("model"))),
+        row("CPU signature", lambda h, _: cell(" · ".join(f"{k} {v}" for k, v in (h["cpu"].get("signature") or {}).items())
+                                               or "— (not recorded)")),
         row("cores (physical / logical)", lambda h, _: cell(f"{h['cpu'].get('physical_cores')} / "
                                                            f"{h['cpu'].get('logical_cores')}")),
         row("RAM", lambda h, _: nbytes(h.get("memory_bytes")) if h.get("memory_bytes") else "—"),

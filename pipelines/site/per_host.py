@@ -14,6 +14,7 @@ The per-host Markdown files are written by docs/gen_pages.py (mkdocs-gen-files) 
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -22,7 +23,7 @@ from typing import Any
 from core.records.host import HostRecord
 
 from pipelines import dataset
-from pipelines.site.markdown import admonition, cell, code, link, nbytes, num, rebase_links, table
+from pipelines.site.markdown import admonition, as_text, cell, code, link, nbytes, num, rebase_links, table
 
 SPLIT_ABOVE = 4  # hosts shown on one page; more get one page per host
 _HOST_ID = re.compile(r"^[a-z0-9][a-z0-9-]*$")
@@ -116,8 +117,13 @@ def generated_pages() -> list[tuple[str, str]]:
             # index (and Material's indexing, which is quadratic in a page's headings) grow with the fleet
             # while adding nothing a reader searches for; the page's index (docs/<name>.md) is indexed
             # and names every host
-            out.append((path, "---\nsearch:\n  exclude: true\n---\n\n"
-                              f"# {page.title}: {cell(labels.get(host, host))}\n\n"
+            label = labels.get(host, host)
+            # the page's <title> from the front matter, as text no reader takes for markup (as_text): the theme
+            # writes a title taken from the heading through striptags, which unescapes what cell() escaped,
+            # and a label is artifact text
+            title = json.dumps(as_text(f"{page.title}: {label}"))
+            out.append((path, f"---\ntitle: {title}\nsearch:\n  exclude: true\n---\n\n"
+                              f"# {page.title}: {cell(label)}\n\n"
                               f"Host {code(host)}. One host's part of the [{page.title}](../{name}.md) page ({why}).\n\n"
                               f'{{{{ split_page("{name}", "{host}") }}}}\n'))
     return out
@@ -131,8 +137,9 @@ def host_labels() -> dict[str, str]:
 
 
 def _machine(h: dict[str, Any]) -> tuple[str, str, str]:
-    gpus = ", ".join(g["name"] for g in h.get("gpus", [])) or "none"
-    return h["cpu"]["model"], gpus, nbytes(h["memory_bytes"])
+    from core.hostlabel import cpu_label, gpus_label
+
+    return cpu_label(h["cpu"]), gpus_label(h.get("gpus") or []) or "none", nbytes(h["memory_bytes"])
 
 
 def index(name: str) -> str:

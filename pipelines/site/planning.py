@@ -190,10 +190,10 @@ def _configuration(rr: proj.RoleResult) -> str:
     return "<br>".join(parts) + f"<br><small>{runs}</small>"
 
 
-def projections_host(ps: proj.ProjectionSet, history: list[dict[str, Any]]) -> str:
+def projections_host(ps: proj.ProjectionSet, history: list[dict[str, Any]], label: str | None = None) -> str:
     metric0 = ps.mix.roles[0].metric
     labels = {r.role.role: r.role.label or r.role.role for r in ps.roles}
-    out = [f"## Host {code(ps.host_id)}", ""]
+    out = [f"## {cell(label)} · {code(ps.host_id)}" if label and label != ps.host_id else f"## Host {code(ps.host_id)}", ""]
     out.append(f"**Last updated:** {cell(ps.last_updated())} (the newest artifact this projection uses) · "
                f"**usage mix:** {cell(ps.mix.name)} ({code('data/usage_mix.yaml')}) · "
                f"**catalogue:** {code('data/optimizations.yaml')}")
@@ -371,11 +371,13 @@ def projections_page(runs: list[RunRecord], records: list[ProjectionRecord]) -> 
         return _no_data("No baselines measured yet",
                         "Run `invoke bench` and `invoke bench --matrix projections` to measure the roles of "
                         "`data/usage_mix.yaml` on this host.")
-    from pipelines import dataset
+    from pipelines import dataset, hostnames
 
     history = proj.accuracy_history(records, runs)
     quality_docs = list(dataset.load().quality)
-    body = "\n".join(projections_host(proj.project(runs, catalogue, mix, h, quality_docs), history) for h in hosts)
+    labels = hostnames.labels(runs)
+    body = "\n".join(projections_host(proj.project(runs, catalogue, mix, h, quality_docs), history, labels.get(h))
+                     for h in hosts)
     return body + "\n\n" + gates_page_section(catalogue, runs)
 
 

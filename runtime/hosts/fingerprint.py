@@ -1,8 +1,8 @@
-"""Host fingerprint: CPU, cores, flags that matter for inference, RAM, OS, NUMA, GPUs."""
+"""Host fingerprint: CPU (with its signature), cores, flags that matter for inference, caches, RAM, OS,
+NUMA, GPUs. Which of these facts make the host's id is core.hostid's rule."""
 
 from __future__ import annotations
 
-import hashlib
 import os
 import platform
 import re
@@ -10,15 +10,18 @@ import socket
 from pathlib import Path
 from typing import Any
 
+from core import hostid
 from core.paths import slug
 
 import psutil
 
-# Flags that change which llama.cpp kernels run.
-INTERESTING_FLAGS = (
-    "sse4_2", "avx", "avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl", "avx512_vnni", "avx512_bf16",
-    "avx512vbmi", "avx_vnni", "amx_tile", "amx_int8", "amx_bf16", "neon", "asimd", "sve", "sve2", "i8mm", "dotprod",
-)
+# Flags that change which llama.cpp kernels run (core.hostid: part of the host's identity).
+INTERESTING_FLAGS = hostid.FLAGS
+
+# /proc/cpuinfo's names of the CPU's signature: x86 (family, model, stepping), ARM (implementer ... revision)
+_SIGNATURE_KEYS = {"cpu family": "family", "model": "model", "stepping": "stepping",
+                   "CPU implementer": "implementer", "CPU architecture": "architecture", "CPU variant": "variant",
+                   "CPU part": "part", "CPU revision": "revision"}
 
 
 def _cpuinfo() -> dict[str, str]:
@@ -31,6 +34,18 @@ def _cpuinfo() -> dict[str, str]:
     except OSError:
         pass
     return info
+
+
+def signature(info: dict[str, str]) -> dict[str, int]:
+    """The CPU's signature from /proc/cpuinfo's fields, as integers (ARM gives hex: 0x41)."""
+    out: dict[str, int] = {}
+    for key, name in _SIGNATURE_KEYS.items():
+        raw = (info.get(key) or "").strip()
+        try:
+            out[name] = int(raw, 0)
+        except ValueError:
+            continue
+    return out
 
 
 def _cache_sizes() -> dict[str, str]:
@@ -84,6 +99,7 @@ def fingerprint() -> dict[str, Any]:
             "physical_cores": psutil.cpu_count(logical=False),
             "logical_cores": psutil.cpu_count(logical=True),
             "max_mhz": freq,
+            "signature": signature(ci),
             "flags": sorted(f for f in INTERESTING_FLAGS if f in flags),
             "cache": _cache_sizes(),
             "hypervisor": "hypervisor" in flags,
@@ -93,19 +109,12 @@ def fingerprint() -> dict[str, Any]:
         "os": {"system": uname.system, "release": uname.release, "platform": platform.platform(),
                "python": platform.python_version()},
         "gpus": gpus(),
+        "id_scheme": hostid.SCHEME,
     }
     fp["id"] = host_id(fp)
     return fp
 
 
 def host_id(fp: dict[str, Any]) -> str:
-    """Stable id: the host's name plus a hash of its hardware (so a renamed or rebuilt
-    machine does not silently merge with an old one)."""
-    hw = {
-        "cpu": fp["cpu"]["model"],
-        "cores": [fp["cpu"]["physical_cores"], fp["cpu"]["logical_cores"]],
-        "mem_gib": round(fp["memory_bytes"] / 2**30),
-        "gpus": sorted(g.get("name", "") for g in fp.get("gpus", [])),
-    }
-    digest = hashlib.sha256(repr(sorted(hw.items())).encode()).hexdigest()[:8]
-    return f"{slug(fp['name'])}-{digest}"
+    """The host's id (core.hostid.host_id: its name and a hash of the facts that tell machines apart)."""
+    return hostid.host_id(fp)

@@ -113,7 +113,7 @@ class Inventory(BaseModel):
     schema_version: int = Field(INVENTORY_VERSION, description="Format version of this file.")
     hosts: dict[str, Host] = Field(default_factory=dict, description="Hosts by name.")
     host_labels: dict[str, str] = Field(default_factory=dict, description="Readable labels of hosts by host id "
-                                        "(vm-568ab3c6: Dev VM), shown on every page beside the id; a host without "
+                                        "(vm-0372cd29: Dev VM), shown on every page beside the id; a host without "
                                         "one is named from its fingerprint (core.hostlabel).")
 
 

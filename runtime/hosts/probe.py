@@ -178,6 +178,12 @@ def artifact_path(doc: dict[str, Any], root: Path | None = None) -> Path:
     return host_record.artifact_path(doc, root or hosts_dir())
 
 
+def has_probe(host_id: str, root: Path | None = None) -> bool:
+    """Whether ``host_id`` has a memory bandwidth artifact (``<root>/<host id>/bandwidth-*.json``, what
+    :func:`run_probe` writes; root: data/hosts)."""
+    return any(((root or hosts_dir()) / host_id).glob("bandwidth-*.json"))
+
+
 def run_probe(buffer_mib: int | None = None, repetitions: int = 5, threads: list[int] | None = None) -> Path:
     """Measure this host and write the artifact under data/hosts/<host-id>/."""
     doc = probe(buffer_mib, repetitions, threads)

@@ -61,7 +61,7 @@ def _matrix(body: str | bytes) -> dict[str, bytes]:
 
 BENCH = ["bench", "--matrix", "m"]
 HOSTS = ["bench", "--host", "h", "--matrix", "m"]
-GOOD_ARTIFACT = "runs/golden-host-94ba7631/gemma3-270m-q4-k-m/pp64--37c9f1c875596d65-20261126T023419Z.json"
+GOOD_ARTIFACT = "runs/golden-host-55ecea05/gemma3-270m-q4-k-m/pp64--2ed2e379a91d1880-20261126T023419Z.json"
 
 
 SITE = ["site.build", "--output", "{tmp}/site"]
@@ -95,11 +95,11 @@ def _raw(rel: str = GOOD_ARTIFACT) -> bytes:
     return (RUN_FIXTURES.parent / rel).read_bytes()
 
 
-OTHER = "runs/golden-host-94ba7631/gemma3-270m-q4-k-m/pp64--6319016481d54f57-20261126T023400Z.json"
-TG = "runs/golden-host-94ba7631/gemma3-270m-q4-k-m/tg16--55be3b4a5f794155-20261126T023404Z.json"
-CHAT = "runs/golden-host-94ba7631/gemma3-270m-q4-k-m/chat-tiny--98890edb8a376c16-20261126T023449Z.json"
-PP8 = "runs/golden-host-94ba7631/gemma3-270m-q4-k-m/pp8--609f054426cafa87-20261126T023506Z.json"
-TG2 = "runs/golden-host-94ba7631/gemma3-270m-q4-k-m/tg16--cfea16f201f385ad-20261126T023437Z.json"
+OTHER = "runs/golden-host-55ecea05/gemma3-270m-q4-k-m/pp64--688032f1cc1e51e0-20261126T023400Z.json"
+TG = "runs/golden-host-55ecea05/gemma3-270m-q4-k-m/tg16--40fd4754f2e2ec5c-20261126T023404Z.json"
+CHAT = "runs/golden-host-55ecea05/gemma3-270m-q4-k-m/chat-tiny--427a7b745acf4dd1-20261126T023449Z.json"
+PP8 = "runs/golden-host-55ecea05/gemma3-270m-q4-k-m/pp8--40eefc23b5f5f100-20261126T023506Z.json"
+TG2 = "runs/golden-host-55ecea05/gemma3-270m-q4-k-m/tg16--a8fc20456b5c5f48-20261126T023437Z.json"
 FIVE_BAD = {
     GOOD_ARTIFACT: _mutated(_set("summary.tokens_per_second.mean", float("nan"))),
     OTHER: _mutated(_set("summary.tokens_per_second.max", float("inf")), OTHER),
@@ -164,8 +164,8 @@ def _artifact_cases() -> list[Case]:
         Case("site-copied-artifact", copy, SITE, "is also the id of", with_runs=True),
         Case("validate-duplicate-key", dup_key, VALIDATE, "id: key 'id' appears twice", rc=1, lines=2, with_runs=True),
         Case("site-duplicate-key", dup_key, SITE, "key 'id' appears twice", with_runs=True),
-        Case("validate-five-bad-files", FIVE_BAD, VALIDATE, "chat-tiny--98890edb8a376c16", rc=1, lines=6, with_runs=True),
-        Case("site-five-bad-files", FIVE_BAD, SITE, "chat-tiny--98890edb8a376c16", lines=6, with_runs=True),
+        Case("validate-five-bad-files", FIVE_BAD, VALIDATE, "chat-tiny--427a7b745acf4dd1", rc=1, lines=6, with_runs=True),
+        Case("site-five-bad-files", FIVE_BAD, SITE, "chat-tiny--427a7b745acf4dd1", lines=6, with_runs=True),
     ]
 
 

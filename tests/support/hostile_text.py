@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from core import artifacts
+from core import artifacts, hostid
 
 EVIL = "evil.invalid"  # a host name that cannot resolve: any request to it is a leak
 PAYLOADS = [
@@ -147,10 +147,19 @@ def plant_tree(data: Path, variants: tuple[int, ...] = (0, 1)) -> dict[str, int]
     Returns how many fields were planted per artifact type."""
     counts: dict[str, int] = {}
     counter = [0]
+    hosts: dict[tuple[str, int], dict[str, Any]] = {}  # (host id, variant) -> the planted fingerprint
     for path in list(artifacts.iter_files(data)):
         doc = artifacts.load(path)
         for v in variants:
             copy_, planted = plant(doc, v, counter)
+            fp = doc.get("host")
+            if isinstance(fp, dict) and isinstance(fp.get("cpu"), dict):
+                # one host id, one machine (core.hostid): a host's copies share the first copy's planted
+                # fingerprint, under an id of its own where the planting changed what tells machines apart
+                if (fp["id"], v) not in hosts:
+                    new = copy_["host"]
+                    hosts[fp["id"], v] = dict(new, id=hostid.host_id(new)) if hostid.differing_fact(fp, new) else new
+                copy_["host"] = hosts[fp["id"], v]
             copy_["id"] = _other_id(doc["id"], v + 1)
             if "key" in copy_:
                 copy_["key"] = hashlib.sha256(f"{doc['key']}|{v}".encode()).hexdigest()

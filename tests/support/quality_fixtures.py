@@ -19,7 +19,7 @@ from core import stats
 
 ROOT = Path(__file__).resolve().parents[2]
 GOLDEN_RUN = next((ROOT / "tests" / "fixtures" / "data" / "runs").rglob("tg16--*.json"))
-HOST = "golden-host-94ba7631"
+HOST = "golden-host-55ecea05"
 
 
 def sha(text: str) -> str:
