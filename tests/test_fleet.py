@@ -164,7 +164,11 @@ def test_home_answers_fastest_runner_up_and_this_host(recs, fx):
     st = b.standings["tg128"]
     fast, second = st[0], st[1]
     c = fx.compare(second.figure, fast.figure)
-    assert f"{facts_sig(c.ratio)}× [{facts_sig(c.ci95_low)}, {facts_sig(c.ci95_high)}]" in first
+    from pipelines.site import figures
+
+    k = figures.ratio_digits(c.ci95_low, c.ci95_high, c.verdict)
+    assert figures.ratio_text(c.ratio, c.ci95_low, c.ci95_high, k) in first
+    assert f"{facts_sig(c.ratio)}×" in first or k > 2
     mine = b.standing("tg128", NEW_HOST["id"])
     assert f"rank <span class=\"almanac-rank\" data-board=\"{b.key}\" data-test=\"tg128\" data-host=\"{NEW_HOST['id']}\"" in first
     assert mine.figure.key in first

@@ -106,6 +106,15 @@ def missing(what: str, href: str, *, work: str = "", host: str = "") -> str:
             f"not measured: {cell(what)} ([how to measure it]({href}))</span>")
 
 
+def ratio_digits(lo: float | None, hi: float | None, verdict: str, digits: int = 2) -> int:
+    """Significant figures for a ratio's interval: ``digits``, more where the interval is told apart from 1 yet
+    one bound would read 1.0 (a reader must see it does not touch 1)."""
+    while digits < 4 and lo is not None and hi is not None and verdict in ("win", "loss") and \
+            (sig(lo, digits) == "1.0" or sig(hi, digits) == "1.0"):
+        digits += 1
+    return digits
+
+
 def ratio_text(ratio: float | None, lo: float | None, hi: float | None, digits: int = 2) -> str:
     if ratio is None:
         return "—"

@@ -58,20 +58,21 @@ def answer_rows(fx: Facts, this_host: str | None) -> list[list[str]]:
                     r = c.ratio if m.higher_is_better else 1.0 / c.ratio
                     lo, hi = ((c.ci95_low, c.ci95_high) if m.higher_is_better
                               else ((1 / c.ci95_high, 1 / c.ci95_low) if c.ci95_low else (None, None)))
-                    ratio = figures.verdict(figures.ratio_text(r, lo, hi), second.figure, first.figure, c.verdict)
+                    digits = figures.ratio_digits(lo, hi, c.verdict)
+                    ratio = figures.verdict(figures.ratio_text(r, lo, hi, digits), second.figure, first.figure, c.verdict)
                     ratio += "<br>" + cell(_verdict_words(c.verdict))
             mine = "—"
-            if this_host is not None:
+            if this_host is not None and this_host in fx.labels:
                 mst = b.standing(t, this_host)
                 if mst is None:
                     mine = figures.missing(f"{b.model} {t} on this host", "tasks.md", work=b.work_keys[t], host=this_host)
                 else:
                     mine = (f"rank {figures.rank(mst, b.key, t)} of {len(st)}<br>" + _figure(mst.figure)
                             + _width_note(mst.figure))
-            rows.append([what, _host(fx, first.host_id, this_host) + f" {figures.rank(first, b.key, t, '#')}<br>" + _figure(first.figure),
-                         (_host(fx, second.host_id, this_host) + f" {figures.rank(second, b.key, t, '#')}<br>" + _figure(second.figure))
-                         if second is not None else "—",
-                         ratio, mine])
+            row = [what, _host(fx, first.host_id, this_host) + f" {figures.rank(first, b.key, t, '#')}<br>" + _figure(first.figure),
+                   (_host(fx, second.host_id, this_host) + f" {figures.rank(second, b.key, t, '#')}<br>" + _figure(second.figure))
+                   if second is not None else "—", ratio]
+            rows.append(row + ([mine] if this_host is not None and this_host in fx.labels else []))
     return rows
 
 
@@ -107,8 +108,9 @@ def home_page(fx: Facts, this_host: str | None, *, regressions: str, hosts_table
     rows = answer_rows(fx, this_host)
     out = ["## Every reference workload: the fastest host, the runner-up, this host", ""]
     if rows:
-        out += [table(["workload", "fastest", "runner-up", "fastest ÷ runner-up [CI95]", "this host"], rows,
-                      ["l", "l", "l", "r", "l"], max_rows=None), ""]
+        mine = len(rows[0]) == 5
+        out += [table(["workload", "fastest", "runner-up", "fastest ÷ runner-up [CI95]"] + (["this host"] if mine else []),
+                      rows, ["l", "l", "l", "r"] + (["l"] if mine else []), max_rows=None), ""]
     else:
         out += ["No reference workload measured on two hosts yet: `invoke all` measures it here "
                 "([Leaderboard](leaderboard.md) shows what there is).", ""]
