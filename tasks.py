@@ -233,6 +233,37 @@ def _build_site(c, output, if_changed=False):
     if current:
         inputs.mark(site, current)
     print(f"site built: {index}\n  serve it with: invoke site.serve")
+    _report_contradictions(site)
+
+
+def _report_contradictions(site: Path) -> list[str]:
+    """The site-wide consistency check (pipelines/site/consistency.py) on a built site: every contradiction,
+    one line each (a figure with two values, a rank against a verdict, ...)."""
+    from pipelines import facts
+    from pipelines.runs import load_runs
+    from pipelines.site import consistency
+
+    problems = consistency.check(site, missing=consistency.missing_in(facts.of(load_runs())))
+    if problems:
+        print(f"site check: {len(problems)} contradiction(s) between pages:", file=sys.stderr)
+        for p in problems:
+            print("  " + p, file=sys.stderr)
+    else:
+        print("site check: every figure reads the same on every page; no rank contradicts a verdict")
+    return problems
+
+
+@task(help={"output": "The built site's folder (default: site/)."})
+@user_errors
+def check(c, output="site"):
+    """Check a built site for contradictions between its pages (one figure, two values; a rank against a verdict)."""
+    site = (ROOT / output).resolve()
+    if not (site / "index.html").is_file():
+        from core.errors import UserError
+
+        raise UserError(f"no built site in {output}/: run `invoke site.build` first")
+    if _report_contradictions(site):
+        raise Exit(code=1)
 
 
 @task(help={"port": "Port on 127.0.0.1 (default 8000)."})
@@ -303,13 +334,13 @@ def _ensure_bandwidth(c) -> bool:
 
 def _where_this_host_stands() -> None:
     """The last lines of `invoke all`: this host on the Leaderboard's reference boards, beside whom."""
-    from pipelines import fleet, hostnames
+    from pipelines import facts, hostnames
     from pipelines.runs import load_runs
     from runtime.hosts import fingerprint
 
     hid = fingerprint.host_id(fingerprint.fingerprint())
     runs = load_runs()
-    lines = fleet.host_summary(runs, hid)
+    lines = facts.host_summary(facts.of(runs), hid)
     print(f"this host: {hostnames.label(runs, hid)} ({hid})")
     for line in lines or ["not on a reference board yet (no reference row measured here)"]:
         print("  " + line)
@@ -428,7 +459,7 @@ def serve_capacity(c, matrices=CAPACITY_MATRICES, force=False, retry_failed=Fals
 
 
 model = Collection("model", fetch, list_models, synth)
-site = Collection("site", build, serve)
+site = Collection("site", build, serve, check)
 bench_ns = Collection("bench", fidelity)
 bench_ns.add_task(bench, default=True)
 importers = Collection("import", llama_bench)

@@ -564,6 +564,41 @@ def side_estimate(means: Sequence[float], *, rel_se: float | None = None, noise:
     return SideEstimate(log_mean, var, df, k, method)
 
 
+def pooled_side(means: Sequence[float], *, noise: RunNoise | None = None, fallback: RunNoise | None = None,
+                rel_se: float | None = None) -> SideEstimate:
+    """One configuration's runs as a side, the way every figure of the site is estimated (the fact layer).
+
+    The variance of the log of the geometric mean of ``k`` run means is sigma² / k with sigma the
+    run-to-run noise of the host for that kind of test (``noise``: pooled over every configuration of
+    the host measured more than once, this one included, and the host's noise A/A), at that estimate's
+    degrees of freedom: two runs alone say little about their spread (one degree of freedom, a t of
+    12.7), the host's pooled estimate says more. Without a host estimate: the spread between the
+    ``k`` >= 2 runs themselves (k − 1 df); a single run is widened by ``fallback`` (the fleet's
+    pooled noise for that kind of test) and is otherwise without interval. One run's own relative
+    standard error counts where it is larger than the noise. ``method`` says which: "host noise",
+    "runs", "fleet noise"."""
+    arr = np.asarray([v for v in means if v is not None and math.isfinite(v)], dtype=float)
+    k = int(arr.size)
+    if not k or (arr <= 0).any():
+        return SideEstimate(None, None, None, k, "runs", NO_POSITIVE_RUNS)
+    log_mean = float(np.log(arr).mean())
+    own = (rel_se or 0.0) ** 2 if k == 1 else 0.0
+    if noise is not None and noise.df > 0:
+        return SideEstimate(log_mean, max(noise.sigma ** 2, own) / k, float(noise.df), k, "host noise")
+    if k >= 2:
+        return SideEstimate(log_mean, float(np.log(arr).var(ddof=1)) / k, float(k - 1), k, "runs")
+    if fallback is not None and fallback.df > 0:
+        return SideEstimate(log_mean, max(fallback.sigma ** 2, own), float(fallback.df), k, "fleet noise")
+    return SideEstimate(log_mean, None, None, k, "runs",
+                        "one run, and no run-to-run noise measured for this host or any host for this kind of test "
+                        "(invoke noise measures it)")
+
+
+def combined_method(a: str, b: str) -> str:
+    """What a comparison's interval rests on, from its two sides' (the same word when they agree)."""
+    return a if a == b else f"{a} / {b}"
+
+
 def combine_sides(baseline: SideEstimate, candidate: SideEstimate, higher_is_better: bool,
                   confidence: float = 0.95) -> Comparison:
     """candidate / baseline from two side estimates: the ratio of the geometric means, its CI on the
@@ -578,7 +613,7 @@ def combine_sides(baseline: SideEstimate, candidate: SideEstimate, higher_is_bet
         if side.var is None or side.df is None:
             return Comparison(ratio, None, None, "insufficient data", na, nb, "runs", side.why or "")
     va, dfa, vb, dfb = baseline.var, baseline.df, candidate.var, candidate.df
-    method = "runs" if baseline.method == candidate.method == "runs" else "runs + host noise"
+    method = combined_method(baseline.method, candidate.method)
     se = math.sqrt(va + vb)
     if se == 0:
         lo = hi = ratio

@@ -13,10 +13,10 @@ from typing import Any
 from runtime import backends
 from runtime.quality import sandbox, scorers
 
-from pipelines import dataset
+from pipelines import dataset, facts
 from pipelines.runs import load_runs
 from pipelines.site import browser, manual, open_data, pages, per_host, split_pages  # noqa: F401 - split_pages registers
-from pipelines.site import fleet_pages, quality_pages
+from pipelines.site import home_page, leaderboard_page, quality_pages
 from pipelines.site import parity_pages
 from pipelines.site import agent_pages
 from pipelines import roofline
@@ -32,14 +32,37 @@ def _runs() -> tuple[dict[str, Any], ...]:
     return tuple(load_runs())
 
 
+def _facts() -> facts.Facts:
+    """The fact layer of the loaded set (pipelines.facts: every figure computed once per build)."""
+    return facts.of(list(_runs()))
+
+
+def this_host() -> str | None:
+    """The host that builds the site (its fingerprint's id; ``ALMANAC_THIS_HOST`` names another, ``none`` none):
+    Home and the Leaderboard mark it as "this host"."""
+    import os
+
+    from runtime.hosts import fingerprint
+
+    named = os.environ.get("ALMANAC_THIS_HOST")
+    if named:
+        return None if named == "none" else named
+    if "id" not in _THIS:
+        _THIS["id"] = fingerprint.host_id(fingerprint.fingerprint())
+    return _THIS["id"]
+
+
+_THIS: dict[str, str] = {}
+
+
 def backend_declarations() -> list[dict[str, Any]]:
     """Each backend's declaration (runtime) as data for the Methodology page."""
     return [backends.backend_class(n).declaration() for n in sorted(backends.BACKENDS)]
 
 
 def define_env(env: Any) -> None:
-    env.macro(lambda: fleet_pages.home(list(_runs())), "home_summary")
-    env.macro(lambda: fleet_pages.leaderboard_page(list(_runs())), "leaderboard")
+    env.macro(lambda: home_page.home(_facts(), this_host()), "home_summary")
+    env.macro(lambda: leaderboard_page.leaderboard_page(_facts(), this_host()), "leaderboard")
     env.macro(lambda kind="run": browser.browser_page(kind, len(dataset.load().of(kind))), "runs_browser")
     env.macro(browser.viewer_page, "artifact_viewer")
     env.macro(per_host.render, "split_page")

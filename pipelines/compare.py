@@ -261,30 +261,64 @@ def compare(docs: list[RunRecord], a: Selection, b: Selection, memo: dict[tuple[
                            + ("" if "backend" in on else ", backend, requested settings")
                            + ("" if "host" in on else ", host") + ")")
     rows = []
-    noise = noise_mod.host_noise(recs)
+    from pipelines import facts as facts_mod
+
+    fx = facts_mod.of(docs)
     for k in shared:
-        ra, rb = na[k], nb[k]
-        head = ra.headline_metric
+        head = na[k].headline_metric
         assert head is not None
-        # the headline (the runs as the unit, with the host's run-to-run noise), then energy per
-        # token where both sides measured it (a row each)
+        # each side is one environment (build, library setup, settings as resolved: a group of the fact layer),
+        # never a pool of several: where a side's runs span several, its representative one (the fact layer's rule)
+        runs_a, runs_b = _one_environment(fx, all_a[k], head), _one_environment(fx, all_b[k], head)
+        ra, rb = runs_a[-1], runs_b[-1]
+        # the headline (the runs as the unit, the host's run-to-run noise as every figure of the site has it),
+        # then energy per token where both sides measured it (a row each)
         for m in [head] + [METRICS[e] for e in ENERGY_METRICS if ra.stat(e) and rb.stat(e)]:
-            va = [v for v in (noise_mod.run_value(r, m.name) for r in all_a[k]) if v is not None]
-            vb = [v for v in (noise_mod.run_value(r, m.name) for r in all_b[k]) if v is not None]
-            if not va or not vb:
+            sa, sb = _side(fx, runs_a, m, m is head), _side(fx, runs_b, m, m is head)
+            if sa is None or sb is None:
                 continue
-            c = stats.compare_runs([v[0] for v in va], [v[0] for v in vb], m.higher_is_better,
-                                   noise_a=noise_mod.noise_for(noise, ra) if m is head else None,
-                                   noise_b=noise_mod.noise_for(noise, rb) if m is head else None,
-                                   rel_se_a=va[0][1] if len(va) == 1 else None, rel_se_b=vb[0][1] if len(vb) == 1 else None)
-            (ma, sda, nra), (mb, sdb, nrb) = _side_value(all_a[k], m.name), _side_value(all_b[k], m.name)
+            c = stats.combine_sides(sa, sb, m.higher_is_better)
+            (ma, sda, nra), (mb, sdb, nrb) = _side_value(runs_a, m.name), _side_value(runs_b, m.name)
             rows.append(Row(ra.model_name, ra.test_name, m.name, m.unit, m.higher_is_better, ra.host_id, rb.host_id,
                             ra.backend_name, rb.backend_name, ra.backend_build, rb.backend_build, ra.id, rb.id,
                             ma, sda, nra, mb, sdb, nrb, c.ratio, c.ci95_low, c.ci95_high, c.verdict,
                             "" if "backend" in on else _settings_text(ra.requested_explicit),
-                            _diff_text(ra.effective, rb.effective), len(va), len(vb), c.method, c.note))
+                            _diff_text(ra.effective, rb.effective), sa.runs, sb.runs, c.method, c.note))
     rows.sort(key=lambda r: (r.model, r.test, r.settings, r.host_a, r.backend_a))
     return Result(a, b, sorted(on), rows, len(side_a), len(side_b))
+
+
+def _one_environment(fx: Any, runs: list[RunRecord], metric: Any) -> list[RunRecord]:
+    """A side's runs of one work, from one environment only: the runs of its representative group of the fact
+    layer (pipelines.facts.Facts.representative) where they span several (oldest first)."""
+    groups: dict[str, Any] = {}
+    for r in runs:
+        g = fx.group_of(r)
+        if g is not None:
+            groups.setdefault(g.key, g)
+    if len(groups) <= 1:
+        return runs
+    rep = fx.representative(list(groups.values()), metric)
+    keep = [r for r in runs if fx.group_of(r) is rep] if rep is not None else runs
+    return keep or runs
+
+
+def _side(fx: Any, runs: list[RunRecord], metric: Any, headline_: bool) -> stats.SideEstimate | None:
+    """One side as every figure of the site is estimated (core.stats.pooled_side): the host's run-to-run noise
+    for that kind of test (the fact layer's), the spread between its runs without one, the fleet's pooled noise
+    for a single run of a host without one. Energy rows: the runs' own spread only."""
+    from core import noise as noise_core
+
+    values = [v for v in (noise_mod.run_value(r, metric.name) for r in runs) if v is not None]
+    if not values:
+        return None
+    means = [v[0] for v in values]
+    rel = values[0][1] if len(values) == 1 else None
+    if not headline_:
+        return stats.side_estimate(means, rel_se=rel)
+    own = noise_mod.noise_for(fx.noise, runs[-1])
+    fleet = fx.fleet_noise.get(noise_core.noise_class(runs[-1].test))
+    return stats.pooled_side(means, noise=own, fallback=fleet, rel_se=rel)
 
 
 def _side_value(runs: list[RunRecord], metric: str) -> tuple[float, float | None, int]:

@@ -5,15 +5,16 @@ definition and requested settings (core.records.run's history key), on the test 
 headline metric. Every result is one point; builds (llama.cpp commit, backend version, the
 almanac's version, a build variant's label) change along it.
 
-**Step detection (the stated method).** A series is ordered by time and cut into segments
-where the build changes. At every boundary the window before (the up to ``WINDOW`` newest
-results of the segment before) is compared with the window after (the up to ``WINDOW``
-oldest results of the segment after) with the *run* as the unit (core.stats.compare_runs):
-each result is one run, a window of two or more runs contributes the spread between its runs,
-a window of one run the host's run-to-run noise for that kind of test (pipelines.noise). A
-boundary is a *step* when the CI95 of the ratio excludes 1 and the change is at least
-``MIN_STEP`` (2%); a loss is a regression, a win an improvement. Steps are only looked for
-where the build changed: a drift within one build is not attributed to anything.
+**Step detection (the stated method).** A series holds one group of the fact layer per build
+(pipelines.facts: the runs of one build and environment, the run as the unit), ordered by when
+each build was first measured. Every two consecutive builds are compared by their figures, the
+same figures the Leaderboard shows (pipelines.facts.Facts.compare: the ratio of the two
+run-unit values with its CI95). A boundary is a *step* when that interval excludes 1 and the
+change is at least ``MIN_STEP`` (2%); a loss is a regression, a win an improvement. Steps are
+only looked for where the build changed: a drift within one build is not attributed to
+anything, and the same build measured twice is one group, never a step. A step into or out of a
+build variant (a build with a label: deliberately changed, e.g. threads halved) is a *variant*
+step: shown apart from the release line's regressions.
 
 **Stale.** Per host, backend and server software (llama_cpp.server and llama-server are
 different software, not versions of one), release builds (the build without a variant label) are
@@ -39,15 +40,16 @@ from pipelines import noise as noise_mod
 from pipelines.memo import per_set
 from pipelines.runs import records
 
-WINDOW = 5
+WINDOW = 5  # runs per side where a series is cut into segments by time (benchmarks/aa_calibration.py)
 MIN_STEP = 0.02
-METHOD = (f"Results of one configuration, ordered by time, are cut into segments where the build changes "
-          f"(llama.cpp commit, backend version, almanac version or build variant). At each boundary the up to "
-          f"{WINDOW} newest results before it are compared with the up to {WINDOW} oldest after it, each result "
-          f"one run: the ratio of the geometric means of the run means, with a CI95 from the spread between the runs "
-          f"of each side (or, for a side of one run, the host's run-to-run noise for that kind of test; see "
-          f"Statistics). A step is a boundary whose interval excludes 1 and whose change is at least "
-          f"{MIN_STEP:.0%}: a loss is a regression, a win an improvement.")
+METHOD = (f"Results of one configuration (same host, model file, backend, test and requested settings) form one "
+          f"figure per build, the run as the unit (the figure the Leaderboard shows for that build). Builds are "
+          f"ordered by when each was first measured and every two consecutive ones are compared: the ratio of their "
+          f"figures with a CI95 on the log scale (the two figures' variances added, Welch-Satterthwaite degrees of "
+          f"freedom). A step is a boundary whose interval excludes 1 and whose change is at least {MIN_STEP:.0%}: a "
+          f"loss is a regression, a win an improvement. The same build measured again is the same figure, never a "
+          f"step; a step into or out of a deliberately changed build (a variant label) is listed apart from the "
+          f"regressions of the release line.")
 
 
 def build_text(build: dict[str, Any], almanac: str) -> str:
@@ -77,9 +79,9 @@ class Point:
 @dataclass
 class Step:
     series: "Series"
-    before: list[Point]
-    after: list[Point]
-    pooled_before: dict[str, Any]  # the window as runs: runs, mean (geometric, of run means), spread, n (repetitions)
+    before: list[Point]  # the runs of the build before (oldest first)
+    after: list[Point]  # the runs of the build after
+    pooled_before: dict[str, Any]  # the build's figure as the page shows it: runs, mean, spread, n
     pooled_after: dict[str, Any]
     ratio: float | None
     ci95_low: float | None
@@ -87,11 +89,18 @@ class Step:
     verdict: str  # "regression" or "improvement"
     build_change: dict[str, tuple[Any, Any]]  # field -> (before, after)
     settings_change: dict[str, tuple[Any, Any]]  # effective settings that changed with it
-    method: str = "runs"  # what the interval rests on (core.stats.Comparison.method)
+    method: str = "runs"  # what the interval rests on (the figures' bases)
+    before_figure: Any = None  # pipelines.facts.Figure of the build before
+    after_figure: Any = None
 
     @property
     def change_pct(self) -> float | None:
         return None if self.ratio is None else (self.ratio - 1.0) * 100.0
+
+    @property
+    def variant(self) -> bool:
+        """A step into or out of a deliberately changed build (a variant label), not the release line's."""
+        return "label" in self.build_change
 
 
 @dataclass
@@ -170,11 +179,14 @@ def _diff(a: dict[str, Any], b: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
 
 @per_set
 def series(docs: list[RunRecord]) -> list[Series]:
-    """Every configuration's series (ok results with the headline metric), steps detected."""
-    recs = [r for r in records(docs) if r.ok and headline(r.test_kind) is not None]
+    """Every configuration's series (ok results with the headline metric), steps detected between its builds."""
+    from pipelines import facts as facts_mod
+
+    fx = facts_mod.of(docs)
+    recs = [r for r in fx.records if r.ok and headline(r.test_kind) is not None]
     stale = stale_ids(recs)
-    noise = noise_mod.host_noise(recs)
     out: dict[str, Series] = {}
+    groups: dict[str, list[Any]] = {}
     for r in recs:
         metric = r.headline_metric
         s = r.headline
@@ -183,13 +195,16 @@ def series(docs: list[RunRecord]) -> list[Series]:
         ser = out.get(r.history_key)
         if ser is None:
             ser = out[r.history_key] = Series(r.history_key, r.host_id, r.model_name, r.test_name, r.backend_name,
-                                              r.requested, metric, noise=noise_mod.noise_for(noise, r))  # type: ignore[arg-type]
+                                              r.requested, metric, noise=noise_mod.noise_for(fx.noise, r))  # type: ignore[arg-type]
         ser.points.append(Point(r.id, r.created, {**r.build_identity, "almanac": r.almanac_version}, _short_build(r),
                                 _release(r), s.n, float(s.mean), s.stddev, s.ci95_low, s.ci95_high, r.effective,
                                 r.id in stale))
-    for ser in out.values():
+        g = fx.group_of(r)
+        if g is not None and all(x is not g for x in groups.setdefault(r.history_key, [])):
+            groups[r.history_key].append(g)
+    for key, ser in out.items():
         ser.points.sort(key=lambda p: (p.created, p.id))
-        ser.steps = detect_steps(ser)
+        ser.steps = detect_steps(ser, groups.get(key, []), fx)
     return sorted(out.values(), key=lambda s: (s.host_id, s.model, s.test, s.backend, s.key))
 
 
@@ -230,22 +245,41 @@ def compare_windows(before: list[Point], after: list[Point], higher_is_better: b
                               rel_se_b=rel_se(after[0]) if len(after) == 1 else None)
 
 
-def detect_steps(ser: Series) -> list[Step]:
-    segs = segments(ser.points)
+def _figure_window(fig: Any) -> dict[str, Any]:
+    """A build's figure as the page shows a side: runs, value, relative spread between runs, repetitions."""
+    import math
+
+    spread = None
+    if fig.runs > 1 and fig.spread is not None and fig.mean:
+        spread = fig.spread / fig.mean
+    return {"runs": fig.runs, "mean": fig.mean, "spread": spread, "n": fig.n}
+
+
+def detect_steps(ser: Series, groups: list[Any], fx: Any) -> list[Step]:
+    """Steps between consecutive builds of a series: each build's group of the fact layer (several groups of
+    one build, e.g. settings resolved differently, are compared only where the build changed)."""
+    by_id = {p.id: p for p in ser.points}
+    ordered = sorted(groups, key=lambda g: (g.runs[0].created, g.runs[0].id))
     steps = []
-    for prev, nxt in zip(segs, segs[1:]):
-        before, after = prev[-WINDOW:], nxt[:WINDOW]
-        cmp = compare_windows(before, after, ser.metric.higher_is_better, ser.noise)
+    for prev, nxt in zip(ordered, ordered[1:]):
+        if prev.build_identity == nxt.build_identity and prev.newest.almanac_version == nxt.newest.almanac_version:
+            continue
+        fa, fb = prev.figure(), nxt.figure()
+        if fa is None or fb is None:
+            continue
+        cmp = fx.compare(fa, fb)
         if cmp.verdict not in ("win", "loss") or cmp.ratio is None or abs(cmp.ratio - 1.0) < MIN_STEP:
             continue
-        steps.append(Step(ser, before, after, window(before), window(after), cmp.ratio, cmp.ci95_low, cmp.ci95_high,
-                          "regression" if cmp.verdict == "loss" else "improvement",
+        before = [by_id[i] for i in fa.run_ids if i in by_id]
+        after = [by_id[i] for i in fb.run_ids if i in by_id]
+        steps.append(Step(ser, before, after, _figure_window(fa), _figure_window(fb), cmp.ratio, cmp.ci95_low,
+                          cmp.ci95_high, "regression" if cmp.verdict == "loss" else "improvement",
                           _diff(before[-1].build, after[0].build), _diff(before[-1].effective, after[0].effective),
-                          cmp.method))
+                          f"{fa.basis} / {fb.basis}", fa, fb))
     return steps
 
 
 def all_steps(sers: list[Series]) -> list[Step]:
-    """Every step, regressions first, newest first within each kind."""
+    """Every step, regressions first, newest first within each kind (variant steps included: ``Step.variant``)."""
     steps = sorted((st for s in sers for st in s.steps), key=lambda st: st.after[0].created, reverse=True)
     return sorted(steps, key=lambda st: st.verdict != "regression")  # stable: newest first within each kind

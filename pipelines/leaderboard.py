@@ -20,15 +20,13 @@ from typing import Any
 
 import pandas as pd
 
-from core import stats
 from core.kinds import columns, headline
 from core.metrics import ENERGY_METRICS, Metric
 from core.records.run import RunRecord
 
-from pipelines import noise as noise_mod
 from pipelines.memo import per_set
 from pipelines.history import stale_ids
-from pipelines.ranking import rank_label, rank_with_ci
+from pipelines.ranking import rank_label, rank_sides
 from pipelines.runs import records
 
 # What a leaderboard compares on purpose (everything else must be equal on a board).
@@ -111,37 +109,14 @@ def runs_per_comparability(recs: list[RunRecord]) -> dict[str, list[RunRecord]]:
     return out
 
 
-def row_statistic(runs: list[RunRecord], metric: Metric, noise: dict[Any, Any]) -> dict[str, Any] | None:
-    """One configuration's figure with the run as the unit (its runs oldest first): the geometric
-    mean of its run means with a CI95 from the spread between runs (two or more), or its one run
-    widened by the host's run-to-run noise (core.stats.run_interval; ``noise`` from
-    pipelines.noise.host_noise); stddev between the runs' means (one run: its own); n the samples
-    behind it. None when no run measured the metric. The Leaderboard's workload boards
-    (pipelines.fleet) and the per-host boards read their figures here."""
-    runs = [x for x in runs if x.stat(metric.name) is not None and x.stat(metric.name).mean]
-    if not runs:
-        return None
-    values = [v for v in (noise_mod.run_value(x, metric.name) for x in runs) if v is not None]
-    centre, lo, hi, note = stats.run_interval([v[0] for v in values], noise=noise_mod.noise_for(noise, runs[-1]),
-                                              rel_se=values[0][1] if len(values) == 1 else None)
-    s = runs[-1].stat(metric.name)
-    if len(runs) > 1:
-        means = [float(x.stat(metric.name).mean) for x in runs]
-        c = sum(means) / len(means)
-        spread = (sum((v - c) ** 2 for v in means) / (len(means) - 1)) ** 0.5
-        n = sum(x.stat(metric.name).n for x in runs)
-    else:
-        spread, n = s.stddev, s.n
-    return {"mean": centre if centre is not None else s.mean, "stddev": spread, "n": n, "runs": len(runs),
-            "ci95_low": lo, "ci95_high": hi, "note": note, "run_records": runs}
-
-
 @per_set
 def boards(docs: list[RunRecord]) -> list[Board]:
     """Leaderboards from run artifacts (failed runs excluded)."""
+    from pipelines import facts as facts_mod
+
     recs = [r for r in records(docs) if r.ok and headline(r.test_kind) is not None]
     stale = stale_ids(recs)
-    noise = noise_mod.host_noise(recs)
+    fx = facts_mod.of(docs)
     per_key = runs_per_comparability(recs)
     groups: dict[str, list[RunRecord]] = {}
     for runs in per_key.values():
@@ -157,18 +132,18 @@ def boards(docs: list[RunRecord]) -> list[Board]:
             s = r.headline
             if s is None:
                 continue
-            st = row_statistic(per_key[r.comparability_key()], metric, noise)
-            if st is None:
+            fig = fx.figure_of(r, metric)
+            if fig is None:
                 continue
-            centre, lo, hi, note = st["mean"], st["ci95_low"], st["ci95_high"], st["note"]
-            spread, n, runs = st["stddev"], st["n"], st["run_records"]
+            centre, lo, hi, note = fig.mean, fig.ci95_low, fig.ci95_high, fig.note
+            spread, n, runs = fig.spread, fig.n, per_key[r.comparability_key()]
             rows.append({"id": r.id, "path": r.path, "created": r.created, "model": r.model_name,
                          "quantization": r.quantization, "synthetic": r.synthetic, "endpoint": r.model_server,
                          "backend": r.backend_name, "build_identity": r.build_identity,
                          "backend_build": r.backend_build, "effective": r.effective, "settings": r.requested,
                          "s_mean": centre if centre is not None else s.mean, "s_stddev": spread, "s_n": n,
                          "s_ci95_low": lo, "s_ci95_high": hi, "runs": len(runs), "run_ids": [x.id for x in runs],
-                         "interval_note": note, "stale": r.id in stale,
+                         "interval_note": note, "stale": r.id in stale, "figure": fig,
                          # the kind's other table columns this result measured (e.g. energy per token)
                          "extra": {c: r.stat(c) for c in columns(r.test_kind) if c != metric.name and r.stat(c)}})
         if not rows:
@@ -176,7 +151,7 @@ def boards(docs: list[RunRecord]) -> list[Board]:
         for row, label in zip(rows, build_labels([(x["backend_build"], x["build_identity"]) for x in rows])):
             row["backend_build"] = label
         g = pd.DataFrame(rows)
-        ranked = rank_with_ci(list(g["s_ci95_low"]), list(g["s_ci95_high"]), metric.higher_is_better)
+        ranked = rank_sides([f.side for f in g["figure"]], metric.higher_is_better)
         g["rank"] = [r.rank for r in ranked]
         g["tied"] = [r.tied for r in ranked]
         g["rank_label"] = [rank_label(r) for r in ranked]
@@ -218,6 +193,7 @@ def board_records(board: Board) -> list[dict[str, Any]]:
             "runs": int(r["runs"]),
             "run_ids": list(r["run_ids"]),
             "interval_note": r["interval_note"],
+            "figure": r["figure"],
         })
     return recs
 

@@ -27,11 +27,19 @@ headline is the composition of the range mid-points.
 a time metric). The mix's average rate is tokens over time, ``1 / Σ_i w_i / r_i`` (the
 weighted harmonic mean); an average time is ``Σ_i w_i t_i``.
 
+**Baselines** are read through the fact layer (pipelines.facts): a role's baseline is the figure of
+its work's group on the host (:data:`BASELINE_RULE`), the same number the Leaderboard shows for it.
+
 **Verification.** A projection names a configuration: the baseline's requested settings with
-the settings of every optimization in the scenario. When a run of that configuration exists
-(same host, model and test), the projection is VERIFIED: the page shows the measured value
-and the error ``projected ÷ measured − 1``. ``invoke project`` writes a ``projection``
-artifact with every figure, so the accuracy of past projections stays on record.
+the settings of every optimization in the scenario. When a group of that configuration exists
+(same host, model and test), the projection is VERIFIED or MISSED by its figure: the page shows
+the measured value and the error ``projected ÷ measured − 1`` (:data:`VERDICT_RULE`). Where an
+optimization alone was measured with the same backend on the same host and model on another test
+(an Optimization track's sweep), its measured speed-up (the optimization's group figure ÷ its
+baseline group's figure, pipelines.facts.Facts.compare) verifies or misses the projected speed-up
+(:data:`RATIO_VERDICT_RULE`); an optimization measured slower than its projected range is held back
+from "all applicable". ``invoke project`` writes a ``projection`` artifact with every figure, so
+the accuracy of past projections stays on record.
 """
 
 from __future__ import annotations
@@ -47,24 +55,24 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from core import artifacts
+from core import artifacts, stats
 from core.errors import ConfigError, ModelError
 from core.kinds.rate import RateTest
 from core.metrics import METRICS
 from core.records import projection as projection_record
 from core.records.projection import ProjectionRecord, as_projection
 from core.records.quality import QualityRecord
-from core.records.run import RunRecord, as_record
-from core.summary import Summary
+from core.records.run import NEUTRAL_SETTINGS, RunRecord, as_record
 from core.paths import data_dir, relpath
 from core.yamlio import load_yaml, pydantic_error_line
 
+from pipelines import facts as facts_mod
 from pipelines import gates as gates_mod
+from pipelines.facts import Facts, Figure, Group
 from pipelines.gates import Gate
 from pipelines.memory import ModelShape, kv_rows, RECURRENT_ARCHITECTURES, HYBRID_ARCHITECTURES
 from pipelines.roofline import bytes_per_token, decode_point
-from pipelines.runs import latest_per_key
-from pipelines.whatif import compose_stages, select_runs, stage_profile
+from pipelines.whatif import compose_stages, stage_profile
 
 STAGES = ("load", "http", "tokenise", "prefill", "decode", "sample", "detokenise", "other", "all")
 # which stages make up each metric's time (for a chat request; rate tests follow their test)
@@ -176,8 +184,9 @@ class Role(BaseModel):
     model: str = Field(..., description="Model name of the baseline run.")
     test: str = Field(..., description="Test name of the baseline run.")
     metric: str = Field(..., description="The metric projected (a registered metric).")
-    matrix: str | None = Field(None, description="Only runs of this matrix.")
-    settings: dict[str, Any] = Field(default_factory=dict, description="Only runs whose requested settings have these values.")
+    matrix: str | None = Field(None, description="A hint: between equal configurations, the one measured in this matrix "
+                               "(never a filter: a measured configuration of the role's work counts whatever matrix ran it).")
+    settings: dict[str, Any] = Field(default_factory=dict, description="Only configurations whose requested settings have these values.")
 
     @model_validator(mode="after")
     def _metric(self) -> "Role":
@@ -385,6 +394,13 @@ VERIFY_TOLERANCE = 0.10
 VERDICT_RULE = (f"VERIFIED when the measured value lies within the projected range and the projection is within "
                 f"±{VERIFY_TOLERANCE:.0%} of it (error = projected ÷ measured − 1); otherwise MISSED, with the signed error. "
                 "Computed from the figures whenever a page is built, never read from a stored word.")
+RATIO_VERDICT_RULE = (f"An optimization measured on this host, model and backend on another test (an Optimization "
+                      f"track's sweep) verifies its projected speed-up by its measured one: the optimization's figure ÷ "
+                      f"its baseline's figure (the run as the unit, CI95 on the log scale). VERIFIED when that ratio's "
+                      f"CI95 (its value where it has none) overlaps the projected speed-up range and the projection's "
+                      f"mid-point is within ±{VERIFY_TOLERANCE:.0%} of it; otherwise MISSED, below or above the range. "
+                      "Where several measured points realise the optimization, the most favourable one decides (the "
+                      "page names it). An optimization MISSED below its range is held back from \"all applicable\".")
 
 
 def verdict(low: float, high: float, measured: float, mid: float | None = None) -> str:
@@ -395,6 +411,34 @@ def verdict(low: float, high: float, measured: float, mid: float | None = None) 
     if mid is not None and abs(mid / measured - 1.0) > VERIFY_TOLERANCE:
         return "MISSED"
     return "VERIFIED"
+
+
+def ratio_verdict(low: float, mid: float, high: float, ratio: float | None, ci_low: float | None = None,
+                  ci_high: float | None = None) -> tuple[str, str]:
+    """(VERIFIED | MISSED, where: "inside" | "below" | "above" | "off") of a measured speed-up ``ratio``
+    (CI95 ``ci_low``..``ci_high``, or none) against a projected speed-up range (:data:`RATIO_VERDICT_RULE`).
+    "below": measured slower than the range's low end; "off": it overlaps the range but the projection's
+    mid-point is more than the tolerance away."""
+    if not ratio:
+        return "MISSED", "below"
+    lo = ratio if ci_low is None else ci_low
+    hi = ratio if ci_high is None else ci_high
+    if hi < low:
+        return "MISSED", "below"
+    if lo > high:
+        return "MISSED", "above"
+    if abs(mid / ratio - 1.0) > VERIFY_TOLERANCE:
+        return "MISSED", "off"
+    return "VERIFIED", "inside"
+
+
+def verification_verdict(low: float, high: float, mid: float, v: dict[str, Any]) -> str:
+    """The verdict of a verification record: a measured value of the projected configuration on the role's
+    own test (:func:`verdict`), or a measured speed-up of the optimization on another test (:func:`ratio_verdict`)."""
+    if v.get("basis") == "speed-up":
+        lo_sp, mid_sp, hi_sp = v["speedup_range"]
+        return ratio_verdict(lo_sp, mid_sp, hi_sp, v["speedup"], v.get("speedup_ci95_low"), v.get("speedup_ci95_high"))[0]
+    return verdict(low, high, v["value"], mid)
 
 
 def weighted_average(values: list[tuple[float, float]], higher_is_better: bool) -> float | None:
@@ -431,43 +475,108 @@ class Projection:
     high: float
     speedup: tuple[float, float, float]
     target_settings: dict[str, Any] | None  # None: not runnable here
-    verification: dict[str, Any] | None = None
+    verification: dict[str, Any] | None = None  # plain data (the projection record stores it)
     no_effect: bool = False  # every optimization acts on a stage outside the metric
+    measured: Figure | None = None  # the verification's figure (the projected configuration on the role's test)
+    measured_speedup: "MeasuredSpeedup | None" = None  # the optimization measured on another test (no verification above)
 
     @property
     def status(self) -> str:
-        """PROJECTED until a run of its configuration exists; then VERIFIED when the measured mean
-        lies within [low, high], MISSED (with the signed error) when it does not."""
+        """PROJECTED until its configuration (or, for one optimization, the optimization on another test)
+        is measured; then VERIFIED or MISSED (:func:`verification_verdict`)."""
         if not self.verification:
             return "PROJECTED"
-        return verdict(self.low, self.high, self.verification["value"], self.mid)
+        return verification_verdict(self.low, self.high, self.mid, self.verification)
+
+    @property
+    def missed_below(self) -> bool:
+        """MISSED because the measurement is slower than the projected range's low end, by more than the
+        verification tolerance (a measurement within ±VERIFY_TOLERANCE of a range without width is no reason
+        to hold an optimization back)."""
+        if self.status != "MISSED" or not self.verification:
+            return False
+        v = self.verification
+        if v.get("basis") == "speed-up":
+            lo_sp, mid_sp, hi_sp = v["speedup_range"]
+            below = ratio_verdict(lo_sp, mid_sp, hi_sp, v["speedup"], v.get("speedup_ci95_low"),
+                                  v.get("speedup_ci95_high"))[1] == "below"
+            return below and v["speedup"] < lo_sp * (1.0 - VERIFY_TOLERANCE)
+        hib = METRICS[self.role.metric].higher_is_better
+        return (v["value"] < self.low * (1.0 - VERIFY_TOLERANCE) if hib
+                else v["value"] > self.high * (1.0 + VERIFY_TOLERANCE))
+
+
+@dataclass
+class MeasuredSpeedup:
+    """An optimization measured on its own with the baseline's backend, host and model (any test): its
+    group's figure ÷ its baseline group's figure (pipelines.facts.Facts.compare), the most favourable of
+    ``points`` measured points."""
+
+    opt_id: str
+    metric: str
+    ratio: float  # speed-up: new speed ÷ old (a time metric's ratio inverted)
+    ci95_low: float | None
+    ci95_high: float | None
+    comparison: stats.Comparison  # candidate ÷ baseline on the metric, as Facts.compare gives it
+    baseline: Figure
+    candidate: Figure
+    baseline_group: Group
+    candidate_group: Group
+    points: int  # measured points that realise the optimization (the best of them is this one)
+    differs: dict[str, Any]  # the candidate's requested settings that differ from its baseline's
+
+    @property
+    def test(self) -> str:
+        return self.candidate_group.test
+
+    @property
+    def sweep(self) -> str | None:
+        return self.candidate_group.newest.sweep
+
+    def describe(self) -> str:
+        """The measured point in words: test, sweep and the settings that set it apart from its baseline."""
+        where = f"{self.test}" + (f" ({self.sweep} sweep)" if self.sweep else "")
+        diff = ", ".join(f"{k}={v}" for k, v in sorted(self.differs.items()))
+        return where + (f": {diff}" if diff else "")
+
+
+@dataclass
+class Baseline:
+    """A role's baseline on one host: the representative group of its work there and its figure."""
+
+    group: Group
+    figure: Figure
+    candidates: int  # groups of the role's work on the host that could have been the baseline (this one among them)
+    verifications: list[Group] = field(default_factory=list)  # groups left out: they realise an optimization
 
 
 @dataclass
 class RoleResult:
     role: Role
-    baseline_doc: RunRecord | None
+    baseline_doc: RunRecord | None  # the baseline group's newest run (its facts: model, stages, test)
     problem: str | None = None
     attrs: dict[str, Any] = field(default_factory=dict)
     shares: dict[str, float] = field(default_factory=dict)
     shares_source: str = ""
     opts: list[OptimizationOnRole] = field(default_factory=list)
     projections: dict[str, Projection] = field(default_factory=dict)
+    base: Baseline | None = None
+    missing_work: str = ""  # the role's work key where the fact layer has no group of it on the host ("" else)
+    not_measured: bool = False  # the fact layer has no group of the role's work on the host
 
     @property
-    def baseline_stat(self) -> Summary | None:
-        """The baseline run's statistic of the role's metric."""
-        return self.baseline_doc.stat(self.role.metric) if self.baseline_doc is not None else None
+    def baseline_figure(self) -> Figure | None:
+        return self.base.figure if self.base is not None else None
 
     @property
     def baseline(self) -> float | None:
-        s = self.baseline_stat
-        return s.mean if s is not None else None
+        f = self.baseline_figure
+        return f.mean if f is not None else None
 
     @property
     def baseline_ci95(self) -> tuple[float | None, float | None]:
-        s = self.baseline_stat
-        return s.ci95 if s is not None else (None, None)
+        f = self.baseline_figure
+        return (f.ci95_low, f.ci95_high) if f is not None else (None, None)
 
 
 @dataclass
@@ -478,9 +587,11 @@ class ProjectionSet:
     roles: list[RoleResult]
     scenarios: list[tuple[str, list[str]]]  # (name, optimization ids)
     inputs: list[RunRecord]  # run artifacts used (baselines, verifications)
-    # applicable optimizations left out of "all applicable" because their go/no-go gates on this host
-    # do not say GO: (optimization id, the gates' decision)
+    # applicable optimizations left out of "all applicable": (optimization id, why in a word): the gates'
+    # decision where their go/no-go gates on this host do not say GO, "MISSED" where a measurement on this
+    # host is slower than the projected range (``missed`` says which and by how much)
     held_back: list[tuple[str, str]] = field(default_factory=list)
+    missed: dict[str, str] = field(default_factory=dict)  # optimization id -> what was measured, in words
 
     @property
     def higher_is_better(self) -> bool:
@@ -490,21 +601,27 @@ class ProjectionSet:
         return max((d.created for d in self.inputs), default=None)
 
     def weighted(self) -> list[dict[str, Any]]:
-        """Per scenario: the usage-weighted current, projected (low, mid, high) and measured values."""
+        """Per scenario: the usage-weighted current, projected (low, mid, high) and measured values, the roles
+        each covers (``roles``: those with a baseline; ``measured_roles``: those the measured value rests on)
+        and whether it is partial (``partial``: it does not cover every role of the mix). A measured value
+        needs every covered role measured (a projection checked on the role's own test, or the role untouched
+        by the scenario); a speed-up measured on another test is no measurement of the role."""
         hib = self.higher_is_better
         out = []
-        cur = [(r.role.weight, r.baseline) for r in self.roles if r.baseline is not None]
-        cur_ci = weighted_interval([(r.role.weight, r.baseline, *r.baseline_ci95) for r in self.roles
-                                    if r.baseline is not None], hib)
+        covered = [r for r in self.roles if r.baseline is not None]
+        names = [r.role.role for r in covered]
+        partial = len(covered) < len(self.roles)
+        cur = [(r.role.weight, r.baseline) for r in covered]
+        cur_ci = weighted_interval([(r.role.weight, r.baseline, *r.baseline_ci95) for r in covered], hib)
+        common = {"roles": names, "all_roles": [r.role.role for r in self.roles], "partial": partial,
+                  "complete": not partial}
         out.append({"scenario": "current", "ids": [], "current": weighted_average(cur, hib), "low": None, "mid": None,
                     "high": None, "measured": None, "current_ci95": cur_ci, "measured_ci95": (None, None),
-                    "complete": len(cur) == len(self.roles)})
+                    "measured_roles": [], **common})
         for name, ids in self.scenarios:
-            rows = {"low": [], "mid": [], "high": [], "measured": []}
+            rows: dict[str, list[tuple[float, float]]] = {"low": [], "mid": [], "high": [], "measured": []}
             measured_ci: list[tuple[float, float, float | None, float | None]] = []
-            for r in self.roles:
-                if r.baseline is None:
-                    continue
+            for r in covered:
                 p = r.projections.get(name)
                 w = r.role.weight
                 for k in ("low", "mid", "high"):
@@ -512,7 +629,7 @@ class ProjectionSet:
                 if p is None:
                     rows["measured"].append((w, r.baseline))
                     measured_ci.append((w, r.baseline, *r.baseline_ci95))
-                elif p.verification:
+                elif p.verification and p.verification.get("basis") != "speed-up":
                     v = p.verification
                     rows["measured"].append((w, v["value"]))
                     measured_ci.append((w, v["value"], v.get("ci95_low"), v.get("ci95_high")))
@@ -523,7 +640,7 @@ class ProjectionSet:
                         "high": weighted_average(rows["high"], hib), "measured": measured,
                         "current_ci95": cur_ci,
                         "measured_ci95": weighted_interval(measured_ci, hib) if full else (None, None),
-                        "complete": len(cur) == len(self.roles)})
+                        "measured_roles": names if full else [], **common})
         return out
 
 
@@ -561,11 +678,13 @@ def _effect_factor(opt: Optimization, doc: RunRecord) -> tuple[float, float, flo
     return (f, f, f)
 
 
-BASELINE_RULE = ("a role's baseline is the newest ok run of its model and test on the host (in its matrix and with "
-                 "its settings where the role names them) whose requested settings realise no optimization of the "
-                 "catalogue beyond what the role's own settings pin: a run that sets every setting of an optimization "
-                 "is that optimization's verification, never a baseline; several configurations left is an "
-                 "ambiguity the role must resolve by naming settings")
+BASELINE_RULE = ("a role's baseline is its work's figure on the host, read from the fact layer: among the host's "
+                 "configurations of the role's model and test (with the role's settings where it names them; the "
+                 "matrix only breaks a tie, it never hides a measured configuration), leaving out those whose "
+                 "requested settings realise an optimization of the catalogue beyond what the role's own settings pin "
+                 "(they verify projections, never a baseline), the representative one as the Leaderboard picks it (the "
+                 "best figure among ordinary builds); its value and CI95 are that configuration's figure (the run as "
+                 "the unit), the Leaderboard's number for it")
 
 
 def realises(requested: dict[str, Any], opt_settings: dict[str, Any], pinned: dict[str, Any]) -> bool:
@@ -578,50 +697,165 @@ def realises(requested: dict[str, Any], opt_settings: dict[str, Any], pinned: di
     return all(requested.get(k) == v for k, v in opt_settings.items())
 
 
+def explicit(settings: dict[str, Any]) -> dict[str, Any]:
+    """Requested settings without those left to the default (null) or at a later setting's neutral value:
+    two configurations equal here are the same configuration (core.records.run.RunRecord.requested_explicit)."""
+    return {k: v for k, v in settings.items() if v is not None and not (k in NEUTRAL_SETTINGS and v == NEUTRAL_SETTINGS[k])}
+
+
+def _facts(runs: list[RunRecord] | Facts) -> Facts:
+    return runs if isinstance(runs, Facts) else facts_mod.of(runs)
+
+
+def work_groups(fx: Facts, role: Role, host_id: str | None = None) -> list[Group]:
+    """The groups of a role's work (model and test, the role's settings where it names them) that measure
+    its metric, on one host or every host: the matrix never filters."""
+    out = []
+    for g in fx.groups_of(host_id, test=role.test):
+        if not any(r.model_name == role.model for r in g.runs):  # a file renamed since still is the same work
+            continue
+        if any(g.newest.requested.get(k) != v for k, v in (role.settings or {}).items()):
+            continue
+        if g.figure(role.metric) is None:
+            continue
+        out.append(g)
+    return out
+
+
+def select_baseline(role: Role, runs: list[RunRecord] | Facts, host_id: str,
+                    catalogue: Catalogue | None = None) -> tuple[Baseline | None, str | None]:
+    """The role's baseline on ``host_id`` by :data:`BASELINE_RULE`, or None and why."""
+    fx = _facts(runs)
+    found = work_groups(fx, role, host_id)
+    verifications: list[Group] = []
+    if catalogue is not None:
+        opts = [o for o in catalogue.optimizations if o.settings]
+        verifications = [g for g in found if any(realises(g.newest.requested, o.settings, role.settings or {}) for o in opts)]
+        found = [g for g in found if g not in verifications]
+    if not found:
+        if verifications:
+            which = sorted({o.id for g in verifications for o in catalogue.optimizations  # type: ignore[union-attr]
+                            if realises(g.newest.requested, o.settings, role.settings or {})})
+            return None, (f"every measured configuration of {role.model} · {role.test} on this host realises an "
+                          f"optimization ({', '.join(which)}): those verify projections, never a baseline; measure it "
+                          "without them (`invoke bench`)")
+        return None, f"no measured run of {role.model} · {role.test} with {role.metric} on this host"
+    rep = fx.representative(found, role.metric)
+    assert rep is not None  # every group in ``found`` has a figure
+    if role.matrix:  # the matrix breaks a tie between equal figures, nothing more
+        top = rep.figure(role.metric).mean  # type: ignore[union-attr]
+        tied = [g for g in found if g.variant == rep.variant and g.figure(role.metric).mean == top]  # type: ignore[union-attr]
+        rep = next((g for g in tied if any(r.matrix_name == role.matrix for r in g.runs)), rep)
+    if rep.newest.is_endpoint:  # projections read the model's GGUF facts (architecture, bytes per token)
+        return None, f"{role.model} is an endpoint model (no local file, no GGUF facts): not projected"
+    return Baseline(rep, rep.figure(role.metric), len(found), verifications), None  # type: ignore[arg-type]
+
+
 def find_baseline(role: Role, runs: list[RunRecord], host_id: str,
                   catalogue: Catalogue | None = None) -> tuple[RunRecord | None, str | None]:
-    """The role's baseline by :data:`BASELINE_RULE`, or None and why."""
-    found = select_runs(runs, model=role.model, test=role.test, host_id=host_id, matrix=role.matrix, settings=role.settings)
-    found = [d for d in found if (d.stat(role.metric) or Summary()).mean is not None]
-    if catalogue is not None:
-        opts = [o.settings for o in catalogue.optimizations if o.settings]
-        found = [d for d in found if not any(realises(d.requested, o, role.settings or {}) for o in opts)]
-    if not found:
-        return None, f"no measured run of {role.model} · {role.test} with {role.metric} on this host"
-    if found[0].is_endpoint:  # projections read the model's GGUF facts (architecture, bytes per token)
-        return None, f"{role.model} is an endpoint model (no local file, no GGUF facts): not projected"
-    keys = {d.key for d in found}
-    if len(keys) > 1:
-        return None, (f"{len(keys)} configurations of {role.model} · {role.test} match; name a matrix or settings "
-                      "in data/usage_mix.yaml to pick one")
-    return found[0], None
+    """The newest run of the role's baseline group (:func:`select_baseline`), or None and why."""
+    b, problem = select_baseline(role, runs, host_id, catalogue)
+    return (b.group.newest if b is not None else None), problem
 
 
-def find_verification(base: RunRecord, target: dict[str, Any], metric: str,
-                      runs: list[RunRecord]) -> dict[str, Any] | None:
-    """The newest ok run of the projected configuration: same host, model file, backend and test
-    definition as the baseline, requested settings equal to ``target``."""
-    base = as_record(base)
-    best = None
-    for d in latest_per_key(runs):
-        if not d.ok or d.key == base.key:
+def find_verification(base: Group, target: dict[str, Any], metric: str,
+                      runs: list[RunRecord] | Facts) -> tuple[dict[str, Any], Figure] | None:
+    """The group of the projected configuration and its figure: the baseline's work (model file, test,
+    backend class) on the same host and backend, requested settings equal to ``target``. Where several
+    groups are that configuration (builds), the one with most runs, then the newest."""
+    fx = _facts(runs)
+    best: tuple[Group, Figure] | None = None
+    for g in fx.groups_of(base.host_id):
+        if g.key == base.key or g.work_key != base.work_key or g.backend != base.backend:
             continue
-        if (d.host_id, d.model_identity, d.backend) != (base.host_id, base.model_identity, base.backend):
+        if g.requested != explicit(target):
             continue
-        if d.test_definition != base.test_definition:  # the same test, not only the same name
+        f = g.figure(metric)
+        if f is None:
             continue
-        if d.requested != target:
-            continue
-        s = d.stat(metric)
-        if s is None or s.mean is None:
-            continue
-        if best is None or (d.created, d.id) > (best.created, best.id):
-            best = d
+        if best is None or (f.runs, g.newest.created, g.key) > (best[1].runs, best[0].newest.created, best[0].key):
+            best = (g, f)
     if best is None:
         return None
-    s = best.stat(metric)
-    return {"run_id": best.id, "created": best.created, "value": s.mean, "ci95_low": s.ci95_low,
-            "ci95_high": s.ci95_high, "n": s.n, "doc": best}
+    g, f = best
+    return ({"run_id": f.newest_id, "created": g.newest.created, "value": f.mean, "ci95_low": f.ci95_low,
+             "ci95_high": f.ci95_high, "n": f.n, "runs": f.runs, "run_ids": list(f.run_ids), "group": g.key}, f)
+
+
+#: Rate metrics a speed-up may be measured on, in order of preference after the effect's and the role's own.
+SPEED_METRICS = ("tokens_per_second", "decode_tps", "generation_tps")
+
+
+def _speed_metric(g: Group, base: Group, preferred: list[str]) -> str | None:
+    for m in list(dict.fromkeys(preferred + list(SPEED_METRICS) + ([g.headline.name] if g.headline else []))):
+        if m in METRICS and g.figure(m) is not None and base.figure(m) is not None:
+            return m
+    return None
+
+
+def measured_speedups(opt: Optimization, base: Group, role_metric: str, runs: list[RunRecord] | Facts) -> list[MeasuredSpeedup]:
+    """Every measured point of ``opt`` with the baseline's backend on its host and model (any test): a group
+    that realises the optimization's settings, against its baseline group (the sweep's ``matrix.baseline_key``,
+    else the group of the same work, host and backend whose requested settings differ only in the
+    optimization's), most favourable first."""
+    if not opt.settings:
+        return []
+    fx = _facts(runs)
+    by_key: dict[str, RunRecord] = {}
+    for r in fx.records:
+        if r.ok and (r.key not in by_key or (r.created, r.id) > (by_key[r.key].created, by_key[r.key].id)):
+            by_key[r.key] = r
+    mine = [g for g in fx.groups_of(base.host_id) if g.newest.model_identity == base.newest.model_identity
+            and g.backend == base.backend]
+    out: list[MeasuredSpeedup] = []
+    for g in mine:
+        req = g.newest.requested
+        if not realises(req, opt.settings, {}):
+            continue
+        bg = None
+        bkey = g.newest.baseline_key
+        if bkey and bkey != g.newest.key and bkey in by_key:
+            bg = fx.group_of(by_key[bkey])
+        if bg is None:
+            same = [h for h in mine if h.work_key == g.work_key and h.key != g.key
+                    and not realises(h.newest.requested, opt.settings, {})
+                    and {k: v for k, v in h.requested.items() if k not in opt.settings}
+                    == {k: v for k, v in g.requested.items() if k not in opt.settings}]
+            bg = max(same, key=lambda h: (len(h.runs), h.newest.created, h.key)) if same else None
+        if bg is None:
+            continue
+        metric = _speed_metric(g, bg, [opt.effect.metric, role_metric])
+        if metric is None:
+            continue
+        bf, cf = bg.figure(metric), g.figure(metric)
+        c = fx.compare(bf, cf)  # type: ignore[arg-type]
+        if c.ratio is None:
+            continue
+        hib = METRICS[metric].higher_is_better
+        ratio = c.ratio if hib else 1.0 / c.ratio
+        lo, hi = (c.ci95_low, c.ci95_high) if hib else (
+            1.0 / c.ci95_high if c.ci95_high else None, 1.0 / c.ci95_low if c.ci95_low else None)
+        breq = bg.requested
+        differs = {k: v for k, v in g.requested.items() if breq.get(k) != v}
+        out.append(MeasuredSpeedup(opt.id, metric, ratio, lo, hi, c, bf, cf, bg, g, 0, differs))  # type: ignore[arg-type]
+    out.sort(key=lambda m: (-m.ratio, -m.candidate.runs, m.candidate_group.key))
+    for m in out:
+        m.points = len(out)
+    return out
+
+
+def _speedup_verification(p: Projection, m: MeasuredSpeedup, hib: bool) -> dict[str, Any]:
+    """A measured speed-up as a projection record's verification: the value it implies on the role's metric
+    (the baseline times the measured speed-up), and the speed-up itself with the range it is judged by."""
+    implied = p.baseline * m.ratio if hib else p.baseline / m.ratio
+    lo_sp, mid_sp, hi_sp = p.speedup
+    return {"basis": "speed-up", "run_id": m.candidate.newest_id, "created": m.candidate_group.newest.created,
+            "value": implied, "error": mid_sp / m.ratio - 1.0, "inside_range": lo_sp <= m.ratio <= hi_sp,
+            "within_ci95": (m.ci95_low <= mid_sp <= m.ci95_high) if m.ci95_low is not None and m.ci95_high is not None else None,
+            "n": None, "ci95_low": None, "ci95_high": None,
+            "speedup": m.ratio, "speedup_ci95_low": m.ci95_low, "speedup_ci95_high": m.ci95_high,
+            "speedup_range": [lo_sp, mid_sp, hi_sp], "speedup_metric": m.metric, "test": m.test,
+            "baseline_run_id": m.baseline.newest_id, "point": m.describe(), "points": m.points}
 
 
 def project(runs: list[RunRecord], catalogue: Catalogue, mix: UsageMix, host_id: str,
@@ -631,18 +865,25 @@ def project(runs: list[RunRecord], catalogue: Catalogue, mix: UsageMix, host_id:
     Each applicable optimization is projected on its own. The "all applicable" scenario combines
     those that declare no go/no-go gates and those whose gates on this host say GO
     (pipelines.gates, from ``runs`` and ``quality_docs``): an optimization still UNDECIDED, NO-GO or
-    NOT MEASURED is held back from the combination (seed 000: "until its GO"), and the page says
-    which and why. Without ``quality_docs`` a quality gate is NOT MEASURED: held back."""
+    NOT MEASURED is held back from the combination (seed 000: "until its GO"), and so is one measured
+    on this host slower than its projected range (MISSED below it); the page says which and why.
+    Without ``quality_docs`` a quality gate is NOT MEASURED: held back."""
+    fx = facts_mod.of(runs)
     results: list[RoleResult] = []
     inputs: dict[str, RunRecord] = {}
     applicable_any: list[str] = []
     for role in mix.roles:
-        doc, problem = find_baseline(role, runs, host_id, catalogue)
-        rr = RoleResult(role, doc, problem)
+        b, problem = select_baseline(role, fx, host_id, catalogue)
+        rr = RoleResult(role, b.group.newest if b is not None else None, problem, base=b)
         results.append(rr)
-        if doc is None:
+        if b is None:
+            if not work_groups(fx, role, host_id):
+                rr.not_measured = True
+                rr.missing_work = next((g.work_key for g in sorted(work_groups(fx, role), key=lambda g: g.key)), "")
             continue
-        inputs[doc.id] = doc
+        doc = b.group.newest
+        for r in b.group.runs:
+            inputs[r.id] = r
         rr.attrs = run_attributes(doc, runs)
         rr.shares, rr.shares_source = role_shares(role.metric, doc)
         for opt in catalogue.optimizations:
@@ -656,63 +897,99 @@ def project(runs: list[RunRecord], catalogue: Catalogue, mix: UsageMix, host_id:
             rr.opts.append(OptimizationOnRole(opt, not reasons, reasons, factor, in_metric))
             if not reasons and opt.id not in applicable_any:
                 applicable_any.append(opt.id)
-    scenarios: list[tuple[str, list[str]]] = [(oid, [oid]) for oid in applicable_any]
-    decided = {og.opt.id: og.decision for og in gates_mod.evaluate(catalogue, runs, list(quality_docs or []), host_id)}
-    held_back = [(oid, decided[oid]) for oid in applicable_any if oid in decided and decided[oid] != "GO"]
-    combined = [oid for oid in applicable_any if oid not in dict(held_back)]
-    if len(combined) > 1:
-        scenarios.append(("all applicable", combined))
-    for name, ids in mix.scenarios.items():
-        scenarios.append((name, list(ids)))
-    for rr in results:
-        if rr.baseline_doc is None:
-            continue
+    by_opt = {o.id: o for o in catalogue.optimizations}
+    speedups: dict[str, list[MeasuredSpeedup]] = {}
+
+    def project_scenario(rr: RoleResult, name: str, ids: list[str]) -> None:
         base = rr.baseline
         hib = METRICS[rr.role.metric].higher_is_better
         by_id = {o.opt.id: o for o in rr.opts}
-        for name, ids in scenarios:
-            used = [by_id[i] for i in ids if i in by_id and by_id[i].applies]
-            if not used:
-                continue
-            sp = []
-            for k in range(3):
-                sp.append(compose(rr.shares, [(o.opt.effect.stage, o.factor[k]) for o in used]))
-            lo_sp, mid_sp, hi_sp = sp
-            vals = [base * s if hib else base / s for s in sp]
-            # the stated range carries the baseline's own CI95 too: the effect's low (high) end on
-            # the baseline's low (high) end of the interval (its mean when it has none)
-            b_lo, b_hi = rr.baseline_ci95
-            b_lo = base if b_lo is None else b_lo
-            b_hi = base if b_hi is None else b_hi
-            ends = [b * s if hib else b / s for b in (b_lo, b_hi) for s in (lo_sp, hi_sp)]
-            runnable = all(o.opt.settings for o in used)
-            target = None
-            if runnable:
-                target = dict(rr.baseline_doc.requested)
-                for o in used:
-                    target.update(o.opt.settings)
-            p = Projection(rr.role, name, [o.opt.id for o in used], base, min(ends + vals), vals[1], max(ends + vals),
-                           (lo_sp, mid_sp, hi_sp), target, no_effect=not any(o.in_metric for o in used))
-            if target is not None:
-                v = find_verification(rr.baseline_doc, target, rr.role.metric, runs)
-                if v is not None:
-                    doc = v.pop("doc")
-                    inputs[doc.id] = doc
-                    v["error"] = p.mid / v["value"] - 1.0 if v["value"] else None
-                    v["inside_range"] = p.low <= v["value"] <= p.high
-                    v["verdict"] = verdict(p.low, p.high, v["value"], p.mid)
-                    v["within_ci95"] = (v["ci95_low"] <= p.mid <= v["ci95_high"]) if v.get("ci95_low") is not None else None
-                    p.verification = v
-            rr.projections[name] = p
-    return ProjectionSet(host_id, mix, catalogue, results, scenarios, list(inputs.values()), held_back)
+        used = [by_id[i] for i in ids if i in by_id and by_id[i].applies]
+        if not used or base is None or rr.base is None:
+            return
+        sp = [compose(rr.shares, [(o.opt.effect.stage, o.factor[k]) for o in used]) for k in range(3)]  # type: ignore[index]
+        lo_sp, mid_sp, hi_sp = sp
+        vals = [base * s if hib else base / s for s in sp]
+        # the stated range carries the baseline's own CI95 too: the effect's low (high) end on
+        # the baseline's low (high) end of the interval (its mean when it has none)
+        b_lo, b_hi = rr.baseline_ci95
+        b_lo = base if b_lo is None else b_lo
+        b_hi = base if b_hi is None else b_hi
+        ends = [b * s if hib else b / s for b in (b_lo, b_hi) for s in (lo_sp, hi_sp)]
+        runnable = all(o.opt.settings for o in used)
+        target = None
+        if runnable:
+            target = dict(rr.base.group.newest.requested)
+            for o in used:
+                target.update(o.opt.settings)
+        p = Projection(rr.role, name, [o.opt.id for o in used], base, min(ends + vals), vals[1], max(ends + vals),
+                       (lo_sp, mid_sp, hi_sp), target, no_effect=not any(o.in_metric for o in used))
+        found = find_verification(rr.base.group, target, rr.role.metric, fx) if target is not None else None
+        if found is not None:
+            v, fig = found
+            for r in fx.group_of(fig.newest_id).runs:  # type: ignore[union-attr]
+                inputs[r.id] = r
+            v["error"] = p.mid / v["value"] - 1.0 if v["value"] else None
+            v["inside_range"] = p.low <= v["value"] <= p.high
+            v["verdict"] = verdict(p.low, p.high, v["value"], p.mid)
+            v["within_ci95"] = (v["ci95_low"] <= p.mid <= v["ci95_high"]) if v.get("ci95_low") is not None else None
+            p.verification, p.measured = v, fig
+        elif len(used) == 1 and not p.no_effect:
+            oid = used[0].opt.id
+            if oid not in speedups:
+                speedups[oid] = measured_speedups(by_opt[oid], rr.base.group, rr.role.metric, fx)
+            if speedups[oid]:
+                m = speedups[oid][0]
+                p.measured_speedup = m
+                p.verification = _speedup_verification(p, m, hib)
+                p.verification["verdict"] = p.status
+                for g in (m.baseline_group, m.candidate_group):
+                    for r in g.runs:
+                        inputs[r.id] = r
+        rr.projections[name] = p
+
+    singles: list[tuple[str, list[str]]] = [(oid, [oid]) for oid in applicable_any]
+    for rr in results:
+        for name, ids in singles:
+            project_scenario(rr, name, ids)
+    decided = {og.opt.id: og.decision for og in gates_mod.evaluate(catalogue, runs, list(quality_docs or []), host_id)}
+    held_back = [(oid, decided[oid]) for oid in applicable_any if oid in decided and decided[oid] != "GO"]
+    missed: dict[str, str] = {}
+    for oid in applicable_any:
+        below = [(rr, rr.projections[oid]) for rr in results if oid in rr.projections and rr.projections[oid].missed_below]
+        if not below:
+            continue
+        rr, p = below[0]
+        v = p.verification or {}
+        if v.get("basis") == "speed-up":
+            lo_sp, _, hi_sp = v["speedup_range"]
+            ci = (f" [{v['speedup_ci95_low']:.2f}, {v['speedup_ci95_high']:.2f}]"
+                  if v.get("speedup_ci95_low") is not None and v.get("speedup_ci95_high") is not None else "")
+            missed[oid] = (f"measured ×{v['speedup']:.2f}{ci} on {v['point']} (the most favourable of "
+                           f"{v['points']} measured point{'s' if v['points'] != 1 else ''}), below the projected "
+                           f"×{lo_sp:.2f}–×{hi_sp:.2f}")
+        else:
+            m = METRICS[rr.role.metric]
+            missed[oid] = (f"measured {v['value']:,.{m.decimals}f} {m.unit} for {rr.role.role}, below the projected "
+                           f"{p.low:,.{m.decimals}f}–{p.high:,.{m.decimals}f}")
+        if oid not in dict(held_back):
+            held_back.append((oid, "MISSED"))
+    combined = [oid for oid in applicable_any if oid not in dict(held_back)]
+    extra: list[tuple[str, list[str]]] = []
+    if len(combined) > 1:
+        extra.append(("all applicable", combined))
+    for name, ids in mix.scenarios.items():
+        extra.append((name, list(ids)))
+    for rr in results:
+        for name, ids in extra:
+            project_scenario(rr, name, ids)
+    return ProjectionSet(host_id, mix, catalogue, results, singles + extra, list(inputs.values()), held_back, missed)
 
 
 def projection_hosts(mix: UsageMix, runs: list[RunRecord]) -> list[str]:
-    hosts = set()
-    for role in mix.roles:
-        for d in select_runs(runs, model=role.model, test=role.test, matrix=role.matrix, settings=role.settings):
-            hosts.add(d.host_id)
-    return sorted(hosts)
+    """Hosts with a measured configuration of any role's work (the fact layer's groups; any matrix)."""
+    fx = facts_mod.of(runs)
+    return sorted({g.host_id for role in mix.roles for g in work_groups(fx, role)})
 
 
 # -- records -----------------------------------------------------------------------------------------
@@ -732,6 +1009,7 @@ def record(ps: ProjectionSet, *, mix_file: Path | None = None, catalogue_file: P
             entries.append({
                 "role": rr.role.role, "model": rr.role.model, "test": rr.role.test, "metric": rr.role.metric,
                 "scenario": name, "optimizations": p.optimizations,
+                # the baseline group's figure, linked to its newest run
                 "baseline": {"run_id": b.id, "created": b.created, "value": p.baseline},
                 "projected": {"low": p.low, "mid": p.mid, "high": p.high},
                 "target_settings": p.target_settings,
@@ -768,15 +1046,15 @@ def load_records(root: Path | None = None) -> list[ProjectionRecord]:
 
 
 def accuracy_history(records: list[ProjectionRecord], runs: list[RunRecord]) -> list[dict[str, Any]]:
-    """Every recorded projection that a measurement checks: verified when recorded, or by a run of
-    its configuration measured since (``later``)."""
-    by_conf: dict[tuple, RunRecord] = {}
-    for d in latest_per_key(runs):
-        if d.ok:
-            k = (d.host_id, d.model_name, d.test_name, repr(sorted(d.requested.items())))
-            cur = by_conf.get(k)
-            if cur is None or (d.created, d.id) > (cur.created, cur.id):
-                by_conf[k] = d
+    """Every recorded projection that a measurement checks: verified when recorded, or by a group of
+    its configuration measured since (``later``; its figure, the run as the unit)."""
+    fx = facts_mod.of(runs)
+    by_conf: dict[tuple, Group] = {}
+    for g in fx.groups.values():
+        k = (g.host_id, g.model, g.test, repr(sorted(g.requested.items())))
+        cur = by_conf.get(k)
+        if cur is None or (g.newest.created, g.newest.id) > (cur.newest.created, cur.newest.id):
+            by_conf[k] = g
     rows = []
     for rec in map(as_projection, records):
         seen: set[tuple] = set()
@@ -790,11 +1068,11 @@ def accuracy_history(records: list[ProjectionRecord], runs: list[RunRecord]) -> 
             v = e.verification
             when = "at projection"
             if v is None and e.target_settings:
-                d = by_conf.get((rec.host_id, e.model, e.test, repr(sorted(e.target_settings.items()))))
-                s = d.stat(e.metric) if d is not None else None
-                if s is not None and s.mean is not None:
-                    v = {"run_id": d.id, "created": d.created, "value": s.mean, "ci95_low": s.ci95_low,
-                         "ci95_high": s.ci95_high}
+                g = by_conf.get((rec.host_id, e.model, e.test, repr(sorted(explicit(e.target_settings).items()))))
+                f = g.figure(e.metric) if g is not None and e.metric in METRICS else None
+                if f is not None:
+                    v = {"run_id": f.newest_id, "created": g.newest.created, "value": f.mean,  # type: ignore[union-attr]
+                         "ci95_low": f.ci95_low, "ci95_high": f.ci95_high}
                     when = "later"
             if v is None or not v.get("value"):
                 continue
@@ -805,7 +1083,8 @@ def accuracy_history(records: list[ProjectionRecord], runs: list[RunRecord]) -> 
                          "measured": v["value"], "run_id": v["run_id"], "error": mid / v["value"] - 1.0,
                          "inside_range": e.projected["low"] <= v["value"] <= e.projected["high"],
                          # recomputed from the stated range, whatever badge the record carried when written
-                         "verdict": verdict(e.projected["low"], e.projected["high"], v["value"], mid),
+                         "verdict": verification_verdict(e.projected["low"], e.projected["high"], mid, v),
+                         "basis": v.get("basis") or "measured", "speedup": v.get("speedup"),
                          "recorded_status": e.status,
                          "within_ci95": (v["ci95_low"] <= mid <= v["ci95_high"])
                          if v.get("ci95_low") is not None and v.get("ci95_high") is not None else None,
@@ -835,7 +1114,7 @@ def entry_status(e: dict[str, Any]) -> str:
     if not v or not v.get("value"):
         return "PROJECTED"
     p = e["projected"]
-    return verdict(p["low"], p["high"], v["value"], p["mid"])
+    return verification_verdict(p["low"], p["high"], p["mid"], v)
 
 
 def entry_statuses(doc: dict[str, Any]) -> dict[str, int]:

@@ -23,10 +23,11 @@ within noise of the best remaining one's (speed: their run-level CI95s overlap; 
 exact McNemar test on the items both were scored on finds no difference) are tied, and the
 second key, then memory, then name decide between them; the page says so.
 
-Speed figures treat the run as the unit (core.stats.run_interval): a configuration measured in
-two or more runs has the spread between them; one run is widened by the host's run-to-run
-noise for that kind of test (pipelines.noise), or, where that was never measured, has no
-interval and its mean decides (the page says which).
+Speed figures are the fact layer's (pipelines.facts): the figure of the group of the configuration's
+newest run of the test on the host, the run as the unit: two or more runs give the spread between
+them, one run is widened by the host's run-to-run noise for that kind of test (else the fleet's),
+and where no noise was ever measured it has no interval and its mean decides (the page says which).
+The same number the Leaderboard shows for that group.
 
 Quality is taken from artifacts of any host (a greedy answer does not depend on the
 host); speed and memory only from the host being assigned.
@@ -50,7 +51,7 @@ from core.records.run import RunRecord
 from core.summary import Summary
 from core.yamlio import load_yaml, pydantic_error_line
 
-from pipelines import noise as noise_mod
+from pipelines import facts as facts_mod
 from pipelines import quality as quality_mod
 from pipelines.runs import latest_per_key as latest_runs
 from pipelines.runs import records
@@ -216,6 +217,7 @@ class Evidence:
     n: int | None = None
     note: str = ""  # what the interval rests on (speed: runs, or one run and the host's noise)
     items: dict[tuple[str, str, str], bool] = field(default_factory=dict, repr=False)  # quality: (suite, style, id) -> passed
+    figure: Any = None  # speed: the fact layer's figure (pipelines.facts.Figure) the evidence reads
 
 
 @dataclass
@@ -450,7 +452,7 @@ def _quality_evidence(req: QualityReq, cfg: ConfigData, min_items: int) -> tuple
 
 
 def _speed_evidence(req: SpeedReq, cfg: ConfigData, host: str | None,
-                    noise: dict[tuple[str, str], stats.RunNoise] | None = None) -> tuple[Evidence, float | None]:
+                    fx: facts_mod.Facts | None = None) -> tuple[Evidence, float | None]:
     m = METRICS[req.metric]
     bound = f"≥ {_fmt(req.min, m.decimals)}" if req.min is not None else f"≤ {_fmt(req.max, m.decimals)}"
     what = f"{req.test} {m.label} {bound} {m.unit}" + (f" on {host}" if host else "")
@@ -461,20 +463,20 @@ def _speed_evidence(req: SpeedReq, cfg: ConfigData, host: str | None,
         return Evidence("speed", what, None, reason="no data",
                         message=f"no {req.test} run measuring {req.metric} on {host}"), None
     d = max(docs, key=lambda d: (d.created, d.id))
-    # the run is the unit: every run of this configuration (its key) on the host
-    runs = [x for x in cfg.run_history.get(d.key, [d]) if (x.stat(req.metric) or Summary()).mean]
-    means = [float(x.stat(req.metric).mean) for x in runs]
-    s = d.stat(req.metric)
-    rel = (s.stddev / s.n ** 0.5 / s.mean) if s.stddev is not None and s.n > 1 and s.mean > 0 else None
-    hn = noise_mod.noise_for(noise, d) if noise else None
-    value, lo, hi, note = stats.run_interval(means, rel_se=rel if len(means) == 1 else None, noise=hn)
-    value = float(value if value is not None else s.mean)
-    k = len(means)
+    if fx is None:  # the configuration's own runs (a caller without the loaded set)
+        fx = facts_mod.of([x for runs in cfg.run_history.values() for x in runs])
+    # the run is the unit: the figure of the group of this configuration's newest run (pipelines.facts)
+    fig = fx.figure_of(d.id, req.metric)
+    if fig is None:
+        return Evidence("speed", what, None, reason="no data",
+                        message=f"no {req.test} run measuring {req.metric} on {host}"), None
+    value, lo, hi, note, k = fig.mean, fig.ci95_low, fig.ci95_high, fig.note, fig.runs
     if lo is None or hi is None:  # one run and no run-to-run noise known: no interval, the mean decides
         lo = hi = value
         note = f"{note}: the mean decides"
     shown = f"{_fmt(value, m.decimals)} {m.unit}" + (f" ({k} runs)" if k > 1 else "")
-    common = dict(value=shown, artifacts=[("run", x.id) for x in reversed(runs)], n=k, ci=(lo, hi), note=note)
+    common = dict(value=shown, artifacts=[("run", rid) for rid in reversed(fig.run_ids)], n=k, ci=(lo, hi), note=note,
+                  figure=fig)
     # the bound is checked against the side of the CI95 that could fail it
     passes = lo >= req.min if req.min is not None else hi <= req.max
     fails = hi < req.min if req.min is not None else lo > req.max
@@ -597,7 +599,7 @@ def _serving_evidence(req: ServingReq, cfg: ConfigData, host: str | None,
 
 
 def evaluate(role: Role, cfg: ConfigData, host: str | None, defaults: Defaults,
-             capabilities: dict[str, list[str]], noise: dict[tuple[str, str], stats.RunNoise] | None = None,
+             capabilities: dict[str, list[str]], fx: facts_mod.Facts | None = None,
              serving: dict[tuple[str, str], dict[str, list[dict[str, Any]]]] | None = None) -> Candidate:
     c = Candidate(cfg.identity, cfg.model, quality_mod.config_label(cfg.settings), cfg.settings)
     c.backend = ", ".join(sorted({r.backend_name for r in cfg.runs.get(host or "", [])})) or cfg.backend
@@ -624,7 +626,7 @@ def evaluate(role: Role, cfg: ConfigData, host: str | None, defaults: Defaults,
         c.evidence.append(_degeneration_evidence(cfg, role.max_degenerate_rate if role.max_degenerate_rate is not None
                                                  else defaults.max_degenerate_rate, list(read.values())))
     for i, req in enumerate(role.speed):
-        ev, value = _speed_evidence(req, cfg, host, noise)
+        ev, value = _speed_evidence(req, cfg, host, fx)
         c.evidence.append(ev)
         if i == 0 and value is not None:
             c.speed_key = value if METRICS[req.metric].higher_is_better else -value
@@ -710,7 +712,7 @@ def recommend(reg: RolesFile, quality_docs: list[QualityRecord], run_docs: list[
         if not any(c.model == name for c in configs.values()):
             configs[f"registry:{name}"] = ConfigData(f"registry:{name}", name, "", {})
     out = []
-    noise = noise_mod.host_noise(records(run_docs))
+    fx = facts_mod.of(run_docs)  # every speed figure, once per loaded set
     on_host: dict[str, list[ConfigData]] = {}  # configurations measured on each host
     unmeasured = [cfg for cfg in configs.values() if not cfg.runs]  # quality-only or registry-only
     for cfg in configs.values():
@@ -726,7 +728,7 @@ def recommend(reg: RolesFile, quality_docs: list[QualityRecord], run_docs: list[
                 pool = on_host.get(host, []) + unmeasured
             else:
                 pool = list(configs.values())
-            cands = [evaluate(role, cfg, host, reg.defaults, capabilities, noise, serving_idx) for cfg in pool]
+            cands = [evaluate(role, cfg, host, reg.defaults, capabilities, fx, serving_idx) for cfg in pool]
             for c in cands:
                 if c.identity.startswith("registry:"):
                     c.config_label = "no artifacts"

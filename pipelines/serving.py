@@ -4,6 +4,11 @@ in-process vs server comparisons.
 Concurrency figures are computed again from each artifact's raw request records with
 ``core.kinds.request_stats`` (the functions the backend used when it measured), so a page can
 never disagree with the samples it links to.
+
+A configuration's headline rates and latencies (warm TTFT, TPOT and E2E, a cold start's total, a
+sweep's peak output, a comparison's two sides and their ratio) are the fact layer's figures
+(pipelines.facts: the group of the run, the run as the unit, the same number every page shows);
+per-request detail (percentiles, levels, request tables) stays each run's own.
 """
 
 from __future__ import annotations
@@ -12,16 +17,17 @@ import json
 from typing import Any
 
 from core import stats
-from core.metrics import METRICS
 from core.kinds.request import workload_fingerprint
 from core.kinds.request_stats import Slo, stored_sweep, sweep_stats
 from core.records.run import RunRecord, as_record
 from core.summary import Summary
 
+from pipelines import facts as facts_mod
 from pipelines.runs import latest_per_key
 
 SERVING_KINDS = ("serve", "concurrency", "load", "capacity", "probe")
 COMPARED = ("ttft_ms", "tpot_ms", "e2e_ms")
+WARM_FIGURES = ("cold_total_ms", "ttft_ms", "tpot_ms", "e2e_ms")  # a serve run's headline figures (fact layer)
 
 
 def endpoint(doc: RunRecord) -> str:
@@ -37,11 +43,14 @@ def _summary(rec: RunRecord, name: str) -> Summary | None:
 def cold_warm(docs: list[RunRecord]) -> list[dict[str, Any]]:
     """One row per current ``serve`` artifact that succeeded."""
     rows = []
+    fx = facts_mod.of(docs)
     for d in latest_per_key(docs):
         if d.test_kind != "serve" or not d.ok:
             continue
         fresh = d.details.cold_is_fresh_server
         rows.append({
+            # the configuration's figures (its group's, the run as the unit): what the tables show as its means
+            "figures": {name: fx.figure_of(d.id, name) for name in WARM_FIGURES},
             "id": d.id, "host": d.host_id, "model": d.model_name, "synthetic": d.synthetic,
             "model_server": d.model_server,
             "endpoint": d.endpoint, "test_name": d.test_name,
@@ -62,6 +71,7 @@ def _levels(d: RunRecord) -> list[dict[str, Any]]:
 def sweeps(docs: list[RunRecord]) -> list[dict[str, Any]]:
     """Every current ``concurrency`` artifact with recorded levels (a failed run shows what it measured)."""
     out = []
+    fx = facts_mod.of(docs)
     for d in latest_per_key(docs):
         if d.test_kind != "concurrency":
             continue
@@ -70,6 +80,7 @@ def sweeps(docs: list[RunRecord]) -> list[dict[str, Any]]:
             continue
         slo = Slo.from_dict(d.details.slo.model_dump(exclude_unset=True) if d.details.slo else None)
         out.append({"id": d.id, "host": d.host_id, "model": d.model_name,
+                    "peak": fx.figure_of(d.id, "peak_aggregate_tps") if d.ok else None,
                     "synthetic": d.synthetic, "model_server": d.model_server, "endpoint": d.endpoint, "test_name": d.test_name,
                     "status": d.status, "error": d.error_message,
                     "sweep": stored_sweep(d.details.sweep) or sweep_stats(levels, slo),
@@ -137,7 +148,10 @@ def _x(v: float | None) -> str:
 # -- comparisons --------------------------------------------------------------------------
 def comparisons(docs: list[RunRecord]) -> list[dict[str, Any]]:
     """Each server run (chat, or serve's warm requests) against the newest in-process chat run
-    with the same request, model and host: ratio server / in-process with CI95 and a verdict."""
+    with the same request, model and host: per metric the two configurations' figures (the fact
+    layer's: the group of each run, the run as the unit) and their ratio server / in-process with
+    CI95 and a verdict (pipelines.facts.Facts.compare, as every verdict of the site)."""
+    fx = facts_mod.of(docs)
     current = [d for d in latest_per_key(docs) if d.ok]
     baselines: dict[tuple, RunRecord] = {}
     for d in current:
@@ -154,15 +168,17 @@ def comparisons(docs: list[RunRecord]) -> list[dict[str, Any]]:
             continue
         for metric in COMPARED:
             a, b = base.values(metric), d.values(metric)
-            if not a or not b:
+            fa, fb = fx.figure_of(base.id, metric), fx.figure_of(d.id, metric)
+            if not a or not b or fa is None or fb is None:
                 continue
-            m = METRICS[metric]
-            c = stats.compare(a, b, m.higher_is_better)
+            c = fx.compare(fa, fb)
             rows.append({
                 "host": d.host_id, "model": d.model_name, "synthetic": d.synthetic, "model_server": d.model_server,
                 "workload": base.test_name, "endpoint": d.endpoint, "kind": d.test_kind,
                 "metric": metric, "baseline_id": base.id, "candidate_id": d.id,
-                "baseline_mean": sum(a) / len(a), "candidate_mean": sum(b) / len(b),
+                "baseline_mean": fa.mean, "candidate_mean": fb.mean,
+                "baseline_figure": fa, "candidate_figure": fb,
+                "baseline_requests": len(a), "candidate_requests": len(b),
                 "baseline_tokens": _mean_tokens(base), "candidate_tokens": _mean_tokens(d),
                 "prefix_reuse": _prefix_reuse(d), "server": d.server, "candidate_created": d.created,
                 **c.to_dict(),

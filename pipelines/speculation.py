@@ -59,22 +59,35 @@ def moe_speculation(sw: opt.Sweep) -> dict[str, list[MoeSpecCell]]:
         for p in pts:
             mode = p.requested.get("speculative") or "none"
             n = _experts(p)
-            vs_plain = lossless = None
+            vs_plain = None
             base = plain.get(n)
             if mode != "none" and base is not None and p.metric:
                 hib = True
                 vs_plain = stats.compare(opt.metric_values(base.doc, p.metric), opt.metric_values(p.doc, p.metric), hib).to_dict()
-                bo, co = opt.greedy_outputs(base.doc), opt.greedy_outputs(p.doc)
-                if bo and co:
-                    lossless = opt.compare_outputs(bo, co)
-            cells.append(MoeSpecCell(p, n, mode, vs_plain, lossless))
+            # the point's one lossless verdict (pipelines.optimization.judge_lossless), the Failed approaches' too
+            cells.append(MoeSpecCell(p, n, mode, vs_plain, p.lossless if mode != "none" else None))
         out[test] = sorted(cells, key=lambda c: (-(c.experts or 0), MODES.index(c.mode) if c.mode in MODES else 9))
     return out
 
 
+SPEED_ONLY = ("Synthetic weights: the text is noise (degenerate at every expert count), so this sweep is speed "
+              "only. Degenerate text repeats itself, which flatters prompt lookup, and judges nothing about "
+              "losslessness: no conclusion on the benefit of speculation or on quality is drawn from it.")
+
+
+def speed_only(cells: list[MoeSpecCell]) -> bool:
+    """The sweep's text judges nothing: random weights, or degenerate output at plain decoding."""
+    plain = [c for c in cells if c.mode == "none"]
+    return any(c.point.doc.synthetic for c in cells) or (
+        bool(plain) and all(c.point.degeneration and c.point.degeneration.get("degenerate") for c in plain))
+
+
 def moe_speculation_findings(cells: list[MoeSpecCell]) -> list[str]:
     """Plain sentences, from the verdicts: where speculation on top of expert reduction helps,
-    hurts, or is within noise, and whether any combination beats expert reduction alone."""
+    hurts, or is within noise, and whether any combination beats expert reduction alone. From a
+    synthetic model's (or degenerate) text, no conclusion: the sweep is speed only, and says so."""
+    if speed_only(cells):
+        return [SPEED_ONLY]
     lines = []
     for mode in MODES[1:]:
         mine = [c for c in cells if c.mode == mode and c.vs_plain]

@@ -7,8 +7,11 @@ where a server backend records it) plus the model load; for a rate test, prefill
 decode (tg) from llama.cpp's own counters.
 
 A *workload mix* (data/whatif.yaml) weights units of measured work: each entry names a
-model and a test (optionally a matrix and settings), a weight (share of requests) and how
-many model loads each request pays (0 for a warm server, 1 for a one-shot command). Its
+model and a test (optionally settings, and a matrix as a hint), a weight (share of requests) and how
+many model loads each request pays (0 for a warm server, 1 for a one-shot command). An entry is
+read through the fact layer (pipelines.facts, :data:`ENTRY_RULE`): the host's configuration of that
+work, its stage timings from the runs the fact layer groups under it, its model load time that
+configuration's figure of ``load_time_s`` (the run as the unit). Its
 time per request is ``T = Σ_i w_i (Σ_s t_is + loads_i × t_load,i)``; stage ``s`` takes the
 share ``p_s`` of it. Cutting that stage's time by ``r`` (a fraction) gives
 
@@ -35,6 +38,8 @@ from core.yamlio import load_yaml, pydantic_error_line
 from core.kinds.rate import RateTest
 from core.records.run import RunRecord, as_record
 
+from pipelines import facts as facts_mod
+from pipelines.facts import Facts, Figure, Group
 from pipelines.runs import latest_per_key
 
 STAGE_ORDER = ("load", "http", "tokenise", "prefill", "decode", "sample", "detokenise", "other")
@@ -140,8 +145,9 @@ class MixEntry(BaseModel):
     model_config = ConfigDict(extra="forbid")
     model: str = Field(..., description="Model name (data/models.yaml) of the measured run.")
     test: str = Field(..., description="Test name of the measured run (e.g. chat-short, tg128).")
-    matrix: str | None = Field(None, description="Only runs of this matrix.")
-    settings: dict[str, Any] = Field(default_factory=dict, description="Only runs whose requested settings have these values.")
+    matrix: str | None = Field(None, description="A hint: the configuration measured in this matrix is preferred "
+                               "(never a filter: measured work of any matrix counts).")
+    settings: dict[str, Any] = Field(default_factory=dict, description="Only configurations whose requested settings have these values.")
     weight: float = Field(..., gt=0, description="Share of the mix's requests (normalised over the entries).")
     loads_per_request: float = Field(0.0, ge=0, description="Model loads each request pays (0 = warm server, 1 = one-shot command).")
 
@@ -252,12 +258,65 @@ def select_runs(docs: list[RunRecord], *, model: str, test: str, host_id: str | 
     return sorted(out, key=lambda r: (r.created, r.id), reverse=True)
 
 
+ENTRY_RULE = ("A mix entry is read through the fact layer: among the host's configurations of the entry's model and "
+              "test (with its settings where it names them) that recorded stage timings, those measured in the entry's "
+              "matrix first (a hint, never a filter), then the representative one as the Leaderboard picks it (the "
+              "best figure among ordinary builds); the page names its settings. Its stage timings are the mean over that "
+              "configuration's runs that recorded them; its model load time is the configuration's figure of "
+              "load_time_s (the run as the unit), or, where its runs did not record one, the figure of the host's "
+              "configuration of the same model file and backend with the most runs that did.")
+
+
+def group_profile(g: Group) -> dict[str, float] | None:
+    """Mean milliseconds per unit of work in each stage over the group's runs that recorded stages (load
+    aside: :func:`load_figure`), or None when none did."""
+    profiles = [p for p in (stage_profile(r) for r in g.runs) if p and any(k != "load" for k in p)]
+    if not profiles:
+        return None
+    names = sorted({k for p in profiles for k in p if k != "load"})
+    return {k: sum(p.get(k, 0.0) for p in profiles) / len(profiles) for k in names}
+
+
+def load_figure(fx: Facts, g: Group) -> Figure | None:
+    """The model load time of a configuration (:data:`ENTRY_RULE`): its own figure of load_time_s, else the
+    figure of the host's configuration of the same model file and backend with the most runs that recorded one."""
+    f = g.figure("load_time_s")
+    if f is not None:
+        return f
+    same = [(h, h.figure("load_time_s")) for h in fx.groups_of(g.host_id)
+            if h.newest.model_identity == g.newest.model_identity and h.backend == g.backend]
+    same = [(h, lf) for h, lf in same if lf is not None]
+    if not same:
+        return None
+    return max(same, key=lambda x: (x[1].runs, x[0].newest.created, x[0].key))[1]
+
+
+def entry_groups(fx: Facts, e: MixEntry, host_id: str | None = None) -> list[Group]:
+    """The groups of an entry's work (model, test, its settings) on one host or every host (any matrix)."""
+    return [g for g in fx.groups_of(host_id, test=e.test) if any(r.model_name == e.model for r in g.runs)
+            and not any(g.newest.requested.get(k) != v for k, v in (e.settings or {}).items())]
+
+
+def entry_group(fx: Facts, e: MixEntry, host_id: str) -> tuple[Group | None, str | None]:
+    """The configuration an entry reads on a host by :data:`ENTRY_RULE`, or None and why."""
+    found = entry_groups(fx, e, host_id)
+    if not found:
+        return None, "no measured run"
+    staged = [g for g in found if group_profile(g) is not None]
+    if not staged:
+        return None, "no stage timings in its artifacts"
+    if e.matrix:
+        staged = [g for g in staged if any(r.matrix_name == e.matrix for r in g.runs)] or staged
+    rep = facts_mod.Facts.representative(fx, staged)
+    return (rep or staged[0]), None
+
+
 @dataclass
 class MixResult:
     mix: Mix
     host_id: str
     per_request_ms: dict[str, float]  # stage -> weighted ms per request
-    entries: list[dict[str, Any]]  # the runs used
+    entries: list[dict[str, Any]]  # the configurations used: entry, group, its newest run, profile, load, weight
     missing: list[str] = field(default_factory=list)
 
     @property
@@ -266,15 +325,17 @@ class MixResult:
 
     def total_ci95(self) -> tuple[float | None, float | None]:
         """CI95 of the time per request, propagated from each entry's per-unit CI95 (Student t on
-        its repetitions or requests), weighted and added in quadrature (entries independent).
-        (None, None) when an entry has fewer than two units or pays model loads (one load sample)."""
+        its repetitions or requests, every run of its configuration), weighted and added in quadrature
+        (entries independent). (None, None) when an entry has fewer than two units or pays model loads
+        (one load sample)."""
         from core import stats
 
         half2 = 0.0
         for u in self.entries:
             if u["entry"].loads_per_request and "load" in u["profile"]:
                 return None, None
-            s = stats.summary(unit_totals(u["run"]))
+            units = [x for r in (u.get("runs") or [u["run"]]) for x in unit_totals(r)]
+            s = stats.summary(units)
             if s.ci95_low is None or s.ci95_high is None or s.mean is None:
                 return None, None
             half2 += (u["weight"] * stats.t_critical(s.n - 1) * s.stddev / math.sqrt(s.n)) ** 2
@@ -301,36 +362,34 @@ class MixResult:
 
 
 def evaluate_mix(mix: Mix, docs: list[RunRecord], host_id: str) -> MixResult:
-    """The mix's stage time per request on one host, from the newest matching artifacts."""
+    """The mix's stage time per request on one host, each entry read through the fact layer (:data:`ENTRY_RULE`)."""
+    fx = facts_mod.of(docs)
     total_w = sum(e.weight for e in mix.entries)
     per: dict[str, float] = {}
     used: list[dict[str, Any]] = []
     missing: list[str] = []
     for e in mix.entries:
-        runs = select_runs(docs, model=e.model, test=e.test, host_id=host_id, matrix=e.matrix, settings=e.settings)
-        prof = None
-        run = None
-        for r in runs:
-            prof = stage_profile(r)
-            if prof and any(k != "load" for k in prof):
-                run = r
-                break
-        if run is None:
-            missing.append(f"{e.model} · {e.test}: " + ("no measured run" if not runs else "no stage timings in its artifacts"))
+        g, why = entry_group(fx, e, host_id)
+        if g is None:
+            missing.append(f"{e.model} · {e.test}: {why}")
             continue
+        prof = dict(group_profile(g) or {})
+        lf = load_figure(fx, g)
+        if lf is not None:
+            prof["load"] = lf.mean * 1000.0
+        elif e.loads_per_request:
+            missing.append(f"{e.model} · {e.test}: no measured load time (load_time_s) of this model on this host")
         w = e.weight / total_w
         for stage, ms in prof.items():
             mult = e.loads_per_request if stage == "load" else 1.0
             if mult:
                 per[stage] = per.get(stage, 0.0) + w * mult * ms
-        used.append({"entry": e, "run": run, "profile": prof, "weight": w})
+        runs = [r for r in g.runs if stage_profile(r)]
+        used.append({"entry": e, "group": g, "run": g.newest, "runs": runs, "profile": prof, "load": lf, "weight": w})
     return MixResult(mix, host_id, per, used, missing)
 
 
 def mix_hosts(mix: Mix, docs: list[RunRecord]) -> list[str]:
-    """Hosts that have a run for at least one entry of the mix."""
-    hosts = set()
-    for e in mix.entries:
-        for d in select_runs(docs, model=e.model, test=e.test, matrix=e.matrix, settings=e.settings):
-            hosts.add(as_record(d).host_id)
-    return sorted(hosts)
+    """Hosts that have a measured configuration of at least one entry of the mix (any matrix)."""
+    fx = facts_mod.of(docs)
+    return sorted({g.host_id for e in mix.entries for g in entry_groups(fx, e)})

@@ -21,7 +21,7 @@ import pytest
 
 from pipelines import compare as cmp
 from pipelines import history, leaderboard
-from pipelines.ranking import rank_with_ci
+from pipelines.ranking import rank_sides
 from tests.support.committed import committed_runs
 from pipelines.site import history_pages, pages
 from core import artifacts
@@ -137,14 +137,14 @@ def test_builds_and_differing_settings_are_columns_equal_settings_stated_once():
     assert "backend build" in md and "[threads-halved]" in md and "Settings on every row:" in md
 
 
-def test_ranks_count_the_results_wholly_better_and_need_an_interval():
-    ranked = rank_with_ci([90, 85, 50, None], [110, 95, 60, None], higher_is_better=True)
+def test_ranks_count_the_results_significantly_better_and_need_an_interval():
+    side = lambda m, v, df=10: stats.SideEstimate(math.log(m), v, df, 3, "runs")  # noqa: E731
+    ranked = rank_sides([side(100, 0.01), side(90, 0.01), side(50, 0.0004), stats.SideEstimate(math.log(70), None, None, 1)],
+                        higher_is_better=True)
+    # 100 and 90 are not told apart (ratio 1.11, its CI95 reaches below 1); both beat 50; the last has no interval
     assert [(r.rank, r.tied) for r in ranked] == [(1, True), (1, True), (3, False), (None, False)]
-    ranked = rank_with_ci([10, 11, 30], [12, 13, 31], higher_is_better=False)  # lower is better
+    ranked = rank_sides([side(11, 0.01), side(12, 0.01), side(30, 0.0004)], higher_is_better=False)  # lower is better
     assert [(r.rank, r.tied) for r in ranked] == [(1, True), (1, True), (3, False)]
-    # overlap is not transitive: C overlaps A and B (both =1) and still ranks 2, because D (=1) is wholly above it
-    ranked = rank_with_ci([95, 94, 90, 99], [105, 104, 98.5, 101], higher_is_better=True)
-    assert [r.rank for r in ranked] == [1, 1, 2, 1]
     # boards rank configurations with the run as the unit: two runs each give the spread between runs;
     # a configuration measured once on a host whose run-to-run noise was never measured has no interval
     docs = [run([100, 101, 102]), run([100.5, 101.5, 99.5], minutes=1),
@@ -156,8 +156,8 @@ def test_ranks_count_the_results_wholly_better_and_need_an_interval():
     # the configurations measured twice give this host's run-to-run noise (its history): the one measured
     # once is widened by it, and ranks first (300 against about 100)
     assert [r["rank_label"] for r in recs] == ["1", "=2", "=2", "4"]
-    assert [r["runs"] for r in recs] == [1, 2, 2, 2] and "widened by the host's run-to-run noise" in recs[0]["interval_note"]
-    # alone on a host whose noise nobody measured, a single run has no interval and no rank
+    assert [r["runs"] for r in recs] == [1, 2, 2, 2] and "the host's run-to-run noise" in recs[0]["interval_note"]
+    # alone on a host (and a fleet) whose noise nobody measured, a single run has no interval and no rank
     (b,) = leaderboard.boards([run([300, 301, 302], requested={"n_batch": 16}, minutes=6)])
     (rec,) = leaderboard.board_records(b)
     assert rec["rank_label"] == "—" and rec["ci95_low"] is None and "invoke noise" in rec["interval_note"]
@@ -218,26 +218,32 @@ def _slowed_history():
 
 
 def test_a_slowed_build_is_a_regression_step_with_its_ci():
+    """The ordinary build (three runs, one after the slowed ones) and the slowed build (two runs) are two
+    figures of the fact layer: one step between them, the figures the Leaderboard shows, never a step
+    back when the ordinary build is measured again (the same build is one figure)."""
+    from pipelines import facts
+
     docs = _slowed_history()
     (ser,) = history.series(docs)
     assert len(ser.points) == 5 and len(ser.builds) == 2
-    reg, imp = ser.steps
-    assert reg.verdict == "regression" and imp.verdict == "improvement"
+    (reg,) = ser.steps
+    assert reg.verdict == "regression" and reg.variant
+    fx = facts.of(docs)
+    before, after = fx.figure_of(docs[0]), fx.figure_of(docs[2])
+    assert reg.before_figure == before and reg.after_figure == after
+    assert before.runs == 3 and after.runs == 2 and reg.pooled_before["runs"] == 3 and reg.pooled_before["n"] == 15
     geo = lambda xs: math.exp(sum(math.log(x) for x in xs) / len(xs))  # noqa: E731
-    fast = [sum(s) / len(s) for s in ([700, 705, 698, 702, 699], [701, 703, 697, 700, 704])]  # the run means
+    fast = [sum(s) / len(s) for s in ([700, 705, 698, 702, 699], [701, 703, 697, 700, 704], [701, 699, 702, 700, 698])]
     slow = [sum(s) / len(s) for s in ([380, 385, 379, 383, 381], [382, 384, 380, 378, 386])]
-    assert reg.pooled_before["runs"] == 2 and reg.pooled_before["n"] == 10
     assert reg.pooled_before["mean"] == pytest.approx(geo(fast))
-    assert reg.ratio == pytest.approx(geo(slow) / geo(fast))
-    # the run is the unit: t(1) on two run means a side, not 20 pooled repetitions
-    t = stats.t_critical((lambda va, vb: (va + vb) ** 2 / (va ** 2 + vb ** 2))(
-        float(np.log(fast).var(ddof=1)) / 2, float(np.log(slow).var(ddof=1)) / 2))
-    half = t * math.sqrt(float(np.log(fast).var(ddof=1)) / 2 + float(np.log(slow).var(ddof=1)) / 2)
-    assert reg.ci95_high == pytest.approx(reg.ratio * math.exp(half))
+    c = fx.compare(before, after)
+    assert reg.ratio == pytest.approx(geo(slow) / geo(fast)) == pytest.approx(c.ratio)
+    assert (reg.ci95_low, reg.ci95_high) == (c.ci95_low, c.ci95_high)
     assert reg.ci95_low < reg.ratio < reg.ci95_high < 1.0
     assert reg.build_change == {"label": (None, "threads-halved")} and reg.settings_change["n_threads"] == (2, 1)
     page = history_pages.regressions_page(docs)
-    assert "regression" in page and f"{reg.ratio:.3f}" in page and "threads-halved" in page
+    assert "Deliberate variants" in page and f"{reg.ratio:.3f}" in page and "threads-halved" in page
+    assert "label: ordinary → threads-halved" in page.replace("\\", "")
 
 
 def test_noise_is_not_a_step_and_old_builds_are_stale():
@@ -258,7 +264,7 @@ def test_compare_two_builds_and_two_hosts():
     assert row.a_id == docs[-1].id and row.b_id == docs[3].id  # the newest on each side, linked
     means = lambda ds: [d.stat("tokens_per_second").mean for d in ds]  # noqa: E731
     geo = lambda xs: math.exp(sum(math.log(x) for x in xs) / len(xs))  # noqa: E731
-    assert (row.a_runs, row.b_runs) == (3, 2) and row.method == "runs"  # every run of each side
+    assert (row.a_runs, row.b_runs) == (3, 2) and row.method == "host noise"  # every run of each side, the host's pooled noise
     assert row.verdict == "loss" and row.ratio == pytest.approx(geo(means(docs[2:4])) / geo(means(docs[:2] + docs[4:])))
     assert res.losses_beyond(40) and not res.losses_beyond(60)
     cross = [run([10, 11, 12], test=TG), run([900, 910, 905], test=TG, host=GPU, effective={"n_threads": 16}, minutes=1),
@@ -298,9 +304,9 @@ def test_host_vs_host_page_ranks_each_host_against_the_fleet():
     # the slower host is the median host of two; the GPU host's ratio to it is `invoke compare`'s, a win
     # (every run of each host, the run as the unit: core.stats.compare_runs, as the page states)
     (row,) = cmp.compare(cross, cmp.parse_selection(f"host={CPU['id']}"), cmp.parse_selection(f"host={GPU['id']}")).rows
-    assert row.verdict == "win" and row.method == "runs" and (row.a_runs, row.b_runs) == (2, 2)
+    assert row.verdict == "win" and row.method == "host noise" and (row.a_runs, row.b_runs) == (2, 2)
     assert f"{row.ratio:,.3f} [{row.ci95_low:,.3f}, {row.ci95_high:,.3f}]" in page and "1 (median host)" in page
-    assert "between 2 runs (n=6)" in page.replace("\\", "")
+    assert "n 6 · 2 runs" in page.replace("\\", "")  # each host's figure: its CI95, n and runs, as every page shows it
     # the picker's data carries both hosts (the browser compares any two from it)
     data = json.loads(re.search(r'<script type="application/json" id="almanac-fleet-data">(.*?)</script>', page).group(1))
     assert [h["id"] for h in data["hosts"]] == [CPU["id"], GPU["id"]] and len(data["workloads"]) == 1
@@ -308,8 +314,9 @@ def test_host_vs_host_page_ranks_each_host_against_the_fleet():
     other = {**GPU, "id": "other-host", "name": "other"}
     alone = run([5, 6, 7], test=TG, host=other, minutes=2, model="n", sha="c" * 64)
     page = history_pages.host_vs_host_page(cross + [alone])
-    assert "2 of 3 hosts" in page and "1 host(s) ran nothing another host ran: <code>other-host</code>" in page
-    assert page.count("other-host") == 1
+    assert "2 of 3 hosts" in page and "1 host(s) ran nothing another host ran: " in page
+    line = next(ln for ln in page.splitlines() if "ran nothing another host ran" in ln)
+    assert "<code>other-host</code>" in line and page.replace(line, "").count("other-host") == 0  # named once, in no workload
 
 
 # -- invoke compare end to end (a real subprocess) -------------------------------------------

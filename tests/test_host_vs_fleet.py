@@ -31,6 +31,7 @@ from benchmarks.site_scale import committed, fleet_artifacts
 from core import artifacts, stats
 from core.records.run import read
 from pipelines import compare as cmp
+from pipelines import facts
 from pipelines import host_vs_fleet as fleet
 from pipelines.site import history_pages
 from tests.conftest import ARTIFACT_DIRS, ROOT, build_site
@@ -94,27 +95,42 @@ def _welch(a: tuple[float, float, float], b: tuple[float, float, float]) -> tupl
     return ratio, ratio * math.exp(-t * se), ratio * math.exp(t * se)
 
 
+def _noise_class(test: str) -> str:
+    return "rate:pp" if test.startswith("pp") else "rate:tg"
+
+
 def expected(docs: list[dict]) -> dict[tuple[str, str], dict[str, tuple[str, str, str]]]:
-    """(model, test) -> host -> (rank label, ratio text, verdict) as the page must show them: every run of a host
-    on the workload (each fleet host ran it at least twice, so the spread between its runs is its interval)."""
+    """(model, test) -> host -> (rank label, ratio text, verdict) as the page must show them. Every run of a
+    host on the workload is one run of its figure; the variance of the figure's log is the host's run-to-run
+    noise for that kind of test over its runs (the noise pooled over every configuration the host ran more
+    than once: sums of squares of the log run means about their own mean, over their degrees of freedom);
+    ranks count the hosts that beat this one by the same Welch comparison as the verdicts."""
     means: dict[tuple[str, str], dict[str, list[float]]] = {}
     for d in docs:
         if d["status"] == "ok":
             means.setdefault((d["model"]["name"], d["test"]["name"]), {}).setdefault(d["host"]["id"], []).append(
                 d["summary"]["tokens_per_second"]["mean"])
+    pooled: dict[tuple[str, str], list[float]] = {}  # (host, class) -> [sum of squares, df]
+    for (model, test), per in means.items():
+        for h, v in per.items():
+            if len(v) < 2:
+                continue
+            logs = np.log(np.asarray(v, dtype=float))
+            acc = pooled.setdefault((h, _noise_class(test)), [0.0, 0.0])
+            acc[0] += float(((logs - logs.mean()) ** 2).sum())
+            acc[1] += logs.size - 1
     out = {}
     for w, per in means.items():
         if len(per) < 2:
             continue
         assert all(len(v) >= 2 for v in per.values())
-        sides = {h: _side(v) for h, v in per.items()}
-        ci = {}
-        for h, (lm, var, df) in sides.items():
-            half = sps.t.ppf(0.975, df) * math.sqrt(var)
-            ci[h] = (math.exp(lm - half), math.exp(lm + half))
+        sides = {}
+        for h, v in per.items():
+            ss, df = pooled[(h, _noise_class(w[1]))]
+            sides[h] = (float(np.log(v).mean()), ss / df / len(v), df)
         order = sorted(sides, key=lambda h: sides[h][0])  # slowest first (higher is better)
         med = order[(len(order) - 1) // 2]
-        ranks = {h: 1 + sum(1 for o in sides if ci[o][0] > ci[h][1]) for h in sides}
+        ranks = {h: 1 + sum(1 for o in sides if o != h and _welch(sides[h], sides[o])[1] > 1) for h in sides}
         rows = {}
         for h in sides:
             label = ("=" if list(ranks.values()).count(ranks[h]) > 1 else "") + str(ranks[h])
@@ -134,15 +150,20 @@ _TD = re.compile(r"<td[^>]*>(.*?)</td>", re.S)
 _TAG = re.compile(r"<[^>]+>")
 
 
+_CODE = re.compile(r"<code>(.*?)</code>", re.S)
+
+
 def page_standings(page_html: str) -> dict[tuple[str, str], dict[str, tuple[str, str, str]]]:
     out = {}
     for summary, body in _DETAILS.findall(page_html):
         label = html.unescape(_TAG.sub("", summary)).split(" · ")
         rows = {}
         for tr in _ROW.findall(body):
-            cells = [html.unescape(_TAG.sub("", c)).strip() for c in _TD.findall(tr)]
+            raw = _TD.findall(tr)
+            cells = [html.unescape(_TAG.sub("", c)).strip() for c in raw]
             if cells:
-                rows[cells[1]] = (cells[0], cells[4], cells[5])
+                host = html.unescape(_CODE.search(raw[1]).group(1))
+                rows[host] = (cells[0], cells[3], cells[4])
         out[(label[0], label[1])] = rows
     return out
 
@@ -150,7 +171,7 @@ def page_standings(page_html: str) -> dict[tuple[str, str], dict[str, tuple[str,
 def _compare_rows(recs, a: str, b: str) -> dict[str, cmp.Row]:
     """`invoke compare -b host=a -c host=b`'s headline rows, by the workload label the page and picker use."""
     res = cmp.compare(recs, cmp.parse_selection(f"host={a}"), cmp.parse_selection(f"host={b}"))
-    return {f"{r.model} · {r.test} · {r.backend_a}": r for r in res.rows if r.metric == "tokens_per_second"}
+    return {f"{r.model} · {r.test} · in process": r for r in res.rows if r.metric == "tokens_per_second"}
 
 
 def _ratio_text(r) -> str:
@@ -189,7 +210,7 @@ def test_each_host_against_the_fleet_matches_an_independent_computation(fleet_si
     page = (site / "host-vs-host" / "index.html").read_text()
     assert " vs <code>" not in page and page.count("<h2") <= 2
     # every run counts: the hosts with a third run show it
-    assert page.count("between 3 runs") == EXTRA and "between 2 runs" in page
+    assert page.count("· 3 runs</span>") == EXTRA and "· 2 runs</span>" in page
 
 
 def test_page_and_picker_give_invoke_compares_verdicts(fleet_site, monkeypatch):
@@ -198,7 +219,7 @@ def test_page_and_picker_give_invoke_compares_verdicts(fleet_site, monkeypatch):
     data, docs, site = fleet_site
     monkeypatch.setenv("ALMANAC_DATA", str(data))
     recs = [read(p) for p in artifacts.iter_files(data / "runs")]
-    wls = fleet.workloads(recs)
+    wls = fleet.workloads(facts.of(recs))
     checked = 0
     for w in wls:
         for st in w.standings:
@@ -207,7 +228,7 @@ def test_page_and_picker_give_invoke_compares_verdicts(fleet_site, monkeypatch):
             row = _compare_rows(recs, w.median.host_id, st.host_id)[w.label]
             assert (st.ratio, st.ratio_low, st.ratio_high, st.verdict) == (row.ratio, row.ci95_low, row.ci95_high,
                                                                            row.verdict)
-            assert st.runs == row.b_runs and w.median.runs == row.a_runs
+            assert st.figure.runs == row.b_runs and w.median.figure.runs == row.a_runs
             checked += 1
     assert checked == sum(len(w.standings) - 1 for w in wls) > 30
     # the page shows those figures
@@ -340,10 +361,10 @@ def test_the_pickers_arithmetic_is_pythons(fleet_site):
 
 
 def test_a_hosts_side_is_every_run_of_it(monkeypatch, tmp_path):
-    """Fixture runs with chosen samples: a host with three runs is widened by the spread between them (not by
-    the repetitions of its newest run), a host with one run by the host's run-to-run noise (measured from
-    its history: another configuration run three times), a host with one run and no noise has no interval
-    and says why; the page and the picker's data give `invoke compare`'s verdicts for every pair."""
+    """Fixture runs with chosen samples: a host's figure is every run of it, its variance the host's run-to-run
+    noise over its runs (from its history: here its own three runs, or another configuration run three times);
+    a host with one run and no noise of its own is widened by the fleet's pooled noise and says so; the page
+    and the picker's data give `invoke compare`'s verdicts for every pair."""
     from tests.test_comparable import CPU, GPU, TG, run
 
     monkeypatch.setenv("ALMANAC_DATA", str(tmp_path))  # no noise artifact but the history's
@@ -357,37 +378,41 @@ def test_a_hosts_side_is_every_run_of_it(monkeypatch, tmp_path):
     two = [run([20, 21, 22], test=TG, host=mid, minutes=20), run([22, 23, 24], test=TG, host=mid, minutes=21)]
     alone = run([5, 5.5, 6], test=TG, host=lone, minutes=30)
     docs = three + [one] + history_n + two + [alone]
-    (w,) = fleet.workloads(docs)
+    fx = facts.of(docs)
+    (w,) = fleet.workloads(fx)
     by = {s.host_id: s for s in w.standings}
-    # three runs: the spread between their means, k - 1 degrees of freedom; not the newest run's repetitions
+    # three runs: the host's noise is their own spread (its only history): sigma² / 3 at 2 df
     x = by[CPU["id"]]
     means = [r.headline.mean for r in three]
-    assert x.is_median and x.side.method == "runs" and x.runs == 3 and x.side.df == 2
-    assert x.side.var == pytest.approx(float(np.log(means).var(ddof=1)) / 3)
-    half = sps.t.ppf(0.975, 2) * math.sqrt(x.side.var)
+    assert x.figure.side.method == "host noise" and x.figure.runs == 3 and x.figure.side.df == 2
+    assert x.figure.side.var == pytest.approx(float(np.log(means).var(ddof=1)) / 3)
+    half = sps.t.ppf(0.975, 2) * math.sqrt(x.figure.side.var)
     geo = math.exp(float(np.mean(np.log(means))))
-    assert (x.mean, x.ci95_low, x.ci95_high) == (pytest.approx(geo), pytest.approx(geo * math.exp(-half)),
-                                                 pytest.approx(geo * math.exp(half)))
+    assert (x.figure.mean, x.figure.ci95_low, x.figure.ci95_high) == (
+        pytest.approx(geo), pytest.approx(geo * math.exp(-half)), pytest.approx(geo * math.exp(half)))
     newest = three[-1].headline
-    assert x.ci95_high / x.ci95_low > newest.ci95_high / newest.ci95_low  # runs scatter more than repetitions
+    assert x.figure.ci95_high / x.figure.ci95_low > newest.ci95_high / newest.ci95_low  # runs scatter more
     # one run: the host's run-to-run noise (its model-n runs: sd of their log means, 2 df), or its own error if larger
     y = by[GPU["id"]]
     sigma = float(np.std(np.log([r.headline.mean for r in history_n]), ddof=1))
     s1 = one.headline
     rel = s1.stddev / math.sqrt(s1.n) / s1.mean
-    assert y.side.method == "runs + host noise" and y.runs == 1 and y.side.df == 2
-    assert y.side.var == pytest.approx(max(sigma ** 2, rel ** 2))
-    half = sps.t.ppf(0.975, 2) * math.sqrt(y.side.var)
-    assert (y.ci95_low, y.ci95_high) == (pytest.approx(s1.mean * math.exp(-half)), pytest.approx(s1.mean * math.exp(half)))
-    assert "host's run-to-run noise" in y.interval_note
-    # one run, no noise: no interval, not ranked, and the comparison says why
+    assert y.figure.side.method == "host noise" and y.figure.runs == 1 and y.figure.side.df == 2
+    assert y.figure.side.var == pytest.approx(max(sigma ** 2, rel ** 2))
+    half = sps.t.ppf(0.975, 2) * math.sqrt(y.figure.side.var)
+    assert (y.figure.ci95_low, y.figure.ci95_high) == (pytest.approx(s1.mean * math.exp(-half)),
+                                                      pytest.approx(s1.mean * math.exp(half)))
+    assert "host's run-to-run noise" in y.figure.note
+    # one run, no noise of its own: the fleet's pooled noise (the three hosts' sums of squares over their df)
     q = by[lone["id"]]
-    assert (q.ci95_low, q.rank_label, q.verdict, q.ratio_low) == (None, "—", "insufficient data", None)
-    assert "invoke noise" in q.verdict_note
+    fleet_sigma = fx.fleet_noise["rate:tg"]
+    assert q.figure.side.method == "fleet noise" and q.figure.side.df == fleet_sigma.df == 2 + 2 + 1
+    assert q.figure.side.var == pytest.approx(max(fleet_sigma.sigma ** 2, 0.0), rel=0.5) and q.rank_label != "—"
+    assert "fleet's pooled noise" in q.figure.note
     # the page and the picker: `invoke compare`'s rows for every pair of these hosts
     page = history_pages.host_vs_host_page(docs)
     flat = page.replace("\\", "")
-    assert "between 3 runs (n=9)" in flat and "(1 run, n=3)" in flat
+    assert "n 9 · 3 runs" in flat and "n 3 · 1 run + host noise" in flat and "1 run + fleet noise" in flat
     pdata = json.loads(re.search(r'id="almanac-fleet-data">(.*?)</script>', page).group(1))
     ids = [h["id"] for h in pdata["hosts"]]
     for ia, ib in itertools.permutations(range(len(ids)), 2):
@@ -395,16 +420,9 @@ def test_a_hosts_side_is_every_run_of_it(monkeypatch, tmp_path):
         c = stats.combine_sides(_published(pdata, 0, ia), _published(pdata, 0, ib), True)
         assert (c.ratio, c.ci95_low, c.ci95_high, c.verdict, c.method, c.note) == (
             row.ratio, row.ci95_low, row.ci95_high, row.verdict, row.method, row.note)
-        if ids[ia] == x.host_id:  # against the median host: the page's row
+        if ids[ia] == w.median.host_id:  # against the median host: the page's row
             st = by[ids[ib]]
             assert (st.ratio, st.ratio_low, st.ratio_high, st.verdict) == (row.ratio, row.ci95_low, row.ci95_high, row.verdict)
-            shown = _ratio_text(row) if row.ci95_low is not None else f"{row.ratio:,.3f} (no interval:"
-            assert shown in flat
-
-
-def _option(page, name: str, host: str) -> str:
-    return next(o for o in page.eval_on_selector_all(f"select[name={name}] option", "os => os.map(o => o.textContent)")
-                if o.startswith(host + " "))
 
 
 def test_page_grows_linearly_in_hosts(tmp_path):

@@ -9,6 +9,8 @@ in test_verdicts.py (marked ``model``)."""
 
 from __future__ import annotations
 
+from tests.support.committed import committed_paths
+
 import json
 import math
 import shutil
@@ -209,7 +211,7 @@ def test_older_noise_artifacts_still_load(tmp_path):
     assert raw.classes["rate:pp"].too_noisy and raw.classes["rate:pp"].warmup_dropped == 0
     assert raw.estimates["rate:pp"].sigma == pp["sigma"] and raw.stopping["reason"] == "fixed"
     # the committed version-1 artifact of the quiet VM: 10 runs, useful
-    (committed,) = (ROOT / "data" / "hosts" / "vm-568ab3c6").glob("noise-*.json")
+    (committed,) = [p for p in committed_paths("hosts") if p.name.startswith("noise-")]
     assert json.loads(committed.read_text())["schema_version"] == 1
     rec = NoiseRecord(artifacts.load(committed))
     assert rec.too_noisy == {} and rec.classes["rate:pp"].df == 9 and rec.stopping["counted_runs"] == 10
@@ -245,6 +247,6 @@ def test_invoke_all_probes_the_bandwidth_only_when_the_host_has_none(tmp_path, m
     (hosts / "gpu-bandwidth-20260301T000000Z.json").write_text("{}")  # a GPU's device memory is not the host's
     (hosts / "noise-20260301T000000Z.json").write_text("{}")
     assert tasks._ensure_bandwidth("ctx") is True and calls == ["ctx", "ctx"]
-    shutil.copy(next((ROOT / "data" / "hosts" / "vm-568ab3c6").glob("bandwidth-*.json")),
+    shutil.copy(next(p for p in committed_paths("hosts") if p.name.startswith("bandwidth-")),
                 hosts / "bandwidth-20260301T000000Z.json")
     assert tasks._ensure_bandwidth("ctx") is False and calls == ["ctx", "ctx"]  # measured once: skipped

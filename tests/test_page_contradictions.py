@@ -19,11 +19,11 @@ import pytest
 
 from core.metrics import METRICS
 from core.records.run import RunRecord
-from pipelines import fleet
+from pipelines import facts
 from pipelines import memory as mem
 from pipelines import optimization as opt
 from pipelines.runs import load_runs
-from pipelines.site import fleet_pages, planning
+from pipelines.site import leaderboard_page, planning
 from pipelines.site import optimization as opt_page
 from tests.conftest import FIXTURES
 
@@ -208,28 +208,28 @@ def _table_rows(md: str) -> tuple[list[str], list[list[str]]]:
     return split[0], split[2:]
 
 
-def _shown_identities(board: fleet.WorkloadBoard, bi: int) -> list[tuple[str, ...]]:
-    """Each row of the rendered board: every cell before the first figure (host, backend, build, settings)."""
-    headers, rows = _table_rows(fleet_pages.board_markdown(board, bi))
-    first = min(i for i, h in enumerate(headers) for t in board.tests if f"<code>{t}</code> (" in h)
-    return [tuple(html.unescape(re.sub(r'<span class="almanac-r"[^>]*></span>', "", c)) for c in row[:first])
+def _shown_identities(board: facts.Board, bi: int) -> list[tuple[str, ...]]:
+    """Each row of the rendered board as a reader tells it apart: its host cell and its setup (backend, build,
+    settings as resolved and as asked, method), the figures left out."""
+    headers, rows = _table_rows(leaderboard_page.board_markdown(board, bi))
+    return [tuple(html.unescape(re.sub(r'<span class="almanac-r"[^>]*></span>', "", c)) for c in (row[0], row[-1]))
             for row in rows]
 
 
 def test_no_two_rows_of_a_leaderboard_board_read_alike():
     recs = load_runs(OPT)
-    boards = [b for b in fleet.boards(recs) if not b.single]
+    boards = [b for b in facts.of(recs).boards if not b.single]
     assert boards
     for bi, b in enumerate(boards):
         shown = _shown_identities(b, bi)
         assert len(shown) == len(b.rows) and len(set(shown)) == len(shown), (b.model, b.tests, shown)
-    # the prompt-lookup points of the edit workload differ in K and n-gram size: both are columns, as asked
+    # the prompt-lookup points of the edit workload differ in K and n-gram size: the setup says each, as asked
     edit = next(b for b in boards if b.tests == ["edit"] and b.model == "gemma3-270m-q4_k_m")
-    assert {"draft_max", "lookup_ngram_max"} <= set(edit.asked)
-    headers, rows = _table_rows(fleet_pages.board_markdown(edit, 0))
-    col = headers.index("<code>draft_max</code>")
-    asked = sorted({r.requested.get("draft_max", "default") for r in edit.rows}, key=str)
-    assert sorted({row[col] for row in rows}, key=str) == [str(v) for v in asked]
+    headers, rows = _table_rows(leaderboard_page.board_markdown(edit, 0))
+    asked = {f"draft_max={r.any.requested['draft_max']}" for r in edit.rows if "draft_max" in r.any.requested}
+    assert len(asked) >= 2
+    shown = {m for row in rows for m in re.findall(r"draft_max=\d+", html.unescape(row[-1]).split("asked:")[1])}
+    assert shown == asked
 
 
 def test_builds_that_read_alike_name_what_differs():
@@ -257,19 +257,20 @@ def test_energy_per_token_is_on_the_leaderboard_where_recorded():
             x["details"].pop("energy", None)
             cpu.append(x)
     recs = [RunRecord(d) for d in raw + cpu]
-    (board,) = [b for b in fleet.boards(recs) if b.tests == ["pp512", "tg128"]]
-    assert board.energy == {"pp512": ["prefill_j_per_token"], "tg128": ["decode_j_per_token"]}
-    md = fleet_pages.board_markdown(board, 0)
+    (board,) = [b for b in facts.of(recs).boards if b.tests == ["pp512", "tg128"]]
+    assert [(t, m.name) for t, m in leaderboard_page.energy_columns(board)] == [("pp512", "prefill_j_per_token"),
+                                                                                ("tg128", "decode_j_per_token")]
+    md = leaderboard_page.board_markdown(board, 0)
     headers, rows = _table_rows(md)
     pre = headers.index("Prefill energy <code>pp512</code> (J/token)")
     dec = headers.index("Decode energy <code>tg128</code> (J/token)")
     for row, brow in zip(rows, board.rows):
         for col, test, metric in ((pre, "pp512", "prefill_j_per_token"), (dec, "tg128", "decode_j_per_token")):
-            run = next(r for r in recs if r.id == brow.cells[test].id)
+            run = brow.groups[test].newest
             s = run.stat(metric)
             if brow.host_id == "fixture-cpu-host":
                 assert s is None and row[col] == "not measured"
             else:
                 m = METRICS[metric]
-                assert row[col].startswith(f"[{s.mean:,.{m.decimals}f}](runs/run.md?id={run.id})")
+                assert f"[{s.mean:,.{m.decimals}f}](runs/run.md?id={run.id})" in row[col]
                 assert f"{s.ci95_low:,.{m.decimals}f} – {s.ci95_high:,.{m.decimals}f} · n {s.n}" in row[col]

@@ -44,6 +44,14 @@ def test_projections_page(fixture_data):
     assert "needs at least 39 GB" in md and "GPU only" in md
     assert "no effect: acts on a stage outside" in md  # the prefix cache on a decode rate
     assert "### Projection accuracy over time" in md and "at projection" in md
+    # every baseline is the fact layer's figure, marked with its group and metric for the consistency check
+    from pipelines import facts
+
+    fx = facts.of(load_runs())
+    tg = next(d for d in load_runs() if d["test"]["name"] == "tg128" and d["model"]["name"] == "gemma3-270m-q4_k_m")
+    fig = fx.figure_of(tg["id"], "tokens_per_second")
+    assert f'data-fact="{fig.key}" data-v="{fig.mean!r}"' in md
+    assert "measured (all roles checked)" not in md and "all 3 roles (" in md
 
 
 def test_memory_page(fixture_data):
@@ -68,6 +76,12 @@ def test_whatif_page(fixture_data):
     assert "decode \\(generation\\) | 600.00 | 85.7%" in md
     # one cold start per request adds the measured load (0.5 s) to a 700 ms request
     assert "1,200.0 ms" in md
+    # each entry names the configuration it reads and its load time, the fact layer's figure
+    from pipelines import facts
+
+    chat = next(d for d in load_runs() if d["test"]["name"] == "chat-short")
+    assert "model load \\(s\\)" in md or "model load (s)" in md
+    assert f'data-fact="{facts.of(load_runs()).figure_of(chat["id"], "load_time_s").key}"' in md
 
 
 def test_pages_say_what_is_missing(data_env):

@@ -137,10 +137,11 @@ def test_projection_on_fixture_data(inputs):
     sp_lo = 1 / (1 - 600 / 632 + 600 / 632 / 1.5)
     sp_hi = 1 / (1 - 600 / 632 + 600 / 632 / 2.5)
     sp_mid = 1 / (1 - 600 / 632 + 600 / 632 / 2.0)
-    # the stated range carries the baseline's CI95: the low end of the effect on the low end of the interval
-    b_lo, b_hi = front.baseline_ci95
-    assert b_lo < front.baseline < b_hi
-    assert (p.low, p.mid, p.high) == pytest.approx((b_lo * sp_lo, front.baseline * sp_mid, b_hi * sp_hi))
+    # one run on a host with no run-to-run noise estimate for chats: its figure has no interval (the fact layer
+    # says so), and the stated range is the effect's range on the baseline's value
+    assert front.baseline_ci95 == (None, None)
+    assert front.baseline_figure.note.startswith("one run, and no run-to-run noise")
+    assert (p.low, p.mid, p.high) == pytest.approx((front.baseline * sp_lo, front.baseline * sp_mid, front.baseline * sp_hi))
     assert p.status == "PROJECTED" and p.target_settings is None  # no settings: cannot be run here
     assert front.projections["prefill-fast"].mid == pytest.approx(front.baseline)
     # kv-q8 on the long-context role: roofline factor and a verification run exists
@@ -152,12 +153,39 @@ def test_projection_on_fixture_data(inputs):
     assert pl.verification["error"] == pytest.approx(pl.mid / measured - 1)
     assert pl.target_settings["type_k"] == "q8_0" and pl.target_settings["type_v"] == "q8_0"
     assert pl.speedup[1] > 1.0
-    # the worker's kv-q8 projection has no verification run
-    assert worker.projections["kv-q8"].status == "PROJECTED"
+    # the worker's kv-q8 projection has no run of its own configuration: the speed-up kv-q8 gave on the same
+    # host, model and backend on another test (tg128@d4096, q8_0 ÷ f16) checks it
+    wp = worker.projections["kv-q8"]
+    assert wp.measured is None and wp.verification["basis"] == "speed-up"
+    assert wp.measured_speedup.test == "tg128@d4096" and wp.measured_speedup.ratio == pytest.approx(31.5 / 30.5)
+    ms = wp.measured_speedup
+    assert wp.status == P.ratio_verdict(*wp.speedup, ms.ratio, ms.ci95_low, ms.ci95_high)[0]
     # scenarios: each applicable optimization alone, then all of them
     names = [n for n, _ in ps.scenarios]
     assert names == ["kv-q8", "double-decode", "prefill-fast", "all applicable"]
     assert ps.last_updated() == "2026-01-02T00:00:00+00:00"  # the verification run is the newest input
+
+
+def test_baseline_is_the_fact_layers_figure_and_its_interval_carries_into_the_range(inputs):
+    """A role's baseline is its work's group figure (the run as the unit, the Leaderboard's number): with the
+    worker's configuration measured twice, its value is the geometric mean of the two run means, its CI95 the
+    fact layer's, and the projected range carries that interval."""
+    from pipelines import facts
+
+    cat, mix, _, _ = inputs
+    runs = embedded_dataset(repeated=True)["runs"]
+    ps = P.project(runs, cat, mix, "fixture-host-0000aaaa")
+    worker = next(r for r in ps.roles if r.role.role == "worker")
+    fig = facts.of(runs).figure_of(worker.baseline_doc["id"], "tokens_per_second")
+    assert fig.runs == 2 and worker.baseline == pytest.approx(math.sqrt(41.0 * 41.4)) == pytest.approx(fig.mean)
+    assert worker.baseline_ci95 == (fig.ci95_low, fig.ci95_high) and fig.ci95_low < worker.baseline < fig.ci95_high
+    assert worker.baseline_doc["id"] == fig.newest_id  # the group's newest run, linked from the page
+    p = worker.projections["kv-q8"]
+    lo_sp, mid_sp, hi_sp = p.speedup
+    assert (p.low, p.mid, p.high) == pytest.approx((fig.ci95_low * lo_sp, fig.mean * mid_sp, fig.ci95_high * hi_sp))
+    # the long-context role's single run now has the host's noise for generation rates: an interval too
+    long = next(r for r in ps.roles if r.role.role == "long-context")
+    assert long.baseline_figure.basis == facts.BASIS_HOST and long.baseline_ci95[0] < long.baseline
 
 
 def test_all_applicable_holds_back_an_optimization_until_its_gates_say_go(inputs, tmp_path):
@@ -266,8 +294,8 @@ def test_baseline_rule_ignores_verification_runs_of_the_same_matrix(inputs):
     verif["matrix"] = dict(base["matrix"])
     doc, problem = P.find_baseline(worker_role, runs + [verif], "fixture-host-0000aaaa", cat)
     assert problem is None and doc["id"] == base["id"]
-    # without the rule the same runs are ambiguous
-    assert P.find_baseline(worker_role, runs + [verif], "fixture-host-0000aaaa")[0] is None
+    # without the rule the verification (the faster configuration) would be taken for the baseline
+    assert P.find_baseline(worker_role, runs + [verif], "fixture-host-0000aaaa")[0]["id"] == verif["id"]
     ps = P.project(runs + [verif], cat, mix, "fixture-host-0000aaaa")
     worker = next(r for r in ps.roles if r.role.role == "worker")
     assert worker.baseline_doc["id"] == base["id"]
@@ -280,18 +308,40 @@ def test_no_data_and_ambiguous_baselines(inputs):
     ps = P.project([r for r in runs if r["test"]["name"] != "tg128"], cat, mix, "fixture-host-0000aaaa")
     worker = next(r for r in ps.roles if r.role.role == "worker")
     assert worker.baseline_doc is None and "no measured run" in worker.problem
-    # the same test twice in one matrix with different settings: the selector must name one
-    extra = run_doc(test=rate_test(n_gen=128), metrics={"tokens_per_second": [1.0, 2.0]},
-                    settings=requested(n_threads=1))
-    ps = P.project(runs + [extra], cat, mix, "fixture-host-0000aaaa")
+    assert worker.not_measured and worker.missing_work == ""  # no group of that work on any host
+    # the same test twice with different settings: the representative one (the best figure, as the
+    # Leaderboard picks it) is the baseline, and the page says it represents two configurations
+    base = next(r for r in runs if r["test"]["name"] == "tg128")
+    slow = run_doc(test=rate_test(n_gen=128), metrics={"tokens_per_second": [1.0, 2.0]},
+                   settings=requested(n_threads=1))
+    ps = P.project(runs + [slow], cat, mix, "fixture-host-0000aaaa")
     worker = next(r for r in ps.roles if r.role.role == "worker")
-    assert worker.baseline_doc is None and "2 configurations" in worker.problem
+    assert worker.baseline_doc["id"] == base["id"] and worker.base.candidates == 2
+    # the matrix names a preference, never a filter: the worker's work measured in another matrix is found
+    moved = [dict(r, matrix={"name": "elsewhere", "file": "data/matrices/elsewhere.yaml"}) if r is base else r for r in runs]
+    ps = P.project(moved, cat, mix, "fixture-host-0000aaaa")
+    worker = next(r for r in ps.roles if r.role.role == "worker")
+    assert worker.baseline_doc["id"] == base["id"] and worker.problem is None
+    # every configuration of the work realises an optimization: no baseline, and it is no "not measured" either
+    only_q8 = [r for r in runs if r is not base] + [run_doc(test=rate_test(n_gen=128), metrics={"tokens_per_second": [9.0, 9.5]},
+                                                            settings=requested(type_k="q8_0", type_v="q8_0"))]
+    ps = P.project(only_q8, cat, mix, "fixture-host-0000aaaa")
+    worker = next(r for r in ps.roles if r.role.role == "worker")
+    assert worker.baseline_doc is None and not worker.not_measured and "realises an optimization (kv-q8)" in worker.problem
 
 
 # -- records and history --------------------------------------------------------------------------
-def test_record_is_a_valid_artifact_and_history_checks_it_later(inputs, tmp_path):
+def test_record_is_a_valid_artifact_and_history_checks_it_later(inputs, tmp_path, monkeypatch):
+    from pipelines import noise
+
     cat, mix, cat_p, mix_p = inputs
     runs = embedded_dataset()["runs"]
+    # the fixture host's run-to-run noise (an A/A of 11 runs, 2%): its single runs get an interval, so a
+    # projection's range has a width a measurement can fall within
+    host = runs[0]["host"]
+    nz = {"artifact": "noise", "host": host, "created": "2026-01-01T00:00:00+00:00", "id": "fixture-noise",
+          "estimates": {"rate:tg": {"sigma": 0.02, "df": 10, "runs": 11, "groups": 1}}}
+    monkeypatch.setattr(noise, "_noise_docs", lambda: [nz])
     # first record: before the q8_0 verification run existed
     early = [r for r in runs if r["settings"]["requested"]["type_k"] != "q8_0"]
     ps = P.project(early, cat, mix, "fixture-host-0000aaaa")
@@ -314,7 +364,10 @@ def test_record_is_a_valid_artifact_and_history_checks_it_later(inputs, tmp_path
     artifacts.validate(rec2)
     assert any(e["status"] == "VERIFIED" for e in rec2["entries"])
     hist = P.accuracy_history([rec, rec2], runs)
-    assert [h["when"] for h in hist] == ["later", "at projection"]
+    assert [h["when"] for h in hist if h["role"] == "long-context"] == ["later", "at projection"]
+    # the other roles' kv-q8 projections are checked by the speed-up measured on tg128@d4096 (q8_0 ÷ f16)
+    others = [h for h in hist if h["role"] != "long-context"]
+    assert others and all(h["basis"] == "speed-up" and h["speedup"] == pytest.approx(31.5 / 30.5) for h in others)
 
 
 def test_write_records_task_path(data_env):
@@ -324,7 +377,7 @@ def test_write_records_task_path(data_env):
     root = Path(__file__).resolve().parents[1]
     for name in ("optimizations.yaml", "usage_mix.yaml"):
         shutil.copy(root / "data" / name, data_env / name)
-    write_dataset(data_env, embedded_dataset())
+    write_dataset(data_env, embedded_dataset(repeated=True))  # a noise estimate: the baselines have an interval
     from pipelines.runs import load_runs
 
     paths = P.write_records(load_runs())
@@ -382,4 +435,127 @@ def test_committed_catalogue_and_mix_load():
 
     for o in cat.optimizations:
         if o.settings:
-            settings_class("llama_cpp").model_validate(o.settings)
+            # a draft-model optimization is realised by any draft; a run names the one it uses
+            draft = {"draft_model": "gemma3-270m-q2_k"} if o.settings.get("speculative") == "draft_model" else {}
+            settings_class("llama_cpp").model_validate({**o.settings, **draft})
+    assert next(o for o in cat.optimizations if o.id == "draft-model").settings == {"speculative": "draft_model"}
+
+
+# -- the committed measurements (issue 27) ------------------------------------------------------------
+@pytest.fixture(scope="module")
+def committed():
+    from pathlib import Path
+
+    from tests.support.committed import committed_runs
+
+    root = Path(__file__).resolve().parents[1] / "data"
+    cat = P.load_catalogue(root / "optimizations.yaml")
+    return committed_runs(), cat, P.load_usage_mix(root / "usage_mix.yaml", cat)
+
+
+def test_committed_baselines_are_the_fact_layers_figures(committed):
+    """Every host that measured a role's work outside an optimization has a baseline for that role, whatever
+    matrix measured it, and its value and CI95 are the fact layer's figure of the representative group."""
+    from pipelines import facts
+
+    runs, cat, mix = committed
+    fx = facts.of(runs)
+    hosts = P.projection_hosts(mix, runs)
+    assert hosts
+    checked = 0
+    for host in hosts:
+        ps = P.project(runs, cat, mix, host)
+        for rr in ps.roles:
+            role = rr.role
+            plain = [g for g in P.work_groups(fx, role, host)
+                     if not any(P.realises(g.newest.requested, o.settings, role.settings) for o in cat.optimizations)]
+            if not plain:
+                assert rr.baseline_doc is None and "no measured run" not in (rr.problem or "") or rr.not_measured
+                continue
+            rep = fx.representative(plain, role.metric)
+            fig = rep.figure(role.metric)
+            assert rr.base.group is rep and rr.baseline == fig.mean and rr.baseline_ci95 == (fig.ci95_low, fig.ci95_high)
+            assert rr.baseline_figure.key == fig.key  # the key the page marks it with (the consistency check's)
+            checked += 1
+    assert checked >= 4
+    # the issue's host: tg128 of the embedded model was measured in the reference and ladder matrices, never in
+    # the role's own matrix (default): the worker still has its baseline, the reference run's figure
+    worker = next(r for r in mix.roles if r.role == "worker")
+    host = next(h for h in hosts if not any(r.matrix_name == "default" for g in P.work_groups(fx, worker, h) for r in g.runs))
+    rr = next(r for r in P.project(runs, cat, mix, host).roles if r.role.role == "worker")
+    assert rr.problem is None and rr.baseline == pytest.approx(fx.group_of(rr.baseline_doc).figure("tokens_per_second").mean)
+
+
+def test_committed_draft_model_projection_is_missed_by_its_measured_speed_up(committed):
+    """The draft-model optimization was measured with llama.cpp in process on a host and model the usage mix
+    runs (the optimization matrix's draft-model and draft-ladder sweeps): its projections there are MISSED by
+    the most favourable measured speed-up (about ×0.6 against ×2–3), shown with the point it came from, and it
+    is held back from "all applicable"."""
+    from pipelines import facts
+
+    runs, cat, mix = committed
+    fx = facts.of(runs)
+    draft = next(o for o in cat.optimizations if o.id == "draft-model")
+    points = [g for g in fx.groups.values() if g.model == "gemma3-270m-q4_k_m"
+              and g.newest.requested.get("speculative") == "draft_model"]
+    assert len(points) >= 2
+    host = points[0].host_id
+    points = [g for g in points if g.host_id == host]  # a measurement checks a projection on its own host only
+    ps = P.project(runs, cat, mix, host)
+    projected = [(rr, rr.projections["draft-model"]) for rr in ps.roles if "draft-model" in rr.projections]
+    assert projected
+    for rr, p in projected:
+        ms = p.measured_speedup
+        assert p.status == "MISSED" and p.missed_below and p.target_settings["speculative"] == "draft_model"
+        # the measured speed-up: the candidate group's figure ÷ its sweep baseline's figure (the fact layer's)
+        assert ms.candidate_group.newest.baseline_key == ms.baseline_group.newest.key
+        assert ms.ratio == pytest.approx(ms.candidate.mean / ms.baseline.mean)
+        assert ms.ratio == pytest.approx(fx.compare(ms.baseline, ms.candidate).ratio)
+        assert 0.4 < ms.ratio < 1.0 and ms.ratio < p.speedup[0] == draft.effect.range[0]
+        # the most favourable of the measured points decides
+        every = P.measured_speedups(draft, rr.base.group, rr.role.metric, runs)
+        assert ms.points == len(every) >= len(points) - 1 and ms.ratio == max(m.ratio for m in every)
+        assert p.verification["speedup"] == ms.ratio and p.verification["verdict"] == "MISSED"
+    assert ("draft-model", "MISSED") in ps.held_back and "below the projected ×2.00–×3.00" in ps.missed["draft-model"]
+    assert all("draft-model" not in ids for name, ids in ps.scenarios if name == "all applicable")
+    from pipelines.site.planning import projections_host
+
+    md = projections_host(ps, [])
+    assert "Held back from *all applicable*: measured on this host slower than projected" in md
+    assert "<code>draft-model</code>" in md and "not runnable with this backend" not in md
+    assert f'data-verdict="{ms.comparison.verdict}"' in md and "the most favourable of" in md
+
+
+def test_committed_weighted_average_of_a_partial_mix_says_partial_and_names_its_roles(committed):
+    runs, cat, mix = committed
+    labels = {r.role: r.label or r.role for r in mix.roles}
+    seen_partial = False
+    for host in P.projection_hosts(mix, runs):
+        ps = P.project(runs, cat, mix, host)
+        covered = [r.role.role for r in ps.roles if r.baseline is not None]
+        for w in ps.weighted():
+            assert w["roles"] == covered and w["partial"] == (len(covered) < len(mix.roles))
+        from pipelines.site.markdown import cell
+        from pipelines.site.planning import projections_host
+
+        md = projections_host(ps, [])
+        assert "measured (all roles checked)" not in md
+        if len(covered) < len(mix.roles):
+            seen_partial = True
+            assert f"**partial**: {', '.join(cell(labels[r]) for r in covered)} only ({len(covered)} of {len(mix.roles)} roles" in md
+        else:
+            assert f"all {len(mix.roles)} roles (" in md
+    assert seen_partial  # a committed host measured only some of the roles (the issue's 1 of 3)
+
+
+def test_weighted_average_covers_the_roles_with_a_baseline(inputs):
+    cat, mix, _, _ = inputs
+    runs = [r for r in embedded_dataset()["runs"] if r["test"]["name"] != "tg128"]
+    ps = P.project(runs, cat, mix, "fixture-host-0000aaaa")
+    w = ps.weighted()
+    assert w[0]["roles"] == ["frontdoor", "long-context"] and w[0]["partial"] and not w[0]["complete"]
+    from pipelines.site.planning import projections_host
+
+    md = projections_host(ps, [])
+    assert "**partial**: frontdoor, long-context only (2 of 3 roles; no baseline for worker)" in md
+    assert 'class="almanac-missing"' in md and "not measured: gemma3-270m-q4\\_k\\_m · tg128" in md

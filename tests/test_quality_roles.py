@@ -352,3 +352,25 @@ def test_an_assignment_within_noise_of_its_runner_up_says_so(reg):
     assert a.tie.decided_by.startswith("mean pass rate")
     body = quality_pages.roles_page(reg, [a])
     assert "Within noise" in body and "within noise of second" in body
+
+
+def test_speed_evidence_is_the_fact_layers_figure(reg):
+    """A configuration's speed is its group's figure (pipelines.facts: the run as the unit, the Leaderboard's
+    number), never the newest run's own mean: two runs of fast-good give the geometric mean of their means
+    and the fact layer's interval, and the Roles page marks the figure for the consistency check."""
+    import math
+
+    from pipelines import facts
+
+    runs, quality = fixture_docs()
+    runs = runs + [speed_doc("fast-good", mean=64.0, stamp="20260102T000000Z")]
+    a = {x.role: x for x in roles.recommend(reg, quality, runs, CAPS)}["frontdoor"]
+    ev = next(e for e in a.chosen.evidence if e.kind == "speed")
+    newest = next(r for r in runs if r["model"]["name"] == "fast-good" and r["id"].endswith("20260102T000000Z"))
+    fig = facts.of(runs).figure_of(newest["id"], "tokens_per_second")
+    assert fig.runs == 2 and fig.mean == pytest.approx(math.sqrt(60.0 * 64.0))
+    assert ev.figure.key == fig.key and ev.figure.mean == fig.mean and a.chosen.speed_key == fig.mean
+    assert ev.ci == (fig.ci95_low, fig.ci95_high) and ev.n == 2 and ev.note == fig.note
+    assert [aid for _, aid in ev.artifacts] == list(reversed(fig.run_ids))
+    body = quality_pages.roles_page(reg, [a])
+    assert f'data-fact="{fig.key}" data-v="{fig.mean!r}"' in body

@@ -113,7 +113,7 @@ def test_whatif_file_refuses_a_plan_on_an_unknown_mix(tmp_path):
 
 
 # -- MoE x speculation ----------------------------------------------------------------------------------
-def _gen(experts, mode, rates, tokens, acc=None, created="2026-01-01T00:00:00+00:00"):
+def _gen(experts, mode, rates, tokens, acc=None, created="2026-01-01T00:00:00+00:00", synthetic=False):
     from tests.support.planning_fixtures import MOE_FACTS
 
     test = {"kind": "generate", "id": "free", "name": "free", "workload": "free", "prompts": ["a", "b"],
@@ -122,7 +122,8 @@ def _gen(experts, mode, rates, tokens, acc=None, created="2026-01-01T00:00:00+00
     reps = [{"repetition": i, "generation_tps": r, **({"draft_acceptance": acc} if acc is not None else {})}
             for i, r in enumerate(rates)]
     metrics = {"generation_tps": rates, **({"draft_acceptance": [acc] * len(rates)} if acc is not None else {})}
-    doc = run_doc(test=test, metrics=metrics, model="synthetic-moe", facts=MOE_FACTS, synthetic=True, settings=req,
+    doc = run_doc(test=test, metrics=metrics, model="synthetic-moe" if synthetic else "real-moe", facts=MOE_FACTS,
+                  synthetic=synthetic, settings=req,
                   matrix="optimization", created=created, samples={"repetitions": reps, "requests": []},
                   details={"outputs": [{"prompt_index": 0, "token_ids": tokens, "finish_reason": "length", "text": "x"}]})
     return doc
@@ -156,6 +157,25 @@ def test_moe_speculation_table_compares_with_the_baseline_and_with_plain_decodin
 
     md = "\n".join(moe_spec_section(sw))
     assert "experts per token" in md and "not lossless" in md
+    # one lossless verdict per artifact: the MoE table's and the Failed approaches' are the same point's
+    failed = {f["point"].id for f in opt.failures([sw]) if f["kind"] == "not lossless"}
+    assert failed == {by[(2, "prompt_lookup")].point.id}
+
+
+def test_moe_speculation_on_synthetic_weights_is_speed_only():
+    """Random weights: the text judges nothing, so no conclusion on speculation's benefit or losslessness."""
+    docs = [_gen(2, "none", [100.0, 101.0, 99.0], [1, 1, 1, 1], synthetic=True),
+            _gen(1, "prompt_lookup", [150.0, 151.0, 149.0], [1, 1, 1, 1], acc=90.0, synthetic=True),
+            _gen(1, "none", [110.0, 111.0, 109.0], [1, 1, 1, 1], synthetic=True)]
+    for d, swept in zip(docs, [{"n_expert_used": 2, "speculative": "none"}, {"n_expert_used": 1, "speculative": "prompt_lookup"},
+                               {"n_expert_used": 1, "speculative": "none"}]):
+        d["matrix"].update(sweep="moe-spec", baseline_key=docs[0]["key"])
+        d["settings"]["swept"] = swept
+        artifacts.validate(d)
+    (sw,) = opt.sweeps(docs)
+    cells = speculation.moe_speculation(sw)["free"]
+    assert speculation.moe_speculation_findings(cells) == [speculation.SPEED_ONLY]
+    assert "helps" not in " ".join(speculation.moe_speculation_findings(cells))
 
 
 # -- draft Pareto -------------------------------------------------------------------------------------------

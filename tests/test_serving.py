@@ -440,20 +440,29 @@ def _chat_records(ttfts, tpot=10.0):
 @pytest.fixture
 def fixture_runs(tmp_path):
     root = tmp_path / "runs"
-    # in process: TTFT 100/110/90; the server: 200/220/180 -> ratio 2.0, a clear loss
-    _artifact(root, backend="llama_cpp", test={"kind": "chat", "id": "chat-x", "requests": 3, **WORKLOAD},
-              samples={"requests": _chat_records([100, 110, 90])}, metrics={"ttft_ms": [100, 110, 90]}, details={})
+    # each configuration measured twice (an earlier run first), so that its figure (the fact layer's: the run
+    # as the unit) has the spread between its runs. In process: TTFT 101/111/91, then 100/110/90; the server:
+    # 202/222/182, then 200/220/180 -> ratio of the figures 2.0, a clear loss
     label = "srv <script>alert(1)</script>"
-    _artifact(root, backend="openai_http", test={"kind": "chat", "id": "chat-x", "requests": 3, **WORKLOAD},
-              settings={"server_label": label}, samples={"requests": _chat_records([200, 220, 180])},
-              metrics={"ttft_ms": [200, 220, 180]},
-              details={"endpoint": label, "server": {"log_facts": {"generate_calls": 3, "prefix_match_hits": 2}}})
-    _artifact(root, backend="openai_http", test={"kind": "serve", "id": "serve-x", "cold_starts": 2, "requests": 3, **WORKLOAD},
-              samples={"cold": [], "warm": _chat_records([100, 112, 88])},
-              metrics={"startup_ms": [1000.0, 1200.0], "cold_ttft_ms": [300.0, 340.0], "cold_e2e_ms": [400.0, 420.0],
-                       "cold_total_ms": [1400.0, 1620.0], "ttft_ms": [100, 112, 88], "e2e_ms": [170, 182, 158],
-                       "failed_requests": [0]},
-              details={"endpoint": "llama_cpp.server", "cold_is_fresh_server": True})
+    for shift in (1, 0):
+        _artifact(root, backend="llama_cpp", test={"kind": "chat", "id": "chat-x", "requests": 3, **WORKLOAD},
+                  samples={"requests": _chat_records([100 + shift, 110 + shift, 90 + shift])},
+                  metrics={"ttft_ms": [100 + shift, 110 + shift, 90 + shift], "tpot_ms": [10.0, 10.0, 10.0],
+                           "e2e_ms": [170 + shift, 180 + shift, 160 + shift]}, details={})
+        _artifact(root, backend="openai_http", test={"kind": "chat", "id": "chat-x", "requests": 3, **WORKLOAD},
+                  settings={"server_label": label},
+                  samples={"requests": _chat_records([200 + 2 * shift, 220 + 2 * shift, 180 + 2 * shift])},
+                  metrics={"ttft_ms": [200 + 2 * shift, 220 + 2 * shift, 180 + 2 * shift], "tpot_ms": [10.0, 10.0, 10.0],
+                           "e2e_ms": [270 + 2 * shift, 290 + 2 * shift, 250 + 2 * shift]},
+                  details={"endpoint": label, "server": {"log_facts": {"generate_calls": 3, "prefix_match_hits": 2}}})
+        # serve: warm TTFT 101/113/89, then 100/112/88 -> the same figure as in process (ratio 1.0)
+        _artifact(root, backend="openai_http", test={"kind": "serve", "id": "serve-x", "cold_starts": 2, "requests": 3, **WORKLOAD},
+                  samples={"cold": [], "warm": _chat_records([100 + shift, 112 + shift, 88 + shift])},
+                  metrics={"startup_ms": [1000.0, 1200.0], "cold_ttft_ms": [300.0, 340.0], "cold_e2e_ms": [400.0, 420.0],
+                           "cold_total_ms": [1400.0, 1620.0], "ttft_ms": [100 + shift, 112 + shift, 88 + shift],
+                           "e2e_ms": [170 + shift, 182 + shift, 158 + shift], "failed_requests": [0]},
+                  details={"endpoint": "llama_cpp.server", "cold_is_fresh_server": True})
+        time.sleep(0.01)  # the second measurement of each configuration is the newer one
     slo = Slo(500, 30, 0.9)
     # level 2: twice the clients, the same output rate, generation phases one after another (serialised)
     levels = [{"level": 1, "wall_s": 1.0, "requests": [_rec(100, 10, first=0, last=90), _rec(100, 10, first=100, last=190)]},
@@ -473,11 +482,22 @@ def fixture_runs(tmp_path):
 def test_serving_page_renders_tables_chart_and_failures(fixture_runs):
     from pipelines.site.serving import serving_page
 
+    from pipelines import facts
+
     md = serving_page(fixture_runs)
-    assert "## Cold vs warm" in md and "1,100.0 ± 141.4 (n=2)" in md  # startup mean ± sd over two starts
-    assert "1,510.0 ± 155.6 (n=2)" in md  # cold total first response: startup + cold full, per start
-    # warm TTFT, TPOT, E2E mean/p50/p95/p99, n; three requests bound no percentile (a 95% bound of p95 needs 59)
-    assert ("| 100.0 | — | 170.0 | 170.0 | 180.8<br><small>no bound: needs 59 requests</small> | "
+    assert "## Cold vs warm" in md and "1,100.0 ± 141.4 (n=2)" in md  # startup mean ± sd over the newest run's starts
+    # the headline figures are the configuration's (the fact layer's: both runs of serve-x, the run as the unit)
+    serve = max((r for r in fixture_runs if r.test_kind == "serve" and r.ok), key=lambda r: r.created)
+    fx = facts.of(fixture_runs)
+    cold, ttft, e2e = (fx.figure_of(serve, m) for m in ("cold_total_ms", "ttft_ms", "e2e_ms"))
+    assert cold.runs == 2 and cold.mean == pytest.approx(1510.0)  # cold total first response: startup + cold full
+    assert ttft.mean == pytest.approx((100.0 * 101.0) ** 0.5) and e2e.mean == pytest.approx((170.0 * 171.0) ** 0.5)
+    for f in (cold, ttft, e2e):
+        assert f'data-fact="{f.key}" data-v="{f.mean!r}"' in md
+    assert "[1,510.0](" in md and "[100.5](" in md and "[170.5](" in md
+    # per-request detail stays the newest run's: E2E p50/p95/p99, n; three requests bound no percentile (a 95%
+    # bound of p95 needs 59)
+    assert ("| 170.0 | 180.8<br><small>no bound: needs 59 requests</small> | "
             "181.8<br><small>no bound: needs 299 requests</small> | 3 | 0 |") in md
     assert "## Concurrency" in md and "almanac-chart" in md and md.count("<figure") == 2
     assert "90% of requests within TTFT &lt;= 500 ms and TPOT &lt;= 30 ms\\): 1." in md  # highest level meeting SLOs
@@ -492,15 +512,25 @@ def test_comparisons_page_ratio_ci_and_verdicts(fixture_runs):
     from pipelines import serving
     from pipelines.site.serving import comparisons_page
 
+    from pipelines import facts
+
     rows = serving.comparisons(fixture_runs)
     chat_ttft = next(r for r in rows if r["kind"] == "chat" and r["metric"] == "ttft_ms")
     assert chat_ttft["ratio"] == pytest.approx(2.0) and chat_ttft["verdict"] == "loss"
-    assert chat_ttft["ci95_low"] > 1.0
+    assert chat_ttft["ci95_low"] > 1.0 and chat_ttft["n_baseline"] == chat_ttft["n_candidate"] == 2  # runs: the unit
+    # each side is its configuration's figure, the ratio the fact layer's comparison of the two
+    fx = facts.of(fixture_runs)
+    fa, fb = fx.figure_of(chat_ttft["baseline_id"], "ttft_ms"), fx.figure_of(chat_ttft["candidate_id"], "ttft_ms")
+    assert fa.runs == fb.runs == 2 and chat_ttft["baseline_mean"] == fa.mean == pytest.approx((100.0 * 101.0) ** 0.5)
+    assert chat_ttft["candidate_mean"] == fb.mean and chat_ttft["ratio"] == fx.compare(fa, fb).ratio
+    assert chat_ttft["baseline_requests"] == chat_ttft["candidate_requests"] == 3
     serve_ttft = next(r for r in rows if r["kind"] == "serve" and r["metric"] == "ttft_ms")
     assert serve_ttft["ratio"] == pytest.approx(1.0) and serve_ttft["verdict"] == "within noise"
     assert {r["metric"] for r in rows} == {"ttft_ms", "tpot_ms", "e2e_ms"}
     md = comparisons_page(fixture_runs)
     assert "2.000×" in md and "almanac-verdict-loss" in md and "within noise" in md
+    assert f'data-a="{fa.key}" data-b="{fb.key}" data-verdict="loss"' in md  # marked for the consistency check
+    assert f'data-fact="{fa.key}"' in md and f'data-fact="{fb.key}"' in md
     assert "in 2 of its 3 generations" in md  # the server's prefix reuse is said, not hidden
     assert "<script>alert" not in md and "&lt;script&gt;" in md  # artifact text is escaped
     assert "almanac-chart" in md

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from core.records.run import RunRecord
+
 import html
 import re
 
@@ -54,7 +56,12 @@ def test_hostile_strings_are_escaped(docs):
     evil = next(d for d in docs if d["key"] == "e" * 64)
     rows = [dict(r, json="data/x.json") for r in browser.index_rows("run", [dict(d, _data_path="x.json") for d in docs])]
     script = browser.index_script("run", browser.index_data("run", rows))
-    for text in (pages.leaderboard_page(docs), pages.home(docs), script):
+    from pipelines import facts
+    from pipelines.site import home_page, leaderboard_page
+
+    recs = [RunRecord(d) for d in docs]
+    fx = facts.of(recs)
+    for text in (pages.leaderboard_page(recs), home_page.home(fx, None), leaderboard_page.leaderboard_page(fx), script):
         assert "<script>" not in text and "<img" not in text
     assert evil["id"] in script and "\\u003cscript\\u003e" in script  # the runs browser's index: inert JSON in a script
 
@@ -169,15 +176,18 @@ def test_search_finds_pages_not_runs(built_site, docs):
         assert not [h for h in hits if h.startswith("runs/")], (term, hits)
 
 
-def test_table_downloads_and_row_cap():
+def test_table_downloads_and_every_row():
+    """Every row is on the page, never "first N of M": a long table folds, its summary counting its rows."""
     markdown.reset_tables()
     rows = [[markdown.link(f"m{i}", "x.md"), markdown.num(i * 1000, 0)] for i in range(5)]
     md = markdown.table(["model", "value"], rows, max_rows=3)
-    assert md.count("\n| m") == 0 and md.count("](x.md)") == 3 and "first 3 of 5 rows" in md
+    assert md.count("](x.md)") == 5 and "<summary>All 5 rows</summary>" in md and " of 5" not in md
     (digest, (headers, plain_rows)), = markdown.table_files().items()
     assert headers == ["model", "value"] and plain_rows[4] == ["m4", "4,000"]
     assert f"tables/{digest}.csv" in md and f"tables/{digest}.json" in md
     assert markdown.table_csv(headers, plain_rows).splitlines()[1] == 'm0,0'
+    short = markdown.table(["model", "value"], rows[:3], max_rows=3)
+    assert "<details" not in short and short.count("](x.md)") == 3
 
 
 def test_every_figure_links_its_data_and_artifacts(built_site):

@@ -25,7 +25,8 @@ from core.records.noise import new_noise
 from core.records import run as record
 from pipelines import compare as cmp
 from pipelines import history, leaderboard, noise
-from pipelines.ranking import rank_with_ci
+from pipelines import facts
+from pipelines.ranking import rank_sides
 
 ROOT = Path(__file__).resolve().parents[1]
 SHA = "cd" * 32
@@ -150,7 +151,7 @@ def test_the_issue_a_a_false_alarm_is_gone():
     assert stats.compare_summaries(pa, pb, True).verdict == "loss"  # what the pooled method said
     res = cmp.compare(docs, cmp.parse_selection("build=aa-a"), cmp.parse_selection("build=aa-b"))
     (row,) = res.rows
-    assert row.verdict == "within noise" and (row.a_runs, row.b_runs) == (4, 4) and row.method == "runs"
+    assert row.verdict == "within noise" and (row.a_runs, row.b_runs) == (4, 4) and row.method == "host noise"
     assert row.a_id == docs[3].id and row.b_id == docs[-1].id  # the newest of each side, linked
 
 
@@ -221,21 +222,28 @@ def test_host_noise_pools_the_history_and_the_noise_artifact():
 
 
 def test_boards_rank_runs_by_the_stated_rule():
-    """One row per configuration, its interval from its runs; the rank is 1 + the results wholly
-    better, so a row can overlap two rows ranked =1 and still rank 2 (the rule says so)."""
+    """One row per configuration, its figure from the fact layer; the rank is 1 + the rows significantly
+    better by the comparison every verdict uses (combine_sides), so a rank never contradicts a verdict."""
     models = {"a": [100, 101, 99], "b": [96, 97, 95.5], "c": [97.5, 98.5, 97], "d": [60, 61, 59]}
     docs = []
     for i, (m, means) in enumerate(models.items()):
         docs += [run(tight(x, seed=10 * i + j), minutes=10 * i + j, model=m, sha=m * 64) for j, x in enumerate(means)]
     (b,) = leaderboard.boards(docs)
     recs = leaderboard.board_records(b)
+    fx = facts.of(docs)
     assert all(r["runs"] == 3 for r in recs) and all(r["ci95_low"] > 0 for r in recs)
-    lo, hi = [r["ci95_low"] for r in recs], [r["ci95_high"] for r in recs]
+    figs = [fx.figure_of(r["id"]) for r in recs]
+    assert [r["mean"] for r in recs] == [f.mean for f in figs]  # the fact layer's figure, not the board's own
     for i, r in enumerate(recs):
-        better = sum(1 for j in range(len(recs)) if j != i and lo[j] > hi[i])
+        better = sum(1 for j in range(len(recs)) if j != i and fx.compare(figs[i], figs[j]).verdict == "win")
         assert r["rank"] == 1 + better
-    assert [r.rank for r in rank_with_ci(lo, hi, True)] == [r["rank"] for r in recs]
-    assert recs[-1]["model"] == "d" and recs[-1]["rank"] > 1
+        for j in range(len(recs)):
+            v = fx.compare(figs[j], figs[i]).verdict
+            if v == "loss":
+                assert r["rank"] > recs[j]["rank"]  # a loss is always ranked below
+    assert [x.rank for x in rank_sides([f.side for f in figs], True)] == [r["rank"] for r in recs]
+    assert recs[-1]["model"] == "d" and recs[-1]["rank"] == 4
+    assert recs[0]["rank"] == 1
 
 
 # -- projections, units, roofline ------------------------------------------------------------------

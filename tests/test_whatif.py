@@ -87,3 +87,50 @@ def test_time_per_request_carries_a_propagated_interval():
     assert res.total_ci95() == pytest.approx((s["ci95_low"], s["ci95_high"]))
     entry.loads_per_request = 1  # a load measured once: no interval claimed
     assert res.total_ci95() == (None, None)
+
+
+def test_entries_read_the_fact_layer_whatever_matrix_measured_them():
+    """An entry's matrix is a preference, never a filter: a host that measured the entry's work only in
+    another matrix has its stage timings and its measured load time (the group's figure of load_time_s)."""
+    from pipelines import facts
+
+    chat = run_doc(test=CHAT_SHORT, matrix="projections", metrics={"e2e_ms": [700.0, 700.0], "load_time_s": [2.0]},
+                   samples={"requests": chat_requests([STAGES_A])})
+    again = run_doc(test=CHAT_SHORT, matrix="projections", metrics={"e2e_ms": [700.0, 700.0], "load_time_s": [3.0]},
+                    samples={"requests": chat_requests([STAGES_A])}, created="2026-01-02T00:00:00+00:00")
+    mix = W.Mix(name="cli", entries=[W.MixEntry(model="gemma3-270m-q4_k_m", test="chat-short", matrix="default",
+                                                weight=1, loads_per_request=1)])
+    assert W.mix_hosts(mix, [chat, again]) == ["fixture-host-0000aaaa"]
+    res = W.evaluate_mix(mix, [chat, again], "fixture-host-0000aaaa")
+    assert res.missing == []
+    load = facts.of([chat, again]).figure_of(chat["id"], "load_time_s")
+    assert load.runs == 2 and load.mean == pytest.approx((2.0 * 3.0) ** 0.5)  # geometric mean of the run means
+    assert res.per_request_ms["load"] == pytest.approx(1000.0 * load.mean)
+    assert res.entries[0]["load"].key == load.key and len(res.entries[0]["runs"]) == 2
+
+
+def test_committed_hosts_with_load_times_have_a_measured_load_time():
+    """On the committed measurements: every host whose artifacts of the embedded model record load_time_s
+    gets a load stage in the one-shot mix, and the model-cache plan is judged there (not NOT MEASURED:
+    the issue's host measured chat-short only outside the mix's matrix)."""
+    from pathlib import Path
+
+    from pipelines import facts, retries
+    from tests.support.committed import committed_runs
+
+    runs = committed_runs()
+    fx = facts.of(runs)
+    f = W.load_whatif(Path(__file__).resolve().parents[1] / "data" / "whatif.yaml")
+    cli = next(m for m in f.mixes if m.name == "one-shot-cli")
+    e = cli.entries[0]
+    hosts = sorted({g.host_id for g in fx.groups_of(model=e.model, test=e.test) if g.figure("load_time_s") is not None})
+    assert len(hosts) >= 2 and W.mix_hosts(cli, runs) == hosts
+    assert any(not any(r.matrix_name == e.matrix for g in fx.groups_of(h, model=e.model, test=e.test) for r in g.runs)
+               for h in hosts)  # a host that measured the entry's work only in another matrix
+    for h in hosts:
+        res = W.evaluate_mix(cli, runs, h)
+        u = res.entries[0]
+        assert res.missing == [] and u["load"] is not None
+        assert res.per_request_ms["load"] == pytest.approx(1000.0 * u["group"].figure("load_time_s").mean)
+        plan = next(p for p in retries.evaluate_plans(f, runs, h) if p.plan.id == "model-cache")
+        assert plan.verdict != "NOT MEASURED" and "no measured load time" not in plan.reason

@@ -10,6 +10,8 @@ The JS lives in docs/assets/js/runs.js; these functions return the page bodies a
 
 from __future__ import annotations
 
+import math
+
 import csv
 import io
 import json
@@ -76,7 +78,12 @@ def quality_row(d: QualityRecord) -> dict[str, Any]:
 
 
 def _round(v: Any, decimals: int, scale: float = 1.0) -> float | None:
-    return None if v is None else round(scale * float(v), decimals)
+    """A value for the list, rounded; None where scaling a finite stored value leaves the floats (no list
+    shows infinity: the viewer and the JSON hold the value as stored)."""
+    if v is None:
+        return None
+    x = scale * float(v)
+    return round(x, decimals) if math.isfinite(x) else None
 
 
 def perplexity_row(d: PerplexityRecord) -> dict[str, Any]:

@@ -16,9 +16,8 @@ from core.stats import MIN_INTERVAL_N, NO_INTERVAL_WHY
 from pipelines import compare as cmp
 from pipelines import history, hostnames
 from pipelines.site import charts
-from pipelines.site.markdown import ROOT, admonition, as_text, cell, ci_cell, code, fold, link, num, prose, run_link, table
+from pipelines.site.markdown import ROOT, STALE_BADGE, admonition, as_text, cell, ci_cell, code, fold, link, num, prose, run_link, table
 
-STALE_BADGE = '<span class="almanac-badge stale" title="measured with an older build than the newest on this host">stale</span>'
 
 
 def method_text() -> str:
@@ -38,63 +37,80 @@ def history_chart(ser: history.Series) -> dict[str, Any]:
 
 
 def host_cell(labels: dict[str, str] | None, host_id: str) -> str:
-    """A host as pages name it: its label (pipelines.hostnames), its id beside it."""
+    """A host as pages name it: its label (pipelines.hostnames), its id small beside it."""
     label = (labels or {}).get(host_id)
-    return f"{cell(label)}<br>{code(host_id)}" if label and label != host_id else code(host_id)
+    return f"{cell(label)}<br><small>{code(host_id)}</small>" if label and label != host_id else code(host_id)
+
+
+def build_value(field: str, v: Any) -> str:
+    """A build field's value in a change ("label: ordinary → threads-halved"): never a Python None."""
+    if v is None:
+        return "ordinary" if field == "label" else "—"
+    return str(v)
 
 
 def _step_rows(steps: list[history.Step], from_dir: str = "", labels: dict[str, str] | None = None) -> list[list[str]]:
+    from pipelines.site import figures
+
     rows = []
     for st in steps:
-        s, m = st.series, st.series.metric
-        d = m.decimals
+        s = st.series
         before = ", ".join(link(p.id.split("-", 1)[-1], run_link(p.id, from_dir)) for p in st.before)
         after = ", ".join(link(p.id.split("-", 1)[-1], run_link(p.id, from_dir)) for p in st.after)
-        change = "; ".join(f"{k}: {v[0]} → {v[1]}" for k, v in st.build_change.items())
+        change = "; ".join(f"{k}: {build_value(k, v[0])} → {build_value(k, v[1])}" for k, v in st.build_change.items())
         eff = "; ".join(f"{k}: {json.dumps(v[0])} → {json.dumps(v[1])}" for k, v in st.settings_change.items())
+        ratio = f"{num(st.ratio, 3)} [{num(st.ci95_low, 3)}, {num(st.ci95_high, 3)}]"
+        if st.before_figure is not None and st.after_figure is not None:
+            ratio = figures.verdict(ratio, st.before_figure, st.after_figure,
+                                    "loss" if st.verdict == "regression" else "win")
         rows.append([
             cell(st.verdict), cell(s.model), code(s.test),
-            f"{num(st.change_pct, 1)}%", f"{num(st.ratio, 3)} [{num(st.ci95_low, 3)}, {num(st.ci95_high, 3)}]",
+            f"{num(st.change_pct, 1)}%", ratio,
             cell(change or "—"), cell(eff or "—"), code(s.backend), host_cell(labels, s.host_id),
-            f"{_window(st.pooled_before, d)} {before}",
-            f"{_window(st.pooled_after, d)} {after}",
+            (figures.cell_html(st.before_figure, from_dir=from_dir) if st.before_figure is not None else "—") + f"<br>{before}",
+            (figures.cell_html(st.after_figure, from_dir=from_dir) if st.after_figure is not None else "—") + f"<br>{after}",
         ])
     return rows
 
 
-def _window(w: dict[str, Any], d: int) -> str:
-    """A window of runs: geometric mean of its run means, the spread between them, runs and repetitions."""
-    spread = f" ± {num(100 * w['spread'], 1)}% between runs" if w.get("spread") is not None else ""
-    return f"{num(w['mean'], d)}{spread} ({w['runs']} run{'s' if w['runs'] != 1 else ''}, n={w['n']})"
-
-
 STEP_HEADERS = ["step", "model", "test", "change", "after/before [CI95]", "build change", "effective settings change",
-                "backend", "host", "before (window of runs): mean, spread between runs (runs, repetitions), artifacts",
-                "after (window of runs): mean, spread between runs (runs, repetitions), artifacts"]
+                "backend", "host", "before: the build's figure (CI95, n, runs), its artifacts",
+                "after: the build's figure (CI95, n, runs), its artifacts"]
+ALIGN = ["l", "l", "l", "r", "r", "l", "l", "l", "l", "r", "r"]
 
 
 def regressions_page(docs: list[RunRecord]) -> str:
     sers = history.series(docs)
     steps = history.all_steps(sers)
-    out = ["**Method.** " + cell(history.METHOD), ""]
-    if not steps:
-        out.append(admonition("success", "No steps", "No configuration changed by more than the noise where its build changed."))
-        return "\n".join(out)
-    n_reg = sum(st.verdict == "regression" for st in steps)
-    out += [f"**{n_reg}** regression(s) and **{len(steps) - n_reg}** improvement(s) across "
-            f"{sum(1 for s in sers if s.steps)} configuration(s). The change is after ÷ before − 1 on the test's "
-            "headline metric (a regression is worse whichever direction is better).", ""]
+    release = [st for st in steps if not st.variant]
+    variants = [st for st in steps if st.variant]
     labels = hostnames.labels(docs)
-    out.append(table(STEP_HEADERS, _step_rows(steps, labels=labels), ["l", "l", "l", "r", "r", "l", "l", "l", "l", "r", "r"]))
-    out.append("")
+    out = []
+    if not release:
+        out.append(admonition("success", "No regression", "No configuration changed by more than the noise where its "
+                                                           "release build changed."))
+    else:
+        n_reg = sum(st.verdict == "regression" for st in release)
+        out += [f"**{n_reg}** regression(s) and **{len(release) - n_reg}** improvement(s) across "
+                f"{len({st.series.key for st in release})} configuration(s) where the release build changed. The change "
+                "is after ÷ before − 1 on the test's headline metric (a regression is worse whichever direction is "
+                "better).", "", table(STEP_HEADERS, _step_rows(release, labels=labels), ALIGN, max_rows=None), ""]
+    if variants:
+        out += ["## Deliberate variants", "",
+                f"{len(variants)} step(s) into or out of a deliberately changed build (a variant label, e.g. threads "
+                "halved to show what a regression looks like): A/B comparisons, not regressions of the release line.",
+                "", table(STEP_HEADERS, _step_rows(variants, labels=labels), ALIGN, max_rows=None), ""]
+    out += [fold("Method", prose(history.METHOD), "almanac-method"), ""]
     shown: set[str] = set()
-    for st in steps:
+    charts_md = []
+    for st in release + variants:
         if st.series.key in shown:
             continue
         shown.add(st.series.key)
-        out.append(charts.embed(history_chart(st.series),
-                                caption=f"{as_text(st.series.label)}: one dot per artifact (mean) with its CI95, by build."))
-        out.append("")
+        charts_md.append(charts.embed(history_chart(st.series), caption=f"{as_text(st.series.label)}: one dot per "
+                                                                        "artifact (mean) with its CI95, by build."))
+    if charts_md:
+        out += ["## Over time", "", "\n\n".join(charts_md), ""]
     return "\n".join(out)
 
 
@@ -102,11 +118,14 @@ HISTORY_CHARTS = 20  # configurations charted over time on the History page (the
 
 
 def history_page(docs: list[RunRecord]) -> str:
+    from pipelines import facts as facts_mod
+    from pipelines.site import figures
+
     sers = history.series(docs)
     if not sers:
         return admonition("warning", "No measurements yet", "Run `invoke bench` to add some.")
-    out = ["**Method.** " + cell(history.METHOD) + " A result measured with an older build than the newest one on "
-           "its host, backend and server software is marked " + STALE_BADGE + ".", ""]
+    fx = facts_mod.of(docs)
+    out = []
     from pipelines.leaderboard import split_settings
 
     varying, _ = split_settings([s.requested for s in sers])  # only what tells configurations apart
@@ -114,29 +133,30 @@ def history_page(docs: list[RunRecord]) -> str:
     rows = []
     for s in sers:
         last = s.points[-1]
-        d = s.metric.decimals
+        fig = fx.figure_of(last.id)
         rows.append([cell(s.model), code(s.test), code(s.backend), host_cell(labels, s.host_id),
                      cell(_settings({k: s.requested.get(k) for k in varying}) or "defaults"),
                      num(len(s.points), 0), num(len(s.builds), 0),
-                     link(num(last.mean, d), run_link(last.id)) + (" " + STALE_BADGE if last.stale else ""),
-                     ci_cell(last.ci95_low, last.ci95_high, d, NO_INTERVAL_WHY if last.n < MIN_INTERVAL_N else None),
-                     num(last.n, 0), cell(s.metric.unit),
-                     num(len(s.steps), 0)])
-    out.append(table(["model", "test", "backend", "host", "requested settings (those that differ)", "results", "builds", "latest",
-                      "CI95", "n", "unit", "steps"], rows, ["l", "l", "l", "l", "l", "r", "r", "r", "r", "r", "l", "r"]))
+                     figures.cell_html(fig, stale=last.stale) if fig is not None else "—",
+                     cell(s.metric.unit), num(len(s.steps), 0)])
+    out.append(fold(f"Every configuration ({len(sers):,}): its current build's figure, how often and with how many builds "
+                    "it was measured",
+                    table(["model", "test", "backend", "host", "requested settings (those that differ)", "results",
+                           "builds", "current build's figure (CI95, n, runs)", "unit", "steps"], rows,
+                          ["l", "l", "l", "l", "l", "r", "r", "r", "l", "r"], max_rows=None), "almanac-fold",
+                    open=len(sers) <= 30))
     out.append("")
     multi = [s for s in sers if len(s.points) > 1]
     if multi:
-        out += ["## Over time", "", f"{len(multi)} configuration(s) measured more than once.", ""]
-        if len(multi) > HISTORY_CHARTS:
-            # the charts of the most recently measured ones (every one is in the table above and its downloads;
-            # every step is on the Regressions page)
-            out += [f"Charts of the {HISTORY_CHARTS} most recently measured; every configuration is in the table above "
-                    "(CSV/JSON) and every step on the [Regressions](regressions.md) page.", ""]
-            multi = sorted(multi, key=lambda s: s.points[-1].created, reverse=True)[:HISTORY_CHARTS]
+        out += ["## Over time", "", f"{len(multi)} configuration(s) measured more than once, the most recently measured "
+                "first; each opens to its chart.", ""]
+        multi = sorted(multi, key=lambda s: s.points[-1].created, reverse=True)
         for s in multi:
-            out.append(fold(f"{s.label} · {num(len(s.points), 0)} results, {num(len(s.builds), 0)} build(s)",
+            out.append(fold(f"{s.model} · {s.test} · {s.backend} · {labels.get(s.host_id, s.host_id)} · "
+                            f"{len(s.points):,} results, {len(s.builds):,} build(s)",
                             charts.embed(history_chart(s), caption="One dot per artifact (mean) with its CI95, by build.")))
+    out += ["", fold("Method", prose(history.METHOD) + " A result measured with an older build than the newest one on "
+                     "its host, backend and server software is marked " + STALE_BADGE + ".", "almanac-method")]
     return "\n".join(out)
 
 
@@ -157,7 +177,7 @@ FOLD_AFTER = 3  # workloads shown open; the others fold (their summary line says
 
 
 def _ratio_text(st: Any) -> str:
-    """A host's ratio to the median host as `invoke compare` writes a ratio (and the picker shows it)."""
+    """A host's ratio to the median host, as `invoke compare` writes a ratio (and the picker shows it)."""
     if st.is_median:
         return "1 (median host)"
     if st.ratio is None:
@@ -165,13 +185,6 @@ def _ratio_text(st: Any) -> str:
     if st.ratio_low is None:
         return num(st.ratio, 3) + (f" (no interval: {cell(st.verdict_note)})" if st.verdict_note else "")
     return f"{num(st.ratio, 3)} [{num(st.ratio_low, 3)}, {num(st.ratio_high, 3)}]"
-
-
-def _side_text(st: Any, d: int) -> str:
-    """A host's side as `invoke compare` writes one: the value ± the spread between its runs (one run:
-    its own stddev), how many runs and repetitions."""
-    runs = f"between {st.runs} runs (n={st.n})" if st.runs > 1 else f"(1 run, n={st.n})"
-    return f"{num(st.mean, d)} ± {num(st.spread, d)} {runs}"
 
 
 def _picker(data: dict[str, Any]) -> str:
@@ -188,51 +201,53 @@ def _picker(data: dict[str, Any]) -> str:
 def host_vs_host_page(docs: list[RunRecord]) -> str:
     """Each host against the fleet on every workload it shares with another host (rank, ratio to the median
     host with CI95, verdict), and a picker that compares any two hosts in the browser from the same data.
-    Linear in results and hosts: no section per pair of hosts."""
-    from pipelines import host_vs_fleet as fleet
-    from pipelines.runs import records
+    Every figure and rank is the fact layer's, the Leaderboard's. Linear in results and hosts."""
+    from pipelines import facts as facts_mod
+    from pipelines import host_vs_fleet as hvf
+    from pipelines.site import figures
 
-    recs = [r for r in records(docs) if r.ok]
+    fx = facts_mod.of(docs)
+    recs = [r for r in fx.records if r.ok]
     host_docs = {r.host_id: r.host for r in recs}
     if len(host_docs) < 2:
         return admonition("info", "One host", "Results from at least two hosts are needed.")
-    wls = fleet.workloads(recs)
+    wls = hvf.workloads(fx)
     if not wls:
-        return admonition("info", "Nothing shared", "No two hosts ran the same configuration (model file, test and "
-                                                     "settings), so there is nothing to compare host to host.")
+        return admonition("info", "Nothing shared", "No two hosts ran the same work (model file, test and backend "
+                                                     "class), so there is nothing to compare host to host.")
+    labels = fx.labels
     sharing = {s.host_id for w in wls for s in w.standings}
     out = [f"**{len(sharing):,} of {len(host_docs):,} hosts** share **{len(wls):,} workload(s)** (the same model file, "
-           "test and requested settings; only the host differs). Pick two hosts to compare them on every workload both "
-           "ran; below, each workload ranks every host that ran it against the fleet's median host.", "",
-           _picker(fleet.picker_data(wls, host_docs)), "",
-           "The picker and the tables below compare hosts as `invoke compare -b host=A -c host=B` does, with the run "
-           "as the unit: every run of each host counts (the method is below the tables).", ""]
+           "test and backend class; only the host differs). Pick two hosts to compare them on every workload both "
+           "ran; below, each workload ranks every host that ran it against the fleet's median host, with the figures "
+           "and ranks of the [Leaderboard](leaderboard.md).", "",
+           _picker(hvf.picker_data(wls, host_docs, labels)), ""]
     alone = sorted(set(host_docs) - sharing)
     if alone:
-        out += [f"{len(alone):,} host(s) ran nothing another host ran: " + ", ".join(code(h) for h in alone[:50])
-                + (f" and {len(alone) - 50:,} more" if len(alone) > 50 else "") + ".", ""]
+        out += [f"{len(alone):,} host(s) ran nothing another host ran: " + ", ".join(host_cell(labels, h) for h in alone)
+                + ".", ""]
     out += ["## Each host against the fleet", "",
             "Per workload: every host that ran it, by rank, with its ratio to the workload's median host and whether "
             "that difference is beyond the noise (the method is below the tables).", ""]
     for i, w in enumerate(wls):
-        m, d = w.metric, w.metric.decimals
+        m = w.metric
         best = w.standings[0]
-        # raw HTML (<summary>): text through as_text, which Markdown leaves as it is (cell()'s backslashes would show)
-        summary = (f"{as_text(w.label)} · {len(w.standings):,} hosts · median host {code(w.median.host_id)} "
-                   f"{num(w.median.mean, d)} {as_text(m.unit)} · best {code(best.host_id)} "
-                   f"{num(best.mean, d)} {as_text(m.unit)}")
+        summary = (f"{as_text(w.label)} · {len(w.standings):,} hosts · best {as_text(labels.get(best.host_id, best.host_id))} "
+                   f"{num(best.figure.mean, m.decimals)} {as_text(m.unit)} · median host "
+                   f"{as_text(labels.get(w.median.host_id, w.median.host_id))} {num(w.median.figure.mean, m.decimals)} "
+                   f"{as_text(m.unit)}")
         rows = []
         for st in w.standings:
-            rows.append([cell(st.rank_label), code(st.host_id), link(_side_text(st, d), run_link(st.run_id)),
-                         ci_cell(st.ci95_low, st.ci95_high, d, None if st.ci95_low is not None else st.interval_note),
-                         _ratio_text(st), cell(st.verdict)])
+            verdict = cell(st.verdict)
+            if not st.is_median:
+                verdict = figures.verdict(verdict, w.median.figure, st.figure, st.verdict)
+            rows.append([figures.rank(st.standing, w.board.key, w.test), host_cell(labels, st.host_id),
+                         figures.cell_html(st.figure), _ratio_text(st), verdict])
         body = table(["rank", "host", f"{cell(m.label)} ({cell(m.unit)}, {'higher' if m.higher_is_better else 'lower'} is better)",
-                      "CI95", "÷ median host [CI95]", "verdict vs median host"], rows, ["r", "l", "r", "r", "r", "l"])
-        settings = _settings(w.requested)
-        out += [fold("", f"Test {code(w.test)} on {cell(w.model)} with {code(w.backend)}; requested settings: "
-                         f"{cell(settings or 'defaults')}.\n\n{body}", "almanac-workload", open=i < FOLD_AFTER,
-                     title_html=summary), ""]
-    out += [fold("Method", prose(fleet.METHOD), "almanac-method"), ""]
+                      "÷ median host [CI95]", "verdict vs median host"], rows, ["r", "l", "r", "r", "l"], max_rows=None)
+        out += [fold("", f"Test {code(w.test)} on {cell(w.model)}, {cell(w.board.backend_class)}.\n\n{body}",
+                     "almanac-workload", open=i < FOLD_AFTER, title_html=summary), ""]
+    out += [fold("Method", prose(hvf.METHOD), "almanac-method"), ""]
     return "\n".join(out)
 
 
@@ -240,17 +255,18 @@ def host_vs_host_page(docs: list[RunRecord]) -> str:
 def verdict_rules() -> str:
     """How every verdict on the site is reached, from the code's own statements (Methodology page)."""
     from core import stats
-    from pipelines import memory, projections, quality, ranking, roles
+    from pipelines import facts, memory, projections, quality, ranking, roles
     from pipelines import noise as noise_mod
 
     items = [
-        "**The run is the unit.** Two processes of the same build on a shared machine differ by more than the "
-        "repetitions inside one suggest, so history, `invoke compare`, Host vs host, leaderboards and roles compare "
-        "*runs*: "
-        "a side measured in two or more runs contributes the spread between its runs (a t interval on the log "
-        "of its run means, the ratio of geometric means); a side measured once is widened by the host's "
-        "run-to-run noise for that kind of test, or has no interval (and says so) where that noise was never "
-        "measured. " + prose(noise_mod.METHOD) + " `invoke noise` measures it with a short A/A on a host; the "
+        "**The run is the unit, one figure per configuration.** Two processes of the same build on a shared machine "
+        "differ by more than the repetitions inside one suggest, so every figure on the site (the fact layer: "
+        "Home, Leaderboard, per-host boards, Host vs host, History, Regressions, Projections, Roles, What-if, "
+        "Serving) and `invoke compare` treat *runs*: " + prose(facts.RULE) + " The variance of a figure's log is "
+        "the host's run-to-run noise for that kind of test over its runs (pooled over every configuration of the "
+        "host measured more than once, and its noise A/A: two runs alone say little of their spread); without a "
+        "host estimate, the spread between its runs; a single run of a host without one, the fleet's pooled noise "
+        "(labelled so). " + prose(noise_mod.METHOD) + " `invoke noise` measures it with an A/A on a host; the "
         "table below shows what every host has.",
         "**Calibrated.** `benchmarks/aa_calibration.py` runs a small matrix many times under two labels that "
         "change nothing and feeds the runs through the history and `invoke compare`: the false-alarm rate and the "

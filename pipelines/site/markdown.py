@@ -107,7 +107,7 @@ def link(text: str, target: str) -> str:
     return f"[{cell(text)}]({target})"
 
 
-MAX_INLINE_ROWS = 100  # a page shows at most this many rows of one table; the downloads hold all
+MAX_INLINE_ROWS = 100  # a longer table folds (every row stays on the page and in the downloads)
 ROOT = "@@ALMANAC_ROOT@@/"  # replaced per page by the build hook (pipelines/site/hooks.py) with the way to the site root
 _TABLES: dict[str, tuple[list[str], list[list[str]]]] = {}  # digest -> (headers, rows) as plain text
 
@@ -162,25 +162,27 @@ def table_json(headers: list[str], rows: list[list[str]]) -> str:
 
 
 def table(headers: Sequence[str], rows: Iterable[Sequence[str]], align: Sequence[str] | None = None, *,
-          max_rows: int | None = MAX_INLINE_ROWS, downloads: bool = True) -> str:
+          max_rows: int | None = None, downloads: bool = True) -> str:
     """A Markdown table. Cells must already be rendered (cell(), num(), link()).
 
     Followed by CSV and JSON downloads of every row (``downloads=False`` for a table that is
-    itself a few facts). At most ``max_rows`` rows are shown (None: all); the rest are in the
-    downloads, and the table says so."""
+    itself a few facts). Every row is on the page, never a "first N of M": a table longer than
+    ``max_rows`` (default ``MAX_INLINE_ROWS``) folds, its summary saying how many rows it holds."""
     rows = list(rows)
     align = align or ["l"] * len(headers)
     sep = {"l": ":--", "r": "--:", "c": ":-:"}
     out = ["| " + " | ".join(headers) + " |", "| " + " | ".join(sep[a] for a in align) + " |"]
-    shown = rows if max_rows is None else rows[:max_rows]
-    for r in shown:
+    for r in rows:
         out.append("| " + " | ".join(r) + " |")
     if downloads and rows:
         digest = register_table(headers, rows)
-        cut = f"Showing the first {len(shown):,} of {len(rows):,} rows; all of them: " if len(shown) < len(rows) else ""
-        out += ["", f'<p class="almanac-downloads">{cut}<a href="{ROOT}tables/{digest}.csv" download>CSV</a> · '
+        out += ["", f'<p class="almanac-downloads"><a href="{ROOT}tables/{digest}.csv" download>CSV</a> · '
                     f'<a href="{ROOT}tables/{digest}.json" download>JSON</a></p>']
-    return "\n".join(out)
+    text = "\n".join(out)
+    limit = MAX_INLINE_ROWS if max_rows is None else max_rows
+    if len(rows) > limit:
+        text = fold(f"All {len(rows):,} rows", text, "almanac-fold")
+    return text
 
 
 _CODE_SPAN = re.compile(r"`([^`\n]+)`")
@@ -250,6 +252,7 @@ def run_json(rec: Any) -> str:
     return f"{ROOT}data/{data_path}" if data_path else ""
 
 
+STALE_BADGE = '<span class="almanac-badge stale" title="measured with an older build than the newest on this host">stale</span>'
 SYNTHETIC_BADGE = '<span class="almanac-badge synthetic" title="random weights: the text is noise">synthetic weights, speed only</span>'
 
 

@@ -17,7 +17,7 @@ from core.records.run import RunRecord
 
 from core import degeneration
 from pipelines import optimization as opt
-from pipelines.site import charts
+from pipelines.site import charts, figures
 from pipelines.site.markdown import SYNTHETIC_BADGE, admonition, as_text, cell, code, link, num, pre, run_link, table
 
 TRACK_INTRO = {
@@ -91,9 +91,11 @@ def _lossless(p: opt.Point) -> str:
     if p.is_baseline or p.lossless is None:
         return "—"
     ll = p.lossless
-    if ll["identical"]:
-        return "identical"
-    return f"differs at token {num(ll['first_diff'], 0)}; {num(100 * ll['agreement'], 0)}% of positions agree"
+    text = "identical" if ll["identical"] else \
+        f"differs at token {num(ll['first_diff'], 0)}; {num(100 * ll['agreement'], 0)}% of positions agree"
+    if (p.requested.get("speculative") or "none") == "none":
+        return text  # a setting that changes the text on purpose: its divergence, no lossless verdict
+    return figures.lossless(p.id, ll["identical"], text)
 
 
 def _degenerate(p: opt.Point) -> str:
@@ -317,8 +319,11 @@ def failures_table(all_sweeps: list[opt.Sweep]) -> str:
     rows = []
     for f in opt.failures(all_sweeps):
         p: opt.Point = f["point"]
+        what = f"**{cell(f['kind'])}**"
+        if f["kind"] == "not lossless":
+            what = figures.lossless(p.id, False, what)
         rows.append([cell(opt.TRACK_TITLES[f["track"]]), cell(f["sweep"]), _model(p.doc), code(p.doc.test_name),
-                     cell(p.label), f"**{cell(f['kind'])}**", cell(f["reason"]), link(p.id, run_link(p.id))])
+                     cell(p.label), what, cell(f["reason"]), link(p.id, run_link(p.id))])
     if not rows:
         return "No failed approaches recorded: every point ran, none lost to its baseline, none changed or broke the text."
     return table(["track", "sweep", "model", "test", "point", "what", "reason", "source"], rows)

@@ -7,12 +7,10 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from urllib.parse import quote
 from typing import Any
 
 import pandas as pd
 
-from core.hostlabel import gpus_label
 from core.metrics import METRICS
 from core.kinds import all_kinds
 from core.records.run import RunRecord
@@ -20,111 +18,40 @@ from core.summary import Summary
 
 from pipelines import leaderboard, ranking
 from pipelines.runs import latest_per_key, last_updated, records
-from pipelines.site import charts
+from pipelines.site import charts, figures
 from pipelines.site.history_pages import STALE_BADGE
 from pipelines.site.markdown import (ROOT, SYNTHETIC_BADGE, admonition, as_text, cell, ci_cell, code, endpoint_badge, link, nbytes, num, run_json,
                                      run_link, table)
 
-BOARD_ROWS = 10  # results shown per board (table and chart); the downloads and the runs browser hold all
 
 
 def _val(v: Any) -> Any:
     return None if v is None or (isinstance(v, float) and pd.isna(v)) else v
 
 
-def hosts_table(docs: list[RunRecord]) -> str:
-    hosts: dict[str, dict[str, Any]] = {}
-    counts: Counter[str] = Counter()
-    for d in records(docs):
-        hosts[d.host_id] = d.host
-        counts[d.host_id] += 1
-    rows = []
-    for hid, h in sorted(hosts.items()):
-        gpus = gpus_label(h.get("gpus") or []) or "none"
-        rows.append([code(hid), cell(h["cpu"]["model"]),
-                     cell(f'{h["cpu"]["physical_cores"]} / {h["cpu"]["logical_cores"]}'),
-                     nbytes(h["memory_bytes"]), cell(gpus), cell(" ".join(h["cpu"].get("flags", []))), num(counts[hid], 0)])
-    return table(["host", "CPU", "cores (phys / logical)", "RAM", "GPUs", "CPU flags", "runs"], rows,
-                 ["l", "l", "r", "r", "l", "l", "r"])
-
-
 HOME_REGRESSIONS = 5  # newest regressions on the home page (all on the Regressions page)
-
-
-def headline_table(docs: list[RunRecord]) -> str:
-    """The best result of every board (host, workload, backend, test definition) on its headline metric."""
-    rows = []
-    for b in sorted(leaderboard.boards(docs), key=lambda b: (b.host_id, b.test, b.backend)):
-        recs = leaderboard.board_records(b)
-        if not recs:
-            continue
-        r, m = recs[0], b.metric
-        rows.append([code(b.host_id), code(b.test), code(b.backend), cell(m.label),
-                     link(f"{num(r['mean'], m.decimals)} {m.unit}", run_link(r["id"])),
-                     ci_cell(_val(r["ci95_low"]), _val(r["ci95_high"]), m.decimals, r["interval_note"]), num(r["n"], 0),
-                     cell(r["model"]) + (" " + SYNTHETIC_BADGE if r["synthetic"] else ""), num(len(recs), 0)])
-    return table(["host", "workload", "backend", "headline metric", "best", "CI95", "n", "model", "results"], rows,
-                 ["l", "l", "l", "l", "r", "r", "r", "l", "r"])
 
 
 def newest_regressions(docs: list[RunRecord], limit: int = HOME_REGRESSIONS) -> str:
     from pipelines import history
 
     from pipelines import hostnames
-    from pipelines.site.history_pages import host_cell
+    from pipelines.site.history_pages import build_value, host_cell
 
-    steps = [st for st in history.all_steps(history.series(docs)) if st.verdict == "regression"][:limit]
+    steps = [st for st in history.all_steps(history.series(docs))
+             if st.verdict == "regression" and not st.variant][:limit]
     labels = hostnames.labels(docs)
     if not steps:
         return "No regression detected (see [Regressions](regressions.md) for the method)."
     rows = []
     for st in steps:
         s = st.series
-        change = "; ".join(f"{k}: {v[0]} → {v[1]}" for k, v in st.build_change.items())
+        change = "; ".join(f"{k}: {build_value(k, v[0])} → {build_value(k, v[1])}" for k, v in st.build_change.items())
         rows.append([cell(st.after[0].created[:10]), cell(s.model), code(s.test), host_cell(labels, s.host_id),
                      link(f"{num(st.change_pct, 1)}%", run_link(st.after[0].id)),
                      f"{num(st.ci95_low, 3)} – {num(st.ci95_high, 3)}", cell(change or "—")])
     return table(["measured", "model", "test", "host", "change", "after/before CI95", "build change"], rows,
                  ["l", "l", "l", "l", "r", "r", "l"], downloads=False) + "\n\nAll of them, with the method: [Regressions](regressions.md)."
-
-
-def home(docs: list[RunRecord]) -> str:
-    """What a reader wants in ten seconds: when, the best result per host and workload, what got worse."""
-    from pipelines.site.corpus import corpus_section
-
-    if not docs:
-        return admonition("warning", "No data yet", "Run `invoke all` to measure the embedded model on this host.")
-    docs = records(docs)
-    latest = latest_per_key(docs)
-    ok = sum(1 for d in latest if d.ok)
-    failed = len(latest) - ok
-    newest: dict[str, str] = {}
-    for d in docs:
-        newest[d.host_id] = max(newest.get(d.host_id, ""), d.created)
-    per_host = ", ".join(f"{code(h)} {cell(t[:16].replace('T', ' '))}" for h, t in sorted(newest.items()))
-    parts = [
-        f"**Last measured:** {cell(last_updated(docs))} (newest artifact); per host: {per_host}  ",
-        f"**Artifacts:** {len(docs):,} on disk, {len(latest):,} current configurations "
-        f"({ok:,} measured, {failed:,} failed): browse them in [Runs](runs/index.md), download them from "
-        "[Open data](open-data.md).",
-        "",
-        "## Best result per host and workload",
-        "",
-        "The top of each [leaderboard](leaderboard.md) board: its headline metric with CI95 and n, linked to "
-        "the artifact.",
-        "",
-        headline_table(docs),
-        "",
-        "## Newest regressions",
-        "",
-        newest_regressions(docs),
-        "",
-        corpus_section(docs),
-        "## Hosts",
-        "",
-        hosts_table(latest),
-    ]
-    return "\n".join(parts)
 
 
 def _setting(v: Any) -> str:
@@ -161,15 +88,11 @@ def leaderboard_page(docs: list[RunRecord], boards: list[Any] | None = None) -> 
             facts.append("**Settings on every row:** " + cell(", ".join(f"{k}={_setting(v)}" for k, v in sorted(b.constant.items()))))
         out.append("  \n".join(facts) + "\n")
         recs = leaderboard.board_records(b)
-        if len(recs) > BOARD_ROWS:
-            out.append(f"Showing the best {BOARD_ROWS} of {len(recs):,} results in the table and the chart; every one is "
-                       f'in the table\'s downloads and in the <a href="{ROOT}runs/#host={quote(b.host_id)}&amp;test={quote(b.test)}">runs browser</a>.\n')
-            recs = recs[:BOARD_ROWS]
         build_cols = ["backend build"] if b.build_varies else []
         extra = [METRICS[c] for c in leaderboard.extra_columns(b)]  # e.g. energy per token, where measured
         headers = (["#", "model", "quant"] + build_cols + [code(k) for k in b.varying]
-                   + [f"{cell(m.label)} ({cell(m.unit)})", "± stddev (one run: its own; several: between runs)", "runs",
-                      "n", "CI95"]
+                   + [f"{cell(m.label)} ({cell(m.unit)}): figure, CI95, n", "± stddev (one run: its own; several: between runs)",
+                      "runs"]
                    + [f"{cell(x.label)} ({cell(x.unit)}) [CI95]" for x in extra] + ["source"])
         rows = []
         chart_rows = []
@@ -181,16 +104,15 @@ def leaderboard_page(docs: list[RunRecord], boards: list[Any] | None = None) -> 
                          + (" " + endpoint_badge(r["endpoint"]) if r["endpoint"] else ""),
                          cell(r["quantization"])] + ([cell(r["backend_build"])] if b.build_varies else [])
                         + [cell(_setting(r["settings"][k])) for k in b.varying] + [
-                         link(num(r["mean"], m.decimals), run_link(r["id"])) + (" " + STALE_BADGE if r["stale"] else ""),
-                         num(_val(r["stddev"]), m.decimals), num(r["runs"], 0),
-                         num(r["n"], 0), ci_cell(_val(r["ci95_low"]), _val(r["ci95_high"]), m.decimals, r["interval_note"])]
+                         figures.cell_html(r["figure"], stale=r["stale"]),
+                         num(_val(r["stddev"]), m.decimals), num(r["runs"], 0)]
                         + [_extra_cell(r["extra"].get(x.name), x) for x in extra]
                         + [link(r["id"], run_link(r["id"]))])
             chart_rows.append({"label": f"{r['rank_label']} {label}" + (" [synthetic]" if r["synthetic"] else ""),
                                "mean": r["mean"], "stddev": _val(r["stddev"]), "n": r["n"],
                                "ci95_low": _val(r["ci95_low"]), "ci95_high": _val(r["ci95_high"]), "id": r["id"],
                                "json": json_of.get(r["id"], "")})
-        out.append(table(headers, rows, ["r", "l", "l"] + ["l"] * (len(build_cols) + len(b.varying)) + ["r", "r", "r", "r", "r"]
+        out.append(table(headers, rows, ["r", "l", "l"] + ["l"] * (len(build_cols) + len(b.varying)) + ["r", "r", "r"]
                          + ["r"] * len(extra) + ["l"]))
         out.append("")
         if len(chart_rows) > 1:

@@ -25,9 +25,9 @@ from pipelines import projections as proj
 from pipelines import roofline as roof
 from pipelines import whatif as wi
 from pipelines.runs import latest_per_key, records
-from pipelines.site import charts
+from pipelines.site import charts, figures
 from pipelines.site.markdown import (MISSED_BADGE, PROJECTED_BADGE, verdict_badge, SYNTHETIC_BADGE, VERIFIED_BADGE, admonition, cell, code, link, nbytes, num,
-                       prose, run_link, table)
+                       fold, prose, run_link, table)
 
 MEASURED_BADGE = '<span class="almanac-badge measured" title="read from a run artifact">measured</span>'
 
@@ -102,6 +102,20 @@ def _rules_text(r: proj.Applicability) -> str:
     return "; ".join(parts) or "always"
 
 
+def _speedup_text(m: proj.MeasuredSpeedup) -> str:
+    """A measured speed-up: the ratio with its CI95 (marked as a verdict of the two figures it compares), the
+    two figures linked to their newest runs, and which measured point it is."""
+    c = m.comparison
+    ratio = figures.ratio_text(m.ratio, m.ci95_low, m.ci95_high)
+    if m.ci95_low is None:
+        ratio += f" (no CI95: {c.note or 'a side has no interval'})"
+    unit = m.candidate.metric.unit
+    points = (f"; the most favourable of {m.points} measured points" if m.points > 1 else "")
+    return (f"measured speed-up {figures.verdict(cell(ratio), m.baseline, m.candidate, c.verdict)}: "
+            f"{figures.value(m.candidate)} ÷ {figures.value(m.baseline)} {cell(unit)} "
+            f"({cell(m.candidate.metric.label)}) on {cell(m.describe())}{points}")
+
+
 def _projection_cell(p: proj.Projection | None, metric: str, why: str = "") -> str:
     if p is None:
         return f"— <small>{cell(why)}</small>" if why else "—"
@@ -111,13 +125,36 @@ def _projection_cell(p: proj.Projection | None, metric: str, why: str = "") -> s
     if p.no_effect:
         return (f"{head} {PROJECTED_BADGE}<br><small>no effect: acts on a stage outside "
                 f"{cell(METRICS[metric].label)}</small>")
+    if p.measured_speedup is not None and p.verification:
+        ms = p.measured_speedup
+        lo_sp, _, hi_sp = p.speedup
+        _, where = proj.ratio_verdict(*p.speedup, ms.ratio, ms.ci95_low, ms.ci95_high)
+        said = {"inside": "inside the projected speed-up", "below": "below the projected speed-up",
+                "above": "above the projected speed-up", "off": "overlaps the projected speed-up, but the projection is "
+                f"{_pct(p.verification['error'])} off"}[where]
+        return (f"{head}{rng} {verdict_badge(p.status)}<br><small>{_speedup_text(ms)}; {said} "
+                f"{_x(lo_sp)}–{_x(hi_sp)}</small>")
     if p.verification:
         v = p.verification
+        shown = figures.value(p.measured) if p.measured is not None else link(num(v['value'], m.decimals), run_link(v['run_id']))
+        runs = f" ({num(v['runs'], 0)} runs)" if (v.get("runs") or 0) > 1 else ""
         return (f"{head}{rng} {verdict_badge(p.status)}<br><small>measured "
-                f"{link(num(v['value'], m.decimals), run_link(v['run_id']))}, error {_pct(v['error'])}; "
+                f"{shown}{runs}, error {_pct(v['error'])}; "
                 f"{_agreement(p.high - p.low > 1e-9, v)}</small>")
     note = "" if p.target_settings is not None else "<br><small>not runnable with this backend</small>"
     return f"{head}{rng} {PROJECTED_BADGE}{note}"
+
+
+def _coverage(w: dict[str, Any], labels: dict[str, str]) -> str:
+    """Which roles a weighted average covers: all of them, or "partial" and which."""
+    roles, every = w["roles"], w["all_roles"]
+    named = ", ".join(cell(labels.get(r, r)) for r in roles)
+    if not roles:
+        return "no role has a baseline"
+    if not w["partial"]:
+        return f"all {len(every)} roles ({named})"
+    left = ", ".join(cell(labels.get(r, r)) for r in every if r not in roles)
+    return f"**partial**: {named} only ({len(roles)} of {len(every)} roles; no baseline for {left})"
 
 
 def _ci_text(ci: tuple[float | None, float | None] | None) -> str:
@@ -134,8 +171,28 @@ def _agreement(is_range: bool, v: dict[str, Any]) -> str:
     return ", ".join(parts) or "no CI95 to compare with"
 
 
+def _configuration(rr: proj.RoleResult) -> str:
+    """Which configuration is the role's baseline: its backend, runs and matrices, and what else was measured."""
+    b = rr.base
+    assert b is not None
+    g = b.group
+    matrices = sorted({r.matrix_name for r in g.runs})
+    parts = [f"{cell(g.backend)} · {num(len(g.runs), 0)} run{'s' if len(g.runs) != 1 else ''} "
+             f"(matrix {', '.join(cell(x) for x in matrices)})"]
+    if g.variant:
+        parts.append(f"build {cell(g.variant)}")
+    if b.candidates > 1:
+        parts.append(f"the representative of {b.candidates} configurations of this work on the host (the best figure, "
+                     "as the Leaderboard picks)")
+    if b.verifications:
+        parts.append(f"{len(b.verifications)} left out: they realise an optimization (verifications)")
+    runs = ", ".join(link(r.id, run_link(r.id)) for r in reversed(g.runs[-3:]))
+    return "<br>".join(parts) + f"<br><small>{runs}</small>"
+
+
 def projections_host(ps: proj.ProjectionSet, history: list[dict[str, Any]], label: str | None = None) -> str:
     metric0 = ps.mix.roles[0].metric
+    labels = {r.role.role: r.role.label or r.role.role for r in ps.roles}
     out = [f"## {cell(label)} · {code(ps.host_id)}" if label and label != ps.host_id else f"## Host {code(ps.host_id)}", ""]
     out.append(f"**Last updated:** {cell(ps.last_updated())} (the newest artifact this projection uses) · "
                f"**usage mix:** {cell(ps.mix.name)} ({code('data/usage_mix.yaml')}) · "
@@ -143,34 +200,35 @@ def projections_host(ps: proj.ProjectionSet, history: list[dict[str, Any]], labe
     out.append("")
     # -- current ---------------------------------------------------------------------------------
     out += ["### Current performance", "",
-            "Each role's baseline is its newest measured run; the stage split is the share of the "
-            "metric's time in each stage, from the same run.", ""]
+            "Each role's baseline is its work's figure on this host from the fact layer: the run as the unit, the "
+            "Leaderboard's number for the same configuration (value, CI95, repetitions and what the interval rests "
+            "on). The stage split is the share of the metric's time in each stage, from its newest run.", ""]
     rows = []
     tw = sum(r.role.weight for r in ps.roles)
     for rr in ps.roles:
         r = rr.role
         label = cell(r.label or r.role)
-        if rr.baseline_doc is None:
-            rows.append([label, cell(r.model), code(r.test), cell(METRICS[r.metric].label), num(r.weight / tw * 100, 0) + "%",
-                         f"no data: {cell(rr.problem)}", "—", "—", "—", "—"])
+        head = [label, cell(r.model), code(r.test), cell(METRICS[r.metric].label), num(r.weight / tw * 100, 0) + "%"]
+        if rr.base is None:
+            if rr.not_measured:
+                what = figures.missing(f"{r.model} · {r.test} on {ps.host_id}", "tasks.md", work=rr.missing_work,
+                                       host=ps.host_id)
+            else:
+                what = f"no baseline: {cell(rr.problem)}"
+            rows.append(head + [what, "—", "—"])
             continue
         b = rr.baseline_doc
-        s = b.stat(r.metric)
-        m = METRICS[r.metric]
-        ci = f"{num(s.ci95_low, m.decimals)} – {num(s.ci95_high, m.decimals)}" if s.ci95_low is not None else "—"
         split = ", ".join(f"{cell(k)} {num(v * 100, 0)}%" for k, v in sorted(rr.shares.items(), key=lambda kv: -kv[1]))
-        rows.append([label, cell(r.model) + (" " + SYNTHETIC_BADGE if b.synthetic else ""),
-                     code(r.test), cell(m.label), num(r.weight / tw * 100, 0) + "%",
-                     f"{link(num(s.mean, m.decimals), run_link(b.id))} {cell(m.unit)} {MEASURED_BADGE}",
-                     ci, num(s.n, 0), f"{split}<br><small>{cell(rr.shares_source)}</small>",
-                     link(b.id, run_link(b.id))])
-    out.append(table(["role", "model", "test", "metric", "weight", "current", "CI95", "n", "stage split", "source"], rows,
-                     ["l", "l", "l", "l", "r", "r", "r", "r", "l", "l"]))
+        head[1] += " " + SYNTHETIC_BADGE if b.synthetic else ""
+        rows.append(head + [f"{figures.cell_html(rr.baseline_figure)} {MEASURED_BADGE}", _configuration(rr),
+                            f"{split}<br><small>{cell(rr.shares_source)}</small>"])
+    out.append(table(["role", "model", "test", "metric", "weight", "current", "configuration", "stage split"], rows,
+                     ["l", "l", "l", "l", "r", "r", "l", "l"]))
     out.append("")
     weighted = ps.weighted()
     cur = weighted[0]
-    complete = "" if cur["complete"] else " (roles without data left out)"
-    out.append(f"**Weighted average (current):** {_metric_value(metric0, cur['current'])} {MEASURED_BADGE}{cell(complete)}")
+    out.append(f"**Weighted average (current):** {_metric_value(metric0, cur['current'])} {MEASURED_BADGE} "
+               f"{_ci_text(cur['current_ci95'])} · {_coverage(cur, labels)}")
     out.append("")
     # -- catalogue ---------------------------------------------------------------------------------
     out += ["### Optimization catalogue", "",
@@ -204,10 +262,11 @@ def projections_host(ps: proj.ProjectionSet, history: list[dict[str, Any]], labe
         rows = []
         for rr in ps.roles:
             r = rr.role
-            if rr.baseline_doc is None:
-                rows.append([cell(r.label or r.role), "no data"] + ["—"] * len(ps.scenarios))
+            if rr.base is None:
+                rows.append([cell(r.label or r.role), "not measured" if rr.not_measured else "no baseline"]
+                            + ["—"] * len(ps.scenarios))
                 continue
-            cells = [cell(r.label or r.role), f"{num(rr.baseline, METRICS[r.metric].decimals)} {MEASURED_BADGE}"]
+            cells = [cell(r.label or r.role), f"{figures.value(rr.baseline_figure)} {MEASURED_BADGE}"]
             for name, ids in ps.scenarios:
                 p = rr.projections.get(name)
                 why = ""
@@ -218,15 +277,25 @@ def projections_host(ps: proj.ProjectionSet, history: list[dict[str, Any]], labe
             rows.append(cells)
         out.append(table(headers, rows, ["l", "r"] + ["r"] * len(ps.scenarios)))
         out.append("")
-        if ps.held_back:
+        gated = [(oid, d) for oid, d in ps.held_back if d != "MISSED"]
+        if gated:
             out.append("Not combined with the others (*all applicable*) until their go/no-go gates on this host say GO "
                        "(the Go/no-go gates section below says why): "
-                       + ", ".join(f"{code(oid)} ({cell(decision)})" for oid, decision in ps.held_back)
+                       + ", ".join(f"{code(oid)} ({cell(decision)})" for oid, decision in gated)
+                       + ". Each is still projected on its own above.")
+            out.append("")
+        slower = [oid for oid, d in ps.held_back if d == "MISSED"]
+        if slower:
+            out.append("Held back from *all applicable*: measured on this host slower than projected (MISSED below its "
+                       "range), so it is not added to the others: "
+                       + "; ".join(f"{code(oid)} ({cell(ps.missed.get(oid, ''))})" for oid in slower)
                        + ". Each is still projected on its own above.")
             out.append("")
         out.append(f"Units: {cell(METRICS[metric0].unit)}. A cell shows the projection from the range mid-points, its range "
-                   "in brackets, and where a measured run of the projected configuration exists, that measurement "
-                   "and the error (projected ÷ measured − 1).")
+                   "in brackets, and where the projected configuration was measured on the role's test, that "
+                   "measurement's figure and the error (projected ÷ measured − 1); where the optimization alone was "
+                   "measured on another test of this host, model and backend, its measured speed-up against the "
+                   "projected one.")
         out.append("")
         out += ["### Projected weighted average", ""]
         rows = []
@@ -239,17 +308,20 @@ def projections_host(ps: proj.ProjectionSet, history: list[dict[str, Any]], labe
                 measured = (f"{_metric_value(metric0, w['measured'])} {_ci_text(w['measured_ci95'])} "
                             f"{verdict_badge(status)} (error {_pct(w['mid'] / w['measured'] - 1)})")
             rows.append([cell(w["scenario"]), f"{_metric_value(metric0, w['mid'])} {PROJECTED_BADGE}",
-                         f"{num(w['low'], 2)} – {num(w['high'], 2)}", _x(vs), measured])
+                         f"{num(w['low'], 2)} – {num(w['high'], 2)}", _x(vs), measured, _coverage(w, labels)])
         cur = weighted[0]
-        out.append(f"Current weighted average: {_metric_value(metric0, cur['current'])} {_ci_text(cur['current_ci95'])}.")
+        out.append(f"Current weighted average: {_metric_value(metric0, cur['current'])} {_ci_text(cur['current_ci95'])}, "
+                   f"covering {_coverage(cur, labels)}.")
         out.append("")
-        out.append(table(["scenario", "weighted average", "range", "vs current", "measured (all roles checked)"], rows,
-                         ["l", "r", "r", "r", "r"]))
+        out.append(table(["scenario", "weighted average", "range", "vs current",
+                          "measured (every covered role checked on its own test)", "roles covered"], rows,
+                         ["l", "r", "r", "r", "r", "l"]))
         out.append("")
         out.append("A projected range carries the effect's range and the baselines' CI95s (each end of the effect on "
                    "the same end of the interval). A weighted current or measured value carries a CI95 propagated "
                    "from the CI95s of its inputs (first-order, inputs independent, added in quadrature). "
-                   f"{VERIFIED_BADGE} / {MISSED_BADGE}: {cell(proj.VERDICT_RULE)} Baseline rule: " + cell(proj.BASELINE_RULE) + ".")
+                   f"{VERIFIED_BADGE} / {MISSED_BADGE}: {cell(proj.VERDICT_RULE)} {cell(proj.RATIO_VERDICT_RULE)} "
+                   "Baseline rule: " + cell(proj.BASELINE_RULE) + ".")
         out.append("")
     # -- accuracy ----------------------------------------------------------------------------------
     out += ["### Projection accuracy over time", ""]
@@ -264,7 +336,9 @@ def projections_host(ps: proj.ProjectionSet, history: list[dict[str, Any]], labe
             m = metrics.shown(h["metric"])  # a recorded projection's metric: maybe one this almanac does not know
             rows.append([cell(h["recorded"]), code(h["record"]), cell(h["role"]), cell(h["scenario"]),
                          num(h["baseline"], m.decimals), f"{num(h['projected'], m.decimals)} {PROJECTED_BADGE}",
-                         f"{link(num(h['measured'], m.decimals), run_link(h['run_id']))} {MEASURED_BADGE}",
+                         (f"{link(num(h['measured'], m.decimals), run_link(h['run_id']))} {MEASURED_BADGE}"
+                          + (f"<br><small>implied by a measured speed-up of {_x(h['speedup'])} on another test</small>"
+                             if h.get("basis") == "speed-up" and h.get("speedup") else "")),
                          f"{num(h['low'], m.decimals)} – {num(h['high'], m.decimals)}",
                          f"{verdict_badge(h['verdict'])} {_pct(h['error'])}",
                          "—" if h["within_ci95"] is None else "yes" if h["within_ci95"] else "no",
@@ -613,7 +687,7 @@ def vram_vs_measured(runs: list[RunRecord]) -> str:
     return "\n".join(out)
 
 
-ROOFLINE_CHART_RUNS = 40  # runs drawn in the roofline chart (a dot and a tick each); the table's downloads hold all
+ROOFLINE_CHART_RUNS = 40  # a roofline chart of more runs than this folds (every run is drawn)
 MODELS_SHOWN = 12  # model files with a memory section of their own on the page
 
 
@@ -744,7 +818,7 @@ def roofline_page(runs: list[RunRecord], hosts: list[HostRecord]) -> str:
                      _pct(r.get("efficiency_single"), 0, sign=False),
                      cell(r.get("bound_uses") or "—"),
                      (admonition_inline("not memory-bound") + " " if r.get("fits_llc") else "") + (prose(r["note"]) if r["note"] else "")])
-        if r.get("bound") and r["measured"] and len(chart_rows) < ROOFLINE_CHART_RUNS:
+        if r.get("bound") and r["measured"]:
             chart_rows.append({"run": f"{r['model']} · {r['test_name']} ({r['id'][:12]})", "measured": r["measured"],
                                "bound": r["bound"], "uses": f"bound ({r.get('bound_uses') or 'copy'} bandwidth)",
                                "efficiency": r.get("efficiency")})
@@ -760,29 +834,51 @@ def roofline_page(runs: list[RunRecord], hosts: list[HostRecord]) -> str:
                "cache is flagged not memory-bound: its efficiency against the DRAM bound means little.")
     if chart_rows:
         chart = roofline_chart(pd.DataFrame(chart_rows))
-        with_bound = sum(1 for r in rows_data if r.get("bound"))
-        shown = len(chart_rows)
-        more = (f" The first {shown} of {with_bound:,} runs, in the table's order; every run is in the table's "
-                "downloads.") if shown < with_bound else ""
-        out += ["", charts.embed(chart, caption="Measured decode rate (dot) and the bandwidth bound (tick) per run, "
-                                "joined by a line: its length is the gap to the bound." + more)]
+        fig = charts.embed(chart, caption="Measured decode rate (dot) and the bandwidth bound (tick) per run, joined "
+                                          "by a line: its length is the gap to the bound.")
+        # every run is drawn; a chart of many runs folds (its rows are the table's above)
+        out += ["", fig if len(chart_rows) <= ROOFLINE_CHART_RUNS else
+                fold(f"The chart: every run against its bound ({len(chart_rows):,} runs)", fig, "almanac-fold")]
     return "\n".join(out)
 
 
 # =====================================================================================
 # What-if
 # =====================================================================================
+def _entries_table(res: wi.MixResult) -> str:
+    """Which measured configuration each entry of a mix reads on the host (wi.ENTRY_RULE): its settings, runs
+    and matrices, and its model load time (the configuration's figure)."""
+    rows = []
+    seen: set[str] = set()
+    for u in res.entries:
+        g = u["group"]
+        if g.key in seen:
+            continue
+        seen.add(g.key)
+        req = g.requested
+        shown = {k: req.get(k) for k in ("type_k", "type_v", "speculative", "flash_attn", "n_threads", "draft_model")
+                 if k in req}
+        matrices = ", ".join(sorted({r.matrix_name for r in g.runs}))
+        load = figures.cell_html(u["load"]) if u["load"] is not None else "not measured"
+        if u["load"] is not None and u["load"].group != g.key:
+            load += "<br><small>the host's configuration of the same model file and backend</small>"
+        rows.append([cell(g.model), code(g.test), cell(g.backend), code(json.dumps(shown, sort_keys=True)),
+                     cell(matrices), num(len(u["runs"]), 0), load])
+    return table(["model", "test", "backend", "settings", "matrix", "runs with stage timings", "model load (s)"], rows,
+                 ["l", "l", "l", "l", "l", "r", "r"])
+
+
 def whatif_page(runs: list[RunRecord]) -> str:
     try:
         f = wi.load_whatif()
     except UserError as exc:
         return _no_data("Workload mixes missing or invalid", cell(str(exc)))
-    out = []
+    out = [f"**Which measurements a mix reads.** {cell(wi.ENTRY_RULE)}", ""]
     chart_rows = []
     for mix in f.mixes:
         hosts = wi.mix_hosts(mix, runs)
         out += [f"## Mix {cell(mix.name)}", "", cell(mix.description), ""]
-        out.append(table(["model", "test", "matrix", "settings", "share of requests", "model loads per request"],
+        out.append(table(["model", "test", "matrix (preferred)", "settings", "share of requests", "model loads per request"],
                          [[cell(e.model), code(e.test), cell(e.matrix or "any"), code(json.dumps(e.settings, sort_keys=True)),
                            num(e.weight / sum(x.weight for x in mix.entries) * 100, 0) + "%", num(e.loads_per_request, 2)]
                           for e in mix.entries], ["l", "l", "l", "l", "r", "r"]))
@@ -797,12 +893,14 @@ def whatif_page(runs: list[RunRecord]) -> str:
                 out += [admonition("warning", "Incomplete", "<br>".join(prose(m) for m in res.missing)), ""]
             if not res.per_request_ms:
                 continue
-            srcs = ", ".join(link(u["run"].id, run_link(u["run"].id)) for u in res.entries)
+            srcs = ", ".join(dict.fromkeys(link(r.id, run_link(r.id)) for u in res.entries for r in reversed(u["runs"])))
             lo, hi = res.total_ci95()
             ci = (f" (CI95 {num(lo, 1)} – {num(hi, 1)} ms, propagated from each entry's CI95)" if lo is not None
                   else " (no CI95: an entry has a single sample or pays a model load, measured once)")
             out.append(f"Time per request: **{num(res.total_ms, 1)} ms** {MEASURED_BADGE}{ci} (weighted over the entries), "
                        f"from {srcs}.")
+            out.append("")
+            out.append(_entries_table(res))
             out.append("")
             red = f.reductions
             headers = ["stage", "ms per request", "share"] + [f"stage time −{num(r * 100, 0)}%" for r in red] + ["stage removed"]

@@ -175,9 +175,22 @@ def _backing_line(c: roles_mod.Candidate, host: str | None) -> str:
 
 
 def _evidence_table(c: roles_mod.Candidate) -> str:
+    from pipelines.site import figures
+
     rows = []
     for ev in c.evidence:
         ci = "—"
+        if ev.kind == "speed" and ev.figure is not None:
+            # the fact layer's figure (marked for the consistency check), its CI95 and what it rests on
+            f = ev.figure
+            measured = f"{figures.value(f)} {cell(f.metric.unit)}" + (f" ({num(f.runs, 0)} runs)" if f.runs > 1 else "")
+            if figures.flags(f):
+                measured += " " + figures.flags(f)
+            ci = (f"{figures.interval(f)} <small>({cell(figures.basis(f))})</small>" if f.has_interval
+                  else "—" + (f" <small>({cell(ev.note)})</small>" if ev.note else ""))
+            rows.append([cell(ev.requirement), measured, ci, num(ev.n, 0) if ev.n is not None else "—", _verdict(ev),
+                         _evidence_links(ev)])
+            continue
         if ev.ci and ev.ci[0] is not None and ev.kind == "quality":
             ci = _ci(*ev.ci)
         elif ev.ci and ev.ci[0] is not None and ev.ci[0] == ev.ci[1]:

@@ -19,7 +19,7 @@ from core.summary import Summary
 
 from pipelines import backends as backend_cmp
 from pipelines import serving
-from pipelines.site import charts
+from pipelines.site import charts, figures
 from pipelines.site.markdown import (SYNTHETIC_BADGE, admonition, cell, code, endpoint_badge, fold, link, nbytes, num,
                                      run_link, table)
 
@@ -47,24 +47,35 @@ def _who(r: dict[str, Any]) -> list[str]:
     return [cell(r["endpoint"]), _model(r), code(r["host"])]
 
 
+def _figure(r: dict[str, Any], name: str, fallback: str = "—") -> str:
+    """A serve run's headline figure as the fact layer has it (its group's, marked for the consistency check)."""
+    fig = (r.get("figures") or {}).get(name)
+    return figures.cell_html(fig) if fig is not None else fallback
+
+
 def cold_table(rows: list[dict[str, Any]]) -> str:
-    """Seed 004's cold columns: startup → healthy, cold TTFT, cold full, cold total first response."""
+    """Seed 004's cold columns: startup → healthy, cold TTFT, cold full (this run's cold starts: mean ± sd),
+    and cold total first response, the serve test's headline: the configuration's figure (fact layer)."""
     headers = ["endpoint", "model", "host", "startup → healthy (ms)", "cold TTFT (ms)", "cold full (ms)",
                "cold total first response (ms)", "source"]
     out = [_who(r) + [_mean_sd(r["startup_ms"]) if r["fresh_server"] else "— (running endpoint)",
-                      _mean_sd(r["cold_ttft_ms"]), _mean_sd(r["cold_e2e_ms"]), _mean_sd(r["cold_total_ms"]),
+                      _mean_sd(r["cold_ttft_ms"]), _mean_sd(r["cold_e2e_ms"]),
+                      _figure(r, "cold_total_ms", _mean_sd(r["cold_total_ms"])),
                       link(r["id"], run_link(r["id"]))] for r in rows]
     return table(headers, out, ["l", "l", "l", "r", "r", "r", "r", "l"])
 
 
 def warm_table(rows: list[dict[str, Any]]) -> str:
-    headers = ["endpoint", "model", "host", "TTFT mean (ms)", "TPOT mean (ms)", "E2E mean (ms)", "E2E p50", "E2E p95",
+    """Warm requests: TTFT, TPOT and E2E as the configuration's figures (fact layer, the run as the unit),
+    then this run's E2E percentiles with their bounds, its request count and failures."""
+    headers = ["endpoint", "model", "host", "TTFT (ms)", "TPOT (ms)", "E2E (ms)", "E2E p50", "E2E p95",
                "E2E p99", "n", "failed", "source"]
     out = []
     for r in rows:
         e2e = r["e2e_ms"]
         bounds = r.get("e2e_bounds") or {}
-        out.append(_who(r) + [_mean(r["ttft_ms"]), _mean(r["tpot_ms"], 2), _mean(e2e),
+        out.append(_who(r) + [_figure(r, "ttft_ms", _mean(r["ttft_ms"])), _figure(r, "tpot_ms", _mean(r["tpot_ms"], 2)),
+                              _figure(r, "e2e_ms", _mean(e2e)),
                               num(e2e.median, 1) if e2e else "—",
                               _quantile(e2e.p95, bounds.get(0.95)) if e2e else "—",
                               _quantile(e2e.p99, bounds.get(0.99)) if e2e else "—", num(e2e.n, 0) if e2e else "0",
@@ -364,6 +375,12 @@ def serving_page(docs: list[RunRecord]) -> str:
             title = f"{sw['endpoint']} · {sw['model']} · {sw['host']}"
             out += [f"### {cell(title)}", "", f"Test {code(sw['test_name'])}, artifact {link(sw['id'], run_link(sw['id']))}"
                     + (f" — **failed**: {cell(sw['error'])}" if sw["status"] != "ok" else "") + ".", ""]
+            if sw.get("peak") is not None:
+                pk = sw["peak"]
+                detail = (f"CI95 {figures.interval(pk)} · {cell(figures.basis(pk))}" if pk.has_interval
+                          else figures.interval(pk))
+                out += [f"Peak aggregate output (the configuration's figure): {figures.value(pk)} "
+                        f"{cell(pk.metric.unit)} <small>({detail})</small>.", ""]
             for line in serving.finding(sw):
                 out += [f"- {cell(line)}"]
             out += ["", level_table(sw), ""]
@@ -388,16 +405,23 @@ def _groups(rows: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
 
 
 def comparison_table(rows: list[dict[str, Any]]) -> str:
-    """One server run against its in-process baseline: a row per metric."""
-    headers = ["metric", "in-process mean", "server mean", "ratio server / in-process", "CI95", "verdict (server)"]
+    """One server run against its in-process baseline: a row per metric, each side the configuration's figure
+    (fact layer), the ratio and verdict of the two figures (Facts.compare), marked for the consistency check."""
+    headers = ["metric", "in process", "server", "ratio server / in-process", "CI95", "verdict (server)"]
     out = []
     for r in rows:
         m = METRICS[r["metric"]]
-        ci = f"{num(r['ci95_low'], 3)} – {num(r['ci95_high'], 3)}" if r["ci95_low"] is not None else "—"
+        ci = f"{num(r['ci95_low'], 3)} – {num(r['ci95_high'], 3)}" if r["ci95_low"] is not None else (
+            "—" + (f" <small>({cell(r['note'])})</small>" if r.get("note") else ""))
         verdict = f'<span class="{VERDICT_CLASS.get(r["verdict"], "")}">{cell(r["verdict"])}</span>'
-        out.append([f"{cell(m.label)} ({cell(m.unit)})",
-                    f"{num(r['baseline_mean'], m.decimals)} (n={num(r['n_baseline'], 0)})",
-                    f"{num(r['candidate_mean'], m.decimals)} (n={num(r['n_candidate'], 0)})",
+        fa, fb = r.get("baseline_figure"), r.get("candidate_figure")
+        if fa is not None and fb is not None:
+            verdict = figures.verdict(verdict, fa, fb, r["verdict"])
+        requests = f"<br><small>{num(r['baseline_requests'], 0)} / {num(r['candidate_requests'], 0)} requests in these runs</small>" \
+            if r.get("baseline_requests") is not None else ""
+        out.append([f"{cell(m.label)} ({cell(m.unit)})" + requests,
+                    figures.cell_html(fa) if fa is not None else num(r["baseline_mean"], m.decimals),
+                    figures.cell_html(fb) if fb is not None else num(r["candidate_mean"], m.decimals),
                     num(r["ratio"], 3) + "×" if r["ratio"] is not None else "—", ci, verdict])
     return table(headers, out, ["l", "r", "r", "r", "r", "l"])
 
@@ -501,10 +525,12 @@ def comparisons_page(docs: list[RunRecord]) -> str:
                           "the same request on the same host and model: `invoke serve.bench` runs both; or two "
                           "in-process backends on the same file (`data/matrices/backends.yaml` and its transformers twin).")
     out = ["Each server run is compared with the newest in-process `chat` run that sends the **same request** (messages, "
-           "max_tokens, sampling) to the **same model file** on the **same host**. The ratio is server mean / "
-           "in-process mean with a 95% confidence interval (delta method on the log scale, Welch–Satterthwaite); the verdict is the "
-           "server's: **win** or **loss** when the whole interval lies on one side of 1.0, **within noise** when it "
-           "contains 1.0. For a `serve` run the warm requests are compared.", ""]
+           "max_tokens, sampling) to the **same model file** on the **same host**. Each side is its configuration's "
+           "figure (every run of it, the run as the unit: the same number every page shows for it); the ratio is "
+           "server / in-process with a 95% confidence interval (log scale, Welch–Satterthwaite, a single run widened "
+           "by the host's run-to-run noise); the verdict is the server's: **win** or **loss** when the whole interval "
+           "lies on one side of 1.0, **within noise** when it contains 1.0. For a `serve` run the warm requests are "
+           "compared.", ""]
     groups = _groups(rows)
     headings = [f"{cell(g[0]['endpoint'])} ({code(g[0]['kind'])}) vs in-process · {_model(g[0])} · {code(g[0]['host'])}"
                 for g in groups]

@@ -17,7 +17,7 @@ from core.records.run import as_record
 from pipelines import adapters as ad
 from pipelines import optimization as opt
 from pipelines import speculation as spec
-from pipelines.site import charts
+from pipelines.site import charts, figures
 from pipelines.site.markdown import SYNTHETIC_BADGE, cell, code, fold, link, nbytes, num, run_link, table
 
 MiB = 1024**2
@@ -226,7 +226,8 @@ def _mode_cell(c: spec.MoeSpecCell | None) -> str:
             parts.append(f"acceptance {num(p.acceptance, 1)}%")
         ll = c.lossless_vs_plain
         if ll is not None:
-            parts.append("lossless" if ll["identical"] else f"**not lossless** (token {num(ll['first_diff'], 0)})")
+            parts.append(figures.lossless(p.id, ll["identical"], "lossless" if ll["identical"] else
+                                          f"**not lossless** (token {num(ll['first_diff'], 0)})"))
     elif not p.is_baseline and p.lossless is not None:
         parts.append("text = baseline's" if p.lossless["identical"] else
                      f"text diverges at token {num(p.lossless['first_diff'], 0)} ({num(100 * p.lossless['agreement'], 0)}% agree)")

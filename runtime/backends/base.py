@@ -11,6 +11,8 @@ quality items it can put to a model (``prompt_styles``).
 
 from __future__ import annotations
 
+import re
+
 import abc
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -50,6 +52,7 @@ class BackendSettings(BaseModel):
         for name, f in cls.model_fields.items():
             ann = f.annotation
             tname = getattr(ann, "__name__", None) or str(ann).replace("typing.", "")
+            tname = re.sub(r"\bNone\b", "null", tname)  # the docs speak JSON/YAML: "int | null"
             rows.append({"name": name, "type": tname, "default": f.get_default(call_default_factory=True),
                          "help": f.description or ""})
         return rows

@@ -117,9 +117,13 @@ def host_doc(gbs: dict[int, list[float]], *, host: dict | None = None, created: 
 STAGES_A = {"tokenise": 0.5, "prefill": 60.0, "decode": 600.0, "sample": 30.0, "detokenise": 2.0, "other": 7.5}
 
 
-def embedded_dataset() -> dict[str, list[dict[str, Any]]]:
+def embedded_dataset(repeated: bool = False) -> dict[str, list[dict[str, Any]]]:
     """The embedded model's roles measured on the fixture host: baselines, verification runs,
-    a host probe. Numbers chosen for the tests; see each test for the arithmetic."""
+    a host probe. Numbers chosen for the tests; see each test for the arithmetic.
+
+    ``repeated``: the worker's tg128 configuration measured a second time (means 41.0 and 41.4 t/s), so
+    that the host has a run-to-run noise estimate for generation rates (pipelines.noise, from history)
+    and every tg figure of the fact layer an interval."""
     runs = [
         # front door: chat, default matrix; TPOT = (600 + 30 + 2) / 39 ms -> 61.7 t/s
         run_doc(test=CHAT_SHORT, metrics={"decode_tps": [61.0, 62.0, 62.4], "ttft_ms": [70.0, 71.0, 69.0],
@@ -143,6 +147,12 @@ def embedded_dataset() -> dict[str, list[dict[str, Any]]]:
                 metrics={"tokens_per_second": [31.0, 31.5, 32.0]}, effective={"n_ctx": 4224},
                 created="2026-01-02T00:00:00+00:00"),
     ]
+    if repeated:
+        runs.append(run_doc(test=rate_test(n_gen=128), metrics={"tokens_per_second": [40.4, 41.4, 42.4], "load_time_s": [0.5]},
+                            details={"perf_counters": [{"t_p_eval_ms": 0.0, "n_p_eval": 0, "t_eval_ms": 3090.0, "n_eval": 128}]},
+                            effective={"n_ctx": 256, "n_ubatch": 128, "n_batch": 128},
+                            created="2026-01-01T01:01:00+00:00",
+                            resources={"peak_rss_bytes": 380_000_000, "baseline_rss_bytes": 60_000_000}))
     hosts = [host_doc({1: [19.0, 19.4, 19.2], 2: [24.0, 25.0, 24.5]})]
     return {"runs": runs, "hosts": hosts}
 

@@ -78,7 +78,7 @@
         return { ratio: ratio, lo: null, hi: null, verdict: "insufficient data", method: "runs", note: sides[i].why || "" };
       }
     }
-    var method = (a.method === "runs" && b.method === "runs") ? "runs" : "runs + host noise";
+    var method = a.method === b.method ? a.method : a.method + " / " + b.method;  // core.stats.combined_method
     var se = Math.sqrt(a.v + b.v), lo, hi;
     if (se === 0) { lo = hi = ratio; } else {
       var den = a.v * a.v / a.df + b.v * b.v / b.df;
@@ -136,7 +136,7 @@
       var sel = el("select", { "name": name, "aria-label": label });
       if (name === "a") sel.appendChild(el("option", { value: MEDIAN }, "the fleet: each workload's median host"));
       hosts.forEach(function (h, i) {
-        sel.appendChild(el("option", { value: String(i) }, h.id + (h.about ? " — " + h.about : "")));
+        sel.appendChild(el("option", { value: String(i) }, (h.label || h.id) + (h.label && h.label !== h.id ? " (" + h.id + ")" : "")));
       });
       lab.appendChild(sel);
       controls.appendChild(lab);
@@ -166,7 +166,8 @@
 
     function render() {
       var fleet = selA.value === MEDIAN, ia = fleet ? -1 : +selA.value, ib = +selB.value;
-      var nameA = fleet ? "each workload's median host" : ids[ia];
+      var names = hosts.map(function (x) { return x.label || x.id; });
+      var nameA = fleet ? "each workload's median host" : names[ia];
       wrap.textContent = "";
       if (history.replaceState) history.replaceState(null, "", "#a=" + encodeURIComponent(fleet ? MEDIAN : ids[ia]) + "&b=" + encodeURIComponent(ids[ib]));
       if (ia === ib) { status.textContent = "Pick two different hosts."; return; }
@@ -183,7 +184,7 @@
       }
       var wins = rows.filter(function (r) { return r.c.verdict === "win"; }).length;
       var losses = rows.filter(function (r) { return r.c.verdict === "loss"; }).length;
-      status.textContent = rows.length + " shared workload(s); B = " + ids[ib] + " against A = " + nameA + ": " +
+      status.textContent = rows.length + " shared workload(s); B = " + names[ib] + " against A = " + nameA + ": " +
         wins + " win(s), " + losses + " loss(es), " + (rows.length - wins - losses) + " within noise or without an interval.";
       var t = el("table");
       var head = el("tr");
@@ -199,8 +200,9 @@
         [r.a, r.b].forEach(function (v) {  // as `invoke compare` writes a side
           var td = el("td", { "class": "almanac-num" });
           var value = v.lm === null ? "—" : fmt(Math.exp(v.lm), d);
-          td.appendChild(runLink(v.id, value + " ± " + fmt(v.spread, d) +
-            (v.runs > 1 ? " between " + v.runs + " runs (n=" + v.n + ")" : " (1 run, n=" + v.n + ")")));
+          td.appendChild(runLink(v.id, value));
+          td.appendChild(el("br"));
+          td.appendChild(el("small", null, (v.runs > 1 ? v.runs + " runs" : "1 run") + ", n=" + v.n + " · " + v.method));
           tr.appendChild(td);
         });
         var ratio = r.c.verdict === "median host" ? "1 (median host)" : r.c.ratio === null ? "—" : fmt(r.c.ratio, 3) +

@@ -1,0 +1,249 @@
+"""The site-wide consistency check: one fact, one reading, on every page of a built site.
+
+Every figure of the fact layer reaches a page marked (pipelines.site.figures): ``data-fact`` (its
+group and metric) with ``data-v`` (its value at full precision), ranks with their board, test and
+host, verdicts with the two figures they compare, "not measured" with the work and host it
+concerns, lossless verdicts with their artifact. :func:`check` reads them back from every HTML page
+and every published table and returns the contradictions, one line each:
+
+* the same figure shows one value wherever it appears (the same ``data-v``, and text that is that
+  value rounded, never another number);
+* a host has one rank per board and test wherever it appears;
+* no rank contradicts a verdict: a loss against a figure is ranked below it, a win above it, and
+  one pair of figures gets one verdict;
+* "not measured" appears only where the fact layer has no such group (``missing``: a callable
+  that says whether a (work, host) pair is measured), and "no measured run" nowhere else;
+* one artifact has one lossless verdict;
+* no Python ``None`` and no "first N of M" truncation in any page's text or any published table.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from html.parser import HTMLParser
+from pathlib import Path
+
+from pipelines.site.figures import sig
+
+SKIP_DIRS = ("assets", "data", "search", "schema")
+TRUNCATION = re.compile(r"\b(?:first|best|newest|top) [\d,]+ of [\d,]+\b", re.I)
+NONE_WORD = re.compile(r"(?<![\w.-])None(?![\w-])")
+NO_RUN = re.compile(r"no measured run", re.I)
+
+
+@dataclass
+class Mark:
+    page: str
+    kind: str  # fact, rank, verdict, missing, lossless
+    attrs: dict[str, str]
+    text: str
+
+
+@dataclass
+class _Page(HTMLParser):
+    page: str = ""
+    marks: list[Mark] = field(default_factory=list)
+    text: list[str] = field(default_factory=list)  # visible text (scripts and styles left out)
+
+    def __post_init__(self) -> None:
+        HTMLParser.__init__(self, convert_charrefs=True)
+        self._open: list[tuple[Mark, int]] = []
+        self._depth = 0
+        self._skip = 0
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self._depth += 1
+        if tag in ("script", "style"):
+            self._skip += 1
+        a = {k: v or "" for k, v in attrs}
+        cls = a.get("class", "").split()
+        kind = next((k for k in ("fact", "rank", "verdict", "missing", "lossless") if f"almanac-{k}" in cls), None)
+        if kind is not None:
+            m = Mark(self.page, kind, a, "")
+            self.marks.append(m)
+            self._open.append((m, self._depth))
+        if tag in ("br", "img", "input", "meta", "link", "hr", "wbr", "source"):
+            self._depth -= 1  # void elements never close
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag in ("script", "style") and self._skip:
+            self._skip -= 1
+        while self._open and self._open[-1][1] >= self._depth:
+            self._open.pop()
+        self._depth -= 1
+
+    def handle_data(self, data: str) -> None:
+        if self._skip:
+            return
+        self.text.append(data)
+        for m, _ in self._open:
+            m.text += data
+
+
+def read_page(path: Path, site: Path) -> _Page:
+    p = _Page(page=path.relative_to(site).as_posix())
+    p.feed(path.read_text(encoding="utf-8"))
+    p.close()
+    return p
+
+
+def pages(site: Path) -> Iterable[Path]:
+    for p in sorted(site.rglob("*.html")):
+        rel = p.relative_to(site).parts
+        if rel and rel[0] in SKIP_DIRS:
+            continue
+        yield p
+
+
+_NUMBER = re.compile(r"-?[\d,]*\.?\d+")
+
+
+def shows(text: str, value: float) -> bool:
+    """Whether ``text`` (a figure as a page shows it) is ``value`` rounded: to its decimals, or to some
+    number of significant figures (Home), never another number."""
+    m = _NUMBER.search(text.replace("\u2212", "-"))
+    if m is None:
+        return False
+    shown = m.group(0)
+    decimals = len(shown.split(".", 1)[1]) if "." in shown else 0
+    if f"{value:,.{decimals}f}" == shown:
+        return True
+    return any(sig(value, k) == shown for k in range(1, 8))
+
+
+def _rank_number(label: str) -> int | None:
+    label = label.strip().lstrip("#=")
+    return int(label) if label.isdigit() else None
+
+
+def check(site: Path, *, missing: Callable[[str, str], bool] | None = None) -> list[str]:
+    """Every contradiction of the built site at ``site``, one line each ([] when it agrees with itself).
+    ``missing(work, host)``: True where the fact layer has no group of that work on that host."""
+    site = Path(site)
+    problems: list[str] = []
+    marks: list[Mark] = []
+    for path in pages(site):
+        pg = read_page(path, site)
+        marks += pg.marks
+        text = " ".join(pg.text)
+        for pat, what in ((NONE_WORD, "a Python None"), (TRUNCATION, "a truncated list")):
+            m = pat.search(text)
+            if m:
+                start = max(0, m.start() - 40)
+                problems.append(f"{pg.page}: {what} in the text: …{text[start:m.end() + 40]!r}…")
+        outside = NO_RUN.findall(text)
+        allowed = sum(len(NO_RUN.findall(mk.text)) for mk in pg.marks if mk.kind == "missing")
+        if len(outside) > allowed:
+            problems.append(f"{pg.page}: says \"no measured run\" outside a not-measured mark (the fact layer decides)")
+    problems += _check_tables(site)
+    problems += _check_facts([m for m in marks if m.kind == "fact"])
+    problems += _check_ranks(marks)
+    problems += _check_missing([m for m in marks if m.kind == "missing"], missing)
+    problems += _check_lossless([m for m in marks if m.kind == "lossless"])
+    return problems
+
+
+def _check_tables(site: Path) -> list[str]:
+    out = []
+    tables = site / "tables"
+    if not tables.is_dir():
+        return out
+    for p in sorted(tables.glob("*.json")):
+        try:
+            rows = json.loads(p.read_text(encoding="utf-8"))
+        except ValueError:
+            out.append(f"tables/{p.name}: not JSON")
+            continue
+        for i, row in enumerate(rows if isinstance(rows, list) else []):
+            for k, v in (row.items() if isinstance(row, dict) else []):
+                if isinstance(v, str) and (NONE_WORD.fullmatch(v.strip()) or TRUNCATION.search(v)):
+                    out.append(f"tables/{p.name}: row {i + 1}, column {k!r} reads {v!r}")
+    return out
+
+
+def _check_facts(facts: list[Mark]) -> list[str]:
+    out = []
+    by_key: dict[str, list[Mark]] = {}
+    for m in facts:
+        by_key.setdefault(m.attrs.get("data-fact", ""), []).append(m)
+    for key, ms in by_key.items():
+        values = {m.attrs.get("data-v") for m in ms}
+        if len(values) > 1:
+            where = ", ".join(sorted({f"{m.page} ({m.attrs.get('data-v')})" for m in ms}))
+            out.append(f"figure {key} has {len(values)} values: {where}")
+            continue
+        try:
+            v = float(next(iter(values)) or "nan")
+        except ValueError:
+            out.append(f"figure {key}: data-v {next(iter(values))!r} is not a number")
+            continue
+        for m in ms:
+            if not shows(html.unescape(m.text), v):
+                out.append(f"{m.page}: figure {key} reads {m.text.strip()!r}, not its value {v!r} rounded")
+    return out
+
+
+def _check_ranks(marks: list[Mark]) -> list[str]:
+    out = []
+    ranks: dict[tuple[str, str, str], set[str]] = {}
+    by_fact: dict[str, set[tuple[str, str, str]]] = {}  # fact -> every (board, test, rank label) shown for it
+    for m in marks:
+        if m.kind != "rank":
+            continue
+        a = m.attrs
+        k = (a.get("data-board", ""), a.get("data-test", ""), a.get("data-host", ""))
+        ranks.setdefault(k, set()).add(a.get("data-rank", ""))
+        by_fact.setdefault(a.get("data-fact", ""), set()).add((k[0], k[1], a.get("data-rank", "")))
+    for k, labels in ranks.items():
+        if len(labels) > 1:
+            out.append(f"host {k[2]} on board {k[0]} ({k[1]}) has {len(labels)} ranks: {', '.join(sorted(labels))}")
+    verdicts: dict[tuple[str, str], set[str]] = {}
+    for m in marks:
+        if m.kind != "verdict":
+            continue
+        a, b, v = m.attrs.get("data-a", ""), m.attrs.get("data-b", ""), m.attrs.get("data-verdict", "")
+        verdicts.setdefault((a, b), set()).add(v)
+        for ra in sorted(by_fact.get(a, ())):
+            for rb in sorted(by_fact.get(b, ())):
+                if ra[:2] != rb[:2]:
+                    continue
+                na, nb = _rank_number(ra[2]), _rank_number(rb[2])
+                if na is None or nb is None:
+                    continue
+                if v == "loss" and not nb > na:
+                    out.append(f"{m.page}: {b} loses to {a} yet is ranked {rb[2]} beside its {ra[2]}")
+                if v == "win" and not nb < na:
+                    out.append(f"{m.page}: {b} wins over {a} yet is ranked {rb[2]} beside its {ra[2]}")
+    for (a, b), vs in verdicts.items():
+        if len(vs) > 1:
+            out.append(f"{b} against {a} has {len(vs)} verdicts: {', '.join(sorted(vs))}")
+    return out
+
+
+def _check_missing(marks: list[Mark], missing: Callable[[str, str], bool] | None) -> list[str]:
+    if missing is None:
+        return []
+    return [f"{m.page}: says not measured for work {m.attrs.get('data-work')} on host {m.attrs.get('data-host')}, "
+            "which the fact layer has" for m in marks
+            if m.attrs.get("data-work") and not missing(m.attrs.get("data-work", ""), m.attrs.get("data-host", ""))]
+
+
+def _check_lossless(marks: list[Mark]) -> list[str]:
+    seen: dict[str, set[str]] = {}
+    pages_of: dict[str, set[str]] = {}
+    for m in marks:
+        aid = m.attrs.get("data-artifact", "")
+        seen.setdefault(aid, set()).add(m.attrs.get("data-verdict", ""))
+        pages_of.setdefault(aid, set()).add(m.page)
+    return [f"artifact {aid} has {len(vs)} lossless verdicts ({', '.join(sorted(vs))}) on {', '.join(sorted(pages_of[aid]))}"
+            for aid, vs in seen.items() if len(vs) > 1]
+
+
+def missing_in(facts: object) -> Callable[[str, str], bool]:
+    """``missing(work, host)`` for :func:`check` from a fact layer (pipelines.facts.Facts)."""
+    have = {(g.work_key, g.host_id) for g in getattr(facts, "groups").values()}
+    return lambda work, host: (work, host) not in have

@@ -1,0 +1,133 @@
+"""The whole built site agrees with itself (issue 27, "one truth per figure"): every figure reads the same
+value wherever it appears, no rank contradicts a verdict, "not measured" only where nothing was measured,
+one lossless verdict per artifact, no Python None and no "first N of M" anywhere.
+
+Checked over three built sites: the golden artifacts, the committed measurements (git's, not whatever the
+live data/ folder holds) and a generated fleet of eight hosts (benchmarks/site_scale.py's fleet mode);
+and the check itself is shown to fail on a planted contradiction of each kind.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from pipelines import facts
+from pipelines.runs import load_runs
+from pipelines.site import consistency
+from tests.conftest import build_site
+from tests.support.committed import committed_data
+
+
+def _check(site: Path, data: Path) -> list[str]:
+    return consistency.check(site, missing=consistency.missing_in(facts.of(load_runs(data / "runs"))))
+
+
+def test_the_golden_site_agrees_with_itself(built_site, golden_data):
+    assert _check(built_site, golden_data) == []
+
+
+@pytest.fixture(scope="module")
+def committed_site(tmp_path_factory):
+    data = committed_data(tmp_path_factory.mktemp("committed") / "data")
+    site = tmp_path_factory.mktemp("committed-site")
+    proc = build_site(data, site)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return data, site
+
+
+def test_the_committed_site_agrees_with_itself(committed_site):
+    data, site = committed_site
+    problems = _check(site, data)
+    assert problems == [], "\n".join(problems)
+    # and it shows what it checks: figures on several pages, ranks, verdicts
+    marks = [m for p in consistency.pages(site) for m in consistency.read_page(p, site).marks]
+    kinds = {m.kind for m in marks}
+    assert {"fact", "rank", "verdict"} <= kinds
+    pages_with_facts = {m.page for m in marks if m.kind == "fact"}
+    assert {"index.html", "leaderboard/index.html", "host-vs-host/index.html"} <= pages_with_facts
+    # one figure, several pages: the reference figures are on Home, the Leaderboard and Host vs host alike
+    by_key: dict[str, set[str]] = {}
+    for m in marks:
+        if m.kind == "fact":
+            by_key.setdefault(m.attrs["data-fact"], set()).add(m.page)
+    assert max(len(v) for v in by_key.values()) >= 3
+
+
+def test_a_generated_fleet_agrees_with_itself(tmp_path):
+    from tests.test_host_vs_fleet import _inputs, write_fleet
+
+    data = _inputs(tmp_path / "data")
+    write_fleet(data, 8, extra=3)
+    site = tmp_path / "site"
+    proc = build_site(data, site)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    problems = _check(site, data)
+    assert problems == [], "\n".join(problems)
+
+
+# -- the check fails on a planted contradiction of each kind --------------------------------------------
+def _planted(committed_site, tmp_path) -> tuple[Path, Path]:
+    data, site = committed_site
+    copy = tmp_path / "site"
+    shutil.copytree(site, copy)
+    return data, copy
+
+
+def test_a_planted_second_value_is_found(committed_site, tmp_path):
+    data, site = _planted(committed_site, tmp_path)
+    page = site / "host-vs-host" / "index.html"
+    text = page.read_text()
+    m = re.search(r'data-fact="([^"]+)" data-v="([^"]+)"', text)
+    key, v = m.group(1), float(m.group(2))
+    page.write_text(text.replace(f'data-fact="{key}" data-v="{m.group(2)}"', f'data-fact="{key}" data-v="{v * 1.14!r}"', 1))
+    problems = _check(site, data)
+    assert any(p.startswith(f"figure {key} has 2 values") for p in problems), problems
+
+
+def test_a_planted_misrounded_figure_is_found():
+    assert consistency.shows("616.60", 616.6) and consistency.shows("620", 616.6) and consistency.shows("1,100", 1106.7)
+    assert not consistency.shows("540.16", 616.6) and not consistency.shows("616.61", 616.6)
+
+
+def test_a_planted_rank_against_a_verdict_is_found(committed_site, tmp_path):
+    data, site = _planted(committed_site, tmp_path)
+    page = site / "host-vs-host" / "index.html"
+    text = page.read_text()
+    # a host that loses to the median host, made =1
+    loss = re.search(r'class="almanac-verdict" data-a="([^"]+)" data-b="([^"]+)" data-verdict="loss"', text)
+    assert loss, "the committed data has a host that loses to its workload's median host"
+    b = loss.group(2)
+    planted = re.sub(rf'(data-fact="{re.escape(b)}" data-rank=")[^"]+(">)[^<]+', r"\g<1>=1\g<2>=1", text)
+    assert planted != text
+    page.write_text(planted)
+    problems = _check(site, data)
+    assert any("loses to" in p and "ranked =1" in p for p in problems), problems
+
+
+def test_planted_none_truncation_and_false_not_measured_are_found(committed_site, tmp_path):
+    data, site = _planted(committed_site, tmp_path)
+    page = site / "history" / "index.html"
+    text = page.read_text()
+    some = next(iter(facts.of(load_runs(data / "runs")).groups.values()))
+    page.write_text(text.replace("</article>", "<p>label: None → x</p><p>Showing the first 100 of 180 rows</p>"
+                                 f'<span class="almanac-missing" data-work="{some.work_key}" data-host="{some.host_id}">'
+                                 "not measured</span><p>no measured run of it</p></article>", 1))
+    problems = _check(site, data)
+    assert any("a Python None" in p for p in problems)
+    assert any("a truncated list" in p for p in problems)
+    assert any("which the fact layer has" in p for p in problems)
+    assert any("no measured run" in p for p in problems)
+
+
+def test_a_planted_second_lossless_verdict_is_found(committed_site, tmp_path):
+    data, site = _planted(committed_site, tmp_path)
+    page = site / "optimization" / "index.html"
+    page.write_text(page.read_text().replace("</article>", '<span class="almanac-lossless" data-artifact="x-1" '
+                                             'data-verdict="lossless">lossless</span><span class="almanac-lossless" '
+                                             'data-artifact="x-1" data-verdict="not lossless">no</span></article>', 1))
+    problems = _check(site, data)
+    assert any(p.startswith("artifact x-1 has 2 lossless verdicts") for p in problems), problems
