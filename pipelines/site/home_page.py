@@ -15,7 +15,7 @@ from typing import Any
 from pipelines import facts as facts_mod
 from pipelines.facts import Board, Facts
 from pipelines.site import figures
-from pipelines.site.leaderboard_page import TEST_WORDS, THIS_HOST_BADGE, host_page, reference_chart
+from pipelines.site.leaderboard_page import TEST_WORDS, THIS_HOST_BADGE, host_page, narrow, reference_chart
 from pipelines.site.markdown import admonition, cell, code, link, num, table
 
 TOO_WIDE = 1.25  # an interval reaching further than ×1.25 each way cannot place a host among others
@@ -69,10 +69,12 @@ def answer_rows(fx: Facts, this_host: str | None) -> list[list[str]]:
                 else:
                     mine = (f"rank {figures.rank(mst, b.key, t)} of {len(st)}<br>" + _figure(mst.figure)
                             + _width_note(mst.figure))
-            row = [what, _host(fx, first.host_id, this_host) + f" {figures.rank(first, b.key, t, '#')}<br>" + _figure(first.figure),
-                   (_host(fx, second.host_id, this_host) + f" {figures.rank(second, b.key, t, '#')}<br>" + _figure(second.figure))
-                   if second is not None else "—", ratio]
-            rows.append(row + ([mine] if this_host is not None and this_host in fx.labels else []))
+            row = [what, narrow("fastest: ") + _host(fx, first.host_id, this_host)
+                   + f" {figures.rank(first, b.key, t, '#')}<br>" + _figure(first.figure),
+                   (narrow("runner-up: ") + _host(fx, second.host_id, this_host)
+                    + f" {figures.rank(second, b.key, t, '#')}<br>" + _figure(second.figure)) if second is not None else "—",
+                   narrow("fastest ÷ runner-up: ") + ratio]
+            rows.append(row + ([narrow("this host: ") + mine] if this_host is not None and this_host in fx.labels else []))
     return rows
 
 
@@ -109,8 +111,9 @@ def home_page(fx: Facts, this_host: str | None, *, regressions: str, hosts_table
     out = ["## Every reference workload: the fastest host, the runner-up, this host", ""]
     if rows:
         mine = len(rows[0]) == 5
-        out += [table(["workload", "fastest", "runner-up", "fastest ÷ runner-up [CI95]"] + (["this host"] if mine else []),
-                      rows, ["l", "l", "l", "r"] + (["l"] if mine else []), max_rows=None), ""]
+        out += ['<div class="almanac-cards" markdown="1">', "",
+                table(["workload", "fastest", "runner-up", "fastest ÷ runner-up [CI95]"] + (["this host"] if mine else []),
+                      rows, ["l", "l", "l", "r"] + (["l"] if mine else []), max_rows=None), "", "</div>", ""]
     else:
         out += ["No reference workload measured on two hosts yet: `invoke all` measures it here "
                 "([Leaderboard](leaderboard.md) shows what there is).", ""]

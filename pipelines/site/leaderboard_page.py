@@ -101,7 +101,7 @@ def _score_cell(sc: facts_mod.Score | None) -> str:
             f' <small>({cell(sc.rank_label)})</small><br><span class="almanac-ci">{ci}</span>')
 
 
-def _narrow(label: str) -> str:
+def narrow(label: str) -> str:
     """A cell's column name, shown only where a board is narrower than its table (a phone: each row a card);
     drawn by CSS from the attribute, so the cell's text (and its CSV) stays the figure."""
     return f'<span class="almanac-narrow" data-label="{as_text(label)}"></span>'
@@ -140,10 +140,10 @@ def board_markdown(board: Board, bi: int, *, this_host: str | None = None, folde
             line = [_host_cell(hr.host_label, hr.host_id, bi, ri, this_host=this_host, other=j > 0)]
             for t in tests:
                 f = row.figure(t)
-                label = _narrow(f"{TEST_WORDS.get(t, t)} {t} ({board.metrics[t].unit}): ")
+                label = narrow(f"{TEST_WORDS.get(t, t)} {t} ({board.metrics[t].unit}): ")
                 line.append(label + (_rank_mark(board, t, row, hr.host_id) + figures.cell_html(f) if f is not None else "—"))
             if scores:
-                line.append(_narrow("score: ")
+                line.append(narrow("score: ")
                             + (_score_cell(scores.get(hr.host_id)) if j == 0 else "·"))
             line += [_energy_cell(row, t, e) for t, e in energy]
             line.append(_setup_cell(row, builds[row.key]))
@@ -156,7 +156,7 @@ def board_markdown(board: Board, bi: int, *, this_host: str | None = None, folde
         out += [reference_chart(board), ""]
     if folded:
         out = [fold(f"{board.model} · {' + '.join(tests)} · {size}", "\n".join(out), "almanac-fold")]
-    return "\n".join([f'<div class="almanac-board" data-b="{bi}" markdown="1">', "", *out, "</div>", ""])
+    return "\n".join([f'<div class="almanac-board almanac-cards" data-b="{bi}" markdown="1">', "", *out, "</div>", ""])
 
 
 def energy_columns(board: Board) -> list[tuple[str, Any]]:
@@ -185,7 +185,7 @@ def _energy_cell(row: Row, test: str, m: Any) -> str:
         return "not measured"
     ci = (f'<br><span class="almanac-ci">{num(s.ci95_low, m.decimals)} – {num(s.ci95_high, m.decimals)} · n {s.n}</span>'
           if s.ci95_low is not None and s.ci95_high is not None else f'<br><span class="almanac-ci">n {s.n}</span>')
-    return _narrow(f"{m.label} {test} ({m.unit}): ") + link(num(s.mean, m.decimals), run_link(row.groups[test].newest.id)) + ci
+    return narrow(f"{m.label} {test} ({m.unit}): ") + link(num(s.mean, m.decimals), run_link(row.groups[test].newest.id)) + ci
 
 
 def _singles_table(singles: list[tuple[int, Board]], this_host: str | None) -> str:
