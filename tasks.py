@@ -346,21 +346,42 @@ def _where_this_host_stands() -> None:
         print("  " + line)
 
 
-@task(help={"k": "Only tests matching this pytest -k expression.", "fast": "Skip tests that run the real model."})
-def test(c, k="", fast=False):
-    """Run the test suite (first installs what the real-part tests drive: Chromium, sshd, IFBench data)."""
-    _ensure_chromium(c)
-    _ensure_sshd(c)
-    _ensure_ifbench(c)
+#: The test lanes: a pytest -m expression each. The timing lane holds tests whose verdict depends on how
+#: busy the machine is (real A/B timings, marker ``timing``); the default lane is everything else.
+TEST_LANES = {"default": "not timing", "timing": "timing", "all": ""}
+
+
+@task(help={"k": "Only tests matching this pytest -k expression.", "fast": "Skip tests that run the real model.",
+            "lane": "Which tests: default (all but the timing lane), timing (real A/B timings: their verdict depends on "
+                    "how busy the machine is, so run them on a quiet one) or all.",
+            "report": "Report the lane's failures without failing (exit 0 when tests fail; a usage or internal error "
+                      "still fails): how .ci/run runs the timing lane. Its verdicts cannot be made reliable on a loaded "
+                      "machine (2 cores shared with other work turn them undecided or reverse them; its tests xfail "
+                      "when they measured the load), so it never gates CI."})
+def test(c, k="", fast=False, lane="default", report=False):
+    """Run the test suite's default lane (first installs what the real-part tests drive: Chromium, sshd, IFBench data).
+
+    `--lane timing` runs the tests whose verdict depends on machine load (marker `timing`), which the
+    default lane leaves out; `--lane all` runs both."""
+    if lane not in TEST_LANES:
+        raise Exit(f"error: unknown lane {lane!r}: {', '.join(TEST_LANES)}", code=2)
+    if lane != "timing":
+        _ensure_chromium(c)
+        _ensure_sshd(c)
+        _ensure_ifbench(c)
     args = [sys.executable, "-m", "pytest", "-q"]
     if k:
         args += ["-k", k]
-    if fast:
-        args += ["-m", "not model"]
-    result = c.run(" ".join(args), warn=True, pty=False)
+    marks = [m for m in (TEST_LANES[lane], "not model" if fast else "") if m]
+    if marks:
+        args += ["-m", " and ".join(f"({m})" for m in marks)]
+    result = c.run(shlex.join(args), warn=True, pty=False)
     code = result.exited
     if code == 5:  # no tests collected
         print("no tests collected")
+        code = 0
+    if code == 1 and report:
+        print(f"lane {lane}: some tests failed (reported, not failing: --report)")
         code = 0
     if code:
         raise Exit(code=code)

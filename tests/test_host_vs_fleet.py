@@ -27,15 +27,15 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from benchmarks.site_scale import committed, fleet_artifacts
+from benchmarks.site_scale import fleet_artifacts
 from core import artifacts, stats
 from core.records.run import read
 from pipelines import compare as cmp
 from pipelines import facts
 from pipelines import host_vs_fleet as fleet
 from pipelines.site import history_pages
-from tests.conftest import ARTIFACT_DIRS, ROOT, build_site
-from tests.support.committed import committed_files
+from tests.conftest import build_site
+from tests.support.committed import ARTIFACT_DIRS, committed_data, committed_paths, committed_root
 
 ONLY = {6: {0}, 7: {1}}  # host index -> the reference configurations it ran (the others ran all)
 EXTRA = 3  # a third round of the first reference configuration on the first three hosts
@@ -46,9 +46,11 @@ def _skip(i: int, t: int) -> bool:
 
 
 def _base() -> list[dict]:
-    """The committed artifacts (git's, not whatever the live data/ folder holds now)."""
-    keep = set(committed_files())
-    return [d for d in committed() if d["_file"] in keep]
+    """The committed artifacts (git's, not whatever the live data/ folder holds now), as
+    benchmarks/site_scale.py's ``committed()`` gives them (``_file``: the path under data/)."""
+    root = committed_root()
+    return [{**artifacts.load(p), "_file": p.relative_to(root).as_posix()}
+            for p in sorted(p for under in ARTIFACT_DIRS for p in committed_paths(under))]
 
 
 def write_fleet(data: Path, hosts: int, rounds: int = 2, skip=_skip, extra: int = 0) -> list[dict]:
@@ -74,8 +76,7 @@ def _cpu(base):
 
 
 def _inputs(dest: Path) -> Path:
-    shutil.copytree(ROOT / "data", dest, ignore=lambda d, names: [n for n in names if Path(d) == ROOT / "data" and n in ARTIFACT_DIRS])
-    return dest
+    return committed_data(dest, artifacts=False)
 
 
 # -- the expected standings, computed from the JSON alone ------------------------------------

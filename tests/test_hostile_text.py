@@ -4,8 +4,9 @@ checked in headless Chromium, page by page and in the artifact viewer: no live l
 script from an artifact, no event handler, no emphasis or heading made from artifact text, no dialog,
 no request leaving the site; and the payloads are there, as text.
 
-The planted set is a copy of the committed measurements (every artifact type is there), each artifact
-with two planted copies that share out its fields (tests/support/hostile_text.py)."""
+The planted set is a copy of the committed measurements (every artifact type is there; the files git
+tracks, tests/support/committed.py, never a user's own), each artifact with two planted copies that
+share out its fields (tests/support/hostile_text.py)."""
 
 from __future__ import annotations
 
@@ -15,8 +16,9 @@ import shutil
 
 import pytest
 
-from tests.conftest import ROOT, build_site
+from tests.conftest import build_site
 from tests.support.browser import open_page, serve_site
+from tests.support.committed import committed_data
 from tests.support.hostile_text import EVIL, MARKERS, plant_tree
 
 pytestmark = pytest.mark.browser
@@ -61,8 +63,7 @@ PROBE = """(markers) => {
 
 @pytest.fixture(scope="module")
 def planted_site(tmp_path_factory):
-    data = tmp_path_factory.mktemp("planted") / "data"
-    shutil.copytree(ROOT / "data", data)
+    data = committed_data(tmp_path_factory.mktemp("planted") / "data")  # the committed data, not the live folder
     counts = plant_tree(data)
     out = tmp_path_factory.mktemp("planted-site")
     proc = build_site(data, out)

@@ -14,7 +14,8 @@ from core import artifacts, schema
 from core.errors import ArtifactError
 from core.kinds import all_kinds
 from core.records import run as record
-from tests.conftest import FIXTURES, ROOT
+from tests.conftest import FIXTURES
+from tests.support.committed import committed_paths
 
 
 def test_committed_run_schema_is_what_the_kinds_generate():
@@ -35,7 +36,7 @@ def _all_run_files() -> list[Path]:
         doc = json.loads(p.read_text())
         return isinstance(doc, dict) and doc.get("artifact") == "run"
 
-    return [p for root in (ROOT / "data", FIXTURES) for p in artifacts.iter_files(root) if is_run(p)]
+    return [p for p in committed_paths("") + list(artifacts.iter_files(FIXTURES)) if is_run(p)]
 
 
 def test_every_committed_run_has_its_kinds_shape():

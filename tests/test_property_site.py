@@ -22,8 +22,8 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from core import artifacts
-from tests.conftest import FIXTURES, ROOT, build_site, make_golden_data
-from tests.support import schema_gen
+from tests.conftest import FIXTURES, build_site, make_golden_data
+from tests.support import committed, schema_gen
 
 EXAMPLES = int(os.environ.get("ALMANAC_PROPERTY_EXAMPLES", "3"))  # each example draws every artifact type and builds a site
 # The test command draws the same examples every time (a red suite must mean the code changed, not the
@@ -40,10 +40,11 @@ def _sources() -> dict[str, list[dict]]:
     """Real artifacts of every type to mutate: the golden fixtures, the optimization fixtures and the
     committed measurements (read, never written)."""
     out: dict[str, list[dict]] = {}
-    for base in (FIXTURES / "data", FIXTURES / "optimization", ROOT / "data"):
-        for p in artifacts.iter_files(base):
-            doc = artifacts.load(p)
-            out.setdefault(doc["artifact"], []).append(doc)
+    files = [*artifacts.iter_files(FIXTURES / "data"), *artifacts.iter_files(FIXTURES / "optimization"),
+             *committed.committed_paths("")]
+    for p in files:
+        doc = artifacts.load(p)
+        out.setdefault(doc["artifact"], []).append(doc)
     return out
 
 

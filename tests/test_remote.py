@@ -93,7 +93,7 @@ def test_cli_bad_inventory_one_line_exit_2_and_no_artifact(tmp_path):
 
 
 # -- snapshot ------------------------------------------------------------------------------------
-def test_snapshot_is_the_working_tree_and_its_digest_follows_content(tmp_path):
+def test_snapshot_is_the_working_tree_and_its_digest_follows_content(tmp_path, live_tree):
     from runtime.remote import snapshot
 
     a = snapshot.make()
@@ -185,7 +185,7 @@ def _host_entry(env: dict, name: str, *, workdir: Path, key: Path | None = None,
             f"    labels: [cpu]\n    env: {{ALMANAC_CACHE: {workdir}/cache}}\n{extra}")
 
 
-def test_matrix_runs_over_ssh_and_artifacts_come_back(sshd_env, tiny_model, tmp_path, monkeypatch):
+def test_matrix_runs_over_ssh_and_artifacts_come_back(sshd_env, tiny_model, tmp_path, monkeypatch, live_tree):
     from runtime.remote import controller, snapshot
 
     data = _data(tmp_path, tiny_model)
@@ -229,7 +229,7 @@ def _wrapper(path: Path, body: str) -> str:
     return str(path)
 
 
-def test_failures_are_artifacts_and_other_hosts_go_on(sshd_env, tiny_model, tmp_path, monkeypatch):
+def test_failures_are_artifacts_and_other_hosts_go_on(sshd_env, tiny_model, tmp_path, monkeypatch, live_tree):
     from runtime.remote import controller
 
     data = _data(tmp_path, tiny_model, tests="[tg8, pp16]")

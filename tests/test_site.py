@@ -13,7 +13,7 @@ from pipelines import leaderboard
 from pipelines.runs import load_runs
 from pipelines.site import browser, charts, markdown, pages
 from core.metrics import METRICS
-from tests.conftest import GOLDEN, ROOT
+from tests.conftest import GOLDEN
 
 
 @pytest.fixture(scope="module")
@@ -301,15 +301,15 @@ def test_no_built_page_shows_unrendered_markdown_or_a_placeholder(built_site):
     assert re.search(r'<details class="note">\s*<summary>How the loop runs</summary>\s*<p>', agents)
 
 
-def test_the_committed_data_s_folds_render_their_tables_and_markdown():
+def test_the_committed_data_s_folds_render_their_tables_and_markdown(session_data):
     """The folds the golden data does not reach, on the committed measurements: the Optimization page's
     adapter table and the What-if page's projection method."""
     from pipelines.site import planning, tracks
     from tests.support.site_text import render_like_site, unrendered
 
-    # data/ as checked out (the fixture's list of committed files predates the adapter runs); the
-    # figures do not matter here, only how the folds render
-    runs = load_runs(ROOT / "data" / "runs")
+    # the committed data as checked out (the fixture's list of committed files predates the adapter runs);
+    # the figures do not matter here, only how the folds render
+    runs = load_runs(session_data / "runs")
     assert any(r.lora_requested for r in runs), "the committed adapter runs (data/matrices/lora.yaml) are missing"
     opt = render_like_site("\n".join(tracks.adapters_section(runs)), "optimization.md", "optimization/")
     assert re.search(r"<details>\s*<summary>Adapter table[^<]*</summary>\s*<table>", opt)
@@ -367,7 +367,7 @@ def test_perplexity_runs_are_browsed_not_one_page_each(built_site):
     assert any(f'href="../perplexity-runs/run/?id={i}"' in quality for i in want)
 
 
-def test_a_fleet_beyond_the_split_limit_gets_one_page_per_host(tmp_path):
+def test_a_fleet_beyond_the_split_limit_gets_one_page_per_host(tmp_path, session_data):
     """More hosts than one page should carry (per_host.SPLIT_ABOVE): the pages organised by host
     become an index linked to one page per host, each rendered from that host's artifacts only,
     and the strict build (every link resolves) still passes."""
@@ -376,7 +376,7 @@ def test_a_fleet_beyond_the_split_limit_gets_one_page_per_host(tmp_path):
     from benchmarks.site_scale import variant
     from pipelines.site import per_host
     from core import artifacts
-    from tests.conftest import ROOT, build_site, make_golden_data
+    from tests.conftest import build_site, make_golden_data
 
     data = make_golden_data(tmp_path / "data")
     golden = []
@@ -392,9 +392,9 @@ def test_a_fleet_beyond_the_split_limit_gets_one_page_per_host(tmp_path):
             doc.pop("_file", None)
             artifacts.write(data / rel, doc)
     # a host known only from its fingerprint (a bandwidth probe, no run): the Hosts page still shows it
-    probe_src = next(artifacts.iter_files(ROOT / "data" / "hosts"))
+    probe_src = next(artifacts.iter_files(session_data / "hosts"))  # a committed one
     probe = artifacts.load(probe_src)
-    probe["_file"] = str(probe_src.relative_to(ROOT / "data"))
+    probe["_file"] = str(probe_src.relative_to(session_data))
     probe, rel = variant(probe, 6)
     probe.pop("_file")
     artifacts.write(data / rel, probe)

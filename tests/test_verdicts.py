@@ -367,16 +367,39 @@ def test_ab_false_decisions_stay_below_the_stated_rate():
 
 # -- the real thing (the embedded model) -------------------------------------------------------------
 @pytest.mark.model
+@pytest.mark.timing
 def test_invoke_ab_halved_threads_is_a_loss(tmp_path):
+    """The timing lane (`invoke test --lane timing`): a real A/B, whose verdict depends on the machine.
+    Its bookkeeping is asserted always (whole ABBA blocks, one artifact a run). On a quiet machine
+    halving the threads is a loss, decided at a look (block 3 or later). On a loaded one
+    (tests/support/machine_load.py) the ordinary build's threads share what other work leaves and
+    wait on each other, and runs slow down so much that the budget may hold fewer blocks, or none:
+    the verdict can be undecided or reversed (seen on a 2-core VM at load 5: pp64, an ordinary run
+    at 78 t/s, the halved runs at 372 and 496 t/s). Then anything but a loss is reported (xfail,
+    naming the load), and so is an A/B refused or timed out for slowness."""
+    from tests.support.machine_load import others_busy
+
     out = tmp_path / "ab"
-    p = _invoke("ab", "-a", "build=ordinary", "-b", "build=threads-halved", "-o", str(out), "--budget", "300",
-                "--threshold", "0.1", "--runs", str(tmp_path / "runs"), timeout=600)
-    assert p.returncode == 0, p.stderr[-2000:]
+    with others_busy() as load:
+        try:
+            p = _invoke("ab", "-a", "build=ordinary", "-b", "build=threads-halved", "-o", str(out), "--budget", "480",
+                        "--threshold", "0.1", "--runs", str(tmp_path / "runs"), timeout=600)
+        except subprocess.TimeoutExpired:
+            p = None
+    # a loaded machine's runs can be so slow that the budget holds no round (refused), or the A/B outruns its timeout
+    if not load.quiet and (p is None or (p.returncode == 2 and "too short for one round" in p.stderr)):
+        pytest.xfail(f"a loaded machine ({load}): " + ("the A/B outran its timeout" if p is None else p.stderr.strip()[-300:]))
+    assert p is not None and p.returncode == 0, p and p.stderr[-2000:]
     res = json.loads(out.with_suffix(".json").read_text())
-    for w in res["work"]:
-        assert w["decision"]["verdict"] == "loss", w
-        assert w["decision"]["high"] < 0.9 and len(w["a_runs"]) == len(w["b_runs"]) >= 2 * 3
+    for w in res["work"]:  # A B B A: two runs a side a block
+        assert len(w["a_runs"]) == len(w["b_runs"]) >= 2 and len(w["a_runs"]) % 2 == 0, w
+        assert w["decision"]["verdict"] in ("win", "loss", "equivalent", "undecided"), w
     assert len(list((tmp_path / "runs").rglob("*.json"))) == sum(2 * len(w["a_runs"]) for w in res["work"])
+    verdicts = {w["configuration"]: (w["decision"]["verdict"], w["decision"]["high"], len(w["a_runs"]) // 2)
+                for w in res["work"]}
+    if not load.quiet and any(v != "loss" for v, _, _ in verdicts.values()):
+        pytest.xfail(f"a loaded machine ({load}): verdict, upper bound, blocks: {verdicts}")
+    assert all(v == "loss" and high < 0.9 and blocks >= 3 for v, high, blocks in verdicts.values()), (str(load), verdicts)
 
 
 @pytest.mark.model

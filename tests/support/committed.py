@@ -1,42 +1,89 @@
-"""The project's committed measurements, apart from whatever the live data/ folder holds now.
+"""The project's committed data, apart from whatever the live data/ folder holds now.
 
-A user's `invoke all` adds its own host's artifacts under data/ (issue 19: after it, a test that
-read the live folder found the new host's rows and failed). Tests that make assertions about the
-committed rows read them from here: the artifacts git has at HEAD (``git ls-tree``), or, outside a
-git checkout, the list recorded with the golden pages fixture (tests/fixtures/golden_pages.json).
-A file listed but absent (a partial checkout) is left out.
+A user's `invoke all` measures its own host into data/ (data/runs/<host>/, data/hosts/<host>/, ...).
+Issues 19 and 28: tests that read the live folder met the new host's rows and failed. Tests read
+committed data only, from here:
+
+* **The rule.** The committed data folder is the files git tracks under data/ (``git ls-files
+  data``: inputs and artifacts alike), as the working tree has them (an edited input is seen; a new
+  input is seen once ``git add``-ed); a tracked file the working tree lacks is left out.
+* **Outside a git checkout** (git missing, or data/ not in a work tree that tracks it) nothing tells a
+  user's measurements from the committed ones, so the suite refuses, loudly, naming the way out:
+  ``ALMANAC_TEST_DATA=<folder>``, a data folder holding only committed files (say an unpacked release
+  archive's data/), is then taken whole instead.
+
+``committed_data(dest)`` copies that folder (tests/conftest.py points ``ALMANAC_DATA`` at one such copy
+for the whole session and guards the live folder); ``committed_runs()`` and friends read it in place.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
-import json
+import os
+import shutil
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-DATA = ROOT / "data"
+#: Folders of measured artifacts (the golden sets swap these for fixtures; everything else under data/ is an input).
 ARTIFACT_DIRS = ("runs", "hosts", "projections", "quality", "perplexity")
+OVERRIDE_ENV = "ALMANAC_TEST_DATA"
+
+
+class NoCommittedData(RuntimeError):
+    """The committed files under data/ cannot be told apart from a user's own measurements."""
+
+
+def committed_root(root: Path = ROOT) -> Path:
+    """The folder the committed files are read from: the checkout's data/, or ``ALMANAC_TEST_DATA``."""
+    override = os.environ.get(OVERRIDE_ENV)
+    return Path(override).resolve() if override else root / "data"
 
 
 @functools.cache
-def committed_files() -> tuple[str, ...]:
-    """The committed artifact files under data/ (paths relative to data/), sorted."""
+def tracked_files(root: Path = ROOT) -> tuple[str, ...]:
+    """Every committed file under data/ (inputs and artifacts; paths relative to data/), sorted."""
+    base = committed_root(root)
+    if os.environ.get(OVERRIDE_ENV):
+        if not base.is_dir():
+            raise NoCommittedData(f"{OVERRIDE_ENV}={base} is not a folder")
+        return tuple(sorted(p.relative_to(base).as_posix() for p in base.rglob("*") if p.is_file()))
+    why = ""
     try:
-        out = subprocess.run(["git", "-C", str(ROOT), "ls-tree", "-r", "--name-only", "HEAD", "--", "data"],
-                             capture_output=True, text=True, check=True, timeout=30).stdout.split("\n")
-        rels = [p[len("data/"):] for p in out if p.endswith(".json")]
-    except (OSError, subprocess.SubprocessError):
-        rels = json.loads((ROOT / "tests" / "fixtures" / "golden_pages.json").read_text())["committed_files"]
-    rels = [r for r in rels if r.split("/", 1)[0] in ARTIFACT_DIRS]
-    return tuple(sorted(r for r in rels if (DATA / r).is_file()))
+        proc = subprocess.run(["git", "-C", str(root), "ls-files", "-z", "--", "data"], capture_output=True, timeout=60)
+        if proc.returncode:
+            lines = proc.stderr.decode(errors="replace").strip().splitlines()
+            why = lines[-1] if lines else f"git exited {proc.returncode}"
+        rels = [p[len("data/"):] for p in proc.stdout.decode().split("\0") if p.startswith("data/")]
+        if not why and not rels:
+            why = f"git tracks no file under {base}"
+    except (OSError, subprocess.SubprocessError) as exc:
+        why = f"git could not run ({exc})"
+    if why:
+        raise NoCommittedData(
+            f"the tests read only the data git tracks, and cannot tell it apart from measurements here: {why}. "
+            f"Run them in a git checkout of the project, or set {OVERRIDE_ENV} to a data folder that holds only "
+            "committed files (tests/support/committed.py)")
+    return tuple(sorted(r for r in rels if (base / r).is_file()))
+
+
+def committed_files(root: Path = ROOT) -> tuple[str, ...]:
+    """The committed artifact files under data/ (relative to data/): core.artifacts.iter_files's rule,
+    ``*.json`` outside schema/ and quarantine/, applied to the committed files."""
+    from core.artifacts import NOT_ARTIFACTS
+
+    return tuple(r for r in tracked_files(root) if r.endswith(".json") and not r.rsplit("/", 1)[-1].startswith(".")
+                 and not set(r.split("/")[:-1]) & set(NOT_ARTIFACTS))
 
 
 def committed_paths(under: str = "runs") -> list[Path]:
     """The committed artifact files under data/<under>/ (``under`` ending in "-": a prefix of the folder
-    name, e.g. "runs/lent-h100-")."""
-    prefix = under if under.endswith(("/", "-")) else under + "/"
-    return [DATA / r for r in committed_files() if r.startswith(prefix)]
+    name, e.g. "runs/lent-h100-"; "": all of them)."""
+    prefix = under if not under or under.endswith(("/", "-")) else under + "/"
+    base = committed_root()
+    return [base / r for r in committed_files() if r.startswith(prefix)]
 
 
 def committed_runs():
@@ -48,9 +95,64 @@ def committed_runs():
     return recs
 
 
-def committed_data(dest: Path) -> Path:
-    """A data dir made of the project's inputs (registries, matrices, ...) and the committed
-    artifacts only."""
-    from tests.support.golden_sets import make_set
+def committed_data(dest: Path, *, artifacts: bool = True, only: list[str] | None = None, root: Path = ROOT) -> Path:
+    """Copy the committed data folder to ``dest`` (made; returned): every committed input, and the
+    committed artifacts (all of them; those of ``only``, paths relative to data/; or none when
+    ``artifacts`` is false). Only committed files are copied: a path of ``only`` that git does not
+    track is refused."""
+    files = tracked_files(root)
+    inputs = [r for r in files if r.split("/", 1)[0] not in ARTIFACT_DIRS]
+    if only is not None:
+        stray = sorted(set(only) - set(files))
+        if stray:
+            raise NoCommittedData(f"not committed under data/: {', '.join(stray[:5])}" + (" ..." if len(stray) > 5 else ""))
+        chosen = list(only)
+    else:
+        chosen = [r for r in files if r.split("/", 1)[0] in ARTIFACT_DIRS] if artifacts else []
+    base = committed_root(root)
+    dest.mkdir(parents=True, exist_ok=True)
+    for rel in dict.fromkeys(inputs + chosen):
+        (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(base / rel, dest / rel)
+    return dest
 
-    return make_set("committed", dest, list(committed_files()))
+
+class UntrackedDataRead(RuntimeError):
+    """A test opened an artifact under the live data/ folder that git does not track."""
+
+
+class LiveDataGuard:
+    """An audit hook (``sys.addaudithook``) refusing to open any artifact under ``live`` (a ``*.json``
+    outside its schema/ folder, whatever the mode) that is not in ``tracked`` (paths relative to
+    ``live``): reading a user's measurements, or writing beside them, fails loudly instead.
+    ``paused()`` lets a test open them as opaque bytes (packing the working tree as it is)."""
+
+    def __init__(self, live: Path, tracked: frozenset[str]) -> None:
+        self.prefix = os.path.abspath(live) + os.sep
+        self.allowed = frozenset(self.prefix + r.replace("/", os.sep) for r in tracked)
+        self.schema = self.prefix + "schema" + os.sep
+        self.paused_ = False
+
+    def __call__(self, event: str, args: tuple) -> None:
+        if event != "open" or self.paused_:
+            return
+        try:
+            path = args[0]
+            if isinstance(path, int):
+                return
+            path = os.path.abspath(os.fsdecode(path))
+        except Exception:  # noqa: BLE001 - not a path this guard knows: not its business
+            return
+        if (path.startswith(self.prefix) and path.endswith(".json") and path not in self.allowed
+                and not path.startswith(self.schema)):
+            raise UntrackedDataRead(
+                f"a test opened {path}, which git does not track: tests read committed data only "
+                "(ALMANAC_DATA is the committed copy; tests/conftest.py, tests/support/committed.py)")
+
+    @contextlib.contextmanager
+    def paused(self) -> Iterator[None]:
+        was, self.paused_ = self.paused_, True
+        try:
+            yield
+        finally:
+            self.paused_ = was

@@ -2,30 +2,16 @@
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-ARTIFACT_DIRS = ("runs", "hosts", "projections", "quality", "perplexity")
-
-
-def committed_files() -> list[str]:
-    """Every artifact file under data/ now (paths relative to data/)."""
-    from core import artifacts
-
-    return sorted(p.relative_to(ROOT / "data").as_posix() for p in artifacts.iter_files(ROOT / "data"))
+from tests.support.committed import committed_data
 
 
 def make_set(name: str, dest: Path, files: list[str]) -> Path:
-    """``golden``: the project's inputs and the golden artifacts; ``committed``: the project's inputs
-    and the listed artifacts of data/."""
+    """``golden``: the project's committed inputs and the golden artifacts; ``committed``: the project's
+    committed inputs and the listed committed artifacts of data/ (tests/support/committed.py)."""
     from tests.conftest import make_golden_data
 
     if name == "golden":
         return make_golden_data(dest)
-    shutil.copytree(ROOT / "data", dest, ignore=lambda d, names: [
-        n for n in names if Path(d) == ROOT / "data" and n in ARTIFACT_DIRS])
-    for rel in files:
-        (dest / rel).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(ROOT / "data" / rel, dest / rel)
-    return dest
+    return committed_data(dest, only=list(files))
