@@ -361,7 +361,12 @@ def mean_interval(n: int | None, mean: float | None, sd: float | None, *, positi
     if mean <= 0:  # every sample of a non-negative quantity was 0
         return 0.0, 0.0, None
     rel = half / mean
-    lo, hi = mean * math.exp(-rel), mean * math.exp(rel)
+    try:
+        lo, hi = mean * math.exp(-rel), mean * math.exp(rel)
+    except OverflowError:
+        lo = hi = math.inf
+    if not (math.isfinite(lo) and math.isfinite(hi)):  # a spread no float can carry: no interval, and why
+        return None, None, "the interval lies beyond the range of the numbers (a spread far larger than the mean)"
     if upper is not None:
         hi = min(hi, upper)
     return lo, hi, None

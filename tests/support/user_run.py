@@ -58,6 +58,9 @@ def plant_user_measurements(data: Path, source: Path, host_id: str = USER_HOST) 
     for old_host in dict.fromkeys(d["host"]["id"] for d in chosen):
         for p in artifacts.iter_files(source / "hosts" / old_host):
             doc = {k: v for k, v in artifacts.load(p).items() if not k.startswith("_")}
-            doc["host"], doc["id"] = fingerprint, doc["id"].replace(old_host, host_id)
+            # the artifact's own id names its host as the file it was copied from did (the id was kept when that
+            # host was re-identified): a copy for another host gets that host's id in its own
+            stamp = doc["id"].rsplit("-", 1)[1]
+            doc["host"], doc["id"] = fingerprint, f"{host_id}-{doc['artifact']}-{stamp}"
             written["hosts"].append(artifacts.write(data / "hosts" / host_id / p.name, doc))
     return written
