@@ -284,14 +284,13 @@ def reference_chart(board: fleet.WorkloadBoard) -> str:
             continue
         base = alt.Chart(sub).encode(y=alt.Y("host:N", sort=list(dict.fromkeys(order)), title=None,
                                              axis=alt.Axis(labelLimit=220)))
-        x = alt.X("mean:Q", scale=alt.Scale(type="log"), title=f"{TEST_WORDS.get(t, t)} {t} ({unit}, log scale)")
-        dots = base.mark_point(filled=True, size=80, color="#4051b5").encode(
-            x=x, href=alt.Href("json:N"),
+        axis = (f"{TEST_WORDS.get(t, t)} {t}", unit)
+        dots = base.mark_point(filled=True, size=80, color=charts.ACCENT).encode(
+            x=charts.qx("mean", *axis, log=True), href=alt.Href("json:N"),
             tooltip=[alt.Tooltip("host:N"), alt.Tooltip("panel:N", title="test"), alt.Tooltip("mean:Q", format=",.1f"),
                      alt.Tooltip("ci95_low:Q", format=",.1f"), alt.Tooltip("ci95_high:Q", format=",.1f"),
                      alt.Tooltip("n:Q"), alt.Tooltip("id:N", title="artifact")])
-        rule = base.mark_rule(color="#222").encode(x=alt.X("ci95_low:Q", scale=alt.Scale(type="log"), title=None),
-                                                   x2="ci95_high:Q")
+        rule = base.mark_rule(color=charts.INK).encode(x=charts.qx("ci95_low", *axis, log=True), x2="ci95_high:Q")
         panels.append((rule + dots).properties(width="container", height=max(60, 30 * sub["host"].nunique()),
                                                title=f"{TEST_WORDS.get(t, t)} ({t})"))
     every = len(shown) == len(board.rows)

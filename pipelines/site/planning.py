@@ -275,7 +275,7 @@ def projections_host(ps: proj.ProjectionSet, history: list[dict[str, Any]]) -> s
         df = pd.DataFrame([{"recorded": h["recorded"], "error": h["error"] * 100, "verdict": h["verdict"],
                             "series": f"{h['role']} · {h['scenario']}"} for h in hist])
         chart = alt.Chart(df).mark_line(point=True).encode(
-            x=alt.X("recorded:T", title="recorded"), y=alt.Y("error:Q", title="projection error (%)"),
+            x=alt.X("recorded:T", title="recorded"), y=charts.qy("error", "projection error", "%"),
             color=alt.Color("series:N", title="role · scenario"),
             shape=alt.Shape("verdict:N", title="verdict"),
             tooltip=[alt.Tooltip("recorded:T"), alt.Tooltip("error:Q", format=".1f"), alt.Tooltip("series:N"), alt.Tooltip("verdict:N")],
@@ -676,14 +676,13 @@ def roofline_chart(df: pd.DataFrame) -> alt.LayerChart:
     vals = pd.concat([df["measured"], df["bound"]])
     vals = vals[vals > 0]
     log_scale = bool(len(vals)) and vals.max() / vals.min() >= 10
-    xscale = alt.Scale(type="log") if log_scale else alt.Scale(zero=False)
-    title = "t/s" + (" (log scale)" if log_scale else "")
+    x = {"what": "decode rate", "unit": "t/s", "log": log_scale, "scale": alt.Scale() if log_scale else alt.Scale(zero=False)}
     base = alt.Chart(df).encode(y=alt.Y("run:N", title=None, sort=None))
     tip = [alt.Tooltip("run:N"), alt.Tooltip("measured:Q", format=",.1f"), alt.Tooltip("bound:Q", format=",.1f"),
            alt.Tooltip("efficiency:Q", format=".0%")]
-    gap = base.mark_rule(color="#999").encode(x=alt.X("measured:Q", title=title, scale=xscale), x2="bound:Q", tooltip=tip)
-    bound = base.mark_tick(thickness=3, size=14, color="#d95f02").encode(x=alt.X("bound:Q", scale=xscale), tooltip=tip)
-    measured = base.mark_point(filled=True, size=70, color="#1b9e77").encode(x=alt.X("measured:Q", scale=xscale), tooltip=tip)
+    gap = base.mark_rule(color=charts.QUIET).encode(x=charts.qx("measured", **x), x2="bound:Q", tooltip=tip)
+    bound = base.mark_tick(thickness=3, size=14, color=charts.BOUND).encode(x=charts.qx("bound", **x), tooltip=tip)
+    measured = base.mark_point(filled=True, size=70, color=charts.MEASURED).encode(x=charts.qx("measured", **x), tooltip=tip)
     return (gap + bound + measured).properties(
         width="container", height=max(80, 26 * len(df)),
         title="Measured decode rate (dot) against the bandwidth bound (tick)")
@@ -824,7 +823,7 @@ def whatif_page(runs: list[RunRecord]) -> str:
     if chart_rows:
         df = pd.DataFrame(chart_rows)
         chart = alt.Chart(df).mark_bar().encode(
-            y=alt.Y("mix:N", title=None), x=alt.X("share:Q", title="share of time per request (%)", stack="normalize"),
+            y=alt.Y("mix:N", title=None), x=charts.qx("share", "share of time per request", "%", stack="normalize"),
             color=alt.Color("stage:N", title="stage"), tooltip=[alt.Tooltip("mix:N"), alt.Tooltip("stage:N"), alt.Tooltip("share:Q", format=".1f")],
         ).properties(width="container", height=max(80, 40 * df["mix"].nunique()), title="Where each mix spends its time")
         out += [charts.embed(chart, caption="Stage shares per mix, from measured stage timings."), ""]
