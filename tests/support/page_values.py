@@ -4,7 +4,8 @@ Every data page's macro is called through the site's composition root (docs/macr
 stand-in for mkdocs-macros' env) on a data folder, and the page's numbers are read off its
 rendered Markdown in order (tables, prose, chart data): a figure that changes, moves to another
 row or disappears changes the list. Identifiers that are digests of a page's own text (chart ids,
-table download names) are dropped first: they change with any byte of the page, not with a figure;
+table download names) are dropped first: they change with any byte of the page, not with a figure
+(so is a fold's ``markdown="1"``: folding a section is no figure);
 a chart's figures are its data rows (every mark's values), not its presentation (sizes, widths,
 label limits, dash patterns), which may change without a figure changing.
 """
@@ -26,7 +27,7 @@ DATA_PAGES = (
     "whatif_page", "history_page", "regressions_page", "host_vs_host_page",
 )
 
-_DIGESTS = re.compile(r"chart-[0-9a-f]{10}|tables/[0-9a-f]+\.(?:csv|json)")
+_DIGESTS = re.compile(r'chart-[0-9a-f]{10}|tables/[0-9a-f]+\.(?:csv|json)| markdown="1"')  # and a fold's markup
 _SPEC = re.compile(r'(<script type="application/json" id="[^"]+-spec">)(.*?)(</script>)', re.S)
 _NUMBER = re.compile(r"(?<![\w.])-?\d[\d,]*(?:\.\d+)?(?:e[+-]?\d+)?%?(?![\w])")
 
