@@ -26,8 +26,8 @@ from pipelines import roofline as roof
 from pipelines import whatif as wi
 from pipelines.runs import latest_per_key, records
 from pipelines.site import charts
-from pipelines.site.markdown import (MISSED_BADGE, PROJECTED_BADGE, verdict_badge, SYNTHETIC_BADGE, VERIFIED_BADGE, admonition, cell, code, link, nbytes, num,
-                       prose, run_link, table)
+from pipelines.site.markdown import (MISSED_BADGE, PROJECTED_BADGE, verdict_badge, SYNTHETIC_BADGE, VERIFIED_BADGE, admonition, cell, code, fold, link,
+                       nbytes, num, prose, run_link, table)
 
 MEASURED_BADGE = '<span class="almanac-badge measured" title="read from a run artifact">measured</span>'
 
@@ -363,9 +363,20 @@ def _baseline_rss(runs: list[RunRecord], host_id: str | None) -> int | None:
     return int(sorted(vals)[len(vals) // 2]) if vals else None
 
 
+PLAN_FOLD = "The plan: facts from the GGUF, weights, KV cache, what fits where (host RAM and each card), LoRA adapters"
+
+
 def model_memory_section(shape: mem.ModelShape, doc: RunRecord, settings: mem.PlannerSettings,
                          host_id: str | None, host_memory: int | None, baseline_rss: int | None) -> str:
-    out = [f"## {cell(doc.model_name)}" + (" " + SYNTHETIC_BADGE if doc.synthetic else ""), ""]
+    """A model file's plan under its heading, folded: the page shows the planner's accuracy first and
+    one line per model file (a plan is a page of tables; a reader opens the one they plan for)."""
+    head = f"## {cell(doc.model_name)}" + (" " + SYNTHETIC_BADGE if doc.synthetic else "")
+    return head + "\n\n" + fold(PLAN_FOLD, _model_plan(shape, doc, settings, host_id, host_memory, baseline_rss))
+
+
+def _model_plan(shape: mem.ModelShape, doc: RunRecord, settings: mem.PlannerSettings,
+                host_id: str | None, host_memory: int | None, baseline_rss: int | None) -> str:
+    out: list[str] = []
     n_swa_layers = sum(shape.swa_layers)
     facts = [
         ["file", code(doc.model_file_name)], ["architecture", cell(shape.architecture)],
@@ -504,8 +515,9 @@ def predicted_vs_measured(runs: list[RunRecord]) -> str:
                      code(f"{p['type_k']}/{p['type_v']}"), f"{nbytes(p['predicted'])} {PROJECTED_BADGE}",
                      f"{nbytes(p['measured'])} {MEASURED_BADGE}", _pct(p["error"]),
                      "yes" if p["within_10pct"] else "**no**", reported])
-    out += [table(["run", "model", "test", "n_ctx", "K/V", "predicted", "measured peak RSS", "error", "within 10%",
-                   "llama.cpp reported"], rows, ["l", "l", "l", "r", "l", "r", "r", "r", "l", "l"]), ""]
+    out += [fold("Every current CPU run: predicted, measured peak RSS, error, llama.cpp's own report",
+                 table(["run", "model", "test", "n_ctx", "K/V", "predicted", "measured peak RSS", "error", "within 10%",
+                        "llama.cpp reported"], rows, ["l", "l", "l", "r", "l", "r", "r", "r", "l", "l"])), ""]
     ok = sum(p["within_10pct"] for p in preds)
     out.append(f"**{ok} of {len(preds)}** predictions are within 10% of the measured peak RSS.")
     out.append("")
@@ -604,8 +616,9 @@ def vram_vs_measured(runs: list[RunRecord]) -> str:
         rows.append([link(p["id"], run_link(p["id"])), code(p["host_id"]), cell(p["model"]), code(p["test_name"]),
                      nbytes(p["predicted"]), f"{nbytes(p['measured'])} {MEASURED_BADGE}", nbytes(p["residual"]),
                      "yes" if p["exact_roles"] else "no: embedding counted on the GPU"])
-    out += [table(["run", "host", "model", "test", "predicted (no overhead)", "measured peak VRAM", "residual",
-                   "per-role tensor bytes in the artifact"], rows, ["l", "l", "l", "l", "r", "r", "r", "l"]), ""]
+    out += [fold("Every run with all layers on a GPU: predicted, measured peak VRAM, residual",
+                 table(["run", "host", "model", "test", "predicted (no overhead)", "measured peak VRAM", "residual",
+                        "per-role tensor bytes in the artifact"], rows, ["l", "l", "l", "l", "r", "r", "r", "l"])), ""]
     if skipped:
         out += [skipped, ""]
     return "\n".join(out)
@@ -644,9 +657,9 @@ def memory_page(runs: list[RunRecord], hosts: list[HostRecord]) -> str:
         out += ["## Model files", "",
                 f"{len(docs):,} model files have measurements; the {MODELS_SHOWN} most recently measured have a section "
                 "below. Plan any other with `invoke plan.memory --model NAME_OR_PATH`.", "",
-                table(["model", "quantization", "parameters", "file size", "last measured"],
-                      [[cell(d.model_name), cell(d.quantization), num(d.n_params, 0),
-                        nbytes(d.model_size_bytes), cell(d.created)] for d in newest], max_rows=50), ""]
+                fold("The model files, newest first", table(["model", "quantization", "parameters", "file size", "last measured"],
+                     [[cell(d.model_name), cell(d.quantization), num(d.n_params, 0),
+                       nbytes(d.model_size_bytes), cell(d.created)] for d in newest], max_rows=50)), ""]
         shown = {id(d) for d in newest[:MODELS_SHOWN]}
         docs = [d for d in docs if id(d) in shown]
     for d in docs:

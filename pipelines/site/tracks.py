@@ -202,9 +202,10 @@ def adapter_memory_section(docs: list[Any]) -> str:
         "set's growth while attaching them (the process, measured; llama.cpp reads the tensors into buffers of its "
         "own, so the growth follows the buffers). Load time: every adapter's `llama_adapter_lora_init` plus "
         "attaching them all. Each count was measured in two runs (prefill and decode): n is the runs.", "",
-        table(["model", "host", "adapters", "each adapter", "predicted", "llama.cpp buffers", "prediction error",
-               "file tensors", "RSS growth (mean)", "load time, ms (mean)", "sources"], rows,
-              ["l", "l", "r", "l", "r", "r", "r", "r", "r", "r", "l"]), ""])
+        fold("Every adapter count: predicted, llama.cpp's buffers, error, file tensors, RSS growth, load time",
+             table(["model", "host", "adapters", "each adapter", "predicted", "llama.cpp buffers", "prediction error",
+                    "file tensors", "RSS growth (mean)", "load time, ms (mean)", "sources"], rows,
+                   ["l", "l", "r", "l", "r", "r", "r", "r", "r", "r", "l"])), ""])
 
 
 # -- MoE x speculation ------------------------------------------------------------------------------
