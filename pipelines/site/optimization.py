@@ -18,7 +18,7 @@ from core.records.run import RunRecord
 from core import degeneration
 from pipelines import optimization as opt
 from pipelines.site import charts
-from pipelines.site.markdown import SYNTHETIC_BADGE, admonition, as_text, cell, code, link, num, pre, run_link, table
+from pipelines.site.markdown import SYNTHETIC_BADGE, admonition, as_text, cell, code, fold, link, num, pre, run_link, table
 
 TRACK_INTRO = {
     "speculative": (
@@ -321,7 +321,8 @@ def best_table(all_sweeps: list[opt.Sweep]) -> str:
                   pre("\n".join(lines))] + ([f"<small>{cell(rep['notes'])}</small>"] if rep.get("notes") else []) + [""]
     out = table(["model", "test", "best point", "rate", "speedup (CI95)", "source"], rows, ["l", "l", "l", "r", "r", "l"])
     if repro:
-        out += "\n\n### Reproducing settings\n\n" + "\n".join(repro)
+        out += "\n\n### Reproducing settings\n\n" + fold("The commands for each best point: llama.cpp, llama-bench, llama-cpp-python",
+                                                        "\n".join(repro))
     return out
 
 
@@ -356,7 +357,8 @@ def _sweep_section(sw: opt.Sweep) -> list[str]:
             m = METRICS.get(pts[0].metric or "")
             out += [charts.embed(chart, caption=f"{as_text(m.label) if m else 'rate'}: mean with CI95; every point links "
                                                 "to its artifact in the table below."), ""]
-        out += [sweep_table(sw, pts), ""]
+        out += [fold("Every point: settings, rate with its CI95, against the baseline, output check, artifact",
+                     sweep_table(sw, pts)), ""]
     return out
 
 
@@ -416,5 +418,5 @@ def optimization_page(docs: list[RunRecord], quality_docs: list[QualityRecord] |
             "where their baseline did not "
             f"(degeneration detector v{cell(t['version'])}: empty output, more than "
             f"{num(100 * t['non_text_max_share'], 0)}% unprintable characters, or a repetition loop).", "",
-            failures_table(all_sweeps), ""]
+            fold("Every failed approach, with its reason", failures_table(all_sweeps)), ""]
     return "\n".join(out)

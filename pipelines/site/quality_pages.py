@@ -109,9 +109,10 @@ def quality_page(docs: list[QualityRecord]) -> str:
                      num(int(r["passed"]), 0), _pct(r["pass_rate"]), _ci(r["ci95_low"], r["ci95_high"]),
                      num(int(r["degenerate"]), 0), cell(f"max_tokens={gen.get('max_tokens')}, T={gen.get('temperature')}"),
                      cell(r["status"]), link(r["id"], quality_link(r["id"]))])
-    out.append(table(["suite", "model", "configuration", "n", "passed", "pass rate", "CI95", "degenerate",
-                      "generation", "status", "artifact"], rows,
-                     ["l", "l", "l", "r", "r", "r", "r", "r", "l", "l", "l"]))
+    out.append(fold("Every quality run: suite, configuration, pass rate with its CI95, generation, status",
+                    table(["suite", "model", "configuration", "n", "passed", "pass rate", "CI95", "degenerate",
+                           "generation", "status", "artifact"], rows,
+                          ["l", "l", "l", "r", "r", "r", "r", "r", "l", "l", "l"])))
     out += ["", "## Suites", "", suites_table(frame), ""]
     return "\n".join(out)
 
@@ -138,8 +139,9 @@ def paired_section(docs: list[dict[str, Any]]) -> list[str]:
            "on the items both answered (not two independent intervals). " + cell(quality_mod.PAIRED_RULE), ""]
     body = [[code(r["suite"]), link(r["config"], quality_link(r["id"])), link(r["leader"], quality_link(r["leader_id"])),
              num(r["comparison"].n, 0) if r["comparison"] else "0", paired_cell(r["comparison"])] for r in rows]
-    out += [table(["suite", "configuration (B)", "leader (A)", "shared items", "B − A (CI95), verdict, detectable"], body,
-                  ["l", "l", "l", "r", "l"]), ""]
+    out += [fold("Every configuration against its suite's leader, item by item",
+                 table(["suite", "configuration (B)", "leader (A)", "shared items", "B − A (CI95), verdict, detectable"], body,
+                       ["l", "l", "l", "r", "l"])), ""]
     return out
 
 
