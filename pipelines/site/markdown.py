@@ -354,16 +354,21 @@ def _table_html(block: str, href: Any) -> str | None:
 
 
 LONG_CELL = 60  # characters of text: a cell this long gets room of its own (class "long", almanac.css)
+LONGER_CELL = 160  # and this long, more room (class "longer")
 _TAG = re.compile(r"<[^>]*>")
 
 
 def _long(c: str, style: str, align: str) -> str:
-    """A cell's class attribute: its alignment, and "long" for a cell of long text, which almanac.css gives a
-    minimum width (squeezed into a narrow column, a sentence made its row a screen tall; the table scrolls
-    in its own box instead)."""
-    if len(c) <= LONG_CELL or len(_TAG.sub("", c)) <= LONG_CELL:
+    """A cell's class attribute: its alignment, and "long" (or "longer") for a cell of long text, which
+    almanac.css gives a minimum width (squeezed into a narrow column, a sentence made its row a screen
+    tall; the table scrolls in its own box instead)."""
+    if len(c) <= LONG_CELL:
         return style
-    return f' class="{align} long"' if align else ' class="long"'
+    n = len(_TAG.sub("", c))
+    if n <= LONG_CELL:
+        return style
+    kind = "longer" if n > LONGER_CELL else "long"
+    return f' class="{align} {kind}"' if align else f' class="{kind}"'
 
 
 TABLE_TOKEN = "almanactable" + secrets.token_hex(8)  # per build: no artifact text can name it

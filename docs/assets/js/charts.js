@@ -89,20 +89,29 @@
   }
 
   // A label's pieces for packing into lines: its parts (joined by PARTS, which stays at the end of a
-  // line); a part wider than ``limit`` px also breaks after - or / and before " (".
+  // line); a part wider than ``limit`` px breaks into words, and a word still wider after - or /.
   function pieces(label, limit, px) {
     var out = [], parts = label.split(PARTS);
     parts.forEach(function (part, i) {
-      var sub = textWidth(part, px) > limit ? part.split(/(?<=[-\/])|(?= \()/) : [part];
+      var sub = [part];
+      if (textWidth(part, px) > limit) {
+        sub = [];
+        part.split(/(?<= )/).forEach(function (word) {
+          if (textWidth(word, px) > limit) sub.push.apply(sub, word.split(/(?<=[-\/])/));
+          else sub.push(word);
+        });
+      }
       if (i < parts.length - 1) sub[sub.length - 1] += PARTS;
       out.push.apply(out, sub);
     });
     return out;
   }
 
+  var MAX_LINES = 4; // a label longer than this many lines ends in "…" (its tooltip and the table have it all)
+
   // Labels wider than ``limit`` px, on lines: their pieces packed greedily, as few lines as fit (a piece
-  // still too wide is cut by the label limit). Null when every label fits on one line; else {expr: a
-  // labelExpr, lines: the most lines a label takes}.
+  // still too wide is cut by the label limit), at most MAX_LINES. Null when every label fits on one
+  // line; else {expr: a labelExpr, lines: the most lines a label takes}.
   function labelLines(labels, limit) {
     var px = THEME.textPx || 12, map = {}, most = 1, split = false;
     labels.forEach(function (label) {
@@ -113,6 +122,10 @@
         else { line += piece; }
       });
       if (line.trim()) lines.push(line.trimEnd());
+      if (lines.length > MAX_LINES) {
+        lines = lines.slice(0, MAX_LINES);
+        lines[MAX_LINES - 1] = lines[MAX_LINES - 1].replace(/ ·$/, "") + " …";
+      }
       if (lines.length > 1) { map[label] = lines; most = Math.max(most, lines.length); split = true; }
     });
     if (!split) return null;
@@ -170,7 +183,7 @@
     var spec = JSON.parse(JSON.stringify(spec0));
     var narrow = width < NARROW;
     if (sch === "dark") recolor(spec, THEME.darkColors || {});
-    var room = { width: width, narrow: narrow, label: narrow ? Math.max(60, Math.round(width * 0.42)) : 320,
+    var room = { width: width, narrow: narrow, label: narrow ? Math.max(60, Math.round(width * 0.42)) : Math.min(560, Math.max(320, Math.round(width * 0.45))),
                  legend: Math.max(80, width - 60 - adj.legendCut), plot: Math.max(60, width - 90 - adj.plotCut),
                  datasets: spec.datasets || {} };
     var config = merge(THEME[sch] || {}, {
