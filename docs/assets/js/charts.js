@@ -93,15 +93,17 @@
   function pieces(label, limit, px) {
     var out = [], parts = label.split(PARTS);
     parts.forEach(function (part, i) {
-      var sub = [part];
-      if (textWidth(part, px) > limit) {
+      var sub = [part], last = i === parts.length - 1;
+      if (textWidth(part + (last ? "" : " ·"), px) > limit) {
         sub = [];
-        part.split(/(?<= )/).forEach(function (word) {
-          if (textWidth(word, px) > limit) sub.push.apply(sub, word.split(/(?<=[-\/])/));
+        var words = part.split(/(?<= )/);
+        words.forEach(function (word, j) {
+          var end = j === words.length - 1 && !last ? " ·" : ""; // the joiner ends this word's line
+          if (textWidth(word.trimEnd() + end, px) > limit) sub.push.apply(sub, word.split(/(?<=[-\/])/));
           else sub.push(word);
         });
       }
-      if (i < parts.length - 1) sub[sub.length - 1] += PARTS;
+      if (!last) sub[sub.length - 1] += PARTS;
       out.push.apply(out, sub);
     });
     return out;
