@@ -1,4 +1,5 @@
-"""Build-time files (mkdocs-gen-files): the chart library bundle served by the site itself.
+"""Build-time files (mkdocs-gen-files): the chart library bundle served by the site itself, and
+the charts' light and dark themes (pipelines/site/charts.py's THEME and COLORS, for charts.js).
 
 No page is generated per artifact: the runs browsers (docs/runs/, docs/quality-runs/,
 docs/perplexity-runs/) list every artifact of their kind from one index and their viewer shows
@@ -12,11 +13,14 @@ import mkdocs_gen_files
 
 from pipelines.site import split_pages  # noqa: F401 - registers the pages that split per host
 from pipelines.site.assets import vega_bundle
+from pipelines.site.charts import theme_script
 from pipelines.site.kinds import kind_pages
 from pipelines.site.per_host import generated_pages
 
 with mkdocs_gen_files.open("assets/js/vega-bundle.js", "w") as fh:
     fh.write(vega_bundle())
+with mkdocs_gen_files.open("assets/js/chart-theme.js", "w") as fh:
+    fh.write(theme_script())
 
 # the pages that split per host once the fleet outgrows one page (pipelines/site/per_host.py)
 for _path, _text in generated_pages():

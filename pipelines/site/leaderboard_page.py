@@ -324,14 +324,11 @@ def reference_chart(board: Board) -> str:
         sub = df[df["panel"] == panel]
         if sub.empty:
             continue
-        unit = board.metrics[t].unit
-        axis_title = f"{TEST_WORDS.get(t, t)} {t} ({unit}, log scale)"
+        axis = (f"{TEST_WORDS.get(t, t)} {t}", board.metrics[t].unit)
         base = alt.Chart(sub).encode(y=alt.Y("host:N", sort=order, title=None, axis=alt.Axis(labelLimit=160)))
-        x = alt.X("mean:Q", scale=alt.Scale(type="log"), title=axis_title)
-        rule = base.mark_rule().encode(x=alt.X("ci95_low:Q", scale=alt.Scale(type="log"), title=axis_title),
-                                       x2="ci95_high:Q")
-        dots = base.mark_point(filled=True, size=80).encode(
-            x=x, href=alt.Href("json:N"),
+        rule = base.mark_rule(color=charts.INK).encode(x=charts.qx("ci95_low", *axis, log=True), x2="ci95_high:Q")
+        dots = base.mark_point(filled=True, size=80, color=charts.ACCENT).encode(
+            x=charts.qx("mean", *axis, log=True), href=alt.Href("json:N"),
             tooltip=[alt.Tooltip("host:N"), alt.Tooltip("panel:N", title="test"), alt.Tooltip("mean:Q", format=",.1f"),
                      alt.Tooltip("ci95_low:Q", format=",.1f"), alt.Tooltip("ci95_high:Q", format=",.1f"),
                      alt.Tooltip("rank:N"), alt.Tooltip("n:Q"), alt.Tooltip("id:N", title="artifact")])

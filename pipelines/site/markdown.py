@@ -342,16 +342,36 @@ def _table_html(block: str, href: Any) -> str | None:
     # alignment as a short class (almanac.css), left as the default: a fleet's boards have thousands of
     # cells, and an inline style on each was a third of the Leaderboard's bytes
     style = [f' class="{_ALIGN_CLASS[a.strip()]}"' if a.strip() in _ALIGN_CLASS else "" for a in sep]
+    align = [_ALIGN_CLASS.get(a.strip(), "") for a in sep]
     try:
         out = ["<table>", "<thead>", "<tr>"]
         out += [f"<th{st}>{_cell_html(c.strip(), href)}</th>" for c, st in zip(head, style)]
         out += ["</tr>", "</thead>", "<tbody>"]
         for r in body:
-            out.append("<tr>\n" + "\n".join(f"<td{st}>{_cell_html(c.strip(), href)}</td>" for c, st in zip(r, style)) + "\n</tr>")
+            out.append("<tr>\n" + "\n".join(f"<td{_long(c, st, al)}>{_cell_html(c.strip(), href)}</td>"
+                                             for c, st, al in zip(r, style, align)) + "\n</tr>")
         out += ["</tbody>", "</table>"]
     except _Unsure:
         return None
     return "\n".join(out)
+
+
+LONG_CELL = 60  # characters of text: a cell this long gets room of its own (class "long", almanac.css)
+LONGER_CELL = 160  # and this long, more room (class "longer")
+_TAG = re.compile(r"<[^>]*>")
+
+
+def _long(c: str, style: str, align: str) -> str:
+    """A cell's class attribute: its alignment, and "long" (or "longer") for a cell of long text, which
+    almanac.css gives a minimum width (squeezed into a narrow column, a sentence made its row a screen
+    tall; the table scrolls in its own box instead)."""
+    if len(c) <= LONG_CELL:
+        return style
+    n = len(_TAG.sub("", c))
+    if n <= LONG_CELL:
+        return style
+    kind = "longer" if n > LONGER_CELL else "long"
+    return f' class="{align} {kind}"' if align else f' class="{kind}"'
 
 
 TABLE_TOKEN = "almanactable" + secrets.token_hex(8)  # per build: no artifact text can name it

@@ -18,7 +18,7 @@ from core.records.run import RunRecord
 from core import degeneration
 from pipelines import optimization as opt
 from pipelines.site import charts, figures
-from pipelines.site.markdown import SYNTHETIC_BADGE, admonition, as_text, cell, code, link, num, pre, run_link, table
+from pipelines.site.markdown import SYNTHETIC_BADGE, admonition, as_text, cell, code, fold, link, num, pre, run_link, table
 
 TRACK_INTRO = {
     "speculative": (
@@ -41,7 +41,19 @@ TRACK_INTRO = {
     "moe-speculation": "",
     "adapters": "",
 }
-STATUS_COLORS = {"baseline": "#555555", "identical": "#2e7d32", "diverged": "#ef6c00", "degenerate": "#c62828"}
+STATUS_COLORS = {"baseline": charts.MUTED, "identical": charts.GOOD, "diverged": charts.WARN, "degenerate": charts.BAD}
+# A swept setting on a chart's x axis: what it is and its unit (charts.axis_title).
+SETTING_AXES = {"n_threads": ("threads", "count"), "n_threads_batch": ("batch threads", "count"),
+                "n_batch": ("logical batch n_batch", "tokens"), "n_ubatch": ("physical batch n_ubatch", "tokens"),
+                "n_ctx": ("context n_ctx", "tokens"), "n_depth": ("context depth", "tokens"),
+                "n_gpu_layers": ("layers on the GPU", "layers"), "draft_max": ("draft length K", "tokens"),
+                "lookup_ngram_max": ("largest n-gram looked up", "tokens"), "n_expert_used": ("experts per token", "count"),
+                "retries": ("automatic retries", "count"), "fault_every": ("a fault every k-th request", "requests")}
+
+
+def setting_axis(key: str) -> tuple[str, str]:
+    """(label, unit) of a swept setting's axis; a setting not listed is labelled by its name, valued as set."""
+    return SETTING_AXES.get(key, (key, "value as set"))
 
 
 def _model(doc: RunRecord) -> str:
@@ -125,11 +137,11 @@ def _x_value(p: opt.Point, key: str) -> Any:
 
 
 # -- charts --------------------------------------------------------------------------------
-def _baseline_rule(value: float | None) -> alt.Chart | None:
+def _baseline_rule(value: float | None, metric: Any) -> alt.Chart | None:
     if value is None:
         return None
-    return alt.Chart(pd.DataFrame([{"baseline": value}])).mark_rule(strokeDash=[5, 4], color="#555").encode(
-        y=alt.Y("baseline:Q"), tooltip=[alt.Tooltip("baseline:Q", format=".2f", title="baseline")])
+    return alt.Chart(pd.DataFrame([{"baseline": value}])).mark_rule(strokeDash=[5, 4], color=charts.MUTED).encode(
+        y=charts.qy("baseline", metric), tooltip=[alt.Tooltip("baseline:Q", format=".2f", title="baseline")])
 
 
 def speculative_chart(points: list[opt.Point]) -> alt.TopLevelMixin | None:
@@ -148,18 +160,18 @@ def speculative_chart(points: list[opt.Point]) -> alt.TopLevelMixin | None:
         return None
     df = pd.DataFrame(rows)
     metric = METRICS[points[0].metric or "generation_tps"]
-    base = alt.Chart(df).encode(x=alt.X("K:Q", title="K (tokens drafted per step)", axis=alt.Axis(tickMinStep=1, format="d")),
+    base = alt.Chart(df).encode(x=charts.qx("K", "K, drafted per step", "tokens", axis=alt.Axis(tickMinStep=1, format="d")),
                                 color=alt.Color("series:N", title=None))
-    rate = (base.mark_area(opacity=0.15).encode(y=alt.Y("ci95_low:Q"), y2=alt.Y2("ci95_high:Q"))
+    rate = (base.mark_area(opacity=0.15).encode(y=charts.qy("ci95_low", metric), y2=alt.Y2("ci95_high:Q"))
             + base.mark_line(point=True).encode(
-                y=alt.Y("mean:Q", title=f"{metric.label} ({metric.unit})"),
+                y=charts.qy("mean", metric),
                 tooltip=[alt.Tooltip("K:Q"), alt.Tooltip("mean:Q", format=".2f"), alt.Tooltip("series:N"), alt.Tooltip("lossless:N"), alt.Tooltip("id:N")]))
     baseline = next((p for p in points if p.is_baseline and p.ok), None)
-    rule = _baseline_rule(baseline.mean if baseline else None)
+    rule = _baseline_rule(baseline.mean if baseline else None, metric)
     if rule is not None:
         rate = rate + rule
     acc = base.mark_line(point=True, strokeDash=[2, 2]).encode(
-        y=alt.Y("acceptance:Q", title="draft acceptance (%)", scale=alt.Scale(domain=[0, 100])),
+        y=charts.qy("acceptance", "draft acceptance", "%", scale=alt.Scale(domain=[0, 100])),
         tooltip=[alt.Tooltip("K:Q"), alt.Tooltip("acceptance:Q", format=".1f"), alt.Tooltip("series:N")])
     return alt.hconcat(rate.properties(width=320, height=240, title="rate (dashed: baseline)"),
                        acc.properties(width=220, height=240, title="acceptance"))
@@ -187,13 +199,12 @@ def experts_chart(points: list[opt.Point]) -> alt.TopLevelMixin | None:
         return None
     df = pd.DataFrame(rows)
     metric = METRICS[points[0].metric or "tokens_per_second"]
-    y_title = f"{metric.label} ({metric.unit})"
-    base = alt.Chart(df).encode(x=alt.X("experts:Q", title="experts per token", axis=alt.Axis(tickMinStep=1, format="d")))
-    line = base.mark_line(color="#9e9e9e").encode(y=alt.Y("mean:Q", title=y_title))
-    err = base.mark_errorbar(color="#444").encode(y=alt.Y("ci95_low:Q", title=y_title), y2=alt.Y2("ci95_high:Q"))
+    base = alt.Chart(df).encode(x=charts.qx("experts", *setting_axis("n_expert_used"), axis=alt.Axis(tickMinStep=1, format="d")))
+    line = base.mark_line(color=charts.QUIET).encode(y=charts.qy("mean", metric))
+    err = base.mark_errorbar(color=charts.MUTED).encode(y=charts.qy("ci95_low", metric), y2=alt.Y2("ci95_high:Q"))
     domain = list(STATUS_COLORS)
     dots = base.mark_point(size=90, filled=True).encode(
-        y=alt.Y("mean:Q", title=y_title),
+        y=charts.qy("mean", metric),
         color=alt.Color("status:N", scale=alt.Scale(domain=domain, range=list(STATUS_COLORS.values())),
                         title="output vs baseline"),
         shape=alt.Shape("status:N", scale=alt.Scale(domain=domain), title="output vs baseline"),
@@ -201,7 +212,7 @@ def experts_chart(points: list[opt.Point]) -> alt.TopLevelMixin | None:
     return (line + err + dots).properties(width="container", height=260)
 
 
-def sweep_line_chart(points: list[opt.Point], key: str, x_title: str) -> alt.TopLevelMixin | None:
+def sweep_line_chart(points: list[opt.Point], key: str) -> alt.TopLevelMixin | None:
     """A numeric setting (or the context depth) against the rate, one line per series."""
     rows = []
     for p in points:
@@ -220,7 +231,8 @@ def sweep_line_chart(points: list[opt.Point], key: str, x_title: str) -> alt.Top
     if not rows:
         return None
     metric = METRICS[points[0].metric or "tokens_per_second"]
-    return charts.line_sweep(pd.DataFrame(rows), key, metric, series="series", x_title=x_title)
+    label, unit = setting_axis(key)
+    return charts.line_sweep(pd.DataFrame(rows), key, metric, series="series", x_title=label, x_unit=unit)
 
 
 def settings_chart(points: list[opt.Point]) -> alt.TopLevelMixin | None:
@@ -239,14 +251,14 @@ def sweep_chart(sw: opt.Sweep, points: list[opt.Point]) -> alt.TopLevelMixin | N
     if sw.track == "experts":
         return experts_chart(points)
     if sw.track == "threads":
-        return sweep_line_chart(points, "n_threads", "threads")
+        return sweep_line_chart(points, "n_threads")
     if sw.track == "depth":
-        return sweep_line_chart(points, "n_depth", "context depth (tokens)")
+        return sweep_line_chart(points, "n_depth")
     numeric = [k for k in dict.fromkeys(k for p in points for k in p.swept)
                if all(isinstance(p.swept.get(k), (int, float)) and not isinstance(p.swept.get(k), bool)
                       for p in points if k in p.swept)]
     if numeric:
-        return sweep_line_chart(points, numeric[0], numeric[0])
+        return sweep_line_chart(points, numeric[0])
     return settings_chart(points)
 
 
@@ -311,7 +323,8 @@ def best_table(all_sweeps: list[opt.Sweep]) -> str:
                   pre("\n".join(lines))] + ([f"<small>{cell(rep['notes'])}</small>"] if rep.get("notes") else []) + [""]
     out = table(["model", "test", "best point", "rate", "speedup (CI95)", "source"], rows, ["l", "l", "l", "r", "r", "l"])
     if repro:
-        out += "\n\n### Reproducing settings\n\n" + "\n".join(repro)
+        out += "\n\n### Reproducing settings\n\n" + fold("The commands for each best point: llama.cpp, llama-bench, llama-cpp-python",
+                                                        "\n".join(repro))
     return out
 
 
@@ -336,7 +349,7 @@ def _sweep_section(sw: opt.Sweep) -> list[str]:
                 "noise, so divergence and degeneration only show the mechanism.", ""]
     if sw.track == "depth":  # one chart across the sweep's tests: depth is the x axis
         rate = [p for p in sw.points if p.doc.test_kind == "rate"]
-        chart = sweep_line_chart(rate, "n_depth", "context depth (tokens)") if rate else None
+        chart = sweep_line_chart(rate, "n_depth") if rate else None
         if chart is not None:
             out += [charts.embed(chart, caption="Rate after N tokens of context: mean with CI95, one line per "
                                                 "configuration; every point links to its artifact in the tables below."), ""]
@@ -349,7 +362,8 @@ def _sweep_section(sw: opt.Sweep) -> list[str]:
             m = METRICS.get(pts[0].metric or "")
             out += [charts.embed(chart, caption=f"{as_text(m.label) if m else 'rate'}: mean with CI95; every point links "
                                                 "to its artifact in the table below."), ""]
-        out += [sweep_table(sw, pts), ""]
+        out += [fold("Every point: settings, rate with its CI95, against the baseline, output check, artifact",
+                     sweep_table(sw, pts)), ""]
     return out
 
 
@@ -409,5 +423,5 @@ def optimization_page(docs: list[RunRecord], quality_docs: list[QualityRecord] |
             "where their baseline did not "
             f"(degeneration detector v{cell(t['version'])}: empty output, more than "
             f"{num(100 * t['non_text_max_share'], 0)}% unprintable characters, or a repetition loop).", "",
-            failures_table(all_sweeps), ""]
+            fold("Every failed approach, with its reason", failures_table(all_sweeps)), ""]
     return "\n".join(out)

@@ -20,8 +20,8 @@ from pipelines import leaderboard, ranking
 from pipelines.runs import latest_per_key, last_updated, records
 from pipelines.site import charts, figures
 from pipelines.site.history_pages import STALE_BADGE
-from pipelines.site.markdown import (ROOT, SYNTHETIC_BADGE, admonition, as_text, cell, ci_cell, code, endpoint_badge, link, nbytes, num, run_json,
-                                     run_link, table)
+from pipelines.site.markdown import (ROOT, SYNTHETIC_BADGE, admonition, as_text, cell, ci_cell, code, endpoint_badge, fold, link, nbytes, num,
+                                     run_json, run_link, table)
 
 
 
@@ -86,7 +86,10 @@ def leaderboard_page(docs: list[RunRecord], boards: list[Any] | None = None) -> 
             facts.append(f"**Backend build:** {cell(b.builds[0])}")
         if b.constant:
             facts.append("**Settings on every row:** " + cell(", ".join(f"{k}={_setting(v)}" for k, v in sorted(b.constant.items()))))
-        out.append("  \n".join(facts) + "\n")
+        facts_text = "  \n".join(facts)
+        # a test defined by its prompts (generate, chat) reads a screen long: folded, its kind still in view
+        out.append((facts_text if len(facts_text) <= LONG_FACTS else
+                    fold(f"The test ({b.test_kind}), the backend build and the settings every row shares", facts_text)) + "\n")
         recs = leaderboard.board_records(b)
         build_cols = ["backend build"] if b.build_varies else []
         extra = [METRICS[c] for c in leaderboard.extra_columns(b)]  # e.g. energy per token, where measured
@@ -122,6 +125,9 @@ def leaderboard_page(docs: list[RunRecord], boards: list[Any] | None = None) -> 
     return "\n".join(out)
 
 
+LONG_FACTS = 400  # characters: a board's facts longer than this are folded
+
+
 def _extra_cell(s: Summary | None, m: Any) -> str:
     """A column beside the headline: its mean and CI95 ("—" where the row did not measure it)."""
     if s is None or s.mean is None:
@@ -134,7 +140,8 @@ def metric_definitions() -> str:
     kinds = all_kinds().values()
     rows = [[code(m.name), cell(m.label), cell(m.unit), "higher" if m.higher_is_better else "lower", cell(m.aggregation),
              cell(", ".join(k.name for k in kinds if m.name in k.metrics)), cell(m.description)] for m in METRICS.values()]
-    return table(["metric", "label", "unit", "better", "aggregation", "tests", "definition"], rows)
+    return fold(f"Every metric ({len(rows)}): label, unit, which way is better, aggregation, tests, definition",
+                table(["metric", "label", "unit", "better", "aggregation", "tests", "definition"], rows))
 
 
 def test_kinds() -> str:
@@ -163,13 +170,14 @@ def backends_table(declarations: list[dict[str, Any]]) -> str:
                      cell(", ".join(d["servers"])) if d["servers"] else "—", ", ".join(code(k) for k in d["test_kinds"]),
                      notes, ", ".join(code(k) for k in d.get("model_kinds") or ["file"]),
                      ", ".join(code(p) for p in d["prompt_styles"]), ", ".join(code(f) for f in d["settings"])])
-    return table(["backend", "the model runs", "servers it starts", "test kinds", "what a kind means here", "models",
-                  "prompt styles", "settings"], rows, downloads=False)
+    return fold(f"Every backend ({len(rows)}): where the model runs, servers, test kinds, models, prompt styles, settings",
+                table(["backend", "the model runs", "servers it starts", "test kinds", "what a kind means here", "models",
+                       "prompt styles", "settings"], rows, downloads=False))
 
 
 def settings_table(options: list[dict[str, Any]]) -> str:
     """A backend's settings (name, type, default, help: its declaration's option table)."""
     rows = [[code(r["name"]), cell(r["type"]), code(json.dumps(r["default"])) if r["default"] is not None else "null",
              cell(r["help"])] for r in options]
-    return table(["setting", "type", "default", "meaning"], rows)
+    return fold(f"Every setting ({len(rows)}): type, default, meaning", table(["setting", "type", "default", "meaning"], rows))
 

@@ -26,8 +26,8 @@ from pipelines import roofline as roof
 from pipelines import whatif as wi
 from pipelines.runs import latest_per_key, records
 from pipelines.site import charts, figures
-from pipelines.site.markdown import (MISSED_BADGE, PROJECTED_BADGE, verdict_badge, SYNTHETIC_BADGE, VERIFIED_BADGE, admonition, cell, code, link, nbytes, num,
-                       fold, prose, run_link, table)
+from pipelines.site.markdown import (MISSED_BADGE, PROJECTED_BADGE, verdict_badge, SYNTHETIC_BADGE, VERIFIED_BADGE, admonition, cell, code, fold, link,
+                       nbytes, num, prose, run_link, table)
 
 MEASURED_BADGE = '<span class="almanac-badge measured" title="read from a run artifact">measured</span>'
 
@@ -349,7 +349,7 @@ def projections_host(ps: proj.ProjectionSet, history: list[dict[str, Any]], labe
         df = pd.DataFrame([{"recorded": h["recorded"], "error": h["error"] * 100, "verdict": h["verdict"],
                             "series": f"{h['role']} · {h['scenario']}"} for h in hist])
         chart = alt.Chart(df).mark_line(point=True).encode(
-            x=alt.X("recorded:T", title="recorded"), y=alt.Y("error:Q", title="projection error (%)"),
+            x=alt.X("recorded:T", title="recorded"), y=charts.qy("error", "projection error", "%"),
             color=alt.Color("series:N", title="role · scenario"),
             shape=alt.Shape("verdict:N", title="verdict"),
             tooltip=[alt.Tooltip("recorded:T"), alt.Tooltip("error:Q", format=".1f"), alt.Tooltip("series:N"), alt.Tooltip("verdict:N")],
@@ -439,9 +439,20 @@ def _baseline_rss(runs: list[RunRecord], host_id: str | None) -> int | None:
     return int(sorted(vals)[len(vals) // 2]) if vals else None
 
 
+PLAN_FOLD = "The plan: facts from the GGUF, weights, KV cache, what fits where (host RAM and each card), LoRA adapters"
+
+
 def model_memory_section(shape: mem.ModelShape, doc: RunRecord, settings: mem.PlannerSettings,
                          host_id: str | None, host_memory: int | None, baseline_rss: int | None) -> str:
-    out = [f"## {cell(doc.model_name)}" + (" " + SYNTHETIC_BADGE if doc.synthetic else ""), ""]
+    """A model file's plan under its heading, folded: the page shows the planner's accuracy first and
+    one line per model file (a plan is a page of tables; a reader opens the one they plan for)."""
+    head = f"## {cell(doc.model_name)}" + (" " + SYNTHETIC_BADGE if doc.synthetic else "")
+    return head + "\n\n" + fold(PLAN_FOLD, _model_plan(shape, doc, settings, host_id, host_memory, baseline_rss))
+
+
+def _model_plan(shape: mem.ModelShape, doc: RunRecord, settings: mem.PlannerSettings,
+                host_id: str | None, host_memory: int | None, baseline_rss: int | None) -> str:
+    out: list[str] = []
     n_swa_layers = sum(shape.swa_layers)
     facts = [
         ["file", code(doc.model_file_name)], ["architecture", cell(shape.architecture)],
@@ -580,8 +591,9 @@ def predicted_vs_measured(runs: list[RunRecord]) -> str:
                      code(f"{p['type_k']}/{p['type_v']}"), f"{nbytes(p['predicted'])} {PROJECTED_BADGE}",
                      f"{nbytes(p['measured'])} {MEASURED_BADGE}", _pct(p["error"]),
                      "yes" if p["within_10pct"] else "**no**", reported])
-    out += [table(["run", "model", "test", "n_ctx", "K/V", "predicted", "measured peak RSS", "error", "within 10%",
-                   "llama.cpp reported"], rows, ["l", "l", "l", "r", "l", "r", "r", "r", "l", "l"]), ""]
+    out += [fold("Every current CPU run: predicted, measured peak RSS, error, llama.cpp's own report",
+                 table(["run", "model", "test", "n_ctx", "K/V", "predicted", "measured peak RSS", "error", "within 10%",
+                        "llama.cpp reported"], rows, ["l", "l", "l", "r", "l", "r", "r", "r", "l", "l"])), ""]
     ok = sum(p["within_10pct"] for p in preds)
     out.append(f"**{ok} of {len(preds)}** predictions are within 10% of the measured peak RSS.")
     out.append("")
@@ -680,8 +692,9 @@ def vram_vs_measured(runs: list[RunRecord]) -> str:
         rows.append([link(p["id"], run_link(p["id"])), code(p["host_id"]), cell(p["model"]), code(p["test_name"]),
                      nbytes(p["predicted"]), f"{nbytes(p['measured'])} {MEASURED_BADGE}", nbytes(p["residual"]),
                      "yes" if p["exact_roles"] else "no: embedding counted on the GPU"])
-    out += [table(["run", "host", "model", "test", "predicted (no overhead)", "measured peak VRAM", "residual",
-                   "per-role tensor bytes in the artifact"], rows, ["l", "l", "l", "l", "r", "r", "r", "l"]), ""]
+    out += [fold("Every run with all layers on a GPU: predicted, measured peak VRAM, residual",
+                 table(["run", "host", "model", "test", "predicted (no overhead)", "measured peak VRAM", "residual",
+                        "per-role tensor bytes in the artifact"], rows, ["l", "l", "l", "l", "r", "r", "r", "l"])), ""]
     if skipped:
         out += [skipped, ""]
     return "\n".join(out)
@@ -720,9 +733,9 @@ def memory_page(runs: list[RunRecord], hosts: list[HostRecord]) -> str:
         out += ["## Model files", "",
                 f"{len(docs):,} model files have measurements; the {MODELS_SHOWN} most recently measured have a section "
                 "below. Plan any other with `invoke plan.memory --model NAME_OR_PATH`.", "",
-                table(["model", "quantization", "parameters", "file size", "last measured"],
-                      [[cell(d.model_name), cell(d.quantization), num(d.n_params, 0),
-                        nbytes(d.model_size_bytes), cell(d.created)] for d in newest], max_rows=50), ""]
+                fold("The model files, newest first", table(["model", "quantization", "parameters", "file size", "last measured"],
+                     [[cell(d.model_name), cell(d.quantization), num(d.n_params, 0),
+                       nbytes(d.model_size_bytes), cell(d.created)] for d in newest], max_rows=50)), ""]
         shown = {id(d) for d in newest[:MODELS_SHOWN]}
         docs = [d for d in docs if id(d) in shown]
     for d in docs:
@@ -752,14 +765,13 @@ def roofline_chart(df: pd.DataFrame) -> alt.LayerChart:
     vals = pd.concat([df["measured"], df["bound"]])
     vals = vals[vals > 0]
     log_scale = bool(len(vals)) and vals.max() / vals.min() >= 10
-    xscale = alt.Scale(type="log") if log_scale else alt.Scale(zero=False)
-    title = "t/s" + (" (log scale)" if log_scale else "")
+    x = {"what": "decode rate", "unit": "t/s", "log": log_scale, "scale": alt.Scale() if log_scale else alt.Scale(zero=False)}
     base = alt.Chart(df).encode(y=alt.Y("run:N", title=None, sort=None))
     tip = [alt.Tooltip("run:N"), alt.Tooltip("measured:Q", format=",.1f"), alt.Tooltip("bound:Q", format=",.1f"),
            alt.Tooltip("efficiency:Q", format=".0%")]
-    gap = base.mark_rule(color="#999").encode(x=alt.X("measured:Q", title=title, scale=xscale), x2="bound:Q", tooltip=tip)
-    bound = base.mark_tick(thickness=3, size=14, color="#d95f02").encode(x=alt.X("bound:Q", scale=xscale), tooltip=tip)
-    measured = base.mark_point(filled=True, size=70, color="#1b9e77").encode(x=alt.X("measured:Q", scale=xscale), tooltip=tip)
+    gap = base.mark_rule(color=charts.QUIET).encode(x=charts.qx("measured", **x), x2="bound:Q", tooltip=tip)
+    bound = base.mark_tick(thickness=3, size=14, color=charts.BOUND).encode(x=charts.qx("bound", **x), tooltip=tip)
+    measured = base.mark_point(filled=True, size=70, color=charts.MEASURED).encode(x=charts.qx("measured", **x), tooltip=tip)
     return (gap + bound + measured).properties(
         width="container", height=max(80, 26 * len(df)),
         title="Measured decode rate (dot) against the bandwidth bound (tick)")
@@ -924,7 +936,7 @@ def whatif_page(runs: list[RunRecord]) -> str:
     if chart_rows:
         df = pd.DataFrame(chart_rows)
         chart = alt.Chart(df).mark_bar().encode(
-            y=alt.Y("mix:N", title=None), x=alt.X("share:Q", title="share of time per request (%)", stack="normalize"),
+            y=alt.Y("mix:N", title=None), x=charts.qx("share", "share of time per request", "%", stack="normalize"),
             color=alt.Color("stage:N", title="stage"), tooltip=[alt.Tooltip("mix:N"), alt.Tooltip("stage:N"), alt.Tooltip("share:Q", format=".1f")],
         ).properties(width="container", height=max(80, 40 * df["mix"].nunique()), title="Where each mix spends its time")
         out += [charts.embed(chart, caption="Stage shares per mix, from measured stage timings."), ""]

@@ -109,9 +109,10 @@ def quality_page(docs: list[QualityRecord]) -> str:
                      num(int(r["passed"]), 0), _pct(r["pass_rate"]), _ci(r["ci95_low"], r["ci95_high"]),
                      num(int(r["degenerate"]), 0), cell(f"max_tokens={gen.get('max_tokens')}, T={gen.get('temperature')}"),
                      cell(r["status"]), link(r["id"], quality_link(r["id"]))])
-    out.append(table(["suite", "model", "configuration", "n", "passed", "pass rate", "CI95", "degenerate",
-                      "generation", "status", "artifact"], rows,
-                     ["l", "l", "l", "r", "r", "r", "r", "r", "l", "l", "l"]))
+    out.append(fold("Every quality run: suite, configuration, pass rate with its CI95, generation, status",
+                    table(["suite", "model", "configuration", "n", "passed", "pass rate", "CI95", "degenerate",
+                           "generation", "status", "artifact"], rows,
+                          ["l", "l", "l", "r", "r", "r", "r", "r", "l", "l", "l"])))
     out += ["", "## Suites", "", suites_table(frame), ""]
     return "\n".join(out)
 
@@ -138,8 +139,9 @@ def paired_section(docs: list[dict[str, Any]]) -> list[str]:
            "on the items both answered (not two independent intervals). " + cell(quality_mod.PAIRED_RULE), ""]
     body = [[code(r["suite"]), link(r["config"], quality_link(r["id"])), link(r["leader"], quality_link(r["leader_id"])),
              num(r["comparison"].n, 0) if r["comparison"] else "0", paired_cell(r["comparison"])] for r in rows]
-    out += [table(["suite", "configuration (B)", "leader (A)", "shared items", "B − A (CI95), verdict, detectable"], body,
-                  ["l", "l", "l", "r", "l"]), ""]
+    out += [fold("Every configuration against its suite's leader, item by item",
+                 table(["suite", "configuration (B)", "leader (A)", "shared items", "B − A (CI95), verdict, detectable"], body,
+                       ["l", "l", "l", "r", "l"])), ""]
     return out
 
 
@@ -413,7 +415,7 @@ def _speed_cell(s: Any) -> str:
             f"n={s['n']}</small>")
 
 
-def ladder_chart(frame: pd.DataFrame, x: str, x_title: str) -> Any:
+def ladder_chart(frame: pd.DataFrame, x: str, x_label: str, x_unit: str) -> Any:
     """Perplexity (± SE) against size or speed: one point per variant, error bars both ways where known."""
     import altair as alt
 
@@ -435,13 +437,15 @@ def ladder_chart(frame: pd.DataFrame, x: str, x_title: str) -> Any:
         return None
     base = alt.Chart(df)
     scale = alt.Scale(zero=False)
+    xa, ya = (x_label, x_unit), ("perplexity, lower is better", "no unit, ± SE")
+    x_title = charts.axis_title(*xa)
     pts = base.mark_point(filled=True, size=90).encode(
-        x=alt.X("x:Q", title=x_title, scale=scale), y=alt.Y("ppl:Q", title="perplexity (± SE, lower is better)", scale=scale),
+        x=charts.qx("x", *xa, scale=scale), y=charts.qy("ppl", *ya, scale=scale),
         color=alt.Color("variant:N", legend=alt.Legend(orient="bottom", columns=1, title=None)),
         tooltip=[alt.Tooltip("variant:N"), alt.Tooltip("x:Q", format=",.1f", title=x_title), alt.Tooltip("ppl:Q", format=".3f"),
                  alt.Tooltip("kld:Q", format=".5f", title="KLD vs source"), alt.Tooltip("id:N", title="artifact")])
-    ey = base.mark_rule().encode(x=alt.X("x:Q"), y=alt.Y("ppl_lo:Q"), y2=alt.Y2("ppl_hi:Q"), color=alt.Color("variant:N", legend=None))
-    ex = base.mark_rule().encode(x=alt.X("x_lo:Q"), x2=alt.X2("x_hi:Q"), y=alt.Y("ppl:Q"), color=alt.Color("variant:N", legend=None))
+    ey = base.mark_rule().encode(x=charts.qx("x", *xa), y=charts.qy("ppl_lo", *ya), y2=alt.Y2("ppl_hi:Q"), color=alt.Color("variant:N", legend=None))
+    ex = base.mark_rule().encode(x=charts.qx("x_lo", *xa), x2=alt.X2("x_hi:Q"), y=charts.qy("ppl", *ya), color=alt.Color("variant:N", legend=None))
     return (ey + ex + pts).properties(width="container", height=260)
 
 
@@ -489,8 +493,9 @@ def ladder_section(frame: pd.DataFrame) -> str:
            f"agreement are measured against the file each variant was requantized from; {speed_host}scores are per suite "
            "and prompt style (never merged across styles), with the Wilson CI95 and the chance level.", "",
            table(head, rows), ""]
-    for x, title in (("size_mib", "file size (MiB)"), ("tg128", "tg128 (tokens/s, CI95)")):
-        ch = ladder_chart(frame, x, title)
+    for x, label, unit in (("size_mib", "file size", "MiB"), ("tg128", "tg128", "tokens/s, CI95")):
+        title = charts.axis_title(label, unit)
+        ch = ladder_chart(frame, x, label, unit)
         if ch is not None:
             out.append(charts.embed(ch, caption=f"Perplexity against {title}: one point per variant, with its intervals."))
             out.append("")

@@ -152,26 +152,30 @@ def concurrency_frame(sws: list[dict[str, Any]]) -> pd.DataFrame:
 def throughput_chart(df: pd.DataFrame) -> alt.LayerChart:
     """Aggregate output t/s against concurrency, with the ideal (linear) scaling dashed."""
     m = METRICS["peak_aggregate_tps"]
-    x = alt.X("level:Q", title="concurrent clients", scale=alt.Scale(type="log", base=2), axis=alt.Axis(values=sorted(df["level"].unique().tolist())))
     color = alt.Color("series:N", title=None, legend=alt.Legend(orient="bottom", labelLimit=400))
-    base = alt.Chart(df).encode(x=x, color=color)
+    base = alt.Chart(df).encode(x=_clients_axis(df), color=color)
+    y = ("aggregate output", m.unit)
     line = base.mark_line(point=True).encode(
-        y=alt.Y("aggregate_tps:Q", title=f"aggregate output ({m.unit})"),
+        y=charts.qy("aggregate_tps", *y),
         tooltip=[alt.Tooltip("series:N"), alt.Tooltip("level:Q"), alt.Tooltip("aggregate_tps:Q", format=".2f"),
                  alt.Tooltip("ideal_tps:Q", format=".2f", title="ideal (linear)"),
                  alt.Tooltip("effective_parallelism:Q", format=".2f"), alt.Tooltip("id:N", title="artifact")])
-    ideal = base.mark_line(strokeDash=[4, 4], opacity=0.6).encode(y=alt.Y("ideal_tps:Q"))
-    return (ideal + line).properties(title="Aggregate output (dashed: linear scaling)", width=520, height=260)
+    ideal = base.mark_line(strokeDash=[4, 4], opacity=0.6).encode(y=charts.qy("ideal_tps", *y))
+    return (ideal + line).properties(title="Aggregate output (dashed: linear scaling)", width="container", height=260)
+
+
+def _clients_axis(df: pd.DataFrame) -> alt.X:
+    return charts.qx("level", "concurrency", "clients", log=True, scale=alt.Scale(base=2),
+                     axis=alt.Axis(values=sorted(df["level"].unique().tolist())))
 
 
 def latency_chart(df: pd.DataFrame) -> alt.Chart:
-    x = alt.X("level:Q", title="concurrent clients", scale=alt.Scale(type="log", base=2), axis=alt.Axis(values=sorted(df["level"].unique().tolist())))
     return alt.Chart(df).mark_line(point=True).encode(
-        x=x, y=alt.Y("e2e_p95_ms:Q", title="p95 E2E latency (ms)"),
+        x=_clients_axis(df), y=charts.qy("e2e_p95_ms", "p95 E2E latency", "ms"),
         color=alt.Color("series:N", title=None, legend=alt.Legend(orient="bottom", labelLimit=400)),
         tooltip=[alt.Tooltip("series:N"), alt.Tooltip("level:Q"), alt.Tooltip("e2e_p95_ms:Q", format=".1f"),
                  alt.Tooltip("ttft_p95_ms:Q", format=".1f", title="p95 TTFT (ms)"), alt.Tooltip("id:N", title="artifact")],
-    ).properties(title="p95 end-to-end latency per request", width=520, height=260)
+    ).properties(title="p95 end-to-end latency per request", width="container", height=260)
 
 
 def failed_table(rows: list[dict[str, Any]]) -> str:
@@ -269,24 +273,25 @@ def throughput_latency_chart(rows: list[dict[str, Any]], metric: str) -> alt.Lay
     data = [r for r in rows if r["metric"] == metric and r["value"] is not None and r["throughput_rps"] is not None]
     df = pd.DataFrame(data)
     p = data[0]["percentile"] if data else "p95"
-    x = alt.X("throughput_rps:Q", title="completed requests per second")
+    x = charts.qx("throughput_rps", "throughput, completed", "requests/s")
+    y = (f"{p} {metric}", "ms")
     color = alt.Color("series:N", title=None, legend=alt.Legend(orient="bottom", labelLimit=400))
     tip = [alt.Tooltip("series:N"), alt.Tooltip("level:Q", title="level"), alt.Tooltip("unit:N"),
            alt.Tooltip("value:Q", format=".1f", title=f"{p} (ms)"), alt.Tooltip("lower:Q", format=".1f"),
            alt.Tooltip("upper:Q", format=".1f"), alt.Tooltip("verdict:N"), alt.Tooltip("errors:Q"),
            alt.Tooltip("id:N", title="artifact")]
     base = alt.Chart(df).encode(x=x, color=color)
-    line = base.mark_line(point=True).encode(y=alt.Y("value:Q", title=f"{p} {metric} (ms)", scale=alt.Scale(type="log")),
-                                             tooltip=tip)
-    bars = base.mark_rule(opacity=0.5).encode(y=alt.Y("lower:Q"), y2=alt.Y2("upper:Q"))
+    line = base.mark_line(point=True).encode(y=charts.qy("value", *y, log=True), tooltip=tip)
+    bars = base.mark_rule(opacity=0.5).encode(y=charts.qy("lower", *y, log=True), y2=alt.Y2("upper:Q"))
     limits = pd.DataFrame({"limit": sorted({r["limit"] for r in data})})
     limits["label"] = [f"SLO {p} {metric} ≤ {v:g} ms" for v in limits["limit"]]
-    rule = alt.Chart(limits).mark_rule(strokeDash=[6, 4], color="#c62828").encode(y="limit:Q")
-    label = alt.Chart(limits).mark_text(align="left", dx=4, dy=-6, color="#c62828").encode(y="limit:Q", text="label:N")
+    rule = alt.Chart(limits).mark_rule(strokeDash=[6, 4], color=charts.BAD).encode(y=charts.qy("limit", *y, log=True))
+    label = alt.Chart(limits).mark_text(align="left", dx=4, dy=-6, color=charts.BAD).encode(
+        y=charts.qy("limit", *y, log=True), text="label:N")
     answer = base.transform_filter(alt.datum.answer).mark_point(size=260, shape="circle", filled=False,
-                                                                strokeWidth=2.5).encode(y="value:Q", tooltip=tip)
+                                                                strokeWidth=2.5).encode(y=charts.qy("value", *y, log=True), tooltip=tip)
     return (rule + label + bars + line + answer).properties(
-        title=f"{p} {metric} against throughput (dashed: the SLO; circled: the answer)", width=520, height=280)
+        title=f"{p} {metric} against throughput (dashed: the SLO; circled: the answer)", width="container", height=280)
 
 
 def probe_table(probes: list[dict[str, Any]]) -> str:
@@ -431,15 +436,16 @@ def ratio_chart(rows: list[dict[str, Any]]) -> alt.LayerChart:
                         "ratio": r["ratio"], "lo": r["ci95_low"], "hi": r["ci95_high"], "verdict": r["verdict"],
                         "id": r["candidate_id"]} for r in rows if r["ratio"] is not None])
     base = alt.Chart(df).encode(y=alt.Y("label:N", title=None, sort=None))
+    x = ("server ÷ in-process, 1 = same, lower is faster for latency", "×")
     points = base.mark_point(filled=True, size=70).encode(
-        x=alt.X("ratio:Q", title="server / in-process (1 = same; lower is faster for latency)", scale=alt.Scale(zero=False)),
+        x=charts.qx("ratio", *x, scale=alt.Scale(zero=False)),
         color=alt.Color("verdict:N", scale=alt.Scale(domain=["win", "loss", "within noise", "insufficient data"],
-                                                     range=["#2e7d32", "#c62828", "#757575", "#bdbdbd"])),
+                                                     range=[charts.GOOD, charts.BAD, charts.NEUTRAL, charts.FAINT])),
         tooltip=[alt.Tooltip("label:N"), alt.Tooltip("ratio:Q", format=".3f"), alt.Tooltip("lo:Q", format=".3f"),
                  alt.Tooltip("hi:Q", format=".3f"), alt.Tooltip("verdict:N"), alt.Tooltip("id:N", title="artifact")])
-    bars = base.mark_rule().encode(x=alt.X("lo:Q"), x2=alt.X2("hi:Q"))
-    one = alt.Chart(pd.DataFrame({"x": [1.0]})).mark_rule(strokeDash=[3, 3], color="#222").encode(x=alt.X("x:Q"))
-    return (bars + points + one).properties(width=420, height=max(80, 24 * len(df)),
+    bars = base.mark_rule().encode(x=charts.qx("lo", *x), x2=alt.X2("hi:Q"))
+    one = alt.Chart(pd.DataFrame({"x": [1.0]})).mark_rule(strokeDash=[3, 3], color=charts.INK).encode(x=charts.qx("x", *x))
+    return (bars + points + one).properties(width="container", height=max(80, 24 * len(df)),
                                             title="Ratio of means with CI95")
 
 

@@ -102,13 +102,14 @@ def adapter_chart(series: list[ad.AdapterSeries]) -> alt.TopLevelMixin | None:
     if not rows:
         return None
     df = pd.DataFrame(rows)
-    base = alt.Chart(df).encode(x=alt.X("adapters:Q", title="adapters attached", axis=alt.Axis(values=sorted(set(df["adapters"])))),
+    base = alt.Chart(df).encode(x=charts.qx("adapters", "adapters attached", "count", axis=alt.Axis(values=sorted(set(df["adapters"])))),
                                 color=alt.Color("series:N", title=None, legend=alt.Legend(orient="bottom", columns=1)))
+    y = ("rate vs no adapter", "×")
     line = base.mark_line(point=True).encode(
-        y=alt.Y("ratio:Q", title="rate vs no adapter (×)", scale=alt.Scale(zero=False)),
+        y=charts.qy("ratio", *y, scale=alt.Scale(zero=False)),
         tooltip=[alt.Tooltip("series:N"), alt.Tooltip("adapters:Q"), alt.Tooltip("ratio:Q", format=".3f"), alt.Tooltip("id:N")])
-    err = base.mark_errorbar().encode(y=alt.Y("lo:Q"), y2=alt.Y2("hi:Q"))
-    one = alt.Chart(pd.DataFrame([{"y": 1.0}])).mark_rule(strokeDash=[5, 4], color="#555").encode(y="y:Q")
+    err = base.mark_errorbar().encode(y=charts.qy("lo", *y), y2=alt.Y2("hi:Q"))
+    one = alt.Chart(pd.DataFrame([{"y": 1.0}])).mark_rule(strokeDash=[5, 4], color=charts.MUTED).encode(y=charts.qy("y", *y))
     return (line + err + one).properties(width="container", height=260)
 
 
@@ -201,9 +202,10 @@ def adapter_memory_section(docs: list[Any]) -> str:
         "set's growth while attaching them (the process, measured; llama.cpp reads the tensors into buffers of its "
         "own, so the growth follows the buffers). Load time: every adapter's `llama_adapter_lora_init` plus "
         "attaching them all. Each count was measured in two runs (prefill and decode): n is the runs.", "",
-        table(["model", "host", "adapters", "each adapter", "predicted", "llama.cpp buffers", "prediction error",
-               "file tensors", "RSS growth (mean)", "load time, ms (mean)", "sources"], rows,
-              ["l", "l", "r", "l", "r", "r", "r", "r", "r", "r", "l"]), ""])
+        fold("Every adapter count: predicted, llama.cpp's buffers, error, file tensors, RSS growth, load time",
+             table(["model", "host", "adapters", "each adapter", "predicted", "llama.cpp buffers", "prediction error",
+                    "file tensors", "RSS growth (mean)", "load time, ms (mean)", "sources"], rows,
+                   ["l", "l", "r", "l", "r", "r", "r", "r", "r", "r", "l"])), ""])
 
 
 # -- MoE x speculation ------------------------------------------------------------------------------
@@ -250,13 +252,14 @@ def moe_spec_chart(cells: list[spec.MoeSpecCell]) -> alt.TopLevelMixin | None:
     if not rows:
         return None
     df = pd.DataFrame(rows)
-    base = alt.Chart(df).encode(x=alt.X("experts:Q", title="experts per token", axis=alt.Axis(values=sorted(set(df["experts"])))),
+    base = alt.Chart(df).encode(x=charts.qx("experts", "experts per token", "count", axis=alt.Axis(values=sorted(set(df["experts"])))),
                                 color=alt.Color("mode:N", title=None))
-    line = base.mark_line(point=True).encode(y=alt.Y("ratio:Q", title="generation rate vs baseline (×)", scale=alt.Scale(zero=False)),
+    y = ("generation rate vs baseline", "×")
+    line = base.mark_line(point=True).encode(y=charts.qy("ratio", *y, scale=alt.Scale(zero=False)),
                                              tooltip=[alt.Tooltip("mode:N"), alt.Tooltip("experts:Q"),
                                                       alt.Tooltip("ratio:Q", format=".2f"), alt.Tooltip("id:N")])
-    err = base.mark_errorbar().encode(y=alt.Y("lo:Q"), y2=alt.Y2("hi:Q"))
-    one = alt.Chart(pd.DataFrame([{"y": 1.0}])).mark_rule(strokeDash=[5, 4], color="#555").encode(y="y:Q")
+    err = base.mark_errorbar().encode(y=charts.qy("lo", *y), y2=alt.Y2("hi:Q"))
+    one = alt.Chart(pd.DataFrame([{"y": 1.0}])).mark_rule(strokeDash=[5, 4], color=charts.MUTED).encode(y=charts.qy("y", *y))
     return (line + err + one).properties(width="container", height=260)
 
 
@@ -292,20 +295,22 @@ def pareto_chart(rows: list[spec.DraftRow], score: str) -> alt.TopLevelMixin | N
         return None
     df = pd.DataFrame(data)
     base = alt.Chart(df)
+    x, y = ("speed-up over plain decoding", "×"), (f"draft quality: {score}", "%")
     pts = base.mark_point(filled=True).encode(
-        x=alt.X("speedup:Q", title="speed-up over plain decoding (×)", scale=alt.Scale(zero=False)),
-        y=alt.Y("quality:Q", title=f"draft quality: {score} (%)", scale=alt.Scale(zero=False)),
+        x=charts.qx("speedup", *x, scale=alt.Scale(zero=False)),
+        y=charts.qy("quality", *y, scale=alt.Scale(zero=False)),
         size=alt.Size("acceptance:Q", title="acceptance (%)", scale=alt.Scale(range=[60, 400])),
-        color=alt.Color("front:N", title=None, scale=alt.Scale(domain=["Pareto front", "dominated"], range=["#2e7d32", "#9e9e9e"])),
+        color=alt.Color("front:N", title=None, scale=alt.Scale(domain=["Pareto front", "dominated"], range=[charts.GOOD, charts.QUIET])),
         tooltip=[alt.Tooltip("draft:N"), alt.Tooltip("speedup:Q", format=".2f"), alt.Tooltip("quality:Q", format=".1f"),
                  alt.Tooltip("acceptance:Q", format=".1f"), alt.Tooltip("front:N"), alt.Tooltip("id:N")])
-    ex = base.mark_rule(color="#888").encode(x="s_lo:Q", x2="s_hi:Q", y="quality:Q")
-    ey = base.mark_rule(color="#888").encode(x="speedup:Q", y="q_lo:Q", y2="q_hi:Q")
-    labels = base.mark_text(align="left", dx=8, dy=-8).encode(x="speedup:Q", y="quality:Q", text="draft:N")
+    ex = base.mark_rule(color=charts.QUIET).encode(x=charts.qx("s_lo", *x), x2="s_hi:Q", y=charts.qy("quality", *y))
+    ey = base.mark_rule(color=charts.QUIET).encode(x=charts.qx("speedup", *x), y=charts.qy("q_lo", *y), y2="q_hi:Q")
+    labels = base.mark_text(align="left", dx=8, dy=-8).encode(x=charts.qx("speedup", *x), y=charts.qy("quality", *y), text="draft:N")
     front = df[df["front"] == "Pareto front"].sort_values("speedup")
     layers = [ex, ey, pts, labels]
     if len(front) > 1:
-        layers.insert(0, alt.Chart(front).mark_line(color="#2e7d32", strokeDash=[4, 3]).encode(x="speedup:Q", y="quality:Q"))
+        layers.insert(0, alt.Chart(front).mark_line(color=charts.GOOD, strokeDash=[4, 3]).encode(
+            x=charts.qx("speedup", *x), y=charts.qy("quality", *y)))
     return alt.layer(*layers).properties(width="container", height=280)
 
 

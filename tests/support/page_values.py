@@ -4,7 +4,10 @@ Every data page's macro is called through the site's composition root (docs/macr
 stand-in for mkdocs-macros' env) on a data folder, and the page's numbers are read off its
 rendered Markdown in order (tables, prose, chart data): a figure that changes, moves to another
 row or disappears changes the list. Identifiers that are digests of a page's own text (chart ids,
-table download names) are dropped first: they change with any byte of the page, not with a figure.
+table download names) are dropped first: they change with any byte of the page, not with a figure
+(so is a fold's ``markdown="1"``: folding a section is no figure);
+a chart's figures are its data rows (every mark's values), not its presentation (sizes, widths,
+label limits, dash patterns), which may change without a figure changing.
 """
 
 from __future__ import annotations
@@ -24,7 +27,8 @@ DATA_PAGES = (
     "whatif_page", "history_page", "regressions_page", "host_vs_host_page",
 )
 
-_DIGESTS = re.compile(r"chart-[0-9a-f]{10}|tables/[0-9a-f]+\.(?:csv|json)")
+_DIGESTS = re.compile(r'chart-[0-9a-f]{10}|tables/[0-9a-f]+\.(?:csv|json)| markdown="1"')  # and a fold's markup
+_SPEC = re.compile(r'(<script type="application/json" id="[^"]+-spec">)(.*?)(</script>)', re.S)
 _NUMBER = re.compile(r"(?<![\w.])-?\d[\d,]*(?:\.\d+)?(?:e[+-]?\d+)?%?(?![\w])")
 
 
@@ -49,9 +53,19 @@ def macros() -> dict[str, Any]:
     return env.macros
 
 
+def _chart_data(m: re.Match[str]) -> str:
+    """An embedded chart spec as its data rows alone (charts.embed writes the spec as JSON)."""
+    import json
+
+    from pipelines.site.charts import _values
+
+    return m.group(1) + json.dumps(_values(json.loads(m.group(2))), sort_keys=True) + m.group(3)
+
+
 def numbers(text: str) -> list[str]:
-    """The numbers as a reader sees them (character references, which artifact text is written as, decoded)."""
-    return [m.rstrip(".") for m in _NUMBER.findall(_DIGESTS.sub("", html.unescape(text)))]
+    """The numbers as a reader sees them (character references, which artifact text is written as, decoded);
+    a chart's as its data rows."""
+    return [m.rstrip(".") for m in _NUMBER.findall(_DIGESTS.sub("", html.unescape(_SPEC.sub(_chart_data, text))))]
 
 
 def page_values(data: Path) -> dict[str, list[str]]:
