@@ -27,6 +27,8 @@ DATA_PAGES = (
     "whatif_page", "history_page", "regressions_page", "host_vs_host_page",
 )
 
+SPLIT = {"serving_page": "serving", "comparisons_page": "comparisons", "optimization_page": "optimization",
+         "hosts_page": "hosts", "roles_page": "roles"}  # the data pages that split per host, by macro
 _DIGESTS = re.compile(r'chart-[0-9a-f]{10}|tables/[0-9a-f]+\.(?:csv|json)| markdown="1"')  # and a fold's markup
 _SPEC = re.compile(r'(<script type="application/json" id="[^"]+-spec">)(.*?)(</script>)', re.S)
 _NUMBER = re.compile(r"(?<![\w.])-?\d[\d,]*(?:\.\d+)?(?:e[+-]?\d+)?%?(?![\w])")
@@ -80,6 +82,15 @@ def page_values(data: Path) -> dict[str, list[str]]:
     dataset.freeze(data)
     try:
         m = macros()
-        return {name: numbers(m[name]()) for name in DATA_PAGES}
+        out = {name: numbers(m[name]()) for name in DATA_PAGES}
+        # a page split per host (more hosts than one page carries: pipelines/site/per_host.py) is its index and
+        # every host's page: their figures, host by host, after the index's
+        from pipelines.site import per_host
+
+        for name, split in SPLIT.items():
+            if per_host.is_split(split):
+                for host in sorted(per_host.hosts_of(split)):
+                    out[name] += numbers(per_host.render(split, host))
+        return out
     finally:
         dataset.thaw(data)
