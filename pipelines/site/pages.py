@@ -120,7 +120,10 @@ def leaderboard_page(docs: list[RunRecord], boards: list[Any] | None = None) -> 
         out.append("")
         if len(chart_rows) > 1:
             chart = charts.dots_with_ci(pd.DataFrame(chart_rows), m, title=f"{b.test} on {b.host_id} ({b.backend})")
-            out.append(charts.embed(chart, caption=f"{as_text(m.label)}: one dot per configuration (geometric mean of its runs) with its CI95; click a dot for its newest artifact's JSON."))
+            fig = charts.embed(chart, caption=f"{as_text(m.label)}: one dot per configuration (geometric mean of its runs) "
+                                              "with its CI95; click a dot for its newest artifact's JSON.")
+            # the table above is the answer; its chart opens on demand (a host's page holds every board of it)
+            out.append(fold(f"Chart: {b.test}, {len(chart_rows)} configurations", fig, "almanac-fold"))
             out.append("")
     return "\n".join(out)
 
