@@ -70,6 +70,8 @@ def _scheme_config(scheme: str, text: str, title: str, grid: str, domain: str) -
         # tick labels keep 6 px apart (crowded ones are left out, never drawn touching)
         "axis": {**label, "gridColor": grid, "domainColor": domain, "tickColor": domain, "titleFontWeight": "normal",
                  "labelSeparation": 6},
+        # an x axis title longer than a narrow plot (a phone) runs left over the label column, never off the right edge
+        "axisX": {"titleAnchor": "end", "titleAlign": "right"},
         "legend": {**label, "titleFontWeight": "normal", "symbolOpacity": 1},
         "header": {**label},
         "title": {"color": title, "subtitleColor": text, "fontSize": 14, "subtitleFontSize": TEXT_PX, "font": FONT,
