@@ -5,7 +5,9 @@
 the seed's table (where in the seed, and its columns as the seed shows them), the page and the
 page's table that answers it (found by the heading or fold title above it, or its caption), and a
 mapping from each seed column to the page column(s) that carry it. This script reads that table in
-a built site and judges the claim:
+a built site and judges the claim. A page split per host (``serving/<host id>/``) is named by a glob
+(``serving/**/index.html``: the index and every per-host page): the best table of any of them is judged,
+so the claim follows whichever host has the data:
 
 * living:  the page's table is there with at least one row; every seed column maps to page columns
   that are all present and filled in every row the claim looks at (not empty, not "—", "None",
@@ -76,6 +78,7 @@ _ARTIFACT_SET_HREF = re.compile(r"(?:^|/)(?:runs|quality-runs|perplexity-runs)/(
 _FULL_ID = re.compile(r"\b[pq]?[0-9a-f]{12}-\d{8}T\d{6}(?:\.\d+)?Z\b|\b[\w.-]+-\d{8}T\d{6}Z\b")
 _DOWNLOAD = re.compile(r"(?:^|/)tables/([0-9a-f]+)\.json$")  # a table's or chart's published rows
 _SHORT_ID = re.compile(r"(?<![\w-])[pq]?[0-9a-f]{12}(?![\w-])")
+_GLOB = re.compile(r"[*?\[]")  # a claim's page given as a glob: every page it matches (one per host)
 
 
 class ClaimsError(Exception):
@@ -112,7 +115,8 @@ class SiteTable:
     index: int
     headings: tuple[str, ...]  # the headings above it, outermost first (h1 .. h6)
     folds: tuple[str, ...]  # the titles of the folds (<details> summaries) it sits in
-    intro: str  # the text between the last heading/fold title/table and it: its caption
+    intro: str  # the text between the last heading/fold title/table and it: its caption (tables one after the
+    # other with nothing between share the caption above the first)
     intro_hrefs: tuple[str, ...]
     headers: list[str]
     rows: list[list[Cell]]
@@ -151,6 +155,7 @@ class _Tables(HTMLParser):
         self._cell_hrefs: list[str] = []
         self._in_head = False
         self._after: SiteTable | None = None  # the table whose downloads may follow it
+        self._carry: tuple[str, tuple[str, ...]] | None = None  # the caption of the table right above, nothing between
         self._figure: SiteTable | None = None
         self._downloads = 0
 
@@ -159,8 +164,11 @@ class _Tables(HTMLParser):
         return self._article > 0
 
     def _new(self, kind: str) -> SiteTable:
+        intro, hrefs = _norm("".join(self._intro)), tuple(self._intro_hrefs)
+        if kind == "table" and not intro and self._carry is not None:
+            intro, hrefs = self._carry  # tables one after the other, nothing between: the caption above them is each one's
         return SiteTable(self.page, len(self.tables), tuple(t for _, t in self._heads), tuple(self._folds),
-                         _norm("".join(self._intro)), tuple(self._intro_hrefs), [], [], kind=kind)
+                         intro, hrefs, [], [], kind=kind)
 
     def _reset_intro(self) -> None:
         self._intro, self._intro_hrefs = [], []
@@ -187,13 +195,14 @@ class _Tables(HTMLParser):
             if tag == "details":
                 self._folds.append("")
                 self._reset_intro()
-                self._after = None
+                self._after = self._carry = None
                 return
             if tag == "summary":
                 self._summary = []
                 return
         if tag == "figure" and "almanac-figure" in cls and self._depth == 0:
             self._figure = self._new("figure")
+            self._carry = None
             return
         if tag == "table":
             self._depth += 1
@@ -256,7 +265,7 @@ class _Tables(HTMLParser):
             self._heads = [h for h in self._heads if h[0] < self._level] + [(self._level, text)]
             self._heading = None
             self._reset_intro()
-            self._after = None
+            self._after = self._carry = None
             return
         if tag == "summary" and self._summary is not None:
             if self._folds:
@@ -268,7 +277,7 @@ class _Tables(HTMLParser):
             if self._folds:
                 self._folds.pop()
             self._reset_intro()
-            self._after = None
+            self._after = self._carry = None
             return
         if tag == "figure" and self._figure is not None and self._depth == 0:
             fig, self._figure = self._figure, None
@@ -281,6 +290,7 @@ class _Tables(HTMLParser):
             if self._depth == 0 and self._cur is not None:
                 self._cur.index = len(self.tables)
                 self.tables.append(self._cur)
+                self._carry = (self._cur.intro, self._cur.intro_hrefs)
                 self._after, self._cur = self._cur, None
                 self._reset_intro()
             return
@@ -317,7 +327,7 @@ class _Tables(HTMLParser):
         elif self._depth == 0 and self._figure is None and not self._downloads:
             self._intro.append(data)
             if data.strip():
-                self._after = None  # prose after a table: its downloads are behind us
+                self._after = self._carry = None  # prose after a table: its downloads are behind us
 
 
 def page_tables(html: str, page: str = "") -> list[SiteTable]:
@@ -346,6 +356,13 @@ class Site:
     def html(self, page: str) -> str | None:
         f = self.root / page
         return f.read_text(encoding="utf-8") if f.is_file() else None
+
+    def pages(self, pattern: str) -> list[str]:
+        """The built pages a claim's ``page`` names: itself, or where it is a glob (``serving/**/index.html``:
+        the index and every per-host page under it) every page it matches, in name order."""
+        if not _GLOB.search(pattern):
+            return [pattern]
+        return sorted(f.relative_to(self.root).as_posix() for f in self.root.glob(pattern) if f.is_file())
 
     def tables(self, page: str) -> list[SiteTable] | None:
         if page not in self._pages:
@@ -508,6 +525,8 @@ class Claim:
     evidence: tuple[str, ...] = ()
     why: str | None = None  # for a claim without a page table: why not
     before: str | None = None  # the phrase-based judgment this replaced
+    first: str | None = None  # the first judgment by content (issue 27's recount)
+    changed: str | None = None  # why the judgment is no longer the first one
     note: str | None = None
 
 
@@ -580,7 +599,7 @@ def _column(seed_col: str, v: object, where: str) -> Column:
 
 
 _FIELDS = {"seed", "id", "claim", "expect", "seed_table", "page", "table", "columns", "rows", "provenance",
-           "evidence", "why", "before", "note"}
+           "evidence", "why", "before", "first", "changed", "note"}
 
 
 def parse_claims(data: object, source: str = "claims") -> list[Claim]:
@@ -611,11 +630,17 @@ def parse_claims(data: object, source: str = "claims") -> list[Claim]:
         before = entry.get("before")
         if before is not None and before not in STATUSES:
             raise ClaimsError(f"{where}: field 'before' must be one of {', '.join(STATUSES)} (got {before!r})")
+        first = entry.get("first")
+        if first is not None and first not in STATUSES:
+            raise ClaimsError(f"{where}: field 'first' must be one of {', '.join(STATUSES)} (got {first!r})")
         page = _text(entry, "page", where, required=False)
+        if page is not None and (page.startswith("/") or ".." in page.split("/")):
+            raise ClaimsError(f"{where}: field 'page' must be a path under the site (got {page!r})")
         ev = entry.get("evidence") or []
         if not isinstance(ev, list) or not all(isinstance(p, str) and p.strip() for p in ev):
             raise ClaimsError(f"{where}: field 'evidence' must be a list of phrases (got {ev!r})")
-        common = dict(seed=seed, id=cid, claim=claim, expect=expect, before=before,
+        common = dict(seed=seed, id=cid, claim=claim, expect=expect, before=before, first=first,
+                      changed=_text(entry, "changed", where, required=False),
                       seed_table=_text(entry, "seed_table", where, required=False),
                       note=_text(entry, "note", where, required=False), evidence=tuple(p.strip() for p in ev))
         if page is None:
@@ -855,7 +880,7 @@ def _judge_table(c: Claim, t: SiteTable, site: Site) -> tuple[str, list[str], li
             continue
         if col.select:  # the column sits in another table of the page: the best one that has it
             results = []
-            for o in (o for o in site.tables(c.page) or [] if _matches(o, col.select)):
+            for o in (o for o in site.tables(t.page) or [] if _matches(o, col.select)):  # on the judged table's page
                 r = _check_column(col, o, _row_filter(o, o.rows, c.rows)[0])
                 if r.ok:
                     ok, why = _provenance(c, o, r.rows, site)
@@ -892,25 +917,27 @@ def judge(c: Claim, site: Site) -> Verdict:
     if c.page is None:
         v.lacks.append(c.why or "no page shows it")
     else:
-        tables = site.tables(c.page)
-        if tables is None:
-            v.lacks.append(f"{c.page}: page not found")
+        pages = [p for p in site.pages(c.page) if site.tables(p) is not None]
+        if not pages:
+            v.lacks.append(f"{c.page}: page not found" if not _GLOB.search(c.page) else f"{c.page}: no page matches")
         else:
-            cands = [t for t in tables if _matches(t, c.select)]
+            cands = [t for p in pages for t in site.tables(p) or [] if _matches(t, c.select)]
             if not cands:
                 kind = dict(c.select).get("kind", "table")
                 v.lacks.append(f"{c.page}: no {kind} under {_describe(tuple(x for x in c.select if x[0] != 'kind'))}")
-            else:
+            else:  # the best table of every page the claim names (the first of equals: page name, then page order)
                 best = max((_judge_table(c, t, site) + (t,) for t in cands), key=lambda r: r[3])
                 v.status, v.holds, v.lacks, score, v.table = best
                 t = v.table
                 n = score[3]
                 rows = f"{n} row{'s' if n != 1 else ''}" if n else f"no matching row of {len(t.rows)}"
-                v.where = (f"{c.page}: {t.where()}, {rows}"
+                on = len({x.page for x in cands})
+                v.where = (f"{t.page}: {t.where()}, {rows}"
                            + (f" (the page shows {len(t.rows)} of {t.total_rows})" if t.total_rows else "")
-                           + (f"; the best of {len(cands)} matching" if len(cands) > 1 else ""))
+                           + (f"; the best of {len(cands)} matching" if len(cands) > 1 else "")
+                           + (f" on {on} pages ({c.page})" if on > 1 else ""))
     if c.evidence and c.page:
-        text = site.text(c.page) or ""
+        text = site.text(v.table.page if v.table is not None else (site.pages(c.page) or [c.page])[0]) or ""
         v.phrases_missing = [p for p in c.evidence if _fold(p) not in text]
     return v
 
@@ -940,7 +967,7 @@ def _cell(s: str) -> str:
 IMPOSSIBLE = "no page: nothing here can measure it (impossible here)"
 NOT_MEASURED = "no page: not measured (no test kind or page for it yet)"
 REASON_GROUPS = (
-    (re.compile(r": page not found$|no (table|chart) under|has no row matching|shows none of the seed's columns"), "no page table answers it"),
+    (re.compile(r": page not found$|: no page matches$|no (table|chart) under|has no row matching|shows none of the seed's columns"), "no page table answers it"),
     (re.compile(r": not on the page \("), "a seed column has no page column"),
     (re.compile(r"empty in \d+ of|no row holds a figure"), "a page column is there but empty (no data, not measured, —)"),
     (re.compile(r"no row for it|no column “"), "no page row or column for a seed column"),
@@ -970,12 +997,26 @@ def report(verdicts: list[Verdict], seeds: dict | None = None, header: list[str]
     order = sorted({v.claim.seed for v in verdicts})
     lines: list[str] = list(header or [])
     has_before = all(v.claim.before for v in verdicts)
-    lines += ["## Counts", "", "| seed | before (phrases on a page) | after (tables judged by content) |", "|---|---|---|"]
+    has_first = bool(verdicts) and all(v.claim.first for v in verdicts)
+    lines += ["## Counts", "", "| seed | before (phrases on a page) |" + (" first count by content |" if has_first else "")
+              + " after (tables judged by content) |", "|---|---|---|" + ("---|" if has_first else "")]
     for s in order + ["all"]:
         mine = [v for v in verdicts if s == "all" or v.claim.seed == s]
         label = "All seeds" if s == "all" else f"S{int(s)}"
         before = tally("", [v.claim.before or "" for v in mine]).strip() if has_before else "—"
-        lines.append(f"| {label} | {before} | {tally('', [v.status for v in mine]).strip()} |")
+        first = f" {tally('', [v.claim.first or '' for v in mine]).strip()} |" if has_first else ""
+        lines.append(f"| {label} | {before} |{first} {tally('', [v.status for v in mine]).strip()} |")
+    if has_first:
+        moved = [v for v in verdicts if v.status != v.claim.first]
+        lines += ["", "## Changed since the first count by content", "",
+                  f"{len(moved)} claim(s) judged otherwise than in the first count by content (each claim's `first`), and why "
+                  "(each claim's `changed`, then what its table lacks now).", ""]
+        if moved:
+            lines += ["| claim | first → now | the page's table now | why |", "|---|---|---|---|"]
+        for v in moved:
+            c = v.claim
+            why = (c.changed or "(no reason given: the claims file's `changed`)") + (f". Now: {v.why()}" if v.lacks else "")
+            lines.append(f"| S{int(c.seed)} {c.id} | {c.first} → {v.status} | {_cell(v.where or c.page or '—')} | {_cell(why)} |")
     lines += ["", "## Why claims are not living, grouped", "",
               "A claim counts in each group one of its reasons falls in (the reasons themselves are in the tables below).", "",
               "| reason | claims | which |", "|---|---|---|"]
@@ -1092,7 +1133,9 @@ def _header(how: str, claims_path: Path, diffs: list[str]) -> list[str]:
         "and filled in every row the claim looks at, and every row links (or names) the artifact it comes from. partial: the table "
         "is there but some seed columns are missing or empty, or its rows name no artifact (which, below). missing: no such table. "
         "Phrases on a page are extra evidence only.",
-        "- before: the phrase-based count this replaces (a claim was living when its phrases were on its page).", "",
+        "- before: the phrase-based count this replaces (a claim was living when its phrases were on its page). "
+        "first count by content: the first judgment by these rules (issue 27, commit 76f7015), the claims file's `first`; "
+        "the claims judged otherwise now are listed with why.", "",
     ]
 
 

@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from benchmarks import seed_claims as sc
-from tests.conftest import ROOT, build_site
+from tests.conftest import build_site
 
 RUN = "abcdef012345-20260101T000000.000Z"
 RUN2 = "0123456789ab-20260101T000001.000Z"
@@ -179,6 +179,83 @@ def test_a_claim_found_only_by_phrase_is_not_living(tmp_path):
     assert v.status == "missing" and v.lacks == ["no model here"]
 
 
+PER_HOST = f"""<h2 id="cold">Cold start</h2>
+<table><thead><tr><th>host</th><th>cold (ms)</th></tr></thead><tbody>
+<tr><td>{{host}}</td><td><a href="../../runs/run/?id={{run}}">{{cold}}</a></td></tr>
+</tbody></table>
+<h2 id="warm">Warm steady state</h2>
+<table><thead><tr><th>host</th><th>warm (ms)</th></tr></thead><tbody>
+<tr><td>{{host}}</td><td><a href="../../runs/run/?id={{run}}">{{warm}}</a></td></tr>
+</tbody></table>"""
+
+
+def _per_host_site(root: Path) -> Path:
+    """A page split per host: an index (a table of hosts) and serving/<host>/index.html, one host without warm data."""
+    site = _site(root)
+    (site / "serving").mkdir()
+    (site / "serving" / "index.html").write_text(PAGE.format(body=(
+        "<h2>Hosts</h2><table><thead><tr><th>host</th></tr></thead><tbody><tr><td>h-a</td></tr></tbody></table>")),
+        encoding="utf-8")
+    for host, run, warm in (("h-a", RUN, "—"), ("h-b", RUN2, "40.0")):
+        (site / "serving" / host).mkdir()
+        (site / "serving" / host / "index.html").write_text(
+            PAGE.format(body=PER_HOST.format(host=host, run=run, cold="900.0", warm=warm)), encoding="utf-8")
+    return site
+
+
+def test_a_page_split_per_host_is_named_by_a_glob_and_the_host_with_the_data_answers(tmp_path):
+    site = _per_host_site(tmp_path / "site")
+    assert sc.Site(site).pages("serving/**/index.html") == [
+        "serving/h-a/index.html", "serving/h-b/index.html", "serving/index.html"]
+    assert sc.Site(site).pages("serving/index.html") == ["serving/index.html"]  # no glob: the page itself
+    cols = {"Hardware": "host", "Cold": "cold (ms)", "Warm": {"page": "warm (ms)", "in": {"heading": "Warm steady state"}}}
+    v = _judge(site, page="serving/**/index.html", table={"heading": "Cold start"}, columns=cols, evidence=["h-b"])
+    assert v.status == "living", v.lacks
+    assert v.table.page == "serving/h-b/index.html" and v.phrases_missing == []  # the host whose warm figure is there
+    assert v.where.startswith("serving/h-b/index.html: table under “Cold start”") and "on 2 pages (serving/**/index.html)" in v.where
+    # the `in:` column is read on the judged table's page, never another host's
+    (site / "serving" / "h-b" / "index.html").unlink()
+    v = _judge(site, page="serving/**/index.html", table={"heading": "Cold start"}, columns=cols)
+    assert v.status == "partial" and v.table.page == "serving/h-a/index.html"
+    assert v.lacks == ["“Warm” → “warm (ms)”: empty in 1 of 1 rows (“—”)"]
+    v = _judge(site, page="nowhere/**/index.html", table={"heading": "Cold start"}, columns=cols)
+    assert v.status == "missing" and v.lacks == ["nowhere/**/index.html: no page matches"]
+
+
+def test_tables_one_after_the_other_share_the_caption_above_the_first(tmp_path):
+    body = (f"<h2>Mix</h2><p>Time per request from <a href=\"../runs/run/?id={RUN}\">{RUN}</a>.</p>"
+            "<table><thead><tr><th>model</th></tr></thead><tbody><tr><td>tiny-a</td></tr></tbody></table>"
+            '<p class="almanac-downloads"><a href="../tables/cccc.json" download>JSON</a></p>'
+            "<table><thead><tr><th>stage</th><th>ms</th></tr></thead><tbody><tr><td>decode</td><td>9.5</td></tr></tbody></table>"
+            "<p>Prose between.</p>"
+            "<table><thead><tr><th>stage</th><th>ms</th></tr></thead><tbody><tr><td>prefill</td><td>1.5</td></tr></tbody></table>")
+    root = tmp_path / "site"
+    _site(root)
+    (root / "sub" / "index.html").write_text(PAGE.format(body=body), encoding="utf-8")
+    entries, stages, after_prose = sc.Site(root).tables("sub/index.html")
+    assert stages.intro == entries.intro and stages.intro_hrefs == (f"../runs/run/?id={RUN}",)
+    assert after_prose.intro == "Prose between." and after_prose.intro_hrefs == ()
+    v = _judge(root, table={"heading": "^Mix$"}, columns={"stage": "stage", "ms": "ms"})
+    assert v.status == "living" and v.table.index == stages.index, v.lacks  # the table after prose has no caption of its own
+    assert "its caption or heading links the artifact its rows come from" in v.holds
+
+
+def test_the_report_lists_the_claims_changed_since_the_first_count(tmp_path, capsys):
+    site = _site(tmp_path / "site", quality_b="—")
+    claims = tmp_path / "claims.yaml"
+    claims.write_text(yaml.safe_dump({"claims": [
+        _claim(expect="partial", before="living", first="living", changed="the second model lost its quality run"),
+        _claim(id="same", expect="partial", before="partial", first="partial")]}), encoding="utf-8")
+    assert sc.main(["--site", str(site), "--claims", str(claims)]) == 0
+    out = capsys.readouterr().out
+    assert "| seed | before (phrases on a page) | first count by content | after (tables judged by content) |" in out
+    assert "| S1 | 1/2 living, 1 partial, 0 missing | 1/2 living, 1 partial, 0 missing | 0/2 living, 2 partial, 0 missing |" in out
+    assert "1 claim(s) judged otherwise than in the first count by content" in out
+    assert ("| S1 speeds | living → partial | sub/index.html: table under “Speeds per model”, 2 rows | the second model "
+            "lost its quality run. Now: “Quality” → “quality”: empty in 1 of 2 rows (“—”) |") in out
+    assert "S1 same |" not in out
+
+
 def test_main_exit_status_and_report(tmp_path, capsys):
     site = _site(tmp_path / "site", quality_b="—")
     good, bad, broken = tmp_path / "good.yaml", tmp_path / "bad.yaml", tmp_path / "broken.yaml"
@@ -234,7 +311,9 @@ def test_committed_claims_file_is_complete_and_matches_the_report():
     assert {c.seed for c in claims} == {"000", "001", "002", "003", "004"} == set(seeds)
     assert len(claims) == 94
     for c in claims:
-        assert c.seed_table and c.before in sc.STATUSES, c.id
+        assert c.seed_table and c.before in sc.STATUSES and c.first in sc.STATUSES, c.id
+        if c.expect != c.first:  # a judgment that moved since the first count by content says why
+            assert c.changed, c.id
         if c.page is None:
             assert c.expect == "missing" and c.why, c.id
         else:
@@ -250,13 +329,18 @@ def test_committed_claims_file_is_complete_and_matches_the_report():
             for cells in [re.split(r"(?<!\\)\|", line)] if len(cells) == 7}
     for c in claims:  # and each claim's row says the same ("before → after" where it changed)
         assert rows[c.id].split(" → ")[-1] == c.expect, c.id
+    moved = [c for c in claims if c.expect != c.first]  # and the claims changed since the first count are listed
+    assert f"{len(moved)} claim(s) judged otherwise than in the first count by content" in text
+    for c in moved:
+        assert f"| S{int(c.seed)} {c.id} | {c.first} → {c.expect} |" in text, c.id
 
 
 @pytest.fixture(scope="module")
-def committed_site(tmp_path_factory):
-    """The site built (strict) from the committed data, as the report's recount builds it."""
+def committed_site(tmp_path_factory, session_data):
+    """The site built (strict) from the committed data (the session's copy of it: never the live data/ folder,
+    which may hold a user's measurements), as the report's recount builds it."""
     out = tmp_path_factory.mktemp("committed-site")
-    proc = build_site(ROOT / "data", out)
+    proc = build_site(session_data, out)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return out
 
