@@ -73,7 +73,7 @@ def setup_text(row: Row, build: str | None = None) -> str:
 
 
 def _setup_cell(row: Row, build: str | None = None) -> str:
-    return f'<details class="almanac-setup"><summary>setup</summary>{as_text(setup_text(row, build))}</details>'
+    return f'<details class="almanac-setup"><summary>▸ setup</summary>{as_text(setup_text(row, build))}</details>'
 
 
 def _host_cell(label: str, host_id: str, bi: int, ri: int, *, this_host: str | None, other: bool = False) -> str:
@@ -131,13 +131,13 @@ def board_markdown(board: Board, bi: int, *, this_host: str | None = None, folde
         headers.append("score")
     energy = energy_columns(board)
     headers += [f"{cell(e.label)} {code(t)} ({cell(e.unit)})" for t, e in energy]
-    headers.append("setup")
     builds = dict(zip([r.key for r in board.rows], build_labels([(r.any.build, r.any.build_identity) for r in board.rows])))
     rows = []
     ri = 0
     for hr in board.hosts_rows:
         for j, row in enumerate(hr.rows):
-            line = [_host_cell(hr.host_label, hr.host_id, bi, ri, this_host=this_host, other=j > 0)]
+            line = [_host_cell(hr.host_label, hr.host_id, bi, ri, this_host=this_host, other=j > 0)
+                    + "<br>" + _setup_cell(row, builds[row.key])]
             for t in tests:
                 f = row.figure(t)
                 label = narrow(f"{TEST_WORDS.get(t, t)} {t} ({board.metrics[t].unit}): ")
@@ -146,10 +146,9 @@ def board_markdown(board: Board, bi: int, *, this_host: str | None = None, folde
                 line.append(narrow("score: ")
                             + (_score_cell(scores.get(hr.host_id)) if j == 0 else "·"))
             line += [_energy_cell(row, t, e) for t, e in energy]
-            line.append(_setup_cell(row, builds[row.key]))
             rows.append(line)
             ri += 1
-    align = ["l"] + ["r"] * len(tests) + (["r"] if scores else []) + ["r"] * len(energy) + ["l"]
+    align = ["l"] + ["r"] * len(tests) + (["r"] if scores else []) + ["r"] * len(energy)
     out += ['<div class="almanac-table-wrap" markdown="1">', "", table(headers, rows, align, max_rows=None), "",
             "</div>", ""]
     if chart and board.tests == list(PAIRED) and len(board.hosts) > 1 and not folded:

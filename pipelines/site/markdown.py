@@ -359,6 +359,7 @@ def _table_html(block: str, href: Any) -> str | None:
 LONG_CELL = 60  # characters of text: a cell this long gets room of its own (class "long", almanac.css)
 LONGER_CELL = 160  # and this long, more room (class "longer")
 _TAG = re.compile(r"<[^>]*>")
+_FOLDED = re.compile(r"<details\b.*?</details>", re.S)
 
 
 def _long(c: str, style: str, align: str) -> str:
@@ -367,7 +368,8 @@ def _long(c: str, style: str, align: str) -> str:
     tall; the table scrolls in its own box instead)."""
     if len(c) <= LONG_CELL:
         return style
-    n = len(_TAG.sub("", c))
+    # text folded inside the cell (a row's setup: <details>) is not what the column must show open
+    n = len(_TAG.sub("", _FOLDED.sub("", c)))
     if n <= LONG_CELL:
         return style
     kind = "longer" if n > LONGER_CELL else "long"
