@@ -1080,7 +1080,9 @@ def accuracy_history(records: list[ProjectionRecord], runs: list[RunRecord]) -> 
             rows.append({"record": rec.id, "recorded": rec.created, "host_id": rec.host_id, "role": e.role,
                          "scenario": e.scenario, "metric": e.metric, "baseline": e.baseline["value"],
                          "projected": mid, "low": e.projected["low"], "high": e.projected["high"],
-                         "measured": v["value"], "run_id": v["run_id"], "error": mid / v["value"] - 1.0,
+                         # the run a record names is linked only where it is a run of the set (a record is text)
+                         "measured": v["value"], "run_id": v["run_id"] if fx.group_of(str(v.get("run_id"))) else None,
+                         "error": mid / v["value"] - 1.0,
                          "inside_range": e.projected["low"] <= v["value"] <= e.projected["high"],
                          # recomputed from the stated range, whatever badge the record carried when written
                          "verdict": verification_verdict(e.projected["low"], e.projected["high"], mid, v),

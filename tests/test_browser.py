@@ -37,6 +37,7 @@ def test_leaderboard_renders_offline_in_chromium(served):
         table = page.locator("table").first
         assert table.is_visible()
         assert "tg16" in page.content()
+        page.locator("details.almanac-fold > summary", has_text="Chart:").first.click()  # a board's chart folds
         page.wait_for_selector(".almanac-chart.almanac-chart-ready svg", timeout=30_000)
         marks = page.locator(".almanac-chart svg .mark-symbol path")
         assert marks.count() >= 2  # one dot per artifact (no bars: nothing is stacked)

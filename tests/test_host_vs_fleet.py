@@ -291,11 +291,11 @@ def test_picker_compares_any_two_hosts_in_chromium(fleet_site, monkeypatch):
             rows = page.eval_on_selector_all(".almanac-fleet-table table tbody tr",
                                              "trs => trs.map(tr => [...tr.cells].map(td => td.firstChild.textContent))")
             assert sorted([r[0], r[3], r[4]] for r in rows) == want
-            # each side as `invoke compare` writes it (every run of the host)
+            # each side's value as `invoke compare` gives it (every run of the host: the geometric mean of its runs)
             by_label = {r[0]: r for r in rows}
             for label, r in rows_ab.items():
-                assert by_label[label][1] == cmp._value(r.a_mean, r.a_stddev, r.a_n, r.a_runs)
-                assert by_label[label][2] == cmp._value(r.b_mean, r.b_stddev, r.b_n, r.b_runs)
+                assert by_label[label][1] == cmp._fmt(r.a_mean)
+                assert by_label[label][2] == cmp._fmt(r.b_mean)
             assert f"{len(want)} shared workload(s)" in page.text_content(".almanac-fleet [role=status]")
             # B against the fleet: each workload's median host as A gives the page's own standing of B
             page.select_option("select[name=a]", value="median")
@@ -424,6 +424,12 @@ def test_a_hosts_side_is_every_run_of_it(monkeypatch, tmp_path):
         if ids[ia] == w.median.host_id:  # against the median host: the page's row
             st = by[ids[ib]]
             assert (st.ratio, st.ratio_low, st.ratio_high, st.verdict) == (row.ratio, row.ci95_low, row.ci95_high, row.verdict)
+
+
+def _option(page, name: str, host: str) -> str:
+    """A host's option in the picker: its label, its id in brackets (or the id alone where it has no label)."""
+    return next(o for o in page.eval_on_selector_all(f"select[name={name}] option", "os => os.map(o => o.textContent)")
+                if o == host or o.endswith(f"({host})"))
 
 
 def test_page_grows_linearly_in_hosts(tmp_path):

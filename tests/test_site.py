@@ -445,6 +445,7 @@ def _split_pages_hold_in_chromium(site, name, host):
         assert page.evaluate("document.documentElement.scrollWidth") <= 390
         page.locator(f"a[href$='{name}/{host}/']").click()
         page.wait_for_url(f"**/{name}/{host}/")
+        page.evaluate("document.querySelectorAll('details').forEach(d => { d.open = true; })")  # charts fold
         page.wait_for_selector(".almanac-chart.almanac-chart-ready svg", timeout=30_000)
         assert page.evaluate("document.documentElement.scrollWidth") <= 390
         browser.close()
@@ -456,6 +457,10 @@ def test_per_host_page_files_never_collide_or_escape():
 
     assert page_file("serving", "vm-0372cd29") == "serving/vm-0372cd29.md"
     assert page_file("serving", "index") == "serving/_index.md"  # not the split page's own index
+    long = "x" * 300 + "-0123abcd"  # a host name longer than a file name may be: its start and a digest
+    stem = page_file("serving", long)[len("serving/"):-3]
+    assert len(stem) <= 100 and stem.startswith("x" * 80) and "_" in stem
+    assert page_file("serving", long[:-1] + "e") != page_file("serving", long)
     for bad in ("../x", "a/b", "A", "", "x_y"):
         with pytest.raises(ValueError):
             page_file("serving", bad)

@@ -38,7 +38,9 @@ THIS_HOST_BADGE = '<span class="almanac-badge verified" title="the host that bui
 
 def host_page(host_id: str) -> str:
     """Where a host's own boards are (its models and settings)."""
-    return f"boards/{host_id if host_id != 'index' else '_index'}.md"
+    from pipelines.site.per_host import page_file
+
+    return page_file("boards", host_id)
 
 
 def _setting(v: Any) -> str:
@@ -265,9 +267,10 @@ def leaderboard_page(fx: Facts, this_host: str | None = None) -> str:
     other = [(i, b) for i, b in ranked if not b.reference]
     out += ["## Every shared workload", "", _filters(all_boards), ""]
     if other:
+        fold_others = bool(ref)  # the reference boards answer first; without them the shared boards are the answer
         out += [f"{len(other)} {'more ' if ref else ''}workloads ran on two or more configurations (hosts, backends or "
-                "settings); open one to see its board.", ""]
-        out += [board_markdown(b, i, this_host=this_host, folded=True) for i, b in other]
+                "settings)" + ("; open one to see its board." if fold_others else "."), ""]
+        out += [board_markdown(b, i, this_host=this_host, folded=fold_others) for i, b in other]
     else:
         out += ["No other workload ran on two configurations.", ""]
     if singles:

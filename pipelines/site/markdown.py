@@ -17,6 +17,7 @@ import json
 import math
 import re
 import secrets
+from urllib.parse import quote
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -230,7 +231,8 @@ def run_link(run_id: str, from_dir: str = "") -> str:
     """Relative link from a page in ``from_dir`` (e.g. "" for docs/, "runs" for docs/runs/) to a run's
     detail view (the runs viewer page, which shows the run and links its JSON)."""
     prefix = "" if from_dir == "runs" else ("../" * from_dir.count("/") + ("../" if from_dir else "")) + "runs/"
-    return f"{prefix}run.md?id={run_id}"
+    # an id is validated where artifacts load, but a link is escaped for its context all the same (a URL's query)
+    return f"{prefix}run.md?id={quote(str(run_id), safe='')}"
 
 
 _MD_TARGET = re.compile(r"\]\((?!#|[a-z][a-z0-9+.-]*:|/|" + re.escape(ROOT) + r")([^)\s]+)\)")

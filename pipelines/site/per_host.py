@@ -14,6 +14,8 @@ The per-host Markdown files are written by docs/gen_pages.py (mkdocs-gen-files) 
 
 from __future__ import annotations
 
+import hashlib
+
 import json
 import re
 from collections.abc import Callable
@@ -94,12 +96,22 @@ def is_split(name: str) -> bool:
     return PAGES[name].always or len(hosts_of(name)) > SPLIT_ABOVE
 
 
+MAX_STEM = 100  # a host id longer than this (a long host name) gets a shortened file name
+
+
 def page_file(name: str, host: str) -> str:
     if not _HOST_ID.match(host):
         raise ValueError(f"host id {host!r} is not a valid id (^[a-z0-9][a-z0-9-]*$)")
     # "index" is a valid host id but would land on the page's own URL (<name>/index.md is <name>.md's
-    # place): that one host gets "_index", which no host id can be (no underscores in ids)
-    return f"{name}/{host if host != 'index' else '_index'}.md"
+    # place): that one host gets "_index", which no host id can be (no underscores in ids). An id longer
+    # than a file name may be keeps its start and a digest of the whole ("_" again: no id collides with it)
+    if host == "index":
+        stem = "_index"
+    elif len(host) > MAX_STEM:
+        stem = f"{host[:MAX_STEM - 10]}_{hashlib.sha256(host.encode()).hexdigest()[:8]}"
+    else:
+        stem = host
+    return f"{name}/{stem}.md"
 
 
 def generated_pages() -> list[tuple[str, str]]:

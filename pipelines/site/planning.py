@@ -336,7 +336,8 @@ def projections_host(ps: proj.ProjectionSet, history: list[dict[str, Any]], labe
             m = metrics.shown(h["metric"])  # a recorded projection's metric: maybe one this almanac does not know
             rows.append([cell(h["recorded"]), code(h["record"]), cell(h["role"]), cell(h["scenario"]),
                          num(h["baseline"], m.decimals), f"{num(h['projected'], m.decimals)} {PROJECTED_BADGE}",
-                         (f"{link(num(h['measured'], m.decimals), run_link(h['run_id']))} {MEASURED_BADGE}"
+                         ((link(num(h['measured'], m.decimals), run_link(h['run_id'])) if h["run_id"]
+                           else num(h["measured"], m.decimals)) + f" {MEASURED_BADGE}"
                           + (f"<br><small>implied by a measured speed-up of {_x(h['speedup'])} on another test</small>"
                              if h.get("basis") == "speed-up" and h.get("speedup") else "")),
                          f"{num(h['low'], m.decimals)} – {num(h['high'], m.decimals)}",
