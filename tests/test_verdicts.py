@@ -371,7 +371,8 @@ def test_ab_false_decisions_stay_below_the_stated_rate():
 def test_invoke_ab_halved_threads_is_a_loss(tmp_path):
     """The timing lane (`invoke test --lane timing`): a real A/B, whose verdict depends on the machine.
     Its bookkeeping is asserted always (whole ABBA blocks, one artifact a run). On a quiet machine
-    halving the threads is a loss, decided at a look (block 3 or later). On a loaded one
+    halving the threads is a loss on prompt processing, decided at a look (block 3 or later), and never a win
+    on generation (which a small model's memory, not its cores, may bound). On a loaded one
     (tests/support/machine_load.py) the ordinary build's threads share what other work leaves and
     wait on each other, and runs slow down so much that the budget may hold fewer blocks, or none:
     the verdict can be undecided or reversed (seen on a 2-core VM at load 5: pp64, an ordinary run
@@ -399,7 +400,13 @@ def test_invoke_ab_halved_threads_is_a_loss(tmp_path):
                 for w in res["work"]}
     if not load.quiet and any(v != "loss" for v, _, _ in verdicts.values()):
         pytest.xfail(f"a loaded machine ({load}): verdict, upper bound, blocks: {verdicts}")
-    assert all(v == "loss" and high < 0.9 and blocks >= 3 for v, high, blocks in verdicts.values()), (str(load), verdicts)
+    # prompt processing is compute-bound: half the threads is a clear loss. Generation of a 270M model may be
+    # bound by memory, not cores (seen on a 2-core EPYC Zen 5: tg16 1.02x, equivalent): a loss or equivalent,
+    # never a win
+    pp = {k: v for k, v in verdicts.items() if "pp" in k.split("·")[-1]}
+    tg = {k: v for k, v in verdicts.items() if k not in pp}
+    assert pp and all(v == "loss" and high < 0.9 and blocks >= 3 for v, high, blocks in pp.values()), (str(load), verdicts)
+    assert all(v in ("loss", "equivalent") and blocks >= 3 for v, _, blocks in tg.values()), (str(load), verdicts)
 
 
 @pytest.mark.model
