@@ -10,7 +10,6 @@ the same wherever it appears and that no rank contradicts a verdict.
 from __future__ import annotations
 
 import math
-from typing import Any
 
 from pipelines.facts import BASIS_FLEET, BASIS_HOST, BASIS_NONE, Figure, Standing
 from pipelines.site.markdown import STALE_BADGE, as_text, cell, link, num, run_link
@@ -121,12 +120,6 @@ def ratio_text(ratio: float | None, lo: float | None, hi: float | None, digits: 
     if lo is None or hi is None:
         return f"{sig(ratio, digits)}×"
     return f"{sig(ratio, digits)}× [{sig(lo, digits)}, {sig(hi, digits)}]"
-
-
-def describe(fig: Figure) -> dict[str, Any]:
-    """The figure as plain data (published beside a page's tables)."""
-    return {"key": fig.key, "mean": fig.mean, "ci95_low": fig.ci95_low, "ci95_high": fig.ci95_high, "runs": fig.runs,
-            "n": fig.n, "basis": fig.basis, "run_ids": list(fig.run_ids), "flags": list(fig.flags)}
 
 
 def lossless(artifact_id: str, identical: bool, text: str) -> str:

@@ -9,7 +9,6 @@ ratio is the fact layer's (pipelines.facts): the Leaderboard shows the same ones
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from pipelines import facts as facts_mod
@@ -152,9 +151,6 @@ def _this_host_line(fx: Facts, this_host: str | None) -> str:
     return (f"**This host** is {link(label, host_page(this_host))} ({code(this_host)}, the one that built this site): "
             f"{num(n, 0)} artifacts.")
 
-
-def is_finite(x: Any) -> bool:
-    return isinstance(x, (int, float)) and math.isfinite(x)
 
 
 def hosts_last_measured(fx: Facts, this_host: str | None) -> str:

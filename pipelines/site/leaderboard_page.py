@@ -345,6 +345,3 @@ def reference_chart(board: Board) -> str:
                                        "bar; log scale); click a dot for its artifact's JSON." + sample)
 
 
-def summary_lines(fx: Facts, host_id: str) -> list[str]:
-    return facts_mod.host_summary(fx, host_id)
-
