@@ -151,9 +151,20 @@ def fleet_speed(i: int, gpu: bool) -> float:
     return (10 ** rnd.uniform(1.0, 1.8)) if gpu else (10 ** rnd.uniform(-0.3, 0.6))
 
 
-def fleet_templates(base: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], dict[str, Any], dict[str, Any] | None]:
+def fleet_templates(base: list[dict[str, Any]], every_kind: bool = False) -> tuple[list[dict[str, Any]], dict[str, Any],
+                                                                                  dict[str, Any] | None]:
     """The committed CPU host's reference runs (the workload every fleet host runs), its probe, and a GPU
-    host block to copy GPUs from."""
+    host block to copy GPUs from. ``every_kind``: every ok run of the committed CPU host with the most runs
+    and a probe (rate, chat, generate, serve, concurrency, ...: a fleet sharing its nightly matrices)."""
+    probed = {d["host"]["id"] for d in base if d["artifact"] == "host" and not d["host"].get("gpus")}
+    if every_kind:
+        runs = [d for d in base if d["artifact"] == "run" and d["status"] == "ok" and d["host"]["id"] in probed]
+        cpu_host = max(sorted(probed), key=lambda h: sum(1 for d in runs if d["host"]["id"] == h))
+        refs = sorted((d for d in runs if d["host"]["id"] == cpu_host),
+                      key=lambda d: (d["model"]["name"], d["test"]["name"], d["id"]))
+        probe = next(d for d in base if d["artifact"] == "host" and d["host"]["id"] == cpu_host)
+        gpu_run = next((d for d in base if d["artifact"] == "run" and d["host"].get("gpus")), None)
+        return refs, probe, (gpu_run["host"] if gpu_run else None)
     refs = [d for d in base if d["artifact"] == "run" and (d.get("matrix") or {}).get("name") == "reference"
             and d["status"] == "ok" and not d["host"].get("gpus")]
     cpu_host = refs[0]["host"]["id"]
@@ -163,13 +174,15 @@ def fleet_templates(base: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], d
     return refs, probe, (gpu_run["host"] if gpu_run else None)
 
 
-def fleet_artifacts(base: list[dict[str, Any]], hosts: int, skip: Any = None) -> Iterator[tuple[str, dict[str, Any]]]:
+def fleet_artifacts(base: list[dict[str, Any]], hosts: int, skip: Any = None,
+                    every_kind: bool = False) -> Iterator[tuple[str, dict[str, Any]]]:
     """(path under data/, artifact) of a fleet without end: a probe per host, then rounds of the reference
-    workload, each configuration across every host before the next. ``skip(host_index, template_index)``
-    leaves a host's configuration out (a host that ran part of the workload)."""
+    workload (``every_kind``: of every configuration of every kind a committed CPU host ran), each
+    configuration across every host before the next. ``skip(host_index, template_index)`` leaves a host's
+    configuration out (a host that ran part of the workload)."""
     import random
 
-    refs, probe, gpu_host = fleet_templates(base)
+    refs, probe, gpu_host = fleet_templates(base, every_kind)
     fleet = [fleet_host(i, refs[0]["host"], gpu_host) for i in range(hosts)]
     newest = max(datetime.fromisoformat(d["created"]) for d in refs)
     for h in fleet:  # one probe per host

@@ -69,6 +69,36 @@ def test_a_generated_fleet_agrees_with_itself(tmp_path):
     assert problems == [], "\n".join(problems)
 
 
+def test_a_fleet_sharing_every_kind_agrees_with_itself(tmp_path):
+    """Seven hosts that share every configuration a committed CPU host ran (rate, chat, generate, serve,
+    concurrency; its library setups and its deliberate variant too), each measured in two rounds of the same
+    build: the pages agree, and the same build measured twice is never a step."""
+    from core import artifacts
+    from benchmarks.site_scale import fleet_artifacts, fleet_templates
+    from pipelines import history
+    from tests.test_host_vs_fleet import _base, _inputs
+
+    base = _base()
+    refs, _, _ = fleet_templates(base, every_kind=True)
+    assert {"rate", "chat", "generate", "serve", "concurrency"} <= {d["test"]["kind"] for d in refs}
+    data = _inputs(tmp_path / "data")
+    hosts, rounds = 6, 2
+    for k, (rel, doc) in enumerate(fleet_artifacts(base, hosts, every_kind=True)):
+        if k >= hosts + rounds * hosts * len(refs):
+            break
+        artifacts.write(data / rel, doc)
+    site = tmp_path / "site"
+    proc = build_site(data, site)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    problems = _check(site, data)
+    assert problems == [], "\n".join(problems)
+    marks = [m for p in consistency.pages(site) for m in consistency.read_page(p, site).marks]
+    assert sum(m.kind == "fact" for m in marks) > 1000 and sum(m.kind == "verdict" for m in marks) > 100
+    # an A/A: every round of one build is one figure; a step is only ever at a change of build
+    for st in history.all_steps(history.series(load_runs(data / "runs"))):
+        assert st.build_change, st.series.label
+
+
 # -- the check fails on a planted contradiction of each kind --------------------------------------------
 def _planted(committed_site, tmp_path) -> tuple[Path, Path]:
     data, site = committed_site
