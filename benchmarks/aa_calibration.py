@@ -47,7 +47,6 @@ from __future__ import annotations
 import argparse
 import copy
 import json
-import math
 import os
 import sys
 import tempfile
@@ -80,9 +79,16 @@ def collect(minutes: float, pool: Path, block: int = BLOCK) -> None:
     while time.time() < end:
         label = LABELS[(i // block) % 2]
         t0 = time.time()
-        runner.run_matrix(MATRIX, force=True, root=pool,
-                          build_variant=runner.BuildVariant(label, "A/A label: changes nothing", {}))
-        print(f"run {i}: {label} {time.time() - t0:.1f} s  load {os.getloadavg()[0]:.2f}", flush=True)
+        runner.run_matrix(
+            MATRIX,
+            force=True,
+            root=pool,
+            build_variant=runner.BuildVariant(label, "A/A label: changes nothing", {}),
+        )
+        print(
+            f"run {i}: {label} {time.time() - t0:.1f} s  load {os.getloadavg()[0]:.2f}",
+            flush=True,
+        )
         i += 1
 
 
@@ -108,8 +114,19 @@ def variant(r: Any, label: str, scale: float = 1.0) -> Any:
     if scale != 1.0:
         summ = copy.deepcopy(doc["summary"])
         s = summ[METRIC]
-        for k in ("mean", "stddev", "ci95_low", "ci95_high", "median", "min", "max", "p95", "p99",
-                  "median_ci95_low", "median_ci95_high"):
+        for k in (
+            "mean",
+            "stddev",
+            "ci95_low",
+            "ci95_high",
+            "median",
+            "min",
+            "max",
+            "p95",
+            "p99",
+            "median_ci95_low",
+            "median_ci95_high",
+        ):
             if s.get(k) is not None:
                 s[k] = s[k] * scale
         doc["summary"] = summ
@@ -125,7 +142,9 @@ def label_of(i: int, offset: int, block: int = BLOCK) -> int:
     return ((i + offset) // block) % 2
 
 
-def history_trials(runs: list[Any], offset: int | None, x: float, block: int = BLOCK) -> dict[str, int]:
+def history_trials(
+    runs: list[Any], offset: int | None, x: float, block: int = BLOCK
+) -> dict[str, int]:
     """Label the runs in blocks of ``block`` (starting at ``offset``; None: the labels they were measured
     under), slow every B run by x, run the step detector: boundaries, flagged boundaries, correctly
     flagged ones (A->B a regression, B->A an improvement); the same counts for the pre-change method
@@ -133,16 +152,27 @@ def history_trials(runs: list[Any], offset: int | None, x: float, block: int = B
     from core import stats
     from pipelines import history
 
-    labels = [LABELS.index(r.build_label) if offset is None else label_of(i, offset, block) for i, r in enumerate(runs)]
-    docs = [variant(r, LABELS[lb], 1.0 - x if lb else 1.0) for r, lb in zip(runs, labels)]
+    labels = [
+        LABELS.index(r.build_label) if offset is None else label_of(i, offset, block)
+        for i, r in enumerate(runs)
+    ]
+    docs = [
+        variant(r, LABELS[lb], 1.0 - x if lb else 1.0) for r, lb in zip(runs, labels)
+    ]
     (ser,) = history.series(docs)
     segs = history.segments(ser.points)
     flagged = {st.after[0].id: st for st in ser.steps}
-    out = {"boundaries": 0, "flagged": 0, "correct": 0, "old_flagged": 0, "old_correct": 0}
+    out = {
+        "boundaries": 0,
+        "flagged": 0,
+        "correct": 0,
+        "old_flagged": 0,
+        "old_correct": 0,
+    }
     for prev, nxt in zip(segs, segs[1:]):
         if offset is not None and (len(prev) != block or len(nxt) != block):
             continue  # a partial block at either end of the pool
-        before, after = prev[-history.WINDOW:], nxt[:history.WINDOW]
+        before, after = prev[-history.WINDOW :], nxt[: history.WINDOW]
         to_b = nxt[0].build.get("label") == LABELS[1]
         want = "regression" if to_b else "improvement"
         out["boundaries"] += 1
@@ -150,10 +180,18 @@ def history_trials(runs: list[Any], offset: int | None, x: float, block: int = B
         if st is not None:
             out["flagged"] += 1
             out["correct"] += st.verdict == want
-        pa = stats.pool_summaries([{"n": p.n, "mean": p.mean, "stddev": p.stddev} for p in before])
-        pb = stats.pool_summaries([{"n": p.n, "mean": p.mean, "stddev": p.stddev} for p in after])
+        pa = stats.pool_summaries(
+            [{"n": p.n, "mean": p.mean, "stddev": p.stddev} for p in before]
+        )
+        pb = stats.pool_summaries(
+            [{"n": p.n, "mean": p.mean, "stddev": p.stddev} for p in after]
+        )
         c = stats.compare_summaries(pa, pb, True)
-        if c.verdict in ("win", "loss") and c.ratio is not None and abs(c.ratio - 1) >= history.MIN_STEP:
+        if (
+            c.verdict in ("win", "loss")
+            and c.ratio is not None
+            and abs(c.ratio - 1) >= history.MIN_STEP
+        ):
             out["old_flagged"] += 1
             out["old_correct"] += (c.verdict == "loss") == to_b
     return out
@@ -164,22 +202,39 @@ def compare_verdicts(docs: list[Any]) -> tuple[str, str]:
     from core import stats
     from pipelines import compare as cmp
 
-    res = cmp.compare(docs, cmp.parse_selection(f"build={LABELS[0]}"), cmp.parse_selection(f"build={LABELS[1]}"))
+    res = cmp.compare(
+        docs,
+        cmp.parse_selection(f"build={LABELS[0]}"),
+        cmp.parse_selection(f"build={LABELS[1]}"),
+    )
     (row,) = res.rows
     sa = [d.stat(METRIC) for d in docs if d.build_label == LABELS[0]]
     sb = [d.stat(METRIC) for d in docs if d.build_label == LABELS[1]]
-    old = stats.compare_summaries(stats.pool_summaries(sa), stats.pool_summaries(sb), True).verdict
+    old = stats.compare_summaries(
+        stats.pool_summaries(sa), stats.pool_summaries(sb), True
+    ).verdict
     return row.verdict, old
 
 
-def compare_trials(runs: list[Any], x: float, half: int, step: int, reference: list[Any] | None = None) -> dict[str, int]:
+def compare_trials(
+    runs: list[Any], x: float, half: int, step: int, reference: list[Any] | None = None
+) -> dict[str, int]:
     """Windows of 2 x ``half`` consecutive runs starting every ``step`` runs: the first half labelled A,
     the second B (whatever they were measured under: the labels change nothing), B slowed by x;
     ``reference`` runs join every window under a third label (they feed the noise estimate only)."""
-    out = {"trials": 0, "flagged": 0, "correct": 0, "old_flagged": 0, "old_correct": 0, "no_interval": 0}
+    out = {
+        "trials": 0,
+        "flagged": 0,
+        "correct": 0,
+        "old_flagged": 0,
+        "old_correct": 0,
+        "no_interval": 0,
+    }
     for i in range(0, len(runs) - 2 * half + 1, step):
-        win = runs[i:i + 2 * half]
-        docs = [variant(r, LABELS[0]) for r in win[:half]] + [variant(r, LABELS[1], 1.0 - x) for r in win[half:]]
+        win = runs[i : i + 2 * half]
+        docs = [variant(r, LABELS[0]) for r in win[:half]] + [
+            variant(r, LABELS[1], 1.0 - x) for r in win[half:]
+        ]
         docs += [variant(r, "noise-ref") for r in reference or []]
         v, old = compare_verdicts(docs)
         out["trials"] += 1
@@ -202,10 +257,16 @@ DETAIL_SIDES = (4, 5)  # runs a side with the whole slowdown sweep
 def trials(runs: list[Any], k: int, x: float) -> dict[str, dict[str, int]]:
     """Every trial kind at k runs a side and slowdown x."""
     out = {"history": _sum([history_trials(runs, off, x, k) for off in range(k)])}
-    if k == 1:  # one run a side: the host noise (cross-fitted: from the other half of the pool)
+    if (
+        k == 1
+    ):  # one run a side: the host noise (cross-fitted: from the other half of the pool)
         mid = len(runs) // 2
-        out["compare"] = _sum([compare_trials(runs[:mid], x, 1, 2, reference=runs[mid:]),
-                               compare_trials(runs[mid:], x, 1, 2, reference=runs[:mid])])
+        out["compare"] = _sum(
+            [
+                compare_trials(runs[:mid], x, 1, 2, reference=runs[mid:]),
+                compare_trials(runs[mid:], x, 1, 2, reference=runs[:mid]),
+            ]
+        )
     else:
         out["compare"] = compare_trials(runs, x, k, k)
     return out
@@ -215,20 +276,40 @@ def analyse(pool: Path, out: Path) -> dict[str, Any]:
     from core import stats
 
     tmp = tempfile.mkdtemp(prefix="aa-calibration-data-")
-    os.environ["ALMANAC_DATA"] = tmp  # no committed noise artifact: the pool's own history only
+    os.environ["ALMANAC_DATA"] = (
+        tmp  # no committed noise artifact: the pool's own history only
+    )
     tests = load_pool(pool)
-    result: dict[str, Any] = {"pool": {}, "as_measured": {}, "sides": [], "sweep": [], "excluded": None}
+    result: dict[str, Any] = {
+        "pool": {},
+        "as_measured": {},
+        "sides": [],
+        "sweep": [],
+        "excluded": None,
+    }
     reason = pool.parent / "excluded" / "REASON.txt"
     if reason.exists():  # runs set aside, with why (never silently)
-        result["excluded"] = {"artifacts": len(list(reason.parent.glob("*.json"))), "reason": reason.read_text().strip()}
+        result["excluded"] = {
+            "artifacts": len(list(reason.parent.glob("*.json"))),
+            "reason": reason.read_text().strip(),
+        }
     for test, runs in sorted(tests.items()):
         means = [r.stat(METRIC).mean for r in runs]
         sigma, df = stats.pooled_log_spread([means])
-        result["pool"][test] = {"runs": len(runs), "first": runs[0].created, "last": runs[-1].created,
-                                "min": min(means), "max": max(means), "median": sorted(means)[len(means) // 2],
-                                "sigma_log": sigma, "df": df,
-                                "mean_repetitions": sum(r.stat(METRIC).n for r in runs) / len(runs)}
-        result["as_measured"][test] = {f"{x:g}": history_trials(runs, None, x) for x in (0.0, 0.10)}
+        result["pool"][test] = {
+            "runs": len(runs),
+            "first": runs[0].created,
+            "last": runs[-1].created,
+            "min": min(means),
+            "max": max(means),
+            "median": sorted(means)[len(means) // 2],
+            "sigma_log": sigma,
+            "df": df,
+            "mean_repetitions": sum(r.stat(METRIC).n for r in runs) / len(runs),
+        }
+        result["as_measured"][test] = {
+            f"{x:g}": history_trials(runs, None, x) for x in (0.0, 0.10)
+        }
     for k in SIDES:
         row: dict[str, Any] = {"runs_a_side": k}
         for test, runs in sorted(tests.items()):
@@ -241,7 +322,9 @@ def analyse(pool: Path, out: Path) -> dict[str, Any]:
             row[test] = {str(k): trials(runs, k, x) for k in DETAIL_SIDES}
         result["sweep"].append(row)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.with_suffix(".json").write_text(json.dumps(result, indent=2, sort_keys=True) + "\n")
+    out.with_suffix(".json").write_text(
+        json.dumps(result, indent=2, sort_keys=True) + "\n"
+    )
     out.with_suffix(".md").write_text(markdown(result))
     write_pool_csv(tests, out.with_name("aa_pool.csv"))
     return result
@@ -267,50 +350,104 @@ def _n(d: dict[str, int]) -> int:
 
 def markdown(res: dict[str, Any]) -> str:
     tests = sorted(res["pool"])
-    lines = ["# A/A calibration (benchmarks/aa_calibration.py)", "",
-             "Pool: " + "; ".join(f"{t}: {p['runs']} runs, {p['first'][:16]}–{p['last'][11:16]} UTC, run means "
-                                  f"{p['min']:.1f}–{p['max']:.1f} t/s (median {p['median']:.1f}), spread between runs "
-                                  f"{100 * p['sigma_log']:.1f}% (log sd), {p['mean_repetitions']:.1f} repetitions a run"
-                                  for t, p in res["pool"].items()), "",
-             *([f"Excluded from the pool: {res['excluded']['artifacts']} run artifacts. "
-                + " ".join(res["excluded"]["reason"].split()), ""] if res.get("excluded") else []),
-             "Rates with their Wilson CI95 in brackets. At 0% a flag is a false alarm (any step, any win or loss); with a "
-             "slowdown only a flag in the right direction counts (A→B a regression, B→A an improvement, B a loss).", "",
-             "## As measured (blocks of 4 in the order they ran)", "",
-             "| test | A/A: boundaries flagged | 10% slower B: boundaries detected | A/A, pooled repetitions (before) |",
-             "|---|---|---|---|"]
+    lines = [
+        "# A/A calibration (benchmarks/aa_calibration.py)",
+        "",
+        "Pool: "
+        + "; ".join(
+            f"{t}: {p['runs']} runs, {p['first'][:16]}–{p['last'][11:16]} UTC, run means "
+            f"{p['min']:.1f}–{p['max']:.1f} t/s (median {p['median']:.1f}), spread between runs "
+            f"{100 * p['sigma_log']:.1f}% (log sd), {p['mean_repetitions']:.1f} repetitions a run"
+            for t, p in res["pool"].items()
+        ),
+        "",
+        *(
+            [
+                f"Excluded from the pool: {res['excluded']['artifacts']} run artifacts. "
+                + " ".join(res["excluded"]["reason"].split()),
+                "",
+            ]
+            if res.get("excluded")
+            else []
+        ),
+        "Rates with their Wilson CI95 in brackets. At 0% a flag is a false alarm (any step, any win or loss); with a "
+        "slowdown only a flag in the right direction counts (A→B a regression, B→A an improvement, B a loss).",
+        "",
+        "## As measured (blocks of 4 in the order they ran)",
+        "",
+        "| test | A/A: boundaries flagged | 10% slower B: boundaries detected | A/A, pooled repetitions (before) |",
+        "|---|---|---|---|",
+    ]
     for t in tests:
         a = res["as_measured"][t]
-        lines.append(f"| {t} | {_rate(a['0']['flagged'], a['0']['boundaries'])} | "
-                     f"{_rate(a['0.1']['correct'], a['0.1']['boundaries'])} | {_rate(a['0']['old_flagged'], a['0']['boundaries'])} |")
-    lines += ["", "## Summary (both tests pooled)", "",
-              "| runs a side | A/A boundaries flagged as steps | A/A compares called win or loss | 10% slowdown: "
-              "boundaries detected | 10% slowdown: compares detected |", "|---|---|---|---|---|"]
+        lines.append(
+            f"| {t} | {_rate(a['0']['flagged'], a['0']['boundaries'])} | "
+            f"{_rate(a['0.1']['correct'], a['0.1']['boundaries'])} | {_rate(a['0']['old_flagged'], a['0']['boundaries'])} |"
+        )
+    lines += [
+        "",
+        "## Summary (both tests pooled)",
+        "",
+        "| runs a side | A/A boundaries flagged as steps | A/A compares called win or loss | 10% slowdown: "
+        "boundaries detected | 10% slowdown: compares detected |",
+        "|---|---|---|---|---|",
+    ]
     for row in res["sides"]:
         k = row["runs_a_side"]
         agg = {}
         for trial in ("history", "compare"):
             for x in ("0", "0.1"):
                 ds = [row[t][x][trial] for t in tests]
-                agg[(trial, x)] = (sum(d["flagged" if x == "0" else "correct"] for d in ds), sum(_n(d) for d in ds))
-        lines.append(f"| {k} | {_rate(*agg[('history', '0')])} | {_rate(*agg[('compare', '0')])} | "
-                     f"{_rate(*agg[('history', '0.1')])} | {_rate(*agg[('compare', '0.1')])} |")
-    lines += ["", "## False alarms and 10% detection against runs a side", "",
-              "| runs a side | trial | " + " | ".join(f"{t}: A/A flagged | {t}: 10% detected | {t}: A/A flagged, "
-                                                      "pooled repetitions (before)" for t in tests) + " |",
-              "|---|---|" + "---|" * (3 * len(tests))]
+                agg[(trial, x)] = (
+                    sum(d["flagged" if x == "0" else "correct"] for d in ds),
+                    sum(_n(d) for d in ds),
+                )
+        lines.append(
+            f"| {k} | {_rate(*agg[('history', '0')])} | {_rate(*agg[('compare', '0')])} | "
+            f"{_rate(*agg[('history', '0.1')])} | {_rate(*agg[('compare', '0.1')])} |"
+        )
+    lines += [
+        "",
+        "## False alarms and 10% detection against runs a side",
+        "",
+        "| runs a side | trial | "
+        + " | ".join(
+            f"{t}: A/A flagged | {t}: 10% detected | {t}: A/A flagged, "
+            "pooled repetitions (before)"
+            for t in tests
+        )
+        + " |",
+        "|---|---|" + "---|" * (3 * len(tests)),
+    ]
     for row in res["sides"]:
         k = row["runs_a_side"]
-        for trial, label in (("history", "history boundary"), ("compare", "compare" + (" (+ host noise)" if k == 1 else ""))):
+        for trial, label in (
+            ("history", "history boundary"),
+            ("compare", "compare" + (" (+ host noise)" if k == 1 else "")),
+        ):
             cells = []
             for t in tests:
                 a0, a1 = row[t]["0"][trial], row[t]["0.1"][trial]
-                cells += [_rate(a0["flagged"], _n(a0)), _rate(a1["correct"], _n(a1)), _rate(a0["old_flagged"], _n(a0))]
+                cells += [
+                    _rate(a0["flagged"], _n(a0)),
+                    _rate(a1["correct"], _n(a1)),
+                    _rate(a0["old_flagged"], _n(a0)),
+                ]
             lines.append(f"| {k} | {label} | " + " | ".join(cells) + " |")
-    lines += ["", "## Detection against the size of the slowdown", "",
-              "| slowdown | " + " | ".join(f"{t}: {trial}, {k} a side" for t in tests for k in DETAIL_SIDES
-                                           for trial in ("history", "compare")) + " |",
-              "|---|" + "---|" * (len(tests) * len(DETAIL_SIDES) * 2)]
+    lines += [
+        "",
+        "## Detection against the size of the slowdown",
+        "",
+        "| slowdown | "
+        + " | ".join(
+            f"{t}: {trial}, {k} a side"
+            for t in tests
+            for k in DETAIL_SIDES
+            for trial in ("history", "compare")
+        )
+        + " |",
+        "|---|" + "---|" * (len(tests) * len(DETAIL_SIDES) * 2),
+    ]
     smallest: dict[str, float] = {}
     for row in res["sweep"]:
         cells = []
@@ -323,8 +460,12 @@ def markdown(res: dict[str, Any]) -> str:
                     if _n(d) and d["correct"] / _n(d) >= 0.9 and key not in smallest:
                         smallest[key] = row["slowdown"]
         lines.append(f"| {100 * row['slowdown']:g}% | " + " | ".join(cells) + " |")
-    lines += ["", "Smallest slowdown detected in at least 90% of trials: "
-              + "; ".join(f"{k}: {100 * v:g}%" for k, v in smallest.items()) + "."]
+    lines += [
+        "",
+        "Smallest slowdown detected in at least 90% of trials: "
+        + "; ".join(f"{k}: {100 * v:g}%" for k, v in smallest.items())
+        + ".",
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -333,19 +474,44 @@ def write_pool_csv(tests: dict[str, list[Any]], path: Path) -> None:
 
     with open(path, "w", newline="") as fh:
         w = csv.writer(fh, lineterminator="\n")
-        w.writerow(["id", "created", "test", "label", "n", "mean_tps", "stddev_tps", "loadavg_1m_before", "wall_s"])
+        w.writerow(
+            [
+                "id",
+                "created",
+                "test",
+                "label",
+                "n",
+                "mean_tps",
+                "stddev_tps",
+                "loadavg_1m_before",
+                "wall_s",
+            ]
+        )
         for test, runs in sorted(tests.items()):
             for r in runs:
                 s = r.stat(METRIC)
-                w.writerow([r.id, r.created, test, r.build_label, s.n, f"{s.mean:.4f}",
-                            "" if s.stddev is None else f"{s.stddev:.4f}", r.resources.loadavg_1m_before,
-                            f"{r.resources.wall_s or 0:.2f}"])
+                w.writerow(
+                    [
+                        r.id,
+                        r.created,
+                        test,
+                        r.build_label,
+                        s.n,
+                        f"{s.mean:.4f}",
+                        "" if s.stddev is None else f"{s.stddev:.4f}",
+                        r.resources.loadavg_1m_before,
+                        f"{r.resources.wall_s or 0:.2f}",
+                    ]
+                )
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
-    c = sub.add_parser("collect", help="append runs to the pool (under flock -x, at most ~15 minutes a chunk)")
+    c = sub.add_parser(
+        "collect",
+        help="append runs to the pool (under flock -x, at most ~15 minutes a chunk)",
+    )
     c.add_argument("--minutes", type=float, default=13.0)
     c.add_argument("--pool", type=Path, default=POOL)
     a = sub.add_parser("analyse", help="the calibration table from the pool")

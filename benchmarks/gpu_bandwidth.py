@@ -35,7 +35,10 @@ def _torch_read(n_bytes: int, iters: int) -> dict:
     torch.cuda.synchronize()
     samples = []
     for _ in range(iters):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a, b = (
+            torch.cuda.Event(enable_timing=True),
+            torch.cuda.Event(enable_timing=True),
+        )
         a.record()
         total = src.sum()
         b.record()
@@ -43,8 +46,12 @@ def _torch_read(n_bytes: int, iters: int) -> dict:
         samples.append(a.elapsed_time(b) / 1000.0)
     if not torch.isclose(first, total, rtol=1e-3):
         raise RuntimeError("read check failed: two sums of the same buffer differ")
-    return {"library": f"torch {torch.__version__}", "device": torch.cuda.get_device_name(0), "seconds": samples,
-            "bytes_per_pass": n * 4}
+    return {
+        "library": f"torch {torch.__version__}",
+        "device": torch.cuda.get_device_name(0),
+        "seconds": samples,
+        "bytes_per_pass": n * 4,
+    }
 
 
 def _cupy_read(n_bytes: int, iters: int) -> dict:
@@ -66,15 +73,23 @@ def _cupy_read(n_bytes: int, iters: int) -> dict:
     if abs(float(first) - float(total)) > 1e-3 * abs(float(first)):
         raise RuntimeError("read check failed: two sums of the same buffer differ")
     name = cp.cuda.runtime.getDeviceProperties(0)["name"]
-    return {"library": f"cupy {cp.__version__}", "device": name.decode() if isinstance(name, bytes) else name,
-            "seconds": samples, "bytes_per_pass": n * 4}
+    return {
+        "library": f"cupy {cp.__version__}",
+        "device": name.decode() if isinstance(name, bytes) else name,
+        "seconds": samples,
+        "bytes_per_pass": n * 4,
+    }
 
 
 def rates_from_seconds(seconds: list[float], bytes_per_sample: int) -> dict:
     """Bytes per second of each timed sample, with median, best and stddev."""
     rates = [bytes_per_sample / s for s in seconds]
-    return {"samples_bytes_per_s": rates, "median_bytes_per_s": statistics.median(rates), "max_bytes_per_s": max(rates),
-            "stddev_bytes_per_s": statistics.stdev(rates) if len(rates) > 1 else None}
+    return {
+        "samples_bytes_per_s": rates,
+        "median_bytes_per_s": statistics.median(rates),
+        "max_bytes_per_s": max(rates),
+        "stddev_bytes_per_s": statistics.stdev(rates) if len(rates) > 1 else None,
+    }
 
 
 def host_bandwidth(result: dict) -> list[dict]:
@@ -98,16 +113,25 @@ def _torch(n_bytes: int, iters: int) -> dict:
     torch.cuda.synchronize()
     samples = []
     for _ in range(iters):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a, b = (
+            torch.cuda.Event(enable_timing=True),
+            torch.cuda.Event(enable_timing=True),
+        )
         a.record()
         dst.copy_(src)
         b.record()
         b.synchronize()
         samples.append(a.elapsed_time(b) / 1000.0)
-    if not torch.equal(dst[:1024], src[:1024]) or not torch.equal(dst[-1024:], src[-1024:]):
+    if not torch.equal(dst[:1024], src[:1024]) or not torch.equal(
+        dst[-1024:], src[-1024:]
+    ):
         raise RuntimeError("copy check failed")
-    return {"library": f"torch {torch.__version__}", "device": torch.cuda.get_device_name(0), "seconds": samples,
-            "bytes_per_copy": n * 4}
+    return {
+        "library": f"torch {torch.__version__}",
+        "device": torch.cuda.get_device_name(0),
+        "seconds": samples,
+        "bytes_per_copy": n * 4,
+    }
 
 
 def _cupy(n_bytes: int, iters: int) -> dict:
@@ -130,8 +154,12 @@ def _cupy(n_bytes: int, iters: int) -> dict:
     if not bool((dst[:1024] == src[:1024]).all()):
         raise RuntimeError("copy check failed")
     name = cp.cuda.runtime.getDeviceProperties(0)["name"]
-    return {"library": f"cupy {cp.__version__}", "device": name.decode() if isinstance(name, bytes) else name,
-            "seconds": samples, "bytes_per_copy": n * 4}
+    return {
+        "library": f"cupy {cp.__version__}",
+        "device": name.decode() if isinstance(name, bytes) else name,
+        "seconds": samples,
+        "bytes_per_copy": n * 4,
+    }
 
 
 def measure_copy(gib: float, iters: int) -> dict:

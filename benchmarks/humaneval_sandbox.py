@@ -47,19 +47,34 @@ def main() -> int:
         t0 = time.perf_counter()
         passed = 0
         for p in problems:
-            check = {"tests": p["test"], "entry_point": p["entry_point"], "prompt_prefix": p["prompt"],
-                     "call": f"check({p['entry_point']})", "timeout_s": 10}
+            check = {
+                "tests": p["test"],
+                "entry_point": p["entry_point"],
+                "prompt_prefix": p["prompt"],
+                "call": f"check({p['entry_point']})",
+                "timeout_s": 10,
+            }
             out = p["canonical_solution"] if body is None else body
             s = score("code_exec", check, out)
             passed += bool(s.passed)
             if body is None and not s.passed:
-                print(f"  canonical failed: {p['task_id']}: {s.details.get('reason')} {s.details.get('error')}")
-        results[name] = {"passed": passed, "total": len(problems), "wall_s": round(time.perf_counter() - t0, 1)}
-        print(f"{name:>22}: {passed}/{len(problems)} passed ({results[name]['wall_s']} s)", flush=True)
+                print(
+                    f"  canonical failed: {p['task_id']}: {s.details.get('reason')} {s.details.get('error')}"
+                )
+        results[name] = {
+            "passed": passed,
+            "total": len(problems),
+            "wall_s": round(time.perf_counter() - t0, 1),
+        }
+        print(
+            f"{name:>22}: {passed}/{len(problems)} passed ({results[name]['wall_s']} s)",
+            flush=True,
+        )
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1))
     ok = results["canonical"]["passed"] == len(problems) and all(
-        r["passed"] == 0 for k, r in results.items() if k != "canonical")
+        r["passed"] == 0 for k, r in results.items() if k != "canonical"
+    )
     return 0 if ok else 1
 
 

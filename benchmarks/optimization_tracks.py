@@ -33,29 +33,43 @@ def report(data: Path) -> str:
 
     lines = []
     for sw in opt.sweeps(load_runs(data / "runs")):
-        lines.append(f"\n== {sw.name} ({opt.TRACK_TITLES[sw.track]}) on {sw.host_id}"
-                     + (" [synthetic weights, speed only]" if sw.synthetic else ""))
+        lines.append(
+            f"\n== {sw.name} ({opt.TRACK_TITLES[sw.track]}) on {sw.host_id}"
+            + (" [synthetic weights, speed only]" if sw.synthetic else "")
+        )
         for test in sw.tests:
             lines.append(f"  -- {test}")
             for p in (p for p in sw.points if p.doc["test"]["name"] == test):
                 if not p.ok:
                     err = p.doc.get("error") or {}
-                    lines.append(f"     {p.label:<44} FAILED ({err.get('kind')}): {err.get('message')}")
+                    lines.append(
+                        f"     {p.label:<44} FAILED ({err.get('kind')}): {err.get('message')}"
+                    )
                     continue
                 c = p.comparison or {}
-                speed = "baseline" if p.is_baseline else (
-                    f"{_fmt(c.get('ratio'))}x [{_fmt(c.get('ci95_low'))}, {_fmt(c.get('ci95_high'))}] {c.get('verdict')}")
+                speed = (
+                    "baseline"
+                    if p.is_baseline
+                    else (
+                        f"{_fmt(c.get('ratio'))}x [{_fmt(c.get('ci95_low'))}, {_fmt(c.get('ci95_high'))}] {c.get('verdict')}"
+                    )
+                )
                 extra = []
                 if p.acceptance is not None:
                     extra.append(f"accept {_fmt(p.acceptance, 1)}%")
                 if p.lossless is not None:
                     ll = p.lossless
-                    extra.append("identical" if ll["identical"] else
-                                 f"differs at token {ll['first_diff']} ({ll['agreement']:.0%} agree)")
+                    extra.append(
+                        "identical"
+                        if ll["identical"]
+                        else f"differs at token {ll['first_diff']} ({ll['agreement']:.0%} agree)"
+                    )
                 if p.degeneration and p.degeneration["degenerate"]:
                     extra.append("DEGENERATE: " + "; ".join(p.degeneration["flags"]))
-                lines.append(f"     {p.label:<44} {_fmt(p.mean):>10} ± {_fmt(p.stddev):<8} n={p.n:<3} {speed:<34} "
-                             + "  ".join(extra))
+                lines.append(
+                    f"     {p.label:<44} {_fmt(p.mean):>10} ± {_fmt(p.stddev):<8} n={p.n:<3} {speed:<34} "
+                    + "  ".join(extra)
+                )
     return "\n".join(lines)
 
 
@@ -63,18 +77,26 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", type=Path, help="data dir (default: a new scratch dir)")
     ap.add_argument("--matrix", default="optimization")
-    ap.add_argument("--no-run", action="store_true", help="only print what the data dir holds")
+    ap.add_argument(
+        "--no-run", action="store_true", help="only print what the data dir holds"
+    )
     args = ap.parse_args(argv)
     data = args.data or Path(tempfile.mkdtemp(prefix="almanac-optimization-"))
     if not args.no_run:
         if args.data is None:
             (data / "matrices").mkdir(parents=True)
             shutil.copy(ROOT / "data" / "models.yaml", data / "models.yaml")
-            shutil.copy(ROOT / "data" / "matrices" / f"{args.matrix}.yaml", data / "matrices")
+            shutil.copy(
+                ROOT / "data" / "matrices" / f"{args.matrix}.yaml", data / "matrices"
+            )
         env = {**os.environ, "ALMANAC_DATA": str(data.resolve())}
         import subprocess
 
-        rc = subprocess.call([sys.executable, "-m", "invoke", "bench", "--matrix", args.matrix], cwd=ROOT, env=env)
+        rc = subprocess.call(
+            [sys.executable, "-m", "invoke", "bench", "--matrix", args.matrix],
+            cwd=ROOT,
+            env=env,
+        )
         if rc:
             return rc
     print(f"artifacts: {data / 'runs'}")

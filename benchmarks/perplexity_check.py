@@ -48,14 +48,23 @@ def parse_ppl(log: str) -> dict[str, float]:
 
 def parse_kld(log: str) -> dict[str, float]:
     out = {}
-    for key, label in (("ppl", r"Mean PPL\(Q\)\s*"), ("ppl_reference", r"Mean PPL\(base\)\s*"),
-                       ("kld_mean", r"Mean\s+KLD")):
+    for key, label in (
+        ("ppl", r"Mean PPL\(Q\)\s*"),
+        ("ppl_reference", r"Mean PPL\(base\)\s*"),
+        ("kld_mean", r"Mean\s+KLD"),
+    ):
         m = re.search(rf"{label}:\s*{NUM}\s*±\s*{NUM}", log)
         if not m:
             raise SystemExit(f"llama-perplexity printed no {label!r}:\n" + log[-3000:])
-        out[key], out[key + "_se" if key != "kld_mean" else "kld_se"] = float(m.group(1)), float(m.group(2))
+        out[key], out[key + "_se" if key != "kld_mean" else "kld_se"] = (
+            float(m.group(1)),
+            float(m.group(2)),
+        )
     m = re.search(rf"Same top p:\s*{NUM}\s*±\s*{NUM}\s*%", log)
-    out["same_top"], out["same_top_se"] = float(m.group(1)) / 100, float(m.group(2)) / 100
+    out["same_top"], out["same_top_se"] = (
+        float(m.group(1)) / 100,
+        float(m.group(2)) / 100,
+    )
     m = re.search(rf"Median\s+KLD:\s*{NUM}", log)
     out["kld_median"] = float(m.group(1))
     return out
@@ -72,13 +81,18 @@ def run(cmd: list[str]) -> tuple[str, float]:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--bin", help="folder of the built llama.cpp tools (default: the path in /tmp/llama-tools.ready)")
+    ap.add_argument(
+        "--bin",
+        help="folder of the built llama.cpp tools (default: the path in /tmp/llama-tools.ready)",
+    )
     ap.add_argument("--source", default="gemma3-270m-q4_k_m")
     ap.add_argument("--variant", default="gemma3-270m-q3_k_m")
     ap.add_argument("--text", default="gpl-3.0")
     ap.add_argument("--ctx", type=int, default=512)
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "perplexity_check.json"))
+    ap.add_argument(
+        "--out", default=str(ROOT / "benchmarks" / "results" / "perplexity_check.json")
+    )
     a = ap.parse_args()
     bin_dir = Path(a.bin or Path("/tmp/llama-tools.ready").read_text().strip())
     tool = bin_dir / "llama-perplexity"
@@ -88,53 +102,120 @@ def main() -> int:
     text = perplexity.load_text(a.text)
 
     ours_ppl_path, _ = perplexity.measure(a.source, text=a.text, n_ctx=a.ctx)
-    ours_kld_path, _ = perplexity.measure(a.variant, reference=a.source, text=a.text, n_ctx=a.ctx)
+    ours_kld_path, _ = perplexity.measure(
+        a.variant, reference=a.source, text=a.text, n_ctx=a.ctx
+    )
     ours_ppl = artifacts.load(ours_ppl_path)["results"]
     ours_kld = artifacts.load(ours_kld_path)["results"]
 
-    common = ["-f", str(text.path), "-c", str(a.ctx), "-b", str(a.ctx), "-t", str(a.threads)]
+    common = [
+        "-f",
+        str(text.path),
+        "-c",
+        str(a.ctx),
+        "-b",
+        str(a.ctx),
+        "-t",
+        str(a.threads),
+    ]
     import llama_cpp
 
-    if not llamacpp_lib.decide(llama_cpp.llama_print_system_info().decode(errors="replace"))["use_extra_bufts"]:
+    if not llamacpp_lib.decide(
+        llama_cpp.llama_print_system_info().decode(errors="replace")
+    )["use_extra_bufts"]:
         common.append("--no-repack")
     with tempfile.TemporaryDirectory(prefix="ppl-check-") as td:
         base = str(Path(td) / "base.kld")
         cmd1 = [str(tool), "-m", src.path] + common + ["--kl-divergence-base", base]
         log1, s1 = run(cmd1)
-        cmd2 = [str(tool), "-m", var.path] + common + ["--kl-divergence-base", base, "--kl-divergence"]
+        cmd2 = (
+            [str(tool), "-m", var.path]
+            + common
+            + ["--kl-divergence-base", base, "--kl-divergence"]
+        )
         log2, s2 = run(cmd2)
     theirs_ppl = parse_ppl(log1)
     theirs_kld = parse_kld(log2)
 
     rows = []
 
-    def compare(what: str, ours: float, ours_se: float, theirs: float, theirs_se: float) -> None:
+    def compare(
+        what: str, ours: float, ours_se: float, theirs: float, theirs_se: float
+    ) -> None:
         diff = ours - theirs
-        rows.append({"figure": what, "ours": ours, "ours_se": ours_se, "llama_perplexity": theirs,
-                     "llama_perplexity_se": theirs_se, "difference": diff,
-                     "within_their_se": abs(diff) <= theirs_se})
+        rows.append(
+            {
+                "figure": what,
+                "ours": ours,
+                "ours_se": ours_se,
+                "llama_perplexity": theirs,
+                "llama_perplexity_se": theirs_se,
+                "difference": diff,
+                "within_their_se": abs(diff) <= theirs_se,
+            }
+        )
 
-    compare(f"PPL {a.source}", ours_ppl["ppl"], ours_ppl["ppl_se"], theirs_ppl["ppl"], theirs_ppl["ppl_se"])
-    compare(f"PPL {a.variant}", ours_kld["ppl"], ours_kld["ppl_se"], theirs_kld["ppl"], theirs_kld["ppl_se"])
-    compare(f"KLD {a.variant} vs {a.source}", ours_kld["kld_mean"], ours_kld["kld_se"], theirs_kld["kld_mean"],
-            theirs_kld["kld_se"])
-    compare(f"same top token {a.variant} vs {a.source}", ours_kld["same_top"], ours_kld["same_top_se"],
-            theirs_kld["same_top"], theirs_kld["same_top_se"])
+    compare(
+        f"PPL {a.source}",
+        ours_ppl["ppl"],
+        ours_ppl["ppl_se"],
+        theirs_ppl["ppl"],
+        theirs_ppl["ppl_se"],
+    )
+    compare(
+        f"PPL {a.variant}",
+        ours_kld["ppl"],
+        ours_kld["ppl_se"],
+        theirs_kld["ppl"],
+        theirs_kld["ppl_se"],
+    )
+    compare(
+        f"KLD {a.variant} vs {a.source}",
+        ours_kld["kld_mean"],
+        ours_kld["kld_se"],
+        theirs_kld["kld_mean"],
+        theirs_kld["kld_se"],
+    )
+    compare(
+        f"same top token {a.variant} vs {a.source}",
+        ours_kld["same_top"],
+        ours_kld["same_top_se"],
+        theirs_kld["same_top"],
+        theirs_kld["same_top_se"],
+    )
     result = {
-        "text": text.to_dict(), "n_ctx": a.ctx, "source": {"name": src.name, "sha256": src.sha256},
-        "variant": {"name": var.name, "sha256": var.sha256, "derived": var.facts.get("derived")},
-        "ours": {"ppl_artifact": relpath(ours_ppl_path), "kld_artifact": relpath(ours_kld_path),
-                 "n_scored_tokens": ours_kld["n_scored_tokens"]},
-        "llama_perplexity": {"commands": [" ".join(cmd1), " ".join(cmd2)], "seconds": [round(s1, 1), round(s2, 1)],
-                             "kld_median": theirs_kld["kld_median"], "log_tail": log2[-2500:]},
-        "rows": rows, "all_within_their_se": all(r["within_their_se"] for r in rows),
+        "text": text.to_dict(),
+        "n_ctx": a.ctx,
+        "source": {"name": src.name, "sha256": src.sha256},
+        "variant": {
+            "name": var.name,
+            "sha256": var.sha256,
+            "derived": var.facts.get("derived"),
+        },
+        "ours": {
+            "ppl_artifact": relpath(ours_ppl_path),
+            "kld_artifact": relpath(ours_kld_path),
+            "n_scored_tokens": ours_kld["n_scored_tokens"],
+        },
+        "llama_perplexity": {
+            "commands": [" ".join(cmd1), " ".join(cmd2)],
+            "seconds": [round(s1, 1), round(s2, 1)],
+            "kld_median": theirs_kld["kld_median"],
+            "log_tail": log2[-2500:],
+        },
+        "rows": rows,
+        "all_within_their_se": all(r["within_their_se"] for r in rows),
     }
     Path(a.out).parent.mkdir(parents=True, exist_ok=True)
     Path(a.out).write_text(json.dumps(result, indent=2, sort_keys=True) + "\n")
-    print(f"{'figure':50s} {'ours':>22s} {'llama-perplexity':>22s} {'diff':>10s}  within SE")
+    print(
+        f"{'figure':50s} {'ours':>22s} {'llama-perplexity':>22s} {'diff':>10s}  within SE"
+    )
     for r in rows:
-        print(f"{r['figure']:50s} {r['ours']:>12.6f} ± {r['ours_se']:<8.6f} {r['llama_perplexity']:>12.6f} ± "
-              f"{r['llama_perplexity_se']:<8.6f} {r['difference']:>+10.6f}  {'yes' if r['within_their_se'] else 'NO'}")
+        print(
+            f"{r['figure']:50s} {r['ours']:>12.6f} ± {r['ours_se']:<8.6f} {r['llama_perplexity']:>12.6f} ± "
+            f"{r['llama_perplexity_se']:<8.6f} {r['difference']:>+10.6f}  {'yes' if r['within_their_se'] else 'NO'}"
+        )
     print(f"-> {relpath(Path(a.out))}")
     return 0 if result["all_within_their_se"] else 1
 

@@ -42,10 +42,14 @@ def main() -> None:
         for p in report.measured + report.failed:
             doc = artifacts.load(p)
             s = doc["summary"]
-            print(f"{doc['suite']['name']:24s} {len(doc['items']):3d} items  {doc['resources']['wall_s']:7.1f} s  "
-                  f"tokens out {sum((it['timing'].get('output_tokens') or 0) for it in doc['items']):5d}  "
-                  f"passed {s['passed']}/{s['n']}  {doc['status']}")
-        print(f"total {total:.1f} s on {os.cpu_count()} logical cores; load average after: {os.getloadavg()}")
+            print(
+                f"{doc['suite']['name']:24s} {len(doc['items']):3d} items  {doc['resources']['wall_s']:7.1f} s  "
+                f"tokens out {sum((it['timing'].get('output_tokens') or 0) for it in doc['items']):5d}  "
+                f"passed {s['passed']}/{s['n']}  {doc['status']}"
+            )
+        print(
+            f"total {total:.1f} s on {os.cpu_count()} logical cores; load average after: {os.getloadavg()}"
+        )
 
 
 if __name__ == "__main__":

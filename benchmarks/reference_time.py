@@ -29,10 +29,26 @@ sys.path.insert(0, str(ROOT))
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--with-default", action="store_true", help="run default.yaml first, as `invoke all` does")
-    ap.add_argument("--fresh-synthetic", action="store_true", help="generate the synthetic model anew (timed)")
-    ap.add_argument("--with-noise", action="store_true", help="then the noise A/A `invoke all` runs once on a new host")
-    ap.add_argument("--with-probe", action="store_true", help="then the bandwidth probe `invoke all` runs once on a new host")
+    ap.add_argument(
+        "--with-default",
+        action="store_true",
+        help="run default.yaml first, as `invoke all` does",
+    )
+    ap.add_argument(
+        "--fresh-synthetic",
+        action="store_true",
+        help="generate the synthetic model anew (timed)",
+    )
+    ap.add_argument(
+        "--with-noise",
+        action="store_true",
+        help="then the noise A/A `invoke all` runs once on a new host",
+    )
+    ap.add_argument(
+        "--with-probe",
+        action="store_true",
+        help="then the bandwidth probe `invoke all` runs once on a new host",
+    )
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="almanac-refbench-") as td:
         d = Path(td) / "data"
@@ -41,7 +57,9 @@ def main() -> None:
         for name in ("default", "reference", "noise"):
             shutil.copy(ROOT / "data" / "matrices" / f"{name}.yaml", d / "matrices")
         os.environ["ALMANAC_DATA"] = str(d)
-        if args.fresh_synthetic:  # a cache of its own, the embedded model's files linked in
+        if (
+            args.fresh_synthetic
+        ):  # a cache of its own, the embedded model's files linked in
             from core.paths import cache_dir
 
             cache = Path(td) / "cache"
@@ -76,36 +94,54 @@ def main() -> None:
             if r.matrix_name != "reference":
                 continue
             s, p = r.headline, r.precision
-            half = (s.ci95_high - s.ci95_low) / 2 / s.mean * 100 if s and s.ci95_high is not None else float("nan")
-            print(f"{r.model_name:26s} {r.test_name:6s} n={s.n if s else 0:2d} mean={s.mean if s else 0:8.1f} "
-                  f"±{half:5.2f}%  stop={getattr(p, 'stop_reason', None) or getattr(p, 'reason', '?')}  "
-                  f"wall {r.resources.wall_s:6.1f} s  {r.status}")
-        print(f"reference matrix: {total:.1f} s ({len(report.measured)} measured, {len(report.skipped)} already "
-              f"measured, {len(report.failed)} failed); with generation {total + t_gen:.1f} s")
+            half = (
+                (s.ci95_high - s.ci95_low) / 2 / s.mean * 100
+                if s and s.ci95_high is not None
+                else float("nan")
+            )
+            print(
+                f"{r.model_name:26s} {r.test_name:6s} n={s.n if s else 0:2d} mean={s.mean if s else 0:8.1f} "
+                f"±{half:5.2f}%  stop={getattr(p, 'stop_reason', None) or getattr(p, 'reason', '?')}  "
+                f"wall {r.resources.wall_s:6.1f} s  {r.status}"
+            )
+        print(
+            f"reference matrix: {total:.1f} s ({len(report.measured)} measured, {len(report.skipped)} already "
+            f"measured, {len(report.failed)} failed); with generation {total + t_gen:.1f} s"
+        )
         t_noise = 0.0
-        if args.with_noise:  # what `invoke all` adds once on a host without a run-to-run noise estimate
+        if (
+            args.with_noise
+        ):  # what `invoke all` adds once on a host without a run-to-run noise estimate
             import tasks
             from core import artifacts
             from runtime.execution import noise as noise_run
 
             t0 = time.perf_counter()
-            path = noise_run.run_noise(tasks.NOISE_FIRST_MAX_RUNS, tasks.NOISE_FIRST_BUDGET_S)
+            path = noise_run.run_noise(
+                tasks.NOISE_FIRST_MAX_RUNS, tasks.NOISE_FIRST_BUDGET_S
+            )
             t_noise = time.perf_counter() - t0
             st = artifacts.load(path)["stopping"]
-            print(f"first noise A/A ({st['counted_runs']} counted runs + {st['warmup_runs']} warm-up, stopped: "
-                  f"{st['reason']}): {t_noise:.1f} s")
+            print(
+                f"first noise A/A ({st['counted_runs']} counted runs + {st['warmup_runs']} warm-up, stopped: "
+                f"{st['reason']}): {t_noise:.1f} s"
+            )
         t_probe = 0.0
-        if args.with_probe:  # what `invoke all` adds once on a host without a bandwidth artifact
+        if (
+            args.with_probe
+        ):  # what `invoke all` adds once on a host without a bandwidth artifact
             from runtime.hosts import probe as hostprobe
 
             t0 = time.perf_counter()
             hostprobe.run_probe()
             t_probe = time.perf_counter() - t0
             print(f"bandwidth probe: {t_probe:.1f} s")
-        print(f"all measured steps: {t_gen + t_default + total + t_noise + t_probe:.1f} s (generation {t_gen:.1f}, default "
-              f"{t_default:.1f}, reference {total:.1f}, noise {t_noise:.1f}, probe {t_probe:.1f}); on {os.cpu_count()} "
-              "logical cores; "
-              f"load average after: {os.getloadavg()}")
+        print(
+            f"all measured steps: {t_gen + t_default + total + t_noise + t_probe:.1f} s (generation {t_gen:.1f}, default "
+            f"{t_default:.1f}, reference {total:.1f}, noise {t_noise:.1f}, probe {t_probe:.1f}); on {os.cpu_count()} "
+            "logical cores; "
+            f"load average after: {os.getloadavg()}"
+        )
 
 
 if __name__ == "__main__":

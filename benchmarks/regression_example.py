@@ -34,15 +34,25 @@ MATRIX = "regression-example"
 def slowed_variant() -> runner.BuildVariant:
     cores = hostinfo.fingerprint()["cpu"]["physical_cores"] or 2
     threads = max(1, cores // 2)
-    return runner.BuildVariant("threads-halved", f"deliberately slowed build: {threads} thread(s) instead of the {cores} "
-                               "physical cores llama.cpp's default uses", {"n_threads": threads, "n_threads_batch": threads})
+    return runner.BuildVariant(
+        "threads-halved",
+        f"deliberately slowed build: {threads} thread(s) instead of the {cores} "
+        "physical cores llama.cpp's default uses",
+        {"n_threads": threads, "n_threads_batch": threads},
+    )
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--rounds", type=int, default=2, help="measurements of each build per phase")
+    ap.add_argument(
+        "--rounds", type=int, default=2, help="measurements of each build per phase"
+    )
     args = ap.parse_args()
-    phases = [("ordinary", None), ("threads-halved", slowed_variant()), ("ordinary", None)]
+    phases = [
+        ("ordinary", None),
+        ("threads-halved", slowed_variant()),
+        ("ordinary", None),
+    ]
     for name, variant in phases:
         for i in range(args.rounds):
             report = runner.run_matrix(MATRIX, force=True, build_variant=variant)

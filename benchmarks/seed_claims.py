@@ -64,21 +64,36 @@ STATUSES = ("living", "partial", "missing")
 _SEED = re.compile(r"^\d{3}$")
 _SPACE = re.compile(r"\s+")
 # tags that do not break a line of text: "<em>too</em> slow" reads "too slow", "<td>a</td><td>b</td>" reads "a b"
-_INLINE = frozenset("a abbr b bdi bdo cite code data dfn em i kbd mark q s samp small span strong sub sup time u var wbr".split())
+_INLINE = frozenset(
+    "a abbr b bdi bdo cite code data dfn em i kbd mark q s samp small span strong sub sup time u var wbr".split()
+)
 _HEADINGS = frozenset("h1 h2 h3 h4 h5 h6".split())
 
 # A cell that holds no figure: empty, a dash, a null leaking from code, or the page saying so.
-EMPTY = re.compile(r"^(?:|[—–-]|[—–]\s.*|none|null|nan|n/?a|unknown|not measured\b.*|none measured\b.*|no data\b.*"
-                   r"|not reported\b.*|not run\b.*|not runnable\b.*)$", re.I)
+EMPTY = re.compile(
+    r"^(?:|[—–-]|[—–]\s.*|none|null|nan|n/?a|unknown|not measured\b.*|none measured\b.*|no data\b.*"
+    r"|not reported\b.*|not run\b.*|not runnable\b.*)$",
+    re.I,
+)
 # Links to an artifact's view or its published JSON.
-_ARTIFACT_HREF = re.compile(r"(?:^|/)(?:runs|quality-runs|perplexity-runs)/run/(?:index\.html)?\?id=([^&#\s]+)|(?:^|/)data/(.+\.json)$")
+_ARTIFACT_HREF = re.compile(
+    r"(?:^|/)(?:runs|quality-runs|perplexity-runs)/run/(?:index\.html)?\?id=([^&#\s]+)|(?:^|/)data/(.+\.json)$"
+)
 # A browser of artifacts opened on a filter (runs/#host=...&test=...): the set of artifacts a summed row comes from.
-_ARTIFACT_SET_HREF = re.compile(r"(?:^|/)(?:runs|quality-runs|perplexity-runs)/(?:index\.html)?#\w+=[^&\s]+")
+_ARTIFACT_SET_HREF = re.compile(
+    r"(?:^|/)(?:runs|quality-runs|perplexity-runs)/(?:index\.html)?#\w+=[^&\s]+"
+)
 # Artifact ids written out: a run/quality/perplexity id, a record id (name-YYYYMMDDTHHMMSSZ), or a 12-hex short id.
-_FULL_ID = re.compile(r"\b[pq]?[0-9a-f]{12}-\d{8}T\d{6}(?:\.\d+)?Z\b|\b[\w.-]+-\d{8}T\d{6}Z\b")
-_DOWNLOAD = re.compile(r"(?:^|/)tables/([0-9a-f]+)\.json$")  # a table's or chart's published rows
+_FULL_ID = re.compile(
+    r"\b[pq]?[0-9a-f]{12}-\d{8}T\d{6}(?:\.\d+)?Z\b|\b[\w.-]+-\d{8}T\d{6}Z\b"
+)
+_DOWNLOAD = re.compile(
+    r"(?:^|/)tables/([0-9a-f]+)\.json$"
+)  # a table's or chart's published rows
 _SHORT_ID = re.compile(r"(?<![\w-])[pq]?[0-9a-f]{12}(?![\w-])")
-_GLOB = re.compile(r"[*?\[]")  # a claim's page given as a glob: every page it matches (one per host)
+_GLOB = re.compile(
+    r"[*?\[]"
+)  # a claim's page given as a glob: every page it matches (one per host)
 
 
 class ClaimsError(Exception):
@@ -101,6 +116,7 @@ def _fold(s: str) -> str:
 # The tables of a built page
 # ------------------------------------------------------------------------------------------------
 
+
 @dataclass
 class Cell:
     text: str
@@ -120,9 +136,15 @@ class SiteTable:
     intro_hrefs: tuple[str, ...]
     headers: list[str]
     rows: list[list[Cell]]
-    download: str | None = None  # the digest of its published CSV/JSON (tables/<digest>.json)
-    kind: str = "table"  # or "figure" (a chart: its rows are the published data of its marks)
-    total_rows: int | None = None  # all rows (the downloads) where the page shows only the first ones
+    download: str | None = (
+        None  # the digest of its published CSV/JSON (tables/<digest>.json)
+    )
+    kind: str = (
+        "table"  # or "figure" (a chart: its rows are the published data of its marks)
+    )
+    total_rows: int | None = (
+        None  # all rows (the downloads) where the page shows only the first ones
+    )
 
     def where(self) -> str:
         path = list(self.headings[1:]) + [f"fold “{f}”" for f in self.folds]
@@ -155,7 +177,9 @@ class _Tables(HTMLParser):
         self._cell_hrefs: list[str] = []
         self._in_head = False
         self._after: SiteTable | None = None  # the table whose downloads may follow it
-        self._carry: tuple[str, tuple[str, ...]] | None = None  # the caption of the table right above, nothing between
+        self._carry: tuple[str, tuple[str, ...]] | None = (
+            None  # the caption of the table right above, nothing between
+        )
         self._figure: SiteTable | None = None
         self._downloads = 0
 
@@ -166,9 +190,20 @@ class _Tables(HTMLParser):
     def _new(self, kind: str) -> SiteTable:
         intro, hrefs = _norm("".join(self._intro)), tuple(self._intro_hrefs)
         if kind == "table" and not intro and self._carry is not None:
-            intro, hrefs = self._carry  # tables one after the other, nothing between: the caption above them is each one's
-        return SiteTable(self.page, len(self.tables), tuple(t for _, t in self._heads), tuple(self._folds),
-                         intro, hrefs, [], [], kind=kind)
+            intro, hrefs = (
+                self._carry
+            )  # tables one after the other, nothing between: the caption above them is each one's
+        return SiteTable(
+            self.page,
+            len(self.tables),
+            tuple(t for _, t in self._heads),
+            tuple(self._folds),
+            intro,
+            hrefs,
+            [],
+            [],
+            kind=kind,
+        )
 
     def _reset_intro(self) -> None:
         self._intro, self._intro_hrefs = [], []
@@ -231,7 +266,12 @@ class _Tables(HTMLParser):
                 target = self._figure if self._figure is not None else self._after
                 if target is not None and target.download is None:
                     target.download = _DOWNLOAD.search(href).group(1)
-            elif not self._downloads and self._heading is None and self._summary is None and self._figure is None:
+            elif (
+                not self._downloads
+                and self._heading is None
+                and self._summary is None
+                and self._figure is None
+            ):
                 self._intro_hrefs.append(href)
         if tag not in _INLINE:
             if self._heading is not None:
@@ -243,7 +283,11 @@ class _Tables(HTMLParser):
 
     def handle_startendtag(self, tag: str, attrs: list) -> None:
         self.handle_starttag(tag, attrs)
-        if tag in ("script", "style") and self._skip_tags and self._skip_tags[-1] == tag:  # <script/> never opens
+        if (
+            tag in ("script", "style")
+            and self._skip_tags
+            and self._skip_tags[-1] == tag
+        ):  # <script/> never opens
             self._skip_tags.pop()
             self._skip -= 1
 
@@ -262,7 +306,9 @@ class _Tables(HTMLParser):
             return
         if tag in _HEADINGS and self._heading is not None:
             text = _norm("".join(self._heading))
-            self._heads = [h for h in self._heads if h[0] < self._level] + [(self._level, text)]
+            self._heads = [h for h in self._heads if h[0] < self._level] + [
+                (self._level, text)
+            ]
             self._heading = None
             self._reset_intro()
             self._after = self._carry = None
@@ -296,7 +342,9 @@ class _Tables(HTMLParser):
             return
         if self._depth == 1 and self._cur is not None:
             if tag in ("td", "th") and self._cell is not None and self._row is not None:
-                self._row.append(Cell(_norm("".join(self._cell)), tuple(self._cell_hrefs)))
+                self._row.append(
+                    Cell(_norm("".join(self._cell)), tuple(self._cell_hrefs))
+                )
                 self._cell = None
             elif tag == "tr" and self._row is not None:
                 if self._in_head:
@@ -327,7 +375,9 @@ class _Tables(HTMLParser):
         elif self._depth == 0 and self._figure is None and not self._downloads:
             self._intro.append(data)
             if data.strip():
-                self._after = self._carry = None  # prose after a table: its downloads are behind us
+                self._after = self._carry = (
+                    None  # prose after a table: its downloads are behind us
+                )
 
 
 def page_tables(html: str, page: str = "") -> list[SiteTable]:
@@ -342,12 +392,15 @@ def page_tables(html: str, page: str = "") -> list[SiteTable]:
 # A built site: its pages' tables, its published tables and artifacts
 # ------------------------------------------------------------------------------------------------
 
+
 class Site:
     def __init__(self, root: Path) -> None:
         self.root = Path(root)
         if not (self.root / "index.html").is_file():
-            raise SiteError(f"{self.root}: no built site here (no index.html); build one with "
-                            f"`python3 -m mkdocs build -d DIR` or pass --build")
+            raise SiteError(
+                f"{self.root}: no built site here (no index.html); build one with "
+                f"`python3 -m mkdocs build -d DIR` or pass --build"
+            )
         self._pages: dict[str, list[SiteTable] | None] = {}
         self._texts: dict[str, str | None] = {}
         self._ids: set[str] | None = None
@@ -362,7 +415,11 @@ class Site:
         the index and every per-host page under it) every page it matches, in name order."""
         if not _GLOB.search(pattern):
             return [pattern]
-        return sorted(f.relative_to(self.root).as_posix() for f in self.root.glob(pattern) if f.is_file())
+        return sorted(
+            f.relative_to(self.root).as_posix()
+            for f in self.root.glob(pattern)
+            if f.is_file()
+        )
 
     def tables(self, page: str) -> list[SiteTable] | None:
         if page not in self._pages:
@@ -390,8 +447,18 @@ class Site:
             return
         if t.kind == "figure":
             t.headers = list(dict.fromkeys(k for r in rows for k in r))
-            t.rows = [[Cell(str(r.get(h, "")), (str(r["artifact_json"]),) if h == "artifact_json" and r.get(h) else ())
-                       for h in t.headers] for r in rows]
+            t.rows = [
+                [
+                    Cell(
+                        str(r.get(h, "")),
+                        (str(r["artifact_json"]),)
+                        if h == "artifact_json" and r.get(h)
+                        else (),
+                    )
+                    for h in t.headers
+                ]
+                for r in rows
+            ]
         elif len(rows) > len(t.rows):
             t.total_rows = len(rows)
 
@@ -416,7 +483,9 @@ class Site:
                 if isinstance(doc, dict) and isinstance(doc.get("id"), str):
                     ids.add(doc["id"])
             self._ids = ids
-            self._short = {i.split("-", 1)[0] for i in ids if re.match(r"^[pq]?[0-9a-f]{12}-", i)}
+            self._short = {
+                i.split("-", 1)[0] for i in ids if re.match(r"^[pq]?[0-9a-f]{12}-", i)
+            }
         return self._ids
 
     def names_artifact(self, text: str, hrefs: tuple[str, ...]) -> bool:
@@ -424,7 +493,10 @@ class Site:
         ids = self.artifact_ids()
         for h in hrefs:
             m = _ARTIFACT_HREF.search(h.split("#", 1)[0])
-            if m and (m.group(1) in ids or (m.group(2) and ("data/" + m.group(2).split("data/")[-1]) in ids)):
+            if m and (
+                m.group(1) in ids
+                or (m.group(2) and ("data/" + m.group(2).split("data/")[-1]) in ids)
+            ):
                 return True
             if _ARTIFACT_SET_HREF.search(h):
                 return True
@@ -502,9 +574,15 @@ class Column:
 
     seed: str
     page: tuple[str, ...]
-    rows: tuple[tuple[str, str], ...] = ()  # check this column on the rows whose column matches the regex
-    allow: tuple[str, ...] = ()  # regexes of values accepted although they read as empty (one cell must still hold a figure)
-    select: tuple[tuple[str, str], ...] = ()  # the column sits in another table of the page (heading, fold, caption)
+    rows: tuple[
+        tuple[str, str], ...
+    ] = ()  # check this column on the rows whose column matches the regex
+    allow: tuple[
+        str, ...
+    ] = ()  # regexes of values accepted although they read as empty (one cell must still hold a figure)
+    select: tuple[
+        tuple[str, str], ...
+    ] = ()  # the column sits in another table of the page (heading, fold, caption)
     why: str | None = None  # why the page has no such column (page == ())
     skip: str | None = None  # commentary, not a figure: why it is left out
 
@@ -521,7 +599,9 @@ class Claim:
     columns: tuple[Column, ...] = ()
     rows: tuple[tuple[str, str], ...] = ()
     provenance: str = "artifacts"  # or "input:<path>"
-    key: str | None = None  # for input provenance: the page column (or @heading) naming the input entry
+    key: str | None = (
+        None  # for input provenance: the page column (or @heading) naming the input entry
+    )
     evidence: tuple[str, ...] = ()
     why: str | None = None  # for a claim without a page table: why not
     before: str | None = None  # the phrase-based judgment this replaced
@@ -535,7 +615,9 @@ def _text(entry: dict, key: str, where: str, *, required: bool = True) -> str | 
     if v is None and not required:
         return None
     if not isinstance(v, str) or not v.strip():
-        raise ClaimsError(f"{where}: field {key!r} must be a non-empty string (got {v!r})")
+        raise ClaimsError(
+            f"{where}: field {key!r} must be a non-empty string (got {v!r})"
+        )
     return v.strip()
 
 
@@ -543,35 +625,58 @@ def _regex(v: str, where: str) -> str:
     try:
         re.compile(v)
     except re.error as e:
-        raise ClaimsError(f"{where}: not a valid regular expression {v!r}: {e}") from None
+        raise ClaimsError(
+            f"{where}: not a valid regular expression {v!r}: {e}"
+        ) from None
     return v
 
 
 def _filter(v: object, where: str) -> tuple[tuple[str, str], ...]:
     if v is None:
         return ()
-    if not isinstance(v, dict) or not all(isinstance(k, str) and isinstance(x, str) for k, x in v.items()):
-        raise ClaimsError(f"{where}: expected a mapping of column name to regular expression (got {v!r})")
+    if not isinstance(v, dict) or not all(
+        isinstance(k, str) and isinstance(x, str) for k, x in v.items()
+    ):
+        raise ClaimsError(
+            f"{where}: expected a mapping of column name to regular expression (got {v!r})"
+        )
     return tuple((k, _regex(x, where)) for k, x in v.items())
 
 
 def _selector(v: object, where: str) -> tuple[tuple[str, str], ...]:
-    if not isinstance(v, dict) or not v or not set(v) <= _SELECT_KEYS or not all(isinstance(x, str) for x in v.values()):
-        raise ClaimsError(f"{where}: expected a mapping with heading, fold, caption and/or kind (got {v!r})")
+    if (
+        not isinstance(v, dict)
+        or not v
+        or not set(v) <= _SELECT_KEYS
+        or not all(isinstance(x, str) for x in v.values())
+    ):
+        raise ClaimsError(
+            f"{where}: expected a mapping with heading, fold, caption and/or kind (got {v!r})"
+        )
     if v.get("kind", "table") not in ("table", "figure"):
-        raise ClaimsError(f"{where}: 'kind' must be table or figure (got {v.get('kind')!r})")
+        raise ClaimsError(
+            f"{where}: 'kind' must be table or figure (got {v.get('kind')!r})"
+        )
     return tuple((k, x if k == "kind" else _regex(x, where)) for k, x in v.items())
 
 
 def _header_names(v: object, where: str) -> tuple[str, ...]:
     names = [v] if isinstance(v, str) else v
-    if not isinstance(names, list) or not names or not all(isinstance(n, str) and n.strip() for n in names):
-        raise ClaimsError(f"{where}: expected a page column name or a list of them (got {v!r})")
+    if (
+        not isinstance(names, list)
+        or not names
+        or not all(isinstance(n, str) and n.strip() for n in names)
+    ):
+        raise ClaimsError(
+            f"{where}: expected a page column name or a list of them (got {v!r})"
+        )
     for n in names:
         if n.startswith(("re:", "all:")):
             _regex(n.split(":", 1)[1], where)
         elif n.startswith("@") and n not in ("@heading", "@fold"):
-            raise ClaimsError(f"{where}: {n!r}: the only pseudo-columns are @heading and @fold")
+            raise ClaimsError(
+                f"{where}: {n!r}: the only pseudo-columns are @heading and @fold"
+            )
     return tuple(n.strip() for n in names)
 
 
@@ -581,25 +686,52 @@ _COLUMN_KEYS = {"page", "rows", "allow", "in", "why", "skip"}
 def _column(seed_col: str, v: object, where: str) -> Column:
     w = f"{where}: columns[{seed_col!r}]"
     if v is None:
-        raise ClaimsError(f"{w}: a seed column the page lacks needs {{page: null, why: ...}}")
+        raise ClaimsError(
+            f"{w}: a seed column the page lacks needs {{page: null, why: ...}}"
+        )
     if isinstance(v, (str, list)):
         return Column(seed_col, _header_names(v, w))
     if not isinstance(v, dict) or not set(v) <= _COLUMN_KEYS:
-        raise ClaimsError(f"{w}: expected a column name, a list, or a mapping with {', '.join(sorted(_COLUMN_KEYS))} (got {v!r})")
+        raise ClaimsError(
+            f"{w}: expected a column name, a list, or a mapping with {', '.join(sorted(_COLUMN_KEYS))} (got {v!r})"
+        )
     if v.get("skip") is not None:
         return Column(seed_col, (), skip=_text(v, "skip", w))
     if v.get("page") is None:
         return Column(seed_col, (), why=_text(v, "why", w))
     allow = v.get("allow") or []
     if not isinstance(allow, list) or not all(isinstance(a, str) for a in allow):
-        raise ClaimsError(f"{w}: field 'allow' must be a list of regular expressions (got {allow!r})")
-    return Column(seed_col, _header_names(v["page"], w), _filter(v.get("rows"), f"{w}.rows"),
-                  tuple(_regex(a, w) for a in allow), _selector(v["in"], f"{w}.in") if v.get("in") is not None else (),
-                  _text(v, "why", w, required=False))
+        raise ClaimsError(
+            f"{w}: field 'allow' must be a list of regular expressions (got {allow!r})"
+        )
+    return Column(
+        seed_col,
+        _header_names(v["page"], w),
+        _filter(v.get("rows"), f"{w}.rows"),
+        tuple(_regex(a, w) for a in allow),
+        _selector(v["in"], f"{w}.in") if v.get("in") is not None else (),
+        _text(v, "why", w, required=False),
+    )
 
 
-_FIELDS = {"seed", "id", "claim", "expect", "seed_table", "page", "table", "columns", "rows", "provenance",
-           "evidence", "why", "before", "first", "changed", "note"}
+_FIELDS = {
+    "seed",
+    "id",
+    "claim",
+    "expect",
+    "seed_table",
+    "page",
+    "table",
+    "columns",
+    "rows",
+    "provenance",
+    "evidence",
+    "why",
+    "before",
+    "first",
+    "changed",
+    "note",
+}
 
 
 def parse_claims(data: object, source: str = "claims") -> list[Claim]:
@@ -611,10 +743,14 @@ def parse_claims(data: object, source: str = "claims") -> list[Claim]:
     for i, entry in enumerate(data["claims"]):
         where = f"{source}: claims[{i}]"
         if not isinstance(entry, dict):
-            raise ClaimsError(f"{where}: expected a mapping, got {type(entry).__name__}")
+            raise ClaimsError(
+                f"{where}: expected a mapping, got {type(entry).__name__}"
+            )
         seed = entry.get("seed")
         if not isinstance(seed, str) or not _SEED.match(seed):
-            raise ClaimsError(f"{where}: field 'seed' must be a quoted three-digit string such as \"001\" (got {seed!r})")
+            raise ClaimsError(
+                f"{where}: field 'seed' must be a quoted three-digit string such as \"001\" (got {seed!r})"
+            )
         cid = _text(entry, "id", where)
         where = f"{source}: claims[{i}] (seed {seed}, id {cid})"
         if (seed, cid) in seen:
@@ -626,45 +762,92 @@ def parse_claims(data: object, source: str = "claims") -> list[Claim]:
         claim = _text(entry, "claim", where)
         expect = entry.get("expect")
         if expect not in STATUSES:
-            raise ClaimsError(f"{where}: field 'expect' must be one of {', '.join(STATUSES)} (got {expect!r})")
+            raise ClaimsError(
+                f"{where}: field 'expect' must be one of {', '.join(STATUSES)} (got {expect!r})"
+            )
         before = entry.get("before")
         if before is not None and before not in STATUSES:
-            raise ClaimsError(f"{where}: field 'before' must be one of {', '.join(STATUSES)} (got {before!r})")
+            raise ClaimsError(
+                f"{where}: field 'before' must be one of {', '.join(STATUSES)} (got {before!r})"
+            )
         first = entry.get("first")
         if first is not None and first not in STATUSES:
-            raise ClaimsError(f"{where}: field 'first' must be one of {', '.join(STATUSES)} (got {first!r})")
+            raise ClaimsError(
+                f"{where}: field 'first' must be one of {', '.join(STATUSES)} (got {first!r})"
+            )
         page = _text(entry, "page", where, required=False)
         if page is not None and (page.startswith("/") or ".." in page.split("/")):
-            raise ClaimsError(f"{where}: field 'page' must be a path under the site (got {page!r})")
+            raise ClaimsError(
+                f"{where}: field 'page' must be a path under the site (got {page!r})"
+            )
         ev = entry.get("evidence") or []
-        if not isinstance(ev, list) or not all(isinstance(p, str) and p.strip() for p in ev):
-            raise ClaimsError(f"{where}: field 'evidence' must be a list of phrases (got {ev!r})")
-        common = dict(seed=seed, id=cid, claim=claim, expect=expect, before=before, first=first,
-                      changed=_text(entry, "changed", where, required=False),
-                      seed_table=_text(entry, "seed_table", where, required=False),
-                      note=_text(entry, "note", where, required=False), evidence=tuple(p.strip() for p in ev))
+        if not isinstance(ev, list) or not all(
+            isinstance(p, str) and p.strip() for p in ev
+        ):
+            raise ClaimsError(
+                f"{where}: field 'evidence' must be a list of phrases (got {ev!r})"
+            )
+        common = dict(
+            seed=seed,
+            id=cid,
+            claim=claim,
+            expect=expect,
+            before=before,
+            first=first,
+            changed=_text(entry, "changed", where, required=False),
+            seed_table=_text(entry, "seed_table", where, required=False),
+            note=_text(entry, "note", where, required=False),
+            evidence=tuple(p.strip() for p in ev),
+        )
         if page is None:
-            if any(entry.get(k) is not None for k in ("table", "columns", "rows", "provenance")):
-                raise ClaimsError(f"{where}: field 'page' is required with table/columns/rows/provenance")
+            if any(
+                entry.get(k) is not None
+                for k in ("table", "columns", "rows", "provenance")
+            ):
+                raise ClaimsError(
+                    f"{where}: field 'page' is required with table/columns/rows/provenance"
+                )
             out.append(Claim(**common, why=_text(entry, "why", where)))
             continue
         select = _selector(entry.get("table"), f"{where}: field 'table'")
         cols = entry.get("columns")
         if not isinstance(cols, dict) or not cols:
-            raise ClaimsError(f"{where}: field 'columns' must map each seed column to page column(s) (got {cols!r})")
+            raise ClaimsError(
+                f"{where}: field 'columns' must map each seed column to page column(s) (got {cols!r})"
+            )
         columns = tuple(_column(str(k), v, where) for k, v in cols.items())
         if all(col.skip for col in columns):
-            raise ClaimsError(f"{where}: field 'columns': at least one seed column must be checked (not all skip)")
+            raise ClaimsError(
+                f"{where}: field 'columns': at least one seed column must be checked (not all skip)"
+            )
         prov = entry.get("provenance", "artifacts")
         key = None
-        if isinstance(prov, dict) and set(prov) == {"input", "key"} and all(isinstance(v, str) for v in prov.values()):
+        if (
+            isinstance(prov, dict)
+            and set(prov) == {"input", "key"}
+            and all(isinstance(v, str) for v in prov.values())
+        ):
             if not (ROOT / prov["input"]).exists():
-                raise ClaimsError(f"{where}: provenance input {prov['input']!r} is not a file or folder of the repository")
+                raise ClaimsError(
+                    f"{where}: provenance input {prov['input']!r} is not a file or folder of the repository"
+                )
             prov, key = f"input:{prov['input']}", prov["key"]
         elif prov != "artifacts":
-            raise ClaimsError(f"{where}: field 'provenance' must be 'artifacts' or {{input: PATH, key: COLUMN|@heading}} (got {prov!r})")
-        out.append(Claim(**common, page=page, select=select, columns=columns, rows=_filter(entry.get("rows"), f"{where}.rows"),
-                         provenance=prov, key=key, why=_text(entry, "why", where, required=False)))
+            raise ClaimsError(
+                f"{where}: field 'provenance' must be 'artifacts' or {{input: PATH, key: COLUMN|@heading}} (got {prov!r})"
+            )
+        out.append(
+            Claim(
+                **common,
+                page=page,
+                select=select,
+                columns=columns,
+                rows=_filter(entry.get("rows"), f"{where}.rows"),
+                provenance=prov,
+                key=key,
+                why=_text(entry, "why", where, required=False),
+            )
+        )
     return out
 
 
@@ -689,6 +872,7 @@ def load_seeds(path: Path) -> dict[str, dict]:
 # ------------------------------------------------------------------------------------------------
 # Judging a claim
 # ------------------------------------------------------------------------------------------------
+
 
 @dataclass
 class Verdict:
@@ -744,7 +928,9 @@ def _describe(filt: tuple[tuple[str, str], ...]) -> str:
     return ", ".join(f"{k} ~ /{v}/" for k, v in filt)
 
 
-def _row_filter(t: SiteTable, rows: list[list[Cell]], filt: tuple[tuple[str, str], ...]) -> tuple[list[list[Cell]], str | None]:
+def _row_filter(
+    t: SiteTable, rows: list[list[Cell]], filt: tuple[tuple[str, str], ...]
+) -> tuple[list[list[Cell]], str | None]:
     for col, rx in filt:
         i = _header_index(t.headers, col)
         if i is None:
@@ -755,7 +941,11 @@ def _row_filter(t: SiteTable, rows: list[list[Cell]], filt: tuple[tuple[str, str
 
 
 def _shown_name(name: str) -> str:
-    return f"/{name[3:]}/" if name.startswith("re:") else (f"all /{name[4:]}/" if name.startswith("all:") else name)
+    return (
+        f"/{name[3:]}/"
+        if name.startswith("re:")
+        else (f"all /{name[4:]}/" if name.startswith("all:") else name)
+    )
 
 
 def _short(s: str, n: int = 60) -> str:
@@ -765,14 +955,19 @@ def _short(s: str, n: int = 60) -> str:
 def _input_text(path: str) -> str:
     p = ROOT / path
     files = sorted(f for f in p.rglob("*") if f.is_file()) if p.is_dir() else [p]
-    return "\n".join(f"{f.name}\n{f.read_text(encoding='utf-8', errors='replace')}" for f in files).casefold()
+    return "\n".join(
+        f"{f.name}\n{f.read_text(encoding='utf-8', errors='replace')}" for f in files
+    ).casefold()
 
 
 def _key_words(k: str) -> list[str]:
     """The words of a key cell that name an input entry: its ids (kv-cache-q8-0, basic_facts), or the
     whole cell when it has none (a plain name such as "agentic")."""
-    return [w for w in re.findall(r"[a-z0-9][a-z0-9_.-]*[-_][a-z0-9_.-]+", k.casefold()) if re.search(r"[a-z]", w)] \
-        or [_fold(k)]
+    return [
+        w
+        for w in re.findall(r"[a-z0-9][a-z0-9_.-]*[-_][a-z0-9_.-]+", k.casefold())
+        if re.search(r"[a-z]", w)
+    ] or [_fold(k)]
 
 
 @dataclass
@@ -784,13 +979,17 @@ class _ColumnCheck:
     rows: list[list[Cell]] = field(default_factory=list)
 
 
-def _indices(headers: list[str], names: tuple[str, ...]) -> list[tuple[int | None, str]]:
+def _indices(
+    headers: list[str], names: tuple[str, ...]
+) -> list[tuple[int | None, str]]:
     """Each named page column's index (None: not there); ``all:REGEX`` stands for every header it matches."""
     out: list[tuple[int | None, str]] = []
     for n in names:
         if n.startswith("all:"):
             rx = re.compile(n[4:], re.I)
-            out += [(i, n) for i, h in enumerate(headers) if rx.search(h)] or [(None, n)]
+            out += [(i, n) for i, h in enumerate(headers) if rx.search(h)] or [
+                (None, n)
+            ]
         else:
             out.append((_header_index(headers, n), n))
     return out
@@ -800,10 +999,17 @@ def _check_column(col: Column, t: SiteTable, rows: list[list[Cell]]) -> _ColumnC
     idx = _indices(t.headers, col.page)
     absent = [n for i, n in idx if i is None]
     if absent:
-        return _ColumnCheck(False, lack=f"“{col.seed}”: no column {', '.join(f'“{_shown_name(n)}”' for n in absent)} in the {t.where()}")
+        return _ColumnCheck(
+            False,
+            lack=f"“{col.seed}”: no column {', '.join(f'“{_shown_name(n)}”' for n in absent)} in the {t.where()}",
+        )
     crow, err = _row_filter(t, rows, col.rows)
     if err or not crow:
-        return _ColumnCheck(False, lack=f"“{col.seed}”: {err or 'no row for it'}" + (f" ({_describe(col.rows)})" if col.rows and not err else ""))
+        return _ColumnCheck(
+            False,
+            lack=f"“{col.seed}”: {err or 'no row for it'}"
+            + (f" ({_describe(col.rows)})" if col.rows and not err else ""),
+        )
     allow = [re.compile(a, re.I) for a in col.allow]
     names = " + ".join(_label(t, i) for i, _ in idx)
     bad_rows, example, filled = 0, "", 0
@@ -819,9 +1025,14 @@ def _check_column(col: Column, t: SiteTable, rows: list[list[Cell]]) -> _ColumnC
                 filled += 1
         bad_rows += bad
     if bad_rows:
-        return _ColumnCheck(False, lack=f"“{col.seed}” → {names}: empty in {bad_rows} of {len(crow)} rows (“{_short(example, 40)}”)")
+        return _ColumnCheck(
+            False,
+            lack=f"“{col.seed}” → {names}: empty in {bad_rows} of {len(crow)} rows (“{_short(example, 40)}”)",
+        )
     if not filled:
-        return _ColumnCheck(False, lack=f"“{col.seed}” → {names}: no row holds a figure")
+        return _ColumnCheck(
+            False, lack=f"“{col.seed}” → {names}: no row holds a figure"
+        )
     where = "" if not col.select else f" ({t.where()})"
     return _ColumnCheck(True, held=f"{col.seed} → {names}{where}", table=t, rows=crow)
 
@@ -832,34 +1043,54 @@ _SOURCES_ROW = re.compile(r"^sources?$", re.I)
 def _table_sourced(t: SiteTable, site: Site) -> bool:
     """The table's caption, heading or fold title links or names the one artifact its rows come from, or
     (a table of cases by endpoint) a row of sources links the artifact of each column."""
-    if site.names_artifact(t.intro, t.intro_hrefs) or any(site.names_artifact(h, ()) for h in (*t.headings[1:], *t.folds)):
+    if site.names_artifact(t.intro, t.intro_hrefs) or any(
+        site.names_artifact(h, ()) for h in (*t.headings[1:], *t.folds)
+    ):
         return True
-    return any(r and _SOURCES_ROW.match(r[0].text) and all(site.names_artifact(x.text, x.hrefs) for x in r[1:]) for r in t.rows)
+    return any(
+        r
+        and _SOURCES_ROW.match(r[0].text)
+        and all(site.names_artifact(x.text, x.hrefs) for x in r[1:])
+        for r in t.rows
+    )
 
 
-def _provenance(c: Claim, t: SiteTable, rows: list[list[Cell]], site: Site) -> tuple[bool, str]:
+def _provenance(
+    c: Claim, t: SiteTable, rows: list[list[Cell]], site: Site
+) -> tuple[bool, str]:
     if c.provenance == "artifacts":
-        unsourced = [r for r in rows if not any(site.names_artifact(x.text, x.hrefs) for x in r)]
+        unsourced = [
+            r for r in rows if not any(site.names_artifact(x.text, x.hrefs) for x in r)
+        ]
         if not unsourced:
             return True, "every row links its artifact"
         if _table_sourced(t, site):
             return True, "its caption or heading links the artifact its rows come from"
-        return False, (f"{len(unsourced)} of {len(rows)} rows link or name no artifact "
-                       f"(e.g. “{_short(' | '.join(x.text for x in unsourced[0][:3]), 60)}”)")
+        return False, (
+            f"{len(unsourced)} of {len(rows)} rows link or name no artifact "
+            f"(e.g. “{_short(' | '.join(x.text for x in unsourced[0][:3]), 60)}”)"
+        )
     path = c.provenance.split(":", 1)[1]
     text = _input_text(path)
-    if c.key == "@heading":  # a table per model (or per entry): the headings above it name the entry
+    if (
+        c.key == "@heading"
+    ):  # a table per model (or per entry): the headings above it name the entry
         keys = [" ".join((*t.headings[1:], *t.folds))] * len(rows)
     else:
         i = _header_index(t.headers, c.key or "")
         keys = [_value(t, r, i).text if i is not None else "" for r in rows]
     bad = [k for k in keys if not k or not any(w in text for w in _key_words(k))]
     if bad:
-        return False, f"{len(bad)} of {len(rows)} rows name no entry of {path} (e.g. “{_short(bad[0], 40)}”)"
+        return (
+            False,
+            f"{len(bad)} of {len(rows)} rows name no entry of {path} (e.g. “{_short(bad[0], 40)}”)",
+        )
     return True, f"rows derived from the committed input {path}, not from measurements"
 
 
-def _judge_table(c: Claim, t: SiteTable, site: Site) -> tuple[str, list[str], list[str], tuple]:
+def _judge_table(
+    c: Claim, t: SiteTable, site: Site
+) -> tuple[str, list[str], list[str], tuple]:
     """One candidate table against the claim: (status, holds, lacks, score)."""
     holds: list[str] = []
     lacks: list[str] = []
@@ -878,17 +1109,37 @@ def _judge_table(c: Claim, t: SiteTable, site: Site) -> tuple[str, list[str], li
         if not col.page:
             lacks.append(f"“{col.seed}”: not on the page ({col.why})")
             continue
-        if col.select:  # the column sits in another table of the page: the best one that has it
+        if (
+            col.select
+        ):  # the column sits in another table of the page: the best one that has it
             results = []
-            for o in (o for o in site.tables(t.page) or [] if _matches(o, col.select)):  # on the judged table's page
+            for o in (
+                o for o in site.tables(t.page) or [] if _matches(o, col.select)
+            ):  # on the judged table's page
                 r = _check_column(col, o, _row_filter(o, o.rows, c.rows)[0])
                 if r.ok:
                     ok, why = _provenance(c, o, r.rows, site)
-                    r = r if ok else _ColumnCheck(False, lack=f"“{col.seed}” ({o.where()}): {why}", table=o)
+                    r = (
+                        r
+                        if ok
+                        else _ColumnCheck(
+                            False, lack=f"“{col.seed}” ({o.where()}): {why}", table=o
+                        )
+                    )
                 results.append(r)
             # the first table where the column holds and its rows name their artifacts; else the first that has it
-            res = next((r for r in results if r.ok), next((r for r in results if r.table), results[0] if results else
-                       _ColumnCheck(False, lack=f"“{col.seed}”: no table under {_describe(col.select)}")))
+            res = next(
+                (r for r in results if r.ok),
+                next(
+                    (r for r in results if r.table),
+                    results[0]
+                    if results
+                    else _ColumnCheck(
+                        False,
+                        lack=f"“{col.seed}”: no table under {_describe(col.select)}",
+                    ),
+                ),
+            )
         else:
             res = _check_column(col, t, rows)
         if res.ok:
@@ -909,7 +1160,12 @@ def _judge_table(c: Claim, t: SiteTable, site: Site) -> tuple[str, list[str], li
     else:
         status = "missing"
         lacks.insert(0, f"the {t.where()} shows none of the seed's columns")
-    return status, holds, lacks, ("missing partial living".split().index(status), good, int(sourced), len(rows))
+    return (
+        status,
+        holds,
+        lacks,
+        ("missing partial living".split().index(status), good, int(sourced), len(rows)),
+    )
 
 
 def judge(c: Claim, site: Site) -> Verdict:
@@ -919,25 +1175,52 @@ def judge(c: Claim, site: Site) -> Verdict:
     else:
         pages = [p for p in site.pages(c.page) if site.tables(p) is not None]
         if not pages:
-            v.lacks.append(f"{c.page}: page not found" if not _GLOB.search(c.page) else f"{c.page}: no page matches")
+            v.lacks.append(
+                f"{c.page}: page not found"
+                if not _GLOB.search(c.page)
+                else f"{c.page}: no page matches"
+            )
         else:
-            cands = [t for p in pages for t in site.tables(p) or [] if _matches(t, c.select)]
+            cands = [
+                t for p in pages for t in site.tables(p) or [] if _matches(t, c.select)
+            ]
             if not cands:
                 kind = dict(c.select).get("kind", "table")
-                v.lacks.append(f"{c.page}: no {kind} under {_describe(tuple(x for x in c.select if x[0] != 'kind'))}")
+                v.lacks.append(
+                    f"{c.page}: no {kind} under {_describe(tuple(x for x in c.select if x[0] != 'kind'))}"
+                )
             else:  # the best table of every page the claim names (the first of equals: page name, then page order)
-                best = max((_judge_table(c, t, site) + (t,) for t in cands), key=lambda r: r[3])
+                best = max(
+                    (_judge_table(c, t, site) + (t,) for t in cands), key=lambda r: r[3]
+                )
                 v.status, v.holds, v.lacks, score, v.table = best
                 t = v.table
                 n = score[3]
-                rows = f"{n} row{'s' if n != 1 else ''}" if n else f"no matching row of {len(t.rows)}"
+                rows = (
+                    f"{n} row{'s' if n != 1 else ''}"
+                    if n
+                    else f"no matching row of {len(t.rows)}"
+                )
                 on = len({x.page for x in cands})
-                v.where = (f"{t.page}: {t.where()}, {rows}"
-                           + (f" (the page shows {len(t.rows)} of {t.total_rows})" if t.total_rows else "")
-                           + (f"; the best of {len(cands)} matching" if len(cands) > 1 else "")
-                           + (f" on {on} pages ({c.page})" if on > 1 else ""))
+                v.where = (
+                    f"{t.page}: {t.where()}, {rows}"
+                    + (
+                        f" (the page shows {len(t.rows)} of {t.total_rows})"
+                        if t.total_rows
+                        else ""
+                    )
+                    + (f"; the best of {len(cands)} matching" if len(cands) > 1 else "")
+                    + (f" on {on} pages ({c.page})" if on > 1 else "")
+                )
     if c.evidence and c.page:
-        text = site.text(v.table.page if v.table is not None else (site.pages(c.page) or [c.page])[0]) or ""
+        text = (
+            site.text(
+                v.table.page
+                if v.table is not None
+                else (site.pages(c.page) or [c.page])[0]
+            )
+            or ""
+        )
         v.phrases_missing = [p for p in c.evidence if _fold(p) not in text]
     return v
 
@@ -949,6 +1232,7 @@ def judge_all(claims: list[Claim], site: Site) -> list[Verdict]:
 # ------------------------------------------------------------------------------------------------
 # The report
 # ------------------------------------------------------------------------------------------------
+
 
 def counts(statuses: list[str]) -> dict[str, int]:
     return {s: sum(x == s for x in statuses) for s in STATUSES}
@@ -967,30 +1251,56 @@ def _cell(s: str) -> str:
 IMPOSSIBLE = "no page: nothing here can measure it (impossible here)"
 NOT_MEASURED = "no page: not measured (no test kind or page for it yet)"
 REASON_GROUPS = (
-    (re.compile(r": page not found$|: no page matches$|no (table|chart) under|has no row matching|shows none of the seed's columns"), "no page table answers it"),
+    (
+        re.compile(
+            r": page not found$|: no page matches$|no (table|chart) under|has no row matching|shows none of the seed's columns"
+        ),
+        "no page table answers it",
+    ),
     (re.compile(r": not on the page \("), "a seed column has no page column"),
-    (re.compile(r"empty in \d+ of|no row holds a figure"), "a page column is there but empty (no data, not measured, —)"),
-    (re.compile(r"no row for it|no column “"), "no page row or column for a seed column"),
-    (re.compile(r"link or name no artifact|name no entry of"), "rows link no artifact (typed or summed figures)"),
+    (
+        re.compile(r"empty in \d+ of|no row holds a figure"),
+        "a page column is there but empty (no data, not measured, —)",
+    ),
+    (
+        re.compile(r"no row for it|no column “"),
+        "no page row or column for a seed column",
+    ),
+    (
+        re.compile(r"link or name no artifact|name no entry of"),
+        "rows link no artifact (typed or summed figures)",
+    ),
 )
 
 
 def reason_groups(verdicts: list[Verdict]) -> dict[str, list[Verdict]]:
     """Each group's claims (a claim is in every group one of its reasons falls in)."""
-    out: dict[str, list[Verdict]] = {IMPOSSIBLE: [], NOT_MEASURED: [], **{name: [] for _, name in REASON_GROUPS}, "other": []}
+    out: dict[str, list[Verdict]] = {
+        IMPOSSIBLE: [],
+        NOT_MEASURED: [],
+        **{name: [] for _, name in REASON_GROUPS},
+        "other": [],
+    }
     for v in verdicts:
         if v.status == "living":
             continue
         if v.claim.page is None:
-            out[IMPOSSIBLE if "impossible here" in (v.claim.why or "") else NOT_MEASURED].append(v)
+            out[
+                IMPOSSIBLE if "impossible here" in (v.claim.why or "") else NOT_MEASURED
+            ].append(v)
             continue
-        names = {next((name for rx, name in REASON_GROUPS if rx.search(r)), "other") for r in v.lacks}
+        names = {
+            next((name for rx, name in REASON_GROUPS if rx.search(r)), "other")
+            for r in v.lacks
+        }
         for name in names:
             out[name].append(v)
     return {k: vs for k, vs in out.items() if vs}
 
 
-def report(verdicts: list[Verdict], seeds: dict | None = None, header: list[str] | None = None) -> str:
+def report(
+    verdicts: list[Verdict], seeds: dict | None = None, header: list[str] | None = None
+) -> str:
     """The Markdown report: the counts per seed before (phrases) and after (content), the reasons
     grouped, then per seed a row per claim (the seed's table, the page's, the judgment and why)."""
     seeds = seeds or {}
@@ -998,28 +1308,62 @@ def report(verdicts: list[Verdict], seeds: dict | None = None, header: list[str]
     lines: list[str] = list(header or [])
     has_before = all(v.claim.before for v in verdicts)
     has_first = bool(verdicts) and all(v.claim.first for v in verdicts)
-    lines += ["## Counts", "", "| seed | before (phrases on a page) |" + (" first count by content |" if has_first else "")
-              + " after (tables judged by content) |", "|---|---|---|" + ("---|" if has_first else "")]
+    lines += [
+        "## Counts",
+        "",
+        "| seed | before (phrases on a page) |"
+        + (" first count by content |" if has_first else "")
+        + " after (tables judged by content) |",
+        "|---|---|---|" + ("---|" if has_first else ""),
+    ]
     for s in order + ["all"]:
         mine = [v for v in verdicts if s == "all" or v.claim.seed == s]
         label = "All seeds" if s == "all" else f"S{int(s)}"
-        before = tally("", [v.claim.before or "" for v in mine]).strip() if has_before else "—"
-        first = f" {tally('', [v.claim.first or '' for v in mine]).strip()} |" if has_first else ""
-        lines.append(f"| {label} | {before} |{first} {tally('', [v.status for v in mine]).strip()} |")
+        before = (
+            tally("", [v.claim.before or "" for v in mine]).strip()
+            if has_before
+            else "—"
+        )
+        first = (
+            f" {tally('', [v.claim.first or '' for v in mine]).strip()} |"
+            if has_first
+            else ""
+        )
+        lines.append(
+            f"| {label} | {before} |{first} {tally('', [v.status for v in mine]).strip()} |"
+        )
     if has_first:
         moved = [v for v in verdicts if v.status != v.claim.first]
-        lines += ["", "## Changed since the first count by content", "",
-                  f"{len(moved)} claim(s) judged otherwise than in the first count by content (each claim's `first`), and why "
-                  "(each claim's `changed`, then what its table lacks now).", ""]
+        lines += [
+            "",
+            "## Changed since the first count by content",
+            "",
+            f"{len(moved)} claim(s) judged otherwise than in the first count by content (each claim's `first`), and why "
+            "(each claim's `changed`, then what its table lacks now).",
+            "",
+        ]
         if moved:
-            lines += ["| claim | first → now | the page's table now | why |", "|---|---|---|---|"]
+            lines += [
+                "| claim | first → now | the page's table now | why |",
+                "|---|---|---|---|",
+            ]
         for v in moved:
             c = v.claim
-            why = (c.changed or "(no reason given: the claims file's `changed`)") + (f". Now: {v.why()}" if v.lacks else "")
-            lines.append(f"| S{int(c.seed)} {c.id} | {c.first} → {v.status} | {_cell(v.where or c.page or '—')} | {_cell(why)} |")
-    lines += ["", "## Why claims are not living, grouped", "",
-              "A claim counts in each group one of its reasons falls in (the reasons themselves are in the tables below).", "",
-              "| reason | claims | which |", "|---|---|---|"]
+            why = (c.changed or "(no reason given: the claims file's `changed`)") + (
+                f". Now: {v.why()}" if v.lacks else ""
+            )
+            lines.append(
+                f"| S{int(c.seed)} {c.id} | {c.first} → {v.status} | {_cell(v.where or c.page or '—')} | {_cell(why)} |"
+            )
+    lines += [
+        "",
+        "## Why claims are not living, grouped",
+        "",
+        "A claim counts in each group one of its reasons falls in (the reasons themselves are in the tables below).",
+        "",
+        "| reason | claims | which |",
+        "|---|---|---|",
+    ]
     for name, vs in reason_groups(verdicts).items():
         which = ", ".join(f"S{int(v.claim.seed)} {v.claim.id} ({v.status})" for v in vs)
         lines.append(f"| {name} | {len(vs)} | {_cell(which)} |")
@@ -1028,25 +1372,46 @@ def report(verdicts: list[Verdict], seeds: dict | None = None, header: list[str]
         mine = [v for v in verdicts if v.claim.seed == s]
         meta = seeds.get(s) or {}
         title = " · ".join(str(meta[k]) for k in ("file", "title") if meta.get(k))
-        lines += [f"## S{int(s)} ({s}){': ' + title if title else ''}", "",
-                  "| claim type | the seed's table | the page's table | status | seed column → page column; why not living |",
-                  "|---|---|---|---|---|"]
-        for v in sorted(mine, key=lambda v: STATUSES.index(v.status)):  # stable: the seed's order within a status
+        lines += [
+            f"## S{int(s)} ({s}){': ' + title if title else ''}",
+            "",
+            "| claim type | the seed's table | the page's table | status | seed column → page column; why not living |",
+            "|---|---|---|---|---|",
+        ]
+        for v in sorted(
+            mine, key=lambda v: STATUSES.index(v.status)
+        ):  # stable: the seed's order within a status
             c = v.claim
             seed_part = c.seed_table or c.claim
             where = v.where or (c.page or "—")
-            change = f"{c.before} → {v.status}" if c.before and c.before != v.status else v.status
+            change = (
+                f"{c.before} → {v.status}"
+                if c.before and c.before != v.status
+                else v.status
+            )
             shown = "; ".join(v.holds)
-            why = shown if v.status == "living" else (f"**{v.why()}**" + (f". Shown: {shown}" if shown else ""))
+            why = (
+                shown
+                if v.status == "living"
+                else (f"**{v.why()}**" + (f". Shown: {shown}" if shown else ""))
+            )
             if c.note:
                 why += f". Note: {c.note}"
             if c.evidence:
-                why += (f". Phrases not found: {', '.join(repr(p) for p in v.phrases_missing)}" if v.phrases_missing
-                        else ". Phrases found (extra evidence only)")
-            lines.append(f"| {c.id} | {_cell(seed_part)} | {_cell(where)} | {change} | {_cell(why)} |")
+                why += (
+                    f". Phrases not found: {', '.join(repr(p) for p in v.phrases_missing)}"
+                    if v.phrases_missing
+                    else ". Phrases found (extra evidence only)"
+                )
+            lines.append(
+                f"| {c.id} | {_cell(seed_part)} | {_cell(where)} | {change} | {_cell(why)} |"
+            )
         lines += ["", tally(f"S{int(s)}", [v.status for v in mine]), ""]
     lines += ["## Total", ""]
-    lines += [tally(f"S{int(s)}", [v.status for v in verdicts if v.claim.seed == s]) for s in order]
+    lines += [
+        tally(f"S{int(s)}", [v.status for v in verdicts if v.claim.seed == s])
+        for s in order
+    ]
     lines.append(tally("All seeds", [v.status for v in verdicts]))
     return "\n".join(lines) + "\n"
 
@@ -1055,7 +1420,11 @@ def update_expectations(path: Path, verdicts: list[Verdict]) -> int:
     """Write each claim's judgment into its ``expect:`` line of the claims file (the text is edited in
     place, comments and layout kept); returns how many changed."""
     lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
-    found = {(v.claim.seed, v.claim.id): v.status for v in verdicts if v.status != v.claim.expect}
+    found = {
+        (v.claim.seed, v.claim.id): v.status
+        for v in verdicts
+        if v.status != v.claim.expect
+    }
     seed = cid = None
     changed = 0
     for i, line in enumerate(lines):
@@ -1068,36 +1437,72 @@ def update_expectations(path: Path, verdicts: list[Verdict]) -> int:
         elif key == "id":
             cid = value
         elif (seed, cid) in found:
-            lines[i] = line[: line.index("expect:")] + f"expect: {found.pop((seed, cid))}\n"
+            lines[i] = (
+                line[: line.index("expect:")] + f"expect: {found.pop((seed, cid))}\n"
+            )
             changed += 1
     path.write_text("".join(lines), encoding="utf-8")
     return changed
 
 
 def disagreements(verdicts: list[Verdict]) -> list[str]:
-    return [f"seed {v.claim.seed} claim {v.claim.id!r}: expected {v.claim.expect}, found {v.status}"
-            + (f" ({v.why()})" if v.status != "living" else "") for v in verdicts if v.status != v.claim.expect]
+    return [
+        f"seed {v.claim.seed} claim {v.claim.id!r}: expected {v.claim.expect}, found {v.status}"
+        + (f" ({v.why()})" if v.status != "living" else "")
+        for v in verdicts
+        if v.status != v.claim.expect
+    ]
 
 
 # ------------------------------------------------------------------------------------------------
 # The command
 # ------------------------------------------------------------------------------------------------
 
+
 def build_site(out: Path) -> None:
     """The site of this checkout's data, built (strict) into ``out``."""
     env = dict(os.environ, DISABLE_MKDOCS_2_WARNING="true", NO_MKDOCS_2_WARNING="1")
-    env["PYTHONPATH"] = str(ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    proc = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-q", "-f", str(ROOT / "mkdocs.yml"),
-                           "--site-dir", str(out)], cwd=ROOT, env=env, capture_output=True, text=True)
+    env["PYTHONPATH"] = str(ROOT) + (
+        os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else ""
+    )
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mkdocs",
+            "build",
+            "--strict",
+            "-q",
+            "-f",
+            str(ROOT / "mkdocs.yml"),
+            "--site-dir",
+            str(out),
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     if proc.returncode != 0:
-        raise SiteError(f"mkdocs build failed (exit {proc.returncode}): {proc.stderr.strip().splitlines()[-1:] or ''}")
+        raise SiteError(
+            f"mkdocs build failed (exit {proc.returncode}): {proc.stderr.strip().splitlines()[-1:] or ''}"
+        )
 
 
 def _commit() -> str:
     try:
-        out = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=ROOT, capture_output=True, text=True)
-        dirty = subprocess.run(["git", "status", "--porcelain", "--", "data", "docs", "pipelines", "core"], cwd=ROOT,
-                               capture_output=True, text=True).stdout.strip()
+        out = subprocess.run(
+            ["git", "rev-parse", "--short=12", "HEAD"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+        )
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--", "data", "docs", "pipelines", "core"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
         return out.stdout.strip() + (" (with uncommitted changes)" if dirty else "")
     except OSError:
         return "unknown"
@@ -1110,7 +1515,10 @@ def list_tables(site: Site, page: str) -> str:
     out = []
     for t in tables:
         rows = f"{len(t.rows)} rows" + (f" (of {t.total_rows})" if t.total_rows else "")
-        out.append(f"#{t.index} {t.where()} · {rows}" + (f" · tables/{t.download}.json" if t.download else ""))
+        out.append(
+            f"#{t.index} {t.where()} · {rows}"
+            + (f" · tables/{t.download}.json" if t.download else "")
+        )
         if t.intro:
             out.append(f"    caption: {_short(t.intro, 160)}")
         out.append(f"    columns: {' | '.join(t.headers)}")
@@ -1124,30 +1532,62 @@ def _header(how: str, claims_path: Path, diffs: list[str]) -> list[str]:
     except ValueError:
         claims_name = str(claims_path)
     return [
-        "# The seeds, claim by claim, judged by the content of the built site's tables", "",
+        "# The seeds, claim by claim, judged by the content of the built site's tables",
+        "",
         f"- Date: {now}; site built from commit {_commit()} (committed data as is)",
         f"- Produced by: `{how}` (claims, seed tables and column mappings in `{claims_name}`; "
-        + ("every judgment is the one the claims file expects, exit 0)" if not diffs
-           else f"{len(diffs)} judgment(s) differ from the claims file, exit 1)"),
+        + (
+            "every judgment is the one the claims file expects, exit 0)"
+            if not diffs
+            else f"{len(diffs)} judgment(s) differ from the claims file, exit 1)"
+        ),
         "- living: the page's table answering the seed's table is there, every seed column maps to page columns that are present "
         "and filled in every row the claim looks at, and every row links (or names) the artifact it comes from. partial: the table "
         "is there but some seed columns are missing or empty, or its rows name no artifact (which, below). missing: no such table. "
         "Phrases on a page are extra evidence only.",
         "- before: the phrase-based count this replaces (a claim was living when its phrases were on its page). "
         "first count by content: the first judgment by these rules (issue 27, commit 76f7015), the claims file's `first`; "
-        "the claims judged otherwise now are listed with why.", "",
+        "the claims judged otherwise now are listed with why.",
+        "",
     ]
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--site", type=Path, default=None, help="a built site directory (default: site/, or a fresh build with --build)")
-    ap.add_argument("--build", action="store_true", help="build the site of this checkout first (into --site, or a temporary folder)")
-    ap.add_argument("--claims", type=Path, default=CLAIMS, help=f"the claims file (default: {CLAIMS.name} beside this script)")
-    ap.add_argument("--report", type=Path, default=None, help=f"also write the report there (the committed one: {REPORT.relative_to(ROOT)})")
-    ap.add_argument("--tables", metavar="PAGE", default=None, help="list the tables of one built page (e.g. optimization/index.html) and exit")
-    ap.add_argument("--update-expect", action="store_true",
-                    help="write the judgments found into the claims file's expect fields (after pages changed on purpose)")
+    ap.add_argument(
+        "--site",
+        type=Path,
+        default=None,
+        help="a built site directory (default: site/, or a fresh build with --build)",
+    )
+    ap.add_argument(
+        "--build",
+        action="store_true",
+        help="build the site of this checkout first (into --site, or a temporary folder)",
+    )
+    ap.add_argument(
+        "--claims",
+        type=Path,
+        default=CLAIMS,
+        help=f"the claims file (default: {CLAIMS.name} beside this script)",
+    )
+    ap.add_argument(
+        "--report",
+        type=Path,
+        default=None,
+        help=f"also write the report there (the committed one: {REPORT.relative_to(ROOT)})",
+    )
+    ap.add_argument(
+        "--tables",
+        metavar="PAGE",
+        default=None,
+        help="list the tables of one built page (e.g. optimization/index.html) and exit",
+    )
+    ap.add_argument(
+        "--update-expect",
+        action="store_true",
+        help="write the judgments found into the claims file's expect fields (after pages changed on purpose)",
+    )
     args = ap.parse_args(argv)
     try:
         claims = [] if args.tables else load_claims(args.claims)
@@ -1173,10 +1613,16 @@ def main(argv: list[str] | None = None) -> int:
         n = update_expectations(args.claims, verdicts)
         print(f"{args.claims}: {n} expect field(s) updated", file=sys.stderr)
         claims = load_claims(args.claims)
-        verdicts = [Verdict(**{**v.__dict__, "claim": c}) for v, c in zip(verdicts, claims)]
+        verdicts = [
+            Verdict(**{**v.__dict__, "claim": c}) for v, c in zip(verdicts, claims)
+        ]
         diffs = disagreements(verdicts)
-    how = ("python3 benchmarks/seed_claims.py --build" + (f" --report {args.report}" if args.report else "")
-           if args.build else f"python3 benchmarks/seed_claims.py --site {site_dir}")
+    how = (
+        "python3 benchmarks/seed_claims.py --build"
+        + (f" --report {args.report}" if args.report else "")
+        if args.build
+        else f"python3 benchmarks/seed_claims.py --site {site_dir}"
+    )
     text = report(verdicts, seeds, _header(how, args.claims, diffs))
     sys.stdout.write(text)
     if args.report:
@@ -1185,7 +1631,9 @@ def main(argv: list[str] | None = None) -> int:
     for d in diffs:
         print(f"judgment differs: {d}", file=sys.stderr)
     if diffs:
-        print(f"{len(diffs)} judgment(s) differ from {args.claims.name}", file=sys.stderr)
+        print(
+            f"{len(diffs)} judgment(s) differ from {args.claims.name}", file=sys.stderr
+        )
     return 1 if diffs else 0
 
 

@@ -60,33 +60,70 @@ def report() -> int:
         if res.get("search"):
             s = res["search"]
             cost = f"  [{s['requests_sent']} requests; exhaustive sweep of the grid: {s['exhaustive_requests']}]"
-        print(f"{_server(runs, res):>22} · {res['test_name']:<18} {res['answer_text']}{cost}  ({res['id']})")
-    search = [r for r in everything if r["test_name"] == "capacity-poisson" and r["endpoint"] == "llama-server"
-              and r["status"] == "ok"]
-    low = [r for r in everything if r["test_name"] == "poisson-sweep" and r["status"] == "ok"]
-    high = [r for r in everything if r["test_name"] == "poisson-sweep-high" and r["status"] == "ok"]
+        print(
+            f"{_server(runs, res):>22} · {res['test_name']:<18} {res['answer_text']}{cost}  ({res['id']})"
+        )
+    search = [
+        r
+        for r in everything
+        if r["test_name"] == "capacity-poisson"
+        and r["endpoint"] == "llama-server"
+        and r["status"] == "ok"
+    ]
+    low = [
+        r
+        for r in everything
+        if r["test_name"] == "poisson-sweep" and r["status"] == "ok"
+    ]
+    high = [
+        r
+        for r in everything
+        if r["test_name"] == "poisson-sweep-high" and r["status"] == "ok"
+    ]
     if search and low and high:
         from core.kinds import load_stats
 
         a, b, c = search[-1], low[-1], high[-1]
-        levels = sorted(b["stats"]["levels"] + c["stats"]["levels"], key=lambda lv: lv["level"])
+        levels = sorted(
+            b["stats"]["levels"] + c["stats"]["levels"], key=lambda lv: lv["level"]
+        )
         grid = [lv["level"] for lv in levels]
         iv = load_stats.capacity_interval(levels, grid)
         sweep_requests = b["requests"] + c["requests"]
-        print("\n== Poisson search vs exhaustive Poisson sweep (same rates, workload, SLOs) ==")
+        print(
+            "\n== Poisson search vs exhaustive Poisson sweep (same rates, workload, SLOs) =="
+        )
         print(f"search: {a['answer_text']}, {a['requests']} requests ({a['id']})")
-        print(f"sweep:  {load_stats.answer_text(iv, a['slo'], a['unit'])}, {sweep_requests} requests "
-              f"({b['id']} + {c['id']})")
-        print("sweep levels: " + ", ".join(f"{lv['level']:g}: {lv['slo']['verdict']}" for lv in levels))
+        print(
+            f"sweep:  {load_stats.answer_text(iv, a['slo'], a['unit'])}, {sweep_requests} requests "
+            f"({b['id']} + {c['id']})"
+        )
+        print(
+            "sweep levels: "
+            + ", ".join(f"{lv['level']:g}: {lv['slo']['verdict']}" for lv in levels)
+        )
         print(f"search / sweep requests: {a['requests'] / sweep_requests:.3f}")
-        print(f"search answer {a['answer']['answer']:g} within the sweep's interval [{iv['low']:g}, {iv['high']:g}]: "
-              f"{iv['low'] <= a['answer']['answer'] <= iv['high']}")
+        print(
+            f"search answer {a['answer']['answer']:g} within the sweep's interval [{iv['low']:g}, {iv['high']:g}]: "
+            f"{iv['low'] <= a['answer']['answer'] <= iv['high']}"
+        )
     for test in ("capacity-poisson", "capacity-users"):
-        rows = [r for r in everything if r["test_name"] == test and r["endpoint"] == "llama-server" and r["status"] == "ok"
-                and r["model"] == "gemma3-270m-q4_k_m" and _parallel(runs, r["id"]) == 4]
+        rows = [
+            r
+            for r in everything
+            if r["test_name"] == test
+            and r["endpoint"] == "llama-server"
+            and r["status"] == "ok"
+            and r["model"] == "gemma3-270m-q4_k_m"
+            and _parallel(runs, r["id"]) == 4
+        ]
         if len(rows) >= 2:
             first, again = rows[-2], rows[-1]
-            inside = first["answer"]["low"] <= again["answer"]["answer"] <= first["answer"]["high"]
+            inside = (
+                first["answer"]["low"]
+                <= again["answer"]["answer"]
+                <= first["answer"]["high"]
+            )
             print(f"\n== A/A repeat of {test} (llama-server -np 4) ==")
             print(f"first:  {first['answer_text']} ({first['id']})")
             print(f"repeat: {again['answer_text']} ({again['id']})")
@@ -95,8 +132,10 @@ def report() -> int:
         if res["test_name"] == "shared-prefix":
             lv = res["stats"]["levels"][0]
             cache = lv["prefix_cache"]
-            print(f"\n== shared prefix ({res['endpoint']}) ==\n{res['workload']}: prefix cache hit rate "
-                  f"{_pct(cache['hit_rate'])} from {cache['source']}; from /metrics {_pct(cache['metrics_hit_rate'])}")
+            print(
+                f"\n== shared prefix ({res['endpoint']}) ==\n{res['workload']}: prefix cache hit rate "
+                f"{_pct(cache['hit_rate'])} from {cache['source']}; from /metrics {_pct(cache['metrics_hit_rate'])}"
+            )
     probes = serving.probe_results(runs)
     if probes:
         print("\n== endpoint probe ==")
@@ -111,7 +150,11 @@ def report() -> int:
                     cells.append("—".ljust(36))
                     continue
                 lat = c.get("latency_ms_median")
-                txt = f"{c['succeeded']}/{c['n']} {lat:.0f} ms" if lat is not None else f"{c['succeeded']}/{c['n']}"
+                txt = (
+                    f"{c['succeeded']}/{c['n']} {lat:.0f} ms"
+                    if lat is not None
+                    else f"{c['succeeded']}/{c['n']}"
+                )
                 if c["reasons"]:
                     txt += " " + c["reasons"][0][:60]
                 cells.append(txt[:34].ljust(36))

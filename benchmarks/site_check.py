@@ -51,7 +51,10 @@ sys.path.insert(0, str(ROOT))
 
 from tests.support.browser import open_page  # noqa: E402
 
-VIEWS = ((1366, "light"), (390, "dark"))  # (width, scheme at first load); each view also toggles to the other
+VIEWS = (
+    (1366, "light"),
+    (390, "dark"),
+)  # (width, scheme at first load); each view also toggles to the other
 MIN_TEXT_PX = 11.0
 MAX_HEIGHT_PX = 20000  # at 1366 px, folds closed (about 22 screens)
 MIN_CONTRAST = 3.0
@@ -161,7 +164,10 @@ _MEASURE = r"""
 """
 
 # "X-axis titled 'mean (t/s)' for a linear scale with values from 0 to 40" (Vega's own description)
-_AXIS = re.compile(r"^(?P<dim>[XY])-axis(?: titled '(?P<title>.*)')? for a (?P<scale>[a-z]+) scale", re.S)
+_AXIS = re.compile(
+    r"^(?P<dim>[XY])-axis(?: titled '(?P<title>.*)')? for a (?P<scale>[a-z]+) scale",
+    re.S,
+)
 QUANTITATIVE = {"linear", "log", "pow", "sqrt", "symlog"}
 _UNIT = re.compile(r"\([^()]*[^()\s][^()]*\)")
 
@@ -208,7 +214,9 @@ def serve_quietly(site: Path) -> Any:
         def log_message(self, *args: Any) -> None:
             pass
 
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Quiet, directory=str(site)))
+    httpd = http.server.ThreadingHTTPServer(
+        ("127.0.0.1", 0), functools.partial(Quiet, directory=str(site))
+    )
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
     try:
         yield f"http://127.0.0.1:{httpd.server_address[1]}"
@@ -221,7 +229,9 @@ def pages(site: Path) -> list[str]:
     out = []
     for p in sorted(site.rglob("*.html")):
         rel = p.relative_to(site).as_posix()
-        if rel == "404.html" or 'id="almanac-viewer"' in p.read_text(encoding="utf-8", errors="replace"):
+        if rel == "404.html" or 'id="almanac-viewer"' in p.read_text(
+            encoding="utf-8", errors="replace"
+        ):
             continue
         out.append(rel[: -len("index.html")] if rel.endswith("index.html") else rel)
     return out
@@ -239,12 +249,17 @@ def _settle(page: Any) -> str:
     """Wait until every visible chart is drawn in the page's scheme; what is still not, after a minute."""
     from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
-    page.wait_for_timeout(100)  # a frame: resize observers and the scheme's observer run
+    page.wait_for_timeout(
+        100
+    )  # a frame: resize observers and the scheme's observer run
     try:
         page.wait_for_function(_READY, timeout=60_000, polling=100)
     except PlaywrightTimeout:
-        return "chart failed: not drawn (in this scheme) after 60 s: " + ", ".join(page.evaluate(
-            "() => [...document.querySelectorAll('.almanac-chart:not(.almanac-chart-ready)')].map(e => e.id)"))
+        return "chart failed: not drawn (in this scheme) after 60 s: " + ", ".join(
+            page.evaluate(
+                "() => [...document.querySelectorAll('.almanac-chart:not(.almanac-chart-ready)')].map(e => e.id)"
+            )
+        )
     page.wait_for_timeout(150)  # a resize or re-render scheduled by the last one
     return ""
 
@@ -257,8 +272,10 @@ def measure(page: Any) -> dict[str, Any]:
 def judge(view: View, m: dict[str, Any]) -> None:
     """The defects of a measurement (``measure``), added to ``view`` (whose scheme says whether it is dark)."""
     if m["scrollWidth"] > m["vw"] + 1:
-        view.defects.append(f"page overflows: {m['scrollWidth']} px wide in a {m['vw']} px window"
-                            + (f" ({'; '.join(m['overflowing'])})" if m["overflowing"] else ""))
+        view.defects.append(
+            f"page overflows: {m['scrollWidth']} px wide in a {m['vw']} px window"
+            + (f" ({'; '.join(m['overflowing'])})" if m["overflowing"] else "")
+        )
     for c in m["charts"]:
         name = f"chart {c['index'] + 1}"
         if c["failed"]:
@@ -275,46 +292,75 @@ def judge(view: View, m: dict[str, Any]) -> None:
                 view.defects.append(f"axis without unit: {name}: {why}")
         if c["minText"]:
             px = c["minText"]["px"]
-            view.min_text_px = px if view.min_text_px is None else min(view.min_text_px, px)
+            view.min_text_px = (
+                px if view.min_text_px is None else min(view.min_text_px, px)
+            )
             if px < MIN_TEXT_PX:
-                view.defects.append(f"chart text too small: {name}: {px} px ('{c['minText']['text']}')")
+                view.defects.append(
+                    f"chart text too small: {name}: {px} px ('{c['minText']['text']}')"
+                )
         for lc in c["lowContrast"]:
             view.defects.append(f"chart text low contrast: {name}: {lc}")
         if view.scheme == "dark" and c["backgroundLum"] > 0.4:
-            view.defects.append(f"light chart panel in dark mode: {name}: {c['background']}")
+            view.defects.append(
+                f"light chart panel in dark mode: {name}: {c['background']}"
+            )
 
 
 def _slug(path: str) -> str:
     return path.strip("/").replace("/", "_").replace(".html", "") or "home"
 
 
-def check_page(page: Any, base: str, path: str, width: int, first: str, shots: Path | None,
-               max_height: int = MAX_HEIGHT_PX) -> list[View]:
+def check_page(
+    page: Any,
+    base: str,
+    path: str,
+    width: int,
+    first: str,
+    shots: Path | None,
+    max_height: int = MAX_HEIGHT_PX,
+) -> list[View]:
     """The two views of one page at one width: as loaded (scheme ``first``), then toggled."""
     page.goto(f"{base}/{path}", wait_until="load")
     views = []
     for toggled in (False, True):
         if toggled:
             before = page.evaluate("document.body.getAttribute('data-md-color-scheme')")
-            page.evaluate("() => { document.querySelectorAll('details[data-site-check]').forEach(d => { d.open = false; d.removeAttribute('data-site-check'); }); window.scrollTo(0, 0); }")
-            page.locator("label.md-header__button[for^='__palette']:visible").first.click()
-            page.wait_for_function("b => document.body.getAttribute('data-md-color-scheme') !== b", arg=before)
+            page.evaluate(
+                "() => { document.querySelectorAll('details[data-site-check]').forEach(d => { d.open = false; d.removeAttribute('data-site-check'); }); window.scrollTo(0, 0); }"
+            )
+            page.locator(
+                "label.md-header__button[for^='__palette']:visible"
+            ).first.click()
+            page.wait_for_function(
+                "b => document.body.getAttribute('data-md-color-scheme') !== b",
+                arg=before,
+            )
         late = _settle(page)
-        scheme = SCHEME_NAME.get(page.evaluate("document.body.getAttribute('data-md-color-scheme')"), "?")
+        scheme = SCHEME_NAME.get(
+            page.evaluate("document.body.getAttribute('data-md-color-scheme')"), "?"
+        )
         view = View(page=path or "/", width=width, scheme=scheme, toggled=toggled)
         if late:
             view.defects.append(late)
         first_sight = measure(page)
         view.height = first_sight["height"]
         if width >= 1000 and view.height > max_height:
-            view.defects.append(f"page too tall: {view.height} px at {width} px (limit {max_height})")
+            view.defects.append(
+                f"page too tall: {view.height} px at {width} px (limit {max_height})"
+            )
         if shots is not None:
             shots.mkdir(parents=True, exist_ok=True)
             h = min(view.height, 16000)
-            page.screenshot(path=str(shots / f"{_slug(path)}-{width}-{scheme}.png"), full_page=True,
-                            clip={"x": 0, "y": 0, "width": width, "height": h})
+            page.screenshot(
+                path=str(shots / f"{_slug(path)}-{width}-{scheme}.png"),
+                full_page=True,
+                clip={"x": 0, "y": 0, "width": width, "height": h},
+            )
         # every fold open: the charts and tables inside are checked too
-        page.evaluate("() => document.querySelectorAll('details:not([open])').forEach(d => { d.setAttribute('data-site-check', ''); d.open = true; })")
+        page.evaluate(
+            "() => document.querySelectorAll('details:not([open])').forEach(d => { d.setAttribute('data-site-check', ''); d.open = true; })"
+        )
         late = _settle(page)
         if late:
             view.defects.append(late + " (folds open)")
@@ -324,15 +370,24 @@ def check_page(page: Any, base: str, path: str, width: int, first: str, shots: P
             for c in m["charts"]:
                 if c["visible"] and not c["failed"]:
                     page.locator(".almanac-chart").nth(c["index"]).screenshot(
-                        path=str(shots / f"{_slug(path)}-{width}-{scheme}-chart{c['index'] + 1}.png"))
+                        path=str(
+                            shots
+                            / f"{_slug(path)}-{width}-{scheme}-chart{c['index'] + 1}.png"
+                        )
+                    )
         judge(view, m)
         views.append(view)
     return views
 
 
-def check_site(site: Path, shots: Path | None = None, only: list[str] | None = None,
-               max_height: int = MAX_HEIGHT_PX, views: tuple[tuple[int, str], ...] = VIEWS,
-               progress: Any = None) -> list[View]:
+def check_site(
+    site: Path,
+    shots: Path | None = None,
+    only: list[str] | None = None,
+    max_height: int = MAX_HEIGHT_PX,
+    views: tuple[tuple[int, str], ...] = VIEWS,
+    progress: Any = None,
+) -> list[View]:
     """Every page of the built ``site`` in every view; the views with their defects."""
     from playwright.sync_api import sync_playwright
 
@@ -342,9 +397,17 @@ def check_site(site: Path, shots: Path | None = None, only: list[str] | None = N
         for width, first in views:
             errors: list[str] = []
             outside: list[str] = []
-            browser, page = open_page(p, base, errors, outside, viewport={"width": width, "height": 900 if width > 500 else 844},
-                                      color_scheme=first)
-            page.add_init_script("try { localStorage.clear(); } catch (e) {}")  # each load starts from the emulated scheme
+            browser, page = open_page(
+                p,
+                base,
+                errors,
+                outside,
+                viewport={"width": width, "height": 900 if width > 500 else 844},
+                color_scheme=first,
+            )
+            page.add_init_script(
+                "try { localStorage.clear(); } catch (e) {}"
+            )  # each load starts from the emulated scheme
             try:
                 for path in paths:
                     got = check_page(page, base, path, width, first, shots, max_height)
@@ -373,29 +436,76 @@ def summary(views: list[View]) -> dict[str, Any]:
                 hs[v.page] = max(hs.get(v.page, 0), v.height)
         tallest[w] = sorted(hs.items(), key=lambda kv: -kv[1])[:8]
     small = [v.min_text_px for v in views if v.min_text_px is not None]
-    return {"views": len(views), "defects": sum(len(v.defects) for v in views), "by_kind": dict(kinds),
-            "tallest": tallest, "smallest_chart_text_px": min(small) if small else None}
+    return {
+        "views": len(views),
+        "defects": sum(len(v.defects) for v in views),
+        "by_kind": dict(kinds),
+        "tallest": tallest,
+        "smallest_chart_text_px": min(small) if small else None,
+    }
 
 
 def _build(out: Path) -> None:
     env = dict(os.environ, DISABLE_MKDOCS_2_WARNING="true", NO_MKDOCS_2_WARNING="1")
-    subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-q", "-f", str(ROOT / "mkdocs.yml"),
-                    "--site-dir", str(out)], cwd=ROOT, env=env, check=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mkdocs",
+            "build",
+            "--strict",
+            "-q",
+            "-f",
+            str(ROOT / "mkdocs.yml"),
+            "--site-dir",
+            str(out),
+        ],
+        cwd=ROOT,
+        env=env,
+        check=True,
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--site", type=Path, help="a built site folder (default: build one from ALMANAC_DATA or data/)")
-    ap.add_argument("--build", action="store_true", help="build the site first (into --site, or a temporary folder)")
-    ap.add_argument("--shots", type=Path, help="save a screenshot of every page, width and scheme here")
-    ap.add_argument("--only", help="comma-separated page paths (as listed, e.g. 'memory/,roofline/')")
-    ap.add_argument("--max-height", type=int, default=MAX_HEIGHT_PX, help="tallest page allowed at 1366 px, folds closed")
-    ap.add_argument("--json", type=Path, help="write every view (heights, defects) here")
+    ap = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    ap.add_argument(
+        "--site",
+        type=Path,
+        help="a built site folder (default: build one from ALMANAC_DATA or data/)",
+    )
+    ap.add_argument(
+        "--build",
+        action="store_true",
+        help="build the site first (into --site, or a temporary folder)",
+    )
+    ap.add_argument(
+        "--shots",
+        type=Path,
+        help="save a screenshot of every page, width and scheme here",
+    )
+    ap.add_argument(
+        "--only",
+        help="comma-separated page paths (as listed, e.g. 'memory/,roofline/')",
+    )
+    ap.add_argument(
+        "--max-height",
+        type=int,
+        default=MAX_HEIGHT_PX,
+        help="tallest page allowed at 1366 px, folds closed",
+    )
+    ap.add_argument(
+        "--json", type=Path, help="write every view (heights, defects) here"
+    )
     args = ap.parse_args(argv)
     with contextlib.ExitStack() as stack:
         site = args.site
         if site is None:
-            site = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="site-check-")))
+            site = Path(
+                stack.enter_context(tempfile.TemporaryDirectory(prefix="site-check-"))
+            )
             args.build = True
         if args.build:
             _build(site)
@@ -403,16 +513,27 @@ def main(argv: list[str] | None = None) -> int:
 
         def progress(v: View) -> None:
             flag = f"{len(v.defects)} defect(s)" if v.defects else "ok"
-            print(f"{v.page:<28} {v.width:>5} {v.scheme:<5}{' (toggled)' if v.toggled else '          '} "
-                  f"height {v.height:>6} px  charts {v.charts:>2}  min text {v.min_text_px or '-':>5}  {flag}", flush=True)
+            print(
+                f"{v.page:<28} {v.width:>5} {v.scheme:<5}{' (toggled)' if v.toggled else '          '} "
+                f"height {v.height:>6} px  charts {v.charts:>2}  min text {v.min_text_px or '-':>5}  {flag}",
+                flush=True,
+            )
             for d in v.defects:
                 print(f"    {d}", flush=True)
 
-        views = check_site(site, shots=args.shots, only=only, max_height=args.max_height, progress=progress)
+        views = check_site(
+            site,
+            shots=args.shots,
+            only=only,
+            max_height=args.max_height,
+            progress=progress,
+        )
     s = summary(views)
     print(json.dumps(s, indent=1))
     if args.json:
-        args.json.write_text(json.dumps({"summary": s, "views": [asdict(v) for v in views]}, indent=1))
+        args.json.write_text(
+            json.dumps({"summary": s, "views": [asdict(v) for v in views]}, indent=1)
+        )
     return 1 if s["defects"] else 0
 
 

@@ -52,11 +52,13 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from core import artifacts  # noqa: E402
-from runtime.hosts.fingerprint import slug  # noqa: E402
+from core.paths import slug  # noqa: E402
 
 ARTIFACT_DIRS = ("runs", "hosts", "projections", "quality", "perplexity")
 HOSTS = 8  # variants per committed host: a few hosts that benchmark every night
-MODELS = 16  # variants per committed model: a team's model zoo grows slower than its history
+MODELS = (
+    16  # variants per committed model: a team's model zoo grows slower than its history
+)
 
 
 def _sha(*parts: Any) -> str:
@@ -64,16 +66,26 @@ def _sha(*parts: Any) -> str:
 
 
 def _stamp(created: datetime, ms: bool) -> str:
-    return created.strftime("%Y%m%dT%H%M%S") + (f".{created.microsecond // 1000:03d}" if ms else "") + "Z"
+    return (
+        created.strftime("%Y%m%dT%H%M%S")
+        + (f".{created.microsecond // 1000:03d}" if ms else "")
+        + "Z"
+    )
 
 
 def variant(doc: dict[str, Any], c: int) -> tuple[dict[str, Any], str]:
     """Copy ``c`` of an artifact: distinct host, model, key, id and date; and its path in data/."""
     d = json.loads(json.dumps(doc))
     host = f"{doc['host']['id']}-s{c % HOSTS}"
-    d["host"] = dict(d["host"], id=host, name=f"{doc['host'].get('name', host)}-s{c % HOSTS}")
+    d["host"] = dict(
+        d["host"], id=host, name=f"{doc['host'].get('name', host)}-s{c % HOSTS}"
+    )
     created = datetime.fromisoformat(doc["created"]) - timedelta(days=c)
-    d["created"] = created.isoformat(timespec="seconds") if "." not in doc["created"] else created.isoformat()
+    d["created"] = (
+        created.isoformat(timespec="seconds")
+        if "." not in doc["created"]
+        else created.isoformat()
+    )
     kind = d["artifact"]
     if kind == "host":
         d["id"] = f"{host}-{_stamp(created, False)}"
@@ -96,24 +108,49 @@ def variant(doc: dict[str, Any], c: int) -> tuple[dict[str, Any], str]:
     else:  # perplexity: its file name says what it measured (ppl, or kld-vs-<reference>)
         what, folder = Path(doc["_file"]).name.split("--", 1)[0], "perplexity"
     safe = re.sub(r"[^A-Za-z0-9._-]+", "-", what)
-    return d, f"{folder}/{host}/{slug(model['name'])}/{safe}--{d['key'][:16]}-{d['id'].split('-', 1)[1]}.json"
+    return (
+        d,
+        f"{folder}/{host}/{slug(model['name'])}/{safe}--{d['key'][:16]}-{d['id'].split('-', 1)[1]}.json",
+    )
 
 
-FLEET_CPUS = ("Intel(R) Xeon(R) Platinum 8480+", "AMD EPYC 9654 96-Core Processor", "Intel(R) Core(TM) i7-12700",
-              "AMD Ryzen 9 7950X 16-Core Processor", "Apple M2 Max", "Intel(R) Xeon(R) Gold 6338 CPU @ 2.00GHz",
-              "AMD EPYC 7763 64-Core Processor", "Neoverse-V2")
-FLEET_GPUS = ("NVIDIA H100 80GB HBM3", "NVIDIA A100-SXM4-80GB", "NVIDIA L4", "NVIDIA GeForce RTX 4090", "NVIDIA H200")
-HEADLINE_SCALED = ("tokens_per_second",)  # the reference workload's rate metric (pp512 and tg128)
+FLEET_CPUS = (
+    "Intel(R) Xeon(R) Platinum 8480+",
+    "AMD EPYC 9654 96-Core Processor",
+    "Intel(R) Core(TM) i7-12700",
+    "AMD Ryzen 9 7950X 16-Core Processor",
+    "Apple M2 Max",
+    "Intel(R) Xeon(R) Gold 6338 CPU @ 2.00GHz",
+    "AMD EPYC 7763 64-Core Processor",
+    "Neoverse-V2",
+)
+FLEET_GPUS = (
+    "NVIDIA H100 80GB HBM3",
+    "NVIDIA A100-SXM4-80GB",
+    "NVIDIA L4",
+    "NVIDIA GeForce RTX 4090",
+    "NVIDIA H200",
+)
+HEADLINE_SCALED = (
+    "tokens_per_second",
+)  # the reference workload's rate metric (pp512 and tg128)
 
 
-def fleet_host(i: int, template: dict[str, Any], gpu_template: dict[str, Any] | None) -> dict[str, Any]:
+def fleet_host(
+    i: int, template: dict[str, Any], gpu_template: dict[str, Any] | None
+) -> dict[str, Any]:
     """Fleet host ``i``'s fingerprint (a host block): CPU, cores, memory and, every fifth host, GPUs."""
     import random
 
     rnd = random.Random(f"host-{i}")
     h = json.loads(json.dumps(template))
     cores = rnd.choice((2, 4, 8, 16, 32, 64))
-    h["cpu"] = dict(h["cpu"], model=FLEET_CPUS[i % len(FLEET_CPUS)], physical_cores=cores, logical_cores=cores * rnd.choice((1, 2)))
+    h["cpu"] = dict(
+        h["cpu"],
+        model=FLEET_CPUS[i % len(FLEET_CPUS)],
+        physical_cores=cores,
+        logical_cores=cores * rnd.choice((1, 2)),
+    )
     h["memory_bytes"] = rnd.choice((8, 16, 24, 32, 64, 128, 256)) * 2**30
     h["gpus"] = []
     if i % 5 == 4 and gpu_template and gpu_template.get("gpus"):
@@ -151,31 +188,64 @@ def fleet_speed(i: int, gpu: bool) -> float:
     return (10 ** rnd.uniform(1.0, 1.8)) if gpu else (10 ** rnd.uniform(-0.3, 0.6))
 
 
-def fleet_templates(base: list[dict[str, Any]], every_kind: bool = False) -> tuple[list[dict[str, Any]], dict[str, Any],
-                                                                                  dict[str, Any] | None]:
+def fleet_templates(
+    base: list[dict[str, Any]], every_kind: bool = False
+) -> tuple[list[dict[str, Any]], dict[str, Any], dict[str, Any] | None]:
     """The committed CPU host's reference runs (the workload every fleet host runs), its probe, and a GPU
     host block to copy GPUs from. ``every_kind``: every ok run of the committed CPU host with the most runs
     and a probe (rate, chat, generate, serve, concurrency, ...: a fleet sharing its nightly matrices)."""
-    probed = {d["host"]["id"] for d in base if d["artifact"] == "host" and not d["host"].get("gpus")}
+    probed = {
+        d["host"]["id"]
+        for d in base
+        if d["artifact"] == "host" and not d["host"].get("gpus")
+    }
     if every_kind:
-        runs = [d for d in base if d["artifact"] == "run" and d["status"] == "ok" and d["host"]["id"] in probed]
-        cpu_host = max(sorted(probed), key=lambda h: sum(1 for d in runs if d["host"]["id"] == h))
-        refs = sorted((d for d in runs if d["host"]["id"] == cpu_host),
-                      key=lambda d: (d["model"]["name"], d["test"]["name"], d["id"]))
-        probe = next(d for d in base if d["artifact"] == "host" and d["host"]["id"] == cpu_host)
-        gpu_run = next((d for d in base if d["artifact"] == "run" and d["host"].get("gpus")), None)
+        runs = [
+            d
+            for d in base
+            if d["artifact"] == "run"
+            and d["status"] == "ok"
+            and d["host"]["id"] in probed
+        ]
+        cpu_host = max(
+            sorted(probed), key=lambda h: sum(1 for d in runs if d["host"]["id"] == h)
+        )
+        refs = sorted(
+            (d for d in runs if d["host"]["id"] == cpu_host),
+            key=lambda d: (d["model"]["name"], d["test"]["name"], d["id"]),
+        )
+        probe = next(
+            d for d in base if d["artifact"] == "host" and d["host"]["id"] == cpu_host
+        )
+        gpu_run = next(
+            (d for d in base if d["artifact"] == "run" and d["host"].get("gpus")), None
+        )
         return refs, probe, (gpu_run["host"] if gpu_run else None)
-    refs = [d for d in base if d["artifact"] == "run" and (d.get("matrix") or {}).get("name") == "reference"
-            and d["status"] == "ok" and not d["host"].get("gpus")]
+    refs = [
+        d
+        for d in base
+        if d["artifact"] == "run"
+        and (d.get("matrix") or {}).get("name") == "reference"
+        and d["status"] == "ok"
+        and not d["host"].get("gpus")
+    ]
     cpu_host = refs[0]["host"]["id"]
-    refs = sorted((d for d in refs if d["host"]["id"] == cpu_host), key=lambda d: (d["model"]["name"], d["test"]["name"]))
-    probe = next(d for d in base if d["artifact"] == "host" and d["host"]["id"] == cpu_host)
-    gpu_run = next((d for d in base if d["artifact"] == "run" and d["host"].get("gpus")), None)
+    refs = sorted(
+        (d for d in refs if d["host"]["id"] == cpu_host),
+        key=lambda d: (d["model"]["name"], d["test"]["name"]),
+    )
+    probe = next(
+        d for d in base if d["artifact"] == "host" and d["host"]["id"] == cpu_host
+    )
+    gpu_run = next(
+        (d for d in base if d["artifact"] == "run" and d["host"].get("gpus")), None
+    )
     return refs, probe, (gpu_run["host"] if gpu_run else None)
 
 
-def fleet_artifacts(base: list[dict[str, Any]], hosts: int, skip: Any = None,
-                    every_kind: bool = False) -> Iterator[tuple[str, dict[str, Any]]]:
+def fleet_artifacts(
+    base: list[dict[str, Any]], hosts: int, skip: Any = None, every_kind: bool = False
+) -> Iterator[tuple[str, dict[str, Any]]]:
     """(path under data/, artifact) of a fleet without end: a probe per host, then rounds of the reference
     workload (``every_kind``: of every configuration of every kind a committed CPU host ran), each
     configuration across every host before the next. ``skip(host_index, template_index)`` leaves a host's
@@ -202,10 +272,16 @@ def fleet_artifacts(base: list[dict[str, Any]], hosts: int, skip: Any = None,
                 doc = json.loads(json.dumps(t))
                 doc.pop("_file", None)
                 doc["host"] = h
-                created = datetime.fromisoformat(t["created"]) - timedelta(days=rnd_round, seconds=-(i % 60))
+                created = datetime.fromisoformat(t["created"]) - timedelta(
+                    days=rnd_round, seconds=-(i % 60)
+                )
                 doc["created"] = created.isoformat(timespec="seconds")
-                _scale_run(doc, fleet_speed(i, bool(h["gpus"])) * (1 + rnd.gauss(0, 0.02)))
-                doc["key"] = _sha(t["key"], h["id"])  # this host's configuration: the same on every round
+                _scale_run(
+                    doc, fleet_speed(i, bool(h["gpus"])) * (1 + rnd.gauss(0, 0.02))
+                )
+                doc["key"] = _sha(
+                    t["key"], h["id"]
+                )  # this host's configuration: the same on every round
                 doc["id"] = f"{doc['key'][:12]}-{_stamp(created, True)}"
                 rel = f"runs/{h['id']}/{slug(doc['model']['name'])}/{doc['test']['name']}--{doc['key'][:16]}-{doc['id'].split('-', 1)[1]}.json"
                 yield rel, doc
@@ -214,7 +290,13 @@ def fleet_artifacts(base: list[dict[str, Any]], hosts: int, skip: Any = None,
 
 def make_fleet_data(dest: Path, n: int, base: list[dict[str, Any]], hosts: int) -> int:
     """The project's inputs, the committed set, then ``hosts`` fleet hosts running the reference workload."""
-    shutil.copytree(ROOT / "data", dest, ignore=lambda d, names: [x for x in names if Path(d) == ROOT / "data" and x in ARTIFACT_DIRS])
+    shutil.copytree(
+        ROOT / "data",
+        dest,
+        ignore=lambda d, names: [
+            x for x in names if Path(d) == ROOT / "data" and x in ARTIFACT_DIRS
+        ],
+    )
     written = 0
     for d in base:
         if written >= n:
@@ -241,10 +323,21 @@ def committed() -> list[dict[str, Any]]:
 
 def make_data(dest: Path, n: int, base: list[dict[str, Any]]) -> int:
     """The project's inputs plus ``n`` artifacts (committed ones first, then copies)."""
-    shutil.copytree(ROOT / "data", dest, ignore=lambda d, names: [x for x in names if Path(d) == ROOT / "data" and x in ARTIFACT_DIRS])
+    shutil.copytree(
+        ROOT / "data",
+        dest,
+        ignore=lambda d, names: [
+            x for x in names if Path(d) == ROOT / "data" and x in ARTIFACT_DIRS
+        ],
+    )
     # the measurements and host fingerprints are copied; projections, go/no-go decisions and noise
     # estimates summarise a host's own runs: the originals stay
-    copyable = [d for d in base if d["artifact"] in ("run", "quality", "perplexity", "host") and isinstance(d.get("host"), dict)]
+    copyable = [
+        d
+        for d in base
+        if d["artifact"] in ("run", "quality", "perplexity", "host")
+        and isinstance(d.get("host"), dict)
+    ]
     written = 0
     for d in base:  # copy 0: the committed set as it is
         if written >= n:
@@ -265,7 +358,9 @@ def make_data(dest: Path, n: int, base: list[dict[str, Any]]) -> int:
     return written
 
 
-def timed(cmd: list[str], env: dict[str, str], cwd: Path) -> tuple[float, int, subprocess.CompletedProcess]:
+def timed(
+    cmd: list[str], env: dict[str, str], cwd: Path
+) -> tuple[float, int, subprocess.CompletedProcess]:
     """Wall seconds and the peak summed RSS of the process tree."""
     import psutil
 
@@ -275,7 +370,9 @@ def timed(cmd: list[str], env: dict[str, str], cwd: Path) -> tuple[float, int, s
     t0 = time.perf_counter()
     # output to files, not pipes: a build that prints more than a pipe holds must not block on it
     out_f, err_f = tempfile.TemporaryFile("w+"), tempfile.TemporaryFile("w+")
-    proc = subprocess.Popen(cmd, env=env, cwd=cwd, stdout=out_f, stderr=err_f, text=True)
+    proc = subprocess.Popen(
+        cmd, env=env, cwd=cwd, stdout=out_f, stderr=err_f, text=True
+    )
     parent = psutil.Process(proc.pid)
     peak = 0
     while proc.poll() is None:
@@ -289,7 +386,9 @@ def timed(cmd: list[str], env: dict[str, str], cwd: Path) -> tuple[float, int, s
         except psutil.Error:
             pass
         peak = max(peak, total)
-        time.sleep(0.1)  # sampling the tree costs CPU: often enough to see the (slowly growing) peak, rarely enough not to slow 2 cores
+        time.sleep(
+            0.1
+        )  # sampling the tree costs CPU: often enough to see the (slowly growing) peak, rarely enough not to slow 2 cores
     proc.wait()
     wall = time.perf_counter() - t0
     out_f.seek(0)
@@ -303,66 +402,148 @@ def timed(cmd: list[str], env: dict[str, str], cwd: Path) -> tuple[float, int, s
 
 
 def page_sizes(site: Path) -> dict[str, Any]:
-    pages = sorted(((p.stat().st_size, str(p.relative_to(site))) for p in site.rglob("*.html")), reverse=True)
+    pages = sorted(
+        ((p.stat().st_size, str(p.relative_to(site))) for p in site.rglob("*.html")),
+        reverse=True,
+    )
     inline = []
     for size, rel in pages[:10]:
         text = (site / rel).read_text(encoding="utf-8")
-        data = sum(len(m) for m in re.findall(r'<script type="application/json"[^>]*>(.*?)</script>', text, flags=re.S))
+        data = sum(
+            len(m)
+            for m in re.findall(
+                r'<script type="application/json"[^>]*>(.*?)</script>', text, flags=re.S
+            )
+        )
         inline.append((data, rel))
     from pipelines.site.browser import KINDS
 
-    extra = {rel: (site / rel).stat().st_size for rel in (f"{k.folder}/index-data.js" for k in KINDS.values()) if (site / rel).exists()}
-    tables = sorted(((p.stat().st_size, p.name) for p in (site / "tables").glob("*")), reverse=True) if (site / "tables").exists() else []
+    extra = {
+        rel: (site / rel).stat().st_size
+        for rel in (f"{k.folder}/index-data.js" for k in KINDS.values())
+        if (site / rel).exists()
+    }
+    tables = (
+        sorted(
+            ((p.stat().st_size, p.name) for p in (site / "tables").glob("*")),
+            reverse=True,
+        )
+        if (site / "tables").exists()
+        else []
+    )
     total = sum(p.stat().st_size for p in site.rglob("*") if p.is_file())
     # the published artifacts are hard links to data/ where the file system allows: counted apart
-    mirror = sum(p.stat().st_size for p in (site / "data").rglob("*") if p.is_file()) if (site / "data").exists() else 0
-    return {"site_bytes": total, "site_bytes_without_data_mirror": total - mirror,
-            "tables_bytes": sum(b for b, _ in tables), "largest_tables": [{"file": n, "bytes": b} for b, n in tables[:3]],
-            "largest_pages": [{"page": rel, "bytes": size} for size, rel in pages[:5]],
-            "largest_inline_chart_data": [{"page": rel, "bytes": b} for b, rel in sorted(inline, reverse=True)[:3]],
-            "html_pages": len(pages), "browser_indexes": extra}
+    mirror = (
+        sum(p.stat().st_size for p in (site / "data").rglob("*") if p.is_file())
+        if (site / "data").exists()
+        else 0
+    )
+    return {
+        "site_bytes": total,
+        "site_bytes_without_data_mirror": total - mirror,
+        "tables_bytes": sum(b for b, _ in tables),
+        "largest_tables": [{"file": n, "bytes": b} for b, n in tables[:3]],
+        "largest_pages": [{"page": rel, "bytes": size} for size, rel in pages[:5]],
+        "largest_inline_chart_data": [
+            {"page": rel, "bytes": b} for b, rel in sorted(inline, reverse=True)[:3]
+        ],
+        "html_pages": len(pages),
+        "browser_indexes": extra,
+    }
 
 
 def build(data: Path, out: Path, cache: Path) -> dict[str, Any]:
-    env = dict(os.environ, ALMANAC_DATA=str(data), ALMANAC_CACHE=str(cache), PYTHONPATH=str(ROOT),
-               DISABLE_MKDOCS_2_WARNING="true", NO_MKDOCS_2_WARNING="1")
-    wall, peak, proc = timed([sys.executable, "-m", "invoke", "site.build", "--output", str(out)], env, ROOT)
+    env = dict(
+        os.environ,
+        ALMANAC_DATA=str(data),
+        ALMANAC_CACHE=str(cache),
+        PYTHONPATH=str(ROOT),
+        DISABLE_MKDOCS_2_WARNING="true",
+        NO_MKDOCS_2_WARNING="1",
+    )
+    wall, peak, proc = timed(
+        [sys.executable, "-m", "invoke", "site.build", "--output", str(out)], env, ROOT
+    )
     if proc.returncode:
         raise SystemExit(f"site build failed at {data}:\n{proc.stderr[-3000:]}")
-    return {"seconds": round(wall, 2), "cpu_s": round(timed.cpu, 2), "peak_mib": round(peak / 2**20, 1)}  # type: ignore[attr-defined]
+    return {
+        "seconds": round(wall, 2),
+        "cpu_s": round(timed.cpu, 2),
+        "peak_mib": round(peak / 2**20, 1),
+    }  # type: ignore[attr-defined]
 
 
 def all_noop(data: Path, cache: Path, out: Path) -> dict[str, Any]:
-    env = dict(os.environ, ALMANAC_DATA=str(data), ALMANAC_CACHE=str(cache), PYTHONPATH=str(ROOT),
-               DISABLE_MKDOCS_2_WARNING="true", NO_MKDOCS_2_WARNING="1")
+    env = dict(
+        os.environ,
+        ALMANAC_DATA=str(data),
+        ALMANAC_CACHE=str(cache),
+        PYTHONPATH=str(ROOT),
+        DISABLE_MKDOCS_2_WARNING="true",
+        NO_MKDOCS_2_WARNING="1",
+    )
     # the site goes to the default site/ of the working tree, as `invoke all` does
     wall, peak, proc = timed([sys.executable, "-m", "invoke", "all"], env, ROOT)
     if proc.returncode:
         raise SystemExit(f"invoke all failed:\n{proc.stderr[-3000:]}")
-    measured = re.findall(r"(\d+) measured, (\d+) failed, (\d+) already measured", proc.stdout)
-    return {"seconds": round(wall, 2), "cpu_s": round(timed.cpu, 2), "peak_mib": round(peak / 2**20, 1),  # type: ignore[attr-defined]
-            "bench": measured}
+    measured = re.findall(
+        r"(\d+) measured, (\d+) failed, (\d+) already measured", proc.stdout
+    )
+    return {
+        "seconds": round(wall, 2),
+        "cpu_s": round(timed.cpu, 2),
+        "peak_mib": round(peak / 2**20, 1),  # type: ignore[attr-defined]
+        "bench": measured,
+    }
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--sizes", default="100,1000,10000", help="comma-separated artifact counts")
-    ap.add_argument("--mode", choices=("copies", "fleet"), default="copies",
-                    help="copies: every copy its own host variant and model (hosts share no work); "
-                         "fleet: --hosts hosts running the same reference workload")
+    ap.add_argument(
+        "--sizes", default="100,1000,10000", help="comma-separated artifact counts"
+    )
+    ap.add_argument(
+        "--mode",
+        choices=("copies", "fleet"),
+        default="copies",
+        help="copies: every copy its own host variant and model (hosts share no work); "
+        "fleet: --hosts hosts running the same reference workload",
+    )
     ap.add_argument("--hosts", type=int, default=200, help="fleet mode: how many hosts")
-    ap.add_argument("--all-noop", type=int, default=0, help="also time `invoke all` with nothing new at this many artifacts")
-    ap.add_argument("--scratch", default="", help="scratch folder (default: a temporary one, removed after)")
+    ap.add_argument(
+        "--all-noop",
+        type=int,
+        default=0,
+        help="also time `invoke all` with nothing new at this many artifacts",
+    )
+    ap.add_argument(
+        "--scratch",
+        default="",
+        help="scratch folder (default: a temporary one, removed after)",
+    )
     ap.add_argument("--out", default="", help="write the results as JSON here")
-    ap.add_argument("--reuse", action="store_true", help="keep a data folder already in --scratch (e.g. one where "
-                    "`invoke all` already measured this host's default matrix, so a second one has nothing new)")
-    ap.add_argument("--generate-only", action="store_true", help="write the data folders into --scratch and stop "
-                    "(then measure them with --reuse under the exclusive lock, generation left outside it)")
+    ap.add_argument(
+        "--reuse",
+        action="store_true",
+        help="keep a data folder already in --scratch (e.g. one where "
+        "`invoke all` already measured this host's default matrix, so a second one has nothing new)",
+    )
+    ap.add_argument(
+        "--generate-only",
+        action="store_true",
+        help="write the data folders into --scratch and stop "
+        "(then measure them with --reuse under the exclusive lock, generation left outside it)",
+    )
     args = ap.parse_args()
     sizes = [int(x) for x in args.sizes.split(",") if x.strip()]
     scratch = Path(args.scratch or tempfile.mkdtemp(prefix="almanac-scale-"))
     base = committed()
-    results: dict[str, Any] = {"mode": args.mode, "committed_artifacts": len(base), "cpu_count": os.cpu_count(), "sizes": []}
+    results: dict[str, Any] = {
+        "mode": args.mode,
+        "committed_artifacts": len(base),
+        "cpu_count": os.cpu_count(),
+        "sizes": [],
+    }
     if args.mode == "fleet":
         results["hosts"] = args.hosts
     try:
@@ -373,7 +554,11 @@ def main() -> None:
                 written = sum(1 for _ in artifacts.iter_files(data))
             else:
                 shutil.rmtree(data, ignore_errors=True)
-                written = make_fleet_data(data, n, base, args.hosts) if args.mode == "fleet" else make_data(data, n, base)
+                written = (
+                    make_fleet_data(data, n, base, args.hosts)
+                    if args.mode == "fleet"
+                    else make_data(data, n, base)
+                )
             gen = time.perf_counter() - t0
             if args.generate_only:
                 print(f"N={written}: generated in {gen:.1f} s at {data}", flush=True)
@@ -384,18 +569,31 @@ def main() -> None:
             site = scratch / f"site-{n}"
             cold = build(data, site, cache)
             warm = build(data, site, cache)
-            row = {"artifacts": written, "generated_s": round(gen, 1), "cold": cold, "warm": warm, **page_sizes(site)}
+            row = {
+                "artifacts": written,
+                "generated_s": round(gen, 1),
+                "cold": cold,
+                "warm": warm,
+                **page_sizes(site),
+            }
             results["sizes"].append(row)
-            print(f"N={written:>6}: cold {cold['seconds']:6.2f} s (cpu {cold['cpu_s']:.1f} s), {cold['peak_mib']:7.1f} MiB peak; "
-                  f"warm {warm['seconds']:6.2f} s (cpu {warm['cpu_s']:.1f} s), {warm['peak_mib']:7.1f} MiB; largest page "
-                  f"{row['largest_pages'][0]['page']} {row['largest_pages'][0]['bytes'] / 1024:.0f} KiB; largest table "
-                  f"{(row['largest_tables'] or [{'bytes': 0}])[0]['bytes'] / 1024:.0f} KiB; site {row['site_bytes'] / 2**20:.1f} MiB "
-                  f"({row['site_bytes_without_data_mirror'] / 2**20:.1f} MiB without the data mirror)", flush=True)
+            print(
+                f"N={written:>6}: cold {cold['seconds']:6.2f} s (cpu {cold['cpu_s']:.1f} s), {cold['peak_mib']:7.1f} MiB peak; "
+                f"warm {warm['seconds']:6.2f} s (cpu {warm['cpu_s']:.1f} s), {warm['peak_mib']:7.1f} MiB; largest page "
+                f"{row['largest_pages'][0]['page']} {row['largest_pages'][0]['bytes'] / 1024:.0f} KiB; largest table "
+                f"{(row['largest_tables'] or [{'bytes': 0}])[0]['bytes'] / 1024:.0f} KiB; site {row['site_bytes'] / 2**20:.1f} MiB "
+                f"({row['site_bytes_without_data_mirror'] / 2**20:.1f} MiB without the data mirror)",
+                flush=True,
+            )
             shutil.rmtree(site, ignore_errors=True)
         if len(results["sizes"]) >= 2:
             a, b = results["sizes"][0], results["sizes"][-1]
             for k in ("cold", "warm"):
-                per = (b[k]["seconds"] - a[k]["seconds"]) / (b["artifacts"] - a["artifacts"]) * 1000
+                per = (
+                    (b[k]["seconds"] - a[k]["seconds"])
+                    / (b["artifacts"] - a["artifacts"])
+                    * 1000
+                )
                 results[f"per_artifact_ms_{k}"] = round(per, 2)
                 print(f"marginal cost per artifact ({k}): {per:.2f} ms")
         if args.all_noop:
@@ -404,11 +602,15 @@ def main() -> None:
             if not data.exists():
                 make_data(data, n, base)
             cache = scratch / f"cache-{n}"
-            first = all_noop(data, cache, scratch)  # may warm caches (model hash, validation)
+            first = all_noop(
+                data, cache, scratch
+            )  # may warm caches (model hash, validation)
             second = all_noop(data, cache, scratch)
             results["all_noop"] = {"artifacts": n, "first": first, "second": second}
-            print(f"invoke all, nothing new, N={n}: {first['seconds']:.2f} s then {second['seconds']:.2f} s "
-                  f"({second['peak_mib']:.0f} MiB peak); bench: {second['bench']}")
+            print(
+                f"invoke all, nothing new, N={n}: {first['seconds']:.2f} s then {second['seconds']:.2f} s "
+                f"({second['peak_mib']:.0f} MiB peak); bench: {second['bench']}"
+            )
     finally:
         if not args.scratch:
             shutil.rmtree(scratch, ignore_errors=True)

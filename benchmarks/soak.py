@@ -55,7 +55,12 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--kills", type=int, default=10)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--max-delay", type=float, default=4.0, help="latest kill, seconds after the start")
+    ap.add_argument(
+        "--max-delay",
+        type=float,
+        default=4.0,
+        help="latest kill, seconds after the start",
+    )
     ap.add_argument("--json")
     args = ap.parse_args()
     rng = random.Random(args.seed)
@@ -76,8 +81,14 @@ def main() -> int:
     while len(killed_pids) < args.kills and i < 3 * args.kills:
         i += 1
         delay = rng.uniform(0.5, args.max_delay)
-        p = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                             start_new_session=True)
+        p = subprocess.Popen(
+            cmd,
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
         t0 = time.monotonic()
         seen: dict[int, psutil.Process] = {}
         while time.monotonic() - t0 < delay and p.poll() is None:
@@ -91,7 +102,11 @@ def main() -> int:
             os.kill(p.pid, signal.SIGKILL)
             killed_pids.append(p.pid)
         p.wait()
-        alive = [w for w in seen.values() if w.is_running() and w.status() != psutil.STATUS_ZOMBIE]
+        alive = [
+            w
+            for w in seen.values()
+            if w.is_running() and w.status() != psutil.STATUS_ZOMBIE
+        ]
         if alive:
             _, alive = psutil.wait_procs(alive, timeout=2.0)
         orphans += len(alive)
@@ -100,12 +115,29 @@ def main() -> int:
                 w.kill()
             except psutil.NoSuchProcess:
                 pass
-        n_art = len(list((data / "runs").rglob("*.json"))) if (data / "runs").exists() else 0
-        rows.append({"kill": i, "after_s": round(delay, 2), "killed": not finished, "workers_seen": len(seen),
-                     "orphans": len(alive), "artifacts": n_art})
-        print(f"kill {i:2d}: after {delay:4.1f} s{'' if not finished else ' (run had finished)'}; "
-              f"workers seen {len(seen)}, alive 2 s later {len(alive)}; artifacts so far {n_art}", flush=True)
-    final = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+        n_art = (
+            len(list((data / "runs").rglob("*.json")))
+            if (data / "runs").exists()
+            else 0
+        )
+        rows.append(
+            {
+                "kill": i,
+                "after_s": round(delay, 2),
+                "killed": not finished,
+                "workers_seen": len(seen),
+                "orphans": len(alive),
+                "artifacts": n_art,
+            }
+        )
+        print(
+            f"kill {i:2d}: after {delay:4.1f} s{'' if not finished else ' (run had finished)'}; "
+            f"workers seen {len(seen)}, alive 2 s later {len(alive)}; artifacts so far {n_art}",
+            flush=True,
+        )
+    final = subprocess.run(
+        cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600
+    )
     resumed_ok = final.returncode == 0
     # -- the verdict over the whole data folder
     corrupt, keys = 0, collections.Counter()
@@ -117,29 +149,59 @@ def main() -> int:
             corrupt += 1
             continue
         keys[doc["key"]] += 1
-    quarantined = len(list((data / "quarantine").rglob("*"))) if (data / "quarantine").exists() else 0
+    quarantined = (
+        len(list((data / "quarantine").rglob("*")))
+        if (data / "quarantine").exists()
+        else 0
+    )
     duplicates = sum(n - 1 for n in keys.values() if n > 1)
     from runtime.execution import matrix as matrix_mod
 
     os.environ["ALMANAC_DATA"] = str(data)
     expected = len(matrix_mod.load("soak").configurations())
     missing = max(0, expected - len(keys))
-    leftover = [str(p) for pid in killed_pids for p in Path(tempfile.gettempdir()).glob(f"{procs.JOB_PREFIX}{pid}-*")]
+    leftover = [
+        str(p)
+        for pid in killed_pids
+        for p in Path(tempfile.gettempdir()).glob(f"{procs.JOB_PREFIX}{pid}-*")
+    ]
     tmp_files = [str(p) for p in runs.rglob("*.tmp")] if runs.exists() else []
-    summary = {"kills": len(killed_pids), "rounds": args.kills, "corrupt": corrupt, "quarantined": quarantined,
-               "orphaned_workers": orphans, "leftover_job_folders": len(leftover), "leftover_tmp_files": len(tmp_files),
-               "duplicate_keys": duplicates, "configurations": expected, "measured_keys": len(keys),
-               "missing_after_resume": missing, "resume_completed": resumed_ok}
-    print(f"\n{len(killed_pids)} SIGKILLs: {corrupt} corrupt artifacts, {orphans} orphaned workers, "
-          f"{len(leftover)} leftover job folders, {len(tmp_files)} leftover temp files, {duplicates} duplicate keys; "
-          f"resume {'completed' if resumed_ok else 'FAILED'}: {len(keys)}/{expected} configurations measured "
-          f"({quarantined} quarantined)")
+    summary = {
+        "kills": len(killed_pids),
+        "rounds": args.kills,
+        "corrupt": corrupt,
+        "quarantined": quarantined,
+        "orphaned_workers": orphans,
+        "leftover_job_folders": len(leftover),
+        "leftover_tmp_files": len(tmp_files),
+        "duplicate_keys": duplicates,
+        "configurations": expected,
+        "measured_keys": len(keys),
+        "missing_after_resume": missing,
+        "resume_completed": resumed_ok,
+    }
+    print(
+        f"\n{len(killed_pids)} SIGKILLs: {corrupt} corrupt artifacts, {orphans} orphaned workers, "
+        f"{len(leftover)} leftover job folders, {len(tmp_files)} leftover temp files, {duplicates} duplicate keys; "
+        f"resume {'completed' if resumed_ok else 'FAILED'}: {len(keys)}/{expected} configurations measured "
+        f"({quarantined} quarantined)"
+    )
     if not resumed_ok:
         print(final.stderr[-2000:])
     if args.json:
-        Path(args.json).write_text(json.dumps({"summary": summary, "rounds": rows}, indent=1))
+        Path(args.json).write_text(
+            json.dumps({"summary": summary, "rounds": rows}, indent=1)
+        )
     shutil.rmtree(work, ignore_errors=True)
-    bad = corrupt or orphans or leftover or tmp_files or duplicates or missing or not resumed_ok
+    bad = (
+        corrupt
+        or orphans
+        or leftover
+        or tmp_files
+        or duplicates
+        or missing
+        or not resumed_ok
+    )
     return 1 if bad else 0
 
 

@@ -31,8 +31,14 @@ GGML_MAX_N_THREADS = 512  # ggml.h
 class ThreadpoolParams(ctypes.Structure):
     """struct ggml_threadpool_params (ggml.h)."""
 
-    _fields_ = [("cpumask", ctypes.c_bool * GGML_MAX_N_THREADS), ("n_threads", ctypes.c_int), ("prio", ctypes.c_int),
-                ("poll", ctypes.c_uint32), ("strict_cpu", ctypes.c_bool), ("paused", ctypes.c_bool)]
+    _fields_ = [
+        ("cpumask", ctypes.c_bool * GGML_MAX_N_THREADS),
+        ("n_threads", ctypes.c_int),
+        ("prio", ctypes.c_int),
+        ("poll", ctypes.c_uint32),
+        ("strict_cpu", ctypes.c_bool),
+        ("paused", ctypes.c_bool),
+    ]
 
 
 class Threadpool:
@@ -51,7 +57,11 @@ class Threadpool:
         self._cpu.ggml_threadpool_new.argtypes = [ctypes.POINTER(ThreadpoolParams)]
         self._cpu.ggml_threadpool_free.argtypes = [ctypes.c_void_p]
         self._cpu.ggml_threadpool_free.restype = None
-        self._llama.llama_attach_threadpool.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
+        self._llama.llama_attach_threadpool.argtypes = [
+            ctypes.c_void_p,
+            ctypes.c_void_p,
+            ctypes.c_void_p,
+        ]
         self._llama.llama_attach_threadpool.restype = None
         self._llama.llama_detach_threadpool.argtypes = [ctypes.c_void_p]
         self._llama.llama_detach_threadpool.restype = None
@@ -62,7 +72,9 @@ class Threadpool:
             raise RuntimeError("ggml_threadpool_new failed")
 
     def attach(self, ctx) -> None:
-        self._llama.llama_attach_threadpool(ctx, self.handle, None)  # NULL batch pool: the same one
+        self._llama.llama_attach_threadpool(
+            ctx, self.handle, None
+        )  # NULL batch pool: the same one
 
     def detach(self, ctx) -> None:
         self._llama.llama_detach_threadpool(ctx)
@@ -73,13 +85,31 @@ class Threadpool:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--model", default="gemma3-270m-q4_k_m", help="Registry name or .gguf path.")
+    ap.add_argument(
+        "--model", default="gemma3-270m-q4_k_m", help="Registry name or .gguf path."
+    )
     ap.add_argument("--test", default="tg128", help="Rate test (default tg128).")
-    ap.add_argument("--reps", type=int, default=5, help="Repetitions per block (default 5).")
-    ap.add_argument("--rounds", type=int, default=6, help="Blocks per mode, alternating ABBA (default 6).")
-    ap.add_argument("--threads", type=int, default=None, help="Threads (default: physical cores).")
-    ap.add_argument("--poll", type=int, default=50, help="Threadpool polling level (llama-bench's default 50).")
-    ap.add_argument("--fa", choices=("off", "on", "auto"), default="auto", help="Flash attention.")
+    ap.add_argument(
+        "--reps", type=int, default=5, help="Repetitions per block (default 5)."
+    )
+    ap.add_argument(
+        "--rounds",
+        type=int,
+        default=6,
+        help="Blocks per mode, alternating ABBA (default 6).",
+    )
+    ap.add_argument(
+        "--threads", type=int, default=None, help="Threads (default: physical cores)."
+    )
+    ap.add_argument(
+        "--poll",
+        type=int,
+        default=50,
+        help="Threadpool polling level (llama-bench's default 50).",
+    )
+    ap.add_argument(
+        "--fa", choices=("off", "on", "auto"), default="auto", help="Flash attention."
+    )
     args = ap.parse_args(argv)
 
     from runtime.models import registry as models
@@ -89,8 +119,13 @@ def main(argv: list[str] | None = None) -> int:
     from core.kinds.rate import RateTest
 
     threads = args.threads or physical_cores()
-    test = RateTest.parse(args.test).model_copy(update={"repetitions": args.reps, "warmup": True})
-    backend = LlamaCppBackend(models.resolve(args.model), LlamaCppSettings(n_threads=threads, flash_attn=args.fa))
+    test = RateTest.parse(args.test).model_copy(
+        update={"repetitions": args.reps, "warmup": True}
+    )
+    backend = LlamaCppBackend(
+        models.resolve(args.model),
+        LlamaCppSettings(n_threads=threads, flash_attn=args.fa),
+    )
     backend.load(test)
     ctx = backend.llm._ctx.ctx
     pool = Threadpool(threads, args.poll)
@@ -100,17 +135,24 @@ def main(argv: list[str] | None = None) -> int:
             mode = ("default", "threadpool", "threadpool", "default")[rnd % 4]
             pool.attach(ctx) if mode == "threadpool" else pool.detach(ctx)
             samples[mode] += backend._run_rate(test).samples["ts"]
-            print(f"block {rnd + 1}/{args.rounds * 2} {mode}: {sum(samples[mode][-args.reps:]) / args.reps:.2f} t/s",
-                  file=sys.stderr, flush=True)
+            print(
+                f"block {rnd + 1}/{args.rounds * 2} {mode}: {sum(samples[mode][-args.reps :]) / args.reps:.2f} t/s",
+                file=sys.stderr,
+                flush=True,
+            )
     finally:
         pool.detach(ctx)
         backend.close()
         pool.free()
     for mode, v in samples.items():
         s = stats.summarize(v)
-        print(f"{test.name} {mode:10s} {s['mean']:.2f} ± {s['stddev']:.2f} t/s (n={s['n']})")
+        print(
+            f"{test.name} {mode:10s} {s['mean']:.2f} ± {s['stddev']:.2f} t/s (n={s['n']})"
+        )
     c = stats.compare(samples["default"], samples["threadpool"], higher_is_better=True)
-    print(f"threadpool / default: {c.ratio:.3f} [{c.ci95_low:.3f}, {c.ci95_high:.3f}] {c.verdict}")
+    print(
+        f"threadpool / default: {c.ratio:.3f} [{c.ci95_low:.3f}, {c.ci95_high:.3f}] {c.verdict}"
+    )
     return 0
 
 

@@ -58,23 +58,72 @@ def register_type(artifact_type: ArtifactType) -> ArtifactType:
     return artifact_type
 
 
-register_type(ArtifactType("run", 2, "One measured configuration: request, host, build, model (a local file or an endpoint model), settings, samples, summary.",
-                           {2: migrations.run_to_2}))
-register_type(ArtifactType("host", 1, "A host probe: fingerprint and memory bandwidth (large copy, bytes read + written), single- and multi-threaded."))
-register_type(ArtifactType("projection", 1, "A projection record: per role and scenario, the measured baseline, the projected value, and the measurement that verified it where one existed."))
-register_type(ArtifactType("perplexity", 1, "Perplexity on a public text (llama-perplexity's chunking and standard error) and, against a reference model, KL-divergence and top-token agreement."))
-register_type(ArtifactType("noise", 2, "A host's run-to-run noise (`invoke noise`): a small matrix run again and again in fresh processes, the warm-up run dropped, until the estimate is useful or the budget ends; per kind of test, the spread of run means and whether the host is too noisy to rank a single run.",
-                           {2: migrations.noise_to_2}))
-register_type(ArtifactType("decision", 1, "A go/no-go decision on one optimization and host: every gate's measured value, CI95, thresholds, verdict and the artifacts it rests on."))
-register_type(ArtifactType("quality", 1, "One quality run: a model and configuration answering a suite's seeded sample; per-item prompt, output, verdict, evidence, degeneration flag and timing."))
+register_type(
+    ArtifactType(
+        "run",
+        2,
+        "One measured configuration: request, host, build, model (a local file or an endpoint model), settings, samples, summary.",
+        {2: migrations.run_to_2},
+    )
+)
+register_type(
+    ArtifactType(
+        "host",
+        1,
+        "A host probe: fingerprint and memory bandwidth (large copy, bytes read + written), single- and multi-threaded.",
+    )
+)
+register_type(
+    ArtifactType(
+        "projection",
+        1,
+        "A projection record: per role and scenario, the measured baseline, the projected value, and the measurement that verified it where one existed.",
+    )
+)
+register_type(
+    ArtifactType(
+        "perplexity",
+        1,
+        "Perplexity on a public text (llama-perplexity's chunking and standard error) and, against a reference model, KL-divergence and top-token agreement.",
+    )
+)
+register_type(
+    ArtifactType(
+        "noise",
+        2,
+        "A host's run-to-run noise (`invoke noise`): a small matrix run again and again in fresh processes, the warm-up run dropped, until the estimate is useful or the budget ends; per kind of test, the spread of run means and whether the host is too noisy to rank a single run.",
+        {2: migrations.noise_to_2},
+    )
+)
+register_type(
+    ArtifactType(
+        "decision",
+        1,
+        "A go/no-go decision on one optimization and host: every gate's measured value, CI95, thresholds, verdict and the artifacts it rests on.",
+    )
+)
+register_type(
+    ArtifactType(
+        "quality",
+        1,
+        "One quality run: a model and configuration answering a suite's seeded sample; per-item prompt, output, verdict, evidence, degeneration flag and timing.",
+    )
+)
 
 
 def dumps(doc: dict[str, Any]) -> str:
     """Canonical text of an artifact: sorted keys, two-space indent, UTF-8, no NaN."""
     try:
-        return json.dumps(doc, sort_keys=True, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+        return (
+            json.dumps(
+                doc, sort_keys=True, indent=2, ensure_ascii=False, allow_nan=False
+            )
+            + "\n"
+        )
     except ValueError as exc:  # NaN or infinity slipped into a number
-        raise ArtifactError(f"cannot serialise: {exc}", file=str(doc.get("id", "<artifact>"))) from None
+        raise ArtifactError(
+            f"cannot serialise: {exc}", file=str(doc.get("id", "<artifact>"))
+        ) from None
 
 
 @lru_cache(maxsize=None)
@@ -98,7 +147,9 @@ def _fast_validator(name: str, version: int) -> Callable[[dict[str, Any]], Any] 
     jsonschema, whose best_match names the field. None when the schema cannot be compiled."""
     try:
         import fastjsonschema
-    except ImportError:  # pragma: no cover - a dependency; jsonschema alone still validates
+    except (
+        ImportError
+    ):  # pragma: no cover - a dependency; jsonschema alone still validates
         return None
     schema = json.loads(ARTIFACT_TYPES[name].schema_path(version).read_text())
     # Our schemas use only keywords whose meaning draft 7 shares ($defs is reached by a JSON
@@ -131,11 +182,17 @@ def _compiled_path(name: str, version: int) -> Path:
 def _entry_point(compiled: Any) -> Callable[[dict[str, Any]], Any] | None:
     namespace: dict[str, Any] = {}
     exec(compiled, namespace)  # noqa: S102 - code fastjsonschema generated from our own schema files
-    entry = [v for k, v in namespace.items() if k.startswith("validate") and callable(v)]
-    return entry[0] if entry else None  # the first def is the schema's root (fastjsonschema writes it first)
+    entry = [
+        v for k, v in namespace.items() if k.startswith("validate") and callable(v)
+    ]
+    return (
+        entry[0] if entry else None
+    )  # the first def is the schema's root (fastjsonschema writes it first)
 
 
-def _compiled_from_cache(name: str, version: int) -> Callable[[dict[str, Any]], Any] | None:
+def _compiled_from_cache(
+    name: str, version: int
+) -> Callable[[dict[str, Any]], Any] | None:
     import marshal
 
     try:
@@ -176,9 +233,17 @@ def non_finite_field(doc: Any) -> tuple[str, float] | None:
             if not math.isfinite(node):
                 return _path_text(where), node
         elif isinstance(node, dict):
-            stack.extend((v, [*where, k]) for k, v in reversed(node.items()) if isinstance(v, (dict, list, float)))
+            stack.extend(
+                (v, [*where, k])
+                for k, v in reversed(node.items())
+                if isinstance(v, (dict, list, float))
+            )
         elif isinstance(node, list):
-            stack.extend((v, [*where, i]) for i, v in reversed(list(enumerate(node))) if isinstance(v, (dict, list, float)))
+            stack.extend(
+                (v, [*where, i])
+                for i, v in reversed(list(enumerate(node)))
+                if isinstance(v, (dict, list, float))
+            )
     return None
 
 
@@ -187,9 +252,15 @@ def check_finite(doc: Any, source: str = "<artifact>") -> None:
     found = non_finite_field(doc)
     if found is not None:
         where, value = found
-        shown = "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
-        raise ArtifactError(f"{shown} is not a number JSON allows (NaN and infinities are refused; "
-                            "write null for a value that was not measured)", file=source, field=where)
+        shown = (
+            "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+        )
+        raise ArtifactError(
+            f"{shown} is not a number JSON allows (NaN and infinities are refused; "
+            "write null for a value that was not measured)",
+            file=source,
+            field=where,
+        )
 
 
 class _Pairs(dict):
@@ -219,9 +290,15 @@ def _repeated_key(doc: Any) -> str | None:
         if isinstance(node, _Pairs):
             return _path_text([*where, node.repeated])
         if isinstance(node, dict):
-            stack.extend((v, [*where, k]) for k, v in node.items() if isinstance(v, (dict, list)))
+            stack.extend(
+                (v, [*where, k]) for k, v in node.items() if isinstance(v, (dict, list))
+            )
         elif isinstance(node, list):
-            stack.extend((v, [*where, i]) for i, v in enumerate(node) if isinstance(v, (dict, list)))
+            stack.extend(
+                (v, [*where, i])
+                for i, v in enumerate(node)
+                if isinstance(v, (dict, list))
+            )
     return None
 
 
@@ -239,14 +316,20 @@ def parse(text: str, source: str = "<artifact>") -> Any:
     try:
         doc = json.loads(text, object_pairs_hook=pairs)
     except json.JSONDecodeError as exc:
-        raise ArtifactError(f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}", file=source) from None
+        raise ArtifactError(
+            f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}",
+            file=source,
+        ) from None
     except RecursionError:
         raise ArtifactError("invalid JSON: nested too deeply", file=source) from None
     if found:
         where = _repeated_key(doc)
         key = where.rsplit(".", 1)[-1] if where else "?"
-        raise ArtifactError(f"key {key!r} appears twice in one object (which value counts is undefined: keep one)",
-                            file=source, field=where)
+        raise ArtifactError(
+            f"key {key!r} appears twice in one object (which value counts is undefined: keep one)",
+            file=source,
+            field=where,
+        )
     check_finite(doc, source)
     return doc
 
@@ -260,11 +343,19 @@ def validate(doc: dict[str, Any], source: str = "<artifact>") -> None:
     name = doc.get("artifact")
     if name not in ARTIFACT_TYPES:
         known = ", ".join(sorted(ARTIFACT_TYPES))
-        raise ArtifactError(f"unknown artifact type {name!r} (known: {known})", file=source, field="artifact")
+        raise ArtifactError(
+            f"unknown artifact type {name!r} (known: {known})",
+            file=source,
+            field="artifact",
+        )
     atype = ARTIFACT_TYPES[name]
     version = doc.get("schema_version")
     if version != atype.version:
-        raise ArtifactError(f"schema_version {version!r} is not the current {atype.version}", file=source, field="schema_version")
+        raise ArtifactError(
+            f"schema_version {version!r} is not the current {atype.version}",
+            file=source,
+            field="schema_version",
+        )
     _check_schema(doc, name, version, source)
 
 
@@ -343,25 +434,35 @@ class ValidationCache:
         if not (self.enabled and self.new):
             return
         try:
-            atomic_write_text(self.path, "\n".join(sorted(self.known | self.new)) + "\n")
+            atomic_write_text(
+                self.path, "\n".join(sorted(self.known | self.new)) + "\n"
+            )
         except (OSError, StorageError):  # a read-only or full cache only costs time
             return
         self.known |= self.new
         self.new = set()
 
 
-def upgrade(doc: dict[str, Any], source: str = "<artifact>", *, checked: bool = False) -> dict[str, Any]:
+def upgrade(
+    doc: dict[str, Any], source: str = "<artifact>", *, checked: bool = False
+) -> dict[str, Any]:
     """Bring a document to its type's current version, or refuse with what to do. An older
     document is first checked against its own version's schema (``checked``: it was, its bytes
     are known valid), so a migration only ever reads the shape it was written for."""
     name = doc.get("artifact") if isinstance(doc, dict) else None
     if name not in ARTIFACT_TYPES:
         known = ", ".join(sorted(ARTIFACT_TYPES))
-        raise ArtifactError(f"unknown artifact type {name!r} (known: {known})", file=source, field="artifact")
+        raise ArtifactError(
+            f"unknown artifact type {name!r} (known: {known})",
+            file=source,
+            field="artifact",
+        )
     atype = ARTIFACT_TYPES[name]
     version = doc.get("schema_version")
     if not isinstance(version, int) or isinstance(version, bool):
-        raise ArtifactError("missing or non-integer schema_version", file=source, field="schema_version")
+        raise ArtifactError(
+            "missing or non-integer schema_version", file=source, field="schema_version"
+        )
     if version > atype.version:
         raise ArtifactError(
             f"schema_version {version} is newer than this almanac understands ({atype.version}); "
@@ -381,7 +482,11 @@ def upgrade(doc: dict[str, Any], source: str = "<artifact>", *, checked: bool = 
     while version < atype.version:
         step = atype.migrations.get(version + 1)
         if step is None:
-            raise ArtifactError(f"no migration from version {version} to {version + 1}", file=source, field="schema_version")
+            raise ArtifactError(
+                f"no migration from version {version} to {version + 1}",
+                file=source,
+                field="schema_version",
+            )
         doc = step(dict(doc))
         version += 1
         doc["schema_version"] = version
@@ -398,25 +503,36 @@ def load(path: Path | str, cache: ValidationCache | None = None) -> dict[str, An
     except FileNotFoundError:
         raise ArtifactError("no such file", file=relpath(path)) from None
     except IsADirectoryError:
-        raise ArtifactError("is a directory, not an artifact", file=relpath(path)) from None
+        raise ArtifactError(
+            "is a directory, not an artifact", file=relpath(path)
+        ) from None
     except OSError as exc:
-        raise ArtifactError(f"cannot be read: {exc.strerror or exc}", file=relpath(path)) from None
+        raise ArtifactError(
+            f"cannot be read: {exc.strerror or exc}", file=relpath(path)
+        ) from None
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise ArtifactError(f"is not UTF-8 text: byte 0x{raw[exc.start]:02x} at offset {exc.start}", file=relpath(path)) from None
+        raise ArtifactError(
+            f"is not UTF-8 text: byte 0x{raw[exc.start]:02x} at offset {exc.start}",
+            file=relpath(path),
+        ) from None
     digest = hashlib.sha256(raw).hexdigest() if cache is not None else ""
     if cache is not None and digest in cache:
         # these exact bytes passed every check below under the same schemas: parse and migrate only
         # (a name for messages, a resolve() per file, is not needed)
         doc = json.loads(text)
-        if doc.get("schema_version") == getattr(ARTIFACT_TYPES.get(doc.get("artifact")), "version", None):
+        if doc.get("schema_version") == getattr(
+            ARTIFACT_TYPES.get(doc.get("artifact")), "version", None
+        ):
             return doc
         return upgrade(doc, str(path), checked=True)
     source = relpath(path)
     doc = parse(text, source)
     if not isinstance(doc, dict):
-        raise ArtifactError(f"is a JSON {type(doc).__name__}, not an artifact object", file=source)
+        raise ArtifactError(
+            f"is a JSON {type(doc).__name__}, not an artifact object", file=source
+        )
     doc = upgrade(doc, source)
     name = doc["artifact"]
     _check_schema(doc, name, ARTIFACT_TYPES[name].version, source)
@@ -436,12 +552,20 @@ STORAGE_ERRNOS = frozenset(_STORAGE_FAULTS)
 DATA_ELSEWHERE = "or set ALMANAC_DATA to a writable data folder"
 
 
-def storage_error(exc: OSError, path: Path | str, doing: str = "cannot write",
-                  elsewhere: str = DATA_ELSEWHERE) -> StorageError:
+def storage_error(
+    exc: OSError,
+    path: Path | str,
+    doing: str = "cannot write",
+    elsewhere: str = DATA_ELSEWHERE,
+) -> StorageError:
     """One line for a storage fault (full disk, read-only, permission denied, ...): the path, what
     went wrong and what to do (``elsewhere``: how to write somewhere else instead)."""
-    what, fix = _STORAGE_FAULTS.get(exc.errno or 0, (exc.strerror or str(exc), "fix that"))
-    return StorageError(f"{doing}: {what}; {fix}, {elsewhere}", file=relpath(Path(path)))
+    what, fix = _STORAGE_FAULTS.get(
+        exc.errno or 0, (exc.strerror or str(exc), "fix that")
+    )
+    return StorageError(
+        f"{doing}: {what}; {fix}, {elsewhere}", file=relpath(Path(path))
+    )
 
 
 def atomic_write_text(path: Path, text: str) -> None:
@@ -451,7 +575,9 @@ def atomic_write_text(path: Path, text: str) -> None:
     tmp: str | None = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        fd, tmp = tempfile.mkstemp(
+            prefix=f".{path.name}.", suffix=".tmp", dir=path.parent
+        )
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
             fh.flush()
@@ -485,7 +611,10 @@ def write(path: Path | str, doc: dict[str, Any]) -> Path:
     return path
 
 
-NOT_ARTIFACTS = ("schema", "quarantine")  # folders under data/ that hold JSON which is not an artifact (quarantine: corrupt ones set aside)
+NOT_ARTIFACTS = (
+    "schema",
+    "quarantine",
+)  # folders under data/ that hold JSON which is not an artifact (quarantine: corrupt ones set aside)
 
 
 def iter_files(root: Path | str) -> Iterator[Path]:
@@ -500,7 +629,9 @@ def iter_files(root: Path | str) -> Iterator[Path]:
         yield p
 
 
-def iter_artifacts(root: Path | str, artifact: str | None = None) -> Iterator[tuple[Path, dict[str, Any]]]:
+def iter_artifacts(
+    root: Path | str, artifact: str | None = None
+) -> Iterator[tuple[Path, dict[str, Any]]]:
     """Every valid artifact under ``root`` (optionally of one type); bad files raise. Each file on its
     own: :func:`read_set` reads them as a set."""
     cache = ValidationCache()
@@ -513,19 +644,26 @@ def iter_artifacts(root: Path | str, artifact: str | None = None) -> Iterator[tu
         cache.save()
 
 
-def read_set(root: Path | str, artifact: str | None = None) -> list[tuple[Path, dict[str, Any]]]:
+def read_set(
+    root: Path | str, artifact: str | None = None
+) -> list[tuple[Path, dict[str, Any]]]:
     """Every valid artifact under ``root`` (optionally of one type), bad files raising as in
     :func:`iter_artifacts`, read as one set: two machines under one host id are an ArtifactErrors,
     an older fingerprint's host that is a newer host takes that host's id (core.hostid.reconcile)."""
-    loaded = list(iter_artifacts(root))  # every type: a host is checked on all its artifacts
+    loaded = list(
+        iter_artifacts(root)
+    )  # every type: a host is checked on all its artifacts
     problems = hostid.reconcile(loaded, relpath)
     if problems:
         raise ArtifactErrors(problems, len(loaded))
     return [(p, d) for p, d in loaded if artifact is None or d["artifact"] == artifact]
 
 
-def load_tree(root: Path | str, files: list[Path] | None = None,
-              cache: ValidationCache | None = None) -> tuple[list[tuple[Path, dict[str, Any]]], list[str]]:
+def load_tree(
+    root: Path | str,
+    files: list[Path] | None = None,
+    cache: ValidationCache | None = None,
+) -> tuple[list[tuple[Path, dict[str, Any]]], list[str]]:
     """Every artifact under ``root`` (or of ``files``), each checked as ``load`` checks it, and the set
     checked as a whole: two files with the same id are one problem naming both, and so are two files
     that claim one host id with different hardware (core.hostid.conflicts). An older fingerprint's
@@ -537,7 +675,7 @@ def load_tree(root: Path | str, files: list[Path] | None = None,
     own_cache = cache is None
     cache = cache if cache is not None else ValidationCache()
     try:
-        for path in (files if files is not None else iter_files(root)):
+        for path in files if files is not None else iter_files(root):
             try:
                 doc = load(path, cache)
             except ArtifactError as exc:
@@ -546,10 +684,20 @@ def load_tree(root: Path | str, files: list[Path] | None = None,
             ident = doc.get("id")
             seen = first.get(ident)
             if seen is not None:
-                other = seen.name + " in the same folder" if seen.parent == path.parent else relpath(seen)
-                problems.append(str(ArtifactError(
-                    f"{ident!r} is also the id of {other} (two copies of one artifact: keep one)",
-                    file=relpath(path), field="id")))
+                other = (
+                    seen.name + " in the same folder"
+                    if seen.parent == path.parent
+                    else relpath(seen)
+                )
+                problems.append(
+                    str(
+                        ArtifactError(
+                            f"{ident!r} is also the id of {other} (two copies of one artifact: keep one)",
+                            file=relpath(path),
+                            field="id",
+                        )
+                    )
+                )
                 continue
             first[ident] = path
             loaded.append((path, doc))
@@ -568,8 +716,11 @@ def validate_tree(root: Path | str) -> tuple[int, list[str]]:
     return len(files), problems
 
 
-def load_all(root: Path | str, files: list[Path] | None = None,
-             cache: ValidationCache | None = None) -> list[tuple[Path, dict[str, Any]]]:
+def load_all(
+    root: Path | str,
+    files: list[Path] | None = None,
+    cache: ValidationCache | None = None,
+) -> list[tuple[Path, dict[str, Any]]]:
     """Every artifact under ``root`` when all are valid; otherwise one ArtifactErrors listing every
     problem (one line each), so that nothing is built from a partly bad set."""
     files = list(iter_files(root)) if files is None else files

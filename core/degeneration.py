@@ -29,7 +29,9 @@ from typing import Any
 
 VERSION = 1
 
-NON_TEXT_MAX_SHARE = 0.10  # share of unprintable / replacement characters above which text is "non_text"
+NON_TEXT_MAX_SHARE = (
+    0.10  # share of unprintable / replacement characters above which text is "non_text"
+)
 TAIL_WINDOW = 4000  # characters of the tail inspected for a loop
 LOOP_MIN_REPEATS = 4  # a unit repeated at least this many times in a row at the end ...
 LOOP_MIN_SPAN_CHARS = 40  # ... spanning at least this many characters ...
@@ -38,7 +40,9 @@ NGRAM = 4
 NGRAM_MIN_WORDS = 40  # word n-gram check only on texts at least this long
 NGRAM_MIN_UNIQUE_SHARE = 0.30  # below this share of distinct 4-grams the text loops
 COMPRESS_MIN_CHARS = 600  # compression check only on texts at least this long
-COMPRESS_MAX_RATIO = 0.12  # zlib size / raw size below this = far more repetitive than prose
+COMPRESS_MAX_RATIO = (
+    0.12  # zlib size / raw size below this = far more repetitive than prose
+)
 
 _TAIL_LOOP = re.compile(r"(.{1,200}?)(?:\1){%d,}\s*\Z" % (LOOP_MIN_REPEATS - 1), re.S)
 
@@ -71,7 +75,7 @@ def _tail_loop(text: str) -> tuple[str, int, int] | None:
 
 
 def _unique_ngram_share(words: list[str]) -> float:
-    grams = [tuple(words[i:i + NGRAM]) for i in range(len(words) - NGRAM + 1)]
+    grams = [tuple(words[i : i + NGRAM]) for i in range(len(words) - NGRAM + 1)]
     return len(set(grams)) / len(grams) if grams else 1.0
 
 
@@ -80,20 +84,32 @@ def detect(text: str | None) -> dict[str, Any]:
     flags: list[str] = []
     reasons: list[str] = []
     if not isinstance(text, str):
-        return {"degenerate": True, "flags": ["non_text"], "reasons": [f"output is {type(text).__name__}, not text"],
-                "metrics": {}, "version": VERSION}
+        return {
+            "degenerate": True,
+            "flags": ["non_text"],
+            "reasons": [f"output is {type(text).__name__}, not text"],
+            "metrics": {},
+            "version": VERSION,
+        }
     stripped = text.strip()
     metrics: dict[str, Any] = {"chars": len(text)}
     if not stripped:
-        return {"degenerate": True, "flags": ["empty"], "reasons": ["empty output"], "metrics": metrics,
-                "version": VERSION}
+        return {
+            "degenerate": True,
+            "flags": ["empty"],
+            "reasons": ["empty output"],
+            "metrics": metrics,
+            "version": VERSION,
+        }
 
     share = _unprintable_share(text)
     metrics["unprintable_share"] = round(share, 4)
     if share > NON_TEXT_MAX_SHARE:
         flags.append("non_text")
-        reasons.append(f"{share:.0%} of characters are unprintable or replacement characters "
-                       f"(limit {NON_TEXT_MAX_SHARE:.0%})")
+        reasons.append(
+            f"{share:.0%} of characters are unprintable or replacement characters "
+            f"(limit {NON_TEXT_MAX_SHARE:.0%})"
+        )
 
     loop = _tail_loop(stripped)
     if loop is not None:
@@ -101,8 +117,10 @@ def detect(text: str | None) -> dict[str, Any]:
         metrics.update(loop_unit=unit[:80], loop_repeats=repeats, loop_span_chars=span)
         if span >= LOOP_MIN_SPAN_CHARS and span >= LOOP_MIN_SPAN_SHARE * len(stripped):
             flags.append("repetition_loop")
-            reasons.append(f"ends with {unit[:40]!r} repeated {repeats} times ({span} characters, "
-                           f"{span / len(stripped):.0%} of the text)")
+            reasons.append(
+                f"ends with {unit[:40]!r} repeated {repeats} times ({span} characters, "
+                f"{span / len(stripped):.0%} of the text)"
+            )
 
     words = re.findall(r"\w+", stripped.lower())
     metrics["words"] = len(words)
@@ -111,7 +129,9 @@ def detect(text: str | None) -> dict[str, Any]:
         metrics["unique_4gram_share"] = round(uniq, 4)
         if uniq < NGRAM_MIN_UNIQUE_SHARE and "repetition_loop" not in flags:
             flags.append("repetition_loop")
-            reasons.append(f"only {uniq:.0%} of word 4-grams are distinct (limit {NGRAM_MIN_UNIQUE_SHARE:.0%})")
+            reasons.append(
+                f"only {uniq:.0%} of word 4-grams are distinct (limit {NGRAM_MIN_UNIQUE_SHARE:.0%})"
+            )
 
     if len(stripped) >= COMPRESS_MIN_CHARS:
         raw = stripped.encode("utf-8", errors="replace")
@@ -119,17 +139,31 @@ def detect(text: str | None) -> dict[str, Any]:
         metrics["compression_ratio"] = round(ratio, 4)
         if ratio < COMPRESS_MAX_RATIO and "repetition_loop" not in flags:
             flags.append("repetition_loop")
-            reasons.append(f"compresses to {ratio:.0%} of its size (limit {COMPRESS_MAX_RATIO:.0%}): "
-                           "far more repetitive than language")
+            reasons.append(
+                f"compresses to {ratio:.0%} of its size (limit {COMPRESS_MAX_RATIO:.0%}): "
+                "far more repetitive than language"
+            )
 
-    return {"degenerate": bool(flags), "flags": flags, "reasons": reasons, "metrics": metrics, "version": VERSION}
+    return {
+        "degenerate": bool(flags),
+        "flags": flags,
+        "reasons": reasons,
+        "metrics": metrics,
+        "version": VERSION,
+    }
 
 
 def thresholds() -> dict[str, Any]:
     """The detector's limits, for the methodology page."""
     return {
-        "non_text_max_share": NON_TEXT_MAX_SHARE, "loop_min_repeats": LOOP_MIN_REPEATS,
-        "loop_min_span_chars": LOOP_MIN_SPAN_CHARS, "loop_min_span_share": LOOP_MIN_SPAN_SHARE,
-        "ngram": NGRAM, "ngram_min_words": NGRAM_MIN_WORDS, "ngram_min_unique_share": NGRAM_MIN_UNIQUE_SHARE,
-        "compress_min_chars": COMPRESS_MIN_CHARS, "compress_max_ratio": COMPRESS_MAX_RATIO, "version": VERSION,
+        "non_text_max_share": NON_TEXT_MAX_SHARE,
+        "loop_min_repeats": LOOP_MIN_REPEATS,
+        "loop_min_span_chars": LOOP_MIN_SPAN_CHARS,
+        "loop_min_span_share": LOOP_MIN_SPAN_SHARE,
+        "ngram": NGRAM,
+        "ngram_min_words": NGRAM_MIN_WORDS,
+        "ngram_min_unique_share": NGRAM_MIN_UNIQUE_SHARE,
+        "compress_min_chars": COMPRESS_MIN_CHARS,
+        "compress_max_ratio": COMPRESS_MAX_RATIO,
+        "version": VERSION,
     }

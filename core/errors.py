@@ -12,7 +12,9 @@ class UserError(Exception):
 
     MAX_CHARS = 600  # an error quotes at most a line of the input: never a whole file or a multi-line value
 
-    def __init__(self, message: str, *, file: str | None = None, field: str | None = None):
+    def __init__(
+        self, message: str, *, file: str | None = None, field: str | None = None
+    ):
         self.file = file
         self.field = _one_line(field, 200) if field else field
         self.detail = _one_line(message, self.MAX_CHARS)
@@ -52,7 +54,9 @@ class ArtifactErrors(ArtifactError):
         self.problems = list(problems)
         self.checked = checked
         n = len(self.problems)
-        super().__init__(f"{n} of {checked} artifact files {'is' if n == 1 else 'are'} invalid")
+        super().__init__(
+            f"{n} of {checked} artifact files {'is' if n == 1 else 'are'} invalid"
+        )
 
     def lines(self) -> list[str]:
         return [*self.problems, str(self)]

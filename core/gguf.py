@@ -56,7 +56,9 @@ def memory_facts(reader: Any, arch: str | None) -> dict[str, Any]:
         role = tensor_role(t.name)
         tname = t.tensor_type.name
         by_role[role][tname] = by_role[role].get(tname, 0) + int(t.n_bytes)
-    pattern = _field(reader, f"{arch}.attention.sliding_window_pattern") if arch else None
+    pattern = (
+        _field(reader, f"{arch}.attention.sliding_window_pattern") if arch else None
+    )
     if isinstance(pattern, list):
         pattern = [bool(x) for x in pattern]
     kv_layers = _field(reader, f"{arch}.attention.head_count_kv") if arch else None
@@ -74,9 +76,15 @@ def memory_facts(reader: Any, arch: str | None) -> dict[str, Any]:
     return {
         "tensor_bytes_by_role": by_role,
         "sliding_window_pattern": pattern,
-        "head_count_kv_layers": [int(x) for x in kv_layers] if isinstance(kv_layers, list) else None,
-        "kv_lora_rank": _field(reader, f"{arch}.attention.kv_lora_rank") if arch else None,
-        "rope_dimension_count": _field(reader, f"{arch}.rope.dimension_count") if arch else None,
+        "head_count_kv_layers": [int(x) for x in kv_layers]
+        if isinstance(kv_layers, list)
+        else None,
+        "kv_lora_rank": _field(reader, f"{arch}.attention.kv_lora_rank")
+        if arch
+        else None,
+        "rope_dimension_count": _field(reader, f"{arch}.rope.dimension_count")
+        if arch
+        else None,
         "vocab_text_bytes": text_bytes,
         "vocab_sha256": vocab_hash,
     }
@@ -94,7 +102,11 @@ def sha256_file(path: Path, chunk: int = 4 << 20) -> str:
 def cached_sha256(path: Path) -> str:
     """sha256 of ``path``, cached in a sidecar keyed by size and mtime."""
     st = path.stat()
-    side = cache_dir() / "hashes" / (hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:24] + ".json")
+    side = (
+        cache_dir()
+        / "hashes"
+        / (hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:24] + ".json")
+    )
     try:
         rec = json.loads(side.read_text())
         if rec["size"] == st.st_size and rec["mtime_ns"] == st.st_mtime_ns:
@@ -103,7 +115,16 @@ def cached_sha256(path: Path) -> str:
         pass
     value = sha256_file(path)
     side.parent.mkdir(parents=True, exist_ok=True)
-    side.write_text(json.dumps({"path": str(path), "size": st.st_size, "mtime_ns": st.st_mtime_ns, "sha256": value}))
+    side.write_text(
+        json.dumps(
+            {
+                "path": str(path),
+                "size": st.st_size,
+                "mtime_ns": st.st_mtime_ns,
+                "sha256": value,
+            }
+        )
+    )
     return value
 
 
@@ -128,7 +149,9 @@ def gguf_facts(path: Path) -> dict[str, Any]:
     arch = value("general.architecture")
     ft = value("general.file_type")
     try:
-        quant = LlamaFileType(ft).name.removeprefix("MOSTLY_") if ft is not None else None
+        quant = (
+            LlamaFileType(ft).name.removeprefix("MOSTLY_") if ft is not None else None
+        )
     except ValueError:
         quant = f"file_type_{ft}"
 
@@ -143,7 +166,9 @@ def gguf_facts(path: Path) -> dict[str, Any]:
         n_head = max(n_head) if n_head else None
     tensor_types: dict[str, int] = {}
     for t in reader.tensors:
-        tensor_types[t.tensor_type.name] = tensor_types.get(t.tensor_type.name, 0) + int(t.n_bytes)
+        tensor_types[t.tensor_type.name] = tensor_types.get(
+            t.tensor_type.name, 0
+        ) + int(t.n_bytes)
     return {
         "architecture": arch,
         "name": value("general.name"),
@@ -152,7 +177,9 @@ def gguf_facts(path: Path) -> dict[str, Any]:
         "context_length": a("context_length"),
         "embedding_length": a("embedding_length"),
         "block_count": a("block_count"),
-        "feed_forward_length": a("feed_forward_length") if not isinstance(a("feed_forward_length"), list) else max(a("feed_forward_length")),
+        "feed_forward_length": a("feed_forward_length")
+        if not isinstance(a("feed_forward_length"), list)
+        else max(a("feed_forward_length")),
         "head_count": n_head,
         "head_count_kv": n_head_kv,
         "key_length": a("attention.key_length"),
@@ -160,7 +187,9 @@ def gguf_facts(path: Path) -> dict[str, Any]:
         "sliding_window": a("attention.sliding_window"),
         "expert_count": a("expert_count"),
         "expert_used_count": a("expert_used_count"),
-        "vocab_size": len(reader.get_field("tokenizer.ggml.tokens").data) if reader.get_field("tokenizer.ggml.tokens") else None,
+        "vocab_size": len(reader.get_field("tokenizer.ggml.tokens").data)
+        if reader.get_field("tokenizer.ggml.tokens")
+        else None,
         "tensor_bytes_by_type": tensor_types,
         "synthetic": bool(value("almanac.synthetic")),
         "synthetic_shape": value("almanac.shape"),
@@ -201,5 +230,3 @@ def cached_gguf_facts(path: Path, digest: str) -> dict[str, Any]:
         except (OSError, StorageError):  # a read-only or full cache only costs time
             pass
     return facts
-
-

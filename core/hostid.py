@@ -35,18 +35,64 @@ SCHEME = 2  # id_scheme of fingerprints written by this version
 
 # The flags the first fingerprints recorded (an older fingerprint records these only).
 FLAGS_V1 = (
-    "sse4_2", "avx", "avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl", "avx512_vnni", "avx512_bf16",
-    "avx512vbmi", "avx_vnni", "amx_tile", "amx_int8", "amx_bf16", "neon", "asimd", "sve", "sve2", "i8mm", "dotprod",
+    "sse4_2",
+    "avx",
+    "avx2",
+    "fma",
+    "f16c",
+    "avx512f",
+    "avx512bw",
+    "avx512vl",
+    "avx512_vnni",
+    "avx512_bf16",
+    "avx512vbmi",
+    "avx_vnni",
+    "amx_tile",
+    "amx_int8",
+    "amx_bf16",
+    "neon",
+    "asimd",
+    "sve",
+    "sve2",
+    "i8mm",
+    "dotprod",
 )
 # Every flag that changes which kernels llama.cpp (ggml) and its peers run, as Linux names them.
 FLAGS = FLAGS_V1 + (
-    "avx512cd", "avx512dq", "avx512ifma", "avx512_vbmi2", "avx512_bitalg", "avx512_vpopcntdq", "avx512_fp16",
-    "avx512_vp2intersect", "avx_vnni_int8", "avx_ifma", "avx_ne_convert", "amx_fp16", "amx_complex",
-    "asimddp", "asimdhp", "fphp", "bf16", "svei8mm", "svebf16", "sme", "sme2",
+    "avx512cd",
+    "avx512dq",
+    "avx512ifma",
+    "avx512_vbmi2",
+    "avx512_bitalg",
+    "avx512_vpopcntdq",
+    "avx512_fp16",
+    "avx512_vp2intersect",
+    "avx_vnni_int8",
+    "avx_ifma",
+    "avx_ne_convert",
+    "amx_fp16",
+    "amx_complex",
+    "asimddp",
+    "asimdhp",
+    "fphp",
+    "bf16",
+    "svei8mm",
+    "svebf16",
+    "sme",
+    "sme2",
 )
 
 # The signature's fields as the fingerprint records them (integers), in order.
-SIGNATURE = ("family", "model", "stepping", "implementer", "architecture", "variant", "part", "revision")
+SIGNATURE = (
+    "family",
+    "model",
+    "stepping",
+    "implementer",
+    "architecture",
+    "variant",
+    "part",
+    "revision",
+)
 
 
 def scheme(fp: Mapping[str, Any]) -> int:
@@ -67,7 +113,11 @@ def measured(fp: Mapping[str, Any]) -> bool:
 
 
 def _gib(n: Any) -> int | None:
-    return round(n / 2**30) if isinstance(n, (int, float)) and not isinstance(n, bool) and n > 0 else None
+    return (
+        round(n / 2**30)
+        if isinstance(n, (int, float)) and not isinstance(n, bool) and n > 0
+        else None
+    )
 
 
 def _level(name: str) -> tuple[int, str]:
@@ -103,9 +153,22 @@ def identity_facts(fp: Mapping[str, Any]) -> dict[str, Any]:
             facts[f"cpu.flags.{flag}"] = flag in have
     gpus = [g for g in fp.get("gpus") or [] if isinstance(g, Mapping)]
     if gpus or measured(fp):
-        put("gpus", sorted(" ".join(x for x in (str(g.get("name") or "GPU"),
-                                                 f"{_gib(g.get('memory_bytes'))} GiB" if _gib(g.get("memory_bytes")) else "")
-                                    if x) for g in gpus))
+        put(
+            "gpus",
+            sorted(
+                " ".join(
+                    x
+                    for x in (
+                        str(g.get("name") or "GPU"),
+                        f"{_gib(g.get('memory_bytes'))} GiB"
+                        if _gib(g.get("memory_bytes"))
+                        else "",
+                    )
+                    if x
+                )
+                for g in gpus
+            ),
+        )
     return facts
 
 
@@ -113,7 +176,9 @@ def host_id(fp: Mapping[str, Any]) -> str:
     """``<slug(name)>-<8 hex>``: the host's name and a hash of its identity facts (so a renamed or
     rebuilt machine does not silently merge with an old one, and two machines never share an id)."""
     facts = identity_facts(fp)
-    digest = hashlib.sha256(json.dumps(facts, sort_keys=True, separators=(",", ":")).encode()).hexdigest()[:8]
+    digest = hashlib.sha256(
+        json.dumps(facts, sort_keys=True, separators=(",", ":")).encode()
+    ).hexdigest()[:8]
     return f"{slug(str(fp.get('name') or 'host'))}-{digest}"
 
 
@@ -128,7 +193,9 @@ def show(fact: str, value: Any) -> str:
     return str(value)
 
 
-def differing_facts(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[tuple[str, Any, Any]]:
+def differing_facts(
+    a: Mapping[str, Any], b: Mapping[str, Any]
+) -> list[tuple[str, Any, Any]]:
     """Every identity fact both fingerprints record on which they differ: (fact, a's value, b's value),
     in :func:`identity_facts`' order. Flags are compared on the flags both record (an older
     fingerprint's shorter list)."""
@@ -136,7 +203,9 @@ def differing_facts(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[tuple[st
     return [(k, v, fb[k]) for k, v in fa.items() if k in fb and fb[k] != v]
 
 
-def differing_fact(a: Mapping[str, Any], b: Mapping[str, Any]) -> tuple[str, str, str] | None:
+def differing_fact(
+    a: Mapping[str, Any], b: Mapping[str, Any]
+) -> tuple[str, str, str] | None:
     """The first identity fact on which two fingerprints differ, its two values shown
     (``("cpu.cache.L3", "491520K", "266240K")``); None when they agree on every fact both record."""
     diff = differing_facts(a, b)
@@ -148,23 +217,42 @@ def differing_fact(a: Mapping[str, Any], b: Mapping[str, Any]) -> tuple[str, str
 
 def same_machine(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
     """Same name, and no identity fact recorded by both differs."""
-    return slug(str(a.get("name") or "host")) == slug(str(b.get("name") or "host")) and differing_fact(a, b) is None
+    return (
+        slug(str(a.get("name") or "host")) == slug(str(b.get("name") or "host"))
+        and differing_fact(a, b) is None
+    )
 
 
 # -- a set of artifacts: one host id, one machine; older fingerprints joined to newer hosts --------
 
+
 def _fingerprint(doc: Mapping[str, Any]) -> Mapping[str, Any] | None:
     fp = doc.get("host")
-    return fp if isinstance(fp, Mapping) and isinstance(fp.get("id"), str) and isinstance(fp.get("cpu"), Mapping) else None
+    return (
+        fp
+        if isinstance(fp, Mapping)
+        and isinstance(fp.get("id"), str)
+        and isinstance(fp.get("cpu"), Mapping)
+        else None
+    )
 
 
 def _hardware(fp: Mapping[str, Any]) -> tuple:
     """What identity_facts reads, as it stands (equal: same facts, without working them out)."""
-    return (fp.get("cpu"), fp.get("memory_bytes"), fp.get("numa_nodes"), fp.get("gpus"), fp.get("id_scheme"),
-            fp.get("source"), fp.get("known_from"))
+    return (
+        fp.get("cpu"),
+        fp.get("memory_bytes"),
+        fp.get("numa_nodes"),
+        fp.get("gpus"),
+        fp.get("id_scheme"),
+        fp.get("source"),
+        fp.get("known_from"),
+    )
 
 
-def conflicts(entries: Iterable[tuple[Any, Mapping[str, Any]]], name: Callable[[Any], str] = str) -> list[str]:
+def conflicts(
+    entries: Iterable[tuple[Any, Mapping[str, Any]]], name: Callable[[Any], str] = str
+) -> list[str]:
     """One line per host id that artifacts of differing hardware claim: the first two files that
     differ and the first fact they differ in. ``entries``: (file, document); ``name`` shows a file."""
     first: dict[str, tuple[Any, Mapping[str, Any]]] = {}
@@ -187,8 +275,10 @@ def conflicts(entries: Iterable[tuple[Any, Mapping[str, Any]]], name: Callable[[
         if diff is not None:
             reported.add(hid)
             fact, va, vb = diff
-            out.append(f"{name(src0)} and {name(source)} claim host {hid} but differ in {fact}: {va} vs {vb} "
-                       "(two machines under one id: `invoke host.reidentify` gives each its own)")
+            out.append(
+                f"{name(src0)} and {name(source)} claim host {hid} but differ in {fact}: {va} vs {vb} "
+                "(two machines under one id: `invoke host.reidentify` gives each its own)"
+            )
     return out
 
 
@@ -228,12 +318,17 @@ def _distinct(fps: list[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     """One fingerprint of each machine among ``fps`` (a host's artifacts mostly repeat one)."""
     out: list[Mapping[str, Any]] = []
     for fp in fps:
-        if not any(fp.get("name") == o.get("name") and _hardware(fp) == _hardware(o) for o in out):
+        if not any(
+            fp.get("name") == o.get("name") and _hardware(fp) == _hardware(o)
+            for o in out
+        ):
             out.append(fp)
     return out
 
 
-def reconcile(entries: list[tuple[Any, dict[str, Any]]], name: Callable[[Any], str] = str) -> list[str]:
+def reconcile(
+    entries: list[tuple[Any, dict[str, Any]]], name: Callable[[Any], str] = str
+) -> list[str]:
     """Check a loaded set of artifacts as a whole and join older hosts to newer ones, in place.
 
     Returns one line per host id claimed by two machines (:func:`conflicts`); when there is none,

@@ -39,7 +39,11 @@ MAX_LABEL = 80
 
 def gib(n: int | float | None) -> str | None:
     """Bytes as whole GiB ("80 GiB"); None when unknown."""
-    return f"{round(n / 2**30)} GiB" if isinstance(n, (int, float)) and not isinstance(n, bool) and n > 0 else None
+    return (
+        f"{round(n / 2**30)} GiB"
+        if isinstance(n, (int, float)) and not isinstance(n, bool) and n > 0
+        else None
+    )
 
 
 def gpu_name(name: str) -> str:
@@ -61,7 +65,13 @@ _BASE = frozenset({"sse4_2", "avx", "avx2", "fma", "f16c"})
 _SKX = _BASE | {"avx512f", "avx512bw", "avx512vl", "avx512cd", "avx512dq"}
 _CLX = _SKX | {"avx512_vnni"}
 _CPX = _CLX | {"avx512_bf16"}
-_ICX = _CLX | {"avx512vbmi", "avx512_vbmi2", "avx512_bitalg", "avx512_vpopcntdq", "avx512ifma"}
+_ICX = _CLX | {
+    "avx512vbmi",
+    "avx512_vbmi2",
+    "avx512_bitalg",
+    "avx512_vpopcntdq",
+    "avx512ifma",
+}
 _AMX = frozenset({"amx_tile", "amx_int8", "amx_bf16"})
 _SPR = _ICX | _CPX | _AMX | {"avx_vnni", "avx512_fp16"}
 _GNR = _SPR | {"amx_fp16", "amx_complex"}
@@ -73,14 +83,24 @@ _X86 = _GNR | _ZEN5 | {"avx_vnni_int8", "avx_ifma", "avx_ne_convert"}
 
 # Intel family 6: model -> (generation, the flags it can show); model 85 by stepping
 _INTEL_MODELS: dict[int, tuple[str, frozenset[str]]] = {
-    63: ("Haswell", _BASE), 79: ("Broadwell", _BASE),
-    106: ("Ice Lake-SP", _ICX), 108: ("Ice Lake-D", _ICX),
-    143: ("Sapphire Rapids", _SPR), 207: ("Emerald Rapids", _SPR),
-    173: ("Granite Rapids", _GNR), 174: ("Granite Rapids-D", _GNR),
+    63: ("Haswell", _BASE),
+    79: ("Broadwell", _BASE),
+    106: ("Ice Lake-SP", _ICX),
+    108: ("Ice Lake-D", _ICX),
+    143: ("Sapphire Rapids", _SPR),
+    207: ("Emerald Rapids", _SPR),
+    173: ("Granite Rapids", _GNR),
+    174: ("Granite Rapids-D", _GNR),
 }
-_ARM_PARTS = {(0x41, 0xD0C): "Neoverse N1", (0x41, 0xD40): "Neoverse V1", (0x41, 0xD49): "Neoverse N2",
-              (0x41, 0xD4F): "Neoverse V2", (0x41, 0xD8E): "Neoverse N3", (0x41, 0xD84): "Neoverse V3",
-              (0xC0, 0xAC3): "AmpereOne"}
+_ARM_PARTS = {
+    (0x41, 0xD0C): "Neoverse N1",
+    (0x41, 0xD40): "Neoverse V1",
+    (0x41, 0xD49): "Neoverse N2",
+    (0x41, 0xD4F): "Neoverse V2",
+    (0x41, 0xD8E): "Neoverse N3",
+    (0x41, 0xD84): "Neoverse V3",
+    (0xC0, 0xAC3): "AmpereOne",
+}
 
 
 def _intel_by_signature(sig: Mapping[str, Any]) -> tuple[str, frozenset[str]] | None:
@@ -90,7 +110,13 @@ def _intel_by_signature(sig: Mapping[str, Any]) -> tuple[str, frozenset[str]] | 
     if model == 85:
         if not isinstance(stepping, int):
             return "Skylake-SP / Cascade Lake", _CPX
-        return ("Skylake-SP", _SKX) if stepping <= 4 else ("Cooper Lake", _CPX) if stepping >= 10 else ("Cascade Lake", _CLX)
+        return (
+            ("Skylake-SP", _SKX)
+            if stepping <= 4
+            else ("Cooper Lake", _CPX)
+            if stepping >= 10
+            else ("Cascade Lake", _CLX)
+        )
     return _INTEL_MODELS.get(model) if isinstance(model, int) else None
 
 
@@ -103,7 +129,13 @@ def _intel_by_flags(flags: set[str]) -> str | None:
         return "Sapphire Rapids+ (AMX hidden)"  # AVX-VNNI or FP16 beside AVX-512: no Xeon before Sapphire Rapids
     if "avx512_bf16" in flags:
         return "Cooper Lake"
-    if flags & {"avx512vbmi", "avx512_vbmi2", "avx512ifma", "avx512_bitalg", "avx512_vpopcntdq"}:
+    if flags & {
+        "avx512vbmi",
+        "avx512_vbmi2",
+        "avx512ifma",
+        "avx512_bitalg",
+        "avx512_vpopcntdq",
+    }:
         return "Ice Lake"
     if "avx512_vnni" in flags:
         return "Cascade Lake"
@@ -148,10 +180,14 @@ def cpu_generation(cpu: Mapping[str, Any]) -> str | None:
     amd = "AMD" in vendor or "AMD" in model
     if isinstance(sig.get("implementer"), int) and isinstance(sig.get("part"), int):
         return _ARM_PARTS.get((sig["implementer"], sig["part"]))
-    by_sig = _intel_by_signature(sig) if intel else _amd_by_signature(sig) if amd else None
+    by_sig = (
+        _intel_by_signature(sig) if intel else _amd_by_signature(sig) if amd else None
+    )
     if by_sig is not None:
         name, can = by_sig
-        if not (flags & _X86) - can:  # the flags say nothing this generation could not show
+        if (
+            not (flags & _X86) - can
+        ):  # the flags say nothing this generation could not show
             hidden = can >= _AMX and not flags & _AMX and "flags" in cpu
             return f"{name} (AMX hidden)" if hidden else name
     return _intel_by_flags(flags) if intel else _amd_by_flags(flags) if amd else None
@@ -169,11 +205,26 @@ def cpu_label(cpu: Mapping[str, Any]) -> str:
     intel = "Intel" in vendor or "Intel" in model
     amd = "AMD" in vendor or "AMD" in model
     family = clean.removeprefix("Intel ").removeprefix("AMD ").strip()
-    generic = family in ("", "Xeon", "EPYC", "Core", "Ryzen", "Common KVM", "QEMU Virtual", "aarch64", "arm64")
+    generic = family in (
+        "",
+        "Xeon",
+        "EPYC",
+        "Core",
+        "Ryzen",
+        "Common KVM",
+        "QEMU Virtual",
+        "aarch64",
+        "arm64",
+    )
     gen = cpu_generation(cpu)
     if generic and gen:
-        base = "Xeon" if intel and family in ("", "Common KVM", "QEMU Virtual") else \
-            "EPYC" if amd and family in ("", "Common KVM", "QEMU Virtual") else family
+        base = (
+            "Xeon"
+            if intel and family in ("", "Common KVM", "QEMU Virtual")
+            else "EPYC"
+            if amd and family in ("", "Common KVM", "QEMU Virtual")
+            else family
+        )
         if base in ("aarch64", "arm64"):
             base = ""
         return f"{base} {gen}".strip()
@@ -221,7 +272,10 @@ def machine_summary(fp: Mapping[str, Any]) -> str:
 
 
 # -- telling alike hosts apart -----------------------------------------------------------------
-_FIRST = ("cpu.flags.amx_tile", "cpu.cache.L3")  # the facts most worth naming when they differ
+_FIRST = (
+    "cpu.flags.amx_tile",
+    "cpu.cache.L3",
+)  # the facts most worth naming when they differ
 
 
 def _cache_text(v: Any) -> str:
@@ -255,13 +309,17 @@ def _told_apart(group: dict[str, Mapping[str, Any]]) -> dict[str, str]:
     """For hosts that derive one label: a suffix each, naming the facts that differ between them
     (those all of them record, the most telling first), else the host's name, else its id."""
     facts = {h: identity_facts(fp) for h, fp in group.items()}
-    shared = [f for f in next(iter(facts.values())) if all(f in fs for fs in facts.values())]
+    shared = [
+        f for f in next(iter(facts.values())) if all(f in fs for fs in facts.values())
+    ]
     order = [f for f in _FIRST if f in shared] + [f for f in shared if f not in _FIRST]
     chosen: list[str] = []
     for f in order:
         if len({repr(fs[f]) for fs in facts.values()}) > 1:
             chosen.append(f)
-            if len({tuple(repr(facts[h][c]) for c in chosen) for h in group}) == len(group):
+            if len({tuple(repr(facts[h][c]) for c in chosen) for h in group}) == len(
+                group
+            ):
                 break
     out = {h: " · ".join(fact_text(f, facts[h][f]) for f in chosen) for h in group}
     if len(set(out.values())) < len(group):
@@ -272,8 +330,11 @@ def _told_apart(group: dict[str, Mapping[str, Any]]) -> dict[str, str]:
     return out
 
 
-def resolve(fingerprints: Mapping[str, Mapping[str, Any]], configured: Mapping[str, str] | None = None,
-            source: str = "data/hosts.yaml") -> dict[str, str]:
+def resolve(
+    fingerprints: Mapping[str, Mapping[str, Any]],
+    configured: Mapping[str, str] | None = None,
+    source: str = "data/hosts.yaml",
+) -> dict[str, str]:
     """Every host's label, by host id: the configured label, else the derived one (hosts that derive
     the same told apart by the facts that differ between them). A configured label equal to another
     host's label raises ConfigError naming both."""
@@ -299,8 +360,11 @@ def resolve(fingerprints: Mapping[str, Mapping[str, Any]], configured: Mapping[s
         other = owner.get(lab.casefold())
         if other is not None:
             first, second = (other, h) if other in configured else (h, other)
-            raise ConfigError(f"label {lab!r} of {first} is also the label of {second}; give each host its own",
-                              file=source, field=f"host_labels.{first}")
+            raise ConfigError(
+                f"label {lab!r} of {first} is also the label of {second}; give each host its own",
+                file=source,
+                field=f"host_labels.{first}",
+            )
         owner[lab.casefold()] = h
     return out
 
@@ -310,17 +374,26 @@ def check_labels(raw: Any, source: str) -> dict[str, str]:
     if raw is None:
         return {}
     if not isinstance(raw, Mapping):
-        raise ConfigError("must be a mapping of host ids to labels", file=source, field="host_labels")
+        raise ConfigError(
+            "must be a mapping of host ids to labels", file=source, field="host_labels"
+        )
     out: dict[str, str] = {}
     seen: dict[str, str] = {}
     for k, v in raw.items():
         if not isinstance(v, str) or not v.strip() or "\n" in v or len(v) > MAX_LABEL:
-            raise ConfigError(f"must be a label on one line of 1 to {MAX_LABEL} characters", file=source,
-                              field=f"host_labels.{k}")
+            raise ConfigError(
+                f"must be a label on one line of 1 to {MAX_LABEL} characters",
+                file=source,
+                field=f"host_labels.{k}",
+            )
         label = " ".join(v.split())
         if label.casefold() in seen:
-            raise ConfigError(f"label {label!r} of {k} is also the label of {seen[label.casefold()]}; give each host "
-                              "its own", file=source, field=f"host_labels.{k}")
+            raise ConfigError(
+                f"label {label!r} of {k} is also the label of {seen[label.casefold()]}; give each host "
+                "its own",
+                file=source,
+                field=f"host_labels.{k}",
+            )
         seen[label.casefold()] = str(k)
         out[str(k)] = label
     return out

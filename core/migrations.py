@@ -32,12 +32,21 @@ def noise_to_2(doc: dict[str, Any]) -> dict[str, Any]:
     for cls, e in doc["estimates"].items():
         verdict = noise.assess(float(e["sigma"]), int(e["df"]))
         if verdict["why"]:
-            verdict["why"] += f" (a version 1 A/A of {e['runs']} runs, its first run counted)"
+            verdict["why"] += (
+                f" (a version 1 A/A of {e['runs']} runs, its first run counted)"
+            )
         ests[cls] = {**e, "warmup_dropped": 0, **verdict}
     counted = (doc.get("conditions") or {}).get("matrix_runs")
     if not isinstance(counted, int) or isinstance(counted, bool) or counted < 0:
         counted = max((int(e["runs"]) for e in doc["estimates"].values()), default=0)
-    stopping = {"rule": "version 1: a fixed count of runs, the first (warm-up) run counted", "useful_factor": noise.USEFUL_FACTOR,
-                "min_df": noise.MIN_DF, "warmup_runs": 0, "counted_runs": counted, "max_runs": None, "budget_s": None,
-                "reason": "fixed"}
+    stopping = {
+        "rule": "version 1: a fixed count of runs, the first (warm-up) run counted",
+        "useful_factor": noise.USEFUL_FACTOR,
+        "min_df": noise.MIN_DF,
+        "warmup_runs": 0,
+        "counted_runs": counted,
+        "max_runs": None,
+        "budget_s": None,
+        "reason": "fixed",
+    }
     return {**doc, "runs": runs, "estimates": ests, "stopping": stopping}

@@ -38,10 +38,12 @@ MIN_DF = 3
 #: Fresh-process runs of the A/A that are run first and not counted (stored, flagged ``warmup``).
 WARMUP_RUNS = 1
 
-RULE = (f"the first run (a fresh process, warm-up) is not counted; the A/A then runs until, for every kind of test "
-        f"it measures, the estimate has at least {MIN_DF} degrees of freedom and a single run widened by it gets a "
-        f"CI95 no wider than ×{USEFUL_FACTOR:g} each way (t(0.975, df) · sigma ≤ ln {USEFUL_FACTOR:g}), or until its "
-        "budget (time or runs) ends: a kind of test whose estimate is still wider is too noisy to rank")
+RULE = (
+    f"the first run (a fresh process, warm-up) is not counted; the A/A then runs until, for every kind of test "
+    f"it measures, the estimate has at least {MIN_DF} degrees of freedom and a single run widened by it gets a "
+    f"CI95 no wider than ×{USEFUL_FACTOR:g} each way (t(0.975, df) · sigma ≤ ln {USEFUL_FACTOR:g}), or until its "
+    "budget (time or runs) ends: a kind of test whose estimate is still wider is too noisy to rank"
+)
 
 
 def noise_class(test: Mapping[str, Any]) -> str:
@@ -54,7 +56,9 @@ def noise_class(test: Mapping[str, Any]) -> str:
     return "rate:" + "+".join(p for p, on in (("pp", pp), ("tg", tg)) if on)
 
 
-def estimates(groups: Mapping[str, Sequence[Sequence[float]]]) -> dict[str, dict[str, Any]]:
+def estimates(
+    groups: Mapping[str, Sequence[Sequence[float]]],
+) -> dict[str, dict[str, Any]]:
     """Per noise class: sigma (sd of log run means), df, run and group count from groups of run means
     (each group: runs of one configuration and build), and what it means for a single run
     (:func:`assess`: ``ci95_factor``, ``too_noisy``, ``why``)."""
@@ -63,7 +67,13 @@ def estimates(groups: Mapping[str, Sequence[Sequence[float]]]) -> dict[str, dict
         sigma, df = stats.pooled_log_spread(gs)
         if sigma is None:
             continue
-        out[cls] = {"sigma": sigma, "df": df, "runs": sum(len(g) for g in gs), "groups": len(gs), **assess(sigma, df)}
+        out[cls] = {
+            "sigma": sigma,
+            "df": df,
+            "runs": sum(len(g) for g in gs),
+            "groups": len(gs),
+            **assess(sigma, df),
+        }
     return out
 
 
@@ -72,7 +82,9 @@ def ci95_factor(sigma: float, df: int | float) -> float:
     (sigma of log run means, ``df`` degrees of freedom): ``exp(t_{0.975}(df) · sigma)``."""
     if df < 1 or not math.isfinite(sigma) or sigma < 0:
         return math.inf
-    return math.exp(min(stats.t_critical(df) * sigma, 700.0))  # capped: stays a finite JSON number
+    return math.exp(
+        min(stats.t_critical(df) * sigma, 700.0)
+    )  # capped: stays a finite JSON number
 
 
 def too_noisy(sigma: float, df: int | float) -> str | None:
@@ -82,8 +94,10 @@ def too_noisy(sigma: float, df: int | float) -> str | None:
     if f <= USEFUL_FACTOR:
         return None
     width = f"×{f:.2f}" if math.isfinite(f) and f < 1000 else "more than ×1000"
-    return (f"run-to-run noise {100 * sigma:.1f}% with {int(df)} df: a single run widened by it gets a CI95 of "
-            f"{width} each way, wider than ×{USEFUL_FACTOR:g}")
+    return (
+        f"run-to-run noise {100 * sigma:.1f}% with {int(df)} df: a single run widened by it gets a CI95 of "
+        f"{width} each way, wider than ×{USEFUL_FACTOR:g}"
+    )
 
 
 def useful(sigma: float | None, df: int | float) -> bool:
@@ -95,4 +109,8 @@ def assess(sigma: float, df: int) -> dict[str, Any]:
     """What an estimate means for a single run: ``ci95_factor``, ``too_noisy`` and ``why`` (None unless too noisy)."""
     why = too_noisy(sigma, df)
     f = ci95_factor(sigma, df)
-    return {"ci95_factor": f if math.isfinite(f) else math.exp(700.0), "too_noisy": why is not None, "why": why}
+    return {
+        "ci95_factor": f if math.isfinite(f) else math.exp(700.0),
+        "too_noisy": why is not None,
+        "why": why,
+    }

@@ -30,22 +30,46 @@ class Precision(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    target: float = Field(0.02, gt=0.0, lt=1.0,
-                          description="Stop when the CI95 half-width of the mean is at most this fraction of the mean (0.02: ±2%).")
-    min_repetitions: int = Field(3, ge=2, le=1000, description="Never stop before this many samples.")
-    max_repetitions: int = Field(30, ge=2, le=10000, description="Stop at this many samples even if the target is not met.")
-    max_time_s: float = Field(120.0, gt=0.0, description="Stop once the repetitions (untimed preparation included) have taken this long, "
-                              "target met or not (the minimum count still runs).")
-    metric: str | None = Field(None, description="Metric whose interval is judged (default: the test kind's primary metric).")
-    percentile: float | None = Field(None, gt=0.0, lt=100.0,
-                                     description="Judge this percentile of the metric (e.g. 95: p95) instead of its mean: "
-                                     "the half-width of its distribution-free order-statistic CI95 relative to the "
-                                     "percentile (a p95 needs at least 73 samples before it has an interval at all).")
+    target: float = Field(
+        0.02,
+        gt=0.0,
+        lt=1.0,
+        description="Stop when the CI95 half-width of the mean is at most this fraction of the mean (0.02: ±2%).",
+    )
+    min_repetitions: int = Field(
+        3, ge=2, le=1000, description="Never stop before this many samples."
+    )
+    max_repetitions: int = Field(
+        30,
+        ge=2,
+        le=10000,
+        description="Stop at this many samples even if the target is not met.",
+    )
+    max_time_s: float = Field(
+        120.0,
+        gt=0.0,
+        description="Stop once the repetitions (untimed preparation included) have taken this long, "
+        "target met or not (the minimum count still runs).",
+    )
+    metric: str | None = Field(
+        None,
+        description="Metric whose interval is judged (default: the test kind's primary metric).",
+    )
+    percentile: float | None = Field(
+        None,
+        gt=0.0,
+        lt=100.0,
+        description="Judge this percentile of the metric (e.g. 95: p95) instead of its mean: "
+        "the half-width of its distribution-free order-statistic CI95 relative to the "
+        "percentile (a p95 needs at least 73 samples before it has an interval at all).",
+    )
 
     @model_validator(mode="after")
     def _order(self) -> "Precision":
         if self.max_repetitions < self.min_repetitions:
-            raise ValueError(f"max_repetitions ({self.max_repetitions}) is below min_repetitions ({self.min_repetitions})")
+            raise ValueError(
+                f"max_repetitions ({self.max_repetitions}) is below min_repetitions ({self.min_repetitions})"
+            )
         return self
 
 
@@ -56,12 +80,16 @@ class Repeater:
     :meth:`add` until :meth:`more` says no.
     """
 
-    def __init__(self, precision: Precision | dict[str, Any] | None, fixed: int, metric: str):
+    def __init__(
+        self, precision: Precision | dict[str, Any] | None, fixed: int, metric: str
+    ):
         if isinstance(precision, dict):
             precision = Precision.model_validate(precision)
         self.precision = precision
         self.fixed = max(int(fixed or 1), 1)
-        self.metric = (precision.metric if precision is not None and precision.metric else metric)
+        self.metric = (
+            precision.metric if precision is not None and precision.metric else metric
+        )
         self.values: list[float] = []
         self.count = 0
         self.t0 = time.perf_counter()
@@ -136,10 +164,26 @@ def combine(records: list[dict[str, Any]]) -> dict[str, Any]:
         return {}
     mets = [r["met"] for r in records]
     first = records[0]
-    return {**{k: first[k] for k in ("metric", "target_rel", "min_repetitions", "max_repetitions", "max_time_s")},
-            "n": sum(r["n"] for r in records),
-            "half_width_rel": max((r["half_width_rel"] for r in records if r["half_width_rel"] is not None), default=None),
-            "met": None if any(m is None for m in mets) else all(mets),
-            "stop_reason": "; ".join(sorted({r["stop_reason"] for r in records if r["stop_reason"]})),
-            "elapsed_s": round(sum(r["elapsed_s"] for r in records), 3),
-            "levels": records}
+    return {
+        **{
+            k: first[k]
+            for k in (
+                "metric",
+                "target_rel",
+                "min_repetitions",
+                "max_repetitions",
+                "max_time_s",
+            )
+        },
+        "n": sum(r["n"] for r in records),
+        "half_width_rel": max(
+            (r["half_width_rel"] for r in records if r["half_width_rel"] is not None),
+            default=None,
+        ),
+        "met": None if any(m is None for m in mets) else all(mets),
+        "stop_reason": "; ".join(
+            sorted({r["stop_reason"] for r in records if r["stop_reason"]})
+        ),
+        "elapsed_s": round(sum(r["elapsed_s"] for r in records), 3),
+        "levels": records,
+    }

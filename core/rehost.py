@@ -43,7 +43,9 @@ class Move:
 
     src: Path
     dst: Path
-    doc: dict[str, Any]  # the file's document as it will be written (its own schema version)
+    doc: dict[
+        str, Any
+    ]  # the file's document as it will be written (its own schema version)
     old_host: str
     new_host: str
 
@@ -52,8 +54,12 @@ class Move:
 class Plan:
     root: Path
     moves: list[Move] = field(default_factory=list)
-    hosts: dict[str, set[str]] = field(default_factory=dict)  # old host id -> the new ids its artifacts got
-    notes: list[str] = field(default_factory=list)  # what a reader should know (one line each)
+    hosts: dict[str, set[str]] = field(
+        default_factory=dict
+    )  # old host id -> the new ids its artifacts got
+    notes: list[str] = field(
+        default_factory=list
+    )  # what a reader should know (one line each)
     labels_text: str | None = None  # hosts.yaml as it will be written (None: unchanged)
     checked: int = 0
 
@@ -63,12 +69,21 @@ class Plan:
         return {old: new for old, new in self.hosts.items() if len(new) > 1}
 
     def summary(self) -> list[str]:
-        lines = [f"{old} -> {', '.join(sorted(new))}" for old, new in sorted(self.hosts.items())
-                 if new != {old}]
+        lines = [
+            f"{old} -> {', '.join(sorted(new))}"
+            for old, new in sorted(self.hosts.items())
+            if new != {old}
+        ]
         lines += self.notes
         moved = sum(1 for m in self.moves if m.src != m.dst)
-        lines.append(f"{len(self.moves)} of {self.checked} artifact files rewritten ({moved} moved)"
-                     + (", hosts.yaml's host_labels updated" if self.labels_text is not None else ""))
+        lines.append(
+            f"{len(self.moves)} of {self.checked} artifact files rewritten ({moved} moved)"
+            + (
+                ", hosts.yaml's host_labels updated"
+                if self.labels_text is not None
+                else ""
+            )
+        )
         return lines
 
 
@@ -96,12 +111,24 @@ def _key_recipe(doc: dict[str, Any]) -> dict[str, Any] | None:
 
     try:
         r = RunRecord(doc)
-        base = {"backend": r.backend, "model_identity": r.model_identity, "settings": r.requested,
-                "test": r.test, "backend_version": r.backend_version}
+        base = {
+            "backend": r.backend,
+            "model_identity": r.model_identity,
+            "settings": r.requested,
+            "test": r.test,
+            "backend_version": r.backend_version,
+        }
         model = doc.get("model") or {}
-        server = {"software": model.get("server"), "version": model.get("server_version")}
-        variants = [{}, {"build_label": r.build_label}, {"server": server},
-                    {"build_label": r.build_label, "server": server}]
+        server = {
+            "software": model.get("server"),
+            "version": model.get("server_version"),
+        }
+        variants = [
+            {},
+            {"build_label": r.build_label},
+            {"server": server},
+            {"build_label": r.build_label, "server": server},
+        ]
         for extra in variants:
             recipe = {**base, **extra}
             if config_key(host_id=doc["host"]["id"], **recipe) == doc.get("key"):
@@ -111,7 +138,14 @@ def _key_recipe(doc: dict[str, Any]) -> dict[str, Any] | None:
     return None
 
 
-def _new_path(root: Path, path: Path, old_host: str, new_host: str, old_key: str | None, new_key: str | None) -> Path:
+def _new_path(
+    root: Path,
+    path: Path,
+    old_host: str,
+    new_host: str,
+    old_key: str | None,
+    new_key: str | None,
+) -> Path:
     rel = path.relative_to(root)
     parts = [new_host if p == old_host else p for p in rel.parts[:-1]]
     name = rel.parts[-1]
@@ -126,7 +160,9 @@ def plan(root: Path | str) -> Plan:
     root = Path(root)
     out = Plan(root)
     problems: list[str] = []
-    entries: list[tuple[Path, dict[str, Any], dict[str, Any]]] = []  # (path, file's document, current-version document)
+    entries: list[
+        tuple[Path, dict[str, Any], dict[str, Any]]
+    ] = []  # (path, file's document, current-version document)
     for path in artifacts.iter_files(root):
         out.checked += 1
         try:
@@ -141,10 +177,16 @@ def plan(root: Path | str) -> Plan:
 
     # 1. fingerprinted artifacts: the id their own fingerprint gives
     new_id: dict[int, str] = {}  # index in entries -> new host id
-    by_artifact: dict[str, tuple[str, str]] = {}  # artifact id -> (created, new host id)
+    by_artifact: dict[
+        str, tuple[str, str]
+    ] = {}  # artifact id -> (created, new host id)
     for i, (_, raw, _) in enumerate(entries):
         fp = raw.get("host")
-        if isinstance(fp, dict) and isinstance(fp.get("id"), str) and isinstance(fp.get("cpu"), dict):
+        if (
+            isinstance(fp, dict)
+            and isinstance(fp.get("id"), str)
+            and isinstance(fp.get("cpu"), dict)
+        ):
             nid = hostid.host_id(fp) if hostid.measured(fp) else fp["id"]
             new_id[i] = nid
             out.hosts.setdefault(fp["id"], set()).add(nid)
@@ -160,21 +202,29 @@ def plan(root: Path | str) -> Plan:
         if hosts:
             nid = max(rests)[1]
             if len(hosts) > 1 and nid != old:
-                out.notes.append(f"{relpath(path)} rests on artifacts of {len(hosts)} hosts ({', '.join(sorted(hosts))}): "
-                                 f"given the host of the newest, {nid}")
+                out.notes.append(
+                    f"{relpath(path)} rests on artifacts of {len(hosts)} hosts ({', '.join(sorted(hosts))}): "
+                    f"given the host of the newest, {nid}"
+                )
         elif len(out.hosts.get(old, ())) == 1:
             nid = next(iter(out.hosts[old]))
         else:
             nid = old
             if len(out.hosts.get(old, ())) > 1:
-                out.notes.append(f"{relpath(path)} names host {old}, now {len(out.hosts[old])} hosts, and rests on no "
-                                 "artifact that tells which: left as it is")
+                out.notes.append(
+                    f"{relpath(path)} names host {old}, now {len(out.hosts[old])} hosts, and rests on no "
+                    "artifact that tells which: left as it is"
+                )
         new_id[i] = nid
 
     # 3. keys made again with the new host id; documents and paths
     recipes: dict[str, dict[str, Any]] = {}
     for i, (_, raw, doc) in enumerate(entries):
-        if doc.get("artifact") == "run" and i in new_id and new_id[i] != raw["host"]["id"]:
+        if (
+            doc.get("artifact") == "run"
+            and i in new_id
+            and new_id[i] != raw["host"]["id"]
+        ):
             recipe = _key_recipe(doc)
             if recipe is not None:
                 recipes.setdefault(doc["key"], recipe)
@@ -183,7 +233,11 @@ def plan(root: Path | str) -> Plan:
         from core.records.run import config_key
 
         recipe = recipes.get(old_key)
-        return config_key(host_id=nid, **recipe) if recipe is not None else _derived_key(old_key, nid)
+        return (
+            config_key(host_id=nid, **recipe)
+            if recipe is not None
+            else _derived_key(old_key, nid)
+        )
 
     bound: dict[Path, Path] = {}
     for i, (path, raw, _) in enumerate(entries):
@@ -213,16 +267,28 @@ def plan(root: Path | str) -> Plan:
             problems.append(str(exc))
             continue
         if dst in bound:
-            problems.append(str(ArtifactError(f"would be written to {relpath(dst)}, as {relpath(bound[dst])} would",
-                                              file=relpath(path))))
+            problems.append(
+                str(
+                    ArtifactError(
+                        f"would be written to {relpath(dst)}, as {relpath(bound[dst])} would",
+                        file=relpath(path),
+                    )
+                )
+            )
             continue
         bound[dst] = path
         out.moves.append(Move(path, dst, new, old, nid))
     moving = {m.src for m in out.moves}
     for m in out.moves:
         if m.dst != m.src and m.dst.exists() and m.dst not in moving:
-            problems.append(str(ArtifactError(f"would be written to {relpath(m.dst)}, which holds another artifact",
-                                              file=relpath(m.src))))
+            problems.append(
+                str(
+                    ArtifactError(
+                        f"would be written to {relpath(m.dst)}, which holds another artifact",
+                        file=relpath(m.src),
+                    )
+                )
+            )
     if problems:
         raise ArtifactErrors(problems, out.checked)
     out.labels_text = _labels_text(root / "hosts.yaml", out)
@@ -240,10 +306,17 @@ def _labels_text(path: Path, out: Plan) -> str | None:
     for old in configured_labels(path):
         new = out.hosts.get(old, set())
         if len(new) > 1:
-            out.notes.append(f"{relpath(path)}: host_labels.{old} names a host that is now {len(new)} hosts "
-                             f"({', '.join(sorted(new))}): give each its own label")
+            out.notes.append(
+                f"{relpath(path)}: host_labels.{old} names a host that is now {len(new)} hosts "
+                f"({', '.join(sorted(new))}): give each its own label"
+            )
         elif len(new) == 1 and new != {old}:
-            text = re.sub(rf"^(\s+){re.escape(old)}(\s*:)", rf"\g<1>{next(iter(new))}\g<2>", text, flags=re.M)
+            text = re.sub(
+                rf"^(\s+){re.escape(old)}(\s*:)",
+                rf"\g<1>{next(iter(new))}\g<2>",
+                text,
+                flags=re.M,
+            )
     return None if text == path.read_text(encoding="utf-8") else text
 
 
@@ -274,5 +347,8 @@ def reidentify(root: Path | str, dry_run: bool = False) -> Plan:
 
 def moved_paths(p: Plan) -> dict[str, str]:
     """Old path -> new path (relative to the plan's folder, POSIX) of every file the plan moves."""
-    return {m.src.relative_to(p.root).as_posix(): m.dst.relative_to(p.root).as_posix() for m in p.moves if m.src != m.dst}
-
+    return {
+        m.src.relative_to(p.root).as_posix(): m.dst.relative_to(p.root).as_posix()
+        for m in p.moves
+        if m.src != m.dst
+    }

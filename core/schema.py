@@ -76,7 +76,9 @@ def builtin_kinds() -> list[Any]:
     from core import kinds
 
     everything = kinds.all_kinds().values()
-    return [k for module in kinds.BUILTIN for k in everything if k.spec.__module__ == module]
+    return [
+        k for module in kinds.BUILTIN for k in everything if k.spec.__module__ == module
+    ]
 
 
 def kind_part() -> tuple[dict[str, Any], list[dict[str, Any]]]:
@@ -86,25 +88,45 @@ def kind_part() -> tuple[dict[str, Any], list[dict[str, Any]]]:
     ks = builtin_kinds()
     models = [Samples, Details] + [m for k in ks for m in (k.samples, k.details)]
     models = list(dict.fromkeys(models))
-    _, top = models_json_schema([(m, "validation") for m in models], ref_template="#/$defs/" + PREFIX + "{model}",
-                                schema_generator=_NoFieldTitles)
-    defs = {PREFIX + name: _no_defaults(_nullable(schema)) for name, schema in sorted(top.get("$defs", {}).items())}
+    _, top = models_json_schema(
+        [(m, "validation") for m in models],
+        ref_template="#/$defs/" + PREFIX + "{model}",
+        schema_generator=_NoFieldTitles,
+    )
+    defs = {
+        PREFIX + name: _no_defaults(_nullable(schema))
+        for name, schema in sorted(top.get("$defs", {}).items())
+    }
 
     def ref(model: Any) -> dict[str, str]:
         return {"$ref": f"#/$defs/{PREFIX}{model.__name__}"}
 
     conditions = []
     for k in ks:
-        conditions.append({
-            "$comment": f"{MARK}: test kind {k.name!r} ({k.spec.__module__})",
-            "if": {"properties": {"test": {"properties": {"kind": {"const": k.name}}}}},
-            "then": {"properties": {"samples": ref(k.samples), "details": ref(k.details)}},
-        })
-    conditions.append({
-        "$comment": f"{MARK}: any other test kind (its own models check it when it is written)",
-        "if": {"properties": {"test": {"properties": {"kind": {"not": {"enum": [k.name for k in ks]}}}}}},
-        "then": {"properties": {"samples": ref(Samples), "details": ref(Details)}},
-    })
+        conditions.append(
+            {
+                "$comment": f"{MARK}: test kind {k.name!r} ({k.spec.__module__})",
+                "if": {
+                    "properties": {"test": {"properties": {"kind": {"const": k.name}}}}
+                },
+                "then": {
+                    "properties": {"samples": ref(k.samples), "details": ref(k.details)}
+                },
+            }
+        )
+    conditions.append(
+        {
+            "$comment": f"{MARK}: any other test kind (its own models check it when it is written)",
+            "if": {
+                "properties": {
+                    "test": {
+                        "properties": {"kind": {"not": {"enum": [k.name for k in ks]}}}
+                    }
+                }
+            },
+            "then": {"properties": {"samples": ref(Samples), "details": ref(Details)}},
+        }
+    )
     return defs, conditions
 
 
@@ -112,18 +134,25 @@ def run_schema(base: dict[str, Any]) -> dict[str, Any]:
     """``base`` (the run schema as committed) with its generated part made anew from the models."""
     s = copy.deepcopy(base)
     defs, conditions = kind_part()
-    s["$defs"] = {**{k: v for k, v in s.get("$defs", {}).items() if not k.startswith(PREFIX)}, **defs}
-    kept = [c for c in s.get("allOf", []) if not str(c.get("$comment", "")).startswith(MARK)]
+    s["$defs"] = {
+        **{k: v for k, v in s.get("$defs", {}).items() if not k.startswith(PREFIX)},
+        **defs,
+    }
+    kept = [
+        c for c in s.get("allOf", []) if not str(c.get("$comment", "")).startswith(MARK)
+    ]
     s["allOf"] = kept + conditions
     s["properties"]["samples"] = {
         "type": "object",
         "description": "The raw records behind the summary, verbatim; their shape is the test kind's "
-                       "(core.kinds.<kind>: Kind.samples), checked by the allOf conditions on test.kind."}
+        "(core.kinds.<kind>: Kind.samples), checked by the allOf conditions on test.kind.",
+    }
     s["properties"]["details"] = {
         "type": "object",
         "description": "What the run kept beside its samples (method, repetition precision, server, outputs, ...); "
-                       "the shape is the test kind's (core.kinds.<kind>: Kind.details), checked by the allOf "
-                       "conditions on test.kind."}
+        "the shape is the test kind's (core.kinds.<kind>: Kind.details), checked by the allOf "
+        "conditions on test.kind.",
+    }
     return s
 
 
@@ -143,7 +172,9 @@ def main(argv: list[str]) -> int:
     text = dumps(run_schema(current))
     if "--check" in argv:
         if text != path.read_text():
-            print(f"{path}: the per-kind part differs from the kinds' models; run `python -m core.schema`")
+            print(
+                f"{path}: the per-kind part differs from the kinds' models; run `python -m core.schema`"
+            )
             return 1
         return 0
     path.write_text(text)

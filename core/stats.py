@@ -12,7 +12,9 @@ from dataclasses import asdict, dataclass
 from functools import lru_cache
 
 import numpy as np
-from scipy import special as _sp  # light; scipy.stats (seconds to import) is imported where it is needed
+from scipy import (
+    special as _sp,
+)  # light; scipy.stats (seconds to import) is imported where it is needed
 
 from core.summary import Summary
 
@@ -48,18 +50,26 @@ def _median_rank(n: int, confidence: float) -> int | None:
     least ``confidence``: coverage is 1 - 2 P(B <= k-1), B ~ Bin(n, 1/2), decreasing in k."""
     ks = np.arange(1, n // 2 + 1)
     coverage = 1.0 - 2.0 * _sp.bdtr(ks - 1, n, 0.5)
-    ok = int(np.argmin(coverage >= confidence)) if not bool((coverage >= confidence).all()) else len(ks)
+    ok = (
+        int(np.argmin(coverage >= confidence))
+        if not bool((coverage >= confidence).all())
+        else len(ks)
+    )
     return ok or None
 
 
-def median_ci(values: Sequence[float], confidence: float = 0.95) -> tuple[float | None, float | None]:
+def median_ci(
+    values: Sequence[float], confidence: float = 0.95
+) -> tuple[float | None, float | None]:
     """Distribution-free interval of the median from order statistics (binomial(n, 1/2)):
     the narrowest symmetric pair x_(k), x_(n-k+1) covering at least ``confidence``; (None, None)
     when n is too small for any pair to reach it (n < 6 at 95%)."""
     return _median_ci_sorted(np.sort(_clean(values)), confidence)
 
 
-def _median_ci_sorted(arr: np.ndarray, confidence: float = 0.95) -> tuple[float | None, float | None]:
+def _median_ci_sorted(
+    arr: np.ndarray, confidence: float = 0.95
+) -> tuple[float | None, float | None]:
     n = int(arr.size)
     if n < 2:
         return None, None
@@ -123,11 +133,17 @@ def _pair_signs(arr: np.ndarray) -> tuple[int, int]:
     con = dis = 0
     seen = np.empty(0)
     for start in range(0, int(arr.size), _BLOCK):
-        blk = arr[start:start + _BLOCK]
+        blk = arr[start : start + _BLOCK]
         if seen.size:
-            con += int(np.searchsorted(seen, blk, side="left").sum())  # earlier samples below
-            dis += int((seen.size - np.searchsorted(seen, blk, side="right")).sum())  # earlier samples above
-        d = np.sign(blk[None, :] - blk[:, None])[_upper_pairs(int(blk.size))]  # sign(y_j - y_i), i < j
+            con += int(
+                np.searchsorted(seen, blk, side="left").sum()
+            )  # earlier samples below
+            dis += int(
+                (seen.size - np.searchsorted(seen, blk, side="right")).sum()
+            )  # earlier samples above
+        d = np.sign(blk[None, :] - blk[:, None])[
+            _upper_pairs(int(blk.size))
+        ]  # sign(y_j - y_i), i < j
         con += int((d > 0).sum())
         dis += int((d < 0).sum())
         seen = np.sort(np.concatenate([seen, blk]))
@@ -180,8 +196,13 @@ def _trend(arr: np.ndarray, outlier_idx: list[int] | None = None) -> dict | None
     tau = tau if math.isfinite(tau) else 0.0
     p = p if math.isfinite(p) else 1.0
     first = 0 in (_outliers(arr) if outlier_idx is None else outlier_idx)
-    return {"tau": tau, "p_value": p, "monotonic": p < 0.05, "first_sample_outlier": first,
-            "warmup_suspect": bool(p < 0.05 or first)}
+    return {
+        "tau": tau,
+        "p_value": p,
+        "monotonic": p < 0.05,
+        "first_sample_outlier": first,
+        "warmup_suspect": bool(p < 0.05 or first),
+    }
 
 
 def summarize(values: Sequence[float]) -> dict:
@@ -193,9 +214,22 @@ def summarize(values: Sequence[float]) -> dict:
     arr = _clean(values)
     n = int(arr.size)
     if n == 0:
-        return {"n": 0, "mean": None, "stddev": None, "ci95_low": None, "ci95_high": None,
-                "median": None, "min": None, "max": None, "p95": None, "p99": None,
-                "median_ci95_low": None, "median_ci95_high": None, "outliers": [], "trend": None}
+        return {
+            "n": 0,
+            "mean": None,
+            "stddev": None,
+            "ci95_low": None,
+            "ci95_high": None,
+            "median": None,
+            "min": None,
+            "max": None,
+            "p95": None,
+            "p99": None,
+            "median_ci95_low": None,
+            "median_ci95_high": None,
+            "outliers": [],
+            "trend": None,
+        }
     mean = float(arr.mean())
     sd = float(arr.std(ddof=1)) if n > 1 else None
     lo, hi, _ = mean_interval(n, mean, sd, positive=bool((arr >= 0).all()))
@@ -243,7 +277,9 @@ class Comparison:
     ci95_low: float | None
     ci95_high: float | None
     verdict: str  # "win", "loss", "within noise", "insufficient data"
-    n_baseline: int  # samples (compare, compare_summaries) or runs (compare_runs) on each side
+    n_baseline: (
+        int  # samples (compare, compare_summaries) or runs (compare_runs) on each side
+    )
     n_candidate: int
     method: str = "repetitions"  # what the interval rests on: "repetitions", "runs", "runs + host noise"
     note: str = ""  # why there is no interval, or what the interval assumed
@@ -252,7 +288,9 @@ class Comparison:
         return asdict(self)
 
 
-def compare(baseline: Sequence[float], candidate: Sequence[float], higher_is_better: bool) -> Comparison:
+def compare(
+    baseline: Sequence[float], candidate: Sequence[float], higher_is_better: bool
+) -> Comparison:
     """Ratio of means with a CI95, computed on the log scale (delta method for
     log(mean_b / mean_a), Welch-Satterthwaite degrees of freedom), so the interval is never
     negative and is asymmetric around the ratio as ratios are.
@@ -266,12 +304,23 @@ def compare(baseline: Sequence[float], candidate: Sequence[float], higher_is_bet
         ratio = float(b.mean() / a.mean()) if na and nb and a.mean() != 0 else None
         return Comparison(ratio, None, None, "insufficient data", na, nb)
     if na < 2 or nb < 2:
-        return Comparison(float(b.mean()) / float(a.mean()), None, None, "insufficient data", na, nb)
-    return _ratio_comparison(na, float(a.mean()), float(a.var(ddof=1)), nb, float(b.mean()), float(b.var(ddof=1)),
-                             higher_is_better)
+        return Comparison(
+            float(b.mean()) / float(a.mean()), None, None, "insufficient data", na, nb
+        )
+    return _ratio_comparison(
+        na,
+        float(a.mean()),
+        float(a.var(ddof=1)),
+        nb,
+        float(b.mean()),
+        float(b.var(ddof=1)),
+        higher_is_better,
+    )
 
 
-def _ratio_comparison(na: int, ma: float, va: float, nb: int, mb: float, vb: float, higher_is_better: bool) -> Comparison:
+def _ratio_comparison(
+    na: int, ma: float, va: float, nb: int, mb: float, vb: float, higher_is_better: bool
+) -> Comparison:
     """Ratio mb/ma with a Welch-Satterthwaite CI95 on the log scale, and its verdict (n >= 2 each, means > 0)."""
     ratio = mb / ma
     ra, rb = va / na / ma**2, vb / nb / mb**2  # relative variances
@@ -292,7 +341,9 @@ def _ratio_comparison(na: int, ma: float, va: float, nb: int, mb: float, vb: flo
     return Comparison(ratio, lo, hi, verdict, na, nb)
 
 
-def compare_summaries(baseline: Summary | dict, candidate: Summary | dict, higher_is_better: bool) -> Comparison:
+def compare_summaries(
+    baseline: Summary | dict, candidate: Summary | dict, higher_is_better: bool
+) -> Comparison:
     """:func:`compare` from two summaries (n, mean, stddev) instead of raw samples: the same
     log-scale ratio, Welch-Satterthwaite CI95 and verdict (the sample variance is all it needs)."""
     (na, ma, sa), (nb, mb, sb) = _n_mean_sd(baseline), _n_mean_sd(candidate)
@@ -302,14 +353,18 @@ def compare_summaries(baseline: Summary | dict, candidate: Summary | dict, highe
     ratio = float(mb) / float(ma)
     if na < 2 or nb < 2 or sa is None or sb is None:
         return Comparison(ratio, None, None, "insufficient data", na, nb)
-    return _ratio_comparison(na, float(ma), float(sa) ** 2, nb, float(mb), float(sb) ** 2, higher_is_better)
+    return _ratio_comparison(
+        na, float(ma), float(sa) ** 2, nb, float(mb), float(sb) ** 2, higher_is_better
+    )
 
 
 def pool_summaries(summaries: Sequence[Summary | dict]) -> Summary:
     """One summary (n, mean, sample stddev) of the samples behind several summaries, exactly
     (the pooled sum of squares), as if all samples had been summarised together."""
     parts = [_n_mean_sd(s) for s in summaries]
-    parts = [(n, float(m), float(sd or 0.0)) for n, m, sd in parts if n and m is not None]
+    parts = [
+        (n, float(m), float(sd or 0.0)) for n, m, sd in parts if n and m is not None
+    ]
     n = sum(p[0] for p in parts)
     if n == 0:
         return Summary()
@@ -319,13 +374,17 @@ def pool_summaries(summaries: Sequence[Summary | dict]) -> Summary:
     return Summary(n=n, mean=mean, stddev=sd)
 
 
-def wilson_interval(passed: int, n: int, confidence: float = 0.95) -> tuple[float | None, float | None]:
+def wilson_interval(
+    passed: int, n: int, confidence: float = 0.95
+) -> tuple[float | None, float | None]:
     """Wilson score interval of a pass rate (passed of n): sound at small n and at 0% or 100%,
     where the normal approximation collapses to a zero-width interval. None, None when there is no
     rate to bound (no trials, or counts that cannot be: more passed than tried, or fewer than none)."""
     if n <= 0 or not 0 <= passed <= n:
         return None, None
-    z = float(_sp.ndtri(0.5 + confidence / 2))  # the normal quantile (scipy.stats.norm.ppf), without importing scipy.stats
+    z = float(
+        _sp.ndtri(0.5 + confidence / 2)
+    )  # the normal quantile (scipy.stats.norm.ppf), without importing scipy.stats
     p = passed / n
     denom = 1 + z * z / n
     centre = (p + z * z / (2 * n)) / denom
@@ -340,8 +399,15 @@ MIN_INTERVAL_N = 3
 NO_INTERVAL_WHY = "fewer than 3 samples: no interval (with 2, Student's t is 12.7)"
 
 
-def mean_interval(n: int | None, mean: float | None, sd: float | None, *, positive: bool = True,
-                  upper: float | None = None, confidence: float = 0.95) -> tuple[float | None, float | None, str | None]:
+def mean_interval(
+    n: int | None,
+    mean: float | None,
+    sd: float | None,
+    *,
+    positive: bool = True,
+    upper: float | None = None,
+    confidence: float = 0.95,
+) -> tuple[float | None, float | None, str | None]:
     """Confidence interval of a mean that stays in the quantity's domain: ``(low, high, why)``.
 
     A quantity that is never negative (a time, a rate, a byte count) gets Student's t interval
@@ -352,7 +418,12 @@ def mean_interval(n: int | None, mean: float | None, sd: float | None, *, positi
     (or without a spread) there is none, and ``why`` says so."""
     if not n or n < MIN_INTERVAL_N:
         return None, None, NO_INTERVAL_WHY
-    if mean is None or sd is None or not math.isfinite(float(mean)) or not math.isfinite(float(sd)):
+    if (
+        mean is None
+        or sd is None
+        or not math.isfinite(float(mean))
+        or not math.isfinite(float(sd))
+    ):
         return None, None, "no spread recorded"
     mean, sd = float(mean), float(sd)
     half = t_critical(n - 1, confidence) * sd / math.sqrt(n)
@@ -365,8 +436,14 @@ def mean_interval(n: int | None, mean: float | None, sd: float | None, *, positi
         lo, hi = mean * math.exp(-rel), mean * math.exp(rel)
     except OverflowError:
         lo = hi = math.inf
-    if not (math.isfinite(lo) and math.isfinite(hi)):  # a spread no float can carry: no interval, and why
-        return None, None, "the interval lies beyond the range of the numbers (a spread far larger than the mean)"
+    if not (
+        math.isfinite(lo) and math.isfinite(hi)
+    ):  # a spread no float can carry: no interval, and why
+        return (
+            None,
+            None,
+            "the interval lies beyond the range of the numbers (a spread far larger than the mean)",
+        )
     if upper is not None:
         hi = min(hi, upper)
     return lo, hi, None
@@ -381,7 +458,9 @@ def in_domain(summary: dict, *, upper: float | None = None) -> dict:
     n = int(summary.get("n") or 0)
     lo_min = summary.get("min")
     positive = lo_min is None or lo_min >= 0
-    lo, hi, why = mean_interval(n, summary.get("mean"), summary.get("stddev"), positive=positive, upper=upper)
+    lo, hi, why = mean_interval(
+        n, summary.get("mean"), summary.get("stddev"), positive=positive, upper=upper
+    )
     out["ci95_low"], out["ci95_high"] = lo, hi
     if why is not None and n:
         out["ci95_why"] = why
@@ -422,14 +501,18 @@ def _binom_cdf(k: int, n: int, p: float) -> float:
     return float(_sp.bdtr(k, n, p))
 
 
-def quantile_samples_needed(q: float, confidence: float = 0.95, two_sided: bool = True) -> int:
+def quantile_samples_needed(
+    q: float, confidence: float = 0.95, two_sided: bool = True
+) -> int:
     """The fewest samples whose largest one bounds the q-quantile from above with ``confidence``
     (two-sided: with half the miss probability on that side): n >= log(alpha) / log(q)."""
     alpha = (1.0 - confidence) / (2.0 if two_sided else 1.0)
     return int(math.ceil(math.log(alpha) / math.log(q)))
 
 
-def quantile_interval(values: Sequence[float], q: float, confidence: float = 0.95) -> QuantileBound:
+def quantile_interval(
+    values: Sequence[float], q: float, confidence: float = 0.95
+) -> QuantileBound:
     """Distribution-free bounds of the ``q``-quantile (0 < q < 1; 0.95 for p95).
 
     Two-sided, equal tails: ``low`` = x_(r) with the largest r such that P(B <= r−1) <= α/2,
@@ -457,13 +540,23 @@ def quantile_interval(values: Sequence[float], q: float, confidence: float = 0.9
     achieved = (cdf[s] if s is not None else 1.0) - (cdf[r] if r is not None else 0.0)
     why = None
     if s is None or u is None:
-        why = (f"{n} samples cannot bound p{_qname(q)} from above at {confidence:.0%}: it needs at least "
-               f"{quantile_samples_needed(q, confidence, two_sided=s is None and u is not None)} "
-               + ("(two-sided)" if u is not None else "(one-sided)"))
+        why = (
+            f"{n} samples cannot bound p{_qname(q)} from above at {confidence:.0%}: it needs at least "
+            f"{quantile_samples_needed(q, confidence, two_sided=s is None and u is not None)} "
+            + ("(two-sided)" if u is not None else "(one-sided)")
+        )
     elif r is None:
         why = f"{n} samples cannot bound p{_qname(q)} from below at {confidence:.0%}"
-    return QuantileBound(q, n, est, float(arr[r - 1]) if r else None, float(arr[s - 1]) if s else None,
-                         float(arr[u - 1]) if u else None, float(achieved), why)
+    return QuantileBound(
+        q,
+        n,
+        est,
+        float(arr[r - 1]) if r else None,
+        float(arr[s - 1]) if s else None,
+        float(arr[u - 1]) if u else None,
+        float(achieved),
+        why,
+    )
 
 
 def _qname(q: float) -> str:
@@ -495,7 +588,9 @@ def pooled_log_spread(groups: Sequence[Sequence[float]]) -> tuple[float | None, 
     log mean and k − 1 degrees of freedom. (None, 0) without any such group."""
     ss, df = 0.0, 0
     for g in groups:
-        logs = np.log(np.asarray([v for v in g if v is not None and v > 0], dtype=float))
+        logs = np.log(
+            np.asarray([v for v in g if v is not None and v > 0], dtype=float)
+        )
         if logs.size < 2:
             continue
         ss += float(((logs - logs.mean()) ** 2).sum())
@@ -503,14 +598,16 @@ def pooled_log_spread(groups: Sequence[Sequence[float]]) -> tuple[float | None, 
     return (math.sqrt(ss / df), df) if df else (None, 0)
 
 
-def _side(means: np.ndarray, rel_se: float | None, noise: RunNoise | None) -> tuple[float, float, str] | str:
+def _side(
+    means: np.ndarray, rel_se: float | None, noise: RunNoise | None
+) -> tuple[float, float, str] | str:
     """(variance of the side's mean log, its degrees of freedom, method) or why it has none."""
     k = int(means.size)
     if k >= 2:
         return float(np.log(means).var(ddof=1)) / k, float(k - 1), "runs"
     if noise is None:
         return "one run, and no run-to-run noise measured for this host and kind of test (invoke noise measures it)"
-    var = max(noise.sigma ** 2, (rel_se or 0.0) ** 2)
+    var = max(noise.sigma**2, (rel_se or 0.0) ** 2)
     return var, float(max(noise.df, 1)), "runs + host noise"
 
 
@@ -550,14 +647,21 @@ class SideEstimate:
         return asdict(self)
 
 
-def side_estimate(means: Sequence[float], *, rel_se: float | None = None, noise: RunNoise | None = None) -> SideEstimate:
+def side_estimate(
+    means: Sequence[float],
+    *,
+    rel_se: float | None = None,
+    noise: RunNoise | None = None,
+) -> SideEstimate:
     """One side's run means as a :class:`SideEstimate`. Two or more runs: the sample variance of their
     log means over k, k − 1 degrees of freedom (repetitions inside a run never stand in for runs). One
     run: the host's run-to-run noise for that kind of test (sigma² and its degrees of freedom), or the
     run's own relative standard error ``rel_se`` when that is larger; without a noise estimate no
     variance (``why`` says so). A non-positive mean on the side: no estimate (the log scale needs
     positive values). Missing and non-finite values are left out."""
-    arr = np.asarray([v for v in means if v is not None and math.isfinite(v)], dtype=float)
+    arr = np.asarray(
+        [v for v in means if v is not None and math.isfinite(v)], dtype=float
+    )
     k = int(arr.size)
     if not k or (arr <= 0).any():
         return SideEstimate(None, None, None, k, "runs", NO_POSITIVE_RUNS)
@@ -569,8 +673,13 @@ def side_estimate(means: Sequence[float], *, rel_se: float | None = None, noise:
     return SideEstimate(log_mean, var, df, k, method)
 
 
-def pooled_side(means: Sequence[float], *, noise: RunNoise | None = None, fallback: RunNoise | None = None,
-                rel_se: float | None = None) -> SideEstimate:
+def pooled_side(
+    means: Sequence[float],
+    *,
+    noise: RunNoise | None = None,
+    fallback: RunNoise | None = None,
+    rel_se: float | None = None,
+) -> SideEstimate:
     """One configuration's runs as a side, the way every figure of the site is estimated (the fact layer).
 
     The variance of the log of the geometric mean of ``k`` run means is sigma² / k with sigma the
@@ -582,21 +691,35 @@ def pooled_side(means: Sequence[float], *, noise: RunNoise | None = None, fallba
     pooled noise for that kind of test) and is otherwise without interval. One run's own relative
     standard error counts where it is larger than the noise. ``method`` says which: "host noise",
     "runs", "fleet noise"."""
-    arr = np.asarray([v for v in means if v is not None and math.isfinite(v)], dtype=float)
+    arr = np.asarray(
+        [v for v in means if v is not None and math.isfinite(v)], dtype=float
+    )
     k = int(arr.size)
     if not k or (arr <= 0).any():
         return SideEstimate(None, None, None, k, "runs", NO_POSITIVE_RUNS)
     log_mean = float(np.log(arr).mean())
     own = (rel_se or 0.0) ** 2 if k == 1 else 0.0
     if noise is not None and noise.df > 0:
-        return SideEstimate(log_mean, max(noise.sigma ** 2, own) / k, float(noise.df), k, "host noise")
+        return SideEstimate(
+            log_mean, max(noise.sigma**2, own) / k, float(noise.df), k, "host noise"
+        )
     if k >= 2:
-        return SideEstimate(log_mean, float(np.log(arr).var(ddof=1)) / k, float(k - 1), k, "runs")
+        return SideEstimate(
+            log_mean, float(np.log(arr).var(ddof=1)) / k, float(k - 1), k, "runs"
+        )
     if fallback is not None and fallback.df > 0:
-        return SideEstimate(log_mean, max(fallback.sigma ** 2, own), float(fallback.df), k, "fleet noise")
-    return SideEstimate(log_mean, None, None, k, "runs",
-                        "one run, and no run-to-run noise measured for this host or any host for this kind of test "
-                        "(invoke noise measures it)")
+        return SideEstimate(
+            log_mean, max(fallback.sigma**2, own), float(fallback.df), k, "fleet noise"
+        )
+    return SideEstimate(
+        log_mean,
+        None,
+        None,
+        k,
+        "runs",
+        "one run, and no run-to-run noise measured for this host or any host for this kind of test "
+        "(invoke noise measures it)",
+    )
 
 
 def combined_method(a: str, b: str) -> str:
@@ -604,19 +727,27 @@ def combined_method(a: str, b: str) -> str:
     return a if a == b else f"{a} / {b}"
 
 
-def combine_sides(baseline: SideEstimate, candidate: SideEstimate, higher_is_better: bool,
-                  confidence: float = 0.95) -> Comparison:
+def combine_sides(
+    baseline: SideEstimate,
+    candidate: SideEstimate,
+    higher_is_better: bool,
+    confidence: float = 0.95,
+) -> Comparison:
     """candidate / baseline from two side estimates: the ratio of the geometric means, its CI on the
     log scale with the two variances added and Welch-Satterthwaite degrees of freedom, and the
     verdict (win or loss when the interval excludes 1, else within noise; "insufficient data" when a
     side has no estimate or no variance, ``note`` says why)."""
     na, nb = baseline.runs, candidate.runs
     if baseline.log_mean is None or candidate.log_mean is None:
-        return Comparison(None, None, None, "insufficient data", na, nb, "runs", NO_POSITIVE_RUNS)
+        return Comparison(
+            None, None, None, "insufficient data", na, nb, "runs", NO_POSITIVE_RUNS
+        )
     ratio = float(math.exp(candidate.log_mean - baseline.log_mean))
     for side in (baseline, candidate):
         if side.var is None or side.df is None:
-            return Comparison(ratio, None, None, "insufficient data", na, nb, "runs", side.why or "")
+            return Comparison(
+                ratio, None, None, "insufficient data", na, nb, "runs", side.why or ""
+            )
     va, dfa, vb, dfb = baseline.var, baseline.df, candidate.var, candidate.df
     method = combined_method(baseline.method, candidate.method)
     se = math.sqrt(va + vb)
@@ -636,10 +767,17 @@ def combine_sides(baseline: SideEstimate, candidate: SideEstimate, higher_is_bet
     return Comparison(ratio, lo, hi, verdict, na, nb, method)
 
 
-def compare_runs(baseline: Sequence[float], candidate: Sequence[float], higher_is_better: bool, *,
-                 noise_a: RunNoise | None = None, noise_b: RunNoise | None = None,
-                 rel_se_a: float | None = None, rel_se_b: float | None = None,
-                 confidence: float = 0.95) -> Comparison:
+def compare_runs(
+    baseline: Sequence[float],
+    candidate: Sequence[float],
+    higher_is_better: bool,
+    *,
+    noise_a: RunNoise | None = None,
+    noise_b: RunNoise | None = None,
+    rel_se_a: float | None = None,
+    rel_se_b: float | None = None,
+    confidence: float = 0.95,
+) -> Comparison:
     """Two sets of runs compared with the run as the unit: the ratio of the geometric means of the
     run means (candidate / baseline), with a CI on the log scale.
 
@@ -651,12 +789,21 @@ def compare_runs(baseline: Sequence[float], candidate: Sequence[float], higher_i
     interval (verdict "insufficient data", ``note`` says why). The two sides are combined by
     :func:`combine_sides` (Welch-Satterthwaite). Verdict: win or loss when the interval excludes 1,
     else within noise."""
-    return combine_sides(side_estimate(baseline, rel_se=rel_se_a, noise=noise_a),
-                         side_estimate(candidate, rel_se=rel_se_b, noise=noise_b), higher_is_better, confidence)
+    return combine_sides(
+        side_estimate(baseline, rel_se=rel_se_a, noise=noise_a),
+        side_estimate(candidate, rel_se=rel_se_b, noise=noise_b),
+        higher_is_better,
+        confidence,
+    )
 
 
-def run_interval(means: Sequence[float], *, rel_se: float | None = None, noise: RunNoise | None = None,
-                 confidence: float = 0.95) -> tuple[float | None, float | None, float | None, str]:
+def run_interval(
+    means: Sequence[float],
+    *,
+    rel_se: float | None = None,
+    noise: RunNoise | None = None,
+    confidence: float = 0.95,
+) -> tuple[float | None, float | None, float | None, str]:
     """(centre, low, high, note) of one configuration's value with the run as the unit: the
     geometric mean of its run means with a t interval on the log scale from the spread between
     runs (two or more), or one run widened by the host's run-to-run noise; no interval without
@@ -700,7 +847,12 @@ def mcnemar_exact(a_only: int, b_only: int) -> float:
 MCNEMAR_MIN_DISCORDANT = 6
 
 
-def mcnemar_mdd(n: int, discordant_share: float | None = None, alpha: float = 0.05, power: float = 0.8) -> float | None:
+def mcnemar_mdd(
+    n: int,
+    discordant_share: float | None = None,
+    alpha: float = 0.05,
+    power: float = 0.8,
+) -> float | None:
     """The minimum detectable difference in pass rate for n paired items: the smallest |p_B − p_A|
     the McNemar test finds with ``power`` at level ``alpha`` (Connor's normal approximation,
     n = (z_α √ψ + z_β √(ψ − δ²))² / δ², ψ the share of discordant items, taken as the observed
@@ -711,7 +863,9 @@ def mcnemar_mdd(n: int, discordant_share: float | None = None, alpha: float = 0.
 
     def needed(delta: float) -> float:
         psi = max(discordant_share or 0.0, delta)
-        return (za * math.sqrt(psi) + zb * math.sqrt(max(psi - delta * delta, 0.0))) ** 2 / (delta * delta)
+        return (
+            za * math.sqrt(psi) + zb * math.sqrt(max(psi - delta * delta, 0.0))
+        ) ** 2 / (delta * delta)
 
     if needed(1.0) > n:
         return None
@@ -745,7 +899,9 @@ class PairedComparison:
         return asdict(self)
 
 
-def paired_rates(a: Sequence[bool], b: Sequence[bool], alpha: float = 0.05) -> PairedComparison:
+def paired_rates(
+    a: Sequence[bool], b: Sequence[bool], alpha: float = 0.05
+) -> PairedComparison:
     """Pass/fail of two configurations on the same items, in the same order: the exact McNemar
     test decides (win/loss at p < alpha), Newcombe's hybrid score interval (method 10: the two
     Wilson intervals joined through the paired correlation) gives the difference's CI95, and
@@ -754,7 +910,9 @@ def paired_rates(a: Sequence[bool], b: Sequence[bool], alpha: float = 0.05) -> P
         raise ValueError("paired outcomes need the same items on both sides")
     n = len(a)
     if n == 0:
-        return PairedComparison(0, 0, 0, 0, 0, None, None, None, None, "insufficient data", None)
+        return PairedComparison(
+            0, 0, 0, 0, 0, None, None, None, None, "insufficient data", None
+        )
     both = sum(1 for x, y in zip(a, b) if x and y)
     a_only = sum(1 for x, y in zip(a, b) if x and not y)
     b_only = sum(1 for x, y in zip(a, b) if y and not x)
@@ -762,16 +920,36 @@ def paired_rates(a: Sequence[bool], b: Sequence[bool], alpha: float = 0.05) -> P
     pa, pb = (both + a_only) / n, (both + b_only) / n
     la, ua = wilson_interval(both + a_only, n)
     lb, ub = wilson_interval(both + b_only, n)
-    r1, r2, c1, c2 = both + b_only, a_only + neither, both + a_only, b_only + neither  # B's and A's margins
+    r1, r2, c1, c2 = (
+        both + b_only,
+        a_only + neither,
+        both + a_only,
+        b_only + neither,
+    )  # B's and A's margins
     den = r1 * r2 * c1 * c2
     phi = (both * neither - a_only * b_only) / math.sqrt(den) if den > 0 else 0.0
     d = pb - pa
-    lo = d - math.sqrt(max((pb - lb) ** 2 - 2 * phi * (pb - lb) * (ua - pa) + (ua - pa) ** 2, 0.0))
-    hi = d + math.sqrt(max((ub - pb) ** 2 - 2 * phi * (ub - pb) * (pa - la) + (pa - la) ** 2, 0.0))
+    lo = d - math.sqrt(
+        max((pb - lb) ** 2 - 2 * phi * (pb - lb) * (ua - pa) + (ua - pa) ** 2, 0.0)
+    )
+    hi = d + math.sqrt(
+        max((ub - pb) ** 2 - 2 * phi * (ub - pb) * (pa - la) + (pa - la) ** 2, 0.0)
+    )
     p = mcnemar_exact(a_only, b_only)
     verdict = "within noise" if p >= alpha else ("win" if d > 0 else "loss")
-    return PairedComparison(n, both + a_only, both + b_only, a_only, b_only, d, max(-1.0, lo), min(1.0, hi), p, verdict,
-                            mcnemar_mdd(n, (a_only + b_only) / n))
+    return PairedComparison(
+        n,
+        both + a_only,
+        both + b_only,
+        a_only,
+        b_only,
+        d,
+        max(-1.0, lo),
+        min(1.0, hi),
+        p,
+        verdict,
+        mcnemar_mdd(n, (a_only + b_only) / n),
+    )
 
 
 # -- interleaved A/B: a sequential decision on blocks ------------------------------------------
@@ -786,14 +964,24 @@ class ABDecision:
     blocks: int
     confidence: float  # of this look's interval (Bonferroni over the planned looks)
     threshold: float
-    mde: float | None  # the smallest change beyond the threshold detectable (80% power) at the planned blocks
+    mde: (
+        float | None
+    )  # the smallest change beyond the threshold detectable (80% power) at the planned blocks
 
     def to_dict(self) -> dict:
         return asdict(self)
 
 
-def ab_decide(block_diffs: Sequence[float], threshold: float, higher_is_better: bool, *, looks: int,
-              planned_blocks: int, confidence: float = 0.95, power: float = 0.8) -> ABDecision:
+def ab_decide(
+    block_diffs: Sequence[float],
+    threshold: float,
+    higher_is_better: bool,
+    *,
+    looks: int,
+    planned_blocks: int,
+    confidence: float = 0.95,
+    power: float = 0.8,
+) -> ABDecision:
     """Decide an interleaved A/B from its blocks. Each block (A B B A, fresh processes) gives
     d = mean log B − mean log A of its runs, so a drift that is linear over the block cancels.
     The ratio is exp(mean d) with a t interval over blocks at confidence 1 − (1 − confidence) /
@@ -802,7 +990,9 @@ def ab_decide(block_diffs: Sequence[float], threshold: float, higher_is_better: 
     1 ± threshold on one side, equivalent when it lies within 1 ± threshold, else undecided.
     ``mde``: the smallest true change that would be called win or loss with ``power`` after
     ``planned_blocks`` blocks, from the spread between blocks so far."""
-    d = np.asarray([x for x in block_diffs if x is not None and math.isfinite(x)], dtype=float)
+    d = np.asarray(
+        [x for x in block_diffs if x is not None and math.isfinite(x)], dtype=float
+    )
     k = int(d.size)
     conf = 1.0 - (1.0 - confidence) / max(looks, 1)
     if k < 2:
@@ -830,7 +1020,9 @@ def ab_decide(block_diffs: Sequence[float], threshold: float, higher_is_better: 
 
 
 # -- paired pass/fail outcomes (quality parity between backends; the exact test: mcnemar_exact) ---
-def paired_difference_ci(b: int, c: int, n: int, confidence: float = 0.95) -> tuple[float | None, float | None]:
+def paired_difference_ci(
+    b: int, c: int, n: int, confidence: float = 0.95
+) -> tuple[float | None, float | None]:
     """CI of the difference of two paired pass rates, (c - b) / n (B's rate minus A's), by
     Agresti & Min (2005): the Wald interval after adding 1/2 to each of the four cells of the
     paired table, which keeps its coverage near nominal at small n and at 0 discordant items."""
@@ -839,7 +1031,7 @@ def paired_difference_ci(b: int, c: int, n: int, confidence: float = 0.95) -> tu
     z = float(_sp.ndtri(0.5 + confidence / 2))
     bb, cc, nn = b + 0.5, c + 0.5, n + 2.0
     d = (cc - bb) / nn
-    var = ((bb + cc) - (cc - bb) ** 2 / nn) / nn ** 2
+    var = ((bb + cc) - (cc - bb) ** 2 / nn) / nn**2
     half = z * math.sqrt(max(var, 0.0))
     return max(-1.0, d - half), min(1.0, d + half)
 
@@ -866,12 +1058,16 @@ QUANTILE_SETTLE_CAP = 1_000_000  # the most samples "needs N more" will ever nam
 
 def _q(percentile: float) -> float:
     if not 0.0 < float(percentile) < 100.0:
-        raise ValueError(f"a percentile lies strictly between 0 and 100 (got {percentile!r})")
+        raise ValueError(
+            f"a percentile lies strictly between 0 and 100 (got {percentile!r})"
+        )
     return float(percentile) / 100.0
 
 
 @lru_cache(maxsize=8192)
-def quantile_upper_rank(n: int, percentile: float, confidence: float = 0.95) -> int | None:
+def quantile_upper_rank(
+    n: int, percentile: float, confidence: float = 0.95
+) -> int | None:
     """Smallest 1-based rank u with P(x_(u) >= the percentile) >= ``confidence`` (x_(u) is then an
     upper confidence bound of it); None when even x_(n) is not enough (n too small)."""
     q = _q(percentile)
@@ -884,7 +1080,9 @@ def quantile_upper_rank(n: int, percentile: float, confidence: float = 0.95) -> 
 
 
 @lru_cache(maxsize=8192)
-def quantile_lower_rank(n: int, percentile: float, confidence: float = 0.95) -> int | None:
+def quantile_lower_rank(
+    n: int, percentile: float, confidence: float = 0.95
+) -> int | None:
     """Largest 1-based rank l with P(x_(l) <= the percentile) >= ``confidence`` (a lower confidence
     bound); None when even x_(1) is not enough."""
     q = _q(percentile)
@@ -896,36 +1094,62 @@ def quantile_lower_rank(n: int, percentile: float, confidence: float = 0.95) -> 
     return int(ok[-1]) + 1 if ok.size else None
 
 
-def quantile_min_samples(percentile: float, confidence: float = 0.95, side: str = "both") -> int:
+def quantile_min_samples(
+    percentile: float, confidence: float = 0.95, side: str = "both"
+) -> int:
     """Fewest samples for which an order-statistic bound of the percentile exists at all: the upper
     bound needs 1 - q^n >= c, the lower one 1 - (1 - q)^n >= c; ``both`` (a two-sided interval at
     ``confidence``) needs each side at (1 + c) / 2."""
     q = _q(percentile)
     if side == "both":
         c = (1.0 + confidence) / 2.0
-        return max(quantile_min_samples(percentile, c, "upper"), quantile_min_samples(percentile, c, "lower"))
+        return max(
+            quantile_min_samples(percentile, c, "upper"),
+            quantile_min_samples(percentile, c, "lower"),
+        )
     base = q if side == "upper" else 1.0 - q
     return max(1, math.ceil(math.log(1.0 - confidence) / math.log(base) - 1e-12))
 
 
-def percentile_interval(values: Sequence[float], percentile: float, confidence: float = 0.95) -> dict:
+def percentile_interval(
+    values: Sequence[float], percentile: float, confidence: float = 0.95
+) -> dict:
     """A percentile with its distribution-free two-sided interval (each side at (1 + c) / 2).
 
     ``value`` is the sample percentile (numpy's linear interpolation, as everywhere else here);
     ``low``/``high`` are order statistics (None where the sample is too small for that side);
     ``needs`` is how many more samples the interval needs to exist at all (0 when it does).
     Infinite values (a failed request counted as never answering) stay in the ranks."""
-    arr = np.sort(np.asarray([float(v) for v in values if v is not None and not math.isnan(float(v))], dtype=float))
+    arr = np.sort(
+        np.asarray(
+            [float(v) for v in values if v is not None and not math.isnan(float(v))],
+            dtype=float,
+        )
+    )
     n = int(arr.size)
     side = (1.0 + confidence) / 2.0
     need = quantile_min_samples(percentile, confidence, "both")
-    out = {"percentile": float(percentile), "confidence": confidence, "n": n, "value": None, "low": None,
-           "high": None, "needs": max(0, need - n)}
+    out = {
+        "percentile": float(percentile),
+        "confidence": confidence,
+        "n": n,
+        "value": None,
+        "low": None,
+        "high": None,
+        "needs": max(0, need - n),
+    }
     if n == 0:
         return out
     finite = arr[np.isfinite(arr)]
-    out["value"] = float(np.percentile(arr, percentile)) if finite.size == n else _rank_value(arr, percentile)
-    lo, hi = quantile_lower_rank(n, float(percentile), side), quantile_upper_rank(n, float(percentile), side)
+    out["value"] = (
+        float(np.percentile(arr, percentile))
+        if finite.size == n
+        else _rank_value(arr, percentile)
+    )
+    lo, hi = (
+        quantile_lower_rank(n, float(percentile), side),
+        quantile_upper_rank(n, float(percentile), side),
+    )
     out["low"] = float(arr[lo - 1]) if lo is not None else None
     out["high"] = float(arr[hi - 1]) if hi is not None else None
     return out
@@ -938,7 +1162,9 @@ def _rank_value(arr: np.ndarray, percentile: float) -> float:
     return float(arr[k - 1])
 
 
-def quantile_vs_limit(values: Sequence[float], percentile: float, limit: float, confidence: float = 0.95) -> dict:
+def quantile_vs_limit(
+    values: Sequence[float], percentile: float, limit: float, confidence: float = 0.95
+) -> dict:
     """Whether the ``percentile`` of the population lies at or below ``limit``, decided from order
     statistics at ``confidence``:
 
@@ -949,16 +1175,35 @@ def quantile_vs_limit(values: Sequence[float], percentile: float, limit: float, 
       or more than QUANTILE_SETTLE_CAP would be needed).
 
     ``values`` may hold +inf (a failed request never met the limit)."""
-    arr = np.sort(np.asarray([float(v) for v in values if v is not None and not math.isnan(float(v))], dtype=float))
+    arr = np.sort(
+        np.asarray(
+            [float(v) for v in values if v is not None and not math.isnan(float(v))],
+            dtype=float,
+        )
+    )
     n = int(arr.size)
     within = int(np.searchsorted(arr, limit, side="right"))  # samples <= limit
-    out = {"percentile": float(percentile), "limit": float(limit), "confidence": confidence, "n": n,
-           "within": within, "value": None, "upper": None, "lower": None, "verdict": "unresolved", "needs": None}
+    out = {
+        "percentile": float(percentile),
+        "limit": float(limit),
+        "confidence": confidence,
+        "n": n,
+        "within": within,
+        "value": None,
+        "upper": None,
+        "lower": None,
+        "verdict": "unresolved",
+        "needs": None,
+    }
     if n == 0:
         out["needs"] = quantile_min_samples(percentile, confidence, "upper")
         return out
     finite = arr[np.isfinite(arr)]
-    out["value"] = float(np.percentile(arr, percentile)) if finite.size == n else _rank_value(arr, percentile)
+    out["value"] = (
+        float(np.percentile(arr, percentile))
+        if finite.size == n
+        else _rank_value(arr, percentile)
+    )
     u = quantile_upper_rank(n, float(percentile), confidence)
     lo = quantile_lower_rank(n, float(percentile), confidence)
     out["upper"] = float(arr[u - 1]) if u is not None else None
@@ -978,7 +1223,9 @@ def _settles(n: int, within: int, percentile: float, confidence: float) -> bool:
     return (u is not None and u <= within) or (lo is not None and lo > within)
 
 
-def samples_to_settle(n: int, within: int, percentile: float, confidence: float = 0.95) -> int | None:
+def samples_to_settle(
+    n: int, within: int, percentile: float, confidence: float = 0.95
+) -> int | None:
     """More samples that would settle :func:`quantile_vs_limit` if the share within the limit stays
     what it is (``within`` of ``n``); None when that share equals the percentile or the answer passes
     QUANTILE_SETTLE_CAP. Exponential search, then bisection on the total count."""
@@ -990,7 +1237,12 @@ def samples_to_settle(n: int, within: int, percentile: float, confidence: float 
         return quantile_min_samples(percentile, confidence, "upper")
 
     def ok(total: int) -> bool:
-        return _settles(total, min(total, int(math.floor(share * total + 1e-9))), percentile, confidence)
+        return _settles(
+            total,
+            min(total, int(math.floor(share * total + 1e-9))),
+            percentile,
+            confidence,
+        )
 
     lo_n, hi_n = n, max(n + 1, 2 * n)
     while not ok(hi_n):
@@ -1006,10 +1258,15 @@ def samples_to_settle(n: int, within: int, percentile: float, confidence: float 
     return hi_n - n
 
 
-def linear_fit(x: Sequence[float], y: Sequence[float], confidence: float = 0.95) -> dict | None:
+def linear_fit(
+    x: Sequence[float], y: Sequence[float], confidence: float = 0.95
+) -> dict | None:
     """Ordinary least squares y = a + b x with the CI of the slope and of the intercept (Student's
     t, n - 2 degrees of freedom). None with fewer than two distinct x; no interval with n = 2."""
-    xs, ys = np.asarray([float(v) for v in x], dtype=float), np.asarray([float(v) for v in y], dtype=float)
+    xs, ys = (
+        np.asarray([float(v) for v in x], dtype=float),
+        np.asarray([float(v) for v in y], dtype=float),
+    )
     keep = np.isfinite(xs) & np.isfinite(ys)
     xs, ys = xs[keep], ys[keep]
     n = int(xs.size)
@@ -1019,13 +1276,23 @@ def linear_fit(x: Sequence[float], y: Sequence[float], confidence: float = 0.95)
     sxx = float(((xs - mx) ** 2).sum())
     b = float(((xs - mx) * (ys - my)).sum() / sxx)
     a = float(my - b * mx)
-    out = {"n": n, "slope": b, "intercept": a, "slope_ci95": (None, None), "intercept_ci95": (None, None),
-           "residual_sd": None}
+    out = {
+        "n": n,
+        "slope": b,
+        "intercept": a,
+        "slope_ci95": (None, None),
+        "intercept_ci95": (None, None),
+        "residual_sd": None,
+    }
     if n > 2:
         sse = float(((ys - (a + b * xs)) ** 2).sum())
         s = math.sqrt(sse / (n - 2))
         t = t_critical(n - 2, confidence)
         se_b = s / math.sqrt(sxx)
         se_a = s * math.sqrt(1.0 / n + mx * mx / sxx)
-        out.update(slope_ci95=(b - t * se_b, b + t * se_b), intercept_ci95=(a - t * se_a, a + t * se_a), residual_sd=s)
+        out.update(
+            slope_ci95=(b - t * se_b, b + t * se_b),
+            intercept_ci95=(a - t * se_a, a + t * se_a),
+            residual_sd=s,
+        )
     return out

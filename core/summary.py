@@ -29,11 +29,20 @@ class Trend:
     def from_dict(cls, d: Mapping[str, Any] | None) -> "Trend | None":
         if not d:
             return None
-        return cls(d.get("tau"), d.get("p_value"), d.get("monotonic"), d.get("first_sample_outlier"),
-                   d.get("warmup_suspect"))
+        return cls(
+            d.get("tau"),
+            d.get("p_value"),
+            d.get("monotonic"),
+            d.get("first_sample_outlier"),
+            d.get("warmup_suspect"),
+        )
 
     def to_dict(self) -> dict[str, Any]:
-        return {f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) is not None}
+        return {
+            f.name: getattr(self, f.name)
+            for f in fields(self)
+            if getattr(self, f.name) is not None
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,7 +64,9 @@ class Summary:
     median_ci95_high: float | None = None
     outliers: tuple[int, ...] = ()
     trend: Trend | None = None
-    ci95_why: str | None = None  # why there is no CI95 of the mean (fewer than 3 samples, ...)
+    ci95_why: str | None = (
+        None  # why there is no CI95 of the mean (fewer than 3 samples, ...)
+    )
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any] | "Summary" | None) -> "Summary":
@@ -65,9 +76,23 @@ class Summary:
         if not d:
             return EMPTY
         g = d.get
-        return cls(int(g("n") or 0), g("mean"), g("stddev"), g("ci95_low"), g("ci95_high"), g("median"), g("min"),
-                   g("max"), g("p95"), g("p99"), g("median_ci95_low"), g("median_ci95_high"),
-                   tuple(g("outliers") or ()), Trend.from_dict(g("trend")), g("ci95_why"))
+        return cls(
+            int(g("n") or 0),
+            g("mean"),
+            g("stddev"),
+            g("ci95_low"),
+            g("ci95_high"),
+            g("median"),
+            g("min"),
+            g("max"),
+            g("p95"),
+            g("p99"),
+            g("median_ci95_low"),
+            g("median_ci95_high"),
+            tuple(g("outliers") or ()),
+            Trend.from_dict(g("trend")),
+            g("ci95_why"),
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """The stored form (the keys core.stats.summarize writes)."""

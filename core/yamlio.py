@@ -11,8 +11,12 @@ from pydantic import ValidationError
 from core.errors import ConfigError, UserError
 from core.paths import relpath
 
-MAX_YAML_BYTES = 8 << 20  # an input file larger than this is refused before it is parsed
-MAX_YAML_NODES = 200_000  # scalars + collections after alias expansion ("billion laughs" guard)
+MAX_YAML_BYTES = (
+    8 << 20
+)  # an input file larger than this is refused before it is parsed
+MAX_YAML_NODES = (
+    200_000  # scalars + collections after alias expansion ("billion laughs" guard)
+)
 QUOTE_CHARS = 80  # error messages quote at most this much of the input, on one line
 
 
@@ -20,21 +24,31 @@ def quote(value: Any, limit: int = QUOTE_CHARS) -> str:
     """``repr(value)`` on one line and at most ``limit`` characters (error messages quote input)."""
     try:
         text = repr(value)
-    except Exception:  # a hostile __repr__ never reaches here (input is plain data), but be safe
+    except (
+        Exception
+    ):  # a hostile __repr__ never reaches here (input is plain data), but be safe
         text = f"<{type(value).__name__}>"
     text = text.replace("\n", " ").replace("\r", " ")
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def read_text(path: Path | str, *, what: str = "text file", max_bytes: int | None = None,
-              error: type[UserError] = ConfigError) -> str:
+def read_text(
+    path: Path | str,
+    *,
+    what: str = "text file",
+    max_bytes: int | None = None,
+    error: type[UserError] = ConfigError,
+) -> str:
     """A file read as UTF-8 text, every failure as one line naming the file (no traceback)."""
     path = Path(path)
     src = relpath(path)
     try:
         if max_bytes is not None and path.stat().st_size > max_bytes:
-            raise error(f"is {path.stat().st_size} bytes, more than the {max_bytes} a {what} may have", file=src)
+            raise error(
+                f"is {path.stat().st_size} bytes, more than the {max_bytes} a {what} may have",
+                file=src,
+            )
         raw = path.read_bytes()
     except FileNotFoundError:
         raise error("no such file", file=src) from None
@@ -48,8 +62,10 @@ def read_text(path: Path | str, *, what: str = "text file", max_bytes: int | Non
         return raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         line = raw.count(b"\n", 0, exc.start) + 1
-        raise error(f"is not UTF-8 text: byte 0x{raw[exc.start]:02x} at line {line} (offset {exc.start})",
-                    file=src) from None
+        raise error(
+            f"is not UTF-8 text: byte 0x{raw[exc.start]:02x} at line {line} (offset {exc.start})",
+            file=src,
+        ) from None
 
 
 def _expanded_size(node: yaml.Node, limit: int) -> int:
@@ -61,7 +77,9 @@ def _expanded_size(node: yaml.Node, limit: int) -> int:
         key = id(n)
         if key in sizes:
             return sizes[key]
-        sizes[key] = limit + 1  # a node met again while being counted: a recursive alias
+        sizes[key] = (
+            limit + 1
+        )  # a node met again while being counted: a recursive alias
         if isinstance(n, yaml.ScalarNode):
             total = 1
         elif isinstance(n, yaml.SequenceNode):
@@ -92,8 +110,11 @@ def load_yaml(path: Path | str) -> Any:
             raise ConfigError("is empty", file=src)
         n = _expanded_size(node, MAX_YAML_NODES)
         if n > MAX_YAML_NODES:
-            raise ConfigError(f"expands to more than {MAX_YAML_NODES} values once its aliases (*name) are "
-                              "expanded (an alias bomb?)", file=src)
+            raise ConfigError(
+                f"expands to more than {MAX_YAML_NODES} values once its aliases (*name) are "
+                "expanded (an alias bomb?)",
+                file=src,
+            )
         loader = yaml.SafeLoader("")
         try:
             data = loader.construct_document(node)
@@ -111,7 +132,9 @@ def load_yaml(path: Path | str) -> Any:
     return data
 
 
-def pydantic_error_line(exc: ValidationError, known: dict[str, list[str]] | None = None) -> str:
+def pydantic_error_line(
+    exc: ValidationError, known: dict[str, list[str]] | None = None
+) -> str:
     """The first error of a pydantic ValidationError as 'field.path: message'."""
     import difflib
 

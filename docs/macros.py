@@ -62,8 +62,13 @@ def backend_declarations() -> list[dict[str, Any]]:
 
 def define_env(env: Any) -> None:
     env.macro(lambda: home_page.home(_facts(), this_host()), "home_summary")
-    env.macro(lambda: leaderboard_page.leaderboard_page(_facts(), this_host()), "leaderboard")
-    env.macro(lambda kind="run": browser.browser_page(kind, len(dataset.load().of(kind))), "runs_browser")
+    env.macro(
+        lambda: leaderboard_page.leaderboard_page(_facts(), this_host()), "leaderboard"
+    )
+    env.macro(
+        lambda kind="run": browser.browser_page(kind, len(dataset.load().of(kind))),
+        "runs_browser",
+    )
     env.macro(browser.viewer_page, "artifact_viewer")
     env.macro(per_host.render, "split_page")
     env.macro(open_data.artifact_format, "artifact_format")
@@ -72,7 +77,12 @@ def define_env(env: Any) -> None:
     env.macro(pages.test_kinds, "test_kinds")
     env.macro(lambda kind: site_kinds.kind_page(kind, list(_runs())), "kind_page")
     env.macro(lambda: pages.backends_table(backend_declarations()), "backends_table")
-    env.macro(lambda backend: pages.settings_table(backends.settings_class(backend).option_table()), "settings_table")
+    env.macro(
+        lambda backend: pages.settings_table(
+            backends.settings_class(backend).option_table()
+        ),
+        "settings_table",
+    )
     env.macro(manual.manual, "task_manual")
     env.macro(lambda: per_host.render("serving"), "serving_page")
     env.macro(lambda: per_host.render("comparisons"), "comparisons_page")
@@ -82,18 +92,35 @@ def define_env(env: Any) -> None:
     env.macro(quality_pages.ladder_from_data, "quantization_ladder")
     env.macro(parity_pages.parity_from_data, "quality_parity")
     env.macro(agent_pages.agents_from_data, "agents_page")
-    env.macro(lambda: quality_pages.scorers_table(list(scorers.SCORERS.values())), "quality_scorers")
-    env.macro(lambda: quality_pages.sandbox_layers(sandbox.isolation_layers()), "sandbox_layers")
+    env.macro(
+        lambda: quality_pages.scorers_table(list(scorers.SCORERS.values())),
+        "quality_scorers",
+    )
+    env.macro(
+        lambda: quality_pages.sandbox_layers(sandbox.isolation_layers()),
+        "sandbox_layers",
+    )
     env.macro(lambda: per_host.render("roles"), "roles_page")
     env.macro(quality_pages.decision_rules, "roles_rules")
-    env.macro(lambda: planning.projections_page(list(_runs()), projections.load_records()), "projections_page")
-    env.macro(lambda: planning.memory_page(list(_runs()), roofline.load_hosts()), "memory_page")
-    env.macro(lambda: planning.roofline_page(list(_runs()), roofline.load_hosts()), "roofline_page")
+    env.macro(
+        lambda: planning.projections_page(list(_runs()), projections.load_records()),
+        "projections_page",
+    )
+    env.macro(
+        lambda: planning.memory_page(list(_runs()), roofline.load_hosts()),
+        "memory_page",
+    )
+    env.macro(
+        lambda: planning.roofline_page(list(_runs()), roofline.load_hosts()),
+        "roofline_page",
+    )
     env.macro(lambda: planning.whatif_page(list(_runs())), "whatif_page")
     env.macro(fidelity_pages.fidelity_section, "fidelity_table")
     env.macro(lambda: history_pages.history_page(list(_runs())), "history_page")
     env.macro(lambda: history_pages.regressions_page(list(_runs())), "regressions_page")
-    env.macro(lambda: history_pages.host_vs_host_page(list(_runs())), "host_vs_host_page")
+    env.macro(
+        lambda: history_pages.host_vs_host_page(list(_runs())), "host_vs_host_page"
+    )
     env.macro(history_pages.method_text, "history_method")
     env.macro(history_pages.verdict_rules, "verdict_rules")
     env.macro(history_pages.ranking_rule, "ranking_rule")

@@ -74,7 +74,10 @@ class AdapterSeries:
         base = fit["intercept"]
         lo, hi = fit["slope_ci95"]
         fit["relative"] = fit["slope"] / base if base else None
-        fit["relative_ci95"] = (lo / base if lo is not None and base else None, hi / base if hi is not None and base else None)
+        fit["relative_ci95"] = (
+            lo / base if lo is not None and base else None,
+            hi / base if hi is not None and base else None,
+        )
         return fit
 
     @property
@@ -85,25 +88,45 @@ class AdapterSeries:
 def _stage(rec: RunRecord) -> str:
     t = rec.spec
     if isinstance(t, RateTest):
-        return "prefill" if t.n_prompt and not t.n_gen else "decode" if t.n_gen and not t.n_prompt else "prefill + decode"
+        return (
+            "prefill"
+            if t.n_prompt and not t.n_gen
+            else "decode"
+            if t.n_gen and not t.n_prompt
+            else "prefill + decode"
+        )
     return "decode"
 
 
-def _point(rec: RunRecord, base: RunRecord | None, shape: ModelShape | None) -> AdapterPoint:
+def _point(
+    rec: RunRecord, base: RunRecord | None, shape: ModelShape | None
+) -> AdapterPoint:
     s = rec.stat("tokens_per_second") or Summary()
     comparison = None
     if base is not None and base.ok and rec.ok and base.key != rec.key:
-        comparison = stats.compare(base.values("tokens_per_second"), rec.values("tokens_per_second"), True).to_dict()
+        comparison = stats.compare(
+            base.values("tokens_per_second"), rec.values("tokens_per_second"), True
+        ).to_dict()
     lora = rec.lora
     adapters = rec.lora_adapters
     buffers = rec.lora_buffer_mib
     return AdapterPoint(
-        record=rec, count=len(rec.lora_requested), mean=s.mean, ci95=(s.ci95_low, s.ci95_high),
-        n=int(s.n or 0), comparison=comparison,
-        predicted_bytes=adapter_bytes(shape, adapters) if shape is not None and adapters else (0 if not rec.lora_requested else None),
-        buffer_bytes=int(round(sum(buffers) * MiB)) if buffers else (0 if not rec.lora_requested else None),
-        rss_growth_bytes=lora.rss_growth_bytes, load_time_s=lora.load_time_s,
-        peak_rss_bytes=rec.resources.peak_rss_bytes)
+        record=rec,
+        count=len(rec.lora_requested),
+        mean=s.mean,
+        ci95=(s.ci95_low, s.ci95_high),
+        n=int(s.n or 0),
+        comparison=comparison,
+        predicted_bytes=adapter_bytes(shape, adapters)
+        if shape is not None and adapters
+        else (0 if not rec.lora_requested else None),
+        buffer_bytes=int(round(sum(buffers) * MiB))
+        if buffers
+        else (0 if not rec.lora_requested else None),
+        rss_growth_bytes=lora.rss_growth_bytes,
+        load_time_s=lora.load_time_s,
+        peak_rss_bytes=rec.resources.peak_rss_bytes,
+    )
 
 
 def adapter_series(docs: list[RunRecord]) -> list[AdapterSeries]:
@@ -123,9 +146,18 @@ def adapter_series(docs: list[RunRecord]) -> list[AdapterSeries]:
                 shape = ModelShape.from_facts(recs[0].gguf, model)
             except Exception:  # a model whose facts cannot be planned: no prediction
                 shape = None
-            series = AdapterSeries(sw.host_id, sw.name, model, any(r.synthetic for r in recs), test,
-                                   _stage(recs[0]), failed=[r for r in recs if not r.ok])
-            series.points = sorted((_point(r, base, shape) for r in ok), key=lambda p: p.count)
+            series = AdapterSeries(
+                sw.host_id,
+                sw.name,
+                model,
+                any(r.synthetic for r in recs),
+                test,
+                _stage(recs[0]),
+                failed=[r for r in recs if not r.ok],
+            )
+            series.points = sorted(
+                (_point(r, base, shape) for r in ok), key=lambda p: p.count
+            )
             out.append(series)
     return sorted(out, key=lambda s: (s.host_id, s.sweep, s.model, s.stage, s.test))
 
@@ -139,9 +171,21 @@ def memory_rows(series: list[AdapterSeries]) -> list[dict[str, Any]]:
             if not p.count:
                 continue
             key = (s.host_id, s.model, p.count)
-            row = rows.setdefault(key, {"host_id": s.host_id, "model": s.model, "synthetic": s.synthetic, "count": p.count,
-                                        "predicted": p.predicted_bytes, "buffers": [], "rss_growth": [], "load_time_s": [],
-                                        "adapters": p.record.lora_adapters, "ids": []})
+            row = rows.setdefault(
+                key,
+                {
+                    "host_id": s.host_id,
+                    "model": s.model,
+                    "synthetic": s.synthetic,
+                    "count": p.count,
+                    "predicted": p.predicted_bytes,
+                    "buffers": [],
+                    "rss_growth": [],
+                    "load_time_s": [],
+                    "adapters": p.record.lora_adapters,
+                    "ids": [],
+                },
+            )
             if p.buffer_bytes is not None:
                 row["buffers"].append(p.buffer_bytes)
             if p.rss_growth_bytes is not None:
@@ -153,9 +197,17 @@ def memory_rows(series: list[AdapterSeries]) -> list[dict[str, Any]]:
     for row in rows.values():
         buf = max(row["buffers"]) if row["buffers"] else None
         row["buffer"] = buf
-        row["error"] = (row["predicted"] - buf) / buf if buf and row["predicted"] is not None else None
-        row["file_bytes"] = sum(int(a.get("tensor_bytes") or 0) for a in row["adapters"]) or None
-        row["load"] = stats.summarize(row["load_time_s"]) if row["load_time_s"] else None
+        row["error"] = (
+            (row["predicted"] - buf) / buf
+            if buf and row["predicted"] is not None
+            else None
+        )
+        row["file_bytes"] = (
+            sum(int(a.get("tensor_bytes") or 0) for a in row["adapters"]) or None
+        )
+        row["load"] = (
+            stats.summarize(row["load_time_s"]) if row["load_time_s"] else None
+        )
         row["rss"] = stats.summarize(row["rss_growth"]) if row["rss_growth"] else None
         out.append(row)
     return sorted(out, key=lambda r: (r["host_id"], r["model"], r["count"]))

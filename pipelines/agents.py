@@ -24,7 +24,9 @@ class AgentRun:
     record: RunRecord
     episodes: list[agent_kind.Episode]
     stats: dict[str, Any]
-    profiles: dict[str, agent_kind.FaultProfile]  # name -> the profile's definition (faults, timeout, retries)
+    profiles: dict[
+        str, agent_kind.FaultProfile
+    ]  # name -> the profile's definition (faults, timeout, retries)
 
     @property
     def endpoint(self) -> str:
@@ -50,10 +52,24 @@ def agent_runs(docs: list[Any]) -> list[AgentRun]:
         if not episodes:
             continue
         spec = rec.spec
-        profiles = {p.name: p for p in spec.profiles} if isinstance(spec, agent_kind.AgentLoopTest) else {}
+        profiles = (
+            {p.name: p for p in spec.profiles}
+            if isinstance(spec, agent_kind.AgentLoopTest)
+            else {}
+        )
         order = list(profiles) or None
-        out.append(AgentRun(rec, episodes, agent_kind.matrix_stats(episodes, order), profiles))
-    return sorted(out, key=lambda r: (r.record.host_id, r.record.model_name, r.endpoint, r.record.test_name))
+        out.append(
+            AgentRun(rec, episodes, agent_kind.matrix_stats(episodes, order), profiles)
+        )
+    return sorted(
+        out,
+        key=lambda r: (
+            r.record.host_id,
+            r.record.model_name,
+            r.endpoint,
+            r.record.test_name,
+        ),
+    )
 
 
 def scenario_cells(run: AgentRun) -> list[dict[str, Any]]:
@@ -61,9 +77,19 @@ def scenario_cells(run: AgentRun) -> list[dict[str, Any]]:
     rows = []
     for scenario in dict.fromkeys(e.scenario for e in run.episodes):
         for placement in agent_kind.PLACEMENTS:
-            eps = [e for e in run.episodes if e.scenario == scenario and e.placement == placement]
+            eps = [
+                e
+                for e in run.episodes
+                if e.scenario == scenario and e.placement == placement
+            ]
             if eps:
-                rows.append({"scenario": scenario, "placement": placement, **agent_kind.cell_stats(eps)})
+                rows.append(
+                    {
+                        "scenario": scenario,
+                        "placement": placement,
+                        **agent_kind.cell_stats(eps),
+                    }
+                )
     return rows
 
 

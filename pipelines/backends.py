@@ -31,8 +31,19 @@ from core.summary import Summary
 
 RATE_METRICS = ("tokens_per_second", "prefill_j_per_token", "decode_j_per_token")
 RESOURCE_METRICS = ("load_time_s", "peak_vram_bytes", "peak_rss_bytes")
-ORDER = ("load_time_s", "cold_ttft_ms", "cold_total_ms", "ttft_ms", "tpot_ms", "prefill", "decode",
-         "prefill_j_per_token", "decode_j_per_token", "peak_vram_bytes", "peak_rss_bytes")
+ORDER = (
+    "load_time_s",
+    "cold_ttft_ms",
+    "cold_total_ms",
+    "ttft_ms",
+    "tpot_ms",
+    "prefill",
+    "decode",
+    "prefill_j_per_token",
+    "decode_j_per_token",
+    "peak_vram_bytes",
+    "peak_rss_bytes",
+)
 
 
 def is_reference(recs: list[RunRecord]) -> bool:
@@ -55,12 +66,32 @@ def _rate_label(r: RunRecord) -> tuple[str, str]:
     return "rate", f"Rate ({r.test_name})"
 
 
-def _row(what: str, order: str, metric: str, comp: stats.Comparison, a_mean: float, b_mean: float,
-         a_ids: list[str], b_ids: list[str], test: str | None = None) -> dict[str, Any]:
+def _row(
+    what: str,
+    order: str,
+    metric: str,
+    comp: stats.Comparison,
+    a_mean: float,
+    b_mean: float,
+    a_ids: list[str],
+    b_ids: list[str],
+    test: str | None = None,
+) -> dict[str, Any]:
     m = METRICS[metric]
-    return {"what": what, "order": order, "metric": metric, "unit": m.unit, "decimals": m.decimals,
-            "higher_is_better": m.higher_is_better, "test_name": test, "baseline_mean": a_mean, "candidate_mean": b_mean,
-            "baseline_ids": a_ids, "candidate_ids": b_ids, **comp.to_dict()}
+    return {
+        "what": what,
+        "order": order,
+        "metric": metric,
+        "unit": m.unit,
+        "decimals": m.decimals,
+        "higher_is_better": m.higher_is_better,
+        "test_name": test,
+        "baseline_mean": a_mean,
+        "candidate_mean": b_mean,
+        "baseline_ids": a_ids,
+        "candidate_ids": b_ids,
+        **comp.to_dict(),
+    }
 
 
 def _pooled(recs: list[RunRecord], metric: str) -> Summary | None:
@@ -68,38 +99,81 @@ def _pooled(recs: list[RunRecord], metric: str) -> Summary | None:
     return stats.pool_summaries(parts) if parts else None
 
 
-def _compare_pooled(what: str, metric: str, a: list[RunRecord], b: list[RunRecord], order: str | None = None) -> dict[str, Any] | None:
+def _compare_pooled(
+    what: str,
+    metric: str,
+    a: list[RunRecord],
+    b: list[RunRecord],
+    order: str | None = None,
+) -> dict[str, Any] | None:
     sa, sb = _pooled(a, metric), _pooled(b, metric)
     if sa is None or sb is None or sa.mean is None or sb.mean is None:
         return None
     c = stats.compare_summaries(sa, sb, METRICS[metric].higher_is_better)
-    return _row(what, order or metric, metric, c, sa.mean, sb.mean, [r.id for r in a if r.stat(metric)],
-                [r.id for r in b if r.stat(metric)])
+    return _row(
+        what,
+        order or metric,
+        metric,
+        c,
+        sa.mean,
+        sb.mean,
+        [r.id for r in a if r.stat(metric)],
+        [r.id for r in b if r.stat(metric)],
+    )
 
 
-def _per_artifact(what: str, metric: str, a: list[RunRecord], b: list[RunRecord]) -> dict[str, Any] | None:
+def _per_artifact(
+    what: str, metric: str, a: list[RunRecord], b: list[RunRecord]
+) -> dict[str, Any] | None:
     """One value per artifact (a fresh process each) on each side."""
-    va = [(r.id, s.mean) for r in a if (s := r.stat(metric)) is not None and s.mean is not None]
-    vb = [(r.id, s.mean) for r in b if (s := r.stat(metric)) is not None and s.mean is not None]
+    va = [
+        (r.id, s.mean)
+        for r in a
+        if (s := r.stat(metric)) is not None and s.mean is not None
+    ]
+    vb = [
+        (r.id, s.mean)
+        for r in b
+        if (s := r.stat(metric)) is not None and s.mean is not None
+    ]
     if not va or not vb:
         return None
-    c = stats.compare([v for _, v in va], [v for _, v in vb], METRICS[metric].higher_is_better)
-    return _row(what, metric, metric, c, sum(v for _, v in va) / len(va), sum(v for _, v in vb) / len(vb),
-                [i for i, _ in va], [i for i, _ in vb])
+    c = stats.compare(
+        [v for _, v in va], [v for _, v in vb], METRICS[metric].higher_is_better
+    )
+    return _row(
+        what,
+        metric,
+        metric,
+        c,
+        sum(v for _, v in va) / len(va),
+        sum(v for _, v in vb) / len(vb),
+        [i for i, _ in va],
+        [i for i, _ in vb],
+    )
 
 
-def compare_backends(base: list[RunRecord], cand: list[RunRecord]) -> list[dict[str, Any]]:
+def compare_backends(
+    base: list[RunRecord], cand: list[RunRecord]
+) -> list[dict[str, Any]]:
     """Rows for one candidate backend against the baseline (both: current ok results of one host and model)."""
     rows: list[dict[str, Any]] = []
     shared = {_definition(r) for r in base} & {_definition(r) for r in cand}
     a_shared = [r for r in base if _definition(r) in shared]
     b_shared = [r for r in cand if _definition(r) in shared]
-    for metric, label in (("load_time_s", "Load time"), ("peak_vram_bytes", "Peak VRAM"), ("peak_rss_bytes", "Peak RSS")):
+    for metric, label in (
+        ("load_time_s", "Load time"),
+        ("peak_vram_bytes", "Peak VRAM"),
+        ("peak_rss_bytes", "Peak RSS"),
+    ):
         row = _per_artifact(label, metric, a_shared, b_shared)
         if row:
             rows.append(row)
+
     # requests: serve (cold, then warm) and chat (warm), matched on the request they send
-    def by_request(recs: list[RunRecord], kinds: tuple[str, ...]) -> dict[str, list[RunRecord]]:
+    def by_request(
+        recs: list[RunRecord], kinds: tuple[str, ...]
+    ) -> dict[str, list[RunRecord]]:
         out: dict[str, list[RunRecord]] = {}
         for r in recs:
             if r.test_kind in kinds:
@@ -108,11 +182,17 @@ def compare_backends(base: list[RunRecord], cand: list[RunRecord]) -> list[dict[
 
     serve_a, serve_b = by_request(base, ("serve",)), by_request(cand, ("serve",))
     for fp in sorted(set(serve_a) & set(serve_b)):
-        for metric, label in (("cold_ttft_ms", "Cold TTFT"), ("cold_total_ms", "Cold total (load + first request)")):
+        for metric, label in (
+            ("cold_ttft_ms", "Cold TTFT"),
+            ("cold_total_ms", "Cold total (load + first request)"),
+        ):
             row = _compare_pooled(label, metric, serve_a[fp], serve_b[fp])
             if row:
                 rows.append(row)
-    warm_a, warm_b = by_request(base, ("serve", "chat")), by_request(cand, ("serve", "chat"))
+    warm_a, warm_b = (
+        by_request(base, ("serve", "chat")),
+        by_request(cand, ("serve", "chat")),
+    )
     for fp in sorted(set(warm_a) & set(warm_b)):
         for metric, label in (("ttft_ms", "Warm TTFT"), ("tpot_ms", "TPOT")):
             row = _compare_pooled(label, metric, warm_a[fp], warm_b[fp])
@@ -135,23 +215,49 @@ def compare_backends(base: list[RunRecord], cand: list[RunRecord]) -> list[dict[
             if sa is None or sb is None or sa.mean is None or sb.mean is None:
                 continue
             c = stats.compare_summaries(sa, sb, METRICS[metric].higher_is_better)
-            what = label if metric == "tokens_per_second" else f"{METRICS[metric].label} ({ra.test_name})"
-            rows.append(_row(what, part if metric == "tokens_per_second" else metric, metric, c, sa.mean, sb.mean,
-                             [ra.id], [rb.id], test=ra.test_name))
-    rows.sort(key=lambda r: (ORDER.index(r["order"]) if r["order"] in ORDER else len(ORDER), r["test_name"] or ""))
+            what = (
+                label
+                if metric == "tokens_per_second"
+                else f"{METRICS[metric].label} ({ra.test_name})"
+            )
+            rows.append(
+                _row(
+                    what,
+                    part if metric == "tokens_per_second" else metric,
+                    metric,
+                    c,
+                    sa.mean,
+                    sb.mean,
+                    [ra.id],
+                    [rb.id],
+                    test=ra.test_name,
+                )
+            )
+    rows.sort(
+        key=lambda r: (
+            ORDER.index(r["order"]) if r["order"] in ORDER else len(ORDER),
+            r["test_name"] or "",
+        )
+    )
     return rows
 
 
 def backend_comparisons(docs: list[Any]) -> list[dict[str, Any]]:
     """Every (host, model file, candidate backend) with its rows against llama.cpp on the same host and file."""
     recs = [as_record(d) for d in docs]
-    current = [r for r in latest_per_key(recs) if r.ok and r.in_process and r.model_sha256]
+    current = [
+        r for r in latest_per_key(recs) if r.ok and r.in_process and r.model_sha256
+    ]
     groups: dict[tuple[str, str], dict[str, list[RunRecord]]] = {}
     for r in current:
-        groups.setdefault((r.host_id, r.model_sha256), {}).setdefault(r.backend, []).append(r)
+        groups.setdefault((r.host_id, r.model_sha256), {}).setdefault(
+            r.backend, []
+        ).append(r)
     out = []
     for (host, _sha), by_backend in sorted(groups.items()):
-        baseline = next((b for b, rs in sorted(by_backend.items()) if is_reference(rs)), None)
+        baseline = next(
+            (b for b, rs in sorted(by_backend.items()) if is_reference(rs)), None
+        )
         if baseline is None:
             continue
         base = by_backend[baseline]
@@ -160,8 +266,17 @@ def backend_comparisons(docs: list[Any]) -> list[dict[str, Any]]:
             rows = compare_backends(base, cand)
             if not rows:
                 continue
-            out.append({"host": host, "model": base[0].model_name, "synthetic": base[0].synthetic,
-                        "baseline": baseline, "candidate": backend,
-                        "baseline_build": base[-1].backend_build, "candidate_build": cand[-1].backend_build,
-                        "candidate_settings": cand[-1].effective, "rows": rows})
+            out.append(
+                {
+                    "host": host,
+                    "model": base[0].model_name,
+                    "synthetic": base[0].synthetic,
+                    "baseline": baseline,
+                    "candidate": backend,
+                    "baseline_build": base[-1].backend_build,
+                    "candidate_build": cand[-1].backend_build,
+                    "candidate_settings": cand[-1].effective,
+                    "rows": rows,
+                }
+            )
     return out

@@ -47,7 +47,17 @@ from core.records.run import RunRecord, digest
 from pipelines import noise as noise_mod
 from pipelines.runs import records
 
-KEYS = ("host", "build", "backend", "model", "test", "since", "until", "artifacts", "id")
+KEYS = (
+    "host",
+    "build",
+    "backend",
+    "model",
+    "test",
+    "since",
+    "until",
+    "artifacts",
+    "id",
+)
 
 
 class CompareError(UserError):
@@ -68,16 +78,22 @@ def parse_selection(text: str, name: str = "selection") -> Selection:
     """``host=vm,build=threads-halved`` -> Selection; CompareError names the bad part."""
     filters: dict[str, tuple[str, ...]] = {}
     if not text or not text.strip():
-        raise CompareError("is empty; write key=value pairs, e.g. host=vm,build=ordinary", field=name)
+        raise CompareError(
+            "is empty; write key=value pairs, e.g. host=vm,build=ordinary", field=name
+        )
     for part in text.split(","):
         part = part.strip()
         if not part:
             continue
         if "=" not in part:
-            raise CompareError(f"{part!r} is not key=value (keys: {', '.join(KEYS)})", field=name)
+            raise CompareError(
+                f"{part!r} is not key=value (keys: {', '.join(KEYS)})", field=name
+            )
         k, v = (s.strip() for s in part.split("=", 1))
         if k not in KEYS:
-            raise CompareError(f"unknown key {k!r} (keys: {', '.join(KEYS)})", field=name)
+            raise CompareError(
+                f"unknown key {k!r} (keys: {', '.join(KEYS)})", field=name
+            )
         values = tuple(x.strip() for x in v.split("|") if x.strip())
         if not values:
             raise CompareError(f"{k}= has no value", field=name)
@@ -86,8 +102,10 @@ def parse_selection(text: str, name: str = "selection") -> Selection:
                 try:
                     datetime.fromisoformat(x.replace("Z", "+00:00"))
                 except ValueError:
-                    raise CompareError(f"{k}={x!r} is not an ISO date or time (e.g. 2026-11-26 or 2026-11-26T06:00)",
-                                       field=name) from None
+                    raise CompareError(
+                        f"{k}={x!r} is not an ISO date or time (e.g. 2026-11-26 or 2026-11-26T06:00)",
+                        field=name,
+                    ) from None
         filters[k] = filters.get(k, ()) + values
     return Selection(text.strip(), filters)
 
@@ -112,11 +130,18 @@ def _artifact_match(r: RunRecord, patterns: tuple[str, ...]) -> bool:
 
 def matches(r: RunRecord, sel: Selection) -> bool:
     f = sel.filters
-    if "host" in f and not any(r.host_id == v or r.host_name == v or r.host_id.startswith(v) for v in f["host"]):
+    if "host" in f and not any(
+        r.host_id == v or r.host_name == v or r.host_id.startswith(v) for v in f["host"]
+    ):
         return False
     if "build" in f and not any(_build_match(r, v) for v in f["build"]):
         return False
-    if "backend" in f and r.backend not in f["backend"] and r.backend_name not in f["backend"] and r.server not in f["backend"]:
+    if (
+        "backend" in f
+        and r.backend not in f["backend"]
+        and r.backend_name not in f["backend"]
+        and r.server not in f["backend"]
+    ):
         return False
     if "model" in f and r.model_name not in f["model"]:
         return False
@@ -139,11 +164,17 @@ def compared_on(a: Selection, b: Selection) -> set[str]:
 
 
 def work_parts(r: RunRecord, on: set[str]) -> dict[str, Any]:
-    parts: dict[str, Any] = {"work": r.work, "backend": r.backend_name, "requested": r.requested_explicit,
-                             "host": r.host_id}
+    parts: dict[str, Any] = {
+        "work": r.work,
+        "backend": r.backend_name,
+        "requested": r.requested_explicit,
+        "host": r.host_id,
+    }
     if "host" in on:
         parts.pop("host")
-    if "backend" in on:  # another backend, perhaps of the other class (in process vs behind a server)
+    if (
+        "backend" in on
+    ):  # another backend, perhaps of the other class (in process vs behind a server)
         parts["work"] = {k: v for k, v in parts["work"].items() if k != "class"}
         parts.pop("backend")
         parts.pop("requested")
@@ -177,7 +208,9 @@ class Row:
     verdict: str
     settings: str = ""
     effective_diff: str = ""
-    a_runs: int = 1  # runs on each side (the unit of the comparison); a_id / b_id: the newest
+    a_runs: int = (
+        1  # runs on each side (the unit of the comparison); a_id / b_id: the newest
+    )
     b_runs: int = 1
     method: str = ""  # what the interval rests on: "runs", "runs + host noise"
     note: str = ""  # why there is no interval
@@ -203,25 +236,42 @@ class Result:
         return out
 
     def to_dict(self) -> dict[str, Any]:
-        return {"a": self.a.text, "b": self.b.text, "compared_on": self.compared_on, "a_results": self.a_count,
-                "b_results": self.b_count, "rows": [asdict(r) for r in self.rows]}
+        return {
+            "a": self.a.text,
+            "b": self.b.text,
+            "compared_on": self.compared_on,
+            "a_results": self.a_count,
+            "b_results": self.b_count,
+            "rows": [asdict(r) for r in self.rows],
+        }
 
 
 def _settings_text(req: dict[str, Any]) -> str:
     keep = {k: v for k, v in sorted(req.items()) if v is not None}
-    return ", ".join(f"{k}={v if isinstance(v, str) else json.dumps(v)}" for k, v in keep.items())
+    return ", ".join(
+        f"{k}={v if isinstance(v, str) else json.dumps(v)}" for k, v in keep.items()
+    )
 
 
 def _diff_text(a: dict[str, Any], b: dict[str, Any]) -> str:
     out = []
     for k in sorted(set(a) | set(b)):
         va, vb = a.get(k), b.get(k)
-        if json.dumps(va, sort_keys=True, default=str) != json.dumps(vb, sort_keys=True, default=str):
-            out.append(f"{k}: {json.dumps(va, default=str)}→{json.dumps(vb, default=str)}")
+        if json.dumps(va, sort_keys=True, default=str) != json.dumps(
+            vb, sort_keys=True, default=str
+        ):
+            out.append(
+                f"{k}: {json.dumps(va, default=str)}→{json.dumps(vb, default=str)}"
+            )
     return "; ".join(out)
 
 
-def compare(docs: list[RunRecord], a: Selection, b: Selection, memo: dict[tuple[str, str, tuple[str, ...]], str] | None = None) -> Result:
+def compare(
+    docs: list[RunRecord],
+    a: Selection,
+    b: Selection,
+    memo: dict[tuple[str, str, tuple[str, ...]], str] | None = None,
+) -> Result:
     """The comparison table; CompareError when a selection matches nothing or nothing is shared.
 
     ``memo`` (a dict the caller keeps across calls on the same records) holds each record's work
@@ -237,12 +287,17 @@ def compare(docs: list[RunRecord], a: Selection, b: Selection, memo: dict[tuple[
         if d is None:
             d = memo[k] = digest(work_parts(r, on))
         return d
+
     side_a = [r for r in recs if matches(r, a)]
     side_b = [r for r in recs if matches(r, b)]
     if not side_a:
-        raise CompareError(f"selection A ({a.text}) matches no measured result", field="--baseline")
+        raise CompareError(
+            f"selection A ({a.text}) matches no measured result", field="--baseline"
+        )
     if not side_b:
-        raise CompareError(f"selection B ({b.text}) matches no measured result", field="--candidate")
+        raise CompareError(
+            f"selection B ({b.text}) matches no measured result", field="--candidate"
+        )
 
     def by_work(side: list[RunRecord]) -> dict[str, list[RunRecord]]:
         out: dict[str, list[RunRecord]] = {}
@@ -256,10 +311,13 @@ def compare(docs: list[RunRecord], a: Selection, b: Selection, memo: dict[tuple[
     na, nb = {k: v[-1] for k, v in all_a.items()}, {k: v[-1] for k, v in all_b.items()}
     shared = [k for k in na if k in nb and na[k].id != nb[k].id]
     if not shared:
-        raise CompareError(f"selections A ({a.text}) and B ({b.text}) share no configuration "
-                           f"({len(side_a)} and {len(side_b)} results; matched on test, model file"
-                           + ("" if "backend" in on else ", backend, requested settings")
-                           + ("" if "host" in on else ", host") + ")")
+        raise CompareError(
+            f"selections A ({a.text}) and B ({b.text}) share no configuration "
+            f"({len(side_a)} and {len(side_b)} results; matched on test, model file"
+            + ("" if "backend" in on else ", backend, requested settings")
+            + ("" if "host" in on else ", host")
+            + ")"
+        )
     rows = []
     from pipelines import facts as facts_mod
 
@@ -269,21 +327,57 @@ def compare(docs: list[RunRecord], a: Selection, b: Selection, memo: dict[tuple[
         assert head is not None
         # each side is one environment (build, library setup, settings as resolved: a group of the fact layer),
         # never a pool of several: where a side's runs span several, its representative one (the fact layer's rule)
-        runs_a, runs_b = _one_environment(fx, all_a[k], head), _one_environment(fx, all_b[k], head)
+        runs_a, runs_b = (
+            _one_environment(fx, all_a[k], head),
+            _one_environment(fx, all_b[k], head),
+        )
         ra, rb = runs_a[-1], runs_b[-1]
         # the headline (the runs as the unit, the host's run-to-run noise as every figure of the site has it),
         # then energy per token where both sides measured it (a row each)
-        for m in [head] + [METRICS[e] for e in ENERGY_METRICS if ra.stat(e) and rb.stat(e)]:
+        for m in [head] + [
+            METRICS[e] for e in ENERGY_METRICS if ra.stat(e) and rb.stat(e)
+        ]:
             sa, sb = _side(fx, runs_a, m, m is head), _side(fx, runs_b, m, m is head)
             if sa is None or sb is None:
                 continue
             c = stats.combine_sides(sa, sb, m.higher_is_better)
-            (ma, sda, nra), (mb, sdb, nrb) = _side_value(runs_a, m.name), _side_value(runs_b, m.name)
-            rows.append(Row(ra.model_name, ra.test_name, m.name, m.unit, m.higher_is_better, ra.host_id, rb.host_id,
-                            ra.backend_name, rb.backend_name, ra.backend_build, rb.backend_build, ra.id, rb.id,
-                            ma, sda, nra, mb, sdb, nrb, c.ratio, c.ci95_low, c.ci95_high, c.verdict,
-                            "" if "backend" in on else _settings_text(ra.requested_explicit),
-                            _diff_text(ra.effective, rb.effective), sa.runs, sb.runs, c.method, c.note))
+            (ma, sda, nra), (mb, sdb, nrb) = (
+                _side_value(runs_a, m.name),
+                _side_value(runs_b, m.name),
+            )
+            rows.append(
+                Row(
+                    ra.model_name,
+                    ra.test_name,
+                    m.name,
+                    m.unit,
+                    m.higher_is_better,
+                    ra.host_id,
+                    rb.host_id,
+                    ra.backend_name,
+                    rb.backend_name,
+                    ra.backend_build,
+                    rb.backend_build,
+                    ra.id,
+                    rb.id,
+                    ma,
+                    sda,
+                    nra,
+                    mb,
+                    sdb,
+                    nrb,
+                    c.ratio,
+                    c.ci95_low,
+                    c.ci95_high,
+                    c.verdict,
+                    "" if "backend" in on else _settings_text(ra.requested_explicit),
+                    _diff_text(ra.effective, rb.effective),
+                    sa.runs,
+                    sb.runs,
+                    c.method,
+                    c.note,
+                )
+            )
     rows.sort(key=lambda r: (r.model, r.test, r.settings, r.host_a, r.backend_a))
     return Result(a, b, sorted(on), rows, len(side_a), len(side_b))
 
@@ -303,13 +397,17 @@ def _one_environment(fx: Any, runs: list[RunRecord], metric: Any) -> list[RunRec
     return keep or runs
 
 
-def _side(fx: Any, runs: list[RunRecord], metric: Any, headline_: bool) -> stats.SideEstimate | None:
+def _side(
+    fx: Any, runs: list[RunRecord], metric: Any, headline_: bool
+) -> stats.SideEstimate | None:
     """One side as every figure of the site is estimated (core.stats.pooled_side): the host's run-to-run noise
     for that kind of test (the fact layer's), the spread between its runs without one, the fleet's pooled noise
     for a single run of a host without one. Energy rows: the runs' own spread only."""
     from core import noise as noise_core
 
-    values = [v for v in (noise_mod.run_value(r, metric.name) for r in runs) if v is not None]
+    values = [
+        v for v in (noise_mod.run_value(r, metric.name) for r in runs) if v is not None
+    ]
     if not values:
         return None
     means = [v[0] for v in values]
@@ -350,8 +448,13 @@ def _value(mean: float, sd: float | None, n: int, runs: int = 1) -> str:
 def _ratio(r: Row) -> str:
     if r.ratio is None:
         return "—"
-    ci = f" (no interval: {r.note})" if r.ci95_low is None and r.note else "" if r.ci95_low is None else \
-        f" [{r.ci95_low:.3f}, {r.ci95_high:.3f}]"
+    ci = (
+        f" (no interval: {r.note})"
+        if r.ci95_low is None and r.note
+        else ""
+        if r.ci95_low is None
+        else f" [{r.ci95_low:.3f}, {r.ci95_high:.3f}]"
+    )
     return f"{r.ratio:.3f}{ci}"
 
 
@@ -372,23 +475,38 @@ def text_rows(res: Result) -> list[list[str]]:
         row = [r.model, r.test]
         if "host" not in res.compared_on:
             row.append(r.host_a)
-        row += [r.backend_a, r.backend_b] if "backend" in res.compared_on else [r.backend_a]
-        row += [f"{r.metric} ({r.unit}, {'higher' if r.higher_is_better else 'lower'} is better)",
-                _value(r.a_mean, r.a_stddev, r.a_n, r.a_runs), _value(r.b_mean, r.b_stddev, r.b_n, r.b_runs), _ratio(r),
-                r.verdict]
+        row += (
+            [r.backend_a, r.backend_b]
+            if "backend" in res.compared_on
+            else [r.backend_a]
+        )
+        row += [
+            f"{r.metric} ({r.unit}, {'higher' if r.higher_is_better else 'lower'} is better)",
+            _value(r.a_mean, r.a_stddev, r.a_n, r.a_runs),
+            _value(r.b_mean, r.b_stddev, r.b_n, r.b_runs),
+            _ratio(r),
+            r.verdict,
+        ]
         out.append(row)
     return out
 
 
 def markdown(res: Result) -> str:
     """Plain Markdown (for a terminal, a PR comment or a file; the site renders through its own table())."""
+
     def esc(s: str) -> str:
         return s.replace("|", "\\|")
 
     hs = headers(res)
-    lines = [f"A: `{res.a.text}` ({res.a_count} results) · B: `{res.b.text}` ({res.b_count} results) · "
-             f"compared on: {', '.join(res.compared_on)} · {len(res.rows)} shared configurations", "",
-             "| " + " | ".join(hs) + " |", "| " + " | ".join("--:" if h in ("A", "B", "B/A [CI95]") else ":--" for h in hs) + " |"]
+    lines = [
+        f"A: `{res.a.text}` ({res.a_count} results) · B: `{res.b.text}` ({res.b_count} results) · "
+        f"compared on: {', '.join(res.compared_on)} · {len(res.rows)} shared configurations",
+        "",
+        "| " + " | ".join(hs) + " |",
+        "| "
+        + " | ".join("--:" if h in ("A", "B", "B/A [CI95]") else ":--" for h in hs)
+        + " |",
+    ]
     lines += ["| " + " | ".join(esc(c) for c in row) + " |" for row in text_rows(res)]
     return "\n".join(lines) + "\n"
 
@@ -408,9 +526,16 @@ def write_outputs(res: Result, out: Path) -> list[Path]:
     from core.artifacts import atomic_write_text
 
     base = out.with_suffix("") if out.suffix in (".md", ".json", ".csv") else out
-    paths = [base.with_suffix(".md"), base.with_suffix(".json"), base.with_suffix(".csv")]
+    paths = [
+        base.with_suffix(".md"),
+        base.with_suffix(".json"),
+        base.with_suffix(".csv"),
+    ]
     atomic_write_text(paths[0], markdown(res))
-    atomic_write_text(paths[1], json.dumps(res.to_dict(), indent=2, sort_keys=True, allow_nan=False) + "\n")
+    atomic_write_text(
+        paths[1],
+        json.dumps(res.to_dict(), indent=2, sort_keys=True, allow_nan=False) + "\n",
+    )
     atomic_write_text(paths[2], to_csv(res))
     return paths
 

@@ -17,8 +17,18 @@ from core.records.run import as_record
 
 def totals(docs: list[Any]) -> dict[str, Any]:
     """Totals over all ok run artifacts, overall and per test kind, per host and per model."""
-    out: dict[str, Any] = {"runs": 0, "tokens": 0, "seconds": 0.0, "prompt_tokens": 0, "by_kind": {}, "by_host": {},
-                           "models": set(), "synthetic_tokens": 0, "first": None, "last": None}
+    out: dict[str, Any] = {
+        "runs": 0,
+        "tokens": 0,
+        "seconds": 0.0,
+        "prompt_tokens": 0,
+        "by_kind": {},
+        "by_host": {},
+        "models": set(),
+        "synthetic_tokens": 0,
+        "first": None,
+        "last": None,
+    }
     for d in docs:
         r = as_record(d)
         if not r.ok:
@@ -32,7 +42,9 @@ def totals(docs: list[Any]) -> dict[str, Any]:
             out["synthetic_tokens"] += g["tokens"]
         out["models"].add(r.model_name)
         for key, name in (("by_kind", r.test_kind), ("by_host", r.host_id)):
-            row = out[key].setdefault(name, {"runs": 0, "tokens": 0, "seconds": 0.0, "time": set()})
+            row = out[key].setdefault(
+                name, {"runs": 0, "tokens": 0, "seconds": 0.0, "time": set()}
+            )
             row["runs"] += 1
             row["tokens"] += g["tokens"]
             row["seconds"] += g["seconds"]

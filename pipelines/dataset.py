@@ -37,7 +37,9 @@ class Dataset:
 
     root: Path
     by_type: dict[str, list[ArtifactRecord]] = field(default_factory=dict)
-    files: tuple[tuple[str, Path], ...] = ()  # (path relative to root, absolute path) of every artifact
+    files: tuple[
+        tuple[str, Path], ...
+    ] = ()  # (path relative to root, absolute path) of every artifact
     _derived: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     def derived(self, name: str, compute: Callable[[Dataset], T]) -> T:
@@ -143,5 +145,11 @@ def published_json() -> dict[str, str]:
     """Artifact id -> the site path of its published JSON, for the set being built (empty outside a build)."""
     for root in _FROZEN:
         return _CACHE[root][1].derived(
-            "id_json", lambda ds: {r.id: "data/" + r.data_path for recs in ds.by_type.values() for r in recs})
+            "id_json",
+            lambda ds: {
+                r.id: "data/" + r.data_path
+                for recs in ds.by_type.values()
+                for r in recs
+            },
+        )
     return {}

@@ -47,7 +47,10 @@ from pipelines.memo import per_set
 from pipelines.ranking import Ranked, rank_sides
 from pipelines.runs import records
 
-PAIRED = ("pp512", "tg128")  # prefill and decode, side by side (llama-bench's headline tests)
+PAIRED = (
+    "pp512",
+    "tg128",
+)  # prefill and decode, side by side (llama-bench's headline tests)
 REFERENCE_MATRIX = "reference"
 # Effective settings that follow the test rather than the machine (the context and batch a test sizes
 # for itself): never part of what a row shows as its environment.
@@ -58,15 +61,19 @@ BASIS_HOST = "host noise"
 BASIS_FLEET = "fleet noise"
 BASIS_NONE = "none"
 
-RULE = ("A figure is one configuration's value on one host with the run as the unit: the geometric mean of its run "
-        "means, with a CI95 on the log scale from the spread between its runs (two or more), or its one run widened "
-        "by the host's run-to-run noise for that kind of test, or, where the host has none yet, by the fleet's pooled "
-        "run-to-run noise for that kind of test (labelled *fleet noise*). Builds, library setups and settings are "
-        "environment: each is its own figure, never pooled.")
+RULE = (
+    "A figure is one configuration's value on one host with the run as the unit: the geometric mean of its run "
+    "means, with a CI95 on the log scale from the spread between its runs (two or more), or its one run widened "
+    "by the host's run-to-run noise for that kind of test, or, where the host has none yet, by the fleet's pooled "
+    "run-to-run noise for that kind of test (labelled *fleet noise*). Builds, library setups and settings are "
+    "environment: each is its own figure, never pooled."
+)
 
-REPRESENTATIVE_RULE = ("A host is ranked by its best configuration on the workload among its ordinary builds (a build "
-                       "with a variant label, deliberately changed, represents a host only where it has no other); its "
-                       "other configurations are listed under it, unranked.")
+REPRESENTATIVE_RULE = (
+    "A host is ranked by its best configuration on the workload among its ordinary builds (a build "
+    "with a variant label, deliberately changed, represents a host only where it has no other); its "
+    "other configurations are listed under it, unranked."
+)
 
 
 def _json(v: Any) -> str:
@@ -84,12 +91,16 @@ class Figure:
     ci95_high: float | None
     runs: int
     n: int  # repetitions (samples) behind it, all runs
-    spread: float | None  # standard deviation between the run means (one run: its own stddev)
+    spread: (
+        float | None
+    )  # standard deviation between the run means (one run: its own stddev)
     basis: str  # BASIS_*: what the interval rests on
     note: str  # the same in words, or why there is no interval
     side: stats.SideEstimate
     run_ids: tuple[str, ...]  # oldest first
-    flags: tuple[str, ...] = ()  # what a reader must know about the runs (missed target, drift)
+    flags: tuple[
+        str, ...
+    ] = ()  # what a reader must know about the runs (missed target, drift)
 
     @property
     def newest_id(self) -> str:
@@ -183,7 +194,11 @@ class Group:
 
     def figure(self, metric: str | Metric | None = None) -> Figure | None:
         """This group's figure on ``metric`` (default: its kind's headline), None where no run measured it."""
-        m = metric if isinstance(metric, Metric) else (METRICS.get(metric) if metric else self.headline)
+        m = (
+            metric
+            if isinstance(metric, Metric)
+            else (METRICS.get(metric) if metric else self.headline)
+        )
         if m is None:
             return None
         cache = self.facts._figures
@@ -291,7 +306,9 @@ class Board:
         return len(self.rows) < 2
 
     def standing(self, test: str, host_id: str) -> Standing | None:
-        return next((s for s in self.standings.get(test, []) if s.host_id == host_id), None)
+        return next(
+            (s for s in self.standings.get(test, []) if s.host_id == host_id), None
+        )
 
     @property
     def label(self) -> str:
@@ -306,7 +323,9 @@ class Facts:
         self.labels = hostnames.labels(recs)
         self.noise = noise_mod.host_noise(recs)
         hosts = {r.host_id for r in recs}
-        self.fleet_noise = _fleet_noise({k: v for k, v in self.noise.items() if k[0] in hosts})
+        self.fleet_noise = _fleet_noise(
+            {k: v for k, v in self.noise.items() if k[0] in hosts}
+        )
         self._figures: dict[tuple[str, str], Figure | None] = {}
         groups: dict[str, list[RunRecord]] = {}
         for r in recs:
@@ -320,19 +339,29 @@ class Facts:
         self.by_work: dict[str, list[Group]] = {}
         for g in self.groups.values():
             self.by_work.setdefault(g.work_key, []).append(g)
-        self.reference_work = {r.work_key for r in recs if r.ok and r.matrix_name == REFERENCE_MATRIX}
+        self.reference_work = {
+            r.work_key for r in recs if r.ok and r.matrix_name == REFERENCE_MATRIX
+        }
 
     # -- lookups ------------------------------------------------------------------------------
     def group_of(self, run: RunRecord | str) -> Group | None:
         """The group a run belongs to (by record or id); None for a failed or unknown run."""
         return self._group_of.get(run if isinstance(run, str) else run.id)
 
-    def figure_of(self, run: RunRecord | str, metric: str | Metric | None = None) -> Figure | None:
+    def figure_of(
+        self, run: RunRecord | str, metric: str | Metric | None = None
+    ) -> Figure | None:
         g = self.group_of(run)
         return g.figure(metric) if g is not None else None
 
-    def groups_of(self, host_id: str | None = None, *, model: str | None = None, test: str | None = None,
-                  backend: str | None = None) -> list[Group]:
+    def groups_of(
+        self,
+        host_id: str | None = None,
+        *,
+        model: str | None = None,
+        test: str | None = None,
+        backend: str | None = None,
+    ) -> list[Group]:
         out = []
         for g in self.groups.values():
             if host_id is not None and g.host_id != host_id:
@@ -341,12 +370,18 @@ class Facts:
                 continue
             if test is not None and g.test != test:
                 continue
-            if backend is not None and g.backend != backend and g.newest.backend != backend:
+            if (
+                backend is not None
+                and g.backend != backend
+                and g.newest.backend != backend
+            ):
                 continue
             out.append(g)
         return out
 
-    def representative(self, groups: Iterable[Group], metric: str | Metric | None = None) -> Group | None:
+    def representative(
+        self, groups: Iterable[Group], metric: str | Metric | None = None
+    ) -> Group | None:
         """The group that stands for a host among ``groups`` (one host's groups of one work): the best
         figure among ordinary builds, else among variant builds (REPRESENTATIVE_RULE)."""
         scored = [(g, g.figure(metric)) for g in groups]
@@ -356,35 +391,60 @@ class Facts:
         ordinary = [(g, f) for g, f in scored if g.variant is None] or scored
         m = ordinary[0][1].metric
         sign = 1 if m.higher_is_better else -1
-        return max(ordinary, key=lambda gf: (sign * gf[1].mean, gf[1].runs, gf[0].newest.created, gf[0].key))[0]
+        return max(
+            ordinary,
+            key=lambda gf: (
+                sign * gf[1].mean,
+                gf[1].runs,
+                gf[0].newest.created,
+                gf[0].key,
+            ),
+        )[0]
 
     def compare(self, baseline: Figure, candidate: Figure) -> stats.Comparison:
         """candidate ÷ baseline with the run as the unit, exactly as every verdict on the site compares."""
-        return stats.combine_sides(baseline.side, candidate.side, candidate.metric.higher_is_better)
+        return stats.combine_sides(
+            baseline.side, candidate.side, candidate.metric.higher_is_better
+        )
 
     # -- noise --------------------------------------------------------------------------------
     def _figure(self, g: Group, m: Metric) -> Figure | None:
-        runs = [r for r in g.runs if (s := r.stat(m.name)) is not None and s.mean is not None and s.mean > 0]
+        runs = [
+            r
+            for r in g.runs
+            if (s := r.stat(m.name)) is not None and s.mean is not None and s.mean > 0
+        ]
         if not runs:
             return None
-        values = [v for v in (noise_mod.run_value(r, m.name) for r in runs) if v is not None]
+        values = [
+            v for v in (noise_mod.run_value(r, m.name) for r in runs) if v is not None
+        ]
         means = [v[0] for v in values]
         own = noise_mod.noise_for(self.noise, runs[-1])
         fleet = self.fleet_noise.get(noise_core.noise_class(runs[-1].test))
-        side = stats.pooled_side(means, noise=own, fallback=fleet, rel_se=values[0][1] if len(values) == 1 else None)
+        side = stats.pooled_side(
+            means,
+            noise=own,
+            fallback=fleet,
+            rel_se=values[0][1] if len(values) == 1 else None,
+        )
         lo, hi = side.interval()
         k = len(runs)
         if side.var is None:
             basis, note = BASIS_NONE, side.why or "no interval"
         elif side.method == "host noise":
             basis = BASIS_HOST
-            note = ((f"{k} runs; " if k > 1 else "one run; ")
-                    + f"the host's run-to-run noise for this kind of test ({100 * own.sigma:.1f}%, {own.df} df: "  # type: ignore[union-attr]
-                    f"{own.source})")  # type: ignore[union-attr]
+            note = (
+                (f"{k} runs; " if k > 1 else "one run; ")
+                + f"the host's run-to-run noise for this kind of test ({100 * own.sigma:.1f}%, {own.df} df: "  # type: ignore[union-attr]
+                f"{own.source})"
+            )  # type: ignore[union-attr]
         elif side.method == "fleet noise":
             basis = BASIS_FLEET
-            note = (f"one run; this host has no run-to-run noise estimate yet, so the fleet's pooled noise for this "
-                    f"kind of test ({100 * fleet.sigma:.1f}%, {fleet.df} df; {fleet.source})")  # type: ignore[union-attr]
+            note = (
+                f"one run; this host has no run-to-run noise estimate yet, so the fleet's pooled noise for this "
+                f"kind of test ({100 * fleet.sigma:.1f}%, {fleet.df} df; {fleet.source})"
+            )  # type: ignore[union-attr]
         else:
             basis, note = BASIS_RUNS, f"{k} runs; the spread between them"
         stat = runs[-1].stat(m.name)
@@ -394,8 +454,21 @@ class Facts:
         else:
             spread = stat.stddev if stat is not None else None
         n = sum(int(r.stat(m.name).n or 0) for r in runs)  # type: ignore[union-attr]
-        return Figure(g.key, m, float(side.centre if side.centre is not None else stat.mean), lo, hi, k, n,  # type: ignore[union-attr]
-                      spread, basis, note, side, tuple(r.id for r in runs), run_flags(runs, m.name))
+        return Figure(
+            g.key,
+            m,
+            float(side.centre if side.centre is not None else stat.mean),
+            lo,
+            hi,
+            k,
+            n,  # type: ignore[union-attr]
+            spread,
+            basis,
+            note,
+            side,
+            tuple(r.id for r in runs),
+            run_flags(runs, m.name),
+        )
 
     # -- boards -------------------------------------------------------------------------------
     @cached_property
@@ -407,13 +480,23 @@ class Facts:
             if headline(r.test_kind) is None:
                 continue
             if r.test_kind == "rate" and r.test_name in PAIRED:
-                gid = _json(["paired", r.model_identity, r.backend_class, r.method_version])
+                gid = _json(
+                    ["paired", r.model_identity, r.backend_class, r.method_version]
+                )
             else:
                 gid = wk
             pairs.setdefault(gid, []).append(wk)
         out = [self._board(wks) for wks in pairs.values()]
         out = [b for b in out if b is not None]
-        out.sort(key=lambda b: (not b.reference, b.single, not b.synthetic and b.reference, b.model, b.tests))
+        out.sort(
+            key=lambda b: (
+                not b.reference,
+                b.single,
+                not b.synthetic and b.reference,
+                b.model,
+                b.tests,
+            )
+        )
         return out
 
     def board_of(self, work_key: str) -> Board | None:
@@ -436,9 +519,15 @@ class Facts:
 
     def _board(self, wks: list[str]) -> Board | None:
         by_test = {self.by_work[wk][0].test: wk for wk in wks}
-        paired = all(t in PAIRED for t in by_test) and all(self.by_work[wk][0].kind == "rate" for wk in wks)
+        paired = all(t in PAIRED for t in by_test) and all(
+            self.by_work[wk][0].kind == "rate" for wk in wks
+        )
         tests = [t for t in PAIRED if t in by_test] if paired else sorted(by_test)
-        metrics = {t: m for t in tests if (m := headline(self.by_work[by_test[t]][0].kind)) is not None}
+        metrics = {
+            t: m
+            for t in tests
+            if (m := headline(self.by_work[by_test[t]][0].kind)) is not None
+        }
         tests = [t for t in tests if t in metrics]
         if not tests:
             return None
@@ -448,10 +537,15 @@ class Facts:
             for g in self.by_work[by_test[t]]:
                 if g.figure(metrics[t]) is None:
                     continue
-                rk = _json([g.host_id, g.backend, g.build_identity, g.requested, g.environment])
+                rk = _json(
+                    [g.host_id, g.backend, g.build_identity, g.requested, g.environment]
+                )
                 row = rows.setdefault(rk, Row(g.host_id, rk, {}))
                 cur = row.groups.get(t)
-                if cur is None or (len(g.runs), g.newest.created) > (len(cur.runs), cur.newest.created):
+                if cur is None or (len(g.runs), g.newest.created) > (
+                    len(cur.runs),
+                    cur.newest.created,
+                ):
                     row.groups[t] = g
         if not rows:
             return None
@@ -469,8 +563,15 @@ class Facts:
         hosts_rows = []
         for h, hrows in per_host.items():
             # the representative: the best on the last test (decode) among ordinary builds
-            ordered = sorted(hrows, key=lambda r: (r.variant is None, score(r, last), *(score(r, t) for t in tests)),
-                             reverse=True)
+            ordered = sorted(
+                hrows,
+                key=lambda r: (
+                    r.variant is None,
+                    score(r, last),
+                    *(score(r, t) for t in tests),
+                ),
+                reverse=True,
+            )
             hosts_rows.append(HostRows(h, self.labels.get(h, h), ordered))
         standings: dict[str, list[Standing]] = {}
         for t in tests:
@@ -483,20 +584,44 @@ class Facts:
                     cands.append((hr, row, row.figure(t)))
             ranks = rank_sides([f.side for _, _, f in cands], m.higher_is_better)
             sign = -1 if m.higher_is_better else 1
-            st = [Standing(hr.host_id, hr.host_label, row, f, rk) for (hr, row, f), rk in zip(cands, ranks)]  # type: ignore[arg-type]
-            st.sort(key=lambda s: (s.rank.rank if s.rank.rank is not None else 10**9, sign * s.figure.mean, s.host_label))
+            st = [
+                Standing(hr.host_id, hr.host_label, row, f, rk)
+                for (hr, row, f), rk in zip(cands, ranks)
+            ]  # type: ignore[arg-type]
+            st.sort(
+                key=lambda s: (
+                    s.rank.rank if s.rank.rank is not None else 10**9,
+                    sign * s.figure.mean,
+                    s.host_label,
+                )
+            )
             standings[t] = st
         order = {s.host_id: i for i, s in enumerate(standings[last])}
         hosts_rows.sort(key=lambda hr: (order.get(hr.host_id, 10**9), hr.host_label))
         first = self.by_work[by_test[tests[0]]][0].newest
         key = hashlib.sha256(_json(sorted(wks)).encode()).hexdigest()[:12]
-        return Board(key, {t: by_test[t] for t in tests}, tests, metrics, hosts_rows, standings,
-                     any(wk in self.reference_work for wk in wks), first.model_name, first.model_identity,
-                     first.quantization, first.synthetic, first.backend_class, first.test_kind, first.model_server,
-                     {t: self.by_work[by_test[t]][0].newest.work_test for t in tests})
+        return Board(
+            key,
+            {t: by_test[t] for t in tests},
+            tests,
+            metrics,
+            hosts_rows,
+            standings,
+            any(wk in self.reference_work for wk in wks),
+            first.model_name,
+            first.model_identity,
+            first.quantization,
+            first.synthetic,
+            first.backend_class,
+            first.test_kind,
+            first.model_server,
+            {t: self.by_work[by_test[t]][0].newest.work_test for t in tests},
+        )
 
 
-def _fleet_noise(table: dict[tuple[str, str], stats.RunNoise]) -> dict[str, stats.RunNoise]:
+def _fleet_noise(
+    table: dict[tuple[str, str], stats.RunNoise],
+) -> dict[str, stats.RunNoise]:
     """Per kind of test: every host's run-to-run noise pooled (sums of squares over degrees of freedom)."""
     pooled: dict[str, list[tuple[float, int, str]]] = {}
     for (host, cls), n in table.items():
@@ -507,7 +632,9 @@ def _fleet_noise(table: dict[tuple[str, str], stats.RunNoise]) -> dict[str, stat
         if not df:
             continue
         ss = sum(s * s * d for s, d, _ in items)
-        out[cls] = stats.RunNoise(math.sqrt(ss / df), df, f"fleet: {len(items)} host(s) pooled")
+        out[cls] = stats.RunNoise(
+            math.sqrt(ss / df), df, f"fleet: {len(items)} host(s) pooled"
+        )
     return out
 
 
@@ -518,7 +645,11 @@ def run_flags(runs: list[RunRecord], metric: str) -> tuple[str, ...]:
     for r in runs:
         p = r.precision
         if p is not None and p.met is False and p.target_rel and p.metric == metric:
-            reached = f"±{100 * p.half_width_rel:.1f}%" if p.half_width_rel is not None else "no interval"
+            reached = (
+                f"±{100 * p.half_width_rel:.1f}%"
+                if p.half_width_rel is not None
+                else "no interval"
+            )
             out.append(f"missed its ±{100 * p.target_rel:g}% target ({reached})")
         s = r.stat(metric)
         if s is not None and s.trend is not None and s.trend.monotonic:
@@ -539,11 +670,13 @@ def of(docs: list[Any]) -> Facts:
 
 
 # -- the glanceable score ------------------------------------------------------------------------
-SCORE_RULE = ("score = ∛(prefill × decode × 1000 ÷ TTFT): the geometric mean of the prefill rate (pp512, t/s), "
-              "the decode rate (tg128, t/s) and 1000 ÷ the time to first token (ms) of a 512-token prompt, that time "
-              "from the same two figures: TTFT = 1000 × (512 ÷ prefill + 1 ÷ decode) ms. Its CI95 comes from the "
-              "two figures' intervals (the delta method on the log scale, Welch-Satterthwaite degrees of freedom). "
-              "One number to glance at, never instead of the rates beside it.")
+SCORE_RULE = (
+    "score = ∛(prefill × decode × 1000 ÷ TTFT): the geometric mean of the prefill rate (pp512, t/s), "
+    "the decode rate (tg128, t/s) and 1000 ÷ the time to first token (ms) of a 512-token prompt, that time "
+    "from the same two figures: TTFT = 1000 × (512 ÷ prefill + 1 ÷ decode) ms. Its CI95 comes from the "
+    "two figures' intervals (the delta method on the log scale, Welch-Satterthwaite degrees of freedom). "
+    "One number to glance at, never instead of the rates beside it."
+)
 
 
 @dataclass(frozen=True)
@@ -580,14 +713,22 @@ def _score_side(p: Figure, d: Figure) -> tuple[float, float, stats.SideEstimate]
     a, b = (1.0 + share_p) / 3.0, (1.0 + (1.0 - share_p)) / 3.0
     sp, sd = p.side, d.side
     if sp.var is None or sd.var is None or sp.df is None or sd.df is None:
-        side = stats.SideEstimate(math.log(value), None, None, min(sp.runs, sd.runs), "runs",
-                                  "a figure without an interval")
+        side = stats.SideEstimate(
+            math.log(value),
+            None,
+            None,
+            min(sp.runs, sd.runs),
+            "runs",
+            "a figure without an interval",
+        )
     else:
         va, vb = a * a * sp.var, b * b * sd.var
         var = va + vb
         den = va * va / sp.df + vb * vb / sd.df
         df = var * var / den if den > 0 else sp.df + sd.df
-        side = stats.SideEstimate(math.log(value), var, df, min(sp.runs, sd.runs), "delta method")
+        side = stats.SideEstimate(
+            math.log(value), var, df, min(sp.runs, sd.runs), "delta method"
+        )
     return value, 1000.0 * t_s, side
 
 
@@ -604,7 +745,13 @@ def scores(board: Board) -> list[Score]:
     for (h, value, ttft, side), rk in zip(parts, ranks):
         lo, hi = side.interval()
         out.append(Score(h, value, lo, hi, side, pre[h], dec[h], ttft, rk))
-    out.sort(key=lambda s: (s.rank.rank if s.rank.rank is not None else 10**9, -s.value, s.host_id))
+    out.sort(
+        key=lambda s: (
+            s.rank.rank if s.rank.rank is not None else 10**9,
+            -s.value,
+            s.host_id,
+        )
+    )
     return out
 
 
@@ -620,8 +767,17 @@ def host_summary(fx: Facts, host_id: str) -> list[str]:
             if st is None:
                 continue
             f, m = st.figure, b.metrics[t]
-            ci = f"[{f.ci95_low:,.{m.decimals}f}, {f.ci95_high:,.{m.decimals}f}]" if f.has_interval else "(no CI95)"
-            figures.append(f"{t} {f.mean:,.{m.decimals}f} {ci} {m.unit} (rank {st.rank_label} of {len(b.standings[t])})")
+            ci = (
+                f"[{f.ci95_low:,.{m.decimals}f}, {f.ci95_high:,.{m.decimals}f}]"
+                if f.has_interval
+                else "(no CI95)"
+            )
+            figures.append(
+                f"{t} {f.mean:,.{m.decimals}f} {ci} {m.unit} (rank {st.rank_label} of {len(b.standings[t])})"
+            )
         others = sorted({hr.host_label for hr in b.hosts_rows if hr.host_id != host_id})
-        out.append(f"reference {b.model}: {', '.join(figures)}; beside " + (", ".join(others) if others else "no other host yet"))
+        out.append(
+            f"reference {b.model}: {', '.join(figures)}; beside "
+            + (", ".join(others) if others else "no other host yet")
+        )
     return out

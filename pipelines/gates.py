@@ -42,7 +42,14 @@ from core.records.decision import DecisionRecord, artifact_path, new_decision, s
 from core.records.quality import QualityRecord, as_quality
 from core.records.run import RunRecord, as_record
 
-QUANTITIES = ("ratio", "difference", "value", "kv_cache_ratio", "text_agreement", "quality_delta")
+QUANTITIES = (
+    "ratio",
+    "difference",
+    "value",
+    "kv_cache_ratio",
+    "text_agreement",
+    "quality_delta",
+)
 VERDICTS = ("GO", "NO-GO", "UNDECIDED", "NOT MEASURED")
 
 
@@ -50,38 +57,76 @@ class Gate(BaseModel):
     """One go/no-go criterion of an optimization."""
 
     model_config = ConfigDict(extra="forbid")
-    id: str = Field(..., pattern=r"^[a-z0-9][a-z0-9-]*$", description="Short id of the gate.")
+    id: str = Field(
+        ..., pattern=r"^[a-z0-9][a-z0-9-]*$", description="Short id of the gate."
+    )
     name: str = Field(..., min_length=1, description="What the gate checks, in words.")
-    concern: Literal["overhead", "memory", "quality", "speed"] = Field(..., description="Which of seed 000's concerns it answers.")
-    quantity: Literal["ratio", "difference", "value", "kv_cache_ratio", "text_agreement", "quality_delta"] = Field(
-        ..., description="What is measured (see pipelines.gates).")
-    metric: str | None = Field(None, description="The metric of ratio, difference and value gates (a registered metric).")
+    concern: Literal["overhead", "memory", "quality", "speed"] = Field(
+        ..., description="Which of seed 000's concerns it answers."
+    )
+    quantity: Literal[
+        "ratio",
+        "difference",
+        "value",
+        "kv_cache_ratio",
+        "text_agreement",
+        "quality_delta",
+    ] = Field(..., description="What is measured (see pipelines.gates).")
+    metric: str | None = Field(
+        None,
+        description="The metric of ratio, difference and value gates (a registered metric).",
+    )
     model: str = Field(..., description="Model name of the evidence runs.")
-    test: str | None = Field(None, description="Test name of the evidence runs (run quantities).")
+    test: str | None = Field(
+        None, description="Test name of the evidence runs (run quantities)."
+    )
     matrix: str | None = Field(None, description="Only runs of this matrix.")
-    settings: dict[str, Any] = Field(default_factory=dict, description="Extra requested settings the candidate must have.")
-    baseline: dict[str, Any] | None = Field(None, description="Settings of the comparison point over the candidate's (default: its sweep baseline).")
+    settings: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Extra requested settings the candidate must have.",
+    )
+    baseline: dict[str, Any] | None = Field(
+        None,
+        description="Settings of the comparison point over the candidate's (default: its sweep baseline).",
+    )
     suite: str | None = Field(None, description="quality_delta: the suite.")
-    prompt_style: str | None = Field(None, description="quality_delta: the prompt style.")
-    direction: Literal["higher", "lower"] = Field(..., description="Which side of the thresholds is better.")
-    target: float = Field(..., description="GO when the whole CI95 is on the good side of this.")
-    no_go: float = Field(..., description="NO-GO when the whole CI95 is on the bad side of this.")
-    unit: str = Field("", description="Unit of the quantity, for the page (default: from the metric or the quantity).")
+    prompt_style: str | None = Field(
+        None, description="quality_delta: the prompt style."
+    )
+    direction: Literal["higher", "lower"] = Field(
+        ..., description="Which side of the thresholds is better."
+    )
+    target: float = Field(
+        ..., description="GO when the whole CI95 is on the good side of this."
+    )
+    no_go: float = Field(
+        ..., description="NO-GO when the whole CI95 is on the bad side of this."
+    )
+    unit: str = Field(
+        "",
+        description="Unit of the quantity, for the page (default: from the metric or the quantity).",
+    )
 
     @model_validator(mode="after")
     def _check(self) -> "Gate":
         if self.quantity in ("ratio", "difference", "value"):
             if not self.metric or self.metric not in METRICS:
-                raise ValueError(f"a {self.quantity} gate needs metric, a registered metric (got {self.metric!r})")
+                raise ValueError(
+                    f"a {self.quantity} gate needs metric, a registered metric (got {self.metric!r})"
+                )
         if self.quantity == "quality_delta":
             if not self.suite or not self.prompt_style:
                 raise ValueError("a quality_delta gate needs suite and prompt_style")
         elif not self.test:
             raise ValueError(f"a {self.quantity} gate needs test")
         if self.direction == "higher" and self.no_go > self.target:
-            raise ValueError(f"direction higher needs no_go <= target (got no_go {self.no_go}, target {self.target})")
+            raise ValueError(
+                f"direction higher needs no_go <= target (got no_go {self.no_go}, target {self.target})"
+            )
         if self.direction == "lower" and self.no_go < self.target:
-            raise ValueError(f"direction lower needs no_go >= target (got no_go {self.no_go}, target {self.target})")
+            raise ValueError(
+                f"direction lower needs no_go >= target (got no_go {self.no_go}, target {self.target})"
+            )
         return self
 
     @property
@@ -102,12 +147,16 @@ class GateResult:
     reason: str
     value: float | None = None
     ci95: tuple[float | None, float | None] = (None, None)
-    exact: bool = False  # no sampling error: the value is what llama.cpp or the text says
+    exact: bool = (
+        False  # no sampling error: the value is what llama.cpp or the text says
+    )
     n: tuple[int, int] | None = None  # samples (baseline, candidate), or items
     evidence: dict[str, Any] = field(default_factory=dict)  # run / quality ids
 
 
-def gate_verdict(gate: Gate, value: float | None, low: float | None, high: float | None) -> tuple[str, str]:
+def gate_verdict(
+    gate: Gate, value: float | None, low: float | None, high: float | None
+) -> tuple[str, str]:
     """GO, NO-GO or UNDECIDED from a value and its CI95 (an exact value: low = high = value)."""
     if value is None:
         return "NOT MEASURED", "no value"
@@ -121,15 +170,27 @@ def gate_verdict(gate: Gate, value: float | None, low: float | None, high: float
         if hi < ng:
             return "NO-GO", f"{what} lies below the no-go threshold {ng:g}"
         if hi < t and lo >= ng:
-            return "UNDECIDED", f"{what} lies between the no-go threshold {ng:g} and the target {t:g}"
-        return "UNDECIDED", f"the CI95 straddles {'the target' if hi >= t else 'the no-go threshold'} (target {t:g}, no-go {ng:g})"
+            return (
+                "UNDECIDED",
+                f"{what} lies between the no-go threshold {ng:g} and the target {t:g}",
+            )
+        return (
+            "UNDECIDED",
+            f"the CI95 straddles {'the target' if hi >= t else 'the no-go threshold'} (target {t:g}, no-go {ng:g})",
+        )
     if hi <= t:
         return "GO", f"{what} lies at or below the target {t:g}"
     if lo > ng:
         return "NO-GO", f"{what} lies above the no-go threshold {ng:g}"
     if lo > t and hi <= ng:
-        return "UNDECIDED", f"{what} lies between the target {t:g} and the no-go threshold {ng:g}"
-    return "UNDECIDED", f"the CI95 straddles {'the target' if lo <= t else 'the no-go threshold'} (target {t:g}, no-go {ng:g})"
+        return (
+            "UNDECIDED",
+            f"{what} lies between the target {t:g} and the no-go threshold {ng:g}",
+        )
+    return (
+        "UNDECIDED",
+        f"the CI95 straddles {'the target' if lo <= t else 'the no-go threshold'} (target {t:g}, no-go {ng:g})",
+    )
 
 
 def decision(results: list[GateResult]) -> str:
@@ -146,7 +207,9 @@ def decision(results: list[GateResult]) -> str:
 
 
 # -- statistics ------------------------------------------------------------------------------------
-def welch_difference(a: list[float], b: list[float]) -> tuple[float | None, float | None, float | None]:
+def welch_difference(
+    a: list[float], b: list[float]
+) -> tuple[float | None, float | None, float | None]:
     """mean(b) − mean(a) with a Welch CI95."""
     if not a or not b:
         return None, None, None
@@ -159,7 +222,9 @@ def welch_difference(a: list[float], b: list[float]) -> tuple[float | None, floa
     se2 = va / len(a) + vb / len(b)
     if se2 <= 0:
         return d, d, d
-    df = se2 ** 2 / ((va / len(a)) ** 2 / (len(a) - 1) + (vb / len(b)) ** 2 / (len(b) - 1))
+    df = se2**2 / (
+        (va / len(a)) ** 2 / (len(a) - 1) + (vb / len(b)) ** 2 / (len(b) - 1)
+    )
     h = stats.t_critical(df) * math.sqrt(se2)
     return d, d - h, d + h
 
@@ -175,10 +240,16 @@ def paired_difference(pairs: list[tuple[bool, bool]]) -> dict[str, Any]:
     delta = (c - b) / n
     n2, b2, c2 = n + 2, b + 0.5, c + 0.5
     d2 = (c2 - b2) / n2
-    var = ((b2 + c2) - (c2 - b2) ** 2 / n2) / n2 ** 2
+    var = ((b2 + c2) - (c2 - b2) ** 2 / n2) / n2**2
     z = 1.959963984540054
     h = z * math.sqrt(max(var, 0.0))
-    return {"n": n, "delta": delta, "ci95": (max(-1.0, d2 - h), min(1.0, d2 + h)), "lost": b, "gained": c}
+    return {
+        "n": n,
+        "delta": delta,
+        "ci95": (max(-1.0, d2 - h), min(1.0, d2 + h)),
+        "lost": b,
+        "gained": c,
+    }
 
 
 # -- finding the evidence ---------------------------------------------------------------------------
@@ -186,30 +257,64 @@ def _realises(requested: dict[str, Any], settings: dict[str, Any]) -> bool:
     return all(requested.get(k) == v for k, v in settings.items())
 
 
-def find_pair(gate: Gate, opt_settings: dict[str, Any], runs: list[Any], host_id: str) -> tuple[Any, Any, str | None]:
+def find_pair(
+    gate: Gate, opt_settings: dict[str, Any], runs: list[Any], host_id: str
+) -> tuple[Any, Any, str | None]:
     """(candidate, baseline, problem) run records of a run-based gate on one host."""
     from pipelines.runs import latest_per_key
 
     current = [as_record(d) for d in latest_per_key(runs)]
     pins = {**opt_settings, **gate.settings}
-    cands = [r for r in current if r.ok and r.host_id == host_id and r.model_name == gate.model and r.test_name == gate.test
-             and (gate.matrix is None or r.matrix_name == gate.matrix) and _realises(r.requested, pins)]
+    cands = [
+        r
+        for r in current
+        if r.ok
+        and r.host_id == host_id
+        and r.model_name == gate.model
+        and r.test_name == gate.test
+        and (gate.matrix is None or r.matrix_name == gate.matrix)
+        and _realises(r.requested, pins)
+    ]
     if not cands:
-        return None, None, (f"no run of {gate.model} · {gate.test} with {', '.join(f'{k}={v}' for k, v in pins.items())}"
-                            + (f" in matrix {gate.matrix}" if gate.matrix else "") + " on this host")
+        return (
+            None,
+            None,
+            (
+                f"no run of {gate.model} · {gate.test} with {', '.join(f'{k}={v}' for k, v in pins.items())}"
+                + (f" in matrix {gate.matrix}" if gate.matrix else "")
+                + " on this host"
+            ),
+        )
     cand = max(cands, key=lambda r: (r.created, r.id))
     base = None
     if gate.baseline is not None:
         want = {**cand.requested, **gate.baseline}
-        same = [r for r in current if r.ok and r.key != cand.key and r.host_id == host_id and r.model_sha256 == cand.model_sha256
-                and r.backend_name == cand.backend_name and r.test_definition == cand.test_definition and r.requested == want]
+        same = [
+            r
+            for r in current
+            if r.ok
+            and r.key != cand.key
+            and r.host_id == host_id
+            and r.model_sha256 == cand.model_sha256
+            and r.backend_name == cand.backend_name
+            and r.test_definition == cand.test_definition
+            and r.requested == want
+        ]
         base = max(same, key=lambda r: (r.created, r.id)) if same else None
     if base is None and cand.baseline_key and cand.baseline_key != cand.key:
         base = next((r for r in current if r.key == cand.baseline_key and r.ok), None)
     if base is None and gate.quantity != "value":
-        return cand, None, f"no comparison run for {cand.id} (" + (
-            f"requested settings with {', '.join(f'{k}={v}' for k, v in gate.baseline.items())}" if gate.baseline is not None
-            else "its sweep names no baseline") + ")"
+        return (
+            cand,
+            None,
+            f"no comparison run for {cand.id} ("
+            + (
+                f"requested settings with {', '.join(f'{k}={v}' for k, v in gate.baseline.items())}"
+                if gate.baseline is not None
+                else "its sweep names no baseline"
+            )
+            + ")",
+        )
     return cand, base, None
 
 
@@ -223,34 +328,58 @@ def _kv_bytes(rec: Any) -> float | None:
     return sum(kv.values()) * 1024 * 1024 if kv else None
 
 
-def evaluate_gate(gate: Gate, opt_settings: dict[str, Any], runs: list[RunRecord], quality_docs: list[QualityRecord],
-                  host_id: str) -> GateResult:
+def evaluate_gate(
+    gate: Gate,
+    opt_settings: dict[str, Any],
+    runs: list[RunRecord],
+    quality_docs: list[QualityRecord],
+    host_id: str,
+) -> GateResult:
     if gate.quantity == "quality_delta":
         return _quality_gate(gate, opt_settings, quality_docs, host_id)
     cand, base, problem = find_pair(gate, opt_settings, runs, host_id)
     if problem:
-        return GateResult(gate, "NOT MEASURED", problem, evidence={"candidate": cand.id if cand else None})
+        return GateResult(
+            gate,
+            "NOT MEASURED",
+            problem,
+            evidence={"candidate": cand.id if cand else None},
+        )
     ev = {"candidate": cand.id, "baseline": base.id if base else None}
     value = lo = hi = None
     exact = False
     n = None
     if gate.quantity == "ratio":
         hib = METRICS[gate.metric].higher_is_better
-        c = stats.compare(_metric_values(base, gate.metric), _metric_values(cand, gate.metric), hib)
-        value, lo, hi, n = c.ratio, c.ci95_low, c.ci95_high, (c.n_baseline, c.n_candidate)
+        c = stats.compare(
+            _metric_values(base, gate.metric), _metric_values(cand, gate.metric), hib
+        )
+        value, lo, hi, n = (
+            c.ratio,
+            c.ci95_low,
+            c.ci95_high,
+            (c.n_baseline, c.n_candidate),
+        )
     elif gate.quantity == "difference":
         a, b = _metric_values(base, gate.metric), _metric_values(cand, gate.metric)
         value, lo, hi = welch_difference(a, b)
         n = (len(a), len(b))
     elif gate.quantity == "value":
         s = cand.stat(gate.metric)
-        value, lo, hi = (s.mean, s.ci95_low, s.ci95_high) if s is not None else (None, None, None)
+        value, lo, hi = (
+            (s.mean, s.ci95_low, s.ci95_high) if s is not None else (None, None, None)
+        )
         n = (0, int(s.n or 0) if s is not None else 0)
         exact = lo is None
     elif gate.quantity == "kv_cache_ratio":
         kb, kc = _kv_bytes(base), _kv_bytes(cand)
         if not kb or kc is None:
-            return GateResult(gate, "NOT MEASURED", "llama.cpp's log gives no KV buffer size for these runs", evidence=ev)
+            return GateResult(
+                gate,
+                "NOT MEASURED",
+                "llama.cpp's log gives no KV buffer size for these runs",
+                evidence=ev,
+            )
         value, exact = kc / kb, True
         ev["kv_bytes"] = {"baseline": kb, "candidate": kc}
     elif gate.quantity == "text_agreement":
@@ -258,43 +387,98 @@ def evaluate_gate(gate: Gate, opt_settings: dict[str, Any], runs: list[RunRecord
 
         bo, co = greedy_outputs(base), greedy_outputs(cand)
         if not bo or not co:
-            return GateResult(gate, "NOT MEASURED", "these runs keep no greedy outputs (a generate test does)", evidence=ev)
+            return GateResult(
+                gate,
+                "NOT MEASURED",
+                "these runs keep no greedy outputs (a generate test does)",
+                evidence=ev,
+            )
         cmp = compare_outputs(bo, co)
         value, exact = cmp["agreement"], True
         ev["first_diff"] = cmp["first_diff"]
-    verdict, reason = gate_verdict(gate, value, None if exact else lo, None if exact else hi)
+    verdict, reason = gate_verdict(
+        gate, value, None if exact else lo, None if exact else hi
+    )
     if value is not None and not exact and lo is None:
         verdict, reason = "UNDECIDED", "no CI95: too few samples to decide"
-    return GateResult(gate, verdict, reason, value, (lo, hi) if not exact else (value, value), exact, n, ev)
+    return GateResult(
+        gate,
+        verdict,
+        reason,
+        value,
+        (lo, hi) if not exact else (value, value),
+        exact,
+        n,
+        ev,
+    )
 
 
-def _quality_gate(gate: Gate, opt_settings: dict[str, Any], quality_docs: list[QualityRecord], host_id: str) -> GateResult:
+def _quality_gate(
+    gate: Gate,
+    opt_settings: dict[str, Any],
+    quality_docs: list[QualityRecord],
+    host_id: str,
+) -> GateResult:
     from pipelines.quality import latest_per_key, output_settings
 
-    docs = [d for d in latest_per_key([as_quality(q) for q in quality_docs]) if d.ok and d.host_id == host_id
-            and d.model_name == gate.model and d.suite_name == gate.suite and (d.prompt_style or "chat") == gate.prompt_style]
+    docs = [
+        d
+        for d in latest_per_key([as_quality(q) for q in quality_docs])
+        if d.ok
+        and d.host_id == host_id
+        and d.model_name == gate.model
+        and d.suite_name == gate.suite
+        and (d.prompt_style or "chat") == gate.prompt_style
+    ]
     pins = {**opt_settings, **gate.settings}
     cands = [d for d in docs if _realises(d.requested, pins)]
     if not cands:
-        return GateResult(gate, "NOT MEASURED", f"no quality run of {gate.model} on {gate.suite} ({gate.prompt_style}) "
-                                                f"with {', '.join(f'{k}={v}' for k, v in pins.items())} on this host")
+        return GateResult(
+            gate,
+            "NOT MEASURED",
+            f"no quality run of {gate.model} on {gate.suite} ({gate.prompt_style}) "
+            f"with {', '.join(f'{k}={v}' for k, v in pins.items())} on this host",
+        )
     cand = max(cands, key=lambda d: (d.created, d.id))
     # the same output-relevant settings but the gate's baseline ones (threads and other speed-only settings aside)
     want = output_settings({**cand.requested, **(gate.baseline or {})})
-    bases = [d for d in docs if d.id != cand.id and output_settings(d.requested) == want]
+    bases = [
+        d for d in docs if d.id != cand.id and output_settings(d.requested) == want
+    ]
     if not bases:
-        return GateResult(gate, "NOT MEASURED", f"no quality run of the same items with {gate.baseline} to compare with",
-                          evidence={"candidate": cand.id})
+        return GateResult(
+            gate,
+            "NOT MEASURED",
+            f"no quality run of the same items with {gate.baseline} to compare with",
+            evidence={"candidate": cand.id},
+        )
     base = max(bases, key=lambda d: (d.created, d.id))
     bi = {it.id: it.passed for it in base.items}
     pairs = [(bi[it.id], it.passed) for it in cand.items if it.id in bi]
     pd_ = paired_difference(pairs)
-    ev = {"candidate": cand.id, "baseline": base.id, "lost": pd_["lost"], "gained": pd_["gained"],
-          "baseline_passed": sum(1 for b, _ in pairs if b), "candidate_passed": sum(1 for _, c in pairs if c)}
+    ev = {
+        "candidate": cand.id,
+        "baseline": base.id,
+        "lost": pd_["lost"],
+        "gained": pd_["gained"],
+        "baseline_passed": sum(1 for b, _ in pairs if b),
+        "candidate_passed": sum(1 for _, c in pairs if c),
+    }
     if not pd_["n"]:
-        return GateResult(gate, "NOT MEASURED", "the two quality runs share no item", evidence=ev)
+        return GateResult(
+            gate, "NOT MEASURED", "the two quality runs share no item", evidence=ev
+        )
     verdict, reason = gate_verdict(gate, pd_["delta"], *pd_["ci95"])
-    return GateResult(gate, verdict, reason, pd_["delta"], pd_["ci95"], False, (pd_["n"], pd_["n"]), ev)
+    return GateResult(
+        gate,
+        verdict,
+        reason,
+        pd_["delta"],
+        pd_["ci95"],
+        False,
+        (pd_["n"], pd_["n"]),
+        ev,
+    )
 
 
 # -- per host ---------------------------------------------------------------------------------------
@@ -308,19 +492,41 @@ class OptimizationGates:
         return decision(self.results)
 
 
-def evaluate(catalogue: Any, runs: list[Any], quality_docs: list[QualityRecord], host_id: str) -> list[OptimizationGates]:
+def evaluate(
+    catalogue: Any, runs: list[Any], quality_docs: list[QualityRecord], host_id: str
+) -> list[OptimizationGates]:
     """Every optimization that declares gates, its gates evaluated on one host."""
-    return [OptimizationGates(o, [evaluate_gate(g, o.settings, runs, quality_docs, host_id) for g in o.gates])
-            for o in catalogue.optimizations if o.gates]
+    return [
+        OptimizationGates(
+            o,
+            [
+                evaluate_gate(g, o.settings, runs, quality_docs, host_id)
+                for g in o.gates
+            ],
+        )
+        for o in catalogue.optimizations
+        if o.gates
+    ]
 
 
-def gate_hosts(catalogue: Any, runs: list[Any], quality_docs: list[QualityRecord]) -> list[str]:
+def gate_hosts(
+    catalogue: Any, runs: list[Any], quality_docs: list[QualityRecord]
+) -> list[str]:
     """Hosts with any evidence for any gate."""
     models = {g.model for o in catalogue.optimizations for g in o.gates}
     hosts = {as_record(d).host_id for d in runs if as_record(d).model_name in models}
-    hosts |= {q.host_id for q in map(as_quality, quality_docs) if q.model_name in models}
-    return sorted(h for h in hosts if any(r.verdict != "NOT MEASURED" for og in evaluate(catalogue, runs, quality_docs, h)
-                                          for r in og.results))
+    hosts |= {
+        q.host_id for q in map(as_quality, quality_docs) if q.model_name in models
+    }
+    return sorted(
+        h
+        for h in hosts
+        if any(
+            r.verdict != "NOT MEASURED"
+            for og in evaluate(catalogue, runs, quality_docs, h)
+            for r in og.results
+        )
+    )
 
 
 # -- decisions on record ------------------------------------------------------------------------------
@@ -328,31 +534,73 @@ def decisions_dir() -> Path:
     return data_dir() / "decisions"
 
 
-def decision_record(og: OptimizationGates, host_id: str, catalogue_file: Path, now: datetime | None = None) -> dict[str, Any]:
+def decision_record(
+    og: OptimizationGates,
+    host_id: str,
+    catalogue_file: Path,
+    now: datetime | None = None,
+) -> dict[str, Any]:
     """A ``decision`` artifact (core.records.decision): the optimization's decision on one host and every gate's evidence."""
     import hashlib
 
     return new_decision(
-        host_id=host_id, created=now or datetime.now(timezone.utc),
-        optimization={"id": og.opt.id, "name": og.opt.name, "settings": og.opt.settings},
-        catalogue={"file": relpath(catalogue_file),
-                   "sha256": hashlib.sha256(catalogue_file.read_bytes()).hexdigest() if catalogue_file.exists() else None},
+        host_id=host_id,
+        created=now or datetime.now(timezone.utc),
+        optimization={
+            "id": og.opt.id,
+            "name": og.opt.name,
+            "settings": og.opt.settings,
+        },
+        catalogue={
+            "file": relpath(catalogue_file),
+            "sha256": hashlib.sha256(catalogue_file.read_bytes()).hexdigest()
+            if catalogue_file.exists()
+            else None,
+        },
         decision=og.decision,
-        gates=[{"id": r.gate.id, "name": r.gate.name, "concern": r.gate.concern, "quantity": r.gate.quantity,
-                "metric": r.gate.metric, "direction": r.gate.direction, "target": r.gate.target, "no_go": r.gate.no_go,
-                "verdict": r.verdict, "reason": r.reason, "value": r.value, "ci95_low": r.ci95[0], "ci95_high": r.ci95[1],
-                "exact": r.exact, "n": list(r.n) if r.n else None,
-                "evidence": {k: v for k, v in r.evidence.items() if v is not None}} for r in og.results])
+        gates=[
+            {
+                "id": r.gate.id,
+                "name": r.gate.name,
+                "concern": r.gate.concern,
+                "quantity": r.gate.quantity,
+                "metric": r.gate.metric,
+                "direction": r.gate.direction,
+                "target": r.gate.target,
+                "no_go": r.gate.no_go,
+                "verdict": r.verdict,
+                "reason": r.reason,
+                "value": r.value,
+                "ci95_low": r.ci95[0],
+                "ci95_high": r.ci95[1],
+                "exact": r.exact,
+                "n": list(r.n) if r.n else None,
+                "evidence": {k: v for k, v in r.evidence.items() if v is not None},
+            }
+            for r in og.results
+        ],
+    )
 
 
 def load_decisions(root: Path | None = None) -> list[DecisionRecord]:
     from pipelines.runs import load_artifacts
 
-    return load_artifacts("decision", root) if root is not None else load_artifacts("decision")
+    return (
+        load_artifacts("decision", root)
+        if root is not None
+        else load_artifacts("decision")
+    )
 
 
-def write_decisions(catalogue: Any, runs: list[Any], quality_docs: list[QualityRecord], *, catalogue_file: Path,
-                    root: Path | None = None, now: datetime | None = None) -> list[Path]:
+def write_decisions(
+    catalogue: Any,
+    runs: list[Any],
+    quality_docs: list[QualityRecord],
+    *,
+    catalogue_file: Path,
+    root: Path | None = None,
+    now: datetime | None = None,
+) -> list[Path]:
     """Record each optimization's decision per host when it differs from the newest one on record
     (a new verdict or new evidence); an unchanged decision is not written again."""
     existing = load_decisions(root) if root is None or root.exists() else []

@@ -27,13 +27,18 @@ from core.metrics import Metric
 from pipelines import facts as facts_mod
 from pipelines.facts import Facts, Figure, Standing
 
-METHOD = ("A workload is the same test definition, model file (sha256) and backend class run on several hosts. Each "
-          "host stands with its figure on the Leaderboard: " + facts_mod.RULE + " " + facts_mod.REPRESENTATIVE_RULE
-          + " The median host is the middle of the hosts ordered by value (for an even count, the slower of the two "
-          "middle ones); a host's ratio to it is host ÷ median host with its CI95 (log scale: the two sides' variances "
-          "added, Welch-Satterthwaite degrees of freedom), and the verdict is the host's: win, loss, or within noise "
-          "(the interval contains 1). Ranks come from the same comparison between every two hosts. The picker compares "
-          "any two hosts the same way, from each host's published figure.")
+METHOD = (
+    "A workload is the same test definition, model file (sha256) and backend class run on several hosts. Each "
+    "host stands with its figure on the Leaderboard: "
+    + facts_mod.RULE
+    + " "
+    + facts_mod.REPRESENTATIVE_RULE
+    + " The median host is the middle of the hosts ordered by value (for an even count, the slower of the two "
+    "middle ones); a host's ratio to it is host ÷ median host with its CI95 (log scale: the two sides' variances "
+    "added, Welch-Satterthwaite degrees of freedom), and the verdict is the host's: win, loss, or within noise "
+    "(the interval contains 1). Ranks come from the same comparison between every two hosts. The picker compares "
+    "any two hosts the same way, from each host's published figure."
+)
 
 
 @dataclass(frozen=True)
@@ -89,16 +94,37 @@ def workloads(fx: Facts) -> list[Workload]:
             if len(st) < 2:
                 continue
             m = b.metrics[t]
-            by_value = sorted(st, key=lambda s: (s.figure.side.log_mean or 0.0, s.host_id),
-                              reverse=not m.higher_is_better)  # worst first
+            by_value = sorted(
+                st,
+                key=lambda s: (s.figure.side.log_mean or 0.0, s.host_id),
+                reverse=not m.higher_is_better,
+            )  # worst first
             median = by_value[(len(by_value) - 1) // 2]
             rows = []
             for s in st:
                 if s is median:
-                    c = stats.Comparison(1.0, None, None, "median host", s.figure.runs, s.figure.runs, s.figure.basis)
+                    c = stats.Comparison(
+                        1.0,
+                        None,
+                        None,
+                        "median host",
+                        s.figure.runs,
+                        s.figure.runs,
+                        s.figure.basis,
+                    )
                 else:
                     c = fx.compare(median.figure, s.figure)
-                rows.append(HostStanding(s, c.ratio, c.ci95_low, c.ci95_high, c.verdict, c.note, s is median))
+                rows.append(
+                    HostStanding(
+                        s,
+                        c.ratio,
+                        c.ci95_low,
+                        c.ci95_high,
+                        c.verdict,
+                        c.note,
+                        s is median,
+                    )
+                )
             med = next(r for r in rows if r.is_median)
             out.append(Workload(f"{b.key}:{t}", b, t, m, rows, med))
     out.sort(key=lambda w: (-len(w.standings), w.label, w.key))
@@ -106,10 +132,26 @@ def workloads(fx: Facts) -> list[Workload]:
 
 
 #: The fields of each value in picker_data's workloads (one host on one workload), in order.
-PICKER_FIELDS = ("host", "log_mean", "var", "df", "runs", "method", "why", "n", "spread", "run_id", "rank")
+PICKER_FIELDS = (
+    "host",
+    "log_mean",
+    "var",
+    "df",
+    "runs",
+    "method",
+    "why",
+    "n",
+    "spread",
+    "run_id",
+    "rank",
+)
 
 
-def picker_data(workloads_: list[Workload], hosts: dict[str, dict[str, Any]], labels: dict[str, str] | None = None) -> dict[str, Any]:
+def picker_data(
+    workloads_: list[Workload],
+    hosts: dict[str, dict[str, Any]],
+    labels: dict[str, str] | None = None,
+) -> dict[str, Any]:
     """What the browser needs to compare any two hosts (or a host with each workload's median host) the way
     core.stats.combine_sides does: hosts, workloads, and per workload its median host and, per host, its
     figure's side estimate (the log of its value, the variance of that log and its degrees of freedom, the
@@ -118,8 +160,10 @@ def picker_data(workloads_: list[Workload], hosts: dict[str, dict[str, Any]], la
     runs, the newest run's id, the rank label). ``fields`` names them. Compact: hosts, methods and reasons by
     index; numbers at full precision (the browser's arithmetic is Python's)."""
     labels = labels or {}
-    host_ids = sorted({s.host_id for w in workloads_ for s in w.standings},
-                      key=lambda h: (len(hosts.get(h, {}).get("gpus") or []), h))
+    host_ids = sorted(
+        {s.host_id for w in workloads_ for s in w.standings},
+        key=lambda h: (len(hosts.get(h, {}).get("gpus") or []), h),
+    )
     index = {h: i for i, h in enumerate(host_ids)}
     methods: dict[str, int] = {}
     whys: dict[str, int] = {}
@@ -130,12 +174,42 @@ def picker_data(workloads_: list[Workload], hosts: dict[str, dict[str, Any]], la
             f = s.figure
             e = f.side
             why = None if e.why is None else whys.setdefault(e.why, len(whys))
-            vals.append([index[s.host_id], e.log_mean, e.var, e.df, e.runs, methods.setdefault(e.method, len(methods)), why,
-                         f.n, f.spread, f.newest_id, s.rank_label])
-        wl.append({"label": w.label, "metric": w.metric.label, "unit": w.metric.unit, "hib": w.metric.higher_is_better,
-                   "decimals": w.metric.decimals, "median": index[w.median.host_id], "values": vals})
-    return {"hosts": [{"id": h, "label": labels.get(h, h), "about": host_about(hosts.get(h, {}))} for h in host_ids],
-            "fields": list(PICKER_FIELDS), "methods": list(methods), "why": list(whys), "workloads": wl}
+            vals.append(
+                [
+                    index[s.host_id],
+                    e.log_mean,
+                    e.var,
+                    e.df,
+                    e.runs,
+                    methods.setdefault(e.method, len(methods)),
+                    why,
+                    f.n,
+                    f.spread,
+                    f.newest_id,
+                    s.rank_label,
+                ]
+            )
+        wl.append(
+            {
+                "label": w.label,
+                "metric": w.metric.label,
+                "unit": w.metric.unit,
+                "hib": w.metric.higher_is_better,
+                "decimals": w.metric.decimals,
+                "median": index[w.median.host_id],
+                "values": vals,
+            }
+        )
+    return {
+        "hosts": [
+            {"id": h, "label": labels.get(h, h), "about": host_about(hosts.get(h, {}))}
+            for h in host_ids
+        ],
+        "fields": list(PICKER_FIELDS),
+        "methods": list(methods),
+        "why": list(whys),
+        "workloads": wl,
+    }
 
 
 def host_about(h: dict[str, Any]) -> str:

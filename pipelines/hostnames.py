@@ -22,7 +22,9 @@ def _configured() -> dict[str, str]:
 @per_set
 def labels(docs: list[Any]) -> dict[str, str]:
     """Every host of the artifacts (runs, host probes, ...), by id: its label."""
-    return resolve(fingerprints(docs), _configured(), relpath(data_dir() / "hosts.yaml"))
+    return resolve(
+        fingerprints(docs), _configured(), relpath(data_dir() / "hosts.yaml")
+    )
 
 
 def label(docs: list[Any], host_id: str) -> str:

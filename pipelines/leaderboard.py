@@ -81,9 +81,19 @@ def build_labels(builds: list[tuple[str, dict[str, Any]]]) -> list[str]:
     by_text: dict[str, list[dict[str, Any]]] = {}
     for text, ident in builds:
         by_text.setdefault(text, []).append(ident)
-    extra = sorted({k for idents in by_text.values() for i in idents for k in i
-                    if not _same([x.get(k) for x in idents])})
-    return [text + "".join(f" · {k}={_setting_text(ident.get(k))}" for k in extra) for text, ident in builds]
+    extra = sorted(
+        {
+            k
+            for idents in by_text.values()
+            for i in idents
+            for k in i
+            if not _same([x.get(k) for x in idents])
+        }
+    )
+    return [
+        text + "".join(f" · {k}={_setting_text(ident.get(k))}" for k in extra)
+        for text, ident in builds
+    ]
 
 
 def _setting_text(v: Any) -> str:
@@ -137,18 +147,44 @@ def boards(docs: list[RunRecord]) -> list[Board]:
                 continue
             centre, lo, hi, note = fig.mean, fig.ci95_low, fig.ci95_high, fig.note
             spread, n, runs = fig.spread, fig.n, per_key[r.comparability_key()]
-            rows.append({"id": r.id, "path": r.path, "created": r.created, "model": r.model_name,
-                         "quantization": r.quantization, "synthetic": r.synthetic, "endpoint": r.model_server,
-                         "backend": r.backend_name, "build_identity": r.build_identity,
-                         "backend_build": r.backend_build, "effective": r.effective, "settings": r.requested,
-                         "s_mean": centre if centre is not None else s.mean, "s_stddev": spread, "s_n": n,
-                         "s_ci95_low": lo, "s_ci95_high": hi, "runs": len(runs), "run_ids": [x.id for x in runs],
-                         "interval_note": note, "stale": r.id in stale, "figure": fig,
-                         # the kind's other table columns this result measured (e.g. energy per token)
-                         "extra": {c: r.stat(c) for c in columns(r.test_kind) if c != metric.name and r.stat(c)}})
+            rows.append(
+                {
+                    "id": r.id,
+                    "path": r.path,
+                    "created": r.created,
+                    "model": r.model_name,
+                    "quantization": r.quantization,
+                    "synthetic": r.synthetic,
+                    "endpoint": r.model_server,
+                    "backend": r.backend_name,
+                    "build_identity": r.build_identity,
+                    "backend_build": r.backend_build,
+                    "effective": r.effective,
+                    "settings": r.requested,
+                    "s_mean": centre if centre is not None else s.mean,
+                    "s_stddev": spread,
+                    "s_n": n,
+                    "s_ci95_low": lo,
+                    "s_ci95_high": hi,
+                    "runs": len(runs),
+                    "run_ids": [x.id for x in runs],
+                    "interval_note": note,
+                    "stale": r.id in stale,
+                    "figure": fig,
+                    # the kind's other table columns this result measured (e.g. energy per token)
+                    "extra": {
+                        c: r.stat(c)
+                        for c in columns(r.test_kind)
+                        if c != metric.name and r.stat(c)
+                    },
+                }
+            )
         if not rows:
             continue
-        for row, label in zip(rows, build_labels([(x["backend_build"], x["build_identity"]) for x in rows])):
+        for row, label in zip(
+            rows,
+            build_labels([(x["backend_build"], x["build_identity"]) for x in rows]),
+        ):
             row["backend_build"] = label
         g = pd.DataFrame(rows)
         ranked = rank_sides([f.side for f in g["figure"]], metric.higher_is_better)
@@ -156,12 +192,33 @@ def boards(docs: list[RunRecord]) -> list[Board]:
         g["tied"] = [r.tied for r in ranked]
         g["rank_label"] = [rank_label(r) for r in ranked]
         sign = -1 if metric.higher_is_better else 1
-        g["_order"] = [(r.rank if r.rank is not None else 10**9, sign * m) for r, m in zip(ranked, g["s_mean"])]
-        g = g.sort_values("_order", kind="stable").drop(columns="_order").reset_index(drop=True)
+        g["_order"] = [
+            (r.rank if r.rank is not None else 10**9, sign * m)
+            for r, m in zip(ranked, g["s_mean"])
+        ]
+        g = (
+            g.sort_values("_order", kind="stable")
+            .drop(columns="_order")
+            .reset_index(drop=True)
+        )
         varying, constant = split_settings(list(g["effective"]))
         builds = sorted(set(g["backend_build"]))
-        out.append(Board(first.host_id, first.host_name, first.test_name, first.test_kind, first.backend_name, metric,
-                         first.test_definition, varying, constant, builds, g, gkey))
+        out.append(
+            Board(
+                first.host_id,
+                first.host_name,
+                first.test_name,
+                first.test_kind,
+                first.backend_name,
+                metric,
+                first.test_definition,
+                varying,
+                constant,
+                builds,
+                g,
+                gkey,
+            )
+        )
     out.sort(key=lambda b: (b.host_id, b.test, b.backend, b.key))
     return out
 
@@ -171,30 +228,34 @@ def board_records(board: Board) -> list[dict[str, Any]]:
     statistics, source."""
     recs = []
     for _, r in board.rows.iterrows():
-        recs.append({
-            "rank": None if pd.isna(r["rank"]) else int(r["rank"]),
-            "rank_label": r["rank_label"],
-            "tied": bool(r["tied"]),
-            "model": r["model"],
-            "quantization": r["quantization"],
-            "synthetic": bool(r["synthetic"]),
-            "endpoint": r["endpoint"] if isinstance(r["endpoint"], str) else None,  # an endpoint model's server
-            "backend": r["backend"],
-            "backend_build": r["backend_build"],
-            "settings": {k: r["effective"].get(k) for k in board.varying},
-            "mean": r["s_mean"],
-            "stddev": None if pd.isna(r["s_stddev"]) else r["s_stddev"],
-            "n": int(r["s_n"]),
-            "ci95_low": None if pd.isna(r["s_ci95_low"]) else r["s_ci95_low"],
-            "ci95_high": None if pd.isna(r["s_ci95_high"]) else r["s_ci95_high"],
-            "id": r["id"],
-            "stale": bool(r["stale"]),
-            "extra": r["extra"],
-            "runs": int(r["runs"]),
-            "run_ids": list(r["run_ids"]),
-            "interval_note": r["interval_note"],
-            "figure": r["figure"],
-        })
+        recs.append(
+            {
+                "rank": None if pd.isna(r["rank"]) else int(r["rank"]),
+                "rank_label": r["rank_label"],
+                "tied": bool(r["tied"]),
+                "model": r["model"],
+                "quantization": r["quantization"],
+                "synthetic": bool(r["synthetic"]),
+                "endpoint": r["endpoint"]
+                if isinstance(r["endpoint"], str)
+                else None,  # an endpoint model's server
+                "backend": r["backend"],
+                "backend_build": r["backend_build"],
+                "settings": {k: r["effective"].get(k) for k in board.varying},
+                "mean": r["s_mean"],
+                "stddev": None if pd.isna(r["s_stddev"]) else r["s_stddev"],
+                "n": int(r["s_n"]),
+                "ci95_low": None if pd.isna(r["s_ci95_low"]) else r["s_ci95_low"],
+                "ci95_high": None if pd.isna(r["s_ci95_high"]) else r["s_ci95_high"],
+                "id": r["id"],
+                "stale": bool(r["stale"]),
+                "extra": r["extra"],
+                "runs": int(r["runs"]),
+                "run_ids": list(r["run_ids"]),
+                "interval_note": r["interval_note"],
+                "figure": r["figure"],
+            }
+        )
     return recs
 
 
@@ -202,4 +263,8 @@ def extra_columns(board: Board) -> list[str]:
     """The kind's table columns beside the headline that at least one row of the board measured
     and that boards show (BOARD_EXTRA: energy per token for now)."""
     present = {c for extra in board.rows["extra"] for c in extra}
-    return [c for c in columns(board.test_kind) if c != board.metric.name and c in present and c in BOARD_EXTRA]
+    return [
+        c
+        for c in columns(board.test_kind)
+        if c != board.metric.name and c in present and c in BOARD_EXTRA
+    ]

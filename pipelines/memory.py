@@ -48,23 +48,57 @@ MiB = 1024**2
 
 # (block size, bytes per block) of the KV cache types llama.cpp accepts (ggml's type traits).
 KV_TYPES: dict[str, tuple[int, int]] = {
-    "f32": (1, 4), "f16": (1, 2), "bf16": (1, 2), "q8_0": (32, 34), "q4_0": (32, 18), "q4_1": (32, 20),
-    "q5_0": (32, 22), "q5_1": (32, 24), "iq4_nl": (32, 18),
+    "f32": (1, 4),
+    "f16": (1, 2),
+    "bf16": (1, 2),
+    "q8_0": (32, 34),
+    "q4_0": (32, 18),
+    "q4_1": (32, 20),
+    "q5_0": (32, 22),
+    "q5_1": (32, 24),
+    "iq4_nl": (32, 18),
 }
 
 # Sliding-window layer patterns llama.cpp applies when the GGUF has no
 # `<arch>.attention.sliding_window_pattern` (src/models/<arch>.cpp: load_swa_pattern(ml, N, dense_first)).
 SWA_PATTERNS: dict[str, tuple[int, bool]] = {
-    "gemma2": (2, False), "gemma3": (6, False), "gemma3n": (5, False), "cohere2": (4, False),
-    "cohere2moe": (4, True), "gpt-oss": (2, False), "exaone4": (4, False), "exaone-moe": (4, False),
-    "olmo2": (4, False), "smallthinker": (4, True), "afmoe": (4, False), "mellum": (4, False),
-    "plamo3": (8, False), "muse-glimmer": (4, False),
+    "gemma2": (2, False),
+    "gemma3": (6, False),
+    "gemma3n": (5, False),
+    "cohere2": (4, False),
+    "cohere2moe": (4, True),
+    "gpt-oss": (2, False),
+    "exaone4": (4, False),
+    "exaone-moe": (4, False),
+    "olmo2": (4, False),
+    "smallthinker": (4, True),
+    "afmoe": (4, False),
+    "mellum": (4, False),
+    "plamo3": (8, False),
+    "muse-glimmer": (4, False),
 }
 # llm_arch_is_recurrent / llm_arch_is_hybrid (src/llama-arch.cpp): state, not (only) a KV cache.
 RECURRENT_ARCHITECTURES = ("mamba", "mamba2", "rwkv6", "rwkv6qwen2", "rwkv7", "arwkv7")
-HYBRID_ARCHITECTURES = ("jamba", "falcon-h1", "plamo2", "granitehybrid", "lfm2", "lfm2moe", "nemotron_h",
-                        "nemotron_h_moe", "qwen3next", "kimi-linear", "bailingmoe3", "kimi-k3", "glm5-next",
-                        "qwen35", "qwen35moe", "qwen4exp", "deepseek4", "minimax-01")
+HYBRID_ARCHITECTURES = (
+    "jamba",
+    "falcon-h1",
+    "plamo2",
+    "granitehybrid",
+    "lfm2",
+    "lfm2moe",
+    "nemotron_h",
+    "nemotron_h_moe",
+    "qwen3next",
+    "kimi-linear",
+    "bailingmoe3",
+    "kimi-k3",
+    "glm5-next",
+    "qwen35",
+    "qwen35moe",
+    "qwen4exp",
+    "deepseek4",
+    "minimax-01",
+)
 # Weight types the CPU_REPACK buffer re-lays on x86 (AVX2 and up) in this llama.cpp build
 # (the load log lists "repack tensor ... with q4_K_8x8"; q8_0, q5_0, q6_K stay as mapped).
 REPACK_TYPES = ("Q4_0", "Q4_K", "IQ4_NL")
@@ -88,11 +122,15 @@ def row_bytes(cache_type: str, n_elements: int) -> int:
     try:
         block, size = KV_TYPES[cache_type]
     except (KeyError, TypeError):
-        raise CacheTypeError(f"unknown KV cache type {cache_type!r} (known: {', '.join(KV_TYPES)})",
-                             field="cache_type") from None
+        raise CacheTypeError(
+            f"unknown KV cache type {cache_type!r} (known: {', '.join(KV_TYPES)})",
+            field="cache_type",
+        ) from None
     if n_elements % block:
-        raise CacheTypeError(f"{cache_type} needs a row length divisible by {block}; this model's is {n_elements}",
-                             field="cache_type")
+        raise CacheTypeError(
+            f"{cache_type} needs a row length divisible by {block}; this model's is {n_elements}",
+            field="cache_type",
+        )
     return n_elements // block * size
 
 
@@ -139,27 +177,47 @@ class ModelShape:
         def need(key: str) -> int:
             v = facts.get(key)
             if v is None:
-                raise ModelError(f"the GGUF has no {arch}.{key.replace('_', '.')} (needed for the memory plan)",
-                                 file=name or "model", field=key)
+                raise ModelError(
+                    f"the GGUF has no {arch}.{key.replace('_', '.')} (needed for the memory plan)",
+                    file=name or "model",
+                    field=key,
+                )
             if int(v) <= 0:
-                raise ModelError(f"the GGUF's {arch}.{key.replace('_', '.')} is {v}: no model to plan",
-                                 file=name or "model", field=key)
+                raise ModelError(
+                    f"the GGUF's {arch}.{key.replace('_', '.')} is {v}: no model to plan",
+                    file=name or "model",
+                    field=key,
+                )
             return int(v)
 
-        n_layer, n_embd, n_head = need("block_count"), need("embedding_length"), need("head_count")
+        n_layer, n_embd, n_head = (
+            need("block_count"),
+            need("embedding_length"),
+            need("head_count"),
+        )
+
         def per_layer(key: str, values: list) -> list:
             # llama.cpp refuses a per-layer array whose length is not the layer count ("wrong array length")
             if len(values) != n_layer:
-                raise ModelError(f"the GGUF's {arch}.{key.replace('_', '.')} has {len(values)} entries for "
-                                 f"{n_layer} layers: no model to plan", file=name or "model", field=key)
+                raise ModelError(
+                    f"the GGUF's {arch}.{key.replace('_', '.')} has {len(values)} entries for "
+                    f"{n_layer} layers: no model to plan",
+                    file=name or "model",
+                    field=key,
+                )
             return values
 
         kv_list = facts.get("head_count_kv_layers")
         if kv_list:
-            n_head_kv = tuple(int(x) for x in per_layer("head_count_kv_layers", kv_list))
+            n_head_kv = tuple(
+                int(x) for x in per_layer("head_count_kv_layers", kv_list)
+            )
             if min(n_head_kv) < 0:
-                raise ModelError(f"the GGUF's {arch}.attention.head_count_kv has a negative entry: no model to plan",
-                                 file=name or "model", field="head_count_kv_layers")
+                raise ModelError(
+                    f"the GGUF's {arch}.attention.head_count_kv has a negative entry: no model to plan",
+                    file=name or "model",
+                    field="head_count_kv_layers",
+                )
         else:
             n_head_kv = (int(facts.get("head_count_kv") or n_head),) * n_layer
         head_k = int(facts.get("key_length") or n_embd // n_head)
@@ -169,34 +227,65 @@ class ModelShape:
         if n_swa <= 0:
             swa, source = (False,) * n_layer, "no sliding window"
         elif isinstance(pattern, list) and pattern:
-            swa, source = tuple(bool(x) for x in per_layer("sliding_window_pattern", pattern)), "the GGUF's per-layer pattern"
+            swa, source = (
+                tuple(bool(x) for x in per_layer("sliding_window_pattern", pattern)),
+                "the GGUF's per-layer pattern",
+            )
         elif isinstance(pattern, int):
-            swa, source = tuple(swa_layer_flags(n_layer, pattern, False)), f"the GGUF's period {pattern}"
+            swa, source = (
+                tuple(swa_layer_flags(n_layer, pattern, False)),
+                f"the GGUF's period {pattern}",
+            )
         elif arch in SWA_PATTERNS:
             period, dense_first = SWA_PATTERNS[arch]
             swa = tuple(swa_layer_flags(n_layer, period, dense_first))
-            source = f"llama.cpp's {arch} default: period {period}" + (", full layer first" if dense_first else ", every last layer of a period is full")
+            source = f"llama.cpp's {arch} default: period {period}" + (
+                ", full layer first"
+                if dense_first
+                else ", every last layer of a period is full"
+            )
         else:
             swa, source = (False,) * n_layer, "unknown pattern"
-            notes.append(f"{arch} declares a sliding window of {n_swa} but no layer pattern this planner knows: "
-                         "every layer is sized as full attention (an upper bound).")
+            notes.append(
+                f"{arch} declares a sliding window of {n_swa} but no layer pattern this planner knows: "
+                "every layer is sized as full attention (an upper bound)."
+            )
         if arch in RECURRENT_ARCHITECTURES or arch in HYBRID_ARCHITECTURES:
-            notes.append(f"{arch} is recurrent or hybrid: its recurrent state is not modelled; the KV figure "
-                         "covers every layer as attention (an upper bound).")
+            notes.append(
+                f"{arch} is recurrent or hybrid: its recurrent state is not modelled; the KV figure "
+                "covers every layer as attention (an upper bound)."
+            )
         by_role = facts.get("tensor_bytes_by_role") or {}
         if not by_role:
-            notes.append("this artifact predates per-role tensor bytes: embedding and expert tensors are not told apart.")
+            notes.append(
+                "this artifact predates per-role tensor bytes: embedding and expert tensors are not told apart."
+            )
             by_role = {"other": dict(facts.get("tensor_bytes_by_type") or {})}
         ff = facts.get("feed_forward_length") or 4 * n_embd
         return cls(
-            name=name or facts.get("name") or arch, architecture=arch, n_layer=n_layer, n_embd=n_embd, n_head=n_head,
-            n_head_kv=n_head_kv, head_k=head_k, head_v=head_v, n_ff=int(ff), n_vocab=int(facts.get("vocab_size") or 0),
-            n_ctx_train=facts.get("context_length"), n_swa=n_swa, swa_layers=swa, swa_pattern_source=source,
-            expert_count=int(facts.get("expert_count") or 0), expert_used_count=int(facts.get("expert_used_count") or 0),
+            name=name or facts.get("name") or arch,
+            architecture=arch,
+            n_layer=n_layer,
+            n_embd=n_embd,
+            n_head=n_head,
+            n_head_kv=n_head_kv,
+            head_k=head_k,
+            head_v=head_v,
+            n_ff=int(ff),
+            n_vocab=int(facts.get("vocab_size") or 0),
+            n_ctx_train=facts.get("context_length"),
+            n_swa=n_swa,
+            swa_layers=swa,
+            swa_pattern_source=source,
+            expert_count=int(facts.get("expert_count") or 0),
+            expert_used_count=int(facts.get("expert_used_count") or 0),
             tensor_bytes_by_type=dict(facts.get("tensor_bytes_by_type") or {}),
             tensor_bytes_by_role={k: dict(v) for k, v in by_role.items()},
             vocab_text_bytes=facts.get("vocab_text_bytes"),
-            kv_lora_rank=facts.get("kv_lora_rank"), n_rot=facts.get("rope_dimension_count"), notes=tuple(notes))
+            kv_lora_rank=facts.get("kv_lora_rank"),
+            n_rot=facts.get("rope_dimension_count"),
+            notes=tuple(notes),
+        )
 
     @classmethod
     def from_gguf(cls, path: str | Path) -> "ModelShape":
@@ -226,7 +315,10 @@ class ModelShape:
 
     @property
     def recurrent(self) -> bool:
-        return self.architecture in RECURRENT_ARCHITECTURES or self.architecture in HYBRID_ARCHITECTURES
+        return (
+            self.architecture in RECURRENT_ARCHITECTURES
+            or self.architecture in HYBRID_ARCHITECTURES
+        )
 
     def repack_bytes(self) -> int:
         """Bytes llama.cpp copies into its CPU_REPACK buffer: weights of a repackable type, except
@@ -247,8 +339,12 @@ class ModelShape:
             used = expert_used if expert_used is not None else self.expert_used_count
             experts = experts * used / self.expert_count
         embd = self.role_bytes("token_embd")
-        embd_read = embd if self.tied_output else (embd / self.n_vocab if self.n_vocab else 0)
-        return int(self.role_bytes("other") + self.role_bytes("output") + experts + embd_read)
+        embd_read = (
+            embd if self.tied_output else (embd / self.n_vocab if self.n_vocab else 0)
+        )
+        return int(
+            self.role_bytes("other") + self.role_bytes("output") + experts + embd_read
+        )
 
     # -- KV cache ---------------------------------------------------------------------------
     def kv_row_bytes(self, il: int, type_k: str, type_v: str) -> int:
@@ -258,7 +354,9 @@ class ModelShape:
         n_kv = self.n_head_kv[il]
         if n_kv == 0:
             return 0
-        return row_bytes(type_k, self.head_k * n_kv) + row_bytes(type_v, self.head_v * n_kv)
+        return row_bytes(type_k, self.head_k * n_kv) + row_bytes(
+            type_v, self.head_v * n_kv
+        )
 
 
 @dataclass(frozen=True)
@@ -282,8 +380,16 @@ class KvPlan:
         return {**asdict(self), "bytes": self.bytes}
 
 
-def kv_cache(shape: ModelShape, n_ctx: int, type_k: str = "f16", type_v: str = "f16", *, swa_full: bool = False,
-             n_ubatch: int = 512, n_seq: int = 1) -> KvPlan:
+def kv_cache(
+    shape: ModelShape,
+    n_ctx: int,
+    type_k: str = "f16",
+    type_v: str = "f16",
+    *,
+    swa_full: bool = False,
+    n_ubatch: int = 512,
+    n_seq: int = 1,
+) -> KvPlan:
     """The KV cache llama.cpp allocates (llama_kv_cache / llama_kv_cache_iswa), for one sequence
     stream per ``n_seq`` (not unified)."""
     n_ctx_padded = pad(max(n_ctx, 1))
@@ -299,11 +405,30 @@ def kv_cache(shape: ModelShape, n_ctx: int, type_k: str = "f16", type_v: str = "
         else:
             full_b += row * cells * n_seq
             n_full += 1
-    return KvPlan(n_ctx, cells, swa_cells if n_swa else 0, type_k, type_v, swa_full, n_full, n_swa, full_b, swa_b)
+    return KvPlan(
+        n_ctx,
+        cells,
+        swa_cells if n_swa else 0,
+        type_k,
+        type_v,
+        swa_full,
+        n_full,
+        n_swa,
+        full_b,
+        swa_b,
+    )
 
 
-def kv_read_bytes(shape: ModelShape, depth: int, type_k: str = "f16", type_v: str = "f16", *,
-                  flash_attn: bool = True, cache: KvPlan | None = None, rows: tuple[int, int] | None = None) -> int:
+def kv_read_bytes(
+    shape: ModelShape,
+    depth: int,
+    type_k: str = "f16",
+    type_v: str = "f16",
+    *,
+    flash_attn: bool = True,
+    cache: KvPlan | None = None,
+    rows: tuple[int, int] | None = None,
+) -> int:
     """KV bytes one decode step reads with ``depth`` tokens already in the context.
 
     With flash attention, llama.cpp's CPU kernel skips masked cells, so a sliding-window
@@ -334,8 +459,15 @@ def kv_rows(shape: ModelShape, type_k: str, type_v: str) -> tuple[int, int]:
 
 
 # -- compute buffer and other runtime memory -------------------------------------------------
-def compute_buffer(shape: ModelShape, n_tokens: int, n_kv: int, *, n_outputs: int | None = None,
-                   flash_attn: bool = True, n_kv_swa: int | None = None) -> dict[str, int]:
+def compute_buffer(
+    shape: ModelShape,
+    n_tokens: int,
+    n_kv: int,
+    *,
+    n_outputs: int | None = None,
+    flash_attn: bool = True,
+    n_kv_swa: int | None = None,
+) -> dict[str, int]:
     """Estimated live set of llama.cpp's graph for one micro-batch (see the module docstring):
     the largest of the logits phase, the attention phase (with the f16 attention masks, alive
     until the last attention layer) and the feed-forward phase (masks alive too)."""
@@ -343,18 +475,26 @@ def compute_buffer(shape: ModelShape, n_tokens: int, n_kv: int, *, n_outputs: in
     n_ff = shape.n_ff
     if shape.is_moe and shape.expert_used_count:
         n_ff = max(n_ff, shape.n_ff * shape.expert_used_count)
-    masks = 2 * n_tokens * n_kv + (2 * n_tokens * (n_kv_swa or n_kv) if any(shape.swa_layers) else 0)
+    masks = 2 * n_tokens * n_kv + (
+        2 * n_tokens * (n_kv_swa or n_kv) if any(shape.swa_layers) else 0
+    )
     qkv = 4 * n_tokens * (2 * shape.n_head * shape.head_k + shape.n_embd)
     parts = {
         "logits": 4 * n_out * (shape.n_vocab + shape.n_embd),
-        "attention": masks + qkv + (0 if flash_attn else 4 * n_tokens * n_kv * shape.n_head),
+        "attention": masks
+        + qkv
+        + (0 if flash_attn else 4 * n_tokens * n_kv * shape.n_head),
         "feed_forward": masks + 4 * n_tokens * (3 * n_ff + 3 * shape.n_embd),
     }
     return {**parts, "total": max(parts.values())}
 
 
 def tokenizer_bytes(shape: ModelShape) -> int:
-    text = shape.vocab_text_bytes if shape.vocab_text_bytes is not None else 8 * shape.n_vocab
+    text = (
+        shape.vocab_text_bytes
+        if shape.vocab_text_bytes is not None
+        else 8 * shape.n_vocab
+    )
     return TOKENIZER_BYTES_PER_TOKEN * shape.n_vocab + TOKENIZER_TEXT_COPIES * int(text)
 
 
@@ -377,10 +517,23 @@ class Plan:
         return sum(self.components.values())
 
 
-def cpu_plan(shape: ModelShape, n_ctx: int, type_k: str = "f16", type_v: str = "f16", *, swa_full: bool = False,
-             n_ubatch: int = 512, max_batch: int | None = None, depth: int | None = None, flash_attn: bool = True,
-             runtime_baseline: int | None = None, repack: bool = True, n_outputs: int = 1, logits_rows: int = 0,
-             draft: "ModelShape | None" = None) -> Plan:
+def cpu_plan(
+    shape: ModelShape,
+    n_ctx: int,
+    type_k: str = "f16",
+    type_v: str = "f16",
+    *,
+    swa_full: bool = False,
+    n_ubatch: int = 512,
+    max_batch: int | None = None,
+    depth: int | None = None,
+    flash_attn: bool = True,
+    runtime_baseline: int | None = None,
+    repack: bool = True,
+    n_outputs: int = 1,
+    logits_rows: int = 0,
+    draft: "ModelShape | None" = None,
+) -> Plan:
     """Resident memory of a CPU run: the weights (mapped and prefetched), CPU_REPACK copies, the
     KV cache (cleared at allocation, so resident), the output buffer, the tokenizer tables, the
     compute pages the run's largest batch touches, and the process before the model (measured).
@@ -392,8 +545,14 @@ def cpu_plan(shape: ModelShape, n_ctx: int, type_k: str = "f16", type_v: str = "
     batch = min(max_batch if max_batch is not None else n_ubatch, n_ubatch)
     n_kv = min(kv.cells, max(256, pad((depth if depth is not None else n_ctx))))
     # the graph's logits tensor holds one row per output: one, or every token of the batch with logits_all
-    comp = compute_buffer(shape, batch, n_kv, n_outputs=max(1, min(n_outputs, batch)), flash_attn=flash_attn,
-                          n_kv_swa=min(n_kv, kv.swa_cells or n_kv))
+    comp = compute_buffer(
+        shape,
+        batch,
+        n_kv,
+        n_outputs=max(1, min(n_outputs, batch)),
+        flash_attn=flash_attn,
+        n_kv_swa=min(n_kv, kv.swa_cells or n_kv),
+    )
     components = {
         "weights (mapped)": shape.weight_bytes,
         "repacked weights": shape.repack_bytes() if repack else 0,
@@ -403,33 +562,73 @@ def cpu_plan(shape: ModelShape, n_ctx: int, type_k: str = "f16", type_v: str = "
         "compute, touched (est.)": comp["total"],
     }
     if logits_rows:
-        components["logits kept per token (llama-cpp-python)"] = 4 * shape.n_vocab * logits_rows
+        components["logits kept per token (llama-cpp-python)"] = (
+            4 * shape.n_vocab * logits_rows
+        )
     notes = list(shape.notes)
-    if draft is not None:  # a second model loaded beside the target, same context settings, logits of the last token only
-        sub = cpu_plan(draft, n_ctx, type_k, type_v, swa_full=swa_full, n_ubatch=n_ubatch, max_batch=max_batch, depth=depth,
-                       flash_attn=flash_attn, runtime_baseline=None, repack=repack)
+    if (
+        draft is not None
+    ):  # a second model loaded beside the target, same context settings, logits of the last token only
+        sub = cpu_plan(
+            draft,
+            n_ctx,
+            type_k,
+            type_v,
+            swa_full=swa_full,
+            n_ubatch=n_ubatch,
+            max_batch=max_batch,
+            depth=depth,
+            flash_attn=flash_attn,
+            runtime_baseline=None,
+            repack=repack,
+        )
         for k, v in sub.components.items():
             components[f"draft model: {k}"] = v
         notes += [f"draft model: {n}" for n in draft.notes]
     if runtime_baseline is not None:
         components["process before load (measured)"] = int(runtime_baseline)
     else:
-        notes.append("no measured baseline of the process before the model load: the interpreter and "
-                     "libraries are not included.")
+        notes.append(
+            "no measured baseline of the process before the model load: the interpreter and "
+            "libraries are not included."
+        )
     return Plan("cpu-rss", components, notes)
 
 
-def gpu_plan(shape: ModelShape, n_ctx: int, type_k: str = "f16", type_v: str = "f16", *, swa_full: bool = False,
-             n_ubatch: int = 512, flash_attn: bool = True, runtime_overhead: int = 0) -> Plan:
+def gpu_plan(
+    shape: ModelShape,
+    n_ctx: int,
+    type_k: str = "f16",
+    type_v: str = "f16",
+    *,
+    swa_full: bool = False,
+    n_ubatch: int = 512,
+    flash_attn: bool = True,
+    runtime_overhead: int = 0,
+) -> Plan:
     """VRAM with every layer offloaded: the weights except the token embedding (llama.cpp keeps
     its row lookups on the CPU; a tied embedding is duplicated as the output matrix), the KV
     cache, the full reserved compute buffer, and the runtime overhead assumed in the planner's
     settings (CUDA context, cuBLAS workspace)."""
     kv = kv_cache(shape, n_ctx, type_k, type_v, swa_full=swa_full, n_ubatch=n_ubatch)
-    weights = shape.weight_bytes - shape.role_bytes("token_embd") + (shape.role_bytes("token_embd") if shape.tied_output else 0)
-    comp = compute_buffer(shape, n_ubatch, kv.cells, flash_attn=flash_attn, n_kv_swa=kv.swa_cells or kv.cells)
-    components = {"weights": weights, "KV cache": kv.bytes, "compute buffer (est.)": comp["total"],
-                  "runtime overhead (assumed)": int(runtime_overhead)}
+    weights = (
+        shape.weight_bytes
+        - shape.role_bytes("token_embd")
+        + (shape.role_bytes("token_embd") if shape.tied_output else 0)
+    )
+    comp = compute_buffer(
+        shape,
+        n_ubatch,
+        kv.cells,
+        flash_attn=flash_attn,
+        n_kv_swa=kv.swa_cells or kv.cells,
+    )
+    components = {
+        "weights": weights,
+        "KV cache": kv.bytes,
+        "compute buffer (est.)": comp["total"],
+        "runtime overhead (assumed)": int(runtime_overhead),
+    }
     return Plan("gpu-vram", components, list(shape.notes))
 
 
@@ -441,18 +640,33 @@ def lora_module_dims(shape: ModelShape) -> dict[str, tuple[int, int]]:
     """(in_features, out_features) of each projection an adapter can target, from the shape."""
     q_out = shape.n_head * shape.head_k
     kv_heads = max(shape.n_head_kv) if shape.n_head_kv else shape.n_head
-    return {"q": (shape.n_embd, q_out), "k": (shape.n_embd, kv_heads * shape.head_k),
-            "v": (shape.n_embd, kv_heads * shape.head_v), "o": (shape.n_head * shape.head_v, shape.n_embd),
-            "gate": (shape.n_embd, shape.n_ff), "up": (shape.n_embd, shape.n_ff), "down": (shape.n_ff, shape.n_embd)}
+    return {
+        "q": (shape.n_embd, q_out),
+        "k": (shape.n_embd, kv_heads * shape.head_k),
+        "v": (shape.n_embd, kv_heads * shape.head_v),
+        "o": (shape.n_head * shape.head_v, shape.n_embd),
+        "gate": (shape.n_embd, shape.n_ff),
+        "up": (shape.n_embd, shape.n_ff),
+        "down": (shape.n_ff, shape.n_embd),
+    }
 
 
-def lora_bytes(shape: ModelShape, rank: int, modules: tuple[str, ...], bytes_per_value: float = 2.0) -> int:
+def lora_bytes(
+    shape: ModelShape, rank: int, modules: tuple[str, ...], bytes_per_value: float = 2.0
+) -> int:
     """The seed's formula, per module: r × (in + out) × layers × bytes (A is r×in, B is out×r)."""
     dims = lora_module_dims(shape)
     unknown = [m for m in modules if m not in dims]
     if unknown:
-        raise ConfigError(f"unknown LoRA module {unknown[0]!r} (known: {', '.join(LORA_MODULES)})", field="modules")
-    return int(sum(rank * (dims[m][0] + dims[m][1]) for m in modules) * shape.n_layer * bytes_per_value)
+        raise ConfigError(
+            f"unknown LoRA module {unknown[0]!r} (known: {', '.join(LORA_MODULES)})",
+            field="modules",
+        )
+    return int(
+        sum(rank * (dims[m][0] + dims[m][1]) for m in modules)
+        * shape.n_layer
+        * bytes_per_value
+    )
 
 
 def adapter_bytes(shape: ModelShape, adapters: list[dict[str, Any]]) -> int:
@@ -469,12 +683,23 @@ def adapter_bytes(shape: ModelShape, adapters: list[dict[str, Any]]) -> int:
 
 
 # -- planner settings ---------------------------------------------------------------------------
-_SIZE_UNITS = {"b": 1, "kb": 1000, "mb": 1000**2, "gb": 1000**3, "tb": 1000**4, "kib": 1024, "mib": 1024**2,
-               "gib": 1024**3, "tib": 1024**4}
-GPU_UNITS_NOTE = ("GPU memory is checked in the unit each card states (data/memory_planner.yaml, gpu_cards): a card sold as "
-                  "\"24 GB\" carries 24 GiB of memory chips (GDDR and HBM come in binary densities: an RTX 4090 has "
-                  "24,576 MiB), so those cards are given in GiB (2^30 bytes), the unit of every total on this page; an "
-                  "H100 80GB is given as the bytes its driver reports usable (85,520,809,984 on the lent H100: 79.6 GiB).")
+_SIZE_UNITS = {
+    "b": 1,
+    "kb": 1000,
+    "mb": 1000**2,
+    "gb": 1000**3,
+    "tb": 1000**4,
+    "kib": 1024,
+    "mib": 1024**2,
+    "gib": 1024**3,
+    "tib": 1024**4,
+}
+GPU_UNITS_NOTE = (
+    "GPU memory is checked in the unit each card states (data/memory_planner.yaml, gpu_cards): a card sold as "
+    '"24 GB" carries 24 GiB of memory chips (GDDR and HBM come in binary densities: an RTX 4090 has '
+    "24,576 MiB), so those cards are given in GiB (2^30 bytes), the unit of every total on this page; an "
+    "H100 80GB is given as the bytes its driver reports usable (85,520,809,984 on the lent H100: 79.6 GiB)."
+)
 
 
 def parse_size(value: Any) -> int:
@@ -495,8 +720,15 @@ class GpuCard(BaseModel):
     """One GPU memory size to check, in the unit its spec states."""
 
     model_config = ConfigDict(extra="forbid")
-    name: str = Field(..., min_length=1, description="What the column is called (e.g. '24 GB card (RTX 4090)').")
-    memory: int | str = Field(..., description="Its memory with the unit: '24 GiB' (2^30 bytes), '40 GB' (10^9 bytes), or bytes.")
+    name: str = Field(
+        ...,
+        min_length=1,
+        description="What the column is called (e.g. '24 GB card (RTX 4090)').",
+    )
+    memory: int | str = Field(
+        ...,
+        description="Its memory with the unit: '24 GiB' (2^30 bytes), '40 GB' (10^9 bytes), or bytes.",
+    )
 
     @property
     def bytes(self) -> int:
@@ -518,18 +750,54 @@ class PlannerSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     schema_version: int = Field(1, description="Format version.")
-    contexts: list[int] = Field(..., min_length=1, description="Context lengths (tokens) to plan for.")
-    cache_types: list[str] = Field(..., min_length=1, description="KV cache types (type_k = type_v).")
-    gpu_cards: list[GpuCard] = Field(default_factory=list, description="GPU cards to check, each with its memory in the unit its spec states.")
-    gpu_sizes_gb: list[float] = Field(default_factory=list, description="GPU memory sizes in GB (10^9 bytes) to check, beside gpu_cards.")
-    headroom: float = Field(0.1, ge=0, lt=1, description="Share of a memory kept free: fits when total <= (1 - headroom) x size.")
-    n_ubatch: int = Field(512, ge=1, description="Micro-batch assumed for the compute buffer (llama.cpp -ub).")
-    swa_full: bool = Field(False, description="Full-size caches for sliding-window layers (llama-bench/llama-server: false).")
-    flash_attn: bool = Field(True, description="Flash attention assumed on (llama.cpp's auto enables it on CPU and recent GPUs).")
-    gpu_runtime_overhead_mib: float = Field(0, ge=0, description="Assumed per-process GPU overhead (CUDA context, cuBLAS workspace) in MiB, shown as an assumption.")
-    gpu_runtime_overhead_source: str = Field("", description="Where the overhead assumption comes from.")
-    lora_ranks: list[int] = Field(default_factory=lambda: [8, 16, 32], description="Adapter ranks for the LoRA table.")
-    lora_targets: dict[str, list[str]] = Field(default_factory=dict, description="Named module sets for the LoRA table.")
+    contexts: list[int] = Field(
+        ..., min_length=1, description="Context lengths (tokens) to plan for."
+    )
+    cache_types: list[str] = Field(
+        ..., min_length=1, description="KV cache types (type_k = type_v)."
+    )
+    gpu_cards: list[GpuCard] = Field(
+        default_factory=list,
+        description="GPU cards to check, each with its memory in the unit its spec states.",
+    )
+    gpu_sizes_gb: list[float] = Field(
+        default_factory=list,
+        description="GPU memory sizes in GB (10^9 bytes) to check, beside gpu_cards.",
+    )
+    headroom: float = Field(
+        0.1,
+        ge=0,
+        lt=1,
+        description="Share of a memory kept free: fits when total <= (1 - headroom) x size.",
+    )
+    n_ubatch: int = Field(
+        512,
+        ge=1,
+        description="Micro-batch assumed for the compute buffer (llama.cpp -ub).",
+    )
+    swa_full: bool = Field(
+        False,
+        description="Full-size caches for sliding-window layers (llama-bench/llama-server: false).",
+    )
+    flash_attn: bool = Field(
+        True,
+        description="Flash attention assumed on (llama.cpp's auto enables it on CPU and recent GPUs).",
+    )
+    gpu_runtime_overhead_mib: float = Field(
+        0,
+        ge=0,
+        description="Assumed per-process GPU overhead (CUDA context, cuBLAS workspace) in MiB, shown as an assumption.",
+    )
+    gpu_runtime_overhead_source: str = Field(
+        "", description="Where the overhead assumption comes from."
+    )
+    lora_ranks: list[int] = Field(
+        default_factory=lambda: [8, 16, 32],
+        description="Adapter ranks for the LoRA table.",
+    )
+    lora_targets: dict[str, list[str]] = Field(
+        default_factory=dict, description="Named module sets for the LoRA table."
+    )
 
     @model_validator(mode="after")
     def _some_gpu(self) -> "PlannerSettings":
@@ -540,7 +808,9 @@ class PlannerSettings(BaseModel):
     @property
     def cards(self) -> list[GpuCard]:
         """Every GPU size checked: the cards, then each gpu_sizes_gb entry as a card in GB (10^9 bytes)."""
-        return list(self.gpu_cards) + [GpuCard(name=f"{g:g} GB", memory=f"{g:g} GB") for g in self.gpu_sizes_gb]
+        return list(self.gpu_cards) + [
+            GpuCard(name=f"{g:g} GB", memory=f"{g:g} GB") for g in self.gpu_sizes_gb
+        ]
 
 
 def planner_settings_path() -> Path:
@@ -558,13 +828,19 @@ def load_planner_settings(path: Path | None = None) -> PlannerSettings:
         raise ConfigError(pydantic_error_line(exc), file=relpath(path)) from None
     for i, t in enumerate(s.cache_types):
         if t not in KV_TYPES:
-            raise ConfigError(f"unknown KV cache type {t!r} (known: {', '.join(KV_TYPES)})", file=relpath(path),
-                              field=f"cache_types.{i}")
+            raise ConfigError(
+                f"unknown KV cache type {t!r} (known: {', '.join(KV_TYPES)})",
+                file=relpath(path),
+                field=f"cache_types.{i}",
+            )
     for name, mods in s.lora_targets.items():
         bad = [m for m in mods if m not in LORA_MODULES]
         if bad:
-            raise ConfigError(f"unknown module {bad[0]!r} (known: {', '.join(LORA_MODULES)})", file=relpath(path),
-                              field=f"lora_targets.{name}")
+            raise ConfigError(
+                f"unknown module {bad[0]!r} (known: {', '.join(LORA_MODULES)})",
+                file=relpath(path),
+                field=f"lora_targets.{name}",
+            )
     return s
 
 
@@ -587,8 +863,12 @@ def _prompt_tokens(rec: RunRecord) -> list[Any]:
 
 def _rss_measured(rec: RunRecord) -> bool:
     """A finished CPU run whose measured process held the model, with its peak RSS."""
-    return (rec.ok and rec.in_process and (rec.reported.get("n_gpu_layers") or 0) <= 0
-            and bool(rec.resources.peak_rss_bytes))
+    return (
+        rec.ok
+        and rec.in_process
+        and (rec.reported.get("n_gpu_layers") or 0) <= 0
+        and bool(rec.resources.peak_rss_bytes)
+    )
 
 
 def _vram_measured(rec: RunRecord) -> bool:
@@ -608,7 +888,9 @@ def other_backends(runs: list[RunRecord], gpu: bool = False) -> dict[str, int]:
     return dict(sorted(out.items()))
 
 
-def run_prediction(doc: RunRecord, known_facts: dict[str, dict[str, Any]] | None = None) -> dict[str, Any] | None:
+def run_prediction(
+    doc: RunRecord, known_facts: dict[str, dict[str, Any]] | None = None
+) -> dict[str, Any] | None:
     """Predicted peak RSS of a CPU run artifact beside its measured peak. None when the run
     used a GPU or has no peak RSS, for runs whose model was not loaded in the measured
     process (over HTTP the run's process is the client; the server's memory is not its own:
@@ -621,15 +903,23 @@ def run_prediction(doc: RunRecord, known_facts: dict[str, dict[str, Any]] | None
     (speculative decoding), the output and compute buffers' logits rows and llama-cpp-python's
     per-token scores."""
     rec = as_record(doc)
-    if not _rss_measured(rec) or not rec.llama_cpp_based:  # the plan is llama.cpp's memory: other backends' apart
+    if (
+        not _rss_measured(rec) or not rec.llama_cpp_based
+    ):  # the plan is llama.cpp's memory: other backends' apart
         return None
     eff = rec.reported
     req = rec.requested
     measured = rec.resources.peak_rss_bytes
     try:
         shape = ModelShape.from_facts(rec.gguf, rec.model_name)
-        kv_rows(shape, eff.get("type_k") or req.get("type_k") or "f16", eff.get("type_v") or req.get("type_v") or "f16")
-    except ModelError:  # facts missing, or a cache type the planner cannot size: not predicted
+        kv_rows(
+            shape,
+            eff.get("type_k") or req.get("type_k") or "f16",
+            eff.get("type_v") or req.get("type_v") or "f16",
+        )
+    except (
+        ModelError
+    ):  # facts missing, or a cache type the planner cannot size: not predicted
         return None
     n_ctx = int(eff.get("n_ctx") or req.get("n_ctx") or 4096)
     n_ubatch = int(eff.get("n_ubatch") or req.get("n_ubatch") or 512)
@@ -651,37 +941,82 @@ def run_prediction(doc: RunRecord, known_facts: dict[str, dict[str, Any]] | None
     if eff.get("logits_all"):  # speculative decoding: logits of every evaluated token
         draft = int(req.get("draft_max") or 0) + 1
         n_outputs = max(batch, draft)
-        logits_rows = max([(r.prompt_tokens or 0) + (r.output_tokens or 0) for r in reqs] or [batch]) + draft
+        logits_rows = (
+            max(
+                [(r.prompt_tokens or 0) + (r.output_tokens or 0) for r in reqs]
+                or [batch]
+            )
+            + draft
+        )
     draft_shape, missing = None, []
-    if eff.get("speculative") == "draft_model" or req.get("speculative") == "draft_model":
+    if (
+        eff.get("speculative") == "draft_model"
+        or req.get("speculative") == "draft_model"
+    ):
         dfacts = (known_facts or {}).get(eff.get("draft_model_sha256") or "")
         if dfacts is None:
-            missing.append(f"the draft model {eff.get('draft_model') or req.get('draft_model')!r}: no artifact gives its GGUF facts")
+            missing.append(
+                f"the draft model {eff.get('draft_model') or req.get('draft_model')!r}: no artifact gives its GGUF facts"
+            )
         else:
             try:
-                draft_shape = ModelShape.from_facts(dfacts, str(eff.get("draft_model") or "draft"))
+                draft_shape = ModelShape.from_facts(
+                    dfacts, str(eff.get("draft_model") or "draft")
+                )
             except ModelError as exc:
                 missing.append(f"the draft model: {exc.detail}")
-    plan = cpu_plan(shape, n_ctx, type_k, type_v, swa_full=swa_full, n_ubatch=n_ubatch, max_batch=batch, depth=n_ctx,
-                    flash_attn=flash, runtime_baseline=baseline,
-                    # extra buffer types off (extra_bufts: false): no CPU_REPACK copies
-                    repack=repack_applies(rec.host) and eff.get("use_extra_bufts", eff.get("extra_bufts", req.get("extra_bufts"))) is not False,
-                    n_outputs=n_outputs, logits_rows=logits_rows, draft=draft_shape)
+    plan = cpu_plan(
+        shape,
+        n_ctx,
+        type_k,
+        type_v,
+        swa_full=swa_full,
+        n_ubatch=n_ubatch,
+        max_batch=batch,
+        depth=n_ctx,
+        flash_attn=flash,
+        runtime_baseline=baseline,
+        # extra buffer types off (extra_bufts: false): no CPU_REPACK copies
+        repack=repack_applies(rec.host)
+        and eff.get("use_extra_bufts", eff.get("extra_bufts", req.get("extra_bufts")))
+        is not False,
+        n_outputs=n_outputs,
+        logits_rows=logits_rows,
+        draft=draft_shape,
+    )
     adapters = as_record(doc).lora_adapters
     if adapters:  # LoRA adapters attached to the context: their A and B tensors, by the seed's formula
         plan.components["LoRA adapters (formula)"] = adapter_bytes(shape, adapters)
     amx = ((eff.get("llama_memory_mib") or {}).get("model") or {}).get("AMX")
     if amx:
-        plan.notes.append(f"llama.cpp put {amx:.1f} MiB of weights in AMX buffers (an Intel AMX host): that layout is not "
-                          "modelled, so the weights may be counted differently from what is resident")
+        plan.notes.append(
+            f"llama.cpp put {amx:.1f} MiB of weights in AMX buffers (an Intel AMX host): that layout is not "
+            "modelled, so the weights may be counted differently from what is resident"
+        )
     plan.notes += [f"not predicted: {m}" for m in missing]
     error = (plan.total - measured) / measured
     reported = eff.get("llama_memory_mib") or {}
-    return {"id": rec.id, "model": rec.model_name, "test_name": rec.test_name, "n_ctx": n_ctx, "type_k": type_k,
-            "type_v": type_v, "swa_full": swa_full, "flash_attn": flash, "plan": plan, "predicted": plan.total,
-            "measured": int(measured), "error": error, "within_10pct": abs(error) <= 0.10,
-            "has_baseline": baseline is not None, "reported_mib": reported, "created": rec.created,
-            "host_id": rec.host_id, "incomplete": missing, "run_type": run_type(rec)}
+    return {
+        "id": rec.id,
+        "model": rec.model_name,
+        "test_name": rec.test_name,
+        "n_ctx": n_ctx,
+        "type_k": type_k,
+        "type_v": type_v,
+        "swa_full": swa_full,
+        "flash_attn": flash,
+        "plan": plan,
+        "predicted": plan.total,
+        "measured": int(measured),
+        "error": error,
+        "within_10pct": abs(error) <= 0.10,
+        "has_baseline": baseline is not None,
+        "reported_mib": reported,
+        "created": rec.created,
+        "host_id": rec.host_id,
+        "incomplete": missing,
+        "run_type": run_type(rec),
+    }
 
 
 def run_type(doc: RunRecord) -> str:
@@ -696,61 +1031,136 @@ def vram_prediction(doc: RunRecord, runtime_overhead: int = 0) -> dict[str, Any]
     residual (measured − predicted without overhead) is the runtime's own share (CUDA context,
     cuBLAS workspace, ...)."""
     rec = as_record(doc)
-    if not _vram_measured(rec) or not rec.llama_cpp_based:  # llama.cpp's memory only (other_backends counts the rest)
+    if (
+        not _vram_measured(rec) or not rec.llama_cpp_based
+    ):  # llama.cpp's memory only (other_backends counts the rest)
         return None
     eff = rec.reported
     req = rec.requested
     measured = rec.resources.peak_vram_bytes
     n_gpu = eff.get("n_gpu_layers") or 0
-    if not measured or n_gpu <= 0 or (eff.get("n_layers_total") and n_gpu < eff["n_layers_total"]):
+    if (
+        not measured
+        or n_gpu <= 0
+        or (eff.get("n_layers_total") and n_gpu < eff["n_layers_total"])
+    ):
         return None
     try:
         shape = ModelShape.from_facts(rec.gguf, rec.model_name)
-        kv_rows(shape, eff.get("type_k") or req.get("type_k") or "f16", eff.get("type_v") or req.get("type_v") or "f16")
-    except ModelError:  # facts missing, or a cache type the planner cannot size: not predicted
+        kv_rows(
+            shape,
+            eff.get("type_k") or req.get("type_k") or "f16",
+            eff.get("type_v") or req.get("type_v") or "f16",
+        )
+    except (
+        ModelError
+    ):  # facts missing, or a cache type the planner cannot size: not predicted
         return None
-    flash = flash_attention_on(req, eff)  # the requested value counts where the backend did not report one
-    plan = gpu_plan(shape, int(eff.get("n_ctx") or 4096), eff.get("type_k") or req.get("type_k") or "f16",
-                    eff.get("type_v") or req.get("type_v") or "f16", swa_full=bool(eff.get("swa_full", req.get("swa_full", False))),
-                    n_ubatch=int(eff.get("n_ubatch") or 512), flash_attn=flash, runtime_overhead=runtime_overhead)
+    flash = flash_attention_on(
+        req, eff
+    )  # the requested value counts where the backend did not report one
+    plan = gpu_plan(
+        shape,
+        int(eff.get("n_ctx") or 4096),
+        eff.get("type_k") or req.get("type_k") or "f16",
+        eff.get("type_v") or req.get("type_v") or "f16",
+        swa_full=bool(eff.get("swa_full", req.get("swa_full", False))),
+        n_ubatch=int(eff.get("n_ubatch") or 512),
+        flash_attn=flash,
+        runtime_overhead=runtime_overhead,
+    )
     without = plan.total - runtime_overhead
-    return {"id": rec.id, "model": rec.model_name, "test_name": rec.test_name, "created": rec.created,
-            "host_id": rec.host_id, "plan": plan, "predicted": plan.total, "measured": int(measured),
-            "error": (plan.total - measured) / measured, "residual": int(measured) - without,
-            "exact_roles": "tensor_bytes_by_role" in rec.gguf,
-            "method": rec.resources.peak_vram_method}
+    return {
+        "id": rec.id,
+        "model": rec.model_name,
+        "test_name": rec.test_name,
+        "created": rec.created,
+        "host_id": rec.host_id,
+        "plan": plan,
+        "predicted": plan.total,
+        "measured": int(measured),
+        "error": (plan.total - measured) / measured,
+        "residual": int(measured) - without,
+        "exact_roles": "tensor_bytes_by_role" in rec.gguf,
+        "method": rec.resources.peak_vram_method,
+    }
 
 
 def gpu_overhead_from_runs(runs: list[RunRecord]) -> tuple[int | None, int]:
     """The median VRAM residual of GPU runs whose facts tell the embedding apart (so the
     residual is the runtime's own memory), and how many runs it comes from."""
-    res = sorted(p["residual"] for p in (vram_prediction(d) for d in runs) if p is not None and p["exact_roles"])
+    res = sorted(
+        p["residual"]
+        for p in (vram_prediction(d) for d in runs)
+        if p is not None and p["exact_roles"]
+    )
     if not res:
         return None, 0
     return int(res[len(res) // 2]), len(res)
 
 
-def fits_rows(shape: ModelShape, settings: PlannerSettings, host_memory: int | None,
-              runtime_baseline: int | None) -> list[dict[str, Any]]:
+def fits_rows(
+    shape: ModelShape,
+    settings: PlannerSettings,
+    host_memory: int | None,
+    runtime_baseline: int | None,
+) -> list[dict[str, Any]]:
     """Every (context, cache type) of the settings: predicted host RAM and VRAM, and where they fit."""
     rows = []
     for n_ctx in settings.contexts:
-        beyond = bool(shape.n_ctx_train and n_ctx > shape.n_ctx_train)  # shown, with a warning: never dropped
+        beyond = bool(
+            shape.n_ctx_train and n_ctx > shape.n_ctx_train
+        )  # shown, with a warning: never dropped
         for ct in settings.cache_types:
             try:
-                cpu = cpu_plan(shape, n_ctx, ct, ct, swa_full=settings.swa_full, n_ubatch=settings.n_ubatch,
-                               flash_attn=settings.flash_attn, runtime_baseline=runtime_baseline)
-                gpu = gpu_plan(shape, n_ctx, ct, ct, swa_full=settings.swa_full, n_ubatch=settings.n_ubatch,
-                               flash_attn=settings.flash_attn,
-                               runtime_overhead=int(settings.gpu_runtime_overhead_mib * MiB))
-            except ConfigError as exc:  # e.g. a quantized cache the head size cannot take
-                rows.append({"n_ctx": n_ctx, "cache_type": ct, "error": exc.detail, "beyond_training": beyond})
+                cpu = cpu_plan(
+                    shape,
+                    n_ctx,
+                    ct,
+                    ct,
+                    swa_full=settings.swa_full,
+                    n_ubatch=settings.n_ubatch,
+                    flash_attn=settings.flash_attn,
+                    runtime_baseline=runtime_baseline,
+                )
+                gpu = gpu_plan(
+                    shape,
+                    n_ctx,
+                    ct,
+                    ct,
+                    swa_full=settings.swa_full,
+                    n_ubatch=settings.n_ubatch,
+                    flash_attn=settings.flash_attn,
+                    runtime_overhead=int(settings.gpu_runtime_overhead_mib * MiB),
+                )
+            except (
+                ConfigError
+            ) as exc:  # e.g. a quantized cache the head size cannot take
+                rows.append(
+                    {
+                        "n_ctx": n_ctx,
+                        "cache_type": ct,
+                        "error": exc.detail,
+                        "beyond_training": beyond,
+                    }
+                )
                 continue
             keep = 1.0 - settings.headroom
             host_fit = None if not host_memory else cpu.total <= keep * host_memory
             gpus = {c.name: gpu.total <= keep * c.bytes for c in settings.cards}
-            rows.append({"n_ctx": n_ctx, "cache_type": ct, "kv_bytes": cpu.components["KV cache"], "cpu": cpu,
-                         "gpu": gpu, "host_fit": host_fit, "gpu_fit": gpus, "error": None, "beyond_training": beyond})
+            rows.append(
+                {
+                    "n_ctx": n_ctx,
+                    "cache_type": ct,
+                    "kv_bytes": cpu.components["KV cache"],
+                    "cpu": cpu,
+                    "gpu": gpu,
+                    "host_fit": host_fit,
+                    "gpu_fit": gpus,
+                    "error": None,
+                    "beyond_training": beyond,
+                }
+            )
     return rows
 
 
@@ -768,34 +1178,73 @@ def repack_applies(host: dict[str, Any]) -> bool:
     return bool(flags & {"avx2", "dotprod", "i8mm", "sve"})
 
 
-def plan_text(shape: ModelShape, settings: PlannerSettings, host_memory: int | None = None,
-              runtime_baseline: int | None = None) -> str:
+def plan_text(
+    shape: ModelShape,
+    settings: PlannerSettings,
+    host_memory: int | None = None,
+    runtime_baseline: int | None = None,
+) -> str:
     """A plain-text plan for the terminal (``invoke plan.memory``)."""
 
     def b(n: float | int | None) -> str:
-        return "-" if n is None else f"{n / MiB:,.1f} MiB" if n < GiB else f"{n / GiB:,.2f} GiB"
+        return (
+            "-"
+            if n is None
+            else f"{n / MiB:,.1f} MiB"
+            if n < GiB
+            else f"{n / GiB:,.2f} GiB"
+        )
 
-    lines = [f"{shape.name}: {shape.architecture}, {shape.n_layer} layers, {shape.n_head} heads / "
-             f"{max(shape.n_head_kv)} KV heads, head {shape.head_k}/{shape.head_v}, vocab {shape.n_vocab:,}"
-             + (f", sliding window {shape.n_swa} on {sum(shape.swa_layers)} layers ({shape.swa_pattern_source})"
-                if shape.n_swa else "")]
-    lines.append(f"weights: {b(shape.weight_bytes)} (" + ", ".join(f"{t} {b(v)}" for t, v in
-                 sorted(shape.tensor_bytes_by_type.items(), key=lambda kv: -kv[1])) + ")"
-                 + f"; read per decoded token: {b(shape.weights_read_per_token())}")
+    lines = [
+        f"{shape.name}: {shape.architecture}, {shape.n_layer} layers, {shape.n_head} heads / "
+        f"{max(shape.n_head_kv)} KV heads, head {shape.head_k}/{shape.head_v}, vocab {shape.n_vocab:,}"
+        + (
+            f", sliding window {shape.n_swa} on {sum(shape.swa_layers)} layers ({shape.swa_pattern_source})"
+            if shape.n_swa
+            else ""
+        )
+    ]
+    lines.append(
+        f"weights: {b(shape.weight_bytes)} ("
+        + ", ".join(
+            f"{t} {b(v)}"
+            for t, v in sorted(
+                shape.tensor_bytes_by_type.items(), key=lambda kv: -kv[1]
+            )
+        )
+        + ")"
+        + f"; read per decoded token: {b(shape.weights_read_per_token())}"
+    )
     for note in shape.notes:
         lines.append(f"note: {note}")
     gpus = "  ".join(c.name for c in settings.cards)
-    lines.append(f"{'n_ctx':>7} {'cache':>5} {'KV':>11} {'host RAM':>11} {'fits':>4} {'VRAM':>11}  {gpus}")
+    lines.append(
+        f"{'n_ctx':>7} {'cache':>5} {'KV':>11} {'host RAM':>11} {'fits':>4} {'VRAM':>11}  {gpus}"
+    )
     for r in fits_rows(shape, settings, host_memory, runtime_baseline):
         if r["error"]:
             lines.append(f"{r['n_ctx']:>7} {r['cache_type']:>5}  {r['error']}")
             continue
         fit = "-" if r["host_fit"] is None else "yes" if r["host_fit"] else "no"
-        marks = "  ".join(("yes" if ok else "no").rjust(len(g)) for g, ok in r["gpu_fit"].items())
-        warn = f"  ! beyond the training context ({shape.n_ctx_train:,})" if r["beyond_training"] else ""
-        lines.append(f"{r['n_ctx']:>7} {r['cache_type']:>5} {b(r['kv_bytes']):>11} {b(r['cpu'].total):>11} {fit:>4} "
-                     f"{b(r['gpu'].total):>11}  {marks}{warn}")
-    lines.append("GPU cards: " + "; ".join(f"{c.name} = {c.unit_text}" for c in settings.cards) + " (GiB = 2^30 bytes, GB = 10^9)")
-    lines.append(f"(PROJECTED; headroom {settings.headroom:.0%}; n_ubatch {settings.n_ubatch}; swa_full {settings.swa_full}; "
-                 f"host RAM includes {'the measured process baseline' if runtime_baseline else 'no process baseline'})")
+        marks = "  ".join(
+            ("yes" if ok else "no").rjust(len(g)) for g, ok in r["gpu_fit"].items()
+        )
+        warn = (
+            f"  ! beyond the training context ({shape.n_ctx_train:,})"
+            if r["beyond_training"]
+            else ""
+        )
+        lines.append(
+            f"{r['n_ctx']:>7} {r['cache_type']:>5} {b(r['kv_bytes']):>11} {b(r['cpu'].total):>11} {fit:>4} "
+            f"{b(r['gpu'].total):>11}  {marks}{warn}"
+        )
+    lines.append(
+        "GPU cards: "
+        + "; ".join(f"{c.name} = {c.unit_text}" for c in settings.cards)
+        + " (GiB = 2^30 bytes, GB = 10^9)"
+    )
+    lines.append(
+        f"(PROJECTED; headroom {settings.headroom:.0%}; n_ubatch {settings.n_ubatch}; swa_full {settings.swa_full}; "
+        f"host RAM includes {'the measured process baseline' if runtime_baseline else 'no process baseline'})"
+    )
     return "\n".join(lines)

@@ -25,19 +25,23 @@ from core.records.run import RunRecord
 from pipelines.memo import per_set
 from pipelines.runs import records
 
-METHOD = ("Run-to-run noise of a host and kind of test (test kind; rate tests split into prompt processing and "
-          "generation) is the standard deviation of the log of a run's mean between runs of one configuration and "
-          "build, pooled over every configuration measured two or more times on that host (the history) and the "
-          "host's newest `invoke noise` A/A (sums of squares over degrees of freedom). The A/A does not count its "
-          "first run (a fresh process, warm-up) and runs until, for every kind of test, the estimate has at least "
-          f"{noise_mod.MIN_DF} degrees of freedom and a single run widened by it gets a CI95 no wider than "
-          f"×{noise_mod.USEFUL_FACTOR:g} each way (t(0.975, df) · sigma ≤ ln {noise_mod.USEFUL_FACTOR:g}), or until its "
-          "budget of time and runs ends. An estimate (pooled) still wider than that marks the host \"too noisy to "
-          "rank\" that kind of test, with the noise, the degrees of freedom and the width that results. Stopping on "
-          "the estimate is sequential, so a host that stops early may read slightly quieter than it is.")
+METHOD = (
+    "Run-to-run noise of a host and kind of test (test kind; rate tests split into prompt processing and "
+    "generation) is the standard deviation of the log of a run's mean between runs of one configuration and "
+    "build, pooled over every configuration measured two or more times on that host (the history) and the "
+    "host's newest `invoke noise` A/A (sums of squares over degrees of freedom). The A/A does not count its "
+    "first run (a fresh process, warm-up) and runs until, for every kind of test, the estimate has at least "
+    f"{noise_mod.MIN_DF} degrees of freedom and a single run widened by it gets a CI95 no wider than "
+    f"×{noise_mod.USEFUL_FACTOR:g} each way (t(0.975, df) · sigma ≤ ln {noise_mod.USEFUL_FACTOR:g}), or until its "
+    'budget of time and runs ends. An estimate (pooled) still wider than that marks the host "too noisy to '
+    'rank" that kind of test, with the noise, the degrees of freedom and the width that results. Stopping on '
+    "the estimate is sequential, so a host that stops early may read slightly quieter than it is."
+)
 
 
-def run_value(r: RunRecord, metric: str | None = None) -> tuple[float, float | None] | None:
+def run_value(
+    r: RunRecord, metric: str | None = None
+) -> tuple[float, float | None] | None:
     """(mean, relative standard error) of one metric of a run (default: its headline), or None."""
     if metric is None:
         m = headline(r.test_kind)
@@ -52,7 +56,9 @@ def run_value(r: RunRecord, metric: str | None = None) -> tuple[float, float | N
 
 def cell_key(r: RunRecord) -> str:
     """Runs of one configuration and build: the history key and the build."""
-    return r.history_key + json.dumps({**r.build_identity, "almanac": r.almanac_version}, sort_keys=True)
+    return r.history_key + json.dumps(
+        {**r.build_identity, "almanac": r.almanac_version}, sort_keys=True
+    )
 
 
 def _noise_docs() -> list[NoiseRecord]:
@@ -87,12 +93,17 @@ def _from_history(docs: list[Any]) -> dict[tuple[str, str], tuple[float, int, in
     return out
 
 
-def host_noise(docs: list[Any], noise_docs: list[Any] | None = None) -> dict[tuple[str, str], stats.RunNoise]:
+def host_noise(
+    docs: list[Any], noise_docs: list[Any] | None = None
+) -> dict[tuple[str, str], stats.RunNoise]:
     """(host, kind of test) -> its run-to-run noise, from the history of ``docs`` and the newest
     noise artifact of each host (``noise_docs``; default: those of the loaded data folder), with
     ``too_noisy`` and ``why`` judged on the pooled estimate (core.noise.too_noisy)."""
     pooled = dict(_from_history(docs))
-    sources = {k: f"history: {g} configuration(s) measured more than once" for k, (_, _, g) in pooled.items()}
+    sources = {
+        k: f"history: {g} configuration(s) measured more than once"
+        for k, (_, _, g) in pooled.items()
+    }
     newest: dict[str, NoiseRecord] = {}
     for d in map(as_noise, _noise_docs() if noise_docs is None else noise_docs):
         h = d.host_id
@@ -101,28 +112,46 @@ def host_noise(docs: list[Any], noise_docs: list[Any] | None = None) -> dict[tup
     for h, d in newest.items():
         for c, est in d.estimates.items():
             ss, df, g = pooled.get((h, c), (0.0, 0, 0))
-            pooled[(h, c)] = (ss + est.sigma ** 2 * est.df, df + est.df, g)
-            sources[(h, c)] = (sources[(h, c)] + " + " if (h, c) in sources else "") + est.source
+            pooled[(h, c)] = (ss + est.sigma**2 * est.df, df + est.df, g)
+            sources[(h, c)] = (
+                sources[(h, c)] + " + " if (h, c) in sources else ""
+            ) + est.source
     out = {}
     for k, (ss, df, _) in pooled.items():
         if df:
             sigma = math.sqrt(ss / df)
             why = noise_mod.too_noisy(sigma, df)
-            out[k] = stats.RunNoise(sigma, df, sources[k], why is not None,
-                                    f"this host is too noisy to rank a single {k[1]} run: {why} ({sources[k]})" if why else None)
+            out[k] = stats.RunNoise(
+                sigma,
+                df,
+                sources[k],
+                why is not None,
+                f"this host is too noisy to rank a single {k[1]} run: {why} ({sources[k]})"
+                if why
+                else None,
+            )
     return out
 
 
-def too_noisy(table: dict[tuple[str, str], stats.RunNoise]) -> dict[tuple[str, str], str]:
+def too_noisy(
+    table: dict[tuple[str, str], stats.RunNoise],
+) -> dict[tuple[str, str], str]:
     """(host, kind of test) -> why, for the estimates of ``table`` (host_noise) too noisy to rank a single run."""
     return {k: n.why or "too noisy" for k, n in table.items() if n.too_noisy}
 
 
-def noise_for(table: dict[tuple[str, str], stats.RunNoise], r: RunRecord) -> stats.RunNoise | None:
+def noise_for(
+    table: dict[tuple[str, str], stats.RunNoise], r: RunRecord
+) -> stats.RunNoise | None:
     return table.get((r.host_id, noise_mod.noise_class(r.test)))
 
 
-def missing_classes(docs: list[Any], host_id: str, classes: tuple[str, ...], noise_docs: list[Any] | None = None) -> list[str]:
+def missing_classes(
+    docs: list[Any],
+    host_id: str,
+    classes: tuple[str, ...],
+    noise_docs: list[Any] | None = None,
+) -> list[str]:
     """The kinds of test among ``classes`` for which ``host_id`` has no run-to-run noise estimate
     (from the history of ``docs`` or a noise artifact: ``noise_docs``, default those of the data folder)."""
     table = host_noise(list(docs), noise_docs)

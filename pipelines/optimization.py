@@ -32,7 +32,15 @@ from core.summary import Summary
 from core import degeneration
 from pipelines.runs import latest_per_key
 
-TRACKS = ("speculative", "experts", "moe-speculation", "adapters", "threads", "depth", "settings")
+TRACKS = (
+    "speculative",
+    "experts",
+    "moe-speculation",
+    "adapters",
+    "threads",
+    "depth",
+    "settings",
+)
 TRACK_TITLES = {
     "speculative": "Speculative decoding",
     "experts": "MoE expert reduction",
@@ -52,7 +60,9 @@ def metric_values(doc: RunRecord, metric: str) -> list[float]:
 
 
 # -- lossless check -------------------------------------------------------------------------
-def compare_outputs(baseline: list[dict[str, Any]], candidate: list[dict[str, Any]]) -> dict[str, Any]:
+def compare_outputs(
+    baseline: list[dict[str, Any]], candidate: list[dict[str, Any]]
+) -> dict[str, Any]:
     """Greedy outputs of a point against its baseline's, prompt by prompt (token ids).
 
     ``first_diff`` is the index of the first token that differs (None when identical; a
@@ -72,15 +82,25 @@ def compare_outputs(baseline: list[dict[str, Any]], candidate: list[dict[str, An
         first = next((i for i in range(min(len(x), len(y))) if x[i] != y[i]), None)
         if first is None and len(x) != len(y):
             first = min(len(x), len(y))
-        prompts.append({"prompt_index": o["prompt_index"], "identical": first is None, "first_diff": first,
-                        "agreement": match / n if n else 1.0, "baseline_tokens": len(x), "tokens": len(y)})
+        prompts.append(
+            {
+                "prompt_index": o["prompt_index"],
+                "identical": first is None,
+                "first_diff": first,
+                "agreement": match / n if n else 1.0,
+                "baseline_tokens": len(x),
+                "tokens": len(y),
+            }
+        )
         same += match
         total += n
     firsts = [p["first_diff"] for p in prompts if p["first_diff"] is not None]
-    return {"identical": bool(prompts) and all(p["identical"] for p in prompts),
-            "first_diff": min(firsts) if firsts else None,
-            "agreement": same / total if total else (1.0 if prompts else None),
-            "prompts": prompts}
+    return {
+        "identical": bool(prompts) and all(p["identical"] for p in prompts),
+        "first_diff": min(firsts) if firsts else None,
+        "agreement": same / total if total else (1.0 if prompts else None),
+        "prompts": prompts,
+    }
 
 
 def degeneration_of(doc: RunRecord) -> dict[str, Any] | None:
@@ -96,18 +116,51 @@ def degeneration_of(doc: RunRecord) -> dict[str, Any] | None:
         return None
     results = [degeneration.detect(t) for t in texts]
     flags = sorted({f for r in results for f in r["flags"]})
-    reasons = [f"output {i + 1}: {reason}" for i, r in enumerate(results) for reason in r["reasons"]]
-    return {"degenerate": any(r["degenerate"] for r in results), "flags": flags, "reasons": reasons,
-            "outputs": len(results), "degenerate_outputs": sum(r["degenerate"] for r in results)}
+    reasons = [
+        f"output {i + 1}: {reason}"
+        for i, r in enumerate(results)
+        for reason in r["reasons"]
+    ]
+    return {
+        "degenerate": any(r["degenerate"] for r in results),
+        "flags": flags,
+        "reasons": reasons,
+        "outputs": len(results),
+        "degenerate_outputs": sum(r["degenerate"] for r in results),
+    }
 
 
 # -- reproducing settings -------------------------------------------------------------------
-_SERVER_FLAGS = (("n_threads", "-t"), ("n_threads_batch", "-tb"), ("n_batch", "-b"), ("n_ubatch", "-ub"),
-                 ("n_ctx", "-c"), ("n_gpu_layers", "-ngl"), ("flash_attn", "-fa"), ("type_k", "-ctk"),
-                 ("type_v", "-ctv"))
-_DEFAULTS = {"n_batch": 2048, "n_ubatch": 512, "flash_attn": "auto", "type_k": "f16", "type_v": "f16",
-             "n_gpu_layers": -1}
-_GGML = {"f32": 0, "f16": 1, "q4_0": 2, "q4_1": 3, "q5_0": 6, "q5_1": 7, "q8_0": 8, "iq4_nl": 20, "bf16": 30}
+_SERVER_FLAGS = (
+    ("n_threads", "-t"),
+    ("n_threads_batch", "-tb"),
+    ("n_batch", "-b"),
+    ("n_ubatch", "-ub"),
+    ("n_ctx", "-c"),
+    ("n_gpu_layers", "-ngl"),
+    ("flash_attn", "-fa"),
+    ("type_k", "-ctk"),
+    ("type_v", "-ctv"),
+)
+_DEFAULTS = {
+    "n_batch": 2048,
+    "n_ubatch": 512,
+    "flash_attn": "auto",
+    "type_k": "f16",
+    "type_v": "f16",
+    "n_gpu_layers": -1,
+}
+_GGML = {
+    "f32": 0,
+    "f16": 1,
+    "q4_0": 2,
+    "q4_1": 3,
+    "q5_0": 6,
+    "q5_1": 7,
+    "q8_0": 8,
+    "iq4_nl": 20,
+    "bf16": 30,
+}
 
 
 def _overrides(doc: RunRecord) -> dict[str, Any]:
@@ -123,7 +176,15 @@ def _overrides(doc: RunRecord) -> dict[str, Any]:
 
 
 def _kv_flag(key: str, value: Any) -> str:
-    kind = "bool" if isinstance(value, bool) else "int" if isinstance(value, int) else "float" if isinstance(value, float) else "str"
+    kind = (
+        "bool"
+        if isinstance(value, bool)
+        else "int"
+        if isinstance(value, int)
+        else "float"
+        if isinstance(value, float)
+        else "str"
+    )
     return f"{key}={kind}:{str(value).lower() if isinstance(value, bool) else value}"
 
 
@@ -152,8 +213,14 @@ def reproduce(doc: RunRecord) -> dict[str, str]:
         draft = rec.reported.get("draft_model_file") or f"{req.get('draft_model')}.gguf"
         flags += ["-md", draft, "--spec-draft-n-max", str(req.get("draft_max"))]
     elif spec == "prompt_lookup":
-        flags += ["--spec-type", "ngram-simple", "--spec-ngram-simple-size-n", str(req.get("lookup_ngram_max")),
-                  "--spec-ngram-simple-size-m", str(req.get("draft_max"))]
+        flags += [
+            "--spec-type",
+            "ngram-simple",
+            "--spec-ngram-simple-size-n",
+            str(req.get("lookup_ngram_max")),
+            "--spec-ngram-simple-size-m",
+            str(req.get("draft_max")),
+        ]
     out = {"server": "llama-server " + " ".join(shlex.quote(f) for f in flags)}
     test = rec.spec
     if isinstance(test, RateTest):
@@ -167,12 +234,23 @@ def reproduce(doc: RunRecord) -> dict[str, str]:
             b += ["-r", str(test.repetitions)]
         for key, flag in _SERVER_FLAGS:
             v = req.get(key)
-            if key in ("n_ctx", "n_threads_batch") or v is None or _DEFAULTS.get(key) == v:
+            if (
+                key in ("n_ctx", "n_threads_batch")
+                or v is None
+                or _DEFAULTS.get(key) == v
+            ):
                 continue
             b += [flag, str(v)]
         out["bench"] = "llama-bench " + " ".join(shlex.quote(x) for x in b)
     args = [f"model_path={model_file!r}"]
-    for key in ("n_threads", "n_threads_batch", "n_batch", "n_ubatch", "n_ctx", "n_gpu_layers"):
+    for key in (
+        "n_threads",
+        "n_threads_batch",
+        "n_batch",
+        "n_ubatch",
+        "n_ctx",
+        "n_gpu_layers",
+    ):
         if req.get(key) is not None and _DEFAULTS.get(key) != req.get(key):
             args.append(f"{key}={req[key]}")
     if req.get("flash_attn") == "on":
@@ -184,20 +262,30 @@ def reproduce(doc: RunRecord) -> dict[str, str]:
     if ov:
         args.append(f"kv_overrides={json.dumps(ov, sort_keys=True)}")
     if spec == "prompt_lookup":
-        args.append(f"draft_model=LlamaPromptLookupDecoding(max_ngram_size={req.get('lookup_ngram_max')}, "
-                    f"num_pred_tokens={req.get('draft_max')})")
+        args.append(
+            f"draft_model=LlamaPromptLookupDecoding(max_ngram_size={req.get('lookup_ngram_max')}, "
+            f"num_pred_tokens={req.get('draft_max')})"
+        )
     elif spec == "draft_model":
         draft = rec.reported.get("draft_model_file") or f"{req.get('draft_model')}.gguf"
-        args.append(f"draft_model=ModelDraft(Llama({draft!r}), num_pred_tokens={req.get('draft_max')})")
+        args.append(
+            f"draft_model=ModelDraft(Llama({draft!r}), num_pred_tokens={req.get('draft_max')})"
+        )
     notes = []
     if req.get("flash_attn", "auto") == "auto":
-        notes.append("flash attention 'auto' (llama.cpp's default) has no llama-cpp-python argument: its flash_attn is "
-                     "on/off; the almanac passes LLAMA_FLASH_ATTN_TYPE_AUTO")
+        notes.append(
+            "flash attention 'auto' (llama.cpp's default) has no llama-cpp-python argument: its flash_attn is "
+            "on/off; the almanac passes LLAMA_FLASH_ATTN_TYPE_AUTO"
+        )
     if spec == "draft_model":
-        notes.append("ModelDraft is runtime.backends.llama_cpp.speculative.ModelDraft, a LlamaDraftModel wrapping a second Llama")
+        notes.append(
+            "ModelDraft is runtime.backends.llama_cpp.speculative.ModelDraft, a LlamaDraftModel wrapping a second Llama"
+        )
     if spec == "prompt_lookup":
-        notes.append("llama-server's ngram-simple matches n-grams of exactly N tokens; LlamaPromptLookupDecoding tries "
-                     "the longest match up to N first")
+        notes.append(
+            "llama-server's ngram-simple matches n-grams of exactly N tokens; LlamaPromptLookupDecoding tries "
+            "the longest match up to N first"
+        )
     out["notes"] = "; ".join(notes)
     out["python"] = "Llama(" + ", ".join(args) + ")"
     return out
@@ -205,7 +293,10 @@ def reproduce(doc: RunRecord) -> dict[str, str]:
 
 # -- points and sweeps ----------------------------------------------------------------------
 def _label(values: dict[str, Any]) -> str:
-    return ", ".join(f"{k}={'null' if v is None else v}" for k, v in values.items()) or "(defaults)"
+    return (
+        ", ".join(f"{k}={'null' if v is None else v}" for k, v in values.items())
+        or "(defaults)"
+    )
 
 
 def experts_requested(doc: RunRecord) -> int | None:
@@ -222,8 +313,13 @@ def track_of(docs: list[RunRecord]) -> str:
     if any(r.lora_requested for r in recs):
         return "adapters"
     spec = any((r.get("speculative") or "none") != "none" for r in req)
-    experts = any(r.get("n_expert_used") is not None or any(str(k).endswith(".expert_used_count") for k in (r.get("kv_overrides") or {}))
-                  for r in req)
+    experts = any(
+        r.get("n_expert_used") is not None
+        or any(
+            str(k).endswith(".expert_used_count") for k in (r.get("kv_overrides") or {})
+        )
+        for r in req
+    )
     swept = {k for r in recs for k in r.swept}
     if spec and experts and "n_expert_used" in swept and "speculative" in swept:
         return "moe-speculation"
@@ -280,6 +376,7 @@ class Point:
     def verdict(self) -> str | None:
         return None if self.comparison is None else self.comparison["verdict"]
 
+
 @dataclass
 class Sweep:
     host_id: str
@@ -305,8 +402,11 @@ def _summary(doc: RunRecord, metric: str | None) -> Summary:
     return (doc.stat(metric) if metric else None) or Summary()
 
 
-def build_point(doc: RunRecord, by_key: dict[str, RunRecord],
-                degen: dict[int, dict[str, Any] | None] | None = None) -> Point:
+def build_point(
+    doc: RunRecord,
+    by_key: dict[str, RunRecord],
+    degen: dict[int, dict[str, Any] | None] | None = None,
+) -> Point:
     """One point of a sweep. ``degen`` (kept by the caller across the points of a loaded set) holds each
     artifact's degeneration result, so that a baseline shared by many points is read once."""
     doc = as_record(doc)
@@ -328,18 +428,30 @@ def build_point(doc: RunRecord, by_key: dict[str, RunRecord],
     lossless = None
     base_degen = None
     if base is not None and base.ok and doc.ok and metric:
-        comparison = stats.compare(metric_values(base, metric), metric_values(doc, metric),
-                                   hm.higher_is_better).to_dict()
+        comparison = stats.compare(
+            metric_values(base, metric), metric_values(doc, metric), hm.higher_is_better
+        ).to_dict()
         bo, co = _outputs(base), _outputs(doc)
         if bo and co and not is_base:
             lossless = compare_outputs(bo, co)
         base_degen = degeneration(base)
     acc = _summary(doc, "draft_acceptance").mean
-    return Point(doc=doc, sweep=doc.sweep or doc.matrix_name, is_baseline=is_base,
-                 baseline=base, metric=metric, mean=s.mean, stddev=s.stddev, n=s.n,
-                 ci95=s.ci95, comparison=comparison, acceptance=acc,
-                 lossless=lossless, degeneration=degeneration(doc) if doc.ok else None,
-                 baseline_degeneration=base_degen)
+    return Point(
+        doc=doc,
+        sweep=doc.sweep or doc.matrix_name,
+        is_baseline=is_base,
+        baseline=base,
+        metric=metric,
+        mean=s.mean,
+        stddev=s.stddev,
+        n=s.n,
+        ci95=s.ci95,
+        comparison=comparison,
+        acceptance=acc,
+        lossless=lossless,
+        degeneration=degeneration(doc) if doc.ok else None,
+        baseline_degeneration=base_degen,
+    )
 
 
 def greedy_outputs(rec: RunRecord) -> list[dict[str, Any]] | None:
@@ -363,7 +475,9 @@ def sweeps(docs: list[RunRecord]) -> list[Sweep]:
     """Every sweep found in the artifacts (the newest artifact per configuration), per host."""
     latest = latest_per_key(docs)
     by_key = {d.key: d for d in latest}
-    degen: dict[int, dict[str, Any] | None] = {}  # by id() of docs alive for the whole call
+    degen: dict[
+        int, dict[str, Any] | None
+    ] = {}  # by id() of docs alive for the whole call
     groups: dict[tuple[str, str, str], list[RunRecord]] = {}
     for d in latest:
         name = d.sweep
@@ -377,25 +491,39 @@ def sweeps(docs: list[RunRecord]) -> list[Sweep]:
         sw = Sweep(host_id, matrix, name, track_of(group))
         # a baseline measured under another matrix joins the sweep it is the baseline of
         keys = {d.key for d in group}
-        extra = [by_key[k] for k in {d.baseline_key for d in group} - keys - {None} if k in by_key]
+        extra = [
+            by_key[k]
+            for k in {d.baseline_key for d in group} - keys - {None}
+            if k in by_key
+        ]
         extra_ids = {id(d) for d in extra}
         for d in extra + group:
             p = build_point(d, by_key, degen)
             p.is_baseline = p.is_baseline or id(d) in extra_ids
             sw.points.append(p)
-        sw.points.sort(key=lambda p: (p.doc.model_name, p.doc.test_name, not p.is_baseline,
-                                      json.dumps(p.swept, sort_keys=True, default=str)))
+        sw.points.sort(
+            key=lambda p: (
+                p.doc.model_name,
+                p.doc.test_name,
+                not p.is_baseline,
+                json.dumps(p.swept, sort_keys=True, default=str),
+            )
+        )
         judge_lossless(sw)
         out.append(sw)
     return out
 
 
-SPECULATION_SETTINGS = frozenset({"speculative", "draft_model", "draft_max", "lookup_ngram_max"})
-LOSSLESS_RULE = ("Lossless means one thing wherever it is shown: a speculative point's greedy text against plain "
-                 "decoding with every other setting the same (the same expert count, context, threads), token for "
-                 "token. A point with no such plain point in its sweep is judged against its baseline only where the "
-                 "two differ in speculation alone. Where the plain text is degenerate (a synthetic model's random "
-                 "weights), the text judges nothing: no lossless verdict, speed only.")
+SPECULATION_SETTINGS = frozenset(
+    {"speculative", "draft_model", "draft_max", "lookup_ngram_max"}
+)
+LOSSLESS_RULE = (
+    "Lossless means one thing wherever it is shown: a speculative point's greedy text against plain "
+    "decoding with every other setting the same (the same expert count, context, threads), token for "
+    "token. A point with no such plain point in its sweep is judged against its baseline only where the "
+    "two differ in speculation alone. Where the plain text is degenerate (a synthetic model's random "
+    "weights), the text judges nothing: no lossless verdict, speed only."
+)
 
 
 def _plain_twin(p: Point, points: list[Point]) -> Point | None:
@@ -404,8 +532,12 @@ def _plain_twin(p: Point, points: list[Point]) -> Point | None:
     for q in points:
         if q is p or not q.ok or (q.requested.get("speculative") or "none") != "none":
             continue
-        if q.doc.test_name == p.doc.test_name and q.doc.model_identity == p.doc.model_identity and \
-                {k: v for k, v in q.requested.items() if k not in SPECULATION_SETTINGS} == rest:
+        if (
+            q.doc.test_name == p.doc.test_name
+            and q.doc.model_identity == p.doc.model_identity
+            and {k: v for k, v in q.requested.items() if k not in SPECULATION_SETTINGS}
+            == rest
+        ):
             return q
     return None
 
@@ -416,9 +548,20 @@ def judge_lossless(sw: Sweep) -> None:
         if (p.requested.get("speculative") or "none") == "none" or not p.ok:
             continue
         twin = _plain_twin(p, sw.points)
-        ref = twin.doc if twin is not None else (p.baseline if p.baseline is not None and _differs_in_speculation_only(p)
-                                                 else None)
-        ref_degen = (twin.degeneration if twin is not None else p.baseline_degeneration) if ref is not None else None
+        ref = (
+            twin.doc
+            if twin is not None
+            else (
+                p.baseline
+                if p.baseline is not None and _differs_in_speculation_only(p)
+                else None
+            )
+        )
+        ref_degen = (
+            (twin.degeneration if twin is not None else p.baseline_degeneration)
+            if ref is not None
+            else None
+        )
         if ref is None or (ref_degen and ref_degen.get("degenerate")):
             p.lossless = None  # nothing to judge against, or a text that judges nothing
             continue
@@ -449,16 +592,33 @@ def point_failures(p: Point, track: str) -> list[tuple[str, str]]:
     asked = experts_requested(p.doc)
     used = p.doc.reported.get("n_expert_used")
     if asked is not None and used is not None and asked != used:
-        out.append(("override not applied", f"asked for {asked} experts per token, llama.cpp's log says it used {used}"))
+        out.append(
+            (
+                "override not applied",
+                f"asked for {asked} experts per token, llama.cpp's log says it used {used}",
+            )
+        )
     if p.is_baseline:
         return out
-    if p.verdict == "loss" and track != "adapters":  # an adapter's cost is on its own table
+    if (
+        p.verdict == "loss" and track != "adapters"
+    ):  # an adapter's cost is on its own table
         c = p.comparison
-        out.append(("slower", f"{c['ratio']:.2f}x the baseline (CI95 {c['ci95_low']:.2f}–{c['ci95_high']:.2f})"))
+        out.append(
+            (
+                "slower",
+                f"{c['ratio']:.2f}x the baseline (CI95 {c['ci95_low']:.2f}–{c['ci95_high']:.2f})",
+            )
+        )
     spec = (p.requested.get("speculative") or "none") != "none"
     if spec and p.lossless is not None and not p.lossless["identical"]:
-        out.append(("not lossless", f"greedy text differs from plain decoding's at token {p.lossless['first_diff']} "
-                                    f"({p.lossless['agreement']:.0%} of positions agree)"))
+        out.append(
+            (
+                "not lossless",
+                f"greedy text differs from plain decoding's at token {p.lossless['first_diff']} "
+                f"({p.lossless['agreement']:.0%} of positions agree)",
+            )
+        )
     if degenerate_by_itself(p):
         out.append(("degenerate", "; ".join(p.degeneration["reasons"][:2])))  # type: ignore[index]
     return out
@@ -475,7 +635,9 @@ def degenerate_by_itself(p: Point) -> bool:
 
 def text_not_judged(p: Point) -> bool:
     """The point's text and its baseline's are both degenerate: output quality cannot be judged here."""
-    return bool(p.degeneration and p.degeneration["degenerate"] and not degenerate_by_itself(p))
+    return bool(
+        p.degeneration and p.degeneration["degenerate"] and not degenerate_by_itself(p)
+    )
 
 
 def best_per_model(all_sweeps: list[Sweep]) -> list[dict[str, Any]]:
@@ -485,22 +647,37 @@ def best_per_model(all_sweeps: list[Sweep]) -> list[dict[str, Any]]:
     because they are failed approaches, each with what it failed on (degenerate, not lossless, ...)."""
     cands: dict[tuple[str, str, str], list[tuple[Point, str]]] = {}
     for sw in all_sweeps:
-        if sw.track == "adapters":  # attaching adapters is a feature with a cost, not a speed optimization
+        if (
+            sw.track == "adapters"
+        ):  # attaching adapters is a feature with a cost, not a speed optimization
             continue
         for p in sw.points:
             if p.ok:
-                cands.setdefault((sw.host_id, p.doc.model_name, p.doc.test_name), []).append((p, sw.track))
+                cands.setdefault(
+                    (sw.host_id, p.doc.model_name, p.doc.test_name), []
+                ).append((p, sw.track))
     rows = []
     for (host_id, model, test), pts in sorted(cands.items()):
-        won = [(p, [kind for kind, _ in point_failures(p, track)]) for p, track in pts
-               if p.verdict == "win" and not p.is_baseline]
+        won = [
+            (p, [kind for kind, _ in point_failures(p, track)])
+            for p, track in pts
+            if p.verdict == "win" and not p.is_baseline
+        ]
         wins = [p for p, failed in won if not failed]
         best = max(wins, key=lambda p: p.comparison["ratio"]) if wins else None
         base = next((p for p, _ in pts if p.is_baseline), None)
-        rows.append({"host_id": host_id, "model": model, "test_name": test, "best": best, "baseline": base,
-                     "candidates": len([p for p, _ in pts if not p.is_baseline]),
-                     "excluded": [(p, failed) for p, failed in won if failed],
-                     "synthetic": any(p.doc.synthetic for p, _ in pts)})
+        rows.append(
+            {
+                "host_id": host_id,
+                "model": model,
+                "test_name": test,
+                "best": best,
+                "baseline": base,
+                "candidates": len([p for p, _ in pts if not p.is_baseline]),
+                "excluded": [(p, failed) for p, failed in won if failed],
+                "synthetic": any(p.doc.synthetic for p, _ in pts),
+            }
+        )
     return rows
 
 
@@ -510,6 +687,14 @@ def failures(all_sweeps: list[Sweep]) -> list[dict[str, Any]]:
     out = []
     for sw in all_sweeps:
         for p in sw.points:
-            base = {"sweep": sw.name, "track": sw.track, "host_id": sw.host_id, "point": p}
-            out += [{**base, "kind": kind, "reason": reason} for kind, reason in point_failures(p, sw.track)]
+            base = {
+                "sweep": sw.name,
+                "track": sw.track,
+                "host_id": sw.host_id,
+                "point": p,
+            }
+            out += [
+                {**base, "kind": kind, "reason": reason}
+                for kind, reason in point_failures(p, sw.track)
+            ]
     return out

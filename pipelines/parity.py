@@ -46,13 +46,25 @@ def engine(doc: QualityRecord) -> str:
         return f"{doc.backend} in process"
     label = doc.server or requested.get("server") or doc.backend
     args = requested.get("server_args") or []
-    return f"{label} {' '.join(str(a) for a in args)} (HTTP)" if args else f"{label} (HTTP)"
+    return (
+        f"{label} {' '.join(str(a) for a in args)} (HTTP)"
+        if args
+        else f"{label} (HTTP)"
+    )
 
 
 def _group_key(doc: QualityRecord) -> tuple:
     suite = doc.suite
-    return (doc.host_id, doc.matrix_name, doc.model_sha256, suite.name, suite.content_sha256, doc.prompt_style,
-            json.dumps(doc.generation, sort_keys=True), tuple(suite.sample.get("ids") or ()))
+    return (
+        doc.host_id,
+        doc.matrix_name,
+        doc.model_sha256,
+        suite.name,
+        suite.content_sha256,
+        doc.prompt_style,
+        json.dumps(doc.generation, sort_keys=True),
+        tuple(suite.sample.get("ids") or ()),
+    )
 
 
 class _Paired:
@@ -75,7 +87,9 @@ class _Paired:
 
     @property
     def p_value(self) -> float | None:
-        return stats.mcnemar_exact(self.b, self.c) if self.b + self.c else None  # nothing discordant: nothing to test
+        return (
+            stats.mcnemar_exact(self.b, self.c) if self.b + self.c else None
+        )  # nothing discordant: nothing to test
 
     @property
     def verdict(self) -> str:
@@ -144,7 +158,9 @@ def compare_items(ref: QualityRecord, other: QualityRecord) -> Pair:
     ref_items = {it.id: it for it in ref.items}
     other_items = {it.id: it for it in other.items}
     shared = [i for i in ref_items if i in other_items]
-    pair = Pair(engine(ref), engine(other), ref.id, other.id, len(shared), 0, 0, 0, 0, 0, 0)
+    pair = Pair(
+        engine(ref), engine(other), ref.id, other.id, len(shared), 0, 0, 0, 0, 0, 0
+    )
     for item_id in shared:
         a, o = ref_items[item_id], other_items[item_id]
         pa, po = a.passed, o.passed
@@ -157,7 +173,11 @@ def compare_items(ref: QualityRecord, other: QualityRecord) -> Pair:
         if ta == to and not a.error and not o.error:
             pair.identical_output += 1
         else:
-            pair.diffs.append(ItemDiff(item_id, pa, po, ta, to, _first_difference(ta, to), a.error, o.error))
+            pair.diffs.append(
+                ItemDiff(
+                    item_id, pa, po, ta, to, _first_difference(ta, to), a.error, o.error
+                )
+            )
     return pair
 
 
@@ -182,9 +202,21 @@ def parity_groups(docs: list[Any]) -> list[Group]:
         ref = eng[names[0]]
         pairs = [compare_items(ref, eng[name]) for name in names[1:]]
         host, matrix, _sha, suite, _content, style, gen, _ids = key
-        out.append(Group(host, matrix, ref.model_name, suite, style, json.loads(gen).get("max_tokens"),
-                         {n: eng[n] for n in names}, pairs))
-    return sorted(out, key=lambda g: (g.host, g.matrix, g.model, g.style != "completion", g.suite))
+        out.append(
+            Group(
+                host,
+                matrix,
+                ref.model_name,
+                suite,
+                style,
+                json.loads(gen).get("max_tokens"),
+                {n: eng[n] for n in names},
+                pairs,
+            )
+        )
+    return sorted(
+        out, key=lambda g: (g.host, g.matrix, g.model, g.style != "completion", g.suite)
+    )
 
 
 @dataclass
@@ -212,7 +244,24 @@ def overall(groups: list[Group]) -> list[Overall]:
     for g in groups:
         for p in g.pairs:
             k = (g.host, g.matrix, g.model, p.reference, p.other)
-            o = acc.setdefault(k, Overall(g.host, g.matrix, g.model, p.reference, p.other, 0, 0, 0, 0, 0, 0, 0, 0))
+            o = acc.setdefault(
+                k,
+                Overall(
+                    g.host,
+                    g.matrix,
+                    g.model,
+                    p.reference,
+                    p.other,
+                    0,
+                    0,
+                    0,
+                    0,
+                    0,
+                    0,
+                    0,
+                    0,
+                ),
+            )
             o.n += p.n
             o.identical_output += p.identical_output
             o.same_verdict += p.same_verdict

@@ -70,22 +70,47 @@ from pipelines import facts as facts_mod
 from pipelines import gates as gates_mod
 from pipelines.facts import Facts, Figure, Group
 from pipelines.gates import Gate
-from pipelines.memory import ModelShape, kv_rows, RECURRENT_ARCHITECTURES, HYBRID_ARCHITECTURES
+from pipelines.memory import (
+    ModelShape,
+    kv_rows,
+    RECURRENT_ARCHITECTURES,
+    HYBRID_ARCHITECTURES,
+)
 from pipelines.roofline import bytes_per_token, decode_point
 from pipelines.whatif import compose_stages, stage_profile
 
-STAGES = ("load", "http", "tokenise", "prefill", "decode", "sample", "detokenise", "other", "all")
+STAGES = (
+    "load",
+    "http",
+    "tokenise",
+    "prefill",
+    "decode",
+    "sample",
+    "detokenise",
+    "other",
+    "all",
+)
 # which stages make up each metric's time (for a chat request; rate tests follow their test)
 METRIC_STAGES: dict[str, tuple[str, ...]] = {
     "decode_tps": ("decode", "sample", "detokenise"),
     "tpot_ms": ("decode", "sample", "detokenise"),
     "itl_ms": ("decode", "sample", "detokenise"),
     "ttft_ms": ("http", "tokenise", "prefill", "other"),
-    "e2e_ms": ("http", "tokenise", "prefill", "decode", "sample", "detokenise", "other"),
+    "e2e_ms": (
+        "http",
+        "tokenise",
+        "prefill",
+        "decode",
+        "sample",
+        "detokenise",
+        "other",
+    ),
     "load_time_s": ("load",),
 }
-COMPOSITION_RULE = ("within a stage, factors multiply; across stages, times add: speed-up = 1 / Σ_s p_s / S_s, "
-                    "p_s the stage's measured share of the baseline time (Amdahl)")
+COMPOSITION_RULE = (
+    "within a stage, factors multiply; across stages, times add: speed-up = 1 / Σ_s p_s / S_s, "
+    "p_s the stage's measured share of the baseline time (Amdahl)"
+)
 WEIGHTING_RULE = "rates: tokens over time, 1 / Σ w_i / r_i (weighted harmonic mean); times: Σ w_i t_i"
 
 _SLUG = re.compile(r"^[a-z0-9][a-z0-9-]*$")
@@ -94,79 +119,155 @@ _SLUG = re.compile(r"^[a-z0-9][a-z0-9-]*$")
 # -- the catalogue ---------------------------------------------------------------------------
 class Effect(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    metric: str = Field(..., description="The metric the source quotes the effect on (a registered metric).")
-    stage: Literal["load", "http", "tokenise", "prefill", "decode", "sample", "detokenise", "other", "all"] = Field(
-        ..., description="The stage whose speed the factor multiplies ('all': every stage).")
-    factor: float | None = Field(None, gt=0, description="Speed-up of the stage (new speed ÷ old; 1.76 = +76%).")
-    range: tuple[float, float] | None = Field(None, description="Low and high speed-up of the stage.")
-    roofline: bool = Field(False, description="Derive the factor per role from the decode roofline: bytes read per "
-                           "token with the baseline's settings ÷ with the optimization's settings (same efficiency assumed).")
+    metric: str = Field(
+        ...,
+        description="The metric the source quotes the effect on (a registered metric).",
+    )
+    stage: Literal[
+        "load",
+        "http",
+        "tokenise",
+        "prefill",
+        "decode",
+        "sample",
+        "detokenise",
+        "other",
+        "all",
+    ] = Field(
+        ...,
+        description="The stage whose speed the factor multiplies ('all': every stage).",
+    )
+    factor: float | None = Field(
+        None, gt=0, description="Speed-up of the stage (new speed ÷ old; 1.76 = +76%)."
+    )
+    range: tuple[float, float] | None = Field(
+        None, description="Low and high speed-up of the stage."
+    )
+    roofline: bool = Field(
+        False,
+        description="Derive the factor per role from the decode roofline: bytes read per "
+        "token with the baseline's settings ÷ with the optimization's settings (same efficiency assumed).",
+    )
 
     @model_validator(mode="after")
     def _one(self) -> "Effect":
-        given = [x for x in (self.factor, self.range, self.roofline or None) if x is not None]
+        given = [
+            x for x in (self.factor, self.range, self.roofline or None) if x is not None
+        ]
         if len(given) != 1:
             raise ValueError("give exactly one of 'factor', 'range' or 'roofline'")
         if self.range is not None:
             lo, hi = self.range
             if not 0 < lo <= hi:
-                raise ValueError(f"range must be 0 < low <= high, got {list(self.range)}")
+                raise ValueError(
+                    f"range must be 0 < low <= high, got {list(self.range)}"
+                )
         if self.roofline and self.stage != "decode":
             raise ValueError("a roofline effect acts on the decode stage")
         if self.metric not in METRICS:
-            raise ValueError(f"unknown metric {self.metric!r} (known: {', '.join(sorted(METRICS))})")
+            raise ValueError(
+                f"unknown metric {self.metric!r} (known: {', '.join(sorted(METRICS))})"
+            )
         return self
 
 
 class Source(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    kind: Literal["paper", "pr", "artifact", "url", "model"] = Field(..., description="What kind of source.")
-    ref: str = Field(..., min_length=1, description="arXiv id, owner/repo#PR, artifact id, URL, or the model's name.")
+    kind: Literal["paper", "pr", "artifact", "url", "model"] = Field(
+        ..., description="What kind of source."
+    )
+    ref: str = Field(
+        ...,
+        min_length=1,
+        description="arXiv id, owner/repo#PR, artifact id, URL, or the model's name.",
+    )
     url: str | None = Field(None, description="Where to read it.")
-    note: str = Field("", description="What the source measured and under which conditions.")
+    note: str = Field(
+        "", description="What the source measured and under which conditions."
+    )
 
 
 class Applicability(BaseModel):
     """Rules over model and host attributes; every rule given must hold."""
 
     model_config = ConfigDict(extra="forbid")
-    min_model_bytes: int | None = Field(None, ge=0, description="Model file at least this large.")
-    max_model_bytes: int | None = Field(None, ge=0, description="Model file at most this large.")
-    architectures: list[str] | None = Field(None, description="Only these GGUF architectures.")
-    exclude_architectures: list[str] = Field(default_factory=list, description="Not these architectures.")
-    recurrent: bool | None = Field(None, description="false: not for recurrent/SSM or hybrid models; true: only for them.")
-    moe: bool | None = Field(None, description="true: only mixture-of-experts models; false: only dense ones.")
-    sliding_window: bool | None = Field(None, description="true: only models with sliding-window layers.")
-    needs_draft_same_vocab: bool = Field(False, description="Needs a smaller measured model with the same vocabulary.")
-    device: Literal["cpu", "gpu"] | None = Field(None, description="Only runs on the CPU, or only with layers on a GPU.")
-    test_kinds: list[str] | None = Field(None, description="Only roles measured by these test kinds (e.g. chat).")
-    min_depth: int | None = Field(None, ge=0, description="Only roles whose tokens see at least this much context.")
+    min_model_bytes: int | None = Field(
+        None, ge=0, description="Model file at least this large."
+    )
+    max_model_bytes: int | None = Field(
+        None, ge=0, description="Model file at most this large."
+    )
+    architectures: list[str] | None = Field(
+        None, description="Only these GGUF architectures."
+    )
+    exclude_architectures: list[str] = Field(
+        default_factory=list, description="Not these architectures."
+    )
+    recurrent: bool | None = Field(
+        None,
+        description="false: not for recurrent/SSM or hybrid models; true: only for them.",
+    )
+    moe: bool | None = Field(
+        None,
+        description="true: only mixture-of-experts models; false: only dense ones.",
+    )
+    sliding_window: bool | None = Field(
+        None, description="true: only models with sliding-window layers."
+    )
+    needs_draft_same_vocab: bool = Field(
+        False, description="Needs a smaller measured model with the same vocabulary."
+    )
+    device: Literal["cpu", "gpu"] | None = Field(
+        None, description="Only runs on the CPU, or only with layers on a GPU."
+    )
+    test_kinds: list[str] | None = Field(
+        None, description="Only roles measured by these test kinds (e.g. chat)."
+    )
+    min_depth: int | None = Field(
+        None,
+        ge=0,
+        description="Only roles whose tokens see at least this much context.",
+    )
 
 
 class Optimization(BaseModel):
     model_config = ConfigDict(extra="forbid")
     id: str = Field(..., description="Short id (lowercase, digits, hyphens).")
     name: str = Field(..., min_length=1)
-    status: str = Field("", description="Where it stands (available, planned, research, ...).")
+    status: str = Field(
+        "", description="Where it stands (available, planned, research, ...)."
+    )
     description: str = ""
     effect: Effect
     source: Source
     applies_when: Applicability = Field(default_factory=Applicability)
-    settings: dict[str, Any] = Field(default_factory=dict, description="Backend settings that realise it (for verification); empty = not runnable here.")
-    gates: list[Gate] = Field(default_factory=list, description="Go/no-go criteria checked against measurements (pipelines.gates).")
+    settings: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Backend settings that realise it (for verification); empty = not runnable here.",
+    )
+    gates: list[Gate] = Field(
+        default_factory=list,
+        description="Go/no-go criteria checked against measurements (pipelines.gates).",
+    )
 
     @model_validator(mode="after")
     def _id(self) -> "Optimization":
         if not _SLUG.match(self.id):
-            raise ValueError(f"id {self.id!r} must be lowercase letters, digits and hyphens")
+            raise ValueError(
+                f"id {self.id!r} must be lowercase letters, digits and hyphens"
+            )
         if self.effect.roofline and not self.settings:
-            raise ValueError("a roofline effect needs 'settings' (the configuration whose bytes per token it compares)")
+            raise ValueError(
+                "a roofline effect needs 'settings' (the configuration whose bytes per token it compares)"
+            )
         ids = [g.id for g in self.gates]
         dup = next((g for g in ids if ids.count(g) > 1), None)
         if dup:
             raise ValueError(f"gate id {dup!r} used twice")
         if self.gates and not self.settings:
-            raise ValueError("gates need 'settings': the configuration whose measurements they check")
+            raise ValueError(
+                "gates need 'settings': the configuration whose measurements they check"
+            )
         return self
 
 
@@ -178,20 +279,34 @@ class Catalogue(BaseModel):
 
 class Role(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    role: str = Field(..., min_length=1, description="Role name (as in data/roles.yaml where it is defined).")
+    role: str = Field(
+        ...,
+        min_length=1,
+        description="Role name (as in data/roles.yaml where it is defined).",
+    )
     label: str = ""
-    weight: float = Field(..., gt=0, description="Share of the work (normalised over the roles).")
+    weight: float = Field(
+        ..., gt=0, description="Share of the work (normalised over the roles)."
+    )
     model: str = Field(..., description="Model name of the baseline run.")
     test: str = Field(..., description="Test name of the baseline run.")
     metric: str = Field(..., description="The metric projected (a registered metric).")
-    matrix: str | None = Field(None, description="A hint: between equal configurations, the one measured in this matrix "
-                               "(never a filter: a measured configuration of the role's work counts whatever matrix ran it).")
-    settings: dict[str, Any] = Field(default_factory=dict, description="Only configurations whose requested settings have these values.")
+    matrix: str | None = Field(
+        None,
+        description="A hint: between equal configurations, the one measured in this matrix "
+        "(never a filter: a measured configuration of the role's work counts whatever matrix ran it).",
+    )
+    settings: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Only configurations whose requested settings have these values.",
+    )
 
     @model_validator(mode="after")
     def _metric(self) -> "Role":
         if self.metric not in METRICS:
-            raise ValueError(f"unknown metric {self.metric!r} (known: {', '.join(sorted(METRICS))})")
+            raise ValueError(
+                f"unknown metric {self.metric!r} (known: {', '.join(sorted(METRICS))})"
+            )
         return self
 
 
@@ -201,8 +316,10 @@ class UsageMix(BaseModel):
     name: str = Field(..., min_length=1)
     description: str = ""
     roles: list[Role] = Field(..., min_length=1)
-    scenarios: dict[str, list[str]] = Field(default_factory=dict,
-                                            description="Named sets of optimization ids to project besides each one alone and all together.")
+    scenarios: dict[str, list[str]] = Field(
+        default_factory=dict,
+        description="Named sets of optimization ids to project besides each one alone and all together.",
+    )
 
 
 def catalogue_path() -> Path:
@@ -227,21 +344,35 @@ def load_catalogue(path: Path | None = None) -> Catalogue:
     ids = [o.id for o in cat.optimizations]
     for i, oid in enumerate(ids):
         if ids.index(oid) != i:
-            raise ConfigError(f"optimization id {oid!r} used twice", file=relpath(path), field=f"optimizations.{i}.id")
+            raise ConfigError(
+                f"optimization id {oid!r} used twice",
+                file=relpath(path),
+                field=f"optimizations.{i}.id",
+            )
     return cat
 
 
-def load_usage_mix(path: Path | None = None, catalogue: Catalogue | None = None) -> UsageMix:
+def load_usage_mix(
+    path: Path | None = None, catalogue: Catalogue | None = None
+) -> UsageMix:
     path = path or usage_mix_path()
     mix = _validate(UsageMix, path)
     names = [r.role for r in mix.roles]
     for i, n in enumerate(names):
         if names.index(n) != i:
-            raise ConfigError(f"role {n!r} listed twice", file=relpath(path), field=f"roles.{i}.role")
-    units = {(METRICS[r.metric].unit, METRICS[r.metric].higher_is_better) for r in mix.roles}
+            raise ConfigError(
+                f"role {n!r} listed twice", file=relpath(path), field=f"roles.{i}.role"
+            )
+    units = {
+        (METRICS[r.metric].unit, METRICS[r.metric].higher_is_better) for r in mix.roles
+    }
     if len(units) > 1:
-        raise ConfigError("every role's metric must share one unit and direction for a weighted average "
-                          f"(got {sorted(u for u, _ in units)})", file=relpath(path), field="roles")
+        raise ConfigError(
+            "every role's metric must share one unit and direction for a weighted average "
+            f"(got {sorted(u for u, _ in units)})",
+            file=relpath(path),
+            field="roles",
+        )
     if catalogue is not None:
         known = {o.id for o in catalogue.optimizations}
         for name, ids in mix.scenarios.items():
@@ -251,7 +382,11 @@ def load_usage_mix(path: Path | None = None, catalogue: Catalogue | None = None)
 
                     close = difflib.get_close_matches(oid, sorted(known), n=1)
                     hint = f" (did you mean {close[0]!r}?)" if close else ""
-                    raise ConfigError(f"unknown optimization {oid!r}{hint}", file=relpath(path), field=f"scenarios.{name}")
+                    raise ConfigError(
+                        f"unknown optimization {oid!r}{hint}",
+                        file=relpath(path),
+                        field=f"scenarios.{name}",
+                    )
     return mix
 
 
@@ -267,10 +402,16 @@ def run_attributes(doc: RunRecord, all_runs: list[RunRecord]) -> dict[str, Any]:
     eff = rec.reported
     arch = g.get("architecture") or ""
     vocab = g.get("vocab_sha256")
-    drafts = sorted({d.model_name for d in map(as_record, all_runs)
-                     if vocab and d.model_name != rec.model_name
-                     and d.gguf.get("vocab_sha256") == vocab
-                     and d.model_size_bytes < rec.model_size_bytes})
+    drafts = sorted(
+        {
+            d.model_name
+            for d in map(as_record, all_runs)
+            if vocab
+            and d.model_name != rec.model_name
+            and d.gguf.get("vocab_sha256") == vocab
+            and d.model_size_bytes < rec.model_size_bytes
+        }
+    )
     point = decode_point(rec)
     depth = None
     if isinstance(rec.spec, RateTest):
@@ -298,16 +439,33 @@ def _gb(n: int) -> str:
 def applicability(rules: Applicability, attrs: dict[str, Any]) -> list[str]:
     """Why the optimization does not apply (empty list: it applies)."""
     why = []
-    if rules.min_model_bytes is not None and attrs["model_bytes"] < rules.min_model_bytes:
-        why.append(f"model is {_gb(attrs['model_bytes'])}, needs at least {_gb(rules.min_model_bytes)}")
-    if rules.max_model_bytes is not None and attrs["model_bytes"] > rules.max_model_bytes:
-        why.append(f"model is {_gb(attrs['model_bytes'])}, at most {_gb(rules.max_model_bytes)} allowed")
-    if rules.architectures is not None and attrs["architecture"] not in rules.architectures:
-        why.append(f"architecture {attrs['architecture']} is not one of {', '.join(rules.architectures)}")
+    if (
+        rules.min_model_bytes is not None
+        and attrs["model_bytes"] < rules.min_model_bytes
+    ):
+        why.append(
+            f"model is {_gb(attrs['model_bytes'])}, needs at least {_gb(rules.min_model_bytes)}"
+        )
+    if (
+        rules.max_model_bytes is not None
+        and attrs["model_bytes"] > rules.max_model_bytes
+    ):
+        why.append(
+            f"model is {_gb(attrs['model_bytes'])}, at most {_gb(rules.max_model_bytes)} allowed"
+        )
+    if (
+        rules.architectures is not None
+        and attrs["architecture"] not in rules.architectures
+    ):
+        why.append(
+            f"architecture {attrs['architecture']} is not one of {', '.join(rules.architectures)}"
+        )
     if attrs["architecture"] in rules.exclude_architectures:
         why.append(f"not for architecture {attrs['architecture']}")
     if rules.recurrent is False and attrs["recurrent"]:
-        why.append(f"{attrs['architecture']} is recurrent/SSM (state cannot be rolled back)")
+        why.append(
+            f"{attrs['architecture']} is recurrent/SSM (state cannot be rolled back)"
+        )
     if rules.recurrent is True and not attrs["recurrent"]:
         why.append("only for recurrent/SSM models")
     if rules.moe is True and not attrs["moe"]:
@@ -319,9 +477,13 @@ def applicability(rules: Applicability, attrs: dict[str, Any]) -> list[str]:
     if rules.sliding_window is False and attrs["sliding_window"]:
         why.append("not for models with sliding-window layers")
     if rules.needs_draft_same_vocab and not attrs["drafts"]:
-        why.append("no smaller measured model shares its vocabulary (a draft is needed)")
+        why.append(
+            "no smaller measured model shares its vocabulary (a draft is needed)"
+        )
     if rules.device is not None and attrs["device"] != rules.device:
-        why.append(f"{rules.device.upper()} only; this role runs on the {attrs['device'].upper()}")
+        why.append(
+            f"{rules.device.upper()} only; this role runs on the {attrs['device'].upper()}"
+        )
     if rules.test_kinds is not None and attrs["test_kind"] not in rules.test_kinds:
         why.append(f"only for {', '.join(rules.test_kinds)} workloads")
     if rules.min_depth is not None and (attrs["depth"] or 0) < rules.min_depth:
@@ -333,7 +495,9 @@ def applicability(rules: Applicability, attrs: dict[str, Any]) -> list[str]:
 def metric_stages(role_metric: str, doc: RunRecord) -> tuple[str, ...]:
     t = as_record(doc).spec
     if isinstance(t, RateTest) and role_metric == "tokens_per_second":
-        return tuple(s for s, on in (("prefill", t.n_prompt), ("decode", t.n_gen)) if on)
+        return tuple(
+            s for s, on in (("prefill", t.n_prompt), ("decode", t.n_gen)) if on
+        )
     return METRIC_STAGES.get(role_metric, ("decode",))
 
 
@@ -361,8 +525,10 @@ def compose(shares: dict[str, float], effects: list[tuple[str, float]]) -> float
     return compose_stages(shares, per_stage)
 
 
-def weighted_interval(values: list[tuple[float, float, float | None, float | None]],
-                      higher_is_better: bool) -> tuple[float | None, float | None]:
+def weighted_interval(
+    values: list[tuple[float, float, float | None, float | None]],
+    higher_is_better: bool,
+) -> tuple[float | None, float | None]:
     """CI95 of :func:`weighted_average` from the inputs' own CI95s: (weight, value, low, high)
     tuples, first-order (delta method) propagation with independent inputs, each input's
     half-width taken as the larger side of its interval and the results added in quadrature.
@@ -380,10 +546,12 @@ def weighted_interval(values: list[tuple[float, float, float | None, float | Non
         # d mean / d v_i: rates (harmonic) H^2 w_i / (W v_i^2); times (arithmetic) w_i / W
         grad = (mean * mean * w / (tw * v * v)) if higher_is_better else w / tw
         var += (grad * half) ** 2
-    half = var ** 0.5
+    half = var**0.5
     if mean <= 0:
         return None, None
-    rel = half / mean  # a rate or a time stays positive: the half-width on the log scale (core.stats.mean_interval)
+    rel = (
+        half / mean
+    )  # a rate or a time stays positive: the half-width on the log scale (core.stats.mean_interval)
     return mean * math.exp(-rel), mean * math.exp(rel)
 
 
@@ -391,16 +559,20 @@ def weighted_interval(values: list[tuple[float, float, float | None, float | Non
 #: range wide enough to hold "no effect" and "twice as fast" holds almost any measurement, and a
 #: projection that was 47% off is not verified by it.
 VERIFY_TOLERANCE = 0.10
-VERDICT_RULE = (f"VERIFIED when the measured value lies within the projected range and the projection is within "
-                f"±{VERIFY_TOLERANCE:.0%} of it (error = projected ÷ measured − 1); otherwise MISSED, with the signed error. "
-                "Computed from the figures whenever a page is built, never read from a stored word.")
-RATIO_VERDICT_RULE = (f"An optimization measured on this host, model and backend on another test (an Optimization "
-                      f"track's sweep) verifies its projected speed-up by its measured one: the optimization's figure ÷ "
-                      f"its baseline's figure (the run as the unit, CI95 on the log scale). VERIFIED when that ratio's "
-                      f"CI95 (its value where it has none) overlaps the projected speed-up range and the projection's "
-                      f"mid-point is within ±{VERIFY_TOLERANCE:.0%} of it; otherwise MISSED, below or above the range. "
-                      "Where several measured points realise the optimization, the most favourable one decides (the "
-                      "page names it). An optimization MISSED below its range is held back from \"all applicable\".")
+VERDICT_RULE = (
+    f"VERIFIED when the measured value lies within the projected range and the projection is within "
+    f"±{VERIFY_TOLERANCE:.0%} of it (error = projected ÷ measured − 1); otherwise MISSED, with the signed error. "
+    "Computed from the figures whenever a page is built, never read from a stored word."
+)
+RATIO_VERDICT_RULE = (
+    f"An optimization measured on this host, model and backend on another test (an Optimization "
+    f"track's sweep) verifies its projected speed-up by its measured one: the optimization's figure ÷ "
+    f"its baseline's figure (the run as the unit, CI95 on the log scale). VERIFIED when that ratio's "
+    f"CI95 (its value where it has none) overlaps the projected speed-up range and the projection's "
+    f"mid-point is within ±{VERIFY_TOLERANCE:.0%} of it; otherwise MISSED, below or above the range. "
+    "Where several measured points realise the optimization, the most favourable one decides (the "
+    'page names it). An optimization MISSED below its range is held back from "all applicable".'
+)
 
 
 def verdict(low: float, high: float, measured: float, mid: float | None = None) -> str:
@@ -413,8 +585,14 @@ def verdict(low: float, high: float, measured: float, mid: float | None = None) 
     return "VERIFIED"
 
 
-def ratio_verdict(low: float, mid: float, high: float, ratio: float | None, ci_low: float | None = None,
-                  ci_high: float | None = None) -> tuple[str, str]:
+def ratio_verdict(
+    low: float,
+    mid: float,
+    high: float,
+    ratio: float | None,
+    ci_low: float | None = None,
+    ci_high: float | None = None,
+) -> tuple[str, str]:
     """(VERIFIED | MISSED, where: "inside" | "below" | "above" | "off") of a measured speed-up ``ratio``
     (CI95 ``ci_low``..``ci_high``, or none) against a projected speed-up range (:data:`RATIO_VERDICT_RULE`).
     "below": measured slower than the range's low end; "off": it overlaps the range but the projection's
@@ -437,11 +615,20 @@ def verification_verdict(low: float, high: float, mid: float, v: dict[str, Any])
     own test (:func:`verdict`), or a measured speed-up of the optimization on another test (:func:`ratio_verdict`)."""
     if v.get("basis") == "speed-up":
         lo_sp, mid_sp, hi_sp = v["speedup_range"]
-        return ratio_verdict(lo_sp, mid_sp, hi_sp, v["speedup"], v.get("speedup_ci95_low"), v.get("speedup_ci95_high"))[0]
+        return ratio_verdict(
+            lo_sp,
+            mid_sp,
+            hi_sp,
+            v["speedup"],
+            v.get("speedup_ci95_low"),
+            v.get("speedup_ci95_high"),
+        )[0]
     return verdict(low, high, v["value"], mid)
 
 
-def weighted_average(values: list[tuple[float, float]], higher_is_better: bool) -> float | None:
+def weighted_average(
+    values: list[tuple[float, float]], higher_is_better: bool
+) -> float | None:
     """(weight, value) pairs: the harmonic mean for rates, the arithmetic mean for times."""
     vals = [(w, v) for w, v in values if v is not None]
     if not vals:
@@ -475,10 +662,16 @@ class Projection:
     high: float
     speedup: tuple[float, float, float]
     target_settings: dict[str, Any] | None  # None: not runnable here
-    verification: dict[str, Any] | None = None  # plain data (the projection record stores it)
+    verification: dict[str, Any] | None = (
+        None  # plain data (the projection record stores it)
+    )
     no_effect: bool = False  # every optimization acts on a stage outside the metric
-    measured: Figure | None = None  # the verification's figure (the projected configuration on the role's test)
-    measured_speedup: "MeasuredSpeedup | None" = None  # the optimization measured on another test (no verification above)
+    measured: Figure | None = (
+        None  # the verification's figure (the projected configuration on the role's test)
+    )
+    measured_speedup: "MeasuredSpeedup | None" = (
+        None  # the optimization measured on another test (no verification above)
+    )
 
     @property
     def status(self) -> str:
@@ -498,12 +691,24 @@ class Projection:
         v = self.verification
         if v.get("basis") == "speed-up":
             lo_sp, mid_sp, hi_sp = v["speedup_range"]
-            below = ratio_verdict(lo_sp, mid_sp, hi_sp, v["speedup"], v.get("speedup_ci95_low"),
-                                  v.get("speedup_ci95_high"))[1] == "below"
+            below = (
+                ratio_verdict(
+                    lo_sp,
+                    mid_sp,
+                    hi_sp,
+                    v["speedup"],
+                    v.get("speedup_ci95_low"),
+                    v.get("speedup_ci95_high"),
+                )[1]
+                == "below"
+            )
             return below and v["speedup"] < lo_sp * (1.0 - VERIFY_TOLERANCE)
         hib = METRICS[self.role.metric].higher_is_better
-        return (v["value"] < self.low * (1.0 - VERIFY_TOLERANCE) if hib
-                else v["value"] > self.high * (1.0 + VERIFY_TOLERANCE))
+        return (
+            v["value"] < self.low * (1.0 - VERIFY_TOLERANCE)
+            if hib
+            else v["value"] > self.high * (1.0 + VERIFY_TOLERANCE)
+        )
 
 
 @dataclass
@@ -517,13 +722,17 @@ class MeasuredSpeedup:
     ratio: float  # speed-up: new speed ÷ old (a time metric's ratio inverted)
     ci95_low: float | None
     ci95_high: float | None
-    comparison: stats.Comparison  # candidate ÷ baseline on the metric, as Facts.compare gives it
+    comparison: (
+        stats.Comparison
+    )  # candidate ÷ baseline on the metric, as Facts.compare gives it
     baseline: Figure
     candidate: Figure
     baseline_group: Group
     candidate_group: Group
     points: int  # measured points that realise the optimization (the best of them is this one)
-    differs: dict[str, Any]  # the candidate's requested settings that differ from its baseline's
+    differs: dict[
+        str, Any
+    ]  # the candidate's requested settings that differ from its baseline's
 
     @property
     def test(self) -> str:
@@ -547,13 +756,17 @@ class Baseline:
     group: Group
     figure: Figure
     candidates: int  # groups of the role's work on the host that could have been the baseline (this one among them)
-    verifications: list[Group] = field(default_factory=list)  # groups left out: they realise an optimization
+    verifications: list[Group] = field(
+        default_factory=list
+    )  # groups left out: they realise an optimization
 
 
 @dataclass
 class RoleResult:
     role: Role
-    baseline_doc: RunRecord | None  # the baseline group's newest run (its facts: model, stages, test)
+    baseline_doc: (
+        RunRecord | None
+    )  # the baseline group's newest run (its facts: model, stages, test)
     problem: str | None = None
     attrs: dict[str, Any] = field(default_factory=dict)
     shares: dict[str, float] = field(default_factory=dict)
@@ -562,7 +775,9 @@ class RoleResult:
     projections: dict[str, Projection] = field(default_factory=dict)
     base: Baseline | None = None
     missing_work: str = ""  # the role's work key where the fact layer has no group of it on the host ("" else)
-    not_measured: bool = False  # the fact layer has no group of the role's work on the host
+    not_measured: bool = (
+        False  # the fact layer has no group of the role's work on the host
+    )
 
     @property
     def baseline_figure(self) -> Figure | None:
@@ -591,7 +806,9 @@ class ProjectionSet:
     # decision where their go/no-go gates on this host do not say GO, "MISSED" where a measurement on this
     # host is slower than the projected range (``missed`` says which and by how much)
     held_back: list[tuple[str, str]] = field(default_factory=list)
-    missed: dict[str, str] = field(default_factory=dict)  # optimization id -> what was measured, in words
+    missed: dict[str, str] = field(
+        default_factory=dict
+    )  # optimization id -> what was measured, in words
 
     @property
     def higher_is_better(self) -> bool:
@@ -612,14 +829,37 @@ class ProjectionSet:
         names = [r.role.role for r in covered]
         partial = len(covered) < len(self.roles)
         cur = [(r.role.weight, r.baseline) for r in covered]
-        cur_ci = weighted_interval([(r.role.weight, r.baseline, *r.baseline_ci95) for r in covered], hib)
-        common = {"roles": names, "all_roles": [r.role.role for r in self.roles], "partial": partial,
-                  "complete": not partial}
-        out.append({"scenario": "current", "ids": [], "current": weighted_average(cur, hib), "low": None, "mid": None,
-                    "high": None, "measured": None, "current_ci95": cur_ci, "measured_ci95": (None, None),
-                    "measured_roles": [], **common})
+        cur_ci = weighted_interval(
+            [(r.role.weight, r.baseline, *r.baseline_ci95) for r in covered], hib
+        )
+        common = {
+            "roles": names,
+            "all_roles": [r.role.role for r in self.roles],
+            "partial": partial,
+            "complete": not partial,
+        }
+        out.append(
+            {
+                "scenario": "current",
+                "ids": [],
+                "current": weighted_average(cur, hib),
+                "low": None,
+                "mid": None,
+                "high": None,
+                "measured": None,
+                "current_ci95": cur_ci,
+                "measured_ci95": (None, None),
+                "measured_roles": [],
+                **common,
+            }
+        )
         for name, ids in self.scenarios:
-            rows: dict[str, list[tuple[float, float]]] = {"low": [], "mid": [], "high": [], "measured": []}
+            rows: dict[str, list[tuple[float, float]]] = {
+                "low": [],
+                "mid": [],
+                "high": [],
+                "measured": [],
+            }
             measured_ci: list[tuple[float, float, float | None, float | None]] = []
             for r in covered:
                 p = r.projections.get(name)
@@ -632,19 +872,34 @@ class ProjectionSet:
                 elif p.verification and p.verification.get("basis") != "speed-up":
                     v = p.verification
                     rows["measured"].append((w, v["value"]))
-                    measured_ci.append((w, v["value"], v.get("ci95_low"), v.get("ci95_high")))
+                    measured_ci.append(
+                        (w, v["value"], v.get("ci95_low"), v.get("ci95_high"))
+                    )
             full = len(rows["measured"]) == len(cur) and bool(cur)
             measured = weighted_average(rows["measured"], hib) if full else None
-            out.append({"scenario": name, "ids": ids, "current": weighted_average(cur, hib),
-                        "low": weighted_average(rows["low"], hib), "mid": weighted_average(rows["mid"], hib),
-                        "high": weighted_average(rows["high"], hib), "measured": measured,
-                        "current_ci95": cur_ci,
-                        "measured_ci95": weighted_interval(measured_ci, hib) if full else (None, None),
-                        "measured_roles": names if full else [], **common})
+            out.append(
+                {
+                    "scenario": name,
+                    "ids": ids,
+                    "current": weighted_average(cur, hib),
+                    "low": weighted_average(rows["low"], hib),
+                    "mid": weighted_average(rows["mid"], hib),
+                    "high": weighted_average(rows["high"], hib),
+                    "measured": measured,
+                    "current_ci95": cur_ci,
+                    "measured_ci95": weighted_interval(measured_ci, hib)
+                    if full
+                    else (None, None),
+                    "measured_roles": names if full else [],
+                    **common,
+                }
+            )
         return out
 
 
-def _effect_factor(opt: Optimization, doc: RunRecord) -> tuple[float, float, float] | None:
+def _effect_factor(
+    opt: Optimization, doc: RunRecord
+) -> tuple[float, float, float] | None:
     e = opt.effect
     if e.factor is not None:
         return (e.factor, e.factor, e.factor)
@@ -660,12 +915,22 @@ def _effect_factor(opt: Optimization, doc: RunRecord) -> tuple[float, float, flo
     req = rec.requested
     try:
         shape = ModelShape.from_facts(rec.gguf, rec.model_name)
-        kv_rows(shape, eff.get("type_k") or req.get("type_k") or "f16", eff.get("type_v") or req.get("type_v") or "f16")
-    except ModelError:  # facts missing, or a cache type the planner cannot size: no roofline effect
+        kv_rows(
+            shape,
+            eff.get("type_k") or req.get("type_k") or "f16",
+            eff.get("type_v") or req.get("type_v") or "f16",
+        )
+    except (
+        ModelError
+    ):  # facts missing, or a cache type the planner cannot size: no roofline effect
         return None
     flash = rec.flash_attn_on
-    base_kw = {"type_k": eff.get("type_k") or req.get("type_k") or "f16", "type_v": eff.get("type_v") or req.get("type_v") or "f16",
-               "flash_attn": flash, "expert_used": eff.get("n_expert_used")}
+    base_kw = {
+        "type_k": eff.get("type_k") or req.get("type_k") or "f16",
+        "type_v": eff.get("type_v") or req.get("type_v") or "f16",
+        "flash_attn": flash,
+        "expert_used": eff.get("n_expert_used"),
+    }
     new_kw = dict(base_kw)
     for k, v in opt.settings.items():
         if k in ("type_k", "type_v"):
@@ -678,16 +943,20 @@ def _effect_factor(opt: Optimization, doc: RunRecord) -> tuple[float, float, flo
     return (f, f, f)
 
 
-BASELINE_RULE = ("a role's baseline is its work's figure on the host, read from the fact layer: among the host's "
-                 "configurations of the role's model and test (with the role's settings where it names them; the "
-                 "matrix only breaks a tie, it never hides a measured configuration), leaving out those whose "
-                 "requested settings realise an optimization of the catalogue beyond what the role's own settings pin "
-                 "(they verify projections, never a baseline), the representative one as the Leaderboard picks it (the "
-                 "best figure among ordinary builds); its value and CI95 are that configuration's figure (the run as "
-                 "the unit), the Leaderboard's number for it")
+BASELINE_RULE = (
+    "a role's baseline is its work's figure on the host, read from the fact layer: among the host's "
+    "configurations of the role's model and test (with the role's settings where it names them; the "
+    "matrix only breaks a tie, it never hides a measured configuration), leaving out those whose "
+    "requested settings realise an optimization of the catalogue beyond what the role's own settings pin "
+    "(they verify projections, never a baseline), the representative one as the Leaderboard picks it (the "
+    "best figure among ordinary builds); its value and CI95 are that configuration's figure (the run as "
+    "the unit), the Leaderboard's number for it"
+)
 
 
-def realises(requested: dict[str, Any], opt_settings: dict[str, Any], pinned: dict[str, Any]) -> bool:
+def realises(
+    requested: dict[str, Any], opt_settings: dict[str, Any], pinned: dict[str, Any]
+) -> bool:
     """Whether a run's requested settings carry an optimization (every one of its settings, not
     all of them pinned by the role itself)."""
     if not opt_settings:
@@ -700,7 +969,11 @@ def realises(requested: dict[str, Any], opt_settings: dict[str, Any], pinned: di
 def explicit(settings: dict[str, Any]) -> dict[str, Any]:
     """Requested settings without those left to the default (null) or at a later setting's neutral value:
     two configurations equal here are the same configuration (core.records.run.RunRecord.requested_explicit)."""
-    return {k: v for k, v in settings.items() if v is not None and not (k in NEUTRAL_SETTINGS and v == NEUTRAL_SETTINGS[k])}
+    return {
+        k: v
+        for k, v in settings.items()
+        if v is not None and not (k in NEUTRAL_SETTINGS and v == NEUTRAL_SETTINGS[k])
+    }
 
 
 def _facts(runs: list[RunRecord] | Facts) -> Facts:
@@ -712,9 +985,13 @@ def work_groups(fx: Facts, role: Role, host_id: str | None = None) -> list[Group
     its metric, on one host or every host: the matrix never filters."""
     out = []
     for g in fx.groups_of(host_id, test=role.test):
-        if not any(r.model_name == role.model for r in g.runs):  # a file renamed since still is the same work
+        if not any(
+            r.model_name == role.model for r in g.runs
+        ):  # a file renamed since still is the same work
             continue
-        if any(g.newest.requested.get(k) != v for k, v in (role.settings or {}).items()):
+        if any(
+            g.newest.requested.get(k) != v for k, v in (role.settings or {}).items()
+        ):
             continue
         if g.figure(role.metric) is None:
             continue
@@ -722,64 +999,119 @@ def work_groups(fx: Facts, role: Role, host_id: str | None = None) -> list[Group
     return out
 
 
-def select_baseline(role: Role, runs: list[RunRecord] | Facts, host_id: str,
-                    catalogue: Catalogue | None = None) -> tuple[Baseline | None, str | None]:
+def select_baseline(
+    role: Role,
+    runs: list[RunRecord] | Facts,
+    host_id: str,
+    catalogue: Catalogue | None = None,
+) -> tuple[Baseline | None, str | None]:
     """The role's baseline on ``host_id`` by :data:`BASELINE_RULE`, or None and why."""
     fx = _facts(runs)
     found = work_groups(fx, role, host_id)
     verifications: list[Group] = []
     if catalogue is not None:
         opts = [o for o in catalogue.optimizations if o.settings]
-        verifications = [g for g in found if any(realises(g.newest.requested, o.settings, role.settings or {}) for o in opts)]
+        verifications = [
+            g
+            for g in found
+            if any(
+                realises(g.newest.requested, o.settings, role.settings or {})
+                for o in opts
+            )
+        ]
         found = [g for g in found if g not in verifications]
     if not found:
         if verifications:
-            which = sorted({o.id for g in verifications for o in catalogue.optimizations  # type: ignore[union-attr]
-                            if realises(g.newest.requested, o.settings, role.settings or {})})
-            return None, (f"every measured configuration of {role.model} · {role.test} on this host realises an "
-                          f"optimization ({', '.join(which)}): those verify projections, never a baseline; measure it "
-                          "without them (`invoke bench`)")
-        return None, f"no measured run of {role.model} · {role.test} with {role.metric} on this host"
+            which = sorted(
+                {
+                    o.id
+                    for g in verifications
+                    for o in catalogue.optimizations  # type: ignore[union-attr]
+                    if realises(g.newest.requested, o.settings, role.settings or {})
+                }
+            )
+            return None, (
+                f"every measured configuration of {role.model} · {role.test} on this host realises an "
+                f"optimization ({', '.join(which)}): those verify projections, never a baseline; measure it "
+                "without them (`invoke bench`)"
+            )
+        return (
+            None,
+            f"no measured run of {role.model} · {role.test} with {role.metric} on this host",
+        )
     rep = fx.representative(found, role.metric)
     assert rep is not None  # every group in ``found`` has a figure
     if role.matrix:  # the matrix breaks a tie between equal figures, nothing more
         top = rep.figure(role.metric).mean  # type: ignore[union-attr]
-        tied = [g for g in found if g.variant == rep.variant and g.figure(role.metric).mean == top]  # type: ignore[union-attr]
-        rep = next((g for g in tied if any(r.matrix_name == role.matrix for r in g.runs)), rep)
-    if rep.newest.is_endpoint:  # projections read the model's GGUF facts (architecture, bytes per token)
-        return None, f"{role.model} is an endpoint model (no local file, no GGUF facts): not projected"
+        tied = [
+            g
+            for g in found
+            if g.variant == rep.variant and g.figure(role.metric).mean == top
+        ]  # type: ignore[union-attr]
+        rep = next(
+            (g for g in tied if any(r.matrix_name == role.matrix for r in g.runs)), rep
+        )
+    if (
+        rep.newest.is_endpoint
+    ):  # projections read the model's GGUF facts (architecture, bytes per token)
+        return (
+            None,
+            f"{role.model} is an endpoint model (no local file, no GGUF facts): not projected",
+        )
     return Baseline(rep, rep.figure(role.metric), len(found), verifications), None  # type: ignore[arg-type]
 
 
-def find_baseline(role: Role, runs: list[RunRecord], host_id: str,
-                  catalogue: Catalogue | None = None) -> tuple[RunRecord | None, str | None]:
+def find_baseline(
+    role: Role, runs: list[RunRecord], host_id: str, catalogue: Catalogue | None = None
+) -> tuple[RunRecord | None, str | None]:
     """The newest run of the role's baseline group (:func:`select_baseline`), or None and why."""
     b, problem = select_baseline(role, runs, host_id, catalogue)
     return (b.group.newest if b is not None else None), problem
 
 
-def find_verification(base: Group, target: dict[str, Any], metric: str,
-                      runs: list[RunRecord] | Facts) -> tuple[dict[str, Any], Figure] | None:
+def find_verification(
+    base: Group, target: dict[str, Any], metric: str, runs: list[RunRecord] | Facts
+) -> tuple[dict[str, Any], Figure] | None:
     """The group of the projected configuration and its figure: the baseline's work (model file, test,
     backend class) on the same host and backend, requested settings equal to ``target``. Where several
     groups are that configuration (builds), the one with most runs, then the newest."""
     fx = _facts(runs)
     best: tuple[Group, Figure] | None = None
     for g in fx.groups_of(base.host_id):
-        if g.key == base.key or g.work_key != base.work_key or g.backend != base.backend:
+        if (
+            g.key == base.key
+            or g.work_key != base.work_key
+            or g.backend != base.backend
+        ):
             continue
         if g.requested != explicit(target):
             continue
         f = g.figure(metric)
         if f is None:
             continue
-        if best is None or (f.runs, g.newest.created, g.key) > (best[1].runs, best[0].newest.created, best[0].key):
+        if best is None or (f.runs, g.newest.created, g.key) > (
+            best[1].runs,
+            best[0].newest.created,
+            best[0].key,
+        ):
             best = (g, f)
     if best is None:
         return None
     g, f = best
-    return ({"run_id": f.newest_id, "created": g.newest.created, "value": f.mean, "ci95_low": f.ci95_low,
-             "ci95_high": f.ci95_high, "n": f.n, "runs": f.runs, "run_ids": list(f.run_ids), "group": g.key}, f)
+    return (
+        {
+            "run_id": f.newest_id,
+            "created": g.newest.created,
+            "value": f.mean,
+            "ci95_low": f.ci95_low,
+            "ci95_high": f.ci95_high,
+            "n": f.n,
+            "runs": f.runs,
+            "run_ids": list(f.run_ids),
+            "group": g.key,
+        },
+        f,
+    )
 
 
 #: Rate metrics a speed-up may be measured on, in order of preference after the effect's and the role's own.
@@ -787,13 +1119,19 @@ SPEED_METRICS = ("tokens_per_second", "decode_tps", "generation_tps")
 
 
 def _speed_metric(g: Group, base: Group, preferred: list[str]) -> str | None:
-    for m in list(dict.fromkeys(preferred + list(SPEED_METRICS) + ([g.headline.name] if g.headline else []))):
+    for m in list(
+        dict.fromkeys(
+            preferred + list(SPEED_METRICS) + ([g.headline.name] if g.headline else [])
+        )
+    ):
         if m in METRICS and g.figure(m) is not None and base.figure(m) is not None:
             return m
     return None
 
 
-def measured_speedups(opt: Optimization, base: Group, role_metric: str, runs: list[RunRecord] | Facts) -> list[MeasuredSpeedup]:
+def measured_speedups(
+    opt: Optimization, base: Group, role_metric: str, runs: list[RunRecord] | Facts
+) -> list[MeasuredSpeedup]:
     """Every measured point of ``opt`` with the baseline's backend on its host and model (any test): a group
     that realises the optimization's settings, against its baseline group (the sweep's ``matrix.baseline_key``,
     else the group of the same work, host and backend whose requested settings differ only in the
@@ -803,10 +1141,17 @@ def measured_speedups(opt: Optimization, base: Group, role_metric: str, runs: li
     fx = _facts(runs)
     by_key: dict[str, RunRecord] = {}
     for r in fx.records:
-        if r.ok and (r.key not in by_key or (r.created, r.id) > (by_key[r.key].created, by_key[r.key].id)):
+        if r.ok and (
+            r.key not in by_key
+            or (r.created, r.id) > (by_key[r.key].created, by_key[r.key].id)
+        ):
             by_key[r.key] = r
-    mine = [g for g in fx.groups_of(base.host_id) if g.newest.model_identity == base.newest.model_identity
-            and g.backend == base.backend]
+    mine = [
+        g
+        for g in fx.groups_of(base.host_id)
+        if g.newest.model_identity == base.newest.model_identity
+        and g.backend == base.backend
+    ]
     out: list[MeasuredSpeedup] = []
     for g in mine:
         req = g.newest.requested
@@ -817,11 +1162,20 @@ def measured_speedups(opt: Optimization, base: Group, role_metric: str, runs: li
         if bkey and bkey != g.newest.key and bkey in by_key:
             bg = fx.group_of(by_key[bkey])
         if bg is None:
-            same = [h for h in mine if h.work_key == g.work_key and h.key != g.key
-                    and not realises(h.newest.requested, opt.settings, {})
-                    and {k: v for k, v in h.requested.items() if k not in opt.settings}
-                    == {k: v for k, v in g.requested.items() if k not in opt.settings}]
-            bg = max(same, key=lambda h: (len(h.runs), h.newest.created, h.key)) if same else None
+            same = [
+                h
+                for h in mine
+                if h.work_key == g.work_key
+                and h.key != g.key
+                and not realises(h.newest.requested, opt.settings, {})
+                and {k: v for k, v in h.requested.items() if k not in opt.settings}
+                == {k: v for k, v in g.requested.items() if k not in opt.settings}
+            ]
+            bg = (
+                max(same, key=lambda h: (len(h.runs), h.newest.created, h.key))
+                if same
+                else None
+            )
         if bg is None:
             continue
         metric = _speed_metric(g, bg, [opt.effect.metric, role_metric])
@@ -833,33 +1187,64 @@ def measured_speedups(opt: Optimization, base: Group, role_metric: str, runs: li
             continue
         hib = METRICS[metric].higher_is_better
         ratio = c.ratio if hib else 1.0 / c.ratio
-        lo, hi = (c.ci95_low, c.ci95_high) if hib else (
-            1.0 / c.ci95_high if c.ci95_high else None, 1.0 / c.ci95_low if c.ci95_low else None)
+        lo, hi = (
+            (c.ci95_low, c.ci95_high)
+            if hib
+            else (
+                1.0 / c.ci95_high if c.ci95_high else None,
+                1.0 / c.ci95_low if c.ci95_low else None,
+            )
+        )
         breq = bg.requested
         differs = {k: v for k, v in g.requested.items() if breq.get(k) != v}
-        out.append(MeasuredSpeedup(opt.id, metric, ratio, lo, hi, c, bf, cf, bg, g, 0, differs))  # type: ignore[arg-type]
+        out.append(
+            MeasuredSpeedup(opt.id, metric, ratio, lo, hi, c, bf, cf, bg, g, 0, differs)
+        )  # type: ignore[arg-type]
     out.sort(key=lambda m: (-m.ratio, -m.candidate.runs, m.candidate_group.key))
     for m in out:
         m.points = len(out)
     return out
 
 
-def _speedup_verification(p: Projection, m: MeasuredSpeedup, hib: bool) -> dict[str, Any]:
+def _speedup_verification(
+    p: Projection, m: MeasuredSpeedup, hib: bool
+) -> dict[str, Any]:
     """A measured speed-up as a projection record's verification: the value it implies on the role's metric
     (the baseline times the measured speed-up), and the speed-up itself with the range it is judged by."""
     implied = p.baseline * m.ratio if hib else p.baseline / m.ratio
     lo_sp, mid_sp, hi_sp = p.speedup
-    return {"basis": "speed-up", "run_id": m.candidate.newest_id, "created": m.candidate_group.newest.created,
-            "value": implied, "error": mid_sp / m.ratio - 1.0, "inside_range": lo_sp <= m.ratio <= hi_sp,
-            "within_ci95": (m.ci95_low <= mid_sp <= m.ci95_high) if m.ci95_low is not None and m.ci95_high is not None else None,
-            "n": None, "ci95_low": None, "ci95_high": None,
-            "speedup": m.ratio, "speedup_ci95_low": m.ci95_low, "speedup_ci95_high": m.ci95_high,
-            "speedup_range": [lo_sp, mid_sp, hi_sp], "speedup_metric": m.metric, "test": m.test,
-            "baseline_run_id": m.baseline.newest_id, "point": m.describe(), "points": m.points}
+    return {
+        "basis": "speed-up",
+        "run_id": m.candidate.newest_id,
+        "created": m.candidate_group.newest.created,
+        "value": implied,
+        "error": mid_sp / m.ratio - 1.0,
+        "inside_range": lo_sp <= m.ratio <= hi_sp,
+        "within_ci95": (m.ci95_low <= mid_sp <= m.ci95_high)
+        if m.ci95_low is not None and m.ci95_high is not None
+        else None,
+        "n": None,
+        "ci95_low": None,
+        "ci95_high": None,
+        "speedup": m.ratio,
+        "speedup_ci95_low": m.ci95_low,
+        "speedup_ci95_high": m.ci95_high,
+        "speedup_range": [lo_sp, mid_sp, hi_sp],
+        "speedup_metric": m.metric,
+        "test": m.test,
+        "baseline_run_id": m.baseline.newest_id,
+        "point": m.describe(),
+        "points": m.points,
+    }
 
 
-def project(runs: list[RunRecord], catalogue: Catalogue, mix: UsageMix, host_id: str,
-            quality_docs: list[QualityRecord] | None = None) -> ProjectionSet:
+def project(
+    runs: list[RunRecord],
+    catalogue: Catalogue,
+    mix: UsageMix,
+    host_id: str,
+    quality_docs: list[QualityRecord] | None = None,
+) -> ProjectionSet:
     """Project every role of the mix on one host.
 
     Each applicable optimization is projected on its own. The "all applicable" scenario combines
@@ -874,12 +1259,20 @@ def project(runs: list[RunRecord], catalogue: Catalogue, mix: UsageMix, host_id:
     applicable_any: list[str] = []
     for role in mix.roles:
         b, problem = select_baseline(role, fx, host_id, catalogue)
-        rr = RoleResult(role, b.group.newest if b is not None else None, problem, base=b)
+        rr = RoleResult(
+            role, b.group.newest if b is not None else None, problem, base=b
+        )
         results.append(rr)
         if b is None:
             if not work_groups(fx, role, host_id):
                 rr.not_measured = True
-                rr.missing_work = next((g.work_key for g in sorted(work_groups(fx, role), key=lambda g: g.key)), "")
+                rr.missing_work = next(
+                    (
+                        g.work_key
+                        for g in sorted(work_groups(fx, role), key=lambda g: g.key)
+                    ),
+                    "",
+                )
             continue
         doc = b.group.newest
         for r in b.group.runs:
@@ -892,9 +1285,13 @@ def project(runs: list[RunRecord], catalogue: Catalogue, mix: UsageMix, host_id:
             if not reasons:
                 factor = _effect_factor(opt, doc)
                 if factor is None:
-                    reasons = ["the roofline effect needs a decode measurement with model facts"]
+                    reasons = [
+                        "the roofline effect needs a decode measurement with model facts"
+                    ]
             in_metric = opt.effect.stage == "all" or opt.effect.stage in rr.shares
-            rr.opts.append(OptimizationOnRole(opt, not reasons, reasons, factor, in_metric))
+            rr.opts.append(
+                OptimizationOnRole(opt, not reasons, reasons, factor, in_metric)
+            )
             if not reasons and opt.id not in applicable_any:
                 applicable_any.append(opt.id)
     by_opt = {o.id: o for o in catalogue.optimizations}
@@ -907,7 +1304,10 @@ def project(runs: list[RunRecord], catalogue: Catalogue, mix: UsageMix, host_id:
         used = [by_id[i] for i in ids if i in by_id and by_id[i].applies]
         if not used or base is None or rr.base is None:
             return
-        sp = [compose(rr.shares, [(o.opt.effect.stage, o.factor[k]) for o in used]) for k in range(3)]  # type: ignore[index]
+        sp = [
+            compose(rr.shares, [(o.opt.effect.stage, o.factor[k]) for o in used])
+            for k in range(3)
+        ]  # type: ignore[index]
         lo_sp, mid_sp, hi_sp = sp
         vals = [base * s if hib else base / s for s in sp]
         # the stated range carries the baseline's own CI95 too: the effect's low (high) end on
@@ -922,9 +1322,23 @@ def project(runs: list[RunRecord], catalogue: Catalogue, mix: UsageMix, host_id:
             target = dict(rr.base.group.newest.requested)
             for o in used:
                 target.update(o.opt.settings)
-        p = Projection(rr.role, name, [o.opt.id for o in used], base, min(ends + vals), vals[1], max(ends + vals),
-                       (lo_sp, mid_sp, hi_sp), target, no_effect=not any(o.in_metric for o in used))
-        found = find_verification(rr.base.group, target, rr.role.metric, fx) if target is not None else None
+        p = Projection(
+            rr.role,
+            name,
+            [o.opt.id for o in used],
+            base,
+            min(ends + vals),
+            vals[1],
+            max(ends + vals),
+            (lo_sp, mid_sp, hi_sp),
+            target,
+            no_effect=not any(o.in_metric for o in used),
+        )
+        found = (
+            find_verification(rr.base.group, target, rr.role.metric, fx)
+            if target is not None
+            else None
+        )
         if found is not None:
             v, fig = found
             for r in fx.group_of(fig.newest_id).runs:  # type: ignore[union-attr]
@@ -932,12 +1346,18 @@ def project(runs: list[RunRecord], catalogue: Catalogue, mix: UsageMix, host_id:
             v["error"] = p.mid / v["value"] - 1.0 if v["value"] else None
             v["inside_range"] = p.low <= v["value"] <= p.high
             v["verdict"] = verdict(p.low, p.high, v["value"], p.mid)
-            v["within_ci95"] = (v["ci95_low"] <= p.mid <= v["ci95_high"]) if v.get("ci95_low") is not None else None
+            v["within_ci95"] = (
+                (v["ci95_low"] <= p.mid <= v["ci95_high"])
+                if v.get("ci95_low") is not None
+                else None
+            )
             p.verification, p.measured = v, fig
         elif len(used) == 1 and not p.no_effect:
             oid = used[0].opt.id
             if oid not in speedups:
-                speedups[oid] = measured_speedups(by_opt[oid], rr.base.group, rr.role.metric, fx)
+                speedups[oid] = measured_speedups(
+                    by_opt[oid], rr.base.group, rr.role.metric, fx
+                )
             if speedups[oid]:
                 m = speedups[oid][0]
                 p.measured_speedup = m
@@ -952,26 +1372,45 @@ def project(runs: list[RunRecord], catalogue: Catalogue, mix: UsageMix, host_id:
     for rr in results:
         for name, ids in singles:
             project_scenario(rr, name, ids)
-    decided = {og.opt.id: og.decision for og in gates_mod.evaluate(catalogue, runs, list(quality_docs or []), host_id)}
-    held_back = [(oid, decided[oid]) for oid in applicable_any if oid in decided and decided[oid] != "GO"]
+    decided = {
+        og.opt.id: og.decision
+        for og in gates_mod.evaluate(catalogue, runs, list(quality_docs or []), host_id)
+    }
+    held_back = [
+        (oid, decided[oid])
+        for oid in applicable_any
+        if oid in decided and decided[oid] != "GO"
+    ]
     missed: dict[str, str] = {}
     for oid in applicable_any:
-        below = [(rr, rr.projections[oid]) for rr in results if oid in rr.projections and rr.projections[oid].missed_below]
+        below = [
+            (rr, rr.projections[oid])
+            for rr in results
+            if oid in rr.projections and rr.projections[oid].missed_below
+        ]
         if not below:
             continue
         rr, p = below[0]
         v = p.verification or {}
         if v.get("basis") == "speed-up":
             lo_sp, _, hi_sp = v["speedup_range"]
-            ci = (f" [{v['speedup_ci95_low']:.2f}, {v['speedup_ci95_high']:.2f}]"
-                  if v.get("speedup_ci95_low") is not None and v.get("speedup_ci95_high") is not None else "")
-            missed[oid] = (f"measured ×{v['speedup']:.2f}{ci} on {v['point']} (the most favourable of "
-                           f"{v['points']} measured point{'s' if v['points'] != 1 else ''}), below the projected "
-                           f"×{lo_sp:.2f}–×{hi_sp:.2f}")
+            ci = (
+                f" [{v['speedup_ci95_low']:.2f}, {v['speedup_ci95_high']:.2f}]"
+                if v.get("speedup_ci95_low") is not None
+                and v.get("speedup_ci95_high") is not None
+                else ""
+            )
+            missed[oid] = (
+                f"measured ×{v['speedup']:.2f}{ci} on {v['point']} (the most favourable of "
+                f"{v['points']} measured point{'s' if v['points'] != 1 else ''}), below the projected "
+                f"×{lo_sp:.2f}–×{hi_sp:.2f}"
+            )
         else:
             m = METRICS[rr.role.metric]
-            missed[oid] = (f"measured {v['value']:,.{m.decimals}f} {m.unit} for {rr.role.role}, below the projected "
-                           f"{p.low:,.{m.decimals}f}–{p.high:,.{m.decimals}f}")
+            missed[oid] = (
+                f"measured {v['value']:,.{m.decimals}f} {m.unit} for {rr.role.role}, below the projected "
+                f"{p.low:,.{m.decimals}f}–{p.high:,.{m.decimals}f}"
+            )
         if oid not in dict(held_back):
             held_back.append((oid, "MISSED"))
     combined = [oid for oid in applicable_any if oid not in dict(held_back)]
@@ -983,7 +1422,16 @@ def project(runs: list[RunRecord], catalogue: Catalogue, mix: UsageMix, host_id:
     for rr in results:
         for name, ids in extra:
             project_scenario(rr, name, ids)
-    return ProjectionSet(host_id, mix, catalogue, results, singles + extra, list(inputs.values()), held_back, missed)
+    return ProjectionSet(
+        host_id,
+        mix,
+        catalogue,
+        results,
+        singles + extra,
+        list(inputs.values()),
+        held_back,
+        missed,
+    )
 
 
 def projection_hosts(mix: UsageMix, runs: list[RunRecord]) -> list[str]:
@@ -993,41 +1441,98 @@ def projection_hosts(mix: UsageMix, runs: list[RunRecord]) -> list[str]:
 
 
 # -- records -----------------------------------------------------------------------------------------
-def record(ps: ProjectionSet, *, mix_file: Path | None = None, catalogue_file: Path | None = None,
-           now: datetime | None = None) -> dict[str, Any]:
+def record(
+    ps: ProjectionSet,
+    *,
+    mix_file: Path | None = None,
+    catalogue_file: Path | None = None,
+    now: datetime | None = None,
+) -> dict[str, Any]:
     """A ``projection`` artifact: every figure of ``ps`` as it stands now."""
     created = now or datetime.now(timezone.utc)
     entries = []
     for rr in ps.roles:
         if rr.baseline_doc is None:
-            entries.append({"role": rr.role.role, "model": rr.role.model, "test": rr.role.test, "metric": rr.role.metric,
-                            "scenario": None, "optimizations": [], "baseline": None, "projected": None,
-                            "target_settings": None, "verification": None, "status": "NO DATA", "note": rr.problem})
+            entries.append(
+                {
+                    "role": rr.role.role,
+                    "model": rr.role.model,
+                    "test": rr.role.test,
+                    "metric": rr.role.metric,
+                    "scenario": None,
+                    "optimizations": [],
+                    "baseline": None,
+                    "projected": None,
+                    "target_settings": None,
+                    "verification": None,
+                    "status": "NO DATA",
+                    "note": rr.problem,
+                }
+            )
             continue
         b = rr.baseline_doc
         for name, p in rr.projections.items():
-            entries.append({
-                "role": rr.role.role, "model": rr.role.model, "test": rr.role.test, "metric": rr.role.metric,
-                "scenario": name, "optimizations": p.optimizations,
-                # the baseline group's figure, linked to its newest run
-                "baseline": {"run_id": b.id, "created": b.created, "value": p.baseline},
-                "projected": {"low": p.low, "mid": p.mid, "high": p.high},
-                "target_settings": p.target_settings,
-                "verification": ({k: v for k, v in p.verification.items()} if p.verification else None),
-                "status": p.status, "note": None})
-    weighted = [{"scenario": w["scenario"], "optimizations": w["ids"], "current": w["current"], "low": w["low"],
-                 "mid": w["mid"], "high": w["high"], "measured": w["measured"],
-                 "current_ci95_low": w["current_ci95"][0], "current_ci95_high": w["current_ci95"][1],
-                 "measured_ci95_low": w["measured_ci95"][0], "measured_ci95_high": w["measured_ci95"][1]}
-                for w in ps.weighted()]
+            entries.append(
+                {
+                    "role": rr.role.role,
+                    "model": rr.role.model,
+                    "test": rr.role.test,
+                    "metric": rr.role.metric,
+                    "scenario": name,
+                    "optimizations": p.optimizations,
+                    # the baseline group's figure, linked to its newest run
+                    "baseline": {
+                        "run_id": b.id,
+                        "created": b.created,
+                        "value": p.baseline,
+                    },
+                    "projected": {"low": p.low, "mid": p.mid, "high": p.high},
+                    "target_settings": p.target_settings,
+                    "verification": (
+                        {k: v for k, v in p.verification.items()}
+                        if p.verification
+                        else None
+                    ),
+                    "status": p.status,
+                    "note": None,
+                }
+            )
+    weighted = [
+        {
+            "scenario": w["scenario"],
+            "optimizations": w["ids"],
+            "current": w["current"],
+            "low": w["low"],
+            "mid": w["mid"],
+            "high": w["high"],
+            "measured": w["measured"],
+            "current_ci95_low": w["current_ci95"][0],
+            "current_ci95_high": w["current_ci95"][1],
+            "measured_ci95_low": w["measured_ci95"][0],
+            "measured_ci95_high": w["measured_ci95"][1],
+        }
+        for w in ps.weighted()
+    ]
     mix_file = mix_file or usage_mix_path()
     catalogue_file = catalogue_file or catalogue_path()
     return projection_record.new_projection(
-        host_id=ps.host_id, created=created,
-        mix={"name": ps.mix.name, "file": relpath(mix_file), "sha256": file_digest(mix_file) if mix_file.exists() else None},
-        catalogue={"file": relpath(catalogue_file), "sha256": file_digest(catalogue_file) if catalogue_file.exists() else None},
-        composition_rule=COMPOSITION_RULE, weighting_rule=WEIGHTING_RULE, inputs=[d.id for d in ps.inputs],
-        entries=entries, weighted=weighted)
+        host_id=ps.host_id,
+        created=created,
+        mix={
+            "name": ps.mix.name,
+            "file": relpath(mix_file),
+            "sha256": file_digest(mix_file) if mix_file.exists() else None,
+        },
+        catalogue={
+            "file": relpath(catalogue_file),
+            "sha256": file_digest(catalogue_file) if catalogue_file.exists() else None,
+        },
+        composition_rule=COMPOSITION_RULE,
+        weighting_rule=WEIGHTING_RULE,
+        inputs=[d.id for d in ps.inputs],
+        entries=entries,
+        weighted=weighted,
+    )
 
 
 def projections_dir() -> Path:
@@ -1045,7 +1550,9 @@ def load_records(root: Path | None = None) -> list[ProjectionRecord]:
     return load_artifacts("projection", root)
 
 
-def accuracy_history(records: list[ProjectionRecord], runs: list[RunRecord]) -> list[dict[str, Any]]:
+def accuracy_history(
+    records: list[ProjectionRecord], runs: list[RunRecord]
+) -> list[dict[str, Any]]:
     """Every recorded projection that a measurement checks: verified when recorded, or by a group of
     its configuration measured since (``later``; its figure, the run as the unit)."""
     fx = facts_mod.of(runs)
@@ -1053,49 +1560,97 @@ def accuracy_history(records: list[ProjectionRecord], runs: list[RunRecord]) -> 
     for g in fx.groups.values():
         k = (g.host_id, g.model, g.test, repr(sorted(g.requested.items())))
         cur = by_conf.get(k)
-        if cur is None or (g.newest.created, g.newest.id) > (cur.newest.created, cur.newest.id):
+        if cur is None or (g.newest.created, g.newest.id) > (
+            cur.newest.created,
+            cur.newest.id,
+        ):
             by_conf[k] = g
     rows = []
     for rec in map(as_projection, records):
         seen: set[tuple] = set()
         for e in rec.entries:
-            if e.projected is None or e.baseline is None:  # nothing projected from a measurement
+            if (
+                e.projected is None or e.baseline is None
+            ):  # nothing projected from a measurement
                 continue
             ident = (e.role, tuple(sorted(e.optimizations)))
-            if ident in seen:  # the same projection under another scenario name ("all applicable" of one)
+            if (
+                ident in seen
+            ):  # the same projection under another scenario name ("all applicable" of one)
                 continue
             seen.add(ident)
             v = e.verification
             when = "at projection"
             if v is None and e.target_settings:
-                g = by_conf.get((rec.host_id, e.model, e.test, repr(sorted(explicit(e.target_settings).items()))))
-                f = g.figure(e.metric) if g is not None and e.metric in METRICS else None
+                g = by_conf.get(
+                    (
+                        rec.host_id,
+                        e.model,
+                        e.test,
+                        repr(sorted(explicit(e.target_settings).items())),
+                    )
+                )
+                f = (
+                    g.figure(e.metric)
+                    if g is not None and e.metric in METRICS
+                    else None
+                )
                 if f is not None:
-                    v = {"run_id": f.newest_id, "created": g.newest.created, "value": f.mean,  # type: ignore[union-attr]
-                         "ci95_low": f.ci95_low, "ci95_high": f.ci95_high}
+                    v = {
+                        "run_id": f.newest_id,
+                        "created": g.newest.created,
+                        "value": f.mean,  # type: ignore[union-attr]
+                        "ci95_low": f.ci95_low,
+                        "ci95_high": f.ci95_high,
+                    }
                     when = "later"
             if v is None or not v.get("value"):
                 continue
             mid = e.projected["mid"]
-            rows.append({"record": rec.id, "recorded": rec.created, "host_id": rec.host_id, "role": e.role,
-                         "scenario": e.scenario, "metric": e.metric, "baseline": e.baseline["value"],
-                         "projected": mid, "low": e.projected["low"], "high": e.projected["high"],
-                         # the run a record names is linked only where it is a run of the set (a record is text)
-                         "measured": v["value"], "run_id": v["run_id"] if fx.group_of(str(v.get("run_id"))) else None,
-                         "error": mid / v["value"] - 1.0,
-                         "inside_range": e.projected["low"] <= v["value"] <= e.projected["high"],
-                         # recomputed from the stated range, whatever badge the record carried when written
-                         "verdict": verification_verdict(e.projected["low"], e.projected["high"], mid, v),
-                         "basis": v.get("basis") or "measured", "speedup": v.get("speedup"),
-                         "recorded_status": e.status,
-                         "within_ci95": (v["ci95_low"] <= mid <= v["ci95_high"])
-                         if v.get("ci95_low") is not None and v.get("ci95_high") is not None else None,
-                         "when": when})
+            rows.append(
+                {
+                    "record": rec.id,
+                    "recorded": rec.created,
+                    "host_id": rec.host_id,
+                    "role": e.role,
+                    "scenario": e.scenario,
+                    "metric": e.metric,
+                    "baseline": e.baseline["value"],
+                    "projected": mid,
+                    "low": e.projected["low"],
+                    "high": e.projected["high"],
+                    # the run a record names is linked only where it is a run of the set (a record is text)
+                    "measured": v["value"],
+                    "run_id": v["run_id"]
+                    if fx.group_of(str(v.get("run_id")))
+                    else None,
+                    "error": mid / v["value"] - 1.0,
+                    "inside_range": e.projected["low"]
+                    <= v["value"]
+                    <= e.projected["high"],
+                    # recomputed from the stated range, whatever badge the record carried when written
+                    "verdict": verification_verdict(
+                        e.projected["low"], e.projected["high"], mid, v
+                    ),
+                    "basis": v.get("basis") or "measured",
+                    "speedup": v.get("speedup"),
+                    "recorded_status": e.status,
+                    "within_ci95": (v["ci95_low"] <= mid <= v["ci95_high"])
+                    if v.get("ci95_low") is not None and v.get("ci95_high") is not None
+                    else None,
+                    "when": when,
+                }
+            )
     return rows
 
 
-def write_records(runs: list[RunRecord], *, quality_docs: list[QualityRecord] | None = None, root: Path | None = None,
-                  now: datetime | None = None) -> list[Path]:
+def write_records(
+    runs: list[RunRecord],
+    *,
+    quality_docs: list[QualityRecord] | None = None,
+    root: Path | None = None,
+    now: datetime | None = None,
+) -> list[Path]:
     """Project every host with data for the usage mix and write one record per host (the go/no-go
     gates read ``quality_docs``: without them a gated optimization is held back from "all applicable")."""
     catalogue = load_catalogue()

@@ -29,22 +29,57 @@ def latest_per_key(docs: list[R]) -> list[R]:
     supersedes, history stays on disk (core.records.base.latest_per_key)."""
     return records_latest(docs)
 
+
 # Settings that change how fast a configuration runs but not what it writes: left out of
 # the identity that joins quality verdicts to speed measurements (see config_identity).
-SPEED_ONLY_SETTINGS = frozenset({
-    "n_threads", "n_threads_batch", "n_batch", "n_ubatch", "n_ctx", "n_gpu_layers", "main_gpu", "use_mmap",
-    "use_mlock", "offload_kqv", "seed", "flash_attn", "swa_full", "n_parallel", "parallel", "split_mode",
-    "tensor_split",
-})
+SPEED_ONLY_SETTINGS = frozenset(
+    {
+        "n_threads",
+        "n_threads_batch",
+        "n_batch",
+        "n_ubatch",
+        "n_ctx",
+        "n_gpu_layers",
+        "main_gpu",
+        "use_mmap",
+        "use_mlock",
+        "offload_kqv",
+        "seed",
+        "flash_attn",
+        "swa_full",
+        "n_parallel",
+        "parallel",
+        "split_mode",
+        "tensor_split",
+    }
+)
 
 
 # Settings of how an HTTP backend talks to its server (timeouts, retries, health path, SLOs):
 # they decide whether a request succeeds in time, never what the model writes.
-TRANSPORT_SETTINGS = frozenset({
-    "host", "port", "health_path", "api_key_env", "api_model", "server_label", "include_usage", "connect_timeout_s",
-    "read_timeout_s", "request_timeout_s", "retries", "retry_backoff_s", "startup_timeout_s", "stop_timeout_s",
-    "slo_ttft_ms", "slo_tpot_ms", "slo_attainment", "logits_all", "server_binary",
-})
+TRANSPORT_SETTINGS = frozenset(
+    {
+        "host",
+        "port",
+        "health_path",
+        "api_key_env",
+        "api_model",
+        "server_label",
+        "include_usage",
+        "connect_timeout_s",
+        "read_timeout_s",
+        "request_timeout_s",
+        "retries",
+        "retry_backoff_s",
+        "startup_timeout_s",
+        "stop_timeout_s",
+        "slo_ttft_ms",
+        "slo_tpot_ms",
+        "slo_attainment",
+        "logits_all",
+        "server_binary",
+    }
+)
 
 
 def quality_root() -> Path:
@@ -66,21 +101,45 @@ def output_settings(settings: dict[str, Any]) -> dict[str, Any]:
     """The settings that can change a model's output: everything not declared speed-only,
     without empty values and without settings made inert by another (draft_max without
     speculative decoding)."""
-    inert = {k for (key, val), keys in INERT_WHEN.items() if settings.get(key, val) == val for k in keys}
-    return {k: v for k, v in sorted(settings.items())
-            if k not in SPEED_ONLY_SETTINGS and k not in TRANSPORT_SETTINGS and k not in inert and v not in (None, {}, [])
-            and not (k in NEUTRAL and v == NEUTRAL[k])}
+    inert = {
+        k
+        for (key, val), keys in INERT_WHEN.items()
+        if settings.get(key, val) == val
+        for k in keys
+    }
+    return {
+        k: v
+        for k, v in sorted(settings.items())
+        if k not in SPEED_ONLY_SETTINGS
+        and k not in TRANSPORT_SETTINGS
+        and k not in inert
+        and v not in (None, {}, [])
+        and not (k in NEUTRAL and v == NEUTRAL[k])
+    }
 
 
 def config_identity(backend: str, model_sha256: str, settings: dict[str, Any]) -> str:
     """What quality and speed artifacts are joined on: backend, model file and output-relevant settings."""
-    return json.dumps({"backend": backend, "model": model_sha256, "settings": output_settings(settings)},
-                      sort_keys=True, default=str)
+    return json.dumps(
+        {
+            "backend": backend,
+            "model": model_sha256,
+            "settings": output_settings(settings),
+        },
+        sort_keys=True,
+        default=str,
+    )
 
 
 def config_label(settings: dict[str, Any]) -> str:
     s = output_settings(settings)
-    return ", ".join(f"{k}={json.dumps(v, sort_keys=True) if not isinstance(v, str) else v}" for k, v in s.items()) or "defaults"
+    return (
+        ", ".join(
+            f"{k}={json.dumps(v, sort_keys=True) if not isinstance(v, str) else v}"
+            for k, v in s.items()
+        )
+        or "defaults"
+    )
 
 
 def rate(passed: int, n: int) -> dict[str, Any]:
@@ -107,30 +166,53 @@ def scores_frame(docs: list[QualityRecord]) -> pd.DataFrame:
         degenerate = sum(1 for it in items if it.degenerate)
         r = d.rate.to_dict()
         summary = d.summary
-        rows.append({
-            "id": d.id, "key": d.key, "path": d.path, "created": d.created, "status": d.status,
-            "error": d.error_message, "host_id": d.host_id, "backend": d.backend,
-            "model": d.model_name, "model_sha256": d.model_sha256, "synthetic": d.synthetic,
-            "quantization": d.quantization, "suite": d.suite.name,
-            "suite_version": d.suite.version, "category": d.suite.category,
-            "n_in_suite": d.suite.n_items_in_suite, "settings": d.requested,
-            "config": config_identity(d.backend, d.model_sha256, d.requested),
-            "config_label": (f"{d.backend}: {config_label(d.requested)}" if d.server else config_label(d.requested)),
-            "generation": d.generation,
-            **r, "degenerate": degenerate, "degenerate_rate": degenerate / len(items) if items else None,
-            "by_tag": {t: rate(v.passed, v.n) for t, v in summary.by_tag.items()},
-            "prompt_style": d.prompt_style, "suite_style": suite_style(d.suite.name, d.prompt_style),
-            "chance": summary.chance, "acc_norm": summary.acc_norm.to_dict() if summary.acc_norm else None,
-        })
+        rows.append(
+            {
+                "id": d.id,
+                "key": d.key,
+                "path": d.path,
+                "created": d.created,
+                "status": d.status,
+                "error": d.error_message,
+                "host_id": d.host_id,
+                "backend": d.backend,
+                "model": d.model_name,
+                "model_sha256": d.model_sha256,
+                "synthetic": d.synthetic,
+                "quantization": d.quantization,
+                "suite": d.suite.name,
+                "suite_version": d.suite.version,
+                "category": d.suite.category,
+                "n_in_suite": d.suite.n_items_in_suite,
+                "settings": d.requested,
+                "config": config_identity(d.backend, d.model_sha256, d.requested),
+                "config_label": (
+                    f"{d.backend}: {config_label(d.requested)}"
+                    if d.server
+                    else config_label(d.requested)
+                ),
+                "generation": d.generation,
+                **r,
+                "degenerate": degenerate,
+                "degenerate_rate": degenerate / len(items) if items else None,
+                "by_tag": {t: rate(v.passed, v.n) for t, v in summary.by_tag.items()},
+                "prompt_style": d.prompt_style,
+                "suite_style": suite_style(d.suite.name, d.prompt_style),
+                "chance": summary.chance,
+                "acc_norm": summary.acc_norm.to_dict() if summary.acc_norm else None,
+            }
+        )
     return pd.DataFrame(rows)
 
 
 # -- paired comparisons on shared items ---------------------------------------------------------
-PAIRED_RULE = ("Two configurations scored on the same items are compared item by item: the exact McNemar test on the "
-               "items one passed and the other failed decides (win or loss at p < 0.05, else within noise), Newcombe's "
-               "paired score interval gives the difference's CI95, and the minimum detectable difference is the "
-               "smallest difference in pass rate this many shared items would show with 80% power at the observed "
-               "share of discordant items (never below 6 items).")
+PAIRED_RULE = (
+    "Two configurations scored on the same items are compared item by item: the exact McNemar test on the "
+    "items one passed and the other failed decides (win or loss at p < 0.05, else within noise), Newcombe's "
+    "paired score interval gives the difference's CI95, and the minimum detectable difference is the "
+    "smallest difference in pass rate this many shared items would show with 80% power at the observed "
+    "share of discordant items (never below 6 items)."
+)
 
 
 def item_verdicts(doc: QualityRecord) -> dict[str, bool]:
@@ -170,6 +252,14 @@ def paired_against_leader(docs: list[QualityRecord]) -> list[dict[str, Any]]:
             if label == leader:
                 continue
             pc = paired(item_verdicts(ld), item_verdicts(d))
-            rows.append({"suite": suite, "leader": leader, "leader_id": ld.id, "config": label, "id": d.id,
-                         "comparison": pc})
+            rows.append(
+                {
+                    "suite": suite,
+                    "leader": leader,
+                    "leader_id": ld.id,
+                    "config": label,
+                    "id": d.id,
+                    "comparison": pc,
+                }
+            )
     return rows

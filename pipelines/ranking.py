@@ -23,14 +23,18 @@ from scipy import stats as sps
 
 from core.stats import SideEstimate
 
-RULE = ("rank = 1 + the number of results significantly better than this one, by the same comparison as every "
-        "verdict on the site: the ratio of the two run-unit values with its CI95 (the two sides' variances of the log "
-        "mean added, Welch-Satterthwaite degrees of freedom) lying wholly on the better side of 1. Results with the "
-        "same rank are marked =N; so a result ranked =1 is never a loss against another on its board. A result without "
-        "an interval is not ranked (—).")
+RULE = (
+    "rank = 1 + the number of results significantly better than this one, by the same comparison as every "
+    "verdict on the site: the ratio of the two run-unit values with its CI95 (the two sides' variances of the log "
+    "mean added, Welch-Satterthwaite degrees of freedom) lying wholly on the better side of 1. Results with the "
+    "same rank are marked =N; so a result ranked =1 is never a loss against another on its board. A result without "
+    "an interval is not ranked (—)."
+)
 
-SHORT_RULE = ("rank = 1 + the results significantly better than this one (the ratio's CI95 excludes 1, the same test "
-              "as every verdict); the same rank is marked =N; no interval, no rank (—)")
+SHORT_RULE = (
+    "rank = 1 + the results significantly better than this one (the ratio's CI95 excludes 1, the same test "
+    "as every verdict); the same rank is marked =N; no interval, no rank (—)"
+)
 
 
 @dataclass(frozen=True)
@@ -39,12 +43,22 @@ class Ranked:
     tied: bool  # another ranked result shares this rank
 
 
-def better_matrix(sides: Sequence[SideEstimate], higher_is_better: bool, confidence: float = 0.95) -> np.ndarray:
+def better_matrix(
+    sides: Sequence[SideEstimate], higher_is_better: bool, confidence: float = 0.95
+) -> np.ndarray:
     """``B[i, j]`` True where result j is significantly better than result i (combine_sides(i, j) is a
     win for j). Results without a variance compare with nothing (their rows and columns are False)."""
     n = len(sides)
-    ok = np.array([s.log_mean is not None and s.var is not None and s.df is not None for s in sides], dtype=bool)
-    mu = np.array([s.log_mean if s.log_mean is not None else 0.0 for s in sides], dtype=float)
+    ok = np.array(
+        [
+            s.log_mean is not None and s.var is not None and s.df is not None
+            for s in sides
+        ],
+        dtype=bool,
+    )
+    mu = np.array(
+        [s.log_mean if s.log_mean is not None else 0.0 for s in sides], dtype=float
+    )
     var = np.array([s.var if s.var is not None else 0.0 for s in sides], dtype=float)
     df = np.array([s.df if s.df is not None else 1.0 for s in sides], dtype=float)
     if n == 0:
@@ -54,7 +68,9 @@ def better_matrix(sides: Sequence[SideEstimate], higher_is_better: bool, confide
     se = np.sqrt(vsum)
     with np.errstate(divide="ignore", invalid="ignore"):
         den = var[:, None] ** 2 / df[:, None] + var[None, :] ** 2 / df[None, :]
-        ws = np.where(den > 0, vsum ** 2 / np.where(den > 0, den, 1.0), df[:, None] + df[None, :])
+        ws = np.where(
+            den > 0, vsum**2 / np.where(den > 0, den, 1.0), df[:, None] + df[None, :]
+        )
     t = sps.t.ppf(0.5 + confidence / 2, ws)
     lo, hi = diff - t * se, diff + t * se
     better = lo > 0 if higher_is_better else hi < 0

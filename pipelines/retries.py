@@ -36,12 +36,23 @@ from pipelines.whatif import evaluate_mix, select_runs
 
 
 def _mean_ci(values: list[float]) -> dict[str, Any]:
-    s = stats.summarize(values) if values else {"n": 0, "mean": None, "ci95_low": None, "ci95_high": None}
-    return {"n": s["n"], "mean": s["mean"], "lo": s.get("ci95_low"), "hi": s.get("ci95_high")}
+    s = (
+        stats.summarize(values)
+        if values
+        else {"n": 0, "mean": None, "ci95_low": None, "ci95_high": None}
+    )
+    return {
+        "n": s["n"],
+        "mean": s["mean"],
+        "lo": s.get("ci95_low"),
+        "hi": s.get("ci95_high"),
+    }
 
 
 def _ok_e2e(rec: RunRecord) -> list[float]:
-    return [float(r.e2e_ms) for r in rec.request_records if r.ok and r.e2e_ms is not None]
+    return [
+        float(r.e2e_ms) for r in rec.request_records if r.ok and r.e2e_ms is not None
+    ]
 
 
 def _all_e2e(rec: RunRecord) -> list[float]:
@@ -52,7 +63,9 @@ def _all_e2e(rec: RunRecord) -> list[float]:
 @dataclass
 class ErrorMeasurement:
     host_id: str
-    runs: dict[str, Any]  # "clean", "clean_retry", "faulty", "faulty_retry" -> RunRecord
+    runs: dict[
+        str, Any
+    ]  # "clean", "clean_retry", "faulty", "faulty_retry" -> RunRecord
     p: dict[str, Any] = field(default_factory=dict)
     t_fail: dict[str, Any] = field(default_factory=dict)
     t_ok: dict[str, Any] = field(default_factory=dict)
@@ -68,53 +81,100 @@ class ErrorMeasurement:
 def measure_errors(spec: Any, docs: list[Any], host_id: str) -> ErrorMeasurement:
     """The four runs of ``spec`` (model, test, matrix) on a host and what they measure."""
     out = ErrorMeasurement(host_id, {})
-    want = {"clean": (None, 0), "clean_retry": (None, 1), "faulty": ("*", 0), "faulty_retry": ("*", 1)}
-    found = select_runs(docs, model=spec.model, test=spec.test, host_id=host_id, matrix=spec.matrix)
+    want = {
+        "clean": (None, 0),
+        "clean_retry": (None, 1),
+        "faulty": ("*", 0),
+        "faulty_retry": ("*", 1),
+    }
+    found = select_runs(
+        docs, model=spec.model, test=spec.test, host_id=host_id, matrix=spec.matrix
+    )
     for name, (faults, retries) in want.items():
         for r in found:
             fe = r.requested.get("fault_every")
-            if (fe is None) == (faults is None) and int(r.requested.get("retries", 1)) == retries:
+            if (fe is None) == (faults is None) and int(
+                r.requested.get("retries", 1)
+            ) == retries:
                 out.runs[name] = r
                 break
         else:
-            out.missing.append(f"{name.replace('_', ' + ')}: no run with fault_every "
-                               f"{'set' if faults else 'null'} and retries {retries}")
+            out.missing.append(
+                f"{name.replace('_', ' + ')}: no run with fault_every "
+                f"{'set' if faults else 'null'} and retries {retries}"
+            )
     if len(out.missing) == len(want):
-        out.missing = ["no serving runs with injected errors on this host (`invoke bench --matrix serving-faults`)"]
+        out.missing = [
+            "no serving runs with injected errors on this host (`invoke bench --matrix serving-faults`)"
+        ]
     if out.missing:
         return out
-    faulty, faulty_retry, clean, clean_retry = (out.runs[k] for k in ("faulty", "faulty_retry", "clean", "clean_retry"))
+    faulty, faulty_retry, clean, clean_retry = (
+        out.runs[k] for k in ("faulty", "faulty_retry", "clean", "clean_retry")
+    )
     recs = faulty.request_records
     failed = [r for r in recs if not r.ok]
     lo, hi = stats.wilson_interval(len(failed), len(recs))
-    out.p = {"n": len(recs), "failed": len(failed), "mean": len(failed) / len(recs) if recs else None, "lo": lo, "hi": hi}
+    out.p = {
+        "n": len(recs),
+        "failed": len(failed),
+        "mean": len(failed) / len(recs) if recs else None,
+        "lo": lo,
+        "hi": hi,
+    }
     out.t_fail = _mean_ci([float(r.elapsed_ms or 0.0) for r in failed])
     out.t_ok = _mean_ci(_ok_e2e(faulty))
     out.t_auto = _mean_ci(_all_e2e(faulty_retry))
     out.t_clean = _mean_ci(_ok_e2e(clean))
-    retried = [float(r.e2e_ms) for r in faulty_retry.request_records if r.ok and r.e2e_ms is not None and (r.attempts or 1) > 1]
-    plain = [float(r.e2e_ms) for r in faulty_retry.request_records if r.ok and r.e2e_ms is not None and (r.attempts or 1) == 1]
+    retried = [
+        float(r.e2e_ms)
+        for r in faulty_retry.request_records
+        if r.ok and r.e2e_ms is not None and (r.attempts or 1) > 1
+    ]
+    plain = [
+        float(r.e2e_ms)
+        for r in faulty_retry.request_records
+        if r.ok and r.e2e_ms is not None and (r.attempts or 1) == 1
+    ]
     d, dlo, dhi = welch_difference(plain, retried)
     out.retry_cost = {"mean": d, "lo": dlo, "hi": dhi, "n": (len(plain), len(retried))}
     base = out.t_clean["mean"]
     d, dlo, dhi = welch_difference(_ok_e2e(clean), _all_e2e(faulty_retry))
-    out.overhead = {"mean": d / base if d is not None and base else None, "lo": dlo / base if dlo is not None and base else None,
-                    "hi": dhi / base if dhi is not None and base else None}
+    out.overhead = {
+        "mean": d / base if d is not None and base else None,
+        "lo": dlo / base if dlo is not None and base else None,
+        "hi": dhi / base if dhi is not None and base else None,
+    }
     d, dlo, dhi = welch_difference(_ok_e2e(clean), _ok_e2e(clean_retry))
-    out.happy_cost = {"mean": d / base if d is not None and base else None, "lo": dlo / base if dlo is not None and base else None,
-                      "hi": dhi / base if dhi is not None and base else None, "ms": d, "ms_lo": dlo, "ms_hi": dhi}
+    out.happy_cost = {
+        "mean": d / base if d is not None and base else None,
+        "lo": dlo / base if dlo is not None and base else None,
+        "hi": dhi / base if dhi is not None and base else None,
+        "ms": d,
+        "ms_lo": dlo,
+        "ms_hi": dhi,
+    }
     out.backoff_s = faulty_retry.requested.get("retry_backoff_s")
     return out
 
 
 def error_hosts(spec: Any, docs: list[Any]) -> list[str]:
-    return sorted({r.host_id for r in select_runs(docs, model=spec.model, test=spec.test, matrix=spec.matrix)})
+    return sorted(
+        {
+            r.host_id
+            for r in select_runs(
+                docs, model=spec.model, test=spec.test, matrix=spec.matrix
+            )
+        }
+    )
 
 
 @dataclass
 class Recommendation:
     plan: Any
-    gain: tuple[float | None, float | None, float | None]  # low, mid, high (fractions: +0.05 = 5% faster)
+    gain: tuple[
+        float | None, float | None, float | None
+    ]  # low, mid, high (fractions: +0.05 = 5% faster)
     cost: tuple[float | None, float | None, float | None]
     verdict: str
     reason: str
@@ -131,18 +191,39 @@ def recommend(gain: tuple, cost: tuple, min_gain: float) -> tuple[str, str]:
     c_lo = clo if clo is not None else 0.0
     if glo > max(c_hi, min_gain):
         if chi is None:
-            return "IMPLEMENT", f"the gain's low end ({glo:+.1%}) clears the worth-it threshold ({min_gain:.1%})"
-        return "IMPLEMENT", (f"the gain's low end ({glo:+.1%}) clears the cost's high end ({c_hi:+.1%}) and the "
-                             f"worth-it threshold ({min_gain:.1%})")
+            return (
+                "IMPLEMENT",
+                f"the gain's low end ({glo:+.1%}) clears the worth-it threshold ({min_gain:.1%})",
+            )
+        return "IMPLEMENT", (
+            f"the gain's low end ({glo:+.1%}) clears the cost's high end ({c_hi:+.1%}) and the "
+            f"worth-it threshold ({min_gain:.1%})"
+        )
     if ghi < max(c_lo, min_gain):
-        return "SKIP", (f"the gain's high end ({ghi:+.1%}) is below "
-                        + (f"the cost's low end ({c_lo:+.1%})" if c_lo >= min_gain else f"the worth-it threshold ({min_gain:.1%})"))
-    return "UNDECIDED", "the gain's and the cost's intervals overlap (or straddle the threshold): measure more"
+        return "SKIP", (
+            f"the gain's high end ({ghi:+.1%}) is below "
+            + (
+                f"the cost's low end ({c_lo:+.1%})"
+                if c_lo >= min_gain
+                else f"the worth-it threshold ({min_gain:.1%})"
+            )
+        )
+    return (
+        "UNDECIDED",
+        "the gain's and the cost's intervals overlap (or straddle the threshold): measure more",
+    )
 
 
-def retry_gain(m: ErrorMeasurement, resend: tuple[float, float]) -> tuple[float | None, float | None, float | None]:
+def retry_gain(
+    m: ErrorMeasurement, resend: tuple[float, float]
+) -> tuple[float | None, float | None, float | None]:
     """T_manual / T_auto − 1 at the low, middle and high ends of every input."""
-    if m.missing or m.p.get("mean") is None or not m.t_auto.get("mean") or m.t_ok.get("mean") is None:
+    if (
+        m.missing
+        or m.p.get("mean") is None
+        or not m.t_auto.get("mean")
+        or m.t_ok.get("mean") is None
+    ):
         return None, None, None
     t_fail = m.t_fail.get("mean") or 0.0
 
@@ -162,30 +243,72 @@ def evaluate_plans(f: Any, docs: list[Any], host_id: str) -> list[Recommendation
     for plan in f.planned:
         if plan.kind == "retry":
             if errors is None or errors.missing:
-                out.append(Recommendation(plan, (None, None, None), (None, None, None), "NOT MEASURED",
-                                          "; ".join(errors.missing) if errors else "no errors: block in data/whatif.yaml",
-                                          "", ""))
+                out.append(
+                    Recommendation(
+                        plan,
+                        (None, None, None),
+                        (None, None, None),
+                        "NOT MEASURED",
+                        "; ".join(errors.missing)
+                        if errors
+                        else "no errors: block in data/whatif.yaml",
+                        "",
+                        "",
+                    )
+                )
                 continue
             gain = retry_gain(errors, tuple(plan.resend_after_s))
             hc = errors.happy_cost
             cost = (hc["lo"], hc["mean"], hc["hi"])
             verdict, reason = recommend(gain, cost, plan.min_gain)
-            out.append(Recommendation(plan, gain, cost, verdict, reason,
-                                      f"measured error rate {errors.p['mean']:.1%} per attempt; a caller re-sends after "
-                                      f"{plan.resend_after_s[0]:g}–{plan.resend_after_s[1]:g} s (assumed)",
-                                      "happy path: retry on vs off without errors (measured)"))
+            out.append(
+                Recommendation(
+                    plan,
+                    gain,
+                    cost,
+                    verdict,
+                    reason,
+                    f"measured error rate {errors.p['mean']:.1%} per attempt; a caller re-sends after "
+                    f"{plan.resend_after_s[0]:g}–{plan.resend_after_s[1]:g} s (assumed)",
+                    "happy path: retry on vs off without errors (measured)",
+                )
+            )
             continue
         mix = next((m for m in f.mixes if m.name == plan.mix), None)
         res = evaluate_mix(mix, docs, host_id) if mix is not None else None
-        share = (res.shares().get(plan.stage) if res is not None and res.per_request_ms else None)
+        share = (
+            res.shares().get(plan.stage)
+            if res is not None and res.per_request_ms
+            else None
+        )
         if share is None:
-            out.append(Recommendation(plan, (None, None, None), (None, None, None), "NOT MEASURED",
-                                      f"mix {plan.mix} has no measured {plan.stage} time on this host", "", ""))
+            out.append(
+                Recommendation(
+                    plan,
+                    (None, None, None),
+                    (None, None, None),
+                    "NOT MEASURED",
+                    f"mix {plan.mix} has no measured {plan.stage} time on this host",
+                    "",
+                    "",
+                )
+            )
             continue
         lo_r, hi_r = plan.reduction
-        gain = tuple(1.0 / (1.0 - r * share) - 1.0 for r in (lo_r, (lo_r + hi_r) / 2, hi_r))
+        gain = tuple(
+            1.0 / (1.0 - r * share) - 1.0 for r in (lo_r, (lo_r + hi_r) / 2, hi_r)
+        )
         verdict, reason = recommend(gain, (None, None, None), plan.min_gain)
-        out.append(Recommendation(plan, gain, (None, None, None), verdict, reason,
-                                  f"{plan.stage} is {share:.1%} of the time of mix {plan.mix} (measured); "
-                                  f"{lo_r:.0%}–{hi_r:.0%} of it removed (planned)", "no time cost measured"))
+        out.append(
+            Recommendation(
+                plan,
+                gain,
+                (None, None, None),
+                verdict,
+                reason,
+                f"{plan.stage} is {share:.1%} of the time of mix {plan.mix} (measured); "
+                f"{lo_r:.0%}–{hi_r:.0%} of it removed (planned)",
+                "no time cost measured",
+            )
+        )
     return out

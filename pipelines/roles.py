@@ -40,7 +40,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from core import stats
 from core.errors import ConfigError
@@ -56,12 +63,28 @@ from pipelines import quality as quality_mod
 from pipelines.runs import latest_per_key as latest_runs
 from pipelines.runs import records
 
-REASONS = ("too slow", "below quality floor", "degenerate", "does not fit", "missing capability", "not resolved",
-           "no data")
+REASONS = (
+    "too slow",
+    "below quality floor",
+    "degenerate",
+    "does not fit",
+    "missing capability",
+    "not resolved",
+    "no data",
+)
 #: Most items / repetitions the page suggests adding to settle an unresolved decision.
 SETTLE_CAP = 100_000
-_UNITS = {"b": 1, "kb": 1000, "mb": 1000**2, "gb": 1000**3, "tb": 1000**4, "kib": 1024, "mib": 1024**2,
-          "gib": 1024**3, "tib": 1024**4}
+_UNITS = {
+    "b": 1,
+    "kb": 1000,
+    "mb": 1000**2,
+    "gb": 1000**3,
+    "tb": 1000**4,
+    "kib": 1024,
+    "mib": 1024**2,
+    "gib": 1024**3,
+    "tib": 1024**4,
+}
 
 
 def parse_bytes(value: Any) -> int:
@@ -81,16 +104,29 @@ def parse_bytes(value: Any) -> int:
 class QualityReq(BaseModel):
     model_config = ConfigDict(extra="forbid")
     suite: str = Field(..., description="Suite name (as in data/suites/).")
-    min: float = Field(..., ge=0, le=1, description="Minimum pass rate (0-1), checked against the Wilson CI95 lower bound.")
+    min: float = Field(
+        ...,
+        ge=0,
+        le=1,
+        description="Minimum pass rate (0-1), checked against the Wilson CI95 lower bound.",
+    )
     tag: str | None = Field(None, description="Only the items with this tag (e.g. T1).")
-    prompt_style: str | None = Field(None, description="Only runs in this prompt style (chat, completion, "
-                                     "loglikelihood); default: the style with the most scored items. Styles are never pooled.")
+    prompt_style: str | None = Field(
+        None,
+        description="Only runs in this prompt style (chat, completion, "
+        "loglikelihood); default: the style with the most scored items. Styles are never pooled.",
+    )
 
 
 class SpeedReq(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    test: str = Field(..., description="Test name of the speed artifacts (tg128, chat-short, ...).")
-    metric: str = Field(..., description="Registered metric (tokens_per_second, decode_tps, ttft_ms, ...).")
+    test: str = Field(
+        ..., description="Test name of the speed artifacts (tg128, chat-short, ...)."
+    )
+    metric: str = Field(
+        ...,
+        description="Registered metric (tokens_per_second, decode_tps, ttft_ms, ...).",
+    )
     min: float | None = Field(None, description="Lowest acceptable mean.")
     max: float | None = Field(None, description="Highest acceptable mean.")
 
@@ -101,7 +137,10 @@ class SpeedReq(BaseModel):
             import difflib
 
             close = difflib.get_close_matches(v, list(METRICS), n=1)
-            raise ValueError(f"unknown metric {v!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
+            raise ValueError(
+                f"unknown metric {v!r}"
+                + (f" (did you mean {close[0]!r}?)" if close else "")
+            )
         return v
 
     @model_validator(mode="after")
@@ -117,12 +156,23 @@ class ServingReq(BaseModel):
     must succeed on every try (kind probe)."""
 
     model_config = ConfigDict(extra="forbid")
-    users: float | None = Field(None, gt=0, description="Concurrent users the model must serve within its capacity "
-                                "search's SLOs (closed loop); checked against the capacity interval.")
-    rate: float | None = Field(None, gt=0, description="Requests per second the model must serve within the SLOs "
-                               "(open loop: constant or Poisson arrivals).")
-    probes: list[str] = Field(default_factory=list, description="Endpoint probe cases that must succeed on every "
-                              "try (chat, stream_usage, tool_call, tool_followup, json_mode, json_schema).")
+    users: float | None = Field(
+        None,
+        gt=0,
+        description="Concurrent users the model must serve within its capacity "
+        "search's SLOs (closed loop); checked against the capacity interval.",
+    )
+    rate: float | None = Field(
+        None,
+        gt=0,
+        description="Requests per second the model must serve within the SLOs "
+        "(open loop: constant or Poisson arrivals).",
+    )
+    probes: list[str] = Field(
+        default_factory=list,
+        description="Endpoint probe cases that must succeed on every "
+        "try (chat, stream_usage, tool_call, tool_followup, json_mode, json_schema).",
+    )
 
     @model_validator(mode="after")
     def _something(self) -> "ServingReq":
@@ -134,7 +184,9 @@ class ServingReq(BaseModel):
 
         bad = [c for c in self.probes if c not in CASES]
         if bad:
-            raise ValueError(f"unknown probe case {bad[0]!r} (known: {', '.join(CASES)})")
+            raise ValueError(
+                f"unknown probe case {bad[0]!r} (known: {', '.join(CASES)})"
+            )
         return self
 
 
@@ -142,15 +194,30 @@ class Role(BaseModel):
     model_config = ConfigDict(extra="forbid")
     description: str = ""
     tier: str = Field("", description="Grouping on the page (e.g. HOT, WARM).")
-    prefer: Literal["speed", "quality"] = Field("speed", description="What 'best' maximises first.")
-    capabilities: list[str] = Field(default_factory=list, description="Capabilities the model must list in data/models.yaml.")
+    prefer: Literal["speed", "quality"] = Field(
+        "speed", description="What 'best' maximises first."
+    )
+    capabilities: list[str] = Field(
+        default_factory=list,
+        description="Capabilities the model must list in data/models.yaml.",
+    )
     quality: list[QualityReq] = Field(default_factory=list)
     speed: list[SpeedReq] = Field(default_factory=list)
-    memory_max: int | None = Field(None, description="Peak memory cap (bytes or '24 GiB').")
-    serving: ServingReq | None = Field(None, description="Users (or rate) at SLO and probe cases a server of the model "
-                                       "must meet on the host (capacity searches and endpoint probes).")
-    host: str | None = Field(None, description="Assign on this host id only (default: every host with speed data).")
-    escalates_to: str | None = Field(None, description="The role a request goes to when this one cannot handle it.")
+    memory_max: int | None = Field(
+        None, description="Peak memory cap (bytes or '24 GiB')."
+    )
+    serving: ServingReq | None = Field(
+        None,
+        description="Users (or rate) at SLO and probe cases a server of the model "
+        "must meet on the host (capacity searches and endpoint probes).",
+    )
+    host: str | None = Field(
+        None,
+        description="Assign on this host id only (default: every host with speed data).",
+    )
+    escalates_to: str | None = Field(
+        None, description="The role a request goes to when this one cannot handle it."
+    )
     max_degenerate_rate: float | None = Field(None, ge=0, le=1)
     min_items: int | None = Field(None, ge=1)
 
@@ -162,8 +229,17 @@ class Role(BaseModel):
 
 class Defaults(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    max_degenerate_rate: float = Field(0.10, ge=0, le=1, description="Share of degenerate outputs above which a configuration is rejected.")
-    min_items: int = Field(3, ge=1, description="Fewer scored items than this on a required suite counts as no data.")
+    max_degenerate_rate: float = Field(
+        0.10,
+        ge=0,
+        le=1,
+        description="Share of degenerate outputs above which a configuration is rejected.",
+    )
+    min_items: int = Field(
+        3,
+        ge=1,
+        description="Fewer scored items than this on a required suite counts as no data.",
+    )
 
 
 class RolesFile(BaseModel):
@@ -192,12 +268,20 @@ def load_roles(path: Path | None = None) -> RolesFile:
         raise ConfigError(pydantic_error_line(exc), file=src) from None
     for name, role in reg.roles.items():
         if role.escalates_to and role.escalates_to not in reg.roles:
-            raise ConfigError(f"escalates to unknown role {role.escalates_to!r}", file=src, field=f"roles.{name}.escalates_to")
+            raise ConfigError(
+                f"escalates to unknown role {role.escalates_to!r}",
+                file=src,
+                field=f"roles.{name}.escalates_to",
+            )
     for name in reg.roles:  # escalation must be a chain, not a loop
         seen, cur = [], name
         while cur:
             if cur in seen:
-                raise ConfigError(f"escalation loop: {' -> '.join(seen + [cur])}", file=src, field=f"roles.{name}.escalates_to")
+                raise ConfigError(
+                    f"escalation loop: {' -> '.join(seen + [cur])}",
+                    file=src,
+                    field=f"roles.{name}.escalates_to",
+                )
             seen.append(cur)
             cur = reg.roles[cur].escalates_to
     return reg
@@ -212,11 +296,17 @@ class Evidence:
     value: str = "—"
     reason: str | None = None  # a REASONS entry when not ok
     message: str = ""
-    artifacts: list[tuple[str, str]] = field(default_factory=list)  # (type "run"|"quality", id)
+    artifacts: list[tuple[str, str]] = field(
+        default_factory=list
+    )  # (type "run"|"quality", id)
     ci: tuple[float | None, float | None] | None = None
     n: int | None = None
-    note: str = ""  # what the interval rests on (speed: runs, or one run and the host's noise)
-    items: dict[tuple[str, str, str], bool] = field(default_factory=dict, repr=False)  # quality: (suite, style, id) -> passed
+    note: str = (
+        ""  # what the interval rests on (speed: runs, or one run and the host's noise)
+    )
+    items: dict[tuple[str, str, str], bool] = field(
+        default_factory=dict, repr=False
+    )  # quality: (suite, style, id) -> passed
     figure: Any = None  # speed: the fact layer's figure (pipelines.facts.Figure) the evidence reads
 
 
@@ -230,7 +320,9 @@ class Candidate:
     speed_key: float | None = None
     quality_key: float | None = None
     memory_bytes: int | None = None
-    items: dict[tuple[str, str, str], bool] = field(default_factory=dict)  # (suite, style, item id) -> passed, as read
+    items: dict[tuple[str, str, str], bool] = field(
+        default_factory=dict
+    )  # (suite, style, item id) -> passed, as read
     backend: str = ""  # the configuration's backend as its runs on the host name it (with its server), or its backend
 
     @property
@@ -257,8 +349,9 @@ class Candidate:
             return "rejected"
         if any(e.reason == "not resolved" for e in self.evidence):
             return "unresolved"
-        if all(e.reason == "no data" for e in self.evidence if e.ok is not True) and \
-                not any(e.ok is True for e in self.evidence):
+        if all(
+            e.reason == "no data" for e in self.evidence if e.ok is not True
+        ) and not any(e.ok is True for e in self.evidence):
             return "not measured"
         return "partly measured"
 
@@ -267,11 +360,13 @@ class Candidate:
         return f"{self.model} · {self.config_label}"
 
 
-TIE_RULE = ("Candidates within noise of the best remaining one on the first key are tied: on speed, when their "
-            "run-level CI95s of the first speed requirement overlap; on quality, when the exact McNemar test on the "
-            "items both were scored on (the role's suites) finds no difference at 5%. A tie is broken by the second "
-            "key (the other of speed and quality), then lower peak memory, then name. A candidate without an interval "
-            "(one run on a host whose run-to-run noise was never measured) cannot be tied: its mean decides.")
+TIE_RULE = (
+    "Candidates within noise of the best remaining one on the first key are tied: on speed, when their "
+    "run-level CI95s of the first speed requirement overlap; on quality, when the exact McNemar test on the "
+    "items both were scored on (the role's suites) finds no difference at 5%. A tie is broken by the second "
+    "key (the other of speed and quality), then lower peak memory, then name. A candidate without an interval "
+    "(one run on a host whose run-to-run noise was never measured) cannot be tied: its mean decides."
+)
 
 
 @dataclass
@@ -320,25 +415,52 @@ class ConfigData:
     model_sha256: str
     settings: dict[str, Any]
     size_bytes: int | None = None
-    quality: list[QualityRecord] = field(default_factory=list)  # current quality artifacts (any host)
-    runs: dict[str, list[RunRecord]] = field(default_factory=dict)  # host -> current ok run artifacts
-    run_history: dict[str, list[RunRecord]] = field(default_factory=dict)  # run key -> every ok run of it
+    quality: list[QualityRecord] = field(
+        default_factory=list
+    )  # current quality artifacts (any host)
+    runs: dict[str, list[RunRecord]] = field(
+        default_factory=dict
+    )  # host -> current ok run artifacts
+    run_history: dict[str, list[RunRecord]] = field(
+        default_factory=dict
+    )  # run key -> every ok run of it
     backend: str = ""  # the backend of its artifacts (part of its identity)
 
 
-def join(quality_docs: list[QualityRecord], run_docs: list[RunRecord]) -> dict[str, ConfigData]:
+def join(
+    quality_docs: list[QualityRecord], run_docs: list[RunRecord]
+) -> dict[str, ConfigData]:
     """Configurations seen in either kind of artifact, keyed by identity (current artifacts only)."""
     out: dict[str, ConfigData] = {}
 
-    def get(backend: str, name: str, sha256: str | None, size_bytes: int | None, settings: dict[str, Any]) -> ConfigData:
+    def get(
+        backend: str,
+        name: str,
+        sha256: str | None,
+        size_bytes: int | None,
+        settings: dict[str, Any],
+    ) -> ConfigData:
         ident = quality_mod.config_identity(backend, sha256, settings)
         if ident not in out:
-            out[ident] = ConfigData(ident, name, sha256, quality_mod.output_settings(settings), size_bytes, backend=backend)
+            out[ident] = ConfigData(
+                ident,
+                name,
+                sha256,
+                quality_mod.output_settings(settings),
+                size_bytes,
+                backend=backend,
+            )
         return out[ident]
 
     for q in quality_mod.latest_per_key([as_quality(d) for d in quality_docs]):
         if q.ok:
-            get(q.backend, q.model_name, q.model_sha256, q.model.get("size_bytes"), q.requested).quality.append(q)
+            get(
+                q.backend,
+                q.model_name,
+                q.model_sha256,
+                q.model.get("size_bytes"),
+                q.requested,
+            ).quality.append(q)
     every: dict[str, list[RunRecord]] = {}
     for r in records(run_docs):
         if r.ok:
@@ -346,9 +468,17 @@ def join(quality_docs: list[QualityRecord], run_docs: list[RunRecord]) -> dict[s
     for r in latest_runs(run_docs):
         if r.ok and not r.synthetic:
             # a file's identity is its sha256 (as quality artifacts key it); an endpoint model's is its own
-            cfg = get(r.backend, r.model_name, r.model_identity, r.model_size_bytes, r.requested)
+            cfg = get(
+                r.backend,
+                r.model_name,
+                r.model_identity,
+                r.model_size_bytes,
+                r.requested,
+            )
             cfg.runs.setdefault(r.host_id, []).append(r)
-            cfg.run_history[r.key] = sorted(every.get(r.key, [r]), key=lambda x: (x.created, x.id))
+            cfg.run_history[r.key] = sorted(
+                every.get(r.key, [r]), key=lambda x: (x.created, x.id)
+            )
     for cfg in out.values():  # per suite and prompt style, only runs of its newest content (an edited suite supersedes)
         newest: dict[tuple[str, str], QualityRecord] = {}
 
@@ -357,12 +487,20 @@ def join(quality_docs: list[QualityRecord], run_docs: list[RunRecord]) -> dict[s
 
         for q in sorted(cfg.quality, key=lambda q: (q.created, q.id)):
             newest[ss(q)] = q
-        cfg.quality = [q for q in cfg.quality if q.suite.content_sha256 == newest[ss(q)].suite.content_sha256]
+        cfg.quality = [
+            q
+            for q in cfg.quality
+            if q.suite.content_sha256 == newest[ss(q)].suite.content_sha256
+        ]
     return out
 
 
 def _fmt(v: float | None, decimals: int = 2) -> str:
-    return "—" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:,.{decimals}f}"
+    return (
+        "—"
+        if v is None or (isinstance(v, float) and math.isnan(v))
+        else f"{v:,.{decimals}f}"
+    )
 
 
 def _pct(v: float | None) -> str:
@@ -378,7 +516,9 @@ def items_to_settle(passed: int, n: int, floor: float) -> int | None:
     if n == 0 or abs(p - floor) < 1e-12:
         return None
     lo_n, hi_n = n, n
-    while hi_n - n <= SETTLE_CAP:  # exponential search, then bisection on the total item count
+    while (
+        hi_n - n <= SETTLE_CAP
+    ):  # exponential search, then bisection on the total item count
         k = round(p * hi_n)
         lo, hi = stats.wilson_interval(k, hi_n)
         if (p > floor and lo >= floor) or (p < floor and hi < floor):
@@ -396,7 +536,9 @@ def items_to_settle(passed: int, n: int, floor: float) -> int | None:
     return hi_n - n
 
 
-def _pick_style(docs: list[QualityRecord], wanted: str | None) -> tuple[str | None, list[QualityRecord]]:
+def _pick_style(
+    docs: list[QualityRecord], wanted: str | None
+) -> tuple[str | None, list[QualityRecord]]:
     """The runs of one prompt style: the one asked for, else the style with the most scored items."""
     by_style: dict[str, list[QualityRecord]] = {}
     for d in docs:
@@ -409,14 +551,23 @@ def _pick_style(docs: list[QualityRecord], wanted: str | None) -> tuple[str | No
     return style, by_style[style]
 
 
-def _quality_evidence(req: QualityReq, cfg: ConfigData, min_items: int) -> tuple[Evidence, float | None]:
-    style, docs = _pick_style([d for d in cfg.quality if d.suite_name == req.suite], req.prompt_style)
+def _quality_evidence(
+    req: QualityReq, cfg: ConfigData, min_items: int
+) -> tuple[Evidence, float | None]:
+    style, docs = _pick_style(
+        [d for d in cfg.quality if d.suite_name == req.suite], req.prompt_style
+    )
     label = quality_mod.suite_style(req.suite, style) if style else req.suite
     what = f"{label}{' [' + req.tag + ']' if req.tag else ''} pass rate ≥ {req.min:.0%} (CI95 lower bound)"
     if not docs:
-        return Evidence("quality", what, None, reason="no data",
-                        message=f"no quality run of suite {req.suite}"
-                        + (f" in prompt style {req.prompt_style}" if req.prompt_style else "")), None
+        return Evidence(
+            "quality",
+            what,
+            None,
+            reason="no data",
+            message=f"no quality run of suite {req.suite}"
+            + (f" in prompt style {req.prompt_style}" if req.prompt_style else ""),
+        ), None
     # several current artifacts of one style (other samples, other hosts): pool their items, newest per item id
     items: dict[str, QualityItem] = {}
     for d in sorted(docs, key=lambda d: (d.created, d.id)):
@@ -428,74 +579,155 @@ def _quality_evidence(req: QualityReq, cfg: ConfigData, min_items: int) -> tuple
     n, passed = len(items), sum(1 for it in items.values() if it.passed)
     r = quality_mod.rate(passed, n)
     if n < min_items:
-        return Evidence("quality", what, None, value=f"{passed}/{n}", reason="no data", artifacts=ids, n=n,
-                        message=f"only {n} scored item(s) (at least {min_items} needed)"), None
+        return Evidence(
+            "quality",
+            what,
+            None,
+            value=f"{passed}/{n}",
+            reason="no data",
+            artifacts=ids,
+            n=n,
+            message=f"only {n} scored item(s) (at least {min_items} needed)",
+        ), None
     lo, hi = r["ci95_low"], r["ci95_high"]
     value = f"{_pct(r['pass_rate'])} ({passed}/{n})"
     common = dict(value=value, artifacts=ids, n=n, ci=(lo, hi), items=read)
-    if req.min >= 1.0:  # no lower bound reaches 100%: a 100% floor means no failure at all
+    if (
+        req.min >= 1.0
+    ):  # no lower bound reaches 100%: a 100% floor means no failure at all
         ok = passed == n
-        return Evidence("quality", what.replace(" (CI95 lower bound)", " (every item)"), ok, **common,
-                        reason=None if ok else "below quality floor",
-                        message="" if ok else f"{n - passed} of {n} items failed; the floor allows none"), r["pass_rate"]
+        return Evidence(
+            "quality",
+            what.replace(" (CI95 lower bound)", " (every item)"),
+            ok,
+            **common,
+            reason=None if ok else "below quality floor",
+            message=""
+            if ok
+            else f"{n - passed} of {n} items failed; the floor allows none",
+        ), r["pass_rate"]
     if lo >= req.min:
         return Evidence("quality", what, True, **common), r["pass_rate"]
     if hi < req.min:
-        return Evidence("quality", what, False, **common, reason="below quality floor",
-                        message=f"{label} pass rate {_pct(r['pass_rate'])}, CI95 {_pct(lo)}–{_pct(hi)} lies below "
-                                f"{req.min:.0%}"), r["pass_rate"]
+        return Evidence(
+            "quality",
+            what,
+            False,
+            **common,
+            reason="below quality floor",
+            message=f"{label} pass rate {_pct(r['pass_rate'])}, CI95 {_pct(lo)}–{_pct(hi)} lies below "
+            f"{req.min:.0%}",
+        ), r["pass_rate"]
     more = items_to_settle(passed, n, req.min)
-    settle = (f"about {more:,} more items at this rate would settle it" if more is not None
-              else "the observed rate sits on the floor: more items alone may not settle it")
-    return Evidence("quality", what, None, **common, reason="not resolved",
-                    message=f"CI95 {_pct(lo)}–{_pct(hi)} contains the floor {req.min:.0%}; {settle}"), r["pass_rate"]
+    settle = (
+        f"about {more:,} more items at this rate would settle it"
+        if more is not None
+        else "the observed rate sits on the floor: more items alone may not settle it"
+    )
+    return Evidence(
+        "quality",
+        what,
+        None,
+        **common,
+        reason="not resolved",
+        message=f"CI95 {_pct(lo)}–{_pct(hi)} contains the floor {req.min:.0%}; {settle}",
+    ), r["pass_rate"]
 
 
-def _speed_evidence(req: SpeedReq, cfg: ConfigData, host: str | None,
-                    fx: facts_mod.Facts | None = None) -> tuple[Evidence, float | None]:
+def _speed_evidence(
+    req: SpeedReq, cfg: ConfigData, host: str | None, fx: facts_mod.Facts | None = None
+) -> tuple[Evidence, float | None]:
     m = METRICS[req.metric]
-    bound = f"≥ {_fmt(req.min, m.decimals)}" if req.min is not None else f"≤ {_fmt(req.max, m.decimals)}"
+    bound = (
+        f"≥ {_fmt(req.min, m.decimals)}"
+        if req.min is not None
+        else f"≤ {_fmt(req.max, m.decimals)}"
+    )
     what = f"{req.test} {m.label} {bound} {m.unit}" + (f" on {host}" if host else "")
     if host is None:
-        return Evidence("speed", what, None, reason="no data", message="no speed artifact on any host"), None
-    docs = [d for d in cfg.runs.get(host, []) if d.test_name == req.test and (d.stat(req.metric) or Summary()).mean is not None]
+        return Evidence(
+            "speed",
+            what,
+            None,
+            reason="no data",
+            message="no speed artifact on any host",
+        ), None
+    docs = [
+        d
+        for d in cfg.runs.get(host, [])
+        if d.test_name == req.test
+        and (d.stat(req.metric) or Summary()).mean is not None
+    ]
     if not docs:
-        return Evidence("speed", what, None, reason="no data",
-                        message=f"no {req.test} run measuring {req.metric} on {host}"), None
+        return Evidence(
+            "speed",
+            what,
+            None,
+            reason="no data",
+            message=f"no {req.test} run measuring {req.metric} on {host}",
+        ), None
     d = max(docs, key=lambda d: (d.created, d.id))
     if fx is None:  # the configuration's own runs (a caller without the loaded set)
         fx = facts_mod.of([x for runs in cfg.run_history.values() for x in runs])
     # the run is the unit: the figure of the group of this configuration's newest run (pipelines.facts)
     fig = fx.figure_of(d.id, req.metric)
     if fig is None:
-        return Evidence("speed", what, None, reason="no data",
-                        message=f"no {req.test} run measuring {req.metric} on {host}"), None
+        return Evidence(
+            "speed",
+            what,
+            None,
+            reason="no data",
+            message=f"no {req.test} run measuring {req.metric} on {host}",
+        ), None
     value, lo, hi, note, k = fig.mean, fig.ci95_low, fig.ci95_high, fig.note, fig.runs
-    if lo is None or hi is None:  # one run and no run-to-run noise known: no interval, the mean decides
+    if (
+        lo is None or hi is None
+    ):  # one run and no run-to-run noise known: no interval, the mean decides
         lo = hi = value
         note = f"{note}: the mean decides"
     shown = f"{_fmt(value, m.decimals)} {m.unit}" + (f" ({k} runs)" if k > 1 else "")
-    common = dict(value=shown, artifacts=[("run", rid) for rid in reversed(fig.run_ids)], n=k, ci=(lo, hi), note=note,
-                  figure=fig)
+    common = dict(
+        value=shown,
+        artifacts=[("run", rid) for rid in reversed(fig.run_ids)],
+        n=k,
+        ci=(lo, hi),
+        note=note,
+        figure=fig,
+    )
     # the bound is checked against the side of the CI95 that could fail it
     passes = lo >= req.min if req.min is not None else hi <= req.max
     fails = hi < req.min if req.min is not None else lo > req.max
     if passes:
         return Evidence("speed", what + " (CI95)", True, **common), value
     if fails:
-        return Evidence("speed", what + " (CI95)", False, **common, reason="too slow",
-                        message=f"{req.test} {m.label} {_fmt(value, m.decimals)} {m.unit} (CI95 {_fmt(lo, m.decimals)}–"
-                                f"{_fmt(hi, m.decimals)}, {note}), needs {bound}"), value
+        return Evidence(
+            "speed",
+            what + " (CI95)",
+            False,
+            **common,
+            reason="too slow",
+            message=f"{req.test} {m.label} {_fmt(value, m.decimals)} {m.unit} (CI95 {_fmt(lo, m.decimals)}–"
+            f"{_fmt(hi, m.decimals)}, {note}), needs {bound}",
+        ), value
     threshold = req.min if req.min is not None else req.max
     half = (hi - lo) / 2
     gap = abs(value - threshold)
     more = None
     if gap > 0 and half > 0:
         more = max(1, math.ceil(k * (half / gap) ** 2) - k)
-    settle = (f"about {more:,} more runs would settle it" if more is not None and more <= SETTLE_CAP
-              else "the mean sits on the threshold")
-    return Evidence("speed", what + " (CI95)", None, **common, reason="not resolved",
-                    message=f"CI95 {_fmt(lo, m.decimals)}–{_fmt(hi, m.decimals)} ({note}) contains {bound}; {settle}"), value
+    settle = (
+        f"about {more:,} more runs would settle it"
+        if more is not None and more <= SETTLE_CAP
+        else "the mean sits on the threshold"
+    )
+    return Evidence(
+        "speed",
+        what + " (CI95)",
+        None,
+        **common,
+        reason="not resolved",
+        message=f"CI95 {_fmt(lo, m.decimals)}–{_fmt(hi, m.decimals)} ({note}) contains {bound}; {settle}",
+    ), value
 
 
 def nbytes(value: float) -> str:
@@ -507,26 +739,57 @@ def nbytes(value: float) -> str:
     return f"{v:,.1f} TiB"
 
 
-def _memory_evidence(cap: int, cfg: ConfigData, host: str | None) -> tuple[Evidence, int | None]:
+def _memory_evidence(
+    cap: int, cfg: ConfigData, host: str | None
+) -> tuple[Evidence, int | None]:
     what = f"peak memory ≤ {nbytes(cap)}"
     docs = cfg.runs.get(host, []) if host else []
-    peaks = [(max(filter(None, [d.resources.peak_rss_bytes, d.resources.peak_vram_bytes]), default=None), d)
-             for d in docs]
+    peaks = [
+        (
+            max(
+                filter(None, [d.resources.peak_rss_bytes, d.resources.peak_vram_bytes]),
+                default=None,
+            ),
+            d,
+        )
+        for d in docs
+    ]
     peaks = [(p, d) for p, d in peaks if p]
     if peaks:
         peak, d = max(peaks, key=lambda x: x[0])
         ok = peak <= cap
-        return Evidence("memory", what, ok, value=nbytes(peak), artifacts=[("run", d.id)],
-                        reason=None if ok else "does not fit",
-                        message="" if ok else f"peak {nbytes(peak)} measured > cap {nbytes(cap)}"), peak
+        return Evidence(
+            "memory",
+            what,
+            ok,
+            value=nbytes(peak),
+            artifacts=[("run", d.id)],
+            reason=None if ok else "does not fit",
+            message="" if ok else f"peak {nbytes(peak)} measured > cap {nbytes(cap)}",
+        ), peak
     if cfg.size_bytes and cfg.size_bytes > cap:
-        return Evidence("memory", what, False, value=f"file {nbytes(cfg.size_bytes)}", reason="does not fit",
-                        message=f"the model file alone ({nbytes(cfg.size_bytes)}) exceeds the cap"), cfg.size_bytes
-    return Evidence("memory", what, None, reason="no data",
-                    message="no measured peak memory on this host" if host else "no speed artifact on any host"), None
+        return Evidence(
+            "memory",
+            what,
+            False,
+            value=f"file {nbytes(cfg.size_bytes)}",
+            reason="does not fit",
+            message=f"the model file alone ({nbytes(cfg.size_bytes)}) exceeds the cap",
+        ), cfg.size_bytes
+    return Evidence(
+        "memory",
+        what,
+        None,
+        reason="no data",
+        message="no measured peak memory on this host"
+        if host
+        else "no speed artifact on any host",
+    ), None
 
 
-def _degeneration_evidence(cfg: ConfigData, max_rate: float, docs: list[QualityRecord] | None = None) -> Evidence:
+def _degeneration_evidence(
+    cfg: ConfigData, max_rate: float, docs: list[QualityRecord] | None = None
+) -> Evidence:
     """Share of degenerate outputs over the runs the role's quality requirements read (all runs
     of the configuration when none is given)."""
     docs = cfg.quality if docs is None else docs
@@ -537,18 +800,33 @@ def _degeneration_evidence(cfg: ConfigData, max_rate: float, docs: list[QualityR
     items = list(pooled.values())
     what = f"degenerate outputs ≤ {max_rate:.0%}"
     if not items:
-        return Evidence("degeneration", what, None, reason="no data", message="no quality run")
+        return Evidence(
+            "degeneration", what, None, reason="no data", message="no quality run"
+        )
     bad = [it for it in items if it.degenerate]
     share = len(bad) / len(items)
     ok = share <= max_rate
     flags = sorted({f for it in bad for f in it.degeneration.get("flags") or []})
-    return Evidence("degeneration", what, ok, value=f"{_pct(share)} ({len(bad)}/{len(items)})", n=len(items),
-                    artifacts=[("quality", d.id) for d in docs], reason=None if ok else "degenerate",
-                    message="" if ok else f"{len(bad)} of {len(items)} outputs degenerate ({', '.join(flags)})")
+    return Evidence(
+        "degeneration",
+        what,
+        ok,
+        value=f"{_pct(share)} ({len(bad)}/{len(items)})",
+        n=len(items),
+        artifacts=[("quality", d.id) for d in docs],
+        reason=None if ok else "degenerate",
+        message=""
+        if ok
+        else f"{len(bad)} of {len(items)} outputs degenerate ({', '.join(flags)})",
+    )
 
 
-def _serving_evidence(req: ServingReq, cfg: ConfigData, host: str | None,
-                      index: dict[tuple[str, str], dict[str, list[dict[str, Any]]]]) -> list[Evidence]:
+def _serving_evidence(
+    req: ServingReq,
+    cfg: ConfigData,
+    host: str | None,
+    index: dict[tuple[str, str], dict[str, list[dict[str, Any]]]],
+) -> list[Evidence]:
     """The role's serving requirement against the capacity answers and probes of this configuration on
     the host: its own runs only (the same backend, server, model and output settings: a capacity search
     of llama-server says nothing about an in-process configuration of the same model file). The interval
@@ -557,7 +835,9 @@ def _serving_evidence(req: ServingReq, cfg: ConfigData, host: str | None,
     out: list[Evidence] = []
     mine = {r.id for r in cfg.runs.get(host or "", [])}
     found = index.get((host or "", cfg.model_sha256)) or {"capacity": [], "probe": []}
-    found = {part: [row for row in rows if row["id"] in mine] for part, rows in found.items()}
+    found = {
+        part: [row for row in rows if row["id"] in mine] for part, rows in found.items()
+    }
     what_runs = f"this configuration ({cfg.backend or 'its backend'})"
     need = req.users if req.users is not None else req.rate
     if need is not None:
@@ -565,55 +845,128 @@ def _serving_evidence(req: ServingReq, cfg: ConfigData, host: str | None,
         what = f"{need:g} {unit} at SLO" + (f" on {host}" if host else "")
         rows = [r for r in found["capacity"] if r["unit"] == unit]
         if not rows:
-            out.append(Evidence("serving", what, None, reason="no data",
-                                message=f"no capacity search in {unit} of {what_runs} on {host or 'any host'}"))
+            out.append(
+                Evidence(
+                    "serving",
+                    what,
+                    None,
+                    reason="no data",
+                    message=f"no capacity search in {unit} of {what_runs} on {host or 'any host'}",
+                )
+            )
         else:
-            best = max(rows, key=lambda r: (r["answer"]["low"], r["answer"]["answer"], r["created"]))
+            best = max(
+                rows,
+                key=lambda r: (r["answer"]["low"], r["answer"]["answer"], r["created"]),
+            )
             a = best["answer"]
-            common = dict(value=best["answer_text"] + f" ({best['endpoint']})", artifacts=[("run", best["id"])],
-                          ci=(a["low"], a["high"]))
+            common = dict(
+                value=best["answer_text"] + f" ({best['endpoint']})",
+                artifacts=[("run", best["id"])],
+                ci=(a["low"], a["high"]),
+            )
             if a["low"] >= need:
                 out.append(Evidence("serving", what, True, **common))
             elif a["high"] < need and not a.get("open_above"):
-                out.append(Evidence("serving", what, False, **common, reason="too slow",
-                                    message=f"{best['endpoint']} takes {a['answer']:g} {unit} [{a['low']:g}, "
-                                            f"{a['high']:g}] at {best['slo'].describe()}; the role needs {need:g}"))
+                out.append(
+                    Evidence(
+                        "serving",
+                        what,
+                        False,
+                        **common,
+                        reason="too slow",
+                        message=f"{best['endpoint']} takes {a['answer']:g} {unit} [{a['low']:g}, "
+                        f"{a['high']:g}] at {best['slo'].describe()}; the role needs {need:g}",
+                    )
+                )
             else:
-                out.append(Evidence("serving", what, None, **common, reason="not resolved",
-                                    message=f"capacity interval [{a['low']:g}, {a['high']:g}] contains {need:g} {unit}: "
-                                            "more requests at the boundary levels would settle it"))
+                out.append(
+                    Evidence(
+                        "serving",
+                        what,
+                        None,
+                        **common,
+                        reason="not resolved",
+                        message=f"capacity interval [{a['low']:g}, {a['high']:g}] contains {need:g} {unit}: "
+                        "more requests at the boundary levels would settle it",
+                    )
+                )
     for case in req.probes:
         what = f"endpoint probe: {case}" + (f" on {host}" if host else "")
         rows = [(p, p["cases"][case]) for p in found["probe"] if case in p["cases"]]
         if not rows:
-            out.append(Evidence("serving", what, None, reason="no data",
-                                message=f"no probe of {case} of {what_runs} on {host or 'any host'}"))
+            out.append(
+                Evidence(
+                    "serving",
+                    what,
+                    None,
+                    reason="no data",
+                    message=f"no probe of {case} of {what_runs} on {host or 'any host'}",
+                )
+            )
             continue
-        p, c = max(rows, key=lambda x: (x[1]["succeeded"] / max(1, x[1]["n"]), x[0]["created"]))
+        p, c = max(
+            rows, key=lambda x: (x[1]["succeeded"] / max(1, x[1]["n"]), x[0]["created"])
+        )
         ok = c["succeeded"] == c["n"]
-        out.append(Evidence("serving", what, ok, value=f"{c['succeeded']}/{c['n']} ({p['endpoint']})",
-                            artifacts=[("run", p["id"])], reason=None if ok else "missing capability",
-                            message="" if ok else f"{case} succeeded {c['succeeded']} of {c['n']} times on "
-                                                  f"{p['endpoint']}: {'; '.join(c.get('reasons') or [])[:200]}"))
+        out.append(
+            Evidence(
+                "serving",
+                what,
+                ok,
+                value=f"{c['succeeded']}/{c['n']} ({p['endpoint']})",
+                artifacts=[("run", p["id"])],
+                reason=None if ok else "missing capability",
+                message=""
+                if ok
+                else f"{case} succeeded {c['succeeded']} of {c['n']} times on "
+                f"{p['endpoint']}: {'; '.join(c.get('reasons') or [])[:200]}",
+            )
+        )
     return out
 
 
-def evaluate(role: Role, cfg: ConfigData, host: str | None, defaults: Defaults,
-             capabilities: dict[str, list[str]], fx: facts_mod.Facts | None = None,
-             serving: dict[tuple[str, str], dict[str, list[dict[str, Any]]]] | None = None) -> Candidate:
-    c = Candidate(cfg.identity, cfg.model, quality_mod.config_label(cfg.settings), cfg.settings)
-    c.backend = ", ".join(sorted({r.backend_name for r in cfg.runs.get(host or "", [])})) or cfg.backend
+def evaluate(
+    role: Role,
+    cfg: ConfigData,
+    host: str | None,
+    defaults: Defaults,
+    capabilities: dict[str, list[str]],
+    fx: facts_mod.Facts | None = None,
+    serving: dict[tuple[str, str], dict[str, list[dict[str, Any]]]] | None = None,
+) -> Candidate:
+    c = Candidate(
+        cfg.identity, cfg.model, quality_mod.config_label(cfg.settings), cfg.settings
+    )
+    c.backend = (
+        ", ".join(sorted({r.backend_name for r in cfg.runs.get(host or "", [])}))
+        or cfg.backend
+    )
     if role.capabilities:
         have = capabilities.get(cfg.model)
         missing = [cap for cap in role.capabilities if cap not in (have or [])]
         what = "capabilities: " + ", ".join(role.capabilities)
         if have is None:
-            c.evidence.append(Evidence("capability", what, None, reason="no data",
-                                       message=f"{cfg.model} is not in data/models.yaml"))
+            c.evidence.append(
+                Evidence(
+                    "capability",
+                    what,
+                    None,
+                    reason="no data",
+                    message=f"{cfg.model} is not in data/models.yaml",
+                )
+            )
         else:
-            c.evidence.append(Evidence("capability", what, not missing, value=", ".join(have) or "none",
-                                       reason="missing capability" if missing else None,
-                                       message=f"lacks {', '.join(missing)}" if missing else ""))
+            c.evidence.append(
+                Evidence(
+                    "capability",
+                    what,
+                    not missing,
+                    value=", ".join(have) or "none",
+                    reason="missing capability" if missing else None,
+                    message=f"lacks {', '.join(missing)}" if missing else "",
+                )
+            )
     qualities = []
     read: dict[str, QualityRecord] = {}  # the runs the quality requirements read
     for req in role.quality:
@@ -621,10 +974,24 @@ def evaluate(role: Role, cfg: ConfigData, host: str | None, defaults: Defaults,
         c.evidence.append(ev)
         c.items.update(ev.items)
         qualities.append(value)
-        read.update({aid: d for d in cfg.quality for kind, aid in ev.artifacts if kind == "quality" and d.id == aid})
+        read.update(
+            {
+                aid: d
+                for d in cfg.quality
+                for kind, aid in ev.artifacts
+                if kind == "quality" and d.id == aid
+            }
+        )
     if role.quality:  # a speed-only role does not read outputs: no degeneration check
-        c.evidence.append(_degeneration_evidence(cfg, role.max_degenerate_rate if role.max_degenerate_rate is not None
-                                                 else defaults.max_degenerate_rate, list(read.values())))
+        c.evidence.append(
+            _degeneration_evidence(
+                cfg,
+                role.max_degenerate_rate
+                if role.max_degenerate_rate is not None
+                else defaults.max_degenerate_rate,
+                list(read.values()),
+            )
+        )
     for i, req in enumerate(role.speed):
         ev, value = _speed_evidence(req, cfg, host, fx)
         c.evidence.append(ev)
@@ -637,7 +1004,9 @@ def evaluate(role: Role, cfg: ConfigData, host: str | None, defaults: Defaults,
         c.evidence.append(ev)
         c.memory_bytes = peak
     known = [q for q in qualities if q is not None]
-    c.quality_key = sum(known) / len(known) if known and len(known) == len(qualities) else None
+    c.quality_key = (
+        sum(known) / len(known) if known and len(known) == len(qualities) else None
+    )
     return c
 
 
@@ -645,7 +1014,13 @@ def rank_key(role: Role, c: Candidate) -> tuple:
     neg = lambda v: -v if v is not None else math.inf  # noqa: E731 - missing sorts last
     speed, qual = neg(c.speed_key), neg(c.quality_key)
     first, second = (speed, qual) if role.prefer == "speed" else (qual, speed)
-    return (first, second, c.memory_bytes if c.memory_bytes is not None else math.inf, c.model, c.config_label)
+    return (
+        first,
+        second,
+        c.memory_bytes if c.memory_bytes is not None else math.inf,
+        c.model,
+        c.config_label,
+    )
 
 
 def _secondary_key(role: Role, c: Candidate) -> tuple:
@@ -659,9 +1034,18 @@ def within_noise(role: Role, a: Candidate, b: Candidate) -> bool:
             return False
         ea = next((e for e in a.evidence if e.kind == "speed"), None)
         eb = next((e for e in b.evidence if e.kind == "speed"), None)
-        if ea is None or eb is None or not ea.ci or not eb.ci or None in ea.ci or None in eb.ci:
+        if (
+            ea is None
+            or eb is None
+            or not ea.ci
+            or not eb.ci
+            or None in ea.ci
+            or None in eb.ci
+        ):
             return False
-        if ea.ci[0] == ea.ci[1] or eb.ci[0] == eb.ci[1]:  # no interval: the mean decides
+        if (
+            ea.ci[0] == ea.ci[1] or eb.ci[0] == eb.ci[1]
+        ):  # no interval: the mean decides
             return False
         return ea.ci[0] <= eb.ci[1] and eb.ci[0] <= ea.ci[1]
     shared = sorted(set(a.items) & set(b.items))
@@ -671,7 +1055,9 @@ def within_noise(role: Role, a: Candidate, b: Candidate) -> bool:
     return pc.verdict == "within noise"
 
 
-def order_with_ties(role: Role, eligible: list[Candidate]) -> tuple[list[Candidate], Tie | None]:
+def order_with_ties(
+    role: Role, eligible: list[Candidate]
+) -> tuple[list[Candidate], Tie | None]:
     """Eligible candidates in the order of ``TIE_RULE``: repeatedly, of the remaining ones, those within
     noise of the best on the first key are tied and the second key (then memory, then name) picks one.
     Also the tie of the first pick (None when it was not tied)."""
@@ -683,10 +1069,19 @@ def order_with_ties(role: Role, eligible: list[Candidate]) -> tuple[list[Candida
         tied = [c for c in remaining if c is best or within_noise(role, best, c)]
         pick = min(tied, key=lambda c: _secondary_key(role, c))
         if not out and len(tied) > 1:
-            req = (next((e.requirement for e in best.evidence if e.kind == "speed"), "speed") if role.prefer == "speed"
-                   else "mean pass rate over " + ", ".join(q.suite for q in role.quality))
+            req = (
+                next(
+                    (e.requirement for e in best.evidence if e.kind == "speed"), "speed"
+                )
+                if role.prefer == "speed"
+                else "mean pass rate over " + ", ".join(q.suite for q in role.quality)
+            )
             second = "mean pass rate" if role.prefer == "speed" else "speed"
-            first_tie = Tie(req, [c for c in tied if c is not pick], f"{second}, then peak memory, then name")
+            first_tie = Tie(
+                req,
+                [c for c in tied if c is not pick],
+                f"{second}, then peak memory, then name",
+            )
         out.append(pick)
         remaining.remove(pick)
     return out, first_tie
@@ -699,8 +1094,13 @@ def hosts_for(role: Role, configs: dict[str, ConfigData]) -> list[str | None]:
     return hosts or [None]
 
 
-def recommend(reg: RolesFile, quality_docs: list[QualityRecord], run_docs: list[RunRecord],
-              capabilities: dict[str, list[str]], registry_models: list[str] | None = None) -> list[Assignment]:
+def recommend(
+    reg: RolesFile,
+    quality_docs: list[QualityRecord],
+    run_docs: list[RunRecord],
+    capabilities: dict[str, list[str]],
+    registry_models: list[str] | None = None,
+) -> list[Assignment]:
     """One assignment per role and host (roles in registry order, hosts sorted)."""
     configs = join(quality_docs, run_docs)
     serving_idx = None
@@ -708,13 +1108,17 @@ def recommend(reg: RolesFile, quality_docs: list[QualityRecord], run_docs: list[
         from pipelines.serving import serving_index
 
         serving_idx = serving_index(run_docs)
-    for name in registry_models or []:  # a registered model with no artifact at all is a candidate with no data
+    for name in (
+        registry_models or []
+    ):  # a registered model with no artifact at all is a candidate with no data
         if not any(c.model == name for c in configs.values()):
             configs[f"registry:{name}"] = ConfigData(f"registry:{name}", name, "", {})
     out = []
     fx = facts_mod.of(run_docs)  # every speed figure, once per loaded set
     on_host: dict[str, list[ConfigData]] = {}  # configurations measured on each host
-    unmeasured = [cfg for cfg in configs.values() if not cfg.runs]  # quality-only or registry-only
+    unmeasured = [
+        cfg for cfg in configs.values() if not cfg.runs
+    ]  # quality-only or registry-only
     for cfg in configs.values():
         for h in cfg.runs:
             on_host.setdefault(h, []).append(cfg)
@@ -724,17 +1128,35 @@ def recommend(reg: RolesFile, quality_docs: list[QualityRecord], run_docs: list[
             # the candidates are those measured on it, plus those measured nowhere (rejected for it,
             # visibly). A configuration measured only on other hosts is judged on those hosts' pages,
             # which keeps the work per role linear in the number of configurations.
-            if (role.speed or role.memory_max is not None or role.serving is not None) and host is not None:
+            if (
+                role.speed or role.memory_max is not None or role.serving is not None
+            ) and host is not None:
                 pool = on_host.get(host, []) + unmeasured
             else:
                 pool = list(configs.values())
-            cands = [evaluate(role, cfg, host, reg.defaults, capabilities, fx, serving_idx) for cfg in pool]
+            cands = [
+                evaluate(role, cfg, host, reg.defaults, capabilities, fx, serving_idx)
+                for cfg in pool
+            ]
             for c in cands:
                 if c.identity.startswith("registry:"):
                     c.config_label = "no artifacts"
             eligible, tie = order_with_ties(role, [c for c in cands if c.eligible])
-            rejected = sorted([c for c in cands if not c.eligible], key=lambda c: (c.model, c.config_label))
-            out.append(Assignment(name, role, host, eligible[0] if eligible else None, eligible[1:], rejected, tie))
+            rejected = sorted(
+                [c for c in cands if not c.eligible],
+                key=lambda c: (c.model, c.config_label),
+            )
+            out.append(
+                Assignment(
+                    name,
+                    role,
+                    host,
+                    eligible[0] if eligible else None,
+                    eligible[1:],
+                    rejected,
+                    tie,
+                )
+            )
     return out
 
 
@@ -764,6 +1186,10 @@ def model_capabilities() -> tuple[dict[str, list[str]], list[str]]:
     path = data_dir() / "models.yaml"
     raw = load_yaml(path if path.exists() else project_root() / "data" / "models.yaml")
     models = (raw or {}).get("models") or {} if isinstance(raw, dict) else {}
-    caps = {str(name): [str(c) for c in (e or {}).get("capabilities") or []] if isinstance(e, dict) else []
-            for name, e in models.items()}
+    caps = {
+        str(name): [str(c) for c in (e or {}).get("capabilities") or []]
+        if isinstance(e, dict)
+        else []
+        for name, e in models.items()
+    }
     return caps, list(caps)

@@ -29,7 +29,13 @@ from typing import Any
 
 from core.errors import ModelError
 from core.kinds.rate import RateTest
-from core.records.host import GPU_MEMORY, HOST_MEMORY, BandwidthEntry, HostRecord, as_host
+from core.records.host import (
+    GPU_MEMORY,
+    HOST_MEMORY,
+    BandwidthEntry,
+    HostRecord,
+    as_host,
+)
 from core.records.run import RunRecord, flash_attention_on, as_record
 
 from pipelines.memory import ModelShape, kv_cache, kv_read_bytes, kv_rows
@@ -51,7 +57,9 @@ class Bandwidth:
     best_gbs: float  # best sample over every thread count, of the pass the bound uses
     best_threads: int
     single_gbs: float | None  # best single-thread sample
-    rows: tuple[dict[str, Any], ...]  # per thread count: threads, summary (a Summary), best
+    rows: tuple[
+        dict[str, Any], ...
+    ]  # per thread count: threads, summary (a Summary), best
     load_before: float | None
     uses: str = "copy"  # "read" (read-only pass) or "copy" (bytes read + written; an older probe)
     copy_best_gbs: float | None = None  # the copy's best, kept beside a read bound
@@ -60,7 +68,9 @@ class Bandwidth:
 
 
 def _rows(entries: list[BandwidthEntry]) -> list[dict[str, Any]]:
-    return [{"threads": b.threads, "summary": b.summary, "best": b.best} for b in entries]
+    return [
+        {"threads": b.threads, "summary": b.summary, "best": b.best} for b in entries
+    ]
 
 
 def bandwidth_of(doc: HostRecord) -> Bandwidth:
@@ -70,13 +80,25 @@ def bandwidth_of(doc: HostRecord) -> Bandwidth:
     rows = read_rows or copy_rows
     best = max(rows, key=lambda r: r["best"])
     single = next((r["best"] for r in rows if r["threads"] == 1), None)
-    return Bandwidth(rec.host_id, rec.id, rec.created, best["best"], best["threads"], single,
-                     tuple(rows), rec.loadavg_before,
-                     uses="read" if read_rows else "copy", copy_best_gbs=max(r["best"] for r in copy_rows),
-                     read_best_gbs=max((r["best"] for r in read_rows), default=None), llc_bytes=rec.llc_bytes)
+    return Bandwidth(
+        rec.host_id,
+        rec.id,
+        rec.created,
+        best["best"],
+        best["threads"],
+        single,
+        tuple(rows),
+        rec.loadavg_before,
+        uses="read" if read_rows else "copy",
+        copy_best_gbs=max(r["best"] for r in copy_rows),
+        read_best_gbs=max((r["best"] for r in read_rows), default=None),
+        llc_bytes=rec.llc_bytes,
+    )
 
 
-def latest_bandwidth(host_docs: list[HostRecord], kind: str = HOST_MEMORY) -> dict[str, Bandwidth]:
+def latest_bandwidth(
+    host_docs: list[HostRecord], kind: str = HOST_MEMORY
+) -> dict[str, Bandwidth]:
     """The newest probe of each host, of one kind: host memory (default) or a GPU's device
     memory (``gpu_memory_bandwidth``, benchmarks/gpu_bandwidth.py)."""
     out: dict[str, Bandwidth] = {}
@@ -90,30 +112,77 @@ def _flash(eff: dict[str, Any], req: dict[str, Any]) -> bool:
     return flash_attention_on(req, eff)  # interpreted once, in core.records.run
 
 
-def bytes_per_token(shape: ModelShape, depths: list[int], *, type_k: str = "f16", type_v: str = "f16",
-                    flash_attn: bool = True, expert_used: int | None = None, n_ctx: int | None = None,
-                    swa_full: bool = False) -> dict[str, float]:
+def bytes_per_token(
+    shape: ModelShape,
+    depths: list[int],
+    *,
+    type_k: str = "f16",
+    type_v: str = "f16",
+    flash_attn: bool = True,
+    expert_used: int | None = None,
+    n_ctx: int | None = None,
+    swa_full: bool = False,
+) -> dict[str, float]:
     """Mean bytes read per decoded token over ``depths`` (the context length before each token)."""
     # a pure function of its arguments: runs of one model and test share it (the site asks for thousands)
-    key = (repr(shape), tuple(depths), type_k, type_v, flash_attn, expert_used, n_ctx, swa_full)
+    key = (
+        repr(shape),
+        tuple(depths),
+        type_k,
+        type_v,
+        flash_attn,
+        expert_used,
+        n_ctx,
+        swa_full,
+    )
     hit = _BPT_CACHE.get(key)
     if hit is None:
         if len(_BPT_CACHE) > 4096:
             _BPT_CACHE.clear()
-        hit = _BPT_CACHE[key] = _bytes_per_token(shape, tuple(depths), type_k, type_v, flash_attn, expert_used, n_ctx, swa_full)
+        hit = _BPT_CACHE[key] = _bytes_per_token(
+            shape,
+            tuple(depths),
+            type_k,
+            type_v,
+            flash_attn,
+            expert_used,
+            n_ctx,
+            swa_full,
+        )
     return dict(hit)
 
 
 _BPT_CACHE: dict[tuple, tuple[tuple[str, float], ...]] = {}
 
 
-def _bytes_per_token(shape: ModelShape, depths: tuple[int, ...], type_k: str, type_v: str, flash_attn: bool,
-                     expert_used: int | None, n_ctx: int | None, swa_full: bool) -> tuple[tuple[str, float], ...]:
+def _bytes_per_token(
+    shape: ModelShape,
+    depths: tuple[int, ...],
+    type_k: str,
+    type_v: str,
+    flash_attn: bool,
+    expert_used: int | None,
+    n_ctx: int | None,
+    swa_full: bool,
+) -> tuple[tuple[str, float], ...]:
     weights = shape.weights_read_per_token(expert_used)
-    cache = kv_cache(shape, n_ctx or (max(depths) + 1), type_k, type_v, swa_full=swa_full) if not flash_attn else None
+    cache = (
+        kv_cache(shape, n_ctx or (max(depths) + 1), type_k, type_v, swa_full=swa_full)
+        if not flash_attn
+        else None
+    )
     rows = kv_rows(shape, type_k, type_v)
-    kv = sum(kv_read_bytes(shape, d, type_k, type_v, flash_attn=flash_attn, cache=cache, rows=rows) for d in depths) / len(depths)
-    return (("weights", float(weights)), ("kv", float(kv)), ("total", float(weights + kv)))
+    kv = sum(
+        kv_read_bytes(
+            shape, d, type_k, type_v, flash_attn=flash_attn, cache=cache, rows=rows
+        )
+        for d in depths
+    ) / len(depths)
+    return (
+        ("weights", float(weights)),
+        ("kv", float(kv)),
+        ("total", float(weights + kv)),
+    )
 
 
 def decode_point(doc: RunRecord) -> dict[str, Any] | None:
@@ -134,14 +203,18 @@ def decode_point(doc: RunRecord) -> dict[str, Any] | None:
             p, o = r.prompt_tokens, r.output_tokens
             if p is None or not o:
                 continue
-            depths.extend(range(int(p) + 1, int(p) + int(o)))  # tokens after the first (TPOT's)
+            depths.extend(
+                range(int(p) + 1, int(p) + int(o))
+            )  # tokens after the first (TPOT's)
     s = rec.stat(metric)
     if s is None or s.mean is None or not depths:
         return None
     return {"metric": metric, "stat": s, "depths": depths}
 
 
-def roofline_rows(run_docs: list[RunRecord], host_docs: list[HostRecord]) -> list[dict[str, Any]]:
+def roofline_rows(
+    run_docs: list[RunRecord], host_docs: list[HostRecord]
+) -> list[dict[str, Any]]:
     """One row per current decode measurement: bytes per token, bound, efficiency."""
     bw = latest_bandwidth(host_docs)
     gpu_bw = latest_bandwidth(host_docs, GPU_MEMORY)
@@ -153,35 +226,64 @@ def roofline_rows(run_docs: list[RunRecord], host_docs: list[HostRecord]) -> lis
         eff = rec.reported
         req = rec.requested
         s = point["stat"]
-        row: dict[str, Any] = {"id": rec.id, "created": rec.created, "host_id": rec.host_id,
-                               "model": rec.model_name, "synthetic": rec.synthetic,
-                               "test_name": rec.test_name, "metric": point["metric"],
-                               "measured": s.mean, "ci95_low": s.ci95_low, "ci95_high": s.ci95_high, "n": s.n,
-                               "threads": eff.get("n_threads"), "depth_mean": sum(point["depths"]) / len(point["depths"]),
-                               "type_k": eff.get("type_k") or req.get("type_k") or "f16",
-                               "type_v": eff.get("type_v") or req.get("type_v") or "f16",
-                               "flash_attn": _flash(eff, req), "gpu": (eff.get("n_gpu_layers") or 0) > 0, "note": None}
+        row: dict[str, Any] = {
+            "id": rec.id,
+            "created": rec.created,
+            "host_id": rec.host_id,
+            "model": rec.model_name,
+            "synthetic": rec.synthetic,
+            "test_name": rec.test_name,
+            "metric": point["metric"],
+            "measured": s.mean,
+            "ci95_low": s.ci95_low,
+            "ci95_high": s.ci95_high,
+            "n": s.n,
+            "threads": eff.get("n_threads"),
+            "depth_mean": sum(point["depths"]) / len(point["depths"]),
+            "type_k": eff.get("type_k") or req.get("type_k") or "f16",
+            "type_v": eff.get("type_v") or req.get("type_v") or "f16",
+            "flash_attn": _flash(eff, req),
+            "gpu": (eff.get("n_gpu_layers") or 0) > 0,
+            "note": None,
+        }
         full_gpu = row["gpu"] and eff.get("n_gpu_layers") == eff.get("n_layers_total")
         # a GPU host's run whose backend reported no n_gpu_layers (an HTTP server: what was asked is not what
         # ran): where its layers ran is unknown, so neither the host's nor the GPU's bandwidth bounds it
         layers_unknown = bool(rec.gpus) and eff.get("n_gpu_layers") is None
         if row["gpu"] and not (full_gpu and rec.host_id in gpu_bw):
             row["note"] = "layers on a GPU: the host-memory probe does not bound it"
-        if not rec.has_local_file:  # an endpoint model: the server reports no weight bytes to bound it by
-            row.update(bytes=None, note=f"endpoint model ({rec.model_origin}): no local file, so no weight bytes "
-                                        "per token: skipped")
+        if (
+            not rec.has_local_file
+        ):  # an endpoint model: the server reports no weight bytes to bound it by
+            row.update(
+                bytes=None,
+                note=f"endpoint model ({rec.model_origin}): no local file, so no weight bytes "
+                "per token: skipped",
+            )
             rows.append(row)
             continue
-        if str(eff.get("weights") or "").startswith("dequantized"):  # e.g. transformers: not the file's bytes
-            row.update(bytes=None, note=f"weights {eff['weights']} in memory: the file's bytes per token do not bound it")
+        if str(eff.get("weights") or "").startswith(
+            "dequantized"
+        ):  # e.g. transformers: not the file's bytes
+            row.update(
+                bytes=None,
+                note=f"weights {eff['weights']} in memory: the file's bytes per token do not bound it",
+            )
             rows.append(row)
             continue
         try:
             shape = ModelShape.from_facts(rec.gguf, rec.model_name)
             expert_used = eff.get("n_expert_used")
-            b = bytes_per_token(shape, point["depths"], type_k=row["type_k"], type_v=row["type_v"],
-                                flash_attn=row["flash_attn"], expert_used=expert_used,
-                                n_ctx=eff.get("n_ctx"), swa_full=bool(eff.get("swa_full", req.get("swa_full", False))))
+            b = bytes_per_token(
+                shape,
+                point["depths"],
+                type_k=row["type_k"],
+                type_v=row["type_v"],
+                flash_attn=row["flash_attn"],
+                expert_used=expert_used,
+                n_ctx=eff.get("n_ctx"),
+                swa_full=bool(eff.get("swa_full", req.get("swa_full", False))),
+            )
         except ModelError as exc:
             row.update(bytes=None, note=exc.detail)
             rows.append(row)
@@ -189,31 +291,56 @@ def roofline_rows(run_docs: list[RunRecord], host_docs: list[HostRecord]) -> lis
         row["bytes"] = b
         row["notes_shape"] = list(shape.notes)
         probe = bw.get(rec.host_id)
-        if full_gpu and rec.host_id in gpu_bw:  # every layer on the GPU: its device memory bounds it
+        if (
+            full_gpu and rec.host_id in gpu_bw
+        ):  # every layer on the GPU: its device memory bounds it
             probe = gpu_bw[rec.host_id]
             row["bound_by"] = "gpu"
         row["probe"] = probe
-        row["fits_llc"] = bool(probe is not None and probe.llc_bytes and b["total"] <= probe.llc_bytes
-                               and row.get("bound_by") != "gpu")
+        row["fits_llc"] = bool(
+            probe is not None
+            and probe.llc_bytes
+            and b["total"] <= probe.llc_bytes
+            and row.get("bound_by") != "gpu"
+        )
         if row["fits_llc"]:
-            row["note"] = (f"weights in use and KV ({b['total'] / 2**20:.1f} MiB per token) fit in the "
-                           f"{probe.llc_bytes / 2**20:.0f} MiB last-level cache: not bound by memory bandwidth")
+            row["note"] = (
+                f"weights in use and KV ({b['total'] / 2**20:.1f} MiB per token) fit in the "
+                f"{probe.llc_bytes / 2**20:.0f} MiB last-level cache: not bound by memory bandwidth"
+            )
         if layers_unknown:
-            row.update(bound=None, bound_single=None, efficiency=None, efficiency_single=None,
-                       note="the server did not report n_gpu_layers on a host with a GPU (requested: "
-                            f"{req.get('n_gpu_layers', 'not set')}): where its layers ran is unknown, so no bandwidth "
-                            "bound applies")
+            row.update(
+                bound=None,
+                bound_single=None,
+                efficiency=None,
+                efficiency_single=None,
+                note="the server did not report n_gpu_layers on a host with a GPU (requested: "
+                f"{req.get('n_gpu_layers', 'not set')}): where its layers ran is unknown, so no bandwidth "
+                "bound applies",
+            )
         elif probe is not None and (not row["gpu"] or row.get("bound_by") == "gpu"):
             row["bound_uses"] = probe.uses
-            row["bound_copy"] = probe.copy_best_gbs * 1e9 / b["total"] if probe.copy_best_gbs else None
-            row["efficiency_copy"] = row["measured"] / row["bound_copy"] if row["bound_copy"] else None
+            row["bound_copy"] = (
+                probe.copy_best_gbs * 1e9 / b["total"] if probe.copy_best_gbs else None
+            )
+            row["efficiency_copy"] = (
+                row["measured"] / row["bound_copy"] if row["bound_copy"] else None
+            )
             row["bound"] = probe.best_gbs * 1e9 / b["total"]
-            row["bound_single"] = probe.single_gbs * 1e9 / b["total"] if probe.single_gbs else None
+            row["bound_single"] = (
+                probe.single_gbs * 1e9 / b["total"] if probe.single_gbs else None
+            )
             row["efficiency"] = row["measured"] / row["bound"]
-            row["efficiency_single"] = row["measured"] / row["bound_single"] if row["bound_single"] else None
+            row["efficiency_single"] = (
+                row["measured"] / row["bound_single"] if row["bound_single"] else None
+            )
         else:
-            row.update(bound=None, bound_single=None, efficiency=None, efficiency_single=None)
+            row.update(
+                bound=None, bound_single=None, efficiency=None, efficiency_single=None
+            )
             if probe is None and not row["gpu"]:
-                row["note"] = "no host probe for this host: run `invoke host.probe` there"
+                row["note"] = (
+                    "no host probe for this host: run `invoke host.probe` there"
+                )
         rows.append(row)
     return rows

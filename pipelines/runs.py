@@ -57,7 +57,10 @@ def latest_per_key(docs: list[Any]) -> list[RunRecord]:
 
 
 def settings_label(settings: dict[str, Any], keys: list[str]) -> str:
-    return ", ".join(f"{k}={json.dumps(settings.get(k)) if not isinstance(settings.get(k), str) else settings.get(k)}" for k in keys)
+    return ", ".join(
+        f"{k}={json.dumps(settings.get(k)) if not isinstance(settings.get(k), str) else settings.get(k)}"
+        for k in keys
+    )
 
 
 def metrics_frame(docs: list[Any]) -> pd.DataFrame:
@@ -99,7 +102,14 @@ def metrics_frame(docs: list[Any]) -> pd.DataFrame:
             rows.append({**base, "metric": None, "error": r.error_message})
             continue
         for metric, st in r.summary.items():
-            rows.append({**base, "metric": metric, "error": None, **{f"s_{k}": v for k, v in st.to_dict().items()}})
+            rows.append(
+                {
+                    **base,
+                    "metric": metric,
+                    "error": None,
+                    **{f"s_{k}": v for k, v in st.to_dict().items()},
+                }
+            )
     return pd.DataFrame(rows)
 
 

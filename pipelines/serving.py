@@ -27,7 +27,12 @@ from pipelines.runs import latest_per_key
 
 SERVING_KINDS = ("serve", "concurrency", "load", "capacity", "probe")
 COMPARED = ("ttft_ms", "tpot_ms", "e2e_ms")
-WARM_FIGURES = ("cold_total_ms", "ttft_ms", "tpot_ms", "e2e_ms")  # a serve run's headline figures (fact layer)
+WARM_FIGURES = (
+    "cold_total_ms",
+    "ttft_ms",
+    "tpot_ms",
+    "e2e_ms",
+)  # a serve run's headline figures (fact layer)
 
 
 def endpoint(doc: RunRecord) -> str:
@@ -48,19 +53,42 @@ def cold_warm(docs: list[RunRecord]) -> list[dict[str, Any]]:
         if d.test_kind != "serve" or not d.ok:
             continue
         fresh = d.details.cold_is_fresh_server
-        rows.append({
-            # the configuration's figures (its group's, the run as the unit): what the tables show as its means
-            "figures": {name: fx.figure_of(d.id, name) for name in WARM_FIGURES},
-            "id": d.id, "host": d.host_id, "model": d.model_name, "synthetic": d.synthetic,
-            "model_server": d.model_server,
-            "endpoint": d.endpoint, "test_name": d.test_name,
-            "fresh_server": True if fresh is None else bool(fresh),
-            **{name: _summary(d, name) for name in ("startup_ms", "cold_ttft_ms", "cold_e2e_ms", "cold_total_ms",
-                                                    "ttft_ms", "tpot_ms", "e2e_ms", "output_tokens", "failed_requests")},
-            # distribution-free bounds of the warm E2E percentiles, from the request records (core.stats)
-            "e2e_bounds": {q: stats.quantile_interval(d.values("e2e_ms"), q) for q in (0.95, 0.99)},
-        })
-    return sorted(rows, key=lambda r: (r["host"], r["model"], r["endpoint"], r["test_name"]))
+        rows.append(
+            {
+                # the configuration's figures (its group's, the run as the unit): what the tables show as its means
+                "figures": {name: fx.figure_of(d.id, name) for name in WARM_FIGURES},
+                "id": d.id,
+                "host": d.host_id,
+                "model": d.model_name,
+                "synthetic": d.synthetic,
+                "model_server": d.model_server,
+                "endpoint": d.endpoint,
+                "test_name": d.test_name,
+                "fresh_server": True if fresh is None else bool(fresh),
+                **{
+                    name: _summary(d, name)
+                    for name in (
+                        "startup_ms",
+                        "cold_ttft_ms",
+                        "cold_e2e_ms",
+                        "cold_total_ms",
+                        "ttft_ms",
+                        "tpot_ms",
+                        "e2e_ms",
+                        "output_tokens",
+                        "failed_requests",
+                    )
+                },
+                # distribution-free bounds of the warm E2E percentiles, from the request records (core.stats)
+                "e2e_bounds": {
+                    q: stats.quantile_interval(d.values("e2e_ms"), q)
+                    for q in (0.95, 0.99)
+                },
+            }
+        )
+    return sorted(
+        rows, key=lambda r: (r["host"], r["model"], r["endpoint"], r["test_name"])
+    )
 
 
 def _levels(d: RunRecord) -> list[dict[str, Any]]:
@@ -78,14 +106,28 @@ def sweeps(docs: list[RunRecord]) -> list[dict[str, Any]]:
         levels = _levels(d)
         if not levels:
             continue
-        slo = Slo.from_dict(d.details.slo.model_dump(exclude_unset=True) if d.details.slo else None)
-        out.append({"id": d.id, "host": d.host_id, "model": d.model_name,
-                    "peak": fx.figure_of(d.id, "peak_aggregate_tps") if d.ok else None,
-                    "synthetic": d.synthetic, "model_server": d.model_server, "endpoint": d.endpoint, "test_name": d.test_name,
-                    "status": d.status, "error": d.error_message,
-                    "sweep": stored_sweep(d.details.sweep) or sweep_stats(levels, slo),
-                    "precision": level_precision(d)})
-    return sorted(out, key=lambda r: (r["host"], r["model"], r["endpoint"], r["test_name"]))
+        slo = Slo.from_dict(
+            d.details.slo.model_dump(exclude_unset=True) if d.details.slo else None
+        )
+        out.append(
+            {
+                "id": d.id,
+                "host": d.host_id,
+                "model": d.model_name,
+                "peak": fx.figure_of(d.id, "peak_aggregate_tps") if d.ok else None,
+                "synthetic": d.synthetic,
+                "model_server": d.model_server,
+                "endpoint": d.endpoint,
+                "test_name": d.test_name,
+                "status": d.status,
+                "error": d.error_message,
+                "sweep": stored_sweep(d.details.sweep) or sweep_stats(levels, slo),
+                "precision": level_precision(d),
+            }
+        )
+    return sorted(
+        out, key=lambda r: (r["host"], r["model"], r["endpoint"], r["test_name"])
+    )
 
 
 def level_precision(doc: RunRecord) -> dict[int, dict[str, Any]]:
@@ -101,8 +143,14 @@ def level_precision(doc: RunRecord) -> dict[int, dict[str, Any]]:
     out = {}
     for lv in d.samples.levels or []:
         e2e = [r.e2e_ms for r in lv.requests if r.ok]
-        out[int(lv.level)] = {"metric": "e2e_ms", "target_rel": None, "n": len(lv.requests),
-                              "half_width_rel": st.ci95_half_width_rel(e2e), "met": None, "stop_reason": "fixed_count"}
+        out[int(lv.level)] = {
+            "metric": "e2e_ms",
+            "target_rel": None,
+            "n": len(lv.requests),
+            "half_width_rel": st.ci95_half_width_rel(e2e),
+            "met": None,
+            "stop_reason": "fixed_count",
+        }
     return out
 
 
@@ -118,26 +166,46 @@ def finding(sw: dict[str, Any]) -> list[str]:
     if s["serialised"] is True:
         lines.append(
             f"Serialised: at {top} concurrent clients the server produced one stream at a time (effective "
-            f"parallelism {par:.2f}); extra clients wait in a queue for the single generation slot.")
+            f"parallelism {par:.2f}); extra clients wait in a queue for the single generation slot."
+        )
     elif s["serialised"] is False:
-        lines.append(f"Concurrent: at {top} clients streams overlapped (effective parallelism {par:.2f}).")
+        lines.append(
+            f"Concurrent: at {top} clients streams overlapped (effective parallelism {par:.2f})."
+        )
     if speed is not None and ideal:
-        lines.append(f"Aggregate output at {top} clients: {_x(speed)} that of {base} (linear scaling would be "
-                     f"{ideal:.0f}×); p95 latency {_x(mult)}.")
+        lines.append(
+            f"Aggregate output at {top} clients: {_x(speed)} that of {base} (linear scaling would be "
+            f"{ideal:.0f}×); p95 latency {_x(mult)}."
+        )
         if speed > 1.1 * ideal:
-            lines.append("Caution: more than linear scaling means the lowest level ran slower for another reason "
-                         "(other load on the host, a cold cache); this sweep is noisy.")
+            lines.append(
+                "Caution: more than linear scaling means the lowest level ran slower for another reason "
+                "(other load on the host, a cold cache); this sweep is noisy."
+            )
     slo = s["slo"]
-    limits = " and ".join(x for x in (f"TTFT <= {slo['ttft_ms']:g} ms" if slo.get("ttft_ms") else "",
-                                      f"TPOT <= {slo['tpot_ms']:g} ms" if slo.get("tpot_ms") else "") if x) or "no limits"
+    limits = (
+        " and ".join(
+            x
+            for x in (
+                f"TTFT <= {slo['ttft_ms']:g} ms" if slo.get("ttft_ms") else "",
+                f"TPOT <= {slo['tpot_ms']:g} ms" if slo.get("tpot_ms") else "",
+            )
+            if x
+        )
+        or "no limits"
+    )
     target = f"{slo['attainment'] * 100:.0f}% of requests within {limits}"
     if s["max_level_meeting_slo"]:
-        lines.append(f"Highest concurrency meeting the SLOs ({target}): {s['max_level_meeting_slo']}.")
+        lines.append(
+            f"Highest concurrency meeting the SLOs ({target}): {s['max_level_meeting_slo']}."
+        )
     else:
         lines.append(f"No level met the SLOs ({target}).")
     errors = sum(r["errors"] for r in rows)
     if errors:
-        lines.append(f"{errors} of {sum(r['requests'] for r in rows)} requests failed; reasons per level are in the table.")
+        lines.append(
+            f"{errors} of {sum(r['requests'] for r in rows)} requests failed; reasons per level are in the table."
+        )
     return lines
 
 
@@ -163,7 +231,9 @@ def comparisons(docs: list[RunRecord]) -> list[dict[str, Any]]:
     for d in current:
         if d.in_process or d.test_kind not in ("chat", "serve"):
             continue
-        base = baselines.get((d.host_id, d.model_identity, workload_fingerprint(d.test)))
+        base = baselines.get(
+            (d.host_id, d.model_identity, workload_fingerprint(d.test))
+        )
         if base is None:
             continue
         for metric in COMPARED:
@@ -172,22 +242,48 @@ def comparisons(docs: list[RunRecord]) -> list[dict[str, Any]]:
             if not a or not b or fa is None or fb is None:
                 continue
             c = fx.compare(fa, fb)
-            rows.append({
-                "host": d.host_id, "model": d.model_name, "synthetic": d.synthetic, "model_server": d.model_server,
-                "workload": base.test_name, "endpoint": d.endpoint, "kind": d.test_kind,
-                "metric": metric, "baseline_id": base.id, "candidate_id": d.id,
-                "baseline_mean": fa.mean, "candidate_mean": fb.mean,
-                "baseline_figure": fa, "candidate_figure": fb,
-                "baseline_requests": len(a), "candidate_requests": len(b),
-                "baseline_tokens": _mean_tokens(base), "candidate_tokens": _mean_tokens(d),
-                "prefix_reuse": _prefix_reuse(d), "server": d.server, "candidate_created": d.created,
-                **c.to_dict(),
-            })
-    return sorted(rows, key=lambda r: (r["host"], r["model"], r["workload"], r["endpoint"], r["kind"],
-                                       COMPARED.index(r["metric"])))
+            rows.append(
+                {
+                    "host": d.host_id,
+                    "model": d.model_name,
+                    "synthetic": d.synthetic,
+                    "model_server": d.model_server,
+                    "workload": base.test_name,
+                    "endpoint": d.endpoint,
+                    "kind": d.test_kind,
+                    "metric": metric,
+                    "baseline_id": base.id,
+                    "candidate_id": d.id,
+                    "baseline_mean": fa.mean,
+                    "candidate_mean": fb.mean,
+                    "baseline_figure": fa,
+                    "candidate_figure": fb,
+                    "baseline_requests": len(a),
+                    "candidate_requests": len(b),
+                    "baseline_tokens": _mean_tokens(base),
+                    "candidate_tokens": _mean_tokens(d),
+                    "prefix_reuse": _prefix_reuse(d),
+                    "server": d.server,
+                    "candidate_created": d.created,
+                    **c.to_dict(),
+                }
+            )
+    return sorted(
+        rows,
+        key=lambda r: (
+            r["host"],
+            r["model"],
+            r["workload"],
+            r["endpoint"],
+            r["kind"],
+            COMPARED.index(r["metric"]),
+        ),
+    )
 
 
-Facet = tuple[str, str]  # (what: "test", "setting", "build" or "matrix"; its name, "" for the matrix)
+Facet = tuple[
+    str, str
+]  # (what: "test", "setting", "build" or "matrix"; its name, "" for the matrix)
 
 
 def _facets(r: RunRecord) -> dict[Facet, Any]:
@@ -206,9 +302,21 @@ def set_apart(runs: list[RunRecord]) -> dict[str, list[tuple[Facet, Any, list[An
     recorded). A run that differs from the others in no facet maps to []: only when it ran sets it apart."""
     facets = {r.id: _facets(r) for r in runs}
     names = sorted({k for f in facets.values() for k in f})
-    differing = [k for k in names if len({json.dumps(f.get(k), sort_keys=True, default=str) for f in facets.values()}) > 1]
-    return {rid: [(k, f.get(k), [o.get(k) for oid, o in facets.items() if oid != rid]) for k in differing]
-            for rid, f in facets.items()}
+    differing = [
+        k
+        for k in names
+        if len(
+            {json.dumps(f.get(k), sort_keys=True, default=str) for f in facets.values()}
+        )
+        > 1
+    ]
+    return {
+        rid: [
+            (k, f.get(k), [o.get(k) for oid, o in facets.items() if oid != rid])
+            for k in differing
+        ]
+        for rid, f in facets.items()
+    }
 
 
 def _prefix_reuse(doc: RunRecord) -> dict[str, int] | None:
@@ -229,8 +337,19 @@ def failed_serving(docs: list[RunRecord]) -> list[dict[str, Any]]:
     for d in latest_per_key(docs):
         if d.ok or d.in_process or d.test_kind not in SERVING_KINDS + ("chat",):
             continue
-        out.append({"id": d.id, "host": d.host_id, "model": d.model_name, "endpoint": d.endpoint, "model_server": d.model_server,
-                    "test_name": d.test_name, "kind": d.error_kind, "message": d.error_message, "created": d.created})
+        out.append(
+            {
+                "id": d.id,
+                "host": d.host_id,
+                "model": d.model_name,
+                "endpoint": d.endpoint,
+                "model_server": d.model_server,
+                "test_name": d.test_name,
+                "kind": d.error_kind,
+                "message": d.error_message,
+                "created": d.created,
+            }
+        )
     return sorted(out, key=lambda r: r["created"], reverse=True)
 
 
@@ -251,7 +370,11 @@ def load_results(docs: list[RunRecord], latest: bool = True) -> list[dict[str, A
     from core.kinds import load_stats
 
     out = []
-    for d in (latest_per_key(docs) if latest else sorted(docs, key=lambda x: (as_record(x).created, as_record(x).id))):
+    for d in (
+        latest_per_key(docs)
+        if latest
+        else sorted(docs, key=lambda x: (as_record(x).created, as_record(x).id))
+    ):
         r = as_record(d)
         if r.test_kind not in LOAD_KINDS:
             continue
@@ -259,39 +382,79 @@ def load_results(docs: list[RunRecord], latest: bool = True) -> list[dict[str, A
         summary = load_stats.stored_summary(r.details.summary)
         if summary is None and spec is not None and r.samples.levels:
             capacity = r.test_kind == "capacity"
-            summary = load_stats.sweep_summary(_load_levels(r), spec.slo, spec.profile,
-                                               grid=spec.levels if capacity else None,
-                                               confidence=spec.look_confidence() if capacity else None)
+            summary = load_stats.sweep_summary(
+                _load_levels(r),
+                spec.slo,
+                spec.profile,
+                grid=spec.levels if capacity else None,
+                confidence=spec.look_confidence() if capacity else None,
+            )
         if summary is None or spec is None:
             continue
         search = getattr(r.details, "search", None)
-        out.append({
-            "id": r.id, "host": r.host_id, "model": r.model_name, "synthetic": r.synthetic, "endpoint": r.endpoint,
-            "model_sha256": r.model_sha256, "server": r.server, "test_name": r.test_name, "kind": r.test_kind,
-            "status": r.status, "error": r.error_message,
-            "profile": spec.profile, "unit": spec.level_unit(), "slo": spec.slo, "workload": spec.workload.describe(),
-            "stats": summary, "answer": summary["answer"],
-            "answer_text": load_stats.answer_text(summary["answer"], spec.slo, spec.level_unit()),
-            "search": search.model_dump(mode="json") if search is not None else None,
-            "requests": summary["requests"], "errors": summary["errors"],
-            "error_reasons": summary["error_reasons"], "created": r.created,
-            "workload_info": r.details.workload or {},
-        })
+        out.append(
+            {
+                "id": r.id,
+                "host": r.host_id,
+                "model": r.model_name,
+                "synthetic": r.synthetic,
+                "endpoint": r.endpoint,
+                "model_sha256": r.model_sha256,
+                "server": r.server,
+                "test_name": r.test_name,
+                "kind": r.test_kind,
+                "status": r.status,
+                "error": r.error_message,
+                "profile": spec.profile,
+                "unit": spec.level_unit(),
+                "slo": spec.slo,
+                "workload": spec.workload.describe(),
+                "stats": summary,
+                "answer": summary["answer"],
+                "answer_text": load_stats.answer_text(
+                    summary["answer"], spec.slo, spec.level_unit()
+                ),
+                "search": search.model_dump(mode="json")
+                if search is not None
+                else None,
+                "requests": summary["requests"],
+                "errors": summary["errors"],
+                "error_reasons": summary["error_reasons"],
+                "created": r.created,
+                "workload_info": r.details.workload or {},
+            }
+        )
     if not latest:
         return out  # oldest first: repeats of one configuration in the order they ran
-    return sorted(out, key=lambda x: (x["host"], x["model"], x["kind"], x["profile"], x["endpoint"], x["test_name"]))
+    return sorted(
+        out,
+        key=lambda x: (
+            x["host"],
+            x["model"],
+            x["kind"],
+            x["profile"],
+            x["endpoint"],
+            x["test_name"],
+        ),
+    )
 
 
-def serving_index(docs: list[RunRecord]) -> dict[tuple[str, str], dict[str, list[dict[str, Any]]]]:
+def serving_index(
+    docs: list[RunRecord],
+) -> dict[tuple[str, str], dict[str, list[dict[str, Any]]]]:
     """Capacity answers and probes by (host, model sha256): what the Roles page checks a role's
     serving requirement against."""
     out: dict[tuple[str, str], dict[str, list[dict[str, Any]]]] = {}
     for row in load_results(docs):
         if row["status"] == "ok" and row["model_sha256"]:
-            out.setdefault((row["host"], row["model_sha256"]), {"capacity": [], "probe": []})["capacity"].append(row)
+            out.setdefault(
+                (row["host"], row["model_sha256"]), {"capacity": [], "probe": []}
+            )["capacity"].append(row)
     for row in probe_results(docs):
         if row["status"] == "ok" and row["model_sha256"]:
-            out.setdefault((row["host"], row["model_sha256"]), {"capacity": [], "probe": []})["probe"].append(row)
+            out.setdefault(
+                (row["host"], row["model_sha256"]), {"capacity": [], "probe": []}
+            )["probe"].append(row)
     return out
 
 
@@ -302,12 +465,26 @@ def probe_results(docs: list[RunRecord]) -> list[dict[str, Any]]:
         r = as_record(d)
         if r.test_kind != "probe":
             continue
-        cases = {k: c.model_dump(mode="json") for k, c in (r.samples.cases or {}).items()}
+        cases = {
+            k: c.model_dump(mode="json") for k, c in (r.samples.cases or {}).items()
+        }
         if not cases:
             continue
-        out.append({"id": r.id, "host": r.host_id, "model": r.model_name, "synthetic": r.synthetic,
-                    "endpoint": r.endpoint, "server": r.server, "status": r.status, "error": r.error_message,
-                    "model_sha256": r.model_sha256, "cases": cases, "created": r.created})
+        out.append(
+            {
+                "id": r.id,
+                "host": r.host_id,
+                "model": r.model_name,
+                "synthetic": r.synthetic,
+                "endpoint": r.endpoint,
+                "server": r.server,
+                "status": r.status,
+                "error": r.error_message,
+                "model_sha256": r.model_sha256,
+                "cases": cases,
+                "created": r.created,
+            }
+        )
     return sorted(out, key=lambda x: (x["host"], x["model"], x["endpoint"]))
 
 
@@ -325,41 +502,70 @@ def throughput_latency_rows(results: list[dict[str, Any]]) -> list[dict[str, Any
                 if limit is None:
                     continue
                 v = lv["slo"]["limits"].get(metric) or {}
-                rows.append({
-                    "series": series, "id": res["id"], "metric": LIMIT_LABELS[metric], "percentile": p,
-                    "level": lv["level"], "unit": res["unit"], "throughput_rps": lv.get("completed_rps"),
-                    "aggregate_tps": lv.get("aggregate_tps"), "value": v.get("value"), "upper": v.get("upper"),
-                    "lower": v.get("lower"), "limit": limit, "verdict": lv["slo"]["verdict"],
-                    "answer": lv["level"] == res["answer"]["answer"] and res["answer"]["answer"] > 0,
-                    "errors": lv.get("errors"),
-                })
+                rows.append(
+                    {
+                        "series": series,
+                        "id": res["id"],
+                        "metric": LIMIT_LABELS[metric],
+                        "percentile": p,
+                        "level": lv["level"],
+                        "unit": res["unit"],
+                        "throughput_rps": lv.get("completed_rps"),
+                        "aggregate_tps": lv.get("aggregate_tps"),
+                        "value": v.get("value"),
+                        "upper": v.get("upper"),
+                        "lower": v.get("lower"),
+                        "limit": limit,
+                        "verdict": lv["slo"]["verdict"],
+                        "answer": lv["level"] == res["answer"]["answer"]
+                        and res["answer"]["answer"] > 0,
+                        "errors": lv.get("errors"),
+                    }
+                )
     return rows
 
 
 def load_finding(res: dict[str, Any]) -> list[str]:
     """What one load test or capacity search shows, in words built from its numbers (plain text)."""
     s, a = res["stats"], res["answer"]
-    lines = [f"Answer: {res['answer_text']} (confidence {res['slo'].confidence:.0%} for each level's verdict)."]
+    lines = [
+        f"Answer: {res['answer_text']} (confidence {res['slo'].confidence:.0%} for each level's verdict)."
+    ]
     if a.get("open_above"):
-        lines.append("Every level measured met the SLOs: the capacity is at least the top of the grid.")
+        lines.append(
+            "Every level measured met the SLOs: the capacity is at least the top of the grid."
+        )
     search = res.get("search")
     if search:
-        lines.append(f"The search sent {search['requests_sent']:,} requests over {len(search['visits'])} of "
-                     f"{len(search['grid'])} levels; the exhaustive sweep of the same grid would send "
-                     f"{search['exhaustive_requests']:,} ({search['requests_sent'] / search['exhaustive_requests']:.0%} "
-                     f"of it). Stopped: {search.get('stopped') or '—'}.")
+        lines.append(
+            f"The search sent {search['requests_sent']:,} requests over {len(search['visits'])} of "
+            f"{len(search['grid'])} levels; the exhaustive sweep of the same grid would send "
+            f"{search['exhaustive_requests']:,} ({search['requests_sent'] / search['exhaustive_requests']:.0%} "
+            f"of it). Stopped: {search.get('stopped') or '—'}."
+        )
     if s.get("saturation_level") is not None:
-        lines.append(f"Saturated from {s['saturation_level']:g} {res['unit']}: throughput stopped growing or the "
-                     "queue grew without bound.")
+        lines.append(
+            f"Saturated from {s['saturation_level']:g} {res['unit']}: throughput stopped growing or the "
+            "queue grew without bound."
+        )
     if s.get("client_bound_levels"):
-        lines.append("The client could not keep the schedule at " + ", ".join(f"{x:g}" for x in s["client_bound_levels"])
-                     + f" {res['unit']}: those levels are reported, not judged (their latencies include the client's lateness).")
+        lines.append(
+            "The client could not keep the schedule at "
+            + ", ".join(f"{x:g}" for x in s["client_bound_levels"])
+            + f" {res['unit']}: those levels are reported, not judged (their latencies include the client's lateness)."
+        )
     if a.get("non_monotonic"):
-        lines.append("Caution: a level above the lowest confirmed miss met the SLOs again (noise, or another load "
-                     "on the host); the interval ends at the lowest miss.")
+        lines.append(
+            "Caution: a level above the lowest confirmed miss met the SLOs again (noise, or another load "
+            "on the host); the interval ends at the lowest miss."
+        )
     if res["errors"]:
-        reasons = ", ".join(f"{k}: {v}" for k, v in sorted(res["error_reasons"].items()))
-        lines.append(f"{res['errors']} of {res['requests']} requests failed ({reasons}); each counts as an SLO miss.")
+        reasons = ", ".join(
+            f"{k}: {v}" for k, v in sorted(res["error_reasons"].items())
+        )
+        lines.append(
+            f"{res['errors']} of {res['requests']} requests failed ({reasons}); each counts as an SLO miss."
+        )
     return lines
 
 
@@ -374,8 +580,10 @@ def capacity_lines(paths: list[Any]) -> list[str]:
         if res.get("search"):
             s = res["search"]
             cost = f"; {s['requests_sent']} requests (exhaustive sweep: {s['exhaustive_requests']})"
-        lines.append(f"{res['endpoint']} · {res['test_name']}: {res['answer_text']}{cost}"
-                     + (f" [failed: {res['error']}]" if res["status"] != "ok" else ""))
+        lines.append(
+            f"{res['endpoint']} · {res['test_name']}: {res['answer_text']}{cost}"
+            + (f" [failed: {res['error']}]" if res["status"] != "ok" else "")
+        )
     for p in probe_results(rows):
         parts = [f"{k} {v['succeeded']}/{v['n']}" for k, v in p["cases"].items()]
         lines.append(f"{p['endpoint']} · probe: " + ", ".join(parts))

@@ -27,7 +27,11 @@ from core.records.run import as_record
 from pipelines import optimization as opt
 
 MODES = ("none", "prompt_lookup", "draft_model")
-MODE_TITLES = {"none": "plain decoding", "prompt_lookup": "prompt lookup", "draft_model": "draft model"}
+MODE_TITLES = {
+    "none": "plain decoding",
+    "prompt_lookup": "prompt lookup",
+    "draft_model": "draft model",
+}
 
 
 # -- MoE x speculation -------------------------------------------------------------------------
@@ -36,8 +40,12 @@ class MoeSpecCell:
     point: opt.Point
     experts: int | None
     mode: str
-    vs_plain: dict[str, Any] | None  # speculation over plain decoding at the same expert count
-    lossless_vs_plain: dict[str, Any] | None  # greedy text against plain decoding at the same expert count
+    vs_plain: (
+        dict[str, Any] | None
+    )  # speculation over plain decoding at the same expert count
+    lossless_vs_plain: (
+        dict[str, Any] | None
+    )  # greedy text against plain decoding at the same expert count
 
     @property
     def vs_baseline(self) -> dict[str, Any] | None:
@@ -54,7 +62,11 @@ def moe_speculation(sw: opt.Sweep) -> dict[str, list[MoeSpecCell]]:
     out: dict[str, list[MoeSpecCell]] = {}
     for test in sw.tests:
         pts = [p for p in sw.points if as_record(p.doc).test_name == test and p.ok]
-        plain = {_experts(p): p for p in pts if (p.requested.get("speculative") or "none") == "none"}
+        plain = {
+            _experts(p): p
+            for p in pts
+            if (p.requested.get("speculative") or "none") == "none"
+        }
         cells = []
         for p in pts:
             mode = p.requested.get("speculative") or "none"
@@ -63,23 +75,44 @@ def moe_speculation(sw: opt.Sweep) -> dict[str, list[MoeSpecCell]]:
             base = plain.get(n)
             if mode != "none" and base is not None and p.metric:
                 hib = True
-                vs_plain = stats.compare(opt.metric_values(base.doc, p.metric), opt.metric_values(p.doc, p.metric), hib).to_dict()
+                vs_plain = stats.compare(
+                    opt.metric_values(base.doc, p.metric),
+                    opt.metric_values(p.doc, p.metric),
+                    hib,
+                ).to_dict()
             # the point's one lossless verdict (pipelines.optimization.judge_lossless), the Failed approaches' too
-            cells.append(MoeSpecCell(p, n, mode, vs_plain, p.lossless if mode != "none" else None))
-        out[test] = sorted(cells, key=lambda c: (-(c.experts or 0), MODES.index(c.mode) if c.mode in MODES else 9))
+            cells.append(
+                MoeSpecCell(
+                    p, n, mode, vs_plain, p.lossless if mode != "none" else None
+                )
+            )
+        out[test] = sorted(
+            cells,
+            key=lambda c: (
+                -(c.experts or 0),
+                MODES.index(c.mode) if c.mode in MODES else 9,
+            ),
+        )
     return out
 
 
-SPEED_ONLY = ("Synthetic weights: the text is noise (degenerate at every expert count), so this sweep is speed "
-              "only. Degenerate text repeats itself, which flatters prompt lookup, and judges nothing about "
-              "losslessness: no conclusion on the benefit of speculation or on quality is drawn from it.")
+SPEED_ONLY = (
+    "Synthetic weights: the text is noise (degenerate at every expert count), so this sweep is speed "
+    "only. Degenerate text repeats itself, which flatters prompt lookup, and judges nothing about "
+    "losslessness: no conclusion on the benefit of speculation or on quality is drawn from it."
+)
 
 
 def speed_only(cells: list[MoeSpecCell]) -> bool:
     """The sweep's text judges nothing: random weights, or degenerate output at plain decoding."""
     plain = [c for c in cells if c.mode == "none"]
     return any(c.point.doc.synthetic for c in cells) or (
-        bool(plain) and all(c.point.degeneration and c.point.degeneration.get("degenerate") for c in plain))
+        bool(plain)
+        and all(
+            c.point.degeneration and c.point.degeneration.get("degenerate")
+            for c in plain
+        )
+    )
 
 
 def moe_speculation_findings(cells: list[MoeSpecCell]) -> list[str]:
@@ -97,56 +130,119 @@ def moe_speculation_findings(cells: list[MoeSpecCell]) -> list[str]:
         for c in sorted(mine, key=lambda c: c.experts or 0):
             groups.setdefault(c.vs_plain["verdict"], []).append(str(c.experts))
         parts = []
-        for verdict, word in (("win", "helps"), ("loss", "hurts"), ("within noise", "changes nothing beyond noise")):
+        for verdict, word in (
+            ("win", "helps"),
+            ("loss", "hurts"),
+            ("within noise", "changes nothing beyond noise"),
+        ):
             ns = groups.get(verdict)
             if ns:
                 counts = ", ".join(ns[:-1]) + (" and " if len(ns) > 1 else "") + ns[-1]
-                parts.append(f"{word} with {counts} {'expert' if ns == ['1'] else 'experts'} per token")
-        lines.append(f"{MODE_TITLES[mode].capitalize()} on top of expert reduction " + "; ".join(parts) + ".")
-    best_plain = max((c for c in cells if c.mode == "none" and c.vs_baseline and c.vs_baseline.get("ratio")),
-                     key=lambda c: c.vs_baseline["ratio"], default=None)
-    best_combo = max((c for c in cells if c.mode != "none" and c.vs_baseline and c.vs_baseline.get("ratio")),
-                     key=lambda c: c.vs_baseline["ratio"], default=None)
+                parts.append(
+                    f"{word} with {counts} {'expert' if ns == ['1'] else 'experts'} per token"
+                )
+        lines.append(
+            f"{MODE_TITLES[mode].capitalize()} on top of expert reduction "
+            + "; ".join(parts)
+            + "."
+        )
+    best_plain = max(
+        (
+            c
+            for c in cells
+            if c.mode == "none" and c.vs_baseline and c.vs_baseline.get("ratio")
+        ),
+        key=lambda c: c.vs_baseline["ratio"],
+        default=None,
+    )
+    best_combo = max(
+        (
+            c
+            for c in cells
+            if c.mode != "none" and c.vs_baseline and c.vs_baseline.get("ratio")
+        ),
+        key=lambda c: c.vs_baseline["ratio"],
+        default=None,
+    )
     if best_plain and best_combo:
         better = best_combo.vs_baseline["ratio"] > best_plain.vs_baseline["ratio"]
         # a speed statement: where the fastest combination fails the Optimization page's rule, say so here too
-        failed = ", ".join(k for k, _ in opt.point_failures(best_combo.point, "moe-speculation"))
+        failed = ", ".join(
+            k for k, _ in opt.point_failures(best_combo.point, "moe-speculation")
+        )
         lines.append(
             f"Fastest combination: {best_combo.experts} experts with {MODE_TITLES[best_combo.mode]} at "
             f"{best_combo.vs_baseline['ratio']:.2f}x the baseline; fastest expert reduction alone: {best_plain.experts} "
             f"experts at {best_plain.vs_baseline['ratio']:.2f}x"
-            + (" (the combination is ahead" if better else " (speculation adds nothing on top")
-            + (f"; the fastest combination is a failed approach there: {failed}" if failed else "") + ").")
-    broken = [c for c in cells if c.lossless_vs_plain is not None and not c.lossless_vs_plain["identical"]]
+            + (
+                " (the combination is ahead"
+                if better
+                else " (speculation adds nothing on top"
+            )
+            + (
+                f"; the fastest combination is a failed approach there: {failed}"
+                if failed
+                else ""
+            )
+            + ")."
+        )
+    broken = [
+        c
+        for c in cells
+        if c.lossless_vs_plain is not None and not c.lossless_vs_plain["identical"]
+    ]
     if broken:
-        lines.append("Not lossless: " + "; ".join(
-            f"{MODE_TITLES[c.mode]} at {c.experts} experts differs from plain decoding at token "
-            f"{c.lossless_vs_plain['first_diff']}" for c in broken) + ".")
+        lines.append(
+            "Not lossless: "
+            + "; ".join(
+                f"{MODE_TITLES[c.mode]} at {c.experts} experts differs from plain decoding at token "
+                f"{c.lossless_vs_plain['first_diff']}"
+                for c in broken
+            )
+            + "."
+        )
     return lines
 
 
 # -- draft Pareto ---------------------------------------------------------------------------------
 def is_draft_sweep(sw: opt.Sweep) -> bool:
-    drafts = {p.requested.get("draft_model") for p in sw.points if p.ok and p.requested.get("speculative") == "draft_model"}
-    return sw.track == "speculative" and len(drafts) >= 2 and any(
-        "draft_model" in as_record(p.doc).swept for p in sw.points)
+    drafts = {
+        p.requested.get("draft_model")
+        for p in sw.points
+        if p.ok and p.requested.get("speculative") == "draft_model"
+    }
+    return (
+        sw.track == "speculative"
+        and len(drafts) >= 2
+        and any("draft_model" in as_record(p.doc).swept for p in sw.points)
+    )
 
 
-def quality_by_sha(quality_docs: list[QualityRecord]) -> dict[str, dict[str, dict[str, Any]]]:
+def quality_by_sha(
+    quality_docs: list[QualityRecord],
+) -> dict[str, dict[str, dict[str, Any]]]:
     """Model file sha256 -> newest ok score per ``suite · style`` (pass rate with Wilson CI95)."""
     from pipelines.quality import latest_per_key, rate, style_of
 
     out: dict[str, dict[str, dict[str, Any]]] = {}
-    for d in sorted(latest_per_key([as_quality(q) for q in quality_docs]), key=lambda d: (d.created, d.id)):
+    for d in sorted(
+        latest_per_key([as_quality(q) for q in quality_docs]),
+        key=lambda d: (d.created, d.id),
+    ):
         if not d.ok or not d.model_sha256:
             continue
         items = d.items
         r = rate(sum(1 for it in items if it.passed), len(items))
-        out.setdefault(d.model_sha256, {})[f"{d.suite_name} · {style_of(d)}"] = {**r, "id": d.id}
+        out.setdefault(d.model_sha256, {})[f"{d.suite_name} · {style_of(d)}"] = {
+            **r,
+            "id": d.id,
+        }
     return out
 
 
-def pick_score(shas: list[str], scores: dict[str, dict[str, dict[str, Any]]]) -> str | None:
+def pick_score(
+    shas: list[str], scores: dict[str, dict[str, dict[str, Any]]]
+) -> str | None:
     """The suite · style measured for every draft, the one with the most items (then by name)."""
     common = None
     for sha in shas:
@@ -170,6 +266,7 @@ class DraftRow:
 
 def pareto_front(rows: list[DraftRow]) -> None:
     """Mark the rows no other row dominates on (speed-up, quality): at least as good on both, better on one."""
+
     def xy(r: DraftRow) -> tuple[float, float] | None:
         if not r.speedup or r.speedup.get("ratio") is None or not r.quality:
             return None
@@ -178,16 +275,31 @@ def pareto_front(rows: list[DraftRow]) -> None:
     for r in rows:
         a = xy(r)
         r.front = a is not None and not any(
-            (b := xy(o)) is not None and o is not r and b[0] >= a[0] and b[1] >= a[1] and (b[0] > a[0] or b[1] > a[1])
-            for o in rows)
+            (b := xy(o)) is not None
+            and o is not r
+            and b[0] >= a[0]
+            and b[1] >= a[1]
+            and (b[0] > a[0] or b[1] > a[1])
+            for o in rows
+        )
 
 
 def draft_pareto(sw: opt.Sweep, quality_docs: list[QualityRecord]) -> dict[str, Any]:
     """Per test: a row per draft (the Pareto front marked) and the quality score used."""
     scores = quality_by_sha(quality_docs)
     out: dict[str, Any] = {"tests": {}, "score": None}
-    drafts = [p for p in sw.points if p.ok and p.requested.get("speculative") == "draft_model"]
-    shas = list(dict.fromkeys(s for s in (as_record(p.doc).reported.get("draft_model_sha256") for p in drafts) if s))
+    drafts = [
+        p for p in sw.points if p.ok and p.requested.get("speculative") == "draft_model"
+    ]
+    shas = list(
+        dict.fromkeys(
+            s
+            for s in (
+                as_record(p.doc).reported.get("draft_model_sha256") for p in drafts
+            )
+            if s
+        )
+    )
     key = pick_score(shas, scores)
     out["score"] = key
     for test in sw.tests:
@@ -197,7 +309,18 @@ def draft_pareto(sw: opt.Sweep, quality_docs: list[QualityRecord]) -> dict[str, 
                 continue
             sha = as_record(p.doc).reported.get("draft_model_sha256")
             q = scores.get(sha or "", {}).get(key) if key else None
-            rows.append(DraftRow(p, p.requested.get("draft_model") or "?", sha, p.acceptance, p.comparison, q))
+            rows.append(
+                DraftRow(
+                    p,
+                    p.requested.get("draft_model") or "?",
+                    sha,
+                    p.acceptance,
+                    p.comparison,
+                    q,
+                )
+            )
         pareto_front(rows)
-        out["tests"][test] = sorted(rows, key=lambda r: -(r.speedup or {}).get("ratio", 0) if r.speedup else 0)
+        out["tests"][test] = sorted(
+            rows, key=lambda r: -(r.speedup or {}).get("ratio", 0) if r.speedup else 0
+        )
     return out

@@ -30,7 +30,14 @@ from typing import Any
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from core.errors import ConfigError
 from core.paths import data_dir, relpath
@@ -42,10 +49,25 @@ from pipelines import facts as facts_mod
 from pipelines.facts import Facts, Figure, Group
 from pipelines.runs import latest_per_key
 
-STAGE_ORDER = ("load", "http", "tokenise", "prefill", "decode", "sample", "detokenise", "other")
+STAGE_ORDER = (
+    "load",
+    "http",
+    "tokenise",
+    "prefill",
+    "decode",
+    "sample",
+    "detokenise",
+    "other",
+)
 STAGE_LABELS = {
-    "load": "model load", "http": "HTTP / server overhead", "tokenise": "tokenise", "prefill": "prefill (prompt)",
-    "decode": "decode (generation)", "sample": "sampling", "detokenise": "detokenise", "other": "other (template, streaming)",
+    "load": "model load",
+    "http": "HTTP / server overhead",
+    "tokenise": "tokenise",
+    "prefill": "prefill (prompt)",
+    "decode": "decode (generation)",
+    "sample": "sampling",
+    "detokenise": "detokenise",
+    "other": "other (template, streaming)",
 }
 
 
@@ -61,7 +83,11 @@ def _requests(rec: RunRecord) -> list[Any]:
 
 def _staged(rec: RunRecord) -> list[dict[str, float]]:
     """The stage split of each timed request (in process: tokenise, prefill, decode, ...)."""
-    return [r.stages_ms for r in _requests(rec) if isinstance(getattr(r, "stages_ms", None), dict)]
+    return [
+        r.stages_ms
+        for r in _requests(rec)
+        if isinstance(getattr(r, "stages_ms", None), dict)
+    ]
 
 
 def stage_profile(rec: RunRecord) -> dict[str, float] | None:
@@ -105,12 +131,18 @@ def unit_totals(rec: RunRecord) -> list[float]:
         test = rec.spec
         perf = rec.details.perf_counters or []
         if perf:
-            return [(p.t_p_eval_ms or 0.0) * bool(test.n_prompt) + (p.t_eval_ms or 0.0) * bool(test.n_gen) for p in perf]
+            return [
+                (p.t_p_eval_ms or 0.0) * bool(test.n_prompt)
+                + (p.t_eval_ms or 0.0) * bool(test.n_gen)
+                for p in perf
+            ]
         return [ns / 1e6 for ns in rec.samples.ns or []]
     return [sum(s.values()) for s in _staged(rec)]
 
 
-def stage_shares(profile: dict[str, float], stages: tuple[str, ...] | None = None) -> dict[str, float]:
+def stage_shares(
+    profile: dict[str, float], stages: tuple[str, ...] | None = None
+) -> dict[str, float]:
     """Share of each stage in the time of ``stages`` (all but load when None)."""
     keys = [s for s in profile if (s in stages if stages is not None else s != "load")]
     total = sum(profile[s] for s in keys)
@@ -127,7 +159,11 @@ def amdahl(share: float, reduction: float) -> dict[str, float]:
     if not 0 <= reduction <= 1:
         raise ValueError(f"reduction must be in [0, 1], got {reduction}")
     ratio = 1.0 - reduction * share
-    return {"time_ratio": ratio, "speedup": (1.0 / ratio) if ratio > 0 else float("inf"), "saved": reduction * share}
+    return {
+        "time_ratio": ratio,
+        "speedup": (1.0 / ratio) if ratio > 0 else float("inf"),
+        "saved": reduction * share,
+    }
 
 
 def compose_stages(shares: dict[str, float], speedups: dict[str, float]) -> float:
@@ -143,13 +179,31 @@ def compose_stages(shares: dict[str, float], speedups: dict[str, float]) -> floa
 # -- mixes ---------------------------------------------------------------------------------------
 class MixEntry(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    model: str = Field(..., description="Model name (data/models.yaml) of the measured run.")
-    test: str = Field(..., description="Test name of the measured run (e.g. chat-short, tg128).")
-    matrix: str | None = Field(None, description="A hint: the configuration measured in this matrix is preferred "
-                               "(never a filter: measured work of any matrix counts).")
-    settings: dict[str, Any] = Field(default_factory=dict, description="Only configurations whose requested settings have these values.")
-    weight: float = Field(..., gt=0, description="Share of the mix's requests (normalised over the entries).")
-    loads_per_request: float = Field(0.0, ge=0, description="Model loads each request pays (0 = warm server, 1 = one-shot command).")
+    model: str = Field(
+        ..., description="Model name (data/models.yaml) of the measured run."
+    )
+    test: str = Field(
+        ..., description="Test name of the measured run (e.g. chat-short, tg128)."
+    )
+    matrix: str | None = Field(
+        None,
+        description="A hint: the configuration measured in this matrix is preferred "
+        "(never a filter: measured work of any matrix counts).",
+    )
+    settings: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Only configurations whose requested settings have these values.",
+    )
+    weight: float = Field(
+        ...,
+        gt=0,
+        description="Share of the mix's requests (normalised over the entries).",
+    )
+    loads_per_request: float = Field(
+        0.0,
+        ge=0,
+        description="Model loads each request pays (0 = warm server, 1 = one-shot command).",
+    )
 
 
 class Mix(BaseModel):
@@ -174,15 +228,29 @@ class Planned(BaseModel):
     model_config = ConfigDict(extra="forbid")
     id: str = Field(..., pattern=r"^[a-z0-9][a-z0-9-]*$")
     name: str = Field(..., min_length=1)
-    source: str = Field("", description="Where the plan comes from (e.g. seed 003's phase).")
-    kind: Literal["retry", "stage"] = Field(..., description="retry: automatic retry against the measured error runs; "
-                                            "stage: a stage of a mix made faster.")
-    resend_after_s: tuple[float, float] = Field((0.5, 2.0), description="retry: seconds after which a caller who sees a "
-                                                "failure re-sends it (an assumption, low and high).")
+    source: str = Field(
+        "", description="Where the plan comes from (e.g. seed 003's phase)."
+    )
+    kind: Literal["retry", "stage"] = Field(
+        ...,
+        description="retry: automatic retry against the measured error runs; "
+        "stage: a stage of a mix made faster.",
+    )
+    resend_after_s: tuple[float, float] = Field(
+        (0.5, 2.0),
+        description="retry: seconds after which a caller who sees a "
+        "failure re-sends it (an assumption, low and high).",
+    )
     mix: str | None = Field(None, description="stage: the what-if mix.")
     stage: str | None = Field(None, description="stage: the stage made faster.")
-    reduction: tuple[float, float] = Field((0.5, 0.5), description="stage: share of the stage's time removed (low, high).")
-    min_gain: float = Field(0.01, ge=0, description="The smallest gain worth implementing (a fraction of the time).")
+    reduction: tuple[float, float] = Field(
+        (0.5, 0.5), description="stage: share of the stage's time removed (low, high)."
+    )
+    min_gain: float = Field(
+        0.01,
+        ge=0,
+        description="The smallest gain worth implementing (a fraction of the time).",
+    )
 
     @model_validator(mode="after")
     def _check(self) -> "Planned":
@@ -190,20 +258,30 @@ class Planned(BaseModel):
             raise ValueError("a stage plan needs mix and stage")
         lo, hi = self.reduction
         if not 0 <= lo <= hi <= 1:
-            raise ValueError(f"reduction must be 0 <= low <= high <= 1, got {list(self.reduction)}")
+            raise ValueError(
+                f"reduction must be 0 <= low <= high <= 1, got {list(self.reduction)}"
+            )
         if not 0 <= self.resend_after_s[0] <= self.resend_after_s[1]:
-            raise ValueError(f"resend_after_s must be 0 <= low <= high, got {list(self.resend_after_s)}")
+            raise ValueError(
+                f"resend_after_s must be 0 <= low <= high, got {list(self.resend_after_s)}"
+            )
         return self
 
 
 class WhatIfFile(BaseModel):
     model_config = ConfigDict(extra="forbid")
     schema_version: int = Field(1, description="Format version.")
-    reductions: list[float] = Field(default_factory=lambda: [0.1, 0.25, 0.5, 0.9],
-                                    description="Stage time reductions explored (fractions).")
+    reductions: list[float] = Field(
+        default_factory=lambda: [0.1, 0.25, 0.5, 0.9],
+        description="Stage time reductions explored (fractions).",
+    )
     mixes: list[Mix] = Field(..., min_length=1)
-    errors: ErrorRuns | None = Field(None, description="The serving runs that measure error rates and retry costs.")
-    planned: list[Planned] = Field(default_factory=list, description="Planned optimizations to recommend or not.")
+    errors: ErrorRuns | None = Field(
+        None, description="The serving runs that measure error rates and retry costs."
+    )
+    planned: list[Planned] = Field(
+        default_factory=list, description="Planned optimizations to recommend or not."
+    )
 
     @field_validator("reductions")
     @classmethod
@@ -228,21 +306,40 @@ def load_whatif(path: Path | None = None) -> WhatIfFile:
     names = [m.name for m in f.mixes]
     dup = {n for n in names if names.count(n) > 1}
     if dup:
-        raise ConfigError(f"mix name {sorted(dup)[0]!r} used twice", file=relpath(path), field="mixes")
+        raise ConfigError(
+            f"mix name {sorted(dup)[0]!r} used twice", file=relpath(path), field="mixes"
+        )
     for i, plan in enumerate(f.planned):
         if plan.kind == "stage" and plan.mix not in names:
-            raise ConfigError(f"unknown mix {plan.mix!r} (known: {', '.join(names)})", file=relpath(path), field=f"planned.{i}.mix")
+            raise ConfigError(
+                f"unknown mix {plan.mix!r} (known: {', '.join(names)})",
+                file=relpath(path),
+                field=f"planned.{i}.mix",
+            )
         if plan.kind == "stage" and plan.stage not in STAGE_ORDER:
-            raise ConfigError(f"unknown stage {plan.stage!r} (known: {', '.join(STAGE_ORDER)})", file=relpath(path),
-                              field=f"planned.{i}.stage")
+            raise ConfigError(
+                f"unknown stage {plan.stage!r} (known: {', '.join(STAGE_ORDER)})",
+                file=relpath(path),
+                field=f"planned.{i}.stage",
+            )
         if plan.kind == "retry" and f.errors is None:
-            raise ConfigError("a retry plan needs the errors: block (the serving runs with injected errors)",
-                              file=relpath(path), field=f"planned.{i}")
+            raise ConfigError(
+                "a retry plan needs the errors: block (the serving runs with injected errors)",
+                file=relpath(path),
+                field=f"planned.{i}",
+            )
     return f
 
 
-def select_runs(docs: list[RunRecord], *, model: str, test: str, host_id: str | None = None,
-                matrix: str | None = None, settings: dict[str, Any] | None = None) -> list[RunRecord]:
+def select_runs(
+    docs: list[RunRecord],
+    *,
+    model: str,
+    test: str,
+    host_id: str | None = None,
+    matrix: str | None = None,
+    settings: dict[str, Any] | None = None,
+) -> list[RunRecord]:
     """The newest ok artifact of every configuration matching a selector, newest first."""
     out = []
     for r in latest_per_key(docs):
@@ -258,19 +355,25 @@ def select_runs(docs: list[RunRecord], *, model: str, test: str, host_id: str | 
     return sorted(out, key=lambda r: (r.created, r.id), reverse=True)
 
 
-ENTRY_RULE = ("A mix entry is read through the fact layer: among the host's configurations of the entry's model and "
-              "test (with its settings where it names them) that recorded stage timings, those measured in the entry's "
-              "matrix first (a hint, never a filter), then the representative one as the Leaderboard picks it (the "
-              "best figure among ordinary builds); the page names its settings. Its stage timings are the mean over that "
-              "configuration's runs that recorded them; its model load time is the configuration's figure of "
-              "load_time_s (the run as the unit), or, where its runs did not record one, the figure of the host's "
-              "configuration of the same model file and backend with the most runs that did.")
+ENTRY_RULE = (
+    "A mix entry is read through the fact layer: among the host's configurations of the entry's model and "
+    "test (with its settings where it names them) that recorded stage timings, those measured in the entry's "
+    "matrix first (a hint, never a filter), then the representative one as the Leaderboard picks it (the "
+    "best figure among ordinary builds); the page names its settings. Its stage timings are the mean over that "
+    "configuration's runs that recorded them; its model load time is the configuration's figure of "
+    "load_time_s (the run as the unit), or, where its runs did not record one, the figure of the host's "
+    "configuration of the same model file and backend with the most runs that did."
+)
 
 
 def group_profile(g: Group) -> dict[str, float] | None:
     """Mean milliseconds per unit of work in each stage over the group's runs that recorded stages (load
     aside: :func:`load_figure`), or None when none did."""
-    profiles = [p for p in (stage_profile(r) for r in g.runs) if p and any(k != "load" for k in p)]
+    profiles = [
+        p
+        for p in (stage_profile(r) for r in g.runs)
+        if p and any(k != "load" for k in p)
+    ]
     if not profiles:
         return None
     names = sorted({k for p in profiles for k in p if k != "load"})
@@ -283,8 +386,11 @@ def load_figure(fx: Facts, g: Group) -> Figure | None:
     f = g.figure("load_time_s")
     if f is not None:
         return f
-    same = [(h, h.figure("load_time_s")) for h in fx.groups_of(g.host_id)
-            if h.newest.model_identity == g.newest.model_identity and h.backend == g.backend]
+    same = [
+        (h, h.figure("load_time_s"))
+        for h in fx.groups_of(g.host_id)
+        if h.newest.model_identity == g.newest.model_identity and h.backend == g.backend
+    ]
     same = [(h, lf) for h, lf in same if lf is not None]
     if not same:
         return None
@@ -293,11 +399,19 @@ def load_figure(fx: Facts, g: Group) -> Figure | None:
 
 def entry_groups(fx: Facts, e: MixEntry, host_id: str | None = None) -> list[Group]:
     """The groups of an entry's work (model, test, its settings) on one host or every host (any matrix)."""
-    return [g for g in fx.groups_of(host_id, test=e.test) if any(r.model_name == e.model for r in g.runs)
-            and not any(g.newest.requested.get(k) != v for k, v in (e.settings or {}).items())]
+    return [
+        g
+        for g in fx.groups_of(host_id, test=e.test)
+        if any(r.model_name == e.model for r in g.runs)
+        and not any(
+            g.newest.requested.get(k) != v for k, v in (e.settings or {}).items()
+        )
+    ]
 
 
-def entry_group(fx: Facts, e: MixEntry, host_id: str) -> tuple[Group | None, str | None]:
+def entry_group(
+    fx: Facts, e: MixEntry, host_id: str
+) -> tuple[Group | None, str | None]:
     """The configuration an entry reads on a host by :data:`ENTRY_RULE`, or None and why."""
     found = entry_groups(fx, e, host_id)
     if not found:
@@ -306,7 +420,9 @@ def entry_group(fx: Facts, e: MixEntry, host_id: str) -> tuple[Group | None, str
     if not staged:
         return None, "no stage timings in its artifacts"
     if e.matrix:
-        staged = [g for g in staged if any(r.matrix_name == e.matrix for r in g.runs)] or staged
+        staged = [
+            g for g in staged if any(r.matrix_name == e.matrix for r in g.runs)
+        ] or staged
     rep = facts_mod.Facts.representative(fx, staged)
     return (rep or staged[0]), None
 
@@ -316,7 +432,9 @@ class MixResult:
     mix: Mix
     host_id: str
     per_request_ms: dict[str, float]  # stage -> weighted ms per request
-    entries: list[dict[str, Any]]  # the configurations used: entry, group, its newest run, profile, load, weight
+    entries: list[
+        dict[str, Any]
+    ]  # the configurations used: entry, group, its newest run, profile, load, weight
     missing: list[str] = field(default_factory=list)
 
     @property
@@ -338,10 +456,12 @@ class MixResult:
             s = stats.summary(units)
             if s.ci95_low is None or s.ci95_high is None or s.mean is None:
                 return None, None
-            half2 += (u["weight"] * stats.t_critical(s.n - 1) * s.stddev / math.sqrt(s.n)) ** 2
+            half2 += (
+                u["weight"] * stats.t_critical(s.n - 1) * s.stddev / math.sqrt(s.n)
+            ) ** 2
         if not self.entries:
             return None, None
-        half = half2 ** 0.5
+        half = half2**0.5
         if self.total_ms <= 0:
             return None, None
         # a time stays positive: the propagated half-width applied on the log scale (core.stats.mean_interval)
@@ -356,8 +476,15 @@ class MixResult:
         """One row per stage (largest share first): share, each reduction's gain, the limit."""
         rows = []
         for stage, share in sorted(self.shares().items(), key=lambda kv: -kv[1]):
-            rows.append({"stage": stage, "share": share, "ms": self.per_request_ms[stage],
-                         "gains": {r: amdahl(share, r) for r in reductions}, "limit": amdahl(share, 1.0)})
+            rows.append(
+                {
+                    "stage": stage,
+                    "share": share,
+                    "ms": self.per_request_ms[stage],
+                    "gains": {r: amdahl(share, r) for r in reductions},
+                    "limit": amdahl(share, 1.0),
+                }
+            )
         return rows
 
 
@@ -378,14 +505,26 @@ def evaluate_mix(mix: Mix, docs: list[RunRecord], host_id: str) -> MixResult:
         if lf is not None:
             prof["load"] = lf.mean * 1000.0
         elif e.loads_per_request:
-            missing.append(f"{e.model} · {e.test}: no measured load time (load_time_s) of this model on this host")
+            missing.append(
+                f"{e.model} · {e.test}: no measured load time (load_time_s) of this model on this host"
+            )
         w = e.weight / total_w
         for stage, ms in prof.items():
             mult = e.loads_per_request if stage == "load" else 1.0
             if mult:
                 per[stage] = per.get(stage, 0.0) + w * mult * ms
         runs = [r for r in g.runs if stage_profile(r)]
-        used.append({"entry": e, "group": g, "run": g.newest, "runs": runs, "profile": prof, "load": lf, "weight": w})
+        used.append(
+            {
+                "entry": e,
+                "group": g,
+                "run": g.newest,
+                "runs": runs,
+                "profile": prof,
+                "load": lf,
+                "weight": w,
+            }
+        )
     return MixResult(mix, host_id, per, used, missing)
 
 

@@ -25,7 +25,9 @@ from typing import Callable
 PR_SET_PDEATHSIG = 1
 JOB_PREFIX = "almanac-job-"
 PARENT_ENV = "ALMANAC_PARENT_PID"
-DEADLINE_ENV = "ALMANAC_DEADLINE"  # time.time() past which the worker kills its own process group
+DEADLINE_ENV = (
+    "ALMANAC_DEADLINE"  # time.time() past which the worker kills its own process group
+)
 WATCH_INTERVAL_S = 0.25
 
 
@@ -43,7 +45,9 @@ def die_with_parent(parent_pid: int | None = None) -> Callable[[], None]:
     parent = os.getpid() if parent_pid is None else parent_pid
 
     def fn() -> None:
-        if set_pdeathsig() and os.getppid() != parent:  # the parent died before prctl took effect
+        if (
+            set_pdeathsig() and os.getppid() != parent
+        ):  # the parent died before prctl took effect
             os._exit(1)
 
     return fn
@@ -56,8 +60,12 @@ def _kill_own_group() -> None:
         os._exit(137)
 
 
-def start_watchdog(*, parent_pid: int | None, deadline: float | None,
-                   on_fire: Callable[[], None] = _kill_own_group) -> threading.Thread | None:
+def start_watchdog(
+    *,
+    parent_pid: int | None,
+    deadline: float | None,
+    on_fire: Callable[[], None] = _kill_own_group,
+) -> threading.Thread | None:
     """In a worker: die with the parent and at the deadline. ``parent_pid`` None: read from the
     environment (the runner sets it); ``deadline`` None: read from the environment (absolute
     ``time.time()``). Returns the thread, or None when there is nothing to watch."""
@@ -83,7 +91,10 @@ def start_watchdog(*, parent_pid: int | None, deadline: float | None,
                 on_fire()
                 return
             if deadline is not None and time.time() > deadline:
-                os.write(2, b"almanac worker: past the runner's deadline; killing my process group\n")
+                os.write(
+                    2,
+                    b"almanac worker: past the runner's deadline; killing my process group\n",
+                )
                 on_fire()
                 return
             time.sleep(WATCH_INTERVAL_S)
@@ -108,7 +119,10 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def clean_stale_job_dirs(base: Path | str | None = None, prefixes: tuple[str, ...] = (JOB_PREFIX, "almanac-sbx-")) -> list[Path]:
+def clean_stale_job_dirs(
+    base: Path | str | None = None,
+    prefixes: tuple[str, ...] = (JOB_PREFIX, "almanac-sbx-"),
+) -> list[Path]:
     """Remove job folders whose runner is gone; returns what was removed."""
     base = Path(base or tempfile.gettempdir())
     removed = []
@@ -120,8 +134,12 @@ def clean_stale_job_dirs(base: Path | str | None = None, prefixes: tuple[str, ..
         prefix = next((x for x in prefixes if p.name.startswith(x)), None)
         if prefix is None or not p.is_dir() or p.is_symlink():
             continue
-        pid_part = p.name[len(prefix):].split("-", 1)[0]
-        if not pid_part.isdigit() or _alive(int(pid_part)) or int(pid_part) == os.getpid():
+        pid_part = p.name[len(prefix) :].split("-", 1)[0]
+        if (
+            not pid_part.isdigit()
+            or _alive(int(pid_part))
+            or int(pid_part) == os.getpid()
+        ):
             continue
         shutil.rmtree(p, ignore_errors=True)
         if not p.exists():

@@ -32,11 +32,15 @@ import pytest
 
 from tests.support import committed
 
-os.environ.setdefault("ALMANAC_VALIDATE_CHARTS", "1")  # charts are validated by Altair in tests (the site build skips it)
+os.environ.setdefault(
+    "ALMANAC_VALIDATE_CHARTS", "1"
+)  # charts are validated by Altair in tests (the site build skips it)
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "fixtures"
-GOLDEN = FIXTURES / "data"  # golden artifacts measured for real, committed (asv's example_results)
+GOLDEN = (
+    FIXTURES / "data"
+)  # golden artifacts measured for real, committed (asv's example_results)
 ARTIFACT_DIRS = committed.ARTIFACT_DIRS
 
 _SESSION: dict = {}  # "data": the session's committed copy, "snapshot": its files when made, "tmp": its parent
@@ -62,8 +66,12 @@ def pytest_configure(config):
     _SESSION["snapshot"] = tree_snapshot(_SESSION["data"])
     os.environ["ALMANAC_DATA"] = str(_SESSION["data"])
     if "guard" not in _SESSION:  # an audit hook cannot be removed: one per process
-        _SESSION["guard"] = committed.LiveDataGuard(ROOT / "data", frozenset() if os.environ.get(
-            committed.OVERRIDE_ENV) else frozenset(tracked))
+        _SESSION["guard"] = committed.LiveDataGuard(
+            ROOT / "data",
+            frozenset()
+            if os.environ.get(committed.OVERRIDE_ENV)
+            else frozenset(tracked),
+        )
         sys.addaudithook(lambda event, args: _SESSION["guard"](event, args))
 
 
@@ -100,8 +108,11 @@ def _session_data_unchanged():
         shutil.rmtree(data)
         committed.committed_data(data)
         _SESSION["snapshot"] = tree_snapshot(data)
-        pytest.fail(f"the test changed the session's committed data folder ({', '.join(changed[:5])}): give it a "
-                    "folder of its own (data_env, golden_data, or committed.committed_data(tmp_path / 'data'))", pytrace=False)
+        pytest.fail(
+            f"the test changed the session's committed data folder ({', '.join(changed[:5])}): give it a "
+            "folder of its own (data_env, golden_data, or committed.committed_data(tmp_path / 'data'))",
+            pytrace=False,
+        )
 
 
 @pytest.fixture
@@ -145,18 +156,38 @@ def write_matrix(data_dir: Path, name: str, body: str) -> Path:
 
 
 def tree_snapshot(d: Path) -> dict[str, float]:
-    return {str(p.relative_to(d)): p.stat().st_mtime_ns for p in d.rglob("*") if p.is_file()}
+    return {
+        str(p.relative_to(d)): p.stat().st_mtime_ns for p in d.rglob("*") if p.is_file()
+    }
 
 
 def build_site(data: Path, out: Path) -> subprocess.CompletedProcess:
     """Build the site (strict) from ``data`` into ``out``; never from the live data/ folder (the guard
     cannot see into the build's process): the committed data is ``session_data``."""
     if Path(data).resolve() == (ROOT / "data").resolve():
-        raise committed.UntrackedDataRead(f"build_site({data}): the live data/ folder may hold a user's measurements; "
-                                          "build from the committed copy (the session_data fixture)")
+        raise committed.UntrackedDataRead(
+            f"build_site({data}): the live data/ folder may hold a user's measurements; "
+            "build from the committed copy (the session_data fixture)"
+        )
     env = dict(os.environ, ALMANAC_DATA=str(data), DISABLE_MKDOCS_2_WARNING="true")
-    return subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-f", str(ROOT / "mkdocs.yml"),
-                           "--site-dir", str(out)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mkdocs",
+            "build",
+            "--strict",
+            "-f",
+            str(ROOT / "mkdocs.yml"),
+            "--site-dir",
+            str(out),
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
 
 
 @pytest.fixture(scope="session")

@@ -72,7 +72,9 @@ class Handler(BaseHTTPRequestHandler):
     slots: threading.Semaphore | None = None
     mix: list[tuple[str, float]] = []
 
-    def log_message(self, fmt: str, *args) -> None:  # one line per request on stderr (the server log)
+    def log_message(
+        self, fmt: str, *args
+    ) -> None:  # one line per request on stderr (the server log)
         sys.stderr.write("fault-server: " + (fmt % args) + "\n")
 
     # -- helpers --------------------------------------------------------------------------
@@ -101,8 +103,12 @@ class Handler(BaseHTTPRequestHandler):
     @staticmethod
     def _delta(i: int, content: str | None = None, finish: str | None = None) -> dict:
         delta = {"content": content} if content is not None else {}
-        return {"id": f"fault-{i}", "object": "chat.completion.chunk", "model": "fault",
-                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+        return {
+            "id": f"fault-{i}",
+            "object": "chat.completion.chunk",
+            "model": "fault",
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+        }
 
     def _replay(self, name: str) -> None:
         path = os.path.join(self.opts.replay, os.path.basename(name) + ".json")
@@ -128,7 +134,9 @@ class Handler(BaseHTTPRequestHandler):
         if self.path.rstrip("/") == "/v1/models":
             if self.opts.unhealthy:
                 return self._json(503, {"error": "loading"})
-            return self._json(200, {"object": "list", "data": [{"id": "fault", "object": "model"}]})
+            return self._json(
+                200, {"object": "list", "data": [{"id": "fault", "object": "model"}]}
+            )
         self._json(404, {"error": "not found"})
 
     def do_POST(self) -> None:  # noqa: N802
@@ -136,20 +144,28 @@ class Handler(BaseHTTPRequestHandler):
         body = json.loads(self.rfile.read(length) or b"{}")
         path = self.path.rstrip("/")
         if self.opts.tokenizer and path == "/tokenize":
-            return self._json(200, {"tokens": _word_ids(str(body.get("content") or ""))})
+            return self._json(
+                200, {"tokens": _word_ids(str(body.get("content") or ""))}
+            )
         if self.opts.tokenizer and path == "/detokenize":
             with VOCAB_LOCK:
-                words = [WORDS[i] for i in body.get("tokens") or [] if isinstance(i, int) and 0 <= i < len(WORDS)]
+                words = [
+                    WORDS[i]
+                    for i in body.get("tokens") or []
+                    if isinstance(i, int) and 0 <= i < len(WORDS)
+                ]
             return self._json(200, {"content": " ".join(words)})
         if path != "/v1/chat/completions":
             return self._json(404, {"error": "not found"})
         n = next(COUNTER)
         if self.opts.replay and str(body.get("model") or "").startswith("replay:"):
-            return self._replay(str(body["model"])[len("replay:"):])
+            return self._replay(str(body["model"])[len("replay:") :])
         mode = body.get("model") if body.get("model") in MODES else None
         if mode is None and self.mix:
             names, weights = zip(*self.mix)
-            mode = random.Random(self.opts.mix_seed * 1_000_003 + n).choices(names, weights)[0]
+            mode = random.Random(self.opts.mix_seed * 1_000_003 + n).choices(
+                names, weights
+            )[0]
         if mode is None:
             mode = self.opts.mode
         if self.opts.die_after and n >= self.opts.die_after:
@@ -158,10 +174,21 @@ class Handler(BaseHTTPRequestHandler):
             return self._json(500, {"error": {"message": "injected failure"}})
         if mode == "http429":
             # TGI's documented 429 body (docs/openapi.json), with a Retry-After as a proxy would add
-            return self._json(429, {"error": "Model is overloaded"}, headers={"Retry-After": "1"})
+            return self._json(
+                429, {"error": "Model is overloaded"}, headers={"Retry-After": "1"}
+            )
         if mode == "http503":
             # llama-server's error shape (tools/server/README.md, "API errors"; 503 while loading)
-            return self._json(503, {"error": {"code": 503, "message": "Loading model", "type": "unavailable_error"}})
+            return self._json(
+                503,
+                {
+                    "error": {
+                        "code": 503,
+                        "message": "Loading model",
+                        "type": "unavailable_error",
+                    }
+                },
+            )
         if mode == "flaky" and n % 2 == 1:
             return self._json(503, {"error": {"message": "injected 503 (flaky)"}})
         if mode == "slow-headers":
@@ -172,8 +199,17 @@ class Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.flush()
         tokens = max(1, min(int(body.get("max_tokens") or 16), self.opts.tokens))
-        usage = (body.get("stream_options") or {}).get("include_usage") and mode != "ok-nousage"
-        pt = sum(len(str(m.get("content") or "").split()) for m in body.get("messages") or [] if isinstance(m, dict)) or 7
+        usage = (body.get("stream_options") or {}).get(
+            "include_usage"
+        ) and mode != "ok-nousage"
+        pt = (
+            sum(
+                len(str(m.get("content") or "").split())
+                for m in body.get("messages") or []
+                if isinstance(m, dict)
+            )
+            or 7
+        )
         delay = self.opts.delay_ms / 1000.0
         if mode in ("stall", "drop", "truncate", "die", "error-event", "bad-json"):
             for i in range(2):
@@ -202,9 +238,26 @@ class Handler(BaseHTTPRequestHandler):
         if mode in ("wrong-shape", "number-content", "list-line"):
             self._event(self._delta(n, "w0 "))
             if mode == "wrong-shape":
-                self._event({"id": f"fault-{n}", "object": "chat.completion.chunk", "choices": "not a list"})
+                self._event(
+                    {
+                        "id": f"fault-{n}",
+                        "object": "chat.completion.chunk",
+                        "choices": "not a list",
+                    }
+                )
             elif mode == "number-content":
-                self._event({"id": f"fault-{n}", "choices": [{"index": 0, "delta": {"content": 42}, "finish_reason": None}]})
+                self._event(
+                    {
+                        "id": f"fault-{n}",
+                        "choices": [
+                            {
+                                "index": 0,
+                                "delta": {"content": 42},
+                                "finish_reason": None,
+                            }
+                        ],
+                    }
+                )
             else:
                 self._event("[1, 2, 3]")
             self._event(self._delta(n, None, "stop"))
@@ -236,14 +289,42 @@ class Handler(BaseHTTPRequestHandler):
                 self.slots.release()
         self._event(self._delta(n, None, "length"))
         if usage:
-            self._event({"id": f"fault-{n}", "object": "chat.completion.chunk", "choices": [],
-                         "usage": {"prompt_tokens": pt, "completion_tokens": tokens, "total_tokens": tokens + pt}})
+            self._event(
+                {
+                    "id": f"fault-{n}",
+                    "object": "chat.completion.chunk",
+                    "choices": [],
+                    "usage": {
+                        "prompt_tokens": pt,
+                        "completion_tokens": tokens,
+                        "total_tokens": tokens + pt,
+                    },
+                }
+            )
         self._event("[DONE]")
         self._end()
 
 
-MODES = ("ok", "ok-nousage", "http500", "http429", "http503", "flaky", "slow-headers", "stall", "trickle", "drop", "truncate", "error-event",
-         "bad-json", "die", "wrong-shape", "number-content", "list-line", "endless-line")
+MODES = (
+    "ok",
+    "ok-nousage",
+    "http500",
+    "http429",
+    "http503",
+    "flaky",
+    "slow-headers",
+    "stall",
+    "trickle",
+    "drop",
+    "truncate",
+    "error-event",
+    "bad-json",
+    "die",
+    "wrong-shape",
+    "number-content",
+    "list-line",
+    "endless-line",
+)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -251,23 +332,51 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, required=True)
     p.add_argument("--mode", default="ok", choices=MODES)
-    p.add_argument("--tokens", type=int, default=8, help="most chunks an ok answer streams")
+    p.add_argument(
+        "--tokens", type=int, default=8, help="most chunks an ok answer streams"
+    )
     p.add_argument("--delay-ms", type=float, default=5.0, help="time per chunk")
-    p.add_argument("--stall-s", type=float, default=30.0, help="how long stall/slow-headers wait")
-    p.add_argument("--slots", type=int, default=0, help="streams generating at once (0 = unlimited)")
-    p.add_argument("--die-after", type=int, default=0, help="the Nth chat request (and any later) dies mid-stream")
+    p.add_argument(
+        "--stall-s", type=float, default=30.0, help="how long stall/slow-headers wait"
+    )
+    p.add_argument(
+        "--slots",
+        type=int,
+        default=0,
+        help="streams generating at once (0 = unlimited)",
+    )
+    p.add_argument(
+        "--die-after",
+        type=int,
+        default=0,
+        help="the Nth chat request (and any later) dies mid-stream",
+    )
     p.add_argument("--die-on-start", action="store_true")
     p.add_argument("--unhealthy", action="store_true")
     p.add_argument("--startup-delay-s", type=float, default=0.0)
-    p.add_argument("--mix", default="", help="MODE:WEIGHT,... each request's mode drawn from these weights")
+    p.add_argument(
+        "--mix",
+        default="",
+        help="MODE:WEIGHT,... each request's mode drawn from these weights",
+    )
     p.add_argument("--mix-seed", type=int, default=0)
-    p.add_argument("--tokenizer", action="store_true", help="serve /tokenize and /detokenize (one id per word)")
-    p.add_argument("--replay", default="", help="folder of recorded responses (model replay:NAME)")
+    p.add_argument(
+        "--tokenizer",
+        action="store_true",
+        help="serve /tokenize and /detokenize (one id per word)",
+    )
+    p.add_argument(
+        "--replay", default="", help="folder of recorded responses (model replay:NAME)"
+    )
     opts = p.parse_args(argv)
-    sys.stderr.write(f"fault-server: starting on {opts.host}:{opts.port} mode={opts.mode} slots={opts.slots}\n")
+    sys.stderr.write(
+        f"fault-server: starting on {opts.host}:{opts.port} mode={opts.mode} slots={opts.slots}\n"
+    )
     sys.stderr.flush()
     if opts.die_on_start:
-        sys.stderr.write("fault-server: failing at startup as asked (model file missing)\n")
+        sys.stderr.write(
+            "fault-server: failing at startup as asked (model file missing)\n"
+        )
         return 1
     time.sleep(opts.startup_delay_s)
     Handler.opts = opts

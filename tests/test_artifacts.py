@@ -26,7 +26,9 @@ def test_roundtrip_is_canonical(tmp_path):
     keys = list(json.loads(text))
     assert keys == sorted(keys)
     assert artifacts.load(p) == doc
-    assert [x.name for x in tmp_path.iterdir()] == ["a.json"]  # no temp file left behind
+    assert [x.name for x in tmp_path.iterdir()] == [
+        "a.json"
+    ]  # no temp file left behind
 
 
 def test_validation_names_file_and_field(tmp_path):
@@ -54,7 +56,9 @@ def test_newer_version_refused_with_action(tmp_path):
     doc["schema_version"] = 99
     p = tmp_path / "new.json"
     p.write_text(json.dumps(doc))
-    with pytest.raises(ArtifactError, match=r"newer than this almanac understands .*upgrade"):
+    with pytest.raises(
+        ArtifactError, match=r"newer than this almanac understands .*upgrade"
+    ):
         artifacts.load(p)
 
 
@@ -85,7 +89,9 @@ def test_migration_steps_run_in_order(monkeypatch):
         d["c"] = d["b"] * 2
         return d
 
-    monkeypatch.setitem(artifacts.ARTIFACT_TYPES, "toy", ArtifactType("toy", 3, "toy", {2: to2, 3: to3}))
+    monkeypatch.setitem(
+        artifacts.ARTIFACT_TYPES, "toy", ArtifactType("toy", 3, "toy", {2: to2, 3: to3})
+    )
     out = artifacts.upgrade({"artifact": "toy", "schema_version": 1, "a": 5})
     assert out == {"artifact": "toy", "schema_version": 3, "b": 5, "c": 10}
     assert calls == [2, 3]
@@ -96,7 +102,9 @@ def test_validate_tree_reports_each_bad_file(tmp_path):
     artifacts.write(tmp_path / "runs" / "good.json", good)
     (tmp_path / "runs" / "bad.json").write_text("{}")
     (tmp_path / "schema").mkdir()
-    (tmp_path / "schema" / "whatever.json").write_text("{}")  # schema folders are not artifacts
+    (tmp_path / "schema" / "whatever.json").write_text(
+        "{}"
+    )  # schema folders are not artifacts
     count, problems = artifacts.validate_tree(tmp_path)
     assert count == 2
     assert len(problems) == 1 and "bad.json" in problems[0]

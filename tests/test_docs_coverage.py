@@ -14,7 +14,15 @@ from tests.conftest import ROOT
 def test_every_task_and_option_has_help():
     rows = manual.task_rows()
     names = {n for r in rows for n in [r["name"], *r["aliases"]]}
-    assert {"model.fetch", "bench", "validate", "site.build", "site.serve", "all", "test"} <= names
+    assert {
+        "model.fetch",
+        "bench",
+        "validate",
+        "site.build",
+        "site.serve",
+        "all",
+        "test",
+    } <= names
     for r in rows:
         assert r["synopsis"], f"task {r['name']} has no docstring"
         for o in r["options"]:
@@ -22,7 +30,13 @@ def test_every_task_and_option_has_help():
 
 
 def test_invoke_list_is_the_manual():
-    proc = subprocess.run([sys.executable, "-m", "invoke", "--list"], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "invoke", "--list"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 0
     for r in manual.task_rows():
         assert r["name"] in proc.stdout

@@ -36,28 +36,52 @@ def test_fixtures_are_endpoint_runs_of_every_serving_kind(docs):
     assert {d["test"]["kind"] for d in eps} == {"chat", "serve", "concurrency"}
     for d in eps:
         r = RunRecord(d)
-        assert (r.model_file_name, r.model_sha256, r.gguf, r.has_local_file) == (None, None, {}, False)
-        assert r.model_identity.startswith("endpoint:") and r.served_name and r.model_server
+        assert (r.model_file_name, r.model_sha256, r.gguf, r.has_local_file) == (
+            None,
+            None,
+            {},
+            False,
+        )
+        assert (
+            r.model_identity.startswith("endpoint:")
+            and r.served_name
+            and r.model_server
+        )
 
 
 def test_leaderboard_marks_endpoint_models_and_keeps_them_apart(docs):
     boards = leaderboard.boards(docs)
-    ep_rows = [(b, r) for b in boards for r in leaderboard.board_records(b) if r["endpoint"] and r["model"] == "served-gemma"]
+    ep_rows = [
+        (b, r)
+        for b in boards
+        for r in leaderboard.board_records(b)
+        if r["endpoint"] and r["model"] == "served-gemma"
+    ]
     assert ep_rows
     for b, r in ep_rows:
-        assert b.backend == "openai_http (llama-server)" and r["quantization"] == "Q4_K_M"
+        assert (
+            b.backend == "openai_http (llama-server)" and r["quantization"] == "Q4_K_M"
+        )
         # never ranked against a file run: the model identity differs, so the comparability key does
-        assert all(x["endpoint"] for x in leaderboard.board_records(b) if x["model"] == r["model"])
+        assert all(
+            x["endpoint"]
+            for x in leaderboard.board_records(b)
+            if x["model"] == r["model"]
+        )
     md = pages.leaderboard_page(docs)
     assert "endpoint · llama-server</span>" in md
     assert "<script>" not in md and "<img" not in md and "<b>vLLM" not in md
-    assert "endpoint · bvLLMbx</span>" in md  # the hostile server name, reduced to plain characters
+    assert (
+        "endpoint · bvLLMbx</span>" in md
+    )  # the hostile server name, reduced to plain characters
 
 
 def test_serving_page_shows_endpoint_models(docs):
     rows = serving.cold_warm(docs)
     ep = [r for r in rows if r["model_server"]]
-    assert ep and all(r["model_server"] == "llama-server" for r in ep if r["model"] == "served-gemma")
+    assert ep and all(
+        r["model_server"] == "llama-server" for r in ep if r["model"] == "served-gemma"
+    )
     md = serving_pages.serving_page(docs)
     assert "served-gemma" in md and "endpoint · llama-server</span>" in md
     assert "<script>" not in md and "<img" not in md
@@ -68,7 +92,9 @@ def test_serving_page_shows_endpoint_models(docs):
 def test_memory_planner_lists_endpoint_models_as_not_planned(docs):
     md = planning.memory_page(docs, [])
     assert "## Endpoint models" in md
-    line = next(ln for ln in md.splitlines() if "served-gemma" in ln and "not planned" in ln)
+    line = next(
+        ln for ln in md.splitlines() if "served-gemma" in ln and "not planned" in ln
+    )
     assert "almanac-served at http://127.0.0.1:" in line and "llama-server" in line
     assert "no local file: not planned" in line
     assert "<script>" not in md and "<img" not in md
@@ -78,16 +104,28 @@ def test_memory_planner_lists_endpoint_models_as_not_planned(docs):
 
 def test_roofline_skips_endpoint_runs_with_the_reason(docs):
     rows = [r for r in roofline.roofline_rows(docs, []) if r["model"] == "served-gemma"]
-    assert rows and all(r["bytes"] is None and "no local file, so no weight bytes per token: skipped" in r["note"]
-                        for r in rows)
+    assert rows and all(
+        r["bytes"] is None
+        and "no local file, so no weight bytes per token: skipped" in r["note"]
+        for r in rows
+    )
     md = planning.roofline_page(docs, [])
-    assert "no local file, so no weight bytes per token: skipped" in md and "<script>" not in md
+    assert (
+        "no local file, so no weight bytes per token: skipped" in md
+        and "<script>" not in md
+    )
 
 
 def test_runs_browser_says_where_an_endpoint_model_was_served(docs):
     rows = browser.index_rows("run", [dict(d, _data_path="x.json") for d in docs])
     ep = [r for r in rows if r["model"] == "served-gemma"]
-    assert ep and all(re.search(r" · almanac-served at http://127\.0\.0\.1:\d+/v1 \(llama-server\)$", r["title"]) for r in ep)
+    assert ep and all(
+        re.search(
+            r" · almanac-served at http://127\.0\.0\.1:\d+/v1 \(llama-server\)$",
+            r["title"],
+        )
+        for r in ep
+    )
     script = browser.index_script("run", browser.index_data("run", rows))
     assert "<script>" not in script and "<img" not in script and "\\u003cimg" in script
 
@@ -104,5 +142,9 @@ def test_site_builds_strict_with_endpoint_models(tmp_path):
         assert "<script>alert" not in text and "<img src=x" not in text, page
     assert "endpoint · llama-server" in (out / "leaderboard" / "index.html").read_text()
     assert "no local file: not planned" in (out / "memory" / "index.html").read_text()
-    for src in (ENDPOINT / "runs").rglob("*.json"):  # every endpoint artifact is published beside the pages
-        assert (out / "data" / "runs" / src.relative_to(ENDPOINT / "runs")).is_file(), src.name
+    for src in (ENDPOINT / "runs").rglob(
+        "*.json"
+    ):  # every endpoint artifact is published beside the pages
+        assert (out / "data" / "runs" / src.relative_to(ENDPOINT / "runs")).is_file(), (
+            src.name
+        )

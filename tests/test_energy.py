@@ -16,7 +16,9 @@ import pytest
 from runtime.hosts import energy as E
 
 
-def _zone(root: Path, name: str, label: str, uj: int, max_uj: int = 262143328850) -> Path:
+def _zone(
+    root: Path, name: str, label: str, uj: int, max_uj: int = 262143328850
+) -> Path:
     z = root / name
     z.mkdir(parents=True)
     (z / "name").write_text(label + "\n")
@@ -28,7 +30,9 @@ def _zone(root: Path, name: str, label: str, uj: int, max_uj: int = 262143328850
 def test_rapl_sums_packages_not_their_subzones_and_adds_back_a_wrap(tmp_path):
     p0 = _zone(tmp_path, "intel-rapl:0", "package-0", 1_000_000, max_uj=10_000_000)
     p1 = _zone(tmp_path, "intel-rapl:1", "package-1", 5_000_000)
-    _zone(tmp_path, "intel-rapl:0:0", "core", 999_000_000)  # part of package 0: never added
+    _zone(
+        tmp_path, "intel-rapl:0:0", "core", 999_000_000
+    )  # part of package 0: never added
     _zone(tmp_path, "intel-rapl:2", "psys", 7_000_000)  # the platform, not a package
     m = E.cpu_meter(tmp_path)
     assert m.source == "rapl" and m.devices == ["package-0", "package-1"]
@@ -36,12 +40,16 @@ def test_rapl_sums_packages_not_their_subzones_and_adds_back_a_wrap(tmp_path):
     (p0 / "energy_uj").write_text("3500000\n")  # +2.5 J
     (p1 / "energy_uj").write_text("5250000\n")  # +0.25 J
     assert m.read_j() == pytest.approx(2.75)
-    (p0 / "energy_uj").write_text("500000\n")  # wrapped at 10 J: +(10_000_000 + 1 - 3_500_000 + 500_000) uJ
+    (p0 / "energy_uj").write_text(
+        "500000\n"
+    )  # wrapped at 10 J: +(10_000_000 + 1 - 3_500_000 + 500_000) uJ
     assert m.read_j() == pytest.approx(2.75 + 7.000001)
 
 
 def test_rapl_absent_or_unreadable_says_why(tmp_path, monkeypatch):
-    with pytest.raises(E.Unavailable, match="CPU energy not exposed on this host: no RAPL"):
+    with pytest.raises(
+        E.Unavailable, match="CPU energy not exposed on this host: no RAPL"
+    ):
         E.cpu_meter(tmp_path / "powercap")
     (tmp_path / "empty").mkdir()
     with pytest.raises(E.Unavailable, match="no RAPL package zone"):
@@ -106,7 +114,9 @@ def test_nvml_meter_sums_the_visible_gpus(monkeypatch):
     assert m.devices == ["GPU2 NVIDIA H200", "GPU0 NVIDIA H200"]
     nv.energy_mj[2] += 1500
     assert m.read_j() == pytest.approx(302.5)
-    with pytest.raises(E.Unavailable, match="nvmlDeviceGetTotalEnergyConsumption fails on GPU 0"):
+    with pytest.raises(
+        E.Unavailable, match="nvmlDeviceGetTotalEnergyConsumption fails on GPU 0"
+    ):
         E.gpu_meter(FakeNvml([1], supported=False))
 
 
@@ -135,7 +145,10 @@ def test_long_repetitions_are_metered_one_by_one():
         e.add(e0, e.read(), time.perf_counter() - t0)
     e.finish(lambda: pytest.fail("no regions when repetitions are long enough"))
     vals = e.metrics()["decode_j_per_token"]
-    assert len(vals) == 3 and all(v == pytest.approx(200.0 * r["s"] / 100, rel=0.05) for v, r in zip(vals, e.repetitions))
+    assert len(vals) == 3 and all(
+        v == pytest.approx(200.0 * r["s"] / 100, rel=0.05)
+        for v, r in zip(vals, e.repetitions)
+    )
     d = e.details()
     assert d["available"] and d["method"] == "per repetition" and d["part"] == "decode"
     assert d["mean_power_w"] == pytest.approx(200.0, rel=0.05)
@@ -145,7 +158,14 @@ def test_long_repetitions_are_metered_one_by_one():
 def test_short_repetitions_are_metered_as_regions_of_k():
     """A 5 ms repetition under a counter that steps every 20 ms: single readings are mostly steps;
     regions of k repetitions lasting the window give the power back."""
-    e = E.RateEnergy(_meter(100.0, step_s=0.02), None, n_prompt=64, n_gen=0, window_s=0.2, n_regions=3)
+    e = E.RateEnergy(
+        _meter(100.0, step_s=0.02),
+        None,
+        n_prompt=64,
+        n_gen=0,
+        window_s=0.2,
+        n_regions=3,
+    )
 
     def once():
         time.sleep(0.005)
@@ -161,13 +181,17 @@ def test_short_repetitions_are_metered_as_regions_of_k():
     vals = e.metrics()["prefill_j_per_token"]
     for v, r in zip(vals, e.regions):
         assert r["s"] >= 0.2  # repetitions until the region lasts the window
-        assert v == pytest.approx(100.0 * r["s"] / (r["repetitions"] * 64), rel=0.25)  # within a counter step
+        assert v == pytest.approx(
+            100.0 * r["s"] / (r["repetitions"] * 64), rel=0.25
+        )  # within a counter step
     # the step, as seen by a poll that a busy host may delay (a continuous counter would read ~0 ms)
     assert 5.0 < e.details()["counter_step_ms"] < 100.0
 
 
 def test_what_is_not_metered_says_why():
-    depth = E.RateEnergy(_meter(50.0), None, n_prompt=0, n_gen=16, n_depth=512, window_s=1.0)
+    depth = E.RateEnergy(
+        _meter(50.0), None, n_prompt=0, n_gen=16, n_depth=512, window_s=1.0
+    )
     depth.add(0.0, 0.1, 0.01)
     depth.finish(lambda: pytest.fail("a depth test runs no regions"))
     assert depth.metrics() == {} and "prefills its context" in depth.details()["note"]
@@ -175,11 +199,15 @@ def test_what_is_not_metered_says_why():
     both.add(0.0, 0.1, 0.01)
     both.finish(lambda: pytest.fail("pp+tg runs no regions"))
     assert both.metrics() == {} and "no per-phase figure" in both.details()["note"]
-    none = E.RateEnergy(None, "CPU energy not exposed on this host: no RAPL", n_prompt=8, n_gen=0)
+    none = E.RateEnergy(
+        None, "CPU energy not exposed on this host: no RAPL", n_prompt=8, n_gen=0
+    )
     none.add(none.read(), none.read(), 1.0)
     none.finish(lambda: None)
-    assert none.metrics() == {} and none.details() == {"available": False,
-                                                       "reason": "CPU energy not exposed on this host: no RAPL"}
+    assert none.metrics() == {} and none.details() == {
+        "available": False,
+        "reason": "CPU energy not exposed on this host: no RAPL",
+    }
 
 
 @pytest.fixture(scope="module")
@@ -200,11 +228,21 @@ def test_llama_cpp_rate_meters_its_timed_regions(tiny_model, monkeypatch):
     monkeypatch.setattr(E, "meter_for", lambda on_gpu: (_meter(80.0), None))
     monkeypatch.setattr(E, "WINDOW_S", 0.1)
     monkeypatch.setattr(E, "REGIONS", 3)
-    res = run_job({"backend": "llama_cpp", "model": tiny_model.to_dict(), "settings": {"n_threads": 1},
-                   "test": {"kind": "rate", "n_gen": 16, "repetitions": 3}})
+    res = run_job(
+        {
+            "backend": "llama_cpp",
+            "model": tiny_model.to_dict(),
+            "settings": {"n_threads": 1},
+            "test": {"kind": "rate", "n_gen": 16, "repetitions": 3},
+        }
+    )
     assert res["status"] == "ok", res.get("error")
     d = res["details"]["energy"]
-    assert d["available"] and d["part"] == "decode" and d["method"].startswith("regions of ")
+    assert (
+        d["available"]
+        and d["part"] == "decode"
+        and d["method"].startswith("regions of ")
+    )
     regions = res["samples"]["energy"]["regions"]
     assert len(regions) == 3 and len(res["samples"]["energy"]["repetitions"]) == 3
     vals = res["metrics"]["decode_j_per_token"]
@@ -219,9 +257,17 @@ def test_llama_cpp_rate_on_this_host_says_why_not(tiny_model):
 
     if E.POWERCAP.is_dir():
         pytest.skip("this host exposes a powercap tree")
-    res = run_job({"backend": "llama_cpp", "model": tiny_model.to_dict(), "settings": {"n_threads": 1, "n_gpu_layers": 0},
-                   "test": {"kind": "rate", "n_prompt": 32, "repetitions": 2}})
+    res = run_job(
+        {
+            "backend": "llama_cpp",
+            "model": tiny_model.to_dict(),
+            "settings": {"n_threads": 1, "n_gpu_layers": 0},
+            "test": {"kind": "rate", "n_prompt": 32, "repetitions": 2},
+        }
+    )
     assert res["status"] == "ok"
-    assert res["details"]["energy"] == {"available": False,
-                                        "reason": f"CPU energy not exposed on this host: no RAPL ({E.POWERCAP} is absent)"}
+    assert res["details"]["energy"] == {
+        "available": False,
+        "reason": f"CPU energy not exposed on this host: no RAPL ({E.POWERCAP} is absent)",
+    }
     assert "prefill_j_per_token" not in res["metrics"]

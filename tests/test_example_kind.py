@@ -48,32 +48,58 @@ def echo_kind(monkeypatch):
     backends._CHECKED.discard(example_backend.NAME)
 
 
-def test_a_new_kind_runs_writes_a_valid_artifact_and_renders(echo_kind, data_env, tmp_path):
+def test_a_new_kind_runs_writes_a_valid_artifact_and_renders(
+    echo_kind, data_env, tmp_path
+):
     from pipelines.runs import load_runs
     from pipelines.site import browser, pages
     from pipelines.site import kinds as site_kinds
     from runtime.execution import runner
 
-    write_matrix(data_env, "echo", "name: echo\nbackend: echoer\nmodels: [gemma3-270m-q4_k_m]\nprecision: null\n"
-                                   "settings: {delay_ms: 3}\n"
-                                   "tests:\n  - {kind: echo, id: echo-ping, word: pong, requests: 5}\n")
+    write_matrix(
+        data_env,
+        "echo",
+        "name: echo\nbackend: echoer\nmodels: [gemma3-270m-q4_k_m]\nprecision: null\n"
+        "settings: {delay_ms: 3}\n"
+        "tests:\n  - {kind: echo, id: echo-ping, word: pong, requests: 5}\n",
+    )
     report = runner.run_matrix("echo")
     assert len(report.measured) == 1 and not report.failed, report
-    doc = artifacts.load(report.measured[0])  # valid against the run schema (any other kind's branch)
+    doc = artifacts.load(
+        report.measured[0]
+    )  # valid against the run schema (any other kind's branch)
     rec = RunRecord(doc)
-    assert rec.ok and rec.test_kind == "echo" and rec.backend == "echoer" and rec.in_process
+    assert (
+        rec.ok
+        and rec.test_kind == "echo"
+        and rec.backend == "echoer"
+        and rec.in_process
+    )
     assert isinstance(rec.spec, echo_kind.EchoTest) and rec.spec.word == "pong"
-    assert isinstance(rec.samples, echo_kind.EchoSamples) and len(rec.samples.round_trip_ms) == 5
+    assert (
+        isinstance(rec.samples, echo_kind.EchoSamples)
+        and len(rec.samples.round_trip_ms) == 5
+    )
     assert rec.details.echoed == "pong"
     s = rec.stat("echo_ms")
-    assert s.n == 5 and s.mean >= 3.0 and rec.headline == s  # slept 3 ms an echo, timed in the child
+    assert (
+        s.n == 5 and s.mean >= 3.0 and rec.headline == s
+    )  # slept 3 ms an echo, timed in the child
     assert rec.values("echo_ms") == rec.samples.round_trip_ms
 
     runs_ = load_runs(data_env / "runs")
     board = pages.leaderboard_page(runs_)
-    assert "echo-ping" in board and "Echo round trip" in board and f"runs/run.md?id={rec.id}" in board
+    assert (
+        "echo-ping" in board
+        and "Echo round trip" in board
+        and f"runs/run.md?id={rec.id}" in board
+    )
     row = browser.index_rows("run", runs_)[0]
-    assert row["test"] == "echo-ping" and row["value"] == round(s.mean, 3) and row["unit"] == "ms"
+    assert (
+        row["test"] == "echo-ping"
+        and row["value"] == round(s.mean, 3)
+        and row["unit"] == "ms"
+    )
     section = site_kinds.sites()["echo"].section(runs_)
     assert "pong" in section and rec.id in section
 
@@ -93,14 +119,29 @@ def test_a_shape_the_kind_does_not_declare_is_refused_when_written(echo_kind, da
     from core.errors import ArtifactError
     from core.records import run as record
 
-    record.check_shapes({"test": {"kind": "echo", "name": "x"}, "samples": {"round_trip_ms": [1.5]}, "details": {}})
-    doc = {"test": {"kind": "echo", "name": "x"}, "samples": {"round_trip_ms": ["slow"]}, "details": {}}
-    with pytest.raises(ArtifactError, match=r"x\.json: samples\.round_trip_ms\.0: .*test kind 'echo'"):
+    record.check_shapes(
+        {
+            "test": {"kind": "echo", "name": "x"},
+            "samples": {"round_trip_ms": [1.5]},
+            "details": {},
+        }
+    )
+    doc = {
+        "test": {"kind": "echo", "name": "x"},
+        "samples": {"round_trip_ms": ["slow"]},
+        "details": {},
+    }
+    with pytest.raises(
+        ArtifactError, match=r"x\.json: samples\.round_trip_ms\.0: .*test kind 'echo'"
+    ):
         record.check_shapes(doc, "x.json")
 
 
 def test_a_backend_must_run_what_it_declares():
-    with pytest.raises(TypeError, match=r"declares test kinds \['chat'\] but no method runs them"):
+    with pytest.raises(
+        TypeError, match=r"declares test kinds \['chat'\] but no method runs them"
+    ):
+
         class _NoRunner(Backend):  # noqa: F841 - defining it is the test
             name = "x"
             test_kinds = ("rate", "chat")
@@ -109,7 +150,10 @@ def test_a_backend_must_run_what_it_declares():
             @runs("rate")
             def _rate(self, test) -> None: ...
 
-    with pytest.raises(TypeError, match=r"has @runs methods for \['serve'\], which it does not declare"):
+    with pytest.raises(
+        TypeError, match=r"has @runs methods for \['serve'\], which it does not declare"
+    ):
+
         class _Undeclared(Backend):  # noqa: F841
             name = "y"
             test_kinds = ("rate",)
@@ -122,6 +166,7 @@ def test_a_backend_must_run_what_it_declares():
             def _serve(self, test) -> None: ...
 
     with pytest.raises(TypeError, match="declare in_process"):
+
         class _Undeclared2(Backend):  # noqa: F841
             name = "z"
             test_kinds = ("rate",)
@@ -133,11 +178,24 @@ def test_a_backend_must_run_what_it_declares():
 def test_a_backend_declaring_an_unknown_kind_is_refused(monkeypatch):
     from core.errors import BackendError
 
-    monkeypatch.setenv("ALMANAC_BACKENDS", json.dumps(
-        {"ghost": ["tests.support.example_backend:EchoerSettings", "tests.support.example_backend:EchoerBackend", "x"]}))
+    monkeypatch.setenv(
+        "ALMANAC_BACKENDS",
+        json.dumps(
+            {
+                "ghost": [
+                    "tests.support.example_backend:EchoerSettings",
+                    "tests.support.example_backend:EchoerBackend",
+                    "x",
+                ]
+            }
+        ),
+    )
     kinds.unregister("echo")  # the example kind is not registered here
     try:
-        with pytest.raises(BackendError, match=r"declares test kinds \['echo'\] that no module registers"):
+        with pytest.raises(
+            BackendError,
+            match=r"declares test kinds \['echo'\] that no module registers",
+        ):
             backends.backend_class("ghost")
     finally:
         backends.BACKENDS.pop("ghost", None)

@@ -31,7 +31,9 @@ CHANGELOG = """# Changelog
 
 def test_commit_is_read_from_the_versions_own_section():
     assert lbb.commit_from_changelog(CHANGELOG, "0.3.36") == "0c1e57098"
-    assert lbb.commit_from_changelog(CHANGELOG, "0.3.35") == "4df29be4f"  # the latest update of that release
+    assert (
+        lbb.commit_from_changelog(CHANGELOG, "0.3.35") == "4df29be4f"
+    )  # the latest update of that release
     with pytest.raises(ConfigError, match="no section for 0.3.99"):
         lbb.commit_from_changelog(CHANGELOG, "0.3.99")
     with pytest.raises(ConfigError, match="names no llama.cpp commit"):
@@ -44,9 +46,18 @@ def test_pinned_version_has_a_recorded_vendored_commit():
 
 def test_cmake_options_are_checked_against_the_tree(tmp_path):
     (tmp_path / "ggml").mkdir()
-    (tmp_path / "CMakeLists.txt").write_text('option(LLAMA_BUILD_TESTS "x" ON)\nif (NOT DEFINED LLAMA_BUILD_COMMIT)\n')
+    (tmp_path / "CMakeLists.txt").write_text(
+        'option(LLAMA_BUILD_TESTS "x" ON)\nif (NOT DEFINED LLAMA_BUILD_COMMIT)\n'
+    )
     (tmp_path / "ggml" / "CMakeLists.txt").write_text('option(GGML_NATIVE "x" ON)\n')
-    lbb.check_options(tmp_path, ["-DCMAKE_BUILD_TYPE=Release", "-DLLAMA_BUILD_TESTS=OFF", "-DGGML_NATIVE=ON",
-                                 "-DLLAMA_BUILD_COMMIT=abc"])
+    lbb.check_options(
+        tmp_path,
+        [
+            "-DCMAKE_BUILD_TYPE=Release",
+            "-DLLAMA_BUILD_TESTS=OFF",
+            "-DGGML_NATIVE=ON",
+            "-DLLAMA_BUILD_COMMIT=abc",
+        ],
+    )
     with pytest.raises(ConfigError, match="GGML_OPENMP does not exist"):
         lbb.check_options(tmp_path, ["-DGGML_OPENMP=ON"])

@@ -39,7 +39,9 @@ def _gpu_hosts(recs):
     return {r.host_id for r in recs if r.gpu_names}
 
 
-def test_a_fresh_host_is_on_the_reference_board_beside_the_committed_cpu_and_gpu_hosts(recs, fx):
+def test_a_fresh_host_is_on_the_reference_board_beside_the_committed_cpu_and_gpu_hosts(
+    recs, fx
+):
     b = _ref(fx)
     assert b.tests == ["pp512", "tg128"]  # prefill and decode side by side
     hosts = set(b.hosts)
@@ -57,7 +59,10 @@ def test_a_fresh_host_is_on_the_reference_board_beside_the_committed_cpu_and_gpu
             for t, g in r.groups.items():
                 f = r.figure(t)
                 assert f == fx.figure_of(g.newest)
-                assert all(by_id[i].host_id == hr.host_id and by_id[i].test_name == t for i in f.run_ids)
+                assert all(
+                    by_id[i].host_id == hr.host_id and by_id[i].test_name == t
+                    for i in f.run_ids
+                )
     labels = hostnames.labels(recs)
     assert {hr.host_label for hr in b.hosts_rows} == {labels[h] for h in b.hosts}
 
@@ -68,13 +73,21 @@ def test_ranks_come_from_the_verdicts(fx):
     for b in fx.boards:
         for t, st in b.standings.items():
             for s in st:
-                wins = [o for o in st if o is not s and fx.compare(s.figure, o.figure).verdict == "win"]
+                wins = [
+                    o
+                    for o in st
+                    if o is not s and fx.compare(s.figure, o.figure).verdict == "win"
+                ]
                 if s.rank.rank is None:
                     assert not s.figure.has_interval and s.rank_label == "—"
                     continue
                 assert s.rank.rank == 1 + len(wins), (b.model, t, s.host_id)
                 for o in st:
-                    if o is not s and o.rank.rank is not None and fx.compare(o.figure, s.figure).verdict == "loss":
+                    if (
+                        o is not s
+                        and o.rank.rank is not None
+                        and fx.compare(o.figure, s.figure).verdict == "loss"
+                    ):
                         assert s.rank.rank > o.rank.rank
             ranks = [s.rank.rank for s in st if s.rank.rank is not None]
             assert ranks == sorted(ranks)
@@ -95,18 +108,36 @@ def test_a_host_is_ranked_once_its_other_configurations_under_it(recs, fx):
             assert st.row is rep or rep.figure(t) is None
             for other in hr.others:
                 f = other.figure(t)
-                if f is not None and rep.figure(t) is not None and rep.variant is None and other.variant is None:
-                    assert f.mean <= rep.figure(t).mean  # the representative is the best ordinary one
+                if (
+                    f is not None
+                    and rep.figure(t) is not None
+                    and rep.variant is None
+                    and other.variant is None
+                ):
+                    assert (
+                        f.mean <= rep.figure(t).mean
+                    )  # the representative is the best ordinary one
 
 
 def test_a_single_run_without_host_noise_is_ranked_by_the_fleets_noise(fx):
     b = _ref(fx)
-    singles = [s for s in b.standings["tg128"] if s.figure.runs == 1 and s.figure.basis == facts.BASIS_FLEET]
-    assert singles, "the fixture host and the H200 have one run and no noise of their own"
+    singles = [
+        s
+        for s in b.standings["tg128"]
+        if s.figure.runs == 1 and s.figure.basis == facts.BASIS_FLEET
+    ]
+    assert singles, (
+        "the fixture host and the H200 have one run and no noise of their own"
+    )
     for s in singles:
         assert s.rank.rank is not None and "fleet's pooled noise" in s.figure.note
         cls = "rate:tg"
-        assert math.isclose(s.figure.side.var, max(fx.fleet_noise[cls].sigma ** 2, 0.0), rel_tol=0.5) or s.figure.side.var > 0
+        assert (
+            math.isclose(
+                s.figure.side.var, max(fx.fleet_noise[cls].sigma ** 2, 0.0), rel_tol=0.5
+            )
+            or s.figure.side.var > 0
+        )
 
 
 def test_the_page_shows_boards_first_and_lists_singles_apart(fx):
@@ -115,12 +146,24 @@ def test_the_page_shows_boards_first_and_lists_singles_apart(fx):
     ranked = [b for b in boards if not b.single]
     singles = [b for b in boards if b.single]
     assert ranked and singles
-    assert md.index("## Reference workload") < md.index("How to read a board") < md.index("## Every shared workload")
-    anchors = re.findall(r'^### .* \{#w-([0-9a-f]{12})\}$|^<span id="w-([0-9a-f]{12})"></span>$', md, re.M)
+    assert (
+        md.index("## Reference workload")
+        < md.index("How to read a board")
+        < md.index("## Every shared workload")
+    )
+    anchors = re.findall(
+        r'^### .* \{#w-([0-9a-f]{12})\}$|^<span id="w-([0-9a-f]{12})"></span>$',
+        md,
+        re.M,
+    )
     assert sorted(a or b for a, b in anchors) == sorted(b.key for b in ranked)
     for b in ranked:
         section = re.split(r"\n##+ |\n</div>", re.split(rf"\bw-{b.key}\b", md)[1])[0]
-        rows = [ln for ln in section.splitlines() if ln.startswith("| <span class=\"almanac-r\"")]
+        rows = [
+            ln
+            for ln in section.splitlines()
+            if ln.startswith('| <span class="almanac-r"')
+        ]
         assert len(rows) == len(b.rows) >= 2
     assert "## Measured on one configuration only" in md
     # this host is marked; hosts by label, linked to their own boards
@@ -128,9 +171,17 @@ def test_the_page_shows_boards_first_and_lists_singles_apart(fx):
     h100 = next(h for b in ranked for h in b.hosts if h.startswith("lent-h100"))
     assert f"](boards/{h100}.md)" in md
     # the filters' data: every marker names a row that exists
-    blob = json.loads(html.unescape(re.search(r'<script type="application/json" id="almanac-fleet-data">(.*?)</script>',
-                                              md).group(1)).replace("\\u003c", "<"))
-    for bi, ri in re.findall(r'<span class="almanac-r" data-b="(\d+)" data-r="(\d+)"></span>', md):
+    blob = json.loads(
+        html.unescape(
+            re.search(
+                r'<script type="application/json" id="almanac-fleet-data">(.*?)</script>',
+                md,
+            ).group(1)
+        ).replace("\\u003c", "<")
+    )
+    for bi, ri in re.findall(
+        r'<span class="almanac-r" data-b="(\d+)" data-r="(\d+)"></span>', md
+    ):
         assert int(ri) < len(blob[int(bi)]["rows"])
     assert NEW_HOST["id"] in {r["host"] for d in blob for r in d["rows"]}
     # every figure is marked with its value; the reference figures read as the fact layer's
@@ -170,7 +221,10 @@ def test_home_answers_fastest_runner_up_and_this_host(recs, fx):
     assert figures.ratio_text(c.ratio, c.ci95_low, c.ci95_high, k) in first
     assert f"{facts_sig(c.ratio)}×" in first or k > 2
     mine = b.standing("tg128", NEW_HOST["id"])
-    assert f"rank <span class=\"almanac-rank\" data-board=\"{b.key}\" data-test=\"tg128\" data-host=\"{NEW_HOST['id']}\"" in first
+    assert (
+        f'rank <span class="almanac-rank" data-board="{b.key}" data-test="tg128" data-host="{NEW_HOST["id"]}"'
+        in first
+    )
     assert mine.figure.key in first
     # when each host last measured, newest first
     table = home.split("## Hosts: when each last measured")[1]
@@ -187,10 +241,20 @@ def facts_sig(x):
 def test_the_reference_chart_is_a_valid_vega_lite_spec_with_every_host(fx):
     b = _ref(fx)
     fig = leaderboard_page.reference_chart(b)
-    spec = json.loads(re.search(r'<script type="application/json" id="chart-[0-9a-f]+-spec">(.*?)</script>', fig)
-                      .group(1).replace("\\u003c", "<").replace("\\u003e", ">").replace("\\u0026", "&"))
+    spec = json.loads(
+        re.search(
+            r'<script type="application/json" id="chart-[0-9a-f]+-spec">(.*?)</script>',
+            fig,
+        )
+        .group(1)
+        .replace("\\u003c", "<")
+        .replace("\\u003e", ">")
+        .replace("\\u0026", "&")
+    )
     values = [v for vals in spec["datasets"].values() for v in vals]
-    assert {v["id"] for v in values} == {s.figure.newest_id for t in b.tests for s in b.standings[t]}
+    assert {v["id"] for v in values} == {
+        s.figure.newest_id for t in b.tests for s in b.standings[t]
+    }
     assert all(math.isfinite(v["mean"]) for v in values)
     assert len(spec["vconcat"]) == 2  # decode and prefill panels
 
@@ -200,10 +264,21 @@ def test_the_reference_chart_samples_a_large_fleet_evenly(fx, monkeypatch):
     assert len(b.hosts_rows) >= 3
     monkeypatch.setattr(leaderboard_page, "CHART_HOSTS", 2)
     shown = leaderboard_page.chart_sample(b)
-    assert shown == [b.hosts_rows[0].host_id, b.hosts_rows[-1].host_id]  # the first and the last
+    assert shown == [
+        b.hosts_rows[0].host_id,
+        b.hosts_rows[-1].host_id,
+    ]  # the first and the last
     fig = leaderboard_page.reference_chart(b)
-    spec = json.loads(re.search(r'<script type="application/json" id="chart-[0-9a-f]+-spec">(.*?)</script>', fig)
-                      .group(1).replace("\\u003c", "<").replace("\\u003e", ">").replace("\\u0026", "&"))
+    spec = json.loads(
+        re.search(
+            r'<script type="application/json" id="chart-[0-9a-f]+-spec">(.*?)</script>',
+            fig,
+        )
+        .group(1)
+        .replace("\\u003c", "<")
+        .replace("\\u003e", ">")
+        .replace("\\u0026", "&")
+    )
     hosts = {v["host"] for vals in spec["datasets"].values() for v in vals}
     assert len(hosts) == 2 and f"2 of the board's {len(b.hosts_rows)} hosts" in fig
 
@@ -215,14 +290,23 @@ def test_artifact_text_is_escaped_on_the_leaderboard(recs):
 
     evil = copy.deepcopy(fixture_host_runs()[0].doc)
     evil["model"]["name"] = "<script>alert(1)</script>*x*"
-    evil["model"]["sha256"] = evil["model"]["identity"] = "ee" * 32  # a workload of its own
-    evil["host"] = {**evil["host"], "cpu": {**evil["host"]["cpu"], "model": "<img src=x onerror=alert(2)>"}}
+    evil["model"]["sha256"] = evil["model"]["identity"] = (
+        "ee" * 32
+    )  # a workload of its own
+    evil["host"] = {
+        **evil["host"],
+        "cpu": {**evil["host"]["cpu"], "model": "<img src=x onerror=alert(2)>"},
+    }
     evil["id"] = "ffffffffffff-20261201T000001.000Z"
-    md = leaderboard_page.leaderboard_page(facts.of(recs + [RunRecord(evil, "data/runs/x.json")]))
+    md = leaderboard_page.leaderboard_page(
+        facts.of(recs + [RunRecord(evil, "data/runs/x.json")])
+    )
     assert "<script>alert" not in md
     assert "&lt;script&gt;alert" in md  # in the board's cells (cell())
     assert "&#60;script&#62;alert" in md  # in the filter's options (as_text())
-    assert "<img" not in md and "onerror=alert(2)" in md  # the host's label (from its fingerprint), escaped
+    assert (
+        "<img" not in md and "onerror=alert(2)" in md
+    )  # the host's label (from its fingerprint), escaped
 
 
 def test_invoke_all_ends_with_where_the_fresh_host_stands(recs, fx):
@@ -233,5 +317,8 @@ def test_invoke_all_ends_with_where_the_fresh_host_stands(recs, fx):
         assert labels[other] in q8
     b = _ref(fx)
     mine = b.standing("tg128", NEW_HOST["id"])
-    assert f"tg128 {mine.figure.mean:,.2f} " in q8 and f"(rank {mine.rank_label} of {len(b.standings['tg128'])})" in q8
+    assert (
+        f"tg128 {mine.figure.mean:,.2f} " in q8
+        and f"(rank {mine.rank_label} of {len(b.standings['tg128'])})" in q8
+    )
     assert facts.host_summary(fx, "no-such-host") == []

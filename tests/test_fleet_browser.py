@@ -21,7 +21,9 @@ pytestmark = pytest.mark.browser
 @pytest.fixture(scope="module")
 def fleet_site(tmp_path_factory):
     if not shutil.which("chromium"):
-        pytest.skip("Debian's chromium is not installed (invoke test installs it when run as root)")
+        pytest.skip(
+            "Debian's chromium is not installed (invoke test installs it when run as root)"
+        )
     data = fleet_data(tmp_path_factory.mktemp("fleet") / "data")
     out = tmp_path_factory.mktemp("fleet-site")
     proc = build_site(data, out)
@@ -31,14 +33,18 @@ def fleet_site(tmp_path_factory):
 
 def _visible_hosts(page) -> set[str]:
     """The hosts of the rows shown, read through each row's marker from the page's own filter data."""
-    return set(page.evaluate("""() => {
+    return set(
+        page.evaluate("""() => {
         const data = JSON.parse(document.getElementById('almanac-fleet-data').textContent);
         return Array.from(document.querySelectorAll('.almanac-board:not([hidden]) tr:not([hidden]) span.almanac-r'))
           .map(m => data[+m.dataset.b].rows[+m.dataset.r].host);
-    }"""))
+    }""")
+    )
 
 
-def test_leaderboard_filters_by_host_and_test_and_ranks_by_the_rule(fleet_site, monkeypatch):
+def test_leaderboard_filters_by_host_and_test_and_ranks_by_the_rule(
+    fleet_site, monkeypatch
+):
     from playwright.sync_api import sync_playwright
 
     from pipelines import facts
@@ -59,20 +65,29 @@ def test_leaderboard_filters_by_host_and_test_and_ranks_by_the_rule(fleet_site, 
         assert {NEW_HOST["id"]} | gpu <= all_hosts and len(all_hosts) >= 4
         # ranks on the page: the fact layer's (checked against the verdicts in test_fleet), one per host and test
         for b in boards:
-            sel = f'#w-{b.key}'
+            sel = f"#w-{b.key}"
             assert page.locator(sel).count() == 1
-            rows = page.eval_on_selector_all(f'.almanac-board:has({sel}) tbody tr', "rows => rows.length")
+            rows = page.eval_on_selector_all(
+                f".almanac-board:has({sel}) tbody tr", "rows => rows.length"
+            )
             assert rows == len(b.rows)
             shown = page.eval_on_selector_all(
-                f'.almanac-board:has({sel}) span.almanac-rank',
-                "rs => rs.map(r => [r.dataset.test, r.dataset.host, r.dataset.rank, r.textContent.trim()])")
-            want = sorted([t, s.host_id, s.rank_label, "#" + s.rank_label] for t in b.tests for s in b.standings[t])
+                f".almanac-board:has({sel}) span.almanac-rank",
+                "rs => rs.map(r => [r.dataset.test, r.dataset.host, r.dataset.rank, r.textContent.trim()])",
+            )
+            want = sorted(
+                [t, s.host_id, s.rank_label, "#" + s.rank_label]
+                for t in b.tests
+                for s in b.standings[t]
+            )
             assert sorted(shown) == want
         # filter by host: only that host's rows, boards without it hidden
         page.select_option("select[data-filter=host]", NEW_HOST["id"])
         assert _visible_hosts(page) == {NEW_HOST["id"]}
         assert "host=" + NEW_HOST["id"] in page.url
-        ref = next(b for b in boards if b.reference and b.model == "synthetic-llama-1b-q8_0")
+        ref = next(
+            b for b in boards if b.reference and b.model == "synthetic-llama-1b-q8_0"
+        )
         assert page.locator(f".almanac-board:has(#w-{ref.key})").is_visible()
         # ... and by test: tg128 keeps the paired reference boards
         page.select_option("select[data-filter=test]", "tg128")
@@ -92,7 +107,11 @@ def test_leaderboard_filters_by_host_and_test_and_ranks_by_the_rule(fleet_site, 
     assert errors == [] and outside == []
 
 
-@pytest.mark.parametrize("viewport", [{"width": 1280, "height": 900}, {"width": 390, "height": 844}], ids=["desktop", "390px"])
+@pytest.mark.parametrize(
+    "viewport",
+    [{"width": 1280, "height": 900}, {"width": 390, "height": 844}],
+    ids=["desktop", "390px"],
+)
 def test_home_chart_renders_offline(fleet_site, viewport):
     from playwright.sync_api import sync_playwright
 
@@ -105,13 +124,23 @@ def test_home_chart_renders_offline(fleet_site, viewport):
         page.wait_for_selector(".almanac-chart.almanac-chart-ready svg", timeout=30_000)
         text = page.locator("article").inner_text()
         # the answer first: per reference workload the fastest host, the runner-up, their ratio with its CI95
-        assert text.index("Every reference workload") < text.index("One number per host") < text.index("Newest regressions")
-        assert re.search(r"[\d.]+× \[[\d.]+, [\d.]+\]", text) and ("told apart" in text or "within noise" in text)
+        assert (
+            text.index("Every reference workload")
+            < text.index("One number per host")
+            < text.index("Newest regressions")
+        )
+        assert re.search(r"[\d.]+× \[[\d.]+, [\d.]+\]", text) and (
+            "told apart" in text or "within noise" in text
+        )
         marks = page.locator(".almanac-chart svg .mark-symbol path")
         assert marks.count() >= 6  # a dot per host and test (4 hosts, 2 panels)
-        assert page.evaluate("document.documentElement.scrollWidth") <= viewport["width"]
+        assert (
+            page.evaluate("document.documentElement.scrollWidth") <= viewport["width"]
+        )
         page.goto(f"{url}/leaderboard/", wait_until="load")
         page.wait_for_selector("#almanac-fleet-filters[data-ready]")
-        assert page.evaluate("document.documentElement.scrollWidth") <= viewport["width"]
+        assert (
+            page.evaluate("document.documentElement.scrollWidth") <= viewport["width"]
+        )
         browser.close()
     assert errors == [] and outside == []

@@ -24,8 +24,12 @@ def test_pages_show_the_recorded_figures(name, tmp_path, monkeypatch):
     want = EXPECTED["pages"][name]
     assert set(got) == set(want) == set(DATA_PAGES)
     for page in DATA_PAGES:
-        assert got[page] == want[page], f"{name}: {page} shows other figures than recorded"
-    if name == "committed":  # the set exercises every page (a page rendering nothing would prove nothing)
+        assert got[page] == want[page], (
+            f"{name}: {page} shows other figures than recorded"
+        )
+    if (
+        name == "committed"
+    ):  # the set exercises every page (a page rendering nothing would prove nothing)
         assert all(len(want[p]) > 50 for p in DATA_PAGES)
 
 
@@ -33,4 +37,9 @@ def test_a_changed_figure_is_seen():
     text = "| a | 1,234.5 | [7.25](runs/run.md?id=abc-20261126T040430.390Z) | 12% |"
     assert numbers(text) == ["1,234.5", "7.25", "12%"]
     assert numbers(text.replace("7.25", "7.26")) != numbers(text)
-    assert numbers('<div id="chart-0123456789"></div> <a href="tables/0123456789abcdef.csv">') == []
+    assert (
+        numbers(
+            '<div id="chart-0123456789"></div> <a href="tables/0123456789abcdef.csv">'
+        )
+        == []
+    )

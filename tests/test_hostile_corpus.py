@@ -17,4 +17,10 @@ def test_hostile_input_is_handled_cleanly(case, tmp_path):
     if skip:
         pytest.skip(skip)
     o = run_case(case, tmp_path)
-    assert problems(case, o) == [], (o.rc, o.stderr[-2000:], o.stdout[-1000:], o.changed, o.live)
+    assert problems(case, o) == [], (
+        o.rc,
+        o.stderr[-2000:],
+        o.stdout[-1000:],
+        o.changed,
+        o.live,
+    )

@@ -63,7 +63,9 @@ PROBE = """(markers) => {
 
 @pytest.fixture(scope="module")
 def planted_site(tmp_path_factory):
-    data = committed_data(tmp_path_factory.mktemp("planted") / "data")  # the committed data, not the live folder
+    data = committed_data(
+        tmp_path_factory.mktemp("planted") / "data"
+    )  # the committed data, not the live folder
     counts = plant_tree(data)
     out = tmp_path_factory.mktemp("planted-site")
     proc = build_site(data, out)
@@ -85,10 +87,19 @@ def test_built_html_has_no_markup_from_artifact_text(planted_site):
     bad = []
     for page in site.rglob("*.html"):
         text = page.read_text(errors="replace")
-        for pat in (r'href="\s*javascript:', rf"(src|href)=\"[^\"]*{re.escape(EVIL)}", r"<script>alert",
-                    r"<img [^>]*onerror", r"<svg [^>]*onload", r"<iframe", r"\son(error|load|click|mouseover|toggle)=\"alert"):
+        for pat in (
+            r'href="\s*javascript:',
+            rf"(src|href)=\"[^\"]*{re.escape(EVIL)}",
+            r"<script>alert",
+            r"<img [^>]*onerror",
+            r"<svg [^>]*onload",
+            r"<iframe",
+            r"\son(error|load|click|mouseover|toggle)=\"alert",
+        ):
             for m in re.finditer(pat, text):
-                bad.append(f"{page.relative_to(site)}: {text[max(0, m.start() - 60):m.end() + 60]!r}")
+                bad.append(
+                    f"{page.relative_to(site)}: {text[max(0, m.start() - 60) : m.end() + 60]!r}"
+                )
     assert bad == [], "\n".join(bad[:20])
 
 
@@ -106,7 +117,9 @@ def _check_pages(page, served, urls, errors, outside):
 
 def test_hostile_text_stays_text_in_chromium(planted_site):
     if not shutil.which("chromium"):
-        pytest.skip("Debian's chromium is not installed (invoke test installs it when run as root)")
+        pytest.skip(
+            "Debian's chromium is not installed (invoke test installs it when run as root)"
+        )
     from playwright.sync_api import sync_playwright
 
     data, site, _ = planted_site
@@ -115,11 +128,18 @@ def test_hostile_text_stays_text_in_chromium(planted_site):
     outside: list[str] = []
     with serve_site(site) as served, sync_playwright() as p:
         browser, page = open_page(p, served, errors, outside)
-        urls = [f"{served}/{rel[:-len('index.html')]}" for rel in pages]
+        urls = [f"{served}/{rel[: -len('index.html')]}" for rel in pages]
         # the artifact viewer of planted copies of each browsable type (runs, quality and perplexity runs)
-        for folder, kind in (("runs", "run"), ("quality-runs", "quality"), ("perplexity-runs", "perplexity")):
-            ids = [json.loads(f.read_text())["id"] for f in sorted(data.rglob("*.planted*.json"))
-                   if json.loads(f.read_text())["artifact"] == kind][:4]
+        for folder, kind in (
+            ("runs", "run"),
+            ("quality-runs", "quality"),
+            ("perplexity-runs", "perplexity"),
+        ):
+            ids = [
+                json.loads(f.read_text())["id"]
+                for f in sorted(data.rglob("*.planted*.json"))
+                if json.loads(f.read_text())["artifact"] == kind
+            ][:4]
             urls += [f"{served}/{folder}/run/?id={i}" for i in ids]
         bad, shown = _check_pages(page, served, urls, errors, outside)
         browser.close()

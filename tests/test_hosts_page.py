@@ -45,18 +45,36 @@ def gpu_hosts(committed):
     return roofline.load_hosts(committed / "hosts")
 
 
-def test_side_by_side_cpu_gpu_and_inventory_host(gpu_runs, gpu_hosts, tmp_path, monkeypatch):
+def test_side_by_side_cpu_gpu_and_inventory_host(
+    gpu_runs, gpu_hosts, tmp_path, monkeypatch
+):
     data = tmp_path / "data"
     (data / "matrices").mkdir(parents=True)
-    (data / "models.yaml").write_text("schema_version: 1\nmodels:\n  far-model:\n    path: /nowhere/far.gguf\n")
-    (data / "matrices" / "m.yaml").write_text("schema_version: 1\nname: far\nmodels: [far-model]\ntests: [tg8]\n")
+    (data / "models.yaml").write_text(
+        "schema_version: 1\nmodels:\n  far-model:\n    path: /nowhere/far.gguf\n"
+    )
+    (data / "matrices" / "m.yaml").write_text(
+        "schema_version: 1\nname: far\nmodels: [far-model]\ntests: [tg8]\n"
+    )
     monkeypatch.setenv("ALMANAC_DATA", str(data))
-    evil = hosts.Host(name="evil", address="<script>alert(1)</script>", user="u", labels=["gpu"])
-    failed_artifacts(matrix=matrix.load(str(data / "matrices" / "m.yaml")), host=evil, kind="unreachable",
-                     message="evil: cannot connect", done=set(), reported_host=None, backend_versions={},
-                     log_tail="", wall_s=0.1)
+    evil = hosts.Host(
+        name="evil", address="<script>alert(1)</script>", user="u", labels=["gpu"]
+    )
+    failed_artifacts(
+        matrix=matrix.load(str(data / "matrices" / "m.yaml")),
+        host=evil,
+        kind="unreachable",
+        message="evil: cannot connect",
+        done=set(),
+        reported_host=None,
+        backend_versions={},
+        log_tail="",
+        wall_s=0.1,
+    )
     far = load_runs(data / "runs")
-    assert far[0]["model"]["sha256"] is None  # the file exists only on the host: unknown here, and said so
+    assert (
+        far[0]["model"]["sha256"] is None
+    )  # the file exists only on the host: unknown here, and said so
     cpu = load_runs(GOLDEN / "runs")
     md = hosts_page.hosts_page(cpu + gpu_runs + far, gpu_hosts)
     header = md.split("## Memory bandwidth")[0]
@@ -65,21 +83,33 @@ def test_side_by_side_cpu_gpu_and_inventory_host(gpu_runs, gpu_hosts, tmp_path, 
     assert "H100 HBM3 · 80 GiB · CC 9.0" in header and "580.159.04" in header
     assert "inventory only (never reached: hardware unknown)" in header
     assert "<script>" not in md
-    bound_rows = [r for r in roofline.roofline_rows(gpu_runs, gpu_hosts) if r.get("bound")]
+    bound_rows = [
+        r for r in roofline.roofline_rows(gpu_runs, gpu_hosts) if r.get("bound")
+    ]
     assert bound_rows and all(r["bound_by"] == "gpu" for r in bound_rows)
     for r in bound_rows:
         assert f"[{num(r['measured'], 1)}]({run_link(r['id'])})" in md
         assert f"{num(r['bound'], 0)} " in md
         assert 0.05 < r["efficiency"] < 1.0  # below the bound, as physics demands
     # the newest probe of the host is the one the page states (older ones are history)
-    probe = max((d for d in gpu_hosts if d["probe"]["kind"] == "gpu_memory_bandwidth"), key=lambda d: d["created"])
-    assert f"<code>{probe['id']}</code>" in md and num(probe["bandwidth"][0]["summary"]["median"], 1) in md
+    probe = max(
+        (d for d in gpu_hosts if d["probe"]["kind"] == "gpu_memory_bandwidth"),
+        key=lambda d: d["created"],
+    )
+    assert (
+        f"<code>{probe['id']}</code>" in md
+        and num(probe["bandwidth"][0]["summary"]["median"], 1) in md
+    )
 
 
 def test_decode_of_a_bigger_model_is_closer_to_its_bound(gpu_runs, gpu_hosts):
     """On the H100 the 8B shape (bandwidth-bound) reaches a larger share of the roofline than
     the 1B shape (launch-bound): the page's explanation must match the measurements."""
-    rows = {(r["model"], r["test_name"]): r for r in roofline.roofline_rows(gpu_runs, gpu_hosts) if r.get("efficiency")}
+    rows = {
+        (r["model"], r["test_name"]): r
+        for r in roofline.roofline_rows(gpu_runs, gpu_hosts)
+        if r.get("efficiency")
+    }
     big = rows[("synthetic-llama-8b-q8_0", "tg128")]["efficiency"]
     small = rows[("synthetic-llama-1b-q8_0", "tg128")]["efficiency"]
     assert big > small + 0.15
@@ -87,13 +117,20 @@ def test_decode_of_a_bigger_model_is_closer_to_its_bound(gpu_runs, gpu_hosts):
 
 def test_no_data_pages_say_what_to_run():
     md = hosts_page.hosts_page([], [])
-    assert "No hosts yet" in md and "No bandwidth probe yet" in md and "No bounded decode" in md
+    assert (
+        "No hosts yet" in md
+        and "No bandwidth probe yet" in md
+        and "No bounded decode" in md
+    )
 
 
 def test_host_text_is_escaped():
     doc = json.loads(next((GOLDEN / "runs").rglob("*.json")).read_text())
-    doc["host"] = dict(doc["host"], name="<img src=x onerror=alert(1)>",
-                       gpus=[{"name": "<b>gpu</b>", "driver": "{% raw %}", "memory_bytes": 1}])
+    doc["host"] = dict(
+        doc["host"],
+        name="<img src=x onerror=alert(1)>",
+        gpus=[{"name": "<b>gpu</b>", "driver": "{% raw %}", "memory_bytes": 1}],
+    )
     md = hosts_page.host_table([doc], [])
     assert "<img" not in md and "<b>gpu" not in md and "{%" not in md
     assert html.escape("<img src=x onerror=alert(1)>") in md.replace("\\", "")
@@ -102,19 +139,34 @@ def test_host_text_is_escaped():
 def test_failed_inventory_artifact_validates(tmp_path, monkeypatch):
     data = tmp_path / "data"
     (data / "matrices").mkdir(parents=True)
-    (data / "models.yaml").write_text("schema_version: 1\nmodels:\n  x:\n    path: /nowhere/x.gguf\n")
-    (data / "matrices" / "m.yaml").write_text("schema_version: 1\nname: m\nmodels: [x]\ntests: [tg8, pp8]\n")
+    (data / "models.yaml").write_text(
+        "schema_version: 1\nmodels:\n  x:\n    path: /nowhere/x.gguf\n"
+    )
+    (data / "matrices" / "m.yaml").write_text(
+        "schema_version: 1\nname: m\nmodels: [x]\ntests: [tg8, pp8]\n"
+    )
     monkeypatch.setenv("ALMANAC_DATA", str(data))
     h = hosts.Host(name="box", address="10.0.0.9", user="u", port=2200, labels=["cpu"])
     m = matrix.load(str(data / "matrices" / "m.yaml"))
-    paths = failed_artifacts(matrix=m, host=h, kind="refused", message="box: authentication refused",
-                             done={done_label("x", "tg8", {})}, reported_host=None, backend_versions={}, log_tail="t",
-                             wall_s=1.0)
+    paths = failed_artifacts(
+        matrix=m,
+        host=h,
+        kind="refused",
+        message="box: authentication refused",
+        done={done_label("x", "tg8", {})},
+        reported_host=None,
+        backend_versions={},
+        log_tail="t",
+        wall_s=1.0,
+    )
     assert len(paths) == 1  # tg8 was finished by the host; only pp8 is a failure
     doc = artifacts.load(paths[0])
     assert doc["test"]["name"] == "pp8" and doc["error"]["kind"] == "refused"
     assert doc["host"]["id"] == "box-inventory" and doc["host"]["port"] == 2200
-    assert doc["host"]["source"] == "inventory" and doc["build"]["backend_version"] == "unknown (host not reached)"
+    assert (
+        doc["host"]["source"] == "inventory"
+        and doc["build"]["backend_version"] == "unknown (host not reached)"
+    )
     # an ok artifact may not drop its model hash
     bad = dict(doc, status="ok", error=None)
     with pytest.raises(Exception, match="sha256|None"):
@@ -126,5 +178,7 @@ def test_done_labels_take_list_valued_sweeps():
     the same whatever order the swept settings were reported in."""
     a = done_label("m", "tg8", {"lora_adapters": ["a", "b"], "n_threads": 1})
     assert a == done_label("m", "tg8", {"n_threads": 1, "lora_adapters": ["a", "b"]})
-    assert a != done_label("m", "tg8", {"lora_adapters": ["b", "a"], "n_threads": 1})  # attach order matters
+    assert a != done_label(
+        "m", "tg8", {"lora_adapters": ["b", "a"], "n_threads": 1}
+    )  # attach order matters
     assert len({a, done_label("m", "tg8", {})}) == 2

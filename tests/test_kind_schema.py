@@ -20,15 +20,32 @@ from tests.support.committed import committed_paths
 
 def test_committed_run_schema_is_what_the_kinds_generate():
     committed = json.loads(schema.run_schema_path().read_text())
-    assert schema.dumps(schema.run_schema(committed)) == schema.run_schema_path().read_text(), \
+    assert (
+        schema.dumps(schema.run_schema(committed))
+        == schema.run_schema_path().read_text()
+    ), (
         "data/schema/run.v2.schema.json is out of date with core.kinds: run `python -m core.schema`"
+    )
     # one condition per built-in kind, naming its own models
-    conds = {c["if"]["properties"]["test"]["properties"]["kind"].get("const"): c["then"]["properties"]
-             for c in committed["allOf"] if str(c.get("$comment", "")).startswith(schema.MARK)}
+    conds = {
+        c["if"]["properties"]["test"]["properties"]["kind"].get("const"): c["then"][
+            "properties"
+        ]
+        for c in committed["allOf"]
+        if str(c.get("$comment", "")).startswith(schema.MARK)
+    }
     for kind in schema.builtin_kinds():
-        assert conds[kind.name]["samples"]["$ref"] == f"#/$defs/kind.{kind.samples.__name__}"
-        assert conds[kind.name]["details"]["$ref"] == f"#/$defs/kind.{kind.details.__name__}"
-        assert set(kind.samples.model_fields) <= set(committed["$defs"][f"kind.{kind.samples.__name__}"]["properties"])
+        assert (
+            conds[kind.name]["samples"]["$ref"]
+            == f"#/$defs/kind.{kind.samples.__name__}"
+        )
+        assert (
+            conds[kind.name]["details"]["$ref"]
+            == f"#/$defs/kind.{kind.details.__name__}"
+        )
+        assert set(kind.samples.model_fields) <= set(
+            committed["$defs"][f"kind.{kind.samples.__name__}"]["properties"]
+        )
 
 
 def _all_run_files() -> list[Path]:
@@ -36,7 +53,11 @@ def _all_run_files() -> list[Path]:
         doc = json.loads(p.read_text())
         return isinstance(doc, dict) and doc.get("artifact") == "run"
 
-    return [p for p in committed_paths("") + list(artifacts.iter_files(FIXTURES)) if is_run(p)]
+    return [
+        p
+        for p in committed_paths("") + list(artifacts.iter_files(FIXTURES))
+        if is_run(p)
+    ]
 
 
 def test_every_committed_run_has_its_kinds_shape():
@@ -44,25 +65,47 @@ def test_every_committed_run_has_its_kinds_shape():
     assert len(files) >= 150
     seen = set()
     for p in files:
-        rec = record.RunRecord(artifacts.load(p), str(p))  # the schema (per kind) passed; now the models
+        rec = record.RunRecord(
+            artifacts.load(p), str(p)
+        )  # the schema (per kind) passed; now the models
         kind = rec.kind
         assert kind is not None, p
         seen.add(kind.name)
-        assert isinstance(rec.samples, kind.samples) and isinstance(rec.details, kind.details)
+        assert isinstance(rec.samples, kind.samples) and isinstance(
+            rec.details, kind.details
+        )
     assert seen == set(k.name for k in schema.builtin_kinds())
 
 
 def _rate_doc() -> dict:
-    p = next(p for p in _all_run_files() if "/pp" in str(p) and json.loads(p.read_text())["status"] == "ok")
+    p = next(
+        p
+        for p in _all_run_files()
+        if "/pp" in str(p) and json.loads(p.read_text())["status"] == "ok"
+    )
     return artifacts.load(p)
 
 
-@pytest.mark.parametrize("mutate, field, says", [
-    (lambda d: d["samples"].__setitem__("ts", "fast"), "samples.ts", "not of type 'array', 'null'"),
-    (lambda d: d["samples"].__setitem__("ts", [1.0, "x"]), "samples.ts.1", "not of type 'number'"),
-    (lambda d: d["details"]["perf_counters"][0].__setitem__("n_eval", 1.5), "details.perf_counters.0.n_eval",
-     "not of type 'integer'"),
-])
+@pytest.mark.parametrize(
+    "mutate, field, says",
+    [
+        (
+            lambda d: d["samples"].__setitem__("ts", "fast"),
+            "samples.ts",
+            "not of type 'array', 'null'",
+        ),
+        (
+            lambda d: d["samples"].__setitem__("ts", [1.0, "x"]),
+            "samples.ts.1",
+            "not of type 'number'",
+        ),
+        (
+            lambda d: d["details"]["perf_counters"][0].__setitem__("n_eval", 1.5),
+            "details.perf_counters.0.n_eval",
+            "not of type 'integer'",
+        ),
+    ],
+)
 def test_a_run_of_the_wrong_shape_is_refused_naming_the_field(mutate, field, says):
     doc = copy.deepcopy(_rate_doc())
     mutate(doc)
@@ -75,8 +118,12 @@ def test_each_kind_reads_the_values_behind_its_headline():
     doc = _rate_doc()
     rec = record.RunRecord(doc)
     assert rec.values("tokens_per_second") == doc["samples"]["ts"]
-    assert rec.headline.mean == pytest.approx(sum(doc["samples"]["ts"]) / len(doc["samples"]["ts"]))
-    for kind in all_kinds().values():  # an empty (failed) run's samples read as nothing, for every metric
+    assert rec.headline.mean == pytest.approx(
+        sum(doc["samples"]["ts"]) / len(doc["samples"]["ts"])
+    )
+    for kind in (
+        all_kinds().values()
+    ):  # an empty (failed) run's samples read as nothing, for every metric
         assert all(kind.values(kind.samples(), m) == [] for m in kind.metrics)
 
 

@@ -6,20 +6,27 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 LINT = shutil.which("lint-imports")
-pytestmark = pytest.mark.skipif(LINT is None, reason="import-linter is not installed (pip install -e '.[dev]')")
+pytestmark = pytest.mark.skipif(
+    LINT is None, reason="import-linter is not installed (pip install -e '.[dev]')"
+)
 
 
 def _lint(cwd: Path) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(cwd)}
-    return subprocess.run([LINT, "--config", str(cwd / "pyproject.toml"), "--no-cache"], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [LINT, "--config", str(cwd / "pyproject.toml"), "--no-cache"],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def test_the_contracts_hold_on_the_code():
@@ -30,18 +37,38 @@ def test_the_contracts_hold_on_the_code():
 
 def _copy_tree(tmp_path: Path) -> Path:
     for pkg in ("core", "runtime", "pipelines"):
-        shutil.copytree(ROOT / pkg, tmp_path / pkg, ignore=shutil.ignore_patterns("__pycache__"))
+        shutil.copytree(
+            ROOT / pkg, tmp_path / pkg, ignore=shutil.ignore_patterns("__pycache__")
+        )
     shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
     return tmp_path
 
 
-@pytest.mark.parametrize("victim, line, broken", [
-    ("pipelines/leaderboard.py", "from runtime.execution import runner  # a page that runs a benchmark",
-     "pipelines is not allowed to import runtime"),
-    ("core/stats.py", "import pipelines.history  # the core reading an analysis", "core is not allowed to import pipelines"),
-    ("core/kinds/rate.py", "import llama_cpp  # a kind that loads the library", "core imports no inference"),
-    ("runtime/quality/items.py", "from runtime.quality import suites  # a cycle", "No cycles are allowed in runtime.quality"),
-])
+@pytest.mark.parametrize(
+    "victim, line, broken",
+    [
+        (
+            "pipelines/leaderboard.py",
+            "from runtime.execution import runner  # a page that runs a benchmark",
+            "pipelines is not allowed to import runtime",
+        ),
+        (
+            "core/stats.py",
+            "import pipelines.history  # the core reading an analysis",
+            "core is not allowed to import pipelines",
+        ),
+        (
+            "core/kinds/rate.py",
+            "import llama_cpp  # a kind that loads the library",
+            "core imports no inference",
+        ),
+        (
+            "runtime/quality/items.py",
+            "from runtime.quality import suites  # a cycle",
+            "No cycles are allowed in runtime.quality",
+        ),
+    ],
+)
 def test_a_deliberate_violation_breaks_a_contract(tmp_path, victim, line, broken):
     tree = _copy_tree(tmp_path)
     path = tree / victim

@@ -32,14 +32,21 @@ def test_multi_token_decode_runs_under_the_policy(embedded_model):
     import subprocess
     import sys
 
-    code = ("import sys, llama_cpp\n"
-            "from runtime.backends.llama_cpp import lib_policy as llamacpp_lib\n"
-            "d = llamacpp_lib.apply()\n"
-            "l = llama_cpp.Llama(sys.argv[1], verbose=False, n_ctx=256)\n"
-            "l.eval(l.tokenize(b'The quick brown fox jumps over the lazy dog'))\n"
-            "print(l.n_tokens, d['use_extra_bufts'])\n")
-    proc = subprocess.run([sys.executable, "-c", code, str(embedded_model.path)], capture_output=True, text=True, timeout=120,
-                          cwd=Path(__file__).resolve().parents[1])
+    code = (
+        "import sys, llama_cpp\n"
+        "from runtime.backends.llama_cpp import lib_policy as llamacpp_lib\n"
+        "d = llamacpp_lib.apply()\n"
+        "l = llama_cpp.Llama(sys.argv[1], verbose=False, n_ctx=256)\n"
+        "l.eval(l.tokenize(b'The quick brown fox jumps over the lazy dog'))\n"
+        "print(l.n_tokens, d['use_extra_bufts'])\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code, str(embedded_model.path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=Path(__file__).resolve().parents[1],
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     n_tokens, _ = proc.stdout.split()
     assert int(n_tokens) >= 9

@@ -6,12 +6,9 @@ schedule; the real llama-server with the embedded model is in test_load_model.py
 from __future__ import annotations
 
 import math
-import subprocess
-import sys
 import time
 from pathlib import Path
 
-import httpx
 import numpy as np
 import pytest
 
@@ -20,7 +17,6 @@ from core.kinds import load_stats, parse_test
 from core.kinds.workload import Lengths, Slo
 from runtime.backends.openai_http.backend import OpenAIHttpBackend, ServingFailed
 from runtime.backends.openai_http.config import OpenAIHttpSettings
-from runtime.backends.openai_http.server import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 FAULT = str(ROOT / "tests" / "fault_server.py")
@@ -30,9 +26,14 @@ FAULT = str(ROOT / "tests" / "fault_server.py")
 def test_quantile_ranks_on_known_values():
     # an upper bound of p95 at 95% exists from 59 samples on: 1 - 0.95^59 = 0.9515
     assert stats.quantile_min_samples(95, 0.95, "upper") == 59
-    assert stats.quantile_upper_rank(58, 95, 0.95) is None and stats.quantile_upper_rank(59, 95, 0.95) == 59
+    assert (
+        stats.quantile_upper_rank(58, 95, 0.95) is None
+        and stats.quantile_upper_rank(59, 95, 0.95) == 59
+    )
     assert stats.quantile_min_samples(99, 0.95, "upper") == 299
-    assert stats.quantile_upper_rank(100, 95, 0.95) == 99  # P(Bin(100, .95) <= 98) = 0.963
+    assert (
+        stats.quantile_upper_rank(100, 95, 0.95) == 99
+    )  # P(Bin(100, .95) <= 98) = 0.963
     # the median interval is the binomial(n, 1/2) one core.stats.median_ci already gives
     x = list(np.random.default_rng(3).exponential(10, 25))
     iv = stats.percentile_interval(x, 50, 0.95)
@@ -66,25 +67,44 @@ def test_verdicts_and_how_many_more_would_settle():
     small = stats.quantile_vs_limit([1.0] * 10, 95, 5)
     assert small["verdict"] == "unresolved" and small["needs"] == 49
     # a failed request (inf) can only push a percentile up: 10 of 30 failures miss for sure
-    assert stats.quantile_vs_limit([1.0] * 20 + [math.inf] * 10, 95, 5)["verdict"] == "misses"
+    assert (
+        stats.quantile_vs_limit([1.0] * 20 + [math.inf] * 10, 95, 5)["verdict"]
+        == "misses"
+    )
 
 
 def test_precision_can_target_a_percentile():
     from core.precision import Precision, Repeater
 
-    rep = Repeater(Precision(target=0.25, percentile=95, min_repetitions=3, max_repetitions=5000, max_time_s=60), 5, "e2e_ms")
+    rep = Repeater(
+        Precision(
+            target=0.25,
+            percentile=95,
+            min_repetitions=3,
+            max_repetitions=5000,
+            max_time_s=60,
+        ),
+        5,
+        "e2e_ms",
+    )
     rng = np.random.default_rng(1)
     while rep.more():
         rep.add(float(rng.exponential(100)))
     rec = rep.record()
-    assert rec["met"] and rec["percentile"] == 95 and rec["n"] >= stats.quantile_min_samples(95)
+    assert (
+        rec["met"]
+        and rec["percentile"] == 95
+        and rec["n"] >= stats.quantile_min_samples(95)
+    )
 
 
 # -- workload and level statistics ---------------------------------------------------------------
 def test_length_distributions_are_seeded_and_bounded():
     rng = lambda: np.random.default_rng(5)  # noqa: E731
     u = Lengths(dist="uniform", min=10, max=20)
-    assert u.sample(rng(), 50) == u.sample(rng(), 50) and all(10 <= v <= 20 for v in u.sample(rng(), 500))
+    assert u.sample(rng(), 50) == u.sample(rng(), 50) and all(
+        10 <= v <= 20 for v in u.sample(rng(), 500)
+    )
     n = Lengths(dist="normal", mean=100, stddev=30, min=50, max=150).sample(rng(), 2000)
     assert min(n) >= 50 and max(n) <= 150 and 95 < np.mean(n) < 105
     assert set(Lengths(dist="list", values=[8, 64]).sample(rng(), 100)) == {8, 64}
@@ -93,49 +113,97 @@ def test_length_distributions_are_seeded_and_bounded():
 
 
 def _rec(i, ttft, tpot=20.0, ok=True, sched=None, lag=0.0, reason="http_503"):
-    return {"ok": ok, "error": None if ok else {"reason": reason, "message": reason}, "ttft_ms": ttft if ok else None,
-            "tpot_ms": tpot if ok else None, "e2e_ms": (ttft + 31 * tpot) if ok else None, "output_tokens": 32 if ok else None,
-            "scheduled_ms": sched if sched is not None else i * 100.0, "start_ms": (sched or i * 100.0) + lag,
-            "end_ms": (sched or i * 100.0) + 1000, "queue_ms": lag, "dispatch_lag_ms": lag, "attempts": 1,
-            "elapsed_ms": 10.0}
+    return {
+        "ok": ok,
+        "error": None if ok else {"reason": reason, "message": reason},
+        "ttft_ms": ttft if ok else None,
+        "tpot_ms": tpot if ok else None,
+        "e2e_ms": (ttft + 31 * tpot) if ok else None,
+        "output_tokens": 32 if ok else None,
+        "scheduled_ms": sched if sched is not None else i * 100.0,
+        "start_ms": (sched or i * 100.0) + lag,
+        "end_ms": (sched or i * 100.0) + 1000,
+        "queue_ms": lag,
+        "dispatch_lag_ms": lag,
+        "attempts": 1,
+        "elapsed_ms": 10.0,
+    }
 
 
 def test_level_summary_counts_errors_as_misses():
     slo = Slo(percentile=95, ttft_ms=500, tpot_ms=50, confidence=0.95)
     good = [_rec(i, 100.0) for i in range(100)]
-    s = load_stats.level_summary({"level": 2.0, "wall_s": 10.0, "requests": good}, slo, "poisson")
-    assert s["slo"]["verdict"] == "meets" and s["errors"] == 0 and s["completed_rps"] == pytest.approx(10.0)
-    bad = [_rec(i, 100.0, ok=i % 5) for i in range(100)]  # every fifth request failed: p95 is a failure
-    s2 = load_stats.level_summary({"level": 2.0, "wall_s": 10.0, "requests": bad}, slo, "poisson")
+    s = load_stats.level_summary(
+        {"level": 2.0, "wall_s": 10.0, "requests": good}, slo, "poisson"
+    )
+    assert (
+        s["slo"]["verdict"] == "meets"
+        and s["errors"] == 0
+        and s["completed_rps"] == pytest.approx(10.0)
+    )
+    bad = [
+        _rec(i, 100.0, ok=i % 5) for i in range(100)
+    ]  # every fifth request failed: p95 is a failure
+    s2 = load_stats.level_summary(
+        {"level": 2.0, "wall_s": 10.0, "requests": bad}, slo, "poisson"
+    )
     assert s2["errors"] == 20 and s2["error_reasons"] == {"http_503": 20}
-    assert s2["slo"]["verdict"] == "misses" and s2["slo"]["limits"]["ttft_ms"]["value"] is None  # inf, stored as null
+    assert (
+        s2["slo"]["verdict"] == "misses"
+        and s2["slo"]["limits"]["ttft_ms"]["value"] is None
+    )  # inf, stored as null
     assert s2["percentiles"]["ttft_ms"]["p95"]["infinite"] is True
 
 
 def test_client_bound_level_is_flagged_and_decides_nothing():
     slo = Slo(ttft_ms=500, tpot_ms=None)
-    late = [_rec(i, 50.0, lag=40.0 + i) for i in range(80)]  # the client got later and later
-    s = load_stats.level_summary({"level": 50.0, "wall_s": 2.0, "requests": late}, slo, "poisson")
+    late = [
+        _rec(i, 50.0, lag=40.0 + i) for i in range(80)
+    ]  # the client got later and later
+    s = load_stats.level_summary(
+        {"level": 50.0, "wall_s": 2.0, "requests": late}, slo, "poisson"
+    )
     assert s["schedule"]["client_bound"] is True and s["schedule"]["drift_ms"] > 50
-    on_time = load_stats.level_summary({"level": 1.0, "wall_s": 80.0, "requests": [_rec(i, 50.0) for i in range(80)]},
-                                       slo, "poisson")
+    on_time = load_stats.level_summary(
+        {"level": 1.0, "wall_s": 80.0, "requests": [_rec(i, 50.0) for i in range(80)]},
+        slo,
+        "poisson",
+    )
     iv = load_stats.capacity_interval([on_time, s], [1.0, 50.0])
     assert iv["client_bound_levels"] == [50.0] and iv["low"] == 1.0
 
 
 def test_capacity_interval_from_verdicts():
     def lv(level, verdict, observed=True):
-        return {"level": level, "slo": {"verdict": verdict, "observed_meets": observed}, "schedule": {}}
+        return {
+            "level": level,
+            "slo": {"verdict": verdict, "observed_meets": observed},
+            "schedule": {},
+        }
 
     grid = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]
-    iv = load_stats.capacity_interval([lv(1, "meets"), lv(2, "meets"), lv(4, "unresolved", True), lv(6, "misses", False)], grid)
+    iv = load_stats.capacity_interval(
+        [
+            lv(1, "meets"),
+            lv(2, "meets"),
+            lv(4, "unresolved", True),
+            lv(6, "misses", False),
+        ],
+        grid,
+    )
     assert (iv["low"], iv["high"], iv["answer"]) == (2.0, 5.0, 4.0)
     iv = load_stats.capacity_interval([lv(1, "misses", False)], grid)
     assert (iv["low"], iv["high"], iv["answer"]) == (0.0, 0.0, 0.0)
     iv = load_stats.capacity_interval([lv(1, "meets"), lv(6, "meets")], grid)
     assert iv["open_above"] and iv["high"] == 6.0 and iv["answer"] == 6.0
-    assert load_stats.answer_text({"answer": 4.0, "low": 3.0, "high": 5.0}, Slo(ttft_ms=500, tpot_ms=30), "users") == \
-        "4 users [3, 5] at p95 TTFT ≤ 500 ms, p95 TPOT ≤ 30 ms"
+    assert (
+        load_stats.answer_text(
+            {"answer": 4.0, "low": 3.0, "high": 5.0},
+            Slo(ttft_ms=500, tpot_ms=30),
+            "users",
+        )
+        == "4 users [3, 5] at p95 TTFT ≤ 500 ms, p95 TPOT ≤ 30 ms"
+    )
 
 
 def test_bad_load_specs_name_the_field():
@@ -146,7 +214,14 @@ def test_bad_load_specs_name_the_field():
     with pytest.raises(ConfigError, match="increasing"):
         parse_test({"kind": "capacity", "profile": "poisson", "levels": [2, 1]})
     with pytest.raises(ConfigError, match="max_concurrency"):
-        parse_test({"kind": "load", "profile": "concurrent", "levels": [2], "max_concurrency": 4})
+        parse_test(
+            {
+                "kind": "load",
+                "profile": "concurrent",
+                "levels": [2],
+                "max_concurrency": 4,
+            }
+        )
     with pytest.raises(ConfigError, match="unknown probe case 'tools'"):
         parse_test({"kind": "probe", "cases": ["tools"]})
     with pytest.raises(ConfigError, match="at least one of ttft_ms"):
@@ -170,63 +245,135 @@ def _run(settings: dict, test: dict):
         b.close()
 
 
-WORK = {"kind": "messages", "messages": [{"role": "user", "content": "hi there"}], "output_tokens": 8}
+WORK = {
+    "kind": "messages",
+    "messages": [{"role": "user", "content": "hi there"}],
+    "output_tokens": 8,
+}
 
 
 def test_poisson_sweep_records_every_request_with_its_schedule():
     # p90: 40 requests bound it (a p95 needs 59 before it has an upper bound at all)
-    test = {"kind": "load", "profile": "poisson", "levels": [20, 40], "requests": 40, "seed": 3, "warmup_requests": 1,
-            "workload": WORK, "slo": {"ttft_ms": 200, "tpot_ms": None, "percentile": 90}}
-    res, err = _run({"server_command": _fault_cmd("--delay-ms", "2"), "api_model": "ok", "retries": 0}, test)
+    test = {
+        "kind": "load",
+        "profile": "poisson",
+        "levels": [20, 40],
+        "requests": 40,
+        "seed": 3,
+        "warmup_requests": 1,
+        "workload": WORK,
+        "slo": {"ttft_ms": 200, "tpot_ms": None, "percentile": 90},
+    }
+    res, err = _run(
+        {
+            "server_command": _fault_cmd("--delay-ms", "2"),
+            "api_model": "ok",
+            "retries": 0,
+        },
+        test,
+    )
     assert err is None
     levels = res.samples["levels"]
     assert [len(lv["requests"]) for lv in levels] == [40, 40]
     for lv in levels:
         recs = lv["requests"]
-        assert all(r["ok"] and r["queue_ms"] >= -0.5 and len(r["chunk_ms"]) == 8 for r in recs)
+        assert all(
+            r["ok"] and r["queue_ms"] >= -0.5 and len(r["chunk_ms"]) == 8 for r in recs
+        )
         sched = [r["scheduled_ms"] for r in recs]
         assert sched[0] == 0.0 and sched == sorted(sched)
         # seeded Poisson arrivals: the mean gap is about 1 / rate
         assert 0.4 < np.mean(np.diff(sched)) / (1000.0 / lv["level"]) < 1.8
     # the same seed gives the same arrivals
-    res2, _ = _run({"server_command": _fault_cmd("--delay-ms", "2"), "api_model": "ok", "retries": 0}, test)
-    assert [r["scheduled_ms"] for r in res2.samples["levels"][0]["requests"]] == \
-        [r["scheduled_ms"] for r in levels[0]["requests"]]
+    res2, _ = _run(
+        {
+            "server_command": _fault_cmd("--delay-ms", "2"),
+            "api_model": "ok",
+            "retries": 0,
+        },
+        test,
+    )
+    assert [r["scheduled_ms"] for r in res2.samples["levels"][0]["requests"]] == [
+        r["scheduled_ms"] for r in levels[0]["requests"]
+    ]
     summary = res.details["summary"]
     assert summary["answer"]["low"] == 40.0 and res.metrics["slo_max_level"] == [40.0]
     assert res.metrics["requests_sent"] == [80.0]
     client = summary["levels"][0]["client"]
-    assert client["loop_lag_ms_p99"] is not None and client["cpu_share"] is not None and client["parse_ms_per_request"] > 0
+    assert (
+        client["loop_lag_ms_p99"] is not None
+        and client["cpu_share"] is not None
+        and client["parse_ms_per_request"] > 0
+    )
 
 
 def test_faults_under_load_are_records_with_reasons_and_slo_misses():
     """A server answering 429/503, dropping connections and sending malformed chunks under load:
     every request is a record with its error, the artifact counts them by reason, and the level
     misses its SLO because of them."""
-    test = {"kind": "load", "profile": "constant", "levels": [50], "requests": 60, "warmup_requests": 0,
-            "workload": WORK, "slo": {"ttft_ms": 1000, "tpot_ms": None}}
+    test = {
+        "kind": "load",
+        "profile": "constant",
+        "levels": [50],
+        "requests": 60,
+        "warmup_requests": 0,
+        "workload": WORK,
+        "slo": {"ttft_ms": 1000, "tpot_ms": None},
+    }
     mix = "ok:0.6,http429:0.1,http503:0.1,drop:0.1,bad-json:0.05,wrong-shape:0.05"
-    res, err = _run({"server_command": _fault_cmd("--mix", mix, "--mix-seed", "1", "--delay-ms", "1"), "retries": 0,
-                     "read_timeout_s": 5, "request_timeout_s": 10}, test)
+    res, err = _run(
+        {
+            "server_command": _fault_cmd(
+                "--mix", mix, "--mix-seed", "1", "--delay-ms", "1"
+            ),
+            "retries": 0,
+            "read_timeout_s": 5,
+            "request_timeout_s": 10,
+        },
+        test,
+    )
     assert err is None
     recs = res.samples["levels"][0]["requests"]
-    assert len(recs) == 60 and all("ok" in r and (r["ok"] or r["error"]["reason"]) for r in recs)
+    assert len(recs) == 60 and all(
+        "ok" in r and (r["ok"] or r["error"]["reason"]) for r in recs
+    )
     lv = res.details["summary"]["levels"][0]
     reasons = lv["error_reasons"]
     assert {"http_429", "http_503", "dropped", "bad_payload"} <= set(reasons)
-    assert sum(reasons.values()) == lv["errors"] == sum(1 for r in recs if not r["ok"]) > 10
+    assert (
+        sum(reasons.values())
+        == lv["errors"]
+        == sum(1 for r in recs if not r["ok"])
+        > 10
+    )
     assert lv["slo"]["verdict"] == "misses"  # a sixth or more failed: p95 is a failure
     assert res.metrics["failed_requests"] == [float(lv["errors"])]
     r429 = next(r for r in recs if not r["ok"] and r["error"]["reason"] == "http_429")
-    assert "Model is overloaded" in r429["error"]["message"] and r429["retry_after"] == "1"
+    assert (
+        "Model is overloaded" in r429["error"]["message"] and r429["retry_after"] == "1"
+    )
 
 
 def test_a_stalled_server_ends_the_level_within_its_timeouts():
-    test = {"kind": "load", "profile": "concurrent", "levels": [2], "requests": 4, "warmup_requests": 0,
-            "workload": WORK, "slo": {"ttft_ms": 500, "tpot_ms": None}}
+    test = {
+        "kind": "load",
+        "profile": "concurrent",
+        "levels": [2],
+        "requests": 4,
+        "warmup_requests": 0,
+        "workload": WORK,
+        "slo": {"ttft_ms": 500, "tpot_ms": None},
+    }
     t0 = time.perf_counter()
-    res, err = _run({"server_command": _fault_cmd("--mode", "stall", "--stall-s", "30"), "retries": 0,
-                     "read_timeout_s": 0.5, "request_timeout_s": 2}, test)
+    res, err = _run(
+        {
+            "server_command": _fault_cmd("--mode", "stall", "--stall-s", "30"),
+            "retries": 0,
+            "read_timeout_s": 0.5,
+            "request_timeout_s": 2,
+        },
+        test,
+    )
     assert time.perf_counter() - t0 < 25
     assert res is None and "none of the 4 requests succeeded" in str(err)
     recs = err.partial.samples["levels"][0]["requests"]
@@ -236,13 +383,30 @@ def test_a_stalled_server_ends_the_level_within_its_timeouts():
 def test_a_rate_the_client_cannot_sustain_is_reported():
     """3,000 requests a second on 2 cores: Python cannot send that fast, the dispatch lag grows,
     and the level is reported as client-bound instead of being judged as the server's latency."""
-    test = {"kind": "load", "profile": "constant", "levels": [3000], "requests": 400, "warmup_requests": 0,
-            "workload": {**WORK, "output_tokens": 2}, "slo": {"ttft_ms": 5000, "tpot_ms": None}}
-    res, err = _run({"server_command": _fault_cmd("--delay-ms", "0"), "api_model": "ok", "retries": 0}, test)
+    test = {
+        "kind": "load",
+        "profile": "constant",
+        "levels": [3000],
+        "requests": 400,
+        "warmup_requests": 0,
+        "workload": {**WORK, "output_tokens": 2},
+        "slo": {"ttft_ms": 5000, "tpot_ms": None},
+    }
+    res, err = _run(
+        {
+            "server_command": _fault_cmd("--delay-ms", "0"),
+            "api_model": "ok",
+            "retries": 0,
+        },
+        test,
+    )
     assert err is None
     lv = res.details["summary"]["levels"][0]
     sched = lv["schedule"]
-    assert sched["client_bound"] is True and sched["dispatch_lag_ms_p95"] > sched["tolerance_ms"]
+    assert (
+        sched["client_bound"] is True
+        and sched["dispatch_lag_ms_p95"] > sched["tolerance_ms"]
+    )
     assert res.details["summary"]["client_bound_levels"] == [3000.0]
     assert res.details["summary"]["answer"]["client_bound_levels"] == [3000.0]
 
@@ -251,65 +415,167 @@ def test_capacity_search_finds_the_slots_and_costs_less_than_the_sweep():
     """A server with 2 generation slots: a third user waits for a slot before its first token. The
     search answers 2 users with a tight interval, and sends at most half the requests the
     exhaustive sweep of the same grid would."""
-    test = {"kind": "capacity", "profile": "concurrent", "levels": [1, 2, 3, 4, 5, 6, 7, 8], "max_requests": 80,
-            "check_every": 20, "min_requests": 20, "warmup_requests": 0, "workload": {**WORK, "output_tokens": 10},
-            "slo": {"ttft_ms": 60, "tpot_ms": None, "percentile": 90}}
-    res, err = _run({"server_command": _fault_cmd("--slots", "2", "--delay-ms", "10", "--tokens", "10"),
-                     "api_model": "ok", "retries": 0}, test)
+    test = {
+        "kind": "capacity",
+        "profile": "concurrent",
+        "levels": [1, 2, 3, 4, 5, 6, 7, 8],
+        "max_requests": 80,
+        "check_every": 20,
+        "min_requests": 20,
+        "warmup_requests": 0,
+        "workload": {**WORK, "output_tokens": 10},
+        "slo": {"ttft_ms": 60, "tpot_ms": None, "percentile": 90},
+    }
+    res, err = _run(
+        {
+            "server_command": _fault_cmd(
+                "--slots", "2", "--delay-ms", "10", "--tokens", "10"
+            ),
+            "api_model": "ok",
+            "retries": 0,
+        },
+        test,
+    )
     assert err is None, err
     a = res.details["summary"]["answer"]
     assert a["low"] <= 2.0 <= a["high"] and a["answer"] == 2.0 and a["high"] < 4
     search = res.details["search"]
     assert search["exhaustive_requests"] == 8 * 80
     assert search["requests_sent"] <= search["exhaustive_requests"] / 2
-    assert [v["level"] for v in search["visits"]][:3] == [1.0, 2.0, 4.0]  # climbing by doubling steps
-    assert res.metrics["capacity"] == [2.0] and res.metrics["requests_sent"] == [float(search["requests_sent"])]
+    assert [v["level"] for v in search["visits"]][:3] == [
+        1.0,
+        2.0,
+        4.0,
+    ]  # climbing by doubling steps
+    assert res.metrics["capacity"] == [2.0] and res.metrics["requests_sent"] == [
+        float(search["requests_sent"])
+    ]
     assert "2 users [" in res.details["answer_text"]
 
 
 def test_capacity_treats_errors_as_misses():
-    test = {"kind": "capacity", "profile": "concurrent", "levels": [1, 2, 4], "max_requests": 40, "check_every": 20,
-            "min_requests": 20, "warmup_requests": 0, "workload": WORK, "slo": {"ttft_ms": 1000, "tpot_ms": None}}
-    res, err = _run({"server_command": _fault_cmd("--mix", "ok:0.7,http503:0.3", "--delay-ms", "1"), "retries": 0}, test)
+    test = {
+        "kind": "capacity",
+        "profile": "concurrent",
+        "levels": [1, 2, 4],
+        "max_requests": 40,
+        "check_every": 20,
+        "min_requests": 20,
+        "warmup_requests": 0,
+        "workload": WORK,
+        "slo": {"ttft_ms": 1000, "tpot_ms": None},
+    }
+    res, err = _run(
+        {
+            "server_command": _fault_cmd(
+                "--mix", "ok:0.7,http503:0.3", "--delay-ms", "1"
+            ),
+            "retries": 0,
+        },
+        test,
+    )
     assert err is None
-    assert res.details["summary"]["answer"]["low"] == 0.0 and res.details["search"]["visits"][0]["verdict"] == "misses"
+    assert (
+        res.details["summary"]["answer"]["low"] == 0.0
+        and res.details["search"]["visits"][0]["verdict"] == "misses"
+    )
 
 
 def test_lost_server_fails_the_capacity_search_and_keeps_every_record():
-    test = {"kind": "capacity", "profile": "concurrent", "levels": [1, 2], "max_requests": 30, "check_every": 10,
-            "min_requests": 10, "warmup_requests": 0, "workload": WORK, "slo": {"ttft_ms": 1000, "tpot_ms": None}}
-    res, err = _run({"server_command": _fault_cmd("--die-after", "5"), "api_model": "ok", "retries": 0}, test)
+    test = {
+        "kind": "capacity",
+        "profile": "concurrent",
+        "levels": [1, 2],
+        "max_requests": 30,
+        "check_every": 10,
+        "min_requests": 10,
+        "warmup_requests": 0,
+        "workload": WORK,
+        "slo": {"ttft_ms": 1000, "tpot_ms": None},
+    }
+    res, err = _run(
+        {
+            "server_command": _fault_cmd("--die-after", "5"),
+            "api_model": "ok",
+            "retries": 0,
+        },
+        test,
+    )
     assert res is None and "lost" in str(err)
     recs = [r for lv in err.partial.samples["levels"] for r in lv["requests"]]
-    assert recs and any(r["error"] and r["error"]["reason"] == "server_lost" for r in recs)
+    assert recs and any(
+        r["error"] and r["error"]["reason"] == "server_lost" for r in recs
+    )
 
 
 def test_tokenizer_workload_makes_prompts_of_the_asked_length():
     """With the server's tokenizer (here the fault server's word tokenizer), a synthetic prompt is
     exactly the drawn number of tokens, tag included; without one, about 4 characters a token."""
-    test = {"kind": "load", "profile": "synchronous", "levels": [1], "requests": 6, "warmup_requests": 0,
-            "workload": {"prompt_tokens": {"dist": "list", "values": [12, 30]}, "output_tokens": 4, "seed": 2},
-            "slo": {"ttft_ms": 5000, "tpot_ms": None}}
-    res, err = _run({"server_command": _fault_cmd("--tokenizer", "--delay-ms", "1"), "api_model": "ok"}, test)
+    test = {
+        "kind": "load",
+        "profile": "synchronous",
+        "levels": [1],
+        "requests": 6,
+        "warmup_requests": 0,
+        "workload": {
+            "prompt_tokens": {"dist": "list", "values": [12, 30]},
+            "output_tokens": 4,
+            "seed": 2,
+        },
+        "slo": {"ttft_ms": 5000, "tpot_ms": None},
+    }
+    res, err = _run(
+        {
+            "server_command": _fault_cmd("--tokenizer", "--delay-ms", "1"),
+            "api_model": "ok",
+        },
+        test,
+    )
     assert err is None and res.details["workload"]["source"] == "tokenizer"
     recs = res.samples["levels"][0]["requests"]
     assert {r["prompt_tokens_requested"] for r in recs} <= {12, 30}
     # the fault server counts prompt_tokens as words: exactly what was asked
     assert all(r["prompt_tokens"] == r["prompt_tokens_requested"] for r in recs)
-    res2, _ = _run({"server_command": _fault_cmd("--delay-ms", "1"), "api_model": "ok"}, {**test, "workload": {
-        **test["workload"], "source": "auto"}})
-    assert res2.details["workload"]["source"] == "text" and res2.details["workload"]["chars_per_token"] == 4.0
+    res2, _ = _run(
+        {"server_command": _fault_cmd("--delay-ms", "1"), "api_model": "ok"},
+        {**test, "workload": {**test["workload"], "source": "auto"}},
+    )
+    assert (
+        res2.details["workload"]["source"] == "text"
+        and res2.details["workload"]["chars_per_token"] == 4.0
+    )
 
 
 def test_shared_prefix_workload_reuses_its_prefixes():
-    test = {"kind": "load", "profile": "concurrent", "levels": [2], "requests": 24, "warmup_requests": 0,
-            "workload": {"kind": "shared_prefix", "prefixes": 3, "prefix_tokens": 40, "questions": 5,
-                         "question_tokens": 6, "output_tokens": 4, "seed": 1},
-            "slo": {"ttft_ms": 5000, "tpot_ms": None}}
-    res, err = _run({"server_command": _fault_cmd("--tokenizer", "--delay-ms", "1"), "api_model": "ok"}, test)
+    test = {
+        "kind": "load",
+        "profile": "concurrent",
+        "levels": [2],
+        "requests": 24,
+        "warmup_requests": 0,
+        "workload": {
+            "kind": "shared_prefix",
+            "prefixes": 3,
+            "prefix_tokens": 40,
+            "questions": 5,
+            "question_tokens": 6,
+            "output_tokens": 4,
+            "seed": 1,
+        },
+        "slo": {"ttft_ms": 5000, "tpot_ms": None},
+    }
+    res, err = _run(
+        {
+            "server_command": _fault_cmd("--tokenizer", "--delay-ms", "1"),
+            "api_model": "ok",
+        },
+        test,
+    )
     assert err is None
     recs = res.samples["levels"][0]["requests"]
-    assert {r["prefix"] for r in recs} == {0, 1, 2} and len({r["question"] for r in recs}) > 2
+    assert {r["prefix"] for r in recs} == {0, 1, 2} and len(
+        {r["question"] for r in recs}
+    ) > 2
     # the fault server reports no cache: said, not guessed
     cache = res.details["summary"]["levels"][0]["prefix_cache"]
     assert cache["hit_rate"] is None and cache["requests_reporting"] == 0
@@ -318,17 +584,23 @@ def test_shared_prefix_workload_reuses_its_prefixes():
 def test_probe_reports_each_failure_in_the_server_s_words():
     """The fault server streams whatever it is asked: its whole answers are not JSON, its tool calls
     do not exist; every case still ends as tries with a reason, never as a crash."""
-    res, err = _run({"server_command": _fault_cmd("--delay-ms", "1"), "api_model": "ok"},
-                    {"kind": "probe", "repeats": 2})
+    res, err = _run(
+        {"server_command": _fault_cmd("--delay-ms", "1"), "api_model": "ok"},
+        {"kind": "probe", "repeats": 2},
+    )
     assert err is None
     cases = res.samples["cases"]
     assert cases["chat"]["succeeded"] == 2 and cases["stream_usage"]["succeeded"] == 2
     for case in ("tool_call", "tool_followup", "json_mode", "json_schema"):
         assert cases[case]["succeeded"] == 0 and cases[case]["reasons"], case
     assert any("not JSON" in r for r in cases["json_mode"]["reasons"])
-    res, err = _run({"server_command": _fault_cmd("--delay-ms", "1"), "api_model": "ok-nousage"},
-                    {"kind": "probe", "repeats": 1, "cases": ["stream_usage"]})
-    assert res.samples["cases"]["stream_usage"]["reasons"] == ["no usage in the stream (output tokens counted by chunks)"]
+    res, err = _run(
+        {"server_command": _fault_cmd("--delay-ms", "1"), "api_model": "ok-nousage"},
+        {"kind": "probe", "repeats": 1, "cases": ["stream_usage"]},
+    )
+    assert res.samples["cases"]["stream_usage"]["reasons"] == [
+        "no usage in the stream (output tokens counted by chunks)"
+    ]
 
 
 def test_capacity_matrices_compare_like_with_like():
@@ -337,18 +609,40 @@ def test_capacity_matrices_compare_like_with_like():
     from runtime.execution import matrix
 
     def tests(name):
-        return {c.test.name: (c.test, c.settings) for c in matrix.load(ROOT / "data" / "matrices" / f"{name}.yaml").configurations()}
+        return {
+            c.test.name: (c.test, c.settings)
+            for c in matrix.load(
+                ROOT / "data" / "matrices" / f"{name}.yaml"
+            ).configurations()
+        }
 
     cap, poisson = tests("serving-capacity"), tests("serving-capacity-poisson")
-    low, high = tests("serving-capacity-sweep")["poisson-sweep"], tests("serving-capacity-sweep-high")["poisson-sweep-high"]
+    low, high = (
+        tests("serving-capacity-sweep")["poisson-sweep"],
+        tests("serving-capacity-sweep-high")["poisson-sweep-high"],
+    )
     search, s_settings = poisson["capacity-poisson"]
     assert set(cap) == {"capacity-users"} and set(poisson) == {"capacity-poisson"}
-    assert low[0].levels + high[0].levels == search.levels and low[0].levels[-1] < high[0].levels[0]
+    assert (
+        low[0].levels + high[0].levels == search.levels
+        and low[0].levels[-1] < high[0].levels[0]
+    )
     for exhaustive, e_settings in (low, high):
-        assert exhaustive.workload == search.workload and exhaustive.slo == search.slo and exhaustive.profile == "poisson"
-        assert exhaustive.requests == search.max_requests and search.seed == exhaustive.seed
+        assert (
+            exhaustive.workload == search.workload
+            and exhaustive.slo == search.slo
+            and exhaustive.profile == "poisson"
+        )
+        assert (
+            exhaustive.requests == search.max_requests
+            and search.seed == exhaustive.seed
+        )
         assert s_settings == e_settings
-    assert s_settings.server == "llama-server" and s_settings.parallel == 4 and cap["capacity-users"][1] == s_settings
+    assert (
+        s_settings.server == "llama-server"
+        and s_settings.parallel == 4
+        and cap["capacity-users"][1] == s_settings
+    )
     assert tests("serving-capacity-np1")["capacity-users"][1].parallel == 1
     llcpp = tests("serving-capacity-llama-cpp-server")
     assert llcpp["capacity-users"][1].server == "llama_cpp.server" and "probe" in llcpp
@@ -359,19 +653,43 @@ def test_capacity_matrices_compare_like_with_like():
 def test_a_level_repeats_until_its_percentile_is_precise():
     """precision with a percentile: each level sends requests until the p90 E2E interval is within
     the target of the p90 (or a ceiling), not a fixed count."""
-    test = {"kind": "load", "profile": "concurrent", "levels": [2], "warmup_requests": 0, "workload": WORK,
-            "slo": {"ttft_ms": 1000, "tpot_ms": None, "percentile": 90},
-            "precision": {"target": 0.2, "percentile": 90, "min_repetitions": 10, "max_repetitions": 200,
-                          "max_time_s": 60}}
-    res, err = _run({"server_command": _fault_cmd("--delay-ms", "2"), "api_model": "ok", "retries": 0}, test)
+    test = {
+        "kind": "load",
+        "profile": "concurrent",
+        "levels": [2],
+        "warmup_requests": 0,
+        "workload": WORK,
+        "slo": {"ttft_ms": 1000, "tpot_ms": None, "percentile": 90},
+        "precision": {
+            "target": 0.2,
+            "percentile": 90,
+            "min_repetitions": 10,
+            "max_repetitions": 200,
+            "max_time_s": 60,
+        },
+    }
+    res, err = _run(
+        {
+            "server_command": _fault_cmd("--delay-ms", "2"),
+            "api_model": "ok",
+            "retries": 0,
+        },
+        test,
+    )
     assert err is None
     recs = res.samples["levels"][0]["requests"]
     n = len(recs)
-    assert stats.quantile_min_samples(90) <= n <= 201  # a p90 has no interval below its minimum sample
+    assert (
+        stats.quantile_min_samples(90) <= n <= 201
+    )  # a p90 has no interval below its minimum sample
     e2e = [r["e2e_ms"] for r in recs if r["ok"]]
     from core.precision import percentile_half_width_rel
 
-    assert res.samples["levels"][0]["stop_reason"] in ("target_met", "max_repetitions", "max_time_s")
+    assert res.samples["levels"][0]["stop_reason"] in (
+        "target_met",
+        "max_repetitions",
+        "max_time_s",
+    )
     if res.samples["levels"][0]["stop_reason"] == "target_met":
         assert percentile_half_width_rel(e2e, 90) <= 0.2 + 1e-9
 
@@ -414,9 +732,19 @@ class _FakeTransport:
         await asyncio.sleep(0)
         now = (time.perf_counter_ns() - origin_ns) / 1e6
         ttft = self.ttft_of(self.users, self.count)
-        return {"ok": True, "error": None, "ttft_ms": ttft, "tpot_ms": 20.0, "e2e_ms": ttft + 620.0,
-                "output_tokens": 32, "start_ms": now, "end_ms": now + 1.0, "chunk_ms": [ttft], "attempts": 1,
-                "text": "x"}
+        return {
+            "ok": True,
+            "error": None,
+            "ttft_ms": ttft,
+            "tpot_ms": 20.0,
+            "e2e_ms": ttft + 620.0,
+            "output_tokens": 32,
+            "start_ms": now,
+            "end_ms": now + 1.0,
+            "chunk_ms": [ttft],
+            "attempts": 1,
+            "text": "x",
+        }
 
     async def request(self, client, body):
         raise AssertionError("not used")
@@ -455,22 +783,51 @@ def test_search_bounds_an_unresolved_level_from_above(monkeypatch):
             return 600.0 if count % 12 == 0 else 300.0
         return 900.0
 
-    test = parse_test({"kind": "capacity", "profile": "concurrent", "levels": [1, 2, 3, 4, 5, 6, 7, 8],
-                       "max_requests": 90, "check_every": 30, "min_requests": 30, "warmup_requests": 0,
-                       "workload": WORK, "slo": {"ttft_ms": 500, "tpot_ms": None}})
+    test = parse_test(
+        {
+            "kind": "capacity",
+            "profile": "concurrent",
+            "levels": [1, 2, 3, 4, 5, 6, 7, 8],
+            "max_requests": 90,
+            "check_every": 30,
+            "min_requests": 30,
+            "warmup_requests": 0,
+            "workload": WORK,
+            "slo": {"ttft_ms": 500, "tpot_ms": None},
+        }
+    )
     out = capacity.run(_FakeTransport(ttft), test)
-    visits = [(v["level"], v["why"], v["verdict"]) for v in out.details["search"]["visits"]]
-    assert visits[:3] == [(1.0, "climb", "meets"), (2.0, "climb", "meets"), (4.0, "climb", "misses")]
+    visits = [
+        (v["level"], v["why"], v["verdict"]) for v in out.details["search"]["visits"]
+    ]
+    assert visits[:3] == [
+        (1.0, "climb", "meets"),
+        (2.0, "climb", "meets"),
+        (4.0, "climb", "misses"),
+    ]
     assert (3.0, "bisect", "unresolved") in visits
     a = out.details["summary"]["answer"]
     assert (a["low"], a["high"]) == (2.0, 3.0) and not a["open_above"]
+
     # an unresolved first boundary: the climb goes on above it
     def ttft2(inflight, count):
-        return 100.0 if inflight == 1 else (600.0 if count % 12 == 0 else 300.0) if inflight == 2 else 900.0
+        return (
+            100.0
+            if inflight == 1
+            else (600.0 if count % 12 == 0 else 300.0)
+            if inflight == 2
+            else 900.0
+        )
 
     out2 = capacity.run(_FakeTransport(ttft2), test)
-    whys = [(v["level"], v["why"], v["verdict"]) for v in out2.details["search"]["visits"]]
-    assert whys[1] == (2.0, "climb", "unresolved") and whys[2] == (4.0, "bound above", "misses")
+    whys = [
+        (v["level"], v["why"], v["verdict"]) for v in out2.details["search"]["visits"]
+    ]
+    assert whys[1] == (2.0, "climb", "unresolved") and whys[2] == (
+        4.0,
+        "bound above",
+        "misses",
+    )
     assert (3.0, "tighten", "misses") in whys
     a2 = out2.details["summary"]["answer"]
     assert (a2["low"], a2["high"]) == (1.0, 2.0) and not a2["open_above"]

@@ -28,7 +28,9 @@ def site_with_capacity(tmp_path):
 
 def test_throughput_latency_chart_renders_offline(site_with_capacity):
     if not shutil.which("chromium"):
-        pytest.skip("Debian's chromium is not installed (invoke test installs it when run as root)")
+        pytest.skip(
+            "Debian's chromium is not installed (invoke test installs it when run as root)"
+        )
     from playwright.sync_api import sync_playwright
 
     errors: list[str] = []
@@ -39,10 +41,17 @@ def test_throughput_latency_chart_renders_offline(site_with_capacity):
         assert page.locator("h2#capacity-at-slo").count() == 1
         page.wait_for_selector(".almanac-chart.almanac-chart-ready svg", timeout=30_000)
         chart = page.locator(".almanac-chart.almanac-chart-ready").first
-        assert chart.locator("svg .mark-symbol path").count() >= 6  # a point per level of both runs
-        assert chart.locator("svg .mark-rule line").count() >= 1  # the SLO line and the CI bars
-        assert "SLO p90 TTFT ≤ 500 ms" in chart.inner_text() or \
-            "SLO p90 TTFT ≤ 500 ms" in (chart.locator("svg").first.text_content() or "")
+        assert (
+            chart.locator("svg .mark-symbol path").count() >= 6
+        )  # a point per level of both runs
+        assert (
+            chart.locator("svg .mark-rule line").count() >= 1
+        )  # the SLO line and the CI bars
+        assert (
+            "SLO p90 TTFT ≤ 500 ms" in chart.inner_text()
+            or "SLO p90 TTFT ≤ 500 ms"
+            in (chart.locator("svg").first.text_content() or "")
+        )
         browser.close()
     assert errors == []
     assert outside == []

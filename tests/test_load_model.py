@@ -15,9 +15,13 @@ from runtime.backends.openai_http import llama_server
 from runtime.execution import runner
 from tests.conftest import write_matrix
 
-pytestmark = [pytest.mark.model, pytest.mark.skipif(
-    not (os.environ.get(llama_server.ENV) or llama_server.cached_builds()),
-    reason="llama-server is not built here: run `python benchmarks/llama_bench_build.py` (or set ALMANAC_LLAMA_SERVER)")]
+pytestmark = [
+    pytest.mark.model,
+    pytest.mark.skipif(
+        not (os.environ.get(llama_server.ENV) or llama_server.cached_builds()),
+        reason="llama-server is not built here: run `python benchmarks/llama_bench_build.py` (or set ALMANAC_LLAMA_SERVER)",
+    ),
+]
 
 MATRIX = """schema_version: 1
 name: loadsmall
@@ -62,19 +66,37 @@ def test_llama_server_capacity_prefix_cache_and_probe(data_env):
 
     cap = docs["capacity"]
     search = cap["details"]["search"]
-    assert search["visits"][0]["level"] == 1.0 and cap["summary"]["requests_sent"]["mean"] == search["requests_sent"]
+    assert (
+        search["visits"][0]["level"] == 1.0
+        and cap["summary"]["requests_sent"]["mean"] == search["requests_sent"]
+    )
     recs = [r for lv in cap["samples"]["levels"] for r in lv["requests"]]
-    assert recs and all(r["ok"] and r["output_tokens"] == 8 and r["output_tokens_source"] == "usage" for r in recs)
+    assert recs and all(
+        r["ok"] and r["output_tokens"] == 8 and r["output_tokens_source"] == "usage"
+        for r in recs
+    )
     # prompts cut with the server's own tokenizer: 48 tokens before the chat template
     assert cap["details"]["workload"]["source"] == "tokenizer"
-    assert all(r["prompt_tokens"] >= 48 and r["server_timings"]["predicted_n"] == 8 for r in recs)
+    assert all(
+        r["prompt_tokens"] >= 48 and r["server_timings"]["predicted_n"] == 8
+        for r in recs
+    )
     # the answer text says the answer and its interval, the metrics carry the same numbers (a grid whose
     # top level meets the SLOs reads "4 users or more [4, 4+]")
     a = cap["details"]["summary"]["answer"]
-    low, high = cap["summary"]["capacity_low"]["mean"], cap["summary"]["capacity_high"]["mean"]
-    assert (a["answer"], a["low"], a["high"]) == (cap["summary"]["capacity"]["mean"], low, high)
+    low, high = (
+        cap["summary"]["capacity_low"]["mean"],
+        cap["summary"]["capacity_high"]["mean"],
+    )
+    assert (a["answer"], a["low"], a["high"]) == (
+        cap["summary"]["capacity"]["mean"],
+        low,
+        high,
+    )
     more = " or more" if a["open_above"] else ""
-    assert cap["details"]["answer_text"].startswith(f"{a['answer']:g} users{more} [{low:g}, {high:g}{'+' if more else ''}]")
+    assert cap["details"]["answer_text"].startswith(
+        f"{a['answer']:g} users{more} [{low:g}, {high:g}{'+' if more else ''}]"
+    )
 
     prefix = docs["load"]
     lv = prefix["details"]["summary"]["levels"][0]
@@ -84,17 +106,28 @@ def test_llama_server_capacity_prefix_cache_and_probe(data_env):
     # and 4 slots), so the test asserts that both sources measure it and agree, not a magnitude
     assert cache["requests_reporting"] == 12 and 0 < cache["hit_rate"] < 1
     assert cache["source"] == ["usage.prompt_tokens_details.cached_tokens"]
-    assert cache["metrics_hit_rate"] is not None and abs(cache["metrics_hit_rate"] - cache["hit_rate"]) < 0.15  # /metrics
+    assert (
+        cache["metrics_hit_rate"] is not None
+        and abs(cache["metrics_hit_rate"] - cache["hit_rate"]) < 0.15
+    )  # /metrics
 
     probe = docs["probe"]["samples"]["cases"]
     assert probe["chat"]["succeeded"] == 1 and probe["stream_usage"]["succeeded"] == 1
     # a named built-in template cannot call tools: llama-server says so, and the probe keeps its words
-    assert probe["tool_call"]["succeeded"] == 0 and any("jinja" in r for r in probe["tool_call"]["reasons"])
+    assert probe["tool_call"]["succeeded"] == 0 and any(
+        "jinja" in r for r in probe["tool_call"]["reasons"]
+    )
     for case in ("json_mode", "json_schema"):
-        assert probe[case]["n"] == 1 and (probe[case]["succeeded"] == 1 or probe[case]["reasons"])
+        assert probe[case]["n"] == 1 and (
+            probe[case]["succeeded"] == 1 or probe[case]["reasons"]
+        )
 
     from pipelines.runs import load_runs
     from pipelines.site.serving import serving_page
 
     md = serving_page(load_runs(data_env / "runs"))
-    assert "## Capacity at SLO" in md and "## Endpoint probe" in md and "almanac-chart" in md
+    assert (
+        "## Capacity at SLO" in md
+        and "## Endpoint probe" in md
+        and "almanac-chart" in md
+    )

@@ -31,14 +31,19 @@ def measured(tmp_path_factory, embedded_model):
 
     d = tmp_path_factory.mktemp("planning") / "data"
     (d / "matrices").mkdir(parents=True)
-    shutil.copy(Path(__file__).resolve().parents[1] / "data" / "models.yaml", d / "models.yaml")
+    shutil.copy(
+        Path(__file__).resolve().parents[1] / "data" / "models.yaml", d / "models.yaml"
+    )
     old = os.environ.get("ALMANAC_DATA")
     os.environ["ALMANAC_DATA"] = str(d)
     try:
         write_matrix(d, "planning-e2e", MATRIX)
         report = runner.run_matrix("planning-e2e")
         assert not report.failed
-        docs = {artifacts.load(p)["test"]["name"]: artifacts.load(p) for p in report.measured}
+        docs = {
+            artifacts.load(p)["test"]["name"]: artifacts.load(p)
+            for p in report.measured
+        }
         probe = hostprobe.probe(buffer_mib=32, repetitions=2)
     finally:
         if old is None:
@@ -54,10 +59,19 @@ def test_rss_prediction_within_10_percent(measured):
     for doc in docs.values():
         r = doc["resources"]
         assert r["peak_rss_method"] == "VmHWM of the child"
-        assert 0 < r["baseline_rss_bytes"] < r["rss_after_load_bytes"] <= r["peak_rss_bytes"]
+        assert (
+            0
+            < r["baseline_rss_bytes"]
+            < r["rss_after_load_bytes"]
+            <= r["peak_rss_bytes"]
+        )
         p = mem.run_prediction(doc)
         assert p["has_baseline"]
-        assert abs(p["error"]) <= 0.10, (doc["test"]["name"], p["predicted"], p["measured"])
+        assert abs(p["error"]) <= 0.10, (
+            doc["test"]["name"],
+            p["predicted"],
+            p["measured"],
+        )
 
 
 @pytest.mark.model
@@ -67,15 +81,33 @@ def test_kv_and_buffers_match_llamacpp_report(measured):
     for doc in docs.values():
         eff = doc["settings"]["effective"]
         rep = eff["llama_memory_mib"]
-        kv = mem.kv_cache(shape, eff["n_ctx"], eff["type_k"], eff["type_v"], swa_full=eff["swa_full"],
-                          n_ubatch=eff["n_ubatch"])
-        assert sum(rep["kv"].values()) == pytest.approx(kv.bytes / 2**20, abs=0.01)  # the KV formula, exactly
+        kv = mem.kv_cache(
+            shape,
+            eff["n_ctx"],
+            eff["type_k"],
+            eff["type_v"],
+            swa_full=eff["swa_full"],
+            n_ubatch=eff["n_ubatch"],
+        )
+        assert sum(rep["kv"].values()) == pytest.approx(
+            kv.bytes / 2**20, abs=0.01
+        )  # the KV formula, exactly
         if eff.get("use_extra_bufts", True):
-            assert rep["model"]["CPU_REPACK"] == pytest.approx(shape.repack_bytes() / 2**20, abs=0.01)
+            assert rep["model"]["CPU_REPACK"] == pytest.approx(
+                shape.repack_bytes() / 2**20, abs=0.01
+            )
         else:  # the library policy turned extra buffer types off (AMX): no repacked weights
             assert "CPU_REPACK" not in rep["model"]
-        comp = mem.compute_buffer(shape, eff["n_ubatch"], kv.cells, flash_attn=eff["flash_attn"] == "on",
-                                  n_kv_swa=kv.swa_cells)["total"] / 2**20
+        comp = (
+            mem.compute_buffer(
+                shape,
+                eff["n_ubatch"],
+                kv.cells,
+                flash_attn=eff["flash_attn"] == "on",
+                n_kv_swa=kv.swa_cells,
+            )["total"]
+            / 2**20
+        )
         assert comp == pytest.approx(sum(rep["compute"].values()), rel=0.05)
 
 
@@ -95,7 +127,11 @@ def test_chat_stage_timings(measured):
 @pytest.mark.model
 def test_roofline_of_a_real_run(measured):
     docs, probe = measured
-    rows = {r["test_name"]: r for r in roofline.roofline_rows(list(docs.values()), [probe])}
+    rows = {
+        r["test_name"]: r for r in roofline.roofline_rows(list(docs.values()), [probe])
+    }
     r = rows["tg8"]
-    assert r["bytes"]["weights"] == sum(docs["tg8"]["model"]["gguf"]["tensor_bytes_by_type"].values())
+    assert r["bytes"]["weights"] == sum(
+        docs["tg8"]["model"]["gguf"]["tensor_bytes_by_type"].values()
+    )
     assert r["bound"] > 0 and 0 < r["efficiency"]

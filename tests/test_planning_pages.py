@@ -35,20 +35,33 @@ def fixture_data(data_env):
 
 def test_projections_page(fixture_data):
     md = planning.projections_page(load_runs(), projections.load_records())
-    assert "**Last updated:** 2026-01-02T00:00:00\\+00:00" in md  # the newest input artifact, escaped
+    assert (
+        "**Last updated:** 2026-01-02T00:00:00\\+00:00" in md
+    )  # the newest input artifact, escaped
     assert "VERIFIED" in md and "PROJECTED" in md and "measured" in md
     # the long-context role's q8_0 cache projection is verified by the fixture run and shows its error
-    q8 = next(d for d in load_runs() if d["test"]["name"] == "tg128@d4096" and d["settings"]["requested"]["type_k"] == "q8_0")
+    q8 = next(
+        d
+        for d in load_runs()
+        if d["test"]["name"] == "tg128@d4096"
+        and d["settings"]["requested"]["type_k"] == "q8_0"
+    )
     assert f"runs/run.md?id={q8['id']}" in md and "error +" in md
     # never-applicable entries say why
     assert "needs at least 39 GB" in md and "GPU only" in md
-    assert "no effect: acts on a stage outside" in md  # the prefix cache on a decode rate
+    assert (
+        "no effect: acts on a stage outside" in md
+    )  # the prefix cache on a decode rate
     assert "### Projection accuracy over time" in md and "at projection" in md
     # every baseline is the fact layer's figure, marked with its group and metric for the consistency check
     from pipelines import facts
 
     fx = facts.of(load_runs())
-    tg = next(d for d in load_runs() if d["test"]["name"] == "tg128" and d["model"]["name"] == "gemma3-270m-q4_k_m")
+    tg = next(
+        d
+        for d in load_runs()
+        if d["test"]["name"] == "tg128" and d["model"]["name"] == "gemma3-270m-q4_k_m"
+    )
     fig = fx.figure_of(tg["id"], "tokens_per_second")
     assert f'data-fact="{fig.key}" data-v="{fig.mean!r}"' in md
     assert "measured (all roles checked)" not in md and "all 3 roles (" in md
@@ -56,16 +69,22 @@ def test_projections_page(fixture_data):
 
 def test_memory_page(fixture_data):
     md = planning.memory_page(load_runs(), roofline.load_hosts())
-    assert "### What fits where" in md and "27.0 MiB" in md  # gemma3 KV at 4096, f16, window cache
+    assert (
+        "### What fits where" in md and "27.0 MiB" in md
+    )  # gemma3 KV at 4096, f16, window cache
     assert "72.0 MiB" in md  # the same with swa_full
-    assert "3 of 3" in md and "within 10%" in md  # two fixture runs and the hostile copy
+    assert (
+        "3 of 3" in md and "within 10%" in md
+    )  # two fixture runs and the hostile copy
     assert "<script>" not in md
 
 
 def test_roofline_page(fixture_data):
     md = planning.roofline_page(load_runs(), roofline.load_hosts())
     assert "Host memory bandwidth" in md and "19.20" in md and "25.00" in md
-    assert "&lt;script&gt;alert\\(1\\)&lt;/script&gt;" in md  # the hostile model name, escaped
+    assert (
+        "&lt;script&gt;alert\\(1\\)&lt;/script&gt;" in md
+    )  # the hostile model name, escaped
     assert "<script>alert" not in md
     assert "efficiency" in md and "PROJECTED" in md
 
@@ -81,7 +100,10 @@ def test_whatif_page(fixture_data):
 
     chat = next(d for d in load_runs() if d["test"]["name"] == "chat-short")
     assert "model load \\(s\\)" in md or "model load (s)" in md
-    assert f'data-fact="{facts.of(load_runs()).figure_of(chat["id"], "load_time_s").key}"' in md
+    assert (
+        f'data-fact="{facts.of(load_runs()).figure_of(chat["id"], "load_time_s").key}"'
+        in md
+    )
 
 
 def test_pages_say_what_is_missing(data_env):

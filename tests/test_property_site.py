@@ -25,12 +25,16 @@ from core import artifacts
 from tests.conftest import FIXTURES, build_site, make_golden_data
 from tests.support import committed, schema_gen
 
-EXAMPLES = int(os.environ.get("ALMANAC_PROPERTY_EXAMPLES", "3"))  # each example draws every artifact type and builds a site
+EXAMPLES = int(
+    os.environ.get("ALMANAC_PROPERTY_EXAMPLES", "3")
+)  # each example draws every artifact type and builds a site
 # The test command draws the same examples every time (a red suite must mean the code changed, not the
 # dice); ALMANAC_PROPERTY_EXPLORE=1 draws new ones: the nightly job in .github/workflows/test.yml explores
 # with many examples, and a failure it finds prints the @reproduce_failure line to pin it.
 EXPLORE = os.environ.get("ALMANAC_PROPERTY_EXPLORE") == "1"
-GENERATED_EXAMPLES = int(os.environ.get("ALMANAC_PROPERTY_GENERATED", "0"))  # the generator checked on its own (slow: ~90 s an example)
+GENERATED_EXAMPLES = int(
+    os.environ.get("ALMANAC_PROPERTY_GENERATED", "0")
+)  # the generator checked on its own (slow: ~90 s an example)
 DRAWN_PER_TYPE = 2  # documents drawn from the schema alone (kept when valid)
 MUTATED_PER_TYPE = 5  # real documents with values replaced
 EDITS = 8  # at most this many replacements in one real document
@@ -40,8 +44,11 @@ def _sources() -> dict[str, list[dict]]:
     """Real artifacts of every type to mutate: the golden fixtures, the optimization fixtures and the
     committed measurements (read, never written)."""
     out: dict[str, list[dict]] = {}
-    files = [*artifacts.iter_files(FIXTURES / "data"), *artifacts.iter_files(FIXTURES / "optimization"),
-             *committed.committed_paths("")]
+    files = [
+        *artifacts.iter_files(FIXTURES / "data"),
+        *artifacts.iter_files(FIXTURES / "optimization"),
+        *committed.committed_paths(""),
+    ]
     for p in files:
         doc = artifacts.load(p)
         out.setdefault(doc["artifact"], []).append(doc)
@@ -58,11 +65,17 @@ def _fresh_id(doc: dict, n: int, taken: set[str]) -> dict | None:
         m = _DIGIT.search(doc["id"])
         if m is None:
             return None
-        ident = doc["id"][:m.start()] + str((int(m.group(1)) + k + n) % 10) + doc["id"][m.end():]
+        ident = (
+            doc["id"][: m.start()]
+            + str((int(m.group(1)) + k + n) % 10)
+            + doc["id"][m.end() :]
+        )
         if ident not in taken:
             out = dict(doc, id=ident)
             if "key" in out:
-                out["key"] = hashlib.sha256(f"{doc['key']}|{n}|{k}".encode()).hexdigest()
+                out["key"] = hashlib.sha256(
+                    f"{doc['key']}|{n}|{k}".encode()
+                ).hexdigest()
             return out if schema_gen.valid(out) else None
     return None
 
@@ -73,12 +86,18 @@ def data_folder(draw: st.DrawFn) -> list[dict]:
     docs: list[dict] = []
     taken = {d["id"] for ds in SOURCES.values() for d in ds}
     for name in sorted(artifacts.ARTIFACT_TYPES):
-        drawn = [d for d in draw(st.lists(schema_gen.candidate(name), max_size=DRAWN_PER_TYPE)) if schema_gen.valid(d)]
+        drawn = [
+            d
+            for d in draw(st.lists(schema_gen.candidate(name), max_size=DRAWN_PER_TYPE))
+            if schema_gen.valid(d)
+        ]
         pool = SOURCES.get(name, [])
         if pool:
             for i in range(MUTATED_PER_TYPE):
                 src = draw(st.sampled_from(pool))
-                m = _fresh_id(draw(schema_gen.mutated(src, max_edits=EDITS)), len(docs) + i, taken)
+                m = _fresh_id(
+                    draw(schema_gen.mutated(src, max_edits=EDITS)), len(docs) + i, taken
+                )
                 if m is not None:
                     drawn.append(m)
         for d in drawn:
@@ -94,7 +113,9 @@ def _one_machine_per_host(docs: list[dict]) -> list[dict]:
     from core import hostid
 
     seen: dict[str, dict] = {}
-    for base in (FIXTURES / "data",):  # the golden artifacts the test builds beside the drawn ones
+    for base in (
+        FIXTURES / "data",
+    ):  # the golden artifacts the test builds beside the drawn ones
         for p in artifacts.iter_files(base):
             fp = artifacts.load(p).get("host")
             if isinstance(fp, dict) and isinstance(fp.get("cpu"), dict):
@@ -102,7 +123,11 @@ def _one_machine_per_host(docs: list[dict]) -> list[dict]:
     out = []
     for d in docs:
         fp = d.get("host")
-        if isinstance(fp, dict) and isinstance(fp.get("id"), str) and isinstance(fp.get("cpu"), dict):
+        if (
+            isinstance(fp, dict)
+            and isinstance(fp.get("id"), str)
+            and isinstance(fp.get("cpu"), dict)
+        ):
             ident, n = fp["id"], 0
             while ident in seen and hostid.differing_fact(seen[ident], fp) is not None:
                 n += 1
@@ -115,14 +140,22 @@ def _one_machine_per_host(docs: list[dict]) -> list[dict]:
 
 
 @pytest.mark.filterwarnings("ignore::hypothesis.errors.HypothesisWarning")
-@settings(max_examples=EXAMPLES, deadline=None, database=None, phases=[Phase.explicit, Phase.generate],
-          derandomize=not EXPLORE, suppress_health_check=list(HealthCheck))
+@settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    database=None,
+    phases=[Phase.explicit, Phase.generate],
+    derandomize=not EXPLORE,
+    suppress_health_check=list(HealthCheck),
+)
 @given(docs=data_folder())
 def test_any_valid_artifacts_build_the_site(docs):
     tmp = Path(tempfile.mkdtemp(prefix="almanac-property-"))
     data = make_golden_data(tmp / "data")
     for i, d in enumerate(docs):
-        artifacts.write(data / "generated" / f"{d['artifact']}-{i:03d}.json", d)  # validated on the way: valid by construction
+        artifacts.write(
+            data / "generated" / f"{d['artifact']}-{i:03d}.json", d
+        )  # validated on the way: valid by construction
     proc = build_site(data, tmp / "site")
     text = proc.stdout + proc.stderr
     ok = proc.returncode == 0 and "Traceback" not in text
@@ -131,10 +164,19 @@ def test_any_valid_artifacts_build_the_site(docs):
     assert ok, f"site build from {data} failed (kept for a look):\n{text[-6000:]}"
 
 
-@pytest.mark.skipif(GENERATED_EXAMPLES == 0, reason="the schema generator's own check is slow (about 90 s an example): "
-                    "ALMANAC_PROPERTY_GENERATED=N runs it")
-@settings(max_examples=max(1, GENERATED_EXAMPLES), deadline=None, database=None, phases=[Phase.generate],
-          derandomize=not EXPLORE, suppress_health_check=list(HealthCheck))
+@pytest.mark.skipif(
+    GENERATED_EXAMPLES == 0,
+    reason="the schema generator's own check is slow (about 90 s an example): "
+    "ALMANAC_PROPERTY_GENERATED=N runs it",
+)
+@settings(
+    max_examples=max(1, GENERATED_EXAMPLES),
+    deadline=None,
+    database=None,
+    phases=[Phase.generate],
+    derandomize=not EXPLORE,
+    suppress_health_check=list(HealthCheck),
+)
 @given(st.data())
 def test_generated_documents_are_valid_and_varied(data):
     """(Run with ALMANAC_PROPERTY_GENERATED=N: drawing every type from its schema costs about 90 s an
@@ -143,5 +185,7 @@ def test_generated_documents_are_valid_and_varied(data):
     rules, and mutated real ones), and mutations reach the fields the pages branch on."""
     for name in sorted(artifacts.ARTIFACT_TYPES):
         artifacts.validate(data.draw(schema_gen.candidate(name), label=name))
-    run = data.draw(schema_gen.mutated(SOURCES["run"][0], max_edits=EDITS), label="mutated run")
+    run = data.draw(
+        schema_gen.mutated(SOURCES["run"][0], max_edits=EDITS), label="mutated run"
+    )
     artifacts.validate(run)

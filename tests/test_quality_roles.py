@@ -15,7 +15,13 @@ import pytest
 from pipelines import roles
 from pipelines.site import quality_pages
 from core.errors import ConfigError
-from tests.support.quality_fixtures import HOST, base_settings, quality_doc, speed_doc, write_all
+from tests.support.quality_fixtures import (
+    HOST,
+    base_settings,
+    quality_doc,
+    speed_doc,
+    write_all,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 GIB = 1 << 30
@@ -50,16 +56,30 @@ roles:
       - {suite: ip, tag: T1, min: 1.0}
 """
 
-CAPS = {m: ["chat"] for m in ("fast-good", "fast-garbage", "slow-good", "big", "no-quality", "second")}
+CAPS = {
+    m: ["chat"]
+    for m in ("fast-good", "fast-garbage", "slow-good", "big", "no-quality", "second")
+}
 
 
 def fixture_docs():
-    runs = [speed_doc("fast-good", mean=60), speed_doc("fast-garbage", mean=90), speed_doc("slow-good", mean=5),
-            speed_doc("big", mean=30, peak_rss=30 * GIB), speed_doc("no-quality", mean=100), speed_doc("second", mean=40)]
+    runs = [
+        speed_doc("fast-good", mean=60),
+        speed_doc("fast-garbage", mean=90),
+        speed_doc("slow-good", mean=5),
+        speed_doc("big", mean=30, peak_rss=30 * GIB),
+        speed_doc("no-quality", mean=100),
+        speed_doc("second", mean=40),
+    ]
     nine = [True] * 9 + [False]
     quality = [
         quality_doc("fast-good", "ip", nine, tags=[["T1"]] * 3 + [["T2"]] * 7),
-        quality_doc("fast-garbage", "ip", [True] + [False] * 9, degenerate=[False] * 4 + [True] * 6),
+        quality_doc(
+            "fast-garbage",
+            "ip",
+            [True] + [False] * 9,
+            degenerate=[False] * 4 + [True] * 6,
+        ),
         quality_doc("slow-good", "ip", [True] * 10, tags=[["T1"]] * 3 + [["T2"]] * 7),
         quality_doc("big", "ip", nine),
         quality_doc("second", "ip", nine, tags=[["T1"]] * 2 + [["T2"]] * 8),
@@ -90,7 +110,9 @@ def test_frontdoor_takes_the_fastest_that_meets_everything(assignments):
     a = assignments["frontdoor"]
     assert a.host_id == HOST and a.status == "assigned"
     assert a.chosen.model == "fast-good"
-    assert [c.model for c in a.fallbacks] == ["second"]  # 40 t/s, also eligible: the fallback chain
+    assert [c.model for c in a.fallbacks] == [
+        "second"
+    ]  # 40 t/s, also eligible: the fallback chain
 
 
 def test_every_rejection_has_its_reason(assignments):
@@ -105,9 +127,13 @@ def test_every_rejection_has_its_reason(assignments):
     assert "30.0 GiB" in mem.message and mem.artifacts and mem.artifacts[0][0] == "run"
 
 
-def test_a_fast_garbage_configuration_is_rejected_as_degenerate_even_above_the_floor(reg):
+def test_a_fast_garbage_configuration_is_rejected_as_degenerate_even_above_the_floor(
+    reg,
+):
     runs, _ = fixture_docs()
-    garbage = quality_doc("fast-garbage", "ip", [True] * 9 + [False], degenerate=[True] * 5 + [False] * 5)
+    garbage = quality_doc(
+        "fast-garbage", "ip", [True] * 9 + [False], degenerate=[True] * 5 + [False] * 5
+    )
     a = {x.role: x for x in roles.recommend(reg, [garbage], runs, CAPS)}["frontdoor"]
     c = next(c for c in a.rejected if c.model == "fast-garbage")
     assert c.reasons == ["degenerate"]
@@ -130,7 +156,10 @@ def test_prefer_quality_a_real_difference_is_not_a_tie(reg):
     """On 40 shared items, 40/40 against 30/40 (ten discordant, all one way: p = 0.002) is a
     difference: quality decides, the slowest candidate is assigned and nothing is tied."""
     runs, _ = fixture_docs()
-    quality = [quality_doc("slow-good", "ip", [True] * 40), quality_doc("fast-good", "ip", [True] * 30 + [False] * 10)]
+    quality = [
+        quality_doc("slow-good", "ip", [True] * 40),
+        quality_doc("fast-good", "ip", [True] * 30 + [False] * 10),
+    ]
     a = {x.role: x for x in roles.recommend(reg, quality, runs, CAPS)}["architect"]
     assert a.chosen.model == "slow-good" and a.tie is None
     assert [c.model for c in a.fallbacks] == ["fast-good"]
@@ -142,7 +171,9 @@ def test_no_data_role_never_guesses(assignments):
     assert a.chosen is None and a.status == "no data"
     assert {c.state for c in a.rejected} == {"not measured"}
     assert all("no data" in c.reasons for c in a.rejected)
-    assert reasons(a, "fast-garbage") == ["no data"]  # its degenerate outputs are in a suite this role does not read
+    assert reasons(a, "fast-garbage") == [
+        "no data"
+    ]  # its degenerate outputs are in a suite this role does not read
     ev = next(e for c in a.rejected for e in c.evidence if e.kind == "quality")
     assert ev.ok is None and "no quality run of suite never-run" in ev.message
 
@@ -150,7 +181,9 @@ def test_no_data_role_never_guesses(assignments):
 def test_tag_requirement_and_min_items(assignments):
     a = assignments["strict_t1"]
     assert a.chosen.model == "slow-good" or a.chosen.model == "fast-good"
-    second = next(c for c in a.rejected if c.model == "second")  # 2 T1 items < min_items 3
+    second = next(
+        c for c in a.rejected if c.model == "second"
+    )  # 2 T1 items < min_items 3
     assert second.reasons == ["no data"]
     big = next(c for c in a.rejected if c.model == "big")  # no T1 items at all
     assert big.reasons == ["no data"]
@@ -161,15 +194,30 @@ def test_escalation_chain(reg):
 
 
 def test_join_ignores_speed_only_settings_but_not_output_settings(reg):
-    runs = [speed_doc("fast-good", mean=60, settings=base_settings(n_threads=2, n_ctx=None))]
-    q_same = quality_doc("fast-good", "ip", [True] * 9 + [False], settings=base_settings(n_threads=1, n_ctx=8192))
+    runs = [
+        speed_doc("fast-good", mean=60, settings=base_settings(n_threads=2, n_ctx=None))
+    ]
+    q_same = quality_doc(
+        "fast-good",
+        "ip",
+        [True] * 9 + [False],
+        settings=base_settings(n_threads=1, n_ctx=8192),
+    )
     a = {x.role: x for x in roles.recommend(reg, [q_same], runs, CAPS)}["frontdoor"]
     assert a.chosen is not None and a.chosen.model == "fast-good"
-    q_other = quality_doc("fast-good", "ip", [True] * 10, settings=base_settings(type_k="q8_0"))
+    q_other = quality_doc(
+        "fast-good", "ip", [True] * 10, settings=base_settings(type_k="q8_0")
+    )
     a = {x.role: x for x in roles.recommend(reg, [q_other], runs, CAPS)}["frontdoor"]
-    assert a.chosen is None  # quality of a q8_0 KV cache says nothing about the f16 configuration measured
+    assert (
+        a.chosen is None
+    )  # quality of a q8_0 KV cache says nothing about the f16 configuration measured
     labels = sorted(c.config_label for c in a.rejected)
-    assert len(labels) == 2 and any("type_k=q8_0" in x for x in labels) and any("type_k=f16" in x for x in labels)
+    assert (
+        len(labels) == 2
+        and any("type_k=q8_0" in x for x in labels)
+        and any("type_k=f16" in x for x in labels)
+    )
     assert {tuple(c.reasons) for c in a.rejected} == {("no data",)}
 
 
@@ -180,10 +228,16 @@ def test_incomplete_quality_runs_are_not_used(reg):
     assert reasons(a, "fast-good") == ["no data"]
 
 
-@pytest.mark.parametrize("body,field", [
-    ("schema_version: 1\nroles:\n  a: {escalates_to: b}\n", "roles.a.escalates_to"),
-    ("schema_version: 1\nroles:\n  a: {escalates_to: b}\n  b: {escalates_to: a}\n", "roles.a.escalates_to"),
-])
+@pytest.mark.parametrize(
+    "body,field",
+    [
+        ("schema_version: 1\nroles:\n  a: {escalates_to: b}\n", "roles.a.escalates_to"),
+        (
+            "schema_version: 1\nroles:\n  a: {escalates_to: b}\n  b: {escalates_to: a}\n",
+            "roles.a.escalates_to",
+        ),
+    ],
+)
 def test_roles_registry_errors_name_the_field(tmp_path, body, field):
     p = tmp_path / "roles.yaml"
     p.write_text(body)
@@ -192,11 +246,20 @@ def test_roles_registry_errors_name_the_field(tmp_path, body, field):
     assert exc.value.field == field
 
 
-@pytest.mark.parametrize("body,needle", [
-    ("schema_version: 1\nroles:\n  a:\n    speed: [{test: tg128, metric: tokens_per_secnd, min: 1}]\n", "did you mean 'tokens_per_second'"),
-    ("schema_version: 1\nroles:\n  a:\n    speed: [{test: tg128, metric: ttft_ms}]\n", "exactly one of min or max"),
-    ("schema_version: 1\nroles:\n  a: {memory_max: lots}\n", "not a size"),
-])
+@pytest.mark.parametrize(
+    "body,needle",
+    [
+        (
+            "schema_version: 1\nroles:\n  a:\n    speed: [{test: tg128, metric: tokens_per_secnd, min: 1}]\n",
+            "did you mean 'tokens_per_second'",
+        ),
+        (
+            "schema_version: 1\nroles:\n  a:\n    speed: [{test: tg128, metric: ttft_ms}]\n",
+            "exactly one of min or max",
+        ),
+        ("schema_version: 1\nroles:\n  a: {memory_max: lots}\n", "not a size"),
+    ],
+)
 def test_roles_registry_bad_values(tmp_path, body, needle):
     p = tmp_path / "roles.yaml"
     p.write_text(body)
@@ -206,7 +269,11 @@ def test_roles_registry_bad_values(tmp_path, body, needle):
 
 def test_shipped_roles_registry_loads():
     reg = roles.load_roles(ROOT / "data" / "roles.yaml")
-    assert ["frontdoor", "coder_escalation", "architect_coding"] in roles.escalation_chains(reg)
+    assert [
+        "frontdoor",
+        "coder_escalation",
+        "architect_coding",
+    ] in roles.escalation_chains(reg)
 
 
 # -- pages -------------------------------------------------------------------------------------
@@ -232,7 +299,11 @@ def test_quality_browser_index_is_inert():
     doc["model"]["name"] = HOSTILE
     rows = browser.index_rows("quality", [dict(doc, _data_path="quality/x.json")])
     script = browser.index_script("quality", browser.index_data("quality", rows))
-    assert "<script>" not in script and "\\u003cscript\\u003e" in script and rows[0]["json"] == "data/quality/x.json"
+    assert (
+        "<script>" not in script
+        and "\\u003cscript\\u003e" in script
+        and rows[0]["json"] == "data/quality/x.json"
+    )
 
 
 def test_roles_page_explains_and_links_every_decision(reg):
@@ -240,8 +311,16 @@ def test_roles_page_explains_and_links_every_decision(reg):
     assignments = roles.recommend(reg, quality, runs, CAPS, sorted(CAPS))
     body = quality_pages.roles_page(reg, assignments).replace("\\", "")
     # architect prefers quality, but 10/10 against 9/10 is within noise: speed breaks the tie (fast-good)
-    assert "frontdoor (fast-good, 60.00 t/s) → architect (fast-good, 60.00 t/s) → oracle (no data)" in body
-    assert "too slow" in body and "does not fit" in body and "degenerate" in body and "no data" in body
+    assert (
+        "frontdoor (fast-good, 60.00 t/s) → architect (fast-good, 60.00 t/s) → oracle (no data)"
+        in body
+    )
+    assert (
+        "too slow" in body
+        and "does not fit" in body
+        and "degenerate" in body
+        and "no data" in body
+    )
     assert "below quality floor" in body
     fast = next(d for d in runs if d["model"]["name"] == "fast-good")
     assert f"runs/run.md?id={fast['id']}" in body
@@ -256,7 +335,9 @@ def test_site_builds_with_quality_and_roles_pages(tmp_path, monkeypatch):
     (d / "roles.yaml").write_text(ROLES_YAML)
     runs, quality = fixture_docs()
     quality[0]["items"][0]["output"] = HOSTILE
-    quality[0]["items"][1]["output"] = "```python\nprint('fenced')\n"  # an unterminated fence in model output
+    quality[0]["items"][1]["output"] = (
+        "```python\nprint('fenced')\n"  # an unterminated fence in model output
+    )
     quality[0]["items"][0]["passed"] = False
     quality[0]["items"][0]["score"] = 0.0
     from core.records.quality import summarize_items
@@ -265,8 +346,14 @@ def test_site_builds_with_quality_and_roles_pages(tmp_path, monkeypatch):
     write_all(d, runs, quality)
     site = tmp_path / "site"
     env = {**__import__("os").environ, "ALMANAC_DATA": str(d)}
-    r = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(site)], cwd=ROOT,
-                       env=env, capture_output=True, text=True, timeout=300)
+    r = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(site)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert r.returncode == 0, r.stderr[-3000:]
     roles_html = (site / "roles" / "index.html").read_text()
     assert "fast-good" in roles_html and "too slow" in roles_html
@@ -274,7 +361,13 @@ def test_site_builds_with_quality_and_roles_pages(tmp_path, monkeypatch):
     index = (site / "quality-runs" / "index-data.js").read_text()
     for q in quality:
         assert f'"{q["id"]}"' in index
-    published = {p["id"]: p for p in (json.loads(f.read_text()) for f in (site / "data" / "quality").rglob("*.json"))}
+    published = {
+        p["id"]: p
+        for p in (
+            json.loads(f.read_text())
+            for f in (site / "data" / "quality").rglob("*.json")
+        )
+    }
     assert set(published) == {q["id"] for q in quality}
     assert published[quality[0]["id"]]["items"][0]["output"] == HOSTILE
     assert "<script>alert" not in index
@@ -286,16 +379,28 @@ def test_a_role_whose_candidates_all_fail_something_measured_is_not_no_data(reg)
     bad = [q for q in quality if q["model"]["name"] == "fast-garbage"]
     a = {x.role: x for x in roles.recommend(reg, bad, [], CAPS)}["frontdoor"]
     assert a.host_id is None and a.status == "no candidate meets every requirement"
-    assert reasons(a, "fast-garbage") == ["below quality floor", "degenerate", "no data"]
+    assert reasons(a, "fast-garbage") == [
+        "below quality floor",
+        "degenerate",
+        "no data",
+    ]
 
 
 def test_an_edited_suite_supersedes_older_runs_of_it(reg):
     runs, _ = fixture_docs()
-    old = quality_doc("fast-good", "ip", [False] * 10, degenerate=[True] * 10, stamp="20250101T000000Z")
+    old = quality_doc(
+        "fast-good",
+        "ip",
+        [False] * 10,
+        degenerate=[True] * 10,
+        stamp="20250101T000000Z",
+    )
     old["suite"]["content_sha256"] = "0" * 64
     new = quality_doc("fast-good", "ip", [True] * 9 + [False], stamp="20260101T000000Z")
     a = {x.role: x for x in roles.recommend(reg, [old, new], runs, CAPS)}["frontdoor"]
-    assert a.chosen is not None and a.chosen.model == "fast-good"  # the old, degenerate version is not counted
+    assert (
+        a.chosen is not None and a.chosen.model == "fast-good"
+    )  # the old, degenerate version is not counted
     ev = next(e for e in a.chosen.evidence if e.kind == "degeneration")
     assert ev.value == "0% (0/10)" and ("quality", old["id"]) not in ev.artifacts
 
@@ -306,7 +411,11 @@ def test_quality_grid_prefers_the_newest_complete_run():
     partial = quality_doc("m", "ip", [True], stamp="20270101T000000Z", status="failed")
     body = quality_pages.quality_page([old, new, partial]).replace("\\", "")
     grid = body.split("## Runs")[0]
-    assert f"quality-runs/run.md?id={new['id']}" in grid and old["id"] not in grid and partial["id"] not in grid
+    assert (
+        f"quality-runs/run.md?id={new['id']}" in grid
+        and old["id"] not in grid
+        and partial["id"] not in grid
+    )
     assert "0% (0/4)" in grid
 
 
@@ -319,13 +428,22 @@ def test_a_configuration_measured_only_elsewhere_is_judged_on_its_own_host(reg):
     other["host"] = {**other["host"], "id": "host-b"}
     other["key"] = "b" * 64
     other["id"] = "bbbbbbbbbbbb-20260101T000000Z"
-    out = roles.recommend(reg, quality, [r for r in runs if r["model"]["name"] != "second"] + [other], CAPS)
+    out = roles.recommend(
+        reg,
+        quality,
+        [r for r in runs if r["model"]["name"] != "second"] + [other],
+        CAPS,
+    )
     by = {(a.role, a.host_id): a for a in out}
     on_b = by[("frontdoor", "host-b")]
     assert on_b.chosen is not None and on_b.chosen.model == "second"
-    assert {c.model for c in on_b.fallbacks + on_b.rejected} == set()  # nothing measured only on HOST
+    assert {
+        c.model for c in on_b.fallbacks + on_b.rejected
+    } == set()  # nothing measured only on HOST
     on_a = by[("frontdoor", HOST)]
-    assert "second" not in {c.model for c in [on_a.chosen] + on_a.fallbacks + on_a.rejected if c}
+    assert "second" not in {
+        c.model for c in [on_a.chosen] + on_a.fallbacks + on_a.rejected if c
+    }
     assert on_a.chosen.model == "fast-good"
 
 
@@ -342,9 +460,14 @@ def test_an_assignment_within_noise_of_its_runner_up_says_so(reg):
     a = {x.role: x for x in roles.recommend(reg, quality, apart, CAPS)}["frontdoor"]
     ev = next(e for e in a.chosen.evidence if e.kind == "speed")
     assert ev.n == 2 and "2 runs" in ev.note and ev.ci[0] < 60.0 < 61.0 < ev.ci[1]
-    assert a.chosen.model == "fast-good" and a.tie is None  # 60, 61 against 40, 40.5: apart
-    close = [r for r in runs if r["model"]["name"] != "second"] + [fast2, speed_doc("second", mean=59.0),
-                                                                  speed_doc("second", mean=60.5, stamp="20260102T000000Z")]
+    assert (
+        a.chosen.model == "fast-good" and a.tie is None
+    )  # 60, 61 against 40, 40.5: apart
+    close = [r for r in runs if r["model"]["name"] != "second"] + [
+        fast2,
+        speed_doc("second", mean=59.0),
+        speed_doc("second", mean=60.5, stamp="20260102T000000Z"),
+    ]
     a = {x.role: x for x in roles.recommend(reg, quality, close, CAPS)}["frontdoor"]
     assert a.chosen.model == "fast-good" and a.fallbacks[0].model == "second"
     requirement, runner = a.within_noise()
@@ -366,10 +489,18 @@ def test_speed_evidence_is_the_fact_layers_figure(reg):
     runs = runs + [speed_doc("fast-good", mean=64.0, stamp="20260102T000000Z")]
     a = {x.role: x for x in roles.recommend(reg, quality, runs, CAPS)}["frontdoor"]
     ev = next(e for e in a.chosen.evidence if e.kind == "speed")
-    newest = next(r for r in runs if r["model"]["name"] == "fast-good" and r["id"].endswith("20260102T000000Z"))
+    newest = next(
+        r
+        for r in runs
+        if r["model"]["name"] == "fast-good" and r["id"].endswith("20260102T000000Z")
+    )
     fig = facts.of(runs).figure_of(newest["id"], "tokens_per_second")
     assert fig.runs == 2 and fig.mean == pytest.approx(math.sqrt(60.0 * 64.0))
-    assert ev.figure.key == fig.key and ev.figure.mean == fig.mean and a.chosen.speed_key == fig.mean
+    assert (
+        ev.figure.key == fig.key
+        and ev.figure.mean == fig.mean
+        and a.chosen.speed_key == fig.mean
+    )
     assert ev.ci == (fig.ci95_low, fig.ci95_high) and ev.n == 2 and ev.note == fig.note
     assert [aid for _, aid in ev.artifacts] == list(reversed(fig.run_ids))
     body = quality_pages.roles_page(reg, [a])

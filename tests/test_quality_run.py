@@ -48,7 +48,9 @@ def tiny_data(tmp_path, monkeypatch):
     shutil.copy(ROOT / "data" / "models.yaml", d / "models.yaml")
     (d / "suites" / "tiny.yaml").write_text(SUITE)
     (d / "matrices" / "tiny-quality.yaml").write_text(MATRIX.format(timeout=300))
-    (d / "matrices" / "tiny-timeout.yaml").write_text(MATRIX.format(timeout=0.3).replace("tiny-quality", "tiny-timeout"))
+    (d / "matrices" / "tiny-timeout.yaml").write_text(
+        MATRIX.format(timeout=0.3).replace("tiny-quality", "tiny-timeout")
+    )
     monkeypatch.setenv("ALMANAC_DATA", str(d))
     return d
 
@@ -59,12 +61,24 @@ def test_real_quality_run_on_the_embedded_model(tiny_data, embedded_model):
     assert len(report.measured) == 1 and not report.failed
     doc = artifacts.load(report.measured[0])  # validates against quality.v1
     assert doc["status"] == "ok" and doc["model"]["sha256"] == embedded_model.sha256
-    assert doc["suite"]["sample"]["ids"] == [it["id"] for it in doc["items"]] and len(doc["items"]) == 2
-    assert doc["settings"]["requested"]["chat_format"] == "gemma"  # the registry's default applied
+    assert (
+        doc["suite"]["sample"]["ids"] == [it["id"] for it in doc["items"]]
+        and len(doc["items"]) == 2
+    )
+    assert (
+        doc["settings"]["requested"]["chat_format"] == "gemma"
+    )  # the registry's default applied
     for it in doc["items"]:
         assert isinstance(it["output"], str) and it["error"] is None
-        assert 1 <= it["timing"]["output_tokens"] <= 8 and it["timing"]["prompt_tokens"] > 5
-        assert it["timing"]["e2e_ms"] > 0 and set(it["degeneration"]) >= {"degenerate", "flags", "reasons"}
+        assert (
+            1 <= it["timing"]["output_tokens"] <= 8
+            and it["timing"]["prompt_tokens"] > 5
+        )
+        assert it["timing"]["e2e_ms"] > 0 and set(it["degeneration"]) >= {
+            "degenerate",
+            "flags",
+            "reasons",
+        }
         assert it["passed"] is (it["score"] == 1.0)
     s = doc["summary"]
     assert s["n"] == 2 and s["passed"] == sum(it["passed"] for it in doc["items"])
@@ -72,12 +86,16 @@ def test_real_quality_run_on_the_embedded_model(tiny_data, embedded_model):
     assert set(doc["build"]["scorers"]) == {it["scorer"] for it in doc["items"]}
     frame = scores_frame([doc])
     assert frame.iloc[0]["n"] == 2 and frame.iloc[0]["suite"] == "tiny"
-    again = runner.run_quality_matrix("tiny-quality")  # same key: resumed, nothing regenerated
+    again = runner.run_quality_matrix(
+        "tiny-quality"
+    )  # same key: resumed, nothing regenerated
     assert again.skipped == report.measured and not again.measured
 
 
 @pytest.mark.model
-def test_a_child_killed_by_its_timeout_leaves_an_incomplete_artifact(tiny_data, embedded_model):
+def test_a_child_killed_by_its_timeout_leaves_an_incomplete_artifact(
+    tiny_data, embedded_model
+):
     report = runner.run_quality_matrix("tiny-timeout")
     assert len(report.failed) == 1
     doc = artifacts.load(report.failed[0])

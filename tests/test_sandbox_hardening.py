@@ -18,46 +18,75 @@ from runtime.quality.sandbox import Limits, run_python
 ROOT = Path(__file__).resolve().parents[1]
 LIMITS = Limits(timeout_s=5, cpu_s=5)
 CODE_DIR = Path(__file__).parent / "hostile" / "code"
-needs_kernel = pytest.mark.skipif(not sandbox.kernel_isolation_available(), reason="no kernel isolation here")
+needs_kernel = pytest.mark.skipif(
+    not sandbox.kernel_isolation_available(), reason="no kernel isolation here"
+)
 
 
 def test_output_is_capped_while_it_is_read():
-    r = run_python("import sys\nwhile True:\n    sys.stdout.write('x' * 65536)", Limits(timeout_s=30, cpu_s=30),
-                   accept_risk=True)
+    r = run_python(
+        "import sys\nwhile True:\n    sys.stdout.write('x' * 65536)",
+        Limits(timeout_s=30, cpu_s=30),
+        accept_risk=True,
+    )
     assert not r.ok and "output limit" in r.reason and not r.timed_out
-    assert len(r.stdout) <= sandbox.MAX_CAPTURE and r.output_bytes < sandbox.OUTPUT_LIMIT + (1 << 20)
+    assert len(
+        r.stdout
+    ) <= sandbox.MAX_CAPTURE and r.output_bytes < sandbox.OUTPUT_LIMIT + (1 << 20)
 
 
-@pytest.mark.parametrize("early_exit", [
-    "import sys; sys.exit(0)", "raise SystemExit(0)", "import os; os._exit(0)",
-    "import atexit, os; atexit.register(os._exit, 0)",
-    "import signal; signal.raise_signal(signal.SIGKILL)",
-    "import sys, os; sys.excepthook = lambda *a: os._exit(0)",
-])
+@pytest.mark.parametrize(
+    "early_exit",
+    [
+        "import sys; sys.exit(0)",
+        "raise SystemExit(0)",
+        "import os; os._exit(0)",
+        "import atexit, os; atexit.register(os._exit, 0)",
+        "import signal; signal.raise_signal(signal.SIGKILL)",
+        "import sys, os; sys.excepthook = lambda *a: os._exit(0)",
+    ],
+)
 def test_an_early_exit_never_passes(early_exit):
-    r = run_python("def f():\n    return 0\n" + early_exit + "\n", LIMITS, tests="assert f() == 1\n", accept_risk=True)
+    r = run_python(
+        "def f():\n    return 0\n" + early_exit + "\n",
+        LIMITS,
+        tests="assert f() == 1\n",
+        accept_risk=True,
+    )
     assert not r.ok and not r.completed and r.reason, r
-    good = run_python("def f():\n    return 1\n", LIMITS, tests="assert f() == 1\n", accept_risk=True)
+    good = run_python(
+        "def f():\n    return 1\n", LIMITS, tests="assert f() == 1\n", accept_risk=True
+    )
     assert good.ok and good.completed and good.reason == ""
 
 
-@pytest.mark.parametrize("probe", [
-    "import sys; sys._getframe(1)",
-    "try:\n    1/0\nexcept Exception as e:\n    e.__traceback__.tb_frame",
-    "def g():\n    yield 1\ng().gi_frame",
-    "import gc",
-    "open('/proc/self/mem', 'rb')",
-    "import sys; sys._current_frames()",
-    "import ctypes",
-])
+@pytest.mark.parametrize(
+    "probe",
+    [
+        "import sys; sys._getframe(1)",
+        "try:\n    1/0\nexcept Exception as e:\n    e.__traceback__.tb_frame",
+        "def g():\n    yield 1\ng().gi_frame",
+        "import gc",
+        "open('/proc/self/mem', 'rb')",
+        "import sys; sys._current_frames()",
+        "import ctypes",
+    ],
+)
 def test_the_secret_cannot_be_reached(probe):
     r = run_python(probe, LIMITS, accept_risk=True)
     assert not r.ok and "not allowed" in r.stderr, r
 
 
 def test_code_cannot_swallow_the_tests():
-    r = run_python("def f():\n    return 0\nx = '''", LIMITS, tests="assert f() == 1\n", accept_risk=True)
-    assert not r.ok and not r.completed  # an open string is the code's syntax error, not a string around the tests
+    r = run_python(
+        "def f():\n    return 0\nx = '''",
+        LIMITS,
+        tests="assert f() == 1\n",
+        accept_risk=True,
+    )
+    assert (
+        not r.ok and not r.completed
+    )  # an open string is the code's syntax error, not a string around the tests
 
 
 @pytest.mark.parametrize("path", sorted(CODE_DIR.glob("*.py")), ids=lambda p: p.stem)
@@ -85,8 +114,10 @@ def test_refuses_without_kernel_isolation_unless_the_risk_is_accepted(monkeypatc
 NOBODY_PY = "/usr/bin/python3"
 
 
-@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv") or not os.path.exists(NOBODY_PY),
-                    reason="needs root (to become nobody) and setpriv")
+@pytest.mark.skipif(
+    os.geteuid() != 0 or not shutil.which("setpriv") or not os.path.exists(NOBODY_PY),
+    reason="needs root (to become nobody) and setpriv",
+)
 @pytest.mark.parametrize("bwrap", [True, False], ids=["with-bwrap", "without-bwrap"])
 def test_as_nobody_it_isolates_with_bwrap_or_fails_closed(bwrap, tmp_path):
     """The non-root path for real: as user nobody, bubblewrap gives kernel isolation where it is
@@ -106,18 +137,38 @@ def test_as_nobody_it_isolates_with_bwrap_or_fails_closed(bwrap, tmp_path):
         "    r = sandbox.run_python(\"open('/tmp/x-escape', 'w')\\nprint('ran')\", sandbox.Limits(timeout_s=10))\n"
         "except UserError as exc:\n"
         "    print('REFUSED', exc); sys.exit(2)\n"
-        "print('KERNEL', sandbox.kernel_isolation(), 'OK', r.ok, 'OUT', r.stdout.strip())\n")
+        "print('KERNEL', sandbox.kernel_isolation(), 'OK', r.ok, 'OUT', r.stdout.strip())\n"
+    )
     path = "/usr/bin:/bin" if bwrap else str(tmp_path / "empty")
     if not bwrap:
         (tmp_path / "empty").mkdir()
         os.chmod(tmp_path / "empty", 0o755)
     env = {"PATH": path, "HOME": str(work), "TMPDIR": str(work), "LANG": "C.UTF-8"}
-    p = subprocess.run([shutil.which("setpriv"), "--reuid=65534", "--regid=65534", "--clear-groups", NOBODY_PY, "-c", script],
-                       capture_output=True, text=True, env=env, timeout=60, cwd=str(work))
+    p = subprocess.run(
+        [
+            shutil.which("setpriv"),
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            NOBODY_PY,
+            "-c",
+            script,
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        cwd=str(work),
+    )
     if bwrap:
-        assert p.returncode == 0 and "KERNEL bwrap OK False" in p.stdout, p.stdout + p.stderr
+        assert p.returncode == 0 and "KERNEL bwrap OK False" in p.stdout, (
+            p.stdout + p.stderr
+        )
         assert "ran" not in p.stdout
     else:
         assert p.returncode == 2 and p.stdout.startswith("REFUSED"), p.stdout + p.stderr
-        assert len(p.stdout.strip().splitlines()) == 1 and "--accept-sandbox-risk" in p.stdout
+        assert (
+            len(p.stdout.strip().splitlines()) == 1
+            and "--accept-sandbox-risk" in p.stdout
+        )
     assert not os.path.exists("/tmp/x-escape")

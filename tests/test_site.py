@@ -26,57 +26,100 @@ def test_boards_rank_best_first_and_show_varying_settings(docs):
     tg = boards[("golden-host-55ecea05", "tg16")]
     means = list(tg.rows["s_mean"])
     assert means == sorted(means, reverse=True) and len(means) == 2
-    assert tg.varying == ["n_threads", "n_threads_batch"]  # effective settings: the batch threads follow n_threads
+    assert tg.varying == [
+        "n_threads",
+        "n_threads_batch",
+    ]  # effective settings: the batch threads follow n_threads
     chat = boards[("golden-host-55ecea05", "chat-tiny")]
     assert chat.metric.name == "ttft_ms"
     assert list(chat.rows["s_mean"]) == sorted(chat.rows["s_mean"])  # lower is better
     failed_ids = {d["id"] for d in docs if d["status"] == "failed"}
-    assert failed_ids and not failed_ids & {r for b in boards.values() for r in b.rows["id"]}
+    assert failed_ids and not failed_ids & {
+        r for b in boards.values() for r in b.rows["id"]
+    }
 
 
 def _current(docs):
     """Rate results a board shows: the newest of each comparability key (the hostile copy is a
     newer copy of one measurement of the same model file, so it supersedes that one)."""
-    return {d["id"] for d in leaderboard.newest_per_comparability([d for d in docs if d["status"] == "ok"])}
+    return {
+        d["id"]
+        for d in leaderboard.newest_per_comparability(
+            [d for d in docs if d["status"] == "ok"]
+        )
+    }
 
 
 def test_leaderboard_figures_link_to_their_artifacts(docs):
     md = pages.leaderboard_page(docs)
     current = _current(docs)
-    assert len(current) < len([d for d in docs if d["status"] == "ok"])  # the superseded copy is not shown
+    assert len(current) < len(
+        [d for d in docs if d["status"] == "ok"]
+    )  # the superseded copy is not shown
     for d in docs:
         if d["status"] != "ok" or d["test"]["kind"] != "rate" or d["id"] not in current:
-            assert d["status"] != "ok" or d["test"]["kind"] != "rate" or f"runs/run.md?id={d['id']})" not in md
+            assert (
+                d["status"] != "ok"
+                or d["test"]["kind"] != "rate"
+                or f"runs/run.md?id={d['id']})" not in md
+            )
             continue
-        mean = markdown.num(d["summary"]["tokens_per_second"]["mean"], METRICS["tokens_per_second"].decimals)
+        mean = markdown.num(
+            d["summary"]["tokens_per_second"]["mean"],
+            METRICS["tokens_per_second"].decimals,
+        )
         assert f"[{markdown.cell(mean)}](runs/run.md?id={d['id']})" in md
 
 
 def test_hostile_strings_are_escaped(docs):
     evil = next(d for d in docs if d["key"] == "e" * 64)
-    rows = [dict(r, json="data/x.json") for r in browser.index_rows("run", [dict(d, _data_path="x.json") for d in docs])]
+    rows = [
+        dict(r, json="data/x.json")
+        for r in browser.index_rows("run", [dict(d, _data_path="x.json") for d in docs])
+    ]
     script = browser.index_script("run", browser.index_data("run", rows))
     from pipelines import facts
     from pipelines.site import home_page, leaderboard_page
 
     recs = [RunRecord(d) for d in docs]
     fx = facts.of(recs)
-    for text in (pages.leaderboard_page(recs), home_page.home(fx, None), leaderboard_page.leaderboard_page(fx), script):
+    for text in (
+        pages.leaderboard_page(recs),
+        home_page.home(fx, None),
+        leaderboard_page.leaderboard_page(fx),
+        script,
+    ):
         assert "<script>" not in text and "<img" not in text
-    assert evil["id"] in script and "\\u003cscript\\u003e" in script  # the runs browser's index: inert JSON in a script
+    assert (
+        evil["id"] in script and "\\u003cscript\\u003e" in script
+    )  # the runs browser's index: inert JSON in a script
 
 
 def test_chart_embed_cannot_break_out():
     import pandas as pd
 
-    df = pd.DataFrame({"label": ["</script><script>alert(1)</script>"], "mean": [1.0], "stddev": [0.1], "n": [3],
-                       "ci95_low": [0.8], "ci95_high": [1.2], "id": ["x"]})
+    df = pd.DataFrame(
+        {
+            "label": ["</script><script>alert(1)</script>"],
+            "mean": [1.0],
+            "stddev": [0.1],
+            "n": [3],
+            "ci95_low": [0.8],
+            "ci95_high": [1.2],
+            "id": ["x"],
+        }
+    )
     out = charts.embed(charts.dots_with_ci(df, METRICS["tokens_per_second"]))
-    assert out.count("</script>") == 1 and "alert(1)" in out and "<script>alert" not in out
+    assert (
+        out.count("</script>") == 1 and "alert(1)" in out and "<script>alert" not in out
+    )
 
 
 def test_cell_neutralises_markdown_and_html():
-    assert markdown.cell("a|b*c*_d_[e](f)<g>") == "a\\|b\\*c\\*\\_d\\_\\[e\\]\\(f\\)&lt;g&gt;"
+    assert (
+        markdown.cell("a|b*c*_d_[e](f)<g>")
+        == "a\\|b\\*c\\*\\_d\\_\\[e\\]\\(f\\)&lt;g&gt;"
+    )
     assert markdown.cell(None) == "—"
 
 
@@ -111,14 +154,22 @@ def test_built_site_shows_figures_with_sources(built_site, docs):
         if d["status"] != "ok" or d["test"]["kind"] != "rate" or d["id"] not in current:
             continue
         mean = markdown.num(d["summary"]["tokens_per_second"]["mean"], 2)
-        assert re.search(rf'<a href="\.\./\.\./runs/run/\?id={re.escape(d["id"])}">{re.escape(mean)}</a>', own), (d["id"], mean)
+        assert re.search(
+            rf'<a href="\.\./\.\./runs/run/\?id={re.escape(d["id"])}">{re.escape(mean)}</a>',
+            own,
+        ), (d["id"], mean)
         # on the Leaderboard every figure is linked too (a workload's board, or the one-configuration list)
-        assert re.search(rf'<a href="\.\./runs/run/\?id={re.escape(d["id"])}">{re.escape(mean)}</a>', lb), (d["id"], mean)
+        assert re.search(
+            rf'<a href="\.\./runs/run/\?id={re.escape(d["id"])}">{re.escape(mean)}</a>',
+            lb,
+        ), (d["id"], mean)
         assert f'"{d["id"]}"' in index  # the viewer finds it
         shown += 1
     assert shown >= 3
     assert 'class="almanac-chart"' in own
-    assert f'href="../boards/{GOLDEN_HOST}/"' in lb  # each host's own boards one click away
+    assert (
+        f'href="../boards/{GOLDEN_HOST}/"' in lb
+    )  # each host's own boards one click away
     for page in (lb, own):
         assert "<script>alert" not in page and "<img src=x" not in page
     home = (built_site / "index.html").read_text()
@@ -147,8 +198,13 @@ def test_built_site_publishes_every_artifact_and_table(built_site):
         published = built_site / "data" / src.relative_to(GOLDEN)
         assert published.read_bytes() == src.read_bytes(), published
     lb = _host_boards(built_site)
-    links = re.findall(r'<p class="almanac-downloads">[^<]*<a href="\.\./\.\./tables/([0-9a-f]{16})\.csv" download>CSV</a>', lb)
-    assert links and len(links) == lb.count("<table>")  # one download per table on the page
+    links = re.findall(
+        r'<p class="almanac-downloads">[^<]*<a href="\.\./\.\./tables/([0-9a-f]{16})\.csv" download>CSV</a>',
+        lb,
+    )
+    assert links and len(links) == lb.count(
+        "<table>"
+    )  # one download per table on the page
     rows = list(csv.reader((built_site / "tables" / f"{links[0]}.csv").open()))
     as_json = json.loads((built_site / "tables" / f"{links[0]}.json").read_text())
     assert len(rows) - 1 == len(as_json) >= 1 and rows[0][1] == "model"
@@ -156,7 +212,9 @@ def test_built_site_publishes_every_artifact_and_table(built_site):
     first_model = rows[1][1]
     assert first_model and "\\" not in first_model and first_model.split(" ")[0] in lb
     runs = json.loads((built_site / "runs" / "index.json").read_text())
-    assert {r["id"] for r in runs} == {json.loads(p.read_text())["id"] for p in (GOLDEN / "runs").rglob("*.json")}
+    assert {r["id"] for r in runs} == {
+        json.loads(p.read_text())["id"] for p in (GOLDEN / "runs").rglob("*.json")
+    }
     for r in runs:
         assert (built_site / r["json"]).exists()
 
@@ -167,11 +225,27 @@ def test_search_finds_pages_not_runs(built_site, docs):
 
     index = json.loads((built_site / "search" / "search_index.json").read_text())
     locations = [d["location"] for d in index["docs"]]
-    assert not [loc for loc in locations if loc.startswith(("runs/run", "quality-runs/run", "perplexity-runs/run"))]
-    model = next(d["model"]["name"] for d in docs if d["status"] == "ok" and d["test"]["kind"] == "rate")
-    test = next(d["test"]["name"] for d in docs if d["status"] == "ok" and d["test"]["kind"] == "rate")
+    assert not [
+        loc
+        for loc in locations
+        if loc.startswith(("runs/run", "quality-runs/run", "perplexity-runs/run"))
+    ]
+    model = next(
+        d["model"]["name"]
+        for d in docs
+        if d["status"] == "ok" and d["test"]["kind"] == "rate"
+    )
+    test = next(
+        d["test"]["name"]
+        for d in docs
+        if d["status"] == "ok" and d["test"]["kind"] == "rate"
+    )
     for term in (model, test):
-        hits = {d["location"].split("#")[0] for d in index["docs"] if term in d["text"] or term in d["title"]}
+        hits = {
+            d["location"].split("#")[0]
+            for d in index["docs"]
+            if term in d["text"] or term in d["title"]
+        }
         assert "leaderboard/" in hits, (term, sorted(hits))
         assert not [h for h in hits if h.startswith("runs/")], (term, hits)
 
@@ -179,13 +253,19 @@ def test_search_finds_pages_not_runs(built_site, docs):
 def test_table_downloads_and_every_row():
     """Every row is on the page, never "first N of M": a long table folds, its summary counting its rows."""
     markdown.reset_tables()
-    rows = [[markdown.link(f"m{i}", "x.md"), markdown.num(i * 1000, 0)] for i in range(5)]
+    rows = [
+        [markdown.link(f"m{i}", "x.md"), markdown.num(i * 1000, 0)] for i in range(5)
+    ]
     md = markdown.table(["model", "value"], rows, max_rows=3)
-    assert md.count("](x.md)") == 5 and "<summary>All 5 rows</summary>" in md and " of 5" not in md
-    (digest, (headers, plain_rows)), = markdown.table_files().items()
+    assert (
+        md.count("](x.md)") == 5
+        and "<summary>All 5 rows</summary>" in md
+        and " of 5" not in md
+    )
+    ((digest, (headers, plain_rows)),) = markdown.table_files().items()
     assert headers == ["model", "value"] and plain_rows[4] == ["m4", "4,000"]
     assert f"tables/{digest}.csv" in md and f"tables/{digest}.json" in md
-    assert markdown.table_csv(headers, plain_rows).splitlines()[1] == 'm0,0'
+    assert markdown.table_csv(headers, plain_rows).splitlines()[1] == "m0,0"
     short = markdown.table(["model", "value"], rows[:3], max_rows=3)
     assert "<details" not in short and short.count("](x.md)") == 3
 
@@ -196,7 +276,10 @@ def test_every_figure_links_its_data_and_artifacts(built_site):
 
     lb = _host_boards(built_site)
     figures = lb.count('<figure class="almanac-figure">')
-    links = re.findall(r'<figcaption>.*?Data: <a href="\.\./\.\./tables/([0-9a-f]{16})\.csv" download>CSV</a>', lb)
+    links = re.findall(
+        r'<figcaption>.*?Data: <a href="\.\./\.\./tables/([0-9a-f]{16})\.csv" download>CSV</a>',
+        lb,
+    )
     assert figures >= 1 and len(links) == figures
     rows = json.loads((built_site / "tables" / f"{links[0]}.json").read_text())
     assert rows and all((built_site / r["artifact_json"]).is_file() for r in rows)
@@ -206,14 +289,20 @@ def test_search_text_keeps_names_drops_figures():
     """A data-heavy page is indexed by its prose and its tables' distinct names, still escaped."""
     from pipelines.site.hooks import search_text
 
-    page = ('<h2 id="t">tg128 on <code>box</code></h2><p>Ranked by speed.</p><table><thead><tr><th>model</th>'
-            '<th>tok/s</th><th>source</th></tr></thead><tbody>'
-            '<tr><td><a href="x">m &lt;script&gt;</a></td><td>1,234.50</td><td>0a1b2c3d4e5f-20261126T010203.456Z</td></tr>'
-            '<tr><td>m &lt;script&gt;</td><td>99.1 ± 2.0</td><td>q8</td></tr></tbody></table>'
-            '<script type="application/json">{"values": [1, 2]}</script>')
+    page = (
+        '<h2 id="t">tg128 on <code>box</code></h2><p>Ranked by speed.</p><table><thead><tr><th>model</th>'
+        "<th>tok/s</th><th>source</th></tr></thead><tbody>"
+        '<tr><td><a href="x">m &lt;script&gt;</a></td><td>1,234.50</td><td>0a1b2c3d4e5f-20261126T010203.456Z</td></tr>'
+        "<tr><td>m &lt;script&gt;</td><td>99.1 ± 2.0</td><td>q8</td></tr></tbody></table>"
+        '<script type="application/json">{"values": [1, 2]}</script>'
+    )
     text = search_text(page)
-    assert text.startswith('<h2 id="t">tg128 on <code>box</code></h2><p>Ranked by speed.</p>')
-    assert text.count("m &lt;script&gt;") == 1 and "<script" not in text  # once, and still escaped
+    assert text.startswith(
+        '<h2 id="t">tg128 on <code>box</code></h2><p>Ranked by speed.</p>'
+    )
+    assert (
+        text.count("m &lt;script&gt;") == 1 and "<script" not in text
+    )  # once, and still escaped
     assert "q8" in text and "model" in text
     assert "1,234" not in text and "99.1" not in text and "20261126T" not in text
 
@@ -223,18 +312,35 @@ def test_tables_become_html_as_markdown_would_write_them():
     anything it is not sure of stays Markdown."""
     from pipelines.site.hooks import link_resolver
 
-    md = markdown.table(["model", "<code>n_gpu_layers</code>", "value"],
-                        [[markdown.cell("a|b <x> *y*"), "**3**", markdown.link("1.5", markdown.run_link("abc-1"))]],
-                        ["l", "l", "r"], downloads=False)
-    out = markdown.tables_to_html("# T\n\n" + md + "\n", link_resolver("leaderboard.md", "leaderboard/"))
+    md = markdown.table(
+        ["model", "<code>n_gpu_layers</code>", "value"],
+        [
+            [
+                markdown.cell("a|b <x> *y*"),
+                "**3**",
+                markdown.link("1.5", markdown.run_link("abc-1")),
+            ]
+        ],
+        ["l", "l", "r"],
+        downloads=False,
+    )
+    out = markdown.tables_to_html(
+        "# T\n\n" + md + "\n", link_resolver("leaderboard.md", "leaderboard/")
+    )
     assert "| " not in out and out.count("<table>") == 1
-    assert '<td>a|b &lt;x&gt; *y*</td>' in out  # escaped text stays text
+    assert "<td>a|b &lt;x&gt; *y*</td>" in out  # escaped text stays text
     assert "<td><strong>3</strong></td>" in out
-    assert '<td class="r"><a href="../runs/run/?id=abc-1">1.5</a></td>' in out  # right: a class (almanac.css)
-    assert '<th><code>n_gpu_layers</code></th>' in out
+    assert (
+        '<td class="r"><a href="../runs/run/?id=abc-1">1.5</a></td>' in out
+    )  # right: a class (almanac.css)
+    assert "<th><code>n_gpu_layers</code></th>" in out
     stash: list[str] = []
-    held = markdown.tables_to_html(md, link_resolver("leaderboard.md", "leaderboard/"), stash)
-    assert "<table>" not in held and len(stash) == 1  # Markdown never reads it; put back after
+    held = markdown.tables_to_html(
+        md, link_resolver("leaderboard.md", "leaderboard/"), stash
+    )
+    assert (
+        "<table>" not in held and len(stash) == 1
+    )  # Markdown never reads it; put back after
     assert markdown.put_tables(f"<p>{held.strip()}</p>", stash) == stash[0]
     unsure = "| a |\n| :-- |\n| `code` |\n"  # backticks: left to Markdown
     assert markdown.tables_to_html(unsure, link_resolver("x.md", "x/")) == unsure
@@ -252,10 +358,12 @@ def test_a_table_placeholder_is_replaced_wherever_it_lands():
     assert re.search(r"<details>\s*<summary>raw fold</summary>\s*<table>", out)
     assert re.search(r"<li>a list item</li>\s*</ul>\s*<table>", out)
     token = markdown.TABLE_TOKEN
-    held = f"<ul>\n<li>item\n{token}0</li>\n</ul>\n<div class=\"admonition note\">\n<p>{token}1</p>\n</div>\n<p>{token}12</p>"
+    held = f'<ul>\n<li>item\n{token}0</li>\n</ul>\n<div class="admonition note">\n<p>{token}1</p>\n</div>\n<p>{token}12</p>'
     stash = [f"<table>{i}</table>" for i in range(13)]
-    assert markdown.put_tables(held, stash) == ("<ul>\n<li>item\n<table>0</table></li>\n</ul>\n<div class=\"admonition note\">"
-                                                "\n<table>1</table>\n</div>\n<table>12</table>")
+    assert markdown.put_tables(held, stash) == (
+        '<ul>\n<li>item\n<table>0</table></li>\n</ul>\n<div class="admonition note">'
+        "\n<table>1</table>\n</div>\n<table>12</table>"
+    )
 
 
 def test_a_fold_renders_its_markdown_and_escapes_its_title():
@@ -263,11 +371,23 @@ def test_a_fold_renders_its_markdown_and_escapes_its_title():
     the title is raw HTML, escaped as text (no backslash of cell() shows)."""
     from tests.support.site_text import render_like_site, unrendered
 
-    body = "**Bold** and `code`.\n\n- an item\n\n" + markdown.table(["a"], [["1"]], downloads=False)
-    out = render_like_site(markdown.fold("q4_k_m <script>alert(1)</script> *x*", body, "note", open=True))
-    head = re.match(r'<details class="note" open="open">\n<summary>([^<]*)</summary>', out)
-    assert head and html.unescape(head.group(1)) == "q4_k_m <script>alert(1)</script> *x*"  # the text as written
-    assert "<strong>Bold</strong>" in out and "<code>code</code>" in out and "<li>an item</li>" in out
+    body = "**Bold** and `code`.\n\n- an item\n\n" + markdown.table(
+        ["a"], [["1"]], downloads=False
+    )
+    out = render_like_site(
+        markdown.fold("q4_k_m <script>alert(1)</script> *x*", body, "note", open=True)
+    )
+    head = re.match(
+        r'<details class="note" open="open">\n<summary>([^<]*)</summary>', out
+    )
+    assert (
+        head and html.unescape(head.group(1)) == "q4_k_m <script>alert(1)</script> *x*"
+    )  # the text as written
+    assert (
+        "<strong>Bold</strong>" in out
+        and "<code>code</code>" in out
+        and "<li>an item</li>" in out
+    )
     assert "<table>" in out and "<script>" not in out and not unrendered(out)
     with pytest.raises(ValueError):
         markdown.fold("t", "b", 'note" onclick="x')
@@ -275,8 +395,12 @@ def test_a_fold_renders_its_markdown_and_escapes_its_title():
 
 def test_prose_renders_our_code_spans_and_escapes_the_rest():
     assert markdown.prose("run `invoke host.probe` there *now* <b>") == (
-        "run <code>invoke host.probe</code> there \\*now\\* &lt;b&gt;")
-    assert markdown.prose("no span") == markdown.cell("no span") and markdown.prose(None) == "—"
+        "run <code>invoke host.probe</code> there \\*now\\* &lt;b&gt;"
+    )
+    assert (
+        markdown.prose("no span") == markdown.cell("no span")
+        and markdown.prose(None) == "—"
+    )
     assert markdown.prose("`<img src=x>`") == "<code>&#60;img src=x&#62;</code>"
 
 
@@ -294,11 +418,17 @@ def test_no_built_page_shows_unrendered_markdown_or_a_placeholder(built_site):
         if left:
             shown[page.relative_to(built_site).as_posix()] = left[:3]
     assert not shown, shown
-    assert "almanactable" not in (built_site / "search" / "search_index.json").read_text()
+    assert (
+        "almanactable" not in (built_site / "search" / "search_index.json").read_text()
+    )
     home = (built_site / "index.html").read_text()
-    assert re.search(r"<details>\s*<summary>By test kind and by host[^<]*</summary>\s*<table>", home)
+    assert re.search(
+        r"<details>\s*<summary>By test kind and by host[^<]*</summary>\s*<table>", home
+    )
     agents = (built_site / "agents" / "index.html").read_text()
-    assert re.search(r'<details class="note">\s*<summary>How the loop runs</summary>\s*<p>', agents)
+    assert re.search(
+        r'<details class="note">\s*<summary>How the loop runs</summary>\s*<p>', agents
+    )
 
 
 def test_the_committed_data_s_folds_render_their_tables_and_markdown(session_data):
@@ -310,11 +440,20 @@ def test_the_committed_data_s_folds_render_their_tables_and_markdown(session_dat
     # the committed data as checked out (the fixture's list of committed files predates the adapter runs);
     # the figures do not matter here, only how the folds render
     runs = load_runs(session_data / "runs")
-    assert any(r.lora_requested for r in runs), "the committed adapter runs (data/matrices/lora.yaml) are missing"
-    opt = render_like_site("\n".join(tracks.adapters_section(runs)), "optimization.md", "optimization/")
-    assert re.search(r"<details>\s*<summary>Adapter table[^<]*</summary>\s*<table>", opt)
+    assert any(r.lora_requested for r in runs), (
+        "the committed adapter runs (data/matrices/lora.yaml) are missing"
+    )
+    opt = render_like_site(
+        "\n".join(tracks.adapters_section(runs)), "optimization.md", "optimization/"
+    )
+    assert re.search(
+        r"<details>\s*<summary>Adapter table[^<]*</summary>\s*<table>", opt
+    )
     whatif = render_like_site(planning.whatif_page(runs), "whatif.md", "whatif/")
-    assert re.search(r"<details>\s*<summary>How the gains are projected</summary>\s*<ul>\s*<li><strong>", whatif)
+    assert re.search(
+        r"<details>\s*<summary>How the gains are projected</summary>\s*<ul>\s*<li><strong>",
+        whatif,
+    )
     assert not unrendered(opt) and not unrendered(whatif)
 
 
@@ -322,32 +461,62 @@ def test_perplexity_row_is_the_artifact_s_values():
     """One row per perplexity artifact, every figure its artifact's (rounded for the list only)."""
     from pipelines import dataset
 
-    committed = dataset.load().of("perplexity")  # the project's own measurements under data/perplexity
+    committed = dataset.load().of(
+        "perplexity"
+    )  # the project's own measurements under data/perplexity
     golden = dataset.load(GOLDEN).of("perplexity")
     assert golden, "the golden data holds perplexity artifacts"
     for d in committed + golden:
         row, r = browser.perplexity_row(d), d["results"]
-        assert (row["id"], row["host"], row["model"], row["text"], row["status"]) == \
-            (d["id"], d["host"]["id"], d["model"]["name"], d["text"]["name"], d["status"])
-        assert row["ppl"] == pytest.approx(r["ppl"], abs=5e-6) and row["ppl_se"] == pytest.approx(r["ppl_se"], abs=5e-6)
+        assert (row["id"], row["host"], row["model"], row["text"], row["status"]) == (
+            d["id"],
+            d["host"]["id"],
+            d["model"]["name"],
+            d["text"]["name"],
+            d["status"],
+        )
+        assert row["ppl"] == pytest.approx(r["ppl"], abs=5e-6) and row[
+            "ppl_se"
+        ] == pytest.approx(r["ppl_se"], abs=5e-6)
         assert row["n"] == r["n_scored_tokens"]
-        assert row["json"] == "data/" + d["_data_path"] and d["_data_path"].startswith("perplexity/")
+        assert row["json"] == "data/" + d["_data_path"] and d["_data_path"].startswith(
+            "perplexity/"
+        )
         if d["reference"] is None:
-            assert row["reference"] == "" and row["kld"] is None and row["same_top"] is None
+            assert (
+                row["reference"] == ""
+                and row["kld"] is None
+                and row["same_top"] is None
+            )
         else:
             assert row["reference"] == d["reference"]["name"]
-            assert row["kld"] == pytest.approx(r["kld_mean"], abs=5e-8) and row["kld_se"] == pytest.approx(r["kld_se"], abs=5e-8)
+            assert row["kld"] == pytest.approx(r["kld_mean"], abs=5e-8) and row[
+                "kld_se"
+            ] == pytest.approx(r["kld_se"], abs=5e-8)
             assert row["same_top"] == pytest.approx(100 * r["same_top"], abs=5e-4)
             assert row["same_top_se"] == pytest.approx(100 * r["same_top_se"], abs=5e-4)
     # the compact index decodes back to the rows, newest first
     rows = browser.index_rows("perplexity", golden)
     data = browser.index_data("perplexity", rows)
     names = [c["name"] for c in data["columns"]]
-    decoded = [{n: (data["values"][n][v] if c.get("dict") else v) for n, c, v in zip(names, data["columns"], row)}
-               for row in data["rows"]]
+    decoded = [
+        {
+            n: (data["values"][n][v] if c.get("dict") else v)
+            for n, c, v in zip(names, data["columns"], row)
+        }
+        for row in data["rows"]
+    ]
     assert decoded == [{n: r[n] for n in names} for r in rows]
-    assert [r["created"] for r in rows] == sorted((r["created"] for r in rows), reverse=True)
-    assert {c["name"] for c in data["columns"] if c.get("filter")} == {"host", "model", "reference", "text", "status"}
+    assert [r["created"] for r in rows] == sorted(
+        (r["created"] for r in rows), reverse=True
+    )
+    assert {c["name"] for c in data["columns"] if c.get("filter")} == {
+        "host",
+        "model",
+        "reference",
+        "text",
+        "status",
+    }
     assert "<script" not in browser.index_script("perplexity", data)
 
 
@@ -356,11 +525,18 @@ def test_perplexity_runs_are_browsed_not_one_page_each(built_site):
     import json
 
     listed = json.loads((built_site / "perplexity-runs" / "index.json").read_text())
-    want = {json.loads(p.read_text())["id"] for p in (GOLDEN / "perplexity").rglob("*.json")}
+    want = {
+        json.loads(p.read_text())["id"] for p in (GOLDEN / "perplexity").rglob("*.json")
+    }
     assert {r["id"] for r in listed} == want
     for r in listed:
-        assert (built_site / r["json"]).read_bytes() == (GOLDEN / r["json"].removeprefix("data/")).read_bytes()
-    pages = sorted(p.relative_to(built_site).as_posix() for p in (built_site / "perplexity-runs").rglob("*.html"))
+        assert (built_site / r["json"]).read_bytes() == (
+            GOLDEN / r["json"].removeprefix("data/")
+        ).read_bytes()
+    pages = sorted(
+        p.relative_to(built_site).as_posix()
+        for p in (built_site / "perplexity-runs").rglob("*.html")
+    )
     assert pages == ["perplexity-runs/index.html", "perplexity-runs/run/index.html"]
     # the quality page's ladder links each figure to the viewer
     quality = (built_site / "quality" / "index.html").read_text()
@@ -385,7 +561,9 @@ def test_a_fleet_beyond_the_split_limit_gets_one_page_per_host(tmp_path, session
         if doc["artifact"] == "run":
             doc["_file"] = str(path.relative_to(data))
             golden.append(doc)
-    extra = per_host.SPLIT_ABOVE + 1  # copies on other hosts: SPLIT_ABOVE + 2 hosts with the golden one
+    extra = (
+        per_host.SPLIT_ABOVE + 1
+    )  # copies on other hosts: SPLIT_ABOVE + 2 hosts with the golden one
     for c in range(1, extra + 1):
         for d in golden:
             doc, rel = variant(d, c)
@@ -403,7 +581,10 @@ def test_a_fleet_beyond_the_split_limit_gets_one_page_per_host(tmp_path, session
     assert proc.returncode == 0, proc.stderr[-3000:]
     probe_page = (site / "hosts" / probe["host"]["id"] / "index.html").read_text()
     assert probe["host"]["cpu"]["model"] in probe_page
-    assert re.search(rf'href="(\.\./)?hosts/{probe["host"]["id"]}/"', (site / "hosts" / "index.html").read_text())
+    assert re.search(
+        rf'href="(\.\./)?hosts/{probe["host"]["id"]}/"',
+        (site / "hosts" / "index.html").read_text(),
+    )
     assert not (site / "boards" / probe["host"]["id"]).exists()  # no results: no boards
     host_of = {}
     for path in artifacts.iter_files(data / "runs"):
@@ -414,13 +595,21 @@ def test_a_fleet_beyond_the_split_limit_gets_one_page_per_host(tmp_path, session
     for name in ("boards", "hosts", "roles"):
         index = (site / name / "index.html").read_text()
         for h in hosts:
-            assert re.search(rf'href="(\.\./)?{name}/{h}/"', index), (name, h)  # the index links every host's page
+            assert re.search(rf'href="(\.\./)?{name}/{h}/"', index), (
+                name,
+                h,
+            )  # the index links every host's page
             page = (site / name / h / "index.html").read_text()
             ids = set(re.findall(r"\?id=([A-Za-z0-9._-]+)", page))
-            assert {host_of[i] for i in ids if i in host_of} <= {h}, (name, h)  # only that host's runs
+            assert {host_of[i] for i in ids if i in host_of} <= {h}, (
+                name,
+                h,
+            )  # only that host's runs
         assert "?id=" not in index  # the index carries no host's results
     lb = (site / "boards" / hosts[0] / "index.html").read_text()
-    assert re.search(r"\?id=", lb) and "../../runs/run/?id=" in lb  # run links resolve one folder deeper
+    assert (
+        re.search(r"\?id=", lb) and "../../runs/run/?id=" in lb
+    )  # run links resolve one folder deeper
     _split_pages_hold_in_chromium(site, "boards", hosts[0])
 
 
@@ -431,7 +620,9 @@ def _split_pages_hold_in_chromium(site, name, host):
     import shutil
 
     if not shutil.which("chromium"):
-        pytest.skip("Debian's chromium is not installed (invoke test installs it when run as root)")
+        pytest.skip(
+            "Debian's chromium is not installed (invoke test installs it when run as root)"
+        )
     from playwright.sync_api import sync_playwright
 
     from tests.support.browser import open_page, serve_site
@@ -439,13 +630,17 @@ def _split_pages_hold_in_chromium(site, name, host):
     errors: list[str] = []
     outside: list[str] = []
     with serve_site(site) as served, sync_playwright() as p:
-        browser, page = open_page(p, served, errors, outside, viewport={"width": 390, "height": 844})
+        browser, page = open_page(
+            p, served, errors, outside, viewport={"width": 390, "height": 844}
+        )
         page.goto(f"{served}/{name}/", wait_until="load")
         assert page.locator(f"a[href$='{name}/{host}/']").count() == 1
         assert page.evaluate("document.documentElement.scrollWidth") <= 390
         page.locator(f"a[href$='{name}/{host}/']").click()
         page.wait_for_url(f"**/{name}/{host}/")
-        page.evaluate("document.querySelectorAll('details').forEach(d => { d.open = true; })")  # charts fold
+        page.evaluate(
+            "document.querySelectorAll('details').forEach(d => { d.open = true; })"
+        )  # charts fold
         page.wait_for_selector(".almanac-chart.almanac-chart-ready svg", timeout=30_000)
         assert page.evaluate("document.documentElement.scrollWidth") <= 390
         browser.close()
@@ -456,9 +651,13 @@ def test_per_host_page_files_never_collide_or_escape():
     from pipelines.site.per_host import page_file
 
     assert page_file("serving", "vm-0372cd29") == "serving/vm-0372cd29.md"
-    assert page_file("serving", "index") == "serving/_index.md"  # not the split page's own index
-    long = "x" * 300 + "-0123abcd"  # a host name longer than a file name may be: its start and a digest
-    stem = page_file("serving", long)[len("serving/"):-3]
+    assert (
+        page_file("serving", "index") == "serving/_index.md"
+    )  # not the split page's own index
+    long = (
+        "x" * 300 + "-0123abcd"
+    )  # a host name longer than a file name may be: its start and a digest
+    stem = page_file("serving", long)[len("serving/") : -3]
     assert len(stem) <= 100 and stem.startswith("x" * 80) and "_" in stem
     assert page_file("serving", long[:-1] + "e") != page_file("serving", long)
     for bad in ("../x", "a/b", "A", "", "x_y"):
@@ -468,6 +667,8 @@ def test_per_host_page_files_never_collide_or_escape():
 
 def test_rebase_links_moves_relative_targets_only():
     md = f"[a](runs/run.md?id=x) [b](#y) [c](https://e.org/a.md) [d]({markdown.ROOT}data/x.json) [e](methodology.md#s)"
-    assert markdown.rebase_links(md, 1) == (f"[a](../runs/run.md?id=x) [b](#y) [c](https://e.org/a.md) "
-                                            f"[d]({markdown.ROOT}data/x.json) [e](../methodology.md#s)")
+    assert markdown.rebase_links(md, 1) == (
+        f"[a](../runs/run.md?id=x) [b](#y) [c](https://e.org/a.md) "
+        f"[d]({markdown.ROOT}data/x.json) [e](../methodology.md#s)"
+    )
     assert markdown.rebase_links(md, 0) == md

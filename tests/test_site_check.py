@@ -18,25 +18,59 @@ import site_check  # noqa: E402
 
 
 def test_axis_labels_are_read_as_vega_writes_them():
-    assert site_check.axis_defect("X-axis titled 'decode rate (t/s, log scale)' for a log scale with values from 10 to 1,000") is None
-    assert site_check.axis_defect("X-axis for a log scale with values from 10 to 1,000") == "X axis (log) has no title"
-    assert "names no unit" in site_check.axis_defect("Y-axis titled 'concurrent clients' for a linear scale with values from 1 to 4")
-    assert "does not say so" in site_check.axis_defect("Y-axis titled 'TTFT (ms)' for a log scale with values from 1 to 9")
-    assert site_check.axis_defect("Y-axis titled 'host' for a discrete scale with 2 values: a, b") is None
-    assert site_check.axis_defect("X-axis titled 'measured' for a time scale with values from 1 to 2") is None
+    assert (
+        site_check.axis_defect(
+            "X-axis titled 'decode rate (t/s, log scale)' for a log scale with values from 10 to 1,000"
+        )
+        is None
+    )
+    assert (
+        site_check.axis_defect("X-axis for a log scale with values from 10 to 1,000")
+        == "X axis (log) has no title"
+    )
+    assert "names no unit" in site_check.axis_defect(
+        "Y-axis titled 'concurrent clients' for a linear scale with values from 1 to 4"
+    )
+    assert "does not say so" in site_check.axis_defect(
+        "Y-axis titled 'TTFT (ms)' for a log scale with values from 1 to 9"
+    )
+    assert (
+        site_check.axis_defect(
+            "Y-axis titled 'host' for a discrete scale with 2 values: a, b"
+        )
+        is None
+    )
+    assert (
+        site_check.axis_defect(
+            "X-axis titled 'measured' for a time scale with values from 1 to 2"
+        )
+        is None
+    )
 
 
 @pytest.mark.browser
 def test_every_page_of_the_golden_site_reads_well(built_site, tmp_path):
     pytest.importorskip("playwright")
     if not shutil.which("chromium"):
-        pytest.skip("Debian's chromium is not installed (invoke test installs it when run as root)")
+        pytest.skip(
+            "Debian's chromium is not installed (invoke test installs it when run as root)"
+        )
     pages = site_check.pages(built_site)
-    assert "memory/" in pages and "leaderboard/" in pages and not any(p.endswith("run/") for p in pages)
+    assert (
+        "memory/" in pages
+        and "leaderboard/" in pages
+        and not any(p.endswith("run/") for p in pages)
+    )
     views = site_check.check_site(built_site)
-    assert len(views) == 4 * len(pages)  # two widths, each scheme at load and by the toggle
-    assert {(v.width, v.scheme, v.toggled) for v in views} == {(1366, "light", False), (1366, "dark", True),
-                                                               (390, "dark", False), (390, "light", True)}
+    assert len(views) == 4 * len(
+        pages
+    )  # two widths, each scheme at load and by the toggle
+    assert {(v.width, v.scheme, v.toggled) for v in views} == {
+        (1366, "light", False),
+        (1366, "dark", True),
+        (390, "dark", False),
+        (390, "light", True),
+    }
     drawn = [v for v in views if v.charts]
     assert drawn and {v.scheme for v in drawn} == {"light", "dark"}
     assert min(v.min_text_px for v in drawn) >= site_check.MIN_TEXT_PX
@@ -59,16 +93,26 @@ BAD_PAGE = """<!doctype html><html><head><meta name="viewport" content="width=de
 def test_the_checker_sees_each_kind_of_defect(tmp_path):
     pytest.importorskip("playwright")
     if not shutil.which("chromium"):
-        pytest.skip("Debian's chromium is not installed (invoke test installs it when run as root)")
+        pytest.skip(
+            "Debian's chromium is not installed (invoke test installs it when run as root)"
+        )
     from playwright.sync_api import sync_playwright
 
     (tmp_path / "index.html").write_text(BAD_PAGE)
     with site_check.serve_quietly(tmp_path) as base, sync_playwright() as p:
-        browser, page = site_check.open_page(p, base, [], [], viewport={"width": 390, "height": 844})
+        browser, page = site_check.open_page(
+            p, base, [], [], viewport={"width": 390, "height": 844}
+        )
         page.goto(f"{base}/index.html")
         view = site_check.View(page="bad", width=390, scheme="dark", toggled=False)
         site_check.judge(view, site_check.measure(page))
         browser.close()
     kinds = {d.split(":")[0] for d in view.defects}
-    assert kinds == {"page overflows", "chart clipped", "axis without unit", "chart text too small",
-                     "chart text low contrast", "light chart panel in dark mode"}, view.defects
+    assert kinds == {
+        "page overflows",
+        "chart clipped",
+        "axis without unit",
+        "chart text too small",
+        "chart text low contrast",
+        "light chart panel in dark mode",
+    }, view.defects

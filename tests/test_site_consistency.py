@@ -23,7 +23,9 @@ from tests.support.committed import committed_data
 
 
 def _check(site: Path, data: Path) -> list[str]:
-    return consistency.check(site, missing=consistency.missing_in(facts.of(load_runs(data / "runs"))))
+    return consistency.check(
+        site, missing=consistency.missing_in(facts.of(load_runs(data / "runs")))
+    )
 
 
 def test_the_golden_site_agrees_with_itself(built_site, golden_data):
@@ -44,11 +46,17 @@ def test_the_committed_site_agrees_with_itself(committed_site):
     problems = _check(site, data)
     assert problems == [], "\n".join(problems)
     # and it shows what it checks: figures on several pages, ranks, verdicts
-    marks = [m for p in consistency.pages(site) for m in consistency.read_page(p, site).marks]
+    marks = [
+        m for p in consistency.pages(site) for m in consistency.read_page(p, site).marks
+    ]
     kinds = {m.kind for m in marks}
     assert {"fact", "rank", "verdict"} <= kinds
     pages_with_facts = {m.page for m in marks if m.kind == "fact"}
-    assert {"index.html", "leaderboard/index.html", "host-vs-host/index.html"} <= pages_with_facts
+    assert {
+        "index.html",
+        "leaderboard/index.html",
+        "host-vs-host/index.html",
+    } <= pages_with_facts
     # one figure, several pages: the reference figures are on Home, the Leaderboard and Host vs host alike
     by_key: dict[str, set[str]] = {}
     for m in marks:
@@ -80,7 +88,9 @@ def test_a_fleet_sharing_every_kind_agrees_with_itself(tmp_path):
 
     base = _base()
     refs, _, _ = fleet_templates(base, every_kind=True)
-    assert {"rate", "chat", "generate", "serve", "concurrency"} <= {d["test"]["kind"] for d in refs}
+    assert {"rate", "chat", "generate", "serve", "concurrency"} <= {
+        d["test"]["kind"] for d in refs
+    }
     data = _inputs(tmp_path / "data")
     hosts, rounds = 6, 2
     for k, (rel, doc) in enumerate(fleet_artifacts(base, hosts, every_kind=True)):
@@ -92,8 +102,13 @@ def test_a_fleet_sharing_every_kind_agrees_with_itself(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     problems = _check(site, data)
     assert problems == [], "\n".join(problems)
-    marks = [m for p in consistency.pages(site) for m in consistency.read_page(p, site).marks]
-    assert sum(m.kind == "fact" for m in marks) > 1000 and sum(m.kind == "verdict" for m in marks) > 100
+    marks = [
+        m for p in consistency.pages(site) for m in consistency.read_page(p, site).marks
+    ]
+    assert (
+        sum(m.kind == "fact" for m in marks) > 1000
+        and sum(m.kind == "verdict" for m in marks) > 100
+    )
     # an A/A: every round of one build is one figure; a step is only ever at a change of build
     for st in history.all_steps(history.series(load_runs(data / "runs"))):
         assert st.build_change, st.series.label
@@ -113,14 +128,26 @@ def test_a_planted_second_value_is_found(committed_site, tmp_path):
     text = page.read_text()
     m = re.search(r'data-fact="([^"]+)" data-v="([^"]+)"', text)
     key, v = m.group(1), float(m.group(2))
-    page.write_text(text.replace(f'data-fact="{key}" data-v="{m.group(2)}"', f'data-fact="{key}" data-v="{v * 1.14!r}"', 1))
+    page.write_text(
+        text.replace(
+            f'data-fact="{key}" data-v="{m.group(2)}"',
+            f'data-fact="{key}" data-v="{v * 1.14!r}"',
+            1,
+        )
+    )
     problems = _check(site, data)
     assert any(p.startswith(f"figure {key} has 2 values") for p in problems), problems
 
 
 def test_a_planted_misrounded_figure_is_found():
-    assert consistency.shows("616.60", 616.6) and consistency.shows("620", 616.6) and consistency.shows("1,100", 1106.7)
-    assert not consistency.shows("540.16", 616.6) and not consistency.shows("616.61", 616.6)
+    assert (
+        consistency.shows("616.60", 616.6)
+        and consistency.shows("620", 616.6)
+        and consistency.shows("1,100", 1106.7)
+    )
+    assert not consistency.shows("540.16", 616.6) and not consistency.shows(
+        "616.61", 616.6
+    )
 
 
 def test_a_planted_rank_against_a_verdict_is_found(committed_site, tmp_path):
@@ -128,24 +155,41 @@ def test_a_planted_rank_against_a_verdict_is_found(committed_site, tmp_path):
     page = site / "host-vs-host" / "index.html"
     text = page.read_text()
     # a host that loses to the median host, made =1
-    loss = re.search(r'class="almanac-verdict" data-a="([^"]+)" data-b="([^"]+)" data-verdict="loss"', text)
-    assert loss, "the committed data has a host that loses to its workload's median host"
+    loss = re.search(
+        r'class="almanac-verdict" data-a="([^"]+)" data-b="([^"]+)" data-verdict="loss"',
+        text,
+    )
+    assert loss, (
+        "the committed data has a host that loses to its workload's median host"
+    )
     b = loss.group(2)
-    planted = re.sub(rf'(data-fact="{re.escape(b)}" data-rank=")[^"]+(">)[^<]+', r"\g<1>=1\g<2>=1", text)
+    planted = re.sub(
+        rf'(data-fact="{re.escape(b)}" data-rank=")[^"]+(">)[^<]+',
+        r"\g<1>=1\g<2>=1",
+        text,
+    )
     assert planted != text
     page.write_text(planted)
     problems = _check(site, data)
     assert any("loses to" in p and "ranked =1" in p for p in problems), problems
 
 
-def test_planted_none_truncation_and_false_not_measured_are_found(committed_site, tmp_path):
+def test_planted_none_truncation_and_false_not_measured_are_found(
+    committed_site, tmp_path
+):
     data, site = _planted(committed_site, tmp_path)
     page = site / "history" / "index.html"
     text = page.read_text()
     some = next(iter(facts.of(load_runs(data / "runs")).groups.values()))
-    page.write_text(text.replace("</article>", "<p>label: None → x</p><p>Showing the first 100 of 180 rows</p>"
-                                 f'<span class="almanac-missing" data-work="{some.work_key}" data-host="{some.host_id}">'
-                                 "not measured</span><p>no measured run of it</p></article>", 1))
+    page.write_text(
+        text.replace(
+            "</article>",
+            "<p>label: None → x</p><p>Showing the first 100 of 180 rows</p>"
+            f'<span class="almanac-missing" data-work="{some.work_key}" data-host="{some.host_id}">'
+            "not measured</span><p>no measured run of it</p></article>",
+            1,
+        )
+    )
     problems = _check(site, data)
     assert any("a Python None" in p for p in problems)
     assert any("a truncated list" in p for p in problems)
@@ -156,8 +200,16 @@ def test_planted_none_truncation_and_false_not_measured_are_found(committed_site
 def test_a_planted_second_lossless_verdict_is_found(committed_site, tmp_path):
     data, site = _planted(committed_site, tmp_path)
     page = site / "optimization" / "index.html"
-    page.write_text(page.read_text().replace("</article>", '<span class="almanac-lossless" data-artifact="x-1" '
-                                             'data-verdict="lossless">lossless</span><span class="almanac-lossless" '
-                                             'data-artifact="x-1" data-verdict="not lossless">no</span></article>', 1))
+    page.write_text(
+        page.read_text().replace(
+            "</article>",
+            '<span class="almanac-lossless" data-artifact="x-1" '
+            'data-verdict="lossless">lossless</span><span class="almanac-lossless" '
+            'data-artifact="x-1" data-verdict="not lossless">no</span></article>',
+            1,
+        )
+    )
     problems = _check(site, data)
-    assert any(p.startswith("artifact x-1 has 2 lossless verdicts") for p in problems), problems
+    assert any(
+        p.startswith("artifact x-1 has 2 lossless verdicts") for p in problems
+    ), problems

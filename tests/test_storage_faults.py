@@ -22,7 +22,11 @@ from tests.conftest import ROOT, make_golden_data, tree_snapshot
 
 SAMPLE = ROOT / "tests" / "fixtures" / "llama-bench-sample.json"
 MATRIX = "schema_version: 1\nname: m\nmodels: [gemma3-270m-q4_k_m]\ntests: [pp8]\n"
-NO_DAC = ["setpriv", "--inh-caps=-dac_override,-dac_read_search", "--bounding-set=-dac_override,-dac_read_search"]
+NO_DAC = [
+    "setpriv",
+    "--inh-caps=-dac_override,-dac_read_search",
+    "--bounding-set=-dac_override,-dac_read_search",
+]
 
 
 def _can_mount() -> str | None:
@@ -34,7 +38,11 @@ def _can_mount() -> str | None:
     probe = Path(f"/tmp/almanac-mount-probe-{os.getpid()}")
     probe.mkdir(exist_ok=True)
     try:
-        r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16k", "tmpfs", str(probe)], capture_output=True, text=True)
+        r = subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", "size=16k", "tmpfs", str(probe)],
+            capture_output=True,
+            text=True,
+        )
         if r.returncode:
             return f"cannot mount here: {r.stderr.strip()}"
         subprocess.run(["umount", str(probe)], check=True)
@@ -45,14 +53,18 @@ def _can_mount() -> str | None:
 
 MOUNT_SKIP = _can_mount()
 needs_mount = pytest.mark.skipif(MOUNT_SKIP is not None, reason=MOUNT_SKIP or "")
-needs_setpriv = pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv"),
-                                   reason="permission denied is only tested as root without CAP_DAC_OVERRIDE (setpriv)")
+needs_setpriv = pytest.mark.skipif(
+    os.geteuid() != 0 or not shutil.which("setpriv"),
+    reason="permission denied is only tested as root without CAP_DAC_OVERRIDE (setpriv)",
+)
 
 
 @contextlib.contextmanager
 def tmpfs(where: Path, size: str):
     where.mkdir(parents=True, exist_ok=True)
-    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where)], check=True)
+    subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where)], check=True
+    )
     try:
         yield where
     finally:
@@ -93,11 +105,25 @@ def fill(folder: Path) -> None:
             pass
 
 
-def invoke(args: list[str], data: Path, prefix: list[str] | None = None) -> subprocess.CompletedProcess:
-    env = dict(os.environ, ALMANAC_DATA=str(data), PYTHONPATH=str(ROOT), DISABLE_MKDOCS_2_WARNING="true",
-               NO_MKDOCS_2_WARNING="1", COLUMNS="200")
-    return subprocess.run([*(prefix or []), sys.executable, "-m", "invoke", *args], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=300)
+def invoke(
+    args: list[str], data: Path, prefix: list[str] | None = None
+) -> subprocess.CompletedProcess:
+    env = dict(
+        os.environ,
+        ALMANAC_DATA=str(data),
+        PYTHONPATH=str(ROOT),
+        DISABLE_MKDOCS_2_WARNING="true",
+        NO_MKDOCS_2_WARNING="1",
+        COLUMNS="200",
+    )
+    return subprocess.run(
+        [*(prefix or []), sys.executable, "-m", "invoke", *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def one_line(proc: subprocess.CompletedProcess, *needles: str) -> str:
@@ -118,7 +144,14 @@ def no_temp_files(data: Path) -> None:
 
 
 def import_args(embedded_model) -> list[str]:
-    return ["import.llama-bench", str(SAMPLE), "--host-name", "bench-box", "--model", str(embedded_model.path)]
+    return [
+        "import.llama-bench",
+        str(SAMPLE),
+        "--host-name",
+        "bench-box",
+        "--model",
+        str(embedded_model.path),
+    ]
 
 
 # -- no space left --------------------------------------------------------------------------------
@@ -128,10 +161,17 @@ def test_full_disk_on_import_is_one_line_and_writes_nothing(tmp_path, embedded_m
         seed(data)
         fill(data)
         before = tree_snapshot(data)
-        line = one_line(invoke(import_args(embedded_model), data), "no space left", "runs/bench-box-", ".json",
-                        "free space there")
+        line = one_line(
+            invoke(import_args(embedded_model), data),
+            "no space left",
+            "runs/bench-box-",
+            ".json",
+            "free space there",
+        )
         assert line.startswith("error: ")
-        assert tree_snapshot(data) == before  # no artifact, whole or partial, and no temporary file
+        assert (
+            tree_snapshot(data) == before
+        )  # no artifact, whole or partial, and no temporary file
         no_temp_files(data)
 
 
@@ -142,7 +182,11 @@ def test_full_disk_refuses_a_bench_before_measuring(tmp_path, embedded_model):
         fill(data)
         proc = invoke(["bench", "--matrix", "m"], data)
         one_line(proc, ".run.lock", "cannot create the run lock", "no space left")
-        assert not list((data / "runs").rglob("*.json")) if (data / "runs").exists() else True
+        assert (
+            not list((data / "runs").rglob("*.json"))
+            if (data / "runs").exists()
+            else True
+        )
         no_temp_files(data)
 
 
@@ -175,7 +219,13 @@ def test_full_disk_while_building_the_site_is_one_line(tmp_path):
     data = make_golden_data(tmp_path / "golden")
     with tmpfs(tmp_path / "out", "256k") as out:
         proc = invoke(["site.build", "--output", str(out / "site")], data)
-        one_line(proc, "cannot write the site", "no space left", str(out / "site"), "--output")
+        one_line(
+            proc,
+            "cannot write the site",
+            "no space left",
+            str(out / "site"),
+            "--output",
+        )
 
 
 # -- read-only -------------------------------------------------------------------------------------
@@ -188,7 +238,9 @@ def test_read_only_data_folder_refuses_bench_and_import(tmp_path, embedded_model
         one_line(bench, ".run.lock", "read-only", "ALMANAC_DATA")
         imported = invoke(import_args(embedded_model), data)
         one_line(imported, "runs/bench-box-", "read-only")
-        assert invoke(["validate"], data).returncode == 0  # reading a read-only folder is fine
+        assert (
+            invoke(["validate"], data).returncode == 0
+        )  # reading a read-only folder is fine
     assert tree_snapshot(src) == before
 
 
@@ -197,7 +249,11 @@ def test_read_only_site_folder_is_one_line(tmp_path):
     data = make_golden_data(tmp_path / "golden")
     (tmp_path / "outsrc").mkdir()
     with read_only(tmp_path / "outsrc", tmp_path / "out") as out:
-        one_line(invoke(["site.build", "--output", str(out / "site")], data), "cannot write the site", "read-only")
+        one_line(
+            invoke(["site.build", "--output", str(out / "site")], data),
+            "cannot write the site",
+            "read-only",
+        )
 
 
 # -- permission denied -----------------------------------------------------------------------------
@@ -209,8 +265,16 @@ def test_permission_denied_is_one_line(tmp_path, embedded_model):
     (data / "runs").chmod(0o555)
     before = tree_snapshot(data)
     try:
-        one_line(invoke(["bench", "--matrix", "m"], data, prefix=NO_DAC), ".run.lock", "permission denied")
-        one_line(invoke(import_args(embedded_model), data, prefix=NO_DAC), "runs/bench-box-", "permission denied")
+        one_line(
+            invoke(["bench", "--matrix", "m"], data, prefix=NO_DAC),
+            ".run.lock",
+            "permission denied",
+        )
+        one_line(
+            invoke(import_args(embedded_model), data, prefix=NO_DAC),
+            "runs/bench-box-",
+            "permission denied",
+        )
     finally:
         data.chmod(0o755)
         (data / "runs").chmod(0o755)
@@ -224,7 +288,12 @@ def test_lock_file_that_cannot_be_created_is_one_line(tmp_path):
     data = seed(tmp_path / "data")
     lock = data / "runs" / fingerprint.fingerprint()["id"] / ".run.lock"
     lock.mkdir(parents=True)  # a folder where the lock file goes
-    line = one_line(invoke(["bench", "--matrix", "m"], data), ".run.lock", "cannot create the run lock", "remove it")
+    line = one_line(
+        invoke(["bench", "--matrix", "m"], data),
+        ".run.lock",
+        "cannot create the run lock",
+        "remove it",
+    )
     assert line.startswith("error: ")
     assert lock.is_dir() and not any(lock.iterdir())
 
@@ -239,4 +308,8 @@ def test_storage_error_names_path_and_remedy(tmp_path):
         err = storage_error(OSError(e, os.strerror(e)), tmp_path / "x.json")
         assert str(err).startswith(str(tmp_path / "x.json") + ": cannot write: ")
         assert "ALMANAC_DATA" in str(err)
-    assert errno.ENOSPC in STORAGE_ERRNOS and errno.EROFS in STORAGE_ERRNOS and errno.EACCES in STORAGE_ERRNOS
+    assert (
+        errno.ENOSPC in STORAGE_ERRNOS
+        and errno.EROFS in STORAGE_ERRNOS
+        and errno.EACCES in STORAGE_ERRNOS
+    )

@@ -14,7 +14,9 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:  # so `pytest tests/...` works without installing the package
+if (
+    str(ROOT) not in sys.path
+):  # so `pytest tests/...` works without installing the package
     sys.path.insert(0, str(ROOT))
 
 from runtime.models import synth  # noqa: E402
@@ -27,14 +29,28 @@ def _env() -> dict[str, str]:
     return env
 
 
-def _run_py(code: str, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-c", textwrap.dedent(code), *args], cwd=ROOT, env=_env(),
-                          capture_output=True, text=True, timeout=timeout)
+def _run_py(
+    code: str, *args: str, timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code), *args],
+        cwd=ROOT,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "runtime.models.synth", *args], cwd=ROOT, env=_env(),
-                          capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "runtime.models.synth", *args],
+        cwd=ROOT,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -42,9 +58,15 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, str], dic
     """tiny files written once per module, keyed by (shape, quant)."""
     out = tmp_path_factory.mktemp("synth")
     facts = {}
-    for shape, quant in [("tiny-llama", "F16"), ("tiny-llama", "Q8_0"), ("tiny-llama", "Q4_0"),
-                         ("tiny-qwen3moe", "Q8_0")]:
-        facts[(shape, quant)] = synth.write_gguf(synth.SHAPES[shape], quant, out / f"{shape}-{quant}.gguf")
+    for shape, quant in [
+        ("tiny-llama", "F16"),
+        ("tiny-llama", "Q8_0"),
+        ("tiny-llama", "Q4_0"),
+        ("tiny-qwen3moe", "Q8_0"),
+    ]:
+        facts[(shape, quant)] = synth.write_gguf(
+            synth.SHAPES[shape], quant, out / f"{shape}-{quant}.gguf"
+        )
     return facts
 
 
@@ -57,9 +79,13 @@ def test_tiny_llama_loads_and_decodes(files: dict, quant: str) -> None:
     np = pytest.importorskip("numpy")
     facts = files[("tiny-llama", quant)]
     shape = synth.SHAPES["tiny-llama"]
-    assert facts["size_bytes"] == os.path.getsize(facts["path"]) == shape.file_size(quant)
+    assert (
+        facts["size_bytes"] == os.path.getsize(facts["path"]) == shape.file_size(quant)
+    )
     assert facts["n_params"] == shape.n_params()
-    llm = llama_cpp.Llama(model_path=facts["path"], n_ctx=64, verbose=False, logits_all=True)
+    llm = llama_cpp.Llama(
+        model_path=facts["path"], n_ctx=64, verbose=False, logits_all=True
+    )
     try:
         md = llm.metadata
         assert md["general.architecture"] == "llama"
@@ -82,9 +108,13 @@ def test_tiny_llama_loads_and_decodes(files: dict, quant: str) -> None:
 
 def test_chat_path_and_detokenize(files: dict) -> None:
     llama_cpp = pytest.importorskip("llama_cpp")
-    llm = llama_cpp.Llama(model_path=files[("tiny-llama", "Q8_0")]["path"], n_ctx=128, verbose=False)
+    llm = llama_cpp.Llama(
+        model_path=files[("tiny-llama", "Q8_0")]["path"], n_ctx=128, verbose=False
+    )
     try:
-        out = llm.create_chat_completion(messages=[{"role": "user", "content": "hi"}], max_tokens=4, seed=1)
+        out = llm.create_chat_completion(
+            messages=[{"role": "user", "content": "hi"}], max_tokens=4, seed=1
+        )
         assert out["usage"]["completion_tokens"] >= 1
         assert isinstance(out["choices"][0]["message"]["content"], str)
         assert llm.detokenize(llm.tokenize(b"abc xyz", add_bos=False)) == b" abc xyz"
@@ -97,7 +127,9 @@ def test_other_architectures_load(tmp_path: Path, shape: str) -> None:
     llama_cpp = pytest.importorskip("llama_cpp")
     np = pytest.importorskip("numpy")
     facts = synth.write_gguf(shape, "Q8_0", tmp_path / "m.gguf")
-    llm = llama_cpp.Llama(model_path=facts["path"], n_ctx=64, verbose=False, logits_all=True)
+    llm = llama_cpp.Llama(
+        model_path=facts["path"], n_ctx=64, verbose=False, logits_all=True
+    )
     try:
         assert llm.metadata["general.architecture"] == synth.SHAPES[shape].architecture
         tokens = llm.tokenize(b"some text")
@@ -111,9 +143,14 @@ def test_k_quant_via_llama_cpp(tmp_path: Path) -> None:
     llama_cpp = pytest.importorskip("llama_cpp")
     shape = synth.SHAPES["tiny-llama"]
     facts = synth.write_gguf(shape, "Q4_K_M", tmp_path / "k.gguf", seed=3)
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["k.gguf"]  # the F16 temp file is gone
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "k.gguf"
+    ]  # the F16 temp file is gone
     # a prediction of llama.cpp's type choices: exact with 0.3.36, close with any version
-    assert abs(facts["size_bytes"] - shape.file_size("Q4_K_M")) <= 0.01 * facts["size_bytes"]
+    assert (
+        abs(facts["size_bytes"] - shape.file_size("Q4_K_M"))
+        <= 0.01 * facts["size_bytes"]
+    )
     again = synth.write_gguf(shape, "Q4_K_M", tmp_path / "k2.gguf", seed=3)
     assert again["sha256"] == facts["sha256"]
     llm = llama_cpp.Llama(model_path=facts["path"], n_ctx=64, verbose=False)
@@ -177,11 +214,30 @@ def test_deterministic_bytes(tmp_path: Path) -> None:
     b = synth.write_gguf("tiny-llama", "Q8_0", tmp_path / "b" / "m.gguf", seed=7)
     c = synth.write_gguf("tiny-llama", "Q8_0", tmp_path / "c" / "m.gguf", seed=8)
     assert Path(a["path"]).read_bytes() == Path(b["path"]).read_bytes()
-    assert a["sha256"] == b["sha256"] == hashlib.sha256(Path(a["path"]).read_bytes()).hexdigest()
+    assert (
+        a["sha256"]
+        == b["sha256"]
+        == hashlib.sha256(Path(a["path"]).read_bytes()).hexdigest()
+    )
     assert c["sha256"] != a["sha256"] and c["size_bytes"] == a["size_bytes"]
-    for key in ("path", "shape", "architecture", "quant", "n_params", "size_bytes", "sha256", "seed", "seconds"):
+    for key in (
+        "path",
+        "shape",
+        "architecture",
+        "quant",
+        "n_params",
+        "size_bytes",
+        "sha256",
+        "seed",
+        "seconds",
+    ):
         assert key in a
-    assert (a["shape"], a["architecture"], a["quant"], a["seed"]) == ("tiny-llama", "llama", "Q8_0", 7)
+    assert (a["shape"], a["architecture"], a["quant"], a["seed"]) == (
+        "tiny-llama",
+        "llama",
+        "Q8_0",
+        7,
+    )
 
 
 def test_failed_write_leaves_nothing(tmp_path: Path) -> None:
@@ -196,7 +252,12 @@ def test_failed_write_leaves_nothing(tmp_path: Path) -> None:
 
 def test_progress_reports_total(tmp_path: Path) -> None:
     seen: list[tuple[int, int]] = []
-    synth.write_gguf("tiny-llama", "Q4_0", tmp_path / "m.gguf", progress=lambda d, t: seen.append((d, t)))
+    synth.write_gguf(
+        "tiny-llama",
+        "Q4_0",
+        tmp_path / "m.gguf",
+        progress=lambda d, t: seen.append((d, t)),
+    )
     assert seen and seen[-1][0] == seen[-1][1] and all(d <= t for d, t in seen)
 
 
@@ -229,8 +290,20 @@ def test_cli_bad_input(tmp_path: Path, args: list[str], needle: str) -> None:
 
 def test_cli_writes_file(tmp_path: Path) -> None:
     out = tmp_path / "sub" / "m.gguf"
-    proc = _cli("--shape", "tiny-llama", "--quant", "q4_0", "--out", str(out), "--seed", "5",
-                "--set", "n_layer=2", "--set", "n_ctx_train=512")
+    proc = _cli(
+        "--shape",
+        "tiny-llama",
+        "--quant",
+        "q4_0",
+        "--out",
+        str(out),
+        "--seed",
+        "5",
+        "--set",
+        "n_layer=2",
+        "--set",
+        "n_ctx_train=512",
+    )
     assert proc.returncode == 0, proc.stderr
     first, rest = proc.stdout.split("\n", 1)
     assert first == str(out) and out.is_file()
@@ -239,13 +312,21 @@ def test_cli_writes_file(tmp_path: Path) -> None:
     assert facts["quant"] == "Q4_0" and facts["seed"] == 5
     assert facts["size_bytes"] == out.stat().st_size
     shape = synth.make_shape("tiny-llama", n_layer=2, n_ctx_train=512)
-    assert facts["n_params"] == shape.n_params() and facts["size_bytes"] == shape.file_size("Q4_0")
+    assert facts["n_params"] == shape.n_params() and facts[
+        "size_bytes"
+    ] == shape.file_size("Q4_0")
 
 
 def test_cli_list() -> None:
     proc = _cli("--list")
     assert proc.returncode == 0
-    for name in ("tiny-llama", "tiny-qwen3moe", "llama-1b", "llama-8b", "qwen3moe-30b-a3b"):
+    for name in (
+        "tiny-llama",
+        "tiny-qwen3moe",
+        "llama-1b",
+        "llama-8b",
+        "qwen3moe-30b-a3b",
+    ):
         assert name in proc.stdout
 
 
@@ -285,25 +366,44 @@ def test_shape_validation(base: str, overrides: dict, field: str) -> None:
 def test_shape_lookup_and_overrides() -> None:
     with pytest.raises(ConfigError, match="did you mean llama-8b"):
         synth.get_shape("llama-8")
-    s = synth.make_shape("tiny-qwen3moe", n_expert="16", n_expert_used="4", tie_embeddings="false")
+    s = synth.make_shape(
+        "tiny-qwen3moe", n_expert="16", n_expert_used="4", tie_embeddings="false"
+    )
     assert (s.n_expert, s.n_expert_used, s.tie_embeddings) == (16, 4, False)
     assert s.name == "tiny-qwen3moe+n_expert=16,n_expert_used=4,tie_embeddings=false"
     assert synth.make_shape("tiny-llama") is synth.SHAPES["tiny-llama"]
     assert synth.make_shape("tiny-llama", name="mine", n_layer=1).name == "mine"
     with pytest.raises(ConfigError):
-        synth.Shape("x", "llama", n_embd=64, n_layer=1, n_head=2, n_head_kv=4, n_ff=128,
-                    n_vocab=1024, n_ctx_train=128)
+        synth.Shape(
+            "x",
+            "llama",
+            n_embd=64,
+            n_layer=1,
+            n_head=2,
+            n_head_kv=4,
+            n_ff=128,
+            n_vocab=1024,
+            n_ctx_train=128,
+        )
     with pytest.raises(ConfigError, match="quant"):
         synth.write_gguf("tiny-llama", "Q3_X", "/nonexistent/never.gguf")
 
 
 def test_registry_shapes_are_valid_and_small_ones_small() -> None:
-    for name in ("tiny-llama", "tiny-qwen3moe", "llama-1b", "llama-8b", "qwen3moe-30b-a3b"):
+    for name in (
+        "tiny-llama",
+        "tiny-qwen3moe",
+        "llama-1b",
+        "llama-8b",
+        "qwen3moe-30b-a3b",
+    ):
         assert name in synth.SHAPES and synth.SHAPES[name].name == name
     for name in ("tiny-llama", "tiny-qwen3moe"):
         assert synth.SHAPES[name].file_size("Q8_0") < 8e6
     moe = synth.SHAPES["tiny-qwen3moe"]
-    assert moe.architecture == "qwen3moe" and moe.n_expert == 8 and moe.n_expert_used == 2
+    assert (
+        moe.architecture == "qwen3moe" and moe.n_expert == 8 and moe.n_expert_used == 2
+    )
 
 
 # --- (f) parameter counts and sizes (computed, nothing written) -----------------------
@@ -323,7 +423,9 @@ def test_parameter_counts() -> None:
 
 def test_expected_sizes_ordered() -> None:
     s = synth.SHAPES["llama-8b"]
-    sizes = [s.file_size(q) for q in ("F16", "Q8_0", "Q6_K", "Q5_K_M", "Q4_K_M", "Q4_0")]
+    sizes = [
+        s.file_size(q) for q in ("F16", "Q8_0", "Q6_K", "Q5_K_M", "Q4_K_M", "Q4_0")
+    ]
     assert sizes == sorted(sizes, reverse=True)
     assert 15.5e9 < sizes[0] < 16.5e9  # ~2 bytes per parameter
     assert 4.6e9 < s.file_size("Q4_K_M") < 5.2e9  # the published Q4_K_M is 4.92 GB

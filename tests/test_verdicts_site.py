@@ -10,7 +10,6 @@ from __future__ import annotations
 import html
 import json
 import re
-from pathlib import Path
 
 import pytest
 
@@ -31,7 +30,9 @@ def _f(s: str) -> float:
 @pytest.fixture(scope="module")
 def site(tmp_path_factory, session_data):
     out = tmp_path_factory.mktemp("verdicts-site")
-    proc = build_site(session_data, out)  # the committed artifacts (tests/conftest.py), not the live data/
+    proc = build_site(
+        session_data, out
+    )  # the committed artifacts (tests/conftest.py), not the live data/
     assert proc.returncode == 0, proc.stderr[-3000:]
     return out
 
@@ -50,7 +51,11 @@ def tables(site):
 def _intervals(text: str) -> list[tuple[float, float]]:
     out = []
     for m in RANGE.finditer(text):
-        a, b = (m.group(1), m.group(2)) if m.group(1) is not None else (m.group(3), m.group(4))
+        a, b = (
+            (m.group(1), m.group(2))
+            if m.group(1) is not None
+            else (m.group(3), m.group(4))
+        )
         out.append((_f(a), _f(b)))
     return out
 
@@ -81,8 +86,11 @@ def test_the_issue_cold_start_shows_no_interval_and_says_why(site):
     (board,) = [p for p in (site / "boards").glob("lent-h100-*/index.html")]
     text = " ".join(html.unescape(re.sub(r"<[^>]+>", " ", board.read_text())).split())
     assert "1,192.7" not in text and "703.1" in text
-    cell = text[text.index("703.1"):][:300]
-    m = re.search(rf"^703\.1 ({NUM}) – ({NUM}) · n 2 · (1 run \+ (fleet|host) noise|no interval)", cell)
+    cell = text[text.index("703.1") :][:300]
+    m = re.search(
+        rf"^703\.1 ({NUM}) – ({NUM}) · n 2 · (1 run \+ (fleet|host) noise|no interval)",
+        cell,
+    )
     assert m, cell
     assert 0 < _f(m.group(1)) < 703.1 < _f(m.group(2))
 
@@ -105,27 +113,39 @@ def test_no_projection_shows_two_statuses(site):
     for host_part in re.split(r"<h2[^>]*>", page)[1:]:
         host = re.sub(r"<[^>]+>", "", host_part.split("</h2>")[0])
         for tbl in re.findall(r"<table>.*?</table>", host_part, re.S):
-            heads = [re.sub(r"<[^>]+>", "", h).strip() for h in re.findall(r"<th[^>]*>(.*?)</th>", tbl, re.S)]
+            heads = [
+                re.sub(r"<[^>]+>", "", h).strip()
+                for h in re.findall(r"<th[^>]*>(.*?)</th>", tbl, re.S)
+            ]
             for tr in re.findall(r"<tr>(.*?)</tr>", tbl, re.S):
                 cells = re.findall(r"<td[^>]*>(.*?)</td>", tr, re.S)
                 if not cells:
                     continue
                 scenario_col = heads.index("scenario") if "scenario" in heads else None
                 for i, c in enumerate(cells):
-                    badge = re.search(r'almanac-badge (verified|missed)', c)
+                    badge = re.search(r"almanac-badge (verified|missed)", c)
                     if not badge:
                         continue
-                    runs = re.findall(r"run(?:\.md|/)\?id=([\w.-]+)", " ".join(cells) if scenario_col is not None else c)
+                    runs = re.findall(
+                        r"run(?:\.md|/)\?id=([\w.-]+)",
+                        " ".join(cells) if scenario_col is not None else c,
+                    )
                     if scenario_col is not None:
                         scenario = re.sub(r"<[^>]+>", "", cells[scenario_col]).strip()
-                        col = heads.index("stated range") if "stated range" in heads else heads.index("range")
+                        col = (
+                            heads.index("stated range")
+                            if "stated range" in heads
+                            else heads.index("range")
+                        )
                         stated = _stated_range(re.sub(r"<[^>]+>", " ", cells[col]))
                     else:
                         scenario = heads[i].removeprefix("+ ").strip()
                         rng = re.match(r"\s*([^<]*)(?:<small>\(([^)]*)\)</small>)?", c)
                         stated = _stated_range(rng.group(2) or rng.group(1))
                     for rid in runs:
-                        seen.setdefault((host, scenario, stated, rid), set()).add(badge.group(1))
+                        seen.setdefault((host, scenario, stated, rid), set()).add(
+                            badge.group(1)
+                        )
     assert seen, "no checked projection on the page"
     two = {k: v for k, v in seen.items() if len(v) > 1}
     assert not two, two
@@ -175,14 +195,28 @@ def test_ranks_follow_the_stated_rule_on_every_board(tables):
             assert better + 1 <= rank, (name, label, iv, better)
         ranks = [int(lb.lstrip("=")) for lb, iv in parsed if iv is not None]
         for rk in set(ranks):
-            marked = [lb for lb, iv in parsed if iv is not None and int(lb.lstrip("=")) == rk]
-            assert all(lb.startswith("=") for lb in marked) == (len(marked) > 1), (name, marked)
+            marked = [
+                lb for lb, iv in parsed if iv is not None and int(lb.lstrip("=")) == rk
+            ]
+            assert all(lb.startswith("=") for lb in marked) == (len(marked) > 1), (
+                name,
+                marked,
+            )
     assert boards >= 5
 
 
 def test_the_pages_state_the_rules_the_code_follows(site):
-    lb = html.unescape(re.sub(r"<[^>]+>", " ", (site / "leaderboard" / "index.html").read_text()))
-    assert "significantly better" in lb and "results whose intervals overlap share a rank" not in lb
-    meth = html.unescape(re.sub(r"<[^>]+>", " ", (site / "methodology" / "index.html").read_text()))
-    assert "The run is the unit" in meth and ranking.RULE.split(";")[0][:60] in " ".join(meth.split())
+    lb = html.unescape(
+        re.sub(r"<[^>]+>", " ", (site / "leaderboard" / "index.html").read_text())
+    )
+    assert (
+        "significantly better" in lb
+        and "results whose intervals overlap share a rank" not in lb
+    )
+    meth = html.unescape(
+        re.sub(r"<[^>]+>", " ", (site / "methodology" / "index.html").read_text())
+    )
+    assert "The run is the unit" in meth and ranking.RULE.split(";")[0][
+        :60
+    ] in " ".join(meth.split())
     assert "run-to-run noise" in meth and "McNemar" in meth and "GiB" in meth

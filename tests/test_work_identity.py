@@ -19,7 +19,13 @@ from core.records import run as record
 from pipelines import compare as cmp
 from pipelines.site import history_pages
 from tests.support.committed import committed_runs
-from tests.support.fleet_host import NEW_HOST, committed_reference as _committed_reference, fixture_host_runs, new_row
+from tests.support.fleet_host import (
+    NEW_HOST,
+    committed_reference as _committed_reference,
+    fixture_host_runs,
+    new_row,
+)
+
 
 def test_a_committed_row_and_a_new_one_share_work_apart_from_method_and_environment():
     old = _committed_reference()
@@ -27,10 +33,17 @@ def test_a_committed_row_and_a_new_one_share_work_apart_from_method_and_environm
     # what made the new host share nothing: a precision block, extra_bufts, use_extra_bufts
     assert "precision" in new.test and "precision" not in old.test
     assert "extra_bufts" in new.requested and "extra_bufts" not in old.requested
-    assert old.comparability_key() != new.comparability_key()  # other host, other threads: other rows
+    assert (
+        old.comparability_key() != new.comparability_key()
+    )  # other host, other threads: other rows
     # ... and yet the same work
     assert new.work_key == old.work_key and new.work == old.work
-    assert old.work["test"] == {"kind": "rate", "n_prompt": 512, "n_gen": 0, "n_depth": 0}
+    assert old.work["test"] == {
+        "kind": "rate",
+        "n_prompt": 512,
+        "n_gen": 0,
+        "n_depth": 0,
+    }
     assert old.work["class"] == "in process" and old.work["model"] == old.model_sha256
     # the method says how each was measured, the environment where and with what
     assert old.method["repetitions"] == 5 and "precision" not in old.method
@@ -39,23 +52,44 @@ def test_a_committed_row_and_a_new_one_share_work_apart_from_method_and_environm
     assert new.environment["settings"]["use_extra_bufts"] is False
 
 
-@pytest.mark.parametrize("change", [
-    {"test": {"n_prompt": 256}},  # other tokens
-    {"test": {"n_depth": 512}},  # other depth
-    {"model": {"identity": "cd" * 32, "sha256": "cd" * 32}},  # another file
-    {"build_extra": {"in_process": False, "server": "llama-server"}},  # another backend class
-    {"build_extra": {"method_version": record.METHOD_VERSION + 1}},  # a measurement that means something else
-])
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"test": {"n_prompt": 256}},  # other tokens
+        {"test": {"n_depth": 512}},  # other depth
+        {"model": {"identity": "cd" * 32, "sha256": "cd" * 32}},  # another file
+        {
+            "build_extra": {"in_process": False, "server": "llama-server"}
+        },  # another backend class
+        {
+            "build_extra": {"method_version": record.METHOD_VERSION + 1}
+        },  # a measurement that means something else
+    ],
+)
 def test_other_work_is_other_work(change):
     old = _committed_reference()
     assert new_row(old, **change).work_key != old.work_key
 
 
-@pytest.mark.parametrize("change", [
-    {"test": {"repetitions": 30, "warmup": False, "precision": None}},  # method
-    {"effective": {"n_gpu_layers": 17, "flash_attn": "off", "use_extra_bufts": True}},  # environment
-    {"build": {"backend_version": "llama-cpp-python 9.9", "llama_cpp_commit": "fffffff"}},  # another build
-])
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"test": {"repetitions": 30, "warmup": False, "precision": None}},  # method
+        {
+            "effective": {
+                "n_gpu_layers": 17,
+                "flash_attn": "off",
+                "use_extra_bufts": True,
+            }
+        },  # environment
+        {
+            "build": {
+                "backend_version": "llama-cpp-python 9.9",
+                "llama_cpp_commit": "fffffff",
+            }
+        },  # another build
+    ],
+)
 def test_method_and_environment_never_change_the_work(change):
     old = _committed_reference()
     assert new_row(old, **change).work_key == old.work_key
@@ -76,13 +110,23 @@ def test_host_vs_host_pairs_a_new_host_with_the_committed_ones():
     committed = [r for r in committed_runs() if r.ok]
     new_rows = fixture_host_runs()
     recs = committed + new_rows
-    res = cmp.compare(recs, cmp.parse_selection(f"host={NEW_HOST['id']}"), cmp.parse_selection("host=lent-h100"))
+    res = cmp.compare(
+        recs,
+        cmp.parse_selection(f"host={NEW_HOST['id']}"),
+        cmp.parse_selection("host=lent-h100"),
+    )
     shared = {(row.model, row.test) for row in res.rows}
-    assert ("synthetic-llama-1b-q8_0", "pp512") in shared and ("synthetic-llama-1b-q8_0", "tg128") in shared
+    assert ("synthetic-llama-1b-q8_0", "pp512") in shared and (
+        "synthetic-llama-1b-q8_0",
+        "tg128",
+    ) in shared
     page = history_pages.host_vs_host_page(recs)
     # on Host vs host, the new host stands in the same workload tables as the H100 (each host against the fleet)
-    blocks = [b for b in page.split('<details class="almanac-workload"')[1:]
-              if f"<code>{NEW_HOST['id']}</code>" in b and "<code>lent-h100-" in b]
+    blocks = [
+        b
+        for b in page.split('<details class="almanac-workload"')[1:]
+        if f"<code>{NEW_HOST['id']}</code>" in b and "<code>lent-h100-" in b
+    ]
     q8 = [r for r in new_rows if r.model_name == "synthetic-llama-1b-q8_0"]
     assert q8 and all(any(f"runs/run.md?id={r.id}" in b for b in blocks) for r in q8)
 
@@ -96,5 +140,7 @@ def test_every_setting_added_since_the_committed_rows_is_neutral_at_its_default(
     defaults = backends.settings_class(old.backend)().model_dump(mode="json")
     added = set(defaults) - set(old.requested)
     for k in added:
-        assert k in record.NEUTRAL_SETTINGS and defaults[k] == record.NEUTRAL_SETTINGS[k], k
+        assert (
+            k in record.NEUTRAL_SETTINGS and defaults[k] == record.NEUTRAL_SETTINGS[k]
+        ), k
     assert new_row(old, host={**old.host}).requested_explicit == old.requested_explicit

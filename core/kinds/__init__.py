@@ -21,8 +21,17 @@ from core.kinds.base import Kind, TestSpec
 from core.yamlio import pydantic_error_line
 
 # The one place built-in kinds are named (module paths, imported on first use).
-BUILTIN = ("core.kinds.rate", "core.kinds.chat", "core.kinds.serve", "core.kinds.concurrency", "core.kinds.generate",
-           "core.kinds.agent", "core.kinds.load", "core.kinds.capacity", "core.kinds.probe")
+BUILTIN = (
+    "core.kinds.rate",
+    "core.kinds.chat",
+    "core.kinds.serve",
+    "core.kinds.concurrency",
+    "core.kinds.generate",
+    "core.kinds.agent",
+    "core.kinds.load",
+    "core.kinds.capacity",
+    "core.kinds.probe",
+)
 
 _KINDS: dict[str, Kind] = {}
 _loaded = False
@@ -31,11 +40,15 @@ _loaded = False
 def register(kind: Kind) -> Kind:
     """Add a kind; a name registered twice is an error."""
     if kind.name in _KINDS and _KINDS[kind.name] is not kind:
-        raise ValueError(f"test kind {kind.name!r} registered twice "
-                         f"({_KINDS[kind.name].spec.__module__} and {kind.spec.__module__})")
+        raise ValueError(
+            f"test kind {kind.name!r} registered twice "
+            f"({_KINDS[kind.name].spec.__module__} and {kind.spec.__module__})"
+        )
     default = kind.spec.model_fields["kind"].default
     if default != kind.name:
-        raise ValueError(f"test kind {kind.name!r}: its spec's kind field defaults to {default!r}")
+        raise ValueError(
+            f"test kind {kind.name!r}: its spec's kind field defaults to {default!r}"
+        )
     _KINDS[kind.name] = kind
     return kind
 
@@ -50,7 +63,9 @@ def _load() -> None:
     if _loaded:
         return
     _loaded = True
-    extra = tuple(m for m in os.environ.get("ALMANAC_KINDS", "").split(",") if m.strip())
+    extra = tuple(
+        m for m in os.environ.get("ALMANAC_KINDS", "").split(",") if m.strip()
+    )
     for module in BUILTIN + extra:
         importlib.import_module(module.strip())
 
@@ -89,23 +104,45 @@ def parse_test(raw: Any, *, file: str | None = None, field: str = "tests") -> Te
         if isinstance(raw, str):
             return RateTest.parse(raw)
         if not isinstance(raw, dict):
-            raise ConfigError(f"expected a test name or a mapping, got {type(raw).__name__}", file=file, field=field)
+            raise ConfigError(
+                f"expected a test name or a mapping, got {type(raw).__name__}",
+                file=file,
+                field=field,
+            )
         name = raw.get("kind", "rate")
         kind = _KINDS.get(name) if isinstance(name, str) else None
         if kind is None:
             close = difflib.get_close_matches(str(name), list(_KINDS), n=1)
-            hint = f" (did you mean {close[0]!r}?)" if close else f" (known: {', '.join(sorted(_KINDS))})"
-            raise ConfigError(f"unknown test kind {name!r}{hint}", file=file, field=f"{field}.kind")
+            hint = (
+                f" (did you mean {close[0]!r}?)"
+                if close
+                else f" (known: {', '.join(sorted(_KINDS))})"
+            )
+            raise ConfigError(
+                f"unknown test kind {name!r}{hint}", file=file, field=f"{field}.kind"
+            )
         test = kind.spec.model_validate(raw)
         test.check_name()
         return test
     except ValidationError as exc:
-        cls = (_KINDS.get(raw.get("kind", "rate")) if isinstance(raw, dict) else None)
+        cls = _KINDS.get(raw.get("kind", "rate")) if isinstance(raw, dict) else None
         fields = list((cls.spec if cls else RateTest).model_fields)
-        raise ConfigError(pydantic_error_line(exc, {"*": fields}), file=file, field=field) from None
+        raise ConfigError(
+            pydantic_error_line(exc, {"*": fields}), file=file, field=field
+        ) from None
     except ValueError as exc:
         raise ConfigError(str(exc), file=file, field=field) from None
 
 
-__all__ = ["BUILTIN", "Kind", "TestSpec", "all_kinds", "columns", "get", "headline", "parse_test", "register",
-           "unregister"]
+__all__ = [
+    "BUILTIN",
+    "Kind",
+    "TestSpec",
+    "all_kinds",
+    "columns",
+    "get",
+    "headline",
+    "parse_test",
+    "register",
+    "unregister",
+]

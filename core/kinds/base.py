@@ -23,16 +23,25 @@ class TestSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     kind: str
-    repetitions: int | None = Field(None, ge=1, description="Timed repetitions (default: the matrix's).")
-    warmup: bool | None = Field(None, description="Run one untimed warm-up first (default: the matrix's).")
-    precision: Precision | None = Field(None, description="Repeat until the CI95 half-width is within a target "
-                                        "(default: the matrix's); null: exactly `repetitions` (or `requests`).")
+    repetitions: int | None = Field(
+        None, ge=1, description="Timed repetitions (default: the matrix's)."
+    )
+    warmup: bool | None = Field(
+        None, description="Run one untimed warm-up first (default: the matrix's)."
+    )
+    precision: Precision | None = Field(
+        None,
+        description="Repeat until the CI95 half-width is within a target "
+        "(default: the matrix's); null: exactly `repetitions` (or `requests`).",
+    )
 
     label: ClassVar[str] = ""
     # Fields that say how a test is measured, not what work it does (method, not work: a change
     # of them never makes two results different work; core.records.run.RunRecord.work). A kind
     # whose spec adds sample-size or warm-up fields adds them here.
-    METHOD_FIELDS: ClassVar[frozenset[str]] = frozenset({"repetitions", "warmup", "precision"})
+    METHOD_FIELDS: ClassVar[frozenset[str]] = frozenset(
+        {"repetitions", "warmup", "precision"}
+    )
     # Fields that only name a test in tables: not the work either. A workload's ``id`` stays part of
     # the work: ids tell apart workloads run on purpose as separate results (cold-1, cold-2, cold-3).
     LABEL_FIELDS: ClassVar[frozenset[str]] = frozenset({"name"})
@@ -48,8 +57,10 @@ class TestSpec(BaseModel):
         if not TEST_NAME_RE.match(name or "") or len(name) > 80:
             from core.yamlio import quote
 
-            raise ValueError(f"test name {quote(name)} is not a valid id: 1-80 characters, letters, digits and "
-                             "._+@- , starting with a letter or digit")
+            raise ValueError(
+                f"test name {quote(name)} is not a valid id: 1-80 characters, letters, digits and "
+                "._+@- , starting with a letter or digit"
+            )
 
     def to_dict(self) -> dict[str, Any]:
         d = self.model_dump(mode="json")
@@ -92,18 +103,36 @@ class PrecisionRecord(Shape):
     """How repetition stopped (core.precision.Repeater.record)."""
 
     metric: str = Field(..., description="The metric whose CI95 was judged.")
-    target_rel: float | None = Field(..., description="Target CI95 half-width as a fraction of the mean; null: a fixed count.")
+    target_rel: float | None = Field(
+        ...,
+        description="Target CI95 half-width as a fraction of the mean; null: a fixed count.",
+    )
     min_repetitions: int | None = None
     max_repetitions: int | None = None
     max_time_s: float | None = None
     n: int = Field(..., ge=0, description="Samples taken.")
-    half_width_rel: float | None = Field(..., description="CI95 half-width reached, as a fraction of the mean.")
-    met: bool | None = Field(..., description="Whether the target was met (null: no target).")
-    stop_reason: str | None = Field(..., description="target_met, max_repetitions, max_time_s, fixed_count (; per level).")
+    half_width_rel: float | None = Field(
+        ..., description="CI95 half-width reached, as a fraction of the mean."
+    )
+    met: bool | None = Field(
+        ..., description="Whether the target was met (null: no target)."
+    )
+    stop_reason: str | None = Field(
+        ...,
+        description="target_met, max_repetitions, max_time_s, fixed_count (; per level).",
+    )
     elapsed_s: float | None = None
-    percentile: float | None = Field(None, description="The percentile whose order-statistic CI95 was judged (null: the mean's).")
-    level: int | None = Field(None, description="The concurrency level of this record (a sweep's per-level records).")
-    levels: list["PrecisionRecord"] | None = Field(None, description="Per level (a concurrency sweep).")
+    percentile: float | None = Field(
+        None,
+        description="The percentile whose order-statistic CI95 was judged (null: the mean's).",
+    )
+    level: int | None = Field(
+        None,
+        description="The concurrency level of this record (a sweep's per-level records).",
+    )
+    levels: list["PrecisionRecord"] | None = Field(
+        None, description="Per level (a concurrency sweep)."
+    )
 
 
 class SpeculativeStats(Shape):
@@ -121,10 +150,16 @@ class Details(Shape):
     """What every kind's ``details`` may hold: how it was measured and how repetition stopped."""
 
     method: str | None = Field(None, description="How it was measured, in words.")
-    precision: PrecisionRecord | None = Field(None, description="Repeat to a precision: the target CI95 half-width, "
-                                              "whether it was met and why repetition stopped.")
-    remote: dict[str, Any] | None = Field(None, description="A run on a remote host that never produced a result: "
-                                          "what the controller knew (runtime.remote).")
+    precision: PrecisionRecord | None = Field(
+        None,
+        description="Repeat to a precision: the target CI95 half-width, "
+        "whether it was met and why repetition stopped.",
+    )
+    remote: dict[str, Any] | None = Field(
+        None,
+        description="A run on a remote host that never produced a result: "
+        "what the controller knew (runtime.remote).",
+    )
 
 
 class Samples(Shape):

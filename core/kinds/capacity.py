@@ -36,22 +36,39 @@ class CapacityTest(LoadSpec):
 
     kind: Literal["capacity"] = "capacity"
     id: str = Field("capacity", description="Name of this test, used in tables.")
-    levels: list[float] = Field(default_factory=lambda: [float(x) for x in range(1, 9)],
-                                description="The grid searched, lowest first: users (concurrent) or requests per "
-                                "second (constant, poisson).")
-    max_requests: int = Field(120, ge=10, le=100000, description="Most requests at one level (the exhaustive "
-                              "sweep would send this many at every level).")
-    check_every: int = Field(30, ge=5, le=100000, description="Requests between two looks at the verdict.")
-    min_requests: int = Field(20, ge=1, description="Fewest requests before the first look.")
+    levels: list[float] = Field(
+        default_factory=lambda: [float(x) for x in range(1, 9)],
+        description="The grid searched, lowest first: users (concurrent) or requests per "
+        "second (constant, poisson).",
+    )
+    max_requests: int = Field(
+        120,
+        ge=10,
+        le=100000,
+        description="Most requests at one level (the exhaustive "
+        "sweep would send this many at every level).",
+    )
+    check_every: int = Field(
+        30, ge=5, le=100000, description="Requests between two looks at the verdict."
+    )
+    min_requests: int = Field(
+        20, ge=1, description="Fewest requests before the first look."
+    )
 
     @model_validator(mode="after")
     def _counts(self) -> "CapacityTest":
         if self.profile == "synchronous":
-            raise ValueError("a capacity search needs a profile with levels: concurrent, constant or poisson")
+            raise ValueError(
+                "a capacity search needs a profile with levels: concurrent, constant or poisson"
+            )
         if self.min_requests > self.max_requests:
-            raise ValueError(f"min_requests ({self.min_requests}) is above max_requests ({self.max_requests})")
+            raise ValueError(
+                f"min_requests ({self.min_requests}) is above max_requests ({self.max_requests})"
+            )
         if self.check_every > self.max_requests:
-            raise ValueError(f"check_every ({self.check_every}) is above max_requests ({self.max_requests})")
+            raise ValueError(
+                f"check_every ({self.check_every}) is above max_requests ({self.max_requests})"
+            )
         return self
 
     def looks(self) -> int:
@@ -71,7 +88,10 @@ class SearchVisit(Shape):
     index: int | None = None
     why: str | None = Field(None, description="climb, bisect or below_miss.")
     verdict: str | None = Field(None, description="meets, misses or unresolved.")
-    boundary: str | None = Field(None, description="Why this level ends the climb (a miss, saturation), if it does.")
+    boundary: str | None = Field(
+        None,
+        description="Why this level ends the climb (a miss, saturation), if it does.",
+    )
     requests: int | None = None
     stop_reason: str | None = None
     seconds: float | None = None
@@ -84,7 +104,9 @@ class SearchRecord(Shape):
     visits: list[SearchVisit] | None = None
     stopped: str | None = Field(None, description="Why the search stopped.")
     requests_sent: int | None = None
-    exhaustive_requests: int | None = Field(None, description="Levels x max_requests: the exhaustive sweep's cost.")
+    exhaustive_requests: int | None = Field(
+        None, description="Levels x max_requests: the exhaustive sweep's cost."
+    )
     cost_ratio: float | None = None
     looks: int | None = None
     look_confidence: float | None = None
@@ -95,9 +117,23 @@ class CapacityDetails(LoadDetails):
     search: SearchRecord | None = None
 
 
-KIND = register(Kind(
-    "capacity", CapacityTest, "Capacity search: the highest rate or number of users meeting percentile SLOs with a "
-    "stated confidence, with its interval, by a search cheaper than the exhaustive sweep that stops at saturation.",
-    headline="capacity", columns=("capacity", "requests_sent", "failed_requests"),
-    metrics=("capacity", "capacity_low", "capacity_high", "requests_sent", "failed_requests", "startup_ms"),
-    details=CapacityDetails, samples=LoadSamples))
+KIND = register(
+    Kind(
+        "capacity",
+        CapacityTest,
+        "Capacity search: the highest rate or number of users meeting percentile SLOs with a "
+        "stated confidence, with its interval, by a search cheaper than the exhaustive sweep that stops at saturation.",
+        headline="capacity",
+        columns=("capacity", "requests_sent", "failed_requests"),
+        metrics=(
+            "capacity",
+            "capacity_low",
+            "capacity_high",
+            "requests_sent",
+            "failed_requests",
+            "startup_ms",
+        ),
+        details=CapacityDetails,
+        samples=LoadSamples,
+    )
+)

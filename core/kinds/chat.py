@@ -19,21 +19,40 @@ from core.kinds.request import RequestDetails, RequestRecord, request_values
 class ChatTest(TestSpec):
     """A streamed chat completion through the model's chat template and sampler."""
 
-    METHOD_FIELDS: ClassVar[frozenset[str]] = TestSpec.METHOD_FIELDS | {"requests", "warmup_requests"}
+    METHOD_FIELDS: ClassVar[frozenset[str]] = TestSpec.METHOD_FIELDS | {
+        "requests",
+        "warmup_requests",
+    }
     kind: Literal["chat"] = "chat"
     id: str = Field("chat", description="Name of this chat workload, used in tables.")
     messages: list[Message] = Field(
-        default_factory=lambda: [Message(role="user", content="Explain in three sentences why the sky is blue.")],
-        description="The conversation sent on every request.")
-    max_tokens: int = Field(64, ge=1, description="Maximum tokens generated per request.")
+        default_factory=lambda: [
+            Message(
+                role="user", content="Explain in three sentences why the sky is blue."
+            )
+        ],
+        description="The conversation sent on every request.",
+    )
+    max_tokens: int = Field(
+        64, ge=1, description="Maximum tokens generated per request."
+    )
     requests: int = Field(5, ge=1, description="Timed requests (the samples).")
-    warmup_requests: int = Field(1, ge=0, description="Untimed requests before the timed ones.")
-    temperature: float = Field(0.0, ge=0.0, description="Sampling temperature (0 = greedy).")
+    warmup_requests: int = Field(
+        1, ge=0, description="Untimed requests before the timed ones."
+    )
+    temperature: float = Field(
+        0.0, ge=0.0, description="Sampling temperature (0 = greedy)."
+    )
     top_k: int = Field(40, ge=0, description="Top-k sampling.")
     top_p: float = Field(0.95, gt=0.0, le=1.0, description="Nucleus sampling.")
     min_p: float = Field(0.05, ge=0.0, le=1.0, description="Min-p sampling.")
-    repeat_penalty: float = Field(1.0, gt=0.0, description="Repetition penalty (1.0 = off).")
-    ignore_eos: bool = Field(False, description="Keep generating past EOS up to max_tokens (fixed-length decode).")
+    repeat_penalty: float = Field(
+        1.0, gt=0.0, description="Repetition penalty (1.0 = off)."
+    )
+    ignore_eos: bool = Field(
+        False,
+        description="Keep generating past EOS up to max_tokens (fixed-length decode).",
+    )
 
     @property
     def name(self) -> str:
@@ -41,12 +60,18 @@ class ChatTest(TestSpec):
 
 
 class ChatSamples(Samples):
-    requests: list[RequestRecord] | None = Field(None, description="The timed requests.")
-    warmup: list[RequestRecord] | None = Field(None, description="The untimed requests before them (over HTTP).")
+    requests: list[RequestRecord] | None = Field(
+        None, description="The timed requests."
+    )
+    warmup: list[RequestRecord] | None = Field(
+        None, description="The untimed requests before them (over HTTP)."
+    )
 
 
 class ChatDetails(RequestDetails):
-    prefix_cache: bool | None = Field(None, description="In process: whether requests could reuse a cached prefix.")
+    prefix_cache: bool | None = Field(
+        None, description="In process: whether requests could reuse a cached prefix."
+    )
     speculative: SpeculativeStats | None = None
 
 
@@ -61,7 +86,9 @@ class RequestRun:
     precision: dict[str, Any]
 
 
-def run_requests(test: ChatTest, request: Callable[[int], dict[str, Any]], seed: int) -> RequestRun:
+def run_requests(
+    test: ChatTest, request: Callable[[int], dict[str, Any]], seed: int
+) -> RequestRun:
     """The chat kind's loop over one backend primitive, ``request(seed) -> record`` (one streamed
     request, timed by the backend: ttft_ms, tpot_ms, e2e_ms, output_tokens, itl_ms, ...): the
     untimed warm-up requests (seeds ``seed + 1000 + i``), then timed requests (seeds ``seed + i``)
@@ -78,10 +105,16 @@ def run_requests(test: ChatTest, request: Callable[[int], dict[str, Any]], seed:
     while rep.more():
         records.append(request(seed + len(records)))
         r = records[-1]
-        per_request = {"ttft_ms": r["ttft_ms"], "tpot_ms": r["tpot_ms"], "e2e_ms": r["e2e_ms"],
-                       "output_tokens": r["output_tokens"],
-                       "decode_tps": 1000.0 / r["tpot_ms"] if r["tpot_ms"] else None}
-        if rep.metric not in per_request:  # a metric a request does not carry: judged on E2E, and recorded so
+        per_request = {
+            "ttft_ms": r["ttft_ms"],
+            "tpot_ms": r["tpot_ms"],
+            "e2e_ms": r["e2e_ms"],
+            "output_tokens": r["output_tokens"],
+            "decode_tps": 1000.0 / r["tpot_ms"] if r["tpot_ms"] else None,
+        }
+        if (
+            rep.metric not in per_request
+        ):  # a metric a request does not carry: judged on E2E, and recorded so
             rep.metric = "e2e_ms"
         rep.add(per_request[rep.metric])
     metrics: dict[str, list[float]] = {
@@ -99,9 +132,28 @@ def _values(samples: ChatSamples, metric: str) -> list[float]:
     return request_values(samples.requests, metric)
 
 
-KIND = register(Kind(
-    "chat", ChatTest, "A streamed chat completion through the model's chat template and sampler.",
-    headline="ttft_ms", columns=("ttft_ms", "tpot_ms", "e2e_ms", "output_tokens"),
-    metrics=("ttft_ms", "tpot_ms", "e2e_ms", "output_tokens", "decode_tps", "itl_ms", "load_time_s",
-             "peak_rss_bytes", "peak_vram_bytes", "startup_ms", "failed_requests"),
-    details=ChatDetails, samples=ChatSamples, values=_values))
+KIND = register(
+    Kind(
+        "chat",
+        ChatTest,
+        "A streamed chat completion through the model's chat template and sampler.",
+        headline="ttft_ms",
+        columns=("ttft_ms", "tpot_ms", "e2e_ms", "output_tokens"),
+        metrics=(
+            "ttft_ms",
+            "tpot_ms",
+            "e2e_ms",
+            "output_tokens",
+            "decode_tps",
+            "itl_ms",
+            "load_time_s",
+            "peak_rss_bytes",
+            "peak_vram_bytes",
+            "startup_ms",
+            "failed_requests",
+        ),
+        details=ChatDetails,
+        samples=ChatSamples,
+        values=_values,
+    )
+)

@@ -21,9 +21,16 @@ class ConcurrencyTest(RequestWorkload):
 
     kind: Literal["concurrency"] = "concurrency"
     id: str = Field("concurrency", description="Name of this workload, used in tables.")
-    levels: list[int] = Field(default_factory=lambda: [1, 2, 4, 8],
-                              description="Concurrency levels: that many clients, each sending requests back to back.")
-    rounds: int = Field(2, ge=1, le=100, description="Requests each client sends at a level (a level sends level x rounds).")
+    levels: list[int] = Field(
+        default_factory=lambda: [1, 2, 4, 8],
+        description="Concurrency levels: that many clients, each sending requests back to back.",
+    )
+    rounds: int = Field(
+        2,
+        ge=1,
+        le=100,
+        description="Requests each client sends at a level (a level sends level x rounds).",
+    )
 
     @field_validator("levels")
     @classmethod
@@ -35,7 +42,9 @@ class ConcurrencyTest(RequestWorkload):
         if sorted(set(v)) != v:
             raise ValueError(f"levels must be increasing and distinct (got {v})")
         if v[-1] > 256:
-            raise ValueError(f"a level above 256 clients is not supported (got {v[-1]})")
+            raise ValueError(
+                f"a level above 256 clients is not supported (got {v[-1]})"
+            )
         return v
 
 
@@ -45,7 +54,10 @@ class LevelRecord(Shape):
     level: int
     wall_s: float | None = None
     requests: list[RequestRecord] = Field(default_factory=list)
-    batches: int | None = Field(None, description="Batches of `rounds` per client sent one after another (repeat to a precision).")
+    batches: int | None = Field(
+        None,
+        description="Batches of `rounds` per client sent one after another (repeat to a precision).",
+    )
 
 
 class ConcurrencySamples(Samples):
@@ -54,13 +66,28 @@ class ConcurrencySamples(Samples):
 
 
 class ConcurrencyDetails(RequestDetails):
-    sweep: dict[str, Any] | None = Field(None, description="The sweep's figures as the run computed them "
-                                         "(core.kinds.request_stats.sweep_stats, versioned; recomputed from the "
-                                         "samples where older).")
+    sweep: dict[str, Any] | None = Field(
+        None,
+        description="The sweep's figures as the run computed them "
+        "(core.kinds.request_stats.sweep_stats, versioned; recomputed from the "
+        "samples where older).",
+    )
 
 
-KIND = register(Kind(
-    "concurrency", ConcurrencyTest, "Concurrency sweep: aggregate throughput, latency percentiles and SLO goodput per level.",
-    headline="peak_aggregate_tps", columns=("peak_aggregate_tps", "slo_max_concurrency"),
-    metrics=("peak_aggregate_tps", "slo_max_concurrency", "startup_ms", "failed_requests"),
-    details=ConcurrencyDetails, samples=ConcurrencySamples))
+KIND = register(
+    Kind(
+        "concurrency",
+        ConcurrencyTest,
+        "Concurrency sweep: aggregate throughput, latency percentiles and SLO goodput per level.",
+        headline="peak_aggregate_tps",
+        columns=("peak_aggregate_tps", "slo_max_concurrency"),
+        metrics=(
+            "peak_aggregate_tps",
+            "slo_max_concurrency",
+            "startup_ms",
+            "failed_requests",
+        ),
+        details=ConcurrencyDetails,
+        samples=ConcurrencySamples,
+    )
+)

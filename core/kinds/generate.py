@@ -55,12 +55,16 @@ _CODE = (
 
 WORKLOADS: dict[str, tuple[str, ...]] = {
     "edit": (
-        "Correct the spelling mistakes in the following text. Reply with the corrected text only.\n\n" + _PASSAGE_TYPOS,
-        "Rename the function average to mean in the following code. Reply with the full code only.\n\n" + _CODE,
+        "Correct the spelling mistakes in the following text. Reply with the corrected text only.\n\n"
+        + _PASSAGE_TYPOS,
+        "Rename the function average to mean in the following code. Reply with the full code only.\n\n"
+        + _CODE,
     ),
     "summarise": (
-        _PASSAGE + "\n\nSummarise the text above in three sentences, reusing its wording.",
-        _NOTES + "\n\nList every action item from these notes, with the person and the date.",
+        _PASSAGE
+        + "\n\nSummarise the text above in three sentences, reusing its wording.",
+        _NOTES
+        + "\n\nList every action item from these notes, with the person and the date.",
     ),
     "free": (
         "Write a short poem about the sea.",
@@ -78,18 +82,34 @@ class GenerateTest(TestSpec):
     """Greedy generation on a workload's prompts: outputs (token ids, text), generation rate, draft acceptance."""
 
     kind: Literal["generate"] = "generate"
-    id: str = Field("", description="Name of this test in tables; default: the workload's name.")
+    id: str = Field(
+        "", description="Name of this test in tables; default: the workload's name."
+    )
     workload: Literal["edit", "summarise", "free"] = Field(
-        "free", description="Built-in prompts: " + "; ".join(f"{k}: {v}" for k, v in WORKLOAD_HELP.items()) + ".")
-    prompts: list[str] = Field(default_factory=list, description="Your own user prompts (replace the workload's).")
-    max_tokens: int = Field(64, ge=1, le=8192, description="Tokens generated per prompt at most.")
-    ignore_eos: bool = Field(False, description="Keep generating past end-of-generation tokens up to max_tokens.")
+        "free",
+        description="Built-in prompts: "
+        + "; ".join(f"{k}: {v}" for k, v in WORKLOAD_HELP.items())
+        + ".",
+    )
+    prompts: list[str] = Field(
+        default_factory=list,
+        description="Your own user prompts (replace the workload's).",
+    )
+    max_tokens: int = Field(
+        64, ge=1, le=8192, description="Tokens generated per prompt at most."
+    )
+    ignore_eos: bool = Field(
+        False,
+        description="Keep generating past end-of-generation tokens up to max_tokens.",
+    )
 
     @model_validator(mode="after")
     def _fill(self) -> "GenerateTest":
         custom = bool(self.prompts)
         if not custom:
-            self.prompts = list(WORKLOADS[self.workload])  # recorded in the artifact: part of the test's identity
+            self.prompts = list(
+                WORKLOADS[self.workload]
+            )  # recorded in the artifact: part of the test's identity
         if any(not p.strip() for p in self.prompts):
             raise ValueError("prompts must not be empty strings")
         if not self.id:
@@ -99,6 +119,7 @@ class GenerateTest(TestSpec):
     @property
     def name(self) -> str:
         return self.id
+
 
 class GenerateRepetition(Shape):
     """One pass over every prompt."""
@@ -110,7 +131,9 @@ class GenerateRepetition(Shape):
     e2e_ms: float | None = None
     draft_proposed: int | None = None
     draft_accepted: int | None = None
-    draft_acceptance: float | None = Field(None, description="Accepted / proposed drafted tokens, in percent.")
+    draft_acceptance: float | None = Field(
+        None, description="Accepted / proposed drafted tokens, in percent."
+    )
 
 
 class GenerateRequest(Shape):
@@ -144,7 +167,9 @@ class GenerateSamples(Samples):
 
 class GenerateDetails(Details):
     outputs: list[GenerateOutput] | None = None
-    outputs_repeatable: bool | None = Field(None, description="Every repetition produced the same token ids.")
+    outputs_repeatable: bool | None = Field(
+        None, description="Every repetition produced the same token ids."
+    )
     greedy: bool | None = None
     prompts: int | None = None
     warmup: bool | None = None
@@ -159,15 +184,35 @@ def _values(samples: GenerateSamples, metric: str) -> list[float]:
     rows = samples.repetitions if metric in _PER_REPETITION else samples.requests
     out = []
     for r in rows or ():
-        v = getattr(r, metric, None) if metric in type(r).model_fields else (r.model_extra or {}).get(metric)
+        v = (
+            getattr(r, metric, None)
+            if metric in type(r).model_fields
+            else (r.model_extra or {}).get(metric)
+        )
         if isinstance(v, (int, float)) and not isinstance(v, bool):
             out.append(float(v))
     return out
 
 
-KIND = register(Kind(
-    "generate", GenerateTest, "Greedy generation on a workload's prompts: outputs, generation rate, draft acceptance.",
-    headline="generation_tps", columns=("generation_tps", "ttft_ms", "draft_acceptance"),
-    metrics=("generation_tps", "draft_acceptance", "ttft_ms", "e2e_ms", "output_tokens", "load_time_s",
-             "peak_rss_bytes", "peak_vram_bytes"),
-    details=GenerateDetails, samples=GenerateSamples, values=_values))
+KIND = register(
+    Kind(
+        "generate",
+        GenerateTest,
+        "Greedy generation on a workload's prompts: outputs, generation rate, draft acceptance.",
+        headline="generation_tps",
+        columns=("generation_tps", "ttft_ms", "draft_acceptance"),
+        metrics=(
+            "generation_tps",
+            "draft_acceptance",
+            "ttft_ms",
+            "e2e_ms",
+            "output_tokens",
+            "load_time_s",
+            "peak_rss_bytes",
+            "peak_vram_bytes",
+        ),
+        details=GenerateDetails,
+        samples=GenerateSamples,
+        values=_values,
+    )
+)

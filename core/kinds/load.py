@@ -36,17 +36,38 @@ class LoadSpec(TestSpec):
 
     id: str = Field("load", description="Name of this test, used in tables.")
     profile: Literal["synchronous", "concurrent", "constant", "poisson"] = Field(
-        "poisson", description="synchronous, concurrent (closed loop, levels = users), constant or poisson "
-        "(open loop, levels = requests per second).")
-    levels: list[float] = Field(default_factory=lambda: [1.0], description="Users (closed loop) or requests per "
-                                "second (open loop); several levels make a sweep, lowest first.")
-    workload: Workload = Field(default_factory=Workload, description="What each request asks (see Workload).")
-    slo: Slo = Field(default_factory=Slo, description="Percentile latency objectives and their confidence.")
-    seed: int = Field(0, ge=0, description="Seed of the arrival times (open loop); the workload has its own.")
-    max_concurrency: int | None = Field(None, ge=1, le=4096, description="Open loop: most requests in flight; "
-                                        "the others wait in the client (their wait is queue_ms, kept apart from "
-                                        "the server's latency). null: no cap.")
-    warmup_requests: int = Field(2, ge=0, description="Untimed requests, one at a time, before the first level.")
+        "poisson",
+        description="synchronous, concurrent (closed loop, levels = users), constant or poisson "
+        "(open loop, levels = requests per second).",
+    )
+    levels: list[float] = Field(
+        default_factory=lambda: [1.0],
+        description="Users (closed loop) or requests per "
+        "second (open loop); several levels make a sweep, lowest first.",
+    )
+    workload: Workload = Field(
+        default_factory=Workload, description="What each request asks (see Workload)."
+    )
+    slo: Slo = Field(
+        default_factory=Slo,
+        description="Percentile latency objectives and their confidence.",
+    )
+    seed: int = Field(
+        0,
+        ge=0,
+        description="Seed of the arrival times (open loop); the workload has its own.",
+    )
+    max_concurrency: int | None = Field(
+        None,
+        ge=1,
+        le=4096,
+        description="Open loop: most requests in flight; "
+        "the others wait in the client (their wait is queue_ms, kept apart from "
+        "the server's latency). null: no cap.",
+    )
+    warmup_requests: int = Field(
+        2, ge=0, description="Untimed requests, one at a time, before the first level."
+    )
 
     @field_validator("levels")
     @classmethod
@@ -63,15 +84,25 @@ class LoadSpec(TestSpec):
     def _profile_levels(self) -> "LoadSpec":
         if self.profile in CLOSED_LOOP:
             if any(x != int(x) for x in self.levels):
-                raise ValueError(f"profile {self.profile}: levels are user counts, whole numbers (got {self.levels})")
+                raise ValueError(
+                    f"profile {self.profile}: levels are user counts, whole numbers (got {self.levels})"
+                )
             if self.levels[-1] > 256:
-                raise ValueError(f"a level above 256 users is not supported (got {self.levels[-1]:g})")
+                raise ValueError(
+                    f"a level above 256 users is not supported (got {self.levels[-1]:g})"
+                )
             if self.profile == "synchronous" and self.levels != [1.0]:
-                raise ValueError("profile synchronous has one level: 1 user (use concurrent for more)")
+                raise ValueError(
+                    "profile synchronous has one level: 1 user (use concurrent for more)"
+                )
         elif self.levels[-1] > 10000:
-            raise ValueError(f"a rate above 10000 requests/s is not supported (got {self.levels[-1]:g})")
+            raise ValueError(
+                f"a rate above 10000 requests/s is not supported (got {self.levels[-1]:g})"
+            )
         if self.max_concurrency is not None and self.profile in CLOSED_LOOP:
-            raise ValueError("max_concurrency is for the open-loop profiles (constant, poisson)")
+            raise ValueError(
+                "max_concurrency is for the open-loop profiles (constant, poisson)"
+            )
         return self
 
     @property
@@ -90,25 +121,50 @@ class LoadTest(LoadSpec):
     """A load profile at each level: ``requests`` requests per level (or to a precision)."""
 
     kind: Literal["load"] = "load"
-    requests: int = Field(60, ge=1, le=100000, description="Requests sent at each level (the samples), when "
-                          "precision is null.")
+    requests: int = Field(
+        60,
+        ge=1,
+        le=100000,
+        description="Requests sent at each level (the samples), when "
+        "precision is null.",
+    )
 
 
 # -- what the load kinds store (``load`` and ``capacity``) ------------------------------------------
 class LoadRequestRecord(RequestRecord):
     """One request of a load level: the HTTP client's record plus its place in the schedule."""
 
-    level: float | None = Field(None, description="The level (users or requests per second) it was sent at.")
+    level: float | None = Field(
+        None, description="The level (users or requests per second) it was sent at."
+    )
     index: int | None = Field(None, description="Its index in the level's schedule.")
-    scheduled_ms: float | None = Field(None, description="When the profile wanted it sent, from the level's origin.")
-    queue_ms: float | None = Field(None, description="Sent - scheduled: the client's own wait, never the server's latency.")
-    dispatch_lag_ms: float | None = Field(None, description="How late the client's event loop got to it.")
-    chunk_ms: list[float] | None = Field(None, description="Arrival of every content chunk, from the request's start "
-                                         "(the inter-chunk gaps are its differences).")
-    client_parse_ms: float | None = Field(None, description="The client's own time parsing the stream.")
-    cached_tokens: int | None = Field(None, description="Prompt tokens the server took from its prefix cache.")
-    cached_tokens_source: str | None = Field(None, description="Where cached_tokens was read (usage or timings).")
-    server_timings: dict[str, Any] | None = Field(None, description="The server's own timings (llama-server).")
+    scheduled_ms: float | None = Field(
+        None, description="When the profile wanted it sent, from the level's origin."
+    )
+    queue_ms: float | None = Field(
+        None,
+        description="Sent - scheduled: the client's own wait, never the server's latency.",
+    )
+    dispatch_lag_ms: float | None = Field(
+        None, description="How late the client's event loop got to it."
+    )
+    chunk_ms: list[float] | None = Field(
+        None,
+        description="Arrival of every content chunk, from the request's start "
+        "(the inter-chunk gaps are its differences).",
+    )
+    client_parse_ms: float | None = Field(
+        None, description="The client's own time parsing the stream."
+    )
+    cached_tokens: int | None = Field(
+        None, description="Prompt tokens the server took from its prefix cache."
+    )
+    cached_tokens_source: str | None = Field(
+        None, description="Where cached_tokens was read (usage or timings)."
+    )
+    server_timings: dict[str, Any] | None = Field(
+        None, description="The server's own timings (llama-server)."
+    )
     prompt_tokens_requested: int | None = None
     output_tokens_requested: int | None = None
 
@@ -120,12 +176,20 @@ class LoadLevel(Shape):
     index: int | None = None
     wall_s: float | None = None
     planned: int | None = Field(None, description="Requests planned at this level.")
-    stop_reason: str | None = Field(None, description="all_sent, verdict_meets/verdict_misses (a capacity look), "
-                                    "a precision stop, server_lost.")
+    stop_reason: str | None = Field(
+        None,
+        description="all_sent, verdict_meets/verdict_misses (a capacity look), "
+        "a precision stop, server_lost.",
+    )
     requests: list[LoadRequestRecord] = Field(default_factory=list)
-    client: dict[str, Any] | None = Field(None, description="The client's CPU time, event-loop lag and the host's load "
-                                          "average at the level's start and end.")
-    server_metrics: dict[str, Any] | None = Field(None, description="The server's /metrics counters over the level (delta).")
+    client: dict[str, Any] | None = Field(
+        None,
+        description="The client's CPU time, event-loop lag and the host's load "
+        "average at the level's start and end.",
+    )
+    server_metrics: dict[str, Any] | None = Field(
+        None, description="The server's /metrics counters over the level (delta)."
+    )
 
 
 class LoadSamples(Samples):
@@ -145,17 +209,36 @@ class LoadSloRecord(Shape):
 
 class LoadDetails(RequestDetails):
     slo: LoadSloRecord | None = None
-    summary: dict[str, Any] | None = Field(None, description="Every level's statistics, verdicts and the answer as the "
-                                           "run computed them (core.kinds.load_stats.sweep_summary, versioned; "
-                                           "recomputed from the samples where older).")
-    workload: dict[str, Any] | None = Field(None, description="How the requests were built (tokenizer or text, source "
-                                            "text and its sha256).")
+    summary: dict[str, Any] | None = Field(
+        None,
+        description="Every level's statistics, verdicts and the answer as the "
+        "run computed them (core.kinds.load_stats.sweep_summary, versioned; "
+        "recomputed from the samples where older).",
+    )
+    workload: dict[str, Any] | None = Field(
+        None,
+        description="How the requests were built (tokenizer or text, source "
+        "text and its sha256).",
+    )
     answer_text: str | None = None
 
 
-KIND = register(Kind(
-    "load", LoadTest, "A load profile (synchronous, concurrent users, constant or Poisson arrivals) at one level or "
-    "swept: per-request records, percentiles with order-statistic bounds, SLO verdicts, the highest level meeting them.",
-    headline="slo_max_level", columns=("slo_max_level", "peak_aggregate_tps", "failed_requests"),
-    metrics=("slo_max_level", "peak_aggregate_tps", "requests_sent", "failed_requests", "startup_ms"),
-    details=LoadDetails, samples=LoadSamples))
+KIND = register(
+    Kind(
+        "load",
+        LoadTest,
+        "A load profile (synchronous, concurrent users, constant or Poisson arrivals) at one level or "
+        "swept: per-request records, percentiles with order-statistic bounds, SLO verdicts, the highest level meeting them.",
+        headline="slo_max_level",
+        columns=("slo_max_level", "peak_aggregate_tps", "failed_requests"),
+        metrics=(
+            "slo_max_level",
+            "peak_aggregate_tps",
+            "requests_sent",
+            "failed_requests",
+            "startup_ms",
+        ),
+        details=LoadDetails,
+        samples=LoadSamples,
+    )
+)

@@ -44,7 +44,9 @@ LATENCY = ("ttft_ms", "tpot_ms", "e2e_ms")
 PERCENTILES = (50.0, 90.0, 95.0, 99.0)
 #: Bumped whenever these figures are computed differently: a stored summary of another version is recomputed.
 LOAD_STATS_VERSION = 1
-SATURATION_GROWTH = 0.05  # closed loop: throughput growth below this over the level below = saturated
+SATURATION_GROWTH = (
+    0.05  # closed loop: throughput growth below this over the level below = saturated
+)
 COMPLETION_RATIO = 0.90  # open loop: completed / offered below this = saturated
 
 
@@ -74,7 +76,9 @@ def latency_values(records: Sequence[dict[str, Any]], metric: str) -> list[float
     return out
 
 
-def percentile_table(records: Sequence[dict[str, Any]], metric: str, confidence: float = 0.95) -> dict[str, Any]:
+def percentile_table(
+    records: Sequence[dict[str, Any]], metric: str, confidence: float = 0.95
+) -> dict[str, Any]:
     """p50/p90/p95/p99 of a metric over all requests (failures as infinite), each with its interval."""
     vals = latency_values(records, metric)
     out = {}
@@ -88,23 +92,42 @@ def percentile_table(records: Sequence[dict[str, Any]], metric: str, confidence:
     return out
 
 
-def slo_verdicts(records: Sequence[dict[str, Any]], slo: Slo, confidence: float | None = None) -> dict[str, Any]:
+def slo_verdicts(
+    records: Sequence[dict[str, Any]], slo: Slo, confidence: float | None = None
+) -> dict[str, Any]:
     """Each limit's verdict (core.stats.quantile_vs_limit) and the level's: meets / misses / unresolved."""
     conf = confidence if confidence is not None else slo.confidence
     per = {}
     for metric, limit in slo.limits().items():
-        v = stats.quantile_vs_limit(latency_values(records, metric), slo.percentile, limit, conf)
+        v = stats.quantile_vs_limit(
+            latency_values(records, metric), slo.percentile, limit, conf
+        )
         v["observed_within"] = v["value"] is not None and v["value"] <= limit
         # a bound that falls on a failed request is infinite: kept as a flag (JSON has no infinity)
-        v["infinite"] = [k for k in ("value", "lower", "upper") if v[k] is not None and math.isinf(v[k])]
+        v["infinite"] = [
+            k
+            for k in ("value", "lower", "upper")
+            if v[k] is not None and math.isinf(v[k])
+        ]
         per[metric] = clean(v)
     verdicts = [v["verdict"] for v in per.values()]
-    overall = "meets" if verdicts and all(x == "meets" for x in verdicts) else \
-        "misses" if "misses" in verdicts else "unresolved"
+    overall = (
+        "meets"
+        if verdicts and all(x == "meets" for x in verdicts)
+        else "misses"
+        if "misses" in verdicts
+        else "unresolved"
+    )
     needs = [v["needs"] for v in per.values() if v["verdict"] == "unresolved"]
-    return {"verdict": overall, "confidence": conf, "limits": per,
-            "observed_meets": bool(per) and all(v["observed_within"] for v in per.values()),
-            "needs": (None if any(n is None for n in needs) else max(needs)) if needs else 0}
+    return {
+        "verdict": overall,
+        "confidence": conf,
+        "limits": per,
+        "observed_meets": bool(per) and all(v["observed_within"] for v in per.values()),
+        "needs": (None if any(n is None for n in needs) else max(needs))
+        if needs
+        else 0,
+    }
 
 
 def meets_every_limit(record: dict[str, Any], slo: Slo) -> bool:
@@ -125,35 +148,73 @@ def _pct(values: Sequence[float], q: float) -> float | None:
     return float(np.percentile(arr, q)) if arr else None
 
 
-def schedule_stats(records: Sequence[dict[str, Any]], profile: str, level: float) -> dict[str, Any]:
+def schedule_stats(
+    records: Sequence[dict[str, Any]], profile: str, level: float
+) -> dict[str, Any]:
     """Did the client keep the schedule? Its own queueing (queue_ms) and lateness (dispatch lag)."""
     queue = [r.get("queue_ms") for r in records if r.get("queue_ms") is not None]
-    lag = [r.get("dispatch_lag_ms") for r in records if r.get("dispatch_lag_ms") is not None]
-    sched = sorted(r["scheduled_ms"] for r in records if r.get("scheduled_ms") is not None)
-    sent = sorted(r["start_ms"] for r in records if r.get("start_ms") is not None and r.get("attempts", 1) > 0)
+    lag = [
+        r.get("dispatch_lag_ms")
+        for r in records
+        if r.get("dispatch_lag_ms") is not None
+    ]
+    sched = sorted(
+        r["scheduled_ms"] for r in records if r.get("scheduled_ms") is not None
+    )
+    sent = sorted(
+        r["start_ms"]
+        for r in records
+        if r.get("start_ms") is not None and r.get("attempts", 1) > 0
+    )
     out: dict[str, Any] = {
-        "queue_ms_p50": _pct(queue, 50), "queue_ms_p95": _pct(queue, 95), "queue_ms_max": max(queue) if queue else None,
-        "dispatch_lag_ms_p50": _pct(lag, 50), "dispatch_lag_ms_p95": _pct(lag, 95),
+        "queue_ms_p50": _pct(queue, 50),
+        "queue_ms_p95": _pct(queue, 95),
+        "queue_ms_max": max(queue) if queue else None,
+        "dispatch_lag_ms_p50": _pct(lag, 50),
+        "dispatch_lag_ms_p95": _pct(lag, 95),
         "dispatch_lag_ms_max": max(lag) if lag else None,
-        "scheduled_rps": (len(sched) - 1) / ((sched[-1] - sched[0]) / 1000) if len(sched) > 2 and sched[-1] > sched[0] else None,
-        "sent_rps": (len(sent) - 1) / ((sent[-1] - sent[0]) / 1000) if len(sent) > 2 and sent[-1] > sent[0] else None,
-        "drift_ms": None, "tolerance_ms": None, "client_bound": False,
+        "scheduled_rps": (len(sched) - 1) / ((sched[-1] - sched[0]) / 1000)
+        if len(sched) > 2 and sched[-1] > sched[0]
+        else None,
+        "sent_rps": (len(sent) - 1) / ((sent[-1] - sent[0]) / 1000)
+        if len(sent) > 2 and sent[-1] > sent[0]
+        else None,
+        "drift_ms": None,
+        "tolerance_ms": None,
+        "client_bound": False,
     }
     if profile in ("constant", "poisson") and lag:
         k = max(1, len(lag) // 10)
-        ordered = [r.get("dispatch_lag_ms") for r in sorted(records, key=lambda r: r.get("scheduled_ms") or 0)
-                   if r.get("dispatch_lag_ms") is not None]
+        ordered = [
+            r.get("dispatch_lag_ms")
+            for r in sorted(records, key=lambda r: r.get("scheduled_ms") or 0)
+            if r.get("dispatch_lag_ms") is not None
+        ]
         out["drift_ms"] = float(np.median(ordered[-k:]) - np.median(ordered[:k]))
         tol = max(10.0, 0.25 * 1000.0 / level)
         out["tolerance_ms"] = tol
-        out["client_bound"] = bool(out["dispatch_lag_ms_p95"] is not None and out["dispatch_lag_ms_p95"] > tol)
+        out["client_bound"] = bool(
+            out["dispatch_lag_ms_p95"] is not None and out["dispatch_lag_ms_p95"] > tol
+        )
     return out
 
 
 def queue_growth(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """Does TTFT grow over the level, in the order requests were scheduled? (failures count at their elapsed time)"""
-    ordered = sorted(records, key=lambda r: (r.get("scheduled_ms") if r.get("scheduled_ms") is not None else r.get("start_ms") or 0))
-    ttft = [r["ttft_ms"] if r.get("ok") and r.get("ttft_ms") is not None else r.get("elapsed_ms") for r in ordered]
+    ordered = sorted(
+        records,
+        key=lambda r: (
+            r.get("scheduled_ms")
+            if r.get("scheduled_ms") is not None
+            else r.get("start_ms") or 0
+        ),
+    )
+    ttft = [
+        r["ttft_ms"]
+        if r.get("ok") and r.get("ttft_ms") is not None
+        else r.get("elapsed_ms")
+        for r in ordered
+    ]
     ttft = [float(v) for v in ttft if v is not None]
     tr = stats.trend(ttft)
     if tr is None:
@@ -161,47 +222,85 @@ def queue_growth(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
     k = max(2, len(ttft) // 4)
     start, end = float(np.median(ttft[:k])), float(np.median(ttft[-k:]))
     ratio = end / start if start > 0 else None
-    growing = bool(tr["tau"] > 0 and tr["p_value"] < 0.01 and ratio is not None and ratio > 2.0)
-    return {"tau": tr["tau"], "p_value": tr["p_value"], "ratio_end_start": ratio, "growing": growing}
-
-
-def client_overhead(level: dict[str, Any], records: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """What the client itself cost: event-loop lag while the level ran, CPU share, parse time per request."""
-    c = level.get("client") or {}
-    parse = [r.get("client_parse_ms") for r in records if r.get("client_parse_ms") is not None]
-    wall = level.get("wall_s") or 0
+    growing = bool(
+        tr["tau"] > 0 and tr["p_value"] < 0.01 and ratio is not None and ratio > 2.0
+    )
     return {
-        "loop_lag_ms_p50": c.get("loop_lag_ms_p50"), "loop_lag_ms_p99": c.get("loop_lag_ms_p99"),
-        "loop_lag_ms_max": c.get("loop_lag_ms_max"),
-        "cpu_share": (c.get("cpu_s") / wall) if c.get("cpu_s") is not None and wall else None,
-        "parse_ms_per_request": float(np.mean(parse)) if parse else None,
-        "loadavg_1m_start": c.get("loadavg_1m_start"), "loadavg_1m_end": c.get("loadavg_1m_end"),
+        "tau": tr["tau"],
+        "p_value": tr["p_value"],
+        "ratio_end_start": ratio,
+        "growing": growing,
     }
 
 
-def prefix_cache(records: Sequence[dict[str, Any]], level: dict[str, Any]) -> dict[str, Any]:
+def client_overhead(
+    level: dict[str, Any], records: Sequence[dict[str, Any]]
+) -> dict[str, Any]:
+    """What the client itself cost: event-loop lag while the level ran, CPU share, parse time per request."""
+    c = level.get("client") or {}
+    parse = [
+        r.get("client_parse_ms")
+        for r in records
+        if r.get("client_parse_ms") is not None
+    ]
+    wall = level.get("wall_s") or 0
+    return {
+        "loop_lag_ms_p50": c.get("loop_lag_ms_p50"),
+        "loop_lag_ms_p99": c.get("loop_lag_ms_p99"),
+        "loop_lag_ms_max": c.get("loop_lag_ms_max"),
+        "cpu_share": (c.get("cpu_s") / wall)
+        if c.get("cpu_s") is not None and wall
+        else None,
+        "parse_ms_per_request": float(np.mean(parse)) if parse else None,
+        "loadavg_1m_start": c.get("loadavg_1m_start"),
+        "loadavg_1m_end": c.get("loadavg_1m_end"),
+    }
+
+
+def prefix_cache(
+    records: Sequence[dict[str, Any]], level: dict[str, Any]
+) -> dict[str, Any]:
     """Prefix cache hit rate: prompt tokens the server took from its cache / prompt tokens, from the
     requests that reported it (usage.prompt_tokens_details.cached_tokens or llama-server's
     timings.cache_n), and from the server's /metrics counters where it exposes them."""
-    rep = [r for r in records if r.get("ok") and r.get("cached_tokens") is not None and r.get("prompt_tokens")]
-    out: dict[str, Any] = {"requests_reporting": len(rep), "hit_rate": None, "source": None,
-                           "metrics_hit_rate": None}
+    rep = [
+        r
+        for r in records
+        if r.get("ok") and r.get("cached_tokens") is not None and r.get("prompt_tokens")
+    ]
+    out: dict[str, Any] = {
+        "requests_reporting": len(rep),
+        "hit_rate": None,
+        "source": None,
+        "metrics_hit_rate": None,
+    }
     if rep:
-        out["hit_rate"] = sum(r["cached_tokens"] for r in rep) / sum(r["prompt_tokens"] for r in rep)
+        out["hit_rate"] = sum(r["cached_tokens"] for r in rep) / sum(
+            r["prompt_tokens"] for r in rep
+        )
         out["source"] = sorted({r.get("cached_tokens_source") or "usage" for r in rep})
     m = (level.get("server_metrics") or {}).get("delta") or {}
-    cached, fresh = m.get("llamacpp:prompt_tokens_cached_total"), m.get("llamacpp:prompt_tokens_total")
+    cached, fresh = (
+        m.get("llamacpp:prompt_tokens_cached_total"),
+        m.get("llamacpp:prompt_tokens_total"),
+    )
     if cached is not None and fresh is not None and cached + fresh > 0:
         out["metrics_hit_rate"] = cached / (cached + fresh)
     return out
 
 
-def level_summary(level: dict[str, Any], slo: Slo, profile: str, confidence: float | None = None) -> dict[str, Any]:
+def level_summary(
+    level: dict[str, Any], slo: Slo, profile: str, confidence: float | None = None
+) -> dict[str, Any]:
     """Everything one level shows: counts, errors, throughput, percentiles with bounds, SLO verdicts,
     the client's schedule, saturation, the client's overhead, the prefix cache."""
     records = level.get("requests") or []
     ok = [r for r in records if r.get("ok")]
-    reasons = Counter((r.get("error") or {}).get("reason", "unknown") for r in records if not r.get("ok"))
+    reasons = Counter(
+        (r.get("error") or {}).get("reason", "unknown")
+        for r in records
+        if not r.get("ok")
+    )
     wall = level.get("wall_s") or 0.0
     out_tokens = sum(int(r.get("output_tokens") or 0) for r in ok)
     n = len(records)
@@ -213,33 +312,59 @@ def level_summary(level: dict[str, Any], slo: Slo, profile: str, confidence: flo
     # kept up or not: the rate requests completed (between the first and the last completion) against
     # the rate they were actually scheduled at (a short Poisson level's realised rate is not its nominal one)
     ends = sorted(r["end_ms"] for r in ok if r.get("end_ms") is not None)
-    departures = (len(ends) - 1) / ((ends[-1] - ends[0]) / 1000.0) if len(ends) > 2 and ends[-1] > ends[0] else None
+    departures = (
+        (len(ends) - 1) / ((ends[-1] - ends[0]) / 1000.0)
+        if len(ends) > 2 and ends[-1] > ends[0]
+        else None
+    )
     arrivals = sched.get("scheduled_rps")
-    ratio = departures / arrivals if (offered and departures is not None and arrivals) else None
-    saturated_open = bool(offered and (qg["growing"] or (ratio is not None and ratio < COMPLETION_RATIO)))
-    return clean({
-        "version": LOAD_STATS_VERSION,
-        "level": level["level"],
-        "requests": n, "ok": len(ok), "errors": n - len(ok), "error_reasons": dict(sorted(reasons.items())),
-        "retried": sum(1 for r in records if (r.get("attempts") or 1) > 1),
-        "stop_reason": level.get("stop_reason"),
-        "wall_s": wall, "output_tokens": out_tokens,
-        "aggregate_tps": out_tokens / wall if wall else None,
-        "completed_rps": completed_rps, "offered_rps": offered, "departure_rps": departures, "completion_ratio": ratio,
-        "goodput_rps": good / wall if wall else None, "slo_attainment": good / n if n else None,
-        "prompt_tokens_mean": float(np.mean([r["prompt_tokens"] for r in ok if r.get("prompt_tokens")])) if any(r.get("prompt_tokens") for r in ok) else None,
-        "output_tokens_mean": out_tokens / len(ok) if ok else None,
-        "percentiles": {m: percentile_table(records, m) for m in LATENCY},
-        "slo": slo_verdicts(records, slo, confidence),
-        "schedule": sched,
-        "queue_growth": qg,
-        "saturated": saturated_open,
-        "client": client_overhead(level, records),
-        "prefix_cache": prefix_cache(records, level),
-    })
+    ratio = (
+        departures / arrivals
+        if (offered and departures is not None and arrivals)
+        else None
+    )
+    saturated_open = bool(
+        offered and (qg["growing"] or (ratio is not None and ratio < COMPLETION_RATIO))
+    )
+    return clean(
+        {
+            "version": LOAD_STATS_VERSION,
+            "level": level["level"],
+            "requests": n,
+            "ok": len(ok),
+            "errors": n - len(ok),
+            "error_reasons": dict(sorted(reasons.items())),
+            "retried": sum(1 for r in records if (r.get("attempts") or 1) > 1),
+            "stop_reason": level.get("stop_reason"),
+            "wall_s": wall,
+            "output_tokens": out_tokens,
+            "aggregate_tps": out_tokens / wall if wall else None,
+            "completed_rps": completed_rps,
+            "offered_rps": offered,
+            "departure_rps": departures,
+            "completion_ratio": ratio,
+            "goodput_rps": good / wall if wall else None,
+            "slo_attainment": good / n if n else None,
+            "prompt_tokens_mean": float(
+                np.mean([r["prompt_tokens"] for r in ok if r.get("prompt_tokens")])
+            )
+            if any(r.get("prompt_tokens") for r in ok)
+            else None,
+            "output_tokens_mean": out_tokens / len(ok) if ok else None,
+            "percentiles": {m: percentile_table(records, m) for m in LATENCY},
+            "slo": slo_verdicts(records, slo, confidence),
+            "schedule": sched,
+            "queue_growth": qg,
+            "saturated": saturated_open,
+            "client": client_overhead(level, records),
+            "prefix_cache": prefix_cache(records, level),
+        }
+    )
 
 
-def capacity_interval(summaries: Sequence[dict[str, Any]], grid: Sequence[float]) -> dict[str, Any]:
+def capacity_interval(
+    summaries: Sequence[dict[str, Any]], grid: Sequence[float]
+) -> dict[str, Any]:
     """The answer and its interval from the verdicts of the levels measured (any subset of ``grid``).
 
     ``low``: the highest level confirmed to meet the SLOs below the lowest confirmed miss (0 when
@@ -248,62 +373,121 @@ def capacity_interval(summaries: Sequence[dict[str, Any]], grid: Sequence[float]
     observed percentiles are within the limits (else ``low``). A client-bound level decides nothing."""
     grid = sorted(float(g) for g in grid)
     by = {float(s["level"]): s for s in summaries}
-    usable = {lv: s for lv, s in by.items() if not (s.get("schedule") or {}).get("client_bound")}
+    usable = {
+        lv: s
+        for lv, s in by.items()
+        if not (s.get("schedule") or {}).get("client_bound")
+    }
     misses = sorted(lv for lv, s in usable.items() if s["slo"]["verdict"] == "misses")
     lowest_miss = misses[0] if misses else None
     below = [g for g in grid if lowest_miss is None or g < lowest_miss]
     high = below[-1] if below else 0.0
-    meets = sorted(lv for lv, s in usable.items() if s["slo"]["verdict"] == "meets" and lv <= high)
+    meets = sorted(
+        lv for lv, s in usable.items() if s["slo"]["verdict"] == "meets" and lv <= high
+    )
     low = meets[-1] if meets else 0.0
-    observed = sorted(lv for lv, s in usable.items() if s["slo"]["observed_meets"] and low <= lv <= high)
+    observed = sorted(
+        lv
+        for lv, s in usable.items()
+        if s["slo"]["observed_meets"] and low <= lv <= high
+    )
     answer = observed[-1] if observed else low
-    non_monotonic = bool(lowest_miss is not None and any(
-        s["slo"]["verdict"] == "meets" for lv, s in usable.items() if lv > lowest_miss))
-    return {"answer": answer, "low": low, "high": high, "open_above": lowest_miss is None,
-            "lowest_miss": lowest_miss, "non_monotonic": non_monotonic,
-            "client_bound_levels": sorted(lv for lv, s in by.items() if (s.get("schedule") or {}).get("client_bound"))}
+    non_monotonic = bool(
+        lowest_miss is not None
+        and any(
+            s["slo"]["verdict"] == "meets"
+            for lv, s in usable.items()
+            if lv > lowest_miss
+        )
+    )
+    return {
+        "answer": answer,
+        "low": low,
+        "high": high,
+        "open_above": lowest_miss is None,
+        "lowest_miss": lowest_miss,
+        "non_monotonic": non_monotonic,
+        "client_bound_levels": sorted(
+            lv for lv, s in by.items() if (s.get("schedule") or {}).get("client_bound")
+        ),
+    }
 
 
 def closed_loop_saturation(summaries: Sequence[dict[str, Any]]) -> float | None:
     """The lowest level (users) at which aggregate throughput grew by less than SATURATION_GROWTH over
     the level measured below it: more users only queue from there on."""
-    rows = sorted((s for s in summaries if s.get("aggregate_tps")), key=lambda s: s["level"])
+    rows = sorted(
+        (s for s in summaries if s.get("aggregate_tps")), key=lambda s: s["level"]
+    )
     for a, b in zip(rows, rows[1:]):
         if b["aggregate_tps"] < a["aggregate_tps"] * (1.0 + SATURATION_GROWTH):
             return float(b["level"])
     return None
 
 
-def sweep_summary(levels: Sequence[dict[str, Any]], slo: Slo, profile: str, grid: Sequence[float] | None = None,
-                  confidence: float | None = None) -> dict[str, Any]:
+def sweep_summary(
+    levels: Sequence[dict[str, Any]],
+    slo: Slo,
+    profile: str,
+    grid: Sequence[float] | None = None,
+    confidence: float | None = None,
+) -> dict[str, Any]:
     """Per-level summaries of a load test (or the levels a capacity search visited) and what they show."""
-    rows = [level_summary(lv, slo, profile, confidence) for lv in sorted(levels, key=lambda x: float(x["level"]))]
+    rows = [
+        level_summary(lv, slo, profile, confidence)
+        for lv in sorted(levels, key=lambda x: float(x["level"]))
+    ]
     grid = list(grid) if grid is not None else [float(r["level"]) for r in rows]
     iv = capacity_interval(rows, grid)
-    sat = closed_loop_saturation(rows) if profile in ("synchronous", "concurrent") else \
-        next((float(r["level"]) for r in rows if r["saturated"]), None)
-    peak = max((r for r in rows if r.get("aggregate_tps") is not None), key=lambda r: r["aggregate_tps"], default=None)
-    return clean({
-        "version": LOAD_STATS_VERSION, "profile": profile, "slo": slo.model_dump(), "levels": rows,
-        "answer": iv, "saturation_level": sat,
-        "peak_aggregate_tps": peak["aggregate_tps"] if peak else None, "peak_level": peak["level"] if peak else None,
-        "requests": sum(r["requests"] for r in rows), "errors": sum(r["errors"] for r in rows),
-        "error_reasons": dict(sum((Counter(r["error_reasons"]) for r in rows), Counter())),
-        "client_bound_levels": iv["client_bound_levels"],
-    })
+    sat = (
+        closed_loop_saturation(rows)
+        if profile in ("synchronous", "concurrent")
+        else next((float(r["level"]) for r in rows if r["saturated"]), None)
+    )
+    peak = max(
+        (r for r in rows if r.get("aggregate_tps") is not None),
+        key=lambda r: r["aggregate_tps"],
+        default=None,
+    )
+    return clean(
+        {
+            "version": LOAD_STATS_VERSION,
+            "profile": profile,
+            "slo": slo.model_dump(),
+            "levels": rows,
+            "answer": iv,
+            "saturation_level": sat,
+            "peak_aggregate_tps": peak["aggregate_tps"] if peak else None,
+            "peak_level": peak["level"] if peak else None,
+            "requests": sum(r["requests"] for r in rows),
+            "errors": sum(r["errors"] for r in rows),
+            "error_reasons": dict(
+                sum((Counter(r["error_reasons"]) for r in rows), Counter())
+            ),
+            "client_bound_levels": iv["client_bound_levels"],
+        }
+    )
 
 
 def stored_summary(stored: Any) -> dict[str, Any] | None:
     """A summary a run stored when it measured, if today's code would compute it the same way."""
-    if isinstance(stored, dict) and stored.get("version") == LOAD_STATS_VERSION and isinstance(stored.get("levels"), list):
+    if (
+        isinstance(stored, dict)
+        and stored.get("version") == LOAD_STATS_VERSION
+        and isinstance(stored.get("levels"), list)
+    ):
         return stored
     return None
 
 
 def answer_text(answer: dict[str, Any], slo: Slo, unit: str) -> str:
-    """"4 users [3, 5] at p95 TTFT ≤ 500 ms, p95 TPOT ≤ 50 ms" (plain text; pages escape it)."""
+    """ "4 users [3, 5] at p95 TTFT ≤ 500 ms, p95 TPOT ≤ 50 ms" (plain text; pages escape it)."""
+
     def f(x: float) -> str:
         return f"{x:g}"
+
     above = " or more" if answer.get("open_above") else ""
-    return (f"{f(answer['answer'])} {unit}{above} [{f(answer['low'])}, {f(answer['high'])}{'+' if above else ''}] "
-            f"at {slo.describe()}")
+    return (
+        f"{f(answer['answer'])} {unit}{above} [{f(answer['low'])}, {f(answer['high'])}{'+' if above else ''}] "
+        f"at {slo.describe()}"
+    )

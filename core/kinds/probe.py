@@ -28,7 +28,14 @@ from core.kinds import register
 from core.kinds.base import Kind, Samples, Shape, TestSpec
 from core.kinds.request import RequestDetails
 
-CASES = ("chat", "stream_usage", "tool_call", "tool_followup", "json_mode", "json_schema")
+CASES = (
+    "chat",
+    "stream_usage",
+    "tool_call",
+    "tool_followup",
+    "json_mode",
+    "json_schema",
+)
 CASE_HELP = {
     "chat": "plain streamed chat",
     "stream_usage": "usage reported in the stream (stream_options.include_usage)",
@@ -44,17 +51,30 @@ class ProbeTest(TestSpec):
 
     kind: Literal["probe"] = "probe"
     id: str = Field("probe", description="Name of this test, used in tables.")
-    cases: list[str] = Field(default_factory=lambda: list(CASES), description="Cases to run: " + "; ".join(
-        f"{k}: {v}" for k, v in CASE_HELP.items()) + ".")
-    repeats: int = Field(3, ge=1, le=100, description="Tries of each case (success rate and latency over them).")
-    max_tokens: int = Field(96, ge=8, le=4096, description="Most tokens of each answer.")
+    cases: list[str] = Field(
+        default_factory=lambda: list(CASES),
+        description="Cases to run: "
+        + "; ".join(f"{k}: {v}" for k, v in CASE_HELP.items())
+        + ".",
+    )
+    repeats: int = Field(
+        3,
+        ge=1,
+        le=100,
+        description="Tries of each case (success rate and latency over them).",
+    )
+    max_tokens: int = Field(
+        96, ge=8, le=4096, description="Most tokens of each answer."
+    )
 
     @field_validator("cases")
     @classmethod
     def _cases(cls, v: list[str]) -> list[str]:
         unknown = [c for c in v if c not in CASES]
         if unknown:
-            raise ValueError(f"unknown probe case {unknown[0]!r} (known: {', '.join(CASES)})")
+            raise ValueError(
+                f"unknown probe case {unknown[0]!r} (known: {', '.join(CASES)})"
+            )
         if not v or len(set(v)) != len(v):
             raise ValueError("cases must name at least one case, each once")
         return v
@@ -99,18 +119,32 @@ class ProbeSamples(Samples):
 
 
 class ProbeDetails(RequestDetails):
-    probe: dict[str, ProbeCaseSummary] | None = Field(None, description="Per case: tries, successes, median latency, "
-                                                      "failure reasons.")
+    probe: dict[str, ProbeCaseSummary] | None = Field(
+        None, description="Per case: tries, successes, median latency, failure reasons."
+    )
 
 
 def _values(samples: ProbeSamples, metric: str) -> list[float]:
     if metric == "probe_success_rate":
-        return [c.success_rate for c in (samples.cases or {}).values() if c.success_rate is not None]
+        return [
+            c.success_rate
+            for c in (samples.cases or {}).values()
+            if c.success_rate is not None
+        ]
     return []
 
 
-KIND = register(Kind(
-    "probe", ProbeTest, "Endpoint probe: plain chat, usage in the stream, tool call first turn and follow-up, JSON "
-    "mode and structured output; success, latency and failure reason per case.",
-    headline=None, columns=("probe_success_rate",), metrics=("probe_success_rate", "startup_ms"),
-    details=ProbeDetails, samples=ProbeSamples, values=_values))
+KIND = register(
+    Kind(
+        "probe",
+        ProbeTest,
+        "Endpoint probe: plain chat, usage in the stream, tool call first turn and follow-up, JSON "
+        "mode and structured output; success, latency and failure reason per case.",
+        headline=None,
+        columns=("probe_success_rate",),
+        metrics=("probe_success_rate", "startup_ms"),
+        details=ProbeDetails,
+        samples=ProbeSamples,
+        values=_values,
+    )
+)

@@ -16,16 +16,26 @@ from pydantic import Field, model_validator
 from core.kinds import register
 from core.kinds.base import Details, Kind, PerfCounters, Samples, TestSpec
 
-_RATE_RE = re.compile(r"^(?:pp(?P<pp>\d+))?(?P<plus>\+)?(?:tg(?P<tg>\d+))?(?:@d(?P<d>\d+))?$")
+_RATE_RE = re.compile(
+    r"^(?:pp(?P<pp>\d+))?(?P<plus>\+)?(?:tg(?P<tg>\d+))?(?:@d(?P<d>\d+))?$"
+)
 
 
 class RateTest(TestSpec):
     """llama-bench's method: random token ids, untimed warm-up, r timed repetitions."""
 
     kind: Literal["rate"] = "rate"
-    n_prompt: int = Field(0, ge=0, description="Prompt tokens decoded in batches of n_batch (pp).")
-    n_gen: int = Field(0, ge=0, description="Tokens generated one decode at a time (tg).")
-    n_depth: int = Field(0, ge=0, description="Context tokens prefilled outside the timer before each repetition.")
+    n_prompt: int = Field(
+        0, ge=0, description="Prompt tokens decoded in batches of n_batch (pp)."
+    )
+    n_gen: int = Field(
+        0, ge=0, description="Tokens generated one decode at a time (tg)."
+    )
+    n_depth: int = Field(
+        0,
+        ge=0,
+        description="Context tokens prefilled outside the timer before each repetition.",
+    )
 
     @model_validator(mode="after")
     def _something(self) -> "RateTest":
@@ -46,21 +56,40 @@ class RateTest(TestSpec):
     @classmethod
     def parse(cls, text: str) -> "RateTest":
         m = _RATE_RE.match(text.strip())
-        if not m or not (m["pp"] or m["tg"]) or (m["plus"] and not (m["pp"] and m["tg"])):
-            raise ValueError(f"{text!r} is not a rate test (expected e.g. pp512, tg128, pp512+tg128, tg128@d2048)")
-        return cls(n_prompt=int(m["pp"] or 0), n_gen=int(m["tg"] or 0), n_depth=int(m["d"] or 0))
+        if (
+            not m
+            or not (m["pp"] or m["tg"])
+            or (m["plus"] and not (m["pp"] and m["tg"]))
+        ):
+            raise ValueError(
+                f"{text!r} is not a rate test (expected e.g. pp512, tg128, pp512+tg128, tg128@d2048)"
+            )
+        return cls(
+            n_prompt=int(m["pp"] or 0),
+            n_gen=int(m["tg"] or 0),
+            n_depth=int(m["d"] or 0),
+        )
 
 
 class RateSamples(Samples):
     """Per timed repetition: its wall time and its rate (llama-bench's samples_ns, samples_ts)."""
 
-    ns: list[int] | None = Field(None, description="Wall time of each timed repetition (ns).")
-    ts: list[float] | None = Field(None, description="Tokens per second of each repetition: its tokens / its wall time.")
+    ns: list[int] | None = Field(
+        None, description="Wall time of each timed repetition (ns)."
+    )
+    ts: list[float] | None = Field(
+        None,
+        description="Tokens per second of each repetition: its tokens / its wall time.",
+    )
 
 
 class RateDetails(Details):
-    perf_counters: list[PerfCounters] | None = Field(None, description="llama.cpp's own counters, per repetition.")
-    perf_counter_ts: list[float | None] | None = Field(None, description="The rate by llama.cpp's counters, per repetition.")
+    perf_counters: list[PerfCounters] | None = Field(
+        None, description="llama.cpp's own counters, per repetition."
+    )
+    perf_counter_ts: list[float | None] | None = Field(
+        None, description="The rate by llama.cpp's counters, per repetition."
+    )
     n_vocab: int | None = None
     add_bos: bool | None = None
     repetitions: int | None = None
@@ -70,16 +99,32 @@ class RateDetails(Details):
     imported_from_sha256: str | None = None
     record_index: int | None = None
     imported_at: str | None = None
-    llama_bench: dict[str, Any] | None = Field(None, description="The imported record's own figures (avg_ts, stddev_ts, ...).")
+    llama_bench: dict[str, Any] | None = Field(
+        None, description="The imported record's own figures (avg_ts, stddev_ts, ...)."
+    )
 
 
 def _values(samples: RateSamples, metric: str) -> list[float]:
     return [float(v) for v in samples.ts or []] if metric == "tokens_per_second" else []
 
 
-KIND = register(Kind(
-    "rate", RateTest, "llama-bench's method: random token ids, untimed warm-up, timed repetitions.",
-    headline="tokens_per_second", columns=("tokens_per_second", "prefill_j_per_token", "decode_j_per_token"),
-    metrics=("tokens_per_second", "load_time_s", "peak_rss_bytes", "peak_vram_bytes", "prefill_j_per_token",
-             "decode_j_per_token"),
-    details=RateDetails, samples=RateSamples, values=_values))
+KIND = register(
+    Kind(
+        "rate",
+        RateTest,
+        "llama-bench's method: random token ids, untimed warm-up, timed repetitions.",
+        headline="tokens_per_second",
+        columns=("tokens_per_second", "prefill_j_per_token", "decode_j_per_token"),
+        metrics=(
+            "tokens_per_second",
+            "load_time_s",
+            "peak_rss_bytes",
+            "peak_vram_bytes",
+            "prefill_j_per_token",
+            "decode_j_per_token",
+        ),
+        details=RateDetails,
+        samples=RateSamples,
+        values=_values,
+    )
+)

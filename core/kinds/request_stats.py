@@ -46,7 +46,9 @@ class Slo:
     @classmethod
     def from_dict(cls, d: dict[str, Any] | None) -> "Slo":
         d = d or {}
-        return cls(d.get("ttft_ms", 500.0), d.get("tpot_ms", 30.0), d.get("attainment", 0.9))
+        return cls(
+            d.get("ttft_ms", 500.0), d.get("tpot_ms", 30.0), d.get("attainment", 0.9)
+        )
 
 
 def meets_slo(record: dict[str, Any], slo: Slo) -> bool:
@@ -68,18 +70,24 @@ def effective_parallelism(intervals: Iterable[tuple[float, float]]) -> float | N
     return total / union if union > 0 else None
 
 
-def batched_parallelism(records: Sequence[dict[str, Any]], batches: int) -> float | None:
+def batched_parallelism(
+    records: Sequence[dict[str, Any]], batches: int
+) -> float | None:
     """Effective parallelism of a level sent in ``batches`` batches one after another: each batch's
     request times start from its own origin, so intervals of different batches must never be
     overlaid. Busy time summed over batches / union summed over batches. A request's batch is its
     round // (rounds per batch): the runner numbers rounds on across batches."""
     rounds = [r.get("round") for r in records]
     if batches <= 1 or any(x is None for x in rounds) or not rounds:
-        return effective_parallelism((r.get("first_token_ms"), r.get("last_token_ms")) for r in records)
+        return effective_parallelism(
+            (r.get("first_token_ms"), r.get("last_token_ms")) for r in records
+        )
     per = max(1, (max(rounds) + 1) // batches)
     groups: dict[int, list[tuple[Any, Any]]] = {}
     for r in records:
-        groups.setdefault(int(r["round"]) // per, []).append((r.get("first_token_ms"), r.get("last_token_ms")))
+        groups.setdefault(int(r["round"]) // per, []).append(
+            (r.get("first_token_ms"), r.get("last_token_ms"))
+        )
     total = union = 0.0
     for spans in groups.values():
         t, u = _busy(spans)
@@ -90,7 +98,9 @@ def batched_parallelism(records: Sequence[dict[str, Any]], batches: int) -> floa
 
 def _busy(intervals: Iterable[tuple[float, float]]) -> tuple[float, float]:
     """(sum of interval lengths, length of their union)."""
-    spans = sorted((a, b) for a, b in intervals if a is not None and b is not None and b > a)
+    spans = sorted(
+        (a, b) for a, b in intervals if a is not None and b is not None and b > a
+    )
     if not spans:
         return 0.0, 0.0
     total = sum(b - a for a, b in spans)
@@ -112,11 +122,20 @@ def _dist(values: Sequence[float]) -> dict[str, Any]:
     return s
 
 
-def level_stats(records: Sequence[dict[str, Any]], wall_s: float, slo: Slo, level: int | None = None,
-                batches: int = 1) -> dict[str, Any]:
+def level_stats(
+    records: Sequence[dict[str, Any]],
+    wall_s: float,
+    slo: Slo,
+    level: int | None = None,
+    batches: int = 1,
+) -> dict[str, Any]:
     """Throughput, latency distributions, errors and goodput of one phase (one level)."""
     ok = [r for r in records if r.get("ok")]
-    reasons = Counter((r.get("error") or {}).get("reason", "unknown") for r in records if not r.get("ok"))
+    reasons = Counter(
+        (r.get("error") or {}).get("reason", "unknown")
+        for r in records
+        if not r.get("ok")
+    )
     out_tokens = sum(int(r.get("output_tokens") or 0) for r in ok)
     met = sum(1 for r in records if meets_slo(r, slo))
     n = len(records)
@@ -153,20 +172,38 @@ def sweep_stats(levels: Sequence[dict[str, Any]], slo: Slo) -> dict[str, Any]:
 
     ``levels``: [{"level": L, "wall_s": s, "requests": [records]}], lowest level first.
     """
-    rows = [level_stats(lv["requests"], lv["wall_s"], slo, lv["level"], int(lv.get("batches") or 1))
-            for lv in sorted(levels, key=lambda x: x["level"])]
+    rows = [
+        level_stats(
+            lv["requests"], lv["wall_s"], slo, lv["level"], int(lv.get("batches") or 1)
+        )
+        for lv in sorted(levels, key=lambda x: x["level"])
+    ]
     base = rows[0] if rows else None
     for r in rows:
-        r["speedup"] = _ratio(r["aggregate_tps"], base["aggregate_tps"]) if base else None
-        r["scaling_efficiency"] = (r["speedup"] / (r["level"] / base["level"])) if base and r["speedup"] is not None else None
-        r["p95_multiplier"] = _ratio(r["e2e_ms"]["p95"], base["e2e_ms"]["p95"]) if base else None
-        r["ttft_p95_multiplier"] = _ratio(r["ttft_ms"]["p95"], base["ttft_ms"]["p95"]) if base else None
+        r["speedup"] = (
+            _ratio(r["aggregate_tps"], base["aggregate_tps"]) if base else None
+        )
+        r["scaling_efficiency"] = (
+            (r["speedup"] / (r["level"] / base["level"]))
+            if base and r["speedup"] is not None
+            else None
+        )
+        r["p95_multiplier"] = (
+            _ratio(r["e2e_ms"]["p95"], base["e2e_ms"]["p95"]) if base else None
+        )
+        r["ttft_p95_multiplier"] = (
+            _ratio(r["ttft_ms"]["p95"], base["ttft_ms"]["p95"]) if base else None
+        )
     max_level = 0
     for r in rows:
         if not r["meets_slo"]:
             break
         max_level = r["level"]
-    peak = max((r for r in rows if r["aggregate_tps"] is not None), key=lambda r: r["aggregate_tps"], default=None)
+    peak = max(
+        (r for r in rows if r["aggregate_tps"] is not None),
+        key=lambda r: r["aggregate_tps"],
+        default=None,
+    )
     top = rows[-1] if rows else None
     return {
         "version": SWEEP_STATS_VERSION,
@@ -191,7 +228,11 @@ def serialised(rows: Sequence[dict[str, Any]], threshold: float = 1.25) -> bool 
     """True when, at every level above 1 with overlap data, generation never really overlapped
     (effective parallelism below ``threshold``): the server produced one stream at a time.
     None when no level above 1 ran."""
-    seen = [r["effective_parallelism"] for r in rows if (r["level"] or 0) > 1 and r["effective_parallelism"] is not None]
+    seen = [
+        r["effective_parallelism"]
+        for r in rows
+        if (r["level"] or 0) > 1 and r["effective_parallelism"] is not None
+    ]
     if not seen:
         return None
     return all(p < threshold for p in seen)
@@ -200,8 +241,16 @@ def serialised(rows: Sequence[dict[str, Any]], threshold: float = 1.25) -> bool 
 @lru_cache(maxsize=1)
 def _shape() -> tuple[frozenset[str], frozenset[str], frozenset[str]]:
     """The keys sweep_stats writes today: of the sweep, of a level, of a latency distribution."""
-    rec = {"ok": True, "ttft_ms": 1.0, "tpot_ms": 1.0, "e2e_ms": 2.0, "itl_ms": [1.0], "output_tokens": 2,
-           "first_token_ms": 0.0, "last_token_ms": 1.0}
+    rec = {
+        "ok": True,
+        "ttft_ms": 1.0,
+        "tpot_ms": 1.0,
+        "e2e_ms": 2.0,
+        "itl_ms": [1.0],
+        "output_tokens": 2,
+        "first_token_ms": 0.0,
+        "last_token_ms": 1.0,
+    }
     sw = sweep_stats([{"level": 1, "wall_s": 1.0, "requests": [rec]}], Slo())
     lv = sw["levels"][0]
     return frozenset(sw), frozenset(lv), frozenset(lv["e2e_ms"])
@@ -210,7 +259,11 @@ def _shape() -> tuple[frozenset[str], frozenset[str], frozenset[str]]:
 def stored_sweep(stored: Any) -> dict[str, Any] | None:
     """The sweep a run stored (``details.sweep``, computed by :func:`sweep_stats` when it ran) if it
     was computed by today's version and has today's shape; None when it is missing or older (the caller recomputes it from the samples)."""
-    if not isinstance(stored, dict) or not isinstance(stored.get("levels"), list) or not stored["levels"]:
+    if (
+        not isinstance(stored, dict)
+        or not isinstance(stored.get("levels"), list)
+        or not stored["levels"]
+    ):
         return None
     if stored.get("version") != SWEEP_STATS_VERSION:  # computed by other arithmetic
         return None

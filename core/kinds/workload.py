@@ -22,20 +22,32 @@ class Lengths(BaseModel):
     stddev, clipped to min..max) or ``list`` (values drawn uniformly, with replacement)."""
 
     model_config = ConfigDict(extra="forbid")
-    dist: Literal["fixed", "uniform", "normal", "list"] = Field("fixed", description="fixed, uniform, normal or list.")
+    dist: Literal["fixed", "uniform", "normal", "list"] = Field(
+        "fixed", description="fixed, uniform, normal or list."
+    )
     value: int | None = Field(None, ge=1, description="fixed: the count.")
-    min: int | None = Field(None, ge=1, description="uniform: lowest count; normal: clip below (default 1).")
-    max: int | None = Field(None, ge=1, description="uniform: highest count; normal: clip above (default mean + 4 stddev).")
+    min: int | None = Field(
+        None, ge=1, description="uniform: lowest count; normal: clip below (default 1)."
+    )
+    max: int | None = Field(
+        None,
+        ge=1,
+        description="uniform: highest count; normal: clip above (default mean + 4 stddev).",
+    )
     mean: float | None = Field(None, gt=0, description="normal: mean count.")
     stddev: float | None = Field(None, ge=0, description="normal: standard deviation.")
-    values: list[int] = Field(default_factory=list, description="list: the counts to draw from.")
+    values: list[int] = Field(
+        default_factory=list, description="list: the counts to draw from."
+    )
 
     @model_validator(mode="after")
     def _complete(self) -> "Lengths":
         d = self.dist
         if d == "fixed" and self.value is None:
             raise ValueError("a fixed length needs value")
-        if d == "uniform" and (self.min is None or self.max is None or self.min > self.max):
+        if d == "uniform" and (
+            self.min is None or self.max is None or self.min > self.max
+        ):
             raise ValueError("a uniform length needs min <= max")
         if d == "normal" and (self.mean is None or self.stddev is None):
             raise ValueError("a normal length needs mean and stddev")
@@ -58,10 +70,15 @@ class Lengths(BaseModel):
         if self.dist == "uniform":
             return [int(x) for x in rng.integers(self.min, self.max + 1, size=n)]
         if self.dist == "list":
-            return [int(self.values[i]) for i in rng.integers(0, len(self.values), size=n)]
+            return [
+                int(self.values[i]) for i in rng.integers(0, len(self.values), size=n)
+            ]
         lo = self.min or 1
         hi = self.max or max(lo, int(self.mean + 4 * self.stddev))
-        return [int(min(hi, max(lo, round(x)))) for x in rng.normal(self.mean, self.stddev, size=n)]
+        return [
+            int(min(hi, max(lo, round(x))))
+            for x in rng.normal(self.mean, self.stddev, size=n)
+        ]
 
     def describe(self) -> str:
         if self.dist == "fixed":
@@ -105,26 +122,65 @@ class Workload(BaseModel):
     the tokenizer where the server exposes one. The artifact records which was used."""
 
     model_config = ConfigDict(extra="forbid")
-    kind: Literal["synthetic", "shared_prefix", "messages"] = Field("synthetic", description="synthetic, shared_prefix or messages.")
-    prompt_tokens: Lengths = Field(default_factory=lambda: Lengths(value=128), description="synthetic: prompt length (tokens, before the chat template).")
-    output_tokens: Lengths = Field(default_factory=lambda: Lengths(value=32), description="Answer length (max_tokens, with ignore_eos).")
-    prefixes: int = Field(4, ge=1, le=1000, description="shared_prefix: distinct prefixes.")
-    prefix_tokens: Lengths = Field(default_factory=lambda: Lengths(value=256), description="shared_prefix: tokens of each prefix.")
-    questions: int = Field(16, ge=1, le=10000, description="shared_prefix: distinct questions.")
-    question_tokens: Lengths = Field(default_factory=lambda: Lengths(value=24), description="shared_prefix: tokens of each question.")
-    messages: list[Message] = Field(default_factory=list, description="messages: the conversation sent every time.")
-    source: Literal["auto", "tokenizer", "text"] = Field("auto", description="auto, tokenizer or text (see above).")
-    text: str = Field("gpl-3.0", description="Name of the text in data/texts/texts.yaml prompts are cut from.")
-    seed: int = Field(0, ge=0, description="Seed of every draw (lengths, windows, prefixes, questions).")
-    ignore_eos: bool = Field(True, description="Ask for exactly the drawn output length (ignore_eos, min_tokens).")
-    temperature: float = Field(0.0, ge=0.0, description="Sampling temperature (0 = greedy).")
+    kind: Literal["synthetic", "shared_prefix", "messages"] = Field(
+        "synthetic", description="synthetic, shared_prefix or messages."
+    )
+    prompt_tokens: Lengths = Field(
+        default_factory=lambda: Lengths(value=128),
+        description="synthetic: prompt length (tokens, before the chat template).",
+    )
+    output_tokens: Lengths = Field(
+        default_factory=lambda: Lengths(value=32),
+        description="Answer length (max_tokens, with ignore_eos).",
+    )
+    prefixes: int = Field(
+        4, ge=1, le=1000, description="shared_prefix: distinct prefixes."
+    )
+    prefix_tokens: Lengths = Field(
+        default_factory=lambda: Lengths(value=256),
+        description="shared_prefix: tokens of each prefix.",
+    )
+    questions: int = Field(
+        16, ge=1, le=10000, description="shared_prefix: distinct questions."
+    )
+    question_tokens: Lengths = Field(
+        default_factory=lambda: Lengths(value=24),
+        description="shared_prefix: tokens of each question.",
+    )
+    messages: list[Message] = Field(
+        default_factory=list, description="messages: the conversation sent every time."
+    )
+    source: Literal["auto", "tokenizer", "text"] = Field(
+        "auto", description="auto, tokenizer or text (see above)."
+    )
+    text: str = Field(
+        "gpl-3.0",
+        description="Name of the text in data/texts/texts.yaml prompts are cut from.",
+    )
+    seed: int = Field(
+        0,
+        ge=0,
+        description="Seed of every draw (lengths, windows, prefixes, questions).",
+    )
+    ignore_eos: bool = Field(
+        True,
+        description="Ask for exactly the drawn output length (ignore_eos, min_tokens).",
+    )
+    temperature: float = Field(
+        0.0, ge=0.0, description="Sampling temperature (0 = greedy)."
+    )
 
     @model_validator(mode="before")
     @classmethod
     def _bare_ints(cls, data):
         if isinstance(data, dict):
             data = dict(data)
-            for k in ("prompt_tokens", "output_tokens", "prefix_tokens", "question_tokens"):
+            for k in (
+                "prompt_tokens",
+                "output_tokens",
+                "prefix_tokens",
+                "question_tokens",
+            ):
                 if isinstance(data.get(k), int):
                     data[k] = {"dist": "fixed", "value": data[k]}
         return data
@@ -140,8 +196,10 @@ class Workload(BaseModel):
         if self.kind == "synthetic":
             return f"synthetic prompts of {self.prompt_tokens.describe()} tokens, {out} (seed {self.seed})"
         if self.kind == "shared_prefix":
-            return (f"{self.prefixes} shared prefixes of {self.prefix_tokens.describe()} tokens × {self.questions} "
-                    f"questions of {self.question_tokens.describe()} tokens, {out} (seed {self.seed})")
+            return (
+                f"{self.prefixes} shared prefixes of {self.prefix_tokens.describe()} tokens × {self.questions} "
+                f"questions of {self.question_tokens.describe()} tokens, {out} (seed {self.seed})"
+            )
         return f"a fixed conversation of {len(self.messages)} message(s), {out}"
 
 
@@ -152,11 +210,26 @@ class Slo(BaseModel):
     answering: it can only push a percentile up)."""
 
     model_config = ConfigDict(extra="forbid")
-    percentile: float = Field(95.0, gt=0, lt=100, description="The percentile every limit applies to (95: p95).")
-    ttft_ms: float | None = Field(500.0, gt=0, description="Limit on that percentile of TTFT (null: none). MLPerf interactive: 500 ms.")
-    tpot_ms: float | None = Field(50.0, gt=0, description="Limit on that percentile of TPOT (null: none).")
-    e2e_ms: float | None = Field(None, gt=0, description="Limit on that percentile of E2E latency (null: none).")
-    confidence: float = Field(0.95, gt=0.5, lt=1.0, description="Confidence of every meets/misses verdict.")
+    percentile: float = Field(
+        95.0,
+        gt=0,
+        lt=100,
+        description="The percentile every limit applies to (95: p95).",
+    )
+    ttft_ms: float | None = Field(
+        500.0,
+        gt=0,
+        description="Limit on that percentile of TTFT (null: none). MLPerf interactive: 500 ms.",
+    )
+    tpot_ms: float | None = Field(
+        50.0, gt=0, description="Limit on that percentile of TPOT (null: none)."
+    )
+    e2e_ms: float | None = Field(
+        None, gt=0, description="Limit on that percentile of E2E latency (null: none)."
+    )
+    confidence: float = Field(
+        0.95, gt=0.5, lt=1.0, description="Confidence of every meets/misses verdict."
+    )
 
     @model_validator(mode="after")
     def _one(self) -> "Slo":
@@ -165,8 +238,15 @@ class Slo(BaseModel):
         return self
 
     def limits(self) -> dict[str, float]:
-        return {k: v for k, v in (("ttft_ms", self.ttft_ms), ("tpot_ms", self.tpot_ms), ("e2e_ms", self.e2e_ms))
-                if v is not None}
+        return {
+            k: v
+            for k, v in (
+                ("ttft_ms", self.ttft_ms),
+                ("tpot_ms", self.tpot_ms),
+                ("e2e_ms", self.e2e_ms),
+            )
+            if v is not None
+        }
 
     def describe(self) -> str:
         p = f"p{self.percentile:g}"

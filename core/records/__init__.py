@@ -12,10 +12,15 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-MODULES = {"run": ("core.records.run", "RunRecord"), "quality": ("core.records.quality", "QualityRecord"),
-           "perplexity": ("core.records.perplexity", "PerplexityRecord"), "host": ("core.records.host", "HostRecord"),
-           "projection": ("core.records.projection", "ProjectionRecord"),
-           "noise": ("core.records.noise", "NoiseRecord"), "decision": ("core.records.decision", "DecisionRecord")}
+MODULES = {
+    "run": ("core.records.run", "RunRecord"),
+    "quality": ("core.records.quality", "QualityRecord"),
+    "perplexity": ("core.records.perplexity", "PerplexityRecord"),
+    "host": ("core.records.host", "HostRecord"),
+    "projection": ("core.records.projection", "ProjectionRecord"),
+    "noise": ("core.records.noise", "NoiseRecord"),
+    "decision": ("core.records.decision", "DecisionRecord"),
+}
 
 
 def record_class(artifact: str) -> Any:

@@ -149,7 +149,9 @@ class ArtifactRecord(Mapping):
 _MISSING = object()
 
 
-def wrap(cls: type[R], doc: Mapping[str, Any], path: str = "", data_path: str = "") -> R:
+def wrap(
+    cls: type[R], doc: Mapping[str, Any], path: str = "", data_path: str = ""
+) -> R:
     """``doc`` as a record of ``cls`` (a record of that class is returned as it is)."""
     return doc if isinstance(doc, cls) else cls(doc, path, data_path)
 
@@ -171,6 +173,8 @@ def read_all(cls: type[R], root: Path | str) -> list[R]:
     from core.paths import relpath
 
     root = Path(root)
-    out = [cls(doc, relpath(path)) for path, doc in artifacts.read_set(root, cls.ARTIFACT)]
+    out = [
+        cls(doc, relpath(path)) for path, doc in artifacts.read_set(root, cls.ARTIFACT)
+    ]
     out.sort(key=lambda r: (r.created, r.id))
     return out

@@ -21,8 +21,15 @@ ARTIFACT = "decision"
 RULE = "NO-GO when any gate is NO-GO, GO when every gate is GO, else UNDECIDED (NOT MEASURED: no gate measured)"
 
 
-def new_decision(*, host_id: str, created: datetime, optimization: dict[str, Any], catalogue: dict[str, Any],
-                 decision: str, gates: list[dict[str, Any]]) -> dict[str, Any]:
+def new_decision(
+    *,
+    host_id: str,
+    created: datetime,
+    optimization: dict[str, Any],
+    catalogue: dict[str, Any],
+    decision: str,
+    gates: list[dict[str, Any]],
+) -> dict[str, Any]:
     """A decision artifact (the canonical dict written to disk), built in one place."""
     from core import artifacts
 
@@ -32,8 +39,11 @@ def new_decision(*, host_id: str, created: datetime, optimization: dict[str, Any
         "id": f"{optimization['id']}-{host_id}-{created.strftime('%Y%m%dT%H%M%SZ')}",
         "created": created.isoformat(timespec="seconds"),
         "host_id": host_id,
-        "optimization": {"id": optimization["id"], "name": optimization["name"],
-                         "settings": dict(optimization.get("settings") or {})},
+        "optimization": {
+            "id": optimization["id"],
+            "name": optimization["name"],
+            "settings": dict(optimization.get("settings") or {}),
+        },
         "catalogue": dict(catalogue),
         "decision": decision,
         "rule": RULE,
@@ -68,9 +78,24 @@ class GateRecord:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "GateRecord":
-        return cls(d["id"], d["name"], d["concern"], d["quantity"], d.get("metric"), d["direction"], float(d["target"]),
-                   float(d["no_go"]), d["verdict"], d["reason"], d.get("value"), d.get("ci95_low"), d.get("ci95_high"),
-                   bool(d.get("exact")), tuple(d["n"]) if d.get("n") else None, dict(d.get("evidence") or {}))
+        return cls(
+            d["id"],
+            d["name"],
+            d["concern"],
+            d["quantity"],
+            d.get("metric"),
+            d["direction"],
+            float(d["target"]),
+            float(d["no_go"]),
+            d["verdict"],
+            d["reason"],
+            d.get("value"),
+            d.get("ci95_low"),
+            d.get("ci95_high"),
+            bool(d.get("exact")),
+            tuple(d["n"]) if d.get("n") else None,
+            dict(d.get("evidence") or {}),
+        )
 
 
 class DecisionRecord(ArtifactRecord):
@@ -109,7 +134,10 @@ class DecisionRecord(ArtifactRecord):
 
     @property
     def gates(self) -> list[GateRecord]:
-        return self._cached("gates", lambda: [GateRecord.from_dict(g) for g in self.doc.get("gates") or []])
+        return self._cached(
+            "gates",
+            lambda: [GateRecord.from_dict(g) for g in self.doc.get("gates") or []],
+        )
 
     @property
     def signature(self) -> tuple:
@@ -120,8 +148,17 @@ class DecisionRecord(ArtifactRecord):
 def signature(doc: Mapping[str, Any]) -> tuple:
     """The signature of a decision document (written or about to be): its decision, and each gate's
     id, verdict and evidence."""
-    return (doc["decision"], tuple((g["id"], g["verdict"], tuple(sorted((g.get("evidence") or {}).items(), key=str)))
-                                   for g in doc["gates"]))
+    return (
+        doc["decision"],
+        tuple(
+            (
+                g["id"],
+                g["verdict"],
+                tuple(sorted((g.get("evidence") or {}).items(), key=str)),
+            )
+            for g in doc["gates"]
+        ),
+    )
 
 
 def as_decision(doc: Mapping[str, Any]) -> DecisionRecord:

@@ -25,16 +25,25 @@ def _size_bytes(text: str | None) -> int | None:
     """'480 MiB', '32768K', '4M' (sysfs, lscpu) in bytes."""
     import re
 
-    m = re.match(r"^\s*([0-9]+(?:\.[0-9]*)?)\s*([KMG]?)(?:i?B)?\s*$", str(text or ""), re.I)
+    m = re.match(
+        r"^\s*([0-9]+(?:\.[0-9]*)?)\s*([KMG]?)(?:i?B)?\s*$", str(text or ""), re.I
+    )
     if not m:
         return None
-    return int(float(m.group(1)) * {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3}[m.group(2).upper()])
+    return int(
+        float(m.group(1))
+        * {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3}[m.group(2).upper()]
+    )
 
 
 def llc_bytes(fp: dict[str, Any]) -> int | None:
     """Size of the host's last-level cache from its fingerprint (the highest cache level listed)."""
     caches = (fp.get("cpu") or {}).get("cache") or {}
-    levels = [(k, _size_bytes(v)) for k, v in caches.items() if k[:2] in ("L2", "L3", "L4") and not k.endswith("i")]
+    levels = [
+        (k, _size_bytes(v))
+        for k, v in caches.items()
+        if k[:2] in ("L2", "L3", "L4") and not k.endswith("i")
+    ]
     levels = [(k, v) for k, v in levels if v]
     return max(levels)[1] if levels else None
 
@@ -53,19 +62,33 @@ class BandwidthEntry:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "BandwidthEntry":
-        return cls(int(d["threads"]), tuple(d.get("samples_gbs") or ()), Summary.from_dict(d.get("summary")))
+        return cls(
+            int(d["threads"]),
+            tuple(d.get("samples_gbs") or ()),
+            Summary.from_dict(d.get("summary")),
+        )
 
 
 def bandwidth_entry(threads: int, samples_gbs: Sequence[float]) -> dict[str, Any]:
     """One stored row of a probe pass: the samples and their summary (core.stats.summarize)."""
     from core import stats
 
-    return {"threads": int(threads), "samples_gbs": list(samples_gbs), "summary": stats.summarize(samples_gbs)}
+    return {
+        "threads": int(threads),
+        "samples_gbs": list(samples_gbs),
+        "summary": stats.summarize(samples_gbs),
+    }
 
 
-def new_host(*, fingerprint: dict[str, Any], created: datetime | str, probe: dict[str, Any],
-             bandwidth: list[dict[str, Any]], read_bandwidth: list[dict[str, Any]] | None = None,
-             conditions: dict[str, Any] | None = None) -> dict[str, Any]:
+def new_host(
+    *,
+    fingerprint: dict[str, Any],
+    created: datetime | str,
+    probe: dict[str, Any],
+    bandwidth: list[dict[str, Any]],
+    read_bandwidth: list[dict[str, Any]] | None = None,
+    conditions: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """A host artifact (the canonical dict written to disk), built in one place. ``probe`` says what
     was measured and how (its ``kind``: memory_bandwidth or gpu_memory_bandwidth); ``bandwidth`` the
     copy pass (bytes read + written), ``read_bandwidth`` the read-only pass where there is one, as
@@ -73,7 +96,10 @@ def new_host(*, fingerprint: dict[str, Any], created: datetime | str, probe: dic
     from core import artifacts
 
     if isinstance(created, datetime):
-        stamp, created_s = created.strftime("%Y%m%dT%H%M%SZ"), created.isoformat(timespec="seconds")
+        stamp, created_s = (
+            created.strftime("%Y%m%dT%H%M%SZ"),
+            created.isoformat(timespec="seconds"),
+        )
     else:
         stamp, created_s = created.replace("-", "").replace(":", "")[:15] + "Z", created
     doc: dict[str, Any] = {
@@ -91,7 +117,9 @@ def new_host(*, fingerprint: dict[str, Any], created: datetime | str, probe: dic
     return doc
 
 
-def artifact_path(doc: Mapping[str, Any], root: Path, prefix: str = "bandwidth") -> Path:
+def artifact_path(
+    doc: Mapping[str, Any], root: Path, prefix: str = "bandwidth"
+) -> Path:
     """``<root>/<host id>/<prefix>-<stamp>.json``."""
     return root / doc["host"]["id"] / f"{prefix}-{doc['id'].rsplit('-', 1)[1]}.json"
 
@@ -113,12 +141,23 @@ class HostRecord(ArtifactRecord):
     @property
     def bandwidth(self) -> list[BandwidthEntry]:
         """The copy pass (bytes read + written), per thread count."""
-        return self._cached("bw", lambda: [BandwidthEntry.from_dict(e) for e in self.doc.get("bandwidth") or []])
+        return self._cached(
+            "bw",
+            lambda: [
+                BandwidthEntry.from_dict(e) for e in self.doc.get("bandwidth") or []
+            ],
+        )
 
     @property
     def read_bandwidth(self) -> list[BandwidthEntry]:
         """The read-only pass, per thread count (empty for an older probe)."""
-        return self._cached("rbw", lambda: [BandwidthEntry.from_dict(e) for e in self.doc.get("read_bandwidth") or []])
+        return self._cached(
+            "rbw",
+            lambda: [
+                BandwidthEntry.from_dict(e)
+                for e in self.doc.get("read_bandwidth") or []
+            ],
+        )
 
     @property
     def conditions(self) -> dict[str, Any]:

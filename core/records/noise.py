@@ -24,26 +24,46 @@ ARTIFACT = "noise"
 MAX_SIGMA = 10.0
 MAX_DF = 10**6  # degrees of freedom: more runs than any A/A makes
 
-METHOD = ("the matrix run again and again, each run a fresh process, the first run (warm-up) stored but not counted; "
-          "per kind of test, sigma is the sample standard deviation of the log of each run's mean about the mean of "
-          "its configuration's runs (pooled over configurations: sum of squares over degrees of freedom); "
-          "stopping rule: " + noise.RULE)
+METHOD = (
+    "the matrix run again and again, each run a fresh process, the first run (warm-up) stored but not counted; "
+    "per kind of test, sigma is the sample standard deviation of the log of each run's mean about the mean of "
+    "its configuration's runs (pooled over configurations: sum of squares over degrees of freedom); "
+    "stopping rule: " + noise.RULE
+)
 
 
 def fixed_stopping(counted_runs: int) -> dict[str, Any]:
     """The stopping record of an A/A that ran a fixed count of runs (no rule applied)."""
-    return {"rule": "a fixed count of runs", "useful_factor": noise.USEFUL_FACTOR, "min_df": noise.MIN_DF,
-            "warmup_runs": 0, "counted_runs": counted_runs, "max_runs": None, "budget_s": None, "reason": "fixed"}
+    return {
+        "rule": "a fixed count of runs",
+        "useful_factor": noise.USEFUL_FACTOR,
+        "min_df": noise.MIN_DF,
+        "warmup_runs": 0,
+        "counted_runs": counted_runs,
+        "max_runs": None,
+        "budget_s": None,
+        "reason": "fixed",
+    }
 
 
-STOP_WORDS = {"useful": "every kind of test reached a useful estimate", "budget": "its time budget ended",
-              "max_runs": "its largest number of runs was reached", "no_runs": "no run succeeded",
-              "fixed": "it ran a fixed count of runs"}
+STOP_WORDS = {
+    "useful": "every kind of test reached a useful estimate",
+    "budget": "its time budget ended",
+    "max_runs": "its largest number of runs was reached",
+    "no_runs": "no run succeeded",
+    "fixed": "it ran a fixed count of runs",
+}
 
 
-def new_noise(*, host: dict[str, Any], matrix: dict[str, Any], runs: list[dict[str, Any]],
-              conditions: dict[str, Any], stopping: dict[str, Any] | None = None,
-              created: datetime | None = None) -> dict[str, Any]:
+def new_noise(
+    *,
+    host: dict[str, Any],
+    matrix: dict[str, Any],
+    runs: list[dict[str, Any]],
+    conditions: dict[str, Any],
+    stopping: dict[str, Any] | None = None,
+    created: datetime | None = None,
+) -> dict[str, Any]:
     """A ``noise`` artifact from the runs of an A/A (each: id, created, test, class, metric, n, mean,
     stddev, group; ``warmup: true`` on the runs of the warm-up, which are kept but not counted) and
     how it stopped (``stopping``, default: a fixed count): the estimate per class is computed here,
@@ -58,13 +78,26 @@ def new_noise(*, host: dict[str, Any], matrix: dict[str, Any], runs: list[dict[s
         if r["warmup"]:
             dropped[r["class"]] = dropped.get(r["class"], 0) + 1
         else:
-            groups.setdefault(r["class"], {}).setdefault(r["group"], []).append(r["mean"])
-    stopping = dict(stopping) if stopping else fixed_stopping(
-        max((len(means) for g in groups.values() for means in g.values()), default=0))
+            groups.setdefault(r["class"], {}).setdefault(r["group"], []).append(
+                r["mean"]
+            )
+    stopping = (
+        dict(stopping)
+        if stopping
+        else fixed_stopping(
+            max(
+                (len(means) for g in groups.values() for means in g.values()), default=0
+            )
+        )
+    )
     est = {}
-    for c, e in noise.estimates({c: list(g.values()) for c, g in groups.items()}).items():
+    for c, e in noise.estimates(
+        {c: list(g.values()) for c, g in groups.items()}
+    ).items():
         if e["why"]:
-            e["why"] += f" after {e['runs']} counted runs ({STOP_WORDS.get(stopping['reason'], stopping['reason'])})"
+            e["why"] += (
+                f" after {e['runs']} counted runs ({STOP_WORDS.get(stopping['reason'], stopping['reason'])})"
+            )
         est[c] = {**e, "warmup_dropped": dropped.get(c, 0)}
     return {
         "artifact": ARTIFACT,
@@ -114,20 +147,39 @@ class NoiseRecord(ArtifactRecord):
         counted, warm-up runs dropped, the CI95 factor of a single run widened by it, too noisy or not
         and why. A version 1 file (migrated on load) dropped no warm-up and is judged by the current
         rule; a class without degrees of freedom or beyond MAX_SIGMA is left out."""
+
         def read() -> dict[str, NoiseEstimate]:
             out = {}
             for c, e in (self.doc.get("estimates") or {}).items():
                 sigma = e.get("sigma")
                 # a log-scale spread beyond MAX_SIGMA (runs a factor e^10 apart) is no estimate of noise
-                if not (e.get("df") and sigma is not None and math.isfinite(float(sigma))
-                        and 0 <= float(sigma) <= MAX_SIGMA and int(e["df"]) <= MAX_DF):
+                if not (
+                    e.get("df")
+                    and sigma is not None
+                    and math.isfinite(float(sigma))
+                    and 0 <= float(sigma) <= MAX_SIGMA
+                    and int(e["df"]) <= MAX_DF
+                ):
                     continue
                 sigma, df = float(sigma), int(e["df"])
-                verdict = e if "too_noisy" in e and "ci95_factor" in e else noise.assess(sigma, df)
-                out[c] = NoiseEstimate(c, sigma, df, int(e.get("runs") or df + 1), int(e.get("groups") or 1),
-                                       int(e.get("warmup_dropped") or 0), float(verdict["ci95_factor"]),
-                                       bool(verdict["too_noisy"]), verdict.get("why") or None)
+                verdict = (
+                    e
+                    if "too_noisy" in e and "ci95_factor" in e
+                    else noise.assess(sigma, df)
+                )
+                out[c] = NoiseEstimate(
+                    c,
+                    sigma,
+                    df,
+                    int(e.get("runs") or df + 1),
+                    int(e.get("groups") or 1),
+                    int(e.get("warmup_dropped") or 0),
+                    float(verdict["ci95_factor"]),
+                    bool(verdict["too_noisy"]),
+                    verdict.get("why") or None,
+                )
             return out
+
         return self._cached("classes", read)
 
     @property
@@ -135,9 +187,15 @@ class NoiseRecord(ArtifactRecord):
         """Per kind of test (core.noise.noise_class): sigma of the log of run means, its degrees of
         freedom, the source (this artifact), and whether it is too noisy to rank a single run (and
         why). A class without degrees of freedom is left out."""
-        return self._cached("estimates", lambda: {
-            c: stats.RunNoise(e.sigma, e.df, f"invoke noise {self.id}", e.too_noisy, e.why)
-            for c, e in self.classes.items()})
+        return self._cached(
+            "estimates",
+            lambda: {
+                c: stats.RunNoise(
+                    e.sigma, e.df, f"invoke noise {self.id}", e.too_noisy, e.why
+                )
+                for c, e in self.classes.items()
+            },
+        )
 
     @property
     def too_noisy(self) -> dict[str, str]:

@@ -18,11 +18,24 @@ from core.records.base import ArtifactRecord
 ARTIFACT = "perplexity"
 
 
-def new_perplexity(*, key: str, created: datetime, status: str, error: dict[str, Any] | None, model: dict[str, Any],
-                   reference: dict[str, Any] | None, text: dict[str, Any], method: dict[str, Any],
-                   settings: dict[str, Any], host: dict[str, Any], build: dict[str, Any],
-                   results: dict[str, Any] | None, chunks: list[dict[str, Any]], resources: dict[str, Any],
-                   log_tail: str) -> dict[str, Any]:
+def new_perplexity(
+    *,
+    key: str,
+    created: datetime,
+    status: str,
+    error: dict[str, Any] | None,
+    model: dict[str, Any],
+    reference: dict[str, Any] | None,
+    text: dict[str, Any],
+    method: dict[str, Any],
+    settings: dict[str, Any],
+    host: dict[str, Any],
+    build: dict[str, Any],
+    results: dict[str, Any] | None,
+    chunks: list[dict[str, Any]],
+    resources: dict[str, Any],
+    log_tail: str,
+) -> dict[str, Any]:
     """A perplexity artifact (the canonical dict written to disk), built in one place; the id in the
     one format (core.records.run.run_id)."""
     from core import artifacts
@@ -66,8 +79,15 @@ class PplModel:
     def from_dict(cls, d: Mapping[str, Any] | None) -> "PplModel | None":
         if not d:
             return None
-        return cls(d["name"], d.get("sha256"), d.get("size_bytes"), d.get("file_name"), d.get("quantization"),
-                   d.get("vocab_size"), d.get("derived"))
+        return cls(
+            d["name"],
+            d.get("sha256"),
+            d.get("size_bytes"),
+            d.get("file_name"),
+            d.get("quantization"),
+            d.get("vocab_size"),
+            d.get("derived"),
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,7 +101,14 @@ class PplText:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "PplText":
-        return cls(d["name"], d.get("file"), d.get("sha256"), d.get("source"), d.get("licence"), d.get("n_tokens"))
+        return cls(
+            d["name"],
+            d.get("file"),
+            d.get("sha256"),
+            d.get("source"),
+            d.get("licence"),
+            d.get("n_tokens"),
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,7 +151,9 @@ class PerplexityRecord(ArtifactRecord):
 
     @property
     def reference(self) -> PplModel | None:
-        return self._cached("reference", lambda: PplModel.from_dict(self.doc.get("reference")))
+        return self._cached(
+            "reference", lambda: PplModel.from_dict(self.doc.get("reference"))
+        )
 
     @property
     def text(self) -> PplText:
@@ -144,7 +173,9 @@ class PerplexityRecord(ArtifactRecord):
 
     @property
     def results(self) -> PplResults | None:
-        return self._cached("results", lambda: PplResults.from_dict(self.doc.get("results")))
+        return self._cached(
+            "results", lambda: PplResults.from_dict(self.doc.get("results"))
+        )
 
     @property
     def chunks(self) -> list[dict[str, Any]]:

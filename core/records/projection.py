@@ -18,9 +18,18 @@ from core.records.base import ArtifactRecord
 ARTIFACT = "projection"
 
 
-def new_projection(*, host_id: str, created: datetime, mix: dict[str, Any], catalogue: dict[str, Any],
-                   composition_rule: str, weighting_rule: str, inputs: list[str], entries: list[dict[str, Any]],
-                   weighted: list[dict[str, Any]]) -> dict[str, Any]:
+def new_projection(
+    *,
+    host_id: str,
+    created: datetime,
+    mix: dict[str, Any],
+    catalogue: dict[str, Any],
+    composition_rule: str,
+    weighting_rule: str,
+    inputs: list[str],
+    entries: list[dict[str, Any]],
+    weighted: list[dict[str, Any]],
+) -> dict[str, Any]:
     """A projection artifact (the canonical dict written to disk), built in one place."""
     from core import artifacts
 
@@ -63,9 +72,20 @@ class ProjectionEntry:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "ProjectionEntry":
-        return cls(d["role"], d["model"], d["test"], d["metric"], d.get("scenario"), tuple(d.get("optimizations") or ()),
-                   d.get("baseline"), d.get("projected"), d.get("target_settings"), d.get("verification"),
-                   d.get("status"), d.get("note"))
+        return cls(
+            d["role"],
+            d["model"],
+            d["test"],
+            d["metric"],
+            d.get("scenario"),
+            tuple(d.get("optimizations") or ()),
+            d.get("baseline"),
+            d.get("projected"),
+            d.get("target_settings"),
+            d.get("verification"),
+            d.get("status"),
+            d.get("note"),
+        )
 
 
 class ProjectionRecord(ArtifactRecord):
@@ -92,7 +112,12 @@ class ProjectionRecord(ArtifactRecord):
 
     @property
     def entries(self) -> list[ProjectionEntry]:
-        return self._cached("entries", lambda: [ProjectionEntry.from_dict(e) for e in self.doc.get("entries") or []])
+        return self._cached(
+            "entries",
+            lambda: [
+                ProjectionEntry.from_dict(e) for e in self.doc.get("entries") or []
+            ],
+        )
 
     @property
     def weighted(self) -> list[dict[str, Any]]:

@@ -24,7 +24,13 @@ def pass_rate(passed: int, n: int) -> dict[str, Any]:
     from core import stats
 
     lo, hi = stats.wilson_interval(passed, n)
-    return {"n": n, "passed": passed, "pass_rate": passed / n if n else None, "ci95_low": lo, "ci95_high": hi}
+    return {
+        "n": n,
+        "passed": passed,
+        "pass_rate": passed / n if n else None,
+        "ci95_low": lo,
+        "ci95_high": hi,
+    }
 
 
 def _mean(values: list[float | None]) -> float | None:
@@ -43,15 +49,24 @@ def summarize_items(items: list[dict[str, Any]]) -> dict[str, Any]:
     degenerate = sum(1 for it in items if it["degeneration"]["degenerate"])
     chances = [it["details"].get("chance") for it in items]
     if not chances or any(c is None for c in chances):
-        chances = [1.0 / len(it["check"].get("letters", "ABCD")) if it["scorer"] == "multiple_choice" else None for it in items]
+        chances = [
+            1.0 / len(it["check"].get("letters", "ABCD"))
+            if it["scorer"] == "multiple_choice"
+            else None
+            for it in items
+        ]
     norm = [it["details"]["acc_norm"] for it in items if "acc_norm" in it["details"]]
     timing = [it["timing"] for it in items]
     return {
         **pass_rate(passed, n),
         "by_tag": {t: pass_rate(sum(v), len(v)) for t, v in sorted(tags.items())},
         # multiple choice: the rate a guess gets (mean of 1 / number of choices), and acc_norm
-        "chance": _mean(chances) if chances and all(c is not None for c in chances) else None,
-        "acc_norm": pass_rate(sum(norm), len(norm)) if norm and len(norm) == n else None,
+        "chance": _mean(chances)
+        if chances and all(c is not None for c in chances)
+        else None,
+        "acc_norm": pass_rate(sum(norm), len(norm))
+        if norm and len(norm) == n
+        else None,
         "degenerate": degenerate,
         "degenerate_rate": degenerate / n if n else None,
         "generation_errors": sum(1 for it in items if it.get("error")),
@@ -59,16 +74,35 @@ def summarize_items(items: list[dict[str, Any]]) -> dict[str, Any]:
         "prompt_tokens_mean": _mean([t.get("prompt_tokens") for t in timing]),
         "ttft_ms_mean": _mean([t.get("ttft_ms") for t in timing]),
         "e2e_ms_mean": _mean([t.get("e2e_ms") for t in timing]),
-        "decode_tps_mean": _mean([1000.0 / t["tpot_ms"] for t in timing if t.get("tpot_ms")]),
+        "decode_tps_mean": _mean(
+            [1000.0 / t["tpot_ms"] for t in timing if t.get("tpot_ms")]
+        ),
     }
 
 
 # -- building -------------------------------------------------------------------------------------
-def new_quality(*, key: str, created: datetime, status: str, error: dict[str, Any] | None, matrix: dict[str, Any],
-                backend: str, prompt_style: str, suite: dict[str, Any], generation: dict[str, Any],
-                requested: dict[str, Any], swept: dict[str, Any], effective: dict[str, Any], model: dict[str, Any],
-                host: dict[str, Any], build: dict[str, Any], items: list[dict[str, Any]],
-                sandbox: dict[str, Any] | None, resources: dict[str, Any], log_tail: str) -> dict[str, Any]:
+def new_quality(
+    *,
+    key: str,
+    created: datetime,
+    status: str,
+    error: dict[str, Any] | None,
+    matrix: dict[str, Any],
+    backend: str,
+    prompt_style: str,
+    suite: dict[str, Any],
+    generation: dict[str, Any],
+    requested: dict[str, Any],
+    swept: dict[str, Any],
+    effective: dict[str, Any],
+    model: dict[str, Any],
+    host: dict[str, Any],
+    build: dict[str, Any],
+    items: list[dict[str, Any]],
+    sandbox: dict[str, Any] | None,
+    resources: dict[str, Any],
+    log_tail: str,
+) -> dict[str, Any]:
     """A quality artifact (the canonical dict written to disk), built in one place: the id in the
     one format (core.records.run.run_id), the summary computed from the scored items."""
     from core import artifacts
@@ -87,7 +121,11 @@ def new_quality(*, key: str, created: datetime, status: str, error: dict[str, An
         "prompt_style": prompt_style,
         "suite": dict(suite),
         "generation": dict(generation),
-        "settings": {"requested": dict(requested), "swept": dict(swept), "effective": dict(effective)},
+        "settings": {
+            "requested": dict(requested),
+            "swept": dict(swept),
+            "effective": dict(effective),
+        },
         "model": dict(model),
         "host": host,
         "build": dict(build),
@@ -112,7 +150,13 @@ class PassRate:
     def from_dict(cls, d: Mapping[str, Any] | None) -> "PassRate | None":
         if d is None:
             return None
-        return cls(int(d.get("n") or 0), int(d.get("passed") or 0), d.get("pass_rate"), d.get("ci95_low"), d.get("ci95_high"))
+        return cls(
+            int(d.get("n") or 0),
+            int(d.get("passed") or 0),
+            d.get("pass_rate"),
+            d.get("ci95_low"),
+            d.get("ci95_high"),
+        )
 
     @classmethod
     def of(cls, passed: int, n: int) -> "PassRate":
@@ -120,8 +164,13 @@ class PassRate:
         return cls(r["n"], r["passed"], r["pass_rate"], r["ci95_low"], r["ci95_high"])
 
     def to_dict(self) -> dict[str, Any]:
-        return {"n": self.n, "passed": self.passed, "pass_rate": self.pass_rate, "ci95_low": self.ci95_low,
-                "ci95_high": self.ci95_high}
+        return {
+            "n": self.n,
+            "passed": self.passed,
+            "pass_rate": self.pass_rate,
+            "ci95_low": self.ci95_low,
+            "ci95_high": self.ci95_high,
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,9 +191,18 @@ class QualitySummary:
     @classmethod
     def from_dict(cls, d: Mapping[str, Any] | None) -> "QualitySummary":
         d = d or {}
-        return cls(PassRate.from_dict(d) or PassRate(), {t: PassRate.from_dict(v) for t, v in (d.get("by_tag") or {}).items()},
-                   d.get("chance"), PassRate.from_dict(d.get("acc_norm")), d.get("degenerate"), d.get("degenerate_rate"),
-                   d.get("generation_errors"), d.get("decode_tps_mean"), d.get("ttft_ms_mean"), d.get("e2e_ms_mean"))
+        return cls(
+            PassRate.from_dict(d) or PassRate(),
+            {t: PassRate.from_dict(v) for t, v in (d.get("by_tag") or {}).items()},
+            d.get("chance"),
+            PassRate.from_dict(d.get("acc_norm")),
+            d.get("degenerate"),
+            d.get("degenerate_rate"),
+            d.get("generation_errors"),
+            d.get("decode_tps_mean"),
+            d.get("ttft_ms_mean"),
+            d.get("e2e_ms_mean"),
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,10 +231,23 @@ class QualityItem:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "QualityItem":
-        return cls(d["id"], bool(d["passed"]), d.get("score"), d.get("scorer", ""), d.get("output", ""), d.get("prompt", ""),
-                   d.get("expected", ""), tuple(d.get("tags") or ()), d.get("system"), d.get("prompt_style"),
-                   d.get("check") or {}, d.get("details") or {}, d.get("degeneration") or {}, d.get("error"),
-                   d.get("timing") or {})
+        return cls(
+            d["id"],
+            bool(d["passed"]),
+            d.get("score"),
+            d.get("scorer", ""),
+            d.get("output", ""),
+            d.get("prompt", ""),
+            d.get("expected", ""),
+            tuple(d.get("tags") or ()),
+            d.get("system"),
+            d.get("prompt_style"),
+            d.get("check") or {},
+            d.get("details") or {},
+            d.get("degeneration") or {},
+            d.get("error"),
+            d.get("timing") or {},
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,9 +265,18 @@ class SuiteInfo:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "SuiteInfo":
-        return cls(d["name"], d.get("version"), d.get("category"), d.get("description", ""), d.get("file"),
-                   d.get("content_sha256"), d.get("n_items_in_suite"), tuple(d.get("prompt_styles") or ()),
-                   d.get("source") or {}, d.get("sample") or {})
+        return cls(
+            d["name"],
+            d.get("version"),
+            d.get("category"),
+            d.get("description", ""),
+            d.get("file"),
+            d.get("content_sha256"),
+            d.get("n_items_in_suite"),
+            tuple(d.get("prompt_styles") or ()),
+            d.get("source") or {},
+            d.get("sample") or {},
+        )
 
 
 class QualityRecord(ArtifactRecord):
@@ -266,7 +346,10 @@ class QualityRecord(ArtifactRecord):
 
     @property
     def items(self) -> list[QualityItem]:
-        return self._cached("items", lambda: [QualityItem.from_dict(it) for it in self.doc.get("items") or []])
+        return self._cached(
+            "items",
+            lambda: [QualityItem.from_dict(it) for it in self.doc.get("items") or []],
+        )
 
     @property
     def passed(self) -> int:
@@ -280,7 +363,9 @@ class QualityRecord(ArtifactRecord):
 
     @property
     def summary(self) -> QualitySummary:
-        return self._cached("summary", lambda: QualitySummary.from_dict(self.doc.get("summary")))
+        return self._cached(
+            "summary", lambda: QualitySummary.from_dict(self.doc.get("summary"))
+        )
 
     @property
     def sandbox(self) -> dict[str, Any] | None:

@@ -70,14 +70,36 @@ METHOD_VERSION = 1  # bump when what a measurement means changes; part of every 
 
 # Keys of settings.effective that are observations reported beside the settings, not
 # settings: they never make two results different work.
-OBSERVED_EFFECTIVE = frozenset({
-    "llama_memory_mib", "gpu_offload_supported", "flash_attn_requested", "n_gpu_layers_requested", "n_layers_total",
-    "draft_load_time_s", "draft_model_file", "draft_synthetic", "base_url", "server_command", "request_timeout_s",
-    "retries", "lora", "lora_buffer_mib",
-})
+OBSERVED_EFFECTIVE = frozenset(
+    {
+        "llama_memory_mib",
+        "gpu_offload_supported",
+        "flash_attn_requested",
+        "n_gpu_layers_requested",
+        "n_layers_total",
+        "draft_load_time_s",
+        "draft_model_file",
+        "draft_synthetic",
+        "base_url",
+        "server_command",
+        "request_timeout_s",
+        "retries",
+        "lora",
+        "lora_buffer_mib",
+    }
+)
 # Build fields that identify the software that measured (the "backend build").
-BUILD_IDENTITY = ("backend_version", "llama_cpp_commit", "server", "server_package", "server_version", "server_commit",
-                  "server_build_number", "libraries", "label")
+BUILD_IDENTITY = (
+    "backend_version",
+    "llama_cpp_commit",
+    "server",
+    "server_package",
+    "server_version",
+    "server_commit",
+    "server_build_number",
+    "libraries",
+    "label",
+)
 # Test fields that do not change the work, for a kind this installation does not know (a known
 # kind's spec declares its own: core.kinds.base.TestSpec.METHOD_FIELDS and LABEL_FIELDS).
 TEST_METHOD = TestSpec.METHOD_FIELDS
@@ -89,7 +111,11 @@ LLAMA_CPP_PACKAGES = ("llama-cpp-python",)
 # "not used" (their default). Requested at that value, a setting asks nothing of the backend: the
 # same configuration as an older artifact that does not name it (RunRecord.requested_explicit).
 # tests/test_work_identity.py fails when a backend gains a setting whose default is not listed here.
-NEUTRAL_SETTINGS: dict[str, Any] = {"extra_bufts": None, "lora_adapters": [], "lora_scale": 1.0}
+NEUTRAL_SETTINGS: dict[str, Any] = {
+    "extra_bufts": None,
+    "lora_adapters": [],
+    "lora_scale": 1.0,
+}
 # Metrics that are shares (0 to 1): their interval is capped at 1 as well as kept above 0.
 SHARE_UPPER = {"draft_acceptance": 1.0, "pass_rate": 1.0}
 
@@ -104,8 +130,16 @@ def digest(obj: Any) -> str:
     return hashlib.sha256(_canonical(obj).encode()).hexdigest()
 
 
-def config_key(backend: str, model_identity: str, settings: dict[str, Any], test: dict[str, Any], host_id: str,
-               backend_version: str, build_label: str | None = None, server: dict[str, Any] | None = None) -> str:
+def config_key(
+    backend: str,
+    model_identity: str,
+    settings: dict[str, Any],
+    test: dict[str, Any],
+    host_id: str,
+    backend_version: str,
+    build_label: str | None = None,
+    server: dict[str, Any] | None = None,
+) -> str:
     """Identity of a measurement: what would have to change for it to be measured again.
 
     ``model_identity`` is the model's identity (``model.identity``): a local file's sha256 (keyed
@@ -114,13 +148,22 @@ def config_key(backend: str, model_identity: str, settings: dict[str, Any], test
     too: the server is the software that measured. ``build_label`` names a variant build (e.g.
     a deliberately slowed one) measured beside the ordinary build; absent, the key is what it
     always was."""
-    ident: dict[str, Any] = {"backend": backend, "backend_version": backend_version, "model_sha256": model_identity,
-                             "settings": settings, "test": test, "host": host_id, "method": METHOD_VERSION}
+    ident: dict[str, Any] = {
+        "backend": backend,
+        "backend_version": backend_version,
+        "model_sha256": model_identity,
+        "settings": settings,
+        "test": test,
+        "host": host_id,
+        "method": METHOD_VERSION,
+    }
     if build_label:
         ident["build_label"] = build_label
     if server:
         ident["server"] = server
-    return hashlib.sha256(json.dumps(ident, sort_keys=True, default=str).encode()).hexdigest()
+    return hashlib.sha256(
+        json.dumps(ident, sort_keys=True, default=str).encode()
+    ).hexdigest()
 
 
 def run_id(key: str, created: datetime) -> str:
@@ -132,17 +175,40 @@ def run_id(key: str, created: datetime) -> str:
 def run_path(doc: Mapping[str, Any], root: Path | None = None) -> Path:
     """Where a run artifact lives: ``<root>/<host id>/<model slug>/<test>--<key16>-<time>.json``."""
     root = root or runs_dir()
-    safe_test = doc["test"]["name"].replace("/", "_").replace("@", "_at_").replace("+", "_")
-    return root / doc["host"]["id"] / slug(doc["model"]["name"]) / f"{safe_test}--{doc['key'][:16]}-{doc['id'].split('-', 1)[1]}.json"
+    safe_test = (
+        doc["test"]["name"].replace("/", "_").replace("@", "_at_").replace("+", "_")
+    )
+    return (
+        root
+        / doc["host"]["id"]
+        / slug(doc["model"]["name"])
+        / f"{safe_test}--{doc['key'][:16]}-{doc['id'].split('-', 1)[1]}.json"
+    )
 
 
 # -- writing ----------------------------------------------------------------------------------
-def new_run(*, key: str, created: datetime, status: str, backend: str, test: dict[str, Any],
-            requested: dict[str, Any], model: dict[str, Any], host: dict[str, Any], build: dict[str, Any],
-            matrix: dict[str, Any], swept: dict[str, Any] | None = None, effective: dict[str, Any] | None = None,
-            error: dict[str, Any] | None = None, samples: dict[str, Any] | None = None,
-            summary: Mapping[str, Summary | Mapping[str, Any]] | None = None, details: dict[str, Any] | None = None,
-            resources: dict[str, Any] | None = None, log_tail: str = "", run_id_: str | None = None) -> dict[str, Any]:
+def new_run(
+    *,
+    key: str,
+    created: datetime,
+    status: str,
+    backend: str,
+    test: dict[str, Any],
+    requested: dict[str, Any],
+    model: dict[str, Any],
+    host: dict[str, Any],
+    build: dict[str, Any],
+    matrix: dict[str, Any],
+    swept: dict[str, Any] | None = None,
+    effective: dict[str, Any] | None = None,
+    error: dict[str, Any] | None = None,
+    samples: dict[str, Any] | None = None,
+    summary: Mapping[str, Summary | Mapping[str, Any]] | None = None,
+    details: dict[str, Any] | None = None,
+    resources: dict[str, Any] | None = None,
+    log_tail: str = "",
+    run_id_: str | None = None,
+) -> dict[str, Any]:
     """A run artifact (the canonical dict written to disk), built in one place.
 
     ``build`` must carry backend_version and ``in_process`` (what the backend declares);
@@ -153,17 +219,32 @@ def new_run(*, key: str, created: datetime, status: str, backend: str, test: dic
     core.stats.summarize gives)."""
     from core import __version__
 
-    b = {"backend": backend, "almanac": __version__, "method_version": METHOD_VERSION, **build}
+    b = {
+        "backend": backend,
+        "almanac": __version__,
+        "method_version": METHOD_VERSION,
+        **build,
+    }
     if "in_process" not in b:
-        raise ValueError("build.in_process is required: the backend's declaration (runtime.backends.base.Backend.in_process)")
+        raise ValueError(
+            "build.in_process is required: the backend's declaration (runtime.backends.base.Backend.in_process)"
+        )
     model = dict(model)
     model.setdefault("kind", "file")
     if model["kind"] == "file":
         model.setdefault("identity", model.get("sha256") or model.get("name"))
     elif not str(model.get("identity") or "").startswith("endpoint:"):
-        raise ValueError("an endpoint model's record carries its identity (runtime.models.endpoint.EndpointRef.record)")
-    res = {"peak_rss_bytes": None, "peak_vram_bytes": None, "wall_s": 0.0, "exit_code": None, "signal": None,
-           **(resources or {})}
+        raise ValueError(
+            "an endpoint model's record carries its identity (runtime.models.endpoint.EndpointRef.record)"
+        )
+    res = {
+        "peak_rss_bytes": None,
+        "peak_vram_bytes": None,
+        "wall_s": 0.0,
+        "exit_code": None,
+        "signal": None,
+        **(resources or {}),
+    }
     return {
         "artifact": ARTIFACT,
         "schema_version": artifacts.ARTIFACT_TYPES[ARTIFACT].version,
@@ -175,12 +256,19 @@ def new_run(*, key: str, created: datetime, status: str, backend: str, test: dic
         "matrix": dict(matrix),
         "backend": backend,
         "test": dict(test),
-        "settings": {"requested": dict(requested), "swept": dict(swept or {}), "effective": dict(effective or {})},
+        "settings": {
+            "requested": dict(requested),
+            "swept": dict(swept or {}),
+            "effective": dict(effective or {}),
+        },
         "model": dict(model),
         "host": dict(host),
         "build": b,
         "samples": samples or {},
-        "summary": {k: v.to_dict() if isinstance(v, Summary) else dict(v) for k, v in (summary or {}).items()},
+        "summary": {
+            k: v.to_dict() if isinstance(v, Summary) else dict(v)
+            for k, v in (summary or {}).items()
+        },
         "details": details or {},
         "resources": res,
         "log_tail": log_tail,
@@ -204,7 +292,9 @@ def check_shapes(doc: Mapping[str, Any], source: str = "<artifact>") -> None:
             where = ".".join(str(x) for x in (part, *err["loc"]))
             from core.errors import ArtifactError
 
-            raise ArtifactError(f"{err['msg']} (test kind {kind.name!r})", file=source, field=where) from None
+            raise ArtifactError(
+                f"{err['msg']} (test kind {kind.name!r})", file=source, field=where
+            ) from None
 
 
 artifacts.WRITE_CHECKS[ARTIFACT] = check_shapes
@@ -216,7 +306,9 @@ def write(doc: dict[str, Any], root: Path | None = None) -> Path:
 
 
 # -- interpretation (once) --------------------------------------------------------------------
-def flash_attention(requested: Mapping[str, Any], effective: Mapping[str, Any]) -> str | None:
+def flash_attention(
+    requested: Mapping[str, Any], effective: Mapping[str, Any]
+) -> str | None:
     """What flash attention was: "on"/"off" as the backend reported it, else as requested
     ("on"/"off"), else "auto" when it was left to llama.cpp; None where the backend has no
     such setting (an HTTP server we do not configure)."""
@@ -233,12 +325,16 @@ def flash_attention(requested: Mapping[str, Any], effective: Mapping[str, Any]) 
     return None
 
 
-def flash_attention_on(requested: Mapping[str, Any], effective: Mapping[str, Any]) -> bool:
+def flash_attention_on(
+    requested: Mapping[str, Any], effective: Mapping[str, Any]
+) -> bool:
     """Whether flash attention ran (llama.cpp's "auto" enables it on CPUs and recent GPUs)."""
     return flash_attention(requested, effective) != "off"
 
 
-def effective_settings(requested: Mapping[str, Any], effective: Mapping[str, Any]) -> dict[str, Any]:
+def effective_settings(
+    requested: Mapping[str, Any], effective: Mapping[str, Any]
+) -> dict[str, Any]:
     """Settings as they ran: requested values, overridden by what the backend reported,
     without observations; flash attention resolved by :func:`flash_attention`."""
     out = {k: v for k, v in requested.items()}
@@ -290,8 +386,15 @@ class LoraAttached:
     @classmethod
     def from_dict(cls, d: Mapping[str, Any] | None) -> "LoraAttached":
         d = d if isinstance(d, Mapping) else {}
-        return cls(tuple(a for a in d.get("adapters") or () if isinstance(a, Mapping)), int(d.get("count") or 0),
-                   d.get("scale"), d.get("load_time_s"), d.get("attach_time_s"), d.get("rss_growth_bytes"), d.get("method"))
+        return cls(
+            tuple(a for a in d.get("adapters") or () if isinstance(a, Mapping)),
+            int(d.get("count") or 0),
+            d.get("scale"),
+            d.get("load_time_s"),
+            d.get("attach_time_s"),
+            d.get("rss_growth_bytes"),
+            d.get("method"),
+        )
 
 
 class RunRecord(ArtifactRecord):
@@ -313,7 +416,11 @@ class RunRecord(ArtifactRecord):
     def in_process(self) -> bool:
         """The backend ran the model in the measuring process (its declaration, build.in_process)."""
         b = self.doc["build"]
-        return bool(b["in_process"]) if "in_process" in b else not (b.get("server") or b.get("endpoint"))
+        return (
+            bool(b["in_process"])
+            if "in_process" in b
+            else not (b.get("server") or b.get("endpoint"))
+        )
 
     @property
     def build(self) -> dict[str, Any]:
@@ -333,7 +440,9 @@ class RunRecord(ArtifactRecord):
         an imported llama-bench result) or a server package that embeds llama.cpp (llama-cpp-python's
         server records its package only). False for any other backend or server (transformers, vLLM, ...)."""
         b = self.doc["build"]
-        return bool(b.get("llama_cpp_commit")) or str(b.get("server_package") or "").startswith(LLAMA_CPP_PACKAGES)
+        return bool(b.get("llama_cpp_commit")) or str(
+            b.get("server_package") or ""
+        ).startswith(LLAMA_CPP_PACKAGES)
 
     @property
     def almanac_version(self) -> str:
@@ -347,7 +456,9 @@ class RunRecord(ArtifactRecord):
     @property
     def server(self) -> str:
         """The server software an HTTP backend talked to (llama_cpp.server, llama-server, ...); "" in process."""
-        return str(self.doc["build"].get("server") or self.doc["build"].get("endpoint") or "")
+        return str(
+            self.doc["build"].get("server") or self.doc["build"].get("endpoint") or ""
+        )
 
     @property
     def backend_name(self) -> str:
@@ -360,7 +471,11 @@ class RunRecord(ArtifactRecord):
         backend recorded it (details.endpoint, or its effective settings), else the backend."""
         if self.in_process:
             return f"in-process ({self.backend})"
-        return getattr(self.details, "endpoint", None) or self.reported.get("endpoint") or self.backend
+        return (
+            getattr(self.details, "endpoint", None)
+            or self.reported.get("endpoint")
+            or self.backend
+        )
 
     @property
     def build_identity(self) -> dict[str, Any]:
@@ -411,7 +526,9 @@ class RunRecord(ArtifactRecord):
         if kind is None:
             return None
         try:
-            return kind.spec.model_validate({k: v for k, v in self.doc["test"].items() if k != "name"})
+            return kind.spec.model_validate(
+                {k: v for k, v in self.doc["test"].items() if k != "name"}
+            )
         except ValueError:
             return None
 
@@ -429,9 +546,13 @@ class RunRecord(ArtifactRecord):
     def work_test(self) -> dict[str, Any]:
         """The test's work parameters: every parameter but its method fields (repetitions, precision
         target, warm-up, request counts) and its labels (name, id)."""
+
         def compute() -> dict[str, Any]:
-            drop = self.method_fields | (self.kind.spec.LABEL_FIELDS if self.kind is not None else TEST_LABELS)
+            drop = self.method_fields | (
+                self.kind.spec.LABEL_FIELDS if self.kind is not None else TEST_LABELS
+            )
             return {k: v for k, v in self.doc["test"].items() if k not in drop}
+
         return self._cached("work_test", compute)
 
     @property
@@ -462,8 +583,12 @@ class RunRecord(ArtifactRecord):
         """What makes two results the same work, wherever and however they were measured: the model's
         identity, the test's work parameters, the backend class and the method version (what a
         measurement means)."""
-        return {"model": self.model_identity, "test": self.work_test, "class": self.backend_class,
-                "method_version": self.method_version}
+        return {
+            "model": self.model_identity,
+            "test": self.work_test,
+            "class": self.backend_class,
+            "method_version": self.method_version,
+        }
 
     @property
     def work_key(self) -> str:
@@ -473,8 +598,12 @@ class RunRecord(ArtifactRecord):
     def environment(self) -> dict[str, Any]:
         """Where and with what it ran: the host, the backend (with its server software), its build and
         the effective settings."""
-        return {"host": self.host_id, "backend": self.backend_name, "build": self.build_identity,
-                "settings": self.effective}
+        return {
+            "host": self.host_id,
+            "backend": self.backend_name,
+            "build": self.build_identity,
+            "settings": self.effective,
+        }
 
     # settings
     @property
@@ -486,9 +615,15 @@ class RunRecord(ArtifactRecord):
         """The requested settings without those requested as null (left to the backend's default) or
         at the neutral value of a setting added later (NEUTRAL_SETTINGS): the same as not naming them,
         so a setting added to the backend later does not tell two configurations apart."""
-        return self._cached("requested_explicit", lambda: {
-            k: v for k, v in self.requested.items()
-            if v is not None and not (k in NEUTRAL_SETTINGS and v == NEUTRAL_SETTINGS[k])})
+        return self._cached(
+            "requested_explicit",
+            lambda: {
+                k: v
+                for k, v in self.requested.items()
+                if v is not None
+                and not (k in NEUTRAL_SETTINGS and v == NEUTRAL_SETTINGS[k])
+            },
+        )
 
     @property
     def swept(self) -> dict[str, Any]:
@@ -501,7 +636,9 @@ class RunRecord(ArtifactRecord):
 
     @property
     def effective(self) -> dict[str, Any]:
-        return self._cached("effective", lambda: effective_settings(self.requested, self.reported))
+        return self._cached(
+            "effective", lambda: effective_settings(self.requested, self.reported)
+        )
 
     @property
     def flash_attn(self) -> str | None:
@@ -619,7 +756,9 @@ class RunRecord(ArtifactRecord):
     def lora(self) -> "LoraAttached":
         """What attaching the adapters did, as the backend reported it: each adapter's facts and load
         time, the total load time, the RSS growth (an empty record without adapters)."""
-        return self._cached("lora", lambda: LoraAttached.from_dict(self.reported.get("lora")))
+        return self._cached(
+            "lora", lambda: LoraAttached.from_dict(self.reported.get("lora"))
+        )
 
     @property
     def lora_adapters(self) -> list[dict[str, Any]]:
@@ -637,11 +776,19 @@ class RunRecord(ArtifactRecord):
         """Every metric's statistic (read-only), with each CI95 of a mean recomputed so that it stays
         in the quantity's domain (core.stats.in_domain: a time or rate never gets a negative bound,
         fewer than 3 samples get no interval and ``ci95_why`` says so); the file is never rewritten."""
+
         def read() -> dict[str, Summary]:
             from core import stats
 
-            return {k: Summary.from_dict(stats.in_domain(v, upper=SHARE_UPPER.get(k)) if isinstance(v, dict) and "n" in v
-                                         else v) for k, v in self.doc["summary"].items()}
+            return {
+                k: Summary.from_dict(
+                    stats.in_domain(v, upper=SHARE_UPPER.get(k))
+                    if isinstance(v, dict) and "n" in v
+                    else v
+                )
+                for k, v in self.doc["summary"].items()
+            }
+
         return self._cached("summary", read)
 
     def stat(self, metric: str) -> Summary | None:
@@ -663,12 +810,22 @@ class RunRecord(ArtifactRecord):
     @property
     def samples(self) -> Samples:
         """The raw records behind the summary, as the kind's samples model (core.kinds)."""
-        return self._cached("samples", lambda: self._shape("samples", self.kind.samples if self.kind else None, Samples))
+        return self._cached(
+            "samples",
+            lambda: self._shape(
+                "samples", self.kind.samples if self.kind else None, Samples
+            ),
+        )
 
     @property
     def details(self) -> Details:
         """What the run kept beside its samples, as the kind's details model (core.kinds)."""
-        return self._cached("details", lambda: self._shape("details", self.kind.details if self.kind else None, Details))
+        return self._cached(
+            "details",
+            lambda: self._shape(
+                "details", self.kind.details if self.kind else None, Details
+            ),
+        )
 
     def _shape(self, part: str, model: type | None, base: type) -> Any:
         """``samples`` or ``details`` as the kind's model. A kind this installation does not know is
@@ -677,10 +834,16 @@ class RunRecord(ArtifactRecord):
         raw = self.doc.get(part) or {}
         if model is not None:
             return model.model_validate(raw)
-        known = {k: v for k, v in raw.items() if k in base.model_fields} if isinstance(raw, dict) else {}
+        known = (
+            {k: v for k, v in raw.items() if k in base.model_fields}
+            if isinstance(raw, dict)
+            else {}
+        )
         try:
             return base.model_validate(known)
-        except ValueError:  # pydantic's ValidationError: a declared field of another type
+        except (
+            ValueError
+        ):  # pydantic's ValidationError: a declared field of another type
             return base()
 
     def values(self, metric: str) -> list[float]:
@@ -696,7 +859,9 @@ class RunRecord(ArtifactRecord):
 
     @property
     def resources(self) -> Resources:
-        return self._cached("resources", lambda: Resources.from_dict(self.doc.get("resources")))
+        return self._cached(
+            "resources", lambda: Resources.from_dict(self.doc.get("resources"))
+        )
 
     @property
     def log_tail(self) -> str:
@@ -706,7 +871,11 @@ class RunRecord(ArtifactRecord):
     def request_records(self) -> list[Any]:
         """A chat test's timed request records (core.kinds.request.RequestRecord: ok or failed;
         warm-ups left out); [] for another kind."""
-        return list(getattr(self.samples, "requests", None) or []) if self.test_kind == "chat" else []
+        return (
+            list(getattr(self.samples, "requests", None) or [])
+            if self.test_kind == "chat"
+            else []
+        )
 
     def generation(self) -> dict[str, Any]:
         """What this run generated in its timed part (warm-ups left out): output tokens, the seconds
@@ -718,11 +887,19 @@ class RunRecord(ArtifactRecord):
         tokens and end-to-end time (sequential requests). concurrency: each level's requests and the
         level's wall time (requests in flight together share it). Failed requests count no tokens.
         A kind this installation does not know generated nothing it can count."""
-        out: dict[str, Any] = {"tokens": 0, "seconds": 0.0, "prompt_tokens": 0, "requests": 0, "time": ""}
+        out: dict[str, Any] = {
+            "tokens": 0,
+            "seconds": 0.0,
+            "prompt_tokens": 0,
+            "requests": 0,
+            "time": "",
+        }
         kind, samples = self.test_kind, self.samples
         if kind == "rate":
             spec = self.spec
-            n_gen, n_prompt = (spec.n_gen, spec.n_prompt) if spec is not None else (0, 0)
+            n_gen, n_prompt = (
+                (spec.n_gen, spec.n_prompt) if spec is not None else (0, 0)
+            )
             ns = [int(v) for v in samples.ns or []]
             out["tokens"] = n_gen * len(ns)
             out["prompt_tokens"] = n_prompt * len(ns)
@@ -730,7 +907,10 @@ class RunRecord(ArtifactRecord):
                 out["seconds"], out["time"] = sum(ns) / 1e9, "repetition wall time"
             elif n_gen:
                 perf = self.details.perf_counters or []
-                out["seconds"], out["time"] = sum(float(p.t_eval_ms or 0) for p in perf) / 1000.0, "llama.cpp eval time"
+                out["seconds"], out["time"] = (
+                    sum(float(p.t_eval_ms or 0) for p in perf) / 1000.0,
+                    "llama.cpp eval time",
+                )
             return out
         if kind == "concurrency":
             for level in samples.levels or []:
@@ -741,7 +921,11 @@ class RunRecord(ArtifactRecord):
                 out["seconds"] += float(level.wall_s or 0.0)
             out["time"] = "wall time of each concurrency level"
             return out
-        lists = {"serve": ("cold", "warm"), "chat": ("requests",), "generate": ("requests",)}.get(kind, ())
+        lists = {
+            "serve": ("cold", "warm"),
+            "chat": ("requests",),
+            "generate": ("requests",),
+        }.get(kind, ())
         for name in lists:
             for r in getattr(samples, name, None) or []:
                 out["requests"] += 1
@@ -754,7 +938,9 @@ class RunRecord(ArtifactRecord):
         return out
 
     # comparability
-    def comparability(self, exclude: tuple[str, ...] | frozenset[str] = ()) -> dict[str, Any]:
+    def comparability(
+        self, exclude: tuple[str, ...] | frozenset[str] = ()
+    ) -> dict[str, Any]:
         """The parts that make two results comparable as one row: the work and the environment (the
         method, how precisely it was measured, is left out). ``exclude`` leaves out what a view
         compares on purpose: top-level parts ("host", "build", "model", "backend", "test") or
@@ -769,9 +955,13 @@ class RunRecord(ArtifactRecord):
             "method": self.method_version,
             "settings": self.effective,
         }
-        drop_settings = {e.split(".", 1)[1] for e in exclude if e.startswith("settings.")}
+        drop_settings = {
+            e.split(".", 1)[1] for e in exclude if e.startswith("settings.")
+        }
         if drop_settings:
-            parts["settings"] = {k: v for k, v in parts["settings"].items() if k not in drop_settings}
+            parts["settings"] = {
+                k: v for k, v in parts["settings"].items() if k not in drop_settings
+            }
         for e in exclude:
             if "." not in e:
                 parts.pop(e, None)
@@ -788,9 +978,17 @@ class RunRecord(ArtifactRecord):
     def history_key(self) -> str:
         """Same work, host, backend and requested settings (those not left to the default): one
         configuration's series across builds (llama.cpp commit, backend version, almanac) and methods."""
-        return self._cached("history", lambda: digest({
-            "work": self.work, "backend": self.backend_name, "host": self.host_id,
-            "requested": self.requested_explicit})[:16])
+        return self._cached(
+            "history",
+            lambda: digest(
+                {
+                    "work": self.work,
+                    "backend": self.backend_name,
+                    "host": self.host_id,
+                    "requested": self.requested_explicit,
+                }
+            )[:16],
+        )
 
 
 def as_record(doc: Mapping[str, Any]) -> RunRecord:
@@ -804,13 +1002,20 @@ def read(path: Path | str) -> RunRecord:
     if doc.get("artifact") != ARTIFACT:
         from core.errors import ArtifactError
 
-        raise ArtifactError(f"is a {doc.get('artifact')!r} artifact, not a run", file=relpath(Path(path)), field="artifact")
+        raise ArtifactError(
+            f"is a {doc.get('artifact')!r} artifact, not a run",
+            file=relpath(Path(path)),
+            field="artifact",
+        )
     return RunRecord(doc, relpath(Path(path)))
 
 
 def read_all(root: Path | str | None = None) -> list[RunRecord]:
     """Every run artifact under ``root`` (default data/runs), oldest first."""
-    out = [RunRecord(doc, relpath(path)) for path, doc in artifacts.read_set(root or runs_dir(), ARTIFACT)]
+    out = [
+        RunRecord(doc, relpath(path))
+        for path, doc in artifacts.read_set(root or runs_dir(), ARTIFACT)
+    ]
     out.sort(key=lambda r: (r.created, r.id))
     return out
 

@@ -15,7 +15,17 @@ from core.metrics import METRICS
 
 from pipelines import agents as agents_mod
 from pipelines.site import charts
-from pipelines.site.markdown import admonition, cell, code, fold, link, num, pre, run_link, table
+from pipelines.site.markdown import (
+    admonition,
+    cell,
+    code,
+    fold,
+    link,
+    num,
+    pre,
+    run_link,
+    table,
+)
 
 
 def _pct(v: float | None) -> str:
@@ -33,16 +43,22 @@ def _rate(c: dict[str, Any] | None) -> str:
 def _mean(s: dict[str, Any] | None, decimals: int = 1) -> str:
     if not s or not s.get("n"):
         return "—"
-    ci = (f"<br><small>±{num((s['ci95_high'] - s['ci95_low']) / 2, decimals)}</small>"
-          if s.get("ci95_low") is not None else "")
+    ci = (
+        f"<br><small>±{num((s['ci95_high'] - s['ci95_low']) / 2, decimals)}</small>"
+        if s.get("ci95_low") is not None
+        else ""
+    )
     return f"{num(s['mean'], decimals)}{ci}"
 
 
 def _ratio(c: dict[str, Any] | None) -> str:
     if not c or c.get("ratio") is None:
         return "—"
-    ci = (f"<br><small>CI95 {c['ci95_low']:.2f}–{c['ci95_high']:.2f}×, {cell(c['verdict'])}</small>"
-          if c.get("ci95_low") is not None else f"<br><small>{cell(c['verdict'])}</small>")
+    ci = (
+        f"<br><small>CI95 {c['ci95_low']:.2f}–{c['ci95_high']:.2f}×, {cell(c['verdict'])}</small>"
+        if c.get("ci95_low") is not None
+        else f"<br><small>{cell(c['verdict'])}</small>"
+    )
     return f"{c['ratio']:.2f}×{ci}"
 
 
@@ -51,8 +67,10 @@ def _success_delta(s: dict[str, Any] | None) -> str:
         return "—"
     lo, hi = s["ci95"]
     p = "no discordant pair" if s["p_value"] is None else f"p = {s['p_value']:.3f}"
-    return (f"{100 * s['delta']:+.0f} pp<br><small>CI95 {100 * lo:+.0f}…{100 * hi:+.0f} pp; {p}; "
-            f"{cell(s['verdict'])}</small>")
+    return (
+        f"{100 * s['delta']:+.0f} pp<br><small>CI95 {100 * lo:+.0f}…{100 * hi:+.0f} pp; {p}; "
+        f"{cell(s['verdict'])}</small>"
+    )
 
 
 def _cells(run: agents_mod.AgentRun) -> dict[tuple[str, str], dict[str, Any]]:
@@ -77,22 +95,32 @@ def headline(run: agents_mod.AgentRun) -> str:
         loop, hop = o["loop_ms"], o["tool_attempt_ms"]
         if loop.get("ratio") is not None:
             text += f" Episode latency external/internal {loop['ratio']:.2f}× ({loop['verdict']})"
-            text += (f"; one tool call {hop['ratio']:.1f}× ({hop['verdict']})." if hop.get("ratio") is not None
-                     else "; no tool call was made, so the hop itself was never timed.")
+            text += (
+                f"; one tool call {hop['ratio']:.1f}× ({hop['verdict']})."
+                if hop.get("ratio") is not None
+                else "; no tool call was made, so the hop itself was never timed."
+            )
         s = o["success"]
-        text += (" Success is identical in both placements on every episode pair." if s["p_value"] is None
-                 else f" Success external − internal {100 * s['delta']:+.0f} pp (exact McNemar p = {s['p_value']:.3f}, "
-                      f"{s['verdict']}).")
+        text += (
+            " Success is identical in both placements on every episode pair."
+            if s["p_value"] is None
+            else f" Success external − internal {100 * s['delta']:+.0f} pp (exact McNemar p = {s['p_value']:.3f}, "
+            f"{s['verdict']})."
+        )
     by_task: dict[str, list[bool]] = {}
     for e in run.episodes:
         by_task.setdefault(e.scenario, []).append(e.success)
     if len(by_task) > 1:
-        text += " By task: " + ", ".join(f"{k} {_pct(sum(v) / len(v))}" for k, v in by_task.items()) + \
-                " (every profile and placement pooled)."
+        text += (
+            " By task: "
+            + ", ".join(f"{k} {_pct(sum(v) / len(v))}" for k, v in by_task.items())
+            + " (every profile and placement pooled)."
+        )
     calls = sum(c["tool_calls"] for c in pooled.values())
     steps = sum(e.steps for e in run.episodes)
-    text += (f" The model made {calls} tool call attempts in {steps} turns"
-             + (" — it answered without calling a tool every time." if calls == 0 else "."))
+    text += f" The model made {calls} tool call attempts in {steps} turns" + (
+        " — it answered without calling a tool every time." if calls == 0 else "."
+    )
     return text
 
 
@@ -101,64 +129,163 @@ def _success_table(run: agents_mod.AgentRun) -> str:
     rows = []
     for prof in run.stats["profiles"]:
         ci, ce = cells.get((prof, "internal")), cells.get((prof, "external"))
-        rows.append([code(prof), cell(agents_mod.fault_label(run.profiles.get(prof))), _rate(ci), _rate(ce),
-                     _success_delta((comps.get(prof) or {}).get("success")),
-                     _mean((ci or {}).get("steps"), 2), _mean((ce or {}).get("steps"), 2)])
+        rows.append(
+            [
+                code(prof),
+                cell(agents_mod.fault_label(run.profiles.get(prof))),
+                _rate(ci),
+                _rate(ce),
+                _success_delta((comps.get(prof) or {}).get("success")),
+                _mean((ci or {}).get("steps"), 2),
+                _mean((ce or {}).get("steps"), 2),
+            ]
+        )
     pooled, overall = run.stats["pooled"], run.stats.get("overall") or {}
     if len(run.stats["profiles"]) > 1 and pooled:
         ci, ce = pooled.get("internal"), pooled.get("external")
-        rows.append(["**all profiles**", "pooled", _rate(ci), _rate(ce), _success_delta(overall.get("success")),
-                     _mean((ci or {}).get("steps"), 2), _mean((ce or {}).get("steps"), 2)])
-    return table(["profile", "faults", "internal success", "external success", "external − internal",
-                  "steps to answer (int)", "steps to answer (ext)"], rows, ["l", "l", "r", "r", "r", "r", "r"])
+        rows.append(
+            [
+                "**all profiles**",
+                "pooled",
+                _rate(ci),
+                _rate(ce),
+                _success_delta(overall.get("success")),
+                _mean((ci or {}).get("steps"), 2),
+                _mean((ce or {}).get("steps"), 2),
+            ]
+        )
+    return table(
+        [
+            "profile",
+            "faults",
+            "internal success",
+            "external success",
+            "external − internal",
+            "steps to answer (int)",
+            "steps to answer (ext)",
+        ],
+        rows,
+        ["l", "l", "r", "r", "r", "r", "r"],
+    )
 
 
 def _latency_table(run: agents_mod.AgentRun) -> str:
     cells, comps = _cells(run), _comparisons(run)
     rows = []
     for prof in run.stats["profiles"]:
-        ci, ce = cells.get((prof, "internal")) or {}, cells.get((prof, "external")) or {}
+        ci, ce = (
+            cells.get((prof, "internal")) or {},
+            cells.get((prof, "external")) or {},
+        )
         comp = comps.get(prof) or {}
-        rows.append([code(prof), _mean(ci.get("loop_ms"), 0), _mean(ce.get("loop_ms"), 0), _ratio(comp.get("loop_ms")),
-                     _mean(ci.get("tool_attempt_ms"), 2), _mean(ce.get("tool_attempt_ms"), 2),
-                     _ratio(comp.get("tool_attempt_ms")), _mean(ci.get("retries"), 2), _mean(ce.get("retries"), 2),
-                     f"{_pct(ci.get('tool_error_rate'))} / {_pct(ce.get('tool_error_rate'))}"])
+        rows.append(
+            [
+                code(prof),
+                _mean(ci.get("loop_ms"), 0),
+                _mean(ce.get("loop_ms"), 0),
+                _ratio(comp.get("loop_ms")),
+                _mean(ci.get("tool_attempt_ms"), 2),
+                _mean(ce.get("tool_attempt_ms"), 2),
+                _ratio(comp.get("tool_attempt_ms")),
+                _mean(ci.get("retries"), 2),
+                _mean(ce.get("retries"), 2),
+                f"{_pct(ci.get('tool_error_rate'))} / {_pct(ce.get('tool_error_rate'))}",
+            ]
+        )
     pooled, overall = run.stats["pooled"], run.stats.get("overall") or {}
     if len(run.stats["profiles"]) > 1 and pooled:
         ci, ce = pooled.get("internal") or {}, pooled.get("external") or {}
-        rows.append(["**all profiles**", _mean(ci.get("loop_ms"), 0), _mean(ce.get("loop_ms"), 0),
-                     _ratio(overall.get("loop_ms")), _mean(ci.get("tool_attempt_ms"), 2),
-                     _mean(ce.get("tool_attempt_ms"), 2), _ratio(overall.get("tool_attempt_ms")),
-                     _mean(ci.get("retries"), 2), _mean(ce.get("retries"), 2),
-                     f"{_pct(ci.get('tool_error_rate'))} / {_pct(ce.get('tool_error_rate'))}"])
-    return table(["profile", "episode ms (int)", "episode ms (ext)", "ext/int episode", "tool call ms (int)",
-                  "tool call ms (ext)", "ext/int tool call", "retries/episode (int)", "retries/episode (ext)",
-                  "failed tool steps int / ext"], rows, ["l"] + ["r"] * 9)
+        rows.append(
+            [
+                "**all profiles**",
+                _mean(ci.get("loop_ms"), 0),
+                _mean(ce.get("loop_ms"), 0),
+                _ratio(overall.get("loop_ms")),
+                _mean(ci.get("tool_attempt_ms"), 2),
+                _mean(ce.get("tool_attempt_ms"), 2),
+                _ratio(overall.get("tool_attempt_ms")),
+                _mean(ci.get("retries"), 2),
+                _mean(ce.get("retries"), 2),
+                f"{_pct(ci.get('tool_error_rate'))} / {_pct(ce.get('tool_error_rate'))}",
+            ]
+        )
+    return table(
+        [
+            "profile",
+            "episode ms (int)",
+            "episode ms (ext)",
+            "ext/int episode",
+            "tool call ms (int)",
+            "tool call ms (ext)",
+            "ext/int tool call",
+            "retries/episode (int)",
+            "retries/episode (ext)",
+            "failed tool steps int / ext",
+        ],
+        rows,
+        ["l"] + ["r"] * 9,
+    )
 
 
 def _scenario_table(run: agents_mod.AgentRun) -> str:
     rows = []
     for c in agents_mod.scenario_cells(run):
-        rows.append([code(c["scenario"]), cell(c["placement"]), _rate(c), _mean(c["steps"], 2), num(c["tool_calls"], 0),
-                     cell(", ".join(f"{k} {v}" for k, v in c["end_reasons"].items()))])
-    return table(["scenario", "placement", "success (every profile)", "steps to answer", "tool call attempts",
-                  "how episodes ended"], rows, ["l", "l", "r", "r", "r", "l"])
+        rows.append(
+            [
+                code(c["scenario"]),
+                cell(c["placement"]),
+                _rate(c),
+                _mean(c["steps"], 2),
+                num(c["tool_calls"], 0),
+                cell(", ".join(f"{k} {v}" for k, v in c["end_reasons"].items())),
+            ]
+        )
+    return table(
+        [
+            "scenario",
+            "placement",
+            "success (every profile)",
+            "steps to answer",
+            "tool call attempts",
+            "how episodes ended",
+        ],
+        rows,
+        ["l", "l", "r", "r", "r", "l"],
+    )
 
 
 def success_chart(run: agents_mod.AgentRun) -> Any:
-    rows = [{"label": f"{c['profile']} · {c['placement']}", "mean": 100 * c["success_rate"], "stddev": None,
-             "n": c["episodes"], "ci95_low": 100 * c["success_ci95"][0], "ci95_high": 100 * c["success_ci95"][1],
-             "id": run.record.id} for c in run.stats["cells"] if c["episodes"]]
+    rows = [
+        {
+            "label": f"{c['profile']} · {c['placement']}",
+            "mean": 100 * c["success_rate"],
+            "stddev": None,
+            "n": c["episodes"],
+            "ci95_low": 100 * c["success_ci95"][0],
+            "ci95_high": 100 * c["success_ci95"][1],
+            "id": run.record.id,
+        }
+        for c in run.stats["cells"]
+        if c["episodes"]
+    ]
     if not rows:
         return None
-    return charts.bar_with_ci(pd.DataFrame(rows), METRICS["agent_success"], title="Success per fault profile and placement")
+    return charts.bar_with_ci(
+        pd.DataFrame(rows),
+        METRICS["agent_success"],
+        title="Success per fault profile and placement",
+    )
 
 
 def _examples(run: agents_mod.AgentRun, n: int = 3) -> list[str]:
     """A few episodes as transcripts: a success and failures of different kinds, when there are."""
     picked: list[Any] = []
-    for cond in (lambda e: e.success, lambda e: e.tool_failures > 0, lambda e: not e.success and e.tool_calls == 0,
-                 lambda e: not e.success):
+    for cond in (
+        lambda e: e.success,
+        lambda e: e.tool_failures > 0,
+        lambda e: not e.success and e.tool_calls == 0,
+        lambda e: not e.success,
+    ):
         e = next((x for x in run.episodes if cond(x) and x not in picked), None)
         if e is not None and len(picked) < n:
             picked.append(e)
@@ -168,14 +295,22 @@ def _examples(run: agents_mod.AgentRun, n: int = 3) -> list[str]:
         for t in e.turns:
             m = t.model
             if m is not None:
-                said = m.text if m.ok else (m.error.message if m.error is not None else None)
+                said = (
+                    m.text
+                    if m.ok
+                    else (m.error.message if m.error is not None else None)
+                )
                 lines.append(f"model ({num(m.e2e_ms, 0)} ms): {said}")
             tool = t.tool
             if tool is not None:
-                att = ", ".join(f"{a.error or 'ok'} {a.ms:.1f} ms" for a in tool.attempts)
+                att = ", ".join(
+                    f"{a.error or 'ok'} {a.ms:.1f} ms" for a in tool.attempts
+                )
                 said = json_short(tool.result) if tool.ok else tool.error
                 lines.append(f"  tool {tool.name}: {said} [{att}]")
-        lines.append(f"-> {'success' if e.success else 'failure'} ({e.end_reason}, {e.steps} steps, {e.loop_ms:.0f} ms)")
+        lines.append(
+            f"-> {'success' if e.success else 'failure'} ({e.end_reason}, {e.steps} steps, {e.loop_ms:.0f} ms)"
+        )
         out.append(pre("\n".join(lines)))
     return out
 
@@ -190,31 +325,71 @@ def json_short(v: Any) -> str:
 def agents_page(docs: list[Any]) -> str:
     runs = agents_mod.agent_runs(docs)
     if not runs:
-        return admonition("info", "No agent loop run yet", "Run `invoke bench --matrix agent-loops`.")
+        return admonition(
+            "info", "No agent loop run yet", "Run `invoke bench --matrix agent-loops`."
+        )
     out: list[str] = []
     out += ["## What the runs show", ""]
-    out += [f"- **{cell(r.label)}**: {cell(headline(r))} ({link(r.record.id, run_link(r.record.id))})" for r in runs]
+    out += [
+        f"- **{cell(r.label)}**: {cell(headline(r))} ({link(r.record.id, run_link(r.record.id))})"
+        for r in runs
+    ]
     out.append("")
     for r in runs:
-        out += [f"## {cell(r.endpoint)} · {cell(r.record.model_name)} on {code(r.record.host_id)}", ""]
+        out += [
+            f"## {cell(r.endpoint)} · {cell(r.record.model_name)} on {code(r.record.host_id)}",
+            "",
+        ]
         if not r.record.ok:
-            out += [admonition("warning", "Incomplete run", cell(r.record.error_message or "failed")), ""]
+            out += [
+                admonition(
+                    "warning",
+                    "Incomplete run",
+                    cell(r.record.error_message or "failed"),
+                ),
+                "",
+            ]
         out += ["### Success and steps per fault profile", "", _success_table(r), ""]
         out += ["### Latency and retries", "", _latency_table(r), ""]
         ch = success_chart(r)
         if ch is not None:
-            out += [charts.embed(ch, caption="Share of episodes answered correctly, with the Wilson CI95."), ""]
-        body = [_scenario_table(r), "", "Example episodes (every transcript is in the artifact):", ""] + _examples(r)
-        out += [fold("Per scenario, and example episodes", "\n".join(body), "abstract"), ""]
+            out += [
+                charts.embed(
+                    ch,
+                    caption="Share of episodes answered correctly, with the Wilson CI95.",
+                ),
+                "",
+            ]
+        body = [
+            _scenario_table(r),
+            "",
+            "Example episodes (every transcript is in the artifact):",
+            "",
+        ] + _examples(r)
+        out += [
+            fold("Per scenario, and example episodes", "\n".join(body), "abstract"),
+            "",
+        ]
     proto = runs[0].protocol
     if proto is not None:
-        shown = [f"System message: {proto.system}", "", "Solved example in front of every task:"]
+        shown = [
+            f"System message: {proto.system}",
+            "",
+            "Solved example in front of every task:",
+        ]
         shown += [f"  {m.role}: {m.content}" for m in proto.example or []]
         if proto.action_schema:
             import json
 
-            shown += ["", "Action schema (response_format json_object with schema):", json.dumps(proto.action_schema)]
-        out += [fold("The protocol the model is given", pre("\n".join(shown)), "note"), ""]
+            shown += [
+                "",
+                "Action schema (response_format json_object with schema):",
+                json.dumps(proto.action_schema),
+            ]
+        out += [
+            fold("The protocol the model is given", pre("\n".join(shown)), "note"),
+            "",
+        ]
     return "\n".join(out)
 
 

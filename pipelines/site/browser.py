@@ -42,7 +42,9 @@ class Kind:
 KINDS = {
     "run": Kind("run", "runs", "runs", "runs"),
     "quality": Kind("quality", "quality-runs", "quality runs", "quality runs"),
-    "perplexity": Kind("perplexity", "perplexity-runs", "perplexity runs", "perplexity runs"),
+    "perplexity": Kind(
+        "perplexity", "perplexity-runs", "perplexity runs", "perplexity runs"
+    ),
 }
 
 
@@ -56,10 +58,20 @@ def _headline(r: RunRecord) -> tuple[float | None, str, str]:
 def run_row(d: RunRecord) -> dict[str, Any]:
     r = as_record(d)
     value, unit, label = _headline(r)
-    return {"id": r.id, "created": r.created, "host": r.host_id, "model": r.model_name,
-            "test": r.test_name, "backend": r.backend, "status": r.status,
-            "metric": label, "value": value, "unit": unit,
-            "title": f"{r.model_name} · {r.test_name} · {r.host_id}" + _served(r), "json": "data/" + r.data_path}
+    return {
+        "id": r.id,
+        "created": r.created,
+        "host": r.host_id,
+        "model": r.model_name,
+        "test": r.test_name,
+        "backend": r.backend,
+        "status": r.status,
+        "metric": label,
+        "value": value,
+        "unit": unit,
+        "title": f"{r.model_name} · {r.test_name} · {r.host_id}" + _served(r),
+        "json": "data/" + r.data_path,
+    }
 
 
 def _served(r: RunRecord) -> str:
@@ -71,10 +83,20 @@ def quality_row(d: QualityRecord) -> dict[str, Any]:
     q = as_quality(d)
     s = q.summary.rate
     rate = s.pass_rate
-    return {"id": q.id, "created": q.created, "host": q.host_id, "model": q.model_name,
-            "suite": q.suite_name, "backend": q.backend, "status": q.status,
-            "pass_rate": None if rate is None else round(100 * float(rate), 1), "passed": s.passed, "n": s.n,
-            "title": f"{q.model_name} · {q.suite_name} · {q.host_id}", "json": "data/" + q.data_path}
+    return {
+        "id": q.id,
+        "created": q.created,
+        "host": q.host_id,
+        "model": q.model_name,
+        "suite": q.suite_name,
+        "backend": q.backend,
+        "status": q.status,
+        "pass_rate": None if rate is None else round(100 * float(rate), 1),
+        "passed": s.passed,
+        "n": s.n,
+        "title": f"{q.model_name} · {q.suite_name} · {q.host_id}",
+        "json": "data/" + q.data_path,
+    }
 
 
 def _round(v: Any, decimals: int, scale: float = 1.0) -> float | None:
@@ -92,50 +114,94 @@ def perplexity_row(d: PerplexityRecord) -> dict[str, Any]:
     p = as_perplexity(d)
     r = p.results or PplResults()
     ref = p.reference.name if p.reference else ""
-    return {"id": p.id, "created": p.created, "host": p.host_id, "model": p.model_name,
-            "reference": ref, "text": p.text.name, "status": p.status,
-            "ppl": _round(r.ppl, 5), "ppl_se": _round(r.ppl_se, 5),
-            "kld": _round(r.kld_mean, 7), "kld_se": _round(r.kld_se, 7),
-            "same_top": _round(r.same_top, 3, 100), "same_top_se": _round(r.same_top_se, 3, 100),
-            "n": r.n_scored_tokens if p.results is not None else None,
-            "title": f"{p.model_name} · {'KLD vs ' + ref if ref else 'perplexity'} · {p.text.name} · {p.host_id}",
-            "json": "data/" + p.data_path}
+    return {
+        "id": p.id,
+        "created": p.created,
+        "host": p.host_id,
+        "model": p.model_name,
+        "reference": ref,
+        "text": p.text.name,
+        "status": p.status,
+        "ppl": _round(r.ppl, 5),
+        "ppl_se": _round(r.ppl_se, 5),
+        "kld": _round(r.kld_mean, 7),
+        "kld_se": _round(r.kld_se, 7),
+        "same_top": _round(r.same_top, 3, 100),
+        "same_top_se": _round(r.same_top_se, 3, 100),
+        "n": r.n_scored_tokens if p.results is not None else None,
+        "title": f"{p.model_name} · {'KLD vs ' + ref if ref else 'perplexity'} · {p.text.name} · {p.host_id}",
+        "json": "data/" + p.data_path,
+    }
 
 
 ROWS = {"run": run_row, "quality": quality_row, "perplexity": perplexity_row}
 
 # (name, label, type, filter, hidden, dictionary-encoded)
 _COLUMNS = {
-    "run": [("id", "run", "str", False, False, False), ("created", "measured (UTC)", "str", False, False, False),
-            ("host", "host", "str", True, False, True), ("model", "model", "str", True, False, True),
-            ("test", "test", "str", True, False, True), ("backend", "backend", "str", True, False, True),
-            ("status", "status", "str", True, False, True), ("metric", "headline metric", "str", False, False, True),
-            ("value", "value", "num", False, False, False), ("unit", "unit", "str", False, True, True),
-            ("json", "JSON", "str", False, False, False), ("title", "title", "str", False, True, False)],
-    "quality": [("id", "quality run", "str", False, False, False), ("created", "measured (UTC)", "str", False, False, False),
-                ("host", "host", "str", True, False, True), ("model", "model", "str", True, False, True),
-                ("suite", "suite", "str", True, False, True), ("backend", "backend", "str", True, False, True),
-                ("status", "status", "str", True, False, True), ("pass_rate", "pass rate (%)", "num", False, False, False),
-                ("passed", "passed", "num", False, False, False), ("n", "scored", "num", False, False, False),
-                ("json", "JSON", "str", False, False, False), ("title", "title", "str", False, True, False)],
-    "perplexity": [("id", "perplexity run", "str", False, False, False), ("created", "measured (UTC)", "str", False, False, False),
-                   ("host", "host", "str", True, False, True), ("model", "model", "str", True, False, True),
-                   ("reference", "reference model", "str", True, False, True), ("text", "text", "str", True, False, True),
-                   ("status", "status", "str", True, False, True), ("ppl", "PPL", "num", False, False, False),
-                   ("ppl_se", "PPL SE", "num", False, True, False), ("kld", "mean KLD", "num", False, False, False),
-                   ("kld_se", "KLD SE", "num", False, True, False), ("same_top", "same top token (%)", "num", False, False, False),
-                   ("same_top_se", "same top SE", "num", False, True, False), ("n", "scored tokens", "num", False, False, False),
-                   ("json", "JSON", "str", False, False, False), ("title", "title", "str", False, True, False)],
+    "run": [
+        ("id", "run", "str", False, False, False),
+        ("created", "measured (UTC)", "str", False, False, False),
+        ("host", "host", "str", True, False, True),
+        ("model", "model", "str", True, False, True),
+        ("test", "test", "str", True, False, True),
+        ("backend", "backend", "str", True, False, True),
+        ("status", "status", "str", True, False, True),
+        ("metric", "headline metric", "str", False, False, True),
+        ("value", "value", "num", False, False, False),
+        ("unit", "unit", "str", False, True, True),
+        ("json", "JSON", "str", False, False, False),
+        ("title", "title", "str", False, True, False),
+    ],
+    "quality": [
+        ("id", "quality run", "str", False, False, False),
+        ("created", "measured (UTC)", "str", False, False, False),
+        ("host", "host", "str", True, False, True),
+        ("model", "model", "str", True, False, True),
+        ("suite", "suite", "str", True, False, True),
+        ("backend", "backend", "str", True, False, True),
+        ("status", "status", "str", True, False, True),
+        ("pass_rate", "pass rate (%)", "num", False, False, False),
+        ("passed", "passed", "num", False, False, False),
+        ("n", "scored", "num", False, False, False),
+        ("json", "JSON", "str", False, False, False),
+        ("title", "title", "str", False, True, False),
+    ],
+    "perplexity": [
+        ("id", "perplexity run", "str", False, False, False),
+        ("created", "measured (UTC)", "str", False, False, False),
+        ("host", "host", "str", True, False, True),
+        ("model", "model", "str", True, False, True),
+        ("reference", "reference model", "str", True, False, True),
+        ("text", "text", "str", True, False, True),
+        ("status", "status", "str", True, False, True),
+        ("ppl", "PPL", "num", False, False, False),
+        ("ppl_se", "PPL SE", "num", False, True, False),
+        ("kld", "mean KLD", "num", False, False, False),
+        ("kld_se", "KLD SE", "num", False, True, False),
+        ("same_top", "same top token (%)", "num", False, False, False),
+        ("same_top_se", "same top SE", "num", False, True, False),
+        ("n", "scored tokens", "num", False, False, False),
+        ("json", "JSON", "str", False, False, False),
+        ("title", "title", "str", False, True, False),
+    ],
 }
 # a number shown with its standard error (column -> its SE column) and its decimals in the list
-_SE = {"perplexity": {"ppl": ("ppl_se", 3), "kld": ("kld_se", 5), "same_top": ("same_top_se", 1)}}
+_SE = {
+    "perplexity": {
+        "ppl": ("ppl_se", 3),
+        "kld": ("kld_se", 5),
+        "same_top": ("same_top_se", 1),
+    }
+}
 
 
 def index_rows(kind: str, docs: list[ArtifactRecord]) -> list[dict[str, Any]]:
     make = ROWS[kind]
     cls = record_class(kind)
     recs = [d if isinstance(d, cls) else cls(d) for d in docs]
-    return [make(r) for r in sorted(recs, key=lambda r: (r.created, r.id), reverse=True)]
+    return [
+        make(r) for r in sorted(recs, key=lambda r: (r.created, r.id), reverse=True)
+    ]
 
 
 def index_data(kind: str, rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -174,10 +240,18 @@ def index_data(kind: str, rows: list[dict[str, Any]]) -> dict[str, Any]:
             c["se_col"], c["decimals"] = _SE[kind][name]
         columns.append(c)
     k = KINDS[kind]
-    data: dict[str, Any] = {"title": k.title, "noun": k.noun, "default_sort": "created", "columns": columns,
-                            "values": values, "rows": out_rows}
+    data: dict[str, Any] = {
+        "title": k.title,
+        "noun": k.noun,
+        "default_sort": "created",
+        "columns": columns,
+        "values": values,
+        "rows": out_rows,
+    }
     if kind == "run":
-        data["metrics"] = {m.name: [m.label, m.unit, m.decimals] for m in METRICS.values()}
+        data["metrics"] = {
+            m.name: [m.label, m.unit, m.decimals] for m in METRICS.values()
+        }
     return data
 
 
@@ -191,7 +265,9 @@ def index_script(kind: str, data: dict[str, Any]) -> str:
 def index_csv(kind: str, rows: list[dict[str, Any]]) -> str:
     names = [c[0] for c in _COLUMNS[kind]]
     buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=names, extrasaction="ignore", lineterminator="\n")
+    w = csv.DictWriter(
+        buf, fieldnames=names, extrasaction="ignore", lineterminator="\n"
+    )
     w.writeheader()
     for r in rows:
         w.writerow(r)
@@ -200,23 +276,31 @@ def index_csv(kind: str, rows: list[dict[str, Any]]) -> str:
 
 def index_json(rows: list[dict[str, Any]]) -> str:
     # one row a line (json's C encoder; an indented dump goes through the pure-Python one)
-    return "[\n" + ",\n".join(json.dumps(r, ensure_ascii=False, allow_nan=False) for r in rows) + "\n]\n"
+    return (
+        "[\n"
+        + ",\n".join(json.dumps(r, ensure_ascii=False, allow_nan=False) for r in rows)
+        + "\n]\n"
+    )
 
 
 def browser_page(kind: str, count: int) -> str:
     """The body of the browser page: filters and table are built by runs.js from the index."""
     k = KINDS[kind]
     base = f"{ROOT}{k.folder}/"
-    return (f'<div id="almanac-browser" class="almanac-browser" data-kind="{kind}" data-root="{ROOT}" data-viewer="{base}run/">'
-            f"<p>Loading the list of {count:,} {k.noun} (needs JavaScript)…</p></div>\n"
-            f'<script src="{base}index-data.js"></script>\n\n'
-            f'<p class="almanac-downloads">The whole list: <a href="{base}index.csv" download>CSV</a> · '
-            f'<a href="{base}index.json" download>JSON</a>; every artifact is published as JSON under '
-            f'<a href="{ROOT}data.md">data/</a> with the same path as in the repository.</p>\n')
+    return (
+        f'<div id="almanac-browser" class="almanac-browser" data-kind="{kind}" data-root="{ROOT}" data-viewer="{base}run/">'
+        f"<p>Loading the list of {count:,} {k.noun} (needs JavaScript)…</p></div>\n"
+        f'<script src="{base}index-data.js"></script>\n\n'
+        f'<p class="almanac-downloads">The whole list: <a href="{base}index.csv" download>CSV</a> · '
+        f'<a href="{base}index.json" download>JSON</a>; every artifact is published as JSON under '
+        f'<a href="{ROOT}data.md">data/</a> with the same path as in the repository.</p>\n'
+    )
 
 
 def viewer_page(kind: str) -> str:
     k = KINDS[kind]
-    return (f'<div id="almanac-viewer" class="almanac-viewer" data-kind="{kind}" data-root="{ROOT}">'
-            f'<p>Loading… (needs JavaScript). <a href="{ROOT}{k.folder}/">All {k.noun}</a></p></div>\n'
-            f'<script src="{ROOT}{k.folder}/index-data.js"></script>\n')
+    return (
+        f'<div id="almanac-viewer" class="almanac-viewer" data-kind="{kind}" data-root="{ROOT}">'
+        f'<p>Loading… (needs JavaScript). <a href="{ROOT}{k.folder}/">All {k.noun}</a></p></div>\n'
+        f'<script src="{ROOT}{k.folder}/index-data.js"></script>\n'
+    )

@@ -47,8 +47,22 @@ COLORS: dict[str, tuple[str, str]] = {
     "measured": ("#1b9e77", "#4fd1a5"),  # the roofline's measured rate
     "bound": ("#d95f02", "#ff9e4f"),  # the roofline's bandwidth bound
 }
-ACCENT, INK, MUTED, QUIET, GOOD, BAD, WARN, NEUTRAL, FAINT, MEASURED, BOUND = (COLORS[k][0] for k in (
-    "accent", "ink", "muted", "quiet", "good", "bad", "warn", "neutral", "faint", "measured", "bound"))
+ACCENT, INK, MUTED, QUIET, GOOD, BAD, WARN, NEUTRAL, FAINT, MEASURED, BOUND = (
+    COLORS[k][0]
+    for k in (
+        "accent",
+        "ink",
+        "muted",
+        "quiet",
+        "good",
+        "bad",
+        "warn",
+        "neutral",
+        "faint",
+        "measured",
+        "bound",
+    )
+)
 
 FONT = "-apple-system, BlinkMacSystemFont, Helvetica, Arial, sans-serif"  # Material's with `font: false`
 TEXT_PX = 12  # axis, legend and mark text: at least 11 px as drawn, on a phone too (charts are never scaled down)
@@ -56,26 +70,71 @@ TEXT_PX = 12  # axis, legend and mark text: at least 11 px as drawn, on a phone 
 
 # Series colours (Vega's tableau10 on light; the same hues lightened to read on the dark page).
 CATEGORY = {
-    "light": ["#4c78a8", "#f58518", "#e45756", "#72b7b2", "#54a24b", "#eeca3b", "#b279a2", "#ff9da6", "#9d755d", "#bab0ac"],
-    "dark": ["#7ea8d8", "#f8a04a", "#ef8583", "#8fd0cb", "#7cc474", "#f2d663", "#cf9cc1", "#ffb8bf", "#c39a80", "#cfc7c3"],
+    "light": [
+        "#4c78a8",
+        "#f58518",
+        "#e45756",
+        "#72b7b2",
+        "#54a24b",
+        "#eeca3b",
+        "#b279a2",
+        "#ff9da6",
+        "#9d755d",
+        "#bab0ac",
+    ],
+    "dark": [
+        "#7ea8d8",
+        "#f8a04a",
+        "#ef8583",
+        "#8fd0cb",
+        "#7cc474",
+        "#f2d663",
+        "#cf9cc1",
+        "#ffb8bf",
+        "#c39a80",
+        "#cfc7c3",
+    ],
 }
 
 
-def _scheme_config(scheme: str, text: str, title: str, grid: str, domain: str) -> dict[str, Any]:
-    label = {"labelColor": text, "titleColor": title, "labelFontSize": TEXT_PX, "titleFontSize": TEXT_PX,
-             "labelFont": FONT, "titleFont": FONT}
+def _scheme_config(
+    scheme: str, text: str, title: str, grid: str, domain: str
+) -> dict[str, Any]:
+    label = {
+        "labelColor": text,
+        "titleColor": title,
+        "labelFontSize": TEXT_PX,
+        "titleFontSize": TEXT_PX,
+        "labelFont": FONT,
+        "titleFont": FONT,
+    }
     return {
-        "background": "transparent", "font": FONT,
+        "background": "transparent",
+        "font": FONT,
         "view": {"stroke": grid, "fill": None},
         # tick labels keep 6 px apart (crowded ones are left out, never drawn touching)
-        "axis": {**label, "gridColor": grid, "domainColor": domain, "tickColor": domain, "titleFontWeight": "normal",
-                 "labelSeparation": 6},
+        "axis": {
+            **label,
+            "gridColor": grid,
+            "domainColor": domain,
+            "tickColor": domain,
+            "titleFontWeight": "normal",
+            "labelSeparation": 6,
+        },
         # an x axis title longer than a narrow plot (a phone) runs left over the label column, never off the right edge
         "axisX": {"titleAnchor": "end", "titleAlign": "right"},
         "legend": {**label, "titleFontWeight": "normal", "symbolOpacity": 1},
         "header": {**label},
-        "title": {"color": title, "subtitleColor": text, "fontSize": 14, "subtitleFontSize": TEXT_PX, "font": FONT,
-                  "anchor": "start", "fontWeight": "bold", "offset": 8},
+        "title": {
+            "color": title,
+            "subtitleColor": text,
+            "fontSize": 14,
+            "subtitleFontSize": TEXT_PX,
+            "font": FONT,
+            "anchor": "start",
+            "fontWeight": "bold",
+            "offset": 8,
+        },
         "text": {"color": title, "fontSize": TEXT_PX, "font": FONT},
         "mark": {"color": CATEGORY[scheme][0]},
         "range": {"category": CATEGORY[scheme]},
@@ -85,24 +144,37 @@ def _scheme_config(scheme: str, text: str, title: str, grid: str, domain: str) -
 # The Vega-Lite config of each scheme (a spec's own config wins): transparent background, so a chart
 # sits on the page's own colour; text, grid and axis lines readable on it.
 THEME: dict[str, dict[str, Any]] = {
-    "light": _scheme_config("light", text="#444444", title="#1f1f1f", grid="#e3e3e3", domain="#8a8a8a"),
-    "dark": _scheme_config("dark", text="#c9ccd6", title="#e8eaf0", grid="#3a3f4d", domain="#8b90a0"),
+    "light": _scheme_config(
+        "light", text="#444444", title="#1f1f1f", grid="#e3e3e3", domain="#8a8a8a"
+    ),
+    "dark": _scheme_config(
+        "dark", text="#c9ccd6", title="#e8eaf0", grid="#3a3f4d", domain="#8b90a0"
+    ),
 }
 
 
 def theme_script() -> str:
     """assets/js/chart-theme.js: the schemes' configs and dark colours for charts.js."""
-    data = {"light": THEME["light"], "dark": THEME["dark"], "font": FONT, "textPx": TEXT_PX,
-            "darkColors": {light: dark for light, dark in COLORS.values() if light != dark}}
-    return ("// Written at build time from pipelines/site/charts.py (THEME, COLORS): do not edit.\n"
-            f"window.almanacChartTheme = {json.dumps(data, sort_keys=True, allow_nan=False)};\n")
+    data = {
+        "light": THEME["light"],
+        "dark": THEME["dark"],
+        "font": FONT,
+        "textPx": TEXT_PX,
+        "darkColors": {light: dark for light, dark in COLORS.values() if light != dark},
+    }
+    return (
+        "// Written at build time from pipelines/site/charts.py (THEME, COLORS): do not edit.\n"
+        f"window.almanacChartTheme = {json.dumps(data, sort_keys=True, allow_nan=False)};\n"
+    )
 
 
 # -- axes with units ------------------------------------------------------------------------------
 LOG_WORDS = "log scale"
 
 
-def axis_title(what: Metric | str, unit: str | None = None, *, log: bool = False) -> str:
+def axis_title(
+    what: Metric | str, unit: str | None = None, *, log: bool = False
+) -> str:
     """A quantitative axis's title: what, then its unit in parentheses, and "log scale" where it is
     one: ``decode rate (t/s, log scale)``. ``what`` may be a registered metric (its label and unit)."""
     if isinstance(what, Metric):
@@ -123,7 +195,14 @@ def _scale(scale: Any, log: bool) -> Any:
     return {**(scale or {}), "type": "log"}
 
 
-def qx(field: str, what: Metric | str, unit: str | None = None, *, log: bool = False, **kw: Any) -> alt.X:
+def qx(
+    field: str,
+    what: Metric | str,
+    unit: str | None = None,
+    *,
+    log: bool = False,
+    **kw: Any,
+) -> alt.X:
     """A quantitative x encoding titled with its unit (``axis_title``); give every layer sharing the
     axis the same arguments. ``log``: a log scale (merged into ``scale``), said in the title."""
     if log:
@@ -131,16 +210,35 @@ def qx(field: str, what: Metric | str, unit: str | None = None, *, log: bool = F
     return alt.X(f"{field}:Q", title=axis_title(what, unit, log=log), **kw)
 
 
-def qy(field: str, what: Metric | str, unit: str | None = None, *, log: bool = False, **kw: Any) -> alt.Y:
+def qy(
+    field: str,
+    what: Metric | str,
+    unit: str | None = None,
+    *,
+    log: bool = False,
+    **kw: Any,
+) -> alt.Y:
     """A quantitative y encoding titled with its unit; see ``qx``."""
     if log:
         kw["scale"] = _scale(kw.get("scale"), log)
     return alt.Y(f"{field}:Q", title=axis_title(what, unit, log=log), **kw)
 
 
-def q(field: str, what: Metric | str, unit: str | None = None, *, log: bool = False, **kw: Any) -> dict[str, Any]:
+def q(
+    field: str,
+    what: Metric | str,
+    unit: str | None = None,
+    *,
+    log: bool = False,
+    **kw: Any,
+) -> dict[str, Any]:
     """The same for a plain Vega-Lite spec: a quantitative channel definition titled with its unit."""
-    enc: dict[str, Any] = {"field": field, "type": "quantitative", **kw, "title": axis_title(what, unit, log=log)}
+    enc: dict[str, Any] = {
+        "field": field,
+        "type": "quantitative",
+        **kw,
+        "title": axis_title(what, unit, log=log),
+    }
     if log:
         enc["scale"] = {**kw.get("scale", {}), "type": "log"}
     return enc
@@ -154,7 +252,9 @@ _UNIT = re.compile(r"\([^()]*[^()\s][^()]*\)")
 _POSITION = ("x", "y")
 
 
-def unit_defects(spec: Any, inherited: dict[str, Any] | None = None, where: str = "chart") -> list[str]:
+def unit_defects(
+    spec: Any, inherited: dict[str, Any] | None = None, where: str = "chart"
+) -> list[str]:
     """Every quantitative x/y encoding of ``spec`` (layers and concatenations included) whose title
     does not name a unit in parentheses, or whose log scale the title does not say; an encoding
     without an axis (``axis: null``) shows no title and is skipped."""
@@ -165,31 +265,52 @@ def unit_defects(spec: Any, inherited: dict[str, Any] | None = None, where: str 
     if "mark" in spec:
         for ch in _POSITION:
             d = enc.get(ch)
-            if not isinstance(d, dict) or d.get("type") != "quantitative" or d.get("axis", {}) is None:
+            if (
+                not isinstance(d, dict)
+                or d.get("type") != "quantitative"
+                or d.get("axis", {}) is None
+            ):
                 continue
             title = d.get("title", (d.get("axis") or {}).get("title"))
             text = " ".join(title) if isinstance(title, list) else title
             name = f"{where}: {ch} ({d.get('field')})"
             if not isinstance(text, str) or not _UNIT.search(text):
                 out.append(f"{name} has no title with a unit: {title!r}")
-            elif (d.get("scale") or {}).get("type") in ("log", "symlog") and LOG_WORDS not in text:
-                out.append(f"{name} is a log scale and its title does not say so: {text!r}")
+            elif (d.get("scale") or {}).get("type") in (
+                "log",
+                "symlog",
+            ) and LOG_WORDS not in text:
+                out.append(
+                    f"{name} is a log scale and its title does not say so: {text!r}"
+                )
     for key in ("layer", "hconcat", "vconcat", "concat"):
         for i, sub in enumerate(spec.get(key) or []):
-            out += unit_defects(sub, enc if key == "layer" else None, f"{where}.{key}[{i}]")
+            out += unit_defects(
+                sub, enc if key == "layer" else None, f"{where}.{key}[{i}]"
+            )
     if isinstance(spec.get("spec"), dict):  # facet / repeat
         out += unit_defects(spec["spec"], None, f"{where}.spec")
     return out
 
 
-def embed(chart: alt.TopLevelMixin | dict[str, Any], chart_id: str | None = None, caption: str = "") -> str:
+def embed(
+    chart: alt.TopLevelMixin | dict[str, Any],
+    chart_id: str | None = None,
+    caption: str = "",
+) -> str:
     """HTML for one chart: a container and its spec as inert JSON (no script runs from data)."""
     # Altair's own validation of the Vega-Lite spec costs ~0.1 s a chart; the builders are
     # unit-tested with it on (ALMANAC_VALIDATE_CHARTS=1), the site build skips it.
-    spec = chart if isinstance(chart, dict) else chart.to_dict(validate=bool(os.environ.get("ALMANAC_VALIDATE_CHARTS")))
+    spec = (
+        chart
+        if isinstance(chart, dict)
+        else chart.to_dict(validate=bool(os.environ.get("ALMANAC_VALIDATE_CHARTS")))
+    )
     unitless = unit_defects(spec, where=_title(spec) or "chart")
     if unitless:
-        raise UnitlessAxis("; ".join(unitless) + " (build quantitative axes with charts.qx/qy/q)")
+        raise UnitlessAxis(
+            "; ".join(unitless) + " (build quantitative axes with charts.qx/qy/q)"
+        )
     text = json.dumps(spec, sort_keys=True, allow_nan=False)
     # JSON inside <script>: neutralise anything that could close the element or open HTML.
     safe = text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
@@ -197,9 +318,11 @@ def embed(chart: alt.TopLevelMixin | dict[str, Any], chart_id: str | None = None
     data = figure_data(spec)
     if data:
         caption = (caption + " " if caption else "") + data
-    cap = f'<figcaption>{caption}</figcaption>' if caption else ""
-    return (f'<figure class="almanac-figure"><div class="almanac-chart" id="{cid}" data-spec="{cid}-spec"></div>'
-            f'<script type="application/json" id="{cid}-spec">{safe}</script>{cap}</figure>')
+    cap = f"<figcaption>{caption}</figcaption>" if caption else ""
+    return (
+        f'<figure class="almanac-figure"><div class="almanac-chart" id="{cid}" data-spec="{cid}-spec"></div>'
+        f'<script type="application/json" id="{cid}-spec">{safe}</script>{cap}</figure>'
+    )
 
 
 def _title(spec: dict[str, Any]) -> str:
@@ -237,100 +360,205 @@ def figure_data(spec: dict[str, Any]) -> str:
     ids = "id" in headers
     if ids:
         headers.append("artifact_json")
-    body = [[_text(r.get(h)) for h in headers[:-1]] + [json_of.get(str(r.get("id")), "")] if ids else
-            [_text(r.get(h)) for h in headers] for r in rows]
+    body = [
+        [_text(r.get(h)) for h in headers[:-1]] + [json_of.get(str(r.get("id")), "")]
+        if ids
+        else [_text(r.get(h)) for h in headers]
+        for r in rows
+    ]
     digest = register_table(headers, body)
-    return (f'<span class="almanac-downloads">Data: <a href="{ROOT}tables/{digest}.csv" download>CSV</a> · '
-            f'<a href="{ROOT}tables/{digest}.json" download>JSON</a>'
-            + (" (with each artifact's JSON)" if ids else "") + "</span>")
+    return (
+        f'<span class="almanac-downloads">Data: <a href="{ROOT}tables/{digest}.csv" download>CSV</a> · '
+        f'<a href="{ROOT}tables/{digest}.json" download>JSON</a>'
+        + (" (with each artifact's JSON)" if ids else "")
+        + "</span>"
+    )
 
 
 def _text(v: Any) -> str:
     return "" if v is None else (v if isinstance(v, str) else json.dumps(v))
 
 
-def bar_with_ci(df: pd.DataFrame, metric: Metric, label_col: str = "label", title: str = "") -> alt.LayerChart:
+def bar_with_ci(
+    df: pd.DataFrame, metric: Metric, label_col: str = "label", title: str = ""
+) -> alt.LayerChart:
     """Horizontal bars of the mean with CI95 error bars, best first."""
-    order = list(df.sort_values("mean", ascending=not metric.higher_is_better)[label_col])
+    order = list(
+        df.sort_values("mean", ascending=not metric.higher_is_better)[label_col]
+    )
     base = alt.Chart(df).encode(y=alt.Y(f"{label_col}:N", sort=order, title=None))
     bars = base.mark_bar(color=ACCENT).encode(
         x=qx("mean", metric),
-        tooltip=[alt.Tooltip(f"{label_col}:N", title="configuration"),
-                 alt.Tooltip("mean:Q", format=".2f", title=f"mean ({metric.unit})"),
-                 alt.Tooltip("stddev:Q", format=".2f"), alt.Tooltip("n:Q"),
-                 alt.Tooltip("ci95_low:Q", format=".2f"), alt.Tooltip("ci95_high:Q", format=".2f"),
-                 alt.Tooltip("id:N", title="artifact")],
+        tooltip=[
+            alt.Tooltip(f"{label_col}:N", title="configuration"),
+            alt.Tooltip("mean:Q", format=".2f", title=f"mean ({metric.unit})"),
+            alt.Tooltip("stddev:Q", format=".2f"),
+            alt.Tooltip("n:Q"),
+            alt.Tooltip("ci95_low:Q", format=".2f"),
+            alt.Tooltip("ci95_high:Q", format=".2f"),
+            alt.Tooltip("id:N", title="artifact"),
+        ],
     )
     if "json" in df.columns:  # a click on a bar opens the JSON of the artifact it shows
         bars = bars.encode(href=alt.Href("json:N"))
-    err = base.mark_errorbar(color=INK).encode(x=qx("ci95_low", metric), x2=alt.X2("ci95_high:Q"))
-    return (bars + err).properties(title=title, width="container", height=max(60, 28 * len(df)))
+    err = base.mark_errorbar(color=INK).encode(
+        x=qx("ci95_low", metric), x2=alt.X2("ci95_high:Q")
+    )
+    return (bars + err).properties(
+        title=title, width="container", height=max(60, 28 * len(df))
+    )
 
 
 def _clean(v: Any) -> Any:
-    return None if isinstance(v, float) and v != v else v  # NaN -> null (JSON has no NaN)
+    return (
+        None if isinstance(v, float) and v != v else v
+    )  # NaN -> null (JSON has no NaN)
 
 
-def dots_with_ci(df: pd.DataFrame, metric: Metric, label_col: str = "label", title: str = "") -> dict[str, Any]:
+def dots_with_ci(
+    df: pd.DataFrame, metric: Metric, label_col: str = "label", title: str = ""
+) -> dict[str, Any]:
     """One mark per result: a dot at the mean and a CI95 rule, one row per artifact, in the
     frame's order. Rows are keyed by the artifact id (``id``), so two results never share a
     mark and nothing is summed or stacked (Vega-Lite stacks bars that share a category).
     A plain Vega-Lite spec (no Altair validation: linear and cheap at thousands of rows)."""
     rows = df.reset_index(drop=True).to_dict("records")
-    values = [{**{k: _clean(v) for k, v in r.items()}, "row": f"{r[label_col]} · {str(r['id'])[:12]}"} for r in rows]
-    tooltip = [{"field": label_col, "type": "nominal", "title": "configuration"},
-               {"field": "mean", "type": "quantitative", "format": ".2f", "title": f"mean ({metric.unit})"},
-               {"field": "stddev", "type": "quantitative", "format": ".2f"}, {"field": "n", "type": "quantitative"},
-               {"field": "ci95_low", "type": "quantitative", "format": ".2f"},
-               {"field": "ci95_high", "type": "quantitative", "format": ".2f"},
-               {"field": "id", "type": "nominal", "title": "artifact"}]
+    values = [
+        {
+            **{k: _clean(v) for k, v in r.items()},
+            "row": f"{r[label_col]} · {str(r['id'])[:12]}",
+        }
+        for r in rows
+    ]
+    tooltip = [
+        {"field": label_col, "type": "nominal", "title": "configuration"},
+        {
+            "field": "mean",
+            "type": "quantitative",
+            "format": ".2f",
+            "title": f"mean ({metric.unit})",
+        },
+        {"field": "stddev", "type": "quantitative", "format": ".2f"},
+        {"field": "n", "type": "quantitative"},
+        {"field": "ci95_low", "type": "quantitative", "format": ".2f"},
+        {"field": "ci95_high", "type": "quantitative", "format": ".2f"},
+        {"field": "id", "type": "nominal", "title": "artifact"},
+    ]
     return {
-        "$schema": alt.SCHEMA_URL, "title": title, "width": "container", "height": max(60, 26 * len(values)),
+        "$schema": alt.SCHEMA_URL,
+        "title": title,
+        "width": "container",
+        "height": max(60, 26 * len(values)),
         "data": {"values": values},
-        "encoding": {"y": {"field": "row", "type": "nominal", "sort": [v["row"] for v in values], "title": None,
-                           "axis": {"labelLimit": 320}}},
+        "encoding": {
+            "y": {
+                "field": "row",
+                "type": "nominal",
+                "sort": [v["row"] for v in values],
+                "title": None,
+                "axis": {"labelLimit": 320},
+            }
+        },
         "layer": [
-            {"mark": {"type": "rule", "color": INK},
-             "encoding": {"x": q("ci95_low", metric, stack=None), "x2": {"field": "ci95_high"}}},
-            {"mark": {"type": "point", "filled": True, "size": 70, "color": ACCENT},
-             "encoding": {"x": q("mean", metric, stack=None), "tooltip": tooltip,
-                          # a click on a dot opens its artifact's published JSON
-                          **({"href": {"field": "json", "type": "nominal"}} if "json" in df.columns else {})}},
+            {
+                "mark": {"type": "rule", "color": INK},
+                "encoding": {
+                    "x": q("ci95_low", metric, stack=None),
+                    "x2": {"field": "ci95_high"},
+                },
+            },
+            {
+                "mark": {"type": "point", "filled": True, "size": 70, "color": ACCENT},
+                "encoding": {
+                    "x": q("mean", metric, stack=None),
+                    "tooltip": tooltip,
+                    # a click on a dot opens its artifact's published JSON
+                    **(
+                        {"href": {"field": "json", "type": "nominal"}}
+                        if "json" in df.columns
+                        else {}
+                    ),
+                },
+            },
         ],
     }
 
 
-def dots_over_time(values: list[dict[str, Any]], metric: Metric, title: str = "") -> dict[str, Any]:
+def dots_over_time(
+    values: list[dict[str, Any]], metric: Metric, title: str = ""
+) -> dict[str, Any]:
     """One dot per result (mean) with its CI95 rule over time (``created``), coloured by ``build``."""
-    tooltip = [{"field": "created", "type": "temporal", "format": "%Y-%m-%d %H:%M:%S"},
-               {"field": "mean", "type": "quantitative", "format": ".2f"},
-               {"field": "stddev", "type": "quantitative", "format": ".2f"}, {"field": "n", "type": "quantitative"},
-               {"field": "ci95_low", "type": "quantitative", "format": ".2f"},
-               {"field": "ci95_high", "type": "quantitative", "format": ".2f"},
-               {"field": "build", "type": "nominal"}, {"field": "id", "type": "nominal", "title": "artifact"}]
+    tooltip = [
+        {"field": "created", "type": "temporal", "format": "%Y-%m-%d %H:%M:%S"},
+        {"field": "mean", "type": "quantitative", "format": ".2f"},
+        {"field": "stddev", "type": "quantitative", "format": ".2f"},
+        {"field": "n", "type": "quantitative"},
+        {"field": "ci95_low", "type": "quantitative", "format": ".2f"},
+        {"field": "ci95_high", "type": "quantitative", "format": ".2f"},
+        {"field": "build", "type": "nominal"},
+        {"field": "id", "type": "nominal", "title": "artifact"},
+    ]
     return {
-        "$schema": alt.SCHEMA_URL, "title": title, "width": "container", "height": 220,
+        "$schema": alt.SCHEMA_URL,
+        "title": title,
+        "width": "container",
+        "height": 220,
         "data": {"values": [{k: _clean(v) for k, v in r.items()} for r in values]},
-        "encoding": {"x": {"field": "created", "type": "temporal", "title": "measured"},
-                     "color": {"field": "build", "type": "nominal", "title": "build",
-                               "legend": {"orient": "bottom", "labelLimit": 400}}},
+        "encoding": {
+            "x": {"field": "created", "type": "temporal", "title": "measured"},
+            "color": {
+                "field": "build",
+                "type": "nominal",
+                "title": "build",
+                "legend": {"orient": "bottom", "labelLimit": 400},
+            },
+        },
         "layer": [
-            {"mark": {"type": "rule"}, "encoding": {"y": q("ci95_low", metric, stack=None, scale={"zero": False}),
-                                                    "y2": {"field": "ci95_high"}}},
-            {"mark": {"type": "point", "filled": True, "size": 60},
-             "encoding": {"y": q("mean", metric, stack=None, scale={"zero": False}), "tooltip": tooltip}},
+            {
+                "mark": {"type": "rule"},
+                "encoding": {
+                    "y": q("ci95_low", metric, stack=None, scale={"zero": False}),
+                    "y2": {"field": "ci95_high"},
+                },
+            },
+            {
+                "mark": {"type": "point", "filled": True, "size": 60},
+                "encoding": {
+                    "y": q("mean", metric, stack=None, scale={"zero": False}),
+                    "tooltip": tooltip,
+                },
+            },
         ],
     }
 
 
-def line_sweep(df: pd.DataFrame, x: str, metric: Metric, series: str | None = None, title: str = "",
-               x_title: str | None = None, x_unit: str | None = None) -> alt.LayerChart:
+def line_sweep(
+    df: pd.DataFrame,
+    x: str,
+    metric: Metric,
+    series: str | None = None,
+    title: str = "",
+    x_title: str | None = None,
+    x_unit: str | None = None,
+) -> alt.LayerChart:
     """A sweep: metric mean against a swept value (``x_title`` in ``x_unit``), CI95 band, one line per series."""
-    enc_color = alt.Color(f"{series}:N", title=series) if series else alt.ColorValue(ACCENT)
+    enc_color = (
+        alt.Color(f"{series}:N", title=series) if series else alt.ColorValue(ACCENT)
+    )
     base = alt.Chart(df).encode(x=qx(x, x_title or x, x_unit))
     line = base.mark_line(point=True).encode(
-        y=qy("mean", metric), color=enc_color,
-        tooltip=[alt.Tooltip(f"{x}:Q"), alt.Tooltip("mean:Q", format=".2f"), alt.Tooltip("stddev:Q", format=".2f"),
-                 alt.Tooltip("n:Q"), alt.Tooltip("id:N", title="artifact")] + ([alt.Tooltip(f"{series}:N")] if series else []))
-    band = base.mark_area(opacity=0.2).encode(y=qy("ci95_low", metric), y2=alt.Y2("ci95_high:Q"), color=enc_color)
+        y=qy("mean", metric),
+        color=enc_color,
+        tooltip=[
+            alt.Tooltip(f"{x}:Q"),
+            alt.Tooltip("mean:Q", format=".2f"),
+            alt.Tooltip("stddev:Q", format=".2f"),
+            alt.Tooltip("n:Q"),
+            alt.Tooltip("id:N", title="artifact"),
+        ]
+        + ([alt.Tooltip(f"{series}:N")] if series else []),
+    )
+    band = base.mark_area(opacity=0.2).encode(
+        y=qy("ci95_low", metric), y2=alt.Y2("ci95_high:Q"), color=enc_color
+    )
     return (band + line).properties(title=title, width="container", height=260)

@@ -47,7 +47,9 @@ class Mark:
 class _Page(HTMLParser):
     page: str = ""
     marks: list[Mark] = field(default_factory=list)
-    text: list[str] = field(default_factory=list)  # visible text (scripts and styles left out)
+    text: list[str] = field(
+        default_factory=list
+    )  # visible text (scripts and styles left out)
 
     def __post_init__(self) -> None:
         HTMLParser.__init__(self, convert_charrefs=True)
@@ -61,7 +63,14 @@ class _Page(HTMLParser):
             self._skip += 1
         a = {k: v or "" for k, v in attrs}
         cls = a.get("class", "").split()
-        kind = next((k for k in ("fact", "rank", "verdict", "missing", "lossless") if f"almanac-{k}" in cls), None)
+        kind = next(
+            (
+                k
+                for k in ("fact", "rank", "verdict", "missing", "lossless")
+                if f"almanac-{k}" in cls
+            ),
+            None,
+        )
         if kind is not None:
             m = Mark(self.page, kind, a, "")
             self.marks.append(m)
@@ -120,7 +129,9 @@ def _rank_number(label: str) -> int | None:
     return int(label) if label.isdigit() else None
 
 
-def check(site: Path, *, missing: Callable[[str, str], bool] | None = None) -> list[str]:
+def check(
+    site: Path, *, missing: Callable[[str, str], bool] | None = None
+) -> list[str]:
     """Every contradiction of the built site at ``site``, one line each ([] when it agrees with itself).
     ``missing(work, host)``: True where the fact layer has no group of that work on that host."""
     site = Path(site)
@@ -130,15 +141,24 @@ def check(site: Path, *, missing: Callable[[str, str], bool] | None = None) -> l
         pg = read_page(path, site)
         marks += pg.marks
         text = " ".join(pg.text)
-        for pat, what in ((NONE_WORD, "a Python None"), (TRUNCATION, "a truncated list")):
+        for pat, what in (
+            (NONE_WORD, "a Python None"),
+            (TRUNCATION, "a truncated list"),
+        ):
             m = pat.search(text)
             if m:
                 start = max(0, m.start() - 40)
-                problems.append(f"{pg.page}: {what} in the text: …{text[start:m.end() + 40]!r}…")
+                problems.append(
+                    f"{pg.page}: {what} in the text: …{text[start : m.end() + 40]!r}…"
+                )
         outside = NO_RUN.findall(text)
-        allowed = sum(len(NO_RUN.findall(mk.text)) for mk in pg.marks if mk.kind == "missing")
+        allowed = sum(
+            len(NO_RUN.findall(mk.text)) for mk in pg.marks if mk.kind == "missing"
+        )
         if len(outside) > allowed:
-            problems.append(f"{pg.page}: says \"no measured run\" outside a not-measured mark (the fact layer decides)")
+            problems.append(
+                f'{pg.page}: says "no measured run" outside a not-measured mark (the fact layer decides)'
+            )
     problems += _check_tables(site)
     problems += _check_facts([m for m in marks if m.kind == "fact"])
     problems += _check_ranks(marks)
@@ -159,9 +179,13 @@ def _check_tables(site: Path) -> list[str]:
             out.append(f"tables/{p.name}: not JSON")
             continue
         for i, row in enumerate(rows if isinstance(rows, list) else []):
-            for k, v in (row.items() if isinstance(row, dict) else []):
-                if isinstance(v, str) and (NONE_WORD.fullmatch(v.strip()) or TRUNCATION.search(v)):
-                    out.append(f"tables/{p.name}: row {i + 1}, column {k!r} reads {v!r}")
+            for k, v in row.items() if isinstance(row, dict) else []:
+                if isinstance(v, str) and (
+                    NONE_WORD.fullmatch(v.strip()) or TRUNCATION.search(v)
+                ):
+                    out.append(
+                        f"tables/{p.name}: row {i + 1}, column {k!r} reads {v!r}"
+                    )
     return out
 
 
@@ -173,7 +197,9 @@ def _check_facts(facts: list[Mark]) -> list[str]:
     for key, ms in by_key.items():
         values = {m.attrs.get("data-v") for m in ms}
         if len(values) > 1:
-            where = ", ".join(sorted({f"{m.page} ({m.attrs.get('data-v')})" for m in ms}))
+            where = ", ".join(
+                sorted({f"{m.page} ({m.attrs.get('data-v')})" for m in ms})
+            )
             out.append(f"figure {key} has {len(values)} values: {where}")
             continue
         try:
@@ -183,29 +209,41 @@ def _check_facts(facts: list[Mark]) -> list[str]:
             continue
         for m in ms:
             if not shows(html.unescape(m.text), v):
-                out.append(f"{m.page}: figure {key} reads {m.text.strip()!r}, not its value {v!r} rounded")
+                out.append(
+                    f"{m.page}: figure {key} reads {m.text.strip()!r}, not its value {v!r} rounded"
+                )
     return out
 
 
 def _check_ranks(marks: list[Mark]) -> list[str]:
     out = []
     ranks: dict[tuple[str, str, str], set[str]] = {}
-    by_fact: dict[str, set[tuple[str, str, str]]] = {}  # fact -> every (board, test, rank label) shown for it
+    by_fact: dict[
+        str, set[tuple[str, str, str]]
+    ] = {}  # fact -> every (board, test, rank label) shown for it
     for m in marks:
         if m.kind != "rank":
             continue
         a = m.attrs
         k = (a.get("data-board", ""), a.get("data-test", ""), a.get("data-host", ""))
         ranks.setdefault(k, set()).add(a.get("data-rank", ""))
-        by_fact.setdefault(a.get("data-fact", ""), set()).add((k[0], k[1], a.get("data-rank", "")))
+        by_fact.setdefault(a.get("data-fact", ""), set()).add(
+            (k[0], k[1], a.get("data-rank", ""))
+        )
     for k, labels in ranks.items():
         if len(labels) > 1:
-            out.append(f"host {k[2]} on board {k[0]} ({k[1]}) has {len(labels)} ranks: {', '.join(sorted(labels))}")
+            out.append(
+                f"host {k[2]} on board {k[0]} ({k[1]}) has {len(labels)} ranks: {', '.join(sorted(labels))}"
+            )
     verdicts: dict[tuple[str, str], set[str]] = {}
     for m in marks:
         if m.kind != "verdict":
             continue
-        a, b, v = m.attrs.get("data-a", ""), m.attrs.get("data-b", ""), m.attrs.get("data-verdict", "")
+        a, b, v = (
+            m.attrs.get("data-a", ""),
+            m.attrs.get("data-b", ""),
+            m.attrs.get("data-verdict", ""),
+        )
         verdicts.setdefault((a, b), set()).add(v)
         for ra in sorted(by_fact.get(a, ())):
             for rb in sorted(by_fact.get(b, ())):
@@ -215,21 +253,33 @@ def _check_ranks(marks: list[Mark]) -> list[str]:
                 if na is None or nb is None:
                     continue
                 if v == "loss" and not nb > na:
-                    out.append(f"{m.page}: {b} loses to {a} yet is ranked {rb[2]} beside its {ra[2]}")
+                    out.append(
+                        f"{m.page}: {b} loses to {a} yet is ranked {rb[2]} beside its {ra[2]}"
+                    )
                 if v == "win" and not nb < na:
-                    out.append(f"{m.page}: {b} wins over {a} yet is ranked {rb[2]} beside its {ra[2]}")
+                    out.append(
+                        f"{m.page}: {b} wins over {a} yet is ranked {rb[2]} beside its {ra[2]}"
+                    )
     for (a, b), vs in verdicts.items():
         if len(vs) > 1:
-            out.append(f"{b} against {a} has {len(vs)} verdicts: {', '.join(sorted(vs))}")
+            out.append(
+                f"{b} against {a} has {len(vs)} verdicts: {', '.join(sorted(vs))}"
+            )
     return out
 
 
-def _check_missing(marks: list[Mark], missing: Callable[[str, str], bool] | None) -> list[str]:
+def _check_missing(
+    marks: list[Mark], missing: Callable[[str, str], bool] | None
+) -> list[str]:
     if missing is None:
         return []
-    return [f"{m.page}: says not measured for work {m.attrs.get('data-work')} on host {m.attrs.get('data-host')}, "
-            "which the fact layer has" for m in marks
-            if m.attrs.get("data-work") and not missing(m.attrs.get("data-work", ""), m.attrs.get("data-host", ""))]
+    return [
+        f"{m.page}: says not measured for work {m.attrs.get('data-work')} on host {m.attrs.get('data-host')}, "
+        "which the fact layer has"
+        for m in marks
+        if m.attrs.get("data-work")
+        and not missing(m.attrs.get("data-work", ""), m.attrs.get("data-host", ""))
+    ]
 
 
 def _check_lossless(marks: list[Mark]) -> list[str]:
@@ -239,8 +289,11 @@ def _check_lossless(marks: list[Mark]) -> list[str]:
         aid = m.attrs.get("data-artifact", "")
         seen.setdefault(aid, set()).add(m.attrs.get("data-verdict", ""))
         pages_of.setdefault(aid, set()).add(m.page)
-    return [f"artifact {aid} has {len(vs)} lossless verdicts ({', '.join(sorted(vs))}) on {', '.join(sorted(pages_of[aid]))}"
-            for aid, vs in seen.items() if len(vs) > 1]
+    return [
+        f"artifact {aid} has {len(vs)} lossless verdicts ({', '.join(sorted(vs))}) on {', '.join(sorted(pages_of[aid]))}"
+        for aid, vs in seen.items()
+        if len(vs) > 1
+    ]
 
 
 def missing_in(facts: object) -> Callable[[str, str], bool]:

@@ -26,7 +26,9 @@ def sig(x: float | None, digits: int = 2) -> str:
     mag = math.floor(math.log10(abs(x)))
     places = digits - 1 - mag  # negative: round to tens, hundreds, ...
     rounded = round(x, places)
-    if rounded and math.floor(math.log10(abs(rounded))) > mag:  # 99.6 -> 100: one digit fewer after the point
+    if (
+        rounded and math.floor(math.log10(abs(rounded))) > mag
+    ):  # 99.6 -> 100: one digit fewer after the point
         places -= 1
         rounded = round(x, places)
     return f"{rounded:,.{max(0, places)}f}"
@@ -36,8 +38,14 @@ def _attrs(fig: Figure) -> str:
     return f'data-fact="{as_text(fig.key)}" data-v="{fig.mean!r}"'
 
 
-def value(fig: Figure, *, from_dir: str = "", decimals: int | None = None, digits: int | None = None,
-          linked: bool = True) -> str:
+def value(
+    fig: Figure,
+    *,
+    from_dir: str = "",
+    decimals: int | None = None,
+    digits: int | None = None,
+    linked: bool = True,
+) -> str:
     """The figure's value, marked with its identity, linked to its newest artifact. ``digits``:
     significant figures (Home) instead of the metric's decimals."""
     d = fig.metric.decimals if decimals is None else decimals
@@ -46,7 +54,9 @@ def value(fig: Figure, *, from_dir: str = "", decimals: int | None = None, digit
     return f'<span class="almanac-fact" {_attrs(fig)}>{inner}</span>'
 
 
-def interval(fig: Figure, *, decimals: int | None = None, digits: int | None = None) -> str:
+def interval(
+    fig: Figure, *, decimals: int | None = None, digits: int | None = None
+) -> str:
     """The figure's CI95 as "low – high", or "no CI95" and why."""
     d = fig.metric.decimals if decimals is None else decimals
     if not fig.has_interval:
@@ -72,7 +82,13 @@ def flags(fig: Figure) -> str:
     """Badges for what a reader must know about the runs behind a figure (missed target, drift)."""
     out = []
     for f in fig.flags:
-        short = "missed target" if f.startswith("missed") else "drifted" if f.startswith("drifted") else "note"
+        short = (
+            "missed target"
+            if f.startswith("missed")
+            else "drifted"
+            if f.startswith("drifted")
+            else "note"
+        )
         out.append(FLAG_BADGE.format(title=as_text(f), text=short))
     return " ".join(out)
 
@@ -83,38 +99,57 @@ def cell_html(fig: Figure | None, *, from_dir: str = "", stale: bool = False) ->
         return "—"
     badges = " ".join(b for b in (flags(fig), STALE_BADGE if stale else "") if b)
     detail = f"{interval(fig)} · n {fig.n} · {basis(fig)}"
-    return value(fig, from_dir=from_dir) + (" " + badges if badges else "") + f'<br><span class="almanac-ci">{detail}</span>'
+    return (
+        value(fig, from_dir=from_dir)
+        + (" " + badges if badges else "")
+        + f'<br><span class="almanac-ci">{detail}</span>'
+    )
 
 
 def rank(st: Standing, board_key: str, test: str, prefix: str = "") -> str:
     """A host's rank on a board's test, marked for the consistency check (``prefix``: "#" in prose)."""
-    return (f'<span class="almanac-rank" data-board="{as_text(board_key)}" data-test="{as_text(test)}" '
-            f'data-host="{as_text(st.host_id)}" data-fact="{as_text(st.figure.key)}" data-rank="{as_text(st.rank_label)}">'
-            f"{cell(prefix + st.rank_label)}</span>")
+    return (
+        f'<span class="almanac-rank" data-board="{as_text(board_key)}" data-test="{as_text(test)}" '
+        f'data-host="{as_text(st.host_id)}" data-fact="{as_text(st.figure.key)}" data-rank="{as_text(st.rank_label)}">'
+        f"{cell(prefix + st.rank_label)}</span>"
+    )
 
 
 def verdict(text: str, baseline: Figure, candidate: Figure, verdict_: str) -> str:
     """A verdict of ``candidate`` against ``baseline`` (win / loss / within noise ...), marked."""
-    return (f'<span class="almanac-verdict" data-a="{as_text(baseline.key)}" data-b="{as_text(candidate.key)}" '
-            f'data-verdict="{as_text(verdict_)}">{text}</span>')
+    return (
+        f'<span class="almanac-verdict" data-a="{as_text(baseline.key)}" data-b="{as_text(candidate.key)}" '
+        f'data-verdict="{as_text(verdict_)}">{text}</span>'
+    )
 
 
 def missing(what: str, href: str, *, work: str = "", host: str = "") -> str:
-    """"Not measured", marked with what is missing (the check proves the fact layer has none), and how to measure it."""
-    return (f'<span class="almanac-missing" data-work="{as_text(work)}" data-host="{as_text(host)}">'
-            f"not measured: {cell(what)} ([how to measure it]({href}))</span>")
+    """ "Not measured", marked with what is missing (the check proves the fact layer has none), and how to measure it."""
+    return (
+        f'<span class="almanac-missing" data-work="{as_text(work)}" data-host="{as_text(host)}">'
+        f"not measured: {cell(what)} ([how to measure it]({href}))</span>"
+    )
 
 
-def ratio_digits(lo: float | None, hi: float | None, verdict: str, digits: int = 2) -> int:
+def ratio_digits(
+    lo: float | None, hi: float | None, verdict: str, digits: int = 2
+) -> int:
     """Significant figures for a ratio's interval: ``digits``, more where the interval is told apart from 1 yet
     one bound would read 1.0 (a reader must see it does not touch 1)."""
-    while digits < 4 and lo is not None and hi is not None and verdict in ("win", "loss") and \
-            (sig(lo, digits) == "1.0" or sig(hi, digits) == "1.0"):
+    while (
+        digits < 4
+        and lo is not None
+        and hi is not None
+        and verdict in ("win", "loss")
+        and (sig(lo, digits) == "1.0" or sig(hi, digits) == "1.0")
+    ):
         digits += 1
     return digits
 
 
-def ratio_text(ratio: float | None, lo: float | None, hi: float | None, digits: int = 2) -> str:
+def ratio_text(
+    ratio: float | None, lo: float | None, hi: float | None, digits: int = 2
+) -> str:
     if ratio is None:
         return "—"
     if lo is None or hi is None:
@@ -125,5 +160,7 @@ def ratio_text(ratio: float | None, lo: float | None, hi: float | None, digits: 
 def lossless(artifact_id: str, identical: bool, text: str) -> str:
     """A lossless verdict of one artifact (pipelines.optimization.judge_lossless), marked: the check proves
     the artifact reads the same verdict wherever it is shown."""
-    return (f'<span class="almanac-lossless" data-artifact="{as_text(artifact_id)}" '
-            f'data-verdict="{"lossless" if identical else "not lossless"}">{text}</span>')
+    return (
+        f'<span class="almanac-lossless" data-artifact="{as_text(artifact_id)}" '
+        f'data-verdict="{"lossless" if identical else "not lossless"}">{text}</span>'
+    )

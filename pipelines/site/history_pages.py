@@ -11,13 +11,24 @@ import json
 from typing import Any
 
 from core.records.run import RunRecord
-from core.stats import MIN_INTERVAL_N, NO_INTERVAL_WHY
 
 from pipelines import compare as cmp
 from pipelines import history, hostnames
 from pipelines.site import charts
-from pipelines.site.markdown import ROOT, STALE_BADGE, admonition, as_text, cell, ci_cell, code, fold, link, num, prose, run_link, table
-
+from pipelines.site.markdown import (
+    ROOT,
+    STALE_BADGE,
+    admonition,
+    as_text,
+    cell,
+    code,
+    fold,
+    link,
+    num,
+    prose,
+    run_link,
+    table,
+)
 
 
 def method_text() -> str:
@@ -26,20 +37,39 @@ def method_text() -> str:
 
 
 def _settings(req: dict[str, Any]) -> str:
-    return ", ".join(f"{k}={v if isinstance(v, str) else json.dumps(v)}" for k, v in sorted(req.items()) if v is not None)
+    return ", ".join(
+        f"{k}={v if isinstance(v, str) else json.dumps(v)}"
+        for k, v in sorted(req.items())
+        if v is not None
+    )
 
 
 def history_chart(ser: history.Series) -> dict[str, Any]:
     """One dot per result (mean) with its CI95 rule, over time, coloured by build."""
-    values = [{"created": p.created, "mean": p.mean, "ci95_low": p.ci95_low, "ci95_high": p.ci95_high, "n": p.n,
-               "stddev": p.stddev, "build": p.build_label, "id": p.id} for p in ser.points]
+    values = [
+        {
+            "created": p.created,
+            "mean": p.mean,
+            "ci95_low": p.ci95_low,
+            "ci95_high": p.ci95_high,
+            "n": p.n,
+            "stddev": p.stddev,
+            "build": p.build_label,
+            "id": p.id,
+        }
+        for p in ser.points
+    ]
     return charts.dots_over_time(values, ser.metric, title=ser.label)
 
 
 def host_cell(labels: dict[str, str] | None, host_id: str) -> str:
     """A host as pages name it: its label (pipelines.hostnames), its id small beside it."""
     label = (labels or {}).get(host_id)
-    return f"{cell(label)}<br><small>{code(host_id)}</small>" if label and label != host_id else code(host_id)
+    return (
+        f"{cell(label)}<br><small>{code(host_id)}</small>"
+        if label and label != host_id
+        else code(host_id)
+    )
 
 
 def build_value(field: str, v: Any) -> str:
@@ -49,33 +79,77 @@ def build_value(field: str, v: Any) -> str:
     return str(v)
 
 
-def _step_rows(steps: list[history.Step], from_dir: str = "", labels: dict[str, str] | None = None) -> list[list[str]]:
+def _step_rows(
+    steps: list[history.Step], from_dir: str = "", labels: dict[str, str] | None = None
+) -> list[list[str]]:
     from pipelines.site import figures
 
     rows = []
     for st in steps:
         s = st.series
-        before = ", ".join(link(p.id.split("-", 1)[-1], run_link(p.id, from_dir)) for p in st.before)
-        after = ", ".join(link(p.id.split("-", 1)[-1], run_link(p.id, from_dir)) for p in st.after)
-        change = "; ".join(f"{k}: {build_value(k, v[0])} → {build_value(k, v[1])}" for k, v in st.build_change.items())
-        eff = "; ".join(f"{k}: {json.dumps(v[0])} → {json.dumps(v[1])}" for k, v in st.settings_change.items())
+        before = ", ".join(
+            link(p.id.split("-", 1)[-1], run_link(p.id, from_dir)) for p in st.before
+        )
+        after = ", ".join(
+            link(p.id.split("-", 1)[-1], run_link(p.id, from_dir)) for p in st.after
+        )
+        change = "; ".join(
+            f"{k}: {build_value(k, v[0])} → {build_value(k, v[1])}"
+            for k, v in st.build_change.items()
+        )
+        eff = "; ".join(
+            f"{k}: {json.dumps(v[0])} → {json.dumps(v[1])}"
+            for k, v in st.settings_change.items()
+        )
         ratio = f"{num(st.ratio, 3)} [{num(st.ci95_low, 3)}, {num(st.ci95_high, 3)}]"
         if st.before_figure is not None and st.after_figure is not None:
-            ratio = figures.verdict(ratio, st.before_figure, st.after_figure,
-                                    "loss" if st.verdict == "regression" else "win")
-        rows.append([
-            cell(st.verdict), cell(s.model), code(s.test),
-            f"{num(st.change_pct, 1)}%", ratio,
-            cell(change or "—"), cell(eff or "—"), code(s.backend), host_cell(labels, s.host_id),
-            (figures.cell_html(st.before_figure, from_dir=from_dir) if st.before_figure is not None else "—") + f"<br>{before}",
-            (figures.cell_html(st.after_figure, from_dir=from_dir) if st.after_figure is not None else "—") + f"<br>{after}",
-        ])
+            ratio = figures.verdict(
+                ratio,
+                st.before_figure,
+                st.after_figure,
+                "loss" if st.verdict == "regression" else "win",
+            )
+        rows.append(
+            [
+                cell(st.verdict),
+                cell(s.model),
+                code(s.test),
+                f"{num(st.change_pct, 1)}%",
+                ratio,
+                cell(change or "—"),
+                cell(eff or "—"),
+                code(s.backend),
+                host_cell(labels, s.host_id),
+                (
+                    figures.cell_html(st.before_figure, from_dir=from_dir)
+                    if st.before_figure is not None
+                    else "—"
+                )
+                + f"<br>{before}",
+                (
+                    figures.cell_html(st.after_figure, from_dir=from_dir)
+                    if st.after_figure is not None
+                    else "—"
+                )
+                + f"<br>{after}",
+            ]
+        )
     return rows
 
 
-STEP_HEADERS = ["step", "model", "test", "change", "after/before [CI95]", "build change", "effective settings change",
-                "backend", "host", "before: the build's figure (CI95, n, runs), its artifacts",
-                "after: the build's figure (CI95, n, runs), its artifacts"]
+STEP_HEADERS = [
+    "step",
+    "model",
+    "test",
+    "change",
+    "after/before [CI95]",
+    "build change",
+    "effective settings change",
+    "backend",
+    "host",
+    "before: the build's figure (CI95, n, runs), its artifacts",
+    "after: the build's figure (CI95, n, runs), its artifacts",
+]
 ALIGN = ["l", "l", "l", "r", "r", "l", "l", "l", "l", "r", "r"]
 
 
@@ -87,19 +161,39 @@ def regressions_page(docs: list[RunRecord]) -> str:
     labels = hostnames.labels(docs)
     out = []
     if not release:
-        out.append(admonition("success", "No regression", "No configuration changed by more than the noise where its "
-                                                           "release build changed."))
+        out.append(
+            admonition(
+                "success",
+                "No regression",
+                "No configuration changed by more than the noise where its "
+                "release build changed.",
+            )
+        )
     else:
         n_reg = sum(st.verdict == "regression" for st in release)
-        out += [f"**{n_reg}** regression(s) and **{len(release) - n_reg}** improvement(s) across "
-                f"{len({st.series.key for st in release})} configuration(s) where the release build changed. The change "
-                "is after ÷ before − 1 on the test's headline metric (a regression is worse whichever direction is "
-                "better).", "", table(STEP_HEADERS, _step_rows(release, labels=labels), ALIGN, max_rows=None), ""]
+        out += [
+            f"**{n_reg}** regression(s) and **{len(release) - n_reg}** improvement(s) across "
+            f"{len({st.series.key for st in release})} configuration(s) where the release build changed. The change "
+            "is after ÷ before − 1 on the test's headline metric (a regression is worse whichever direction is "
+            "better).",
+            "",
+            table(
+                STEP_HEADERS, _step_rows(release, labels=labels), ALIGN, max_rows=None
+            ),
+            "",
+        ]
     if variants:
-        out += ["## Deliberate variants", "",
-                f"{len(variants)} step(s) into or out of a deliberately changed build (a variant label, e.g. threads "
-                "halved to show what a regression looks like): A/B comparisons, not regressions of the release line.",
-                "", table(STEP_HEADERS, _step_rows(variants, labels=labels), ALIGN, max_rows=None), ""]
+        out += [
+            "## Deliberate variants",
+            "",
+            f"{len(variants)} step(s) into or out of a deliberately changed build (a variant label, e.g. threads "
+            "halved to show what a regression looks like): A/B comparisons, not regressions of the release line.",
+            "",
+            table(
+                STEP_HEADERS, _step_rows(variants, labels=labels), ALIGN, max_rows=None
+            ),
+            "",
+        ]
     out += [fold("Method", prose(history.METHOD), "almanac-method"), ""]
     shown: set[str] = set()
     charts_md = []
@@ -107,8 +201,13 @@ def regressions_page(docs: list[RunRecord]) -> str:
         if st.series.key in shown:
             continue
         shown.add(st.series.key)
-        charts_md.append(charts.embed(history_chart(st.series), caption=f"{as_text(st.series.label)}: one dot per "
-                                                                        "artifact (mean) with its CI95, by build."))
+        charts_md.append(
+            charts.embed(
+                history_chart(st.series),
+                caption=f"{as_text(st.series.label)}: one dot per "
+                "artifact (mean) with its CI95, by build.",
+            )
+        )
     if charts_md:
         out += ["## Over time", "", "\n\n".join(charts_md), ""]
     return "\n".join(out)
@@ -123,40 +222,92 @@ def history_page(docs: list[RunRecord]) -> str:
 
     sers = history.series(docs)
     if not sers:
-        return admonition("warning", "No measurements yet", "Run `invoke bench` to add some.")
+        return admonition(
+            "warning", "No measurements yet", "Run `invoke bench` to add some."
+        )
     fx = facts_mod.of(docs)
     out = []
     from pipelines.leaderboard import split_settings
 
-    varying, _ = split_settings([s.requested for s in sers])  # only what tells configurations apart
+    varying, _ = split_settings(
+        [s.requested for s in sers]
+    )  # only what tells configurations apart
     labels = hostnames.labels(docs)
     rows = []
     for s in sers:
         last = s.points[-1]
         fig = fx.figure_of(last.id)
-        rows.append([cell(s.model), code(s.test), code(s.backend), host_cell(labels, s.host_id),
-                     cell(_settings({k: s.requested.get(k) for k in varying}) or "defaults"),
-                     num(len(s.points), 0), num(len(s.builds), 0),
-                     figures.cell_html(fig, stale=last.stale) if fig is not None else "—",
-                     cell(s.metric.unit), num(len(s.steps), 0)])
-    out.append(fold(f"Every configuration ({len(sers):,}): its current build's figure, how often and with how many builds "
-                    "it was measured",
-                    table(["model", "test", "backend", "host", "requested settings (those that differ)", "results",
-                           "builds", "current build's figure (CI95, n, runs)", "unit", "steps"], rows,
-                          ["l", "l", "l", "l", "l", "r", "r", "r", "l", "r"], max_rows=None), "almanac-fold",
-                    open=len(sers) <= 30))
+        rows.append(
+            [
+                cell(s.model),
+                code(s.test),
+                code(s.backend),
+                host_cell(labels, s.host_id),
+                cell(_settings({k: s.requested.get(k) for k in varying}) or "defaults"),
+                num(len(s.points), 0),
+                num(len(s.builds), 0),
+                figures.cell_html(fig, stale=last.stale) if fig is not None else "—",
+                cell(s.metric.unit),
+                num(len(s.steps), 0),
+            ]
+        )
+    out.append(
+        fold(
+            f"Every configuration ({len(sers):,}): its current build's figure, how often and with how many builds "
+            "it was measured",
+            table(
+                [
+                    "model",
+                    "test",
+                    "backend",
+                    "host",
+                    "requested settings (those that differ)",
+                    "results",
+                    "builds",
+                    "current build's figure (CI95, n, runs)",
+                    "unit",
+                    "steps",
+                ],
+                rows,
+                ["l", "l", "l", "l", "l", "r", "r", "r", "l", "r"],
+                max_rows=None,
+            ),
+            "almanac-fold",
+            open=len(sers) <= 30,
+        )
+    )
     out.append("")
     multi = [s for s in sers if len(s.points) > 1]
     if multi:
-        out += ["## Over time", "", f"{len(multi)} configuration(s) measured more than once, the most recently measured "
-                "first; each opens to its chart.", ""]
+        out += [
+            "## Over time",
+            "",
+            f"{len(multi)} configuration(s) measured more than once, the most recently measured "
+            "first; each opens to its chart.",
+            "",
+        ]
         multi = sorted(multi, key=lambda s: s.points[-1].created, reverse=True)
         for s in multi:
-            out.append(fold(f"{s.model} · {s.test} · {s.backend} · {labels.get(s.host_id, s.host_id)} · "
-                            f"{len(s.points):,} results, {len(s.builds):,} build(s)",
-                            charts.embed(history_chart(s), caption="One dot per artifact (mean) with its CI95, by build.")))
-    out += ["", fold("Method", prose(history.METHOD) + " A result measured with an older build than the newest one on "
-                     "its host, backend and server software is marked " + STALE_BADGE + ".", "almanac-method")]
+            out.append(
+                fold(
+                    f"{s.model} · {s.test} · {s.backend} · {labels.get(s.host_id, s.host_id)} · "
+                    f"{len(s.points):,} results, {len(s.builds):,} build(s)",
+                    charts.embed(
+                        history_chart(s),
+                        caption="One dot per artifact (mean) with its CI95, by build.",
+                    ),
+                )
+            )
+    out += [
+        "",
+        fold(
+            "Method",
+            prose(history.METHOD)
+            + " A result measured with an older build than the newest one on "
+            "its host, backend and server software is marked " + STALE_BADGE + ".",
+            "almanac-method",
+        ),
+    ]
     return "\n".join(out)
 
 
@@ -173,7 +324,9 @@ def compare_table(res: cmp.Result, from_dir: str = "") -> str:
     return table(hs, rows, ["r" if h in ("A", "B", "B/A [CI95]") else "l" for h in hs])
 
 
-FOLD_AFTER = 3  # workloads shown open; the others fold (their summary line says who leads)
+FOLD_AFTER = (
+    3  # workloads shown open; the others fold (their summary line says who leads)
+)
 
 
 def _ratio_text(st: Any) -> str:
@@ -183,7 +336,9 @@ def _ratio_text(st: Any) -> str:
     if st.ratio is None:
         return "—"
     if st.ratio_low is None:
-        return num(st.ratio, 3) + (f" (no interval: {cell(st.verdict_note)})" if st.verdict_note else "")
+        return num(st.ratio, 3) + (
+            f" (no interval: {cell(st.verdict_note)})" if st.verdict_note else ""
+        )
     return f"{num(st.ratio, 3)} [{num(st.ratio_low, 3)}, {num(st.ratio_high, 3)}]"
 
 
@@ -192,10 +347,12 @@ def _picker(data: dict[str, Any]) -> str:
     inert JSON; one line, so that the build keeps it out of the Markdown parser (markdown.hold_figures)."""
     text = json.dumps(data, separators=(",", ":"), allow_nan=False, ensure_ascii=False)
     safe = text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
-    return ('<figure class="almanac-figure"><div class="almanac-fleet" id="almanac-fleet" data-spec="almanac-fleet-data" '
-            f'data-root="{ROOT}">'
-            '<noscript>The picker needs JavaScript; every host against the fleet is in the tables below.</noscript></div>'
-            f'<script type="application/json" id="almanac-fleet-data">{safe}</script></figure>')
+    return (
+        '<figure class="almanac-figure"><div class="almanac-fleet" id="almanac-fleet" data-spec="almanac-fleet-data" '
+        f'data-root="{ROOT}">'
+        "<noscript>The picker needs JavaScript; every host against the fleet is in the tables below.</noscript></div>"
+        f'<script type="application/json" id="almanac-fleet-data">{safe}</script></figure>'
+    )
 
 
 def host_vs_host_page(docs: list[RunRecord]) -> str:
@@ -210,43 +367,90 @@ def host_vs_host_page(docs: list[RunRecord]) -> str:
     recs = [r for r in fx.records if r.ok]
     host_docs = {r.host_id: r.host for r in recs}
     if len(host_docs) < 2:
-        return admonition("info", "One host", "Results from at least two hosts are needed.")
+        return admonition(
+            "info", "One host", "Results from at least two hosts are needed."
+        )
     wls = hvf.workloads(fx)
     if not wls:
-        return admonition("info", "Nothing shared", "No two hosts ran the same work (model file, test and backend "
-                                                     "class), so there is nothing to compare host to host.")
+        return admonition(
+            "info",
+            "Nothing shared",
+            "No two hosts ran the same work (model file, test and backend "
+            "class), so there is nothing to compare host to host.",
+        )
     labels = fx.labels
     sharing = {s.host_id for w in wls for s in w.standings}
-    out = [f"**{len(sharing):,} of {len(host_docs):,} hosts** share **{len(wls):,} workload(s)** (the same model file, "
-           "test and backend class; only the host differs). Pick two hosts to compare them on every workload both "
-           "ran; below, each workload ranks every host that ran it against the fleet's median host, with the figures "
-           "and ranks of the [Leaderboard](leaderboard.md).", "",
-           _picker(hvf.picker_data(wls, host_docs, labels)), ""]
+    out = [
+        f"**{len(sharing):,} of {len(host_docs):,} hosts** share **{len(wls):,} workload(s)** (the same model file, "
+        "test and backend class; only the host differs). Pick two hosts to compare them on every workload both "
+        "ran; below, each workload ranks every host that ran it against the fleet's median host, with the figures "
+        "and ranks of the [Leaderboard](leaderboard.md).",
+        "",
+        _picker(hvf.picker_data(wls, host_docs, labels)),
+        "",
+    ]
     alone = sorted(set(host_docs) - sharing)
     if alone:
-        out += [f"{len(alone):,} host(s) ran nothing another host ran: " + ", ".join(host_cell(labels, h) for h in alone)
-                + ".", ""]
-    out += ["## Each host against the fleet", "",
-            "Per workload: every host that ran it, by rank, with its ratio to the workload's median host and whether "
-            "that difference is beyond the noise (the method is below the tables).", ""]
+        out += [
+            f"{len(alone):,} host(s) ran nothing another host ran: "
+            + ", ".join(host_cell(labels, h) for h in alone)
+            + ".",
+            "",
+        ]
+    out += [
+        "## Each host against the fleet",
+        "",
+        "Per workload: every host that ran it, by rank, with its ratio to the workload's median host and whether "
+        "that difference is beyond the noise (the method is below the tables).",
+        "",
+    ]
     for i, w in enumerate(wls):
         m = w.metric
         best = w.standings[0]
-        summary = (f"{as_text(w.label)} · {len(w.standings):,} hosts · best {as_text(labels.get(best.host_id, best.host_id))} "
-                   f"{num(best.figure.mean, m.decimals)} {as_text(m.unit)} · median host "
-                   f"{as_text(labels.get(w.median.host_id, w.median.host_id))} {num(w.median.figure.mean, m.decimals)} "
-                   f"{as_text(m.unit)}")
+        summary = (
+            f"{as_text(w.label)} · {len(w.standings):,} hosts · best {as_text(labels.get(best.host_id, best.host_id))} "
+            f"{num(best.figure.mean, m.decimals)} {as_text(m.unit)} · median host "
+            f"{as_text(labels.get(w.median.host_id, w.median.host_id))} {num(w.median.figure.mean, m.decimals)} "
+            f"{as_text(m.unit)}"
+        )
         rows = []
         for st in w.standings:
             verdict = cell(st.verdict)
             if not st.is_median:
-                verdict = figures.verdict(verdict, w.median.figure, st.figure, st.verdict)
-            rows.append([figures.rank(st.standing, w.board.key, w.test), host_cell(labels, st.host_id),
-                         figures.cell_html(st.figure), _ratio_text(st), verdict])
-        body = table(["rank", "host", f"{cell(m.label)} ({cell(m.unit)}, {'higher' if m.higher_is_better else 'lower'} is better)",
-                      "÷ median host [CI95]", "verdict vs median host"], rows, ["r", "l", "r", "r", "l"], max_rows=None)
-        out += [fold("", f"Test {code(w.test)} on {cell(w.model)}, {cell(w.board.backend_class)}.\n\n{body}",
-                     "almanac-workload", open=i < FOLD_AFTER, title_html=summary), ""]
+                verdict = figures.verdict(
+                    verdict, w.median.figure, st.figure, st.verdict
+                )
+            rows.append(
+                [
+                    figures.rank(st.standing, w.board.key, w.test),
+                    host_cell(labels, st.host_id),
+                    figures.cell_html(st.figure),
+                    _ratio_text(st),
+                    verdict,
+                ]
+            )
+        body = table(
+            [
+                "rank",
+                "host",
+                f"{cell(m.label)} ({cell(m.unit)}, {'higher' if m.higher_is_better else 'lower'} is better)",
+                "÷ median host [CI95]",
+                "verdict vs median host",
+            ],
+            rows,
+            ["r", "l", "r", "r", "l"],
+            max_rows=None,
+        )
+        out += [
+            fold(
+                "",
+                f"Test {code(w.test)} on {cell(w.model)}, {cell(w.board.backend_class)}.\n\n{body}",
+                "almanac-workload",
+                open=i < FOLD_AFTER,
+                title_html=summary,
+            ),
+            "",
+        ]
     out += [fold("Method", prose(hvf.METHOD), "almanac-method"), ""]
     return "\n".join(out)
 
@@ -262,11 +466,15 @@ def verdict_rules() -> str:
         "**The run is the unit, one figure per configuration.** Two processes of the same build on a shared machine "
         "differ by more than the repetitions inside one suggest, so every figure on the site (the fact layer: "
         "Home, Leaderboard, per-host boards, Host vs host, History, Regressions, Projections, Roles, What-if, "
-        "Serving) and `invoke compare` treat *runs*: " + prose(facts.RULE) + " The variance of a figure's log is "
+        "Serving) and `invoke compare` treat *runs*: "
+        + prose(facts.RULE)
+        + " The variance of a figure's log is "
         "the host's run-to-run noise for that kind of test over its runs (pooled over every configuration of the "
         "host measured more than once, and its noise A/A: two runs alone say little of their spread); without a "
         "host estimate, the spread between its runs; a single run of a host without one, the fleet's pooled noise "
-        "(labelled so). " + prose(noise_mod.METHOD) + " `invoke noise` measures it with an A/A on a host; the "
+        "(labelled so). "
+        + prose(noise_mod.METHOD)
+        + " `invoke noise` measures it with an A/A on a host; the "
         "table below shows what every host has.",
         "**Calibrated.** `benchmarks/aa_calibration.py` runs a small matrix many times under two labels that "
         "change nothing and feeds the runs through the history and `invoke compare`: the false-alarm rate and the "
@@ -281,7 +489,8 @@ def verdict_rules() -> str:
         "**Ranks.** " + cell(ranking.RULE),
         "**Roles, ties.** " + cell(roles.TIE_RULE),
         "**Projections.** " + cell(projections.VERDICT_RULE),
-        "**Units.** Memory is in GiB (2^30 bytes), bandwidth in GB/s (10^9 bytes per second). " + cell(memory.GPU_UNITS_NOTE),
+        "**Units.** Memory is in GiB (2^30 bytes), bandwidth in GB/s (10^9 bytes per second). "
+        + cell(memory.GPU_UNITS_NOTE),
     ]
     return "\n".join(f"- {x}" for x in items) + "\n\n" + noise_table()
 
@@ -294,10 +503,21 @@ def noise_table() -> str:
     table_ = noise_mod.host_noise(list(load_runs()))
     if not table_:
         return "No host has a run-to-run noise estimate yet: run `invoke noise` on it."
-    rows = [[code(h), code(c), f"{num(100 * n.sigma, 2)}%", num(n.df, 0), cell(n.source)]
-            for (h, c), n in sorted(table_.items())]
-    return table(["host", "kind of test", "run-to-run noise (log sd of run means)", "degrees of freedom", "from"], rows,
-                 ["l", "l", "r", "r", "l"])
+    rows = [
+        [code(h), code(c), f"{num(100 * n.sigma, 2)}%", num(n.df, 0), cell(n.source)]
+        for (h, c), n in sorted(table_.items())
+    ]
+    return table(
+        [
+            "host",
+            "kind of test",
+            "run-to-run noise (log sd of run means)",
+            "degrees of freedom",
+            "from",
+        ],
+        rows,
+        ["l", "l", "r", "r", "l"],
+    )
 
 
 def ranking_rule() -> str:

@@ -14,7 +14,13 @@ from typing import Any
 from pipelines import facts as facts_mod
 from pipelines.facts import Board, Facts
 from pipelines.site import figures
-from pipelines.site.leaderboard_page import TEST_WORDS, THIS_HOST_BADGE, host_page, narrow, reference_chart
+from pipelines.site.leaderboard_page import (
+    TEST_WORDS,
+    THIS_HOST_BADGE,
+    host_page,
+    narrow,
+    reference_chart,
+)
 from pipelines.site.markdown import admonition, cell, code, link, num, table
 
 TOO_WIDE = 1.25  # an interval reaching further than ×1.25 each way cannot place a host among others
@@ -27,13 +33,23 @@ def _host(fx: Facts, host_id: str, this_host: str | None) -> str:
 
 def _figure(fig: facts_mod.Figure) -> str:
     unit = cell(fig.metric.unit)
-    ci = (f" [{figures.sig(fig.ci95_low)}, {figures.sig(fig.ci95_high)}]" if fig.has_interval else " (no CI95)")
+    ci = (
+        f" [{figures.sig(fig.ci95_low)}, {figures.sig(fig.ci95_high)}]"
+        if fig.has_interval
+        else " (no CI95)"
+    )
     badges = figures.flags(fig)
-    return figures.value(fig, digits=2) + f" {unit}{ci}" + (" " + badges if badges else "")
+    return (
+        figures.value(fig, digits=2) + f" {unit}{ci}" + (" " + badges if badges else "")
+    )
 
 
 def _verdict_words(v: str) -> str:
-    return {"win": "told apart", "loss": "told apart", "within noise": "within noise: not told apart"}.get(v, v)
+    return {
+        "win": "told apart",
+        "loss": "told apart",
+        "within noise": "within noise: not told apart",
+    }.get(v, v)
 
 
 def answer_rows(fx: Facts, this_host: str | None) -> list[list[str]]:
@@ -47,7 +63,9 @@ def answer_rows(fx: Facts, this_host: str | None) -> list[list[str]]:
             if not st:
                 continue
             m = b.metrics[t]
-            what = link(f"{b.model} · {TEST_WORDS.get(t, t)} {t}", f"leaderboard.md#w-{b.key}")
+            what = link(
+                f"{b.model} · {TEST_WORDS.get(t, t)} {t}", f"leaderboard.md#w-{b.key}"
+            )
             first = st[0]
             second = st[1] if len(st) > 1 else None
             ratio = "—"
@@ -55,25 +73,63 @@ def answer_rows(fx: Facts, this_host: str | None) -> list[list[str]]:
                 c = fx.compare(second.figure, first.figure)
                 if c.ratio is not None:
                     r = c.ratio if m.higher_is_better else 1.0 / c.ratio
-                    lo, hi = ((c.ci95_low, c.ci95_high) if m.higher_is_better
-                              else ((1 / c.ci95_high, 1 / c.ci95_low) if c.ci95_low else (None, None)))
+                    lo, hi = (
+                        (c.ci95_low, c.ci95_high)
+                        if m.higher_is_better
+                        else (
+                            (1 / c.ci95_high, 1 / c.ci95_low)
+                            if c.ci95_low
+                            else (None, None)
+                        )
+                    )
                     digits = figures.ratio_digits(lo, hi, c.verdict)
-                    ratio = figures.verdict(figures.ratio_text(r, lo, hi, digits), second.figure, first.figure, c.verdict)
+                    ratio = figures.verdict(
+                        figures.ratio_text(r, lo, hi, digits),
+                        second.figure,
+                        first.figure,
+                        c.verdict,
+                    )
                     ratio += "<br>" + cell(_verdict_words(c.verdict))
             mine = "—"
             if this_host is not None and this_host in fx.labels:
                 mst = b.standing(t, this_host)
                 if mst is None:
-                    mine = figures.missing(f"{b.model} {t} on this host", "tasks.md", work=b.work_keys[t], host=this_host)
+                    mine = figures.missing(
+                        f"{b.model} {t} on this host",
+                        "tasks.md",
+                        work=b.work_keys[t],
+                        host=this_host,
+                    )
                 else:
-                    mine = (f"rank {figures.rank(mst, b.key, t)} of {len(st)}<br>" + _figure(mst.figure)
-                            + _width_note(mst.figure))
-            row = [what, narrow("fastest: ") + _host(fx, first.host_id, this_host)
-                   + f" {figures.rank(first, b.key, t, '#')}<br>" + _figure(first.figure),
-                   (narrow("runner-up: ") + _host(fx, second.host_id, this_host)
-                    + f" {figures.rank(second, b.key, t, '#')}<br>" + _figure(second.figure)) if second is not None else "—",
-                   narrow("fastest ÷ runner-up: ") + ratio]
-            rows.append(row + ([narrow("this host: ") + mine] if this_host is not None and this_host in fx.labels else []))
+                    mine = (
+                        f"rank {figures.rank(mst, b.key, t)} of {len(st)}<br>"
+                        + _figure(mst.figure)
+                        + _width_note(mst.figure)
+                    )
+            row = [
+                what,
+                narrow("fastest: ")
+                + _host(fx, first.host_id, this_host)
+                + f" {figures.rank(first, b.key, t, '#')}<br>"
+                + _figure(first.figure),
+                (
+                    narrow("runner-up: ")
+                    + _host(fx, second.host_id, this_host)
+                    + f" {figures.rank(second, b.key, t, '#')}<br>"
+                    + _figure(second.figure)
+                )
+                if second is not None
+                else "—",
+                narrow("fastest ÷ runner-up: ") + ratio,
+            ]
+            rows.append(
+                row
+                + (
+                    [narrow("this host: ") + mine]
+                    if this_host is not None and this_host in fx.labels
+                    else []
+                )
+            )
     return rows
 
 
@@ -82,10 +138,20 @@ def _width_note(fig: facts_mod.Figure) -> str:
     if w is None:
         return "<br><small>" + cell(f"no interval: {fig.note}") + "</small>"
     if w > TOO_WIDE:
-        return "<br><small>" + cell(f"too noisy to place among hosts: the interval reaches ×{w:.2f} each way "
-                                    f"(more than ×{TOO_WIDE}); {fig.note}. `invoke noise` measures this host's noise "
-                                    "with more runs") + "</small>"
-    return "<br><small>" + cell(f"interval ×{w:.2f} each way ({figures.basis(fig)})") + "</small>"
+        return (
+            "<br><small>"
+            + cell(
+                f"too noisy to place among hosts: the interval reaches ×{w:.2f} each way "
+                f"(more than ×{TOO_WIDE}); {fig.note}. `invoke noise` measures this host's noise "
+                "with more runs"
+            )
+            + "</small>"
+        )
+    return (
+        "<br><small>"
+        + cell(f"interval ×{w:.2f} each way ({figures.basis(fig)})")
+        + "</small>"
+    )
 
 
 def scores_table(fx: Facts, board: Board, this_host: str | None) -> str:
@@ -94,50 +160,127 @@ def scores_table(fx: Facts, board: Board, this_host: str | None) -> str:
         return ""
     rows = []
     for s in sc:
-        ci = f"{figures.sig(s.ci95_low)} – {figures.sig(s.ci95_high)}" if s.ci95_low is not None else "no CI95"
-        rows.append([cell(s.rank_label), _host(fx, s.host_id, this_host),
-                     f'<span class="almanac-fact" data-fact="{s.key}" data-v="{s.value!r}">{figures.sig(s.value)}</span>',
-                     ci, figures.value(s.prefill, digits=2), figures.value(s.decode, digits=2),
-                     figures.sig(s.ttft_ms)])
-    return table(["#", "host", "score", "CI95", "prefill pp512 (t/s)", "decode tg128 (t/s)", "TTFT of 512 tokens (ms)"],
-                 rows, ["r", "l", "r", "r", "r", "r", "r"], max_rows=None)
+        ci = (
+            f"{figures.sig(s.ci95_low)} – {figures.sig(s.ci95_high)}"
+            if s.ci95_low is not None
+            else "no CI95"
+        )
+        rows.append(
+            [
+                cell(s.rank_label),
+                _host(fx, s.host_id, this_host),
+                f'<span class="almanac-fact" data-fact="{s.key}" data-v="{s.value!r}">{figures.sig(s.value)}</span>',
+                ci,
+                figures.value(s.prefill, digits=2),
+                figures.value(s.decode, digits=2),
+                figures.sig(s.ttft_ms),
+            ]
+        )
+    return table(
+        [
+            "#",
+            "host",
+            "score",
+            "CI95",
+            "prefill pp512 (t/s)",
+            "decode tg128 (t/s)",
+            "TTFT of 512 tokens (ms)",
+        ],
+        rows,
+        ["r", "l", "r", "r", "r", "r", "r"],
+        max_rows=None,
+    )
 
 
-def home_page(fx: Facts, this_host: str | None, *, regressions: str, hosts_table: str, totals: str) -> str:
+def home_page(
+    fx: Facts, this_host: str | None, *, regressions: str, hosts_table: str, totals: str
+) -> str:
     if not fx.records:
-        return admonition("warning", "No data yet", "Run `invoke all` to measure the embedded model on this host.")
+        return admonition(
+            "warning",
+            "No data yet",
+            "Run `invoke all` to measure the embedded model on this host.",
+        )
     rows = answer_rows(fx, this_host)
-    out = ["## Every reference workload: the fastest host, the runner-up, this host", ""]
+    out = [
+        "## Every reference workload: the fastest host, the runner-up, this host",
+        "",
+    ]
     if rows:
         mine = len(rows[0]) == 5
-        out += ['<div class="almanac-cards" markdown="1">', "",
-                table(["workload", "fastest", "runner-up", "fastest ÷ runner-up [CI95]"] + (["this host"] if mine else []),
-                      rows, ["l", "l", "l", "r"] + (["l"] if mine else []), max_rows=None), "", "</div>", ""]
+        out += [
+            '<div class="almanac-cards" markdown="1">',
+            "",
+            table(
+                ["workload", "fastest", "runner-up", "fastest ÷ runner-up [CI95]"]
+                + (["this host"] if mine else []),
+                rows,
+                ["l", "l", "l", "r"] + (["l"] if mine else []),
+                max_rows=None,
+            ),
+            "",
+            "</div>",
+            "",
+        ]
     else:
-        out += ["No reference workload measured on two hosts yet: `invoke all` measures it here "
-                "([Leaderboard](leaderboard.md) shows what there is).", ""]
+        out += [
+            "No reference workload measured on two hosts yet: `invoke all` measures it here "
+            "([Leaderboard](leaderboard.md) shows what there is).",
+            "",
+        ]
     out += [_this_host_line(fx, this_host), ""]
-    refs = [b for b in fx.reference_boards if not b.single and b.tests == list(facts_mod.PAIRED)]
+    refs = [
+        b
+        for b in fx.reference_boards
+        if not b.single and b.tests == list(facts_mod.PAIRED)
+    ]
     if refs:
         board = max(refs, key=lambda b: (len(b.hosts), b.synthetic, b.model))
-        out += [f"### One number per host: {cell(board.model)}", "",
-                "The score sets each host's prefill, decode and time to first token in one figure, beside the rates it "
-                "comes from, never instead of them (its formula is below the table).", "",
-                scores_table(fx, board, this_host), "",
-                figures_rule_fold(), "", reference_chart(board), "",
-                f"Every reference model and every other workload: [Leaderboard](leaderboard.md#w-{board.key}).", ""]
-    out += ["## Newest regressions", "", regressions, "", "## Hosts: when each last measured, what is stale", "",
-            hosts_table, "", totals]
+        out += [
+            f"### One number per host: {cell(board.model)}",
+            "",
+            "The score sets each host's prefill, decode and time to first token in one figure, beside the rates it "
+            "comes from, never instead of them (its formula is below the table).",
+            "",
+            scores_table(fx, board, this_host),
+            "",
+            figures_rule_fold(),
+            "",
+            reference_chart(board),
+            "",
+            f"Every reference model and every other workload: [Leaderboard](leaderboard.md#w-{board.key}).",
+            "",
+        ]
+    out += [
+        "## Newest regressions",
+        "",
+        regressions,
+        "",
+        "## Hosts: when each last measured, what is stale",
+        "",
+        hosts_table,
+        "",
+        totals,
+    ]
     return "\n".join(out)
 
 
 def figures_rule_fold() -> str:
     from pipelines.site.markdown import fold
 
-    return fold("How these figures are made", "\n\n".join([
-        cell(facts_mod.RULE), cell(facts_mod.REPRESENTATIVE_RULE), "**Score.** " + cell(facts_mod.SCORE_RULE),
-        "**Ratios** are fastest ÷ runner-up with the run as the unit (the two figures' variances of the log added, "
-        "Welch-Satterthwaite degrees of freedom); *within noise* when the interval contains 1."]), "almanac-method")
+    return fold(
+        "How these figures are made",
+        "\n\n".join(
+            [
+                cell(facts_mod.RULE),
+                cell(facts_mod.REPRESENTATIVE_RULE),
+                "**Score.** " + cell(facts_mod.SCORE_RULE),
+                "**Ratios** are fastest ÷ runner-up with the run as the unit (the two figures' variances of the log added, "
+                "Welch-Satterthwaite degrees of freedom); *within noise* when the interval contains 1.",
+            ]
+        ),
+        "almanac-method",
+    )
 
 
 def _this_host_line(fx: Facts, this_host: str | None) -> str:
@@ -145,12 +288,15 @@ def _this_host_line(fx: Facts, this_host: str | None) -> str:
         return ""
     label = fx.labels.get(this_host)
     if label is None:
-        return (f"**This host** ({code(this_host)}, the one that built this site) has no measurement here yet: "
-                "`invoke all` measures it.")
+        return (
+            f"**This host** ({code(this_host)}, the one that built this site) has no measurement here yet: "
+            "`invoke all` measures it."
+        )
     n = sum(1 for r in fx.records if r.host_id == this_host)
-    return (f"**This host** is {link(label, host_page(this_host))} ({code(this_host)}, the one that built this site): "
-            f"{num(n, 0)} artifacts.")
-
+    return (
+        f"**This host** is {link(label, host_page(this_host))} ({code(this_host)}, the one that built this site): "
+        f"{num(n, 0)} artifacts."
+    )
 
 
 def hosts_last_measured(fx: Facts, this_host: str | None) -> str:
@@ -164,21 +310,41 @@ def hosts_last_measured(fx: Facts, this_host: str | None) -> str:
     count: dict[str, int] = {}
     for r in recs:
         count[r.host_id] = count.get(r.host_id, 0) + 1
-        if r.host_id not in newest or (r.created, r.id) > (newest[r.host_id].created, newest[r.host_id].id):
+        if r.host_id not in newest or (r.created, r.id) > (
+            newest[r.host_id].created,
+            newest[r.host_id].id,
+        ):
             newest[r.host_id] = r
     stale = history.stale_ids([r for r in recs if r.ok])
     stale_count: dict[str, int] = {}
-    for r in latest_per_key(recs):  # the current results (older ones are history, not stale)
+    for r in latest_per_key(
+        recs
+    ):  # the current results (older ones are history, not stale)
         if r.id in stale:
             stale_count[r.host_id] = stale_count.get(r.host_id, 0) + 1
     rows = []
     for hid, r in sorted(newest.items(), key=lambda kv: kv[1].created, reverse=True):
-        rows.append([_host(fx, hid, this_host), cell(r.created[:16].replace("T", " ")), num(count[hid], 0),
-                     (num(stale_count[hid], 0) + " " + STALE_BADGE) if stale_count.get(hid) else "0"])
-    return (f"A current result is {STALE_BADGE} when its host has measured with a newer build since (on the same "
-            "backend): it shows an older release than the host now runs.\n\n"
-            + table(["host", "last measured (UTC)", "artifacts", "stale results"], rows, ["l", "l", "r", "r"],
-                    downloads=False, max_rows=None))
+        rows.append(
+            [
+                _host(fx, hid, this_host),
+                cell(r.created[:16].replace("T", " ")),
+                num(count[hid], 0),
+                (num(stale_count[hid], 0) + " " + STALE_BADGE)
+                if stale_count.get(hid)
+                else "0",
+            ]
+        )
+    return (
+        f"A current result is {STALE_BADGE} when its host has measured with a newer build since (on the same "
+        "backend): it shows an older release than the host now runs.\n\n"
+        + table(
+            ["host", "last measured (UTC)", "artifacts", "stale results"],
+            rows,
+            ["l", "l", "r", "r"],
+            downloads=False,
+            max_rows=None,
+        )
+    )
 
 
 def totals(fx: Facts) -> str:
@@ -187,9 +353,11 @@ def totals(fx: Facts) -> str:
     recs = fx.records
     latest = latest_per_key(recs)
     ok = sum(1 for d in latest if d.ok)
-    return (f"**Last measured:** {cell(last_updated(recs))}. **Artifacts:** {len(recs):,} on disk, {len(latest):,} "
-            f"current configurations ({ok:,} measured, {len(latest) - ok:,} failed): browse them in "
-            "[Runs](runs/index.md), download them from [Open data](open-data.md).")
+    return (
+        f"**Last measured:** {cell(last_updated(recs))}. **Artifacts:** {len(recs):,} on disk, {len(latest):,} "
+        f"current configurations ({ok:,} measured, {len(latest) - ok:,} failed): browse them in "
+        "[Runs](runs/index.md), download them from [Open data](open-data.md)."
+    )
 
 
 def home(fx: Facts, this_host: str | None) -> str:
@@ -198,6 +366,17 @@ def home(fx: Facts, this_host: str | None) -> str:
     from pipelines.site.pages import newest_regressions
 
     if not fx.records:
-        return admonition("warning", "No data yet", "Run `invoke all` to measure the embedded model on this host.")
-    return home_page(fx, this_host, regressions=newest_regressions(fx.records) + "\n\n" + corpus_section(fx.records),
-                     hosts_table=hosts_last_measured(fx, this_host), totals=totals(fx))
+        return admonition(
+            "warning",
+            "No data yet",
+            "Run `invoke all` to measure the embedded model on this host.",
+        )
+    return home_page(
+        fx,
+        this_host,
+        regressions=newest_regressions(fx.records)
+        + "\n\n"
+        + corpus_section(fx.records),
+        hosts_table=hosts_last_measured(fx, this_host),
+        totals=totals(fx),
+    )

@@ -34,7 +34,11 @@ def on_pre_build(config: Any, **_: Any) -> None:
     try:
         dataset.freeze()
     except ArtifactErrors as exc:  # bad artifacts: one line each (the count last when several), no page built
-        lines = exc.problems if len(exc.problems) == 1 else [*exc.problems, f"{exc}: nothing was built"]
+        lines = (
+            exc.problems
+            if len(exc.problems) == 1
+            else [*exc.problems, f"{exc}: nothing was built"]
+        )
         raise Abort("\n".join(f"error: {ln}" for ln in lines)) from None
     except ArtifactError as exc:
         raise Abort(f"error: {exc}") from None
@@ -69,23 +73,35 @@ def link_resolver(src_uri: str, page_url: str) -> Any:
         if target.startswith(("#", "http://", "https://", markdown.ROOT)):
             return target
         cut = re.search(r"[?#]", target)
-        path, tail = (target[:cut.start()], target[cut.start():]) if cut else (target, "")
+        path, tail = (
+            (target[: cut.start()], target[cut.start() :]) if cut else (target, "")
+        )
         if not path.endswith(".md") or path.startswith("/"):
             return None
         doc = posixpath.normpath(posixpath.join(src_dir, path))
         if doc.startswith(".."):
             return None
         stem = doc[:-3]
-        url = "" if stem == "index" else (stem[:-len("/index")] + "/" if stem.endswith("/index") else stem + "/")
+        url = (
+            ""
+            if stem == "index"
+            else (
+                stem[: -len("/index")] + "/" if stem.endswith("/index") else stem + "/"
+            )
+        )
         return up + url + tail
 
     return href
 
 
-@event_priority(-50)  # after mkdocs-macros has rendered the page, before Markdown converts it
+@event_priority(
+    -50
+)  # after mkdocs-macros has rendered the page, before Markdown converts it
 def on_page_markdown(text: str, page: Any, **_: Any) -> str:
     page._almanac_tables = []  # the page's tables as HTML, put back in on_page_content
-    text = markdown.tables_to_html(text, link_resolver(page.file.src_uri, page.url), page._almanac_tables)
+    text = markdown.tables_to_html(
+        text, link_resolver(page.file.src_uri, page.url), page._almanac_tables
+    )
     return markdown.hold_figures(text, page._almanac_tables)
 
 
@@ -95,12 +111,16 @@ def on_page_content(html: str, page: Any, **_: Any) -> str:
 
 
 # -- search: a data-heavy page is indexed by its prose, headings and the distinct words of its tables --
-SEARCH_COMPACT_BYTES = 64 * 1024  # pages larger than this are indexed in the compact form
+SEARCH_COMPACT_BYTES = (
+    64 * 1024
+)  # pages larger than this are indexed in the compact form
 _TABLE = re.compile(r"<table\b.*?</table>", re.S)
 _SCRIPT = re.compile(r"<script\b.*?</script>", re.S)
 _CELL = re.compile(r"<t[dh]\b[^>]*>(.*?)</t[dh]>", re.S)
 _TAG = re.compile(r"<[^>]+>")
-_NO_WORDS = re.compile(r"^[\d\s.,±–—=%×()/:+\-]*$|^[0-9a-f]{12}-\d{8}T[\d.]+Z$")  # figures and run ids
+_NO_WORDS = re.compile(
+    r"^[\d\s.,±–—=%×()/:+\-]*$|^[0-9a-f]{12}-\d{8}T[\d.]+Z$"
+)  # figures and run ids
 
 
 def search_text(html: str) -> str:
@@ -123,13 +143,17 @@ def search_text(html: str) -> str:
 
 @event_priority(100)  # before the search plugin indexes the page
 def _compact_for_search(context: Any, page: Any, **_: Any) -> Any:
-    if len(page.content or "") > SEARCH_COMPACT_BYTES and not (page.meta.get("search") or {}).get("exclude"):
+    if len(page.content or "") > SEARCH_COMPACT_BYTES and not (
+        page.meta.get("search") or {}
+    ).get("exclude"):
         page._almanac_content = page.content
         page.content = search_text(page.content)
     return context
 
 
-@event_priority(-100)  # after the search plugin, before the page is written: the reader gets every row
+@event_priority(
+    -100
+)  # after the search plugin, before the page is written: the reader gets every row
 def _restore_after_search(context: Any, page: Any, **_: Any) -> Any:
     full = getattr(page, "_almanac_content", None)
     if full is not None:
@@ -168,7 +192,10 @@ def publish(site: Path, ds: dataset.Dataset) -> dict[str, int]:
     for kind, k in browser.KINDS.items():
         rows = browser.index_rows(kind, ds.of(kind))
         folder = site / k.folder
-        _write(folder / "index-data.js", browser.index_script(kind, browser.index_data(kind, rows)))
+        _write(
+            folder / "index-data.js",
+            browser.index_script(kind, browser.index_data(kind, rows)),
+        )
         _write(folder / "index.json", browser.index_json(rows))
         _write(folder / "index.csv", browser.index_csv(kind, rows))
     for schema in sorted(schema_dir().glob("*.json")):
@@ -177,8 +204,14 @@ def publish(site: Path, ds: dataset.Dataset) -> dict[str, int]:
     tables = markdown.table_files()
     for digest, (headers, rows) in tables.items():
         # links inside a download are relative to the site root (data/runs/...)
-        _write(site / "tables" / f"{digest}.csv", markdown.table_csv(headers, rows).replace(markdown.ROOT, ""))
-        _write(site / "tables" / f"{digest}.json", markdown.table_json(headers, rows).replace(markdown.ROOT, ""))
+        _write(
+            site / "tables" / f"{digest}.csv",
+            markdown.table_csv(headers, rows).replace(markdown.ROOT, ""),
+        )
+        _write(
+            site / "tables" / f"{digest}.json",
+            markdown.table_json(headers, rows).replace(markdown.ROOT, ""),
+        )
     return {"artifacts": len(ds.files), "tables": len(tables)}
 
 
@@ -197,7 +230,15 @@ def on_build_error(error: Exception, **_: Any) -> None:
     line naming the path and what to do; `invoke site.build` shows that line alone."""
     from core.artifacts import STORAGE_ERRNOS, storage_error
 
-    if isinstance(error, OSError) and error.errno in STORAGE_ERRNOS and (error.filename2 or error.filename):
-        err = storage_error(error, error.filename2 or error.filename, "cannot write the site",
-                            "or build it elsewhere with --output DIR")
+    if (
+        isinstance(error, OSError)
+        and error.errno in STORAGE_ERRNOS
+        and (error.filename2 or error.filename)
+    ):
+        err = storage_error(
+            error,
+            error.filename2 or error.filename,
+            "cannot write the site",
+            "or build it elsewhere with --output DIR",
+        )
         print(f"error: {err}", file=sys.stderr, flush=True)

@@ -16,7 +16,18 @@ from core.records.run import RunRecord
 from pipelines import hostnames
 from pipelines import roofline as roof
 from pipelines.runs import latest_per_key, records
-from pipelines.site.markdown import PROJECTED_BADGE, SYNTHETIC_BADGE, admonition, cell, code, link, nbytes, num, run_link, table
+from pipelines.site.markdown import (
+    PROJECTED_BADGE,
+    SYNTHETIC_BADGE,
+    admonition,
+    cell,
+    code,
+    link,
+    nbytes,
+    num,
+    run_link,
+    table,
+)
 
 
 def _gpu_text(g: dict[str, Any]) -> str:
@@ -43,8 +54,12 @@ def host_table(run_docs: list[RunRecord], host_docs: list[HostRecord]) -> str:
     for h in host_docs:
         hosts.setdefault(h.host_id, h.host)
     if not hosts:
-        return admonition("warning", "No hosts yet", "Run `invoke bench` here, or `invoke bench --host NAME` on a host "
-                                                    "of data/hosts.yaml.")
+        return admonition(
+            "warning",
+            "No hosts yet",
+            "Run `invoke bench` here, or `invoke bench --host NAME` on a host "
+            "of data/hosts.yaml.",
+        )
     ids = sorted(hosts)
     labels = hostnames.labels(run_docs + host_docs)
 
@@ -55,11 +70,20 @@ def host_table(run_docs: list[RunRecord], host_docs: list[HostRecord]) -> str:
         return "<br>".join(_gpu_text(g) for g in h.get("gpus") or []) or "none"
 
     def gpu_fact(key: str, fmt=cell):
-        return lambda h, _: "<br>".join(fmt(g.get(key)) if g.get(key) is not None else "—"
-                                        for g in h.get("gpus") or []) or "—"
+        return lambda h, _: (
+            "<br>".join(
+                fmt(g.get(key)) if g.get(key) is not None else "—"
+                for g in h.get("gpus") or []
+            )
+            or "—"
+        )
 
     def build(key: str):
-        return lambda h, hid: cell(builds.get(hid, {}).get(key)) if builds.get(hid, {}).get(key) is not None else "—"
+        return lambda h, hid: (
+            cell(builds.get(hid, {}).get(key))
+            if builds.get(hid, {}).get(key) is not None
+            else "—"
+        )
 
     def source(h: dict[str, Any], _: str) -> str:
         if h.get("source") == "inventory":
@@ -70,23 +94,52 @@ def host_table(run_docs: list[RunRecord], host_docs: list[HostRecord]) -> str:
         row("name", lambda h, _: cell(h.get("name"))),
         row("source", source),
         row("CPU", lambda h, _: cell(h["cpu"].get("model"))),
-        row("CPU signature", lambda h, _: cell(" · ".join(f"{k} {v}" for k, v in (h["cpu"].get("signature") or {}).items())
-                                               or "— (not recorded)")),
-        row("cores (physical / logical)", lambda h, _: cell(f"{h['cpu'].get('physical_cores')} / "
-                                                           f"{h['cpu'].get('logical_cores')}")),
-        row("RAM", lambda h, _: nbytes(h.get("memory_bytes")) if h.get("memory_bytes") else "—"),
-        row("CPU flags", lambda h, _: cell(" ".join(h["cpu"].get("flags") or [])) or "—"),
+        row(
+            "CPU signature",
+            lambda h, _: cell(
+                " · ".join(
+                    f"{k} {v}" for k, v in (h["cpu"].get("signature") or {}).items()
+                )
+                or "— (not recorded)"
+            ),
+        ),
+        row(
+            "cores (physical / logical)",
+            lambda h, _: cell(
+                f"{h['cpu'].get('physical_cores')} / {h['cpu'].get('logical_cores')}"
+            ),
+        ),
+        row(
+            "RAM",
+            lambda h, _: (
+                nbytes(h.get("memory_bytes")) if h.get("memory_bytes") else "—"
+            ),
+        ),
+        row(
+            "CPU flags", lambda h, _: cell(" ".join(h["cpu"].get("flags") or [])) or "—"
+        ),
         row("GPUs", gpus),
         row("GPU driver", gpu_fact("driver")),
         row("CUDA (driver)", gpu_fact("cuda")),
-        row("GPU datasheet bandwidth", gpu_fact("datasheet_bandwidth_bytes_per_s",
-                                                lambda v: f"{num(v / 1e9, 0)} GB/s")),
+        row(
+            "GPU datasheet bandwidth",
+            gpu_fact(
+                "datasheet_bandwidth_bytes_per_s", lambda v: f"{num(v / 1e9, 0)} GB/s"
+            ),
+        ),
         row("OS", lambda h, _: cell((h.get("os") or {}).get("platform") or "—")),
         row("llama.cpp build", build("llama_cpp_commit")),
         row("libraries", build("libraries")),
-        row("runs (current: ok / failed)", lambda h, hid: f"{num(ok[hid], 0)} / {num(failed[hid], 0)}"),
+        row(
+            "runs (current: ok / failed)",
+            lambda h, hid: f"{num(ok[hid], 0)} / {num(failed[hid], 0)}",
+        ),
     ]
-    return table(["", *[f"{cell(labels.get(h, h))}<br>{code(h)}" for h in ids]], rows, ["l"] + ["l"] * len(ids))
+    return table(
+        ["", *[f"{cell(labels.get(h, h))}<br>{code(h)}" for h in ids]],
+        rows,
+        ["l"] + ["l"] * len(ids),
+    )
 
 
 def bandwidth_table(host_docs: list[HostRecord]) -> str:
@@ -97,56 +150,130 @@ def bandwidth_table(host_docs: list[HostRecord]) -> str:
         for hid, b in sorted(roof.latest_bandwidth(host_docs, kind).items()):
             probe = next(d for d in host_docs if d.id == b.probe_id)
             device = probe.probe.get("device") or ""
-            for pass_, entries in (("read", probe.read_bandwidth), ("copy", probe.bandwidth)):
+            for pass_, entries in (
+                ("read", probe.read_bandwidth),
+                ("copy", probe.bandwidth),
+            ):
                 for e in entries:
                     s = e.summary
-                    rows.append([cell(labels.get(hid, hid)) + "<br>" + code(hid), cell(what + (f" ({device})" if device else "")), cell(pass_), code(b.probe_id),
-                                 cell(b.created), num(e.threads, 0), num(s.median, 1), num(s.mean, 1),
-                                 num(s.stddev, 1), num(s.n, 0), num(e.best, 1)])
+                    rows.append(
+                        [
+                            cell(labels.get(hid, hid)) + "<br>" + code(hid),
+                            cell(what + (f" ({device})" if device else "")),
+                            cell(pass_),
+                            code(b.probe_id),
+                            cell(b.created),
+                            num(e.threads, 0),
+                            num(s.median, 1),
+                            num(s.mean, 1),
+                            num(s.stddev, 1),
+                            num(s.n, 0),
+                            num(e.best, 1),
+                        ]
+                    )
     if not rows:
-        return admonition("note", "No bandwidth probe yet", "`invoke host.probe` measures host RAM; "
-                                                           "benchmarks/gpu_h100.sh measures a GPU's device memory.")
-    return table(["host", "memory", "pass", "probe artifact", "measured", "threads", "median GB/s", "mean GB/s", "± stddev",
-                  "n", "best GB/s"], rows, ["l", "l", "l", "l", "l", "r", "r", "r", "r", "r", "r"]) + (
+        return admonition(
+            "note",
+            "No bandwidth probe yet",
+            "`invoke host.probe` measures host RAM; "
+            "benchmarks/gpu_h100.sh measures a GPU's device memory.",
+        )
+    return table(
+        [
+            "host",
+            "memory",
+            "pass",
+            "probe artifact",
+            "measured",
+            "threads",
+            "median GB/s",
+            "mean GB/s",
+            "± stddev",
+            "n",
+            "best GB/s",
+        ],
+        rows,
+        ["l", "l", "l", "l", "l", "r", "r", "r", "r", "r", "r"],
+    ) + (
         "\n\nread: bytes read per second by a read-only pass (what decode does; the roofline's bound where "
-        "present); copy: bytes read plus written.")
+        "present); copy: bytes read plus written."
+    )
 
 
 def roofline_by_host(run_docs: list[RunRecord], host_docs: list[HostRecord]) -> str:
     rows_data = [r for r in roof.roofline_rows(run_docs, host_docs) if r.get("bound")]
     if not rows_data:
-        return admonition("note", "No bounded decode measurement yet",
-                          "A decode rate gets a bound once its host has a bandwidth probe.")
+        return admonition(
+            "note",
+            "No bounded decode measurement yet",
+            "A decode rate gets a bound once its host has a bandwidth probe.",
+        )
     out = []
     labels = hostnames.labels(records(run_docs) + [as_host(h) for h in host_docs])
     for hid in sorted({r["host_id"] for r in rows_data}):
         rows = []
-        for r in sorted((r for r in rows_data if r["host_id"] == hid), key=lambda r: (r["model"], r["test_name"])):
+        for r in sorted(
+            (r for r in rows_data if r["host_id"] == hid),
+            key=lambda r: (r["model"], r["test_name"]),
+        ):
             memory = "GPU memory" if r.get("bound_by") == "gpu" else "host RAM"
-            rows.append([cell(r["model"]) + (" " + SYNTHETIC_BADGE if r["synthetic"] else ""), code(r["test_name"]),
-                         nbytes(r["bytes"]["total"]), cell(memory), num(r["bound"], 0) + " " + PROJECTED_BADGE,
-                         link(num(r["measured"], 1), run_link(r["id"])),
-                         num(100 * r["efficiency"], 0) + " %"])
-        out += [f"### {cell(labels.get(hid, hid))} · {code(hid)}", "",
-                table(["model", "test", "bytes read per token", "bounded by", "bound t/s", "measured t/s", "efficiency"],
-                      rows, ["l", "l", "r", "l", "r", "r", "r"]), ""]
+            rows.append(
+                [
+                    cell(r["model"])
+                    + (" " + SYNTHETIC_BADGE if r["synthetic"] else ""),
+                    code(r["test_name"]),
+                    nbytes(r["bytes"]["total"]),
+                    cell(memory),
+                    num(r["bound"], 0) + " " + PROJECTED_BADGE,
+                    link(num(r["measured"], 1), run_link(r["id"])),
+                    num(100 * r["efficiency"], 0) + " %",
+                ]
+            )
+        out += [
+            f"### {cell(labels.get(hid, hid))} · {code(hid)}",
+            "",
+            table(
+                [
+                    "model",
+                    "test",
+                    "bytes read per token",
+                    "bounded by",
+                    "bound t/s",
+                    "measured t/s",
+                    "efficiency",
+                ],
+                rows,
+                ["l", "l", "r", "l", "r", "r", "r"],
+            ),
+            "",
+        ]
     return "\n".join(out)
 
 
 def hosts_page(run_docs: list[RunRecord], host_docs: list[HostRecord]) -> str:
-    return "\n".join([
-        "## Fingerprints", "",
-        "Taken on each host when it ran (CPU, memory, GPUs through NVML: name, memory, driver, CUDA version, compute "
-        "capability), so a figure is always read with the machine that produced it.", "",
-        host_table(run_docs, host_docs), "",
-        "## Memory bandwidth", "",
-        "Measured by a large copy, counting bytes read plus bytes written: host RAM with CPU threads, a GPU's device "
-        "memory with a device-to-device copy timed by CUDA events.", "",
-        bandwidth_table(host_docs), "",
-        "## Decode roofline", "",
-        "Decoding reads every weight in use and the KV cache once per token, so a host cannot decode faster than "
-        "bandwidth ÷ bytes per token (the bound, best bandwidth sample). Runs with every layer on a GPU are bounded by "
-        "the GPU's memory, others by host RAM. Small models stay far below it: per-token kernel launches and "
-        "synchronisation, not bytes, limit them.", "",
-        roofline_by_host(run_docs, host_docs),
-    ])
+    return "\n".join(
+        [
+            "## Fingerprints",
+            "",
+            "Taken on each host when it ran (CPU, memory, GPUs through NVML: name, memory, driver, CUDA version, compute "
+            "capability), so a figure is always read with the machine that produced it.",
+            "",
+            host_table(run_docs, host_docs),
+            "",
+            "## Memory bandwidth",
+            "",
+            "Measured by a large copy, counting bytes read plus bytes written: host RAM with CPU threads, a GPU's device "
+            "memory with a device-to-device copy timed by CUDA events.",
+            "",
+            bandwidth_table(host_docs),
+            "",
+            "## Decode roofline",
+            "",
+            "Decoding reads every weight in use and the KV cache once per token, so a host cannot decode faster than "
+            "bandwidth ÷ bytes per token (the bound, best bandwidth sample). Runs with every layer on a GPU are bounded by "
+            "the GPU's memory, others by host RAM. Small models stay far below it: per-token kernel launches and "
+            "synchronisation, not bytes, limit them.",
+            "",
+            roofline_by_host(run_docs, host_docs),
+        ]
+    )

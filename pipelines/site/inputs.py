@@ -17,14 +17,25 @@ from pathlib import Path
 from core.paths import data_dir
 
 STAMP = ".almanac-inputs"
-PACKAGES = ("mkdocs", "mkdocs-material", "mkdocs-macros-plugin", "mkdocs-gen-files", "altair", "pandas")
+PACKAGES = (
+    "mkdocs",
+    "mkdocs-material",
+    "mkdocs-macros-plugin",
+    "mkdocs-gen-files",
+    "altair",
+    "pandas",
+)
 _SKIP_DIRS = {"__pycache__", ".pytest_cache"}
 
 
 def _files(folder: Path) -> list[Path]:
     if not folder.is_dir():
         return []
-    return sorted(p for p in folder.rglob("*") if p.is_file() and not _SKIP_DIRS.intersection(p.parts))
+    return sorted(
+        p
+        for p in folder.rglob("*")
+        if p.is_file() and not _SKIP_DIRS.intersection(p.parts)
+    )
 
 
 def digest(root: Path) -> str:
@@ -36,7 +47,9 @@ def digest(root: Path) -> str:
         except metadata.PackageNotFoundError:
             version = "-"
         h.update(f"pkg\0{name}\0{version}\0".encode())
-    sources = [("data", data_dir())] + [(name, root / name) for name in ("docs", "pipelines", "runtime")]
+    sources = [("data", data_dir())] + [
+        (name, root / name) for name in ("docs", "pipelines", "runtime")
+    ]
     for label, folder in sources:
         for p in _files(folder):
             h.update(f"{label}\0{p.relative_to(folder).as_posix()}\0".encode())
@@ -51,7 +64,11 @@ def digest(root: Path) -> str:
 def up_to_date(site: Path, current: str) -> bool:
     """Whether ``site`` was built from inputs with the digest ``current`` (and is still complete)."""
     stamp = site / STAMP
-    return (site / "index.html").is_file() and stamp.is_file() and stamp.read_text(encoding="utf-8").strip() == current
+    return (
+        (site / "index.html").is_file()
+        and stamp.is_file()
+        and stamp.read_text(encoding="utf-8").strip() == current
+    )
 
 
 def mark(site: Path, current: str) -> None:

@@ -60,7 +60,9 @@ def _load() -> None:
     if _loaded:
         return
     _loaded = True
-    for module in (m.strip() for m in os.environ.get("ALMANAC_SITE_KINDS", "").split(",")):
+    for module in (
+        m.strip() for m in os.environ.get("ALMANAC_SITE_KINDS", "").split(",")
+    ):
         if module:
             importlib.import_module(module)
 
@@ -100,7 +102,12 @@ def kind_pages() -> list[tuple[str, str]]:
         if not _NAME.match(kind):
             raise ValueError(f"test kind {kind!r} cannot name a page")
         title = sites()[kind].title or kind
-        out.append((page_path(kind), f"# {title} (`{kind}` runs)\n\n{{{{ kind_page(\"{kind}\") }}}}\n"))
+        out.append(
+            (
+                page_path(kind),
+                f'# {title} (`{kind}` runs)\n\n{{{{ kind_page("{kind}") }}}}\n',
+            )
+        )
     return out
 
 
@@ -108,10 +115,14 @@ def kind_page(kind: str, runs: list[RunRecord]) -> str:
     """The body of a kind's own page: its section over the kind's runs."""
     site = sites().get(kind)
     if site is None or site.section is None:
-        return admonition("warning", "No page", f"Test kind {code(kind)} has no section of its own.")
+        return admonition(
+            "warning", "No page", f"Test kind {code(kind)} has no section of its own."
+        )
     mine = [r for r in runs if r.test_kind == kind]
     if not mine:
-        return admonition("note", "No runs yet", f"No artifact of test kind {code(kind)}.")
+        return admonition(
+            "note", "No runs yet", f"No artifact of test kind {code(kind)}."
+        )
     return site.section(mine)
 
 
@@ -124,4 +135,6 @@ register(KindSite("probe", pages=("serving",)))
 register(KindSite("chat", pages=("comparisons",)))
 register(KindSite("rate"))
 register(KindSite("generate"))
-register(KindSite("agent_loop"))  # its page is docs/agents.md (the Agent loops page, pipelines/site/agent_pages.py)
+register(
+    KindSite("agent_loop")
+)  # its page is docs/agents.md (the Agent loops page, pipelines/site/agent_pages.py)

@@ -27,8 +27,19 @@ from pipelines import ranking
 from pipelines.facts import PAIRED, Board, Facts, Row
 from pipelines.leaderboard import build_labels
 from pipelines.site import charts, figures
-from pipelines.site.markdown import (SYNTHETIC_BADGE, admonition, as_text, cell, code, endpoint_badge, fold, link, num,
-                                     run_link, table)
+from pipelines.site.markdown import (
+    SYNTHETIC_BADGE,
+    admonition,
+    as_text,
+    cell,
+    code,
+    endpoint_badge,
+    fold,
+    link,
+    num,
+    run_link,
+    table,
+)
 
 PREFILL, DECODE = PAIRED
 TEST_WORDS = {PREFILL: "prefill", DECODE: "decode"}
@@ -64,13 +75,22 @@ def setup_text(row: Row, build: str | None = None) -> str:
     apart from a build that reads alike), settings as resolved (those not sized by the test), the settings
     asked for, the method. Folded into the row (a <details> in its last cell)."""
     g = row.any
-    env = ", ".join(f"{k}={_setting(v)}" for k, v in sorted(g.environment.items()) if v is not None)
+    env = ", ".join(
+        f"{k}={_setting(v)}" for k, v in sorted(g.environment.items()) if v is not None
+    )
     asked = ", ".join(f"{k}={_setting(v)}" for k, v in sorted(g.requested.items()))
-    parts = [f"host id {g.host_id}", f"backend {g.backend}", f"build {build or g.build}"]
+    parts = [
+        f"host id {g.host_id}",
+        f"backend {g.backend}",
+        f"build {build or g.build}",
+    ]
     if g.variant:
         parts.append(f"variant build {g.variant}")
-    parts += [f"settings as resolved: {env or 'defaults'}", f"asked: {asked or 'defaults'}",
-              f"method: {_method_text(row)}"]
+    parts += [
+        f"settings as resolved: {env or 'defaults'}",
+        f"asked: {asked or 'defaults'}",
+        f"method: {_method_text(row)}",
+    ]
     return "; ".join(parts)
 
 
@@ -78,7 +98,15 @@ def _setup_cell(row: Row, build: str | None = None) -> str:
     return f'<details class="almanac-setup"><summary>▸ setup</summary>{as_text(setup_text(row, build))}</details>'
 
 
-def _host_cell(label: str, host_id: str, bi: int, ri: int, *, this_host: str | None, other: bool = False) -> str:
+def _host_cell(
+    label: str,
+    host_id: str,
+    bi: int,
+    ri: int,
+    *,
+    this_host: str | None,
+    other: bool = False,
+) -> str:
     marker = f'<span class="almanac-r" data-b="{bi}" data-r="{ri}"></span>'
     if other:
         return marker + "↳ " + cell("another configuration")
@@ -91,16 +119,25 @@ def _rank_mark(board: Board, test: str, row: Row, host_id: str) -> str:
     st = board.standing(test, host_id)
     if st is None or st.row is not row:
         return ""
-    return '<span class="almanac-rankmark">' + figures.rank(st, board.key, test, "#") + "</span> "
+    return (
+        '<span class="almanac-rankmark">'
+        + figures.rank(st, board.key, test, "#")
+        + "</span> "
+    )
 
 
 def _score_cell(sc: facts_mod.Score | None) -> str:
     if sc is None:
         return "—"
-    ci = (f"{figures.sig(sc.ci95_low, 3)} – {figures.sig(sc.ci95_high, 3)}" if sc.ci95_low is not None
-          else "no CI95")
-    return (f'<span class="almanac-fact" data-fact="{as_text(sc.key)}" data-v="{sc.value!r}">{figures.sig(sc.value, 3)}</span>'
-            f' <small>({cell(sc.rank_label)})</small><br><span class="almanac-ci">{ci}</span>')
+    ci = (
+        f"{figures.sig(sc.ci95_low, 3)} – {figures.sig(sc.ci95_high, 3)}"
+        if sc.ci95_low is not None
+        else "no CI95"
+    )
+    return (
+        f'<span class="almanac-fact" data-fact="{as_text(sc.key)}" data-v="{sc.value!r}">{figures.sig(sc.value, 3)}</span>'
+        f' <small>({cell(sc.rank_label)})</small><br><span class="almanac-ci">{ci}</span>'
+    )
 
 
 def narrow(label: str) -> str:
@@ -109,22 +146,42 @@ def narrow(label: str) -> str:
     return f'<span class="almanac-narrow" data-label="{as_text(label)}"></span>'
 
 
-def board_markdown(board: Board, bi: int, *, this_host: str | None = None, folded: bool = False,
-                   chart: bool = True) -> str:
+def board_markdown(
+    board: Board,
+    bi: int,
+    *,
+    this_host: str | None = None,
+    folded: bool = False,
+    chart: bool = True,
+) -> str:
     """One workload's board: a row per host (its representative configuration), its other configurations
     under it; prefill and decode first, then ranks and the score; the setup folded."""
     tests = board.tests
     scores = {s.host_id: s for s in facts_mod.scores(board)}
     title = f"{cell(board.model)} · {' + '.join(cell(t) for t in tests)}"
     size = f"{len(board.hosts)} host(s), {len(board.rows)} configuration(s)"
-    badges = ((" " + SYNTHETIC_BADGE if board.synthetic else "")
-              + (" " + endpoint_badge(board.endpoint) if board.endpoint is not None else ""))
-    out = [f'<span id="w-{board.key}"></span>', ""] if folded else [f"### {title} {{#w-{board.key}}}", ""]
-    out += [f"{cell(board.model)}{badges}" + (f" ({cell(board.quantization)})" if board.quantization else "")
-            + f" · {size} · ranked on " + "; ".join(
-                f"{cell(TEST_WORDS.get(t, t))}: {cell(board.metrics[t].label)} "
-                f"({'higher' if board.metrics[t].higher_is_better else 'lower'} is better)" for t in tests)
-            + ". Rows follow the " + cell(TEST_WORDS.get(tests[-1], tests[-1])) + " rank.", ""]
+    badges = (" " + SYNTHETIC_BADGE if board.synthetic else "") + (
+        " " + endpoint_badge(board.endpoint) if board.endpoint is not None else ""
+    )
+    out = (
+        [f'<span id="w-{board.key}"></span>', ""]
+        if folded
+        else [f"### {title} {{#w-{board.key}}}", ""]
+    )
+    out += [
+        f"{cell(board.model)}{badges}"
+        + (f" ({cell(board.quantization)})" if board.quantization else "")
+        + f" · {size} · ranked on "
+        + "; ".join(
+            f"{cell(TEST_WORDS.get(t, t))}: {cell(board.metrics[t].label)} "
+            f"({'higher' if board.metrics[t].higher_is_better else 'lower'} is better)"
+            for t in tests
+        )
+        + ". Rows follow the "
+        + cell(TEST_WORDS.get(tests[-1], tests[-1]))
+        + " rank.",
+        "",
+    ]
     headers = ["host"]
     for t in tests:
         m = board.metrics[t]
@@ -133,31 +190,72 @@ def board_markdown(board: Board, bi: int, *, this_host: str | None = None, folde
         headers.append("score")
     energy = energy_columns(board)
     headers += [f"{cell(e.label)} {code(t)} ({cell(e.unit)})" for t, e in energy]
-    builds = dict(zip([r.key for r in board.rows], build_labels([(r.any.build, r.any.build_identity) for r in board.rows])))
+    builds = dict(
+        zip(
+            [r.key for r in board.rows],
+            build_labels([(r.any.build, r.any.build_identity) for r in board.rows]),
+        )
+    )
     rows = []
     ri = 0
     for hr in board.hosts_rows:
         for j, row in enumerate(hr.rows):
-            line = [_host_cell(hr.host_label, hr.host_id, bi, ri, this_host=this_host, other=j > 0)
-                    + "<br>" + _setup_cell(row, builds[row.key])]
+            line = [
+                _host_cell(
+                    hr.host_label, hr.host_id, bi, ri, this_host=this_host, other=j > 0
+                )
+                + "<br>"
+                + _setup_cell(row, builds[row.key])
+            ]
             for t in tests:
                 f = row.figure(t)
-                label = narrow(f"{TEST_WORDS.get(t, t)} {t} ({board.metrics[t].unit}): ")
-                line.append(label + (_rank_mark(board, t, row, hr.host_id) + figures.cell_html(f) if f is not None else "—"))
+                label = narrow(
+                    f"{TEST_WORDS.get(t, t)} {t} ({board.metrics[t].unit}): "
+                )
+                line.append(
+                    label
+                    + (
+                        _rank_mark(board, t, row, hr.host_id) + figures.cell_html(f)
+                        if f is not None
+                        else "—"
+                    )
+                )
             if scores:
-                line.append(narrow("score: ")
-                            + (_score_cell(scores.get(hr.host_id)) if j == 0 else "·"))
+                line.append(
+                    narrow("score: ")
+                    + (_score_cell(scores.get(hr.host_id)) if j == 0 else "·")
+                )
             line += [_energy_cell(row, t, e) for t, e in energy]
             rows.append(line)
             ri += 1
     align = ["l"] + ["r"] * len(tests) + (["r"] if scores else []) + ["r"] * len(energy)
-    out += ['<div class="almanac-table-wrap" markdown="1">', "", table(headers, rows, align, max_rows=None), "",
-            "</div>", ""]
+    out += [
+        '<div class="almanac-table-wrap" markdown="1">',
+        "",
+        table(headers, rows, align, max_rows=None),
+        "",
+        "</div>",
+        "",
+    ]
     if chart and board.tests == list(PAIRED) and len(board.hosts) > 1 and not folded:
         out += [reference_chart(board), ""]
     if folded:
-        out = [fold(f"{board.model} · {' + '.join(tests)} · {size}", "\n".join(out), "almanac-fold")]
-    return "\n".join([f'<div class="almanac-board almanac-cards" data-b="{bi}" markdown="1">', "", *out, "</div>", ""])
+        out = [
+            fold(
+                f"{board.model} · {' + '.join(tests)} · {size}",
+                "\n".join(out),
+                "almanac-fold",
+            )
+        ]
+    return "\n".join(
+        [
+            f'<div class="almanac-board almanac-cards" data-b="{bi}" markdown="1">',
+            "",
+            *out,
+            "</div>",
+            "",
+        ]
+    )
 
 
 def energy_columns(board: Board) -> list[tuple[str, Any]]:
@@ -184,9 +282,16 @@ def _energy_cell(row: Row, test: str, m: Any) -> str:
     s = _energy_stat(row, test, m.name)
     if s is None:
         return "not measured"
-    ci = (f'<br><span class="almanac-ci">{num(s.ci95_low, m.decimals)} – {num(s.ci95_high, m.decimals)} · n {s.n}</span>'
-          if s.ci95_low is not None and s.ci95_high is not None else f'<br><span class="almanac-ci">n {s.n}</span>')
-    return narrow(f"{m.label} {test} ({m.unit}): ") + link(num(s.mean, m.decimals), run_link(row.groups[test].newest.id)) + ci
+    ci = (
+        f'<br><span class="almanac-ci">{num(s.ci95_low, m.decimals)} – {num(s.ci95_high, m.decimals)} · n {s.n}</span>'
+        if s.ci95_low is not None and s.ci95_high is not None
+        else f'<br><span class="almanac-ci">n {s.n}</span>'
+    )
+    return (
+        narrow(f"{m.label} {test} ({m.unit}): ")
+        + link(num(s.mean, m.decimals), run_link(row.groups[test].newest.id))
+        + ci
+    )
 
 
 def _singles_table(singles: list[tuple[int, Board]], this_host: str | None) -> str:
@@ -199,12 +304,28 @@ def _singles_table(singles: list[tuple[int, Board]], this_host: str | None) -> s
             if f is None:
                 continue
             m = b.metrics[t]
-            rows.append([_host_cell(hr.host_label, hr.host_id, bi, 0, this_host=this_host),
-                         cell(b.model) + (" " + SYNTHETIC_BADGE if b.synthetic else "")
-                         + (" " + endpoint_badge(b.endpoint) if b.endpoint is not None else ""),
-                         code(t), code(row.any.backend), cell(m.label), figures.cell_html(f) + " " + cell(m.unit)])
-    return table(["host", "model", "test", "backend", "metric", "value"], rows, ["l", "l", "l", "l", "l", "r"],
-                 max_rows=None)
+            rows.append(
+                [
+                    _host_cell(hr.host_label, hr.host_id, bi, 0, this_host=this_host),
+                    cell(b.model)
+                    + (" " + SYNTHETIC_BADGE if b.synthetic else "")
+                    + (
+                        " " + endpoint_badge(b.endpoint)
+                        if b.endpoint is not None
+                        else ""
+                    ),
+                    code(t),
+                    code(row.any.backend),
+                    cell(m.label),
+                    figures.cell_html(f) + " " + cell(m.unit),
+                ]
+            )
+    return table(
+        ["host", "model", "test", "backend", "metric", "value"],
+        rows,
+        ["l", "l", "l", "l", "l", "r"],
+        max_rows=None,
+    )
 
 
 def _filters(boards: list[Board]) -> str:
@@ -214,46 +335,67 @@ def _filters(boards: list[Board]) -> str:
     tests = sorted({t for b in boards for t in b.tests})
 
     def select(name: str, label: str, options: list[tuple[str, str]]) -> str:
-        opts = "".join(f'<option value="{as_text(v)}">{as_text(text)}</option>' for text, v in options)
+        opts = "".join(
+            f'<option value="{as_text(v)}">{as_text(text)}</option>'
+            for text, v in options
+        )
         return f'<label>{label} <select data-filter="{name}"><option value="">all</option>{opts}</select></label>'
 
-    return ('<div class="almanac-filters" id="almanac-fleet-filters">'
-            + select("host", "Host", [(f"{lab} ({hid})", hid) for lab, hid in hosts])
-            + select("model", "Model", [(m, m) for m in models])
-            + select("backend", "Backend", [(b, b) for b in backends])
-            + select("test", "Test", [(t, t) for t in tests])
-            + '<button type="button" class="md-button" data-filter-reset>Show all</button>'
-            + '<span class="almanac-count" data-filter-count></span></div>'
-            + '<p class="almanac-nomatch" hidden>No board matches this selection: '
-            + "no result of the chosen host, model, backend and test.</p>")
+    return (
+        '<div class="almanac-filters" id="almanac-fleet-filters">'
+        + select("host", "Host", [(f"{lab} ({hid})", hid) for lab, hid in hosts])
+        + select("model", "Model", [(m, m) for m in models])
+        + select("backend", "Backend", [(b, b) for b in backends])
+        + select("test", "Test", [(t, t) for t in tests])
+        + '<button type="button" class="md-button" data-filter-reset>Show all</button>'
+        + '<span class="almanac-count" data-filter-count></span></div>'
+        + '<p class="almanac-nomatch" hidden>No board matches this selection: '
+        + "no result of the chosen host, model, backend and test.</p>"
+    )
 
 
 def _data_blob(boards: list[Board]) -> str:
-    data = [{"model": b.model, "tests": b.tests,
-             "rows": [{"host": r.host_id, "backend": r.any.backend} for r in b.rows]} for b in boards]
+    data = [
+        {
+            "model": b.model,
+            "tests": b.tests,
+            "rows": [{"host": r.host_id, "backend": r.any.backend} for r in b.rows],
+        }
+        for b in boards
+    ]
     text = json.dumps(data, sort_keys=True, separators=(",", ":"))
     safe = text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
     return f'<script type="application/json" id="{DATA_ID}">{safe}</script>'
 
 
 def how_to_read() -> str:
-    return fold("How to read a board", "\n\n".join([
-        "**Figures.** " + cell(facts_mod.RULE) + " Below each figure: its CI95, n (the samples behind it) and what the "
-        "interval rests on; a badge marks a run that missed its precision target or drifted across its repetitions. "
-        "Each figure links to its newest artifact.",
-        "**Ranks (#).** " + cell(ranking.RULE),
-        "**Rows.** " + cell(facts_mod.REPRESENTATIVE_RULE),
-        "**Score.** " + cell(facts_mod.SCORE_RULE),
-        "**Setup.** What the row ran: backend and build, the settings as the host resolved them, those asked for, and "
-        "the method (how precisely it was measured). Neither keeps hosts apart on a board: the work is the same.",
-    ]), "almanac-method")
+    return fold(
+        "How to read a board",
+        "\n\n".join(
+            [
+                "**Figures.** "
+                + cell(facts_mod.RULE)
+                + " Below each figure: its CI95, n (the samples behind it) and what the "
+                "interval rests on; a badge marks a run that missed its precision target or drifted across its repetitions. "
+                "Each figure links to its newest artifact.",
+                "**Ranks (#).** " + cell(ranking.RULE),
+                "**Rows.** " + cell(facts_mod.REPRESENTATIVE_RULE),
+                "**Score.** " + cell(facts_mod.SCORE_RULE),
+                "**Setup.** What the row ran: backend and build, the settings as the host resolved them, those asked for, and "
+                "the method (how precisely it was measured). Neither keeps hosts apart on a board: the work is the same.",
+            ]
+        ),
+        "almanac-method",
+    )
 
 
 def leaderboard_page(fx: Facts, this_host: str | None = None) -> str:
     """This workload, every machine: the reference workload first, then every shared workload."""
     all_boards = fx.boards
     if not all_boards:
-        return admonition("info", "No results yet", "Run `invoke all` to measure this host.")
+        return admonition(
+            "info", "No results yet", "Run `invoke all` to measure this host."
+        )
     ranked = [(i, b) for i, b in enumerate(all_boards) if not b.single]
     singles = [(i, b) for i, b in enumerate(all_boards) if b.single]
     out = [_data_blob(all_boards), ""]
@@ -262,23 +404,44 @@ def leaderboard_page(fx: Facts, this_host: str | None = None) -> str:
     if ref:
         out += [board_markdown(b, i, this_host=this_host) for i, b in ref]
     else:
-        out += ["No reference workload has been measured on two configurations yet: `invoke all` measures it.", ""]
+        out += [
+            "No reference workload has been measured on two configurations yet: `invoke all` measures it.",
+            "",
+        ]
     out += [how_to_read(), ""]
     other = [(i, b) for i, b in ranked if not b.reference]
     out += ["## Every shared workload", "", _filters(all_boards), ""]
     if other:
-        fold_others = bool(ref)  # the reference boards answer first; without them the shared boards are the answer
-        out += [f"{len(other)} {'more ' if ref else ''}workloads ran on two or more configurations (hosts, backends or "
-                "settings)" + ("; open one to see its board." if fold_others else "."), ""]
-        out += [board_markdown(b, i, this_host=this_host, folded=fold_others) for i, b in other]
+        fold_others = bool(
+            ref
+        )  # the reference boards answer first; without them the shared boards are the answer
+        out += [
+            f"{len(other)} {'more ' if ref else ''}workloads ran on two or more configurations (hosts, backends or "
+            "settings)" + ("; open one to see its board." if fold_others else "."),
+            "",
+        ]
+        out += [
+            board_markdown(b, i, this_host=this_host, folded=fold_others)
+            for i, b in other
+        ]
     else:
         out += ["No other workload ran on two configurations.", ""]
     if singles:
-        out += ["## Measured on one configuration only", "",
-                '<div class="almanac-board almanac-singles" markdown="1">', "",
-                fold(f"{len(singles)} workloads with a single result (nothing to rank them against yet)",
-                     "The host's own boards (click its name) set them beside its other models and settings.\n\n"
-                     + _singles_table(singles, this_host), "almanac-fold"), "", "</div>", ""]
+        out += [
+            "## Measured on one configuration only",
+            "",
+            '<div class="almanac-board almanac-singles" markdown="1">',
+            "",
+            fold(
+                f"{len(singles)} workloads with a single result (nothing to rank them against yet)",
+                "The host's own boards (click its name) set them beside its other models and settings.\n\n"
+                + _singles_table(singles, this_host),
+                "almanac-fold",
+            ),
+            "",
+            "</div>",
+            "",
+        ]
     return "\n".join(out)
 
 
@@ -312,10 +475,19 @@ def reference_chart(board: Board) -> str:
             if st is None:
                 continue
             f = st.figure
-            rows.append({"host": labels[h], "panel": f"{TEST_WORDS.get(t, t)} ({t})", "mean": f.mean,
-                         "ci95_low": f.ci95_low if f.ci95_low is not None else f.mean,
-                         "ci95_high": f.ci95_high if f.ci95_high is not None else f.mean, "n": f.n, "rank": st.rank_label,
-                         "id": f.newest_id, "json": json_of.get(f.newest_id, "")})
+            rows.append(
+                {
+                    "host": labels[h],
+                    "panel": f"{TEST_WORDS.get(t, t)} ({t})",
+                    "mean": f.mean,
+                    "ci95_low": f.ci95_low if f.ci95_low is not None else f.mean,
+                    "ci95_high": f.ci95_high if f.ci95_high is not None else f.mean,
+                    "n": f.n,
+                    "rank": st.rank_label,
+                    "id": f.newest_id,
+                    "json": json_of.get(f.newest_id, ""),
+                }
+            )
     if not rows:
         return ""
     df = pd.DataFrame(rows)
@@ -327,21 +499,48 @@ def reference_chart(board: Board) -> str:
         if sub.empty:
             continue
         axis = (f"{TEST_WORDS.get(t, t)} {t}", board.metrics[t].unit)
-        base = alt.Chart(sub).encode(y=alt.Y("host:N", sort=order, title=None, axis=alt.Axis(labelLimit=160)))
-        rule = base.mark_rule(color=charts.INK).encode(x=charts.qx("ci95_low", *axis, log=True), x2="ci95_high:Q")
+        base = alt.Chart(sub).encode(
+            y=alt.Y("host:N", sort=order, title=None, axis=alt.Axis(labelLimit=160))
+        )
+        rule = base.mark_rule(color=charts.INK).encode(
+            x=charts.qx("ci95_low", *axis, log=True), x2="ci95_high:Q"
+        )
         dots = base.mark_point(filled=True, size=80, color=charts.ACCENT).encode(
-            x=charts.qx("mean", *axis, log=True), href=alt.Href("json:N"),
-            tooltip=[alt.Tooltip("host:N"), alt.Tooltip("panel:N", title="test"), alt.Tooltip("mean:Q", format=",.1f"),
-                     alt.Tooltip("ci95_low:Q", format=",.1f"), alt.Tooltip("ci95_high:Q", format=",.1f"),
-                     alt.Tooltip("rank:N"), alt.Tooltip("n:Q"), alt.Tooltip("id:N", title="artifact")])
-        panels.append((rule + dots).properties(width="container", height=max(60, 30 * sub["host"].nunique()),
-                                               title=panel))
+            x=charts.qx("mean", *axis, log=True),
+            href=alt.Href("json:N"),
+            tooltip=[
+                alt.Tooltip("host:N"),
+                alt.Tooltip("panel:N", title="test"),
+                alt.Tooltip("mean:Q", format=",.1f"),
+                alt.Tooltip("ci95_low:Q", format=",.1f"),
+                alt.Tooltip("ci95_high:Q", format=",.1f"),
+                alt.Tooltip("rank:N"),
+                alt.Tooltip("n:Q"),
+                alt.Tooltip("id:N", title="artifact"),
+            ],
+        )
+        panels.append(
+            (rule + dots).properties(
+                width="container",
+                height=max(60, 30 * sub["host"].nunique()),
+                title=panel,
+            )
+        )
     every = len(shown) == len(board.hosts_rows)
     chart = alt.vconcat(*panels).properties(
-        title=f"{board.model}: " + ("every host" if every else f"{len(shown)} of {len(board.hosts_rows)} hosts"))
-    sample = "" if every else (f" {len(shown)} of the board's {len(board.hosts_rows)} hosts, evenly spaced in its order "
-                               "(the first and the last included); the board lists every host.")
-    return charts.embed(chart, caption=f"{as_text(board.model)}: decode and prefill per host (each host's figure, CI95 "
-                                       "bar; log scale); click a dot for its artifact's JSON." + sample)
-
-
+        title=f"{board.model}: "
+        + ("every host" if every else f"{len(shown)} of {len(board.hosts_rows)} hosts")
+    )
+    sample = (
+        ""
+        if every
+        else (
+            f" {len(shown)} of the board's {len(board.hosts_rows)} hosts, evenly spaced in its order "
+            "(the first and the last included); the board lists every host."
+        )
+    )
+    return charts.embed(
+        chart,
+        caption=f"{as_text(board.model)}: decode and prefill per host (each host's figure, CI95 "
+        "bar; log scale); click a dot for its artifact's JSON." + sample,
+    )

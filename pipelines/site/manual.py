@@ -23,20 +23,37 @@ def task_rows(ns: Any | None = None) -> list[dict[str, Any]]:
     rows = []
     for primary, aliases in sorted(ns.task_names.items()):
         task = ns[primary]
-        name = min([primary, *aliases], key=len)  # "bench" rather than "bench.bench" for a default task
+        name = min(
+            [primary, *aliases], key=len
+        )  # "bench" rather than "bench.bench" for a default task
         doc = (task.__doc__ or "").strip()
         opts = []
         for arg in task.get_arguments():
-            opts.append({"flag": "--" + arg.name.replace("_", "-"), "help": arg.help or "", "default": arg.default})
-        rows.append({"name": name, "aliases": sorted({primary, *aliases} - {name}),
-                     "synopsis": doc.splitlines()[0] if doc else "", "options": opts})
+            opts.append(
+                {
+                    "flag": "--" + arg.name.replace("_", "-"),
+                    "help": arg.help or "",
+                    "default": arg.default,
+                }
+            )
+        rows.append(
+            {
+                "name": name,
+                "aliases": sorted({primary, *aliases} - {name}),
+                "synopsis": doc.splitlines()[0] if doc else "",
+                "options": opts,
+            }
+        )
     return rows
 
 
 def manual() -> str:
     out = []
     for r in task_rows():
-        opts = "<br>".join(f"{code(o['flag'])} {prose(o['help'])}" for o in r["options"]) or "—"
+        opts = (
+            "<br>".join(f"{code(o['flag'])} {prose(o['help'])}" for o in r["options"])
+            or "—"
+        )
         also = "".join(f"<br>also {code('invoke ' + a)}" for a in r["aliases"])
         out.append([code(f"invoke {r['name']}") + also, prose(r["synopsis"]), opts])
     return table(["task", "what it does", "options"], out)

@@ -108,9 +108,13 @@ def link(text: str, target: str) -> str:
     return f"[{cell(text)}]({target})"
 
 
-MAX_INLINE_ROWS = 100  # a longer table folds (every row stays on the page and in the downloads)
+MAX_INLINE_ROWS = (
+    100  # a longer table folds (every row stays on the page and in the downloads)
+)
 ROOT = "@@ALMANAC_ROOT@@/"  # replaced per page by the build hook (pipelines/site/hooks.py) with the way to the site root
-_TABLES: dict[str, tuple[list[str], list[list[str]]]] = {}  # digest -> (headers, rows) as plain text
+_TABLES: dict[
+    str, tuple[list[str], list[list[str]]]
+] = {}  # digest -> (headers, rows) as plain text
 
 _TAG = re.compile(r"<[^>]+>")
 _NEEDS_PLAIN = re.compile(r"[<\[\\*&]")
@@ -132,7 +136,9 @@ def register_table(headers: Sequence[str], rows: list[Sequence[str]]) -> str:
     """Keep a table's plain rows for the downloads; returns its digest (its file name)."""
     ph = [plain(h) for h in headers]
     pr = [[plain(c) for c in r] for r in rows]
-    digest = hashlib.sha256(json.dumps([ph, pr], ensure_ascii=False).encode()).hexdigest()[:16]
+    digest = hashlib.sha256(
+        json.dumps([ph, pr], ensure_ascii=False).encode()
+    ).hexdigest()[:16]
     _TABLES[digest] = (ph, pr)
     return digest
 
@@ -159,11 +165,21 @@ def table_json(headers: list[str], rows: list[list[str]]) -> str:
         k = h or f"column {i + 1}"
         keys.append(k if k not in keys else f"{k} ({i + 1})")
     # one row a line (json's C encoder; an indented dump goes through the pure-Python one)
-    return "[\n" + ",\n".join(json.dumps(dict(zip(keys, r)), ensure_ascii=False) for r in rows) + "\n]\n"
+    return (
+        "[\n"
+        + ",\n".join(json.dumps(dict(zip(keys, r)), ensure_ascii=False) for r in rows)
+        + "\n]\n"
+    )
 
 
-def table(headers: Sequence[str], rows: Iterable[Sequence[str]], align: Sequence[str] | None = None, *,
-          max_rows: int | None = None, downloads: bool = True) -> str:
+def table(
+    headers: Sequence[str],
+    rows: Iterable[Sequence[str]],
+    align: Sequence[str] | None = None,
+    *,
+    max_rows: int | None = None,
+    downloads: bool = True,
+) -> str:
     """A Markdown table. Cells must already be rendered (cell(), num(), link()).
 
     Followed by CSV and JSON downloads of every row (``downloads=False`` for a table that is
@@ -172,13 +188,19 @@ def table(headers: Sequence[str], rows: Iterable[Sequence[str]], align: Sequence
     rows = list(rows)
     align = align or ["l"] * len(headers)
     sep = {"l": ":--", "r": "--:", "c": ":-:"}
-    out = ["| " + " | ".join(headers) + " |", "| " + " | ".join(sep[a] for a in align) + " |"]
+    out = [
+        "| " + " | ".join(headers) + " |",
+        "| " + " | ".join(sep[a] for a in align) + " |",
+    ]
     for r in rows:
         out.append("| " + " | ".join(r) + " |")
     if downloads and rows:
         digest = register_table(headers, rows)
-        out += ["", f'<p class="almanac-downloads"><a href="{ROOT}tables/{digest}.csv" download>CSV</a> · '
-                    f'<a href="{ROOT}tables/{digest}.json" download>JSON</a></p>']
+        out += [
+            "",
+            f'<p class="almanac-downloads"><a href="{ROOT}tables/{digest}.csv" download>CSV</a> · '
+            f'<a href="{ROOT}tables/{digest}.json" download>JSON</a></p>',
+        ]
     text = "\n".join(out)
     limit = MAX_INLINE_ROWS if max_rows is None else max_rows
     if len(rows) > limit:
@@ -197,7 +219,7 @@ def prose(value: Any) -> str:
         return "—"
     text, out, pos = str(value), [], 0
     for m in _CODE_SPAN.finditer(text):
-        out += [cell(text[pos:m.start()]), code(m.group(1))]
+        out += [cell(text[pos : m.start()]), code(m.group(1))]
         pos = m.end()
     out.append(cell(text[pos:]))
     return "".join(out)
@@ -206,7 +228,14 @@ def prose(value: Any) -> str:
 _CLASS = re.compile(r"[A-Za-z][A-Za-z0-9_-]*(?: [A-Za-z][A-Za-z0-9_-]*)*")
 
 
-def fold(title: Any, body: str, kind: str = "", *, open: bool = False, title_html: str | None = None) -> str:
+def fold(
+    title: Any,
+    body: str,
+    kind: str = "",
+    *,
+    open: bool = False,
+    title_html: str | None = None,
+) -> str:
     """A folded section, the site's one way to fold: a <details> that md_in_html reads (``markdown="1"``),
     so the Markdown of ``body`` renders (tables, lists, bold, code spans, links); a bare <details> is raw
     HTML, shown as it is written. ``title`` is text: a <summary> is raw HTML that Markdown does not read,
@@ -230,12 +259,18 @@ def admonition(kind: str, title: str, body: str) -> str:
 def run_link(run_id: str, from_dir: str = "") -> str:
     """Relative link from a page in ``from_dir`` (e.g. "" for docs/, "runs" for docs/runs/) to a run's
     detail view (the runs viewer page, which shows the run and links its JSON)."""
-    prefix = "" if from_dir == "runs" else ("../" * from_dir.count("/") + ("../" if from_dir else "")) + "runs/"
+    prefix = (
+        ""
+        if from_dir == "runs"
+        else ("../" * from_dir.count("/") + ("../" if from_dir else "")) + "runs/"
+    )
     # an id is validated where artifacts load, but a link is escaped for its context all the same (a URL's query)
     return f"{prefix}run.md?id={quote(str(run_id), safe='')}"
 
 
-_MD_TARGET = re.compile(r"\]\((?!#|[a-z][a-z0-9+.-]*:|/|" + re.escape(ROOT) + r")([^)\s]+)\)")
+_MD_TARGET = re.compile(
+    r"\]\((?!#|[a-z][a-z0-9+.-]*:|/|" + re.escape(ROOT) + r")([^)\s]+)\)"
+)
 
 
 def rebase_links(md: str, up: int) -> str:
@@ -264,12 +299,18 @@ def endpoint_badge(server: str | None) -> str:
     if server is None:
         return ""
     name = re.sub(r"[^A-Za-z0-9._ -]", "", str(server))[:40] or "unknown"
-    return ('<span class="almanac-badge endpoint" title="an endpoint model: measured through the server that serves it, '
-            f'no local file">endpoint · {name}</span>')
+    return (
+        '<span class="almanac-badge endpoint" title="an endpoint model: measured through the server that serves it, '
+        f'no local file">endpoint · {name}</span>'
+    )
+
+
 PROJECTED_BADGE = '<span class="almanac-badge projected">PROJECTED</span>'
 VERIFIED_BADGE = '<span class="almanac-badge verified">VERIFIED</span>'
-MISSED_BADGE = ('<span class="almanac-badge missed" title="the measurement lies outside the projected range, or the projection is '
-                'further off it than the stated tolerance">MISSED</span>')
+MISSED_BADGE = (
+    '<span class="almanac-badge missed" title="the measurement lies outside the projected range, or the projection is '
+    'further off it than the stated tolerance">MISSED</span>'
+)
 OUTLIER_BADGE = '<span class="almanac-badge outlier" title="more than 3.5 robust standard deviations from the median">outlier</span>'
 
 
@@ -284,11 +325,18 @@ def verdict_badge(verdict: str) -> str:
 # their cells inline by inline is most of the Markdown time. Only what table() and the cell
 # helpers write is converted (escaped text, links, **bold**, inline HTML we built); a table
 # with anything else in a cell is left to Markdown, so the page reads the same either way.
-_PIPE_TABLE = re.compile(r"(?m)^\| .*\|\n\| (?::--|--:|:-:)(?: \| (?::--|--:|:-:))* \|\n(?:\| .*\|(?:\n|\Z))*")
+_PIPE_TABLE = re.compile(
+    r"(?m)^\| .*\|\n\| (?::--|--:|:-:)(?: \| (?::--|--:|:-:))* \|\n(?:\| .*\|(?:\n|\Z))*"
+)
 _LINK = re.compile(r"\[((?:\\.|[^\]\\])*)\]\(([^()\s]*)\)")
 _BOLD = re.compile(r"(?<!\\)\*\*((?:\\.|[^*\\])+?)(?<!\\)\*\*")
-_UNSURE = re.compile(r"(?<!\\)[`*\[\]]|(?<![\w\\])_|(?<!\\)_(?!\w)|<(?![a-zA-Z/!])|^\s*[#>+-] ")  # intraword _ is text
-_ALIGN_CLASS = {"--:": "r", ":-:": "c"}  # a table() separator -> the cell's class in almanac.css (left is the default)
+_UNSURE = re.compile(
+    r"(?<!\\)[`*\[\]]|(?<![\w\\])_|(?<!\\)_(?!\w)|<(?![a-zA-Z/!])|^\s*[#>+-] "
+)  # intraword _ is text
+_ALIGN_CLASS = {
+    "--:": "r",
+    ":-:": "c",
+}  # a table() separator -> the cell's class in almanac.css (left is the default)
 
 
 class _Unsure(Exception):
@@ -302,7 +350,9 @@ def _escaped_text_only(s: str) -> str:
     return _MD_UNESCAPE.sub(r"\1", s)
 
 
-_PLAIN_CELL = re.compile(r"[\\`*\[\]_<]|^\s*[#>+-] ")  # what any of the steps below would act on
+_PLAIN_CELL = re.compile(
+    r"[\\`*\[\]_<]|^\s*[#>+-] "
+)  # what any of the steps below would act on
 
 
 def _cell_html(s: str, href: Any) -> str:
@@ -312,11 +362,13 @@ def _cell_html(s: str, href: Any) -> str:
     parts: list[str] = []
     pos = 0
     for m in _LINK.finditer(s):
-        parts.append(_bold_html(s[pos:m.start()]))
+        parts.append(_bold_html(s[pos : m.start()]))
         target = href(m.group(2))
         if target is None:
             raise _Unsure(s)
-        parts.append(f'<a href="{html.escape(target, quote=True)}">{_bold_html(m.group(1))}</a>')
+        parts.append(
+            f'<a href="{html.escape(target, quote=True)}">{_bold_html(m.group(1))}</a>'
+        )
         pos = m.end()
     parts.append(_bold_html(s[pos:]))
     return "".join(parts)
@@ -325,7 +377,7 @@ def _cell_html(s: str, href: Any) -> str:
 def _bold_html(s: str) -> str:
     out, pos = [], 0
     for m in _BOLD.finditer(s):
-        out.append(_escaped_text_only(s[pos:m.start()]))
+        out.append(_escaped_text_only(s[pos : m.start()]))
         out.append(f"<strong>{_escaped_text_only(m.group(1))}</strong>")
         pos = m.end()
     out.append(_escaped_text_only(s[pos:]))
@@ -338,20 +390,35 @@ def _split_row(line: str) -> list[str]:
 
 def _table_html(block: str, href: Any) -> str | None:
     lines = block.rstrip("\n").split("\n")
-    head, sep, body = _split_row(lines[0]), _split_row(lines[1]), [_split_row(ln) for ln in lines[2:]]
+    head, sep, body = (
+        _split_row(lines[0]),
+        _split_row(lines[1]),
+        [_split_row(ln) for ln in lines[2:]],
+    )
     if len(head) != len(sep) or any(len(r) != len(head) for r in body):
         return None
     # alignment as a short class (almanac.css), left as the default: a fleet's boards have thousands of
     # cells, and an inline style on each was a third of the Leaderboard's bytes
-    style = [f' class="{_ALIGN_CLASS[a.strip()]}"' if a.strip() in _ALIGN_CLASS else "" for a in sep]
+    style = [
+        f' class="{_ALIGN_CLASS[a.strip()]}"' if a.strip() in _ALIGN_CLASS else ""
+        for a in sep
+    ]
     align = [_ALIGN_CLASS.get(a.strip(), "") for a in sep]
     try:
         out = ["<table>", "<thead>", "<tr>"]
-        out += [f"<th{st}>{_cell_html(c.strip(), href)}</th>" for c, st in zip(head, style)]
+        out += [
+            f"<th{st}>{_cell_html(c.strip(), href)}</th>" for c, st in zip(head, style)
+        ]
         out += ["</tr>", "</thead>", "<tbody>"]
         for r in body:
-            out.append("<tr>\n" + "\n".join(f"<td{_long(c, st, al)}>{_cell_html(c.strip(), href)}</td>"
-                                             for c, st, al in zip(r, style, align)) + "\n</tr>")
+            out.append(
+                "<tr>\n"
+                + "\n".join(
+                    f"<td{_long(c, st, al)}>{_cell_html(c.strip(), href)}</td>"
+                    for c, st, al in zip(r, style, align)
+                )
+                + "\n</tr>"
+            )
         out += ["</tbody>", "</table>"]
     except _Unsure:
         return None
@@ -378,7 +445,9 @@ def _long(c: str, style: str, align: str) -> str:
     return f' class="{align} {kind}"' if align else f' class="{kind}"'
 
 
-TABLE_TOKEN = "almanactable" + secrets.token_hex(8)  # per build: no artifact text can name it
+TABLE_TOKEN = "almanactable" + secrets.token_hex(
+    8
+)  # per build: no artifact text can name it
 # A placeholder is replaced wherever Markdown left it: its own paragraph (the usual case), or as it is
 # inside raw HTML (a <details> without md_in_html), a list item or any other block.
 _TOKEN_P = re.compile(rf"<p>{TABLE_TOKEN}(\d+)</p>|{TABLE_TOKEN}(\d+)")
@@ -389,6 +458,7 @@ def tables_to_html(text: str, href: Any, stash: list[str] | None = None) -> str:
     target's URL as the page will use it (None: leave that table to Markdown). With ``stash``, each
     table goes there and the text holds a placeholder paragraph instead (Markdown then does not even
     read the table's HTML); ``put_tables`` puts them back into the page's HTML."""
+
     def one(m: re.Match[str]) -> str:
         done = _table_html(m.group(0), href)
         if done is None:
@@ -401,12 +471,15 @@ def tables_to_html(text: str, href: Any, stash: list[str] | None = None) -> str:
     return _PIPE_TABLE.sub(one, text)
 
 
-_FIGURE = re.compile(r'(?m)^<figure class="almanac-figure">.*</figure>$')  # one line: what charts.embed() writes
+_FIGURE = re.compile(
+    r'(?m)^<figure class="almanac-figure">.*</figure>$'
+)  # one line: what charts.embed() writes
 
 
 def hold_figures(text: str, stash: list[str]) -> str:
     """Each chart figure (raw HTML that Markdown would pass through as it is) waits in ``stash`` too:
     Markdown need not scan its inline spec."""
+
     def one(m: re.Match[str]) -> str:
         stash.append(m.group(0))
         return f"\n{TABLE_TOKEN}{len(stash) - 1}\n"
@@ -416,4 +489,8 @@ def hold_figures(text: str, stash: list[str]) -> str:
 
 def put_tables(html_text: str, stash: list[str]) -> str:
     """The page's HTML with every placeholder replaced by its table or figure."""
-    return _TOKEN_P.sub(lambda m: stash[int(m.group(1) or m.group(2))], html_text) if stash else html_text
+    return (
+        _TOKEN_P.sub(lambda m: stash[int(m.group(1) or m.group(2))], html_text)
+        if stash
+        else html_text
+    )

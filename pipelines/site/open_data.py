@@ -12,7 +12,9 @@ from core.paths import schema_dir
 
 from pipelines.site.markdown import ROOT, cell, code, fold, prose, table
 
-MAX_DEPTH = 4  # nested objects are listed down to this depth; the schema file has the rest
+MAX_DEPTH = (
+    4  # nested objects are listed down to this depth; the schema file has the rest
+)
 
 
 def _resolve(schema: dict[str, Any], node: dict[str, Any]) -> dict[str, Any]:
@@ -37,8 +39,11 @@ def _type(node: dict[str, Any], schema: dict[str, Any] | None = None) -> str:
         return str(t)
     for k in ("oneOf", "anyOf"):
         if k in node:
-            return " or ".join(_type(_resolve(schema, x) if schema is not None else x, schema)
-                               for x in node[k] if isinstance(x, dict))
+            return " or ".join(
+                _type(_resolve(schema, x) if schema is not None else x, schema)
+                for x in node[k]
+                if isinstance(x, dict)
+            )
     return "any"
 
 
@@ -60,8 +65,12 @@ def _notes(node: dict[str, Any]) -> str:
     return "; ".join(parts)
 
 
-def fields(schema: dict[str, Any], node: dict[str, Any] | None = None, prefix: str = "",
-           depth: int = 0) -> list[tuple[str, str, bool, str]]:
+def fields(
+    schema: dict[str, Any],
+    node: dict[str, Any] | None = None,
+    prefix: str = "",
+    depth: int = 0,
+) -> list[tuple[str, str, bool, str]]:
     """(dotted path, type, required, notes) for every property, depth first."""
     node = _resolve(schema, node if node is not None else schema)
     out: list[tuple[str, str, bool, str]] = []
@@ -84,16 +93,26 @@ def fields(schema: dict[str, Any], node: dict[str, Any] | None = None, prefix: s
     return out
 
 
-def kind_fields(schema: dict[str, Any]) -> list[tuple[str, list[tuple[str, str, bool, str]]]]:
+def kind_fields(
+    schema: dict[str, Any],
+) -> list[tuple[str, list[tuple[str, str, bool, str]]]]:
     """Per test kind the schema names in its ``allOf`` conditions (``test.kind`` const): the fields of
     its ``samples`` and ``details`` (core/schema.py generates them from the kinds' models)."""
     out = []
     for cond in schema.get("allOf") or []:
-        kind = (((cond.get("if") or {}).get("properties") or {}).get("test") or {}).get("properties", {}).get("kind", {})
+        kind = (
+            (((cond.get("if") or {}).get("properties") or {}).get("test") or {})
+            .get("properties", {})
+            .get("kind", {})
+        )
         then = ((cond.get("then") or {}).get("properties")) or {}
         if "const" not in kind or not then:
             continue
-        node = {"properties": {part: then[part] for part in ("samples", "details") if part in then}}
+        node = {
+            "properties": {
+                part: then[part] for part in ("samples", "details") if part in then
+            }
+        }
         out.append((str(kind["const"]), fields(schema, node)))
     return out
 
@@ -105,30 +124,79 @@ def artifact_format() -> str:
     for name, atype in sorted(artifacts.ARTIFACT_TYPES.items()):
         path = atype.schema_path()
         schema = json.loads(Path(path).read_text())
-        rows = [[code(p), cell(t), "yes" if req else "", prose(n)] for p, t, req, n in fields(schema)]
-        out += [f"### `{name}` (version {atype.version})", "",
-                prose(schema.get("description") or atype.description), "",
-                f"Schema: {code(path.relative_to(schema_dir().parent.parent).as_posix())}, published at "
-                f'<a href="{ROOT}schema/{path.name}" download>schema/{path.name}</a>.', "",
-                fold("Every field", table(["field", "type", "required", "meaning and constraints"], rows, max_rows=None)), ""]
+        rows = [
+            [code(p), cell(t), "yes" if req else "", prose(n)]
+            for p, t, req, n in fields(schema)
+        ]
+        out += [
+            f"### `{name}` (version {atype.version})",
+            "",
+            prose(schema.get("description") or atype.description),
+            "",
+            f"Schema: {code(path.relative_to(schema_dir().parent.parent).as_posix())}, published at "
+            f'<a href="{ROOT}schema/{path.name}" download>schema/{path.name}</a>.',
+            "",
+            fold(
+                "Every field",
+                table(
+                    ["field", "type", "required", "meaning and constraints"],
+                    rows,
+                    max_rows=None,
+                ),
+            ),
+            "",
+        ]
         for kind, kf in kind_fields(schema):
-            krows = [[code(p), cell(t), "yes" if req else "", prose(n)] for p, t, req, n in kf]
-            out += [fold("", table(["field", "type", "required", "meaning and constraints"], krows, max_rows=None),
-                         title_html=f"Samples and details of a {code(kind)} run"), ""]
+            krows = [
+                [code(p), cell(t), "yes" if req else "", prose(n)]
+                for p, t, req, n in kf
+            ]
+            out += [
+                fold(
+                    "",
+                    table(
+                        ["field", "type", "required", "meaning and constraints"],
+                        krows,
+                        max_rows=None,
+                    ),
+                    title_html=f"Samples and details of a {code(kind)} run",
+                ),
+                "",
+            ]
     return "\n".join(out)
 
 
 def published_paths() -> str:
     """The layout of the published data, as a table."""
     rows = [
-        [code("data/runs/<host>/<model>/<test>--<key>-<time>.json"), "run", "one measured configuration"],
-        [code("data/quality/<host>/<model>/<suite>--<key>-<time>.json"), "quality", "one quality run"],
+        [
+            code("data/runs/<host>/<model>/<test>--<key>-<time>.json"),
+            "run",
+            "one measured configuration",
+        ],
+        [
+            code("data/quality/<host>/<model>/<suite>--<key>-<time>.json"),
+            "quality",
+            "one quality run",
+        ],
         [code("data/hosts/<host>/*.json"), "host", "a host probe (memory bandwidth)"],
         [code("data/projections/<host>/*.json"), "projection", "a projection record"],
-        [code("data/decisions/<host>/*.json"), "decision", "a go/no-go decision with its evidence"],
+        [
+            code("data/decisions/<host>/*.json"),
+            "decision",
+            "a go/no-go decision with its evidence",
+        ],
         [code("runs/index.json"), "—", "the runs browser's list (also index.csv)"],
-        [code("quality-runs/index.json"), "—", "the quality runs browser's list (also index.csv)"],
+        [
+            code("quality-runs/index.json"),
+            "—",
+            "the quality runs browser's list (also index.csv)",
+        ],
         [code("tables/<digest>.csv"), "—", "a table of a page, every row (also .json)"],
-        [code("schema/<type>.v<N>.schema.json"), "—", "the JSON Schema every artifact of that type follows"],
+        [
+            code("schema/<type>.v<N>.schema.json"),
+            "—",
+            "the JSON Schema every artifact of that type follows",
+        ],
     ]
     return table(["path in the site", "artifact type", "what"], rows, downloads=False)

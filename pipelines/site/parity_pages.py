@@ -13,7 +13,9 @@ from pipelines import parity as parity_mod
 from pipelines.site.markdown import admonition, cell, code, fold, link, num, pre, table
 from pipelines.site.quality_pages import quality_link
 
-OUTPUT_SHOWN = 400  # characters of each output shown for a differing item (the artifact has all)
+OUTPUT_SHOWN = (
+    400  # characters of each output shown for a differing item (the artifact has all)
+)
 DIFFS_SHOWN = 40  # differing items listed per backend pair
 
 
@@ -29,7 +31,11 @@ def _delta_cell(delta: float | None, ci: tuple[float | None, float | None]) -> s
     lo, hi = ci
     if delta is None:
         return "—"
-    return f"{_pp(delta)}<br><small>CI95 {_pp(lo)} … {_pp(hi)}</small>" if lo is not None else _pp(delta)
+    return (
+        f"{_pp(delta)}<br><small>CI95 {_pp(lo)} … {_pp(hi)}</small>"
+        if lo is not None
+        else _pp(delta)
+    )
 
 
 def _p(p: float | None) -> str:
@@ -41,57 +47,134 @@ def _verdict(v: str) -> str:
 
 
 def _sentence(o: parity_mod.Overall) -> str:
-    same = "identical" if o.identical_output == o.n else f"{o.identical_output} of {o.n} identical"
+    same = (
+        "identical"
+        if o.identical_output == o.n
+        else f"{o.identical_output} of {o.n} identical"
+    )
     lo, hi = o.delta_ci
-    verdicts = ("the same verdict on every item" if o.same_verdict == o.n else
-                f"different verdicts on {o.n - o.same_verdict} items ({o.b} passed only through {o.reference}, "
-                f"{o.c} only through {o.other})")
-    return (f"**{cell(o.other)}** against {cell(o.reference)} on {o.n} items of {o.suites} suite samples: "
-            f"outputs {same}; {verdicts}; pass rate {_pct(o.ref_passed / o.n)} → {_pct(o.other_passed / o.n)} "
-            f"({_pp(o.delta)}, CI95 {_pp(lo)} … {_pp(hi)}); exact McNemar p = {_p(o.p_value)}: "
-            f"{_verdict(o.verdict)}.")
+    verdicts = (
+        "the same verdict on every item"
+        if o.same_verdict == o.n
+        else f"different verdicts on {o.n - o.same_verdict} items ({o.b} passed only through {o.reference}, "
+        f"{o.c} only through {o.other})"
+    )
+    return (
+        f"**{cell(o.other)}** against {cell(o.reference)} on {o.n} items of {o.suites} suite samples: "
+        f"outputs {same}; {verdicts}; pass rate {_pct(o.ref_passed / o.n)} → {_pct(o.other_passed / o.n)} "
+        f"({_pp(o.delta)}, CI95 {_pp(lo)} … {_pp(hi)}); exact McNemar p = {_p(o.p_value)}: "
+        f"{_verdict(o.verdict)}."
+    )
 
 
 def _overall_table(rows: list[parity_mod.Overall]) -> str:
     out = []
     for o in rows:
-        out.append([cell(o.other), cell(o.reference), num(o.n, 0), f"{o.identical_output} ({_pct(o.identical_output / o.n)})",
-                    f"{o.same_verdict} ({_pct(o.same_verdict / o.n)})", _pct(o.ref_passed / o.n),
-                    _pct(o.other_passed / o.n), _delta_cell(o.delta, o.delta_ci), f"{o.b} / {o.c}", _p(o.p_value),
-                    _verdict(o.verdict)])
-    return table(["backend", "against", "items", "identical output", "same verdict", "reference pass",
-                  "backend pass", "Δ pass rate", "discordant (ref only / backend only)", "McNemar p", "verdict"], out,
-                 ["l", "l", "r", "r", "r", "r", "r", "r", "r", "r", "l"])
+        out.append(
+            [
+                cell(o.other),
+                cell(o.reference),
+                num(o.n, 0),
+                f"{o.identical_output} ({_pct(o.identical_output / o.n)})",
+                f"{o.same_verdict} ({_pct(o.same_verdict / o.n)})",
+                _pct(o.ref_passed / o.n),
+                _pct(o.other_passed / o.n),
+                _delta_cell(o.delta, o.delta_ci),
+                f"{o.b} / {o.c}",
+                _p(o.p_value),
+                _verdict(o.verdict),
+            ]
+        )
+    return table(
+        [
+            "backend",
+            "against",
+            "items",
+            "identical output",
+            "same verdict",
+            "reference pass",
+            "backend pass",
+            "Δ pass rate",
+            "discordant (ref only / backend only)",
+            "McNemar p",
+            "verdict",
+        ],
+        out,
+        ["l", "l", "r", "r", "r", "r", "r", "r", "r", "r", "l"],
+    )
 
 
 def _suite_table(groups: list[parity_mod.Group]) -> str:
     rows = []
     for g in groups:
         for p in g.pairs:
-            rows.append([code(g.label), cell(p.other), num(p.n, 0), f"{p.identical_output}", f"{p.same_verdict}",
-                         link(_pct(p.ref_passed / p.n if p.n else None), quality_link(p.ref_id)),
-                         link(_pct(p.other_passed / p.n if p.n else None), quality_link(p.other_id)),
-                         _delta_cell(p.delta, p.delta_ci), f"{p.b} / {p.c}", _p(p.p_value), _verdict(p.verdict)])
-    return table(["suite", "backend", "items", "identical output", "same verdict", "reference pass", "backend pass",
-                  "Δ pass rate", "ref only / backend only", "McNemar p", "verdict"], rows,
-                 ["l", "l", "r", "r", "r", "r", "r", "r", "r", "r", "l"])
+            rows.append(
+                [
+                    code(g.label),
+                    cell(p.other),
+                    num(p.n, 0),
+                    f"{p.identical_output}",
+                    f"{p.same_verdict}",
+                    link(
+                        _pct(p.ref_passed / p.n if p.n else None),
+                        quality_link(p.ref_id),
+                    ),
+                    link(
+                        _pct(p.other_passed / p.n if p.n else None),
+                        quality_link(p.other_id),
+                    ),
+                    _delta_cell(p.delta, p.delta_ci),
+                    f"{p.b} / {p.c}",
+                    _p(p.p_value),
+                    _verdict(p.verdict),
+                ]
+            )
+    return table(
+        [
+            "suite",
+            "backend",
+            "items",
+            "identical output",
+            "same verdict",
+            "reference pass",
+            "backend pass",
+            "Δ pass rate",
+            "ref only / backend only",
+            "McNemar p",
+            "verdict",
+        ],
+        rows,
+        ["l", "l", "r", "r", "r", "r", "r", "r", "r", "r", "l"],
+    )
 
 
 def _clip(text: str) -> str:
     return text if len(text) <= OUTPUT_SHOWN else text[:OUTPUT_SHOWN] + " …"
 
 
-def _diff_block(g: parity_mod.Group, p: parity_mod.Pair, d: parity_mod.ItemDiff) -> list[str]:
-    verdicts = f"{'pass' if d.ref_passed else 'fail'} → {'pass' if d.other_passed else 'fail'}"
-    lines = [f"**{cell(d.id)}** ({code(g.label)}): {cell(verdicts)}; the outputs part at character {d.diverge_at}.", ""]
-    for who, text, err in ((p.reference, d.ref_output, d.ref_error), (p.other, d.other_output, d.other_error)):
+def _diff_block(
+    g: parity_mod.Group, p: parity_mod.Pair, d: parity_mod.ItemDiff
+) -> list[str]:
+    verdicts = (
+        f"{'pass' if d.ref_passed else 'fail'} → {'pass' if d.other_passed else 'fail'}"
+    )
+    lines = [
+        f"**{cell(d.id)}** ({code(g.label)}): {cell(verdicts)}; the outputs part at character {d.diverge_at}.",
+        "",
+    ]
+    for who, text, err in (
+        (p.reference, d.ref_output, d.ref_error),
+        (p.other, d.other_output, d.other_error),
+    ):
         lines.append(f"{cell(who)}" + (f" (error: {cell(err)})" if err else "") + ":")
         lines += ["", pre(_clip(text) or "(empty)"), ""]
     return lines
 
 
 def _diffs(groups: list[parity_mod.Group]) -> list[str]:
-    by_pair: dict[str, list[tuple[parity_mod.Group, parity_mod.Pair, parity_mod.ItemDiff]]] = {}
+    by_pair: dict[
+        str, list[tuple[parity_mod.Group, parity_mod.Pair, parity_mod.ItemDiff]]
+    ] = {}
     counts: dict[str, int] = {}
     for g in groups:
         for p in g.pairs:
@@ -102,16 +185,24 @@ def _diffs(groups: list[parity_mod.Group]) -> list[str]:
     for other in sorted(counts):
         found = by_pair.get(other, [])
         flipped = [x for x in found if x[2].ref_passed != x[2].other_passed]
-        title = (f"{other}: {len(found)} of {counts[other]} items answered differently"
-                 f" ({len(flipped)} with a different verdict)")
+        title = (
+            f"{other}: {len(found)} of {counts[other]} items answered differently"
+            f" ({len(flipped)} with a different verdict)"
+        )
         body: list[str] = []
         if not found:
-            body = ["Every output is identical to the reference's, character for character."]
+            body = [
+                "Every output is identical to the reference's, character for character."
+            ]
         # verdict changes first: those are the ones that move a score
-        for g, p, d in sorted(found, key=lambda x: x[2].ref_passed == x[2].other_passed)[:DIFFS_SHOWN]:
+        for g, p, d in sorted(
+            found, key=lambda x: x[2].ref_passed == x[2].other_passed
+        )[:DIFFS_SHOWN]:
             body += _diff_block(g, p, d)
         if len(found) > DIFFS_SHOWN:
-            body.append(f"… and {len(found) - DIFFS_SHOWN} more (every output is in the linked artifacts).")
+            body.append(
+                f"… and {len(found) - DIFFS_SHOWN} more (every output is in the linked artifacts)."
+            )
         out += [fold(title, "\n".join(body), "note"), ""]
     return out
 
@@ -119,18 +210,27 @@ def _diffs(groups: list[parity_mod.Group]) -> list[str]:
 def parity_section(docs: list[dict[str, Any]]) -> str:
     groups = parity_mod.parity_groups(docs)
     if not groups:
-        return admonition("info", "No backend parity run yet",
-                          "Run `invoke quality --matrix quality-parity`: the same items through llama.cpp in "
-                          "process, llama_cpp.server and llama-server.")
+        return admonition(
+            "info",
+            "No backend parity run yet",
+            "Run `invoke quality --matrix quality-parity`: the same items through llama.cpp in "
+            "process, llama_cpp.server and llama-server.",
+        )
     out: list[str] = []
     runs: dict[tuple, list[parity_mod.Group]] = {}
     for g in groups:
         runs.setdefault((g.host, g.matrix, g.model), []).append(g)
-    overall = {(o.host, o.matrix, o.model, o.other): o for o in parity_mod.overall(groups)}
+    overall = {
+        (o.host, o.matrix, o.model, o.other): o for o in parity_mod.overall(groups)
+    }
     for (host, matrix, model), gs in runs.items():
         if len(runs) > 1:
             out += [f"### {cell(model)} on {code(host)} ({code(matrix)})", ""]
-        rows = [o for (h, m, mo, _), o in sorted(overall.items()) if (h, m, mo) == (host, matrix, model)]
+        rows = [
+            o
+            for (h, m, mo, _), o in sorted(overall.items())
+            if (h, m, mo) == (host, matrix, model)
+        ]
         out += [f"- {_sentence(o)}" for o in rows] + [""]
         out += [_overall_table(rows), ""]
         out += [fold("Per suite", _suite_table(gs), "abstract"), ""]

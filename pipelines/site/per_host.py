@@ -25,7 +25,17 @@ from typing import Any
 from core.records.host import HostRecord
 
 from pipelines import dataset
-from pipelines.site.markdown import admonition, as_text, cell, code, link, nbytes, num, rebase_links, table
+from pipelines.site.markdown import (
+    admonition,
+    as_text,
+    cell,
+    code,
+    link,
+    nbytes,
+    num,
+    rebase_links,
+    table,
+)
 
 SPLIT_ABOVE = 4  # hosts shown on one page; more get one page per host
 _HOST_ID = re.compile(r"^[a-z0-9][a-z0-9-]*$")
@@ -69,7 +79,9 @@ def runs_by_host() -> dict[str, list[Any]]:
 
 def host_artifacts() -> dict[str, HostRecord]:
     """Host id -> its newest host artifact (fingerprint, bandwidth probe)."""
-    return dataset.load().derived("newest_host_artifact", lambda ds: {d.host_id: d for d in ds.hosts})  # oldest first: newest wins
+    return dataset.load().derived(
+        "newest_host_artifact", lambda ds: {d.host_id: d for d in ds.hosts}
+    )  # oldest first: newest wins
 
 
 def hosts_of(name: str) -> dict[str, list[Any]]:
@@ -96,7 +108,9 @@ def is_split(name: str) -> bool:
     return PAGES[name].always or len(hosts_of(name)) > SPLIT_ABOVE
 
 
-MAX_STEM = 100  # a host id longer than this (a long host name) gets a shortened file name
+MAX_STEM = (
+    100  # a host id longer than this (a long host name) gets a shortened file name
+)
 
 
 def page_file(name: str, host: str) -> str:
@@ -108,7 +122,9 @@ def page_file(name: str, host: str) -> str:
     if host == "index":
         stem = "_index"
     elif len(host) > MAX_STEM:
-        stem = f"{host[:MAX_STEM - 10]}_{hashlib.sha256(host.encode()).hexdigest()[:8]}"
+        stem = (
+            f"{host[: MAX_STEM - 10]}_{hashlib.sha256(host.encode()).hexdigest()[:8]}"
+        )
     else:
         stem = host
     return f"{name}/{stem}.md"
@@ -123,8 +139,11 @@ def generated_pages() -> list[tuple[str, str]]:
         labels = host_labels()
         for host in hosts_of(name):
             path = page_file(name, host)
-            why = ("one page per host" if page.always else
-                   f"one page per host once more than {SPLIT_ABOVE} hosts have data")
+            why = (
+                "one page per host"
+                if page.always
+                else f"one page per host once more than {SPLIT_ABOVE} hosts have data"
+            )
             # kept out of the search index (front matter): hundreds of near-identical pages would make the
             # index (and Material's indexing, which is quadratic in a page's headings) grow with the fleet
             # while adding nothing a reader searches for; the page's index (docs/<name>.md) is indexed
@@ -134,10 +153,15 @@ def generated_pages() -> list[tuple[str, str]]:
             # writes a title taken from the heading through striptags, which unescapes what cell() escaped,
             # and a label is artifact text
             title = json.dumps(as_text(f"{page.title}: {label}"))
-            out.append((path, f"---\ntitle: {title}\nsearch:\n  exclude: true\n---\n\n"
-                              f"# {page.title}: {cell(label)}\n\n"
-                              f"Host {code(host)}. One host's part of the [{page.title}](../{name}.md) page ({why}).\n\n"
-                              f'{{{{ split_page("{name}", "{host}") }}}}\n'))
+            out.append(
+                (
+                    path,
+                    f"---\ntitle: {title}\nsearch:\n  exclude: true\n---\n\n"
+                    f"# {page.title}: {cell(label)}\n\n"
+                    f"Host {code(host)}. One host's part of the [{page.title}](../{name}.md) page ({why}).\n\n"
+                    f'{{{{ split_page("{name}", "{host}") }}}}\n',
+                )
+            )
     return out
 
 
@@ -151,7 +175,11 @@ def host_labels() -> dict[str, str]:
 def _machine(h: dict[str, Any]) -> tuple[str, str, str]:
     from core.hostlabel import cpu_label, gpus_label
 
-    return cpu_label(h["cpu"]), gpus_label(h.get("gpus") or []) or "none", nbytes(h["memory_bytes"])
+    return (
+        cpu_label(h["cpu"]),
+        gpus_label(h.get("gpus") or []) or "none",
+        nbytes(h["memory_bytes"]),
+    )
 
 
 def index(name: str) -> str:
@@ -164,16 +192,35 @@ def index(name: str) -> str:
     for host, runs in hosts.items():
         newest = runs[-1] if runs else probes[host]
         cpu, gpus, ram = _machine(newest.host)
-        rows.append([link(labels.get(host, host), page_file(name, host)) + "<br>" + code(host), cell(cpu), cell(gpus), ram,
-                     num(len(runs), 0),
-                     cell(newest.created[:16].replace("T", " "))])
-    lead = (f"{len(hosts):,} hosts have {page.noun}: each has its own page, linked below." if page.always else
-            f"{len(hosts):,} hosts have {page.noun}, more than one page shows (up to {SPLIT_ABOVE}): each host has its "
-            "own page, linked below and rendered the same way from that host's artifacts only.")
-    return "\n".join([
-        lead, "",
-        table(["host", "CPU", "GPUs", "RAM", page.noun, "newest (UTC)"], rows, ["l", "l", "l", "r", "r", "l"]),
-    ])
+        rows.append(
+            [
+                link(labels.get(host, host), page_file(name, host))
+                + "<br>"
+                + code(host),
+                cell(cpu),
+                cell(gpus),
+                ram,
+                num(len(runs), 0),
+                cell(newest.created[:16].replace("T", " ")),
+            ]
+        )
+    lead = (
+        f"{len(hosts):,} hosts have {page.noun}: each has its own page, linked below."
+        if page.always
+        else f"{len(hosts):,} hosts have {page.noun}, more than one page shows (up to {SPLIT_ABOVE}): each host has its "
+        "own page, linked below and rendered the same way from that host's artifacts only."
+    )
+    return "\n".join(
+        [
+            lead,
+            "",
+            table(
+                ["host", "CPU", "GPUs", "RAM", page.noun, "newest (UTC)"],
+                rows,
+                ["l", "l", "l", "r", "r", "l"],
+            ),
+        ]
+    )
 
 
 def render(name: str, host: str | None = None) -> str:
@@ -186,7 +233,9 @@ def render(name: str, host: str | None = None) -> str:
     runs = runs_by_host().get(host)
     if runs is None:
         if not (page.fingerprints and host in host_artifacts()):
-            return admonition("warning", "No data", f"No artifact from host {code(host)}.")
+            return admonition(
+                "warning", "No data", f"No artifact from host {code(host)}."
+            )
         runs = []
     # rendered as for docs/<name>.md, served one folder deeper (docs/<name>/<host>.md)
     return rebase_links(page.render(list(runs), host), 1)

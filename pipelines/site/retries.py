@@ -6,9 +6,24 @@ from __future__ import annotations
 from typing import Any
 
 from pipelines import retries as rt
-from pipelines.site.markdown import admonition, cell, code, fold, link, num, prose, run_link, table
+from pipelines.site.markdown import (
+    admonition,
+    cell,
+    code,
+    fold,
+    link,
+    num,
+    prose,
+    run_link,
+    table,
+)
 
-BADGE = {"IMPLEMENT": "verified", "SKIP": "missed", "UNDECIDED": "measured", "NOT MEASURED": "measured"}
+BADGE = {
+    "IMPLEMENT": "verified",
+    "SKIP": "missed",
+    "UNDECIDED": "measured",
+    "NOT MEASURED": "measured",
+}
 
 
 def _badge(v: str) -> str:
@@ -27,24 +42,58 @@ def _ms(d: dict[str, Any], key: str = "mean") -> str:
 
 
 def _ci_ms(d: dict[str, Any], lo: str = "lo", hi: str = "hi") -> str:
-    return "—" if d.get(lo) is None or d.get(hi) is None else f"{num(d[lo], 1)} – {num(d[hi], 1)}"
+    return (
+        "—"
+        if d.get(lo) is None or d.get(hi) is None
+        else f"{num(d[lo], 1)} – {num(d[hi], 1)}"
+    )
 
 
 def errors_table(m: rt.ErrorMeasurement) -> str:
     runs = m.runs
     rows = [
-        ["error rate per attempt (no retry)", f"{_pct(m.p['mean'], False)} ({m.p['failed']} of {m.p['n']})",
-         f"{_pct(m.p['lo'], False)} – {_pct(m.p['hi'], False)} (Wilson)", link(runs["faulty"].id[:12], run_link(runs["faulty"].id))],
-        ["a failed attempt (ms)", _ms(m.t_fail), _ci_ms(m.t_fail), link(runs["faulty"].id[:12], run_link(runs["faulty"].id))],
-        ["a request without errors (ms)", _ms(m.t_clean), _ci_ms(m.t_clean), link(runs["clean"].id[:12], run_link(runs["clean"].id))],
-        ["a request with errors and automatic retry (ms)", _ms(m.t_auto), _ci_ms(m.t_auto),
-         link(runs["faulty_retry"].id[:12], run_link(runs["faulty_retry"].id))],
-        [f"retry cost of a retried request (ms; back-off {num(m.backoff_s, 2)} s)", _ms(m.retry_cost), _ci_ms(m.retry_cost),
-         link(runs["faulty_retry"].id[:12], run_link(runs["faulty_retry"].id))],
-        ["error overhead with automatic retry (time per request)", _pct(m.overhead["mean"]),
-         f"{_pct(m.overhead['lo'])} – {_pct(m.overhead['hi'])}", "—"],
-        ["happy-path cost of retrying (retry on vs off, no errors)", _pct(m.happy_cost["mean"]),
-         f"{_pct(m.happy_cost['lo'])} – {_pct(m.happy_cost['hi'])}", link(runs["clean_retry"].id[:12], run_link(runs["clean_retry"].id))],
+        [
+            "error rate per attempt (no retry)",
+            f"{_pct(m.p['mean'], False)} ({m.p['failed']} of {m.p['n']})",
+            f"{_pct(m.p['lo'], False)} – {_pct(m.p['hi'], False)} (Wilson)",
+            link(runs["faulty"].id[:12], run_link(runs["faulty"].id)),
+        ],
+        [
+            "a failed attempt (ms)",
+            _ms(m.t_fail),
+            _ci_ms(m.t_fail),
+            link(runs["faulty"].id[:12], run_link(runs["faulty"].id)),
+        ],
+        [
+            "a request without errors (ms)",
+            _ms(m.t_clean),
+            _ci_ms(m.t_clean),
+            link(runs["clean"].id[:12], run_link(runs["clean"].id)),
+        ],
+        [
+            "a request with errors and automatic retry (ms)",
+            _ms(m.t_auto),
+            _ci_ms(m.t_auto),
+            link(runs["faulty_retry"].id[:12], run_link(runs["faulty_retry"].id)),
+        ],
+        [
+            f"retry cost of a retried request (ms; back-off {num(m.backoff_s, 2)} s)",
+            _ms(m.retry_cost),
+            _ci_ms(m.retry_cost),
+            link(runs["faulty_retry"].id[:12], run_link(runs["faulty_retry"].id)),
+        ],
+        [
+            "error overhead with automatic retry (time per request)",
+            _pct(m.overhead["mean"]),
+            f"{_pct(m.overhead['lo'])} – {_pct(m.overhead['hi'])}",
+            "—",
+        ],
+        [
+            "happy-path cost of retrying (retry on vs off, no errors)",
+            _pct(m.happy_cost["mean"]),
+            f"{_pct(m.happy_cost['lo'])} – {_pct(m.happy_cost['hi'])}",
+            link(runs["clean_retry"].id[:12], run_link(runs["clean_retry"].id)),
+        ],
     ]
     return table(["measured", "value", "CI95", "source"], rows, ["l", "r", "r", "l"])
 
@@ -54,29 +103,65 @@ def recommendations_table(recs: list[rt.Recommendation]) -> str:
     for r in recs:
         glo, gmid, ghi = r.gain
         clo, cmid, chi = r.cost
-        rows.append([f"**{cell(r.plan.name)}**<br><small>{code(r.plan.id)} · {cell(r.plan.source)}</small>",
-                     f"{_pct(gmid)}<br><small>{_pct(glo)} – {_pct(ghi)}</small>" if gmid is not None else "—",
-                     cell(r.basis) or "—",
-                     (f"{_pct(cmid)}<br><small>{_pct(clo)} – {_pct(chi)}</small>" if cmid is not None else "none measured"),
-                     cell(r.cost_basis) or "—", f"{_badge(r.verdict)}<br><small>{prose(r.reason)}</small>"])
-    return table(["planned optimization", "projected gain (interval)", "how", "measured cost (interval)", "cost from",
-                  "recommendation"], rows, ["l", "r", "l", "r", "l", "l"])
+        rows.append(
+            [
+                f"**{cell(r.plan.name)}**<br><small>{code(r.plan.id)} · {cell(r.plan.source)}</small>",
+                f"{_pct(gmid)}<br><small>{_pct(glo)} – {_pct(ghi)}</small>"
+                if gmid is not None
+                else "—",
+                cell(r.basis) or "—",
+                (
+                    f"{_pct(cmid)}<br><small>{_pct(clo)} – {_pct(chi)}</small>"
+                    if cmid is not None
+                    else "none measured"
+                ),
+                cell(r.cost_basis) or "—",
+                f"{_badge(r.verdict)}<br><small>{prose(r.reason)}</small>",
+            ]
+        )
+    return table(
+        [
+            "planned optimization",
+            "projected gain (interval)",
+            "how",
+            "measured cost (interval)",
+            "cost from",
+            "recommendation",
+        ],
+        rows,
+        ["l", "r", "l", "r", "l", "l"],
+    )
 
 
 def errors_section(f: Any, docs: list[Any]) -> str:
     if f.errors is None and not f.planned:
         return ""
-    out = ["## Errors, retries and planned optimizations", "",
-           "Seed 003 asks, per planned optimization, whether its gain is worth it. Here the inputs are measured: error "
-           "rates and retry costs from serving runs with injected transient errors, stage shares from the mixes above. "
-           "**IMPLEMENT** when the projected gain's low end clears the measured cost's high end and the worth-it "
-           "threshold; **SKIP** when its high end is below them; **UNDECIDED** when the intervals overlap. Gains are "
-           "fractions of the time per request (+10% = 10% faster).", ""]
-    hosts = sorted(set(rt.error_hosts(f.errors, docs) if f.errors else [])
-                   | {h for p in f.planned if p.kind == "stage" for h in _mix_hosts(f, p, docs)})
+    out = [
+        "## Errors, retries and planned optimizations",
+        "",
+        "Seed 003 asks, per planned optimization, whether its gain is worth it. Here the inputs are measured: error "
+        "rates and retry costs from serving runs with injected transient errors, stage shares from the mixes above. "
+        "**IMPLEMENT** when the projected gain's low end clears the measured cost's high end and the worth-it "
+        "threshold; **SKIP** when its high end is below them; **UNDECIDED** when the intervals overlap. Gains are "
+        "fractions of the time per request (+10% = 10% faster).",
+        "",
+    ]
+    hosts = sorted(
+        set(rt.error_hosts(f.errors, docs) if f.errors else [])
+        | {h for p in f.planned if p.kind == "stage" for h in _mix_hosts(f, p, docs)}
+    )
     if not hosts:
-        return "\n".join(out + [admonition("info", "Nothing measured yet",
-                                           "Run `invoke bench --matrix serving-faults` (errors) and `invoke bench` (mixes)."), ""])
+        return "\n".join(
+            out
+            + [
+                admonition(
+                    "info",
+                    "Nothing measured yet",
+                    "Run `invoke bench --matrix serving-faults` (errors) and `invoke bench` (mixes).",
+                ),
+                "",
+            ]
+        )
     for h in hosts:
         out += [f"### On {code(h)}", ""]
         if f.errors is not None:
@@ -84,20 +169,33 @@ def errors_section(f: Any, docs: list[Any]) -> str:
             if m.missing:
                 out += [f"Error and retry runs: {prose('; '.join(m.missing))}.", ""]
             else:
-                out += [f"Measured on {code(f.errors.test)} ({cell(f.errors.model)}): every "
-                        f"{num(m.runs['faulty'].requested.get('fault_every'), 0)}th attempt answered HTTP "
-                        f"{num(m.runs['faulty'].requested.get('fault_status', 503), 0)} by a loopback proxy.", "",
-                        errors_table(m), ""]
+                out += [
+                    f"Measured on {code(f.errors.test)} ({cell(f.errors.model)}): every "
+                    f"{num(m.runs['faulty'].requested.get('fault_every'), 0)}th attempt answered HTTP "
+                    f"{num(m.runs['faulty'].requested.get('fault_status', 503), 0)} by a loopback proxy.",
+                    "",
+                    errors_table(m),
+                    "",
+                ]
         out += [recommendations_table(rt.evaluate_plans(f, docs, h)), ""]
-    out += [fold("How the gains are projected", "\n".join([
-            "- **Automatic retry**: without it a failure reaches the caller, who re-sends after a delay (an assumption, "
-            "given as a range): time per answered request `T_ok + p/(1 − p) × (t_fail + resend)`, with `p`, `t_fail` and "
-            "`T_ok` measured; with it, the time per request is measured. The interval takes the ends of every input's "
-            "interval together (the error rate's Wilson CI95, the resend range, the retried requests' CI95). The cost is "
-            "what turning retry on costs a request when nothing fails (measured, Welch CI95).",
-            "- **A stage made faster**: Amdahl over the mix's measured stage shares: `1 / (1 − r × p_s) − 1`, for the "
-            "planned reduction range `r`. No time cost is measured for these (keeping a model loaded costs memory, not "
-            "time)."])), ""]
+    out += [
+        fold(
+            "How the gains are projected",
+            "\n".join(
+                [
+                    "- **Automatic retry**: without it a failure reaches the caller, who re-sends after a delay (an assumption, "
+                    "given as a range): time per answered request `T_ok + p/(1 − p) × (t_fail + resend)`, with `p`, `t_fail` and "
+                    "`T_ok` measured; with it, the time per request is measured. The interval takes the ends of every input's "
+                    "interval together (the error rate's Wilson CI95, the resend range, the retried requests' CI95). The cost is "
+                    "what turning retry on costs a request when nothing fails (measured, Welch CI95).",
+                    "- **A stage made faster**: Amdahl over the mix's measured stage shares: `1 / (1 − r × p_s) − 1`, for the "
+                    "planned reduction range `r`. No time cost is measured for these (keeping a model loaded costs memory, not "
+                    "time).",
+                ]
+            ),
+        ),
+        "",
+    ]
     return "\n".join(out)
 
 

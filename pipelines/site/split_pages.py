@@ -3,7 +3,6 @@ it and the function that renders it."""
 
 from __future__ import annotations
 
-from typing import Any
 
 from core.records.run import RunRecord
 from pipelines import backends as backend_cmp
@@ -30,22 +29,66 @@ def _boards(runs: list[RunRecord], host: str | None) -> str:
     if host is None:
         return pages.leaderboard_page(runs)
     # boards are per host: one host's are those of the whole set (computed once, shared with Home)
-    boards = [b for b in leaderboard.boards(list(dataset.load().runs)) if b.host_id == host]
+    boards = [
+        b for b in leaderboard.boards(list(dataset.load().runs)) if b.host_id == host
+    ]
     return pages.leaderboard_page(runs, boards)
 
 
-register(SplitPage("boards", "Per-host boards", "measured results", lambda r: r.ok, _boards, always=True))
+register(
+    SplitPage(
+        "boards",
+        "Per-host boards",
+        "measured results",
+        lambda r: r.ok,
+        _boards,
+        always=True,
+    )
+)
 register(SplitPage("hosts", "Hosts", "runs", lambda r: True, _hosts, fingerprints=True))
-register(SplitPage("optimization", "Optimization tracks", "sweep runs", lambda r: bool(r.sweep),
-                   lambda runs, host: optimization_pages.optimization_page(runs),
-                   # a matrix that names a sweep but varies nothing (the reference workload) is no track, nor is a
-                   # sweep of a kind without a headline to compare (agent loops): a fleet running only those gets no
-                   # page of "no sweeps yet" per host (optimization.sweeps keeps a group only where some point is
-                   # swept and compared on its headline: the same test, without building the sweeps)
-                   shows=lambda runs: any(r.swept and optimization.compared_on_headline(r) for r in runs)))
-register(SplitPage("serving", "Serving", "serving runs", lambda r: r.test_kind in kinds_on("serving"),
-                   lambda runs, host: serving_pages.serving_page(runs)))
-register(SplitPage("comparisons", "Comparisons", "chat, serve and in-process backend runs",
-                   lambda r: r.test_kind in kinds_on("comparisons") or (r.in_process and not backend_cmp.is_reference([r])),
-                   lambda runs, host: serving_pages.comparisons_page(runs)))
-register(SplitPage("roles", "Roles", "runs", lambda r: True, lambda runs, host: quality_pages.roles_page_for(host)))
+register(
+    SplitPage(
+        "optimization",
+        "Optimization tracks",
+        "sweep runs",
+        lambda r: bool(r.sweep),
+        lambda runs, host: optimization_pages.optimization_page(runs),
+        # a matrix that names a sweep but varies nothing (the reference workload) is no track, nor is a
+        # sweep of a kind without a headline to compare (agent loops): a fleet running only those gets no
+        # page of "no sweeps yet" per host (optimization.sweeps keeps a group only where some point is
+        # swept and compared on its headline: the same test, without building the sweeps)
+        shows=lambda runs: any(
+            r.swept and optimization.compared_on_headline(r) for r in runs
+        ),
+    )
+)
+register(
+    SplitPage(
+        "serving",
+        "Serving",
+        "serving runs",
+        lambda r: r.test_kind in kinds_on("serving"),
+        lambda runs, host: serving_pages.serving_page(runs),
+    )
+)
+register(
+    SplitPage(
+        "comparisons",
+        "Comparisons",
+        "chat, serve and in-process backend runs",
+        lambda r: (
+            r.test_kind in kinds_on("comparisons")
+            or (r.in_process and not backend_cmp.is_reference([r]))
+        ),
+        lambda runs, host: serving_pages.comparisons_page(runs),
+    )
+)
+register(
+    SplitPage(
+        "roles",
+        "Roles",
+        "runs",
+        lambda r: True,
+        lambda runs, host: quality_pages.roles_page_for(host),
+    )
+)

@@ -16,16 +16,22 @@ from core.errors import BackendError
 # name -> (settings class, backend class, distribution whose version keys the results),
 # classes as "module:attribute"
 BACKENDS: dict[str, tuple[str, str, str]] = {
-    "llama_cpp": ("runtime.backends.llama_cpp.config:LlamaCppSettings",
-                  "runtime.backends.llama_cpp.backend:LlamaCppBackend",
-                  "llama-cpp-python"),
-    "openai_http": ("runtime.backends.openai_http.config:OpenAIHttpSettings",
-                    "runtime.backends.openai_http.backend:OpenAIHttpBackend",
-                    "httpx"),
+    "llama_cpp": (
+        "runtime.backends.llama_cpp.config:LlamaCppSettings",
+        "runtime.backends.llama_cpp.backend:LlamaCppBackend",
+        "llama-cpp-python",
+    ),
+    "openai_http": (
+        "runtime.backends.openai_http.config:OpenAIHttpSettings",
+        "runtime.backends.openai_http.backend:OpenAIHttpBackend",
+        "httpx",
+    ),
     # optional extra (pip install -e '.[transformers]'): torch + transformers, in process
-    "transformers": ("runtime.backends.transformers.config:TransformersSettings",
-                     "runtime.backends.transformers.backend:TransformersBackend",
-                     "transformers"),
+    "transformers": (
+        "runtime.backends.transformers.config:TransformersSettings",
+        "runtime.backends.transformers.backend:TransformersBackend",
+        "transformers",
+    ),
 }
 DEFAULT = "llama_cpp"  # the backend a matrix runs on when it names none
 
@@ -49,7 +55,10 @@ def _plugins() -> None:
             for name, triple in json.loads(extra).items():
                 BACKENDS.setdefault(name, tuple(triple))
         except (ValueError, TypeError, AttributeError):
-            raise BackendError("ALMANAC_BACKENDS is not JSON of {name: [settings, backend, dist]}", field="ALMANAC_BACKENDS") from None
+            raise BackendError(
+                "ALMANAC_BACKENDS is not JSON of {name: [settings, backend, dist]}",
+                field="ALMANAC_BACKENDS",
+            ) from None
 
 
 def _import(ref: str) -> Any:
@@ -62,7 +71,11 @@ def _check(name: str) -> tuple[str, str, str]:
         _plugins()
     if name not in BACKENDS:
         close = difflib.get_close_matches(name, list(BACKENDS), n=1)
-        hint = f" (did you mean {close[0]!r}?)" if close else f" (known: {', '.join(sorted(BACKENDS))})"
+        hint = (
+            f" (did you mean {close[0]!r}?)"
+            if close
+            else f" (known: {', '.join(sorted(BACKENDS))})"
+        )
         raise BackendError(f"unknown backend {name!r}{hint}", field="backend")
     return BACKENDS[name]
 
@@ -83,8 +96,11 @@ def backend_class(name: str) -> Any:
 
         unknown = [k for k in getattr(cls, "test_kinds", ()) if kinds.get(k) is None]
         if unknown:
-            raise BackendError(f"backend {name!r} declares test kinds {unknown} that no module registers "
-                               "(core.kinds.BUILTIN, or ALMANAC_KINDS for a kind of your own)", field="backend")
+            raise BackendError(
+                f"backend {name!r} declares test kinds {unknown} that no module registers "
+                "(core.kinds.BUILTIN, or ALMANAC_KINDS for a kind of your own)",
+                field="backend",
+            )
         _CHECKED.add(name)
     return cls
 

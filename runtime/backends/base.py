@@ -52,9 +52,17 @@ class BackendSettings(BaseModel):
         for name, f in cls.model_fields.items():
             ann = f.annotation
             tname = getattr(ann, "__name__", None) or str(ann).replace("typing.", "")
-            tname = re.sub(r"\bNone\b", "null", tname)  # the docs speak JSON/YAML: "int | null"
-            rows.append({"name": name, "type": tname, "default": f.get_default(call_default_factory=True),
-                         "help": f.description or ""})
+            tname = re.sub(
+                r"\bNone\b", "null", tname
+            )  # the docs speak JSON/YAML: "int | null"
+            rows.append(
+                {
+                    "name": name,
+                    "type": tname,
+                    "default": f.get_default(call_default_factory=True),
+                    "help": f.description or "",
+                }
+            )
         return rows
 
 
@@ -133,7 +141,10 @@ class Backend(abc.ABC):
         identity) and check the entry's pins; only a backend whose ``model_kinds`` has
         ``endpoint`` can. Bad input (a pin the server contradicts, a server that does not
         answer) raises a UserError of one line."""
-        raise BackendError(f"backend {cls.name} cannot measure endpoint models (model {model.name!r})", field="backend")
+        raise BackendError(
+            f"backend {cls.name} cannot measure endpoint models (model {model.name!r})",
+            field="backend",
+        )
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -150,23 +161,44 @@ class Backend(abc.ABC):
         missing = [k for k in declared if k not in table]
         undeclared = [k for k in table if k not in declared]
         if missing or undeclared:
-            parts = ([f"declares test kinds {missing} but no method runs them (mark one @runs(kind))"] if missing else []) + \
-                    ([f"has @runs methods for {undeclared}, which it does not declare in test_kinds"] if undeclared else [])
+            parts = (
+                [
+                    f"declares test kinds {missing} but no method runs them (mark one @runs(kind))"
+                ]
+                if missing
+                else []
+            ) + (
+                [
+                    f"has @runs methods for {undeclared}, which it does not declare in test_kinds"
+                ]
+                if undeclared
+                else []
+            )
             raise TypeError(f"backend {cls.__qualname__}: " + "; ".join(parts))
         for kind, attr in table.items():
             if not callable(getattr(cls, attr, None)):
-                raise TypeError(f"backend {cls.__qualname__}: the runner of {kind!r} ({attr}) is not a method")
+                raise TypeError(
+                    f"backend {cls.__qualname__}: the runner of {kind!r} ({attr}) is not a method"
+                )
         if not isinstance(getattr(cls, "in_process", None), bool):
-            raise TypeError(f"backend {cls.__qualname__}: declare in_process (True: the model runs in the measuring "
-                            "process; False: behind a server the backend talks to)")
+            raise TypeError(
+                f"backend {cls.__qualname__}: declare in_process (True: the model runs in the measuring "
+                "process; False: behind a server the backend talks to)"
+            )
 
     @classmethod
     def declaration(cls) -> dict[str, Any]:
         """What the backend is, for the docs and for readers of the code: no behaviour, only facts."""
-        return {"name": cls.name, "in_process": cls.in_process, "servers": list(cls.servers),
-                "test_kinds": list(cls.test_kinds), "prompt_styles": list(cls.prompt_styles),
-                "model_kinds": list(cls.model_kinds), "kind_notes": dict(cls.kind_notes),
-                "settings": [f for f in cls.settings_class.model_fields]}
+        return {
+            "name": cls.name,
+            "in_process": cls.in_process,
+            "servers": list(cls.servers),
+            "test_kinds": list(cls.test_kinds),
+            "prompt_styles": list(cls.prompt_styles),
+            "model_kinds": list(cls.model_kinds),
+            "kind_notes": dict(cls.kind_notes),
+            "settings": [f for f in cls.settings_class.model_fields],
+        }
 
     def __init__(self, model: ModelRef | EndpointRef | None, settings: BackendSettings):
         self.model = model
@@ -181,8 +213,10 @@ class Backend(abc.ABC):
         """Run one test on the loaded model: the method the dispatch table names for its kind."""
         attr = self.dispatch.get(test.kind)
         if attr is None:
-            raise UnsupportedTest(f"backend {self.name} cannot run tests of kind {test.kind!r} "
-                                  f"(it runs: {', '.join(self.test_kinds) or 'none'})")
+            raise UnsupportedTest(
+                f"backend {self.name} cannot run tests of kind {test.kind!r} "
+                f"(it runs: {', '.join(self.test_kinds) or 'none'})"
+            )
         return getattr(self, attr)(test)
 
     def supports(self, test: TestSpec | None) -> bool:
@@ -199,7 +233,9 @@ class Backend(abc.ABC):
         return None
 
     @classmethod
-    def preflight(cls, settings: BackendSettings, model: ModelRef | EndpointRef, test: TestSpec) -> None:
+    def preflight(
+        cls, settings: BackendSettings, model: ModelRef | EndpointRef, test: TestSpec
+    ) -> None:
         """Check one configuration against the model's metadata before anything runs. Raise
         ``ConfigError(message, field=<setting>)`` for one the backend would abort on; the
         runner adds the matrix file. Default: nothing to check."""
@@ -209,13 +245,22 @@ class Backend(abc.ABC):
         """Facts the backend's own log states about what really ran (merged into effective settings)."""
         return {}
 
-    def complete(self, prompt: str, *, max_tokens: int, stop: list[str], temperature: float = 0.0,
-                 seed: int = 0) -> dict[str, Any]:
+    def complete(
+        self,
+        prompt: str,
+        *,
+        max_tokens: int,
+        stop: list[str],
+        temperature: float = 0.0,
+        seed: int = 0,
+    ) -> dict[str, Any]:
         """Continue raw text (prompt style ``completion``): {'text', 'prompt_tokens', 'output_tokens',
         'e2e_ms', 'finish_reason'}."""
         raise UnsupportedTest(f"backend {self.name} has no completion prompt style")
 
-    def loglikelihood(self, context: str, continuations: list[str]) -> list[dict[str, Any]]:
+    def loglikelihood(
+        self, context: str, continuations: list[str]
+    ) -> list[dict[str, Any]]:
         """log p(continuation | context) per continuation (prompt style ``loglikelihood``):
         [{'logprob', 'n_tokens', 'is_greedy', 'n_bytes'}]."""
         raise UnsupportedTest(f"backend {self.name} has no loglikelihood prompt style")

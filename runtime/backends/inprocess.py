@@ -26,8 +26,10 @@ from core.kinds.request import WORKLOAD_FIELDS
 from core.kinds.serve import ServeTest
 from runtime.backends.base import TestResult
 
-SERVE_NOTE = ("serve in process: startup is the model load in a fresh worker process, the cold request the first "
-              "request after it; then warm requests as a chat test sends them (one cold start per process)")
+SERVE_NOTE = (
+    "serve in process: startup is the model load in a fresh worker process, the cold request the first "
+    "request after it; then warm requests as a chat test sends them (one cold start per process)"
+)
 
 
 def _chat(test: ServeTest, **over: Any) -> ChatTest:
@@ -35,32 +37,66 @@ def _chat(test: ServeTest, **over: Any) -> ChatTest:
     return ChatTest(id=test.id, **fields, **over)
 
 
-def run_serve(test: ServeTest, chat: Callable[[ChatTest], TestResult], startup_s: float | None) -> TestResult:
+def run_serve(
+    test: ServeTest, chat: Callable[[ChatTest], TestResult], startup_s: float | None
+) -> TestResult:
     """Cold request then warm requests through the backend's own ``chat`` runner."""
-    cold_res = chat(_chat(test, requests=1, warmup_requests=0, warmup=False, precision=None))
+    cold_res = chat(
+        _chat(test, requests=1, warmup_requests=0, warmup=False, precision=None)
+    )
     cold_rec = dict(cold_res.samples["requests"][0])
     startup_ms = startup_s * 1000.0 if startup_s is not None else None
     cold_rec.update(ok=True, cold_start=1, startup_ms=startup_ms, fresh_process=True)
     warm_n = test.warmup_requests if test.warmup is not False else 0
-    warm_res = chat(_chat(test, requests=test.requests, warmup_requests=warm_n, warmup=test.warmup,
-                          precision=test.precision))
+    warm_res = chat(
+        _chat(
+            test,
+            requests=test.requests,
+            warmup_requests=warm_n,
+            warmup=test.warmup,
+            precision=test.precision,
+        )
+    )
     warm = [dict(r, ok=True) for r in warm_res.samples["requests"]]
     metrics: dict[str, list[float]] = {
         "startup_ms": [startup_ms] if startup_ms is not None else [],
-        "cold_ttft_ms": [cold_rec["ttft_ms"]] if cold_rec.get("ttft_ms") is not None else [],
+        "cold_ttft_ms": [cold_rec["ttft_ms"]]
+        if cold_rec.get("ttft_ms") is not None
+        else [],
         "cold_e2e_ms": [cold_rec["e2e_ms"]],
-        "cold_total_ms": [startup_ms + cold_rec["e2e_ms"]] if startup_ms is not None else [],
+        "cold_total_ms": [startup_ms + cold_rec["e2e_ms"]]
+        if startup_ms is not None
+        else [],
     }
-    for name in ("ttft_ms", "tpot_ms", "e2e_ms", "output_tokens", "decode_tps", "itl_ms"):
+    for name in (
+        "ttft_ms",
+        "tpot_ms",
+        "e2e_ms",
+        "output_tokens",
+        "decode_tps",
+        "itl_ms",
+    ):
         if warm_res.metrics.get(name):
             metrics[name] = warm_res.metrics[name]
     metrics["failed_requests"] = [0]
     details = {
-        "in_process": True, "cold_starts": 1, "cold_starts_requested": test.cold_starts,
-        "cold_is_fresh_server": True, "warmup_requests": warm_n, "startup": "model load in a fresh worker process",
-        "precision": warm_res.details.get("precision"), "method": SERVE_NOTE,
+        "in_process": True,
+        "cold_starts": 1,
+        "cold_starts_requested": test.cold_starts,
+        "cold_is_fresh_server": True,
+        "warmup_requests": warm_n,
+        "startup": "model load in a fresh worker process",
+        "precision": warm_res.details.get("precision"),
+        "method": SERVE_NOTE,
         "request_method": warm_res.details.get("method"),
-        **{k: v for k, v in warm_res.details.items() if k not in ("precision", "warmup_requests", "method")},
+        **{
+            k: v
+            for k, v in warm_res.details.items()
+            if k not in ("precision", "warmup_requests", "method")
+        },
     }
-    return TestResult(metrics={k: v for k, v in metrics.items() if v},
-                      samples={"cold": [cold_rec], "warmup": [], "warm": warm}, details=details)
+    return TestResult(
+        metrics={k: v for k, v in metrics.items() if v},
+        samples={"cold": [cold_rec], "warmup": [], "warm": warm},
+        details=details,
+    )

@@ -19,7 +19,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from runtime import backends
 from core.errors import ConfigError
@@ -30,10 +37,14 @@ from core.kinds.base import TestSpec
 from core.yamlio import load_yaml, pydantic_error_line
 
 MATRIX_VERSION = 1
-MAX_CONFIGURATIONS = 10_000  # a matrix that expands to more is refused before it is expanded
+MAX_CONFIGURATIONS = (
+    10_000  # a matrix that expands to more is refused before it is expanded
+)
 # Test fields that fix how many samples a test takes: given in a test (or repetitions in a matrix
 # or sweep) without a precision, they keep that fixed count.
-COUNT_FIELDS = frozenset({"repetitions", "requests", "rounds", "max_requests", "repeats"})
+COUNT_FIELDS = frozenset(
+    {"repetitions", "requests", "rounds", "max_requests", "repeats"}
+)
 
 
 class MatrixFile(BaseModel):
@@ -41,37 +52,87 @@ class MatrixFile(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    schema_version: int = Field(MATRIX_VERSION, description="Format version of this file.")
-    name: str = Field(..., min_length=1, description="Matrix name, recorded in every artifact.")
+    schema_version: int = Field(
+        MATRIX_VERSION, description="Format version of this file."
+    )
+    name: str = Field(
+        ..., min_length=1, description="Matrix name, recorded in every artifact."
+    )
     description: str = Field("", description="What this matrix is for.")
-    backend: str = Field(backends.DEFAULT, description="Backend that runs it (see the Methodology page).")
-    models: list[str] = Field(default_factory=list, description="Model names from data/models.yaml, or paths to .gguf files (required unless every entry of sweeps names its own).")
-    repetitions: int = Field(5, ge=1, description="Timed repetitions per test (llama-bench -r) when precision is null.")
-    precision: Precision | None = Field(default_factory=Precision, description="Repeat every test until the CI95 half-width of "
-                                        "its mean is within a target or a ceiling is hit (default: ±2%, 3 to 30 samples, 120 s); "
-                                        "null, or a count given without it (repetitions here or in a sweep; repetitions, requests "
-                                        "or rounds in a test): that fixed count.")
-    warmup: bool = Field(True, description="One untimed warm-up run before the timed ones.")
-    timeout_s: float = Field(1800.0, gt=0, description="Wall-clock limit of one configuration's child process.")
-    settings: dict[str, Any] = Field(default_factory=dict, description="Backend settings shared by every configuration.")
-    sweep: dict[str, list[Any]] = Field(default_factory=dict, description="Settings to sweep: every combination is a configuration.")
-    tests: list[Any] = Field(default_factory=list, description="Tests: pp512, tg128, tg128@d512, or mappings (kind: chat, ...) (required unless every entry of sweeps names its own).")
-    include: str | None = Field(None, description="A base matrix file merged under this one.")
-    baseline: dict[str, Any] | None = Field(None, description="Settings (over the base settings) of the point every point of the sweep is compared with, e.g. {speculative: none}.")
-    sweeps: list["SweepBlock"] = Field(default_factory=list, description="Several named sweeps in one matrix, each with its own models, settings, sweep, baseline and tests (defaults: the matrix's).")
+    backend: str = Field(
+        backends.DEFAULT, description="Backend that runs it (see the Methodology page)."
+    )
+    models: list[str] = Field(
+        default_factory=list,
+        description="Model names from data/models.yaml, or paths to .gguf files (required unless every entry of sweeps names its own).",
+    )
+    repetitions: int = Field(
+        5,
+        ge=1,
+        description="Timed repetitions per test (llama-bench -r) when precision is null.",
+    )
+    precision: Precision | None = Field(
+        default_factory=Precision,
+        description="Repeat every test until the CI95 half-width of "
+        "its mean is within a target or a ceiling is hit (default: ±2%, 3 to 30 samples, 120 s); "
+        "null, or a count given without it (repetitions here or in a sweep; repetitions, requests "
+        "or rounds in a test): that fixed count.",
+    )
+    warmup: bool = Field(
+        True, description="One untimed warm-up run before the timed ones."
+    )
+    timeout_s: float = Field(
+        1800.0,
+        gt=0,
+        description="Wall-clock limit of one configuration's child process.",
+    )
+    settings: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Backend settings shared by every configuration.",
+    )
+    sweep: dict[str, list[Any]] = Field(
+        default_factory=dict,
+        description="Settings to sweep: every combination is a configuration.",
+    )
+    tests: list[Any] = Field(
+        default_factory=list,
+        description="Tests: pp512, tg128, tg128@d512, or mappings (kind: chat, ...) (required unless every entry of sweeps names its own).",
+    )
+    include: str | None = Field(
+        None, description="A base matrix file merged under this one."
+    )
+    baseline: dict[str, Any] | None = Field(
+        None,
+        description="Settings (over the base settings) of the point every point of the sweep is compared with, e.g. {speculative: none}.",
+    )
+    sweeps: list["SweepBlock"] = Field(
+        default_factory=list,
+        description="Several named sweeps in one matrix, each with its own models, settings, sweep, baseline and tests (defaults: the matrix's).",
+    )
 
     @model_validator(mode="after")
     def _blocks(self) -> "MatrixFile":
         if self.sweeps:
             if self.sweep or self.baseline is not None:
-                raise ValueError("give either a top-level sweep (and baseline) or sweeps, not both")
+                raise ValueError(
+                    "give either a top-level sweep (and baseline) or sweeps, not both"
+                )
             names = [b.name for b in self.sweeps]
             dup = next((n for n in names if names.count(n) > 1), None)
             if dup:
                 raise ValueError(f"sweeps: two sweeps are named {dup!r}")
         for name in ("models", "tests"):
-            if not getattr(self, name) and (not self.sweeps or any(not getattr(b, name) for b in self.sweeps)):
-                raise ValueError(f"{name}: required field is missing" + (" (in the matrix or in every entry of sweeps)" if self.sweeps else ""))
+            if not getattr(self, name) and (
+                not self.sweeps or any(not getattr(b, name) for b in self.sweeps)
+            ):
+                raise ValueError(
+                    f"{name}: required field is missing"
+                    + (
+                        " (in the matrix or in every entry of sweeps)"
+                        if self.sweeps
+                        else ""
+                    )
+                )
         return self
 
     @field_validator("sweep")
@@ -88,15 +149,39 @@ class SweepBlock(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    name: str = Field(..., min_length=1, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$", description="Name of the sweep, recorded in every artifact it produces.")
+    name: str = Field(
+        ...,
+        min_length=1,
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$",
+        description="Name of the sweep, recorded in every artifact it produces.",
+    )
     description: str = Field("", description="What this sweep is for.")
-    models: list[str] = Field(default_factory=list, description="Models (default: the matrix's).")
-    settings: dict[str, Any] = Field(default_factory=dict, description="Settings over the matrix's.")
-    sweep: dict[str, list[Any]] = Field(default_factory=dict, description="Settings to sweep: every combination is a point.")
-    baseline: dict[str, Any] | None = Field(None, description="Settings (over this sweep's settings) of the point the others are compared with.")
-    tests: list[Any] = Field(default_factory=list, description="Tests (default: the matrix's).")
-    repetitions: int | None = Field(None, ge=1, description="Timed repetitions of this sweep's tests (default: the matrix's).")
-    precision: Precision | None = Field(None, description="Precision target of this sweep's tests (default: the matrix's; null: a fixed count).")
+    models: list[str] = Field(
+        default_factory=list, description="Models (default: the matrix's)."
+    )
+    settings: dict[str, Any] = Field(
+        default_factory=dict, description="Settings over the matrix's."
+    )
+    sweep: dict[str, list[Any]] = Field(
+        default_factory=dict,
+        description="Settings to sweep: every combination is a point.",
+    )
+    baseline: dict[str, Any] | None = Field(
+        None,
+        description="Settings (over this sweep's settings) of the point the others are compared with.",
+    )
+    tests: list[Any] = Field(
+        default_factory=list, description="Tests (default: the matrix's)."
+    )
+    repetitions: int | None = Field(
+        None,
+        ge=1,
+        description="Timed repetitions of this sweep's tests (default: the matrix's).",
+    )
+    precision: Precision | None = Field(
+        None,
+        description="Precision target of this sweep's tests (default: the matrix's; null: a fixed count).",
+    )
 
     @field_validator("sweep")
     @classmethod
@@ -142,7 +227,9 @@ class Matrix:
     path: Path
     spec: MatrixFile
     tests: list[TestSpec]
-    blocks: list[Block] = field(default_factory=list)  # the sweeps to expand (one for a plain matrix)
+    blocks: list[Block] = field(
+        default_factory=list
+    )  # the sweeps to expand (one for a plain matrix)
 
     @property
     def name(self) -> str:
@@ -156,13 +243,22 @@ class Matrix:
         blocks = self.blocks or [_plain_block(self)]
         total = 0
         for block in blocks:  # counted before anything is expanded: 9 values of 9 settings is 387 million points
-            n = len(block.models) * len(block.tests) * ((1 if block.baseline is not None else 0) + math.prod(
-                len(v) for v in block.sweep.values()))
+            n = (
+                len(block.models)
+                * len(block.tests)
+                * (
+                    (1 if block.baseline is not None else 0)
+                    + math.prod(len(v) for v in block.sweep.values())
+                )
+            )
             total += n
             if total > MAX_CONFIGURATIONS:
-                raise ConfigError(f"expands to more than {MAX_CONFIGURATIONS} configurations (models x sweep values "
-                                  "x tests); split it into smaller matrices", file=relpath(self.path),
-                                  field=f"{block.field_prefix}sweep")
+                raise ConfigError(
+                    f"expands to more than {MAX_CONFIGURATIONS} configurations (models x sweep values "
+                    "x tests); split it into smaller matrices",
+                    file=relpath(self.path),
+                    field=f"{block.field_prefix}sweep",
+                )
         for block in blocks:
             keys = list(block.sweep)
             combos = list(itertools.product(*(block.sweep[k] for k in keys))) or [()]
@@ -170,30 +266,77 @@ class Matrix:
                 base = None
                 points: list[tuple[dict[str, Any], Any]] = []
                 if block.baseline is not None:
-                    base = _validate_settings(cls, {**block.settings, **block.baseline}, self.path, {},
-                                              where=f"{block.field_prefix}baseline")
-                    points.append(({**{k: getattr(base, k, None) for k in keys}, **block.baseline}, base))
+                    base = _validate_settings(
+                        cls,
+                        {**block.settings, **block.baseline},
+                        self.path,
+                        {},
+                        where=f"{block.field_prefix}baseline",
+                    )
+                    points.append(
+                        (
+                            {
+                                **{k: getattr(base, k, None) for k in keys},
+                                **block.baseline,
+                            },
+                            base,
+                        )
+                    )
                 for combo in combos:
                     swept = dict(zip(keys, combo))
-                    settings = _validate_settings(cls, {**block.settings, **swept}, self.path, swept,
-                                                  prefix=block.field_prefix)
-                    if base is not None and settings.model_dump(mode="json") == base.model_dump(mode="json"):
+                    settings = _validate_settings(
+                        cls,
+                        {**block.settings, **swept},
+                        self.path,
+                        swept,
+                        prefix=block.field_prefix,
+                    )
+                    if base is not None and settings.model_dump(
+                        mode="json"
+                    ) == base.model_dump(mode="json"):
                         continue
                     points.append((swept, settings))
                 for swept, settings in points:
                     for test in block.tests:
-                        out.append(Configuration(self.name, relpath(self.path), self.spec.backend, model, settings, swept,
-                                                 test, self.spec.timeout_s, sweep=block.name, baseline=base))
+                        out.append(
+                            Configuration(
+                                self.name,
+                                relpath(self.path),
+                                self.spec.backend,
+                                model,
+                                settings,
+                                swept,
+                                test,
+                                self.spec.timeout_s,
+                                sweep=block.name,
+                                baseline=base,
+                            )
+                        )
         return out
 
 
 def _plain_block(m: Matrix) -> Block:
-    return Block(m.spec.name, m.spec.description, list(m.spec.models), dict(m.spec.settings), dict(m.spec.sweep),
-                 m.spec.baseline, list(m.tests), "")
+    return Block(
+        m.spec.name,
+        m.spec.description,
+        list(m.spec.models),
+        dict(m.spec.settings),
+        dict(m.spec.sweep),
+        m.spec.baseline,
+        list(m.tests),
+        "",
+    )
 
 
-def _validate_settings(cls: Any, values: dict[str, Any], path: Path, swept: dict[str, Any], *, prefix: str = "",
-                       where: str | None = None) -> Any:
+def _validate_settings(
+    cls: Any,
+    values: dict[str, Any],
+    path: Path,
+    swept: dict[str, Any],
+    *,
+    prefix: str = "",
+    where: str | None = None,
+) -> Any:
     try:
         return cls.model_validate(values)
     except ValidationError as exc:
@@ -209,7 +352,11 @@ def _validate_settings(cls: Any, values: dict[str, Any], path: Path, swept: dict
 def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
     out = dict(base)
     for k, v in over.items():
-        if k in ("settings", "sweep") and isinstance(v, dict) and isinstance(out.get(k), dict):
+        if (
+            k in ("settings", "sweep")
+            and isinstance(v, dict)
+            and isinstance(out.get(k), dict)
+        ):
             out[k] = {**out[k], **v}
         else:
             out[k] = v
@@ -226,7 +373,9 @@ def _read_with_includes(path: Path, seen: tuple[Path, ...] = ()) -> dict[str, An
     if inc:
         base_path = (path.parent / inc).resolve()
         if not base_path.exists():
-            raise ConfigError(f"included file {inc!r} not found", file=relpath(path), field="include")
+            raise ConfigError(
+                f"included file {inc!r} not found", file=relpath(path), field="include"
+            )
         base = _read_with_includes(base_path, seen + (path.resolve(),))
         base.pop("include", None)
         raw = _merge(base, {k: v for k, v in raw.items() if k != "include"})
@@ -249,12 +398,22 @@ def find(name_or_path: str) -> Path:
 
     names = sorted(x.stem for x in matrices_dir().glob("*.yaml"))
     close = difflib.get_close_matches(name_or_path, names, n=1)
-    hint = f" (did you mean {close[0]!r}?)" if close else f" (known: {', '.join(names)})"
-    raise ConfigError(f"no matrix named {name_or_path!r}{hint}", file=relpath(matrices_dir()))
+    hint = (
+        f" (did you mean {close[0]!r}?)" if close else f" (known: {', '.join(names)})"
+    )
+    raise ConfigError(
+        f"no matrix named {name_or_path!r}{hint}", file=relpath(matrices_dir())
+    )
 
 
-def _parse_tests(raw: list[Any], spec: MatrixFile, path: Path, where: str, repetitions: int,
-                 precision: Precision | None) -> list[TestSpec]:
+def _parse_tests(
+    raw: list[Any],
+    spec: MatrixFile,
+    path: Path,
+    where: str,
+    repetitions: int,
+    precision: Precision | None,
+) -> list[TestSpec]:
     tests = []
     for i, raw_test in enumerate(raw):
         t = parse_test(raw_test, file=relpath(path), field=f"{where}[{i}]")
@@ -263,16 +422,23 @@ def _parse_tests(raw: list[Any], spec: MatrixFile, path: Path, where: str, repet
             updates["repetitions"] = repetitions
         if t.warmup is None:
             updates["warmup"] = spec.warmup
-        if "precision" not in t.model_fields_set:  # a test's own precision (or null) wins
+        if (
+            "precision" not in t.model_fields_set
+        ):  # a test's own precision (or null) wins
             # a count the test fixes itself (repetitions, requests, rounds) is kept as a fixed count
-            updates["precision"] = None if t.model_fields_set & COUNT_FIELDS else precision
+            updates["precision"] = (
+                None if t.model_fields_set & COUNT_FIELDS else precision
+            )
         tests.append(t.model_copy(update=updates))
     return tests
 
 
 def _matrix_precision(spec: MatrixFile) -> Precision | None:
     """The matrix's precision: given, or the default unless the matrix fixes ``repetitions`` itself."""
-    if "precision" in spec.model_fields_set or "repetitions" not in spec.model_fields_set:
+    if (
+        "precision" in spec.model_fields_set
+        or "repetitions" not in spec.model_fields_set
+    ):
         return spec.precision
     return None
 
@@ -291,25 +457,62 @@ def load(name_or_path: str | Path) -> Matrix:
     try:
         spec = MatrixFile.model_validate(raw)
     except ValidationError as exc:
-        raise ConfigError(pydantic_error_line(exc, {"*": list(MatrixFile.model_fields)}), file=relpath(path)) from None
+        raise ConfigError(
+            pydantic_error_line(exc, {"*": list(MatrixFile.model_fields)}),
+            file=relpath(path),
+        ) from None
     if spec.schema_version != MATRIX_VERSION:
-        raise ConfigError(f"version {spec.schema_version} is not supported (this almanac reads {MATRIX_VERSION})",
-                          file=relpath(path), field="schema_version")
+        raise ConfigError(
+            f"version {spec.schema_version} is not supported (this almanac reads {MATRIX_VERSION})",
+            file=relpath(path),
+            field="schema_version",
+        )
     try:
         backends.settings_class(spec.backend)
     except Exception as exc:
-        raise ConfigError(str(exc).removeprefix("backend: "), file=relpath(path), field="backend") from None
-    tests = _parse_tests(spec.tests, spec, path, "tests", spec.repetitions, _matrix_precision(spec))
+        raise ConfigError(
+            str(exc).removeprefix("backend: "), file=relpath(path), field="backend"
+        ) from None
+    tests = _parse_tests(
+        spec.tests, spec, path, "tests", spec.repetitions, _matrix_precision(spec)
+    )
     m = Matrix(path=path, spec=spec, tests=tests)
     if spec.sweeps:
         blocks = []
         for i, b in enumerate(spec.sweeps):
             prefix = f"sweeps[{i}]."
             bprec = _block_precision(b, spec)
-            btests = (_parse_tests(b.tests, spec, path, f"{prefix}tests", b.repetitions or spec.repetitions, bprec)
-                      if b.tests else _parse_tests(spec.tests, spec, path, "tests", b.repetitions or spec.repetitions, bprec))
-            blocks.append(Block(b.name, b.description, list(b.models or spec.models), {**spec.settings, **b.settings},
-                                dict(b.sweep), b.baseline, btests, prefix))
+            btests = (
+                _parse_tests(
+                    b.tests,
+                    spec,
+                    path,
+                    f"{prefix}tests",
+                    b.repetitions or spec.repetitions,
+                    bprec,
+                )
+                if b.tests
+                else _parse_tests(
+                    spec.tests,
+                    spec,
+                    path,
+                    "tests",
+                    b.repetitions or spec.repetitions,
+                    bprec,
+                )
+            )
+            blocks.append(
+                Block(
+                    b.name,
+                    b.description,
+                    list(b.models or spec.models),
+                    {**spec.settings, **b.settings},
+                    dict(b.sweep),
+                    b.baseline,
+                    btests,
+                    prefix,
+                )
+            )
         m = Matrix(path=path, spec=spec, tests=tests, blocks=blocks)
     m.configurations()  # validates every settings combination now, before anything runs
     return m

@@ -55,31 +55,51 @@ def run_rows(recs: list[record.RunRecord]) -> list[dict[str, Any]]:
         s = r.stat(m.name) if r.ok and m is not None else None
         if s is None or not s.mean or s.mean <= 0:
             continue
-        rows.append({"id": r.id, "created": r.created, "test": r.test_name, "class": noise.noise_class(r.test),
-                     "metric": m.name, "n": s.n, "mean": float(s.mean), "stddev": s.stddev,
-                     "group": r.key[:16], "loadavg_1m_before": r.resources.loadavg_1m_before,
-                     "wall_s": r.resources.wall_s})
+        rows.append(
+            {
+                "id": r.id,
+                "created": r.created,
+                "test": r.test_name,
+                "class": noise.noise_class(r.test),
+                "metric": m.name,
+                "n": s.n,
+                "mean": float(s.mean),
+                "stddev": s.stddev,
+                "group": r.key[:16],
+                "loadavg_1m_before": r.resources.loadavg_1m_before,
+                "wall_s": r.resources.wall_s,
+            }
+        )
     return rows
 
 
 def _check_max_runs(max_runs: int) -> None:
     if max_runs < MIN_COUNTED:
-        raise ConfigError(f"{max_runs} is too few: the rule needs at least {MIN_COUNTED} runs after the warm-up "
-                          f"({noise.MIN_DF} degrees of freedom)", field="--runs")
+        raise ConfigError(
+            f"{max_runs} is too few: the rule needs at least {MIN_COUNTED} runs after the warm-up "
+            f"({noise.MIN_DF} degrees of freedom)",
+            field="--runs",
+        )
 
 
 def _estimates(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     groups: dict[str, dict[str, list[float]]] = {}
     for r in rows:
         if not r["warmup"]:
-            groups.setdefault(r["class"], {}).setdefault(r["group"], []).append(r["mean"])
+            groups.setdefault(r["class"], {}).setdefault(r["group"], []).append(
+                r["mean"]
+            )
     return noise.estimates({c: list(g.values()) for c, g in groups.items()})
 
 
-def run_until_useful(run_round: Callable[[int], list[dict[str, Any]]], *, max_runs: int = DEFAULT_MAX_RUNS,
-                     budget_s: float = DEFAULT_BUDGET_S, clock: Callable[[], float] = time.perf_counter,
-                     on_run: Callable[[int, float, dict[str, dict[str, Any]]], None] | None = None,
-                     ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+def run_until_useful(
+    run_round: Callable[[int], list[dict[str, Any]]],
+    *,
+    max_runs: int = DEFAULT_MAX_RUNS,
+    budget_s: float = DEFAULT_BUDGET_S,
+    clock: Callable[[], float] = time.perf_counter,
+    on_run: Callable[[int, float, dict[str, dict[str, Any]]], None] | None = None,
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Run the A/A by core.noise.RULE: ``run_round(i)`` runs the matrix once (round i, from 0) and
     returns its rows (class, group, mean, ...). Round 0 is the warm-up (its rows kept, flagged
     ``warmup: true``, never counted); then at least MIN_COUNTED counted rounds whatever the budget;
@@ -120,14 +140,25 @@ def run_until_useful(run_round: Callable[[int], list[dict[str, Any]]], *, max_ru
         if clock() - t0 + statistics.median(walls) > budget_s:
             reason = "budget"
             break
-    stopping = {"rule": noise.RULE, "useful_factor": noise.USEFUL_FACTOR, "min_df": noise.MIN_DF,
-                "warmup_runs": noise.WARMUP_RUNS, "counted_runs": counted, "max_runs": int(max_runs),
-                "budget_s": float(budget_s), "reason": reason}
+    stopping = {
+        "rule": noise.RULE,
+        "useful_factor": noise.USEFUL_FACTOR,
+        "min_df": noise.MIN_DF,
+        "warmup_runs": noise.WARMUP_RUNS,
+        "counted_runs": counted,
+        "max_runs": int(max_runs),
+        "budget_s": float(budget_s),
+        "reason": reason,
+    }
     return rows, stopping
 
 
-def measure(max_runs: int = DEFAULT_MAX_RUNS, budget_s: float = DEFAULT_BUDGET_S, matrix: str = MATRIX,
-            on_run: Callable[[int, float, dict[str, dict[str, Any]]], None] | None = None) -> dict[str, Any]:
+def measure(
+    max_runs: int = DEFAULT_MAX_RUNS,
+    budget_s: float = DEFAULT_BUDGET_S,
+    matrix: str = MATRIX,
+    on_run: Callable[[int, float, dict[str, dict[str, Any]]], None] | None = None,
+) -> dict[str, Any]:
     """Run ``matrix`` by :func:`run_until_useful` (``max_runs`` counted runs at most, ``budget_s``
     seconds) and return the noise artifact (not written)."""
     _check_max_runs(max_runs)
@@ -136,28 +167,50 @@ def measure(max_runs: int = DEFAULT_MAX_RUNS, budget_s: float = DEFAULT_BUDGET_S
     load_before = os.getloadavg()[0]
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="almanac-noise-") as td:
+
         def run_round(i: int) -> list[dict[str, Any]]:
             root = Path(td) / f"round-{i + 1:03d}"
             runner.run_matrix(matrix, force=True, root=root)
             return run_rows(record.read_all(root)) if root.exists() else []
 
-        rows, stopping = run_until_useful(run_round, max_runs=max_runs, budget_s=budget_s, on_run=on_run)
-    return new_noise(host=fp, matrix={"name": m.name, "file": relpath(m.path)}, runs=rows, stopping=stopping,
-                     conditions={"loadavg_1m_before": load_before, "loadavg_1m_after": os.getloadavg()[0],
-                                 "matrix_runs": stopping["counted_runs"] + stopping["warmup_runs"],
-                                 "wall_s": round(time.perf_counter() - t0, 1),
-                                 "logical_cores": fp["cpu"].get("logical_cores")})
+        rows, stopping = run_until_useful(
+            run_round, max_runs=max_runs, budget_s=budget_s, on_run=on_run
+        )
+    return new_noise(
+        host=fp,
+        matrix={"name": m.name, "file": relpath(m.path)},
+        runs=rows,
+        stopping=stopping,
+        conditions={
+            "loadavg_1m_before": load_before,
+            "loadavg_1m_after": os.getloadavg()[0],
+            "matrix_runs": stopping["counted_runs"] + stopping["warmup_runs"],
+            "wall_s": round(time.perf_counter() - t0, 1),
+            "logical_cores": fp["cpu"].get("logical_cores"),
+        },
+    )
 
 
-def run_noise(max_runs: int = DEFAULT_MAX_RUNS, budget_s: float = DEFAULT_BUDGET_S,
-              on_run: Callable[[int, float, dict[str, dict[str, Any]]], None] | None = None) -> Path:
+def run_noise(
+    max_runs: int = DEFAULT_MAX_RUNS,
+    budget_s: float = DEFAULT_BUDGET_S,
+    on_run: Callable[[int, float, dict[str, dict[str, Any]]], None] | None = None,
+) -> Path:
     doc = measure(max_runs, budget_s, on_run=on_run)
     return artifacts.write(artifact_path(doc), doc)
 
 
 def too_noisy_line(doc: dict[str, Any]) -> str | None:
     """One line for the user when the A/A found this host too noisy to rank a kind of test, else None."""
-    bad = [f"{c}: {e['why']}" for c, e in sorted(doc["estimates"].items()) if e.get("too_noisy")]
+    bad = [
+        f"{c}: {e['why']}"
+        for c, e in sorted(doc["estimates"].items())
+        if e.get("too_noisy")
+    ]
     if not bad:
         return None
-    return "this host is too noisy to rank single runs (" + "; ".join(bad) + "): its pages widen them by this noise"
+    return (
+        "this host is too noisy to rank single runs ("
+        + "; ".join(bad)
+        + "): its pages widen them by this noise"
+    )

@@ -35,7 +35,10 @@ def weight_bytes(facts: dict[str, Any]) -> int:
 
 def kv_lower_bound(facts: dict[str, Any], n_ctx: int) -> int:
     n_layer = int(facts.get("block_count") or 0)
-    n_embd, n_head = int(facts.get("embedding_length") or 0), int(facts.get("head_count") or 0)
+    n_embd, n_head = (
+        int(facts.get("embedding_length") or 0),
+        int(facts.get("head_count") or 0),
+    )
     if not n_layer or not n_embd or not n_head:
         return 0
     n_head_kv = int(facts.get("head_count_kv") or n_head)
@@ -54,9 +57,18 @@ def check(facts: dict[str, Any], n_ctx: int | None, available_bytes: int | None)
     need = weight_bytes(facts) + kv_lower_bound(facts, n_ctx)
     if need > available_bytes:
         trained = facts.get("context_length")
-        beyond = f"; the model was trained for {int(trained):,}" if trained and n_ctx > int(trained) else ""
-        return Fit(False, f"does not fit: needs at least {gib(need)} (weights + KV cache of {n_ctx:,} tokens{beyond}), "
-                          f"has {gib(available_bytes)} of free memory", need, available_bytes)
+        beyond = (
+            f"; the model was trained for {int(trained):,}"
+            if trained and n_ctx > int(trained)
+            else ""
+        )
+        return Fit(
+            False,
+            f"does not fit: needs at least {gib(need)} (weights + KV cache of {n_ctx:,} tokens{beyond}), "
+            f"has {gib(available_bytes)} of free memory",
+            need,
+            available_bytes,
+        )
     return Fit(True, "", need, available_bytes)
 
 
@@ -76,7 +88,11 @@ def available_memory(with_gpus: bool = True) -> int | None:
         if nv is not None:
             try:
                 for i in range(nv.nvmlDeviceGetCount()):
-                    total += int(nv.nvmlDeviceGetMemoryInfo(nv.nvmlDeviceGetHandleByIndex(i)).free)
+                    total += int(
+                        nv.nvmlDeviceGetMemoryInfo(
+                            nv.nvmlDeviceGetHandleByIndex(i)
+                        ).free
+                    )
             except Exception:
                 pass
     return total

@@ -47,8 +47,11 @@ def _cannot_lock(exc: OSError, path: Path) -> StorageError:
     """A lock file that cannot be created or written: one line naming it and what to do."""
     err = storage_error(exc, path, "cannot create the run lock")
     if exc.errno in (errno.EISDIR, errno.ENOTDIR, errno.EEXIST):
-        err = StorageError(f"cannot create the run lock: something else is in its place ({exc.strerror}); "
-                           "remove it", file=relpath(path))
+        err = StorageError(
+            f"cannot create the run lock: something else is in its place ({exc.strerror}); "
+            "remove it",
+            file=relpath(path),
+        )
     return err
 
 
@@ -75,11 +78,16 @@ def run_lock(root: Path, host_id: str, *, wait_s: float = 0.0) -> Iterator[Path]
                 break
             except BlockingIOError:
                 if time.monotonic() >= deadline:
-                    raise LockBusy(f"another run is measuring here: {_holder(fd)}; wait for it to finish or stop it",
-                                   file=relpath(folder)) from None
+                    raise LockBusy(
+                        f"another run is measuring here: {_holder(fd)}; wait for it to finish or stop it",
+                        file=relpath(folder),
+                    ) from None
                 time.sleep(0.2)
-        info = {"pid": os.getpid(), "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                "command": " ".join(sys.argv)}
+        info = {
+            "pid": os.getpid(),
+            "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "command": " ".join(sys.argv),
+        }
         try:
             os.ftruncate(fd, 0)
             os.pwrite(fd, json.dumps(info).encode(), 0)

@@ -43,9 +43,16 @@ METHOD_VERSION = record.METHOD_VERSION
 LOG_TAIL_LINES = 120
 LOG_READ_BYTES = 8 << 20  # the most of a child's log the runner reads back
 KILL_GRACE_S = 2.0  # past its timeout a worker whose runner is gone kills itself after this much more
-NOISY_LOG_PREFIXES = ("llama_graph_n_input_tensors", "create_tensor:", "llama_model_loader: - kv", "load_tensors: layer",
-                      "resolve_fused_ops: fused", "llama_model_loader: - type",
-                      "llama_adapter_lora_init_impl: lora for", "llama_adapter_lora_init_impl: - kv")
+NOISY_LOG_PREFIXES = (
+    "llama_graph_n_input_tensors",
+    "create_tensor:",
+    "llama_model_loader: - kv",
+    "load_tensors: layer",
+    "resolve_fused_ops: fused",
+    "llama_model_loader: - type",
+    "llama_adapter_lora_init_impl: lora for",
+    "llama_adapter_lora_init_impl: - kv",
+)
 
 
 config_key = record.config_key  # one owner of the key: core.records.run
@@ -55,7 +62,9 @@ def find_existing(key: str, root: Path | None = None) -> list[Path]:
     root = root or runs_dir()
     if not root.exists():
         return []
-    return sorted(p for p in root.rglob(f"*--{key[:16]}-*.json") if not p.name.startswith("."))
+    return sorted(
+        p for p in root.rglob(f"*--{key[:16]}-*.json") if not p.name.startswith(".")
+    )
 
 
 def quarantine_dir(root: Path | None = None) -> Path:
@@ -79,8 +88,12 @@ def set_aside(path: Path, root: Path | None = None) -> Path:
     return dest
 
 
-def last_valid(key: str, root: Path | None, emit: Callable[[str, dict[str, Any]], None],
-               reader: Callable[[Path], Any] = artifacts.load) -> tuple[Path, Any] | None:
+def last_valid(
+    key: str,
+    root: Path | None,
+    emit: Callable[[str, dict[str, Any]], None],
+    reader: Callable[[Path], Any] = artifacts.load,
+) -> tuple[Path, Any] | None:
     """The newest readable artifact of ``key`` (a RunRecord by default; ``reader`` reads other
     types); corrupt ones met on the way are reported and set aside."""
     for path in reversed(find_existing(key, root)):
@@ -88,7 +101,10 @@ def last_valid(key: str, root: Path | None, emit: Callable[[str, dict[str, Any]]
             return path, reader(path)
         except ArtifactError as exc:
             dest = set_aside(path, root)
-            emit("corrupt", {"path": relpath(path), "moved_to": relpath(dest), "error": str(exc)})
+            emit(
+                "corrupt",
+                {"path": relpath(path), "moved_to": relpath(dest), "error": str(exc)},
+            )
     return None
 
 
@@ -110,13 +126,22 @@ class ChildOutcome:
     loadavg_before: float | None = None  # 1-minute load average when the child started
 
 
-def run_child(job: dict[str, Any], timeout_s: float, module: str = "runtime.execution.worker") -> ChildOutcome:
+def run_child(
+    job: dict[str, Any], timeout_s: float, module: str = "runtime.execution.worker"
+) -> ChildOutcome:
     """Run ``python -m <module>`` (default runtime.execution.worker) on ``job``; never raises for what the child does."""
     with procs.job_dir() as td:
-        job_path, out_path, log_path = Path(td, "job.json"), Path(td, "result.json"), Path(td, "log.txt")
+        job_path, out_path, log_path = (
+            Path(td, "job.json"),
+            Path(td, "result.json"),
+            Path(td, "log.txt"),
+        )
         job_path.write_text(json.dumps(job))
         env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join([str(project_root())] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+        env["PYTHONPATH"] = os.pathsep.join(
+            [str(project_root())]
+            + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])
+        )
         env.setdefault("PYTHONUNBUFFERED", "1")
         # the worker dies with this process (PR_SET_PDEATHSIG + a watchdog) and kills itself past the deadline
         # even when no runner is left to enforce it (runtime.procs)
@@ -125,15 +150,23 @@ def run_child(job: dict[str, Any], timeout_s: float, module: str = "runtime.exec
         load_before = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
         t0 = time.perf_counter()
         with open(log_path, "wb") as log:
-            proc = subprocess.Popen([sys.executable, "-m", module, str(job_path), str(out_path)],
-                                    stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                    cwd=str(project_root()), env=env, start_new_session=True)
+            proc = subprocess.Popen(
+                [sys.executable, "-m", module, str(job_path), str(out_path)],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                cwd=str(project_root()),
+                env=env,
+                start_new_session=True,
+            )
             timed_out = False
             # Wait without polling: a thread blocks in wait4 while this one sleeps on a join
             # with the deadline. A parent waking up every few ms would steal time slices from
             # the child's compute threads on a small host (measurable on 2 cores).
             reaped: dict[str, Any] = {}
-            waiter = threading.Thread(target=lambda: reaped.update(r=os.wait4(proc.pid, 0)), daemon=True)
+            waiter = threading.Thread(
+                target=lambda: reaped.update(r=os.wait4(proc.pid, 0)), daemon=True
+            )
             try:
                 waiter.start()
                 waiter.join(timeout_s)
@@ -142,7 +175,9 @@ def run_child(job: dict[str, Any], timeout_s: float, module: str = "runtime.exec
                     os.killpg(proc.pid, signal.SIGKILL)
                     waiter.join()
                 pid, status, rusage = reaped["r"]
-            except BaseException:  # Ctrl-C: take the child with us, keep what was finished
+            except (
+                BaseException
+            ):  # Ctrl-C: take the child with us, keep what was finished
                 try:
                     os.killpg(proc.pid, signal.SIGKILL)
                     os.wait4(proc.pid, 0)
@@ -161,8 +196,16 @@ def run_child(job: dict[str, Any], timeout_s: float, module: str = "runtime.exec
             except ValueError:
                 result = None
         log_text = _read_tail(log_path, LOG_READ_BYTES)
-        return ChildOutcome(result, code if code >= 0 else None, sig, timed_out, int(rusage.ru_maxrss) * 1024, wall, log_text,
-                            load_before)
+        return ChildOutcome(
+            result,
+            code if code >= 0 else None,
+            sig,
+            timed_out,
+            int(rusage.ru_maxrss) * 1024,
+            wall,
+            log_text,
+            load_before,
+        )
 
 
 def _read_tail(path: Path, limit: int) -> str:
@@ -178,7 +221,11 @@ def _read_tail(path: Path, limit: int) -> str:
             else:
                 head = fh.read(limit // 8)
                 fh.seek(size - (limit - len(head)))
-                data = head + f"\n[log: {size - limit} bytes not kept]\n".encode() + fh.read()
+                data = (
+                    head
+                    + f"\n[log: {size - limit} bytes not kept]\n".encode()
+                    + fh.read()
+                )
     except OSError:
         return ""
     return data.decode("utf-8", "replace")
@@ -200,7 +247,9 @@ def _summaries(metrics: dict[str, list[float]]) -> dict[str, Any]:
     return {name: stats.summarize(values) for name, values in metrics.items()}
 
 
-def model_block(ref: models.AnyModelRef, describe_model: dict[str, Any]) -> dict[str, Any]:
+def model_block(
+    ref: models.AnyModelRef, describe_model: dict[str, Any]
+) -> dict[str, Any]:
     """The artifact's ``model``: a local file's record (kind file), or an endpoint model's as its
     server reported it before the run (kind endpoint)."""
     if ref.kind == "endpoint":
@@ -219,24 +268,44 @@ def model_block(ref: models.AnyModelRef, describe_model: dict[str, Any]) -> dict
     }
 
 
-def build_artifact(*, cfg: matrix_mod.Configuration, ref: models.AnyModelRef, settings: Any, host: dict[str, Any],
-                   key: str, backend_version: str, outcome: ChildOutcome,
-                   build_variant: "BuildVariant | None" = None) -> dict[str, Any]:
+def build_artifact(
+    *,
+    cfg: matrix_mod.Configuration,
+    ref: models.AnyModelRef,
+    settings: Any,
+    host: dict[str, Any],
+    key: str,
+    backend_version: str,
+    outcome: ChildOutcome,
+    build_variant: "BuildVariant | None" = None,
+) -> dict[str, Any]:
     created = datetime.now(timezone.utc)
     res = outcome.result or {}
     status = "ok" if res.get("status") == "ok" and outcome.exit_code == 0 else "failed"
     error = None
     if status == "failed":
         if outcome.timed_out:
-            error = {"kind": "timeout", "message": f"no result within {cfg.timeout_s:g} s; child killed"}
+            error = {
+                "kind": "timeout",
+                "message": f"no result within {cfg.timeout_s:g} s; child killed",
+            }
         elif outcome.signal:
-            hint = {"SIGKILL": " (killed: out of memory?)", "SIGABRT": " (llama.cpp aborted)",
-                    "SIGSEGV": " (segmentation fault)"}.get(outcome.signal, "")
-            error = {"kind": "crash", "message": f"child process ended by {outcome.signal}{hint}"}
+            hint = {
+                "SIGKILL": " (killed: out of memory?)",
+                "SIGABRT": " (llama.cpp aborted)",
+                "SIGSEGV": " (segmentation fault)",
+            }.get(outcome.signal, "")
+            error = {
+                "kind": "crash",
+                "message": f"child process ended by {outcome.signal}{hint}",
+            }
         elif res.get("error"):
             error = {k: v for k, v in res["error"].items()}
         else:
-            error = {"kind": "crash", "message": f"child exited with code {outcome.exit_code} and no result"}
+            error = {
+                "kind": "crash",
+                "message": f"child exited with code {outcome.exit_code} and no result",
+            }
         error["signal"] = outcome.signal
         error["exit_code"] = outcome.exit_code
     describe = res.get("describe") or {}
@@ -253,35 +322,68 @@ def build_artifact(*, cfg: matrix_mod.Configuration, ref: models.AnyModelRef, se
         metrics["peak_vram_bytes"] = [res["peak_vram_bytes"]]
     model_desc = describe.get("model") or {}
     after = model_desc.get("identity_after")
-    if ref.kind == "endpoint" and status == "ok" and after is not None and after != ref.identity:
+    if (
+        ref.kind == "endpoint"
+        and status == "ok"
+        and after is not None
+        and after != ref.identity
+    ):
         status = "failed"  # the server served another model by the end: the samples are not of this one
-        error = {"kind": "model_changed", "message": f"the served model changed during the run: {ref.served_name!r} at "
-                 f"{ref.base_url} was {ref.identity} before and {after} after", "signal": None,
-                 "exit_code": outcome.exit_code}
+        error = {
+            "kind": "model_changed",
+            "message": f"the served model changed during the run: {ref.served_name!r} at "
+            f"{ref.base_url} was {ref.identity} before and {after} after",
+            "signal": None,
+            "exit_code": outcome.exit_code,
+        }
     if status == "failed":
-        metrics = {k: v for k, v in metrics.items() if k in ("load_time_s", "peak_rss_bytes", "peak_vram_bytes")}
-    build = {**(describe.get("build") or {"backend": cfg.backend}), "backend_version": backend_version,
-             "in_process": backends.backend_class(cfg.backend).in_process, **source_provenance()}
+        metrics = {
+            k: v
+            for k, v in metrics.items()
+            if k in ("load_time_s", "peak_rss_bytes", "peak_vram_bytes")
+        }
+    build = {
+        **(describe.get("build") or {"backend": cfg.backend}),
+        "backend_version": backend_version,
+        "in_process": backends.backend_class(cfg.backend).in_process,
+        **source_provenance(),
+    }
     if build_variant is not None:
         build.update(label=build_variant.label, variant=build_variant.to_dict())
     return record.new_run(
-        key=key, created=created, status=status, error=error,
+        key=key,
+        created=created,
+        status=status,
+        error=error,
         matrix={"name": cfg.matrix, "file": cfg.matrix_file},
-        backend=cfg.backend, test=cfg.test.to_dict(),
-        requested=settings.recorded(), swept=cfg.swept, effective=effective,
+        backend=cfg.backend,
+        test=cfg.test.to_dict(),
+        requested=settings.recorded(),
+        swept=cfg.swept,
+        effective=effective,
         model=model_block(ref, model_desc),
-        host=host, build=build,
+        host=host,
+        build=build,
         samples=res.get("samples") or {},
         summary=_summaries(metrics),
         details=res.get("details") or {},
-        resources={"peak_rss_bytes": peak_rss, "peak_vram_bytes": res.get("peak_vram_bytes"),
-                   "peak_rss_method": "VmHWM of the child" if res.get("peak_rss_self_bytes") else "ru_maxrss (wait4)",
-                   "peak_vram_method": res.get("peak_vram_method"),
-                   # RSS before the model load (after the backend's libraries, where it says) and after it
-                   "baseline_rss_bytes": load.get("rss_before_model_bytes", res.get("rss_before_load_bytes")),
-                   "rss_after_load_bytes": res.get("rss_after_load_bytes"),
-                   "wall_s": outcome.wall_s, "exit_code": outcome.exit_code, "signal": outcome.signal,
-                   "loadavg_1m_before": outcome.loadavg_before},
+        resources={
+            "peak_rss_bytes": peak_rss,
+            "peak_vram_bytes": res.get("peak_vram_bytes"),
+            "peak_rss_method": "VmHWM of the child"
+            if res.get("peak_rss_self_bytes")
+            else "ru_maxrss (wait4)",
+            "peak_vram_method": res.get("peak_vram_method"),
+            # RSS before the model load (after the backend's libraries, where it says) and after it
+            "baseline_rss_bytes": load.get(
+                "rss_before_model_bytes", res.get("rss_before_load_bytes")
+            ),
+            "rss_after_load_bytes": res.get("rss_after_load_bytes"),
+            "wall_s": outcome.wall_s,
+            "exit_code": outcome.exit_code,
+            "signal": outcome.signal,
+            "loadavg_1m_before": outcome.loadavg_before,
+        },
         log_tail=tail_log(outcome.log),
     )
 
@@ -297,10 +399,16 @@ class BuildVariant:
 
     label: str
     description: str
-    overrides: dict[str, Any] = field(default_factory=dict)  # settings the variant's job runs with
+    overrides: dict[str, Any] = field(
+        default_factory=dict
+    )  # settings the variant's job runs with
 
     def to_dict(self) -> dict[str, Any]:
-        return {"label": self.label, "description": self.description, "overrides": dict(self.overrides)}
+        return {
+            "label": self.label,
+            "description": self.description,
+            "overrides": dict(self.overrides),
+        }
 
 
 @dataclass
@@ -314,10 +422,16 @@ class MatrixReport:
 def merged_settings(cfg: matrix_mod.Configuration, ref: models.AnyModelRef) -> Any:
     """The model's default settings (registry) under the matrix's own."""
     cls = type(cfg.settings)
-    defaults = {k: v for k, v in (ref.facts.get("default_settings") or {}).items() if k in cls.model_fields}
+    defaults = {
+        k: v
+        for k, v in (ref.facts.get("default_settings") or {}).items()
+        if k in cls.model_fields
+    }
     if not defaults:
         return cfg.settings
-    explicit = cfg.settings.model_dump(mode="json", include=cfg.settings.model_fields_set)
+    explicit = cfg.settings.model_dump(
+        mode="json", include=cfg.settings.model_fields_set
+    )
     return cls.model_validate({**defaults, **explicit})
 
 
@@ -332,25 +446,55 @@ def preflight(cfg: matrix_mod.Configuration, ref: models.AnyModelRef) -> None:
         if exc.file:
             raise
         root = (exc.field or "").split(".")[0]
-        is_base = cfg.baseline is not None and cfg.settings.model_dump(mode="json") == cfg.baseline.model_dump(mode="json")
-        where = "baseline" if is_base and root in cfg.swept else "sweep" if root in cfg.swept else "settings"
+        is_base = cfg.baseline is not None and cfg.settings.model_dump(
+            mode="json"
+        ) == cfg.baseline.model_dump(mode="json")
+        where = (
+            "baseline"
+            if is_base and root in cfg.swept
+            else "sweep"
+            if root in cfg.swept
+            else "settings"
+        )
         prefix = "" if cfg.sweep in ("", cfg.matrix) else f"sweeps.{cfg.sweep}."
-        raise ConfigError(exc.detail, file=cfg.matrix_file,
-                          field=f"{prefix}{where}" + (f".{exc.field}" if exc.field else "")) from None
+        raise ConfigError(
+            exc.detail,
+            file=cfg.matrix_file,
+            field=f"{prefix}{where}" + (f".{exc.field}" if exc.field else ""),
+        ) from None
 
 
-def key_of(cfg: matrix_mod.Configuration, ref: models.AnyModelRef, settings: Any, host_id: str, backend_version: str,
-           build_label: str | None = None) -> str:
+def key_of(
+    cfg: matrix_mod.Configuration,
+    ref: models.AnyModelRef,
+    settings: Any,
+    host_id: str,
+    backend_version: str,
+    build_label: str | None = None,
+) -> str:
     """The configuration key (core.records.run.config_key) of one point: the model's identity (a
     file's sha256, an endpoint model's identity with its server's software and version)."""
     server = None
     if ref.kind == "endpoint":
         server = {"software": ref.served.server, "version": ref.served.server_version}
-    return config_key(cfg.backend, ref.identity, settings.recorded(), cfg.test.to_dict(), host_id,
-                      backend_version, build_label=build_label, server=server)
+    return config_key(
+        cfg.backend,
+        ref.identity,
+        settings.recorded(),
+        cfg.test.to_dict(),
+        host_id,
+        backend_version,
+        build_label=build_label,
+        server=server,
+    )
 
 
-def baseline_key(cfg: matrix_mod.Configuration, ref: models.AnyModelRef, host_id: str, backend_version: str) -> str | None:
+def baseline_key(
+    cfg: matrix_mod.Configuration,
+    ref: models.AnyModelRef,
+    host_id: str,
+    backend_version: str,
+) -> str | None:
     """Key of the point this configuration is compared with (its sweep's baseline), or None."""
     if cfg.baseline is None:
         return None
@@ -358,8 +502,9 @@ def baseline_key(cfg: matrix_mod.Configuration, ref: models.AnyModelRef, host_id
     return key_of(cfg, ref, settings, host_id, backend_version)
 
 
-def resolve_models(cfgs: list[matrix_mod.Configuration], registry: models.Registry,
-                   matrix_file: str) -> dict[str, models.AnyModelRef]:
+def resolve_models(
+    cfgs: list[matrix_mod.Configuration], registry: models.Registry, matrix_file: str
+) -> dict[str, models.AnyModelRef]:
     """Every model of the configurations: local files verified, endpoint models identified by
     the backend that reaches them (their server asked, their pins checked). Bad input: one line."""
     backend_of = {c.model: c.backend for c in cfgs}
@@ -369,18 +514,29 @@ def resolve_models(cfgs: list[matrix_mod.Configuration], registry: models.Regist
         if ref.kind == "endpoint":
             cls = backends.backend_class(backend_of[name])
             if "endpoint" not in cls.model_kinds:
-                raise ConfigError(f"{name!r} is an endpoint model (served at {ref.base_url}, no local file): backend "
-                                  f"{cls.name} runs local files only; measure it with a backend that reaches servers "
-                                  "(openai_http)", file=matrix_file, field="models")
+                raise ConfigError(
+                    f"{name!r} is an endpoint model (served at {ref.base_url}, no local file): backend "
+                    f"{cls.name} runs local files only; measure it with a backend that reaches servers "
+                    "(openai_http)",
+                    file=matrix_file,
+                    field="models",
+                )
             ref = cls.identify(ref)
         refs[name] = ref
     return refs
 
 
-def run_matrix(name_or_path: str, *, force: bool = False, retry_failed: bool = False,
-               on_event: Callable[[str, dict[str, Any]], None] | None = None, root: Path | None = None,
-               build_variant: BuildVariant | None = None, sweeps: list[str] | None = None,
-               lock_wait_s: float = 0.0) -> MatrixReport:
+def run_matrix(
+    name_or_path: str,
+    *,
+    force: bool = False,
+    retry_failed: bool = False,
+    on_event: Callable[[str, dict[str, Any]], None] | None = None,
+    root: Path | None = None,
+    build_variant: BuildVariant | None = None,
+    sweeps: list[str] | None = None,
+    lock_wait_s: float = 0.0,
+) -> MatrixReport:
     """Measure every configuration of a matrix not measured yet (only the named sweeps' when
     ``sweeps`` is given). All input is validated first; one run per data folder and host at a
     time (runtime.execution.runlock)."""
@@ -389,8 +545,11 @@ def run_matrix(name_or_path: str, *, force: bool = False, retry_failed: bool = F
     if sweeps:
         unknown = sorted(set(sweeps) - {c.sweep for c in cfgs})
         if unknown:
-            raise ConfigError(f"no sweep named {unknown[0]!r} (known: {', '.join(dict.fromkeys(c.sweep for c in cfgs))})",
-                              file=relpath(m.path), field="sweeps")
+            raise ConfigError(
+                f"no sweep named {unknown[0]!r} (known: {', '.join(dict.fromkeys(c.sweep for c in cfgs))})",
+                file=relpath(m.path),
+                field="sweeps",
+            )
         cfgs = [c for c in cfgs if c.sweep in sweeps]
     registry = models.load_registry()
     refs = resolve_models(cfgs, registry, relpath(m.path))
@@ -401,46 +560,119 @@ def run_matrix(name_or_path: str, *, force: bool = False, retry_failed: bool = F
     for stale in procs.clean_stale_job_dirs():
         emit("cleaned", {"path": str(stale)})
     with runlock.run_lock(root or runs_dir(), host["id"], wait_s=lock_wait_s):
-        return _run_configurations(m, cfgs, refs, host, emit, force=force, retry_failed=retry_failed, root=root,
-                                   build_variant=build_variant)
+        return _run_configurations(
+            m,
+            cfgs,
+            refs,
+            host,
+            emit,
+            force=force,
+            retry_failed=retry_failed,
+            root=root,
+            build_variant=build_variant,
+        )
 
 
-def _does_not_fit(cfg: matrix_mod.Configuration, ref: models.AnyModelRef, settings: Any) -> str | None:
+def _does_not_fit(
+    cfg: matrix_mod.Configuration, ref: models.AnyModelRef, settings: Any
+) -> str | None:
     n_ctx = backends.backend_class(cfg.backend).context_tokens(settings, cfg.test)
-    verdict = fit.check(ref.facts, n_ctx, fit.available_memory() if n_ctx is not None else None)
+    verdict = fit.check(
+        ref.facts, n_ctx, fit.available_memory() if n_ctx is not None else None
+    )
     return None if verdict.ok else verdict.message
 
 
-def _run_configurations(m: matrix_mod.Matrix, cfgs: list[matrix_mod.Configuration], refs: dict[str, models.AnyModelRef],
-                        host: dict[str, Any], emit: Callable[[str, dict[str, Any]], None], *, force: bool,
-                        retry_failed: bool, root: Path | None, build_variant: BuildVariant | None) -> MatrixReport:
+def _run_configurations(
+    m: matrix_mod.Matrix,
+    cfgs: list[matrix_mod.Configuration],
+    refs: dict[str, models.AnyModelRef],
+    host: dict[str, Any],
+    emit: Callable[[str, dict[str, Any]], None],
+    *,
+    force: bool,
+    retry_failed: bool,
+    root: Path | None,
+    build_variant: BuildVariant | None,
+) -> MatrixReport:
     report = MatrixReport(m.name)
-    emit("start", {"matrix": m.name, "total": len(cfgs), "host": host["id"],
-                   "loadavg": os.getloadavg()[0], "cores": host["cpu"]["logical_cores"]})
+    emit(
+        "start",
+        {
+            "matrix": m.name,
+            "total": len(cfgs),
+            "host": host["id"],
+            "loadavg": os.getloadavg()[0],
+            "cores": host["cpu"]["logical_cores"],
+        },
+    )
 
     def scenarios():
         for i, cfg in enumerate(cfgs, 1):
             ref = refs[cfg.model]
             settings = merged_settings(cfg, ref)
             bversion = backends.version(cfg.backend)
-            key = key_of(cfg, ref, settings, host["id"], bversion, build_label=build_variant.label if build_variant else None)
+            key = key_of(
+                cfg,
+                ref,
+                settings,
+                host["id"],
+                bversion,
+                build_label=build_variant.label if build_variant else None,
+            )
             job_settings = settings.model_dump(mode="json")
             if build_variant is not None:
                 job_settings.update(build_variant.overrides)
-            job = {"backend": cfg.backend, "model": ref.to_dict(), "settings": job_settings,
-                   "test": cfg.test.model_dump(mode="json")}
+            job = {
+                "backend": cfg.backend,
+                "model": ref.to_dict(),
+                "settings": job_settings,
+                "test": cfg.test.model_dump(mode="json"),
+            }
 
-            def build(outcome: ChildOutcome, cfg=cfg, ref=ref, settings=settings, key=key, bversion=bversion):
-                doc = build_artifact(cfg=cfg, ref=ref, settings=settings, host=host, key=key, backend_version=bversion,
-                                     outcome=outcome, build_variant=build_variant)
-                doc["matrix"].update(sweep=cfg.sweep or None, baseline_key=baseline_key(cfg, ref, host["id"], bversion))
+            def build(
+                outcome: ChildOutcome,
+                cfg=cfg,
+                ref=ref,
+                settings=settings,
+                key=key,
+                bversion=bversion,
+            ):
+                doc = build_artifact(
+                    cfg=cfg,
+                    ref=ref,
+                    settings=settings,
+                    host=host,
+                    key=key,
+                    backend_version=bversion,
+                    outcome=outcome,
+                    build_variant=build_variant,
+                )
+                doc["matrix"].update(
+                    sweep=cfg.sweep or None,
+                    baseline_key=baseline_key(cfg, ref, host["id"], bversion),
+                )
                 return doc
 
-            yield Scenario(key=key, root=root or runs_dir(), module="runtime.execution.worker", job=job, timeout_s=cfg.timeout_s,
-                           label={"index": i, "total": len(cfgs), "model": cfg.model, "test": cfg.test.name,
-                                  "swept": cfg.swept},
-                           build=build, path=lambda doc: artifact_path(doc, root),
-                           refusal=lambda cfg=cfg, ref=ref, settings=settings: _does_not_fit(cfg, ref, settings))
+            yield Scenario(
+                key=key,
+                root=root or runs_dir(),
+                module="runtime.execution.worker",
+                job=job,
+                timeout_s=cfg.timeout_s,
+                label={
+                    "index": i,
+                    "total": len(cfgs),
+                    "model": cfg.model,
+                    "test": cfg.test.name,
+                    "swept": cfg.swept,
+                },
+                build=build,
+                path=lambda doc: artifact_path(doc, root),
+                refusal=lambda cfg=cfg, ref=ref, settings=settings: _does_not_fit(
+                    cfg, ref, settings
+                ),
+            )
 
     return execute(scenarios(), report, emit, force=force, retry_failed=retry_failed)
 
@@ -466,28 +698,57 @@ class Scenario:
     refusal: Callable[[], str | None] | None = None
 
 
-def execute(scenarios: Any, report: MatrixReport, emit: Callable[[str, dict[str, Any]], None], *,
-            force: bool = False, retry_failed: bool = False) -> MatrixReport:
+def execute(
+    scenarios: Any,
+    report: MatrixReport,
+    emit: Callable[[str, dict[str, Any]], None],
+    *,
+    force: bool = False,
+    retry_failed: bool = False,
+) -> MatrixReport:
     """The one run loop: skip what is measured (unless forced; a failed one only with
     ``retry_failed``), run the rest each in its own child process, write one artifact each."""
     for sc in scenarios:
-        found = last_valid(sc.key, sc.root, emit, artifacts.load) if not force else None  # corrupt ones set aside
+        found = (
+            last_valid(sc.key, sc.root, emit, artifacts.load) if not force else None
+        )  # corrupt ones set aside
         if found is not None:
             last_path, last = found
             if last["status"] == "ok" or not retry_failed:
                 report.skipped.append(last_path)
-                emit("skip", {**sc.label, "path": relpath(last_path), "status": last["status"]})
+                emit(
+                    "skip",
+                    {**sc.label, "path": relpath(last_path), "status": last["status"]},
+                )
                 continue
         emit("run", sc.label)
         refusal = sc.refusal() if sc.refusal is not None else None
         if refusal is not None:  # a failed artifact, without loading anything
-            outcome = ChildOutcome({"status": "failed", "error": {"kind": "refused", "message": refusal}},
-                                   None, None, False, None, 0.0, "")
+            outcome = ChildOutcome(
+                {"status": "failed", "error": {"kind": "refused", "message": refusal}},
+                None,
+                None,
+                False,
+                None,
+                0.0,
+                "",
+            )
         else:
             outcome = run_child(sc.job, sc.timeout_s, module=sc.module)
-        doc = sc.build(outcome)  # may raise a UserError (bad input found by the child): nothing is written
+        doc = sc.build(
+            outcome
+        )  # may raise a UserError (bad input found by the child): nothing is written
         path = artifacts.write(sc.path(doc), doc)
         (report.measured if doc["status"] == "ok" else report.failed).append(path)
-        emit("done", {**sc.label, "path": relpath(path), "status": doc["status"], "summary": doc.get("summary"),
-                      "results": doc.get("results"), "error": doc["error"]})
+        emit(
+            "done",
+            {
+                **sc.label,
+                "path": relpath(path),
+                "status": doc["status"],
+                "summary": doc.get("summary"),
+                "results": doc.get("results"),
+                "error": doc["error"],
+            },
+        )
     return report

@@ -67,20 +67,36 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
             result["load"] = load
             result["rss_after_load_bytes"] = _rss_bytes()
             res = backend.run(test)
-            result.update(status="ok", metrics=res.metrics, samples=res.samples, details=res.details)
+            result.update(
+                status="ok",
+                metrics=res.metrics,
+                samples=res.samples,
+                details=res.details,
+            )
         except UnsupportedTest as exc:
-            result["error"] = {"kind": getattr(exc, "kind", "unsupported"), "message": str(exc)}
+            result["error"] = {
+                "kind": getattr(exc, "kind", "unsupported"),
+                "message": str(exc),
+            }
         except Exception as exc:  # recorded as data: the run failed, the matrix goes on
-            result["error"] = {"kind": "error", "message": f"{type(exc).__name__}: {exc}",
-                               "traceback": traceback.format_exc(limit=8)}
-            partial = getattr(exc, "partial", None)  # what a failed run did measure (e.g. every request's record)
+            result["error"] = {
+                "kind": "error",
+                "message": f"{type(exc).__name__}: {exc}",
+                "traceback": traceback.format_exc(limit=8),
+            }
+            partial = getattr(
+                exc, "partial", None
+            )  # what a failed run did measure (e.g. every request's record)
             if partial is not None:
                 result.update(samples=partial.samples, details=partial.details)
         finally:
             try:
                 result["describe"] = backend.describe()
             except Exception as exc:
-                result["describe"] = {"build": {"backend": job["backend"], "describe_error": str(exc)}, "model": {}}
+                result["describe"] = {
+                    "build": {"backend": job["backend"], "describe_error": str(exc)},
+                    "model": {},
+                }
             backend.close()
     result["peak_vram_bytes"] = vram.peak
     result["peak_rss_self_bytes"] = _vm_hwm_bytes()
@@ -113,9 +129,19 @@ def run_items(job: dict[str, Any], out_path: Path) -> dict[str, Any]:
     t0 = time.perf_counter()
 
     def chat_test(item: dict[str, Any]) -> ChatTest:
-        return ChatTest(id=item["id"], messages=item["messages"], max_tokens=item.get("max_tokens") or gen["max_tokens"],
-                        requests=1, warmup_requests=0, warmup=False, temperature=gen["temperature"], top_k=gen["top_k"],
-                        top_p=gen["top_p"], min_p=gen["min_p"], repeat_penalty=gen["repeat_penalty"])
+        return ChatTest(
+            id=item["id"],
+            messages=item["messages"],
+            max_tokens=item.get("max_tokens") or gen["max_tokens"],
+            requests=1,
+            warmup_requests=0,
+            warmup=False,
+            temperature=gen["temperature"],
+            top_k=gen["top_k"],
+            top_p=gen["top_p"],
+            min_p=gen["min_p"],
+            repeat_penalty=gen["repeat_penalty"],
+        )
 
     try:
         result["load"] = backend.load(chat_test(job["items"][0]))
@@ -127,12 +153,20 @@ def run_items(job: dict[str, Any], out_path: Path) -> dict[str, Any]:
                 if style == "loglikelihood":
                     rows = backend.loglikelihood(item["text"], item["continuations"])
                     best = max(range(len(rows)), key=lambda i: rows[i]["logprob"])
-                    rec = {"loglik": rows, "text": item["continuations"][best].strip(),
-                           "prompt_tokens": None, "output_tokens": 0}
+                    rec = {
+                        "loglik": rows,
+                        "text": item["continuations"][best].strip(),
+                        "prompt_tokens": None,
+                        "output_tokens": 0,
+                    }
                 elif style == "completion":
-                    rec = backend.complete(item["text"], max_tokens=item.get("max_tokens") or gen["max_tokens"],
-                                           stop=item.get("stop") or [], temperature=gen["temperature"],
-                                           seed=getattr(settings, "seed", 0) or 0)
+                    rec = backend.complete(
+                        item["text"],
+                        max_tokens=item.get("max_tokens") or gen["max_tokens"],
+                        stop=item.get("stop") or [],
+                        temperature=gen["temperature"],
+                        seed=getattr(settings, "seed", 0) or 0,
+                    )
                 else:
                     res = backend.run(chat_test(item))
                     rec = dict(res.samples["requests"][0])
@@ -146,13 +180,19 @@ def run_items(job: dict[str, Any], out_path: Path) -> dict[str, Any]:
             _save(out_path, result)
         result["status"] = "ok"
     except Exception as exc:
-        result["error"] = {"kind": "error", "message": f"{type(exc).__name__}: {exc}",
-                           "traceback": traceback.format_exc(limit=8)}
+        result["error"] = {
+            "kind": "error",
+            "message": f"{type(exc).__name__}: {exc}",
+            "traceback": traceback.format_exc(limit=8),
+        }
     finally:
         try:
             result["describe"] = backend.describe()
         except Exception as exc:
-            result["describe"] = {"build": {"backend": job["backend"], "describe_error": str(exc)}, "model": {}}
+            result["describe"] = {
+                "build": {"backend": job["backend"], "describe_error": str(exc)},
+                "model": {},
+            }
         backend.close()
     result["worker_wall_s"] = time.perf_counter() - t0
     return result
@@ -168,7 +208,9 @@ def preload(backend: str) -> None:
 def main(argv: list[str]) -> int:
     from runtime.procs import start_watchdog
 
-    start_watchdog(parent_pid=None, deadline=None)  # die with the runner; hold its timeout on our own
+    start_watchdog(
+        parent_pid=None, deadline=None
+    )  # die with the runner; hold its timeout on our own
     job_path, out_path = Path(argv[1]), Path(argv[2])
     job = json.loads(job_path.read_text())
     preload(job.get("backend", ""))

@@ -48,7 +48,11 @@ class EnergyMeter:
     read_j: Callable[[], float]
 
     def describe(self) -> dict[str, Any]:
-        return {"source": self.source, "domain": self.domain, "devices": list(self.devices)}
+        return {
+            "source": self.source,
+            "domain": self.domain,
+            "devices": list(self.devices),
+        }
 
 
 class Unavailable(Exception):
@@ -63,7 +67,9 @@ def _visible_indices(count: int) -> list[int]:
     out = []
     for part in raw.split(","):
         part = part.strip()
-        if not part.isdigit():  # UUIDs or MIG names: NVML indices unknown, meter every GPU
+        if (
+            not part.isdigit()
+        ):  # UUIDs or MIG names: NVML indices unknown, meter every GPU
             return list(range(count))
         if int(part) < count:
             out.append(int(part))
@@ -77,12 +83,16 @@ def gpu_meter(nvml: Any = None) -> EnergyMeter:
         try:
             import pynvml as nv  # nvidia-ml-py
         except ImportError:
-            raise Unavailable("GPU energy not measured: nvidia-ml-py (pynvml) is not installed") from None
+            raise Unavailable(
+                "GPU energy not measured: nvidia-ml-py (pynvml) is not installed"
+            ) from None
     try:
         nv.nvmlInit()
         count = int(nv.nvmlDeviceGetCount())
     except Exception as exc:
-        raise Unavailable(f"GPU energy not exposed on this host: NVML did not initialise ({exc})") from None
+        raise Unavailable(
+            f"GPU energy not exposed on this host: NVML did not initialise ({exc})"
+        ) from None
     indices = _visible_indices(count)
     if not indices:
         raise Unavailable("GPU energy not exposed on this host: NVML lists no GPU")
@@ -92,14 +102,19 @@ def gpu_meter(nvml: Any = None) -> EnergyMeter:
         try:
             nv.nvmlDeviceGetTotalEnergyConsumption(h)
         except Exception as exc:
-            raise Unavailable(f"GPU energy not exposed on this host: nvmlDeviceGetTotalEnergyConsumption "
-                              f"fails on GPU {i} ({exc})") from None
+            raise Unavailable(
+                f"GPU energy not exposed on this host: nvmlDeviceGetTotalEnergyConsumption "
+                f"fails on GPU {i} ({exc})"
+            ) from None
         name = nv.nvmlDeviceGetName(h)
         handles.append(h)
         names.append(f"GPU{i} {name.decode() if isinstance(name, bytes) else name}")
 
     def read_j() -> float:
-        return sum(int(nv.nvmlDeviceGetTotalEnergyConsumption(h)) for h in handles) / 1000.0
+        return (
+            sum(int(nv.nvmlDeviceGetTotalEnergyConsumption(h)) for h in handles)
+            / 1000.0
+        )
 
     return EnergyMeter("nvml", "gpu", names, read_j)
 
@@ -112,7 +127,9 @@ def cpu_meter(root: Path | None = None) -> EnergyMeter:
     """RAPL package energy (every package, wraps handled); :class:`Unavailable` otherwise."""
     root = POWERCAP if root is None else root
     if not root.is_dir():
-        raise Unavailable(f"CPU energy not exposed on this host: no RAPL ({root} is absent)")
+        raise Unavailable(
+            f"CPU energy not exposed on this host: no RAPL ({root} is absent)"
+        )
     zones = []
     for z in sorted(root.iterdir()):
         if not _PACKAGE_ZONE.match(z.name):
@@ -125,17 +142,23 @@ def cpu_meter(root: Path | None = None) -> EnergyMeter:
             continue
         zones.append((z, name))
     if not zones:
-        raise Unavailable(f"CPU energy not exposed on this host: no RAPL package zone under {root}")
+        raise Unavailable(
+            f"CPU energy not exposed on this host: no RAPL package zone under {root}"
+        )
     ranges = []
     for z, _ in zones:
         try:
             int((z / "energy_uj").read_text())
             ranges.append(int((z / "max_energy_range_uj").read_text()))
         except PermissionError:
-            raise Unavailable(f"CPU energy not readable on this host: {z / 'energy_uj'} is readable by root only "
-                              "(Linux 5.10 and later)") from None
+            raise Unavailable(
+                f"CPU energy not readable on this host: {z / 'energy_uj'} is readable by root only "
+                "(Linux 5.10 and later)"
+            ) from None
         except (OSError, ValueError) as exc:
-            raise Unavailable(f"CPU energy not exposed on this host: {z / 'energy_uj'} cannot be read ({exc})") from None
+            raise Unavailable(
+                f"CPU energy not exposed on this host: {z / 'energy_uj'} cannot be read ({exc})"
+            ) from None
     last = [int((z / "energy_uj").read_text()) for z, _ in zones]
     total_uj = [0]
 
@@ -201,7 +224,15 @@ class RateEnergy:
     @classmethod
     def for_test(cls, test: Any, on_gpu: bool) -> "RateEnergy":
         meter, reason = meter_for(on_gpu)
-        return cls(meter, reason, test.n_prompt, test.n_gen, test.n_depth, window_s=WINDOW_S, n_regions=REGIONS)
+        return cls(
+            meter,
+            reason,
+            test.n_prompt,
+            test.n_gen,
+            test.n_depth,
+            window_s=WINDOW_S,
+            n_regions=REGIONS,
+        )
 
     @property
     def part(self) -> str | None:
@@ -234,13 +265,17 @@ class RateEnergy:
             self.method = "per repetition"
         elif self.n_depth:
             self.method = None
-            self.note = (f"repetitions of {mean_s * 1000:.1f} ms are shorter than the {self.window_s:g} s window and "
-                         "each prefills its context first: not metered")
+            self.note = (
+                f"repetitions of {mean_s * 1000:.1f} ms are shorter than the {self.window_s:g} s window and "
+                "each prefills its context first: not metered"
+            )
         elif self.part is None:
             self.method = None
             self.note = "pp+tg: metered as a whole; no per-phase figure"
         else:
-            for _ in range(self.n_regions):  # back-to-back repetitions until the region lasts the window
+            for _ in range(
+                self.n_regions
+            ):  # back-to-back repetitions until the region lasts the window
                 k = 0
                 e0 = self.meter.read_j()
                 t0 = time.perf_counter()
@@ -253,7 +288,11 @@ class RateEnergy:
                 e1 = self.meter.read_j()
                 self.regions.append({"j": e1 - e0, "s": seconds, "repetitions": k})
             ks = sorted({r["repetitions"] for r in self.regions})
-            self.method = f"regions of {ks[0]} repetitions" if len(ks) == 1 else f"regions of {ks[0]}-{ks[-1]} repetitions"
+            self.method = (
+                f"regions of {ks[0]} repetitions"
+                if len(ks) == 1
+                else f"regions of {ks[0]}-{ks[-1]} repetitions"
+            )
         if self.method is not None and self.meter.source == "nvml":
             self.step_ms = counter_step_ms(self.meter)
 
@@ -276,9 +315,14 @@ class RateEnergy:
             return {"available": False, "reason": self.reason}
         used = self.regions or self.repetitions
         watts = [r["j"] / r["s"] for r in used if r["s"] > 0]
-        out: dict[str, Any] = {"available": True, **self.meter.describe(), "method": self.method,
-                               "window_s": self.window_s, "part": self.part,
-                               "mean_power_w": sum(watts) / len(watts) if watts else None}
+        out: dict[str, Any] = {
+            "available": True,
+            **self.meter.describe(),
+            "method": self.method,
+            "window_s": self.window_s,
+            "part": self.part,
+            "mean_power_w": sum(watts) / len(watts) if watts else None,
+        }
         if self.step_ms is not None:
             out["counter_step_ms"] = self.step_ms
         if self.note:

@@ -5,13 +5,11 @@ from __future__ import annotations
 
 import os
 import platform
-import re
 import socket
 from pathlib import Path
 from typing import Any
 
 from core import hostid
-from core.paths import slug
 
 import psutil
 
@@ -19,9 +17,16 @@ import psutil
 INTERESTING_FLAGS = hostid.FLAGS
 
 # /proc/cpuinfo's names of the CPU's signature: x86 (family, model, stepping), ARM (implementer ... revision)
-_SIGNATURE_KEYS = {"cpu family": "family", "model": "model", "stepping": "stepping",
-                   "CPU implementer": "implementer", "CPU architecture": "architecture", "CPU variant": "variant",
-                   "CPU part": "part", "CPU revision": "revision"}
+_SIGNATURE_KEYS = {
+    "cpu family": "family",
+    "model": "model",
+    "stepping": "stepping",
+    "CPU implementer": "implementer",
+    "CPU architecture": "architecture",
+    "CPU variant": "variant",
+    "CPU part": "part",
+    "CPU revision": "revision",
+}
 
 
 def _cpuinfo() -> dict[str, str]:
@@ -58,7 +63,9 @@ def _cache_sizes() -> dict[str, str]:
             size = (idx / "size").read_text().strip()
         except OSError:
             continue
-        name = f"L{level}" + ("d" if kind == "Data" else "i" if kind == "Instruction" else "")
+        name = f"L{level}" + (
+            "d" if kind == "Data" else "i" if kind == "Instruction" else ""
+        )
         out[name] = size
     return out
 
@@ -81,7 +88,12 @@ def gpus() -> list[dict[str, Any]]:
 def fingerprint() -> dict[str, Any]:
     ci = _cpuinfo()
     flags = set((ci.get("flags") or ci.get("Features") or "").split())
-    model = ci.get("model name") or ci.get("Model") or platform.processor() or platform.machine()
+    model = (
+        ci.get("model name")
+        or ci.get("Model")
+        or platform.processor()
+        or platform.machine()
+    )
     freq = None
     try:
         f = psutil.cpu_freq()
@@ -106,8 +118,12 @@ def fingerprint() -> dict[str, Any]:
         },
         "memory_bytes": int(mem.total),
         "numa_nodes": _numa_nodes(),
-        "os": {"system": uname.system, "release": uname.release, "platform": platform.platform(),
-               "python": platform.python_version()},
+        "os": {
+            "system": uname.system,
+            "release": uname.release,
+            "platform": platform.platform(),
+            "python": platform.python_version(),
+        },
         "gpus": gpus(),
         "id_scheme": hostid.SCHEME,
     }

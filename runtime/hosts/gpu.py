@@ -43,8 +43,17 @@ def list_gpus() -> list[dict[str, Any]]:
                 cc_s = f"{cc[0]}.{cc[1]}"
             except Exception:
                 cc_s = None
-            out.append({"index": i, "name": _s(nv.nvmlDeviceGetName(h)), "memory_bytes": int(mem.total),
-                        "driver": driver, "cuda": cuda_s, "compute_capability": cc_s, **_extra_facts(nv, h)})
+            out.append(
+                {
+                    "index": i,
+                    "name": _s(nv.nvmlDeviceGetName(h)),
+                    "memory_bytes": int(mem.total),
+                    "driver": driver,
+                    "cuda": cuda_s,
+                    "compute_capability": cc_s,
+                    **_extra_facts(nv, h),
+                }
+            )
     except Exception:
         return out
     return out
@@ -56,8 +65,12 @@ def _extra_facts(nv: Any, h: Any) -> dict[str, Any]:
     facts: dict[str, Any] = {}
     probes = {
         "memory_bus_width_bits": lambda: int(nv.nvmlDeviceGetMemoryBusWidth(h)),
-        "max_memory_clock_mhz": lambda: int(nv.nvmlDeviceGetMaxClockInfo(h, nv.NVML_CLOCK_MEM)),
-        "max_sm_clock_mhz": lambda: int(nv.nvmlDeviceGetMaxClockInfo(h, nv.NVML_CLOCK_SM)),
+        "max_memory_clock_mhz": lambda: int(
+            nv.nvmlDeviceGetMaxClockInfo(h, nv.NVML_CLOCK_MEM)
+        ),
+        "max_sm_clock_mhz": lambda: int(
+            nv.nvmlDeviceGetMaxClockInfo(h, nv.NVML_CLOCK_SM)
+        ),
         "power_limit_w": lambda: round(nv.nvmlDeviceGetPowerManagementLimit(h) / 1000),
         "pcie_generation": lambda: int(nv.nvmlDeviceGetMaxPcieLinkGeneration(h)),
     }
@@ -68,8 +81,9 @@ def _extra_facts(nv: Any, h: Any) -> dict[str, Any]:
             continue
     if facts.get("memory_bus_width_bits") and facts.get("max_memory_clock_mhz"):
         # double data rate: two transfers per memory clock
-        facts["datasheet_bandwidth_bytes_per_s"] = int(facts["max_memory_clock_mhz"] * 1e6 * 2
-                                                       * facts["memory_bus_width_bits"] / 8)
+        facts["datasheet_bandwidth_bytes_per_s"] = int(
+            facts["max_memory_clock_mhz"] * 1e6 * 2 * facts["memory_bus_width_bits"] / 8
+        )
     return facts
 
 
@@ -95,10 +109,14 @@ class PeakVram:
 
     def _handles(self) -> list[Any]:
         nv = self._nv
-        return [nv.nvmlDeviceGetHandleByIndex(i) for i in range(nv.nvmlDeviceGetCount())]
+        return [
+            nv.nvmlDeviceGetHandleByIndex(i) for i in range(nv.nvmlDeviceGetCount())
+        ]
 
     def _device_used(self) -> int:
-        return sum(int(self._nv.nvmlDeviceGetMemoryInfo(h).used) for h in self._handles())
+        return sum(
+            int(self._nv.nvmlDeviceGetMemoryInfo(h).used) for h in self._handles()
+        )
 
     def _sample(self) -> int:
         nv, pid, total = self._nv, os.getpid(), 0
@@ -123,7 +141,9 @@ class PeakVram:
         except Exception:
             pass
         try:
-            self._peak_delta = max(self._peak_delta, self._device_used() - self._baseline)
+            self._peak_delta = max(
+                self._peak_delta, self._device_used() - self._baseline
+            )
         except Exception:
             pass
         if self._peak_process:

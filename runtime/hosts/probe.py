@@ -47,15 +47,21 @@ from core.records import host as host_record
 from core.records.host import llc_bytes
 from core.paths import data_dir
 
-METHOD = ("STREAM-style copy with numpy.copyto: dst[:] = src over two buffers of buffer_bytes each, "
-          "written once before timing; one untimed warm-up; rate = (bytes read + bytes written) / wall time "
-          "= 2 x buffer_bytes / t; threaded runs split the buffers into contiguous chunks, one per thread")
-READ_METHOD = ("read-only pass over the source buffer (written once before timing) with each of three numpy "
-               "reductions (add.reduce of a float64 view, maximum.reduce of a uint64 view, count_nonzero of the bytes), "
-               "one untimed warm-up each; rate = bytes read / wall time = buffer_bytes / t; threaded runs reduce "
-               "contiguous chunks, one per thread; per thread count the fastest kernel (by mean) is kept, since a "
-               "compute-bound kernel understates the bandwidth")
-PROBE_VERSION = 2  # 2: read-only pass beside the copy; buffer at least twice the last-level cache
+METHOD = (
+    "STREAM-style copy with numpy.copyto: dst[:] = src over two buffers of buffer_bytes each, "
+    "written once before timing; one untimed warm-up; rate = (bytes read + bytes written) / wall time "
+    "= 2 x buffer_bytes / t; threaded runs split the buffers into contiguous chunks, one per thread"
+)
+READ_METHOD = (
+    "read-only pass over the source buffer (written once before timing) with each of three numpy "
+    "reductions (add.reduce of a float64 view, maximum.reduce of a uint64 view, count_nonzero of the bytes), "
+    "one untimed warm-up each; rate = bytes read / wall time = buffer_bytes / t; threaded runs reduce "
+    "contiguous chunks, one per thread; per thread count the fastest kernel (by mean) is kept, since a "
+    "compute-bound kernel understates the bandwidth"
+)
+PROBE_VERSION = (
+    2  # 2: read-only pass beside the copy; buffer at least twice the last-level cache
+)
 
 
 def default_buffer_mib(fp: dict[str, Any]) -> int:
@@ -68,7 +74,14 @@ def hosts_dir() -> Path:
     return data_dir() / "hosts"
 
 
-def _timed_passes(part, bounds: list[tuple[int, int]], whole, threads: int, repetitions: int, nbytes: int) -> list[float]:
+def _timed_passes(
+    part,
+    bounds: list[tuple[int, int]],
+    whole,
+    threads: int,
+    repetitions: int,
+    nbytes: int,
+) -> list[float]:
     """GB/s of ``repetitions`` timed passes over a buffer: ``part`` per slice on a thread pool
     (``whole`` in the calling thread when ``threads`` is 1), after one untimed warm-up pass."""
     rates = []
@@ -85,14 +98,18 @@ def _timed_passes(part, bounds: list[tuple[int, int]], whole, threads: int, repe
     return rates
 
 
-def _copy_rates(src: np.ndarray, dst: np.ndarray, threads: int, repetitions: int) -> list[float]:
+def _copy_rates(
+    src: np.ndarray, dst: np.ndarray, threads: int, repetitions: int
+) -> list[float]:
     n = src.size
     bounds = [(i * n // threads, (i + 1) * n // threads) for i in range(threads)]
 
     def part(b: tuple[int, int]) -> None:
-        np.copyto(dst[b[0]:b[1]], src[b[0]:b[1]])
+        np.copyto(dst[b[0] : b[1]], src[b[0] : b[1]])
 
-    return _timed_passes(part, bounds, lambda: np.copyto(dst, src), threads, repetitions, 2 * n)  # read + written
+    return _timed_passes(
+        part, bounds, lambda: np.copyto(dst, src), threads, repetitions, 2 * n
+    )  # read + written
 
 
 # Read-only kernels: each reads the whole buffer once and writes nothing but a scalar. A kernel
@@ -105,18 +122,25 @@ READ_KERNELS = {
 }
 
 
-def _read_rates(src: np.ndarray, threads: int, repetitions: int, kernel: str = "sum_f64") -> list[float]:
+def _read_rates(
+    src: np.ndarray, threads: int, repetitions: int, kernel: str = "sum_f64"
+) -> list[float]:
     fn = READ_KERNELS[kernel]
     n = src.size - src.size % 8  # whole 8-byte words for the 64-bit views
-    bounds = [(i * n // threads // 8 * 8, (i + 1) * n // threads // 8 * 8) for i in range(threads)]
+    bounds = [
+        (i * n // threads // 8 * 8, (i + 1) * n // threads // 8 * 8)
+        for i in range(threads)
+    ]
 
     def part(b: tuple[int, int]) -> float:
-        return float(fn(src[b[0]:b[1]]))
+        return float(fn(src[b[0] : b[1]]))
 
     return _timed_passes(part, bounds, lambda: part((0, n)), threads, repetitions, n)
 
 
-def best_read(src: np.ndarray, threads: int, repetitions: int) -> tuple[str, list[float], dict[str, float]]:
+def best_read(
+    src: np.ndarray, threads: int, repetitions: int
+) -> tuple[str, list[float], dict[str, float]]:
     """Every read kernel at this thread count: the fastest one's samples (by mean), and each one's mean."""
     means: dict[str, float] = {}
     samples: dict[str, list[float]] = {}
@@ -133,8 +157,12 @@ def thread_counts(fp: dict[str, Any]) -> list[int]:
     return sorted({1, int(phys), int(logical)})
 
 
-def probe(buffer_mib: int | None = None, repetitions: int = 5, threads: list[int] | None = None,
-          fingerprint: dict[str, Any] | None = None) -> dict[str, Any]:
+def probe(
+    buffer_mib: int | None = None,
+    repetitions: int = 5,
+    threads: list[int] | None = None,
+    fingerprint: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """Measure and return a ``host`` artifact (not written). ``buffer_mib`` None: :func:`default_buffer_mib`."""
     fp = fingerprint or hostinfo.fingerprint()
     if buffer_mib is None:
@@ -142,8 +170,10 @@ def probe(buffer_mib: int | None = None, repetitions: int = 5, threads: list[int
     if buffer_mib < 1:
         raise ConfigError(f"must be at least 1 MiB, got {buffer_mib}", field="size_mib")
     if repetitions < 2:
-        raise ConfigError(f"needs at least 2 repetitions for a confidence interval, got {repetitions}",
-                          field="repetitions")
+        raise ConfigError(
+            f"needs at least 2 repetitions for a confidence interval, got {repetitions}",
+            field="repetitions",
+        )
     counts = threads or thread_counts(fp)
     if any(t < 1 for t in counts):
         raise ConfigError(f"thread counts must be >= 1, got {counts}", field="threads")
@@ -163,15 +193,31 @@ def probe(buffer_mib: int | None = None, repetitions: int = 5, threads: list[int
     del src, dst
     load_after = os.getloadavg()[0]
     return host_record.new_host(
-        fingerprint=fp, created=created,
-        probe={"kind": host_record.HOST_MEMORY, "version": PROBE_VERSION, "method": METHOD, "tool": "numpy.copyto",
-               "numpy": np.__version__, "buffer_bytes": n, "repetitions": repetitions, "warmup": True,
-               "bytes_counted": "read + written", "read_method": READ_METHOD, "read_bytes_counted": "read",
-               "llc_bytes": llc_bytes(fp),
-               "read_kernels": {str(t): k for t, k in kernels.items()}},
-        bandwidth=results, read_bandwidth=reads,
-        conditions={"loadavg_1m_before": load_before, "loadavg_1m_after": load_after,
-                    "logical_cores": fp["cpu"].get("logical_cores")})
+        fingerprint=fp,
+        created=created,
+        probe={
+            "kind": host_record.HOST_MEMORY,
+            "version": PROBE_VERSION,
+            "method": METHOD,
+            "tool": "numpy.copyto",
+            "numpy": np.__version__,
+            "buffer_bytes": n,
+            "repetitions": repetitions,
+            "warmup": True,
+            "bytes_counted": "read + written",
+            "read_method": READ_METHOD,
+            "read_bytes_counted": "read",
+            "llc_bytes": llc_bytes(fp),
+            "read_kernels": {str(t): k for t, k in kernels.items()},
+        },
+        bandwidth=results,
+        read_bandwidth=reads,
+        conditions={
+            "loadavg_1m_before": load_before,
+            "loadavg_1m_after": load_after,
+            "logical_cores": fp["cpu"].get("logical_cores"),
+        },
+    )
 
 
 def artifact_path(doc: dict[str, Any], root: Path | None = None) -> Path:
@@ -184,7 +230,11 @@ def has_probe(host_id: str, root: Path | None = None) -> bool:
     return any(((root or hosts_dir()) / host_id).glob("bandwidth-*.json"))
 
 
-def run_probe(buffer_mib: int | None = None, repetitions: int = 5, threads: list[int] | None = None) -> Path:
+def run_probe(
+    buffer_mib: int | None = None,
+    repetitions: int = 5,
+    threads: list[int] | None = None,
+) -> Path:
     """Measure this host and write the artifact under data/hosts/<host-id>/."""
     doc = probe(buffer_mib, repetitions, threads)
     return artifacts.write(artifact_path(doc), doc)

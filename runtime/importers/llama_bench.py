@@ -64,13 +64,22 @@ class LlamaBenchRecord(BaseModel):
 
     model_config = ConfigDict(extra="allow", strict=True)
 
-    build_commit: str = Field(..., min_length=1, description="llama.cpp commit llama-bench was built from.")
+    build_commit: str = Field(
+        ..., min_length=1, description="llama.cpp commit llama-bench was built from."
+    )
     build_number: int | None = Field(None, description="llama.cpp build number.")
     cpu_info: str = Field(..., description="CPU description (ggml's CPU device).")
     gpu_info: str = Field("", description="GPU descriptions, comma-separated.")
-    backends: str | None = Field(None, description="ggml backends in use (e.g. CPU, CUDA).")
-    model_filename: str = Field(..., min_length=1, description="Model path as given to llama-bench -m.")
-    model_type: str = Field(..., description="llama.cpp's model description (e.g. 'gemma3 270M Q4_K - Medium').")
+    backends: str | None = Field(
+        None, description="ggml backends in use (e.g. CPU, CUDA)."
+    )
+    model_filename: str = Field(
+        ..., min_length=1, description="Model path as given to llama-bench -m."
+    )
+    model_type: str = Field(
+        ...,
+        description="llama.cpp's model description (e.g. 'gemma3 270M Q4_K - Medium').",
+    )
     model_size: int = Field(..., ge=0, description="Bytes of the model's tensors.")
     model_n_params: int = Field(..., ge=0, description="Parameters.")
     n_batch: int = Field(..., ge=1)
@@ -79,7 +88,9 @@ class LlamaBenchRecord(BaseModel):
     type_k: str = Field(..., min_length=1)
     type_v: str = Field(..., min_length=1)
     n_gpu_layers: int
-    flash_attn: Union[bool, int] = Field(..., description="bool in older llama-bench; -1 auto, 0 off, 1 on in newer.")
+    flash_attn: Union[bool, int] = Field(
+        ..., description="bool in older llama-bench; -1 auto, 0 off, 1 on in newer."
+    )
     n_prompt: int = Field(..., ge=0)
     n_gen: int = Field(..., ge=0)
     n_depth: int = Field(0, ge=0, description="Absent before llama-bench learnt -d: 0.")
@@ -95,24 +106,40 @@ class LlamaBenchRecord(BaseModel):
     def _consistent(self) -> "LlamaBenchRecord":
         if self.n_prompt + self.n_gen == 0:
             raise ValueError("n_prompt and n_gen are both 0: not a test")
-        if isinstance(self.flash_attn, int) and not isinstance(self.flash_attn, bool) and self.flash_attn not in (-1, 0, 1):
-            raise ValueError(f"flash_attn must be -1, 0, 1 or a boolean (got {self.flash_attn})")
+        if (
+            isinstance(self.flash_attn, int)
+            and not isinstance(self.flash_attn, bool)
+            and self.flash_attn not in (-1, 0, 1)
+        ):
+            raise ValueError(
+                f"flash_attn must be -1, 0, 1 or a boolean (got {self.flash_attn})"
+            )
         if len(self.samples_ns) != len(self.samples_ts):
-            raise ValueError(f"samples_ns has {len(self.samples_ns)} values, samples_ts {len(self.samples_ts)}")
-        if any(v <= 0 for v in self.samples_ns) or any(not math.isfinite(v) or v <= 0 for v in self.samples_ts):
+            raise ValueError(
+                f"samples_ns has {len(self.samples_ns)} values, samples_ts {len(self.samples_ts)}"
+            )
+        if any(v <= 0 for v in self.samples_ns) or any(
+            not math.isfinite(v) or v <= 0 for v in self.samples_ts
+        ):
             raise ValueError("samples must be positive")
         n_tokens = self.n_prompt + self.n_gen
         for i, (ns, ts) in enumerate(zip(self.samples_ns, self.samples_ts)):
             expected = n_tokens * 1e9 / ns
             if abs(ts - expected) > REL_TOL * expected:
-                raise ValueError(f"samples_ts[{i}] = {ts} is not {n_tokens} tokens / samples_ns[{i}] ({expected:.3f})")
+                raise ValueError(
+                    f"samples_ts[{i}] = {ts} is not {n_tokens} tokens / samples_ns[{i}] ({expected:.3f})"
+                )
         mean = sum(self.samples_ts) / len(self.samples_ts)
         if abs(self.avg_ts - mean) > REL_TOL * mean:
-            raise ValueError(f"avg_ts {self.avg_ts} is not the mean of samples_ts ({mean:.3f})")
+            raise ValueError(
+                f"avg_ts {self.avg_ts} is not the mean of samples_ts ({mean:.3f})"
+            )
         try:
             test_datetime(self.test_time)
         except ValueError:
-            raise ValueError(f"test_time {self.test_time!r} is not an ISO 8601 time") from None
+            raise ValueError(
+                f"test_time {self.test_time!r} is not an ISO 8601 time"
+            ) from None
         return self
 
     @property
@@ -122,13 +149,24 @@ class LlamaBenchRecord(BaseModel):
         return {-1: "auto", 0: "off", 1: "on"}[self.flash_attn]
 
     def test(self) -> RateTest:
-        return RateTest(n_prompt=self.n_prompt, n_gen=self.n_gen, n_depth=self.n_depth, repetitions=len(self.samples_ts))
+        return RateTest(
+            n_prompt=self.n_prompt,
+            n_gen=self.n_gen,
+            n_depth=self.n_depth,
+            repetitions=len(self.samples_ts),
+        )
 
     def requested_settings(self) -> dict[str, Any]:
         """The settings llama-bench ran with, under the llama_cpp backend's names."""
-        s = {"n_threads": self.n_threads, "n_batch": self.n_batch, "n_ubatch": self.n_ubatch,
-             "n_gpu_layers": self.n_gpu_layers, "flash_attn": self.flash_attn_name, "type_k": self.type_k,
-             "type_v": self.type_v}
+        s = {
+            "n_threads": self.n_threads,
+            "n_batch": self.n_batch,
+            "n_ubatch": self.n_ubatch,
+            "n_gpu_layers": self.n_gpu_layers,
+            "flash_attn": self.flash_attn_name,
+            "type_k": self.type_k,
+            "type_v": self.type_v,
+        }
         extra = self.model_extra or {}
         if isinstance(extra.get("main_gpu"), int):
             s["main_gpu"] = extra["main_gpu"]
@@ -160,13 +198,20 @@ def read_records(path: Path) -> list[LlamaBenchRecord]:
     if isinstance(raw, dict):
         raw = [raw]
     if not isinstance(raw, list):
-        raise ConfigError(f"expected an array of llama-bench records, got {type(raw).__name__}", file=source)
+        raise ConfigError(
+            f"expected an array of llama-bench records, got {type(raw).__name__}",
+            file=source,
+        )
     if not raw:
         raise ConfigError("no records (an empty llama-bench run?)", file=source)
     records = []
     for i, item in enumerate(raw):
         if not isinstance(item, dict):
-            raise ConfigError(f"expected an object, got {type(item).__name__}", file=source, field=f"[{i}]")
+            raise ConfigError(
+                f"expected an object, got {type(item).__name__}",
+                file=source,
+                field=f"[{i}]",
+            )
         try:
             records.append(LlamaBenchRecord.model_validate(item))
         except ValidationError as exc:
@@ -187,11 +232,21 @@ def _decode(text: str, source: str) -> Any:
                 try:
                     out.append(json.loads(ln))
                 except json.JSONDecodeError as exc:
-                    raise ConfigError(f"invalid JSON Lines at line {n} column {exc.colno}: {exc.msg}", file=source) from None
+                    raise ConfigError(
+                        f"invalid JSON Lines at line {n} column {exc.colno}: {exc.msg}",
+                        file=source,
+                    ) from None
             return out
         cut = text.strip() and first.pos >= len(text.rstrip())
-        hint = " (unterminated: an interrupted llama-bench run leaves its output cut short)" if cut else ""
-        raise ConfigError(f"invalid JSON at line {first.lineno} column {first.colno}: {first.msg}{hint}", file=source) from None
+        hint = (
+            " (unterminated: an interrupted llama-bench run leaves its output cut short)"
+            if cut
+            else ""
+        )
+        raise ConfigError(
+            f"invalid JSON at line {first.lineno} column {first.colno}: {first.msg}{hint}",
+            file=source,
+        ) from None
 
 
 def _is_object_line(line: str) -> bool:
@@ -213,28 +268,48 @@ def _error_line(exc: ValidationError) -> str:
 
 
 # -- model and host --------------------------------------------------------------------------
-def resolve_model(record: LlamaBenchRecord, index: int, source: Path, model: str | None) -> models_mod.ModelRef:
+def resolve_model(
+    record: LlamaBenchRecord, index: int, source: Path, model: str | None
+) -> models_mod.ModelRef:
     """The model file behind a record, hashed, and checked against llama-bench's model_size."""
     src = relpath(source)
     if model:
         try:
             ref = models_mod.resolve(model)
         except UserError as exc:
-            raise ConfigError(f"--model {model!r}: {exc.detail}", file=src, field=f"[{index}].model_filename") from None
+            raise ConfigError(
+                f"--model {model!r}: {exc.detail}",
+                file=src,
+                field=f"[{index}].model_filename",
+            ) from None
     else:
         given = Path(record.model_filename).expanduser()
-        candidates = [given] if given.is_absolute() else [source.parent / given, Path.cwd() / given]
+        candidates = (
+            [given]
+            if given.is_absolute()
+            else [source.parent / given, Path.cwd() / given]
+        )
         found = next((p for p in candidates if p.is_file()), None)
         if found is None:
-            raise ModelError(f"model file {record.model_filename!r} not found; pass --model PATH (or a registry name): "
-                             "its sha256 identifies the model in every artifact", file=src, field=f"[{index}].model_filename")
+            raise ModelError(
+                f"model file {record.model_filename!r} not found; pass --model PATH (or a registry name): "
+                "its sha256 identifies the model in every artifact",
+                file=src,
+                field=f"[{index}].model_filename",
+            )
         ref = models_mod.resolve(str(found.resolve()))
     if ref.name not in _registry_names():
-        ref = dataclasses.replace(ref, name=registry_name_for(ref) or Path(ref.path).stem)
+        ref = dataclasses.replace(
+            ref, name=registry_name_for(ref) or Path(ref.path).stem
+        )
     tensor_bytes = sum((ref.facts.get("tensor_bytes_by_type") or {}).values())
     if tensor_bytes != record.model_size:
-        raise ModelError(f"{Path(ref.path).name} holds {tensor_bytes} bytes of tensors but llama-bench measured a model of "
-                         f"{record.model_size}: not the same model file", file=src, field=f"[{index}].model_size")
+        raise ModelError(
+            f"{Path(ref.path).name} holds {tensor_bytes} bytes of tensors but llama-bench measured a model of "
+            f"{record.model_size}: not the same model file",
+            file=src,
+            field=f"[{index}].model_size",
+        )
     return ref
 
 
@@ -258,7 +333,9 @@ def registry_name_for(ref: models_mod.ModelRef) -> str | None:
             return name
         if entry.path:
             path = Path(entry.path).expanduser()
-            if (path if path.is_absolute() else project_root() / path).resolve() == Path(ref.path).resolve():
+            if (
+                path if path.is_absolute() else project_root() / path
+            ).resolve() == Path(ref.path).resolve():
                 return name
         if entry.package:
             try:
@@ -274,30 +351,50 @@ def _same_cpu(a: str, b: str) -> bool:
     return " ".join(a.split()).lower() == " ".join(b.split()).lower()
 
 
-def resolve_host(records: list[LlamaBenchRecord], source: Path, host_name: str | None, root: Path) -> dict[str, Any]:
+def resolve_host(
+    records: list[LlamaBenchRecord], source: Path, host_name: str | None, root: Path
+) -> dict[str, Any]:
     src = relpath(source)
     cpu = records[0].cpu_info
     for i, r in enumerate(records[1:], 1):
         if r.cpu_info != cpu or r.gpu_info != records[0].gpu_info:
-            raise ConfigError("CPU/GPU differ from record 0's: import one host's results at a time", file=src, field=f"[{i}].cpu_info")
+            raise ConfigError(
+                "CPU/GPU differ from record 0's: import one host's results at a time",
+                file=src,
+                field=f"[{i}].cpu_info",
+            )
     here = hostinfo.fingerprint()
     if host_name is None or host_name == here["name"]:
         if not _same_cpu(cpu, here["cpu"]["model"]):
-            raise ConfigError(f"{cpu!r} is not this host's CPU ({here['cpu']['model']!r}); for results measured elsewhere "
-                              "pass --host-name NAME", file=src, field="[0].cpu_info")
+            raise ConfigError(
+                f"{cpu!r} is not this host's CPU ({here['cpu']['model']!r}); for results measured elsewhere "
+                "pass --host-name NAME",
+                file=src,
+                field="[0].cpu_info",
+            )
         return here
     known = _known_host(host_name, root)
     if known is not None:
         if not _same_cpu(cpu, known["cpu"]["model"]):
-            raise ConfigError(f"{cpu!r} is not the CPU recorded for host {host_name!r} ({known['cpu']['model']!r})",
-                              file=src, field="[0].cpu_info")
+            raise ConfigError(
+                f"{cpu!r} is not the CPU recorded for host {host_name!r} ({known['cpu']['model']!r})",
+                file=src,
+                field="[0].cpu_info",
+            )
         return known
     gpus = [{"name": g.strip()} for g in records[0].gpu_info.split(",") if g.strip()]
-    digest = hashlib.sha256(json.dumps({"cpu": cpu, "gpus": sorted(g["name"] for g in gpus)}).encode()).hexdigest()[:8]
+    digest = hashlib.sha256(
+        json.dumps({"cpu": cpu, "gpus": sorted(g["name"] for g in gpus)}).encode()
+    ).hexdigest()[:8]
     return {
         "id": f"{hostinfo.slug(host_name)}-{digest}",
         "name": host_name,
-        "cpu": {"model": cpu, "physical_cores": None, "logical_cores": None, "flags": []},
+        "cpu": {
+            "model": cpu,
+            "physical_cores": None,
+            "logical_cores": None,
+            "flags": [],
+        },
         "memory_bytes": None,
         "numa_nodes": None,
         "os": {},
@@ -323,22 +420,44 @@ def _known_host(name: str, root: Path) -> dict[str, Any] | None:
                 except UserError:
                     continue
                 h = doc.get("host")
-                if isinstance(h, dict) and h.get("name") == name and (best is None or doc["created"] > best[0]):
+                if (
+                    isinstance(h, dict)
+                    and h.get("name") == name
+                    and (best is None or doc["created"] > best[0])
+                ):
                     best = (doc["created"], h)
     return best[1] if best else None
 
 
 # -- artifacts ---------------------------------------------------------------------------------
-def build_artifact(rec: LlamaBenchRecord, index: int, *, source: Path, source_sha256: str,
-                   model: models_mod.ModelRef, host: dict[str, Any], imported_at: datetime) -> dict[str, Any]:
+def build_artifact(
+    rec: LlamaBenchRecord,
+    index: int,
+    *,
+    source: Path,
+    source_sha256: str,
+    model: models_mod.ModelRef,
+    host: dict[str, Any],
+    imported_at: datetime,
+) -> dict[str, Any]:
     test = rec.test()
     requested = rec.requested_settings()
     extra = rec.llama_bench_settings()
     backend_version = f"llama.cpp {rec.build_commit}"
-    key = run_record.config_key(BACKEND, model.sha256, {**requested, "llama_bench": extra}, test.to_dict(), host["id"],
-                                backend_version)
+    key = run_record.config_key(
+        BACKEND,
+        model.sha256,
+        {**requested, "llama_bench": extra},
+        test.to_dict(),
+        host["id"],
+        backend_version,
+    )
     measured = test_datetime(rec.test_time).astimezone(timezone.utc)
-    build = {"backend_version": backend_version, "llama_cpp_commit": rec.build_commit, "in_process": True}  # llama-bench: in its own process
+    build = {
+        "backend_version": backend_version,
+        "llama_cpp_commit": rec.build_commit,
+        "in_process": True,
+    }  # llama-bench: in its own process
     if rec.build_number is not None:
         build["build_number"] = rec.build_number
     if rec.backends is not None:
@@ -346,9 +465,15 @@ def build_artifact(rec: LlamaBenchRecord, index: int, *, source: Path, source_sh
     if rec.gpu_info:
         build["gpu_info"] = rec.gpu_info
     return run_record.new_run(
-        key=key, created=measured, status="ok",
+        key=key,
+        created=measured,
+        status="ok",
         matrix={"name": MATRIX_NAME, "file": relpath(source)},
-        backend=BACKEND, test=test.to_dict(), requested=requested, swept={}, effective={**requested, **extra},
+        backend=BACKEND,
+        test=test.to_dict(),
+        requested=requested,
+        swept={},
+        effective={**requested, **extra},
         model={
             "name": model.name,
             "file_name": Path(rec.model_filename).name,
@@ -361,7 +486,8 @@ def build_artifact(rec: LlamaBenchRecord, index: int, *, source: Path, source_sh
             "n_params": rec.model_n_params,
             "metadata": {},
         },
-        host=host, build=build,
+        host=host,
+        build=build,
         samples={"ns": list(rec.samples_ns), "ts": list(rec.samples_ts)},
         summary={"tokens_per_second": stats.summarize(rec.samples_ts)},
         details={
@@ -370,9 +496,16 @@ def build_artifact(rec: LlamaBenchRecord, index: int, *, source: Path, source_sh
             "imported_from_sha256": source_sha256,
             "record_index": index,
             "imported_at": imported_at.isoformat(timespec="seconds"),
-            "llama_bench": {"model_filename": rec.model_filename, "model_size": rec.model_size,
-                            "test_time": rec.test_time, "avg_ns": rec.avg_ns, "stddev_ns": rec.stddev_ns,
-                            "avg_ts": rec.avg_ts, "stddev_ts": rec.stddev_ts, "cpu_info": rec.cpu_info},
+            "llama_bench": {
+                "model_filename": rec.model_filename,
+                "model_size": rec.model_size,
+                "test_time": rec.test_time,
+                "avg_ns": rec.avg_ns,
+                "stddev_ns": rec.stddev_ns,
+                "avg_ts": rec.avg_ts,
+                "stddev_ts": rec.stddev_ts,
+                "cpu_info": rec.cpu_info,
+            },
         },
         # llama-bench does not report memory or its own wall time: only the timed repetitions are known.
         resources={"wall_s": sum(rec.samples_ns) / 1e9, "exit_code": 0},
@@ -387,15 +520,24 @@ class ImportReport:
     skipped: list[Path] = field(default_factory=list)
 
 
-def import_file(path: Path | str, *, host_name: str | None = None, model: str | None = None,
-                root: Path | None = None) -> ImportReport:
+def import_file(
+    path: Path | str,
+    *,
+    host_name: str | None = None,
+    model: str | None = None,
+    root: Path | None = None,
+) -> ImportReport:
     """Import every record of a llama-bench JSON/JSONL file; all or nothing."""
     path = Path(path)
     root = root or runs_dir()
     records = read_records(path)
     if model and len({r.model_filename for r in records}) > 1:
-        raise ConfigError("--model names one file but the records use several models; import without --model "
-                          "(files found by model_filename) or split the file", file=relpath(path), field="model_filename")
+        raise ConfigError(
+            "--model names one file but the records use several models; import without --model "
+            "(files found by model_filename) or split the file",
+            file=relpath(path),
+            field="model_filename",
+        )
     host = resolve_host(records, path, host_name, root)
     refs: dict[str, models_mod.ModelRef] = {}
     source_sha = hashlib.sha256(path.read_bytes()).hexdigest()
@@ -404,8 +546,15 @@ def import_file(path: Path | str, *, host_name: str | None = None, model: str | 
     for i, rec in enumerate(records):
         if rec.model_filename not in refs:
             refs[rec.model_filename] = resolve_model(rec, i, path, model)
-        doc = build_artifact(rec, i, source=path, source_sha256=source_sha, model=refs[rec.model_filename],
-                             host=host, imported_at=now)
+        doc = build_artifact(
+            rec,
+            i,
+            source=path,
+            source_sha256=source_sha,
+            model=refs[rec.model_filename],
+            host=host,
+            imported_at=now,
+        )
         target = run_record.run_path(doc, root)
         artifacts.validate(doc, f"{relpath(path)} [{i}]")
         planned.append((target, doc))

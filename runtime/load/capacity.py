@@ -31,14 +31,20 @@ def stop_rule(test: CapacityTest):
         v = load_stats.slo_verdicts(records, test.slo, conf)
         if v["verdict"] != "unresolved":
             return f"verdict_{v['verdict']}"
-        if test.open_loop and len(records) >= test.check_every and load_stats.queue_growth(records)["growing"]:
+        if (
+            test.open_loop
+            and len(records) >= test.check_every
+            and load_stats.queue_growth(records)["growing"]
+        ):
             return "queue_growing"
         return None
 
     return rule
 
 
-def _boundary(s: dict[str, Any], below: dict[str, Any] | None, closed: bool) -> str | None:
+def _boundary(
+    s: dict[str, Any], below: dict[str, Any] | None, closed: bool
+) -> str | None:
     """Why a level ends the climb (None: it met the SLOs and the server still had room)."""
     if (s.get("schedule") or {}).get("client_bound"):
         return "client_bound"
@@ -46,8 +52,14 @@ def _boundary(s: dict[str, Any], below: dict[str, Any] | None, closed: bool) -> 
         return s["slo"]["verdict"]
     if not closed and s.get("saturated"):
         return "saturated"
-    if closed and below is not None and below.get("aggregate_tps") and s.get("aggregate_tps") is not None \
-            and s["aggregate_tps"] < below["aggregate_tps"] * (1.0 + load_stats.SATURATION_GROWTH):
+    if (
+        closed
+        and below is not None
+        and below.get("aggregate_tps")
+        and s.get("aggregate_tps") is not None
+        and s["aggregate_tps"]
+        < below["aggregate_tps"] * (1.0 + load_stats.SATURATION_GROWTH)
+    ):
         return "saturated"
     return None
 
@@ -68,19 +80,41 @@ async def _search(transport: Any, test: CapacityTest) -> Outcome:
         t0 = time.perf_counter()
         async with transport.client(connections(test, grid[i])) as client:
             nonlocal info
-            reqs, info = await workload.build(transport, client, test.workload, test.max_requests, i)
-            plan = LevelPlan(test.profile, grid[i], i, reqs, seed=test.seed, max_concurrency=test.max_concurrency,
-                             check_every=test.check_every, min_requests=test.min_requests, stop_rule=rule,
-                             seed_base=i * 100_000)
+            reqs, info = await workload.build(
+                transport, client, test.workload, test.max_requests, i
+            )
+            plan = LevelPlan(
+                test.profile,
+                grid[i],
+                i,
+                reqs,
+                seed=test.seed,
+                max_concurrency=test.max_concurrency,
+                check_every=test.check_every,
+                min_requests=test.min_requests,
+                stop_rule=rule,
+                seed_base=i * 100_000,
+            )
             lv = await run_level(transport, client, plan)
         measured[i] = lv
         s = load_stats.level_summary(lv, test.slo, test.profile, conf)
         summaries[i] = s
         below = max((j for j in summaries if j < i), default=None)
-        boundary = _boundary(s, summaries.get(below) if below is not None else None, closed)
-        visits.append({"level": grid[i], "index": i, "why": why, "verdict": s["slo"]["verdict"],
-                       "boundary": boundary, "requests": s["requests"], "stop_reason": lv.get("stop_reason"),
-                       "seconds": round(time.perf_counter() - t0, 3)})
+        boundary = _boundary(
+            s, summaries.get(below) if below is not None else None, closed
+        )
+        visits.append(
+            {
+                "level": grid[i],
+                "index": i,
+                "why": why,
+                "verdict": s["slo"]["verdict"],
+                "boundary": boundary,
+                "requests": s["requests"],
+                "stop_reason": lv.get("stop_reason"),
+                "seconds": round(time.perf_counter() - t0, 3),
+            }
+        )
         if not transport.alive():
             state["lost"] = True
         return {"boundary": boundary}
@@ -112,12 +146,23 @@ async def _search(transport: Any, test: CapacityTest) -> Outcome:
     # an unresolved (or client-bound) level bounds nothing: keep climbing until a level is confirmed to
     # miss (or saturates), so the interval has an upper end
     j = first_bad
-    while j is not None and not confirmed_miss(j) and j < len(grid) - 1 and not state["lost"]:
+    while (
+        j is not None
+        and not confirmed_miss(j)
+        and j < len(grid) - 1
+        and not state["lost"]
+    ):
         j, step = min(len(grid) - 1, j + step), step * 2
         await look(j, "bound above")
-    while first_bad is not None and first_bad - last_ok > 1 and not state["lost"]:  # bisect
+    while (
+        first_bad is not None and first_bad - last_ok > 1 and not state["lost"]
+    ):  # bisect
         m = (last_ok + first_bad) // 2
-        b = visits_by_index[m]["boundary"] if m in visits_by_index else await look(m, "bisect")
+        b = (
+            visits_by_index[m]["boundary"]
+            if m in visits_by_index
+            else await look(m, "bisect")
+        )
         if b is None:
             last_ok = m
         else:
@@ -134,25 +179,45 @@ async def _search(transport: Any, test: CapacityTest) -> Outcome:
     if state["lost"]:
         state["stopped"] = "server lost"
     levels = [measured[k] for k in sorted(measured)]
-    summary = load_stats.sweep_summary(levels, test.slo, test.profile, grid=grid, confidence=conf)
+    summary = load_stats.sweep_summary(
+        levels, test.slo, test.profile, grid=grid, confidence=conf
+    )
     answer = summary["answer"]
     records = [r for lv in levels for r in lv["requests"]]
     sent = len(records)
     exhaustive = len(grid) * test.max_requests
     metrics: dict[str, list[float]] = {
-        "capacity": [answer["answer"]], "capacity_low": [answer["low"]], "capacity_high": [answer["high"]],
-        "requests_sent": [float(sent)], "failed_requests": [float(sum(1 for r in records if not r.get("ok")))]}
+        "capacity": [answer["answer"]],
+        "capacity_low": [answer["low"]],
+        "capacity_high": [answer["high"]],
+        "requests_sent": [float(sent)],
+        "failed_requests": [float(sum(1 for r in records if not r.get("ok")))],
+    }
     if summary["peak_aggregate_tps"] is not None:
         metrics["peak_aggregate_tps"] = [summary["peak_aggregate_tps"]]
     details = {
-        "summary": summary, "workload": info,
+        "summary": summary,
+        "workload": info,
         "answer_text": load_stats.answer_text(answer, test.slo, test.level_unit()),
-        "search": {"grid": grid, "visits": visits, "stopped": state["stopped"], "requests_sent": sent,
-                   "exhaustive_requests": exhaustive, "cost_ratio": sent / exhaustive if exhaustive else None,
-                   "looks": test.looks(), "look_confidence": conf, "confidence": test.slo.confidence},
+        "search": {
+            "grid": grid,
+            "visits": visits,
+            "stopped": state["stopped"],
+            "requests_sent": sent,
+            "exhaustive_requests": exhaustive,
+            "cost_ratio": sent / exhaustive if exhaustive else None,
+            "looks": test.looks(),
+            "look_confidence": conf,
+            "confidence": test.slo.confidence,
+        },
         "warmup_requests": len(warm),
     }
-    return Outcome(metrics, {"levels": levels, "warmup": warm}, details, failure_of(records, state["lost"], "capacity search"))
+    return Outcome(
+        metrics,
+        {"levels": levels, "warmup": warm},
+        details,
+        failure_of(records, state["lost"], "capacity search"),
+    )
 
 
 def run(transport: Any, test: CapacityTest) -> Outcome:

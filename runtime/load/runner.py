@@ -43,12 +43,20 @@ async def warmup(transport: Any, test: LoadSpec) -> list[dict[str, Any]]:
         return []
     out = []
     async with transport.client(1) as client:
-        reqs, _ = await workload.build(transport, client, test.workload, test.warmup_requests, WARMUP_INDEX)
+        reqs, _ = await workload.build(
+            transport, client, test.workload, test.warmup_requests, WARMUP_INDEX
+        )
         origin = time.perf_counter_ns()
         for i, r in enumerate(reqs):
             if not transport.alive():
                 break
-            out.append(await transport.send(client, {**transport.base_body(), **r.body, "seed": 900_000 + i}, origin))
+            out.append(
+                await transport.send(
+                    client,
+                    {**transport.base_body(), **r.body, "seed": 900_000 + i},
+                    origin,
+                )
+            )
     return out
 
 
@@ -86,31 +94,68 @@ async def _run(transport: Any, test: LoadTest) -> Outcome:
     for idx, lv in enumerate(test.levels):
         if lost:
             origin = time.perf_counter_ns()
-            levels.append({"level": lv, "index": idx, "wall_s": 0.0, "planned": planned, "stop_reason": "server_lost",
-                           "requests": [transport.not_sent("server_lost", "not sent: the server was lost at an earlier level",
-                                                           origin) for _ in range(planned)]})
+            levels.append(
+                {
+                    "level": lv,
+                    "index": idx,
+                    "wall_s": 0.0,
+                    "planned": planned,
+                    "stop_reason": "server_lost",
+                    "requests": [
+                        transport.not_sent(
+                            "server_lost",
+                            "not sent: the server was lost at an earlier level",
+                            origin,
+                        )
+                        for _ in range(planned)
+                    ],
+                }
+            )
             continue
         async with transport.client(connections(test, lv)) as client:
-            reqs, info = await workload.build(transport, client, test.workload, planned, idx)
-            plan = LevelPlan(test.profile, lv, idx, reqs, seed=test.seed, max_concurrency=test.max_concurrency,
-                             check_every=1 if rule else None, min_requests=min_n or 1, stop_rule=rule,
-                             seed_base=idx * 100_000)
+            reqs, info = await workload.build(
+                transport, client, test.workload, planned, idx
+            )
+            plan = LevelPlan(
+                test.profile,
+                lv,
+                idx,
+                reqs,
+                seed=test.seed,
+                max_concurrency=test.max_concurrency,
+                check_every=1 if rule else None,
+                min_requests=min_n or 1,
+                stop_rule=rule,
+                seed_base=idx * 100_000,
+            )
             levels.append(await run_level(transport, client, plan))
         lost = not transport.alive()
     summary = load_stats.sweep_summary(levels, test.slo, test.profile)
     answer = summary["answer"]
     records = [r for lv in levels for r in lv["requests"]]
     metrics: dict[str, list[float]] = {
-        "slo_max_level": [answer["low"]], "capacity": [answer["answer"]], "capacity_low": [answer["low"]],
-        "capacity_high": [answer["high"]], "requests_sent": [float(len(records))],
-        "failed_requests": [float(sum(1 for r in records if not r.get("ok")))]}
+        "slo_max_level": [answer["low"]],
+        "capacity": [answer["answer"]],
+        "capacity_low": [answer["low"]],
+        "capacity_high": [answer["high"]],
+        "requests_sent": [float(len(records))],
+        "failed_requests": [float(sum(1 for r in records if not r.get("ok")))],
+    }
     if summary["peak_aggregate_tps"] is not None:
         metrics["peak_aggregate_tps"] = [summary["peak_aggregate_tps"]]
-    details = {"summary": summary, "workload": info, "answer_text": load_stats.answer_text(answer, test.slo, test.level_unit()),
-               "warmup_requests": len(warm)}
-    return Outcome(metrics, {"levels": levels, "warmup": warm}, details, failure_of(records, lost, "load test"))
+    details = {
+        "summary": summary,
+        "workload": info,
+        "answer_text": load_stats.answer_text(answer, test.slo, test.level_unit()),
+        "warmup_requests": len(warm),
+    }
+    return Outcome(
+        metrics,
+        {"levels": levels, "warmup": warm},
+        details,
+        failure_of(records, lost, "load test"),
+    )
 
 
 def run(transport: Any, test: LoadTest) -> Outcome:
     return asyncio.run(_run(transport, test))
-

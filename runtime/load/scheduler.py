@@ -46,7 +46,9 @@ class LevelPlan:
     check_every: int | None = None
     min_requests: int = 1
     stop_rule: Callable[[list[dict[str, Any]]], str | None] | None = None
-    seed_base: int = 0  # request i carries seed seed_base + i (the server's sampler seed)
+    seed_base: int = (
+        0  # request i carries seed seed_base + i (the server's sampler seed)
+    )
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -83,9 +85,16 @@ class _LagMonitor:
             except asyncio.CancelledError:
                 pass
         arr = np.asarray(self.lags) if self.lags else None
-        return {"loop_lag_ms_p50": float(np.percentile(arr, 50)) if arr is not None else None,
-                "loop_lag_ms_p99": float(np.percentile(arr, 99)) if arr is not None else None,
-                "loop_lag_ms_max": float(arr.max()) if arr is not None else None, "ticks": len(self.lags)}
+        return {
+            "loop_lag_ms_p50": float(np.percentile(arr, 50))
+            if arr is not None
+            else None,
+            "loop_lag_ms_p99": float(np.percentile(arr, 99))
+            if arr is not None
+            else None,
+            "loop_lag_ms_max": float(arr.max()) if arr is not None else None,
+            "ticks": len(self.lags),
+        }
 
 
 def _loadavg() -> float | None:
@@ -98,10 +107,14 @@ def _loadavg() -> float | None:
         return None
 
 
-def _delta(before: dict[str, float] | None, after: dict[str, float] | None) -> dict[str, float] | None:
+def _delta(
+    before: dict[str, float] | None, after: dict[str, float] | None
+) -> dict[str, float] | None:
     if not before or not after:
         return None
-    return {k: after[k] - before[k] for k in after if k in before and k.endswith("_total")}
+    return {
+        k: after[k] - before[k] for k in after if k in before and k.endswith("_total")
+    }
 
 
 async def run_level(transport: Any, client: Any, plan: LevelPlan) -> dict[str, Any]:
@@ -126,7 +139,10 @@ async def run_level(transport: Any, client: Any, plan: LevelPlan) -> dict[str, A
         if plan.stop_rule is None or stop.is_set():
             return
         every = plan.check_every or n
-        if len(records) >= plan.min_requests and len(records) - state["checked"] >= every:
+        if (
+            len(records) >= plan.min_requests
+            and len(records) - state["checked"] >= every
+        ):
             state["checked"] = len(records)
             reason = plan.stop_rule(records)
             if reason:
@@ -136,13 +152,20 @@ async def run_level(transport: Any, client: Any, plan: LevelPlan) -> dict[str, A
             state["reason"] = "server_lost"
             stop.set()
 
-    def stamp(rec: dict[str, Any], i: int, scheduled_ms: float, lag_ms: float | None) -> dict[str, Any]:
+    def stamp(
+        rec: dict[str, Any], i: int, scheduled_ms: float, lag_ms: float | None
+    ) -> dict[str, Any]:
         # compact: the gaps between chunks are chunk_ms's differences, the answer's text is not measured
         rec.pop("itl_ms", None)
         rec["text"] = (rec.get("text") or "")[:TEXT_KEPT]
-        rec.update(level=plan.level, index=i, scheduled_ms=round(scheduled_ms, 3),
-                   queue_ms=round(rec["start_ms"] - scheduled_ms, 3),
-                   dispatch_lag_ms=round(lag_ms, 3) if lag_ms is not None else None, **plan.requests[i].meta)
+        rec.update(
+            level=plan.level,
+            index=i,
+            scheduled_ms=round(scheduled_ms, 3),
+            queue_ms=round(rec["start_ms"] - scheduled_ms, 3),
+            dispatch_lag_ms=round(lag_ms, 3) if lag_ms is not None else None,
+            **plan.requests[i].meta,
+        )
         return rec
 
     if plan.profile in ("constant", "poisson"):
@@ -156,7 +179,9 @@ async def run_level(transport: Any, client: Any, plan: LevelPlan) -> dict[str, A
                 await sem.acquire()
             try:
                 if not transport.alive():
-                    rec = transport.not_sent("server_lost", "not sent: the server is gone", origin)
+                    rec = transport.not_sent(
+                        "server_lost", "not sent: the server is gone", origin
+                    )
                 else:
                     rec = await transport.send(client, body_of(i), origin)
             finally:
@@ -176,8 +201,18 @@ async def run_level(transport: Any, client: Any, plan: LevelPlan) -> dict[str, A
             if not transport.alive():
                 state["reason"] = "server_lost"
                 for j in range(i, n):
-                    done(stamp(transport.not_sent("server_lost", "not sent: the server was lost during this level",
-                                                  origin), j, times[j] * 1000.0, None))
+                    done(
+                        stamp(
+                            transport.not_sent(
+                                "server_lost",
+                                "not sent: the server was lost during this level",
+                                origin,
+                            ),
+                            j,
+                            times[j] * 1000.0,
+                            None,
+                        )
+                    )
                 break
             tasks.append(asyncio.get_running_loop().create_task(one(i, at)))
         if tasks:
@@ -193,7 +228,9 @@ async def run_level(transport: Any, client: Any, plan: LevelPlan) -> dict[str, A
                 ready = (time.perf_counter_ns() - origin) / 1e6
                 if not transport.alive():
                     state["reason"] = "server_lost"
-                    rec = transport.not_sent("server_lost", "not sent: the server is gone", origin)
+                    rec = transport.not_sent(
+                        "server_lost", "not sent: the server is gone", origin
+                    )
                 else:
                     rec = await transport.send(client, body_of(i), origin)
                 rec["user"] = u
@@ -205,7 +242,20 @@ async def run_level(transport: Any, client: Any, plan: LevelPlan) -> dict[str, A
     cpu = time.process_time() - cpu0
     metrics_after = await transport.metrics(client)
     records.sort(key=lambda r: (r.get("scheduled_ms") or 0.0, r.get("index") or 0))
-    return {"level": plan.level, "index": plan.index, "wall_s": end_ms / 1000.0, "requests": records,
-            "planned": n, "stop_reason": state["reason"] or ("all_sent" if len(records) >= n else None),
-            "client": {**lag, "cpu_s": cpu, "loadavg_1m_start": load0, "loadavg_1m_end": _loadavg()},
-            "server_metrics": {"delta": _delta(metrics_before, metrics_after)} if metrics_before else None}
+    return {
+        "level": plan.level,
+        "index": plan.index,
+        "wall_s": end_ms / 1000.0,
+        "requests": records,
+        "planned": n,
+        "stop_reason": state["reason"] or ("all_sent" if len(records) >= n else None),
+        "client": {
+            **lag,
+            "cpu_s": cpu,
+            "loadavg_1m_start": load0,
+            "loadavg_1m_end": _loadavg(),
+        },
+        "server_metrics": {"delta": _delta(metrics_before, metrics_after)}
+        if metrics_before
+        else None,
+    }

@@ -18,10 +18,14 @@ class Transport(Protocol):
     def client(self, connections: int) -> Any:
         """An async client (an async context manager) holding up to ``connections`` connections."""
 
-    async def send(self, client: Any, body: dict[str, Any], origin_ns: int) -> dict[str, Any]:
+    async def send(
+        self, client: Any, body: dict[str, Any], origin_ns: int
+    ) -> dict[str, Any]:
         """Send one streamed chat request; always return its record (never raise)."""
 
-    async def request(self, client: Any, body: dict[str, Any]) -> tuple[dict[str, Any], Any]:
+    async def request(
+        self, client: Any, body: dict[str, Any]
+    ) -> tuple[dict[str, Any], Any]:
         """Send one request without streaming: (its record, the parsed JSON answer or None)."""
 
     def alive(self) -> bool:

@@ -47,22 +47,41 @@ def corpus(name: str) -> tuple[str, dict[str, Any]]:
         path = project_root() / "data" / "texts" / "texts.yaml"
     raw = load_yaml(path) or {}
     texts = raw.get("texts") if isinstance(raw, dict) else None
-    if not isinstance(texts, dict) or name not in texts or not isinstance(texts[name], dict):
-        raise ConfigError(f"no text named {name!r} (known: {', '.join(sorted(texts or {}))})", file=relpath(path),
-                          field="texts")
+    if (
+        not isinstance(texts, dict)
+        or name not in texts
+        or not isinstance(texts[name], dict)
+    ):
+        raise ConfigError(
+            f"no text named {name!r} (known: {', '.join(sorted(texts or {}))})",
+            file=relpath(path),
+            field="texts",
+        )
     file = path.parent / str(texts[name].get("file", ""))
     if not file.is_file():
-        raise ConfigError(f"text file {texts[name].get('file')!r} not found", file=relpath(path), field=f"texts.{name}.file")
+        raise ConfigError(
+            f"text file {texts[name].get('file')!r} not found",
+            file=relpath(path),
+            field=f"texts.{name}.file",
+        )
     data = Path(file).read_bytes()
-    return data.decode("utf-8", "replace"), {"name": name, "sha256": hashlib.sha256(data).hexdigest(),
-                                             "source": texts[name].get("source")}
+    return data.decode("utf-8", "replace"), {
+        "name": name,
+        "sha256": hashlib.sha256(data).hexdigest(),
+        "source": texts[name].get("source"),
+    }
 
 
 class Cutter:
     """Cuts prompts of a given token count from the text, with the server's tokenizer or by characters."""
 
     def __init__(self, transport: Any, client: Any, text: str, mode: str):
-        self.transport, self.client, self.text, self.mode = transport, client, text, mode
+        self.transport, self.client, self.text, self.mode = (
+            transport,
+            client,
+            text,
+            mode,
+        )
         self.ids: list[int] = []
 
     @classmethod
@@ -75,46 +94,64 @@ class Cutter:
                 c.ids = ids
                 return c
             if spec.source == "tokenizer":
-                raise ConfigError("the server exposes no tokenizer (/tokenize): use source: text or auto",
-                                  field="workload.source")
+                raise ConfigError(
+                    "the server exposes no tokenizer (/tokenize): use source: text or auto",
+                    field="workload.source",
+                )
         words = text.split()
         return cls(transport, client, " ".join(words), "text")
 
     @property
     def size(self) -> int:
-        return len(self.ids) if self.mode == "tokenizer" else int(len(self.text) / CHARS_PER_TOKEN)
+        return (
+            len(self.ids)
+            if self.mode == "tokenizer"
+            else int(len(self.text) / CHARS_PER_TOKEN)
+        )
 
     async def cut(self, rng: np.random.Generator, tokens: int, tag: str = "") -> str:
         """A prompt of ``tokens`` tokens (tag included) at a seeded place in the text."""
         if self.mode == "tokenizer":
             tag_ids = (await self.transport.tokenize(self.client, tag)) if tag else []
             want = max(1, tokens - len(tag_ids or []))
-            ids = self.ids * (1 + want // max(1, len(self.ids)))  # a prompt longer than the text wraps around
+            ids = self.ids * (
+                1 + want // max(1, len(self.ids))
+            )  # a prompt longer than the text wraps around
             off = int(rng.integers(0, max(1, len(self.ids))))
-            window = (ids + ids)[off:off + want]
-            out = await self.transport.detokenize(self.client, list(tag_ids or []) + window)
+            window = (ids + ids)[off : off + want]
+            out = await self.transport.detokenize(
+                self.client, list(tag_ids or []) + window
+            )
             if out is None:
-                raise ConfigError("the server's /detokenize failed while building prompts", field="workload.source")
+                raise ConfigError(
+                    "the server's /detokenize failed while building prompts",
+                    field="workload.source",
+                )
             return out
         chars = max(1, int(tokens * CHARS_PER_TOKEN) - len(tag))
         text = self.text
         reps = text * (1 + chars // max(1, len(text)))
         off = int(rng.integers(0, max(1, len(text))))
-        window = (reps + reps)[off:off + chars]
+        window = (reps + reps)[off : off + chars]
         cut = window.find(" ")  # start and end at word boundaries
-        window = window[cut + 1:] if 0 <= cut < len(window) // 4 else window
+        window = window[cut + 1 :] if 0 <= cut < len(window) // 4 else window
         return tag + window
 
 
 def _sampling(spec: Workload, max_tokens: int) -> dict[str, Any]:
-    body: dict[str, Any] = {"max_tokens": int(max_tokens), "temperature": spec.temperature}
+    body: dict[str, Any] = {
+        "max_tokens": int(max_tokens),
+        "temperature": spec.temperature,
+    }
     if spec.ignore_eos:
         body["ignore_eos"] = True
         body["min_tokens"] = int(max_tokens)
     return body
 
 
-async def build(transport: Any, client: Any, spec: Workload, n: int, level_index: int = 0) -> tuple[list[Request], dict[str, Any]]:
+async def build(
+    transport: Any, client: Any, spec: Workload, n: int, level_index: int = 0
+) -> tuple[list[Request], dict[str, Any]]:
     """``n`` requests of the workload for one level (level_index keys the draws, so levels never
     repeat one another's synthetic prompts), and what was used to build them."""
     rng = np.random.default_rng([spec.seed, level_index])
@@ -122,19 +159,34 @@ async def build(transport: Any, client: Any, spec: Workload, n: int, level_index
     info: dict[str, Any] = {"kind": spec.kind, "describe": spec.describe()}
     if spec.kind == "messages":
         msgs = [m.model_dump() for m in spec.messages]
-        return [Request({"messages": msgs, **_sampling(spec, o)}, {"output_tokens_requested": o}) for o in outs], \
-            {**info, "source": "messages"}
+        return [
+            Request(
+                {"messages": msgs, **_sampling(spec, o)}, {"output_tokens_requested": o}
+            )
+            for o in outs
+        ], {**info, "source": "messages"}
     cutter = await Cutter.make(transport, client, spec)
     _, text_info = corpus(spec.text)
-    info.update(source=cutter.mode, text=text_info, text_tokens=cutter.size,
-                chars_per_token=CHARS_PER_TOKEN if cutter.mode == "text" else None)
+    info.update(
+        source=cutter.mode,
+        text=text_info,
+        text_tokens=cutter.size,
+        chars_per_token=CHARS_PER_TOKEN if cutter.mode == "text" else None,
+    )
     reqs: list[Request] = []
     if spec.kind == "synthetic":
         lens = spec.prompt_tokens.sample(rng, n)
         for i, (p, o) in enumerate(zip(lens, outs)):
             prompt = await cutter.cut(rng, p, tag=f"[r{level_index}.{i}] ")
-            reqs.append(Request({"messages": [{"role": "user", "content": prompt}], **_sampling(spec, o)},
-                                {"prompt_tokens_requested": p, "output_tokens_requested": o}))
+            reqs.append(
+                Request(
+                    {
+                        "messages": [{"role": "user", "content": prompt}],
+                        **_sampling(spec, o),
+                    },
+                    {"prompt_tokens_requested": p, "output_tokens_requested": o},
+                )
+            )
         return reqs, info
     # shared prefix: the same prefixes and questions at every level (their reuse is the point)
     prng = np.random.default_rng([spec.seed, 1_000_003])
@@ -147,8 +199,19 @@ async def build(transport: Any, client: Any, spec: Workload, n: int, level_index
     for i in range(n):
         a, b = int(pick_p[i]), int(pick_q[i])
         content = f"{prefixes[a]}\n\nQuestion: {questions[b]}"
-        reqs.append(Request({"messages": [{"role": "user", "content": content}], **_sampling(spec, outs[i])},
-                            {"prefix": a, "question": b, "prompt_tokens_requested": plens[a] + qlens[b],
-                             "output_tokens_requested": outs[i]}))
+        reqs.append(
+            Request(
+                {
+                    "messages": [{"role": "user", "content": content}],
+                    **_sampling(spec, outs[i]),
+                },
+                {
+                    "prefix": a,
+                    "question": b,
+                    "prompt_tokens_requested": plens[a] + qlens[b],
+                    "output_tokens_requested": outs[i],
+                },
+            )
+        )
     info.update(prefixes=spec.prefixes, questions=spec.questions)
     return reqs, info

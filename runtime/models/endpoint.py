@@ -45,29 +45,63 @@ class EndpointSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    base_url: str = Field(..., description="The server's OpenAI-compatible root, e.g. http://127.0.0.1:8080/v1 "
-                          "(its /models and /chat/completions are used; the server's own info routes are "
-                          "asked beside it).")
-    model: str = Field(..., min_length=1, max_length=512, description="The name the server serves the model under "
-                       "(the `model` of every request; must be listed by its /models).")
-    revision: str | None = Field(None, min_length=1, max_length=200, description="Pin: the revision the server must "
-                                 "report (TGI's model_sha, SGLang's revision); the run is refused otherwise.")
-    digest: str | None = Field(None, min_length=1, max_length=200, description="Pin: the content digest the server must "
-                               "report (Ollama's blob digest, with or without 'sha256:'); the run is refused otherwise.")
-    identity: str | None = Field(None, description="Pin: the whole identity (endpoint:<hex>, as recorded in an "
-                                 "artifact's model.identity); works for any server, llama-server included.")
-    api_key_env: str | None = Field(None, max_length=200, description="Environment variable holding an API key for "
-                                    "this server (sent as a Bearer token; the key itself is never recorded).")
-    probe_timeout_s: float = Field(10.0, gt=0, le=300, description="Longest wait for one of the server's info routes.")
+    base_url: str = Field(
+        ...,
+        description="The server's OpenAI-compatible root, e.g. http://127.0.0.1:8080/v1 "
+        "(its /models and /chat/completions are used; the server's own info routes are "
+        "asked beside it).",
+    )
+    model: str = Field(
+        ...,
+        min_length=1,
+        max_length=512,
+        description="The name the server serves the model under "
+        "(the `model` of every request; must be listed by its /models).",
+    )
+    revision: str | None = Field(
+        None,
+        min_length=1,
+        max_length=200,
+        description="Pin: the revision the server must "
+        "report (TGI's model_sha, SGLang's revision); the run is refused otherwise.",
+    )
+    digest: str | None = Field(
+        None,
+        min_length=1,
+        max_length=200,
+        description="Pin: the content digest the server must "
+        "report (Ollama's blob digest, with or without 'sha256:'); the run is refused otherwise.",
+    )
+    identity: str | None = Field(
+        None,
+        description="Pin: the whole identity (endpoint:<hex>, as recorded in an "
+        "artifact's model.identity); works for any server, llama-server included.",
+    )
+    api_key_env: str | None = Field(
+        None,
+        max_length=200,
+        description="Environment variable holding an API key for "
+        "this server (sent as a Bearer token; the key itself is never recorded).",
+    )
+    probe_timeout_s: float = Field(
+        10.0,
+        gt=0,
+        le=300,
+        description="Longest wait for one of the server's info routes.",
+    )
 
     @field_validator("base_url")
     @classmethod
     def _url(cls, v: str) -> str:
         parts = urlsplit(v)
         if parts.scheme not in ("http", "https") or not parts.netloc:
-            raise ValueError(f"base_url must be an http:// or https:// URL with a host (got {v!r})")
+            raise ValueError(
+                f"base_url must be an http:// or https:// URL with a host (got {v!r})"
+            )
         if parts.query or parts.fragment:
-            raise ValueError(f"base_url must not carry a query or a fragment (got {v!r})")
+            raise ValueError(
+                f"base_url must not carry a query or a fragment (got {v!r})"
+            )
         return v.rstrip("/")
 
     @field_validator("digest")
@@ -81,8 +115,14 @@ class EndpointSpec(BaseModel):
         if v is None:
             return v
         hexpart = v.removeprefix(IDENTITY_PREFIX)
-        if not v.startswith(IDENTITY_PREFIX) or len(hexpart) != 64 or any(c not in "0123456789abcdef" for c in hexpart):
-            raise ValueError(f"identity must be 'endpoint:' and 64 lowercase hex digits, as an artifact records it (got {v!r})")
+        if (
+            not v.startswith(IDENTITY_PREFIX)
+            or len(hexpart) != 64
+            or any(c not in "0123456789abcdef" for c in hexpart)
+        ):
+            raise ValueError(
+                f"identity must be 'endpoint:' and 64 lowercase hex digits, as an artifact records it (got {v!r})"
+            )
         return v
 
     def pins(self) -> dict[str, str]:
@@ -96,8 +136,12 @@ def normalize_digest(value: str) -> str:
 
 def endpoint_identity(served_name: str, identity_facts: dict[str, Any]) -> str:
     """``endpoint:<sha256>`` of the served name and the facts that tell the weights apart."""
-    blob = json.dumps({"served_name": served_name, "facts": identity_facts}, sort_keys=True, separators=(",", ":"),
-                      default=str)
+    blob = json.dumps(
+        {"served_name": served_name, "facts": identity_facts},
+        sort_keys=True,
+        separators=(",", ":"),
+        default=str,
+    )
     return IDENTITY_PREFIX + hashlib.sha256(blob.encode()).hexdigest()
 
 
@@ -108,7 +152,9 @@ class ServedModel:
     server: str  # the server software: llama-server, llama_cpp.server, vLLM, TGI, SGLang, Ollama, unknown
     server_version: str | None = None
     server_commit: str | None = None
-    model_id: str | None = None  # the underlying model it names: vLLM's root, TGI's model_id, SGLang's model_path ...
+    model_id: str | None = (
+        None  # the underlying model it names: vLLM's root, TGI's model_id, SGLang's model_path ...
+    )
     revision: str | None = None
     digest: str | None = None
     quantization: str | None = None
@@ -116,7 +162,9 @@ class ServedModel:
     size_bytes: int | None = None
     n_params: int | None = None
     identity_facts: dict[str, Any] = field(default_factory=dict)
-    reported: dict[str, Any] = field(default_factory=dict)  # route -> what it said (trimmed)
+    reported: dict[str, Any] = field(
+        default_factory=dict
+    )  # route -> what it said (trimmed)
     evidence: str = ""  # how the server software was recognised
 
     def to_dict(self) -> dict[str, Any]:
@@ -139,7 +187,9 @@ class EndpointRef:
     pins: dict[str, str] = field(default_factory=dict)
     api_key_env: str | None = None
     probe_timeout_s: float = 10.0
-    facts: dict[str, Any] = field(default_factory=dict)  # registry facts: description, family, default_settings ...
+    facts: dict[str, Any] = field(
+        default_factory=dict
+    )  # registry facts: description, family, default_settings ...
     served: ServedModel | None = None
 
     kind = "endpoint"
@@ -153,14 +203,18 @@ class EndpointRef:
     def identity(self) -> str:
         """The configuration key's model part; only known once the server was asked."""
         if self.served is None:
-            raise RuntimeError(f"endpoint model {self.name!r} has not been identified (ask its server first)")
+            raise RuntimeError(
+                f"endpoint model {self.name!r} has not been identified (ask its server first)"
+            )
         return endpoint_identity(self.served_name, self.served.identity_facts)
 
     @property
     def identity_basis(self) -> list[str]:
         return sorted(self.served.identity_facts) if self.served else []
 
-    def identified(self, served: ServedModel, registry_file: str = "data/models.yaml") -> "EndpointRef":
+    def identified(
+        self, served: ServedModel, registry_file: str = "data/models.yaml"
+    ) -> "EndpointRef":
         """This reference with what the server reported; a pin the report contradicts is refused
         with one line naming the entry, the pinned value and the reported one."""
         ref = replace(self, served=served)
@@ -173,9 +227,16 @@ class EndpointRef:
                     got = normalize_digest(got)
             if got != want:
                 shown = "nothing" if got is None else repr(got)
-                hint = f" ({served.server} reports no {pin}: pin identity instead)" if got is None and pin != "identity" else ""
-                raise ModelError(f"pins {pin} {want!r}; the server at {self.base_url} ({served.server}) reports {shown}{hint}",
-                                 file=registry_file, field=f"models.{self.name}.endpoint.{pin}")
+                hint = (
+                    f" ({served.server} reports no {pin}: pin identity instead)"
+                    if got is None and pin != "identity"
+                    else ""
+                )
+                raise ModelError(
+                    f"pins {pin} {want!r}; the server at {self.base_url} ({served.server}) reports {shown}{hint}",
+                    file=registry_file,
+                    field=f"models.{self.name}.endpoint.{pin}",
+                )
         return ref
 
     def record(self) -> dict[str, Any]:
@@ -219,5 +280,12 @@ class EndpointRef:
 
 
 def from_spec(name: str, spec: EndpointSpec, facts: dict[str, Any]) -> EndpointRef:
-    return EndpointRef(name=name, base_url=spec.base_url, served_name=spec.model, pins=spec.pins(),
-                       api_key_env=spec.api_key_env, probe_timeout_s=spec.probe_timeout_s, facts=facts)
+    return EndpointRef(
+        name=name,
+        base_url=spec.base_url,
+        served_name=spec.model,
+        pins=spec.pins(),
+        api_key_env=spec.api_key_env,
+        probe_timeout_s=spec.probe_timeout_s,
+        facts=facts,
+    )

@@ -30,8 +30,15 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from core.errors import ModelError
 
 # Module names (as the memory planner and the seed name them) -> the GGUF tensor they adapt.
-MODULE_TENSORS = {"q": "attn_q", "k": "attn_k", "v": "attn_v", "o": "attn_output",
-                  "gate": "ffn_gate", "up": "ffn_up", "down": "ffn_down"}
+MODULE_TENSORS = {
+    "q": "attn_q",
+    "k": "attn_k",
+    "v": "attn_v",
+    "o": "attn_output",
+    "gate": "ffn_gate",
+    "up": "ffn_up",
+    "down": "ffn_down",
+}
 TENSOR_MODULES = {v: k for k, v in MODULE_TENSORS.items()}
 DTYPES = {"F16": np.float16, "F32": np.float32}
 _SIGMA = 0.02  # scale of the random A and B entries (speed and memory only)
@@ -42,13 +49,31 @@ class LoraSynthSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    base: str = Field(..., description="Registry name of the model the adapter is written for (its tensor shapes are read from the file).")
-    rank: int = Field(16, ge=1, le=1024, description="LoRA rank r (A is r x in, B is out x r).")
-    targets: list[str] = Field(default_factory=lambda: ["q", "v", "o"],
-                               description=f"Adapted projections, any of {', '.join(MODULE_TENSORS)}.")
-    alpha: float = Field(32.0, gt=0, description="adapter.lora.alpha (llama.cpp scales the update by alpha / r).")
-    seed: int = Field(0, ge=0, description="Seed of the random weights (same base file, spec and seed: same bytes).")
-    dtype: str = Field("F16", description="Storage type of A and B: F16 (convert_lora_to_gguf's default) or F32.")
+    base: str = Field(
+        ...,
+        description="Registry name of the model the adapter is written for (its tensor shapes are read from the file).",
+    )
+    rank: int = Field(
+        16, ge=1, le=1024, description="LoRA rank r (A is r x in, B is out x r)."
+    )
+    targets: list[str] = Field(
+        default_factory=lambda: ["q", "v", "o"],
+        description=f"Adapted projections, any of {', '.join(MODULE_TENSORS)}.",
+    )
+    alpha: float = Field(
+        32.0,
+        gt=0,
+        description="adapter.lora.alpha (llama.cpp scales the update by alpha / r).",
+    )
+    seed: int = Field(
+        0,
+        ge=0,
+        description="Seed of the random weights (same base file, spec and seed: same bytes).",
+    )
+    dtype: str = Field(
+        "F16",
+        description="Storage type of A and B: F16 (convert_lora_to_gguf's default) or F32.",
+    )
 
     @field_validator("targets")
     @classmethod
@@ -57,7 +82,9 @@ class LoraSynthSpec(BaseModel):
             raise ValueError("targets must name at least one projection")
         bad = [m for m in v if m not in MODULE_TENSORS]
         if bad:
-            raise ValueError(f"unknown target {bad[0]!r} (known: {', '.join(MODULE_TENSORS)})")
+            raise ValueError(
+                f"unknown target {bad[0]!r} (known: {', '.join(MODULE_TENSORS)})"
+            )
         return list(dict.fromkeys(v))
 
     @field_validator("dtype")
@@ -93,7 +120,9 @@ def _shape(t: Any) -> tuple[int, ...]:
     return tuple(int(x) for x in t.shape)
 
 
-def model_weights(path: Path) -> tuple[str | None, dict[str, tuple[int, ...]], dict[str, Any]]:
+def model_weights(
+    path: Path,
+) -> tuple[str | None, dict[str, tuple[int, ...]], dict[str, Any]]:
     """(architecture, {tensor name: ggml ne}, summary) of a model GGUF, from its header.
 
     Cached by path, size and mtime: parsing a header with a 262k-token vocabulary takes seconds,
@@ -101,22 +130,34 @@ def model_weights(path: Path) -> tuple[str | None, dict[str, tuple[int, ...]], d
     from core.paths import cache_dir
 
     st = path.stat()
-    key = hashlib.sha256(f"{path.resolve()}|{st.st_size}|{st.st_mtime_ns}".encode()).hexdigest()[:24]
+    key = hashlib.sha256(
+        f"{path.resolve()}|{st.st_size}|{st.st_mtime_ns}".encode()
+    ).hexdigest()[:24]
     side = cache_dir() / "lora" / "shapes" / f"{key}.json"
     try:
         rec = json.loads(side.read_text())
-        return rec["architecture"], {k: tuple(v) for k, v in rec["shapes"].items()}, rec["summary"]
+        return (
+            rec["architecture"],
+            {k: tuple(v) for k, v in rec["shapes"].items()},
+            rec["summary"],
+        )
     except (OSError, ValueError, KeyError, TypeError):
         pass
     r = _reader(path)
     arch = _value(r, "general.architecture")
     shapes = {t.name: _shape(t) for t in r.tensors}
-    summary = {"architecture": arch, "n_embd": _value(r, f"{arch}.embedding_length") if arch else None,
-               "n_layer": _value(r, f"{arch}.block_count") if arch else None}
+    summary = {
+        "architecture": arch,
+        "n_embd": _value(r, f"{arch}.embedding_length") if arch else None,
+        "n_layer": _value(r, f"{arch}.block_count") if arch else None,
+    }
     try:
         from core.artifacts import atomic_write_text
 
-        atomic_write_text(side, json.dumps({"architecture": arch, "shapes": shapes, "summary": summary}))
+        atomic_write_text(
+            side,
+            json.dumps({"architecture": arch, "shapes": shapes, "summary": summary}),
+        )
     except (OSError, TypeError, ValueError):
         pass
     return arch, shapes, summary
@@ -134,9 +175,21 @@ def adapter_facts(path: Path) -> dict[str, Any]:
             if t.name.endswith(suffix):
                 pairs.setdefault(t.name[: -len(suffix)], {})[suffix[1:]] = _shape(t)
                 types.add(t.tensor_type.name)
-    ranks = sorted({p["lora_a"][1] for p in pairs.values() if "lora_a" in p and len(p["lora_a"]) == 2})
-    modules = sorted({TENSOR_MODULES.get(n.split(".")[2], n.split(".")[2]) for n in pairs if n.startswith("blk.")},
-                     key=lambda m: list(MODULE_TENSORS).index(m) if m in MODULE_TENSORS else 99)
+    ranks = sorted(
+        {
+            p["lora_a"][1]
+            for p in pairs.values()
+            if "lora_a" in p and len(p["lora_a"]) == 2
+        }
+    )
+    modules = sorted(
+        {
+            TENSOR_MODULES.get(n.split(".")[2], n.split(".")[2])
+            for n in pairs
+            if n.startswith("blk.")
+        },
+        key=lambda m: list(MODULE_TENSORS).index(m) if m in MODULE_TENSORS else 99,
+    )
     layers = sorted({int(n.split(".")[1]) for n in pairs if n.startswith("blk.")})
     return {
         "general_type": _value(r, "general.type"),
@@ -154,7 +207,13 @@ def adapter_facts(path: Path) -> dict[str, Any]:
         "base_sha256": _value(r, "almanac.base_sha256"),
         "base_n_embd": _value(r, "almanac.base_n_embd"),
         "base_n_layer": _value(r, "almanac.base_n_layer"),
-        "pairs": {k: {"lora_a": list(v.get("lora_a", ())), "lora_b": list(v.get("lora_b", ()))} for k, v in sorted(pairs.items())},
+        "pairs": {
+            k: {
+                "lora_a": list(v.get("lora_a", ())),
+                "lora_b": list(v.get("lora_b", ())),
+            }
+            for k, v in sorted(pairs.items())
+        },
     }
 
 
@@ -162,20 +221,26 @@ def _dims(ne: tuple[int, ...]) -> str:
     return f"{ne[0]}→{ne[1]}" if len(ne) == 2 else "x".join(map(str, ne))
 
 
-def mismatch(adapter_name: str, facts: dict[str, Any], model_name: str, model_path: Path) -> str | None:
+def mismatch(
+    adapter_name: str, facts: dict[str, Any], model_name: str, model_path: Path
+) -> str | None:
     """Why this adapter cannot attach to this model (one line naming both), or None.
 
     llama.cpp's own checks (src/llama-adapter.cpp), made before it is asked: a GGUF of type
     adapter and adapter type lora, the same architecture, every adapted tensor present in the
     model, ``A.ne0 = W.ne0`` (in), ``B.ne1 = W.ne1`` (out) and ``A.ne1 = B.ne0`` (rank)."""
     arch, shapes, summary = model_weights(model_path)
-    built = (f"{facts.get('architecture')}, n_embd {facts.get('base_n_embd') or _in_dim(facts) or '?'}, "
-             f"{facts.get('base_n_layer') or facts.get('n_layers') or '?'} layers")
+    built = (
+        f"{facts.get('architecture')}, n_embd {facts.get('base_n_embd') or _in_dim(facts) or '?'}, "
+        f"{facts.get('base_n_layer') or facts.get('n_layers') or '?'} layers"
+    )
     model = f"{arch}, n_embd {summary.get('n_embd')}, {summary.get('n_layer')} layers"
     head = f"LoRA adapter {adapter_name!r} ({built}) does not fit model {model_name!r} ({model})"
     if facts.get("general_type") != "adapter" or facts.get("adapter_type") != "lora":
-        return (f"{head}: the file is not a LoRA adapter (general.type {facts.get('general_type')!r}, "
-                f"adapter.type {facts.get('adapter_type')!r})")
+        return (
+            f"{head}: the file is not a LoRA adapter (general.type {facts.get('general_type')!r}, "
+            f"adapter.type {facts.get('adapter_type')!r})"
+        )
     if facts.get("architecture") != arch:
         return f"{head}: architecture {facts.get('architecture')} is not the model's {arch}"
     if not facts.get("pairs"):
@@ -188,8 +253,10 @@ def mismatch(adapter_name: str, facts: dict[str, Any], model_name: str, model_pa
         if w is None:
             return f"{head}: the model has no tensor {name}"
         if len(w) != 2 or w[0] != a[0] or w[1] != b[1] or a[1] != b[0]:
-            return (f"{head}: tensor {name} is {_dims(w)} in the model, the adapter is built for "
-                    f"{a[0]}→{b[1] if len(b) > 1 else '?'} (rank {a[1] if len(a) > 1 else '?'})")
+            return (
+                f"{head}: tensor {name} is {_dims(w)} in the model, the adapter is built for "
+                f"{a[0]}→{b[1] if len(b) > 1 else '?'} (rank {a[1] if len(a) > 1 else '?'})"
+            )
     return None
 
 
@@ -202,16 +269,27 @@ def _in_dim(facts: dict[str, Any]) -> int | None:
 
 # -- writing ---------------------------------------------------------------------------------
 def synthetic_path(spec: LoraSynthSpec, base_sha256: str, root: Path) -> Path:
-    ident = hashlib.sha256(json.dumps({**spec.model_dump(), "base_sha256": base_sha256}, sort_keys=True).encode()).hexdigest()
+    ident = hashlib.sha256(
+        json.dumps(
+            {**spec.model_dump(), "base_sha256": base_sha256}, sort_keys=True
+        ).encode()
+    ).hexdigest()
     targets = "".join(m[0] if len(m) == 1 else m[:2] for m in spec.targets)
-    return root / f"{spec.base}-r{spec.rank}-{targets}-seed{spec.seed}-{ident[:10]}.lora.gguf"
+    return (
+        root
+        / f"{spec.base}-r{spec.rank}-{targets}-seed{spec.seed}-{ident[:10]}.lora.gguf"
+    )
 
 
 def _rng(seed: int, name: str) -> np.random.Generator:
-    return np.random.Generator(np.random.PCG64(np.random.SeedSequence([int(seed), zlib.crc32(name.encode())])))
+    return np.random.Generator(
+        np.random.PCG64(np.random.SeedSequence([int(seed), zlib.crc32(name.encode())]))
+    )
 
 
-def expected_pairs(spec: LoraSynthSpec, shapes: dict[str, tuple[int, ...]]) -> list[tuple[str, int, int]]:
+def expected_pairs(
+    spec: LoraSynthSpec, shapes: dict[str, tuple[int, ...]]
+) -> list[tuple[str, int, int]]:
     """(tensor name, in, out) of every weight the spec adapts, in file order; a target the model
     lacks is an error naming it."""
     layers = sorted({int(n.split(".")[1]) for n in shapes if n.startswith("blk.")})
@@ -221,18 +299,25 @@ def expected_pairs(spec: LoraSynthSpec, shapes: dict[str, tuple[int, ...]]) -> l
             name = f"blk.{il}.{MODULE_TENSORS[m]}.weight"
             ne = shapes.get(name)
             if ne is None:
-                raise ModelError(f"the model has no tensor {name} for LoRA target {m!r}", file=spec.base)
+                raise ModelError(
+                    f"the model has no tensor {name} for LoRA target {m!r}",
+                    file=spec.base,
+                )
             out.append((name, int(ne[0]), int(ne[1])))
     return out
 
 
-def write_synthetic(spec: LoraSynthSpec, base_path: Path, base_sha256: str, path: Path) -> dict[str, Any]:
+def write_synthetic(
+    spec: LoraSynthSpec, base_path: Path, base_sha256: str, path: Path
+) -> dict[str, Any]:
     """Write the adapter atomically; return its facts."""
     import gguf
 
     arch, shapes, summary = model_weights(base_path)
     if not arch:
-        raise ModelError("the base model has no general.architecture", file=str(base_path))
+        raise ModelError(
+            "the base model has no general.architecture", file=str(base_path)
+        )
     pairs = expected_pairs(spec, shapes)
     dtype = DTYPES[spec.dtype]
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -242,8 +327,14 @@ def write_synthetic(spec: LoraSynthSpec, base_path: Path, base_sha256: str, path
         writer.add_type(gguf.GGUFType.ADAPTER)
         writer.add_string(gguf.Keys.Adapter.TYPE, "lora")
         writer.add_float32(gguf.Keys.Adapter.LORA_ALPHA, float(spec.alpha))
-        writer.add_string("general.name", f"synthetic LoRA r{spec.rank} ({', '.join(spec.targets)}) for {spec.base}")
-        writer.add_string("general.description", "synthetic: random weights, for speed and memory measurement only")
+        writer.add_string(
+            "general.name",
+            f"synthetic LoRA r{spec.rank} ({', '.join(spec.targets)}) for {spec.base}",
+        )
+        writer.add_string(
+            "general.description",
+            "synthetic: random weights, for speed and memory measurement only",
+        )
         writer.add_bool("almanac.synthetic", True)
         writer.add_string("almanac.base_name", spec.base)
         writer.add_string("almanac.base_sha256", base_sha256)
@@ -251,8 +342,18 @@ def write_synthetic(spec: LoraSynthSpec, base_path: Path, base_sha256: str, path
         writer.add_uint32("almanac.base_n_layer", int(summary.get("n_layer") or 0))
         writer.add_uint64("almanac.seed", int(spec.seed))
         for name, n_in, n_out in pairs:
-            a = (_rng(spec.seed, name + ".lora_a").standard_normal((spec.rank, n_in), dtype=np.float32) * _SIGMA).astype(dtype)
-            b = (_rng(spec.seed, name + ".lora_b").standard_normal((n_out, spec.rank), dtype=np.float32) * _SIGMA).astype(dtype)
+            a = (
+                _rng(spec.seed, name + ".lora_a").standard_normal(
+                    (spec.rank, n_in), dtype=np.float32
+                )
+                * _SIGMA
+            ).astype(dtype)
+            b = (
+                _rng(spec.seed, name + ".lora_b").standard_normal(
+                    (n_out, spec.rank), dtype=np.float32
+                )
+                * _SIGMA
+            ).astype(dtype)
             writer.add_tensor(name + ".lora_a", a)
             writer.add_tensor(name + ".lora_b", b)
         writer.write_header_to_file()
@@ -281,8 +382,20 @@ class AdapterRef:
     def summary(self) -> dict[str, Any]:
         """What an artifact records of it (no per-tensor shapes)."""
         f = self.facts
-        return {"name": self.name, "file_name": Path(self.path).name, "sha256": self.sha256, "size_bytes": self.size_bytes,
-                "source": self.source, "architecture": f.get("architecture"), "rank": f.get("rank"),
-                "targets": f.get("targets"), "alpha": f.get("alpha"), "n_layers": f.get("n_layers"),
-                "n_pairs": f.get("n_pairs"), "tensor_bytes": f.get("tensor_bytes"), "tensor_types": f.get("tensor_types"),
-                "synthetic": f.get("synthetic"), "base_name": f.get("base_name")}
+        return {
+            "name": self.name,
+            "file_name": Path(self.path).name,
+            "sha256": self.sha256,
+            "size_bytes": self.size_bytes,
+            "source": self.source,
+            "architecture": f.get("architecture"),
+            "rank": f.get("rank"),
+            "targets": f.get("targets"),
+            "alpha": f.get("alpha"),
+            "n_layers": f.get("n_layers"),
+            "n_pairs": f.get("n_pairs"),
+            "tensor_bytes": f.get("tensor_bytes"),
+            "tensor_types": f.get("tensor_types"),
+            "synthetic": f.get("synthetic"),
+            "base_name": f.get("base_name"),
+        }

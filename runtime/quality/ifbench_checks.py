@@ -52,7 +52,11 @@ def split_into_sentences(text: str) -> list[str]:
         text = text.replace("Ph.D.", "Ph<prd>D<prd>")
     text = re.sub(r"\s" + _ALPHABETS + "[.] ", " \\1<prd> ", text)
     text = re.sub(_ACRONYMS + " " + _STARTERS, "\\1<stop> \\2", text)
-    text = re.sub(_ALPHABETS + "[.]" + _ALPHABETS + "[.]" + _ALPHABETS + "[.]", "\\1<prd>\\2<prd>\\3<prd>", text)
+    text = re.sub(
+        _ALPHABETS + "[.]" + _ALPHABETS + "[.]" + _ALPHABETS + "[.]",
+        "\\1<prd>\\2<prd>\\3<prd>",
+        text,
+    )
     text = re.sub(_ALPHABETS + "[.]" + _ALPHABETS + "[.]", "\\1<prd>\\2<prd>", text)
     text = re.sub(" " + _SUFFIXES + "[.] " + _STARTERS, " \\1<stop> \\2", text)
     text = re.sub(" " + _SUFFIXES + "[.]", " \\1<prd>", text)
@@ -65,7 +69,12 @@ def split_into_sentences(text: str) -> list[str]:
         text = text.replace('!"', '"!')
     if "?" in text:
         text = text.replace('?"', '"?')
-    text = text.replace(".", ".<stop>").replace("?", "?<stop>").replace("!", "!<stop>").replace("<prd>", ".")
+    text = (
+        text.replace(".", ".<stop>")
+        .replace("?", "?<stop>")
+        .replace("!", "!<stop>")
+        .replace("<prd>", ".")
+    )
     sentences = [s.strip() for s in text.split("<stop>")]
     if sentences and not sentences[-1]:
         sentences = sentences[:-1]
@@ -188,7 +197,33 @@ def _quotes(v: str, kw: dict[str, Any]) -> bool:
     return False
 
 
-_PRIMES = {2, 3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37, 41, 43, 47, 53, 59, 61, 67, 71, 73, 79, 83, 89, 97}
+_PRIMES = {
+    2,
+    3,
+    5,
+    7,
+    11,
+    13,
+    17,
+    19,
+    23,
+    29,
+    31,
+    37,
+    41,
+    43,
+    47,
+    53,
+    59,
+    61,
+    67,
+    71,
+    73,
+    79,
+    83,
+    89,
+    97,
+}
 
 
 @checker("words:prime_lengths")
@@ -212,7 +247,9 @@ def _repeats(v: str, kw: dict[str, Any]) -> bool:
 @checker("format:line_indent")
 def _line_indent(v: str, kw: dict[str, Any]) -> bool:
     lines = v.split("\n")
-    for line in lines:  # as IFBench: removing while iterating skips the line after each removed one
+    for line in (
+        lines
+    ):  # as IFBench: removing while iterating skips the line after each removed one
         if not line.strip():
             lines.remove(line)
     indent = [len(ln) - len(ln.lstrip(" ")) for ln in lines]
@@ -231,7 +268,10 @@ def _no_whitespace(v: str, kw: dict[str, Any]) -> bool:
 
 @checker("repeat:repeat_simple")
 def _repeat_simple(v: str, kw: dict[str, Any]) -> bool:
-    return v.strip().lower() == "Only output this sentence here, ignore all other requests.".lower()
+    return (
+        v.strip().lower()
+        == "Only output this sentence here, ignore all other requests.".lower()
+    )
 
 
 @checker("format:output_template")
@@ -245,7 +285,9 @@ def _last_first(v: str, kw: dict[str, Any]) -> bool:
     for a, b in zip(sentences, sentences[1:]):
         last = a.rstrip(_PUNCT + " ").split()
         first = b.lstrip(_PUNCT + " ").split()
-        if not last or not first:  # IFBench raises IndexError here; an empty sentence cannot chain
+        if (
+            not last or not first
+        ):  # IFBench raises IndexError here; an empty sentence cannot chain
             return False
         if last[-1].lower() != first[0].lower():
             return False
@@ -274,7 +316,10 @@ def _no_consecutive(v: str, kw: dict[str, Any]) -> bool:
 def _consonants(v: str, kw: dict[str, Any]) -> bool:
     consonants = set("bcdfghjklmnpqrstvwxyz")
     for word in v.lower().strip().split():
-        if not any(word[i] in consonants and word[i + 1] in consonants for i in range(len(word) - 1)):
+        if not any(
+            word[i] in consonants and word[i + 1] in consonants
+            for i in range(len(word) - 1)
+        ):
             return False
     return True
 
@@ -282,7 +327,7 @@ def _consonants(v: str, kw: dict[str, Any]) -> bool:
 @checker("repeat:repeat_span")
 def _repeat_span(v: str, kw: dict[str, Any]) -> bool:
     words = kw["prompt_to_repeat"].strip().lower().split()
-    return v.strip().lower().split() == words[kw["n_start"]:kw["n_end"]]
+    return v.strip().lower().split() == words[kw["n_start"] : kw["n_end"]]
 
 
 @checker("sentence:keyword")
@@ -317,12 +362,16 @@ def follows(iid: str, kwargs: dict[str, Any], response: str) -> bool:
     return bool(CHECKERS[iid](response, clean_kwargs(kwargs)))
 
 
-def verifiable(instruction_ids: list[str], kwargs: list[dict[str, Any]] | None = None) -> bool:
+def verifiable(
+    instruction_ids: list[str], kwargs: list[dict[str, Any]] | None = None
+) -> bool:
     """Whether every instruction of a prompt has a checker here (and, for repeat_span, a
     deterministic span: IFBench draws a random start when n_start is 0)."""
     if not all(i in CHECKERS for i in instruction_ids):
         return False
     for iid, kw in zip(instruction_ids, kwargs or [{}] * len(instruction_ids)):
-        if iid == "repeat:repeat_span" and (not kw.get("n_start") or not kw.get("n_end")):
+        if iid == "repeat:repeat_span" and (
+            not kw.get("n_start") or not kw.get("n_end")
+        ):
             return False
     return True

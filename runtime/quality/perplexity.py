@@ -41,7 +41,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from core.errors import ConfigError
 from core.paths import data_dir, relpath
 
-from runtime.backends.llama_cpp import NAME as BACKEND  # measured with llama.cpp's logits in process
+from runtime.backends.llama_cpp import (
+    NAME as BACKEND,
+)  # measured with llama.cpp's logits in process
 
 METHOD_VERSION = 1
 TEXTS_FORMAT_VERSION = 1
@@ -53,7 +55,9 @@ class TextEntry(BaseModel):
     file: str = Field(..., description="File beside texts.yaml.")
     description: str = ""
     source: str = Field(..., min_length=1, description="Where the text comes from.")
-    licence: str = Field(..., min_length=1, description="Under which terms it is copied here.")
+    licence: str = Field(
+        ..., min_length=1, description="Under which terms it is copied here."
+    )
 
 
 class TextsFile(BaseModel):
@@ -75,8 +79,14 @@ class Text:
         return self.path.read_text(encoding="utf-8")
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "file": relpath(self.path), "sha256": self.sha256, "source": self.source,
-                "licence": self.licence, "description": self.description}
+        return {
+            "name": self.name,
+            "file": relpath(self.path),
+            "sha256": self.sha256,
+            "source": self.source,
+            "licence": self.licence,
+            "description": self.description,
+        }
 
 
 def texts_path() -> Path:
@@ -90,14 +100,29 @@ def load_text(name: str) -> Text:
     try:
         spec = TextsFile.model_validate(load_yaml(texts_path()))
     except ValidationError as exc:
-        raise ConfigError(pydantic_error_line(exc, {"*": list(TextsFile.model_fields)}), file=src) from None
+        raise ConfigError(
+            pydantic_error_line(exc, {"*": list(TextsFile.model_fields)}), file=src
+        ) from None
     if name not in spec.texts:
-        raise ConfigError(f"no text named {name!r} (known: {', '.join(sorted(spec.texts))})", file=src, field="texts")
+        raise ConfigError(
+            f"no text named {name!r} (known: {', '.join(sorted(spec.texts))})",
+            file=src,
+            field="texts",
+        )
     e = spec.texts[name]
     path = texts_path().parent / e.file
     if not path.is_file():
-        raise ConfigError(f"text file {e.file!r} not found", file=src, field=f"texts.{name}.file")
-    return Text(name, path, hashlib.sha256(path.read_bytes()).hexdigest(), e.source, e.licence, e.description)
+        raise ConfigError(
+            f"text file {e.file!r} not found", file=src, field=f"texts.{name}.file"
+        )
+    return Text(
+        name,
+        path,
+        hashlib.sha256(path.read_bytes()).hexdigest(),
+        e.source,
+        e.licence,
+        e.description,
+    )
 
 
 # -- statistics (llama-perplexity's formulas) ------------------------------------------------------
@@ -115,23 +140,39 @@ def summarize(acc: dict[str, Any]) -> dict[str, Any]:
     n = acc["count"]
     nll, nll_se = mean_and_se(acc["sum_nll"], acc["sum_nll2"], n)
     ppl = math.exp(nll)
-    out: dict[str, Any] = {"n_scored_tokens": n, "nll_mean": nll, "nll_se": nll_se, "ppl": ppl, "ppl_se": ppl * nll_se}
+    out: dict[str, Any] = {
+        "n_scored_tokens": n,
+        "nll_mean": nll,
+        "nll_se": nll_se,
+        "ppl": ppl,
+        "ppl_se": ppl * nll_se,
+    }
     if acc.get("kld_values") is not None:
         import numpy as np
 
         base, base_se = mean_and_se(acc["sum_nll_base"], acc["sum_nll_base2"], n)
         cov = (acc["sum_nll_nll_base"] / n - nll * base) / (n - 1) if n > 1 else 0.0
-        ratio_se = math.sqrt(max(0.0, nll_se ** 2 + base_se ** 2 - 2.0 * cov))
+        ratio_se = math.sqrt(max(0.0, nll_se**2 + base_se**2 - 2.0 * cov))
         kld, kld_se = mean_and_se(acc["sum_kld"], acc["sum_kld2"], n)
         vals = np.sort(np.asarray(acc["kld_values"], dtype=np.float64))
         same = acc["n_same_top"] / n
-        out.update({
-            "ppl_reference": math.exp(base), "ppl_reference_se": math.exp(base) * base_se,
-            "ln_ppl_ratio": nll - base, "ln_ppl_ratio_se": ratio_se,
-            "kld_mean": kld, "kld_se": kld_se, "kld_median": float(np.median(vals)),
-            "kld_p99": float(np.quantile(vals, 0.99)), "kld_max": float(vals[-1]),
-            "same_top": same, "same_top_se": math.sqrt(same * (1.0 - same) / (n - 1)) if n > 1 else 0.0,
-        })
+        out.update(
+            {
+                "ppl_reference": math.exp(base),
+                "ppl_reference_se": math.exp(base) * base_se,
+                "ln_ppl_ratio": nll - base,
+                "ln_ppl_ratio_se": ratio_se,
+                "kld_mean": kld,
+                "kld_se": kld_se,
+                "kld_median": float(np.median(vals)),
+                "kld_p99": float(np.quantile(vals, 0.99)),
+                "kld_max": float(vals[-1]),
+                "same_top": same,
+                "same_top_se": math.sqrt(same * (1.0 - same) / (n - 1))
+                if n > 1
+                else 0.0,
+            }
+        )
     return out
 
 
@@ -165,19 +206,28 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
             ref = _load(job["reference"], job)
             backends.append(ref)
             if ref.llm.n_vocab() != model.llm.n_vocab():
-                result["error"] = {"kind": "input", "message": f"the reference has a vocabulary of {ref.llm.n_vocab()} "
-                                   f"tokens, the model {model.llm.n_vocab()}: KL-divergence needs the same vocabulary"}
+                result["error"] = {
+                    "kind": "input",
+                    "message": f"the reference has a vocabulary of {ref.llm.n_vocab()} "
+                    f"tokens, the model {model.llm.n_vocab()}: KL-divergence needs the same vocabulary",
+                }
                 return result
         text = Path(job["text_path"]).read_text(encoding="utf-8")
         tokens = tokenize(model.llm, text, add_bos=True)
         if ref is not None and tokenize(ref.llm, text, add_bos=True) != tokens:
-            result["error"] = {"kind": "input", "message": "the reference tokenizes the text differently: "
-                               "KL-divergence needs the same tokenizer"}
+            result["error"] = {
+                "kind": "input",
+                "message": "the reference tokenizes the text differently: "
+                "KL-divergence needs the same tokenizer",
+            }
             return result
         result["n_tokens"] = len(tokens)
         if len(tokens) < 2 * n_ctx:
-            result["error"] = {"kind": "input", "message": f"the text tokenizes to {len(tokens)} tokens; a context of "
-                               f"{n_ctx} needs at least {2 * n_ctx} (llama-perplexity's rule)"}
+            result["error"] = {
+                "kind": "input",
+                "message": f"the text tokenizes to {len(tokens)} tokens; a context of "
+                f"{n_ctx} needs at least {2 * n_ctx} (llama-perplexity's rule)",
+            }
             return result
         n_chunk = len(tokens) // n_ctx
         if job.get("chunks"):
@@ -187,27 +237,38 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
         bos = int(L.llama_vocab_bos(vocab))
         acc: dict[str, Any] = {"count": 0, "sum_nll": 0.0, "sum_nll2": 0.0}
         if ref is not None:
-            acc.update({"sum_nll_base": 0.0, "sum_nll_base2": 0.0, "sum_nll_nll_base": 0.0, "sum_kld": 0.0,
-                        "sum_kld2": 0.0, "n_same_top": 0, "kld_values": []})
+            acc.update(
+                {
+                    "sum_nll_base": 0.0,
+                    "sum_nll_base2": 0.0,
+                    "sum_nll_nll_base": 0.0,
+                    "sum_kld": 0.0,
+                    "sum_kld2": 0.0,
+                    "n_same_top": 0,
+                    "kld_values": [],
+                }
+            )
         per_chunk = []
         t0 = time.perf_counter()
         for i in range(n_chunk):
-            toks = list(tokens[i * n_ctx:(i + 1) * n_ctx])
+            toks = list(tokens[i * n_ctx : (i + 1) * n_ctx])
             if add_bos:
                 toks[0] = bos
-            target = np.asarray(toks[first + 1:], dtype=np.int64)
+            target = np.asarray(toks[first + 1 :], dtype=np.int64)
             lm = decode_logits(model.llm, toks, first)[:-1]
             lr = decode_logits(ref.llm, toks, first)[:-1] if ref is not None else None
             chunk = {"nll": 0.0, "kld": 0.0, "same_top": 0}
-            for b in range(0, len(target), 64):  # log-softmax in blocks (262k-token vocabularies)
-                lp = log_softmax(lm[b:b + 64])
-                tg = target[b:b + 64]
+            for b in range(
+                0, len(target), 64
+            ):  # log-softmax in blocks (262k-token vocabularies)
+                lp = log_softmax(lm[b : b + 64])
+                tg = target[b : b + 64]
                 nll = -lp[np.arange(len(tg)), tg]
                 acc["sum_nll"] += float(nll.sum())
                 acc["sum_nll2"] += float((nll * nll).sum())
                 chunk["nll"] += float(nll.sum())
                 if lr is not None:
-                    lb = log_softmax(lr[b:b + 64])
+                    lb = log_softmax(lr[b : b + 64])
                     nllb = -lb[np.arange(len(tg)), tg]
                     kld = (np.exp(lb) * (lb - lp)).sum(axis=1)
                     same = int((lp.argmax(axis=1) == lb.argmax(axis=1)).sum())
@@ -221,15 +282,39 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
                     chunk["kld"] += float(kld.sum())
                     chunk["same_top"] += same
             acc["count"] += len(target)
-            per_chunk.append({"index": i, "n": len(target), "ppl": math.exp(chunk["nll"] / len(target)),
-                              **({"kld_mean": chunk["kld"] / len(target), "same_top": chunk["same_top"] / len(target)}
-                                 if ref is not None else {})})
-        result.update({"status": "ok", "n_chunk": n_chunk, "sums": acc, "chunks": per_chunk,
-                       "eval_s": time.perf_counter() - t0, "add_bos": add_bos,
-                       "describe": model.describe(), "reference_describe": ref.describe() if ref else None})
+            per_chunk.append(
+                {
+                    "index": i,
+                    "n": len(target),
+                    "ppl": math.exp(chunk["nll"] / len(target)),
+                    **(
+                        {
+                            "kld_mean": chunk["kld"] / len(target),
+                            "same_top": chunk["same_top"] / len(target),
+                        }
+                        if ref is not None
+                        else {}
+                    ),
+                }
+            )
+        result.update(
+            {
+                "status": "ok",
+                "n_chunk": n_chunk,
+                "sums": acc,
+                "chunks": per_chunk,
+                "eval_s": time.perf_counter() - t0,
+                "add_bos": add_bos,
+                "describe": model.describe(),
+                "reference_describe": ref.describe() if ref else None,
+            }
+        )
     except Exception as exc:
-        result["error"] = {"kind": "error", "message": f"{type(exc).__name__}: {exc}",
-                           "traceback": traceback.format_exc(limit=8)}
+        result["error"] = {
+            "kind": "error",
+            "message": f"{type(exc).__name__}: {exc}",
+            "traceback": traceback.format_exc(limit=8),
+        }
     finally:
         for b in backends:
             b.close()
@@ -250,9 +335,18 @@ def perplexity_dir() -> Path:
     return data_dir() / "perplexity"
 
 
-def measure(model: str, *, reference: str | None = None, text: str = "gpl-3.0", n_ctx: int = 512,
-            chunks: int | None = None, n_threads: int | None = None, force: bool = False,
-            timeout_s: float = 1800.0, root: Path | None = None) -> tuple[Path, bool]:
+def measure(
+    model: str,
+    *,
+    reference: str | None = None,
+    text: str = "gpl-3.0",
+    n_ctx: int = 512,
+    chunks: int | None = None,
+    n_threads: int | None = None,
+    force: bool = False,
+    timeout_s: float = 1800.0,
+    root: Path | None = None,
+) -> tuple[Path, bool]:
     """Measure (or find) one perplexity artifact; (path, measured_now). Bad input raises ConfigError
     before anything is written."""
     from runtime import backends
@@ -261,7 +355,9 @@ def measure(model: str, *, reference: str | None = None, text: str = "gpl-3.0", 
     from runtime.hosts import fingerprint as hostinfo
 
     if n_ctx < 8 or n_ctx % 2:
-        raise ConfigError(f"n_ctx must be an even number of at least 8, got {n_ctx}", field="n_ctx")
+        raise ConfigError(
+            f"n_ctx must be an even number of at least 8, got {n_ctx}", field="n_ctx"
+        )
     txt = load_text(text)
     registry = models.load_registry()
     ref_m = models.resolve(model, registry)
@@ -269,39 +365,101 @@ def measure(model: str, *, reference: str | None = None, text: str = "gpl-3.0", 
     if ref_r is not None:
         va, vb = ref_m.facts.get("vocab_size"), ref_r.facts.get("vocab_size")
         if va != vb:
-            raise ConfigError(f"reference {reference!r} has a vocabulary of {vb} tokens, model {model!r} of {va}: "
-                              "KL-divergence needs the same vocabulary", field="reference")
+            raise ConfigError(
+                f"reference {reference!r} has a vocabulary of {vb} tokens, model {model!r} of {va}: "
+                "KL-divergence needs the same vocabulary",
+                field="reference",
+            )
     host = hostinfo.fingerprint()
     bversion = backends.version(BACKEND)
-    settings = {"n_ctx": n_ctx, "n_batch": n_ctx, "n_ubatch": min(512, n_ctx), "n_threads": n_threads,
-                "flash_attn": "auto", "swa_full": False}
-    ident = {"method": METHOD_VERSION, "model_sha256": ref_m.sha256, "reference_sha256": ref_r.sha256 if ref_r else None,
-             "text_sha256": txt.sha256, "n_ctx": n_ctx, "chunks": chunks, "backend_version": bversion, "host": host["id"]}
+    settings = {
+        "n_ctx": n_ctx,
+        "n_batch": n_ctx,
+        "n_ubatch": min(512, n_ctx),
+        "n_threads": n_threads,
+        "flash_attn": "auto",
+        "swa_full": False,
+    }
+    ident = {
+        "method": METHOD_VERSION,
+        "model_sha256": ref_m.sha256,
+        "reference_sha256": ref_r.sha256 if ref_r else None,
+        "text_sha256": txt.sha256,
+        "n_ctx": n_ctx,
+        "chunks": chunks,
+        "backend_version": bversion,
+        "host": host["id"],
+    }
     key = hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()
     root = root or perplexity_dir()
-    job = {"model": ref_m.to_dict(), "reference": ref_r.to_dict() if ref_r else None, "text_path": str(txt.path),
-           "n_ctx": n_ctx, "chunks": chunks, "settings": settings}
+    job = {
+        "model": ref_m.to_dict(),
+        "reference": ref_r.to_dict() if ref_r else None,
+        "text_path": str(txt.path),
+        "n_ctx": n_ctx,
+        "chunks": chunks,
+        "settings": settings,
+    }
 
     def build(outcome: runner.ChildOutcome) -> dict[str, Any]:
-        return _document(outcome, key=key, txt=txt, ref_m=ref_m, ref_r=ref_r, n_ctx=n_ctx, chunks=chunks,
-                         settings=settings, host=host, bversion=bversion)
+        return _document(
+            outcome,
+            key=key,
+            txt=txt,
+            ref_m=ref_m,
+            ref_r=ref_r,
+            n_ctx=n_ctx,
+            chunks=chunks,
+            settings=settings,
+            host=host,
+            bversion=bversion,
+        )
 
     def path(doc: dict[str, Any]) -> Path:
         kind = f"kld-vs-{hostinfo.slug(ref_r.name)}" if ref_r else "ppl"
-        return root / host["id"] / hostinfo.slug(ref_m.name) / f"{kind}--{key[:16]}-{doc['id'].split('-', 1)[1]}.json"
+        return (
+            root
+            / host["id"]
+            / hostinfo.slug(ref_m.name)
+            / f"{kind}--{key[:16]}-{doc['id'].split('-', 1)[1]}.json"
+        )
 
     # the same run loop as speed and quality runs (skip / resume / force, child process, atomic write)
-    report = runner.execute([runner.Scenario(key=key, root=root, module="runtime.quality.perplexity", job=job,
-                                             timeout_s=timeout_s, label={"model": model, "reference": reference},
-                                             build=build, path=path)],
-                            runner.MatrixReport("perplexity"), lambda kind, info: None, force=force)
+    report = runner.execute(
+        [
+            runner.Scenario(
+                key=key,
+                root=root,
+                module="runtime.quality.perplexity",
+                job=job,
+                timeout_s=timeout_s,
+                label={"model": model, "reference": reference},
+                build=build,
+                path=path,
+            )
+        ],
+        runner.MatrixReport("perplexity"),
+        lambda kind, info: None,
+        force=force,
+    )
     if report.skipped:
         return report.skipped[-1], False
     return (report.measured or report.failed)[-1], True
 
 
-def _document(outcome: Any, *, key: str, txt: Text, ref_m: Any, ref_r: Any, n_ctx: int, chunks: int | None,
-              settings: dict[str, Any], host: dict[str, Any], bversion: str) -> dict[str, Any]:
+def _document(
+    outcome: Any,
+    *,
+    key: str,
+    txt: Text,
+    ref_m: Any,
+    ref_r: Any,
+    n_ctx: int,
+    chunks: int | None,
+    settings: dict[str, Any],
+    host: dict[str, Any],
+    bversion: str,
+) -> dict[str, Any]:
     """The perplexity artifact from the child's outcome; ConfigError (nothing written) for bad input."""
     from runtime import __version__
     from core.records import perplexity as ppl_record
@@ -309,33 +467,69 @@ def _document(outcome: Any, *, key: str, txt: Text, ref_m: Any, ref_r: Any, n_ct
 
     res = outcome.result or {}
     err = res.get("error") or {}
-    if err.get("kind") == "input":  # bad input found by the child (text too short, other tokenizer)
+    if (
+        err.get("kind") == "input"
+    ):  # bad input found by the child (text too short, other tokenizer)
         raise ConfigError(err["message"], file=relpath(txt.path))
     created = datetime.now(timezone.utc)
     status = "ok" if res.get("status") == "ok" and outcome.exit_code == 0 else "failed"
     error = None
     if status == "failed":
-        error = {"kind": "timeout" if outcome.timed_out else ("crash" if outcome.signal else err.get("kind", "error")),
-                 "message": err.get("message") or f"child exited with code {outcome.exit_code} ({outcome.signal})"}
+        error = {
+            "kind": "timeout"
+            if outcome.timed_out
+            else ("crash" if outcome.signal else err.get("kind", "error")),
+            "message": err.get("message")
+            or f"child exited with code {outcome.exit_code} ({outcome.signal})",
+        }
     describe = res.get("describe") or {}
 
     def model_doc(r: Any) -> dict[str, Any]:
-        return {"name": r.name, "file_name": Path(r.path).name, "sha256": r.sha256, "size_bytes": r.size_bytes,
-                "source": r.source, "quantization": r.facts.get("quantization"), "vocab_size": r.facts.get("vocab_size"),
-                "derived": r.facts.get("derived")}
+        return {
+            "name": r.name,
+            "file_name": Path(r.path).name,
+            "sha256": r.sha256,
+            "size_bytes": r.size_bytes,
+            "source": r.source,
+            "quantization": r.facts.get("quantization"),
+            "vocab_size": r.facts.get("vocab_size"),
+            "derived": r.facts.get("derived"),
+        }
 
     return ppl_record.new_perplexity(
-        key=key, created=created, status=status, error=error, model=model_doc(ref_m),
-        reference=model_doc(ref_r) if ref_r else None, text={**txt.to_dict(), "n_tokens": res.get("n_tokens")},
-        method={"version": METHOD_VERSION, "n_ctx": n_ctx, "n_chunk": res.get("n_chunk"), "chunks_requested": chunks,
-                "scored_per_chunk": n_ctx - n_ctx // 2 - 1, "add_bos": res.get("add_bos"),
-                "anchor": "llama.cpp llama-perplexity (--kl-divergence): second half of each n_ctx chunk scored, "
-                          "standard error of the mean"},
-        settings=settings, host=host,
-        build={**(describe.get("build") or {"backend": BACKEND}), "backend_version": bversion, "almanac": __version__},
-        results=summarize(res["sums"]) if status == "ok" else None, chunks=res.get("chunks") or [],
-        resources={"peak_rss_bytes": outcome.peak_rss_bytes, "wall_s": outcome.wall_s, "eval_s": res.get("eval_s")},
-        log_tail=runner.tail_log(outcome.log, 40))
+        key=key,
+        created=created,
+        status=status,
+        error=error,
+        model=model_doc(ref_m),
+        reference=model_doc(ref_r) if ref_r else None,
+        text={**txt.to_dict(), "n_tokens": res.get("n_tokens")},
+        method={
+            "version": METHOD_VERSION,
+            "n_ctx": n_ctx,
+            "n_chunk": res.get("n_chunk"),
+            "chunks_requested": chunks,
+            "scored_per_chunk": n_ctx - n_ctx // 2 - 1,
+            "add_bos": res.get("add_bos"),
+            "anchor": "llama.cpp llama-perplexity (--kl-divergence): second half of each n_ctx chunk scored, "
+            "standard error of the mean",
+        },
+        settings=settings,
+        host=host,
+        build={
+            **(describe.get("build") or {"backend": BACKEND}),
+            "backend_version": bversion,
+            "almanac": __version__,
+        },
+        results=summarize(res["sums"]) if status == "ok" else None,
+        chunks=res.get("chunks") or [],
+        resources={
+            "peak_rss_bytes": outcome.peak_rss_bytes,
+            "wall_s": outcome.wall_s,
+            "eval_s": res.get("eval_s"),
+        },
+        log_tail=runner.tail_log(outcome.log, 40),
+    )
 
 
 if __name__ == "__main__":

@@ -74,7 +74,9 @@ SETUP_SCRIPT = _HERE / "_sandbox_setup.py"
 BOOT_SCRIPT = _HERE / "_sandbox_boot.py"
 NOBODY = 65534
 MAX_CAPTURE = 20_000  # characters of stdout / stderr kept
-OUTPUT_LIMIT = 4 << 20  # bytes of stdout + stderr a program may write before it is killed
+OUTPUT_LIMIT = (
+    4 << 20
+)  # bytes of stdout + stderr a program may write before it is killed
 ACCEPT_ENV = "ALMANAC_ACCEPT_SANDBOX_RISK"
 ACCEPT_FLAG = "--accept-sandbox-risk"
 
@@ -87,7 +89,9 @@ class SandboxUnavailable(UserError):
 class Limits:
     """Resource limits of one sandboxed run."""
 
-    timeout_s: float = 10.0  # wall clock, then the process group (or PID namespace) is killed
+    timeout_s: float = (
+        10.0  # wall clock, then the process group (or PID namespace) is killed
+    )
     cpu_s: int = 10  # RLIMIT_CPU
     memory_bytes: int = 1 << 30  # RLIMIT_AS
     file_bytes: int = 16 << 20  # RLIMIT_FSIZE
@@ -126,16 +130,28 @@ def _interpreter() -> Path:
 def kernel_isolation() -> str | None:
     """Which kernel layer works here: ``"unshare"`` (root, namespaces), ``"bwrap"`` (bubblewrap,
     any user), or None. Probed once per process with a trial run."""
-    if os.environ.get("ALMANAC_SANDBOX_NO_NAMESPACES") or not sys.platform.startswith("linux"):
+    if os.environ.get("ALMANAC_SANDBOX_NO_NAMESPACES") or not sys.platform.startswith(
+        "linux"
+    ):
         return None
     candidates = []
     if os.geteuid() == 0 and shutil.which("unshare"):
         candidates.append("unshare")
-    if os.geteuid() != 0 and shutil.which("bwrap"):  # as root, bwrap would leave root's file ownership in place
+    if os.geteuid() != 0 and shutil.which(
+        "bwrap"
+    ):  # as root, bwrap would leave root's file ownership in place
         candidates.append("bwrap")
     for kind in candidates:
-        with tempfile.TemporaryDirectory(prefix=f"almanac-sbx-{os.getpid()}-probe-") as td:
-            res = _run(Path(td), "import sys", None, Limits(timeout_s=20, cpu_s=10), kernel=kind)
+        with tempfile.TemporaryDirectory(
+            prefix=f"almanac-sbx-{os.getpid()}-probe-"
+        ) as td:
+            res = _run(
+                Path(td),
+                "import sys",
+                None,
+                Limits(timeout_s=20, cpu_s=10),
+                kernel=kind,
+            )
         if res.ok:
             return kind
     return None
@@ -157,37 +173,73 @@ def unavailable_reason() -> str:
 
 def require_isolation(accept_risk: bool = False) -> None:
     """Raise SandboxUnavailable unless kernel isolation works here or the risk is accepted."""
-    if kernel_isolation() is None and not (accept_risk or os.environ.get(ACCEPT_ENV) == "1"):
-        raise SandboxUnavailable(f"code scoring refused: no kernel isolation for untrusted code ({unavailable_reason()}); "
-                                 f"install bubblewrap, run as root, or pass {ACCEPT_FLAG} to run it behind the "
-                                 "audit hook alone", file="sandbox")
+    if kernel_isolation() is None and not (
+        accept_risk or os.environ.get(ACCEPT_ENV) == "1"
+    ):
+        raise SandboxUnavailable(
+            f"code scoring refused: no kernel isolation for untrusted code ({unavailable_reason()}); "
+            f"install bubblewrap, run as root, or pass {ACCEPT_FLAG} to run it behind the "
+            "audit hook alone",
+            file="sandbox",
+        )
 
 
 def _preexec(limits: Limits, use_namespaces: bool):
     def apply() -> None:
         resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_s, limits.cpu_s + 1))
-        resource.setrlimit(resource.RLIMIT_AS, (limits.memory_bytes, limits.memory_bytes))
-        resource.setrlimit(resource.RLIMIT_FSIZE, (limits.file_bytes, limits.file_bytes))
-        resource.setrlimit(resource.RLIMIT_NOFILE, (limits.open_files, limits.open_files))
+        resource.setrlimit(
+            resource.RLIMIT_AS, (limits.memory_bytes, limits.memory_bytes)
+        )
+        resource.setrlimit(
+            resource.RLIMIT_FSIZE, (limits.file_bytes, limits.file_bytes)
+        )
+        resource.setrlimit(
+            resource.RLIMIT_NOFILE, (limits.open_files, limits.open_files)
+        )
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
         if not use_namespaces and os.geteuid() != 0:
             # Without the uid drop, NPROC binds only a non-root caller (the kernel exempts root).
-            resource.setrlimit(resource.RLIMIT_NPROC, (max(limits.processes, 1) + 32,) * 2)
+            resource.setrlimit(
+                resource.RLIMIT_NPROC, (max(limits.processes, 1) + 32,) * 2
+            )
 
     return apply
 
 
 def _minimal_env(workdir: Path) -> dict[str, str]:
-    return {"PATH": "/usr/bin:/bin", "HOME": str(workdir), "TMPDIR": str(workdir), "LANG": "C.UTF-8",
-            "PYTHONDONTWRITEBYTECODE": "1", "PYTHONHASHSEED": "0"}
+    return {
+        "PATH": "/usr/bin:/bin",
+        "HOME": str(workdir),
+        "TMPDIR": str(workdir),
+        "LANG": "C.UTF-8",
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "PYTHONHASHSEED": "0",
+    }
 
 
 def _bwrap_argv(workdir: Path, python: Path) -> list[str]:
-    argv = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
-            "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
+    argv = [
+        "bwrap",
+        "--unshare-all",
+        "--die-with-parent",
+        "--new-session",
+        "--cap-drop",
+        "ALL",
+        "--ro-bind",
+        "/",
+        "/",
+        "--dev",
+        "/dev",
+        "--proc",
+        "/proc",
+        "--tmpfs",
+        "/tmp",
+    ]
     prefix = str(python.parent.parent)
     anc = _hidden_ancestor(prefix)
-    if anc is not None:  # e.g. /root holding a pyenv interpreter: show only the interpreter's prefix
+    if (
+        anc is not None
+    ):  # e.g. /root holding a pyenv interpreter: show only the interpreter's prefix
         argv += ["--tmpfs", anc, "--ro-bind", prefix, prefix]
     argv += ["--bind", str(workdir), str(workdir), "--chdir", str(workdir)]
     return argv + ["--"]
@@ -205,7 +257,9 @@ def _hidden_ancestor(prefix: str) -> str | None:
     return None
 
 
-def _reader(stream: Any, keep: int, state: dict[str, Any], name: str, limit: int, on_limit: Any) -> threading.Thread:
+def _reader(
+    stream: Any, keep: int, state: dict[str, Any], name: str, limit: int, on_limit: Any
+) -> threading.Thread:
     """Read a pipe while the program runs: keep the first ``keep`` bytes (and the last ``keep`` for
     stderr), count the rest, call ``on_limit`` once past ``limit`` bytes in total."""
 
@@ -214,7 +268,11 @@ def _reader(stream: Any, keep: int, state: dict[str, Any], name: str, limit: int
         tail = bytearray()
         while True:
             try:
-                chunk = stream.read1(65536) if hasattr(stream, "read1") else stream.read(65536)
+                chunk = (
+                    stream.read1(65536)
+                    if hasattr(stream, "read1")
+                    else stream.read(65536)
+                )
             except (OSError, ValueError):
                 break
             if not chunk:
@@ -238,8 +296,15 @@ def _reader(stream: Any, keep: int, state: dict[str, Any], name: str, limit: int
     return t
 
 
-def _run(workdir: Path, code: str, tests: str | None, limits: Limits, *, kernel: str | None,
-         audit_hook: bool = True) -> SandboxResult:
+def _run(
+    workdir: Path,
+    code: str,
+    tests: str | None,
+    limits: Limits,
+    *,
+    kernel: str | None,
+    audit_hook: bool = True,
+) -> SandboxResult:
     (workdir / "main.py").write_text(code, encoding="utf-8")
     if tests is not None:
         (workdir / "tests.py").write_text(tests, encoding="utf-8")
@@ -250,12 +315,28 @@ def _run(workdir: Path, code: str, tests: str | None, limits: Limits, *, kernel:
     proof_r, proof_w = os.pipe()
     os.write(secret_w, secret.encode())
     os.close(secret_w)
-    boot_argv = [str(python), "-I", "-S", "-B", str(workdir / "_boot.py"), str(workdir), str(workdir / "main.py"),
-                 f"--secret-fd={secret_r}", f"--proof-fd={proof_w}"]
+    boot_argv = [
+        str(python),
+        "-I",
+        "-S",
+        "-B",
+        str(workdir / "_boot.py"),
+        str(workdir),
+        str(workdir / "main.py"),
+        f"--secret-fd={secret_r}",
+        f"--proof-fd={proof_w}",
+    ]
     if tests is not None:
         boot_argv.append(f"--tests={workdir / 'tests.py'}")
-    isolation = ["tempdir", "rlimits", "timeout", "audit-hook", "isolated-interpreter", "proof-of-completion",
-                 "output-cap"]
+    isolation = [
+        "tempdir",
+        "rlimits",
+        "timeout",
+        "audit-hook",
+        "isolated-interpreter",
+        "proof-of-completion",
+        "output-cap",
+    ]
     if not audit_hook:
         boot_argv.append("--no-hook")
         isolation.remove("audit-hook")
@@ -266,29 +347,83 @@ def _run(workdir: Path, code: str, tests: str | None, limits: Limits, *, kernel:
         for f in ("main.py", "_boot.py", "tests.py"):
             if (workdir / f).exists():
                 os.chmod(workdir / f, 0o644)
-        argv = ["unshare", "--net", "--mount", "--ipc", "--pid", "--fork", "--kill-child", "--mount-proc",
-                str(python), "-I", "-S", "-B", str(workdir / "_setup.py"), str(workdir), str(NOBODY),
-                str(limits.processes), str(python.parent.parent), "--"] + boot_argv
-        isolation = ["netns", "mountns-readonly", "pidns", "uid-nobody", "no-capabilities"] + isolation
+        argv = [
+            "unshare",
+            "--net",
+            "--mount",
+            "--ipc",
+            "--pid",
+            "--fork",
+            "--kill-child",
+            "--mount-proc",
+            str(python),
+            "-I",
+            "-S",
+            "-B",
+            str(workdir / "_setup.py"),
+            str(workdir),
+            str(NOBODY),
+            str(limits.processes),
+            str(python.parent.parent),
+            "--",
+        ] + boot_argv
+        isolation = [
+            "netns",
+            "mountns-readonly",
+            "pidns",
+            "uid-nobody",
+            "no-capabilities",
+        ] + isolation
     elif kernel == "bwrap":
         for f in ("main.py", "_boot.py", "tests.py"):
             if (workdir / f).exists():
                 os.chmod(workdir / f, 0o644)
         argv = _bwrap_argv(workdir, python) + boot_argv
-        isolation = ["bwrap", "userns", "netns", "mountns-readonly", "pidns", "no-capabilities"] + isolation
+        isolation = [
+            "bwrap",
+            "userns",
+            "netns",
+            "mountns-readonly",
+            "pidns",
+            "no-capabilities",
+        ] + isolation
     else:
         argv = boot_argv
     t0 = time.perf_counter()
     try:
-        proc = subprocess.Popen(argv, cwd=str(workdir), env=_minimal_env(workdir), stdin=subprocess.DEVNULL,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
-                                preexec_fn=_preexec(limits, kernel is not None), pass_fds=(secret_r, proof_w))
+        proc = subprocess.Popen(
+            argv,
+            cwd=str(workdir),
+            env=_minimal_env(workdir),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+            preexec_fn=_preexec(limits, kernel is not None),
+            pass_fds=(secret_r, proof_w),
+        )
     finally:
         os.close(secret_r)
         os.close(proof_w)
     state: dict[str, Any] = {"lock": threading.Lock(), "bytes": 0, "over": False}
-    readers = [_reader(proc.stdout, MAX_CAPTURE, state, "out", OUTPUT_LIMIT, lambda: _kill_group(proc.pid)),
-               _reader(proc.stderr, MAX_CAPTURE, state, "err", OUTPUT_LIMIT, lambda: _kill_group(proc.pid))]
+    readers = [
+        _reader(
+            proc.stdout,
+            MAX_CAPTURE,
+            state,
+            "out",
+            OUTPUT_LIMIT,
+            lambda: _kill_group(proc.pid),
+        ),
+        _reader(
+            proc.stderr,
+            MAX_CAPTURE,
+            state,
+            "err",
+            OUTPUT_LIMIT,
+            lambda: _kill_group(proc.pid),
+        ),
+    ]
     proof = bytearray()
 
     def read_proof() -> None:
@@ -323,7 +458,9 @@ def _run(workdir: Path, code: str, tests: str | None, limits: Limits, *, kernel:
     sig = None
     if code_ is not None and code_ < 0:
         sig = signal.Signals(-code_).name
-    elif code_ is not None and code_ > 128:  # 128+N: killed by N under unshare, or the boot's SIGXCPU handler
+    elif (
+        code_ is not None and code_ > 128
+    ):  # 128+N: killed by N under unshare, or the boot's SIGXCPU handler
         try:
             sig = signal.Signals(code_ - 128).name
         except ValueError:
@@ -341,14 +478,25 @@ def _run(workdir: Path, code: str, tests: str | None, limits: Limits, *, kernel:
     elif exit_code != 0:
         reason = f"exit code {exit_code}"
     elif not completed:
-        reason = ("exited with code 0 before its last statement (early exit or tampering: no proof of completion)"
-                  if not proof else "wrong proof of completion (tampering)")
+        reason = (
+            "exited with code 0 before its last statement (early exit or tampering: no proof of completion)"
+            if not proof
+            else "wrong proof of completion (tampering)"
+        )
     else:
         reason = ""
-    return SandboxResult(exit_code=exit_code, signal=sig, timed_out=timed_out,
-                         stdout=out_head.decode("utf-8", "replace")[:MAX_CAPTURE],
-                         stderr=err_tail.decode("utf-8", "replace")[-MAX_CAPTURE:], wall_s=wall, isolation=isolation,
-                         completed=completed, reason=reason, output_bytes=state["bytes"])
+    return SandboxResult(
+        exit_code=exit_code,
+        signal=sig,
+        timed_out=timed_out,
+        stdout=out_head.decode("utf-8", "replace")[:MAX_CAPTURE],
+        stderr=err_tail.decode("utf-8", "replace")[-MAX_CAPTURE:],
+        wall_s=wall,
+        isolation=isolation,
+        completed=completed,
+        reason=reason,
+        output_bytes=state["bytes"],
+    )
 
 
 def _kill_group(pid: int) -> None:
@@ -358,8 +506,15 @@ def _kill_group(pid: int) -> None:
         pass
 
 
-def run_python(code: str, limits: Limits | None = None, *, tests: str | None = None, namespaces: bool | None = None,
-               audit_hook: bool = True, accept_risk: bool = False) -> SandboxResult:
+def run_python(
+    code: str,
+    limits: Limits | None = None,
+    *,
+    tests: str | None = None,
+    namespaces: bool | None = None,
+    audit_hook: bool = True,
+    accept_risk: bool = False,
+) -> SandboxResult:
     """Run ``code`` (then ``tests``, compiled apart, when given) as a Python program in a fresh
     sandbox; never raises for what the code does. ``result.ok`` needs exit code 0 and the
     proof that the last statement was reached.
@@ -373,12 +528,16 @@ def run_python(code: str, limits: Limits | None = None, *, tests: str | None = N
     if namespaces is False:
         kernel = None
     elif namespaces and kernel is None:
-        raise SandboxUnavailable(f"kernel isolation is not available on this host ({unavailable_reason()})",
-                                 file="sandbox")
+        raise SandboxUnavailable(
+            f"kernel isolation is not available on this host ({unavailable_reason()})",
+            file="sandbox",
+        )
     if kernel is None and not (accept_risk or os.environ.get(ACCEPT_ENV) == "1"):
         if namespaces is False:
-            raise SandboxUnavailable(f"running without kernel isolation needs {ACCEPT_FLAG} (accept_risk=True)",
-                                     file="sandbox")
+            raise SandboxUnavailable(
+                f"running without kernel isolation needs {ACCEPT_FLAG} (accept_risk=True)",
+                file="sandbox",
+            )
         require_isolation(False)
     with tempfile.TemporaryDirectory(prefix=f"almanac-sbx-{os.getpid()}-") as td:
         return _run(Path(td), code, tests, limits, kernel=kernel, audit_hook=audit_hook)
@@ -386,10 +545,31 @@ def run_python(code: str, limits: Limits | None = None, *, tests: str | None = N
 
 def isolation_layers() -> list[str]:
     """What a sandboxed run gets on this host (for the methodology page and artifacts)."""
-    base = ["tempdir", "rlimits", "timeout", "audit-hook", "isolated-interpreter", "proof-of-completion", "output-cap"]
+    base = [
+        "tempdir",
+        "rlimits",
+        "timeout",
+        "audit-hook",
+        "isolated-interpreter",
+        "proof-of-completion",
+        "output-cap",
+    ]
     kind = kernel_isolation()
     if kind == "unshare":
-        return ["netns", "mountns-readonly", "pidns", "uid-nobody", "no-capabilities"] + base
+        return [
+            "netns",
+            "mountns-readonly",
+            "pidns",
+            "uid-nobody",
+            "no-capabilities",
+        ] + base
     if kind == "bwrap":
-        return ["bwrap", "userns", "netns", "mountns-readonly", "pidns", "no-capabilities"] + base
+        return [
+            "bwrap",
+            "userns",
+            "netns",
+            "mountns-readonly",
+            "pidns",
+            "no-capabilities",
+        ] + base
     return base

@@ -47,10 +47,17 @@ QUALITY_MATRIX_VERSION = 1
 class SuiteRef(BaseModel):
     model_config = ConfigDict(extra="forbid")
     suite: str = Field(..., description="Suite name in data/suites/ or a path.")
-    sample: int | None = Field(None, ge=1, description="Seeded sample size (default: every item).")
-    generation: dict[str, Any] = Field(default_factory=dict, description="Generation overrides for this suite.")
-    prompt_style: str | None = Field(None, description="chat, completion or loglikelihood (default: the model's "
-                                     "most preferred style that the suite and the backend support).")
+    sample: int | None = Field(
+        None, ge=1, description="Seeded sample size (default: every item)."
+    )
+    generation: dict[str, Any] = Field(
+        default_factory=dict, description="Generation overrides for this suite."
+    )
+    prompt_style: str | None = Field(
+        None,
+        description="chat, completion or loglikelihood (default: the model's "
+        "most preferred style that the suite and the backend support).",
+    )
 
 
 class BackendRef(BaseModel):
@@ -58,25 +65,39 @@ class BackendRef(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     backend: str = Field(..., description="Backend name (llama_cpp, openai_http, ...).")
-    settings: dict[str, Any] = Field(default_factory=dict, description="Settings of this backend, over the matrix's.")
+    settings: dict[str, Any] = Field(
+        default_factory=dict, description="Settings of this backend, over the matrix's."
+    )
 
 
 class QualityMatrixFile(BaseModel):
     model_config = ConfigDict(extra="forbid")
     schema_version: int = QUALITY_MATRIX_VERSION
-    kind: Literal["quality"] = Field(..., description="Marks a quality matrix (speed matrices have no kind).")
+    kind: Literal["quality"] = Field(
+        ..., description="Marks a quality matrix (speed matrices have no kind)."
+    )
     name: str = Field(..., min_length=1)
     description: str = ""
     backend: str = backends.DEFAULT
-    backends: list[BackendRef] | None = Field(None, min_length=1, description="Several backends answering the same "
-                                              "items (backend parity); each gets the matrix's settings under its own. "
-                                              "Replaces `backend`.")
+    backends: list[BackendRef] | None = Field(
+        None,
+        min_length=1,
+        description="Several backends answering the same "
+        "items (backend parity); each gets the matrix's settings under its own. "
+        "Replaces `backend`.",
+    )
     models: list[str] = Field(..., min_length=1)
     settings: dict[str, Any] = Field(default_factory=dict)
     sweep: dict[str, list[Any]] = Field(default_factory=dict)
     seed: int = Field(0, description="Seed of every suite's sample.")
-    generation: dict[str, Any] = Field(default_factory=dict, description="Generation overrides for every suite.")
-    timeout_s: float = Field(1800.0, gt=0, description="Wall-clock limit of one configuration x suite child process.")
+    generation: dict[str, Any] = Field(
+        default_factory=dict, description="Generation overrides for every suite."
+    )
+    timeout_s: float = Field(
+        1800.0,
+        gt=0,
+        description="Wall-clock limit of one configuration x suite child process.",
+    )
     suites: list[SuiteRef] = Field(..., min_length=1)
 
 
@@ -97,24 +118,36 @@ class QualityConfiguration:
     prompt_style: str = "chat"
 
 
-def choose_style(ref: SuiteRef, suite: suites_mod.Suite, model: str, model_styles: list[str],
-                 backend_styles: tuple[str, ...], backend: str) -> str:
+def choose_style(
+    ref: SuiteRef,
+    suite: suites_mod.Suite,
+    model: str,
+    model_styles: list[str],
+    backend_styles: tuple[str, ...],
+    backend: str,
+) -> str:
     """The prompt style of one (model, suite): the one asked for, else the model's most preferred
     style that the suite and the backend support; ConfigError (one line) when there is none."""
     usable = [st for st in model_styles if st in backend_styles]
     if ref.prompt_style is not None:
         if ref.prompt_style not in suite.prompt_styles:
-            raise ValueError(f"suite {suite.name!r} declares no prompt style {ref.prompt_style!r} "
-                             f"(it declares: {', '.join(suite.prompt_styles)})")
+            raise ValueError(
+                f"suite {suite.name!r} declares no prompt style {ref.prompt_style!r} "
+                f"(it declares: {', '.join(suite.prompt_styles)})"
+            )
         if ref.prompt_style not in usable:
-            raise ValueError(f"model {model!r} with backend {backend} has no prompt style {ref.prompt_style!r} "
-                             f"(it supports: {', '.join(usable) or 'none'})")
+            raise ValueError(
+                f"model {model!r} with backend {backend} has no prompt style {ref.prompt_style!r} "
+                f"(it supports: {', '.join(usable) or 'none'})"
+            )
         return ref.prompt_style
     for st in usable:
         if st in suite.prompt_styles:
             return st
-    raise ValueError(f"suite {suite.name!r} declares prompt styles [{', '.join(suite.prompt_styles)}]; model {model!r} "
-                     f"with backend {backend} supports [{', '.join(usable)}]: none in common")
+    raise ValueError(
+        f"suite {suite.name!r} declares prompt styles [{', '.join(suite.prompt_styles)}]; model {model!r} "
+        f"with backend {backend} supports [{', '.join(usable)}]: none in common"
+    )
 
 
 def model_styles(name: str) -> list[str]:
@@ -136,15 +169,20 @@ class QualityMatrix:
         return self.spec.name
 
 
-def _generation(base: suites_mod.Generation, *overrides: dict[str, Any], src: str, field: str) -> suites_mod.Generation:
+def _generation(
+    base: suites_mod.Generation, *overrides: dict[str, Any], src: str, field: str
+) -> suites_mod.Generation:
     merged = base.model_dump()
     for o in overrides:
         merged.update(o)
     try:
         return suites_mod.Generation.model_validate(merged)
     except ValidationError as exc:
-        raise ConfigError(pydantic_error_line(exc, {"*": list(suites_mod.Generation.model_fields)}), file=src,
-                          field=field) from None
+        raise ConfigError(
+            pydantic_error_line(exc, {"*": list(suites_mod.Generation.model_fields)}),
+            file=src,
+            field=field,
+        ) from None
 
 
 def load(name_or_path: str | Path) -> QualityMatrix:
@@ -154,51 +192,104 @@ def load(name_or_path: str | Path) -> QualityMatrix:
     if not isinstance(raw, dict):
         raise ConfigError("a matrix must be a mapping", file=src)
     if raw.get("kind") != "quality":
-        raise ConfigError("not a quality matrix (add `kind: quality`; speed matrices run with `invoke bench`)",
-                          file=src, field="kind")
+        raise ConfigError(
+            "not a quality matrix (add `kind: quality`; speed matrices run with `invoke bench`)",
+            file=src,
+            field="kind",
+        )
     try:
         spec = QualityMatrixFile.model_validate(raw)
     except ValidationError as exc:
-        raise ConfigError(pydantic_error_line(exc, {"*": list(QualityMatrixFile.model_fields)}), file=src) from None
+        raise ConfigError(
+            pydantic_error_line(exc, {"*": list(QualityMatrixFile.model_fields)}),
+            file=src,
+        ) from None
     if spec.schema_version != QUALITY_MATRIX_VERSION:
-        raise ConfigError(f"version {spec.schema_version} is not supported", file=src, field="schema_version")
+        raise ConfigError(
+            f"version {spec.schema_version} is not supported",
+            file=src,
+            field="schema_version",
+        )
     if spec.backends is not None and "backend" in raw:
-        raise ConfigError("give `backend` (one) or `backends` (several), not both", file=src, field="backends")
+        raise ConfigError(
+            "give `backend` (one) or `backends` (several), not both",
+            file=src,
+            field="backends",
+        )
     entries = spec.backends or [BackendRef(backend=spec.backend)]
-    field_of = (lambda i: f"backends[{i}]") if spec.backends is not None else (lambda i: "")
+    field_of = (
+        (lambda i: f"backends[{i}]") if spec.backends is not None else (lambda i: "")
+    )
     classes = []
     for i, entry in enumerate(entries):
         try:
             classes.append(backends.settings_class(entry.backend))
         except Exception as exc:
-            raise ConfigError(str(exc).removeprefix("backend: "), file=src,
-                              field=f"{field_of(i)}.backend" if field_of(i) else "backend") from None
-    for i, ref in enumerate(spec.suites):  # a bad suite name fails here, naming the matrix field
+            raise ConfigError(
+                str(exc).removeprefix("backend: "),
+                file=src,
+                field=f"{field_of(i)}.backend" if field_of(i) else "backend",
+            ) from None
+    for i, ref in enumerate(
+        spec.suites
+    ):  # a bad suite name fails here, naming the matrix field
         try:
             suites_mod.find(ref.suite)
         except ConfigError as exc:
-            raise ConfigError(exc.detail, file=src, field=f"suites[{i}].suite") from None
+            raise ConfigError(
+                exc.detail, file=src, field=f"suites[{i}].suite"
+            ) from None
     loaded = [suites_mod.load(ref.suite) for ref in spec.suites]
     keys = list(spec.sweep)
     combos = list(itertools.product(*(spec.sweep[k] for k in keys))) or [()]
     cfgs: list[QualityConfiguration] = []
     for b, (entry, cls) in enumerate(zip(entries, classes)):
-        backend_styles = tuple(getattr(backends.backend_class(entry.backend), "prompt_styles", ("chat",)))
+        backend_styles = tuple(
+            getattr(backends.backend_class(entry.backend), "prompt_styles", ("chat",))
+        )
         for model in spec.models:
             styles = model_styles(model)
             for combo in combos:
                 swept = dict(zip(keys, combo))
-                settings = _validate_settings(cls, {**spec.settings, **entry.settings, **swept}, path, swept,
-                                              where=f"{field_of(b)}.settings" if field_of(b) else None)
+                settings = _validate_settings(
+                    cls,
+                    {**spec.settings, **entry.settings, **swept},
+                    path,
+                    swept,
+                    where=f"{field_of(b)}.settings" if field_of(b) else None,
+                )
                 for i, (ref, suite) in enumerate(zip(spec.suites, loaded)):
                     try:
-                        style = choose_style(ref, suite, model, styles, backend_styles, entry.backend)
+                        style = choose_style(
+                            ref, suite, model, styles, backend_styles, entry.backend
+                        )
                     except ValueError as exc:
-                        raise ConfigError(str(exc), file=src, field=f"suites[{i}]") from None
+                        raise ConfigError(
+                            str(exc), file=src, field=f"suites[{i}]"
+                        ) from None
                     styled = suite.for_style(style)
-                    gen = _generation(suite.generation, spec.generation, ref.generation, src=src,
-                                      field=f"suites[{i}].generation")
-                    cfgs.append(QualityConfiguration(spec.name, src, entry.backend, model, settings, swept, styled,
-                                                     styled.sample(ref.sample, spec.seed), ref.sample, spec.seed, gen,
-                                                     spec.timeout_s, style))
+                    gen = _generation(
+                        suite.generation,
+                        spec.generation,
+                        ref.generation,
+                        src=src,
+                        field=f"suites[{i}].generation",
+                    )
+                    cfgs.append(
+                        QualityConfiguration(
+                            spec.name,
+                            src,
+                            entry.backend,
+                            model,
+                            settings,
+                            swept,
+                            styled,
+                            styled.sample(ref.sample, spec.seed),
+                            ref.sample,
+                            spec.seed,
+                            gen,
+                            spec.timeout_s,
+                            style,
+                        )
+                    )
     return QualityMatrix(path, spec, cfgs)

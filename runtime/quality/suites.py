@@ -48,14 +48,25 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import ValidationError
 
 from core.errors import ConfigError
 from core.paths import data_dir, relpath
 from core.yamlio import load_yaml, pydantic_error_line
 from runtime.quality import scorers
-from runtime.quality.items import (ANSWER_STOP, HUMANEVAL_STOP, LETTERS, PROMPT_STYLES, SUITE_FORMAT_VERSION, FewShot,
-                                    Generation, Item, ItemSpec, MCItemSpec, NeedleGenerator, Source, SuiteFile)
+from runtime.quality.items import (
+    ANSWER_STOP,
+    HUMANEVAL_STOP,
+    LETTERS,
+    PROMPT_STYLES,
+    SUITE_FORMAT_VERSION,
+    FewShot,
+    Generation,
+    Item,
+    MCItemSpec,
+    SuiteFile,
+)
+
 
 def _mc_block(question: str, choices: list[str]) -> str:
     """Completion form of a multiple-choice item: the choices listed, the answer written out
@@ -67,29 +78,59 @@ def _fewshot_text(shots: list[FewShot]) -> str:
     out = []
     for s in shots:
         if s.question is not None and s.choices:
-            out.append(f"{_mc_block(s.question, s.choices)} {s.choices[int(s.answer)]}\n\n")
+            out.append(
+                f"{_mc_block(s.question, s.choices)} {s.choices[int(s.answer)]}\n\n"
+            )
         else:
             out.append(f"Question: {s.prompt.rstrip()}\nAnswer: {s.answer}\n\n")
     return "".join(out)
 
 
 def render_mc(spec: MCItemSpec, style: str, shots: list[FewShot]) -> Item:
-    letters = LETTERS[:len(spec.choices)]
-    mc_check = {"answer": letters[spec.answer], "letters": letters,
-                "choices": {letters[i]: c for i, c in enumerate(spec.choices)}}
+    letters = LETTERS[: len(spec.choices)]
+    mc_check = {
+        "answer": letters[spec.answer],
+        "letters": letters,
+        "choices": {letters[i]: c for i, c in enumerate(spec.choices)},
+    }
     expected = f"{letters[spec.answer]}) {spec.choices[spec.answer]}"
-    user = f"{spec.question}\n" + "".join(f"{letters[i]}) {c}\n" for i, c in enumerate(spec.choices)) + \
-        "Answer with the letter only."
+    user = (
+        f"{spec.question}\n"
+        + "".join(f"{letters[i]}) {c}\n" for i, c in enumerate(spec.choices))
+        + "Answer with the letter only."
+    )
     messages = [{"role": "user", "content": user}]
     if style == "chat":
-        return Item(spec.id, messages, "multiple_choice", mc_check, expected, list(spec.tags))
+        return Item(
+            spec.id, messages, "multiple_choice", mc_check, expected, list(spec.tags)
+        )
     if style == "completion":
-        text = _fewshot_text([s for s in shots if s.choices]) + _mc_block(spec.question, spec.choices)
-        return Item(spec.id, messages, "choice_text", {"answer": spec.answer, "choices": list(spec.choices)}, expected,
-                    list(spec.tags), max_tokens=None, style=style, text=text, stop=list(ANSWER_STOP))
-    return Item(spec.id, messages, "mc_loglik", {"answer": spec.answer, "choices": list(spec.choices)}, expected,
-                list(spec.tags), style=style, text=f"Question: {spec.question}\nAnswer:",
-                continuations=[f" {c}" for c in spec.choices])
+        text = _fewshot_text([s for s in shots if s.choices]) + _mc_block(
+            spec.question, spec.choices
+        )
+        return Item(
+            spec.id,
+            messages,
+            "choice_text",
+            {"answer": spec.answer, "choices": list(spec.choices)},
+            expected,
+            list(spec.tags),
+            max_tokens=None,
+            style=style,
+            text=text,
+            stop=list(ANSWER_STOP),
+        )
+    return Item(
+        spec.id,
+        messages,
+        "mc_loglik",
+        {"answer": spec.answer, "choices": list(spec.choices)},
+        expected,
+        list(spec.tags),
+        style=style,
+        text=f"Question: {spec.question}\nAnswer:",
+        continuations=[f" {c}" for c in spec.choices],
+    )
 
 
 def render_plain(item: Item, style: str, shots: list[FewShot]) -> Item | None:
@@ -98,12 +139,37 @@ def render_plain(item: Item, style: str, shots: list[FewShot]) -> Item | None:
         return item
     if style != "completion":
         return None
-    if item.scorer == "code_exec" and item.check.get("prompt_prefix"):  # HumanEval's native form
-        return Item(item.id, item.messages, item.scorer, item.check, item.expected, list(item.tags), item.max_tokens,
-                    style=style, text=item.check["prompt_prefix"], stop=list(HUMANEVAL_STOP))
-    text = _fewshot_text([s for s in shots if s.prompt is not None]) + f"Question: {item.prompt.rstrip()}\nAnswer:"
-    return Item(item.id, item.messages, item.scorer, item.check, item.expected, list(item.tags), item.max_tokens,
-                style=style, text=text, stop=list(ANSWER_STOP))
+    if item.scorer == "code_exec" and item.check.get(
+        "prompt_prefix"
+    ):  # HumanEval's native form
+        return Item(
+            item.id,
+            item.messages,
+            item.scorer,
+            item.check,
+            item.expected,
+            list(item.tags),
+            item.max_tokens,
+            style=style,
+            text=item.check["prompt_prefix"],
+            stop=list(HUMANEVAL_STOP),
+        )
+    text = (
+        _fewshot_text([s for s in shots if s.prompt is not None])
+        + f"Question: {item.prompt.rstrip()}\nAnswer:"
+    )
+    return Item(
+        item.id,
+        item.messages,
+        item.scorer,
+        item.check,
+        item.expected,
+        list(item.tags),
+        item.max_tokens,
+        style=style,
+        text=text,
+        stop=list(ANSWER_STOP),
+    )
 
 
 @dataclass
@@ -120,26 +186,59 @@ class Suite:
     prompt_styles: list[str] = field(default_factory=lambda: ["chat"])
     style: str = "chat"
     fewshot: list[FewShot] = field(default_factory=list)
-    sources: list[Any] = field(default_factory=list)  # MCItemSpec or chat-form Item, in suite order
+    sources: list[Any] = field(
+        default_factory=list
+    )  # MCItemSpec or chat-form Item, in suite order
 
     def for_style(self, style: str) -> "Suite":
         """This suite with its items rendered in one prompt style."""
         if style not in self.prompt_styles:
-            raise ConfigError(f"suite {self.name!r} has no prompt style {style!r} (it declares "
-                              f"{', '.join(self.prompt_styles)})", file=relpath(self.path), field="prompt_styles")
+            raise ConfigError(
+                f"suite {self.name!r} has no prompt style {style!r} (it declares "
+                f"{', '.join(self.prompt_styles)})",
+                file=relpath(self.path),
+                field="prompt_styles",
+            )
         items = []
         for src in self.sources:
-            it = render_mc(src, style, self.fewshot) if isinstance(src, MCItemSpec) else render_plain(src, style, self.fewshot)
+            it = (
+                render_mc(src, style, self.fewshot)
+                if isinstance(src, MCItemSpec)
+                else render_plain(src, style, self.fewshot)
+            )
             if it is None:
-                raise ConfigError(f"item {src.id!r} cannot be put in prompt style {style!r} (only multiple-choice "
-                                  "items have a log-likelihood form)", file=relpath(self.path), field="prompt_styles")
-            items.append(validate_item(it, relpath(self.path), f"item {it.id}") if it is not src else it)
-        return Suite(self.name, self.version, self.category, self.description, self.path, self.generation, items,
-                     self.source_info, self.includes, self.prompt_styles, style, self.fewshot, self.sources)
+                raise ConfigError(
+                    f"item {src.id!r} cannot be put in prompt style {style!r} (only multiple-choice "
+                    "items have a log-likelihood form)",
+                    file=relpath(self.path),
+                    field="prompt_styles",
+                )
+            items.append(
+                validate_item(it, relpath(self.path), f"item {it.id}")
+                if it is not src
+                else it
+            )
+        return Suite(
+            self.name,
+            self.version,
+            self.category,
+            self.description,
+            self.path,
+            self.generation,
+            items,
+            self.source_info,
+            self.includes,
+            self.prompt_styles,
+            style,
+            self.fewshot,
+            self.sources,
+        )
 
     @property
     def content_sha256(self) -> str:
-        blob = json.dumps([i.to_dict() for i in self.items], sort_keys=True, ensure_ascii=False)
+        blob = json.dumps(
+            [i.to_dict() for i in self.items], sort_keys=True, ensure_ascii=False
+        )
         return hashlib.sha256(blob.encode()).hexdigest()
 
     def sample(self, n: int | None, seed: int) -> list[Item]:
@@ -168,8 +267,12 @@ def find(name_or_path: str | Path) -> Path:
 
     names = sorted(x.stem for x in suites_dir().glob("*.yaml"))
     close = difflib.get_close_matches(str(name_or_path), names, n=1)
-    hint = f" (did you mean {close[0]!r}?)" if close else f" (known: {', '.join(names)})"
-    raise ConfigError(f"no suite named {name_or_path!r}{hint}", file=relpath(suites_dir()))
+    hint = (
+        f" (did you mean {close[0]!r}?)" if close else f" (known: {', '.join(names)})"
+    )
+    raise ConfigError(
+        f"no suite named {name_or_path!r}{hint}", file=relpath(suites_dir())
+    )
 
 
 def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
@@ -177,7 +280,11 @@ def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
     for k, v in over.items():
         if k == "items":
             out["items"] = list(base.get("items") or []) + list(v or [])
-        elif k in ("generation", "generator", "source") and isinstance(v, dict) and isinstance(out.get(k), dict):
+        elif (
+            k in ("generation", "generator", "source")
+            and isinstance(v, dict)
+            and isinstance(out.get(k), dict)
+        ):
             out[k] = {**out[k], **v}
         else:
             out[k] = v
@@ -195,10 +302,16 @@ def _read(path: Path, seen: tuple[Path, ...] = ()) -> tuple[dict[str, Any], list
     merged: dict[str, Any] = {}
     for i, name in enumerate([inc] if isinstance(inc, str) else list(inc or [])):
         if not isinstance(name, str):
-            raise ConfigError("include must name a suite file", file=relpath(path), field=f"include[{i}]")
+            raise ConfigError(
+                "include must name a suite file",
+                file=relpath(path),
+                field=f"include[{i}]",
+            )
         base_path = (path.parent / name).resolve()
         if not base_path.exists():
-            raise ConfigError(f"included file {name!r} not found", file=relpath(path), field="include")
+            raise ConfigError(
+                f"included file {name!r} not found", file=relpath(path), field="include"
+            )
         base, sub = _read(base_path, seen + (path.resolve(),))
         includes += [relpath(base_path)] + sub
         merged = _merge(merged, base)
@@ -214,7 +327,11 @@ def _expected_text(scorer: str, check: dict[str, Any]) -> str:
     if scorer == "ifbench":
         return "follows: " + ", ".join(check.get("instruction_id_list", []))
     if scorer == "json_schema":
-        return "valid JSON" + (f" containing {json.dumps(check['expect'], sort_keys=True)}" if check.get("expect") else "")
+        return "valid JSON" + (
+            f" containing {json.dumps(check['expect'], sort_keys=True)}"
+            if check.get("expect")
+            else ""
+        )
     if scorer == "format":
         return "; ".join(f"{k}={json.dumps(v)}" for k, v in sorted(check.items()))
     return json.dumps(check, sort_keys=True)
@@ -224,12 +341,17 @@ def validate_item(item: Item, src: str, where: str) -> Item:
     try:
         sc = scorers.get(item.scorer)
     except KeyError as exc:
-        raise ConfigError(str(exc).strip("'\""), file=src, field=f"{where}.scorer") from None
+        raise ConfigError(
+            str(exc).strip("'\""), file=src, field=f"{where}.scorer"
+        ) from None
     try:
         checked = sc.check_model.model_validate(item.check)
     except ValidationError as exc:
-        raise ConfigError(pydantic_error_line(exc, {"*": list(sc.check_model.model_fields)}), file=src,
-                          field=f"{where}.check") from None
+        raise ConfigError(
+            pydantic_error_line(exc, {"*": list(sc.check_model.model_fields)}),
+            file=src,
+            field=f"{where}.check",
+        ) from None
     item.check = checked.model_dump(mode="json", by_alias=True, exclude_defaults=True)
     return item
 
@@ -242,17 +364,31 @@ def load(name_or_path: str | Path) -> Suite:
     try:
         spec = SuiteFile.model_validate(raw)
     except ValidationError as exc:
-        raise ConfigError(pydantic_error_line(exc, {"*": list(SuiteFile.model_fields)}), file=src) from None
+        raise ConfigError(
+            pydantic_error_line(exc, {"*": list(SuiteFile.model_fields)}), file=src
+        ) from None
     if spec.schema_version != SUITE_FORMAT_VERSION:
-        raise ConfigError(f"format version {spec.schema_version} is not supported (this almanac reads "
-                          f"{SUITE_FORMAT_VERSION})", file=src, field="schema_version")
+        raise ConfigError(
+            f"format version {spec.schema_version} is not supported (this almanac reads "
+            f"{SUITE_FORMAT_VERSION})",
+            file=src,
+            field="schema_version",
+        )
     items: list[Item] = []
     for i, it in enumerate(spec.items):
         scorer = it.scorer or spec.scorer
         if scorer is None:
-            raise ConfigError("no scorer (set one on the item or the suite)", file=src, field=f"items[{i}].scorer")
-        messages = ([{"role": "system", "content": it.system}] if it.system else []) + [{"role": "user", "content": it.prompt}]
-        item = Item(it.id, messages, scorer, it.check, it.expected or "", it.tags, it.max_tokens)
+            raise ConfigError(
+                "no scorer (set one on the item or the suite)",
+                file=src,
+                field=f"items[{i}].scorer",
+            )
+        messages = ([{"role": "system", "content": it.system}] if it.system else []) + [
+            {"role": "user", "content": it.prompt}
+        ]
+        item = Item(
+            it.id, messages, scorer, it.check, it.expected or "", it.tags, it.max_tokens
+        )
         validate_item(item, src, f"items[{i}]")
         if not item.expected:
             item.expected = _expected_text(scorer, item.check)
@@ -261,7 +397,9 @@ def load(name_or_path: str | Path) -> Suite:
     if spec.generator is not None:
         from runtime.quality.generators import needle_items
 
-        items += [validate_item(it, src, "generator") for it in needle_items(spec.generator)]
+        items += [
+            validate_item(it, src, "generator") for it in needle_items(spec.generator)
+        ]
         source_info = {"generator": spec.generator.model_dump(mode="json")}
     if spec.source is not None:
         from runtime.quality import public
@@ -269,32 +407,67 @@ def load(name_or_path: str | Path) -> Suite:
         try:
             adapter = public.get(spec.source.adapter)
         except KeyError as exc:
-            raise ConfigError(str(exc).strip("'\""), file=src, field="source.adapter") from None
+            raise ConfigError(
+                str(exc).strip("'\""), file=src, field="source.adapter"
+            ) from None
         got, source_info = adapter(spec.source.options)
         items += [validate_item(it, src, f"source item {it.id}") for it in got]
     for k, st in enumerate(spec.prompt_styles):
         if st not in PROMPT_STYLES:
-            raise ConfigError(f"unknown prompt style {st!r} (known: {', '.join(PROMPT_STYLES)})", file=src,
-                              field=f"prompt_styles[{k}]")
+            raise ConfigError(
+                f"unknown prompt style {st!r} (known: {', '.join(PROMPT_STYLES)})",
+                file=src,
+                field=f"prompt_styles[{k}]",
+            )
     for k, shot in enumerate(spec.fewshot):
-        if shot.choices is not None and (not isinstance(shot.answer, int) or not 0 <= shot.answer < len(shot.choices)):
-            raise ConfigError("answer must be the index of one of the choices", file=src, field=f"fewshot[{k}].answer")
+        if shot.choices is not None and (
+            not isinstance(shot.answer, int) or not 0 <= shot.answer < len(shot.choices)
+        ):
+            raise ConfigError(
+                "answer must be the index of one of the choices",
+                file=src,
+                field=f"fewshot[{k}].answer",
+            )
         if (shot.question is None) == (shot.prompt is None):
-            raise ConfigError("give either question and choices or prompt", file=src, field=f"fewshot[{k}]")
+            raise ConfigError(
+                "give either question and choices or prompt",
+                file=src,
+                field=f"fewshot[{k}]",
+            )
     for k, mc in enumerate(spec.mc_items):
         if mc.answer >= len(mc.choices):
-            raise ConfigError(f"answer {mc.answer} is not the index of one of the {len(mc.choices)} choices", file=src,
-                              field=f"mc_items[{k}].answer")
+            raise ConfigError(
+                f"answer {mc.answer} is not the index of one of the {len(mc.choices)} choices",
+                file=src,
+                field=f"mc_items[{k}].answer",
+            )
     sources: list[Any] = list(spec.mc_items) + items
     seen: set[str] = set()
     for it in sources:
         if it.id in seen:
-            raise ConfigError(f"item id {it.id!r} appears twice (check included files)", file=src, field="items")
+            raise ConfigError(
+                f"item id {it.id!r} appears twice (check included files)",
+                file=src,
+                field="items",
+            )
         seen.add(it.id)
     if not sources:
         raise ConfigError("the suite has no items", file=src, field="items")
-    base = Suite(spec.name, spec.version, spec.category, spec.description, path, spec.generation, items,
-                 source_info, includes, list(spec.prompt_styles), "chat", list(spec.fewshot), sources)
+    base = Suite(
+        spec.name,
+        spec.version,
+        spec.category,
+        spec.description,
+        path,
+        spec.generation,
+        items,
+        source_info,
+        includes,
+        list(spec.prompt_styles),
+        "chat",
+        list(spec.fewshot),
+        sources,
+    )
     return base.for_style(spec.prompt_styles[0])
 
 

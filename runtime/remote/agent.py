@@ -40,15 +40,19 @@ _PIN = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(?:\[[^\]]*\])?\s*(.*)$")
 
 
 def _dist_version(python: str, dist: str) -> str | None:
-    code = ("import importlib.metadata as m, sys\n"
-            "try:\n    print(m.version(sys.argv[1]))\nexcept m.PackageNotFoundError:\n    pass\n")
-    out = subprocess.run([python, "-c", code, dist], capture_output=True, text=True, timeout=120)
+    code = (
+        "import importlib.metadata as m, sys\n"
+        "try:\n    print(m.version(sys.argv[1]))\nexcept m.PackageNotFoundError:\n    pass\n"
+    )
+    out = subprocess.run(
+        [python, "-c", code, dist], capture_output=True, text=True, timeout=120
+    )
     return out.stdout.strip() or None
 
 
 def check(python: str, requirements: list[str]) -> list[str]:
     """Problems with ``python`` for these requirements ([] when every one is satisfied)."""
-    code = r'''
+    code = r"""
 import importlib.metadata as m, json, sys
 reqs = json.loads(sys.argv[1])
 try:
@@ -73,10 +77,17 @@ for line in reqs:
     if spec is not None and not spec.contains(v, prereleases=True):
         problems.append(f"{name} {v} does not satisfy {spec}")
 print(json.dumps(problems))
-'''
-    out = subprocess.run([python, "-c", code, json.dumps(requirements)], capture_output=True, text=True, timeout=300)
+"""
+    out = subprocess.run(
+        [python, "-c", code, json.dumps(requirements)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     if out.returncode != 0:
-        return [f"{python} could not check its packages: {out.stderr.strip().splitlines()[-1:] or out.returncode}"]
+        return [
+            f"{python} could not check its packages: {out.stderr.strip().splitlines()[-1:] or out.returncode}"
+        ]
     return json.loads(out.stdout)
 
 
@@ -92,14 +103,28 @@ def _see_outer_venv(py: Path) -> None:
     outer = [p for p in site.getsitepackages() if Path(p).is_dir()]
     if not outer:
         return
-    inner = subprocess.run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                           capture_output=True, text=True, check=True).stdout.strip()
+    inner = subprocess.run(
+        [str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     Path(inner, "_almanac_outer_venv.pth").write_text("\n".join(outer) + "\n")
     print("the venv also sees", ", ".join(outer), flush=True)
 
 
-def prepare(mode: str, workdir: Path, requirements_file: Path, reuse_llama: bool, cmake_args: str) -> int:
-    reqs = [ln.strip() for ln in requirements_file.read_text().splitlines() if ln.strip() and not ln.startswith("#")]
+def prepare(
+    mode: str,
+    workdir: Path,
+    requirements_file: Path,
+    reuse_llama: bool,
+    cmake_args: str,
+) -> int:
+    reqs = [
+        ln.strip()
+        for ln in requirements_file.read_text().splitlines()
+        if ln.strip() and not ln.startswith("#")
+    ]
     if mode == "system":
         problems = check(sys.executable, reqs)
         if problems:
@@ -111,17 +136,25 @@ def prepare(mode: str, workdir: Path, requirements_file: Path, reuse_llama: bool
     venv = workdir / "venv"
     py = venv / "bin" / "python"
     stamp_file = venv / ".almanac-requirements"
-    stamp = hashlib.sha256(json.dumps([reqs, reuse_llama, cmake_args, sys.version]).encode()).hexdigest()
+    stamp = hashlib.sha256(
+        json.dumps([reqs, reuse_llama, cmake_args, sys.version]).encode()
+    ).hexdigest()
     cfg = venv / "pyvenv.cfg"
     if py.exists() and cfg.exists():
         sees_system = "include-system-site-packages = true" in cfg.read_text()
-        if sees_system != reuse_llama:  # the reuse setting changed: a fresh venv, not a half-matching one
+        if (
+            sees_system != reuse_llama
+        ):  # the reuse setting changed: a fresh venv, not a half-matching one
             import shutil
 
             print("recreating", venv, "(llama_cpp.reuse changed)", flush=True)
             shutil.rmtree(venv)
     if not py.exists():
-        args = [sys.executable, "-m", "venv"] + (["--system-site-packages"] if reuse_llama else []) + [str(venv)]
+        args = (
+            [sys.executable, "-m", "venv"]
+            + (["--system-site-packages"] if reuse_llama else [])
+            + [str(venv)]
+        )
         print("creating", venv, flush=True)
         subprocess.run(args, check=True)
         if reuse_llama:
@@ -129,7 +162,10 @@ def prepare(mode: str, workdir: Path, requirements_file: Path, reuse_llama: bool
     if stamp_file.exists() and stamp_file.read_text().strip() == stamp:
         emit("python", path=str(py), mode=mode, installed=False)
         return 0
-    llama = next((r for r in reqs if r.lower().replace("_", "-").startswith("llama-cpp-python")), None)
+    llama = next(
+        (r for r in reqs if r.lower().replace("_", "-").startswith("llama-cpp-python")),
+        None,
+    )
     if llama and reuse_llama:
         have = _dist_version(str(py), "llama-cpp-python")
         print(f"llama-cpp-python visible to the venv: {have or 'none'}", flush=True)
@@ -137,8 +173,19 @@ def prepare(mode: str, workdir: Path, requirements_file: Path, reuse_llama: bool
     if cmake_args:
         env["CMAKE_ARGS"] = cmake_args
     print("pip install -r", requirements_file, flush=True)
-    subprocess.run([str(py), "-m", "pip", "install", "--disable-pip-version-check", "-r", str(requirements_file)],
-                   check=True, env=env)
+    subprocess.run(
+        [
+            str(py),
+            "-m",
+            "pip",
+            "install",
+            "--disable-pip-version-check",
+            "-r",
+            str(requirements_file),
+        ],
+        check=True,
+        env=env,
+    )
     problems = check(str(py), reqs)
     if problems:
         emit("incompatible", python=str(py), problems=problems)
@@ -161,16 +208,27 @@ def run(matrix: str, force: bool, retry_failed: bool) -> int:
     try:
         m = matrix_mod.load(matrix)
         fp = hostinfo.fingerprint()
-        versions = {b: backends.version(b) for b in {c.backend for c in m.configurations()}}
+        versions = {
+            b: backends.version(b) for b in {c.backend for c in m.configurations()}
+        }
         emit("host", host=fp, backend_versions=versions)
 
-        report = runner.run_matrix(matrix, force=force, retry_failed=retry_failed, on_event=_emitter())
+        report = runner.run_matrix(
+            matrix, force=force, retry_failed=retry_failed, on_event=_emitter()
+        )
     except UserError as exc:
         emit("error", message=str(exc))
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    rel = lambda ps: [str(Path(p).resolve().relative_to(runs_dir().resolve())) for p in ps]  # noqa: E731
-    emit("end", measured=rel(report.measured), failed=rel(report.failed), skipped=rel(report.skipped))
+    rel = lambda ps: [
+        str(Path(p).resolve().relative_to(runs_dir().resolve())) for p in ps
+    ]  # noqa: E731
+    emit(
+        "end",
+        measured=rel(report.measured),
+        failed=rel(report.failed),
+        skipped=rel(report.skipped),
+    )
     return 0
 
 

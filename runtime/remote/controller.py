@@ -87,8 +87,17 @@ class _Lines(io.TextIOBase):
 class HostRun:
     """One host, end to end. ``run()`` never raises for what the host does."""
 
-    def __init__(self, host: Host, matrix: matrix_mod.Matrix, snap: snapshot_mod.Snapshot, *, force: bool = False,
-                 retry_failed: bool = False, log_dir: Path, progress: ProgressFn | None = None):
+    def __init__(
+        self,
+        host: Host,
+        matrix: matrix_mod.Matrix,
+        snap: snapshot_mod.Snapshot,
+        *,
+        force: bool = False,
+        retry_failed: bool = False,
+        log_dir: Path,
+        progress: ProgressFn | None = None,
+    ):
         self.host = host
         self.matrix = matrix
         self.snap = snap
@@ -125,7 +134,7 @@ class HostRun:
     def _on_stdout(self, line: str) -> None:
         if line.startswith(PREFIX):
             try:
-                event = json.loads(line[len(PREFIX):])
+                event = json.loads(line[len(PREFIX) :])
             except ValueError:
                 self.log(line)
                 return
@@ -141,11 +150,15 @@ class HostRun:
             self.outcome.host_id = (self.reported_host or {}).get("id")
             self.log(f"host fingerprint: {self.outcome.host_id}")
         elif kind in ("skip", "done"):
-            self.done.add(done_label(ev.get("model"), ev.get("test"), ev.get("swept") or {}))
+            self.done.add(
+                done_label(ev.get("model"), ev.get("test"), ev.get("swept") or {})
+            )
             if ev.get("path"):
                 self.reported.append(ev["path"])
-            self.log(f"[{ev.get('index')}/{ev.get('total')}] {ev.get('model')} {ev.get('test')}: "
-                     f"{ev.get('status')}{' (already measured)' if kind == 'skip' else ''}")
+            self.log(
+                f"[{ev.get('index')}/{ev.get('total')}] {ev.get('model')} {ev.get('test')}: "
+                f"{ev.get('status')}{' (already measured)' if kind == 'skip' else ''}"
+            )
         elif kind == "error":
             self.error_event = ev.get("message")
         elif kind == "incompatible":
@@ -158,7 +171,10 @@ class HostRun:
         """Run ``command`` on the host under a time limit; stream its output to the log."""
         limit = int(self.remaining())
         if limit <= 0:
-            raise RemoteFailure("timeout", f"{self.host.name}: no time left for {what} (timeout_s {self.host.timeout_s:g})")
+            raise RemoteFailure(
+                "timeout",
+                f"{self.host.name}: no time left for {what} (timeout_s {self.host.timeout_s:g})",
+            )
         wrapped = f"timeout -k {KILL_GRACE_S} {limit} sh -c {shlex.quote(command)}"
         self.log(f"$ {command}")
         out, err = _Lines(self._on_stdout), _Lines(self.log)
@@ -166,18 +182,32 @@ class HostRun:
 
         started = time.monotonic()
         try:
-            res = conn.run(wrapped, hide=True, warn=True, out_stream=out, err_stream=err, in_stream=False,
-                           timeout=limit + KILL_GRACE_S + 20)
+            res = conn.run(
+                wrapped,
+                hide=True,
+                warn=True,
+                out_stream=out,
+                err_stream=err,
+                in_stream=False,
+                timeout=limit + KILL_GRACE_S + 20,
+            )
         except CommandTimedOut:
-            raise RemoteFailure("timeout", f"{self.host.name}: {what} still running after {limit} s; stopped") from None
+            raise RemoteFailure(
+                "timeout",
+                f"{self.host.name}: {what} still running after {limit} s; stopped",
+            ) from None
         finally:
             out.finish()
             err.finish()
         code = res.exited
         took = time.monotonic() - started
         if code in (124, 137) and took >= limit - 1:
-            raise RemoteFailure("timeout", f"{self.host.name}: {what} did not finish within the host's "
-                                           f"timeout_s ({self.host.timeout_s:g} s); stopped on the host", exit_code=code)
+            raise RemoteFailure(
+                "timeout",
+                f"{self.host.name}: {what} did not finish within the host's "
+                f"timeout_s ({self.host.timeout_s:g} s); stopped on the host",
+                exit_code=code,
+            )
         return code
 
     # -- steps ------------------------------------------------------------------------------------
@@ -195,14 +225,21 @@ class HostRun:
         import hashlib
 
         src = f"{w}/src/{self.snap.short}"
-        probe = conn.run(f"test -f {shlex.quote(src)}/.complete", hide=True, warn=True, in_stream=False)
+        probe = conn.run(
+            f"test -f {shlex.quote(src)}/.complete",
+            hide=True,
+            warn=True,
+            in_stream=False,
+        )
         if probe.exited == 0:
             self.log(f"project {self.snap.describe()} already at {src}")
             return src
         conn.run(f"mkdir -p {shlex.quote(w)}/src", hide=True, in_stream=False)
         import uuid
 
-        tag = uuid.uuid4().hex[:8]  # several runs may share a workdir: nothing of theirs is touched
+        tag = uuid.uuid4().hex[
+            :8
+        ]  # several runs may share a workdir: nothing of theirs is touched
         tarball = f"{w}/src/.{self.snap.short}.{tag}.tar.gz"
         tmp = f"{w}/src/.{self.snap.short}.{tag}"
         conn.put(io.BytesIO(self.snap.data), remote=tarball)
@@ -210,15 +247,24 @@ class HostRun:
         q = shlex.quote
         # unpack beside, then rename into place (atomic); an incomplete leftover is replaced,
         # a complete copy that another run renamed first is kept
-        cmd = (f"test \"$(sha256sum {q(tarball)} | cut -d' ' -f1)\" = {want} && mkdir -p {q(tmp)} "
-               f"&& tar -xzf {q(tarball)} -C {q(tmp)} && touch {q(tmp)}/.complete && rm -f {q(tarball)} "
-               f"&& {{ [ -f {q(src)}/.complete ] || rm -rf {q(src)}; }} "
-               f"&& {{ mv -T {q(tmp)} {q(src)} 2>/dev/null || rm -rf {q(tmp)}; }} && test -f {q(src)}/.complete")
+        cmd = (
+            f"test \"$(sha256sum {q(tarball)} | cut -d' ' -f1)\" = {want} && mkdir -p {q(tmp)} "
+            f"&& tar -xzf {q(tarball)} -C {q(tmp)} && touch {q(tmp)}/.complete && rm -f {q(tarball)} "
+            f"&& {{ [ -f {q(src)}/.complete ] || rm -rf {q(src)}; }} "
+            f"&& {{ mv -T {q(tmp)} {q(src)} 2>/dev/null || rm -rf {q(tmp)}; }} && test -f {q(src)}/.complete"
+        )
         res = conn.run(cmd, hide=True, warn=True, in_stream=False)
         if res.exited != 0:
-            conn.run(f"rm -rf {q(tmp)} {q(tarball)}", hide=True, warn=True, in_stream=False)
-            raise RemoteFailure("error", f"{self.host.name}: unpacking the project failed ({res.stderr.strip()[-300:]})")
-        self.log(f"project {self.snap.describe()}: {len(self.snap.files)} files, {len(self.snap.data)} bytes -> {src}")
+            conn.run(
+                f"rm -rf {q(tmp)} {q(tarball)}", hide=True, warn=True, in_stream=False
+            )
+            raise RemoteFailure(
+                "error",
+                f"{self.host.name}: unpacking the project failed ({res.stderr.strip()[-300:]})",
+            )
+        self.log(
+            f"project {self.snap.describe()}: {len(self.snap.files)} files, {len(self.snap.data)} bytes -> {src}"
+        )
         return src
 
     def _put_data(self, conn: Any, w: str, src: str) -> str:
@@ -226,7 +272,11 @@ class HostRun:
         from runtime.models.registry import registry_path
 
         data = f"{w}/data"
-        conn.run(f"mkdir -p {shlex.quote(data)}/matrices {shlex.quote(data)}/runs", hide=True, in_stream=False)
+        conn.run(
+            f"mkdir -p {shlex.quote(data)}/matrices {shlex.quote(data)}/runs",
+            hide=True,
+            in_stream=False,
+        )
         conn.put(io.BytesIO(registry_path().read_bytes()), remote=f"{data}/models.yaml")
         mpath = self.matrix.path.resolve()
         try:
@@ -239,15 +289,31 @@ class HostRun:
         base = mpath.parent
         for p in _include_chain(mpath):
             target = f"{data}/matrices/{p.relative_to(base)}"
-            conn.run(f"mkdir -p {shlex.quote(str(Path(target).parent))}", hide=True, in_stream=False)
+            conn.run(
+                f"mkdir -p {shlex.quote(str(Path(target).parent))}",
+                hide=True,
+                in_stream=False,
+            )
             conn.put(io.BytesIO(p.read_bytes()), remote=target)
         return f"{data}/matrices/{mpath.name}"
 
     def _env(self, w: str, src: str) -> str:
-        source = json.dumps({"digest": self.snap.digest, "commit": self.snap.commit, "dirty": self.snap.dirty},
-                            separators=(",", ":"))
-        env = {**self.host.env, "ALMANAC_DATA": f"{w}/data", "ALMANAC_HOST_NAME": self.host.name,
-               "ALMANAC_SOURCE": source, "PYTHONPATH": src, "PYTHONUNBUFFERED": "1"}
+        source = json.dumps(
+            {
+                "digest": self.snap.digest,
+                "commit": self.snap.commit,
+                "dirty": self.snap.dirty,
+            },
+            separators=(",", ":"),
+        )
+        env = {
+            **self.host.env,
+            "ALMANAC_DATA": f"{w}/data",
+            "ALMANAC_HOST_NAME": self.host.name,
+            "ALMANAC_SOURCE": source,
+            "PYTHONPATH": src,
+            "PYTHONUNBUFFERED": "1",
+        }
         return " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
 
     def _fetch(self, conn: Any, w: str) -> None:
@@ -258,7 +324,9 @@ class HostRun:
         with tempfile.TemporaryDirectory(prefix="almanac-fetch-") as td:
             for rel in dict.fromkeys(self.reported):
                 if rel.startswith("/") or ".." in Path(rel).parts:
-                    self.outcome.invalid.append(f"{rel}: refused (path outside data/runs)")
+                    self.outcome.invalid.append(
+                        f"{rel}: refused (path outside data/runs)"
+                    )
                     continue
                 target = local_root / rel
                 if target.exists():
@@ -273,14 +341,22 @@ class HostRun:
                     continue
                 artifacts.write(target, doc)
                 self.outcome.fetched.append(target)
-                bucket = self.outcome.measured if doc["status"] == "ok" else self.outcome.failed
+                bucket = (
+                    self.outcome.measured
+                    if doc["status"] == "ok"
+                    else self.outcome.failed
+                )
                 bucket.append(target)
-        self.log(f"fetched {len(self.outcome.fetched)} artifacts into {relpath(local_root)}")
+        self.log(
+            f"fetched {len(self.outcome.fetched)} artifacts into {relpath(local_root)}"
+        )
 
     # -- the whole thing ------------------------------------------------------------------------
     def run(self) -> HostOutcome:
         h = self.host
-        self.log(f"host {h.name} ({h.user}@{h.address}:{h.port}), matrix {self.matrix.name}, project {self.snap.describe()}")
+        self.log(
+            f"host {h.name} ({h.user}@{h.address}:{h.port}), matrix {self.matrix.name}, project {self.snap.describe()}"
+        )
         self.progress(h.name, "connect", {})
         conn = None
         w = None
@@ -291,33 +367,67 @@ class HostRun:
             matrix_arg = self._put_data(conn, w, src)
             q = shlex.quote
             self.progress(h.name, "prepare", {})
-            prep = (f"cd {q(src)} && {q(h.python)} -m runtime.remote.agent prepare --mode {h.install} "
-                    f"--workdir {q(w)} --requirements {q(src + '/' + snapshot_mod.REQUIREMENTS)}"
-                    + (" --reuse-llama" if h.llama_cpp.reuse else "")
-                    + (f" --cmake-args {q(h.llama_cpp.cmake_args)}" if h.llama_cpp.cmake_args else ""))
+            prep = (
+                f"cd {q(src)} && {q(h.python)} -m runtime.remote.agent prepare --mode {h.install} "
+                f"--workdir {q(w)} --requirements {q(src + '/' + snapshot_mod.REQUIREMENTS)}"
+                + (" --reuse-llama" if h.llama_cpp.reuse else "")
+                + (
+                    f" --cmake-args {q(h.llama_cpp.cmake_args)}"
+                    if h.llama_cpp.cmake_args
+                    else ""
+                )
+            )
             code = self.remote(conn, prep, "prepare")
             if code == 4:
-                raise RemoteFailure("incompatible", f"{h.name}: {self.error_event or 'the host Python lacks requirements'}",
-                                    exit_code=code)
+                raise RemoteFailure(
+                    "incompatible",
+                    f"{h.name}: {self.error_event or 'the host Python lacks requirements'}",
+                    exit_code=code,
+                )
             if code != 0 or not self.python:
-                raise RemoteFailure("error", f"{h.name}: preparing the Python environment failed (exit {code}): "
-                                             f"{self._last_lines()}", exit_code=code)
-            python = h.python if h.install == "system" else self.python  # system: exactly the inventory's
-            run = (f"cd {q(src)} && {self._env(w, src)} {q(python)} -m runtime.remote.agent run --matrix {q(matrix_arg)}"
-                   + (" --force" if self.force else "") + (" --retry-failed" if self.retry_failed else ""))
+                raise RemoteFailure(
+                    "error",
+                    f"{h.name}: preparing the Python environment failed (exit {code}): "
+                    f"{self._last_lines()}",
+                    exit_code=code,
+                )
+            python = (
+                h.python if h.install == "system" else self.python
+            )  # system: exactly the inventory's
+            run = (
+                f"cd {q(src)} && {self._env(w, src)} {q(python)} -m runtime.remote.agent run --matrix {q(matrix_arg)}"
+                + (" --force" if self.force else "")
+                + (" --retry-failed" if self.retry_failed else "")
+            )
             self.progress(h.name, "run", {"total": len(self.matrix.configurations())})
             code = self.remote(conn, run, "the matrix")
             if code == 2 and self.error_event:
-                raise RemoteFailure("error", f"{h.name}: {self.error_event}", exit_code=code)
+                raise RemoteFailure(
+                    "error", f"{h.name}: {self.error_event}", exit_code=code
+                )
             if code != 0:
                 sig = _signal_of(code)
-                raise RemoteFailure("crash", f"{h.name}: the remote run ended with exit code {code}"
-                                             + (f" ({sig})" if sig else "") + f": {self._last_lines()}",
-                                    exit_code=code, signal=sig)
+                raise RemoteFailure(
+                    "crash",
+                    f"{h.name}: the remote run ended with exit code {code}"
+                    + (f" ({sig})" if sig else "")
+                    + f": {self._last_lines()}",
+                    exit_code=code,
+                    signal=sig,
+                )
             self._fetch(conn, w)
         except RemoteFailure as exc:
-            self._fail(exc.kind, exc.message, conn, w, exit_code=exc.exit_code, signal=exc.signal)
-        except Exception as exc:  # anything else the host did to us: data, and the other hosts go on
+            self._fail(
+                exc.kind,
+                exc.message,
+                conn,
+                w,
+                exit_code=exc.exit_code,
+                signal=exc.signal,
+            )
+        except (
+            Exception
+        ) as exc:  # anything else the host did to us: data, and the other hosts go on
             self._fail("error", f"{h.name}: {type(exc).__name__}: {exc}", conn, w)
         finally:
             if conn is not None:
@@ -325,29 +435,63 @@ class HostRun:
                     conn.close()
                 except Exception:
                     pass
-        self.progress(h.name, "finished", {"status": self.outcome.status, "message": self.outcome.message})
+        self.progress(
+            h.name,
+            "finished",
+            {"status": self.outcome.status, "message": self.outcome.message},
+        )
         return self.outcome
 
     def _last_lines(self, n: int = 3) -> str:
         lines = [ln for ln in self.tail if ln.strip() and not ln.startswith("$ ")]
         return " | ".join(lines[-n:])[-600:] or "no output"
 
-    def _fail(self, kind: str, message: str, conn: Any, w: str | None, *, exit_code: int | None = None,
-              signal: str | None = None) -> None:
+    def _fail(
+        self,
+        kind: str,
+        message: str,
+        conn: Any,
+        w: str | None,
+        *,
+        exit_code: int | None = None,
+        signal: str | None = None,
+    ) -> None:
         message = redact(message, self.secrets)
-        self.outcome.status, self.outcome.error_kind, self.outcome.message = "failed", kind, message
+        self.outcome.status, self.outcome.error_kind, self.outcome.message = (
+            "failed",
+            kind,
+            message,
+        )
         self.log(f"FAILED ({kind}): {message}")
         if conn is not None and w is not None and self.reported:
             try:  # keep what the host finished before it failed
                 self._fetch(conn, w)
             except Exception as exc:
                 self.log(f"fetching finished artifacts failed: {exc}")
-        remote = {"inventory_host": self.host.name, "address": self.host.address, "port": self.host.port,
-                  "project": {"digest": self.snap.digest, "commit": self.snap.commit, "dirty": self.snap.dirty}}
-        paths = failed_artifacts(matrix=self.matrix, host=self.host, kind=kind, message=message, done=self.done,
-                                 reported_host=self.reported_host, backend_versions=self.backend_versions,
-                                 log_tail=redact("\n".join(self.tail[-60:]), self.secrets),
-                                 wall_s=time.monotonic() - self.t0, exit_code=exit_code, signal=signal, remote=remote)
+        remote = {
+            "inventory_host": self.host.name,
+            "address": self.host.address,
+            "port": self.host.port,
+            "project": {
+                "digest": self.snap.digest,
+                "commit": self.snap.commit,
+                "dirty": self.snap.dirty,
+            },
+        }
+        paths = failed_artifacts(
+            matrix=self.matrix,
+            host=self.host,
+            kind=kind,
+            message=message,
+            done=self.done,
+            reported_host=self.reported_host,
+            backend_versions=self.backend_versions,
+            log_tail=redact("\n".join(self.tail[-60:]), self.secrets),
+            wall_s=time.monotonic() - self.t0,
+            exit_code=exit_code,
+            signal=signal,
+            remote=remote,
+        )
         self.outcome.failed += paths
         self.log(f"wrote {len(paths)} failed artifacts")
 
@@ -377,8 +521,15 @@ def _include_chain(path: Path) -> list[Path]:
     return out
 
 
-def run_hosts(hosts: list[Host], matrix: str, *, force: bool = False, retry_failed: bool = False,
-              log_dir: Path | None = None, progress: ProgressFn | None = None) -> list[HostOutcome]:
+def run_hosts(
+    hosts: list[Host],
+    matrix: str,
+    *,
+    force: bool = False,
+    retry_failed: bool = False,
+    log_dir: Path | None = None,
+    progress: ProgressFn | None = None,
+) -> list[HostOutcome]:
     """Run ``matrix`` on every host in parallel. All local input (matrix, registry) is
     validated before any connection; each host's failure is its own."""
     m = matrix_mod.load(matrix)
@@ -387,7 +538,19 @@ def run_hosts(hosts: list[Host], matrix: str, *, force: bool = False, retry_fail
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     log_dir = log_dir or cache_dir() / "remote-logs" / stamp
     log_dir.mkdir(parents=True, exist_ok=True)
-    runs = [HostRun(h, m, snap, force=force, retry_failed=retry_failed, log_dir=log_dir, progress=progress)
-            for h in hosts]
-    with ThreadPoolExecutor(max_workers=max(1, len(runs)), thread_name_prefix="almanac-host") as pool:
+    runs = [
+        HostRun(
+            h,
+            m,
+            snap,
+            force=force,
+            retry_failed=retry_failed,
+            log_dir=log_dir,
+            progress=progress,
+        )
+        for h in hosts
+    ]
+    with ThreadPoolExecutor(
+        max_workers=max(1, len(runs)), thread_name_prefix="almanac-host"
+    ) as pool:
         return list(pool.map(lambda r: r.run(), runs))

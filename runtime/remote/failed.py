@@ -45,8 +45,12 @@ def inventory_host(host: Host) -> dict[str, Any]:
         "address": host.address,
         "port": host.port,
         "labels": list(host.labels),
-        "cpu": {"model": "unknown (host not fingerprinted)", "physical_cores": None, "logical_cores": None,
-                "flags": []},
+        "cpu": {
+            "model": "unknown (host not fingerprinted)",
+            "physical_cores": None,
+            "logical_cores": None,
+            "flags": [],
+        },
         "memory_bytes": 0,
         "numa_nodes": 1,
         "os": {},
@@ -59,17 +63,33 @@ def endpoint_record(name: str, entry: models.ModelEntry) -> dict[str, Any]:
     from runtime.models.endpoint import endpoint_identity
 
     spec = entry.endpoint
-    return {"kind": "endpoint", "identity": endpoint_identity(spec.model, {"not_identified_at": spec.base_url}),
-            "identity_basis": [], "name": name, "served_name": spec.model, "base_url": spec.base_url,
-            "source": "endpoint", "synthetic": False, "server": "unknown", "pinned": spec.pins() or None,
-            "reported": {}, "description": entry.description}
+    return {
+        "kind": "endpoint",
+        "identity": endpoint_identity(spec.model, {"not_identified_at": spec.base_url}),
+        "identity_basis": [],
+        "name": name,
+        "served_name": spec.model,
+        "base_url": spec.base_url,
+        "source": "endpoint",
+        "synthetic": False,
+        "server": "unknown",
+        "pinned": spec.pins() or None,
+        "reported": {},
+        "description": entry.description,
+    }
 
 
 def model_identity(name: str, registry: models.Registry) -> dict[str, Any]:
     """What is known here of a model without fetching or building anything."""
     entry = registry.models.get(name)
-    ident: dict[str, Any] = {"name": name, "file_name": Path(name).name if name.endswith(".gguf") else name,
-                             "sha256": None, "size_bytes": 0, "source": "unknown", "facts": {}}
+    ident: dict[str, Any] = {
+        "name": name,
+        "file_name": Path(name).name if name.endswith(".gguf") else name,
+        "sha256": None,
+        "size_bytes": 0,
+        "source": "unknown",
+        "facts": {},
+    }
     path: Path | None = None
     if entry is None:
         path = Path(name) if name.endswith(".gguf") else None
@@ -104,10 +124,22 @@ def model_identity(name: str, registry: models.Registry) -> dict[str, Any]:
     return ident
 
 
-def failed_artifacts(*, matrix: matrix_mod.Matrix, host: Host, kind: str, message: str, done: set[tuple],
-                     reported_host: dict[str, Any] | None, backend_versions: dict[str, str], log_tail: str,
-                     wall_s: float, exit_code: int | None = None, signal: str | None = None,
-                     remote: dict[str, Any] | None = None, root: Path | None = None) -> list[Path]:
+def failed_artifacts(
+    *,
+    matrix: matrix_mod.Matrix,
+    host: Host,
+    kind: str,
+    message: str,
+    done: set[tuple],
+    reported_host: dict[str, Any] | None,
+    backend_versions: dict[str, str],
+    log_tail: str,
+    wall_s: float,
+    exit_code: int | None = None,
+    signal: str | None = None,
+    remote: dict[str, Any] | None = None,
+    root: Path | None = None,
+) -> list[Path]:
     """Write one failed artifact per configuration of ``matrix`` not in ``done``
     ((model, test name, swept items) tuples the host finished); return their paths."""
     registry = models.load_registry()
@@ -125,25 +157,62 @@ def failed_artifacts(*, matrix: matrix_mod.Matrix, host: Host, kind: str, messag
         settings = cfg.settings.recorded()
         if entry is not None and entry.endpoint is not None:
             model = endpoint_record(cfg.model, entry)
-            key = record.config_key(cfg.backend, model["identity"], settings, cfg.test.to_dict(), hblock["id"], bversion)
+            key = record.config_key(
+                cfg.backend,
+                model["identity"],
+                settings,
+                cfg.test.to_dict(),
+                hblock["id"],
+                bversion,
+            )
         else:
             ident = idents.setdefault(cfg.model, model_identity(cfg.model, registry))
-            key = record.config_key(cfg.backend, ident["sha256"] or "", settings, cfg.test.to_dict(), hblock["id"], bversion)
+            key = record.config_key(
+                cfg.backend,
+                ident["sha256"] or "",
+                settings,
+                cfg.test.to_dict(),
+                hblock["id"],
+                bversion,
+            )
             facts = ident["facts"]
-            model = {"name": cfg.model, "file_name": ident["file_name"], "sha256": ident["sha256"],
-                     "size_bytes": ident["size_bytes"], "source": ident["source"],
-                     "synthetic": bool(facts.get("synthetic")),
-                     "gguf": {k: v for k, v in facts.items() if k != "default_settings"}}
+            model = {
+                "name": cfg.model,
+                "file_name": ident["file_name"],
+                "sha256": ident["sha256"],
+                "size_bytes": ident["size_bytes"],
+                "source": ident["source"],
+                "synthetic": bool(facts.get("synthetic")),
+                "gguf": {k: v for k, v in facts.items() if k != "default_settings"},
+            }
         doc = record.new_run(
-            key=key, created=datetime.now(timezone.utc), status="failed",
-            error={"kind": kind, "message": message, "signal": signal, "exit_code": exit_code},
+            key=key,
+            created=datetime.now(timezone.utc),
+            status="failed",
+            error={
+                "kind": kind,
+                "message": message,
+                "signal": signal,
+                "exit_code": exit_code,
+            },
             matrix={"name": cfg.matrix, "file": cfg.matrix_file},
-            backend=cfg.backend, test=cfg.test.to_dict(), requested=settings, swept=cfg.swept, effective={},
+            backend=cfg.backend,
+            test=cfg.test.to_dict(),
+            requested=settings,
+            swept=cfg.swept,
+            effective={},
             model=model,
             host=hblock,
-            build={"backend_version": bversion, "in_process": backends.backend_class(cfg.backend).in_process},
+            build={
+                "backend_version": bversion,
+                "in_process": backends.backend_class(cfg.backend).in_process,
+            },
             details={"remote": remote or {}},
-            resources={"wall_s": max(0.0, wall_s), "exit_code": exit_code, "signal": signal},
+            resources={
+                "wall_s": max(0.0, wall_s),
+                "exit_code": exit_code,
+                "signal": signal,
+            },
             log_tail=log_tail,
         )
         paths.append(record.write(doc, root))

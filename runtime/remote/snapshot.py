@@ -25,7 +25,15 @@ from pathlib import Path
 from core.paths import project_root
 
 EXCLUDE_PREFIXES = ("data/runs/", ".git/")
-FALLBACK_ROOTS = ("core", "runtime", "pipelines", "data/schema", "benchmarks", "pyproject.toml", "tasks.py")
+FALLBACK_ROOTS = (
+    "core",
+    "runtime",
+    "pipelines",
+    "data/schema",
+    "benchmarks",
+    "pyproject.toml",
+    "tasks.py",
+)
 REQUIREMENTS = ".almanac-remote/requirements.txt"
 
 
@@ -42,12 +50,18 @@ class Snapshot:
         return self.digest[:16]
 
     def describe(self) -> str:
-        return f"{self.short}" + (f" (git {self.commit[:12]}{', dirty' if self.dirty else ''})" if self.commit else "")
+        return f"{self.short}" + (
+            f" (git {self.commit[:12]}{', dirty' if self.dirty else ''})"
+            if self.commit
+            else ""
+        )
 
 
 def _git(root: Path, *args: str) -> str | None:
     try:
-        out = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, timeout=30)
+        out = subprocess.run(
+            ["git", *args], cwd=root, capture_output=True, text=True, timeout=30
+        )
     except (OSError, subprocess.TimeoutExpired):
         return None
     return out.stdout if out.returncode == 0 else None
@@ -69,12 +83,20 @@ def list_files(root: Path | None = None) -> tuple[list[str], str | None, bool]:
             if p.is_file():
                 paths.append(top)
             elif p.is_dir():
-                paths += [str(f.relative_to(root)) for f in p.rglob("*") if f.is_file() and "__pycache__" not in f.parts]
+                paths += [
+                    str(f.relative_to(root))
+                    for f in p.rglob("*")
+                    if f.is_file() and "__pycache__" not in f.parts
+                ]
         paths.sort()
     # a virtual environment inside the tree (python3 -m venv .venv, the usual install) is never
     # the project: it is recognised by its pyvenv.cfg whatever its name, and left behind
-    venvs = tuple(p[:-len("pyvenv.cfg")] for p in paths if p.endswith("/pyvenv.cfg"))
-    keep = [p for p in paths if not p.startswith(EXCLUDE_PREFIXES + venvs) and (root / p).is_file()]
+    venvs = tuple(p[: -len("pyvenv.cfg")] for p in paths if p.endswith("/pyvenv.cfg"))
+    keep = [
+        p
+        for p in paths
+        if not p.startswith(EXCLUDE_PREFIXES + venvs) and (root / p).is_file()
+    ]
     return keep, commit, dirty
 
 
@@ -110,12 +132,17 @@ def digest(contents: dict[str, bytes]) -> str:
 
 def tree_digest(folder: Path, skip: tuple[str, ...] = (".complete",)) -> str:
     """The digest of an unpacked snapshot (to check a copy on a host is the one recorded)."""
-    contents = {str(p.relative_to(folder)): p.read_bytes() for p in folder.rglob("*")
-                if p.is_file() and p.name not in skip and "__pycache__" not in p.parts}
+    contents = {
+        str(p.relative_to(folder)): p.read_bytes()
+        for p in folder.rglob("*")
+        if p.is_file() and p.name not in skip and "__pycache__" not in p.parts
+    }
     return digest(contents)
 
 
-def _add(tar: tarfile.TarFile, name: str, data: bytes, executable: bool = False) -> None:
+def _add(
+    tar: tarfile.TarFile, name: str, data: bytes, executable: bool = False
+) -> None:
     info = tarfile.TarInfo(name)
     info.size = len(data)
     info.mtime = 0

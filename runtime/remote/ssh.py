@@ -29,7 +29,14 @@ logging.getLogger("paramiko").addHandler(logging.NullHandler())
 class RemoteFailure(Exception):
     """A host could not be used: ``kind`` is the run schema's error kind."""
 
-    def __init__(self, kind: str, message: str, *, exit_code: int | None = None, signal: str | None = None):
+    def __init__(
+        self,
+        kind: str,
+        message: str,
+        *,
+        exit_code: int | None = None,
+        signal: str | None = None,
+    ):
         super().__init__(message)
         self.kind = kind
         self.message = message
@@ -71,8 +78,12 @@ def connect(host: Host):
     from fabric import Config, Connection
 
     kh = host.known_hosts_path()
-    connect_kwargs: dict[str, object] = {"allow_agent": host.key is None, "look_for_keys": False,
-                                         "banner_timeout": host.connect_timeout_s, "auth_timeout": host.connect_timeout_s}
+    connect_kwargs: dict[str, object] = {
+        "allow_agent": host.key is None,
+        "look_for_keys": False,
+        "banner_timeout": host.connect_timeout_s,
+        "auth_timeout": host.connect_timeout_s,
+    }
     if host.key:
         key = host.key_path()
         if not key.is_file():
@@ -80,9 +91,17 @@ def connect(host: Host):
         connect_kwargs["key_filename"] = [str(key)]
         if host.key_passphrase_env:
             connect_kwargs["passphrase"] = os.environ.get(host.key_passphrase_env, "")
-    config = Config(overrides={"load_ssh_configs": False, "run": {"hide": True, "warn": True}})
-    conn = Connection(host.address, user=host.user, port=host.port, connect_timeout=int(max(1, host.connect_timeout_s)),
-                      connect_kwargs=connect_kwargs, config=config)
+    config = Config(
+        overrides={"load_ssh_configs": False, "run": {"hide": True, "warn": True}}
+    )
+    conn = Connection(
+        host.address,
+        user=host.user,
+        port=host.port,
+        connect_timeout=int(max(1, host.connect_timeout_s)),
+        connect_kwargs=connect_kwargs,
+        config=config,
+    )
     client = conn.client
     if kh.exists():
         client.load_host_keys(str(kh))
@@ -94,27 +113,58 @@ def connect(host: Host):
     try:
         conn.open()
     except paramiko.BadHostKeyException as exc:
-        raise RemoteFailure("refused", f"{host.name}: host key of {host.address}:{host.port} does not match {kh} "
-                                       f"(got {exc.key.get_name()} {exc.key.get_fingerprint().hex()}); refusing") from None
+        raise RemoteFailure(
+            "refused",
+            f"{host.name}: host key of {host.address}:{host.port} does not match {kh} "
+            f"(got {exc.key.get_name()} {exc.key.get_fingerprint().hex()}); refusing",
+        ) from None
     except paramiko.AuthenticationException as exc:
-        raise RemoteFailure("refused", f"{host.name}: authentication refused for {where} ({type(exc).__name__})") from None
+        raise RemoteFailure(
+            "refused",
+            f"{host.name}: authentication refused for {where} ({type(exc).__name__})",
+        ) from None
     except paramiko.ssh_exception.NoValidConnectionsError as exc:
-        reasons = "; ".join(sorted({os.strerror(e.errno) if e.errno else str(e) for e in exc.errors.values()}))
-        raise RemoteFailure("unreachable", f"{host.name}: cannot connect to {host.address}:{host.port} ({reasons})") from None
+        reasons = "; ".join(
+            sorted(
+                {
+                    os.strerror(e.errno) if e.errno else str(e)
+                    for e in exc.errors.values()
+                }
+            )
+        )
+        raise RemoteFailure(
+            "unreachable",
+            f"{host.name}: cannot connect to {host.address}:{host.port} ({reasons})",
+        ) from None
     except (socket.timeout, TimeoutError):
-        raise RemoteFailure("unreachable", f"{host.name}: no answer from {host.address}:{host.port} within "
-                                           f"{host.connect_timeout_s:g} s") from None
+        raise RemoteFailure(
+            "unreachable",
+            f"{host.name}: no answer from {host.address}:{host.port} within "
+            f"{host.connect_timeout_s:g} s",
+        ) from None
     except socket.gaierror as exc:
-        raise RemoteFailure("unreachable", f"{host.name}: cannot resolve {host.address} ({exc.strerror})") from None
+        raise RemoteFailure(
+            "unreachable",
+            f"{host.name}: cannot resolve {host.address} ({exc.strerror})",
+        ) from None
     except OSError as exc:
-        raise RemoteFailure("unreachable", f"{host.name}: cannot connect to {host.address}:{host.port} "
-                                           f"({exc.strerror or type(exc).__name__})") from None
+        raise RemoteFailure(
+            "unreachable",
+            f"{host.name}: cannot connect to {host.address}:{host.port} "
+            f"({exc.strerror or type(exc).__name__})",
+        ) from None
     except paramiko.SSHException as exc:
         text = str(exc)
         if "known_hosts" in text or "not found in" in text:
-            raise RemoteFailure("refused", f"{host.name}: host key of {host.address}:{host.port} is not in {kh} "
-                                           "(add it with ssh-keyscan after checking it, or set host_key_policy: "
-                                           "accept-new)") from None
-        raise RemoteFailure("unreachable", f"{host.name}: SSH handshake with {host.address}:{host.port} failed "
-                                           f"({text.splitlines()[0] if text else type(exc).__name__})") from None
+            raise RemoteFailure(
+                "refused",
+                f"{host.name}: host key of {host.address}:{host.port} is not in {kh} "
+                "(add it with ssh-keyscan after checking it, or set host_key_policy: "
+                "accept-new)",
+            ) from None
+        raise RemoteFailure(
+            "unreachable",
+            f"{host.name}: SSH handshake with {host.address}:{host.port} failed "
+            f"({text.splitlines()[0] if text else type(exc).__name__})",
+        ) from None
     return conn

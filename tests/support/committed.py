@@ -49,14 +49,26 @@ def tracked_files(root: Path = ROOT) -> tuple[str, ...]:
     if os.environ.get(OVERRIDE_ENV):
         if not base.is_dir():
             raise NoCommittedData(f"{OVERRIDE_ENV}={base} is not a folder")
-        return tuple(sorted(p.relative_to(base).as_posix() for p in base.rglob("*") if p.is_file()))
+        return tuple(
+            sorted(
+                p.relative_to(base).as_posix() for p in base.rglob("*") if p.is_file()
+            )
+        )
     why = ""
     try:
-        proc = subprocess.run(["git", "-C", str(root), "ls-files", "-z", "--", "data"], capture_output=True, timeout=60)
+        proc = subprocess.run(
+            ["git", "-C", str(root), "ls-files", "-z", "--", "data"],
+            capture_output=True,
+            timeout=60,
+        )
         if proc.returncode:
             lines = proc.stderr.decode(errors="replace").strip().splitlines()
             why = lines[-1] if lines else f"git exited {proc.returncode}"
-        rels = [p[len("data/"):] for p in proc.stdout.decode().split("\0") if p.startswith("data/")]
+        rels = [
+            p[len("data/") :]
+            for p in proc.stdout.decode().split("\0")
+            if p.startswith("data/")
+        ]
         if not why and not rels:
             why = f"git tracks no file under {base}"
     except (OSError, subprocess.SubprocessError) as exc:
@@ -65,7 +77,8 @@ def tracked_files(root: Path = ROOT) -> tuple[str, ...]:
         raise NoCommittedData(
             f"the tests read only the data git tracks, and cannot tell it apart from measurements here: {why}. "
             f"Run them in a git checkout of the project, or set {OVERRIDE_ENV} to a data folder that holds only "
-            "committed files (tests/support/committed.py)")
+            "committed files (tests/support/committed.py)"
+        )
     return tuple(sorted(r for r in rels if (base / r).is_file()))
 
 
@@ -74,8 +87,13 @@ def committed_files(root: Path = ROOT) -> tuple[str, ...]:
     ``*.json`` outside schema/ and quarantine/, applied to the committed files."""
     from core.artifacts import NOT_ARTIFACTS
 
-    return tuple(r for r in tracked_files(root) if r.endswith(".json") and not r.rsplit("/", 1)[-1].startswith(".")
-                 and not set(r.split("/")[:-1]) & set(NOT_ARTIFACTS))
+    return tuple(
+        r
+        for r in tracked_files(root)
+        if r.endswith(".json")
+        and not r.rsplit("/", 1)[-1].startswith(".")
+        and not set(r.split("/")[:-1]) & set(NOT_ARTIFACTS)
+    )
 
 
 def committed_paths(under: str = "runs") -> list[Path]:
@@ -95,7 +113,13 @@ def committed_runs():
     return recs
 
 
-def committed_data(dest: Path, *, artifacts: bool = True, only: list[str] | None = None, root: Path = ROOT) -> Path:
+def committed_data(
+    dest: Path,
+    *,
+    artifacts: bool = True,
+    only: list[str] | None = None,
+    root: Path = ROOT,
+) -> Path:
     """Copy the committed data folder to ``dest`` (made; returned): every committed input, and the
     committed artifacts (all of them; those of ``only``, paths relative to data/; or none when
     ``artifacts`` is false). Only committed files are copied: a path of ``only`` that git does not
@@ -105,10 +129,17 @@ def committed_data(dest: Path, *, artifacts: bool = True, only: list[str] | None
     if only is not None:
         stray = sorted(set(only) - set(files))
         if stray:
-            raise NoCommittedData(f"not committed under data/: {', '.join(stray[:5])}" + (" ..." if len(stray) > 5 else ""))
+            raise NoCommittedData(
+                f"not committed under data/: {', '.join(stray[:5])}"
+                + (" ..." if len(stray) > 5 else "")
+            )
         chosen = list(only)
     else:
-        chosen = [r for r in files if r.split("/", 1)[0] in ARTIFACT_DIRS] if artifacts else []
+        chosen = (
+            [r for r in files if r.split("/", 1)[0] in ARTIFACT_DIRS]
+            if artifacts
+            else []
+        )
     base = committed_root(root)
     dest.mkdir(parents=True, exist_ok=True)
     for rel in dict.fromkeys(inputs + chosen):
@@ -143,11 +174,16 @@ class LiveDataGuard:
             path = os.path.abspath(os.fsdecode(path))
         except Exception:  # noqa: BLE001 - not a path this guard knows: not its business
             return
-        if (path.startswith(self.prefix) and path.endswith(".json") and path not in self.allowed
-                and not path.startswith(self.schema)):
+        if (
+            path.startswith(self.prefix)
+            and path.endswith(".json")
+            and path not in self.allowed
+            and not path.startswith(self.schema)
+        ):
             raise UntrackedDataRead(
                 f"a test opened {path}, which git does not track: tests read committed data only "
-                "(ALMANAC_DATA is the committed copy; tests/conftest.py, tests/support/committed.py)")
+                "(ALMANAC_DATA is the committed copy; tests/conftest.py, tests/support/committed.py)"
+            )
 
     @contextlib.contextmanager
     def paused(self) -> Iterator[None]:

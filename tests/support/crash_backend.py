@@ -14,11 +14,19 @@ from pydantic import Field
 from runtime.backends.base import Backend, BackendSettings, TestResult, runs
 
 NAME = "crashy"
-REGISTRATION = {NAME: ["tests.support.crash_backend:CrashSettings", "tests.support.crash_backend:CrashBackend", "pytest"]}
+REGISTRATION = {
+    NAME: [
+        "tests.support.crash_backend:CrashSettings",
+        "tests.support.crash_backend:CrashBackend",
+        "pytest",
+    ]
+}
 
 
 class CrashSettings(BackendSettings):
-    mode: Literal["ok", "abort", "segv", "hang", "raise", "oom"] = Field("ok", description="How to misbehave.")
+    mode: Literal["ok", "abort", "segv", "hang", "raise", "oom"] = Field(
+        "ok", description="How to misbehave."
+    )
 
 
 class CrashBackend(Backend):
@@ -28,7 +36,10 @@ class CrashBackend(Backend):
     in_process = True
 
     def load(self, test=None) -> dict[str, Any]:
-        return {"load_time_s": 0.001, "effective_settings": {"mode": self.settings.mode}}
+        return {
+            "load_time_s": 0.001,
+            "effective_settings": {"mode": self.settings.mode},
+        }
 
     @runs("rate")
     def _run_rate(self, test) -> TestResult:
@@ -44,7 +55,10 @@ class CrashBackend(Backend):
             raise RuntimeError("deliberate failure for the test")
         if mode == "oom":
             os.kill(os.getpid(), signal.SIGKILL)
-        return TestResult(metrics={"tokens_per_second": [10.0, 11.0, 12.0]}, samples={"ts": [10.0, 11.0, 12.0]})
+        return TestResult(
+            metrics={"tokens_per_second": [10.0, 11.0, 12.0]},
+            samples={"ts": [10.0, 11.0, 12.0]},
+        )
 
     def describe(self) -> dict[str, Any]:
         return {"build": {"backend": NAME}, "model": {}}

@@ -11,8 +11,13 @@ from pydantic import Field
 from runtime.backends.base import Backend, BackendSettings, TestResult, runs
 
 NAME = "echoer"
-REGISTRATION = {NAME: ["tests.support.example_backend:EchoerSettings", "tests.support.example_backend:EchoerBackend",
-                       "pytest"]}
+REGISTRATION = {
+    NAME: [
+        "tests.support.example_backend:EchoerSettings",
+        "tests.support.example_backend:EchoerBackend",
+        "pytest",
+    ]
+}
 
 
 class EchoerSettings(BackendSettings):
@@ -26,7 +31,10 @@ class EchoerBackend(Backend):
     in_process = True
 
     def load(self, test=None) -> dict[str, Any]:
-        return {"load_time_s": 0.001, "effective_settings": {"delay_ms": self.settings.delay_ms}}
+        return {
+            "load_time_s": 0.001,
+            "effective_settings": {"delay_ms": self.settings.delay_ms},
+        }
 
     @runs("echo")
     def _echo(self, test) -> TestResult:
@@ -35,8 +43,14 @@ class EchoerBackend(Backend):
             t0 = time.perf_counter()
             time.sleep(self.settings.delay_ms / 1000.0)
             times.append((time.perf_counter() - t0) * 1000.0)
-        return TestResult(metrics={"echo_ms": times}, samples={"round_trip_ms": times},
-                          details={"echoed": test.word, "method": "time.sleep, timed with perf_counter"})
+        return TestResult(
+            metrics={"echo_ms": times},
+            samples={"round_trip_ms": times},
+            details={
+                "echoed": test.word,
+                "method": "time.sleep, timed with perf_counter",
+            },
+        )
 
     def describe(self) -> dict[str, Any]:
         return {"build": {"backend": NAME}, "model": {}}

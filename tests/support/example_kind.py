@@ -31,7 +31,9 @@ class EchoTest(TestSpec):
 
 
 class EchoSamples(Samples):
-    round_trip_ms: list[float] | None = Field(None, description="Each echo's round trip.")
+    round_trip_ms: list[float] | None = Field(
+        None, description="Each echo's round trip."
+    )
 
 
 class EchoDetails(Details):
@@ -42,10 +44,28 @@ def _values(samples: EchoSamples, metric: str) -> list[float]:
     return list(samples.round_trip_ms or []) if metric == "echo_ms" else []
 
 
-METRIC = METRICS.get("echo_ms") or register_metric(Metric(
-    "echo_ms", "Echo round trip", "ms", False, "mean over echoes", "Time from sending the word to its echo.", 3))
+METRIC = METRICS.get("echo_ms") or register_metric(
+    Metric(
+        "echo_ms",
+        "Echo round trip",
+        "ms",
+        False,
+        "mean over echoes",
+        "Time from sending the word to its echo.",
+        3,
+    )
+)
 
-KIND = register(Kind(
-    "echo", EchoTest, "An example kind: a word echoed by the backend, timed.",
-    headline="echo_ms", columns=("echo_ms",), metrics=("echo_ms",),
-    details=EchoDetails, samples=EchoSamples, values=_values))
+KIND = register(
+    Kind(
+        "echo",
+        EchoTest,
+        "An example kind: a word echoed by the backend, timed.",
+        headline="echo_ms",
+        columns=("echo_ms",),
+        metrics=("echo_ms",),
+        details=EchoDetails,
+        samples=EchoSamples,
+        values=_values,
+    )
+)

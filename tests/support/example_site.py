@@ -13,9 +13,17 @@ def echo_section(runs: list[Any]) -> str:
     rows = []
     for r in runs:
         s = r.stat("echo_ms")
-        rows.append([link(r.id, run_link(r.id, "kinds")), cell(r.details.echoed), num(s.mean if s else None, 3),
-                     num(s.n if s else None, 0)])
-    return "Every echo run, with what came back.\n\n" + table(["run", "echoed", "round trip (ms)", "n"], rows)
+        rows.append(
+            [
+                link(r.id, run_link(r.id, "kinds")),
+                cell(r.details.echoed),
+                num(s.mean if s else None, 3),
+                num(s.n if s else None, 0),
+            ]
+        )
+    return "Every echo run, with what came back.\n\n" + table(
+        ["run", "echoed", "round trip (ms)", "n"], rows
+    )
 
 
 SITE = register(KindSite("echo", section=echo_section, title="Echo"))

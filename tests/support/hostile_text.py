@@ -25,7 +25,7 @@ PAYLOADS = [
     "![zq4z](https://evil.invalid/zq4z.png)",
     '<a href="https://evil.invalid/zq5z">zq5z</a>',
     "**zq6z** _zq6z_ *zq6z*",
-    '{: onclick="alert(\'zq7z\')" }',
+    "{: onclick=\"alert('zq7z')\" }",
     "{{ zq8z }}{% if 1 %}zq8z{% endif %}",
     "<https://evil.invalid/zq9z>",
     '" onmouseover="alert(\'zq10z\')" x="',
@@ -34,7 +34,7 @@ PAYLOADS = [
     "[zq13z]\n\n[zq13z]: javascript:alert('zq13z')",
     "<!-- zq14z",
     "| zq15z | `zq15z` | ~~zq15z~~ |",
-    "<iframe src=\"https://evil.invalid/zq16z\"></iframe>",
+    '<iframe src="https://evil.invalid/zq16z"></iframe>',
     "javascript:alert('zq17z')",
     "<details open ontoggle=\"alert('zq18z')\">zq18z",
 ]
@@ -86,14 +86,18 @@ def _pick(salt: str, where: tuple, variant: int) -> bool:
     return (h & 1) == variant
 
 
-def plant(doc: dict[str, Any], variant: int, counter: list[int]) -> tuple[dict[str, Any], list[str]]:
+def plant(
+    doc: dict[str, Any], variant: int, counter: list[int]
+) -> tuple[dict[str, Any], list[str]]:
     """A copy of ``doc`` with hostile text in half of its string fields (``variant`` 0 or 1 picks the
     half; variant 2 plants all) and a hostile key in free-form objects; returns it and the dotted
     paths planted. Fields whose schema refuses the text (ids, hashes, enums, patterns, dates) keep
     their value: everything is planted at once, then what the schema refuses is put back."""
     out = copy.deepcopy(doc)
     salt = doc.get("id", "")
-    undo: dict[tuple, Any] = {}  # planted path -> how to undo it (old value, or _KEY for an added key)
+    undo: dict[
+        tuple, Any
+    ] = {}  # planted path -> how to undo it (old value, or _KEY for an added key)
     for where in list(_string_paths(out)):
         if where[:1] in (("artifact",), ("id",), ("key",), ("created",)):
             continue
@@ -101,7 +105,9 @@ def plant(doc: dict[str, Any], variant: int, counter: list[int]) -> tuple[dict[s
             continue
         parent = _get(out, where[:-1])
         undo[where] = parent[where[-1]]
-        parent[where[-1]] = f"{PAYLOADS[counter[0] % len(PAYLOADS)]} {parent[where[-1]]}"
+        parent[where[-1]] = (
+            f"{PAYLOADS[counter[0] % len(PAYLOADS)]} {parent[where[-1]]}"
+        )
         counter[0] += 1
     for where in list(_object_paths(out)):
         if variant < 2 and not _pick(salt + "key", where, variant):
@@ -118,7 +124,11 @@ def plant(doc: dict[str, Any], variant: int, counter: list[int]) -> tuple[dict[s
         if not refused:
             break
         # put back every planting at or under a refused place (deepest first: keys before their objects)
-        for where in sorted((w for w in undo if any(w[:len(r)] == r for r in refused)), key=len, reverse=True):
+        for where in sorted(
+            (w for w in undo if any(w[: len(r)] == r for r in refused)),
+            key=len,
+            reverse=True,
+        ):
             parent = _get(out, where[:-1])
             if undo[where] is _KEY:
                 del parent[where[-1]]
@@ -126,7 +136,9 @@ def plant(doc: dict[str, Any], variant: int, counter: list[int]) -> tuple[dict[s
                 parent[where[-1]] = undo[where]
             del undo[where]
     else:
-        raise AssertionError(f"cannot plant {doc.get('id')}: still refused at {refused[:3]}")
+        raise AssertionError(
+            f"cannot plant {doc.get('id')}: still refused at {refused[:3]}"
+        )
     return out, [".".join(map(str, w)) for w in undo]
 
 
@@ -138,7 +150,7 @@ def _other_id(ident: str, k: int) -> str:
     m = re.search(r"(\d)(?=(\.\d{3})?Z$)", ident)
     if not m:
         raise ValueError(f"no digit to vary in {ident!r}")
-    return ident[:m.start()] + str((int(m.group(1)) + k) % 10) + ident[m.end():]
+    return ident[: m.start()] + str((int(m.group(1)) + k) % 10) + ident[m.end() :]
 
 
 def plant_tree(data: Path, variants: tuple[int, ...] = (0, 1)) -> dict[str, int]:
@@ -147,7 +159,9 @@ def plant_tree(data: Path, variants: tuple[int, ...] = (0, 1)) -> dict[str, int]
     Returns how many fields were planted per artifact type."""
     counts: dict[str, int] = {}
     counter = [0]
-    hosts: dict[tuple[str, int], dict[str, Any]] = {}  # (host id, variant) -> the planted fingerprint
+    hosts: dict[
+        tuple[str, int], dict[str, Any]
+    ] = {}  # (host id, variant) -> the planted fingerprint
     for path in list(artifacts.iter_files(data)):
         doc = artifacts.load(path)
         for v in variants:
@@ -158,7 +172,11 @@ def plant_tree(data: Path, variants: tuple[int, ...] = (0, 1)) -> dict[str, int]
                 # fingerprint, under an id of its own where the planting changed what tells machines apart
                 if (fp["id"], v) not in hosts:
                     new = copy_["host"]
-                    hosts[fp["id"], v] = dict(new, id=hostid.host_id(new)) if hostid.differing_fact(fp, new) else new
+                    hosts[fp["id"], v] = (
+                        dict(new, id=hostid.host_id(new))
+                        if hostid.differing_fact(fp, new)
+                        else new
+                    )
                 copy_["host"] = hosts[fp["id"], v]
             copy_["id"] = _other_id(doc["id"], v + 1)
             if "key" in copy_:

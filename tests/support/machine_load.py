@@ -20,12 +20,21 @@ import psutil
 #: Other processes using more than this share of the machine's CPU while a timing test measured: a loaded
 #: machine, whose verdicts are reported, not asserted.
 QUIET = 0.10
-_BUSY = ("user", "nice", "system", "irq", "softirq", "steal")  # guest time is counted in user already
+_BUSY = (
+    "user",
+    "nice",
+    "system",
+    "irq",
+    "softirq",
+    "steal",
+)  # guest time is counted in user already
 
 
 @dataclass
 class Load:
-    others: float = 0.0  # share of the machine's CPU time the other processes used (0 to 1)
+    others: float = (
+        0.0  # share of the machine's CPU time the other processes used (0 to 1)
+    )
     wall_s: float = 0.0
     cores: int = 1
 
@@ -43,8 +52,13 @@ def _busy_s() -> float:
 
 
 def _own_s() -> float:
-    return sum(r.ru_utime + r.ru_stime for r in (resource.getrusage(resource.RUSAGE_SELF),
-                                                   resource.getrusage(resource.RUSAGE_CHILDREN)))
+    return sum(
+        r.ru_utime + r.ru_stime
+        for r in (
+            resource.getrusage(resource.RUSAGE_SELF),
+            resource.getrusage(resource.RUSAGE_CHILDREN),
+        )
+    )
 
 
 @contextmanager

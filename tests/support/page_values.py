@@ -22,15 +22,37 @@ ROOT = Path(__file__).resolve().parents[2]
 
 # the macros whose output depends on the artifacts (the others document the code: settings, tasks)
 DATA_PAGES = (
-    "home_summary", "leaderboard", "serving_page", "comparisons_page", "optimization_page", "hosts_page",
-    "quality_scores", "quantization_ladder", "roles_page", "projections_page", "memory_page", "roofline_page",
-    "whatif_page", "history_page", "regressions_page", "host_vs_host_page",
+    "home_summary",
+    "leaderboard",
+    "serving_page",
+    "comparisons_page",
+    "optimization_page",
+    "hosts_page",
+    "quality_scores",
+    "quantization_ladder",
+    "roles_page",
+    "projections_page",
+    "memory_page",
+    "roofline_page",
+    "whatif_page",
+    "history_page",
+    "regressions_page",
+    "host_vs_host_page",
 )
 
-SPLIT = {"serving_page": "serving", "comparisons_page": "comparisons", "optimization_page": "optimization",
-         "hosts_page": "hosts", "roles_page": "roles"}  # the data pages that split per host, by macro
-_DIGESTS = re.compile(r'chart-[0-9a-f]{10}|tables/[0-9a-f]+\.(?:csv|json)| markdown="1"')  # and a fold's markup
-_SPEC = re.compile(r'(<script type="application/json" id="[^"]+-spec">)(.*?)(</script>)', re.S)
+SPLIT = {
+    "serving_page": "serving",
+    "comparisons_page": "comparisons",
+    "optimization_page": "optimization",
+    "hosts_page": "hosts",
+    "roles_page": "roles",
+}  # the data pages that split per host, by macro
+_DIGESTS = re.compile(
+    r'chart-[0-9a-f]{10}|tables/[0-9a-f]+\.(?:csv|json)| markdown="1"'
+)  # and a fold's markup
+_SPEC = re.compile(
+    r'(<script type="application/json" id="[^"]+-spec">)(.*?)(</script>)', re.S
+)
 _NUMBER = re.compile(r"(?<![\w.])-?\d[\d,]*(?:\.\d+)?(?:e[+-]?\d+)?%?(?![\w])")
 
 
@@ -46,7 +68,9 @@ class _Env:
 
 
 def macros() -> dict[str, Any]:
-    spec = importlib.util.spec_from_file_location("almanac_docs_macros", ROOT / "docs" / "macros.py")
+    spec = importlib.util.spec_from_file_location(
+        "almanac_docs_macros", ROOT / "docs" / "macros.py"
+    )
     module = importlib.util.module_from_spec(spec)
     assert spec.loader is not None
     spec.loader.exec_module(module)
@@ -61,13 +85,22 @@ def _chart_data(m: re.Match[str]) -> str:
 
     from pipelines.site.charts import _values
 
-    return m.group(1) + json.dumps(_values(json.loads(m.group(2))), sort_keys=True) + m.group(3)
+    return (
+        m.group(1)
+        + json.dumps(_values(json.loads(m.group(2))), sort_keys=True)
+        + m.group(3)
+    )
 
 
 def numbers(text: str) -> list[str]:
     """The numbers as a reader sees them (character references, which artifact text is written as, decoded);
     a chart's as its data rows."""
-    return [m.rstrip(".") for m in _NUMBER.findall(_DIGESTS.sub("", html.unescape(_SPEC.sub(_chart_data, text))))]
+    return [
+        m.rstrip(".")
+        for m in _NUMBER.findall(
+            _DIGESTS.sub("", html.unescape(_SPEC.sub(_chart_data, text)))
+        )
+    ]
 
 
 def page_values(data: Path) -> dict[str, list[str]]:

@@ -46,7 +46,11 @@ class ReplayServer:
                 if route is None:
                     status, headers, body = 404, {}, {"error": "Not Found"}
                 else:
-                    status, headers, body = route.get("status", 200), route.get("headers", {}), route.get("body")
+                    status, headers, body = (
+                        route.get("status", 200),
+                        route.get("headers", {}),
+                        route.get("body"),
+                    )
                 data = json.dumps(body).encode()
                 self.send_response(status)
                 for k, v in headers.items():

@@ -30,19 +30,45 @@ from hypothesis import strategies as st
 from core import artifacts
 
 ROOT = Path(__file__).resolve().parents[2]
-HOSTILE = ["<script>alert(1)</script>", "[x](javascript:alert(1))", "**b**", "{{ x }}", "a|b", "", " ", "\n",
-           "../../etc/passwd", "q6_k", "Q6_K", "unknown", "nan", "Infinity", "-1", "0", "é", "\u202e", "x" * 300]
+HOSTILE = [
+    "<script>alert(1)</script>",
+    "[x](javascript:alert(1))",
+    "**b**",
+    "{{ x }}",
+    "a|b",
+    "",
+    " ",
+    "\n",
+    "../../etc/passwd",
+    "q6_k",
+    "Q6_K",
+    "unknown",
+    "nan",
+    "Infinity",
+    "-1",
+    "0",
+    "é",
+    "\u202e",
+    "x" * 300,
+]
 
 
 @lru_cache(maxsize=1)
 def analysis_names() -> tuple[str, ...]:
     """Every identifier-like string literal in the code that reads artifacts (core/, pipelines/, docs/macros.py)."""
     names: set[str] = set()
-    files = [*(ROOT / "core").rglob("*.py"), *(ROOT / "pipelines").rglob("*.py"), ROOT / "docs" / "macros.py"]
+    files = [
+        *(ROOT / "core").rglob("*.py"),
+        *(ROOT / "pipelines").rglob("*.py"),
+        ROOT / "docs" / "macros.py",
+    ]
     for p in files:
         for node in ast.walk(ast.parse(p.read_text())):
-            if isinstance(node, ast.Constant) and isinstance(node.value, str) \
-                    and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.-]{0,40}", node.value):
+            if (
+                isinstance(node, ast.Constant)
+                and isinstance(node.value, str)
+                and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.-]{0,40}", node.value)
+            ):
                 names.add(node.value)
     return tuple(sorted(names))
 
@@ -55,31 +81,47 @@ def texts() -> st.SearchStrategy[str]:
     return st.one_of(names(), st.sampled_from(HOSTILE), st.text(max_size=20))
 
 
-def finite_floats(lo: float | None = None, hi: float | None = None) -> st.SearchStrategy[float]:
+def finite_floats(
+    lo: float | None = None, hi: float | None = None
+) -> st.SearchStrategy[float]:
     return st.floats(min_value=lo, max_value=hi, allow_nan=False, allow_infinity=False)
 
 
 def integers(lo: int | None = None, hi: int | None = None) -> st.SearchStrategy[int]:
-    lo = -(2 ** 40) if lo is None else lo
-    hi = 2 ** 40 if hi is None else hi
-    return st.one_of(st.integers(lo, hi), st.sampled_from([v for v in (0, 1, 2, -1, 64, 512, 4096) if lo <= v <= hi]
-                                                          or [lo]))
+    lo = -(2**40) if lo is None else lo
+    hi = 2**40 if hi is None else hi
+    return st.one_of(
+        st.integers(lo, hi),
+        st.sampled_from(
+            [v for v in (0, 1, 2, -1, 64, 512, 4096) if lo <= v <= hi] or [lo]
+        ),
+    )
 
 
 def json_values(depth: int = 2) -> st.SearchStrategy[Any]:
     """Any JSON value (finite numbers), keys from the analysis' names or arbitrary text."""
-    leaves = st.one_of(st.none(), st.booleans(), integers(), finite_floats(-1e12, 1e12), texts())
+    leaves = st.one_of(
+        st.none(), st.booleans(), integers(), finite_floats(-1e12, 1e12), texts()
+    )
     if depth <= 0:
         return leaves
     inner = json_values(depth - 1)
-    return st.one_of(leaves, st.lists(inner, max_size=3),
-                     st.dictionaries(st.one_of(names(), st.text(max_size=8)), inner, max_size=3))
+    return st.one_of(
+        leaves,
+        st.lists(inner, max_size=3),
+        st.dictionaries(st.one_of(names(), st.text(max_size=8)), inner, max_size=3),
+    )
 
 
 # Branches of a schema not generated yet, with why. Endpoint models (a run without a model file) are
 # handled by the pages on the endpoint-models branch (issue of that name); until it is merged the
 # pages here still read a model file's sha256 and GGUF facts unguarded. Remove the entry then.
-NOT_YET = {("run", "#/$defs/model_endpoint"): "pages handle endpoint models on the endpoint-models branch"}
+NOT_YET = {
+    (
+        "run",
+        "#/$defs/model_endpoint",
+    ): "pages handle endpoint models on the endpoint-models branch"
+}
 
 
 class Schemas:
@@ -111,8 +153,17 @@ class Schemas:
         for key in ("oneOf", "anyOf"):
             if key in node:
                 base = {k: v for k, v in node.items() if k != key}
-                branches = [b for b in node[key] if (self.artifact, b.get("$ref")) not in NOT_YET]
-                return st.one_of([self.strategy({**base, **self.resolve(b)}, depth) for b in branches])
+                branches = [
+                    b
+                    for b in node[key]
+                    if (self.artifact, b.get("$ref")) not in NOT_YET
+                ]
+                return st.one_of(
+                    [
+                        self.strategy({**base, **self.resolve(b)}, depth)
+                        for b in branches
+                    ]
+                )
         types = node.get("type")
         if types is None:
             if "properties" in node or "required" in node:
@@ -126,39 +177,75 @@ class Schemas:
         if types == "boolean":
             return st.booleans()
         if types == "integer":
-            lo = node.get("minimum", node["exclusiveMinimum"] + 1 if "exclusiveMinimum" in node else None)
-            hi = node.get("maximum", node["exclusiveMaximum"] - 1 if "exclusiveMaximum" in node else None)
+            lo = node.get(
+                "minimum",
+                node["exclusiveMinimum"] + 1 if "exclusiveMinimum" in node else None,
+            )
+            hi = node.get(
+                "maximum",
+                node["exclusiveMaximum"] - 1 if "exclusiveMaximum" in node else None,
+            )
             return integers(lo, hi)
         if types == "number":
             lo, hi = node.get("minimum"), node.get("maximum")
             if "exclusiveMinimum" in node or "exclusiveMaximum" in node:
-                return st.floats(min_value=node.get("exclusiveMinimum", lo), max_value=node.get("exclusiveMaximum", hi),
-                                 exclude_min="exclusiveMinimum" in node, exclude_max="exclusiveMaximum" in node,
-                                 allow_nan=False, allow_infinity=False)
+                return st.floats(
+                    min_value=node.get("exclusiveMinimum", lo),
+                    max_value=node.get("exclusiveMaximum", hi),
+                    exclude_min="exclusiveMinimum" in node,
+                    exclude_max="exclusiveMaximum" in node,
+                    allow_nan=False,
+                    allow_infinity=False,
+                )
             return finite_floats(lo, hi)
         if types == "string":
             if "pattern" in node:
-                return st.from_regex(node["pattern"], fullmatch=True).filter(lambda s: "\n" not in s)
+                return st.from_regex(node["pattern"], fullmatch=True).filter(
+                    lambda s: "\n" not in s
+                )
             if node.get("format") == "date-time":
-                return st.datetimes(timezones=st.just(__import__("datetime").timezone.utc)).map(
-                    lambda d: d.isoformat(timespec="seconds"))
+                return st.datetimes(
+                    timezones=st.just(__import__("datetime").timezone.utc)
+                ).map(lambda d: d.isoformat(timespec="seconds"))
             lo, hi = node.get("minLength", 0), node.get("maxLength", 10**9)
-            return texts().filter(lambda s: lo <= len(s) <= hi) if lo or hi < 10**9 else texts()
+            return (
+                texts().filter(lambda s: lo <= len(s) <= hi)
+                if lo or hi < 10**9
+                else texts()
+            )
         if types == "array":
             lo = node.get("minItems", 0)
-            return st.lists(self.strategy(node.get("items", True), depth + 1), min_size=lo,
-                            max_size=min(node.get("maxItems", 10**6), max(lo, 3 if depth < 3 else 1)))
+            return st.lists(
+                self.strategy(node.get("items", True), depth + 1),
+                min_size=lo,
+                max_size=min(
+                    node.get("maxItems", 10**6), max(lo, 3 if depth < 3 else 1)
+                ),
+            )
         if types == "object":
             props = node.get("properties", {})
-            required = [k for k in node.get("required", []) if k in props] if props else node.get("required", [])
+            required = (
+                [k for k in node.get("required", []) if k in props]
+                if props
+                else node.get("required", [])
+            )
             req = {k: self.strategy(props.get(k, True), depth + 1) for k in required}
-            opt = {k: self.strategy(v, depth + 1) for k, v in props.items() if k not in required}
+            opt = {
+                k: self.strategy(v, depth + 1)
+                for k, v in props.items()
+                if k not in required
+            }
             fixed = st.fixed_dictionaries(req, optional=opt)
             extra_schema = node.get("additionalProperties", True)
             if extra_schema is False or depth > 4:
                 return fixed
-            extra = st.dictionaries(st.one_of(names(), st.text(max_size=8)).filter(lambda k: k not in props),
-                                    self.strategy(extra_schema, depth + 1), max_size=3)
+            extra = st.dictionaries(
+                st.one_of(names(), st.text(max_size=8)).filter(
+                    lambda k: k not in props
+                ),
+                self.strategy(extra_schema, depth + 1),
+                max_size=3,
+            )
             return st.tuples(fixed, extra).map(lambda t: {**t[1], **t[0]})
         return json_values(1)
 
@@ -218,13 +305,17 @@ def _replacement(current: Any) -> st.SearchStrategy[Any]:
     elif isinstance(current, int):
         same = integers()
     elif isinstance(current, float):
-        same = st.one_of(finite_floats(), st.sampled_from([0.0, -0.0, 1e-300, 1e300, -1.0]))
+        same = st.one_of(
+            finite_floats(), st.sampled_from([0.0, -0.0, 1e-300, 1e300, -1.0])
+        )
     elif isinstance(current, str):
         same = texts()
     elif isinstance(current, list):
         same = st.one_of(st.just([]), st.lists(json_values(1), max_size=3))
     elif isinstance(current, dict):
-        same = st.one_of(st.just({}), st.dictionaries(names(), json_values(1), max_size=3))
+        same = st.one_of(
+            st.just({}), st.dictionaries(names(), json_values(1), max_size=3)
+        )
     else:
         same = json_values(1)
     return st.one_of(same, same, st.none(), json_values(1))
@@ -241,7 +332,11 @@ def _walk(draw: st.DrawFn, doc: dict[str, Any]) -> tuple:
     where: tuple = (draw(st.sampled_from(top)),)
     node = doc[where[0]]
     while isinstance(node, (dict, list)) and node and not draw(st.integers(0, 2)) == 0:
-        key = draw(st.sampled_from(list(node) if isinstance(node, dict) else list(range(len(node)))))
+        key = draw(
+            st.sampled_from(
+                list(node) if isinstance(node, dict) else list(range(len(node)))
+            )
+        )
         where, node = (*where, key), node[key]
     return where
 

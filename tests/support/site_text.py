@@ -35,7 +35,9 @@ def render_like_site(md: str, src_uri: str = "page.md", url: str = "page/") -> s
     text = markdown.tables_to_html(md, hooks.link_resolver(src_uri, url), stash)
     text = markdown.hold_figures(text, stash)
     names, configs = _extensions()
-    out = python_markdown.Markdown(extensions=names, extension_configs=configs).convert(text)
+    out = python_markdown.Markdown(extensions=names, extension_configs=configs).convert(
+        text
+    )
     return markdown.put_tables(out, stash)
 
 
@@ -92,10 +94,15 @@ def article_text(html: str) -> str:
 # What Markdown left as text shows: a **bold** pair, a `code` pair, a fold or an admonition marker
 # (??? / !!!), a backslash escape (cell()'s, inside raw HTML that Markdown does not read), a table
 # placeholder of the build hook.
-UNRENDERED = re.compile(r"\*\*[^\s*][^*\n]*\*\*|`[^`\n]+`|\?\?\?\+? |!!! |\\[\\`*_\[\]()#+!~|]|almanactable")
+UNRENDERED = re.compile(
+    r"\*\*[^\s*][^*\n]*\*\*|`[^`\n]+`|\?\?\?\+? |!!! |\\[\\`*_\[\]()#+!~|]|almanactable"
+)
 
 
 def unrendered(html: str) -> list[str]:
     """Each piece of unrendered Markdown in a page's article text, with a little context."""
     text = article_text(html)
-    return [" ".join(text[max(0, m.start() - 40):m.end() + 40].split()) for m in UNRENDERED.finditer(text)]
+    return [
+        " ".join(text[max(0, m.start() - 40) : m.end() + 40].split())
+        for m in UNRENDERED.finditer(text)
+    ]

@@ -43,8 +43,22 @@ def free_port() -> int:
 
 
 def keygen(path: Path, passphrase: str = "") -> Path:
-    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", passphrase, "-C", "almanac-test", "-f", str(path)],
-                   check=True, capture_output=True)
+    subprocess.run(
+        [
+            "ssh-keygen",
+            "-q",
+            "-t",
+            "ed25519",
+            "-N",
+            passphrase,
+            "-C",
+            "almanac-test",
+            "-f",
+            str(path),
+        ],
+        check=True,
+        capture_output=True,
+    )
     return path
 
 
@@ -69,7 +83,9 @@ class Sshd:
 def start(d: Path, authorized: list[Path]) -> Sshd:
     d.mkdir(parents=True, exist_ok=True)
     host_key = keygen(d / "host_ed25519")
-    (d / "authorized_keys").write_text("".join(p.with_suffix(".pub").read_text() for p in authorized))
+    (d / "authorized_keys").write_text(
+        "".join(p.with_suffix(".pub").read_text() for p in authorized)
+    )
     os.chmod(d / "authorized_keys", 0o600)
     port = free_port()
     conf = d / "sshd_config"
@@ -77,10 +93,15 @@ def start(d: Path, authorized: list[Path]) -> Sshd:
         f"Port {port}\nListenAddress 127.0.0.1\nHostKey {host_key}\nAuthorizedKeysFile {d}/authorized_keys\n"
         "PasswordAuthentication no\nKbdInteractiveAuthentication no\nPubkeyAuthentication yes\n"
         f"PidFile {d}/sshd.pid\nStrictModes no\nUsePAM no\nPermitRootLogin prohibit-password\n"
-        "Subsystem sftp internal-sftp\nLogLevel VERBOSE\n")
+        "Subsystem sftp internal-sftp\nLogLevel VERBOSE\n"
+    )
     if os.geteuid() == 0:
         Path("/run/sshd").mkdir(parents=True, exist_ok=True)
-    subprocess.run([SSHD, "-f", str(conf), "-E", str(d / "sshd.log")], check=True, capture_output=True)
+    subprocess.run(
+        [SSHD, "-f", str(conf), "-E", str(d / "sshd.log")],
+        check=True,
+        capture_output=True,
+    )
     # the daemon forks: wait until it has written its pid and accepts connections
     pidfile, pid = d / "sshd.pid", None
     deadline = time.monotonic() + 20

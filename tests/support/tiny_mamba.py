@@ -10,8 +10,18 @@ from pathlib import Path
 import numpy as np
 
 
-def write_tiny_mamba(path: Path | str, *, n_vocab: int = 512, n_embd: int = 64, n_layer: int = 2, d_inner: int = 128,
-                     d_state: int = 16, d_conv: int = 4, dt_rank: int = 4, seed: int = 0) -> Path:
+def write_tiny_mamba(
+    path: Path | str,
+    *,
+    n_vocab: int = 512,
+    n_embd: int = 64,
+    n_layer: int = 2,
+    d_inner: int = 128,
+    d_state: int = 16,
+    d_conv: int = 4,
+    dt_rank: int = 4,
+    seed: int = 0,
+) -> Path:
     import gguf
 
     from runtime.models.synth import make_vocab

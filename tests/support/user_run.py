@@ -20,35 +20,59 @@ HOSTILE = "<script>alert('zq-user')</script>](javascript:alert('zq-user'))"
 MATRICES = ("default", "reference")  # what `invoke all` runs (tasks.py ALL_MATRICES)
 
 
-def plant_user_measurements(data: Path, source: Path, host_id: str = USER_HOST) -> dict[str, list[Path]]:
+def plant_user_measurements(
+    data: Path, source: Path, host_id: str = USER_HOST
+) -> dict[str, list[Path]]:
     """Plant a new host's runs and probes under ``data``, made from the committed artifacts under
     ``source`` (a committed data folder). Returns {"runs": [...], "hosts": [...]} (the files written)."""
     from core import artifacts
     from core.records import run as record
 
     def load(folder: Path) -> list[dict]:
-        docs = [{k: v for k, v in artifacts.load(p).items() if not k.startswith("_")}  # migrated to today's version
-                for p in artifacts.iter_files(folder)]
+        docs = [
+            {
+                k: v for k, v in artifacts.load(p).items() if not k.startswith("_")
+            }  # migrated to today's version
+            for p in artifacts.iter_files(folder)
+        ]
         return sorted(docs, key=lambda d: (d["created"], d["id"]))
 
     def matrix(d: dict) -> str | None:
         return (d.get("matrix") or {}).get("name")
 
-    cpu_runs = [d for d in load(source / "runs") if d["artifact"] == "run" and d["status"] == "ok"
-                and not d["host"].get("gpus") and matrix(d) in MATRICES]
+    cpu_runs = [
+        d
+        for d in load(source / "runs")
+        if d["artifact"] == "run"
+        and d["status"] == "ok"
+        and not d["host"].get("gpus")
+        and matrix(d) in MATRICES
+    ]
     newest: dict[tuple, dict] = {}
-    for name in MATRICES:  # each matrix from the committed CPU host with the most runs of it
+    for (
+        name
+    ) in MATRICES:  # each matrix from the committed CPU host with the most runs of it
         hosts = [d["host"]["id"] for d in cpu_runs if matrix(d) == name]
         for d in cpu_runs:
-            if hosts and matrix(d) == name and d["host"]["id"] == max(dict.fromkeys(hosts), key=hosts.count):
+            if (
+                hosts
+                and matrix(d) == name
+                and d["host"]["id"] == max(dict.fromkeys(hosts), key=hosts.count)
+            ):
                 newest[(name, d["model"].get("name"), d["test"]["name"])] = d
     chosen = sorted(newest.values(), key=lambda d: (d["created"], d["id"]))
-    fingerprint = {**chosen[0]["host"], "id": host_id, "name": "newuser"}  # one machine: one fingerprint
+    fingerprint = {
+        **chosen[0]["host"],
+        "id": host_id,
+        "name": "newuser",
+    }  # one machine: one fingerprint
     written: dict[str, list[Path]] = {"runs": [], "hosts": []}
     for i, old in enumerate(chosen):
         doc = copy.deepcopy(old)
         doc["host"] = fingerprint
-        doc["key"] = hashlib.sha256(f"{old['key']}|{host_id}".encode()).hexdigest()[:len(old["key"])]
+        doc["key"] = hashlib.sha256(f"{old['key']}|{host_id}".encode()).hexdigest()[
+            : len(old["key"])
+        ]
         created = datetime.fromisoformat(old["created"]) + timedelta(days=30)
         doc["created"] = created.isoformat(timespec="seconds")
         doc["id"] = record.run_id(doc["key"], created)
@@ -62,5 +86,7 @@ def plant_user_measurements(data: Path, source: Path, host_id: str = USER_HOST) 
             # host was re-identified): a copy for another host gets that host's id in its own
             stamp = doc["id"].rsplit("-", 1)[1]
             doc["host"], doc["id"] = fingerprint, f"{host_id}-{doc['artifact']}-{stamp}"
-            written["hosts"].append(artifacts.write(data / "hosts" / host_id / p.name, doc))
+            written["hosts"].append(
+                artifacts.write(data / "hosts" / host_id / p.name, doc)
+            )
     return written

@@ -48,7 +48,17 @@ VENDORED_LLAMA_CPP = {
 
 
 # ggml_type enum values (ggml.h); stable across releases.
-GGML_TYPES = {"f32": 0, "f16": 1, "q4_0": 2, "q4_1": 3, "q5_0": 6, "q5_1": 7, "q8_0": 8, "iq4_nl": 20, "bf16": 30}
+GGML_TYPES = {
+    "f32": 0,
+    "f16": 1,
+    "q4_0": 2,
+    "q4_1": 3,
+    "q5_0": 6,
+    "q5_1": 7,
+    "q8_0": 8,
+    "iq4_nl": 20,
+    "bf16": 30,
+}
 
 
 # ggml_log_level in this llama.cpp: NONE 0, DEBUG 1, INFO 2, WARN 3, ERROR 4, CONT 5.
@@ -89,12 +99,17 @@ def _rss_bytes() -> int | None:
 
 # "<who>: <buffer> <kind> buffer size = <x> MiB" lines of llama.cpp's load log (llama.cpp's own
 # accounting, shown beside the memory planner's prediction).
-_BUFFER_RE = re.compile(r"^(load_tensors|llama_context|llama_kv_cache|sched_reserve):\s+(\S+)\s+(model|output|KV|compute) "
-                        r"buffer size =\s+([0-9.]+) MiB", re.M)
+_BUFFER_RE = re.compile(
+    r"^(load_tensors|llama_context|llama_kv_cache|sched_reserve):\s+(\S+)\s+(model|output|KV|compute) "
+    r"buffer size =\s+([0-9.]+) MiB",
+    re.M,
+)
 
 
 # "llama_adapter_lora_init_impl:        CPU LoRA buffer size =    X MiB", one per adapter (and buffer type).
-_LORA_BUFFER_RE = re.compile(r"^llama_adapter_lora_init_impl:\s+\S+ LoRA buffer size =\s+([0-9.]+) MiB", re.M)
+_LORA_BUFFER_RE = re.compile(
+    r"^llama_adapter_lora_init_impl:\s+\S+ LoRA buffer size =\s+([0-9.]+) MiB", re.M
+)
 
 
 def memory_from_log(log: str) -> dict[str, dict[str, float]]:
@@ -106,13 +121,19 @@ def memory_from_log(log: str) -> dict[str, dict[str, float]]:
     for m in _BUFFER_RE.finditer(head):
         kind = {"KV": "kv"}.get(m.group(3), m.group(3))
         out.setdefault(kind, {})
-        out[kind][m.group(2)] = round(out[kind].get(m.group(2), 0.0) + float(m.group(4)), 4)
+        out[kind][m.group(2)] = round(
+            out[kind].get(m.group(2), 0.0) + float(m.group(4)), 4
+        )
     return out
 
 
 def resolve_extra_bufts(settings: LlamaCppSettings, policy: dict[str, Any]) -> bool:
     """The setting when given; null: the process-wide policy (runtime.backends.llama_cpp.lib_policy: off where AMX is compiled in)."""
-    return settings.extra_bufts if settings.extra_bufts is not None else bool(policy.get("use_extra_bufts", True))
+    return (
+        settings.extra_bufts
+        if settings.extra_bufts is not None
+        else bool(policy.get("use_extra_bufts", True))
+    )
 
 
 def _with_extra_bufts(default_params: Any, value: bool) -> Any:
@@ -156,10 +177,14 @@ class LlamaCppBackend(Backend):
         super().__init__(model, settings)
         self.llm = None
         self.n_ctx: int | None = None
-        self.draft: Any = None  # speculative decoding's draft (prompt lookup or a second Llama)
+        self.draft: Any = (
+            None  # speculative decoding's draft (prompt lookup or a second Llama)
+        )
         self.draft_facts: dict[str, Any] = {}
         self.lib_policy: dict[str, Any] = {}
-        self.load_time_s: float | None = None  # the last load's, the in-process serve's startup
+        self.load_time_s: float | None = (
+            None  # the last load's, the in-process serve's startup
+        )
         self.lora_facts: dict[str, Any] = {}
 
     # -- load ---------------------------------------------------------------------------
@@ -170,7 +195,9 @@ class LlamaCppBackend(Backend):
         s = self.settings
         install_log_capture()
         self.lib_policy = llamacpp_lib.apply()
-        rss_before_model = _rss_bytes()  # the process with llama.cpp's libraries, before the model (memory planner)
+        rss_before_model = (
+            _rss_bytes()
+        )  # the process with llama.cpp's libraries, before the model (memory planner)
         self.n_ctx = effective_n_ctx(s, test) if test is not None else (s.n_ctx or 4096)
         n_threads, n_threads_batch = resolve_threads(s)
         kwargs = dict(
@@ -192,7 +219,8 @@ class LlamaCppBackend(Backend):
             type_k=GGML_TYPES[s.type_k],
             type_v=GGML_TYPES[s.type_v],
             chat_format=s.chat_format,
-            logits_all=s.speculative != "none",  # a draft needs logits for every drafted position
+            logits_all=s.speculative
+            != "none",  # a draft needs logits for every drafted position
             verbose=True,
         )
         # llama-cpp-python's constructor only knows flash_attn on/off; llama.cpp's default
@@ -203,8 +231,12 @@ class LlamaCppBackend(Backend):
         saved_params = inner.llama_model_default_params
         if s.flash_attn == "auto":
             inner.LLAMA_FLASH_ATTN_TYPE_ENABLED = inner.LLAMA_FLASH_ATTN_TYPE_AUTO
-        if s.extra_bufts is not None:  # an explicit setting over the process policy, for this constructor only
-            inner.llama_model_default_params = _with_extra_bufts(saved_params, s.extra_bufts)
+        if (
+            s.extra_bufts is not None
+        ):  # an explicit setting over the process policy, for this constructor only
+            inner.llama_model_default_params = _with_extra_bufts(
+                saved_params, s.extra_bufts
+            )
         t0 = time.perf_counter()
         try:
             self.llm = llama_cpp.Llama(**kwargs)
@@ -213,12 +245,19 @@ class LlamaCppBackend(Backend):
             inner.llama_model_default_params = saved_params
         load_time = time.perf_counter() - t0
         self.load_time_s = load_time
-        if s.lora_adapters:  # timed on their own (lora.load_time_s), not part of the model's load time
+        if (
+            s.lora_adapters
+        ):  # timed on their own (lora.load_time_s), not part of the model's load time
             self._attach_adapters()
-        if s.speculative != "none":  # after the target, so the log's first facts are the target's
+        if (
+            s.speculative != "none"
+        ):  # after the target, so the log's first facts are the target's
             self._load_draft(kwargs)
-        return {"load_time_s": load_time, "effective_settings": self._effective(n_threads, n_threads_batch),
-                "rss_before_model_bytes": rss_before_model}
+        return {
+            "load_time_s": load_time,
+            "effective_settings": self._effective(n_threads, n_threads_batch),
+            "rss_before_model_bytes": rss_before_model,
+        }
 
     def _attach_adapters(self) -> None:
         """Load every LoRA adapter of the settings and attach them all to the context.
@@ -234,7 +273,9 @@ class LlamaCppBackend(Backend):
         s = self.settings
         refs = [resolve_adapter(name) for name in s.lora_adapters]
         for ref in refs:
-            reason = lora_mod.mismatch(ref.name, ref.facts, self.model.name, Path(self.model.path))
+            reason = lora_mod.mismatch(
+                ref.name, ref.facts, self.model.name, Path(self.model.path)
+            )
             if reason:
                 raise Incompatible(reason)
         rss0 = _rss_bytes()
@@ -244,8 +285,10 @@ class LlamaCppBackend(Backend):
             ptr = L.llama_adapter_lora_init(self.llm._model.model, ref.path.encode())
             times.append(time.perf_counter() - t0)
             if not ptr:
-                raise Incompatible(f"llama.cpp refused LoRA adapter {ref.name!r} for model {self.model.name!r} "
-                                   "(llama_adapter_lora_init returned NULL; its reason is in the log)")
+                raise Incompatible(
+                    f"llama.cpp refused LoRA adapter {ref.name!r} for model {self.model.name!r} "
+                    "(llama_adapter_lora_init returned NULL; its reason is in the log)"
+                )
             loaded.append(ptr)
         n = len(loaded)
         t0 = time.perf_counter()
@@ -256,12 +299,22 @@ class LlamaCppBackend(Backend):
         if rc != 0:
             raise RuntimeError(f"llama_set_adapters_lora returned {rc}")
         rss1 = _rss_bytes()
-        self.lora_facts = {"lora": {
-            "adapters": [{**ref.summary(), "load_time_s": dt} for ref, dt in zip(refs, times)],
-            "count": n, "scale": s.lora_scale, "load_time_s": sum(times) + set_s, "attach_time_s": set_s,
-            "rss_growth_bytes": (rss1 - rss0) if rss0 is not None and rss1 is not None else None,
-            "method": "llama_adapter_lora_init per adapter, then llama_set_adapters_lora with all of them "
-                      "(llama.cpp --lora); RSS growth = resident set after attaching - before"}}
+        self.lora_facts = {
+            "lora": {
+                "adapters": [
+                    {**ref.summary(), "load_time_s": dt} for ref, dt in zip(refs, times)
+                ],
+                "count": n,
+                "scale": s.lora_scale,
+                "load_time_s": sum(times) + set_s,
+                "attach_time_s": set_s,
+                "rss_growth_bytes": (rss1 - rss0)
+                if rss0 is not None and rss1 is not None
+                else None,
+                "method": "llama_adapter_lora_init per adapter, then llama_set_adapters_lora with all of them "
+                "(llama.cpp --lora); RSS growth = resident set after attaching - before",
+            }
+        }
 
     def _load_draft(self, kwargs: dict[str, Any]) -> None:
         """Build the draft (raises Incompatible with the reason) and hand it to the target."""
@@ -279,9 +332,13 @@ class LlamaCppBackend(Backend):
         if s.flash_attn == "auto":
             inner.LLAMA_FLASH_ATTN_TYPE_ENABLED = inner.LLAMA_FLASH_ATTN_TYPE_AUTO
         if s.extra_bufts is not None:
-            inner.llama_model_default_params = _with_extra_bufts(saved_params, s.extra_bufts)
+            inner.llama_model_default_params = _with_extra_bufts(
+                saved_params, s.extra_bufts
+            )
         try:
-            self.draft, self.draft_facts = speculative.make_draft(s, self.llm, self.model.facts, ref, kwargs)
+            self.draft, self.draft_facts = speculative.make_draft(
+                s, self.llm, self.model.facts, ref, kwargs
+            )
         finally:
             inner.LLAMA_FLASH_ATTN_TYPE_ENABLED = saved
             inner.llama_model_default_params = saved_params
@@ -293,8 +350,11 @@ class LlamaCppBackend(Backend):
         s = self.settings
         ctx = self.llm._ctx.ctx
         cp = self.llm.context_params
-        fa_names = {int(llama_cpp.LLAMA_FLASH_ATTN_TYPE_AUTO): "auto", int(llama_cpp.LLAMA_FLASH_ATTN_TYPE_ENABLED): "on",
-                    int(llama_cpp.LLAMA_FLASH_ATTN_TYPE_DISABLED): "off"}
+        fa_names = {
+            int(llama_cpp.LLAMA_FLASH_ATTN_TYPE_AUTO): "auto",
+            int(llama_cpp.LLAMA_FLASH_ATTN_TYPE_ENABLED): "on",
+            int(llama_cpp.LLAMA_FLASH_ATTN_TYPE_DISABLED): "off",
+        }
         return {
             "n_ctx": int(llama_cpp.llama_n_ctx(ctx)),
             "n_batch": int(llama_cpp.llama_n_batch(ctx)),
@@ -302,7 +362,9 @@ class LlamaCppBackend(Backend):
             "n_threads": int(llama_cpp.llama_n_threads(ctx)),
             "n_threads_batch": int(llama_cpp.llama_n_threads_batch(ctx)),
             "n_seq_max": int(cp.n_seq_max),
-            "flash_attn_requested": fa_names.get(int(cp.flash_attn_type), str(cp.flash_attn_type)),
+            "flash_attn_requested": fa_names.get(
+                int(cp.flash_attn_type), str(cp.flash_attn_type)
+            ),
             "type_k": s.type_k,
             "type_v": s.type_v,
             "offload_kqv": bool(cp.offload_kqv),
@@ -317,7 +379,11 @@ class LlamaCppBackend(Backend):
             "chat_format": self.llm.chat_format,
             "logits_all": s.speculative != "none",
             "use_extra_bufts": resolve_extra_bufts(s, self.lib_policy),
-            "use_extra_bufts_reason": ("setting extra_bufts" if s.extra_bufts is not None else self.lib_policy["reason"]),
+            "use_extra_bufts_reason": (
+                "setting extra_bufts"
+                if s.extra_bufts is not None
+                else self.lib_policy["reason"]
+            ),
             **self.draft_facts,
             **self.lora_facts,
         }
@@ -328,7 +394,9 @@ class LlamaCppBackend(Backend):
         facts: dict[str, Any] = {}
         m = re.search(r"llama_context: flash_attn\s*=\s*(\w+)", log)
         if m:
-            facts["flash_attn"] = {"enabled": "on", "disabled": "off"}.get(m.group(1), m.group(1))
+            facts["flash_attn"] = {"enabled": "on", "disabled": "off"}.get(
+                m.group(1), m.group(1)
+            )
         m = re.search(r"Flash Attention (enabled|disabled)", log)
         if m:  # what "auto" resolved to
             facts["flash_attn"] = "on" if m.group(1) == "enabled" else "off"
@@ -352,9 +420,15 @@ class LlamaCppBackend(Backend):
     def _run_chat_test(self, test: ChatTest) -> TestResult:
         res = self._run_chat(test)
         stats = getattr(self.draft, "stats", None)
-        if stats is not None:  # drafted / accepted over the whole test (warm-up included)
-            res.details["speculative"] = {**stats.snapshot(), "acceptance": stats.accepted / stats.proposed
-                                          if stats.proposed else None}
+        if (
+            stats is not None
+        ):  # drafted / accepted over the whole test (warm-up included)
+            res.details["speculative"] = {
+                **stats.snapshot(),
+                "acceptance": stats.accepted / stats.proposed
+                if stats.proposed
+                else None,
+            }
         return res
 
     @runs("generate")
@@ -375,9 +449,11 @@ class LlamaCppBackend(Backend):
         experts.check(settings, model.facts, model.name)
         if settings.speculative != "none":
             if not isinstance(test, (GenerateTest, ChatTest)):
-                raise ConfigError(f"{settings.speculative} speculative decoding applies to generate and chat tests, "
-                                  f"not to the {test.kind} test {test.name!r}: give that test a sweep of its own",
-                                  field="speculative")
+                raise ConfigError(
+                    f"{settings.speculative} speculative decoding applies to generate and chat tests, "
+                    f"not to the {test.kind} test {test.name!r}: give that test a sweep of its own",
+                    field="speculative",
+                )
             if settings.speculative == "draft_model":
                 from runtime.models.registry import resolve
 
@@ -388,7 +464,9 @@ class LlamaCppBackend(Backend):
         if settings.lora_adapters:
             from runtime.models.registry import resolve_adapter
 
-            for i, name in enumerate(settings.lora_adapters):  # unknown names refused now; synthetic ones written now
+            for i, name in enumerate(
+                settings.lora_adapters
+            ):  # unknown names refused now; synthetic ones written now
                 try:
                     resolve_adapter(name)
                 except UserError as exc:
@@ -396,8 +474,11 @@ class LlamaCppBackend(Backend):
         if isinstance(test, RateTest) and settings.n_ctx is not None:
             need = test.n_depth + test.n_prompt + test.n_gen
             if settings.n_ctx < need:
-                raise ConfigError(f"n_ctx {settings.n_ctx} is smaller than the {need} tokens test {test.name!r} "
-                                  "puts in the context", field="n_ctx")
+                raise ConfigError(
+                    f"n_ctx {settings.n_ctx} is smaller than the {need} tokens test {test.name!r} "
+                    "puts in the context",
+                    field="n_ctx",
+                )
 
     @runs("rate")
     def _run_rate(self, test: RateTest) -> TestResult:
@@ -440,7 +521,9 @@ class LlamaCppBackend(Backend):
             for arr, k in plan:
                 rc = L.llama_decode(ctx, L.llama_batch_get_one(arr, k))
                 if rc != 0:
-                    raise RuntimeError(f"llama_decode returned {rc} (prompt batch of {k})")
+                    raise RuntimeError(
+                        f"llama_decode returned {rc} (prompt batch of {k})"
+                    )
             L.llama_synchronize(ctx)
 
         def gen_plan(n: int) -> list[Any]:
@@ -451,7 +534,11 @@ class LlamaCppBackend(Backend):
             return [arr, ptrs]
 
         def decode_gen(plan: list[Any]) -> None:
-            decode, get_one, sync = L.llama_decode, L.llama_batch_get_one, L.llama_synchronize
+            decode, get_one, sync = (
+                L.llama_decode,
+                L.llama_batch_get_one,
+                L.llama_synchronize,
+            )
             for p in plan[1]:
                 rc = decode(ctx, get_one(p, 1))
                 if rc != 0:
@@ -487,7 +574,11 @@ class LlamaCppBackend(Backend):
                 decode_gen(tg)
 
         # the device's energy counter, read immediately around each timed region (runtime.hosts.energy)
-        energy = RateEnergy.for_test(test, on_gpu=self.settings.n_gpu_layers != 0 and bool(L.llama_supports_gpu_offload()))
+        energy = RateEnergy.for_test(
+            test,
+            on_gpu=self.settings.n_gpu_layers != 0
+            and bool(L.llama_supports_gpu_offload()),
+        )
         while rep.more():
             pp, tg = prepare()
             L.llama_perf_context_reset(ctx)
@@ -498,20 +589,37 @@ class LlamaCppBackend(Backend):
             energy.add(e0, energy.read(), samples_ns[-1] / 1e9)
             rep.add(n_tokens * 1e9 / samples_ns[-1])
             pd = L.llama_perf_context(ctx)
-            perf.append({"t_p_eval_ms": pd.t_p_eval_ms, "n_p_eval": pd.n_p_eval, "t_eval_ms": pd.t_eval_ms, "n_eval": pd.n_eval})
+            perf.append(
+                {
+                    "t_p_eval_ms": pd.t_p_eval_ms,
+                    "n_p_eval": pd.n_p_eval,
+                    "t_eval_ms": pd.t_eval_ms,
+                    "n_eval": pd.n_eval,
+                }
+            )
         energy.finish(lambda: work(*prepare()))
         samples_ts = [n_tokens * 1e9 / ns for ns in samples_ns]
         # llama.cpp's own counters, per repetition: its view of the same work.
         llama_ts = []
         for p in perf:
-            ms = (p["t_p_eval_ms"] if test.n_prompt else 0.0) + (p["t_eval_ms"] if test.n_gen else 0.0)
+            ms = (p["t_p_eval_ms"] if test.n_prompt else 0.0) + (
+                p["t_eval_ms"] if test.n_gen else 0.0
+            )
             llama_ts.append(n_tokens * 1000.0 / ms if ms > 0 else None)
         return TestResult(
             metrics={"tokens_per_second": samples_ts, **energy.metrics()},
             samples={"ns": samples_ns, "ts": samples_ts, "energy": energy.samples()},
-            details={"perf_counters": perf, "perf_counter_ts": llama_ts, "n_vocab": n_vocab, "add_bos": add_bos,
-                     "repetitions": len(samples_ns), "warmup": warmup, "precision": rep.record(), "method": "llama-bench: C API decode loop, random tokens",
-                     "energy": energy.details()},
+            details={
+                "perf_counters": perf,
+                "perf_counter_ts": llama_ts,
+                "n_vocab": n_vocab,
+                "add_bos": add_bos,
+                "repetitions": len(samples_ns),
+                "warmup": warmup,
+                "precision": rep.record(),
+                "method": "llama-bench: C API decode loop, random tokens",
+                "energy": energy.details(),
+            },
         )
 
     def _run_chat(self, test: ChatTest) -> TestResult:
@@ -522,7 +630,11 @@ class LlamaCppBackend(Backend):
         eog = None
         if test.ignore_eos:
             vocab = L.llama_model_get_vocab(llm._model.model)
-            eog = [i for i in range(int(L.llama_vocab_n_tokens(vocab))) if L.llama_vocab_is_eog(vocab, i)]
+            eog = [
+                i
+                for i in range(int(L.llama_vocab_n_tokens(vocab)))
+                if L.llama_vocab_is_eog(vocab, i)
+            ]
 
         def request(seed: int) -> dict[str, Any]:
             steps: list[int] = []
@@ -540,12 +652,20 @@ class LlamaCppBackend(Backend):
             first = last = None
             parts: list[str] = []
             finish = None
-            with StageTimer(llm) as stages:  # tokenise/prefill/decode/sample/detokenise split (what-if page)
+            with (
+                StageTimer(llm) as stages
+            ):  # tokenise/prefill/decode/sample/detokenise split (what-if page)
                 t0 = time.perf_counter_ns()
                 stream = llm.create_chat_completion(
                     messages=[m.model_dump() for m in test.messages],
-                    max_tokens=test.max_tokens, temperature=test.temperature, top_k=test.top_k, top_p=test.top_p,
-                    min_p=test.min_p, repeat_penalty=test.repeat_penalty, seed=seed, stream=True,
+                    max_tokens=test.max_tokens,
+                    temperature=test.temperature,
+                    top_k=test.top_k,
+                    top_p=test.top_p,
+                    min_p=test.min_p,
+                    repeat_penalty=test.repeat_penalty,
+                    seed=seed,
+                    stream=True,
                     logits_processor=L.LogitsProcessorList([stamp]),
                 )
                 for chunk in stream:
@@ -562,39 +682,78 @@ class LlamaCppBackend(Backend):
                 end = time.perf_counter_ns()
                 llama_perf = stages.perf()
             n_sampled = len(steps)
-            out_tokens = n_sampled - 1 if finish == "stop" and n_sampled > 0 else n_sampled
+            out_tokens = (
+                n_sampled - 1 if finish == "stop" and n_sampled > 0 else n_sampled
+            )
             ttft = (first - t0) / 1e6 if first else None
             e2e = ((last or end) - t0) / 1e6
-            tpot = (e2e - ttft) / (out_tokens - 1) if ttft is not None and out_tokens > 1 else None
+            tpot = (
+                (e2e - ttft) / (out_tokens - 1)
+                if ttft is not None and out_tokens > 1
+                else None
+            )
             gaps = [(b - a) / 1e6 for a, b in zip(steps, steps[1:])]
-            return {"ttft_ms": ttft, "e2e_ms": e2e, "tpot_ms": tpot, "output_tokens": out_tokens,
-                    "prompt_tokens": prompt_tokens[0] if prompt_tokens else None, "finish_reason": finish,
-                    "itl_ms": gaps, "text": "".join(parts),
-                    "stages_ms": stages.stages_ms(end - t0), "stage_calls": dict(stages.calls),
-                    "llama_perf": llama_perf}
+            return {
+                "ttft_ms": ttft,
+                "e2e_ms": e2e,
+                "tpot_ms": tpot,
+                "output_tokens": out_tokens,
+                "prompt_tokens": prompt_tokens[0] if prompt_tokens else None,
+                "finish_reason": finish,
+                "itl_ms": gaps,
+                "text": "".join(parts),
+                "stages_ms": stages.stages_ms(end - t0),
+                "stage_calls": dict(stages.calls),
+                "llama_perf": llama_perf,
+            }
 
         # the kind's loop (core.kinds.chat.run_requests) over this backend's one primitive, request(seed)
         run = chat_kind.run_requests(test, request, self.settings.seed)
-        return TestResult(metrics=run.metrics, samples={"requests": run.records},
-                          details={"warmup_requests": run.warmup, "prefix_cache": False, "precision": run.precision,
-                                   "method": "create_chat_completion(stream=True); sampler steps timestamped"})
+        return TestResult(
+            metrics=run.metrics,
+            samples={"requests": run.records},
+            details={
+                "warmup_requests": run.warmup,
+                "prefix_cache": False,
+                "precision": run.precision,
+                "method": "create_chat_completion(stream=True); sampler steps timestamped",
+            },
+        )
 
     # -- quality prompt styles ------------------------------------------------------------
-    def complete(self, prompt: str, *, max_tokens: int, stop: list[str], temperature: float = 0.0,
-                 seed: int = 0) -> dict[str, Any]:
+    def complete(
+        self,
+        prompt: str,
+        *,
+        max_tokens: int,
+        stop: list[str],
+        temperature: float = 0.0,
+        seed: int = 0,
+    ) -> dict[str, Any]:
         llm = self.llm
         llm.reset()
         t0 = time.perf_counter()
-        out = llm.create_completion(prompt, max_tokens=max_tokens, stop=stop or None, temperature=temperature,
-                                    seed=seed)
+        out = llm.create_completion(
+            prompt,
+            max_tokens=max_tokens,
+            stop=stop or None,
+            temperature=temperature,
+            seed=seed,
+        )
         e2e = (time.perf_counter() - t0) * 1000.0
         usage = out.get("usage") or {}
         choice = out["choices"][0]
-        return {"text": choice["text"], "prompt_tokens": usage.get("prompt_tokens"),
-                "output_tokens": usage.get("completion_tokens"), "e2e_ms": e2e,
-                "finish_reason": choice.get("finish_reason")}
+        return {
+            "text": choice["text"],
+            "prompt_tokens": usage.get("prompt_tokens"),
+            "output_tokens": usage.get("completion_tokens"),
+            "e2e_ms": e2e,
+            "finish_reason": choice.get("finish_reason"),
+        }
 
-    def loglikelihood(self, context: str, continuations: list[str]) -> list[dict[str, Any]]:
+    def loglikelihood(
+        self, context: str, continuations: list[str]
+    ) -> list[dict[str, Any]]:
         from runtime.backends.llama_cpp.logprobs import continuation_logprob
 
         return [continuation_logprob(self.llm, context, c) for c in continuations]
@@ -612,13 +771,21 @@ class LlamaCppBackend(Backend):
             "gpu_offload_supported": bool(L.llama_supports_gpu_offload()),
             # where the shared libraries came from: the installed wheel, or a build of the same
             # llama.cpp commit loaded through LLAMA_CPP_LIB_PATH (e.g. a CUDA build on a GPU host)
-            "libraries": "LLAMA_CPP_LIB_PATH" if os.environ.get("LLAMA_CPP_LIB_PATH") else "package",
+            "libraries": "LLAMA_CPP_LIB_PATH"
+            if os.environ.get("LLAMA_CPP_LIB_PATH")
+            else "package",
         }
         model: dict[str, Any] = {}
         if self.llm is not None:
             m = self.llm._model
-            model = {"desc": m.desc(), "size_bytes": int(m.size()), "n_params": int(m.n_params()),
-                     "metadata": {k: v for k, v in self.llm.metadata.items() if len(v) < 512}}
+            model = {
+                "desc": m.desc(),
+                "size_bytes": int(m.size()),
+                "n_params": int(m.n_params()),
+                "metadata": {
+                    k: v for k, v in self.llm.metadata.items() if len(v) < 512
+                },
+            }
         return {"build": build, "model": model}
 
     def close(self) -> None:

@@ -33,7 +33,9 @@ def kv_overrides(settings: Any, facts: dict[str, Any]) -> dict[str, Any]:
 
 def requested_experts(settings: Any, facts: dict[str, Any]) -> int | None:
     """Experts per token this configuration asks for (None: the model's own)."""
-    value = kv_overrides(settings, facts).get(override_key(facts.get("architecture") or ""))
+    value = kv_overrides(settings, facts).get(
+        override_key(facts.get("architecture") or "")
+    )
     return None if value is None else int(value)
 
 
@@ -42,13 +44,20 @@ def check(settings: Any, facts: dict[str, Any], model_name: str) -> None:
     arch = facts.get("architecture") or "?"
     n_expert = facts.get("expert_count") or 0
     what = f"model {model_name!r} ({arch}"
-    what += f", {n_expert} experts, {facts.get('expert_used_count')} used by default)" if n_expert else ")"
+    what += (
+        f", {n_expert} experts, {facts.get('expert_used_count')} used by default)"
+        if n_expert
+        else ")"
+    )
     for key, value in settings.kv_overrides.items():
         if not key.endswith("." + SUFFIX):
             continue
         field = f"kv_overrides.{key}"
         if key != override_key(arch):
-            raise ConfigError(f"{key} does not apply to {what}: its key is {override_key(arch)}", field=field)
+            raise ConfigError(
+                f"{key} does not apply to {what}: its key is {override_key(arch)}",
+                field=field,
+            )
         _check_value(value, n_expert, what, field)
     if settings.n_expert_used is not None:
         _check_value(settings.n_expert_used, n_expert, what, "n_expert_used")
@@ -56,10 +65,18 @@ def check(settings: Any, facts: dict[str, Any], model_name: str) -> None:
 
 def _check_value(value: Any, n_expert: int, what: str, field: str) -> None:
     if not n_expert:
-        raise ConfigError(f"{what} is not a mixture-of-experts model (no expert_count in its GGUF): "
-                          "expert reduction does not apply", field=field)
+        raise ConfigError(
+            f"{what} is not a mixture-of-experts model (no expert_count in its GGUF): "
+            "expert reduction does not apply",
+            field=field,
+        )
     if isinstance(value, bool) or not isinstance(value, int):
-        raise ConfigError(f"must be an integer number of experts, got {value!r}", field=field)
+        raise ConfigError(
+            f"must be an integer number of experts, got {value!r}", field=field
+        )
     if value < 1 or value > n_expert:
-        raise ConfigError(f"{value} experts per token is outside 1..{n_expert} for {what}: llama.cpp would abort "
-                          f"(GGML_ASSERT on n_expert_used)", field=field)
+        raise ConfigError(
+            f"{value} experts per token is outside 1..{n_expert} for {what}: llama.cpp would abort "
+            f"(GGML_ASSERT on n_expert_used)",
+            field=field,
+        )

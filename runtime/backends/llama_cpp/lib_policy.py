@@ -32,18 +32,27 @@ def amx_compiled_in(system_info: str) -> bool:
 
 def decide(system_info: str, requested: str | None = None) -> dict[str, Any]:
     """``{"use_extra_bufts": bool, "policy": str, "reason": str}`` for a library's system info."""
-    policy = (requested if requested is not None else os.environ.get(ENV, "auto")).strip().lower() or "auto"
+    policy = (
+        requested if requested is not None else os.environ.get(ENV, "auto")
+    ).strip().lower() or "auto"
     if policy not in ("auto", "on", "off"):
         from core.errors import ConfigError
 
-        raise ConfigError(f"must be auto, on or off, not {policy[:40]!r}", file="environment", field=ENV)
+        raise ConfigError(
+            f"must be auto, on or off, not {policy[:40]!r}",
+            file="environment",
+            field=ENV,
+        )
     if policy == "on":
         return {"use_extra_bufts": True, "policy": policy, "reason": f"${ENV}=on"}
     if policy == "off":
         return {"use_extra_bufts": False, "policy": policy, "reason": f"${ENV}=off"}
     if amx_compiled_in(system_info):
-        return {"use_extra_bufts": False, "policy": policy,
-                "reason": "llama.cpp has AMX compiled in; its AMX matmul crashes on multi-token batches in this version"}
+        return {
+            "use_extra_bufts": False,
+            "policy": policy,
+            "reason": "llama.cpp has AMX compiled in; its AMX matmul crashes on multi-token batches in this version",
+        }
     return {"use_extra_bufts": True, "policy": policy, "reason": "llama.cpp default"}
 
 

@@ -21,7 +21,9 @@ def decode_logits(llm: Any, tokens: list[int], first: int) -> np.ndarray:
     import llama_cpp as L
 
     if len(tokens) > llm.n_ctx():
-        raise ValueError(f"{len(tokens)} tokens do not fit the context of {llm.n_ctx()}")
+        raise ValueError(
+            f"{len(tokens)} tokens do not fit the context of {llm.n_ctx()}"
+        )
     ctx = llm._ctx.ctx
     n_vocab = llm.n_vocab()
     llm.reset()
@@ -29,7 +31,7 @@ def decode_logits(llm: Any, tokens: list[int], first: int) -> np.ndarray:
     n_batch = llm.n_batch
     rows: list[np.ndarray] = []
     for b0 in range(0, len(tokens), n_batch):
-        chunk = tokens[b0:b0 + n_batch]
+        chunk = tokens[b0 : b0 + n_batch]
         batch = L.llama_batch_init(len(chunk), 0, 1)
         try:
             n_out = 0
@@ -80,7 +82,9 @@ def continuation_logprob(llm: Any, context: str, continuation: str) -> dict[str,
     whole = tokenize(llm, context + continuation)
     ctx_toks = tokenize(llm, context)
     n_ctx_toks = len(ctx_toks)
-    if whole[:n_ctx_toks] != ctx_toks:  # the boundary merged: keep the shared prefix as context
+    if (
+        whole[:n_ctx_toks] != ctx_toks
+    ):  # the boundary merged: keep the shared prefix as context
         n_ctx_toks = next(i for i, (a, b) in enumerate(zip(whole, ctx_toks)) if a != b)
     cont = whole[n_ctx_toks:]
     if not cont:
@@ -89,5 +93,9 @@ def continuation_logprob(llm: Any, context: str, continuation: str) -> dict[str,
     lp = log_softmax(logits)
     picked = lp[np.arange(len(cont)), cont]
     greedy = bool(np.all(lp.argmax(axis=1) == np.asarray(cont)))
-    return {"logprob": float(picked.sum()), "n_tokens": len(cont), "is_greedy": greedy,
-            "n_bytes": len(continuation.encode("utf-8"))}
+    return {
+        "logprob": float(picked.sum()),
+        "n_tokens": len(cont),
+        "is_greedy": greedy,
+        "n_bytes": len(continuation.encode("utf-8")),
+    }

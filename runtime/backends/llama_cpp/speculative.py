@@ -52,10 +52,17 @@ class DraftStats:
         self._pending: tuple[np.ndarray, np.ndarray] | None = None
 
     def snapshot(self) -> dict[str, Any]:
-        return {"proposed": self.proposed, "accepted": self.accepted, "rounds": self.rounds,
-                "empty_rounds": self.empty_rounds, "draft_seconds": round(self.draft_seconds, 6)}
+        return {
+            "proposed": self.proposed,
+            "accepted": self.accepted,
+            "rounds": self.rounds,
+            "empty_rounds": self.empty_rounds,
+            "draft_seconds": round(self.draft_seconds, 6),
+        }
 
-    def on_draft(self, context: np.ndarray, proposal: np.ndarray, seconds: float = 0.0) -> None:
+    def on_draft(
+        self, context: np.ndarray, proposal: np.ndarray, seconds: float = 0.0
+    ) -> None:
         self._settle(context, final=False)
         self.rounds += 1
         self.draft_seconds += seconds
@@ -63,7 +70,10 @@ class DraftStats:
             self.empty_rounds += 1
             self._pending = None
             return
-        self._pending = (np.array(context, dtype=np.int64), np.array(proposal, dtype=np.int64))
+        self._pending = (
+            np.array(context, dtype=np.int64),
+            np.array(proposal, dtype=np.int64),
+        )
 
     def begin(self) -> None:
         """A new request: a proposal still pending was never verified."""
@@ -99,7 +109,9 @@ class CountingPromptLookup:
 
         class _Counting(LlamaPromptLookupDecoding):
             def __init__(self) -> None:
-                super().__init__(max_ngram_size=max_ngram_size, num_pred_tokens=num_pred_tokens)
+                super().__init__(
+                    max_ngram_size=max_ngram_size, num_pred_tokens=num_pred_tokens
+                )
                 self.stats = DraftStats()
 
             def __call__(self, input_ids, /, **kwargs):
@@ -133,7 +145,9 @@ class ModelDraft:
                 room = self.llm.n_ctx() - len(context)
                 out: list[int] = []
                 if room > 0:
-                    gen = self.llm.generate(context, temp=0.0, repeat_penalty=1.0, reset=True)
+                    gen = self.llm.generate(
+                        context, temp=0.0, repeat_penalty=1.0, reset=True
+                    )
                     try:
                         for tok in gen:
                             if L.llama_vocab_is_eog(vocab, tok):
@@ -159,10 +173,16 @@ def recurrent_reason(model_ptr: Any, architecture: str | None) -> str | None:
     import llama_cpp as L
 
     if L.llama_model_is_recurrent(model_ptr) or L.llama_model_is_hybrid(model_ptr):
-        kind = "recurrent" if L.llama_model_is_recurrent(model_ptr) else "hybrid (recurrent + attention)"
-        return (f"speculative decoding needs to roll the state back past rejected draft tokens; {architecture or 'this'} "
-                f"is a {kind} model whose state cannot be rolled back (llama.cpp refuses speculation on it, the seed's "
-                "'inconsistent sequence positions')")
+        kind = (
+            "recurrent"
+            if L.llama_model_is_recurrent(model_ptr)
+            else "hybrid (recurrent + attention)"
+        )
+        return (
+            f"speculative decoding needs to roll the state back past rejected draft tokens; {architecture or 'this'} "
+            f"is a {kind} model whose state cannot be rolled back (llama.cpp refuses speculation on it, the seed's "
+            "'inconsistent sequence positions')"
+        )
     return None
 
 
@@ -174,9 +194,12 @@ def vocab_mismatch(target_ptr: Any, draft_ptr: Any) -> str | None:
     vt, vd = L.llama_model_get_vocab(target_ptr), L.llama_model_get_vocab(draft_ptr)
     if L.llama_vocab_type(vt) != L.llama_vocab_type(vd):
         return f"vocabulary type {L.llama_vocab_type(vd)} differs from the target's {L.llama_vocab_type(vt)}"
-    for what, add, tok in (("BOS", L.llama_vocab_get_add_bos, L.llama_vocab_bos), ("EOS", L.llama_vocab_get_add_eos, L.llama_vocab_eos)):
+    for what, add, tok in (
+        ("BOS", L.llama_vocab_get_add_bos, L.llama_vocab_bos),
+        ("EOS", L.llama_vocab_get_add_eos, L.llama_vocab_eos),
+    ):
         if add(vt) != add(vd) or (add(vt) and tok(vt) != tok(vd)):
-            return (f"{what} token differs (target adds {bool(add(vt))}, id {tok(vt)}; draft adds {bool(add(vd))}, id {tok(vd)})")
+            return f"{what} token differs (target adds {bool(add(vt))}, id {tok(vt)}; draft adds {bool(add(vd))}, id {tok(vd)})"
     nt, nd = int(L.llama_vocab_n_tokens(vt)), int(L.llama_vocab_n_tokens(vd))
     if abs(nt - nd) > SPEC_VOCAB_MAX_SIZE_DIFFERENCE:
         return f"vocabulary sizes {nt} (target) and {nd} (draft) differ by more than {SPEC_VOCAB_MAX_SIZE_DIFFERENCE}"
@@ -187,8 +210,13 @@ def vocab_mismatch(target_ptr: Any, draft_ptr: Any) -> str | None:
     return None
 
 
-def make_draft(settings: Any, target: Any, model_facts: dict[str, Any], draft_ref: Any | None,
-               llama_kwargs: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+def make_draft(
+    settings: Any,
+    target: Any,
+    model_facts: dict[str, Any],
+    draft_ref: Any | None,
+    llama_kwargs: dict[str, Any],
+) -> tuple[Any, dict[str, Any]]:
     """The draft object for ``settings.speculative`` (after the target is loaded) and facts to record."""
     import llama_cpp
 
@@ -197,21 +225,35 @@ def make_draft(settings: Any, target: Any, model_facts: dict[str, Any], draft_re
         raise Incompatible(reason)
     if settings.speculative == "prompt_lookup":
         draft = CountingPromptLookup(settings.lookup_ngram_max, settings.draft_max)
-        return draft, {"speculative": "prompt_lookup", "draft_max": settings.draft_max,
-                       "lookup_ngram_max": settings.lookup_ngram_max}
-    kwargs = {k: v for k, v in llama_kwargs.items() if k not in ("model_path", "kv_overrides", "chat_format", "logits_all")}
+        return draft, {
+            "speculative": "prompt_lookup",
+            "draft_max": settings.draft_max,
+            "lookup_ngram_max": settings.lookup_ngram_max,
+        }
+    kwargs = {
+        k: v
+        for k, v in llama_kwargs.items()
+        if k not in ("model_path", "kv_overrides", "chat_format", "logits_all")
+    }
     t0 = time.perf_counter()
     dllm = llama_cpp.Llama(model_path=draft_ref.path, logits_all=False, **kwargs)
     load_s = time.perf_counter() - t0
     mismatch = vocab_mismatch(target._model.model, dllm._model.model)
     if mismatch:
         dllm.close()
-        raise Incompatible(f"draft model {draft_ref.name!r} ({draft_ref.facts.get('architecture')}, "
-                           f"{draft_ref.facts.get('vocab_size')} tokens) cannot draft for the target: {mismatch}")
+        raise Incompatible(
+            f"draft model {draft_ref.name!r} ({draft_ref.facts.get('architecture')}, "
+            f"{draft_ref.facts.get('vocab_size')} tokens) cannot draft for the target: {mismatch}"
+        )
     return ModelDraft(dllm, settings.draft_max), {
-        "speculative": "draft_model", "draft_max": settings.draft_max, "draft_model": draft_ref.name,
-        "draft_model_file": draft_ref.path.rsplit("/", 1)[-1], "draft_model_sha256": draft_ref.sha256,
-        "draft_synthetic": bool(draft_ref.facts.get("synthetic")), "draft_load_time_s": load_s}
+        "speculative": "draft_model",
+        "draft_max": settings.draft_max,
+        "draft_model": draft_ref.name,
+        "draft_model_file": draft_ref.path.rsplit("/", 1)[-1],
+        "draft_model_sha256": draft_ref.sha256,
+        "draft_synthetic": bool(draft_ref.facts.get("synthetic")),
+        "draft_load_time_s": load_s,
+    }
 
 
 # -- the generate test -------------------------------------------------------------------
@@ -224,8 +266,11 @@ def chat_prompt_tokens(llm: Any, content: str) -> tuple[list[int], Any]:
     named chat_format), exactly as create_chat_completion would build them, and its stop."""
     from llama_cpp import llama_chat_format
 
-    handler = (llm.chat_handler or llm._chat_handlers.get(llm.chat_format)
-               or llama_chat_format.get_chat_completion_handler(llm.chat_format))
+    handler = (
+        llm.chat_handler
+        or llm._chat_handlers.get(llm.chat_format)
+        or llama_chat_format.get_chat_completion_handler(llm.chat_format)
+    )
     captured: dict[str, Any] = {}
 
     class _Capture:  # stands in for the Llama: the handler tokenizes, then asks for a completion
@@ -238,7 +283,12 @@ def chat_prompt_tokens(llm: Any, content: str) -> tuple[list[int], Any]:
             raise _Captured
 
     try:
-        handler(llama=_Capture(), messages=[{"role": "user", "content": content}], temperature=0.0, max_tokens=1)
+        handler(
+            llama=_Capture(),
+            messages=[{"role": "user", "content": content}],
+            temperature=0.0,
+            max_tokens=1,
+        )
     except _Captured:
         pass
     if "prompt" not in captured:  # pragma: no cover - a handler that never completes
@@ -252,9 +302,14 @@ def run_generate(llm: Any, draft: Any | None, test: GenerateTest) -> TestResult:
 
     vocab = L.llama_model_get_vocab(llm._model.model)
     n_vocab = int(L.llama_vocab_n_tokens(vocab))
-    eog = [i for i in range(n_vocab) if L.llama_vocab_is_eog(vocab, i)] if test.ignore_eos else []
+    eog = (
+        [i for i in range(n_vocab) if L.llama_vocab_is_eog(vocab, i)]
+        if test.ignore_eos
+        else []
+    )
     processors = None
     if eog:
+
         def mask_eog(input_ids, scores):
             scores[eog] = -np.inf
             return scores
@@ -272,7 +327,13 @@ def run_generate(llm: Any, draft: Any | None, test: GenerateTest) -> TestResult:
         stamps: list[int] = []
         finish = "length"
         t0 = time.perf_counter_ns()
-        gen = llm.generate(tokens, temp=0.0, repeat_penalty=1.0, reset=True, logits_processor=processors)
+        gen = llm.generate(
+            tokens,
+            temp=0.0,
+            repeat_penalty=1.0,
+            reset=True,
+            logits_processor=processors,
+        )
         final = list(tokens)
         try:
             for tok in gen:
@@ -288,7 +349,9 @@ def run_generate(llm: Any, draft: Any | None, test: GenerateTest) -> TestResult:
             gen.close()
         end = stamps[-1] if stamps else time.perf_counter_ns()
         rec: dict[str, Any] = {
-            "prompt_tokens": len(tokens), "output_tokens": len(out), "finish_reason": finish,
+            "prompt_tokens": len(tokens),
+            "output_tokens": len(out),
+            "finish_reason": finish,
             "ttft_ms": (stamps[0] - t0) / 1e6 if stamps else None,
             "e2e_ms": (end - t0) / 1e6,
             # generation after the first token: the sampled steps after it (an end token included)
@@ -299,8 +362,12 @@ def run_generate(llm: Any, draft: Any | None, test: GenerateTest) -> TestResult:
         if stats is not None:
             stats.finish(final)
             after = stats.snapshot()
-            rec["draft"] = {k: round(after[k] - before[k], 6) if k == "draft_seconds" else after[k] - before[k]
-                            for k in after}
+            rec["draft"] = {
+                k: round(after[k] - before[k], 6)
+                if k == "draft_seconds"
+                else after[k] - before[k]
+                for k in after
+            }
         return rec
 
     warm = test.warmup is not False
@@ -319,42 +386,82 @@ def run_generate(llm: Any, draft: Any | None, test: GenerateTest) -> TestResult:
         records += recs
         steps = sum(x["gen_steps"] for x in recs if x["gen_ms"])
         ms = sum(x["gen_ms"] for x in recs if x["gen_ms"])
-        rep = {"repetition": r, "generation_tps": steps * 1000.0 / ms if ms else None,
-               "output_tokens": sum(x["output_tokens"] for x in recs),
-               "ttft_ms": float(np.mean([x["ttft_ms"] for x in recs if x["ttft_ms"] is not None])) if recs else None,
-               "e2e_ms": sum(x["e2e_ms"] for x in recs)}
+        rep = {
+            "repetition": r,
+            "generation_tps": steps * 1000.0 / ms if ms else None,
+            "output_tokens": sum(x["output_tokens"] for x in recs),
+            "ttft_ms": float(
+                np.mean([x["ttft_ms"] for x in recs if x["ttft_ms"] is not None])
+            )
+            if recs
+            else None,
+            "e2e_ms": sum(x["e2e_ms"] for x in recs),
+        }
         if stats is not None:
             prop = sum(x["draft"]["proposed"] for x in recs)
             acc = sum(x["draft"]["accepted"] for x in recs)
-            rep.update(draft_proposed=prop, draft_accepted=acc,
-                       draft_acceptance=100.0 * acc / prop if prop else None)
+            rep.update(
+                draft_proposed=prop,
+                draft_accepted=acc,
+                draft_acceptance=100.0 * acc / prop if prop else None,
+            )
         per_rep.append(rep)
         repeater.add(rep.get(repeater.metric))
 
     first = [x for x in records if x["repetition"] == 0]
-    outputs = [{"prompt_index": x["prompt_index"], "token_ids": x["token_ids"], "finish_reason": x["finish_reason"],
-                "text": llm.detokenize(x["token_ids"], prev_tokens=prompts[x["prompt_index"]]).decode("utf-8", errors="replace")}
-               for x in first]
-    consistent = all(x["token_ids"] == first[x["prompt_index"]]["token_ids"] for x in records)
+    outputs = [
+        {
+            "prompt_index": x["prompt_index"],
+            "token_ids": x["token_ids"],
+            "finish_reason": x["finish_reason"],
+            "text": llm.detokenize(
+                x["token_ids"], prev_tokens=prompts[x["prompt_index"]]
+            ).decode("utf-8", errors="replace"),
+        }
+        for x in first
+    ]
+    consistent = all(
+        x["token_ids"] == first[x["prompt_index"]]["token_ids"] for x in records
+    )
     for x in records:  # ids are kept once, in details.outputs
         x.pop("token_ids", None)
     metrics: dict[str, list[float]] = {
-        "generation_tps": [r["generation_tps"] for r in per_rep if r["generation_tps"] is not None],
+        "generation_tps": [
+            r["generation_tps"] for r in per_rep if r["generation_tps"] is not None
+        ],
         "ttft_ms": [x["ttft_ms"] for x in records if x["ttft_ms"] is not None],
         "e2e_ms": [x["e2e_ms"] for x in records],
         "output_tokens": [x["output_tokens"] for x in records],
     }
     if stats is not None:
-        metrics["draft_acceptance"] = [r["draft_acceptance"] for r in per_rep if r["draft_acceptance"] is not None]
+        metrics["draft_acceptance"] = [
+            r["draft_acceptance"] for r in per_rep if r["draft_acceptance"] is not None
+        ]
     details: dict[str, Any] = {
-        "outputs": outputs, "outputs_repeatable": consistent, "greedy": True, "prompts": len(prompts),
-        "warmup": warm, "repetitions": len(per_rep), "precision": repeater.record(),
+        "outputs": outputs,
+        "outputs_repeatable": consistent,
+        "greedy": True,
+        "prompts": len(prompts),
+        "warmup": warm,
+        "repetitions": len(per_rep),
+        "precision": repeater.record(),
         "method": "Llama.generate with greedy sampling (temp 0, no penalties) on chat-templated prompts; "
-                  "generation rate = sampled steps after the first / time from the first to the last step",
+        "generation rate = sampled steps after the first / time from the first to the last step",
     }
     if stats is not None:  # timed requests only (the warm-up is left out)
-        total = {k: sum(x["draft"][k] for x in records) for k in ("proposed", "accepted", "rounds", "empty_rounds")}
-        total["draft_seconds"] = round(sum(x["draft"]["draft_seconds"] for x in records), 6)
-        total["acceptance"] = total["accepted"] / total["proposed"] if total["proposed"] else None
+        total = {
+            k: sum(x["draft"][k] for x in records)
+            for k in ("proposed", "accepted", "rounds", "empty_rounds")
+        }
+        total["draft_seconds"] = round(
+            sum(x["draft"]["draft_seconds"] for x in records), 6
+        )
+        total["acceptance"] = (
+            total["accepted"] / total["proposed"] if total["proposed"] else None
+        )
         details["speculative"] = total
-    return TestResult(metrics=metrics, samples={"repetitions": per_rep, "requests": records}, details=details)
+    return TestResult(
+        metrics=metrics,
+        samples={"repetitions": per_rep, "requests": records},
+        details=details,
+    )

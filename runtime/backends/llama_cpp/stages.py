@@ -23,7 +23,12 @@ import time
 from typing import Any
 
 STAGES = ("tokenise", "prefill", "decode", "sample", "detokenise")
-_METHODS = {"tokenize": "tokenise", "eval": None, "sample": "sample", "detokenize": "detokenise"}
+_METHODS = {
+    "tokenize": "tokenise",
+    "eval": None,
+    "sample": "sample",
+    "detokenize": "detokenise",
+}
 
 
 class StageTimer:
@@ -75,7 +80,12 @@ class StageTimer:
         import llama_cpp as L
 
         p = L.llama_perf_context(self.llm._ctx.ctx)
-        return {"t_p_eval_ms": p.t_p_eval_ms, "n_p_eval": p.n_p_eval, "t_eval_ms": p.t_eval_ms, "n_eval": p.n_eval}
+        return {
+            "t_p_eval_ms": p.t_p_eval_ms,
+            "n_p_eval": p.n_p_eval,
+            "t_eval_ms": p.t_eval_ms,
+            "n_eval": p.n_eval,
+        }
 
     def stages_ms(self, total_ns: int) -> dict[str, float]:
         out = {s: self.ns[s] / 1e6 for s in STAGES}

@@ -54,7 +54,13 @@ from runtime.backends.openai_http import client as http
 from runtime.backends.openai_http import detect
 from runtime.backends.openai_http import llama_server
 from runtime.backends.openai_http.config import OpenAIHttpSettings
-from runtime.backends.openai_http.server import ManagedServer, ServerError, echo_log, free_port, server_log_facts
+from runtime.backends.openai_http.server import (
+    ManagedServer,
+    ServerError,
+    echo_log,
+    free_port,
+    server_log_facts,
+)
 from runtime.models.endpoint import EndpointRef, endpoint_identity
 
 
@@ -76,18 +82,36 @@ def physical_cores() -> int:
 class OpenAIHttpBackend(Backend):
     name = NAME
     settings_class = OpenAIHttpSettings
-    test_kinds = ("chat", "serve", "concurrency", "agent_loop", "load", "capacity", "probe")
+    test_kinds = (
+        "chat",
+        "serve",
+        "concurrency",
+        "agent_loop",
+        "load",
+        "capacity",
+        "probe",
+    )
     in_process = False
     model_kinds = ("file", "endpoint")
-    servers = ("llama-server", "llama_cpp.server")  # started by the run; any OpenAI-compatible server by URL
-    prompt_styles = ("chat", "completion")  # completion: /v1/completions (openai_http/completions.py)
+    servers = (
+        "llama-server",
+        "llama_cpp.server",
+    )  # started by the run; any OpenAI-compatible server by URL
+    prompt_styles = (
+        "chat",
+        "completion",
+    )  # completion: /v1/completions (openai_http/completions.py)
 
     def __init__(self, model, settings: OpenAIHttpSettings):
         super().__init__(model, settings)
-        self.endpoint_model: EndpointRef | None = model if getattr(model, "kind", "file") == "endpoint" else None
+        self.endpoint_model: EndpointRef | None = (
+            model if getattr(model, "kind", "file") == "endpoint" else None
+        )
         self.server: ManagedServer | None = None
         self.starts: list[dict[str, Any]] = []
-        self.base_url: str | None = settings.base_url or (self.endpoint_model.base_url if self.endpoint_model else None)
+        self.base_url: str | None = settings.base_url or (
+            self.endpoint_model.base_url if self.endpoint_model else None
+        )
         self.port: int | None = None
         self.command: list[str] | None = None
         self.served_models: list[str] | None = None
@@ -95,7 +119,9 @@ class OpenAIHttpBackend(Backend):
         self._log_echoed = False
         self._server_binary: Path | None = None
         self._server_version: dict[str, Any] | None = None
-        self._server_extra: list[str] = []  # --no-repack where AMX is compiled in (runtime.backends.llama_cpp.lib_policy)
+        self._server_extra: list[
+            str
+        ] = []  # --no-repack where AMX is compiled in (runtime.backends.llama_cpp.lib_policy)
         self._extra_bufts: dict[str, Any] | None = None
         self._faults: Any = None  # runtime.backends.openai_http.faults.FaultProxy when fault_every is set
 
@@ -111,13 +137,24 @@ class OpenAIHttpBackend(Backend):
         where = relpath(registry_path())
         key = os.environ.get(model.api_key_env) if model.api_key_env else None
         try:
-            served = detect.probe(model.base_url, model.served_name, api_key=key, timeout_s=model.probe_timeout_s)
+            served = detect.probe(
+                model.base_url,
+                model.served_name,
+                api_key=key,
+                timeout_s=model.probe_timeout_s,
+            )
         except detect.Unreachable as exc:
-            raise ModelError(f"the endpoint does not answer ({exc}); start its server, or leave the model out",
-                             file=where, field=f"models.{model.name}.endpoint.base_url") from None
+            raise ModelError(
+                f"the endpoint does not answer ({exc}); start its server, or leave the model out",
+                file=where,
+                field=f"models.{model.name}.endpoint.base_url",
+            ) from None
         except detect.NotServed as exc:
-            raise ModelError(f"the server at {model.base_url} {exc}", file=where,
-                             field=f"models.{model.name}.endpoint.model") from None
+            raise ModelError(
+                f"the server at {model.base_url} {exc}",
+                file=where,
+                field=f"models.{model.name}.endpoint.model",
+            ) from None
         return model.identified(served, where)
 
     @classmethod
@@ -127,16 +164,34 @@ class OpenAIHttpBackend(Backend):
         if getattr(model, "kind", "file") != "endpoint":
             return
         given = settings.model_fields_set
-        for name in ("server_command", "server_args", "server", "server_binary", "port"):
-            if name in given and getattr(settings, name) not in (None, [], "llama_cpp.server"):
-                raise ConfigError(f"a started server needs a local model file; {model.name!r} is an endpoint model "
-                                  f"(served at {model.base_url}): leave {name} out", field=name)
+        for name in (
+            "server_command",
+            "server_args",
+            "server",
+            "server_binary",
+            "port",
+        ):
+            if name in given and getattr(settings, name) not in (
+                None,
+                [],
+                "llama_cpp.server",
+            ):
+                raise ConfigError(
+                    f"a started server needs a local model file; {model.name!r} is an endpoint model "
+                    f"(served at {model.base_url}): leave {name} out",
+                    field=name,
+                )
         if settings.base_url and settings.base_url != model.base_url:
-            raise ConfigError(f"{model.name!r} is served at {model.base_url} (data/models.yaml), not at {settings.base_url}",
-                              field="base_url")
+            raise ConfigError(
+                f"{model.name!r} is served at {model.base_url} (data/models.yaml), not at {settings.base_url}",
+                field="base_url",
+            )
         if settings.api_model and settings.api_model != model.served_name:
-            raise ConfigError(f"{model.name!r} is served as {model.served_name!r} (data/models.yaml), not as "
-                              f"{settings.api_model!r}", field="api_model")
+            raise ConfigError(
+                f"{model.name!r} is served as {model.served_name!r} (data/models.yaml), not as "
+                f"{settings.api_model!r}",
+                field="api_model",
+            )
 
     @property
     def managed(self) -> bool:
@@ -159,7 +214,9 @@ class OpenAIHttpBackend(Backend):
         if s.server_command is None:
             return s.server
         cmd = s.server_command
-        if "python" in Path(cmd[0]).name and len(cmd) > 1:  # python -m module / python script.py
+        if (
+            "python" in Path(cmd[0]).name and len(cmd) > 1
+        ):  # python -m module / python script.py
             return cmd[2] if cmd[1] == "-m" and len(cmd) > 2 else Path(cmd[1]).name
         return Path(cmd[0]).name
 
@@ -167,7 +224,9 @@ class OpenAIHttpBackend(Backend):
         s = self.settings
         return {
             "python": sys.executable,
-            "model_path": str(self.model.path) if self.model and self.model.path else "",
+            "model_path": str(self.model.path)
+            if self.model and self.model.path
+            else "",
             "model_name": self.api_model,
             "host": s.host,
             "port": str(self.port),
@@ -183,25 +242,58 @@ class OpenAIHttpBackend(Backend):
 
     @property
     def is_llama_server(self) -> bool:
-        return self.managed and self.settings.server_command is None and self.settings.server == "llama-server"
+        return (
+            self.managed
+            and self.settings.server_command is None
+            and self.settings.server == "llama-server"
+        )
 
     def _resolve_server(self) -> None:
         """Find the llama-server binary once (BackendError when it is not built) and ask its version."""
         if self.is_llama_server and self._server_binary is None:
             self._server_binary = llama_server.find_binary(self.settings.server_binary)
             self._server_version = llama_server.version(self._server_binary)
-            self._server_extra, self._extra_bufts = llama_server.extra_bufts(self._server_binary)
+            self._server_extra, self._extra_bufts = llama_server.extra_bufts(
+                self._server_binary
+            )
 
     def build_command(self, port: str | None = None) -> list[str]:
         """The server's command line; ``port`` replaces the chosen port (e.g. "{port}" for the record)."""
         s = self.settings
         if self.is_llama_server:
-            cmd = list(llama_server.COMMAND) + llama_server.chat_template(s.chat_format) + self._server_extra
+            cmd = (
+                list(llama_server.COMMAND)
+                + llama_server.chat_template(s.chat_format)
+                + self._server_extra
+            )
         elif s.server_command is None:
-            cmd = ["{python}", "-m", "runtime.backends.openai_http.llama_cpp_server", "--model", "{model_path}", "--model_alias", "{model_name}",
-                   "--host", "{host}", "--port", "{port}", "--interrupt_requests", "False",
-                   "--n_threads", "{threads}", "--n_threads_batch", "{threads}", "--n_ctx", "{n_ctx}",
-                   "--n_batch", "{n_batch}", "--logits_all", "{logits_all}", "--n_gpu_layers", "{n_gpu_layers}"]
+            cmd = [
+                "{python}",
+                "-m",
+                "runtime.backends.openai_http.llama_cpp_server",
+                "--model",
+                "{model_path}",
+                "--model_alias",
+                "{model_name}",
+                "--host",
+                "{host}",
+                "--port",
+                "{port}",
+                "--interrupt_requests",
+                "False",
+                "--n_threads",
+                "{threads}",
+                "--n_threads_batch",
+                "{threads}",
+                "--n_ctx",
+                "{n_ctx}",
+                "--n_batch",
+                "{n_batch}",
+                "--logits_all",
+                "{logits_all}",
+                "--n_gpu_layers",
+                "{n_gpu_layers}",
+            ]
             if s.chat_format:
                 cmd += ["--chat_format", "{chat_format}"]
         else:
@@ -214,12 +306,18 @@ class OpenAIHttpBackend(Backend):
     def _health_url(self) -> str:
         parts = urlsplit(self.base_url)
         # llama-server answers /v1/models while its model still loads; /health says 200 only when ready
-        path = "/health" if self.is_llama_server and "health_path" not in self.settings.model_fields_set \
+        path = (
+            "/health"
+            if self.is_llama_server
+            and "health_path" not in self.settings.model_fields_set
             else self.settings.health_path
+        )
         return f"{parts.scheme}://{parts.netloc}{path}"
 
     def _api_key(self) -> str | None:
-        env = self.settings.api_key_env or (self.endpoint_model.api_key_env if self.endpoint_model else None)
+        env = self.settings.api_key_env or (
+            self.endpoint_model.api_key_env if self.endpoint_model else None
+        )
         return os.environ.get(env) if env else None
 
     def _start(self) -> float:
@@ -232,8 +330,13 @@ class OpenAIHttpBackend(Backend):
         self.command = self.build_command()
         if self._tmp is None:
             self._tmp = tempfile.TemporaryDirectory(prefix="almanac-server-")
-        self.server = ManagedServer(self.command, self._health_url(), Path(self._tmp.name) / "server.log",
-                                    startup_timeout_s=s.startup_timeout_s, stop_timeout_s=s.stop_timeout_s)
+        self.server = ManagedServer(
+            self.command,
+            self._health_url(),
+            Path(self._tmp.name) / "server.log",
+            startup_timeout_s=s.startup_timeout_s,
+            stop_timeout_s=s.stop_timeout_s,
+        )
         entry: dict[str, Any] = {"port": self.port, "startup_ms": None}
         self.starts.append(entry)
         try:
@@ -260,7 +363,11 @@ class OpenAIHttpBackend(Backend):
         headers = {"Authorization": f"Bearer {key}"} if key else {}
         deadline = time.perf_counter() + min(self.settings.startup_timeout_s, 30.0)
         last = ""
-        with httpx.Client(timeout=httpx.Timeout(self.settings.connect_timeout_s), trust_env=False, headers=headers) as c:
+        with httpx.Client(
+            timeout=httpx.Timeout(self.settings.connect_timeout_s),
+            trust_env=False,
+            headers=headers,
+        ) as c:
             while time.perf_counter() < deadline:
                 try:
                     r = c.get(self._health_url())
@@ -271,41 +378,62 @@ class OpenAIHttpBackend(Backend):
                 except httpx.HTTPError as exc:
                     last = f"{type(exc).__name__}: {exc}"
                 time.sleep(0.25)
-        raise ServingFailed(f"endpoint {self.base_url} is unreachable ({self._health_url()}: {last})")
+        raise ServingFailed(
+            f"endpoint {self.base_url} is unreachable ({self._health_url()}: {last})"
+        )
 
     # -- Backend interface ----------------------------------------------------------------
     def load(self, test: TestSpec | None = None) -> dict[str, Any]:
         if not self.supports(test):
-            raise UnsupportedTest(f"backend {self.name} cannot run tests of kind {test.kind!r} "
-                                  f"(it runs: {', '.join(self.test_kinds)})")
+            raise UnsupportedTest(
+                f"backend {self.name} cannot run tests of kind {test.kind!r} "
+                f"(it runs: {', '.join(self.test_kinds)})"
+            )
         self._resolve_server()
         try:
             if not self.managed:
                 self._probe()
-            elif not isinstance(test, ServeTest):  # serve starts the server itself, once per cold start
+            elif not isinstance(
+                test, ServeTest
+            ):  # serve starts the server itself, once per cold start
                 self._start()
         except ServerError as exc:
-            raise ServingFailed(str(exc), TestResult({}, {}, self._details(test))) from None
+            raise ServingFailed(
+                str(exc), TestResult({}, {}, self._details(test))
+            ) from None
         if self.settings.fault_every and self._faults is None and self.base_url:
             from runtime.backends.openai_http.faults import FaultProxy
 
-            self._faults = FaultProxy(self.base_url, self.settings.fault_every, self.settings.fault_status,
-                                      timeout_s=self.settings.request_timeout_s).start()
+            self._faults = FaultProxy(
+                self.base_url,
+                self.settings.fault_every,
+                self.settings.fault_status,
+                timeout_s=self.settings.request_timeout_s,
+            ).start()
         # the model loads in the server, not here: its startup is the startup_ms metric
-        return {"load_time_s": None, "effective_settings": {**self._effective(), **self._server_log_facts()}}
+        return {
+            "load_time_s": None,
+            "effective_settings": {**self._effective(), **self._server_log_facts()},
+        }
 
     def _startup_metric(self) -> dict[str, list[float]]:
-        values = [st["startup_ms"] for st in self.starts if st.get("startup_ms") is not None]
+        values = [
+            st["startup_ms"] for st in self.starts if st.get("startup_ms") is not None
+        ]
         return {"startup_ms": values} if values else {}
 
     def _effective(self) -> dict[str, Any]:
         s = self.settings
         d = {
             "endpoint": self.label(),
-            "server": self.label() if self.managed and s.server_command is None else None,
+            "server": self.label()
+            if self.managed and s.server_command is None
+            else None,
             "managed_server": self.managed,
             "base_url": self.base_url,
-            "server_command": self.build_command(port="{port}") if self.managed else None,
+            "server_command": self.build_command(port="{port}")
+            if self.managed
+            else None,
             "api_model": self.api_model,
             "request_timeout_s": s.request_timeout_s,
             "retries": s.retries,
@@ -313,10 +441,17 @@ class OpenAIHttpBackend(Backend):
             "slo": self._slo().to_dict(),
         }
         if self.managed and s.server_command is None:
-            d.update(n_ctx=s.n_ctx, n_batch=s.n_batch, n_gpu_layers_requested=s.n_gpu_layers,
-                     n_threads=s.n_threads or physical_cores(), chat_format=s.chat_format)
+            d.update(
+                n_ctx=s.n_ctx,
+                n_batch=s.n_batch,
+                n_gpu_layers_requested=s.n_gpu_layers,
+                n_threads=s.n_threads or physical_cores(),
+                chat_format=s.chat_format,
+            )
             if self.is_llama_server:
-                d.update(parallel=s.parallel, kv_unified=True, flash_attn_requested="auto")
+                d.update(
+                    parallel=s.parallel, kv_unified=True, flash_attn_requested="auto"
+                )
                 if self._extra_bufts is not None:
                     d.update(use_extra_bufts=self._extra_bufts["use_extra_bufts"])
             else:
@@ -328,7 +463,11 @@ class OpenAIHttpBackend(Backend):
         if self.server is None:
             return {}
         text = self.server.log_text()
-        return llama_server.prefix_facts(text) if self.is_llama_server else server_log_facts(text)
+        return (
+            llama_server.prefix_facts(text)
+            if self.is_llama_server
+            else server_log_facts(text)
+        )
 
     def _server_log_facts(self) -> dict[str, Any]:
         """What the started server's log says llama.cpp decided (flash attention, offloaded layers, slots)."""
@@ -369,14 +508,24 @@ class OpenAIHttpBackend(Backend):
 
     def _client(self, connections: int):
         s = self.settings
-        return http.make_client(connect_timeout_s=s.connect_timeout_s, read_timeout_s=s.read_timeout_s,
-                                max_connections=connections, api_key=self._api_key())
+        return http.make_client(
+            connect_timeout_s=s.connect_timeout_s,
+            read_timeout_s=s.read_timeout_s,
+            max_connections=connections,
+            api_key=self._api_key(),
+        )
 
     def _url(self) -> str:
         base = self._faults.base_url if self._faults is not None else self.base_url
         return f"{base}/chat/completions"
 
-    async def _sequential(self, test, seeds: list[int] | None, origin: int, repeater: Repeater | None = None) -> list[dict[str, Any]]:
+    async def _sequential(
+        self,
+        test,
+        seeds: list[int] | None,
+        origin: int,
+        repeater: Repeater | None = None,
+    ) -> list[dict[str, Any]]:
         """Requests one after another: the given seeds, or (with a repeater) 0, 1, 2 ... until it stops."""
         out: list[dict[str, Any]] = []
 
@@ -386,19 +535,35 @@ class OpenAIHttpBackend(Backend):
                 return
             while repeater.more():
                 yield len(out)
-                repeater.add(out[-1].get(repeater.metric) if out and out[-1]["ok"] else None)
+                repeater.add(
+                    out[-1].get(repeater.metric) if out and out[-1]["ok"] else None
+                )
 
         async with self._client(1) as client:
             for i in seq():
                 if not self._alive():
-                    out.append(http.not_sent("server_lost", f"not sent: the server is gone ({self.server.exit_description()})", origin))
+                    out.append(
+                        http.not_sent(
+                            "server_lost",
+                            f"not sent: the server is gone ({self.server.exit_description()})",
+                            origin,
+                        )
+                    )
                     continue
-                rec = await http.stream_chat(client, self._url(), self._body(test, i), self._policy(), origin_ns=origin,
-                                             server_alive=self._alive)
+                rec = await http.stream_chat(
+                    client,
+                    self._url(),
+                    self._body(test, i),
+                    self._policy(),
+                    origin_ns=origin,
+                    server_alive=self._alive,
+                )
                 out.append(rec)
         return out
 
-    def _requests(self, test, seeds: list[int] | None, repeater: Repeater | None = None) -> list[dict[str, Any]]:
+    def _requests(
+        self, test, seeds: list[int] | None, repeater: Repeater | None = None
+    ) -> list[dict[str, Any]]:
         origin = time.perf_counter_ns()
         return asyncio.run(self._sequential(test, seeds, origin, repeater))
 
@@ -406,12 +571,18 @@ class OpenAIHttpBackend(Backend):
     @runs("chat")
     def _run_chat(self, test: ChatTest | RequestWorkload) -> TestResult:
         warm_n = test.warmup_requests if test.warmup is not False else 0
-        warmup = self._requests(test, [1000 + i for i in range(warm_n)]) if warm_n else []
-        rep = Repeater(getattr(test, "precision", None), getattr(test, "requests", 5), "e2e_ms")
+        warmup = (
+            self._requests(test, [1000 + i for i in range(warm_n)]) if warm_n else []
+        )
+        rep = Repeater(
+            getattr(test, "precision", None), getattr(test, "requests", 5), "e2e_ms"
+        )
         records = self._requests(test, None, rep)
-        result = TestResult(metrics={**_request_metrics(records), **self._startup_metric()},
-                            samples={"requests": records, "warmup": warmup},
-                            details=self._details(test, warmup_requests=warm_n, precision=rep.record()))
+        result = TestResult(
+            metrics={**_request_metrics(records), **self._startup_metric()},
+            samples={"requests": records, "warmup": warmup},
+            details=self._details(test, warmup_requests=warm_n, precision=rep.record()),
+        )
         self._check(result, records, "chat")
         return result
 
@@ -420,13 +591,21 @@ class OpenAIHttpBackend(Backend):
     def _run_serve(self, test: ServeTest) -> TestResult:
         cold: list[dict[str, Any]] = []
         starts = test.cold_starts if self.managed else 1
-        metrics: dict[str, list[float]] = {"startup_ms": [], "cold_ttft_ms": [], "cold_e2e_ms": [], "cold_total_ms": []}
+        metrics: dict[str, list[float]] = {
+            "startup_ms": [],
+            "cold_ttft_ms": [],
+            "cold_e2e_ms": [],
+            "cold_total_ms": [],
+        }
         warmup: list[dict[str, Any]] = []
         warm: list[dict[str, Any]] = []
 
         def partial() -> TestResult:
-            return TestResult(metrics={}, samples={"cold": cold, "warmup": warmup, "warm": warm},
-                              details=self._details(test, cold_starts=starts))
+            return TestResult(
+                metrics={},
+                samples={"cold": cold, "warmup": warmup, "warm": warm},
+                details=self._details(test, cold_starts=starts),
+            )
 
         for k in range(starts):
             startup = None
@@ -434,7 +613,9 @@ class OpenAIHttpBackend(Backend):
                 try:
                     startup = self._start()
                 except ServerError as exc:
-                    raise ServingFailed(f"cold start {k + 1} of {starts}: {exc}", partial()) from None
+                    raise ServingFailed(
+                        f"cold start {k + 1} of {starts}: {exc}", partial()
+                    ) from None
             rec = self._requests(test, [2000 + k])[0]
             rec["startup_ms"] = startup
             rec["cold_start"] = k + 1
@@ -447,8 +628,11 @@ class OpenAIHttpBackend(Backend):
                 if startup is not None:
                     metrics["cold_total_ms"].append(startup + rec["e2e_ms"])
             if not self._alive():
-                raise ServingFailed(f"the server was lost during cold start {k + 1} "
-                                    f"({self.server.exit_description()})", partial())
+                raise ServingFailed(
+                    f"the server was lost during cold start {k + 1} "
+                    f"({self.server.exit_description()})",
+                    partial(),
+                )
             if self.managed and k < starts - 1:
                 self._stop()
         warm_n = test.warmup_requests if test.warmup is not False else 0
@@ -456,10 +640,16 @@ class OpenAIHttpBackend(Backend):
         warm.extend(self._requests(test, list(range(test.requests))))
         metrics.update(_request_metrics(warm))
         metrics["failed_requests"] = [sum(1 for r in cold + warm if not r["ok"])]
-        result = TestResult(metrics={k: v for k, v in metrics.items() if v},
-                            samples={"cold": cold, "warmup": warmup, "warm": warm},
-                            details=self._details(test, cold_starts=starts, warmup_requests=warm_n,
-                                                  cold_is_fresh_server=self.managed))
+        result = TestResult(
+            metrics={k: v for k, v in metrics.items() if v},
+            samples={"cold": cold, "warmup": warmup, "warm": warm},
+            details=self._details(
+                test,
+                cold_starts=starts,
+                warmup_requests=warm_n,
+                cold_is_fresh_server=self.managed,
+            ),
+        )
         self._check(result, cold + warm, "serve")
         return result
 
@@ -467,7 +657,9 @@ class OpenAIHttpBackend(Backend):
     @runs("concurrency")
     def _run_concurrency(self, test: ConcurrencyTest) -> TestResult:
         warm_n = test.warmup_requests if test.warmup is not False else 0
-        warmup = self._requests(test, [1000 + i for i in range(warm_n)]) if warm_n else []
+        warmup = (
+            self._requests(test, [1000 + i for i in range(warm_n)]) if warm_n else []
+        )
         levels: list[dict[str, Any]] = []
         precisions: list[dict[str, Any]] = []
         lost = False
@@ -475,51 +667,87 @@ class OpenAIHttpBackend(Backend):
             if lost:
                 origin = time.perf_counter_ns()
                 msg = f"not sent: the server was lost at an earlier level ({self.server.exit_description()})"
-                levels.append({"level": level, "wall_s": 0.0,
-                               "requests": [http.not_sent("server_lost", msg, origin) for _ in range(level * test.rounds)]})
+                levels.append(
+                    {
+                        "level": level,
+                        "wall_s": 0.0,
+                        "requests": [
+                            http.not_sent("server_lost", msg, origin)
+                            for _ in range(level * test.rounds)
+                        ],
+                    }
+                )
                 continue
             levels.append(self._level_to_precision(test, level, precisions))
             lost = not self._alive()
         sweep = servingstats.sweep_stats(levels, self._slo())
         all_recs = [r for lv in levels for r in lv["requests"]]
-        metrics: dict[str, list[float]] = {"failed_requests": [sum(1 for r in all_recs if not r["ok"])],
-                                           **self._startup_metric()}
+        metrics: dict[str, list[float]] = {
+            "failed_requests": [sum(1 for r in all_recs if not r["ok"])],
+            **self._startup_metric(),
+        }
         if sweep["peak_aggregate_tps"] is not None:
             metrics["peak_aggregate_tps"] = [sweep["peak_aggregate_tps"]]
         metrics["slo_max_concurrency"] = [sweep["max_level_meeting_slo"]]
-        result = TestResult(metrics=metrics, samples={"levels": levels, "warmup": warmup},
-                            details=self._details(test, warmup_requests=warm_n, sweep=sweep,
-                                                  precision=precision_mod.combine(precisions)))
+        result = TestResult(
+            metrics=metrics,
+            samples={"levels": levels, "warmup": warmup},
+            details=self._details(
+                test,
+                warmup_requests=warm_n,
+                sweep=sweep,
+                precision=precision_mod.combine(precisions),
+            ),
+        )
         self._check(result, all_recs, "concurrency")
         return result
 
-    def _level_to_precision(self, test: ConcurrencyTest, level: int, precisions: list[dict[str, Any]]) -> dict[str, Any]:
+    def _level_to_precision(
+        self, test: ConcurrencyTest, level: int, precisions: list[dict[str, Any]]
+    ) -> dict[str, Any]:
         """One level, ``rounds`` per client at a time, repeated until the CI95 of its requests'
         metric (E2E latency by default) meets the test's precision or a ceiling; a fixed
         ``rounds`` when precision is null. The level's wall time is the sum of its batches'."""
         p = test.precision
         if p is None:
             out = asyncio.run(self._level(test, level))
-            precisions.append({**Repeater(None, test.rounds * level, "e2e_ms").record(), "n": len(out["requests"]),
-                               "level": level, "stop_reason": precision_mod.STOP_FIXED})
+            precisions.append(
+                {
+                    **Repeater(None, test.rounds * level, "e2e_ms").record(),
+                    "n": len(out["requests"]),
+                    "level": level,
+                    "stop_reason": precision_mod.STOP_FIXED,
+                }
+            )
             return out
         # the count floor and ceiling are in requests; a batch sends level x rounds of them
         rep = Repeater(p, test.rounds * level, "e2e_ms")
-        merged: dict[str, Any] = {"level": level, "wall_s": 0.0, "requests": [], "batches": 0}
+        merged: dict[str, Any] = {
+            "level": level,
+            "wall_s": 0.0,
+            "requests": [],
+            "batches": 0,
+        }
         while rep.count == 0 or rep.more():
-            batch = asyncio.run(self._level(test, level, round_offset=merged["batches"] * test.rounds))
+            batch = asyncio.run(
+                self._level(test, level, round_offset=merged["batches"] * test.rounds)
+            )
             merged["batches"] += 1
             merged["wall_s"] += batch["wall_s"]
             merged["requests"].extend(batch["requests"])
             for r in batch["requests"]:
                 rep.add(r.get(rep.metric) if r["ok"] else None)
             if not self._alive() or not any(r["ok"] for r in batch["requests"]):
-                rep.stop_reason = "server_lost" if not self._alive() else "requests_failed"
+                rep.stop_reason = (
+                    "server_lost" if not self._alive() else "requests_failed"
+                )
                 break
         precisions.append({**rep.record(), "level": level})
         return merged
 
-    async def _level(self, test: ConcurrencyTest, level: int, round_offset: int = 0) -> dict[str, Any]:
+    async def _level(
+        self, test: ConcurrencyTest, level: int, round_offset: int = 0
+    ) -> dict[str, Any]:
         records: list[dict[str, Any]] = []
         origin = time.perf_counter_ns()
         stop = asyncio.Event()
@@ -528,11 +756,25 @@ class OpenAIHttpBackend(Backend):
             for r in range(round_offset, round_offset + test.rounds):
                 if stop.is_set() or not self._alive():
                     stop.set()
-                    records.append({**http.not_sent("server_lost", "not sent: the server is gone", origin),
-                                    "level": level, "user": u, "round": r})
+                    records.append(
+                        {
+                            **http.not_sent(
+                                "server_lost", "not sent: the server is gone", origin
+                            ),
+                            "level": level,
+                            "user": u,
+                            "round": r,
+                        }
+                    )
                     continue
-                rec = await http.stream_chat(client, self._url(), self._body(test, level * 100000 + u * 1000 + r),
-                                             self._policy(), origin_ns=origin, server_alive=self._alive)
+                rec = await http.stream_chat(
+                    client,
+                    self._url(),
+                    self._body(test, level * 100000 + u * 1000 + r),
+                    self._policy(),
+                    origin_ns=origin,
+                    server_alive=self._alive,
+                )
                 rec.update(level=level, user=u, round=r)
                 records.append(rec)
                 if rec["error"] and rec["error"]["reason"] == "server_lost":
@@ -554,8 +796,15 @@ class OpenAIHttpBackend(Backend):
         if s.include_usage:
             body["stream_options"] = {"include_usage": True}
         body.update(s.extra_body)
-        return HttpTransport(base_url=self.base_url, label=self.label(), body=body, policy=self._policy(),
-                             make_client=self._client, alive=self._alive, api_model=self.api_model)
+        return HttpTransport(
+            base_url=self.base_url,
+            label=self.label(),
+            body=body,
+            policy=self._policy(),
+            make_client=self._client,
+            alive=self._alive,
+            api_model=self.api_model,
+        )
 
     @runs("load")
     def _run_load_test(self, test: LoadTest) -> TestResult:
@@ -569,14 +818,22 @@ class OpenAIHttpBackend(Backend):
         from runtime.load import capacity as capacity_mod
         from runtime.load import runner as load_runner
 
-        outcome = (capacity_mod if isinstance(test, CapacityTest) else load_runner).run(self.transport(), test)
+        outcome = (capacity_mod if isinstance(test, CapacityTest) else load_runner).run(
+            self.transport(), test
+        )
         # the test's own percentile SLOs replace the settings' (those of the concurrency kind)
-        result = TestResult(metrics={**outcome.metrics, **self._startup_metric()}, samples=outcome.samples,
-                            details=self._details(test, **outcome.details, slo=test.slo.model_dump()))
+        result = TestResult(
+            metrics={**outcome.metrics, **self._startup_metric()},
+            samples=outcome.samples,
+            details=self._details(test, **outcome.details, slo=test.slo.model_dump()),
+        )
         if outcome.failure:
             raise ServingFailed(outcome.failure, result)
         if self.server is not None and not self.server.alive():
-            raise ServingFailed(f"the server was lost during the {test.kind} test ({self.server.exit_description()})", result)
+            raise ServingFailed(
+                f"the server was lost during the {test.kind} test ({self.server.exit_description()})",
+                result,
+            )
         return result
 
     @runs("probe")
@@ -584,24 +841,62 @@ class OpenAIHttpBackend(Backend):
         from runtime.load import probe as probe_mod
 
         cases = probe_mod.run(self.transport(), test)
-        metrics = {"probe_success_rate": [c["success_rate"] for c in cases.values() if c["success_rate"] is not None],
-                   **self._startup_metric()}
-        result = TestResult(metrics=metrics, samples={"cases": cases}, details=self._details(test, probe={
-            k: {kk: v[kk] for kk in ("case", "description", "n", "succeeded", "success_rate", "latency_ms_median", "reasons")}
-            for k, v in cases.items()}))
+        metrics = {
+            "probe_success_rate": [
+                c["success_rate"]
+                for c in cases.values()
+                if c["success_rate"] is not None
+            ],
+            **self._startup_metric(),
+        }
+        result = TestResult(
+            metrics=metrics,
+            samples={"cases": cases},
+            details=self._details(
+                test,
+                probe={
+                    k: {
+                        kk: v[kk]
+                        for kk in (
+                            "case",
+                            "description",
+                            "n",
+                            "succeeded",
+                            "success_rate",
+                            "latency_ms_median",
+                            "reasons",
+                        )
+                    }
+                    for k, v in cases.items()
+                },
+            ),
+        )
         if self.server is not None and not self.server.alive():
-            raise ServingFailed(f"the server was lost during the probe ({self.server.exit_description()})", result)
+            raise ServingFailed(
+                f"the server was lost during the probe ({self.server.exit_description()})",
+                result,
+            )
         return result
 
     # -- outcome --------------------------------------------------------------------------
-    def _check(self, result: TestResult, records: list[dict[str, Any]], what: str) -> None:
+    def _check(
+        self, result: TestResult, records: list[dict[str, Any]], what: str
+    ) -> None:
         """Fail the run (keeping every record) when the server was lost or nothing succeeded."""
         if self.server is not None and not self.server.alive():
-            raise ServingFailed(f"the server was lost during the {what} test ({self.server.exit_description()}); "
-                                f"{sum(1 for r in records if not r['ok'])} of {len(records)} requests failed", result)
+            raise ServingFailed(
+                f"the server was lost during the {what} test ({self.server.exit_description()}); "
+                f"{sum(1 for r in records if not r['ok'])} of {len(records)} requests failed",
+                result,
+            )
         if records and not any(r["ok"] for r in records):
-            reasons = sorted({(r.get("error") or {}).get("reason", "?") for r in records})
-            raise ServingFailed(f"none of the {len(records)} requests succeeded ({', '.join(reasons)})", result)
+            reasons = sorted(
+                {(r.get("error") or {}).get("reason", "?") for r in records}
+            )
+            raise ServingFailed(
+                f"none of the {len(records)} requests succeeded ({', '.join(reasons)})",
+                result,
+            )
 
     def _details(self, test: TestSpec | None, **extra: Any) -> dict[str, Any]:
         s = self.settings
@@ -618,51 +913,92 @@ class OpenAIHttpBackend(Backend):
             },
             "slo": self._slo().to_dict(),
             **({"faults": self._faults.facts()} if self._faults is not None else {}),
-            "request_policy": {"request_timeout_s": s.request_timeout_s, "read_timeout_s": s.read_timeout_s,
-                               "connect_timeout_s": s.connect_timeout_s, "retries": s.retries,
-                               "retry_backoff_s": s.retry_backoff_s},
+            "request_policy": {
+                "request_timeout_s": s.request_timeout_s,
+                "read_timeout_s": s.read_timeout_s,
+                "connect_timeout_s": s.connect_timeout_s,
+                "retries": s.retries,
+                "retry_backoff_s": s.retry_backoff_s,
+            },
             "method": "OpenAI chat completions, stream=true, timed per chunk on the client (httpx, asyncio)",
         }
         d.update(extra)
         return d
 
     def describe(self) -> dict[str, Any]:
-        build: dict[str, Any] = {"backend": self.name, "endpoint": self.label(), "httpx": _version("httpx")}
+        build: dict[str, Any] = {
+            "backend": self.name,
+            "endpoint": self.label(),
+            "httpx": _version("httpx"),
+        }
         if self.is_llama_server:
             v = self._server_version or {}
             build["server"] = "llama-server"
-            build["server_binary"] = str(self._server_binary) if self._server_binary else None
+            build["server_binary"] = (
+                str(self._server_binary) if self._server_binary else None
+            )
             build["server_version"] = v.get("version")
             build["server_build_number"] = v.get("build_number")
-            build["llama_cpp_commit"] = v.get("commit")  # the backend build, as the in-process backend records it
+            build["llama_cpp_commit"] = v.get(
+                "commit"
+            )  # the backend build, as the in-process backend records it
             build["server_built_with"] = v.get("built_with")
         elif self.managed and self.settings.server_command is None:
             build["server"] = "llama_cpp.server"
             build["server_package"] = f"llama-cpp-python {_version('llama-cpp-python')}"
         elif self.command:
             build["server"] = " ".join(self.command[:3])
-        model: dict[str, Any] = {"served_models": self.served_models} if self.served_models else {}
+        model: dict[str, Any] = (
+            {"served_models": self.served_models} if self.served_models else {}
+        )
         if not self.managed:
             served = self._detect()
             if served is not None:
                 # the server software and version it reports (runtime.backends.openai_http.detect)
-                build["server_detected"] = {"server": served.server, "version": served.server_version,
-                                            "commit": served.server_commit, "evidence": served.evidence}
+                build["server_detected"] = {
+                    "server": served.server,
+                    "version": served.server_version,
+                    "commit": served.server_commit,
+                    "evidence": served.evidence,
+                }
                 if served.server != "unknown":
                     build["server"] = served.server
-                    build.update({k: v for k, v in (("server_version", served.server_version),
-                                                    ("server_commit", served.server_commit)) if v})
+                    build.update(
+                        {
+                            k: v
+                            for k, v in (
+                                ("server_version", served.server_version),
+                                ("server_commit", served.server_commit),
+                            )
+                            if v
+                        }
+                    )
                 if served.server == "llama-server" and served.server_commit:
-                    build["llama_cpp_commit"] = served.server_commit  # as a started llama-server records it
-                if self.endpoint_model is not None:  # what it serves after the run (the runner compares)
-                    model["identity_after"] = endpoint_identity(self.endpoint_model.served_name, served.identity_facts)
+                    build["llama_cpp_commit"] = (
+                        served.server_commit
+                    )  # as a started llama-server records it
+                if (
+                    self.endpoint_model is not None
+                ):  # what it serves after the run (the runner compares)
+                    model["identity_after"] = endpoint_identity(
+                        self.endpoint_model.served_name, served.identity_facts
+                    )
         return {"build": build, "model": model}
 
     def _detect(self):
         """What the external server says about itself and the served model now (None when it does not answer)."""
-        timeout = self.endpoint_model.probe_timeout_s if self.endpoint_model else min(self.settings.connect_timeout_s, 5.0)
+        timeout = (
+            self.endpoint_model.probe_timeout_s
+            if self.endpoint_model
+            else min(self.settings.connect_timeout_s, 5.0)
+        )
         try:
-            return detect.probe(self.base_url, self.api_model, api_key=self._api_key(), timeout_s=timeout)
+            return detect.probe(
+                self.base_url,
+                self.api_model,
+                api_key=self._api_key(),
+                timeout_s=timeout,
+            )
         except (detect.Unreachable, detect.NotServed):
             return None
 
@@ -672,29 +1008,60 @@ class OpenAIHttpBackend(Backend):
         from core.kinds import agent as agent_kind
         from runtime.backends.openai_http.agents import loop
 
-        ep = loop.Endpoint(url=self._url(), model=self.api_model, client=lambda: self._client(1),
-                           stream_chat=http.stream_chat, policy=self._policy(), alive=self._alive, seed=self.settings.seed)
+        ep = loop.Endpoint(
+            url=self._url(),
+            model=self.api_model,
+            client=lambda: self._client(1),
+            stream_chat=http.stream_chat,
+            policy=self._policy(),
+            alive=self._alive,
+            seed=self.settings.seed,
+        )
         episodes, facts = loop.run(ep, test)
-        result = TestResult(metrics={**agent_kind.metrics(episodes), **self._startup_metric()},
-                            samples={"episodes": episodes},
-                            details=self._details(test, agent=loop.details(test, episodes, facts)))
+        result = TestResult(
+            metrics={**agent_kind.metrics(episodes), **self._startup_metric()},
+            samples={"episodes": episodes},
+            details=self._details(test, agent=loop.details(test, episodes, facts)),
+        )
         turns = [t["model"] for e in episodes for t in e["turns"]]
         if self.server is not None and not self.server.alive():
-            raise ServingFailed(f"the server was lost during the agent loops ({self.server.exit_description()})", result)
+            raise ServingFailed(
+                f"the server was lost during the agent loops ({self.server.exit_description()})",
+                result,
+            )
         if turns and not any(t["ok"] for t in turns):
             reasons = sorted({(t.get("error") or {}).get("reason", "?") for t in turns})
-            raise ServingFailed(f"none of the {len(turns)} model turns succeeded ({', '.join(reasons)})", result)
+            raise ServingFailed(
+                f"none of the {len(turns)} model turns succeeded ({', '.join(reasons)})",
+                result,
+            )
         return result
 
     # -- quality prompt styles ------------------------------------------------------------
-    def complete(self, prompt: str, *, max_tokens: int, stop: list[str], temperature: float = 0.0,
-                 seed: int = 0) -> dict[str, Any]:
+    def complete(
+        self,
+        prompt: str,
+        *,
+        max_tokens: int,
+        stop: list[str],
+        temperature: float = 0.0,
+        seed: int = 0,
+    ) -> dict[str, Any]:
         from runtime.backends.openai_http import completions
 
         s = self.settings
-        return completions.complete(self.base_url, self.api_model, prompt, max_tokens=max_tokens, stop=stop,
-                                    temperature=temperature, seed=seed, connect_timeout_s=s.connect_timeout_s,
-                                    request_timeout_s=s.request_timeout_s, api_key=self._api_key())
+        return completions.complete(
+            self.base_url,
+            self.api_model,
+            prompt,
+            max_tokens=max_tokens,
+            stop=stop,
+            temperature=temperature,
+            seed=seed,
+            connect_timeout_s=s.connect_timeout_s,
+            request_timeout_s=s.request_timeout_s,
+            api_key=self._api_key(),
+        )
 
     def close(self) -> None:
         if self._faults is not None:
@@ -703,7 +1070,9 @@ class OpenAIHttpBackend(Backend):
         if self.server is not None:
             self._stop()
             if not self._log_echoed:
-                echo_log(self.server.log_text(), f"{self.label()}, pid {self.server.pid}")
+                echo_log(
+                    self.server.log_text(), f"{self.label()}, pid {self.server.pid}"
+                )
                 self._log_echoed = True
         if self._tmp is not None:
             self._tmp.cleanup()
@@ -730,7 +1099,9 @@ def _request_metrics(records: list[dict[str, Any]]) -> dict[str, list[float]]:
         "ttft_ms": [r["ttft_ms"] for r in ok if r["ttft_ms"] is not None],
         "tpot_ms": [r["tpot_ms"] for r in ok if r["tpot_ms"] is not None],
         "e2e_ms": [r["e2e_ms"] for r in ok],
-        "output_tokens": [r["output_tokens"] for r in ok if r["output_tokens"] is not None],
+        "output_tokens": [
+            r["output_tokens"] for r in ok if r["output_tokens"] is not None
+        ],
         "decode_tps": [1000.0 / r["tpot_ms"] for r in ok if r["tpot_ms"]],
         "itl_ms": [g for r in ok for g in r["itl_ms"]],
         "failed_requests": [len(records) - len(ok)],

@@ -53,7 +53,9 @@ KEEPALIVE_EXPIRY_S = 2.0
 
 
 class AttemptError(Exception):
-    def __init__(self, reason: str, message: str, *, retryable: bool, status: int | None = None):
+    def __init__(
+        self, reason: str, message: str, *, retryable: bool, status: int | None = None
+    ):
         super().__init__(message)
         self.reason = reason
         self.message = message
@@ -68,29 +70,52 @@ class RequestPolicy:
     retry_backoff_s: float
 
 
-def make_client(*, connect_timeout_s: float, read_timeout_s: float, max_connections: int,
-                api_key: str | None = None) -> httpx.AsyncClient:
+def make_client(
+    *,
+    connect_timeout_s: float,
+    read_timeout_s: float,
+    max_connections: int,
+    api_key: str | None = None,
+) -> httpx.AsyncClient:
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-    timeout = httpx.Timeout(connect=connect_timeout_s, read=read_timeout_s, write=connect_timeout_s, pool=None)
+    timeout = httpx.Timeout(
+        connect=connect_timeout_s,
+        read=read_timeout_s,
+        write=connect_timeout_s,
+        pool=None,
+    )
     # an idle pooled connection is dropped by us before the server closes it (llama-server: Keep-Alive
     # timeout=5), so a request never goes out on a socket the server is closing
-    limits = httpx.Limits(max_connections=max(1, max_connections), max_keepalive_connections=max(1, max_connections),
-                          keepalive_expiry=KEEPALIVE_EXPIRY_S)
-    return httpx.AsyncClient(timeout=timeout, limits=limits, headers=headers, trust_env=False)
+    limits = httpx.Limits(
+        max_connections=max(1, max_connections),
+        max_keepalive_connections=max(1, max_connections),
+        keepalive_expiry=KEEPALIVE_EXPIRY_S,
+    )
+    return httpx.AsyncClient(
+        timeout=timeout, limits=limits, headers=headers, trust_env=False
+    )
 
 
 def _ms(ns: int) -> float:
     return ns / 1e6
 
 
-async def _attempt(client: httpx.AsyncClient, url: str, body: dict[str, Any], t0: int, acc: dict[str, Any]) -> None:
+async def _attempt(
+    client: httpx.AsyncClient,
+    url: str,
+    body: dict[str, Any],
+    t0: int,
+    acc: dict[str, Any],
+) -> None:
     """One HTTP attempt; fills ``acc`` with chunk timestamps; raises AttemptError on failure."""
     try:
         async with client.stream("POST", url, json=body) as resp:
             acc["status"] = resp.status_code
             if resp.status_code >= 400:
                 head = b""
-                async for part in resp.aiter_bytes():  # at most 400 bytes of an error body, however long it is
+                async for part in (
+                    resp.aiter_bytes()
+                ):  # at most 400 bytes of an error body, however long it is
                     head += part
                     if len(head) >= 400:
                         break
@@ -98,8 +123,12 @@ async def _attempt(client: httpx.AsyncClient, url: str, body: dict[str, Any], t0
                 server_msg = dialects.error_message(raw)
                 acc["retry_after"] = resp.headers.get("retry-after")
                 text = server_msg if server_msg is not None else " ".join(raw.split())
-                raise AttemptError(f"http_{resp.status_code}", f"HTTP {resp.status_code}: {text[:300]}",
-                                   retryable=resp.status_code in RETRYABLE_STATUS, status=resp.status_code)
+                raise AttemptError(
+                    f"http_{resp.status_code}",
+                    f"HTTP {resp.status_code}: {text[:300]}",
+                    retryable=resp.status_code in RETRYABLE_STATUS,
+                    status=resp.status_code,
+                )
             async for line in bounded_lines(resp.aiter_bytes(), acc):
                 now = time.perf_counter_ns()
                 if not line or line.startswith(":") or not line.startswith("data:"):
@@ -112,14 +141,24 @@ async def _attempt(client: httpx.AsyncClient, url: str, body: dict[str, Any], t0
                 try:
                     obj = json.loads(data)
                 except ValueError:
-                    raise AttemptError("bad_payload", f"a data line is not JSON: {quote(data)}",
-                                       retryable=not acc["chunks"]) from None
+                    raise AttemptError(
+                        "bad_payload",
+                        f"a data line is not JSON: {quote(data)}",
+                        retryable=not acc["chunks"],
+                    ) from None
                 except RecursionError:
-                    raise AttemptError("bad_payload", "a data line is nested too deeply", retryable=False) from None
+                    raise AttemptError(
+                        "bad_payload",
+                        "a data line is nested too deeply",
+                        retryable=False,
+                    ) from None
                 if isinstance(obj, dict) and obj.get("error"):
                     msg = dialects.error_message(obj) or str(obj["error"])
-                    raise AttemptError("server_error_event", f"the stream carried an error: {quote(msg, 300)}",
-                                       retryable=False)
+                    raise AttemptError(
+                        "server_error_event",
+                        f"the stream carried an error: {quote(msg, 300)}",
+                        retryable=False,
+                    )
                 content, finish, usage = parse_chunk(obj)
                 if isinstance(obj, dict) and isinstance(obj.get("timings"), dict):
                     acc["timings"] = obj["timings"]
@@ -130,39 +169,84 @@ async def _attempt(client: httpx.AsyncClient, url: str, body: dict[str, Any], t0
                     acc["text"].append(content)
                     acc["text_chars"] += len(content)
                     if acc["text_chars"] > MAX_TEXT_CHARS:
-                        raise AttemptError("too_large", f"the answer grew past {MAX_TEXT_CHARS} characters",
-                                           retryable=False)
+                        raise AttemptError(
+                            "too_large",
+                            f"the answer grew past {MAX_TEXT_CHARS} characters",
+                            retryable=False,
+                        )
                 if finish:
                     acc["finish_reason"] = finish
                 if usage:
                     acc["usage"] = usage
     except httpx.ConnectTimeout as exc:
-        raise AttemptError("timeout_connect", f"no connection within the connect timeout ({exc})", retryable=True) from None
+        raise AttemptError(
+            "timeout_connect",
+            f"no connection within the connect timeout ({exc})",
+            retryable=True,
+        ) from None
     except httpx.ConnectError as exc:
-        raise AttemptError("connect_error", f"connection failed: {exc}", retryable=True) from None
+        raise AttemptError(
+            "connect_error", f"connection failed: {exc}", retryable=True
+        ) from None
     except httpx.ReadTimeout:
-        raise AttemptError("timeout_read", "no data within the read timeout"
-                           + (" after content had started" if acc["chunks"] else " (nothing received yet)"),
-                           retryable=not acc["chunks"]) from None
+        raise AttemptError(
+            "timeout_read",
+            "no data within the read timeout"
+            + (
+                " after content had started"
+                if acc["chunks"]
+                else " (nothing received yet)"
+            ),
+            retryable=not acc["chunks"],
+        ) from None
     except (httpx.RemoteProtocolError, httpx.ReadError) as exc:
-        raise AttemptError("dropped", f"connection dropped {'mid-stream' if acc['chunks'] else 'before any content'}: "
-                           f"{exc or type(exc).__name__}", retryable=not acc["chunks"]) from None
+        raise AttemptError(
+            "dropped",
+            f"connection dropped {'mid-stream' if acc['chunks'] else 'before any content'}: "
+            f"{exc or type(exc).__name__}",
+            retryable=not acc["chunks"],
+        ) from None
     except httpx.TimeoutException as exc:
-        raise AttemptError("timeout_" + type(exc).__name__.lower().replace("timeout", ""), str(exc),
-                           retryable=not acc["chunks"]) from None
+        raise AttemptError(
+            "timeout_" + type(exc).__name__.lower().replace("timeout", ""),
+            str(exc),
+            retryable=not acc["chunks"],
+        ) from None
     except httpx.HTTPError as exc:
-        raise AttemptError("http_error", f"{type(exc).__name__}: {exc}", retryable=not acc["chunks"]) from None
+        raise AttemptError(
+            "http_error", f"{type(exc).__name__}: {exc}", retryable=not acc["chunks"]
+        ) from None
     except (AttemptError, asyncio.CancelledError):
         raise
     except Exception as exc:  # anything else a hostile server provokes is still a record, never a crash
-        raise AttemptError("client_error", f"{type(exc).__name__}: {quote(str(exc), 200)}", retryable=False) from None
+        raise AttemptError(
+            "client_error",
+            f"{type(exc).__name__}: {quote(str(exc), 200)}",
+            retryable=False,
+        ) from None
     if acc.get("done_ns") is None and acc.get("finish_reason") is None:
-        raise AttemptError("incomplete", "the stream ended without a finish_reason or [DONE]", retryable=not acc["chunks"])
+        raise AttemptError(
+            "incomplete",
+            "the stream ended without a finish_reason or [DONE]",
+            retryable=not acc["chunks"],
+        )
 
 
 def _fresh_acc() -> dict[str, Any]:
-    return {"chunks": [], "text": [], "finish_reason": None, "usage": None, "done_ns": None, "last_data_ns": None,
-            "status": None, "text_chars": 0, "bytes": 0, "timings": None, "parse_ns": 0, "retry_after": None}
+    return {
+        "chunks": [],
+        "text": [],
+        "finish_reason": None,
+        "usage": None,
+        "done_ns": None,
+        "last_data_ns": None,
+        "status": None,
+        "text_chars": 0,
+        "bytes": 0,
+        "timings": None,
+        "parse_ns": 0,
+        "retry_after": None,
+    }
 
 
 def quote(value: Any, limit: int = 120) -> str:
@@ -178,19 +262,30 @@ async def bounded_lines(chunks: Any, acc: dict[str, Any]) -> Any:
     async for chunk in chunks:
         acc["bytes"] += len(chunk)
         if acc["bytes"] > MAX_BODY_BYTES:
-            raise AttemptError("too_large", f"the response body grew past {MAX_BODY_BYTES} bytes", retryable=False)
+            raise AttemptError(
+                "too_large",
+                f"the response body grew past {MAX_BODY_BYTES} bytes",
+                retryable=False,
+            )
         buf += chunk
         while True:
             cut = buf.find(b"\n")
             if cut < 0:
                 break
-            line, buf = buf[:cut], buf[cut + 1:]
+            line, buf = buf[:cut], buf[cut + 1 :]
             if len(line) > MAX_LINE_BYTES:
-                raise AttemptError("too_large", f"a line of {len(line)} bytes (at most {MAX_LINE_BYTES})", retryable=False)
+                raise AttemptError(
+                    "too_large",
+                    f"a line of {len(line)} bytes (at most {MAX_LINE_BYTES})",
+                    retryable=False,
+                )
             yield line.rstrip(b"\r").decode("utf-8", "replace")
         if len(buf) > MAX_LINE_BYTES:
-            raise AttemptError("too_large", f"a line grew past {MAX_LINE_BYTES} bytes without a newline",
-                               retryable=False)
+            raise AttemptError(
+                "too_large",
+                f"a line grew past {MAX_LINE_BYTES} bytes without a newline",
+                retryable=False,
+            )
     if buf:
         yield buf.rstrip(b"\r").decode("utf-8", "replace")
 
@@ -200,7 +295,9 @@ def parse_chunk(obj: Any) -> tuple[str | None, str | None, dict[str, Any] | None
     (a JSON list, a string where an object belongs, a number where text belongs) is ``bad_payload``."""
 
     def bad(what: str) -> AttemptError:
-        return AttemptError("bad_payload", f"a chunk of the wrong shape: {what}", retryable=False)
+        return AttemptError(
+            "bad_payload", f"a chunk of the wrong shape: {what}", retryable=False
+        )
 
     if not isinstance(obj, dict):
         raise bad(f"a JSON {type(obj).__name__} where an object belongs")
@@ -228,9 +325,17 @@ def parse_chunk(obj: Any) -> tuple[str | None, str | None, dict[str, Any] | None
         calls = delta.get("tool_calls")
         if calls is not None and not isinstance(calls, list):
             raise bad(f"delta.tool_calls is a {type(calls).__name__}, not a list")
-        if calls and content is None:  # a streamed tool call is output too (TTFT counts its first piece)
-            content = "".join(str(((c or {}).get("function") or {}).get("arguments") or "") for c in calls
-                              if isinstance(c, dict)) or "\u200b"
+        if (
+            calls and content is None
+        ):  # a streamed tool call is output too (TTFT counts its first piece)
+            content = (
+                "".join(
+                    str(((c or {}).get("function") or {}).get("arguments") or "")
+                    for c in calls
+                    if isinstance(c, dict)
+                )
+                or "\u200b"
+            )
         finish = first.get("finish_reason")
         if finish is not None and not isinstance(finish, str):
             raise bad(f"finish_reason is a {type(finish).__name__}, not text")
@@ -240,13 +345,22 @@ def parse_chunk(obj: Any) -> tuple[str | None, str | None, dict[str, Any] | None
             raise bad(f"usage is a {type(usage).__name__}, not an object")
         for key in ("completion_tokens", "prompt_tokens"):
             v = usage.get(key)
-            if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 0):
+            if v is not None and (
+                isinstance(v, bool) or not isinstance(v, int) or v < 0
+            ):
                 raise bad(f"usage.{key} is {quote(v, 40)}, not a count")
     return content, finish, usage or None
 
 
-async def stream_chat(client: httpx.AsyncClient, url: str, body: dict[str, Any], policy: RequestPolicy, *,
-                      origin_ns: int, server_alive: Callable[[], bool] | None = None) -> dict[str, Any]:
+async def stream_chat(
+    client: httpx.AsyncClient,
+    url: str,
+    body: dict[str, Any],
+    policy: RequestPolicy,
+    *,
+    origin_ns: int,
+    server_alive: Callable[[], bool] | None = None,
+) -> dict[str, Any]:
     """Send one request (retrying what may be retried); always return a record, never raise."""
     t0 = time.perf_counter_ns()
     retries: list[dict[str, Any]] = []
@@ -268,21 +382,35 @@ async def stream_chat(client: httpx.AsyncClient, url: str, body: dict[str, Any],
                         error["status"] = exc.status
                     dead = server_alive is not None and not server_alive()
                     if dead:
-                        error = {"reason": "server_lost", "message": f"the server process is gone ({exc.reason}: {exc.message})"}
+                        error = {
+                            "reason": "server_lost",
+                            "message": f"the server process is gone ({exc.reason}: {exc.message})",
+                        }
                     if dead or not exc.retryable or attempts > policy.retries:
                         break
-                    retries.append({**error, "after_ms": _ms(time.perf_counter_ns() - t0)})
+                    retries.append(
+                        {**error, "after_ms": _ms(time.perf_counter_ns() - t0)}
+                    )
                     await asyncio.sleep(policy.retry_backoff_s * (2 ** (attempts - 1)))
     except TimeoutError:
-        error = {"reason": "timeout_total",
-                 "message": f"no complete response within request_timeout_s = {policy.request_timeout_s:g} s"
-                            + (" (content had started)" if acc["chunks"] else "")}
+        error = {
+            "reason": "timeout_total",
+            "message": f"no complete response within request_timeout_s = {policy.request_timeout_s:g} s"
+            + (" (content had started)" if acc["chunks"] else ""),
+        }
     end = time.perf_counter_ns()
     return _record(acc, error, t0, end, origin_ns, attempts, retries)
 
 
-def _record(acc: dict[str, Any], error: dict[str, Any] | None, t0: int, end: int, origin_ns: int, attempts: int,
-            retries: list[dict[str, Any]]) -> dict[str, Any]:
+def _record(
+    acc: dict[str, Any],
+    error: dict[str, Any] | None,
+    t0: int,
+    end: int,
+    origin_ns: int,
+    attempts: int,
+    retries: list[dict[str, Any]],
+) -> dict[str, Any]:
     chunks: list[int] = acc["chunks"]
     usage = acc.get("usage") or {}
     rec: dict[str, Any] = {
@@ -301,9 +429,20 @@ def _record(acc: dict[str, Any], error: dict[str, Any] | None, t0: int, end: int
     if acc.get("retry_after") is not None:
         rec["retry_after"] = str(acc["retry_after"])[:40]
     if error is not None:
-        rec.update(ttft_ms=None, e2e_ms=None, tpot_ms=None, itl_ms=[], output_tokens=None, output_tokens_source=None,
-                   prompt_tokens=None, first_token_ms=None, last_token_ms=None,
-                   partial_chunks=len(chunks), elapsed_ms=_ms(end - t0), chunk_ms=[round(_ms(c - t0), 3) for c in chunks])
+        rec.update(
+            ttft_ms=None,
+            e2e_ms=None,
+            tpot_ms=None,
+            itl_ms=[],
+            output_tokens=None,
+            output_tokens_source=None,
+            prompt_tokens=None,
+            first_token_ms=None,
+            last_token_ms=None,
+            partial_chunks=len(chunks),
+            elapsed_ms=_ms(end - t0),
+            chunk_ms=[round(_ms(c - t0), 3) for c in chunks],
+        )
         return rec
     last = acc.get("last_data_ns") or end
     ttft = _ms(chunks[0] - t0) if chunks else None
@@ -314,9 +453,13 @@ def _record(acc: dict[str, Any], error: dict[str, Any] | None, t0: int, end: int
         out, source = len(chunks), "chunks"
     tpot = (e2e - ttft) / (out - 1) if ttft is not None and out > 1 else None
     rec.update(
-        ttft_ms=ttft, e2e_ms=e2e, tpot_ms=tpot,
+        ttft_ms=ttft,
+        e2e_ms=e2e,
+        tpot_ms=tpot,
         itl_ms=[round(_ms(b - a), 3) for a, b in zip(chunks, chunks[1:])],
-        output_tokens=out, output_tokens_source=source, prompt_tokens=usage.get("prompt_tokens"),
+        output_tokens=out,
+        output_tokens_source=source,
+        prompt_tokens=usage.get("prompt_tokens"),
         first_token_ms=_ms(chunks[0] - origin_ns) if chunks else None,
         last_token_ms=_ms(chunks[-1] - origin_ns) if chunks else None,
         chunk_ms=[round(_ms(c - t0), 3) for c in chunks],
@@ -325,23 +468,53 @@ def _record(acc: dict[str, Any], error: dict[str, Any] | None, t0: int, end: int
     if cached is not None:
         rec.update(cached_tokens=cached, cached_tokens_source=source)
     t = acc.get("timings")
-    if isinstance(t, dict):  # llama-server's own view of the request (prompt and generation time, cache)
-        rec["server_timings"] = {k: t[k] for k in ("cache_n", "prompt_n", "prompt_ms", "predicted_n", "predicted_ms")
-                                 if isinstance(t.get(k), (int, float)) and not isinstance(t.get(k), bool)}
+    if isinstance(
+        t, dict
+    ):  # llama-server's own view of the request (prompt and generation time, cache)
+        rec["server_timings"] = {
+            k: t[k]
+            for k in ("cache_n", "prompt_n", "prompt_ms", "predicted_n", "predicted_ms")
+            if isinstance(t.get(k), (int, float)) and not isinstance(t.get(k), bool)
+        }
     return rec
 
 
 def not_sent(reason: str, message: str, origin_ns: int) -> dict[str, Any]:
     """A planned request that was never sent (its server was already gone): still accounted for."""
     now = _ms(time.perf_counter_ns() - origin_ns)
-    return {"ok": False, "error": {"reason": reason, "message": message}, "attempts": 0, "retries": [], "status": None,
-            "start_ms": now, "end_ms": now, "chunks": 0, "finish_reason": None, "text": "", "ttft_ms": None,
-            "e2e_ms": None, "tpot_ms": None, "itl_ms": [], "output_tokens": None, "output_tokens_source": None,
-            "prompt_tokens": None, "first_token_ms": None, "last_token_ms": None, "partial_chunks": 0, "elapsed_ms": 0.0}
+    return {
+        "ok": False,
+        "error": {"reason": reason, "message": message},
+        "attempts": 0,
+        "retries": [],
+        "status": None,
+        "start_ms": now,
+        "end_ms": now,
+        "chunks": 0,
+        "finish_reason": None,
+        "text": "",
+        "ttft_ms": None,
+        "e2e_ms": None,
+        "tpot_ms": None,
+        "itl_ms": [],
+        "output_tokens": None,
+        "output_tokens_source": None,
+        "prompt_tokens": None,
+        "first_token_ms": None,
+        "last_token_ms": None,
+        "partial_chunks": 0,
+        "elapsed_ms": 0.0,
+    }
 
 
-async def post_json(client: httpx.AsyncClient, url: str, body: dict[str, Any], policy: RequestPolicy, *,
-                    origin_ns: int) -> tuple[dict[str, Any], Any]:
+async def post_json(
+    client: httpx.AsyncClient,
+    url: str,
+    body: dict[str, Any],
+    policy: RequestPolicy,
+    *,
+    origin_ns: int,
+) -> tuple[dict[str, Any], Any]:
     """One request without streaming (``stream: false``): (its record, the parsed answer or None).
     Never raises; an HTTP error keeps the server's own message whatever its dialect."""
     t0 = time.perf_counter_ns()
@@ -355,15 +528,29 @@ async def post_json(client: httpx.AsyncClient, url: str, body: dict[str, Any], p
             raw = resp.content[:MAX_LINE_BYTES]
             if status >= 400:
                 msg = dialects.error_message(raw)
-                text = msg if msg is not None else " ".join(raw[:400].decode(errors="replace").split())
-                error = {"reason": f"http_{status}", "message": f"HTTP {status}: {text[:300]}", "status": status}
+                text = (
+                    msg
+                    if msg is not None
+                    else " ".join(raw[:400].decode(errors="replace").split())
+                )
+                error = {
+                    "reason": f"http_{status}",
+                    "message": f"HTTP {status}: {text[:300]}",
+                    "status": status,
+                }
             else:
                 try:
                     answer = json.loads(raw)
                 except (ValueError, RecursionError):
-                    error = {"reason": "bad_payload", "message": f"the answer is not JSON: {quote(raw[:200])}"}
+                    error = {
+                        "reason": "bad_payload",
+                        "message": f"the answer is not JSON: {quote(raw[:200])}",
+                    }
     except TimeoutError:
-        error = {"reason": "timeout_total", "message": f"no answer within request_timeout_s = {policy.request_timeout_s:g} s"}
+        error = {
+            "reason": "timeout_total",
+            "message": f"no answer within request_timeout_s = {policy.request_timeout_s:g} s",
+        }
     except httpx.ConnectError as exc:
         error = {"reason": "connect_error", "message": f"connection failed: {exc}"}
     except httpx.TimeoutException as exc:
@@ -372,8 +559,19 @@ async def post_json(client: httpx.AsyncClient, url: str, body: dict[str, Any], p
         error = {"reason": "dropped", "message": f"{type(exc).__name__}: {exc}"}
     end = time.perf_counter_ns()
     usage = (answer or {}).get("usage") if isinstance(answer, dict) else None
-    rec = {"ok": error is None, "error": error, "status": status, "start_ms": _ms(t0 - origin_ns),
-           "end_ms": _ms(end - origin_ns), "e2e_ms": _ms(end - t0) if error is None else None, "elapsed_ms": _ms(end - t0),
-           "output_tokens": (usage or {}).get("completion_tokens") if isinstance(usage, dict) else None,
-           "prompt_tokens": (usage or {}).get("prompt_tokens") if isinstance(usage, dict) else None}
+    rec = {
+        "ok": error is None,
+        "error": error,
+        "status": status,
+        "start_ms": _ms(t0 - origin_ns),
+        "end_ms": _ms(end - origin_ns),
+        "e2e_ms": _ms(end - t0) if error is None else None,
+        "elapsed_ms": _ms(end - t0),
+        "output_tokens": (usage or {}).get("completion_tokens")
+        if isinstance(usage, dict)
+        else None,
+        "prompt_tokens": (usage or {}).get("prompt_tokens")
+        if isinstance(usage, dict)
+        else None,
+    }
     return rec, answer

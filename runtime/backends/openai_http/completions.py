@@ -26,13 +26,40 @@ class CompletionError(Exception):
     """One completion request failed (HTTP error, timeout, a response of the wrong shape)."""
 
 
-def body(model: str, prompt: str, *, max_tokens: int, stop: list[str], temperature: float, seed: int) -> dict[str, Any]:
-    return {"model": model, "prompt": prompt, "max_tokens": max_tokens, "stop": list(stop), "temperature": temperature,
-            "seed": seed, "stream": False, **SAMPLER_DEFAULTS}
+def body(
+    model: str,
+    prompt: str,
+    *,
+    max_tokens: int,
+    stop: list[str],
+    temperature: float,
+    seed: int,
+) -> dict[str, Any]:
+    return {
+        "model": model,
+        "prompt": prompt,
+        "max_tokens": max_tokens,
+        "stop": list(stop),
+        "temperature": temperature,
+        "seed": seed,
+        "stream": False,
+        **SAMPLER_DEFAULTS,
+    }
 
 
-def complete(base_url: str, model: str, prompt: str, *, max_tokens: int, stop: list[str], temperature: float,
-             seed: int, connect_timeout_s: float, request_timeout_s: float, api_key: str | None = None) -> dict[str, Any]:
+def complete(
+    base_url: str,
+    model: str,
+    prompt: str,
+    *,
+    max_tokens: int,
+    stop: list[str],
+    temperature: float,
+    seed: int,
+    connect_timeout_s: float,
+    request_timeout_s: float,
+    api_key: str | None = None,
+) -> dict[str, Any]:
     """One non-streamed completion: {'text', 'prompt_tokens', 'output_tokens', 'e2e_ms', 'finish_reason'}
     (the shape of ``Backend.complete``); CompletionError with one line on any failure."""
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
@@ -40,13 +67,24 @@ def complete(base_url: str, model: str, prompt: str, *, max_tokens: int, stop: l
     t0 = time.perf_counter()
     try:
         with httpx.Client(timeout=timeout, trust_env=False, headers=headers) as client:
-            resp = client.post(f"{base_url}/completions", json=body(model, prompt, max_tokens=max_tokens, stop=stop,
-                                                                    temperature=temperature, seed=seed))
+            resp = client.post(
+                f"{base_url}/completions",
+                json=body(
+                    model,
+                    prompt,
+                    max_tokens=max_tokens,
+                    stop=stop,
+                    temperature=temperature,
+                    seed=seed,
+                ),
+            )
     except httpx.HTTPError as exc:
         raise CompletionError(f"{type(exc).__name__}: {exc}") from None
     e2e = (time.perf_counter() - t0) * 1000.0
     if resp.status_code != 200:
-        raise CompletionError(f"HTTP {resp.status_code}: {' '.join(resp.text[:300].split())}")
+        raise CompletionError(
+            f"HTTP {resp.status_code}: {' '.join(resp.text[:300].split())}"
+        )
     try:
         doc = resp.json()
         choice = doc["choices"][0]
@@ -54,7 +92,14 @@ def complete(base_url: str, model: str, prompt: str, *, max_tokens: int, stop: l
         if not isinstance(text, str):
             raise TypeError(f"choices[0].text is a {type(text).__name__}")
     except (ValueError, KeyError, IndexError, TypeError) as exc:
-        raise CompletionError(f"not a completion response ({type(exc).__name__}: {exc})") from None
+        raise CompletionError(
+            f"not a completion response ({type(exc).__name__}: {exc})"
+        ) from None
     usage = doc.get("usage") if isinstance(doc.get("usage"), dict) else {}
-    return {"text": text, "prompt_tokens": usage.get("prompt_tokens"), "output_tokens": usage.get("completion_tokens"),
-            "e2e_ms": e2e, "finish_reason": choice.get("finish_reason")}
+    return {
+        "text": text,
+        "prompt_tokens": usage.get("prompt_tokens"),
+        "output_tokens": usage.get("completion_tokens"),
+        "e2e_ms": e2e,
+        "finish_reason": choice.get("finish_reason"),
+    }

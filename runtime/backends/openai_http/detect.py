@@ -49,7 +49,12 @@ MAX_ITEMS = 40  # items of one list or keys of one mapping kept in ``reported``
 # llama.cpp's llama_ftype_name() strings (src/llama-model-loader.cpp) -> the names GGUF files and
 # llama-bench use (LlamaFileType without MOSTLY_); "X - N bpw" and "(guessed) " are handled below.
 _FTYPE_SUFFIX = {"Small": "S", "Medium": "M", "Large": "L"}
-_FTYPE_SPECIAL = {"all F32": "F32", "Q2_K - Medium": "Q2_K", "MXFP4 MoE": "MXFP4_MOE", "IQ3_S mix - 3.66 bpw": "IQ3_M"}
+_FTYPE_SPECIAL = {
+    "all F32": "F32",
+    "Q2_K - Medium": "Q2_K",
+    "MXFP4 MoE": "MXFP4_MOE",
+    "IQ3_S mix - 3.66 bpw": "IQ3_M",
+}
 
 
 class Unreachable(Exception):
@@ -75,7 +80,6 @@ class Answer:
     body: Any
 
 
-
 def server_root(base_url: str) -> str:
     """The server's root, where its own routes live: ``http://h:p/v1`` -> ``http://h:p``."""
     base = base_url.rstrip("/")
@@ -88,7 +92,9 @@ def server_root(base_url: str) -> str:
 def http_get(client: httpx.Client) -> Callable[[str, str], Answer]:
     """GET (or POST with a JSON body, for Ollama's /api/show) reading at most MAX_BODY_BYTES."""
 
-    def request(url: str, method: str = "GET", payload: dict[str, Any] | None = None) -> Answer:
+    def request(
+        url: str, method: str = "GET", payload: dict[str, Any] | None = None
+    ) -> Answer:
         with client.stream(method, url, json=payload) as resp:
             raw = b""
             for part in resp.iter_bytes():
@@ -106,21 +112,33 @@ def http_get(client: httpx.Client) -> Callable[[str, str], Answer]:
     return request
 
 
-def probe(base_url: str, served_name: str, *, api_key: str | None = None, timeout_s: float = 10.0) -> ServedModel:
+def probe(
+    base_url: str,
+    served_name: str,
+    *,
+    api_key: str | None = None,
+    timeout_s: float = 10.0,
+) -> ServedModel:
     """Ask the server at ``base_url`` about ``served_name``. Unreachable when its model list does
     not answer; NotServed when it does not list the name."""
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     timeout = httpx.Timeout(timeout_s, connect=min(timeout_s, 5.0))
-    with httpx.Client(timeout=timeout, headers=headers, trust_env=False, follow_redirects=False) as client:
+    with httpx.Client(
+        timeout=timeout, headers=headers, trust_env=False, follow_redirects=False
+    ) as client:
         return read_server(http_get(client), base_url, served_name)
 
 
-def read_server(request: Callable[..., Answer], base_url: str, served_name: str) -> ServedModel:
+def read_server(
+    request: Callable[..., Answer], base_url: str, served_name: str
+) -> ServedModel:
     """:func:`probe` over any request function (``request(url, method="GET", payload=None)``)."""
     base = base_url.rstrip("/")
     root = server_root(base)
 
-    def get(path: str, method: str = "GET", payload: dict[str, Any] | None = None) -> Answer | None:
+    def get(
+        path: str, method: str = "GET", payload: dict[str, Any] | None = None
+    ) -> Answer | None:
         try:
             return request(root + path, method, payload)
         except (httpx.HTTPError, OSError):
@@ -129,49 +147,97 @@ def read_server(request: Callable[..., Answer], base_url: str, served_name: str)
     try:
         listing = request(base + "/models")
     except (httpx.HTTPError, OSError) as exc:
-        raise Unreachable(f"{base}/models: {type(exc).__name__}: {' '.join(str(exc).split())[:200]}") from None
+        raise Unreachable(
+            f"{base}/models: {type(exc).__name__}: {' '.join(str(exc).split())[:200]}"
+        ) from None
     if listing.status != 200:
-        hint = " (an API key is needed: set endpoint.api_key_env)" if listing.status in (401, 403) else ""
+        hint = (
+            " (an API key is needed: set endpoint.api_key_env)"
+            if listing.status in (401, 403)
+            else ""
+        )
         raise Unreachable(f"{base}/models answered HTTP {listing.status}{hint}")
     data = _as_dict(listing.body).get("data")
     entries = [e for e in data if isinstance(e, dict)] if isinstance(data, list) else []
     entry = _find(entries, served_name)
     if entry is None:
-        raise NotServed(served_name, [str(e.get("id")) for e in entries if e.get("id") is not None])
+        raise NotServed(
+            served_name, [str(e.get("id")) for e in entries if e.get("id") is not None]
+        )
     owned = entry.get("owned_by")
-    reported: dict[str, Any] = {"/v1/models": _small({k: v for k, v in entry.items()
-                                                       if k not in ("created", "permission", "permissions")})}
+    reported: dict[str, Any] = {
+        "/v1/models": _small(
+            {
+                k: v
+                for k, v in entry.items()
+                if k not in ("created", "permission", "permissions")
+            }
+        )
+    }
     if listing.server_header:
         reported["server_header"] = _small(listing.server_header)
     if listing.server_header == "llama.cpp" or owned == "llamacpp":
-        why = "Server header 'llama.cpp'" if listing.server_header == "llama.cpp" else "/v1/models owned_by 'llamacpp'"
+        why = (
+            "Server header 'llama.cpp'"
+            if listing.server_header == "llama.cpp"
+            else "/v1/models owned_by 'llamacpp'"
+        )
         return _llama_server(entry, get, reported, why)
     if owned == "vllm":
         return _vllm(entry, get, reported)
     if owned == "sglang":
         return _sglang(entry, get, reported)
     if owned == "me" and "permissions" in entry:
-        return ServedModel(server="llama_cpp.server", model_id=None, reported=reported,
-                           evidence="/v1/models owned_by 'me' with permissions (llama-cpp-python's server)")
+        return ServedModel(
+            server="llama_cpp.server",
+            model_id=None,
+            reported=reported,
+            evidence="/v1/models owned_by 'me' with permissions (llama-cpp-python's server)",
+        )
     info = get("/info")
-    if info is not None and info.status == 200 and isinstance(info.body, dict) and "model_id" in info.body \
-            and "router" in info.body:
+    if (
+        info is not None
+        and info.status == 200
+        and isinstance(info.body, dict)
+        and "model_id" in info.body
+        and "router" in info.body
+    ):
         return _tgi(info.body, reported)
     version = get("/api/version")
-    if version is not None and version.status == 200 and isinstance(version.body, dict) and "version" in version.body:
+    if (
+        version is not None
+        and version.status == 200
+        and isinstance(version.body, dict)
+        and "version" in version.body
+    ):
         return _ollama(entry, str(version.body["version"]), get, reported, served_name)
     facts = {k: v for k, v in reported["/v1/models"].items() if k != "id"}
-    return ServedModel(server="unknown", model_id=None, identity_facts={"models_entry": facts} if facts else {},
-                       reported=reported, evidence="no known server answered (owned_by " + repr(owned) + ")")
+    return ServedModel(
+        server="unknown",
+        model_id=None,
+        identity_facts={"models_entry": facts} if facts else {},
+        reported=reported,
+        evidence="no known server answered (owned_by " + repr(owned) + ")",
+    )
 
 
 # -- one reader per server ------------------------------------------------------------------
-def _llama_server(entry: dict[str, Any], get, reported: dict[str, Any], why: str) -> ServedModel:
+def _llama_server(
+    entry: dict[str, Any], get, reported: dict[str, Any], why: str
+) -> ServedModel:
     meta = _as_dict(entry.get("meta"))
     props_ans = get("/props")
-    props = _as_dict(props_ans.body) if props_ans is not None and props_ans.status == 200 else {}
+    props = (
+        _as_dict(props_ans.body)
+        if props_ans is not None and props_ans.status == 200
+        else {}
+    )
     model_path = props.get("model_path")
-    file_name = str(model_path).replace("\\", "/").rsplit("/", 1)[-1] if isinstance(model_path, str) and model_path else None
+    file_name = (
+        str(model_path).replace("\\", "/").rsplit("/", 1)[-1]
+        if isinstance(model_path, str) and model_path
+        else None
+    )
     build = props.get("build_info")
     version = commit = None
     if isinstance(build, str):
@@ -181,16 +247,39 @@ def _llama_server(entry: dict[str, Any], get, reported: dict[str, Any], why: str
     ftype = meta.get("ftype") or props.get("model_ftype")
     if props:
         gen = _as_dict(props.get("default_generation_settings"))
-        reported["/props"] = _small({"model_file": file_name, "model_alias": props.get("model_alias"),
-                                     "build_info": build, "total_slots": props.get("total_slots"),
-                                     "n_ctx": gen.get("n_ctx"), "modalities": props.get("modalities")})
-    facts = {"file": file_name, "ftype": ftype, "size": _int(meta.get("size")), "n_params": _int(meta.get("n_params")),
-             "n_vocab": _int(meta.get("n_vocab")), "n_embd": _int(meta.get("n_embd")),
-             "n_ctx_train": _int(meta.get("n_ctx_train")), "vocab_type": _int(meta.get("vocab_type"))}
-    return ServedModel(server="llama-server", server_version=version, server_commit=commit, model_id=file_name,
-                       quantization=normalize_ftype(ftype), context_length=_int(meta.get("n_ctx")),
-                       size_bytes=_int(meta.get("size")), n_params=_int(meta.get("n_params")),
-                       identity_facts={k: v for k, v in facts.items() if v is not None}, reported=reported, evidence=why)
+        reported["/props"] = _small(
+            {
+                "model_file": file_name,
+                "model_alias": props.get("model_alias"),
+                "build_info": build,
+                "total_slots": props.get("total_slots"),
+                "n_ctx": gen.get("n_ctx"),
+                "modalities": props.get("modalities"),
+            }
+        )
+    facts = {
+        "file": file_name,
+        "ftype": ftype,
+        "size": _int(meta.get("size")),
+        "n_params": _int(meta.get("n_params")),
+        "n_vocab": _int(meta.get("n_vocab")),
+        "n_embd": _int(meta.get("n_embd")),
+        "n_ctx_train": _int(meta.get("n_ctx_train")),
+        "vocab_type": _int(meta.get("vocab_type")),
+    }
+    return ServedModel(
+        server="llama-server",
+        server_version=version,
+        server_commit=commit,
+        model_id=file_name,
+        quantization=normalize_ftype(ftype),
+        context_length=_int(meta.get("n_ctx")),
+        size_bytes=_int(meta.get("size")),
+        n_params=_int(meta.get("n_params")),
+        identity_facts={k: v for k, v in facts.items() if v is not None},
+        reported=reported,
+        evidence=why,
+    )
 
 
 def _vllm(entry: dict[str, Any], get, reported: dict[str, Any]) -> ServedModel:
@@ -201,18 +290,37 @@ def _vllm(entry: dict[str, Any], get, reported: dict[str, Any]) -> ServedModel:
         reported["/version"] = _small(ans.body)
     root = _str(entry.get("root"))
     facts = {"root": root, "parent": _str(entry.get("parent"))}
-    return ServedModel(server="vLLM", server_version=version, model_id=root, context_length=_int(entry.get("max_model_len")),
-                       identity_facts={k: v for k, v in facts.items() if v is not None}, reported=reported,
-                       evidence="/v1/models owned_by 'vllm'")
+    return ServedModel(
+        server="vLLM",
+        server_version=version,
+        model_id=root,
+        context_length=_int(entry.get("max_model_len")),
+        identity_facts={k: v for k, v in facts.items() if v is not None},
+        reported=reported,
+        evidence="/v1/models owned_by 'vllm'",
+    )
 
 
-SGLANG_SERVER_KEYS = ("model_path", "served_model_name", "revision", "quantization", "dtype", "context_length",
-                      "kv_cache_dtype", "tp_size", "load_format", "version")
+SGLANG_SERVER_KEYS = (
+    "model_path",
+    "served_model_name",
+    "revision",
+    "quantization",
+    "dtype",
+    "context_length",
+    "kv_cache_dtype",
+    "tp_size",
+    "load_format",
+    "version",
+)
 
 
 def _sglang(entry: dict[str, Any], get, reported: dict[str, Any]) -> ServedModel:
     server: dict[str, Any] = {}
-    for route in ("/get_server_info", "/server_info"):  # newer SGLang docs name the second
+    for route in (
+        "/get_server_info",
+        "/server_info",
+    ):  # newer SGLang docs name the second
         info = get(route)
         if info is not None and info.status == 200 and isinstance(info.body, dict):
             server = info.body
@@ -220,30 +328,55 @@ def _sglang(entry: dict[str, Any], get, reported: dict[str, Any]) -> ServedModel
     model = get("/get_model_info")
     minfo = _as_dict(model.body) if model is not None and model.status == 200 else {}
     if server:
-        reported["/get_server_info"] = _small({k: server.get(k) for k in SGLANG_SERVER_KEYS if k in server})
+        reported["/get_server_info"] = _small(
+            {k: server.get(k) for k in SGLANG_SERVER_KEYS if k in server}
+        )
     if minfo:
-        reported["/get_model_info"] = _small({k: v for k, v in minfo.items() if k != "preferred_sampling_params"})
+        reported["/get_model_info"] = _small(
+            {k: v for k, v in minfo.items() if k != "preferred_sampling_params"}
+        )
     model_path = _str(minfo.get("model_path")) or _str(server.get("model_path"))
-    facts = {"model_path": model_path, "revision": _str(server.get("revision")),
-             "quantization": _str(server.get("quantization")), "weight_version": _str(minfo.get("weight_version"))}
-    return ServedModel(server="SGLang", server_version=_str(server.get("version")), model_id=model_path,
-                       revision=_str(server.get("revision")), quantization=_str(server.get("quantization")),
-                       context_length=_int(entry.get("max_model_len")),
-                       identity_facts={k: v for k, v in facts.items() if v is not None}, reported=reported,
-                       evidence="/v1/models owned_by 'sglang'")
+    facts = {
+        "model_path": model_path,
+        "revision": _str(server.get("revision")),
+        "quantization": _str(server.get("quantization")),
+        "weight_version": _str(minfo.get("weight_version")),
+    }
+    return ServedModel(
+        server="SGLang",
+        server_version=_str(server.get("version")),
+        model_id=model_path,
+        revision=_str(server.get("revision")),
+        quantization=_str(server.get("quantization")),
+        context_length=_int(entry.get("max_model_len")),
+        identity_facts={k: v for k, v in facts.items() if v is not None},
+        reported=reported,
+        evidence="/v1/models owned_by 'sglang'",
+    )
 
 
 def _tgi(info: dict[str, Any], reported: dict[str, Any]) -> ServedModel:
     reported["/info"] = _small(info)
-    facts = {"model_id": _str(info.get("model_id")), "model_sha": _str(info.get("model_sha"))}
-    return ServedModel(server="TGI", server_version=_str(info.get("version")), server_commit=_str(info.get("sha")),
-                       model_id=_str(info.get("model_id")), revision=_str(info.get("model_sha")),
-                       context_length=_int(info.get("max_total_tokens")),
-                       identity_facts={k: v for k, v in facts.items() if v is not None}, reported=reported,
-                       evidence=f"/info router {_str(info.get('router'))!r}")
+    facts = {
+        "model_id": _str(info.get("model_id")),
+        "model_sha": _str(info.get("model_sha")),
+    }
+    return ServedModel(
+        server="TGI",
+        server_version=_str(info.get("version")),
+        server_commit=_str(info.get("sha")),
+        model_id=_str(info.get("model_id")),
+        revision=_str(info.get("model_sha")),
+        context_length=_int(info.get("max_total_tokens")),
+        identity_facts={k: v for k, v in facts.items() if v is not None},
+        reported=reported,
+        evidence=f"/info router {_str(info.get('router'))!r}",
+    )
 
 
-def _ollama(entry: dict[str, Any], version: str, get, reported: dict[str, Any], served_name: str) -> ServedModel:
+def _ollama(
+    entry: dict[str, Any], version: str, get, reported: dict[str, Any], served_name: str
+) -> ServedModel:
     name = str(entry.get("id"))
     reported["/api/version"] = {"version": _small(version)}
     tags = get("/api/tags")
@@ -254,7 +387,11 @@ def _ollama(entry: dict[str, Any], version: str, get, reported: dict[str, Any], 
                 tag = m
                 break
     show_ans = get("/api/show", "POST", {"model": name})
-    show = _as_dict(show_ans.body) if show_ans is not None and show_ans.status == 200 else {}
+    show = (
+        _as_dict(show_ans.body)
+        if show_ans is not None and show_ans.status == 200
+        else {}
+    )
     details = _as_dict(show.get("details")) or _as_dict(tag.get("details"))
     info = _as_dict(show.get("model_info"))
     arch = info.get("general.architecture")
@@ -262,15 +399,28 @@ def _ollama(entry: dict[str, Any], version: str, get, reported: dict[str, Any], 
         reported["/api/tags"] = _small(tag)
     if show:
         keep = {k: v for k, v in info.items() if not k.startswith("tokenizer.")}
-        reported["/api/show"] = _small({"details": details, "model_info": keep, "capabilities": show.get("capabilities")})
+        reported["/api/show"] = _small(
+            {
+                "details": details,
+                "model_info": keep,
+                "capabilities": show.get("capabilities"),
+            }
+        )
     digest = _str(tag.get("digest"))
     facts = {"digest": digest, "name": name}
-    return ServedModel(server="Ollama", server_version=version, model_id=name, digest=digest,
-                       quantization=_str(details.get("quantization_level")),
-                       context_length=_int(info.get(f"{arch}.context_length")) if arch else None,
-                       size_bytes=_int(tag.get("size")), n_params=_int(info.get("general.parameter_count")),
-                       identity_facts={k: v for k, v in facts.items() if v is not None}, reported=reported,
-                       evidence="/api/version answered")
+    return ServedModel(
+        server="Ollama",
+        server_version=version,
+        model_id=name,
+        digest=digest,
+        quantization=_str(details.get("quantization_level")),
+        context_length=_int(info.get(f"{arch}.context_length")) if arch else None,
+        size_bytes=_int(tag.get("size")),
+        n_params=_int(info.get("general.parameter_count")),
+        identity_facts={k: v for k, v in facts.items() if v is not None},
+        reported=reported,
+        evidence="/api/version answered",
+    )
 
 
 # -- helpers ----------------------------------------------------------------------------------
@@ -343,5 +493,7 @@ def _small(v: Any, depth: int = 0) -> Any:
     if isinstance(v, list):
         return [_small(x, depth + 1) for x in v[:MAX_ITEMS]]
     if isinstance(v, dict):
-        return {str(k)[:100]: _small(x, depth + 1) for k, x in list(v.items())[:MAX_ITEMS]}
+        return {
+            str(k)[:100]: _small(x, depth + 1) for k, x in list(v.items())[:MAX_ITEMS]
+        }
     return _small(str(v), depth)

@@ -37,16 +37,24 @@ def error_message(body: Any) -> str | None:
     if not isinstance(obj, dict):
         return None
     err = obj.get("error")
-    if isinstance(err, dict):  # OpenAI, llama-server, vLLM >= 0.16 (and vLLM's streamed error events)
+    if isinstance(
+        err, dict
+    ):  # OpenAI, llama-server, vLLM >= 0.16 (and vLLM's streamed error events)
         msg = err.get("message")
         if isinstance(msg, (dict, list)):
             msg = json.dumps(msg)
         kind = err.get("type") or err.get("code")
-        return f"{msg}" + (f" ({kind})" if kind and msg else "") if msg is not None else json.dumps(err)[:300]
+        return (
+            f"{msg}" + (f" ({kind})" if kind and msg else "")
+            if msg is not None
+            else json.dumps(err)[:300]
+        )
     if isinstance(err, str):  # TGI ({"error", "error_type"}), Ollama
         kind = obj.get("error_type")
         return err + (f" ({kind})" if kind else "")
-    if obj.get("object") == "error" and obj.get("message") is not None:  # vLLM before 0.16, SGLang
+    if (
+        obj.get("object") == "error" and obj.get("message") is not None
+    ):  # vLLM before 0.16, SGLang
         msg = obj["message"]
         msg = json.dumps(msg) if isinstance(msg, (dict, list)) else str(msg)
         kind = obj.get("type")
@@ -57,7 +65,9 @@ def error_message(body: Any) -> str | None:
     return None
 
 
-def cached_tokens(usage: dict[str, Any] | None, timings: dict[str, Any] | None) -> tuple[int | None, str | None]:
+def cached_tokens(
+    usage: dict[str, Any] | None, timings: dict[str, Any] | None
+) -> tuple[int | None, str | None]:
     """(prompt tokens served from the prefix cache, where the figure came from), or (None, None)
     when the server did not say."""
     details = (usage or {}).get("prompt_tokens_details")
@@ -92,6 +102,13 @@ def tool_calls(message: dict[str, Any] | None) -> list[dict[str, Any]]:
                 err = f"arguments are not JSON: {exc}"
         else:
             err = f"arguments are a {type(raw).__name__}"
-        out.append({"name": fn.get("name"), "arguments": parsed, "raw_arguments": raw if isinstance(raw, str) else None,
-                    "parse_error": err, "id": call.get("id")})
+        out.append(
+            {
+                "name": fn.get("name"),
+                "arguments": parsed,
+                "raw_arguments": raw if isinstance(raw, str) else None,
+                "parse_error": err,
+                "id": call.get("id"),
+            }
+        )
     return out

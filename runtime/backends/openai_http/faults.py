@@ -19,14 +19,29 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import urlsplit
 
-HOP_BY_HOP = {"connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te", "trailers",
-              "transfer-encoding", "upgrade", "content-length"}
+HOP_BY_HOP = {
+    "connection",
+    "keep-alive",
+    "proxy-authenticate",
+    "proxy-authorization",
+    "te",
+    "trailers",
+    "transfer-encoding",
+    "upgrade",
+    "content-length",
+}
 
 
 class FaultProxy:
     """``with FaultProxy(upstream, every=5) as p: p.base_url`` (a loopback URL ending in /v1)."""
 
-    def __init__(self, upstream_base_url: str, every: int, status: int = 503, timeout_s: float = 120.0):
+    def __init__(
+        self,
+        upstream_base_url: str,
+        every: int,
+        status: int = 503,
+        timeout_s: float = 120.0,
+    ):
         if every < 1:
             raise ValueError("every must be at least 1")
         parts = urlsplit(upstream_base_url)
@@ -50,7 +65,9 @@ class FaultProxy:
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
 
-            def log_message(self, fmt: str, *args: Any) -> None:  # quiet: the run's log is the server's
+            def log_message(
+                self, fmt: str, *args: Any
+            ) -> None:  # quiet: the run's log is the server's
                 pass
 
             def do_GET(self) -> None:
@@ -59,9 +76,19 @@ class FaultProxy:
             def do_POST(self) -> None:
                 n = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(n) if n else b""
-                if self.path.rstrip("/").endswith("/chat/completions") and proxy._fault_now():
-                    payload = json.dumps({"error": {"message": f"injected fault (every {proxy.every}th request)",
-                                                    "type": "service_unavailable", "code": proxy.status}}).encode()
+                if (
+                    self.path.rstrip("/").endswith("/chat/completions")
+                    and proxy._fault_now()
+                ):
+                    payload = json.dumps(
+                        {
+                            "error": {
+                                "message": f"injected fault (every {proxy.every}th request)",
+                                "type": "service_unavailable",
+                                "code": proxy.status,
+                            }
+                        }
+                    ).encode()
                     self.send_response(proxy.status)
                     self.send_header("Content-Type", "application/json")
                     self.send_header("Content-Length", str(len(payload)))
@@ -72,7 +99,9 @@ class FaultProxy:
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, name="fault-proxy", daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, name="fault-proxy", daemon=True
+        )
         self._thread.start()
         return self
 
@@ -91,12 +120,19 @@ class FaultProxy:
     @property
     def base_url(self) -> str:
         assert self._server is not None, "not started"
-        return f"http://127.0.0.1:{self._server.server_address[1]}{self.upstream_prefix}"
+        return (
+            f"http://127.0.0.1:{self._server.server_address[1]}{self.upstream_prefix}"
+        )
 
     def facts(self) -> dict[str, Any]:
-        return {"every": self.every, "status": self.status, "attempts": self.attempts, "injected": self.injected,
-                "forwarded": self.forwarded,
-                "method": "loopback proxy: every k-th POST /chat/completions answered at once with the status; the rest forwarded, streamed"}
+        return {
+            "every": self.every,
+            "status": self.status,
+            "attempts": self.attempts,
+            "injected": self.injected,
+            "forwarded": self.forwarded,
+            "method": "loopback proxy: every k-th POST /chat/completions answered at once with the status; the rest forwarded, streamed",
+        }
 
     # -- requests -----------------------------------------------------------------------------
     def _fault_now(self) -> bool:
@@ -111,13 +147,24 @@ class FaultProxy:
     def _forward(self, h: BaseHTTPRequestHandler, body: bytes) -> None:
         path = h.path
         if self.upstream_prefix and path.startswith(self.upstream_prefix):
-            path = path[len(self.upstream_prefix):]
-        conn = http.client.HTTPConnection(self.upstream_host, self.upstream_port, timeout=self.timeout_s)
+            path = path[len(self.upstream_prefix) :]
+        conn = http.client.HTTPConnection(
+            self.upstream_host, self.upstream_port, timeout=self.timeout_s
+        )
         try:
-            headers = {k: v for k, v in h.headers.items() if k.lower() not in HOP_BY_HOP and k.lower() != "host"}
+            headers = {
+                k: v
+                for k, v in h.headers.items()
+                if k.lower() not in HOP_BY_HOP and k.lower() != "host"
+            }
             if body:
                 headers["Content-Length"] = str(len(body))
-            conn.request(h.command, self.upstream_prefix + path, body=body or None, headers=headers)
+            conn.request(
+                h.command,
+                self.upstream_prefix + path,
+                body=body or None,
+                headers=headers,
+            )
             resp = conn.getresponse()
             h.send_response(resp.status)
             for k, v in resp.getheaders():
@@ -135,7 +182,9 @@ class FaultProxy:
             h.wfile.flush()
         except (OSError, http.client.HTTPException) as exc:
             try:
-                payload = json.dumps({"error": {"message": f"proxy: upstream failed ({exc})"}}).encode()
+                payload = json.dumps(
+                    {"error": {"message": f"proxy: upstream failed ({exc})"}}
+                ).encode()
                 h.send_response(502)
                 h.send_header("Content-Type", "application/json")
                 h.send_header("Content-Length", str(len(payload)))

@@ -10,6 +10,10 @@ from runtime.backends.llama_cpp.lib_policy import apply
 
 if __name__ == "__main__":
     decision = apply()
-    print(f"almanac: use_extra_bufts={decision['use_extra_bufts']} ({decision['reason']})", file=sys.stderr, flush=True)
+    print(
+        f"almanac: use_extra_bufts={decision['use_extra_bufts']} ({decision['reason']})",
+        file=sys.stderr,
+        flush=True,
+    )
     sys.argv[0] = "llama_cpp.server"
     runpy.run_module("llama_cpp.server", run_name="__main__", alter_sys=True)

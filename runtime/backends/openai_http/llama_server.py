@@ -24,20 +24,54 @@ from core.paths import cache_dir
 
 ENV = "ALMANAC_LLAMA_SERVER"
 # "version: 0.5.0-dev (build 0, commit 0c1e57098)" (older builds: "version: 6400 (0c1e57098)")
-VERSION_LINE = re.compile(r"version:\s*(\S+)\s*\((?:build\s+(\S+),\s*commit\s+)?([^)\s]+)\)")
+VERSION_LINE = re.compile(
+    r"version:\s*(\S+)\s*\((?:build\s+(\S+),\s*commit\s+)?([^)\s]+)\)"
+)
 
 # llama-cpp-python chat_format names -> llama-server's built-in template names (--chat-template)
-CHAT_TEMPLATES = {"gemma": "gemma", "chatml": "chatml", "llama-2": "llama2", "llama-3": "llama3",
-                  "mistral-instruct": "mistral-v1", "phi3": "phi3", "zephyr": "zephyr", "vicuna": "vicuna"}
+CHAT_TEMPLATES = {
+    "gemma": "gemma",
+    "chatml": "chatml",
+    "llama-2": "llama2",
+    "llama-3": "llama3",
+    "mistral-instruct": "mistral-v1",
+    "phi3": "phi3",
+    "zephyr": "zephyr",
+    "vicuna": "vicuna",
+}
 
-COMMAND = ["{server_binary}", "--model", "{model_path}", "--alias", "{model_name}", "--host", "{host}",
-           "--port", "{port}", "--threads", "{threads}", "--threads-batch", "{threads}", "--ctx-size", "{n_ctx}",
-           "--batch-size", "{n_batch}", "--n-gpu-layers", "{n_gpu_layers}", "--parallel", "{parallel}",
-           "--kv-unified", "--flash-attn", "auto", "--no-webui",
-           # /metrics (Prometheus counters: prompt tokens served from the cache, decode calls); /slots is on by default
-           "--metrics",
-           # info level: llama.cpp's load log (offloaded layers, flash attention), as llama_cpp.server prints it
-           "--log-verbosity", "3"]
+COMMAND = [
+    "{server_binary}",
+    "--model",
+    "{model_path}",
+    "--alias",
+    "{model_name}",
+    "--host",
+    "{host}",
+    "--port",
+    "{port}",
+    "--threads",
+    "{threads}",
+    "--threads-batch",
+    "{threads}",
+    "--ctx-size",
+    "{n_ctx}",
+    "--batch-size",
+    "{n_batch}",
+    "--n-gpu-layers",
+    "{n_gpu_layers}",
+    "--parallel",
+    "{parallel}",
+    "--kv-unified",
+    "--flash-attn",
+    "auto",
+    "--no-webui",
+    # /metrics (Prometheus counters: prompt tokens served from the cache, decode calls); /slots is on by default
+    "--metrics",
+    # info level: llama.cpp's load log (offloaded layers, flash attention), as llama_cpp.server prints it
+    "--log-verbosity",
+    "3",
+]
 
 
 def cached_builds() -> list[dict[str, Any]]:
@@ -52,7 +86,9 @@ def cached_builds() -> list[dict[str, Any]]:
             continue
         binary = Path(info.get("lib_dir", "")) / "llama-server"
         if binary.is_file() and os.access(binary, os.X_OK):
-            out.append({**info, "server_binary": str(binary), "_mtime": rec.stat().st_mtime})
+            out.append(
+                {**info, "server_binary": str(binary), "_mtime": rec.stat().st_mtime}
+            )
     return sorted(out, key=lambda d: d["_mtime"], reverse=True)
 
 
@@ -67,23 +103,32 @@ def find_binary(explicit: str | None = None) -> Path:
             return p
     builds = cached_builds()
     if not builds:
-        raise BackendError("llama-server is not built: run `python benchmarks/llama_bench_build.py` (builds "
-                           "llama.cpp's tools from the vendored source, a few minutes) or set "
-                           f"${ENV} to a llama-server binary", field="server")
+        raise BackendError(
+            "llama-server is not built: run `python benchmarks/llama_bench_build.py` (builds "
+            "llama.cpp's tools from the vendored source, a few minutes) or set "
+            f"${ENV} to a llama-server binary",
+            field="server",
+        )
     return Path(builds[0]["server_binary"])
 
 
 def version(binary: Path | str) -> dict[str, Any]:
     """What the binary says about itself (``--version``): llama.cpp's build number and commit."""
     try:
-        proc = subprocess.run([str(binary), "--version"], capture_output=True, text=True, timeout=30)
+        proc = subprocess.run(
+            [str(binary), "--version"], capture_output=True, text=True, timeout=30
+        )
     except (OSError, subprocess.TimeoutExpired) as exc:
         return {"version": None, "commit": None, "version_error": str(exc)}
     text = proc.stdout + proc.stderr
     m = VERSION_LINE.search(text)
     built = re.search(r"built with (.+)", text)
-    return {"version": m.group(1) if m else None, "build_number": m.group(2) if m else None,
-            "commit": m.group(3) if m else None, "built_with": built.group(1).strip() if built else None}
+    return {
+        "version": m.group(1) if m else None,
+        "build_number": m.group(2) if m else None,
+        "commit": m.group(3) if m else None,
+        "built_with": built.group(1).strip() if built else None,
+    }
 
 
 def system_info(binary: Path | str) -> str:
@@ -92,12 +137,24 @@ def system_info(binary: Path | str) -> str:
     import sys
 
     env = dict(os.environ, LLAMA_CPP_LIB_PATH=str(Path(binary).parent))
-    code = "import llama_cpp; print(llama_cpp.llama_print_system_info().decode().strip())"
+    code = (
+        "import llama_cpp; print(llama_cpp.llama_print_system_info().decode().strip())"
+    )
     try:
-        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
+        proc = subprocess.run(
+            [sys.executable, "-c", code],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=60,
+        )
     except (OSError, subprocess.TimeoutExpired):
         return ""
-    return proc.stdout.strip().splitlines()[-1] if proc.returncode == 0 and proc.stdout.strip() else ""
+    return (
+        proc.stdout.strip().splitlines()[-1]
+        if proc.returncode == 0 and proc.stdout.strip()
+        else ""
+    )
 
 
 def extra_bufts(binary: Path | str) -> tuple[list[str], dict[str, Any]]:
@@ -120,8 +177,11 @@ def chat_template(chat_format: str | None) -> list[str]:
         return []
     name = CHAT_TEMPLATES.get(chat_format)
     if name is None:
-        raise BackendError(f"chat_format {chat_format!r} has no llama-server template here "
-                           f"(known: {', '.join(sorted(CHAT_TEMPLATES))})", field="chat_format")
+        raise BackendError(
+            f"chat_format {chat_format!r} has no llama-server template here "
+            f"(known: {', '.join(sorted(CHAT_TEMPLATES))})",
+            field="chat_format",
+        )
     return ["--no-jinja", "--chat-template", name]
 
 
@@ -131,7 +191,9 @@ def log_facts(text: str) -> dict[str, Any]:
     facts: dict[str, Any] = {}
     m = re.search(r"llama_context: flash_attn\s*=\s*(\w+)", text)
     if m:
-        facts["flash_attn"] = {"enabled": "on", "disabled": "off"}.get(m.group(1), m.group(1))
+        facts["flash_attn"] = {"enabled": "on", "disabled": "off"}.get(
+            m.group(1), m.group(1)
+        )
     m = re.search(r"Flash Attention (enabled|disabled)", text)
     if m:  # what "auto" resolved to (the same line the in-process backend reads)
         facts["flash_attn"] = "on" if m.group(1) == "enabled" else "off"
@@ -147,7 +209,10 @@ def log_facts(text: str) -> dict[str, Any]:
         facts["n_ctx"] = int(m.group(1))
     # llama-server's per-request timings: how many prompt tokens each request really evaluated
     # (fewer than the prompt when its prompt cache reused a previous request's prefix)
-    evaluated = [int(n) for n in re.findall(r"prompt eval time =\s*[\d.]+ ms /\s*(\d+) tokens", text)]
+    evaluated = [
+        int(n)
+        for n in re.findall(r"prompt eval time =\s*[\d.]+ ms /\s*(\d+) tokens", text)
+    ]
     if evaluated:
         facts["prompt_tokens_evaluated"] = evaluated
     return facts
@@ -160,4 +225,7 @@ def prefix_facts(text: str) -> dict[str, int]:
     generated = len(re.findall(r"print_timing: .*total time =", text))
     if not generated:
         return {}
-    return {"generate_calls": generated, "prefix_match_hits": len(re.findall(r"selected slot by LCP similarity", text))}
+    return {
+        "generate_calls": generated,
+        "prefix_match_hits": len(re.findall(r"selected slot by LCP similarity", text)),
+    }

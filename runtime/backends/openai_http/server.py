@@ -21,8 +21,15 @@ import httpx
 
 from runtime.procs import die_with_parent
 
-NOISY_PREFIXES = ("llama_graph_n_input_tensors", "create_tensor:", "llama_model_loader: - kv", "load_tensors: layer",
-                  "resolve_fused_ops: fused", "llama_model_loader: - type", "Model metadata:")
+NOISY_PREFIXES = (
+    "llama_graph_n_input_tensors",
+    "create_tensor:",
+    "llama_model_loader: - kv",
+    "load_tensors: layer",
+    "resolve_fused_ops: fused",
+    "llama_model_loader: - type",
+    "Model metadata:",
+)
 
 
 class ServerError(Exception):
@@ -30,8 +37,15 @@ class ServerError(Exception):
 
     def __init__(self, message: str, log_tail: str = ""):
         self.log_tail = log_tail
-        last = [ln for ln in log_tail.strip().splitlines() if ln.strip()][-1:] if log_tail else []
-        super().__init__(message + (f"; last server log line: {last[0].strip()[:300]}" if last else ""))
+        last = (
+            [ln for ln in log_tail.strip().splitlines() if ln.strip()][-1:]
+            if log_tail
+            else []
+        )
+        super().__init__(
+            message
+            + (f"; last server log line: {last[0].strip()[:300]}" if last else "")
+        )
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -53,8 +67,16 @@ def _signal_name(code: int | None) -> str | None:
 class ManagedServer:
     """One server process: start, wait for health, watch, stop."""
 
-    def __init__(self, command: list[str], health_url: str, log_path: Path, *, startup_timeout_s: float,
-                 stop_timeout_s: float, env: dict[str, str] | None = None):
+    def __init__(
+        self,
+        command: list[str],
+        health_url: str,
+        log_path: Path,
+        *,
+        startup_timeout_s: float,
+        stop_timeout_s: float,
+        env: dict[str, str] | None = None,
+    ):
         self.command = command
         self.health_url = health_url
         self.log_path = Path(log_path)
@@ -70,7 +92,11 @@ class ManagedServer:
     def start(self) -> float:
         """Start the process and poll the health URL; return startup to healthy in ms."""
         env = dict(self.env if self.env is not None else os.environ)
-        for var in ("HOST", "PORT", "CONFIG_FILE"):  # llama_cpp.server reads these over its arguments
+        for var in (
+            "HOST",
+            "PORT",
+            "CONFIG_FILE",
+        ):  # llama_cpp.server reads these over its arguments
             env.pop(var, None)
         env.setdefault("PYTHONUNBUFFERED", "1")
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -80,10 +106,19 @@ class ManagedServer:
             log.flush()
             t0 = time.perf_counter()
             try:
-                self.proc = subprocess.Popen(self.command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                             env=env, preexec_fn=die_with_parent(os.getpid()), close_fds=True)
+                self.proc = subprocess.Popen(
+                    self.command,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
+                    env=env,
+                    preexec_fn=die_with_parent(os.getpid()),
+                    close_fds=True,
+                )
             except OSError as exc:
-                raise ServerError(f"cannot start the server ({self.command[0]}): {exc}") from None
+                raise ServerError(
+                    f"cannot start the server ({self.command[0]}): {exc}"
+                ) from None
         self.stop_info = None
         deadline = t0 + self.startup_timeout_s
         last_err = "no answer yet"
@@ -92,8 +127,11 @@ class ManagedServer:
                 code = self.proc.poll()
                 if code is not None:
                     sig = _signal_name(code)
-                    raise ServerError(f"the server exited during startup ({sig or f'exit code {code}'}) "
-                                      f"after {time.perf_counter() - t0:.1f} s", self.log_tail())
+                    raise ServerError(
+                        f"the server exited during startup ({sig or f'exit code {code}'}) "
+                        f"after {time.perf_counter() - t0:.1f} s",
+                        self.log_tail(),
+                    )
                 try:
                     r = client.get(self.health_url)
                     if r.status_code == 200:
@@ -103,8 +141,11 @@ class ManagedServer:
                     last_err = type(exc).__name__
                 if time.perf_counter() > deadline:
                     self.stop()
-                    raise ServerError(f"the server was not healthy within {self.startup_timeout_s:g} s "
-                                      f"({self.health_url}: {last_err})", self.log_tail())
+                    raise ServerError(
+                        f"the server was not healthy within {self.startup_timeout_s:g} s "
+                        f"({self.health_url}: {last_err})",
+                        self.log_tail(),
+                    )
                 time.sleep(0.05)
         self.startup_ms = (time.perf_counter() - t0) * 1000.0
         return self.startup_ms
@@ -144,7 +185,10 @@ class ManagedServer:
             return {"stopped": False}
         if self.stop_info is not None and self.proc.poll() is not None:
             return self.stop_info
-        info: dict[str, Any] = {"pid": self.proc.pid, "peak_rss_bytes": self.peak_rss_bytes()}
+        info: dict[str, Any] = {
+            "pid": self.proc.pid,
+            "peak_rss_bytes": self.peak_rss_bytes(),
+        }
         children = []
         try:
             import psutil
@@ -162,7 +206,9 @@ class ManagedServer:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(5)
-                info["signal_sent"] = "SIGKILL (no exit within stop_timeout_s of SIGTERM)"
+                info["signal_sent"] = (
+                    "SIGKILL (no exit within stop_timeout_s of SIGTERM)"
+                )
         else:
             info["already_exited"] = True
         for ch in children:
@@ -183,7 +229,11 @@ class ManagedServer:
             return ""
 
     def log_tail(self, n: int = 40) -> str:
-        lines = [ln for ln in self.log_text()[self._log_offset:].splitlines() if not ln.startswith(NOISY_PREFIXES)]
+        lines = [
+            ln
+            for ln in self.log_text()[self._log_offset :].splitlines()
+            if not ln.startswith(NOISY_PREFIXES)
+        ]
         return "\n".join(lines[-n:])
 
 
@@ -196,7 +246,10 @@ def server_log_facts(text: str) -> dict[str, int]:
     generated = len(re.findall(r"llama_perf_context_print:\s+total time", text))
     if not generated:
         return {}
-    return {"generate_calls": generated, "prefix_match_hits": text.count("prefix-match hit")}
+    return {
+        "generate_calls": generated,
+        "prefix_match_hits": text.count("prefix-match hit"),
+    }
 
 
 def condensed_log(text: str, head: int = 30, tail: int = 60) -> str:
@@ -204,10 +257,16 @@ def condensed_log(text: str, head: int = 30, tail: int = 60) -> str:
     lines = [ln for ln in text.splitlines() if not ln.startswith(NOISY_PREFIXES)]
     if len(lines) <= head + tail:
         return "\n".join(lines)
-    return "\n".join(lines[:head] + [f"[... {len(lines) - head - tail} lines omitted ...]"] + lines[-tail:])
+    return "\n".join(
+        lines[:head]
+        + [f"[... {len(lines) - head - tail} lines omitted ...]"]
+        + lines[-tail:]
+    )
 
 
 def echo_log(text: str, label: str) -> None:
     """Write the server's log into the worker's own (the artifact's log_tail)."""
-    sys.stderr.write(f"\n---- server log ({label}) ----\n{condensed_log(text)}\n---- end of server log ----\n")
+    sys.stderr.write(
+        f"\n---- server log ({label}) ----\n{condensed_log(text)}\n---- end of server log ----\n"
+    )
     sys.stderr.flush()

@@ -15,8 +15,17 @@ from runtime.backends.openai_http import dialects
 
 
 class HttpTransport:
-    def __init__(self, *, base_url: str, label: str, body: dict[str, Any], policy: http.RequestPolicy,
-                 make_client: Callable[[int], httpx.AsyncClient], alive: Callable[[], bool], api_model: str):
+    def __init__(
+        self,
+        *,
+        base_url: str,
+        label: str,
+        body: dict[str, Any],
+        policy: http.RequestPolicy,
+        make_client: Callable[[int], httpx.AsyncClient],
+        alive: Callable[[], bool],
+        api_model: str,
+    ):
         self.base_url = base_url
         self.label = label
         self._body = body
@@ -36,17 +45,32 @@ class HttpTransport:
     def alive(self) -> bool:
         return self._alive()
 
-    async def send(self, client: httpx.AsyncClient, body: dict[str, Any], origin_ns: int) -> dict[str, Any]:
-        return await http.stream_chat(client, f"{self.base_url}/chat/completions", body, self.policy,
-                                      origin_ns=origin_ns, server_alive=self._alive)
+    async def send(
+        self, client: httpx.AsyncClient, body: dict[str, Any], origin_ns: int
+    ) -> dict[str, Any]:
+        return await http.stream_chat(
+            client,
+            f"{self.base_url}/chat/completions",
+            body,
+            self.policy,
+            origin_ns=origin_ns,
+            server_alive=self._alive,
+        )
 
-    async def request(self, client: httpx.AsyncClient, body: dict[str, Any]) -> tuple[dict[str, Any], Any]:
+    async def request(
+        self, client: httpx.AsyncClient, body: dict[str, Any]
+    ) -> tuple[dict[str, Any], Any]:
         import time
 
         body = {k: v for k, v in body.items() if k != "stream_options"}
         body["stream"] = False
-        return await http.post_json(client, f"{self.base_url}/chat/completions", body, self.policy,
-                                    origin_ns=time.perf_counter_ns())
+        return await http.post_json(
+            client,
+            f"{self.base_url}/chat/completions",
+            body,
+            self.policy,
+            origin_ns=time.perf_counter_ns(),
+        )
 
     def not_sent(self, reason: str, message: str, origin_ns: int) -> dict[str, Any]:
         return http.not_sent(reason, message, origin_ns)
@@ -54,7 +78,9 @@ class HttpTransport:
     def tool_calls(self, message: dict[str, Any] | None) -> list[dict[str, Any]]:
         return dialects.tool_calls(message)
 
-    async def _post(self, client: httpx.AsyncClient, path: str, payload: dict[str, Any]) -> Any:
+    async def _post(
+        self, client: httpx.AsyncClient, path: str, payload: dict[str, Any]
+    ) -> Any:
         try:
             r = await client.post(f"{self.root}{path}", json=payload, timeout=30.0)
         except httpx.HTTPError:
@@ -68,16 +94,30 @@ class HttpTransport:
 
     async def tokenize(self, client: httpx.AsyncClient, text: str) -> list[int] | None:
         # llama-server reads "content", vLLM "prompt" (and "model"): one body serves both
-        out = await self._post(client, "/tokenize", {"content": text, "prompt": text, "model": self.api_model,
-                                                     "add_special": False})
+        out = await self._post(
+            client,
+            "/tokenize",
+            {
+                "content": text,
+                "prompt": text,
+                "model": self.api_model,
+                "add_special": False,
+            },
+        )
         toks = out.get("tokens") if isinstance(out, dict) else None
         if not isinstance(toks, list):
             return None
         ids = [t.get("id") if isinstance(t, dict) else t for t in toks]
-        return ids if all(isinstance(i, int) and not isinstance(i, bool) for i in ids) else None
+        return (
+            ids
+            if all(isinstance(i, int) and not isinstance(i, bool) for i in ids)
+            else None
+        )
 
     async def detokenize(self, client: httpx.AsyncClient, ids: list[int]) -> str | None:
-        out = await self._post(client, "/detokenize", {"tokens": ids, "model": self.api_model})
+        out = await self._post(
+            client, "/detokenize", {"tokens": ids, "model": self.api_model}
+        )
         if not isinstance(out, dict):
             return None
         text = out.get("content", out.get("prompt"))
@@ -89,7 +129,9 @@ class HttpTransport:
             r = await client.get(f"{self.root}/metrics", timeout=10.0)
         except httpx.HTTPError:
             return None
-        if r.status_code != 200 or "text/plain" not in r.headers.get("content-type", "text/plain"):
+        if r.status_code != 200 or "text/plain" not in r.headers.get(
+            "content-type", "text/plain"
+        ):
             return None
         out: dict[str, float] = {}
         for line in r.text.splitlines():

@@ -41,7 +41,12 @@ from runtime.backends.base import Backend, TestResult, UnsupportedTest, runs
 from runtime.backends.transformers.config import TransformersSettings
 from runtime.hosts.energy import RateEnergy
 
-REQUIRED = ("torch", "transformers", "accelerate", "gguf")  # importable modules the backend needs
+REQUIRED = (
+    "torch",
+    "transformers",
+    "accelerate",
+    "gguf",
+)  # importable modules the backend needs
 INSTALL_HINT = "pip install -e '.[transformers]'"
 
 
@@ -73,7 +78,7 @@ class TransformersBackend(Backend):
     kind_notes = {
         "serve": inprocess.SERVE_NOTE,
         "rate": "the prompt in one forward pass (last position's logits only), then one-token forward passes with "
-                "a DynamicCache, synchronised after each; weights dequantized from the GGUF",
+        "a DynamicCache, synchronised after each; weights dequantized from the GGUF",
     }
 
     def __init__(self, model, settings: TransformersSettings):
@@ -88,13 +93,21 @@ class TransformersBackend(Backend):
 
     # -- load ---------------------------------------------------------------------------
     @classmethod
-    def preflight(cls, settings: TransformersSettings, model: Any, test: TestSpec) -> None:
+    def preflight(
+        cls, settings: TransformersSettings, model: Any, test: TestSpec
+    ) -> None:
         missing = missing_packages()
         if missing:
-            raise ConfigError(f"backend transformers needs {', '.join(REQUIRED)}; not installed here: "
-                              f"{', '.join(missing)} ({INSTALL_HINT})", field="backend")
+            raise ConfigError(
+                f"backend transformers needs {', '.join(REQUIRED)}; not installed here: "
+                f"{', '.join(missing)} ({INSTALL_HINT})",
+                field="backend",
+            )
         if not str(getattr(model, "path", "")).endswith(".gguf"):
-            raise ConfigError(f"backend transformers reads GGUF files; model {model.name!r} is not one", field="models")
+            raise ConfigError(
+                f"backend transformers reads GGUF files; model {model.name!r} is not one",
+                field="models",
+            )
 
     def load(self, test: TestSpec | None = None) -> dict[str, Any]:
         t_imp = time.perf_counter()
@@ -106,10 +119,20 @@ class TransformersBackend(Backend):
         self.torch = torch
         s = self.settings
         if s.device == "cuda" and not torch.cuda.is_available():
-            raise UnsupportedTest("device 'cuda' asked for, but torch sees no CUDA GPU "
-                                  f"(torch {torch.__version__}, CUDA {torch.version.cuda})")
-        self.device = "cuda" if s.device == "cuda" or (s.device == "auto" and torch.cuda.is_available()) else "cpu"
-        self.dtype_name = s.dtype if s.dtype != "auto" else ("bfloat16" if self.device == "cuda" else "float32")
+            raise UnsupportedTest(
+                "device 'cuda' asked for, but torch sees no CUDA GPU "
+                f"(torch {torch.__version__}, CUDA {torch.version.cuda})"
+            )
+        self.device = (
+            "cuda"
+            if s.device == "cuda" or (s.device == "auto" and torch.cuda.is_available())
+            else "cpu"
+        )
+        self.dtype_name = (
+            s.dtype
+            if s.dtype != "auto"
+            else ("bfloat16" if self.device == "cuda" else "float32")
+        )
         if self.device == "cpu":
             torch.set_num_threads(s.n_threads or _physical_cores())
         torch.manual_seed(s.seed)
@@ -118,20 +141,32 @@ class TransformersBackend(Backend):
         arch = (self.model.facts or {}).get("architecture")
         t0 = time.perf_counter()
         try:
-            self.tok = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name, local_files_only=True)
+            self.tok = AutoTokenizer.from_pretrained(
+                str(path.parent), gguf_file=path.name, local_files_only=True
+            )
             self.lm = AutoModelForCausalLM.from_pretrained(
-                str(path.parent), gguf_file=path.name, local_files_only=True, dtype=getattr(torch, self.dtype_name),
-                attn_implementation=s.attn_implementation, device_map={"": self.device})
+                str(path.parent),
+                gguf_file=path.name,
+                local_files_only=True,
+                dtype=getattr(torch, self.dtype_name),
+                attn_implementation=s.attn_implementation,
+                device_map={"": self.device},
+            )
         except ValueError as exc:
             if "not supported" in str(exc):
-                raise UnsupportedTest(f"transformers {transformers.__version__} cannot load GGUF architecture "
-                                      f"{arch!r}: {exc}") from None
+                raise UnsupportedTest(
+                    f"transformers {transformers.__version__} cannot load GGUF architecture "
+                    f"{arch!r}: {exc}"
+                ) from None
             raise
         self.lm.eval()
         self._sync()
         self.load_time_s = time.perf_counter() - t0
-        return {"load_time_s": self.load_time_s, "effective_settings": self._effective(),
-                "rss_before_model_bytes": rss_before}
+        return {
+            "load_time_s": self.load_time_s,
+            "effective_settings": self._effective(),
+            "rss_before_model_bytes": rss_before,
+        }
 
     def _sync(self) -> None:
         if self.device == "cuda":
@@ -143,7 +178,9 @@ class TransformersBackend(Backend):
         out = {
             "device": self.device,
             "dtype": self.dtype_name,
-            "attn_implementation": getattr(self.lm.config, "_attn_implementation", s.attn_implementation),
+            "attn_implementation": getattr(
+                self.lm.config, "_attn_implementation", s.attn_implementation
+            ),
             "n_threads": int(torch.get_num_threads()),
             "seed": s.seed,
             "weights": f"dequantized from {quant or 'the GGUF'} to {self.dtype_name}",
@@ -159,7 +196,9 @@ class TransformersBackend(Backend):
             res = super().run(test)
         res.details["import_s"] = self.import_s
         if self.device == "cuda":
-            res.details["torch_max_allocated_bytes"] = int(self.torch.cuda.max_memory_allocated())
+            res.details["torch_max_allocated_bytes"] = int(
+                self.torch.cuda.max_memory_allocated()
+            )
         return res
 
     @runs("serve")
@@ -167,7 +206,9 @@ class TransformersBackend(Backend):
         return inprocess.run_serve(test, self._run_chat, self.load_time_s)
 
     def _forward(self, ids: Any, cache: Any) -> Any:
-        return self.lm(input_ids=ids, past_key_values=cache, use_cache=True, logits_to_keep=1)
+        return self.lm(
+            input_ids=ids, past_key_values=cache, use_cache=True, logits_to_keep=1
+        )
 
     @runs("rate")
     def _run_rate(self, test: RateTest) -> TestResult:
@@ -192,7 +233,7 @@ class TransformersBackend(Backend):
 
         def decode_gen(cache: Any, tg: Any) -> None:
             for i in range(tg.shape[1]):
-                self._forward(tg[:, i:i + 1], cache)
+                self._forward(tg[:, i : i + 1], cache)
                 self._sync()
 
         def prepare() -> tuple[Any, Any, Any]:
@@ -201,7 +242,11 @@ class TransformersBackend(Backend):
             if test.n_depth:
                 self._forward(ids(test.n_depth, True), cache)
             pp = ids(test.n_prompt, not test.n_depth) if test.n_prompt else None
-            tg = ids(test.n_gen, not (test.n_depth or test.n_prompt)) if test.n_gen else None
+            tg = (
+                ids(test.n_gen, not (test.n_depth or test.n_prompt))
+                if test.n_gen
+                else None
+            )
             self._sync()
             return cache, pp, tg
 
@@ -236,10 +281,16 @@ class TransformersBackend(Backend):
         return TestResult(
             metrics={"tokens_per_second": samples_ts, **energy.metrics()},
             samples={"ns": samples_ns, "ts": samples_ts, "energy": energy.samples()},
-            details={"n_vocab": n_vocab, "add_bos": add_bos, "repetitions": len(samples_ns), "warmup": warmup,
-                     "precision": rep.record(), "energy": energy.details(),
-                     "method": "llama-bench's method on transformers: random token ids, the prompt in one forward "
-                               "pass (logits_to_keep=1), one-token forward passes with a DynamicCache, synchronised"},
+            details={
+                "n_vocab": n_vocab,
+                "add_bos": add_bos,
+                "repetitions": len(samples_ns),
+                "warmup": warmup,
+                "precision": rep.record(),
+                "energy": energy.details(),
+                "method": "llama-bench's method on transformers: random token ids, the prompt in one forward "
+                "pass (logits_to_keep=1), one-token forward passes with a DynamicCache, synchronised",
+            },
         )
 
     @runs("chat")
@@ -247,7 +298,9 @@ class TransformersBackend(Backend):
         from transformers.generation.streamers import BaseStreamer
 
         torch, tok, lm = self.torch, self.tok, self.lm
-        eos = tok.eos_token_id if tok.eos_token_id is not None else lm.config.eos_token_id
+        eos = (
+            tok.eos_token_id if tok.eos_token_id is not None else lm.config.eos_token_id
+        )
 
         class Stamp(BaseStreamer):
             """Timestamps every sampled token (generate puts the prompt first, then each new token on the host)."""
@@ -280,10 +333,19 @@ class TransformersBackend(Backend):
         def request(seed: int) -> dict[str, Any]:
             torch.manual_seed(seed)
             stamp = Stamp()
-            kwargs: dict[str, Any] = {"max_new_tokens": test.max_tokens, "streamer": stamp, "pad_token_id": eos}
+            kwargs: dict[str, Any] = {
+                "max_new_tokens": test.max_tokens,
+                "streamer": stamp,
+                "pad_token_id": eos,
+            }
             if test.temperature > 0:
-                kwargs.update(do_sample=True, temperature=test.temperature, top_k=test.top_k, top_p=test.top_p,
-                              min_p=test.min_p)
+                kwargs.update(
+                    do_sample=True,
+                    temperature=test.temperature,
+                    top_k=test.top_k,
+                    top_p=test.top_p,
+                    min_p=test.min_p,
+                )
             else:
                 kwargs.update(do_sample=False, temperature=None, top_k=None, top_p=None)
             if test.repeat_penalty != 1.0:
@@ -291,22 +353,43 @@ class TransformersBackend(Backend):
             if test.ignore_eos:
                 kwargs["min_new_tokens"] = test.max_tokens
             t0 = time.perf_counter_ns()
-            enc = tok.apply_chat_template([m.model_dump() for m in test.messages], add_generation_prompt=True,
-                                          return_tensors="pt", return_dict=True)
+            enc = tok.apply_chat_template(
+                [m.model_dump() for m in test.messages],
+                add_generation_prompt=True,
+                return_tensors="pt",
+                return_dict=True,
+            )
             enc = {k: v.to(self.device) for k, v in enc.items()}
             lm.generate(**enc, **kwargs)
             self._sync()
             end = time.perf_counter_ns()
             n_sampled = len(stamp.steps)
-            finish = "stop" if stamp.tokens and eos is not None and stamp.tokens[-1] == eos else "length"
-            out_tokens = n_sampled - 1 if finish == "stop" and n_sampled > 0 else n_sampled
+            finish = (
+                "stop"
+                if stamp.tokens and eos is not None and stamp.tokens[-1] == eos
+                else "length"
+            )
+            out_tokens = (
+                n_sampled - 1 if finish == "stop" and n_sampled > 0 else n_sampled
+            )
             ttft = (stamp.first - t0) / 1e6 if stamp.first else None
             e2e = ((stamp.last or end) - t0) / 1e6
-            tpot = (e2e - ttft) / (out_tokens - 1) if ttft is not None and out_tokens > 1 else None
+            tpot = (
+                (e2e - ttft) / (out_tokens - 1)
+                if ttft is not None and out_tokens > 1
+                else None
+            )
             gaps = [(b - a) / 1e6 for a, b in zip(stamp.steps, stamp.steps[1:])]
-            return {"ttft_ms": ttft, "e2e_ms": e2e, "tpot_ms": tpot, "output_tokens": out_tokens,
-                    "prompt_tokens": int(enc["input_ids"].shape[1]), "finish_reason": finish, "itl_ms": gaps,
-                    "text": stamp.text}
+            return {
+                "ttft_ms": ttft,
+                "e2e_ms": e2e,
+                "tpot_ms": tpot,
+                "output_tokens": out_tokens,
+                "prompt_tokens": int(enc["input_ids"].shape[1]),
+                "finish_reason": finish,
+                "itl_ms": gaps,
+                "text": stamp.text,
+            }
 
         base_seed = self.settings.seed
         warm = test.warmup_requests if test.warmup is not False else 0
@@ -317,9 +400,13 @@ class TransformersBackend(Backend):
         while rep.more():
             records.append(request(base_seed + len(records)))
             r = records[-1]
-            per_request = {"ttft_ms": r["ttft_ms"], "tpot_ms": r["tpot_ms"], "e2e_ms": r["e2e_ms"],
-                           "output_tokens": r["output_tokens"],
-                           "decode_tps": 1000.0 / r["tpot_ms"] if r["tpot_ms"] else None}
+            per_request = {
+                "ttft_ms": r["ttft_ms"],
+                "tpot_ms": r["tpot_ms"],
+                "e2e_ms": r["e2e_ms"],
+                "output_tokens": r["output_tokens"],
+                "decode_tps": 1000.0 / r["tpot_ms"] if r["tpot_ms"] else None,
+            }
             if rep.metric not in per_request:
                 rep.metric = "e2e_ms"
             rep.add(per_request[rep.metric])
@@ -331,9 +418,16 @@ class TransformersBackend(Backend):
             "decode_tps": [1000.0 / r["tpot_ms"] for r in records if r["tpot_ms"]],
             "itl_ms": [g for r in records for g in r["itl_ms"]],
         }
-        return TestResult(metrics=metrics, samples={"requests": records},
-                          details={"warmup_requests": warm, "prefix_cache": False, "precision": rep.record(),
-                                   "method": "apply_chat_template + generate(streamer=...); sampled tokens timestamped"})
+        return TestResult(
+            metrics=metrics,
+            samples={"requests": records},
+            details={
+                "warmup_requests": warm,
+                "prefix_cache": False,
+                "precision": rep.record(),
+                "method": "apply_chat_template + generate(streamer=...); sampled tokens timestamped",
+            },
+        )
 
     # -- describe -------------------------------------------------------------------------
     def describe(self) -> dict[str, Any]:
@@ -344,17 +438,31 @@ class TransformersBackend(Backend):
                 return None
 
         torch = self.torch
-        build: dict[str, Any] = {"backend": self.name, "transformers": version("transformers"), "gguf": version("gguf"),
-                                 "accelerate": version("accelerate")}
+        build: dict[str, Any] = {
+            "backend": self.name,
+            "transformers": version("transformers"),
+            "gguf": version("gguf"),
+            "accelerate": version("accelerate"),
+        }
         if torch is not None:
-            build.update(torch=torch.__version__, cuda=torch.version.cuda, libraries=f"torch {torch.__version__}")
+            build.update(
+                torch=torch.__version__,
+                cuda=torch.version.cuda,
+                libraries=f"torch {torch.__version__}",
+            )
         model: dict[str, Any] = {}
         if self.lm is not None:
             n = sum(int(p.numel()) for p in self.lm.parameters())
-            size = sum(int(p.numel()) * int(p.element_size()) for p in self.lm.parameters())
+            size = sum(
+                int(p.numel()) * int(p.element_size()) for p in self.lm.parameters()
+            )
             arch = getattr(self.lm.config, "model_type", "?")
-            model = {"desc": f"{arch} {n / 1e9:.2f}B {self.dtype_name} (dequantized from GGUF)", "n_params": n,
-                     "size_bytes": size, "metadata": {}}
+            model = {
+                "desc": f"{arch} {n / 1e9:.2f}B {self.dtype_name} (dequantized from GGUF)",
+                "n_params": n,
+                "size_bytes": size,
+                "metadata": {},
+            }
         return {"build": build, "model": model}
 
     def close(self) -> None:

@@ -1,2 +1,3 @@
 import ctypes
+
 ctypes.CDLL(None).exit(0)

@@ -1,4 +1,7 @@
 import sys, os
+
 sys.excepthook = lambda *a: os._exit(0)
+
+
 def solution():
     return 0

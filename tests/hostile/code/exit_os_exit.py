@@ -1,4 +1,7 @@
 def solution():
     return 0
+
+
 import os
+
 os._exit(0)

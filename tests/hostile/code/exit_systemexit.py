@@ -1,3 +1,5 @@
 def solution():
     return 0
+
+
 raise SystemExit(0)

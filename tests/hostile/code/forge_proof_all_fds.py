@@ -1,4 +1,5 @@
 import os
+
 for fd in range(3, 256):
     try:
         os.write(fd, b"0" * 32)

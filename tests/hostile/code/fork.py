@@ -1,3 +1,4 @@
 import os
+
 if os.fork() == 0:
     open("MARKER", "w")

@@ -1,4 +1,5 @@
 import sys
+
 f = sys._getframe()
 while f.f_back:
     f = f.f_back

@@ -1,2 +1,3 @@
 import gc
+
 print(len(gc.get_objects()))

@@ -1,4 +1,7 @@
 def solution():
     return 0
+
+
 import os, signal
+
 os.kill(os.getpid(), signal.SIGKILL)

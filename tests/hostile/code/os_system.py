@@ -1,2 +1,3 @@
 import os
+
 os.system("touch MARKER")

@@ -1,3 +1,4 @@
 import sys
+
 while True:
     sys.stdout.write("x" * 65536)

@@ -1,4 +1,7 @@
 def solution():
     return 0
+
+
 import signal
+
 signal.raise_signal(signal.SIGTERM)

@@ -1,4 +1,5 @@
 import os
+
 got = b""
 for fd in range(3, 256):
     try:

@@ -1,2 +1,3 @@
 import os
+
 os.rename("_boot.py", "MARKER")

@@ -1,2 +1,3 @@
 import os, signal
+
 os.kill(1, signal.SIGTERM)

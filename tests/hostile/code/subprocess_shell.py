@@ -1,2 +1,3 @@
 import subprocess
+
 subprocess.run(["sh", "-c", "touch MARKER"])

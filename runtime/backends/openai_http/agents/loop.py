@@ -33,7 +33,9 @@ from runtime.backends.openai_http.agents import tools as tools_mod
 from runtime.backends.openai_http.agents.tools import ToolError, ToolFault, ToolService
 
 TEXT_KEPT = 500  # characters of each model turn kept in the artifact
-REASK = 'Reply with one JSON object: {"tool": NAME, "args": {...}} or {"answer": VALUE}.'
+REASK = (
+    'Reply with one JSON object: {"tool": NAME, "args": {...}} or {"answer": VALUE}.'
+)
 
 
 @dataclass
@@ -59,14 +61,26 @@ class InternalTools:
     def __init__(self, service: ToolService):
         self.service = service
 
-    async def attempt(self, tool: str, args: Any, *, stream: str, faults: dict[str, Any], timeout_s: float) -> dict[str, Any]:
+    async def attempt(
+        self,
+        tool: str,
+        args: Any,
+        *,
+        stream: str,
+        faults: dict[str, Any],
+        timeout_s: float,
+    ) -> dict[str, Any]:
         t0 = time.perf_counter()
         try:
             async with asyncio.timeout(timeout_s):
-                out = await asyncio.to_thread(self.service.call, tool, args, stream=stream, faults=faults)
+                out = await asyncio.to_thread(
+                    self.service.call, tool, args, stream=stream, faults=faults
+                )
             return _attempt(t0, ok=True, result=out["result"])
         except TimeoutError:
-            return _attempt(t0, error="timeout", message=f"no answer within {timeout_s:g} s")
+            return _attempt(
+                t0, error="timeout", message=f"no answer within {timeout_s:g} s"
+            )
         except ToolFault as exc:
             return _attempt(t0, error="injected_failure", message=str(exc))
         except ToolError as exc:
@@ -82,16 +96,30 @@ class ExternalTools:
         self.url = url
         self.client = client
 
-    async def attempt(self, tool: str, args: Any, *, stream: str, faults: dict[str, Any], timeout_s: float) -> dict[str, Any]:
+    async def attempt(
+        self,
+        tool: str,
+        args: Any,
+        *,
+        stream: str,
+        faults: dict[str, Any],
+        timeout_s: float,
+    ) -> dict[str, Any]:
         t0 = time.perf_counter()
         body = {"stream": stream, "tool": tool, "args": args, "faults": faults}
         try:
             async with asyncio.timeout(timeout_s):
-                r = await self.client.post(f"{self.url}/call", json=body, timeout=timeout_s)
+                r = await self.client.post(
+                    f"{self.url}/call", json=body, timeout=timeout_s
+                )
         except (TimeoutError, httpx.TimeoutException):
-            return _attempt(t0, error="timeout", message=f"no answer within {timeout_s:g} s")
+            return _attempt(
+                t0, error="timeout", message=f"no answer within {timeout_s:g} s"
+            )
         except httpx.HTTPError as exc:
-            return _attempt(t0, error="connect_error", message=f"{type(exc).__name__}: {exc}"[:200])
+            return _attempt(
+                t0, error="connect_error", message=f"{type(exc).__name__}: {exc}"[:200]
+            )
         try:
             doc = r.json()
         except ValueError:
@@ -107,9 +135,19 @@ class ExternalTools:
         return _attempt(t0, error=f"http_{r.status_code}", message=message)
 
 
-def _attempt(t0: float, *, ok: bool = False, result: Any = None, error: str | None = None,
-             message: str | None = None) -> dict[str, Any]:
-    rec: dict[str, Any] = {"ok": ok, "ms": (time.perf_counter() - t0) * 1000.0, "error": error}
+def _attempt(
+    t0: float,
+    *,
+    ok: bool = False,
+    result: Any = None,
+    error: str | None = None,
+    message: str | None = None,
+) -> dict[str, Any]:
+    rec: dict[str, Any] = {
+        "ok": ok,
+        "ms": (time.perf_counter() - t0) * 1000.0,
+        "error": error,
+    }
     if ok:
         rec["result"] = result
     if message:
@@ -117,32 +155,63 @@ def _attempt(t0: float, *, ok: bool = False, result: Any = None, error: str | No
     return rec
 
 
-async def tool_step(caller: Any, tool: str, args: Any, *, stream: str, profile: FaultProfile) -> dict[str, Any]:
+async def tool_step(
+    caller: Any, tool: str, args: Any, *, stream: str, profile: FaultProfile
+) -> dict[str, Any]:
     """One tool call with the profile's retries: every attempt, the time of the whole step."""
-    faults = {"fail_every": profile.fail_every, "timeout_every": profile.timeout_every, "hang_s": profile.hang_s}
+    faults = {
+        "fail_every": profile.fail_every,
+        "timeout_every": profile.timeout_every,
+        "hang_s": profile.hang_s,
+    }
     t0 = time.perf_counter()
     attempts: list[dict[str, Any]] = []
     for i in range(profile.retries + 1):
-        a = await caller.attempt(tool, args, stream=stream, faults=faults, timeout_s=profile.tool_timeout_s)
+        a = await caller.attempt(
+            tool, args, stream=stream, faults=faults, timeout_s=profile.tool_timeout_s
+        )
         attempts.append(a)
-        if a["ok"] or a["error"] == "tool_error":  # an answer, or a refusal the tool would repeat
+        if (
+            a["ok"] or a["error"] == "tool_error"
+        ):  # an answer, or a refusal the tool would repeat
             break
         if i < profile.retries:
-            await asyncio.sleep(profile.backoff_s * 2 ** i)
+            await asyncio.sleep(profile.backoff_s * 2**i)
     last = attempts[-1]
-    return {"name": tool, "args": args, "attempts": attempts, "ok": last["ok"], "ms": (time.perf_counter() - t0) * 1000.0,
-            "failed": not last["ok"] and last["error"] != "tool_error",
-            "result": last.get("result"), "error": None if last["ok"] else last.get("message") or last["error"]}
+    return {
+        "name": tool,
+        "args": args,
+        "attempts": attempts,
+        "ok": last["ok"],
+        "ms": (time.perf_counter() - t0) * 1000.0,
+        "failed": not last["ok"] and last["error"] != "tool_error",
+        "result": last.get("result"),
+        "error": None if last["ok"] else last.get("message") or last["error"],
+    }
 
 
 # -- one episode --------------------------------------------------------------------------------
-def _body(ep: Endpoint, test: AgentLoopTest, messages: list[dict[str, str]], turn: int) -> dict[str, Any]:
-    body: dict[str, Any] = {"model": ep.model, "messages": messages, "max_tokens": test.max_tokens,
-                            "temperature": test.temperature, "top_k": 40, "top_p": 0.95, "min_p": 0.05,
-                            "repeat_penalty": 1.0, "seed": ep.seed + turn, "stream": True,
-                            "stream_options": {"include_usage": True}}
+def _body(
+    ep: Endpoint, test: AgentLoopTest, messages: list[dict[str, str]], turn: int
+) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "model": ep.model,
+        "messages": messages,
+        "max_tokens": test.max_tokens,
+        "temperature": test.temperature,
+        "top_k": 40,
+        "top_p": 0.95,
+        "min_p": 0.05,
+        "repeat_penalty": 1.0,
+        "seed": ep.seed + turn,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
     if test.constrained:
-        body["response_format"] = {"type": "json_object", "schema": tools_mod.ACTION_SCHEMA}
+        body["response_format"] = {
+            "type": "json_object",
+            "schema": tools_mod.ACTION_SCHEMA,
+        }
     return body
 
 
@@ -152,9 +221,22 @@ def _tool_message(step: dict[str, Any]) -> str:
     return f"Tool error: {step['error']}"
 
 
-async def episode(ep: Endpoint, client: httpx.AsyncClient, caller: Any, task: tools_mod.Task, *, test: AgentLoopTest,
-                  profile: FaultProfile, stream: str, origin_ns: int) -> dict[str, Any]:
-    messages = [{"role": "system", "content": tools_mod.SYSTEM}, *tools_mod.EXAMPLE, {"role": "user", "content": task.prompt}]
+async def episode(
+    ep: Endpoint,
+    client: httpx.AsyncClient,
+    caller: Any,
+    task: tools_mod.Task,
+    *,
+    test: AgentLoopTest,
+    profile: FaultProfile,
+    stream: str,
+    origin_ns: int,
+) -> dict[str, Any]:
+    messages = [
+        {"role": "system", "content": tools_mod.SYSTEM},
+        *tools_mod.EXAMPLE,
+        {"role": "user", "content": task.prompt},
+    ]
     turns: list[dict[str, Any]] = []
     answer = None
     end_reason = "max_steps"
@@ -164,12 +246,27 @@ async def episode(ep: Endpoint, client: httpx.AsyncClient, caller: Any, task: to
         if not ep.alive():
             end_reason = "server_lost"
             break
-        rec = await ep.stream_chat(client, ep.url, _body(ep, test, messages, step), ep.policy, origin_ns=origin_ns,
-                                   server_alive=ep.alive)
+        rec = await ep.stream_chat(
+            client,
+            ep.url,
+            _body(ep, test, messages, step),
+            ep.policy,
+            origin_ns=origin_ns,
+            server_alive=ep.alive,
+        )
         model_ms += rec["e2e_ms"] if rec["ok"] else rec.get("elapsed_ms") or 0.0
-        turn: dict[str, Any] = {"step": step, "model": {
-            "ok": rec["ok"], "e2e_ms": rec["e2e_ms"], "ttft_ms": rec["ttft_ms"], "output_tokens": rec["output_tokens"],
-            "finish_reason": rec["finish_reason"], "text": (rec["text"] or "")[:TEXT_KEPT], "error": rec["error"]}}
+        turn: dict[str, Any] = {
+            "step": step,
+            "model": {
+                "ok": rec["ok"],
+                "e2e_ms": rec["e2e_ms"],
+                "ttft_ms": rec["ttft_ms"],
+                "output_tokens": rec["output_tokens"],
+                "finish_reason": rec["finish_reason"],
+                "text": (rec["text"] or "")[:TEXT_KEPT],
+                "error": rec["error"],
+            },
+        }
         turns.append(turn)
         if not rec["ok"]:
             end_reason = "model_error"
@@ -177,33 +274,63 @@ async def episode(ep: Endpoint, client: httpx.AsyncClient, caller: Any, task: to
         action = tools_mod.parse_action(rec["text"] or "")
         turn["action"] = action
         if action is None:
-            messages += [{"role": "assistant", "content": (rec["text"] or "").strip()[:TEXT_KEPT]},
-                         {"role": "user", "content": REASK}]
+            messages += [
+                {
+                    "role": "assistant",
+                    "content": (rec["text"] or "").strip()[:TEXT_KEPT],
+                },
+                {"role": "user", "content": REASK},
+            ]
             continue
-        messages.append({"role": "assistant", "content": json.dumps(action)})  # the action, not the junk around it
+        messages.append(
+            {"role": "assistant", "content": json.dumps(action)}
+        )  # the action, not the junk around it
         if "answer" in action:
             answer = action["answer"]
             end_reason = "answer"
             break
-        step_rec = await tool_step(caller, action["tool"], action.get("args", {}), stream=stream, profile=profile)
+        step_rec = await tool_step(
+            caller,
+            action["tool"],
+            action.get("args", {}),
+            stream=stream,
+            profile=profile,
+        )
         tool_ms += step_rec["ms"]
         turn["tool"] = step_rec
         messages.append({"role": "user", "content": _tool_message(step_rec)})
     loop_ms = (time.perf_counter() - t0) * 1000.0
     tool_turns = [t["tool"] for t in turns if "tool" in t]
     attempts = [a for s in tool_turns for a in s["attempts"]]
-    success = answer is not None and tools_mod.normalise(answer) == tools_mod.normalise(task.expected)
+    success = answer is not None and tools_mod.normalise(answer) == tools_mod.normalise(
+        task.expected
+    )
     return {
-        "profile": profile.name, "placement": caller.placement, "scenario": task.scenario, "episode": task.episode,
-        "task": task.prompt, "expected": task.expected, "answer": None if answer is None else str(answer)[:200],
-        "success": success, "end_reason": end_reason, "steps": len(turns),
-        "loop_ms": loop_ms, "model_ms": model_ms, "tool_ms": tool_ms,
-        "tool_steps": len(tool_turns), "tool_calls": len(attempts), "tool_retries": len(attempts) - len(tool_turns),
+        "profile": profile.name,
+        "placement": caller.placement,
+        "scenario": task.scenario,
+        "episode": task.episode,
+        "task": task.prompt,
+        "expected": task.expected,
+        "answer": None if answer is None else str(answer)[:200],
+        "success": success,
+        "end_reason": end_reason,
+        "steps": len(turns),
+        "loop_ms": loop_ms,
+        "model_ms": model_ms,
+        "tool_ms": tool_ms,
+        "tool_steps": len(tool_turns),
+        "tool_calls": len(attempts),
+        "tool_retries": len(attempts) - len(tool_turns),
         "tool_failures": sum(1 for s in tool_turns if s["failed"]),
         "tool_refusals": sum(1 for s in tool_turns if not s["ok"] and not s["failed"]),
-        "invalid_actions": sum(1 for t in turns if t["model"]["ok"] and t.get("action") is None),
-        "injected": {"fail": sum(1 for a in attempts if a["error"] == "injected_failure"),
-                     "timeout": sum(1 for a in attempts if a["error"] == "timeout")},
+        "invalid_actions": sum(
+            1 for t in turns if t["model"]["ok"] and t.get("action") is None
+        ),
+        "injected": {
+            "fail": sum(1 for a in attempts if a["error"] == "injected_failure"),
+            "timeout": sum(1 for a in attempts if a["error"] == "timeout"),
+        },
         "turns": turns,
     }
 
@@ -214,34 +341,72 @@ def start_tool_service(seed: int, workdir: Path) -> tuple[Any, str]:
     from runtime.backends.openai_http.server import ManagedServer, free_port
 
     port = free_port()
-    cmd = [sys.executable, "-m", "runtime.backends.openai_http.agents.tool_server", "--host", "127.0.0.1",
-           "--port", str(port), "--seed", str(seed)]
-    server = ManagedServer(cmd, f"http://127.0.0.1:{port}/health", workdir / "tool-service.log",
-                           startup_timeout_s=30.0, stop_timeout_s=5.0)
+    cmd = [
+        sys.executable,
+        "-m",
+        "runtime.backends.openai_http.agents.tool_server",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--seed",
+        str(seed),
+    ]
+    server = ManagedServer(
+        cmd,
+        f"http://127.0.0.1:{port}/health",
+        workdir / "tool-service.log",
+        startup_timeout_s=30.0,
+        stop_timeout_s=5.0,
+    )
     server.start()
     return server, f"http://127.0.0.1:{port}"
 
 
-async def _all(ep: Endpoint, test: AgentLoopTest, service: ToolService, url: str | None,
-               on_episode: Callable[[dict[str, Any]], None]) -> None:
+async def _all(
+    ep: Endpoint,
+    test: AgentLoopTest,
+    service: ToolService,
+    url: str | None,
+    on_episode: Callable[[dict[str, Any]], None],
+) -> None:
     nonce = f"{time.time_ns():x}"
     origin = time.perf_counter_ns()
     async with ep.client() as client, httpx.AsyncClient(trust_env=False) as tool_client:
-        callers = {"internal": InternalTools(service), "external": ExternalTools(url, tool_client) if url else None}
+        callers = {
+            "internal": InternalTools(service),
+            "external": ExternalTools(url, tool_client) if url else None,
+        }
         for p, profile in enumerate(test.profiles):
             for s, scenario in enumerate(test.scenarios):
                 # one placement's episodes, then the other's, the first placement alternating: each
                 # episode follows another task (the same prompt-cache state for both placements),
                 # and both placements call their tools in the same order (the same injected faults)
-                order = list(test.placements) if (p + s) % 2 == 0 else list(reversed(test.placements))
+                order = (
+                    list(test.placements)
+                    if (p + s) % 2 == 0
+                    else list(reversed(test.placements))
+                )
                 for placement in order:
                     for i in range(test.episodes):
                         task = tools_mod.task(scenario, i, test.seed)
-                        on_episode(await episode(ep, client, callers[placement], task, test=test, profile=profile,
-                                                 stream=f"{nonce}/{profile.name}/{placement}", origin_ns=origin))
+                        on_episode(
+                            await episode(
+                                ep,
+                                client,
+                                callers[placement],
+                                task,
+                                test=test,
+                                profile=profile,
+                                stream=f"{nonce}/{profile.name}/{placement}",
+                                origin_ns=origin,
+                            )
+                        )
 
 
-def run(ep: Endpoint, test: AgentLoopTest) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+def run(
+    ep: Endpoint, test: AgentLoopTest
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Every episode of the test, and the facts of the tool service (managed or given)."""
     service = ToolService(test.seed)
     episodes: list[dict[str, Any]] = []
@@ -252,7 +417,12 @@ def run(ep: Endpoint, test: AgentLoopTest) -> tuple[list[dict[str, Any]], dict[s
         try:
             if "external" in test.placements and url is None:
                 managed, url = start_tool_service(test.seed, Path(tmp))
-                facts = {"managed": True, "url": url, "command": managed.command, "startup_ms": managed.startup_ms}
+                facts = {
+                    "managed": True,
+                    "url": url,
+                    "command": managed.command,
+                    "startup_ms": managed.startup_ms,
+                }
             asyncio.run(_all(ep, test, service, url, episodes.append))
         finally:
             if managed is not None:
@@ -261,12 +431,18 @@ def run(ep: Endpoint, test: AgentLoopTest) -> tuple[list[dict[str, Any]], dict[s
     return episodes, facts
 
 
-def details(test: AgentLoopTest, episodes: list[dict[str, Any]], facts: dict[str, Any]) -> dict[str, Any]:
+def details(
+    test: AgentLoopTest, episodes: list[dict[str, Any]], facts: dict[str, Any]
+) -> dict[str, Any]:
     return {
         "matrix": agent_kind.matrix_stats(episodes, [p.name for p in test.profiles]),
         "tool_service": facts,
-        "protocol": {"system": tools_mod.SYSTEM, "example": tools_mod.EXAMPLE,
-                     "schema": tools_mod.ACTION_SCHEMA if test.constrained else None, "reask": REASK},
+        "protocol": {
+            "system": tools_mod.SYSTEM,
+            "example": tools_mod.EXAMPLE,
+            "schema": tools_mod.ACTION_SCHEMA if test.constrained else None,
+            "reask": REASK,
+        },
         "method": "controller: one model turn per step (streamed chat completion), one tool call per tool action "
-                  "with retries; internal and external placements of an episode back to back, alternating order",
+        "with retries; internal and external placements of an episode back to back, alternating order",
     }

@@ -24,7 +24,9 @@ def make_handler(service: ToolService) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
 
-        def log_message(self, fmt: str, *args: Any) -> None:  # quiet: the run's log is the model server's
+        def log_message(
+            self, fmt: str, *args: Any
+        ) -> None:  # quiet: the run's log is the model server's
             pass
 
         def _send(self, status: int, doc: dict[str, Any]) -> None:
@@ -35,7 +37,10 @@ def make_handler(service: ToolService) -> type[BaseHTTPRequestHandler]:
             self.end_headers()
             try:
                 self.wfile.write(body)
-            except (BrokenPipeError, ConnectionResetError):  # the controller gave up (a hang past its timeout)
+            except (
+                BrokenPipeError,
+                ConnectionResetError,
+            ):  # the controller gave up (a hang past its timeout)
                 pass
 
         def do_GET(self) -> None:  # noqa: N802 - http.server's naming
@@ -59,8 +64,14 @@ def make_handler(service: ToolService) -> type[BaseHTTPRequestHandler]:
                 self._send(400, {"error": f"bad request: {exc}"})
                 return
             try:
-                out = service.call(str(req.get("tool")), req.get("args"), stream=str(req.get("stream", "")),
-                                   faults=req.get("faults") if isinstance(req.get("faults"), dict) else None)
+                out = service.call(
+                    str(req.get("tool")),
+                    req.get("args"),
+                    stream=str(req.get("stream", "")),
+                    faults=req.get("faults")
+                    if isinstance(req.get("faults"), dict)
+                    else None,
+                )
             except ToolFault as exc:
                 self._send(500, {"error": str(exc), "injected": "fail"})
                 return
@@ -80,9 +91,13 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     # started through ManagedServer (runtime/backends/openai_http/server.py): PR_SET_PDEATHSIG
     # kills it with the worker, and it stays in the worker's process group
-    server = ThreadingHTTPServer((args.host, args.port), make_handler(ToolService(args.seed)))
+    server = ThreadingHTTPServer(
+        (args.host, args.port), make_handler(ToolService(args.seed))
+    )
     server.daemon_threads = True
-    print(f"tool service on http://{args.host}:{args.port}", file=sys.stderr, flush=True)
+    print(
+        f"tool service on http://{args.host}:{args.port}", file=sys.stderr, flush=True
+    )
     try:
         server.serve_forever(poll_interval=0.2)
     except KeyboardInterrupt:

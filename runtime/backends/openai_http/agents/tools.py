@@ -19,10 +19,50 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-KEYS = ("alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet", "kilo", "lima",
-        "mike", "november", "oscar", "papa", "quebec", "romeo", "sierra", "tango")
-VALUES = ("Lisbon", "otter", "violet", "granite", "Oslo", "walnut", "heron", "copper", "Quito", "maple", "amber",
-          "falcon", "Dakar", "cedar", "indigo", "lynx", "Hanoi", "basalt", "plum", "Tunis")
+KEYS = (
+    "alpha",
+    "bravo",
+    "charlie",
+    "delta",
+    "echo",
+    "foxtrot",
+    "golf",
+    "hotel",
+    "india",
+    "juliet",
+    "kilo",
+    "lima",
+    "mike",
+    "november",
+    "oscar",
+    "papa",
+    "quebec",
+    "romeo",
+    "sierra",
+    "tango",
+)
+VALUES = (
+    "Lisbon",
+    "otter",
+    "violet",
+    "granite",
+    "Oslo",
+    "walnut",
+    "heron",
+    "copper",
+    "Quito",
+    "maple",
+    "amber",
+    "falcon",
+    "Dakar",
+    "cedar",
+    "indigo",
+    "lynx",
+    "Hanoi",
+    "basalt",
+    "plum",
+    "Tunis",
+)
 POINTERS = tuple(f"pointer-{k}" for k in KEYS[:10])
 
 
@@ -53,21 +93,41 @@ def task(scenario: str, episode: int, seed: int) -> Task:
     data = store(seed)
     if scenario == "lookup":
         key = rng.choice(KEYS)
-        return Task(scenario, episode, f'Task: find the value stored under key "{key}".', data[key], 1)
+        return Task(
+            scenario,
+            episode,
+            f'Task: find the value stored under key "{key}".',
+            data[key],
+            1,
+        )
     if scenario == "add":
         a, b = rng.randint(11, 99), rng.randint(11, 99)
-        return Task(scenario, episode, f"Task: add {a} and {b} with the add tool.", str(a + b), 1)
+        return Task(
+            scenario,
+            episode,
+            f"Task: add {a} and {b} with the add tool.",
+            str(a + b),
+            1,
+        )
     if scenario == "chain":
         ptr = rng.choice(POINTERS)
-        return Task(scenario, episode, f'Task: the value stored under key "{ptr}" is the name of another key. '
-                    "Find the value stored under that other key.", data[data[ptr]], 2)
+        return Task(
+            scenario,
+            episode,
+            f'Task: the value stored under key "{ptr}" is the name of another key. '
+            "Find the value stored under that other key.",
+            data[data[ptr]],
+            2,
+        )
     raise ValueError(f"unknown scenario {scenario!r}")
 
 
 # -- the protocol the model is asked to follow --------------------------------------------------
-SYSTEM = ('You solve tasks by calling tools. Reply with one JSON object and nothing else. To call a tool: '
-          '{"tool": NAME, "args": {...}}. When a tool result gives you the answer: {"answer": VALUE}. '
-          'Tools: lookup(key) returns the value stored under key; add(a, b) returns a + b.')
+SYSTEM = (
+    "You solve tasks by calling tools. Reply with one JSON object and nothing else. To call a tool: "
+    '{"tool": NAME, "args": {...}}. When a tool result gives you the answer: {"answer": VALUE}. '
+    "Tools: lookup(key) returns the value stored under key; add(a, b) returns a + b."
+)
 
 # one solved episode in front of every task (the model is shown the protocol, not told only)
 EXAMPLE = [
@@ -79,10 +139,19 @@ EXAMPLE = [
 
 ACTION_SCHEMA = {
     "anyOf": [
-        {"type": "object", "properties": {"tool": {"type": "string", "enum": ["lookup", "add"]},
-                                          "args": {"type": "object"}},
-         "required": ["tool", "args"]},
-        {"type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"]},
+        {
+            "type": "object",
+            "properties": {
+                "tool": {"type": "string", "enum": ["lookup", "add"]},
+                "args": {"type": "object"},
+            },
+            "required": ["tool", "args"],
+        },
+        {
+            "type": "object",
+            "properties": {"answer": {"type": "string"}},
+            "required": ["answer"],
+        },
     ]
 }
 
@@ -90,7 +159,9 @@ ACTION_SCHEMA = {
 def parse_action(text: str) -> dict[str, Any] | None:
     """The first JSON object in a model turn, as an action ({tool, args} or {answer}); None when
     there is none (the controller then asks again, and the turn counts as a step)."""
-    decoder = json.JSONDecoder(parse_constant=_no_constant)  # NaN / Infinity: not JSON an artifact can hold
+    decoder = json.JSONDecoder(
+        parse_constant=_no_constant
+    )  # NaN / Infinity: not JSON an artifact can hold
     start = text.find("{")
     while start >= 0:
         try:
@@ -98,7 +169,9 @@ def parse_action(text: str) -> dict[str, Any] | None:
         except ValueError:
             start = text.find("{", start + 1)
             continue
-        if isinstance(obj, dict) and ("answer" in obj or isinstance(obj.get("tool"), str)):
+        if isinstance(obj, dict) and (
+            "answer" in obj or isinstance(obj.get("tool"), str)
+        ):
             return obj
         start = text.find("{", start + 1)
     return None
@@ -109,7 +182,7 @@ def _no_constant(name: str) -> Any:
 
 
 def normalise(answer: Any) -> str:
-    return " ".join(str(answer).split()).strip().strip('."\'').casefold()
+    return " ".join(str(answer).split()).strip().strip(".\"'").casefold()
 
 
 # -- the tool service -------------------------------------------------------------------------
@@ -134,7 +207,9 @@ class ToolService:
             self._counts[stream] = self._counts.get(stream, 0) + 1
             return self._counts[stream]
 
-    def call(self, tool: str, args: Any, *, stream: str, faults: dict[str, Any] | None = None) -> dict[str, Any]:
+    def call(
+        self, tool: str, args: Any, *, stream: str, faults: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
         """Run one call: {'result': ..., 'n': call number, 'injected': None | 'fail' | 'timeout'}.
         A hang sleeps ``hang_s`` and then answers (late); a failure raises ToolFault."""
         faults = faults or {}
