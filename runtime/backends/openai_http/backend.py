@@ -26,6 +26,7 @@ This module never imports llama_cpp: a started llama_cpp.server is just a comman
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import sys
 import tempfile
@@ -35,6 +36,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from core import plausibility
 from core import precision as precision_mod
 from core.kinds import request_stats as servingstats
 from core.precision import Repeater
@@ -143,6 +145,12 @@ class OpenAIHttpBackend(Backend):
                 api_key=key,
                 timeout_s=model.probe_timeout_s,
             )
+        except detect.BadListing as exc:
+            raise ModelError(
+                f"the server does not give a model list ({exc})",
+                file=where,
+                field=f"models.{model.name}.endpoint.base_url",
+            ) from None
         except detect.Unreachable as exc:
             raise ModelError(
                 f"the endpoint does not answer ({exc}); start its server, or leave the model out",
@@ -361,22 +369,23 @@ class OpenAIHttpBackend(Backend):
 
         key = self._api_key()
         headers = {"Authorization": f"Bearer {key}"} if key else {}
-        deadline = time.perf_counter() + min(self.settings.startup_timeout_s, 30.0)
+        deadline = time.monotonic() + min(self.settings.startup_timeout_s, 30.0)
         last = ""
         with httpx.Client(
             timeout=httpx.Timeout(self.settings.connect_timeout_s),
             trust_env=False,
             headers=headers,
         ) as c:
-            while time.perf_counter() < deadline:
+            while time.monotonic() < deadline:
                 try:
-                    r = c.get(self._health_url())
-                    if r.status_code == 200:
-                        self.served_models = _model_ids(r)
+                    # the answer is read within its size bound and the probe's deadline (detect.read_body)
+                    status, raw, _ = detect.read_body(c, self._health_url(), deadline)
+                    if status == 200:
+                        self.served_models = _model_ids(raw)
                         return
-                    last = f"HTTP {r.status_code}"
-                except httpx.HTTPError as exc:
-                    last = f"{type(exc).__name__}: {exc}"
+                    last = f"HTTP {status}"
+                except (httpx.HTTPError, detect.TooSlow) as exc:
+                    last = f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}"
                 time.sleep(0.25)
         raise ServingFailed(
             f"endpoint {self.base_url} is unreachable ({self._health_url()}: {last})"
@@ -882,7 +891,11 @@ class OpenAIHttpBackend(Backend):
     def _check(
         self, result: TestResult, records: list[dict[str, Any]], what: str
     ) -> None:
-        """Fail the run (keeping every record) when the server was lost or nothing succeeded."""
+        """Fail the run (keeping every record) when the server was lost or nothing succeeded; count the
+        answers refused as implausible (core.plausibility)."""
+        result.details["implausible_requests"] = sum(
+            1 for r in records if (r.get("error") or {}).get("reason") == plausibility.REASON
+        )
         if self.server is not None and not self.server.alive():
             raise ServingFailed(
                 f"the server was lost during the {what} test ({self.server.exit_description()}); "
@@ -1086,11 +1099,22 @@ def _version(dist: str) -> str:
         return "not installed"
 
 
-def _model_ids(resp) -> list[str] | None:
-    try:
-        return [m.get("id") for m in resp.json().get("data", []) if isinstance(m, dict)]
-    except (ValueError, AttributeError):
+MAX_SERVED_MODELS = 50  # model ids of a health check's listing kept in the artifact
+
+
+def _model_ids(raw: bytes | None) -> list[str] | None:
+    """The ids a /models answer lists, as kept in the artifact: at most MAX_SERVED_MODELS, each cut
+    to 200 characters (None: not a listing, or larger than the probe reads)."""
+    if raw is None:
         return None
+    try:
+        data = json.loads(raw).get("data", [])
+    except (ValueError, AttributeError, RecursionError):
+        return None
+    if not isinstance(data, list):
+        return None
+    ids = [str(m.get("id"))[:200] for m in data if isinstance(m, dict)]
+    return ids[:MAX_SERVED_MODELS]
 
 
 def _request_metrics(records: list[dict[str, Any]]) -> dict[str, list[float]]:

@@ -3,7 +3,8 @@
 Every request ends as a record: ``ok`` with its timings, or an error with a reason
 (``connect_error``, ``timeout_connect``, ``timeout_read``, ``timeout_total``, ``http_<status>``,
 ``dropped``, ``incomplete``, ``bad_payload`` (not JSON, or a chunk of the wrong shape),
-``too_large`` (a line, the body or the text past its bound), ``server_error_event``,
+``too_large`` (a line, the body or the text past its bound), ``implausible`` (a count or a timing
+the server reports that cannot be true for what was asked and seen: core.plausibility), ``server_error_event``,
 ``server_lost``, ``client_error``, ``not_sent``). Nothing waits past ``request_timeout_s``: the whole request, retries and
 back-off included, runs under one asyncio deadline.
 
@@ -35,6 +36,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -42,6 +44,7 @@ from typing import Any
 
 import httpx
 
+from core import plausibility
 from runtime.backends.openai_http import dialects
 
 RETRYABLE_STATUS = {429, 500, 502, 503, 504}
@@ -49,6 +52,7 @@ TEXT_LIMIT = 2000
 MAX_LINE_BYTES = 1 << 20  # one SSE line (a chunk's JSON); a longer one is too_large
 MAX_BODY_BYTES = 256 << 20  # one streamed response
 MAX_TEXT_CHARS = 4 << 20  # the answer's text
+MAX_ANSWER_BYTES = 16 << 20  # a whole (non-streamed) answer
 KEEPALIVE_EXPIRY_S = 2.0
 
 
@@ -165,6 +169,13 @@ async def _attempt(
                 acc["parse_ns"] += time.perf_counter_ns() - p0
                 acc["last_data_ns"] = now
                 if content:
+                    if acc["chunk_limit"] is not None and len(acc["chunks"]) >= acc["chunk_limit"]:
+                        raise AttemptError(
+                            plausibility.REASON,
+                            f"more than {acc['chunk_limit']} content chunks for max_tokens "
+                            f"{quote(body.get('max_tokens'), 40)} (each carries a token or part of one)",
+                            retryable=False,
+                        )
                     acc["chunks"].append(now)
                     acc["text"].append(content)
                     acc["text_chars"] += len(content)
@@ -232,8 +243,9 @@ async def _attempt(
         )
 
 
-def _fresh_acc() -> dict[str, Any]:
+def _fresh_acc(chunk_limit: int | None = None) -> dict[str, Any]:
     return {
+        "chunk_limit": chunk_limit,
         "chunks": [],
         "text": [],
         "finish_reason": None,
@@ -364,14 +376,15 @@ async def stream_chat(
     """Send one request (retrying what may be retried); always return a record, never raise."""
     t0 = time.perf_counter_ns()
     retries: list[dict[str, Any]] = []
-    acc = _fresh_acc()
+    limit = plausibility.chunk_limit(body.get("max_tokens")) or plausibility.MAX_CHUNKS
+    acc = _fresh_acc(limit)
     error: dict[str, Any] | None = None
     attempts = 0
     try:
         async with asyncio.timeout(policy.request_timeout_s):
             while True:
                 attempts += 1
-                acc = _fresh_acc()
+                acc = _fresh_acc(limit)
                 try:
                     await _attempt(client, url, body, t0, acc)
                     error = None
@@ -399,7 +412,32 @@ async def stream_chat(
             + (" (content had started)" if acc["chunks"] else ""),
         }
     end = time.perf_counter_ns()
-    return _record(acc, error, t0, end, origin_ns, attempts, retries)
+    rec = _record(acc, error, t0, end, origin_ns, attempts, retries)
+    return refuse_implausible(rec, body)
+
+
+def refuse_implausible(rec: dict[str, Any], body: dict[str, Any]) -> dict[str, Any]:
+    """A successful record whose server-reported numbers cannot be true (core.plausibility) becomes a
+    failed request with the reason; its timings and counts are not kept as measurements."""
+    if not rec.get("ok"):
+        return rec
+    problem = plausibility.request_problem(
+        rec,
+        max_tokens=body.get("max_tokens"),
+        prompt_size=plausibility.prompt_bytes(body),
+    )
+    if problem is None:
+        return rec
+    for k in ("ttft_ms", "e2e_ms", "tpot_ms", "output_tokens", "output_tokens_source", "prompt_tokens"):
+        if k in rec:
+            rec[k] = None
+    for k in ("cached_tokens", "cached_tokens_source", "server_timings"):
+        rec.pop(k, None)
+    if "itl_ms" in rec:
+        rec["itl_ms"] = []
+    rec["ok"] = False
+    rec["error"] = {"reason": plausibility.REASON, "message": problem}
+    return rec
 
 
 def _record(
@@ -451,7 +489,9 @@ def _record(
         out, source = int(usage["completion_tokens"]), "usage"
     else:
         out, source = len(chunks), "chunks"
-    tpot = (e2e - ttft) / (out - 1) if ttft is not None and out > 1 else None
+    # a count no answer can have (10^400) is refused by core.plausibility; no float is made of it here
+    plausible_out = out <= plausibility.MAX_COUNT
+    tpot = (e2e - ttft) / (out - 1) if ttft is not None and 1 < out and plausible_out else None
     rec.update(
         ttft_ms=ttft,
         e2e_ms=e2e,
@@ -471,10 +511,13 @@ def _record(
     if isinstance(
         t, dict
     ):  # llama-server's own view of the request (prompt and generation time, cache)
+        # NaN and infinities are refused as the server's timings (core.plausibility), never stored
         rec["server_timings"] = {
             k: t[k]
             for k in ("cache_n", "prompt_n", "prompt_ms", "predicted_n", "predicted_ms")
-            if isinstance(t.get(k), (int, float)) and not isinstance(t.get(k), bool)
+            if isinstance(t.get(k), (int, float))
+            and not isinstance(t.get(k), bool)
+            and (isinstance(t[k], int) or math.isfinite(t[k]))
         }
     return rec
 
@@ -523,10 +566,15 @@ async def post_json(
     error: dict[str, Any] | None = None
     try:
         async with asyncio.timeout(policy.request_timeout_s):
-            resp = await client.post(url, json=body)
-            status = resp.status_code
-            raw = resp.content[:MAX_LINE_BYTES]
-            if status >= 400:
+            async with client.stream("POST", url, json=body) as resp:
+                status = resp.status_code
+                raw = await read_bounded(resp, MAX_ANSWER_BYTES)
+            if raw is None:
+                error = {
+                    "reason": "too_large",
+                    "message": f"the answer grew past {MAX_ANSWER_BYTES} bytes (not read further)",
+                }
+            elif status >= 400:
                 msg = dialects.error_message(raw)
                 text = (
                     msg
@@ -559,6 +607,9 @@ async def post_json(
         error = {"reason": "dropped", "message": f"{type(exc).__name__}: {exc}"}
     end = time.perf_counter_ns()
     usage = (answer or {}).get("usage") if isinstance(answer, dict) else None
+    if isinstance(usage, dict):
+        usage = {k: v for k, v in usage.items() if k in ("completion_tokens", "prompt_tokens")}
+        usage = {k: v for k, v in usage.items() if isinstance(v, int) and not isinstance(v, bool)}
     rec = {
         "ok": error is None,
         "error": error,
@@ -574,4 +625,15 @@ async def post_json(
         if isinstance(usage, dict)
         else None,
     }
-    return rec, answer
+    rec = refuse_implausible(rec, body)
+    return rec, answer if rec["ok"] else None
+
+
+async def read_bounded(resp: httpx.Response, limit: int) -> bytes | None:
+    """A response's body, or None once it grows past ``limit`` bytes (the rest is not read)."""
+    raw = bytearray()
+    async for part in resp.aiter_bytes():
+        raw += part
+        if len(raw) > limit:
+            return None
+    return bytes(raw)

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -45,6 +46,8 @@ from runtime.models.endpoint import ServedModel
 MAX_BODY_BYTES = 2 << 20  # an info route's answer; more is not read
 MAX_STRING = 300  # characters of one string kept in ``reported``
 MAX_ITEMS = 40  # items of one list or keys of one mapping kept in ``reported``
+MAX_INT = 10**18  # a size, a count or a context length above it is no fact about a model
+PROBE_ROUTES = 4  # an identification asks a few routes; all of them together get this many timeouts
 
 # llama.cpp's llama_ftype_name() strings (src/llama-model-loader.cpp) -> the names GGUF files and
 # llama-bench use (LlamaFileType without MOSTLY_); "X - N bpw" and "(guessed) " are handled below.
@@ -61,13 +64,24 @@ class Unreachable(Exception):
     """The server did not answer its model list (connection refused, timeout, HTTP error)."""
 
 
+class BadListing(Unreachable):
+    """The server answers its model list with something no listing is: not JSON, nested past what a
+    parser follows, or larger than an identification reads."""
+
+
+class TooSlow(Exception):
+    """An answer still arriving when its time was up (a server that drips its bytes)."""
+
+
 class NotServed(Exception):
     """The server answers but does not list the served name; ``served`` holds what it lists."""
 
     def __init__(self, name: str, served: list[str]):
         self.name = name
         self.served = served
-        listed = ", ".join(repr(s) for s in served[:10]) or "nothing"
+        listed = ", ".join(repr(str(s)[:100]) for s in served[:10]) or "nothing"
+        if len(served) > 10:
+            listed += f" and {len(served) - 10} more"
         super().__init__(f"does not serve {name!r} (its /models lists {listed})")
 
 
@@ -78,6 +92,50 @@ class Answer:
     status: int
     server_header: str | None
     body: Any
+    problem: str = ""  # why ``body`` is None for an answer that came: not JSON, too deep, too large
+
+
+MAX_DIGITS = 30  # a number of more digits in an answer is no count (kept as None)
+
+
+def _bounded_int(text: str) -> int | None:
+    return int(text) if len(text.lstrip("-")) <= MAX_DIGITS else None
+
+
+def parse_body(raw: bytes) -> tuple[Any, str]:
+    """(the JSON of an info route's answer, "") or (None, why not)."""
+    try:
+        return json.loads(raw, parse_int=_bounded_int), ""
+    except RecursionError:
+        return None, "JSON nested too deeply"
+    except ValueError:
+        return None, "not JSON"
+
+
+def read_body(
+    client: httpx.Client,
+    url: str,
+    deadline: float,
+    method: str = "GET",
+    payload: dict[str, Any] | None = None,
+    limit: int = MAX_BODY_BYTES,
+) -> tuple[int, bytes | None, str | None]:
+    """(status, body, Server header) of one request, the body None when larger than ``limit``;
+    TooSlow when the answer is not complete by ``deadline`` (time.monotonic()), however slowly its
+    bytes come (a read timeout alone restarts with every byte)."""
+    remaining = deadline - time.monotonic()
+    if remaining <= 0:
+        raise TooSlow("no time was left for it")
+    timeout = httpx.Timeout(remaining, connect=min(remaining, 5.0))
+    with client.stream(method, url, json=payload, timeout=timeout) as resp:
+        raw = bytearray()
+        for part in resp.iter_bytes():
+            raw += part
+            if len(raw) > limit:
+                return resp.status_code, None, resp.headers.get("server")
+            if time.monotonic() > deadline:
+                raise TooSlow(f"the answer was still arriving when its time was up ({len(raw)} bytes so far)")
+        return resp.status_code, bytes(raw), resp.headers.get("server")
 
 
 def server_root(base_url: str) -> str:
@@ -89,25 +147,18 @@ def server_root(base_url: str) -> str:
     return f"{parts.scheme}://{parts.netloc}"
 
 
-def http_get(client: httpx.Client) -> Callable[[str, str], Answer]:
-    """GET (or POST with a JSON body, for Ollama's /api/show) reading at most MAX_BODY_BYTES."""
+def http_get(client: httpx.Client, timeout_s: float = 10.0) -> Callable[[str, str], Answer]:
+    """GET (or POST with a JSON body, for Ollama's /api/show) reading at most MAX_BODY_BYTES within
+    ``timeout_s`` a route, and all routes within PROBE_ROUTES times that (a dripping answer is TooSlow)."""
+    overall = time.monotonic() + PROBE_ROUTES * timeout_s
 
-    def request(
-        url: str, method: str = "GET", payload: dict[str, Any] | None = None
-    ) -> Answer:
-        with client.stream(method, url, json=payload) as resp:
-            raw = b""
-            for part in resp.iter_bytes():
-                raw += part
-                if len(raw) > MAX_BODY_BYTES:
-                    break
-            body: Any = None
-            if len(raw) <= MAX_BODY_BYTES:
-                try:
-                    body = json.loads(raw)
-                except ValueError:
-                    body = None
-            return Answer(resp.status_code, resp.headers.get("server"), body)
+    def request(url: str, method: str = "GET", payload: dict[str, Any] | None = None) -> Answer:
+        deadline = min(time.monotonic() + timeout_s, overall)
+        status, raw, server = read_body(client, url, deadline, method, payload)
+        if raw is None:
+            return Answer(status, server, None, f"larger than {MAX_BODY_BYTES >> 20} MiB (an identification reads no more)")
+        body, problem = parse_body(raw)
+        return Answer(status, server, body, problem)
 
     return request
 
@@ -126,7 +177,7 @@ def probe(
     with httpx.Client(
         timeout=timeout, headers=headers, trust_env=False, follow_redirects=False
     ) as client:
-        return read_server(http_get(client), base_url, served_name)
+        return read_server(http_get(client, timeout_s), base_url, served_name)
 
 
 def read_server(
@@ -141,11 +192,13 @@ def read_server(
     ) -> Answer | None:
         try:
             return request(root + path, method, payload)
-        except (httpx.HTTPError, OSError):
+        except (httpx.HTTPError, OSError, TooSlow):
             return None
 
     try:
         listing = request(base + "/models")
+    except TooSlow as exc:
+        raise Unreachable(f"{base}/models: {exc}") from None
     except (httpx.HTTPError, OSError) as exc:
         raise Unreachable(
             f"{base}/models: {type(exc).__name__}: {' '.join(str(exc).split())[:200]}"
@@ -157,6 +210,8 @@ def read_server(
             else ""
         )
         raise Unreachable(f"{base}/models answered HTTP {listing.status}{hint}")
+    if listing.problem:
+        raise BadListing(f"{base}/models answered with something that is no model list: {listing.problem}")
     data = _as_dict(listing.body).get("data")
     entries = [e for e in data if isinstance(e, dict)] if isinstance(data, list) else []
     entry = _find(entries, served_name)
@@ -472,10 +527,11 @@ def _int(v: Any) -> int | None:
     if isinstance(v, bool):
         return None
     if isinstance(v, int):
-        return v
-    if isinstance(v, float) and v.is_integer():
+        return v if abs(v) <= MAX_INT else None
+    if isinstance(v, float) and v.is_integer() and abs(v) <= MAX_INT:
         return int(v)
-    if isinstance(v, str) and v.isdigit():
+    # ASCII digits only ("²" and "١٢" are digits to str.isdigit, not to int), and few of them
+    if isinstance(v, str) and v.isascii() and v.isdigit() and len(v) <= MAX_DIGITS and int(v) <= MAX_INT:
         return int(v)
     return None
 

@@ -4,6 +4,8 @@ them (llama-server's /tokenize, /detokenize and /metrics; vLLM's /tokenize and /
 
 from __future__ import annotations
 
+import json
+import math
 from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
@@ -12,6 +14,9 @@ import httpx
 
 from runtime.backends.openai_http import client as http
 from runtime.backends.openai_http import dialects
+
+MAX_INFO_BYTES = 4 << 20  # an answer of /tokenize, /detokenize or /metrics; a longer one is not used
+MAX_METRICS = 2000  # counters kept of one /metrics answer
 
 
 class HttpTransport:
@@ -82,14 +87,17 @@ class HttpTransport:
         self, client: httpx.AsyncClient, path: str, payload: dict[str, Any]
     ) -> Any:
         try:
-            r = await client.post(f"{self.root}{path}", json=payload, timeout=30.0)
+            async with client.stream("POST", f"{self.root}{path}", json=payload, timeout=30.0) as r:
+                if r.status_code != 200:
+                    return None
+                raw = await http.read_bounded(r, MAX_INFO_BYTES)
         except httpx.HTTPError:
             return None
-        if r.status_code != 200:
+        if raw is None:
             return None
         try:
-            return r.json()
-        except ValueError:
+            return json.loads(raw)
+        except (ValueError, RecursionError):
             return None
 
     async def tokenize(self, client: httpx.AsyncClient, text: str) -> list[int] | None:
@@ -126,21 +134,26 @@ class HttpTransport:
     async def metrics(self, client: httpx.AsyncClient) -> dict[str, float] | None:
         """Prometheus counters and gauges without labels (llama-server with --metrics, vLLM, TGI)."""
         try:
-            r = await client.get(f"{self.root}/metrics", timeout=10.0)
+            async with client.stream("GET", f"{self.root}/metrics", timeout=10.0) as r:
+                if r.status_code != 200 or "text/plain" not in r.headers.get("content-type", "text/plain"):
+                    return None
+                raw = await http.read_bounded(r, MAX_INFO_BYTES)
         except httpx.HTTPError:
             return None
-        if r.status_code != 200 or "text/plain" not in r.headers.get(
-            "content-type", "text/plain"
-        ):
+        if raw is None:
             return None
         out: dict[str, float] = {}
-        for line in r.text.splitlines():
+        for line in raw.decode("utf-8", "replace").splitlines():
             if not line or line.startswith("#") or "{" in line:
                 continue
             parts = line.split()
             if len(parts) >= 2:
                 try:
-                    out[parts[0]] = float(parts[1])
+                    v = float(parts[1])
                 except ValueError:
                     continue
+                if math.isfinite(v):  # NaN and +Inf (a gauge not yet set) are no counts to difference
+                    out[parts[0][:200]] = v
+                if len(out) >= MAX_METRICS:
+                    break
         return out or None
