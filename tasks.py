@@ -124,16 +124,20 @@ def synth(c, shape="", quant="Q8_0", out="", seed=0, override=None, list_shapes=
 # -- bench -------------------------------------------------------------------------------
 def _progress_printer():
     from rich.console import Console
+    from rich.markup import escape
 
     console = Console(stderr=True, highlight=False)
     state: dict = {}
+
+    def e(v) -> str:  # text from a matrix, an artifact or a server: printed as it is, never as markup
+        return escape(str(v))
 
     def on_event(kind, info):
         from core.metrics import METRICS
 
         if kind == "start":
             console.print(
-                f"[bold]matrix {info['matrix']}[/]: {info['total']} configurations on host {info['host']}"
+                f"[bold]matrix {e(info['matrix'])}[/]: {info['total']} configurations on host {e(info['host'])}"
             )
             if info.get("loadavg") is not None and info["loadavg"] > 0.5 * (
                 info.get("cores") or 1
@@ -156,19 +160,20 @@ def _progress_printer():
                 f"[yellow]host busy: load average {load:.2f}; rates measured now may be low "
                 "(each artifact records the load it started under)[/]"
             )
-        prefix = f"[{info['index']}/{info['total']}] {info['model']} · {info['test']}"
+        prefix = f"\\[{info['index']}/{info['total']}] {e(info['model'])} · {e(info['test'])}"
         if info.get("swept"):
-            prefix += " · " + ", ".join(f"{k}={v}" for k, v in info["swept"].items())
+            prefix += " · " + ", ".join(f"{e(k)}={e(v)}" for k, v in info["swept"].items())
         if kind == "skip":
             console.print(
-                f"{prefix}: [dim]already measured ({info['status']}): {info['path']}[/]"
+                f"{prefix}: [dim]already measured ({e(info['status'])}): {e(info['path'])}[/]"
             )
         elif kind == "run":
             console.print(f"{prefix}: running…")
         elif kind == "done":
             if info["status"] != "ok":
                 console.print(
-                    f"{prefix}: [red]failed[/] ({info['error']['kind']}: {info['error']['message']}) -> {info['path']}"
+                    f"{prefix}: [red]failed[/] ({e(info['error']['kind'])}: {e(info['error']['message'])}) "
+                    f"-> {e(info['path'])}"
                 )
                 return
             shown = []
@@ -188,16 +193,17 @@ def _progress_printer():
                 s = info["summary"].get(name)
                 if s and s.get("mean") is not None:
                     m = METRICS[name]
+                    k = m.display_scale  # a share stored as a fraction is shown in % (x 100)
                     sd = (
-                        f" ± {s['stddev']:.{m.decimals}f}"
+                        f" ± {k * s['stddev']:.{m.decimals}f}"
                         if s.get("stddev") is not None
                         else ""
                     )
                     shown.append(
-                        f"{m.label} {s['mean']:.{m.decimals}f}{sd} {m.unit} (n={s['n']})"
+                        f"{m.label} {k * s['mean']:.{m.decimals}f}{sd} {m.unit} (n={s['n']})"
                     )
             console.print(
-                f"{prefix}: [green]ok[/] {'; '.join(shown)} -> {info['path']}"
+                f"{prefix}: [green]ok[/] {e('; '.join(shown))} -> {e(info['path'])}"
             )
 
     return on_event
@@ -876,6 +882,7 @@ def quality_run(
 ):
     """Generate and score a quality matrix; each (model, settings, suite) becomes one artifact in data/quality/."""
     from rich.console import Console
+    from rich.markup import escape as e
 
     from runtime import backends
     from runtime.quality import suite_runner as runner
@@ -886,7 +893,8 @@ def quality_run(
     def on_event(kind, info):
         if kind == "start":
             console.print(
-                f"[bold]quality matrix {info['matrix']}[/]: {info['total']} suite runs on host {info['host']}"
+                f"[bold]quality matrix {e(str(info['matrix']))}[/]: {info['total']} suite runs on host "
+                f"{e(str(info['host']))}"
             )
             return
         if kind == "corrupt":
@@ -901,14 +909,14 @@ def quality_run(
             if info.get("prompt_style") not in (None, "chat")
             else ""
         )
-        prefix = f"[{info['index']}/{info['total']}] {info['model']} · {info['suite']}{style} ({info['items']} items)"
+        prefix = e(f"[{info['index']}/{info['total']}] {info['model']} · {info['suite']}{style} ({info['items']} items)")
         if info.get("backend") not in (None, backends.DEFAULT):
-            prefix += f" · {info['backend']}"
+            prefix += e(f" · {info['backend']}")
         if info.get("swept"):
-            prefix += " · " + ", ".join(f"{k}={v}" for k, v in info["swept"].items())
+            prefix += e(" · " + ", ".join(f"{k}={v}" for k, v in info["swept"].items()))
         if kind == "skip":
             console.print(
-                f"{prefix}: [dim]already scored ({info['status']}): {info['path']}[/]"
+                f"{prefix}: [dim]already scored ({e(str(info['status']))}): {e(str(info['path']))}[/]"
             )
         elif kind == "run":
             console.print(f"{prefix}: generating…")
@@ -919,11 +927,11 @@ def quality_run(
             state = (
                 "[green]ok[/]"
                 if info["status"] == "ok"
-                else f"[red]incomplete[/] ({info['error']['message']})"
+                else f"[red]incomplete[/] ({e(str(info['error']['message']))})"
             )
             console.print(
                 f"{prefix}: {state} {s['passed']}/{s['n']} passed{ci}; degenerate {s['degenerate']} "
-                f"-> {info['path']}"
+                f"-> {e(str(info['path']))}"
             )
 
     report = runner.run_quality_matrix(

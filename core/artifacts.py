@@ -712,8 +712,22 @@ def load_tree(
 def validate_tree(root: Path | str) -> tuple[int, list[str]]:
     """Validate every artifact under ``root``: (number checked, one line per problem)."""
     files = list(iter_files(root))
-    _, problems = load_tree(root, files)
-    return len(files), problems
+    loaded, problems = load_tree(root, files)
+    return len(files), problems + implausible(loaded)
+
+
+def implausible(loaded: list[tuple[Path, dict[str, Any]]]) -> list[str]:
+    """One line per valid artifact whose server-reported numbers cannot be true (core.plausibility:
+    the checks a request passes before it becomes a measurement, run on what was stored)."""
+    from core import plausibility
+
+    out = []
+    for path, doc in loaded:
+        found = plausibility.artifact_problems(doc)
+        if found:
+            where, what = found[0]
+            out.append(str(ArtifactError(f"implausible: {what}", file=relpath(path), field=where)))
+    return out
 
 
 def load_all(

@@ -23,6 +23,12 @@ class Metric:
     def to_dict(self) -> dict:
         return asdict(self)
 
+    @property
+    def display_scale(self) -> float:
+        """What a stored value is multiplied by to be shown in ``unit``: a share is stored as a
+        fraction (0.83) and shown in % (83)."""
+        return 100.0 if self.unit == "%" else 1.0
+
     def better(self, a: float, b: float) -> bool:
         return a > b if self.higher_is_better else a < b
 

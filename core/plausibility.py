@@ -80,7 +80,7 @@ def request_problem(
 ) -> str | None:
     """Why a successful request's record cannot be true (None when it can): its output tokens
     against ``max_tokens`` and the chunks received, its cached tokens against its prompt tokens, its
-    prompt tokens against the bytes sent, the server's own timings against the client's clock."""
+    prompt tokens against the bytes sent. (The server's own timings: :func:`timings_problem`.)"""
     out = rec.get("output_tokens")
     chunks = rec.get("chunks")
     limit = chunk_limit(max_tokens)
@@ -110,11 +110,13 @@ def request_problem(
         return f"the server reports {count_text(cached)} cached tokens of a {count_text(prompt)}-token prompt"
     if _count(cached) and prompt is None and prompt_size is not None and cached > prompt_size + TEMPLATE_TOKENS:
         return f"the server reports {count_text(cached)} cached tokens for a prompt of {prompt_size:,} bytes"
-    return timings_problem(rec.get("server_timings"), rec, max_tokens)
+    return None
 
 
 def timings_problem(t: Any, rec: dict[str, Any], max_tokens: int | None) -> str | None:
-    """llama-server's own ``timings`` against the client's clock and the request."""
+    """llama-server's own ``timings`` against the client's clock and the request. The client times a
+    request itself: timings that cannot be true are left out of its record (``server_timings_refused``
+    says why), the request stays what the client measured."""
     if not isinstance(t, dict):
         return None
     seen_ms = rec.get("elapsed_ms") or rec.get("e2e_ms")
@@ -197,7 +199,9 @@ def artifact_problems(doc: dict[str, Any]) -> list[tuple[str, str]]:
     for where, rec in _records(doc.get("samples")):
         if rec.get("ok") is False:
             continue
-        problem = request_problem(rec, max_tokens=max_tokens, prompt_size=size)
+        problem = request_problem(rec, max_tokens=max_tokens, prompt_size=size) or timings_problem(
+            rec.get("server_timings"), rec, max_tokens
+        )
         if problem:
             out.append((where, problem))
             break  # one record says it: the rest of a lying server's records say the same

@@ -21,6 +21,7 @@ def bench_remote(
 ) -> bool:
     """Run ``matrix`` on the selected hosts; True when every host finished its run."""
     from rich.console import Console
+    from rich.markup import escape
     from rich.progress import (
         BarColumn,
         MofNCompleteColumn,
@@ -46,7 +47,7 @@ def bench_remote(
         transient=False,
     ) as bar:
         tasks = {
-            h.name: bar.add_task("waiting", total=None, host=h.name) for h in chosen
+            h.name: bar.add_task("waiting", total=None, host=escape(h.name)) for h in chosen
         }
 
         def progress(name: str, event: str, info: dict[str, Any]) -> None:
@@ -61,20 +62,21 @@ def bench_remote(
                         bar.update(t, total=info["total"], description="running")
                     else:
                         bar.update(
-                            t, description=f"{info.get('model')} · {info.get('test')}"
+                            t,
+                            description=escape(f"{info.get('model')} · {info.get('test')}"),
                         )
                 elif event in ("done", "skip"):
                     bar.advance(t)
                     status = info.get("status")
                     bar.update(
                         t,
-                        description=f"{info.get('model')} · {info.get('test')}: {status}",
+                        description=escape(f"{info.get('model')} · {info.get('test')}: {status}"),
                     )
                 elif event == "finished":
                     desc = (
                         "[green]ok"
                         if info.get("status") == "ok"
-                        else f"[red]failed[/]: {info.get('message')}"
+                        else f"[red]failed[/]: {escape(str(info.get('message')))}"
                     )
                     bar.update(t, description=desc)
 

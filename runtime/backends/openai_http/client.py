@@ -421,6 +421,13 @@ def refuse_implausible(rec: dict[str, Any], body: dict[str, Any]) -> dict[str, A
     failed request with the reason; its timings and counts are not kept as measurements."""
     if not rec.get("ok"):
         return rec
+    bad_timings = plausibility.timings_problem(rec.get("server_timings"), rec, body.get("max_tokens"))
+    if bad_timings:
+        rec.pop("server_timings", None)
+        rec["server_timings_refused"] = bad_timings
+        if rec.get("cached_tokens_source") == "timings.cache_n":
+            rec.pop("cached_tokens", None)
+            rec.pop("cached_tokens_source", None)
     problem = plausibility.request_problem(
         rec,
         max_tokens=body.get("max_tokens"),
