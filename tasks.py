@@ -88,9 +88,9 @@ def list_models(c):
 @user_errors
 def synth(c, shape="", quant="Q8_0", out="", seed=0, override=None, list_shapes=False):
     """Write a synthetic GGUF (random weights: speed only) of an architecture shape."""
+    from core.errors import ConfigError
     from runtime.models import registry as models
     from runtime.models import synth as synth_mod
-    from core.errors import ConfigError
 
     if list_shapes:
         print(synth_mod._list_shapes())
@@ -129,7 +129,11 @@ def _progress_printer():
     console = Console(stderr=True, highlight=False)
     state: dict = {}
 
-    def e(v) -> str:  # text from a matrix, an artifact or a server: printed as it is, never as markup
+    def e(
+        v,
+    ) -> (
+        str
+    ):  # text from a matrix, an artifact or a server: printed as it is, never as markup
         return escape(str(v))
 
     def on_event(kind, info):
@@ -162,7 +166,9 @@ def _progress_printer():
             )
         prefix = f"\\[{info['index']}/{info['total']}] {e(info['model'])} · {e(info['test'])}"
         if info.get("swept"):
-            prefix += " · " + ", ".join(f"{e(k)}={e(v)}" for k, v in info["swept"].items())
+            prefix += " · " + ", ".join(
+                f"{e(k)}={e(v)}" for k, v in info["swept"].items()
+            )
         if kind == "skip":
             console.print(
                 f"{prefix}: [dim]already measured ({e(info['status'])}): {e(info['path'])}[/]"
@@ -193,7 +199,9 @@ def _progress_printer():
                 s = info["summary"].get(name)
                 if s and s.get("mean") is not None:
                     m = METRICS[name]
-                    k = m.display_scale  # a share stored as a fraction is shown in % (x 100)
+                    k = (
+                        m.display_scale
+                    )  # a share stored as a fraction is shown in % (x 100)
                     sd = (
                         f" ± {k * s['stddev']:.{m.decimals}f}"
                         if s.get("stddev") is not None
@@ -386,7 +394,7 @@ ALL_MATRICES = "default,reference"
     }
 )
 @user_errors
-def all(c, matrix=ALL_MATRICES):  # noqa: A001 - the task is called `all`
+def all(c, matrix=ALL_MATRICES):
     """Fetch the embedded model, benchmark it and the reference workload on this host, validate, build the site (if an input changed)."""
     fetch(c)
     for name in [m.strip() for m in matrix.split(",") if m.strip()]:
@@ -594,8 +602,8 @@ def fidelity(
 @user_errors
 def llama_bench(c, file, host_name=None, model=None):
     """Import a llama-bench JSON file as run artifacts (every record, or nothing on bad input)."""
-    from runtime.importers import llama_bench as importer
     from core.paths import relpath
+    from runtime.importers import llama_bench as importer
 
     report = importer.import_file(file, host_name=host_name, model=model)
     for p in report.written:
@@ -691,9 +699,9 @@ serving_ns = Collection("serve", serve_bench, serve_capacity)
 @user_errors
 def host_probe(c, size_mib=0, repetitions=5, threads=""):
     """Measure this host's memory bandwidth (large copy and read-only pass) and store it as a host artifact in data/hosts/."""
-    from runtime.hosts import probe as hostprobe
     from core.errors import ConfigError
     from core.paths import relpath
+    from runtime.hosts import probe as hostprobe
 
     try:
         counts = [int(x) for x in threads.split(",") if x.strip()] or None
@@ -718,12 +726,10 @@ def host_probe(c, size_mib=0, repetitions=5, threads=""):
 @user_errors
 def project_task(c):
     """Project every role of data/usage_mix.yaml with data/optimizations.yaml; record it in data/projections/."""
-    from pipelines import projections
-    from pipelines.runs import load_runs
     from core import artifacts
     from core.paths import relpath
-
-    from pipelines import dataset
+    from pipelines import dataset, projections
+    from pipelines.runs import load_runs
 
     paths = projections.write_records(
         load_runs(), quality_docs=list(dataset.load().quality)
@@ -748,10 +754,10 @@ def project_task(c):
 @user_errors
 def gates_task(c):
     """Check the go/no-go gates of data/optimizations.yaml on every host; record changed decisions in data/decisions/."""
+    from core.paths import relpath
     from pipelines import gates, projections
     from pipelines.quality import load_quality
     from pipelines.runs import load_runs
-    from core.paths import relpath
 
     catalogue = projections.load_catalogue()
     runs, quality = load_runs(), load_quality()
@@ -909,7 +915,9 @@ def quality_run(
             if info.get("prompt_style") not in (None, "chat")
             else ""
         )
-        prefix = e(f"[{info['index']}/{info['total']}] {info['model']} · {info['suite']}{style} ({info['items']} items)")
+        prefix = e(
+            f"[{info['index']}/{info['total']}] {info['model']} · {info['suite']}{style} ({info['items']} items)"
+        )
         if info.get("backend") not in (None, backends.DEFAULT):
             prefix += e(f" · {info['backend']}")
         if info.get("swept"):
@@ -1083,8 +1091,8 @@ def compare(
     """Compare two selections of results: each shared configuration, both values, ratio with CI95, verdict.
 
     Exit 2 with one line when a selection matches nothing or the two share no configuration."""
-    from pipelines import compare as cmp
     from core.records import run as record
+    from pipelines import compare as cmp
 
     try:
         threshold = float(fail_on_loss) if str(fail_on_loss).strip() else None

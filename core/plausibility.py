@@ -21,11 +21,19 @@ from collections.abc import Iterator
 from typing import Any
 
 REASON = "implausible"
-TOKEN_SLACK = 1  # a server may count one token more than max_tokens (an end-of-generation token)
-CHUNKS_PER_TOKEN = 2  # a token's bytes may be split over two chunks (an incomplete UTF-8 sequence)
+TOKEN_SLACK = (
+    1  # a server may count one token more than max_tokens (an end-of-generation token)
+)
+CHUNKS_PER_TOKEN = (
+    2  # a token's bytes may be split over two chunks (an incomplete UTF-8 sequence)
+)
 CHUNK_SLACK = 8  # role-only and empty chunks aside, a few chunks beyond that
-TEMPLATE_TOKENS = 8192  # tokens a chat template and a system prompt may add to the messages
-CLOCK_SLACK_MS = 100.0  # a server's own timing may exceed the client's by this (and 10 %)
+TEMPLATE_TOKENS = (
+    8192  # tokens a chat template and a system prompt may add to the messages
+)
+CLOCK_SLACK_MS = (
+    100.0  # a server's own timing may exceed the client's by this (and 10 %)
+)
 # No hardware of this decade generates 10^7 tokens a second in one run (an H100 decodes a 1B model at
 # about 10^3 t/s and processes a prompt at about 5 * 10^4): a rate above it is not a measurement.
 MAX_RATE_TPS = 1e7
@@ -45,7 +53,11 @@ def count_text(n: Any) -> str:
 
 def chunk_limit(max_tokens: int | None) -> int | None:
     """The most content chunks an answer of ``max_tokens`` can take (None: no bound known)."""
-    if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1:
+    if (
+        not isinstance(max_tokens, int)
+        or isinstance(max_tokens, bool)
+        or max_tokens < 1
+    ):
         return None
     return CHUNKS_PER_TOKEN * max_tokens + CHUNK_SLACK
 
@@ -98,7 +110,11 @@ def request_problem(
             f"(at most {limit}: each carries a token or part of one)"
         )
     prompt = rec.get("prompt_tokens")
-    if _count(prompt) and prompt_size is not None and prompt > prompt_size + TEMPLATE_TOKENS:
+    if (
+        _count(prompt)
+        and prompt_size is not None
+        and prompt > prompt_size + TEMPLATE_TOKENS
+    ):
         return (
             f"the server reports {count_text(prompt)} prompt tokens for a prompt of {prompt_size:,} bytes "
             f"(a token is at least a byte; a template adds at most {TEMPLATE_TOKENS:,})"
@@ -108,7 +124,12 @@ def request_problem(
         return f"the server reports {count_text(cached)} cached prompt tokens"
     if _count(cached) and _count(prompt) and cached > prompt:
         return f"the server reports {count_text(cached)} cached tokens of a {count_text(prompt)}-token prompt"
-    if _count(cached) and prompt is None and prompt_size is not None and cached > prompt_size + TEMPLATE_TOKENS:
+    if (
+        _count(cached)
+        and prompt is None
+        and prompt_size is not None
+        and cached > prompt_size + TEMPLATE_TOKENS
+    ):
         return f"the server reports {count_text(cached)} cached tokens for a prompt of {prompt_size:,} bytes"
     return None
 
@@ -135,9 +156,7 @@ def timings_problem(t: Any, rec: dict[str, Any], max_tokens: int | None) -> str 
             return f"the server's timings.{k} is {count_text(v) if isinstance(v, int) else repr(v)[:40]}"
         total += v
     if isinstance(seen_ms, (int, float)) and total > 1.1 * seen_ms + CLOCK_SLACK_MS:
-        return (
-            f"the server's timings add up to {total:,.1f} ms of a request the client saw take {seen_ms:,.1f} ms"
-        )
+        return f"the server's timings add up to {total:,.1f} ms of a request the client saw take {seen_ms:,.1f} ms"
     n = t.get("predicted_n")
     if _count(n) and _count(max_tokens) and n > max_tokens + TOKEN_SLACK:
         return f"the server's timings.predicted_n is {count_text(n)} for max_tokens {max_tokens}"
@@ -199,14 +218,19 @@ def artifact_problems(doc: dict[str, Any]) -> list[tuple[str, str]]:
     for where, rec in _records(doc.get("samples")):
         if rec.get("ok") is False:
             continue
-        problem = request_problem(rec, max_tokens=max_tokens, prompt_size=size) or timings_problem(
-            rec.get("server_timings"), rec, max_tokens
-        )
+        problem = request_problem(
+            rec, max_tokens=max_tokens, prompt_size=size
+        ) or timings_problem(rec.get("server_timings"), rec, max_tokens)
         if problem:
             out.append((where, problem))
             break  # one record says it: the rest of a lying server's records say the same
     for where, v in _rate_metrics(doc.get("summary")):
         if v > MAX_RATE_TPS or v < 0:
-            out.append((where, f"{v:.4g} t/s is not a rate any hardware reaches (at most {MAX_RATE_TPS:.0e})"))
+            out.append(
+                (
+                    where,
+                    f"{v:.4g} t/s is not a rate any hardware reaches (at most {MAX_RATE_TPS:.0e})",
+                )
+            )
             break
     return out

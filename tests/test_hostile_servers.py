@@ -21,7 +21,11 @@ from core import plausibility
 from core.kinds import parse_test
 from runtime.backends.openai_http import client as http
 from runtime.backends.openai_http import detect
-from runtime.backends.openai_http.backend import OpenAIHttpBackend, ServingFailed, _model_ids
+from runtime.backends.openai_http.backend import (
+    OpenAIHttpBackend,
+    ServingFailed,
+    _model_ids,
+)
 from runtime.backends.openai_http.config import OpenAIHttpSettings
 from runtime.backends.openai_http.server import free_port
 from tests.conftest import ROOT
@@ -58,7 +62,12 @@ def liar():
 
 def _chat(url: str, mode: str, requests: int = 3):
     """(records, details, error message or None) of a chat test of ``requests`` against ``mode``."""
-    b = OpenAIHttpBackend(None, OpenAIHttpSettings(base_url=url, api_model=mode, retries=0, request_timeout_s=60))
+    b = OpenAIHttpBackend(
+        None,
+        OpenAIHttpSettings(
+            base_url=url, api_model=mode, retries=0, request_timeout_s=60
+        ),
+    )
     t = parse_test(
         {
             "kind": "chat",
@@ -75,7 +84,12 @@ def _chat(url: str, mode: str, requests: int = 3):
             res = b.run(t)
             return res.samples["requests"], res.details, None, res
         except ServingFailed as exc:
-            return exc.partial.samples["requests"], exc.partial.details, str(exc), exc.partial
+            return (
+                exc.partial.samples["requests"],
+                exc.partial.details,
+                str(exc),
+                exc.partial,
+            )
     finally:
         b.close()
 
@@ -110,23 +124,31 @@ def test_a_lying_count_is_a_failed_request_with_the_reason(liar, mode, said):
 
 def test_a_chunk_flood_stops_at_the_bound_and_is_refused(liar):
     t0 = time.monotonic()
-    recs, details, err, _ = _chat(liar, "chunk-flood", requests=1)
+    recs, _details, _err, _ = _chat(liar, "chunk-flood", requests=1)
     assert time.monotonic() - t0 < 20
     r = recs[0]
-    assert r["error"]["reason"] == "implausible" and "content chunks for max_tokens 4" in r["error"]["message"]
-    assert len(r["chunk_ms"]) <= plausibility.chunk_limit(4)  # the per-request list stays bounded
+    assert (
+        r["error"]["reason"] == "implausible"
+        and "content chunks for max_tokens 4" in r["error"]["message"]
+    )
+    assert len(r["chunk_ms"]) <= plausibility.chunk_limit(
+        4
+    )  # the per-request list stays bounded
     assert len(json.dumps(recs)) < 20_000
 
 
 def test_timings_beyond_the_clients_clock_are_left_out(liar):
-    recs, details, err, _ = _chat(liar, "timings-future")
+    recs, _details, err, _ = _chat(liar, "timings-future")
     assert err is None and all(r["ok"] for r in recs)
     assert "server_timings" not in recs[0]
-    assert "the server's timings add up to 1,000,000,001.0 ms" in recs[0]["server_timings_refused"]
+    assert (
+        "the server's timings add up to 1,000,000,001.0 ms"
+        in recs[0]["server_timings_refused"]
+    )
 
 
 def test_nan_in_the_servers_timings_does_not_lose_the_run(liar):
-    recs, details, err, _ = _chat(liar, "timings-nan")
+    recs, _details, err, _ = _chat(liar, "timings-nan")
     assert err is None and all(r["ok"] for r in recs)
     assert recs[0]["server_timings"] == {"cache_n": 0, "prompt_n": 5, "predicted_n": 4}
     json.dumps(recs, allow_nan=False)
@@ -137,7 +159,9 @@ def _peak_mib() -> float:
 
 
 def _transport(url: str):
-    b = OpenAIHttpBackend(None, OpenAIHttpSettings(base_url=url, api_model="honest", retries=0))
+    b = OpenAIHttpBackend(
+        None, OpenAIHttpSettings(base_url=url, api_model="honest", retries=0)
+    )
     return b.transport()
 
 
@@ -168,7 +192,12 @@ def test_endless_metrics_tokenize_and_whole_answers_are_read_within_bounds():
                 m = await tr.metrics(c)
                 toks = await tr.tokenize(c, "hello world")
                 rec, answer = await tr.request(
-                    c, {"model": "huge-answer", "messages": [{"role": "user", "content": "x"}], "max_tokens": 4}
+                    c,
+                    {
+                        "model": "huge-answer",
+                        "messages": [{"role": "user", "content": "x"}],
+                        "max_tokens": 4,
+                    },
                 )
                 return m, toks, rec, answer
 
@@ -177,7 +206,9 @@ def test_endless_metrics_tokenize_and_whole_answers_are_read_within_bounds():
         assert time.monotonic() - t0 < 30
         assert m is None and toks is None and answer is None
         assert rec["error"]["reason"] == "too_large"
-        assert _peak_mib() - before < 200  # bounded: 16 MiB for an answer, 4 MiB for the others
+        assert (
+            _peak_mib() - before < 200
+        )  # bounded: 16 MiB for an answer, 4 MiB for the others
     finally:
         proc.kill()
         proc.wait()
@@ -191,7 +222,12 @@ def test_a_whole_answer_that_lies_is_refused(liar):
             return await http.post_json(
                 c,
                 f"{liar}/chat/completions",
-                {"model": "usage-1e15", "stream": False, "messages": [], "max_tokens": 4},
+                {
+                    "model": "usage-1e15",
+                    "stream": False,
+                    "messages": [],
+                    "max_tokens": 4,
+                },
                 tr.policy,
                 origin_ns=time.perf_counter_ns(),
             )
@@ -204,7 +240,9 @@ def test_a_whole_answer_that_lies_is_refused(liar):
 def test_the_health_checks_listing_is_bounded(mode):
     proc, url = start_liar("--models", mode)
     try:
-        b = OpenAIHttpBackend(None, OpenAIHttpSettings(base_url=url, api_model="honest"))
+        b = OpenAIHttpBackend(
+            None, OpenAIHttpSettings(base_url=url, api_model="honest")
+        )
         t0 = time.monotonic()
         b._probe()
         assert time.monotonic() - t0 < 20
@@ -263,18 +301,27 @@ def test_stored_lies_fail_validation():
     ok = {
         "artifact": "run",
         "test": {"max_tokens": 4, "messages": [{"role": "user", "content": "hi"}]},
-        "samples": {"requests": [{"ok": True, "output_tokens": 4, "chunks": 4, "prompt_tokens": 5}]},
+        "samples": {
+            "requests": [
+                {"ok": True, "output_tokens": 4, "chunks": 4, "prompt_tokens": 5}
+            ]
+        },
         "summary": {"decode_tps": {"mean": 30.0}},
     }
     assert plausibility.artifact_problems(ok) == []
     lie = json.loads(json.dumps(ok))
     lie["samples"]["requests"][0]["output_tokens"] = 10**15
     assert plausibility.artifact_problems(lie) == [
-        ("samples.requests[0]", "the server reports about 10^15 output tokens (no request holds more than 1e+09)")
+        (
+            "samples.requests[0]",
+            "the server reports about 10^15 output tokens (no request holds more than 1e+09)",
+        )
     ]
     lie = json.loads(json.dumps(ok))
     lie["samples"]["requests"][0]["cached_tokens"] = 10**6
-    assert "cached tokens of a 5-token prompt" in plausibility.artifact_problems(lie)[0][1]
+    assert (
+        "cached tokens of a 5-token prompt" in plausibility.artifact_problems(lie)[0][1]
+    )
     lie = json.loads(json.dumps(ok))
     lie["summary"]["decode_tps"]["mean"] = 2.5e16
     assert plausibility.artifact_problems(lie)[0][0] == "summary.decode_tps.mean"
@@ -282,9 +329,15 @@ def test_stored_lies_fail_validation():
 
 def test_an_implausible_record_stays_a_json_record():
     rec = http.refuse_implausible(
-        {"ok": True, "output_tokens": 10**400, "chunks": 4, "e2e_ms": 1.0, "ttft_ms": 0.5, "itl_ms": [0.1]},
+        {
+            "ok": True,
+            "output_tokens": 10**400,
+            "chunks": 4,
+            "e2e_ms": 1.0,
+            "ttft_ms": 0.5,
+            "itl_ms": [0.1],
+        },
         {"max_tokens": 4},
     )
     assert rec["ok"] is False and rec["output_tokens"] is None and rec["itl_ms"] == []
     json.dumps(rec, allow_nan=False)
-

@@ -10,11 +10,10 @@ The JS lives in docs/assets/js/runs.js; these functions return the page bodies a
 
 from __future__ import annotations
 
-import math
-
 import csv
 import io
 import json
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,7 +23,7 @@ from core.records.base import ArtifactRecord
 from core.records.perplexity import PerplexityRecord, PplResults, as_perplexity
 from core.records.quality import QualityRecord, as_quality
 from core.records.run import RunRecord, as_record
-
+from pipelines.site.markdown import data_url
 
 ROOT = "@@ALMANAC_ROOT@@/"  # replaced per page by the build hook with the relative path to the site root
 
@@ -70,7 +69,7 @@ def run_row(d: RunRecord) -> dict[str, Any]:
         "value": value,
         "unit": unit,
         "title": f"{r.model_name} · {r.test_name} · {r.host_id}" + _served(r),
-        "json": "data/" + r.data_path,
+        "json": data_url(r.data_path),
     }
 
 
@@ -95,7 +94,7 @@ def quality_row(d: QualityRecord) -> dict[str, Any]:
         "passed": s.passed,
         "n": s.n,
         "title": f"{q.model_name} · {q.suite_name} · {q.host_id}",
-        "json": "data/" + q.data_path,
+        "json": data_url(q.data_path),
     }
 
 
@@ -130,7 +129,7 @@ def perplexity_row(d: PerplexityRecord) -> dict[str, Any]:
         "same_top_se": _round(r.same_top_se, 3, 100),
         "n": r.n_scored_tokens if p.results is not None else None,
         "title": f"{p.model_name} · {'KLD vs ' + ref if ref else 'perplexity'} · {p.text.name} · {p.host_id}",
-        "json": "data/" + p.data_path,
+        "json": data_url(p.data_path),
     }
 
 

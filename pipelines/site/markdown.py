@@ -17,9 +17,9 @@ import json
 import math
 import re
 import secrets
-from urllib.parse import quote
 from collections.abc import Iterable, Sequence
 from typing import Any
+from urllib.parse import quote
 
 _MD_SPECIAL = re.compile(r"([\\`*_\[\]()#+!~|])")
 # Braces become HTML entities: the pages go through mkdocs-macros (Jinja), and text such as
@@ -286,7 +286,13 @@ def run_json(rec: Any) -> str:
     """The site-root-relative URL of a run's (any artifact's) published JSON, for raw HTML and charts
     (a record loaded from the data folder knows its ``data_path``)."""
     data_path = getattr(rec, "data_path", "") or ""
-    return f"{ROOT}data/{data_path}" if data_path else ""
+    return f"{ROOT}{data_url(data_path)}" if data_path else ""
+
+
+def data_url(data_path: str) -> str:
+    """The site-relative URL of an artifact's published JSON (``data/<path>``), its path percent-encoded
+    (an id's own characters, letters, digits and ``._+@-``, stay as they are)."""
+    return "data/" + quote(str(data_path), safe="/+@")
 
 
 STALE_BADGE = '<span class="almanac-badge stale" title="measured with an older build than the newest on this host">stale</span>'
@@ -428,7 +434,7 @@ def _table_html(block: str, href: Any) -> str | None:
 LONG_CELL = 60  # characters of text: a cell this long gets room of its own (class "long", almanac.css)
 LONGER_CELL = 160  # and this long, more room (class "longer")
 _TAG = re.compile(r"<[^>]*>")
-_FOLDED = re.compile(r"<details\b.*?</details>", re.S)
+_FOLDED = re.compile(r"<details\b.*?</details>", re.DOTALL)
 
 
 def _long(c: str, style: str, align: str) -> str:

@@ -5,12 +5,12 @@ escalation hierarchy, every decision explained from data and linked to its artif
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import quote
 
 import pandas as pd
 
 from core.metrics import METRICS
 from core.records.quality import QualityRecord
-
 from pipelines import quality as quality_mod
 from pipelines import roles as roles_mod
 from pipelines.site import charts
@@ -38,7 +38,7 @@ def quality_link(qid: str, from_dir: str = "") -> str:
         if from_dir == "quality-runs"
         else ("../" * (from_dir.count("/") + 1) if from_dir else "") + "quality-runs/"
     )
-    return f"{prefix}run.md?id={qid}"
+    return f"{prefix}run.md?id={quote(str(qid), safe='')}"
 
 
 def perplexity_link(pid: str, from_dir: str = "") -> str:
@@ -49,7 +49,7 @@ def perplexity_link(pid: str, from_dir: str = "") -> str:
         else ("../" * (from_dir.count("/") + 1) if from_dir else "")
         + "perplexity-runs/"
     )
-    return f"{prefix}run.md?id={pid}"
+    return f"{prefix}run.md?id={quote(str(pid), safe='')}"
 
 
 def _pct(v: Any) -> str:

@@ -6,8 +6,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from runtime.hosts import inventory as hosts_mod
 from core.paths import relpath
+from runtime.hosts import inventory as hosts_mod
 
 
 def bench_remote(
@@ -47,7 +47,8 @@ def bench_remote(
         transient=False,
     ) as bar:
         tasks = {
-            h.name: bar.add_task("waiting", total=None, host=escape(h.name)) for h in chosen
+            h.name: bar.add_task("waiting", total=None, host=escape(h.name))
+            for h in chosen
         }
 
         def progress(name: str, event: str, info: dict[str, Any]) -> None:
@@ -63,14 +64,18 @@ def bench_remote(
                     else:
                         bar.update(
                             t,
-                            description=escape(f"{info.get('model')} · {info.get('test')}"),
+                            description=escape(
+                                f"{info.get('model')} · {info.get('test')}"
+                            ),
                         )
                 elif event in ("done", "skip"):
                     bar.advance(t)
                     status = info.get("status")
                     bar.update(
                         t,
-                        description=escape(f"{info.get('model')} · {info.get('test')}: {status}"),
+                        description=escape(
+                            f"{info.get('model')} · {info.get('test')}: {status}"
+                        ),
                     )
                 elif event == "finished":
                     desc = (

@@ -22,21 +22,23 @@ from __future__ import annotations
 import io
 import json
 import shlex
+import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from core import artifacts
-from runtime.models import registry as models
-from runtime.execution import matrix as matrix_mod
 from core.errors import ArtifactError
-from runtime.hosts.inventory import Host
 from core.paths import cache_dir, project_root, relpath, runs_dir
+from runtime.execution import matrix as matrix_mod
+from runtime.hosts.inventory import Host
+from runtime.models import registry as models
 from runtime.remote import snapshot as snapshot_mod
 from runtime.remote.agent import PREFIX
 from runtime.remote.failed import done_label, failed_artifacts
@@ -120,11 +122,10 @@ class HostRun:
     # -- logging ------------------------------------------------------------------------------
     def log(self, text: str) -> None:
         text = redact(text, self.secrets)
-        stamp = datetime.now(timezone.utc).strftime("%H:%M:%S")
+        stamp = datetime.now(UTC).strftime("%H:%M:%S")
         with self._log_lock:
             with open(self.log_path, "a", encoding="utf-8") as fh:
-                for line in text.splitlines() or [""]:
-                    fh.write(f"{stamp} {line}\n")
+                fh.writelines(f"{stamp} {line}\n" for line in text.splitlines() or [""])
             self.tail = (self.tail + text.splitlines())[-80:]
 
     def remaining(self) -> float:
@@ -535,7 +536,7 @@ def run_hosts(
     m = matrix_mod.load(matrix)
     models.load_registry()
     snap = snapshot_mod.make()
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     log_dir = log_dir or cache_dir() / "remote-logs" / stamp
     log_dir.mkdir(parents=True, exist_ok=True)
     runs = [
@@ -546,7 +547,7 @@ def run_hosts(
             force=force,
             retry_failed=retry_failed,
             log_dir=log_dir,
-            progress=progress,
+            progress=_shown_or_skipped(progress),
         )
         for h in hosts
     ]
@@ -554,3 +555,21 @@ def run_hosts(
         max_workers=max(1, len(runs)), thread_name_prefix="almanac-host"
     ) as pool:
         return list(pool.map(lambda r: r.run(), runs))
+
+
+def _shown_or_skipped(progress: ProgressFn | None) -> ProgressFn | None:
+    """``progress`` whose failure to show a line (a remote's text it cannot print) is one plain line on
+    stderr, never the loss of the host's run and of the per-host summary."""
+    if progress is None:
+        return None
+
+    def call(name: str, event: str, info: dict[str, Any]) -> None:
+        try:
+            progress(name, event, info)
+        except Exception as exc:  # noqa: BLE001 - a progress display, not the measurement
+            print(
+                f"{name}: a progress line could not be shown ({type(exc).__name__})",
+                file=sys.stderr,
+            )
+
+    return call

@@ -86,14 +86,16 @@ class Handler(BaseHTTPRequestHandler):
             return
 
     # -- routes -----------------------------------------------------------------------------
-    def do_GET(self) -> None:  # noqa: N802 - http.server's name
+    def do_GET(self) -> None:
         path = self.path.split("?", 1)[0]
         if path in ("/v1/models", "/models", "/health"):
             return self._models()
         if path == "/metrics":
             mode = self.opts.metrics
             if mode == "endless":
-                return self._endless("text/plain", b"llamacpp:tokens_predicted_total 1\n" * 256)
+                return self._endless(
+                    "text/plain", b"llamacpp:tokens_predicted_total 1\n" * 256
+                )
             value = "NaN" if mode == "nan" else "3"
             body = f"# TYPE x counter\nllamacpp:prompt_tokens_total {value}\nllamacpp:busy +Inf\nllamacpp:ok 2\n"
             return self._raw(200, body.encode(), "text/plain; version=0.0.4")
@@ -114,26 +116,56 @@ class Handler(BaseHTTPRequestHandler):
                 pass
             return
         if mode == "many":
-            data = [entry] + [{"id": f"model-{i:05d}", "object": "model", "owned_by": "x" * 900} for i in range(10_000)]
+            data = [entry] + [
+                {"id": f"model-{i:05d}", "object": "model", "owned_by": "x" * 900}
+                for i in range(10_000)
+            ]
             return self._raw(200, json.dumps({"object": "list", "data": data}).encode())
         if mode == "nested":
             return self._raw(200, b'{"data": ' + b"[" * 100_000 + b"]" * 100_000 + b"}")
         if mode == "superscript":
-            e = {**entry, "owned_by": "llamacpp", "meta": {"size": "\u00b2", "n_params": "\u0661\u0662", "n_ctx": "9" * 5000}}
+            e = {
+                **entry,
+                "owned_by": "llamacpp",
+                "meta": {
+                    "size": "\u00b2",
+                    "n_params": "\u0661\u0662",
+                    "n_ctx": "9" * 5000,
+                },
+            }
             return self._raw(200, json.dumps({"data": [e]}).encode())
         if mode == "digits":
-            e = {**entry, "root": "7" * 5000, "max_model_len": "8" * 5000, "owned_by": "vllm"}
-            body = json.dumps({"data": [e]}).encode().replace(b'"max_model_len": "', b'"n": ' + b"9" * 5000 + b', "max_model_len": "', 1)
+            e = {
+                **entry,
+                "root": "7" * 5000,
+                "max_model_len": "8" * 5000,
+                "owned_by": "vllm",
+            }
+            body = (
+                json.dumps({"data": [e]})
+                .encode()
+                .replace(
+                    b'"max_model_len": "',
+                    b'"n": ' + b"9" * 5000 + b', "max_model_len": "',
+                    1,
+                )
+            )
             return self._raw(200, body)
         if mode == "big":
-            pad = [{"id": f"pad-{i}", "object": "model", "owned_by": "y" * 400} for i in range(6000)]
+            pad = [
+                {"id": f"pad-{i}", "object": "model", "owned_by": "y" * 400}
+                for i in range(6000)
+            ]
             return self._raw(200, json.dumps({"data": [entry] + pad}).encode())
         if mode == "markup":
-            data = [{"id": "[/]", "object": "model"}, {"id": "[link=javascript:alert(1)]x[/link]", "object": "model"}]
+            data = [
+                {"id": "[/]", "object": "model"},
+                {"id": "[link=javascript:alert(1)]x[/link]", "object": "model"},
+            ]
             return self._raw(200, json.dumps({"data": data}).encode())
         return self._raw(200, json.dumps({"object": "list", "data": [entry]}).encode())
 
-    def do_POST(self) -> None:  # noqa: N802 - http.server's name
+    def do_POST(self) -> None:
         n = int(self.headers.get("Content-Length") or 0)
         try:
             req = json.loads(self.rfile.read(n) or b"{}")
@@ -150,11 +182,15 @@ class Handler(BaseHTTPRequestHandler):
                 except OSError:
                     pass
                 return
-            return self._raw(200, json.dumps({"tokens": list(range(len(str(req).split())))}).encode())
+            return self._raw(
+                200, json.dumps({"tokens": list(range(len(str(req).split())))}).encode()
+            )
         mode = str(req.get("model") or "honest")
         if mode == "markup-error":
             msg = "[/] closing tag [link=javascript:alert(1)]click[/link] [bold]x"
-            return self._raw(500, json.dumps({"error": {"message": msg, "code": 500}}).encode())
+            return self._raw(
+                500, json.dumps({"error": {"message": msg, "code": 500}}).encode()
+            )
         if mode == "huge-answer" or req.get("stream") is False:
             if mode == "huge-answer":
                 self._start_chunked("application/json")
@@ -168,8 +204,16 @@ class Handler(BaseHTTPRequestHandler):
                     pass
                 return
             answer = {
-                "choices": [{"message": {"role": "assistant", "content": "one two"}, "finish_reason": "stop"}],
-                "usage": {"prompt_tokens": 5, "completion_tokens": 10**15 if mode == "usage-1e15" else 2},
+                "choices": [
+                    {
+                        "message": {"role": "assistant", "content": "one two"},
+                        "finish_reason": "stop",
+                    }
+                ],
+                "usage": {
+                    "prompt_tokens": 5,
+                    "completion_tokens": 10**15 if mode == "usage-1e15" else 2,
+                },
             }
             return self._raw(200, json.dumps(answer).encode())
         self._stream(mode, req)
@@ -182,7 +226,12 @@ class Handler(BaseHTTPRequestHandler):
 
         def delta(content: str | None, finish: str | None = None) -> str:
             d = {"content": content} if content is not None else {}
-            return json.dumps({"object": "chat.completion.chunk", "choices": [{"index": 0, "delta": d, "finish_reason": finish}]})
+            return json.dumps(
+                {
+                    "object": "chat.completion.chunk",
+                    "choices": [{"index": 0, "delta": d, "finish_reason": finish}],
+                }
+            )
 
         try:
             if mode == "chunk-flood":
@@ -211,8 +260,17 @@ class Handler(BaseHTTPRequestHandler):
             elif mode == "timings-future":
                 timings = ', "timings": {"cache_n": 0, "prompt_n": 5, "prompt_ms": 1.0, "predicted_n": 4, "predicted_ms": 1e9}'
             elif mode == "chunk-flood":
-                usage = '{"prompt_tokens": 5, "completion_tokens": ' + str(self.opts.flood) + "}"
-            event('{"object": "chat.completion.chunk", "choices": [], "usage": ' + usage + timings + "}")
+                usage = (
+                    '{"prompt_tokens": 5, "completion_tokens": '
+                    + str(self.opts.flood)
+                    + "}"
+                )
+            event(
+                '{"object": "chat.completion.chunk", "choices": [], "usage": '
+                + usage
+                + timings
+                + "}"
+            )
             event("[DONE]")
             self._end()
         except OSError:

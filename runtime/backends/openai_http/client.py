@@ -169,7 +169,10 @@ async def _attempt(
                 acc["parse_ns"] += time.perf_counter_ns() - p0
                 acc["last_data_ns"] = now
                 if content:
-                    if acc["chunk_limit"] is not None and len(acc["chunks"]) >= acc["chunk_limit"]:
+                    if (
+                        acc["chunk_limit"] is not None
+                        and len(acc["chunks"]) >= acc["chunk_limit"]
+                    ):
                         raise AttemptError(
                             plausibility.REASON,
                             f"more than {acc['chunk_limit']} content chunks for max_tokens "
@@ -421,7 +424,9 @@ def refuse_implausible(rec: dict[str, Any], body: dict[str, Any]) -> dict[str, A
     failed request with the reason; its timings and counts are not kept as measurements."""
     if not rec.get("ok"):
         return rec
-    bad_timings = plausibility.timings_problem(rec.get("server_timings"), rec, body.get("max_tokens"))
+    bad_timings = plausibility.timings_problem(
+        rec.get("server_timings"), rec, body.get("max_tokens")
+    )
     if bad_timings:
         rec.pop("server_timings", None)
         rec["server_timings_refused"] = bad_timings
@@ -435,7 +440,14 @@ def refuse_implausible(rec: dict[str, Any], body: dict[str, Any]) -> dict[str, A
     )
     if problem is None:
         return rec
-    for k in ("ttft_ms", "e2e_ms", "tpot_ms", "output_tokens", "output_tokens_source", "prompt_tokens"):
+    for k in (
+        "ttft_ms",
+        "e2e_ms",
+        "tpot_ms",
+        "output_tokens",
+        "output_tokens_source",
+        "prompt_tokens",
+    ):
         if k in rec:
             rec[k] = None
     for k in ("cached_tokens", "cached_tokens_source", "server_timings"):
@@ -498,7 +510,11 @@ def _record(
         out, source = len(chunks), "chunks"
     # a count no answer can have (10^400) is refused by core.plausibility; no float is made of it here
     plausible_out = out <= plausibility.MAX_COUNT
-    tpot = (e2e - ttft) / (out - 1) if ttft is not None and 1 < out and plausible_out else None
+    tpot = (
+        (e2e - ttft) / (out - 1)
+        if ttft is not None and 1 < out and plausible_out
+        else None
+    )
     rec.update(
         ttft_ms=ttft,
         e2e_ms=e2e,
@@ -615,8 +631,16 @@ async def post_json(
     end = time.perf_counter_ns()
     usage = (answer or {}).get("usage") if isinstance(answer, dict) else None
     if isinstance(usage, dict):
-        usage = {k: v for k, v in usage.items() if k in ("completion_tokens", "prompt_tokens")}
-        usage = {k: v for k, v in usage.items() if isinstance(v, int) and not isinstance(v, bool)}
+        usage = {
+            k: v
+            for k, v in usage.items()
+            if k in ("completion_tokens", "prompt_tokens")
+        }
+        usage = {
+            k: v
+            for k, v in usage.items()
+            if isinstance(v, int) and not isinstance(v, bool)
+        }
     rec = {
         "ok": error is None,
         "error": error,

@@ -46,7 +46,9 @@ from runtime.models.endpoint import ServedModel
 MAX_BODY_BYTES = 2 << 20  # an info route's answer; more is not read
 MAX_STRING = 300  # characters of one string kept in ``reported``
 MAX_ITEMS = 40  # items of one list or keys of one mapping kept in ``reported``
-MAX_INT = 10**18  # a size, a count or a context length above it is no fact about a model
+MAX_INT = (
+    10**18
+)  # a size, a count or a context length above it is no fact about a model
 PROBE_ROUTES = 4  # an identification asks a few routes; all of them together get this many timeouts
 
 # llama.cpp's llama_ftype_name() strings (src/llama-model-loader.cpp) -> the names GGUF files and
@@ -134,7 +136,9 @@ def read_body(
             if len(raw) > limit:
                 return resp.status_code, None, resp.headers.get("server")
             if time.monotonic() > deadline:
-                raise TooSlow(f"the answer was still arriving when its time was up ({len(raw)} bytes so far)")
+                raise TooSlow(
+                    f"the answer was still arriving when its time was up ({len(raw)} bytes so far)"
+                )
         return resp.status_code, bytes(raw), resp.headers.get("server")
 
 
@@ -147,16 +151,25 @@ def server_root(base_url: str) -> str:
     return f"{parts.scheme}://{parts.netloc}"
 
 
-def http_get(client: httpx.Client, timeout_s: float = 10.0) -> Callable[[str, str], Answer]:
+def http_get(
+    client: httpx.Client, timeout_s: float = 10.0
+) -> Callable[[str, str], Answer]:
     """GET (or POST with a JSON body, for Ollama's /api/show) reading at most MAX_BODY_BYTES within
     ``timeout_s`` a route, and all routes within PROBE_ROUTES times that (a dripping answer is TooSlow)."""
     overall = time.monotonic() + PROBE_ROUTES * timeout_s
 
-    def request(url: str, method: str = "GET", payload: dict[str, Any] | None = None) -> Answer:
+    def request(
+        url: str, method: str = "GET", payload: dict[str, Any] | None = None
+    ) -> Answer:
         deadline = min(time.monotonic() + timeout_s, overall)
         status, raw, server = read_body(client, url, deadline, method, payload)
         if raw is None:
-            return Answer(status, server, None, f"larger than {MAX_BODY_BYTES >> 20} MiB (an identification reads no more)")
+            return Answer(
+                status,
+                server,
+                None,
+                f"larger than {MAX_BODY_BYTES >> 20} MiB (an identification reads no more)",
+            )
         body, problem = parse_body(raw)
         return Answer(status, server, body, problem)
 
@@ -211,7 +224,9 @@ def read_server(
         )
         raise Unreachable(f"{base}/models answered HTTP {listing.status}{hint}")
     if listing.problem:
-        raise BadListing(f"{base}/models answered with something that is no model list: {listing.problem}")
+        raise BadListing(
+            f"{base}/models answered with something that is no model list: {listing.problem}"
+        )
     data = _as_dict(listing.body).get("data")
     entries = [e for e in data if isinstance(e, dict)] if isinstance(data, list) else []
     entry = _find(entries, served_name)
@@ -531,7 +546,13 @@ def _int(v: Any) -> int | None:
     if isinstance(v, float) and v.is_integer() and abs(v) <= MAX_INT:
         return int(v)
     # ASCII digits only ("²" and "١٢" are digits to str.isdigit, not to int), and few of them
-    if isinstance(v, str) and v.isascii() and v.isdigit() and len(v) <= MAX_DIGITS and int(v) <= MAX_INT:
+    if (
+        isinstance(v, str)
+        and v.isascii()
+        and v.isdigit()
+        and len(v) <= MAX_DIGITS
+        and int(v) <= MAX_INT
+    ):
         return int(v)
     return None
 

@@ -15,7 +15,9 @@ import httpx
 from runtime.backends.openai_http import client as http
 from runtime.backends.openai_http import dialects
 
-MAX_INFO_BYTES = 4 << 20  # an answer of /tokenize, /detokenize or /metrics; a longer one is not used
+MAX_INFO_BYTES = (
+    4 << 20
+)  # an answer of /tokenize, /detokenize or /metrics; a longer one is not used
 MAX_METRICS = 2000  # counters kept of one /metrics answer
 
 
@@ -87,7 +89,9 @@ class HttpTransport:
         self, client: httpx.AsyncClient, path: str, payload: dict[str, Any]
     ) -> Any:
         try:
-            async with client.stream("POST", f"{self.root}{path}", json=payload, timeout=30.0) as r:
+            async with client.stream(
+                "POST", f"{self.root}{path}", json=payload, timeout=30.0
+            ) as r:
                 if r.status_code != 200:
                     return None
                 raw = await http.read_bounded(r, MAX_INFO_BYTES)
@@ -135,7 +139,9 @@ class HttpTransport:
         """Prometheus counters and gauges without labels (llama-server with --metrics, vLLM, TGI)."""
         try:
             async with client.stream("GET", f"{self.root}/metrics", timeout=10.0) as r:
-                if r.status_code != 200 or "text/plain" not in r.headers.get("content-type", "text/plain"):
+                if r.status_code != 200 or "text/plain" not in r.headers.get(
+                    "content-type", "text/plain"
+                ):
                     return None
                 raw = await http.read_bounded(r, MAX_INFO_BYTES)
         except httpx.HTTPError:
@@ -152,7 +158,9 @@ class HttpTransport:
                     v = float(parts[1])
                 except ValueError:
                     continue
-                if math.isfinite(v):  # NaN and +Inf (a gauge not yet set) are no counts to difference
+                if math.isfinite(
+                    v
+                ):  # NaN and +Inf (a gauge not yet set) are no counts to difference
                     out[parts[0][:200]] = v
                 if len(out) >= MAX_METRICS:
                     break
