@@ -23,10 +23,10 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
+from typing import Callable, Iterator
 
 ROOT = Path(__file__).resolve().parents[2]
 MAX_WALL_S = 60.0
@@ -55,9 +55,8 @@ class Case:
         str, ...
     ] = ()  # regexes no page of the built site ({tmp}/site) may contain
     mount: str = ""  # "full" (a tmpfs filled up), "ro" (read-only bind mount), "noperm" (root without DAC override)
-    server: tuple[str, ...] | None = (
-        None  # a hostile server's arguments (tests/hostile/round3_servers.py)
-    )
+    # a hostile server's arguments (tests/hostile/round3_servers.py); None: no server
+    server: tuple[str, ...] | None = None
     writes: str = ""  # a regex of files under data/ the command may write (lines -1: any lines, one says it)
 
 
@@ -879,6 +878,7 @@ def _wait4(pid: int, timeout: float):
         time.sleep(0.02)
 
 
-from tests.hostile import round3_servers
+# the third round's server cases (built of Case, above; they start their own hostile server)
+from tests.hostile import round3_servers  # noqa: E402
 
 CASES += round3_servers.CASES
