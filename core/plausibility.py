@@ -170,7 +170,17 @@ def timings_problem(t: Any, rec: dict[str, Any], max_tokens: int | None) -> str 
 _RECORD_LISTS = ("requests", "warmup", "cold", "warm")
 
 
-def _records(samples: Any) -> Iterator[tuple[str, dict[str, Any]]]:
+def refused(samples: Any) -> int:
+    """How many request records of a run's samples were refused as implausible."""
+    return sum(
+        1
+        for _, r in request_records(samples)
+        if (r.get("error") or {}).get("reason") == REASON
+    )
+
+
+def request_records(samples: Any) -> Iterator[tuple[str, dict[str, Any]]]:
+    """(where, record) for every request record of a run's samples (chat, serve, concurrency, load)."""
     if not isinstance(samples, dict):
         return
     for key in _RECORD_LISTS:
@@ -215,7 +225,7 @@ def artifact_problems(doc: dict[str, Any]) -> list[tuple[str, str]]:
     max_tokens = test.get("max_tokens")
     size = prompt_bytes(test)
     out: list[tuple[str, str]] = []
-    for where, rec in _records(doc.get("samples")):
+    for where, rec in request_records(doc.get("samples")):
         if rec.get("ok") is False:
             continue
         problem = request_problem(

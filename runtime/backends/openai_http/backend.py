@@ -834,6 +834,7 @@ class OpenAIHttpBackend(Backend):
             samples=outcome.samples,
             details=self._details(test, **outcome.details, slo=test.slo.model_dump()),
         )
+        result.details["implausible_requests"] = plausibility.refused(result.samples)
         if outcome.failure:
             raise ServingFailed(outcome.failure, result)
         if self.server is not None and not self.server.alive():
@@ -891,11 +892,7 @@ class OpenAIHttpBackend(Backend):
     ) -> None:
         """Fail the run (keeping every record) when the server was lost or nothing succeeded; count the
         answers refused as implausible (core.plausibility)."""
-        result.details["implausible_requests"] = sum(
-            1
-            for r in records
-            if (r.get("error") or {}).get("reason") == plausibility.REASON
-        )
+        result.details["implausible_requests"] = plausibility.refused(result.samples)
         if self.server is not None and not self.server.alive():
             raise ServingFailed(
                 f"the server was lost during the {what} test ({self.server.exit_description()}); "
