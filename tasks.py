@@ -275,12 +275,16 @@ def bench(
 @task
 @user_errors
 def validate(c):
-    """Check every artifact under data/ against its JSON Schema and version."""
+    """Check every artifact under data/ against its JSON Schema and version, and what servers reported against what is possible."""
     from core import artifacts
     from core.errors import ArtifactErrors
     from core.paths import data_dir
 
     count, problems = artifacts.validate_tree(data_dir())
+    if not problems:  # rates against the host's measured bandwidth: read as typed records, once all are valid
+        from pipelines.plausible_rates import beyond_bound
+
+        problems = beyond_bound(data_dir())
     for p in problems:
         print(p, file=sys.stderr)
     if problems:  # every bad file one line (two copies of one artifact: one line naming both), the count last

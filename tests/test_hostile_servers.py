@@ -14,6 +14,7 @@ import socket
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -341,3 +342,34 @@ def test_an_implausible_record_stays_a_json_record():
     )
     assert rec["ok"] is False and rec["output_tokens"] is None and rec["itl_ms"] == []
     json.dumps(rec, allow_nan=False)
+
+
+def test_a_decode_rate_far_above_the_hosts_bandwidth_bound_fails_validation(
+    session_data, tmp_path
+):
+    """A forged rate (x100) on a host whose memory bandwidth was measured: invoke validate names it;
+    the committed runs (at most 0.7 of their bound) pass."""
+    import shutil
+
+    from pipelines import roofline, runs
+    from pipelines.plausible_rates import beyond_bound
+
+    data = tmp_path / "data"
+    shutil.copytree(session_data, data)
+    assert beyond_bound(data) == []
+    rows = [
+        r
+        for r in roofline.roofline_rows(runs.load_runs(data), roofline.load_hosts(data))
+        if r.get("efficiency") and r["metric"] == "tokens_per_second"
+    ]
+    row = rows[0]
+    path = next(r.path for r in runs.load_runs(data) if r.id == row["id"])
+    p = Path(path) if Path(path).is_absolute() else ROOT / path
+    doc = json.loads(p.read_text())
+    for k in ("mean", "median", "min", "max", "ci95_low", "ci95_high"):
+        if isinstance(doc["summary"]["tokens_per_second"].get(k), (int, float)):
+            doc["summary"]["tokens_per_second"][k] *= 100
+    p.write_text(json.dumps(doc, indent=1, sort_keys=True))
+    (line,) = beyond_bound(data)
+    assert p.name in line and "summary.tokens_per_second.mean: implausible" in line
+    assert "times the decode bound of host" in line
