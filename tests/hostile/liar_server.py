@@ -20,7 +20,8 @@ GET routes: ``/v1/models`` (and ``/health``) by ``--models``: ``ok`` (a plain li
 100,000 deep), ``superscript`` (llama-server's ``meta.size: "²"``), ``digits`` (5,000-digit strings
 and a 5,000-digit number), ``big`` (over 2 MiB, the served name first), ``endless`` (a body that never
 ends), ``markup`` (model ids that are Rich markup). ``/metrics`` by ``--metrics``: ``ok``, ``nan``
-(NaN and +Inf values), ``endless``. ``/tokenize``: an endless body with ``--tokenize endless``.
+(NaN and +Inf values), ``endless``. ``/tokenize`` (one id per word) and ``/detokenize``; an endless
+``/tokenize`` body with ``--tokenize endless``.
 """
 
 from __future__ import annotations
@@ -182,8 +183,17 @@ class Handler(BaseHTTPRequestHandler):
                 except OSError:
                     pass
                 return
+            text = str(req.get("content") or req.get("prompt") or "")
             return self._raw(
-                200, json.dumps({"tokens": list(range(len(str(req).split())))}).encode()
+                200, json.dumps({"tokens": [len(w) for w in text.split()]}).encode()
+            )
+        if path == "/detokenize":
+            ids = req.get("tokens") or []
+            return self._raw(
+                200,
+                json.dumps(
+                    {"content": " ".join("w" * max(1, int(i) % 9) for i in ids)}
+                ).encode(),
             )
         mode = str(req.get("model") or "honest")
         if mode == "markup-error":

@@ -172,6 +172,24 @@ CASES = [
         server=(),
         writes=ARTIFACTS,
     ),
+    Case(
+        "bench-load-metrics-nan",
+        {
+            "matrices/m.yaml": (
+                b"schema_version: 1\nname: m\nbackend: openai_http\nmodels: [gemma3-270m-q4_k_m]\ntimeout_s: 120\n"
+                b'settings: {base_url: "http://127.0.0.1:{port}/v1", retries: 0, api_model: honest}\n'
+                b"tests:\n  - {kind: load, id: l, profile: concurrent, levels: [1], requests: 3, warmup_requests: 0, "
+                b"workload: {prompt_tokens: 8, output_tokens: 4, seed: 1}, "
+                b"slo: {percentile: 50, ttft_ms: 5000, tpot_ms: null}}\n"
+            )
+        },
+        BENCH,
+        "gemma3-270m-q4_k_m · l: ok",  # not "crash: child exited with code 1 and no result"
+        rc=0,
+        lines=-1,
+        server=("--metrics", "nan"),
+        writes=ARTIFACTS,
+    ),
     # -- stored lies: invoke validate runs the same checks
     Case(
         "validate-stored-usage-1e15",
