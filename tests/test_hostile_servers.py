@@ -373,3 +373,37 @@ def test_a_decode_rate_far_above_the_hosts_bandwidth_bound_fails_validation(
     (line,) = beyond_bound(data)
     assert p.name in line and "summary.tokens_per_second.mean: implausible" in line
     assert "times the decode bound of host" in line
+
+
+@pytest.mark.parametrize(
+    "mode, said",
+    [
+        ("usage-1e15", "implausible: the server reports about 10^15 output tokens"),
+        ("huge-answer", "the answer grew past"),
+        ("drip", "still arriving"),
+        ("honest", None),
+    ],
+)
+def test_a_completion_is_bounded_and_checked(liar, mode, said):
+    from runtime.backends.openai_http import completions
+
+    def go():
+        return completions.complete(
+            liar,
+            mode,
+            "Once upon a time",
+            max_tokens=4,
+            stop=[],
+            temperature=0.0,
+            seed=0,
+            connect_timeout_s=5,
+            request_timeout_s=3,
+        )
+
+    t0 = time.monotonic()
+    if said is None:
+        assert go()["output_tokens"] == 2
+        return
+    with pytest.raises(completions.CompletionError, match=said.replace("^", r"\^")):
+        go()
+    assert time.monotonic() - t0 < 10

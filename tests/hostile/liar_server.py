@@ -13,7 +13,8 @@ formed stream of four one-word chunks, a usage chunk and ``[DONE]``:
 * ``prompt-1e12``: ``usage.prompt_tokens`` 10^12 for a one-line prompt;
 * ``timings-future``: llama-server's ``timings`` claiming 10^9 ms of generation;
 * ``markup-error``: HTTP 500 whose message is Rich markup (``[/]``, ``[link=…]``);
-* ``huge-answer``: a non-streamed answer of 64 MiB (``stream: false``).
+* ``huge-answer``: a non-streamed answer of 64 MiB (``stream: false``); ``drip``: a non-streamed
+  answer at one byte a second. A non-streamed ``/v1/completions`` answers raw text.
 
 GET routes: ``/v1/models`` (and ``/health``) by ``--models``: ``ok`` (a plain listing), ``drip``
 (one byte a second, for ever), ``many`` (10,000 entries and the served name), ``nested`` (JSON nested
@@ -213,13 +214,17 @@ class Handler(BaseHTTPRequestHandler):
                 except OSError:
                     pass
                 return
+            whole = {"message": {"role": "assistant", "content": "one two"}}
+            if not path.endswith("/chat/completions"):  # /v1/completions: raw text
+                whole = {"text": "one two"}
+            if mode == "drip":
+                return self._drip(
+                    json.dumps(
+                        {"choices": [{**whole, "finish_reason": "stop"}]}
+                    ).encode()
+                )
             answer = {
-                "choices": [
-                    {
-                        "message": {"role": "assistant", "content": "one two"},
-                        "finish_reason": "stop",
-                    }
-                ],
+                "choices": [{**whole, "finish_reason": "stop"}],
                 "usage": {
                     "prompt_tokens": 5,
                     "completion_tokens": 10**15 if mode == "usage-1e15" else 2,

@@ -13,10 +13,15 @@ repetition penalty still changes which token is the most likely one.
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any
 
 import httpx
+
+from core import plausibility
+from runtime.backends.openai_http import client as http
+from runtime.backends.openai_http import detect
 
 # llama-cpp-python 0.3's create_completion defaults (what the in-process backend leaves unset)
 SAMPLER_DEFAULTS = {"top_k": 40, "top_p": 0.95, "min_p": 0.05, "repeat_penalty": 1.0}
@@ -64,42 +69,69 @@ def complete(
     (the shape of ``Backend.complete``); CompletionError with one line on any failure."""
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     timeout = httpx.Timeout(request_timeout_s, connect=connect_timeout_s)
+    payload = body(
+        model,
+        prompt,
+        max_tokens=max_tokens,
+        stop=stop,
+        temperature=temperature,
+        seed=seed,
+    )
     t0 = time.perf_counter()
     try:
         with httpx.Client(timeout=timeout, trust_env=False, headers=headers) as client:
-            resp = client.post(
+            # bounded in size and in wall time, however slowly the answer comes (detect.read_body)
+            status, raw, _ = detect.read_body(
+                client,
                 f"{base_url}/completions",
-                json=body(
-                    model,
-                    prompt,
-                    max_tokens=max_tokens,
-                    stop=stop,
-                    temperature=temperature,
-                    seed=seed,
-                ),
+                time.monotonic() + request_timeout_s,
+                "POST",
+                payload,
+                limit=http.MAX_ANSWER_BYTES,
             )
-    except httpx.HTTPError as exc:
-        raise CompletionError(f"{type(exc).__name__}: {exc}") from None
-    e2e = (time.perf_counter() - t0) * 1000.0
-    if resp.status_code != 200:
+    except (httpx.HTTPError, detect.TooSlow) as exc:
         raise CompletionError(
-            f"HTTP {resp.status_code}: {' '.join(resp.text[:300].split())}"
+            f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}"
+        ) from None
+    e2e = (time.perf_counter() - t0) * 1000.0
+    if raw is None:
+        raise CompletionError(
+            f"the answer grew past {http.MAX_ANSWER_BYTES} bytes (not read further)"
+        )
+    if status != 200:
+        raise CompletionError(
+            f"HTTP {status}: {' '.join(raw[:300].decode(errors='replace').split())}"
         )
     try:
-        doc = resp.json()
+        doc = json.loads(raw)
         choice = doc["choices"][0]
         text = choice["text"]
         if not isinstance(text, str):
             raise TypeError(f"choices[0].text is a {type(text).__name__}")
-    except (ValueError, KeyError, IndexError, TypeError) as exc:
+    except (ValueError, KeyError, IndexError, TypeError, RecursionError) as exc:
         raise CompletionError(
-            f"not a completion response ({type(exc).__name__}: {exc})"
+            f"not a completion response ({type(exc).__name__}: {' '.join(str(exc).split())[:200]})"
         ) from None
     usage = doc.get("usage") if isinstance(doc.get("usage"), dict) else {}
+    counts = {k: usage.get(k) for k in ("prompt_tokens", "completion_tokens")}
+    counts = {
+        k: v if isinstance(v, int) and not isinstance(v, bool) else None
+        for k, v in counts.items()
+    }
+    problem = plausibility.request_problem(
+        {
+            "output_tokens": counts["completion_tokens"],
+            "prompt_tokens": counts["prompt_tokens"],
+        },
+        max_tokens=max_tokens,
+        prompt_size=len(prompt.encode("utf-8", "replace")),
+    )
+    if problem:
+        raise CompletionError(f"{plausibility.REASON}: {problem}")
     return {
         "text": text,
-        "prompt_tokens": usage.get("prompt_tokens"),
-        "output_tokens": usage.get("completion_tokens"),
+        "prompt_tokens": counts["prompt_tokens"],
+        "output_tokens": counts["completion_tokens"],
         "e2e_ms": e2e,
         "finish_reason": choice.get("finish_reason"),
     }
