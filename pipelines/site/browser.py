@@ -249,7 +249,8 @@ def index_data(kind: str, rows: list[dict[str, Any]]) -> dict[str, Any]:
     }
     if kind == "run":
         data["metrics"] = {
-            m.name: [m.label, m.unit, m.decimals] for m in METRICS.values()
+            m.name: [m.label, m.unit, m.decimals, m.display_scale]
+            for m in METRICS.values()
         }
     return data
 

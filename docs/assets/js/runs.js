@@ -295,6 +295,16 @@
       "); stopped because " + why + ".";
   }
 
+  // a share is stored as a fraction and shown in % (the metric's display scale, 100)
+  function scaled(x, k) {
+    if (k === 1) return x;
+    var o = {};
+    Object.keys(x).forEach(function (key) {
+      o[key] = typeof x[key] === "number" && key !== "n" ? x[key] * k : x[key];
+    });
+    return o;
+  }
+
   function renderRun(out, doc, index) {
     var metrics = index.metrics || {};
     var s = doc.summary || {};
@@ -302,7 +312,7 @@
     if (names.length) {
       var parts = [table(["metric", "mean", "stddev", "n", "CI95", "median", "median CI95", "p95", "p99", "flags"],
         names.map(function (n) {
-          var m = metrics[n] || [n, "", 2], x = s[n] || {}, d = m[2];
+          var m = metrics[n] || [n, "", 2], x = scaled(s[n] || {}, m[3] || 1), d = m[2];
           return [m[0] + (m[1] ? " (" + m[1] + ")" : ""), num(x.mean, d), num(x.stddev, d), num(x.n, 0),
             meanCi(x, d), num(x.median, d), ci(x.median_ci95_low, x.median_ci95_high, d),
             num(x.p95, d), num(x.p99, d), flags(x)];
