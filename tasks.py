@@ -88,9 +88,9 @@ def list_models(c):
 @user_errors
 def synth(c, shape="", quant="Q8_0", out="", seed=0, override=None, list_shapes=False):
     """Write a synthetic GGUF (random weights: speed only) of an architecture shape."""
-    from core.errors import ConfigError
     from runtime.models import registry as models
     from runtime.models import synth as synth_mod
+    from core.errors import ConfigError
 
     if list_shapes:
         print(synth_mod._list_shapes())
@@ -129,11 +129,8 @@ def _progress_printer():
     console = Console(stderr=True, highlight=False)
     state: dict = {}
 
-    def e(
-        v,
-    ) -> (
-        str
-    ):  # text from a matrix, an artifact or a server: printed as it is, never as markup
+    def e(v) -> str:
+        """Text from a matrix, an artifact or a server: printed as it is, never as markup."""
         return escape(str(v))
 
     def on_event(kind, info):
@@ -199,9 +196,8 @@ def _progress_printer():
                 s = info["summary"].get(name)
                 if s and s.get("mean") is not None:
                     m = METRICS[name]
-                    k = (
-                        m.display_scale
-                    )  # a share stored as a fraction is shown in % (x 100)
+                    # a share stored as a fraction is shown in % (x 100)
+                    k = m.display_scale
                     sd = (
                         f" ± {k * s['stddev']:.{m.decimals}f}"
                         if s.get("stddev") is not None
@@ -275,13 +271,13 @@ def bench(
 @task
 @user_errors
 def validate(c):
-    """Check every artifact under data/ against its JSON Schema and version, and what servers reported against what is possible."""
+    """Check every artifact under data/ against its JSON Schema and version, and what servers reported against what can be."""
     from core import artifacts
     from core.errors import ArtifactErrors
     from core.paths import data_dir
 
     count, problems = artifacts.validate_tree(data_dir())
-    if not problems:  # rates against the host's measured bandwidth: read as typed records, once all are valid
+    if not problems:  # rates against the host's measured bandwidth (typed records: once every file is valid)
         from pipelines.plausible_rates import beyond_bound
 
         problems = beyond_bound(data_dir())
@@ -398,7 +394,7 @@ ALL_MATRICES = "default,reference"
     }
 )
 @user_errors
-def all(c, matrix=ALL_MATRICES):
+def all(c, matrix=ALL_MATRICES):  # noqa: A001 - the task is called `all`
     """Fetch the embedded model, benchmark it and the reference workload on this host, validate, build the site (if an input changed)."""
     fetch(c)
     for name in [m.strip() for m in matrix.split(",") if m.strip()]:
@@ -606,8 +602,8 @@ def fidelity(
 @user_errors
 def llama_bench(c, file, host_name=None, model=None):
     """Import a llama-bench JSON file as run artifacts (every record, or nothing on bad input)."""
-    from core.paths import relpath
     from runtime.importers import llama_bench as importer
+    from core.paths import relpath
 
     report = importer.import_file(file, host_name=host_name, model=model)
     for p in report.written:
@@ -703,9 +699,9 @@ serving_ns = Collection("serve", serve_bench, serve_capacity)
 @user_errors
 def host_probe(c, size_mib=0, repetitions=5, threads=""):
     """Measure this host's memory bandwidth (large copy and read-only pass) and store it as a host artifact in data/hosts/."""
+    from runtime.hosts import probe as hostprobe
     from core.errors import ConfigError
     from core.paths import relpath
-    from runtime.hosts import probe as hostprobe
 
     try:
         counts = [int(x) for x in threads.split(",") if x.strip()] or None
@@ -730,10 +726,12 @@ def host_probe(c, size_mib=0, repetitions=5, threads=""):
 @user_errors
 def project_task(c):
     """Project every role of data/usage_mix.yaml with data/optimizations.yaml; record it in data/projections/."""
+    from pipelines import projections
+    from pipelines.runs import load_runs
     from core import artifacts
     from core.paths import relpath
-    from pipelines import dataset, projections
-    from pipelines.runs import load_runs
+
+    from pipelines import dataset
 
     paths = projections.write_records(
         load_runs(), quality_docs=list(dataset.load().quality)
@@ -758,10 +756,10 @@ def project_task(c):
 @user_errors
 def gates_task(c):
     """Check the go/no-go gates of data/optimizations.yaml on every host; record changed decisions in data/decisions/."""
-    from core.paths import relpath
     from pipelines import gates, projections
     from pipelines.quality import load_quality
     from pipelines.runs import load_runs
+    from core.paths import relpath
 
     catalogue = projections.load_catalogue()
     runs, quality = load_runs(), load_quality()
@@ -892,7 +890,7 @@ def quality_run(
 ):
     """Generate and score a quality matrix; each (model, settings, suite) becomes one artifact in data/quality/."""
     from rich.console import Console
-    from rich.markup import escape as e
+    from rich.markup import escape
 
     from runtime import backends
     from runtime.quality import suite_runner as runner
@@ -900,11 +898,14 @@ def quality_run(
     _ensure_ifbench(c)
     console = Console(stderr=True, highlight=False)
 
+    def e(v) -> str:
+        """Text from a matrix, an artifact or a model: printed as it is, never as markup."""
+        return escape(str(v))
+
     def on_event(kind, info):
         if kind == "start":
             console.print(
-                f"[bold]quality matrix {e(str(info['matrix']))}[/]: {info['total']} suite runs on host "
-                f"{e(str(info['host']))}"
+                f"[bold]quality matrix {e(info['matrix'])}[/]: {info['total']} suite runs on host {e(info['host'])}"
             )
             return
         if kind == "corrupt":
@@ -928,7 +929,7 @@ def quality_run(
             prefix += e(" · " + ", ".join(f"{k}={v}" for k, v in info["swept"].items()))
         if kind == "skip":
             console.print(
-                f"{prefix}: [dim]already scored ({e(str(info['status']))}): {e(str(info['path']))}[/]"
+                f"{prefix}: [dim]already scored ({e(info['status'])}): {e(info['path'])}[/]"
             )
         elif kind == "run":
             console.print(f"{prefix}: generating…")
@@ -939,11 +940,11 @@ def quality_run(
             state = (
                 "[green]ok[/]"
                 if info["status"] == "ok"
-                else f"[red]incomplete[/] ({e(str(info['error']['message']))})"
+                else f"[red]incomplete[/] ({e(info['error']['message'])})"
             )
             console.print(
                 f"{prefix}: {state} {s['passed']}/{s['n']} passed{ci}; degenerate {s['degenerate']} "
-                f"-> {e(str(info['path']))}"
+                f"-> {e(info['path'])}"
             )
 
     report = runner.run_quality_matrix(
@@ -1095,8 +1096,8 @@ def compare(
     """Compare two selections of results: each shared configuration, both values, ratio with CI95, verdict.
 
     Exit 2 with one line when a selection matches nothing or the two share no configuration."""
-    from core.records import run as record
     from pipelines import compare as cmp
+    from core.records import run as record
 
     try:
         threshold = float(fail_on_loss) if str(fail_on_loss).strip() else None
