@@ -22,7 +22,7 @@ import os
 import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from functools import cache, lru_cache
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -126,7 +126,7 @@ def dumps(doc: dict[str, Any]) -> str:
         ) from None
 
 
-@cache
+@lru_cache(maxsize=None)
 def _validator(name: str, version: int) -> jsonschema.protocols.Validator:
     path = ARTIFACT_TYPES[name].schema_path(version)
     schema = json.loads(path.read_text())
@@ -140,7 +140,7 @@ def _field_path(error: jsonschema.ValidationError) -> str:
     return ".".join(parts) if parts else "(top level)"
 
 
-@cache
+@lru_cache(maxsize=None)
 def _fast_validator(name: str, version: int) -> Callable[[dict[str, Any]], Any] | None:
     """The same schema compiled to Python by fastjsonschema (about 40x faster than jsonschema
     here), used to accept valid documents quickly; a document it rejects is checked again by

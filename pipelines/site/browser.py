@@ -10,10 +10,11 @@ The JS lives in docs/assets/js/runs.js; these functions return the page bodies a
 
 from __future__ import annotations
 
+import math
+
 import csv
 import io
 import json
-import math
 from dataclasses import dataclass
 from typing import Any
 

@@ -17,9 +17,9 @@ import json
 import math
 import re
 import secrets
+from urllib.parse import quote
 from collections.abc import Iterable, Sequence
 from typing import Any
-from urllib.parse import quote
 
 _MD_SPECIAL = re.compile(r"([\\`*_\[\]()#+!~|])")
 # Braces become HTML entities: the pages go through mkdocs-macros (Jinja), and text such as
@@ -434,7 +434,7 @@ def _table_html(block: str, href: Any) -> str | None:
 LONG_CELL = 60  # characters of text: a cell this long gets room of its own (class "long", almanac.css)
 LONGER_CELL = 160  # and this long, more room (class "longer")
 _TAG = re.compile(r"<[^>]*>")
-_FOLDED = re.compile(r"<details\b.*?</details>", re.DOTALL)
+_FOLDED = re.compile(r"<details\b.*?</details>", re.S)
 
 
 def _long(c: str, style: str, align: str) -> str:

@@ -46,10 +46,10 @@ from runtime.models.endpoint import ServedModel
 MAX_BODY_BYTES = 2 << 20  # an info route's answer; more is not read
 MAX_STRING = 300  # characters of one string kept in ``reported``
 MAX_ITEMS = 40  # items of one list or keys of one mapping kept in ``reported``
-MAX_INT = (
-    10**18
-)  # a size, a count or a context length above it is no fact about a model
-PROBE_ROUTES = 4  # an identification asks a few routes; all of them together get this many timeouts
+# a size, a count or a context length above this is no fact about a model
+MAX_INT = 10**18
+# an identification asks a few routes; all of them together get this many timeouts
+PROBE_ROUTES = 4
 
 # llama.cpp's llama_ftype_name() strings (src/llama-model-loader.cpp) -> the names GGUF files and
 # llama-bench use (LlamaFileType without MOSTLY_); "X - N bpw" and "(guessed) " are handled below.

@@ -15,9 +15,8 @@ import httpx
 from runtime.backends.openai_http import client as http
 from runtime.backends.openai_http import dialects
 
-MAX_INFO_BYTES = (
-    4 << 20
-)  # an answer of /tokenize, /detokenize or /metrics; a longer one is not used
+# an answer of /tokenize, /detokenize or /metrics; a longer one is not used
+MAX_INFO_BYTES = 4 << 20
 MAX_METRICS = 2000  # counters kept of one /metrics answer
 
 
@@ -158,9 +157,8 @@ class HttpTransport:
                     v = float(parts[1])
                 except ValueError:
                     continue
-                if math.isfinite(
-                    v
-                ):  # NaN and +Inf (a gauge not yet set) are no counts to difference
+                # NaN and +Inf (a gauge not yet set) are no counts to difference
+                if math.isfinite(v):
                     out[parts[0][:200]] = v
                 if len(out) >= MAX_METRICS:
                     break
