@@ -80,7 +80,7 @@ CASES = [
         "ident-drips-one-byte-a-second",
         _endpoint(),
         BENCH,
-        "still arriving",
+        "answers too slowly",
         server=("--models", "drip"),
     ),
     Case(

@@ -145,6 +145,13 @@ class OpenAIHttpBackend(Backend):
                 api_key=key,
                 timeout_s=model.probe_timeout_s,
             )
+        except detect.SlowListing as exc:
+            raise ModelError(
+                f"the endpoint answers too slowly ({exc}, probe_timeout_s {model.probe_timeout_s:g} s); "
+                "check its server, or give it a longer endpoint.probe_timeout_s",
+                file=where,
+                field=f"models.{model.name}.endpoint.probe_timeout_s",
+            ) from None
         except detect.BadListing as exc:
             raise ModelError(
                 f"the server does not give a model list ({exc})",

@@ -71,6 +71,10 @@ class BadListing(Unreachable):
     parser follows, or larger than an identification reads."""
 
 
+class SlowListing(Unreachable):
+    """The server's model list did not arrive within the probe's timeout (its bytes drip)."""
+
+
 class TooSlow(Exception):
     """An answer still arriving when its time was up (a server that drips its bytes)."""
 
@@ -211,7 +215,7 @@ def read_server(
     try:
         listing = request(base + "/models")
     except TooSlow as exc:
-        raise Unreachable(f"{base}/models: {exc}") from None
+        raise SlowListing(f"{base}/models: {exc}") from None
     except (httpx.HTTPError, OSError) as exc:
         raise Unreachable(
             f"{base}/models: {type(exc).__name__}: {' '.join(str(exc).split())[:200]}"
