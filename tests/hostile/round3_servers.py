@@ -20,6 +20,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from tests.hostile import corpus
 from tests.hostile.corpus import CHAT, VALIDATE, Case, _mutated
 
 LIAR = Path(__file__).resolve().parent / "liar_server.py"
@@ -219,6 +220,11 @@ CASES = [
         with_runs=True,
     ),
 ]
+
+
+corpus.CASES.extend(
+    CASES
+)  # registered in the corpus (benchmarks/hostile_corpus.py, tests/test_hostile_corpus.py)
 
 
 def _free_port() -> int:
