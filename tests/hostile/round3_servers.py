@@ -165,9 +165,9 @@ CASES = [
     ),
     Case(
         "bench-markup-everywhere",
-        _against("[/]", "[link=javascript:alert(1)]x", "markup-error", "honest"),
+        _against("[/][link=javascript:alert(1)]x", "markup-error", "honest"),
         BENCH,
-        "[link=javascript:alert(1)]x: ok",
+        "api_model=honest: ok",  # on main: a MarkupError traceback at the first, and nothing after it
         rc=0,
         lines=-1,
         server=(),
