@@ -28,7 +28,7 @@ from typing import Any
 
 import jsonschema
 
-from core import hostid, migrations
+from core import hostid, migrations, safefile
 from core.errors import ArtifactError, ArtifactErrors, StorageError
 from core.paths import cache_dir, relpath, schema_dir
 
@@ -392,6 +392,9 @@ def _check_schema(doc: dict[str, Any], name: str, version: int, source: str) -> 
 # against its own version): part of the validation cache's namespace, so bytes validated under
 # looser rules are validated again. Bump when the loader's checks change.
 LOADER_RULES = 2
+MAX_ARTIFACT_BYTES = (
+    64 << 20
+)  # an artifact file larger than this is refused before it is parsed
 
 
 @lru_cache(maxsize=1)
@@ -498,18 +501,9 @@ def load(path: Path | str, cache: ValidationCache | None = None) -> dict[str, An
     Any problem is one ArtifactError naming the file (the name is worked out only then): unreadable,
     not UTF-8, invalid JSON, a key repeated in one object, NaN or an infinity, a schema violation."""
     path = Path(path)
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        raise ArtifactError("no such file", file=relpath(path)) from None
-    except IsADirectoryError:
-        raise ArtifactError(
-            "is a directory, not an artifact", file=relpath(path)
-        ) from None
-    except OSError as exc:
-        raise ArtifactError(
-            f"cannot be read: {exc.strerror or exc}", file=relpath(path)
-        ) from None
+    raw = safefile.read_bytes(
+        path, max_bytes=MAX_ARTIFACT_BYTES, what="artifact", error=ArtifactError
+    )
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:

@@ -1,0 +1,106 @@
+"""Issue 34, the files / site / remote half: hostile inputs added to the corpus (tests/hostile/corpus.py
+collects every ``round*.py`` module's ``CASES``)."""
+
+from __future__ import annotations
+
+from tests.hostile.corpus import BASE, BENCH, GOOD_ARTIFACT, SITE, VALIDATE, Case
+
+M = {"matrices/m.yaml": (BASE + "tests: [pp8]\n").encode()}
+RUN = "runs/golden-host-55ecea05/gemma3-270m-q4-k-m/"
+
+
+def _special_file_cases() -> list[Case]:
+    """Item 11: FIFOs, devices and symlinks to /dev/zero are refused by type before they are opened."""
+    fifo_run = (("runs/golden-host-55ecea05/fifo.json", "fifo"),)
+    zero_run = ((RUN + "zero.json", "->/dev/zero"),)
+    return [
+        Case(
+            "fifo-artifact-validate",
+            {},
+            VALIDATE,
+            "fifo.json: is a FIFO",
+            rc=1,
+            lines=2,
+            with_runs=True,
+            specials=fifo_run,
+        ),
+        Case(
+            "fifo-artifact-site",
+            {},
+            SITE,
+            "fifo.json: is a FIFO",
+            with_runs=True,
+            specials=fifo_run,
+        ),
+        Case(
+            "dev-zero-artifact-validate",
+            {},
+            VALIDATE,
+            "zero.json: is a character device",
+            rc=1,
+            lines=2,
+            with_runs=True,
+            specials=zero_run,
+        ),
+        Case(
+            "fifo-matrix",
+            {},
+            BENCH,
+            "m.yaml: is a FIFO",
+            specials=(("matrices/m.yaml", "fifo"),),
+        ),
+        Case(
+            "dev-zero-matrix",
+            {},
+            BENCH,
+            "m.yaml: is a character device",
+            specials=(("matrices/m.yaml", "->/dev/zero"),),
+        ),
+        Case(
+            "fifo-include",
+            {
+                "matrices/m.yaml": b"include: base.yaml\n"
+                + BASE.encode()
+                + b"tests: [pp8]\n"
+            },
+            BENCH,
+            "base.yaml: is a FIFO",
+            specials=(("matrices/base.yaml", "fifo"),),
+        ),
+        Case(
+            "fifo-models-yaml-bench",
+            M,
+            BENCH,
+            "models.yaml: is a FIFO",
+            specials=(("models.yaml", "fifo"),),
+        ),
+        Case(
+            "fifo-models-yaml-list",
+            {},
+            ["model.list"],
+            "models.yaml: is a FIFO",
+            specials=(("models.yaml", "fifo"),),
+        ),
+        Case(
+            "dev-zero-models-yaml",
+            M,
+            BENCH,
+            "models.yaml: is a character device",
+            specials=(("models.yaml", "->/dev/zero"),),
+        ),
+        Case(
+            "fifo-hosts-yaml",
+            M,
+            ["bench", "--host", "h", "--matrix", "m"],
+            "hosts.yaml: is a FIFO",
+            specials=(("hosts.yaml", "fifo"),),
+        ),
+    ]
+
+
+def _cases() -> list[Case]:
+    return _special_file_cases()
+
+
+CASES = _cases()
+_ = GOOD_ARTIFACT
