@@ -10,21 +10,19 @@ The JS lives in docs/assets/js/runs.js; these functions return the page bodies a
 
 from __future__ import annotations
 
-import math
-
-import csv
 import io
 import json
+import math
 from dataclasses import dataclass
 from typing import Any
 
+from core import csvcell
 from core.metrics import METRICS
 from core.records import record_class
 from core.records.base import ArtifactRecord
 from core.records.perplexity import PerplexityRecord, PplResults, as_perplexity
 from core.records.quality import QualityRecord, as_quality
 from core.records.run import RunRecord, as_record
-
 
 ROOT = "@@ALMANAC_ROOT@@/"  # replaced per page by the build hook with the relative path to the site root
 
@@ -265,9 +263,7 @@ def index_script(kind: str, data: dict[str, Any]) -> str:
 def index_csv(kind: str, rows: list[dict[str, Any]]) -> str:
     names = [c[0] for c in _COLUMNS[kind]]
     buf = io.StringIO()
-    w = csv.DictWriter(
-        buf, fieldnames=names, extrasaction="ignore", lineterminator="\n"
-    )
+    w = csvcell.dict_writer(buf, names, extrasaction="ignore", lineterminator="\n")
     w.writeheader()
     for r in rows:
         w.writerow(r)

@@ -55,6 +55,9 @@ class Case:
         str, ...
     ] = ()  # regexes no page of the built site ({tmp}/site) may contain
     mount: str = ""  # "full" (a tmpfs filled up), "ro" (read-only bind mount), "noperm" (root without DAC override)
+    absent_csv: tuple[
+        str, ...
+    ] = ()  # regexes no CSV file of the built site may contain
     specials: tuple[
         tuple[str, str], ...
     ] = ()  # (path under the data folder, "fifo" or "->TARGET": a symlink)
@@ -775,10 +778,12 @@ def _mounted(case: Case, data: Path, tmp: Path) -> Iterator[tuple[Path, list[str
         yield data, []
 
 
-def live_markup(site: Path, patterns: tuple[str, ...]) -> list[str]:
-    """Where a built page holds one of ``patterns`` (markup that artifact text must never become)."""
+def live_markup(
+    site: Path, patterns: tuple[str, ...], glob: str = "*.html"
+) -> list[str]:
+    """Where a built page (or CSV file) holds one of ``patterns`` (markup that artifact text must never become)."""
     found = []
-    for page in sorted(site.rglob("*.html")) if site.is_dir() else []:
+    for page in sorted(site.rglob(glob)) if site.is_dir() else []:
         text = page.read_text(errors="replace")
         for pat in patterns:
             for m in re.finditer(pat, text):
@@ -843,7 +848,12 @@ def run_case(
         wall,
         int(rusage.ru_maxrss) * 1024,
         changed,
-        live_markup(tmp / "site", case.absent) if case.absent else [],
+        (live_markup(tmp / "site", case.absent) if case.absent else [])
+        + (
+            live_markup(tmp / "site", case.absent_csv, "*.csv")
+            if case.absent_csv
+            else []
+        ),
     )
 
 

