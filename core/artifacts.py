@@ -22,6 +22,7 @@ import os
 import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -653,6 +654,43 @@ def read_set(
     return [(p, d) for p, d in loaded if artifact is None or d["artifact"] == artifact]
 
 
+FUTURE_TOLERANCE_S = (
+    3600.0  # a "created" later than the reader's clock by more than this is refused
+)
+
+
+def from_the_future(doc: dict[str, Any], now: datetime) -> str:
+    """Why ``doc``'s ``created`` cannot be true ("" when it can): a time beyond ``now`` plus
+    FUTURE_TOLERANCE_S (a host whose clock is ahead). Such a run would be its configuration's newest
+    until that date and be pooled with real ones, so it is refused like any invalid artifact."""
+    created = doc.get("created")
+    if not isinstance(created, str):
+        return ""
+    try:
+        when = datetime.fromisoformat(created.replace("Z", "+00:00"))
+    except ValueError:
+        return ""
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    ahead = (when - now).total_seconds()
+    if ahead <= FUTURE_TOLERANCE_S:
+        return ""
+    span = (
+        f"{ahead / 86400 / 365.25:.0f} years"
+        if ahead > 2 * 365.25 * 86400
+        else (
+            f"{ahead / 86400:.1f} days"
+            if ahead > 2 * 86400
+            else f"{ahead / 3600:.1f} hours"
+        )
+    )
+    return (
+        f"{created!r} is {span} after this reader's clock ({now.isoformat(timespec='seconds')}; "
+        f"tolerance {FUTURE_TOLERANCE_S / 3600:g} h): the measuring host's clock was ahead; "
+        "correct its clock and remeasure, or remove this file"
+    )
+
+
 def load_tree(
     root: Path | str,
     files: list[Path] | None = None,
@@ -666,6 +704,7 @@ def load_tree(
     problems: list[str] = []
     loaded: list[tuple[Path, dict[str, Any]]] = []
     first: dict[str, Path] = {}
+    now = datetime.now(UTC)
     own_cache = cache is None
     cache = cache if cache is not None else ValidationCache()
     try:
@@ -674,6 +713,12 @@ def load_tree(
                 doc = load(path, cache)
             except ArtifactError as exc:
                 problems.append(str(exc))
+                continue
+            ahead = from_the_future(doc, now)
+            if ahead:
+                problems.append(
+                    str(ArtifactError(ahead, file=relpath(path), field="created"))
+                )
                 continue
             ident = doc.get("id")
             seen = first.get(ident)

@@ -136,8 +136,36 @@ def _csv_cases() -> list[Case]:
     ]
 
 
+def _future_cases() -> list[Case]:
+    """Item 14: a run stamped 2099 (a clock ahead) is an invalid artifact, never the newest run."""
+
+    def ahead(d: dict) -> None:
+        d.update(
+            created="2099-01-01T00:00:00+00:00",
+            id=d["id"][:-8] + "ahead" + d["id"][-3:],
+        )
+        d["summary"]["tokens_per_second"]["mean"] *= 10
+
+    files = {RUN + "pp64--2ed2e379a91d1880-20990101T000000Z.json": _mutated(ahead)}
+    line = (
+        "20990101T000000Z.json: created: '2099-01-01T00:00:00+00:00' is 72 years after"
+    )
+    return [
+        Case(
+            "validate-run-from-2099",
+            files,
+            VALIDATE,
+            line,
+            rc=1,
+            lines=2,
+            with_runs=True,
+        ),
+        Case("site-run-from-2099", files, SITE, line, with_runs=True),
+    ]
+
+
 def _cases() -> list[Case]:
-    return _special_file_cases() + _csv_cases()
+    return _special_file_cases() + _csv_cases() + _future_cases()
 
 
 CASES = _cases()
