@@ -9,9 +9,10 @@ import socket
 from pathlib import Path
 from typing import Any
 
-from core import hostid
-
 import psutil
+
+from core import hostid
+from core.paths import slug  # noqa: F401 - re-exported: callers use hostinfo.slug (removed by the ruff pass, restored)
 
 # Flags that change which llama.cpp kernels run (core.hostid: part of the host's identity).
 INTERESTING_FLAGS = hostid.FLAGS

@@ -3,10 +3,13 @@ collects every ``round*.py`` module's ``CASES``)."""
 
 from __future__ import annotations
 
+import json
+
 from tests.hostile.corpus import (
     BASE,
     BENCH,
     GOOD_ARTIFACT,
+    SAMPLE,
     SITE,
     VALIDATE,
     Case,
@@ -164,8 +167,72 @@ def _future_cases() -> list[Case]:
     ]
 
 
+def _bench_json(**change) -> bytes:
+    """The committed llama-bench sample with the first record's fields changed (raw JSON text)."""
+    recs = json.loads(SAMPLE.read_text())
+    recs[0].update(change)
+    return json.dumps(recs, indent=1).encode()
+
+
+def _import(name: str) -> list[str]:
+    return [
+        "import.llama-bench",
+        "{data}/" + name,
+        "--host-name",
+        "bench-box",
+        "--model",
+        "{model}",
+    ]
+
+
+def _import_cases() -> list[Case]:
+    """Item 15: import.llama-bench on deep JSON, absurd integers, avg_ns that is not its samples' mean."""
+    huge = _bench_json(avg_ns=0).replace(b'"avg_ns": 0', b'"avg_ns": 1' + b"0" * 400, 1)
+    digits = _bench_json(n_gen=0).replace(b'"n_gen": 0', b'"n_gen": 1' + b"0" * 5000, 1)
+    return [
+        Case(
+            "import-100000-deep-json",
+            {"lb.json": b"[" * 100_000 + b"]" * 100_000},
+            _import("lb.json"),
+            "lb.json: invalid JSON: nested too deeply",
+        ),
+        Case(
+            "import-avg-ns-10-to-the-400",
+            {"lb.json": huge},
+            _import("lb.json"),
+            "[0].avg_ns",
+        ),
+        Case(
+            "import-avg-ns-not-the-samples-mean",
+            {"lb.json": _bench_json(avg_ns=4 * 436147737)},
+            _import("lb.json"),
+            "avg_ns 1744590948 is not the mean of samples_ns (436147738)",
+        ),
+        Case(
+            "import-5000-digit-integer",
+            {"lb.json": digits},
+            _import("lb.json"),
+            "lb.json: invalid JSON:",
+        ),
+        Case(
+            "import-fifo",
+            {},
+            _import("lb.json"),
+            "lb.json: is a FIFO",
+            specials=(("lb.json", "fifo"),),
+        ),
+        Case(
+            "import-dev-zero",
+            {},
+            _import("lb.json"),
+            "lb.json: is a character device",
+            specials=(("lb.json", "->/dev/zero"),),
+        ),
+    ]
+
+
 def _cases() -> list[Case]:
-    return _special_file_cases() + _csv_cases() + _future_cases()
+    return _special_file_cases() + _csv_cases() + _future_cases() + _import_cases()
 
 
 CASES = _cases()
