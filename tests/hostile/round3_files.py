@@ -4,11 +4,14 @@ collects every ``round*.py`` module's ``CASES``)."""
 from __future__ import annotations
 
 import json
+import tempfile
+from pathlib import Path
 
 from tests.hostile.corpus import (
     BASE,
     BENCH,
     GOOD_ARTIFACT,
+    ROOT,
     SAMPLE,
     SITE,
     VALIDATE,
@@ -231,8 +234,112 @@ def _import_cases() -> list[Case]:
     ]
 
 
+def tiny_gguf(block_count=2, head_count_kv=4, **extra) -> bytes:
+    """A GGUF of metadata alone (about 500 bytes): a llama header claiming what the caller says."""
+    import gguf
+
+    with tempfile.TemporaryDirectory() as td:
+        path = Path(td) / "m.gguf"
+        w = gguf.GGUFWriter(str(path), "llama")
+        if "context_length" not in extra:
+            w.add_context_length(128)
+        w.add_embedding_length(64)
+        if isinstance(block_count, str):
+            w.add_string("llama.block_count", block_count)
+        elif isinstance(block_count, list):
+            w.add_array("llama.block_count", block_count)
+        else:
+            w.add_uint32("llama.block_count", block_count)
+        w.add_head_count(4)
+        w.add_int32("llama.attention.head_count_kv", head_count_kv)
+        w.add_feed_forward_length(128)
+        w.add_layer_norm_rms_eps(1e-5)
+        for k, v in extra.items():
+            w.add_int64(f"llama.{k}", v)
+        w.add_tokenizer_model("llama")
+        w.add_token_list(["a", "b"])
+        w.write_header_to_file()
+        w.write_kv_data_to_file()
+        w.write_tensors_to_file()
+        w.close()
+        return path.read_bytes()
+
+
+def _plan(name: str) -> list[str]:
+    return ["plan.memory", "--model", "{data}/" + name, "--host-ram-gib", "16"]
+
+
+def _plan_cases() -> list[Case]:
+    """Item 10: plan.memory on hostile GGUF metadata: bounded cost, type checks, negative counts refused."""
+    return [
+        Case(
+            "plan-gguf-10-to-the-9-layers",
+            {"big.gguf": tiny_gguf(block_count=10**9)},
+            _plan("big.gguf"),
+            "big.gguf: block_count: the GGUF's llama.block_count is 1000000000, more than the 4096",
+        ),
+        Case(
+            "plan-gguf-block-count-string",
+            {"s.gguf": tiny_gguf(block_count="32")},
+            _plan("s.gguf"),
+            "llama.block_count is '32' (a str), not an integer",
+        ),
+        Case(
+            "plan-gguf-block-count-array",
+            {"a.gguf": tiny_gguf(block_count=[1, 2])},
+            _plan("a.gguf"),
+            "llama.block_count is [1, 2] (a list), not an integer",
+        ),
+        Case(
+            "plan-gguf-negative-kv-heads",
+            {"n.gguf": tiny_gguf(head_count_kv=-16)},
+            _plan("n.gguf"),
+            "llama.attention.head_count_kv is -16, a negative count",
+        ),
+        Case(
+            "plan-gguf-huge-context",
+            {"c.gguf": tiny_gguf(context_length=2**62)},
+            _plan("c.gguf"),
+            "llama.context_length",
+        ),
+        Case(
+            "plan-gguf-fifo",
+            {},
+            _plan("f.gguf"),
+            "f.gguf: is a FIFO",
+            specials=(("f.gguf", "fifo"),),
+        ),
+        Case(
+            "plan-gguf-dev-zero",
+            {},
+            _plan("z.gguf"),
+            "z.gguf: is a character device",
+            specials=(("z.gguf", "->/dev/zero"),),
+        ),
+        Case(
+            "plan-gguf-metadata-only-works",
+            {
+                "ok.gguf": tiny_gguf(),
+                "memory_planner.yaml": (
+                    ROOT / "data" / "memory_planner.yaml"
+                ).read_bytes(),
+            },
+            _plan("ok.gguf"),
+            "",
+            rc=0,
+            lines=0,
+        ),
+    ]
+
+
 def _cases() -> list[Case]:
-    return _special_file_cases() + _csv_cases() + _future_cases() + _import_cases()
+    return (
+        _special_file_cases()
+        + _csv_cases()
+        + _future_cases()
+        + _import_cases()
+        + _plan_cases()
+    )
 
 
 CASES = _cases()
