@@ -559,6 +559,74 @@ def kv_read_bytes(
     return full_row * min(view, cache.cells) + swa_row * min(view, cache.swa_cells)
 
 
+def _sum_x(lo: int, hi: int) -> int:
+    """lo + (lo+1) + ... + hi (0 when hi < lo)."""
+    return (lo + hi) * (hi - lo + 1) // 2 if hi >= lo else 0
+
+
+def _sum_min_x(lo: int, hi: int, cap: int) -> int:
+    """The sum of min(x, cap) for x in lo..hi."""
+    if hi < lo:
+        return 0
+    below = _sum_x(lo, min(hi, cap))
+    return below + cap * max(0, hi - max(lo, cap + 1) + 1)
+
+
+def _sum_pad(n: int, to: int = 256) -> int:
+    """pad(1) + pad(2) + ... + pad(n), ``pad`` rounding up to ``to`` (0 for n <= 0)."""
+    if n <= 0:
+        return 0
+    q, r = divmod(n, to)
+    return to * to * q * (q + 1) // 2 + r * to * (q + 1)
+
+
+def _sum_min_pad(lo: int, hi: int, cap: int | None, to: int = 256) -> int:
+    """The sum of min(pad(x), cap) for x in lo..hi (x >= 1, so pad(x) >= ``to``); no cap: of pad(x)."""
+    if hi < lo:
+        return 0
+    if cap is None:
+        return _sum_pad(hi, to) - _sum_pad(lo - 1, to)
+    if cap <= to:
+        return cap * (hi - lo + 1)
+    first = to * (-(-cap // to) - 1) + 1  # the first x whose pad(x) reaches the cap
+    padded = (
+        _sum_pad(min(hi, first - 1), to) - _sum_pad(lo - 1, to)
+        if lo <= first - 1
+        else 0
+    )
+    return padded + cap * max(0, hi - max(lo, first) + 1)
+
+
+def kv_read_bytes_sum(
+    shape: ModelShape,
+    start: int,
+    stop: int,
+    type_k: str = "f16",
+    type_v: str = "f16",
+    *,
+    flash_attn: bool = True,
+    cache: KvPlan | None = None,
+    rows: tuple[int, int] | None = None,
+) -> int:
+    """``sum(kv_read_bytes(shape, d, ...) for d in range(start, stop))`` in closed form: its cost does
+    not grow with the number of tokens (a reported 10^9 decoded tokens costs what 10 do)."""
+    start = max(start, 0)
+    if stop <= start:
+        return 0
+    full_row, swa_row = rows if rows is not None else kv_rows(shape, type_k, type_v)
+    lo, hi = (
+        start + 1,
+        stop,
+    )  # cells attended: depth + 1 (at least 1, so a view pads to at least 256)
+    if flash_attn:
+        return full_row * _sum_x(lo, hi) + swa_row * _sum_min_x(lo, hi, shape.n_swa)
+    if cache is None:
+        return (full_row + swa_row) * _sum_min_pad(lo, hi, None)
+    return full_row * _sum_min_pad(lo, hi, cache.cells) + swa_row * _sum_min_pad(
+        lo, hi, cache.swa_cells
+    )
+
+
 def kv_rows(shape: ModelShape, type_k: str, type_v: str) -> tuple[int, int]:
     """Bytes of one K+V cell summed over the full-attention layers and over the sliding-window layers
     (a decode step reads the same number of cells in every layer of a kind); pass it to

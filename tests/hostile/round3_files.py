@@ -332,9 +332,35 @@ def _plan_cases() -> list[Case]:
     ]
 
 
+TG = RUN + "tg16--40fd4754f2e2ec5c-20261126T023404Z.json"
+
+
+def _value_cases() -> list[Case]:
+    """Item 2: no page computation proportional to a reported value. A rate run claiming 10^9
+    generated tokens (what import.llama-bench accepts with n_gen 10^9) made the roofline build a list
+    of 10^9 depths: MemoryError. The site now builds within the corpus's memory bound."""
+
+    def billion(d: dict) -> None:
+        d["test"]["n_gen"] = 10**9
+        d["test"]["n_depth"] = 10**9
+
+    return [
+        Case(
+            "site-rate-of-10-to-the-9-tokens",
+            {TG: _mutated(billion, TG)},
+            SITE,
+            "",
+            rc=0,
+            lines=0,
+            with_runs=True,
+        )
+    ]
+
+
 def _cases() -> list[Case]:
     return (
-        _special_file_cases()
+        _value_cases()
+        + _special_file_cases()
         + _csv_cases()
         + _future_cases()
         + _import_cases()
