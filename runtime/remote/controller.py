@@ -584,19 +584,19 @@ class HostRun:
                 "dirty": self.snap.dirty,
             },
         }
-        common = dict(
-            matrix=self.matrix,
-            host=self.host,
-            kind=kind,
-            message=message,
-            done=self.done,
-            backend_versions=self.backend_versions,
-            log_tail=redact("\n".join(self.tail[-60:]), self.secrets),
-            wall_s=time.monotonic() - self.t0,
-            exit_code=exit_code,
-            signal=signal,
-            remote=remote,
-        )
+        common = {
+            "matrix": self.matrix,
+            "host": self.host,
+            "kind": kind,
+            "message": message,
+            "done": self.done,
+            "backend_versions": self.backend_versions,
+            "log_tail": redact("\n".join(self.tail[-60:]), self.secrets),
+            "wall_s": time.monotonic() - self.t0,
+            "exit_code": exit_code,
+            "signal": signal,
+            "remote": remote,
+        }
         try:
             paths = failed_artifacts(reported_host=self.reported_host, **common)
         except (
