@@ -344,7 +344,19 @@ def _value_cases() -> list[Case]:
         d["test"]["n_gen"] = 10**9
         d["test"]["n_depth"] = 10**9
 
+    def layers(d: dict) -> None:
+        d["model"]["gguf"]["block_count"] = 10**9
+
     return [
+        Case(
+            "site-gguf-of-10-to-the-9-layers",
+            {TG: _mutated(layers, TG)},
+            SITE,
+            "",
+            rc=0,
+            lines=0,
+            with_runs=True,
+        ),
         Case(
             "site-rate-of-10-to-the-9-tokens",
             {TG: _mutated(billion, TG)},
@@ -353,7 +365,7 @@ def _value_cases() -> list[Case]:
             rc=0,
             lines=0,
             with_runs=True,
-        )
+        ),
     ]
 
 
