@@ -73,3 +73,30 @@ def test_a_billion_tokens_costs_what_ten_do(gemma):
     assert peak < 2 << 20  # bytes: a list of 10^9 depths would be 8 GB
     small = R.bytes_per_token(gemma, list(range(16)))
     assert small == R.bytes_per_token(gemma, R.Depths.of([range(16)]))
+
+
+def test_a_server_reporting_a_billion_output_tokens_is_one_range_per_request():
+    """A chat run whose server reported usage.completion_tokens 10^9: the decode point holds one
+    range per request (whether such an answer is plausible is the validity checks' to say)."""
+    import json
+
+    from core.records.run import as_record
+    from tests.conftest import FIXTURES
+
+    chat = (
+        FIXTURES
+        / "data/runs/golden-host-55ecea05/gemma3-270m-q4-k-m/chat-tiny--427a7b745acf4dd1-20261126T023449Z.json"
+    )
+    doc = json.loads(chat.read_text())
+    for r in doc["samples"]["requests"]:
+        r["output_tokens"] = 10**9
+    tracemalloc.start()
+    try:
+        point = R.decode_point(as_record(doc))
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    n = len(doc["samples"]["requests"])
+    assert point is not None and len(point["depths"].ranges) <= n
+    assert point["depths"].count == n * (10**9 - 1)
+    assert peak < 2 << 20
