@@ -66,7 +66,7 @@ def test_lock_file_that_cannot_be_created_is_one_line(tmp_path):
     buildlock.lock_path(site).mkdir(parents=True)  # a folder in the lock's place
     with pytest.raises(UserError) as exc, buildlock.build_lock(site):
         pass
-    assert "cannot create the build lock" in str(exc.value)
+    assert "cannot write the site (its build lock)" in str(exc.value)
 
 
 def test_two_builds_started_apart_one_builds_the_other_refuses(tmp_path):

@@ -32,12 +32,12 @@ def build_lock(site: Path, *, wait_s: float = 0.0) -> Iterator[Path]:
     """Hold the build lock of the folder ``site`` for the ``with`` block; BuildBusy when another holds it."""
     site = Path(site)
     path = lock_path(site)
-    elsewhere = "or build into another folder (--output)"
+    elsewhere = "or build it elsewhere with --output DIR"  # as the build's own storage errors say
     try:
         site.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise storage_error(
-            exc, site.parent, "cannot create the site's folder", elsewhere
+            exc, site.parent, "cannot write the site", elsewhere
         ) from None
 
     def busy(holder: str) -> BuildBusy:
@@ -47,7 +47,10 @@ def build_lock(site: Path, *, wait_s: float = 0.0) -> Iterator[Path]:
         )
 
     def cannot(exc: OSError) -> UserError:
-        return storage_error(exc, path, "cannot create the build lock", elsewhere)
+        # the lock lies beside the site: a folder that cannot take it cannot take the site either
+        return storage_error(
+            exc, path, "cannot write the site (its build lock)", elsewhere
+        )
 
     with flock.exclusive(path, busy=busy, cannot=cannot, wait_s=wait_s):
         yield path
