@@ -83,7 +83,7 @@ def outcomes(sshd_env, tiny_model, tmp_path_factory):  # noqa: F811
             "other-config",
             "model 'not-in-the-matrix', test 'tg16' is not a configuration of matrix tiny-remote",
         ),
-        ("other-path", "is not at its own path in the host's folder"),
+        ("other-path", "refused: not in the host's own folder (other-path-"),
         ("huge", "more than 100000 bytes: refused unread"),
     ],
 )

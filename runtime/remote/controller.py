@@ -371,6 +371,14 @@ class HostRun:
                         rel, "refused (the host reported no valid fingerprint)"
                     )
                     continue
+                if Path(rel).parts[:1] != (self.outcome.host_id,):
+                    self._refuse(
+                        rel,
+                        f"refused: not in the host's own folder ({self.outcome.host_id}/)",
+                    )
+                    continue
+                if (local_root / rel).exists():
+                    continue  # taken (and checked) by an earlier run: nothing to fetch or write
                 tmp = Path(td) / "artifact.json"
                 try:
                     _get_bounded(

@@ -52,9 +52,15 @@ def main() -> int:
         doc["log_tail"] = "x" * 200_000
     path = record.run_path(doc, runs_dir())
     rel = path.relative_to(runs_dir())
-    if lie == "other-path":
+    if (
+        lie == "other-path"
+    ):  # a valid result of its own, placed in another host's folder
         rel = Path("h100-0123abcd") / rel.name
-        path = runs_dir() / rel
+    elif (
+        lie == "other-host"
+    ):  # the forgery placed in its own folder, where a path check alone would pass it
+        rel = Path(fp["id"]).joinpath(*rel.parts[1:])
+    path = runs_dir() / rel
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(doc, indent=1))
     emit(
