@@ -80,3 +80,19 @@ def test_the_line_says_how_far_ahead(ahead_s, words):
         {"created": (now + timedelta(seconds=ahead_s)).isoformat()}, now
     )
     assert f"is {words} after this reader's clock" in why
+
+
+def test_a_resume_does_not_take_a_run_from_2099_as_already_measured(tmp_path):
+    from runtime.execution import runner
+
+    root = _runs(tmp_path, "2099-01-01T00:00:00+00:00")
+    doc = json.loads(PP64.read_text())
+    events = []
+    path, got = runner.last_valid(doc["key"], root, lambda k, i: events.append((k, i)))
+    assert got["created"] == doc["created"]  # the real run, not the one from 2099
+    assert [k for k, _ in events] == ["corrupt"] and "is 72 years after" in events[0][
+        1
+    ]["error"]
+    assert not list(
+        root.rglob("*20990101T000000Z.json")
+    )  # set aside, as a corrupt artifact is
