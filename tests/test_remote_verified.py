@@ -203,3 +203,15 @@ def test_cli_ends_with_a_per_host_summary_not_a_traceback(
         )
     ]
     assert noid and forger, lines[-10:]
+
+
+def test_a_host_printing_without_end_is_cut_not_held():
+    from runtime.remote.controller import MAX_LINE_CHARS, _Lines
+
+    got: list[str] = []
+    lines = _Lines(got.append)
+    for _ in range(5):
+        lines.write("x" * (MAX_LINE_CHARS // 2 + 1))
+    lines.write("\nnext\n")
+    assert all(len(g) <= MAX_LINE_CHARS + 20 for g in got) and got[-1] == "next"
+    assert len(lines.buf) == 0

@@ -47,6 +47,7 @@ from runtime.remote.ssh import RemoteFailure, connect, redact, secrets_of
 
 ProgressFn = Callable[[str, str, dict[str, Any]], None]  # (host name, event, info)
 KILL_GRACE_S = 10
+MAX_LINE_CHARS = 1 << 20  # a line of a host's output (an event) longer than this is cut
 
 
 @dataclass
@@ -76,6 +77,11 @@ class _Lines(io.TextIOBase):
         while "\n" in self.buf:
             line, self.buf = self.buf.split("\n", 1)
             self.on_line(line)
+        if (
+            len(self.buf) > MAX_LINE_CHARS
+        ):  # a host printing without end: cut, never held whole
+            line, self.buf = self.buf[:MAX_LINE_CHARS], ""
+            self.on_line(line + " [line cut]")
         return len(s)
 
     def flush(self) -> None:  # invoke flushes after every chunk: keep a partial line
@@ -180,7 +186,9 @@ class HostRun:
             self.done.add(
                 done_label(ev.get("model"), ev.get("test"), ev.get("swept") or {})
             )
-            if ev.get("path"):
+            if (
+                ev.get("path") and len(self.reported) < 10 * len(self.configs) + 100
+            ):  # bounded
                 self.reported.append(ev["path"])
                 if isinstance(ev["path"], str):
                     self.reported_labels[ev["path"]] = done_label(
