@@ -667,7 +667,7 @@ def from_the_future(doc: dict[str, Any], now: datetime) -> str:
     if not isinstance(created, str):
         return ""
     try:
-        when = datetime.fromisoformat(created.replace("Z", "+00:00"))
+        when = datetime.fromisoformat(created)
     except ValueError:
         return ""
     if when.tzinfo is None:

@@ -88,7 +88,7 @@ def test_a_resume_does_not_take_a_run_from_2099_as_already_measured(tmp_path):
     root = _runs(tmp_path, "2099-01-01T00:00:00+00:00")
     doc = json.loads(PP64.read_text())
     events = []
-    path, got = runner.last_valid(doc["key"], root, lambda k, i: events.append((k, i)))
+    _path, got = runner.last_valid(doc["key"], root, lambda k, i: events.append((k, i)))
     assert got["created"] == doc["created"]  # the real run, not the one from 2099
     assert [k for k, _ in events] == ["corrupt"] and "is 72 years after" in events[0][
         1

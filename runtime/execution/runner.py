@@ -22,7 +22,7 @@ import sys
 import threading
 import time
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
 
@@ -96,7 +96,7 @@ def last_valid(
 ) -> tuple[Path, Any] | None:
     """The newest readable artifact of ``key`` (a RunRecord by default; ``reader`` reads other
     types); corrupt ones met on the way are reported and set aside."""
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     for path in reversed(find_existing(key, root)):
         try:
             doc = reader(path)
