@@ -289,18 +289,32 @@ def validate(c):
 
 
 # -- site --------------------------------------------------------------------------------
-@task(default=True, help={"output": "Folder to build into (default: site/)."})
+@task(
+    default=True,
+    help={
+        "output": "Folder to build into (default: site/).",
+        "wait": "Seconds to wait for another build of the same folder to finish (default 0: exit at once).",
+    },
+)
 @user_errors
-def build(c, output="site"):
+def build(c, output="site", wait=0.0):
     """Build the site from data/ alone (strict: any macro error or broken link fails it)."""
-    _build_site(c, output)
+    _build_site(c, output, wait_s=float(wait))
 
 
-def _build_site(c, output, if_changed=False):
-    """Build into ``output``; with ``if_changed``, skip it when the site there was built from the same inputs."""
-    from pipelines.site import inputs
+def _build_site(c, output, if_changed=False, wait_s=0.0):
+    """Build into ``output`` under its build lock (one build per folder at a time); with
+    ``if_changed``, skip it when the site there was built from the same inputs."""
+    from pipelines.site.buildlock import build_lock
 
     site = (ROOT / output).resolve()
+    with build_lock(site, wait_s=wait_s):
+        _build_locked(c, site, if_changed)
+
+
+def _build_locked(c, site: Path, if_changed: bool) -> None:
+    from pipelines.site import inputs
+
     # only `invoke all` stamps and checks (hashing the inputs costs ~0.1 ms an artifact); a plain build
     # removes the stamp, so the next `invoke all` builds once more
     current = inputs.digest(ROOT) if if_changed else ""

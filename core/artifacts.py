@@ -22,13 +22,14 @@ import os
 import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 import jsonschema
 
-from core import hostid, migrations
+from core import hostid, migrations, safefile
 from core.errors import ArtifactError, ArtifactErrors, StorageError
 from core.paths import cache_dir, relpath, schema_dir
 
@@ -392,6 +393,9 @@ def _check_schema(doc: dict[str, Any], name: str, version: int, source: str) -> 
 # against its own version): part of the validation cache's namespace, so bytes validated under
 # looser rules are validated again. Bump when the loader's checks change.
 LOADER_RULES = 2
+MAX_ARTIFACT_BYTES = (
+    64 << 20
+)  # an artifact file larger than this is refused before it is parsed
 
 
 @lru_cache(maxsize=1)
@@ -498,18 +502,9 @@ def load(path: Path | str, cache: ValidationCache | None = None) -> dict[str, An
     Any problem is one ArtifactError naming the file (the name is worked out only then): unreadable,
     not UTF-8, invalid JSON, a key repeated in one object, NaN or an infinity, a schema violation."""
     path = Path(path)
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        raise ArtifactError("no such file", file=relpath(path)) from None
-    except IsADirectoryError:
-        raise ArtifactError(
-            "is a directory, not an artifact", file=relpath(path)
-        ) from None
-    except OSError as exc:
-        raise ArtifactError(
-            f"cannot be read: {exc.strerror or exc}", file=relpath(path)
-        ) from None
+    raw = safefile.read_bytes(
+        path, max_bytes=MAX_ARTIFACT_BYTES, what="artifact", error=ArtifactError
+    )
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -659,6 +654,43 @@ def read_set(
     return [(p, d) for p, d in loaded if artifact is None or d["artifact"] == artifact]
 
 
+FUTURE_TOLERANCE_S = (
+    3600.0  # a "created" later than the reader's clock by more than this is refused
+)
+
+
+def from_the_future(doc: dict[str, Any], now: datetime) -> str:
+    """Why ``doc``'s ``created`` cannot be true ("" when it can): a time beyond ``now`` plus
+    FUTURE_TOLERANCE_S (a host whose clock is ahead). Such a run would be its configuration's newest
+    until that date and be pooled with real ones, so it is refused like any invalid artifact."""
+    created = doc.get("created")
+    if not isinstance(created, str):
+        return ""
+    try:
+        when = datetime.fromisoformat(created)
+    except ValueError:
+        return ""
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    ahead = (when - now).total_seconds()
+    if ahead <= FUTURE_TOLERANCE_S:
+        return ""
+    span = (
+        f"{ahead / 86400 / 365.25:.0f} years"
+        if ahead > 2 * 365.25 * 86400
+        else (
+            f"{ahead / 86400:.1f} days"
+            if ahead > 2 * 86400
+            else f"{ahead / 3600:.1f} hours"
+        )
+    )
+    return (
+        f"{created!r} is {span} after this reader's clock ({now.isoformat(timespec='seconds')}; "
+        f"tolerance {FUTURE_TOLERANCE_S / 3600:g} h): the measuring host's clock was ahead; "
+        "correct its clock and remeasure, or remove this file"
+    )
+
+
 def load_tree(
     root: Path | str,
     files: list[Path] | None = None,
@@ -672,6 +704,7 @@ def load_tree(
     problems: list[str] = []
     loaded: list[tuple[Path, dict[str, Any]]] = []
     first: dict[str, Path] = {}
+    now = datetime.now(UTC)
     own_cache = cache is None
     cache = cache if cache is not None else ValidationCache()
     try:
@@ -680,6 +713,12 @@ def load_tree(
                 doc = load(path, cache)
             except ArtifactError as exc:
                 problems.append(str(exc))
+                continue
+            ahead = from_the_future(doc, now)
+            if ahead:
+                problems.append(
+                    str(ArtifactError(ahead, file=relpath(path), field="created"))
+                )
                 continue
             ident = doc.get("id")
             seen = first.get(ident)

@@ -8,6 +8,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
+from core import safefile
 from core.errors import ConfigError, UserError
 from core.paths import relpath
 
@@ -43,21 +44,12 @@ def read_text(
     """A file read as UTF-8 text, every failure as one line naming the file (no traceback)."""
     path = Path(path)
     src = relpath(path)
-    try:
-        if max_bytes is not None and path.stat().st_size > max_bytes:
-            raise error(
-                f"is {path.stat().st_size} bytes, more than the {max_bytes} a {what} may have",
-                file=src,
-            )
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        raise error("no such file", file=src) from None
-    except IsADirectoryError:
-        raise error(f"is a directory, not a {what}", file=src) from None
-    except PermissionError:
-        raise error("permission denied", file=src) from None
-    except OSError as exc:
-        raise error(f"cannot be read: {exc.strerror or exc}", file=src) from None
+    raw = safefile.read_bytes(
+        path,
+        max_bytes=max_bytes if max_bytes is not None else MAX_YAML_BYTES,
+        what=what,
+        error=error,
+    )
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as exc:

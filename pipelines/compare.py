@@ -28,7 +28,6 @@ verdict is from B's point of view: win, loss or within noise (the interval conta
 
 from __future__ import annotations
 
-import csv
 import fnmatch
 import io
 import json
@@ -37,13 +36,12 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from core import stats
+from core import csvcell, stats
 from core.errors import UserError
 from core.kinds import headline
 from core.metrics import ENERGY_METRICS, METRICS
 from core.paths import project_root, relpath
 from core.records.run import RunRecord, digest
-
 from pipelines import noise as noise_mod
 from pipelines.runs import records
 
@@ -514,7 +512,7 @@ def markdown(res: Result) -> str:
 def to_csv(res: Result) -> str:
     buf = io.StringIO()
     fields = list(Row.__dataclass_fields__)
-    w = csv.DictWriter(buf, fieldnames=fields, lineterminator="\n")
+    w = csvcell.dict_writer(buf, fields, lineterminator="\n")
     w.writeheader()
     for r in res.rows:
         w.writerow(asdict(r))

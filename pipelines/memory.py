@@ -39,9 +39,9 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from core.errors import ConfigError, ModelError
 from core.kinds.rate import RateTest
-from core.records.run import RunRecord, flash_attention_on, as_record
 from core.paths import data_dir, relpath
-from core.yamlio import load_yaml, pydantic_error_line
+from core.records.run import RunRecord, as_record, flash_attention_on
+from core.yamlio import load_yaml, pydantic_error_line, quote
 
 GiB = 1024**3
 MiB = 1024**2
@@ -141,6 +141,110 @@ def swa_layer_flags(n_layer: int, period: int, dense_first: bool) -> list[bool]:
     return [period == 0 or (il % period < period - 1) for il in range(n_layer)]
 
 
+# What a GGUF may claim before the planner believes it: the planner's cost is linear in the layer
+# count (per-layer KV heads and window flags), so a header claiming 10^9 layers ran out of memory.
+# The bounds are far beyond any model llama.cpp loads (the largest have about 160 layers).
+FACT_BOUNDS = {
+    "block_count": 1 << 12,
+    "embedding_length": 1 << 20,
+    "feed_forward_length": 1 << 24,
+    "head_count": 1 << 16,
+    "head_count_kv": 1 << 16,
+    "key_length": 1 << 16,
+    "value_length": 1 << 16,
+    "sliding_window": 1 << 31,
+    "context_length": 1 << 31,
+    "expert_count": 1 << 16,
+    "expert_used_count": 1 << 16,
+    "vocab_size": 1 << 24,
+    "kv_lora_rank": 1 << 20,
+    "rope_dimension_count": 1 << 16,
+    "vocab_text_bytes": 1 << 40,
+}
+_GGUF_KEY = {
+    "head_count": "attention.head_count",
+    "head_count_kv": "attention.head_count_kv",
+    "head_count_kv_layers": "attention.head_count_kv",
+    "key_length": "attention.key_length",
+    "value_length": "attention.value_length",
+    "sliding_window": "attention.sliding_window",
+    "sliding_window_pattern": "attention.sliding_window_pattern",
+    "kv_lora_rank": "attention.kv_lora_rank",
+    "rope_dimension_count": "rope.dimension_count",
+}
+
+
+def _is_int(v: Any) -> bool:
+    return (
+        isinstance(v, int)
+        and not isinstance(v, bool)
+        or type(v).__module__ == "numpy"
+        and "int" in type(v).__name__
+    )
+
+
+def checked_facts(facts: dict[str, Any], arch: str, source: str) -> dict[str, Any]:
+    """``facts`` with every count the planner uses checked: an integer (not a string, an array or
+    a boolean), not negative, within FACT_BOUNDS; per-layer arrays no longer than the layer bound.
+    Anything else is one ModelError naming the GGUF key (``invoke plan.memory`` on hostile metadata
+    costs no more than on a real model)."""
+    out = dict(facts)
+
+    def bad(key: str, what: str) -> ModelError:
+        return ModelError(
+            f"the GGUF's {arch}.{_GGUF_KEY.get(key, key)} {what}: no model to plan",
+            file=source,
+            field=key,
+        )
+
+    for key, bound in FACT_BOUNDS.items():
+        v = facts.get(key)
+        if v is None:
+            continue
+        if not _is_int(v):
+            raise bad(key, f"is {quote(v, 60)} (a {type(v).__name__}), not an integer")
+        if v < 0:
+            raise bad(key, f"is {int(v)}, a negative count")
+        if v > bound:
+            raise bad(key, f"is {int(v)}, more than the {bound} this planner accepts")
+        out[key] = int(v)
+    layers = facts.get("head_count_kv_layers")
+    if layers is not None:
+        if not isinstance(layers, list) or len(layers) > FACT_BOUNDS["block_count"]:
+            raise bad(
+                "head_count_kv_layers",
+                "is not a per-layer list of at most "
+                f"{FACT_BOUNDS['block_count']} counts",
+            )
+        for x in layers:
+            if not _is_int(x) or not 0 <= x <= FACT_BOUNDS["head_count_kv"]:
+                raise bad(
+                    "head_count_kv_layers",
+                    f"has the entry {quote(x, 40)}, "
+                    + (
+                        "a negative count"
+                        if _is_int(x) and x < 0
+                        else "not a count of heads"
+                    ),
+                )
+    pattern = facts.get("sliding_window_pattern")
+    if isinstance(pattern, list) and len(pattern) > FACT_BOUNDS["block_count"]:
+        raise bad(
+            "sliding_window_pattern",
+            f"has {len(pattern)} entries, more than any layer count",
+        )
+    if (
+        pattern is not None
+        and not isinstance(pattern, (list, bool))
+        and not (_is_int(pattern) and 0 <= pattern <= FACT_BOUNDS["block_count"])
+    ):
+        raise bad(
+            "sliding_window_pattern",
+            f"is {quote(pattern, 60)}, not a period or a per-layer list",
+        )
+    return out
+
+
 @dataclass(frozen=True)
 class ModelShape:
     """What memory depends on, from a GGUF's facts."""
@@ -172,6 +276,13 @@ class ModelShape:
     @classmethod
     def from_facts(cls, facts: dict[str, Any], name: str = "") -> "ModelShape":
         arch = facts.get("architecture") or "?"
+        if not isinstance(arch, str):
+            raise ModelError(
+                f"the GGUF's general.architecture is {quote(arch)}, not a name: no model to plan",
+                file=name or "model",
+                field="architecture",
+            )
+        facts = checked_facts(facts, arch, name or "model")
         notes: list[str] = []
 
         def need(key: str) -> int:
@@ -289,11 +400,15 @@ class ModelShape:
 
     @classmethod
     def from_gguf(cls, path: str | Path) -> "ModelShape":
+        from core import safefile
         from core.gguf import gguf_facts
 
         p = Path(path).expanduser()
-        if not p.is_file():
+        if not p.exists() and not p.is_symlink():
             raise ModelError("no such GGUF file", file=str(path))
+        safefile.check_regular(
+            p, what="GGUF file", error=ModelError
+        )  # a FIFO or a device: refused unopened
         return cls.from_facts(gguf_facts(p), name=p.name)
 
     # -- weights ----------------------------------------------------------------------------
@@ -442,6 +557,74 @@ def kv_read_bytes(
     if cache is None:
         return (full_row + swa_row) * view
     return full_row * min(view, cache.cells) + swa_row * min(view, cache.swa_cells)
+
+
+def _sum_x(lo: int, hi: int) -> int:
+    """lo + (lo+1) + ... + hi (0 when hi < lo)."""
+    return (lo + hi) * (hi - lo + 1) // 2 if hi >= lo else 0
+
+
+def _sum_min_x(lo: int, hi: int, cap: int) -> int:
+    """The sum of min(x, cap) for x in lo..hi."""
+    if hi < lo:
+        return 0
+    below = _sum_x(lo, min(hi, cap))
+    return below + cap * max(0, hi - max(lo, cap + 1) + 1)
+
+
+def _sum_pad(n: int, to: int = 256) -> int:
+    """pad(1) + pad(2) + ... + pad(n), ``pad`` rounding up to ``to`` (0 for n <= 0)."""
+    if n <= 0:
+        return 0
+    q, r = divmod(n, to)
+    return to * to * q * (q + 1) // 2 + r * to * (q + 1)
+
+
+def _sum_min_pad(lo: int, hi: int, cap: int | None, to: int = 256) -> int:
+    """The sum of min(pad(x), cap) for x in lo..hi (x >= 1, so pad(x) >= ``to``); no cap: of pad(x)."""
+    if hi < lo:
+        return 0
+    if cap is None:
+        return _sum_pad(hi, to) - _sum_pad(lo - 1, to)
+    if cap <= to:
+        return cap * (hi - lo + 1)
+    first = to * (-(-cap // to) - 1) + 1  # the first x whose pad(x) reaches the cap
+    padded = (
+        _sum_pad(min(hi, first - 1), to) - _sum_pad(lo - 1, to)
+        if lo <= first - 1
+        else 0
+    )
+    return padded + cap * max(0, hi - max(lo, first) + 1)
+
+
+def kv_read_bytes_sum(
+    shape: ModelShape,
+    start: int,
+    stop: int,
+    type_k: str = "f16",
+    type_v: str = "f16",
+    *,
+    flash_attn: bool = True,
+    cache: KvPlan | None = None,
+    rows: tuple[int, int] | None = None,
+) -> int:
+    """``sum(kv_read_bytes(shape, d, ...) for d in range(start, stop))`` in closed form: its cost does
+    not grow with the number of tokens (a reported 10^9 decoded tokens costs what 10 do)."""
+    start = max(start, 0)
+    if stop <= start:
+        return 0
+    full_row, swa_row = rows if rows is not None else kv_rows(shape, type_k, type_v)
+    lo, hi = (
+        start + 1,
+        stop,
+    )  # cells attended: depth + 1 (at least 1, so a view pads to at least 256)
+    if flash_attn:
+        return full_row * _sum_x(lo, hi) + swa_row * _sum_min_x(lo, hi, shape.n_swa)
+    if cache is None:
+        return (full_row + swa_row) * _sum_min_pad(lo, hi, None)
+    return full_row * _sum_min_pad(lo, hi, cache.cells) + swa_row * _sum_min_pad(
+        lo, hi, cache.swa_cells
+    )
 
 
 def kv_rows(shape: ModelShape, type_k: str, type_v: str) -> tuple[int, int]:

@@ -417,7 +417,7 @@ def run_attributes(doc: RunRecord, all_runs: list[RunRecord]) -> dict[str, Any]:
     if isinstance(rec.spec, RateTest):
         depth = rec.spec.n_depth + rec.spec.n_prompt
     elif point:
-        depth = int(min(point["depths"]))
+        depth = point["depths"].min
     return {
         "model_bytes": int(rec.model_size_bytes),
         "architecture": arch,

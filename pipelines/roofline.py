@@ -23,6 +23,7 @@ shown but not graded against the DRAM bound.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -36,9 +37,8 @@ from core.records.host import (
     HostRecord,
     as_host,
 )
-from core.records.run import RunRecord, flash_attention_on, as_record
-
-from pipelines.memory import ModelShape, kv_cache, kv_read_bytes, kv_rows
+from core.records.run import RunRecord, as_record, flash_attention_on
+from pipelines.memory import ModelShape, kv_cache, kv_read_bytes_sum, kv_rows
 from pipelines.runs import latest_per_key
 
 
@@ -114,7 +114,7 @@ def _flash(eff: dict[str, Any], req: dict[str, Any]) -> bool:
 
 def bytes_per_token(
     shape: ModelShape,
-    depths: list[int],
+    depths: Depths | list[int],
     *,
     type_k: str = "f16",
     type_v: str = "f16",
@@ -124,10 +124,11 @@ def bytes_per_token(
     swa_full: bool = False,
 ) -> dict[str, float]:
     """Mean bytes read per decoded token over ``depths`` (the context length before each token)."""
+    depths = Depths.of(depths)
     # a pure function of its arguments: runs of one model and test share it (the site asks for thousands)
     key = (
         repr(shape),
-        tuple(depths),
+        depths,
         type_k,
         type_v,
         flash_attn,
@@ -141,7 +142,7 @@ def bytes_per_token(
             _BPT_CACHE.clear()
         hit = _BPT_CACHE[key] = _bytes_per_token(
             shape,
-            tuple(depths),
+            depths,
             type_k,
             type_v,
             flash_attn,
@@ -155,9 +156,52 @@ def bytes_per_token(
 _BPT_CACHE: dict[tuple, tuple[tuple[str, float], ...]] = {}
 
 
+@dataclass(frozen=True)
+class Depths:
+    """The context depths a run's decoded tokens saw, as half-open ranges ``(start, stop)``: a run
+    reporting 10^9 decoded tokens is one range, not 10^9 list items (issue 34: a token count of 10^7
+    raised the build's peak memory from 173 MB to 1.3 GB; 10^9 ended it in MemoryError). Every
+    figure over them (count, mean, bytes per token) is computed per range in closed form."""
+
+    ranges: tuple[tuple[int, int], ...]
+
+    @classmethod
+    def of(cls, depths: Depths | Iterable[int] | Iterable[range]) -> Depths:
+        """From Depths, ranges, or plain depths (consecutive ones joined into a range)."""
+        if isinstance(depths, Depths):
+            return depths
+        out: list[list[int]] = []
+        for d in depths:
+            if isinstance(d, range):
+                if len(d) and d.step == 1:
+                    out.append([d.start, d.stop])
+                continue
+            d = int(d)
+            if out and out[-1][1] == d:
+                out[-1][1] = d + 1
+            else:
+                out.append([d, d + 1])
+        return cls(tuple((a, b) for a, b in out))
+
+    @property
+    def count(self) -> int:
+        return sum(b - a for a, b in self.ranges)
+
+    @property
+    def min(self) -> int:
+        return min(a for a, _ in self.ranges)
+
+    @property
+    def mean(self) -> float:
+        return sum((a + b - 1) * (b - a) / 2 for a, b in self.ranges) / self.count
+
+    def __bool__(self) -> bool:
+        return bool(self.ranges)
+
+
 def _bytes_per_token(
     shape: ModelShape,
-    depths: tuple[int, ...],
+    depths: Depths,
     type_k: str,
     type_v: str,
     flash_attn: bool,
@@ -167,17 +211,33 @@ def _bytes_per_token(
 ) -> tuple[tuple[str, float], ...]:
     weights = shape.weights_read_per_token(expert_used)
     cache = (
-        kv_cache(shape, n_ctx or (max(depths) + 1), type_k, type_v, swa_full=swa_full)
+        kv_cache(
+            shape,
+            n_ctx or max(b for _, b in depths.ranges),
+            type_k,
+            type_v,
+            swa_full=swa_full,
+        )
         if not flash_attn
         else None
     )
     rows = kv_rows(shape, type_k, type_v)
-    kv = sum(
-        kv_read_bytes(
-            shape, d, type_k, type_v, flash_attn=flash_attn, cache=cache, rows=rows
+    kv = (
+        sum(
+            kv_read_bytes_sum(
+                shape,
+                a,
+                b,
+                type_k,
+                type_v,
+                flash_attn=flash_attn,
+                cache=cache,
+                rows=rows,
+            )
+            for a, b in depths.ranges
         )
-        for d in depths
-    ) / len(depths)
+        / depths.count
+    )
     return (
         ("weights", float(weights)),
         ("kv", float(kv)),
@@ -195,17 +255,18 @@ def decode_point(doc: RunRecord) -> dict[str, Any] | None:
         if not test.n_gen or test.n_prompt:
             return None  # prefill, or a mixed pp+tg rate: not a decode rate
         metric = "tokens_per_second"
-        depths = list(range(test.n_depth, test.n_depth + test.n_gen))
+        depths = Depths.of([range(test.n_depth, test.n_depth + test.n_gen)])
     else:
         metric = "decode_tps"
-        depths = []
+        spans = []
         for r in getattr(rec.samples, "requests", None) or []:
             p, o = r.prompt_tokens, r.output_tokens
             if p is None or not o:
                 continue
-            depths.extend(
+            spans.append(
                 range(int(p) + 1, int(p) + int(o))
             )  # tokens after the first (TPOT's)
+        depths = Depths.of(spans)
     s = rec.stat(metric)
     if s is None or s.mean is None or not depths:
         return None
@@ -239,7 +300,7 @@ def roofline_rows(
             "ci95_high": s.ci95_high,
             "n": s.n,
             "threads": eff.get("n_threads"),
-            "depth_mean": sum(point["depths"]) / len(point["depths"]),
+            "depth_mean": point["depths"].mean,
             "type_k": eff.get("type_k") or req.get("type_k") or "f16",
             "type_v": eff.get("type_v") or req.get("type_v") or "f16",
             "flash_attn": _flash(eff, req),

@@ -10,14 +10,13 @@ The JS lives in docs/assets/js/runs.js; these functions return the page bodies a
 
 from __future__ import annotations
 
-import math
-
-import csv
 import io
 import json
+import math
 from dataclasses import dataclass
 from typing import Any
 
+from core import csvcell
 from core.metrics import METRICS
 from core.records import record_class
 from core.records.base import ArtifactRecord
@@ -266,9 +265,7 @@ def index_script(kind: str, data: dict[str, Any]) -> str:
 def index_csv(kind: str, rows: list[dict[str, Any]]) -> str:
     names = [c[0] for c in _COLUMNS[kind]]
     buf = io.StringIO()
-    w = csv.DictWriter(
-        buf, fieldnames=names, extrasaction="ignore", lineterminator="\n"
-    )
+    w = csvcell.dict_writer(buf, names, extrasaction="ignore", lineterminator="\n")
     w.writeheader()
     for r in rows:
         w.writerow(r)

@@ -9,7 +9,6 @@ says so; the downloads hold all of them.
 
 from __future__ import annotations
 
-import csv
 import hashlib
 import html
 import io
@@ -17,9 +16,11 @@ import json
 import math
 import re
 import secrets
-from urllib.parse import quote
 from collections.abc import Iterable, Sequence
 from typing import Any
+from urllib.parse import quote
+
+from core import csvcell
 
 _MD_SPECIAL = re.compile(r"([\\`*_\[\]()#+!~|])")
 # Braces become HTML entities: the pages go through mkdocs-macros (Jinja), and text such as
@@ -153,7 +154,7 @@ def reset_tables() -> None:
 
 def table_csv(headers: list[str], rows: list[list[str]]) -> str:
     buf = io.StringIO()
-    w = csv.writer(buf, lineterminator="\n")
+    w = csvcell.writer(buf, lineterminator="\n")
     w.writerow(headers)
     w.writerows(rows)
     return buf.getvalue()

@@ -22,7 +22,7 @@ import sys
 import threading
 import time
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
 
@@ -96,9 +96,16 @@ def last_valid(
 ) -> tuple[Path, Any] | None:
     """The newest readable artifact of ``key`` (a RunRecord by default; ``reader`` reads other
     types); corrupt ones met on the way are reported and set aside."""
+    now = datetime.now(UTC)
     for path in reversed(find_existing(key, root)):
         try:
-            return path, reader(path)
+            doc = reader(path)
+            ahead = artifacts.from_the_future(getattr(doc, "doc", doc), now)
+            if (
+                ahead
+            ):  # stamped by a clock ahead: not a measurement to resume from (issue 34)
+                raise ArtifactError(ahead, file=relpath(path), field="created")
+            return path, doc
         except ArtifactError as exc:
             dest = set_aside(path, root)
             emit(

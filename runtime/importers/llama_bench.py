@@ -35,25 +35,30 @@ import importlib
 import json
 import math
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Union
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from core import artifacts
-from core import stats
+from core import artifacts, stats
+from core.errors import ConfigError, ModelError, UserError
+from core.kinds.rate import RateTest
+from core.paths import data_dir, project_root, relpath, runs_dir
 from core.records import run as run_record
+from core.yamlio import read_text
 from runtime.hosts import fingerprint as hostinfo
 from runtime.models import registry as models_mod
-from core.errors import ConfigError, ModelError, UserError
-from core.paths import data_dir, project_root, relpath, runs_dir
-from core.kinds.rate import RateTest
 
 BACKEND = "llama-bench"
 MATRIX_NAME = "llama-bench-import"
 # Relative tolerance for the consistency checks (llama-bench prints avg_ts with 6 decimals).
 REL_TOL = 1e-3
+# llama-bench writes its counts as C ints and its times as uint64 nanoseconds: nothing larger is real
+I32 = 2**31 - 1
+U64 = 2**64 - 1
+MAX_SAMPLES = 100_000  # repetitions of one test (llama-bench -r)
+MAX_JSON_BYTES = 64 << 20
 
 
 class LlamaBenchRecord(BaseModel):
@@ -80,30 +85,36 @@ class LlamaBenchRecord(BaseModel):
         ...,
         description="llama.cpp's model description (e.g. 'gemma3 270M Q4_K - Medium').",
     )
-    model_size: int = Field(..., ge=0, description="Bytes of the model's tensors.")
-    model_n_params: int = Field(..., ge=0, description="Parameters.")
-    n_batch: int = Field(..., ge=1)
-    n_ubatch: int = Field(..., ge=1)
-    n_threads: int = Field(..., ge=1)
+    model_size: int = Field(
+        ..., ge=0, le=U64, description="Bytes of the model's tensors."
+    )
+    model_n_params: int = Field(..., ge=0, le=U64, description="Parameters.")
+    n_batch: int = Field(..., ge=1, le=I32)
+    n_ubatch: int = Field(..., ge=1, le=I32)
+    n_threads: int = Field(..., ge=1, le=I32)
     type_k: str = Field(..., min_length=1)
     type_v: str = Field(..., min_length=1)
     n_gpu_layers: int
-    flash_attn: Union[bool, int] = Field(
+    flash_attn: bool | int = Field(
         ..., description="bool in older llama-bench; -1 auto, 0 off, 1 on in newer."
     )
-    n_prompt: int = Field(..., ge=0)
-    n_gen: int = Field(..., ge=0)
-    n_depth: int = Field(0, ge=0, description="Absent before llama-bench learnt -d: 0.")
+    n_prompt: int = Field(..., ge=0, le=I32)
+    n_gen: int = Field(..., ge=0, le=I32)
+    n_depth: int = Field(
+        0, ge=0, le=I32, description="Absent before llama-bench learnt -d: 0."
+    )
     test_time: str = Field(..., min_length=1)
-    avg_ns: int = Field(..., ge=0)
-    stddev_ns: int = Field(..., ge=0)
+    avg_ns: int = Field(..., ge=0, le=U64)
+    stddev_ns: int = Field(..., ge=0, le=U64)
     avg_ts: float = Field(..., ge=0)
     stddev_ts: float = Field(..., ge=0)
-    samples_ns: list[int] = Field(..., min_length=1)
-    samples_ts: list[float] = Field(..., min_length=1)
+    samples_ns: list[Annotated[int, Field(gt=0, le=U64)]] = Field(
+        ..., min_length=1, max_length=MAX_SAMPLES
+    )
+    samples_ts: list[float] = Field(..., min_length=1, max_length=MAX_SAMPLES)
 
     @model_validator(mode="after")
-    def _consistent(self) -> "LlamaBenchRecord":
+    def _consistent(self) -> LlamaBenchRecord:
         if self.n_prompt + self.n_gen == 0:
             raise ValueError("n_prompt and n_gen are both 0: not a test")
         if (
@@ -129,6 +140,11 @@ class LlamaBenchRecord(BaseModel):
                 raise ValueError(
                     f"samples_ts[{i}] = {ts} is not {n_tokens} tokens / samples_ns[{i}] ({expected:.3f})"
                 )
+        mean_ns = sum(self.samples_ns) / len(self.samples_ns)
+        if abs(self.avg_ns - mean_ns) > REL_TOL * mean_ns + 1:
+            raise ValueError(
+                f"avg_ns {self.avg_ns} is not the mean of samples_ns ({mean_ns:.0f})"
+            )
         mean = sum(self.samples_ts) / len(self.samples_ts)
         if abs(self.avg_ts - mean) > REL_TOL * mean:
             raise ValueError(
@@ -181,19 +197,14 @@ class LlamaBenchRecord(BaseModel):
 
 def test_datetime(text: str) -> datetime:
     dt = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    return dt if dt.tzinfo else dt.replace(tzinfo=timezone.utc)
+    return dt if dt.tzinfo else dt.replace(tzinfo=UTC)
 
 
 # -- reading ---------------------------------------------------------------------------------
 def read_records(path: Path) -> list[LlamaBenchRecord]:
     """Parse a llama-bench JSON (array, or a single object) or JSONL file; UserError on bad input."""
     source = relpath(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigError("no such file", file=source) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"cannot read ({exc})", file=source) from None
+    text = read_text(path, what="llama-bench JSON file", max_bytes=MAX_JSON_BYTES)
     raw = _decode(text, source)
     if isinstance(raw, dict):
         raw = [raw]
@@ -221,7 +232,7 @@ def read_records(path: Path) -> list[LlamaBenchRecord]:
 
 def _decode(text: str, source: str) -> Any:
     try:
-        return json.loads(text)
+        return _loads(text, source)
     except json.JSONDecodeError as first:
         lines = text.splitlines()
         if _is_object_line(lines[0] if lines else ""):  # -o jsonl: one object per line
@@ -230,7 +241,7 @@ def _decode(text: str, source: str) -> Any:
                 if not ln.strip():
                     continue
                 try:
-                    out.append(json.loads(ln))
+                    out.append(_loads(ln, source, line=n))
                 except json.JSONDecodeError as exc:
                     raise ConfigError(
                         f"invalid JSON Lines at line {n} column {exc.colno}: {exc.msg}",
@@ -249,10 +260,28 @@ def _decode(text: str, source: str) -> Any:
         ) from None
 
 
+def _loads(text: str, source: str, line: int = 0) -> Any:
+    """``json.loads``, with what it raises besides JSONDecodeError as one line: nesting deeper than
+    the interpreter's recursion (100,000 ``[``), an integer of more than 4,300 digits."""
+    where = f" at line {line}" if line else ""
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise ConfigError(
+            f"invalid JSON{where}: nested too deeply", file=source
+        ) from None
+    except json.JSONDecodeError:
+        raise
+    except ValueError as exc:  # int parsing past sys.get_int_max_str_digits()
+        raise ConfigError(
+            f"invalid JSON{where}: {' '.join(str(exc).split())[:160]}", file=source
+        ) from None
+
+
 def _is_object_line(line: str) -> bool:
     try:
         return isinstance(json.loads(line), dict)
-    except json.JSONDecodeError:
+    except (json.JSONDecodeError, RecursionError, ValueError):
         return False
 
 
@@ -452,7 +481,7 @@ def build_artifact(
         host["id"],
         backend_version,
     )
-    measured = test_datetime(rec.test_time).astimezone(timezone.utc)
+    measured = test_datetime(rec.test_time).astimezone(UTC)
     build = {
         "backend_version": backend_version,
         "llama_cpp_commit": rec.build_commit,
@@ -541,7 +570,7 @@ def import_file(
     host = resolve_host(records, path, host_name, root)
     refs: dict[str, models_mod.ModelRef] = {}
     source_sha = hashlib.sha256(path.read_bytes()).hexdigest()
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     planned: list[tuple[Path, dict[str, Any]]] = []
     for i, rec in enumerate(records):
         if rec.model_filename not in refs:

@@ -18,14 +18,18 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from core import safefile
 from core.errors import ConfigError
 from core.kinds.workload import Workload
 from core.paths import data_dir, project_root, relpath
+
+MAX_TEXT_BYTES = (
+    64 << 20
+)  # a workload text (a corpus to cut prompts from) larger than this is refused
 
 CHARS_PER_TOKEN = 4.0  # the rule of thumb when no tokenizer is at hand (English prose)
 
@@ -58,13 +62,16 @@ def corpus(name: str) -> tuple[str, dict[str, Any]]:
             field="texts",
         )
     file = path.parent / str(texts[name].get("file", ""))
-    if not file.is_file():
+    if not file.exists() and not file.is_symlink():
         raise ConfigError(
             f"text file {texts[name].get('file')!r} not found",
             file=relpath(path),
             field=f"texts.{name}.file",
         )
-    data = Path(file).read_bytes()
+    # a FIFO or a device refused unopened, a text bounded like any input file
+    data = safefile.read_bytes(
+        file, max_bytes=MAX_TEXT_BYTES, what="text file", error=ConfigError
+    )
     return data.decode("utf-8", "replace"), {
         "name": name,
         "sha256": hashlib.sha256(data).hexdigest(),

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import shlex
 import sys
 import tempfile
@@ -33,11 +34,13 @@ from pathlib import Path
 from typing import Any, Callable
 
 from core import artifacts
-from runtime.models import registry as models
-from runtime.execution import matrix as matrix_mod
 from core.errors import ArtifactError
+from core.paths import cache_dir, project_root, relpath, runs_dir, slug
+from core.records import run as run_record
+from core.yamlio import quote
+from runtime.execution import matrix as matrix_mod
 from runtime.hosts.inventory import Host
-from core.paths import cache_dir, project_root, relpath, runs_dir
+from runtime.models import registry as models
 from runtime.remote import snapshot as snapshot_mod
 from runtime.remote.agent import PREFIX
 from runtime.remote.failed import done_label, failed_artifacts
@@ -45,6 +48,7 @@ from runtime.remote.ssh import RemoteFailure, connect, redact, secrets_of
 
 ProgressFn = Callable[[str, str, dict[str, Any]], None]  # (host name, event, info)
 KILL_GRACE_S = 10
+MAX_LINE_CHARS = 1 << 20  # a line of a host's output (an event) longer than this is cut
 
 
 @dataclass
@@ -74,6 +78,11 @@ class _Lines(io.TextIOBase):
         while "\n" in self.buf:
             line, self.buf = self.buf.split("\n", 1)
             self.on_line(line)
+        if (
+            len(self.buf) > MAX_LINE_CHARS
+        ):  # a host printing without end: cut, never held whole
+            line, self.buf = self.buf[:MAX_LINE_CHARS], ""
+            self.on_line(line + " [line cut]")
         return len(s)
 
     def flush(self) -> None:  # invoke flushes after every chunk: keep a partial line
@@ -112,9 +121,20 @@ class HostRun:
         self.backend_versions: dict[str, str] = {}
         self.done: set[tuple] = set()
         self.reported: list[str] = []  # artifact paths relative to the host's data/runs
+        self.reported_labels: dict[
+            str, tuple
+        ] = {}  # path -> the configuration it was reported for
         self.tail: list[str] = []
         self.error_event: str | None = None
         self.python: str | None = None
+        self.fetched = False  # _fetch ran (a failure after it does not fetch again)
+        self.bad_fingerprint: str | None = (
+            None  # why the host's reported fingerprint was refused
+        )
+        self.configs = {
+            done_label(c.model, c.test.name, c.swept): c
+            for c in matrix.configurations()
+        }
         self.t0 = time.monotonic()
         self._log_lock = threading.Lock()
 
@@ -146,16 +166,35 @@ class HostRun:
     def _event(self, ev: dict[str, Any]) -> None:
         kind = ev.get("event")
         if kind == "host":
-            self.reported_host = ev.get("host")
-            self.backend_versions = ev.get("backend_versions") or {}
-            self.outcome.host_id = (self.reported_host or {}).get("id")
-            self.log(f"host fingerprint: {self.outcome.host_id}")
+            fp = ev.get("host")
+            why = fingerprint_problem(fp, self.host.name)
+            versions = ev.get("backend_versions")
+            self.backend_versions = (
+                {str(k): str(v)[:200] for k, v in versions.items()}
+                if isinstance(versions, dict)
+                else {}
+            )
+            if why:  # nothing this host returns can be checked against it: none of it is taken
+                self.bad_fingerprint = why
+                self.reported_host = None
+                self.outcome.host_id = None
+                self.log(f"host fingerprint refused: {why}")
+            else:
+                self.reported_host = fp
+                self.outcome.host_id = fp["id"]
+                self.log(f"host fingerprint: {self.outcome.host_id}")
         elif kind in ("skip", "done"):
             self.done.add(
                 done_label(ev.get("model"), ev.get("test"), ev.get("swept") or {})
             )
-            if ev.get("path"):
+            if (
+                ev.get("path") and len(self.reported) < 10 * len(self.configs) + 100
+            ):  # bounded
                 self.reported.append(ev["path"])
+                if isinstance(ev["path"], str):
+                    self.reported_labels[ev["path"]] = done_label(
+                        ev.get("model"), ev.get("test"), ev.get("swept") or {}
+                    )
             self.log(
                 f"[{ev.get('index')}/{ev.get('total')}] {ev.get('model')} {ev.get('test')}: "
                 f"{ev.get('status')}{' (already measured)' if kind == 'skip' else ''}"
@@ -318,27 +357,52 @@ class HostRun:
         return " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
 
     def _fetch(self, conn: Any, w: str) -> None:
+        """Bring home every artifact the host reported, each read with a size bound and taken only
+        when it is this host's (its fingerprint), of this job (a configuration of the matrix) and at
+        its own canonical path under the host's folder (:meth:`_refusal`); the rest is refused, one
+        line each in ``outcome.invalid``, and its configuration counts as not measured."""
+        self.fetched = True
         if not self.reported:
             return
         sftp = conn.sftp()
         local_root = runs_dir()
         with tempfile.TemporaryDirectory(prefix="almanac-fetch-") as td:
             for rel in dict.fromkeys(self.reported):
-                if rel.startswith("/") or ".." in Path(rel).parts:
-                    self.outcome.invalid.append(
-                        f"{rel}: refused (path outside data/runs)"
+                if (
+                    not isinstance(rel, str)
+                    or rel.startswith("/")
+                    or ".." in Path(rel).parts
+                ):
+                    self._refuse(rel, "refused (path outside data/runs)")
+                    continue
+                if self.outcome.host_id is None:
+                    self._refuse(
+                        rel, "refused (the host reported no valid fingerprint)"
                     )
                     continue
-                target = local_root / rel
-                if target.exists():
+                if Path(rel).parts[:1] != (self.outcome.host_id,):
+                    self._refuse(
+                        rel,
+                        f"refused: not in the host's own folder ({self.outcome.host_id}/)",
+                    )
                     continue
+                if (local_root / rel).exists():
+                    continue  # taken (and checked) by an earlier run: nothing to fetch or write
                 tmp = Path(td) / "artifact.json"
                 try:
-                    sftp.get(f"{w}/data/runs/{rel}", str(tmp))
+                    _get_bounded(
+                        sftp, f"{w}/data/runs/{rel}", tmp, MAX_REMOTE_ARTIFACT_BYTES
+                    )
                     doc = artifacts.load(tmp)
                 except (OSError, ArtifactError) as exc:
-                    self.outcome.invalid.append(f"{rel}: {exc}")
-                    self.log(f"fetch {rel}: {exc}")
+                    self._refuse(rel, str(exc))
+                    continue
+                why = self._refusal(rel, doc, local_root)
+                if why:
+                    self._refuse(rel, f"refused: {why}", doc)
+                    continue
+                target = run_record.run_path(doc, local_root)
+                if target.exists():
                     continue
                 artifacts.write(target, doc)
                 self.outcome.fetched.append(target)
@@ -351,6 +415,52 @@ class HostRun:
         self.log(
             f"fetched {len(self.outcome.fetched)} artifacts into {relpath(local_root)}"
         )
+
+    def _refuse(self, rel: Any, why: str, doc: dict[str, Any] | None = None) -> None:
+        line = " ".join(
+            f"{quote(rel, 160) if not isinstance(rel, str) else rel[:200]}: {why}".split()
+        )
+        self.outcome.invalid.append(line)
+        self.log(f"fetch {line}")
+        label = self._label_of_reported(rel)
+        if label is not None:
+            self.done.discard(
+                label
+            )  # not measured after all: a failed artifact says so
+
+    def _label_of_reported(self, rel: Any) -> tuple | None:
+        return self.reported_labels.get(rel) if isinstance(rel, str) else None
+
+    def _refusal(self, rel: str, doc: dict[str, Any], local_root: Path) -> str:
+        """Why ``doc``, reported at ``rel``, is not this host's result of this job ("" when it is)."""
+        hid = self.outcome.host_id
+        host = doc.get("host") or {}
+        if host.get("id") != hid:
+            return f"names host {quote(host.get('id'), 60)}, not this host's fingerprint {hid}"
+        if host.get("name") != (self.reported_host or {}).get("name"):
+            return f"names host {quote(host.get('name'), 60)}, not {quote((self.reported_host or {}).get('name'), 60)}"
+        settings = doc.get("settings") or {}
+        label = done_label(
+            doc["model"].get("name"),
+            doc["test"].get("name"),
+            settings.get("swept") or {},
+        )
+        cfg = self.configs.get(label)
+        if cfg is None:
+            return (
+                f"model {quote(doc['model'].get('name'), 60)}, test {quote(doc['test'].get('name'), 60)} "
+                f"is not a configuration of matrix {self.matrix.name}"
+            )
+        if doc.get("backend") != cfg.backend:
+            return f"backend {quote(doc.get('backend'), 40)}, not the matrix's {cfg.backend}"
+        if doc["test"] != cfg.test.to_dict():
+            return f"test {cfg.test.name} differs from the matrix's definition of it"
+        if label != self.reported_labels.get(rel, label):
+            return "is not the configuration the host reported at this path"
+        own = run_record.run_path(doc, local_root)
+        if own != local_root / rel:
+            return f"is not at its own path in the host's folder ({relpath(own)})"
+        return ""
 
     # -- the whole thing ------------------------------------------------------------------------
     def run(self) -> HostOutcome:
@@ -402,6 +512,11 @@ class HostRun:
             )
             self.progress(h.name, "run", {"total": len(self.matrix.configurations())})
             code = self.remote(conn, run, "the matrix")
+            if self.bad_fingerprint:
+                raise RemoteFailure(
+                    "error",
+                    f"{h.name}: its fingerprint {self.bad_fingerprint}: nothing it returned is taken",
+                )
             if code == 2 and self.error_event:
                 raise RemoteFailure(
                     "error", f"{h.name}: {self.error_event}", exit_code=code
@@ -417,6 +532,13 @@ class HostRun:
                     signal=sig,
                 )
             self._fetch(conn, w)
+            if (
+                self.outcome.invalid
+            ):  # what it returned was not its own measurement of this job
+                raise RemoteFailure(
+                    "error",
+                    f"{h.name}: {len(self.outcome.invalid)} returned artifact(s) refused: {self.outcome.invalid[0]}",
+                )
         except RemoteFailure as exc:
             self._fail(
                 exc.kind,
@@ -464,7 +586,7 @@ class HostRun:
             message,
         )
         self.log(f"FAILED ({kind}): {message}")
-        if conn is not None and w is not None and self.reported:
+        if conn is not None and w is not None and self.reported and not self.fetched:
             try:  # keep what the host finished before it failed
                 self._fetch(conn, w)
             except Exception as exc:
@@ -479,22 +601,75 @@ class HostRun:
                 "dirty": self.snap.dirty,
             },
         }
-        paths = failed_artifacts(
-            matrix=self.matrix,
-            host=self.host,
-            kind=kind,
-            message=message,
-            done=self.done,
-            reported_host=self.reported_host,
-            backend_versions=self.backend_versions,
-            log_tail=redact("\n".join(self.tail[-60:]), self.secrets),
-            wall_s=time.monotonic() - self.t0,
-            exit_code=exit_code,
-            signal=signal,
-            remote=remote,
-        )
+        common = {
+            "matrix": self.matrix,
+            "host": self.host,
+            "kind": kind,
+            "message": message,
+            "done": self.done,
+            "backend_versions": self.backend_versions,
+            "log_tail": redact("\n".join(self.tail[-60:]), self.secrets),
+            "wall_s": time.monotonic() - self.t0,
+            "exit_code": exit_code,
+            "signal": signal,
+            "remote": remote,
+        }
+        try:
+            paths = failed_artifacts(reported_host=self.reported_host, **common)
+        except (
+            ArtifactError
+        ) as exc:  # a fingerprint the schema refuses: the inventory's view instead
+            self.log(
+                f"the host's fingerprint cannot be recorded ({exc}); failed artifacts name the inventory host"
+            )
+            paths = failed_artifacts(
+                reported_host=None,
+                backend_versions={},
+                **{k: v for k, v in common.items() if k != "backend_versions"},
+            )
         self.outcome.failed += paths
         self.log(f"wrote {len(paths)} failed artifacts")
+
+
+MAX_REMOTE_ARTIFACT_BYTES = (
+    artifacts.MAX_ARTIFACT_BYTES
+)  # an artifact a host returns is read up to this
+_HOST_ID = re.compile(
+    r"[a-z0-9][a-z0-9-]{0,119}"
+)  # the run schema's host id, at most 120 characters
+
+
+def fingerprint_problem(fp: Any, host_name: str) -> str:
+    """Why a fingerprint reported by inventory host ``host_name`` cannot be this host's ("" when it
+    can): not an object, no id, an id that is not a host id (a path such as ``../../etc``), or one
+    that is not of this host (a fingerprint's id is ``<slug(name)>-<hash>``, and the host was given
+    its inventory name)."""
+    if not isinstance(fp, dict):
+        return f"is {quote(fp, 60)}, not an object"
+    hid = fp.get("id")
+    if hid is None:
+        return "has no id"
+    if not isinstance(hid, str) or not _HOST_ID.fullmatch(hid):
+        return f"has the id {quote(hid, 80)}, not a host id (lowercase letters, digits and dashes)"
+    prefix = slug(host_name) + "-"
+    if not hid.startswith(prefix) or fp.get("name") != host_name:
+        return f"has the id {hid} and name {quote(fp.get('name'), 60)}, not those of inventory host {host_name} ({prefix}...)"
+    return ""
+
+
+def _get_bounded(sftp: Any, remote: str, local: Path, limit: int) -> None:
+    """Copy ``remote`` to ``local`` reading at most ``limit`` bytes (a host may serve an endless file,
+    or lie in its stat); more is an OSError naming the bound."""
+    with sftp.open(remote, "rb") as src, open(local, "wb") as dst:
+        total = 0
+        while True:
+            block = src.read(min(1 << 20, limit + 1 - total))
+            if not block:
+                break
+            total += len(block)
+            if total > limit:
+                raise OSError(f"more than {limit} bytes: refused unread")
+            dst.write(block)
 
 
 def _signal_of(code: int | None) -> str | None:
