@@ -1,4 +1,4 @@
-"""GPU benchmark driver (run by benchmarks/gpu_h100.sh on the GPU machine).
+"""GPU benchmark driver (run by benchmarks/gpu_run.sh on the GPU machine).
 
 1. measure the card's device-memory bandwidth (benchmarks/gpu_bandwidth.py);
 2. generate the synthetic models a matrix names ("synthetic-<shape>-<quant>",
@@ -187,7 +187,11 @@ def llama_bench_args(m: Any, model_paths: list[str], n_threads: int) -> list[str
     ]
     fa = s.get("flash_attn", "auto")
     args += ["-fa", {"auto": "auto", "on": "1", "off": "0"}[fa]]
-    return args
+    from runtime.hosts import placement
+
+    return args + placement.cli_args(
+        s
+    )  # split, main GPU, NUMA, CPU mask ... as the matrix says
 
 
 def run_llama_bench(

@@ -354,6 +354,7 @@ class Resources:
     peak_vram_bytes: int | None = None
     peak_rss_method: str | None = None
     peak_vram_method: str | None = None
+    peak_vram_by_gpu: list[dict[str, Any]] | None = None
     baseline_rss_bytes: int | None = None
     rss_after_load_bytes: int | None = None
     wall_s: float | None = None

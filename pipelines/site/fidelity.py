@@ -105,7 +105,7 @@ def fidelity_rows(root: Path | None = None) -> list[dict[str, Any]]:
 def fidelity_section(root: Path | None = None) -> str:
     rows = fidelity_rows(root)
     if not rows:
-        return "No committed fidelity results yet: `invoke bench.fidelity` (CPU) and benchmarks/gpu_h100.sh (GPU) write them."
+        return "No committed fidelity results yet: `invoke bench.fidelity` (CPU) and benchmarks/gpu_run.sh (GPU) write them."
     body = []
     for r in rows:
         ci = (

@@ -176,7 +176,7 @@ def bandwidth_table(host_docs: list[HostRecord]) -> str:
             "note",
             "No bandwidth probe yet",
             "`invoke host.probe` measures host RAM; "
-            "benchmarks/gpu_h100.sh measures a GPU's device memory.",
+            "benchmarks/gpu_run.sh measures a GPU's device memory.",
         )
     return table(
         [

@@ -101,6 +101,7 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
     result["peak_vram_bytes"] = vram.peak
     result["peak_rss_self_bytes"] = _vm_hwm_bytes()
     result["peak_vram_method"] = vram.method
+    result["peak_vram_by_gpu"] = vram.per_gpu()
     result["worker_wall_s"] = time.perf_counter() - t0
     return result
 
