@@ -252,9 +252,9 @@ def embedding_facts(path: str) -> dict[str, Any]:
 def fidelity(
     ours: list[dict[str, Any]], lb_rows: list[dict[str, Any]], bandwidth: float | None
 ) -> list[dict[str, Any]]:
-    lb: dict[tuple[str, str], list[dict[str, Any]]] = {}
-    for r in lb_rows:
-        lb.setdefault((Path(r["model_filename"]).name, lb_test_name(r)), []).append(r)
+    lb: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
+    for r in lb_rows:  # keyed by split mode too: one file runs on one GPU and split over several
+        lb.setdefault((Path(r["model_filename"]).name, lb_test_name(r), r.get("split_mode") or "layer"), []).append(r)
     out = []
     for d in sorted(ours, key=lambda d: (d["model"]["name"], d["test"]["name"])):
         if (
@@ -264,6 +264,7 @@ def fidelity(
         ):
             continue
         s = d["summary"]["tokens_per_second"]
+        split = d["settings"]["effective"].get("split_mode") or "layer"
         row: dict[str, Any] = {
             "model": d["model"]["name"],
             "test": d["test"]["name"],
@@ -274,8 +275,10 @@ def fidelity(
             "quantization": d["model"]["gguf"].get("quantization"),
             "n_gpu_layers": d["settings"]["effective"].get("n_gpu_layers"),
             "flash_attn": d["settings"]["effective"].get("flash_attn"),
+            "split_mode": split,
+            "gpus_used": d["settings"]["effective"].get("gpus_used"),
         }
-        rs = lb.get((d["model"]["file_name"], d["test"]["name"]))
+        rs = lb.get((d["model"]["file_name"], d["test"]["name"], split))
         if rs:  # llama-bench's figure: the mean of its rounds' avg_ts (each round: -r repetitions)
             ts = sum(r["avg_ts"] for r in rs) / len(rs)
             row.update(
