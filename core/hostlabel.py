@@ -243,12 +243,25 @@ def gpus_label(gpus: Iterable[Mapping[str, Any]]) -> str:
     return " + ".join(names)
 
 
+# NVML's nvmlNvlinkVersion_t as NVLink generations (a fingerprint may hold the raw enum value)
+NVLINK_VERSIONS = {1: "1.0", 2: "2.0", 3: "2.2", 4: "3.0", 5: "3.1", 6: "4.0", 7: "5.0"}
+
+
+def nvlink_generation(v: Any) -> str | None:
+    """NVLink's generation ("4") from NVML's enum (6) or a version string ("4.0")."""
+    if isinstance(v, int) and not isinstance(v, bool):
+        v = NVLINK_VERSIONS.get(v)
+    if not v:
+        return None
+    return str(v).removesuffix(".0")
+
+
 def link_label(links: Iterable[Mapping[str, Any]]) -> str:
     """The links between a set of GPUs: ``NVLink 4 ×18``, ``PCIe``, ``NVLink + PCIe`` when mixed."""
     kinds = []
     for lk in links:
         if lk.get("kind") == "NVLink":
-            n, v = lk.get("nvlink_links"), lk.get("nvlink_version")
+            n, v = lk.get("nvlink_links"), nvlink_generation(lk.get("nvlink_version"))
             kinds.append("NVLink" + (f" {v}" if v else "") + (f" ×{n}" if n else ""))
         elif lk.get("kind"):
             kinds.append(str(lk["kind"]))

@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from core.hostlabel import NVLINK_VERSIONS
+
 NODE_ROOT = Path("/sys/devices/system/node")
 PCI_ROOT = Path("/sys/bus/pci/devices")
 ENV_VARS = ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES")
@@ -198,8 +200,9 @@ def link(nv: Any, a: Device, b: Device) -> dict[str, Any]:
             pass
     if links or nvlink_ok:
         out.update(kind="NVLink", nvlink_links=links or None, via_nvswitch=via_switch)
-        if versions:
-            out["nvlink_version"] = max(versions)
+        if versions:  # NVML's enum (6 = NVLink 4.0) as the version it names
+            v = max(versions)
+            out["nvlink_version"] = NVLINK_VERSIONS.get(v, str(v))
         return out
     out["kind"] = "PCIe"
     try:
