@@ -102,13 +102,13 @@ def gpu_meter(
         except Exception as exc:
             raise Unavailable(
                 f"GPU energy not exposed on this host: nvmlDeviceGetTotalEnergyConsumption "
-                f"fails on GPU {i} ({exc})"
+                f"fails on GPU {d.nvml_index} ({exc})"
             ) from None
         name = nv.nvmlDeviceGetName(h)
         handles.append(h)
         bus = f" {d.pci_bus_id}" if d.pci_bus_id else ""
         names.append(
-            f"GPU{i} {name.decode() if isinstance(name, bytes) else name}{bus}"
+            f"GPU{d.nvml_index} {name.decode() if isinstance(name, bytes) else name}{bus}"
         )
 
     def read_j() -> float:
