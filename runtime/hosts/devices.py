@@ -267,7 +267,7 @@ def numa_nodes(root: Path = NODE_ROOT) -> list[dict[str, Any]]:
 def parse_cpu_mask(mask: str) -> set[int]:
     """llama.cpp's CPU mask (hex, ``0xff`` or ``ff``, bit i = CPU i) as CPU numbers; ValueError if bad."""
     m = mask.strip().lower()
-    m = m[2:] if m.startswith("0x") else m
+    m = m.removeprefix("0x")
     if not m or any(c not in "0123456789abcdef" for c in m):
         raise ValueError(f"{mask!r} is not a hex CPU mask (like 0xff)")
     n = int(m, 16)

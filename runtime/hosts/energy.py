@@ -24,12 +24,12 @@ power included, whatever else runs on it.
 
 from __future__ import annotations
 
-import os
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 POWERCAP = Path("/sys/class/powercap")
 WINDOW_S = 1.0  # the shortest region metered on its own (a counter step is at most ~100 ms on the GPUs seen)
@@ -243,7 +243,7 @@ class RateEnergy:
     @classmethod
     def for_test(
         cls, test: Any, on_gpu: bool, gpus: list[int] | None = None
-    ) -> "RateEnergy":
+    ) -> RateEnergy:
         """``gpus``: the CUDA ordinals the run uses (its placement); the other visible GPUs are metered apart."""
         meter, reason = meter_for(on_gpu, gpus)
         return cls(
