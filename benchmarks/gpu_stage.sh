@@ -54,4 +54,4 @@ rm -rf "$DEST"
 mkdir -p "$(dirname "$DEST")"
 mv "$tmp" "$DEST"
 trap - EXIT
-echo "staged $DEST: $(( size_kib / 1024 )) MiB ($(find "$DEST/.whl" -name '*.whl' | wc -l) wheels; limit ${LIMIT_MIB} MiB)"
+echo "staged $DEST: $(( size_kib / 1024 )) MiB ($(find "$DEST/.whl" -type f -name '*.whl' | wc -l) wheels; limit ${LIMIT_MIB} MiB)"
