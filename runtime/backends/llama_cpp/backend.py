@@ -115,8 +115,12 @@ _LORA_BUFFER_RE = re.compile(
 
 def memory_from_log(log: str) -> dict[str, dict[str, float]]:
     """Buffers llama.cpp reported while loading the (first) model: {kind: {buffer: MiB}}.
-    The log is cut at the first compute-buffer line, so a draft model's buffers are left out."""
-    end = re.search(r"compute buffer size =.*$", log, re.M)
+    The log is cut after the first run of compute-buffer lines (one per device), so a draft
+    model's buffers are left out."""
+    # the first model's compute buffers: one line per device (a model split over GPUs has several)
+    end = re.search(
+        r"compute buffer size =.*$(\n.*compute buffer size =.*$)*", log, re.M
+    )
     head = log[: end.end()] if end else log
     out: dict[str, dict[str, float]] = {}
     for m in _BUFFER_RE.finditer(head):
