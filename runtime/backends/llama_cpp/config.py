@@ -13,6 +13,8 @@ from typing import Literal
 from pydantic import Field, field_validator, model_validator
 
 from runtime.backends.base import BackendSettings
+from runtime.backends import placement
+from runtime.backends.placement import PlacementSettings
 
 KV_TYPES = ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1")
 # KV cache types llama.cpp stores unquantized; any other V type needs flash attention.
@@ -20,8 +22,8 @@ UNQUANTIZED_KV = ("f32", "f16", "bf16")
 SPECULATIVE = ("none", "prompt_lookup", "draft_model")
 
 
-class LlamaCppSettings(BackendSettings):
-    OMITTED_AT_DEFAULT = ("lora_adapters", "lora_scale")
+class LlamaCppSettings(BackendSettings, PlacementSettings):
+    OMITTED_AT_DEFAULT = ("lora_adapters", "lora_scale", *placement.OMITTED)
 
     n_threads: int | None = Field(
         None,
@@ -48,54 +50,6 @@ class LlamaCppSettings(BackendSettings):
         -1,
         ge=-1,
         description="Layers offloaded to the GPU; -1 = all (llama.cpp's default; nothing is offloaded on a CPU-only build).",
-    )
-    main_gpu: int = Field(
-        0,
-        ge=0,
-        description="With split_mode none the GPU that holds the whole model; with row the GPU that keeps "
-        "the small tensors and intermediate results (llama.cpp -mg). Checked against the visible GPUs.",
-    )
-    split_mode: Literal["none", "layer", "row"] = Field(
-        "layer",
-        description="How a model is spread over the visible GPUs (llama.cpp -sm): none = one GPU (main_gpu), "
-        "layer = whole layers per GPU (llama.cpp's default: every visible GPU), row = each weight matrix split by rows.",
-    )
-    tensor_split: list[float] | None = Field(
-        None,
-        description="Share of the model per visible GPU (llama.cpp -ts, proportions; 0 leaves a GPU out); "
-        "null = in proportion to each GPU's free memory. One share per visible GPU.",
-    )
-    numa: Literal["off", "distribute", "isolate", "numactl"] = Field(
-        "off",
-        description="llama.cpp's NUMA strategy (--numa): distribute threads over the nodes, isolate them on the "
-        "node the process started on, or follow numactl's CPU map. Needs a host with several NUMA nodes.",
-    )
-    cpu_mask: str | None = Field(
-        None,
-        description="CPUs the work may run on, a hex mask (bit i = CPU i; llama.cpp -C). In process it is the "
-        "process's affinity (sched_setaffinity), which llama.cpp's threads inherit.",
-    )
-    cpu_strict: bool = Field(
-        False,
-        description="Pin one thread per CPU of cpu_mask (llama.cpp --cpu-strict); llama-bench and llama-server only.",
-    )
-    prio: int = Field(
-        0,
-        ge=-1,
-        le=3,
-        description="Thread priority: -1 low, 0 normal, 1 medium, 2 high, 3 realtime (llama.cpp --prio); "
-        "llama-bench and llama-server only.",
-    )
-    poll: int = Field(
-        50,
-        ge=0,
-        le=100,
-        description="How hard idle worker threads spin before sleeping, 0-100 (llama.cpp --poll; 50 is ggml's "
-        "default, the one an in-process context uses); other values: llama-bench and llama-server only.",
-    )
-    flash_attn: Literal["auto", "on", "off"] = Field(
-        "auto",
-        description="Flash attention: auto lets llama.cpp decide per device (llama.cpp -fa).",
     )
     type_k: str = Field(
         "f16", description=f"KV cache type for K ({', '.join(KV_TYPES)})."
@@ -187,14 +141,6 @@ class LlamaCppSettings(BackendSettings):
             raise ValueError(
                 f"type_v {self.type_v!r} with flash_attn 'off': llama.cpp refuses a quantized V cache "
                 "without flash attention ('quantized V cache requires flash_attn'); use flash_attn on or auto"
-            )
-        if self.tensor_split is not None and (
-            not self.tensor_split
-            or any(x < 0 for x in self.tensor_split)
-            or not any(self.tensor_split)
-        ):
-            raise ValueError(
-                f"tensor_split {self.tensor_split}: shares must be >= 0 and one at least > 0"
             )
         if self.speculative == "draft_model" and not self.draft_model:
             raise ValueError(
