@@ -370,3 +370,43 @@ def test_one_gpu_of_two_is_its_own_environment():
     )
     assert hostlabel.derived_label(host) == "H200 · 140 GiB ×1 of 2"
     assert ONE != TWO and host["name"] == _runs(TWO)[0]["host"]["name"]
+
+
+class _Vanishing(_Nvml):
+    """Two GPUs whose memory NVML reads until ``gone`` (a GPU that fell off the bus mid-run)."""
+
+    gone = False
+
+    def nvmlDeviceGetMemoryInfo(self, h):
+        if self.gone:
+            raise RuntimeError("GPU is lost")
+        return types.SimpleNamespace(total=150 * 2**30, used=2**30 * (h + 1))
+
+    def nvmlDeviceGetComputeRunningProcesses(self, h):
+        return []
+
+    def nvmlDeviceGetUtilizationRates(self, h):
+        return types.SimpleNamespace(gpu=40 + h)
+
+
+def test_peak_per_gpu_and_a_gpu_lost_mid_run(monkeypatch):
+    import time
+
+    from runtime.hosts import gpu
+
+    fake = _Vanishing()
+    monkeypatch.setitem(sys.modules, "pynvml", fake)
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    with gpu.PeakVram(interval=0.005) as v:
+        time.sleep(0.05)
+    assert v.error is None
+    assert [
+        (g["index"], g["pci_bus_id"], g["utilisation_max_pct"]) for g in v.per_gpu()
+    ] == [
+        (0, "0000:00:06.0", 40),
+        (1, "0000:00:07.0", 41),
+    ]
+    with gpu.PeakVram(interval=0.005) as v:
+        fake.gone = True
+        time.sleep(0.05)
+    assert v.error == "NVML lost a GPU during the run: RuntimeError: GPU is lost"

@@ -130,6 +130,10 @@ class PeakVram:
         self._dev_process: list[int] = [0] * len(self._devs)
         self._dev_delta: list[int] = [0] * len(self._devs)
         self._util: list[list[int]] = [[] for _ in self._devs]
+        self._baseline_ok = False
+        self.error: str | None = (
+            None  # set when NVML fails mid-run after working at the start
+        )
 
     def _handles(self) -> list[Any]:
         if self._handles_cache is None:
@@ -172,8 +176,12 @@ class PeakVram:
             per = [u - b for u, b in zip(self._device_used(), self._baseline)]
             self._peak_delta = max(self._peak_delta, sum(per))
             self._dev_delta = [max(a, b) for a, b in zip(self._dev_delta, per)]
-        except Exception:
-            pass
+        except Exception as exc:
+            # NVML read the GPUs at the start and cannot now: a GPU fell off (the run fails with this)
+            if self._baseline_ok and self.error is None:
+                self.error = (
+                    f"NVML lost a GPU during the run: {type(exc).__name__}: {exc}"
+                )
         for i, h in enumerate(self._handles()):
             try:
                 self._util[i].append(int(self._nv.nvmlDeviceGetUtilizationRates(h).gpu))
@@ -209,6 +217,7 @@ class PeakVram:
             self.peak = 0
             try:
                 self._baseline = self._device_used()
+                self._baseline_ok = True
             except Exception:
                 self._baseline = [0] * len(self._devs)
             self._thread = threading.Thread(target=self._loop, daemon=True)
