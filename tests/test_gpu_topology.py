@@ -410,3 +410,64 @@ def test_peak_per_gpu_and_a_gpu_lost_mid_run(monkeypatch):
         fake.gone = True
         time.sleep(0.05)
     assert v.error == "NVML lost a GPU during the run: RuntimeError: GPU is lost"
+
+
+def test_numa_and_cpu_mask_reach_llama_cpp(tmp_path, monkeypatch):
+    """What reaches llama.cpp in process, on the real backend and a 4M-parameter model: the NUMA
+    strategy (llama_numa_init through llama-cpp-python's ``numa``) and the CPU mask (the process's
+    affinity, which llama.cpp's threads inherit), recorded among the effective settings. This host
+    has one NUMA node, so the host view is widened to two (no multi-node host was lent)."""
+    from runtime.execution.worker import run_job
+    from runtime.models import synth
+    from runtime.models.registry import resolve
+
+    path = tmp_path / "tiny-llama-q8_0.gguf"
+    synth.write_gguf("tiny-llama", "Q8_0", path)
+    two = placement.HostView(
+        gpus=0, gpus_on_host=0, numa_nodes=2, cpus=frozenset(os.sched_getaffinity(0))
+    )
+    monkeypatch.setattr(placement.HostView, "here", classmethod(lambda cls: two))
+    res = run_job(
+        {
+            "backend": "llama_cpp",
+            "model": resolve(str(path)).to_dict(),
+            "settings": {"n_threads": 1, "numa": "distribute", "cpu_mask": "0x1"},
+            "test": {"kind": "rate", "n_gen": 4, "repetitions": 2},
+        }
+    )
+    assert res["status"] == "ok", res.get("error")
+    eff = res["load"]["effective_settings"]
+    assert (eff["numa"], eff["numa_nodes"], eff["cpu_mask"]) == ("distribute", 2, "0x1")
+    assert eff["gpus_used"] == [] and eff["split_mode"] == "layer"
+    assert eff["cpu_mask_method"].startswith("process affinity")
+
+
+def test_llama_server_gets_the_placement_flags_and_others_refuse_them():
+    from runtime.backends.openai_http.backend import OpenAIHttpBackend
+    from runtime.backends.openai_http.config import OpenAIHttpSettings
+
+    model = types.SimpleNamespace(kind="file", name="m", path="/m.gguf")
+    with pytest.raises(
+        ConfigError, match="split_mode reaches a llama-server this backend starts"
+    ):
+        OpenAIHttpBackend.preflight(OpenAIHttpSettings(split_mode="row"), model, None)
+    with pytest.raises(ConfigError, match="this host has no visible GPU"):
+        if placement.HostView.here().gpus:
+            pytest.skip("written for a GPU-less host")
+        OpenAIHttpBackend.preflight(
+            OpenAIHttpSettings(server="llama-server", split_mode="row"), model, None
+        )
+    s = OpenAIHttpSettings(server="llama-server", poll=0, prio=2)
+    OpenAIHttpBackend.preflight(
+        s, model, None
+    )  # CPU placement is honoured by llama-server
+    assert placement.cli_args(s, server=True) == [
+        "-sm",
+        "layer",
+        "-mg",
+        "0",
+        "--prio",
+        "2",
+        "--poll",
+        "0",
+    ]
