@@ -19,7 +19,6 @@ from typing import Any
 from core import stats
 from core.metrics import METRICS
 from core.records.run import RunRecord
-
 from pipelines import compare as compare_mod
 from pipelines import facts as facts_mod
 from pipelines import placement as placement_mod

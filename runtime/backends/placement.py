@@ -9,7 +9,6 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, field_validator
 
-
 # Omitted from the recorded settings at their default (BackendSettings.recorded): added after
 # artifacts were measured without them, they leave every earlier configuration's key as it was.
 OMITTED = (
@@ -67,48 +66,6 @@ class PlacementSettings(BaseModel):
         le=100,
         description="How hard idle worker threads spin before sleeping, 0-100 (llama.cpp --poll; 50 is ggml's "
         "default, the one an in-process context uses); other values: llama-bench and llama-server only.",
-    )
-    split_mode: Literal["none", "layer", "row"] = Field(
-        "layer",
-        description="How a model is spread over the visible GPUs (llama.cpp -sm): none = one GPU (main_gpu), "
-        "layer = whole layers per GPU (llama.cpp's default: every visible GPU), row = each weight matrix split by rows.",
-    )
-    tensor_split: list[float] | None = Field(
-        None,
-        description="Share of the model per visible GPU (llama.cpp -ts, proportions; 0 leaves a GPU out); "
-        "null = in proportion to each GPU's free memory. One share per visible GPU.",
-    )
-    numa: Literal["off", "distribute", "isolate", "numactl"] = Field(
-        "off",
-        description="llama.cpp's NUMA strategy (--numa): distribute threads over the nodes, isolate them on the "
-        "node the process started on, or follow numactl's CPU map. Needs a host with several NUMA nodes.",
-    )
-    cpu_mask: str | None = Field(
-        None,
-        description="CPUs the work may run on, a hex mask (bit i = CPU i; llama.cpp -C). In process it is the "
-        "process's affinity (sched_setaffinity), which llama.cpp's threads inherit.",
-    )
-    cpu_strict: bool = Field(
-        False,
-        description="Pin one thread per CPU of cpu_mask (llama.cpp --cpu-strict); llama-bench and llama-server only.",
-    )
-    prio: int = Field(
-        0,
-        ge=-1,
-        le=3,
-        description="Thread priority: -1 low, 0 normal, 1 medium, 2 high, 3 realtime (llama.cpp --prio); "
-        "llama-bench and llama-server only.",
-    )
-    poll: int = Field(
-        50,
-        ge=0,
-        le=100,
-        description="How hard idle worker threads spin before sleeping, 0-100 (llama.cpp --poll; 50 is ggml's "
-        "default, the one an in-process context uses); other values: llama-bench and llama-server only.",
-    )
-    flash_attn: Literal["auto", "on", "off"] = Field(
-        "auto",
-        description="Flash attention: auto lets llama.cpp decide per device (llama.cpp -fa).",
     )
 
     @field_validator("tensor_split")

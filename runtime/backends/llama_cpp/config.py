@@ -51,6 +51,10 @@ class LlamaCppSettings(BackendSettings, PlacementSettings):
         ge=-1,
         description="Layers offloaded to the GPU; -1 = all (llama.cpp's default; nothing is offloaded on a CPU-only build).",
     )
+    flash_attn: Literal["auto", "on", "off"] = Field(
+        "auto",
+        description="Flash attention: auto lets llama.cpp decide per device (llama.cpp -fa).",
+    )
     type_k: str = Field(
         "f16", description=f"KV cache type for K ({', '.join(KV_TYPES)})."
     )
