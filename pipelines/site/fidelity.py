@@ -20,7 +20,7 @@ from typing import Any
 from core import stats
 from core.paths import project_root, relpath
 
-from pipelines.site.markdown import cell, code, num, table
+from pipelines.site.markdown import cell, code, fold, num, table
 
 
 def results_dir() -> Path:
@@ -164,16 +164,35 @@ def outside_note(rows: list[dict[str, Any]]) -> str:
     )
 
 
-def fidelity_section(root: Path | None = None) -> str:
-    rows = fidelity_rows(root)
-    if not rows:
-        return "No committed fidelity results yet: `invoke bench.fidelity` (CPU) and benchmarks/gpu_run.sh (GPU) write them."
+HEADERS = [
+    "host",
+    "model",
+    "test",
+    "setting",
+    "ours t/s",
+    "llama-bench t/s",
+    "n (ours / llama-bench)",
+    "ratio",
+    "CI95",
+    "verdict",
+    "source",
+]
+
+
+def _table(rows: list[dict[str, Any]]) -> str:
     body = []
     for r in rows:
         ci = (
             f"{num(r['ci95_low'], 3)} – {num(r['ci95_high'], 3)}"
             if r["ci95_low"] is not None
             else "—"
+        )
+        verdict = (
+            "win"
+            if r["verdict"] == "win"
+            else "loss"
+            if r["verdict"] == "loss"
+            else "noise"
         )
         body.append(
             [
@@ -186,31 +205,33 @@ def fidelity_section(root: Path | None = None) -> str:
                 cell(r["n"]),
                 num(r["ratio"], 3),
                 ci,
-                f'<span class="almanac-verdict-{"win" if r["verdict"] == "win" else "loss" if r["verdict"] == "loss" else "noise"}">'
-                f"{cell(r['verdict'])}</span>",
+                f'<span class="almanac-verdict-{verdict}">{cell(r["verdict"])}</span>',
                 code(r["file"]),
             ]
         )
-    out = [
-        table(
-            [
-                "host",
-                "model",
-                "test",
-                "setting",
-                "ours t/s",
-                "llama-bench t/s",
-                "n (ours / llama-bench)",
-                "ratio",
-                "CI95",
-                "verdict",
-                "source",
-            ],
-            body,
-            ["l", "l", "l", "l", "r", "r", "r", "r", "r", "l", "l"],
-        ),
-        "",
-    ]
+    return table(HEADERS, body, ["l", "l", "l", "l", "r", "r", "r", "r", "r", "l", "l"])
+
+
+def fidelity_section(root: Path | None = None) -> str:
+    rows = fidelity_rows(root)
+    if not rows:
+        return "No committed fidelity results yet: `invoke bench.fidelity` (CPU) and benchmarks/gpu_run.sh (GPU) write them."
+    # the CPU files and the GPU files of the current method (like-for-like ratios) open; earlier GPU
+    # files folded, each under its own title (every row stays on the page)
+    current = {
+        r["file"] for r in rows if r.get("same_n") is not None or "/cpu/" in r["file"]
+    }
+    shown = [r for r in rows if r["file"] in current]
+    out = [_table(shown), ""]
+    for f in dict.fromkeys(r["file"] for r in rows if r["file"] not in current):
+        part = [r for r in rows if r["file"] == f]
+        out += [
+            fold(
+                f"Earlier GPU run, before llama-bench's depth method: {f} ({len(part)} points)",
+                _table(part),
+            ),
+            "",
+        ]
     out += [outside_note(rows), ""]
     out.append(
         "Ratio = our mean rate ÷ llama-bench's on the same model file, settings and build; a win (loss) "
