@@ -83,7 +83,11 @@ def install_log_capture(min_level: int = _LOG_MIN_LEVEL) -> None:
         level = _log_state["last"] if level == 5 else level
         _log_state["last"] = level
         if level >= min_level or level == 0:
-            sys.stderr.write(text.decode("utf-8", errors="replace"))
+            line = text.decode("utf-8", errors="replace")
+            sys.stderr.write(line)
+            _log_state["tail"] = (_log_state.get("tail", "") + line)[
+                -4000:
+            ]  # for a load failure's reason
 
     _log_state["callback"] = _callback  # keep a reference: ctypes must not free it
     llama_cpp.llama_log_set(_callback, ctypes.c_void_p(0))
@@ -273,6 +277,17 @@ class LlamaCppBackend(Backend):
         t0 = time.perf_counter()
         try:
             self.llm = llama_cpp.Llama(**kwargs)
+        except ValueError:
+            m = re.search(
+                r"device (\S+) does not support split buffers",
+                str(_log_state.get("tail", "")),
+            )
+            if s.split_mode == "row" and m:
+                raise Incompatible(
+                    f"split_mode row: this llama.cpp build cannot split rows over its GPUs ({m.group(1)} does "
+                    "not support split buffers: its CUDA backend no longer exports the row split); use split_mode layer"
+                ) from None
+            raise
         finally:
             inner.LLAMA_FLASH_ATTN_TYPE_ENABLED = saved
             inner.llama_model_default_params = saved_params
