@@ -81,7 +81,7 @@ def gpu_rows(path: Path) -> list[dict[str, Any]]:
                 + (
                     f", split {r['split_mode']} over {len(r['gpus_used'])} GPUs"
                     if len(r.get("gpus_used") or []) > 1
-                    else ", one GPU (split none)"
+                    else ", split none"
                     if r.get("split_mode") == "none"
                     else ""
                 ),
@@ -143,10 +143,14 @@ def outside_note(rows: list[dict[str, Any]]) -> str:
         )
         for r in out
     )
+    points = fold(
+        f"The {len(out)} points outside {BAND[0]}–{BAND[1]}, like for like and by medians",
+        items + ".",
+    )
     return (
-        f"**Outside {BAND[0]}–{BAND[1]}** ({len(out)} of {len(gpu)} points of "
+        f"**Outside {BAND[0]}–{BAND[1]}**: {len(out)} of {len(gpu)} points of "
         + ", ".join(code(f) for f in sorted(files))
-        + f"): {items}. Why: both tools time "
+        + ". Why: both tools time "
         "a slow first repetition after the warm-up (a prefill of 512 tokens at about 65% of the steady rate on "
         "the H200); llama-bench averages it over its 5 repetitions, we over as many as the precision rule runs "
         "(up to 30), so the means differ where the medians and the like-for-like ratio (our first 5 against its "
@@ -161,6 +165,8 @@ def outside_note(rows: list[dict[str, Any]]) -> str:
             if still
             else "Like for like, every point lies inside the band."
         )
+        + "\n\n"
+        + points
     )
 
 
