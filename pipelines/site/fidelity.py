@@ -222,22 +222,20 @@ def fidelity_section(root: Path | None = None) -> str:
     rows = fidelity_rows(root)
     if not rows:
         return "No committed fidelity results yet: `invoke bench.fidelity` (CPU) and benchmarks/gpu_run.sh (GPU) write them."
-    # the CPU files and the GPU files of the current method (like-for-like ratios) open; earlier GPU
-    # files folded, each under its own title (every row stays on the page)
-    current = {
-        r["file"] for r in rows if r.get("same_n") is not None or "/cpu/" in r["file"]
-    }
-    shown = [r for r in rows if r["file"] in current]
+    # the CPU files and the largest GPU run of the current method (like-for-like ratios) open; the
+    # other GPU files folded, each under its own title (every row stays on the page)
+    method = {r["file"] for r in rows if r.get("same_n") is not None}
+    main = max(method, key=lambda f: sum(r["file"] == f for r in rows), default=None)
+    shown = [r for r in rows if r["file"] == main or "/cpu/" in r["file"]]
     out = [_table(shown), ""]
-    for f in dict.fromkeys(r["file"] for r in rows if r["file"] not in current):
+    for f in dict.fromkeys(r["file"] for r in rows if r not in shown):
         part = [r for r in rows if r["file"] == f]
-        out += [
-            fold(
-                f"Earlier GPU run, before llama-bench's depth method: {f} ({len(part)} points)",
-                _table(part),
-            ),
-            "",
-        ]
+        what = (
+            "Another GPU run"
+            if f in method
+            else "Earlier GPU run, before llama-bench's depth method"
+        )
+        out += [fold(f"{what}: {f} ({len(part)} points)", _table(part)), ""]
     out += [outside_note(rows), ""]
     out.append(
         "Ratio = our mean rate ÷ llama-bench's on the same model file, settings and build; a win (loss) "
