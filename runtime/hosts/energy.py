@@ -95,7 +95,7 @@ def gpu_meter(
             "no idle GPU" if idle else "the run uses none of the visible GPUs"
         )
     handles, names = [], []
-    for i, d in chosen:
+    for _, d in chosen:
         h = nv.nvmlDeviceGetHandleByIndex(d.nvml_index)
         try:
             nv.nvmlDeviceGetTotalEnergyConsumption(h)

@@ -169,13 +169,19 @@ class PeakVram:
         try:
             per = self._sample()
             self._peak_process = max(self._peak_process, sum(per))
-            self._dev_process = [max(a, b) for a, b in zip(self._dev_process, per)]
+            self._dev_process = [
+                max(a, b) for a, b in zip(self._dev_process, per, strict=True)
+            ]
         except Exception:
             pass
         try:
-            per = [u - b for u, b in zip(self._device_used(), self._baseline)]
+            per = [
+                u - b for u, b in zip(self._device_used(), self._baseline, strict=True)
+            ]
             self._peak_delta = max(self._peak_delta, sum(per))
-            self._dev_delta = [max(a, b) for a, b in zip(self._dev_delta, per)]
+            self._dev_delta = [
+                max(a, b) for a, b in zip(self._dev_delta, per, strict=True)
+            ]
         except Exception as exc:
             # NVML read the GPUs at the start and cannot now: a GPU fell off (the run fails with this)
             if self._baseline_ok and self.error is None:
@@ -212,7 +218,7 @@ class PeakVram:
             )
         return out
 
-    def __enter__(self) -> "PeakVram":
+    def __enter__(self) -> PeakVram:
         if self._nv is not None and self._devs:
             self.peak = 0
             try:
