@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Prepare what benchmarks/gpu_h100.sh needs on a GPU machine that has no internet:
+# Prepare what benchmarks/gpu_run.sh needs on a GPU machine that has no internet:
 #
 #   .gpu/llama.cpp/   llama.cpp as vendored in the llama-cpp-python sdist pinned by
 #                     pyproject.toml, trimmed to what a CUDA build of libllama,

@@ -7,7 +7,11 @@ A host id is ``<slug(host name)>-<8 hex>``, the hex a hash of the host's *identi
   cores, each cache level's size, and each instruction-set flag that selects kernels (AMX, the
   AVX-512 and VNNI variants, SVE, i8mm, dot product ...: :data:`FLAGS`), present or absent;
 * NUMA nodes and memory (GiB, rounded);
-* each visible GPU: name and memory (GiB, rounded).
+* each visible GPU: name and memory (GiB, rounded); where a run sees only some of the machine's
+  GPUs (``CUDA_VISIBLE_DEVICES``), how many the machine has (``gpus_on_host``), and where it sees
+  several, how they are linked (``gpu_links``: NVLink with its link count, or the PCIe path).
+  A run on one GPU of a 2-GPU machine and a run on both are two environments (issue 29); a
+  fingerprint that sees every GPU and has one GPU or none has the facts it always had (the same id).
 
 The CPU's model *string* is not a fact: the signature says which CPU it is, and hypervisors give
 different CPUs one name ("Intel(R) Xeon(R) Processor"). Neither is anything that changes on one
@@ -169,7 +173,26 @@ def identity_facts(fp: Mapping[str, Any]) -> dict[str, Any]:
                 for g in gpus
             ),
         )
+    on_host = fp.get("gpus_on_host")
+    if (
+        isinstance(on_host, int)
+        and not isinstance(on_host, bool)
+        and on_host > len(gpus)
+    ):
+        put("gpus_on_host", on_host)
+    links = [lk for lk in fp.get("gpu_links") or [] if isinstance(lk, Mapping)]
+    if links:
+        put("gpu_links", sorted(_link_fact(lk) for lk in links))
     return facts
+
+
+def _link_fact(lk: Mapping[str, Any]) -> str:
+    """A link between two GPUs as an identity fact: ``NVLink 18`` / ``PCIe, one switch``."""
+    if lk.get("kind") == "NVLink":
+        return f"NVLink {lk.get('nvlink_links') or ''}".strip()
+    return ", ".join(
+        str(x) for x in (lk.get("kind") or "unknown", lk.get("pcie_path")) if x
+    )
 
 
 def host_id(fp: Mapping[str, Any]) -> str:
@@ -186,7 +209,7 @@ def show(fact: str, value: Any) -> str:
     """A fact's value as a message shows it."""
     if fact.startswith("cpu.flags."):
         return "present" if value else "absent"
-    if fact == "gpus":
+    if fact in ("gpus", "gpu_links"):
         return ", ".join(value) or "none"
     if fact == "memory_gib":
         return f"{value} GiB"
@@ -244,6 +267,8 @@ def _hardware(fp: Mapping[str, Any]) -> tuple:
         fp.get("memory_bytes"),
         fp.get("numa_nodes"),
         fp.get("gpus"),
+        fp.get("gpus_on_host"),
+        fp.get("gpu_links"),
         fp.get("id_scheme"),
         fp.get("source"),
         fp.get("known_from"),

@@ -243,9 +243,55 @@ def gpus_label(gpus: Iterable[Mapping[str, Any]]) -> str:
     return " + ".join(names)
 
 
+# NVML's nvmlNvlinkVersion_t as NVLink generations (a fingerprint may hold the raw enum value)
+NVLINK_VERSIONS = {1: "1.0", 2: "2.0", 3: "2.2", 4: "3.0", 5: "3.1", 6: "4.0", 7: "5.0"}
+
+
+def nvlink_generation(v: Any) -> str | None:
+    """NVLink's generation ("4") from NVML's enum (6) or a version string ("4.0")."""
+    if isinstance(v, int) and not isinstance(v, bool):
+        v = NVLINK_VERSIONS.get(v)
+    if not v:
+        return None
+    return str(v).removesuffix(".0")
+
+
+def link_label(links: Iterable[Mapping[str, Any]]) -> str:
+    """The links between a set of GPUs: ``NVLink 4 ×18``, ``PCIe``, ``NVLink + PCIe`` when mixed."""
+    kinds = []
+    for lk in links:
+        if lk.get("kind") == "NVLink":
+            n, v = lk.get("nvlink_links"), nvlink_generation(lk.get("nvlink_version"))
+            kinds.append("NVLink" + (f" {v}" if v else "") + (f" ×{n}" if n else ""))
+        elif lk.get("kind"):
+            kinds.append(str(lk["kind"]))
+    return " + ".join(dict.fromkeys(kinds))
+
+
+def placement_label(fp: Mapping[str, Any]) -> str:
+    """The GPUs a fingerprint's run saw, as the machine holds them: ``H100 HBM3 · 80 GiB ×1 of 2``
+    when it saw some of the machine's GPUs, ``2× H100 HBM3 · 80 GiB each · NVLink 4 ×18`` with
+    their link when several; "" without a GPU (issue 29)."""
+    gpus = [g for g in fp.get("gpus") or [] if isinstance(g, Mapping)]
+    text = gpus_label(gpus)
+    if not text:
+        return ""
+    on_host = fp.get("gpus_on_host")
+    if (
+        isinstance(on_host, int)
+        and not isinstance(on_host, bool)
+        and on_host > len(gpus)
+    ):
+        text += f" ×{len(gpus)} of {on_host}"
+    links = [lk for lk in fp.get("gpu_links") or [] if isinstance(lk, Mapping)]
+    if links:
+        text += f" · {link_label(links)}"
+    return text
+
+
 def derived_label(fp: Mapping[str, Any]) -> str:
     """The label a host's fingerprint gives (no configuration, no other host considered)."""
-    gpus = gpus_label(fp.get("gpus") or [])
+    gpus = placement_label(fp)
     if gpus:
         return gpus
     cpu = fp.get("cpu") if isinstance(fp.get("cpu"), Mapping) else {}
@@ -265,7 +311,7 @@ def machine_summary(fp: Mapping[str, Any]) -> str:
     parts = [cpu_label(cpu)]
     if cpu.get("logical_cores"):
         parts.append(f"{cpu['logical_cores']} threads")
-    gpus = gpus_label(fp.get("gpus") or [])
+    gpus = placement_label(fp)
     if gpus:
         parts.append(gpus)
     return " · ".join(parts)

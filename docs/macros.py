@@ -21,7 +21,7 @@ from pipelines.site import parity_pages
 from pipelines.site import agent_pages
 from pipelines import roofline
 from pipelines import projections
-from pipelines.site import planning
+from pipelines.site import planning, scaling_page
 from pipelines.site import fidelity as fidelity_pages
 from pipelines.site import history_pages
 from pipelines.site import kinds as site_kinds
@@ -115,6 +115,7 @@ def define_env(env: Any) -> None:
         "roofline_page",
     )
     env.macro(lambda: planning.whatif_page(list(_runs())), "whatif_page")
+    env.macro(lambda: scaling_page.scaling_page(list(_runs())), "scaling_page")
     env.macro(fidelity_pages.fidelity_section, "fidelity_table")
     env.macro(lambda: history_pages.history_page(list(_runs())), "history_page")
     env.macro(lambda: history_pages.regressions_page(list(_runs())), "regressions_page")

@@ -815,6 +815,151 @@ def gpu_plan(
     return Plan("gpu-vram", components, list(shape.notes))
 
 
+# -- a model over several GPUs (issue 29) -------------------------------------------------------
+SPLIT_CARD_COUNTS = (1, 2, 4, 8)
+
+
+def layer_devices(n_layer: int, shares: list[float]) -> list[int]:
+    """The GPU of each of the ``n_layer`` repeating layers and, last, of the output layer, by
+    llama.cpp's rule (``llama_model::load_tensors``, every layer offloaded): layer ``il`` goes to
+    the first GPU whose cumulative share exceeds ``il / (n_layer + 1)``."""
+    total = float(sum(shares))
+    cum, acc = [], 0.0
+    for x in shares:
+        acc += x / total
+        cum.append(acc)
+    out = []
+    for il in range(n_layer + 1):
+        f = il / (n_layer + 1)
+        out.append(next((i for i, c in enumerate(cum) if f < c), len(cum) - 1))
+    return out
+
+
+def split_gpu_plans(
+    shape: ModelShape,
+    n_ctx: int,
+    type_k: str = "f16",
+    type_v: str = "f16",
+    *,
+    n_gpus: int,
+    split_mode: str = "layer",
+    tensor_split: list[float] | None = None,
+    main_gpu: int = 0,
+    swa_full: bool = False,
+    n_ubatch: int = 512,
+    flash_attn: bool = True,
+    runtime_overhead: int = 0,
+) -> list[Plan]:
+    """One plan per visible GPU for a model with every layer offloaded.
+
+    * ``none``: the whole one-GPU plan on ``main_gpu``;
+    * ``layer``: whole layers per GPU by :func:`layer_devices` (shares: ``tensor_split``, else
+      equal, which is llama.cpp's free-memory rule on alike idle cards), each layer's weights
+      and KV cache where the layer is, the output matrix on the output layer's GPU; the full
+      compute buffer (with the logits) there, the attention or feed-forward phase elsewhere;
+    * ``row``: every weight matrix split by rows in proportion to the shares, the KV cache and
+      compute buffer on ``main_gpu``.
+
+    Every visible GPU also holds the runtime overhead (llama.cpp's CUDA backend opens a context
+    on each: about 0.5 GiB seen on an idle H200 of a 2-GPU host)."""
+    one = gpu_plan(
+        shape,
+        n_ctx,
+        type_k,
+        type_v,
+        swa_full=swa_full,
+        n_ubatch=n_ubatch,
+        flash_attn=flash_attn,
+    )
+    overhead = {"runtime overhead (assumed)": int(runtime_overhead)}
+    if n_gpus <= 1 or split_mode == "none":
+        return [
+            Plan(
+                "gpu-vram",
+                {**one.components, **overhead}
+                if i == main_gpu
+                else {"weights": 0, **overhead},
+                list(one.notes),
+            )
+            for i in range(max(n_gpus, 1))
+        ]
+    shares = list(tensor_split or [1.0] * n_gpus)
+    weights, kv = one.components["weights"], one.components["KV cache"]
+    kv_plan = kv_cache(
+        shape, n_ctx, type_k, type_v, swa_full=swa_full, n_ubatch=n_ubatch
+    )
+    comp = compute_buffer(
+        shape,
+        n_ubatch,
+        kv_plan.cells,
+        flash_attn=flash_attn,
+        n_kv_swa=kv_plan.swa_cells or kv_plan.cells,
+    )
+    plans = []
+    if split_mode == "row":
+        total = float(sum(shares))
+        for i in range(n_gpus):
+            c = {"weights (rows)": int(weights * shares[i] / total)}
+            if i == main_gpu:
+                c.update({"KV cache": kv, "compute buffer (est.)": comp["total"]})
+            plans.append(Plan("gpu-vram", {**c, **overhead}, list(one.notes)))
+        return plans
+    n_layer = shape.n_layer
+    devs = layer_devices(n_layer, shares)
+    output = (
+        shape.role_bytes("output")
+        if not shape.tied_output
+        else shape.role_bytes("token_embd")
+    )
+    per_layer = (weights - output) / n_layer
+    last = devs[-1]
+    for i in range(n_gpus):
+        layers = sum(1 for d in devs[:-1] if d == i)
+        c = {
+            "weights": int(per_layer * layers + (output if i == last else 0)),
+            "KV cache": int(kv * layers / n_layer),
+            "compute buffer (est.)": comp["total"]
+            if i == last
+            else max(comp["attention"], comp["feed_forward"]),
+        }
+        plans.append(
+            Plan(
+                "gpu-vram",
+                {**c, **overhead},
+                [*one.notes, f"layers on this GPU: {layers} of {n_layer}"],
+            )
+        )
+    return plans
+
+
+def cards_needed(
+    shape: ModelShape,
+    n_ctx: int,
+    cache_type: str,
+    card_bytes: int,
+    settings: "PlannerSettings",
+) -> int | None:
+    """The fewest alike cards (of :data:`SPLIT_CARD_COUNTS`) a layer split fits on, each card
+    within the headroom; None when even the most does not fit."""
+    keep = 1.0 - settings.headroom
+    for n in SPLIT_CARD_COUNTS:
+        plans = split_gpu_plans(
+            shape,
+            n_ctx,
+            cache_type,
+            cache_type,
+            n_gpus=n,
+            split_mode="layer",
+            swa_full=settings.swa_full,
+            n_ubatch=settings.n_ubatch,
+            flash_attn=settings.flash_attn,
+            runtime_overhead=int(settings.gpu_runtime_overhead_mib * MiB),
+        )
+        if max(p.total for p in plans) <= keep * card_bytes:
+            return n
+    return None
+
+
 # -- LoRA ------------------------------------------------------------------------------------
 LORA_MODULES = ("q", "k", "v", "o", "gate", "up", "down")
 
@@ -1209,7 +1354,9 @@ def run_type(doc: RunRecord) -> str:
     return rec.test_kind + ("" if spec == "none" else f" + {spec.replace('_', ' ')}")
 
 
-def vram_prediction(doc: RunRecord, runtime_overhead: int = 0) -> dict[str, Any] | None:
+def vram_prediction(
+    doc: RunRecord, runtime_overhead: int = 0, *, split_ok: bool = False
+) -> dict[str, Any] | None:
     """Predicted VRAM of a run with every layer on a GPU beside its measured peak VRAM; the
     residual (measured − predicted without overhead) is the runtime's own share (CUDA context,
     cuBLAS workspace, ...)."""
@@ -1218,6 +1365,8 @@ def vram_prediction(doc: RunRecord, runtime_overhead: int = 0) -> dict[str, Any]
         not _vram_measured(rec) or not rec.llama_cpp_based
     ):  # llama.cpp's memory only (other_backends counts the rest)
         return None
+    if len(rec.resources.peak_vram_by_gpu or []) > 1 and not split_ok:
+        return None  # several visible GPUs: checked per GPU (vram_split_prediction)
     eff = rec.reported
     req = rec.requested
     measured = rec.resources.peak_vram_bytes
@@ -1266,6 +1415,68 @@ def vram_prediction(doc: RunRecord, runtime_overhead: int = 0) -> dict[str, Any]
         "residual": int(measured) - without,
         "exact_roles": "tensor_bytes_by_role" in rec.gguf,
         "method": rec.resources.peak_vram_method,
+    }
+
+
+def vram_split_prediction(
+    doc: RunRecord, runtime_overhead: int
+) -> dict[str, Any] | None:
+    """A run's measured peak VRAM per visible GPU beside the split plan's (:func:`split_gpu_plans`,
+    with the run's split_mode, tensor_split, main_gpu and visible GPUs, and ``runtime_overhead``
+    per GPU); None for a run without per-GPU peaks or not fully offloaded."""
+    rec = as_record(doc)
+    per_gpu = rec.resources.peak_vram_by_gpu
+    base = vram_prediction(doc, split_ok=True)
+    if not per_gpu or base is None:
+        return None
+    eff, req = rec.reported, rec.requested
+    try:
+        shape = ModelShape.from_facts(rec.gguf, rec.model_name)
+    except ModelError:
+        return None
+    plans = split_gpu_plans(
+        shape,
+        int(eff.get("n_ctx") or 4096),
+        eff.get("type_k") or req.get("type_k") or "f16",
+        eff.get("type_v") or req.get("type_v") or "f16",
+        n_gpus=len(per_gpu),
+        split_mode=str(eff.get("split_mode") or "layer"),
+        tensor_split=eff.get("tensor_split"),
+        main_gpu=int(eff.get("main_gpu") or 0),
+        swa_full=bool(eff.get("swa_full", req.get("swa_full", False))),
+        n_ubatch=int(eff.get("n_ubatch") or 512),
+        flash_attn=flash_attention_on(req, eff),
+        runtime_overhead=runtime_overhead,
+    )
+    gpus = []
+    for g, plan in zip(per_gpu, plans, strict=True):
+        measured = int(g.get("peak_bytes") or 0)
+        # a GPU that holds nothing of the model keeps only the runtime's context (smaller than a
+        # working GPU's, whose cuBLAS workspace and pools the overhead includes): not predicted
+        idle = not any(v for k, v in plan.components.items() if "overhead" not in k)
+        err = (plan.total - measured) / measured if measured and not idle else None
+        gpus.append(
+            {
+                "index": g.get("index"),
+                "pci_bus_id": g.get("pci_bus_id"),
+                "plan": plan,
+                "predicted": plan.total,
+                "measured": measured,
+                "error": err,
+                "within_10pct": None if err is None else abs(err) <= 0.10,
+                "idle": idle,
+                "utilisation_mean_pct": g.get("utilisation_mean_pct"),
+            }
+        )
+    return {
+        "id": rec.id,
+        "model": rec.model_name,
+        "test_name": rec.test_name,
+        "host_id": rec.host_id,
+        "split_mode": eff.get("split_mode") or "layer",
+        "gpus_used": eff.get("gpus_used"),
+        "runtime_overhead": runtime_overhead,
+        "gpus": gpus,
     }
 
 

@@ -114,6 +114,14 @@ def test_nvml_meter_sums_the_visible_gpus(monkeypatch):
     assert m.devices == ["GPU2 NVIDIA H200", "GPU0 NVIDIA H200"]
     nv.energy_mj[2] += 1500
     assert m.read_j() == pytest.approx(302.5)
+    # CUDA's rule (runtime.hosts.devices): the list ends at the first entry naming no device
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1,7,0")
+    assert E.gpu_meter(nv).devices == ["GPU1 NVIDIA H200"]
+    # a run on some visible GPUs: those metered, the others apart (idle draw, never in J/token)
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
+    assert E.gpu_meter(nv, used=[0]).devices == ["GPU0 NVIDIA H200"]
+    assert E.gpu_meter(nv, used=[0], idle=True).devices == ["GPU1 NVIDIA H200", "GPU2 NVIDIA H200"]
+    assert E.idle_meter(None) is None
     with pytest.raises(
         E.Unavailable, match="nvmlDeviceGetTotalEnergyConsumption fails on GPU 0"
     ):
@@ -225,7 +233,7 @@ def test_llama_cpp_rate_meters_its_timed_regions(tiny_model, monkeypatch):
     comes from regions of k repetitions; the meter runs at a known 80 W."""
     from runtime.execution.worker import run_job
 
-    monkeypatch.setattr(E, "meter_for", lambda on_gpu: (_meter(80.0), None))
+    monkeypatch.setattr(E, "meter_for", lambda on_gpu, gpus=None: (_meter(80.0), None))
     monkeypatch.setattr(E, "WINDOW_S", 0.1)
     monkeypatch.setattr(E, "REGIONS", 3)
     res = run_job(

@@ -3,7 +3,7 @@ the committed H100 artifacts.
 
 No GPU exists here or in CI, so NVML is replaced by a fake ``pynvml`` module (a mock, for
 what cannot run here); the H100 figures themselves are real artifacts measured on the lent
-H100 by benchmarks/gpu_h100.sh and are checked for consistency, not re-measured.
+H100 by benchmarks/gpu_run.sh and are checked for consistency, not re-measured.
 """
 
 from __future__ import annotations

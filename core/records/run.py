@@ -86,6 +86,11 @@ OBSERVED_EFFECTIVE = frozenset(
         "retries",
         "lora",
         "lora_buffer_mib",
+        # placement facts that follow from the settings and the host (runtime.hosts.placement)
+        "gpus_used",
+        "gpus_visible",
+        "numa_nodes",
+        "cpu_mask_method",
     }
 )
 # Build fields that identify the software that measured (the "backend build").
@@ -115,7 +120,26 @@ NEUTRAL_SETTINGS: dict[str, Any] = {
     "extra_bufts": None,
     "lora_adapters": [],
     "lora_scale": 1.0,
+    # placement (issue 29): llama.cpp's own defaults, what every run before them used
+    "split_mode": "layer",
+    "tensor_split": None,
+    "numa": "off",
+    "cpu_mask": None,
+    "cpu_strict": False,
+    "prio": 0,
+    "poll": 50,
 }
+# Of those, the ones a backend reports among its effective settings: at their neutral value they
+# are no part of the environment either (a run at llama.cpp's defaults is the environment it was).
+NEUTRAL_EFFECTIVE = (
+    "split_mode",
+    "tensor_split",
+    "numa",
+    "cpu_mask",
+    "cpu_strict",
+    "prio",
+    "poll",
+)
 # Metrics that are shares (0 to 1): their interval is capped at 1 as well as kept above 0.
 SHARE_UPPER = {"draft_acceptance": 1.0, "pass_rate": 1.0}
 
@@ -339,6 +363,9 @@ def effective_settings(
     without observations; flash attention resolved by :func:`flash_attention`."""
     out = {k: v for k, v in requested.items()}
     out.update({k: v for k, v in effective.items() if k not in OBSERVED_EFFECTIVE})
+    for k in NEUTRAL_EFFECTIVE:
+        if k in out and out[k] == NEUTRAL_SETTINGS[k]:
+            del out[k]
     fa = flash_attention(requested, effective)
     if fa is not None:
         out["flash_attn"] = fa
@@ -354,6 +381,7 @@ class Resources:
     peak_vram_bytes: int | None = None
     peak_rss_method: str | None = None
     peak_vram_method: str | None = None
+    peak_vram_by_gpu: list[dict[str, Any]] | None = None
     baseline_rss_bytes: int | None = None
     rss_after_load_bytes: int | None = None
     wall_s: float | None = None

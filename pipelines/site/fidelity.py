@@ -20,7 +20,7 @@ from typing import Any
 from core import stats
 from core.paths import project_root, relpath
 
-from pipelines.site.markdown import cell, code, num, table
+from pipelines.site.markdown import cell, code, fold, num, table
 
 
 def results_dir() -> Path:
@@ -77,7 +77,16 @@ def gpu_rows(path: Path) -> list[dict[str, Any]]:
                 "file": relpath(path),
                 "model": r.get("model", "?"),
                 "test_name": r.get("test", "?"),
-                "setting": f"{r.get('n_gpu_layers', '?')} layers on the GPU",
+                "setting": f"{r.get('n_gpu_layers', '?')} layers on the GPU"
+                + (
+                    f", split {r['split_mode']} over {len(r['gpus_used'])} GPUs"
+                    if len(r.get("gpus_used") or []) > 1
+                    else ", split none"
+                    if r.get("split_mode") == "none"
+                    else ""
+                ),
+                "same_n": r.get("ratio_same_n"),
+                "median_ratio": r.get("ratio_median"),
                 "ours": r.get("ours_ts"),
                 "llama_bench": r.get("llama_bench_ts"),
                 "n": f"{r.get('ours_n', '?')} / {len(r.get('llama_bench_rounds') or [])} rounds",
@@ -102,16 +111,94 @@ def fidelity_rows(root: Path | None = None) -> list[dict[str, Any]]:
     return rows
 
 
-def fidelity_section(root: Path | None = None) -> str:
-    rows = fidelity_rows(root)
-    if not rows:
-        return "No committed fidelity results yet: `invoke bench.fidelity` (CPU) and benchmarks/gpu_h100.sh (GPU) write them."
+BAND = (0.97, 1.03)
+
+
+def outside_note(rows: list[dict[str, Any]]) -> str:
+    """The GPU points whose ratio lies outside 0.97–1.03, each with its like-for-like ratio (our first
+    k repetitions against llama-bench's k) and its ratio of medians, and why they differ (issue 29)."""
+    files = {
+        r["file"] for r in rows if r.get("same_n") is not None
+    }  # the runs since issue 29's method
+    gpu = [r for r in rows if r["file"] in files]
+    out = [
+        r
+        for r in gpu
+        if r["ratio"] is not None and not BAND[0] <= r["ratio"] <= BAND[1]
+    ]
+    if not gpu:
+        return ""
+    if not out:
+        return f"Every GPU point of {', '.join(code(f) for f in sorted(files))} lies inside {BAND[0]}–{BAND[1]}."
+    still = [
+        r for r in out if r["same_n"] is None or not BAND[0] <= r["same_n"] <= BAND[1]
+    ]
+    items = "; ".join(
+        f"{cell(r['model'])} {code(r['test_name'])} ({code(r['host'])}): {num(r['ratio'], 3)}, like for like "
+        + (num(r["same_n"], 3) if r["same_n"] is not None else "—")
+        + (
+            f", medians {num(r['median_ratio'], 3)}"
+            if r["median_ratio"] is not None
+            else ""
+        )
+        for r in out
+    )
+    points = fold(
+        f"The {len(out)} points outside {BAND[0]}–{BAND[1]}, like for like and by medians",
+        items + ".",
+    )
+    return (
+        f"**Outside {BAND[0]}–{BAND[1]}**: {len(out)} of {len(gpu)} points of "
+        + ", ".join(code(f) for f in sorted(files))
+        + ". Why: both tools time "
+        "a slow first repetition after the warm-up (a prefill of 512 tokens at about 65% of the steady rate on "
+        "the H200); llama-bench averages it over its 5 repetitions, we over as many as the precision rule runs "
+        "(up to 30), so the means differ where the medians and the like-for-like ratio (our first 5 against its "
+        "5) agree. Decode at depth 4096 was low (0.95–0.97 on the 1B files) while we prefilled the depth before "
+        "every repetition: llama-bench prefills it once and restores the saved state, so its first decode step "
+        "does not rebuild the graph inside the timed region; we now do the same. "
+        + (
+            "Still outside like for like (or with fewer than 5 repetitions of ours to compare): "
+            + "; ".join(f"{cell(r['model'])} {code(r['test_name'])}" for r in still)
+            + ": repetitions of 10 ms (prefill) to 130 ms (decode), where our samples rise over the first "
+            "repetitions (a clock ramp is the likely cause; not established)."
+            if still
+            else "Like for like, every point lies inside the band."
+        )
+        + "\n\n"
+        + points
+    )
+
+
+HEADERS = [
+    "host",
+    "model",
+    "test",
+    "setting",
+    "ours t/s",
+    "llama-bench t/s",
+    "n (ours / llama-bench)",
+    "ratio",
+    "CI95",
+    "verdict",
+    "source",
+]
+
+
+def _table(rows: list[dict[str, Any]]) -> str:
     body = []
     for r in rows:
         ci = (
             f"{num(r['ci95_low'], 3)} – {num(r['ci95_high'], 3)}"
             if r["ci95_low"] is not None
             else "—"
+        )
+        verdict = (
+            "win"
+            if r["verdict"] == "win"
+            else "loss"
+            if r["verdict"] == "loss"
+            else "noise"
         )
         body.append(
             [
@@ -124,31 +211,32 @@ def fidelity_section(root: Path | None = None) -> str:
                 cell(r["n"]),
                 num(r["ratio"], 3),
                 ci,
-                f'<span class="almanac-verdict-{"win" if r["verdict"] == "win" else "loss" if r["verdict"] == "loss" else "noise"}">'
-                f"{cell(r['verdict'])}</span>",
+                f'<span class="almanac-verdict-{verdict}">{cell(r["verdict"])}</span>',
                 code(r["file"]),
             ]
         )
-    out = [
-        table(
-            [
-                "host",
-                "model",
-                "test",
-                "setting",
-                "ours t/s",
-                "llama-bench t/s",
-                "n (ours / llama-bench)",
-                "ratio",
-                "CI95",
-                "verdict",
-                "source",
-            ],
-            body,
-            ["l", "l", "l", "l", "r", "r", "r", "r", "r", "l", "l"],
-        ),
-        "",
-    ]
+    return table(HEADERS, body, ["l", "l", "l", "l", "r", "r", "r", "r", "r", "l", "l"])
+
+
+def fidelity_section(root: Path | None = None) -> str:
+    rows = fidelity_rows(root)
+    if not rows:
+        return "No committed fidelity results yet: `invoke bench.fidelity` (CPU) and benchmarks/gpu_run.sh (GPU) write them."
+    # the CPU files and the largest GPU run of the current method (like-for-like ratios) open; the
+    # other GPU files folded, each under its own title (every row stays on the page)
+    method = {r["file"] for r in rows if r.get("same_n") is not None}
+    main = max(method, key=lambda f: sum(r["file"] == f for r in rows), default=None)
+    shown = [r for r in rows if r["file"] == main or "/cpu/" in r["file"]]
+    out = [_table(shown), ""]
+    for f in dict.fromkeys(r["file"] for r in rows if r not in shown):
+        part = [r for r in rows if r["file"] == f]
+        what = (
+            "Another GPU run"
+            if f in method
+            else "Earlier GPU run, before llama-bench's depth method"
+        )
+        out += [fold(f"{what}: {f} ({len(part)} points)", _table(part)), ""]
+    out += [outside_note(rows), ""]
     out.append(
         "Ratio = our mean rate ÷ llama-bench's on the same model file, settings and build; a win (loss) "
         "means the whole CI95 lies above (below) 1, within noise that it contains 1. CPU: both tools in fresh "

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from core.hostlabel import device_label
+from core.hostlabel import device_label, link_label
 from core.records.host import GPU_MEMORY, HOST_MEMORY, HostRecord, as_host
 from core.records.run import RunRecord
 
@@ -127,6 +127,7 @@ def host_table(run_docs: list[RunRecord], host_docs: list[HostRecord]) -> str:
                 "datasheet_bandwidth_bytes_per_s", lambda v: f"{num(v / 1e9, 0)} GB/s"
             ),
         ),
+        *_topology_rows(row, hosts, run_docs),
         row("OS", lambda h, _: cell((h.get("os") or {}).get("platform") or "—")),
         row("llama.cpp build", build("llama_cpp_commit")),
         row("libraries", build("libraries")),
@@ -140,6 +141,86 @@ def host_table(run_docs: list[RunRecord], host_docs: list[HostRecord]) -> str:
         rows,
         ["l"] + ["l"] * len(ids),
     )
+
+
+def _topology_rows(
+    row, hosts: dict[str, dict[str, Any]], run_docs: list[RunRecord]
+) -> list[list[str]]:
+    """Rows for the GPUs a host's runs saw of the machine's, their PCI bus ids and links, the NUMA
+    nodes, and the largest peak each GPU held in any run (issue 29); only where a fingerprint
+    records them (older ones do not)."""
+    out: list[list[str]] = []
+    if any("gpus_on_host" in h for h in hosts.values()):
+
+        def seen(h: dict[str, Any], _: str) -> str:
+            n, on = len(h.get("gpus") or []), h.get("gpus_on_host")
+            if on is None:
+                return "—"
+            env = f" ({cell(h['visible_devices'])})" if h.get("visible_devices") else ""
+            return f"{num(n, 0)} of {num(on, 0)}{env}"
+
+        out.append(row("GPUs visible to runs / on the machine", seen))
+        out.append(
+            row(
+                "GPU PCI bus ids",
+                lambda h, _: (
+                    "<br>".join(
+                        cell(g.get("pci_bus_id") or "—") for g in h.get("gpus") or []
+                    )
+                    or "—"
+                ),
+            )
+        )
+        out.append(
+            row(
+                "GPU links",
+                lambda h, _: cell(link_label(h.get("gpu_links") or [])) or "—",
+            )
+        )
+    if any(h.get("numa") for h in hosts.values()):
+
+        def numa(h: dict[str, Any], _: str) -> str:
+            nodes = h.get("numa") or []
+            return (
+                "<br>".join(
+                    f"node {num(n.get('node'), 0)}: CPUs {cell(n.get('cpus') or '—')}"
+                    + (
+                        f", {nbytes(n['memory_bytes'])}"
+                        if n.get("memory_bytes")
+                        else ""
+                    )
+                    for n in nodes
+                )
+                or "—"
+            )
+
+        out.append(row("NUMA nodes", numa))
+    peaks: dict[str, dict[int, int]] = {}
+    for r in run_docs:
+        for g in r.resources.peak_vram_by_gpu or []:
+            i, b = g.get("index"), g.get("peak_bytes")
+            if isinstance(i, int) and isinstance(b, int):
+                cur = peaks.setdefault(r.host_id, {})
+                cur[i] = max(cur.get(i, 0), b)
+    if peaks:
+
+        def used(h: dict[str, Any], hid: str) -> str:
+            mine = peaks.get(hid)
+            if not mine:
+                return "—"
+            gpus = h.get("gpus") or []
+            return "<br>".join(
+                f"GPU{i}: {nbytes(b)}"
+                + (
+                    f" of {nbytes(gpus[i]['memory_bytes'])}"
+                    if i < len(gpus) and gpus[i].get("memory_bytes")
+                    else ""
+                )
+                for i, b in sorted(mine.items())
+            )
+
+        out.append(row("largest peak per GPU (any run)", used))
+    return out
 
 
 def bandwidth_table(host_docs: list[HostRecord]) -> str:
@@ -176,7 +257,7 @@ def bandwidth_table(host_docs: list[HostRecord]) -> str:
             "note",
             "No bandwidth probe yet",
             "`invoke host.probe` measures host RAM; "
-            "benchmarks/gpu_h100.sh measures a GPU's device memory.",
+            "benchmarks/gpu_run.sh measures a GPU's device memory.",
         )
     return table(
         [

@@ -26,6 +26,7 @@ from pipelines import facts as facts_mod
 from pipelines import ranking
 from pipelines.facts import PAIRED, Board, Facts, Row
 from pipelines.leaderboard import build_labels
+from pipelines import placement as placement_mod
 from pipelines.site import charts, figures
 from pipelines.site.markdown import (
     SYNTHETIC_BADGE,
@@ -182,7 +183,10 @@ def board_markdown(
         + " rank.",
         "",
     ]
-    headers = ["host"]
+    # how each row placed its model (GPUs used, split, link, NUMA): shown where a row records it
+    places = {r.key: placement_mod.text(r.any.newest) for r in board.rows}
+    show_place = any(places.values())
+    headers = ["host"] + (["placement"] if show_place else [])
     for t in tests:
         m = board.metrics[t]
         headers += [f"{cell(TEST_WORDS.get(t, t))} {code(t)} ({cell(m.unit)}) · rank"]
@@ -207,6 +211,8 @@ def board_markdown(
                 + "<br>"
                 + _setup_cell(row, builds[row.key])
             ]
+            if show_place:
+                line.append(narrow("placement: ") + cell(places[row.key] or "—"))
             for t in tests:
                 f = row.figure(t)
                 label = narrow(
@@ -228,7 +234,13 @@ def board_markdown(
             line += [_energy_cell(row, t, e) for t, e in energy]
             rows.append(line)
             ri += 1
-    align = ["l"] + ["r"] * len(tests) + (["r"] if scores else []) + ["r"] * len(energy)
+    align = (
+        ["l"]
+        + (["l"] if show_place else [])
+        + ["r"] * len(tests)
+        + (["r"] if scores else [])
+        + ["r"] * len(energy)
+    )
     out += [
         '<div class="almanac-table-wrap" markdown="1">',
         "",

@@ -945,6 +945,7 @@ def _model_plan(
         + cell(mem.GPU_UNITS_NOTE)
     )
     out.append("")
+    out += [split_fits_table(shape, settings, fits), ""]
     # LoRA
     out += ["### LoRA adapters", ""]
     dims = mem.lora_module_dims(shape)
@@ -969,6 +970,107 @@ def _model_plan(
         )
     out += [table(headers, rows, ["l"] + ["r"] * len(settings.lora_ranks)), ""]
     return "\n".join(out)
+
+
+def split_fits_table(
+    shape: mem.ModelShape, settings: mem.PlannerSettings, fits: list[dict]
+) -> str:
+    """What fits on 2x / 4x / 8x of each card: the fewest alike cards a layer split needs (issue 29)."""
+    cards = settings.cards
+    counts = "/".join(f"{n}×" for n in mem.SPLIT_CARD_COUNTS)
+    rows = []
+    for r in fits:
+        if r["error"]:
+            continue
+        cells = []
+        for c in cards:
+            n = mem.cards_needed(shape, r["n_ctx"], r["cache_type"], c.bytes, settings)
+            cells.append(f"{n}×" if n else f"> {mem.SPLIT_CARD_COUNTS[-1]}")
+        rows.append([num(r["n_ctx"], 0), code(r["cache_type"])] + cells)
+    if not rows:
+        return ""
+    return "\n".join(
+        [
+            f"**On several cards** ({counts} of one card, split by layer: llama.cpp's default over the visible "
+            "GPUs): the fewest alike cards on which every card's share (its layers' weights and KV cache, its "
+            "compute buffer, the runtime overhead each GPU holds) stays within the headroom "
+            + PROJECTED_BADGE
+            + ". The split itself is checked per GPU against measured runs above.",
+            "",
+            table(
+                ["context", "cache"]
+                + [
+                    f"{cell(c.name)}<br><small>{cell(c.unit_text)}</small>"
+                    for c in cards
+                ],
+                rows,
+                ["r", "l"] + ["c"] * len(cards),
+            ),
+        ]
+    )
+
+
+def split_vram_vs_measured(runs: list[RunRecord], overhead: int | None) -> str:
+    """Runs on a host of several visible GPUs: each GPU's predicted share beside its measured peak."""
+    if overhead is None:
+        return ""
+    preds = [
+        p
+        for p in (mem.vram_split_prediction(d, overhead) for d in latest_per_key(runs))
+        if p is not None and len(p["gpus"]) > 1
+    ]
+    if not preds:
+        return ""
+    rows = []
+    checked = [g for p in preds for g in p["gpus"] if g["within_10pct"] is not None]
+    for p in sorted(preds, key=lambda p: (p["model"], p["test_name"], p["split_mode"])):
+        for g in p["gpus"]:
+            rows.append(
+                [
+                    link(p["id"], run_link(p["id"])),
+                    code(p["host_id"]),
+                    cell(p["model"]),
+                    code(p["test_name"]),
+                    code(p["split_mode"]),
+                    f"GPU{g['index']}"
+                    + (
+                        f" <small>{cell(g['pci_bus_id'])}</small>"
+                        if g["pci_bus_id"]
+                        else ""
+                    ),
+                    "idle: context only, not predicted"
+                    if g["idle"]
+                    else nbytes(g["predicted"]),
+                    f"{nbytes(g['measured'])} {MEASURED_BADGE}",
+                    "—" if g["error"] is None else _pct(g["error"]),
+                ]
+            )
+    within = sum(1 for g in checked if g["within_10pct"])
+    return "\n".join(
+        [
+            f"**Per GPU, a model over several GPUs** (issue 29): each visible GPU's share by the split the run "
+            f"used (layer: whole layers and their KV cache per GPU, the output matrix and logits on the last; "
+            f"none: everything on one GPU) plus a runtime overhead of {nbytes(overhead)} per working GPU (the "
+            f"one-GPU residual above), against that GPU's peak (NVML, per process). {within} of {len(checked)} "
+            "working GPUs within 10%.",
+            "",
+            table(
+                [
+                    "run",
+                    "host",
+                    "model",
+                    "test",
+                    "split",
+                    "GPU",
+                    "predicted",
+                    "measured peak",
+                    "error",
+                ],
+                rows,
+                ["l", "l", "l", "l", "l", "l", "r", "r", "r"],
+            ),
+        ]
+    )
 
 
 def _kv_ok(shape: mem.ModelShape, cache_type: str) -> bool:
@@ -1323,6 +1425,8 @@ def memory_page(runs: list[RunRecord], hosts: list[HostRecord]) -> str:
         "### GPU memory",
         "",
         vram_vs_measured(runs),
+        "",
+        split_vram_vs_measured(runs, overhead),
         "",
     ]
     from pipelines.site.tracks import adapter_memory_section

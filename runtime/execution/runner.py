@@ -381,6 +381,8 @@ def build_artifact(
             if res.get("peak_rss_self_bytes")
             else "ru_maxrss (wait4)",
             "peak_vram_method": res.get("peak_vram_method"),
+            # per visible GPU (a model split over GPUs): peak bytes and utilisation (runtime.hosts.gpu.PeakVram)
+            "peak_vram_by_gpu": res.get("peak_vram_by_gpu"),
             # RSS before the model load (after the backend's libraries, where it says) and after it
             "baseline_rss_bytes": load.get(
                 "rss_before_model_bytes", res.get("rss_before_load_bytes")

@@ -101,6 +101,12 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
     result["peak_vram_bytes"] = vram.peak
     result["peak_rss_self_bytes"] = _vm_hwm_bytes()
     result["peak_vram_method"] = vram.method
+    result["peak_vram_by_gpu"] = vram.per_gpu()
+    if (
+        vram.error and result.get("status") == "ok"
+    ):  # a GPU that vanished: never a silent figure
+        result["status"] = "failed"
+        result["error"] = {"kind": "gpu_lost", "message": vram.error}
     result["worker_wall_s"] = time.perf_counter() - t0
     return result
 

@@ -24,12 +24,12 @@ power included, whatever else runs on it.
 
 from __future__ import annotations
 
-import os
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 POWERCAP = Path("/sys/class/powercap")
 WINDOW_S = 1.0  # the shortest region metered on its own (a counter step is at most ~100 ms on the GPUs seen)
@@ -60,24 +60,14 @@ class Unavailable(Exception):
 
 
 # -- NVML ----------------------------------------------------------------------------------
-def _visible_indices(count: int) -> list[int]:
-    raw = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if raw is None or not raw.strip():
-        return list(range(count))
-    out = []
-    for part in raw.split(","):
-        part = part.strip()
-        if (
-            not part.isdigit()
-        ):  # UUIDs or MIG names: NVML indices unknown, meter every GPU
-            return list(range(count))
-        if int(part) < count:
-            out.append(int(part))
-    return out
+def gpu_meter(
+    nvml: Any = None, used: list[int] | None = None, idle: bool = False
+) -> EnergyMeter:
+    """NVML's total energy of the GPUs a run uses (CUDA ordinals ``used`` among the visible
+    GPUs, runtime.hosts.devices; None = every visible GPU), or with ``idle`` of the visible GPUs
+    it does not use; :class:`Unavailable` otherwise."""
+    from runtime.hosts import devices
 
-
-def gpu_meter(nvml: Any = None) -> EnergyMeter:
-    """NVML's total energy of the GPUs this process may use; :class:`Unavailable` otherwise."""
     nv = nvml
     if nv is None:
         try:
@@ -88,27 +78,38 @@ def gpu_meter(nvml: Any = None) -> EnergyMeter:
             ) from None
     try:
         nv.nvmlInit()
-        count = int(nv.nvmlDeviceGetCount())
+        visible = devices.visible(nv)
     except Exception as exc:
         raise Unavailable(
             f"GPU energy not exposed on this host: NVML did not initialise ({exc})"
         ) from None
-    indices = _visible_indices(count)
-    if not indices:
-        raise Unavailable("GPU energy not exposed on this host: NVML lists no GPU")
+    if not visible:
+        raise Unavailable(
+            "GPU energy not exposed on this host: NVML lists no visible GPU"
+        )
+    chosen = [
+        (i, d) for i, d in enumerate(visible) if (used is None or i in used) != idle
+    ]
+    if not chosen:
+        raise Unavailable(
+            "no idle GPU" if idle else "the run uses none of the visible GPUs"
+        )
     handles, names = [], []
-    for i in indices:
-        h = nv.nvmlDeviceGetHandleByIndex(i)
+    for _, d in chosen:
+        h = nv.nvmlDeviceGetHandleByIndex(d.nvml_index)
         try:
             nv.nvmlDeviceGetTotalEnergyConsumption(h)
         except Exception as exc:
             raise Unavailable(
                 f"GPU energy not exposed on this host: nvmlDeviceGetTotalEnergyConsumption "
-                f"fails on GPU {i} ({exc})"
+                f"fails on GPU {d.nvml_index} ({exc})"
             ) from None
         name = nv.nvmlDeviceGetName(h)
         handles.append(h)
-        names.append(f"GPU{i} {name.decode() if isinstance(name, bytes) else name}")
+        bus = f" {d.pci_bus_id}" if d.pci_bus_id else ""
+        names.append(
+            f"GPU{d.nvml_index} {name.decode() if isinstance(name, bytes) else name}{bus}"
+        )
 
     def read_j() -> float:
         return (
@@ -175,12 +176,25 @@ def cpu_meter(root: Path | None = None) -> EnergyMeter:
     return EnergyMeter("rapl", "cpu-package", [name for _, name in zones], read_j)
 
 
-def meter_for(on_gpu: bool) -> tuple[EnergyMeter | None, str | None]:
-    """The meter for work on the GPU (NVML) or on the CPU (RAPL), or None and why not."""
+def meter_for(
+    on_gpu: bool, gpus: list[int] | None = None
+) -> tuple[EnergyMeter | None, str | None]:
+    """The meter for work on the GPU (NVML; ``gpus``: the CUDA ordinals the run uses, None =
+    every visible GPU) or on the CPU (RAPL), or None and why not."""
     try:
-        return (gpu_meter() if on_gpu else cpu_meter()), None
+        return (gpu_meter(used=gpus) if on_gpu else cpu_meter()), None
     except Unavailable as exc:
         return None, str(exc)
+
+
+def idle_meter(gpus: list[int] | None) -> EnergyMeter | None:
+    """The visible GPUs a run does not use, metered apart (their idle draw); None when there are none."""
+    if gpus is None:
+        return None
+    try:
+        return gpu_meter(used=gpus, idle=True)
+    except Unavailable:
+        return None
 
 
 def counter_step_ms(meter: EnergyMeter, max_s: float = PROBE_S) -> float | None:
@@ -220,10 +234,18 @@ class RateEnergy:
     method: str | None = None
     step_ms: float | None = None
     note: str | None = None
+    idle: EnergyMeter | None = (
+        None  # visible GPUs the run does not use: recorded apart, never in J/token
+    )
+    idle_regions: list[dict[str, float]] = field(default_factory=list)
+    _idle_reads: list[float] = field(default_factory=list)
 
     @classmethod
-    def for_test(cls, test: Any, on_gpu: bool) -> "RateEnergy":
-        meter, reason = meter_for(on_gpu)
+    def for_test(
+        cls, test: Any, on_gpu: bool, gpus: list[int] | None = None
+    ) -> RateEnergy:
+        """``gpus``: the CUDA ordinals the run uses (its placement); the other visible GPUs are metered apart."""
+        meter, reason = meter_for(on_gpu, gpus)
         return cls(
             meter,
             reason,
@@ -232,6 +254,7 @@ class RateEnergy:
             test.n_depth,
             window_s=WINDOW_S,
             n_regions=REGIONS,
+            idle=idle_meter(gpus) if on_gpu else None,
         )
 
     @property
@@ -247,13 +270,19 @@ class RateEnergy:
         return self.n_prompt + self.n_gen
 
     def read(self) -> float | None:
-        """The counter now (joules), or None without a meter."""
+        """The counter now (joules), or None without a meter (the idle GPUs' counter is read too)."""
+        if self.idle is not None:
+            self._idle_reads.append(self.idle.read_j())
         return self.meter.read_j() if self.meter is not None else None
 
     def add(self, e0: float | None, e1: float | None, seconds: float) -> None:
         """One timed repetition: the counter read right before and right after it."""
         if e0 is not None and e1 is not None:
             self.repetitions.append({"j": e1 - e0, "s": seconds})
+        if len(self._idle_reads) >= 2:
+            self.idle_regions.append(
+                {"j": self._idle_reads[-1] - self._idle_reads[-2], "s": seconds}
+            )
 
     def finish(self, once: Callable[[], None]) -> None:
         """After the timed repetitions: decide the method; run the regions when needed
@@ -325,6 +354,15 @@ class RateEnergy:
         }
         if self.step_ms is not None:
             out["counter_step_ms"] = self.step_ms
+        if self.idle is not None:
+            secs = sum(r["s"] for r in self.idle_regions)
+            out["idle_gpus"] = {
+                "devices": list(self.idle.devices),
+                "mean_power_w": sum(r["j"] for r in self.idle_regions) / secs
+                if secs > 0
+                else None,
+                "note": "visible GPUs the run did not use, over the timed repetitions; not in J/token",
+            }
         if self.note:
             out["note"] = self.note
         return out

@@ -86,6 +86,32 @@ def gpus() -> list[dict[str, Any]]:
     return gpu.list_gpus()
 
 
+def topology() -> dict[str, Any]:
+    """GPUs on the machine, links between the visible ones, NUMA nodes (runtime.hosts.devices)."""
+    from runtime.hosts import devices
+
+    t = devices.topology()
+    out: dict[str, Any] = {"numa": t["numa"], "gpus_on_host": t["gpus_on_host"] or 0}
+    if t["gpu_links"]:
+        out["gpu_links"] = t["gpu_links"]
+    if t["visible_devices_env"]:
+        out["visible_devices"] = t["visible_devices_env"]
+    return out
+
+
+def suggested_name(fp: dict[str, Any]) -> str:
+    """A name for a lent machine from its fingerprint, the same whichever GPUs a run sees:
+    ``gpu-2x-h100-hbm3`` (every GPU on the machine), ``cpu-32-cores`` without a GPU."""
+    from core.hostlabel import gpu_name
+    from core.paths import slug
+
+    gpus = fp.get("gpus") or []
+    n = fp.get("gpus_on_host") or len(gpus)
+    if gpus:
+        return slug(f"gpu-{n}x-{gpu_name(str(gpus[0].get('name') or 'gpu'))}")
+    return slug(f"cpu-{fp['cpu'].get('logical_cores') or 0}-cores")
+
+
 def fingerprint() -> dict[str, Any]:
     ci = _cpuinfo()
     flags = set((ci.get("flags") or ci.get("Features") or "").split())
@@ -126,12 +152,40 @@ def fingerprint() -> dict[str, Any]:
             "python": platform.python_version(),
         },
         "gpus": gpus(),
+        **topology(),
         "id_scheme": hostid.SCHEME,
     }
     fp["id"] = host_id(fp)
     return fp
 
 
+def main(argv: list[str] | None = None) -> int:
+    """``python -m runtime.hosts.fingerprint [--suggest-name]``: the fingerprint as JSON, or a name for it."""
+    import argparse
+    import json
+
+    ap = argparse.ArgumentParser(
+        description="This host's fingerprint (JSON) or a name derived from it."
+    )
+    ap.add_argument(
+        "--suggest-name",
+        action="store_true",
+        help="print a host name derived from the hardware",
+    )
+    a = ap.parse_args(argv)
+    fp = fingerprint()
+    print(
+        suggested_name(fp)
+        if a.suggest_name
+        else json.dumps(fp, indent=1, sort_keys=True)
+    )
+    return 0
+
+
 def host_id(fp: dict[str, Any]) -> str:
     """The host's id (core.hostid.host_id: its name and a hash of the facts that tell machines apart)."""
     return hostid.host_id(fp)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -37,6 +37,7 @@ from runtime.backends.base import Backend, Incompatible, TestResult, runs
 from runtime.backends.llama_cpp import experts, speculative
 from runtime.backends.llama_cpp.config import LlamaCppSettings
 from runtime.backends.llama_cpp.stages import StageTimer
+from runtime.hosts import devices, placement
 from runtime.hosts.energy import RateEnergy
 
 # The llama.cpp commit vendored in each llama-cpp-python release (from its CHANGELOG,
@@ -82,7 +83,11 @@ def install_log_capture(min_level: int = _LOG_MIN_LEVEL) -> None:
         level = _log_state["last"] if level == 5 else level
         _log_state["last"] = level
         if level >= min_level or level == 0:
-            sys.stderr.write(text.decode("utf-8", errors="replace"))
+            line = text.decode("utf-8", errors="replace")
+            sys.stderr.write(line)
+            _log_state["tail"] = (_log_state.get("tail", "") + line)[
+                -4000:
+            ]  # for a load failure's reason
 
     _log_state["callback"] = _callback  # keep a reference: ctypes must not free it
     llama_cpp.llama_log_set(_callback, ctypes.c_void_p(0))
@@ -114,8 +119,12 @@ _LORA_BUFFER_RE = re.compile(
 
 def memory_from_log(log: str) -> dict[str, dict[str, float]]:
     """Buffers llama.cpp reported while loading the (first) model: {kind: {buffer: MiB}}.
-    The log is cut at the first compute-buffer line, so a draft model's buffers are left out."""
-    end = re.search(r"compute buffer size =.*$", log, re.M)
+    The log is cut after the first run of compute-buffer lines (one per device), so a draft
+    model's buffers are left out."""
+    # the first model's compute buffers: one line per device (a model split over GPUs has several)
+    end = re.search(
+        r"compute buffer size =.*$(\n.*compute buffer size =.*$)*", log, re.M
+    )
     head = log[: end.end()] if end else log
     out: dict[str, dict[str, float]] = {}
     for m in _BUFFER_RE.finditer(head):
@@ -186,6 +195,7 @@ class LlamaCppBackend(Backend):
             None  # the last load's, the in-process serve's startup
         )
         self.lora_facts: dict[str, Any] = {}
+        self.placement: placement.HostView | None = None
 
     # -- load ---------------------------------------------------------------------------
     def load(self, test: TestSpec | None = None) -> dict[str, Any]:
@@ -200,10 +210,37 @@ class LlamaCppBackend(Backend):
         )  # the process with llama.cpp's libraries, before the model (memory planner)
         self.n_ctx = effective_n_ctx(s, test) if test is not None else (s.n_ctx or 4096)
         n_threads, n_threads_batch = resolve_threads(s)
+        offload = bool(llama_cpp.llama_supports_gpu_offload())
+        self.placement = placement.HostView.here()
+        if not offload and s.n_gpu_layers != 0:
+            asked = [
+                k
+                for k in ("split_mode", "tensor_split", "main_gpu")
+                if not placement.is_default(s, k)
+            ]
+            if asked:
+                raise ConfigError(
+                    f"{asked[0]} {getattr(s, asked[0])!r}: this llama.cpp build has no GPU offload (a CPU-only build)",
+                    field=asked[0],
+                )
+        if s.cpu_mask is not None:  # llama.cpp's threads inherit the process's affinity
+            os.sched_setaffinity(0, devices.parse_cpu_mask(s.cpu_mask))
         kwargs = dict(
             model_path=self.model.path,
             n_gpu_layers=s.n_gpu_layers,
             main_gpu=s.main_gpu,
+            split_mode={
+                "none": llama_cpp.LLAMA_SPLIT_MODE_NONE,
+                "layer": llama_cpp.LLAMA_SPLIT_MODE_LAYER,
+                "row": llama_cpp.LLAMA_SPLIT_MODE_ROW,
+            }[s.split_mode],
+            tensor_split=s.tensor_split,
+            numa={
+                "off": llama_cpp.GGML_NUMA_STRATEGY_DISABLED,
+                "distribute": llama_cpp.GGML_NUMA_STRATEGY_DISTRIBUTE,
+                "isolate": llama_cpp.GGML_NUMA_STRATEGY_ISOLATE,
+                "numactl": llama_cpp.GGML_NUMA_STRATEGY_NUMACTL,
+            }[s.numa],
             use_mmap=s.use_mmap,
             use_mlock=s.use_mlock,
             kv_overrides=experts.kv_overrides(s, self.model.facts) or None,
@@ -240,6 +277,17 @@ class LlamaCppBackend(Backend):
         t0 = time.perf_counter()
         try:
             self.llm = llama_cpp.Llama(**kwargs)
+        except ValueError:
+            m = re.search(
+                r"device (\S+) does not support split buffers",
+                str(_log_state.get("tail", "")),
+            )
+            if s.split_mode == "row" and m:
+                raise Incompatible(
+                    f"split_mode row: this llama.cpp build cannot split rows over its GPUs ({m.group(1)} does "
+                    "not support split buffers: its CUDA backend no longer exports the row split); use split_mode layer"
+                ) from None
+            raise
         finally:
             inner.LLAMA_FLASH_ATTN_TYPE_ENABLED = saved
             inner.llama_model_default_params = saved_params
@@ -370,7 +418,10 @@ class LlamaCppBackend(Backend):
             "offload_kqv": bool(cp.offload_kqv),
             "swa_full": bool(cp.swa_full),
             "n_gpu_layers_requested": s.n_gpu_layers,
-            "main_gpu": s.main_gpu,
+            **placement.effective(s, self.placement, offload=self._offloads()),
+            "cpu_mask_method": "process affinity (sched_setaffinity), inherited by llama.cpp's threads"
+            if s.cpu_mask is not None
+            else None,
             "gpu_offload_supported": bool(llama_cpp.llama_supports_gpu_offload()),
             "use_mmap": s.use_mmap,
             "use_mlock": s.use_mlock,
@@ -443,10 +494,33 @@ class LlamaCppBackend(Backend):
     def context_tokens(cls, settings: LlamaCppSettings, test: TestSpec) -> int | None:
         return effective_n_ctx(settings, test)
 
+    def _offloads(self) -> bool:
+        import llama_cpp
+
+        return self.settings.n_gpu_layers != 0 and bool(
+            llama_cpp.llama_supports_gpu_offload()
+        )
+
+    def gpus_used(self) -> list[int] | None:
+        """The visible GPUs this configuration occupies (its placement), None before load."""
+        if self.llm is None:
+            return None
+        return placement.gpus_used(self.settings, self.placement.gpus, self._offloads())
+
     @classmethod
     def preflight(cls, settings: LlamaCppSettings, model: Any, test: TestSpec) -> None:
         """Refuse before anything runs what llama.cpp would abort on or cannot do."""
         experts.check(settings, model.facts, model.name)
+        for key in ("cpu_strict", "prio", "poll"):
+            if not placement.is_default(settings, key):
+                raise ConfigError(
+                    f"{key} {getattr(settings, key)!r}: llama-cpp-python attaches no thread pool of its own, so "
+                    "in process only the default applies; measure it with llama-bench or llama-server",
+                    field=key,
+                )
+        placement.check(
+            settings, placement.HostView.here(), offload=settings.n_gpu_layers != 0
+        )
         if settings.speculative != "none":
             if not isinstance(test, (GenerateTest, ChatTest)):
                 raise ConfigError(
@@ -558,11 +632,30 @@ class LlamaCppBackend(Backend):
         n_tokens = test.n_prompt + test.n_gen
         rep = Repeater(test.precision, reps, "tokens_per_second")
 
+        depth_state: dict[str, Any] = {"buf": None, "restored": 0, "prefilled": 0}
+
+        def fill_depth() -> None:
+            """The depth as llama-bench makes it: prefilled once, saved (llama_state_seq_get_data),
+            then restored for every later repetition. A prefill right before the timed region
+            leaves llama.cpp's last graph a batch graph, so the first decode step rebuilds its
+            graph (and the CUDA graph) inside the timed region; a restore does not."""
+            buf = depth_state["buf"]
+            if buf is not None and L.llama_state_seq_set_data(ctx, buf, len(buf), 0):
+                depth_state["restored"] += 1
+                return
+            decode_plan(prompt_plan(test.n_depth))
+            depth_state["prefilled"] += 1
+            size = int(L.llama_state_seq_get_size(ctx, 0))
+            buf = (ctypes.c_uint8 * size)()
+            depth_state["buf"] = (
+                buf if L.llama_state_seq_get_data(ctx, buf, size, 0) == size else None
+            )
+
         def prepare() -> tuple[Any, Any]:
-            """Untimed: an empty KV cache, the depth prefilled, this repetition's token ids drawn."""
+            """Untimed: an empty KV cache, the depth filled, this repetition's token ids drawn."""
             L.llama_memory_clear(mem, False)
             if test.n_depth:
-                decode_plan(prompt_plan(test.n_depth))
+                fill_depth()
             pp = prompt_plan(test.n_prompt) if test.n_prompt else None
             tg = gen_plan(test.n_gen) if test.n_gen else None
             return pp, tg
@@ -576,8 +669,8 @@ class LlamaCppBackend(Backend):
         # the device's energy counter, read immediately around each timed region (runtime.hosts.energy)
         energy = RateEnergy.for_test(
             test,
-            on_gpu=self.settings.n_gpu_layers != 0
-            and bool(L.llama_supports_gpu_offload()),
+            on_gpu=self._offloads(),
+            gpus=self.gpus_used(),
         )
         while rep.more():
             pp, tg = prepare()
@@ -618,6 +711,16 @@ class LlamaCppBackend(Backend):
                 "warmup": warmup,
                 "precision": rep.record(),
                 "method": "llama-bench: C API decode loop, random tokens",
+                **(
+                    {
+                        "depth_fill": "prefilled once, then restored from the saved sequence state "
+                        "before each repetition (llama-bench's method)",
+                        "depth_prefills": depth_state["prefilled"],
+                        "depth_restores": depth_state["restored"],
+                    }
+                    if test.n_depth
+                    else {}
+                ),
                 "energy": energy.details(),
             },
         )

@@ -13,6 +13,8 @@ from typing import Literal
 from pydantic import Field, field_validator, model_validator
 
 from runtime.backends.base import BackendSettings
+from runtime.backends import placement
+from runtime.backends.placement import PlacementSettings
 
 KV_TYPES = ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1")
 # KV cache types llama.cpp stores unquantized; any other V type needs flash attention.
@@ -20,8 +22,8 @@ UNQUANTIZED_KV = ("f32", "f16", "bf16")
 SPECULATIVE = ("none", "prompt_lookup", "draft_model")
 
 
-class LlamaCppSettings(BackendSettings):
-    OMITTED_AT_DEFAULT = ("lora_adapters", "lora_scale")
+class LlamaCppSettings(BackendSettings, PlacementSettings):
+    OMITTED_AT_DEFAULT = ("lora_adapters", "lora_scale", *placement.OMITTED)
 
     n_threads: int | None = Field(
         None,
@@ -49,7 +51,6 @@ class LlamaCppSettings(BackendSettings):
         ge=-1,
         description="Layers offloaded to the GPU; -1 = all (llama.cpp's default; nothing is offloaded on a CPU-only build).",
     )
-    main_gpu: int = Field(0, ge=0, description="GPU used for the model when not split.")
     flash_attn: Literal["auto", "on", "off"] = Field(
         "auto",
         description="Flash attention: auto lets llama.cpp decide per device (llama.cpp -fa).",

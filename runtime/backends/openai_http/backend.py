@@ -50,6 +50,7 @@ from core.kinds.capacity import CapacityTest
 from core.kinds.load import LoadTest
 from core.kinds.probe import ProbeTest
 from runtime.backends.base import Backend, TestResult, UnsupportedTest, runs
+from runtime.hosts import placement
 from runtime.backends.openai_http import NAME
 from core.kinds.agent import AgentLoopTest
 from runtime.backends.openai_http import client as http
@@ -175,7 +176,25 @@ class OpenAIHttpBackend(Backend):
     @classmethod
     def preflight(cls, settings: OpenAIHttpSettings, model, test: TestSpec) -> None:
         """An endpoint model is measured where it is served: no server to start (that needs a
-        local file), no other URL or served name in the settings."""
+        local file), no other URL or served name in the settings. Placement settings reach a
+        started llama-server only, checked against this host (runtime.hosts.placement)."""
+        asked = [k for k in placement.DEFAULTS if not placement.is_default(settings, k)]
+        if asked:
+            started_llama_server = (
+                settings.base_url is None
+                and settings.server_command is None
+                and settings.server == "llama-server"
+                and getattr(model, "kind", "file") != "endpoint"
+            )
+            if not started_llama_server:
+                raise ConfigError(
+                    f"{asked[0]} reaches a llama-server this backend starts (server: llama-server, no "
+                    "server_command or base_url); another server takes its own flags (server_args)",
+                    field=asked[0],
+                )
+            placement.check(
+                settings, placement.HostView.here(), offload=settings.n_gpu_layers != 0
+            )
         if getattr(model, "kind", "file") != "endpoint":
             return
         given = settings.model_fields_set
@@ -280,6 +299,7 @@ class OpenAIHttpBackend(Backend):
                 list(llama_server.COMMAND)
                 + llama_server.chat_template(s.chat_format)
                 + self._server_extra
+                + placement.cli_args(s, server=True)
             )
         elif s.server_command is None:
             cmd = [
@@ -467,6 +487,13 @@ class OpenAIHttpBackend(Backend):
             if self.is_llama_server:
                 d.update(
                     parallel=s.parallel, kv_unified=True, flash_attn_requested="auto"
+                )
+                # placement as passed (-sm, -mg ... are always on the command line); the GPUs it
+                # occupies among those this host shows (the server inherits the environment)
+                d.update(
+                    placement.effective(
+                        s, placement.HostView.here(), offload=s.n_gpu_layers != 0
+                    )
                 )
                 if self._extra_bufts is not None:
                     d.update(use_extra_bufts=self._extra_bufts["use_extra_bufts"])

@@ -19,6 +19,8 @@ from typing import Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from runtime.backends.base import BackendSettings
+from runtime.backends import placement
+from runtime.backends.placement import PlacementSettings
 
 PLACEHOLDERS = (
     "python",
@@ -37,8 +39,11 @@ PLACEHOLDERS = (
 )
 
 
-class OpenAIHttpSettings(BackendSettings):
-    OMITTED_AT_DEFAULT = ("fault_every", "fault_status")
+class OpenAIHttpSettings(BackendSettings, PlacementSettings):
+    """Placement settings (split_mode ... poll) apply to a started llama-server only (its -sm, -ts,
+    -mg, --numa, -C, --cpu-strict, --prio, --poll); elsewhere only their defaults are accepted."""
+
+    OMITTED_AT_DEFAULT = ("fault_every", "fault_status", "main_gpu", *placement.OMITTED)
 
     base_url: str | None = Field(
         None,

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# Reproduce the GPU host's measurements in one call on a machine with one NVIDIA GPU,
-# nvcc, cmake and python3 (no internet needed):
+# Reproduce the GPU host's measurements in one call on a machine with one or more NVIDIA GPUs
+# (any card: H100, H200, A100, L4 ...), nvcc, cmake and python3 (no internet needed):
 #
 #   bash benchmarks/gpu_prepare.sh            # here, once: fills .gpu/ and .whl/
 #   (on the GPU machine, from the repository root, with .gpu and .whl carried)
-#   OUT=/some/folder bash benchmarks/gpu_h100.sh
+#   OUT=/some/folder bash benchmarks/gpu_run.sh
 #
-# What comes back in $OUT (8 files at most, for the lender's limit): gpu_h100.log,
+# What comes back in $OUT (8 files at most, for the lender's limit): gpu_run.log,
 # cmake-build.log, host.json, bandwidth.json, runs.tar.gz, llama-bench.json,
 # llama-bench.log, fidelity.json.
 # Steps: install the carried wheels into /tmp/site; build llama.cpp (the commit vendored
@@ -14,11 +14,19 @@
 # libraries that llama-cpp-python's Python part loads (LLAMA_CPP_LIB_PATH) and
 # llama-bench from the same tree; then benchmarks/gpu_bench.py: bandwidth, synthetic
 # models, our matrix, llama-bench on the same files, fidelity and roofline.
-# Environment: OUT (results; default /tmp/gpu-out), CUDA_ARCH (default 90 = Hopper),
-# JOBS (default: all cores), ALMANAC_HOST_NAME (the host's name in artifacts), MATRICES
-# (default: reference, gpu-synthetic, gpu-synthetic-kquant), WITH_SERVER=1 (also build
-# llama-server; then SERVING_MATRICES, if set, run through it after the rate matrices),
-# BUDGET_S (seconds this script may take; optional stages are skipped past it).
+# Several GPUs: llama.cpp spreads a model over every visible GPU (split_mode layer) unless a
+# matrix says otherwise (split_mode none / row, tensor_split, main_gpu: data/matrices/gpu-split-*.yaml);
+# CUDA_VISIBLE_DEVICES=0 runs on one GPU of the machine, recorded as its own environment
+# ("H100 HBM3 · 80 GiB ×1 of 2").
+# Environment: OUT (results; default /tmp/gpu-out), CUDA_ARCH (default 90 = Hopper; 80 = A100,
+# 89 = L4/L40S), JOBS (default: all cores), ALMANAC_HOST_NAME (the host's name in artifacts;
+# default: derived from its GPUs, `python3 -m runtime.hosts.fingerprint --suggest-name`, e.g.
+# gpu-2x-h100-hbm3), MATRICES (default: gpu-synthetic, gpu-synthetic-kquant: synthetic models
+# only, which this script generates; a matrix naming any other model runs without it),
+# WITH_SERVER=1 (also build llama-server; then SERVING_MATRICES, if set, run through it after the
+# rate matrices), BUDGET_S (seconds this script may take; optional stages are skipped past it),
+# STOP_AFTER_BUILD=1 (build, then stop: a later call on the same warm machine reuses the build),
+# GPU_BENCH_ARGS (more arguments for gpu_bench.py, e.g. --no-bandwidth).
 set -euo pipefail
 START=$(date +%s)
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -35,12 +43,15 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 # no network there: the transformers backend reads local GGUF files only (no hub lookups to time out)
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 HF_HUB_DISABLE_TELEMETRY=1 TOKENIZERS_PARALLELISM=false
 mkdir -p "$OUT"
-exec > >(tee -a "$OUT/gpu_h100.log") 2>&1
+exec > >(tee -a "$OUT/gpu_run.log") 2>&1
 stamp() { echo "[$(date +%T) +$(( $(date +%s) - START ))s] $*"; }
 
 for need in .gpu/llama.cpp/CMakeLists.txt .gpu/site/llama_cpp/llama_cpp.py; do
   [ -e "$need" ] || { echo "missing $need: run benchmarks/gpu_prepare.sh first and carry .gpu and .whl"; exit 2; }
 done
+ls .whl/*.whl >/dev/null 2>&1 || { echo "missing .whl/*.whl: run benchmarks/gpu_prepare.sh first and carry .whl"; exit 2; }
+for mf in ${MATRICES:-}; do [ -f "$mf" ] || { echo "MATRICES names $mf, which does not exist"; exit 2; }; done
+command -v nvcc >/dev/null || { echo "no nvcc on this machine: gpu_run.sh builds llama.cpp with CUDA here"; exit 2; }
 stamp "host: $(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null || echo 'no nvidia-smi')"
 stamp "nvcc: $(nvcc --version 2>/dev/null | tail -1 || echo none); python: $(python3 --version)"
 
@@ -86,10 +97,11 @@ case "${MATRICES:-}" in *transformers*)
 esac
 
 # 3. measurements
-export ALMANAC_HOST_NAME=${ALMANAC_HOST_NAME:-lent-h100}
-# MATRICES: the matrix files in order (later ones are skipped past the deadline);
-# GPU_BENCH_ARGS: more arguments, e.g. --no-bandwidth
-MATRICES=${MATRICES:-data/matrices/reference.yaml data/matrices/gpu-synthetic.yaml data/matrices/gpu-synthetic-kquant.yaml}
+ALMANAC_HOST_NAME=${ALMANAC_HOST_NAME:-$(python3 -m runtime.hosts.fingerprint --suggest-name)}
+export ALMANAC_HOST_NAME
+stamp "host name: $ALMANAC_HOST_NAME; GPUs: $(nvidia-smi -L 2>/dev/null | wc -l) on the machine, visible: ${CUDA_VISIBLE_DEVICES:-all}"
+# MATRICES: the matrix files in order (later ones are skipped past the deadline)
+MATRICES=${MATRICES:-data/matrices/gpu-synthetic.yaml data/matrices/gpu-synthetic-kquant.yaml}
 margs=(); for mf in $MATRICES; do margs+=(--matrix "$mf"); done
 python3 benchmarks/gpu_bench.py --out "$OUT" --work /tmp/almanac-gpu "${margs[@]}" ${GPU_BENCH_ARGS:-} \
   --llama-bench "$BUILD/bin/llama-bench" --deadline $(( START + BUDGET_S - 90 ))
