@@ -204,7 +204,7 @@ def _progress_printer():
 
 
 @task(
-    iterable=["host", "label"],
+    iterable=["host", "label", "nodelist"],
     help={
         "matrix": "Matrix name in data/matrices/ or a path to a YAML file (default: default).",
         "force": "Measure again even when an artifact for the same configuration exists.",
@@ -213,6 +213,14 @@ def _progress_printer():
         "label": "Run on every inventory host with this label (repeatable), e.g. --label gpu.",
         "inventory": "Hosts inventory (default: data/hosts.yaml).",
         "wait": "Seconds to wait for another run measuring on this host to finish (default 0: refuse at once).",
+        "scheduler": "Run through a scheduler instead of here: slurm (one exclusive job per node), ssh (= --host/--label).",
+        "partition": "Slurm partition (default: the cluster's default partition).",
+        "constraint": "Slurm node features (sbatch --constraint); a single feature also picks the nodes.",
+        "nodelist": "Slurm node to run on (repeat for several; default: every node of the partition).",
+        "time_limit": "Slurm time limit per job (sbatch --time: minutes or [D-]HH:MM:SS; default 60).",
+        "account": "Slurm account to charge (sbatch --account).",
+        "workdir": "Slurm: a folder every node sees (project snapshot, each node's data; default: the cache dir).",
+        "python": "Slurm: the project's Python on the nodes (default: this Python).",
     },
 )
 @user_errors
@@ -225,13 +233,39 @@ def bench(
     label=None,
     inventory="",
     wait=0.0,
+    scheduler="",
+    partition="",
+    constraint="",
+    nodelist=None,
+    time_limit="60",
+    account="",
+    workdir="",
+    python="",
 ):
-    """Run a benchmark matrix here (or on inventory hosts over SSH): one artifact per configuration.
+    """Run a benchmark matrix here (or on inventory hosts over SSH, or Slurm nodes): one artifact per configuration.
 
     Configurations already measured (same model hash, settings, test, host, backend version)
     are skipped, so an interrupted matrix resumes where it stopped."""
     from runtime.execution import runner
 
+    if scheduler and scheduler != "ssh":
+        from runtime.remote.cli import bench_on
+        from runtime.remote.schedulers import scheduler_class
+        from runtime.remote.slurm import SlurmOptions
+
+        cls = scheduler_class(scheduler)
+        opts = SlurmOptions(
+            partition=partition,
+            constraint=constraint,
+            nodelist=list(nodelist or []),
+            time_limit=str(time_limit),
+            account=account,
+            workdir=workdir,
+            python=python,
+        )
+        if not bench_on(cls(opts), matrix, force=force, retry_failed=retry_failed):
+            raise Exit(code=1)
+        return
     if host or label:
         from runtime.remote.cli import bench_remote
 

@@ -1,4 +1,5 @@
-"""`invoke bench --host NAME` / `--label LABEL`: progress lines and a summary per host."""
+"""`invoke bench --host NAME` / `--label LABEL` / `--scheduler slurm`: a progress line per host or
+node (queued, running, each configuration, finished) and a summary line each."""
 
 from __future__ import annotations
 
@@ -6,8 +7,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from runtime.hosts import inventory as hosts_mod
 from core.paths import relpath
+from runtime.hosts import inventory as hosts_mod
 
 
 def bench_remote(
@@ -20,6 +21,20 @@ def bench_remote(
     retry_failed: bool = False,
 ) -> bool:
     """Run ``matrix`` on the selected hosts; True when every host finished its run."""
+    from runtime.remote.controller import SshScheduler
+
+    path = Path(inventory) if inventory else hosts_mod.inventory_path()
+    inv = hosts_mod.load_inventory(path)
+    chosen = hosts_mod.select(inv, hosts, labels, source=relpath(path))
+    return bench_on(
+        SshScheduler(chosen), matrix, force=force, retry_failed=retry_failed
+    )
+
+
+def bench_on(
+    scheduler: Any, matrix: str, *, force: bool = False, retry_failed: bool = False
+) -> bool:
+    """Run ``matrix`` through a scheduler (runtime.remote.schedulers); True when every target finished."""
     from rich.console import Console
     from rich.progress import (
         BarColumn,
@@ -29,11 +44,7 @@ def bench_remote(
         TimeElapsedColumn,
     )
 
-    from runtime.remote.controller import run_hosts
-
-    path = Path(inventory) if inventory else hosts_mod.inventory_path()
-    inv = hosts_mod.load_inventory(path)
-    chosen = hosts_mod.select(inv, hosts, labels, source=relpath(path))
+    names = scheduler.targets()
     console = Console(stderr=True, highlight=False)
     lock = threading.Lock()
     with Progress(
@@ -45,14 +56,21 @@ def bench_remote(
         console=console,
         transient=False,
     ) as bar:
-        tasks = {
-            h.name: bar.add_task("waiting", total=None, host=h.name) for h in chosen
-        }
+        tasks = {n: bar.add_task("waiting", total=None, host=n) for n in names}
 
         def progress(name: str, event: str, info: dict[str, Any]) -> None:
             with lock:
                 t = tasks[name]
-                if event == "connect":
+                if event == "queued":
+                    why = f" ({info['reason']})" if info.get("reason") else ""
+                    bar.update(t, description=f"queued: job {info.get('job')}{why}")
+                elif event == "running":
+                    bar.update(
+                        t,
+                        total=info.get("total"),
+                        description=f"running: job {info.get('job')}",
+                    )
+                elif event == "connect":
                     bar.update(t, description="connecting")
                 elif event == "prepare":
                     bar.update(t, description="preparing Python")
@@ -78,8 +96,8 @@ def bench_remote(
                     )
                     bar.update(t, description=desc)
 
-        outcomes = run_hosts(
-            chosen, matrix, force=force, retry_failed=retry_failed, progress=progress
+        outcomes = scheduler.run(
+            matrix, force=force, retry_failed=retry_failed, progress=progress
         )
     all_ok = True
     for o in outcomes:
@@ -88,9 +106,12 @@ def bench_remote(
             + (f" ({o.error_kind})" if o.error_kind else "")
             + f", {len(o.measured)} measured, {len(o.failed)} failed, {len(o.fetched)} artifacts fetched"
             + (f", {len(o.invalid)} invalid refused" if o.invalid else "")
-            + f"; log {o.log}"
+            + (f"; log {o.log}" if o.log else "")
+            + (f"; job {o.job['job_id']} ({o.job.get('state')})" if o.job else "")
         )
         console.print(line, markup=False)
+        for bad in o.invalid:
+            console.print(f"  refused: {bad}", markup=False)
         if o.status != "ok" or o.invalid:
             all_ok = False
     return all_ok

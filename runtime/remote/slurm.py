@@ -34,6 +34,7 @@ import tarfile
 import time
 import uuid
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -538,8 +539,8 @@ def _job_states(ids: list[str]) -> dict[str, tuple[str, str]] | None:
     return out
 
 
-def _exit_of(job_id: str) -> tuple[int | None, str | None]:
-    """The job's exit code and signal, from ``scontrol show job`` (None when forgotten)."""
+def job_facts(job_id: str) -> dict[str, Any]:
+    """What ``scontrol show job`` still says of a job: exit code, signal, start and end (epoch s)."""
     try:
         res = subprocess.run(
             ["scontrol", "-o", "show", "job", job_id],
@@ -549,22 +550,27 @@ def _exit_of(job_id: str) -> tuple[int | None, str | None]:
             timeout=30,
         )
     except (OSError, subprocess.TimeoutExpired):
-        return None, None
-    for tok in res.stdout.split():
-        if tok.startswith("ExitCode="):
-            code, _, sig = tok.split("=", 1)[1].partition(":")
-            import signal as sigmod
+        return {}
+    fields = dict(tok.split("=", 1) for tok in res.stdout.split() if "=" in tok)
+    facts: dict[str, Any] = {"exit_code": None, "signal": None}
+    code, _, sig = fields.get("ExitCode", "").partition(":")
+    if code.isdigit():
+        facts["exit_code"] = int(code)
+    if sig.isdigit() and int(sig):
+        import signal as sigmod
 
-            try:
-                s = int(sig)
-                name = sigmod.Signals(s).name if s else None
-            except ValueError:
-                name = None
-            try:
-                return int(code), name
-            except ValueError:
-                return None, name
-    return None, None
+        try:
+            facts["signal"] = sigmod.Signals(int(sig)).name
+        except ValueError:
+            facts["signal"] = f"signal {sig}"
+    for key, name in (("StartTime", "start"), ("EndTime", "end")):
+        try:
+            facts[name] = datetime.strptime(
+                fields[key], "%Y-%m-%dT%H:%M:%S"
+            ).timestamp()
+        except (KeyError, ValueError):
+            pass
+    return facts
 
 
 def run_slurm(
@@ -575,12 +581,13 @@ def run_slurm(
     retry_failed: bool = False,
     progress: ProgressFn | None = None,
     poll_s: float = POLL_S,
+    chosen: tuple[str, list[Node]] | None = None,
 ) -> list[HostOutcome]:
     """Submit ``matrix`` to every chosen node, follow the jobs, bring the artifacts home."""
     progress = progress or (lambda name, event, info: None)
     m = matrix_mod.load(matrix)
     models.load_registry()
-    partition, nodes = choose_nodes(opts)
+    partition, nodes = chosen or choose_nodes(opts)
     root = Path(opts.workdir).expanduser() if opts.workdir else cache_dir() / "slurm"
     root = root.resolve()
     snap = snapshot_mod.make()
@@ -660,8 +667,15 @@ def run_slurm(
             if state in TERMINAL or state.startswith("CANCELLED"):
                 if state.startswith("CANCELLED"):
                     j.state = "CANCELLED"
-                code, sig = _exit_of(j.job_id)
-                j.finish(code, sig)
+                facts = job_facts(j.job_id)
+                j.outcome.job = {
+                    "job_id": j.job_id,
+                    "node": j.node.name,
+                    "partition": partition,
+                    "state": j.state,
+                    **facts,
+                }
+                j.finish(facts.get("exit_code"), facts.get("signal"))
                 live.remove(j)
     outcomes += [j.outcome for j in jobs]
     order = {n.name: i for i, n in enumerate(nodes)}
@@ -670,3 +684,34 @@ def run_slurm(
 
 def cancel(job_id: str) -> None:
     _slurm(["scancel", job_id], f"scancel {job_id}")
+
+
+class SlurmScheduler:
+    """Slurm nodes, one exclusive job each (runtime.remote.schedulers: the ``slurm`` scheduler)."""
+
+    name = "slurm"
+
+    def __init__(self, opts: SlurmOptions):
+        self.opts = opts
+        self._chosen: tuple[str, list[Node]] | None = None
+
+    def targets(self) -> list[str]:
+        self._chosen = self._chosen or choose_nodes(self.opts)
+        return [n.name for n in self._chosen[1]]
+
+    def run(
+        self,
+        matrix: str,
+        *,
+        force: bool = False,
+        retry_failed: bool = False,
+        progress: ProgressFn | None = None,
+    ) -> list[HostOutcome]:
+        return run_slurm(
+            matrix,
+            self.opts,
+            force=force,
+            retry_failed=retry_failed,
+            progress=progress,
+            chosen=self._chosen,
+        )
