@@ -1258,3 +1258,25 @@ def ab_task(
 
 ns.add_task(noise_task)
 ns.add_task(ab_task)
+
+
+@task(name="index", help={"rebuild": "Delete the index first and build it again from the artifact files."})
+@user_errors
+def index_task(c, rebuild=False):
+    """Bring the columnar index over data/'s artifacts up to date (Parquet in the cache; pipelines.index)."""
+    import shutil
+
+    from pipelines import index
+
+    if rebuild:
+        shutil.rmtree(index.index_dir(), ignore_errors=True)
+    _, done = index.update()
+    for line in done.messages:
+        print(line, file=sys.stderr)
+    print(
+        f"index {index.index_dir()}: {done.rows} artifacts ({done.added} added, {done.changed} changed, "
+        f"{done.removed} removed, {done.kept} unchanged)"
+    )
+
+
+ns.add_task(index_task)

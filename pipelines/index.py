@@ -1,0 +1,353 @@
+"""A columnar index over the artifacts: one row per artifact and one per (artifact, metric).
+
+The canonical JSON files under data/ stay the source of truth; the index is derived from them
+and kept in the user cache (``<cache>/index/<data folder digest>/``), so deleting it loses
+nothing: the next update rebuilds it from the files.
+
+Format: Parquet through pyarrow, one file per table (``artifacts.parquet``, ``metrics.parquet``)
+and ``meta.json`` naming the index version, the schemas digest, the data folder and each
+table file's sha256. Why Parquet rather than DuckDB: the index is read by pandas (the pipelines'
+frames) and published as is (Open data); Parquet files are that exchange format, open in
+pandas, DuckDB, Polars or Spark without a server, a lock or a storage-format version of a
+database engine to match. DuckDB can query these files directly when a user wants SQL.
+
+Incremental by content: a file whose (size, mtime) did not change keeps its rows unread; a
+changed one is hashed, and only when its sha256 (the validation cache's key) differs is it read,
+validated (core.artifacts.load, cached by that digest) and its rows made again; a removed
+file's rows go. A missing index is built; a corrupt one (unreadable, a table whose hash is not
+the one recorded) or a stale one (another index version or schemas) is rebuilt from the files,
+with one line saying so, never trusted over them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from core import artifacts
+from core.paths import cache_dir, data_dir
+
+INDEX_VERSION = 1
+TABLES = ("artifacts", "metrics")
+STATS = (
+    "n",
+    "mean",
+    "median",
+    "stddev",
+    "min",
+    "max",
+    "p95",
+    "p99",
+    "ci95_low",
+    "ci95_high",
+)
+
+# columns of the artifacts table (strings unless named in _INTS / _FLOATS)
+ARTIFACT_COLUMNS = (
+    "path",
+    "sha256",
+    "size",
+    "mtime_ns",
+    "artifact",
+    "id",
+    "key",
+    "created",
+    "status",
+    "host_id",
+    "host_name",
+    "model",
+    "model_sha256",
+    "test",
+    "test_kind",
+    "backend",
+    "backend_version",
+    "matrix",
+    "error_kind",
+    "error_message",
+)
+METRIC_COLUMNS = (
+    "path",
+    "id",
+    "key",
+    "artifact",
+    "created",
+    "host_id",
+    "model",
+    "test",
+    "metric",
+    *STATS,
+)
+_INTS = {"size", "mtime_ns", "n"}
+_FLOATS = set(STATS) - {"n"}
+
+
+@dataclass
+class Update:
+    """What one update did."""
+
+    rows: int = 0
+    kept: int = 0
+    added: int = 0
+    changed: int = 0
+    removed: int = 0
+    rebuilt: str | None = None  # the one line saying why the index was rebuilt
+    messages: list[str] = field(default_factory=list)
+
+
+def index_dir(root: Path | None = None) -> Path:
+    root = Path(root or data_dir()).resolve()
+    return cache_dir() / "index" / hashlib.sha256(str(root).encode()).hexdigest()[:16]
+
+
+def _s(v: Any) -> str | None:
+    return None if v is None else str(v)
+
+
+def artifact_row(
+    rel: str, digest: str, size: int, mtime_ns: int, doc: dict[str, Any]
+) -> dict[str, Any]:
+    host = doc.get("host") if isinstance(doc.get("host"), dict) else {}
+    model = doc.get("model") if isinstance(doc.get("model"), dict) else {}
+    test = doc.get("test") if isinstance(doc.get("test"), dict) else {}
+    build = doc.get("build") if isinstance(doc.get("build"), dict) else {}
+    matrix = doc.get("matrix") if isinstance(doc.get("matrix"), dict) else {}
+    error = doc.get("error") if isinstance(doc.get("error"), dict) else {}
+    suite = doc.get("suite") if isinstance(doc.get("suite"), dict) else {}
+    return {
+        "path": rel,
+        "sha256": digest,
+        "size": size,
+        "mtime_ns": mtime_ns,
+        "artifact": _s(doc.get("artifact")),
+        "id": _s(doc.get("id")),
+        "key": _s(doc.get("key")),
+        "created": _s(doc.get("created")),
+        "status": _s(doc.get("status")),
+        "host_id": _s(host.get("id") or doc.get("host_id")),
+        "host_name": _s(host.get("name")),
+        "model": _s(model.get("name")),
+        "model_sha256": _s(model.get("sha256") or model.get("identity")),
+        "test": _s(test.get("name") or suite.get("name")),
+        "test_kind": _s(test.get("kind")),
+        "backend": _s(doc.get("backend") or build.get("backend")),
+        "backend_version": _s(build.get("backend_version")),
+        "matrix": _s(matrix.get("name")),
+        "error_kind": _s(error.get("kind")),
+        "error_message": _s(error.get("message")),
+    }
+
+
+def metric_rows(arow: dict[str, Any], doc: dict[str, Any]) -> list[dict[str, Any]]:
+    summary = doc.get("summary")
+    if not isinstance(summary, dict) or doc.get("status", "ok") != "ok":
+        return []
+    out = []
+    base = {
+        k: arow[k]
+        for k in (
+            "path",
+            "id",
+            "key",
+            "artifact",
+            "created",
+            "host_id",
+            "model",
+            "test",
+        )
+    }
+    for metric, st in summary.items():
+        if not isinstance(st, dict) or "mean" not in st:
+            continue
+        row = {**base, "metric": str(metric)}
+        for k in STATS:
+            v = st.get(k)
+            row[k] = (
+                v if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+            )
+        out.append(row)
+    return out
+
+
+def _schema(columns: tuple[str, ...]) -> Any:
+    import pyarrow as pa
+
+    return pa.schema(
+        [
+            (
+                c,
+                pa.int64()
+                if c in _INTS
+                else pa.float64()
+                if c in _FLOATS
+                else pa.string(),
+            )
+            for c in columns
+        ]
+    )
+
+
+def _table(rows: list[dict[str, Any]], columns: tuple[str, ...]) -> Any:
+    import pyarrow as pa
+
+    return pa.Table.from_pylist(rows, schema=_schema(columns))
+
+
+def _sha_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _meta(root: Path) -> dict[str, Any]:
+    return {
+        "index_version": INDEX_VERSION,
+        "schemas": artifacts.schemas_digest(),
+        "root": str(root),
+    }
+
+
+def read(root: Path | None = None) -> tuple[dict[str, Any], str | None]:
+    """The index's tables as pyarrow tables ({} when there is none), and why it cannot be trusted
+    (None when it can: present, intact and of this version)."""
+    import pyarrow.parquet as pq
+
+    root = Path(root or data_dir()).resolve()
+    d = index_dir(root)
+    meta_path = d / "meta.json"
+    if not meta_path.exists():
+        return {}, None
+    where = str(d)
+    try:
+        meta = json.loads(meta_path.read_text())
+    except (OSError, ValueError) as exc:
+        return {}, f"index {where} is corrupt (meta.json: {exc})"
+    if not isinstance(meta, dict):
+        return {}, f"index {where} is corrupt (meta.json is not an object)"
+    want = _meta(root)
+    for k in ("index_version", "schemas", "root"):
+        if meta.get(k) != want[k]:
+            return {}, f"index {where} is stale ({k} {meta.get(k)!r}, now {want[k]!r})"
+    tables = {}
+    for name in TABLES:
+        p = d / f"{name}.parquet"
+        try:
+            if _sha_file(p) != (meta.get("tables") or {}).get(name):
+                return (
+                    {},
+                    f"index {where} is corrupt ({name}.parquet does not hash to the recorded sha256)",
+                )
+            tables[name] = pq.read_table(p)
+        except (OSError, ValueError) as exc:
+            return {}, f"index {where} is corrupt ({name}.parquet: {exc})"
+    return tables, None
+
+
+def _write(root: Path, tables: dict[str, Any]) -> None:
+    import pyarrow.parquet as pq
+
+    d = index_dir(root)
+    d.mkdir(parents=True, exist_ok=True)
+    meta = {**_meta(root), "tables": {}}
+    for name, t in tables.items():
+        tmp = d / f".{name}.parquet.tmp"
+        pq.write_table(t, tmp, compression="zstd")
+        meta["tables"][name] = _sha_file(tmp)
+        os.replace(tmp, d / f"{name}.parquet")
+    artifacts.atomic_write_text(
+        d / "meta.json", json.dumps(meta, indent=1, sort_keys=True) + "\n"
+    )
+
+
+def update(
+    root: Path | None = None,
+    docs: dict[str, dict[str, Any]] | None = None,
+) -> tuple[dict[str, Any], Update]:
+    """Bring the index of ``root`` up to date with its files; (tables, what was done).
+
+    ``docs``: documents already loaded and validated (path relative to ``root`` -> document), as a
+    site build has them: a changed file among them is hashed but not read again."""
+    root = Path(root or data_dir()).resolve()
+    tables, why = read(root)
+    res = Update(rebuilt=why)
+    old: dict[str, dict[str, Any]] = {}
+    old_metrics: dict[str, list[dict[str, Any]]] = {}
+    if tables:
+        for row in tables["artifacts"].to_pylist():
+            old[row["path"]] = row
+        for row in tables["metrics"].to_pylist():
+            old_metrics.setdefault(row["path"], []).append(row)
+    arows: list[dict[str, Any]] = []
+    mrows: list[dict[str, Any]] = []
+    cache = artifacts.ValidationCache()
+    seen: set[str] = set()
+    try:
+        for path in artifacts.iter_files(root):
+            rel = path.relative_to(root).as_posix()
+            seen.add(rel)
+            st = path.stat()
+            prev = old.get(rel)
+            if (
+                prev is not None
+                and prev["size"] == st.st_size
+                and prev["mtime_ns"] == st.st_mtime_ns
+            ):
+                arows.append(prev)
+                mrows += old_metrics.get(rel, [])
+                res.kept += 1
+                continue
+            digest = _sha_file(path)
+            if prev is not None and prev["sha256"] == digest:
+                arows.append({**prev, "size": st.st_size, "mtime_ns": st.st_mtime_ns})
+                mrows += old_metrics.get(rel, [])
+                res.kept += 1
+                continue
+            doc = (docs or {}).get(rel)
+            if doc is None:
+                doc = artifacts.load(path, cache)
+            row = artifact_row(rel, digest, st.st_size, st.st_mtime_ns, doc)
+            arows.append(row)
+            mrows += metric_rows(row, doc)
+            if prev is None:
+                res.added += 1
+            else:
+                res.changed += 1
+    finally:
+        cache.save()
+    res.removed = len(set(old) - seen)
+    res.rows = len(arows)
+    new = {
+        "artifacts": _table(arows, ARTIFACT_COLUMNS),
+        "metrics": _table(mrows, METRIC_COLUMNS),
+    }
+    if res.added or res.changed or res.removed or why or not tables:
+        _write(root, new)
+    if why:
+        res.messages.append(f"{why}: rebuilt from {res.rows} artifacts")
+    return new, res
+
+
+def frame(table: str, root: Path | None = None) -> Any:
+    """One table of the up-to-date index as a pandas DataFrame (what pipelines query)."""
+    tables, _ = update(root)
+    return tables[table].to_pandas()
+
+
+def publish(tables: dict[str, Any], folder: Path) -> list[Path]:
+    """Each table as Parquet and CSV under ``folder`` (the site's open data)."""
+    import pyarrow.csv as pacsv
+    import pyarrow.parquet as pq
+
+    folder.mkdir(parents=True, exist_ok=True)
+    out = []
+    for name, t in tables.items():
+        t = t.drop_columns([c for c in ("mtime_ns",) if c in t.column_names])
+        pq.write_table(t, folder / f"{name}.parquet", compression="zstd")
+        pacsv.write_csv(t, folder / f"{name}.csv")
+        out += [folder / f"{name}.parquet", folder / f"{name}.csv"]
+    return out
