@@ -8,7 +8,6 @@ lazily (``invoke bench --scheduler NAME``):
 * ``ssh``: inventory hosts over SSH, a thread per host (runtime.remote.controller);
 * ``slurm``: one exclusive batch job per (node, matrix) (runtime.remote.slurm).
 
-A Kubernetes Job manifest can be generated (runtime.remote.kubernetes), untested here.
 """
 
 from __future__ import annotations
