@@ -355,3 +355,31 @@ def test_a_job_that_returns_nothing_or_someone_elses_artifact_is_refused(
     assert len(runs) == 1 and runs == o.failed
     doc = artifacts.load(runs[0])
     assert doc["status"] == "failed" and doc["host"]["name"] == cluster.node
+
+
+def test_a_job_past_its_time_limit_becomes_failed_artifacts_saying_so(
+    cluster, tiny_model, tmp_path, monkeypatch, live_tree
+):
+    """Slurm's smallest limit is a minute, and slurmctld looks every half minute: about 90 s."""
+    from runtime.remote.slurm import SlurmOptions, run_slurm
+
+    data = _data(tmp_path, tiny_model, monkeypatch)
+    hang = _wrapper(tmp_path / "hang.sh", "sleep 600\n")
+    states: list[str] = []
+    o = run_slurm(
+        str(data / "matrices" / "tiny.yaml"),
+        SlurmOptions(workdir=str(tmp_path / "shared"), time_limit="1", python=hang),
+        progress=lambda n, e, i: states.append(e),
+        poll_s=1.0,
+    )[0]
+    assert "running" in states and states[-1] == "finished"
+    assert o.status == "failed" and o.error_kind == "timeout"
+    assert (
+        o.message
+        == f"job {o.job['job_id']} on node {cluster.node} reached its time limit (1)"
+    )
+    doc = artifacts.load(o.failed[0])
+    assert (
+        doc["error"]["kind"] == "timeout"
+        and doc["details"]["remote"]["state"] == "TIMEOUT"
+    )
