@@ -267,66 +267,106 @@ def _write(root: Path, tables: dict[str, Any]) -> None:
 def update(
     root: Path | None = None,
     docs: dict[str, dict[str, Any]] | None = None,
+    files: list[tuple[str, Path]] | None = None,
 ) -> tuple[dict[str, Any], Update]:
     """Bring the index of ``root`` up to date with its files; (tables, what was done).
 
     ``docs``: documents already loaded and validated (path relative to ``root`` -> document), as a
-    site build has them: a changed file among them is hashed but not read again."""
+    site build has them: a changed file among them is hashed but not read again. ``files``: the
+    (relative path, path) of every artifact file, when the caller has just listed them."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
     root = Path(root or data_dir()).resolve()
     tables, why = read(root)
     res = Update(rebuilt=why)
-    old: dict[str, dict[str, Any]] = {}
-    old_metrics: dict[str, list[dict[str, Any]]] = {}
+    # the old rows stay in Arrow: only their (path, size, mtime, sha256) are looked at here
+    old_paths: dict[str, int] = {}
+    old_stat: dict[str, list[Any]] = {"size": [], "mtime_ns": [], "sha256": []}
     if tables:
-        for row in tables["artifacts"].to_pylist():
-            old[row["path"]] = row
-        for row in tables["metrics"].to_pylist():
-            old_metrics.setdefault(row["path"], []).append(row)
-    arows: list[dict[str, Any]] = []
-    mrows: list[dict[str, Any]] = []
+        cols = (
+            tables["artifacts"]
+            .select(["path", "size", "mtime_ns", "sha256"])
+            .to_pydict()
+        )
+        old_paths = {p: i for i, p in enumerate(cols["path"])}
+        old_stat = cols
+    keep: list[int] = []  # rows of the old artifacts table kept as they are
+    fresh: list[dict[str, Any]] = []  # new or re-made artifact rows
+    fresh_metrics: list[dict[str, Any]] = []
+    restamped: dict[
+        int, tuple[int, int]
+    ] = {}  # same bytes, new (size, mtime): the old row, new stat
     cache = artifacts.ValidationCache()
     seen: set[str] = set()
     try:
-        for path in artifacts.iter_files(root):
-            rel = path.relative_to(root).as_posix()
+        listed = (
+            files
+            if files is not None
+            else (
+                (p.relative_to(root).as_posix(), p) for p in artifacts.iter_files(root)
+            )
+        )
+        for rel, path in listed:
             seen.add(rel)
             st = path.stat()
-            prev = old.get(rel)
+            i = old_paths.get(rel)
             if (
-                prev is not None
-                and prev["size"] == st.st_size
-                and prev["mtime_ns"] == st.st_mtime_ns
+                i is not None
+                and old_stat["size"][i] == st.st_size
+                and old_stat["mtime_ns"][i] == st.st_mtime_ns
             ):
-                arows.append(prev)
-                mrows += old_metrics.get(rel, [])
-                res.kept += 1
+                keep.append(i)
                 continue
             digest = _sha_file(path)
-            if prev is not None and prev["sha256"] == digest:
-                arows.append({**prev, "size": st.st_size, "mtime_ns": st.st_mtime_ns})
-                mrows += old_metrics.get(rel, [])
-                res.kept += 1
+            if i is not None and old_stat["sha256"][i] == digest:
+                restamped[i] = (st.st_size, st.st_mtime_ns)
                 continue
             doc = (docs or {}).get(rel)
             if doc is None:
                 doc = artifacts.load(path, cache)
             row = artifact_row(rel, digest, st.st_size, st.st_mtime_ns, doc)
-            arows.append(row)
-            mrows += metric_rows(row, doc)
-            if prev is None:
+            fresh.append(row)
+            fresh_metrics += metric_rows(row, doc)
+            if i is None:
                 res.added += 1
             else:
                 res.changed += 1
     finally:
         cache.save()
-    res.removed = len(set(old) - seen)
-    res.rows = len(arows)
+    res.kept = len(keep) + len(restamped)
+    res.removed = len(set(old_paths) - seen)
+    res.rows = res.kept + len(fresh)
+    if tables and not (fresh or res.removed or restamped or why):
+        return tables, res  # nothing changed: nothing rewritten
+    parts_a = [_table(fresh, ARTIFACT_COLUMNS)]
+    parts_m = [_table(fresh_metrics, METRIC_COLUMNS)]
+    if tables:
+        kept_paths = [
+            old_stat_path
+            for old_stat_path, i in old_paths.items()
+            if i in set(keep) or i in restamped
+        ]
+        parts_a.insert(
+            0, tables["artifacts"].take(pa.array(sorted(keep), type=pa.int64()))
+        )
+        for i, (size, mtime) in restamped.items():
+            row = tables["artifacts"].slice(i, 1).to_pylist()[0]
+            parts_a.append(
+                _table([{**row, "size": size, "mtime_ns": mtime}], ARTIFACT_COLUMNS)
+            )
+        m = tables["metrics"]
+        parts_m.insert(
+            0,
+            m.filter(
+                pc.is_in(m["path"], value_set=pa.array(kept_paths, type=pa.string()))
+            ),
+        )
     new = {
-        "artifacts": _table(arows, ARTIFACT_COLUMNS),
-        "metrics": _table(mrows, METRIC_COLUMNS),
+        "artifacts": pa.concat_tables(parts_a).cast(_schema(ARTIFACT_COLUMNS)),
+        "metrics": pa.concat_tables(parts_m).cast(_schema(METRIC_COLUMNS)),
     }
-    if res.added or res.changed or res.removed or why or not tables:
-        _write(root, new)
+    _write(root, new)
     if why:
         res.messages.append(f"{why}: rebuilt from {res.rows} artifacts")
     return new, res

@@ -200,7 +200,7 @@ def publish(site: Path, ds: dataset.Dataset) -> dict[str, int]:
         _write(folder / "index.csv", browser.index_csv(kind, rows))
     # the columnar index (pipelines.index), brought up to date from this set, published per table
     docs = {r.data_path: r.doc for recs in ds.by_type.values() for r in recs}
-    tables, done = index.update(ds.root, docs=docs)
+    tables, done = index.update(ds.root, docs=docs, files=list(ds.files))
     for line in done.messages:
         print(f"INFO    -  {line}", file=sys.stderr)
     index.publish(tables, site / "index")
