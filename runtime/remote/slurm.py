@@ -385,7 +385,7 @@ class NodeJob:
             }.get(self.state, f"ended {self.state}")
             reason = (
                 f" ({self.reason})"
-                if self.reason and self.reason not in ("None", self.state)
+                if self.reason and self.reason not in ("None", self.state, "TimeLimit")
                 else ""
             )
             self._fail(
