@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from core import artifacts
+from core.errors import StorageError
 from core.paths import cache_dir, data_dir
 
 INDEX_VERSION = 1
@@ -366,7 +367,15 @@ def update(
         "artifacts": pa.concat_tables(parts_a).cast(_schema(ARTIFACT_COLUMNS)),
         "metrics": pa.concat_tables(parts_m).cast(_schema(METRIC_COLUMNS)),
     }
-    _write(root, new)
+    try:
+        _write(root, new)
+    except (
+        OSError,
+        StorageError,
+    ) as exc:  # a read-only or full cache costs the next update time, nothing else
+        res.messages.append(
+            f"index {index_dir(root)} not saved ({exc}); the next update reads the files again"
+        )
     if why:
         res.messages.append(f"{why}: rebuilt from {res.rows} artifacts")
     return new, res

@@ -187,3 +187,15 @@ def test_published_as_parquet_and_csv_per_table(data, tmp_path):
         csv_t = pacsv.read_csv(tmp_path / "site" / "index" / f"{name}.csv")
         assert pq_t.num_rows == csv_t.num_rows == tables[name].num_rows
         assert "mtime_ns" not in pq_t.column_names and "path" in pq_t.column_names
+
+
+def test_a_cache_that_cannot_be_written_costs_time_only(data, tmp_path, monkeypatch):
+    from pipelines import index
+
+    ro = tmp_path / "ro-cache"
+    ro.mkdir()
+    (ro / "index").write_text("a file where the index folder would be")
+    monkeypatch.setenv("ALMANAC_CACHE", str(ro))
+    tables, done = index.update(data)
+    assert tables["artifacts"].num_rows == len(_files(data))
+    assert len(done.messages) == 1 and "not saved" in done.messages[0]
