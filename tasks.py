@@ -249,7 +249,7 @@ def bench(
     from runtime.execution import runner
 
     if scheduler and scheduler != "ssh":
-        from runtime.remote.cli import bench_on
+        from runtime.remote.fleet_cli import bench_on
         from runtime.remote.schedulers import scheduler_class
         from runtime.remote.slurm import SlurmOptions
 

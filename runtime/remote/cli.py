@@ -1,5 +1,4 @@
-"""`invoke bench --host NAME` / `--label LABEL` / `--scheduler slurm`: a progress line per host or
-node (queued, running, each configuration, finished) and a summary line each."""
+"""`invoke bench --host NAME` / `--label LABEL`: progress lines and a summary per host."""
 
 from __future__ import annotations
 
@@ -7,8 +6,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from core.paths import relpath
 from runtime.hosts import inventory as hosts_mod
+from core.paths import relpath
 
 
 def bench_remote(
@@ -21,20 +20,6 @@ def bench_remote(
     retry_failed: bool = False,
 ) -> bool:
     """Run ``matrix`` on the selected hosts; True when every host finished its run."""
-    from runtime.remote.controller import SshScheduler
-
-    path = Path(inventory) if inventory else hosts_mod.inventory_path()
-    inv = hosts_mod.load_inventory(path)
-    chosen = hosts_mod.select(inv, hosts, labels, source=relpath(path))
-    return bench_on(
-        SshScheduler(chosen), matrix, force=force, retry_failed=retry_failed
-    )
-
-
-def bench_on(
-    scheduler: Any, matrix: str, *, force: bool = False, retry_failed: bool = False
-) -> bool:
-    """Run ``matrix`` through a scheduler (runtime.remote.schedulers); True when every target finished."""
     from rich.console import Console
     from rich.progress import (
         BarColumn,
@@ -44,7 +29,11 @@ def bench_on(
         TimeElapsedColumn,
     )
 
-    names = scheduler.targets()
+    from runtime.remote.controller import run_hosts
+
+    path = Path(inventory) if inventory else hosts_mod.inventory_path()
+    inv = hosts_mod.load_inventory(path)
+    chosen = hosts_mod.select(inv, hosts, labels, source=relpath(path))
     console = Console(stderr=True, highlight=False)
     lock = threading.Lock()
     with Progress(
@@ -56,21 +45,14 @@ def bench_on(
         console=console,
         transient=False,
     ) as bar:
-        tasks = {n: bar.add_task("waiting", total=None, host=n) for n in names}
+        tasks = {
+            h.name: bar.add_task("waiting", total=None, host=h.name) for h in chosen
+        }
 
         def progress(name: str, event: str, info: dict[str, Any]) -> None:
             with lock:
                 t = tasks[name]
-                if event == "queued":
-                    why = f" ({info['reason']})" if info.get("reason") else ""
-                    bar.update(t, description=f"queued: job {info.get('job')}{why}")
-                elif event == "running":
-                    bar.update(
-                        t,
-                        total=info.get("total"),
-                        description=f"running: job {info.get('job')}",
-                    )
-                elif event == "connect":
+                if event == "connect":
                     bar.update(t, description="connecting")
                 elif event == "prepare":
                     bar.update(t, description="preparing Python")
@@ -96,8 +78,8 @@ def bench_on(
                     )
                     bar.update(t, description=desc)
 
-        outcomes = scheduler.run(
-            matrix, force=force, retry_failed=retry_failed, progress=progress
+        outcomes = run_hosts(
+            chosen, matrix, force=force, retry_failed=retry_failed, progress=progress
         )
     all_ok = True
     for o in outcomes:
@@ -106,12 +88,9 @@ def bench_on(
             + (f" ({o.error_kind})" if o.error_kind else "")
             + f", {len(o.measured)} measured, {len(o.failed)} failed, {len(o.fetched)} artifacts fetched"
             + (f", {len(o.invalid)} invalid refused" if o.invalid else "")
-            + (f"; log {o.log}" if o.log else "")
-            + (f"; job {o.job['job_id']} ({o.job.get('state')})" if o.job else "")
+            + f"; log {o.log}"
         )
         console.print(line, markup=False)
-        for bad in o.invalid:
-            console.print(f"  refused: {bad}", markup=False)
         if o.status != "ok" or o.invalid:
             all_ok = False
     return all_ok

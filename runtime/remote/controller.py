@@ -59,7 +59,6 @@ class HostOutcome:
     invalid: list[str] = field(default_factory=list)
     log: Path | None = None
     host_id: str | None = None
-    job: dict[str, Any] | None = None  # a scheduler's job (id, node, start, end)
 
 
 class _Lines(io.TextIOBase):
@@ -555,33 +554,3 @@ def run_hosts(
         max_workers=max(1, len(runs)), thread_name_prefix="almanac-host"
     ) as pool:
         return list(pool.map(lambda r: r.run(), runs))
-
-
-class SshScheduler:
-    """Inventory hosts over SSH (runtime.remote.schedulers: the ``ssh`` scheduler)."""
-
-    name = "ssh"
-
-    def __init__(self, hosts: list[Host], log_dir: Path | None = None):
-        self.hosts = hosts
-        self.log_dir = log_dir
-
-    def targets(self) -> list[str]:
-        return [h.name for h in self.hosts]
-
-    def run(
-        self,
-        matrix: str,
-        *,
-        force: bool = False,
-        retry_failed: bool = False,
-        progress: ProgressFn | None = None,
-    ) -> list[HostOutcome]:
-        return run_hosts(
-            self.hosts,
-            matrix,
-            force=force,
-            retry_failed=retry_failed,
-            log_dir=self.log_dir,
-            progress=progress,
-        )

@@ -5,7 +5,7 @@ while nothing is written, then runs a matrix on each and brings the artifacts ho
 :class:`~runtime.remote.controller.HostOutcome` per target. Registered by name and imported
 lazily (``invoke bench --scheduler NAME``):
 
-* ``ssh``: inventory hosts over SSH, a thread per host (runtime.remote.controller);
+* ``ssh``: inventory hosts over SSH, a thread per host (runtime.remote.controller.run_hosts);
 * ``slurm``: one exclusive batch job per (node, matrix) (runtime.remote.slurm).
 
 """
@@ -22,7 +22,7 @@ from core.errors import UserError
 ProgressFn = Callable[[str, str, dict[str, Any]], None]
 
 SCHEDULERS = {
-    "ssh": "runtime.remote.controller:SshScheduler",
+    "ssh": "runtime.remote.schedulers:SshScheduler",
     "slurm": "runtime.remote.slurm:SlurmScheduler",
 }
 
@@ -51,3 +51,35 @@ def scheduler_class(name: str) -> type:
         )
     module, _, cls = spec.partition(":")
     return getattr(importlib.import_module(module), cls)
+
+
+class SshScheduler:
+    """Inventory hosts over SSH (the ``ssh`` scheduler): runtime.remote.controller.run_hosts."""
+
+    name = "ssh"
+
+    def __init__(self, hosts: list[Any], log_dir: Any = None):
+        self.hosts = hosts
+        self.log_dir = log_dir
+
+    def targets(self) -> list[str]:
+        return [h.name for h in self.hosts]
+
+    def run(
+        self,
+        matrix: str,
+        *,
+        force: bool = False,
+        retry_failed: bool = False,
+        progress: ProgressFn | None = None,
+    ) -> list[Any]:
+        from runtime.remote.controller import run_hosts
+
+        return run_hosts(
+            self.hosts,
+            matrix,
+            force=force,
+            retry_failed=retry_failed,
+            log_dir=self.log_dir,
+            progress=progress,
+        )

@@ -41,6 +41,7 @@ from typing import Any
 from core import artifacts
 from core.errors import ArtifactError, UserError
 from core.paths import cache_dir, project_root, runs_dir
+from core.records.run import run_path
 from runtime.execution import matrix as matrix_mod
 from runtime.hosts.inventory import Host
 from runtime.models import registry as models
@@ -77,6 +78,13 @@ BAD_NODE_STATES = (
     "power",
 )
 POLL_S = 1.0
+
+
+@dataclass
+class JobOutcome(HostOutcome):
+    """A node's outcome, with its Slurm job (id, node, partition, state, exit code, start, end)."""
+
+    job: dict[str, Any] | None = None
 
 
 class SlurmError(UserError):
@@ -252,7 +260,10 @@ class NodeJob:
         self.error_event: str | None = None
         self.ended = False
         self.t0 = time.monotonic()
-        self.outcome = HostOutcome(node.name)
+        self.outcome = JobOutcome(node.name)
+        self.labels = {
+            done_label(c.model, c.test.name, c.swept) for c in matrix.configurations()
+        }
 
     # -- submission --------------------------------------------------------------------------------
     def script(self) -> str:
@@ -434,6 +445,15 @@ class NodeJob:
         ) or {}
         if str(slurm.get("job_id")) != str(self.job_id):
             return f"build.almanac_source.slurm.job_id {slurm.get('job_id')!r} is not job {self.job_id}"
+        if doc.get("artifact") == "run":
+            canonical = run_path(doc, Path(".")).as_posix()
+            if rel != canonical:
+                return f"its content names {canonical}, not {rel}"
+            label = done_label(
+                doc["model"]["name"], doc["test"]["name"], doc.get("swept") or {}
+            )
+            if label not in self.labels:
+                return f"{doc['model']['name']} {doc['test']['name']} is not a configuration of matrix {self.matrix.name}"
         return None
 
     def _fetch(self) -> None:
