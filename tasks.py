@@ -1286,7 +1286,12 @@ ns.add_task(noise_task)
 ns.add_task(ab_task)
 
 
-@task(name="index", help={"rebuild": "Delete the index first and build it again from the artifact files."})
+@task(
+    name="index",
+    help={
+        "rebuild": "Delete the index first and build it again from the artifact files."
+    },
+)
 @user_errors
 def index_task(c, rebuild=False):
     """Bring the columnar index over data/'s artifacts up to date (Parquet in the cache; pipelines.index)."""
