@@ -214,7 +214,7 @@ def _progress_printer():
 
 
 @task(
-    iterable=["host", "label"],
+    iterable=["host", "label", "nodelist"],
     help={
         "matrix": "Matrix name in data/matrices/ or a path to a YAML file (default: default).",
         "force": "Measure again even when an artifact for the same configuration exists.",
@@ -223,6 +223,14 @@ def _progress_printer():
         "label": "Run on every inventory host with this label (repeatable), e.g. --label gpu.",
         "inventory": "Hosts inventory (default: data/hosts.yaml).",
         "wait": "Seconds to wait for another run measuring on this host to finish (default 0: refuse at once).",
+        "scheduler": "Run through a scheduler instead of here: slurm (one exclusive job per node), ssh (= --host/--label).",
+        "partition": "Slurm partition (default: the cluster's default partition).",
+        "constraint": "Slurm node features (sbatch --constraint); a single feature also picks the nodes.",
+        "nodelist": "Slurm node to run on (repeat for several; default: every node of the partition).",
+        "time_limit": "Slurm time limit per job (sbatch --time: minutes or [D-]HH:MM:SS; default 60).",
+        "account": "Slurm account to charge (sbatch --account).",
+        "workdir": "Slurm: a folder every node sees (project snapshot, each node's data; default: the cache dir).",
+        "python": "Slurm: the project's Python on the nodes (default: this Python).",
     },
 )
 @user_errors
@@ -235,13 +243,39 @@ def bench(
     label=None,
     inventory="",
     wait=0.0,
+    scheduler="",
+    partition="",
+    constraint="",
+    nodelist=None,
+    time_limit="60",
+    account="",
+    workdir="",
+    python="",
 ):
-    """Run a benchmark matrix here (or on inventory hosts over SSH): one artifact per configuration.
+    """Run a benchmark matrix here (or on inventory hosts over SSH, or Slurm nodes): one artifact per configuration.
 
     Configurations already measured (same model hash, settings, test, host, backend version)
     are skipped, so an interrupted matrix resumes where it stopped."""
     from runtime.execution import runner
 
+    if scheduler and scheduler != "ssh":
+        from runtime.remote.fleet_cli import bench_on
+        from runtime.remote.schedulers import scheduler_class
+        from runtime.remote.slurm import SlurmOptions
+
+        cls = scheduler_class(scheduler)
+        opts = SlurmOptions(
+            partition=partition,
+            constraint=constraint,
+            nodelist=list(nodelist or []),
+            time_limit=str(time_limit),
+            account=account,
+            workdir=workdir,
+            python=python,
+        )
+        if not bench_on(cls(opts), matrix, force=force, retry_failed=retry_failed):
+            raise Exit(code=1)
+        return
     if host or label:
         from runtime.remote.cli import bench_remote
 
@@ -323,13 +357,21 @@ def _build_locked(c, site: Path, if_changed: bool) -> None:
         print(f"site up to date (no input changed since it was built): {index}")
         return
     (site / inputs.STAMP).unlink(missing_ok=True)
+    # built beside and swapped in: a reader never sees half a site, and the old one (tens of thousands
+    # of files at fleet scale: mkdocs' own clean-up took a sixth of a rebuild) is removed in the background
+    fresh = site.with_name(f".{site.name}.building-{os.getpid()}")
+    shutil.rmtree(fresh, ignore_errors=True)
     result = c.run(
-        f"{sys.executable} -m mkdocs build --strict --site-dir {shlex.quote(str(site))}",
+        f"{sys.executable} -m mkdocs build --strict --site-dir {shlex.quote(str(fresh))}",
         pty=False,
         warn=True,
         hide="both",
         env={"DISABLE_MKDOCS_2_WARNING": "true", "NO_MKDOCS_2_WARNING": "1"},
     )
+    if result.exited:
+        shutil.rmtree(fresh, ignore_errors=True)
+    else:
+        _swap_in(fresh, site)
     if result.exited:
         # the build's own load of data/ turns a bad artifact into one line (pipelines/site/hooks.py):
         # show that line alone; any other failure is a bug and keeps its whole log
@@ -346,6 +388,24 @@ def _build_locked(c, site: Path, if_changed: bool) -> None:
         inputs.mark(site, current)
     print(f"site built: {index}\n  serve it with: invoke site.serve")
     _report_contradictions(site)
+
+
+def _swap_in(fresh: Path, site: Path) -> None:
+    """Put the site built at ``fresh`` in place of ``site``; the old one is removed in the background."""
+    import subprocess
+
+    old = site.with_name(f".{site.name}.old-{os.getpid()}")
+    if site.exists():
+        site.rename(old)
+    fresh.rename(site)
+    if old.exists():
+        subprocess.Popen(
+            ["rm", "-rf", "--", str(old)],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
 
 
 def _report_contradictions(site: Path) -> list[str]:
@@ -1259,3 +1319,30 @@ def ab_task(
 
 ns.add_task(noise_task)
 ns.add_task(ab_task)
+
+
+@task(
+    name="index",
+    help={
+        "rebuild": "Delete the index first and build it again from the artifact files."
+    },
+)
+@user_errors
+def index_task(c, rebuild=False):
+    """Bring the columnar index over data/'s artifacts up to date (Parquet in the cache; pipelines.index)."""
+    import shutil
+
+    from pipelines import index
+
+    if rebuild:
+        shutil.rmtree(index.index_dir(), ignore_errors=True)
+    _, done = index.update()
+    for line in done.messages:
+        print(line, file=sys.stderr)
+    print(
+        f"index {index.index_dir()}: {done.rows} artifacts ({done.added} added, {done.changed} changed, "
+        f"{done.removed} removed, {done.kept} unchanged)"
+    )
+
+
+ns.add_task(index_task)

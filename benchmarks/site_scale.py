@@ -29,6 +29,14 @@ same key, a history).
 
     python benchmarks/site_scale.py --mode fleet --hosts 200 --sizes 1000,10000 --out ...
 
+``--every-kind``: every fleet host runs every configuration of every kind the committed CPU host
+ran (rate, chat, generate and agent loops, serving, concurrency, and its quality suites: 85
+configurations), a team's nightly matrices, instead of the 4 reference ones. ``--incremental``:
+after the cold and warm builds, one more host's first reference run (its probe and the 4
+reference configurations) is added and the rebuild timed (the validation cache warm):
+
+    python benchmarks/site_scale.py --mode fleet --every-kind --hosts 500 --sizes 100000 --incremental
+
 Run the measurements on a quiet machine (flock -x /tmp/almanac-cpu.lock ...).
 """
 
@@ -214,6 +222,17 @@ def fleet_templates(
             (d for d in runs if d["host"]["id"] == cpu_host),
             key=lambda d: (d["model"]["name"], d["test"]["name"], d["id"]),
         )
+        # and its quality runs: a nightly matrix scores the models too
+        refs += sorted(
+            (
+                d
+                for d in base
+                if d["artifact"] == "quality"
+                and d["status"] == "ok"
+                and d["host"]["id"] == cpu_host
+            ),
+            key=lambda d: (d["model"]["name"], d["suite"]["name"], d["id"]),
+        )
         probe = next(
             d for d in base if d["artifact"] == "host" and d["host"]["id"] == cpu_host
         )
@@ -282,13 +301,57 @@ def fleet_artifacts(
                 doc["key"] = _sha(
                     t["key"], h["id"]
                 )  # this host's configuration: the same on every round
-                doc["id"] = f"{doc['key'][:12]}-{_stamp(created, True)}"
-                rel = f"runs/{h['id']}/{slug(doc['model']['name'])}/{doc['test']['name']}--{doc['key'][:16]}-{doc['id'].split('-', 1)[1]}.json"
-                yield rel, doc
+                yield fleet_doc(doc, h, created)
         rnd_round += 1
 
 
-def make_fleet_data(dest: Path, n: int, base: list[dict[str, Any]], hosts: int) -> int:
+def fleet_doc(
+    doc: dict[str, Any], h: dict[str, Any], created: datetime
+) -> tuple[str, dict[str, Any]]:
+    """A fleet host's copy of a template run (or quality run): its id, and its path in data/."""
+    if doc["artifact"] == "quality":
+        doc["id"] = f"q{doc['key'][:12]}-{_stamp(created, True)}"
+        safe = re.sub(r"[^A-Za-z0-9._-]+", "-", doc["suite"]["name"])
+        rel = f"quality/{h['id']}/{slug(doc['model']['name'])}/{safe}--{doc['key'][:16]}-{doc['id'].split('-', 1)[1]}.json"
+        return rel, doc
+    from core.records.run import run_path
+
+    doc["id"] = f"{doc['key'][:12]}-{_stamp(created, True)}"
+    return run_path(doc, Path("runs")).as_posix(), doc
+
+
+def new_host_reference(
+    base: list[dict[str, Any]], i: int, days_later: int = 1
+) -> list[tuple[str, dict[str, Any]]]:
+    """One more fleet host (index ``i``): its probe and one reference run of each reference
+    configuration, a day after the newest template (what a new host's first nightly run adds)."""
+    refs, probe, gpu_host = fleet_templates(base, False)
+    h = fleet_host(i, refs[0]["host"], gpu_host)
+    newest = max(datetime.fromisoformat(d["created"]) for d in refs) + timedelta(
+        days=days_later
+    )
+    doc = json.loads(json.dumps(probe))
+    doc.pop("_file", None)
+    doc["host"], doc["created"] = h, newest.isoformat(timespec="seconds")
+    doc["id"] = f"{h['id']}-{_stamp(newest, False)}"
+    out = [(f"hosts/{h['id']}/bandwidth-{_stamp(newest, False)}.json", doc)]
+    for t in refs:
+        d = json.loads(json.dumps(t))
+        d.pop("_file", None)
+        d["host"], d["created"] = h, newest.isoformat(timespec="seconds")
+        _scale_run(d, fleet_speed(i, bool(h["gpus"])))
+        d["key"] = _sha(t["key"], h["id"])
+        out.append(fleet_doc(d, h, newest))
+    return out
+
+
+def make_fleet_data(
+    dest: Path,
+    n: int,
+    base: list[dict[str, Any]],
+    hosts: int,
+    every_kind: bool = False,
+) -> int:
     """The project's inputs, the committed set, then ``hosts`` fleet hosts running the reference workload."""
     shutil.copytree(
         ROOT / "data",
@@ -304,7 +367,7 @@ def make_fleet_data(dest: Path, n: int, base: list[dict[str, Any]], hosts: int) 
         (dest / d["_file"]).parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(ROOT / "data" / d["_file"], dest / d["_file"])
         written += 1
-    for rel, doc in fleet_artifacts(base, hosts):
+    for rel, doc in fleet_artifacts(base, hosts, every_kind=every_kind):
         if written >= n:
             break
         artifacts.write(dest / rel, doc)
@@ -511,6 +574,18 @@ def main() -> None:
     )
     ap.add_argument("--hosts", type=int, default=200, help="fleet mode: how many hosts")
     ap.add_argument(
+        "--every-kind",
+        action="store_true",
+        help="fleet mode: every host runs every configuration of every kind a committed CPU host "
+        "ran (rate, chat, generate/agent loops, serve, concurrency, quality: 85), not only the reference workload",
+    )
+    ap.add_argument(
+        "--incremental",
+        action="store_true",
+        help="fleet mode: after the cold and warm builds, add one more host's reference run "
+        "(its probe and the reference configurations) and time the rebuild",
+    )
+    ap.add_argument(
         "--all-noop",
         type=int,
         default=0,
@@ -546,6 +621,7 @@ def main() -> None:
     }
     if args.mode == "fleet":
         results["hosts"] = args.hosts
+        results["every_kind"] = args.every_kind
     try:
         for n in sizes:
             data = scratch / f"data-{n}"
@@ -555,7 +631,7 @@ def main() -> None:
             else:
                 shutil.rmtree(data, ignore_errors=True)
                 written = (
-                    make_fleet_data(data, n, base, args.hosts)
+                    make_fleet_data(data, n, base, args.hosts, args.every_kind)
                     if args.mode == "fleet"
                     else make_data(data, n, base)
                 )
@@ -576,6 +652,16 @@ def main() -> None:
                 "warm": warm,
                 **page_sizes(site),
             }
+            if args.incremental:
+                for rel, doc in new_host_reference(base, args.hosts):
+                    artifacts.write(data / rel, doc)
+                os.sync()
+                row["incremental"] = build(data, site, cache)
+                print(
+                    f"N={written:>6}: after one more host's reference run, rebuild "
+                    f"{row['incremental']['seconds']:.2f} s (cpu {row['incremental']['cpu_s']:.1f} s)",
+                    flush=True,
+                )
             results["sizes"].append(row)
             print(
                 f"N={written:>6}: cold {cold['seconds']:6.2f} s (cpu {cold['cpu_s']:.1f} s), {cold['peak_mib']:7.1f} MiB peak; "

@@ -19,6 +19,7 @@ and every published table and returns the contradictions, one line each:
 
 from __future__ import annotations
 
+import hashlib
 import html
 import json
 import re
@@ -26,6 +27,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from pathlib import Path
+from typing import Any
 
 from pipelines.site.figures import sig
 
@@ -129,6 +131,72 @@ def _rank_number(label: str) -> int | None:
     return int(label) if label.isdigit() else None
 
 
+class _Memo:
+    """What the per-page and per-table checks found, by the sha256 of the page's name and bytes: a
+    rebuild that changed a few pages parses only those (kept in the user cache; what this run did
+    not see is dropped when saved)."""
+
+    VERSION = 1
+
+    def __init__(self) -> None:
+        from core.paths import cache_dir
+
+        self.path = cache_dir() / "consistency" / f"pages-v{self.VERSION}.json"
+        try:
+            old = json.loads(self.path.read_text(encoding="utf-8"))
+            self.old: dict[str, Any] = old if isinstance(old, dict) else {}
+        except (OSError, ValueError):
+            self.old = {}
+        self.now: dict[str, Any] = {}
+
+    @staticmethod
+    def key(name: str, body: bytes) -> str:
+        return hashlib.sha256(name.encode() + b"\0" + body).hexdigest()
+
+    def get(self, key: str) -> Any:
+        hit = self.old.get(key)
+        if hit is not None:
+            self.now[key] = hit
+        return hit
+
+    def put(self, key: str, value: Any) -> None:
+        self.now[key] = value
+
+    def save(self) -> None:
+        if self.now == self.old:
+            return
+        from core.artifacts import atomic_write_text
+
+        try:
+            atomic_write_text(self.path, json.dumps(self.now, separators=(",", ":")))
+        except OSError:  # a read-only or full cache only costs time
+            pass
+
+
+def _page_findings(pg: _Page) -> list[str]:
+    problems = []
+    text = " ".join(pg.text)
+    for pat, what in (
+        (NONE_WORD, "a Python None"),
+        (TRUNCATION, "a truncated list"),
+    ):
+        m = pat.search(text)
+        if m:
+            start = max(0, m.start() - 40)
+            problems.append(
+                f"{pg.page}: {what} in the text: …{text[start : m.end() + 40]!r}…"
+            )
+    outside = NO_RUN.findall(text)
+    allowed = sum(
+        len(NO_RUN.findall(mk.text)) for mk in pg.marks if mk.kind == "missing"
+    )
+    if len(outside) > allowed:
+        problems.append(
+            f'{pg.page}: says "no measured run" outside a not-measured mark (the fact layer decides)'
+        )
+    return problems
+
+
 def check(
     site: Path, *, missing: Callable[[str, str], bool] | None = None
 ) -> list[str]:
@@ -137,29 +205,25 @@ def check(
     site = Path(site)
     problems: list[str] = []
     marks: list[Mark] = []
+    memo = _Memo()
     for path in pages(site):
-        pg = read_page(path, site)
-        marks += pg.marks
-        text = " ".join(pg.text)
-        for pat, what in (
-            (NONE_WORD, "a Python None"),
-            (TRUNCATION, "a truncated list"),
-        ):
-            m = pat.search(text)
-            if m:
-                start = max(0, m.start() - 40)
-                problems.append(
-                    f"{pg.page}: {what} in the text: …{text[start : m.end() + 40]!r}…"
-                )
-        outside = NO_RUN.findall(text)
-        allowed = sum(
-            len(NO_RUN.findall(mk.text)) for mk in pg.marks if mk.kind == "missing"
-        )
-        if len(outside) > allowed:
-            problems.append(
-                f'{pg.page}: says "no measured run" outside a not-measured mark (the fact layer decides)'
-            )
-    problems += _check_tables(site)
+        rel = path.relative_to(site).as_posix()
+        body = path.read_bytes()
+        key = memo.key(rel, body)
+        hit = memo.get(key)
+        if hit is None:
+            pg = _Page(page=rel)
+            pg.feed(body.decode("utf-8"))
+            pg.close()
+            hit = {
+                "marks": [[m.kind, m.attrs, m.text] for m in pg.marks],
+                "problems": _page_findings(pg),
+            }
+            memo.put(key, hit)
+        marks += [Mark(rel, k, a, t) for k, a, t in hit["marks"]]
+        problems += hit["problems"]
+    problems += _check_tables(site, memo)
+    memo.save()
     problems += _check_facts([m for m in marks if m.kind == "fact"])
     problems += _check_ranks(marks)
     problems += _check_missing([m for m in marks if m.kind == "missing"], missing)
@@ -167,25 +231,35 @@ def check(
     return problems
 
 
-def _check_tables(site: Path) -> list[str]:
-    out = []
+def _check_tables(site: Path, memo: _Memo | None = None) -> list[str]:
+    out: list[str] = []
     tables = site / "tables"
     if not tables.is_dir():
         return out
     for p in sorted(tables.glob("*.json")):
-        try:
-            rows = json.loads(p.read_text(encoding="utf-8"))
-        except ValueError:
-            out.append(f"tables/{p.name}: not JSON")
-            continue
-        for i, row in enumerate(rows if isinstance(rows, list) else []):
-            for k, v in row.items() if isinstance(row, dict) else []:
-                if isinstance(v, str) and (
-                    NONE_WORD.fullmatch(v.strip()) or TRUNCATION.search(v)
-                ):
-                    out.append(
-                        f"tables/{p.name}: row {i + 1}, column {k!r} reads {v!r}"
-                    )
+        body = p.read_bytes()
+        key = _Memo.key(f"tables/{p.name}", body)
+        hit = memo.get(key) if memo is not None else None
+        if hit is None:
+            hit = _table_findings(p.name, body)
+            if memo is not None:
+                memo.put(key, hit)
+        out += hit
+    return out
+
+
+def _table_findings(name: str, body: bytes) -> list[str]:
+    out = []
+    try:
+        rows = json.loads(body.decode("utf-8"))
+    except ValueError:
+        return [f"tables/{name}: not JSON"]
+    for i, row in enumerate(rows if isinstance(rows, list) else []):
+        for k, v in row.items() if isinstance(row, dict) else []:
+            if isinstance(v, str) and (
+                NONE_WORD.fullmatch(v.strip()) or TRUNCATION.search(v)
+            ):
+                out.append(f"tables/{name}: row {i + 1}, column {k!r} reads {v!r}")
     return out
 
 

@@ -23,7 +23,7 @@ from typing import Any
 from mkdocs.exceptions import Abort
 from mkdocs.plugins import CombinedEvent, event_priority
 
-from pipelines import dataset
+from pipelines import dataset, index
 from core.errors import ArtifactError, ArtifactErrors
 from core.paths import schema_dir
 from pipelines.site import browser, markdown
@@ -198,6 +198,12 @@ def publish(site: Path, ds: dataset.Dataset) -> dict[str, int]:
         )
         _write(folder / "index.json", browser.index_json(rows))
         _write(folder / "index.csv", browser.index_csv(kind, rows))
+    # the columnar index (pipelines.index), brought up to date from this set, published per table
+    docs = {r.data_path: r.doc for recs in ds.by_type.values() for r in recs}
+    tables, done = index.update(ds.root, docs=docs, files=list(ds.files))
+    for line in done.messages:
+        print(f"INFO    -  {line}", file=sys.stderr)
+    index.publish(tables, site / "index")
     for schema in sorted(schema_dir().glob("*.json")):
         (site / "schema").mkdir(parents=True, exist_ok=True)
         shutil.copyfile(schema, site / "schema" / schema.name)

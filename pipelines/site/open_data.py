@@ -194,6 +194,16 @@ def published_paths() -> str:
         ],
         [code("tables/<digest>.csv"), "—", "a table of a page, every row (also .json)"],
         [
+            code("index/artifacts.parquet"),
+            "every type",
+            "the index: one row per artifact (path, sha256, id, key, host, model, test, status; also .csv)",
+        ],
+        [
+            code("index/metrics.parquet"),
+            "run, quality",
+            "the index: one row per artifact and metric (n, mean, median, stddev, p95, p99, CI; also .csv)",
+        ],
+        [
             code("schema/<type>.v<N>.schema.json"),
             "—",
             "the JSON Schema every artifact of that type follows",

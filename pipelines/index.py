@@ -1,0 +1,402 @@
+"""A columnar index over the artifacts: one row per artifact and one per (artifact, metric).
+
+The canonical JSON files under data/ stay the source of truth; the index is derived from them
+and kept in the user cache (``<cache>/index/<data folder digest>/``), so deleting it loses
+nothing: the next update rebuilds it from the files.
+
+Format: Parquet through pyarrow, one file per table (``artifacts.parquet``, ``metrics.parquet``)
+and ``meta.json`` naming the index version, the schemas digest, the data folder and each
+table file's sha256. Why Parquet rather than DuckDB: the index is read by pandas (the pipelines'
+frames) and published as is (Open data); Parquet files are that exchange format, open in
+pandas, DuckDB, Polars or Spark without a server, a lock or a storage-format version of a
+database engine to match. DuckDB can query these files directly when a user wants SQL.
+
+Incremental by content: a file whose (size, mtime) did not change keeps its rows unread; a
+changed one is hashed, and only when its sha256 (the validation cache's key) differs is it read,
+validated (core.artifacts.load, cached by that digest) and its rows made again; a removed
+file's rows go. A missing index is built; a corrupt one (unreadable, a table whose hash is not
+the one recorded) or a stale one (another index version or schemas) is rebuilt from the files,
+with one line saying so, never trusted over them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from core import artifacts
+from core.errors import StorageError
+from core.paths import cache_dir, data_dir
+
+INDEX_VERSION = 1
+TABLES = ("artifacts", "metrics")
+STATS = (
+    "n",
+    "mean",
+    "median",
+    "stddev",
+    "min",
+    "max",
+    "p95",
+    "p99",
+    "ci95_low",
+    "ci95_high",
+)
+
+# columns of the artifacts table (strings unless named in _INTS / _FLOATS)
+ARTIFACT_COLUMNS = (
+    "path",
+    "sha256",
+    "size",
+    "mtime_ns",
+    "artifact",
+    "id",
+    "key",
+    "created",
+    "status",
+    "host_id",
+    "host_name",
+    "model",
+    "model_sha256",
+    "test",
+    "test_kind",
+    "backend",
+    "backend_version",
+    "matrix",
+    "error_kind",
+    "error_message",
+)
+METRIC_COLUMNS = (
+    "path",
+    "id",
+    "key",
+    "artifact",
+    "created",
+    "host_id",
+    "model",
+    "test",
+    "metric",
+    *STATS,
+)
+_INTS = {"size", "mtime_ns", "n"}
+_FLOATS = set(STATS) - {"n"}
+
+
+@dataclass
+class Update:
+    """What one update did."""
+
+    rows: int = 0
+    kept: int = 0
+    added: int = 0
+    changed: int = 0
+    removed: int = 0
+    rebuilt: str | None = None  # the one line saying why the index was rebuilt
+    messages: list[str] = field(default_factory=list)
+
+
+def index_dir(root: Path | None = None) -> Path:
+    root = Path(root or data_dir()).resolve()
+    return cache_dir() / "index" / hashlib.sha256(str(root).encode()).hexdigest()[:16]
+
+
+def _s(v: Any) -> str | None:
+    return None if v is None else str(v)
+
+
+def artifact_row(
+    rel: str, digest: str, size: int, mtime_ns: int, doc: dict[str, Any]
+) -> dict[str, Any]:
+    host = doc.get("host") if isinstance(doc.get("host"), dict) else {}
+    model = doc.get("model") if isinstance(doc.get("model"), dict) else {}
+    test = doc.get("test") if isinstance(doc.get("test"), dict) else {}
+    build = doc.get("build") if isinstance(doc.get("build"), dict) else {}
+    matrix = doc.get("matrix") if isinstance(doc.get("matrix"), dict) else {}
+    error = doc.get("error") if isinstance(doc.get("error"), dict) else {}
+    suite = doc.get("suite") if isinstance(doc.get("suite"), dict) else {}
+    return {
+        "path": rel,
+        "sha256": digest,
+        "size": size,
+        "mtime_ns": mtime_ns,
+        "artifact": _s(doc.get("artifact")),
+        "id": _s(doc.get("id")),
+        "key": _s(doc.get("key")),
+        "created": _s(doc.get("created")),
+        "status": _s(doc.get("status")),
+        "host_id": _s(host.get("id") or doc.get("host_id")),
+        "host_name": _s(host.get("name")),
+        "model": _s(model.get("name")),
+        "model_sha256": _s(model.get("sha256") or model.get("identity")),
+        "test": _s(test.get("name") or suite.get("name")),
+        "test_kind": _s(test.get("kind")),
+        "backend": _s(doc.get("backend") or build.get("backend")),
+        "backend_version": _s(build.get("backend_version")),
+        "matrix": _s(matrix.get("name")),
+        "error_kind": _s(error.get("kind")),
+        "error_message": _s(error.get("message")),
+    }
+
+
+def metric_rows(arow: dict[str, Any], doc: dict[str, Any]) -> list[dict[str, Any]]:
+    summary = doc.get("summary")
+    if not isinstance(summary, dict) or doc.get("status", "ok") != "ok":
+        return []
+    out = []
+    base = {
+        k: arow[k]
+        for k in (
+            "path",
+            "id",
+            "key",
+            "artifact",
+            "created",
+            "host_id",
+            "model",
+            "test",
+        )
+    }
+    for metric, st in summary.items():
+        if not isinstance(st, dict) or "mean" not in st:
+            continue
+        row = {**base, "metric": str(metric)}
+        for k in STATS:
+            v = st.get(k)
+            row[k] = (
+                v if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+            )
+        out.append(row)
+    return out
+
+
+def _schema(columns: tuple[str, ...]) -> Any:
+    import pyarrow as pa
+
+    return pa.schema(
+        [
+            (
+                c,
+                pa.int64()
+                if c in _INTS
+                else pa.float64()
+                if c in _FLOATS
+                else pa.string(),
+            )
+            for c in columns
+        ]
+    )
+
+
+def _table(rows: list[dict[str, Any]], columns: tuple[str, ...]) -> Any:
+    import pyarrow as pa
+
+    return pa.Table.from_pylist(rows, schema=_schema(columns))
+
+
+def _sha_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _meta(root: Path) -> dict[str, Any]:
+    return {
+        "index_version": INDEX_VERSION,
+        "schemas": artifacts.schemas_digest(),
+        "root": str(root),
+    }
+
+
+def read(root: Path | None = None) -> tuple[dict[str, Any], str | None]:
+    """The index's tables as pyarrow tables ({} when there is none), and why it cannot be trusted
+    (None when it can: present, intact and of this version)."""
+    import pyarrow.parquet as pq
+
+    root = Path(root or data_dir()).resolve()
+    d = index_dir(root)
+    meta_path = d / "meta.json"
+    if not meta_path.exists():
+        return {}, None
+    where = str(d)
+    try:
+        meta = json.loads(meta_path.read_text())
+    except (OSError, ValueError) as exc:
+        return {}, f"index {where} is corrupt (meta.json: {exc})"
+    if not isinstance(meta, dict):
+        return {}, f"index {where} is corrupt (meta.json is not an object)"
+    want = _meta(root)
+    for k in ("index_version", "schemas", "root"):
+        if meta.get(k) != want[k]:
+            return {}, f"index {where} is stale ({k} {meta.get(k)!r}, now {want[k]!r})"
+    tables = {}
+    for name in TABLES:
+        p = d / f"{name}.parquet"
+        try:
+            if _sha_file(p) != (meta.get("tables") or {}).get(name):
+                return (
+                    {},
+                    f"index {where} is corrupt ({name}.parquet does not hash to the recorded sha256)",
+                )
+            tables[name] = pq.read_table(p)
+        except (OSError, ValueError) as exc:
+            return {}, f"index {where} is corrupt ({name}.parquet: {exc})"
+    return tables, None
+
+
+def _write(root: Path, tables: dict[str, Any]) -> None:
+    import pyarrow.parquet as pq
+
+    d = index_dir(root)
+    d.mkdir(parents=True, exist_ok=True)
+    meta = {**_meta(root), "tables": {}}
+    for name, t in tables.items():
+        tmp = d / f".{name}.parquet.tmp"
+        pq.write_table(t, tmp, compression="zstd")
+        meta["tables"][name] = _sha_file(tmp)
+        os.replace(tmp, d / f"{name}.parquet")
+    artifacts.atomic_write_text(
+        d / "meta.json", json.dumps(meta, indent=1, sort_keys=True) + "\n"
+    )
+
+
+def update(
+    root: Path | None = None,
+    docs: dict[str, dict[str, Any]] | None = None,
+    files: list[tuple[str, Path]] | None = None,
+) -> tuple[dict[str, Any], Update]:
+    """Bring the index of ``root`` up to date with its files; (tables, what was done).
+
+    ``docs``: documents already loaded and validated (path relative to ``root`` -> document), as a
+    site build has them: a changed file among them is hashed but not read again. ``files``: the
+    (relative path, path) of every artifact file, when the caller has just listed them."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    root = Path(root or data_dir()).resolve()
+    tables, why = read(root)
+    res = Update(rebuilt=why)
+    # the old rows stay in Arrow: only their (path, size, mtime, sha256) are looked at here
+    old_paths: dict[str, int] = {}
+    old_stat: dict[str, list[Any]] = {"size": [], "mtime_ns": [], "sha256": []}
+    if tables:
+        cols = (
+            tables["artifacts"]
+            .select(["path", "size", "mtime_ns", "sha256"])
+            .to_pydict()
+        )
+        old_paths = {p: i for i, p in enumerate(cols["path"])}
+        old_stat = cols
+    keep: list[int] = []  # rows of the old artifacts table kept as they are
+    fresh: list[dict[str, Any]] = []  # new or re-made artifact rows
+    fresh_metrics: list[dict[str, Any]] = []
+    restamped: dict[
+        int, tuple[int, int]
+    ] = {}  # same bytes, new (size, mtime): the old row, new stat
+    cache = artifacts.ValidationCache()
+    seen: set[str] = set()
+    try:
+        listed = (
+            files
+            if files is not None
+            else (
+                (p.relative_to(root).as_posix(), p) for p in artifacts.iter_files(root)
+            )
+        )
+        for rel, path in listed:
+            seen.add(rel)
+            st = path.stat()
+            i = old_paths.get(rel)
+            if (
+                i is not None
+                and old_stat["size"][i] == st.st_size
+                and old_stat["mtime_ns"][i] == st.st_mtime_ns
+            ):
+                keep.append(i)
+                continue
+            digest = _sha_file(path)
+            if i is not None and old_stat["sha256"][i] == digest:
+                restamped[i] = (st.st_size, st.st_mtime_ns)
+                continue
+            doc = (docs or {}).get(rel)
+            if doc is None:
+                doc = artifacts.load(path, cache)
+            row = artifact_row(rel, digest, st.st_size, st.st_mtime_ns, doc)
+            fresh.append(row)
+            fresh_metrics += metric_rows(row, doc)
+            if i is None:
+                res.added += 1
+            else:
+                res.changed += 1
+    finally:
+        cache.save()
+    res.kept = len(keep) + len(restamped)
+    res.removed = len(set(old_paths) - seen)
+    res.rows = res.kept + len(fresh)
+    if tables and not (fresh or res.removed or restamped or why):
+        return tables, res  # nothing changed: nothing rewritten
+    parts_a = [_table(fresh, ARTIFACT_COLUMNS)]
+    parts_m = [_table(fresh_metrics, METRIC_COLUMNS)]
+    if tables:
+        kept_paths = [
+            old_stat_path
+            for old_stat_path, i in old_paths.items()
+            if i in set(keep) or i in restamped
+        ]
+        parts_a.insert(
+            0, tables["artifacts"].take(pa.array(sorted(keep), type=pa.int64()))
+        )
+        for i, (size, mtime) in restamped.items():
+            row = tables["artifacts"].slice(i, 1).to_pylist()[0]
+            parts_a.append(
+                _table([{**row, "size": size, "mtime_ns": mtime}], ARTIFACT_COLUMNS)
+            )
+        m = tables["metrics"]
+        parts_m.insert(
+            0,
+            m.filter(
+                pc.is_in(m["path"], value_set=pa.array(kept_paths, type=pa.string()))
+            ),
+        )
+    new = {
+        "artifacts": pa.concat_tables(parts_a).cast(_schema(ARTIFACT_COLUMNS)),
+        "metrics": pa.concat_tables(parts_m).cast(_schema(METRIC_COLUMNS)),
+    }
+    try:
+        _write(root, new)
+    except (
+        OSError,
+        StorageError,
+    ) as exc:  # a read-only or full cache costs the next update time, nothing else
+        res.messages.append(
+            f"index {index_dir(root)} not saved ({exc}); the next update reads the files again"
+        )
+    if why:
+        res.messages.append(f"{why}: rebuilt from {res.rows} artifacts")
+    return new, res
+
+
+def frame(table: str, root: Path | None = None) -> Any:
+    """One table of the up-to-date index as a pandas DataFrame (what pipelines query)."""
+    tables, _ = update(root)
+    return tables[table].to_pandas()
+
+
+def publish(tables: dict[str, Any], folder: Path) -> list[Path]:
+    """Each table as Parquet and CSV under ``folder`` (the site's open data)."""
+    import pyarrow.csv as pacsv
+    import pyarrow.parquet as pq
+
+    folder.mkdir(parents=True, exist_ok=True)
+    out = []
+    for name, t in tables.items():
+        t = t.drop_columns([c for c in ("mtime_ns",) if c in t.column_names])
+        pq.write_table(t, folder / f"{name}.parquet", compression="zstd")
+        pacsv.write_csv(t, folder / f"{name}.csv")
+        out += [folder / f"{name}.parquet", folder / f"{name}.csv"]
+    return out
