@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 USER_HOST = "vm-newuser-1234abcd"
@@ -73,7 +73,12 @@ def plant_user_measurements(
         doc["key"] = hashlib.sha256(f"{old['key']}|{host_id}".encode()).hexdigest()[
             : len(old["key"])
         ]
-        created = datetime.fromisoformat(old["created"]) + timedelta(days=30)
+        # later than the committed run it copies, never ahead of the clock (validation refuses that)
+        now = datetime.now(UTC).replace(microsecond=0)
+        created = min(
+            datetime.fromisoformat(old["created"]) + timedelta(days=30),
+            now - timedelta(minutes=len(chosen) - i),
+        )
         doc["created"] = created.isoformat(timespec="seconds")
         doc["id"] = record.run_id(doc["key"], created)
         if i == 0:  # a user's own setting, hostile
