@@ -283,9 +283,23 @@ class Comparison:
     n_candidate: int
     method: str = "repetitions"  # what the interval rests on: "repetitions", "runs", "runs + host noise"
     note: str = ""  # why there is no interval, or what the interval assumed
+    p_value: float | None = (
+        None  # two-sided, of "the ratio is 1" (the t test the interval inverts)
+    )
+    q_value: float | None = (
+        None  # the p-value adjusted over a family of comparisons (fleet_fdr)
+    )
+    tested: int | None = None  # how many comparisons that family held
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+
+def two_sided_p(log_ratio: float, se: float, df: float) -> float:
+    """Two-sided p of a t statistic log_ratio / se at ``df`` degrees of freedom (the test a CI inverts)."""
+    if se <= 0:
+        return 0.0 if log_ratio != 0 else 1.0
+    return float(min(1.0, 2.0 * _sp.stdtr(df, -abs(log_ratio) / se)))
 
 
 def compare(
@@ -325,6 +339,7 @@ def _ratio_comparison(
     ratio = mb / ma
     ra, rb = va / na / ma**2, vb / nb / mb**2  # relative variances
     se_log = math.sqrt(ra + rb)
+    df = float(na + nb - 2)
     if se_log == 0:
         lo = hi = ratio
     else:
@@ -338,7 +353,75 @@ def _ratio_comparison(
         verdict = "loss" if higher_is_better else "win"
     else:
         verdict = "within noise"
-    return Comparison(ratio, lo, hi, verdict, na, nb)
+    return Comparison(
+        ratio, lo, hi, verdict, na, nb, p_value=two_sided_p(math.log(ratio), se_log, df)
+    )
+
+
+# -- many comparisons at once: the false discovery rate ---------------------------------------
+#: The false discovery rate every family of comparisons is held to (a Regressions view, one
+#: `invoke compare`, one CI gate): of the changes called, at most this share expected false.
+FDR_Q = 0.05
+FDR_METHOD = (
+    f"Every comparison's interval gives a two-sided p-value (the t test the interval inverts). Where many "
+    f"comparisons are read at once (every boundary of the Regressions page, every configuration of one "
+    f"`invoke compare` and its CI gate) a win or a loss stands only if its Benjamini–Hochberg q-value is at "
+    f"most {FDR_Q:g}: of the changes called, at most {FDR_Q:.0%} are expected false, however many were "
+    f"tested, and when nothing changed at all (a fleet-wide A/A) the chance of calling anything is at most "
+    f"{FDR_Q:.0%}. Benjamini–Hochberg rather than Benjamini–Yekutieli: BH holds for independent tests and "
+    f"for positively dependent ones (PRDS, Benjamini & Yekutieli 2001): boundaries of different hosts are "
+    f"independent, and those of one host share its noise estimate, which moves their statistics together "
+    f"(positive dependence); BY would hold under any dependence but divides the level by about "
+    f"ln(m) + 0.58 (≈ 8 for 2,000 boundaries), and the fleet A/A (benchmarks/fleet_aa.py) shows BH already "
+    f"keeps false regressions under one a night at 200 hosts × 10 configurations. Bonferroni would control "
+    f"the chance of any false alarm instead, at a much larger loss of detection."
+)
+
+
+def fdr_qvalues(
+    p_values: Sequence[float | None], method: str = "bh"
+) -> list[float | None]:
+    """Benjamini–Hochberg q-values (``method="by"``: Benjamini–Yekutieli, for arbitrary dependence) of
+    a family of p-values; None (no test) stays None and does not count in the family's size."""
+    idx = [i for i, p in enumerate(p_values) if p is not None and math.isfinite(p)]
+    m = len(idx)
+    out: list[float | None] = [None] * len(p_values)
+    if not m:
+        return out
+    c = sum(1.0 / i for i in range(1, m + 1)) if method == "by" else 1.0
+    order = sorted(idx, key=lambda i: p_values[i])  # type: ignore[arg-type,return-value]
+    running = 1.0
+    for rank in range(m, 0, -1):
+        i = order[rank - 1]
+        running = min(running, float(p_values[i]) * m * c / rank)  # type: ignore[arg-type]
+        out[i] = running
+    return out
+
+
+def fleet_fdr(
+    comparisons: Sequence[Comparison], level: float = FDR_Q, method: str = "bh"
+) -> list[Comparison]:
+    """The family's comparisons with their q-values and the family size (``tested``); a win or loss whose
+    q-value exceeds ``level`` becomes "within noise" (its note says why). Comparisons without a p-value
+    (insufficient data) are returned unchanged and not counted."""
+    from dataclasses import replace
+
+    qs = fdr_qvalues([c.p_value for c in comparisons], method)
+    m = sum(q is not None for q in qs)
+    out = []
+    for c, q in zip(comparisons, qs):
+        if q is None:
+            out.append(c)
+            continue
+        verdict, note = c.verdict, c.note
+        if verdict in ("win", "loss") and q > level:
+            verdict = "within noise"
+            note = (note + "; " if note else "") + (
+                f"its interval excludes 1 alone, but not among {m} comparisons at a false discovery rate of "
+                f"{level:g} (q = {q:.3g})"
+            )
+        out.append(replace(c, verdict=verdict, note=note, q_value=q, tested=m))
+    return out
 
 
 def compare_summaries(
@@ -751,6 +834,7 @@ def combine_sides(
     va, dfa, vb, dfb = baseline.var, baseline.df, candidate.var, candidate.df
     method = combined_method(baseline.method, candidate.method)
     se = math.sqrt(va + vb)
+    df = dfa + dfb
     if se == 0:
         lo = hi = ratio
     else:
@@ -764,7 +848,16 @@ def combine_sides(
         verdict = "loss" if higher_is_better else "win"
     else:
         verdict = "within noise"
-    return Comparison(ratio, lo, hi, verdict, na, nb, method)
+    return Comparison(
+        ratio,
+        lo,
+        hi,
+        verdict,
+        na,
+        nb,
+        method,
+        p_value=two_sided_p(math.log(ratio), se, df),
+    )
 
 
 def compare_runs(

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from core import stats
 from core.records.run import RunRecord
 
 from pipelines import compare as cmp
@@ -116,6 +117,9 @@ def _step_rows(
                 code(s.test),
                 f"{num(st.change_pct, 1)}%",
                 ratio,
+                "—"
+                if st.q_value is None
+                else (f"{st.q_value:.1e}" if st.q_value < 1e-3 else num(st.q_value, 3)),
                 cell(change or "—"),
                 cell(eff or "—"),
                 code(s.backend),
@@ -143,6 +147,7 @@ STEP_HEADERS = [
     "test",
     "change",
     "after/before [CI95]",
+    "q (false discovery rate)",
     "build change",
     "effective settings change",
     "backend",
@@ -150,7 +155,7 @@ STEP_HEADERS = [
     "before: the build's figure (CI95, n, runs), its artifacts",
     "after: the build's figure (CI95, n, runs), its artifacts",
 ]
-ALIGN = ["l", "l", "l", "r", "r", "l", "l", "l", "l", "r", "r"]
+ALIGN = ["l", "l", "l", "r", "r", "r", "l", "l", "l", "l", "r", "r"]
 
 
 def regressions_page(docs: list[RunRecord]) -> str:
@@ -159,7 +164,50 @@ def regressions_page(docs: list[RunRecord]) -> str:
     release = [st for st in steps if not st.variant]
     variants = [st for st in steps if st.variant]
     labels = hostnames.labels(docs)
-    out = []
+    n_tested = history.tested(sers)
+    out = [
+        (
+            f"**{n_tested}** boundaries tested (a configuration's build changed, with a figure on both sides), held "
+            f"together to a false discovery rate of {stats.FDR_Q:g}: a change is called only if it stands among "
+            "all of them. Steps are ranked by size and confidence: the smallest change their interval allows, "
+            "largest first."
+        ),
+        "",
+    ]
+    found = history.findings(sers)
+    if found:
+        out += [
+            "## Findings by build change",
+            "",
+            (
+                "Flagged boundaries of the release line grouped by build change and test: the same change seen "
+                "on many hosts is one finding. The change is the geometric mean over the hosts tested, with a CI95 "
+                "from the spread between them (one host: its own interval)."
+            ),
+            "",
+            table(
+                [
+                    "finding",
+                    "test",
+                    "change [CI95]",
+                    "hosts flagged / tested",
+                    "build change",
+                ],
+                [
+                    [
+                        cell(f.verdict),
+                        code(f.test),
+                        history.pct_interval(f.ratio, f.ci95_low, f.ci95_high),
+                        f"{f.hosts_flagged} of {f.hosts_tested}",
+                        cell(history.change_text(f.change)),
+                    ]
+                    for f in found
+                ],
+                ["l", "l", "r", "r", "l"],
+                max_rows=None,
+            ),
+            "",
+        ]
     if not release:
         out.append(
             admonition(
@@ -194,7 +242,14 @@ def regressions_page(docs: list[RunRecord]) -> str:
             ),
             "",
         ]
-    out += [fold("Method", prose(history.METHOD), "almanac-method"), ""]
+    out += [
+        fold(
+            "Method",
+            prose(history.METHOD) + "\n\n" + prose(stats.FDR_METHOD),
+            "almanac-method",
+        ),
+        "",
+    ]
     shown: set[str] = set()
     charts_md = []
     for st in release + variants:
