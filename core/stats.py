@@ -362,24 +362,27 @@ def _ratio_comparison(
 #: The false discovery rate every family of comparisons is held to (a Regressions view, one
 #: `invoke compare`, one CI gate): of the changes called, at most this share expected false.
 FDR_Q = 0.05
+FDR_PROCEDURE = "by"  # Benjamini–Yekutieli: see FDR_METHOD
+FDR_NAME = {"bh": "Benjamini–Hochberg", "by": "Benjamini–Yekutieli"}[FDR_PROCEDURE]
 FDR_METHOD = (
     f"Every comparison's interval gives a two-sided p-value (the t test the interval inverts). Where many "
-    f"comparisons are read at once (every boundary of the Regressions page, every configuration of one "
-    f"`invoke compare` and its CI gate) a win or a loss stands only if its Benjamini–Hochberg q-value is at "
-    f"most {FDR_Q:g}: of the changes called, at most {FDR_Q:.0%} are expected false, however many were "
-    f"tested, and when nothing changed at all (a fleet-wide A/A) the chance of calling anything is at most "
-    f"{FDR_Q:.0%}. Benjamini–Hochberg rather than Benjamini–Yekutieli: BH holds for independent tests and "
-    f"for positively dependent ones (PRDS, Benjamini & Yekutieli 2001): boundaries of different hosts are "
-    f"independent, and those of one host share its noise estimate, which moves their statistics together "
-    f"(positive dependence); BY would hold under any dependence but divides the level by about "
-    f"ln(m) + 0.58 (≈ 8 for 2,000 boundaries), and the fleet A/A (benchmarks/fleet_aa.py) shows BH already "
-    f"keeps false regressions under one a night at 200 hosts × 10 configurations. Bonferroni would control "
-    f"the chance of any false alarm instead, at a much larger loss of detection."
+    f"comparisons are read at once (every boundary of the Regressions page, the Build-to-build table, every "
+    f"configuration of one `invoke compare` and its CI gate) a win or a loss stands only if its "
+    f"Benjamini–Yekutieli q-value is at most {FDR_Q:g}: of the changes called, at most {FDR_Q:.0%} are expected "
+    f"false, however many were tested and however their tests depend on each other. Benjamini–Hochberg would "
+    f"hold for independent or positively dependent tests with exact p-values; ours are neither quite: "
+    f"boundaries of one host share its noise estimate, and real run-to-run noise has a heavy slow tail (a run "
+    f"started while something else ran: 40% slower), so an A/A's p-values fall below 1e-4 about 90 times as "
+    f"often as they should. The fleet A/A (benchmarks/fleet_aa.py, 200 hosts × 10 configurations, the "
+    f"measured noise) shows what that costs: Benjamini–Hochberg let through 19.5 false regressions a night, "
+    f"Benjamini–Yekutieli 8.9, and 0.8 once runs started under interference are measured again (10% drops "
+    f"still found 98% of the time at 5 runs a side). Its price is a level divided by about ln(m) + 0.58 "
+    f"(≈ 8 for 2,000 boundaries): small changes need more runs to be called."
 )
 
 
 def fdr_qvalues(
-    p_values: Sequence[float | None], method: str = "bh"
+    p_values: Sequence[float | None], method: str = FDR_PROCEDURE
 ) -> list[float | None]:
     """Benjamini–Hochberg q-values (``method="by"``: Benjamini–Yekutieli, for arbitrary dependence) of
     a family of p-values; None (no test) stays None and does not count in the family's size."""
@@ -399,7 +402,7 @@ def fdr_qvalues(
 
 
 def fleet_fdr(
-    comparisons: Sequence[Comparison], level: float = FDR_Q, method: str = "bh"
+    comparisons: Sequence[Comparison], level: float = FDR_Q, method: str = FDR_PROCEDURE
 ) -> list[Comparison]:
     """The family's comparisons with their q-values and the family size (``tested``); a win or loss whose
     q-value exceeds ``level`` becomes "within noise" (its note says why). Comparisons without a p-value

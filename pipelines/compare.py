@@ -25,7 +25,7 @@ noise for that kind of test (core.stats.compare_runs, pipelines.noise). A side o
 host whose noise was never measured has no interval ("insufficient data", and says why). The
 verdict is from B's point of view: win, loss or within noise (the interval contains 1). All rows of
 one comparison are one family held to a false discovery rate (core.stats.fleet_fdr): a win or a loss
-stands only if it survives Benjamini–Hochberg over every row with an interval, so comparing hundreds
+stands only if it survives the false discovery rate (core.stats.FDR_NAME) over every row with an interval, so comparing hundreds
 of configurations (a fleet, a CI gate) does not call changes by chance.
 """
 
@@ -519,7 +519,7 @@ def markdown(res: Result) -> str:
         (
             f"A: `{res.a.text}` ({res.a_count} results) · B: `{res.b.text}` ({res.b_count} results) · "
             f"compared on: {', '.join(res.compared_on)} · {len(res.rows)} shared configurations · "
-            f"{res.tested} tested together at a false discovery rate of {stats.FDR_Q:g} (Benjamini–Hochberg)"
+            f"{res.tested} tested together at a false discovery rate of {stats.FDR_Q:g} ({stats.FDR_NAME})"
         ),
         "",
         "| " + " | ".join(hs) + " |",

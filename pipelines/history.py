@@ -48,7 +48,7 @@ METHOD = (
     f"figures with a CI95 on the log scale (the two figures' variances added, Welch-Satterthwaite degrees of "
     f"freedom). A step is a boundary whose interval excludes 1 and whose change is at least {MIN_STEP:.0%}: a "
     f"loss is a regression, a win an improvement. All boundaries of a view are one family: a step must also "
-    f"survive the false discovery rate over them ({stats.FDR_Q:g}, Benjamini–Hochberg), and the page says how "
+    f"survive the false discovery rate over them ({stats.FDR_Q:g}, {stats.FDR_NAME}), and the page says how "
     f"many boundaries were tested. The same build measured again is the same figure, never a "
     f"step; a step into or out of a deliberately changed build (a variant label) is listed apart from the "
     f"regressions of the release line."
@@ -142,6 +142,9 @@ class Series:
         default_factory=list
     )  # the boundaries flagged (flag_steps)
     boundaries: list[Step] = field(default_factory=list)  # every boundary tested
+    span: Step | None = (
+        None  # the earliest release build against the newest (build_to_build)
+    )
     noise: stats.RunNoise | None = (
         None  # the host's run-to-run noise for this kind of test
     )
@@ -268,6 +271,7 @@ def series(docs: list[RunRecord]) -> list[Series]:
     for key, ser in out.items():
         ser.points.sort(key=lambda p: (p.created, p.id))
         ser.boundaries = detect_steps(ser, groups.get(key, []), fx)
+        ser.span = _span(ser, groups.get(key, []), fx)
     sers = sorted(
         out.values(), key=lambda s: (s.host_id, s.model, s.test, s.backend, s.key)
     )
@@ -389,9 +393,47 @@ def detect_steps(ser: Series, groups: list[Any], fx: Any) -> list[Step]:
     return steps
 
 
+def _span(ser: Series, groups: list[Any], fx: Any) -> Step | None:
+    """The series' earliest release build against its newest (builds without a variant label, by when each
+    was first measured), as a Step whose verdict is not yet judged; None with fewer than two release builds."""
+    release = [g for g in groups if not g.build_identity.get("label")]
+    release.sort(key=lambda g: (g.runs[0].created, g.runs[0].id))
+    if (
+        len(
+            {json.dumps(g.build_identity, sort_keys=True, default=str) for g in release}
+        )
+        < 2
+    ):
+        return None
+    first, last = release[0], release[-1]
+    if first.build_identity == last.build_identity:
+        return None
+    one = detect_steps(ser, [first, last], fx)
+    return one[0] if one else None
+
+
+def build_to_build(sers: list[Series]) -> list[Step]:
+    """Every series' earliest release build against its newest (the seed's "Early vs clean4" table, living):
+    the rows form one family held to the false discovery rate (core.stats.fleet_fdr), like the steps; a
+    row's ``verdict`` is "regression", "improvement" or "within noise". Largest change first."""
+    spans = [s.span for s in sers if s.span is not None]
+    for st, c in zip(spans, stats.fleet_fdr([st.comparison for st in spans])):
+        st.comparison = c
+        st.verdict = (
+            ("regression" if c.verdict == "loss" else "improvement")
+            if c.verdict in ("win", "loss")
+            and c.ratio is not None
+            and abs(c.ratio - 1.0) >= MIN_STEP
+            else "within noise"
+        )
+    return sorted(
+        spans, key=lambda st: (st.series.model, st.series.test, st.series.host_id)
+    )
+
+
 def flag_steps(sers: list[Series]) -> int:
     """Decide the steps of every series at once: all tested boundaries form one family, held to a false
-    discovery rate of core.stats.FDR_Q (Benjamini–Hochberg, core.stats.fleet_fdr); a boundary is a step when
+    discovery rate of core.stats.FDR_Q (core.stats.FDR_NAME, core.stats.fleet_fdr); a boundary is a step when
     its verdict survives that and its change is at least MIN_STEP. Sets each series' ``steps`` and
     ``tested``; returns the number of boundaries tested."""
     cands = [st for s in sers for st in s.boundaries]

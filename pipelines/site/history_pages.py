@@ -268,6 +268,75 @@ def regressions_page(docs: list[RunRecord]) -> str:
     return "\n".join(out)
 
 
+def build_to_build_section(
+    sers: list[history.Series], labels: dict[str, str]
+) -> list[str]:
+    """Build to build: per configuration, its earliest release build's figure against its newest, the speed-up
+    with its CI95 and verdict (the rows one family at the false discovery rate)."""
+    from pipelines.site import figures
+
+    spans = history.build_to_build(sers)
+    if not spans:
+        return []
+    rows = []
+    for st in spans:
+        s = st.series
+        hib = s.metric.higher_is_better
+        sp = None if st.ratio is None else (st.ratio if hib else 1.0 / st.ratio)
+        lo, hi = st.ci95_low, st.ci95_high
+        if not hib and lo and hi:
+            lo, hi = 1.0 / hi, 1.0 / lo
+        text = f"{num(sp, 3)}× [{num(lo, 3)}, {num(hi, 3)}]"
+        if st.verdict != "within noise":
+            text = figures.verdict(
+                text,
+                st.before_figure,
+                st.after_figure,
+                "loss" if st.verdict == "regression" else "win",
+            )
+        rows.append(
+            [
+                cell(s.model),
+                code(s.test),
+                host_cell(labels, s.host_id),
+                cell(st.before[0].build_label),
+                figures.cell_html(st.before_figure),
+                cell(st.after[0].build_label),
+                figures.cell_html(st.after_figure),
+                cell(history.change_text(st.build_change) or "—"),
+                text,
+                cell(st.verdict),
+            ]
+        )
+    return [
+        "## Build to build",
+        "",
+        (
+            f"{len(spans)} configuration(s) measured with two or more release builds: the earliest build's figure "
+            "against the newest's, the speed-up (newest over earliest, in the better direction: above 1 is "
+            f"faster) with its CI95, the rows held together to a false discovery rate of {stats.FDR_Q:g}."
+        ),
+        "",
+        table(
+            [
+                "model",
+                "test",
+                "host",
+                "earliest build",
+                "its figure",
+                "newest build",
+                "its figure",
+                "speed-up [CI95]",
+                "verdict",
+            ],
+            rows,
+            ["l", "l", "l", "l", "r", "l", "r", "r", "l"],
+            max_rows=None,
+        ),  # fmt: skip
+        "",
+    ]
+
+
 HISTORY_CHARTS = 20  # configurations charted over time on the History page (the newest)
 
 
@@ -332,6 +401,7 @@ def history_page(docs: list[RunRecord]) -> str:
         )
     )
     out.append("")
+    out += build_to_build_section(sers, labels)
     multi = [s for s in sers if len(s.points) > 1]
     if multi:
         out += [

@@ -481,9 +481,17 @@ def _one_run(
     fp: dict[str, Any],
     variant: runner.BuildVariant | None,
     root: Path,
+    build: Any = None,
 ) -> dict[str, Any]:
+    """One measuring run in a fresh child; ``build`` (runtime.execution.builds.Build, probed): another
+    installed build's Python and environment, keyed by its own binding version."""
     settings = runner.merged_settings(cfg, ref)
-    bversion = backends.version(cfg.backend)
+    if build is not None:
+        from runtime.execution import builds as builds_mod
+
+        bversion = builds_mod.backend_version(build)
+    else:
+        bversion = backends.version(cfg.backend)
     key = record.config_key(
         cfg.backend,
         ref.sha256,
@@ -502,7 +510,12 @@ def _one_run(
         "settings": job_settings,
         "test": cfg.test.model_dump(mode="json"),
     }
-    outcome = runner.run_child(job, cfg.timeout_s)
+    outcome = runner.run_child(
+        job,
+        cfg.timeout_s,
+        python=build.python if build is not None else None,
+        extra_env=build.child_env() if build is not None else None,
+    )
     doc = runner.build_artifact(
         cfg=cfg,
         ref=ref,
