@@ -96,6 +96,7 @@ def night(
     runs: int,
     changed: float,
     aa_runs: int,
+    level: float = stats.FDR_Q,
 ) -> dict[str, dict[str, list]]:
     """One night: per rule, the flags of every boundary as (effect, verdict) pairs."""
     cmps: list[stats.Comparison] = []
@@ -140,9 +141,9 @@ def night(
         judged = (
             cmps
             if rule == "alone"
-            else stats.fleet_fdr(robust, method="bh")
+            else stats.fleet_fdr(robust, level, method="bh")
             if rule == "median-bh"
-            else stats.fleet_fdr(cmps, method=rule)
+            else stats.fleet_fdr(cmps, level, method=rule)
         )
         verdicts = [
             c.verdict
@@ -201,6 +202,7 @@ def run(args: argparse.Namespace) -> str:
         f"`python3 benchmarks/fleet_aa.py --nights {args.nights} --hosts {args.hosts} --configs {args.configs} "
         f"--runs {args.runs} --changed {args.changed:g} --aa-runs {args.aa_runs} --seed {args.seed}"
         + (f" --max-load {args.max_load:g}" if args.max_load is not None else "")
+        + (f" --level {args.level:g}" if args.level != stats.FDR_Q else "")
         + "` "
         f"({wall:.0f} s).",
         "",
@@ -215,7 +217,7 @@ def run(args: argparse.Namespace) -> str:
         f"configurations = {n} boundaries, {args.runs} runs a side, each host's noise estimate from an A/A of "
         f"{args.aa_runs} runs; {round(n * args.changed)} boundaries ({args.changed:.0%}) carry a real drop "
         f"(equal shares of {', '.join(f'{100 * s:g}%' for s in SIZES)}), the other "
-        f"{n - round(n * args.changed)} are A/A. {args.nights} nights. A step also needs a change of at least "
+        f"{n - round(n * args.changed)} are A/A. {args.nights} nights. False discovery rate {args.level:g}. A step also needs a change of at least "
         f"{MIN_STEP:.0%}. Means per night with a t CI95; detection with its Wilson CI95.",
         "",
         "| rule | false regressions a night | false alarms a night (either way) | "
@@ -249,6 +251,12 @@ def main(argv: list[str] | None = None) -> int:
         "--aa-runs", type=int, default=20, help="runs of each host's noise A/A"
     )
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument(
+        "--level",
+        type=float,
+        default=stats.FDR_Q,
+        help="false discovery rate (default: the site's)",
+    )
     ap.add_argument(
         "--max-load",
         type=float,
