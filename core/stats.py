@@ -614,15 +614,14 @@ def quantile_interval(
     est = float(np.percentile(arr, 100.0 * q)) if n else None
     if n == 0:
         return QuantileBound(q, 0, None, None, None, None, confidence, "no samples")
+    # the order-statistic ranks of the project's one bound (quantile_lower_rank / quantile_upper_rank, which
+    # percentile_interval uses too): each side of the two-sided interval at 1 - alpha/2, the one-sided at c
     alpha = 1.0 - confidence
-    ks = np.arange(0, n + 1)
-    cdf = np.array([_binom_cdf(int(k) - 1, n, q) for k in ks])  # cdf[k] = P(B <= k-1)
-    low_ok = np.nonzero(cdf[1:] <= alpha / 2)[0]  # r = index + 1
-    r = int(low_ok[-1]) + 1 if low_ok.size else None
-    high_ok = np.nonzero(cdf[1:] >= 1.0 - alpha / 2)[0]
-    s = int(high_ok[0]) + 1 if high_ok.size else None
-    up_ok = np.nonzero(cdf[1:] >= confidence)[0]
-    u = int(up_ok[0]) + 1 if up_ok.size else None
+    pct = 100.0 * q
+    r = quantile_lower_rank(n, pct, 1.0 - alpha / 2)
+    s = quantile_upper_rank(n, pct, 1.0 - alpha / 2)
+    u = quantile_upper_rank(n, pct, confidence)
+    cdf = {k: _binom_cdf(k - 1, n, q) for k in (r, s) if k is not None}  # P(B <= k-1)
     achieved = (cdf[s] if s is not None else 1.0) - (cdf[r] if r is not None else 0.0)
     why = None
     if s is None or u is None:
@@ -985,7 +984,9 @@ class PairedComparison:
     a_only: int  # passed by A, failed by B
     b_only: int  # passed by B, failed by A
     diff: float | None  # p_B − p_A
-    ci95_low: float | None  # Newcombe's paired score interval of the difference
+    ci95_low: (
+        float | None
+    )  # Agresti-Min's paired interval of the difference (paired_difference_ci)
     ci95_high: float | None
     p_value: float | None  # exact McNemar
     verdict: str  # "win", "loss", "within noise", "insufficient data" (from B's point of view)
@@ -999,8 +1000,8 @@ def paired_rates(
     a: Sequence[bool], b: Sequence[bool], alpha: float = 0.05
 ) -> PairedComparison:
     """Pass/fail of two configurations on the same items, in the same order: the exact McNemar
-    test decides (win/loss at p < alpha), Newcombe's hybrid score interval (method 10: the two
-    Wilson intervals joined through the paired correlation) gives the difference's CI95, and
+    test decides (win/loss at p < alpha), :func:`paired_difference_ci` (Agresti-Min, the project's one
+    paired-difference interval, also parity's and the agent kind's) gives the difference's CI95, and
     :func:`mcnemar_mdd` the smallest difference this many items could show."""
     if len(a) != len(b):
         raise ValueError("paired outcomes need the same items on both sides")
@@ -1012,25 +1013,11 @@ def paired_rates(
     both = sum(1 for x, y in zip(a, b) if x and y)
     a_only = sum(1 for x, y in zip(a, b) if x and not y)
     b_only = sum(1 for x, y in zip(a, b) if y and not x)
-    neither = n - both - a_only - b_only
     pa, pb = (both + a_only) / n, (both + b_only) / n
-    la, ua = wilson_interval(both + a_only, n)
-    lb, ub = wilson_interval(both + b_only, n)
-    r1, r2, c1, c2 = (
-        both + b_only,
-        a_only + neither,
-        both + a_only,
-        b_only + neither,
-    )  # B's and A's margins
-    den = r1 * r2 * c1 * c2
-    phi = (both * neither - a_only * b_only) / math.sqrt(den) if den > 0 else 0.0
     d = pb - pa
-    lo = d - math.sqrt(
-        max((pb - lb) ** 2 - 2 * phi * (pb - lb) * (ua - pa) + (ua - pa) ** 2, 0.0)
-    )
-    hi = d + math.sqrt(
-        max((ub - pb) ** 2 - 2 * phi * (ub - pb) * (pa - la) + (pa - la) ** 2, 0.0)
-    )
+    lo, hi = paired_difference_ci(
+        a_only, b_only, n
+    )  # the project's one paired-difference CI
     p = mcnemar_exact(a_only, b_only)
     verdict = "within noise" if p >= alpha else ("win" if d > 0 else "loss")
     return PairedComparison(
@@ -1040,8 +1027,8 @@ def paired_rates(
         a_only,
         b_only,
         d,
-        max(-1.0, lo),
-        min(1.0, hi),
+        lo,
+        hi,
         p,
         verdict,
         mcnemar_mdd(n, (a_only + b_only) / n),
