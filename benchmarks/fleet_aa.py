@@ -180,7 +180,14 @@ def run(args: argparse.Namespace) -> str:
     }
     for _ in range(args.nights):
         res = night(
-            rng, pool, args.hosts, args.configs, args.runs, args.changed, args.aa_runs
+            rng,
+            pool,
+            args.hosts,
+            args.configs,
+            args.runs,
+            args.changed,
+            args.aa_runs,
+            args.level,
         )
         for rule, d in res.items():
             fr = fa = 0

@@ -37,6 +37,11 @@ def method_text() -> str:
     return cell(history.METHOD)
 
 
+def fdr_text() -> str:
+    """The false discovery rate over a family of comparisons, as stated on the Methodology page."""
+    return cell(stats.FDR_METHOD)
+
+
 def _settings(req: dict[str, Any]) -> str:
     return ", ".join(
         f"{k}={v if isinstance(v, str) else json.dumps(v)}"
