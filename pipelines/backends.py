@@ -12,9 +12,9 @@ Regressions and `invoke compare` judge); repetitions inside a run never stand in
 * **load time**, **peak VRAM**, **peak RSS**: one value per artifact (each configuration runs in
   a fresh process), over the artifacts of the tests both backends ran;
 * **cold TTFT** and **cold total** (load + first full request): ``serve`` runs in process, the runs
-  that send the same request (each its own fresh process; the value shown pools their requests);
+  that send the same request (each its own fresh process; the value shown: their runs' geometric mean);
 * **warm TTFT** and **TPOT**: the warm requests of ``chat`` and ``serve`` runs that send the same
-  request (the value shown pools them, the verdict compares runs);
+  request (each artifact one run);
 * **prefill / decode rate** and **energy per token**: each ``rate`` test both ran (same test
   definition), the newest result of each side.
 
@@ -121,21 +121,26 @@ def _run_side(recs: list[RunRecord], metric: str) -> tuple[list[float], float | 
     return means, rel
 
 
+def _geomean(values: list[float]) -> float:
+    """The geometric mean of a side's run means: the value a run-unit comparison compares."""
+    import math
+
+    pos = [v for v in values if v > 0]
+    return math.exp(sum(math.log(v) for v in pos) / len(pos)) if pos else float("nan")
+
+
 def compare_by_runs(
     metric: str, a: list[RunRecord], b: list[RunRecord], noise: Any = None
 ) -> stats.Comparison:
-    """b against a with the run as the unit (core.stats.compare_runs): each artifact's mean is one run; a side
-    of one run is widened by its host's run-to-run noise for that kind of test (``noise``: record -> RunNoise)."""
-    (ma, ra), (mb, rb) = _run_side(a, metric), _run_side(b, metric)
-    return stats.compare_runs(
-        ma,
-        mb,
-        METRICS[metric].higher_is_better,
-        noise_a=noise(a[-1]) if noise else None,
-        noise_b=noise(b[-1]) if noise else None,
-        rel_se_a=ra,
-        rel_se_b=rb,
-    )
+    """b against a with the run as the unit, each side estimated as every figure of the site is
+    (core.stats.pooled_side: the runs' geometric mean; the host's run-to-run noise for that kind of test, else the
+    spread between the runs, else the fleet's noise for a single run); ``noise``: record -> (host, fleet) RunNoise."""
+    sides = []
+    for recs in (a, b):
+        means, rel = _run_side(recs, metric)
+        own, fleet = noise(recs[-1]) if noise else (None, None)
+        sides.append(stats.pooled_side(means, noise=own, fallback=fleet, rel_se=rel))
+    return stats.combine_sides(sides[0], sides[1], METRICS[metric].higher_is_better)
 
 
 def _compare_pooled(
@@ -146,7 +151,7 @@ def _compare_pooled(
     order: str | None = None,
     noise: Any = None,
 ) -> dict[str, Any] | None:
-    """The row of a request metric: the runs as the unit (the value shown is the repetitions pooled)."""
+    """The row of a request metric: the runs as the unit (the value shown is the geometric mean of the runs)."""
     sa, sb = _pooled(a, metric), _pooled(b, metric)
     if sa is None or sb is None or sa.mean is None or sb.mean is None:
         return None
@@ -156,8 +161,8 @@ def _compare_pooled(
         order or metric,
         metric,
         c,
-        sa.mean,
-        sb.mean,
+        _geomean(_run_side(a, metric)[0]),
+        _geomean(_run_side(b, metric)[0]),
         [r.id for r in a if r.stat(metric)],
         [r.id for r in b if r.stat(metric)],
     )
@@ -295,12 +300,15 @@ def backend_comparisons(docs: list[Any]) -> list[dict[str, Any]]:
             r.backend, []
         ).append(r)
     from pipelines import facts as facts_mod
+    from core import noise as noise_core
     from pipelines import noise as noise_mod
 
-    table = facts_mod.of(docs).noise
+    fx = facts_mod.of(docs)
 
-    def noise(r: RunRecord) -> stats.RunNoise | None:
-        return noise_mod.noise_for(table, r)
+    def noise(r: RunRecord) -> tuple[stats.RunNoise | None, stats.RunNoise | None]:
+        return noise_mod.noise_for(fx.noise, r), fx.fleet_noise.get(
+            noise_core.noise_class(r.test)
+        )
 
     out = []
     for (host, _sha), by_backend in sorted(groups.items()):
