@@ -1232,7 +1232,7 @@ ns.add_task(ab_task)
     help={
         "builds": "The builds in order, oldest first, comma-separated: the first good, the last bad. Each a "
         "llama-cpp-python version (0.3.35: installed in its own venv under --venvs when missing), a venv "
-        "folder, lib:/path (llama.cpp built as shared libraries) or variant:threads-halved (a planted change).",
+        "folder, lib:/path (llama.cpp built as shared libraries) or variant:batch-of-one (a planted change).",
         "matrix": "The matrix whose configurations every build runs (default: noise: pp64 and tg16).",
         "tests": "Only these tests of the matrix (a|b for several; default: all).",
         "blocks": "ABBA blocks per build against the good one (2 runs a side each; default 3).",

@@ -65,9 +65,21 @@ def threads_halved(fp: dict[str, Any] | None = None) -> runner.BuildVariant:
     )
 
 
+def batch_of_one() -> runner.BuildVariant:
+    """A deliberately slowed prompt processing: a physical batch of one token (each prompt token its own
+    decode call). Unlike threads halved, it stays slower on an oversubscribed host, where two threads that
+    wait for each other can be slower than one: a planted regression for tests of a search."""
+    return runner.BuildVariant(
+        "batch-of-one",
+        "deliberately slowed build: a physical batch of one token (n_ubatch 1) instead of 512",
+        {"n_ubatch": 1},
+    )
+
+
 VARIANTS: dict[str, Callable[[], runner.BuildVariant | None]] = {
     "ordinary": lambda: None,
     "threads-halved": threads_halved,
+    "batch-of-one": batch_of_one,
 }
 
 

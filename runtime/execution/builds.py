@@ -9,8 +9,8 @@ A build spec is one of:
 * a folder holding ``bin/python`` (a virtual environment someone built);
 * ``lib:/path/to/libdir``: the running environment's binding with llama.cpp shared libraries loaded from
   that folder (``LLAMA_CPP_LIB_PATH``: llama.cpp commits built as libraries);
-* ``variant:threads-halved``: the running build with a deliberate change (runtime.execution.ab.VARIANTS):
-  a planted regression to test a search with;
+* ``variant:batch-of-one`` (or ``variant:threads-halved``): the running build with a deliberate change
+  (runtime.execution.ab.VARIANTS): a planted regression to test a search with;
 * ``current``: the running environment as it is.
 
 ``probe`` loads the build in a child process and reads its binding version and vendored llama.cpp
