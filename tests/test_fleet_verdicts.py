@@ -169,9 +169,11 @@ def test_invoke_bisect_refuses_bad_builds_in_one_line(builds, msg, tmp_path):
 def test_a_build_that_fails_to_load_stops_the_search_saying_how_to_resume(tmp_path):
     fake = tmp_path / "broken-venv"
     (fake / "bin").mkdir(parents=True)
-    (fake / "bin" / "python").symlink_to(
-        getattr(sys, "_base_executable", sys.executable)
-    )  # no llama_cpp there
+    py = fake / "bin" / "python"  # a build whose Python cannot load llama_cpp
+    py.write_text(
+        "#!/bin/sh\necho 'ImportError: libllama.so: cannot open shared object file' >&2\nexit 1\n"
+    )
+    py.chmod(0o755)
     state = tmp_path / "s.json"
     r = _invoke(
         "bisect",
