@@ -499,9 +499,7 @@ def _one_run(
     installed build's Python and environment, keyed by its own binding version."""
     settings = runner.merged_settings(cfg, ref)
     if build is not None:
-        from runtime.execution import builds as builds_mod
-
-        bversion = builds_mod.backend_version(build)
+        bversion = build.backend_version()
     else:
         bversion = backends.version(cfg.backend)
     key = record.config_key(

@@ -138,6 +138,11 @@ def run_bisect(
     parsed = [
         builds.parse(s, venvs) for s in specs
     ]  # every spec's form checked before anything runs
+    for b in parsed:
+        if b.variant is not None and b.variant not in ab.VARIANTS:
+            raise BisectError(
+                f"build {b.spec!r}: no variant {b.variant!r} (known: {', '.join(sorted(ab.VARIANTS))})"
+            )
     m = matrix_mod.load(matrix)
     cfgs = [c for c in m.configurations() if not tests or c.test.name in tests]
     if not cfgs:

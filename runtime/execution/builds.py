@@ -61,6 +61,10 @@ class Build:
     def child_env(self) -> dict[str, str]:
         return dict(self.env)
 
+    def backend_version(self) -> str:
+        """The backend version this build's results are keyed by ("llama-cpp-python 0.3.35"; after probe)."""
+        return f"{DIST} {self.info.get('llama_cpp_python', 'unknown')}"
+
 
 def default_venvs() -> Path:
     return Path(
@@ -77,15 +81,10 @@ def parse(spec: str, venvs: Path | None = None) -> Build:
         )
     if s == "current":
         return Build(s, sys.executable)
-    if s.startswith("variant:"):
-        from runtime.execution import ab
-
-        name = s.split(":", 1)[1]
-        if name not in ab.VARIANTS:
-            raise BuildError(
-                f"build {s!r}: no variant {name!r} (known: {', '.join(sorted(ab.VARIANTS))})"
-            )
-        return Build(s, sys.executable, variant=name)
+    if s.startswith(
+        "variant:"
+    ):  # the name is checked against runtime.execution.ab.VARIANTS by the caller
+        return Build(s, sys.executable, variant=s.split(":", 1)[1])
     if s.startswith("lib:"):
         lib = Path(s.split(":", 1)[1]).expanduser()
         if not lib.is_dir():
@@ -189,8 +188,3 @@ def probe(b: Build) -> Build:
         raise BuildError(f"build {b.spec}: llama_cpp fails to load ({last})")
     info = json.loads(r.stdout.strip().splitlines()[-1])
     return Build(b.spec, b.python, b.env, b.variant, b.venv, info)
-
-
-def backend_version(b: Build) -> str:
-    """The backend version a build's results are keyed by ("llama-cpp-python 0.3.35")."""
-    return f"{DIST} {b.info.get('llama_cpp_python', 'unknown')}"
