@@ -1346,3 +1346,70 @@ def index_task(c, rebuild=False):
 
 
 ns.add_task(index_task)
+
+
+# -- bisection across builds (issue 32) -----------------------------------------------------
+@task(
+    name="bisect",
+    help={
+        "builds": "The builds in order, oldest first, comma-separated: the first good, the last bad. Each a "
+        "llama-cpp-python version (0.3.35: installed in its own venv under --venvs when missing), a venv "
+        "folder, lib:/path (llama.cpp built as shared libraries) or variant:batch-of-one (a planted change).",
+        "matrix": "The matrix whose configurations every build runs (default: noise: pp64 and tg16).",
+        "tests": "Only these tests of the matrix (a|b for several; default: all).",
+        "blocks": "ABBA blocks per build against the good one (2 runs a side each; default 3).",
+        "threshold": "Smallest slowdown of the bad build searched for, a fraction (default 0.05).",
+        "state": "State file (default: build/bisect/<good>-<bad>.json); the same command resumes from it.",
+        "runs": "Folder for the run artifacts (default: build/bisect/<good>-<bad>/runs; data/runs to publish).",
+        "venvs": "Where release builds are installed (default: build/venvs or $ALMANAC_BUILD_VENVS).",
+    },
+)
+@user_errors
+def bisect_task(
+    c,
+    builds,
+    matrix="noise",
+    tests="",
+    blocks=3,
+    threshold=0.05,
+    state="",
+    runs="",
+    venvs="",
+):
+    """Find the first bad build between a good and a bad one: bisection order, interleaved against good, resumable.
+
+    Exit 2 with one line for a range where good is not better than bad, a build that fails to install or load,
+    or a version that does not exist (the line says where the search stopped and how to resume)."""
+    from runtime.execution import bisect as bisect_mod
+
+    def on_event(kind, info):
+        if kind == "run":
+            print(
+                f"{info['against']} vs good, block {info['block']}: {info['build']} {info['config']} "
+                f"{info['mean']:.2f} ({info['wall_s']:.1f} s)",
+                file=sys.stderr,
+                flush=True,
+            )
+        elif kind == "verdict":
+            print(f"{info['build']}: {info['call']}", file=sys.stderr, flush=True)
+        elif kind == "install":
+            print(
+                f"installing {info['build']} (pip builds llama.cpp: minutes)",
+                file=sys.stderr,
+                flush=True,
+            )
+
+    res = bisect_mod.run_bisect(
+        [s.strip() for s in builds.split(",") if s.strip()],
+        matrix=matrix,
+        tests=tuple(t for t in tests.split("|") if t),
+        blocks=int(blocks),
+        threshold=float(threshold),
+        state_path=Path(state) if state else None,
+        root=Path(runs) if runs else None,
+        venvs=Path(venvs) if venvs else None,
+    )
+    print(bisect_mod.markdown(res), end="")
+
+
+ns.add_task(bisect_task)

@@ -283,9 +283,23 @@ class Comparison:
     n_candidate: int
     method: str = "repetitions"  # what the interval rests on: "repetitions", "runs", "runs + host noise"
     note: str = ""  # why there is no interval, or what the interval assumed
+    p_value: float | None = (
+        None  # two-sided, of "the ratio is 1" (the t test the interval inverts)
+    )
+    q_value: float | None = (
+        None  # the p-value adjusted over a family of comparisons (fleet_fdr)
+    )
+    tested: int | None = None  # how many comparisons that family held
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+
+def two_sided_p(log_ratio: float, se: float, df: float) -> float:
+    """Two-sided p of a t statistic log_ratio / se at ``df`` degrees of freedom (the test a CI inverts)."""
+    if se <= 0:
+        return 0.0 if log_ratio != 0 else 1.0
+    return float(min(1.0, 2.0 * _sp.stdtr(df, -abs(log_ratio) / se)))
 
 
 def compare(
@@ -325,6 +339,7 @@ def _ratio_comparison(
     ratio = mb / ma
     ra, rb = va / na / ma**2, vb / nb / mb**2  # relative variances
     se_log = math.sqrt(ra + rb)
+    df = float(na + nb - 2)
     if se_log == 0:
         lo = hi = ratio
     else:
@@ -338,7 +353,80 @@ def _ratio_comparison(
         verdict = "loss" if higher_is_better else "win"
     else:
         verdict = "within noise"
-    return Comparison(ratio, lo, hi, verdict, na, nb)
+    return Comparison(
+        ratio, lo, hi, verdict, na, nb, p_value=two_sided_p(math.log(ratio), se_log, df)
+    )
+
+
+# -- many comparisons at once: the false discovery rate ---------------------------------------
+#: The false discovery rate every family of comparisons is held to (a Regressions view, one
+#: `invoke compare`, one CI gate): of the changes called, at most this share expected false.
+FDR_Q = 0.01
+FDR_PROCEDURE = "by"  # Benjamini–Yekutieli: see FDR_METHOD
+FDR_NAME = {"bh": "Benjamini–Hochberg", "by": "Benjamini–Yekutieli"}[FDR_PROCEDURE]
+FDR_METHOD = (
+    f"Every comparison's interval gives a two-sided p-value (the t test the interval inverts). Where many "
+    f"comparisons are read at once (every boundary of the Regressions page, the Build-to-build table, every "
+    f"configuration of one `invoke compare` and its CI gate) a win or a loss stands only if its "
+    f"Benjamini–Yekutieli q-value is at most {FDR_Q:g}: of the changes called, at most {FDR_Q:.0%} are expected "
+    f"false, however many were tested and however their tests depend on each other. Benjamini–Hochberg would "
+    f"hold for independent or positively dependent tests with exact p-values; ours are neither quite: the "
+    f"boundaries of one host share its noise estimate, and real run-to-run noise has a heavy slow tail (a run "
+    f"that started while something else ran on the host), so an A/A's p-values fall far below their nominal "
+    f"rate in the small values a fleet-wide correction looks at. The fleet A/A (benchmarks/fleet_aa.py: 200 "
+    f"hosts × 10 configurations a night, the measured A/A noise resampled per host, known drops of 2–20% "
+    f"injected; its tables in benchmarks/results/fleet_aa.md) chose the procedure and the level: "
+    f"Benjamini–Hochberg at 5% let through several false regressions a night, Benjamini–Yekutieli at "
+    f"{FDR_Q:.0%} about one or fewer once runs started under interference are measured again, while still "
+    f"finding most 10% drops at 5 runs a side. Its price is a level divided by about ln(m) + 0.58 (≈ 8 for "
+    f"2,000 boundaries): small changes need more runs to be called."
+)
+
+
+def fdr_qvalues(
+    p_values: Sequence[float | None], method: str = FDR_PROCEDURE
+) -> list[float | None]:
+    """Benjamini–Hochberg q-values (``method="by"``: Benjamini–Yekutieli, for arbitrary dependence) of
+    a family of p-values; None (no test) stays None and does not count in the family's size."""
+    idx = [i for i, p in enumerate(p_values) if p is not None and math.isfinite(p)]
+    m = len(idx)
+    out: list[float | None] = [None] * len(p_values)
+    if not m:
+        return out
+    c = sum(1.0 / i for i in range(1, m + 1)) if method == "by" else 1.0
+    order = sorted(idx, key=lambda i: p_values[i])  # type: ignore[arg-type,return-value]
+    running = 1.0
+    for rank in range(m, 0, -1):
+        i = order[rank - 1]
+        running = min(running, float(p_values[i]) * m * c / rank)  # type: ignore[arg-type]
+        out[i] = running
+    return out
+
+
+def fleet_fdr(
+    comparisons: Sequence[Comparison], level: float = FDR_Q, method: str = FDR_PROCEDURE
+) -> list[Comparison]:
+    """The family's comparisons with their q-values and the family size (``tested``); a win or loss whose
+    q-value exceeds ``level`` becomes "within noise" (its note says why). Comparisons without a p-value
+    (insufficient data) are returned unchanged and not counted."""
+    from dataclasses import replace
+
+    qs = fdr_qvalues([c.p_value for c in comparisons], method)
+    m = sum(q is not None for q in qs)
+    out = []
+    for c, q in zip(comparisons, qs):
+        if q is None:
+            out.append(c)
+            continue
+        verdict, note = c.verdict, c.note
+        if verdict in ("win", "loss") and q > level:
+            verdict = "within noise"
+            note = (note + "; " if note else "") + (
+                f"its interval excludes 1 alone, but not among {m} comparisons at a false discovery rate of "
+                f"{level:g} (q = {q:.3g})"
+            )
+        out.append(replace(c, verdict=verdict, note=note, q_value=q, tested=m))
+    return out
 
 
 def compare_summaries(
@@ -528,15 +616,14 @@ def quantile_interval(
     est = float(np.percentile(arr, 100.0 * q)) if n else None
     if n == 0:
         return QuantileBound(q, 0, None, None, None, None, confidence, "no samples")
+    # the order-statistic ranks of the project's one bound (quantile_lower_rank / quantile_upper_rank, which
+    # percentile_interval uses too): each side of the two-sided interval at 1 - alpha/2, the one-sided at c
     alpha = 1.0 - confidence
-    ks = np.arange(0, n + 1)
-    cdf = np.array([_binom_cdf(int(k) - 1, n, q) for k in ks])  # cdf[k] = P(B <= k-1)
-    low_ok = np.nonzero(cdf[1:] <= alpha / 2)[0]  # r = index + 1
-    r = int(low_ok[-1]) + 1 if low_ok.size else None
-    high_ok = np.nonzero(cdf[1:] >= 1.0 - alpha / 2)[0]
-    s = int(high_ok[0]) + 1 if high_ok.size else None
-    up_ok = np.nonzero(cdf[1:] >= confidence)[0]
-    u = int(up_ok[0]) + 1 if up_ok.size else None
+    pct = 100.0 * q
+    r = quantile_lower_rank(n, pct, 1.0 - alpha / 2)
+    s = quantile_upper_rank(n, pct, 1.0 - alpha / 2)
+    u = quantile_upper_rank(n, pct, confidence)
+    cdf = {k: _binom_cdf(k - 1, n, q) for k in (r, s) if k is not None}  # P(B <= k-1)
     achieved = (cdf[s] if s is not None else 1.0) - (cdf[r] if r is not None else 0.0)
     why = None
     if s is None or u is None:
@@ -751,6 +838,7 @@ def combine_sides(
     va, dfa, vb, dfb = baseline.var, baseline.df, candidate.var, candidate.df
     method = combined_method(baseline.method, candidate.method)
     se = math.sqrt(va + vb)
+    df = dfa + dfb
     if se == 0:
         lo = hi = ratio
     else:
@@ -764,7 +852,16 @@ def combine_sides(
         verdict = "loss" if higher_is_better else "win"
     else:
         verdict = "within noise"
-    return Comparison(ratio, lo, hi, verdict, na, nb, method)
+    return Comparison(
+        ratio,
+        lo,
+        hi,
+        verdict,
+        na,
+        nb,
+        method,
+        p_value=two_sided_p(math.log(ratio), se, df),
+    )
 
 
 def compare_runs(
@@ -889,7 +986,9 @@ class PairedComparison:
     a_only: int  # passed by A, failed by B
     b_only: int  # passed by B, failed by A
     diff: float | None  # p_B − p_A
-    ci95_low: float | None  # Newcombe's paired score interval of the difference
+    ci95_low: (
+        float | None
+    )  # Agresti-Min's paired interval of the difference (paired_difference_ci)
     ci95_high: float | None
     p_value: float | None  # exact McNemar
     verdict: str  # "win", "loss", "within noise", "insufficient data" (from B's point of view)
@@ -903,8 +1002,8 @@ def paired_rates(
     a: Sequence[bool], b: Sequence[bool], alpha: float = 0.05
 ) -> PairedComparison:
     """Pass/fail of two configurations on the same items, in the same order: the exact McNemar
-    test decides (win/loss at p < alpha), Newcombe's hybrid score interval (method 10: the two
-    Wilson intervals joined through the paired correlation) gives the difference's CI95, and
+    test decides (win/loss at p < alpha), :func:`paired_difference_ci` (Agresti-Min, the project's one
+    paired-difference interval, also parity's and the agent kind's) gives the difference's CI95, and
     :func:`mcnemar_mdd` the smallest difference this many items could show."""
     if len(a) != len(b):
         raise ValueError("paired outcomes need the same items on both sides")
@@ -916,25 +1015,11 @@ def paired_rates(
     both = sum(1 for x, y in zip(a, b) if x and y)
     a_only = sum(1 for x, y in zip(a, b) if x and not y)
     b_only = sum(1 for x, y in zip(a, b) if y and not x)
-    neither = n - both - a_only - b_only
     pa, pb = (both + a_only) / n, (both + b_only) / n
-    la, ua = wilson_interval(both + a_only, n)
-    lb, ub = wilson_interval(both + b_only, n)
-    r1, r2, c1, c2 = (
-        both + b_only,
-        a_only + neither,
-        both + a_only,
-        b_only + neither,
-    )  # B's and A's margins
-    den = r1 * r2 * c1 * c2
-    phi = (both * neither - a_only * b_only) / math.sqrt(den) if den > 0 else 0.0
     d = pb - pa
-    lo = d - math.sqrt(
-        max((pb - lb) ** 2 - 2 * phi * (pb - lb) * (ua - pa) + (ua - pa) ** 2, 0.0)
-    )
-    hi = d + math.sqrt(
-        max((ub - pb) ** 2 - 2 * phi * (ub - pb) * (pa - la) + (pa - la) ** 2, 0.0)
-    )
+    lo, hi = paired_difference_ci(
+        a_only, b_only, n
+    )  # the project's one paired-difference CI
     p = mcnemar_exact(a_only, b_only)
     verdict = "within noise" if p >= alpha else ("win" if d > 0 else "loss")
     return PairedComparison(
@@ -944,8 +1029,8 @@ def paired_rates(
         a_only,
         b_only,
         d,
-        max(-1.0, lo),
-        min(1.0, hi),
+        lo,
+        hi,
         p,
         verdict,
         mcnemar_mdd(n, (a_only + b_only) / n),

@@ -123,6 +123,7 @@ def define_env(env: Any) -> None:
         lambda: history_pages.host_vs_host_page(list(_runs())), "host_vs_host_page"
     )
     env.macro(history_pages.method_text, "history_method")
+    env.macro(history_pages.fdr_text, "fdr_method")
     env.macro(history_pages.verdict_rules, "verdict_rules")
     env.macro(history_pages.ranking_rule, "ranking_rule")
     env.variables["backends"] = sorted(backends.BACKENDS)

@@ -23,7 +23,10 @@ the row compares the geometric means of the two sides' run means, with a CI95 fr
 between the runs of a side of two or more, or, for a side of one run, the host's run-to-run
 noise for that kind of test (core.stats.compare_runs, pipelines.noise). A side of one run on a
 host whose noise was never measured has no interval ("insufficient data", and says why). The
-verdict is from B's point of view: win, loss or within noise (the interval contains 1).
+verdict is from B's point of view: win, loss or within noise (the interval contains 1). All rows of
+one comparison are one family held to a false discovery rate (core.stats.fleet_fdr): a win or a loss
+stands only if it survives the false discovery rate (core.stats.FDR_NAME) over every row with an interval, so comparing hundreds
+of configurations (a fleet, a CI gate) does not call changes by chance.
 """
 
 from __future__ import annotations
@@ -212,6 +215,9 @@ class Row:
     b_runs: int = 1
     method: str = ""  # what the interval rests on: "runs", "runs + host noise"
     note: str = ""  # why there is no interval
+    q_value: float | None = (
+        None  # the p-value adjusted over every row of this comparison (core.stats.fleet_fdr)
+    )
 
 
 @dataclass
@@ -223,7 +229,13 @@ class Result:
     a_count: int = 0
     b_count: int = 0
 
+    @property
+    def tested(self) -> int:
+        """Rows held together to the false discovery rate (those with an interval)."""
+        return sum(r.q_value is not None for r in self.rows)
+
     def losses_beyond(self, pct: float) -> list[Row]:
+        """Losses (after the false discovery rate over every row) worse than ``pct`` percent, largest first."""
         out = []
         for r in self.rows:
             if r.verdict != "loss" or r.ratio is None:
@@ -231,7 +243,7 @@ class Result:
             worse = (1.0 - r.ratio) if r.higher_is_better else (r.ratio - 1.0)
             if worse * 100.0 > pct:
                 out.append(r)
-        return out
+        return sorted(out, key=lambda r: -abs(r.ratio - 1.0))  # type: ignore[operator]
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -317,6 +329,7 @@ def compare(
             + ")"
         )
     rows = []
+    cmps: list[stats.Comparison] = []
     from pipelines import facts as facts_mod
 
     fx = facts_mod.of(docs)
@@ -339,6 +352,7 @@ def compare(
             if sa is None or sb is None:
                 continue
             c = stats.combine_sides(sa, sb, m.higher_is_better)
+            cmps.append(c)
             (ma, sda, nra), (mb, sdb, nrb) = (
                 _side_value(runs_a, m.name),
                 _side_value(runs_b, m.name),
@@ -376,6 +390,9 @@ def compare(
                     c.note,
                 )
             )
+    # every row of one comparison is one family: a win or loss stands only at the false discovery rate
+    for r, c in zip(rows, stats.fleet_fdr(cmps)):
+        r.verdict, r.note, r.q_value = c.verdict, c.note, c.q_value
     rows.sort(key=lambda r: (r.model, r.test, r.settings, r.host_a, r.backend_a))
     return Result(a, b, sorted(on), rows, len(side_a), len(side_b))
 
@@ -497,8 +514,11 @@ def markdown(res: Result) -> str:
 
     hs = headers(res)
     lines = [
-        f"A: `{res.a.text}` ({res.a_count} results) · B: `{res.b.text}` ({res.b_count} results) · "
-        f"compared on: {', '.join(res.compared_on)} · {len(res.rows)} shared configurations",
+        (
+            f"A: `{res.a.text}` ({res.a_count} results) · B: `{res.b.text}` ({res.b_count} results) · "
+            f"compared on: {', '.join(res.compared_on)} · {len(res.rows)} shared configurations · "
+            f"{res.tested} tested together at a false discovery rate of {stats.FDR_Q:g} ({stats.FDR_NAME})"
+        ),
         "",
         "| " + " | ".join(hs) + " |",
         "| "

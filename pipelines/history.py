@@ -47,7 +47,9 @@ METHOD = (
     f"ordered by when each was first measured and every two consecutive ones are compared: the ratio of their "
     f"figures with a CI95 on the log scale (the two figures' variances added, Welch-Satterthwaite degrees of "
     f"freedom). A step is a boundary whose interval excludes 1 and whose change is at least {MIN_STEP:.0%}: a "
-    f"loss is a regression, a win an improvement. The same build measured again is the same figure, never a "
+    f"loss is a regression, a win an improvement. All boundaries of a view are one family: a step must also "
+    f"survive the false discovery rate over them ({stats.FDR_Q:g}, {stats.FDR_NAME}), and the page says how "
+    f"many boundaries were tested. The same build measured again is the same figure, never a "
     f"step; a step into or out of a deliberately changed build (a variant label) is listed apart from the "
     f"regressions of the release line."
 )
@@ -77,7 +79,7 @@ class Point:
         self.build_key = json.dumps(self.build, sort_keys=True, default=str)
 
 
-@dataclass
+@dataclass(eq=False)
 class Step:
     series: "Series"
     before: list[Point]  # the runs of the build before (oldest first)
@@ -97,6 +99,24 @@ class Step:
     method: str = "runs"  # what the interval rests on (the figures' bases)
     before_figure: Any = None  # pipelines.facts.Figure of the build before
     after_figure: Any = None
+    comparison: Any = (
+        None  # core.stats.Comparison, its q-value set over the family (flag_steps)
+    )
+
+    @property
+    def q_value(self) -> float | None:
+        return None if self.comparison is None else self.comparison.q_value
+
+    @property
+    def sure_change(self) -> float:
+        """The smallest relative change the interval allows (its end nearest 1, on the log scale): ranks steps
+        by size and confidence at once (a large change known roughly beside a smaller one known well)."""
+        import math
+
+        if self.ci95_low is None or self.ci95_high is None or self.ci95_low <= 0:
+            return 0.0
+        lo, hi = math.log(self.ci95_low), math.log(self.ci95_high)
+        return 0.0 if lo <= 0 <= hi else min(abs(lo), abs(hi))
 
     @property
     def change_pct(self) -> float | None:
@@ -118,7 +138,13 @@ class Series:
     requested: dict[str, Any]
     metric: Metric
     points: list[Point] = field(default_factory=list)
-    steps: list[Step] = field(default_factory=list)
+    steps: list[Step] = field(
+        default_factory=list
+    )  # the boundaries flagged (flag_steps)
+    boundaries: list[Step] = field(default_factory=list)  # every boundary tested
+    span: Step | None = (
+        None  # the earliest release build against the newest (build_to_build)
+    )
     noise: stats.RunNoise | None = (
         None  # the host's run-to-run noise for this kind of test
     )
@@ -244,10 +270,18 @@ def series(docs: list[RunRecord]) -> list[Series]:
             groups[r.history_key].append(g)
     for key, ser in out.items():
         ser.points.sort(key=lambda p: (p.created, p.id))
-        ser.steps = detect_steps(ser, groups.get(key, []), fx)
-    return sorted(
+        ser.boundaries = detect_steps(ser, groups.get(key, []), fx)
+        ser.span = _span(ser, groups.get(key, []), fx)
+    sers = sorted(
         out.values(), key=lambda s: (s.host_id, s.model, s.test, s.backend, s.key)
     )
+    flag_steps(sers)
+    return sers
+
+
+def tested(sers: list[Series]) -> int:
+    """How many boundaries (build changes with a figure on both sides) the family of a view holds."""
+    return sum(len(s.boundaries) for s in sers)
 
 
 def segments(points: list[Point]) -> list[list[Point]]:
@@ -316,8 +350,10 @@ def _figure_window(fig: Any) -> dict[str, Any]:
 
 
 def detect_steps(ser: Series, groups: list[Any], fx: Any) -> list[Step]:
-    """Steps between consecutive builds of a series: each build's group of the fact layer (several groups of
-    one build, e.g. settings resolved differently, are compared only where the build changed)."""
+    """Every *tested boundary* of a series, as a Step candidate: consecutive builds (each build's group of the
+    fact layer; several groups of one build, e.g. settings resolved differently, are compared only where the
+    build changed) whose two figures both exist. Which of them are steps is decided over the whole family of
+    boundaries at once (``flag_steps``), never one at a time."""
     by_id = {p.id: p for p in ser.points}
     ordered = sorted(groups, key=lambda g: (g.runs[0].created, g.runs[0].id))
     steps = []
@@ -331,14 +367,10 @@ def detect_steps(ser: Series, groups: list[Any], fx: Any) -> list[Step]:
         if fa is None or fb is None:
             continue
         cmp = fx.compare(fa, fb)
-        if (
-            cmp.verdict not in ("win", "loss")
-            or cmp.ratio is None
-            or abs(cmp.ratio - 1.0) < MIN_STEP
-        ):
-            continue
         before = [by_id[i] for i in fa.run_ids if i in by_id]
         after = [by_id[i] for i in fb.run_ids if i in by_id]
+        if not before or not after:
+            continue
         steps.append(
             Step(
                 ser,
@@ -355,18 +387,187 @@ def detect_steps(ser: Series, groups: list[Any], fx: Any) -> list[Step]:
                 f"{fa.basis} / {fb.basis}",
                 fa,
                 fb,
+                cmp,
             )
         )
     return steps
 
 
+def _span(ser: Series, groups: list[Any], fx: Any) -> Step | None:
+    """The series' earliest release build against its newest (builds without a variant label, by when each
+    was first measured), as a Step whose verdict is not yet judged; None with fewer than two release builds."""
+    release = [g for g in groups if not g.build_identity.get("label")]
+    release.sort(key=lambda g: (g.runs[0].created, g.runs[0].id))
+    if (
+        len(
+            {json.dumps(g.build_identity, sort_keys=True, default=str) for g in release}
+        )
+        < 2
+    ):
+        return None
+    first, last = release[0], release[-1]
+    if first.build_identity == last.build_identity:
+        return None
+    one = detect_steps(ser, [first, last], fx)
+    return one[0] if one else None
+
+
+def build_to_build(sers: list[Series]) -> list[Step]:
+    """Every series' earliest release build against its newest (the seed's "Early vs clean4" table, living):
+    the rows form one family held to the false discovery rate (core.stats.fleet_fdr), like the steps; a
+    row's ``verdict`` is "regression", "improvement" or "within noise". Largest change first."""
+    spans = [s.span for s in sers if s.span is not None]
+    for st, c in zip(spans, stats.fleet_fdr([st.comparison for st in spans])):
+        st.comparison = c
+        st.verdict = (
+            ("regression" if c.verdict == "loss" else "improvement")
+            if c.verdict in ("win", "loss")
+            and c.ratio is not None
+            and abs(c.ratio - 1.0) >= MIN_STEP
+            else "within noise"
+        )
+    return sorted(
+        spans, key=lambda st: (st.series.model, st.series.test, st.series.host_id)
+    )
+
+
+def flag_steps(sers: list[Series]) -> int:
+    """Decide the steps of every series at once: all tested boundaries form one family, held to a false
+    discovery rate of core.stats.FDR_Q (core.stats.FDR_NAME, core.stats.fleet_fdr); a boundary is a step when
+    its verdict survives that and its change is at least MIN_STEP. Sets each series' ``steps`` and
+    ``tested``; returns the number of boundaries tested."""
+    cands = [st for s in sers for st in s.boundaries]
+    adjusted = stats.fleet_fdr([st.comparison for st in cands])
+    for s in sers:
+        s.steps = []
+    for st, c in zip(cands, adjusted):
+        st.comparison = c
+        if (
+            c.verdict in ("win", "loss")
+            and c.ratio is not None
+            and abs(c.ratio - 1.0) >= MIN_STEP
+        ):
+            st.verdict = "regression" if c.verdict == "loss" else "improvement"
+            st.series.steps.append(st)
+    return len(cands)
+
+
 def all_steps(sers: list[Series]) -> list[Step]:
-    """Every step, regressions first, newest first within each kind (variant steps included: ``Step.variant``)."""
+    """Every step, regressions first, then by size and confidence (the smallest change its interval allows,
+    largest first; newest first among equals). Variant steps included: ``Step.variant``."""
     steps = sorted(
         (st for s in sers for st in s.steps),
         key=lambda st: st.after[0].created,
         reverse=True,
     )
-    return sorted(
-        steps, key=lambda st: st.verdict != "regression"
-    )  # stable: newest first within each kind
+    steps.sort(key=lambda st: -st.sure_change)
+    return sorted(steps, key=lambda st: st.verdict != "regression")  # stable
+
+
+@dataclass
+class Finding:
+    """One build change seen on many hosts: the boundaries of one test across hosts where the release build
+    changed the same way (``change``: field -> (before, after)), how many were tested and flagged, and the
+    change across the hosts tested: the geometric mean of their ratios with a t interval from the spread
+    between hosts (one host: its own interval)."""
+
+    change: dict[str, tuple[Any, Any]]
+    test: str
+    metric: Metric
+    verdict: (
+        str  # "regression" or "improvement": the direction of the flagged boundaries
+    )
+    tested: list[Step]
+    flagged: list[Step]
+    ratio: float | None
+    ci95_low: float | None
+    ci95_high: float | None
+
+    @property
+    def hosts_flagged(self) -> int:
+        return len({st.series.host_id for st in self.flagged})
+
+    @property
+    def hosts_tested(self) -> int:
+        return len({st.series.host_id for st in self.tested})
+
+
+def change_text(change: dict[str, tuple[Any, Any]]) -> str:
+    """ "llama_cpp_commit: 4df29be4f → 0c1e57098; llama_cpp_python: 0.3.35 → 0.3.36" (fields sorted)."""
+    return "; ".join(
+        f"{k}: {'—' if a is None else a} → {'—' if b is None else b}"
+        for k, (a, b) in sorted(change.items())
+    )
+
+
+def pct_interval(ratio: float | None, low: float | None, high: float | None) -> str:
+    """ "−8.0% [−10.1, −6.0]": a ratio and its CI95 as percent changes ("—" where missing)."""
+
+    def pct(x: float | None) -> str:
+        return "—" if x is None else f"{(x - 1.0) * 100.0:+.1f}".replace("-", "−")
+
+    return f"{pct(ratio)}% [{pct(low)}, {pct(high)}]"
+
+
+def findings(sers: list[Series]) -> list[Finding]:
+    """Flagged release-line steps grouped by build change and test: a drop seen on 37 hosts at the same build
+    change is one finding ("on 37 of 40 hosts"), ranked like steps (regressions first, by size and confidence)."""
+    import math
+
+    tested_by: dict[tuple[str, str, str], list[Step]] = {}
+    for s in sers:
+        for st in s.boundaries:
+            if st.variant:
+                continue
+            key = (change_text(st.build_change), s.test, s.metric.name)
+            tested_by.setdefault(key, []).append(st)
+    out = []
+    for (_, test, _), boundaries in tested_by.items():
+        for verdict in ("regression", "improvement"):
+            flagged = [
+                st
+                for st in boundaries
+                if any(x is st for x in st.series.steps) and st.verdict == verdict
+            ]
+            if not flagged:
+                continue
+            logs = [
+                math.log(st.ratio) for st in boundaries if st.ratio and st.ratio > 0
+            ]
+            ratio = lo = hi = None
+            if len(logs) >= 2:
+                mean = sum(logs) / len(logs)
+                sd = math.sqrt(sum((x - mean) ** 2 for x in logs) / (len(logs) - 1))
+                half = stats.t_critical(len(logs) - 1) * sd / math.sqrt(len(logs))
+                ratio, lo, hi = (
+                    math.exp(mean),
+                    math.exp(mean - half),
+                    math.exp(mean + half),
+                )
+            elif logs:
+                ratio, lo, hi = (
+                    boundaries[0].ratio,
+                    boundaries[0].ci95_low,
+                    boundaries[0].ci95_high,
+                )
+            out.append(
+                Finding(
+                    boundaries[0].build_change,
+                    test,
+                    boundaries[0].series.metric,
+                    verdict,
+                    boundaries,
+                    flagged,
+                    ratio,
+                    lo,
+                    hi,
+                )
+            )
+    out.sort(
+        key=lambda f: (
+            f.verdict != "regression",
+            -len(f.flagged),
+            -abs(math.log(f.ratio or 1.0)),
+        )
+    )
+    return out

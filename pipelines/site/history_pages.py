@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from core import stats
 from core.records.run import RunRecord
 
 from pipelines import compare as cmp
@@ -34,6 +35,11 @@ from pipelines.site.markdown import (
 def method_text() -> str:
     """The step-detection method, as stated on the Methodology page."""
     return cell(history.METHOD)
+
+
+def fdr_text() -> str:
+    """The false discovery rate over a family of comparisons, as stated on the Methodology page."""
+    return cell(stats.FDR_METHOD)
 
 
 def _settings(req: dict[str, Any]) -> str:
@@ -116,6 +122,9 @@ def _step_rows(
                 code(s.test),
                 f"{num(st.change_pct, 1)}%",
                 ratio,
+                "—"
+                if st.q_value is None
+                else (f"{st.q_value:.1e}" if st.q_value < 1e-3 else num(st.q_value, 3)),
                 cell(change or "—"),
                 cell(eff or "—"),
                 code(s.backend),
@@ -143,6 +152,7 @@ STEP_HEADERS = [
     "test",
     "change",
     "after/before [CI95]",
+    "q (false discovery rate)",
     "build change",
     "effective settings change",
     "backend",
@@ -150,7 +160,7 @@ STEP_HEADERS = [
     "before: the build's figure (CI95, n, runs), its artifacts",
     "after: the build's figure (CI95, n, runs), its artifacts",
 ]
-ALIGN = ["l", "l", "l", "r", "r", "l", "l", "l", "l", "r", "r"]
+ALIGN = ["l", "l", "l", "r", "r", "r", "l", "l", "l", "l", "r", "r"]
 
 
 def regressions_page(docs: list[RunRecord]) -> str:
@@ -159,7 +169,50 @@ def regressions_page(docs: list[RunRecord]) -> str:
     release = [st for st in steps if not st.variant]
     variants = [st for st in steps if st.variant]
     labels = hostnames.labels(docs)
-    out = []
+    n_tested = history.tested(sers)
+    out = [
+        (
+            f"**{n_tested}** boundaries tested (a configuration's build changed, with a figure on both sides), held "
+            f"together to a false discovery rate of {stats.FDR_Q:g}: a change is called only if it stands among "
+            "all of them. Steps are ranked by size and confidence: the smallest change their interval allows, "
+            "largest first."
+        ),
+        "",
+    ]
+    found = history.findings(sers)
+    if found:
+        out += [
+            "## Findings by build change",
+            "",
+            (
+                "Flagged boundaries of the release line grouped by build change and test: the same change seen "
+                "on many hosts is one finding. The change is the geometric mean over the hosts tested, with a CI95 "
+                "from the spread between them (one host: its own interval)."
+            ),
+            "",
+            table(
+                [
+                    "finding",
+                    "test",
+                    "change [CI95]",
+                    "hosts flagged / tested",
+                    "build change",
+                ],
+                [
+                    [
+                        cell(f.verdict),
+                        code(f.test),
+                        history.pct_interval(f.ratio, f.ci95_low, f.ci95_high),
+                        f"{f.hosts_flagged} of {f.hosts_tested}",
+                        cell(history.change_text(f.change)),
+                    ]
+                    for f in found
+                ],
+                ["l", "l", "r", "r", "l"],
+                max_rows=None,
+            ),
+            "",
+        ]
     if not release:
         out.append(
             admonition(
@@ -194,7 +247,14 @@ def regressions_page(docs: list[RunRecord]) -> str:
             ),
             "",
         ]
-    out += [fold("Method", prose(history.METHOD), "almanac-method"), ""]
+    out += [
+        fold(
+            "Method",
+            prose(history.METHOD) + "\n\n" + prose(stats.FDR_METHOD),
+            "almanac-method",
+        ),
+        "",
+    ]
     shown: set[str] = set()
     charts_md = []
     for st in release + variants:
@@ -211,6 +271,75 @@ def regressions_page(docs: list[RunRecord]) -> str:
     if charts_md:
         out += ["## Over time", "", "\n\n".join(charts_md), ""]
     return "\n".join(out)
+
+
+def build_to_build_section(
+    sers: list[history.Series], labels: dict[str, str]
+) -> list[str]:
+    """Build to build: per configuration, its earliest release build's figure against its newest, the speed-up
+    with its CI95 and verdict (the rows one family at the false discovery rate)."""
+    from pipelines.site import figures
+
+    spans = history.build_to_build(sers)
+    if not spans:
+        return []
+    rows = []
+    for st in spans:
+        s = st.series
+        hib = s.metric.higher_is_better
+        sp = None if st.ratio is None else (st.ratio if hib else 1.0 / st.ratio)
+        lo, hi = st.ci95_low, st.ci95_high
+        if not hib and lo and hi:
+            lo, hi = 1.0 / hi, 1.0 / lo
+        text = f"{num(sp, 3)}× [{num(lo, 3)}, {num(hi, 3)}]"
+        if st.verdict != "within noise":
+            text = figures.verdict(
+                text,
+                st.before_figure,
+                st.after_figure,
+                "loss" if st.verdict == "regression" else "win",
+            )
+        rows.append(
+            [
+                cell(s.model),
+                code(s.test),
+                host_cell(labels, s.host_id),
+                cell(st.before[0].build_label),
+                figures.cell_html(st.before_figure),
+                cell(st.after[0].build_label),
+                figures.cell_html(st.after_figure),
+                cell(history.change_text(st.build_change) or "—"),
+                text,
+                cell(st.verdict),
+            ]
+        )
+    return [
+        "## Build to build",
+        "",
+        (
+            f"{len(spans)} configuration(s) measured with two or more release builds: the earliest build's figure "
+            "against the newest's, the speed-up (newest over earliest, in the better direction: above 1 is "
+            f"faster) with its CI95, the rows held together to a false discovery rate of {stats.FDR_Q:g}."
+        ),
+        "",
+        table(
+            [
+                "model",
+                "test",
+                "host",
+                "earliest build",
+                "its figure",
+                "newest build",
+                "its figure",
+                "speed-up [CI95]",
+                "verdict",
+            ],
+            rows,
+            ["l", "l", "l", "l", "r", "l", "r", "r", "l"],
+            max_rows=None,
+        ),  # fmt: skip
+        "",
+    ]
 
 
 HISTORY_CHARTS = 20  # configurations charted over time on the History page (the newest)
@@ -277,6 +406,7 @@ def history_page(docs: list[RunRecord]) -> str:
         )
     )
     out.append("")
+    out += build_to_build_section(sers, labels)
     multi = [s for s in sers if len(s.points) > 1]
     if multi:
         out += [

@@ -65,9 +65,21 @@ def threads_halved(fp: dict[str, Any] | None = None) -> runner.BuildVariant:
     )
 
 
+def batch_of_one() -> runner.BuildVariant:
+    """A deliberately slowed prompt processing: a physical batch of one token (each prompt token its own
+    decode call). Unlike threads halved, it stays slower on an oversubscribed host, where two threads that
+    wait for each other can be slower than one: a planted regression for tests of a search."""
+    return runner.BuildVariant(
+        "batch-of-one",
+        "deliberately slowed build: a physical batch of one token (n_ubatch 1) instead of 512",
+        {"n_ubatch": 1},
+    )
+
+
 VARIANTS: dict[str, Callable[[], runner.BuildVariant | None]] = {
     "ordinary": lambda: None,
     "threads-halved": threads_halved,
+    "batch-of-one": batch_of_one,
 }
 
 
@@ -481,9 +493,15 @@ def _one_run(
     fp: dict[str, Any],
     variant: runner.BuildVariant | None,
     root: Path,
+    build: Any = None,
 ) -> dict[str, Any]:
+    """One measuring run in a fresh child; ``build`` (runtime.execution.builds.Build, probed): another
+    installed build's Python and environment, keyed by its own binding version."""
     settings = runner.merged_settings(cfg, ref)
-    bversion = backends.version(cfg.backend)
+    if build is not None:
+        bversion = build.backend_version()
+    else:
+        bversion = backends.version(cfg.backend)
     key = record.config_key(
         cfg.backend,
         ref.sha256,
@@ -502,7 +520,12 @@ def _one_run(
         "settings": job_settings,
         "test": cfg.test.model_dump(mode="json"),
     }
-    outcome = runner.run_child(job, cfg.timeout_s)
+    outcome = runner.run_child(
+        job,
+        cfg.timeout_s,
+        python=build.python if build is not None else None,
+        extra_env=build.child_env() if build is not None else None,
+    )
     doc = runner.build_artifact(
         cfg=cfg,
         ref=ref,

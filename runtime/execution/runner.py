@@ -134,9 +134,16 @@ class ChildOutcome:
 
 
 def run_child(
-    job: dict[str, Any], timeout_s: float, module: str = "runtime.execution.worker"
+    job: dict[str, Any],
+    timeout_s: float,
+    module: str = "runtime.execution.worker",
+    python: str | None = None,
+    extra_env: dict[str, str] | None = None,
 ) -> ChildOutcome:
-    """Run ``python -m <module>`` (default runtime.execution.worker) on ``job``; never raises for what the child does."""
+    """Run ``python -m <module>`` (default runtime.execution.worker) on ``job``; never raises for what the child does.
+
+    ``python``: another interpreter (an installed build's venv, runtime.execution.builds), ``extra_env``: its
+    environment (e.g. LLAMA_CPP_LIB_PATH); default: this process's."""
     with procs.job_dir() as td:
         job_path, out_path, log_path = (
             Path(td, "job.json"),
@@ -150,6 +157,7 @@ def run_child(
             + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])
         )
         env.setdefault("PYTHONUNBUFFERED", "1")
+        env.update(extra_env or {})
         # the worker dies with this process (PR_SET_PDEATHSIG + a watchdog) and kills itself past the deadline
         # even when no runner is left to enforce it (runtime.procs)
         env[procs.PARENT_ENV] = str(os.getpid())
@@ -158,7 +166,7 @@ def run_child(
         t0 = time.perf_counter()
         with open(log_path, "wb") as log:
             proc = subprocess.Popen(
-                [sys.executable, "-m", module, str(job_path), str(out_path)],
+                [python or sys.executable, "-m", module, str(job_path), str(out_path)],
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,

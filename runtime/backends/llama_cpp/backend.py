@@ -45,6 +45,8 @@ from runtime.hosts.energy import RateEnergy
 VENDORED_LLAMA_CPP = {
     "0.3.36": "0c1e57098",
     "0.3.35": "4df29be4f",
+    "0.3.34": "e3546c794",
+    "0.3.33": "78d2f5246",
 }
 
 
