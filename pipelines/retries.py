@@ -78,14 +78,17 @@ class ErrorMeasurement:
     missing: list[str] = field(default_factory=list)
 
 
-def measure_errors(spec: Any, docs: list[Any], host_id: str) -> ErrorMeasurement:
-    """The four runs of ``spec`` (model, test, matrix) on a host and what they measure."""
+def measure_errors(
+    spec: Any, docs: list[Any], host_id: str, fault_every: int | None = None
+) -> ErrorMeasurement:
+    """The four runs of ``spec`` (model, test, matrix) on a host and what they measure: without faults
+    and with them (``fault_every``: that injected rate only; None: any), retry off and on."""
     out = ErrorMeasurement(host_id, {})
     want = {
         "clean": (None, 0),
         "clean_retry": (None, 1),
-        "faulty": ("*", 0),
-        "faulty_retry": ("*", 1),
+        "faulty": (fault_every or "*", 0),
+        "faulty_retry": (fault_every or "*", 1),
     }
     found = select_runs(
         docs, model=spec.model, test=spec.test, host_id=host_id, matrix=spec.matrix
@@ -93,9 +96,11 @@ def measure_errors(spec: Any, docs: list[Any], host_id: str) -> ErrorMeasurement
     for name, (faults, retries) in want.items():
         for r in found:
             fe = r.requested.get("fault_every")
-            if (fe is None) == (faults is None) and int(
-                r.requested.get("retries", 1)
-            ) == retries:
+            if (
+                (fe is None) == (faults is None)
+                and (faults in (None, "*") or fe == faults)
+                and int(r.requested.get("retries", 1)) == retries
+            ):
                 out.runs[name] = r
                 break
         else:
@@ -312,3 +317,102 @@ def evaluate_plans(f: Any, docs: list[Any], host_id: str) -> list[Recommendation
             )
         )
     return out
+
+
+# ------------------------------------------------------------------------------------------------
+# The retry plan per error rate (seed 003, phase 3: "Estimated Performance Gain" per failure rate)
+# ------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class RatePlan:
+    """One row of seed 003's phase-3 table: a scenario (no errors, or an injected error rate), the
+    time per request when the caller re-sends a failure (current) and with automatic retry (the
+    plan), the speed-up and the gain, each with its interval, and the runs it comes from."""
+
+    fault_every: int | None  # None: the error-free row
+    p: dict[str, Any]  # measured error rate per attempt (retry off), Wilson CI95
+    current: tuple[float | None, float | None, float | None]  # ms: low, mid, high
+    auto: dict[str, Any]  # ms: mean, lo, hi (measured)
+    speedup: tuple[
+        float | None, float | None, float | None
+    ]  # current / auto: low, mid, high
+    backoff_s: float | None
+    sources: list[Any]  # RunRecords: current's, then the plan's
+    basis: str
+
+
+def rate_fault_values(spec: Any, docs: list[Any], host_id: str) -> list[int]:
+    """The injected rates (``fault_every``) measured for ``spec`` on a host, most frequent errors last."""
+    found = select_runs(
+        docs, model=spec.model, test=spec.test, host_id=host_id, matrix=spec.matrix
+    )
+    return sorted(
+        {
+            int(r.requested["fault_every"])
+            for r in found
+            if r.requested.get("fault_every")
+        },
+        reverse=True,
+    )
+
+
+def rate_plans(
+    spec: Any, docs: list[Any], host_id: str, resend: tuple[float, float]
+) -> tuple[list[RatePlan], list[str]]:
+    """The error-free row and one row per injected error rate, and what is missing (one line each)."""
+    rows: list[RatePlan] = []
+    missing: list[str] = []
+    for k in rate_fault_values(spec, docs, host_id):
+        m = measure_errors(spec, docs, host_id, fault_every=k)
+        if m.missing:
+            missing += [f"1 in {k}: {x}" for x in m.missing]
+            continue
+        if not rows:  # the error-free row, from the same matrix's runs without faults
+            base = m.t_clean
+            h = m.happy_cost
+            auto = _mean_ci(_ok_e2e(m.runs["clean_retry"]))
+            speed = tuple(
+                None if x is None else 1.0 / (1.0 + x)
+                for x in (h["hi"], h["mean"], h["lo"])
+            )
+            rows.append(
+                RatePlan(
+                    None,
+                    {"n": 0, "failed": 0, "mean": 0.0, "lo": None, "hi": None},
+                    (base["lo"], base["mean"], base["hi"]),
+                    auto,
+                    speed,
+                    m.backoff_s,
+                    [m.runs["clean"], m.runs["clean_retry"]],
+                    "both measured: retry off and on, no injected errors (Welch CI95 on the ratio)",
+                )
+            )
+        lo, mid, hi = retry_gain(m, resend)
+        t_fail = m.t_fail.get("mean") or 0.0
+
+        def manual(
+            p: float, r_s: float, m: ErrorMeasurement = m, t_fail: float = t_fail
+        ) -> float:
+            p = min(p, 0.999)
+            return m.t_ok["mean"] + p / (1 - p) * (t_fail + 1000.0 * r_s)
+
+        current = (
+            manual(m.p["lo"], resend[0]),
+            manual(m.p["mean"], sum(resend) / 2),
+            manual(m.p["hi"], resend[1]),
+        )
+        rows.append(
+            RatePlan(
+                k,
+                m.p,
+                current,
+                m.t_auto,
+                tuple(None if g is None else 1.0 + g for g in (lo, mid, hi)),
+                m.backoff_s,
+                [m.runs["faulty"], m.runs["faulty_retry"]],
+                f"current projected from the measured error rate, failed-attempt and answer times, a caller "
+                f"re-sending after {resend[0]:g}–{resend[1]:g} s (assumed); automatic retry measured",
+            )
+        )
+    return rows, missing

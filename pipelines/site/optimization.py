@@ -631,7 +631,7 @@ def optimization_page(
     docs: list[RunRecord], quality_docs: list[QualityRecord] | None = None
 ) -> str:
     from pipelines import speculation
-    from pipelines.site import tracks
+    from pipelines.site import flash_depth, temperature, tracks
 
     all_sweeps = opt.sweeps(docs)
     if not all_sweeps:
@@ -681,6 +681,10 @@ def optimization_page(
             if track == "moe-speculation":
                 out += tracks.moe_spec_section(sw)
                 continue
+            if flash_depth.is_flash_depth_sweep(sw):
+                out += flash_depth.flash_depth_section(sw)
+            if temperature.is_temperature_sweep(sw):
+                out += temperature.temperature_section(sw)
             out += _sweep_section(sw)
             if speculation.is_draft_sweep(sw):
                 if quality_docs is None:
