@@ -154,6 +154,7 @@ def _progress_printer():
                 f"{info['why']}; not measured, the sweep goes on",
                 style="yellow",
                 markup=False,
+                soft_wrap=True,  # one line, however narrow the terminal
             )
             return
         if kind not in ("skip", "run", "done"):
