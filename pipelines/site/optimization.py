@@ -466,8 +466,15 @@ def sweep_table(sw: opt.Sweep, points: list[opt.Point]) -> str:
     return table(headers, rows, align)
 
 
-def best_table(all_sweeps: list[opt.Sweep]) -> str:
-    """The best point per model and test, then the settings that reproduce each one."""
+def best_table(
+    all_sweeps: list[opt.Sweep], quality_docs: list[QualityRecord] | None = None
+) -> str:
+    """The best point per model and test with the model's quality and its output check, then the settings
+    that reproduce each one."""
+    from pipelines.site import best_quality
+
+    if quality_docs is None:
+        quality_docs = _quality_docs()
     rows = []
     repro: list[str] = []
     for b in opt.best_per_model(all_sweeps):
@@ -496,6 +503,8 @@ def best_table(all_sweeps: list[opt.Sweep]) -> str:
                     why,
                     _rate(base) if base else "—",
                     "—",
+                    best_quality.quality_cell(b["model"], b["host_id"], quality_docs),
+                    "—",
                     link(base.id, run_link(base.id)) if base else "—",
                 ]
             )
@@ -512,6 +521,8 @@ def best_table(all_sweeps: list[opt.Sweep]) -> str:
                 cell(f"{p.sweep}: {p.label}") + judged,
                 _rate(p),
                 _ratio(p),
+                best_quality.quality_cell(b["model"], b["host_id"], quality_docs),
+                best_quality.output_check(p),
                 link(p.id, run_link(p.id)),
             ]
         )
@@ -530,9 +541,18 @@ def best_table(all_sweeps: list[opt.Sweep]) -> str:
             + [""]
         )
     out = table(
-        ["model", "test", "best point", "rate", "speedup (CI95)", "source"],
+        [
+            "model",
+            "test",
+            "best point",
+            "rate",
+            "speedup (CI95)",
+            "quality (model)",
+            "output check",
+            "source",
+        ],
         rows,
-        ["l", "l", "l", "r", "r", "l"],
+        ["l", "l", "l", "r", "r", "l", "l", "l"],
     )
     if repro:
         out += "\n\n### Reproducing settings\n\n" + fold(
@@ -650,7 +670,7 @@ def optimization_page(
         "applied). Where a synthetic model's random weights make the baseline's text degenerate too, the text "
         "judges nothing: the pick is by speed and the table says the text was not judged. The flags reproduce it with llama.cpp's own tools; the arguments, with llama-cpp-python.",
         "",
-        best_table(all_sweeps),
+        best_table(all_sweeps, quality_docs),
         "",
     ]
     for track in opt.TRACKS:
