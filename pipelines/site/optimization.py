@@ -651,7 +651,7 @@ def optimization_page(
     docs: list[RunRecord], quality_docs: list[QualityRecord] | None = None
 ) -> str:
     from pipelines import speculation
-    from pipelines.site import flash_depth, temperature, tracks
+    from pipelines.site import flash_depth, rope, temperature, tracks
 
     all_sweeps = opt.sweeps(docs)
     if not all_sweeps:
@@ -673,8 +673,12 @@ def optimization_page(
         best_table(all_sweeps, quality_docs),
         "",
     ]
+    out += rope.rope_section(all_sweeps, docs)
     for track in opt.TRACKS:
-        group = [sw for sw in all_sweeps if sw.track == track]
+        # RoPE-scaling sweeps have their own section above
+        group = [
+            sw for sw in all_sweeps if sw.track == track and not rope.is_rope_sweep(sw)
+        ]
         if not group:
             continue
         if (

@@ -21,7 +21,7 @@ SPECULATIVE = ("none", "prompt_lookup", "draft_model")
 
 
 class LlamaCppSettings(BackendSettings):
-    OMITTED_AT_DEFAULT = ("lora_adapters", "lora_scale")
+    OMITTED_AT_DEFAULT = ("lora_adapters", "lora_scale", "rope_scaling")
 
     n_threads: int | None = Field(
         None,
@@ -120,6 +120,12 @@ class LlamaCppSettings(BackendSettings):
         ge=0.0,
         le=16.0,
         description="Scale of every attached adapter (llama.cpp --lora-scaled; the update is scaled by scale x alpha / rank).",
+    )
+    rope_scaling: Literal["none", "linear", "yarn"] = Field(
+        "none",
+        description="RoPE scaling to run beyond the trained context: linear or YaRN, with the factor n_ctx ÷ the "
+        "model's trained context (llama.cpp --rope-scaling, --rope-scale, --yarn-orig-ctx); none = the model's own "
+        "RoPE. A context within the trained one leaves nothing to scale: that point is not measured.",
     )
     n_expert_used: int | None = Field(
         None,
