@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from core import hostid
+from core.paths import slug  # noqa: F401 - re-exported: hostinfo.slug names artifact folders (quality, perplexity, importers)
 
 import psutil
 
