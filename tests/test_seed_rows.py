@@ -54,6 +54,39 @@ def test_slots_beyond_the_context_cannot_be_honoured():
     assert OpenAIHttpBackend.cannot_honour(other, None, _chat(3600, 16)) is None
 
 
+def test_rope_scaling_within_the_trained_context_cannot_be_honoured():
+    from types import SimpleNamespace
+
+    from core.kinds.rate import RateTest
+    from runtime.backends.llama_cpp.backend import LlamaCppBackend, rope_kwargs
+    from runtime.backends.llama_cpp.config import LlamaCppSettings
+
+    model = SimpleNamespace(facts={"context_length": 512})
+    test = RateTest.parse("tg32@d960")
+    s = lambda **kw: LlamaCppSettings(**kw)  # noqa: E731
+    assert (
+        LlamaCppBackend.cannot_honour(s(n_ctx=1024, rope_scaling="yarn"), model, test)
+        is None
+    )
+    assert (
+        LlamaCppBackend.cannot_honour(s(n_ctx=512), model, test) is None
+    )  # no scaling asked
+    setting, why = LlamaCppBackend.cannot_honour(
+        s(n_ctx=512, rope_scaling="linear"), model, test
+    )
+    assert (
+        setting == "rope_scaling=linear"
+        and "within the model's trained context of 512" in why
+    )
+    # the factor is n_ctx / trained context: 4x -> a quarter of the frequencies; YaRN keeps the original context
+    kw = rope_kwargs(s(n_ctx=2048, rope_scaling="yarn"), {"context_length": 512}, 2048)
+    assert kw["rope_freq_scale"] == 0.25 and kw["yarn_orig_ctx"] == 512
+    assert rope_kwargs(s(n_ctx=2048), {"context_length": 512}, 2048) == {}
+    assert (
+        "rope_scaling" not in s().recorded()
+    )  # the configurations measured before keep their key
+
+
 def test_bench_skips_a_point_it_cannot_honour(data_env):
     """The real runner and task: a sweep whose every point needs more slots than the context has room
     for prints one line per point naming the matrix and the setting, measures nothing, exits 0."""
