@@ -388,31 +388,45 @@ def rate_plans(
                     "both measured: retry off and on, no injected errors (Welch CI95 on the ratio)",
                 )
             )
-        lo, mid, hi = retry_gain(m, resend)
-        t_fail = m.t_fail.get("mean") or 0.0
+        # Both sides from the one run with automatic retry, so that drift between runs (a busy host) cancels:
+        # a retried request spent its failed attempt, the back-off and the retry; a caller who re-sends spends
+        # the failed attempt, its own delay and the new request. Per request the difference is the share of
+        # requests that failed once (f, Wilson CI95) times (resend - back-off).
+        run = m.runs["faulty_retry"]
+        recs = [r for r in run.request_records if r.e2e_ms is not None]
+        retried = sum(1 for r in recs if (r.attempts or 1) > 1)
+        f_lo, f_hi = stats.wilson_interval(retried, len(recs))
+        f_mid = retried / len(recs) if recs else 0.0
+        b = float(m.backoff_s or 0.0)
+        t = m.t_auto
 
-        def manual(
-            p: float, r_s: float, m: ErrorMeasurement = m, t_fail: float = t_fail
-        ) -> float:
-            p = min(p, 0.999)
-            return m.t_ok["mean"] + p / (1 - p) * (t_fail + 1000.0 * r_s)
+        def current(f: float, r_s: float, t_ms: float, b: float = b) -> float:
+            return t_ms + f * 1000.0 * max(r_s - b, 0.0)
 
-        current = (
-            manual(m.p["lo"], resend[0]),
-            manual(m.p["mean"], sum(resend) / 2),
-            manual(m.p["hi"], resend[1]),
+        mid_t = t["mean"]
+        lo_t, hi_t = (t["lo"] or mid_t), (t["hi"] or mid_t)
+        cur = (
+            current(f_lo, resend[0], lo_t),
+            current(f_mid, sum(resend) / 2, mid_t),
+            current(f_hi, resend[1], hi_t),
+        )
+        speed = (
+            current(f_lo, resend[0], hi_t) / hi_t,
+            cur[1] / mid_t,
+            current(f_hi, resend[1], lo_t) / lo_t,
         )
         rows.append(
             RatePlan(
                 k,
                 m.p,
-                current,
+                cur,
                 m.t_auto,
-                tuple(None if g is None else 1.0 + g for g in (lo, mid, hi)),
+                speed,
                 m.backoff_s,
                 [m.runs["faulty"], m.runs["faulty_retry"]],
-                f"current projected from the measured error rate, failed-attempt and answer times, a caller "
-                f"re-sending after {resend[0]:g}–{resend[1]:g} s (assumed); automatic retry measured",
+                f"both from the run with automatic retry ({retried} of {len(recs)} requests retried): current adds, per "
+                f"retried request, a caller's re-send after {resend[0]:g}–{resend[1]:g} s (assumed) in place of the "
+                f"{b:g} s back-off",
             )
         )
     return rows, missing

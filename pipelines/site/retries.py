@@ -209,10 +209,12 @@ def rate_plan_section(f: Any, docs: list[Any], host_id: str) -> list[str]:
             f"Seed 003's phase-3 table, measured on {code(spec.test)} ({cell(spec.model)}, matrix "
             f"{code(spec.matrix or 'any')}): a loopback proxy answers every k-th attempt with HTTP 503. "
             f"**With automatic retry** is the measured time per request (failures retried after the back-off); "
-            f"**current** is a caller who sees the failure and re-sends it after {num(resend[0], 1)}–"
-            f"{num(resend[1], 1)} s (assumed), from the measured error rate, failed-attempt and answer times. "
-            "Speedup = current ÷ with automatic retry; its interval takes the ends of every input's interval "
-            "together. The error-free row is what turning retry on costs when nothing fails (both measured).",
+            f"**current** is the same requests had the caller seen each failure and re-sent it after "
+            f"{num(resend[0], 1)}–{num(resend[1], 1)} s (assumed) instead of the back-off: both sides come from the "
+            "one run with retry on, so drift between runs on a busy host cancels. Speedup = current ÷ with automatic "
+            "retry; its interval takes the ends of every input's interval together (the share of requests retried, "
+            "Wilson CI95; the resend range; the request time's CI95). The error-free row is retry off against on "
+            "with no errors (two runs, Welch CI95): what the retry logic costs when nothing fails.",
             "",
             rate_plan_table(rows),
             "",
