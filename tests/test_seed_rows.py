@@ -176,7 +176,7 @@ def test_flash_attention_against_depth(runs):
     )
     assert flash_depth.is_flash_depth_sweep(sw)
     md = "\n".join(flash_depth.flash_depth_section(sw))
-    for depth in ("0 (empty context)", "1,024 tokens"):
+    for depth in ("0 (empty context)", "512 tokens"):
         assert depth in md
     text, point = flash_depth.quality_check(sw)
     assert point is not None and ("identical" in text or "differs" in text)
