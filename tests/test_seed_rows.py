@@ -159,8 +159,8 @@ def test_retry_plan_per_error_rate(runs):
         assert r.auto["n"] == 20 and r.backoff_s == 0.05
     md = rate_plan_table(rows)
     assert (
-        "1 in 20 attempts fails (5% injected)" in md
-        and "1 in 5 attempts fails (20% injected)" in md
+        "1 in 20 attempts fails (5.0% injected)" in md
+        and "1 in 5 attempts fails (20.0% injected)" in md
     )
     assert md.count("runs/run.md?id=") == 8  # every row links both of its runs
 
