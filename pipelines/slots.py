@@ -162,7 +162,8 @@ def role_slots(plan: SlotsFile, docs: list[Any], host_id: str) -> list[RoleSlots
             run = by_slots.get(k)
             if run is None:
                 rs.missing.append(
-                    f"-np {k}: not measured (no run: the backend could not honour it, or not run yet)"
+                    f"-np {k}: no run (the backend could not honour it, e.g. more slots than the context has room "
+                    "for; or not run yet)"
                 )
                 continue
             lv, blv = _level(run, k), _level(rs.baseline, k)

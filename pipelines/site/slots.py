@@ -66,15 +66,16 @@ def slots_table(plan: sl.SlotsFile, rows: list[sl.RoleSlots]) -> str:
                 ]
             )
         for miss in rs.missing:
+            tried, _, why = miss.partition(": ")
             out.append(
                 [
                     cell(rs.role),
                     code(rs.test),
-                    "",
+                    f"**{num(rs.recommended, 0)}**" if rs.recommended else "—",
+                    f"{cell(tried)}: not measured",
                     "—",
                     "—",
-                    "—",
-                    cell(miss),
+                    cell(why or miss),
                     base or "—",
                 ]
             )
