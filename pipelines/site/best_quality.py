@@ -44,9 +44,9 @@ def quality_cell(model: str, host_id: str, quality_docs: list[Any]) -> str:
     r = q.rate
     where = "" if q.host_id == host_id else f", on {code(q.host_id)}"
     return (
-        f"{link(f'{num(100 * (r.pass_rate or 0), 0)}%', quality_link(q.id))} on {cell(q.suite_name)}"
-        f"<br><small>{num(100 * (r.ci95_low or 0), 0)}–{num(100 * (r.ci95_high or 0), 0)}%, "
-        f"{num(r.passed, 0)} of {num(r.n, 0)} items{where}</small>"
+        f"{link(f'{num(100 * (r.pass_rate or 0), 0)}%', quality_link(q.id))} {cell(q.suite_name)} "
+        f"<small>({num(100 * (r.ci95_low or 0), 0)}–{num(100 * (r.ci95_high or 0), 0)}%, "
+        f"{num(r.passed, 0)}/{num(r.n, 0)}{where})</small>"
     )
 
 

@@ -12,7 +12,7 @@ value from an artifact goes through ``cell()``/``num()``/``code()``.
 from __future__ import annotations
 
 from pipelines import optimization as opt
-from pipelines.site.markdown import cell, code, link, num, run_link, table
+from pipelines.site.markdown import cell, code, fold, link, num, run_link, table
 
 SETTING = "flash_attn"
 
@@ -108,24 +108,24 @@ def flash_depth_section(sw: opt.Sweep) -> list[str]:
     return [
         f"#### Flash attention against context depth · {cell(sw.matrix)} on {code(sw.host_id)}",
         "",
-        "Seed 002 says flash attention gives 1.5–2× for long contexts with no quality loss. Here each row is one "
-        "rate test at a context depth (the context prefilled outside the timer), flash attention off "
-        "(llama-cpp-python's default) against on: mean rate with its CI95, the speed-up (ratio of means, CI95, "
-        "verdict) and the quality check (the sweep's greedy text with flash attention on, token for token "
-        "against off).",
+        "Seed 002: 1.5–2× for long contexts, no quality loss. Per depth (prefilled outside the timer): the rate "
+        "off and on (CI95), the speed-up, and the greedy text with it on against off.",
         "",
-        table(
-            [
-                "context length",
-                "test",
-                f"flash off ({unit})",
-                f"flash on ({unit})",
-                "speedup (CI95)",
-                "quality loss",
-                "source",
-            ],
-            rows,
-            ["r", "l", "r", "r", "r", "l", "l"],
+        fold(
+            "Per context length: flash off and on, speed-up, quality loss, artifacts",
+            table(
+                [
+                    "context length",
+                    "test",
+                    f"flash off ({unit})",
+                    f"flash on ({unit})",
+                    "speedup (CI95)",
+                    "quality loss",
+                    "source",
+                ],
+                rows,
+                ["r", "l", "r", "r", "r", "l", "l"],
+            ),
         ),
         "",
     ]

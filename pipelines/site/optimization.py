@@ -6,16 +6,16 @@ through ``cell()``/``num()``/``code()`` or ``charts.embed()``.
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 import altair as alt
 import pandas as pd
 
+from core import degeneration
 from core.metrics import METRICS
 from core.records.quality import QualityRecord
 from core.records.run import RunRecord
-
-from core import degeneration
 from pipelines import optimization as opt
 from pipelines.site import charts, figures
 from pipelines.site.markdown import (
@@ -638,6 +638,50 @@ def _sweep_section(sw: opt.Sweep) -> list[str]:
     return out
 
 
+def _elsewhere() -> dict[str, tuple[str, str]]:
+    """Matrices whose sweeps another page sums up in a seed's table: matrix -> (page, table)."""
+    from pipelines import slots, whatif
+
+    out: dict[str, tuple[str, str]] = {}
+    with contextlib.suppress(
+        Exception
+    ):  # an unreadable input is reported by its own page
+        rates = whatif.load_whatif().error_rates
+        if rates is not None and rates.matrix:
+            out[rates.matrix] = ("whatif/index.md", "Retry plan per error rate")
+    with contextlib.suppress(Exception):
+        plan = slots.load_slots()
+        if plan is not None:
+            out[plan.matrix] = ("roles/index.md", "Parallel slots per role")
+    return out
+
+
+def _summarised_elsewhere(
+    sw: opt.Sweep, elsewhere: dict[str, tuple[str, str]]
+) -> list[str] | None:
+    if sw.matrix not in elsewhere:
+        return None
+    page, title = elsewhere[sw.matrix]
+    return [
+        f"### {cell(sw.name)} · {cell(sw.matrix)} on {code(sw.host_id)}",
+        "",
+        f"Summed up on {link(title, page)} (the seed's table); every point here.",
+        "",
+    ]
+
+
+def _points_fold(sw: opt.Sweep) -> str:
+    """Every point of a sweep that a summary table already answers, test by test, in one fold."""
+    parts = []
+    for test in sw.tests:
+        pts = [p for p in sw.points if p.doc.test_name == test]
+        parts += [f"**{code(test)}**", "", sweep_table(sw, pts), ""]
+    return fold(
+        f"Every point of {sw.name}: settings, rate with its CI95, against the baseline, output check, artifact",
+        "\n".join(parts),
+    )
+
+
 SWEEPS_SHOWN = 6  # sweeps shown in full per track (the newest)
 
 
@@ -660,6 +704,8 @@ def optimization_page(
             "No sweeps yet",
             "Run `invoke bench --matrix optimization` to measure the optimization tracks on this host.",
         )
+    # RoPE scaling (no speed-up sought) and the sweeps another page sums up are left out of the best table
+    elsewhere = _elsewhere()
     out = [
         "## Best configuration per model",
         "",
@@ -670,7 +716,14 @@ def optimization_page(
         "applied). Where a synthetic model's random weights make the baseline's text degenerate too, the text "
         "judges nothing: the pick is by speed and the table says the text was not judged. The flags reproduce it with llama.cpp's own tools; the arguments, with llama-cpp-python.",
         "",
-        best_table(all_sweeps, quality_docs),
+        best_table(
+            [
+                sw
+                for sw in all_sweeps
+                if not rope.is_rope_sweep(sw) and sw.matrix not in elsewhere
+            ],
+            quality_docs,
+        ),
         "",
     ]
     out += rope.rope_section(all_sweeps, docs)
@@ -705,10 +758,18 @@ def optimization_page(
             if track == "moe-speculation":
                 out += tracks.moe_spec_section(sw)
                 continue
-            if flash_depth.is_flash_depth_sweep(sw):
-                out += flash_depth.flash_depth_section(sw)
-            if temperature.is_temperature_sweep(sw):
-                out += temperature.temperature_section(sw)
+            summary = (
+                flash_depth.flash_depth_section(sw)
+                if flash_depth.is_flash_depth_sweep(sw)
+                else temperature.temperature_section(sw)
+                if temperature.is_temperature_sweep(sw)
+                else _summarised_elsewhere(sw, elsewhere)
+            )
+            if (
+                summary is not None
+            ):  # a seed's table sums the sweep up: its points in one fold, no chart per test
+                out += summary + [_points_fold(sw), ""]
+                continue
             out += _sweep_section(sw)
             if speculation.is_draft_sweep(sw):
                 if quality_docs is None:

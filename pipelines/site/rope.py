@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from pipelines import optimization as opt
-from pipelines.site.markdown import cell, code, link, num, run_link, table
+from pipelines.site.markdown import cell, code, fold, link, num, run_link, table
 
 SETTING = "rope_scaling"
 EMBEDDED = "gemma3-270m-q4_k_m"
@@ -84,12 +84,9 @@ def rope_section(all_sweeps: list[opt.Sweep], docs: list[Any]) -> list[str]:
     out = [
         "## Long context by RoPE scaling",
         "",
-        "Seed 002 extends a model's context 8× by RoPE scaling (linear, NTK, YaRN). Here a model is run at 2×, 4× "
-        "and 8× its trained context (the factor is n_ctx ÷ the trained context its GGUF states) with linear and "
-        "YaRN scaling and without, generating after a context that fills it: the rate (t/s, mean with CI95) and "
-        "against no scaling at the same context (ratio of means, CI95, verdict). The scaling changes the "
-        "positions' frequencies, not the work, so a speed difference is not expected; what it buys is quality "
-        "beyond the trained context, which only a real model's perplexity can show.",
+        "Seed 002 extends a context 8× by RoPE scaling. Here 2×, 4× and 8× the trained context (its GGUF's), "
+        "linear and YaRN against none, generating after a context that fills it: scaling changes frequencies, not "
+        "work, so only a real model's perplexity could show what it buys.",
         "",
     ]
     for host in sorted({sw.host_id for sw in sweeps}):
@@ -128,20 +125,23 @@ def rope_section(all_sweeps: list[opt.Sweep], docs: list[Any]) -> list[str]:
         out += [
             f"### RoPE scaling on {code(host)}",
             "",
-            table(
-                [
-                    "extension",
-                    "context",
-                    "scaling",
-                    "model",
-                    "test",
-                    "rate (t/s)",
-                    "vs no scaling (CI95)",
-                    "perplexity (embedded model)",
-                    "source",
-                ],
-                rows,
-                ["r", "r", "l", "l", "l", "r", "r", "l", "l"],
+            fold(
+                "Every extension factor and scaling: rate, against no scaling, perplexity, artifact",
+                table(
+                    [
+                        "extension",
+                        "context",
+                        "scaling",
+                        "model",
+                        "test",
+                        "rate (t/s)",
+                        "vs no scaling (CI95)",
+                        "perplexity (embedded model)",
+                        "source",
+                    ],
+                    rows,
+                    ["r", "r", "l", "l", "l", "r", "r", "l", "l"],
+                ),
             ),
             "",
         ]

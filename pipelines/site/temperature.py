@@ -12,7 +12,7 @@ artifact goes through ``cell()``/``num()``/``code()``.
 from __future__ import annotations
 
 from pipelines import optimization as opt
-from pipelines.site.markdown import cell, code, link, num, run_link, table
+from pipelines.site.markdown import cell, code, fold, link, num, run_link, table
 
 
 def _temp(p: opt.Point) -> float:
@@ -95,25 +95,25 @@ def temperature_section(sw: opt.Sweep) -> list[str]:
     return [
         f"#### Acceptance against sampling temperature · {cell(sw.matrix)} on {code(sw.host_id)}",
         "",
-        "Seed 001 says a non-zero temperature can improve speculative acceptance. Here each row is one sampling "
-        "temperature: the drafted tokens accepted (accepted ÷ proposed), the generation rate of plain decoding and "
-        "of the speculative point (t/s, mean with CI95), the speed-up over plain decoding at the same temperature "
-        "(ratio of means, CI95, verdict), and the text against plain decoding (both sample from a generator seeded "
-        "per prompt, so they draw alike until a drafted token is refused).",
+        "Seed 001: a non-zero temperature may raise acceptance. Per temperature: drafted tokens accepted, the rate "
+        "of plain and speculative decoding (CI95), the speed-up, and the text (a seeded sampler: the same draws).",
         "",
-        table(
-            [
-                "temperature",
-                "point",
-                "acceptance",
-                "plain decoding (t/s)",
-                "speculative (t/s)",
-                "speedup (CI95)",
-                "text",
-                "source",
-            ],
-            rows,
-            ["r", "l", "r", "r", "r", "r", "l", "l"],
+        fold(
+            "Per temperature: acceptance, plain and speculative rate, speed-up, text, artifacts",
+            table(
+                [
+                    "temperature",
+                    "point",
+                    "acceptance",
+                    "plain decoding (t/s)",
+                    "speculative (t/s)",
+                    "speedup (CI95)",
+                    "text",
+                    "source",
+                ],
+                rows,
+                ["r", "l", "r", "r", "r", "r", "l", "l"],
+            ),
         ),
         "",
     ]
