@@ -648,11 +648,11 @@ def _elsewhere() -> dict[str, tuple[str, str]]:
     ):  # an unreadable input is reported by its own page
         rates = whatif.load_whatif().error_rates
         if rates is not None and rates.matrix:
-            out[rates.matrix] = ("whatif/index.md", "Retry plan per error rate")
+            out[rates.matrix] = ("whatif.md", "Retry plan per error rate")
     with contextlib.suppress(Exception):
         plan = slots.load_slots()
         if plan is not None:
-            out[plan.matrix] = ("roles/index.md", "Parallel slots per role")
+            out[plan.matrix] = ("roles.md", "Parallel slots per role")
     return out
 
 
