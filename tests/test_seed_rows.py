@@ -233,6 +233,7 @@ def test_slots_per_role(runs):
 
 def test_one_task_per_model():
     from pipelines.quality import load_quality
+    from pipelines.site.quality_pages import quality_link
     from pipelines.site.task_models import task_rows, task_table
 
     rows = [q for q in task_rows(load_quality()) if q.host_id == HOST]
@@ -241,7 +242,7 @@ def test_one_task_per_model():
         "gemma3-270m-q3_k_m",
         "gemma3-270m-q2_k",
     }
-    md = task_table(rows)
+    md = task_table(rows, quality_link)
     assert md.count("quality-runs/run.md?id=") == 3 and " words" in md
 
 

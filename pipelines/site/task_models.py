@@ -7,6 +7,7 @@ Every value goes through ``cell()``/``num()``/``code()``."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from core.records.quality import as_quality
@@ -35,9 +36,8 @@ def _words(text: str) -> int:
     return len(text.split())
 
 
-def task_table(rows: list[Any]) -> str:
-    from pipelines.site.quality_pages import quality_link
-
+def task_table(rows: list[Any], quality_link: Callable[[str], str]) -> str:
+    """``quality_link``: a quality artifact's id -> its view (the Quality page's own link rule)."""
     out = []
     for q in rows:
         items = q.items
@@ -76,7 +76,7 @@ def task_table(rows: list[Any]) -> str:
     )
 
 
-def task_section(docs: list[Any]) -> str:
+def task_section(docs: list[Any], quality_link: Callable[[str], str]) -> str:
     rows = task_rows(docs)
     if not rows:
         return ""
@@ -90,7 +90,7 @@ def task_section(docs: list[Any]) -> str:
             "t/s the output tokens over it, the length the summary's mean word count; quality the pass rate with "
             "its Wilson CI95 (few items: a wide interval).",
             "",
-            task_table(rows),
+            task_table(rows, quality_link),
             "",
         ]
     )
