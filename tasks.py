@@ -153,6 +153,15 @@ def _progress_printer():
                 markup=False,
             )
             return
+        if kind == "unhonoured":
+            console.print(
+                f"matrix {info['matrix']}: setting {info['setting']} ({info['test']}) cannot be honoured: "
+                f"{info['why']}; not measured, the sweep goes on",
+                style="yellow",
+                markup=False,
+                soft_wrap=True,  # one line, however narrow the terminal
+            )
+            return
         if kind not in ("skip", "run", "done"):
             return
         if kind == "run" and state.pop("busy", None) is not None:

@@ -78,14 +78,17 @@ class ErrorMeasurement:
     missing: list[str] = field(default_factory=list)
 
 
-def measure_errors(spec: Any, docs: list[Any], host_id: str) -> ErrorMeasurement:
-    """The four runs of ``spec`` (model, test, matrix) on a host and what they measure."""
+def measure_errors(
+    spec: Any, docs: list[Any], host_id: str, fault_every: int | None = None
+) -> ErrorMeasurement:
+    """The four runs of ``spec`` (model, test, matrix) on a host and what they measure: without faults
+    and with them (``fault_every``: that injected rate only; None: any), retry off and on."""
     out = ErrorMeasurement(host_id, {})
     want = {
         "clean": (None, 0),
         "clean_retry": (None, 1),
-        "faulty": ("*", 0),
-        "faulty_retry": ("*", 1),
+        "faulty": (fault_every or "*", 0),
+        "faulty_retry": (fault_every or "*", 1),
     }
     found = select_runs(
         docs, model=spec.model, test=spec.test, host_id=host_id, matrix=spec.matrix
@@ -93,9 +96,11 @@ def measure_errors(spec: Any, docs: list[Any], host_id: str) -> ErrorMeasurement
     for name, (faults, retries) in want.items():
         for r in found:
             fe = r.requested.get("fault_every")
-            if (fe is None) == (faults is None) and int(
-                r.requested.get("retries", 1)
-            ) == retries:
+            if (
+                (fe is None) == (faults is None)
+                and (faults in (None, "*") or fe == faults)
+                and int(r.requested.get("retries", 1)) == retries
+            ):
                 out.runs[name] = r
                 break
         else:
@@ -312,3 +317,116 @@ def evaluate_plans(f: Any, docs: list[Any], host_id: str) -> list[Recommendation
             )
         )
     return out
+
+
+# ------------------------------------------------------------------------------------------------
+# The retry plan per error rate (seed 003, phase 3: "Estimated Performance Gain" per failure rate)
+# ------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class RatePlan:
+    """One row of seed 003's phase-3 table: a scenario (no errors, or an injected error rate), the
+    time per request when the caller re-sends a failure (current) and with automatic retry (the
+    plan), the speed-up and the gain, each with its interval, and the runs it comes from."""
+
+    fault_every: int | None  # None: the error-free row
+    p: dict[str, Any]  # measured error rate per attempt (retry off), Wilson CI95
+    current: tuple[float | None, float | None, float | None]  # ms: low, mid, high
+    auto: dict[str, Any]  # ms: mean, lo, hi (measured)
+    speedup: tuple[
+        float | None, float | None, float | None
+    ]  # current / auto: low, mid, high
+    backoff_s: float | None
+    sources: list[Any]  # RunRecords: current's, then the plan's
+    basis: str
+
+
+def rate_fault_values(spec: Any, docs: list[Any], host_id: str) -> list[int]:
+    """The injected rates (``fault_every``) measured for ``spec`` on a host, most frequent errors last."""
+    found = select_runs(
+        docs, model=spec.model, test=spec.test, host_id=host_id, matrix=spec.matrix
+    )
+    return sorted(
+        {
+            int(r.requested["fault_every"])
+            for r in found
+            if r.requested.get("fault_every")
+        },
+        reverse=True,
+    )
+
+
+def rate_plans(
+    spec: Any, docs: list[Any], host_id: str, resend: tuple[float, float]
+) -> tuple[list[RatePlan], list[str]]:
+    """The error-free row and one row per injected error rate, and what is missing (one line each)."""
+    rows: list[RatePlan] = []
+    missing: list[str] = []
+    for k in rate_fault_values(spec, docs, host_id):
+        m = measure_errors(spec, docs, host_id, fault_every=k)
+        if m.missing:
+            missing += [f"1 in {k}: {x}" for x in m.missing]
+            continue
+        if not rows:  # the error-free row, from the same matrix's runs without faults
+            base = m.t_clean
+            h = m.happy_cost
+            auto = _mean_ci(_ok_e2e(m.runs["clean_retry"]))
+            speed = tuple(
+                None if x is None else 1.0 / (1.0 + x)
+                for x in (h["hi"], h["mean"], h["lo"])
+            )
+            rows.append(
+                RatePlan(
+                    None,
+                    {"n": 0, "failed": 0, "mean": 0.0, "lo": None, "hi": None},
+                    (base["lo"], base["mean"], base["hi"]),
+                    auto,
+                    speed,
+                    m.backoff_s,
+                    [m.runs["clean"], m.runs["clean_retry"]],
+                    "both measured: retry off and on, no injected errors (Welch CI95 on the ratio)",
+                )
+            )
+        # Both sides from the one run with automatic retry, so that drift between runs (a busy host) cancels:
+        # a retried request spent its failed attempt, the back-off and the retry; a caller who re-sends spends
+        # the failed attempt, its own delay and the new request. Per request the difference is the share of
+        # requests that failed once (f, Wilson CI95) times (resend - back-off).
+        run = m.runs["faulty_retry"]
+        recs = [r for r in run.request_records if r.e2e_ms is not None]
+        retried = sum(1 for r in recs if (r.attempts or 1) > 1)
+        f_lo, f_hi = stats.wilson_interval(retried, len(recs))
+        f_mid = retried / len(recs) if recs else 0.0
+        b = float(m.backoff_s or 0.0)
+        t = m.t_auto
+
+        def current(f: float, r_s: float, t_ms: float, b: float = b) -> float:
+            return t_ms + f * 1000.0 * max(r_s - b, 0.0)
+
+        mid_t = t["mean"]
+        lo_t, hi_t = (t["lo"] or mid_t), (t["hi"] or mid_t)
+        cur = (
+            current(f_lo, resend[0], lo_t),
+            current(f_mid, sum(resend) / 2, mid_t),
+            current(f_hi, resend[1], hi_t),
+        )
+        speed = (
+            current(f_lo, resend[0], hi_t) / hi_t,
+            cur[1] / mid_t,
+            current(f_hi, resend[1], lo_t) / lo_t,
+        )
+        rows.append(
+            RatePlan(
+                k,
+                m.p,
+                cur,
+                m.t_auto,
+                speed,
+                m.backoff_s,
+                [m.runs["faulty"], m.runs["faulty_retry"]],
+                f"both from the run with automatic retry ({retried} of {len(recs)} requests retried): current adds, per "
+                f"retried request, a caller's re-send after {resend[0]:g}–{resend[1]:g} s (assumed) in place of the "
+                f"{b:g} s back-off",
+            )
+        )
+    return rows, missing

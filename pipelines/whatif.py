@@ -279,6 +279,11 @@ class WhatIfFile(BaseModel):
     errors: ErrorRuns | None = Field(
         None, description="The serving runs that measure error rates and retry costs."
     )
+    error_rates: ErrorRuns | None = Field(
+        None,
+        description="The serving runs that sweep the injected error rate (seed 003's 5%, 10%, 20%), "
+        "retry off and on: the retry plan per error rate.",
+    )
     planned: list[Planned] = Field(
         default_factory=list, description="Planned optimizations to recommend or not."
     )

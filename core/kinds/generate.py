@@ -14,7 +14,7 @@ hand the model a text to rework (prompt lookup finds its continuations in the pr
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import Field, model_validator
 
@@ -79,7 +79,7 @@ WORKLOAD_HELP = {
 
 
 class GenerateTest(TestSpec):
-    """Greedy generation on a workload's prompts: outputs (token ids, text), generation rate, draft acceptance."""
+    """Generation on a workload's prompts (greedy unless a temperature is set): outputs (token ids, text), generation rate, draft acceptance."""
 
     kind: Literal["generate"] = "generate"
     id: str = Field(
@@ -102,6 +102,30 @@ class GenerateTest(TestSpec):
         False,
         description="Keep generating past end-of-generation tokens up to max_tokens.",
     )
+    temperature: float = Field(
+        0.0,
+        ge=0.0,
+        le=2.0,
+        description="Sampling temperature: 0 = greedy (the default; the lossless check compares greedy "
+        "texts); above 0 each token is sampled (llama-cpp-python's top_k 40, top_p 0.95, min_p 0.05) "
+        "from a generator seeded per prompt (seed + prompt index), so a repetition samples the same way.",
+    )
+    seed: int = Field(
+        0,
+        ge=0,
+        description="Sampling seed when temperature > 0 (plus the prompt's index).",
+    )
+
+    # left out of the stored test (and so of the configuration key) while at their defaults: the greedy
+    # tests measured before these fields existed keep their identity
+    OMITTED_AT_DEFAULT: ClassVar[tuple[str, ...]] = ("temperature", "seed")
+
+    def to_dict(self) -> dict[str, Any]:
+        d = super().to_dict()
+        for name in self.OMITTED_AT_DEFAULT:
+            if d.get(name) == type(self).model_fields[name].default:
+                d.pop(name, None)
+        return d
 
     @model_validator(mode="after")
     def _fill(self) -> "GenerateTest":

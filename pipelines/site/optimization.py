@@ -6,16 +6,16 @@ through ``cell()``/``num()``/``code()`` or ``charts.embed()``.
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 import altair as alt
 import pandas as pd
 
+from core import degeneration
 from core.metrics import METRICS
 from core.records.quality import QualityRecord
 from core.records.run import RunRecord
-
-from core import degeneration
 from pipelines import optimization as opt
 from pipelines.site import charts, figures
 from pipelines.site.markdown import (
@@ -466,8 +466,15 @@ def sweep_table(sw: opt.Sweep, points: list[opt.Point]) -> str:
     return table(headers, rows, align)
 
 
-def best_table(all_sweeps: list[opt.Sweep]) -> str:
-    """The best point per model and test, then the settings that reproduce each one."""
+def best_table(
+    all_sweeps: list[opt.Sweep], quality_docs: list[QualityRecord] | None = None
+) -> str:
+    """The best point per model and test with the model's quality and its output check, then the settings
+    that reproduce each one."""
+    from pipelines.site import best_quality
+
+    if quality_docs is None:
+        quality_docs = _quality_docs()
     rows = []
     repro: list[str] = []
     for b in opt.best_per_model(all_sweeps):
@@ -496,6 +503,8 @@ def best_table(all_sweeps: list[opt.Sweep]) -> str:
                     why,
                     _rate(base) if base else "—",
                     "—",
+                    best_quality.quality_cell(b["model"], b["host_id"], quality_docs),
+                    "—",
                     link(base.id, run_link(base.id)) if base else "—",
                 ]
             )
@@ -512,6 +521,8 @@ def best_table(all_sweeps: list[opt.Sweep]) -> str:
                 cell(f"{p.sweep}: {p.label}") + judged,
                 _rate(p),
                 _ratio(p),
+                best_quality.quality_cell(b["model"], b["host_id"], quality_docs),
+                best_quality.output_check(p),
                 link(p.id, run_link(p.id)),
             ]
         )
@@ -530,9 +541,18 @@ def best_table(all_sweeps: list[opt.Sweep]) -> str:
             + [""]
         )
     out = table(
-        ["model", "test", "best point", "rate", "speedup (CI95)", "source"],
+        [
+            "model",
+            "test",
+            "best point",
+            "rate",
+            "speedup (CI95)",
+            "quality (model)",
+            "output check",
+            "source",
+        ],
         rows,
-        ["l", "l", "l", "r", "r", "l"],
+        ["l", "l", "l", "r", "r", "l", "l", "l"],
     )
     if repro:
         out += "\n\n### Reproducing settings\n\n" + fold(
@@ -618,6 +638,50 @@ def _sweep_section(sw: opt.Sweep) -> list[str]:
     return out
 
 
+def _elsewhere() -> dict[str, tuple[str, str]]:
+    """Matrices whose sweeps another page sums up in a seed's table: matrix -> (page, table)."""
+    from pipelines import slots, whatif
+
+    out: dict[str, tuple[str, str]] = {}
+    with contextlib.suppress(
+        Exception
+    ):  # an unreadable input is reported by its own page
+        rates = whatif.load_whatif().error_rates
+        if rates is not None and rates.matrix:
+            out[rates.matrix] = ("whatif.md", "Retry plan per error rate")
+    with contextlib.suppress(Exception):
+        plan = slots.load_slots()
+        if plan is not None:
+            out[plan.matrix] = ("roles.md", "Parallel slots per role")
+    return out
+
+
+def _summarised_elsewhere(
+    sw: opt.Sweep, elsewhere: dict[str, tuple[str, str]]
+) -> list[str] | None:
+    if sw.matrix not in elsewhere:
+        return None
+    page, title = elsewhere[sw.matrix]
+    return [
+        f"### {cell(sw.name)} · {cell(sw.matrix)} on {code(sw.host_id)}",
+        "",
+        f"Summed up on {link(title, page)} (the seed's table); every point here.",
+        "",
+    ]
+
+
+def _points_fold(sw: opt.Sweep) -> str:
+    """Every point of a sweep that a summary table already answers, test by test, in one fold."""
+    parts = []
+    for test in sw.tests:
+        pts = [p for p in sw.points if p.doc.test_name == test]
+        parts += [f"**{code(test)}**", "", sweep_table(sw, pts), ""]
+    return fold(
+        f"Every point of {sw.name}: settings, rate with its CI95, against the baseline, output check, artifact",
+        "\n".join(parts),
+    )
+
+
 SWEEPS_SHOWN = 6  # sweeps shown in full per track (the newest)
 
 
@@ -631,7 +695,7 @@ def optimization_page(
     docs: list[RunRecord], quality_docs: list[QualityRecord] | None = None
 ) -> str:
     from pipelines import speculation
-    from pipelines.site import tracks
+    from pipelines.site import flash_depth, rope, temperature, tracks
 
     all_sweeps = opt.sweeps(docs)
     if not all_sweeps:
@@ -640,6 +704,8 @@ def optimization_page(
             "No sweeps yet",
             "Run `invoke bench --matrix optimization` to measure the optimization tracks on this host.",
         )
+    # RoPE scaling (no speed-up sought) and the sweeps another page sums up are left out of the best table
+    elsewhere = _elsewhere()
     out = [
         "## Best configuration per model",
         "",
@@ -650,11 +716,22 @@ def optimization_page(
         "applied). Where a synthetic model's random weights make the baseline's text degenerate too, the text "
         "judges nothing: the pick is by speed and the table says the text was not judged. The flags reproduce it with llama.cpp's own tools; the arguments, with llama-cpp-python.",
         "",
-        best_table(all_sweeps),
+        best_table(
+            [
+                sw
+                for sw in all_sweeps
+                if not rope.is_rope_sweep(sw) and sw.matrix not in elsewhere
+            ],
+            quality_docs,
+        ),
         "",
     ]
+    out += rope.rope_section(all_sweeps, docs)
     for track in opt.TRACKS:
-        group = [sw for sw in all_sweeps if sw.track == track]
+        # RoPE-scaling sweeps have their own section above
+        group = [
+            sw for sw in all_sweeps if sw.track == track and not rope.is_rope_sweep(sw)
+        ]
         if not group:
             continue
         if (
@@ -680,6 +757,18 @@ def optimization_page(
         for sw in group:
             if track == "moe-speculation":
                 out += tracks.moe_spec_section(sw)
+                continue
+            summary = (
+                flash_depth.flash_depth_section(sw)
+                if flash_depth.is_flash_depth_sweep(sw)
+                else temperature.temperature_section(sw)
+                if temperature.is_temperature_sweep(sw)
+                else _summarised_elsewhere(sw, elsewhere)
+            )
+            if (
+                summary is not None
+            ):  # a seed's table sums the sweep up: its points in one fold, no chart per test
+                out += summary + [_points_fold(sw), ""]
                 continue
             out += _sweep_section(sw)
             if speculation.is_draft_sweep(sw):

@@ -222,6 +222,9 @@ def quality_page(docs: list[QualityRecord]) -> str:
         )
     )
     out += ["", "## Suites", "", suites_table(frame), ""]
+    from pipelines.site.task_models import task_section
+
+    out += [task_section(docs, quality_link)]
     return "\n".join(out)
 
 

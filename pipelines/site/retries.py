@@ -133,6 +133,97 @@ def recommendations_table(recs: list[rt.Recommendation]) -> str:
     )
 
 
+def _ms_range(t: tuple[float | None, float | None, float | None]) -> str:
+    lo, mid, hi = t
+    if mid is None:
+        return "—"
+    return (
+        f"{num(mid, 1)}<br><small>{num(lo, 1)} – {num(hi, 1)}</small>"
+        if lo is not None
+        else num(mid, 1)
+    )
+
+
+def rate_plan_table(rows: list[rt.RatePlan]) -> str:
+    """Seed 003's phase-3 table, measured: one row per scenario (error-free, then each injected rate)."""
+    out = []
+    for r in rows:
+        if r.fault_every is None:
+            scenario = "error-free (no injected errors)"
+        else:
+            scenario = (
+                f"1 in {r.fault_every} attempts fails ({_pct(1 / r.fault_every, False)} injected)<br><small>measured "
+                f"{_pct(r.p['mean'], False)}, {_pct(r.p['lo'], False)} – {_pct(r.p['hi'], False)} "
+                f"({r.p['failed']} of {r.p['n']} attempts)</small>"
+            )
+        lo, mid, hi = r.speedup
+        speed = (
+            "—"
+            if mid is None
+            else f"{num(mid, 3)}×<br><small>{num(lo, 3)} – {num(hi, 3)}</small>"
+        )
+        gain = (
+            "—"
+            if mid is None
+            else f"{_pct(mid - 1)}<br><small>{_pct(lo - 1)} – {_pct(hi - 1)}</small>"
+        )
+        out.append(
+            [
+                scenario,
+                _ms_range(r.current),
+                f"{_ms(r.auto)}<br><small>{_ci_ms(r.auto)}</small>",
+                speed,
+                gain,
+                "—"
+                if r.backoff_s is None
+                else f"{num(r.backoff_s, 2)} s, doubled per retry",
+                " · ".join(link(x.id[:12], run_link(x.id)) for x in r.sources),
+            ]
+        )
+    return table(
+        [
+            "scenario (error rate)",
+            "current: the caller re-sends (ms per request)",
+            "with automatic retry (ms per request)",
+            "speedup",
+            "gain",
+            "back-off",
+            "source",
+        ],
+        out,
+        ["l", "r", "r", "r", "r", "l", "l"],
+    )
+
+
+def rate_plan_section(f: Any, docs: list[Any], host_id: str) -> list[str]:
+    """The retry plan per error rate on one host (empty where that host has no such runs)."""
+    spec = f.error_rates
+    if spec is None or not rt.rate_fault_values(spec, docs, host_id):
+        return []
+    plan = next((p for p in f.planned if p.kind == "retry"), None)
+    resend = tuple(plan.resend_after_s) if plan is not None else (0.5, 2.0)
+    rows, missing = rt.rate_plans(spec, docs, host_id, resend)
+    out = ["#### Retry plan per error rate", ""]
+    if rows:
+        out += [
+            f"Seed 003's phase-3 table, measured on {code(spec.test)} ({cell(spec.model)}, matrix "
+            f"{code(spec.matrix or 'any')}): a loopback proxy answers every k-th attempt with HTTP 503. "
+            f"**With automatic retry** is the measured time per request (failures retried after the back-off); "
+            f"**current** is the same requests had the caller seen each failure and re-sent it after "
+            f"{num(resend[0], 1)}–{num(resend[1], 1)} s (assumed) instead of the back-off: both sides come from the "
+            "one run with retry on, so drift between runs on a busy host cancels. Speedup = current ÷ with automatic "
+            "retry; its interval takes the ends of every input's interval together (the share of requests retried, "
+            "Wilson CI95; the resend range; the request time's CI95). The error-free row is retry off against on "
+            "with no errors (two runs, Welch CI95): what the retry logic costs when nothing fails.",
+            "",
+            rate_plan_table(rows),
+            "",
+        ]
+    if missing:
+        out += [f"Not measured: {prose('; '.join(missing))}.", ""]
+    return out
+
+
 def errors_section(f: Any, docs: list[Any]) -> str:
     if f.errors is None and not f.planned:
         return ""
@@ -148,6 +239,7 @@ def errors_section(f: Any, docs: list[Any]) -> str:
     ]
     hosts = sorted(
         set(rt.error_hosts(f.errors, docs) if f.errors else [])
+        | set(rt.error_hosts(f.error_rates, docs) if f.error_rates else [])
         | {h for p in f.planned if p.kind == "stage" for h in _mix_hosts(f, p, docs)}
     )
     if not hosts:
@@ -177,6 +269,7 @@ def errors_section(f: Any, docs: list[Any]) -> str:
                     errors_table(m),
                     "",
                 ]
+        out += rate_plan_section(f, docs, h)
         out += [recommendations_table(rt.evaluate_plans(f, docs, h)), ""]
     out += [
         fold(

@@ -10,7 +10,7 @@ from pipelines import backends as backend_cmp
 from pipelines import dataset, leaderboard, optimization, roofline
 from pipelines.site import hosts as hosts_pages
 from pipelines.site import optimization as optimization_pages
-from pipelines.site import pages, quality_pages
+from pipelines.site import pages, quality_pages, slots
 from pipelines.site import serving as serving_pages
 from pipelines.site.kinds import kinds_on
 from pipelines.site.per_host import SplitPage, register
@@ -89,6 +89,10 @@ register(
         "Roles",
         "runs",
         lambda r: True,
-        lambda runs, host: quality_pages.roles_page_for(host),
+        lambda runs, host: (
+            quality_pages.roles_page_for(host)
+            + "\n\n"
+            + slots.slots_section(runs, host)
+        ),
     )
 )

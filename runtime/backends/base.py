@@ -233,6 +233,16 @@ class Backend(abc.ABC):
         return None
 
     @classmethod
+    def cannot_honour(
+        cls, settings: BackendSettings, model: ModelRef | EndpointRef, test: TestSpec
+    ) -> tuple[str, str] | None:
+        """A setting this backend cannot honour for this test, though it is valid on its own (more
+        parallel slots than the context has room for): ``(setting, why)``. The runner measures nothing
+        for that point, prints one line naming the matrix and the setting, and the sweep goes on.
+        Default: every valid setting can be honoured."""
+        return None
+
+    @classmethod
     def preflight(
         cls, settings: BackendSettings, model: ModelRef | EndpointRef, test: TestSpec
     ) -> None:

@@ -433,6 +433,8 @@ class MatrixReport:
     matrix: str
     measured: list[Path] = field(default_factory=list)
     skipped: list[Path] = field(default_factory=list)
+    # points not measured because the backend cannot honour one of their settings (one line each)
+    unhonoured: list[str] = field(default_factory=list)
     failed: list[Path] = field(default_factory=list)
 
 
@@ -628,6 +630,26 @@ def _run_configurations(
         for i, cfg in enumerate(cfgs, 1):
             ref = refs[cfg.model]
             settings = merged_settings(cfg, ref)
+            unhonoured = backends.backend_class(cfg.backend).cannot_honour(
+                settings, ref, cfg.test
+            )
+            if (
+                unhonoured is not None
+            ):  # nothing measured for this point; the sweep goes on
+                setting, why = unhonoured
+                report.unhonoured.append(
+                    f"{m.name}: {setting} ({cfg.test.name}): {why}"
+                )
+                emit(
+                    "unhonoured",
+                    {
+                        "matrix": m.name,
+                        "setting": setting,
+                        "test": cfg.test.name,
+                        "why": why,
+                    },
+                )
+                continue
             bversion = backends.version(cfg.backend)
             key = key_of(
                 cfg,

@@ -176,6 +176,28 @@ def effective_n_ctx(settings: LlamaCppSettings, test: TestSpec) -> int:
     return 4096
 
 
+def rope_kwargs(
+    settings: LlamaCppSettings, facts: dict[str, Any], n_ctx: int
+) -> dict[str, Any]:
+    """llama-cpp-python's arguments for ``rope_scaling``: the trained context stretched to n_ctx (factor
+    n_ctx ÷ trained; llama.cpp --rope-scaling linear|yarn --rope-scale F --yarn-orig-ctx N)."""
+    if settings.rope_scaling == "none":
+        return {}
+    import llama_cpp as L
+
+    trained = int(facts.get("context_length") or 0)
+    factor = n_ctx / trained
+    kind = (
+        L.LLAMA_ROPE_SCALING_TYPE_LINEAR
+        if settings.rope_scaling == "linear"
+        else L.LLAMA_ROPE_SCALING_TYPE_YARN
+    )
+    out: dict[str, Any] = {"rope_scaling_type": kind, "rope_freq_scale": 1.0 / factor}
+    if settings.rope_scaling == "yarn":
+        out["yarn_orig_ctx"] = trained
+    return out
+
+
 class LlamaCppBackend(Backend):
     name = NAME
     settings_class = LlamaCppSettings
@@ -258,6 +280,7 @@ class LlamaCppBackend(Backend):
             type_k=GGML_TYPES[s.type_k],
             type_v=GGML_TYPES[s.type_v],
             chat_format=s.chat_format,
+            **rope_kwargs(s, self.model.facts, self.n_ctx),
             logits_all=s.speculative
             != "none",  # a draft needs logits for every drafted position
             verbose=True,
@@ -508,6 +531,28 @@ class LlamaCppBackend(Backend):
         if self.llm is None:
             return None
         return placement.gpus_used(self.settings, self.placement.gpus, self._offloads())
+
+    @classmethod
+    def cannot_honour(
+        cls, settings: LlamaCppSettings, model: Any, test: TestSpec
+    ) -> tuple[str, str] | None:
+        """RoPE scaling stretches the trained context to n_ctx: a context within the trained one (or a model
+        that does not say what it was trained for) leaves no factor to apply."""
+        if settings.rope_scaling == "none":
+            return None
+        trained = int((getattr(model, "facts", None) or {}).get("context_length") or 0)
+        n_ctx = effective_n_ctx(settings, test)
+        if not trained:
+            return (
+                f"rope_scaling={settings.rope_scaling}",
+                "the model does not state its trained context",
+            )
+        if n_ctx <= trained:
+            return (
+                f"rope_scaling={settings.rope_scaling}",
+                f"n_ctx {n_ctx:,} is within the model's trained context of {trained:,} tokens: no factor to apply",
+            )
+        return None
 
     @classmethod
     def preflight(cls, settings: LlamaCppSettings, model: Any, test: TestSpec) -> None:

@@ -23,7 +23,7 @@ SPECULATIVE = ("none", "prompt_lookup", "draft_model")
 
 
 class LlamaCppSettings(BackendSettings, PlacementSettings):
-    OMITTED_AT_DEFAULT = ("lora_adapters", "lora_scale", *placement.OMITTED)
+    OMITTED_AT_DEFAULT = ("lora_adapters", "lora_scale", "rope_scaling", *placement.OMITTED)
 
     n_threads: int | None = Field(
         None,
@@ -121,6 +121,12 @@ class LlamaCppSettings(BackendSettings, PlacementSettings):
         ge=0.0,
         le=16.0,
         description="Scale of every attached adapter (llama.cpp --lora-scaled; the update is scaled by scale x alpha / rank).",
+    )
+    rope_scaling: Literal["none", "linear", "yarn"] = Field(
+        "none",
+        description="RoPE scaling to run beyond the trained context: linear or YaRN, with the factor n_ctx ÷ the "
+        "model's trained context (llama.cpp --rope-scaling, --rope-scale, --yarn-orig-ctx); none = the model's own "
+        "RoPE. A context within the trained one leaves nothing to scale: that point is not measured.",
     )
     n_expert_used: int | None = Field(
         None,

@@ -318,8 +318,12 @@ def run_generate(llm: Any, draft: Any | None, test: GenerateTest) -> TestResult:
     stats: DraftStats | None = getattr(draft, "stats", None)
     prompts = [chat_prompt_tokens(llm, p)[0] for p in test.prompts]
 
-    def one(tokens: list[int], max_tokens: int) -> dict[str, Any]:
+    temp = float(getattr(test, "temperature", 0.0) or 0.0)
+
+    def one(tokens: list[int], max_tokens: int, index: int = 0) -> dict[str, Any]:
         llm.reset()  # no prefix reuse between requests
+        if temp > 0:  # the same draws on every repetition (and with or without a draft)
+            llm.set_seed(int(getattr(test, "seed", 0)) + index)
         if stats is not None:
             stats.begin()
         before = stats.snapshot() if stats is not None else None
@@ -329,7 +333,10 @@ def run_generate(llm: Any, draft: Any | None, test: GenerateTest) -> TestResult:
         t0 = time.perf_counter_ns()
         gen = llm.generate(
             tokens,
-            temp=0.0,
+            temp=temp,
+            top_k=40,
+            top_p=0.95,
+            min_p=0.05,
             repeat_penalty=1.0,
             reset=True,
             logits_processor=processors,
@@ -380,7 +387,7 @@ def run_generate(llm: Any, draft: Any | None, test: GenerateTest) -> TestResult:
         r = len(per_rep)
         recs = []
         for i, tokens in enumerate(prompts):
-            rec = one(tokens, test.max_tokens)
+            rec = one(tokens, test.max_tokens, i)
             rec.update(repetition=r, prompt_index=i)
             recs.append(rec)
         records += recs

@@ -173,6 +173,45 @@ class OpenAIHttpBackend(Backend):
             ) from None
         return model.identified(served, where)
 
+    # characters per token assumed when a prompt's tokens are not known before the run: few, so that the
+    # estimate errs towards more tokens (English text in these tokenizers runs at about 4 per token)
+    CHARS_PER_TOKEN = 3.0
+
+    @classmethod
+    def cannot_honour(
+        cls, settings: OpenAIHttpSettings, model, test: TestSpec
+    ) -> tuple[str, str] | None:
+        """llama-server's slots share one KV cache of n_ctx tokens (--kv-unified): ``parallel`` requests
+        at once need room for every one's prompt and output. A started llama-server whose slots cannot
+        all hold a request of this test is a point not measured (its requests would be cut short or
+        refused), not a failed run."""
+        if (
+            not cls.managed_server(settings)
+            or settings.server != "llama-server"
+            or settings.parallel <= 1
+        ):
+            return None
+        messages = getattr(test, "messages", None)
+        max_tokens = getattr(test, "max_tokens", None)
+        if not messages or not max_tokens:
+            return None
+        chars = sum(len(m.content) for m in messages)
+        per_request = int(chars / cls.CHARS_PER_TOKEN) + int(max_tokens)
+        need = settings.parallel * per_request
+        if need <= settings.n_ctx:
+            return None
+        return (
+            f"parallel={settings.parallel}",
+            f"{settings.parallel} slots × about {per_request:,} tokens per request (prompt of {chars:,} characters "
+            f"at {cls.CHARS_PER_TOKEN:g} per token + max_tokens {max_tokens}) = {need:,} exceed the context's room "
+            f"of n_ctx {settings.n_ctx:,} tokens",
+        )
+
+    @staticmethod
+    def managed_server(settings: OpenAIHttpSettings) -> bool:
+        """Whether the run starts its own server (no base_url given)."""
+        return settings.base_url is None
+
     @classmethod
     def preflight(cls, settings: OpenAIHttpSettings, model, test: TestSpec) -> None:
         """An endpoint model is measured where it is served: no server to start (that needs a
