@@ -18,8 +18,8 @@ from typing import Any
 from core.kinds import load_stats
 from core.kinds.capacity import CapacityTest
 from runtime.load import workload
-from runtime.load.runner import Outcome, connections, failure_of, warmup
-from runtime.load.scheduler import LevelPlan, run_level
+from runtime.load.runner import Outcome, connections, failure_of, level_plan, warmup
+from runtime.load.scheduler import run_level
 
 
 def stop_rule(test: CapacityTest):
@@ -83,21 +83,21 @@ async def _search(transport: Any, test: CapacityTest) -> Outcome:
             reqs, info = await workload.build(
                 transport, client, test.workload, test.max_requests, i
             )
-            plan = LevelPlan(
-                test.profile,
+            plan = level_plan(
+                transport,
+                test,
                 grid[i],
                 i,
                 reqs,
-                seed=test.seed,
-                max_concurrency=test.max_concurrency,
+                stop_rule=rule,
                 check_every=test.check_every,
                 min_requests=test.min_requests,
-                stop_rule=rule,
-                seed_base=i * 100_000,
             )
             lv = await run_level(transport, client, plan)
         measured[i] = lv
-        s = load_stats.level_summary(lv, test.slo, test.profile, conf)
+        s = load_stats.level_summary(
+            lv, test.slo, test.profile, conf, steady_state=test.steady_state
+        )
         summaries[i] = s
         below = max((j for j in summaries if j < i), default=None)
         boundary = _boundary(
@@ -180,7 +180,12 @@ async def _search(transport: Any, test: CapacityTest) -> Outcome:
         state["stopped"] = "server lost"
     levels = [measured[k] for k in sorted(measured)]
     summary = load_stats.sweep_summary(
-        levels, test.slo, test.profile, grid=grid, confidence=conf
+        levels,
+        test.slo,
+        test.profile,
+        grid=grid,
+        confidence=conf,
+        steady_state=test.steady_state,
     )
     answer = summary["answer"]
     records = [r for lv in levels for r in lv["requests"]]
