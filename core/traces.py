@@ -146,7 +146,7 @@ def _raw_rows(path: Path):
     with path.open("r", encoding="utf-8", errors="replace", newline="") as fh:
         head = fh.read(4096)
         fh.seek(0)
-        if head.lstrip().startswith("{"):
+        if head.lstrip()[:1] in ("{", "["):
             for n, line in enumerate(fh, 1):
                 if len(line) > MAX_LINE_CHARS:
                     raise _fail(
