@@ -18,7 +18,7 @@ from core.records.run import RunRecord, as_record
 from core.summary import Summary
 
 from pipelines import backends as backend_cmp
-from pipelines import serving
+from pipelines import serving, traffic
 from pipelines.site import charts, figures
 from pipelines.site.markdown import (
     SYNTHETIC_BADGE,
@@ -33,6 +33,7 @@ from pipelines.site.markdown import (
     run_link,
     table,
 )
+from pipelines.site.traffic import traffic_section
 
 VERDICT_CLASS = {"win": "almanac-verdict-win", "loss": "almanac-verdict-loss"}
 
@@ -642,6 +643,7 @@ def serving_page(docs: list[RunRecord]) -> str:
     out: list[str] = []
     if loads:
         out += capacity_section(loads)
+        out += traffic_section(traffic.traffic_runs(docs))
     if probes:
         out += [
             "## Endpoint probe",
