@@ -21,7 +21,7 @@ def arrivals_text(spec: Any) -> str:
     """How requests arrived, in words: "gamma bursts (shape 0.5) ramping linearly from 0.25 to the level"."""
     p = spec.profile
     if p == "trace":
-        return "the trace's own arrival times (levels: speed-ups)"
+        return "arrival times as recorded in the trace (levels: speed-ups)"
     if p == "gamma":
         out = f"gamma bursts (burstiness {spec.burstiness:g}: {'burstier than' if spec.burstiness < 1 else 'as regular as or more than'} Poisson)"
     elif p in ("poisson", "constant"):

@@ -209,7 +209,7 @@ def _level_lines(run: dict[str, Any], lv: dict[str, Any]) -> list[str]:
         )
     if s.get("prompt_tokens_counted_mean") is not None:
         out.append(
-            f"Prompt length counted with the server's tokenizer: mean {num(s['prompt_tokens_counted_mean'], 1)} tokens."
+            f"Prompt length counted by the server tokenizer: mean {num(s['prompt_tokens_counted_mean'], 1)} tokens."
         )
     tel = s.get("telemetry")
     if tel:
