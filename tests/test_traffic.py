@@ -305,7 +305,7 @@ class _Metrics(BaseHTTPRequestHandler):
     def log_message(self, *a):
         pass
 
-    def do_GET(self):  # noqa: N802
+    def do_GET(self):
         cls = type(self)
         cls.n += 1
         if cls.mode == "absent":
@@ -473,7 +473,7 @@ def test_conversations_grow_their_context_turn_by_turn():
 
 
 def test_gamma_ramp_with_a_steady_window_and_an_oversaturation_stop():
-    _, lv, recs = _level(
+    _, lv, _ = _level(
         {
             "kind": "load",
             "profile": "gamma",
