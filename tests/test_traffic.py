@@ -563,3 +563,30 @@ WORK_8 = {
     "messages": [{"role": "user", "content": "hi there"}],
     "output_tokens": 8,
 }
+
+
+def test_swim_lanes_are_bounded_and_say_how_they_were_sampled():
+    from pipelines import traffic
+
+    recs = [
+        {
+            "index": i,
+            "ok": i % 10 != 3,
+            "scheduled_ms": 100.0 * i,
+            "start_ms": 100.0 * i + 5,
+            "first_token_ms": 100.0 * i + 50 if i % 10 != 3 else None,
+            "end_ms": 100.0 * i + 400,
+            "ttft_ms": 45.0,
+        }
+        for i in range(150)
+    ]
+    tl = traffic.timeline(recs, limit=60)
+    assert (tl["requests"], tl["every"], tl["shown"]) == (150, 3, 50)
+    lane0 = [x for x in tl["lanes"] if x["lane"] == 0]
+    assert [(x["phase"], x["from_s"], x["to_s"]) for x in lane0] == [
+        ("queued", 0.0, 0.005),
+        ("prefill", 0.005, 0.05),
+        ("decode", 0.05, 0.4),
+    ]
+    assert {x["phase"] for x in tl["lanes"] if x["request"] == 3} == {"queued", "failed"}
+    assert traffic.timeline(recs[:20])["every"] == 1

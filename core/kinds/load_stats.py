@@ -360,7 +360,14 @@ def _steady(
     if w is None:
         return None
     inside = [records[i] for i in w.pop("indices")]
-    ok = [r for r in inside if r.get("ok")]
+    # throughput: the requests that ended inside the window (latency: those that started in it)
+    ok = [
+        r
+        for r in records
+        if r.get("ok")
+        and r.get("end_ms") is not None
+        and w["start_ms"] <= r["end_ms"] <= w["end_ms"]
+    ]
     span = (w["end_ms"] - w["start_ms"]) / 1000.0
     toks = sum(int(r.get("output_tokens") or 0) for r in ok)
     return {

@@ -5,8 +5,8 @@ request records of one level (``start_ms``, ``end_ms``, ``first_token_ms`` or ``
 * **Steady-state window** (SGLang's definition): the longest interval during which at least
   ``fraction`` of the level's peak number of requests were in flight. Ramp-up (in flight still
   climbing) and drain (the last requests finishing alone) fall outside it. The headline figures of
-  a level with ``steady_state`` set are computed over the requests that started inside the window,
-  and the window (its start, end and the requests in it) is stated beside them.
+  a level with ``steady_state`` set are computed over the window (latencies of the requests that
+  started inside it, throughput of those that ended inside it), and the window (its start, end and the requests in it) is stated beside them.
 * **Over-saturation** (GuideLLM's over-saturation detection): over the requests completed so far,
   the least-squares slope of TTFT against the request's start and the slope of the requests in
   flight (at each start) against time, each with a one-sided t-test; the level is over-saturated
