@@ -37,6 +37,7 @@ MAX_ROWS = (
     100_000  # the most rows any replay reads (a trace of 10 M rows is cut, and says so)
 )
 MAX_LINE_CHARS = 100_000
+READ_FACTOR = 10  # rows read at most, per row replayed (skipped rows included)
 
 
 @dataclass
@@ -190,7 +191,9 @@ def read(
     truncated = False
     last_t = None
     for n, raw in _raw_rows(p):
-        if len(rows) >= max_rows:
+        if (
+            len(rows) >= max_rows or n > READ_FACTOR * max_rows
+        ):  # bounded: never the whole of a huge file
             truncated = True
             break
         layout = layout or _layout(raw, fmt, p)
