@@ -199,6 +199,9 @@ def test_oversaturation_needs_both_slopes():
     flat = [_rec(i * 100.0, i * 100.0 + 50, 10.0 + rng.normal(0, 1)) for i in range(30)]
     assert not steady.oversaturation(flat)["oversaturated"]
     assert not steady.oversaturation(grow[:5])["oversaturated"]  # too few to test
+    # requests that time out count with their time to failure: a server too slow to answer is no calm one
+    timeouts = [{**r, "ok": False, "ttft_ms": None, "elapsed_ms": r["ttft_ms"] + 100} for r in grow]
+    assert steady.oversaturation(timeouts)["oversaturated"]
 
 
 # -- conversations ----------------------------------------------------------------------------------

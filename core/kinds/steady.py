@@ -7,8 +7,8 @@ request records of one level (``start_ms``, ``end_ms``, ``first_token_ms`` or ``
   climbing) and drain (the last requests finishing alone) fall outside it. The headline figures of
   a level with ``steady_state`` set are computed over the window (latencies of the requests that
   started inside it, throughput of those that ended inside it), and the window (its start, end and the requests in it) is stated beside them.
-* **Over-saturation** (GuideLLM's over-saturation detection): over the requests completed so far,
-  the least-squares slope of TTFT against the request's start and the slope of the requests in
+* **Over-saturation** (GuideLLM's over-saturation detection): over the requests completed so far (a
+  failed one's time to failure standing for its TTFT), the least-squares slope of TTFT against the request's start and the slope of the requests in
   flight (at each start) against time, each with a one-sided t-test; the level is over-saturated
   when both slopes are positive at ``alpha`` and TTFT grew by more than ``min_growth`` over the
   fitted span (a server whose queue grows without bound: every new request waits longer than the
@@ -110,13 +110,21 @@ def oversaturation(
     min_growth: float = MIN_GROWTH,
 ) -> dict[str, Any]:
     """GuideLLM's test (the module's docstring) on the records so far: {oversaturated, ttft, in_flight, growth}."""
+
+    # a failed request waited at least until it failed: its elapsed time stands for its TTFT (as
+    # load_stats.queue_growth counts it), so a server whose requests time out is not taken for a calm one
+    def wait(r: dict[str, Any]) -> float | None:
+        if r.get("ok") and r.get("ttft_ms") is not None:
+            return float(r["ttft_ms"])
+        if not r.get("ok") and r.get("elapsed_ms") is not None:
+            return float(r["elapsed_ms"])
+        return None
+
     done = sorted(
         (
-            r
+            {**r, "_wait": wait(r)}
             for r in records
-            if r.get("ok")
-            and r.get("ttft_ms") is not None
-            and r.get("start_ms") is not None
+            if r.get("start_ms") is not None and wait(r) is not None
         ),
         key=lambda r: r["start_ms"],
     )
@@ -130,7 +138,7 @@ def oversaturation(
     if len(done) < MIN_REQUESTS:
         return out
     xs = [r["start_ms"] / 1000.0 for r in done]
-    ttft = _slope(xs, [r["ttft_ms"] for r in done])
+    ttft = _slope(xs, [r["_wait"] for r in done])
     # requests in flight at each start, among every record (failed ones occupied the server too)
     iv = _intervals(records)
     flight = [sum(1 for a, b in iv if a <= x * 1000.0 < b) for x in xs]
