@@ -73,7 +73,7 @@ def test_serving_page_shows_the_real_traffic_section(session_data):
     for words in (
         "gamma bursts",
         "Steady-state window:",
-        "Stopped: oversaturated: TTFT +",
+        "Stopped: oversaturated: TTFT",
         "Schedule kept: dispatch lag",
         "TTFT against context:",
         "Server telemetry (/metrics every",

@@ -165,11 +165,9 @@ def _window_line(w: dict[str, Any] | None, fraction: float | None) -> str | None
         return None
     if not w:
         return f"Steady-state window ({num(100 * fraction, 0)}% of peak in flight): none found."
-    p = (w.get("percentiles") or {}).get("ttft_ms") or {}
+    p50 = ((w.get("percentiles") or {}).get("ttft_ms") or {}).get("p50") or {}
     med = (
-        next((v for k, v in p.items() if k in ("p50", "50", "50.0")), None)
-        if isinstance(p, dict)
-        else None
+        p50.get("value") if isinstance(p50, dict) and not p50.get("infinite") else None
     )
     return (
         f"Steady-state window: {num(w['start_ms'] / 1000, 2)}–{num(w['end_ms'] / 1000, 2)} s "
