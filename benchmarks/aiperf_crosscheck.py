@@ -21,10 +21,12 @@ Definitions side by side (each tool's own docs):
 * Throughput: ours, output tokens / the level's wall time (first send -> last end); AIPerf's
   ``output_token_throughput``, output tokens / its benchmark duration.
 
-AIPerf is given no model tokenizer (the model is a GGUF, and AIPerf refuses to fetch one offline):
-``--tokenizer builtin`` (tiktoken o200k) makes its prompts, so their lengths in Gemma's tokens differ
-from ours; ``--use-server-token-count`` takes every token count from the server's usage, so both
-tools count output tokens the same way, and the table quotes the server's prompt tokens for both.
+AIPerf gets no model tokenizer: the model is a GGUF (transformers reads a GGUF tokenizer only with
+torch), the hub is not reachable, and ``--tokenizer builtin`` downloads tiktoken's o200k table. So
+this script makes a word-level tokenizer of the GPL text's words (``tokenizers`` WordLevel, saved as
+a Hugging Face tokenizer folder) only for AIPerf to synthesize its prompts; ``--use-server-token-count``
+takes every token count from the server's usage, so both tools count tokens the same way, and the
+table quotes the server's prompt tokens for both (AIPerf's ``--isl`` words are more Gemma tokens).
 """
 
 from __future__ import annotations
@@ -152,6 +154,39 @@ def ours(port: int, rate: float, n: int, isl: int, osl: int, seed: int) -> dict:
     }
 
 
+TOKENIZER_CODE = """
+import re, sys
+from tokenizers import Tokenizer, models, pre_tokenizers, decoders
+from transformers import PreTrainedTokenizerFast
+text = open(sys.argv[1], encoding="utf-8", errors="replace").read()
+vocab = {"[UNK]": 0, "[PAD]": 1, "<bos>": 2, "<eos>": 3}
+for w in sorted(set(re.findall(r"\\w+|[^\\w\\s]", text))):
+    vocab.setdefault(w, len(vocab))
+tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="[UNK]"))
+tok.pre_tokenizer = pre_tokenizers.Whitespace()
+tok.decoder = decoders.WordPiece(prefix="##")
+fast = PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]", bos_token="<bos>", eos_token="<eos>")
+fast.save_pretrained(sys.argv[2])
+"""
+
+
+def ensure_tokenizer(aiperf_bin: str, dest: Path) -> Path:
+    """A word-level Hugging Face tokenizer of the GPL text (see the docstring), made once with AIPerf's python."""
+    if not (dest / "tokenizer.json").exists():
+        py = str(Path(aiperf_bin).with_name("python"))
+        subprocess.run(
+            [
+                py,
+                "-c",
+                TOKENIZER_CODE,
+                str(ROOT / "data" / "texts" / "gpl-3.0.txt"),
+                str(dest),
+            ],
+            check=True,
+        )
+    return dest
+
+
 def _metric(d: dict, *names: str) -> float | None:
     for n in names:
         v = d.get(n)
@@ -259,7 +294,9 @@ def main() -> int:
     ap.add_argument("--osl", type=int, default=16)
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--port", type=int, default=18431)
+    ap.add_argument("--tokenizer", default="/work/wt/traffic-venvs/word-tokenizer")
     a = ap.parse_args()
+    tok = ensure_tokenizer(a.aiperf, Path(a.tokenizer))
     load0 = os.getloadavg()[0]
     srv = start_server(a.port)
     runs = []
@@ -276,7 +313,7 @@ def main() -> int:
             runs.append(
                 {
                     **aiperf(
-                        a.aiperf, a.port, a.rate, a.requests, a.isl, a.osl, seed=k
+                        a.aiperf, tok, a.port, a.rate, a.requests, a.isl, a.osl, seed=k
                     ),
                     "round": k,
                     "load": os.getloadavg()[0],
