@@ -540,7 +540,8 @@ def throughput_latency_chart(rows: list[dict[str, Any]], metric: str) -> alt.Lay
     label = (
         alt.Chart(limits)
         .mark_text(align="left", dx=4, dy=-6, color=charts.BAD)
-        .encode(y=charts.qy("limit", *y, log=True), text="label:N")
+        # at the plot's left edge (a text mark without x sits in the middle, and runs off a phone's screen)
+        .encode(x=alt.value(0), y=charts.qy("limit", *y, log=True), text="label:N")
     )
     answer = (
         base.transform_filter(alt.datum.answer)
