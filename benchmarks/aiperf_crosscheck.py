@@ -196,7 +196,14 @@ def _metric(d: dict, *names: str) -> float | None:
 
 
 def aiperf(
-    binary: str, port: int, rate: float, n: int, isl: int, osl: int, seed: int
+    binary: str,
+    tokenizer: Path,
+    port: int,
+    rate: float,
+    n: int,
+    isl: int,
+    osl: int,
+    seed: int,
 ) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         cmd = [
@@ -212,7 +219,7 @@ def aiperf(
             "chat",
             "--streaming",
             "--tokenizer",
-            "builtin",
+            str(tokenizer),
             "--use-server-token-count",
         ]
         cmd += [
