@@ -599,3 +599,28 @@ def test_swim_lanes_are_bounded_and_say_how_they_were_sampled():
         "failed",
     }
     assert traffic.timeline(recs[:20])["every"] == 1
+
+
+def test_a_warm_cache_in_a_no_reuse_workload_is_flagged():
+    from core.kinds import load_stats
+
+    recs = [
+        {
+            "ok": True,
+            "prompt_tokens": 100,
+            "cached_tokens": 80,
+            "cached_tokens_source": "usage",
+        }
+        for _ in range(4)
+    ]
+    cache = load_stats.prefix_cache(recs, {})
+    assert load_stats.warm_reuse(recs, cache) == {"hit_rate": 0.8, "flagged": True}
+    cold = [
+        {**r, "cached_tokens": 4} for r in recs
+    ]  # the chat template's few tokens: not a warm run
+    assert (
+        load_stats.warm_reuse(cold, load_stats.prefix_cache(cold, {}))["flagged"]
+        is False
+    )
+    # workloads about the cache (shared prefixes, conversations, traces) are never flagged
+    assert load_stats.warm_reuse([{**r, "turn": 1} for r in recs], cache) is None
