@@ -388,6 +388,7 @@ def load_results(docs: list[RunRecord], latest: bool = True) -> list[dict[str, A
                 spec.profile,
                 grid=spec.levels if capacity else None,
                 confidence=spec.look_confidence() if capacity else None,
+                steady_state=spec.steady_state,
             )
         if summary is None or spec is None:
             continue

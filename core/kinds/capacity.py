@@ -41,6 +41,12 @@ class CapacityTest(LoadSpec):
         description="The grid searched, lowest first: users (concurrent) or requests per "
         "second (constant, poisson).",
     )
+    recheck: bool = Field(
+        True,
+        description="Before answering, measure again the answer's level and the lowest confirmed miss where "
+        "either is borderline (an observed percentile within 1.5x of a limit), with new prompts and seeds, and "
+        "judge each on both visits pooled: an answer that survives its own repeat.",
+    )
     max_requests: int = Field(
         120,
         ge=10,

@@ -7,7 +7,16 @@ Profiles (GuideLLM's names):
   ``levels`` are user counts;
 * ``constant`` / ``poisson``: requests arrive at a rate whatever the server does (open loop);
   ``levels`` are rates in requests per second; Poisson inter-arrival times come from a seeded
-  generator (vLLM ``bench serve --request-rate``, MLPerf's Server scenario).
+  generator (vLLM ``bench serve --request-rate``, MLPerf's Server scenario);
+* ``gamma``: bursts: gamma-distributed gaps of mean 1 / rate and shape ``burstiness`` (vLLM's
+  ``--burstiness``: 1 is Poisson, below 1 burstier, above 1 more regular);
+* ``trace``: a recorded trace's own arrival times (the ``trace`` workload); ``levels`` are
+  speed-ups (1: as recorded, 2: twice as fast).
+
+An open-loop rate may ramp up (``ramp_up``: linear or exponential from ``ramp_up_start`` to the
+level over the level's requests, vLLM's ``--ramp-up-strategy``). Headline figures may be taken
+over the steady-state window only (``steady_state``, ``core.kinds.steady``), and a level may stop
+at over-saturation (``oversaturation_stop``: the TTFT and in-flight slopes, GuideLLM's test).
 
 Every request is a record: when it was scheduled, when it was sent (the difference is the
 client's own queueing, kept apart from the server's latency), first token, every chunk, end,
@@ -27,7 +36,8 @@ from core.kinds.base import Kind, Samples, Shape, TestSpec
 from core.kinds.request import RequestDetails, RequestRecord
 from core.kinds.workload import Slo, Workload
 
-OPEN_LOOP = ("constant", "poisson")
+OPEN_LOOP = ("constant", "poisson", "gamma", "trace")
+RATE_PROFILES = ("constant", "poisson", "gamma")  # levels are requests per second
 CLOSED_LOOP = ("synchronous", "concurrent")
 
 
@@ -35,10 +45,46 @@ class LoadSpec(TestSpec):
     """What the load kinds share: a profile, its levels, the workload, the SLOs."""
 
     id: str = Field("load", description="Name of this test, used in tables.")
-    profile: Literal["synchronous", "concurrent", "constant", "poisson"] = Field(
+    profile: Literal[
+        "synchronous", "concurrent", "constant", "poisson", "gamma", "trace"
+    ] = Field(
         "poisson",
-        description="synchronous, concurrent (closed loop, levels = users), constant or poisson "
-        "(open loop, levels = requests per second).",
+        description="synchronous, concurrent (closed loop, levels = users), constant, poisson or gamma "
+        "(open loop, levels = requests per second), trace (the trace's arrival times, levels = speed-ups).",
+    )
+    burstiness: float = Field(
+        1.0,
+        gt=0.0,
+        le=100.0,
+        description="gamma: the shape of the gaps (1 = Poisson, < 1 burstier).",
+    )
+    ramp_up: Literal["linear", "exponential"] | None = Field(
+        None,
+        description="Open loop: the rate ramps up from ramp_up_start to the level over the level's requests.",
+    )
+    ramp_up_start: float | None = Field(
+        None,
+        gt=0.0,
+        description="ramp_up: the starting rate (requests per second; default a tenth of the level).",
+    )
+    steady_state: float | None = Field(
+        None,
+        gt=0.0,
+        lt=1.0,
+        description="Headline figures over the steady-state window only: the longest interval with at least "
+        "this fraction of the peak number of requests in flight (SGLang's definition; 0.9 usual). null: the whole level.",
+    )
+    telemetry_interval_s: float | None = Field(
+        1.0,
+        ge=0.1,
+        le=60.0,
+        description="Scrape the server's Prometheus /metrics every this many seconds while a level runs "
+        "(queue depth, running requests, KV occupancy, cache hits; stored per level). null: never.",
+    )
+    oversaturation_stop: bool = Field(
+        False,
+        description="Stop a level when TTFT and the requests in flight both grow (a slope test, "
+        "GuideLLM's over-saturation stop); the level records why.",
     )
     levels: list[float] = Field(
         default_factory=lambda: [1.0],
@@ -99,6 +145,16 @@ class LoadSpec(TestSpec):
             raise ValueError(
                 f"a rate above 10000 requests/s is not supported (got {self.levels[-1]:g})"
             )
+        if (self.profile == "trace") != (self.workload.kind == "trace"):
+            raise ValueError("the trace profile and the trace workload go together")
+        if self.workload.kind == "multi_turn" and self.profile != "concurrent":
+            raise ValueError(
+                "a multi_turn workload runs with profile concurrent (levels = conversations at once)"
+            )
+        if self.ramp_up and self.profile not in RATE_PROFILES:
+            raise ValueError(
+                "ramp_up is for the rate profiles (constant, poisson, gamma)"
+            )
         if self.max_concurrency is not None and self.profile in CLOSED_LOOP:
             raise ValueError(
                 "max_concurrency is for the open-loop profiles (constant, poisson)"
@@ -114,6 +170,8 @@ class LoadSpec(TestSpec):
         return self.profile in OPEN_LOOP
 
     def level_unit(self) -> str:
+        if self.profile == "trace":
+            return "× speed"
         return "users" if self.profile in CLOSED_LOOP else "req/s"
 
 
@@ -221,6 +279,10 @@ class LoadDetails(RequestDetails):
         "text and its sha256).",
     )
     answer_text: str | None = None
+    cache_state: dict[str, Any] | None = Field(
+        None,
+        description="Cold or warm: whether the run started on a fresh server (its caches empty) or an external one.",
+    )
 
 
 KIND = register(

@@ -30,6 +30,7 @@ Definitions (the Methodology page repeats them):
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections import Counter
 from collections.abc import Sequence
@@ -38,12 +39,14 @@ from typing import Any
 import numpy as np
 
 from core import stats
+from core import telemetry as telemetry_stats
+from core.kinds import session_stats, steady
 from core.kinds.workload import Slo
 
 LATENCY = ("ttft_ms", "tpot_ms", "e2e_ms")
 PERCENTILES = (50.0, 90.0, 95.0, 99.0)
 #: Bumped whenever these figures are computed differently: a stored summary of another version is recomputed.
-LOAD_STATS_VERSION = 1
+LOAD_STATS_VERSION = 3  # 2: ITL, counted prompt lengths, steady-state window, telemetry, turns, warm reuse; 3: window throughput by end
 SATURATION_GROWTH = (
     0.05  # closed loop: throughput growth below this over the level below = saturated
 )
@@ -183,7 +186,7 @@ def schedule_stats(
         "tolerance_ms": None,
         "client_bound": False,
     }
-    if profile in ("constant", "poisson") and lag:
+    if profile in ("constant", "poisson", "gamma", "trace") and lag:
         k = max(1, len(lag) // 10)
         ordered = [
             r.get("dispatch_lag_ms")
@@ -191,7 +194,8 @@ def schedule_stats(
             if r.get("dispatch_lag_ms") is not None
         ]
         out["drift_ms"] = float(np.median(ordered[-k:]) - np.median(ordered[:k]))
-        tol = max(10.0, 0.25 * 1000.0 / level)
+        rate = out["scheduled_rps"] if profile == "trace" else level
+        tol = max(10.0, 0.25 * 1000.0 / rate) if rate else 10.0
         out["tolerance_ms"] = tol
         out["client_bound"] = bool(
             out["dispatch_lag_ms_p95"] is not None and out["dispatch_lag_ms_p95"] > tol
@@ -289,11 +293,103 @@ def prefix_cache(
     return out
 
 
+def itl_values(records: Sequence[dict[str, Any]]) -> list[float]:
+    """Every gap between consecutive content chunks of the successful requests (the chat kind's
+    ``itl_ms``; a load record keeps the chunk times, ``chunk_ms``, and the gaps are their differences)."""
+    out: list[float] = []
+    for r in records:
+        if not r.get("ok"):
+            continue
+        if r.get("itl_ms"):
+            out += [float(g) for g in r["itl_ms"]]
+            continue
+        c = r.get("chunk_ms") or []
+        out += [float(b - a) for a, b in itertools.pairwise(c)]
+    return out
+
+
+def itl_summary(records: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
+    """ITL's distribution over every gap of the level: n, mean, stddev, median, p90/p95/p99, min, max
+    (the chat kind's figures, without its outlier list and drift test: a level has thousands of gaps)."""
+    gaps = itl_values(records)
+    if not gaps:
+        return None
+    arr = np.asarray(gaps, float)
+    p50, p90, p95, p99 = (float(v) for v in np.percentile(arr, [50, 90, 95, 99]))
+    return {
+        "n": int(arr.size),
+        "mean": float(arr.mean()),
+        "stddev": float(arr.std(ddof=1)) if arr.size > 1 else None,
+        "median": p50,
+        "p90": p90,
+        "p95": p95,
+        "p99": p99,
+        "min": float(arr.min()),
+        "max": float(arr.max()),
+    }
+
+
+def warm_reuse(
+    records: Sequence[dict[str, Any]], cache: dict[str, Any]
+) -> dict[str, Any] | None:
+    """A workload built not to share prefixes (each prompt starts with its own tag) whose prompts
+    came from the server's cache anyway: a warm cache measured without meaning to (vLLM #52884)."""
+    if any(
+        r.get("prefix") is not None
+        or r.get("turn") is not None
+        or r.get("trace_row") is not None
+        for r in records
+    ):
+        return None  # the cache is the point of these workloads
+    rate = cache.get("hit_rate")
+    if rate is None:
+        return None
+    return {"hit_rate": rate, "flagged": rate > WARM_REUSE_RATE}
+
+
+WARM_REUSE_RATE = 0.5  # above this share of prompt tokens from the cache, a no-reuse workload ran warm
+
+
+def _steady(
+    records: Sequence[dict[str, Any]], fraction: float | None
+) -> dict[str, Any] | None:
+    """The steady-state window and the headline figures over the requests started inside it."""
+    if not fraction:
+        return None
+    w = steady.window(records, fraction)
+    if w is None:
+        return None
+    inside = [records[i] for i in w.pop("indices")]
+    # throughput: the requests that ended inside the window (latency: those that started in it)
+    ok = [
+        r
+        for r in records
+        if r.get("ok")
+        and r.get("end_ms") is not None
+        and w["start_ms"] <= r["end_ms"] <= w["end_ms"]
+    ]
+    span = (w["end_ms"] - w["start_ms"]) / 1000.0
+    toks = sum(int(r.get("output_tokens") or 0) for r in ok)
+    return {
+        **w,
+        "span_s": span,
+        "aggregate_tps": toks / span if span > 0 else None,
+        "completed_rps": len(ok) / span if span > 0 else None,
+        "percentiles": {m: percentile_table(inside, m) for m in LATENCY},
+        "itl_ms": itl_summary(inside),
+    }
+
+
 def level_summary(
-    level: dict[str, Any], slo: Slo, profile: str, confidence: float | None = None
+    level: dict[str, Any],
+    slo: Slo,
+    profile: str,
+    confidence: float | None = None,
+    steady_state: float | None = None,
 ) -> dict[str, Any]:
     """Everything one level shows: counts, errors, throughput, percentiles with bounds, SLO verdicts,
-    the client's schedule, saturation, the client's overhead, the prefix cache."""
+    the client's schedule, saturation, the client's overhead, the prefix cache, ITL, the steady-state
+    window (when asked), the server's telemetry, per-turn figures of conversations."""
     records = level.get("requests") or []
     ok = [r for r in records if r.get("ok")]
     reasons = Counter(
@@ -308,7 +404,11 @@ def level_summary(
     sched = schedule_stats(records, profile, float(level["level"]))
     qg = queue_growth(records)
     completed_rps = len(ok) / wall if wall else None
-    offered = float(level["level"]) if profile in ("constant", "poisson") else None
+    offered = (
+        float(level["level"])
+        if profile in ("constant", "poisson", "gamma")
+        else (sched.get("scheduled_rps") if profile == "trace" else None)
+    )
     # kept up or not: the rate requests completed (between the first and the last completion) against
     # the rate they were actually scheduled at (a short Poisson level's realised rate is not its nominal one)
     ends = sorted(r["end_ms"] for r in ok if r.get("end_ms") is not None)
@@ -357,7 +457,23 @@ def level_summary(
             "queue_growth": qg,
             "saturated": saturated_open,
             "client": client_overhead(level, records),
-            "prefix_cache": prefix_cache(records, level),
+            "prefix_cache": (cache := prefix_cache(records, level)),
+            "prompt_tokens_counted_mean": float(
+                np.mean(
+                    [
+                        r["prompt_tokens_counted"]
+                        for r in ok
+                        if r.get("prompt_tokens_counted")
+                    ]
+                )
+            )
+            if any(r.get("prompt_tokens_counted") for r in ok)
+            else None,
+            "itl_ms": itl_summary(records),
+            "steady": _steady(records, steady_state),
+            "telemetry": telemetry_stats.summary(level.get("telemetry")),
+            "turns": session_stats.turns(records),
+            "warm_reuse": warm_reuse(records, cache),
         }
     )
 
@@ -431,10 +547,11 @@ def sweep_summary(
     profile: str,
     grid: Sequence[float] | None = None,
     confidence: float | None = None,
+    steady_state: float | None = None,
 ) -> dict[str, Any]:
     """Per-level summaries of a load test (or the levels a capacity search visited) and what they show."""
     rows = [
-        level_summary(lv, slo, profile, confidence)
+        level_summary(lv, slo, profile, confidence, steady_state)
         for lv in sorted(levels, key=lambda x: float(x["level"]))
     ]
     grid = list(grid) if grid is not None else [float(r["level"]) for r in rows]
@@ -465,6 +582,10 @@ def sweep_summary(
                 sum((Counter(r["error_reasons"]) for r in rows), Counter())
             ),
             "client_bound_levels": iv["client_bound_levels"],
+            "steady_state": steady_state,
+            "warm_reuse_levels": [
+                r["level"] for r in rows if (r.get("warm_reuse") or {}).get("flagged")
+            ],
         }
     )
 

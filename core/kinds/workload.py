@@ -113,7 +113,14 @@ class Workload(BaseModel):
     * ``shared_prefix``: ``prefixes`` distinct prefixes of ``prefix_tokens`` each, and
       ``questions`` questions of ``question_tokens``; each request is one prefix followed by one
       question (a seeded draw of each): the prefix cache workload;
-    * ``messages``: the same conversation every time (the ``chat`` kind's request).
+    * ``messages``: the same conversation every time (the ``chat`` kind's request);
+    * ``trace``: the rows of a recorded trace (``trace``: a file; ``core.traces`` reads Mooncake,
+      BurstGPT and our own layout), each a prompt synthesized to the row's input length and an
+      answer of its output length; sent at the trace's arrival times by the ``trace`` profile;
+    * ``multi_turn``: conversations of ``turns`` turns: each turn sends the whole conversation so far
+      (every earlier user turn and the server's own answers) plus a new user message of
+      ``prompt_tokens``, after ``think_time_s`` of the user thinking; the context grows turn by turn,
+      and a server with a prefix cache can reuse all of it but the new message.
 
     ``source`` says how prompt lengths are made: ``tokenizer`` cuts windows of token ids from the
     text with the server's own tokenizer (llama-server's /tokenize and /detokenize) so a prompt is
@@ -122,8 +129,11 @@ class Workload(BaseModel):
     the tokenizer where the server exposes one. The artifact records which was used."""
 
     model_config = ConfigDict(extra="forbid")
-    kind: Literal["synthetic", "shared_prefix", "messages"] = Field(
-        "synthetic", description="synthetic, shared_prefix or messages."
+    kind: Literal["synthetic", "shared_prefix", "messages", "trace", "multi_turn"] = (
+        Field(
+            "synthetic",
+            description="synthetic, shared_prefix, messages, trace or multi_turn.",
+        )
     )
     prompt_tokens: Lengths = Field(
         default_factory=lambda: Lengths(value=128),
@@ -149,6 +159,40 @@ class Workload(BaseModel):
     )
     messages: list[Message] = Field(
         default_factory=list, description="messages: the conversation sent every time."
+    )
+    trace: str | None = Field(
+        None,
+        description="trace: the trace file (JSONL or CSV; a path, relative to the data folder or absolute).",
+    )
+    trace_format: Literal["auto", "generic", "mooncake", "burstgpt"] = Field(
+        "auto",
+        description="trace: the file's layout (core.traces); auto reads it from the first row.",
+    )
+    max_rows: int = Field(
+        2000,
+        ge=1,
+        le=100_000,
+        description="trace: the most rows replayed (the rest is not read, and said so).",
+    )
+    max_context: int | None = Field(
+        None,
+        ge=2,
+        description="trace: rows whose input + output exceed this are skipped (and counted).",
+    )
+    block_tokens: int = Field(
+        512,
+        ge=1,
+        le=65536,
+        description="trace: tokens of one hash_ids block (Mooncake: 512).",
+    )
+    turns: int = Field(
+        4, ge=1, le=64, description="multi_turn: turns of each conversation."
+    )
+    think_time_s: float = Field(
+        0.5,
+        ge=0.0,
+        le=600.0,
+        description="multi_turn: the user's pause between an answer and the next turn.",
     )
     source: Literal["auto", "tokenizer", "text"] = Field(
         "auto", description="auto, tokenizer or text (see above)."
@@ -189,6 +233,8 @@ class Workload(BaseModel):
     def _messages(self) -> "Workload":
         if self.kind == "messages" and not self.messages:
             raise ValueError("a messages workload needs messages")
+        if self.kind == "trace" and not self.trace:
+            raise ValueError("a trace workload needs trace: the trace file")
         return self
 
     def describe(self) -> str:
@@ -199,6 +245,13 @@ class Workload(BaseModel):
             return (
                 f"{self.prefixes} shared prefixes of {self.prefix_tokens.describe()} tokens × {self.questions} "
                 f"questions of {self.question_tokens.describe()} tokens, {out} (seed {self.seed})"
+            )
+        if self.kind == "trace":
+            return f"replay of the trace {self.trace} ({self.trace_format}, at most {self.max_rows} rows)"
+        if self.kind == "multi_turn":
+            return (
+                f"conversations of {self.turns} turns, {self.prompt_tokens.describe()} new tokens a turn, "
+                f"{out}, think time {self.think_time_s:g} s (seed {self.seed})"
             )
         return f"a fixed conversation of {len(self.messages)} message(s), {out}"
 

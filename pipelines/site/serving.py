@@ -18,7 +18,7 @@ from core.records.run import RunRecord, as_record
 from core.summary import Summary
 
 from pipelines import backends as backend_cmp
-from pipelines import serving
+from pipelines import serving, traffic
 from pipelines.site import charts, figures
 from pipelines.site.markdown import (
     SYNTHETIC_BADGE,
@@ -33,6 +33,7 @@ from pipelines.site.markdown import (
     run_link,
     table,
 )
+from pipelines.site.traffic import traffic_section
 
 VERDICT_CLASS = {"win": "almanac-verdict-win", "loss": "almanac-verdict-loss"}
 
@@ -539,7 +540,8 @@ def throughput_latency_chart(rows: list[dict[str, Any]], metric: str) -> alt.Lay
     label = (
         alt.Chart(limits)
         .mark_text(align="left", dx=4, dy=-6, color=charts.BAD)
-        .encode(y=charts.qy("limit", *y, log=True), text="label:N")
+        # at the plot's left edge (a text mark without x sits in the middle, and runs off a phone's screen)
+        .encode(x=alt.value(0), y=charts.qy("limit", *y, log=True), text="label:N")
     )
     answer = (
         base.transform_filter(alt.datum.answer)
@@ -642,6 +644,7 @@ def serving_page(docs: list[RunRecord]) -> str:
     out: list[str] = []
     if loads:
         out += capacity_section(loads)
+        out += traffic_section(traffic.traffic_runs(docs))
     if probes:
         out += [
             "## Endpoint probe",

@@ -18,8 +18,12 @@ from typing import Any
 from core.kinds import load_stats
 from core.kinds.capacity import CapacityTest
 from runtime.load import workload
-from runtime.load.runner import Outcome, connections, failure_of, warmup
-from runtime.load.scheduler import LevelPlan, run_level
+from runtime.load.runner import Outcome, connections, failure_of, level_plan, warmup
+from runtime.load.scheduler import run_level
+
+RECHECK_INDEX = (
+    500  # a re-check's prompts and seeds are drawn apart from every first visit's
+)
 
 
 def stop_rule(test: CapacityTest):
@@ -64,6 +68,43 @@ def _boundary(
     return None
 
 
+BORDER = 1.5  # a level whose observed percentile is within this factor of a limit (either side) is borderline
+TIME_KEYS = ("scheduled_ms", "start_ms", "first_token_ms", "end_ms")
+
+
+def borderline(s: dict[str, Any]) -> bool:
+    """A level whose verdict could flip on a repeat: an observed percentile within BORDER of its limit."""
+    for v in (s.get("slo") or {}).get("limits", {}).values():
+        value, limit = v.get("value"), v.get("limit")
+        if value is None or not limit or v.get("infinite"):
+            continue
+        if limit / BORDER <= value <= limit * BORDER:
+            return True
+    return False
+
+
+def pooled(first: dict[str, Any], again: dict[str, Any]) -> dict[str, Any]:
+    """A level measured twice as one: the second visit's records after the first's (their times shifted
+    by the first visit's wall time, each marked ``visit: 2``), walls and plans added."""
+    shift = (first.get("wall_s") or 0.0) * 1000.0
+    recs = []
+    for r in again["requests"]:
+        r = dict(r)
+        for k in TIME_KEYS:
+            if isinstance(r.get(k), (int, float)):
+                r[k] = r[k] + shift
+        r["visit"] = 2
+        recs.append(r)
+    return {
+        **first,
+        "requests": first["requests"] + recs,
+        "wall_s": (first.get("wall_s") or 0.0) + (again.get("wall_s") or 0.0),
+        "planned": (first.get("planned") or 0) + (again.get("planned") or 0),
+        "stop_reason": f"{first.get('stop_reason')}; re-check: {again.get('stop_reason')}",
+        "rechecked": True,
+    }
+
+
 async def _search(transport: Any, test: CapacityTest) -> Outcome:
     warm = await warmup(transport, test)
     grid = list(test.levels)
@@ -78,26 +119,48 @@ async def _search(transport: Any, test: CapacityTest) -> Outcome:
 
     async def visit(i: int, why: str) -> dict[str, Any]:
         t0 = time.perf_counter()
+        again = (
+            i in measured
+        )  # a re-check: new prompts and seeds, pooled with the first visit
         async with transport.client(connections(test, grid[i])) as client:
             nonlocal info
             reqs, info = await workload.build(
-                transport, client, test.workload, test.max_requests, i
+                transport,
+                client,
+                test.workload,
+                test.max_requests,
+                i + (RECHECK_INDEX if again else 0),
             )
-            plan = LevelPlan(
-                test.profile,
+            level_rule = rule
+            if again:
+                before = measured[i]["requests"]
+
+                def level_rule(records: list[dict[str, Any]]) -> str | None:
+                    v = load_stats.slo_verdicts(before + records, test.slo, conf)
+                    return (
+                        f"verdict_{v['verdict']}"
+                        if v["verdict"] != "unresolved"
+                        else None
+                    )
+
+            plan = level_plan(
+                transport,
+                test,
                 grid[i],
                 i,
                 reqs,
-                seed=test.seed,
-                max_concurrency=test.max_concurrency,
+                stop_rule=level_rule,
                 check_every=test.check_every,
                 min_requests=test.min_requests,
-                stop_rule=rule,
-                seed_base=i * 100_000,
             )
+            if again:
+                plan.seed_base += RECHECK_INDEX * 100_000
             lv = await run_level(transport, client, plan)
-        measured[i] = lv
-        s = load_stats.level_summary(lv, test.slo, test.profile, conf)
+        measured[i] = pooled(measured[i], lv) if again else lv
+        lv = measured[i]
+        s = load_stats.level_summary(
+            lv, test.slo, test.profile, conf, steady_state=test.steady_state
+        )
         summaries[i] = s
         below = max((j for j in summaries if j < i), default=None)
         boundary = _boundary(
@@ -176,11 +239,32 @@ async def _search(transport: Any, test: CapacityTest) -> Outcome:
         if below <= last_ok or below in visits_by_index:
             break
         await look(below, "tighten")
+    # re-check: the answer's level and the lowest confirmed miss, where borderline, measured again with new
+    # prompts and seeds and judged on both visits pooled; the answer is then read again from every verdict
+    rechecked: list[float] = []
+    if test.recheck and not state["lost"]:
+        iv = load_stats.capacity_interval(list(summaries.values()), grid)
+        targets = (
+            [grid.index(iv["answer"])]
+            if iv["answer"] in grid and grid.index(iv["answer"]) in summaries
+            else []
+        )
+        if iv["lowest_miss"] is not None:
+            targets.append(grid.index(iv["lowest_miss"]))
+        for k in targets:
+            if borderline(summaries[k]) and not state["lost"]:
+                await look(k, "re-check")
+                rechecked.append(grid[k])
     if state["lost"]:
         state["stopped"] = "server lost"
     levels = [measured[k] for k in sorted(measured)]
     summary = load_stats.sweep_summary(
-        levels, test.slo, test.profile, grid=grid, confidence=conf
+        levels,
+        test.slo,
+        test.profile,
+        grid=grid,
+        confidence=conf,
+        steady_state=test.steady_state,
     )
     answer = summary["answer"]
     records = [r for lv in levels for r in lv["requests"]]
@@ -207,6 +291,7 @@ async def _search(transport: Any, test: CapacityTest) -> Outcome:
             "exhaustive_requests": exhaustive,
             "cost_ratio": sent / exhaustive if exhaustive else None,
             "looks": test.looks(),
+            "rechecked": rechecked,
             "look_confidence": conf,
             "confidence": test.slo.confidence,
         },

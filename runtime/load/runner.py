@@ -13,10 +13,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from core import precision as precision_mod
-from core.kinds import load_stats
+from core.kinds import load_stats, steady
 from core.kinds.load import LoadSpec, LoadTest
 from runtime.load import workload
 from runtime.load.scheduler import LevelPlan, run_level
+from runtime.load.telemetry import Scraper
 
 WARMUP_INDEX = 100_000  # the warm-up's prompts are drawn apart from every level's
 OPEN_LOOP_CONNECTIONS = 512
@@ -58,6 +59,64 @@ async def warmup(transport: Any, test: LoadSpec) -> list[dict[str, Any]]:
                 )
             )
     return out
+
+
+def level_plan(
+    transport: Any,
+    test: LoadSpec,
+    level: float,
+    index: int,
+    reqs: list[workload.Request],
+    *,
+    stop_rule=None,
+    check_every: int | None = None,
+    min_requests: int = 1,
+) -> LevelPlan:
+    """One level's plan from the test: its arrival shape (a trace's own times, bursts, a ramp), its
+    conversations (multi_turn), its stop rules (the caller's, then over-saturation) and its telemetry."""
+    times = (
+        [float(r.meta["trace_t_s"]) for r in reqs]
+        if test.workload.kind == "trace"
+        else None
+    )
+    sessions = None
+    if test.workload.kind == "multi_turn":
+        order: dict[str, list[int]] = {}
+        for i, r in enumerate(reqs):
+            order.setdefault(str(r.meta.get("session")), []).append(i)
+        sessions = list(order.values())
+    rule = stop_rule
+    if test.oversaturation_stop:
+
+        def rule(records: list[dict[str, Any]]) -> str | None:
+            why = stop_rule(records) if stop_rule is not None else None
+            if why:
+                return why
+            o = steady.oversaturation(records)
+            return steady.reason(o) if o["oversaturated"] else None
+
+        check_every = min(check_every or 4, 4)
+    return LevelPlan(
+        test.profile,
+        level,
+        index,
+        reqs,
+        seed=test.seed,
+        max_concurrency=test.max_concurrency,
+        check_every=check_every,
+        min_requests=min_requests,
+        stop_rule=rule,
+        seed_base=index * 100_000,
+        times=times,
+        burstiness=test.burstiness,
+        ramp_up=test.ramp_up,
+        ramp_up_start=test.ramp_up_start,
+        sessions=sessions,
+        think_time_s=test.workload.think_time_s,
+        telemetry=Scraper(transport, test.telemetry_interval_s)
+        if test.telemetry_interval_s
+        else None,
+    )
 
 
 def failure_of(records: list[dict[str, Any]], lost: bool, what: str) -> str | None:
@@ -116,21 +175,21 @@ async def _run(transport: Any, test: LoadTest) -> Outcome:
             reqs, info = await workload.build(
                 transport, client, test.workload, planned, idx
             )
-            plan = LevelPlan(
-                test.profile,
+            plan = level_plan(
+                transport,
+                test,
                 lv,
                 idx,
                 reqs,
-                seed=test.seed,
-                max_concurrency=test.max_concurrency,
+                stop_rule=rule,
                 check_every=1 if rule else None,
                 min_requests=min_n or 1,
-                stop_rule=rule,
-                seed_base=idx * 100_000,
             )
             levels.append(await run_level(transport, client, plan))
         lost = not transport.alive()
-    summary = load_stats.sweep_summary(levels, test.slo, test.profile)
+    summary = load_stats.sweep_summary(
+        levels, test.slo, test.profile, steady_state=test.steady_state
+    )
     answer = summary["answer"]
     records = [r for lv in levels for r in lv["requests"]]
     metrics: dict[str, list[float]] = {

@@ -50,14 +50,53 @@ class LevelPlan:
         0  # request i carries seed seed_base + i (the server's sampler seed)
     )
     extra: dict[str, Any] = field(default_factory=dict)
+    times: list[float] | None = (
+        None  # arrival offsets in seconds given outright (trace replay)
+    )
+    burstiness: float = 1.0
+    ramp_up: str | None = None
+    ramp_up_start: float | None = None
+    sessions: list[list[int]] | None = (
+        None  # multi_turn: each conversation's request indices, in turn order
+    )
+    think_time_s: float = 0.0
+    telemetry: Any = (
+        None  # a runtime.load.telemetry.Scraper started and stopped around the level
+    )
 
 
-def arrivals(profile: str, rate: float, n: int, seed: int, index: int) -> list[float]:
-    """Arrival offsets in seconds: constant i / rate, or Poisson (seeded exponential gaps), first at 0."""
+def rates(rate: float, n: int, ramp: str | None, start: float | None) -> list[float]:
+    """The rate each request's gap is drawn at: the level throughout, or ramped from ``start`` to it
+    (linear or exponential in the request's index, vLLM's ramp-up strategies)."""
+    if not ramp or n < 2:
+        return [rate] * n
+    s = min(start or rate / 10.0, rate)
+    if ramp == "linear":
+        return [s + (rate - s) * i / (n - 1) for i in range(n)]
+    return [s * (rate / s) ** (i / (n - 1)) for i in range(n)]
+
+
+def arrivals(
+    profile: str,
+    rate: float,
+    n: int,
+    seed: int,
+    index: int,
+    burstiness: float = 1.0,
+    ramp: str | None = None,
+    ramp_start: float | None = None,
+) -> list[float]:
+    """Arrival offsets in seconds, first at 0: constant gaps 1 / rate, Poisson (seeded exponential gaps)
+    or gamma (shape ``burstiness``, mean 1 / rate: vLLM's bursts), each gap at its request's ramped rate."""
+    r = rates(rate, n, ramp, ramp_start)[1:]
     if profile == "constant":
-        return [i / rate for i in range(n)]
-    rng = np.random.default_rng([seed, index])
-    gaps = rng.exponential(1.0 / rate, size=max(0, n - 1))
+        gaps = [1.0 / x for x in r]
+    else:
+        rng = np.random.default_rng([seed, index])
+        if profile == "gamma":
+            gaps = [float(rng.gamma(burstiness, 1.0 / (x * burstiness))) for x in r]
+        else:
+            gaps = [float(rng.exponential(1.0 / x)) for x in r]
     return [0.0] + [float(x) for x in np.cumsum(gaps)]
 
 
@@ -129,6 +168,8 @@ async def run_level(transport: Any, client: Any, plan: LevelPlan) -> dict[str, A
     cpu0 = time.process_time()
     origin = time.perf_counter_ns()
     monitor.start()
+    if plan.telemetry is not None:
+        plan.telemetry.start(client, origin)
 
     def body_of(i: int) -> dict[str, Any]:
         req = plan.requests[i]
@@ -168,8 +209,21 @@ async def run_level(transport: Any, client: Any, plan: LevelPlan) -> dict[str, A
         )
         return rec
 
-    if plan.profile in ("constant", "poisson"):
-        times = arrivals(plan.profile, float(plan.level), n, plan.seed, plan.index)
+    if plan.times is not None or plan.profile in ("constant", "poisson", "gamma"):
+        times = (
+            [t / float(plan.level) for t in plan.times]
+            if plan.times is not None
+            else arrivals(
+                plan.profile,
+                float(plan.level),
+                n,
+                plan.seed,
+                plan.index,
+                plan.burstiness,
+                plan.ramp_up,
+                plan.ramp_up_start,
+            )
+        )
         sem = asyncio.Semaphore(plan.max_concurrency) if plan.max_concurrency else None
         tasks: list[asyncio.Task] = []
 
@@ -217,6 +271,10 @@ async def run_level(transport: Any, client: Any, plan: LevelPlan) -> dict[str, A
             tasks.append(asyncio.get_running_loop().create_task(one(i, at)))
         if tasks:
             await asyncio.gather(*tasks)
+    elif plan.sessions is not None:
+        await _conversations(
+            transport, client, plan, body_of, stamp, done, stop, state, origin
+        )
     else:
         users = int(plan.level)
         counter = iter(range(n))
@@ -238,6 +296,7 @@ async def run_level(transport: Any, client: Any, plan: LevelPlan) -> dict[str, A
 
         await asyncio.gather(*(user(u) for u in range(users)))
     lag = await monitor.stop()
+    telemetry = await plan.telemetry.stop() if plan.telemetry is not None else None
     end_ms = max((r.get("end_ms") or 0.0) for r in records) if records else 0.0
     cpu = time.process_time() - cpu0
     metrics_after = await transport.metrics(client)
@@ -258,4 +317,43 @@ async def run_level(transport: Any, client: Any, plan: LevelPlan) -> dict[str, A
         "server_metrics": {"delta": _delta(metrics_before, metrics_after)}
         if metrics_before
         else None,
+        **({"telemetry": telemetry} if telemetry is not None else {}),
     }
+
+
+async def _conversations(
+    transport, client, plan, body_of, stamp, done, stop, state, origin
+) -> None:
+    """Closed loop over conversations: ``level`` users, each taking the next conversation and sending
+    its turns one after another; a turn carries the whole conversation so far (the server's own
+    answers included) and waits ``think_time_s`` after the answer before it is sent."""
+    users = int(plan.level)
+    queue = iter(plan.sessions or [])
+
+    async def user(u: int) -> None:
+        for conv in queue:
+            history: list[dict[str, Any]] = []
+            for turn, i in enumerate(conv):
+                if stop.is_set():
+                    return
+                if turn and plan.think_time_s:
+                    await asyncio.sleep(plan.think_time_s)
+                body = body_of(i)
+                new = body["messages"]
+                body["messages"] = history + new
+                ready = (time.perf_counter_ns() - origin) / 1e6
+                if not transport.alive():
+                    state["reason"] = "server_lost"
+                    rec = transport.not_sent(
+                        "server_lost", "not sent: the server is gone", origin
+                    )
+                else:
+                    rec = await transport.send(client, body, origin)
+                answer = rec.get("text") or ""
+                rec.update(user=u, turn=turn, context_messages=len(body["messages"]))
+                done(stamp(rec, i, ready, None))
+                if not rec.get("ok"):
+                    break  # a conversation whose turn failed cannot go on: its next turn would lack the answer
+                history = history + new + [{"role": "assistant", "content": answer}]
+
+    await asyncio.gather(*(user(u) for u in range(users)))

@@ -31,6 +31,7 @@ MAX_TEXT_BYTES = (
     64 << 20
 )  # a workload text (a corpus to cut prompts from) larger than this is refused
 
+UNIQUE_TAIL = 8  # tokens at the end of a trace prompt that no other prompt shares
 CHARS_PER_TOKEN = 4.0  # the rule of thumb when no tokenizer is at hand (English prose)
 
 
@@ -116,6 +117,61 @@ class Cutter:
             else int(len(self.text) / CHARS_PER_TOKEN)
         )
 
+    def window_ids(self, rng: np.random.Generator, tokens: int) -> list[int]:
+        """``tokens`` token ids at a seeded place in the text (tokenizer mode; wraps around)."""
+        ids = self.ids * (1 + tokens // max(1, len(self.ids)))
+        off = int(rng.integers(0, max(1, len(self.ids))))
+        return (ids + ids)[off : off + tokens]
+
+    async def count(self, text: str) -> int | None:
+        """Tokens of ``text`` by the server's own tokenizer (None in text mode: no tokenizer)."""
+        if self.mode != "tokenizer":
+            return None
+        ids = await self.transport.tokenize(self.client, text)
+        return len(ids) if ids is not None else None
+
+    async def blocks(
+        self,
+        rng: np.random.Generator,
+        hash_ids: list[int],
+        block: int,
+        tokens: int,
+        tag: str,
+    ) -> str:
+        """A prompt of ``tokens`` tokens made of shared blocks (one per hash id, the same text for the same
+        id: Mooncake's prefix blocks), then a unique tail (``tag`` and a window of its own)."""
+        if self.mode == "tokenizer":
+            ids: list[int] = []
+            for h in hash_ids:
+                if len(ids) >= tokens:
+                    break
+                ids += self.window_ids(
+                    np.random.default_rng([int(h) % (1 << 63), 7]), block
+                )
+            ids = ids[
+                : max(0, tokens - UNIQUE_TAIL)
+            ]  # every prompt ends in a tail of its own
+            tag_ids = (await self.transport.tokenize(self.client, tag)) or []
+            rest = max(0, tokens - len(ids) - len(tag_ids))
+            ids = ids + list(tag_ids) + self.window_ids(rng, rest)
+            out = await self.transport.detokenize(self.client, ids[: max(1, tokens)])
+            if out is None:
+                raise ConfigError(
+                    "the server's /detokenize failed while building prompts",
+                    field="workload.source",
+                )
+            return out
+        parts = []
+        for h in hash_ids:
+            if len(parts) * block >= tokens:
+                break
+            parts.append(
+                await self.cut(np.random.default_rng([int(h) % (1 << 63), 7]), block)
+            )
+        head = " ".join(parts)[: int(max(0, tokens - UNIQUE_TAIL) * CHARS_PER_TOKEN)]
+        rest = tokens - int(len(head) / CHARS_PER_TOKEN)
+        return head + (" " + await self.cut(rng, rest, tag=tag) if rest > 0 else "")
+
     async def cut(self, rng: np.random.Generator, tokens: int, tag: str = "") -> str:
         """A prompt of ``tokens`` tokens (tag included) at a seeded place in the text."""
         if self.mode == "tokenizer":
@@ -181,18 +237,38 @@ async def build(
         chars_per_token=CHARS_PER_TOKEN if cutter.mode == "text" else None,
     )
     reqs: list[Request] = []
-    if spec.kind == "synthetic":
+    if spec.kind == "trace":
+        return await _trace(cutter, spec, n, level_index, info)
+    if spec.kind in ("synthetic", "multi_turn"):
         lens = spec.prompt_tokens.sample(rng, n)
         for i, (p, o) in enumerate(zip(lens, outs)):
-            prompt = await cutter.cut(rng, p, tag=f"[r{level_index}.{i}] ")
+            meta: dict[str, Any] = {
+                "prompt_tokens_requested": p,
+                "output_tokens_requested": o,
+            }
+            if spec.kind == "multi_turn":  # conversation i // turns, its turn i % turns
+                meta.update(
+                    session=f"{level_index}.{i // spec.turns}", turn=i % spec.turns
+                )
+                tag = f"[s{level_index}.{i // spec.turns}.{i % spec.turns}] "
+            else:
+                tag = f"[r{level_index}.{i}] "
+            prompt = await cutter.cut(rng, p, tag=tag)
+            meta["prompt_tokens_counted"] = await cutter.count(prompt)
             reqs.append(
                 Request(
                     {
                         "messages": [{"role": "user", "content": prompt}],
                         **_sampling(spec, o),
                     },
-                    {"prompt_tokens_requested": p, "output_tokens_requested": o},
+                    meta,
                 )
+            )
+        if spec.kind == "multi_turn":
+            info.update(
+                turns=spec.turns,
+                think_time_s=spec.think_time_s,
+                sessions=-(-n // spec.turns),
             )
         return reqs, info
     # shared prefix: the same prefixes and questions at every level (their reuse is the point)
@@ -206,6 +282,7 @@ async def build(
     for i in range(n):
         a, b = int(pick_p[i]), int(pick_q[i])
         content = f"{prefixes[a]}\n\nQuestion: {questions[b]}"
+        counted = await cutter.count(content)
         reqs.append(
             Request(
                 {
@@ -216,9 +293,68 @@ async def build(
                     "prefix": a,
                     "question": b,
                     "prompt_tokens_requested": plens[a] + qlens[b],
+                    "prompt_tokens_counted": counted,
                     "output_tokens_requested": outs[i],
                 },
             )
         )
     info.update(prefixes=spec.prefixes, questions=spec.questions)
+    return reqs, info
+
+
+def trace_path(name: str) -> Path:
+    """A trace named in a spec: absolute, or relative to the data folder (then the project)."""
+    p = Path(name).expanduser()
+    if p.is_absolute():
+        return p
+    for base in (data_dir(), project_root()):
+        if (base / p).exists():
+            return base / p
+    return data_dir() / p
+
+
+async def _trace(
+    cutter: Cutter, spec: Workload, n: int, level_index: int, info: dict[str, Any]
+):
+    """The trace's rows as requests (the first ``n`` rows: a level sends at most its planned count):
+    each prompt synthesized to the row's input length (shared blocks for its hash ids), its answer the
+    row's output length; ``trace_t_s`` in each request's meta is its arrival in the trace."""
+    from core import traces
+
+    tr = traces.read(
+        trace_path(spec.trace or ""), spec.trace_format, spec.max_rows, spec.max_context
+    )
+    rows = tr.rows[:n]
+    rng = np.random.default_rng([spec.seed, level_index, 31])
+    reqs = []
+    for i, row in enumerate(rows):
+        prompt = await cutter.blocks(
+            rng,
+            row.hash_ids,
+            spec.block_tokens,
+            row.input_tokens,
+            f"[t{level_index}.{i}] ",
+        )
+        meta = {
+            "trace_row": row.row,
+            "trace_t_s": round(row.t_s, 6),
+            "prompt_tokens_requested": row.input_tokens,
+            "prompt_tokens_counted": await cutter.count(prompt),
+            "output_tokens_requested": row.output_tokens,
+        }
+        if row.session:
+            meta["session"] = row.session
+        reqs.append(
+            Request(
+                {
+                    "messages": [{"role": "user", "content": prompt}],
+                    **_sampling(spec, row.output_tokens),
+                },
+                meta,
+            )
+        )
+    t = dict(tr.info)
+    if len(rows) < len(tr.rows):
+        t["replayed"] = len(rows)
+    info.update(trace=t, trace_text=traces.describe(tr.info))
     return reqs, info

@@ -907,7 +907,12 @@ class OpenAIHttpBackend(Backend):
         result = TestResult(
             metrics={**outcome.metrics, **self._startup_metric()},
             samples=outcome.samples,
-            details=self._details(test, **outcome.details, slo=test.slo.model_dump()),
+            details=self._details(
+                test,
+                **outcome.details,
+                slo=test.slo.model_dump(),
+                cache_state=self._cache_state(),
+            ),
         )
         result.details["implausible_requests"] = plausibility.refused(result.samples)
         if outcome.failure:
@@ -918,6 +923,13 @@ class OpenAIHttpBackend(Backend):
                 result,
             )
         return result
+
+    def _cache_state(self) -> dict[str, Any]:
+        """Cold or warm: a managed server is started for each test (its caches empty before the warm-up);
+        an external one's caches hold whatever it served before, unknown to us."""
+        if self.managed:
+            return {"start": "fresh server", "cold": True, "starts": len(self.starts)}
+        return {"start": "external server (cache state unknown)", "cold": None}
 
     @runs("probe")
     def _run_probe(self, test: ProbeTest) -> TestResult:

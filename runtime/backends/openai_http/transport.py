@@ -117,7 +117,7 @@ class HttpTransport:
         )
         toks = out.get("tokens") if isinstance(out, dict) else None
         if not isinstance(toks, list):
-            return None
+            return await self._extras_tokenize(client, text)
         ids = [t.get("id") if isinstance(t, dict) else t for t in toks]
         return (
             ids
@@ -130,9 +130,38 @@ class HttpTransport:
             client, "/detokenize", {"tokens": ids, "model": self.api_model}
         )
         if not isinstance(out, dict):
-            return None
-        text = out.get("content", out.get("prompt"))
+            out = await self._post(
+                client, "/extras/detokenize", {"tokens": ids, "model": self.api_model}
+            )
+            if not isinstance(out, dict):
+                return None
+        text = out.get("content", out.get("prompt", out.get("text")))
         return text if isinstance(text, str) else None
+
+    async def _extras_tokenize(
+        self, client: httpx.AsyncClient, text: str
+    ) -> list[int] | None:
+        """llama_cpp.server's /extras/tokenize (it has no /tokenize). It adds the BOS token: the ids it
+        gives the empty text are taken off the front, so the ids are the text's own."""
+
+        async def ids_of(t: str) -> list[int] | None:
+            out = await self._post(
+                client, "/extras/tokenize", {"input": t, "model": self.api_model}
+            )
+            toks = out.get("tokens") if isinstance(out, dict) else None
+            if not isinstance(toks, list) or not all(
+                isinstance(i, int) and not isinstance(i, bool) for i in toks
+            ):
+                return None
+            return toks
+
+        if not hasattr(self, "_extras_prefix"):
+            self._extras_prefix = await ids_of("")
+        pre = self._extras_prefix
+        ids = await ids_of(text) if pre is not None else None
+        if ids is None:
+            return None
+        return ids[len(pre) :] if ids[: len(pre)] == pre else ids
 
     async def metrics(self, client: httpx.AsyncClient) -> dict[str, float] | None:
         """Prometheus counters and gauges without labels (llama-server with --metrics, vLLM, TGI)."""
@@ -163,3 +192,20 @@ class HttpTransport:
                 if len(out) >= MAX_METRICS:
                     break
         return out or None
+
+    async def metrics_text(
+        self, client: httpx.AsyncClient, limit: int = 2 << 20
+    ) -> str | None:
+        """The server's /metrics exposition as text, at most ``limit`` bytes (None: absent or not text)."""
+        try:
+            async with client.stream("GET", f"{self.root}/metrics", timeout=5.0) as r:
+                if r.status_code != 200:
+                    return None
+                buf = bytearray()
+                async for chunk in r.aiter_bytes():
+                    buf += chunk
+                    if len(buf) > limit:
+                        break
+        except httpx.HTTPError:
+            return None
+        return bytes(buf[:limit]).decode("utf-8", "replace")

@@ -1,0 +1,317 @@
+"""The "Real traffic" section of the Serving page: per run (``pipelines.traffic.traffic_runs``) what
+its arrivals were, its steady-state window and over-saturation stop, the drift from a trace's
+schedule, conversations' TTFT against context, cold or warm; per level every request's TTFT over
+time with the window shaded, the server's queue, running requests, KV occupancy and cache hits
+drawn under it, and the swim lanes of its requests (sampled, said so). Every value goes through
+``cell()``/``num()`` or ``charts.embed()``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import altair as alt
+import pandas as pd
+
+from pipelines import traffic
+from pipelines.site import charts
+from pipelines.site.markdown import cell, fold, link, num, run_link, table
+
+PHASE_COLORS = {
+    "queued": "#9e9e9e",
+    "prefill": "#e45756",
+    "decode": "#4c78a8",
+    "failed": "#000000",
+}
+SERIES = {"queued": "queued (waiting for a slot)", "running": "running"}
+
+
+def latency_chart(lv: dict[str, Any]) -> alt.LayerChart:
+    """TTFT of every request against when it was sent; the steady-state window shaded."""
+    df = pd.DataFrame([r for r in lv["requests"] if r["ttft_ms"] is not None])
+    x = charts.qx("start_s", "sent", "s from the level's start")
+    y = charts.qy("ttft_ms", "TTFT", "ms")
+    pts = (
+        alt.Chart(df)
+        .mark_circle(size=40, opacity=0.8)
+        .encode(
+            x=x,
+            y=y,
+            tooltip=[
+                alt.Tooltip("index:Q", title="request"),
+                alt.Tooltip("start_s:Q", format=".2f", title="sent (s)"),
+                alt.Tooltip("ttft_ms:Q", format=".1f", title="TTFT (ms)"),
+                alt.Tooltip("prompt_tokens:Q", title="prompt tokens"),
+            ],
+        )
+    )
+    layers = []
+    w = (lv["stats"] or {}).get("steady")
+    if w:
+        band = pd.DataFrame([{"a": w["start_ms"] / 1000.0, "b": w["end_ms"] / 1000.0}])
+        layers.append(
+            alt.Chart(band)
+            .mark_rect(opacity=0.15, color=charts.GOOD)
+            .encode(x=charts.qx("a", "sent", "s from the level's start"), x2="b:Q")
+        )
+    return alt.layer(*layers, pts).properties(
+        title="TTFT of each request (shaded: the steady-state window)"
+        if w
+        else "TTFT of each request",
+        width="container",
+        height=220,
+    )
+
+
+def telemetry_chart(lv: dict[str, Any]) -> alt.Chart | None:
+    """The server's queue and running requests over the same time axis (and KV occupancy where reported)."""
+    series = lv.get("telemetry") or {}
+    rows = []
+    for s in series.get("samples") or []:
+        for role, label in SERIES.items():
+            v = (s.get("v") or {}).get(role)
+            if isinstance(v, (int, float)):
+                rows.append({"t_s": s["t_ms"] / 1000.0, "value": v, "series": label})
+    if not rows:
+        return None
+    df = pd.DataFrame(rows)
+    return (
+        alt.Chart(df)
+        .mark_line(interpolate="step-after", point=True)
+        .encode(
+            x=charts.qx("t_s", "scraped", "s from the level's start"),
+            y=charts.qy("value", "requests at the server", "count"),
+            color=alt.Color("series:N", title=None, legend=alt.Legend(orient="bottom")),
+            tooltip=[
+                alt.Tooltip("series:N"),
+                alt.Tooltip("t_s:Q", format=".1f", title="s"),
+                alt.Tooltip("value:Q"),
+            ],
+        )
+        .properties(
+            title=f"Server telemetry (/metrics every {series.get('interval_s', 0):g} s)",
+            width="container",
+            height=160,
+        )
+    )
+
+
+def swimlane_chart(lv: dict[str, Any]) -> alt.Chart | None:
+    tl = lv["timeline"]
+    if not tl["lanes"]:
+        return None
+    df = pd.DataFrame(tl["lanes"])
+    return (
+        alt.Chart(df)
+        .mark_bar(height=4)
+        .encode(
+            x=charts.qx("from_s", "time", "s from the level's start"),
+            x2="to_s:Q",
+            y=alt.Y(
+                "lane:O",
+                title="request (in schedule order)",
+                axis=alt.Axis(labels=False, ticks=False),
+            ),
+            color=alt.Color(
+                "phase:N",
+                title=None,
+                scale=alt.Scale(
+                    domain=list(PHASE_COLORS), range=list(PHASE_COLORS.values())
+                ),
+                legend=alt.Legend(orient="bottom"),
+            ),
+            tooltip=[
+                alt.Tooltip("request:Q"),
+                alt.Tooltip("phase:N"),
+                alt.Tooltip("from_s:Q", format=".3f", title="from (s)"),
+                alt.Tooltip("to_s:Q", format=".3f", title="to (s)"),
+            ],
+        )
+        .properties(
+            title="Each request: queued, prefill, decode",
+            width="container",
+            height=max(120, 5 * tl["shown"]),
+        )
+    )
+
+
+def turns_table(turns: dict[str, Any]) -> str:
+    rows = [
+        [
+            num(t["turn"] + 1, 0),
+            num(t["n"], 0),
+            num(t["prompt_tokens_median"], 0),
+            num(t["ttft_ms_median"], 1),
+            f"{num(100 * t['cache_hit_rate'], 1)}%"
+            if t.get("cache_hit_rate") is not None
+            else "not reported",
+        ]
+        for t in turns["per_turn"]
+    ]
+    return table(
+        [
+            "turn",
+            "requests",
+            "context (prompt tokens, median)",
+            "TTFT median (ms)",
+            "prefix cache hit (server)",
+        ],
+        rows,
+        ["r", "r", "r", "r", "r"],
+    )
+
+
+def _window_line(w: dict[str, Any] | None, fraction: float | None) -> str | None:
+    if not fraction:
+        return None
+    if not w:
+        return f"Steady-state window ({num(100 * fraction, 0)}% of peak in flight): none found."
+    p50 = ((w.get("percentiles") or {}).get("ttft_ms") or {}).get("p50") or {}
+    med = (
+        p50.get("value") if isinstance(p50, dict) and not p50.get("infinite") else None
+    )
+    return (
+        f"Steady-state window: {num(w['start_ms'] / 1000, 2)}–{num(w['end_ms'] / 1000, 2)} s "
+        f"({num(w['span_s'], 2)} s, at least {num(w['threshold'], 0)} of a peak {num(w['peak_in_flight'], 0)} "
+        f"requests in flight, {num(100 * fraction, 0)}%): {num(w['requests'], 0)} requests started in it; "
+        f"over it, output {num(w.get('aggregate_tps'), 1)} t/s, completed {num(w.get('completed_rps'), 2)} req/s"
+        + (
+            f", median TTFT {num(med.get('value') if isinstance(med, dict) else med, 1)} ms"
+            if med is not None
+            else ""
+        )
+        + "."
+    )
+
+
+def _level_lines(run: dict[str, Any], lv: dict[str, Any]) -> list[str]:
+    s = lv["stats"] or {}
+    out = []
+    stop = s.get("stop_reason")
+    if stop and stop != "all_sent":
+        out.append(f"Stopped: {stop}.")
+    sched = s.get("schedule") or {}
+    if run["profile"] == "trace" or sched.get("drift_ms") is not None:
+        out.append(
+            f"Schedule kept: dispatch lag (sent − scheduled) p50 {num(sched.get('dispatch_lag_ms_p50'), 1)} ms, "
+            f"p95 {num(sched.get('dispatch_lag_ms_p95'), 1)} ms, max {num(sched.get('dispatch_lag_ms_max'), 1)} ms; "
+            f"drift over the level {num(sched.get('drift_ms'), 1)} ms; offered {num(s.get('offered_rps'), 2)} req/s."
+        )
+    line = _window_line(s.get("steady"), run.get("steady_state"))
+    if line:
+        out.append(line)
+    itl = s.get("itl_ms")
+    if itl:
+        out.append(
+            f"ITL (gaps between streamed chunks): median {num(itl['median'], 1)} ms, p95 {num(itl['p95'], 1)} ms, "
+            f"p99 {num(itl['p99'], 1)} ms over {num(itl['n'], 0)} gaps."
+        )
+    if s.get("prompt_tokens_counted_mean") is not None:
+        out.append(
+            f"Prompt length counted by the server tokenizer: mean {num(s['prompt_tokens_counted_mean'], 1)} tokens."
+        )
+    tel = s.get("telemetry")
+    if tel:
+        got = [k for k in ("queued", "running", "kv_usage") if tel.get(k)]
+        bits = [f"{k} max {num(tel[k]['max'], 2)}" for k in got]
+        if tel.get("cache_hit_rate_counters") is not None:
+            bits.append(
+                f"cache hit rate (counters) {num(100 * tel['cache_hit_rate_counters'], 1)}%"
+            )
+        lack = tel.get("missing") or []
+        out.append(
+            f"Server telemetry: {num(tel['samples'], 0)} scrapes; "
+            + (", ".join(bits) if bits else "nothing usable")
+            + (f"; not reported by this server: {', '.join(lack)}" if lack else "")
+            + (
+                f"; counters that went down: {', '.join(tel['decreasing_counters'])}"
+                if tel.get("decreasing_counters")
+                else ""
+            )
+            + "."
+        )
+    wr = s.get("warm_reuse")
+    if wr and wr.get("flagged"):
+        out.append(
+            f"**Warm cache reused unintentionally**: {num(100 * wr['hit_rate'], 1)}% of prompt tokens came from the "
+            "server's cache in a workload built to share none."
+        )
+    turns = s.get("turns")
+    if turns and turns.get("fit"):
+        f = turns["fit"]
+        out.append(
+            f"TTFT against context: {num(f['slope_ms_per_token'], 3)} ms per prompt token "
+            f"(+{num(f['intercept_ms'], 1)} ms) over {num(f['n'], 0)} turns of {num(turns['conversations'], 0)} conversations."
+        )
+    return out
+
+
+def _cache_line(run: dict[str, Any]) -> str:
+    cs = run.get("cache_state")
+    cs = (
+        cs
+        if isinstance(cs, dict)
+        else (cs.model_dump() if hasattr(cs, "model_dump") else None)
+    )
+    if not cs:
+        return "Cold or warm: not recorded (an artifact older than the record)."
+    return f"Started on: {cs.get('start')}" + (" (cold)." if cs.get("cold") else ".")
+
+
+def traffic_section(runs: list[dict[str, Any]]) -> list[str]:
+    if not runs:
+        return []
+    out = [
+        "## Real traffic",
+        "",
+        (
+            "Runs whose requests arrive as recorded traces, bursts or ramps, or come as conversations; each level's "
+            "headline figures over its steady-state window where one was asked for (SGLang's definition: the longest "
+            "interval with at least that share of the peak number of requests in flight), the over-saturation stop "
+            "(GuideLLM's: TTFT and requests in flight both rising, each slope tested), and the server's own telemetry "
+            f"scraped from its /metrics during the run. Swim lanes show at most {traffic.TIMELINE_MAX} requests a level."
+        ),
+        "",
+    ]
+    for run in runs:
+        title = f"{run['endpoint']} · {run['model']} · {run['host']} · {run['test_name']} ({', '.join(run['features'])})"
+        body = [
+            f"Arrivals: {cell(run['arrivals'])}. Workload: {cell(run['workload'])}"
+            + (
+                f" — {cell(run['workload_info'].get('trace_text'))}"
+                if run["workload_info"].get("trace_text")
+                else ""
+            )
+            + f". {cell(_cache_line(run))} Artifact {link(run['id'], run_link(run['id']))}.",
+            "",
+        ]
+        for lv in run["levels"]:
+            body += [f"**Level {num(lv['level'], 2)} {cell(run['unit'])}**", ""]
+            body += [
+                f"- {cell(line)}" if not line.startswith("**") else f"- {line}"
+                for line in _level_lines(run, lv)
+            ]
+            body.append("")
+            if lv["requests"]:
+                body += [charts.embed(latency_chart(lv)), ""]
+            tc = telemetry_chart(lv)
+            if tc is not None:
+                body += [
+                    charts.embed(
+                        tc, caption="Under the latency chart, on the same time axis."
+                    ),
+                    "",
+                ]
+            sc = swimlane_chart(lv)
+            if sc is not None:
+                tl = lv["timeline"]
+                note = (
+                    f"All {tl['requests']} requests."
+                    if tl["every"] == 1
+                    else f"Sampled: every {tl['every']}th of {tl['requests']} requests ({tl['shown']} shown)."
+                )
+                body += [charts.embed(sc, caption=note), ""]
+            turns = (lv["stats"] or {}).get("turns")
+            if turns:
+                body += [turns_table(turns), ""]
+        out += [fold(title, "\n".join(body), "note", open=True), ""]
+    return out
