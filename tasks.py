@@ -88,9 +88,9 @@ def list_models(c):
 @user_errors
 def synth(c, shape="", quant="Q8_0", out="", seed=0, override=None, list_shapes=False):
     """Write a synthetic GGUF (random weights: speed only) of an architecture shape."""
+    from core.errors import ConfigError
     from runtime.models import registry as models
     from runtime.models import synth as synth_mod
-    from core.errors import ConfigError
 
     if list_shapes:
         print(synth_mod._list_shapes())
@@ -380,7 +380,7 @@ ALL_MATRICES = "default,reference"
     }
 )
 @user_errors
-def all(c, matrix=ALL_MATRICES):  # noqa: A001 - the task is called `all`
+def all(c, matrix=ALL_MATRICES):
     """Fetch the embedded model, benchmark it and the reference workload on this host, validate, build the site (if an input changed)."""
     fetch(c)
     for name in [m.strip() for m in matrix.split(",") if m.strip()]:
@@ -588,8 +588,8 @@ def fidelity(
 @user_errors
 def llama_bench(c, file, host_name=None, model=None):
     """Import a llama-bench JSON file as run artifacts (every record, or nothing on bad input)."""
-    from runtime.importers import llama_bench as importer
     from core.paths import relpath
+    from runtime.importers import llama_bench as importer
 
     report = importer.import_file(file, host_name=host_name, model=model)
     for p in report.written:
@@ -685,9 +685,9 @@ serving_ns = Collection("serve", serve_bench, serve_capacity)
 @user_errors
 def host_probe(c, size_mib=0, repetitions=5, threads=""):
     """Measure this host's memory bandwidth (large copy and read-only pass) and store it as a host artifact in data/hosts/."""
-    from runtime.hosts import probe as hostprobe
     from core.errors import ConfigError
     from core.paths import relpath
+    from runtime.hosts import probe as hostprobe
 
     try:
         counts = [int(x) for x in threads.split(",") if x.strip()] or None
@@ -712,12 +712,10 @@ def host_probe(c, size_mib=0, repetitions=5, threads=""):
 @user_errors
 def project_task(c):
     """Project every role of data/usage_mix.yaml with data/optimizations.yaml; record it in data/projections/."""
-    from pipelines import projections
-    from pipelines.runs import load_runs
     from core import artifacts
     from core.paths import relpath
-
-    from pipelines import dataset
+    from pipelines import dataset, projections
+    from pipelines.runs import load_runs
 
     paths = projections.write_records(
         load_runs(), quality_docs=list(dataset.load().quality)
@@ -742,10 +740,10 @@ def project_task(c):
 @user_errors
 def gates_task(c):
     """Check the go/no-go gates of data/optimizations.yaml on every host; record changed decisions in data/decisions/."""
+    from core.paths import relpath
     from pipelines import gates, projections
     from pipelines.quality import load_quality
     from pipelines.runs import load_runs
-    from core.paths import relpath
 
     catalogue = projections.load_catalogue()
     runs, quality = load_runs(), load_quality()
@@ -1075,8 +1073,8 @@ def compare(
     """Compare two selections of results: each shared configuration, both values, ratio with CI95, verdict.
 
     Exit 2 with one line when a selection matches nothing or the two share no configuration."""
-    from pipelines import compare as cmp
     from core.records import run as record
+    from pipelines import compare as cmp
 
     try:
         threshold = float(fail_on_loss) if str(fail_on_loss).strip() else None

@@ -338,9 +338,9 @@ def host_artifact(
     fp: dict[str, Any], bw: dict[str, Any], created: str
 ) -> dict[str, Any]:
     """A ``host`` artifact (probe kind gpu_memory_bandwidth) from the bandwidth measurement."""
-    from core.records import host as host_record
-
     from gpu_bandwidth import host_bandwidth
+
+    from core.records import host as host_record
 
     return host_record.new_host(
         fingerprint=fp,
@@ -427,10 +427,10 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("ALMANAC_CACHE", str(a.work / "cache"))
     (data / "runs").mkdir(parents=True, exist_ok=True)
 
-    from runtime.hosts import fingerprint as hostinfo
+    from runtime.backends.llama_cpp.backend import physical_cores
     from runtime.execution import matrix as matrix_mod
     from runtime.execution import runner
-    from runtime.backends.llama_cpp.backend import physical_cores
+    from runtime.hosts import fingerprint as hostinfo
 
     fp = hostinfo.fingerprint()
     (out / "host.json").write_text(json.dumps(fp, indent=1))

@@ -17,7 +17,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from runtime.quality.scorers import score  # noqa: E402
+from runtime.quality.scorers import score
 
 BROKEN = "    return None\n"
 EXITS = {

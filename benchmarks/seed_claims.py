@@ -1526,7 +1526,7 @@ def list_tables(site: Site, page: str) -> str:
 
 
 def _header(how: str, claims_path: Path, diffs: list[str]) -> list[str]:
-    now = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%MZ")
+    now = _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%MZ")
     try:
         claims_name = claims_path.resolve().relative_to(ROOT).as_posix()
     except ValueError:

@@ -39,13 +39,17 @@ def main(argv: list[str] | None = None) -> int:
 
     from pipelines import (
         adapters as ad,
+    )
+    from pipelines import (
         corpus,
         gates,
-        optimization as opt,
         projections,
         retries,
         speculation,
         whatif,
+    )
+    from pipelines import (
+        optimization as opt,
     )
     from pipelines.quality import load_quality
     from pipelines.runs import load_runs

@@ -44,9 +44,10 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -362,9 +363,9 @@ def timed(
     cmd: list[str], env: dict[str, str], cwd: Path
 ) -> tuple[float, int, subprocess.CompletedProcess]:
     """Wall seconds and the peak summed RSS of the process tree."""
-    import psutil
-
     import resource
+
+    import psutil
 
     r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()

@@ -28,17 +28,17 @@ import json
 import os
 import statistics
 import sys
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from runtime.execution import matrix as matrix_mod  # noqa: E402
+from core.artifacts import atomic_write_text
+from core.precision import Precision
+from runtime.execution import matrix as matrix_mod
+from runtime.execution import runner
+from runtime.hosts import fingerprint as hostinfo
 from runtime.models import registry as models
-from runtime.execution import runner  # noqa: E402
-from runtime.hosts import fingerprint as hostinfo  # noqa: E402
-from core.artifacts import atomic_write_text  # noqa: E402
-from core.precision import Precision  # noqa: E402
 
 
 def variants(test, precision: Precision):
@@ -175,7 +175,7 @@ def main(argv: list[str] | None = None) -> int:
         rows.append(summarise(cfg.test.name, runs, a.target))
     doc = {
         "benchmark": "time_to_precision",
-        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "created": datetime.now(UTC).isoformat(timespec="seconds"),
         "host": hostinfo.fingerprint()["id"],
         "matrix": a.matrix,
         "settings": overrides,

@@ -22,7 +22,7 @@ import os
 import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cache, lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -126,7 +126,7 @@ def dumps(doc: dict[str, Any]) -> str:
         ) from None
 
 
-@lru_cache(maxsize=None)
+@cache
 def _validator(name: str, version: int) -> jsonschema.protocols.Validator:
     path = ARTIFACT_TYPES[name].schema_path(version)
     schema = json.loads(path.read_text())
@@ -140,7 +140,7 @@ def _field_path(error: jsonschema.ValidationError) -> str:
     return ".".join(parts) if parts else "(top level)"
 
 
-@lru_cache(maxsize=None)
+@cache
 def _fast_validator(name: str, version: int) -> Callable[[dict[str, Any]], Any] | None:
     """The same schema compiled to Python by fastjsonschema (about 40x faster than jsonschema
     here), used to accept valid documents quickly; a document it rejects is checked again by
@@ -161,7 +161,7 @@ def _fast_validator(name: str, version: int) -> Callable[[dict[str, Any]], Any] 
     try:
         code = fastjsonschema.compile_to_code(schema)
         compiled = compile(code, f"<schema {name} v{version}>", "exec")
-    except Exception:  # noqa: BLE001 - fall back to jsonschema (_validator)
+    except Exception:
         return None
     _compiled_to_cache(name, version, compiled)
     return _entry_point(compiled)
@@ -181,7 +181,7 @@ def _compiled_path(name: str, version: int) -> Path:
 
 def _entry_point(compiled: Any) -> Callable[[dict[str, Any]], Any] | None:
     namespace: dict[str, Any] = {}
-    exec(compiled, namespace)  # noqa: S102 - code fastjsonschema generated from our own schema files
+    exec(compiled, namespace)
     entry = [
         v for k, v in namespace.items() if k.startswith("validate") and callable(v)
     ]
@@ -197,7 +197,7 @@ def _compiled_from_cache(
 
     try:
         return _entry_point(marshal.loads(_compiled_path(name, version).read_bytes()))
-    except Exception:  # noqa: BLE001 - missing, unreadable or stale: compile again
+    except Exception:
         return None
 
 
@@ -373,7 +373,7 @@ def _check_schema(doc: dict[str, Any], name: str, version: int, source: str) -> 
         try:
             fast(doc)
             return
-        except Exception:  # noqa: BLE001 - rejected: let jsonschema say where and why
+        except Exception:
             pass
     # built only when needed: checking a schema against its metaschema costs about 0.3 s a type,
     # and a build whose every document passes the fast validator never needs it

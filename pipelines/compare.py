@@ -43,7 +43,6 @@ from core.kinds import headline
 from core.metrics import ENERGY_METRICS, METRICS
 from core.paths import project_root, relpath
 from core.records.run import RunRecord, digest
-
 from pipelines import noise as noise_mod
 from pipelines.runs import records
 

@@ -40,7 +40,6 @@ from core import stats
 from core.kinds import headline
 from core.metrics import METRICS, Metric
 from core.records.run import RunRecord
-
 from pipelines import hostnames
 from pipelines import noise as noise_mod
 from pipelines.memo import per_set
@@ -129,7 +128,7 @@ class Group:
 
     key: str
     runs: list[RunRecord]
-    facts: "Facts" = field(repr=False)
+    facts: Facts = field(repr=False)
 
     @property
     def newest(self) -> RunRecord:

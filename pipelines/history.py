@@ -34,7 +34,6 @@ from core import stats
 from core.kinds import headline
 from core.metrics import Metric
 from core.records.run import RunRecord
-
 from pipelines import noise as noise_mod
 from pipelines.memo import per_set
 from pipelines.runs import records
@@ -79,7 +78,7 @@ class Point:
 
 @dataclass
 class Step:
-    series: "Series"
+    series: Series
     before: list[Point]  # the runs of the build before (oldest first)
     after: list[Point]  # the runs of the build after
     pooled_before: dict[

@@ -23,9 +23,8 @@ import pandas as pd
 from core.kinds import columns, headline
 from core.metrics import ENERGY_METRICS, Metric
 from core.records.run import RunRecord
-
-from pipelines.memo import per_set
 from pipelines.history import stale_ids
+from pipelines.memo import per_set
 from pipelines.ranking import rank_label, rank_sides
 from pipelines.runs import records
 

@@ -39,8 +39,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from core.errors import ConfigError, ModelError
 from core.kinds.rate import RateTest
-from core.records.run import RunRecord, flash_attention_on, as_record
 from core.paths import data_dir, relpath
+from core.records.run import RunRecord, as_record, flash_attention_on
 from core.yamlio import load_yaml, pydantic_error_line
 
 GiB = 1024**3
@@ -170,7 +170,7 @@ class ModelShape:
 
     # -- construction -----------------------------------------------------------------------
     @classmethod
-    def from_facts(cls, facts: dict[str, Any], name: str = "") -> "ModelShape":
+    def from_facts(cls, facts: dict[str, Any], name: str = "") -> ModelShape:
         arch = facts.get("architecture") or "?"
         notes: list[str] = []
 
@@ -288,7 +288,7 @@ class ModelShape:
         )
 
     @classmethod
-    def from_gguf(cls, path: str | Path) -> "ModelShape":
+    def from_gguf(cls, path: str | Path) -> ModelShape:
         from core.gguf import gguf_facts
 
         p = Path(path).expanduser()
@@ -532,7 +532,7 @@ def cpu_plan(
     repack: bool = True,
     n_outputs: int = 1,
     logits_rows: int = 0,
-    draft: "ModelShape | None" = None,
+    draft: ModelShape | None = None,
 ) -> Plan:
     """Resident memory of a CPU run: the weights (mapped and prefetched), CPU_REPACK copies, the
     KV cache (cleared at allocation, so resident), the output buffer, the tokenizer tables, the
@@ -543,7 +543,7 @@ def cpu_plan(
     evaluated token (``logits_rows``) in its scores array."""
     kv = kv_cache(shape, n_ctx, type_k, type_v, swa_full=swa_full, n_ubatch=n_ubatch)
     batch = min(max_batch if max_batch is not None else n_ubatch, n_ubatch)
-    n_kv = min(kv.cells, max(256, pad((depth if depth is not None else n_ctx))))
+    n_kv = min(kv.cells, max(256, pad(depth if depth is not None else n_ctx)))
     # the graph's logits tensor holds one row per output: one, or every token of the batch with logits_all
     comp = compute_buffer(
         shape,
@@ -800,7 +800,7 @@ class PlannerSettings(BaseModel):
     )
 
     @model_validator(mode="after")
-    def _some_gpu(self) -> "PlannerSettings":
+    def _some_gpu(self) -> PlannerSettings:
         if not self.gpu_cards and not self.gpu_sizes_gb:
             raise ValueError("gpu_cards: give at least one GPU card (or gpu_sizes_gb)")
         return self
@@ -1164,7 +1164,7 @@ def fits_rows(
     return rows
 
 
-def smallest_gpu(row: dict[str, Any], settings: "PlannerSettings") -> str | None:
+def smallest_gpu(row: dict[str, Any], settings: PlannerSettings) -> str | None:
     """The name of the smallest card the row fits."""
     size = {c.name: c.bytes for c in settings.cards}
     fits = sorted((size[g], g) for g, ok in row["gpu_fit"].items() if ok)

@@ -44,12 +44,11 @@ the accuracy of past projections stays on record.
 
 from __future__ import annotations
 
-import math
-
 import hashlib
+import math
 import re
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
@@ -59,22 +58,21 @@ from core import artifacts, stats
 from core.errors import ConfigError, ModelError
 from core.kinds.rate import RateTest
 from core.metrics import METRICS
+from core.paths import data_dir, relpath
 from core.records import projection as projection_record
 from core.records.projection import ProjectionRecord, as_projection
 from core.records.quality import QualityRecord
 from core.records.run import NEUTRAL_SETTINGS, RunRecord, as_record
-from core.paths import data_dir, relpath
 from core.yamlio import load_yaml, pydantic_error_line
-
 from pipelines import facts as facts_mod
 from pipelines import gates as gates_mod
 from pipelines.facts import Facts, Figure, Group
 from pipelines.gates import Gate
 from pipelines.memory import (
+    HYBRID_ARCHITECTURES,
+    RECURRENT_ARCHITECTURES,
     ModelShape,
     kv_rows,
-    RECURRENT_ARCHITECTURES,
-    HYBRID_ARCHITECTURES,
 )
 from pipelines.roofline import bytes_per_token, decode_point
 from pipelines.whatif import compose_stages, stage_profile
@@ -150,7 +148,7 @@ class Effect(BaseModel):
     )
 
     @model_validator(mode="after")
-    def _one(self) -> "Effect":
+    def _one(self) -> Effect:
         given = [
             x for x in (self.factor, self.range, self.roofline or None) if x is not None
         ]
@@ -251,7 +249,7 @@ class Optimization(BaseModel):
     )
 
     @model_validator(mode="after")
-    def _id(self) -> "Optimization":
+    def _id(self) -> Optimization:
         if not _SLUG.match(self.id):
             raise ValueError(
                 f"id {self.id!r} must be lowercase letters, digits and hyphens"
@@ -302,7 +300,7 @@ class Role(BaseModel):
     )
 
     @model_validator(mode="after")
-    def _metric(self) -> "Role":
+    def _metric(self) -> Role:
         if self.metric not in METRICS:
             raise ValueError(
                 f"unknown metric {self.metric!r} (known: {', '.join(sorted(METRICS))})"
@@ -669,7 +667,7 @@ class Projection:
     measured: Figure | None = (
         None  # the verification's figure (the projected configuration on the role's test)
     )
-    measured_speedup: "MeasuredSpeedup | None" = (
+    measured_speedup: MeasuredSpeedup | None = (
         None  # the optimization measured on another test (no verification above)
     )
 
@@ -1449,7 +1447,7 @@ def record(
     now: datetime | None = None,
 ) -> dict[str, Any]:
     """A ``projection`` artifact: every figure of ``ps`` as it stands now."""
-    created = now or datetime.now(timezone.utc)
+    created = now or datetime.now(UTC)
     entries = []
     for rr in ps.roles:
         if rr.baseline_doc is None:

@@ -36,8 +36,7 @@ from core.records.host import (
     HostRecord,
     as_host,
 )
-from core.records.run import RunRecord, flash_attention_on, as_record
-
+from core.records.run import RunRecord, as_record, flash_attention_on
 from pipelines.memory import ModelShape, kv_cache, kv_read_bytes, kv_rows
 from pipelines.runs import latest_per_key
 

@@ -19,8 +19,8 @@ import signal
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 PR_SET_PDEATHSIG = 1
 JOB_PREFIX = "almanac-job-"

@@ -21,10 +21,10 @@ Tests read committed data only (issues 19 and 28): never what a user measured in
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import os
 import shutil
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 

@@ -130,7 +130,7 @@ class Handler(BaseHTTPRequestHandler):
         self._end()
 
     # -- routes ---------------------------------------------------------------------------
-    def do_GET(self) -> None:  # noqa: N802
+    def do_GET(self) -> None:
         if self.path.rstrip("/") == "/v1/models":
             if self.opts.unhealthy:
                 return self._json(503, {"error": "loading"})
@@ -139,7 +139,7 @@ class Handler(BaseHTTPRequestHandler):
             )
         self._json(404, {"error": "not found"})
 
-    def do_POST(self) -> None:  # noqa: N802
+    def do_POST(self) -> None:
         length = int(self.headers.get("Content-Length") or 0)
         body = json.loads(self.rfile.read(length) or b"{}")
         path = self.path.rstrip("/")

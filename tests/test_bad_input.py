@@ -8,8 +8,8 @@ import sys
 
 import pytest
 
-from runtime.execution import matrix
 from core.errors import ConfigError
+from runtime.execution import matrix
 from tests.conftest import ROOT, tree_snapshot, write_matrix
 
 BASE = "schema_version: 1\nname: m\nmodels: [gemma3-270m-q4_k_m]\n"

@@ -13,24 +13,23 @@ import math
 import re
 import subprocess
 import sys
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
+from core import artifacts, stats
+from core.kinds import headline
+from core.records import run as record
 from pipelines import compare as cmp
 from pipelines import history, leaderboard
 from pipelines.ranking import rank_sides
-from tests.support.committed import committed_runs
 from pipelines.site import history_pages, pages
-from core import artifacts
-from core.records import run as record
-from core import stats
-from core.kinds import headline
+from tests.support.committed import committed_runs
 
 ROOT = Path(__file__).resolve().parents[1]
 SHA = "ab" * 32
-T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
 CPU = {
     "id": "cpu-box-0000aaaa",
     "name": "cpu-box",
@@ -142,9 +141,7 @@ def test_one_id_format_and_the_writers_docs_validate():
     r = run([10, 11, 12])
     assert re.fullmatch(r"[0-9a-f]{12}-\d{8}T\d{6}\.\d{3}Z", r.id)
     assert (
-        record.run_id(
-            "f" * 64, datetime(2026, 11, 26, 4, 4, 30, 390500, tzinfo=timezone.utc)
-        )
+        record.run_id("f" * 64, datetime(2026, 11, 26, 4, 4, 30, 390500, tzinfo=UTC))
         == "ffffffffffff-20261126T040430.390Z"
     )
     assert (

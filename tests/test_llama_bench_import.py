@@ -15,11 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from core import artifacts
-from runtime.hosts import fingerprint as host
-from core import stats
-from runtime.backends.llama_cpp.backend import VENDORED_LLAMA_CPP
+from core import artifacts, stats
 from core.errors import ModelError, UserError
+from runtime.backends.llama_cpp.backend import VENDORED_LLAMA_CPP
+from runtime.hosts import fingerprint as host
 from runtime.importers import llama_bench as lb
 
 from .conftest import ROOT, tree_snapshot

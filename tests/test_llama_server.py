@@ -12,12 +12,11 @@ from pathlib import Path
 import pytest
 
 from core import artifacts
-from runtime.execution import matrix
-from runtime.execution import runner
+from core.errors import BackendError
 from runtime.backends.openai_http import llama_server
 from runtime.backends.openai_http.backend import OpenAIHttpBackend
 from runtime.backends.openai_http.config import OpenAIHttpSettings
-from core.errors import BackendError
+from runtime.execution import matrix, runner
 from runtime.models.registry import ModelRef
 from tests.conftest import write_matrix
 
@@ -226,8 +225,9 @@ def _built() -> bool:
 def test_real_llama_server_end_to_end(data_env):
     """Starts llama.cpp's llama-server on loopback with the embedded model through the runner:
     a chat test and a 1-2 concurrency sweep, valid artifacts, its build recorded, stopped."""
-    from runtime.backends.llama_cpp.backend import VENDORED_LLAMA_CPP
     from importlib import metadata
+
+    from runtime.backends.llama_cpp.backend import VENDORED_LLAMA_CPP
 
     req = "    messages: [{role: user, content: Say hello.}]\n    max_tokens: 4\n    ignore_eos: true\n"
     write_matrix(

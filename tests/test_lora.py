@@ -34,8 +34,8 @@ def tiny(tmp_path_factory):
 
 
 def test_adapter_file_is_what_the_formula_predicts(tiny):
-    from pipelines import memory as mem
     from core.gguf import gguf_facts
+    from pipelines import memory as mem
 
     facts = lora.adapter_facts(tiny["adapters"][0])
     assert (

@@ -11,11 +11,10 @@ from pathlib import Path
 import pytest
 
 from core import artifacts
-from runtime.execution import runner
-
 from pipelines import optimization as opt
 from pipelines.runs import load_runs
 from pipelines.site import optimization as page
+from runtime.execution import runner
 
 pytestmark = pytest.mark.model
 

@@ -330,9 +330,9 @@ def test_completion_error_is_one_line():
 
 
 def _built() -> bool:
-    from runtime.backends.openai_http import llama_server
-
     import os
+
+    from runtime.backends.openai_http import llama_server
 
     return bool(os.environ.get(llama_server.ENV) or llama_server.cached_builds())
 

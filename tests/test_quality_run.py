@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.quality import scores_frame
 from core import artifacts
+from pipelines.quality import scores_frame
 from runtime.quality import suite_runner as runner
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -312,13 +312,13 @@ def test_a_claim_found_only_by_phrase_is_not_living(tmp_path):
     assert v.status == "missing" and v.lacks == ["no model here"]
 
 
-PER_HOST = f"""<h2 id="cold">Cold start</h2>
+PER_HOST = """<h2 id="cold">Cold start</h2>
 <table><thead><tr><th>host</th><th>cold (ms)</th></tr></thead><tbody>
-<tr><td>{{host}}</td><td><a href="../../runs/run/?id={{run}}">{{cold}}</a></td></tr>
+<tr><td>{host}</td><td><a href="../../runs/run/?id={run}">{cold}</a></td></tr>
 </tbody></table>
 <h2 id="warm">Warm steady state</h2>
 <table><thead><tr><th>host</th><th>warm (ms)</th></tr></thead><tbody>
-<tr><td>{{host}}</td><td><a href="../../runs/run/?id={{run}}">{{warm}}</a></td></tr>
+<tr><td>{host}</td><td><a href="../../runs/run/?id={run}">{warm}</a></td></tr>
 </tbody></table>"""
 
 

@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-from core.records.run import RunRecord
-
 import html
 import re
 
 import pytest
 
+from core.metrics import METRICS
+from core.records.run import RunRecord
 from pipelines import leaderboard
 from pipelines.runs import load_runs
 from pipelines.site import browser, charts, markdown, pages
-from core.metrics import METRICS
 from tests.conftest import GOLDEN
 
 
@@ -127,9 +126,8 @@ def test_methodology_lists_every_metric_and_setting():
     defs = pages.metric_definitions()
     for name in METRICS:
         assert f"<code>{name}</code>" in defs
-    from runtime.backends.llama_cpp.config import LlamaCppSettings
-
     from runtime import backends
+    from runtime.backends.llama_cpp.config import LlamaCppSettings
 
     table = pages.settings_table(backends.settings_class("llama_cpp").option_table())
     for name, f in LlamaCppSettings.model_fields.items():
@@ -550,8 +548,8 @@ def test_a_fleet_beyond_the_split_limit_gets_one_page_per_host(tmp_path, session
     import re
 
     from benchmarks.site_scale import variant
-    from pipelines.site import per_host
     from core import artifacts
+    from pipelines.site import per_host
     from tests.conftest import build_site, make_golden_data
 
     data = make_golden_data(tmp_path / "data")

@@ -193,8 +193,8 @@ def test_an_architecture_transformers_cannot_read_fails_with_the_reason(tmp_path
 def test_both_backends_on_one_file_side_by_side(data_env):
     """Both backends through the runner on the same file, then the Comparisons page's table."""
     from pipelines import backends as cmp
-    from pipelines.site import serving as serving_pages
     from pipelines.runs import load_runs
+    from pipelines.site import serving as serving_pages
 
     _matrix(data_env, "inproc", "llama_cpp", TESTS)
     _matrix(data_env, "inproc-tf", "transformers", TESTS)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from pipelines import whatif as W
 from core.errors import ConfigError
+from pipelines import whatif as W
 from tests.support.planning_fixtures import (
     CHAT_SHORT,
     STAGES_A,

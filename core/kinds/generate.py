@@ -104,7 +104,7 @@ class GenerateTest(TestSpec):
     )
 
     @model_validator(mode="after")
-    def _fill(self) -> "GenerateTest":
+    def _fill(self) -> GenerateTest:
         custom = bool(self.prompts)
         if not custom:
             self.prompts = list(

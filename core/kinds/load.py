@@ -81,7 +81,7 @@ class LoadSpec(TestSpec):
         return v
 
     @model_validator(mode="after")
-    def _profile_levels(self) -> "LoadSpec":
+    def _profile_levels(self) -> LoadSpec:
         if self.profile in CLOSED_LOOP:
             if any(x != int(x) for x in self.levels):
                 raise ValueError(

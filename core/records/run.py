@@ -54,7 +54,7 @@ import hashlib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -168,7 +168,7 @@ def config_key(
 
 def run_id(key: str, created: datetime) -> str:
     """The one id format: key prefix and UTC time to the millisecond (reruns never collide)."""
-    created = created.astimezone(timezone.utc)
+    created = created.astimezone(UTC)
     return f"{key[:12]}-{created.strftime('%Y%m%dT%H%M%S')}.{created.microsecond // 1000:03d}Z"
 
 
@@ -250,7 +250,7 @@ def new_run(
         "schema_version": artifacts.ARTIFACT_TYPES[ARTIFACT].version,
         "id": run_id_ or run_id(key, created),
         "key": key,
-        "created": created.astimezone(timezone.utc).isoformat(timespec="seconds"),
+        "created": created.astimezone(UTC).isoformat(timespec="seconds"),
         "status": status,
         "error": error if status != "ok" else None,
         "matrix": dict(matrix),
@@ -362,7 +362,7 @@ class Resources:
     loadavg_1m_before: float | None = None
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any] | None) -> "Resources":
+    def from_dict(cls, d: Mapping[str, Any] | None) -> Resources:
         d = d or {}
         return cls(**{f.name: d.get(f.name) for f in fields(cls)})
 
@@ -384,7 +384,7 @@ class LoraAttached:
         return bool(self.adapters or self.count)
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any] | None) -> "LoraAttached":
+    def from_dict(cls, d: Mapping[str, Any] | None) -> LoraAttached:
         d = d if isinstance(d, Mapping) else {}
         return cls(
             tuple(a for a in d.get("adapters") or () if isinstance(a, Mapping)),
@@ -753,7 +753,7 @@ class RunRecord(ArtifactRecord):
         return list(self.requested.get("lora_adapters") or [])
 
     @property
-    def lora(self) -> "LoraAttached":
+    def lora(self) -> LoraAttached:
         """What attaching the adapters did, as the backend reported it: each adapter's facts and load
         time, the total load time, the RSS growth (an empty record without adapters)."""
         return self._cached(

@@ -10,11 +10,10 @@ The JS lives in docs/assets/js/runs.js; these functions return the page bodies a
 
 from __future__ import annotations
 
-import math
-
 import csv
 import io
 import json
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,7 +23,6 @@ from core.records.base import ArtifactRecord
 from core.records.perplexity import PerplexityRecord, PplResults, as_perplexity
 from core.records.quality import QualityRecord, as_quality
 from core.records.run import RunRecord, as_record
-
 
 ROOT = "@@ALMANAC_ROOT@@/"  # replaced per page by the build hook with the relative path to the site root
 

@@ -298,5 +298,5 @@ def _check_lossless(marks: list[Mark]) -> list[str]:
 
 def missing_in(facts: object) -> Callable[[str, str], bool]:
     """``missing(work, host)`` for :func:`check` from a fact layer (pipelines.facts.Facts)."""
-    have = {(g.work_key, g.host_id) for g in getattr(facts, "groups").values()}
+    have = {(g.work_key, g.host_id) for g in facts.groups.values()}
     return lambda work, host: (work, host) not in have

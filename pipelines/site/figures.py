@@ -61,7 +61,7 @@ def interval(
     d = fig.metric.decimals if decimals is None else decimals
     if not fig.has_interval:
         return "no CI95 (" + cell(fig.note) + ")"
-    fmt = (lambda v: sig(v, digits)) if digits else (lambda v: num(v, d))  # noqa: E731
+    fmt = (lambda v: sig(v, digits)) if digits else (lambda v: num(v, d))
     return f"{fmt(fig.ci95_low)} – {fmt(fig.ci95_high)}"
 
 

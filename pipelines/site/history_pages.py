@@ -11,7 +11,6 @@ import json
 from typing import Any
 
 from core.records.run import RunRecord
-
 from pipelines import compare as cmp
 from pipelines import history, hostnames
 from pipelines.site import charts

@@ -12,9 +12,9 @@ All of it is linear in the number of artifacts: one copy and one index row each.
 from __future__ import annotations
 
 import gc
+import os
 import posixpath
 import re
-import os
 import shutil
 import sys
 from pathlib import Path
@@ -23,9 +23,9 @@ from typing import Any
 from mkdocs.exceptions import Abort
 from mkdocs.plugins import CombinedEvent, event_priority
 
-from pipelines import dataset
 from core.errors import ArtifactError, ArtifactErrors
 from core.paths import schema_dir
+from pipelines import dataset
 from pipelines.site import browser, markdown
 
 

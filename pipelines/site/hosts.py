@@ -12,7 +12,6 @@ from typing import Any
 from core.hostlabel import device_label
 from core.records.host import GPU_MEMORY, HOST_MEMORY, HostRecord, as_host
 from core.records.run import RunRecord
-
 from pipelines import hostnames
 from pipelines import roofline as roof
 from pipelines.runs import latest_per_key, records

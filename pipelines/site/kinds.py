@@ -25,7 +25,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from core.records.run import RunRecord
-
 from pipelines.site.markdown import admonition, code
 
 

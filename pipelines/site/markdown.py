@@ -17,9 +17,9 @@ import json
 import math
 import re
 import secrets
-from urllib.parse import quote
 from collections.abc import Iterable, Sequence
 from typing import Any
+from urllib.parse import quote
 
 _MD_SPECIAL = re.compile(r"([\\`*_\[\]()#+!~|])")
 # Braces become HTML entities: the pages go through mkdocs-macros (Jinja), and text such as

@@ -11,11 +11,10 @@ from typing import Any
 import altair as alt
 import pandas as pd
 
+from core import degeneration
 from core.metrics import METRICS
 from core.records.quality import QualityRecord
 from core.records.run import RunRecord
-
-from core import degeneration
 from pipelines import optimization as opt
 from pipelines.site import charts, figures
 from pipelines.site.markdown import (

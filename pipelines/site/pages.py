@@ -11,11 +11,10 @@ from typing import Any
 
 import pandas as pd
 
-from core.metrics import METRICS
 from core.kinds import all_kinds
+from core.metrics import METRICS
 from core.records.run import RunRecord
 from core.summary import Summary
-
 from pipelines import leaderboard, ranking
 from pipelines.runs import records
 from pipelines.site import charts, figures
@@ -46,9 +45,7 @@ HOME_REGRESSIONS = (
 
 
 def newest_regressions(docs: list[RunRecord], limit: int = HOME_REGRESSIONS) -> str:
-    from pipelines import history
-
-    from pipelines import hostnames
+    from pipelines import history, hostnames
     from pipelines.site.history_pages import build_value, host_cell
 
     steps = [

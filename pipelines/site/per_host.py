@@ -15,7 +15,6 @@ The per-host Markdown files are written by docs/gen_pages.py (mkdocs-gen-files) 
 from __future__ import annotations
 
 import hashlib
-
 import json
 import re
 from collections.abc import Callable
@@ -23,7 +22,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from core.records.host import HostRecord
-
 from pipelines import dataset
 from pipelines.site.markdown import (
     admonition,

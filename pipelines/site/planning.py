@@ -13,13 +13,12 @@ from typing import Any
 import altair as alt
 import pandas as pd
 
-from core.errors import UserError
 from core import metrics
+from core.errors import UserError
 from core.metrics import METRICS
 from core.records.host import HostRecord, as_host
 from core.records.projection import ProjectionRecord
 from core.records.run import RunRecord
-
 from pipelines import memory as mem
 from pipelines import projections as proj
 from pipelines import roofline as roof
@@ -29,7 +28,6 @@ from pipelines.site import charts, figures
 from pipelines.site.markdown import (
     MISSED_BADGE,
     PROJECTED_BADGE,
-    verdict_badge,
     SYNTHETIC_BADGE,
     VERIFIED_BADGE,
     admonition,
@@ -42,6 +40,7 @@ from pipelines.site.markdown import (
     prose,
     run_link,
     table,
+    verdict_badge,
 )
 
 MEASURED_BADGE = '<span class="almanac-badge measured" title="read from a run artifact">measured</span>'

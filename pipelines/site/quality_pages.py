@@ -10,7 +10,6 @@ import pandas as pd
 
 from core.metrics import METRICS
 from core.records.quality import QualityRecord
-
 from pipelines import quality as quality_mod
 from pipelines import roles as roles_mod
 from pipelines.site import charts

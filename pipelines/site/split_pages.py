@@ -3,10 +3,8 @@ it and the function that renders it."""
 
 from __future__ import annotations
 
-
 from core.records.run import RunRecord
 from pipelines import backends as backend_cmp
-
 from pipelines import dataset, leaderboard, optimization, roofline
 from pipelines.site import hosts as hosts_pages
 from pipelines.site import optimization as optimization_pages

@@ -114,12 +114,12 @@ def preload(name: str) -> None:
     try:
         package = _check(name)[1].partition(":")[0].rsplit(".", 1)[0]
         modules = getattr(importlib.import_module(package), "PRELOAD", ())
-    except Exception:  # noqa: BLE001 - an unknown or broken backend is reported by the run itself
+    except Exception:
         return
     for module in modules:
         try:
             importlib.import_module(module)
-        except Exception:  # noqa: BLE001
+        except Exception:
             pass
 
 

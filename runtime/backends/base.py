@@ -11,9 +11,8 @@ quality items it can put to a model (``prompt_styles``).
 
 from __future__ import annotations
 
-import re
-
 import abc
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, TypeVar

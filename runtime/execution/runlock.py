@@ -16,9 +16,9 @@ import json
 import os
 import sys
 import time
-from datetime import datetime, timezone
+from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Iterator
 
 from core.artifacts import storage_error
 from core.errors import StorageError, UserError
@@ -85,7 +85,7 @@ def run_lock(root: Path, host_id: str, *, wait_s: float = 0.0) -> Iterator[Path]
                 time.sleep(0.2)
         info = {
             "pid": os.getpid(),
-            "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "started": datetime.now(UTC).isoformat(timespec="seconds"),
             "command": " ".join(sys.argv),
         }
         try:

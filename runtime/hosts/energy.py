@@ -27,9 +27,10 @@ from __future__ import annotations
 import os
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 POWERCAP = Path("/sys/class/powercap")
 WINDOW_S = 1.0  # the shortest region metered on its own (a counter step is at most ~100 ms on the GPUs seen)
@@ -222,7 +223,7 @@ class RateEnergy:
     note: str | None = None
 
     @classmethod
-    def for_test(cls, test: Any, on_gpu: bool) -> "RateEnergy":
+    def for_test(cls, test: Any, on_gpu: bool) -> RateEnergy:
         meter, reason = meter_for(on_gpu)
         return cls(
             meter,

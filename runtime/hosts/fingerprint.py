@@ -9,9 +9,9 @@ import socket
 from pathlib import Path
 from typing import Any
 
-from core import hostid
-
 import psutil
+
+from core import hostid
 
 # Flags that change which llama.cpp kernels run (core.hostid: part of the host's identity).
 INTERESTING_FLAGS = hostid.FLAGS

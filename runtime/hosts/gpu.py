@@ -151,7 +151,7 @@ class PeakVram:
         elif self._peak_delta:
             self.peak, self.method = self._peak_delta, "device-delta"
 
-    def __enter__(self) -> "PeakVram":
+    def __enter__(self) -> PeakVram:
         if self._nv is not None and self._nv.nvmlDeviceGetCount() > 0:
             self.peak = 0
             try:

@@ -35,20 +35,19 @@ import importlib
 import json
 import math
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Union
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from core import artifacts
-from core import stats
+from core import artifacts, stats
+from core.errors import ConfigError, ModelError, UserError
+from core.kinds.rate import RateTest
+from core.paths import data_dir, project_root, relpath, runs_dir
 from core.records import run as run_record
 from runtime.hosts import fingerprint as hostinfo
 from runtime.models import registry as models_mod
-from core.errors import ConfigError, ModelError, UserError
-from core.paths import data_dir, project_root, relpath, runs_dir
-from core.kinds.rate import RateTest
 
 BACKEND = "llama-bench"
 MATRIX_NAME = "llama-bench-import"
@@ -88,7 +87,7 @@ class LlamaBenchRecord(BaseModel):
     type_k: str = Field(..., min_length=1)
     type_v: str = Field(..., min_length=1)
     n_gpu_layers: int
-    flash_attn: Union[bool, int] = Field(
+    flash_attn: bool | int = Field(
         ..., description="bool in older llama-bench; -1 auto, 0 off, 1 on in newer."
     )
     n_prompt: int = Field(..., ge=0)
@@ -103,7 +102,7 @@ class LlamaBenchRecord(BaseModel):
     samples_ts: list[float] = Field(..., min_length=1)
 
     @model_validator(mode="after")
-    def _consistent(self) -> "LlamaBenchRecord":
+    def _consistent(self) -> LlamaBenchRecord:
         if self.n_prompt + self.n_gen == 0:
             raise ValueError("n_prompt and n_gen are both 0: not a test")
         if (
@@ -181,7 +180,7 @@ class LlamaBenchRecord(BaseModel):
 
 def test_datetime(text: str) -> datetime:
     dt = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    return dt if dt.tzinfo else dt.replace(tzinfo=timezone.utc)
+    return dt if dt.tzinfo else dt.replace(tzinfo=UTC)
 
 
 # -- reading ---------------------------------------------------------------------------------
@@ -452,7 +451,7 @@ def build_artifact(
         host["id"],
         backend_version,
     )
-    measured = test_datetime(rec.test_time).astimezone(timezone.utc)
+    measured = test_datetime(rec.test_time).astimezone(UTC)
     build = {
         "backend_version": backend_version,
         "llama_cpp_commit": rec.build_commit,
@@ -541,7 +540,7 @@ def import_file(
     host = resolve_host(records, path, host_name, root)
     refs: dict[str, models_mod.ModelRef] = {}
     source_sha = hashlib.sha256(path.read_bytes()).hexdigest()
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     planned: list[tuple[Path, dict[str, Any]]] = []
     for i, rec in enumerate(records):
         if rec.model_filename not in refs:

@@ -85,7 +85,7 @@ class Cutter:
         self.ids: list[int] = []
 
     @classmethod
-    async def make(cls, transport: Any, client: Any, spec: Workload) -> "Cutter":
+    async def make(cls, transport: Any, client: Any, spec: Workload) -> Cutter:
         text, _ = corpus(spec.text)
         if spec.source in ("auto", "tokenizer"):
             ids = await transport.tokenize(client, text)

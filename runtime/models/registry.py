@@ -30,6 +30,8 @@ from runtime.models.derive import DerivedSpec
 from runtime.models.endpoint import (
     EndpointRef,
     EndpointSpec,
+)
+from runtime.models.endpoint import (
     from_spec as endpoint_from_spec,
 )
 from runtime.models.lora import AdapterRef, LoraSynthSpec
@@ -60,7 +62,7 @@ class SynthSpec(BaseModel):
     )
 
     @model_validator(mode="after")
-    def _known(self) -> "SynthSpec":
+    def _known(self) -> SynthSpec:
         from runtime.models import synth
 
         try:
@@ -144,7 +146,7 @@ class ModelEntry(BaseModel):
         None,
         description="A synthetic model generated on demand: {shape, quant, seed} (random weights, speed only).",
     )
-    derived: "DerivedSpec | None" = Field(
+    derived: DerivedSpec | None = Field(
         None,
         description="A model requantized on demand from another registry model with llama.cpp's quantizer: {from, quant}.",
     )
@@ -154,7 +156,7 @@ class ModelEntry(BaseModel):
     )
 
     @model_validator(mode="after")
-    def _one_source(self) -> "ModelEntry":
+    def _one_source(self) -> ModelEntry:
         if (
             sum(
                 x is not None
@@ -196,14 +198,14 @@ class AdapterEntry(BaseModel):
     sha256: str | None = Field(
         None, description="Expected sha256 of the file; checked when given."
     )
-    synth: "LoraSynthSpec | None" = Field(
+    synth: LoraSynthSpec | None = Field(
         None,
         description="A synthetic adapter written on demand for a registry model: "
         "{base, rank, targets, alpha, seed} (random weights, speed and memory only).",
     )
 
     @model_validator(mode="after")
-    def _one_source(self) -> "AdapterEntry":
+    def _one_source(self) -> AdapterEntry:
         if (self.path is None) == (self.synth is None):
             raise ValueError("give exactly one of 'path' or 'synth'")
         return self
@@ -241,7 +243,7 @@ class ModelRef:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "ModelRef":
+    def from_dict(cls, d: dict[str, Any]) -> ModelRef:
         return cls(**{k: v for k, v in d.items() if k != "kind"})
 
 

@@ -20,7 +20,8 @@ from __future__ import annotations
 import re
 import string
 from collections import Counter
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 _PUNCT = string.punctuation
 _STRIP_PUNCT = str.maketrans("", "", _PUNCT)

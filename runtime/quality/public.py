@@ -22,9 +22,10 @@ from __future__ import annotations
 import gzip
 import json
 from collections import Counter
+from collections.abc import Callable
 from importlib import metadata
 from importlib.resources import files
-from typing import Any, Callable
+from typing import Any
 
 from core.errors import ConfigError
 from runtime.quality.items import Item

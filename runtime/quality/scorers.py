@@ -20,8 +20,9 @@ from __future__ import annotations
 import json
 import re
 import unicodedata
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -143,7 +144,7 @@ class MultipleChoiceCheck(Check):
     )
 
     @model_validator(mode="after")
-    def _answer_offered(self) -> "MultipleChoiceCheck":
+    def _answer_offered(self) -> MultipleChoiceCheck:
         self.answer = self.answer.strip().upper()
         if self.answer not in self.letters:
             raise ValueError(
@@ -313,7 +314,7 @@ class FormatCheck(Check):
         return v
 
     @model_validator(mode="after")
-    def _something(self) -> "FormatCheck":
+    def _something(self) -> FormatCheck:
         if not self.model_fields_set:
             raise ValueError("a format check needs at least one condition")
         return self
@@ -628,7 +629,7 @@ class LoglikChoiceCheck(Check):
     )
 
     @model_validator(mode="after")
-    def _answer_offered(self) -> "LoglikChoiceCheck":
+    def _answer_offered(self) -> LoglikChoiceCheck:
         if self.answer >= len(self.choices):
             raise ValueError(
                 f"answer {self.answer} is not the index of one of the {len(self.choices)} choices"
@@ -693,7 +694,7 @@ class IFBenchCheck(Check):
     kwargs: list[dict[str, Any]] = Field(...)
 
     @model_validator(mode="after")
-    def _known(self) -> "IFBenchCheck":
+    def _known(self) -> IFBenchCheck:
         from runtime.quality.ifbench_checks import CHECKERS
 
         unknown = [i for i in self.instruction_id_list if i not in CHECKERS]

@@ -25,18 +25,19 @@ import shlex
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from core import artifacts
-from runtime.models import registry as models
-from runtime.execution import matrix as matrix_mod
 from core.errors import ArtifactError
-from runtime.hosts.inventory import Host
 from core.paths import cache_dir, project_root, relpath, runs_dir
+from runtime.execution import matrix as matrix_mod
+from runtime.hosts.inventory import Host
+from runtime.models import registry as models
 from runtime.remote import snapshot as snapshot_mod
 from runtime.remote.agent import PREFIX
 from runtime.remote.failed import done_label, failed_artifacts
@@ -120,7 +121,7 @@ class HostRun:
     # -- logging ------------------------------------------------------------------------------
     def log(self, text: str) -> None:
         text = redact(text, self.secrets)
-        stamp = datetime.now(timezone.utc).strftime("%H:%M:%S")
+        stamp = datetime.now(UTC).strftime("%H:%M:%S")
         with self._log_lock:
             with open(self.log_path, "a", encoding="utf-8") as fh:
                 for line in text.splitlines() or [""]:
@@ -535,7 +536,7 @@ def run_hosts(
     m = matrix_mod.load(matrix)
     models.load_registry()
     snap = snapshot_mod.make()
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     log_dir = log_dir or cache_dir() / "remote-logs" / stamp
     log_dir.mkdir(parents=True, exist_ok=True)
     runs = [

@@ -15,9 +15,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from core import artifacts
+from core import artifacts, stats
 from core.records import run as record
-from core import stats
 from runtime.backends import settings_class
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "planning"

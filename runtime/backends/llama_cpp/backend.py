@@ -22,19 +22,18 @@ from importlib import metadata as importlib_metadata
 from pathlib import Path
 from typing import Any
 
-from runtime.backends.llama_cpp import NAME
-from runtime.backends.llama_cpp import lib_policy as llamacpp_lib
 from core.errors import ConfigError, UserError
-from core.kinds.generate import GenerateTest
-from core.precision import Repeater
-from core.kinds.base import TestSpec
 from core.kinds import chat as chat_kind
+from core.kinds.base import TestSpec
 from core.kinds.chat import ChatTest
+from core.kinds.generate import GenerateTest
 from core.kinds.rate import RateTest
 from core.kinds.serve import ServeTest
+from core.precision import Repeater
 from runtime.backends import inprocess
 from runtime.backends.base import Backend, Incompatible, TestResult, runs
-from runtime.backends.llama_cpp import experts, speculative
+from runtime.backends.llama_cpp import NAME, experts, speculative
+from runtime.backends.llama_cpp import lib_policy as llamacpp_lib
 from runtime.backends.llama_cpp.config import LlamaCppSettings
 from runtime.backends.llama_cpp.stages import StageTimer
 from runtime.hosts.energy import RateEnergy

@@ -137,7 +137,7 @@ class LlamaCppSettings(BackendSettings):
         return v
 
     @model_validator(mode="after")
-    def _combinations(self) -> "LlamaCppSettings":
+    def _combinations(self) -> LlamaCppSettings:
         """Combinations llama.cpp refuses, refused here with the reason. (n_ubatch above n_batch is
         not one: llama.cpp lowers n_ubatch to n_batch, and the effective settings record it.)"""
         if self.type_v not in UNQUANTIZED_KV and self.flash_attn == "off":

@@ -36,23 +36,21 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from core import precision as precision_mod
-from core.kinds import request_stats as servingstats
-from core.precision import Repeater
-from core.kinds.concurrency import ConcurrencyTest
-from core.kinds.request import RequestWorkload
-from core.kinds.serve import ServeTest
-from core.kinds.base import TestSpec
-from core.kinds.chat import ChatTest
 from core.errors import ConfigError, ModelError
+from core.kinds import request_stats as servingstats
+from core.kinds.agent import AgentLoopTest
+from core.kinds.base import TestSpec
 from core.kinds.capacity import CapacityTest
+from core.kinds.chat import ChatTest
+from core.kinds.concurrency import ConcurrencyTest
 from core.kinds.load import LoadTest
 from core.kinds.probe import ProbeTest
+from core.kinds.request import RequestWorkload
+from core.kinds.serve import ServeTest
+from core.precision import Repeater
 from runtime.backends.base import Backend, TestResult, UnsupportedTest, runs
-from runtime.backends.openai_http import NAME
-from core.kinds.agent import AgentLoopTest
+from runtime.backends.openai_http import NAME, detect, llama_server
 from runtime.backends.openai_http import client as http
-from runtime.backends.openai_http import detect
-from runtime.backends.openai_http import llama_server
 from runtime.backends.openai_http.config import OpenAIHttpSettings
 from runtime.backends.openai_http.server import (
     ManagedServer,

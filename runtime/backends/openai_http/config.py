@@ -256,7 +256,7 @@ class OpenAIHttpSettings(BackendSettings):
         return v
 
     @model_validator(mode="after")
-    def _one_endpoint(self) -> "OpenAIHttpSettings":
+    def _one_endpoint(self) -> OpenAIHttpSettings:
         if self.base_url and (self.server_command or self.server_args):
             raise ValueError(
                 "give either base_url (a running endpoint) or server_command/server_args (a server to start), not both"

@@ -112,7 +112,7 @@ class TransformersBackend(Backend):
     def load(self, test: TestSpec | None = None) -> dict[str, Any]:
         t_imp = time.perf_counter()
         import torch
-        import transformers  # noqa: F401 - timed with torch: what a cold start imports
+        import transformers
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         self.import_s = time.perf_counter() - t_imp
