@@ -513,7 +513,7 @@ def main(argv: list[str] | None = None) -> int:
                     data, out
                 )  # what finished comes back even if the call is cut short
 
-        def bench(round_no: int) -> None:
+        def bench(round_no: int, m=m, names=names, facts=facts) -> None:
             # llama-bench beside the llama.cpp backend only (another backend's matrix has no llama-bench twin)
             if (
                 not (a.llama_bench and a.llama_bench.exists())

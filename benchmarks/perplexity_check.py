@@ -30,7 +30,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from core import artifacts
+from core import artifacts  # noqa: E402
 from core.paths import relpath  # noqa: E402
 from runtime.backends.llama_cpp import lib_policy as llamacpp_lib  # noqa: E402
 from runtime.models import registry as models  # noqa: E402

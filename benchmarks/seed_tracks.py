@@ -95,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
             for c in cells:
                 ll = c.lossless_vs_plain
                 acc = (
-                    "-" if c.point.acceptance is None else "%.1f%%" % c.point.acceptance
+                    "-" if c.point.acceptance is None else f"{c.point.acceptance:.1f}%"
                 )
                 lossless = (
                     "-"
@@ -122,9 +122,9 @@ def main(argv: list[str] | None = None) -> int:
                 qs = (
                     "-"
                     if not q
-                    else "%.1f%% (%d/%d)" % (100 * q["pass_rate"], q["passed"], q["n"])
+                    else f"{100 * q['pass_rate']:.1f}% ({q['passed']}/{q['n']})"
                 )
-                acc = "-" if r.acceptance is None else "%.1f%%" % r.acceptance
+                acc = "-" if r.acceptance is None else f"{r.acceptance:.1f}%"
                 print(
                     f"{test:6s} draft={r.draft:22s} acc={acc} speedup={_r(r.speedup)} quality={qs} "
                     f"front={'yes' if r.front else 'no'}"

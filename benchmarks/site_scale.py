@@ -408,7 +408,7 @@ def page_sizes(site: Path) -> dict[str, Any]:
         reverse=True,
     )
     inline = []
-    for size, rel in pages[:10]:
+    for _size, rel in pages[:10]:
         text = (site / rel).read_text(encoding="utf-8")
         data = sum(
             len(m)

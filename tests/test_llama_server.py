@@ -5,6 +5,7 @@ embedded model (skipped, with the reason, only where llama-server is not built).
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 from pathlib import Path
@@ -141,7 +142,7 @@ def test_binary_lookup_and_version(tmp_path, monkeypatch):
     (bindir / "llama-server").write_bytes(fake.read_bytes())
     (bindir / "llama-server").chmod(0o755)
     (bindir.parent.parent / "build.json").write_text(
-        '{"lib_dir": "%s", "commit": "0c1e57098"}' % bindir
+        json.dumps({"lib_dir": str(bindir), "commit": "0c1e57098"})
     )
     assert llama_server.find_binary() == bindir / "llama-server"
 

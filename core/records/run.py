@@ -654,10 +654,6 @@ class RunRecord(ArtifactRecord):
         return self.doc["model"]
 
     @property
-    def model_file_name(self) -> str | None:
-        return self.doc["model"].get("file_name")
-
-    @property
     def model_kind(self) -> str:
         """``file`` (a local GGUF) or ``endpoint`` (a model a server serves, no local file)."""
         return self.doc["model"].get("kind", "file")

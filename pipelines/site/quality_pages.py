@@ -125,7 +125,7 @@ def quality_page(docs: list[QualityRecord]) -> str:
         "",
     ]
     rows = []
-    for (row, host), g in best.groupby(["row", "host_id"], sort=True):
+    for (_row, host), g in best.groupby(["row", "host_id"], sort=True):
         r0 = g.iloc[0]
         cells = []
         for s in suites:

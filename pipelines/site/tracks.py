@@ -268,7 +268,7 @@ def adapters_section(docs: list[Any]) -> list[str]:
     failed = [(s, r) for s in series for r in s.failed]
     seen = set()
     rows = []
-    for s, r in failed:
+    for _s, r in failed:
         if r.id in seen:
             continue
         seen.add(r.id)

@@ -238,6 +238,7 @@ class Backend(abc.ABC):
         """Check one configuration against the model's metadata before anything runs. Raise
         ``ConfigError(message, field=<setting>)`` for one the backend would abort on; the
         runner adds the matrix file. Default: nothing to check."""
+        return None
 
     @staticmethod
     def log_facts(log: str) -> dict[str, Any]:
@@ -266,3 +267,4 @@ class Backend(abc.ABC):
 
     def close(self) -> None:
         """Free what load() took."""
+        return None

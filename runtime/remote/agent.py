@@ -220,9 +220,10 @@ def run(matrix: str, force: bool, retry_failed: bool) -> int:
         emit("error", message=str(exc))
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    rel = lambda ps: [
-        str(Path(p).resolve().relative_to(runs_dir().resolve())) for p in ps
-    ]
+
+    def rel(ps):
+        return [str(Path(p).resolve().relative_to(runs_dir().resolve())) for p in ps]
+
     emit(
         "end",
         measured=rel(report.measured),

@@ -136,7 +136,6 @@ def run_doc(
     key = hashlib.sha256(
         json.dumps([model, sha, test, req, host["id"]], sort_keys=True).encode()
     ).hexdigest()
-    stamp = created[:19].replace("-", "").replace(":", "") + "Z"
     eff = {
         "n_ctx": 4096,
         "n_batch": 2048,
