@@ -78,7 +78,10 @@ def list_models(c):
     iterable=["override"],
     help={
         "shape": "Architecture shape (see --list-shapes), e.g. tiny-qwen3moe, llama-8b, qwen3moe-30b-a3b.",
-        "quant": "Quantization: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, or a K-quant such as Q4_K_M (default Q8_0).",
+        "quant": (
+            "Quantization: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, or a K-quant "
+            "such as Q4_K_M (default Q8_0)."
+        ),
         "out": "Output .gguf path (default: the cache, where a registry entry `synth: {shape, quant, seed}` finds it).",
         "seed": "Seed of the random weights (same shape, quant and seed: same bytes).",
         "override": "Override a shape field, FIELD=VALUE (repeatable), e.g. --override n_layer=8.",
@@ -381,7 +384,10 @@ ALL_MATRICES = "default,reference"
 )
 @user_errors
 def all(c, matrix=ALL_MATRICES):
-    """Fetch the embedded model, benchmark it and the reference workload on this host, validate, build the site (if an input changed)."""
+    (
+        """Fetch the embedded model, benchmark it and the reference workload on this """
+        """host, validate, build the site (if an input changed)."""
+    )
     fetch(c)
     for name in [m.strip() for m in matrix.split(",") if m.strip()]:
         bench(c, matrix=name)
@@ -414,7 +420,8 @@ def _ensure_noise(c) -> None:
     if missing:
         print(
             f"no run-to-run noise estimate for this host yet ({', '.join(missing)}): an A/A until the estimate is "
-            f"useful (at most {NOISE_FIRST_MAX_RUNS} runs and {NOISE_FIRST_BUDGET_S:.0f} s; `invoke noise` allows more)",
+            f"useful (at most {NOISE_FIRST_MAX_RUNS} runs and {NOISE_FIRST_BUDGET_S:.0f} "
+            "s; `invoke noise` allows more)",
             flush=True,
         )
         noise_task.body(c, runs=NOISE_FIRST_MAX_RUNS, budget=NOISE_FIRST_BUDGET_S)
@@ -508,7 +515,10 @@ def _ensure_chromium(c):
             file=sys.stderr,
         )
         c.run(
-            "apt-get install -y -q chromium >/dev/null 2>&1 || (apt-get update -q >/dev/null && apt-get install -y -q chromium >/dev/null)",
+            (
+                "apt-get install -y -q chromium >/dev/null 2>&1 || (apt-get update -q "
+                ">/dev/null && apt-get install -y -q chromium >/dev/null)"
+            ),
             warn=True,
             pty=False,
         )
@@ -523,7 +533,10 @@ def _ensure_sshd(c):
             file=sys.stderr,
         )
         c.run(
-            "apt-get install -y -q openssh-server >/dev/null 2>&1 || (apt-get update -q >/dev/null && apt-get install -y -q openssh-server >/dev/null)",
+            (
+                "apt-get install -y -q openssh-server >/dev/null 2>&1 || (apt-get update -q "
+                ">/dev/null && apt-get install -y -q openssh-server >/dev/null)"
+            ),
             warn=True,
             pty=False,
         )
@@ -618,7 +631,10 @@ def serve_bench(
     retry_failed=False,
     matrices="serving-inprocess,serving,serving-llama-server",
 ):
-    """Serving: in process, then llama_cpp.server and llama-server on loopback (the same requests; cold/warm, concurrency)."""
+    (
+        """Serving: in process, then llama_cpp.server and llama-server on loopback """
+        """(the same requests; cold/warm, concurrency)."""
+    )
     from runtime.execution import runner
 
     for name in [m.strip() for m in matrices.split(",") if m.strip()]:
@@ -641,7 +657,8 @@ CAPACITY_MATRICES = (
     name="capacity",
     help={
         "matrices": f"Comma-separated matrices to run in order (default: {CAPACITY_MATRICES}; "
-        "serving-capacity-sweep and serving-capacity-sweep-high are the exhaustive Poisson sweep the search is checked against).",
+        "serving-capacity-sweep and serving-capacity-sweep-high are the exhaustive "
+        "Poisson sweep the search is checked against).",
         "force": "Measure again even when artifacts for the same configurations exist (an A/A "
         "repeat: the new artifact supersedes on the pages, the older one stays on disk).",
         "retry_failed": "Measure again configurations whose last artifact is a failure.",
@@ -649,7 +666,10 @@ CAPACITY_MATRICES = (
 )
 @user_errors
 def serve_capacity(c, matrices=CAPACITY_MATRICES, force=False, retry_failed=False):
-    """Capacity at SLO: the highest users / request rate whose p95 latencies meet the SLOs, with its interval; the endpoint probe."""
+    (
+        """Capacity at SLO: the highest users / request rate whose p95 latencies meet """
+        """the SLOs, with its interval; the endpoint probe."""
+    )
     from pipelines.serving import capacity_lines
     from runtime.execution import runner
 
@@ -684,7 +704,10 @@ serving_ns = Collection("serve", serve_bench, serve_capacity)
 )
 @user_errors
 def host_probe(c, size_mib=0, repetitions=5, threads=""):
-    """Measure this host's memory bandwidth (large copy and read-only pass) and store it as a host artifact in data/hosts/."""
+    (
+        """Measure this host's memory bandwidth (large copy and read-only pass) and """
+        """store it as a host artifact in data/hosts/."""
+    )
     from core.errors import ConfigError
     from core.paths import relpath
     from runtime.hosts import probe as hostprobe
@@ -739,7 +762,10 @@ def project_task(c):
 @task(name="gates")
 @user_errors
 def gates_task(c):
-    """Check the go/no-go gates of data/optimizations.yaml on every host; record changed decisions in data/decisions/."""
+    (
+        """Check the go/no-go gates of data/optimizations.yaml on every host; record """
+        """changed decisions in data/decisions/."""
+    )
     from core.paths import relpath
     from pipelines import gates, projections
     from pipelines.quality import load_quality
@@ -799,7 +825,10 @@ def plan_memory(c, model="gemma3-270m-q4_k_m", host_ram_gib=0.0):
 @task(name="reidentify", help={"dry_run": "Only print what would change."})
 @user_errors
 def host_reidentify(c, dry_run=False):
-    """Give every artifact under data/ the host id its own fingerprint gives (data of an older almanac, two machines under one id)."""
+    (
+        """Give every artifact under data/ the host id its own fingerprint gives """
+        """(data of an older almanac, two machines under one id)."""
+    )
     from core import rehost
     from core.paths import data_dir
 
@@ -954,7 +983,8 @@ def quality_suites(c):
         )
         inc = f", includes {', '.join(s.includes)}" if s.includes else ""
         print(
-            f"{s.name:26s} v{s.version}  {len(s.items):4d} items  {s.category}  [{', '.join(s.prompt_styles)}]{extra}{inc}"
+            f"{s.name:26s} v{s.version}  {len(s.items):4d} items  {s.category}  "
+            f"[{', '.join(s.prompt_styles)}]{extra}{inc}"
         )
 
 
@@ -962,7 +992,10 @@ def quality_suites(c):
     name="perplexity",
     help={
         "model": "Registry name of the model measured (default: the embedded Gemma 3 270M).",
-        "reference": "Registry name of the reference model for KL-divergence (same vocabulary); empty: perplexity only.",
+        "reference": (
+            "Registry name of the reference model for KL-divergence (same vocabulary); "
+            "empty: perplexity only."
+        ),
         "text": "Text name in data/texts/texts.yaml (default gpl-3.0).",
         "ctx": "Context of each chunk, tokens (llama-perplexity -c; default 512).",
         "chunks": "Chunks scored at most (default: every whole chunk of the text).",

@@ -149,7 +149,8 @@ def matrix_for(
         )
     )
     log(
-        f"matrix {name}: running {', '.join(available)} (left out: {', '.join(m for m in all_models if m not in available)})"
+        f"matrix {name}: running {', '.join(available)} (left out: "
+        f"{', '.join(m for m in all_models if m not in available)})"
     )
     return str(derived)
 
@@ -308,7 +309,10 @@ def fidelity(
 
 def table(rows: list[dict[str, Any]]) -> str:
     lines = [
-        f"{'model':28s} {'test':14s} {'ours t/s':>10s} {'llama-bench':>12s} {'ratio (per round)':>7s} {'bound t/s':>10s} {'eff':>6s}"
+        (
+            f"{'model':28s} {'test':14s} {'ours t/s':>10s} {'llama-bench':>12s} "
+            f"{'ratio (per round)':>7s} {'bound t/s':>10s} {'eff':>6s}"
+        )
     ]
     for r in rows:
         lbv = f"{r['llama_bench_ts']:12.1f}" if "llama_bench_ts" in r else f"{'-':>12s}"
@@ -459,7 +463,8 @@ def main(argv: list[str] | None = None) -> int:
             (out / "bandwidth.json").write_text(json.dumps(bw, indent=1))
             bandwidth = bw["median_bytes_per_s"]
             log(
-                f"bandwidth: median {bandwidth / 1e9:.0f} GB/s (max {bw['max_bytes_per_s'] / 1e9:.0f}) over {bw['iterations']} copies"
+                f"bandwidth: median {bandwidth / 1e9:.0f} GB/s (max "
+                f"{bw['max_bytes_per_s'] / 1e9:.0f}) over {bw['iterations']} copies"
             )
             if bw.get("read"):
                 log(

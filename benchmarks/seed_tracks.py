@@ -80,7 +80,8 @@ def main(argv: list[str] | None = None) -> int:
             lo, hi = f["slope_ci95"]
             rlo, rhi = f["relative_ci95"]
             print(
-                f"{s.model:28s} {s.stage:8s} {1000 * f['slope']:.1f} us/token/adapter (CI95 {1000 * lo:.1f}-{1000 * hi:.1f}); "
+                f"{s.model:28s} {s.stage:8s} {1000 * f['slope']:.1f} us/token/adapter (CI95 "
+                f"{1000 * lo:.1f}-{1000 * hi:.1f}); "
                 f"{100 * f['relative']:.2f}% (CI95 {100 * rlo:.2f}-{100 * rhi:.2f}%) of a token's time"
             )
 
@@ -155,12 +156,16 @@ def main(argv: list[str] | None = None) -> int:
         m = retries.measure_errors(f.errors, runs, host) if f.errors else None
         if m is not None and not m.missing:
             print(
-                f"-- {host}: error rate {100 * m.p['mean']:.1f}% ({m.p['failed']}/{m.p['n']}, Wilson {100 * m.p['lo']:.1f}-"
-                f"{100 * m.p['hi']:.1f}%), failed attempt {m.t_fail['mean']:.1f} ms, clean request {m.t_clean['mean']:.1f} ms, "
+                f"-- {host}: error rate {100 * m.p['mean']:.1f}% "
+                f"({m.p['failed']}/{m.p['n']}, Wilson {100 * m.p['lo']:.1f}-"
+                f"{100 * m.p['hi']:.1f}%), failed attempt {m.t_fail['mean']:.1f} ms, clean "
+                f"request {m.t_clean['mean']:.1f} ms, "
                 f"with errors + retry {m.t_auto['mean']:.1f} ms, retry cost {m.retry_cost['mean']:.1f} ms "
-                f"(CI95 {m.retry_cost['lo']:.1f}-{m.retry_cost['hi']:.1f}), error overhead {100 * m.overhead['mean']:+.1f}% "
+                f"(CI95 {m.retry_cost['lo']:.1f}-{m.retry_cost['hi']:.1f}), error overhead "
+                f"{100 * m.overhead['mean']:+.1f}% "
                 f"(CI95 {100 * m.overhead['lo']:+.1f}-{100 * m.overhead['hi']:+.1f}%), happy-path cost "
-                f"{100 * m.happy_cost['mean']:+.2f}% (CI95 {100 * m.happy_cost['lo']:+.2f}-{100 * m.happy_cost['hi']:+.2f}%)"
+                f"{100 * m.happy_cost['mean']:+.2f}% (CI95 "
+                f"{100 * m.happy_cost['lo']:+.2f}-{100 * m.happy_cost['hi']:+.2f}%)"
             )
         for rec in retries.evaluate_plans(f, runs, host):
             if rec.verdict == "NOT MEASURED":
@@ -173,7 +178,8 @@ def main(argv: list[str] | None = None) -> int:
                 else f"{100 * c[1]:+.2f}% ({100 * c[0]:+.2f}-{100 * c[2]:+.2f}%)"
             )
             print(
-                f"   {host} {rec.plan.id:16s} gain {100 * g[1]:+.1f}% ({100 * g[0]:+.1f}-{100 * g[2]:+.1f}%) cost {cost}: {rec.verdict}"
+                f"   {host} {rec.plan.id:16s} gain {100 * g[1]:+.1f}% "
+                f"({100 * g[0]:+.1f}-{100 * g[2]:+.1f}%) cost {cost}: {rec.verdict}"
             )
 
     t = corpus.totals(runs)

@@ -110,7 +110,10 @@ def summarise(name: str, runs: dict[str, list[dict]], target: float) -> dict:
 def table(rows: list[dict], target: float) -> str:
     pct = lambda v: "—" if v is None else f"{100 * v:.2f}%"  # noqa: E731
     out = [
-        f"| test | method | n | CI95 half-width (target ±{100 * target:g}%) | loop s | wall s | adaptive/fixed loop (wall) |",
+        (
+            f"| test | method | n | CI95 half-width (target ±{100 * target:g}%) | loop s "
+            "| wall s | adaptive/fixed loop (wall) |"
+        ),
         "|---|---|---|---|---|---|---|",
     ]
     for r in rows:

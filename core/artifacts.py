@@ -62,7 +62,10 @@ register_type(
     ArtifactType(
         "run",
         2,
-        "One measured configuration: request, host, build, model (a local file or an endpoint model), settings, samples, summary.",
+        (
+            "One measured configuration: request, host, build, model (a local file or "
+            "an endpoint model), settings, samples, summary."
+        ),
         {2: migrations.run_to_2},
     )
 )
@@ -70,28 +73,43 @@ register_type(
     ArtifactType(
         "host",
         1,
-        "A host probe: fingerprint and memory bandwidth (large copy, bytes read + written), single- and multi-threaded.",
+        (
+            "A host probe: fingerprint and memory bandwidth (large copy, bytes read + "
+            "written), single- and multi-threaded."
+        ),
     )
 )
 register_type(
     ArtifactType(
         "projection",
         1,
-        "A projection record: per role and scenario, the measured baseline, the projected value, and the measurement that verified it where one existed.",
+        (
+            "A projection record: per role and scenario, the measured baseline, the "
+            "projected value, and the measurement that verified it where one existed."
+        ),
     )
 )
 register_type(
     ArtifactType(
         "perplexity",
         1,
-        "Perplexity on a public text (llama-perplexity's chunking and standard error) and, against a reference model, KL-divergence and top-token agreement.",
+        (
+            "Perplexity on a public text (llama-perplexity's chunking and standard "
+            "error) and, against a reference model, KL-divergence and top-token "
+            "agreement."
+        ),
     )
 )
 register_type(
     ArtifactType(
         "noise",
         2,
-        "A host's run-to-run noise (`invoke noise`): a small matrix run again and again in fresh processes, the warm-up run dropped, until the estimate is useful or the budget ends; per kind of test, the spread of run means and whether the host is too noisy to rank a single run.",
+        (
+            "A host's run-to-run noise (`invoke noise`): a small matrix run again and "
+            "again in fresh processes, the warm-up run dropped, until the estimate is "
+            "useful or the budget ends; per kind of test, the spread of run means and "
+            "whether the host is too noisy to rank a single run."
+        ),
         {2: migrations.noise_to_2},
     )
 )
@@ -99,14 +117,21 @@ register_type(
     ArtifactType(
         "decision",
         1,
-        "A go/no-go decision on one optimization and host: every gate's measured value, CI95, thresholds, verdict and the artifacts it rests on.",
+        (
+            "A go/no-go decision on one optimization and host: every gate's measured "
+            "value, CI95, thresholds, verdict and the artifacts it rests on."
+        ),
     )
 )
 register_type(
     ArtifactType(
         "quality",
         1,
-        "One quality run: a model and configuration answering a suite's seeded sample; per-item prompt, output, verdict, evidence, degeneration flag and timing.",
+        (
+            "One quality run: a model and configuration answering a suite's seeded "
+            "sample; per-item prompt, output, verdict, evidence, degeneration flag and "
+            "timing."
+        ),
     )
 )
 

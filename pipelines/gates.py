@@ -540,7 +540,10 @@ def decision_record(
     catalogue_file: Path,
     now: datetime | None = None,
 ) -> dict[str, Any]:
-    """A ``decision`` artifact (core.records.decision): the optimization's decision on one host and every gate's evidence."""
+    (
+        """A ``decision`` artifact (core.records.decision): the optimization's """
+        """decision on one host and every gate's evidence."""
+    )
     import hashlib
 
     return new_decision(

@@ -956,7 +956,8 @@ def run_prediction(
         dfacts = (known_facts or {}).get(eff.get("draft_model_sha256") or "")
         if dfacts is None:
             missing.append(
-                f"the draft model {eff.get('draft_model') or req.get('draft_model')!r}: no artifact gives its GGUF facts"
+                f"the draft model {eff.get('draft_model') or req.get('draft_model')!r}: no "
+                "artifact gives its GGUF facts"
             )
         else:
             try:

@@ -74,7 +74,10 @@ def perplexity_frame(docs: list[PerplexityRecord]) -> pd.DataFrame:
 def _speed(
     latest: dict[tuple[str, str], list[Any]], sha: str, test: str, host: str | None
 ) -> dict[str, Any] | None:
-    """The ladder's speed of one model file on one test: ``latest`` holds the current ok runs per (model sha256, test)."""
+    (
+        """The ladder's speed of one model file on one test: ``latest`` holds the """
+        """current ok runs per (model sha256, test)."""
+    )
     docs = [
         r
         for r in latest.get((sha, test), [])

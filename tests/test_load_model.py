@@ -19,7 +19,10 @@ pytestmark = [
     pytest.mark.model,
     pytest.mark.skipif(
         not (os.environ.get(llama_server.ENV) or llama_server.cached_builds()),
-        reason="llama-server is not built here: run `python benchmarks/llama_bench_build.py` (or set ALMANAC_LLAMA_SERVER)",
+        reason=(
+            "llama-server is not built here: run `python "
+            "benchmarks/llama_bench_build.py` (or set ALMANAC_LLAMA_SERVER)"
+        ),
     ),
 ]
 

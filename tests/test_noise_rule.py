@@ -151,9 +151,9 @@ def test_the_rule_is_a_single_runs_ci95_within_a_factor():
     assert core_noise.ci95_factor(0.22, 2) == pytest.approx(
         math.exp(stats.t_critical(2) * 0.22)
     )
-    assert (
-        why
-        == "run-to-run noise 22.0% with 2 df: a single run widened by it gets a CI95 of ×2.58 each way, wider than ×1.25"
+    assert why == (
+        "run-to-run noise 22.0% with 2 df: a single run widened by it gets a CI95 "
+        "of ×2.58 each way, wider than ×1.25"
     )
     assert core_noise.too_noisy(0.05, 3) is None
 

@@ -835,9 +835,9 @@ def test_committed_weighted_average_of_a_partial_mix_says_partial_and_names_its_
         if len(covered) < len(mix.roles):
             seen_partial = True
             assert (
-                f"**partial**: {', '.join(cell(labels[r]) for r in covered)} only ({len(covered)} of {len(mix.roles)} roles"
-                in md
-            )
+                f"**partial**: {', '.join(cell(labels[r]) for r in covered)} only "
+                f"({len(covered)} of {len(mix.roles)} roles"
+            ) in md
         else:
             assert f"all {len(mix.roles)} roles (" in md
     assert (

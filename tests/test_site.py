@@ -356,7 +356,10 @@ def test_a_table_placeholder_is_replaced_wherever_it_lands():
     assert re.search(r"<details>\s*<summary>raw fold</summary>\s*<table>", out)
     assert re.search(r"<li>a list item</li>\s*</ul>\s*<table>", out)
     token = markdown.TABLE_TOKEN
-    held = f'<ul>\n<li>item\n{token}0</li>\n</ul>\n<div class="admonition note">\n<p>{token}1</p>\n</div>\n<p>{token}12</p>'
+    held = (
+        f'<ul>\n<li>item\n{token}0</li>\n</ul>\n<div class="admonition '
+        f'note">\n<p>{token}1</p>\n</div>\n<p>{token}12</p>'
+    )
     stash = [f"<table>{i}</table>" for i in range(13)]
     assert markdown.put_tables(held, stash) == (
         '<ul>\n<li>item\n<table>0</table></li>\n</ul>\n<div class="admonition note">'

@@ -39,7 +39,10 @@ def _matrix(data_dir, name: str, backend: str, tests: str, extra: str = "") -> N
 
 
 def serve(n: int) -> str:
-    return f"  - kind: serve\n    id: cold-{n}\n    {REQUEST}    cold_starts: 1\n    requests: 2\n    warmup_requests: 1\n"
+    return (
+        f"  - kind: serve\n    id: cold-{n}\n    {REQUEST}    cold_starts: 1\n    "
+        "requests: 2\n    warmup_requests: 1\n"
+    )
 
 
 TESTS = "  - pp32\n  - tg8\n" + serve(1) + serve(2)

@@ -111,7 +111,8 @@ def test_whatif_file_errors(tmp_path):
     with pytest.raises(ConfigError, match="fraction"):
         W.load_whatif(p)
     p.write_text(
-        "mixes: [{name: a, entries: [{model: m, test: t, weight: 1}]}, {name: a, entries: [{model: m, test: t, weight: 1}]}]\n"
+        "mixes: [{name: a, entries: [{model: m, test: t, weight: 1}]}, {name: a, "
+        "entries: [{model: m, test: t, weight: 1}]}]\n"
     )
     with pytest.raises(ConfigError, match="used twice"):
         W.load_whatif(p)

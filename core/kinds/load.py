@@ -228,7 +228,8 @@ KIND = register(
         "load",
         LoadTest,
         "A load profile (synchronous, concurrent users, constant or Poisson arrivals) at one level or "
-        "swept: per-request records, percentiles with order-statistic bounds, SLO verdicts, the highest level meeting them.",
+        "swept: per-request records, percentiles with order-statistic bounds, SLO "
+        "verdicts, the highest level meeting them.",
         headline="slo_max_level",
         columns=("slo_max_level", "peak_aggregate_tps", "failed_requests"),
         metrics=(

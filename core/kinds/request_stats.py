@@ -258,7 +258,8 @@ def _shape() -> tuple[frozenset[str], frozenset[str], frozenset[str]]:
 
 def stored_sweep(stored: Any) -> dict[str, Any] | None:
     """The sweep a run stored (``details.sweep``, computed by :func:`sweep_stats` when it ran) if it
-    was computed by today's version and has today's shape; None when it is missing or older (the caller recomputes it from the samples)."""
+    was computed by today's version and has today's shape; None when it is missing or older (the
+    caller recomputes it from the samples)."""
     if (
         not isinstance(stored, dict)
         or not isinstance(stored.get("levels"), list)

@@ -290,7 +290,10 @@ def _check_lossless(marks: list[Mark]) -> list[str]:
         seen.setdefault(aid, set()).add(m.attrs.get("data-verdict", ""))
         pages_of.setdefault(aid, set()).add(m.page)
     return [
-        f"artifact {aid} has {len(vs)} lossless verdicts ({', '.join(sorted(vs))}) on {', '.join(sorted(pages_of[aid]))}"
+        (
+            f"artifact {aid} has {len(vs)} lossless verdicts ({', '.join(sorted(vs))}) "
+            f"on {', '.join(sorted(pages_of[aid]))}"
+        )
         for aid, vs in seen.items()
         if len(vs) > 1
     ]

@@ -104,7 +104,10 @@ def fidelity_rows(root: Path | None = None) -> list[dict[str, Any]]:
 def fidelity_section(root: Path | None = None) -> str:
     rows = fidelity_rows(root)
     if not rows:
-        return "No committed fidelity results yet: `invoke bench.fidelity` (CPU) and benchmarks/gpu_h100.sh (GPU) write them."
+        return (
+            "No committed fidelity results yet: `invoke bench.fidelity` (CPU) and "
+            "benchmarks/gpu_h100.sh (GPU) write them."
+        )
     body = []
     for r in rows:
         ci = (
@@ -123,7 +126,8 @@ def fidelity_section(root: Path | None = None) -> str:
                 cell(r["n"]),
                 num(r["ratio"], 3),
                 ci,
-                f'<span class="almanac-verdict-{"win" if r["verdict"] == "win" else "loss" if r["verdict"] == "loss" else "noise"}">'
+                "<span "
+                f'class="almanac-verdict-{"win" if r["verdict"] == "win" else "loss" if r["verdict"] == "loss" else "noise"}">'
                 f"{cell(r['verdict'])}</span>",
                 code(r["file"]),
             ]

@@ -124,7 +124,10 @@ def verdict(text: str, baseline: Figure, candidate: Figure, verdict_: str) -> st
 
 
 def missing(what: str, href: str, *, work: str = "", host: str = "") -> str:
-    """ "Not measured", marked with what is missing (the check proves the fact layer has none), and how to measure it."""
+    (
+        """ "Not measured", marked with what is missing (the check proves the fact """
+        """layer has none), and how to measure it."""
+    )
     return (
         f'<span class="almanac-missing" data-work="{as_text(work)}" data-host="{as_text(host)}">'
         f"not measured: {cell(what)} ([how to measure it]({href}))</span>"

@@ -482,7 +482,8 @@ def verdict_rules() -> str:
         "interval from before this rule is recomputed from its n, mean and stddev when the site is built.",
         "**Percentiles** (p95, p99) carry distribution-free bounds from order statistics (the number of samples "
         "below the true quantile is binomial): a bound that needs more samples than there are is not given, and "
-        f"the page says how many it needs (a one-sided 95% bound of p99 needs {stats.quantile_samples_needed(0.99, 0.95, False)} "
+        "the page says how many it needs (a one-sided 95% bound of p99 needs "
+        f"{stats.quantile_samples_needed(0.99, 0.95, False)} "
         f"samples, of p95 {stats.quantile_samples_needed(0.95, 0.95, False)}).",
         "**Quality, paired.** " + cell(quality.PAIRED_RULE),
         "**Ranks.** " + cell(ranking.RULE),

@@ -289,8 +289,14 @@ def run_json(rec: Any) -> str:
     return f"{ROOT}data/{data_path}" if data_path else ""
 
 
-STALE_BADGE = '<span class="almanac-badge stale" title="measured with an older build than the newest on this host">stale</span>'
-SYNTHETIC_BADGE = '<span class="almanac-badge synthetic" title="random weights: the text is noise">synthetic weights, speed only</span>'
+STALE_BADGE = (
+    '<span class="almanac-badge stale" title="measured with an older build than '
+    'the newest on this host">stale</span>'
+)
+SYNTHETIC_BADGE = (
+    '<span class="almanac-badge synthetic" title="random weights: the text is '
+    'noise">synthetic weights, speed only</span>'
+)
 
 
 def endpoint_badge(server: str | None) -> str:
@@ -311,7 +317,10 @@ MISSED_BADGE = (
     '<span class="almanac-badge missed" title="the measurement lies outside the projected range, or the projection is '
     'further off it than the stated tolerance">MISSED</span>'
 )
-OUTLIER_BADGE = '<span class="almanac-badge outlier" title="more than 3.5 robust standard deviations from the median">outlier</span>'
+OUTLIER_BADGE = (
+    '<span class="almanac-badge outlier" title="more than 3.5 robust standard '
+    'deviations from the median">outlier</span>'
+)
 
 
 def verdict_badge(verdict: str) -> str:

@@ -108,7 +108,10 @@ def _definition(defn: dict[str, Any]) -> str:
 
 
 def leaderboard_page(docs: list[RunRecord], boards: list[Any] | None = None) -> str:
-    """Every board of ``docs``; or the given ``boards`` (one host's, out of the whole set's), with ``docs`` their runs."""
+    (
+        """Every board of ``docs``; or the given ``boards`` (one host's, out of the """
+        """whole set's), with ``docs`` their runs."""
+    )
     boards = (
         leaderboard.boards(docs) if boards is None else boards
     )  # computed once per set (Home shares it)

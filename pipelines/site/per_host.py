@@ -205,7 +205,8 @@ def index(name: str) -> str:
     lead = (
         f"{len(hosts):,} hosts have {page.noun}: each has its own page, linked below."
         if page.always
-        else f"{len(hosts):,} hosts have {page.noun}, more than one page shows (up to {SPLIT_ABOVE}): each host has its "
+        else f"{len(hosts):,} hosts have {page.noun}, more than one page shows (up to "
+        f"{SPLIT_ABOVE}): each host has its "
         "own page, linked below and rendered the same way from that host's artifacts only."
     )
     return "\n".join(

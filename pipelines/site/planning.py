@@ -1789,7 +1789,10 @@ def whatif_page(runs: list[RunRecord]) -> str:
                 rows.append(
                     [cell(label), num(g["ms"], 2), num(g["share"] * 100, 1) + "%"]
                     + [
-                        f"{_x(g['gains'][r]['speedup'], 3)} <small>(−{num(g['gains'][r]['saved'] * 100, 1)}% time)</small>"
+                        (
+                            f"{_x(g['gains'][r]['speedup'], 3)} "
+                            f"<small>(−{num(g['gains'][r]['saved'] * 100, 1)}% time)</small>"
+                        )
                         for r in red
                     ]
                     + [_x(g["limit"]["speedup"], 3)]
@@ -1807,9 +1810,11 @@ def whatif_page(runs: list[RunRecord]) -> str:
             g = top["gains"][r_mid]
             out.append(
                 f"Reading: **if {cell(wi.STAGE_LABELS.get(top['stage'], top['stage']))} took {num(r_mid * 100, 0)}% "
-                f"less time (the stage {_x(1 / (1 - r_mid)) if r_mid < 1 else 'infinitely'} as fast), this mix would gain {_pct(g['speedup'] - 1)} "
+                f"less time (the stage {_x(1 / (1 - r_mid)) if r_mid < 1 else 'infinitely'} "
+                f"as fast), this mix would gain {_pct(g['speedup'] - 1)} "
                 f"in throughput** (time per request −{num(g['saved'] * 100, 1)}%) {PROJECTED_BADGE}. Removing that "
-                f"stage entirely would gain at most {_pct(top['limit']['speedup'] - 1) if top['share'] < 1 else 'everything'} "
+                "stage entirely would gain at most "
+                f"{_pct(top['limit']['speedup'] - 1) if top['share'] < 1 else 'everything'} "
                 "(Amdahl's limit)."
             )
             out.append("")

@@ -394,7 +394,8 @@ def _requirements(role: roles_mod.Role) -> str:
     for s in role.speed:
         m = METRICS[s.metric]
         parts.append(
-            f"{s.test} {m.label} {'≥' if s.min is not None else '≤'} {num(s.min if s.min is not None else s.max, m.decimals)} {m.unit}"
+            f"{s.test} {m.label} {'≥' if s.min is not None else '≤'} "
+            f"{num(s.min if s.min is not None else s.max, m.decimals)} {m.unit}"
         )
     if role.memory_max is not None:
         parts.append(f"memory ≤ {roles_mod.nbytes(role.memory_max)}")
@@ -701,7 +702,8 @@ def _speed_cell(s: Any) -> str:
     if not s:
         return "not measured"
     return (
-        f"{link(num(s['mean'], 1), run_link(s['id']))}<br><small>CI95 {num(s['ci95_low'], 1)}–{num(s['ci95_high'], 1)}, "
+        f"{link(num(s['mean'], 1), run_link(s['id']))}<br><small>CI95 "
+        f"{num(s['ci95_low'], 1)}–{num(s['ci95_high'], 1)}, "
         f"n={s['n']}</small>"
     )
 

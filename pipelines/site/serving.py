@@ -782,7 +782,10 @@ def comparison_table(rows: list[dict[str, Any]]) -> str:
         if fa is not None and fb is not None:
             verdict = figures.verdict(verdict, fa, fb, r["verdict"])
         requests = (
-            f"<br><small>{num(r['baseline_requests'], 0)} / {num(r['candidate_requests'], 0)} requests in these runs</small>"
+            (
+                f"<br><small>{num(r['baseline_requests'], 0)} / "
+                f"{num(r['candidate_requests'], 0)} requests in these runs</small>"
+            )
             if r.get("baseline_requests") is not None
             else ""
         )

@@ -128,7 +128,10 @@ class ChildOutcome:
 def run_child(
     job: dict[str, Any], timeout_s: float, module: str = "runtime.execution.worker"
 ) -> ChildOutcome:
-    """Run ``python -m <module>`` (default runtime.execution.worker) on ``job``; never raises for what the child does."""
+    (
+        """Run ``python -m <module>`` (default runtime.execution.worker) on ``job``; """
+        """never raises for what the child does."""
+    )
     with procs.job_dir() as td:
         job_path, out_path, log_path = (
             Path(td, "job.json"),

@@ -136,7 +136,11 @@ class ModelEntry(BaseModel):
     )
     prompt_styles: list[str] = Field(
         default_factory=list,
-        description="How quality suites may put items to this model, preferred first: chat, completion, loglikelihood (default: [chat]). A base model prefers loglikelihood and completion.",
+        description=(
+            "How quality suites may put items to this model, preferred first: chat, "
+            "completion, loglikelihood (default: [chat]). A base model prefers "
+            "loglikelihood and completion."
+        ),
     )
     settings: dict[str, Any] = Field(
         default_factory=dict,
@@ -148,11 +152,17 @@ class ModelEntry(BaseModel):
     )
     derived: DerivedSpec | None = Field(
         None,
-        description="A model requantized on demand from another registry model with llama.cpp's quantizer: {from, quant}.",
+        description=(
+            "A model requantized on demand from another registry model with llama.cpp's "
+            "quantizer: {from, quant}."
+        ),
     )
     endpoint: EndpointSpec | None = Field(
         None,
-        description="A model served by an OpenAI-compatible server, with no local file: {base_url, model, revision?, digest?, identity?} (runtime.models.endpoint).",
+        description=(
+            "A model served by an OpenAI-compatible server, with no local file: "
+            "{base_url, model, revision?, digest?, identity?} (runtime.models.endpoint)."
+        ),
     )
 
     @model_validator(mode="after")
@@ -175,7 +185,8 @@ class ModelEntry(BaseModel):
             )
         if self.endpoint is not None and self.sha256 is not None:
             raise ValueError(
-                "sha256 is a local file's hash: an endpoint model pins endpoint.revision, endpoint.digest or endpoint.identity"
+                "sha256 is a local file's hash: an endpoint model pins endpoint.revision, "
+                "endpoint.digest or endpoint.identity"
             )
         if self.sha256 is not None and (
             len(self.sha256) != 64

@@ -204,7 +204,10 @@ class NumericCheck(Check):
     rel_tol: float = Field(1e-6, ge=0, description="Relative tolerance.")
     require_marker: bool = Field(
         False,
-        description="Only an explicit answer ('Answer: N', '#### N', \\boxed{N}) counts, not the last number (an echoed question must not pass).",
+        description=(
+            "Only an explicit answer ('Answer: N', '#### N', \\boxed{N}) counts, not "
+            "the last number (an echoed question must not pass)."
+        ),
     )
 
 
@@ -500,7 +503,10 @@ class NeedleCheck(Check):
     )
     echo_marker: str | None = Field(
         None,
-        description="Text from the start of the context: an output containing it is an echo of the prompt, not an answer.",
+        description=(
+            "Text from the start of the context: an output containing it is an echo of "
+            "the prompt, not an answer."
+        ),
     )
 
 
@@ -534,7 +540,10 @@ class CodeExecCheck(Check):
     entry_point: str = Field(..., description="The function under test.")
     prompt_prefix: str = Field(
         "",
-        description="Code the output continues (a HumanEval prompt): used when the output does not define the entry point itself.",
+        description=(
+            "Code the output continues (a HumanEval prompt): used when the output does "
+            "not define the entry point itself."
+        ),
     )
     call: str | None = Field(
         None,

@@ -127,7 +127,10 @@ def memory_from_log(log: str) -> dict[str, dict[str, float]]:
 
 
 def resolve_extra_bufts(settings: LlamaCppSettings, policy: dict[str, Any]) -> bool:
-    """The setting when given; null: the process-wide policy (runtime.backends.llama_cpp.lib_policy: off where AMX is compiled in)."""
+    (
+        """The setting when given; null: the process-wide policy """
+        """(runtime.backends.llama_cpp.lib_policy: off where AMX is compiled in)."""
+    )
     return (
         settings.extra_bufts
         if settings.extra_bufts is not None

@@ -4,7 +4,8 @@ Every request ends as a record: ``ok`` with its timings, or an error with a reas
 (``connect_error``, ``timeout_connect``, ``timeout_read``, ``timeout_total``, ``http_<status>``,
 ``dropped``, ``incomplete``, ``bad_payload`` (not JSON, or a chunk of the wrong shape),
 ``too_large`` (a line, the body or the text past its bound), ``server_error_event``,
-``server_lost``, ``client_error``, ``not_sent``). Nothing waits past ``request_timeout_s``: the whole request, retries and
+``server_lost``, ``client_error``, ``not_sent``). Nothing waits past ``request_timeout_s``: the
+whole request, retries and
 back-off included, runs under one asyncio deadline.
 
 Timings (perf_counter, from the start of the first attempt, so a retried request carries

@@ -131,7 +131,10 @@ class FaultProxy:
             "attempts": self.attempts,
             "injected": self.injected,
             "forwarded": self.forwarded,
-            "method": "loopback proxy: every k-th POST /chat/completions answered at once with the status; the rest forwarded, streamed",
+            "method": (
+                "loopback proxy: every k-th POST /chat/completions answered at once with "
+                "the status; the rest forwarded, streamed"
+            ),
         }
 
     # -- requests -----------------------------------------------------------------------------
