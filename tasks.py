@@ -1158,7 +1158,7 @@ def noise_task(c, runs=30, budget=900.0):
 
     The first run (a fresh process) is a warm-up, stored and not counted. The A/A stops as soon as, for every
     kind of test, a single run widened by the estimate gets a CI95 no wider than x1.25 each way with at least
-    3 degrees of freedom; else at --runs or --budget, and the host is then recorded too noisy to rank."""
+    3 degrees of freedom; else at --runs or --budget, and the host is then recorded too noisy to rank."""  # noqa: E501 (the first line is the manual's synopsis)
     from core import artifacts
     from core.paths import relpath
     from runtime.execution import noise as noise_mod

@@ -285,7 +285,8 @@ def fleet_artifacts(
                     t["key"], h["id"]
                 )  # this host's configuration: the same on every round
                 doc["id"] = f"{doc['key'][:12]}-{_stamp(created, True)}"
-                rel = f"runs/{h['id']}/{slug(doc['model']['name'])}/{doc['test']['name']}--{doc['key'][:16]}-{doc['id'].split('-', 1)[1]}.json"
+                stem = f"{doc['test']['name']}--{doc['key'][:16]}-{doc['id'].split('-', 1)[1]}"
+                rel = f"runs/{h['id']}/{slug(doc['model']['name'])}/{stem}.json"
                 yield rel, doc
         rnd_round += 1
 
@@ -390,7 +391,8 @@ def timed(
         peak = max(peak, total)
         time.sleep(
             0.1
-        )  # sampling the tree costs CPU: often enough to see the (slowly growing) peak, rarely enough not to slow 2 cores
+        )  # sampling the tree costs CPU: often enough to see the (slowly growing) peak,
+        # rarely enough not to slow 2 cores
     proc.wait()
     wall = time.perf_counter() - t0
     out_f.seek(0)

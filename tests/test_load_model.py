@@ -50,7 +50,8 @@ tests:
     levels: [2]
     requests: 12
     warmup_requests: 0
-    workload: {kind: shared_prefix, prefixes: 2, prefix_tokens: 160, questions: 6, question_tokens: 12, output_tokens: 4, seed: 0}
+    workload: {kind: shared_prefix, prefixes: 2, prefix_tokens: 160, questions: 6, question_tokens: 12,
+               output_tokens: 4, seed: 0}
     slo: {percentile: 50, ttft_ms: 5000, tpot_ms: null}
   - kind: probe
     id: probe-small

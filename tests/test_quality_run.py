@@ -23,7 +23,8 @@ description: Two quick items for the end-to-end test.
 generation: {max_tokens: 8}
 items:
   - {id: capital, scorer: exact, prompt: "What is the capital of France? Answer with one word.", check: {answer: Paris}}
-  - {id: digit, scorer: format, prompt: "How many days are in a week? Reply with the digit only.", check: {fullmatch: "7"}}
+  - {id: digit, scorer: format, prompt: "How many days are in a week? Reply with the digit only.",
+     check: {fullmatch: "7"}}
   - {id: loop, scorer: exact, prompt: "Say hi.", check: {answer: hi}}
 """
 

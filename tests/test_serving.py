@@ -261,7 +261,8 @@ def test_default_command_is_llama_cpp_server_without_interrupts():
     )
     b.port = 12345
     cmd = b.build_command()
-    # llama_cpp.server, started through runtime.backends.openai_http.llama_cpp_server (the library policy of runtime/backends/llama_cpp/lib_policy.py first)
+    # llama_cpp.server, started through runtime.backends.openai_http.llama_cpp_server
+    # (the library policy of runtime/backends/llama_cpp/lib_policy.py first)
     assert cmd[:3] == [
         sys.executable,
         "-m",

@@ -127,7 +127,7 @@ def fidelity_section(root: Path | None = None) -> str:
                 num(r["ratio"], 3),
                 ci,
                 "<span "
-                f'class="almanac-verdict-{"win" if r["verdict"] == "win" else "loss" if r["verdict"] == "loss" else "noise"}">'
+                f'class="almanac-verdict-{r["verdict"] if r["verdict"] in ("win", "loss") else "noise"}">'
                 f"{cell(r['verdict'])}</span>",
                 code(r["file"]),
             ]

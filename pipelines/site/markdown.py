@@ -111,7 +111,8 @@ def link(text: str, target: str) -> str:
 MAX_INLINE_ROWS = (
     100  # a longer table folds (every row stays on the page and in the downloads)
 )
-ROOT = "@@ALMANAC_ROOT@@/"  # replaced per page by the build hook (pipelines/site/hooks.py) with the way to the site root
+# replaced per page by the build hook (pipelines/site/hooks.py) with the way to the site root
+ROOT = "@@ALMANAC_ROOT@@/"
 _TABLES: dict[
     str, tuple[list[str], list[list[str]]]
 ] = {}  # digest -> (headers, rows) as plain text

@@ -109,7 +109,8 @@ def quality_page(docs: list[QualityRecord]) -> str:
     out: list[str] = []
     frame["row"] = frame["model"] + " · " + frame["config_label"]
     suites = sorted(frame["suite_style"].unique())
-    # one cell per (configuration, host, suite and prompt style): the newest complete run, else the newest incomplete one
+    # one cell per (configuration, host, suite and prompt style): the newest complete run,
+    # else the newest incomplete one
     best = (
         frame.assign(_ok=frame["status"].eq("ok"))
         .sort_values(["_ok", "created", "id"])

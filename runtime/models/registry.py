@@ -486,7 +486,10 @@ def resolve_adapter(
                     "not written yet: run `invoke model.fetch`", file=str(path)
                 )
             lora.write_synthetic(entry.synth, Path(base.path), base.sha256, path)
-        source = f"synth-lora:{entry.synth.base}/r{entry.synth.rank}/{'+'.join(entry.synth.targets)}/seed{entry.synth.seed}"
+        syn = entry.synth
+        source = (
+            f"synth-lora:{syn.base}/r{syn.rank}/{'+'.join(syn.targets)}/seed{syn.seed}"
+        )
     else:
         path = Path(entry.path).expanduser()
         if not path.is_absolute():
