@@ -39,7 +39,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from core.errors import ConfigError
-from core.paths import data_dir, relpath
+from core.paths import data_dir, relpath, slug
 from runtime.backends.llama_cpp import (
     NAME as BACKEND,
 )  # measured with llama.cpp's logits in process
@@ -415,11 +415,11 @@ def measure(
         )
 
     def path(doc: dict[str, Any]) -> Path:
-        kind = f"kld-vs-{hostinfo.slug(ref_r.name)}" if ref_r else "ppl"
+        kind = f"kld-vs-{slug(ref_r.name)}" if ref_r else "ppl"
         return (
             root
             / host["id"]
-            / hostinfo.slug(ref_m.name)
+            / slug(ref_m.name)
             / f"{kind}--{key[:16]}-{doc['id'].split('-', 1)[1]}.json"
         )
 

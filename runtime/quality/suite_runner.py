@@ -30,7 +30,7 @@ from typing import Any
 
 from core.degeneration import VERSION as DEGENERATION_VERSION
 from core.degeneration import detect
-from core.paths import data_dir, relpath
+from core.paths import data_dir, relpath, slug
 from core.records import quality as quality_record
 from runtime import __version__, backends
 from runtime.execution import runner
@@ -272,7 +272,7 @@ def artifact_path(doc: dict[str, Any], root: Path | None = None) -> Path:
     return (
         root
         / doc["host"]["id"]
-        / hostinfo.slug(doc["model"]["name"])
+        / slug(doc["model"]["name"])
         / f"{name}--{doc['key'][:16]}-{stamp}.json"
     )
 

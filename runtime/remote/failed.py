@@ -22,10 +22,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from core.paths import slug
 from core.records import run as record
 from runtime import backends
 from runtime.execution import matrix as matrix_mod
-from runtime.hosts import fingerprint as hostinfo
 from runtime.hosts.inventory import Host
 from runtime.models import registry as models
 
@@ -39,7 +39,7 @@ def done_label(model: Any, test: Any, swept: dict[str, Any]) -> tuple[Any, Any, 
 
 def inventory_host(host: Host) -> dict[str, Any]:
     return {
-        "id": f"{hostinfo.slug(host.name)}-inventory",
+        "id": f"{slug(host.name)}-inventory",
         "name": host.name,
         "source": "inventory",
         "address": host.address,

@@ -170,6 +170,7 @@ def effective_n_ctx(settings: LlamaCppSettings, test: TestSpec) -> int:
 class LlamaCppBackend(Backend):
     name = NAME
     settings_class = LlamaCppSettings
+    settings: LlamaCppSettings
     test_kinds = ("rate", "chat", "serve", "generate")
     in_process = True
     prompt_styles = ("chat", "completion", "loglikelihood")

@@ -80,6 +80,7 @@ def physical_cores() -> int:
 class OpenAIHttpBackend(Backend):
     name = NAME
     settings_class = OpenAIHttpSettings
+    settings: OpenAIHttpSettings
     test_kinds = (
         "chat",
         "serve",

@@ -73,6 +73,7 @@ def _physical_cores() -> int:
 class TransformersBackend(Backend):
     name = "transformers"
     settings_class = TransformersSettings
+    settings: TransformersSettings
     test_kinds = ("rate", "chat", "serve")
     in_process = True
     kind_notes = {
