@@ -826,7 +826,7 @@ def side_note(side: SideEstimate, noise: RunNoise | None) -> str:
         return side.why or ""
     if side.method == "runs":
         return f"{side.runs} runs"
-    return f"one run, widened by the host's run-to-run noise ({100 * noise.sigma:.1f}%, {noise.source})"  # type: ignore[union-attr]
+    return f"one run, widened by the host's run-to-run noise ({100 * noise.sigma:.1f}%, {noise.source})"
 
 
 # -- paired pass/fail comparisons (quality on shared items) ------------------------------------

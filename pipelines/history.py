@@ -219,7 +219,7 @@ def series(docs: list[RunRecord]) -> list[Series]:
                 r.requested,
                 metric,
                 noise=noise_mod.noise_for(fx.noise, r),
-            )  # type: ignore[arg-type]
+            )
         ser.points.append(
             Point(
                 r.id,

@@ -334,7 +334,7 @@ class ModelShape:
     def weights_read_per_token(self, expert_used: int | None = None) -> int:
         """Weight bytes one decode step reads: every tensor once, the token embedding only as the
         output matrix when tied (one row otherwise), ``expert_used / expert_count`` of the experts."""
-        experts = self.role_bytes("experts")
+        experts: float = self.role_bytes("experts")
         if experts and self.expert_count:
             used = expert_used if expert_used is not None else self.expert_used_count
             experts = experts * used / self.expert_count

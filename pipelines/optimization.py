@@ -618,7 +618,7 @@ def point_failures(p: Point, track: str) -> list[tuple[str, str]]:
             )
         )
     if degenerate_by_itself(p):
-        out.append(("degenerate", "; ".join(p.degeneration["reasons"][:2])))  # type: ignore[index]
+        out.append(("degenerate", "; ".join(p.degeneration["reasons"][:2])))
     return out
 
 

@@ -1024,7 +1024,7 @@ def select_baseline(
                 {
                     o.id
                     for g in verifications
-                    for o in catalogue.optimizations  # type: ignore[union-attr]
+                    for o in catalogue.optimizations
                     if realises(g.newest.requested, o.settings, role.settings or {})
                 }
             )
@@ -1040,12 +1040,12 @@ def select_baseline(
     rep = fx.representative(found, role.metric)
     assert rep is not None  # every group in ``found`` has a figure
     if role.matrix:  # the matrix breaks a tie between equal figures, nothing more
-        top = rep.figure(role.metric).mean  # type: ignore[union-attr]
+        top = rep.figure(role.metric).mean
         tied = [
             g
             for g in found
             if g.variant == rep.variant and g.figure(role.metric).mean == top
-        ]  # type: ignore[union-attr]
+        ]
         rep = next(
             (g for g in tied if any(r.matrix_name == role.matrix for r in g.runs)), rep
         )
@@ -1056,7 +1056,7 @@ def select_baseline(
             None,
             f"{role.model} is an endpoint model (no local file, no GGUF facts): not projected",
         )
-    return Baseline(rep, rep.figure(role.metric), len(found), verifications), None  # type: ignore[arg-type]
+    return Baseline(rep, rep.figure(role.metric), len(found), verifications), None
 
 
 def find_baseline(
@@ -1180,7 +1180,7 @@ def measured_speedups(
         if metric is None:
             continue
         bf, cf = bg.figure(metric), g.figure(metric)
-        c = fx.compare(bf, cf)  # type: ignore[arg-type]
+        c = fx.compare(bf, cf)
         if c.ratio is None:
             continue
         hib = METRICS[metric].higher_is_better
@@ -1197,7 +1197,7 @@ def measured_speedups(
         differs = {k: v for k, v in g.requested.items() if breq.get(k) != v}
         out.append(
             MeasuredSpeedup(opt.id, metric, ratio, lo, hi, c, bf, cf, bg, g, 0, differs)
-        )  # type: ignore[arg-type]
+        )
     out.sort(key=lambda m: (-m.ratio, -m.candidate.runs, m.candidate_group.key))
     for m in out:
         m.points = len(out)
@@ -1305,7 +1305,7 @@ def project(
         sp = [
             compose(rr.shares, [(o.opt.effect.stage, o.factor[k]) for o in used])
             for k in range(3)
-        ]  # type: ignore[index]
+        ]
         lo_sp, mid_sp, hi_sp = sp
         vals = [base * s if hib else base / s for s in sp]
         # the stated range carries the baseline's own CI95 too: the effect's low (high) end on
@@ -1339,7 +1339,7 @@ def project(
         )
         if found is not None:
             v, fig = found
-            for r in fx.group_of(fig.newest_id).runs:  # type: ignore[union-attr]
+            for r in fx.group_of(fig.newest_id).runs:
                 inputs[r.id] = r
             v["error"] = p.mid / v["value"] - 1.0 if v["value"] else None
             v["inside_range"] = p.low <= v["value"] <= p.high
@@ -1597,7 +1597,7 @@ def accuracy_history(
                     v = {
                         "run_id": f.newest_id,
                         "created": g.newest.created,
-                        "value": f.mean,  # type: ignore[union-attr]
+                        "value": f.mean,
                         "ci95_low": f.ci95_low,
                         "ci95_high": f.ci95_high,
                     }

@@ -125,7 +125,7 @@ def clean_stale_job_dirs(
 ) -> list[Path]:
     """Remove job folders whose runner is gone; returns what was removed."""
     base = Path(base or tempfile.gettempdir())
-    removed = []
+    removed: list[Path] = []
     try:
         entries = list(base.iterdir())
     except OSError:

@@ -202,15 +202,15 @@ def publish(site: Path, ds: dataset.Dataset) -> dict[str, int]:
         (site / "schema").mkdir(parents=True, exist_ok=True)
         shutil.copyfile(schema, site / "schema" / schema.name)
     tables = markdown.table_files()
-    for digest, (headers, rows) in tables.items():
+    for digest, (headers, cells) in tables.items():
         # links inside a download are relative to the site root (data/runs/...)
         _write(
             site / "tables" / f"{digest}.csv",
-            markdown.table_csv(headers, rows).replace(markdown.ROOT, ""),
+            markdown.table_csv(headers, cells).replace(markdown.ROOT, ""),
         )
         _write(
             site / "tables" / f"{digest}.json",
-            markdown.table_json(headers, rows).replace(markdown.ROOT, ""),
+            markdown.table_json(headers, cells).replace(markdown.ROOT, ""),
         )
     return {"artifacts": len(ds.files), "tables": len(tables)}
 

@@ -133,7 +133,7 @@ def plain(rendered: str) -> str:
     return html.unescape(text).strip()
 
 
-def register_table(headers: Sequence[str], rows: list[Sequence[str]]) -> str:
+def register_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     """Keep a table's plain rows for the downloads; returns its digest (its file name)."""
     ph = [plain(h) for h in headers]
     pr = [[plain(c) for c in r] for r in rows]

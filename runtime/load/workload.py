@@ -132,10 +132,10 @@ class Cutter:
         text = self.text
         reps = text * (1 + chars // max(1, len(text)))
         off = int(rng.integers(0, max(1, len(text))))
-        window = (reps + reps)[off : off + chars]
-        cut = window.find(" ")  # start and end at word boundaries
-        window = window[cut + 1 :] if 0 <= cut < len(window) // 4 else window
-        return tag + window
+        span = (reps + reps)[off : off + chars]
+        cut = span.find(" ")  # start and end at word boundaries
+        span = span[cut + 1 :] if 0 <= cut < len(span) // 4 else span
+        return tag + span
 
 
 def _sampling(spec: Workload, max_tokens: int) -> dict[str, Any]:

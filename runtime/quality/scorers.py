@@ -360,7 +360,7 @@ def _format(check: FormatCheck, output: str) -> Score:
         try:
             json.loads(text)
             results["json_only"] = {"ok": True}
-        except ValueError as exc:
+        except json.JSONDecodeError as exc:
             results["json_only"] = {
                 "ok": False,
                 "why": f"not JSON: {exc.msg} at char {exc.pos}",
@@ -475,7 +475,7 @@ def _json_schema(check: JsonSchemaCheck, output: str) -> Score:
     text = strip_fence(output) if check.allow_fence else output.strip()
     try:
         value = json.loads(text)
-    except ValueError as exc:
+    except json.JSONDecodeError as exc:
         return Score(
             False, {"stage": "parse", "why": f"not JSON: {exc.msg} at char {exc.pos}"}
         )
