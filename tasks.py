@@ -13,7 +13,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from invoke import Collection, Exit, task
+from invoke import Collection, Context, Exit, task
 
 ROOT = Path(__file__).resolve().parent
 
@@ -460,42 +460,83 @@ def _where_this_host_stands() -> None:
         print("  " + line)
 
 
-#: The test lanes: a pytest -m expression each. The timing lane holds tests whose verdict depends on how
-#: busy the machine is (real A/B timings, marker ``timing``); the default lane is everything else.
-TEST_LANES = {"default": "not timing", "timing": "timing", "all": ""}
+#: The test lanes (tests/support/lanes.py gives every test one): a pytest -m expression each.
+#: ``default`` is every gating lane (what the README's `invoke test` and CI run); the timing lane
+#: holds tests whose verdict depends on how busy the machine is (real A/B timings), never gating.
+TEST_LANES = {
+    "default": "not timing",
+    "fast": "fast and not timing",
+    "integration": "integration and not timing",
+    "e2e": "e2e and not timing",
+    "timing": "timing",
+    "all": "",
+}
+
+#: What runs before pytest (skipped with --no-checks, and for the timing lane alone): formatting,
+#: lint, types and the import layers, each configured in pyproject.toml.
+CHECKS = (
+    ("ruff format", ["ruff", "format", "--check", "--quiet", "."]),
+    ("ruff check", ["ruff", "check", "--quiet", "."]),
+    ("mypy", ["mypy"]),
+    ("lint-imports", ["lint-imports"]),
+)
 
 
 @task(
     help={
         "k": "Only tests matching this pytest -k expression.",
         "fast": "Skip tests that run the real model.",
-        "lane": "Which tests: default (all but the timing lane), timing (real A/B timings: their verdict depends on "
-        "how busy the machine is, so run them on a quiet one) or all.",
+        "lane": "Which tests: default (every gating lane: fast, integration, e2e), fast (pure and golden tests), "
+        "integration (site builds, subprocesses, loopback servers), e2e (real model, servers, sshd, Chromium), "
+        "timing (real A/B timings: their verdict depends on how busy the machine is, so run them on a quiet "
+        "one) or all.",
         "report": "Report the lane's failures without failing (exit 0 when tests fail; a usage or internal error "
         "still fails): how .ci/run runs the timing lane. Its verdicts cannot be made reliable on a loaded "
         "machine (2 cores shared with other work turn them undecided or reverse them; its tests xfail "
         "when they measured the load), so it never gates CI.",
+        "checks": "Run ruff (format and lint), mypy and lint-imports before the tests (default: yes).",
     }
 )
-def test(c, k="", fast=False, lane="default", report=False):
+def test(
+    c: Context,
+    k: str = "",
+    fast: bool = False,
+    lane: str = "default",
+    report: bool = False,
+    checks: bool = True,
+) -> None:
     """Run the test suite's default lane (first installs what the real-part tests drive: Chromium, sshd, IFBench data).
 
-    `--lane timing` runs the tests whose verdict depends on machine load (marker `timing`), which the
-    default lane leaves out; `--lane all` runs both."""
+    The default lane is every gating lane (fast, integration, e2e); `--lane fast|integration|e2e`
+    runs one; `--lane timing` the tests whose verdict depends on machine load (marker `timing`),
+    which the default leaves out; `--lane all` runs everything. Before the tests, the static checks
+    (ruff format, ruff check, mypy, lint-imports) unless `--no-checks` or the timing lane alone."""
     if lane not in TEST_LANES:
         raise Exit(f"error: unknown lane {lane!r}: {', '.join(TEST_LANES)}", code=2)
-    if lane != "timing":
+    if checks and lane != "timing":
+        for name, argv in CHECKS:
+            tool = shutil.which(argv[0])
+            if tool is None:
+                raise Exit(
+                    f"error: {argv[0]} is not installed: pip install -e '.[dev]'",
+                    code=2,
+                )
+            if _exit_code(c, shlex.join([tool, *argv[1:]])):
+                raise Exit(
+                    f"error: {name} failed (above); the tests did not run", code=1
+                )
+    if lane not in ("fast", "timing"):
         _ensure_chromium(c)
         _ensure_sshd(c)
         _ensure_ifbench(c)
+        _ensure_llama_tools(c)
     args = [sys.executable, "-m", "pytest", "-q"]
     if k:
         args += ["-k", k]
     marks = [m for m in (TEST_LANES[lane], "not model" if fast else "") if m]
     if marks:
         args += ["-m", " and ".join(f"({m})" for m in marks)]
-    result = c.run(shlex.join(args), warn=True, pty=False)
-    code = result.exited
+    code = _exit_code(c, shlex.join(args))
     if code == 5:  # no tests collected
         print("no tests collected")
         code = 0
@@ -504,6 +545,27 @@ def test(c, k="", fast=False, lane="default", report=False):
         code = 0
     if code:
         raise Exit(code=code)
+
+
+def _exit_code(c: Context, command: str) -> int:
+    """Run ``command`` (never failing the task by itself) and return its exit status."""
+    result = c.run(command, warn=True, pty=False)
+    if result is None:  # only asynchronous or disowned runs return nothing
+        raise RuntimeError(f"no result from {command!r}")
+    return result.exited
+
+
+def _ensure_llama_tools(c: Context) -> None:
+    """In CI (``CI`` set, as .ci/run and GitHub Actions do): llama.cpp's own tools (llama-server,
+    llama-perplexity, llama-bench) from the source vendored in the pinned llama-cpp-python sdist,
+    reused from the cache when built before (about 15 minutes on 2 cores the first time). Their
+    tests skip, saying so, where they are not built (a local run builds them with
+    `python3 benchmarks/llama_bench_build.py`)."""
+    if not os.environ.get("CI"):
+        return
+    build = shlex.join([sys.executable, "benchmarks/llama_bench_build.py"])
+    if _exit_code(c, f"{build} >/dev/null"):
+        print("llama.cpp tools not built: their tests will skip", file=sys.stderr)
 
 
 def _ensure_chromium(c):
