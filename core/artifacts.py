@@ -31,6 +31,7 @@ import jsonschema
 from core import hostid, migrations
 from core.errors import ArtifactError, ArtifactErrors, StorageError
 from core.paths import cache_dir, relpath, schema_dir
+from core.registry import Registry
 
 Migration = Callable[[dict[str, Any]], dict[str, Any]]
 
@@ -50,12 +51,11 @@ class ArtifactType:
         return schema_dir() / f"{self.name}.v{version or self.version}.schema.json"
 
 
-ARTIFACT_TYPES: dict[str, ArtifactType] = {}
+ARTIFACT_TYPES: Registry[ArtifactType] = Registry("artifact type")
 
 
 def register_type(artifact_type: ArtifactType) -> ArtifactType:
-    ARTIFACT_TYPES[artifact_type.name] = artifact_type
-    return artifact_type
+    return ARTIFACT_TYPES.add(artifact_type.name, artifact_type, stacklevel=2)
 
 
 register_type(
@@ -622,7 +622,9 @@ def atomic_write_text(path: Path, text: str) -> None:
 # Checks beyond the schema that a type's record module runs before one of its files is written
 # (core.records.run: a run's samples and details against its kind's models, for kinds the schema
 # does not name).
-WRITE_CHECKS: dict[str, Callable[[dict[str, Any], str], None]] = {}
+WRITE_CHECKS: Registry[Callable[[dict[str, Any], str], None]] = Registry(
+    "write check of artifact type"
+)
 
 
 def write(path: Path | str, doc: dict[str, Any]) -> Path:

@@ -18,6 +18,7 @@ from pydantic import ValidationError
 
 from core.errors import ConfigError
 from core.kinds.base import Kind, TestSpec
+from core.registry import Registry
 from core.yamlio import pydantic_error_line
 
 # The one place built-in kinds are named (module paths, imported on first use).
@@ -33,24 +34,18 @@ BUILTIN = (
     "core.kinds.probe",
 )
 
-_KINDS: dict[str, Kind] = {}
+_KINDS: Registry[Kind] = Registry("test kind")
 _loaded = False
 
 
 def register(kind: Kind) -> Kind:
-    """Add a kind; a name registered twice is an error."""
-    if kind.name in _KINDS and _KINDS[kind.name] is not kind:
-        raise ValueError(
-            f"test kind {kind.name!r} registered twice "
-            f"({_KINDS[kind.name].spec.__module__} and {kind.spec.__module__})"
-        )
+    """Add a kind; a name registered twice is an error naming both places."""
     default = kind.spec.model_fields["kind"].default
     if default != kind.name:
         raise ValueError(
             f"test kind {kind.name!r}: its spec's kind field defaults to {default!r}"
         )
-    _KINDS[kind.name] = kind
-    return kind
+    return _KINDS.add(kind.name, kind, stacklevel=2)
 
 
 def unregister(name: str) -> None:

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from core.records.host import HostRecord
+from core.registry import Registry
 from pipelines import dataset
 from pipelines.site.markdown import (
     admonition,
@@ -56,11 +57,11 @@ class SplitPage:
     always: bool = False  # one page per host however few hosts there are (the page itself is the index)
 
 
-PAGES: dict[str, SplitPage] = {}
+PAGES: Registry[SplitPage] = Registry("per-host page")
 
 
 def register(page: SplitPage) -> None:
-    PAGES[page.name] = page
+    PAGES.add(page.name, page, stacklevel=2)
 
 
 def _by_host(ds: dataset.Dataset) -> dict[str, list[Any]]:

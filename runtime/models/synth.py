@@ -39,6 +39,7 @@ from typing import Any
 import numpy as np
 
 from core.errors import ConfigError, UserError
+from core.registry import Registry
 
 # ---------------------------------------------------------------------------------------
 # shapes
@@ -250,12 +251,11 @@ def _validate(s: Shape) -> None:
         )
 
 
-SHAPES: dict[str, Shape] = {}
+SHAPES: Registry[Shape] = Registry("synthetic model shape")
 
 
 def _register(shape: Shape) -> Shape:
-    SHAPES[shape.name] = shape
-    return shape
+    return SHAPES.add(shape.name, shape, stacklevel=2)
 
 
 _register(

@@ -23,6 +23,8 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
+from core.registry import Registry
+
 _PUNCT = string.punctuation
 _STRIP_PUNCT = str.maketrans("", "", _PUNCT)
 
@@ -86,13 +88,12 @@ def split_into_sentences(text: str) -> list[str]:
 
 
 Checker = Callable[[str, dict[str, Any]], bool]
-CHECKERS: dict[str, Checker] = {}
+CHECKERS: Registry[Checker] = Registry("IFBench checker")
 
 
 def checker(iid: str) -> Callable[[Checker], Checker]:
     def deco(fn: Checker) -> Checker:
-        CHECKERS[iid] = fn
-        return fn
+        return CHECKERS.add(iid, fn, stacklevel=2)
 
     return deco
 

@@ -26,6 +26,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from core.registry import Registry
+
 
 @dataclass
 class Score:
@@ -58,12 +60,14 @@ class Scorer:
         return self.fn(c, output)
 
 
-SCORERS: dict[str, Scorer] = {}
+SCORERS: Registry[Scorer] = Registry("scorer")
 
 
 def register(name: str, version: int, description: str, check_model: type[Check]):
     def deco(fn: Callable[[Any, str], Score]) -> Callable[[Any, str], Score]:
-        SCORERS[name] = Scorer(name, version, description, check_model, fn)
+        SCORERS.add(
+            name, Scorer(name, version, description, check_model, fn), stacklevel=2
+        )
         return fn
 
     return deco
