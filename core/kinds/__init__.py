@@ -21,14 +21,15 @@ from core.kinds.base import Kind, TestSpec
 from core.registry import Registry
 from core.yamlio import pydantic_error_line
 
-# The one place built-in kinds are named (module paths, imported on first use).
+# The one place built-in kinds are named (module paths, imported on first use), in the order
+# every listing of kinds follows (all_kinds), whatever order their modules happen to be imported in.
 BUILTIN = (
-    "core.kinds.rate",
     "core.kinds.chat",
+    "core.kinds.generate",
+    "core.kinds.rate",
+    "core.kinds.agent",
     "core.kinds.serve",
     "core.kinds.concurrency",
-    "core.kinds.generate",
-    "core.kinds.agent",
     "core.kinds.load",
     "core.kinds.capacity",
     "core.kinds.probe",
@@ -66,9 +67,15 @@ def _load() -> None:
 
 
 def all_kinds() -> dict[str, Kind]:
-    """Every registered kind by name."""
+    """Every registered kind by name: built-in kinds in ``BUILTIN``'s order, then the others in
+    the order they were registered."""
     _load()
-    return dict(_KINDS)
+    rank = {m: i for i, m in enumerate(BUILTIN)}
+    return dict(
+        sorted(
+            _KINDS.items(), key=lambda kv: rank.get(kv[1].spec.__module__, len(rank))
+        )
+    )
 
 
 def get(name: str) -> Kind | None:
