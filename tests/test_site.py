@@ -9,7 +9,7 @@ import pytest
 
 from core.metrics import METRICS
 from core.records.run import RunRecord
-from pipelines import leaderboard
+from pipelines import host_boards
 from pipelines.runs import load_runs
 from pipelines.site import browser, charts, markdown, pages
 from tests.conftest import GOLDEN
@@ -21,7 +21,7 @@ def docs():
 
 
 def test_boards_rank_best_first_and_show_varying_settings(docs):
-    boards = {(b.host_id, b.test): b for b in leaderboard.boards(docs)}
+    boards = {(b.host_id, b.test): b for b in host_boards.boards(docs)}
     tg = boards[("golden-host-55ecea05", "tg16")]
     means = list(tg.rows["s_mean"])
     assert means == sorted(means, reverse=True) and len(means) == 2
@@ -43,7 +43,7 @@ def _current(docs):
     newer copy of one measurement of the same model file, so it supersedes that one)."""
     return {
         d["id"]
-        for d in leaderboard.newest_per_comparability(
+        for d in host_boards.newest_per_comparability(
             [d for d in docs if d["status"] == "ok"]
         )
     }

@@ -226,7 +226,7 @@ def history_page(docs: list[RunRecord]) -> str:
         )
     fx = facts_mod.of(docs)
     out = []
-    from pipelines.leaderboard import split_settings
+    from pipelines.host_boards import split_settings
 
     varying, _ = split_settings(
         [s.requested for s in sers]

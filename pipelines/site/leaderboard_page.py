@@ -25,7 +25,7 @@ from core.metrics import ENERGY_METRICS, METRICS
 from pipelines import facts as facts_mod
 from pipelines import ranking
 from pipelines.facts import PAIRED, Board, Facts, Row
-from pipelines.leaderboard import build_labels
+from pipelines.host_boards import build_labels
 from pipelines.site import charts, figures
 from pipelines.site.markdown import (
     SYNTHETIC_BADGE,

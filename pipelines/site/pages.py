@@ -15,7 +15,7 @@ from core.kinds import all_kinds
 from core.metrics import METRICS
 from core.records.run import RunRecord
 from core.summary import Summary
-from pipelines import leaderboard, ranking
+from pipelines import host_boards, ranking
 from pipelines.runs import records
 from pipelines.site import charts, figures
 from pipelines.site.markdown import (
@@ -113,7 +113,7 @@ def leaderboard_page(docs: list[RunRecord], boards: list[Any] | None = None) -> 
         """whole set's), with ``docs`` their runs."""
     )
     boards = (
-        leaderboard.boards(docs) if boards is None else boards
+        host_boards.boards(docs) if boards is None else boards
     )  # computed once per set (Home shares it)
     if not boards:
         return admonition(
@@ -162,10 +162,10 @@ def leaderboard_page(docs: list[RunRecord], boards: list[Any] | None = None) -> 
             )
             + "\n"
         )
-        recs = leaderboard.board_records(b)
+        recs = host_boards.board_records(b)
         build_cols = ["backend build"] if b.build_varies else []
         extra = [
-            METRICS[c] for c in leaderboard.extra_columns(b)
+            METRICS[c] for c in host_boards.extra_columns(b)
         ]  # e.g. energy per token, where measured
         headers = (
             ["#", "model", "quant"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from core.records.run import RunRecord
 from pipelines import backends as backend_cmp
-from pipelines import dataset, leaderboard, optimization, roofline
+from pipelines import dataset, host_boards, optimization, roofline
 from pipelines.site import hosts as hosts_pages
 from pipelines.site import optimization as optimization_pages
 from pipelines.site import pages, quality_pages
@@ -28,7 +28,7 @@ def _boards(runs: list[RunRecord], host: str | None) -> str:
         return pages.leaderboard_page(runs)
     # boards are per host: one host's are those of the whole set (computed once, shared with Home)
     boards = [
-        b for b in leaderboard.boards(list(dataset.load().runs)) if b.host_id == host
+        b for b in host_boards.boards(list(dataset.load().runs)) if b.host_id == host
     ]
     return pages.leaderboard_page(runs, boards)
 
