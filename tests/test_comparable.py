@@ -276,7 +276,7 @@ def test_builds_and_differing_settings_are_columns_equal_settings_stated_once():
         and b.varying == ["n_threads"]
         and b.constant["flash_attn"] == "on"
     )
-    md = pages.leaderboard_page(docs)
+    md = pages.host_boards_page(docs)
     assert (
         "backend build" in md
         and "[threads-halved]" in md
@@ -379,7 +379,7 @@ def test_every_charted_value_is_an_artifacts_value():
         for b in host_boards.boards(recs)
         for r in host_boards.board_records(b)
     }
-    for v in _chart_values(pages.leaderboard_page(recs)):
+    for v in _chart_values(pages.host_boards_page(recs)):
         row = rows[v["id"]]
         means = [
             by_id[i].stat(headline(by_id[i].test_kind).name).mean
@@ -387,10 +387,10 @@ def test_every_charted_value_is_an_artifacts_value():
         ]
         geo = math.exp(sum(math.log(m) for m in means) / len(means))
         assert v["mean"] == pytest.approx(geo) and v["n"] == row["n"]
-    values = _chart_values(pages.leaderboard_page(recs))
+    values = _chart_values(pages.host_boards_page(recs))
     ids = [v["id"] for v in values]
     assert len(ids) == len(set(ids))  # one mark per configuration (its newest artifact)
-    spec = pages.leaderboard_page(recs)
+    spec = pages.host_boards_page(recs)
     assert '"stack": "zero"' not in spec and "mark_bar" not in spec
 
 

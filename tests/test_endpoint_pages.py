@@ -68,7 +68,7 @@ def test_leaderboard_marks_endpoint_models_and_keeps_them_apart(docs):
             for x in host_boards.board_records(b)
             if x["model"] == r["model"]
         )
-    md = pages.leaderboard_page(docs)
+    md = pages.host_boards_page(docs)
     assert "endpoint · llama-server</span>" in md
     assert "<script>" not in md and "<img" not in md and "<b>vLLM" not in md
     assert (

@@ -88,7 +88,7 @@ def test_a_new_kind_runs_writes_a_valid_artifact_and_renders(
     assert rec.values("echo_ms") == rec.samples.round_trip_ms
 
     runs_ = load_runs(data_env / "runs")
-    board = pages.leaderboard_page(runs_)
+    board = pages.host_boards_page(runs_)
     assert (
         "echo-ping" in board
         and "Echo round trip" in board

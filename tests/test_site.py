@@ -50,7 +50,7 @@ def _current(docs):
 
 
 def test_leaderboard_figures_link_to_their_artifacts(docs):
-    md = pages.leaderboard_page(docs)
+    md = pages.host_boards_page(docs)
     current = _current(docs)
     assert len(current) < len(
         [d for d in docs if d["status"] == "ok"]
@@ -83,7 +83,7 @@ def test_hostile_strings_are_escaped(docs):
     recs = [RunRecord(d) for d in docs]
     fx = facts.of(recs)
     for text in (
-        pages.leaderboard_page(recs),
+        pages.host_boards_page(recs),
         home_page.home(fx, None),
         leaderboard_page.leaderboard_page(fx),
         script,

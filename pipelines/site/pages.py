@@ -107,7 +107,7 @@ def _definition(defn: dict[str, Any]) -> str:
     )
 
 
-def leaderboard_page(docs: list[RunRecord], boards: list[Any] | None = None) -> str:
+def host_boards_page(docs: list[RunRecord], boards: list[Any] | None = None) -> str:
     (
         """Every board of ``docs``; or the given ``boards`` (one host's, out of the """
         """whole set's), with ``docs`` their runs."""

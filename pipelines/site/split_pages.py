@@ -25,12 +25,12 @@ def _boards(runs: list[RunRecord], host: str | None) -> str:
     """One host's boards: per test and backend, its models and settings as rows (the per-host
     detail the Leaderboard links each host to; the Leaderboard itself is per workload)."""
     if host is None:
-        return pages.leaderboard_page(runs)
+        return pages.host_boards_page(runs)
     # boards are per host: one host's are those of the whole set (computed once, shared with Home)
     boards = [
         b for b in host_boards.boards(list(dataset.load().runs)) if b.host_id == host
     ]
-    return pages.leaderboard_page(runs, boards)
+    return pages.host_boards_page(runs, boards)
 
 
 register(
