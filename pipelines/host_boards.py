@@ -119,7 +119,7 @@ def runs_per_comparability(recs: list[RunRecord]) -> dict[str, list[RunRecord]]:
 
 
 @per_set
-def boards(docs: list[RunRecord]) -> list[Board]:
+def of(docs: list[RunRecord]) -> list[Board]:
     """Leaderboards from run artifacts (failed runs excluded)."""
     from pipelines import facts as facts_mod
 

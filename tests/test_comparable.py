@@ -243,7 +243,7 @@ def test_boards_never_mix_backends_test_definitions_or_duplicates():
             minutes=4,
         ),
     ]
-    bs = host_boards.boards(docs)
+    bs = host_boards.of(docs)
     assert sorted((b.test, b.backend) for b in bs) == [
         ("free", "llama_cpp"),
         ("free", "llama_cpp"),
@@ -270,7 +270,7 @@ def test_builds_and_differing_settings_are_columns_equal_settings_stated_once():
             [14, 15, 16], label="threads-halved", effective={"n_threads": 1}, minutes=1
         ),
     ]
-    (b,) = host_boards.boards(docs)
+    (b,) = host_boards.of(docs)
     assert (
         b.build_varies
         and b.varying == ["n_threads"]
@@ -317,7 +317,7 @@ def test_ranks_count_the_results_significantly_better_and_need_an_interval():
         run([51, 52, 53], requested={"n_batch": 32}, minutes=5),
         run([300, 301, 302], requested={"n_batch": 16}, minutes=6),
     ]
-    (b,) = host_boards.boards(docs)
+    (b,) = host_boards.of(docs)
     recs = host_boards.board_records(b)
     # the configurations measured twice give this host's run-to-run noise (its history): the one measured
     # once is widened by it, and ranks first (300 against about 100)
@@ -329,9 +329,7 @@ def test_ranks_count_the_results_significantly_better_and_need_an_interval():
         2,
     ] and "the host's run-to-run noise" in recs[0]["interval_note"]
     # alone on a host (and a fleet) whose noise nobody measured, a single run has no interval and no rank
-    (b,) = host_boards.boards(
-        [run([300, 301, 302], requested={"n_batch": 16}, minutes=6)]
-    )
+    (b,) = host_boards.of([run([300, 301, 302], requested={"n_batch": 16}, minutes=6)])
     (rec,) = host_boards.board_records(b)
     assert (
         rec["rank_label"] == "—"
@@ -375,9 +373,7 @@ def test_every_charted_value_is_an_artifacts_value():
             )
     # a leaderboard mark is a configuration: the geometric mean of its runs' means (one run: that run's mean)
     rows = {
-        r["id"]: r
-        for b in host_boards.boards(recs)
-        for r in host_boards.board_records(b)
+        r["id"]: r for b in host_boards.of(recs) for r in host_boards.board_records(b)
     }
     for v in _chart_values(pages.host_boards_page(recs)):
         row = rows[v["id"]]

@@ -50,7 +50,7 @@ def test_fixtures_are_endpoint_runs_of_every_serving_kind(docs):
 
 
 def test_leaderboard_marks_endpoint_models_and_keeps_them_apart(docs):
-    boards = host_boards.boards(docs)
+    boards = host_boards.of(docs)
     ep_rows = [
         (b, r)
         for b in boards

@@ -21,7 +21,7 @@ def docs():
 
 
 def test_boards_rank_best_first_and_show_varying_settings(docs):
-    boards = {(b.host_id, b.test): b for b in host_boards.boards(docs)}
+    boards = {(b.host_id, b.test): b for b in host_boards.of(docs)}
     tg = boards[("golden-host-55ecea05", "tg16")]
     means = list(tg.rows["s_mean"])
     assert means == sorted(means, reverse=True) and len(means) == 2

@@ -411,7 +411,7 @@ def test_boards_rank_runs_by_the_stated_rule():
             run(tight(x, seed=10 * i + j), minutes=10 * i + j, model=m, sha=m * 64)
             for j, x in enumerate(means)
         ]
-    (b,) = host_boards.boards(docs)
+    (b,) = host_boards.of(docs)
     recs = host_boards.board_records(b)
     fx = facts.of(docs)
     assert all(r["runs"] == 3 for r in recs) and all(r["ci95_low"] > 0 for r in recs)

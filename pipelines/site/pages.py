@@ -113,7 +113,7 @@ def host_boards_page(docs: list[RunRecord], boards: list[Any] | None = None) -> 
         """whole set's), with ``docs`` their runs."""
     )
     boards = (
-        host_boards.boards(docs) if boards is None else boards
+        host_boards.of(docs) if boards is None else boards
     )  # computed once per set (Home shares it)
     if not boards:
         return admonition(

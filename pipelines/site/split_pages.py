@@ -27,9 +27,7 @@ def _boards(runs: list[RunRecord], host: str | None) -> str:
     if host is None:
         return pages.host_boards_page(runs)
     # boards are per host: one host's are those of the whole set (computed once, shared with Home)
-    boards = [
-        b for b in host_boards.boards(list(dataset.load().runs)) if b.host_id == host
-    ]
+    boards = [b for b in host_boards.of(list(dataset.load().runs)) if b.host_id == host]
     return pages.host_boards_page(runs, boards)
 
 
