@@ -1,4 +1,4 @@
-"""Page bodies for the foundation pages: Home, Leaderboard, Runs, Methodology.
+"""Page bodies for the foundation pages: Home's regressions, the Per-host boards, Methodology's tables.
 
 Each function takes loaded artifacts and returns Markdown; the macros module only calls them.
 """
