@@ -13,7 +13,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from invoke import Collection, Exit, task
+from invoke import Collection, Context, Exit, task
 
 ROOT = Path(__file__).resolve().parent
 
@@ -78,7 +78,10 @@ def list_models(c):
     iterable=["override"],
     help={
         "shape": "Architecture shape (see --list-shapes), e.g. tiny-qwen3moe, llama-8b, qwen3moe-30b-a3b.",
-        "quant": "Quantization: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, or a K-quant such as Q4_K_M (default Q8_0).",
+        "quant": (
+            "Quantization: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, or a K-quant "
+            "such as Q4_K_M (default Q8_0)."
+        ),
         "out": "Output .gguf path (default: the cache, where a registry entry `synth: {shape, quant, seed}` finds it).",
         "seed": "Seed of the random weights (same shape, quant and seed: same bytes).",
         "override": "Override a shape field, FIELD=VALUE (repeatable), e.g. --override n_layer=8.",
@@ -88,9 +91,9 @@ def list_models(c):
 @user_errors
 def synth(c, shape="", quant="Q8_0", out="", seed=0, override=None, list_shapes=False):
     """Write a synthetic GGUF (random weights: speed only) of an architecture shape."""
+    from core.errors import ConfigError
     from runtime.models import registry as models
     from runtime.models import synth as synth_mod
-    from core.errors import ConfigError
 
     if list_shapes:
         print(synth_mod._list_shapes())
@@ -477,8 +480,11 @@ ALL_MATRICES = "default,reference"
     }
 )
 @user_errors
-def all(c, matrix=ALL_MATRICES):  # noqa: A001 - the task is called `all`
-    """Fetch the embedded model, benchmark it and the reference workload on this host, validate, build the site (if an input changed)."""
+def all(c, matrix=ALL_MATRICES):
+    (
+        """Fetch the embedded model, benchmark it and the reference workload on this """
+        """host, validate, build the site (if an input changed)."""
+    )
     fetch(c)
     for name in [m.strip() for m in matrix.split(",") if m.strip()]:
         bench(c, matrix=name)
@@ -511,7 +517,8 @@ def _ensure_noise(c) -> None:
     if missing:
         print(
             f"no run-to-run noise estimate for this host yet ({', '.join(missing)}): an A/A until the estimate is "
-            f"useful (at most {NOISE_FIRST_MAX_RUNS} runs and {NOISE_FIRST_BUDGET_S:.0f} s; `invoke noise` allows more)",
+            f"useful (at most {NOISE_FIRST_MAX_RUNS} runs and {NOISE_FIRST_BUDGET_S:.0f} "
+            "s; `invoke noise` allows more)",
             flush=True,
         )
         noise_task.body(c, runs=NOISE_FIRST_MAX_RUNS, budget=NOISE_FIRST_BUDGET_S)
@@ -550,42 +557,83 @@ def _where_this_host_stands() -> None:
         print("  " + line)
 
 
-#: The test lanes: a pytest -m expression each. The timing lane holds tests whose verdict depends on how
-#: busy the machine is (real A/B timings, marker ``timing``); the default lane is everything else.
-TEST_LANES = {"default": "not timing", "timing": "timing", "all": ""}
+#: The test lanes (tests/support/lanes.py gives every test one): a pytest -m expression each.
+#: ``default`` is every gating lane (what the README's `invoke test` and CI run); the timing lane
+#: holds tests whose verdict depends on how busy the machine is (real A/B timings), never gating.
+TEST_LANES = {
+    "default": "not timing",
+    "fast": "fast and not timing",
+    "integration": "integration and not timing",
+    "e2e": "e2e and not timing",
+    "timing": "timing",
+    "all": "",
+}
+
+#: What runs before pytest (skipped with --no-checks, and for the timing lane alone): formatting,
+#: lint, types and the import layers, each configured in pyproject.toml.
+CHECKS = (
+    ("ruff format", ["ruff", "format", "--check", "--quiet", "."]),
+    ("ruff check", ["ruff", "check", "--quiet", "."]),
+    ("mypy", ["mypy"]),
+    ("lint-imports", ["lint-imports"]),
+)
 
 
 @task(
     help={
         "k": "Only tests matching this pytest -k expression.",
         "fast": "Skip tests that run the real model.",
-        "lane": "Which tests: default (all but the timing lane), timing (real A/B timings: their verdict depends on "
-        "how busy the machine is, so run them on a quiet one) or all.",
+        "lane": "Which tests: default (every gating lane: fast, integration, e2e), fast (pure and golden tests), "
+        "integration (site builds, subprocesses, loopback servers), e2e (real model, servers, sshd, Chromium), "
+        "timing (real A/B timings: their verdict depends on how busy the machine is, so run them on a quiet "
+        "one) or all.",
         "report": "Report the lane's failures without failing (exit 0 when tests fail; a usage or internal error "
         "still fails): how .ci/run runs the timing lane. Its verdicts cannot be made reliable on a loaded "
         "machine (2 cores shared with other work turn them undecided or reverse them; its tests xfail "
         "when they measured the load), so it never gates CI.",
+        "checks": "Run ruff (format and lint), mypy and lint-imports before the tests (default: yes).",
     }
 )
-def test(c, k="", fast=False, lane="default", report=False):
+def test(
+    c: Context,
+    k: str = "",
+    fast: bool = False,
+    lane: str = "default",
+    report: bool = False,
+    checks: bool = True,
+) -> None:
     """Run the test suite's default lane (first installs what the real-part tests drive: Chromium, sshd, IFBench data).
 
-    `--lane timing` runs the tests whose verdict depends on machine load (marker `timing`), which the
-    default lane leaves out; `--lane all` runs both."""
+    The default lane is every gating lane (fast, integration, e2e); `--lane fast|integration|e2e`
+    runs one; `--lane timing` the tests whose verdict depends on machine load (marker `timing`),
+    which the default leaves out; `--lane all` runs everything. Before the tests, the static checks
+    (ruff format, ruff check, mypy, lint-imports) unless `--no-checks` or the timing lane alone."""
     if lane not in TEST_LANES:
         raise Exit(f"error: unknown lane {lane!r}: {', '.join(TEST_LANES)}", code=2)
-    if lane != "timing":
+    if checks and lane != "timing":
+        for name, argv in CHECKS:
+            tool = shutil.which(argv[0])
+            if tool is None:
+                raise Exit(
+                    f"error: {argv[0]} is not installed: pip install -e '.[dev]'",
+                    code=2,
+                )
+            if _exit_code(c, shlex.join([tool, *argv[1:]])):
+                raise Exit(
+                    f"error: {name} failed (above); the tests did not run", code=1
+                )
+    if lane not in ("fast", "timing"):
         _ensure_chromium(c)
         _ensure_sshd(c)
         _ensure_ifbench(c)
+        _ensure_llama_tools(c)
     args = [sys.executable, "-m", "pytest", "-q"]
     if k:
         args += ["-k", k]
     marks = [m for m in (TEST_LANES[lane], "not model" if fast else "") if m]
     if marks:
         args += ["-m", " and ".join(f"({m})" for m in marks)]
-    result = c.run(shlex.join(args), warn=True, pty=False)
-    code = result.exited
+    code = _exit_code(c, shlex.join(args))
     if code == 5:  # no tests collected
         print("no tests collected")
         code = 0
@@ -594,6 +642,27 @@ def test(c, k="", fast=False, lane="default", report=False):
         code = 0
     if code:
         raise Exit(code=code)
+
+
+def _exit_code(c: Context, command: str) -> int:
+    """Run ``command`` (never failing the task by itself) and return its exit status."""
+    result = c.run(command, warn=True, pty=False)
+    if result is None:  # only asynchronous or disowned runs return nothing
+        raise RuntimeError(f"no result from {command!r}")
+    return result.exited
+
+
+def _ensure_llama_tools(c: Context) -> None:
+    """In CI (``CI`` set, as .ci/run and GitHub Actions do): llama.cpp's own tools (llama-server,
+    llama-perplexity, llama-bench) from the source vendored in the pinned llama-cpp-python sdist,
+    reused from the cache when built before (about 15 minutes on 2 cores the first time). Their
+    tests skip, saying so, where they are not built (a local run builds them with
+    `python3 benchmarks/llama_bench_build.py`)."""
+    if not os.environ.get("CI"):
+        return
+    build = shlex.join([sys.executable, "benchmarks/llama_bench_build.py"])
+    if _exit_code(c, f"{build} >/dev/null"):
+        print("llama.cpp tools not built: their tests will skip", file=sys.stderr)
 
 
 def _ensure_chromium(c):
@@ -605,7 +674,10 @@ def _ensure_chromium(c):
             file=sys.stderr,
         )
         c.run(
-            "apt-get install -y -q chromium >/dev/null 2>&1 || (apt-get update -q >/dev/null && apt-get install -y -q chromium >/dev/null)",
+            (
+                "apt-get install -y -q chromium >/dev/null 2>&1 || (apt-get update -q "
+                ">/dev/null && apt-get install -y -q chromium >/dev/null)"
+            ),
             warn=True,
             pty=False,
         )
@@ -620,7 +692,10 @@ def _ensure_sshd(c):
             file=sys.stderr,
         )
         c.run(
-            "apt-get install -y -q openssh-server >/dev/null 2>&1 || (apt-get update -q >/dev/null && apt-get install -y -q openssh-server >/dev/null)",
+            (
+                "apt-get install -y -q openssh-server >/dev/null 2>&1 || (apt-get update -q "
+                ">/dev/null && apt-get install -y -q openssh-server >/dev/null)"
+            ),
             warn=True,
             pty=False,
         )
@@ -685,8 +760,8 @@ def fidelity(
 @user_errors
 def llama_bench(c, file, host_name=None, model=None):
     """Import a llama-bench JSON file as run artifacts (every record, or nothing on bad input)."""
-    from runtime.importers import llama_bench as importer
     from core.paths import relpath
+    from runtime.importers import llama_bench as importer
 
     report = importer.import_file(file, host_name=host_name, model=model)
     for p in report.written:
@@ -715,7 +790,10 @@ def serve_bench(
     retry_failed=False,
     matrices="serving-inprocess,serving,serving-llama-server",
 ):
-    """Serving: in process, then llama_cpp.server and llama-server on loopback (the same requests; cold/warm, concurrency)."""
+    (
+        """Serving: in process, then llama_cpp.server and llama-server on loopback """
+        """(the same requests; cold/warm, concurrency)."""
+    )
     from runtime.execution import runner
 
     for name in [m.strip() for m in matrices.split(",") if m.strip()]:
@@ -738,7 +816,8 @@ CAPACITY_MATRICES = (
     name="capacity",
     help={
         "matrices": f"Comma-separated matrices to run in order (default: {CAPACITY_MATRICES}; "
-        "serving-capacity-sweep and serving-capacity-sweep-high are the exhaustive Poisson sweep the search is checked against).",
+        "serving-capacity-sweep and serving-capacity-sweep-high are the exhaustive "
+        "Poisson sweep the search is checked against).",
         "force": "Measure again even when artifacts for the same configurations exist (an A/A "
         "repeat: the new artifact supersedes on the pages, the older one stays on disk).",
         "retry_failed": "Measure again configurations whose last artifact is a failure.",
@@ -746,7 +825,10 @@ CAPACITY_MATRICES = (
 )
 @user_errors
 def serve_capacity(c, matrices=CAPACITY_MATRICES, force=False, retry_failed=False):
-    """Capacity at SLO: the highest users / request rate whose p95 latencies meet the SLOs, with its interval; the endpoint probe."""
+    (
+        """Capacity at SLO: the highest users / request rate whose p95 latencies meet """
+        """the SLOs, with its interval; the endpoint probe."""
+    )
     from pipelines.serving import capacity_lines
     from runtime.execution import runner
 
@@ -781,10 +863,13 @@ serving_ns = Collection("serve", serve_bench, serve_capacity)
 )
 @user_errors
 def host_probe(c, size_mib=0, repetitions=5, threads=""):
-    """Measure this host's memory bandwidth (large copy and read-only pass) and store it as a host artifact in data/hosts/."""
-    from runtime.hosts import probe as hostprobe
+    (
+        """Measure this host's memory bandwidth (large copy and read-only pass) and """
+        """store it as a host artifact in data/hosts/."""
+    )
     from core.errors import ConfigError
     from core.paths import relpath
+    from runtime.hosts import probe as hostprobe
 
     try:
         counts = [int(x) for x in threads.split(",") if x.strip()] or None
@@ -809,12 +894,10 @@ def host_probe(c, size_mib=0, repetitions=5, threads=""):
 @user_errors
 def project_task(c):
     """Project every role of data/usage_mix.yaml with data/optimizations.yaml; record it in data/projections/."""
-    from pipelines import projections
-    from pipelines.runs import load_runs
     from core import artifacts
     from core.paths import relpath
-
-    from pipelines import dataset
+    from pipelines import dataset, projections
+    from pipelines.runs import load_runs
 
     paths = projections.write_records(
         load_runs(), quality_docs=list(dataset.load().quality)
@@ -838,11 +921,14 @@ def project_task(c):
 @task(name="gates")
 @user_errors
 def gates_task(c):
-    """Check the go/no-go gates of data/optimizations.yaml on every host; record changed decisions in data/decisions/."""
+    (
+        """Check the go/no-go gates of data/optimizations.yaml on every host; record """
+        """changed decisions in data/decisions/."""
+    )
+    from core.paths import relpath
     from pipelines import gates, projections
     from pipelines.quality import load_quality
     from pipelines.runs import load_runs
-    from core.paths import relpath
 
     catalogue = projections.load_catalogue()
     runs, quality = load_runs(), load_quality()
@@ -898,7 +984,10 @@ def plan_memory(c, model="gemma3-270m-q4_k_m", host_ram_gib=0.0):
 @task(name="reidentify", help={"dry_run": "Only print what would change."})
 @user_errors
 def host_reidentify(c, dry_run=False):
-    """Give every artifact under data/ the host id its own fingerprint gives (data of an older almanac, two machines under one id)."""
+    (
+        """Give every artifact under data/ the host id its own fingerprint gives """
+        """(data of an older almanac, two machines under one id)."""
+    )
     from core import rehost
     from core.paths import data_dir
 
@@ -1060,7 +1149,8 @@ def quality_suites(c):
         )
         inc = f", includes {', '.join(s.includes)}" if s.includes else ""
         print(
-            f"{s.name:26s} v{s.version}  {len(s.items):4d} items  {s.category}  [{', '.join(s.prompt_styles)}]{extra}{inc}"
+            f"{s.name:26s} v{s.version}  {len(s.items):4d} items  {s.category}  "
+            f"[{', '.join(s.prompt_styles)}]{extra}{inc}"
         )
 
 
@@ -1068,7 +1158,10 @@ def quality_suites(c):
     name="perplexity",
     help={
         "model": "Registry name of the model measured (default: the embedded Gemma 3 270M).",
-        "reference": "Registry name of the reference model for KL-divergence (same vocabulary); empty: perplexity only.",
+        "reference": (
+            "Registry name of the reference model for KL-divergence (same vocabulary); "
+            "empty: perplexity only."
+        ),
         "text": "Text name in data/texts/texts.yaml (default gpl-3.0).",
         "ctx": "Context of each chunk, tokens (llama-perplexity -c; default 512).",
         "chunks": "Chunks scored at most (default: every whole chunk of the text).",
@@ -1179,8 +1272,8 @@ def compare(
     """Compare two selections of results: each shared configuration, both values, ratio with CI95, verdict.
 
     Exit 2 with one line when a selection matches nothing or the two share no configuration."""
-    from pipelines import compare as cmp
     from core.records import run as record
+    from pipelines import compare as cmp
 
     try:
         threshold = float(fail_on_loss) if str(fail_on_loss).strip() else None
@@ -1231,7 +1324,7 @@ def noise_task(c, runs=30, budget=900.0):
 
     The first run (a fresh process) is a warm-up, stored and not counted. The A/A stops as soon as, for every
     kind of test, a single run widened by the estimate gets a CI95 no wider than x1.25 each way with at least
-    3 degrees of freedom; else at --runs or --budget, and the host is then recorded too noisy to rank."""
+    3 degrees of freedom; else at --runs or --budget, and the host is then recorded too noisy to rank."""  # noqa: E501 (the first line is the manual's synopsis)
     from core import artifacts
     from core.paths import relpath
     from runtime.execution import noise as noise_mod

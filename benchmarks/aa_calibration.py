@@ -382,7 +382,8 @@ def markdown(res: dict[str, Any]) -> str:
         a = res["as_measured"][t]
         lines.append(
             f"| {t} | {_rate(a['0']['flagged'], a['0']['boundaries'])} | "
-            f"{_rate(a['0.1']['correct'], a['0.1']['boundaries'])} | {_rate(a['0']['old_flagged'], a['0']['boundaries'])} |"
+            f"{_rate(a['0.1']['correct'], a['0.1']['boundaries'])} | "
+            f"{_rate(a['0']['old_flagged'], a['0']['boundaries'])} |"
         )
     lines += [
         "",

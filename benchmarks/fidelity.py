@@ -45,17 +45,17 @@ import subprocess
 import sys
 import tempfile
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import llama_bench_build as lbb  # noqa: E402  (sibling module of this script)
+import llama_bench_build as lbb
 
-from core import stats  # noqa: E402
-from core.errors import ConfigError, UserError  # noqa: E402
-from core.paths import project_root  # noqa: E402
+from core import stats
+from core.errors import ConfigError, UserError
+from core.paths import project_root
 
 BAND = (0.97, 1.03)
 TOOLS = ("llama-bench", "ours", "naive")
@@ -425,9 +425,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     tests = parse_tests(args.tests)
     log = lambda msg: print(msg, file=sys.stderr, flush=True)  # noqa: E731
+    from runtime.backends.llama_cpp.backend import VENDORED_LLAMA_CPP, physical_cores
     from runtime.hosts import fingerprint as hostinfo
     from runtime.models import registry as models
-    from runtime.backends.llama_cpp.backend import VENDORED_LLAMA_CPP, physical_cores
 
     version = lbb.pinned_version()
     sdist = lbb.find_sdist(version, args.sdist, log=log)
@@ -484,7 +484,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     order_log: list[dict[str, Any]] = []
     results: dict[str, Any] = {
-        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "created": datetime.now(UTC).isoformat(timespec="seconds"),
         "command": " ".join(
             [
                 Path(sys.executable).name,

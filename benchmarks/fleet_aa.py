@@ -42,8 +42,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from core import stats  # noqa: E402
-from pipelines.history import MIN_STEP  # noqa: E402
+from core import stats
+from pipelines.history import MIN_STEP
 
 ROOT = Path(__file__).resolve().parents[1]
 POOL = ROOT / "benchmarks" / "results" / "aa_pool.csv"

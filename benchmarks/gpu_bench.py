@@ -149,7 +149,8 @@ def matrix_for(
         )
     )
     log(
-        f"matrix {name}: running {', '.join(available)} (left out: {', '.join(m for m in all_models if m not in available)})"
+        f"matrix {name}: running {', '.join(available)} (left out: "
+        f"{', '.join(m for m in all_models if m not in available)})"
     )
     return str(derived)
 
@@ -253,8 +254,17 @@ def fidelity(
     ours: list[dict[str, Any]], lb_rows: list[dict[str, Any]], bandwidth: float | None
 ) -> list[dict[str, Any]]:
     lb: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
-    for r in lb_rows:  # keyed by split mode too: one file runs on one GPU and split over several
-        lb.setdefault((Path(r["model_filename"]).name, lb_test_name(r), r.get("split_mode") or "layer"), []).append(r)
+    for r in (
+        lb_rows
+    ):  # keyed by split mode too: one file runs on one GPU and split over several
+        lb.setdefault(
+            (
+                Path(r["model_filename"]).name,
+                lb_test_name(r),
+                r.get("split_mode") or "layer",
+            ),
+            [],
+        ).append(r)
     out = []
     for d in sorted(ours, key=lambda d: (d["model"]["name"], d["test"]["name"])):
         if (
@@ -330,7 +340,10 @@ def _same_n_ratio(d: dict[str, Any], rs: list[dict[str, Any]]) -> float | None:
 
 def table(rows: list[dict[str, Any]]) -> str:
     lines = [
-        f"{'model':28s} {'test':14s} {'ours t/s':>10s} {'llama-bench':>12s} {'ratio (per round)':>7s} {'bound t/s':>10s} {'eff':>6s}"
+        (
+            f"{'model':28s} {'test':14s} {'ours t/s':>10s} {'llama-bench':>12s} "
+            f"{'ratio (per round)':>7s} {'bound t/s':>10s} {'eff':>6s}"
+        )
     ]
     for r in rows:
         lbv = f"{r['llama_bench_ts']:12.1f}" if "llama_bench_ts" in r else f"{'-':>12s}"
@@ -362,9 +375,9 @@ def host_artifact(
     fp: dict[str, Any], bw: dict[str, Any], created: str
 ) -> dict[str, Any]:
     """A ``host`` artifact (probe kind gpu_memory_bandwidth) from the bandwidth measurement."""
-    from core.records import host as host_record
-
     from gpu_bandwidth import host_bandwidth
+
+    from core.records import host as host_record
 
     return host_record.new_host(
         fingerprint=fp,
@@ -451,10 +464,10 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("ALMANAC_CACHE", str(a.work / "cache"))
     (data / "runs").mkdir(parents=True, exist_ok=True)
 
-    from runtime.hosts import fingerprint as hostinfo
+    from runtime.backends.llama_cpp.backend import physical_cores
     from runtime.execution import matrix as matrix_mod
     from runtime.execution import runner
-    from runtime.backends.llama_cpp.backend import physical_cores
+    from runtime.hosts import fingerprint as hostinfo
 
     fp = hostinfo.fingerprint()
     (out / "host.json").write_text(json.dumps(fp, indent=1))
@@ -483,7 +496,8 @@ def main(argv: list[str] | None = None) -> int:
             (out / "bandwidth.json").write_text(json.dumps(bw, indent=1))
             bandwidth = bw["median_bytes_per_s"]
             log(
-                f"bandwidth: median {bandwidth / 1e9:.0f} GB/s (max {bw['max_bytes_per_s'] / 1e9:.0f}) over {bw['iterations']} copies"
+                f"bandwidth: median {bandwidth / 1e9:.0f} GB/s (max "
+                f"{bw['max_bytes_per_s'] / 1e9:.0f}) over {bw['iterations']} copies"
             )
             if bw.get("read"):
                 log(
@@ -537,7 +551,7 @@ def main(argv: list[str] | None = None) -> int:
                     data, out
                 )  # what finished comes back even if the call is cut short
 
-        def bench(round_no: int) -> None:
+        def bench(round_no: int, m=m, names=names, facts=facts) -> None:
             # llama-bench beside the llama.cpp backend only (another backend's matrix has no llama-bench twin)
             if (
                 not (a.llama_bench and a.llama_bench.exists())

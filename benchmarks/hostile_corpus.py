@@ -16,7 +16,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.hostile.corpus import CASES, MAX_RSS_BYTES, MAX_WALL_S, problems, run_case  # noqa: E402
+from tests.hostile.corpus import CASES, MAX_RSS_BYTES, MAX_WALL_S, problems, run_case
 
 
 def main() -> int:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from runtime.quality.scorers import score  # noqa: E402
+from runtime.quality.scorers import score
 
 BROKEN = "    return None\n"
 EXITS = {
@@ -27,7 +27,10 @@ EXITS = {
     "signal to itself": "    return None\nimport os, signal\nsignal.raise_signal(signal.SIGKILL)\n",
     "atexit os._exit": "    return None\nimport atexit, os\natexit.register(os._exit, 0)\n",
     "excepthook exit": "    return None\nimport sys, os\nsys.excepthook = lambda *a: os._exit(0)\n",
-    "proof forged": "    return None\nimport os\nfor fd in range(3, 64):\n    try:\n        os.write(fd, b'0' * 32)\n    except OSError:\n        pass\nos._exit(0)\n",
+    "proof forged": (
+        "    return None\nimport os\nfor fd in range(3, 64):\n    try:\n        "
+        "os.write(fd, b'0' * 32)\n    except OSError:\n        pass\nos._exit(0)\n"
+    ),
 }
 
 

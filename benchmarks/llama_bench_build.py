@@ -218,7 +218,7 @@ def compiler_version() -> str:
         return "unknown"
 
 
-def tool_path(info: "BuildInfo", name: str) -> Path:
+def tool_path(info: BuildInfo, name: str) -> Path:
     """The path of one of ``TARGETS`` in a build."""
     if name not in TARGETS:
         raise ConfigError(

@@ -51,7 +51,8 @@ def report(data: Path) -> str:
                     "baseline"
                     if p.is_baseline
                     else (
-                        f"{_fmt(c.get('ratio'))}x [{_fmt(c.get('ci95_low'))}, {_fmt(c.get('ci95_high'))}] {c.get('verdict')}"
+                        f"{_fmt(c.get('ratio'))}x [{_fmt(c.get('ci95_low'))}, "
+                        f"{_fmt(c.get('ci95_high'))}] {c.get('verdict')}"
                     )
                 )
                 extra = []

@@ -30,10 +30,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from core import artifacts
-from runtime.models import registry as models  # noqa: E402
-from runtime.backends.llama_cpp import lib_policy as llamacpp_lib  # noqa: E402
+from core import artifacts  # noqa: E402
 from core.paths import relpath  # noqa: E402
+from runtime.backends.llama_cpp import lib_policy as llamacpp_lib  # noqa: E402
+from runtime.models import registry as models  # noqa: E402
 from runtime.quality import perplexity  # noqa: E402
 
 NUM = r"([0-9]+(?:\.[0-9]+)?(?:e[-+]?[0-9]+)?)"

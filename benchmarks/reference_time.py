@@ -1,7 +1,8 @@
 """How long the reference workload takes on this host (issue 19: "`invoke all` measures it in
 <= 3 minutes on a 2-core VM"; the README quotes the figure).
 
-    flock -x /tmp/almanac-cpu.lock python3 benchmarks/reference_time.py [--fresh-synthetic] [--with-default] [--with-noise] [--with-probe]
+    flock -x /tmp/almanac-cpu.lock python3 benchmarks/reference_time.py [--fresh-synthetic]
+    [--with-default] [--with-noise] [--with-probe]
 
 Runs data/matrices/reference.yaml through the real runner in a temporary data dir (nothing is
 written to data/), then prints each configuration's samples, CI95 half-width, why it stopped and
@@ -137,7 +138,8 @@ def main() -> None:
             t_probe = time.perf_counter() - t0
             print(f"bandwidth probe: {t_probe:.1f} s")
         print(
-            f"all measured steps: {t_gen + t_default + total + t_noise + t_probe:.1f} s (generation {t_gen:.1f}, default "
+            f"all measured steps: {t_gen + t_default + total + t_noise + t_probe:.1f} s "
+            f"(generation {t_gen:.1f}, default "
             f"{t_default:.1f}, reference {total:.1f}, noise {t_noise:.1f}, probe {t_probe:.1f}); on {os.cpu_count()} "
             "logical cores; "
             f"load average after: {os.getloadavg()}"

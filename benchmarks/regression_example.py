@@ -25,8 +25,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from runtime.hosts import fingerprint as hostinfo  # noqa: E402
-from runtime.execution import runner  # noqa: E402
+from runtime.execution import runner
+from runtime.hosts import fingerprint as hostinfo
 
 MATRIX = "regression-example"
 

@@ -112,9 +112,11 @@ def agent_table() -> str:
             s = comp["success"]
             sp = "—" if s["p_value"] is None else f"{s['p_value']:.3f}"
             out.append(
-                f"| {name} | {rate(ci)} | {rate(ce)} | {pp(s['delta'])} ({sp}) | {mean(ci['steps'], 2)}/{mean(ce['steps'], 2)} "
+                f"| {name} | {rate(ci)} | {rate(ce)} | {pp(s['delta'])} ({sp}) | "
+                f"{mean(ci['steps'], 2)}/{mean(ce['steps'], 2)} "
                 f"| {mean(ci['loop_ms'], 0)}/{mean(ce['loop_ms'], 0)} | {ratio(comp['loop_ms'])} "
-                f"| {mean(ci['tool_attempt_ms'], 2)}/{mean(ce['tool_attempt_ms'], 2)} | {ratio(comp['tool_attempt_ms'])} "
+                f"| {mean(ci['tool_attempt_ms'], 2)}/{mean(ce['tool_attempt_ms'], 2)} | "
+                f"{ratio(comp['tool_attempt_ms'])} "
                 f"| {mean(ci['retries'], 2)}/{mean(ce['retries'], 2)} "
                 f"| {pct(ci['tool_error_rate'])}/{pct(ce['tool_error_rate'])} |"
             )

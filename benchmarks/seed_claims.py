@@ -834,7 +834,8 @@ def parse_claims(data: object, source: str = "claims") -> list[Claim]:
             prov, key = f"input:{prov['input']}", prov["key"]
         elif prov != "artifacts":
             raise ClaimsError(
-                f"{where}: field 'provenance' must be 'artifacts' or {{input: PATH, key: COLUMN|@heading}} (got {prov!r})"
+                f"{where}: field 'provenance' must be 'artifacts' or {{input: PATH, key: "
+                f"COLUMN|@heading}} (got {prov!r})"
             )
         out.append(
             Claim(
@@ -1253,7 +1254,10 @@ NOT_MEASURED = "no page: not measured (no test kind or page for it yet)"
 REASON_GROUPS = (
     (
         re.compile(
-            r": page not found$|: no page matches$|no (table|chart) under|has no row matching|shows none of the seed's columns"
+            (
+                r": page not found$|: no page matches$|no (table|chart) under|has no row "
+                r"matching|shows none of the seed's columns"
+            )
         ),
         "no page table answers it",
     ),
@@ -1338,7 +1342,8 @@ def report(
             "",
             "## Changed since the first count by content",
             "",
-            f"{len(moved)} claim(s) judged otherwise than in the first count by content (each claim's `first`), and why "
+            f"{len(moved)} claim(s) judged otherwise than in the first count by content "
+            "(each claim's `first`), and why "
             "(each claim's `changed`, then what its table lacks now).",
             "",
         ]
@@ -1526,7 +1531,7 @@ def list_tables(site: Site, page: str) -> str:
 
 
 def _header(how: str, claims_path: Path, diffs: list[str]) -> list[str]:
-    now = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%MZ")
+    now = _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%MZ")
     try:
         claims_name = claims_path.resolve().relative_to(ROOT).as_posix()
     except ValueError:
@@ -1541,12 +1546,16 @@ def _header(how: str, claims_path: Path, diffs: list[str]) -> list[str]:
             if not diffs
             else f"{len(diffs)} judgment(s) differ from the claims file, exit 1)"
         ),
-        "- living: the page's table answering the seed's table is there, every seed column maps to page columns that are present "
-        "and filled in every row the claim looks at, and every row links (or names) the artifact it comes from. partial: the table "
-        "is there but some seed columns are missing or empty, or its rows name no artifact (which, below). missing: no such table. "
+        "- living: the page's table answering the seed's table is there, every seed "
+        "column maps to page columns that are present "
+        "and filled in every row the claim looks at, and every row links (or names) "
+        "the artifact it comes from. partial: the table "
+        "is there but some seed columns are missing or empty, or its rows name no "
+        "artifact (which, below). missing: no such table. "
         "Phrases on a page are extra evidence only.",
         "- before: the phrase-based count this replaces (a claim was living when its phrases were on its page). "
-        "first count by content: the first judgment by these rules (issue 27, commit 76f7015), the claims file's `first`; "
+        "first count by content: the first judgment by these rules (issue 27, "
+        "commit 76f7015), the claims file's `first`; "
         "the claims judged otherwise now are listed with why.",
         "",
     ]

@@ -39,13 +39,17 @@ def main(argv: list[str] | None = None) -> int:
 
     from pipelines import (
         adapters as ad,
+    )
+    from pipelines import (
         corpus,
         gates,
-        optimization as opt,
         projections,
         retries,
         speculation,
         whatif,
+    )
+    from pipelines import (
+        optimization as opt,
     )
     from pipelines.quality import load_quality
     from pipelines.runs import load_runs
@@ -76,7 +80,8 @@ def main(argv: list[str] | None = None) -> int:
             lo, hi = f["slope_ci95"]
             rlo, rhi = f["relative_ci95"]
             print(
-                f"{s.model:28s} {s.stage:8s} {1000 * f['slope']:.1f} us/token/adapter (CI95 {1000 * lo:.1f}-{1000 * hi:.1f}); "
+                f"{s.model:28s} {s.stage:8s} {1000 * f['slope']:.1f} us/token/adapter (CI95 "
+                f"{1000 * lo:.1f}-{1000 * hi:.1f}); "
                 f"{100 * f['relative']:.2f}% (CI95 {100 * rlo:.2f}-{100 * rhi:.2f}%) of a token's time"
             )
 
@@ -91,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
             for c in cells:
                 ll = c.lossless_vs_plain
                 acc = (
-                    "-" if c.point.acceptance is None else "%.1f%%" % c.point.acceptance
+                    "-" if c.point.acceptance is None else f"{c.point.acceptance:.1f}%"
                 )
                 lossless = (
                     "-"
@@ -118,9 +123,9 @@ def main(argv: list[str] | None = None) -> int:
                 qs = (
                     "-"
                     if not q
-                    else "%.1f%% (%d/%d)" % (100 * q["pass_rate"], q["passed"], q["n"])
+                    else f"{100 * q['pass_rate']:.1f}% ({q['passed']}/{q['n']})"
                 )
-                acc = "-" if r.acceptance is None else "%.1f%%" % r.acceptance
+                acc = "-" if r.acceptance is None else f"{r.acceptance:.1f}%"
                 print(
                     f"{test:6s} draft={r.draft:22s} acc={acc} speedup={_r(r.speedup)} quality={qs} "
                     f"front={'yes' if r.front else 'no'}"
@@ -151,12 +156,16 @@ def main(argv: list[str] | None = None) -> int:
         m = retries.measure_errors(f.errors, runs, host) if f.errors else None
         if m is not None and not m.missing:
             print(
-                f"-- {host}: error rate {100 * m.p['mean']:.1f}% ({m.p['failed']}/{m.p['n']}, Wilson {100 * m.p['lo']:.1f}-"
-                f"{100 * m.p['hi']:.1f}%), failed attempt {m.t_fail['mean']:.1f} ms, clean request {m.t_clean['mean']:.1f} ms, "
+                f"-- {host}: error rate {100 * m.p['mean']:.1f}% "
+                f"({m.p['failed']}/{m.p['n']}, Wilson {100 * m.p['lo']:.1f}-"
+                f"{100 * m.p['hi']:.1f}%), failed attempt {m.t_fail['mean']:.1f} ms, clean "
+                f"request {m.t_clean['mean']:.1f} ms, "
                 f"with errors + retry {m.t_auto['mean']:.1f} ms, retry cost {m.retry_cost['mean']:.1f} ms "
-                f"(CI95 {m.retry_cost['lo']:.1f}-{m.retry_cost['hi']:.1f}), error overhead {100 * m.overhead['mean']:+.1f}% "
+                f"(CI95 {m.retry_cost['lo']:.1f}-{m.retry_cost['hi']:.1f}), error overhead "
+                f"{100 * m.overhead['mean']:+.1f}% "
                 f"(CI95 {100 * m.overhead['lo']:+.1f}-{100 * m.overhead['hi']:+.1f}%), happy-path cost "
-                f"{100 * m.happy_cost['mean']:+.2f}% (CI95 {100 * m.happy_cost['lo']:+.2f}-{100 * m.happy_cost['hi']:+.2f}%)"
+                f"{100 * m.happy_cost['mean']:+.2f}% (CI95 "
+                f"{100 * m.happy_cost['lo']:+.2f}-{100 * m.happy_cost['hi']:+.2f}%)"
             )
         for rec in retries.evaluate_plans(f, runs, host):
             if rec.verdict == "NOT MEASURED":
@@ -169,7 +178,8 @@ def main(argv: list[str] | None = None) -> int:
                 else f"{100 * c[1]:+.2f}% ({100 * c[0]:+.2f}-{100 * c[2]:+.2f}%)"
             )
             print(
-                f"   {host} {rec.plan.id:16s} gain {100 * g[1]:+.1f}% ({100 * g[0]:+.1f}-{100 * g[2]:+.1f}%) cost {cost}: {rec.verdict}"
+                f"   {host} {rec.plan.id:16s} gain {100 * g[1]:+.1f}% "
+                f"({100 * g[0]:+.1f}-{100 * g[2]:+.1f}%) cost {cost}: {rec.verdict}"
             )
 
     t = corpus.totals(runs)

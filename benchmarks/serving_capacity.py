@@ -1,10 +1,13 @@
 """Capacity at SLO on this host (issue 21's figures): measure, then report from the artifacts.
 
-    flock -x /tmp/almanac-cpu.lock python3 benchmarks/serving_capacity.py measure serving-capacity          # users, ~5 min
-    flock -x /tmp/almanac-cpu.lock python3 benchmarks/serving_capacity.py measure serving-capacity-poisson  # req/s, ~6 min
+    flock -x /tmp/almanac-cpu.lock python3 benchmarks/serving_capacity.py measure serving-capacity
+            # users, ~5 min
+    flock -x /tmp/almanac-cpu.lock python3 benchmarks/serving_capacity.py measure
+    serving-capacity-poisson  # req/s, ~6 min
     flock -x /tmp/almanac-cpu.lock python3 benchmarks/serving_capacity.py measure serving-capacity-sweep    # ~7 min
     flock -x /tmp/almanac-cpu.lock python3 benchmarks/serving_capacity.py measure serving-capacity-sweep-high  # ~5 min
-    flock -x /tmp/almanac-cpu.lock python3 benchmarks/serving_capacity.py measure serving-capacity-poisson  # the A/A repeat
+    flock -x /tmp/almanac-cpu.lock python3 benchmarks/serving_capacity.py measure
+    serving-capacity-poisson  # the A/A repeat
     flock -x /tmp/almanac-cpu.lock python3 benchmarks/serving_capacity.py measure serving-capacity-probe
     flock -x /tmp/almanac-cpu.lock python3 benchmarks/serving_capacity.py measure serving-capacity-np1
     flock -x /tmp/almanac-cpu.lock python3 benchmarks/serving_capacity.py measure serving-capacity-llama-cpp-server
@@ -13,12 +16,14 @@
 ``measure`` runs a matrix through the project's runner exactly as ``invoke serve.capacity
 --matrices MATRIX --force`` does (always measuring again: a second ``measure`` of the same matrix
 is the A/A repeat; the newer artifact supersedes on the pages, the older stays on disk). Each
-matrix is one exclusive run of under 10 min (the exhaustive sweep is two: its lower and upper rates). Artifacts go to data/runs like any other run.
+matrix is one exclusive run of under 10 min (the exhaustive sweep is two: its lower and upper
+rates). Artifacts go to data/runs like any other run.
 
 ``report`` reads the artifacts of this host and prints what the issue asks to quote: the
 capacity answers with their intervals (llama-server -np 4 and -np 1, llama_cpp.server), the
 Poisson search beside the exhaustive Poisson sweep over the same rates (its two halves' levels
-joined into one sweep: answers, intervals, requests each sent, the ratio), the A/A repeat of the search (does the newer answer lie in the
+joined into one sweep: answers, intervals, requests each sent, the ratio), the A/A repeat of the
+search (does the newer answer lie in the
 older one's interval), the prefix-cache hit rate of the shared-prefix workload, and the probe
 table.
 """

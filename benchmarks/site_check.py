@@ -327,7 +327,9 @@ def check_page(
         if toggled:
             before = page.evaluate("document.body.getAttribute('data-md-color-scheme')")
             page.evaluate(
-                "() => { document.querySelectorAll('details[data-site-check]').forEach(d => { d.open = false; d.removeAttribute('data-site-check'); }); window.scrollTo(0, 0); }"
+                "() => { document.querySelectorAll('details[data-site-check]').forEach(d => "
+                "{ d.open = false; d.removeAttribute('data-site-check'); }); "
+                "window.scrollTo(0, 0); }"
             )
             page.locator(
                 "label.md-header__button[for^='__palette']:visible"
@@ -359,7 +361,8 @@ def check_page(
             )
         # every fold open: the charts and tables inside are checked too
         page.evaluate(
-            "() => document.querySelectorAll('details:not([open])').forEach(d => { d.setAttribute('data-site-check', ''); d.open = true; })"
+            "() => document.querySelectorAll('details:not([open])').forEach(d => { "
+            "d.setAttribute('data-site-check', ''); d.open = true; })"
         )
         late = _settle(page)
         if late:

@@ -5,7 +5,8 @@ matrices, suites) plus N artifacts derived from the committed ones. Copy 0 is th
 set itself; copy c > 0 of an artifact gets a host other than the committed ones (one of
 HOSTS variants of its host), a model other than the committed ones (one of MODELS variants:
 name and file hash), a distinct key and id (every copy is a configuration of its own, as a
-nightly run with a new build is), and a date c days earlier, and is validated against its schema before it is written. Projection and decision records are
+nightly run with a new build is), and a date c days earlier, and is validated against its schema
+before it is written. Projection and decision records are
 not copied, nor are noise estimates (they summarise a host's runs; the originals stay).
 
 It then builds the site from that folder (ALMANAC_DATA) twice: cold (empty validation cache)
@@ -52,9 +53,10 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -425,9 +427,9 @@ def timed(
     cmd: list[str], env: dict[str, str], cwd: Path
 ) -> tuple[float, int, subprocess.CompletedProcess]:
     """Wall seconds and the peak summed RSS of the process tree."""
-    import psutil
-
     import resource
+
+    import psutil
 
     r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
@@ -451,7 +453,8 @@ def timed(
         peak = max(peak, total)
         time.sleep(
             0.1
-        )  # sampling the tree costs CPU: often enough to see the (slowly growing) peak, rarely enough not to slow 2 cores
+        )  # sampling the tree costs CPU: often enough to see the (slowly growing) peak,
+        # rarely enough not to slow 2 cores
     proc.wait()
     wall = time.perf_counter() - t0
     out_f.seek(0)
@@ -470,7 +473,7 @@ def page_sizes(site: Path) -> dict[str, Any]:
         reverse=True,
     )
     inline = []
-    for size, rel in pages[:10]:
+    for _size, rel in pages[:10]:
         text = (site / rel).read_text(encoding="utf-8")
         data = sum(
             len(m)
@@ -664,10 +667,12 @@ def main() -> None:
                 )
             results["sizes"].append(row)
             print(
-                f"N={written:>6}: cold {cold['seconds']:6.2f} s (cpu {cold['cpu_s']:.1f} s), {cold['peak_mib']:7.1f} MiB peak; "
+                f"N={written:>6}: cold {cold['seconds']:6.2f} s (cpu {cold['cpu_s']:.1f} s), "
+                f"{cold['peak_mib']:7.1f} MiB peak; "
                 f"warm {warm['seconds']:6.2f} s (cpu {warm['cpu_s']:.1f} s), {warm['peak_mib']:7.1f} MiB; largest page "
                 f"{row['largest_pages'][0]['page']} {row['largest_pages'][0]['bytes'] / 1024:.0f} KiB; largest table "
-                f"{(row['largest_tables'] or [{'bytes': 0}])[0]['bytes'] / 1024:.0f} KiB; site {row['site_bytes'] / 2**20:.1f} MiB "
+                f"{(row['largest_tables'] or [{'bytes': 0}])[0]['bytes'] / 1024:.0f} KiB; "
+                f"site {row['site_bytes'] / 2**20:.1f} MiB "
                 f"({row['site_bytes_without_data_mirror'] / 2**20:.1f} MiB without the data mirror)",
                 flush=True,
             )

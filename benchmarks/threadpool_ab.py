@@ -112,11 +112,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = ap.parse_args(argv)
 
-    from runtime.models import registry as models
     from core import stats
+    from core.kinds.rate import RateTest
     from runtime.backends.llama_cpp.backend import LlamaCppBackend, physical_cores
     from runtime.backends.llama_cpp.config import LlamaCppSettings
-    from core.kinds.rate import RateTest
+    from runtime.models import registry as models
 
     threads = args.threads or physical_cores()
     test = RateTest.parse(args.test).model_copy(

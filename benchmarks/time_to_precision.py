@@ -28,17 +28,17 @@ import json
 import os
 import statistics
 import sys
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from runtime.execution import matrix as matrix_mod  # noqa: E402
+from core.artifacts import atomic_write_text
+from core.precision import Precision
+from runtime.execution import matrix as matrix_mod
+from runtime.execution import runner
+from runtime.hosts import fingerprint as hostinfo
 from runtime.models import registry as models
-from runtime.execution import runner  # noqa: E402
-from runtime.hosts import fingerprint as hostinfo  # noqa: E402
-from core.artifacts import atomic_write_text  # noqa: E402
-from core.precision import Precision  # noqa: E402
 
 
 def variants(test, precision: Precision):
@@ -110,7 +110,10 @@ def summarise(name: str, runs: dict[str, list[dict]], target: float) -> dict:
 def table(rows: list[dict], target: float) -> str:
     pct = lambda v: "—" if v is None else f"{100 * v:.2f}%"  # noqa: E731
     out = [
-        f"| test | method | n | CI95 half-width (target ±{100 * target:g}%) | loop s | wall s | adaptive/fixed loop (wall) |",
+        (
+            f"| test | method | n | CI95 half-width (target ±{100 * target:g}%) | loop s "
+            "| wall s | adaptive/fixed loop (wall) |"
+        ),
         "|---|---|---|---|---|---|---|",
     ]
     for r in rows:
@@ -175,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
         rows.append(summarise(cfg.test.name, runs, a.target))
     doc = {
         "benchmark": "time_to_precision",
-        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "created": datetime.now(UTC).isoformat(timespec="seconds"),
         "host": hostinfo.fingerprint()["id"],
         "matrix": a.matrix,
         "settings": overrides,

@@ -23,7 +23,7 @@ import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from functools import lru_cache
+from functools import cache, lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +32,7 @@ import jsonschema
 from core import hostid, migrations, safefile
 from core.errors import ArtifactError, ArtifactErrors, StorageError
 from core.paths import cache_dir, relpath, schema_dir
+from core.registry import Registry
 
 Migration = Callable[[dict[str, Any]], dict[str, Any]]
 
@@ -51,19 +52,21 @@ class ArtifactType:
         return schema_dir() / f"{self.name}.v{version or self.version}.schema.json"
 
 
-ARTIFACT_TYPES: dict[str, ArtifactType] = {}
+ARTIFACT_TYPES: Registry[ArtifactType] = Registry("artifact type")
 
 
 def register_type(artifact_type: ArtifactType) -> ArtifactType:
-    ARTIFACT_TYPES[artifact_type.name] = artifact_type
-    return artifact_type
+    return ARTIFACT_TYPES.add(artifact_type.name, artifact_type, stacklevel=2)
 
 
 register_type(
     ArtifactType(
         "run",
         2,
-        "One measured configuration: request, host, build, model (a local file or an endpoint model), settings, samples, summary.",
+        (
+            "One measured configuration: request, host, build, model (a local file or "
+            "an endpoint model), settings, samples, summary."
+        ),
         {2: migrations.run_to_2},
     )
 )
@@ -71,28 +74,43 @@ register_type(
     ArtifactType(
         "host",
         1,
-        "A host probe: fingerprint and memory bandwidth (large copy, bytes read + written), single- and multi-threaded.",
+        (
+            "A host probe: fingerprint and memory bandwidth (large copy, bytes read + "
+            "written), single- and multi-threaded."
+        ),
     )
 )
 register_type(
     ArtifactType(
         "projection",
         1,
-        "A projection record: per role and scenario, the measured baseline, the projected value, and the measurement that verified it where one existed.",
+        (
+            "A projection record: per role and scenario, the measured baseline, the "
+            "projected value, and the measurement that verified it where one existed."
+        ),
     )
 )
 register_type(
     ArtifactType(
         "perplexity",
         1,
-        "Perplexity on a public text (llama-perplexity's chunking and standard error) and, against a reference model, KL-divergence and top-token agreement.",
+        (
+            "Perplexity on a public text (llama-perplexity's chunking and standard "
+            "error) and, against a reference model, KL-divergence and top-token "
+            "agreement."
+        ),
     )
 )
 register_type(
     ArtifactType(
         "noise",
         2,
-        "A host's run-to-run noise (`invoke noise`): a small matrix run again and again in fresh processes, the warm-up run dropped, until the estimate is useful or the budget ends; per kind of test, the spread of run means and whether the host is too noisy to rank a single run.",
+        (
+            "A host's run-to-run noise (`invoke noise`): a small matrix run again and "
+            "again in fresh processes, the warm-up run dropped, until the estimate is "
+            "useful or the budget ends; per kind of test, the spread of run means and "
+            "whether the host is too noisy to rank a single run."
+        ),
         {2: migrations.noise_to_2},
     )
 )
@@ -100,14 +118,21 @@ register_type(
     ArtifactType(
         "decision",
         1,
-        "A go/no-go decision on one optimization and host: every gate's measured value, CI95, thresholds, verdict and the artifacts it rests on.",
+        (
+            "A go/no-go decision on one optimization and host: every gate's measured "
+            "value, CI95, thresholds, verdict and the artifacts it rests on."
+        ),
     )
 )
 register_type(
     ArtifactType(
         "quality",
         1,
-        "One quality run: a model and configuration answering a suite's seeded sample; per-item prompt, output, verdict, evidence, degeneration flag and timing.",
+        (
+            "One quality run: a model and configuration answering a suite's seeded "
+            "sample; per-item prompt, output, verdict, evidence, degeneration flag and "
+            "timing."
+        ),
     )
 )
 
@@ -127,7 +152,7 @@ def dumps(doc: dict[str, Any]) -> str:
         ) from None
 
 
-@lru_cache(maxsize=None)
+@cache
 def _validator(name: str, version: int) -> jsonschema.protocols.Validator:
     path = ARTIFACT_TYPES[name].schema_path(version)
     schema = json.loads(path.read_text())
@@ -141,7 +166,7 @@ def _field_path(error: jsonschema.ValidationError) -> str:
     return ".".join(parts) if parts else "(top level)"
 
 
-@lru_cache(maxsize=None)
+@cache
 def _fast_validator(name: str, version: int) -> Callable[[dict[str, Any]], Any] | None:
     """The same schema compiled to Python by fastjsonschema (about 40x faster than jsonschema
     here), used to accept valid documents quickly; a document it rejects is checked again by
@@ -162,7 +187,7 @@ def _fast_validator(name: str, version: int) -> Callable[[dict[str, Any]], Any] 
     try:
         code = fastjsonschema.compile_to_code(schema)
         compiled = compile(code, f"<schema {name} v{version}>", "exec")
-    except Exception:  # noqa: BLE001 - fall back to jsonschema (_validator)
+    except Exception:
         return None
     _compiled_to_cache(name, version, compiled)
     return _entry_point(compiled)
@@ -182,7 +207,7 @@ def _compiled_path(name: str, version: int) -> Path:
 
 def _entry_point(compiled: Any) -> Callable[[dict[str, Any]], Any] | None:
     namespace: dict[str, Any] = {}
-    exec(compiled, namespace)  # noqa: S102 - code fastjsonschema generated from our own schema files
+    exec(compiled, namespace)
     entry = [
         v for k, v in namespace.items() if k.startswith("validate") and callable(v)
     ]
@@ -198,7 +223,7 @@ def _compiled_from_cache(
 
     try:
         return _entry_point(marshal.loads(_compiled_path(name, version).read_bytes()))
-    except Exception:  # noqa: BLE001 - missing, unreadable or stale: compile again
+    except Exception:
         return None
 
 
@@ -374,7 +399,7 @@ def _check_schema(doc: dict[str, Any], name: str, version: int, source: str) -> 
         try:
             fast(doc)
             return
-        except Exception:  # noqa: BLE001 - rejected: let jsonschema say where and why
+        except Exception:
             pass
     # built only when needed: checking a schema against its metaschema costs about 0.3 s a type,
     # and a build whose every document passes the fast validator never needs it
@@ -592,7 +617,9 @@ def atomic_write_text(path: Path, text: str) -> None:
 # Checks beyond the schema that a type's record module runs before one of its files is written
 # (core.records.run: a run's samples and details against its kind's models, for kinds the schema
 # does not name).
-WRITE_CHECKS: dict[str, Callable[[dict[str, Any], str], None]] = {}
+WRITE_CHECKS: Registry[Callable[[dict[str, Any], str], None]] = Registry(
+    "write check of artifact type"
+)
 
 
 def write(path: Path | str, doc: dict[str, Any]) -> Path:

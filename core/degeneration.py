@@ -44,7 +44,7 @@ COMPRESS_MAX_RATIO = (
     0.12  # zlib size / raw size below this = far more repetitive than prose
 )
 
-_TAIL_LOOP = re.compile(r"(.{1,200}?)(?:\1){%d,}\s*\Z" % (LOOP_MIN_REPEATS - 1), re.S)
+_TAIL_LOOP = re.compile(rf"(.{{1,200}}?)(?:\1){{{LOOP_MIN_REPEATS - 1},}}\s*\Z", re.S)
 
 
 def _unprintable_share(text: str) -> float:

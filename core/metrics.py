@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+from core.registry import Registry
+
 
 @dataclass(frozen=True)
 class Metric:
@@ -33,14 +35,11 @@ class Metric:
         return a > b if self.higher_is_better else a < b
 
 
-METRICS: dict[str, Metric] = {}
+METRICS: Registry[Metric] = Registry("metric")
 
 
 def register_metric(metric: Metric) -> Metric:
-    if metric.name in METRICS:
-        raise ValueError(f"metric {metric.name!r} registered twice")
-    METRICS[metric.name] = metric
-    return metric
+    return METRICS.add(metric.name, metric, stacklevel=2)
 
 
 def shown(name: str) -> Metric:

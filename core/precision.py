@@ -65,7 +65,7 @@ class Precision(BaseModel):
     )
 
     @model_validator(mode="after")
-    def _order(self) -> "Precision":
+    def _order(self) -> Precision:
         if self.max_repetitions < self.min_repetitions:
             raise ValueError(
                 f"max_repetitions ({self.max_repetitions}) is below min_repetitions ({self.min_repetitions})"

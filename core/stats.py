@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from functools import lru_cache
+from functools import cache, lru_cache
 
 import numpy as np
 from scipy import (
@@ -96,7 +96,7 @@ def _outliers(arr: np.ndarray, k: float = OUTLIER_K) -> list[int]:
     return [i for i, x in enumerate(arr) if abs(x - med) / mad > k]
 
 
-@lru_cache(maxsize=None)
+@cache
 def _inversions_cdf(n: int) -> tuple[float, ...]:
     """P(at most k inversions) over the n! orderings of n distinct values, k = 0..n(n-1)/2: the
     exact null distribution of Kendall's statistic (Mahonian numbers, integer arithmetic)."""
@@ -923,7 +923,7 @@ def side_note(side: SideEstimate, noise: RunNoise | None) -> str:
         return side.why or ""
     if side.method == "runs":
         return f"{side.runs} runs"
-    return f"one run, widened by the host's run-to-run noise ({100 * noise.sigma:.1f}%, {noise.source})"  # type: ignore[union-attr]
+    return f"one run, widened by the host's run-to-run noise ({100 * noise.sigma:.1f}%, {noise.source})"
 
 
 # -- paired pass/fail comparisons (quality on shared items) ------------------------------------

@@ -26,7 +26,7 @@ class Trend:
     warmup_suspect: bool | None = None
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any] | None) -> "Trend | None":
+    def from_dict(cls, d: Mapping[str, Any] | None) -> Trend | None:
         if not d:
             return None
         return cls(
@@ -69,7 +69,7 @@ class Summary:
     )
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any] | "Summary" | None) -> "Summary":
+    def from_dict(cls, d: Mapping[str, Any] | Summary | None) -> Summary:
         """The statistic of a stored summary object (a Summary is returned as it is)."""
         if isinstance(d, Summary):
             return d

@@ -10,21 +10,28 @@ from __future__ import annotations
 
 from typing import Any
 
+from pipelines import dataset, facts, projections, roofline
+from pipelines.runs import load_runs
+from pipelines.site import (  # noqa: F401 - split_pages registers
+    agent_pages,
+    browser,
+    history_pages,
+    home_page,
+    leaderboard_page,
+    manual,
+    open_data,
+    pages,
+    parity_pages,
+    per_host,
+    planning,
+    quality_pages,
+    scaling_page,
+    split_pages,
+)
+from pipelines.site import fidelity as fidelity_pages
+from pipelines.site import kinds as site_kinds
 from runtime import backends
 from runtime.quality import sandbox, scorers
-
-from pipelines import dataset, facts
-from pipelines.runs import load_runs
-from pipelines.site import browser, manual, open_data, pages, per_host, split_pages  # noqa: F401 - split_pages registers
-from pipelines.site import home_page, leaderboard_page, quality_pages
-from pipelines.site import parity_pages
-from pipelines.site import agent_pages
-from pipelines import roofline
-from pipelines import projections
-from pipelines.site import planning, scaling_page
-from pipelines.site import fidelity as fidelity_pages
-from pipelines.site import history_pages
-from pipelines.site import kinds as site_kinds
 
 
 def _runs() -> tuple[dict[str, Any], ...]:

@@ -11,7 +11,6 @@ from typing import Any
 
 from core.kinds import agent as agent_kind
 from core.records.run import RunRecord
-
 from pipelines.runs import latest_per_key
 
 KIND = "agent_loop"

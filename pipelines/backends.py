@@ -299,8 +299,8 @@ def backend_comparisons(docs: list[Any]) -> list[dict[str, Any]]:
         groups.setdefault((r.host_id, r.model_sha256), {}).setdefault(
             r.backend, []
         ).append(r)
-    from pipelines import facts as facts_mod
     from core import noise as noise_core
+    from pipelines import facts as facts_mod
     from pipelines import noise as noise_mod
 
     fx = facts_mod.of(docs)

@@ -9,13 +9,13 @@ Outside a build the set is reloaded when a file under data/ is added, removed or
 from __future__ import annotations
 
 import gc
-
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from collections.abc import Callable
 from typing import Any, TypeVar
 
 from core import artifacts
+from core.paths import data_dir, relpath
 from core.records import record_class
 from core.records.base import ArtifactRecord
 from core.records.host import HostRecord
@@ -23,7 +23,6 @@ from core.records.perplexity import PerplexityRecord
 from core.records.projection import ProjectionRecord
 from core.records.quality import QualityRecord
 from core.records.run import RunRecord
-from core.paths import data_dir, relpath
 
 T = TypeVar("T")
 

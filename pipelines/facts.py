@@ -40,7 +40,6 @@ from core import stats
 from core.kinds import headline
 from core.metrics import METRICS, Metric
 from core.records.run import RunRecord
-
 from pipelines import hostnames
 from pipelines import noise as noise_mod
 from pipelines.memo import per_set
@@ -118,9 +117,9 @@ class Figure:
     @property
     def half_width_factor(self) -> float | None:
         """How far the interval reaches each way as a factor (×1.08: 8% either side)."""
-        if not self.has_interval or self.ci95_low <= 0:  # type: ignore[operator]
+        if not self.has_interval or self.ci95_low <= 0:
             return None
-        return math.sqrt(self.ci95_high / self.ci95_low)  # type: ignore[operator]
+        return math.sqrt(self.ci95_high / self.ci95_low)
 
 
 @dataclass
@@ -129,7 +128,7 @@ class Group:
 
     key: str
     runs: list[RunRecord]
-    facts: "Facts" = field(repr=False)
+    facts: Facts = field(repr=False)
 
     @property
     def newest(self) -> RunRecord:
@@ -436,15 +435,15 @@ class Facts:
             basis = BASIS_HOST
             note = (
                 (f"{k} runs; " if k > 1 else "one run; ")
-                + f"the host's run-to-run noise for this kind of test ({100 * own.sigma:.1f}%, {own.df} df: "  # type: ignore[union-attr]
+                + f"the host's run-to-run noise for this kind of test ({100 * own.sigma:.1f}%, {own.df} df: "
                 f"{own.source})"
-            )  # type: ignore[union-attr]
+            )
         elif side.method == "fleet noise":
             basis = BASIS_FLEET
             note = (
                 f"one run; this host has no run-to-run noise estimate yet, so the fleet's pooled noise for this "
                 f"kind of test ({100 * fleet.sigma:.1f}%, {fleet.df} df; {fleet.source})"
-            )  # type: ignore[union-attr]
+            )
         else:
             basis, note = BASIS_RUNS, f"{k} runs; the spread between them"
         stat = runs[-1].stat(m.name)
@@ -453,7 +452,7 @@ class Facts:
             spread = (sum((x - c) ** 2 for x in means) / (len(means) - 1)) ** 0.5
         else:
             spread = stat.stddev if stat is not None else None
-        n = sum(int(r.stat(m.name).n or 0) for r in runs)  # type: ignore[union-attr]
+        n = sum(int(r.stat(m.name).n or 0) for r in runs)
         return Figure(
             g.key,
             m,
@@ -461,7 +460,7 @@ class Facts:
             lo,
             hi,
             k,
-            n,  # type: ignore[union-attr]
+            n,
             spread,
             basis,
             note,
@@ -587,7 +586,7 @@ class Facts:
             st = [
                 Standing(hr.host_id, hr.host_label, row, f, rk)
                 for (hr, row, f), rk in zip(cands, ranks)
-            ]  # type: ignore[arg-type]
+            ]
             st.sort(
                 key=lambda s: (
                     s.rank.rank if s.rank.rank is not None else 10**9,

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
@@ -108,7 +108,7 @@ class Gate(BaseModel):
     )
 
     @model_validator(mode="after")
-    def _check(self) -> "Gate":
+    def _check(self) -> Gate:
         if self.quantity in ("ratio", "difference", "value"):
             if not self.metric or self.metric not in METRICS:
                 raise ValueError(
@@ -540,12 +540,15 @@ def decision_record(
     catalogue_file: Path,
     now: datetime | None = None,
 ) -> dict[str, Any]:
-    """A ``decision`` artifact (core.records.decision): the optimization's decision on one host and every gate's evidence."""
+    (
+        """A ``decision`` artifact (core.records.decision): the optimization's """
+        """decision on one host and every gate's evidence."""
+    )
     import hashlib
 
     return new_decision(
         host_id=host_id,
-        created=now or datetime.now(timezone.utc),
+        created=now or datetime.now(UTC),
         optimization={
             "id": og.opt.id,
             "name": og.opt.name,

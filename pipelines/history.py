@@ -34,7 +34,6 @@ from core import stats
 from core.kinds import headline
 from core.metrics import Metric
 from core.records.run import RunRecord
-
 from pipelines import noise as noise_mod
 from pipelines.memo import per_set
 from pipelines.runs import records
@@ -81,7 +80,7 @@ class Point:
 
 @dataclass(eq=False)
 class Step:
-    series: "Series"
+    series: Series
     before: list[Point]  # the runs of the build before (oldest first)
     after: list[Point]  # the runs of the build after
     pooled_before: dict[
@@ -246,7 +245,7 @@ def series(docs: list[RunRecord]) -> list[Series]:
                 r.requested,
                 metric,
                 noise=noise_mod.noise_for(fx.noise, r),
-            )  # type: ignore[arg-type]
+            )
         ser.points.append(
             Point(
                 r.id,

@@ -23,7 +23,6 @@ from typing import Any
 from core import stats
 from core.hostlabel import machine_summary
 from core.metrics import Metric
-
 from pipelines import facts as facts_mod
 from pipelines.facts import Facts, Figure, Standing
 

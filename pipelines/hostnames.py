@@ -11,7 +11,6 @@ from typing import Any
 
 from core.hostlabel import configured_labels, fingerprints, resolve
 from core.paths import data_dir, relpath
-
 from pipelines.memo import per_set
 
 

@@ -274,7 +274,7 @@ class ModelShape:
 
     # -- construction -----------------------------------------------------------------------
     @classmethod
-    def from_facts(cls, facts: dict[str, Any], name: str = "") -> "ModelShape":
+    def from_facts(cls, facts: dict[str, Any], name: str = "") -> ModelShape:
         arch = facts.get("architecture") or "?"
         if not isinstance(arch, str):
             raise ModelError(
@@ -399,7 +399,7 @@ class ModelShape:
         )
 
     @classmethod
-    def from_gguf(cls, path: str | Path) -> "ModelShape":
+    def from_gguf(cls, path: str | Path) -> ModelShape:
         from core import safefile
         from core.gguf import gguf_facts
 
@@ -449,7 +449,7 @@ class ModelShape:
     def weights_read_per_token(self, expert_used: int | None = None) -> int:
         """Weight bytes one decode step reads: every tensor once, the token embedding only as the
         output matrix when tied (one row otherwise), ``expert_used / expert_count`` of the experts."""
-        experts = self.role_bytes("experts")
+        experts: float = self.role_bytes("experts")
         if experts and self.expert_count:
             used = expert_used if expert_used is not None else self.expert_used_count
             experts = experts * used / self.expert_count
@@ -715,7 +715,7 @@ def cpu_plan(
     repack: bool = True,
     n_outputs: int = 1,
     logits_rows: int = 0,
-    draft: "ModelShape | None" = None,
+    draft: ModelShape | None = None,
 ) -> Plan:
     """Resident memory of a CPU run: the weights (mapped and prefetched), CPU_REPACK copies, the
     KV cache (cleared at allocation, so resident), the output buffer, the tokenizer tables, the
@@ -726,7 +726,7 @@ def cpu_plan(
     evaluated token (``logits_rows``) in its scores array."""
     kv = kv_cache(shape, n_ctx, type_k, type_v, swa_full=swa_full, n_ubatch=n_ubatch)
     batch = min(max_batch if max_batch is not None else n_ubatch, n_ubatch)
-    n_kv = min(kv.cells, max(256, pad((depth if depth is not None else n_ctx))))
+    n_kv = min(kv.cells, max(256, pad(depth if depth is not None else n_ctx)))
     # the graph's logits tensor holds one row per output: one, or every token of the batch with logits_all
     comp = compute_buffer(
         shape,
@@ -937,7 +937,7 @@ def cards_needed(
     n_ctx: int,
     cache_type: str,
     card_bytes: int,
-    settings: "PlannerSettings",
+    settings: PlannerSettings,
 ) -> int | None:
     """The fewest alike cards (of :data:`SPLIT_CARD_COUNTS`) a layer split fits on, each card
     within the headroom; None when even the most does not fit."""
@@ -1128,7 +1128,7 @@ class PlannerSettings(BaseModel):
     )
 
     @model_validator(mode="after")
-    def _some_gpu(self) -> "PlannerSettings":
+    def _some_gpu(self) -> PlannerSettings:
         if not self.gpu_cards and not self.gpu_sizes_gb:
             raise ValueError("gpu_cards: give at least one GPU card (or gpu_sizes_gb)")
         return self
@@ -1284,7 +1284,8 @@ def run_prediction(
         dfacts = (known_facts or {}).get(eff.get("draft_model_sha256") or "")
         if dfacts is None:
             missing.append(
-                f"the draft model {eff.get('draft_model') or req.get('draft_model')!r}: no artifact gives its GGUF facts"
+                f"the draft model {eff.get('draft_model') or req.get('draft_model')!r}: no "
+                "artifact gives its GGUF facts"
             )
         else:
             try:
@@ -1558,7 +1559,7 @@ def fits_rows(
     return rows
 
 
-def smallest_gpu(row: dict[str, Any], settings: "PlannerSettings") -> str | None:
+def smallest_gpu(row: dict[str, Any], settings: PlannerSettings) -> str | None:
     """The name of the smallest card the row fits."""
     size = {c.name: c.bytes for c in settings.cards}
     fits = sorted((size[g], g) for g, ok in row["gpu_fit"].items() if ok)

@@ -21,7 +21,6 @@ from core import stats
 from core.kinds import headline
 from core.records.noise import NoiseRecord, as_noise
 from core.records.run import RunRecord
-
 from pipelines.memo import per_set
 from pipelines.runs import records
 
@@ -66,7 +65,7 @@ def _noise_docs() -> list[NoiseRecord]:
 
     try:
         return load_artifacts("noise")
-    except Exception:  # noqa: BLE001 - a data folder without noise artifacts (or a fixture tree) has none
+    except Exception:
         return []
 
 

@@ -22,14 +22,12 @@ import shlex
 from dataclasses import dataclass, field
 from typing import Any
 
-from core import stats
+from core import degeneration, stats
 from core.kinds.chat import ChatSamples
 from core.kinds.generate import GenerateDetails
 from core.kinds.rate import RateTest
 from core.records.run import RunRecord, as_record
 from core.summary import Summary
-
-from core import degeneration
 from pipelines.runs import latest_per_key
 
 TRACKS = (
@@ -620,7 +618,7 @@ def point_failures(p: Point, track: str) -> list[tuple[str, str]]:
             )
         )
     if degenerate_by_itself(p):
-        out.append(("degenerate", "; ".join(p.degeneration["reasons"][:2])))  # type: ignore[index]
+        out.append(("degenerate", "; ".join(p.degeneration["reasons"][:2])))
     return out
 
 

@@ -23,9 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from core import stats
-
 from core.records.quality import QualityRecord, as_quality
-
 from pipelines.quality import latest_per_key
 
 IN_PROCESS_LABEL = "llama.cpp in process"

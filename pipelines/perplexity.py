@@ -18,12 +18,10 @@ from core.paths import data_dir
 from core.records.perplexity import PerplexityRecord, as_perplexity
 from core.records.quality import QualityRecord, as_quality
 from core.records.run import RunRecord
-
 from pipelines import quality as quality_mod
 from pipelines.quality import latest_per_key
 from pipelines.runs import latest_per_key as latest_runs
 from pipelines.runs import load_artifacts
-
 
 LADDER_MATRIX = "ladder"  # data/matrices/ladder.yaml: the speed of every file of the ladder, same settings
 
@@ -76,7 +74,10 @@ def perplexity_frame(docs: list[PerplexityRecord]) -> pd.DataFrame:
 def _speed(
     latest: dict[tuple[str, str], list[Any]], sha: str, test: str, host: str | None
 ) -> dict[str, Any] | None:
-    """The ladder's speed of one model file on one test: ``latest`` holds the current ok runs per (model sha256, test)."""
+    (
+        """The ladder's speed of one model file on one test: ``latest`` holds the """
+        """current ok runs per (model sha256, test)."""
+    )
     docs = [
         r
         for r in latest.get((sha, test), [])

@@ -44,12 +44,11 @@ the accuracy of past projections stays on record.
 
 from __future__ import annotations
 
-import math
-
 import hashlib
+import math
 import re
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
@@ -59,22 +58,21 @@ from core import artifacts, stats
 from core.errors import ConfigError, ModelError
 from core.kinds.rate import RateTest
 from core.metrics import METRICS
+from core.paths import data_dir, relpath
 from core.records import projection as projection_record
 from core.records.projection import ProjectionRecord, as_projection
 from core.records.quality import QualityRecord
 from core.records.run import NEUTRAL_SETTINGS, RunRecord, as_record
-from core.paths import data_dir, relpath
 from core.yamlio import load_yaml, pydantic_error_line
-
 from pipelines import facts as facts_mod
 from pipelines import gates as gates_mod
 from pipelines.facts import Facts, Figure, Group
 from pipelines.gates import Gate
 from pipelines.memory import (
+    HYBRID_ARCHITECTURES,
+    RECURRENT_ARCHITECTURES,
     ModelShape,
     kv_rows,
-    RECURRENT_ARCHITECTURES,
-    HYBRID_ARCHITECTURES,
 )
 from pipelines.roofline import bytes_per_token, decode_point
 from pipelines.whatif import compose_stages, stage_profile
@@ -150,7 +148,7 @@ class Effect(BaseModel):
     )
 
     @model_validator(mode="after")
-    def _one(self) -> "Effect":
+    def _one(self) -> Effect:
         given = [
             x for x in (self.factor, self.range, self.roofline or None) if x is not None
         ]
@@ -251,7 +249,7 @@ class Optimization(BaseModel):
     )
 
     @model_validator(mode="after")
-    def _id(self) -> "Optimization":
+    def _id(self) -> Optimization:
         if not _SLUG.match(self.id):
             raise ValueError(
                 f"id {self.id!r} must be lowercase letters, digits and hyphens"
@@ -302,7 +300,7 @@ class Role(BaseModel):
     )
 
     @model_validator(mode="after")
-    def _metric(self) -> "Role":
+    def _metric(self) -> Role:
         if self.metric not in METRICS:
             raise ValueError(
                 f"unknown metric {self.metric!r} (known: {', '.join(sorted(METRICS))})"
@@ -669,7 +667,7 @@ class Projection:
     measured: Figure | None = (
         None  # the verification's figure (the projected configuration on the role's test)
     )
-    measured_speedup: "MeasuredSpeedup | None" = (
+    measured_speedup: MeasuredSpeedup | None = (
         None  # the optimization measured on another test (no verification above)
     )
 
@@ -1026,7 +1024,7 @@ def select_baseline(
                 {
                     o.id
                     for g in verifications
-                    for o in catalogue.optimizations  # type: ignore[union-attr]
+                    for o in catalogue.optimizations
                     if realises(g.newest.requested, o.settings, role.settings or {})
                 }
             )
@@ -1042,12 +1040,12 @@ def select_baseline(
     rep = fx.representative(found, role.metric)
     assert rep is not None  # every group in ``found`` has a figure
     if role.matrix:  # the matrix breaks a tie between equal figures, nothing more
-        top = rep.figure(role.metric).mean  # type: ignore[union-attr]
+        top = rep.figure(role.metric).mean
         tied = [
             g
             for g in found
             if g.variant == rep.variant and g.figure(role.metric).mean == top
-        ]  # type: ignore[union-attr]
+        ]
         rep = next(
             (g for g in tied if any(r.matrix_name == role.matrix for r in g.runs)), rep
         )
@@ -1058,7 +1056,7 @@ def select_baseline(
             None,
             f"{role.model} is an endpoint model (no local file, no GGUF facts): not projected",
         )
-    return Baseline(rep, rep.figure(role.metric), len(found), verifications), None  # type: ignore[arg-type]
+    return Baseline(rep, rep.figure(role.metric), len(found), verifications), None
 
 
 def find_baseline(
@@ -1182,7 +1180,7 @@ def measured_speedups(
         if metric is None:
             continue
         bf, cf = bg.figure(metric), g.figure(metric)
-        c = fx.compare(bf, cf)  # type: ignore[arg-type]
+        c = fx.compare(bf, cf)
         if c.ratio is None:
             continue
         hib = METRICS[metric].higher_is_better
@@ -1199,7 +1197,7 @@ def measured_speedups(
         differs = {k: v for k, v in g.requested.items() if breq.get(k) != v}
         out.append(
             MeasuredSpeedup(opt.id, metric, ratio, lo, hi, c, bf, cf, bg, g, 0, differs)
-        )  # type: ignore[arg-type]
+        )
     out.sort(key=lambda m: (-m.ratio, -m.candidate.runs, m.candidate_group.key))
     for m in out:
         m.points = len(out)
@@ -1307,7 +1305,7 @@ def project(
         sp = [
             compose(rr.shares, [(o.opt.effect.stage, o.factor[k]) for o in used])
             for k in range(3)
-        ]  # type: ignore[index]
+        ]
         lo_sp, mid_sp, hi_sp = sp
         vals = [base * s if hib else base / s for s in sp]
         # the stated range carries the baseline's own CI95 too: the effect's low (high) end on
@@ -1341,7 +1339,7 @@ def project(
         )
         if found is not None:
             v, fig = found
-            for r in fx.group_of(fig.newest_id).runs:  # type: ignore[union-attr]
+            for r in fx.group_of(fig.newest_id).runs:
                 inputs[r.id] = r
             v["error"] = p.mid / v["value"] - 1.0 if v["value"] else None
             v["inside_range"] = p.low <= v["value"] <= p.high
@@ -1449,7 +1447,7 @@ def record(
     now: datetime | None = None,
 ) -> dict[str, Any]:
     """A ``projection`` artifact: every figure of ``ps`` as it stands now."""
-    created = now or datetime.now(timezone.utc)
+    created = now or datetime.now(UTC)
     entries = []
     for rr in ps.roles:
         if rr.baseline_doc is None:
@@ -1599,7 +1597,7 @@ def accuracy_history(
                     v = {
                         "run_id": f.newest_id,
                         "created": g.newest.created,
-                        "value": f.mean,  # type: ignore[union-attr]
+                        "value": f.mean,
                         "ci95_low": f.ci95_low,
                         "ci95_high": f.ci95_high,
                     }

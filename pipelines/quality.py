@@ -18,7 +18,6 @@ from core.paths import data_dir
 from core.records.base import ArtifactRecord
 from core.records.base import latest_per_key as records_latest
 from core.records.quality import QualityRecord, as_quality, pass_rate
-
 from pipelines.runs import load_artifacts
 
 R = TypeVar("R", bound=ArtifactRecord)

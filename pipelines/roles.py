@@ -57,7 +57,6 @@ from core.records.quality import QualityItem, QualityRecord, as_quality
 from core.records.run import RunRecord
 from core.summary import Summary
 from core.yamlio import load_yaml, pydantic_error_line
-
 from pipelines import facts as facts_mod
 from pipelines import quality as quality_mod
 from pipelines.runs import latest_per_key as latest_runs
@@ -144,7 +143,7 @@ class SpeedReq(BaseModel):
         return v
 
     @model_validator(mode="after")
-    def _bound(self) -> "SpeedReq":
+    def _bound(self) -> SpeedReq:
         if (self.min is None) == (self.max is None):
             raise ValueError("give exactly one of min or max")
         return self
@@ -175,7 +174,7 @@ class ServingReq(BaseModel):
     )
 
     @model_validator(mode="after")
-    def _something(self) -> "ServingReq":
+    def _something(self) -> ServingReq:
         if self.users is None and self.rate is None and not self.probes:
             raise ValueError("a serving requirement needs users, rate or probes")
         if self.users is not None and self.rate is not None:

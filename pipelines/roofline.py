@@ -38,7 +38,12 @@ from core.records.host import (
     as_host,
 )
 from core.records.run import RunRecord, as_record, flash_attention_on
-from pipelines.memory import ModelShape, kv_cache, kv_read_bytes_sum, kv_rows
+from pipelines.memory import (
+    ModelShape,
+    kv_cache,
+    kv_read_bytes_sum,
+    kv_rows,
+)
 from pipelines.runs import latest_per_key
 
 

@@ -8,12 +8,11 @@ from typing import Any
 
 import pandas as pd
 
+from core.paths import data_dir
 from core.records import record_class
 from core.records import run as record
 from core.records.base import read_all
 from core.records.run import RunRecord, as_record
-from core.paths import data_dir
-
 from pipelines.memo import per_set
 
 

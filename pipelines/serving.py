@@ -21,7 +21,6 @@ from core.kinds.request import workload_fingerprint
 from core.kinds.request_stats import Slo, stored_sweep, sweep_stats
 from core.records.run import RunRecord, as_record
 from core.summary import Summary
-
 from pipelines import facts as facts_mod
 from pipelines.runs import latest_per_key
 

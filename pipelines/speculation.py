@@ -172,7 +172,8 @@ def moe_speculation_findings(cells: list[MoeSpecCell]) -> list[str]:
         )
         lines.append(
             f"Fastest combination: {best_combo.experts} experts with {MODE_TITLES[best_combo.mode]} at "
-            f"{best_combo.vs_baseline['ratio']:.2f}x the baseline; fastest expert reduction alone: {best_plain.experts} "
+            f"{best_combo.vs_baseline['ratio']:.2f}x the baseline; fastest expert "
+            f"reduction alone: {best_plain.experts} "
             f"experts at {best_plain.vs_baseline['ratio']:.2f}x"
             + (
                 " (the combination is ahead"

@@ -23,12 +23,9 @@ and removing the stage entirely (r = 1) is Amdahl's limit ``1 / (1 − p_s)``.
 from __future__ import annotations
 
 import math
-
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -40,11 +37,10 @@ from pydantic import (
 )
 
 from core.errors import ConfigError
-from core.paths import data_dir, relpath
-from core.yamlio import load_yaml, pydantic_error_line
 from core.kinds.rate import RateTest
+from core.paths import data_dir, relpath
 from core.records.run import RunRecord, as_record
-
+from core.yamlio import load_yaml, pydantic_error_line
 from pipelines import facts as facts_mod
 from pipelines.facts import Facts, Figure, Group
 from pipelines.runs import latest_per_key
@@ -253,7 +249,7 @@ class Planned(BaseModel):
     )
 
     @model_validator(mode="after")
-    def _check(self) -> "Planned":
+    def _check(self) -> Planned:
         if self.kind == "stage" and (not self.mix or not self.stage):
             raise ValueError("a stage plan needs mix and stage")
         lo, hi = self.reduction

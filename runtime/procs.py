@@ -19,8 +19,8 @@ import signal
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 PR_SET_PDEATHSIG = 1
 JOB_PREFIX = "almanac-job-"
@@ -125,7 +125,7 @@ def clean_stale_job_dirs(
 ) -> list[Path]:
     """Remove job folders whose runner is gone; returns what was removed."""
     base = Path(base or tempfile.gettempdir())
-    removed = []
+    removed: list[Path] = []
     try:
         entries = list(base.iterdir())
     except OSError:

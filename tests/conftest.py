@@ -21,16 +21,16 @@ Tests read committed data only (issues 19 and 28): never what a user measured in
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import os
 import shutil
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
 import pytest
 
-from tests.support import committed
+from tests.support import committed, lanes
 
 os.environ.setdefault(
     "ALMANAC_VALIDATE_CHARTS", "1"
@@ -73,6 +73,11 @@ def pytest_configure(config):
             else frozenset(tracked),
         )
         sys.addaudithook(lambda event, args: _SESSION["guard"](event, args))
+
+
+def pytest_collection_modifyitems(config, items):
+    """Every test gets its lane's marker (tests/support/lanes.py says the rule)."""
+    lanes.mark_lanes(items)
 
 
 def pytest_unconfigure(config):

@@ -29,7 +29,8 @@ headers are sent at once, the wait for a slot happens before the first chunk.
 
 Under load: ``--mix ok:0.8,http429:0.05,drop:0.05,...`` draws each request's mode from those
 weights (seeded by ``--mix-seed`` and the request's number, so a run repeats), for requests whose
-``model`` names no mode of its own. ``--replay DIR``: a request whose ``model`` is ``replay:NAME`` gets the recorded response
+``model`` names no mode of its own. ``--replay DIR``: a request whose ``model`` is ``replay:NAME``
+gets the recorded response
 DIR/NAME.json (tests/fixtures/dialects/: ``raw`` SSE bytes, ``events`` framed as SSE data lines,
 or a JSON ``body``, with its ``status``). ``--tokenizer`` adds llama-server's /tokenize and /detokenize
 (a word tokenizer: one id per whitespace-separated word, ids handed out as words are first seen).
@@ -130,7 +131,7 @@ class Handler(BaseHTTPRequestHandler):
         self._end()
 
     # -- routes ---------------------------------------------------------------------------
-    def do_GET(self) -> None:  # noqa: N802
+    def do_GET(self) -> None:
         if self.path.rstrip("/") == "/v1/models":
             if self.opts.unhealthy:
                 return self._json(503, {"error": "loading"})
@@ -139,7 +140,7 @@ class Handler(BaseHTTPRequestHandler):
             )
         self._json(404, {"error": "not found"})
 
-    def do_POST(self) -> None:  # noqa: N802
+    def do_POST(self) -> None:
         length = int(self.headers.get("Content-Length") or 0)
         body = json.loads(self.rfile.read(length) or b"{}")
         path = self.path.rstrip("/")

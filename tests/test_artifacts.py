@@ -121,7 +121,7 @@ def test_every_schema_is_valid_against_its_metaschema():
     import jsonschema
 
     checked = 0
-    for name, atype in artifacts.ARTIFACT_TYPES.items():
+    for atype in artifacts.ARTIFACT_TYPES.values():
         for version in range(1, atype.version + 1):
             path = atype.schema_path(version)
             if not path.exists():

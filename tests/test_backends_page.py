@@ -100,7 +100,7 @@ def test_rate_boards_carry_energy_where_measured(h200):
     assert not any(
         r.stat("prefill_j_per_token") or r.stat("decode_j_per_token") for r in golden
     )
-    page = pages.leaderboard_page(list(h200) + golden)
+    page = pages.host_boards_page(list(h200) + golden)
     sections = page.split("\n## ")
     gpu_pp = next(
         s

@@ -8,8 +8,8 @@ import sys
 
 import pytest
 
-from runtime.execution import matrix
 from core.errors import ConfigError
+from runtime.execution import matrix
 from tests.conftest import ROOT, tree_snapshot, write_matrix
 
 BASE = "schema_version: 1\nname: m\nmodels: [gemma3-270m-q4_k_m]\n"
@@ -91,7 +91,10 @@ def test_include_merges_base(data_env):
     write_matrix(
         data_env,
         "child",
-        "include: base.yaml\nname: child\nsettings: {n_batch: 128}\nsweep: {flash_attn: ['on', 'off']}\ntests: [tg4, pp8]\n",
+        (
+            "include: base.yaml\nname: child\nsettings: {n_batch: 128}\nsweep: "
+            "{flash_attn: ['on', 'off']}\ntests: [tg4, pp8]\n"
+        ),
     )
     m = matrix.load("child")
     cfgs = m.configurations()

@@ -1,7 +1,8 @@
 """Real headless Chromium (Debian's chromium through Playwright), network blocked except the
 site served on loopback: the leaderboard renders its chart offline; the runs browser filters by
 host and by test, opens a run and downloads its JSON; the perplexity runs' browser likewise
-(its viewer shows the artifact's figures); hostile artifact text stays text; the new pages hold at 390 px and in the dark scheme. No console errors anywhere."""
+(its viewer shows the artifact's figures); hostile artifact text stays text; the new pages hold at
+390 px and in the dark scheme. No console errors anywhere."""
 
 from __future__ import annotations
 

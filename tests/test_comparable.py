@@ -13,24 +13,23 @@ import math
 import re
 import subprocess
 import sys
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
-from pipelines import compare as cmp
-from pipelines import history, leaderboard
-from pipelines.ranking import rank_sides
-from tests.support.committed import committed_runs
-from pipelines.site import history_pages, pages
-from core import artifacts
-from core.records import run as record
-from core import stats
+from core import artifacts, stats
 from core.kinds import headline
+from core.records import run as record
+from pipelines import compare as cmp
+from pipelines import history, host_boards
+from pipelines.ranking import rank_sides
+from pipelines.site import history_pages, pages
+from tests.support.committed import committed_runs
 
 ROOT = Path(__file__).resolve().parents[1]
 SHA = "ab" * 32
-T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
 CPU = {
     "id": "cpu-box-0000aaaa",
     "name": "cpu-box",
@@ -142,9 +141,7 @@ def test_one_id_format_and_the_writers_docs_validate():
     r = run([10, 11, 12])
     assert re.fullmatch(r"[0-9a-f]{12}-\d{8}T\d{6}\.\d{3}Z", r.id)
     assert (
-        record.run_id(
-            "f" * 64, datetime(2026, 11, 26, 4, 4, 30, 390500, tzinfo=timezone.utc)
-        )
+        record.run_id("f" * 64, datetime(2026, 11, 26, 4, 4, 30, 390500, tzinfo=UTC))
         == "ffffffffffff-20261126T040430.390Z"
     )
     assert (
@@ -246,7 +243,7 @@ def test_boards_never_mix_backends_test_definitions_or_duplicates():
             minutes=4,
         ),
     ]
-    bs = leaderboard.boards(docs)
+    bs = host_boards.of(docs)
     assert sorted((b.test, b.backend) for b in bs) == [
         ("free", "llama_cpp"),
         ("free", "llama_cpp"),
@@ -273,13 +270,13 @@ def test_builds_and_differing_settings_are_columns_equal_settings_stated_once():
             [14, 15, 16], label="threads-halved", effective={"n_threads": 1}, minutes=1
         ),
     ]
-    (b,) = leaderboard.boards(docs)
+    (b,) = host_boards.of(docs)
     assert (
         b.build_varies
         and b.varying == ["n_threads"]
         and b.constant["flash_attn"] == "on"
     )
-    md = pages.leaderboard_page(docs)
+    md = pages.host_boards_page(docs)
     assert (
         "backend build" in md
         and "[threads-halved]" in md
@@ -320,8 +317,8 @@ def test_ranks_count_the_results_significantly_better_and_need_an_interval():
         run([51, 52, 53], requested={"n_batch": 32}, minutes=5),
         run([300, 301, 302], requested={"n_batch": 16}, minutes=6),
     ]
-    (b,) = leaderboard.boards(docs)
-    recs = leaderboard.board_records(b)
+    (b,) = host_boards.of(docs)
+    recs = host_boards.board_records(b)
     # the configurations measured twice give this host's run-to-run noise (its history): the one measured
     # once is widened by it, and ranks first (300 against about 100)
     assert [r["rank_label"] for r in recs] == ["1", "=2", "=2", "4"]
@@ -332,10 +329,8 @@ def test_ranks_count_the_results_significantly_better_and_need_an_interval():
         2,
     ] and "the host's run-to-run noise" in recs[0]["interval_note"]
     # alone on a host (and a fleet) whose noise nobody measured, a single run has no interval and no rank
-    (b,) = leaderboard.boards(
-        [run([300, 301, 302], requested={"n_batch": 16}, minutes=6)]
-    )
-    (rec,) = leaderboard.board_records(b)
+    (b,) = host_boards.of([run([300, 301, 302], requested={"n_batch": 16}, minutes=6)])
+    (rec,) = host_boards.board_records(b)
     assert (
         rec["rank_label"] == "—"
         and rec["ci95_low"] is None
@@ -378,11 +373,9 @@ def test_every_charted_value_is_an_artifacts_value():
             )
     # a leaderboard mark is a configuration: the geometric mean of its runs' means (one run: that run's mean)
     rows = {
-        r["id"]: r
-        for b in leaderboard.boards(recs)
-        for r in leaderboard.board_records(b)
+        r["id"]: r for b in host_boards.of(recs) for r in host_boards.board_records(b)
     }
-    for v in _chart_values(pages.leaderboard_page(recs)):
+    for v in _chart_values(pages.host_boards_page(recs)):
         row = rows[v["id"]]
         means = [
             by_id[i].stat(headline(by_id[i].test_kind).name).mean
@@ -390,10 +383,10 @@ def test_every_charted_value_is_an_artifacts_value():
         ]
         geo = math.exp(sum(math.log(m) for m in means) / len(means))
         assert v["mean"] == pytest.approx(geo) and v["n"] == row["n"]
-    values = _chart_values(pages.leaderboard_page(recs))
+    values = _chart_values(pages.host_boards_page(recs))
     ids = [v["id"] for v in values]
     assert len(ids) == len(set(ids))  # one mark per configuration (its newest artifact)
-    spec = pages.leaderboard_page(recs)
+    spec = pages.host_boards_page(recs)
     assert '"stack": "zero"' not in spec and "mark_bar" not in spec
 
 

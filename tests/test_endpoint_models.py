@@ -18,6 +18,7 @@ import os
 import re
 import subprocess
 import sys
+from datetime import UTC
 from pathlib import Path
 
 import pytest
@@ -450,9 +451,9 @@ def test_spec_fields_validated_in_one_place():
 
 
 def _now():
-    from datetime import datetime, timezone
+    from datetime import datetime
 
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 def _host() -> dict:
@@ -708,7 +709,6 @@ def test_keys_of_file_runs_are_unchanged():
     """The configuration key now takes the model's identity; for a file that is its sha256 under the
     same name as before, so every measured file run's key recomputes to what is on disk."""
     from tests.conftest import GOLDEN
-
     from tests.support.committed import committed_runs
 
     recs = [

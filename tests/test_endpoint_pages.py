@@ -13,7 +13,7 @@ import shutil
 import pytest
 
 from core.records.run import RunRecord
-from pipelines import leaderboard, roofline, serving
+from pipelines import host_boards, roofline, serving
 from pipelines.runs import load_runs
 from pipelines.site import browser, pages, planning
 from pipelines.site import serving as serving_pages
@@ -50,11 +50,11 @@ def test_fixtures_are_endpoint_runs_of_every_serving_kind(docs):
 
 
 def test_leaderboard_marks_endpoint_models_and_keeps_them_apart(docs):
-    boards = leaderboard.boards(docs)
+    boards = host_boards.of(docs)
     ep_rows = [
         (b, r)
         for b in boards
-        for r in leaderboard.board_records(b)
+        for r in host_boards.board_records(b)
         if r["endpoint"] and r["model"] == "served-gemma"
     ]
     assert ep_rows
@@ -65,10 +65,10 @@ def test_leaderboard_marks_endpoint_models_and_keeps_them_apart(docs):
         # never ranked against a file run: the model identity differs, so the comparability key does
         assert all(
             x["endpoint"]
-            for x in leaderboard.board_records(b)
+            for x in host_boards.board_records(b)
             if x["model"] == r["model"]
         )
-    md = pages.leaderboard_page(docs)
+    md = pages.host_boards_page(docs)
     assert "endpoint · llama-server</span>" in md
     assert "<script>" not in md and "<img" not in md and "<b>vLLM" not in md
     assert (

@@ -120,7 +120,10 @@ def test_nvml_meter_sums_the_visible_gpus(monkeypatch):
     # a run on some visible GPUs: those metered, the others apart (idle draw, never in J/token)
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
     assert E.gpu_meter(nv, used=[0]).devices == ["GPU0 NVIDIA H200"]
-    assert E.gpu_meter(nv, used=[0], idle=True).devices == ["GPU1 NVIDIA H200", "GPU2 NVIDIA H200"]
+    assert E.gpu_meter(nv, used=[0], idle=True).devices == [
+        "GPU1 NVIDIA H200",
+        "GPU2 NVIDIA H200",
+    ]
     assert E.idle_meter(None) is None
     with pytest.raises(
         E.Unavailable, match="nvmlDeviceGetTotalEnergyConsumption fails on GPU 0"

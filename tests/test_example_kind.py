@@ -88,7 +88,7 @@ def test_a_new_kind_runs_writes_a_valid_artifact_and_renders(
     assert rec.values("echo_ms") == rec.samples.round_trip_ms
 
     runs_ = load_runs(data_env / "runs")
-    board = pages.leaderboard_page(runs_)
+    board = pages.host_boards_page(runs_)
     assert (
         "echo-ping" in board
         and "Echo round trip" in board
@@ -142,7 +142,7 @@ def test_a_backend_must_run_what_it_declares():
         TypeError, match=r"declares test kinds \['chat'\] but no method runs them"
     ):
 
-        class _NoRunner(Backend):  # noqa: F841 - defining it is the test
+        class _NoRunner(Backend):
             name = "x"
             test_kinds = ("rate", "chat")
             in_process = True
@@ -154,7 +154,7 @@ def test_a_backend_must_run_what_it_declares():
         TypeError, match=r"has @runs methods for \['serve'\], which it does not declare"
     ):
 
-        class _Undeclared(Backend):  # noqa: F841
+        class _Undeclared(Backend):
             name = "y"
             test_kinds = ("rate",)
             in_process = False
@@ -167,7 +167,7 @@ def test_a_backend_must_run_what_it_declares():
 
     with pytest.raises(TypeError, match="declare in_process"):
 
-        class _Undeclared2(Backend):  # noqa: F841
+        class _Undeclared2(Backend):
             name = "z"
             test_kinds = ("rate",)
 

@@ -9,11 +9,11 @@ import sys
 import httpx
 import pytest
 
+from core.kinds import parse_test
 from runtime.backends.openai_http.backend import OpenAIHttpBackend
 from runtime.backends.openai_http.config import OpenAIHttpSettings
 from runtime.backends.openai_http.faults import FaultProxy
 from runtime.backends.openai_http.server import free_port
-from core.kinds import parse_test
 from tests.test_serving import FAULT, _wait_healthy
 
 CHAT = {

@@ -6,13 +6,13 @@ import sys
 
 import pytest
 
-from runtime.backends.llama_cpp.backend import VENDORED_LLAMA_CPP
 from core.errors import ConfigError
+from runtime.backends.llama_cpp.backend import VENDORED_LLAMA_CPP
 
 from .conftest import ROOT
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
-import llama_bench_build as lbb  # noqa: E402
+import llama_bench_build as lbb
 
 CHANGELOG = """# Changelog
 

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from core import stats
 from pipelines.site import fidelity as F
 from pipelines.site.markdown import num
-from core import stats
 
 ROOT = Path(__file__).resolve().parents[1]
 

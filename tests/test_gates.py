@@ -118,7 +118,8 @@ optimizations:
     source: {kind: model, ref: x}
     settings: {type_k: q8_0}
     gates:
-      - {id: g, name: g, concern: overhead, quantity: ratio, model: m, test: tg128, direction: higher, target: 1, no_go: 0.8}
+      - {id: g, name: g, concern: overhead, quantity: ratio, model: m, test: tg128, direction: higher,
+         target: 1, no_go: 0.8}
 """)
     with pytest.raises(ConfigError, match=r"optimizations\.0\.gates\.0.*needs metric"):
         proj.load_catalogue(cat)

@@ -9,9 +9,9 @@ import json
 
 import pytest
 
+from tests.conftest import FIXTURES
 from tests.support.golden_sets import make_set
 from tests.support.page_values import DATA_PAGES, numbers, page_values
-from tests.conftest import FIXTURES
 
 EXPECTED = json.loads((FIXTURES / "golden_pages.json").read_text())
 

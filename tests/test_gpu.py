@@ -321,8 +321,8 @@ def test_gpu_read_probe_writes_the_cpu_probe_shape(gpu_bench):
     given seconds): rates count bytes read only for the reduction, both copy and read land in a
     valid host artifact with the CPU probe's row shape."""
     import gpu_bandwidth
-    from core import artifacts
-    from core import stats
+
+    from core import artifacts, stats
     from runtime.hosts import fingerprint as hostinfo
 
     read = {

@@ -21,11 +21,10 @@ import psutil
 import pytest
 
 from core import artifacts
-from runtime.execution import preflight as fit
 from runtime import procs
-from runtime.execution import runlock
-from runtime.execution import runner
 from runtime.backends.openai_http.server import free_port
+from runtime.execution import preflight as fit
+from runtime.execution import runlock, runner
 from tests.conftest import ROOT, write_matrix
 
 FAULT = str(ROOT / "tests" / "fault_server.py")

@@ -4,7 +4,6 @@ told apart by what differs."""
 
 from __future__ import annotations
 
-
 import pytest
 
 from core import hostlabel

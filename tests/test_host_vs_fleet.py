@@ -144,7 +144,7 @@ def expected(
     pooled: dict[
         tuple[str, str], list[float]
     ] = {}  # (host, class) -> [sum of squares, df]
-    for (model, test), per in means.items():
+    for (_model, test), per in means.items():
         for h, v in per.items():
             if len(v) < 2:
                 continue

@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 
+from core import artifacts
 from pipelines import roofline
 from pipelines.runs import load_runs
 from pipelines.site import hosts as hosts_page
 from pipelines.site.markdown import num, run_link
-from core import artifacts
-from runtime.hosts import inventory as hosts
 from runtime.execution import matrix
+from runtime.hosts import inventory as hosts
 from runtime.remote.failed import done_label, failed_artifacts
 from tests.conftest import GOLDEN
 

@@ -48,7 +48,7 @@ def _copy_tree(tmp_path: Path) -> Path:
     "victim, line, broken",
     [
         (
-            "pipelines/leaderboard.py",
+            "pipelines/host_boards.py",
             "from runtime.execution import runner  # a page that runs a benchmark",
             "pipelines is not allowed to import runtime",
         ),

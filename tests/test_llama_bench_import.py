@@ -15,11 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from core import artifacts
-from runtime.hosts import fingerprint as host
-from core import stats
-from runtime.backends.llama_cpp.backend import VENDORED_LLAMA_CPP
+from core import artifacts, stats
 from core.errors import ModelError, UserError
+from runtime.backends.llama_cpp.backend import VENDORED_LLAMA_CPP
+from runtime.hosts import fingerprint as host
 from runtime.importers import llama_bench as lb
 
 from .conftest import ROOT, tree_snapshot
@@ -71,7 +70,7 @@ def test_import_maps_fields_onto_valid_run_artifacts(runs_root, embedded_model):
     raw = {(r["n_prompt"], r["n_gen"]): r for r in sample_records()}
     docs = {d["test"]["name"]: d for d in (artifacts.load(p) for p in report.written)}
     assert set(docs) == {"pp16", "tg4"}
-    for name, doc in docs.items():
+    for doc in docs.values():
         rec = raw[(doc["test"]["n_prompt"], doc["test"]["n_gen"])]
         assert (
             doc["backend"] == "llama-bench"

@@ -5,6 +5,7 @@ embedded model (skipped, with the reason, only where llama-server is not built).
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 from pathlib import Path
@@ -12,12 +13,11 @@ from pathlib import Path
 import pytest
 
 from core import artifacts
-from runtime.execution import matrix
-from runtime.execution import runner
+from core.errors import BackendError
 from runtime.backends.openai_http import llama_server
 from runtime.backends.openai_http.backend import OpenAIHttpBackend
 from runtime.backends.openai_http.config import OpenAIHttpSettings
-from core.errors import BackendError
+from runtime.execution import matrix, runner
 from runtime.models.registry import ModelRef
 from tests.conftest import write_matrix
 
@@ -142,7 +142,7 @@ def test_binary_lookup_and_version(tmp_path, monkeypatch):
     (bindir / "llama-server").write_bytes(fake.read_bytes())
     (bindir / "llama-server").chmod(0o755)
     (bindir.parent.parent / "build.json").write_text(
-        '{"lib_dir": "%s", "commit": "0c1e57098"}' % bindir
+        json.dumps({"lib_dir": str(bindir), "commit": "0c1e57098"})
     )
     assert llama_server.find_binary() == bindir / "llama-server"
 
@@ -226,8 +226,9 @@ def _built() -> bool:
 def test_real_llama_server_end_to_end(data_env):
     """Starts llama.cpp's llama-server on loopback with the embedded model through the runner:
     a chat test and a 1-2 concurrency sweep, valid artifacts, its build recorded, stopped."""
-    from runtime.backends.llama_cpp.backend import VENDORED_LLAMA_CPP
     from importlib import metadata
+
+    from runtime.backends.llama_cpp.backend import VENDORED_LLAMA_CPP
 
     req = "    messages: [{role: user, content: Say hello.}]\n    max_tokens: 4\n    ignore_eos: true\n"
     write_matrix(

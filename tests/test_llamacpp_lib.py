@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from runtime.backends.llama_cpp import lib_policy as llamacpp_lib
 from core.errors import ConfigError
+from runtime.backends.llama_cpp import lib_policy as llamacpp_lib
 
 AMX = "CPU : SSE3 = 1 | AVX512 = 1 | AMX_INT8 = 1 | REPACK = 1 | "
 NO_AMX = "CPU : SSE3 = 1 | AVX512 = 1 | REPACK = 1 | "

@@ -19,7 +19,10 @@ pytestmark = [
     pytest.mark.model,
     pytest.mark.skipif(
         not (os.environ.get(llama_server.ENV) or llama_server.cached_builds()),
-        reason="llama-server is not built here: run `python benchmarks/llama_bench_build.py` (or set ALMANAC_LLAMA_SERVER)",
+        reason=(
+            "llama-server is not built here: run `python "
+            "benchmarks/llama_bench_build.py` (or set ALMANAC_LLAMA_SERVER)"
+        ),
     ),
 ]
 
@@ -47,7 +50,8 @@ tests:
     levels: [2]
     requests: 12
     warmup_requests: 0
-    workload: {kind: shared_prefix, prefixes: 2, prefix_tokens: 160, questions: 6, question_tokens: 12, output_tokens: 4, seed: 0}
+    workload: {kind: shared_prefix, prefixes: 2, prefix_tokens: 160, questions: 6, question_tokens: 12,
+               output_tokens: 4, seed: 0}
     slo: {percentile: 50, ttft_ms: 5000, tpot_ms: null}
   - kind: probe
     id: probe-small

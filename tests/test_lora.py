@@ -34,8 +34,8 @@ def tiny(tmp_path_factory):
 
 
 def test_adapter_file_is_what_the_formula_predicts(tiny):
-    from pipelines import memory as mem
     from core.gguf import gguf_facts
+    from pipelines import memory as mem
 
     facts = lora.adapter_facts(tiny["adapters"][0])
     assert (
@@ -253,7 +253,8 @@ def test_adapter_table_from_the_artifacts(measured):
         assert f is not None and f["n"] == 3 and f["slope_ci95"][0] is not None
     rows = ad.memory_rows(series)
     assert [r["count"] for r in rows] == [1, 2]
-    for r in rows:  # the formula is the files' tensor bytes; llama.cpp's buffers agree to its 0.01 MiB rounding per line
+    # the formula is the files' tensor bytes; llama.cpp's buffers agree to its 0.01 MiB rounding per line
+    for r in rows:
         assert r["predicted"] == r["file_bytes"]
         assert abs(r["predicted"] - r["buffer"]) <= 0.005 * 2**20 * 2 * r["count"]
     md = "\n".join(tracks.adapters_section(measured["docs"]))

@@ -7,14 +7,14 @@ import copy
 
 import pytest
 
-from pipelines import memory as mem
 from core.errors import ConfigError, ModelError
+from pipelines import memory as mem
 from tests.support.planning_fixtures import (
     GEMMA_FACTS,
     MOE_FACTS,
+    rate_test,
     requested,
     run_doc,
-    rate_test,
 )
 
 MiB = 2**20

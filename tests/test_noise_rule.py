@@ -9,12 +9,10 @@ in test_verdicts.py (marked ``model``)."""
 
 from __future__ import annotations
 
-from tests.support.committed import committed_paths
-
 import json
 import math
 import shutil
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -25,6 +23,7 @@ from core.errors import ConfigError
 from core.records.noise import NoiseRecord, new_noise
 from pipelines import noise as pipe_noise
 from runtime.execution import noise as aa
+from tests.support.committed import committed_paths
 
 ROOT = Path(__file__).resolve().parents[1]
 HOST = {
@@ -152,9 +151,9 @@ def test_the_rule_is_a_single_runs_ci95_within_a_factor():
     assert core_noise.ci95_factor(0.22, 2) == pytest.approx(
         math.exp(stats.t_critical(2) * 0.22)
     )
-    assert (
-        why
-        == "run-to-run noise 22.0% with 2 df: a single run widened by it gets a CI95 of ×2.58 each way, wider than ×1.25"
+    assert why == (
+        "run-to-run noise 22.0% with 2 df: a single run widened by it gets a CI95 "
+        "of ×2.58 each way, wider than ×1.25"
     )
     assert core_noise.too_noisy(0.05, 3) is None
 
@@ -186,7 +185,7 @@ def test_a_quiet_host_stops_at_the_minimum_with_its_warm_up_dropped():
         runs=rows,
         conditions={},
         stopping=stop,
-        created=datetime(2026, 3, 1, tzinfo=timezone.utc),
+        created=datetime(2026, 3, 1, tzinfo=UTC),
     )
     artifacts.validate(doc)
     pp = doc["estimates"]["rate:pp"]
@@ -222,7 +221,7 @@ def test_a_noisy_host_ends_too_noisy_at_its_budget_and_says_why():
         runs=rows,
         conditions={},
         stopping=stop,
-        created=datetime(2026, 3, 1, tzinfo=timezone.utc),
+        created=datetime(2026, 3, 1, tzinfo=UTC),
     )
     artifacts.validate(doc)
     pp, tg = doc["estimates"]["rate:pp"], doc["estimates"]["rate:tg"]
@@ -301,7 +300,7 @@ def test_the_artifact_round_trips_and_the_record_says_everything(tmp_path):
         runs=rows,
         conditions={"matrix_runs": 10},
         stopping=stop,
-        created=datetime(2026, 3, 1, 12, tzinfo=timezone.utc),
+        created=datetime(2026, 3, 1, 12, tzinfo=UTC),
     )
     path = artifacts.write(aa.artifact_path(doc, tmp_path), doc)
     assert path == tmp_path / HOST["id"] / "noise-20260301T120000Z.json"
@@ -435,7 +434,7 @@ def test_host_noise_flags_a_host_too_noisy_to_rank():
         runs=rows,
         conditions={},
         stopping=stop,
-        created=datetime(2026, 3, 2, tzinfo=timezone.utc),
+        created=datetime(2026, 3, 2, tzinfo=UTC),
     )
     table = pipe_noise.host_noise(
         [], [old, quiet]

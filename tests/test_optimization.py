@@ -16,18 +16,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from runtime.execution import matrix
-from runtime.models import registry as models
-from runtime.execution import runner
-from runtime.backends.llama_cpp import experts
-from runtime.backends.llama_cpp.config import LlamaCppSettings
-from runtime.backends.llama_cpp.speculative import DraftStats
-from core.errors import ConfigError
-
 from core import degeneration
+from core.errors import ConfigError
 from pipelines import optimization as opt
 from pipelines.runs import load_runs
 from pipelines.site import optimization as page
+from runtime.backends.llama_cpp import experts
+from runtime.backends.llama_cpp.config import LlamaCppSettings
+from runtime.backends.llama_cpp.speculative import DraftStats
+from runtime.execution import matrix, runner
+from runtime.models import registry as models
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "fixtures" / "optimization"

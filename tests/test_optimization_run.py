@@ -11,11 +11,10 @@ from pathlib import Path
 import pytest
 
 from core import artifacts
-from runtime.execution import runner
-
 from pipelines import optimization as opt
 from pipelines.runs import load_runs
 from pipelines.site import optimization as page
+from runtime.execution import runner
 
 pytestmark = pytest.mark.model
 
@@ -35,7 +34,8 @@ sweeps:
     baseline: {{speculative: none}}
     tests:
       - {{kind: generate, id: echo, prompts: ["{ECHO}"], max_tokens: 12}}
-      - {{kind: chat, id: echo-chat, messages: [{{role: user, content: "{ECHO}"}}], max_tokens: 8, requests: 2, warmup_requests: 0, temperature: 0.0}}
+      - {{kind: chat, id: echo-chat, messages: [{{role: user, content: "{ECHO}"}}], max_tokens: 8, requests: 2,
+         warmup_requests: 0, temperature: 0.0}}
   - name: draft
     settings: {{speculative: draft_model, n_ctx: 256}}
     sweep: {{draft_model: [gemma3-270m-q4_k_m, synthetic-tiny-llama-q8_0], draft_max: [3]}}

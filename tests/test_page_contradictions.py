@@ -344,7 +344,7 @@ def test_no_two_rows_of_a_leaderboard_board_read_alike():
 
 
 def test_builds_that_read_alike_name_what_differs():
-    from pipelines.leaderboard import build_labels
+    from pipelines.host_boards import build_labels
 
     same = "llama-cpp-python 0.3.36 · llama.cpp 0c1e57098"
     labels = build_labels(

@@ -261,7 +261,10 @@ def test_parity_matrix_puts_the_same_items_through_every_backend():
 
 
 def test_quality_matrix_backends_bad_input(data_env):
-    head = "schema_version: 1\nkind: quality\nname: x\nmodels: [gemma3-270m-q4_k_m]\nsuites: [{suite: general, prompt_style: chat}]\n"
+    head = (
+        "schema_version: 1\nkind: quality\nname: x\nmodels: "
+        "[gemma3-270m-q4_k_m]\nsuites: [{suite: general, prompt_style: chat}]\n"
+    )
     import shutil
 
     from runtime.quality.suite_matrix import load
@@ -330,9 +333,9 @@ def test_completion_error_is_one_line():
 
 
 def _built() -> bool:
-    from runtime.backends.openai_http import llama_server
-
     import os
+
+    from runtime.backends.openai_http import llama_server
 
     return bool(os.environ.get(llama_server.ENV) or llama_server.cached_builds())
 

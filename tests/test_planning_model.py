@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 
+from core import artifacts
 from pipelines import memory as mem
 from pipelines import roofline, whatif
-from core import artifacts
-from runtime.hosts import probe as hostprobe
 from runtime.execution import runner
+from runtime.hosts import probe as hostprobe
 from tests.conftest import write_matrix
 
 MATRIX = """

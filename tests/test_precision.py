@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 from scipy import stats as st
 
-from runtime.execution import matrix
 from core import stats
 from core.errors import ConfigError
 from core.precision import Precision, Repeater, combine
+from runtime.execution import matrix
 
 
 def _drain(rep: Repeater, values) -> int:

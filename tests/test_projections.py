@@ -4,14 +4,13 @@ artifacts, projection records and their accuracy history, and bad catalogue inpu
 from __future__ import annotations
 
 import math
-
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 
-from pipelines import projections as P
 from core import artifacts
 from core.errors import ConfigError
+from pipelines import projections as P
 from tests.support.planning_fixtures import (
     GEMMA_FACTS,
     MOE_FACTS,
@@ -526,7 +525,7 @@ def test_record_is_a_valid_artifact_and_history_checks_it_later(
         ps,
         mix_file=mix_p,
         catalogue_file=cat_p,
-        now=datetime(2026, 1, 1, 12, tzinfo=timezone.utc),
+        now=datetime(2026, 1, 1, 12, tzinfo=UTC),
     )
     artifacts.validate(rec)
     path = artifacts.write(P.record_path(rec, tmp_path / "projections"), rec)
@@ -559,7 +558,7 @@ def test_record_is_a_valid_artifact_and_history_checks_it_later(
         P.project(runs, cat, mix, "fixture-host-0000aaaa"),
         mix_file=mix_p,
         catalogue_file=cat_p,
-        now=datetime(2026, 1, 3, tzinfo=timezone.utc),
+        now=datetime(2026, 1, 3, tzinfo=UTC),
     )
     artifacts.validate(rec2)
     assert any(e["status"] == "VERIFIED" for e in rec2["entries"])
@@ -836,9 +835,9 @@ def test_committed_weighted_average_of_a_partial_mix_says_partial_and_names_its_
         if len(covered) < len(mix.roles):
             seen_partial = True
             assert (
-                f"**partial**: {', '.join(cell(labels[r]) for r in covered)} only ({len(covered)} of {len(mix.roles)} roles"
-                in md
-            )
+                f"**partial**: {', '.join(cell(labels[r]) for r in covered)} only "
+                f"({len(covered)} of {len(mix.roles)} roles"
+            ) in md
         else:
             assert f"all {len(mix.roles)} roles (" in md
     assert (

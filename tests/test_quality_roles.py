@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from core.errors import ConfigError
 from pipelines import roles
 from pipelines.site import quality_pages
-from core.errors import ConfigError
 from tests.support.quality_fixtures import (
     HOST,
     base_settings,

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.quality import scores_frame
 from core import artifacts
+from pipelines.quality import scores_frame
 from runtime.quality import suite_runner as runner
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -23,7 +23,8 @@ description: Two quick items for the end-to-end test.
 generation: {max_tokens: 8}
 items:
   - {id: capital, scorer: exact, prompt: "What is the capital of France? Answer with one word.", check: {answer: Paris}}
-  - {id: digit, scorer: format, prompt: "How many days are in a week? Reply with the digit only.", check: {fullmatch: "7"}}
+  - {id: digit, scorer: format, prompt: "How many days are in a week? Reply with the digit only.",
+     check: {fullmatch: "7"}}
   - {id: loop, scorer: exact, prompt: "Say hi.", check: {answer: hi}}
 """
 

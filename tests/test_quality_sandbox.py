@@ -161,7 +161,7 @@ def test_kernel_layer_hides_the_interpreter_home_and_drops_root():
     uid, listing = r.stdout.splitlines()
     assert int(uid) == sandbox.NOBODY
     home = Path(os.path.expanduser("~root"))
-    secret_names = {p.name for p in home.iterdir()} - set(eval(listing))  # noqa: S307 - our own printout
+    secret_names = {p.name for p in home.iterdir()} - set(eval(listing))
     assert secret_names or not any(
         home.iterdir()
     )  # whatever else lives there is not visible

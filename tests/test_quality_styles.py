@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from pipelines import roles
 from core import artifacts
 from core.errors import ConfigError
-from runtime.quality import suite_matrix as qmatrix
+from pipelines import roles
 from runtime.quality import perplexity, scorers, suites
+from runtime.quality import suite_matrix as qmatrix
 from tests.conftest import ROOT, tree_snapshot
 from tests.support.quality_fixtures import quality_doc, speed_doc
 
@@ -217,9 +217,9 @@ def test_real_model_loglikelihood_and_completion_end_to_end(qdata, tmp_path):
 
 
 def test_real_model_knows_paris():
-    from runtime.models import registry as models
     from runtime.backends.llama_cpp.backend import LlamaCppBackend
     from runtime.backends.llama_cpp.config import LlamaCppSettings
+    from runtime.models import registry as models
 
     b = LlamaCppBackend(
         models.resolve(MODEL), LlamaCppSettings(n_ctx=256, n_batch=256, n_threads=1)

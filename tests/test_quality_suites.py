@@ -82,11 +82,17 @@ def test_include_overrides_fields_and_merges_generator(qdata):
     "body,field",
     [
         (
-            "schema_version: 1\nname: bad\nversion: 1\ncategory: x\nscorer: numeric\nitems:\n  - {id: a, prompt: p, check: {answer: abc}}\n",
+            (
+                "schema_version: 1\nname: bad\nversion: 1\ncategory: x\nscorer: "
+                "numeric\nitems:\n  - {id: a, prompt: p, check: {answer: abc}}\n"
+            ),
             "items[0].check",
         ),
         (
-            "schema_version: 1\nname: bad\nversion: 1\ncategory: x\nscorer: nope\nitems:\n  - {id: a, prompt: p, check: {}}\n",
+            (
+                "schema_version: 1\nname: bad\nversion: 1\ncategory: x\nscorer: "
+                "nope\nitems:\n  - {id: a, prompt: p, check: {}}\n"
+            ),
             "items[0].scorer",
         ),
         (
@@ -98,7 +104,11 @@ def test_include_overrides_fields_and_merges_generator(qdata):
             "include",
         ),
         (
-            "schema_version: 1\nname: bad\nversion: 1\ncategory: x\nscorer: exact\nitems:\n  - {id: a, prompt: p, check: {answer: x}}\n  - {id: a, prompt: q, check: {answer: y}}\n",
+            (
+                "schema_version: 1\nname: bad\nversion: 1\ncategory: x\nscorer: "
+                "exact\nitems:\n  - {id: a, prompt: p, check: {answer: x}}\n  - {id: a, "
+                "prompt: q, check: {answer: y}}\n"
+            ),
             "items",
         ),
     ],
@@ -194,11 +204,17 @@ def test_quality_matrix_validates_everything_first(qdata):
             "suites[0].suite",
         ),
         (
-            "schema_version: 1\nkind: quality\nname: q\nmodels: [m]\nsettings: {n_thread: 2}\nsuites: [{suite: math}]\n",
+            (
+                "schema_version: 1\nkind: quality\nname: q\nmodels: [m]\nsettings: "
+                "{n_thread: 2}\nsuites: [{suite: math}]\n"
+            ),
             "settings",
         ),
         (
-            "schema_version: 1\nkind: quality\nname: q\nmodels: [m]\nsuites: [{suite: math, generation: {max_tokens: 0}}]\n",
+            (
+                "schema_version: 1\nkind: quality\nname: q\nmodels: [m]\nsuites: [{suite: "
+                "math, generation: {max_tokens: 0}}]\n"
+            ),
             "suites[0].generation",
         ),
     ],

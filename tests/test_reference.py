@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from core.records import run as record
 from runtime.execution import matrix
 from runtime.models import registry as models
-from core.records import run as record
 from runtime.models import synth
 from tests.support.committed import committed_runs
 

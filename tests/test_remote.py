@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from core import artifacts
+from core.errors import ConfigError
 from runtime.hosts import inventory as hosts
 from runtime.models import registry as models
-from core.errors import ConfigError
 from tests.support import sshd as sshd_support
 
 ROOT = Path(__file__).resolve().parents[1]

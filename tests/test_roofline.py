@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from core import artifacts
+from core.errors import ConfigError
 from pipelines import roofline as R
 from pipelines.memory import ModelShape
-from core import artifacts
 from runtime.hosts import probe as hostprobe
-from core.errors import ConfigError
 from tests.support.planning_fixtures import (
     CHAT_SHORT,
     GEMMA_FACTS,

@@ -3,7 +3,6 @@ computed from artifacts whose numbers the tests state."""
 
 from __future__ import annotations
 
-
 import pytest
 
 from core import artifacts

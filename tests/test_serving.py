@@ -17,15 +17,15 @@ import httpx
 import pytest
 
 from core import artifacts
-from core.records import run as record
-from runtime.execution import runner
+from core.errors import ConfigError
+from core.kinds import parse_test
 from core.kinds import request_stats as servingstats
+from core.kinds.request_stats import Slo
+from core.records import run as record
 from runtime.backends.openai_http.backend import OpenAIHttpBackend, ServingFailed
 from runtime.backends.openai_http.config import OpenAIHttpSettings
 from runtime.backends.openai_http.server import free_port
-from core.errors import ConfigError
-from core.kinds.request_stats import Slo
-from core.kinds import parse_test
+from runtime.execution import runner
 from tests.conftest import write_matrix
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -261,7 +261,8 @@ def test_default_command_is_llama_cpp_server_without_interrupts():
     )
     b.port = 12345
     cmd = b.build_command()
-    # llama_cpp.server, started through runtime.backends.openai_http.llama_cpp_server (the library policy of runtime/backends/llama_cpp/lib_policy.py first)
+    # llama_cpp.server, started through runtime.backends.openai_http.llama_cpp_server
+    # (the library policy of runtime/backends/llama_cpp/lib_policy.py first)
     assert cmd[:3] == [
         sys.executable,
         "-m",
@@ -654,8 +655,8 @@ def _artifact(
 ) -> Path:
     """A run artifact written through the real path (runner.build_artifact + artifacts.write)."""
     from runtime import backends
-    from runtime.hosts import fingerprint as hostinfo
     from runtime.execution import matrix as matrix_mod
+    from runtime.hosts import fingerprint as hostinfo
     from runtime.models.registry import ModelRef
 
     ref = ModelRef(
@@ -858,9 +859,8 @@ def fixture_runs(tmp_path):
 
 
 def test_serving_page_renders_tables_chart_and_failures(fixture_runs):
-    from pipelines.site.serving import serving_page
-
     from pipelines import facts
+    from pipelines.site.serving import serving_page
 
     md = serving_page(fixture_runs)
     assert (
@@ -904,10 +904,8 @@ def test_serving_page_renders_tables_chart_and_failures(fixture_runs):
 
 
 def test_comparisons_page_ratio_ci_and_verdicts(fixture_runs):
-    from pipelines import serving
+    from pipelines import facts, serving
     from pipelines.site.serving import comparisons_page
-
-    from pipelines import facts
 
     rows = serving.comparisons(fixture_runs)
     chat_ttft = next(
@@ -984,8 +982,8 @@ def test_pages_without_data_say_what_to_run():
 
 def test_serving_matrices_send_the_same_request():
     """The Comparisons page pairs runs by request: the two committed matrices must agree."""
-    from runtime.execution import matrix
     from core.kinds.request import workload_fingerprint
+    from runtime.execution import matrix
 
     http = {
         c.test.name: c.test
@@ -1089,8 +1087,8 @@ def test_a_stored_sweep_of_today_s_shape_is_used_and_an_older_one_recomputed(
     """pipelines.serving reads the sweep a run stored when it ran (details.sweep) instead of
     recomputing it from every request on every build, but only when it has every key sweep_stats
     writes today; an artifact from before a field existed is recomputed from its samples."""
-    from pipelines import serving
     from core.kinds.request_stats import Slo, stored_sweep, sweep_stats
+    from pipelines import serving
 
     (conc,) = [d for d in fixture_runs if d["test"]["kind"] == "concurrency"]
     doc = json.loads(json.dumps(conc.doc))

@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-from core.records.run import RunRecord
-
 import html
 import re
 
 import pytest
 
-from pipelines import leaderboard
+from core.metrics import METRICS
+from core.records.run import RunRecord
+from pipelines import host_boards
 from pipelines.runs import load_runs
 from pipelines.site import browser, charts, markdown, pages
-from core.metrics import METRICS
 from tests.conftest import GOLDEN
 
 
@@ -22,7 +21,7 @@ def docs():
 
 
 def test_boards_rank_best_first_and_show_varying_settings(docs):
-    boards = {(b.host_id, b.test): b for b in leaderboard.boards(docs)}
+    boards = {(b.host_id, b.test): b for b in host_boards.of(docs)}
     tg = boards[("golden-host-55ecea05", "tg16")]
     means = list(tg.rows["s_mean"])
     assert means == sorted(means, reverse=True) and len(means) == 2
@@ -44,14 +43,14 @@ def _current(docs):
     newer copy of one measurement of the same model file, so it supersedes that one)."""
     return {
         d["id"]
-        for d in leaderboard.newest_per_comparability(
+        for d in host_boards.newest_per_comparability(
             [d for d in docs if d["status"] == "ok"]
         )
     }
 
 
 def test_leaderboard_figures_link_to_their_artifacts(docs):
-    md = pages.leaderboard_page(docs)
+    md = pages.host_boards_page(docs)
     current = _current(docs)
     assert len(current) < len(
         [d for d in docs if d["status"] == "ok"]
@@ -84,7 +83,7 @@ def test_hostile_strings_are_escaped(docs):
     recs = [RunRecord(d) for d in docs]
     fx = facts.of(recs)
     for text in (
-        pages.leaderboard_page(recs),
+        pages.host_boards_page(recs),
         home_page.home(fx, None),
         leaderboard_page.leaderboard_page(fx),
         script,
@@ -127,9 +126,8 @@ def test_methodology_lists_every_metric_and_setting():
     defs = pages.metric_definitions()
     for name in METRICS:
         assert f"<code>{name}</code>" in defs
-    from runtime.backends.llama_cpp.config import LlamaCppSettings
-
     from runtime import backends
+    from runtime.backends.llama_cpp.config import LlamaCppSettings
 
     table = pages.settings_table(backends.settings_class("llama_cpp").option_table())
     for name, f in LlamaCppSettings.model_fields.items():
@@ -358,7 +356,10 @@ def test_a_table_placeholder_is_replaced_wherever_it_lands():
     assert re.search(r"<details>\s*<summary>raw fold</summary>\s*<table>", out)
     assert re.search(r"<li>a list item</li>\s*</ul>\s*<table>", out)
     token = markdown.TABLE_TOKEN
-    held = f'<ul>\n<li>item\n{token}0</li>\n</ul>\n<div class="admonition note">\n<p>{token}1</p>\n</div>\n<p>{token}12</p>'
+    held = (
+        f'<ul>\n<li>item\n{token}0</li>\n</ul>\n<div class="admonition '
+        f'note">\n<p>{token}1</p>\n</div>\n<p>{token}12</p>'
+    )
     stash = [f"<table>{i}</table>" for i in range(13)]
     assert markdown.put_tables(held, stash) == (
         '<ul>\n<li>item\n<table>0</table></li>\n</ul>\n<div class="admonition note">'
@@ -550,8 +551,8 @@ def test_a_fleet_beyond_the_split_limit_gets_one_page_per_host(tmp_path, session
     import re
 
     from benchmarks.site_scale import variant
-    from pipelines.site import per_host
     from core import artifacts
+    from pipelines.site import per_host
     from tests.conftest import build_site, make_golden_data
 
     data = make_golden_data(tmp_path / "data")

@@ -14,7 +14,7 @@ from tests.conftest import ROOT
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-import site_check  # noqa: E402
+import site_check
 
 
 def test_axis_labels_are_read_as_vega_writes_them():

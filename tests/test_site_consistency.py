@@ -81,8 +81,8 @@ def test_a_fleet_sharing_every_kind_agrees_with_itself(tmp_path):
     """Seven hosts that share every configuration a committed CPU host ran (rate, chat, generate, serve,
     concurrency; its library setups and its deliberate variant too), each measured in two rounds of the same
     build: the pages agree, and the same build measured twice is never a step."""
-    from core import artifacts
     from benchmarks.site_scale import fleet_artifacts, fleet_templates
+    from core import artifacts
     from pipelines import history
     from tests.test_host_vs_fleet import _base, _inputs
 

@@ -23,7 +23,7 @@ def _soon(fn, timeout: float = 10.0):
         try:
             fn()
             box.append(None)
-        except BaseException as exc:  # noqa: BLE001 - handed to the test
+        except BaseException as exc:
             box.append(exc)
 
     t = threading.Thread(target=run, daemon=True)

@@ -19,8 +19,8 @@ if (
 ):  # so `pytest tests/...` works without installing the package
     sys.path.insert(0, str(ROOT))
 
-from runtime.models import synth  # noqa: E402
 from core.errors import ConfigError  # noqa: E402
+from runtime.models import synth  # noqa: E402
 
 
 def _env() -> dict[str, str]:

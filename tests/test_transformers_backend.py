@@ -39,7 +39,10 @@ def _matrix(data_dir, name: str, backend: str, tests: str, extra: str = "") -> N
 
 
 def serve(n: int) -> str:
-    return f"  - kind: serve\n    id: cold-{n}\n    {REQUEST}    cold_starts: 1\n    requests: 2\n    warmup_requests: 1\n"
+    return (
+        f"  - kind: serve\n    id: cold-{n}\n    {REQUEST}    cold_starts: 1\n    "
+        "requests: 2\n    warmup_requests: 1\n"
+    )
 
 
 TESTS = "  - pp32\n  - tg8\n" + serve(1) + serve(2)
@@ -193,8 +196,8 @@ def test_an_architecture_transformers_cannot_read_fails_with_the_reason(tmp_path
 def test_both_backends_on_one_file_side_by_side(data_env):
     """Both backends through the runner on the same file, then the Comparisons page's table."""
     from pipelines import backends as cmp
-    from pipelines.site import serving as serving_pages
     from pipelines.runs import load_runs
+    from pipelines.site import serving as serving_pages
 
     _matrix(data_env, "inproc", "llama_cpp", TESTS)
     _matrix(data_env, "inproc-tf", "transformers", TESTS)

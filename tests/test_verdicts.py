@@ -13,7 +13,7 @@ import json
 import math
 import subprocess
 import sys
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import numpy as np
@@ -21,16 +21,15 @@ import pytest
 
 from core import artifacts, stats
 from core import noise as core_noise
-from core.records.noise import new_noise
 from core.records import run as record
+from core.records.noise import new_noise
 from pipelines import compare as cmp
-from pipelines import history, leaderboard, noise
-from pipelines import facts
+from pipelines import facts, history, host_boards, noise
 from pipelines.ranking import rank_sides
 
 ROOT = Path(__file__).resolve().parents[1]
 SHA = "cd" * 32
-T0 = datetime(2026, 3, 1, tzinfo=timezone.utc)
+T0 = datetime(2026, 3, 1, tzinfo=UTC)
 HOST = {
     "id": "aa-box-0000cccc",
     "name": "aa-box",
@@ -412,8 +411,8 @@ def test_boards_rank_runs_by_the_stated_rule():
             run(tight(x, seed=10 * i + j), minutes=10 * i + j, model=m, sha=m * 64)
             for j, x in enumerate(means)
         ]
-    (b,) = leaderboard.boards(docs)
-    recs = leaderboard.board_records(b)
+    (b,) = host_boards.of(docs)
+    recs = host_boards.board_records(b)
     fx = facts.of(docs)
     assert all(r["runs"] == 3 for r in recs) and all(r["ci95_low"] > 0 for r in recs)
     figs = [fx.figure_of(r["id"]) for r in recs]

@@ -183,7 +183,7 @@ def test_ranks_follow_the_stated_rule_on_every_board(tables):
                 assert label == "—", (name, label)
                 continue
             better = ambiguous = 0
-            for other, ov in parsed:
+            for _other, ov in parsed:
                 if ov is None or ov is iv:
                     continue
                 edge = (ov[0], iv[1]) if m.higher_is_better else (iv[0], ov[1])

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from pipelines import whatif as W
 from core.errors import ConfigError
+from pipelines import whatif as W
 from tests.support.planning_fixtures import (
     CHAT_SHORT,
     STAGES_A,
@@ -111,7 +111,8 @@ def test_whatif_file_errors(tmp_path):
     with pytest.raises(ConfigError, match="fraction"):
         W.load_whatif(p)
     p.write_text(
-        "mixes: [{name: a, entries: [{model: m, test: t, weight: 1}]}, {name: a, entries: [{model: m, test: t, weight: 1}]}]\n"
+        "mixes: [{name: a, entries: [{model: m, test: t, weight: 1}]}, {name: a, "
+        "entries: [{model: m, test: t, weight: 1}]}]\n"
     )
     with pytest.raises(ConfigError, match="used twice"):
         W.load_whatif(p)

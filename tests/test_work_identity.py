@@ -21,9 +21,11 @@ from pipelines.site import history_pages
 from tests.support.committed import committed_runs
 from tests.support.fleet_host import (
     NEW_HOST,
-    committed_reference as _committed_reference,
     fixture_host_runs,
     new_row,
+)
+from tests.support.fleet_host import (
+    committed_reference as _committed_reference,
 )
 
 

@@ -18,9 +18,11 @@ from pydantic import ValidationError
 
 from core.errors import ConfigError
 from core.kinds.base import Kind, TestSpec
+from core.registry import Registry
 from core.yamlio import pydantic_error_line
 
-# The one place built-in kinds are named (module paths, imported on first use).
+# The one place built-in kinds are named (module paths, imported on first use); the run schema
+# lists them in this order (core.schema).
 BUILTIN = (
     "core.kinds.rate",
     "core.kinds.chat",
@@ -33,24 +35,32 @@ BUILTIN = (
     "core.kinds.probe",
 )
 
-_KINDS: dict[str, Kind] = {}
+#: The order pages list kinds in (the Methodology page's tables, a backend's kinds), whatever
+#: order their modules happen to be imported in; kinds not named here follow, as registered.
+LISTED = (
+    "chat",
+    "generate",
+    "rate",
+    "agent_loop",
+    "serve",
+    "concurrency",
+    "load",
+    "capacity",
+    "probe",
+)
+
+_KINDS: Registry[Kind] = Registry("test kind")
 _loaded = False
 
 
 def register(kind: Kind) -> Kind:
-    """Add a kind; a name registered twice is an error."""
-    if kind.name in _KINDS and _KINDS[kind.name] is not kind:
-        raise ValueError(
-            f"test kind {kind.name!r} registered twice "
-            f"({_KINDS[kind.name].spec.__module__} and {kind.spec.__module__})"
-        )
+    """Add a kind; a name registered twice is an error naming both places."""
     default = kind.spec.model_fields["kind"].default
     if default != kind.name:
         raise ValueError(
             f"test kind {kind.name!r}: its spec's kind field defaults to {default!r}"
         )
-    _KINDS[kind.name] = kind
-    return kind
+    return _KINDS.add(kind.name, kind, stacklevel=2)
 
 
 def unregister(name: str) -> None:
@@ -71,9 +81,10 @@ def _load() -> None:
 
 
 def all_kinds() -> dict[str, Kind]:
-    """Every registered kind by name."""
+    """Every registered kind by name, in ``LISTED``'s order, then the others as registered."""
     _load()
-    return dict(_KINDS)
+    rank = {name: i for i, name in enumerate(LISTED)}
+    return dict(sorted(_KINDS.items(), key=lambda kv: rank.get(kv[0], len(rank))))
 
 
 def get(name: str) -> Kind | None:

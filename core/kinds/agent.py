@@ -28,8 +28,10 @@ from core.kinds import register
 from core.kinds.base import Kind, Message, Samples, Shape, TestSpec
 from core.kinds.request import RequestDetails, RequestError
 
-SCENARIOS = ("lookup", "add", "chain")
-PLACEMENTS = ("internal", "external")
+Scenario = Literal["lookup", "add", "chain"]
+Placement = Literal["internal", "external"]
+SCENARIOS: tuple[Scenario, ...] = ("lookup", "add", "chain")
+PLACEMENTS: tuple[Placement, ...] = ("internal", "external")
 
 
 class FaultProfile(BaseModel):
@@ -96,7 +98,7 @@ class AgentLoopTest(TestSpec):
 
     kind: Literal["agent_loop"] = "agent_loop"
     id: str = Field("agent-loop", description="Name of this workload, used in tables.")
-    scenarios: list[Literal["lookup", "add", "chain"]] = Field(
+    scenarios: list[Scenario] = Field(
         default_factory=lambda: list(SCENARIOS),
         description="Built-in tasks: lookup (one lookup call), add (one add call), chain (a lookup whose value "
         "names the key of a second lookup).",
@@ -107,7 +109,7 @@ class AgentLoopTest(TestSpec):
     profiles: list[FaultProfile] = Field(
         default_factory=default_profiles, description="Fault profiles, in order."
     )
-    placements: list[Literal["internal", "external"]] = Field(
+    placements: list[Placement] = Field(
         default_factory=lambda: list(PLACEMENTS),
         description="internal: tools called in the controller's process; external: the same tool service over HTTP.",
     )

@@ -130,7 +130,7 @@ class PrecisionRecord(Shape):
         None,
         description="The concurrency level of this record (a sweep's per-level records).",
     )
-    levels: list["PrecisionRecord"] | None = Field(
+    levels: list[PrecisionRecord] | None = Field(
         None, description="Per level (a concurrency sweep)."
     )
 

@@ -62,7 +62,7 @@ class CapacityTest(LoadSpec):
     )
 
     @model_validator(mode="after")
-    def _counts(self) -> "CapacityTest":
+    def _counts(self) -> CapacityTest:
         if self.profile == "synchronous":
             raise ValueError(
                 "a capacity search needs a profile with levels: concurrent, constant or poisson"

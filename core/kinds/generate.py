@@ -128,7 +128,7 @@ class GenerateTest(TestSpec):
         return d
 
     @model_validator(mode="after")
-    def _fill(self) -> "GenerateTest":
+    def _fill(self) -> GenerateTest:
         custom = bool(self.prompts)
         if not custom:
             self.prompts = list(

@@ -127,7 +127,7 @@ class LoadSpec(TestSpec):
         return v
 
     @model_validator(mode="after")
-    def _profile_levels(self) -> "LoadSpec":
+    def _profile_levels(self) -> LoadSpec:
         if self.profile in CLOSED_LOOP:
             if any(x != int(x) for x in self.levels):
                 raise ValueError(
@@ -290,7 +290,8 @@ KIND = register(
         "load",
         LoadTest,
         "A load profile (synchronous, concurrent users, constant or Poisson arrivals) at one level or "
-        "swept: per-request records, percentiles with order-statistic bounds, SLO verdicts, the highest level meeting them.",
+        "swept: per-request records, percentiles with order-statistic bounds, SLO "
+        "verdicts, the highest level meeting them.",
         headline="slo_max_level",
         columns=("slo_max_level", "peak_aggregate_tps", "failed_requests"),
         metrics=(

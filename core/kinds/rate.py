@@ -38,7 +38,7 @@ class RateTest(TestSpec):
     )
 
     @model_validator(mode="after")
-    def _something(self) -> "RateTest":
+    def _something(self) -> RateTest:
         if self.n_prompt == 0 and self.n_gen == 0:
             raise ValueError("a rate test needs n_prompt > 0 or n_gen > 0")
         return self
@@ -54,7 +54,7 @@ class RateTest(TestSpec):
         return f"{s}@d{self.n_depth}" if self.n_depth else s
 
     @classmethod
-    def parse(cls, text: str) -> "RateTest":
+    def parse(cls, text: str) -> RateTest:
         m = _RATE_RE.match(text.strip())
         if (
             not m

@@ -24,9 +24,9 @@ Definitions (the Methodology page repeats them):
 from __future__ import annotations
 
 from collections import Counter
-from functools import lru_cache
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
+from functools import lru_cache
 from typing import Any
 
 from core import stats
@@ -44,7 +44,7 @@ class Slo:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any] | None) -> "Slo":
+    def from_dict(cls, d: dict[str, Any] | None) -> Slo:
         d = d or {}
         return cls(
             d.get("ttft_ms", 500.0), d.get("tpot_ms", 30.0), d.get("attainment", 0.9)
@@ -258,7 +258,8 @@ def _shape() -> tuple[frozenset[str], frozenset[str], frozenset[str]]:
 
 def stored_sweep(stored: Any) -> dict[str, Any] | None:
     """The sweep a run stored (``details.sweep``, computed by :func:`sweep_stats` when it ran) if it
-    was computed by today's version and has today's shape; None when it is missing or older (the caller recomputes it from the samples)."""
+    was computed by today's version and has today's shape; None when it is missing or older (the
+    caller recomputes it from the samples)."""
     if (
         not isinstance(stored, dict)
         or not isinstance(stored.get("levels"), list)

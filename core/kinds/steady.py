@@ -65,7 +65,7 @@ def window(records: Sequence[dict[str, Any]], fraction: float) -> dict[str, Any]
     need = max(1, math.ceil(fraction * peak))
     best: tuple[float, float] | None = None
     start = None
-    for (t, n), nxt in zip(steps, steps[1:] + [(steps[-1][0], 0)]):
+    for (t, n), _nxt in zip(steps, steps[1:] + [(steps[-1][0], 0)]):
         if n >= need and start is None:
             start = t
         if n < need and start is not None:

@@ -41,7 +41,7 @@ class Lengths(BaseModel):
     )
 
     @model_validator(mode="after")
-    def _complete(self) -> "Lengths":
+    def _complete(self) -> Lengths:
         d = self.dist
         if d == "fixed" and self.value is None:
             raise ValueError("a fixed length needs value")
@@ -56,7 +56,7 @@ class Lengths(BaseModel):
         return self
 
     @classmethod
-    def of(cls, value: "int | dict | Lengths") -> "Lengths":
+    def of(cls, value: int | dict | Lengths) -> Lengths:
         """A bare integer is a fixed length."""
         if isinstance(value, Lengths):
             return value
@@ -230,7 +230,7 @@ class Workload(BaseModel):
         return data
 
     @model_validator(mode="after")
-    def _messages(self) -> "Workload":
+    def _messages(self) -> Workload:
         if self.kind == "messages" and not self.messages:
             raise ValueError("a messages workload needs messages")
         if self.kind == "trace" and not self.trace:
@@ -285,7 +285,7 @@ class Slo(BaseModel):
     )
 
     @model_validator(mode="after")
-    def _one(self) -> "Slo":
+    def _one(self) -> Slo:
         if self.ttft_ms is None and self.tpot_ms is None and self.e2e_ms is None:
             raise ValueError("an SLO needs at least one of ttft_ms, tpot_ms, e2e_ms")
         return self

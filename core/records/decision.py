@@ -77,7 +77,7 @@ class GateRecord:
     evidence: dict[str, Any]
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "GateRecord":
+    def from_dict(cls, d: Mapping[str, Any]) -> GateRecord:
         return cls(
             d["id"],
             d["name"],

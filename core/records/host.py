@@ -61,7 +61,7 @@ class BandwidthEntry:
         return max(self.samples_gbs)
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "BandwidthEntry":
+    def from_dict(cls, d: Mapping[str, Any]) -> BandwidthEntry:
         return cls(
             int(d["threads"]),
             tuple(d.get("samples_gbs") or ()),

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from core import noise, stats
@@ -70,7 +70,7 @@ def new_noise(
     from the counted runs, with its verdict for a single run (core.noise.assess)."""
     from core import artifacts
 
-    created = created or datetime.now(timezone.utc)
+    created = created or datetime.now(UTC)
     runs = [{**r, "warmup": bool(r.get("warmup", False))} for r in runs]
     groups: dict[str, dict[str, list[float]]] = {}
     dropped: dict[str, int] = {}

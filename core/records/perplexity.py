@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from core.records.base import ArtifactRecord
@@ -46,7 +46,7 @@ def new_perplexity(
         "schema_version": artifacts.ARTIFACT_TYPES[ARTIFACT].version,
         "id": run_id(key, created),
         "key": key,
-        "created": created.astimezone(timezone.utc).isoformat(timespec="seconds"),
+        "created": created.astimezone(UTC).isoformat(timespec="seconds"),
         "status": status,
         "error": error,
         "model": dict(model),
@@ -76,7 +76,7 @@ class PplModel:
     derived: dict[str, Any] | None = None
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any] | None) -> "PplModel | None":
+    def from_dict(cls, d: Mapping[str, Any] | None) -> PplModel | None:
         if not d:
             return None
         return cls(
@@ -100,7 +100,7 @@ class PplText:
     n_tokens: int | None = None
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "PplText":
+    def from_dict(cls, d: Mapping[str, Any]) -> PplText:
         return cls(
             d["name"],
             d.get("file"),
@@ -133,7 +133,7 @@ class PplResults:
     same_top_se: float | None = None
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any] | None) -> "PplResults | None":
+    def from_dict(cls, d: Mapping[str, Any] | None) -> PplResults | None:
         if d is None:
             return None
         return cls(**{f.name: d.get(f.name) for f in fields(cls) if f.name in d})

@@ -71,7 +71,7 @@ class ProjectionEntry:
     note: str | None
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "ProjectionEntry":
+    def from_dict(cls, d: Mapping[str, Any]) -> ProjectionEntry:
         return cls(
             d["role"],
             d["model"],

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from core.records.base import ArtifactRecord
@@ -113,7 +113,7 @@ def new_quality(
         "schema_version": artifacts.ARTIFACT_TYPES[ARTIFACT].version,
         "id": run_id(key, created),
         "key": key,
-        "created": created.astimezone(timezone.utc).isoformat(timespec="seconds"),
+        "created": created.astimezone(UTC).isoformat(timespec="seconds"),
         "status": status,
         "error": error,
         "matrix": dict(matrix),
@@ -147,7 +147,7 @@ class PassRate:
     ci95_high: float | None = None
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any] | None) -> "PassRate | None":
+    def from_dict(cls, d: Mapping[str, Any] | None) -> PassRate | None:
         if d is None:
             return None
         return cls(
@@ -159,7 +159,7 @@ class PassRate:
         )
 
     @classmethod
-    def of(cls, passed: int, n: int) -> "PassRate":
+    def of(cls, passed: int, n: int) -> PassRate:
         r = pass_rate(passed, n)
         return cls(r["n"], r["passed"], r["pass_rate"], r["ci95_low"], r["ci95_high"])
 
@@ -189,7 +189,7 @@ class QualitySummary:
     e2e_ms_mean: float | None
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any] | None) -> "QualitySummary":
+    def from_dict(cls, d: Mapping[str, Any] | None) -> QualitySummary:
         d = d or {}
         return cls(
             PassRate.from_dict(d) or PassRate(),
@@ -230,7 +230,7 @@ class QualityItem:
         return bool(self.degeneration.get("degenerate"))
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "QualityItem":
+    def from_dict(cls, d: Mapping[str, Any]) -> QualityItem:
         return cls(
             d["id"],
             bool(d["passed"]),
@@ -264,7 +264,7 @@ class SuiteInfo:
     sample: dict[str, Any]
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "SuiteInfo":
+    def from_dict(cls, d: Mapping[str, Any]) -> SuiteInfo:
         return cls(
             d["name"],
             d.get("version"),

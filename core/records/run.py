@@ -54,7 +54,7 @@ import hashlib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -192,7 +192,7 @@ def config_key(
 
 def run_id(key: str, created: datetime) -> str:
     """The one id format: key prefix and UTC time to the millisecond (reruns never collide)."""
-    created = created.astimezone(timezone.utc)
+    created = created.astimezone(UTC)
     return f"{key[:12]}-{created.strftime('%Y%m%dT%H%M%S')}.{created.microsecond // 1000:03d}Z"
 
 
@@ -274,7 +274,7 @@ def new_run(
         "schema_version": artifacts.ARTIFACT_TYPES[ARTIFACT].version,
         "id": run_id_ or run_id(key, created),
         "key": key,
-        "created": created.astimezone(timezone.utc).isoformat(timespec="seconds"),
+        "created": created.astimezone(UTC).isoformat(timespec="seconds"),
         "status": status,
         "error": error if status != "ok" else None,
         "matrix": dict(matrix),
@@ -390,7 +390,7 @@ class Resources:
     loadavg_1m_before: float | None = None
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any] | None) -> "Resources":
+    def from_dict(cls, d: Mapping[str, Any] | None) -> Resources:
         d = d or {}
         return cls(**{f.name: d.get(f.name) for f in fields(cls)})
 
@@ -412,7 +412,7 @@ class LoraAttached:
         return bool(self.adapters or self.count)
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any] | None) -> "LoraAttached":
+    def from_dict(cls, d: Mapping[str, Any] | None) -> LoraAttached:
         d = d if isinstance(d, Mapping) else {}
         return cls(
             tuple(a for a in d.get("adapters") or () if isinstance(a, Mapping)),
@@ -682,10 +682,6 @@ class RunRecord(ArtifactRecord):
         return self.doc["model"]
 
     @property
-    def model_file_name(self) -> str | None:
-        return self.doc["model"].get("file_name")
-
-    @property
     def model_kind(self) -> str:
         """``file`` (a local GGUF) or ``endpoint`` (a model a server serves, no local file)."""
         return self.doc["model"].get("kind", "file")
@@ -781,7 +777,7 @@ class RunRecord(ArtifactRecord):
         return list(self.requested.get("lora_adapters") or [])
 
     @property
-    def lora(self) -> "LoraAttached":
+    def lora(self) -> LoraAttached:
         """What attaching the adapters did, as the backend reported it: each adapter's facts and load
         time, the total load time, the RSS growth (an empty record without adapters)."""
         return self._cached(

@@ -12,7 +12,6 @@ from typing import Any
 import pandas as pd
 
 from core.metrics import METRICS
-
 from pipelines import agents as agents_mod
 from pipelines.site import charts
 from pipelines.site.markdown import (

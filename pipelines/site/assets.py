@@ -17,12 +17,15 @@ def vega_bundle() -> str:
     from core.errors import StorageError
     from core.paths import cache_dir
 
-    path = cache_dir() / "vega-bundle" / f"vl-convert-{vl_convert.__version__}.js"
+    # vl-convert's stub (vl_convert.pyi) lacks __version__ and marks javascript_bundle's optional
+    # snippet as required: both are the library's, not ours.
+    version = vl_convert.__version__  # type: ignore[attr-defined]
+    path = cache_dir() / "vega-bundle" / f"vl-convert-{version}.js"
     try:
         return path.read_text(encoding="utf-8")
     except (FileNotFoundError, OSError, UnicodeDecodeError):
         pass
-    text = vl_convert.javascript_bundle()
+    text = vl_convert.javascript_bundle()  # type: ignore[call-arg]
     try:
         atomic_write_text(path, text)
     except (OSError, StorageError):  # a read-only or full cache only costs time

@@ -286,7 +286,8 @@ def browser_page(kind: str, count: int) -> str:
     k = KINDS[kind]
     base = f"{ROOT}{k.folder}/"
     return (
-        f'<div id="almanac-browser" class="almanac-browser" data-kind="{kind}" data-root="{ROOT}" data-viewer="{base}run/">'
+        f'<div id="almanac-browser" class="almanac-browser" data-kind="{kind}" '
+        f'data-root="{ROOT}" data-viewer="{base}run/">'
         f"<p>Loading the list of {count:,} {k.noun} (needs JavaScript)…</p></div>\n"
         f'<script src="{base}index-data.js"></script>\n\n'
         f'<p class="almanac-downloads">The whole list: <a href="{base}index.csv" download>CSV</a> · '

@@ -364,7 +364,10 @@ def _check_lossless(marks: list[Mark]) -> list[str]:
         seen.setdefault(aid, set()).add(m.attrs.get("data-verdict", ""))
         pages_of.setdefault(aid, set()).add(m.page)
     return [
-        f"artifact {aid} has {len(vs)} lossless verdicts ({', '.join(sorted(vs))}) on {', '.join(sorted(pages_of[aid]))}"
+        (
+            f"artifact {aid} has {len(vs)} lossless verdicts ({', '.join(sorted(vs))}) "
+            f"on {', '.join(sorted(pages_of[aid]))}"
+        )
         for aid, vs in seen.items()
         if len(vs) > 1
     ]
@@ -372,5 +375,5 @@ def _check_lossless(marks: list[Mark]) -> list[str]:
 
 def missing_in(facts: object) -> Callable[[str, str], bool]:
     """``missing(work, host)`` for :func:`check` from a fact layer (pipelines.facts.Facts)."""
-    have = {(g.work_key, g.host_id) for g in getattr(facts, "groups").values()}
+    have = {(g.work_key, g.host_id) for g in facts.groups.values()}
     return lambda work, host: (work, host) not in have

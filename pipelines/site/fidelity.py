@@ -19,7 +19,6 @@ from typing import Any
 
 from core import stats
 from core.paths import project_root, relpath
-
 from pipelines.site.markdown import cell, code, fold, num, table
 
 

@@ -61,7 +61,7 @@ def interval(
     d = fig.metric.decimals if decimals is None else decimals
     if not fig.has_interval:
         return "no CI95 (" + cell(fig.note) + ")"
-    fmt = (lambda v: sig(v, digits)) if digits else (lambda v: num(v, d))  # noqa: E731
+    fmt = (lambda v: sig(v, digits)) if digits else (lambda v: num(v, d))
     return f"{fmt(fig.ci95_low)} – {fmt(fig.ci95_high)}"
 
 
@@ -124,7 +124,10 @@ def verdict(text: str, baseline: Figure, candidate: Figure, verdict_: str) -> st
 
 
 def missing(what: str, href: str, *, work: str = "", host: str = "") -> str:
-    """ "Not measured", marked with what is missing (the check proves the fact layer has none), and how to measure it."""
+    (
+        """ "Not measured", marked with what is missing (the check proves the fact """
+        """layer has none), and how to measure it."""
+    )
     return (
         f'<span class="almanac-missing" data-work="{as_text(work)}" data-host="{as_text(host)}">'
         f"not measured: {cell(what)} ([how to measure it]({href}))</span>"

@@ -12,7 +12,6 @@ from typing import Any
 
 from core import stats
 from core.records.run import RunRecord
-
 from pipelines import compare as cmp
 from pipelines import history, hostnames
 from pipelines.site import charts
@@ -356,7 +355,7 @@ def history_page(docs: list[RunRecord]) -> str:
         )
     fx = facts_mod.of(docs)
     out = []
-    from pipelines.leaderboard import split_settings
+    from pipelines.host_boards import split_settings
 
     varying, _ = split_settings(
         [s.requested for s in sers]
@@ -613,7 +612,8 @@ def verdict_rules() -> str:
         "interval from before this rule is recomputed from its n, mean and stddev when the site is built.",
         "**Percentiles** (p95, p99) carry distribution-free bounds from order statistics (the number of samples "
         "below the true quantile is binomial): a bound that needs more samples than there are is not given, and "
-        f"the page says how many it needs (a one-sided 95% bound of p99 needs {stats.quantile_samples_needed(0.99, 0.95, False)} "
+        "the page says how many it needs (a one-sided 95% bound of p99 needs "
+        f"{stats.quantile_samples_needed(0.99, 0.95, False)} "
         f"samples, of p95 {stats.quantile_samples_needed(0.95, 0.95, False)}).",
         "**Quality, paired.** " + cell(quality.PAIRED_RULE),
         "**Ranks.** " + cell(ranking.RULE),

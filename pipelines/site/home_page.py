@@ -275,7 +275,8 @@ def figures_rule_fold() -> str:
                 cell(facts_mod.RULE),
                 cell(facts_mod.REPRESENTATIVE_RULE),
                 "**Score.** " + cell(facts_mod.SCORE_RULE),
-                "**Ratios** are fastest ÷ runner-up with the run as the unit (the two figures' variances of the log added, "
+                "**Ratios** are fastest ÷ runner-up with the run as the unit (the two "
+                "figures' variances of the log added, "
                 "Welch-Satterthwaite degrees of freedom); *within noise* when the interval contains 1.",
             ]
         ),

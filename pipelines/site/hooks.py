@@ -12,9 +12,9 @@ All of it is linear in the number of artifacts: one copy and one index row each.
 from __future__ import annotations
 
 import gc
+import os
 import posixpath
 import re
-import os
 import shutil
 import sys
 from pathlib import Path
@@ -23,9 +23,9 @@ from typing import Any
 from mkdocs.exceptions import Abort
 from mkdocs.plugins import CombinedEvent, event_priority
 
-from pipelines import dataset, index
 from core.errors import ArtifactError, ArtifactErrors
 from core.paths import schema_dir
+from pipelines import dataset, index
 from pipelines.site import browser, markdown
 
 
@@ -208,15 +208,15 @@ def publish(site: Path, ds: dataset.Dataset) -> dict[str, int]:
         (site / "schema").mkdir(parents=True, exist_ok=True)
         shutil.copyfile(schema, site / "schema" / schema.name)
     tables = markdown.table_files()
-    for digest, (headers, rows) in tables.items():
+    for digest, (headers, cells) in tables.items():
         # links inside a download are relative to the site root (data/runs/...)
         _write(
             site / "tables" / f"{digest}.csv",
-            markdown.table_csv(headers, rows).replace(markdown.ROOT, ""),
+            markdown.table_csv(headers, cells).replace(markdown.ROOT, ""),
         )
         _write(
             site / "tables" / f"{digest}.json",
-            markdown.table_json(headers, rows).replace(markdown.ROOT, ""),
+            markdown.table_json(headers, cells).replace(markdown.ROOT, ""),
         )
     return {"artifacts": len(ds.files), "tables": len(tables)}
 

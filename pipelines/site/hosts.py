@@ -12,7 +12,6 @@ from typing import Any
 from core.hostlabel import device_label, link_label
 from core.records.host import GPU_MEMORY, HOST_MEMORY, HostRecord, as_host
 from core.records.run import RunRecord
-
 from pipelines import hostnames
 from pipelines import roofline as roof
 from pipelines.runs import latest_per_key, records
@@ -336,14 +335,16 @@ def hosts_page(run_docs: list[RunRecord], host_docs: list[HostRecord]) -> str:
         [
             "## Fingerprints",
             "",
-            "Taken on each host when it ran (CPU, memory, GPUs through NVML: name, memory, driver, CUDA version, compute "
+            "Taken on each host when it ran (CPU, memory, GPUs through NVML: name, "
+            "memory, driver, CUDA version, compute "
             "capability), so a figure is always read with the machine that produced it.",
             "",
             host_table(run_docs, host_docs),
             "",
             "## Memory bandwidth",
             "",
-            "Measured by a large copy, counting bytes read plus bytes written: host RAM with CPU threads, a GPU's device "
+            "Measured by a large copy, counting bytes read plus bytes written: host RAM "
+            "with CPU threads, a GPU's device "
             "memory with a device-to-device copy timed by CUDA events.",
             "",
             bandwidth_table(host_docs),
@@ -351,7 +352,8 @@ def hosts_page(run_docs: list[RunRecord], host_docs: list[HostRecord]) -> str:
             "## Decode roofline",
             "",
             "Decoding reads every weight in use and the KV cache once per token, so a host cannot decode faster than "
-            "bandwidth ÷ bytes per token (the bound, best bandwidth sample). Runs with every layer on a GPU are bounded by "
+            "bandwidth ÷ bytes per token (the bound, best bandwidth sample). Runs with "
+            "every layer on a GPU are bounded by "
             "the GPU's memory, others by host RAM. Small models stay far below it: per-token kernel launches and "
             "synchronisation, not bytes, limit them.",
             "",

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from core.records.run import RunRecord
-
+from core.registry import Registry
 from pipelines.site.markdown import admonition, code
 
 
@@ -37,17 +37,14 @@ class KindSite:
     title: str = ""
 
 
-SITES: dict[str, KindSite] = {}
+SITES: Registry[KindSite] = Registry("site of test kind")
 _NAME = re.compile(r"^[a-z][a-z0-9_]*$")  # a kind's name becomes a page path
 _loaded = False
 
 
 def register(site: KindSite) -> KindSite:
-    """Add a kind's site builder; a kind registered twice is an error."""
-    if site.kind in SITES and SITES[site.kind] is not site:
-        raise ValueError(f"the site of test kind {site.kind!r} is registered twice")
-    SITES[site.kind] = site
-    return site
+    """Add a kind's site builder; a kind registered twice is an error naming both places."""
+    return SITES.add(site.kind, site, stacklevel=2)
 
 
 def unregister(kind: str) -> None:

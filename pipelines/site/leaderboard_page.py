@@ -23,10 +23,10 @@ import pandas as pd
 
 from core.metrics import ENERGY_METRICS, METRICS
 from pipelines import facts as facts_mod
+from pipelines import placement as placement_mod
 from pipelines import ranking
 from pipelines.facts import PAIRED, Board, Facts, Row
-from pipelines.leaderboard import build_labels
-from pipelines import placement as placement_mod
+from pipelines.host_boards import build_labels
 from pipelines.site import charts, figures
 from pipelines.site.markdown import (
     SYNTHETIC_BADGE,
@@ -136,7 +136,8 @@ def _score_cell(sc: facts_mod.Score | None) -> str:
         else "no CI95"
     )
     return (
-        f'<span class="almanac-fact" data-fact="{as_text(sc.key)}" data-v="{sc.value!r}">{figures.sig(sc.value, 3)}</span>'
+        f'<span class="almanac-fact" data-fact="{as_text(sc.key)}" '
+        f'data-v="{sc.value!r}">{figures.sig(sc.value, 3)}</span>'
         f' <small>({cell(sc.rank_label)})</small><br><span class="almanac-ci">{ci}</span>'
     )
 
@@ -388,13 +389,16 @@ def how_to_read() -> str:
                 "**Figures.** "
                 + cell(facts_mod.RULE)
                 + " Below each figure: its CI95, n (the samples behind it) and what the "
-                "interval rests on; a badge marks a run that missed its precision target or drifted across its repetitions. "
+                "interval rests on; a badge marks a run that missed its precision target or "
+                "drifted across its repetitions. "
                 "Each figure links to its newest artifact.",
                 "**Ranks (#).** " + cell(ranking.RULE),
                 "**Rows.** " + cell(facts_mod.REPRESENTATIVE_RULE),
                 "**Score.** " + cell(facts_mod.SCORE_RULE),
-                "**Setup.** What the row ran: backend and build, the settings as the host resolved them, those asked for, and "
-                "the method (how precisely it was measured). Neither keeps hosts apart on a board: the work is the same.",
+                "**Setup.** What the row ran: backend and build, the settings as the host "
+                "resolved them, those asked for, and "
+                "the method (how precisely it was measured). Neither keeps hosts apart on a "
+                "board: the work is the same.",
             ]
         ),
         "almanac-method",

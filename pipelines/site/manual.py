@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 from core.paths import project_root
-
 from pipelines.site.markdown import code, prose, table
 
 

@@ -112,7 +112,8 @@ def link(text: str, target: str) -> str:
 MAX_INLINE_ROWS = (
     100  # a longer table folds (every row stays on the page and in the downloads)
 )
-ROOT = "@@ALMANAC_ROOT@@/"  # replaced per page by the build hook (pipelines/site/hooks.py) with the way to the site root
+# replaced per page by the build hook (pipelines/site/hooks.py) with the way to the site root
+ROOT = "@@ALMANAC_ROOT@@/"
 _TABLES: dict[
     str, tuple[list[str], list[list[str]]]
 ] = {}  # digest -> (headers, rows) as plain text
@@ -133,7 +134,7 @@ def plain(rendered: str) -> str:
     return html.unescape(text).strip()
 
 
-def register_table(headers: Sequence[str], rows: list[Sequence[str]]) -> str:
+def register_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     """Keep a table's plain rows for the downloads; returns its digest (its file name)."""
     ph = [plain(h) for h in headers]
     pr = [[plain(c) for c in r] for r in rows]
@@ -296,8 +297,14 @@ def data_url(data_path: str) -> str:
     return "data/" + quote(str(data_path), safe="/+@")
 
 
-STALE_BADGE = '<span class="almanac-badge stale" title="measured with an older build than the newest on this host">stale</span>'
-SYNTHETIC_BADGE = '<span class="almanac-badge synthetic" title="random weights: the text is noise">synthetic weights, speed only</span>'
+STALE_BADGE = (
+    '<span class="almanac-badge stale" title="measured with an older build than '
+    'the newest on this host">stale</span>'
+)
+SYNTHETIC_BADGE = (
+    '<span class="almanac-badge synthetic" title="random weights: the text is '
+    'noise">synthetic weights, speed only</span>'
+)
 
 
 def endpoint_badge(server: str | None) -> str:
@@ -318,7 +325,10 @@ MISSED_BADGE = (
     '<span class="almanac-badge missed" title="the measurement lies outside the projected range, or the projection is '
     'further off it than the stated tolerance">MISSED</span>'
 )
-OUTLIER_BADGE = '<span class="almanac-badge outlier" title="more than 3.5 robust standard deviations from the median">outlier</span>'
+OUTLIER_BADGE = (
+    '<span class="almanac-badge outlier" title="more than 3.5 robust standard '
+    'deviations from the median">outlier</span>'
+)
 
 
 def verdict_badge(verdict: str) -> str:

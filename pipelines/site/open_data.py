@@ -9,7 +9,6 @@ from typing import Any
 
 from core import artifacts
 from core.paths import schema_dir
-
 from pipelines.site.markdown import ROOT, cell, code, fold, prose, table
 
 MAX_DEPTH = (

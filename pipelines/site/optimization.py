@@ -49,8 +49,14 @@ TRACK_INTRO = {
         "greedy text is compared with the baseline's: where it first diverges, how many token positions "
         'agree, and whether the degeneration detector calls it garbage (the seed\'s "MoE2: GARBAGE").'
     ),
-    "threads": "Threads used for generation (and prompt processing unless set apart); the x axis is what llama.cpp reports it used.",
-    "depth": "Generation rate after N tokens already in the context (`tg…@dN`, prefilled outside the timer): the KV cache read per token grows with N.",
+    "threads": (
+        "Threads used for generation (and prompt processing unless set apart); the "
+        "x axis is what llama.cpp reports it used."
+    ),
+    "depth": (
+        "Generation rate after N tokens already in the context (`tg…@dN`, prefilled "
+        "outside the timer): the KV cache read per token grows with N."
+    ),
     "settings": "Batch sizes, flash attention and KV-cache types, one configuration per point.",
     "moe-speculation": "",
     "adapters": "",
@@ -582,7 +588,10 @@ def failures_table(all_sweeps: list[opt.Sweep]) -> str:
             ]
         )
     if not rows:
-        return "No failed approaches recorded: every point ran, none lost to its baseline, none changed or broke the text."
+        return (
+            "No failed approaches recorded: every point ran, none lost to its baseline, "
+            "none changed or broke the text."
+        )
     return table(
         ["track", "sweep", "model", "test", "point", "what", "reason", "source"], rows
     )
@@ -714,7 +723,9 @@ def optimization_page(
         "[Failed approaches](#failed-approaches) below is picked (speculation must reproduce the baseline's text, "
         "no output may be degenerate where the baseline's is not, and an expert override must have been "
         "applied). Where a synthetic model's random weights make the baseline's text degenerate too, the text "
-        "judges nothing: the pick is by speed and the table says the text was not judged. The flags reproduce it with llama.cpp's own tools; the arguments, with llama-cpp-python.",
+        "judges nothing: the pick is by speed and the table says the text was not "
+        "judged. The flags reproduce it with llama.cpp's own tools; the arguments, "
+        "with llama-cpp-python.",
         "",
         best_table(
             [

@@ -1,4 +1,4 @@
-"""Page bodies for the foundation pages: Home, Leaderboard, Runs, Methodology.
+"""Page bodies for the foundation pages: Home's regressions, the Per-host boards, Methodology's tables.
 
 Each function takes loaded artifacts and returns Markdown; the macros module only calls them.
 """
@@ -11,12 +11,11 @@ from typing import Any
 
 import pandas as pd
 
-from core.metrics import METRICS
 from core.kinds import all_kinds
+from core.metrics import METRICS
 from core.records.run import RunRecord
 from core.summary import Summary
-
-from pipelines import leaderboard, ranking
+from pipelines import host_boards, ranking
 from pipelines.runs import records
 from pipelines.site import charts, figures
 from pipelines.site.markdown import (
@@ -46,9 +45,7 @@ HOME_REGRESSIONS = (
 
 
 def newest_regressions(docs: list[RunRecord], limit: int = HOME_REGRESSIONS) -> str:
-    from pipelines import history
-
-    from pipelines import hostnames
+    from pipelines import history, hostnames
     from pipelines.site.history_pages import build_value, host_cell
 
     steps = [
@@ -110,10 +107,13 @@ def _definition(defn: dict[str, Any]) -> str:
     )
 
 
-def leaderboard_page(docs: list[RunRecord], boards: list[Any] | None = None) -> str:
-    """Every board of ``docs``; or the given ``boards`` (one host's, out of the whole set's), with ``docs`` their runs."""
+def host_boards_page(docs: list[RunRecord], boards: list[Any] | None = None) -> str:
+    (
+        """Every board of ``docs``; or the given ``boards`` (one host's, out of the """
+        """whole set's), with ``docs`` their runs."""
+    )
     boards = (
-        leaderboard.boards(docs) if boards is None else boards
+        host_boards.of(docs) if boards is None else boards
     )  # computed once per set (Home shares it)
     if not boards:
         return admonition(
@@ -162,10 +162,10 @@ def leaderboard_page(docs: list[RunRecord], boards: list[Any] | None = None) -> 
             )
             + "\n"
         )
-        recs = leaderboard.board_records(b)
+        recs = host_boards.board_records(b)
         build_cols = ["backend build"] if b.build_varies else []
         extra = [
-            METRICS[c] for c in leaderboard.extra_columns(b)
+            METRICS[c] for c in host_boards.extra_columns(b)
         ]  # e.g. energy per token, where measured
         headers = (
             ["#", "model", "quant"]

@@ -15,7 +15,6 @@ The per-host Markdown files are written by docs/gen_pages.py (mkdocs-gen-files) 
 from __future__ import annotations
 
 import hashlib
-
 import json
 import re
 from collections.abc import Callable
@@ -23,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from core.records.host import HostRecord
-
+from core.registry import Registry
 from pipelines import dataset
 from pipelines.site.markdown import (
     admonition,
@@ -58,11 +57,11 @@ class SplitPage:
     always: bool = False  # one page per host however few hosts there are (the page itself is the index)
 
 
-PAGES: dict[str, SplitPage] = {}
+PAGES: Registry[SplitPage] = Registry("per-host page")
 
 
 def register(page: SplitPage) -> None:
-    PAGES[page.name] = page
+    PAGES.add(page.name, page, stacklevel=2)
 
 
 def _by_host(ds: dataset.Dataset) -> dict[str, list[Any]]:
@@ -207,7 +206,8 @@ def index(name: str) -> str:
     lead = (
         f"{len(hosts):,} hosts have {page.noun}: each has its own page, linked below."
         if page.always
-        else f"{len(hosts):,} hosts have {page.noun}, more than one page shows (up to {SPLIT_ABOVE}): each host has its "
+        else f"{len(hosts):,} hosts have {page.noun}, more than one page shows (up to "
+        f"{SPLIT_ABOVE}): each host has its "
         "own page, linked below and rendered the same way from that host's artifacts only."
     )
     return "\n".join(

@@ -13,13 +13,12 @@ from typing import Any
 import altair as alt
 import pandas as pd
 
-from core.errors import UserError
 from core import metrics
+from core.errors import UserError
 from core.metrics import METRICS
 from core.records.host import HostRecord, as_host
 from core.records.projection import ProjectionRecord
 from core.records.run import RunRecord
-
 from pipelines import memory as mem
 from pipelines import projections as proj
 from pipelines import roofline as roof
@@ -29,7 +28,6 @@ from pipelines.site import charts, figures
 from pipelines.site.markdown import (
     MISSED_BADGE,
     PROJECTED_BADGE,
-    verdict_badge,
     SYNTHETIC_BADGE,
     VERIFIED_BADGE,
     admonition,
@@ -42,6 +40,7 @@ from pipelines.site.markdown import (
     prose,
     run_link,
     table,
+    verdict_badge,
 )
 
 MEASURED_BADGE = '<span class="almanac-badge measured" title="read from a run artifact">measured</span>'
@@ -1894,7 +1893,10 @@ def whatif_page(runs: list[RunRecord]) -> str:
                 rows.append(
                     [cell(label), num(g["ms"], 2), num(g["share"] * 100, 1) + "%"]
                     + [
-                        f"{_x(g['gains'][r]['speedup'], 3)} <small>(−{num(g['gains'][r]['saved'] * 100, 1)}% time)</small>"
+                        (
+                            f"{_x(g['gains'][r]['speedup'], 3)} "
+                            f"<small>(−{num(g['gains'][r]['saved'] * 100, 1)}% time)</small>"
+                        )
                         for r in red
                     ]
                     + [_x(g["limit"]["speedup"], 3)]
@@ -1912,9 +1914,11 @@ def whatif_page(runs: list[RunRecord]) -> str:
             g = top["gains"][r_mid]
             out.append(
                 f"Reading: **if {cell(wi.STAGE_LABELS.get(top['stage'], top['stage']))} took {num(r_mid * 100, 0)}% "
-                f"less time (the stage {_x(1 / (1 - r_mid)) if r_mid < 1 else 'infinitely'} as fast), this mix would gain {_pct(g['speedup'] - 1)} "
+                f"less time (the stage {_x(1 / (1 - r_mid)) if r_mid < 1 else 'infinitely'} "
+                f"as fast), this mix would gain {_pct(g['speedup'] - 1)} "
                 f"in throughput** (time per request −{num(g['saved'] * 100, 1)}%) {PROJECTED_BADGE}. Removing that "
-                f"stage entirely would gain at most {_pct(top['limit']['speedup'] - 1) if top['share'] < 1 else 'everything'} "
+                "stage entirely would gain at most "
+                f"{_pct(top['limit']['speedup'] - 1) if top['share'] < 1 else 'everything'} "
                 "(Amdahl's limit)."
             )
             out.append("")

@@ -110,7 +110,8 @@ def quality_page(docs: list[QualityRecord]) -> str:
     out: list[str] = []
     frame["row"] = frame["model"] + " · " + frame["config_label"]
     suites = sorted(frame["suite_style"].unique())
-    # one cell per (configuration, host, suite and prompt style): the newest complete run, else the newest incomplete one
+    # one cell per (configuration, host, suite and prompt style): the newest complete run,
+    # else the newest incomplete one
     best = (
         frame.assign(_ok=frame["status"].eq("ok"))
         .sort_values(["_ok", "created", "id"])
@@ -126,7 +127,7 @@ def quality_page(docs: list[QualityRecord]) -> str:
         "",
     ]
     rows = []
-    for (row, host), g in best.groupby(["row", "host_id"], sort=True):
+    for (_row, host), g in best.groupby(["row", "host_id"], sort=True):
         r0 = g.iloc[0]
         cells = []
         for s in suites:
@@ -398,7 +399,8 @@ def _requirements(role: roles_mod.Role) -> str:
     for s in role.speed:
         m = METRICS[s.metric]
         parts.append(
-            f"{s.test} {m.label} {'≥' if s.min is not None else '≤'} {num(s.min if s.min is not None else s.max, m.decimals)} {m.unit}"
+            f"{s.test} {m.label} {'≥' if s.min is not None else '≤'} "
+            f"{num(s.min if s.min is not None else s.max, m.decimals)} {m.unit}"
         )
     if role.memory_max is not None:
         parts.append(f"memory ≤ {roles_mod.nbytes(role.memory_max)}")
@@ -705,7 +707,8 @@ def _speed_cell(s: Any) -> str:
     if not s:
         return "not measured"
     return (
-        f"{link(num(s['mean'], 1), run_link(s['id']))}<br><small>CI95 {num(s['ci95_low'], 1)}–{num(s['ci95_high'], 1)}, "
+        f"{link(num(s['mean'], 1), run_link(s['id']))}<br><small>CI95 "
+        f"{num(s['ci95_low'], 1)}–{num(s['ci95_high'], 1)}, "
         f"n={s['n']}</small>"
     )
 

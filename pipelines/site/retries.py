@@ -276,13 +276,19 @@ def errors_section(f: Any, docs: list[Any]) -> str:
             "How the gains are projected",
             "\n".join(
                 [
-                    "- **Automatic retry**: without it a failure reaches the caller, who re-sends after a delay (an assumption, "
-                    "given as a range): time per answered request `T_ok + p/(1 − p) × (t_fail + resend)`, with `p`, `t_fail` and "
-                    "`T_ok` measured; with it, the time per request is measured. The interval takes the ends of every input's "
-                    "interval together (the error rate's Wilson CI95, the resend range, the retried requests' CI95). The cost is "
+                    "- **Automatic retry**: without it a failure reaches the caller, who "
+                    "re-sends after a delay (an assumption, "
+                    "given as a range): time per answered request `T_ok + p/(1 − p) × (t_fail + "
+                    "resend)`, with `p`, `t_fail` and "
+                    "`T_ok` measured; with it, the time per request is measured. The interval "
+                    "takes the ends of every input's "
+                    "interval together (the error rate's Wilson CI95, the resend range, the "
+                    "retried requests' CI95). The cost is "
                     "what turning retry on costs a request when nothing fails (measured, Welch CI95).",
-                    "- **A stage made faster**: Amdahl over the mix's measured stage shares: `1 / (1 − r × p_s) − 1`, for the "
-                    "planned reduction range `r`. No time cost is measured for these (keeping a model loaded costs memory, not "
+                    "- **A stage made faster**: Amdahl over the mix's measured stage shares: `1 "
+                    "/ (1 − r × p_s) − 1`, for the "
+                    "planned reduction range `r`. No time cost is measured for these (keeping a "
+                    "model loaded costs memory, not "
                     "time).",
                 ]
             ),

@@ -6,7 +6,7 @@ Every value from an artifact goes through ``cell()``/``num()`` or ``charts.embed
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import altair as alt
@@ -16,7 +16,6 @@ from core import stats
 from core.metrics import METRICS
 from core.records.run import RunRecord, as_record
 from core.summary import Summary
-
 from pipelines import backends as backend_cmp
 from pipelines import serving, traffic
 from pipelines.site import charts, figures
@@ -602,8 +601,8 @@ def capacity_section(results: list[dict[str, Any]]) -> list[str]:
             out += [
                 charts.embed(
                     throughput_latency_chart(rows, metric),
-                    caption=f"Each point a level; bars: the CI of the percentile; levels whose "
-                    f"percentile is a failed request are in the tables only.",
+                    caption="Each point a level; bars: the CI of the percentile; levels whose "
+                    "percentile is a failed request are in the tables only.",
                 ),
                 "",
             ]
@@ -786,7 +785,10 @@ def comparison_table(rows: list[dict[str, Any]]) -> str:
         if fa is not None and fb is not None:
             verdict = figures.verdict(verdict, fa, fb, r["verdict"])
         requests = (
-            f"<br><small>{num(r['baseline_requests'], 0)} / {num(r['candidate_requests'], 0)} requests in these runs</small>"
+            (
+                f"<br><small>{num(r['baseline_requests'], 0)} / "
+                f"{num(r['candidate_requests'], 0)} requests in these runs</small>"
+            )
             if r.get("baseline_requests") is not None
             else ""
         )
@@ -944,11 +946,7 @@ def _when(created: str, seconds: bool = False) -> str:
     """When a run was made, to the minute (or the second), in UTC."""
     t = datetime.fromisoformat(created)
     fmt = "%Y-%m-%d %H:%M:%S UTC" if seconds else "%Y-%m-%d %H:%M UTC"
-    return (
-        (t if t.tzinfo else t.replace(tzinfo=timezone.utc))
-        .astimezone(timezone.utc)
-        .strftime(fmt)
-    )
+    return (t if t.tzinfo else t.replace(tzinfo=UTC)).astimezone(UTC).strftime(fmt)
 
 
 def _shown(v: Any) -> str:

@@ -3,11 +3,9 @@ it and the function that renders it."""
 
 from __future__ import annotations
 
-
 from core.records.run import RunRecord
 from pipelines import backends as backend_cmp
-
-from pipelines import dataset, leaderboard, optimization, roofline
+from pipelines import dataset, host_boards, optimization, roofline
 from pipelines.site import hosts as hosts_pages
 from pipelines.site import optimization as optimization_pages
 from pipelines.site import pages, quality_pages, slots
@@ -27,12 +25,10 @@ def _boards(runs: list[RunRecord], host: str | None) -> str:
     """One host's boards: per test and backend, its models and settings as rows (the per-host
     detail the Leaderboard links each host to; the Leaderboard itself is per workload)."""
     if host is None:
-        return pages.leaderboard_page(runs)
+        return pages.host_boards_page(runs)
     # boards are per host: one host's are those of the whole set (computed once, shared with Home)
-    boards = [
-        b for b in leaderboard.boards(list(dataset.load().runs)) if b.host_id == host
-    ]
-    return pages.leaderboard_page(runs, boards)
+    boards = [b for b in host_boards.of(list(dataset.load().runs)) if b.host_id == host]
+    return pages.host_boards_page(runs, boards)
 
 
 register(

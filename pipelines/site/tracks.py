@@ -126,8 +126,14 @@ def cost_table(series: list[ad.AdapterSeries]) -> str:
                 cell(s.stage),
                 code(s.test),
                 num(f["intercept"], 3),
-                f"{num(f['slope'] * 1000, 1)} <small>(CI95 {_ci(lo * 1000 if lo is not None else None, hi * 1000 if hi is not None else None, 1)})</small>",
-                f"{num(100 * f['relative'], 2)}% <small>(CI95 {_ci(100 * rlo if rlo is not None else None, 100 * rhi if rhi is not None else None, 2)})</small>"
+                (
+                    f"{num(f['slope'] * 1000, 1)} <small>(CI95 "
+                    f"{_ci(lo * 1000 if lo is not None else None, hi * 1000 if hi is not None else None, 1)})</small>"
+                ),
+                (
+                    f"{num(100 * f['relative'], 2)}% <small>(CI95 "
+                    f"{_ci(100 * rlo if rlo is not None else None, 100 * rhi if rhi is not None else None, 2)})</small>"
+                )
                 if f.get("relative") is not None
                 else "—",
                 num(f["n"], 0),
@@ -268,7 +274,7 @@ def adapters_section(docs: list[Any]) -> list[str]:
     failed = [(s, r) for s in series for r in s.failed]
     seen = set()
     rows = []
-    for s, r in failed:
+    for _s, r in failed:
         if r.id in seen:
             continue
         seen.add(r.id)
@@ -352,8 +358,10 @@ def adapter_memory_section(docs: list[Any]) -> str:
             "## LoRA adapters: predicted against measured",
             "",
             "Attached adapters measured by `invoke bench --matrix lora`: the planner's prediction (seed 002's formula "
-            "`r × (in + out) × layers × bytes` per module, with the model's real shapes and the adapters' storage type) "
-            "beside llama.cpp's own LoRA buffer sizes (its load log), the adapter files' tensor bytes, and the resident "
+            "`r × (in + out) × layers × bytes` per module, with the model's real shapes "
+            "and the adapters' storage type) "
+            "beside llama.cpp's own LoRA buffer sizes (its load log), the adapter "
+            "files' tensor bytes, and the resident "
             "set's growth while attaching them (the process, measured; llama.cpp reads the tensors into buffers of its "
             "own, so the growth follows the buffers). Load time: every adapter's `llama_adapter_lora_init` plus "
             "attaching them all. Each count was measured in two runs (prefill and decode): n is the runs.",
@@ -424,7 +432,10 @@ def _mode_cell(c: spec.MoeSpecCell | None) -> str:
         parts.append(
             "text = baseline's"
             if p.lossless["identical"]
-            else f"text diverges at token {num(p.lossless['first_diff'], 0)} ({num(100 * p.lossless['agreement'], 0)}% agree)"
+            else (
+                f"text diverges at token {num(p.lossless['first_diff'], 0)} "
+                f"({num(100 * p.lossless['agreement'], 0)}% agree)"
+            )
         )
     return "<br>".join(parts) + f"<br><small>{link(p.id[:12], run_link(p.id))}</small>"
 

@@ -12,10 +12,12 @@ import importlib
 from typing import Any
 
 from core.errors import BackendError
+from core.registry import Registry
 
 # name -> (settings class, backend class, distribution whose version keys the results),
 # classes as "module:attribute"
-BACKENDS: dict[str, tuple[str, str, str]] = {
+BACKENDS: Registry[tuple[str, str, str]] = Registry("backend")
+_BUILT_IN = {
     "llama_cpp": (
         "runtime.backends.llama_cpp.config:LlamaCppSettings",
         "runtime.backends.llama_cpp.backend:LlamaCppBackend",
@@ -33,6 +35,8 @@ BACKENDS: dict[str, tuple[str, str, str]] = {
         "transformers",
     ),
 }
+for _name, _triple in _BUILT_IN.items():
+    BACKENDS.add(_name, _triple)
 DEFAULT = "llama_cpp"  # the backend a matrix runs on when it names none
 
 
@@ -47,13 +51,14 @@ def _plugins() -> None:
 
     for ep in entry_points(group="inference_almanac.backends"):
         parts = ep.value.split()
-        if len(parts) == 3 and ep.name not in BACKENDS:
-            BACKENDS[ep.name] = (parts[0], parts[1], parts[2])
+        if len(parts) == 3:
+            where = f"entry point {ep.name} = {ep.value!r} of {ep.dist.name if ep.dist else '?'}"
+            BACKENDS.add(ep.name, (parts[0], parts[1], parts[2]), where=where)
     extra = os.environ.get("ALMANAC_BACKENDS")
     if extra:
         try:
             for name, triple in json.loads(extra).items():
-                BACKENDS.setdefault(name, tuple(triple))
+                BACKENDS.add(name, tuple(triple), where="ALMANAC_BACKENDS")
         except (ValueError, TypeError, AttributeError):
             raise BackendError(
                 "ALMANAC_BACKENDS is not JSON of {name: [settings, backend, dist]}",
@@ -114,12 +119,12 @@ def preload(name: str) -> None:
     try:
         package = _check(name)[1].partition(":")[0].rsplit(".", 1)[0]
         modules = getattr(importlib.import_module(package), "PRELOAD", ())
-    except Exception:  # noqa: BLE001 - an unknown or broken backend is reported by the run itself
+    except Exception:
         return
     for module in modules:
         try:
             importlib.import_module(module)
-        except Exception:  # noqa: BLE001
+        except Exception:
             pass
 
 

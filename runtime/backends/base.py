@@ -11,9 +11,8 @@ quality items it can put to a model (``prompt_styles``).
 
 from __future__ import annotations
 
-import re
-
 import abc
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, TypeVar
@@ -249,6 +248,7 @@ class Backend(abc.ABC):
         """Check one configuration against the model's metadata before anything runs. Raise
         ``ConfigError(message, field=<setting>)`` for one the backend would abort on; the
         runner adds the matrix file. Default: nothing to check."""
+        return None
 
     @staticmethod
     def log_facts(log: str) -> dict[str, Any]:
@@ -277,3 +277,4 @@ class Backend(abc.ABC):
 
     def close(self) -> None:
         """Free what load() took."""
+        return None

@@ -19,7 +19,8 @@ under other test ids for more cold samples (each is a fresh process).
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from core.kinds.chat import ChatTest
 from core.kinds.request import WORKLOAD_FIELDS

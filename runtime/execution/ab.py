@@ -27,7 +27,7 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -177,7 +177,7 @@ def parse_side(text: str, name: str, settings_cls: Any) -> Side:
     if parts["settings"]:
         try:
             settings_cls.model_validate(dict(parts["settings"]))
-        except Exception as exc:  # noqa: BLE001 - pydantic's message, on one line
+        except Exception as exc:
             raise ABError(
                 f"invalid setting: {str(exc).splitlines()[-1].strip()}", field=name
             ) from None
@@ -392,7 +392,7 @@ def run_ab(
             f"takes about {round_s:.0f} s on this host (from {est[0][1]}); give at least {math.ceil(round_s)}",
             field="--budget",
         )
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     root = Path(root) if root else project_root() / "build" / "ab" / stamp / "runs"
     work = [
         Work(

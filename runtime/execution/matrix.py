@@ -28,13 +28,13 @@ from pydantic import (
     model_validator,
 )
 
-from runtime import backends
 from core.errors import ConfigError
-from core.paths import data_dir, relpath
-from core.precision import Precision
 from core.kinds import parse_test
 from core.kinds.base import TestSpec
+from core.paths import data_dir, relpath
+from core.precision import Precision
 from core.yamlio import load_yaml, pydantic_error_line
+from runtime import backends
 
 MATRIX_VERSION = 1
 MAX_CONFIGURATIONS = (
@@ -64,7 +64,10 @@ class MatrixFile(BaseModel):
     )
     models: list[str] = Field(
         default_factory=list,
-        description="Model names from data/models.yaml, or paths to .gguf files (required unless every entry of sweeps names its own).",
+        description=(
+            "Model names from data/models.yaml, or paths to .gguf files (required "
+            "unless every entry of sweeps names its own)."
+        ),
     )
     repetitions: int = Field(
         5,
@@ -96,22 +99,31 @@ class MatrixFile(BaseModel):
     )
     tests: list[Any] = Field(
         default_factory=list,
-        description="Tests: pp512, tg128, tg128@d512, or mappings (kind: chat, ...) (required unless every entry of sweeps names its own).",
+        description=(
+            "Tests: pp512, tg128, tg128@d512, or mappings (kind: chat, ...) (required "
+            "unless every entry of sweeps names its own)."
+        ),
     )
     include: str | None = Field(
         None, description="A base matrix file merged under this one."
     )
     baseline: dict[str, Any] | None = Field(
         None,
-        description="Settings (over the base settings) of the point every point of the sweep is compared with, e.g. {speculative: none}.",
+        description=(
+            "Settings (over the base settings) of the point every point of the sweep is "
+            "compared with, e.g. {speculative: none}."
+        ),
     )
-    sweeps: list["SweepBlock"] = Field(
+    sweeps: list[SweepBlock] = Field(
         default_factory=list,
-        description="Several named sweeps in one matrix, each with its own models, settings, sweep, baseline and tests (defaults: the matrix's).",
+        description=(
+            "Several named sweeps in one matrix, each with its own models, settings, "
+            "sweep, baseline and tests (defaults: the matrix's)."
+        ),
     )
 
     @model_validator(mode="after")
-    def _blocks(self) -> "MatrixFile":
+    def _blocks(self) -> MatrixFile:
         if self.sweeps:
             if self.sweep or self.baseline is not None:
                 raise ValueError(

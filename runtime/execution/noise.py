@@ -26,11 +26,11 @@ from pathlib import Path
 from typing import Any
 
 from core import artifacts, noise
-from core.records.noise import new_noise
 from core.errors import ConfigError
 from core.kinds import headline
 from core.paths import data_dir, relpath
 from core.records import run as record
+from core.records.noise import new_noise
 from runtime.execution import matrix as matrix_mod
 from runtime.execution import runner
 from runtime.hosts import fingerprint as hostinfo

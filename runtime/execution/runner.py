@@ -21,23 +21,22 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
-from runtime import backends
-from core import artifacts
-from runtime.execution import preflight as fit
-from runtime import procs
-from core.records import run as record
-from core import stats
-from runtime.hosts import fingerprint as hostinfo
-from runtime.execution import matrix as matrix_mod
-from runtime.models import registry as models
-from runtime.execution import runlock
+from core import artifacts, stats
 from core.errors import ArtifactError, ConfigError
 from core.paths import project_root, relpath, runs_dir
+from core.records import run as record
+from runtime import backends, procs
+from runtime.execution import matrix as matrix_mod
+from runtime.execution import preflight as fit
+from runtime.execution import runlock
+from runtime.hosts import fingerprint as hostinfo
+from runtime.models import registry as models
 
 METHOD_VERSION = record.METHOD_VERSION
 LOG_TAIL_LINES = 120
@@ -292,9 +291,9 @@ def build_artifact(
     key: str,
     backend_version: str,
     outcome: ChildOutcome,
-    build_variant: "BuildVariant | None" = None,
+    build_variant: BuildVariant | None = None,
 ) -> dict[str, Any]:
-    created = datetime.now(timezone.utc)
+    created = datetime.now(UTC)
     res = outcome.result or {}
     status = "ok" if res.get("status") == "ok" and outcome.exit_code == 0 else "failed"
     error = None

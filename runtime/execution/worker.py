@@ -48,11 +48,11 @@ def _vm_hwm_bytes() -> int | None:
 
 
 def run_job(job: dict[str, Any]) -> dict[str, Any]:
+    from core.kinds import parse_test
     from runtime import backends
     from runtime.backends.base import UnsupportedTest
     from runtime.hosts.gpu import PeakVram
     from runtime.models.registry import ref_from_dict
-    from core.kinds import parse_test
 
     settings = backends.settings_class(job["backend"]).model_validate(job["settings"])
     test = parse_test(job["test"])
@@ -123,9 +123,9 @@ def run_items(job: dict[str, Any], out_path: Path) -> dict[str, Any]:
     streamed chat request through the backend's own ``chat`` test kind (``ChatTest`` with one
     request and no warm-up), so a quality run uses exactly the template, sampler and timing code of
     a speed run."""
+    from core.kinds.chat import ChatTest
     from runtime import backends
     from runtime.models.registry import ModelRef
-    from core.kinds.chat import ChatTest
 
     gen = job["generation"]
     settings = backends.settings_class(job["backend"]).model_validate(job["settings"])

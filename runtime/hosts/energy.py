@@ -71,7 +71,9 @@ def gpu_meter(
     nv = nvml
     if nv is None:
         try:
-            import pynvml as nv  # nvidia-ml-py
+            import pynvml  # nvidia-ml-py
+
+            nv = pynvml
         except ImportError:
             raise Unavailable(
                 "GPU energy not measured: nvidia-ml-py (pynvml) is not installed"

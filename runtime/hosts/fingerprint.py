@@ -12,7 +12,7 @@ from typing import Any
 import psutil
 
 from core import hostid
-from core.paths import slug  # noqa: F401 - re-exported: callers write hostinfo.slug
+from core.paths import slug
 
 # Flags that change which llama.cpp kernels run (core.hostid: part of the host's identity).
 INTERESTING_FLAGS = hostid.FLAGS
@@ -103,7 +103,6 @@ def suggested_name(fp: dict[str, Any]) -> str:
     """A name for a lent machine from its fingerprint, the same whichever GPUs a run sees:
     ``gpu-2x-h100-hbm3`` (every GPU on the machine), ``cpu-32-cores`` without a GPU."""
     from core.hostlabel import gpu_name
-    from core.paths import slug
 
     gpus = fp.get("gpus") or []
     n = fp.get("gpus_on_host") or len(gpus)

@@ -34,18 +34,18 @@ from __future__ import annotations
 import os
 import time
 from concurrent.futures import ThreadPoolExecutor
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from core import artifacts
-from runtime.hosts import fingerprint as hostinfo
 from core.errors import ConfigError
+from core.paths import data_dir
 from core.records import host as host_record
 from core.records.host import llc_bytes
-from core.paths import data_dir
+from runtime.hosts import fingerprint as hostinfo
 
 METHOD = (
     "STREAM-style copy with numpy.copyto: dst[:] = src over two buffers of buffer_bytes each, "
@@ -182,7 +182,7 @@ def probe(
     load_before = os.getloadavg()[0]
     src = np.ones(n, dtype=np.uint8)
     dst = np.zeros(n, dtype=np.uint8)
-    created = datetime.now(timezone.utc)
+    created = datetime.now(UTC)
     results, reads, kernels = [], [], {}
     for t in counts:  # copy and read alternate per thread count, so drift of the machine falls on both
         rates = _copy_rates(src, dst, t, repetitions)

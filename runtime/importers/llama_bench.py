@@ -44,7 +44,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from core import artifacts, stats
 from core.errors import ConfigError, ModelError, UserError
 from core.kinds.rate import RateTest
-from core.paths import data_dir, project_root, relpath, runs_dir
+from core.paths import data_dir, project_root, relpath, runs_dir, slug
 from core.records import run as run_record
 from core.yamlio import read_text
 from runtime.hosts import fingerprint as hostinfo
@@ -416,7 +416,7 @@ def resolve_host(
         json.dumps({"cpu": cpu, "gpus": sorted(g["name"] for g in gpus)}).encode()
     ).hexdigest()[:8]
     return {
-        "id": f"{hostinfo.slug(host_name)}-{digest}",
+        "id": f"{slug(host_name)}-{digest}",
         "name": host_name,
         "cpu": {
             "model": cpu,
@@ -435,7 +435,7 @@ def resolve_host(
 def _known_host(name: str, root: Path) -> dict[str, Any] | None:
     """The fingerprint of host ``name`` from the newest artifact that has one: a run under
     ``root`` or a host probe under data/hosts/ (e.g. a remote host measured over SSH)."""
-    prefix = hostinfo.slug(name) + "-"
+    prefix = slug(name) + "-"
     best: tuple[str, dict[str, Any]] | None = None
     for base in (root, data_dir() / "hosts"):
         if not base.exists():

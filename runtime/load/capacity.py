@@ -115,7 +115,7 @@ async def _search(transport: Any, test: CapacityTest) -> Outcome:
     summaries: dict[int, dict[str, Any]] = {}
     visits: list[dict[str, Any]] = []
     info: dict[str, Any] = {}
-    state = {"lost": False, "stopped": None}
+    state: dict[str, Any] = {"lost": False, "stopped": None}
 
     async def visit(i: int, why: str) -> dict[str, Any]:
         t0 = time.perf_counter()

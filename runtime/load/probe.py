@@ -199,7 +199,7 @@ async def _probe(transport: Any, test: ProbeTest) -> dict[str, Any]:
     async with transport.client(1) as client:
         origin = time.perf_counter_ns()
         for case in test.cases:
-            tries = []
+            tries: list[dict[str, Any]] = []
             for k in range(test.repeats):
                 if not transport.alive():
                     tries.append(

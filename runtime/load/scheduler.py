@@ -7,7 +7,8 @@ loop (``synchronous``, ``concurrent``): N users, each sending its next request w
 ended.
 
 Records are compact (thousands per artifact): ``itl_ms`` is dropped (the gaps are ``chunk_ms``'s
-differences) and the answer's text cut to its first 80 characters. Each record gets ``scheduled_ms`` (its arrival, from the level's origin), ``start_ms`` (sent),
+differences) and the answer's text cut to its first 80 characters. Each record gets
+``scheduled_ms`` (its arrival, from the level's origin), ``start_ms`` (sent),
 ``queue_ms`` = sent - scheduled (the client's own wait: a ``max_concurrency`` cap, or a client
 too busy to keep the schedule; never part of the server's latency) and, open loop,
 ``dispatch_lag_ms`` (how late the event loop got to the request at all: the client's drift).

@@ -50,7 +50,7 @@ class Scraper:
         except TimeoutError:
             self.failures["timeout"] += 1
             return
-        except Exception:  # noqa: BLE001 - a scrape must never end the run
+        except Exception:
             self.failures["error"] += 1
             return
         if text is None:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -93,7 +94,7 @@ class Cutter:
         self.ids: list[int] = []
 
     @classmethod
-    async def make(cls, transport: Any, client: Any, spec: Workload) -> "Cutter":
+    async def make(cls, transport: Any, client: Any, spec: Workload) -> Cutter:
         text, _ = corpus(spec.text)
         if spec.source in ("auto", "tokenizer"):
             ids = await transport.tokenize(client, text)
@@ -195,10 +196,10 @@ class Cutter:
         text = self.text
         reps = text * (1 + chars // max(1, len(text)))
         off = int(rng.integers(0, max(1, len(text))))
-        window = (reps + reps)[off : off + chars]
-        cut = window.find(" ")  # start and end at word boundaries
-        window = window[cut + 1 :] if 0 <= cut < len(window) // 4 else window
-        return tag + window
+        span = (reps + reps)[off : off + chars]
+        cut = span.find(" ")  # start and end at word boundaries
+        span = span[cut + 1 :] if 0 <= cut < len(span) // 4 else span
+        return tag + span
 
 
 def _sampling(spec: Workload, max_tokens: int) -> dict[str, Any]:

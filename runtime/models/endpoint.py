@@ -171,7 +171,7 @@ class ServedModel:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "ServedModel":
+    def from_dict(cls, d: dict[str, Any]) -> ServedModel:
         return cls(**d)
 
 
@@ -214,7 +214,7 @@ class EndpointRef:
 
     def identified(
         self, served: ServedModel, registry_file: str = "data/models.yaml"
-    ) -> "EndpointRef":
+    ) -> EndpointRef:
         """This reference with what the server reported; a pin the report contradicts is refused
         with one line naming the entry, the pinned value and the reported one."""
         ref = replace(self, served=served)
@@ -273,7 +273,7 @@ class EndpointRef:
         return d
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "EndpointRef":
+    def from_dict(cls, d: dict[str, Any]) -> EndpointRef:
         d = {k: v for k, v in d.items() if k != "kind"}
         served = d.pop("served", None)
         return cls(**d, served=ServedModel.from_dict(served) if served else None)

@@ -30,6 +30,8 @@ from runtime.models.derive import DerivedSpec
 from runtime.models.endpoint import (
     EndpointRef,
     EndpointSpec,
+)
+from runtime.models.endpoint import (
     from_spec as endpoint_from_spec,
 )
 from runtime.models.lora import AdapterRef, LoraSynthSpec
@@ -60,7 +62,7 @@ class SynthSpec(BaseModel):
     )
 
     @model_validator(mode="after")
-    def _known(self) -> "SynthSpec":
+    def _known(self) -> SynthSpec:
         from runtime.models import synth
 
         try:
@@ -134,7 +136,11 @@ class ModelEntry(BaseModel):
     )
     prompt_styles: list[str] = Field(
         default_factory=list,
-        description="How quality suites may put items to this model, preferred first: chat, completion, loglikelihood (default: [chat]). A base model prefers loglikelihood and completion.",
+        description=(
+            "How quality suites may put items to this model, preferred first: chat, "
+            "completion, loglikelihood (default: [chat]). A base model prefers "
+            "loglikelihood and completion."
+        ),
     )
     settings: dict[str, Any] = Field(
         default_factory=dict,
@@ -144,17 +150,23 @@ class ModelEntry(BaseModel):
         None,
         description="A synthetic model generated on demand: {shape, quant, seed} (random weights, speed only).",
     )
-    derived: "DerivedSpec | None" = Field(
+    derived: DerivedSpec | None = Field(
         None,
-        description="A model requantized on demand from another registry model with llama.cpp's quantizer: {from, quant}.",
+        description=(
+            "A model requantized on demand from another registry model with llama.cpp's "
+            "quantizer: {from, quant}."
+        ),
     )
     endpoint: EndpointSpec | None = Field(
         None,
-        description="A model served by an OpenAI-compatible server, with no local file: {base_url, model, revision?, digest?, identity?} (runtime.models.endpoint).",
+        description=(
+            "A model served by an OpenAI-compatible server, with no local file: "
+            "{base_url, model, revision?, digest?, identity?} (runtime.models.endpoint)."
+        ),
     )
 
     @model_validator(mode="after")
-    def _one_source(self) -> "ModelEntry":
+    def _one_source(self) -> ModelEntry:
         if (
             sum(
                 x is not None
@@ -173,7 +185,8 @@ class ModelEntry(BaseModel):
             )
         if self.endpoint is not None and self.sha256 is not None:
             raise ValueError(
-                "sha256 is a local file's hash: an endpoint model pins endpoint.revision, endpoint.digest or endpoint.identity"
+                "sha256 is a local file's hash: an endpoint model pins endpoint.revision, "
+                "endpoint.digest or endpoint.identity"
             )
         if self.sha256 is not None and (
             len(self.sha256) != 64
@@ -196,14 +209,14 @@ class AdapterEntry(BaseModel):
     sha256: str | None = Field(
         None, description="Expected sha256 of the file; checked when given."
     )
-    synth: "LoraSynthSpec | None" = Field(
+    synth: LoraSynthSpec | None = Field(
         None,
         description="A synthetic adapter written on demand for a registry model: "
         "{base, rank, targets, alpha, seed} (random weights, speed and memory only).",
     )
 
     @model_validator(mode="after")
-    def _one_source(self) -> "AdapterEntry":
+    def _one_source(self) -> AdapterEntry:
         if (self.path is None) == (self.synth is None):
             raise ValueError("give exactly one of 'path' or 'synth'")
         return self
@@ -241,7 +254,7 @@ class ModelRef:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "ModelRef":
+    def from_dict(cls, d: dict[str, Any]) -> ModelRef:
         return cls(**{k: v for k, v in d.items() if k != "kind"})
 
 
@@ -473,7 +486,10 @@ def resolve_adapter(
                     "not written yet: run `invoke model.fetch`", file=str(path)
                 )
             lora.write_synthetic(entry.synth, Path(base.path), base.sha256, path)
-        source = f"synth-lora:{entry.synth.base}/r{entry.synth.rank}/{'+'.join(entry.synth.targets)}/seed{entry.synth.seed}"
+        syn = entry.synth
+        source = (
+            f"synth-lora:{syn.base}/r{syn.rank}/{'+'.join(syn.targets)}/seed{syn.seed}"
+        )
     else:
         path = Path(entry.path).expanduser()
         if not path.is_absolute():

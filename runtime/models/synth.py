@@ -39,6 +39,7 @@ from typing import Any
 import numpy as np
 
 from core.errors import ConfigError, UserError
+from core.registry import Registry
 
 # ---------------------------------------------------------------------------------------
 # shapes
@@ -250,12 +251,11 @@ def _validate(s: Shape) -> None:
         )
 
 
-SHAPES: dict[str, Shape] = {}
+SHAPES: Registry[Shape] = Registry("synthetic model shape")
 
 
 def _register(shape: Shape) -> Shape:
-    SHAPES[shape.name] = shape
-    return shape
+    return SHAPES.add(shape.name, shape, stacklevel=2)
 
 
 _register(
@@ -960,8 +960,8 @@ def _tensor_chunks(spec: TensorSpec, ggml_type: str, seed: int) -> Iterator[np.n
     d = np.float16(_SIGMA / rms)
     head = np.array([d], dtype="<f2").view(np.uint8)
     if has_min:
-        m = np.float16(-_MIN_OFFSET[ggml_type] * float(d))
-        head = np.concatenate([head, np.array([m], dtype="<f2").view(np.uint8)])
+        dmin = np.float16(-_MIN_OFFSET[ggml_type] * float(d))
+        head = np.concatenate([head, np.array([dmin], dtype="<f2").view(np.uint8)])
     n_blocks = n // be
     step = _CHUNK_BYTES // bs
     for start in range(0, n_blocks, step):
@@ -1018,8 +1018,8 @@ def _write_direct(
         for spec, t in zip(specs, types):
             written = 0
             for chunk in _tensor_chunks(spec, t, seed):
-                fout.write(memoryview(chunk))
-                sha.update(memoryview(chunk))
+                fout.write(chunk.data)
+                sha.update(chunk.data)
                 written += chunk.size
             if written != _nbytes(
                 spec.n_elements, t

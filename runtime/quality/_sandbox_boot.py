@@ -235,7 +235,7 @@ def _run(
 
     module = types.ModuleType("__main__")
     module.__file__ = main
-    module.__builtins__ = __builtins__
+    module.__builtins__ = __builtins__  # type: ignore[attr-defined]  # not in ModuleType's stub
     sys.modules["__main__"] = (
         module  # the program's own module; the boot's globals are not reachable from it
     )

@@ -20,7 +20,10 @@ from __future__ import annotations
 import re
 import string
 from collections import Counter
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
+
+from core.registry import Registry
 
 _PUNCT = string.punctuation
 _STRIP_PUNCT = str.maketrans("", "", _PUNCT)
@@ -34,7 +37,10 @@ def count_words(text: str) -> int:
 _ALPHABETS = "([A-Za-z])"
 _PREFIXES = "(Mr|St|Mrs|Ms|Dr)[.]"
 _SUFFIXES = "(Inc|Ltd|Jr|Sr|Co)"
-_STARTERS = r"(Mr|Mrs|Ms|Dr|Prof|Capt|Cpt|Lt|He\s|She\s|It\s|They\s|Their\s|Our\s|We\s|But\s|However\s|That\s|This\s|Wherever)"
+_STARTERS = (
+    r"(Mr|Mrs|Ms|Dr|Prof|Capt|Cpt|Lt|He\s|She\s|It\s|They\s|Their\s|Our\s|We\s|But\s"
+    r"|However\s|That\s|This\s|Wherever)"
+)
 _ACRONYMS = "([A-Z][.][A-Z][.](?:[A-Z][.])?)"
 _WEBSITES = "[.](com|net|org|io|gov|edu|me)"
 _DIGITS = "([0-9])"
@@ -82,13 +88,12 @@ def split_into_sentences(text: str) -> list[str]:
 
 
 Checker = Callable[[str, dict[str, Any]], bool]
-CHECKERS: dict[str, Checker] = {}
+CHECKERS: Registry[Checker] = Registry("IFBench checker")
 
 
 def checker(iid: str) -> Callable[[Checker], Checker]:
     def deco(fn: Checker) -> Checker:
-        CHECKERS[iid] = fn
-        return fn
+        return CHECKERS.add(iid, fn, stacklevel=2)
 
     return deco
 

@@ -32,15 +32,14 @@ import sys
 import time
 import traceback
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from core.errors import ConfigError
-from core.paths import data_dir, relpath
-
+from core.paths import data_dir, relpath, slug
 from runtime.backends.llama_cpp import (
     NAME as BACKEND,
 )  # measured with llama.cpp's logits in process
@@ -189,8 +188,8 @@ def _load(model: dict[str, Any], job: dict[str, Any]) -> Any:
 
 
 def run_job(job: dict[str, Any]) -> dict[str, Any]:
-    import numpy as np
     import llama_cpp as L
+    import numpy as np
 
     from runtime.backends.llama_cpp.logprobs import decode_logits, log_softmax, tokenize
 
@@ -350,9 +349,9 @@ def measure(
     """Measure (or find) one perplexity artifact; (path, measured_now). Bad input raises ConfigError
     before anything is written."""
     from runtime import backends
-    from runtime.models import registry as models
     from runtime.execution import runner
     from runtime.hosts import fingerprint as hostinfo
+    from runtime.models import registry as models
 
     if n_ctx < 8 or n_ctx % 2:
         raise ConfigError(
@@ -416,11 +415,11 @@ def measure(
         )
 
     def path(doc: dict[str, Any]) -> Path:
-        kind = f"kld-vs-{hostinfo.slug(ref_r.name)}" if ref_r else "ppl"
+        kind = f"kld-vs-{slug(ref_r.name)}" if ref_r else "ppl"
         return (
             root
             / host["id"]
-            / hostinfo.slug(ref_m.name)
+            / slug(ref_m.name)
             / f"{kind}--{key[:16]}-{doc['id'].split('-', 1)[1]}.json"
         )
 
@@ -461,8 +460,8 @@ def _document(
     bversion: str,
 ) -> dict[str, Any]:
     """The perplexity artifact from the child's outcome; ConfigError (nothing written) for bad input."""
-    from runtime import __version__
     from core.records import perplexity as ppl_record
+    from runtime import __version__
     from runtime.execution import runner
 
     res = outcome.result or {}
@@ -471,7 +470,7 @@ def _document(
         err.get("kind") == "input"
     ):  # bad input found by the child (text too short, other tokenizer)
         raise ConfigError(err["message"], file=relpath(txt.path))
-    created = datetime.now(timezone.utc)
+    created = datetime.now(UTC)
     status = "ok" if res.get("status") == "ok" and outcome.exit_code == 0 else "failed"
     error = None
     if status == "failed":

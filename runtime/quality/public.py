@@ -22,9 +22,10 @@ from __future__ import annotations
 import gzip
 import json
 from collections import Counter
+from collections.abc import Callable
 from importlib import metadata
 from importlib.resources import files
-from typing import Any, Callable
+from typing import Any
 
 from core.errors import ConfigError
 from runtime.quality.items import Item
@@ -104,7 +105,8 @@ def ifbench(options: dict[str, Any]) -> tuple[list[Item], dict[str, Any]]:
     rows = [
         json.loads(line) for line in raw.decode("utf-8").splitlines() if line.strip()
     ]
-    items, excluded = [], Counter()
+    items: list[Any] = []
+    excluded: Counter[str] = Counter()
     for r in rows:
         ids, kwargs = r["instruction_id_list"], r["kwargs"]
         if not verifiable(ids, kwargs):

@@ -20,10 +20,13 @@ from __future__ import annotations
 import json
 import re
 import unicodedata
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from core.registry import Registry
 
 
 @dataclass
@@ -57,12 +60,14 @@ class Scorer:
         return self.fn(c, output)
 
 
-SCORERS: dict[str, Scorer] = {}
+SCORERS: Registry[Scorer] = Registry("scorer")
 
 
 def register(name: str, version: int, description: str, check_model: type[Check]):
     def deco(fn: Callable[[Any, str], Score]) -> Callable[[Any, str], Score]:
-        SCORERS[name] = Scorer(name, version, description, check_model, fn)
+        SCORERS.add(
+            name, Scorer(name, version, description, check_model, fn), stacklevel=2
+        )
         return fn
 
     return deco
@@ -143,7 +148,7 @@ class MultipleChoiceCheck(Check):
     )
 
     @model_validator(mode="after")
-    def _answer_offered(self) -> "MultipleChoiceCheck":
+    def _answer_offered(self) -> MultipleChoiceCheck:
         self.answer = self.answer.strip().upper()
         if self.answer not in self.letters:
             raise ValueError(
@@ -203,7 +208,10 @@ class NumericCheck(Check):
     rel_tol: float = Field(1e-6, ge=0, description="Relative tolerance.")
     require_marker: bool = Field(
         False,
-        description="Only an explicit answer ('Answer: N', '#### N', \\boxed{N}) counts, not the last number (an echoed question must not pass).",
+        description=(
+            "Only an explicit answer ('Answer: N', '#### N', \\boxed{N}) counts, not "
+            "the last number (an echoed question must not pass)."
+        ),
     )
 
 
@@ -313,7 +321,7 @@ class FormatCheck(Check):
         return v
 
     @model_validator(mode="after")
-    def _something(self) -> "FormatCheck":
+    def _something(self) -> FormatCheck:
         if not self.model_fields_set:
             raise ValueError("a format check needs at least one condition")
         return self
@@ -356,7 +364,7 @@ def _format(check: FormatCheck, output: str) -> Score:
         try:
             json.loads(text)
             results["json_only"] = {"ok": True}
-        except ValueError as exc:
+        except json.JSONDecodeError as exc:
             results["json_only"] = {
                 "ok": False,
                 "why": f"not JSON: {exc.msg} at char {exc.pos}",
@@ -471,7 +479,7 @@ def _json_schema(check: JsonSchemaCheck, output: str) -> Score:
     text = strip_fence(output) if check.allow_fence else output.strip()
     try:
         value = json.loads(text)
-    except ValueError as exc:
+    except json.JSONDecodeError as exc:
         return Score(
             False, {"stage": "parse", "why": f"not JSON: {exc.msg} at char {exc.pos}"}
         )
@@ -499,7 +507,10 @@ class NeedleCheck(Check):
     )
     echo_marker: str | None = Field(
         None,
-        description="Text from the start of the context: an output containing it is an echo of the prompt, not an answer.",
+        description=(
+            "Text from the start of the context: an output containing it is an echo of "
+            "the prompt, not an answer."
+        ),
     )
 
 
@@ -533,7 +544,10 @@ class CodeExecCheck(Check):
     entry_point: str = Field(..., description="The function under test.")
     prompt_prefix: str = Field(
         "",
-        description="Code the output continues (a HumanEval prompt): used when the output does not define the entry point itself.",
+        description=(
+            "Code the output continues (a HumanEval prompt): used when the output does "
+            "not define the entry point itself."
+        ),
     )
     call: str | None = Field(
         None,
@@ -628,7 +642,7 @@ class LoglikChoiceCheck(Check):
     )
 
     @model_validator(mode="after")
-    def _answer_offered(self) -> "LoglikChoiceCheck":
+    def _answer_offered(self) -> LoglikChoiceCheck:
         if self.answer >= len(self.choices):
             raise ValueError(
                 f"answer {self.answer} is not the index of one of the {len(self.choices)} choices"
@@ -693,7 +707,7 @@ class IFBenchCheck(Check):
     kwargs: list[dict[str, Any]] = Field(...)
 
     @model_validator(mode="after")
-    def _known(self) -> "IFBenchCheck":
+    def _known(self) -> IFBenchCheck:
         from runtime.quality.ifbench_checks import CHECKERS
 
         unknown = [i for i in self.instruction_id_list if i not in CHECKERS]

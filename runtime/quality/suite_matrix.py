@@ -34,11 +34,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from runtime import backends
 from core.errors import ConfigError
-from runtime.execution.matrix import _validate_settings, find as find_matrix
 from core.paths import relpath
 from core.yamlio import load_yaml, pydantic_error_line
+from runtime import backends
+from runtime.execution.matrix import _validate_settings
+from runtime.execution.matrix import find as find_matrix
 from runtime.quality import suites as suites_mod
 
 QUALITY_MATRIX_VERSION = 1

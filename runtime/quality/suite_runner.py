@@ -23,22 +23,23 @@ import hashlib
 import json
 import os
 import time
-from datetime import datetime, timezone
+from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from core.degeneration import VERSION as DEGENERATION_VERSION
 from core.degeneration import detect
-
-from runtime import __version__, backends
-from runtime.models import registry as models
+from core.paths import data_dir, relpath, slug
 from core.records import quality as quality_record
-from runtime.hosts import fingerprint as hostinfo
-from core.paths import data_dir, relpath
+from runtime import __version__, backends
 from runtime.execution import runner
 from runtime.execution.runner import ChildOutcome, merged_settings, tail_log
+from runtime.hosts import fingerprint as hostinfo
+from runtime.models import registry as models
 from runtime.quality import scorers
-from runtime.quality.suite_matrix import QualityConfiguration, load as load_matrix
+from runtime.quality.suite_matrix import QualityConfiguration
+from runtime.quality.suite_matrix import load as load_matrix
 
 METHOD_VERSION = 1
 
@@ -152,7 +153,7 @@ def build_artifact(
     backend_version: str,
     outcome: ChildOutcome,
 ) -> dict[str, Any]:
-    created = datetime.now(timezone.utc)
+    created = datetime.now(UTC)
     res = outcome.result or {}
     items = score_items(cfg, res.get("items") or [])
     complete = len(items) == len(cfg.items)
@@ -271,7 +272,7 @@ def artifact_path(doc: dict[str, Any], root: Path | None = None) -> Path:
     return (
         root
         / doc["host"]["id"]
-        / hostinfo.slug(doc["model"]["name"])
+        / slug(doc["model"]["name"])
         / f"{name}--{doc['key'][:16]}-{stamp}.json"
     )
 

@@ -190,7 +190,7 @@ class Suite:
         default_factory=list
     )  # MCItemSpec or chat-form Item, in suite order
 
-    def for_style(self, style: str) -> "Suite":
+    def for_style(self, style: str) -> Suite:
         """This suite with its items rendered in one prompt style."""
         if style not in self.prompt_styles:
             raise ConfigError(

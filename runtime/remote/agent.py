@@ -198,12 +198,12 @@ def prepare(
 def run(matrix: str, force: bool, retry_failed: bool) -> int:
     root = Path(__file__).resolve().parents[2]
     sys.path.insert(0, str(root))
-    from runtime import backends
-    from runtime.execution import runner
-    from runtime.hosts import fingerprint as hostinfo
-    from runtime.execution import matrix as matrix_mod
     from core.errors import UserError
     from core.paths import runs_dir
+    from runtime import backends
+    from runtime.execution import matrix as matrix_mod
+    from runtime.execution import runner
+    from runtime.hosts import fingerprint as hostinfo
 
     try:
         m = matrix_mod.load(matrix)
@@ -220,9 +220,10 @@ def run(matrix: str, force: bool, retry_failed: bool) -> int:
         emit("error", message=str(exc))
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    rel = lambda ps: [
-        str(Path(p).resolve().relative_to(runs_dir().resolve())) for p in ps
-    ]  # noqa: E731
+
+    def rel(ps):
+        return [str(Path(p).resolve().relative_to(runs_dir().resolve())) for p in ps]
+
     emit(
         "end",
         measured=rel(report.measured),

@@ -6,8 +6,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from runtime.hosts import inventory as hosts_mod
 from core.paths import relpath
+from runtime.hosts import inventory as hosts_mod
 
 
 def bench_remote(

@@ -27,11 +27,12 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from core import artifacts
 from core.errors import ArtifactError
@@ -141,7 +142,7 @@ class HostRun:
     # -- logging ------------------------------------------------------------------------------
     def log(self, text: str) -> None:
         text = redact(text, self.secrets)
-        stamp = datetime.now(timezone.utc).strftime("%H:%M:%S")
+        stamp = datetime.now(UTC).strftime("%H:%M:%S")
         with self._log_lock:
             with open(self.log_path, "a", encoding="utf-8") as fh:
                 for line in text.splitlines() or [""]:
@@ -711,7 +712,7 @@ def run_hosts(
     m = matrix_mod.load(matrix)
     models.load_registry()
     snap = snapshot_mod.make()
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     log_dir = log_dir or cache_dir() / "remote-logs" / stamp
     log_dir.mkdir(parents=True, exist_ok=True)
     runs = [
@@ -741,7 +742,7 @@ def _shown_or_skipped(progress: ProgressFn | None) -> ProgressFn | None:
     def call(name: str, event: str, info: dict[str, Any]) -> None:
         try:
             progress(name, event, info)
-        except Exception as exc:  # noqa: BLE001 - a progress display, not the measurement
+        except Exception as exc:
             print(
                 f"{name}: a progress line could not be shown ({type(exc).__name__})",
                 file=sys.stderr,

@@ -18,16 +18,16 @@ What such an artifact can honestly say:
 from __future__ import annotations
 
 import importlib
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from runtime import backends
-from runtime.models import registry as models
-from core.records import run as record
 from core.paths import slug
+from core.records import run as record
+from runtime import backends
 from runtime.execution import matrix as matrix_mod
 from runtime.hosts.inventory import Host
+from runtime.models import registry as models
 
 
 def done_label(model: Any, test: Any, swept: dict[str, Any]) -> tuple[Any, Any, str]:
@@ -187,7 +187,7 @@ def failed_artifacts(
             }
         doc = record.new_run(
             key=key,
-            created=datetime.now(timezone.utc),
+            created=datetime.now(UTC),
             status="failed",
             error={
                 "kind": kind,

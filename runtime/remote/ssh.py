@@ -136,7 +136,7 @@ def connect(host: Host):
             "unreachable",
             f"{host.name}: cannot connect to {host.address}:{host.port} ({reasons})",
         ) from None
-    except (socket.timeout, TimeoutError):
+    except TimeoutError:
         raise RemoteFailure(
             "unreachable",
             f"{host.name}: no answer from {host.address}:{host.port} within "

@@ -20,7 +20,6 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from tests.hostile import corpus
 from tests.hostile.corpus import CHAT, VALIDATE, Case, _mutated
 
 LIAR = Path(__file__).resolve().parent / "liar_server.py"

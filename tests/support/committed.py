@@ -172,7 +172,7 @@ class LiveDataGuard:
             if isinstance(path, int):
                 return
             path = os.path.abspath(os.fsdecode(path))
-        except Exception:  # noqa: BLE001 - not a path this guard knows: not its business
+        except Exception:
             return
         if (
             path.startswith(self.prefix)

@@ -5,7 +5,7 @@ precision block, extra_bufts), its figures those of a committed CPU row, on a ho
 from __future__ import annotations
 
 import copy
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -86,7 +86,7 @@ def new_row(
     )
     doc = record.new_run(
         key=key,
-        created=datetime(2026, 12, 1, tzinfo=timezone.utc),
+        created=datetime(2026, 12, 1, tzinfo=UTC),
         status="ok",
         backend=old.backend,
         test=test,

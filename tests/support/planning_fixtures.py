@@ -15,9 +15,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from core import artifacts
+from core import artifacts, stats
 from core.records import run as record
-from core import stats
 from runtime.backends import settings_class
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "planning"
@@ -137,7 +136,6 @@ def run_doc(
     key = hashlib.sha256(
         json.dumps([model, sha, test, req, host["id"]], sort_keys=True).encode()
     ).hexdigest()
-    stamp = created[:19].replace("-", "").replace(":", "") + "Z"
     eff = {
         "n_ctx": 4096,
         "n_batch": 2048,

@@ -14,8 +14,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from core import artifacts
-from core import stats
+from core import artifacts, stats
 
 ROOT = Path(__file__).resolve().parents[2]
 GOLDEN_RUN = next((ROOT / "tests" / "fixtures" / "data" / "runs").rglob("tg16--*.json"))

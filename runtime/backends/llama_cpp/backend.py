@@ -22,19 +22,18 @@ from importlib import metadata as importlib_metadata
 from pathlib import Path
 from typing import Any
 
-from runtime.backends.llama_cpp import NAME
-from runtime.backends.llama_cpp import lib_policy as llamacpp_lib
 from core.errors import ConfigError, UserError
-from core.kinds.generate import GenerateTest
-from core.precision import Repeater
-from core.kinds.base import TestSpec
 from core.kinds import chat as chat_kind
+from core.kinds.base import TestSpec
 from core.kinds.chat import ChatTest
+from core.kinds.generate import GenerateTest
 from core.kinds.rate import RateTest
 from core.kinds.serve import ServeTest
+from core.precision import Repeater
 from runtime.backends import inprocess
 from runtime.backends.base import Backend, Incompatible, TestResult, runs
-from runtime.backends.llama_cpp import experts, speculative
+from runtime.backends.llama_cpp import NAME, experts, speculative
+from runtime.backends.llama_cpp import lib_policy as llamacpp_lib
 from runtime.backends.llama_cpp.config import LlamaCppSettings
 from runtime.backends.llama_cpp.stages import StageTimer
 from runtime.hosts import devices, placement
@@ -139,7 +138,10 @@ def memory_from_log(log: str) -> dict[str, dict[str, float]]:
 
 
 def resolve_extra_bufts(settings: LlamaCppSettings, policy: dict[str, Any]) -> bool:
-    """The setting when given; null: the process-wide policy (runtime.backends.llama_cpp.lib_policy: off where AMX is compiled in)."""
+    (
+        """The setting when given; null: the process-wide policy """
+        """(runtime.backends.llama_cpp.lib_policy: off where AMX is compiled in)."""
+    )
     return (
         settings.extra_bufts
         if settings.extra_bufts is not None
@@ -201,6 +203,7 @@ def rope_kwargs(
 class LlamaCppBackend(Backend):
     name = NAME
     settings_class = LlamaCppSettings
+    settings: LlamaCppSettings
     test_kinds = ("rate", "chat", "serve", "generate")
     in_process = True
     prompt_styles = ("chat", "completion", "loglikelihood")

@@ -12,8 +12,8 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from runtime.backends.base import BackendSettings
 from runtime.backends import placement
+from runtime.backends.base import BackendSettings
 from runtime.backends.placement import PlacementSettings
 
 KV_TYPES = ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1")
@@ -23,7 +23,12 @@ SPECULATIVE = ("none", "prompt_lookup", "draft_model")
 
 
 class LlamaCppSettings(BackendSettings, PlacementSettings):
-    OMITTED_AT_DEFAULT = ("lora_adapters", "lora_scale", "rope_scaling", *placement.OMITTED)
+    OMITTED_AT_DEFAULT = (
+        "lora_adapters",
+        "lora_scale",
+        "rope_scaling",
+        *placement.OMITTED,
+    )
 
     n_threads: int | None = Field(
         None,
@@ -49,7 +54,10 @@ class LlamaCppSettings(BackendSettings, PlacementSettings):
     n_gpu_layers: int = Field(
         -1,
         ge=-1,
-        description="Layers offloaded to the GPU; -1 = all (llama.cpp's default; nothing is offloaded on a CPU-only build).",
+        description=(
+            "Layers offloaded to the GPU; -1 = all (llama.cpp's default; nothing is "
+            "offloaded on a CPU-only build)."
+        ),
     )
     flash_attn: Literal["auto", "on", "off"] = Field(
         "auto",
@@ -64,7 +72,11 @@ class LlamaCppSettings(BackendSettings, PlacementSettings):
     )
     swa_full: bool = Field(
         False,
-        description="Full-size KV cache for sliding-window layers (llama.cpp's library default is true; its tools, llama-bench and llama-server, use false: a window-sized cache).",
+        description=(
+            "Full-size KV cache for sliding-window layers (llama.cpp's library default "
+            "is true; its tools, llama-bench and llama-server, use false: a "
+            "window-sized cache)."
+        ),
     )
     offload_kqv: bool = Field(
         True, description="Keep the KV cache and attention on the GPU."
@@ -94,33 +106,59 @@ class LlamaCppSettings(BackendSettings, PlacementSettings):
     # -- optimization tracks (issue 3): speculative decoding and MoE expert reduction --------
     speculative: Literal["none", "prompt_lookup", "draft_model"] = Field(
         "none",
-        description="Speculative decoding in generate and chat tests: prompt_lookup drafts by matching the last n-gram in the context (llama-cpp-python LlamaPromptLookupDecoding; llama.cpp --spec-type ngram-simple), draft_model drafts with a second, smaller GGUF of the same vocabulary (llama.cpp -md); none = plain decoding.",
+        description=(
+            "Speculative decoding in generate and chat tests: prompt_lookup drafts by "
+            "matching the last n-gram in the context (llama-cpp-python "
+            "LlamaPromptLookupDecoding; llama.cpp --spec-type ngram-simple), "
+            "draft_model drafts with a second, smaller GGUF of the same vocabulary "
+            "(llama.cpp -md); none = plain decoding."
+        ),
     )
     draft_max: int = Field(
         16,
         ge=1,
         le=256,
-        description="Tokens drafted per step, K (llama.cpp --spec-draft-n-max, formerly --draft-max; LlamaPromptLookupDecoding num_pred_tokens). Used only when speculative is not none.",
+        description=(
+            "Tokens drafted per step, K (llama.cpp --spec-draft-n-max, formerly "
+            "--draft-max; LlamaPromptLookupDecoding num_pred_tokens). Used only when "
+            "speculative is not none."
+        ),
     )
     lookup_ngram_max: int = Field(
         2,
         ge=1,
         le=64,
-        description="Longest n-gram matched against the context by prompt lookup (LlamaPromptLookupDecoding max_ngram_size). Used only with speculative: prompt_lookup.",
+        description=(
+            "Longest n-gram matched against the context by prompt lookup "
+            "(LlamaPromptLookupDecoding max_ngram_size). Used only with speculative: "
+            "prompt_lookup."
+        ),
     )
     draft_model: str | None = Field(
         None,
-        description="Draft model for speculative: draft_model: a registry name or a .gguf path, same vocabulary as the target (llama.cpp -md).",
+        description=(
+            "Draft model for speculative: draft_model: a registry name or a .gguf path, "
+            "same vocabulary as the target (llama.cpp -md)."
+        ),
     )
     lora_adapters: list[str] = Field(
         default_factory=list,
-        description="LoRA adapters attached to the context, in order: registry names (data/models.yaml adapters:) or .gguf paths (llama.cpp --lora; llama_adapter_lora_init + llama_set_adapters_lora). Each must match the model's architecture and tensor shapes; one that does not is a failed point naming both.",
+        description=(
+            "LoRA adapters attached to the context, in order: registry names "
+            "(data/models.yaml adapters:) or .gguf paths (llama.cpp --lora; "
+            "llama_adapter_lora_init + llama_set_adapters_lora). Each must match the "
+            "model's architecture and tensor shapes; one that does not is a failed "
+            "point naming both."
+        ),
     )
     lora_scale: float = Field(
         1.0,
         ge=0.0,
         le=16.0,
-        description="Scale of every attached adapter (llama.cpp --lora-scaled; the update is scaled by scale x alpha / rank).",
+        description=(
+            "Scale of every attached adapter (llama.cpp --lora-scaled; the update is "
+            "scaled by scale x alpha / rank)."
+        ),
     )
     rope_scaling: Literal["none", "linear", "yarn"] = Field(
         "none",
@@ -131,7 +169,11 @@ class LlamaCppSettings(BackendSettings, PlacementSettings):
     n_expert_used: int | None = Field(
         None,
         ge=1,
-        description="MoE expert reduction: experts used per token, passed as the GGUF override <architecture>.expert_used_count (llama.cpp --override-kv); null = the model's own. Checked against the model's expert_count before a run.",
+        description=(
+            "MoE expert reduction: experts used per token, passed as the GGUF override "
+            "<architecture>.expert_used_count (llama.cpp --override-kv); null = the "
+            "model's own. Checked against the model's expert_count before a run."
+        ),
     )
 
     @field_validator("type_k", "type_v")
@@ -144,7 +186,7 @@ class LlamaCppSettings(BackendSettings, PlacementSettings):
         return v
 
     @model_validator(mode="after")
-    def _combinations(self) -> "LlamaCppSettings":
+    def _combinations(self) -> LlamaCppSettings:
         """Combinations llama.cpp refuses, refused here with the reason. (n_ubatch above n_batch is
         not one: llama.cpp lowers n_ubatch to n_batch, and the effective settings record it.)"""
         if self.type_v not in UNQUANTIZED_KV and self.flash_attn == "off":

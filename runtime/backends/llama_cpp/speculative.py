@@ -199,7 +199,10 @@ def vocab_mismatch(target_ptr: Any, draft_ptr: Any) -> str | None:
         ("EOS", L.llama_vocab_get_add_eos, L.llama_vocab_eos),
     ):
         if add(vt) != add(vd) or (add(vt) and tok(vt) != tok(vd)):
-            return f"{what} token differs (target adds {bool(add(vt))}, id {tok(vt)}; draft adds {bool(add(vd))}, id {tok(vd)})"
+            return (
+                f"{what} token differs (target adds {bool(add(vt))}, id {tok(vt)}; draft "
+                f"adds {bool(add(vd))}, id {tok(vd)})"
+            )
     nt, nd = int(L.llama_vocab_n_tokens(vt)), int(L.llama_vocab_n_tokens(vd))
     if abs(nt - nd) > SPEC_VOCAB_MAX_SIZE_DIFFERENCE:
         return f"vocabulary sizes {nt} (target) and {nd} (draft) differ by more than {SPEC_VOCAB_MAX_SIZE_DIFFERENCE}"

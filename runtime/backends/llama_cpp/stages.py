@@ -63,7 +63,7 @@ class StageTimer:
 
         return timed
 
-    def __enter__(self) -> "StageTimer":
+    def __enter__(self) -> StageTimer:
         import llama_cpp as L
 
         for name in _METHODS:

@@ -38,24 +38,21 @@ from urllib.parse import urlsplit
 
 from core import plausibility
 from core import precision as precision_mod
-from core.kinds import request_stats as servingstats
-from core.precision import Repeater
-from core.kinds.concurrency import ConcurrencyTest
-from core.kinds.request import RequestWorkload
-from core.kinds.serve import ServeTest
-from core.kinds.base import TestSpec
-from core.kinds.chat import ChatTest
 from core.errors import ConfigError, ModelError
+from core.kinds import request_stats as servingstats
+from core.kinds.agent import AgentLoopTest
+from core.kinds.base import TestSpec
 from core.kinds.capacity import CapacityTest
+from core.kinds.chat import ChatTest
+from core.kinds.concurrency import ConcurrencyTest
 from core.kinds.load import LoadTest
 from core.kinds.probe import ProbeTest
+from core.kinds.request import RequestWorkload
+from core.kinds.serve import ServeTest
+from core.precision import Repeater
 from runtime.backends.base import Backend, TestResult, UnsupportedTest, runs
-from runtime.hosts import placement
-from runtime.backends.openai_http import NAME
-from core.kinds.agent import AgentLoopTest
+from runtime.backends.openai_http import NAME, detect, llama_server
 from runtime.backends.openai_http import client as http
-from runtime.backends.openai_http import detect
-from runtime.backends.openai_http import llama_server
 from runtime.backends.openai_http.config import OpenAIHttpSettings
 from runtime.backends.openai_http.server import (
     ManagedServer,
@@ -64,6 +61,7 @@ from runtime.backends.openai_http.server import (
     free_port,
     server_log_facts,
 )
+from runtime.hosts import placement
 from runtime.models.endpoint import EndpointRef, endpoint_identity
 
 
@@ -85,6 +83,7 @@ def physical_cores() -> int:
 class OpenAIHttpBackend(Backend):
     name = NAME
     settings_class = OpenAIHttpSettings
+    settings: OpenAIHttpSettings
     test_kinds = (
         "chat",
         "serve",

@@ -18,8 +18,8 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from runtime.backends.base import BackendSettings
 from runtime.backends import placement
+from runtime.backends.base import BackendSettings
 from runtime.backends.placement import PlacementSettings
 
 PLACEHOLDERS = (
@@ -261,7 +261,7 @@ class OpenAIHttpSettings(BackendSettings, PlacementSettings):
         return v
 
     @model_validator(mode="after")
-    def _one_endpoint(self) -> "OpenAIHttpSettings":
+    def _one_endpoint(self) -> OpenAIHttpSettings:
         if self.base_url and (self.server_command or self.server_args):
             raise ValueError(
                 "give either base_url (a running endpoint) or server_command/server_args (a server to start), not both"

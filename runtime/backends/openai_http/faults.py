@@ -59,7 +59,7 @@ class FaultProxy:
         self._thread: threading.Thread | None = None
 
     # -- lifecycle ----------------------------------------------------------------------------
-    def start(self) -> "FaultProxy":
+    def start(self) -> FaultProxy:
         proxy = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -111,7 +111,7 @@ class FaultProxy:
             self._server.server_close()
             self._server = None
 
-    def __enter__(self) -> "FaultProxy":
+    def __enter__(self) -> FaultProxy:
         return self.start()
 
     def __exit__(self, *exc: Any) -> None:
@@ -131,7 +131,10 @@ class FaultProxy:
             "attempts": self.attempts,
             "injected": self.injected,
             "forwarded": self.forwarded,
-            "method": "loopback proxy: every k-th POST /chat/completions answered at once with the status; the rest forwarded, streamed",
+            "method": (
+                "loopback proxy: every k-th POST /chat/completions answered at once with "
+                "the status; the rest forwarded, streamed"
+            ),
         }
 
     # -- requests -----------------------------------------------------------------------------

@@ -1,5 +1,6 @@
 """``python -m runtime.backends.openai_http.llama_cpp_server ARGS``: llama-cpp-python's server with this project's
-library policy applied first (runtime/backends/llama_cpp/lib_policy.py), otherwise exactly ``python -m llama_cpp.server``."""
+library policy applied first (runtime/backends/llama_cpp/lib_policy.py), otherwise exactly ``python
+-m llama_cpp.server``."""
 
 from __future__ import annotations
 

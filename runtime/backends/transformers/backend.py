@@ -73,6 +73,7 @@ def _physical_cores() -> int:
 class TransformersBackend(Backend):
     name = "transformers"
     settings_class = TransformersSettings
+    settings: TransformersSettings
     test_kinds = ("rate", "chat", "serve")
     in_process = True
     kind_notes = {
@@ -112,7 +113,7 @@ class TransformersBackend(Backend):
     def load(self, test: TestSpec | None = None) -> dict[str, Any]:
         t_imp = time.perf_counter()
         import torch
-        import transformers  # noqa: F401 - timed with torch: what a cold start imports
+        import transformers
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         self.import_s = time.perf_counter() - t_imp

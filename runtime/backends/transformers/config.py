@@ -22,7 +22,10 @@ class TransformersSettings(BackendSettings):
     )
     dtype: Literal["auto", "bfloat16", "float16", "float32"] = Field(
         "auto",
-        description="Weights and activations after dequantizing the GGUF: auto = bfloat16 on a GPU, float32 on the CPU.",
+        description=(
+            "Weights and activations after dequantizing the GGUF: auto = bfloat16 on a "
+            "GPU, float32 on the CPU."
+        ),
     )
     attn_implementation: Literal["sdpa", "eager"] = Field(
         "sdpa",

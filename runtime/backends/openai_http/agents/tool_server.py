@@ -43,13 +43,13 @@ def make_handler(service: ToolService) -> type[BaseHTTPRequestHandler]:
             ):  # the controller gave up (a hang past its timeout)
                 pass
 
-        def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+        def do_GET(self) -> None:
             if self.path == "/health":
                 self._send(200, {"status": "ok"})
             else:
                 self._send(404, {"error": "not found"})
 
-        def do_POST(self) -> None:  # noqa: N802
+        def do_POST(self) -> None:
             if self.path != "/call":
                 self._send(404, {"error": "not found"})
                 return

@@ -23,9 +23,8 @@ import pandas as pd
 from core.kinds import columns, headline
 from core.metrics import ENERGY_METRICS, Metric
 from core.records.run import RunRecord
-
-from pipelines.memo import per_set
 from pipelines.history import stale_ids
+from pipelines.memo import per_set
 from pipelines.ranking import rank_label, rank_sides
 from pipelines.runs import records
 
@@ -120,7 +119,7 @@ def runs_per_comparability(recs: list[RunRecord]) -> dict[str, list[RunRecord]]:
 
 
 @per_set
-def boards(docs: list[RunRecord]) -> list[Board]:
+def of(docs: list[RunRecord]) -> list[Board]:
     """Leaderboards from run artifacts (failed runs excluded)."""
     from pipelines import facts as facts_mod
 

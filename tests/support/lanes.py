@@ -1,0 +1,128 @@
+"""Which lane a test runs in (issue 28): one rule, applied at collection by tests/conftest.py.
+
+* ``fast``: pure functions and golden pages, in process; the default lane of a quick check
+  (`invoke test --lane fast`, under 2 minutes on 2 cores).
+* ``integration``: real parts of this machine but no model and no browser: site builds (mkdocs),
+  `invoke` and script subprocesses, HTTP servers on loopback, the sandbox.
+* ``e2e``: end to end with the real embedded model, a real llama.cpp server, sshd or Chromium.
+* ``timing`` (marker set by the test itself): the verdict depends on how busy the machine is;
+  reported, never gating (`invoke test --lane timing --report`).
+
+The rule, first match wins: a lane marker the test sets itself; ``timing``; the ``model`` or
+``browser`` marker or an end-to-end fixture -> e2e; a module listed below or an integration
+fixture -> integration; otherwise fast. A new test module is fast until it is listed here, and
+tests/test_lanes.py fails when a fast-lane module starts a process or builds a site.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+LANES = ("fast", "integration", "e2e", "timing")
+
+#: Fixtures that bring up something end to end (the real model, sshd, a browser).
+E2E_FIXTURES = frozenset(
+    {"embedded_model", "sshd_env", "gemma", "tiny_model", "served"}
+)
+#: Fixtures that build a site or start a server or subprocess.
+INTEGRATION_FIXTURES = frozenset(
+    {
+        "built_site",
+        "committed_site",
+        "fleet_site",
+        "planted_site",
+        "site_with_capacity",
+        "fault_url",
+        "replay_url",
+        "trickle_url",
+        "tool_service",
+        "silent_service",
+        "upstream",
+    }
+)
+
+#: Whole modules end to end (every test drives sshd, Chromium or the real model).
+E2E_MODULES = frozenset(
+    {
+        "test_browser",
+        "test_fleet_browser",
+        "test_hostile_text",
+        "test_load_browser",
+        "test_model_e2e",
+        "test_remote",
+        "test_site_check",
+    }
+)
+#: Whole modules in the integration lane: they build sites, run `invoke`, scripts or the
+#: sandbox as subprocesses, or serve HTTP on loopback.
+INTEGRATION_MODULES = frozenset(
+    {
+        "test_bad_input",
+        "test_charts",
+        "test_committed_data",
+        "test_comparable",
+        "test_dialects",
+        "test_docs_coverage",
+        "test_endpoint_models",
+        "test_endpoint_pages",
+        "test_example_kind",
+        "test_faults",
+        "test_hardening",
+        "test_host_identity",
+        "test_host_vs_fleet",
+        "test_hostile_corpus",
+        "test_isolation",
+        "test_layers",
+        "test_llama_bench_import",
+        "test_llama_server",
+        "test_llamacpp_lib",
+        "test_load",
+        "test_optimization",
+        "test_parity",
+        "test_property_site",
+        "test_quality_roles",
+        "test_quality_sandbox",
+        "test_quality_styles",
+        "test_quality_suites",
+        "test_reference",
+        "test_roofline",
+        "test_sandbox_hardening",
+        "test_scripts",
+        "test_seed_claims",
+        "test_serving",
+        "test_site",
+        "test_site_consistency",
+        "test_site_inputs",
+        "test_storage_faults",
+        "test_synth",
+        "test_transformers_backend",
+        "test_verdicts",
+        "test_verdicts_site",
+        "test_workflows",
+    }
+)
+
+
+def lane_of(item: pytest.Item) -> str:
+    """The lane of one collected test (the module's rule above)."""
+    own = [m.name for m in item.iter_markers() if m.name in LANES]
+    if own:
+        return own[0]
+    if item.get_closest_marker("model") or item.get_closest_marker("browser"):
+        return "e2e"
+    fixtures = set(getattr(item, "fixturenames", ()))
+    if fixtures & E2E_FIXTURES:
+        return "e2e"
+    module = item.module.__name__.rsplit(".", 1)[-1] if item.module else ""
+    if module in E2E_MODULES:
+        return "e2e"
+    if module in INTEGRATION_MODULES or fixtures & INTEGRATION_FIXTURES:
+        return "integration"
+    return "fast"
+
+
+def mark_lanes(items: list[pytest.Item]) -> None:
+    for item in items:
+        lane = lane_of(item)
+        if not item.get_closest_marker(lane):
+            item.add_marker(getattr(pytest.mark, lane))
