@@ -171,3 +171,13 @@ def summary(series: dict[str, Any] | None) -> dict[str, Any] | None:
     out["decreasing_counters"] = bad
     out["missing"] = series.get("missing")
     return out
+
+
+def scrapes(series: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """A stored series' scrapes (each ``{"t_ms": ..., "v": {role: value}}``), the well-formed ones only."""
+    return [s for s in (series or {}).get("samples") or [] if isinstance(s, dict)]
+
+
+def scrape_count(summary: dict[str, Any]) -> int:
+    """How many scrapes a level's telemetry summary was computed from."""
+    return int(summary.get("samples") or 0)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from core import telemetry
 from core.records.run import RunRecord, as_record
 from pipelines import serving
 
@@ -52,7 +53,7 @@ def _features(spec: Any, levels: list[dict[str, Any]]) -> list[str]:
         f.append("over-saturation stop")
     if spec.workload.kind == "multi_turn":
         f.append("conversations")
-    if any((lv.get("telemetry") or {}).get("samples") for lv in levels):
+    if any(telemetry.scrapes(lv.get("telemetry")) for lv in levels):
         f.append("server telemetry")
     return f
 

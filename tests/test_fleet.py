@@ -35,8 +35,9 @@ def _ref(fx, model="synthetic-llama-1b-q8_0"):
     return next(b for b in fx.boards if b.reference and b.model == model)
 
 
-def _gpu_hosts(recs):
-    return {r.host_id for r in recs if r.gpu_names}
+def _gpu_hosts(recs, model="synthetic-llama-1b-q8_0"):
+    """The GPU hosts that ran the reference board's model (a host that ran only split studies is not on it)."""
+    return {r.host_id for r in recs if r.gpu_names and r.model.get("name") == model}
 
 
 def test_a_fresh_host_is_on_the_reference_board_beside_the_committed_cpu_and_gpu_hosts(

@@ -8,6 +8,7 @@ import json
 import shutil
 import subprocess
 import sys
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -248,12 +249,14 @@ def _new_run(monkeypatch, old: dict, fp: dict) -> dict:
     """The old run measured again on a machine fingerprinted by this version."""
     doc = artifacts.upgrade(copy.deepcopy(old))
     doc["host"] = fp
-    doc["created"] = "2027-01-02T03:04:05+00:00"
+    # now (the old run is older): never ahead of the clock, which validation refuses
+    now = datetime.now(UTC).replace(microsecond=0) - timedelta(minutes=1)
+    doc["created"] = now.isoformat()
     r = record.RunRecord(doc)
     doc["key"] = record.config_key(
         r.backend, r.model_identity, r.requested, r.test, fp["id"], r.backend_version
     )
-    doc["id"] = f"{doc['key'][:12]}-20270102T030405.000Z"
+    doc["id"] = f"{doc['key'][:12]}-{now.strftime('%Y%m%dT%H%M%S')}.000Z"
     return doc
 
 

@@ -48,7 +48,7 @@ def scaling_chart(series: list[scaling.Point], title: str) -> str:
         rows.append(
             {
                 "placement": p.label,
-                "test": f"{TEST_WORDS.get(p.test, p.test)} ({p.test})",
+                "test_name": f"{TEST_WORDS.get(p.test, p.test)} ({p.test})",
                 "speedup": c.ratio,
                 "lo": c.ci95_low if c.ci95_low is not None else c.ratio,
                 "hi": c.ci95_high if c.ci95_high is not None else c.ratio,
@@ -60,8 +60,8 @@ def scaling_chart(series: list[scaling.Point], title: str) -> str:
     df = pd.DataFrame(rows)
     axis = ("speed-up over one GPU", "×")
     panels = []
-    for t in df["test"].unique():
-        sub = df[df["test"] == t]
+    for t in df["test_name"].unique():
+        sub = df[df["test_name"] == t]
         y = alt.Y("placement:N", title=None, axis=alt.Axis(labelLimit=200))
         rule = (
             alt.Chart(sub)
@@ -76,7 +76,7 @@ def scaling_chart(series: list[scaling.Point], title: str) -> str:
                 x=charts.qx("speedup", *axis),
                 tooltip=[
                     alt.Tooltip("placement:N"),
-                    alt.Tooltip("test:N"),
+                    alt.Tooltip("test_name:N", title="test"),
                     alt.Tooltip("speedup:Q", format=".3f"),
                     alt.Tooltip("lo:Q", format=".3f", title="CI95 low"),
                     alt.Tooltip("hi:Q", format=".3f", title="CI95 high"),

@@ -12,6 +12,7 @@ from typing import Any
 import altair as alt
 import pandas as pd
 
+from core import telemetry
 from pipelines import traffic
 from pipelines.site import charts
 from pipelines.site.markdown import cell, fold, link, num, run_link, table
@@ -66,7 +67,7 @@ def telemetry_chart(lv: dict[str, Any]) -> alt.Chart | None:
     """The server's queue and running requests over the same time axis (and KV occupancy where reported)."""
     series = lv.get("telemetry") or {}
     rows = []
-    for s in series.get("samples") or []:
+    for s in telemetry.scrapes(series):
         for role, label in SERIES.items():
             v = (s.get("v") or {}).get(role)
             if isinstance(v, (int, float)):
@@ -219,7 +220,7 @@ def _level_lines(run: dict[str, Any], lv: dict[str, Any]) -> list[str]:
             )
         lack = tel.get("missing") or []
         out.append(
-            f"Server telemetry: {num(tel['samples'], 0)} scrapes; "
+            f"Server telemetry: {num(telemetry.scrape_count(tel), 0)} scrapes; "
             + (", ".join(bits) if bits else "nothing usable")
             + (f"; not reported by this server: {', '.join(lack)}" if lack else "")
             + (

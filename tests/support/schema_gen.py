@@ -204,8 +204,11 @@ class Schemas:
                     lambda s: "\n" not in s
                 )
             if node.get("format") == "date-time":
-                return st.datetimes(
-                    timezones=st.just(__import__("datetime").timezone.utc)
+                import datetime as _dt
+
+                return st.datetimes(  # never ahead of the clock: validation refuses that (issue 34)
+                    max_value=_dt.datetime(2026, 1, 1),
+                    timezones=st.just(_dt.UTC),
                 ).map(lambda d: d.isoformat(timespec="seconds"))
             lo, hi = node.get("minLength", 0), node.get("maxLength", 10**9)
             return (
