@@ -387,8 +387,8 @@ def _build_locked(c, site: Path, if_changed: bool) -> None:
     if result.exited:
         # the build's own load of data/ turns a bad artifact into one line (pipelines/site/hooks.py):
         # show that line alone; any other failure is a bug and keeps its whole log
-        lines = [
-            ln
+        lines = [  # named as the folder the user asked for, not the one built beside it
+            ln.replace(str(fresh), str(site))
             for ln in (result.stdout + result.stderr).splitlines()
             if ln.startswith("error: ")
         ]
