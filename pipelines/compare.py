@@ -243,7 +243,7 @@ class Result:
             worse = (1.0 - r.ratio) if r.higher_is_better else (r.ratio - 1.0)
             if worse * 100.0 > pct:
                 out.append(r)
-        return sorted(out, key=lambda r: -abs(r.ratio - 1.0))  # type: ignore[operator]
+        return sorted(out, key=lambda r: -abs(r.ratio - 1.0))
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -68,7 +68,7 @@ def _requests(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 "index": r.get("index"),
                 "ok": bool(r.get("ok")),
                 "scheduled_s": (
-                    r.get("scheduled_ms")
+                    r["scheduled_ms"]
                     if r.get("scheduled_ms") is not None
                     else r["start_ms"]
                 )

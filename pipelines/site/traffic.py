@@ -7,7 +7,7 @@ drawn under it, and the swim lanes of its requests (sampled, said so). Every val
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import altair as alt
 import pandas as pd
@@ -53,13 +53,14 @@ def latency_chart(lv: dict[str, Any]) -> alt.LayerChart:
             .mark_rect(opacity=0.15, color=charts.GOOD)
             .encode(x=charts.qx("a", "sent", "s from the level's start"), x2="b:Q")
         )
-    return alt.layer(*layers, pts).properties(
+    chart = alt.layer(*layers, pts).properties(
         title="TTFT of each request (shaded: the steady-state window)"
         if w
         else "TTFT of each request",
         width="container",
         height=220,
     )
+    return cast(alt.LayerChart, chart)  # properties() is typed for a facet too
 
 
 def telemetry_chart(lv: dict[str, Any]) -> alt.Chart | None:
@@ -246,7 +247,7 @@ def _level_lines(run: dict[str, Any], lv: dict[str, Any]) -> list[str]:
 
 
 def _cache_line(run: dict[str, Any]) -> str:
-    cs = run.get("cache_state")
+    cs: Any = run.get("cache_state")
     cs = (
         cs
         if isinstance(cs, dict)

@@ -181,6 +181,7 @@ class HostRun:
                 self.outcome.host_id = None
                 self.log(f"host fingerprint refused: {why}")
             else:
+                assert isinstance(fp, dict)  # fingerprint_problem refuses any other
                 self.reported_host = fp
                 self.outcome.host_id = fp["id"]
                 self.log(f"host fingerprint: {self.outcome.host_id}")
@@ -602,7 +603,7 @@ class HostRun:
                 "dirty": self.snap.dirty,
             },
         }
-        common = {
+        common: dict[str, Any] = {
             "matrix": self.matrix,
             "host": self.host,
             "kind": kind,
