@@ -99,7 +99,10 @@ def request_problem(
     for key in ("output_tokens", "prompt_tokens", "cached_tokens"):
         v = rec.get(key)
         if _count(v) and v > MAX_COUNT:
-            return f"the server reports {count_text(v)} {key.replace('_', ' ')} (no request holds more than {MAX_COUNT:.0e})"
+            return (
+                f"the server reports {count_text(v)} {key.replace('_', ' ')} "
+                f"(no request holds more than {MAX_COUNT:.0e})"
+            )
     if _count(out) and out < 0:
         return f"the server reports {count_text(out)} output tokens"
     if _count(out) and _count(max_tokens) and out > max_tokens + TOKEN_SLACK:

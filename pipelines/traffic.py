@@ -23,7 +23,8 @@ def arrivals_text(spec: Any) -> str:
     if p == "trace":
         return "arrival times as recorded in the trace (levels: speed-ups)"
     if p == "gamma":
-        out = f"gamma bursts (burstiness {spec.burstiness:g}: {'burstier than' if spec.burstiness < 1 else 'as regular as or more than'} Poisson)"
+        than = "burstier than" if spec.burstiness < 1 else "as regular as or more than"
+        out = f"gamma bursts (burstiness {spec.burstiness:g}: {than} Poisson)"
     elif p in ("poisson", "constant"):
         out = f"{p} arrivals"
     else:

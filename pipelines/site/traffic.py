@@ -241,7 +241,8 @@ def _level_lines(run: dict[str, Any], lv: dict[str, Any]) -> list[str]:
         f = turns["fit"]
         out.append(
             f"TTFT against context: {num(f['slope_ms_per_token'], 3)} ms per prompt token "
-            f"(+{num(f['intercept_ms'], 1)} ms) over {num(f['n'], 0)} turns of {num(turns['conversations'], 0)} conversations."
+            f"(+{num(f['intercept_ms'], 1)} ms) over {num(f['n'], 0)} turns "
+            f"of {num(turns['conversations'], 0)} conversations."
         )
     return out
 
@@ -268,13 +269,18 @@ def traffic_section(runs: list[dict[str, Any]]) -> list[str]:
             "Runs whose requests arrive as recorded traces, bursts or ramps, or come as conversations; each level's "
             "headline figures over its steady-state window where one was asked for (SGLang's definition: the longest "
             "interval with at least that share of the peak number of requests in flight), the over-saturation stop "
-            "(GuideLLM's: TTFT and requests in flight both rising, each slope tested), and the server's own telemetry "
-            f"scraped from its /metrics during the run. Swim lanes show at most {traffic.TIMELINE_MAX} requests a level."
+            "(GuideLLM's: TTFT and requests in flight both rising, each slope tested), "
+            "and the server's own telemetry "
+            "scraped from its /metrics during the run. "
+            f"Swim lanes show at most {traffic.TIMELINE_MAX} requests a level."
         ),
         "",
     ]
     for run in runs:
-        title = f"{run['endpoint']} · {run['model']} · {run['host']} · {run['test_name']} ({', '.join(run['features'])})"
+        title = (
+            f"{run['endpoint']} · {run['model']} · {run['host']} · {run['test_name']} "
+            f"({', '.join(run['features'])})"
+        )
         body = [
             f"Arrivals: {cell(run['arrivals'])}. Workload: {cell(run['workload'])}"
             + (

@@ -655,7 +655,10 @@ def fingerprint_problem(fp: Any, host_name: str) -> str:
         return f"has the id {quote(hid, 80)}, not a host id (lowercase letters, digits and dashes)"
     prefix = slug(host_name) + "-"
     if not hid.startswith(prefix) or fp.get("name") != host_name:
-        return f"has the id {hid} and name {quote(fp.get('name'), 60)}, not those of inventory host {host_name} ({prefix}...)"
+        return (
+            f"has the id {hid} and name {quote(fp.get('name'), 60)}, "
+            f"not those of inventory host {host_name} ({prefix}...)"
+        )
     return ""
 
 

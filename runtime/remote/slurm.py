@@ -453,7 +453,10 @@ class NodeJob:
                 doc["model"]["name"], doc["test"]["name"], doc.get("swept") or {}
             )
             if label not in self.labels:
-                return f"{doc['model']['name']} {doc['test']['name']} is not a configuration of matrix {self.matrix.name}"
+                return (
+                    f"{doc['model']['name']} {doc['test']['name']} "
+                    f"is not a configuration of matrix {self.matrix.name}"
+                )
         return None
 
     def _fetch(self) -> None:
