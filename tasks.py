@@ -235,7 +235,8 @@ def _progress_printer():
         "label": "Run on every inventory host with this label (repeatable), e.g. --label gpu.",
         "inventory": "Hosts inventory (default: data/hosts.yaml).",
         "wait": "Seconds to wait for another run measuring on this host to finish (default 0: refuse at once).",
-        "scheduler": "Run through a scheduler instead of here: slurm (one exclusive job per node), ssh (= --host/--label).",
+        "scheduler": "Run through a scheduler instead of here: "
+        "slurm (one exclusive job per node), ssh (= --host/--label).",
         "partition": "Slurm partition (default: the cluster's default partition).",
         "constraint": "Slurm node features (sbatch --constraint); a single feature also picks the nodes.",
         "nodelist": "Slurm node to run on (repeat for several; default: every node of the partition).",
@@ -317,7 +318,8 @@ def bench(
 @task
 @user_errors
 def validate(c):
-    """Check every artifact under data/ against its JSON Schema and version, and what servers reported against what can be."""
+    """Check every artifact under data/ against its JSON Schema and version, and what servers
+    reported against what can be."""
     from core import artifacts
     from core.errors import ArtifactErrors
     from core.paths import data_dir

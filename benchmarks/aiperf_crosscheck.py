@@ -165,7 +165,9 @@ for w in sorted(set(re.findall(r"\\w+|[^\\w\\s]", text))):
 tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="[UNK]"))
 tok.pre_tokenizer = pre_tokenizers.Whitespace()
 tok.decoder = decoders.WordPiece(prefix="##")
-fast = PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]", bos_token="<bos>", eos_token="<eos>")
+fast = PreTrainedTokenizerFast(
+    tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]", bos_token="<bos>", eos_token="<eos>"
+)
 fast.save_pretrained(sys.argv[2])
 """
 

@@ -224,7 +224,8 @@ def run(args: argparse.Namespace) -> str:
         f"configurations = {n} boundaries, {args.runs} runs a side, each host's noise estimate from an A/A of "
         f"{args.aa_runs} runs; {round(n * args.changed)} boundaries ({args.changed:.0%}) carry a real drop "
         f"(equal shares of {', '.join(f'{100 * s:g}%' for s in SIZES)}), the other "
-        f"{n - round(n * args.changed)} are A/A. {args.nights} nights. False discovery rate {args.level:g}. A step also needs a change of at least "
+        f"{n - round(n * args.changed)} are A/A. {args.nights} nights. "
+        f"False discovery rate {args.level:g}. A step also needs a change of at least "
         f"{MIN_STEP:.0%}. Means per night with a t CI95; detection with its Wilson CI95.",
         "",
         "| rule | false regressions a night | false alarms a night (either way) | "

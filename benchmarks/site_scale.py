@@ -314,7 +314,10 @@ def fleet_doc(
     if doc["artifact"] == "quality":
         doc["id"] = f"q{doc['key'][:12]}-{_stamp(created, True)}"
         safe = re.sub(r"[^A-Za-z0-9._-]+", "-", doc["suite"]["name"])
-        rel = f"quality/{h['id']}/{slug(doc['model']['name'])}/{safe}--{doc['key'][:16]}-{doc['id'].split('-', 1)[1]}.json"
+        rel = (
+            f"quality/{h['id']}/{slug(doc['model']['name'])}/{safe}"
+            f"--{doc['key'][:16]}-{doc['id'].split('-', 1)[1]}.json"
+        )
         return rel, doc
     from core.records.run import run_path
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, TypeGuard
 
 REASON = "implausible"
 TOKEN_SLACK = (
@@ -80,7 +80,7 @@ def prompt_bytes(body: dict[str, Any] | None) -> int | None:
     return len(p.encode("utf-8", "replace")) if isinstance(p, str) else None
 
 
-def _count(v: Any) -> bool:
+def _count(v: Any) -> TypeGuard[int]:
     return isinstance(v, int) and not isinstance(v, bool)
 
 
@@ -99,7 +99,10 @@ def request_problem(
     for key in ("output_tokens", "prompt_tokens", "cached_tokens"):
         v = rec.get(key)
         if _count(v) and v > MAX_COUNT:
-            return f"the server reports {count_text(v)} {key.replace('_', ' ')} (no request holds more than {MAX_COUNT:.0e})"
+            return (
+                f"the server reports {count_text(v)} {key.replace('_', ' ')} "
+                f"(no request holds more than {MAX_COUNT:.0e})"
+            )
     if _count(out) and out < 0:
         return f"the server reports {count_text(out)} output tokens"
     if _count(out) and _count(max_tokens) and out > max_tokens + TOKEN_SLACK:
@@ -221,7 +224,8 @@ def artifact_problems(doc: dict[str, Any]) -> list[tuple[str, str]]:
     as the client checks it now, and every token rate against :data:`MAX_RATE_TPS`."""
     if not isinstance(doc, dict) or doc.get("artifact") != "run":
         return []
-    test = doc.get("test") if isinstance(doc.get("test"), dict) else {}
+    raw_test = doc.get("test")
+    test = raw_test if isinstance(raw_test, dict) else {}
     max_tokens = test.get("max_tokens")
     size = prompt_bytes(test)
     out: list[tuple[str, str]] = []

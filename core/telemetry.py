@@ -146,16 +146,16 @@ def summary(series: dict[str, Any] | None) -> dict[str, Any] | None:
         "interval_s": series.get("interval_s"),
     }
     for role in ("queued", "running", "kv_usage", "cache_hit_rate"):
-        vals = [(s.get("v") or {}).get(role) for s in samples]
-        vals = [v for v in vals if isinstance(v, (int, float))]
+        raw = [(s.get("v") or {}).get(role) for s in samples]
+        vals = [v for v in raw if isinstance(v, (int, float))]
         out[role] = {"max": max(vals), "mean": sum(vals) / len(vals)} if vals else None
     bad = check_series(samples)["decreasing_counters"]
-    hits = [(s.get("v") or {}).get("cache_hit_tokens_total") for s in samples]
-    fresh = [(s.get("v") or {}).get("prompt_tokens_total") for s in samples]
-    queries = [(s.get("v") or {}).get("cache_query_tokens_total") for s in samples]
-    hits = [h for h in hits if h is not None]
-    fresh = [f for f in fresh if f is not None]
-    queries = [q for q in queries if q is not None]
+    raw_hits = [(s.get("v") or {}).get("cache_hit_tokens_total") for s in samples]
+    raw_fresh = [(s.get("v") or {}).get("prompt_tokens_total") for s in samples]
+    raw_queries = [(s.get("v") or {}).get("cache_query_tokens_total") for s in samples]
+    hits = [h for h in raw_hits if h is not None]
+    fresh = [f for f in raw_fresh if f is not None]
+    queries = [q for q in raw_queries if q is not None]
     rate = None
     if len(hits) >= 2 and not bad:
         dh = hits[-1] - hits[0]

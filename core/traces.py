@@ -100,6 +100,7 @@ def _fields(
                 path, row, f"missing column {', '.join(missing)} ({layout} layout)"
             )
 
+    hashes: Any
     if layout == "burstgpt":
         need("Timestamp", "Request tokens", "Response tokens")
         ts, inp, out = raw["Timestamp"], raw["Request tokens"], raw["Response tokens"]

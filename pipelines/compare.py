@@ -25,8 +25,8 @@ noise for that kind of test (core.stats.compare_runs, pipelines.noise). A side o
 host whose noise was never measured has no interval ("insufficient data", and says why). The
 verdict is from B's point of view: win, loss or within noise (the interval contains 1). All rows of
 one comparison are one family held to a false discovery rate (core.stats.fleet_fdr): a win or a loss
-stands only if it survives the false discovery rate (core.stats.FDR_NAME) over every row with an interval, so comparing hundreds
-of configurations (a fleet, a CI gate) does not call changes by chance.
+stands only if it survives the false discovery rate (core.stats.FDR_NAME) over every row with an
+interval, so comparing hundreds of configurations (a fleet, a CI gate) does not call changes by chance.
 """
 
 from __future__ import annotations
@@ -243,7 +243,7 @@ class Result:
             worse = (1.0 - r.ratio) if r.higher_is_better else (r.ratio - 1.0)
             if worse * 100.0 > pct:
                 out.append(r)
-        return sorted(out, key=lambda r: -abs(r.ratio - 1.0))  # type: ignore[operator]
+        return sorted(out, key=lambda r: -abs(r.ratio - 1.0))
 
     def to_dict(self) -> dict[str, Any]:
         return {

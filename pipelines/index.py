@@ -108,16 +108,20 @@ def _s(v: Any) -> str | None:
     return None if v is None else str(v)
 
 
+def _obj(v: Any) -> dict[str, Any]:
+    return v if isinstance(v, dict) else {}
+
+
 def artifact_row(
     rel: str, digest: str, size: int, mtime_ns: int, doc: dict[str, Any]
 ) -> dict[str, Any]:
-    host = doc.get("host") if isinstance(doc.get("host"), dict) else {}
-    model = doc.get("model") if isinstance(doc.get("model"), dict) else {}
-    test = doc.get("test") if isinstance(doc.get("test"), dict) else {}
-    build = doc.get("build") if isinstance(doc.get("build"), dict) else {}
-    matrix = doc.get("matrix") if isinstance(doc.get("matrix"), dict) else {}
-    error = doc.get("error") if isinstance(doc.get("error"), dict) else {}
-    suite = doc.get("suite") if isinstance(doc.get("suite"), dict) else {}
+    host = _obj(doc.get("host"))
+    model = _obj(doc.get("model"))
+    test = _obj(doc.get("test"))
+    build = _obj(doc.get("build"))
+    matrix = _obj(doc.get("matrix"))
+    error = _obj(doc.get("error"))
+    suite = _obj(doc.get("suite"))
     return {
         "path": rel,
         "sha256": digest,

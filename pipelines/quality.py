@@ -208,7 +208,8 @@ def scores_frame(docs: list[QualityRecord]) -> pd.DataFrame:
 PAIRED_RULE = (
     "Two configurations scored on the same items are compared item by item: the exact McNemar test on the "
     "items one passed and the other failed decides (win or loss at p < 0.05, else within noise), Agresti–Min's "
-    "paired interval (the Wald interval after adding 1/2 to each cell of the paired table) gives the difference's CI95, and the minimum detectable difference is the "
+    "paired interval (the Wald interval after adding 1/2 to each cell of the paired table) gives the "
+    "difference's CI95, and the minimum detectable difference is the "
     "smallest difference in pass rate this many shared items would show with 80% power at the observed "
     "share of discordant items (never below 6 items)."
 )

@@ -424,7 +424,8 @@ def rate_plans(
                 speed,
                 m.backoff_s,
                 [m.runs["faulty"], m.runs["faulty_retry"]],
-                f"both from the run with automatic retry ({retried} of {len(recs)} requests retried): current adds, per "
+                f"both from the run with automatic retry ({retried} of {len(recs)} requests retried): "
+                "current adds, per "
                 f"retried request, a caller's re-send after {resend[0]:g}–{resend[1]:g} s (assumed) in place of the "
                 f"{b:g} s back-off",
             )

@@ -55,11 +55,11 @@ def points(docs: list[Any]) -> list[Point]:
     metric = METRICS["tokens_per_second"]
     groups: dict[tuple[str, str, str, tuple[int, str], str], list[RunRecord]] = {}
     for r in runs:
-        p = placement_mod.of(r)
-        if p is None or p.gpus_used == 0:
+        pl = placement_mod.of(r)
+        if pl is None or pl.gpus_used == 0:
             continue
         groups.setdefault(
-            (_machine(r), r.model_name, r.test_name, p.key, r.host_id), []
+            (_machine(r), r.model_name, r.test_name, pl.key, r.host_id), []
         ).append(r)
     series: dict[tuple[str, str, str], list[tuple[Any, list[RunRecord]]]] = {}
     for key, rs in groups.items():
@@ -71,12 +71,14 @@ def points(docs: list[Any]) -> list[Point]:
         made: list[Point] = []
         for key, rs in members:
             value = compare_mod._side_value(rs, metric.name)[0]
+            placed = placement_mod.of(rs[-1])
+            assert placed is not None  # grouped above only with a placement
             made.append(
                 Point(
                     machine,
                     model,
                     test,
-                    placement_mod.of(rs[-1]),
+                    placed,
                     key[4],
                     tuple(rs),
                     value,
@@ -86,7 +88,7 @@ def points(docs: list[Any]) -> list[Point]:
         for p in sorted(
             made, key=lambda p: (p.placement.gpus_used, p.placement.key[1], p.host_id)
         ):
-            base = None
+            base: Point | None = None
             if p.placement.gpus_used > 1 and ones:
                 same = [o for o in ones if o.host_id == p.host_id]
                 base = (same or ones)[0]

@@ -24,7 +24,8 @@ def arrivals_text(spec: Any) -> str:
     if p == "trace":
         return "arrival times as recorded in the trace (levels: speed-ups)"
     if p == "gamma":
-        out = f"gamma bursts (burstiness {spec.burstiness:g}: {'burstier than' if spec.burstiness < 1 else 'as regular as or more than'} Poisson)"
+        than = "burstier than" if spec.burstiness < 1 else "as regular as or more than"
+        out = f"gamma bursts (burstiness {spec.burstiness:g}: {than} Poisson)"
     elif p in ("poisson", "constant"):
         out = f"{p} arrivals"
     else:
@@ -69,7 +70,7 @@ def _requests(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 "index": r.get("index"),
                 "ok": bool(r.get("ok")),
                 "scheduled_s": (
-                    r.get("scheduled_ms")
+                    r["scheduled_ms"]
                     if r.get("scheduled_ms") is not None
                     else r["start_ms"]
                 )

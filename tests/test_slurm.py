@@ -306,7 +306,12 @@ if mode in ("host", "path"):
         doc["host"]["id"] = "someone-else-0000"
         art.write_text(json.dumps(doc))
     else:
-        lines = [l.replace(done["path"], "../../../../../etc/hostname") if l.startswith(PREFIX) and '"done"' in l else l for l in lines]
+        lines = [
+            l.replace(done["path"], "../../../../../etc/hostname")
+            if l.startswith(PREFIX) and '"done"' in l
+            else l
+            for l in lines
+        ]
     out = "\n".join(lines) + "\n"
 sys.stdout.write(out)
 sys.stderr.write(p.stderr)

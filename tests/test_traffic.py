@@ -60,12 +60,14 @@ def test_the_three_layouts_read_as_published():
     [
         ('{"timestamp": 0, "input_length": 5}\n', 1, "missing column output_length"),
         (
-            '{"timestamp": 0, "input_length": 5, "output_length": 2}\n{"timestamp": -1, "input_length": 5, "output_length": 2}\n',
+            '{"timestamp": 0, "input_length": 5, "output_length": 2}\n'
+            '{"timestamp": -1, "input_length": 5, "output_length": 2}\n',
             2,
             "negative",
         ),
         (
-            '{"timestamp": 3, "input_length": 5, "output_length": 2}\n{"timestamp": 1, "input_length": 5, "output_length": 2}\n',
+            '{"timestamp": 3, "input_length": 5, "output_length": 2}\n'
+            '{"timestamp": 1, "input_length": 5, "output_length": 2}\n',
             2,
             "not sorted",
         ),

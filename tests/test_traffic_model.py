@@ -29,7 +29,8 @@ backend: openai_http
 models: [gemma3-270m-q4_k_m]
 precision: null
 timeout_s: 900
-settings: {{server: llama-server, parallel: 2, n_ctx: 2048, n_threads: 1, retries: 0, read_timeout_s: 120, request_timeout_s: 300}}
+settings: {{server: llama-server, parallel: 2, n_ctx: 2048, n_threads: 1, retries: 0,
+  read_timeout_s: 120, request_timeout_s: 300}}
 tests:
   - kind: load
     id: trace-replay

@@ -79,7 +79,8 @@ WORKLOAD_HELP = {
 
 
 class GenerateTest(TestSpec):
-    """Generation on a workload's prompts (greedy unless a temperature is set): outputs (token ids, text), generation rate, draft acceptance."""
+    """Generation on a workload's prompts (greedy unless a temperature is set): outputs (token
+    ids, text), generation rate, draft acceptance."""
 
     kind: Literal["generate"] = "generate"
     id: str = Field(

@@ -72,7 +72,8 @@ class LoadSpec(TestSpec):
         gt=0.0,
         lt=1.0,
         description="Headline figures over the steady-state window only: the longest interval with at least "
-        "this fraction of the peak number of requests in flight (SGLang's definition; 0.9 usual). null: the whole level.",
+        "this fraction of the peak number of requests in flight (SGLang's definition; 0.9 usual). "
+        "null: the whole level.",
     )
     telemetry_interval_s: float | None = Field(
         1.0,

@@ -46,7 +46,9 @@ from core.kinds.workload import Slo
 LATENCY = ("ttft_ms", "tpot_ms", "e2e_ms")
 PERCENTILES = (50.0, 90.0, 95.0, 99.0)
 #: Bumped whenever these figures are computed differently: a stored summary of another version is recomputed.
-LOAD_STATS_VERSION = 3  # 2: ITL, counted prompt lengths, steady-state window, telemetry, turns, warm reuse; 3: window throughput by end
+# 2: ITL, counted prompt lengths, steady-state window, telemetry, turns, warm reuse;
+# 3: window throughput by end
+LOAD_STATS_VERSION = 3
 SATURATION_GROWTH = (
     0.05  # closed loop: throughput growth below this over the level below = saturated
 )

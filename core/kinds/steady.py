@@ -6,13 +6,15 @@ request records of one level (``start_ms``, ``end_ms``, ``first_token_ms`` or ``
   ``fraction`` of the level's peak number of requests were in flight. Ramp-up (in flight still
   climbing) and drain (the last requests finishing alone) fall outside it. The headline figures of
   a level with ``steady_state`` set are computed over the window (latencies of the requests that
-  started inside it, throughput of those that ended inside it), and the window (its start, end and the requests in it) is stated beside them.
+  started inside it, throughput of those that ended inside it), and the window (its start, end
+  and the requests in it) is stated beside them.
 * **Over-saturation** (GuideLLM's over-saturation detection): over the requests completed so far (a
-  failed one's time to failure standing for its TTFT), the least-squares slope of TTFT against the request's start and the slope of the requests in
-  flight (at each start) against time, each with a one-sided t-test; the level is over-saturated
-  when both slopes are positive at ``alpha`` and TTFT grew by more than ``min_growth`` over the
-  fitted span (a server whose queue grows without bound: every new request waits longer than the
-  last). A level that stops for it records the slopes and their p-values as its reason.
+  failed one's time to failure standing for its TTFT), the least-squares slope of TTFT against
+  the request's start and the slope of the requests in flight (at each start) against time,
+  each with a one-sided t-test; the level is over-saturated when both slopes are positive at
+  ``alpha`` and TTFT grew by more than ``min_growth`` over the fitted span (a server whose queue
+  grows without bound: every new request waits longer than the last). A level that stops for it
+  records the slopes and their p-values as its reason.
 """
 
 from __future__ import annotations

@@ -220,7 +220,10 @@ def _table(rows: list[dict[str, Any]]) -> str:
 def fidelity_section(root: Path | None = None) -> str:
     rows = fidelity_rows(root)
     if not rows:
-        return "No committed fidelity results yet: `invoke bench.fidelity` (CPU) and benchmarks/gpu_run.sh (GPU) write them."
+        return (
+            "No committed fidelity results yet: `invoke bench.fidelity` (CPU) and "
+            "benchmarks/gpu_run.sh (GPU) write them."
+        )
     # the CPU files and the largest GPU run of the current method (like-for-like ratios) open; the
     # other GPU files folded, each under its own title (every row stays on the page)
     method = {r["file"] for r in rows if r.get("same_n") is not None}

@@ -89,7 +89,9 @@ def flash_depth_section(sw: opt.Sweep) -> list[str]:
         on = next((p for p in pts if _on(p)), None)
         if off is None and on is None:
             continue
-        d = _depth(on or off)
+        pick = on or off
+        assert pick is not None  # one of them, checked just above
+        d = _depth(pick)
         src = " · ".join(
             link(p.id[:12], run_link(p.id)) for p in (off, on) if p is not None
         )

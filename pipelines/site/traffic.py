@@ -7,7 +7,7 @@ drawn under it, and the swim lanes of its requests (sampled, said so). Every val
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import altair as alt
 import pandas as pd
@@ -54,13 +54,14 @@ def latency_chart(lv: dict[str, Any]) -> alt.LayerChart:
             .mark_rect(opacity=0.15, color=charts.GOOD)
             .encode(x=charts.qx("a", "sent", "s from the level's start"), x2="b:Q")
         )
-    return alt.layer(*layers, pts).properties(
+    chart = alt.layer(*layers, pts).properties(
         title="TTFT of each request (shaded: the steady-state window)"
         if w
         else "TTFT of each request",
         width="container",
         height=220,
     )
+    return cast(alt.LayerChart, chart)  # properties() is typed for a facet too
 
 
 def telemetry_chart(lv: dict[str, Any]) -> alt.Chart | None:
@@ -241,13 +242,14 @@ def _level_lines(run: dict[str, Any], lv: dict[str, Any]) -> list[str]:
         f = turns["fit"]
         out.append(
             f"TTFT against context: {num(f['slope_ms_per_token'], 3)} ms per prompt token "
-            f"(+{num(f['intercept_ms'], 1)} ms) over {num(f['n'], 0)} turns of {num(turns['conversations'], 0)} conversations."
+            f"(+{num(f['intercept_ms'], 1)} ms) over {num(f['n'], 0)} turns "
+            f"of {num(turns['conversations'], 0)} conversations."
         )
     return out
 
 
 def _cache_line(run: dict[str, Any]) -> str:
-    cs = run.get("cache_state")
+    cs: Any = run.get("cache_state")
     cs = (
         cs
         if isinstance(cs, dict)
@@ -268,13 +270,18 @@ def traffic_section(runs: list[dict[str, Any]]) -> list[str]:
             "Runs whose requests arrive as recorded traces, bursts or ramps, or come as conversations; each level's "
             "headline figures over its steady-state window where one was asked for (SGLang's definition: the longest "
             "interval with at least that share of the peak number of requests in flight), the over-saturation stop "
-            "(GuideLLM's: TTFT and requests in flight both rising, each slope tested), and the server's own telemetry "
-            f"scraped from its /metrics during the run. Swim lanes show at most {traffic.TIMELINE_MAX} requests a level."
+            "(GuideLLM's: TTFT and requests in flight both rising, each slope tested), "
+            "and the server's own telemetry "
+            "scraped from its /metrics during the run. "
+            f"Swim lanes show at most {traffic.TIMELINE_MAX} requests a level."
         ),
         "",
     ]
     for run in runs:
-        title = f"{run['endpoint']} · {run['model']} · {run['host']} · {run['test_name']} ({', '.join(run['features'])})"
+        title = (
+            f"{run['endpoint']} · {run['model']} · {run['host']} · {run['test_name']} "
+            f"({', '.join(run['features'])})"
+        )
         body = [
             f"Arrivals: {cell(run['arrivals'])}. Workload: {cell(run['workload'])}"
             + (

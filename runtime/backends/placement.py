@@ -32,7 +32,8 @@ class PlacementSettings(BaseModel):
     split_mode: Literal["none", "layer", "row"] = Field(
         "layer",
         description="How a model is spread over the visible GPUs (llama.cpp -sm): none = one GPU (main_gpu), "
-        "layer = whole layers per GPU (llama.cpp's default: every visible GPU), row = each weight matrix split by rows.",
+        "layer = whole layers per GPU (llama.cpp's default: every visible GPU), "
+        "row = each weight matrix split by rows.",
     )
     tensor_split: list[float] | None = Field(
         None,

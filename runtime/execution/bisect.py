@@ -158,7 +158,7 @@ def run_bisect(
     for cfg in cfgs:
         runner.preflight(cfg, refs[cfg.model])
     names = {id(c): ab._work_id(c) for c in cfgs}
-    hib = {names[id(c)]: headline(c.test.kind).higher_is_better for c in cfgs}  # type: ignore[union-attr]
+    hib = {names[id(c)]: headline(c.test.kind).higher_is_better for c in cfgs}
     key = {
         "builds": specs,
         "matrix": m.name,

@@ -162,7 +162,7 @@ class Cutter:
                     field="workload.source",
                 )
             return out
-        parts = []
+        parts: list[str] = []
         for h in hash_ids:
             if len(parts) * block >= tokens:
                 break
@@ -336,7 +336,7 @@ async def _trace(
             row.input_tokens,
             f"[t{level_index}.{i}] ",
         )
-        meta = {
+        meta: dict[str, Any] = {
             "trace_row": row.row,
             "trace_t_s": round(row.t_s, 6),
             "prompt_tokens_requested": row.input_tokens,

@@ -181,6 +181,7 @@ class HostRun:
                 self.outcome.host_id = None
                 self.log(f"host fingerprint refused: {why}")
             else:
+                assert isinstance(fp, dict)  # fingerprint_problem refuses any other
                 self.reported_host = fp
                 self.outcome.host_id = fp["id"]
                 self.log(f"host fingerprint: {self.outcome.host_id}")
@@ -602,7 +603,7 @@ class HostRun:
                 "dirty": self.snap.dirty,
             },
         }
-        common = {
+        common: dict[str, Any] = {
             "matrix": self.matrix,
             "host": self.host,
             "kind": kind,
@@ -654,7 +655,10 @@ def fingerprint_problem(fp: Any, host_name: str) -> str:
         return f"has the id {quote(hid, 80)}, not a host id (lowercase letters, digits and dashes)"
     prefix = slug(host_name) + "-"
     if not hid.startswith(prefix) or fp.get("name") != host_name:
-        return f"has the id {hid} and name {quote(fp.get('name'), 60)}, not those of inventory host {host_name} ({prefix}...)"
+        return (
+            f"has the id {hid} and name {quote(fp.get('name'), 60)}, "
+            f"not those of inventory host {host_name} ({prefix}...)"
+        )
     return ""
 
 

@@ -453,7 +453,10 @@ class NodeJob:
                 doc["model"]["name"], doc["test"]["name"], doc.get("swept") or {}
             )
             if label not in self.labels:
-                return f"{doc['model']['name']} {doc['test']['name']} is not a configuration of matrix {self.matrix.name}"
+                return (
+                    f"{doc['model']['name']} {doc['test']['name']} "
+                    f"is not a configuration of matrix {self.matrix.name}"
+                )
         return None
 
     def _fetch(self) -> None:
@@ -674,8 +677,11 @@ def run_slurm(
     live = list(jobs)
     while live:
         time.sleep(poll_s)
-        states = _job_states([j.job_id for j in live]) or {}
+        # every live job was submitted, so each has its id
+        ids = [j.job_id for j in live if j.job_id is not None]
+        states = _job_states(ids) or {}
         for j in list(live):
+            assert j.job_id is not None  # set by submit(), which each live job passed
             j.read_output()
             state, reason = states.get(j.job_id, ("", ""))
             if not state:  # forgotten by slurmctld: judge by what the job wrote

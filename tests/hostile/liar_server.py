@@ -267,13 +267,22 @@ class Handler(BaseHTTPRequestHandler):
             elif mode == "usage-1e400":
                 usage = '{"prompt_tokens": 5, "completion_tokens": 1' + "0" * 400 + "}"
             elif mode == "cached-1e6":
-                usage = '{"prompt_tokens": 5, "completion_tokens": 4, "prompt_tokens_details": {"cached_tokens": 1000000}}'
+                usage = (
+                    '{"prompt_tokens": 5, "completion_tokens": 4, '
+                    '"prompt_tokens_details": {"cached_tokens": 1000000}}'
+                )
             elif mode == "prompt-1e12":
                 usage = '{"prompt_tokens": 1000000000000, "completion_tokens": 4}'
             elif mode == "timings-nan":
-                timings = ', "timings": {"cache_n": 0, "prompt_n": 5, "prompt_ms": NaN, "predicted_n": 4, "predicted_ms": Infinity}'
+                timings = (
+                    ', "timings": {"cache_n": 0, "prompt_n": 5, "prompt_ms": NaN, '
+                    '"predicted_n": 4, "predicted_ms": Infinity}'
+                )
             elif mode == "timings-future":
-                timings = ', "timings": {"cache_n": 0, "prompt_n": 5, "prompt_ms": 1.0, "predicted_n": 4, "predicted_ms": 1e9}'
+                timings = (
+                    ', "timings": {"cache_n": 0, "prompt_n": 5, "prompt_ms": 1.0, '
+                    '"predicted_n": 4, "predicted_ms": 1e9}'
+                )
             elif mode == "chunk-flood":
                 usage = (
                     '{"prompt_tokens": 5, "completion_tokens": '

@@ -232,7 +232,8 @@ def _free_port() -> int:
 
 @contextlib.contextmanager
 def serving(case: Case) -> Iterator[Case]:
-    """The hostile server of ``case`` (``case.server``: its arguments) on a free loopback port, and the case with ``{port}`` filled in."""
+    """The hostile server of ``case`` (``case.server``: its arguments) on a free loopback port,
+    and the case with ``{port}`` filled in."""
     port = _free_port()
     proc = subprocess.Popen(
         [sys.executable, str(LIAR), "--port", str(port), *case.server],

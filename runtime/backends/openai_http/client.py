@@ -4,9 +4,9 @@ Every request ends as a record: ``ok`` with its timings, or an error with a reas
 (``connect_error``, ``timeout_connect``, ``timeout_read``, ``timeout_total``, ``http_<status>``,
 ``dropped``, ``incomplete``, ``bad_payload`` (not JSON, or a chunk of the wrong shape),
 ``too_large`` (a line, the body or the text past its bound), ``implausible`` (a count or a timing
-the server reports that cannot be true for what was asked and seen: core.plausibility), ``server_error_event``,
-``server_lost``, ``client_error``, ``not_sent``). Nothing waits past ``request_timeout_s``: the whole request, retries and
-back-off included, runs under one asyncio deadline.
+the server reports that cannot be true for what was asked and seen: core.plausibility),
+``server_error_event``, ``server_lost``, ``client_error``, ``not_sent``). Nothing waits past
+``request_timeout_s``: the whole request, retries and back-off included, runs under one asyncio deadline.
 
 Timings (perf_counter, from the start of the first attempt, so a retried request carries
 its retries as the client saw them):

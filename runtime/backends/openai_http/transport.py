@@ -158,7 +158,9 @@ class HttpTransport:
         if not hasattr(self, "_extras_prefix"):
             self._extras_prefix = await ids_of("")
         pre = self._extras_prefix
-        ids = await ids_of(text) if pre is not None else None
+        if pre is None:
+            return None
+        ids = await ids_of(text)
         if ids is None:
             return None
         return ids[len(pre) :] if ids[: len(pre)] == pre else ids
