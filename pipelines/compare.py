@@ -218,6 +218,9 @@ class Row:
     q_value: float | None = (
         None  # the p-value adjusted over every row of this comparison (core.stats.fleet_fdr)
     )
+    # the verdict of this row's comparison alone (what the Host vs host page and its picker show for one
+    # pair of hosts); ``verdict`` is after the family's false discovery rate, and the note says when they differ
+    single_verdict: str = ""
 
 
 @dataclass
@@ -392,6 +395,7 @@ def compare(
             )
     # every row of one comparison is one family: a win or loss stands only at the false discovery rate
     for r, c in zip(rows, stats.fleet_fdr(cmps)):
+        r.single_verdict = r.verdict
         r.verdict, r.note, r.q_value = c.verdict, c.note, c.q_value
     rows.sort(key=lambda r: (r.model, r.test, r.settings, r.host_a, r.backend_a))
     return Result(a, b, sorted(on), rows, len(side_a), len(side_b))

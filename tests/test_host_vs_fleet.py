@@ -284,12 +284,16 @@ def test_page_and_picker_give_invoke_compares_verdicts(fleet_site, monkeypatch):
             if st.is_median:
                 continue
             row = _compare_rows(recs, w.median.host_id, st.host_id)[w.label]
-            assert (st.ratio, st.ratio_low, st.ratio_high, st.verdict) == (
+            assert (st.ratio, st.ratio_low, st.ratio_high) == (
                 row.ratio,
                 row.ci95_low,
                 row.ci95_high,
-                row.verdict,
             )
+            # the same verdict, unless `invoke compare` held its family of rows (every configuration the
+            # two hosts share) to the false discovery rate and says so in the row's note
+            assert st.verdict == row.single_verdict and (
+                row.verdict == row.single_verdict or "false discovery rate" in row.note
+            ), (st.verdict, row.verdict, row.note)
             assert st.figure.runs == row.b_runs and w.median.figure.runs == row.a_runs
             checked += 1
     assert checked == sum(len(w.standings) - 1 for w in wls) > 30
@@ -301,7 +305,7 @@ def test_page_and_picker_give_invoke_compares_verdicts(fleet_site, monkeypatch):
                 row = _compare_rows(recs, w.median.host_id, st.host_id)[w.label]
                 assert got[(w.model, w.test)][st.host_id][1:] == (
                     _ratio_text(row),
-                    row.verdict,
+                    st.verdict,
                 )
     # the picker: every pair of hosts, from the published side estimates, combined as compare_runs combines
     page = (site / "host-vs-host" / "index.html").read_text()
@@ -328,12 +332,15 @@ def test_page_and_picker_give_invoke_compares_verdicts(fleet_site, monkeypatch):
                 _published(pdata, wi, ia), _published(pdata, wi, ib), w["hib"]
             )
             row = rows[w["label"]]
-            assert (c.ratio, c.ci95_low, c.ci95_high, c.verdict, c.method) == (
-                row.ratio,
-                row.ci95_low,
-                row.ci95_high,
-                row.verdict,
-                row.method,
+            assert (
+                (c.ratio, c.ci95_low, c.ci95_high, c.verdict, c.method)
+                == (
+                    row.ratio,
+                    row.ci95_low,
+                    row.ci95_high,
+                    row.single_verdict,  # the picker compares one pair; compare also holds its family to the FDR
+                    row.method,
+                )
             )
             pairs += 1
     assert pairs > 100
@@ -385,7 +392,9 @@ def test_picker_compares_any_two_hosts_in_chromium(fleet_site, monkeypatch):
     )  # hosts[4] has GPUs (every fifth fleet host); hosts[0] ran one workload three times
     # what the picker must show: `invoke compare -b host=a -c host=b`, row by row
     rows_ab = _compare_rows(recs, a, b)
-    want = sorted([label, _ratio_text(r), r.verdict] for label, r in rows_ab.items())
+    want = sorted(
+        [label, _ratio_text(r), r.single_verdict] for label, r in rows_ab.items()
+    )
     assert want and any(r.a_runs == 3 for r in rows_ab.values())
     errors: list[str] = []
     outside: list[str] = []
@@ -621,21 +630,23 @@ def test_a_hosts_side_is_every_run_of_it(monkeypatch, tmp_path):
         c = stats.combine_sides(
             _published(pdata, 0, ia), _published(pdata, 0, ib), True
         )
-        assert (c.ratio, c.ci95_low, c.ci95_high, c.verdict, c.method, c.note) == (
+        assert (c.ratio, c.ci95_low, c.ci95_high, c.verdict, c.method) == (
             row.ratio,
             row.ci95_low,
             row.ci95_high,
-            row.verdict,
+            row.single_verdict,
             row.method,
-            row.note,
         )
+        assert row.note.startswith(
+            c.note
+        )  # compare adds why the family's FDR changed a verdict
         if ids[ia] == w.median.host_id:  # against the median host: the page's row
             st = by[ids[ib]]
             assert (st.ratio, st.ratio_low, st.ratio_high, st.verdict) == (
                 row.ratio,
                 row.ci95_low,
                 row.ci95_high,
-                row.verdict,
+                row.single_verdict,
             )
 
 

@@ -86,7 +86,9 @@ def new_row(
     )
     doc = record.new_run(
         key=key,
-        created=datetime(2026, 11, 27, tzinfo=UTC),  # a fixed past date: never ahead of a clock
+        created=datetime(
+            2026, 11, 27, tzinfo=UTC
+        ),  # a fixed past date: never ahead of a clock
         status="ok",
         backend=old.backend,
         test=test,
