@@ -367,7 +367,7 @@ FDR_NAME = {"bh": "Benjamini–Hochberg", "by": "Benjamini–Yekutieli"}[FDR_PRO
 FDR_METHOD = (
     f"Every comparison's interval gives a two-sided p-value (the t test the interval inverts). Where many "
     f"comparisons are read at once (every boundary of the Regressions page, the Build-to-build table, every "
-    f"configuration of one `invoke compare` and its CI gate) a win or a loss stands only if its "
+    f"configuration of one invoke compare and its CI gate) a win or a loss stands only if its "
     f"Benjamini–Yekutieli q-value is at most {FDR_Q:g}: of the changes called, at most {FDR_Q:.0%} are expected "
     f"false, however many were tested and however their tests depend on each other. Benjamini–Hochberg would "
     f"hold for independent or positively dependent tests with exact p-values; ours are neither quite: the "

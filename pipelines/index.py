@@ -393,14 +393,19 @@ def frame(table: str, root: Path | None = None) -> Any:
 
 def publish(tables: dict[str, Any], folder: Path) -> list[Path]:
     """Each table as Parquet and CSV under ``folder`` (the site's open data)."""
-    import pyarrow.csv as pacsv
     import pyarrow.parquet as pq
+
+    from core import csvcell
 
     folder.mkdir(parents=True, exist_ok=True)
     out = []
     for name, t in tables.items():
         t = t.drop_columns([c for c in ("mtime_ns",) if c in t.column_names])
         pq.write_table(t, folder / f"{name}.parquet", compression="zstd")
-        pacsv.write_csv(t, folder / f"{name}.csv")
+        # cells that a spreadsheet would run as a formula (=, +, -, @ first) neutralised (core.csvcell)
+        with open(folder / f"{name}.csv", "w", newline="", encoding="utf-8") as fh:
+            w = csvcell.writer(fh)
+            w.writerow(t.column_names)
+            w.writerows(zip(*(t.column(c).to_pylist() for c in t.column_names)))
         out += [folder / f"{name}.parquet", folder / f"{name}.csv"]
     return out

@@ -277,6 +277,7 @@ def test_gpus_used_and_flags():
 BASE = "schema_version: 1\nname: m\nmodels: [gemma3-270m-q4_k_m]\n"
 
 
+@pytest.mark.integration  # runs `invoke bench` as a subprocess
 @pytest.mark.parametrize(
     "settings, pattern",
     [

@@ -120,6 +120,7 @@ NEUTRAL_SETTINGS: dict[str, Any] = {
     "extra_bufts": None,
     "lora_adapters": [],
     "lora_scale": 1.0,
+    "rope_scaling": "none",  # the model's own RoPE (issue 33's long-context rows)
     # placement (issue 29): llama.cpp's own defaults, what every run before them used
     "split_mode": "layer",
     "tensor_split": None,

@@ -505,7 +505,7 @@ def _one_run(
     key = record.config_key(
         cfg.backend,
         ref.sha256,
-        settings.model_dump(mode="json"),
+        settings.recorded(),  # what the artifact records as requested, as the runner keys a point
         cfg.test.to_dict(),
         fp["id"],
         bversion,

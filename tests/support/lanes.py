@@ -59,6 +59,8 @@ INTEGRATION_MODULES = frozenset(
     {
         "test_bad_input",
         "test_charts",
+        "test_gpu_scripts",
+        "test_seed_rows",
         "test_committed_data",
         "test_comparable",
         "test_dialects",
