@@ -23,8 +23,8 @@ from core import hostid, hostlabel
 from core.errors import ConfigError
 from runtime.hosts import devices, placement
 from tests.conftest import ROOT, tree_snapshot, write_matrix
+from tests.support.committed import committed_paths
 
-RUNS = ROOT / "data" / "runs"
 TWO = "gpu-2x-h200-872ccffb"  # both GPUs visible
 ONE = "gpu-2x-h200-b0085864"  # CUDA_VISIBLE_DEVICES=0
 
@@ -330,7 +330,7 @@ def test_bench_refuses_placement_the_host_cannot_honour(settings, pattern, data_
 
 # -- the committed 2x H200 runs ----------------------------------------------------------------
 def _runs(host: str) -> list[dict]:
-    return [json.loads(p.read_text()) for p in sorted((RUNS / host).rglob("*.json"))]
+    return [json.loads(p.read_text()) for p in sorted(committed_paths(f"runs/{host}"))]
 
 
 def test_two_gpu_runs_record_their_placement():
@@ -476,8 +476,10 @@ def test_llama_server_gets_the_placement_flags_and_others_refuse_them():
 
 # -- planner, scaling and pages on the committed 2x H200 runs -------------------------------------
 def _all_runs() -> list[dict]:
+    from tests.support.committed import committed_paths
+
     return [
-        json.loads(p.read_text()) for p in sorted(RUNS.glob("gpu-2x-h200-*/*/*.json"))
+        json.loads(p.read_text()) for p in sorted(committed_paths("runs/gpu-2x-h200-"))
     ]
 
 
@@ -524,7 +526,7 @@ def test_scaling_view_speedup_with_ci():
     from pipelines import scaling
     from pipelines.site import scaling_page
 
-    docs = [json.loads(p.read_text()) for p in sorted(RUNS.rglob("*.json"))]
+    docs = [json.loads(p.read_text()) for p in sorted(committed_paths("runs"))]
     pts = [p for p in scaling.points(docs) if p.model == "synthetic-llama-8b-q8_0"]
     two = {p.test: p for p in pts if p.placement.gpus_used == 2}
     assert set(two) == {"pp512", "tg128"}
@@ -549,7 +551,7 @@ def test_leaderboard_shows_placement_only_where_recorded():
     from pipelines import facts
     from pipelines.site import leaderboard_page
 
-    docs = [json.loads(p.read_text()) for p in sorted(RUNS.rglob("*.json"))]
+    docs = [json.loads(p.read_text()) for p in sorted(committed_paths("runs"))]
     fx = facts.of(docs)
     boards = {b.model: b for b in fx.boards if b.tests == ["pp512", "tg128"]}
     if not boards:

@@ -24,7 +24,16 @@ from pathlib import Path
 
 from core.paths import project_root
 
-EXCLUDE_PREFIXES = ("data/runs/", ".git/")
+# measurements never travel: a remote host measures its own (a user's runs, probes, quality and
+# perplexity results, projections stay on the controller's disk)
+EXCLUDE_PREFIXES = (
+    "data/runs/",
+    "data/hosts/",
+    "data/quality/",
+    "data/perplexity/",
+    "data/projections/",
+    ".git/",
+)
 FALLBACK_ROOTS = (
     "core",
     "runtime",
