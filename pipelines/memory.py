@@ -858,7 +858,10 @@ def split_gpu_plans(
       and KV cache where the layer is, the output matrix on the output layer's GPU; the full
       compute buffer (with the logits) there, the attention or feed-forward phase elsewhere;
     * ``row``: every weight matrix split by rows in proportion to the shares, the KV cache and
-      compute buffer on ``main_gpu``.
+      compute buffer on ``main_gpu``;
+    * ``tensor``: tensor parallelism: every layer's weights and its KV cache (by attention heads)
+      in proportion to the shares, the compute buffer on every GPU (each computes its slice of
+      every layer and holds the all-reduced activations).
 
     Every visible GPU also holds the runtime overhead (llama.cpp's CUDA backend opens a context
     on each: about 0.5 GiB seen on an idle H200 of a 2-GPU host)."""
@@ -902,6 +905,17 @@ def split_gpu_plans(
             c = {"weights (rows)": int(weights * shares[i] / total)}
             if i == main_gpu:
                 c.update({"KV cache": kv, "compute buffer (est.)": comp["total"]})
+            plans.append(Plan("gpu-vram", {**c, **overhead}, list(one.notes)))
+        return plans
+    if split_mode == "tensor":
+        total = float(sum(shares))
+        for i in range(n_gpus):
+            f = shares[i] / total
+            c = {
+                "weights (tensor slice)": int(weights * f),
+                "KV cache": int(kv * f),
+                "compute buffer (est.)": comp["total"] if f > 0 else 0,
+            }
             plans.append(Plan("gpu-vram", {**c, **overhead}, list(one.notes)))
         return plans
     n_layer = shape.n_layer

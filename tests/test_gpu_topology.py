@@ -238,6 +238,13 @@ NOGPU = placement.HostView(gpus=0, gpus_on_host=0, numa_nodes=1, cpus=frozenset(
             "one GPU (main_gpu) holds",
         ),
         ({"split_mode": "row"}, NOGPU, "split_mode", "this host has no visible GPU"),
+        ({"split_mode": "tensor"}, NOGPU, "split_mode", "this host has no visible GPU"),
+        (
+            {"split_mode": "tensor", "flash_attn": "off"},
+            HOST2,
+            "split_mode",
+            "tensor parallelism needs flash attention",
+        ),
         (
             {"numa": "distribute"},
             HOST2,
@@ -489,6 +496,43 @@ def test_layer_split_follows_llama_cpp():
     devs = mem.layer_devices(32, [1.0, 1.0])  # the 8B: 32 layers and the output layer
     assert devs[:-1].count(0) == 17 and devs[:-1].count(1) == 15 and devs[-1] == 1
     assert mem.layer_devices(4, [3.0, 1.0]) == [0, 0, 0, 0, 1]
+
+
+def test_tensor_split_is_llama_cpps_successor_to_row():
+    """Recent llama.cpp's CUDA backend has no split buffers (row split fails to load); its tensor
+    parallelism is split_mode tensor: it reaches llama.cpp, llama-bench and llama-server, and the
+    planner splits every layer's weights and KV cache by the shares."""
+    import llama_cpp
+
+    from pipelines import memory as mem
+    from runtime.backends.llama_cpp.config import LlamaCppSettings
+
+    s = LlamaCppSettings(split_mode="tensor", flash_attn="on", tensor_split=[3, 1])
+    placement.check(s, HOST2)  # accepted with flash attention
+    assert placement.gpus_used(s, 2) == [0, 1]
+    assert placement.cli_args(s)[:2] == ["-sm", "tensor"]
+    assert placement.cli_args(s, server=True)[4:6] == ["-ts", "3,1"]
+    assert llama_cpp.LLAMA_SPLIT_MODE_TENSOR == 3
+    docs = _all_runs()
+    shape = mem.ModelShape.from_facts(
+        docs[0]["model"]["gguf"], docs[0]["model"]["name"]
+    )
+    kw = dict(n_gpus=2, runtime_overhead=0)
+    tensor = mem.split_gpu_plans(
+        shape, 4096, split_mode="tensor", tensor_split=[3, 1], **kw
+    )
+    layer = mem.split_gpu_plans(shape, 4096, split_mode="layer", **kw)
+    w = [p.components["weights (tensor slice)"] for p in tensor]
+    kv = [p.components["KV cache"] for p in tensor]
+    assert w[0] == pytest.approx(3 * w[1], rel=1e-6) and kv[0] == pytest.approx(
+        3 * kv[1], rel=1e-6
+    )
+    # the whole model and cache, once over both cards, as in the layer split
+    total_w = sum(p.components["weights"] for p in layer)
+    assert sum(w) == pytest.approx(total_w, rel=0.01)
+    assert sum(kv) == pytest.approx(
+        sum(p.components["KV cache"] for p in layer), rel=0.01
+    )
 
 
 def test_split_plan_per_gpu_matches_the_measured_peaks():

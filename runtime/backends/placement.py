@@ -29,11 +29,13 @@ class PlacementSettings(BaseModel):
         description="With split_mode none the GPU that holds the whole model; with row the GPU that keeps "
         "the small tensors and intermediate results (llama.cpp -mg). Checked against the visible GPUs.",
     )
-    split_mode: Literal["none", "layer", "row"] = Field(
+    split_mode: Literal["none", "layer", "row", "tensor"] = Field(
         "layer",
         description="How a model is spread over the visible GPUs (llama.cpp -sm): none = one GPU (main_gpu), "
         "layer = whole layers per GPU (llama.cpp's default: every visible GPU), "
-        "row = each weight matrix split by rows.",
+        "row = each weight matrix split by rows (needs a backend with split buffers: the CUDA backend of "
+        "recent llama.cpp has none), tensor = tensor parallelism, every layer's weights and KV cache split "
+        "over the GPUs with an all-reduce between them (llama.cpp's successor to row; needs flash attention).",
     )
     tensor_split: list[float] | None = Field(
         None,

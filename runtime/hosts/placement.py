@@ -3,7 +3,9 @@
 One owner for the rules shared by llama.cpp in process, llama-server and llama-bench:
 
 * GPUs: ``split_mode`` (none: one GPU, ``main_gpu``; layer: whole layers per GPU; row: each
-  weight matrix split by rows over the GPUs, ``main_gpu`` keeping the small tensors),
+  weight matrix split by rows over the GPUs, ``main_gpu`` keeping the small tensors; tensor:
+  tensor parallelism, each layer's weights and KV cache split over the GPUs with an all-reduce,
+  which llama.cpp requires flash attention for),
   ``tensor_split`` (one share per visible GPU, llama.cpp's proportions; a zero leaves a GPU out);
 * CPUs: ``numa`` (off, distribute, isolate, numactl: llama.cpp's ``--numa``), ``cpu_mask`` (hex,
   bit i = CPU i) and ``cpu_strict``, ``prio`` (-1 low … 3 realtime) and ``poll`` (0-100, how hard
@@ -22,7 +24,7 @@ from typing import Any
 
 from core.errors import ConfigError
 
-SPLIT_MODES = ("none", "layer", "row")
+SPLIT_MODES = ("none", "layer", "row", "tensor")
 NUMA_POLICIES = ("off", "distribute", "isolate", "numactl")
 DEFAULTS: dict[str, Any] = {
     "split_mode": "layer",
@@ -78,6 +80,11 @@ def _get(s: Any, key: str) -> Any:
     )
 
 
+def _get_opt(s: Any, key: str) -> Any:
+    """A setting that is not a placement setting (None where absent)."""
+    return s.get(key) if isinstance(s, Mapping) else getattr(s, key, None)
+
+
 def is_default(s: Any, key: str) -> bool:
     return _get(s, key) == DEFAULTS[key]
 
@@ -115,9 +122,19 @@ def check(s: Any, host: HostView, *, offload: bool = True) -> None:
             if _get(s, "split_mode") == "none":
                 raise ConfigError(
                     "tensor_split with split_mode none: one GPU (main_gpu) holds the model; "
-                    "use split_mode layer or row",
+                    "use split_mode layer, row or tensor",
                     field="tensor_split",
                 )
+    if (
+        offload
+        and _get(s, "split_mode") == "tensor"
+        and _get_opt(s, "flash_attn") == "off"
+    ):
+        raise ConfigError(
+            "split_mode tensor with flash_attn off: llama.cpp's tensor parallelism needs flash attention "
+            "(use flash_attn on or auto)",
+            field="split_mode",
+        )
     numa = _get(s, "numa")
     if numa != "off" and host.numa_nodes < 2:
         raise ConfigError(

@@ -260,6 +260,7 @@ class LlamaCppBackend(Backend):
                 "none": llama_cpp.LLAMA_SPLIT_MODE_NONE,
                 "layer": llama_cpp.LLAMA_SPLIT_MODE_LAYER,
                 "row": llama_cpp.LLAMA_SPLIT_MODE_ROW,
+                "tensor": llama_cpp.LLAMA_SPLIT_MODE_TENSOR,
             }[s.split_mode],
             tensor_split=s.tensor_split,
             numa={
@@ -313,7 +314,8 @@ class LlamaCppBackend(Backend):
             if s.split_mode == "row" and m:
                 raise Incompatible(
                     f"split_mode row: this llama.cpp build cannot split rows over its GPUs ({m.group(1)} does "
-                    "not support split buffers: its CUDA backend no longer exports the row split); use split_mode layer"
+                    "not support split buffers: its CUDA backend no longer exports the row split); use split_mode "
+                    "tensor (its successor) or layer"
                 ) from None
             raise
         finally:
