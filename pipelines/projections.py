@@ -75,19 +75,9 @@ from pipelines.memory import (
     kv_rows,
 )
 from pipelines.roofline import bytes_per_token, decode_point
-from pipelines.whatif import compose_stages, stage_profile
+from pipelines.whatif import STAGE_ORDER, compose_stages, stage_profile
 
-STAGES = (
-    "load",
-    "http",
-    "tokenise",
-    "prefill",
-    "decode",
-    "sample",
-    "detokenise",
-    "other",
-    "all",
-)
+STAGES = (*STAGE_ORDER, "all")  # what-if's stages (one owner), plus the whole request
 # which stages make up each metric's time (for a chat request; rate tests follow their test)
 METRIC_STAGES: dict[str, tuple[str, ...]] = {
     "decode_tps": ("decode", "sample", "detokenise"),
