@@ -849,6 +849,7 @@ def split_gpu_plans(
     n_ubatch: int = 512,
     flash_attn: bool = True,
     runtime_overhead: int = 0,
+    comm_overhead: int = 0,
 ) -> list[Plan]:
     """One plan per visible GPU for a model with every layer offloaded.
 
@@ -861,7 +862,8 @@ def split_gpu_plans(
       compute buffer on ``main_gpu``;
     * ``tensor``: tensor parallelism: every layer's weights and its KV cache (by attention heads)
       in proportion to the shares, the compute buffer on every GPU (each computes its slice of
-      every layer and holds the all-reduced activations).
+      every layer and holds the all-reduced activations), plus ``comm_overhead``: what the
+      all-reduce's communicators (NCCL) hold on each GPU, which no model fact tells.
 
     Every visible GPU also holds the runtime overhead (llama.cpp's CUDA backend opens a context
     on each: about 0.5 GiB seen on an idle H200 of a 2-GPU host)."""
@@ -916,6 +918,8 @@ def split_gpu_plans(
                 "KV cache": int(kv * f),
                 "compute buffer (est.)": comp["total"] if f > 0 else 0,
             }
+            if comm_overhead:
+                c["collective buffers (NCCL, from other runs)"] = int(comm_overhead)
             plans.append(Plan("gpu-vram", {**c, **overhead}, list(one.notes)))
         return plans
     n_layer = shape.n_layer
@@ -1434,7 +1438,7 @@ def vram_prediction(
 
 
 def vram_split_prediction(
-    doc: RunRecord, runtime_overhead: int
+    doc: RunRecord, runtime_overhead: int, comm_overhead: int = 0
 ) -> dict[str, Any] | None:
     """A run's measured peak VRAM per visible GPU beside the split plan's (:func:`split_gpu_plans`,
     with the run's split_mode, tensor_split, main_gpu and visible GPUs, and ``runtime_overhead``
@@ -1462,6 +1466,7 @@ def vram_split_prediction(
         n_ubatch=int(eff.get("n_ubatch") or 512),
         flash_attn=flash_attention_on(req, eff),
         runtime_overhead=runtime_overhead,
+        comm_overhead=comm_overhead,
     )
     gpus = []
     for g, plan in zip(per_gpu, plans, strict=True):
@@ -1493,6 +1498,44 @@ def vram_split_prediction(
         "runtime_overhead": runtime_overhead,
         "gpus": gpus,
     }
+
+
+def tensor_comm_overhead(
+    runs: list[RunRecord], runtime_overhead: int, leave_out: str | None = None
+) -> tuple[int | None, int]:
+    """What a tensor split's communicators hold per working GPU beyond the plan: the median
+    residual (measured peak - plan) over the working GPUs of the tensor-split runs, leaving out
+    ``leave_out`` (the run being predicted: leave-one-out, so no run predicts itself), and how
+    many runs it comes from."""
+    res, n = [], 0
+    for d in runs:
+        rec = as_record(d)
+        if rec.id == leave_out or (rec.reported.get("split_mode") != "tensor"):
+            continue
+        p = vram_split_prediction(d, runtime_overhead)
+        if p is None:
+            continue
+        n += 1
+        res += [g["measured"] - g["predicted"] for g in p["gpus"] if not g["idle"]]
+    if not res:
+        return None, 0
+    res.sort()
+    return int(res[len(res) // 2]), n
+
+
+def split_prediction(
+    doc: RunRecord, runs: list[RunRecord], runtime_overhead: int
+) -> dict[str, Any] | None:
+    """:func:`vram_split_prediction` with, for a tensor split, the communicators' share from the
+    other tensor-split runs (none: that share is left out and the prediction says so)."""
+    rec = as_record(doc)
+    if rec.reported.get("split_mode") != "tensor":
+        return vram_split_prediction(doc, runtime_overhead)
+    comm, n = tensor_comm_overhead(runs, runtime_overhead, leave_out=rec.id)
+    p = vram_split_prediction(doc, runtime_overhead, comm or 0)
+    if p is not None:
+        p["comm_overhead"], p["comm_runs"] = comm, n
+    return p
 
 
 def gpu_overhead_from_runs(runs: list[RunRecord]) -> tuple[int | None, int]:

@@ -545,11 +545,16 @@ def test_split_plan_per_gpu_matches_the_measured_peaks():
     assert overhead is not None and n >= 10
     preds = [
         p
-        for p in (mem.vram_split_prediction(d, overhead) for d in docs)
+        for p in (mem.split_prediction(d, docs, overhead) for d in docs)
         if p and len(p["gpus"]) == 2
     ]
     layer = [p for p in preds if p["split_mode"] == "layer"]
-    assert len(layer) == 2 and all(g["within_10pct"] for p in layer for g in p["gpus"])
+    assert len(layer) >= 2 and all(g["within_10pct"] for p in layer for g in p["gpus"])
+    # a tensor split: each run predicted with the communicators' share of the other tensor runs
+    tensor = [p for p in preds if p["split_mode"] == "tensor"]
+    assert len(tensor) == 2 and all(p["comm_runs"] == 1 for p in tensor)
+    assert all(g["within_10pct"] and not g["idle"] for p in tensor for g in p["gpus"])
+    assert 500 * 2**20 < tensor[0]["comm_overhead"] < 1200 * 2**20
     none = [p for p in preds if p["split_mode"] == "none"]
     assert none and all(
         p["gpus"][0]["within_10pct"] and p["gpus"][1]["idle"] for p in none
@@ -572,20 +577,28 @@ def test_scaling_view_speedup_with_ci():
 
     docs = [json.loads(p.read_text()) for p in sorted(committed_paths("runs"))]
     pts = [p for p in scaling.points(docs) if p.model == "synthetic-llama-8b-q8_0"]
-    two = {p.test: p for p in pts if p.placement.gpus_used == 2}
-    assert set(two) == {"pp512", "tg128"}
+    two = {
+        (p.test, p.placement.split_mode): p for p in pts if p.placement.gpus_used == 2
+    }
+    assert set(two) == {(t, m) for t in ("pp512", "tg128") for m in ("layer", "tensor")}
     for p in two.values():
         assert (
             p.baseline.host_id == p.host_id == TWO
         )  # the same environment but for the split
-        c = p.speedup
-        assert (
-            0.98 < c.ratio < 1.0
-            and c.ci95_low < 1 < c.ci95_high
-            and c.verdict == "within noise"
-        )
+    for t in (
+        "pp512",
+        "tg128",
+    ):  # a layer split runs the layers one GPU after the other
+        c = two[(t, "layer")].speedup
+        assert 0.97 < c.ratio < 1.01 and c.ci95_low < 1 < c.ci95_high
+        assert c.verdict == "within noise"
+    # tensor parallelism computes every layer on both GPUs at once: prefill gains most
+    pp, tg = two[("pp512", "tensor")].speedup, two[("tg128", "tensor")].speedup
+    assert pp.verdict == tg.verdict == "win" and pp.ci95_low > 1.3 and tg.ci95_low > 1.0
+    assert pp.ratio > tg.ratio
     page = scaling_page.scaling_page(docs)
-    assert "2 of 2 GPUs · layer split · NVLink 4 ×18" in page and "×0.993" in page
+    assert "2 of 2 GPUs · layer split · NVLink 4 ×18" in page and "×0.992" in page
+    assert "2 of 2 GPUs · tensor split · NVLink 4 ×18" in page and "×1.417" in page
     assert (
         r"1 of 2 GPUs \(1 visible\)" in page and "1 of 2 GPUs · split none" in page
     )  # markdown-escaped

@@ -1013,9 +1013,10 @@ def split_vram_vs_measured(runs: list[RunRecord], overhead: int | None) -> str:
     """Runs on a host of several visible GPUs: each GPU's predicted share beside its measured peak."""
     if overhead is None:
         return ""
+    latest = latest_per_key(runs)
     preds = [
         p
-        for p in (mem.vram_split_prediction(d, overhead) for d in latest_per_key(runs))
+        for p in (mem.split_prediction(d, latest, overhead) for d in latest)
         if p is not None and len(p["gpus"]) > 1
     ]
     if not preds:
@@ -1045,13 +1046,30 @@ def split_vram_vs_measured(runs: list[RunRecord], overhead: int | None) -> str:
                 ]
             )
     within = sum(1 for g in checked if g["within_10pct"])
+    comm = sorted(
+        {
+            (nbytes(p["comm_overhead"]), p["comm_runs"])
+            for p in preds
+            if p.get("comm_overhead") is not None
+        }
+    )
+    comm_note = (
+        " A tensor split also holds its all-reduce communicators (NCCL) on each GPU, which no model "
+        "fact tells: each tensor-split run is predicted with the median residual of the *other* "
+        "tensor-split runs ("
+        + "; ".join(f"{b} from {n} run{'s' if n != 1 else ''}" for b, n in comm)
+        + "), so no run predicts itself."
+        if comm
+        else ""
+    )
     return "\n".join(
         [
             f"**Per GPU, a model over several GPUs** (issue 29): each visible GPU's share by the split the run "
             f"used (layer: whole layers and their KV cache per GPU, the output matrix and logits on the last; "
+            f"tensor: every layer's weights and KV cache by the shares, a compute buffer on each GPU; "
             f"none: everything on one GPU) plus a runtime overhead of {nbytes(overhead)} per working GPU (the "
-            f"one-GPU residual above), against that GPU's peak (NVML, per process). {within} of {len(checked)} "
-            "working GPUs within 10%.",
+            f"one-GPU residual above), against that GPU's peak (NVML, per process).{comm_note} "
+            f"{within} of {len(checked)} working GPUs within 10%.",
             "",
             table(
                 [
