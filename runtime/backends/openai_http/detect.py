@@ -289,7 +289,7 @@ def read_server(
         return _ollama(entry, str(version.body["version"]), get, reported, served_name)
     spec = get("/openapi.json")
     if spec is not None and spec.status == 200 and _transformers_routes(spec.body):
-        return _transformers_serve(entry, reported)
+        return _transformers_serve(entry, spec.body, reported)
     facts = {k: v for k, v in reported["/v1/models"].items() if k != "id"}
     return ServedModel(
         server="unknown",
@@ -512,9 +512,14 @@ def _transformers_routes(spec: Any) -> bool:
     return isinstance(paths, dict) and all(r in paths for r in TRANSFORMERS_ROUTES)
 
 
-def _transformers_serve(entry: dict[str, Any], reported: dict[str, Any]) -> ServedModel:
+def _transformers_serve(
+    entry: dict[str, Any], spec: Any, reported: dict[str, Any]
+) -> ServedModel:
     """``transformers serve`` lists the models of its Hugging Face cache as ``<repo>[@<ref>]``
     (owned_by the repo's organisation); it reports no version of its own."""
+    reported["/openapi.json"] = {
+        "paths": _small(sorted(str(p) for p in _as_dict(spec).get("paths") or {}))
+    }
     name = _str(entry.get("id")) or ""
     repo, _, ref = name.partition("@")
     facts = {"repo": repo or None, "revision": ref or None}
