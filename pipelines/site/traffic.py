@@ -352,7 +352,8 @@ def traffic_section(runs: list[dict[str, Any]]) -> list[str]:
             "interval with at least that share of the peak number of requests in flight), the over-saturation stop "
             "(GuideLLM's: TTFT and requests in flight both rising, each slope tested), "
             "and the server's own telemetry "
-            "scraped from its /metrics during the run. "
+            "scraped from its /metrics during the run, with the GPU's utilisation and power (NVML) where the "
+            "server runs on a GPU of this host. "
             f"Swim lanes show at most {traffic.TIMELINE_MAX} requests a level."
         ),
         "",
@@ -411,5 +412,8 @@ def traffic_section(runs: list[dict[str, Any]]) -> list[str]:
             turns = (lv["stats"] or {}).get("turns")
             if turns:
                 body += [turns_table(turns), ""]
-        out += [fold(title, "\n".join(body), "note", open=True), ""]
+        # a run shown only for its telemetry (an ordinary sweep that scraped /metrics or NVML) stays
+        # folded: the page keeps its length for the traffic shapes themselves
+        telemetry_only = set(run["features"]) <= {"server telemetry", "GPU telemetry"}
+        out += [fold(title, "\n".join(body), "note", open=not telemetry_only), ""]
     return out

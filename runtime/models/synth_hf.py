@@ -12,8 +12,10 @@ F32 or BF16: no dequantization here) and writes, in a Hugging Face hub cache lay
   numbers; the norms, F32 in the GGUF, are rounded to float16;
 * ``config.json`` (``LlamaConfig``) from the GGUF's shape keys;
 * ``tokenizer.json`` / ``tokenizer_config.json``: the GGUF's SentencePiece-style vocabulary as a
-  Unigram model with byte fallback (what ``transformers``' own GGUF converter builds), and its chat
-  template.
+  BPE model with byte fallback whose merges follow the pieces' scores (what ``transformers``' own
+  GGUF converter builds), so both engines split a text into the same tokens, and its chat
+  template. (The first H200 run, data/runs/gpu-1x-h200-01f41a4e, used a Unigram model over the
+  same scores, which split text into about 2.2 times as many tokens as llama.cpp: its pages say so.)
 
 The revision is the first 40 hex digits of the sha256 of the safetensors file, so the listing of a
 ``transformers serve`` reading that cache (``/v1/models``: ``<org>/<name>@<revision>``) names the
@@ -190,6 +192,26 @@ def write_safetensors(items: list[tuple[str, np.ndarray]], dest: Path) -> str:
     return h.hexdigest()
 
 
+def spm_merges(
+    tokens: list[str], scores: list[float], types: list[int]
+) -> list[list[str]]:
+    """BPE merges that tokenize as llama.cpp's SentencePiece tokenizer does (llm_tokenizer_spm: from
+    single characters, merge the adjacent pair whose union is the best-scored piece of the vocabulary):
+    every split of every normal piece into two pieces of the vocabulary, ranked by the union's score
+    (best first), as transformers' own GGUF converter derives them."""
+    ids = {t: i for i, t in enumerate(tokens)}
+    out = []
+    for i, piece in enumerate(tokens):
+        if types[i] != 1 or len(piece) < 2:
+            continue
+        for k in range(1, len(piece)):
+            left, right = piece[:k], piece[k:]
+            if left in ids and right in ids:
+                out.append((-scores[i], ids[left], ids[right], left, right))
+    out.sort()
+    return [[a, b] for *_, a, b in out]
+
+
 def tokenizer_files(reader: Any) -> dict[str, Any]:
     """tokenizer.json and tokenizer_config.json for the GGUF's SentencePiece-style vocabulary."""
     tokens = _field(reader, "tokenizer.ggml.tokens") or []
@@ -253,10 +275,16 @@ def tokenizer_files(reader: Any) -> dict[str, Any]:
             ],
         },
         "model": {
-            "type": "Unigram",
-            "unk_id": unk,
-            "vocab": [[t, float(s)] for t, s in zip(tokens, scores, strict=True)],
+            "type": "BPE",
+            "dropout": None,
+            "unk_token": tokens[unk],
+            "continuing_subword_prefix": None,
+            "end_of_word_suffix": None,
+            "fuse_unk": True,
             "byte_fallback": True,
+            "ignore_merges": False,
+            "vocab": {t: i for i, t in enumerate(tokens)},
+            "merges": spm_merges(tokens, scores, types),
         },
     }
     config = {
