@@ -24,7 +24,7 @@ mkdir -p "$OUT"
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 HF_HUB_DISABLE_TELEMETRY=1 TOKENIZERS_PARALLELISM=false
 export PYTHONUNBUFFERED=1
-python3 -c "import torch, transformers; assert torch.cuda.is_available(), 'no CUDA GPU'; print('torch', torch.__version__, '| transformers', transformers.__version__)" \
+python3 -c "import torch, transformers; assert torch.cuda.is_available(), 'no CUDA GPU'; print('torch', torch.__version__, '| transformers', transformers.__version__)" 2>/dev/null \
   || { echo "gpu_engines.sh needs torch with CUDA and transformers >= 5"; exit 2; }
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
 export PYTHONPATH="$ROOT:$ROOT/.gpu/site:/tmp/site${PYTHONPATH:+:$PYTHONPATH}"
