@@ -607,9 +607,7 @@ def capacity_section(results: list[dict[str, Any]]) -> list[str]:
                 "",
             ]
     for res in results:
-        title = (
-            f"{res['endpoint']} · {res['model']} · {res['host']} · {res['test_name']}"
-        )
+        title = f"{serving.served_by(res)} · {res['model']} · {res['host']} · {res['test_name']}"
         body = [
             f"Workload: {cell(res['workload'])}. Artifact {link(res['id'], run_link(res['id']))}"
             + (f" — **failed**: {cell(res['error'])}" if res["status"] != "ok" else "")
