@@ -121,6 +121,11 @@ def test_a_file_that_cannot_convert_is_one_line(tmp_path):
     with pytest.raises(ModelError, match="not '<org>/<name>'"):
         synth_hf.write_checkpoint(q, tmp_path / "hub", "no-org")
     assert not (tmp_path / "hub" / "models--almanac--q" / "snapshots").exists()
+    with pytest.raises(ModelError, match="no such GGUF file"):
+        synth_hf.write_checkpoint(tmp_path / "none.gguf", tmp_path / "hub", "almanac/n")
+    (tmp_path / "junk.gguf").write_bytes(b"not a gguf at all")
+    with pytest.raises(ModelError, match="not a readable GGUF file"):
+        synth_hf.write_checkpoint(tmp_path / "junk.gguf", tmp_path / "hub", "almanac/j")
 
 
 # -- NVML during load levels --------------------------------------------------------------------

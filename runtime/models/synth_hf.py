@@ -312,7 +312,12 @@ def write_checkpoint(
     org, sep, name = repo_id.partition("/")
     if not sep or not org or not name or "/" in name:
         raise ModelError(f"repo id {repo_id!r} is not '<org>/<name>'")
-    reader = GGUFReader(str(path), "r")
+    if not path.is_file():
+        raise ModelError(f"{path}: no such GGUF file")
+    try:
+        reader = GGUFReader(str(path), "r")
+    except (ValueError, OSError) as exc:
+        raise ModelError(f"{path}: not a readable GGUF file ({exc})") from None
     cfg = config_of(reader, path)
     items = list(tensors_of(reader, cfg, path))
     repo = Path(cache_dir) / f"models--{org}--{name}"
