@@ -167,6 +167,7 @@ def test_recorded_h200_readings_become_the_series_and_its_summary():
         "mem_used_mib": 4383.9,
     }
     summ = telemetry.gpu_summary(out)
+    assert summ is not None
     g = summ["gpus"][0]
     assert summ["samples"] == 4
     assert g["util_pct"]["max"] == 62.0
