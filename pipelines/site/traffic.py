@@ -353,7 +353,8 @@ def traffic_section(runs: list[dict[str, Any]]) -> list[str]:
             "(GuideLLM's: TTFT and requests in flight both rising, each slope tested), "
             "and the server's own telemetry "
             "scraped from its /metrics during the run, with the GPU's utilisation and power (NVML) where the "
-            "server runs on a GPU of this host. "
+            "server runs on a GPU of this host (NVML's utilisation is the share of each sample period in which "
+            "a kernel ran, not how much of the GPU it used). "
             f"Swim lanes show at most {traffic.TIMELINE_MAX} requests a level."
         ),
         "",
