@@ -8,7 +8,8 @@
 #   .gpu/site/        llama-cpp-python's pure-Python package (llama_cpp/*.py) and its
 #                     dist-info, to run against the CUDA libraries built there
 #                     (LLAMA_CPP_LIB_PATH)
-#   .whl/             cp312 manylinux wheels of our pure dependencies missing there
+#   .whl/             cp312 manylinux wheels of our pure dependencies missing there (and what
+#                     transformers serve needs beside them: fastapi, uvicorn, openai)
 #
 # Both folders are ignored by git (.gitignore / .git/info/exclude) and travel with a
 # device call through its `carry` list. Run from the repository root:
@@ -72,6 +73,7 @@ rm -rf .whl && mkdir -p .whl
   rpds-py==0.30.0 attrs==26.1.0 gguf==0.19.0 diskcache==5.6.3 \
   fastapi==0.165.0 starlette==1.10.0 uvicorn==0.54.0 sse-starlette==3.7.0 starlette-context==0.3.6 \
   pydantic-settings==2.14.1 python-dotenv==1.2.2 annotated-doc==0.0.7 anyio==4.16.0 h11==0.16.0 click==8.5.1 \
-  opentelemetry-api==1.45.2
+  opentelemetry-api==1.45.2 \
+  openai==1.109.1 jiter==0.11.0 distro==1.9.0 sniffio==1.3.1   # transformers serve (gpu_engines.sh)
 
 du -sh .gpu/llama.cpp .gpu/site .whl

@@ -26,6 +26,7 @@
 # WITH_SERVER=1 (also build llama-server; then SERVING_MATRICES, if set, run through it after the
 # rate matrices), BUDGET_S (seconds this script may take; optional stages are skipped past it),
 # STOP_AFTER_BUILD=1 (build, then stop: a later call on the same warm machine reuses the build),
+# BUILD_TARGETS (default "llama llama-bench"; benchmarks/gpu_engines.sh builds llama-server alone),
 # GPU_BENCH_ARGS (more arguments for gpu_bench.py, e.g. --no-bandwidth).
 set -euo pipefail
 START=$(date +%s)
@@ -56,7 +57,8 @@ stamp "host: $(nvidia-smi --query-gpu=name,memory.total,driver_version --format=
 stamp "nvcc: $(nvcc --version 2>/dev/null | tail -1 || echo none); python: $(python3 --version)"
 
 # 1. Python packages the image lacks, from the carried wheels (no index, no network)
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
+# (WHEELS_INSTALLED=1: a caller installed them already and may be importing them now)
+[ -n "${WHEELS_INSTALLED:-}" ] || python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
 export PYTHONPATH="$ROOT:$ROOT/.gpu/site:/tmp/site${PYTHONPATH:+:$PYTHONPATH}"
 
 # 2. llama.cpp with CUDA: libllama + llama-bench from one tree (skipped when already built
@@ -74,8 +76,9 @@ if [ "$(cat "$BUILD/.source" 2>/dev/null)" != "$sum-$CUDA_ARCH" ]; then
     -DLLAMA_BUILD_SERVER=ON -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_BUILD_UI=OFF \
     -DLLAMA_BUILD_APP=OFF -DLLAMA_OPENSSL=OFF >"$OUT/cmake-build.log" 2>&1 \
     || { tail -40 "$OUT/cmake-build.log"; exit 3; }
-  stamp "building libllama and llama-bench with -j$JOBS"
-  cmake --build "$BUILD" --target llama llama-bench -j "$JOBS" >>"$OUT/cmake-build.log" 2>&1 \
+  stamp "building ${BUILD_TARGETS:-llama llama-bench} with -j$JOBS"
+  # shellcheck disable=SC2086 # BUILD_TARGETS is a list of targets
+  cmake --build "$BUILD" --target ${BUILD_TARGETS:-llama llama-bench} -j "$JOBS" >>"$OUT/cmake-build.log" 2>&1 \
     || { tail -60 "$OUT/cmake-build.log"; exit 3; }
   echo "$sum-$CUDA_ARCH" > "$BUILD/.source"
   stamp "built"

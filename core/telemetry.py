@@ -181,3 +181,56 @@ def scrapes(series: dict[str, Any] | None) -> list[dict[str, Any]]:
 def scrape_count(summary: dict[str, Any]) -> int:
     """How many scrapes a level's telemetry summary was computed from."""
     return int(summary.get("samples") or 0)
+
+
+# -- GPU telemetry (NVML, runtime.load.gpu_telemetry) ---------------------------------------------
+#: per-GPU readings of a sample, with their units and meaning (the chart's and the table's)
+GPU_READINGS: dict[str, tuple[str, str]] = {
+    "util_pct": ("%", "GPU utilisation (share of the interval a kernel ran)"),
+    "mem_util_pct": ("%", "memory-controller utilisation"),
+    "power_w": ("W", "board power"),
+    "mem_used_mib": ("MiB", "GPU memory in use"),
+}
+
+
+def gpu_samples(series: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """A stored GPU series' samples (each ``{"t_ms": ..., "g": [{reading: value} per GPU]}``),
+    the well-formed ones only."""
+    if not series or not series.get("available"):
+        return []
+    return [
+        s
+        for s in series.get("samples") or []
+        if isinstance(s, dict) and isinstance(s.get("g"), list)
+    ]
+
+
+def gpu_summary(series: dict[str, Any] | None) -> dict[str, Any] | None:
+    """Per GPU, the mean and peak of each reading over a level, or why there are none
+    (``{"available": false, "reason": ...}``)."""
+    if not series:
+        return None
+    if not series.get("available"):
+        return {"available": False, "reason": series.get("reason")}
+    samples = gpu_samples(series)
+    gpus = [g for g in series.get("gpus") or [] if isinstance(g, dict)]
+    per_gpu = []
+    for i, g in enumerate(gpus):
+        row: dict[str, Any] = {"index": g.get("index"), "name": g.get("name")}
+        for key in GPU_READINGS:
+            vals = [
+                s["g"][i].get(key)
+                for s in samples
+                if i < len(s["g"]) and isinstance(s["g"][i], dict)
+            ]
+            nums = [v for v in vals if isinstance(v, (int, float))]
+            row[key] = (
+                {"mean": sum(nums) / len(nums), "max": max(nums)} if nums else None
+            )
+        per_gpu.append(row)
+    return {
+        "available": True,
+        "samples": len(samples),
+        "interval_s": series.get("interval_s"),
+        "gpus": per_gpu,
+    }

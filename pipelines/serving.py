@@ -488,6 +488,13 @@ def probe_results(docs: list[RunRecord]) -> list[dict[str, Any]]:
     return sorted(out, key=lambda x: (x["host"], x["model"], x["endpoint"]))
 
 
+def served_by(res: dict[str, Any]) -> str:
+    """A load result's endpoint with the server software it was, where the endpoint's label does not
+    name it (an endpoint model: "transformers serve · endpoint 127.0.0.1:8011")."""
+    server, endpoint = res.get("server") or "", str(res["endpoint"])
+    return endpoint if not server or server in endpoint else f"{server} · {endpoint}"
+
+
 def throughput_latency_rows(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """One row per level: achieved throughput against each limited percentile (with its interval),
     the verdict, and whether the level is the run's answer: the chart's data."""
@@ -495,7 +502,7 @@ def throughput_latency_rows(results: list[dict[str, Any]]) -> list[dict[str, Any
     for res in results:
         slo = res["slo"]
         p = f"p{slo.percentile:g}"
-        series = f"{res['endpoint']} · {res['kind']} {res['profile']} · {res['host']}"
+        series = f"{served_by(res)} · {res['kind']} {res['profile']} · {res['host']}"
         for lv in res["stats"]["levels"]:
             for metric in ("ttft_ms", "tpot_ms", "e2e_ms"):
                 limit = getattr(slo, metric)

@@ -1,6 +1,6 @@
 """Real traffic on the Serving page (issue 31): the load and capacity runs whose arrivals are a
 trace, bursts or a ramp, whose requests are conversations, that state a steady-state window or an
-over-saturation stop, or that carry the server's telemetry; for each level, what the page draws
+over-saturation stop, or that carry the server's or the GPU's telemetry; for each level, what the page draws
 (every request in time, the server's series, the swim lanes) and states (the window, the stop, the
 drift from the trace's schedule, cold or warm). Reads artifacts only (the level statistics come
 from ``pipelines.serving.load_results``, stored or recomputed)."""
@@ -56,6 +56,8 @@ def _features(spec: Any, levels: list[dict[str, Any]]) -> list[str]:
         f.append("conversations")
     if any(telemetry.scrapes(lv.get("telemetry")) for lv in levels):
         f.append("server telemetry")
+    if any(telemetry.gpu_samples(lv.get("gpu_telemetry")) for lv in levels):
+        f.append("GPU telemetry")
     return f
 
 
@@ -144,6 +146,7 @@ def traffic_runs(docs: list[RunRecord]) -> list[dict[str, Any]]:
                     "stats": stats_by_level.get(float(lv["level"])) or {},
                     "requests": _requests(recs),
                     "telemetry": lv.get("telemetry"),
+                    "gpu_telemetry": lv.get("gpu_telemetry"),
                     "timeline": timeline(recs),
                 }
             )

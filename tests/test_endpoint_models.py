@@ -714,9 +714,12 @@ def test_keys_of_file_runs_are_unchanged():
     recs = [
         r
         for r in record.read_all(GOLDEN / "runs") + committed_runs()
-        if not r.build_label and r.key != "e" * 64 and "llama_bench" not in r.requested
-    ]  # the hand-made hostile copy
-    assert len(recs) > 50 and all(r.has_local_file for r in recs)
+        if not r.build_label
+        and r.key != "e" * 64  # the hand-made hostile copy
+        and "llama_bench" not in r.requested
+        and r.has_local_file  # the committed endpoint runs (the H200's engines) key by identity
+    ]
+    assert len(recs) > 50
     for r in recs:
         assert r.model_identity == (r.model_sha256 or r.model_name)
         assert (

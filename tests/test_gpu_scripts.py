@@ -55,7 +55,7 @@ def checkout(tmp_path):
     for f in ("tasks.py", "pyproject.toml"):
         shutil.copy(ROOT / f, root / f)
     (root / "data").mkdir()
-    for d in ("schema", "matrices"):
+    for d in ("schema", "matrices", "texts"):
         shutil.copytree(ROOT / "data" / d, root / "data" / d)
     shutil.copy(ROOT / "data" / "models.yaml", root / "data" / "models.yaml")
     (root / "data" / "runs" / "some-host").mkdir(parents=True)
@@ -105,6 +105,8 @@ def test_stage_into_a_folder_of_gpu_itself(checkout):
         "runtime/hosts/devices.py",
         "data/models.yaml",
         "data/matrices/gpu-split-layer.yaml",
+        "data/matrices/gpu-engines.yaml",
+        "data/texts/texts.yaml",  # the load kinds' prompts (the first engines call lacked them)
         ".gpu/llama.cpp/CMakeLists.txt",
         ".gpu/site/llama_cpp/llama_cpp.py",
         ".whl/gguf-0.19.0-py3-none-any.whl",
@@ -195,6 +197,26 @@ def test_run_documents_every_variable_it_reads():
     assert not [v for v in sorted(read) if v not in header]
 
 
+def test_engines_script_documents_its_variables_and_refuses_without_torch(
+    checkout, tmp_path
+):
+    """benchmarks/gpu_engines.sh (transformers serve beside llama-server): every variable it reads is
+    in its header, and on a machine without torch (this one) it says so in one line, exit 2."""
+    text = (BENCH / "gpu_engines.sh").read_text()
+    header = "\n".join(ln for ln in text.splitlines() if ln.startswith("#"))
+    read = set(re.findall(r"\$\{([A-Z_]+):[-?+]", text)) - {"PYTHONPATH"}
+    assert {"SHAPE", "PARALLEL", "NO_CB"} <= read
+    assert not [v for v in sorted(read) if v not in header]
+    proc = _bash(
+        checkout / "benchmarks" / "gpu_engines.sh",
+        cwd=checkout,
+        env={"OUT": str(tmp_path / "out")},
+    )
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "needs torch with CUDA and transformers" in proc.stdout
+    assert "Traceback" not in proc.stdout + proc.stderr
+
+
 def test_no_script_names_a_fixed_host():
     for name in (
         "gpu_run.sh",
@@ -202,6 +224,8 @@ def test_no_script_names_a_fixed_host():
         "gpu_stage.sh",
         "gpu_prepare.sh",
         "gpu_bench.py",
+        "gpu_engines.sh",
+        "gpu_engines.py",
     ):
         assert "lent-h100" not in (BENCH / name).read_text(), name
     assert not (BENCH / "gpu_h100.sh").exists()  # renamed: it is not only for H100s

@@ -29,7 +29,9 @@ def test_committed_hosts_get_readable_distinct_labels():
     got = hostlabel.resolve(hostlabel.fingerprints(committed_runs()))
     # GPUs: the driver's name without vendor and size, the memory in GiB from the bytes: an H100 and an H200 alike
     assert got["lent-h100-920a23c0"] == "H100 HBM3 · 80 GiB"
-    assert got["lent-h200-c4a881f9"] == "H200 · 140 GiB"
+    # two H200 machines (issue 29's and issue 31's engines run): the same label, told apart by their names
+    assert got["lent-h200-c4a881f9"] == "H200 · 140 GiB · lent-h200"
+    assert got["gpu-1x-h200-01f41a4e"] == "H200 · 140 GiB · gpu-1x-h200"
     # the two machines once pooled as vm-0372cd29 (a generic model string: the generation from the flags)
     assert got["vm-0372cd29"] == "Xeon Sapphire Rapids+ · 2 vCPU · 24 GiB"
     assert (

@@ -92,6 +92,11 @@ def test_trace_and_conversations_against_llama_server(data_env):
         "kv_usage" in tel["missing"]
     )  # this llama-server build no longer exports KV occupancy: said so
     assert tr["details"]["cache_state"]["cold"] is True
+    # NVML at the same interval: this host has no NVIDIA driver, and the level says so (the H200's
+    # real series: tests/test_gpu_engines.py)
+    gpu = tr["samples"]["levels"][0]["gpu_telemetry"]
+    assert gpu["available"] is False and "NVML" in gpu["reason"]
+    assert lv["gpu_telemetry"] == {"available": False, "reason": gpu["reason"]}
 
     conv = docs["turns"]
     turns = conv["details"]["summary"]["levels"][0]["turns"]

@@ -249,6 +249,13 @@ class LoadLevel(Shape):
     server_metrics: dict[str, Any] | None = Field(
         None, description="The server's /metrics counters over the level (delta)."
     )
+    gpu_telemetry: dict[str, Any] | None = Field(
+        None,
+        description="NVML sampled at the telemetry interval (runtime.load.gpu_telemetry): "
+        "{available, interval_s, gpus [{index, nvml_index, name}], samples [{t_ms, g: per GPU "
+        "{util_pct, mem_util_pct, power_w, mem_used_mib}]}}, or {available: false, reason} on a "
+        "host without NVML or for a server on another host.",
+    )
 
 
 class LoadSamples(Samples):

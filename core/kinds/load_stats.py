@@ -474,6 +474,7 @@ def level_summary(
             "itl_ms": itl_summary(records),
             "steady": _steady(records, steady_state),
             "telemetry": telemetry_stats.summary(level.get("telemetry")),
+            "gpu_telemetry": telemetry_stats.gpu_summary(level.get("gpu_telemetry")),
             "turns": session_stats.turns(records),
             "warm_reuse": warm_reuse(records, cache),
         }

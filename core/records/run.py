@@ -506,15 +506,24 @@ class RunRecord(ArtifactRecord):
             or self.backend
         )
 
+    def _build_with_stated_version(self) -> dict[str, Any]:
+        """The build block, with the server version an endpoint model's registry states (a server that
+        reports none: transformers serve) where the build has none (runs before the build recorded it)."""
+        b = self.doc["build"]
+        stated = (self.doc.get("model") or {}).get("server_version")
+        if b.get("server_version") or not stated:
+            return b
+        return {**b, "server_version": stated}
+
     @property
     def build_identity(self) -> dict[str, Any]:
-        b = self.doc["build"]
+        b = self._build_with_stated_version()
         return {k: b[k] for k in BUILD_IDENTITY if b.get(k) not in (None, "")}
 
     @property
     def backend_build(self) -> str:
         """The backend build in words: version, llama.cpp commit, variant label."""
-        b = self.doc["build"]
+        b = self._build_with_stated_version()
         parts = [b.get("backend_version") or "?"]
         for k in ("server", "server_package", "server_version", "server_commit"):
             if b.get(k) and str(b[k]) not in parts[0]:

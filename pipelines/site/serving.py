@@ -18,7 +18,7 @@ from core.records.run import RunRecord, as_record
 from core.summary import Summary
 from pipelines import backends as backend_cmp
 from pipelines import serving, traffic
-from pipelines.site import charts, figures
+from pipelines.site import charts, engines, figures
 from pipelines.site.markdown import (
     SYNTHETIC_BADGE,
     admonition,
@@ -607,9 +607,7 @@ def capacity_section(results: list[dict[str, Any]]) -> list[str]:
                 "",
             ]
     for res in results:
-        title = (
-            f"{res['endpoint']} · {res['model']} · {res['host']} · {res['test_name']}"
-        )
+        title = f"{serving.served_by(res)} · {res['model']} · {res['host']} · {res['test_name']}"
         body = [
             f"Workload: {cell(res['workload'])}. Artifact {link(res['id'], run_link(res['id']))}"
             + (f" — **failed**: {cell(res['error'])}" if res["status"] != "ok" else "")
@@ -643,6 +641,7 @@ def serving_page(docs: list[RunRecord]) -> str:
     out: list[str] = []
     if loads:
         out += capacity_section(loads)
+        out += engines.serving_section(docs)
         out += traffic_section(traffic.traffic_runs(docs))
     if probes:
         out += [
@@ -974,9 +973,10 @@ def _set_apart_line(diffs: list, others: int) -> str:
 def comparisons_page(docs: list[RunRecord]) -> str:
     rows = serving.comparisons(docs)
     in_process = backends_section(docs)
+    families = "\n".join(engines.comparisons_section(docs))
     if not rows:
-        if in_process:
-            return in_process
+        if in_process or families:
+            return "\n\n".join(x for x in (families, in_process) if x)
         return admonition(
             "warning",
             "No comparisons yet",
@@ -1061,6 +1061,8 @@ def comparisons_page(docs: list[RunRecord]) -> str:
         ),
         "",
     ]
+    if families:
+        out += [families, ""]
     if in_process:
         out += [in_process, ""]
     return "\n".join(out)

@@ -3,9 +3,11 @@ it and the function that renders it."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from core.records.run import RunRecord
 from pipelines import backends as backend_cmp
-from pipelines import dataset, host_boards, optimization, roofline
+from pipelines import dataset, engines, host_boards, optimization, roofline
 from pipelines.site import hosts as hosts_pages
 from pipelines.site import optimization as optimization_pages
 from pipelines.site import pages, quality_pages, slots
@@ -67,16 +69,28 @@ register(
         lambda runs, host: serving_pages.serving_page(runs),
     )
 )
+
+
+def _compared(r: Any) -> bool:
+    """A chat, serve or in-process backend run (what the Comparisons page compared first)."""
+    return r.test_kind in kinds_on("comparisons") or (
+        r.in_process and not backend_cmp.is_reference([r])
+    )
+
+
 register(
     SplitPage(
         "comparisons",
         "Comparisons",
-        "chat, serve and in-process backend runs",
+        "chat, serve, in-process backend and served load runs",
         lambda r: (
-            r.test_kind in kinds_on("comparisons")
-            or (r.in_process and not backend_cmp.is_reference([r]))
+            _compared(r) or (r.test_kind in ("load", "capacity") and bool(r.server))
         ),
         lambda runs, host: serving_pages.comparisons_page(runs),
+        # served load runs only when two engine families ran the same test (pipelines.engines)
+        shows=lambda runs: (
+            any(_compared(r) for r in runs) or bool(engines.engine_groups(runs))
+        ),
     )
 )
 register(

@@ -97,6 +97,83 @@ def telemetry_chart(lv: dict[str, Any]) -> alt.Chart | None:
     )
 
 
+GPU_SHOWN = {"util_pct": "GPU utilisation", "power_w": "board power"}
+
+
+def gpu_chart(lv: dict[str, Any]) -> alt.VConcatChart | None:
+    """NVML's utilisation and board power per GPU over the same time axis (runtime.load.gpu_telemetry)."""
+    series = lv.get("gpu_telemetry") or {}
+    gpus = series.get("gpus") or []
+    rows = []
+    for s in telemetry.gpu_samples(series):
+        for i, g in enumerate(s["g"]):
+            if not isinstance(g, dict):
+                continue
+            gpu = gpus[i] if i < len(gpus) and isinstance(gpus[i], dict) else {}
+            label = f"GPU {gpu.get('index', i)} {gpu.get('name') or ''}".strip()
+            for key in GPU_SHOWN:
+                v = g.get(key)
+                if isinstance(v, (int, float)):
+                    rows.append(
+                        {
+                            "t_s": s["t_ms"] / 1000.0,
+                            "reading": key,
+                            "value": v,
+                            "gpu": label,
+                        }
+                    )
+    if not rows:
+        return None
+    df = pd.DataFrame(rows)
+    parts = []
+    for key, title in GPU_SHOWN.items():
+        unit = telemetry.GPU_READINGS[key][0]
+        sub = df[df["reading"] == key]
+        if sub.empty:
+            continue
+        parts.append(
+            alt.Chart(sub)
+            .mark_line(interpolate="step-after", point=True)
+            .encode(
+                x=charts.qx("t_s", "sampled", "s from the level's start"),
+                y=charts.qy("value", title, unit),
+                color=alt.Color(
+                    "gpu:N", title=None, legend=alt.Legend(orient="bottom")
+                ),
+                tooltip=[
+                    alt.Tooltip("gpu:N"),
+                    alt.Tooltip("t_s:Q", format=".1f", title="s"),
+                    alt.Tooltip("value:Q", format=".1f", title=f"{title} ({unit})"),
+                ],
+            )
+            .properties(width="container", height=120)
+        )
+    if not parts:
+        return None
+    return alt.vconcat(*parts).properties(
+        title=f"GPU telemetry (NVML every {series.get('interval_s', 0):g} s)"
+    )
+
+
+def _gpu_line(s: dict[str, Any]) -> str | None:
+    g = s.get("gpu_telemetry")
+    if not g:
+        return None
+    if not g.get("available"):
+        return f"GPU telemetry: none ({g.get('reason') or 'no NVML'})."
+    bits = []
+    for row in g.get("gpus") or []:
+        u, p, m = row.get("util_pct"), row.get("power_w"), row.get("mem_used_mib")
+        bits.append(
+            f"GPU {row.get('index')} {row.get('name') or ''}: utilisation mean {num(u and u['mean'], 0)}% "
+            f"(max {num(u and u['max'], 0)}%), power mean {num(p and p['mean'], 0)} W "
+            f"(max {num(p and p['max'], 0)} W), memory in use up to {num(m and m['max'], 0)} MiB"
+        )
+    return (
+        f"GPU telemetry ({num(g.get('samples'), 0)} samples): " + "; ".join(bits) + "."
+    )
+
+
 def swimlane_chart(lv: dict[str, Any]) -> alt.Chart | None:
     tl = lv["timeline"]
     if not tl["lanes"]:
@@ -231,6 +308,9 @@ def _level_lines(run: dict[str, Any], lv: dict[str, Any]) -> list[str]:
             )
             + "."
         )
+    gl = _gpu_line(s)
+    if gl:
+        out.append(gl)
     wr = s.get("warm_reuse")
     if wr and wr.get("flagged"):
         out.append(
@@ -272,7 +352,9 @@ def traffic_section(runs: list[dict[str, Any]]) -> list[str]:
             "interval with at least that share of the peak number of requests in flight), the over-saturation stop "
             "(GuideLLM's: TTFT and requests in flight both rising, each slope tested), "
             "and the server's own telemetry "
-            "scraped from its /metrics during the run. "
+            "scraped from its /metrics during the run, with the GPU's utilisation and power (NVML) where the "
+            "server runs on a GPU of this host (NVML's utilisation is the share of each sample period in which "
+            "a kernel ran, not how much of the GPU it used). "
             f"Swim lanes show at most {traffic.TIMELINE_MAX} requests a level."
         ),
         "",
@@ -309,6 +391,16 @@ def traffic_section(runs: list[dict[str, Any]]) -> list[str]:
                     ),
                     "",
                 ]
+            gc = gpu_chart(lv)
+            if gc is not None:
+                body += [
+                    charts.embed(
+                        gc,
+                        caption="NVML, under the latency chart on the same time axis: "
+                        "the GPUs a server on loopback shares with the client.",
+                    ),
+                    "",
+                ]
             sc = swimlane_chart(lv)
             if sc is not None:
                 tl = lv["timeline"]
@@ -321,5 +413,8 @@ def traffic_section(runs: list[dict[str, Any]]) -> list[str]:
             turns = (lv["stats"] or {}).get("turns")
             if turns:
                 body += [turns_table(turns), ""]
-        out += [fold(title, "\n".join(body), "note", open=True), ""]
+        # a run shown only for its telemetry (an ordinary sweep that scraped /metrics or NVML) stays
+        # folded: the page keeps its length for the traffic shapes themselves
+        telemetry_only = set(run["features"]) <= {"server telemetry", "GPU telemetry"}
+        out += [fold(title, "\n".join(body), "note", open=not telemetry_only), ""]
     return out

@@ -16,6 +16,7 @@ from core import precision as precision_mod
 from core.kinds import load_stats, steady
 from core.kinds.load import LoadSpec, LoadTest
 from runtime.load import workload
+from runtime.load.gpu_telemetry import GpuSampler
 from runtime.load.scheduler import LevelPlan, run_level
 from runtime.load.telemetry import Scraper
 
@@ -114,6 +115,12 @@ def level_plan(
         sessions=sessions,
         think_time_s=test.workload.think_time_s,
         telemetry=Scraper(transport, test.telemetry_interval_s)
+        if test.telemetry_interval_s
+        else None,
+        # NVML at the scrape's interval: the GPUs a loopback server shares with this process
+        gpu_telemetry=GpuSampler(
+            test.telemetry_interval_s, base_url=getattr(transport, "base_url", None)
+        )
         if test.telemetry_interval_s
         else None,
     )

@@ -57,6 +57,9 @@ class LevelPlan:
     burstiness: float = 1.0
     ramp_up: str | None = None
     ramp_up_start: float | None = None
+    gpu_telemetry: Any = (
+        None  # a runtime.load.gpu_telemetry.GpuSampler, started beside ``telemetry``
+    )
     sessions: list[list[int]] | None = (
         None  # multi_turn: each conversation's request indices, in turn order
     )
@@ -171,6 +174,8 @@ async def run_level(transport: Any, client: Any, plan: LevelPlan) -> dict[str, A
     monitor.start()
     if plan.telemetry is not None:
         plan.telemetry.start(client, origin)
+    if plan.gpu_telemetry is not None:
+        plan.gpu_telemetry.start(origin)
 
     def body_of(i: int) -> dict[str, Any]:
         req = plan.requests[i]
@@ -298,6 +303,7 @@ async def run_level(transport: Any, client: Any, plan: LevelPlan) -> dict[str, A
         await asyncio.gather(*(user(u) for u in range(users)))
     lag = await monitor.stop()
     telemetry = await plan.telemetry.stop() if plan.telemetry is not None else None
+    gpu = plan.gpu_telemetry.stop() if plan.gpu_telemetry is not None else None
     end_ms = max((r.get("end_ms") or 0.0) for r in records) if records else 0.0
     cpu = time.process_time() - cpu0
     metrics_after = await transport.metrics(client)
@@ -319,6 +325,7 @@ async def run_level(transport: Any, client: Any, plan: LevelPlan) -> dict[str, A
         if metrics_before
         else None,
         **({"telemetry": telemetry} if telemetry is not None else {}),
+        **({"gpu_telemetry": gpu} if gpu is not None else {}),
     }
 
 

@@ -83,6 +83,13 @@ class EndpointSpec(BaseModel):
         description="Environment variable holding an API key for "
         "this server (sent as a Bearer token; the key itself is never recorded).",
     )
+    server_version: str | None = Field(
+        None,
+        min_length=1,
+        max_length=100,
+        description="The server software's version as the operator states it, for a server that "
+        "reports none (transformers serve): recorded beside what the server reports, marked as stated.",
+    )
     probe_timeout_s: float = Field(
         10.0,
         gt=0,
@@ -187,6 +194,9 @@ class EndpointRef:
     pins: dict[str, str] = field(default_factory=dict)
     api_key_env: str | None = None
     probe_timeout_s: float = 10.0
+    stated_server_version: str | None = (
+        None  # the registry's word, for a server that reports none
+    )
     facts: dict[str, Any] = field(
         default_factory=dict
     )  # registry facts: description, family, default_settings ...
@@ -252,9 +262,15 @@ class EndpointRef:
             "served_name": self.served_name,
             "base_url": self.base_url,
             "source": self.source,
-            "synthetic": False,
+            # random weights served by URL (runtime.models.synth_hf): the registry's family says so
+            "synthetic": self.facts.get("family") == "synthetic",
             "server": s.server,
-            "server_version": s.server_version,
+            "server_version": s.server_version or self.stated_server_version,
+            **(
+                {"server_version_stated": True}
+                if not s.server_version and self.stated_server_version
+                else {}
+            ),
             "model_id": s.model_id,
             "revision": s.revision,
             "digest": s.digest,
@@ -287,5 +303,6 @@ def from_spec(name: str, spec: EndpointSpec, facts: dict[str, Any]) -> EndpointR
         pins=spec.pins(),
         api_key_env=spec.api_key_env,
         probe_timeout_s=spec.probe_timeout_s,
+        stated_server_version=spec.server_version,
         facts=facts,
     )

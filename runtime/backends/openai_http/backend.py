@@ -1069,6 +1069,15 @@ class OpenAIHttpBackend(Backend):
                             if v
                         }
                     )
+                stated = (
+                    self.endpoint_model.stated_server_version
+                    if self.endpoint_model is not None
+                    else None
+                )
+                if not served.server_version and stated:
+                    # a server that reports no version (transformers serve): the registry's word, marked
+                    build["server_version"] = stated
+                    build["server_version_stated"] = True
                 if served.server == "llama-server" and served.server_commit:
                     build["llama_cpp_commit"] = (
                         served.server_commit

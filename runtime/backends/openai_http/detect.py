@@ -22,6 +22,8 @@ TGI           /info with ``router`` and ``model_id``      /info ``model_id``, ``
                                                           ``max_total_tokens``, ``version``, ``sha``
 Ollama        /api/version                                /api/tags ``digest``, ``size``; /api/show
                                                           ``details.quantization_level``, ``model_info``
+transformers  /openapi.json lists /load_model,            the /v1/models id ``<repo>@<revision>`` (its hub
+serve         /v1/responses, /v1/audio/transcriptions     cache); no version of its own
 ============  ==========================================  =================================================
 
 Anything else is ``unknown`` and identified by its /models entry. Every answer is read
@@ -285,6 +287,9 @@ def read_server(
         and "version" in version.body
     ):
         return _ollama(entry, str(version.body["version"]), get, reported, served_name)
+    spec = get("/openapi.json")
+    if spec is not None and spec.status == 200 and _transformers_routes(spec.body):
+        return _transformers_serve(entry, spec.body, reported)
     facts = {k: v for k, v in reported["/v1/models"].items() if k != "id"}
     return ServedModel(
         server="unknown",
@@ -494,6 +499,39 @@ def _ollama(
         identity_facts={k: v for k, v in facts.items() if v is not None},
         reported=reported,
         evidence="/api/version answered",
+    )
+
+
+TRANSFORMERS_ROUTES = ("/load_model", "/v1/responses", "/v1/audio/transcriptions")
+
+
+def _transformers_routes(spec: Any) -> bool:
+    """FastAPI's own /openapi.json of ``transformers serve`` (transformers/cli/serving/server.py):
+    the routes only that server defines beside the OpenAI ones."""
+    paths = _as_dict(spec).get("paths")
+    return isinstance(paths, dict) and all(r in paths for r in TRANSFORMERS_ROUTES)
+
+
+def _transformers_serve(
+    entry: dict[str, Any], spec: Any, reported: dict[str, Any]
+) -> ServedModel:
+    """``transformers serve`` lists the models of its Hugging Face cache as ``<repo>[@<ref>]``
+    (owned_by the repo's organisation); it reports no version of its own."""
+    reported["/openapi.json"] = {
+        "paths": _small(sorted(str(p) for p in _as_dict(spec).get("paths") or {}))
+    }
+    name = _str(entry.get("id")) or ""
+    repo, _, ref = name.partition("@")
+    facts = {"repo": repo or None, "revision": ref or None}
+    return ServedModel(
+        server="transformers serve",
+        model_id=repo or None,
+        revision=ref or None,
+        identity_facts={k: v for k, v in facts.items() if v is not None},
+        reported=reported,
+        evidence="/openapi.json lists transformers serve's routes ("
+        + ", ".join(TRANSFORMERS_ROUTES)
+        + ")",
     )
 
 
