@@ -130,14 +130,15 @@ def engine_groups(docs: list[RunRecord]) -> list[dict[str, Any]]:
 
 def _lengths_differ(engines: list[dict[str, Any]], levels: list[float]) -> float | None:
     """How many times more prompt tokens one engine counted than another for the same prompts
-    (the tokenizers differ), when that is over 10%; None otherwise."""
-    means = [
-        e["levels"][lv]["prompt_tokens_mean"]
-        for e in engines
-        for lv in levels
-        if e["levels"][lv]["prompt_tokens_mean"]
-    ]
-    if len(means) < 2:
-        return None
-    worst = max(means) / min(means)
+    (the tokenizers differ), when that is over 10%; None otherwise. Engines are compared level
+    by level (the same prompts), never one level's prompts against another's."""
+    worst = 1.0
+    for lv in levels:
+        means = [
+            e["levels"][lv]["prompt_tokens_mean"]
+            for e in engines
+            if e["levels"][lv]["prompt_tokens_mean"]
+        ]
+        if len(means) >= 2:
+            worst = max(worst, max(means) / min(means))
     return worst if worst > 1.1 else None

@@ -29,9 +29,9 @@ def test_committed_hosts_get_readable_distinct_labels():
     got = hostlabel.resolve(hostlabel.fingerprints(committed_runs()))
     # GPUs: the driver's name without vendor and size, the memory in GiB from the bytes: an H100 and an H200 alike
     assert got["lent-h100-920a23c0"] == "H100 HBM3 · 80 GiB"
-    # two H200 machines (issue 29's and issue 31's engines run): the same label, told apart by their names
-    assert got["lent-h200-c4a881f9"] == "H200 · 140 GiB · lent-h200"
-    assert got["gpu-1x-h200-01f41a4e"] == "H200 · 140 GiB · gpu-1x-h200"
+    # a whole one-GPU H200 machine, and one H200 of a two-GPU machine (its own environment)
+    assert got["lent-h200-c4a881f9"] == "H200 · 140 GiB"
+    assert got["gpu-2x-h200-b0085864"] == "H200 · 140 GiB ×1 of 2"
     # the two machines once pooled as vm-0372cd29 (a generic model string: the generation from the flags)
     assert got["vm-0372cd29"] == "Xeon Sapphire Rapids+ · 2 vCPU · 24 GiB"
     assert (
