@@ -14,8 +14,8 @@ F32 or BF16: no dequantization here) and writes, in a Hugging Face hub cache lay
 * ``tokenizer.json`` / ``tokenizer_config.json``: the GGUF's SentencePiece-style vocabulary as a
   BPE model with byte fallback whose merges follow the pieces' scores (what ``transformers``' own
   GGUF converter builds), so both engines split a text into the same tokens, and its chat
-  template. (The first H200 run, data/runs/gpu-1x-h200-01f41a4e, used a Unigram model over the
-  same scores, which split text into about 2.2 times as many tokens as llama.cpp: its pages say so.)
+  template. (A first H200 run used a Unigram model over the same scores, which split text into
+  about 2.2 times as many tokens as llama.cpp; it was measured again with this tokenizer.)
 
 The revision is the first 40 hex digits of the sha256 of the safetensors file, so the listing of a
 ``transformers serve`` reading that cache (``/v1/models``: ``<org>/<name>@<revision>``) names the
