@@ -945,6 +945,7 @@ def _model_plan(
     )
     out.append("")
     out += [split_fits_table(shape, settings, fits), ""]
+    out += [sweet_spots_table(shape, doc, settings), ""]
     # LoRA
     out += ["### LoRA adapters", ""]
     dims = mem.lora_module_dims(shape)
@@ -969,6 +970,65 @@ def _model_plan(
         )
     out += [table(headers, rows, ["l"] + ["r"] * len(settings.lora_ranks)), ""]
     return "\n".join(out)
+
+
+def sweet_spots_table(
+    shape: mem.ModelShape, doc: RunRecord, settings: mem.PlannerSettings
+) -> str:
+    """Seed 002's Domestic GPU Sweet Spots, per card, from the same VRAM plan (pipelines.memory.sweet_spots)."""
+    sp = settings.sweet_spot
+    spots = mem.sweet_spots(shape, settings)
+    rows = []
+    for s in spots:
+        base = f"{cell(doc.model_name)} ({cell(doc.quantization)})"
+        if not s.fits:
+            rows.append(
+                [
+                    cell(s.card.name),
+                    base,
+                    f"✗ {nbytes(s.base_bytes)} at one sequence",
+                    "—",
+                    "—",
+                    "—",
+                ]
+            )
+            continue
+        ctx = (
+            f"{num(s.max_context, 0)} tokens<br><small>KV {nbytes(s.max_context_kv)}</small>"
+            if s.max_context
+            else f"none of {cell(', '.join(str(c) for c in settings.contexts))}"
+        )
+        batch = f"{num(s.batch, 0)}{' (the cap)' if s.capped_batch else ''}<br><small>{nbytes(s.batch_total)}</small>"
+        adapters = f"{num(s.adapters, 0)}{' (the cap)' if s.capped_adapters else ''}"
+        rows.append(
+            [cell(s.card.name), base, f"✓ {nbytes(s.base_bytes)}", adapters, ctx, batch]
+        )
+    intro = (
+        "The most of each that fits beside the base model on each card, by the VRAM plan above "
+        f"(all layers offloaded, {code(sp.cache_type)} cache, {num(settings.headroom * 100, 0)}% headroom), "
+        "each at the others' minimum: **adapters** of rank "
+        f"{num(sp.adapter_rank, 0)} on {cell(', '.join(sp.adapter_targets))} "
+        f"(f16, {nbytes(mem.lora_bytes(shape, sp.adapter_rank, tuple(sp.adapter_targets)))} each) beside one "
+        f"sequence of {num(sp.context, 0)} tokens; the largest **context** of the planned ones at one "
+        f"sequence; the **batch**: parallel sequences of {num(sp.context, 0)} tokens each (llama-server "
+        f"{code('-np')}, a cache stream each; at most {num(sp.max_batch, 0)} tried), with its total. "
+        "Settings: data/memory_planner.yaml, sweet_spot. All figures "
+        + PROJECTED_BADGE
+        + "."
+    )
+    return "\n".join(
+        [
+            "### Sweet spots per card",
+            "",
+            intro,
+            "",
+            table(
+                ["card", "base", "base fits", "adapters", "KV (context)", "batch"],
+                rows,
+                ["l", "l", "r", "r", "r", "r"],
+            ),
+        ]
+    )
 
 
 def split_fits_table(
