@@ -1691,9 +1691,13 @@ def sweet_spots(shape: ModelShape, settings: PlannerSettings) -> list[SweetSpot]
             if max_ctx
             else None
         )
-        batch = _largest(lambda n: total(n * sp.context, n) <= keep, 1, sp.max_batch)
+        batch = _largest(
+            lambda n, keep=keep: total(n * sp.context, n) <= keep, 1, sp.max_batch
+        )
         adapters = (
-            _largest(lambda k: base + k * one <= keep, 0, sp.max_adapters) if one else 0
+            _largest(lambda k, keep=keep: base + k * one <= keep, 0, sp.max_adapters)
+            if one
+            else 0
         )
         out.append(
             SweetSpot(
