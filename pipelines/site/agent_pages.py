@@ -11,8 +11,10 @@ from typing import Any
 
 import pandas as pd
 
+from core import stats
 from core.metrics import METRICS
 from pipelines import agents as agents_mod
+from pipelines import split_host as split_mod
 from pipelines.site import charts
 from pipelines.site.markdown import (
     admonition,
@@ -321,12 +323,134 @@ def json_short(v: Any) -> str:
     return text if len(text) <= 80 else text[:79] + "…"
 
 
+def _split_table(pair: split_mod.SplitPair) -> str:
+    run = pair.split
+    cells = _cells(run)
+    comps = _comparisons(run)
+    rows = []
+    for prof in run.stats["profiles"]:
+        ci, ce = (
+            cells.get((prof, "internal")) or {},
+            cells.get((prof, "external")) or {},
+        )
+        err_i = None if ci.get("success_rate") is None else 1 - ci["success_rate"]
+        err_e = None if ce.get("success_rate") is None else 1 - ce["success_rate"]
+        rows.append(
+            [
+                code(prof),
+                _mean(ci.get("loop_ms"), 0),
+                _mean(ce.get("loop_ms"), 0),
+                _ratio((comps.get(prof) or {}).get("loop_ms")),
+                _pct(err_i),
+                _pct(err_e),
+                _mean(ce.get("retries"), 2),
+            ]
+        )
+    return table(
+        [
+            "profile",
+            "internal mean (ms)",
+            "external mean (ms)",
+            "ext/int ratio",
+            "int error",
+            "ext error",
+            "ext tool retries",
+        ],
+        rows,
+        ["l", "r", "r", "r", "r", "r", "r"],
+    )
+
+
+def _hop_table(pair: split_mod.SplitPair) -> str:
+    rows = []
+    hop = pair.hop()
+    for label, run in (
+        ("co-located (loopback)", pair.colocated),
+        ("split (the other host)", pair.split),
+    ):
+        if run is None:
+            rows.append([cell(label), "no run", "—", "—", "—", "—", "—"])
+            continue
+        turns = split_mod.model_turn_ms(run.episodes)
+        ctl = split_mod.controller_ms(run.episodes)
+        tools = [e.tool_ms for e in run.episodes if e.tool_calls]
+        where = split_mod.netns(run)
+        is_split = run is pair.split
+        rows.append(
+            [
+                cell(label)
+                + (
+                    f"<br><small>netns {code(where)}, {code(run.record.requested.get('host'))}</small>"
+                    if where
+                    else ""
+                ),
+                num(len(turns), 0),
+                _mean(stats.summarize(turns) if turns else None, 1),
+                (
+                    f"{hop['diff_ms']:+.1f} ms<br><small>{_ratio(hop)}</small>"
+                    if is_split and hop
+                    else "—"
+                ),
+                _mean(stats.summarize(ctl) if ctl else None, 2),
+                _mean(stats.summarize(tools) if tools else None, 1),
+                link(run.record.id[:12], run_link(run.record.id)),
+            ]
+        )
+    return table(
+        [
+            "model server",
+            "model turns",
+            "model hop mean (ms per turn)",
+            "split − co-located",
+            "controller overhead mean (ms per episode)",
+            "tool time (ms per episode with a call)",
+            "artifact",
+        ],
+        rows,
+        ["l", "r", "r", "r", "r", "r", "l"],
+    )
+
+
+def split_host_section(pairs: list[split_mod.SplitPair]) -> list[str]:
+    if not pairs:
+        return []
+    out = [
+        "## Split host",
+        "",
+        "Seed 004 puts the model server on a GPU host and the controller with its tools on a CPU host. Here the "
+        "model server (llama-server) runs on a second host: a Linux network namespace with its own network "
+        "stack, reached over a veth link (`benchmarks/split_host_netns.sh`); the controller and the tools stay "
+        "on this host (tools internal: a call in the controller's process; external: the tool service over "
+        "HTTP on loopback). Both hosts share this machine's CPU, so the hop measured is the network path "
+        "between two network stacks, not a datacenter link. The seed's columns come from the split run; the "
+        "second table sets its model hop (each model turn's end-to-end time) against the same loops with the "
+        "server on the controller's host (ratio of means, CI95).",
+        "",
+    ]
+    for p in pairs:
+        out += [
+            f"**Split-host matrix: {cell(p.split.record.model_name)} on {code(p.host)}** "
+            f"({link(p.split.record.id[:12], run_link(p.split.record.id))})",
+            "",
+            _split_table(p),
+            "",
+            f"**The model hop, split against co-located, on {code(p.host)}**",
+            "",
+            _hop_table(p),
+            "",
+        ]
+    return out
+
+
 def agents_page(docs: list[Any]) -> str:
     runs = agents_mod.agent_runs(docs)
     if not runs:
         return admonition(
             "info", "No agent loop run yet", "Run `invoke bench --matrix agent-loops`."
         )
+    pairs = split_mod.split_pairs(runs)
+    shown_apart = split_mod.in_pairs(pairs)
+    runs = [r for r in runs if r.record.id not in shown_apart] or runs
     out: list[str] = []
     out += ["## What the runs show", ""]
     out += [
@@ -369,6 +493,7 @@ def agents_page(docs: list[Any]) -> str:
             fold("Per scenario, and example episodes", "\n".join(body), "abstract"),
             "",
         ]
+    out += split_host_section(pairs)
     proto = runs[0].protocol
     if proto is not None:
         shown = [

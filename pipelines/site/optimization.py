@@ -704,7 +704,7 @@ def optimization_page(
     docs: list[RunRecord], quality_docs: list[QualityRecord] | None = None
 ) -> str:
     from pipelines import speculation
-    from pipelines.site import flash_depth, rope, temperature, tracks
+    from pipelines.site import flash_depth, rope, spec_k, temperature, tracks
 
     all_sweeps = opt.sweeps(docs)
     if not all_sweeps:
@@ -738,6 +738,7 @@ def optimization_page(
         "",
     ]
     out += rope.rope_section(all_sweeps, docs)
+    out += spec_k.k_section(all_sweeps)
     for track in opt.TRACKS:
         # RoPE-scaling sweeps have their own section above
         group = [
@@ -770,7 +771,14 @@ def optimization_page(
                 out += tracks.moe_spec_section(sw)
                 continue
             summary = (
-                flash_depth.flash_depth_section(sw)
+                [
+                    f"### {cell(sw.name)} · {cell(sw.matrix)} on {code(sw.host_id)}",
+                    "",
+                    "Summed up in [Best K per target size](#best-k-per-target-size); every point here.",
+                    "",
+                ]
+                if speculation.is_k_sweep(sw)
+                else flash_depth.flash_depth_section(sw)
                 if flash_depth.is_flash_depth_sweep(sw)
                 else temperature.temperature_section(sw)
                 if temperature.is_temperature_sweep(sw)
