@@ -153,3 +153,125 @@ def test_a_managed_server_runs_on_the_other_host(netns_host, tmp_path):
     finally:
         b._stop()
     assert not b.server.alive()
+
+
+# -- the uncertainty gate ------------------------------------------------------------------------------
+def test_uncertainty_gate_settings_and_confidence():
+    import math
+
+    from core.kinds import agent as agent_kind
+    from runtime.backends.openai_http import client
+    from runtime.backends.openai_http.agents import loop
+
+    off = agent_kind.AgentLoopTest(id="a")
+    assert (
+        "uncertainty_threshold" not in off.to_dict()
+    )  # runs measured before the gate keep their key
+    assert (
+        agent_kind.AgentLoopTest(id="a", uncertainty_threshold=0.2).to_dict()[
+            "uncertainty_threshold"
+        ]
+        == 0.2
+    )
+    for bad in (0.0, 1.0, -0.5):
+        with pytest.raises(ValueError):
+            agent_kind.AgentLoopTest(id="a", uncertainty_threshold=bad)
+    assert loop.confidence([-0.1, -2.0, -0.5]) == pytest.approx(math.exp(-2.0))
+    assert loop.confidence([]) is None and loop.confidence(None) is None
+    # llama-server's shape; anything else in its place is skipped, never trusted
+    acc = {"logprobs": []}
+    chunk = {
+        "choices": [
+            {
+                "delta": {"content": "x"},
+                "logprobs": {
+                    "content": [
+                        {"logprob": -1.5},
+                        {"logprob": True},
+                        {"logprob": 3.0},
+                        {"logprob": "-1"},
+                        "junk",
+                        {"logprob": -0.25},
+                    ]
+                },
+            }
+        ]
+    }
+    client.take_logprobs(chunk, acc)
+    client.take_logprobs({"choices": [{"logprobs": {"content": "not a list"}}]}, acc)
+    client.take_logprobs({"choices": []}, acc)
+    assert acc["logprobs"] == [-1.5, -0.25]
+
+
+def test_an_unsure_turn_is_escalated_once_per_step():
+    """The controller's gate with scripted model turns (a stub in place of the server: a real model's
+    confidence cannot be chosen): an unsure answer is asked again once, told it was unsure; a sure one is taken."""
+    import asyncio
+
+    from core.kinds import agent as agent_kind
+    from runtime.backends.openai_http.agents import loop, tools
+
+    task = tools.task("lookup", 0, 0)
+    script = [
+        ('{"answer": "wrong"}', [-0.01, -3.0]),  # unsure (p = 0.05 < 0.2): escalated
+        (
+            '{"answer": "wrong"}',
+            [-3.0],
+        ),  # unsure again at the same step: taken (once per step)
+    ]
+    bodies = []
+
+    async def stream_chat(client, url, body, policy, *, origin_ns, server_alive):
+        bodies.append(
+            {**body, "messages": list(body["messages"])}
+        )  # as sent (the list grows later)
+        text, lps = script[min(len(bodies) - 1, len(script) - 1)]
+        return {
+            "ok": True,
+            "e2e_ms": 1.0,
+            "ttft_ms": 0.5,
+            "output_tokens": 3,
+            "finish_reason": "stop",
+            "text": text,
+            "error": None,
+            "logprobs": lps,
+        }
+
+    ep = loop.Endpoint(
+        "http://stub", "m", lambda: None, stream_chat, None, lambda: True, 0
+    )
+    test = agent_kind.AgentLoopTest(id="a", uncertainty_threshold=0.2, max_steps=3)
+    out = asyncio.run(
+        loop.episode(
+            ep,
+            None,
+            loop.InternalTools(tools.ToolService(0)),
+            task,
+            test=test,
+            profile=agent_kind.FaultProfile(name="p"),
+            stream="s",
+            origin_ns=0,
+        )
+    )
+    assert all(b["logprobs"] is True for b in bodies)
+    assert (
+        out["escalations"] == 1 and out["steps"] == 2 and out["end_reason"] == "answer"
+    )
+    assert [t["escalated"] for t in out["turns"]] == [True, False]
+    assert out["turns"][0]["confidence"] == pytest.approx(0.0498, abs=1e-3)
+    assert bodies[1]["messages"][-1]["content"] == loop.ESCALATE
+    # the gate off: no log-probabilities asked for, the first answer taken
+    bodies.clear()
+    out = asyncio.run(
+        loop.episode(
+            ep,
+            None,
+            loop.InternalTools(tools.ToolService(0)),
+            task,
+            test=agent_kind.AgentLoopTest(id="a", max_steps=3),
+            profile=agent_kind.FaultProfile(name="p"),
+            stream="s",
+            origin_ns=0,
+        )
+    )
+    assert "logprobs" not in bodies[0] and out["escalations"] == 0 and out["steps"] == 1

@@ -15,6 +15,7 @@ from core import stats
 from core.metrics import METRICS
 from pipelines import agents as agents_mod
 from pipelines import split_host as split_mod
+from pipelines import uncertainty as unc_mod
 from pipelines.site import charts
 from pipelines.site.markdown import (
     admonition,
@@ -442,6 +443,98 @@ def split_host_section(pairs: list[split_mod.SplitPair]) -> list[str]:
     return out
 
 
+def _paired_delta(c: stats.PairedComparison) -> str:
+    if c.n == 0 or c.diff is None:
+        return "—"
+    ci = (
+        f" [{100 * c.ci95_low:+.0f}, {100 * c.ci95_high:+.0f}]"
+        if c.ci95_low is not None and c.ci95_high is not None
+        else ""
+    )
+    p = "no discordant pair" if not (c.a_only + c.b_only) else f"p = {c.p_value:.3f}"
+    return f"{100 * c.diff:+.0f} pp<br><small>CI95{ci} pp; {p}; {cell(c.verdict)}; n = {c.n}</small>"
+
+
+def uncertainty_section(abls: list[unc_mod.Ablation]) -> list[str]:
+    if not abls:
+        return []
+    out = [
+        "## Uncertainty ablation",
+        "",
+        "Seed 004 gates its agent loop on the model's confidence. Here the controller asks llama-server for the "
+        "sampled tokens' log-probabilities; a turn whose least likely token's probability is below the "
+        "threshold is escalated: the model is asked again at that step, told it was unsure (once per step). The "
+        "same loops with the gate off are the other arm; episodes pair by fault profile, placement, scenario "
+        "and task (greedy: the same turns until the gate acts), and the difference on − off is tested with the "
+        "exact McNemar test (Agresti-Min CI95).",
+        "",
+    ]
+    for a in abls:
+        profs = a.profiles
+        arms = []
+        for prof in profs:
+            for label, run in (("on", a.on), ("off", a.off)):
+                cells = _cells(run)
+                ci = cells.get((prof, "internal"))
+                ce = cells.get((prof, "external"))
+                arms.append(
+                    [
+                        f"{code(prof)} gate {label}",
+                        _rate(ci),
+                        _rate(ce),
+                        _ratio(a.ext_int_latency(run, prof)),
+                        f"{num(a.escalations(prof), 0)} of {num(a.turns(prof), 0)} turns"
+                        if label == "on"
+                        else "—",
+                        link(run.record.id[:12], run_link(run.record.id)),
+                    ]
+                )
+        deltas = [
+            cell(a.label),
+            *[
+                _paired_delta(a.delta(prof, pl))
+                for prof in profs
+                for pl in ("internal", "external")
+            ],
+        ]
+        th = unc_mod.threshold(a.on)
+        out += [
+            f"**Uncertainty on − off: success delta on {code(a.on.record.host_id)}** (threshold "
+            f"{num(th, 2)}; {link(a.on.record.id[:12], run_link(a.on.record.id))} against "
+            f"{link(a.off.record.id[:12], run_link(a.off.record.id))})",
+            "",
+            table(
+                [
+                    "system",
+                    *[
+                        f"{cell(prof)} {pl} delta"
+                        for prof in profs
+                        for pl in ("internal", "external")
+                    ],
+                ],
+                [deltas],
+                ["l"] + ["r"] * (2 * len(profs)),
+            ),
+            "",
+            f"**Arms: success per placement on {code(a.on.record.host_id)}**",
+            "",
+            table(
+                [
+                    "arm",
+                    "internal success",
+                    "external success",
+                    "ext/int latency",
+                    "escalated",
+                    "artifact",
+                ],
+                arms,
+                ["l", "r", "r", "r", "r", "l"],
+            ),
+            "",
+        ]
+    return out
+
+
 def agents_page(docs: list[Any]) -> str:
     runs = agents_mod.agent_runs(docs)
     if not runs:
@@ -449,7 +542,8 @@ def agents_page(docs: list[Any]) -> str:
             "info", "No agent loop run yet", "Run `invoke bench --matrix agent-loops`."
         )
     pairs = split_mod.split_pairs(runs)
-    shown_apart = split_mod.in_pairs(pairs)
+    abls = unc_mod.ablations(runs)
+    shown_apart = split_mod.in_pairs(pairs) | unc_mod.in_ablations(abls)
     runs = [r for r in runs if r.record.id not in shown_apart] or runs
     out: list[str] = []
     out += ["## What the runs show", ""]
@@ -494,6 +588,7 @@ def agents_page(docs: list[Any]) -> str:
             "",
         ]
     out += split_host_section(pairs)
+    out += uncertainty_section(abls)
     proto = runs[0].protocol
     if proto is not None:
         shown = [

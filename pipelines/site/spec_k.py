@@ -41,7 +41,11 @@ def _text(p: opt.Point) -> str:
     """The quality statement of a lossless method: its greedy text against plain decoding's."""
     ll = p.lossless
     if ll is None:
-        return "not checked"
+        return (
+            "random weights: text not judged"
+            if p.doc.synthetic
+            else "not checked (no plain twin)"
+        )
     if ll["identical"]:
         return "identical to plain decoding"
     return f"differs at token {num(ll['first_diff'], 0)}"
