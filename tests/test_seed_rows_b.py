@@ -275,3 +275,54 @@ def test_an_unsure_turn_is_escalated_once_per_step():
         )
     )
     assert "logprobs" not in bodies[0] and out["escalations"] == 0 and out["steps"] == 1
+
+
+# -- the rows, from the committed artifacts (measured on HOST) ----------------------------------------
+def test_best_k_per_target_size(runs):
+    from pipelines import optimization as opt
+    from pipelines import speculation
+    from pipelines.site import spec_k
+
+    sweeps = [
+        s for s in opt.sweeps(runs) if s.host_id == HOST and s.matrix == "speculative-k"
+    ]
+    assert sorted(s.name for s in sweeps) == [
+        "k-sweep-gemma3-270m",
+        "k-sweep-synthetic-148m",
+        "k-sweep-synthetic-27m",
+    ]
+    assert all(speculation.is_k_sweep(s) for s in sweeps)
+    sizes = {}
+    for s in sweeps:
+        choices = speculation.k_choices(s)
+        assert [c.mode for c in choices] == ["prompt_lookup", "draft_model"]
+        for c in choices:
+            assert sorted(c.by_k) == [1, 2, 4, 8, 16]
+            k, p = c.best
+            ratio = p.comparison["ratio"]
+            # the best K is the fastest K: no other K's speed-up is larger
+            assert all(q.comparison["ratio"] <= ratio for q in c.by_k.values())
+            assert p.comparison["ci95_low"] <= ratio <= p.comparison["ci95_high"]
+        sizes[s.name] = choices[0].n_params
+    assert (
+        sizes["k-sweep-synthetic-27m"]
+        < sizes["k-sweep-synthetic-148m"]
+        < sizes["k-sweep-gemma3-270m"]
+    )
+    # the embedded model's speculation is lossless at every K: the same greedy text as plain decoding
+    gemma = next(s for s in sweeps if s.name == "k-sweep-gemma3-270m")
+    for c in speculation.k_choices(gemma):
+        assert all(p.lossless and p.lossless["identical"] for p in c.by_k.values())
+    md = "\n".join(spec_k.k_section(sweeps))
+    assert (
+        md.count("runs/run.md?id=") >= 2 * 5
+    )  # baseline and best point of each row link their runs
+    assert "K=16" in md and "identical to plain decoding" in md
+    assert "random weights: text not judged" in md
+    # a sweep that also varies the n-gram size is not one K per point: not a K sweep
+    other = next(
+        s
+        for s in opt.sweeps(runs)
+        if s.matrix == "optimization" and s.name == "prompt-lookup"
+    )
+    assert not speculation.is_k_sweep(other)

@@ -8,9 +8,11 @@ every value from an artifact goes through ``cell()``/``num()``/``code()``."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from pipelines import optimization as opt
 from pipelines import speculation
-from pipelines.site.markdown import cell, code, link, num, run_link, table
+from pipelines.site.markdown import cell, fold, link, num, run_link, table
 
 
 def _rate(p: opt.Point | None) -> str:
@@ -57,7 +59,10 @@ def _size(n: int | None) -> str:
     return f"{num(n / 1e9, 2)}B" if n >= 1e9 else f"{num(n / 1e6, 0)}M"
 
 
-def k_section(all_sweeps: list[opt.Sweep]) -> list[str]:
+def k_section(
+    all_sweeps: list[opt.Sweep], points_fold: Callable[[opt.Sweep], str] | None = None
+) -> list[str]:
+    """``points_fold``: a sweep's every point in one fold (the Optimization page's own), shown under the table."""
     sweeps = [sw for sw in all_sweeps if speculation.is_k_sweep(sw)]
     if not sweeps:
         return []
@@ -125,23 +130,28 @@ def k_section(all_sweeps: list[opt.Sweep]) -> list[str]:
                     ]
                 )
         out += [
-            f"**Best K per target size on {code(host)}**",
-            "",
-            table(
-                [
-                    "model + draft",
-                    "target size",
-                    "baseline",
-                    "optimized (best K)",
-                    "speedup",
-                    "best K",
-                    "acceptance at best K",
-                    "quality (text at best K)",
-                    "speed-up at every K",
-                ],
-                rows,
-                ["l", "r", "r", "r", "r", "r", "r", "l", "l"],
+            fold(
+                f"Best K per target size on {host}: model + draft, size, baseline, best K, speed-up (CI95), "
+                "acceptance, text, every K",
+                table(
+                    [
+                        "model + draft",
+                        "target size",
+                        "baseline",
+                        "optimized (best K)",
+                        "speedup",
+                        "best K",
+                        "acceptance at best K",
+                        "quality (text at best K)",
+                        "speed-up at every K",
+                    ],
+                    rows,
+                    ["l", "r", "r", "r", "r", "r", "r", "l", "l"],
+                ),
+                "abstract",
             ),
             "",
         ]
+        if points_fold is not None:
+            out += [points_fold(sw) for sw in sweeps if sw.host_id == host] + [""]
     return out
