@@ -429,9 +429,13 @@ def test_committed_planner_settings_load():
     assert [c.bytes for c in s.cards][:5] == [
         g * 2**30 for g in (8, 12, 16, 24, 40)
     ]  # cards sold in GB are GiB of chips
+    by_name = {c.name: c.bytes for c in s.cards}
     assert (
-        s.cards[-1].bytes == 85520809984
+        by_name["H100 80GB HBM3"] == 85520809984
     )  # the H100 80GB: what its driver reports usable
+    assert (
+        by_name["H200 141GB HBM3e"] == 150754820096
+    )  # the lent H200's, from its fingerprint
 
 
 def test_vram_prediction_residual():

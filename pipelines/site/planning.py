@@ -743,6 +743,7 @@ def model_memory_section(
     host_id: str | None,
     host_memory: int | None,
     baseline_rss: int | None,
+    gpu_checks: list[dict[str, Any]] | None = None,
 ) -> str:
     """A model file's plan under its heading, folded: the page shows the planner's accuracy first and
     one line per model file (a plan is a page of tables; a reader opens the one they plan for)."""
@@ -754,7 +755,9 @@ def model_memory_section(
         + "\n\n"
         + fold(
             PLAN_FOLD,
-            _model_plan(shape, doc, settings, host_id, host_memory, baseline_rss),
+            _model_plan(
+                shape, doc, settings, host_id, host_memory, baseline_rss, gpu_checks
+            ),
         )
     )
 
@@ -766,6 +769,7 @@ def _model_plan(
     host_id: str | None,
     host_memory: int | None,
     baseline_rss: int | None,
+    gpu_checks: list[dict[str, Any]] | None = None,
 ) -> str:
     out: list[str] = []
     n_swa_layers = sum(shape.swa_layers)
@@ -945,7 +949,7 @@ def _model_plan(
     )
     out.append("")
     out += [split_fits_table(shape, settings, fits), ""]
-    out += [sweet_spots_table(shape, doc, settings), ""]
+    out += [sweet_spots_table(shape, doc, settings, gpu_checks or []), ""]
     # LoRA
     out += ["### LoRA adapters", ""]
     dims = mem.lora_module_dims(shape)
@@ -972,8 +976,27 @@ def _model_plan(
     return "\n".join(out)
 
 
+def _gpu_check_text(checks: list[dict[str, Any]]) -> str:
+    """What the VRAM plan behind the sweet spots gave against this file's runs on a real GPU."""
+    if not checks:
+        return (
+            "Checked on a GPU: no GPU run of this file is committed, so these sweet spots are planned only "
+            "(the plan's accuracy on the files that did run on a GPU is under Predicted against measured)."
+        )
+    worst = max(checks, key=lambda c: abs(c["error"]))
+    return (
+        f"Checked on a GPU: the same VRAM plan against {num(len(checks), 0)} measured run(s) of this file "
+        f"with every layer offloaded (peak VRAM, e.g. {link(worst['id'][:12], run_link(worst['id']))} on "
+        f"{code(worst['host_id'])}): the largest error {100 * worst['error']:+.1f}% "
+        f"(planned {nbytes(worst['predicted'])}, measured {nbytes(worst['measured'])})."
+    )
+
+
 def sweet_spots_table(
-    shape: mem.ModelShape, doc: RunRecord, settings: mem.PlannerSettings
+    shape: mem.ModelShape,
+    doc: RunRecord,
+    settings: mem.PlannerSettings,
+    gpu_checks: list[dict[str, Any]] | None = None,
 ) -> str:
     """Seed 002's Domestic GPU Sweet Spots, per card, from the same VRAM plan (pipelines.memory.sweet_spots)."""
     sp = settings.sweet_spot
@@ -1027,6 +1050,8 @@ def sweet_spots_table(
                 rows,
                 ["l", "l", "r", "r", "r", "r"],
             ),
+            "",
+            _gpu_check_text(gpu_checks or []),
         ]
     )
 
@@ -1535,7 +1560,15 @@ def memory_page(runs: list[RunRecord], hosts: list[HostRecord]) -> str:
         except UserError as exc:
             out += [f"## {cell(d.model_name)}", "", cell(str(exc)), ""]
             continue
-        out.append(model_memory_section(shape, d, settings, host_id, host_memory, base))
+        checks = [
+            c
+            for r in latest_per_key(runs)
+            if r.model_sha256 == d.model_sha256
+            and (c := mem.vram_prediction(r, overhead or 0)) is not None
+        ]
+        out.append(
+            model_memory_section(shape, d, settings, host_id, host_memory, base, checks)
+        )
     note = endpoint_models_note(runs)
     if note:
         out.append(note)
