@@ -44,6 +44,18 @@ def controller_ms(episodes: list[agent_kind.Episode]) -> list[float]:
     ]
 
 
+ERROR_ENDS = ("model_error", "server_lost")
+
+
+def error_rate(episodes: list[agent_kind.Episode]) -> float | None:
+    """Share of episodes an error ended or broke (the model call failed, the server was lost, or a tool step
+    failed every attempt): the seed's Int/Ext Error, apart from wrong answers (success is its own column)."""
+    if not episodes:
+        return None
+    bad = sum(1 for e in episodes if e.end_reason in ERROR_ENDS or e.tool_failures)
+    return bad / len(episodes)
+
+
 @dataclass
 class SplitPair:
     split: AgentRun

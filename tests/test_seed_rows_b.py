@@ -326,3 +326,26 @@ def test_best_k_per_target_size(runs):
         if s.matrix == "optimization" and s.name == "prompt-lookup"
     )
     assert not speculation.is_k_sweep(other)
+
+
+def test_split_host(runs):
+    from pipelines import agents, split_host
+    from pipelines.site.agent_pages import split_host_section
+
+    pairs = [
+        p
+        for p in split_host.split_pairs(agents.agent_runs(runs))
+        if p.host == HOST and p.split.record.matrix_name == "split-host"
+    ]
+    assert len(pairs) == 1
+    p = pairs[0]
+    assert split_host.netns(p.split) == "almanac-model" and p.colocated is not None
+    assert p.split.record.requested["host"] == "10.231.0.2"
+    hop = p.hop()
+    assert hop is not None and hop["ci95_low"] <= hop["ratio"] <= hop["ci95_high"]
+    md = "\n".join(split_host_section(pairs))
+    assert (
+        "Split-host matrix" in md
+        and "ext tool retries" in md
+        and "model hop mean" in md
+    )

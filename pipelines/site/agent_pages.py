@@ -334,17 +334,20 @@ def _split_table(pair: split_mod.SplitPair) -> str:
             cells.get((prof, "internal")) or {},
             cells.get((prof, "external")) or {},
         )
-        err_i = None if ci.get("success_rate") is None else 1 - ci["success_rate"]
-        err_e = None if ce.get("success_rate") is None else 1 - ce["success_rate"]
+        eps = {
+            pl: [e for e in run.episodes if e.profile == prof and e.placement == pl]
+            for pl in ("internal", "external")
+        }
         rows.append(
             [
                 code(prof),
                 _mean(ci.get("loop_ms"), 0),
                 _mean(ce.get("loop_ms"), 0),
                 _ratio((comps.get(prof) or {}).get("loop_ms")),
-                _pct(err_i),
-                _pct(err_e),
+                _pct(split_mod.error_rate(eps["internal"])),
+                _pct(split_mod.error_rate(eps["external"])),
                 _mean(ce.get("retries"), 2),
+                f"{_pct(ci.get('success_rate'))} / {_pct(ce.get('success_rate'))}",
             ]
         )
     return table(
@@ -356,9 +359,10 @@ def _split_table(pair: split_mod.SplitPair) -> str:
             "int error",
             "ext error",
             "ext tool retries",
+            "success int / ext",
         ],
         rows,
-        ["l", "r", "r", "r", "r", "r", "r"],
+        ["l", "r", "r", "r", "r", "r", "r", "r"],
     )
 
 
@@ -425,7 +429,10 @@ def split_host_section(pairs: list[split_mod.SplitPair]) -> list[str]:
         "HTTP on loopback). Both hosts share this machine's CPU, so the hop measured is the network path "
         "between two network stacks, not a datacenter link. The seed's columns come from the split run; the "
         "second table sets its model hop (each model turn's end-to-end time) against the same loops with the "
-        "server on the controller's host (ratio of means, CI95).",
+        "server on the controller's host (ratio of means, CI95). Errors are episodes an error ended or broke "
+        "(a failed model call, a lost server, a tool step failed every attempt); wrong answers count in success "
+        "only. The two runs ran one after the other on a shared 2-core host: the CI95 covers the spread inside "
+        "each run, not the host's drift between them, which a veth hop (tens of microseconds) is far below.",
         "",
     ]
     for p in pairs:
