@@ -349,3 +349,28 @@ def test_split_host(runs):
         and "ext tool retries" in md
         and "model hop mean" in md
     )
+
+
+def test_quality_vs_speed(runs):
+    from pipelines import tradeoffs as tr
+    from pipelines.quality import load_quality
+    from pipelines.site.tradeoffs import tradeoffs_table
+
+    rows = tr.tradeoffs(runs, load_quality())[HOST]
+    assert [t.sweep for t in rows] == ["max-quality", "balanced", "max-speed"]
+    conf = [t.configuration() for t in rows]
+    assert [c["quantization"] for c in conf] == ["Q4_K_M", "Q3_K_M", "Q2_K"]
+    assert [c["kv"] for c in conf] == ["f16/f16", "f16/f16", "q8_0/q8_0"]
+    assert conf[1]["adapters"] == ["gemma3-270m-lora-r16-qvo-0"]
+    assert conf[2]["speculation"] == "prompt_lookup (K = 4)"
+    for t in rows:
+        assert set(t.runs) == {"edit", "free"} and t.peak_rss
+        assert (
+            t.quality is not None and t.quality.rate.n == 80
+        )  # basic_facts, every item
+    for t in rows[1:]:
+        assert t.quality_vs_first is not None and t.quality_vs_first.n == 80
+        for c in t.speed_vs_first.values():
+            assert c["ci95_low"] <= c["ratio"] <= c["ci95_high"]
+    md = tradeoffs_table(rows)
+    assert md.count("quality-runs/run.md?id=") == 3 and "vs max quality" in md
