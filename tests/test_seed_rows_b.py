@@ -374,3 +374,31 @@ def test_quality_vs_speed(runs):
             assert c["ci95_low"] <= c["ratio"] <= c["ci95_high"]
     md = tradeoffs_table(rows)
     assert md.count("quality-runs/run.md?id=") == 3 and "vs max quality" in md
+
+
+def test_uncertainty_ablation(runs):
+    from pipelines import agents, uncertainty
+    from pipelines.site.agent_pages import uncertainty_section
+
+    abls = [
+        a
+        for a in uncertainty.ablations(agents.agent_runs(runs))
+        if a.on.record.host_id == HOST
+        and a.on.record.matrix_name == "uncertainty-ablation"
+    ]
+    assert len(abls) == 1
+    a = abls[0]
+    assert uncertainty.threshold(a.on) == 0.35 and uncertainty.threshold(a.off) is None
+    assert a.profiles == ["baseline", "stress"]
+    for prof in a.profiles:
+        for pl in ("internal", "external"):
+            d = a.delta(prof, pl)
+            assert d.n == 9  # 3 scenarios x 3 episodes, paired
+    assert all(
+        t.confidence is not None
+        for e in a.on.episodes
+        for t in e.turns
+        if t.model and t.model.ok
+    )
+    md = "\n".join(uncertainty_section(abls))
+    assert "baseline internal delta" in md and "stress external delta" in md
