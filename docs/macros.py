@@ -27,6 +27,7 @@ from pipelines.site import (  # noqa: F401 - split_pages registers
     quality_pages,
     scaling_page,
     split_pages,
+    tradeoffs,
 )
 from pipelines.site import fidelity as fidelity_pages
 from pipelines.site import kinds as site_kinds
@@ -98,6 +99,7 @@ def define_env(env: Any) -> None:
     env.macro(quality_pages.quality_page_from_data, "quality_scores")
     env.macro(quality_pages.ladder_from_data, "quantization_ladder")
     env.macro(parity_pages.parity_from_data, "quality_parity")
+    env.macro(tradeoffs.tradeoffs_from_data, "quality_tradeoffs")
     env.macro(agent_pages.agents_from_data, "agents_page")
     env.macro(
         lambda: quality_pages.scorers_table(list(scorers.SCORERS.values())),

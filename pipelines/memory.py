@@ -788,12 +788,16 @@ def gpu_plan(
     n_ubatch: int = 512,
     flash_attn: bool = True,
     runtime_overhead: int = 0,
+    n_seq: int = 1,
 ) -> Plan:
     """VRAM with every layer offloaded: the weights except the token embedding (llama.cpp keeps
     its row lookups on the CPU; a tied embedding is duplicated as the output matrix), the KV
     cache, the full reserved compute buffer, and the runtime overhead assumed in the planner's
-    settings (CUDA context, cuBLAS workspace)."""
-    kv = kv_cache(shape, n_ctx, type_k, type_v, swa_full=swa_full, n_ubatch=n_ubatch)
+    settings (CUDA context, cuBLAS workspace). ``n_seq`` parallel sequences share ``n_ctx``
+    (llama-server ``-np``: one cache stream each)."""
+    kv = kv_cache(
+        shape, n_ctx, type_k, type_v, swa_full=swa_full, n_ubatch=n_ubatch, n_seq=n_seq
+    )
     weights = (
         shape.weight_bytes
         - shape.role_bytes("token_embd")
@@ -1091,6 +1095,33 @@ class GpuCard(BaseModel):
         return v
 
 
+class SweetSpotSettings(BaseModel):
+    """One card's sweet spot: the largest context, the most parallel sequences and the most adapters
+    that fit beside the base model (each at the others' minimum), by the same VRAM plan."""
+
+    model_config = ConfigDict(extra="forbid")
+    context: int = Field(
+        4096,
+        ge=1,
+        description="Tokens per sequence for the batch and adapter counts (each sequence's own context).",
+    )
+    cache_type: str = Field("f16", description="KV cache type (type_k = type_v).")
+    adapter_rank: int = Field(
+        16, ge=1, description="Rank of each planned LoRA adapter."
+    )
+    adapter_targets: list[str] = Field(
+        default_factory=lambda: ["q", "k", "v", "o", "gate", "up", "down"],
+        description="Modules each planned adapter targets (f16 weights).",
+    )
+    max_batch: int = Field(
+        64,
+        ge=1,
+        le=4096,
+        description="Parallel sequences tried at most (llama-server -np).",
+    )
+    max_adapters: int = Field(64, ge=0, le=4096, description="Adapters tried at most.")
+
+
 class PlannerSettings(BaseModel):
     """data/memory_planner.yaml: what the fits table explores (inputs, not results)."""
 
@@ -1144,6 +1175,10 @@ class PlannerSettings(BaseModel):
     lora_targets: dict[str, list[str]] = Field(
         default_factory=dict, description="Named module sets for the LoRA table."
     )
+    sweet_spot: SweetSpotSettings = Field(
+        default_factory=lambda: SweetSpotSettings(),
+        description="What the per-card sweet-spot table plans for (seed 002's Domestic GPU Sweet Spots).",
+    )
 
     @model_validator(mode="after")
     def _some_gpu(self) -> PlannerSettings:
@@ -1187,6 +1222,22 @@ def load_planner_settings(path: Path | None = None) -> PlannerSettings:
                 file=relpath(path),
                 field=f"lora_targets.{name}",
             )
+    sp = s.sweet_spot
+    if sp.cache_type not in KV_TYPES:
+        raise ConfigError(
+            f"unknown KV cache type {sp.cache_type!r} (known: {', '.join(KV_TYPES)})",
+            file=relpath(path),
+            field="sweet_spot.cache_type",
+        )
+    bad = [m for m in sp.adapter_targets if m not in LORA_MODULES]
+    if bad or not sp.adapter_targets:
+        raise ConfigError(
+            f"unknown module {bad[0]!r} (known: {', '.join(LORA_MODULES)})"
+            if bad
+            else "no module: give at least one",
+            file=relpath(path),
+            field="sweet_spot.adapter_targets",
+        )
     return s
 
 
@@ -1621,6 +1672,106 @@ def smallest_gpu(row: dict[str, Any], settings: PlannerSettings) -> str | None:
     size = {c.name: c.bytes for c in settings.cards}
     fits = sorted((size[g], g) for g, ok in row["gpu_fit"].items() if ok)
     return fits[0][1] if fits else None
+
+
+@dataclass
+class SweetSpot:
+    """One card's sweet spot (see :class:`SweetSpotSettings`); ``None`` where the base does not fit."""
+
+    card: GpuCard
+    base_bytes: int  # the plan at one sequence of sweet_spot.context, no adapter
+    fits: bool
+    max_context: (
+        int | None
+    )  # the largest planned context (settings.contexts) at one sequence
+    max_context_kv: int | None
+    batch: int | None  # parallel sequences of sweet_spot.context each
+    batch_total: int | None  # the plan at that batch
+    adapters: int | None  # adapters beside one sequence of sweet_spot.context
+    adapter_bytes: int
+    capped_batch: bool = False
+    capped_adapters: bool = False
+
+
+def _largest(fits: Any, lo: int, hi: int) -> int:
+    """The largest n in [lo, hi] with fits(n), fits monotone decreasing and fits(lo) true."""
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if fits(mid):
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def sweet_spots(shape: ModelShape, settings: PlannerSettings) -> list[SweetSpot]:
+    """Per card of the settings: what fits beside the base model, by :func:`gpu_plan` (all layers
+    offloaded) with the settings' headroom: the largest context at one sequence, the most
+    parallel sequences of ``sweet_spot.context`` tokens each, and the most adapters
+    (``adapter_rank`` on ``adapter_targets``, f16, :func:`lora_bytes`) beside one such sequence."""
+    sp = settings.sweet_spot
+    ct = sp.cache_type
+    overhead = int(settings.gpu_runtime_overhead_mib * MiB)
+    one = lora_bytes(shape, sp.adapter_rank, tuple(sp.adapter_targets))
+
+    def total(n_ctx: int, n_seq: int = 1) -> int:
+        return gpu_plan(
+            shape,
+            n_ctx,
+            ct,
+            ct,
+            swa_full=settings.swa_full,
+            n_ubatch=settings.n_ubatch,
+            flash_attn=settings.flash_attn,
+            runtime_overhead=overhead,
+            n_seq=n_seq,
+        ).total
+
+    base = total(sp.context)
+    out = []
+    for card in settings.cards:
+        keep = (1.0 - settings.headroom) * card.bytes
+        if base > keep:
+            out.append(SweetSpot(card, base, False, None, None, None, None, None, one))
+            continue
+        ctxs = [c for c in sorted(settings.contexts) if total(c) <= keep]
+        max_ctx = ctxs[-1] if ctxs else None
+        kv = (
+            kv_cache(
+                shape,
+                max_ctx,
+                ct,
+                ct,
+                swa_full=settings.swa_full,
+                n_ubatch=settings.n_ubatch,
+            ).bytes
+            if max_ctx
+            else None
+        )
+        batch = _largest(
+            lambda n, keep=keep: total(n * sp.context, n) <= keep, 1, sp.max_batch
+        )
+        adapters = (
+            _largest(lambda k, keep=keep: base + k * one <= keep, 0, sp.max_adapters)
+            if one
+            else 0
+        )
+        out.append(
+            SweetSpot(
+                card,
+                base,
+                True,
+                max_ctx,
+                kv,
+                batch,
+                total(batch * sp.context, batch),
+                adapters,
+                one,
+                capped_batch=batch == sp.max_batch,
+                capped_adapters=adapters == sp.max_adapters,
+            )
+        )
+    return out
 
 
 def repack_applies(host: dict[str, Any]) -> bool:

@@ -11,7 +11,9 @@ scored:
 * the pass rates and their difference, with the Agresti-Min CI95 for paired proportions;
 * the exact McNemar test on the discordant items (passed by one backend only): a backend
   whose verdicts differ beyond chance is a **win** or a **loss**, else **within noise**;
-* every item whose output differs, with where the two texts part.
+* every item whose output differs, with where the two texts part;
+* latency on the same items (each item's end-to-end milliseconds, as the artifact's timing
+  records it): both means and the mean paired difference with its Student-t CI95.
 
 Reads ``quality`` artifacts only; every figure is computed again from the items.
 """
@@ -93,6 +95,36 @@ class _Paired:
     def verdict(self) -> str:
         return stats.paired_verdict(self.b, self.c)
 
+    # latency: the items both timed, in the same order on both sides (lists on the dataclasses)
+    ref_ms: list[float]
+    other_ms: list[float]
+
+    @property
+    def ref_latency_ms(self) -> float | None:
+        return float(sum(self.ref_ms) / len(self.ref_ms)) if self.ref_ms else None
+
+    @property
+    def other_latency_ms(self) -> float | None:
+        return float(sum(self.other_ms) / len(self.other_ms)) if self.other_ms else None
+
+    @property
+    def latency_delta_ms(self) -> float | None:
+        """Mean paired difference, backend minus reference (the seed's 'runtime - vLLM')."""
+        if not self.ref_ms:
+            return None
+        return float(
+            sum(o - r for r, o in zip(self.ref_ms, self.other_ms)) / len(self.ref_ms)
+        )
+
+    @property
+    def latency_delta_ci(self) -> tuple[float | None, float | None]:
+        diffs = [o - r for r, o in zip(self.ref_ms, self.other_ms)]
+        if len(diffs) < 2:
+            return None, None
+        s = stats.summary(diffs)
+        lo, hi, _why = stats.mean_interval(s.n, s.mean, s.stddev, positive=False)
+        return lo, hi
+
 
 @dataclass
 class ItemDiff:
@@ -124,6 +156,8 @@ class Pair(_Paired):
     b: int  # passed by the reference only
     c: int  # passed by the other backend only
     diffs: list[ItemDiff] = field(default_factory=list)
+    ref_ms: list[float] = field(default_factory=list)
+    other_ms: list[float] = field(default_factory=list)
 
 
 @dataclass
@@ -151,6 +185,14 @@ def _first_difference(a: str, b: str) -> int:
     return min(len(a), len(b))
 
 
+def _e2e_ms(item: Any) -> float | None:
+    """An item's end-to-end latency in ms, where its generation timed one (not an errored item)."""
+    v = (item.timing or {}).get("e2e_ms")
+    if item.error or not isinstance(v, (int, float)) or isinstance(v, bool):
+        return None
+    return float(v) if v == v and v >= 0 and v != float("inf") else None
+
+
 def compare_items(ref: QualityRecord, other: QualityRecord) -> Pair:
     """The other artifact against the reference, on the items both scored (by id)."""
     ref_items = {it.id: it for it in ref.items}
@@ -168,6 +210,10 @@ def compare_items(ref: QualityRecord, other: QualityRecord) -> Pair:
         pair.same_verdict += pa == po
         pair.b += pa and not po
         pair.c += po and not pa
+        ra, ro = _e2e_ms(a), _e2e_ms(o)
+        if ra is not None and ro is not None:
+            pair.ref_ms.append(ra)
+            pair.other_ms.append(ro)
         if ta == to and not a.error and not o.error:
             pair.identical_output += 1
         else:
@@ -234,6 +280,8 @@ class Overall(_Paired):
     b: int
     c: int
     suites: int
+    ref_ms: list[float] = field(default_factory=list)
+    other_ms: list[float] = field(default_factory=list)
 
 
 def overall(groups: list[Group]) -> list[Overall]:
@@ -268,4 +316,6 @@ def overall(groups: list[Group]) -> list[Overall]:
             o.b += p.b
             o.c += p.c
             o.suites += 1
+            o.ref_ms += p.ref_ms
+            o.other_ms += p.other_ms
     return list(acc.values())

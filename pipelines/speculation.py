@@ -325,3 +325,85 @@ def draft_pareto(sw: opt.Sweep, quality_docs: list[QualityRecord]) -> dict[str, 
             rows, key=lambda r: -(r.speedup or {}).get("ratio", 0) if r.speedup else 0
         )
     return out
+
+
+# -- best K per target size ----------------------------------------------------------------------
+@dataclass
+class KChoice:
+    """One speculation mode on one sweep's target: every K measured and the fastest."""
+
+    sweep: opt.Sweep
+    mode: str  # "draft_model" or "prompt_lookup"
+    baseline: opt.Point | None
+    by_k: dict[
+        int, opt.Point
+    ]  # K -> the point (ok, compared with the sweep's baseline)
+
+    @property
+    def best(self) -> tuple[int, opt.Point] | None:
+        """The K whose speed-up over plain decoding is the largest (ratio of means)."""
+        rated = [
+            (k, p)
+            for k, p in self.by_k.items()
+            if p.comparison and p.comparison.get("ratio") is not None
+        ]
+        return max(rated, key=lambda kp: kp[1].comparison["ratio"]) if rated else None
+
+    @property
+    def target(self) -> str:
+        return self.sweep.models[0] if self.sweep.models else "?"
+
+    @property
+    def draft(self) -> str:
+        if self.mode == "prompt_lookup":
+            p = next(iter(self.by_k.values()), None)
+            n = p.requested.get("lookup_ngram_max") if p else None
+            return f"prompt lookup (n-grams up to {n})" if n else "prompt lookup"
+        drafts = {p.requested.get("draft_model") for p in self.by_k.values()}
+        return ", ".join(sorted(str(d) for d in drafts if d)) or "?"
+
+    @property
+    def n_params(self) -> int | None:
+        p = self.baseline or next(iter(self.by_k.values()), None)
+        return p.doc.n_params if p else None
+
+
+def _k(p: opt.Point) -> int | None:
+    v = p.requested.get("draft_max")
+    return int(v) if isinstance(v, int) and not isinstance(v, bool) else None
+
+
+def is_k_sweep(sw: opt.Sweep) -> bool:
+    """A speculative sweep over K (draft_max) and nothing else but the mode: at least three K of
+    one mode (a sweep that also varies the n-gram size or the draft is not one K per point)."""
+    swept = {k for p in sw.points for k in as_record(p.doc).swept}
+    if sw.track != "speculative" or "draft_max" not in swept:
+        return False
+    if swept - {"draft_max", "speculative"}:
+        return False
+    ks: dict[str, set[int]] = {}
+    for p in sw.points:
+        mode = p.requested.get("speculative") or "none"
+        k = _k(p)
+        if mode != "none" and k is not None:
+            ks.setdefault(mode, set()).add(k)
+    return any(len(v) >= 3 for v in ks.values())
+
+
+def k_choices(sw: opt.Sweep) -> list[KChoice]:
+    """Per speculation mode of a K sweep (its first test): the points by K and the best K."""
+    test = sw.tests[0] if sw.tests else None
+    pts = [p for p in sw.points if p.doc.test_name == test]
+    base = next((p for p in pts if p.is_baseline and p.ok), None)
+    out = []
+    for mode in MODES[1:]:
+        by_k = {
+            k: p
+            for p in pts
+            if p.ok
+            and (p.requested.get("speculative") or "none") == mode
+            and (k := _k(p)) is not None
+        }
+        if by_k:
+            out.append(KChoice(sw, mode, base, dict(sorted(by_k.items()))))
+    return out

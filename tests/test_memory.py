@@ -349,6 +349,51 @@ def test_fits_rows_headroom(gemma):
     )
 
 
+def test_sweet_spots_per_card_are_the_largest_that_fit():
+    # Llama 3 8B's shape at Q4_K (about 4 GB of weights): rank-16 adapters on all seven
+    # projections are 16 x (8192 + 5120 + 5120 + 8192 + 3 x 18432) x 32 layers x 2 bytes = 80 MiB
+    shape = mem.ModelShape.from_facts(llama8b_facts())
+    s = mem.PlannerSettings(
+        contexts=[2048, 8192, 131072],
+        cache_types=["f16"],
+        gpu_cards=[
+            {"name": "4 GB", "memory": "4 GiB"},
+            {"name": "8 GB", "memory": "8 GiB"},
+            {"name": "24 GB", "memory": "24 GiB"},
+        ],
+        sweet_spot={"context": 4096, "max_batch": 256, "max_adapters": 1024},
+    )
+    small, mid, big = mem.sweet_spots(shape, s)
+    assert (
+        small.fits is False and small.batch is None
+    )  # the base alone is over 90% of 4 GiB
+    assert mid.adapter_bytes == 80 * MiB
+
+    def total(n_ctx: int, n_seq: int = 1) -> int:
+        return mem.gpu_plan(shape, n_ctx, n_seq=n_seq, n_ubatch=512).total
+
+    for spot in (mid, big):
+        keep = 0.9 * spot.card.bytes
+        assert spot.fits and spot.base_bytes == total(4096)
+        b = spot.batch
+        assert total(b * 4096, b) <= keep < total((b + 1) * 4096, b + 1)
+        k = spot.adapters
+        assert (
+            spot.base_bytes + k * 80 * MiB
+            <= keep
+            < spot.base_bytes + (k + 1) * 80 * MiB
+        )
+        # the largest planned context at one sequence; the next planned one does not fit
+        ctxs = s.contexts
+        i = ctxs.index(spot.max_context)
+        assert total(spot.max_context) <= keep
+        assert i == len(ctxs) - 1 or total(ctxs[i + 1]) > keep
+    # 8 GiB: 8192 tokens fit (1 GiB of KV) but not 131072 (16 GiB); 4096-token sequences: 6 (3 GiB of KV)
+    assert (mid.max_context, mid.batch, mid.adapters) == (8192, 6, 38)
+    assert (big.max_context, big.batch, big.adapters) == (131072, 35, 222)
+    assert not big.capped_batch and not big.capped_adapters
+
+
 def test_planner_settings_bad_input(tmp_path):
     p = tmp_path / "memory_planner.yaml"
     p.write_text("contexts: [4096]\ncache_types: [f16, q9]\ngpu_sizes_gb: [8]\n")
@@ -363,6 +408,16 @@ def test_planner_settings_bad_input(tmp_path):
     )
     with pytest.raises(ConfigError, match="lora_targets.x"):
         mem.load_planner_settings(p)
+    p.write_text(
+        "contexts: [1]\ncache_types: [f16]\ngpu_sizes_gb: [8]\nsweet_spot: {adapter_targets: [q, zz]}\n"
+    )
+    with pytest.raises(ConfigError, match="sweet_spot.adapter_targets"):
+        mem.load_planner_settings(p)
+    p.write_text(
+        "contexts: [1]\ncache_types: [f16]\ngpu_sizes_gb: [8]\nsweet_spot: {cache_type: q9}\n"
+    )
+    with pytest.raises(ConfigError, match="sweet_spot.cache_type"):
+        mem.load_planner_settings(p)
 
 
 def test_committed_planner_settings_load():
@@ -374,9 +429,13 @@ def test_committed_planner_settings_load():
     assert [c.bytes for c in s.cards][:5] == [
         g * 2**30 for g in (8, 12, 16, 24, 40)
     ]  # cards sold in GB are GiB of chips
+    by_name = {c.name: c.bytes for c in s.cards}
     assert (
-        s.cards[-1].bytes == 85520809984
+        by_name["H100 80GB HBM3"] == 85520809984
     )  # the H100 80GB: what its driver reports usable
+    assert (
+        by_name["H200 141GB HBM3e"] == 150754820096
+    )  # the lent H200's, from its fingerprint
 
 
 def test_vram_prediction_residual():

@@ -226,6 +226,42 @@ def test_parity_section_answers_first_and_escapes_outputs():
     )
 
 
+def _timed(doc: dict, ms: dict[str, float | None]) -> dict:
+    for it in doc["items"]:
+        v = ms.get(it["id"])
+        it["timing"] = {} if v is None else {"e2e_ms": v}
+    return doc
+
+
+def test_score_and_latency_per_backend_on_the_same_items():
+    # reference 100/200/300/400 ms, backend +10/+30/+20/(untimed): the mean paired difference
+    # over the three items both timed is +20 ms, its Student-t CI95 20 +/- t(2) * 10 / sqrt(3)
+    ref = _timed(
+        _doc("llama_cpp", None, REF), {"q1": 100, "q2": 200, "q3": 300, "q4": 400}
+    )
+    other = _timed(
+        _doc("openai_http", "llama-server", dict(REF, q4=(" 8", True))),
+        {"q1": 110, "q2": 230, "q3": 320, "q4": None},
+    )
+    o = parity.overall(parity.parity_groups([ref, other]))[0]
+    assert (o.ref_ms, o.other_ms) == ([100, 200, 300], [110, 230, 320])
+    assert o.ref_latency_ms == pytest.approx(
+        200
+    ) and o.other_latency_ms == pytest.approx(220)
+    assert o.latency_delta_ms == pytest.approx(20)
+    half = stats.t_critical(2) * 10 / math.sqrt(3)
+    lo, hi = o.latency_delta_ci
+    assert (lo, hi) == (pytest.approx(20 - half), pytest.approx(20 + half))
+    md = parity_pages.parity_section([ref, other])
+    assert "Score and latency per backend, on the same items" in md
+    row = next(ln for ln in md.splitlines() if ln.startswith("| llama-server"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    # backend, reference, items, backend score, reference score, Δ score, latencies, Δ latency, artifacts
+    assert cells[2:5] == ["4", "75%", "50%"] and cells[6:8] == ["220 ms", "200 ms"]
+    assert cells[8].startswith("+20 ms<br><small>CI95 ")
+    assert "quality-runs/run.md?id=" in cells[9]
+
+
 # -- a quality matrix with several backends ---------------------------------------------------------
 def test_parity_matrix_puts_the_same_items_through_every_backend():
     from runtime.quality.suite_matrix import load

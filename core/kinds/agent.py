@@ -19,7 +19,7 @@ stored from the samples it links to.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -138,6 +138,25 @@ class AgentLoopTest(TestSpec):
         "instead of the one the run starts on loopback.",
     )
     seed: int = Field(0, ge=0, description="Seed of the episodes' tasks.")
+    uncertainty_threshold: float | None = Field(
+        None,
+        gt=0.0,
+        lt=1.0,
+        description="Uncertainty gate (seed 004's uncertainty arm): ask the server for the sampled tokens' "
+        "log-probabilities, and where a turn's confidence (its least likely token's probability) is below this, "
+        "escalate: ask the model again at that step, told it was unsure (once per step). null = no gate.",
+    )
+
+    OMITTED_AT_DEFAULT: ClassVar[tuple[str, ...]] = ("uncertainty_threshold",)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = super().to_dict()
+        for name in (
+            self.OMITTED_AT_DEFAULT
+        ):  # tests measured before the gate keep their identity
+            if d.get(name) == type(self).model_fields[name].default:
+                d.pop(name, None)
+        return d
 
     @field_validator("profiles")
     @classmethod
@@ -225,6 +244,13 @@ class ModelTurn(Shape):
 class AgentTurn(Shape):
     step: int
     model: ModelTurn | None = None
+    confidence: float | None = Field(
+        None,
+        description="The turn's least likely sampled token's probability (the uncertainty gate's measure).",
+    )
+    escalated: bool = Field(
+        False, description="Below the gate: the model was asked again at this step."
+    )
     action: dict[str, Any] | None = Field(
         None, description="The action parsed from the model's text; null: none."
     )
@@ -265,6 +291,7 @@ class Episode(Shape):
     tool_failures: int = Field(0, description="Tool steps whose every attempt failed.")
     tool_refusals: int = 0
     invalid_actions: int = 0
+    escalations: int = Field(0, description="Turns the uncertainty gate escalated.")
     injected: InjectedFaults = Field(default_factory=InjectedFaults)
     turns: list[AgentTurn] = Field(default_factory=list)
 
@@ -287,6 +314,8 @@ class AgentProtocol(Shape):
         description="The JSON schema of an action (null: unconstrained).",
     )
     reask: str | None = None
+    escalate: str | None = None
+    uncertainty_threshold: float | None = None
 
 
 class AgentFacts(Shape):

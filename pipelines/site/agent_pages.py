@@ -11,8 +11,11 @@ from typing import Any
 
 import pandas as pd
 
+from core import stats
 from core.metrics import METRICS
 from pipelines import agents as agents_mod
+from pipelines import split_host as split_mod
+from pipelines import uncertainty as unc_mod
 from pipelines.site import charts
 from pipelines.site.markdown import (
     admonition,
@@ -321,12 +324,234 @@ def json_short(v: Any) -> str:
     return text if len(text) <= 80 else text[:79] + "…"
 
 
+def _split_table(pair: split_mod.SplitPair) -> str:
+    run = pair.split
+    cells = _cells(run)
+    comps = _comparisons(run)
+    rows = []
+    for prof in run.stats["profiles"]:
+        ci, ce = (
+            cells.get((prof, "internal")) or {},
+            cells.get((prof, "external")) or {},
+        )
+        eps = {
+            pl: [e for e in run.episodes if e.profile == prof and e.placement == pl]
+            for pl in ("internal", "external")
+        }
+        rows.append(
+            [
+                code(prof),
+                _mean(ci.get("loop_ms"), 0),
+                _mean(ce.get("loop_ms"), 0),
+                _ratio((comps.get(prof) or {}).get("loop_ms")),
+                _pct(split_mod.error_rate(eps["internal"])),
+                _pct(split_mod.error_rate(eps["external"])),
+                _mean(ce.get("retries"), 2),
+                f"{_pct(ci.get('success_rate'))} / {_pct(ce.get('success_rate'))}",
+            ]
+        )
+    return table(
+        [
+            "profile",
+            "internal mean (ms)",
+            "external mean (ms)",
+            "ext/int ratio",
+            "int error",
+            "ext error",
+            "ext tool retries",
+            "success int / ext",
+        ],
+        rows,
+        ["l", "r", "r", "r", "r", "r", "r", "r"],
+    )
+
+
+def _hop_table(pair: split_mod.SplitPair) -> str:
+    rows = []
+    hop = pair.hop()
+    for label, run in (
+        ("co-located (loopback)", pair.colocated),
+        ("split (the other host)", pair.split),
+    ):
+        if run is None:
+            rows.append([cell(label), "no run", "—", "—", "—", "—", "—"])
+            continue
+        turns = split_mod.model_turn_ms(run.episodes)
+        ctl = split_mod.controller_ms(run.episodes)
+        tools = [e.tool_ms for e in run.episodes if e.tool_calls]
+        where = split_mod.netns(run)
+        is_split = run is pair.split
+        rows.append(
+            [
+                cell(label)
+                + (
+                    f"<br><small>netns {code(where)}, {code(run.record.requested.get('host'))}</small>"
+                    if where
+                    else ""
+                ),
+                num(len(turns), 0),
+                _mean(stats.summarize(turns) if turns else None, 1),
+                (
+                    f"{hop['diff_ms']:+.1f} ms<br><small>{_ratio(hop)}</small>"
+                    if is_split and hop
+                    else "—"
+                ),
+                _mean(stats.summarize(ctl) if ctl else None, 2),
+                _mean(stats.summarize(tools) if tools else None, 1),
+                link(run.record.id[:12], run_link(run.record.id)),
+            ]
+        )
+    return table(
+        [
+            "model server",
+            "model turns",
+            "model hop mean (ms per turn)",
+            "split − co-located",
+            "controller overhead mean (ms per episode)",
+            "tool time (ms per episode with a call)",
+            "artifact",
+        ],
+        rows,
+        ["l", "r", "r", "r", "r", "r", "l"],
+    )
+
+
+def split_host_section(pairs: list[split_mod.SplitPair]) -> list[str]:
+    if not pairs:
+        return []
+    out = [
+        "## Split host",
+        "",
+        "Seed 004 puts the model server on a GPU host and the controller with its tools on a CPU host. Here the "
+        "model server (llama-server) runs on a second host: a Linux network namespace with its own network "
+        "stack, reached over a veth link (`benchmarks/split_host_netns.sh`); the controller and the tools stay "
+        "on this host (tools internal: a call in the controller's process; external: the tool service over "
+        "HTTP on loopback). Both hosts share this machine's CPU, so the hop measured is the network path "
+        "between two network stacks, not a datacenter link. The seed's columns come from the split run; the "
+        "second table sets its model hop (each model turn's end-to-end time) against the same loops with the "
+        "server on the controller's host (ratio of means, CI95). Errors are episodes an error ended or broke "
+        "(a failed model call, a lost server, a tool step failed every attempt); wrong answers count in success "
+        "only. The two runs ran one after the other on a shared 2-core host: the CI95 covers the spread inside "
+        "each run, not the host's drift between them, which a veth hop (tens of microseconds) is far below.",
+        "",
+    ]
+    for p in pairs:
+        out += [
+            f"**Split-host matrix: {cell(p.split.record.model_name)} on {code(p.host)}** "
+            f"({link(p.split.record.id[:12], run_link(p.split.record.id))})",
+            "",
+            _split_table(p),
+            "",
+            f"**The model hop, split against co-located, on {code(p.host)}**",
+            "",
+            _hop_table(p),
+            "",
+        ]
+    return out
+
+
+def _paired_delta(c: stats.PairedComparison) -> str:
+    if c.n == 0 or c.diff is None:
+        return "—"
+    ci = (
+        f" [{100 * c.ci95_low:+.0f}, {100 * c.ci95_high:+.0f}]"
+        if c.ci95_low is not None and c.ci95_high is not None
+        else ""
+    )
+    p = "no discordant pair" if not (c.a_only + c.b_only) else f"p = {c.p_value:.3f}"
+    return f"{100 * c.diff:+.0f} pp<br><small>CI95{ci} pp; {p}; {cell(c.verdict)}; n = {c.n}</small>"
+
+
+def uncertainty_section(abls: list[unc_mod.Ablation]) -> list[str]:
+    if not abls:
+        return []
+    out = [
+        "## Uncertainty ablation",
+        "",
+        "Seed 004 gates its agent loop on the model's confidence. Here the controller asks llama-server for the "
+        "sampled tokens' log-probabilities; a turn whose least likely token's probability is below the "
+        "threshold is escalated: the model is asked again at that step, told it was unsure (once per step). The "
+        "same loops with the gate off are the other arm; episodes pair by fault profile, placement, scenario "
+        "and task (greedy: the same turns until the gate acts), and the difference on − off is tested with the "
+        "exact McNemar test (Agresti-Min CI95).",
+        "",
+    ]
+    for a in abls:
+        profs = a.profiles
+        arms = []
+        for prof in profs:
+            for label, run in (("on", a.on), ("off", a.off)):
+                cells = _cells(run)
+                ci = cells.get((prof, "internal"))
+                ce = cells.get((prof, "external"))
+                arms.append(
+                    [
+                        f"{code(prof)} gate {label}",
+                        _rate(ci),
+                        _rate(ce),
+                        _ratio(a.ext_int_latency(run, prof)),
+                        f"{num(a.escalations(prof), 0)} of {num(a.turns(prof), 0)} turns"
+                        if label == "on"
+                        else "—",
+                        link(run.record.id[:12], run_link(run.record.id)),
+                    ]
+                )
+        deltas = [
+            cell(a.label),
+            *[
+                _paired_delta(a.delta(prof, pl))
+                for prof in profs
+                for pl in ("internal", "external")
+            ],
+        ]
+        th = unc_mod.threshold(a.on)
+        out += [
+            f"**Uncertainty on − off: success delta on {code(a.on.record.host_id)}** (threshold "
+            f"{num(th, 2)}; {link(a.on.record.id[:12], run_link(a.on.record.id))} against "
+            f"{link(a.off.record.id[:12], run_link(a.off.record.id))})",
+            "",
+            table(
+                [
+                    "system",
+                    *[
+                        f"{cell(prof)} {pl} delta"
+                        for prof in profs
+                        for pl in ("internal", "external")
+                    ],
+                ],
+                [deltas],
+                ["l"] + ["r"] * (2 * len(profs)),
+            ),
+            "",
+            f"**Arms: success per placement on {code(a.on.record.host_id)}**",
+            "",
+            table(
+                [
+                    "arm",
+                    "internal success",
+                    "external success",
+                    "ext/int latency",
+                    "escalated",
+                    "artifact",
+                ],
+                arms,
+                ["l", "r", "r", "r", "r", "l"],
+            ),
+            "",
+        ]
+    return out
+
+
 def agents_page(docs: list[Any]) -> str:
     runs = agents_mod.agent_runs(docs)
     if not runs:
         return admonition(
             "info", "No agent loop run yet", "Run `invoke bench --matrix agent-loops`."
         )
+    pairs = split_mod.split_pairs(runs)
+    abls = unc_mod.ablations(runs)
+    shown_apart = split_mod.in_pairs(pairs) | unc_mod.in_ablations(abls)
+    runs = [r for r in runs if r.record.id not in shown_apart] or runs
     out: list[str] = []
     out += ["## What the runs show", ""]
     out += [
@@ -369,6 +594,8 @@ def agents_page(docs: list[Any]) -> str:
             fold("Per scenario, and example episodes", "\n".join(body), "abstract"),
             "",
         ]
+    out += split_host_section(pairs)
+    out += uncertainty_section(abls)
     proto = runs[0].protocol
     if proto is not None:
         shown = [

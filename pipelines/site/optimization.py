@@ -15,7 +15,7 @@ import pandas as pd
 from core import degeneration
 from core.metrics import METRICS
 from core.records.quality import QualityRecord
-from core.records.run import RunRecord
+from core.records.run import RunRecord, as_record
 from pipelines import optimization as opt
 from pipelines.site import charts, figures
 from pipelines.site.markdown import (
@@ -703,9 +703,11 @@ def _quality_docs() -> list[QualityRecord]:
 def optimization_page(
     docs: list[RunRecord], quality_docs: list[QualityRecord] | None = None
 ) -> str:
-    from pipelines import speculation
-    from pipelines.site import flash_depth, rope, temperature, tracks
+    from pipelines import speculation, tradeoffs
+    from pipelines.site import flash_depth, rope, spec_k, temperature, tracks
 
+    # whole configurations traded off are no sweep against a baseline: the Quality page's "Quality vs speed"
+    docs = [d for d in docs if as_record(d).matrix_name != tradeoffs.MATRIX]
     all_sweeps = opt.sweeps(docs)
     if not all_sweeps:
         return admonition(
@@ -738,6 +740,7 @@ def optimization_page(
         "",
     ]
     out += rope.rope_section(all_sweeps, docs)
+    out += spec_k.k_section(all_sweeps, _points_fold)
     for track in opt.TRACKS:
         # RoPE-scaling sweeps have their own section above
         group = [
@@ -769,6 +772,8 @@ def optimization_page(
             if track == "moe-speculation":
                 out += tracks.moe_spec_section(sw)
                 continue
+            if speculation.is_k_sweep(sw):
+                continue  # summed up, with every point folded, in "Best K per target size"
             summary = (
                 flash_depth.flash_depth_section(sw)
                 if flash_depth.is_flash_depth_sweep(sw)

@@ -104,6 +104,67 @@ def _overall_table(rows: list[parity_mod.Overall]) -> str:
     )
 
 
+def _ms(v: float | None) -> str:
+    return "—" if v is None else f"{v:,.0f} ms"
+
+
+def _ms_delta_cell(delta: float | None, ci: tuple[float | None, float | None]) -> str:
+    lo, hi = ci
+    if delta is None:
+        return "—"
+    if lo is None or hi is None:
+        return f"{delta:+,.0f} ms"
+    return f"{delta:+,.0f} ms<br><small>CI95 {lo:+,.0f} … {hi:+,.0f}</small>"
+
+
+SCORE_LATENCY_CAPTION = (
+    "**Score and latency per backend, on the same items** (the seed's runtime vs vLLM matrix): the pass "
+    "rate through each backend and through the reference, their paired difference (Agresti-Min CI95), "
+    "and the mean end-to-end latency per item through each, with the mean paired difference "
+    "(backend − reference, Student-t CI95). A latency includes whatever the backend generated: an "
+    "item answered with more tokens takes longer."
+)
+
+
+def _score_latency_table(
+    rows: list[parity_mod.Overall], groups: list[parity_mod.Group]
+) -> str:
+    out = []
+    for o in rows:
+        ids = [p.other_id for g in groups for p in g.pairs if p.other == o.other]
+        sources = " ".join(link(str(i + 1), quality_link(a)) for i, a in enumerate(ids))
+        out.append(
+            [
+                cell(o.other),
+                cell(o.reference),
+                num(o.n, 0),
+                _pct(o.other_passed / o.n),
+                _pct(o.ref_passed / o.n),
+                _delta_cell(o.delta, o.delta_ci),
+                _ms(o.other_latency_ms),
+                _ms(o.ref_latency_ms),
+                _ms_delta_cell(o.latency_delta_ms, o.latency_delta_ci),
+                sources,
+            ]
+        )
+    return table(
+        [
+            "backend",
+            "reference",
+            "items",
+            "backend score",
+            "reference score",
+            "Δ score",
+            "backend latency",
+            "reference latency",
+            "Δ latency",
+            "artifacts (one per suite sample)",
+        ],
+        out,
+        ["l", "l", "r", "r", "r", "r", "r", "r", "r", "l"],
+    )
+
+
 def _suite_table(groups: list[parity_mod.Group]) -> str:
     rows = []
     for g in groups:
@@ -232,7 +293,11 @@ def parity_section(docs: list[dict[str, Any]]) -> str:
             if (h, m, mo) == (host, matrix, model)
         ]
         out += [f"- {_sentence(o)}" for o in rows] + [""]
-        out += [_overall_table(rows), ""]
+        out += [SCORE_LATENCY_CAPTION, "", _score_latency_table(rows, gs), ""]
+        out += [
+            fold("Agreement and discordant items", _overall_table(rows), "abstract"),
+            "",
+        ]
         out += [fold("Per suite", _suite_table(gs), "abstract"), ""]
         out += _diffs(gs)
     return "\n".join(out)

@@ -743,6 +743,7 @@ def model_memory_section(
     host_id: str | None,
     host_memory: int | None,
     baseline_rss: int | None,
+    gpu_checks: list[dict[str, Any]] | None = None,
 ) -> str:
     """A model file's plan under its heading, folded: the page shows the planner's accuracy first and
     one line per model file (a plan is a page of tables; a reader opens the one they plan for)."""
@@ -754,7 +755,9 @@ def model_memory_section(
         + "\n\n"
         + fold(
             PLAN_FOLD,
-            _model_plan(shape, doc, settings, host_id, host_memory, baseline_rss),
+            _model_plan(
+                shape, doc, settings, host_id, host_memory, baseline_rss, gpu_checks
+            ),
         )
     )
 
@@ -766,6 +769,7 @@ def _model_plan(
     host_id: str | None,
     host_memory: int | None,
     baseline_rss: int | None,
+    gpu_checks: list[dict[str, Any]] | None = None,
 ) -> str:
     out: list[str] = []
     n_swa_layers = sum(shape.swa_layers)
@@ -945,6 +949,7 @@ def _model_plan(
     )
     out.append("")
     out += [split_fits_table(shape, settings, fits), ""]
+    out += [sweet_spots_table(shape, doc, settings, gpu_checks or []), ""]
     # LoRA
     out += ["### LoRA adapters", ""]
     dims = mem.lora_module_dims(shape)
@@ -969,6 +974,86 @@ def _model_plan(
         )
     out += [table(headers, rows, ["l"] + ["r"] * len(settings.lora_ranks)), ""]
     return "\n".join(out)
+
+
+def _gpu_check_text(checks: list[dict[str, Any]]) -> str:
+    """What the VRAM plan behind the sweet spots gave against this file's runs on a real GPU."""
+    if not checks:
+        return (
+            "Checked on a GPU: no GPU run of this file is committed, so these sweet spots are planned only "
+            "(the plan's accuracy on the files that did run on a GPU is under Predicted against measured)."
+        )
+    worst = max(checks, key=lambda c: abs(c["error"]))
+    return (
+        f"Checked on a GPU: the same VRAM plan against {num(len(checks), 0)} measured run(s) of this file "
+        f"with every layer offloaded (peak VRAM, e.g. {link(worst['id'][:12], run_link(worst['id']))} on "
+        f"{code(worst['host_id'])}): the largest error {100 * worst['error']:+.1f}% "
+        f"(planned {nbytes(worst['predicted'])}, measured {nbytes(worst['measured'])})."
+    )
+
+
+def sweet_spots_table(
+    shape: mem.ModelShape,
+    doc: RunRecord,
+    settings: mem.PlannerSettings,
+    gpu_checks: list[dict[str, Any]] | None = None,
+) -> str:
+    """Seed 002's Domestic GPU Sweet Spots, per card, from the same VRAM plan (pipelines.memory.sweet_spots)."""
+    sp = settings.sweet_spot
+    spots = mem.sweet_spots(shape, settings)
+    rows = []
+    for s in spots:
+        base = f"{cell(doc.model_name)} ({cell(doc.quantization)})"
+        if not s.fits:
+            rows.append(
+                [
+                    cell(s.card.name),
+                    base,
+                    f"✗ {nbytes(s.base_bytes)} at one sequence",
+                    "—",
+                    "—",
+                    "—",
+                ]
+            )
+            continue
+        ctx = (
+            f"{num(s.max_context, 0)} tokens<br><small>KV {nbytes(s.max_context_kv)}</small>"
+            if s.max_context
+            else f"none of {cell(', '.join(str(c) for c in settings.contexts))}"
+        )
+        batch = f"{num(s.batch, 0)}{' (the cap)' if s.capped_batch else ''}<br><small>{nbytes(s.batch_total)}</small>"
+        adapters = f"{num(s.adapters, 0)}{' (the cap)' if s.capped_adapters else ''}"
+        rows.append(
+            [cell(s.card.name), base, f"✓ {nbytes(s.base_bytes)}", adapters, ctx, batch]
+        )
+    intro = (
+        "The most of each that fits beside the base model on each card, by the VRAM plan above "
+        f"(all layers offloaded, {code(sp.cache_type)} cache, {num(settings.headroom * 100, 0)}% headroom), "
+        "each at the others' minimum: **adapters** of rank "
+        f"{num(sp.adapter_rank, 0)} on {cell(', '.join(sp.adapter_targets))} "
+        f"(f16, {nbytes(mem.lora_bytes(shape, sp.adapter_rank, tuple(sp.adapter_targets)))} each) beside one "
+        f"sequence of {num(sp.context, 0)} tokens; the largest **context** of the planned ones at one "
+        f"sequence; the **batch**: parallel sequences of {num(sp.context, 0)} tokens each (llama-server "
+        f"{code('-np')}, a cache stream each; at most {num(sp.max_batch, 0)} tried), with its total. "
+        "Settings: data/memory_planner.yaml, sweet_spot. All figures "
+        + PROJECTED_BADGE
+        + "."
+    )
+    return "\n".join(
+        [
+            "### Sweet spots per card",
+            "",
+            intro,
+            "",
+            table(
+                ["card", "base", "base fits", "adapters", "KV (context)", "batch"],
+                rows,
+                ["l", "l", "r", "r", "r", "r"],
+            ),
+            "",
+            _gpu_check_text(gpu_checks or []),
+        ]
+    )
 
 
 def split_fits_table(
@@ -1493,7 +1578,15 @@ def memory_page(runs: list[RunRecord], hosts: list[HostRecord]) -> str:
         except UserError as exc:
             out += [f"## {cell(d.model_name)}", "", cell(str(exc)), ""]
             continue
-        out.append(model_memory_section(shape, d, settings, host_id, host_memory, base))
+        checks = [
+            c
+            for r in latest_per_key(runs)
+            if r.model_sha256 == d.model_sha256
+            and (c := mem.vram_prediction(r, overhead or 0)) is not None
+        ]
+        out.append(
+            model_memory_section(shape, d, settings, host_id, host_memory, base, checks)
+        )
     note = endpoint_models_note(runs)
     if note:
         out.append(note)

@@ -586,7 +586,11 @@ def roles_page(
                     ),
                     "",
                 ]
-                for c in decided[:REJECTED_DETAILED]:
+                # the evidence of those decided on measurements first: a configuration with no data for
+                # a requirement (partly measured) has less to show than one rejected on its figures
+                for c in sorted(decided, key=lambda c: c.state == "partly measured")[
+                    :REJECTED_DETAILED
+                ]:
                     body += [
                         f"**{cell(c.state.capitalize())}:** {cell(c.label)}: {cell(', '.join(c.reasons))}",
                         "",

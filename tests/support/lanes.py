@@ -61,6 +61,7 @@ INTEGRATION_MODULES = frozenset(
         "test_charts",
         "test_gpu_scripts",
         "test_seed_rows",
+        "test_seed_rows_b",
         "test_committed_data",
         "test_comparable",
         "test_dialects",

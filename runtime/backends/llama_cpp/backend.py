@@ -542,7 +542,12 @@ class LlamaCppBackend(Backend):
         cls, settings: LlamaCppSettings, model: Any, test: TestSpec
     ) -> tuple[str, str] | None:
         """RoPE scaling stretches the trained context to n_ctx: a context within the trained one (or a model
-        that does not say what it was trained for) leaves no factor to apply."""
+        that does not say what it was trained for) leaves no factor to apply. Speculation verifies K drafted
+        tokens in one batch after the generated ones: a context without room for ``max_tokens + K + 1``
+        tokens cannot take that K."""
+        spec = cls._speculation_room(settings, test)
+        if spec is not None:
+            return spec
         if settings.rope_scaling == "none":
             return None
         trained = int((getattr(model, "facts", None) or {}).get("context_length") or 0)
@@ -558,6 +563,25 @@ class LlamaCppBackend(Backend):
                 f"n_ctx {n_ctx:,} is within the model's trained context of {trained:,} tokens: no factor to apply",
             )
         return None
+
+    @staticmethod
+    def _speculation_room(
+        settings: LlamaCppSettings, test: TestSpec
+    ) -> tuple[str, str] | None:
+        if settings.speculative == "none" or not isinstance(
+            test, (GenerateTest, ChatTest)
+        ):
+            return None
+        n_ctx = effective_n_ctx(settings, test)
+        max_tokens = int(getattr(test, "max_tokens", 0) or 0)
+        need = max_tokens + settings.draft_max + 1
+        if need <= n_ctx:
+            return None
+        return (
+            f"draft_max={settings.draft_max}",
+            f"n_ctx {n_ctx:,} has no room for {max_tokens:,} generated tokens plus {settings.draft_max:,} drafted "
+            f"ones verified in one batch ({need:,} tokens before the prompt)",
+        )
 
     @classmethod
     def preflight(cls, settings: LlamaCppSettings, model: Any, test: TestSpec) -> None:

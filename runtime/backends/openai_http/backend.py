@@ -374,7 +374,9 @@ class OpenAIHttpBackend(Backend):
         values = self._placeholders()
         if port is not None:
             values["port"] = port
-        return [part.format(**values) for part in cmd] + list(s.server_args)
+        out = [part.format(**values) for part in cmd] + list(s.server_args)
+        # ip netns exec enters the namespace and execs the server: the pid is the server's own
+        return ["ip", "netns", "exec", s.server_netns, *out] if s.server_netns else out
 
     def _health_url(self) -> str:
         parts = urlsplit(self.base_url)
@@ -398,7 +400,9 @@ class OpenAIHttpBackend(Backend):
         s = self.settings
         if self.server is not None:
             self._stop()
-        self.port = s.port or free_port(s.host)
+        # a namespace's address is not bindable here: a port free on this host's loopback (the namespace is
+        # a fresh network stack, where nothing else listens)
+        self.port = s.port or free_port("127.0.0.1" if s.server_netns else s.host)
         self.base_url = f"http://{s.host}:{self.port}/v1"
         self.command = self.build_command()
         if self._tmp is None:

@@ -164,6 +164,8 @@ async def _attempt(
                         retryable=False,
                     )
                 content, finish, usage = parse_chunk(obj)
+                if body.get("logprobs"):
+                    take_logprobs(obj, acc)
                 if isinstance(obj, dict) and isinstance(obj.get("timings"), dict):
                     acc["timings"] = obj["timings"]
                 acc["parse_ns"] += time.perf_counter_ns() - p0
@@ -261,7 +263,33 @@ def _fresh_acc(chunk_limit: int | None = None) -> dict[str, Any]:
         "timings": None,
         "parse_ns": 0,
         "retry_after": None,
+        "logprobs": [],
     }
+
+
+MAX_LOGPROBS = (
+    4096  # token log-probabilities kept per request (a request asking for them)
+)
+
+
+def take_logprobs(obj: Any, acc: dict[str, Any]) -> None:
+    """The sampled tokens' log-probabilities of one chunk (``choices[0].logprobs.content[].logprob``,
+    OpenAI's shape, which llama-server streams); anything else in their place is skipped, never trusted."""
+    try:
+        items = obj["choices"][0]["logprobs"]["content"]
+    except (KeyError, IndexError, TypeError):
+        return
+    if not isinstance(items, list):
+        return
+    for it in items:
+        v = it.get("logprob") if isinstance(it, dict) else None
+        if (
+            isinstance(v, (int, float))
+            and not isinstance(v, bool)
+            and -1e4 <= v <= 0.0
+            and len(acc["logprobs"]) < MAX_LOGPROBS
+        ):
+            acc["logprobs"].append(float(v))
 
 
 def quote(value: Any, limit: int = 120) -> str:
@@ -416,6 +444,8 @@ async def stream_chat(
         }
     end = time.perf_counter_ns()
     rec = _record(acc, error, t0, end, origin_ns, attempts, retries)
+    if body.get("logprobs"):
+        rec["logprobs"] = list(acc["logprobs"])
     return refuse_implausible(rec, body)
 
 

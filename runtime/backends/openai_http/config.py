@@ -43,7 +43,13 @@ class OpenAIHttpSettings(BackendSettings, PlacementSettings):
     """Placement settings (split_mode ... poll) apply to a started llama-server only (its -sm, -ts,
     -mg, --numa, -C, --cpu-strict, --prio, --poll); elsewhere only their defaults are accepted."""
 
-    OMITTED_AT_DEFAULT = ("fault_every", "fault_status", "main_gpu", *placement.OMITTED)
+    OMITTED_AT_DEFAULT = (
+        "fault_every",
+        "fault_status",
+        "main_gpu",
+        "server_netns",
+        *placement.OMITTED,
+    )
 
     base_url: str | None = Field(
         None,
@@ -96,6 +102,13 @@ class OpenAIHttpSettings(BackendSettings, PlacementSettings):
     host: str = Field(
         "127.0.0.1",
         description="Address a started server listens on (loopback by default).",
+    )
+    server_netns: str | None = Field(
+        None,
+        description="Start the server inside this Linux network namespace (ip netns exec NAME): a second host "
+        "with its own network stack, reached over a veth link; set host to the namespace's address "
+        "(benchmarks/split_host_netns.sh makes one). null = this host's network.",
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,31}$",
     )
     port: int | None = Field(
         None,
@@ -269,6 +282,15 @@ class OpenAIHttpSettings(BackendSettings, PlacementSettings):
         if self.server_binary and self.server != "llama-server":
             raise ValueError(
                 f"server_binary is for server 'llama-server' (server is {self.server!r})"
+            )
+        if self.server_netns and self.base_url:
+            raise ValueError(
+                "server_netns starts the server in a network namespace: give it without base_url"
+            )
+        if self.server_netns and self.host in ("127.0.0.1", "localhost", "::1"):
+            raise ValueError(
+                f"server_netns {self.server_netns!r}: host must be the namespace's address, not loopback "
+                f"({self.host!r} there is the namespace's own loopback, unreachable from here)"
             )
         if self.server != "llama_cpp.server" and (self.base_url or self.server_command):
             raise ValueError(

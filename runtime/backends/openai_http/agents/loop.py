@@ -37,6 +37,18 @@ TEXT_KEPT = 500  # characters of each model turn kept in the artifact
 REASK = (
     'Reply with one JSON object: {"tool": NAME, "args": {...}} or {"answer": VALUE}.'
 )
+ESCALATE = (
+    "You were unsure of that reply. If the task needs a value you have not looked up, call the tool for it; "
+    'then answer with the exact value. Reply with one JSON object: {"tool": NAME, "args": {...}} or '
+    '{"answer": VALUE}.'
+)
+
+
+def confidence(logprobs: list[float] | None) -> float | None:
+    """A turn's confidence: the probability of its least likely sampled token (null: none reported)."""
+    import math
+
+    return math.exp(min(logprobs)) if logprobs else None
 
 
 @dataclass
@@ -208,6 +220,8 @@ def _body(
         "stream": True,
         "stream_options": {"include_usage": True},
     }
+    if test.uncertainty_threshold is not None:
+        body["logprobs"] = True  # llama-server streams choices[0].logprobs.content
     if test.constrained:
         body["response_format"] = {
             "type": "json_object",
@@ -242,8 +256,11 @@ async def episode(
     answer = None
     end_reason = "max_steps"
     model_ms = tool_ms = 0.0
+    escalated_at: set[int] = set()
     t0 = time.perf_counter()
-    for step in range(1, test.max_steps + 1):
+    step = 0
+    while step < test.max_steps:
+        step += 1
         if not ep.alive():
             end_reason = "server_lost"
             break
@@ -274,6 +291,31 @@ async def episode(
             break
         action = tools_mod.parse_action(rec["text"] or "")
         turn["action"] = action
+        gate = test.uncertainty_threshold
+        if gate is not None:
+            conf = confidence(rec.get("logprobs"))
+            turn["confidence"] = conf
+            turn["escalated"] = False
+            # escalate once per step: the model is asked again, told it was unsure; that turn counts
+            if (
+                conf is not None
+                and conf < gate
+                and len(escalated_at) < test.max_steps
+                and step not in escalated_at
+            ):
+                escalated_at.add(step)
+                turn["escalated"] = True
+                messages += [
+                    {
+                        "role": "assistant",
+                        "content": (rec["text"] or "").strip()[:TEXT_KEPT],
+                    },
+                    {"role": "user", "content": ESCALATE},
+                ]
+                step -= 1  # the same step again (its turn is recorded; the step limit counts answers, not asks)
+                if len(turns) >= 2 * test.max_steps:
+                    break
+                continue
         if action is None:
             messages += [
                 {
@@ -328,6 +370,7 @@ async def episode(
         "invalid_actions": sum(
             1 for t in turns if t["model"]["ok"] and t.get("action") is None
         ),
+        "escalations": sum(1 for t in turns if t.get("escalated")),
         "injected": {
             "fail": sum(1 for a in attempts if a["error"] == "injected_failure"),
             "timeout": sum(1 for a in attempts if a["error"] == "timeout"),
@@ -443,6 +486,14 @@ def details(
             "example": tools_mod.EXAMPLE,
             "schema": tools_mod.ACTION_SCHEMA if test.constrained else None,
             "reask": REASK,
+            **(
+                {
+                    "escalate": ESCALATE,
+                    "uncertainty_threshold": test.uncertainty_threshold,
+                }
+                if test.uncertainty_threshold is not None
+                else {}
+            ),
         },
         "method": "controller: one model turn per step (streamed chat completion), one tool call per tool action "
         "with retries; internal and external placements of an episode back to back, alternating order",
