@@ -131,6 +131,7 @@ def define_env(env: Any) -> None:
     )
     env.macro(history_pages.method_text, "history_method")
     env.macro(history_pages.fdr_text, "fdr_method")
+    env.macro(history_pages.quiet_text, "quiet_rule")
     env.macro(history_pages.verdict_rules, "verdict_rules")
     env.macro(history_pages.ranking_rule, "ranking_rule")
     env.variables["backends"] = sorted(backends.BACKENDS)

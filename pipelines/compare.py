@@ -289,7 +289,11 @@ def compare(
 
     ``memo`` (a dict the caller keeps across calls on the same records) holds each record's work
     digest, so that comparing many selections over the same results digests each result once."""
-    recs = [r for r in records(docs) if r.ok and headline(r.test_kind) is not None]
+    recs = [
+        r
+        for r in records(docs)
+        if r.ok and not r.disturbed and headline(r.test_kind) is not None
+    ]
     on = compared_on(a, b)
     on_key = tuple(sorted(on))
     memo = {} if memo is None else memo

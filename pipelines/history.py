@@ -225,7 +225,11 @@ def series(docs: list[RunRecord]) -> list[Series]:
     from pipelines import facts as facts_mod
 
     fx = facts_mod.of(docs)
-    recs = [r for r in fx.records if r.ok and headline(r.test_kind) is not None]
+    recs = [
+        r
+        for r in fx.records
+        if r.ok and not r.disturbed and headline(r.test_kind) is not None
+    ]
     stale = stale_ids(recs)
     out: dict[str, Series] = {}
     groups: dict[str, list[Any]] = {}

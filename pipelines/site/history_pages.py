@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from core import stats
+from core import quiet, stats
 from core.records.run import RunRecord
 from pipelines import compare as cmp
 from pipelines import history, hostnames
@@ -39,6 +39,11 @@ def method_text() -> str:
 def fdr_text() -> str:
     """The false discovery rate over a family of comparisons, as stated on the Methodology page."""
     return cell(stats.FDR_METHOD)
+
+
+def quiet_text() -> str:
+    """The quiet-machine rule (core.quiet), as stated on the Methodology page."""
+    return cell(quiet.RULE) + "."
 
 
 def _settings(req: dict[str, Any]) -> str:
@@ -162,6 +167,20 @@ STEP_HEADERS = [
 ALIGN = ["l", "l", "l", "r", "r", "r", "l", "l", "l", "l", "r", "r"]
 
 
+def _disturbed_note(docs: list[RunRecord]) -> str:
+    """How many runs never got a quiet slot (core.quiet) and are left out of every verdict here."""
+    from pipelines import facts as facts_mod
+
+    n = len(facts_mod.of(docs).disturbed)
+    if not n:
+        return ""
+    return (
+        f" {n} run{'s' if n != 1 else ''} measured without a quiet slot after every attempt "
+        "(others' CPU above the quiet-machine rule, Methodology) "
+        f"{'are' if n != 1 else 'is'} left out of every figure and verdict."
+    )
+
+
 def regressions_page(docs: list[RunRecord]) -> str:
     sers = history.series(docs)
     steps = history.all_steps(sers)
@@ -174,7 +193,7 @@ def regressions_page(docs: list[RunRecord]) -> str:
             f"**{n_tested}** boundaries tested (a configuration's build changed, with a figure on both sides), held "
             f"together to a false discovery rate of {stats.FDR_Q:g}: a change is called only if it stands among "
             "all of them. Steps are ranked by size and confidence: the smallest change their interval allows, "
-            "largest first."
+            "largest first." + _disturbed_note(docs)
         ),
         "",
     ]
