@@ -161,8 +161,15 @@ class Series:
         return f"{self.model} · {self.test} · {self.backend} · {self.host_id}"
 
 
+def _almanac(r: RunRecord) -> str:
+    """The almanac that measured, with its stats method where that is not the first
+    (core.records.run.STATS_METHODS): part of a history point's build, so a method change is a boundary."""
+    m = r.stats_method
+    return r.almanac_version + (f" (stats method {m})" if m != 1 else "")
+
+
 def _short_build(r: RunRecord) -> str:
-    return f"{r.backend_build} · almanac {r.almanac_version}"
+    return f"{r.backend_build} · almanac {_almanac(r)}"
 
 
 def _release(r: RunRecord) -> str:
@@ -171,7 +178,7 @@ def _release(r: RunRecord) -> str:
     if v is None:
         ident = {k: v for k, v in r.build_identity.items() if k != "label"}
         v = r._cache["release"] = json.dumps(
-            {**ident, "almanac": r.almanac_version}, sort_keys=True
+            {**ident, "almanac": _almanac(r)}, sort_keys=True
         )
     return v
 
@@ -254,7 +261,7 @@ def series(docs: list[RunRecord]) -> list[Series]:
             Point(
                 r.id,
                 r.created,
-                {**r.build_identity, "almanac": r.almanac_version},
+                {**r.build_identity, "almanac": _almanac(r)},
                 _short_build(r),
                 _release(r),
                 s.n,
@@ -361,10 +368,9 @@ def detect_steps(ser: Series, groups: list[Any], fx: Any) -> list[Step]:
     ordered = sorted(groups, key=lambda g: (g.runs[0].created, g.runs[0].id))
     steps = []
     for prev, nxt in zip(ordered, ordered[1:]):
-        if (
-            prev.build_identity == nxt.build_identity
-            and prev.newest.almanac_version == nxt.newest.almanac_version
-        ):
+        if prev.build_identity == nxt.build_identity and _almanac(
+            prev.newest
+        ) == _almanac(nxt.newest):
             continue
         fa, fb = prev.figure(), nxt.figure()
         if fa is None or fb is None:

@@ -503,11 +503,9 @@ class RunRecord(ArtifactRecord):
 
     @property
     def almanac_method(self) -> str:
-        """The almanac that measured and the method its statistics rest on, in words (an environment column
-        where it differs)."""
-        return (
-            f"almanac {self.almanac_version or '?'} · stats method {self.stats_method}"
-        )
+        """The almanac that measured and the method its statistics rest on, in words (shown as
+        environment, beside the build, where rows differ in it)."""
+        return f"{self.almanac_version or '?'} (stats method {self.stats_method})"
 
     @property
     def build_label(self) -> str | None:
@@ -1017,10 +1015,9 @@ class RunRecord(ArtifactRecord):
             "method": self.method_version,
             "settings": self.effective,
         }
-        if (
-            self.stats_method != 1
-        ):  # older results keep their keys; newer ones are not pooled with them
-            parts["stats_method"] = self.stats_method
+        # older results keep their keys; newer ones are not pooled with them (part of the build)
+        if self.stats_method != 1:
+            parts["build"] = {**parts["build"], "stats_method": self.stats_method}
         drop_settings = {
             e.split(".", 1)[1] for e in exclude if e.startswith("settings.")
         }
