@@ -505,6 +505,7 @@ def write_pool_csv(tests: dict[str, list[Any]], path: Path) -> None:
                 "disturbed",
                 "attempts",
                 "cores",
+                "group",
             ]
         )
         for test, runs in sorted(tests.items()):
@@ -523,6 +524,8 @@ def write_pool_csv(tests: dict[str, list[Any]], path: Path) -> None:
                         f"{r.resources.wall_s or 0:.2f}",
                         *_quiet_cells(r),
                         r.doc["host"].get("cpu", {}).get("logical_cores", ""),
+                        # runs of one group are an A/A: same build (the labels of the A/A change nothing)
+                        r.backend_build.split(" · [")[0],
                     ]
                 )
 
@@ -543,13 +546,33 @@ def main() -> None:
         "pool-csv",
         help="only the pool's CSV (each run's mean, load and quiet-policy record), e.g. for fleet_aa.py",
     )
-    pc.add_argument("--pool", type=Path, default=POOL)
+    pc.add_argument(
+        "--pool", type=Path, action="append", help="folders of run artifacts (repeat)"
+    )
+    pc.add_argument(
+        "--matrix",
+        default="",
+        help="only runs of these matrices (comma-separated), e.g. noise,builds",
+    )
+    pc.add_argument(
+        "--since", default="", help="only runs created at or after this ISO time"
+    )
     pc.add_argument("--csv", type=Path, required=True)
     args = ap.parse_args()
     if args.cmd == "collect":
         collect(args.minutes, args.pool)
     elif args.cmd == "pool-csv":
-        write_pool_csv(load_pool(args.pool), args.csv)
+        tests: dict[str, list[Any]] = {}
+        wanted = {m for m in args.matrix.split(",") if m}
+        for folder in args.pool or [POOL]:
+            for test, runs in load_pool(folder).items():
+                tests.setdefault(test, []).extend(
+                    r
+                    for r in runs
+                    if (not wanted or r.matrix_name in wanted)
+                    and r.created >= args.since
+                )
+        write_pool_csv(tests, args.csv)
     else:
         res = analyse(args.pool, args.out)
         print(markdown(res))

@@ -80,11 +80,12 @@ def median_side(means: np.ndarray, sigma: float, df: int) -> stats.SideEstimate:
 def load_pool(
     path: Path | None = None, max_load: float | None = None
 ) -> dict[str, np.ndarray]:
-    """Per kind of test: each run's log mean minus the kind's median (real run-to-run noise). The runs
+    """Per kind of test: each run's log mean minus its group's median (real run-to-run noise; a group is
+    one build, whose runs are an A/A; a group of one run says nothing and is left out). The runs
     kept are those the quiet-machine policy (core.quiet) calls quiet (the runner's own rule), unless
     ``max_load`` asks for the older filter (a 1-minute load average at most that at the start)."""
     path = path or (QUIET_POOL if QUIET_POOL.exists() else POOL)
-    by: dict[str, list[float]] = {k: [] for k in KINDS}
+    by: dict[str, dict[str, list[float]]] = {k: {} for k in KINDS}
     with open(path, newline="") as f:
         for row in csv.DictReader(f):
             if row["test"] not in by:
@@ -101,9 +102,19 @@ def load_pool(
                 keep = quiet.row_usable(
                     float(share) if share else None, load, int(row.get("cores") or 2)
                 )
-            if keep:
-                by[row["test"]].append(math.log(float(row["mean_tps"])))
-    return {k: np.asarray(v) - np.median(v) for k, v in by.items()}
+            if (
+                keep
+            ):  # each group (one build: its runs an A/A) centred on its own median
+                by[row["test"]].setdefault(row.get("group") or "", []).append(
+                    math.log(float(row["mean_tps"]))
+                )
+    return {
+        k: np.concatenate(
+            [np.asarray(v) - np.median(v) for v in g.values() if len(v) >= 2]
+            or [np.zeros(0)]
+        )
+        for k, g in by.items()
+    }
 
 
 def night(
