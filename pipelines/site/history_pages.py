@@ -112,7 +112,11 @@ def _step_rows(
             for k, v in st.settings_change.items()
         )
         ratio = f"{num(st.ratio, 3)} [{num(st.ci95_low, 3)}, {num(st.ci95_high, 3)}]"
-        if st.before_figure is not None and st.after_figure is not None:
+        if (
+            st.before_figure is not None
+            and st.after_figure is not None
+            and st.verdict in ("regression", "improvement")
+        ):
             ratio = figures.verdict(
                 ratio,
                 st.before_figure,
@@ -179,6 +183,40 @@ def _disturbed_note(docs: list[RunRecord]) -> str:
         "(others' CPU above the quiet-machine rule, Methodology) "
         f"{'are' if n != 1 else 'is'} left out of every figure and verdict."
     )
+
+
+def _release_changes_tested(
+    sers: list[history.Series], labels: dict[str, str]
+) -> list[str]:
+    """Every tested boundary of the release line, flagged or not, with its verdict in the family (a boundary
+    that is no step reads "within noise"): where a real build change was measured and found to change nothing,
+    the page says so."""
+    from dataclasses import replace
+
+    tested = []
+    for s in sers:
+        flagged = {id(st) for st in s.steps}
+        for st in s.boundaries:
+            if st.variant:
+                continue
+            tested.append(
+                st if id(st) in flagged else replace(st, verdict="within noise")
+            )
+    if not tested:
+        return []
+    tested.sort(key=lambda st: (st.series.model, st.series.test, st.series.host_id))
+    return [
+        "## Release build changes tested",
+        "",
+        (
+            f"Every boundary of the release line ({len(tested)}): a configuration measured with one release build "
+            "and then with the next, its verdict among all boundaries tested (a boundary that is no step reads "
+            "within noise)."
+        ),
+        "",
+        table(STEP_HEADERS, _step_rows(tested, labels=labels), ALIGN),
+        "",
+    ]
 
 
 def regressions_page(docs: list[RunRecord]) -> str:
@@ -253,6 +291,7 @@ def regressions_page(docs: list[RunRecord]) -> str:
             ),
             "",
         ]
+    out += _release_changes_tested(sers, labels)
     if variants:
         out += [
             "## Deliberate variants",
@@ -346,9 +385,9 @@ def build_to_build_section(
                 "test",
                 "host",
                 "earliest build",
-                "its figure",
+                "earliest figure",
                 "newest build",
-                "its figure",
+                "newest figure",
                 "speed-up [CI95]",
                 "verdict",
             ],
