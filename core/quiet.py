@@ -21,7 +21,14 @@ The rule (:data:`RULE`, shown on Methodology):
 A disturbed run is excluded from every figure and verdict (pipelines.facts, as a failed run is) and
 counted where its page says how many runs it rests on; the run stays on disk and in the Runs list.
 
-A measurement that itself runs niced (the runner under ``nice``) competes with niced work too: then the
+**Autogroup** (Linux ``sched_autogroup``, on by default in many kernels, and on this project's VM): CFS then
+shares the CPU between *sessions* first, and ``nice`` orders processes only within one session; a ``nice 19``
+process in another session (a test suite's worker started with ``setsid``) competes with a measurement as an
+equal (found here: a nice-19 test worker took half the CPU from a nice-0 measurement in another session). So
+the runner gives the measuring child's session the priority nice was meant to give it
+(:func:`protect`: autogroup nice ``PROTECT_NICE`` for a run at nice 0, the runner's own nice for a niced run,
+so a niced test's children yield as nice intends); where it cannot (not permitted), niced work counts as
+others' CPU. A measurement that itself runs niced (the runner under ``nice``) competes with niced work too: then the
 ``nice`` column counts as well. Known blind spots, stated: time of processes at a small positive nice
 (1–9, e.g. a compile at nice 5, which still takes a quarter of a core from nice 0) sits in the ``nice``
 column and is not counted; the kernel time of niced processes sits in ``system`` and is.
@@ -38,7 +45,13 @@ from dataclasses import asdict, dataclass
 from typing import Any, TypeVar
 
 #: Bump when the rule below changes what a kept run means (recorded with every attempt record).
-POLICY_VERSION = 1
+POLICY_VERSION = (
+    2  # 2: autogroup-aware (the measuring session protected, else niced work counted)
+)
+PROTECT_NICE = (
+    -19
+)  # the autogroup nice a nice-0 measurement's session gets (where permitted)
+AUTOGROUP_SYSCTL = "/proc/sys/kernel/sched_autogroup_enabled"
 ENV = "ALMANAC_QUIET"
 PROC_STAT = "/proc/stat"
 
@@ -68,7 +81,9 @@ RULE = (
     f"{100 * DEFAULT.max_share:g}% of the host's logical cores over the run: /proc/stat's busy time outside "
     "the nice column (user, system, irq, softirq, steal) minus the run's own CPU time (wait4), over its wall "
     "time × cores; processes under nice 1–19 are not counted (they yield to a nice-0 run; a niced run counts "
-    "them too), the load average "
+    "them too; under Linux autogroup, where nice orders processes only within a session, the runner gives the "
+    f"measuring child's session autogroup nice {PROTECT_NICE}, and where it cannot, niced work counts too), the "
+    "load average "
     f"is recorded and decides only where /proc/stat is unreadable (quiet at ≤ {DEFAULT.max_load_per_core:g} "
     f"per core). Before each run the runner waits up to {DEFAULT.wait_max_s:g} s for a {DEFAULT.probe_s:g}-s "
     f"window that is quiet; a disturbed run is measured again, {DEFAULT.max_attempts} attempts at most; the "
@@ -125,6 +140,30 @@ def cores() -> int:
     return os.cpu_count() or 1
 
 
+def autogroup_enabled() -> bool:
+    try:
+        with open(AUTOGROUP_SYSCTL, encoding="ascii") as fh:
+            return fh.read().strip() == "1"
+    except OSError:
+        return False
+
+
+def protect(pid: int) -> int | None:
+    """Give a measuring child's session (autogroup) the priority nice means it to have: PROTECT_NICE for a
+    run at nice 0, the runner's own nice for a niced run (so it yields). The autogroup nice set, or None where
+    autogroup is off or the kernel refused (then niced work counts as others', :func:`others_share`)."""
+    if not autogroup_enabled():
+        return None
+    mine = own_nice()
+    target = mine if mine > 0 else PROTECT_NICE
+    try:
+        with open(f"/proc/{pid}/autogroup", "w", encoding="ascii") as fh:
+            fh.write(str(target))
+        return target
+    except OSError:
+        return None
+
+
 def others_share(
     before: Snapshot,
     after: Snapshot,
@@ -139,7 +178,11 @@ def others_share(
     if before.busy is None or after.busy is None or wall <= 0:
         return None
     ticks = after.busy - before.busy
-    if (own_nice() > 0 if niced is None else niced) and None not in (
+    if (
+        niced is None
+    ):  # niced work competes with a niced run, and under unprotected autogroup with any
+        niced = own_nice() > 0 or autogroup_enabled()
+    if niced and None not in (
         before.nice_ticks,
         after.nice_ticks,
     ):
@@ -163,6 +206,13 @@ def is_disturbed(
     return None
 
 
+def _expected_protection() -> int | None:
+    """The autogroup nice a child will likely get (root may set it), for the before-run probe."""
+    if not autogroup_enabled() or os.geteuid() != 0:
+        return None
+    return own_nice() if own_nice() > 0 else PROTECT_NICE
+
+
 def wait_for_quiet(policy: Policy = DEFAULT) -> dict[str, Any]:
     """Probe ``probe_s`` windows until one is quiet or ``wait_max_s`` has passed: how long it waited, the
     last window's share and whether it was quiet."""
@@ -171,7 +221,7 @@ def wait_for_quiet(policy: Policy = DEFAULT) -> dict[str, Any]:
         a = snapshot()
         time.sleep(policy.probe_s)
         b = snapshot()
-        share = others_share(a, b)
+        share = others_share(a, b, niced=counts_nice(_expected_protection()))
         quiet = not is_disturbed(share, b.loadavg_1m, policy=policy)
         waited = time.monotonic() - t0
         if quiet or waited + policy.probe_s > policy.wait_max_s:
@@ -197,13 +247,28 @@ class Attempt:
     disturbed: bool | None
     waited_s: float = 0.0
     share_before: float | None = None
+    autogroup_nice: int | None = (
+        None  # the measuring session's autogroup nice (protect), None: not set
+    )
+
+
+def counts_nice(autogroup_nice: int | None) -> bool:
+    """Whether niced work competes with the measurement: it is niced itself, or autogroup is on and its
+    session was not protected."""
+    return own_nice() > 0 or (autogroup_enabled() and autogroup_nice is None)
 
 
 def attempt_of(
-    before: Snapshot, after: Snapshot, own_cpu_s: float | None, policy: Policy = DEFAULT
+    before: Snapshot,
+    after: Snapshot,
+    own_cpu_s: float | None,
+    policy: Policy = DEFAULT,
+    autogroup_nice: int | None = None,
 ) -> Attempt:
     """Judge the interval of one child process (called by the runner around it)."""
-    share = others_share(before, after, own_cpu_s or 0.0)
+    share = others_share(
+        before, after, own_cpu_s or 0.0, niced=counts_nice(autogroup_nice)
+    )
     return Attempt(
         share,
         before.loadavg_1m,
@@ -211,6 +276,7 @@ def attempt_of(
         round(after.t - before.t, 3),
         None if own_cpu_s is None else round(own_cpu_s, 3),
         is_disturbed(share, before.loadavg_1m, policy=policy),
+        autogroup_nice=autogroup_nice,
     )
 
 

@@ -29,6 +29,19 @@ def test_share_counts_others_at_nice_0_minus_the_run_itself():
     assert quiet.others_share(a, snap(10.0, None), 0.0, 2) is None  # type: ignore[arg-type]
 
 
+def test_niced_work_counts_where_it_competes(monkeypatch):
+    monkeypatch.setattr(quiet, "own_nice", lambda: 0)
+    monkeypatch.setattr(quiet, "autogroup_enabled", lambda: True)
+    assert (
+        quiet.counts_nice(None) is True
+    )  # autogroup, session not protected: niced work competes
+    assert quiet.counts_nice(quiet.PROTECT_NICE) is False
+    monkeypatch.setattr(quiet, "autogroup_enabled", lambda: False)
+    assert quiet.counts_nice(None) is False
+    monkeypatch.setattr(quiet, "own_nice", lambda: 19)
+    assert quiet.counts_nice(None) is True  # a niced run competes with niced work
+
+
 def test_rule_thresholds_and_load_fallback():
     assert (
         quiet.is_disturbed(0.15, 9.0, 2) is False
@@ -94,23 +107,27 @@ def _pp64_job():
     }, cfg.timeout_s
 
 
-def _hog(nice: int) -> subprocess.Popen:
+def _hog(nice: int, session: bool = False) -> subprocess.Popen:
     def lower() -> None:  # as root a hog may run at nice 0 beside a niced test process
         try:
             os.setpriority(os.PRIO_PROCESS, 0, nice)
         except OSError:
             pass
 
-    p = subprocess.Popen([sys.executable, "-c", "while True: pass"], preexec_fn=lower)
+    p = subprocess.Popen(
+        [sys.executable, "-c", "while True: pass"],
+        preexec_fn=lower,
+        start_new_session=session,  # as another suite's worker: its own autogroup
+    )
     time.sleep(0.5)
     return p
 
 
-def _run_beside(nice: int, embedded_model):
+def _run_beside(nice: int, embedded_model, session: bool = False):
     from runtime.execution import runner
 
     job, timeout_s = _pp64_job()
-    hog = _hog(nice)
+    hog = _hog(nice, session)
     try:
         policy = quiet.Policy(wait_max_s=3.0, max_attempts=2)
         return runner.run_quietly(job, timeout_s, policy=policy)
@@ -134,13 +151,20 @@ def test_nice0_hog_makes_the_runner_measure_again(embedded_model):
 
 
 @pytest.mark.timing
-def test_nice19_hog_does_not(embedded_model):
+@pytest.mark.parametrize("session", [False, True], ids=["same-session", "own-session"])
+def test_nice19_hog_does_not(embedded_model, session):
+    """A nice-19 hog yields to a nice-0 run: in the same session by nice, in its own session (autogroup)
+    because the runner gives the measuring child's session PROTECT_NICE. Where that cannot be set under
+    autogroup, the hog does take CPU from the run, and the runner must measure again (counts_nice)."""
     if quiet.own_nice() >= 19:
         pytest.skip(
             "the test runs at nice 19: a nice-19 hog shares the measurement's priority (run it at nice 0)"
         )
-    out = _run_beside(19, embedded_model)
+    out = _run_beside(19, embedded_model, session)
     rec = out.quiet_record
     assert out.exit_code == 0 and rec is not None
+    if quiet.autogroup_enabled() and rec["attempts"][0]["autogroup_nice"] is None:
+        assert rec["disturbed"] is True  # unprotected under autogroup: it must
+        return
     assert len(rec["attempts"]) == 1, rec["attempts"]
     assert rec["disturbed"] is False

@@ -177,6 +177,8 @@ def run_child(
                 env=env,
                 start_new_session=True,
             )
+            # its own session: under autogroup give it the priority nice means it to have (core.quiet)
+            autogroup_nice = quiet.protect(proc.pid)
             timed_out = False
             # Wait without polling: a thread blocks in wait4 while this one sleeps on a join
             # with the deadline. A parent waking up every few ms would steal time slices from
@@ -205,7 +207,10 @@ def run_child(
                 raise
         wall = time.perf_counter() - t0
         attempt = quiet.attempt_of(
-            snap0, quiet.snapshot(), rusage.ru_utime + rusage.ru_stime
+            snap0,
+            quiet.snapshot(),
+            rusage.ru_utime + rusage.ru_stime,
+            autogroup_nice=autogroup_nice,
         )
         code = os.waitstatus_to_exitcode(status)
         proc.returncode = code
