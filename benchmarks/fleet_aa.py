@@ -27,8 +27,9 @@ pool's runs that started at a low load average: what a runner that measures agai
 interference would see; by default the pool is chosen by the project's quiet-machine policy (core.quiet:
 a run counts when others' CPU at its priority stayed within the rule, or, for a run measured before the
 policy recorded that share, by the rule's load-average fallback), the same rule the runner applies when
-it decides to measure a run again. ``--pool`` picks another pool CSV (default: the quiet pool,
-benchmarks/results/aa_pool_quiet.csv, where it exists). Counts: false regressions per night (an A/A
+it decides to measure a run again. ``--pool`` picks another pool CSV (default: the noise matrix's A/A
+pool, benchmarks/results/aa_pool.csv; benchmarks/results/aa_pool_builds_quiet.csv holds the builds
+matrix's runs measured by the quiet runner, their shares recorded). Counts: false regressions per night (an A/A
 boundary flagged as a loss), false alarms per night (flagged either way), and detection by size of the
 drop (flagged as a loss), with Wilson CI95s.
 """
@@ -51,7 +52,8 @@ from pipelines.history import MIN_STEP
 
 ROOT = Path(__file__).resolve().parents[1]
 POOL = ROOT / "benchmarks" / "results" / "aa_pool.csv"
-QUIET_POOL = ROOT / "benchmarks" / "results" / "aa_pool_quiet.csv"
+# the builds matrix's runs (±5%, 3-5 repetitions) measured by the quiet policy's runner, each run's share recorded
+BUILDS_POOL = ROOT / "benchmarks" / "results" / "aa_pool_builds_quiet.csv"
 OUT = ROOT / "benchmarks" / "results" / "fleet_aa"
 KINDS = ("pp64", "tg16")
 SIZES = (0.02, 0.05, 0.10, 0.15, 0.20)
@@ -84,7 +86,7 @@ def load_pool(
     one build, whose runs are an A/A; a group of one run says nothing and is left out). The runs
     kept are those the quiet-machine policy (core.quiet) calls quiet (the runner's own rule), unless
     ``max_load`` asks for the older filter (a 1-minute load average at most that at the start)."""
-    path = path or (QUIET_POOL if QUIET_POOL.exists() else POOL)
+    path = path or POOL
     by: dict[str, dict[str, list[float]]] = {k: {} for k in KINDS}
     with open(path, newline="") as f:
         for row in csv.DictReader(f):
@@ -204,9 +206,7 @@ def _shown(path: Path) -> Path:
 
 
 def run(args: argparse.Namespace) -> str:
-    pool_path = (
-        Path(args.pool) if args.pool else (QUIET_POOL if QUIET_POOL.exists() else POOL)
-    )
+    pool_path = Path(args.pool) if args.pool else POOL
     pool = load_pool(pool_path, max_load=args.max_load)
     rng = np.random.default_rng(args.seed)
     t0 = time.time()
@@ -255,9 +255,9 @@ def run(args: argparse.Namespace) -> str:
         + (
             f", those started at a load average ≤ {args.max_load:g}"
             if args.max_load is not None
-            else ", those the quiet-machine policy keeps (core.quiet: "
-            + quiet.RULE.split(";")[0]
-            + ")"
+            else ", those the quiet-machine policy keeps (core.quiet: others' CPU at the run's priority at most "
+            f"{100 * quiet.DEFAULT.max_share:g}% of the cores where the run recorded it, else its load-average "
+            f"fallback, at most {quiet.DEFAULT.max_load_per_core:g} per core at the start)"
         )
         + f"), resampled per host. A night: {args.hosts} hosts × {args.configs} "
         f"configurations = {n} boundaries, {args.runs} runs a side, each host's noise estimate from an A/A of "
@@ -311,7 +311,7 @@ def main(argv: list[str] | None = None) -> int:
         help="keep only pool runs started at this load or less (instead of the quiet-machine policy)",
     )
     ap.add_argument(
-        "--pool", default="", help="pool CSV (default: the quiet pool where it exists)"
+        "--pool", default="", help="pool CSV (default: benchmarks/results/aa_pool.csv)"
     )
     ap.add_argument("--out", default="", help="also write OUT.md")
     args = ap.parse_args(argv)
