@@ -321,7 +321,7 @@ class Facts:
         self.records = recs
         self.labels = hostnames.labels(recs)
         self.noise = noise_mod.host_noise(recs)
-        hosts = {noise_mod.noise_host(r) for r in recs}
+        hosts = {r.host_id for r in recs}
         self.fleet_noise = _fleet_noise(
             {k: v for k, v in self.noise.items() if k[0] in hosts}
         )

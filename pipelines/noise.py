@@ -53,15 +53,6 @@ def run_value(
     return float(s.mean), rel
 
 
-def noise_host(r: RunRecord) -> str:
-    """Whose run-to-run noise a run shares: its host's, among runs of the same stats method
-    (core.records.run.STATS_METHODS): runs kept from a quiet machine are not widened by the spread of runs
-    measured under load before the policy (nor the other way round). Noise artifacts of ``invoke noise``
-    (measured before the stats method was recorded) count for stats method 1."""
-    m = r.stats_method
-    return r.host_id if m == 1 else f"{r.host_id} (stats method {m})"
-
-
 def cell_key(r: RunRecord) -> str:
     """Runs of one configuration and build: the history key and the build."""
     return r.history_key + json.dumps(
@@ -92,7 +83,7 @@ def _from_history(docs: list[Any]) -> dict[tuple[str, str], tuple[float, int, in
             continue
         k = cell_key(r)
         cells.setdefault(k, []).append(v[0])
-        cls[k] = (noise_host(r), noise_mod.noise_class(r.test))
+        cls[k] = (r.host_id, noise_mod.noise_class(r.test))
     out: dict[tuple[str, str], tuple[float, int, int]] = {}
     for k, means in cells.items():
         sigma, df = stats.pooled_log_spread([means])
@@ -153,7 +144,7 @@ def too_noisy(
 def noise_for(
     table: dict[tuple[str, str], stats.RunNoise], r: RunRecord
 ) -> stats.RunNoise | None:
-    return table.get((noise_host(r), noise_mod.noise_class(r.test)))
+    return table.get((r.host_id, noise_mod.noise_class(r.test)))
 
 
 def missing_classes(
