@@ -292,7 +292,8 @@ def run_bisect(
                 if c.ratio is not None
             )
             st["wall_s"] = wall0 + time.perf_counter() - t0
-            st.pop("result", None)  # a result judged before (by an older rule) no longer stands
+            # a result judged before (by an older rule) no longer stands
+            st.pop("result", None)
             _save(state_path, st)
             raise BisectError(
                 f"good ({specs[0]}) is not better than bad ({specs[-1]}) by {threshold:.0%} on any configuration "
