@@ -2,6 +2,7 @@
 small a real slowdown is still caught?
 
     flock -x /tmp/almanac-cpu.lock python3 benchmarks/aa_calibration.py collect --minutes 13   # repeat: chunks
+    python3 benchmarks/aa_calibration.py pool-csv --pool DIR --csv FILE   # the pool alone, for fleet_aa.py
     python3 benchmarks/aa_calibration.py analyse [--out benchmarks/results/aa_calibration]
 
 **collect** runs data/matrices/noise.yaml (the embedded model, pp64 and tg16, each repeated to the
@@ -470,6 +471,20 @@ def markdown(res: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _quiet_cells(r: Any) -> list[Any]:
+    """The kept attempt's others' CPU share, whether it was disturbed, and how many attempts (core.quiet);
+    blank for a run measured before the policy."""
+    q = r.resources.quiet
+    if not q:
+        return ["", "", ""]
+    kept = q["attempts"][q["kept"]]
+    return [
+        "" if kept.get("share") is None else kept["share"],
+        q.get("disturbed"),
+        len(q["attempts"]),
+    ]
+
+
 def write_pool_csv(tests: dict[str, list[Any]], path: Path) -> None:
     import csv
 
@@ -486,6 +501,11 @@ def write_pool_csv(tests: dict[str, list[Any]], path: Path) -> None:
                 "stddev_tps",
                 "loadavg_1m_before",
                 "wall_s",
+                "others_share",
+                "disturbed",
+                "attempts",
+                "cores",
+                "group",
             ]
         )
         for test, runs in sorted(tests.items()):
@@ -502,6 +522,10 @@ def write_pool_csv(tests: dict[str, list[Any]], path: Path) -> None:
                         "" if s.stddev is None else f"{s.stddev:.4f}",
                         r.resources.loadavg_1m_before,
                         f"{r.resources.wall_s or 0:.2f}",
+                        *_quiet_cells(r),
+                        r.doc["host"].get("cpu", {}).get("logical_cores", ""),
+                        # runs of one group are an A/A: same build (the labels of the A/A change nothing)
+                        r.backend_build.split(" · [")[0],
                     ]
                 )
 
@@ -518,9 +542,37 @@ def main() -> None:
     a = sub.add_parser("analyse", help="the calibration table from the pool")
     a.add_argument("--pool", type=Path, default=POOL)
     a.add_argument("--out", type=Path, default=OUT)
+    pc = sub.add_parser(
+        "pool-csv",
+        help="only the pool's CSV (each run's mean, load and quiet-policy record), e.g. for fleet_aa.py",
+    )
+    pc.add_argument(
+        "--pool", type=Path, action="append", help="folders of run artifacts (repeat)"
+    )
+    pc.add_argument(
+        "--matrix",
+        default="",
+        help="only runs of these matrices (comma-separated), e.g. noise,builds",
+    )
+    pc.add_argument(
+        "--since", default="", help="only runs created at or after this ISO time"
+    )
+    pc.add_argument("--csv", type=Path, required=True)
     args = ap.parse_args()
     if args.cmd == "collect":
         collect(args.minutes, args.pool)
+    elif args.cmd == "pool-csv":
+        tests: dict[str, list[Any]] = {}
+        wanted = {m for m in args.matrix.split(",") if m}
+        for folder in args.pool or [POOL]:
+            for test, runs in load_pool(folder).items():
+                tests.setdefault(test, []).extend(
+                    r
+                    for r in runs
+                    if (not wanted or r.matrix_name in wanted)
+                    and r.created >= args.since
+                )
+        write_pool_csv(tests, args.csv)
     else:
         res = analyse(args.pool, args.out)
         print(markdown(res))

@@ -24,9 +24,14 @@ core.stats.combine_sides, the night's family held to the false discovery rate by
 For contrast each boundary is also judged alone (as before the fleet control), with Benjamini–Hochberg, and
 by a robust candidate (the median of the runs against a MAD-based host noise). ``--max-load`` keeps only the
 pool's runs that started at a low load average: what a runner that measures again a run started under
-interference would see. Counts: false regressions per night (an A/A boundary flagged as a loss), false
-alarms per night (flagged either way), and detection by size of the drop (flagged as a loss), with
-Wilson CI95s.
+interference would see; by default the pool is chosen by the project's quiet-machine policy (core.quiet:
+a run counts when others' CPU at its priority stayed within the rule, or, for a run measured before the
+policy recorded that share, by the rule's load-average fallback), the same rule the runner applies when
+it decides to measure a run again. ``--pool`` picks another pool CSV (default: the noise matrix's A/A
+pool, benchmarks/results/aa_pool.csv; benchmarks/results/aa_pool_builds_quiet.csv holds the builds
+matrix's runs measured by the quiet runner, their shares recorded). Counts: false regressions per night (an A/A
+boundary flagged as a loss), false alarms per night (flagged either way), and detection by size of the
+drop (flagged as a loss), with Wilson CI95s.
 """
 
 from __future__ import annotations
@@ -42,11 +47,13 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from core import stats
+from core import quiet, stats
 from pipelines.history import MIN_STEP
 
 ROOT = Path(__file__).resolve().parents[1]
 POOL = ROOT / "benchmarks" / "results" / "aa_pool.csv"
+# the builds matrix's runs (±5%, 3-5 repetitions) measured by the quiet policy's runner, each run's share recorded
+BUILDS_POOL = ROOT / "benchmarks" / "results" / "aa_pool_builds_quiet.csv"
 OUT = ROOT / "benchmarks" / "results" / "fleet_aa"
 KINDS = ("pp64", "tg16")
 SIZES = (0.02, 0.05, 0.10, 0.15, 0.20)
@@ -73,19 +80,43 @@ def median_side(means: np.ndarray, sigma: float, df: int) -> stats.SideEstimate:
 
 
 def load_pool(
-    path: Path = POOL, max_load: float | None = None
+    path: Path | None = None, max_load: float | None = None
 ) -> dict[str, np.ndarray]:
-    """Per kind of test: each run's log mean minus the kind's median (real run-to-run noise); with
-    ``max_load`` only the runs that started at a 1-minute load average at most that (what a runner that
-    measures again a run started under interference would keep)."""
-    by: dict[str, list[float]] = {k: [] for k in KINDS}
+    """Per kind of test: each run's log mean minus its group's median (real run-to-run noise; a group is
+    one build, whose runs are an A/A; a group of one run says nothing and is left out). The runs
+    kept are those the quiet-machine policy (core.quiet) calls quiet (the runner's own rule), unless
+    ``max_load`` asks for the older filter (a 1-minute load average at most that at the start)."""
+    path = path or POOL
+    by: dict[str, dict[str, list[float]]] = {k: {} for k in KINDS}
     with open(path, newline="") as f:
         for row in csv.DictReader(f):
-            if row["test"] in by and (
-                max_load is None or float(row["loadavg_1m_before"]) <= max_load
-            ):
-                by[row["test"]].append(math.log(float(row["mean_tps"])))
-    return {k: np.asarray(v) - np.median(v) for k, v in by.items()}
+            if row["test"] not in by:
+                continue
+            load = (
+                float(row["loadavg_1m_before"])
+                if row.get("loadavg_1m_before")
+                else None
+            )
+            if max_load is not None:
+                keep = load is not None and load <= max_load
+            else:
+                share = row.get("others_share")
+                keep = quiet.row_usable(
+                    float(share) if share else None, load, int(row.get("cores") or 2)
+                )
+            if (
+                keep
+            ):  # each group (one build: its runs an A/A) centred on its own median
+                by[row["test"]].setdefault(row.get("group") or "", []).append(
+                    math.log(float(row["mean_tps"]))
+                )
+    return {
+        k: np.concatenate(
+            [np.asarray(v) - np.median(v) for v in g.values() if len(v) >= 2]
+            or [np.zeros(0)]
+        )
+        for k, g in by.items()
+    }
 
 
 def night(
@@ -170,8 +201,13 @@ def mean_ci(xs: list[int]) -> str:
     return f"{a.mean():.2f} [{max(0.0, a.mean() - half):.2f}, {a.mean() + half:.2f}]"
 
 
+def _shown(path: Path) -> Path:
+    return path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
+
+
 def run(args: argparse.Namespace) -> str:
-    pool = load_pool(max_load=args.max_load)
+    pool_path = Path(args.pool) if args.pool else POOL
+    pool = load_pool(pool_path, max_load=args.max_load)
     rng = np.random.default_rng(args.seed)
     t0 = time.time()
     per_rule = {
@@ -209,16 +245,19 @@ def run(args: argparse.Namespace) -> str:
         f"`python3 benchmarks/fleet_aa.py --nights {args.nights} --hosts {args.hosts} --configs {args.configs} "
         f"--runs {args.runs} --changed {args.changed:g} --aa-runs {args.aa_runs} --seed {args.seed}"
         + (f" --max-load {args.max_load:g}" if args.max_load is not None else "")
+        + (f" --pool {args.pool}" if args.pool else "")
         + (f" --level {args.level:g}" if args.level != stats.FDR_Q else "")
         + "` "
         f"({wall:.0f} s).",
         "",
-        f"Noise: the measured A/A pool (`benchmarks/results/aa_pool.csv`, {pool['pp64'].size} pp64 and "
-        f"{pool['tg16'].size} tg16 runs"
+        f"Noise: the measured A/A pool (`{_shown(pool_path)}`, "
+        f"{pool['pp64'].size} pp64 and {pool['tg16'].size} tg16 runs"
         + (
             f", those started at a load average ≤ {args.max_load:g}"
             if args.max_load is not None
-            else ""
+            else ", those the quiet-machine policy keeps (core.quiet: others' CPU at the run's priority at most "
+            f"{100 * quiet.DEFAULT.max_share:g}% of the cores where the run recorded it, else its load-average "
+            f"fallback, at most {quiet.DEFAULT.max_load_per_core:g} per core at the start)"
         )
         + f"), resampled per host. A night: {args.hosts} hosts × {args.configs} "
         f"configurations = {n} boundaries, {args.runs} runs a side, each host's noise estimate from an A/A of "
@@ -269,7 +308,10 @@ def main(argv: list[str] | None = None) -> int:
         "--max-load",
         type=float,
         default=None,
-        help="keep only pool runs started at this load or less",
+        help="keep only pool runs started at this load or less (instead of the quiet-machine policy)",
+    )
+    ap.add_argument(
+        "--pool", default="", help="pool CSV (default: benchmarks/results/aa_pool.csv)"
     )
     ap.add_argument("--out", default="", help="also write OUT.md")
     args = ap.parse_args(argv)

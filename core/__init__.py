@@ -6,4 +6,4 @@ render) import this package and never each other; it imports neither (import-lin
 in pyproject.toml, run by ``invoke test``).
 """
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"  # 0.2.0: the quiet-machine policy (core.quiet), stats method 2

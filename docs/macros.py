@@ -31,6 +31,7 @@ from pipelines.site import (  # noqa: F401 - split_pages registers
 )
 from pipelines.site import fidelity as fidelity_pages
 from pipelines.site import kinds as site_kinds
+from pipelines.site import load_time as load_time_page
 from runtime import backends
 from runtime.quality import sandbox, scorers
 
@@ -133,6 +134,8 @@ def define_env(env: Any) -> None:
     )
     env.macro(history_pages.method_text, "history_method")
     env.macro(history_pages.fdr_text, "fdr_method")
+    env.macro(history_pages.quiet_text, "quiet_rule")
+    env.macro(lambda: load_time_page.section(list(_runs())), "load_time_section")
     env.macro(history_pages.verdict_rules, "verdict_rules")
     env.macro(history_pages.ranking_rule, "ranking_rule")
     env.variables["backends"] = sorted(backends.BACKENDS)

@@ -111,6 +111,17 @@ def parse_selection(text: str, name: str = "selection") -> Selection:
     return Selection(text.strip(), filters)
 
 
+def _builds_with_almanac(ra: RunRecord, rb: RunRecord) -> tuple[str, str]:
+    """The two sides' builds in words, each with the almanac (version, stats method) that measured it where
+    the two differ in it: the environment a reader must see (core.records.run.STATS_METHODS)."""
+    if ra.almanac_method == rb.almanac_method:
+        return ra.backend_build, rb.backend_build
+    return (
+        f"{ra.backend_build} · almanac {ra.almanac_method}",
+        f"{rb.backend_build} · almanac {rb.almanac_method}",
+    )
+
+
 def _build_match(r: RunRecord, value: str) -> bool:
     if value == "ordinary":
         return not r.build_label
@@ -289,7 +300,11 @@ def compare(
 
     ``memo`` (a dict the caller keeps across calls on the same records) holds each record's work
     digest, so that comparing many selections over the same results digests each result once."""
-    recs = [r for r in records(docs) if r.ok and headline(r.test_kind) is not None]
+    recs = [
+        r
+        for r in records(docs)
+        if r.ok and not r.disturbed and headline(r.test_kind) is not None
+    ]
     on = compared_on(a, b)
     on_key = tuple(sorted(on))
     memo = {} if memo is None else memo
@@ -371,8 +386,7 @@ def compare(
                     rb.host_id,
                     ra.backend_name,
                     rb.backend_name,
-                    ra.backend_build,
-                    rb.backend_build,
+                    *_builds_with_almanac(ra, rb),
                     ra.id,
                     rb.id,
                     ma,

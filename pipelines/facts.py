@@ -327,8 +327,10 @@ class Facts:
         )
         self._figures: dict[tuple[str, str], Figure | None] = {}
         groups: dict[str, list[RunRecord]] = {}
+        # runs that never got a quiet slot (core.quiet): kept on disk and listed, in no figure or verdict
+        self.disturbed = [r for r in recs if r.ok and r.disturbed]
         for r in recs:
-            if r.ok:
+            if r.ok and not r.disturbed:
                 groups.setdefault(r.comparability_key(), []).append(r)
         self.groups: dict[str, Group] = {}
         for k, runs in groups.items():

@@ -6,20 +6,20 @@ headline metric. Every result is one point; builds (llama.cpp commit, backend ve
 almanac's version, a build variant's label) change along it.
 
 **Step detection (the stated method).** A series holds one group of the fact layer per build
-(pipelines.facts: the runs of one build and environment, the run as the unit), ordered by when
-each build was first measured. Every two consecutive builds are compared by their figures, the
-same figures the Leaderboard shows (pipelines.facts.Facts.compare: the ratio of the two
-run-unit values with its CI95). A boundary is a *step* when that interval excludes 1 and the
-change is at least ``MIN_STEP`` (2%); a loss is a regression, a win an improvement. Steps are
-only looked for where the build changed: a drift within one build is not attributed to
-anything, and the same build measured twice is one group, never a step. A step into or out of a
-build variant (a build with a label: deliberately changed, e.g. threads halved) is a *variant*
-step: shown apart from the release line's regressions.
+(pipelines.facts: the runs of one build and environment, the run as the unit), in release order
+(llama-cpp-python's version, where the build names it), else by when each build was first measured.
+Every two consecutive builds are compared by their figures, the same figures the Leaderboard shows
+(pipelines.facts.Facts.compare: the ratio of the two run-unit values with its CI95). A boundary is a
+*step* when that interval excludes 1 and the change is at least ``MIN_STEP`` (2%); a loss is a
+regression, a win an improvement. Steps are only looked for where the build changed: a drift within
+one build is not attributed to anything, and the same build measured twice is one group, never a
+step. A step into or out of a build variant (a build with a label: deliberately changed, e.g.
+threads halved) is a *variant* step: shown apart from the release line's regressions.
 
-**Stale.** Per host, backend and server software (llama_cpp.server and llama-server are
-different software, not versions of one), release builds (the build without a variant label) are
-ordered by when they were first seen; a result measured with a build older than the newest
-one on its host, backend and server is stale.
+**Stale.** Per host, backend and server software (llama_cpp.server and llama-server are different
+software, not versions of one), release builds (the build without a variant label) are in release
+order (the binding's version where the build names it), else by when they were first seen; a result
+measured with a build older than the newest one on its host, backend and server is stale.
 
 Linear in the number of results: one grouping pass, one sort per series.
 """
@@ -27,6 +27,7 @@ Linear in the number of results: one grouping pass, one sort per series.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,7 +44,9 @@ MIN_STEP = 0.02
 METHOD = (
     f"Results of one configuration (same host, model file, backend, test and requested settings) form one "
     f"figure per build, the run as the unit (the figure the Leaderboard shows for that build). Builds are "
-    f"ordered by when each was first measured and every two consecutive ones are compared: the ratio of their "
+    f"in release order (the binding's version, where the build names it: an older release measured later "
+    f"still comes first), else by when each was first measured, and every two consecutive ones are compared: "
+    f"the ratio of their "
     f"figures with a CI95 on the log scale (the two figures' variances added, Welch-Satterthwaite degrees of "
     f"freedom). A step is a boundary whose interval excludes 1 and whose change is at least {MIN_STEP:.0%}: a "
     f"loss is a regression, a win an improvement. All boundaries of a view are one family: a step must also "
@@ -161,8 +164,15 @@ class Series:
         return f"{self.model} · {self.test} · {self.backend} · {self.host_id}"
 
 
+def _almanac(r: RunRecord) -> str:
+    """The almanac that measured, with its stats method where that is not the first
+    (core.records.run.STATS_METHODS): part of a history point's build, so a method change is a boundary."""
+    m = r.stats_method
+    return r.almanac_version + (f" (stats method {m})" if m != 1 else "")
+
+
 def _short_build(r: RunRecord) -> str:
-    return f"{r.backend_build} · almanac {r.almanac_version}"
+    return f"{r.backend_build} · almanac {_almanac(r)}"
 
 
 def _release(r: RunRecord) -> str:
@@ -171,9 +181,26 @@ def _release(r: RunRecord) -> str:
     if v is None:
         ident = {k: v for k, v in r.build_identity.items() if k != "label"}
         v = r._cache["release"] = json.dumps(
-            {**ident, "almanac": r.almanac_version}, sort_keys=True
+            {**ident, "almanac": _almanac(r)}, sort_keys=True
         )
     return v
+
+
+_VERSION = re.compile(r"^llama-cpp-python (\d+(?:\.\d+)+)")
+
+
+def release_key(r: RunRecord) -> tuple[int, ...]:
+    """Where a run's release build stands in its line: llama-cpp-python's version where the build names it
+    (releases measured out of order, e.g. an older release measured later by `invoke bisect`, still stand in
+    release order, as asv orders by commit, not by when it measured), else () (then the order is when each
+    build was first measured)."""
+    m = _VERSION.match(str(r.doc["build"].get("backend_version") or ""))
+    return tuple(int(x) for x in m.group(1).split(".")) if m else ()
+
+
+def _build_order(g: Any) -> tuple[Any, ...]:
+    """A group's place among the builds of one series: release order, then when first measured."""
+    return (release_key(g.newest), g.runs[0].created, g.runs[0].id)
 
 
 def _line(r: RunRecord) -> tuple[str, str, str]:
@@ -186,13 +213,16 @@ def newest_releases(
 ) -> dict[tuple[str, str, str], tuple[str, dict[str, str]]]:
     """Per host, backend and server: the newest release build and each release's first-seen time."""
     first: dict[tuple[str, str, str], dict[str, str]] = {}
+    order: dict[str, tuple[int, ...]] = {}
     for r in recs:
         seen = first.setdefault(_line(r), {})
         rel = _release(r)
+        order.setdefault(rel, release_key(r))
         if rel not in seen or r.created < seen[rel]:
             seen[rel] = r.created
     return {
-        hb: (max(seen, key=lambda k: (seen[k], k)), seen) for hb, seen in first.items()
+        hb: (max(seen, key=lambda k: (order[k], seen[k], k)), seen)
+        for hb, seen in first.items()
     }
 
 
@@ -204,9 +234,18 @@ def stale_ids(docs: list[RunRecord]) -> set[str]:
     for r in recs:
         top, seen = newest[_line(r)]
         rel = _release(r)
-        if rel != top and seen[rel] < seen[top]:
+        if rel != top and (release_key(r), seen[rel]) < (
+            _release_key_of(top),
+            seen[top],
+        ):
             out.add(r.id)
     return out
+
+
+def _release_key_of(rel: str) -> tuple[int, ...]:
+    """release_key of a release as _release writes it (its build identity as JSON)."""
+    m = _VERSION.match(str(json.loads(rel).get("backend_version") or ""))
+    return tuple(int(x) for x in m.group(1).split(".")) if m else ()
 
 
 def _diff(a: dict[str, Any], b: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
@@ -225,7 +264,11 @@ def series(docs: list[RunRecord]) -> list[Series]:
     from pipelines import facts as facts_mod
 
     fx = facts_mod.of(docs)
-    recs = [r for r in fx.records if r.ok and headline(r.test_kind) is not None]
+    recs = [
+        r
+        for r in fx.records
+        if r.ok and not r.disturbed and headline(r.test_kind) is not None
+    ]
     stale = stale_ids(recs)
     out: dict[str, Series] = {}
     groups: dict[str, list[Any]] = {}
@@ -250,7 +293,7 @@ def series(docs: list[RunRecord]) -> list[Series]:
             Point(
                 r.id,
                 r.created,
-                {**r.build_identity, "almanac": r.almanac_version},
+                {**r.build_identity, "almanac": _almanac(r)},
                 _short_build(r),
                 _release(r),
                 s.n,
@@ -354,13 +397,12 @@ def detect_steps(ser: Series, groups: list[Any], fx: Any) -> list[Step]:
     build changed) whose two figures both exist. Which of them are steps is decided over the whole family of
     boundaries at once (``flag_steps``), never one at a time."""
     by_id = {p.id: p for p in ser.points}
-    ordered = sorted(groups, key=lambda g: (g.runs[0].created, g.runs[0].id))
+    ordered = sorted(groups, key=_build_order)
     steps = []
     for prev, nxt in zip(ordered, ordered[1:]):
-        if (
-            prev.build_identity == nxt.build_identity
-            and prev.newest.almanac_version == nxt.newest.almanac_version
-        ):
+        if prev.build_identity == nxt.build_identity and _almanac(
+            prev.newest
+        ) == _almanac(nxt.newest):
             continue
         fa, fb = prev.figure(), nxt.figure()
         if fa is None or fb is None:
@@ -393,10 +435,11 @@ def detect_steps(ser: Series, groups: list[Any], fx: Any) -> list[Step]:
 
 
 def _span(ser: Series, groups: list[Any], fx: Any) -> Step | None:
-    """The series' earliest release build against its newest (builds without a variant label, by when each
-    was first measured), as a Step whose verdict is not yet judged; None with fewer than two release builds."""
+    """The series' earliest release build against its newest (builds without a variant label, in release
+    order, else by when each was first measured), as a Step whose verdict is not yet judged; None with fewer
+    than two release builds."""
     release = [g for g in groups if not g.build_identity.get("label")]
-    release.sort(key=lambda g: (g.runs[0].created, g.runs[0].id))
+    release.sort(key=_build_order)
     if (
         len(
             {json.dumps(g.build_identity, sort_keys=True, default=str) for g in release}

@@ -76,7 +76,9 @@ def split_settings(settings: list[dict[str, Any]]) -> tuple[list[str], dict[str,
 def build_labels(builds: list[tuple[str, dict[str, Any]]]) -> list[str]:
     """Each row's backend build in words (``RunRecord.backend_build``), with the identity fields that
     tell apart rows whose words are the same (``libraries=...`` of a build loaded from another
-    library): two builds a board keeps apart never read alike. ``builds``: (words, build identity) per row."""
+    library, ``almanac=...`` of a result measured by another almanac and stats method:
+    ``environment_of``): two builds a board keeps apart never read alike. ``builds``: (words, build
+    identity) per row."""
     by_text: dict[str, list[dict[str, Any]]] = {}
     for text, ident in builds:
         by_text.setdefault(text, []).append(ident)
@@ -93,6 +95,12 @@ def build_labels(builds: list[tuple[str, dict[str, Any]]]) -> list[str]:
         text + "".join(f" · {k}={_setting_text(ident.get(k))}" for k in extra)
         for text, ident in builds
     ]
+
+
+def environment_of(r: RunRecord) -> dict[str, Any]:
+    """A row's build identity with the almanac (version and stats method) that measured it: what tells two
+    rows of one board apart when their builds read alike (core.records.run.STATS_METHODS)."""
+    return {**r.build_identity, "almanac": r.almanac_method}
 
 
 def _setting_text(v: Any) -> str:
@@ -157,6 +165,7 @@ def of(docs: list[RunRecord]) -> list[Board]:
                     "endpoint": r.model_server,
                     "backend": r.backend_name,
                     "build_identity": r.build_identity,
+                    "environment": environment_of(r),
                     "backend_build": r.backend_build,
                     "effective": r.effective,
                     "settings": r.requested,
@@ -182,7 +191,7 @@ def of(docs: list[RunRecord]) -> list[Board]:
             continue
         for row, label in zip(
             rows,
-            build_labels([(x["backend_build"], x["build_identity"]) for x in rows]),
+            build_labels([(x["backend_build"], x["environment"]) for x in rows]),
         ):
             row["backend_build"] = label
         g = pd.DataFrame(rows)

@@ -77,7 +77,9 @@ def _from_history(docs: list[Any]) -> dict[tuple[str, str], tuple[float, int, in
         if not r.ok:
             continue
         v = run_value(r)
-        if v is None:
+        if v is None or (r.test_kind == "rate" and v[1] is None):
+            # a rate run of one repetition (e.g. the load-time matrix's pp8, run once after the load) times one
+            # cold pass: its spread is not the run-to-run noise of rate runs that repeat
             continue
         k = cell_key(r)
         cells.setdefault(k, []).append(v[0])

@@ -35,6 +35,9 @@ from tests.support import committed, lanes
 os.environ.setdefault(
     "ALMANAC_VALIDATE_CHARTS", "1"
 )  # charts are validated by Altair in tests (the site build skips it)
+# the suite's runs do not wait for a quiet machine nor measure again (core.quiet; tests/test_quiet.py
+# turns it on): a busy CI machine would otherwise triple every end-to-end test
+os.environ.setdefault("ALMANAC_QUIET", "off")
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "fixtures"

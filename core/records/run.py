@@ -59,6 +59,7 @@ from pathlib import Path
 from typing import Any
 
 from core import artifacts, kinds
+from core import quiet as quiet_policy
 from core.kinds.base import Details, Kind, PrecisionRecord, Samples, TestSpec
 from core.metrics import Metric
 from core.paths import relpath, runs_dir, slug
@@ -67,6 +68,15 @@ from core.summary import Summary
 
 ARTIFACT = "run"
 METHOD_VERSION = 1  # bump when what a measurement means changes; part of every key
+#: Which runs a measurement keeps (``build.stats_method``; absent: 1). It tells results apart (they are not
+#: pooled into one figure) without changing any resume key, so a result measured by an older almanac is
+#: still found by a rerun, but shown as another row, with its almanac and method as environment.
+STATS_METHODS = {
+    1: "every run kept as measured, whatever else the machine ran",
+    2: "runs kept only from a quiet machine (core.quiet: waited for, measured again when disturbed, "
+    "a run never quiet kept but left out of figures)",
+}
+STATS_METHOD = max(STATS_METHODS)
 
 # Keys of settings.effective that are observations reported beside the settings, not
 # settings: they never make two results different work.
@@ -248,6 +258,7 @@ def new_run(
         "backend": backend,
         "almanac": __version__,
         "method_version": METHOD_VERSION,
+        "stats_method": STATS_METHOD,
         **build,
     }
     if "in_process" not in b:
@@ -389,6 +400,14 @@ class Resources:
     exit_code: int | None = None
     signal: str | None = None
     loadavg_1m_before: float | None = None
+    quiet: dict[str, Any] | None = (
+        None  # the quiet-machine policy's record (core.quiet)
+    )
+
+    @property
+    def disturbed(self) -> bool:
+        """The run never got a quiet slot (core.quiet): kept, but out of every figure and verdict."""
+        return quiet_policy.record_disturbed(self.quiet)
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any] | None) -> Resources:
@@ -476,6 +495,17 @@ class RunRecord(ArtifactRecord):
     @property
     def almanac_version(self) -> str:
         return self.doc["build"].get("almanac", "")
+
+    @property
+    def stats_method(self) -> int:
+        """Which runs the measurement kept (STATS_METHODS); 1 for a run measured before it was recorded."""
+        return int(self.doc["build"].get("stats_method") or 1)
+
+    @property
+    def almanac_method(self) -> str:
+        """The almanac that measured and the method its statistics rest on, in words (shown as
+        environment, beside the build, where rows differ in it)."""
+        return f"{self.almanac_version or '?'} (stats method {self.stats_method})"
 
     @property
     def build_label(self) -> str | None:
@@ -898,6 +928,11 @@ class RunRecord(ArtifactRecord):
         )
 
     @property
+    def disturbed(self) -> bool:
+        """Measured without a quiet slot after every attempt (core.quiet): out of figures and verdicts."""
+        return self.resources.disturbed
+
+    @property
     def log_tail(self) -> str:
         return self.doc.get("log_tail") or ""
 
@@ -989,6 +1024,9 @@ class RunRecord(ArtifactRecord):
             "method": self.method_version,
             "settings": self.effective,
         }
+        # older results keep their keys; newer ones are not pooled with them (part of the build)
+        if self.stats_method != 1:
+            parts["build"] = {**parts["build"], "stats_method": self.stats_method}
         drop_settings = {
             e.split(".", 1)[1] for e in exclude if e.startswith("settings.")
         }

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from core import stats
+from core import quiet, stats
 from core.records.run import RunRecord
 from pipelines import compare as cmp
 from pipelines import history, hostnames
@@ -39,6 +39,11 @@ def method_text() -> str:
 def fdr_text() -> str:
     """The false discovery rate over a family of comparisons, as stated on the Methodology page."""
     return cell(stats.FDR_METHOD)
+
+
+def quiet_text() -> str:
+    """The quiet-machine rule (core.quiet), as stated on the Methodology page."""
+    return cell(quiet.RULE) + "."
 
 
 def _settings(req: dict[str, Any]) -> str:
@@ -107,7 +112,11 @@ def _step_rows(
             for k, v in st.settings_change.items()
         )
         ratio = f"{num(st.ratio, 3)} [{num(st.ci95_low, 3)}, {num(st.ci95_high, 3)}]"
-        if st.before_figure is not None and st.after_figure is not None:
+        if (
+            st.before_figure is not None
+            and st.after_figure is not None
+            and st.verdict in ("regression", "improvement")
+        ):
             ratio = figures.verdict(
                 ratio,
                 st.before_figure,
@@ -162,6 +171,54 @@ STEP_HEADERS = [
 ALIGN = ["l", "l", "l", "r", "r", "r", "l", "l", "l", "l", "r", "r"]
 
 
+def _disturbed_note(docs: list[RunRecord]) -> str:
+    """How many runs never got a quiet slot (core.quiet) and are left out of every verdict here."""
+    from pipelines import facts as facts_mod
+
+    n = len(facts_mod.of(docs).disturbed)
+    if not n:
+        return ""
+    return (
+        f" {n} run{'s' if n != 1 else ''} measured without a quiet slot after every attempt "
+        "(others' CPU above the quiet-machine rule, Methodology) "
+        f"{'are' if n != 1 else 'is'} left out of every figure and verdict."
+    )
+
+
+def _release_changes_tested(
+    sers: list[history.Series], labels: dict[str, str]
+) -> list[str]:
+    """Every tested boundary of the release line, flagged or not, with its verdict in the family (a boundary
+    that is no step reads "within noise"): where a real build change was measured and found to change nothing,
+    the page says so."""
+    from dataclasses import replace
+
+    tested = []
+    for s in sers:
+        flagged = {id(st) for st in s.steps}
+        for st in s.boundaries:
+            if st.variant:
+                continue
+            tested.append(
+                st if id(st) in flagged else replace(st, verdict="within noise")
+            )
+    if not tested:
+        return []
+    tested.sort(key=lambda st: (st.series.model, st.series.test, st.series.host_id))
+    return [
+        "## Release build changes tested",
+        "",
+        (
+            f"Every boundary of the release line ({len(tested)}): a configuration measured with one release build "
+            "and then with the next, its verdict among all boundaries tested (a boundary that is no step reads "
+            "within noise)."
+        ),
+        "",
+        table(STEP_HEADERS, _step_rows(tested, labels=labels), ALIGN),
+        "",
+    ]
+
+
 def regressions_page(docs: list[RunRecord]) -> str:
     sers = history.series(docs)
     steps = history.all_steps(sers)
@@ -174,7 +231,7 @@ def regressions_page(docs: list[RunRecord]) -> str:
             f"**{n_tested}** boundaries tested (a configuration's build changed, with a figure on both sides), held "
             f"together to a false discovery rate of {stats.FDR_Q:g}: a change is called only if it stands among "
             "all of them. Steps are ranked by size and confidence: the smallest change their interval allows, "
-            "largest first."
+            "largest first." + _disturbed_note(docs)
         ),
         "",
     ]
@@ -234,6 +291,7 @@ def regressions_page(docs: list[RunRecord]) -> str:
             ),
             "",
         ]
+    out += _release_changes_tested(sers, labels)
     if variants:
         out += [
             "## Deliberate variants",
@@ -327,9 +385,9 @@ def build_to_build_section(
                 "test",
                 "host",
                 "earliest build",
-                "its figure",
+                "earliest figure",
                 "newest build",
-                "its figure",
+                "newest figure",
                 "speed-up [CI95]",
                 "verdict",
             ],

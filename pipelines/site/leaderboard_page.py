@@ -26,7 +26,7 @@ from pipelines import facts as facts_mod
 from pipelines import placement as placement_mod
 from pipelines import ranking
 from pipelines.facts import PAIRED, Board, Facts, Row
-from pipelines.host_boards import build_labels
+from pipelines.host_boards import build_labels, environment_of
 from pipelines.site import charts, figures
 from pipelines.site.markdown import (
     SYNTHETIC_BADGE,
@@ -198,7 +198,9 @@ def board_markdown(
     builds = dict(
         zip(
             [r.key for r in board.rows],
-            build_labels([(r.any.build, r.any.build_identity) for r in board.rows]),
+            build_labels(
+                [(r.any.build, environment_of(r.any.newest)) for r in board.rows]
+            ),
         )
     )
     rows = []

@@ -520,7 +520,7 @@ def _one_run(
         "settings": job_settings,
         "test": cfg.test.model_dump(mode="json"),
     }
-    outcome = runner.run_child(
+    outcome = runner.run_quietly(
         job,
         cfg.timeout_s,
         python=build.python if build is not None else None,

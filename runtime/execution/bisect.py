@@ -104,6 +104,14 @@ def _compare(st: dict[str, Any], spec: str, name: str, hib: bool) -> stats.Compa
     return stats.compare_runs(good, x, hib)
 
 
+def _held(cmps: dict[str, stats.Comparison]) -> dict[str, stats.Comparison]:
+    """One build's comparisons with the good build, one per configuration, held together to the false
+    discovery rate (core.stats.fleet_fdr), as every verdict over many comparisons on the site is: a loss on
+    one configuration among several stands only if it stands among all of them."""
+    names = list(cmps)
+    return dict(zip(names, stats.fleet_fdr([cmps[n] for n in names])))
+
+
 def run_bisect(
     specs: list[str],
     *,
@@ -242,14 +250,14 @@ def run_bisect(
                             **r,
                         },
                     )
-        return {n: _compare(st, x.spec, n, hib[n]) for n in hib}
+        return _held({n: _compare(st, x.spec, n, hib[n]) for n in hib})
 
     def record(spec: str, call: str, cmps: dict[str, stats.Comparison]) -> Verdict:
         v = Verdict(
             spec,
             call,
             {n: {"ratio": c.ratio, "ci95_low": c.ci95_low, "ci95_high": c.ci95_high, "verdict": c.verdict,
-                 "runs": [c.n_baseline, c.n_candidate]} for n, c in cmps.items()},
+                 "runs": [c.n_baseline, c.n_candidate], "q": c.q_value} for n, c in cmps.items()},
         )  # fmt: skip
         st["verdicts"][spec] = {"call": v.call, "per_config": v.per_config}
         _save(state_path, st)
@@ -284,6 +292,8 @@ def run_bisect(
                 if c.ratio is not None
             )
             st["wall_s"] = wall0 + time.perf_counter() - t0
+            # a result judged before (by an older rule) no longer stands
+            st.pop("result", None)
             _save(state_path, st)
             raise BisectError(
                 f"good ({specs[0]}) is not better than bad ({specs[-1]}) by {threshold:.0%} on any configuration "

@@ -27,7 +27,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from core import artifacts, stats
+from core import artifacts, quiet, stats
 from core.errors import ArtifactError, ConfigError
 from core.paths import project_root, relpath, runs_dir
 from core.records import run as record
@@ -130,6 +130,9 @@ class ChildOutcome:
     wall_s: float
     log: str
     loadavg_before: float | None = None  # 1-minute load average when the child started
+    # others' CPU over the child's interval (core.quiet), and the quiet policy's record once kept
+    attempt: quiet.Attempt | None = None
+    quiet_record: dict[str, Any] | None = None
 
 
 def run_child(
@@ -162,6 +165,7 @@ def run_child(
         env[procs.PARENT_ENV] = str(os.getpid())
         env[procs.DEADLINE_ENV] = repr(time.time() + timeout_s + KILL_GRACE_S)
         load_before = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
+        snap0 = quiet.snapshot()
         t0 = time.perf_counter()
         with open(log_path, "wb") as log:
             proc = subprocess.Popen(
@@ -173,6 +177,8 @@ def run_child(
                 env=env,
                 start_new_session=True,
             )
+            # its own session: under autogroup give it the priority nice means it to have (core.quiet)
+            autogroup_nice = quiet.protect(proc.pid)
             timed_out = False
             # Wait without polling: a thread blocks in wait4 while this one sleeps on a join
             # with the deadline. A parent waking up every few ms would steal time slices from
@@ -200,6 +206,12 @@ def run_child(
                 proc.returncode = -9
                 raise
         wall = time.perf_counter() - t0
+        attempt = quiet.attempt_of(
+            snap0,
+            quiet.snapshot(),
+            rusage.ru_utime + rusage.ru_stime,
+            autogroup_nice=autogroup_nice,
+        )
         code = os.waitstatus_to_exitcode(status)
         proc.returncode = code
         sig = signal.Signals(-code).name if code < 0 else None
@@ -219,7 +231,29 @@ def run_child(
             wall,
             log_text,
             load_before,
+            attempt,
         )
+
+
+def run_quietly(
+    job: dict[str, Any],
+    timeout_s: float,
+    module: str = "runtime.execution.worker",
+    python: str | None = None,
+    extra_env: dict[str, str] | None = None,
+    policy: quiet.Policy | None = None,
+) -> ChildOutcome:
+    """:func:`run_child` under the quiet-machine policy (core.quiet): wait for a quiet slot, measure
+    again a run disturbed by others' CPU (a failed run is not repeated); the kept outcome carries the
+    record of every attempt."""
+    outcome, record_ = quiet.measure(
+        lambda: run_child(job, timeout_s, module, python, extra_env),
+        lambda o: o.attempt,
+        policy,
+        retry=lambda o: o.exit_code == 0 and not o.timed_out,
+    )
+    outcome.quiet_record = record_
+    return outcome
 
 
 def _read_tail(path: Path, limit: int) -> str:
@@ -399,6 +433,7 @@ def build_artifact(
             "exit_code": outcome.exit_code,
             "signal": outcome.signal,
             "loadavg_1m_before": outcome.loadavg_before,
+            "quiet": outcome.quiet_record,
         },
         log_tail=tail_log(outcome.log),
     )
@@ -772,7 +807,7 @@ def execute(
                 "",
             )
         else:
-            outcome = run_child(sc.job, sc.timeout_s, module=sc.module)
+            outcome = run_quietly(sc.job, sc.timeout_s, module=sc.module)
         doc = sc.build(
             outcome
         )  # may raise a UserError (bad input found by the child): nothing is written
