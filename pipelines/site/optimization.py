@@ -704,7 +704,7 @@ def optimization_page(
     docs: list[RunRecord], quality_docs: list[QualityRecord] | None = None
 ) -> str:
     from pipelines import speculation
-    from pipelines.site import flash_depth, rope, temperature, tracks
+    from pipelines.site import context_batch, flash_depth, rope, temperature, tracks
 
     all_sweeps = opt.sweeps(docs)
     if not all_sweeps:
@@ -738,6 +738,7 @@ def optimization_page(
         "",
     ]
     out += rope.rope_section(all_sweeps, docs)
+    out += context_batch.context_section(docs)
     for track in opt.TRACKS:
         # RoPE-scaling sweeps have their own section above
         group = [
