@@ -61,6 +61,9 @@ class Budget:
     host_id: str
     host_memory: int | None
     tiers: list[TierRow]
+    memory_run: str | None = (
+        None  # the run whose host fingerprint gave the host's memory
+    )
 
     @property
     def resident_bytes(self) -> int:
@@ -104,7 +107,10 @@ def resident(a: roles_mod.Assignment) -> Resident | None:
 
 
 def budget(
-    host_id: str, assignments: list[roles_mod.Assignment], host_memory: int | None
+    host_id: str,
+    assignments: list[roles_mod.Assignment],
+    host_memory: int | None,
+    memory_run: str | None = None,
 ) -> Budget:
     """The tiers' budget on one host from its assignments (roles without a tier are left out)."""
     rows = []
@@ -127,14 +133,14 @@ def budget(
             row.residents.append(r)
         row.bytes = total
         rows.append(row)
-    return Budget(host_id, host_memory, rows)
+    return Budget(host_id, host_memory, rows, memory_run)
 
 
-def host_memory(run_docs: list[RunRecord]) -> dict[str, int]:
-    """Each host's memory as its runs' fingerprints give it (the newest run's)."""
-    out: dict[str, tuple[str, int]] = {}
+def host_memory(run_docs: list[RunRecord]) -> dict[str, tuple[int, str]]:
+    """Each host's memory as its runs' fingerprints give it: (bytes, the newest such run's id)."""
+    out: dict[str, tuple[str, int, str]] = {}
     for r in records(run_docs):
         mem = r.memory_bytes
         if mem and (r.host_id not in out or r.created > out[r.host_id][0]):
-            out[r.host_id] = (r.created, int(mem))
-    return {h: m for h, (_, m) in out.items()}
+            out[r.host_id] = (r.created, int(mem), r.id)
+    return {h: (m, i) for h, (_, m, i) in out.items()}

@@ -47,7 +47,7 @@ def _budget(tmp_path, host_memory=1024 * MIB):
         quality_doc("big", "ip", [True] * 8 + [False] * 2),
     ]
     out = roles.recommend(reg, quality, runs, {})  # type: ignore[arg-type]  # raw fixture docs
-    return reg, out, tiers.budget(HOST, out, host_memory)
+    return reg, out, tiers.budget(HOST, out, host_memory, "fp-run")
 
 
 def test_tiers_sum_resident_configurations_once(tmp_path):
@@ -79,11 +79,13 @@ def test_tiers_that_do_not_fit_say_by_how_much(tmp_path):
     # every tier row links the runs its peaks come from
     ids = {r.run_id for t in b.tiers for r in t.residents}
     assert all(f"runs/run.md?id={i}" in md for i in ids)
+    # the headroom and the total link the run whose host fingerprint gave the memory
+    assert md.count("runs/run.md?id=fp-run") == 2
 
 
 def test_roles_page_shows_the_budget_per_host(tmp_path):
     reg, out, _ = _budget(tmp_path)
-    md = quality_pages.roles_page(reg, out, {HOST: 1024 * MIB})
+    md = quality_pages.roles_page(reg, out, {HOST: (1024 * MIB, "fp-run")})
     assert "### Memory budget on" in md and "**fits**" in md
     # without the host's memory (no fingerprint gives it) no budget is claimed
     assert "Memory budget" not in quality_pages.roles_page(reg, out, {})

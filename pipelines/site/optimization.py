@@ -14,6 +14,7 @@ import pandas as pd
 
 from core import degeneration
 from core.metrics import METRICS
+from core.records.perplexity import PerplexityRecord
 from core.records.quality import QualityRecord
 from core.records.run import RunRecord
 from pipelines import optimization as opt
@@ -700,6 +701,12 @@ def _quality_docs() -> list[QualityRecord]:
     return list(dataset.load().quality)
 
 
+def _perplexity_docs() -> list[PerplexityRecord]:
+    from pipelines import dataset
+
+    return list(dataset.load().perplexity)
+
+
 def optimization_page(
     docs: list[RunRecord], quality_docs: list[QualityRecord] | None = None
 ) -> str:
@@ -737,7 +744,7 @@ def optimization_page(
         ),
         "",
     ]
-    out += rope.rope_section(all_sweeps, docs)
+    out += rope.rope_section(all_sweeps, docs, _perplexity_docs())
     out += context_batch.context_section(docs)
     for track in opt.TRACKS:
         # RoPE-scaling sweeps have their own section above

@@ -518,6 +518,11 @@ def tier_budget_section(b: tiers_mod.Budget) -> list[str]:
         )
     head = b.headroom
     fits = b.fits
+    fp = (
+        "host fingerprint of " + link(b.memory_run[:12], run_link(b.memory_run))
+        if b.memory_run
+        else "host fingerprint"
+    )
     rows.append(
         [
             "Headroom",
@@ -528,7 +533,7 @@ def tier_budget_section(b: tiers_mod.Budget) -> list[str]:
                 if fits
                 else f"short by {nbytes(-(head or 0))}: the tiers do not fit together"
             ),
-            "host fingerprint",
+            fp,
         ]
     )
     status = ("fits" if fits else "does not fit") + (
@@ -540,7 +545,7 @@ def tier_budget_section(b: tiers_mod.Budget) -> list[str]:
             "the host's memory",
             f"**{nbytes(b.host_memory)}**",
             f"**{cell(status)}**",
-            "host fingerprint",
+            fp,
         ]
     )
     return [
@@ -564,7 +569,7 @@ def tier_budget_section(b: tiers_mod.Budget) -> list[str]:
 def roles_page(
     reg: roles_mod.RolesFile,
     assignments: list[roles_mod.Assignment],
-    host_memory: dict[str, int] | None = None,
+    host_memory: dict[str, tuple[int, str]] | None = None,
 ) -> str:
     out: list[str] = []
     by_role: dict[str, list[roles_mod.Assignment]] = {}
@@ -585,9 +590,8 @@ def roles_page(
         out += [f"### On {code(host)}", "", _summary_table(items), ""]
     for host in sorted(by_host):
         if host in (host_memory or {}):
-            out += tier_budget_section(
-                tiers_mod.budget(host, by_host[host], (host_memory or {})[host])
-            )
+            mem, run = (host_memory or {})[host]
+            out += tier_budget_section(tiers_mod.budget(host, by_host[host], mem, run))
     chains = roles_mod.escalation_chains(reg)
     if chains:
         out += ["## Escalation hierarchy", ""]

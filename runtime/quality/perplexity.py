@@ -345,9 +345,16 @@ def measure(
     force: bool = False,
     timeout_s: float = 1800.0,
     root: Path | None = None,
+    rope_scaling: str = "none",
+    rope_factor: int = 1,
 ) -> tuple[Path, bool]:
     """Measure (or find) one perplexity artifact; (path, measured_now). Bad input raises ConfigError
-    before anything is written."""
+    before anything is written.
+
+    ``rope_scaling`` (linear, yarn) with ``rope_factor`` N: the context is allocated at N times the
+    model's trained context with RoPE scaled by N (the backend's rope_scaling: factor = n_ctx ÷
+    trained), and the text is still scored in chunks of ``n_ctx`` tokens: what the scaling costs within
+    a short window, where a whole N-times context is beyond the host."""
     from runtime import backends
     from runtime.execution import runner
     from runtime.hosts import fingerprint as hostinfo
@@ -371,7 +378,7 @@ def measure(
             )
     host = hostinfo.fingerprint()
     bversion = backends.version(BACKEND)
-    settings = {
+    settings: dict[str, Any] = {
         "n_ctx": n_ctx,
         "n_batch": n_ctx,
         "n_ubatch": min(512, n_ctx),
@@ -379,6 +386,26 @@ def measure(
         "flash_attn": "auto",
         "swa_full": False,
     }
+    rope: dict[str, Any] = {}
+    if rope_scaling != "none" or rope_factor != 1:
+        trained = int(ref_m.facts.get("context_length") or 0)
+        if rope_scaling not in ("linear", "yarn"):
+            raise ConfigError(
+                f"rope_scaling {rope_scaling!r}: linear or yarn (with a factor above 1)",
+                field="rope_scaling",
+            )
+        if rope_factor < 2 or not trained:
+            raise ConfigError(
+                f"rope_scaling {rope_scaling} with factor {rope_factor}: "
+                + (
+                    f"{model} does not state its trained context"
+                    if not trained
+                    else "a factor of 2 or more is needed (1 is the model's own RoPE)"
+                ),
+                field="rope_factor",
+            )
+        settings.update(n_ctx=trained * rope_factor, rope_scaling=rope_scaling)
+        rope = {"rope_scaling": rope_scaling, "rope_factor": rope_factor}
     ident = {
         "method": METHOD_VERSION,
         "model_sha256": ref_m.sha256,
@@ -388,6 +415,7 @@ def measure(
         "chunks": chunks,
         "backend_version": bversion,
         "host": host["id"],
+        **rope,  # absent without scaling: the artifacts measured before keep their key
     }
     key = hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()
     root = root or perplexity_dir()
@@ -412,6 +440,7 @@ def measure(
             settings=settings,
             host=host,
             bversion=bversion,
+            rope=rope,
         )
 
     def path(doc: dict[str, Any]) -> Path:
@@ -458,6 +487,7 @@ def _document(
     settings: dict[str, Any],
     host: dict[str, Any],
     bversion: str,
+    rope: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The perplexity artifact from the child's outcome; ConfigError (nothing written) for bad input."""
     from core.records import perplexity as ppl_record
@@ -512,6 +542,15 @@ def _document(
             "add_bos": res.get("add_bos"),
             "anchor": "llama.cpp llama-perplexity (--kl-divergence): second half of each n_ctx chunk scored, "
             "standard error of the mean",
+            **(
+                {
+                    **rope,
+                    "rope_window": "the context allocated at rope_factor times the trained one, RoPE "
+                    "scaled to it; the text scored in chunks of n_ctx tokens",
+                }
+                if rope
+                else {}
+            ),
         },
         settings=settings,
         host=host,
