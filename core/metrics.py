@@ -472,3 +472,40 @@ register_metric(
     )
 )
 ENERGY_METRICS = ("prefill_j_per_token", "decode_j_per_token")
+
+register_metric(
+    Metric(
+        "embeddings_per_second",
+        "Embeddings",
+        "emb/s",
+        True,
+        "mean of per-repetition rates",
+        "Passages embedded per second in one repetition (every passage of the corpus / the "
+        "repetition's wall time, llama.cpp embedding mode, mean pooling): the mean over repetitions.",
+        1,
+    )
+)
+register_metric(
+    Metric(
+        "index_build_ms",
+        "Index build",
+        "ms",
+        False,
+        "mean over repetitions",
+        "Time to build the retrieval index from the corpus's embeddings (an exact index: the "
+        "vectors L2-normalised into one float32 matrix).",
+        2,
+    )
+)
+register_metric(
+    Metric(
+        "index_bytes",
+        "Index size",
+        "bytes",
+        False,
+        "single sample",
+        "Size of the retrieval index built from the corpus's embeddings (passages x dimension x 4 "
+        "bytes for an exact float32 index).",
+        0,
+    )
+)

@@ -33,6 +33,7 @@ BUILTIN = (
     "core.kinds.load",
     "core.kinds.capacity",
     "core.kinds.probe",
+    "core.kinds.embed",
 )
 
 #: The order pages list kinds in (the Methodology page's tables, a backend's kinds), whatever
@@ -47,6 +48,7 @@ LISTED = (
     "load",
     "capacity",
     "probe",
+    "embed",
 )
 
 _KINDS: Registry[Kind] = Registry("test kind")

@@ -26,6 +26,7 @@ from core.errors import ConfigError, UserError
 from core.kinds import chat as chat_kind
 from core.kinds.base import TestSpec
 from core.kinds.chat import ChatTest
+from core.kinds.embed import EmbedTest
 from core.kinds.generate import GenerateTest
 from core.kinds.rate import RateTest
 from core.kinds.serve import ServeTest
@@ -217,7 +218,7 @@ class LlamaCppBackend(Backend):
     name = NAME
     settings_class = LlamaCppSettings
     settings: LlamaCppSettings
-    test_kinds = ("rate", "chat", "serve", "generate")
+    test_kinds = ("rate", "chat", "serve", "generate", "embed")
     in_process = True
     prompt_styles = ("chat", "completion", "loglikelihood")
     kind_notes = {"serve": inprocess.SERVE_NOTE}
@@ -297,6 +298,11 @@ class LlamaCppBackend(Backend):
             type_v=GGML_TYPES[s.type_v],
             chat_format=s.chat_format,
             **rope_kwargs(s, self.model.facts, self.n_ctx),
+            **(
+                {"embedding": True, "pooling_type": llama_cpp.LLAMA_POOLING_TYPE_MEAN}
+                if s.embedding
+                else {}
+            ),
             logits_all=s.speculative
             != "none",  # a draft needs logits for every drafted position
             verbose=True,
@@ -562,6 +568,16 @@ class LlamaCppBackend(Backend):
         that does not say what it was trained for) leaves no factor to apply. Parallel sequences share
         n_ctx: a test of more sequences than the context holds, or whose sequences do not fit their
         share of it, has no room."""
+        if isinstance(test, EmbedTest) != settings.embedding:
+            return (
+                f"embedding={'true' if settings.embedding else 'false'}",
+                f"test {test.name!r} "
+                + (
+                    "embeds a corpus: the context must be in embedding mode (embedding: true)"
+                    if isinstance(test, EmbedTest)
+                    else "generates: a context in embedding mode has no logits to decode from"
+                ),
+            )
         if isinstance(test, RateTest) and test.n_seq > 1:
             room = effective_n_ctx(settings, test) // settings.n_seq_max
             need = test.n_depth + test.n_gen
@@ -639,6 +655,12 @@ class LlamaCppBackend(Backend):
                     "puts in the context",
                     field="n_ctx",
                 )
+
+    @runs("embed")
+    def _run_embed(self, test: EmbedTest) -> TestResult:
+        from runtime.backends.llama_cpp import embedding
+
+        return embedding.run(self.llm, test)
 
     @runs("rate")
     def _run_rate(self, test: RateTest) -> TestResult:

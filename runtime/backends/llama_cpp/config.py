@@ -28,6 +28,7 @@ class LlamaCppSettings(BackendSettings, PlacementSettings):
         "lora_scale",
         "rope_scaling",
         "n_seq_max",
+        "embedding",
         *placement.OMITTED,
     )
 
@@ -174,6 +175,11 @@ class LlamaCppSettings(BackendSettings, PlacementSettings):
         description="Sequences the context holds at once (llama.cpp n_seq_max, llama-server -np): the KV "
         "cache of n_ctx cells is split among them (n_ctx ÷ n_seq_max each, kv_unified off), so a longer "
         "context leaves room for fewer. Rate tests of N sequences (tg16@d1008x8) need at least N.",
+    )
+    embedding: bool = Field(
+        False,
+        description="The context in embedding mode (llama.cpp --embedding, mean pooling): what embed "
+        "tests need, and what no generating test can run in.",
     )
     n_expert_used: int | None = Field(
         None,
