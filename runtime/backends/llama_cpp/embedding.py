@@ -23,7 +23,7 @@ def passages(text: str, limit: int) -> list[str]:
 def run(llm: Any, test: EmbedTest) -> TestResult:
     import numpy as np
 
-    from runtime.quality.perplexity import load_text
+    from core.texts import load_text
 
     corpus = load_text(test.corpus)
     docs = passages(corpus.read(), test.max_passages)
