@@ -1952,6 +1952,8 @@ def whatif_page(runs: list[RunRecord]) -> str:
             "",
         ]
     from pipelines.site.retries import errors_section
+    from pipelines.site.switching import switching_section
 
     out.append(errors_section(f, runs))
+    out += switching_section(runs)
     return "\n".join(out)
