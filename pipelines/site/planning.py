@@ -1951,9 +1951,11 @@ def whatif_page(runs: list[RunRecord]) -> str:
             ),
             "",
         ]
+    from pipelines.site.overhead import overhead_section
     from pipelines.site.retries import errors_section
     from pipelines.site.switching import switching_section
 
     out.append(errors_section(f, runs))
+    out += overhead_section(runs)
     out += switching_section(runs)
     return "\n".join(out)
