@@ -6,8 +6,8 @@ From the request records of HTTP runs against a server that reports its own timi
 parsing of the streamed answer (``client_parse_ms``), the server's compute (prompt + generation:
 ``prompt_ms + predicted_ms``), and transport with the server's own framing: the request's wall time
 (``e2e_ms``, from the first byte sent to the last received, serialisation included) less the other
-three. Each stage is the mean over the run's ok warm requests with its CI95 (Student t on the log scale: core.stats.mean_interval); its share is of
-the mean wall time. Artifacts alone.
+three. Each stage is the mean over the run's ok warm requests with its CI95 (Student t on the
+log scale: core.stats.mean_interval); its share is of the mean wall time. Artifacts alone.
 """
 
 from __future__ import annotations

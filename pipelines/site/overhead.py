@@ -20,8 +20,9 @@ def overhead_section(docs: list[RunRecord]) -> list[str]:
         "deserialization, beside the generation that dominates. Here each is measured apart on every warm "
         "request: the client times its serialisation of the body and its parsing of the streamed answer, "
         "the server reports its compute (llama-server's `timings`), and the rest of the request's wall time "
-        "is transport with the server's own framing. Mean per request with its CI95 (Student t on the log scale, over the "
-        "requests), and its share of the wall time. `invoke bench --matrix overhead-breakdown`.",
+        "is transport with the server's own framing. Mean per request with its CI95 (Student t on the "
+        "log scale, over the requests), and its share of the wall time. "
+        "`invoke bench --matrix overhead-breakdown`.",
         "",
     ]
     for b in found:
