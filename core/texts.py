@@ -90,3 +90,11 @@ def load_text(name: str) -> Text:
         e.licence,
         e.description,
     )
+
+
+def passages(text: str, limit: int | None = None) -> list[str]:
+    """The text cut at blank lines, each passage's whitespace folded, empty ones dropped; the first
+    ``limit`` (all when None)."""
+    parts = [" ".join(p.split()) for p in text.split("\n\n")]
+    out = [p for p in parts if p]
+    return out if limit is None else out[:limit]

@@ -15,9 +15,9 @@ import pytest
 
 from core.kinds.embed import QUALITY_NOTE, EmbedTest
 from core.kinds.rate import RateTest
+from core.texts import passages
 from runtime.backends.llama_cpp.backend import LlamaCppBackend
 from runtime.backends.llama_cpp.config import LlamaCppSettings
-from runtime.backends.llama_cpp.embedding import passages
 from tests.conftest import ROOT, write_matrix
 
 HOST = "vm-d4bbc016"  # the 2-core host the committed rows were measured on (issue 33)

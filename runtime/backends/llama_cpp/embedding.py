@@ -9,15 +9,10 @@ from typing import Any
 
 from core.kinds.embed import QUALITY_NOTE, EmbedTest
 from core.precision import Repeater
+from core.texts import passages
 from runtime.backends.base import TestResult
 
 INDEX = "exact: the vectors L2-normalised into one float32 matrix, searched by inner product (numpy)"
-
-
-def passages(text: str, limit: int) -> list[str]:
-    """The corpus cut at blank lines, each passage's whitespace folded; the first ``limit``."""
-    parts = [" ".join(p.split()) for p in text.split("\n\n")]
-    return [p for p in parts if p][:limit]
 
 
 def run(llm: Any, test: EmbedTest) -> TestResult:
