@@ -509,3 +509,38 @@ register_metric(
         0,
     )
 )
+
+register_metric(
+    Metric(
+        "batching_speedup",
+        "Batching speed-up",
+        "×",
+        True,
+        "mean over rounds",
+        "Wall time of a tokenize workload sent one text a request over its wall time sent in batches "
+        "(a list of texts a request), per round of both arms.",
+        2,
+    )
+)
+register_metric(
+    Metric(
+        "tokenize_one_by_one_s",
+        "Tokenize, one by one",
+        "s",
+        False,
+        "mean over rounds",
+        "Wall time of the tokenize workload sent one text a request.",
+        3,
+    )
+)
+register_metric(
+    Metric(
+        "tokenize_batched_s",
+        "Tokenize, batched",
+        "s",
+        False,
+        "mean over rounds",
+        "Wall time of the tokenize workload sent in batches (a list of texts a request).",
+        3,
+    )
+)

@@ -34,6 +34,7 @@ BUILTIN = (
     "core.kinds.capacity",
     "core.kinds.probe",
     "core.kinds.embed",
+    "core.kinds.tokenize",
 )
 
 #: The order pages list kinds in (the Methodology page's tables, a backend's kinds), whatever
@@ -49,6 +50,7 @@ LISTED = (
     "capacity",
     "probe",
     "embed",
+    "tokenize",
 )
 
 _KINDS: Registry[Kind] = Registry("test kind")
