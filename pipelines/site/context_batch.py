@@ -21,18 +21,16 @@ def context_section(docs: list[RunRecord]) -> list[str]:
     found = cb.tables(docs)
     if not found:
         return []
-    out = [
-        "## Context length against throughput",
-        "",
+    intro = (
         "Seed 002: the longer each sequence's context, the fewer fit in one KV cache, and the lower the "
         "throughput. Here one KV cache of n_ctx cells is split among parallel sequences (llama.cpp gives "
         "each n_ctx ÷ n_seq_max cells, llama-server `-np`'s rule), so the largest batch at a context is "
         "n_ctx ÷ context. At each context the model decodes that many sequences together, each after its "
         "own random context (prefilled outside the timer): the rate is every sequence's tokens over the "
         "time (CI95, the run as the unit), the KV cache is what llama.cpp allocated. "
-        f"`invoke bench --matrix {cb.MATRIX}`.",
-        "",
-    ]
+        f"`invoke bench --matrix {cb.MATRIX}`."
+    )
+    out = ["## Context length against throughput", ""]
     for (host, model), rows in sorted(found.items()):
         body = [
             [
@@ -52,7 +50,9 @@ def context_section(docs: list[RunRecord]) -> list[str]:
         out += [
             fold(
                 f"Context against batch and throughput · {model} on {host}",
-                table(
+                intro
+                + "\n\n"
+                + table(
                     [
                         "context",
                         "KV cache",

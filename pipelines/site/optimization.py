@@ -720,7 +720,8 @@ def optimization_page(
             "No sweeps yet",
             "Run `invoke bench --matrix optimization` to measure the optimization tracks on this host.",
         )
-    # RoPE scaling (no speed-up sought) and the sweeps another page sums up are left out of the best table
+    # RoPE scaling (no speed-up sought), flash attention against depth (its own table, a row per depth) and
+    # the sweeps another page sums up are left out of the best table
     elsewhere = _elsewhere()
     out = [
         "## Best configuration per model",
@@ -732,13 +733,16 @@ def optimization_page(
         "applied). Where a synthetic model's random weights make the baseline's text degenerate too, the text "
         "judges nothing: the pick is by speed and the table says the text was not "
         "judged. The flags reproduce it with llama.cpp's own tools; the arguments, "
-        "with llama-cpp-python.",
+        "with llama-cpp-python. Flash attention against context depth has its own table below, one "
+        "row per depth.",
         "",
         best_table(
             [
                 sw
                 for sw in all_sweeps
-                if not rope.is_rope_sweep(sw) and sw.matrix not in elsewhere
+                if not rope.is_rope_sweep(sw)
+                and not flash_depth.is_flash_depth_sweep(sw)
+                and sw.matrix not in elsewhere
             ],
             quality_docs,
         ),
