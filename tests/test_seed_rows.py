@@ -179,7 +179,7 @@ def test_flash_attention_against_depth(runs):
     for depth in ("0 (empty context)", "512 tokens", "4,096 tokens", "16,384 tokens"):
         assert depth in md
     # one context size for every point: depth is the only thing that changes along the column
-    assert {p.doc.effective.get("n_ctx") for p in sw.points} == {16448}
+    assert {p.requested.get("n_ctx") for p in sw.points} == {16448}
     text, point = flash_depth.quality_check(sw)
     assert point is not None and ("identical" in text or "differs" in text)
 
