@@ -56,6 +56,7 @@ def perplexity_frame(docs: list[PerplexityRecord]) -> pd.DataFrame:
                 "n_ctx": d.n_ctx,
                 "n_chunk": d.n_chunk,
                 "rope_scaling": d.rope_scaling,
+                "chunks_requested": d.method.get("chunks_requested"),
                 "context_allocated": d.context_allocated,
                 "n": r.n_scored_tokens,
                 "ppl": r.ppl,
@@ -130,9 +131,9 @@ def ladder_frame(
     pf = perplexity_frame(ppl_docs)
     if pf.empty:
         return pf
-    pf = pf[
-        pf["rope_scaling"] == "none"
-    ]  # a scaled RoPE is the long-context row's, not the ladder's
+    # the ladder reads whole-text runs with the model's own RoPE: a scaled RoPE, or a run cut to a few
+    # chunks (the long-context row's windows), is another measurement
+    pf = pf[(pf["rope_scaling"] == "none") & pf["chunks_requested"].isna()]
     if pf.empty:
         return pf
     shas = set(pf["model_sha256"])
