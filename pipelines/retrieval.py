@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from core.kinds.embed import EmbedDetails
 from core.records.run import RunRecord
 from pipelines import facts as facts_mod
 from pipelines.runs import latest_per_key
@@ -19,13 +20,14 @@ class Row:
     build: facts_mod.Figure | None  # index build (ms)
 
     @property
-    def details(self) -> dict:
-        return self.run.doc.get("details") or {}
+    def details(self) -> EmbedDetails:
+        d = self.run.details
+        return d if isinstance(d, EmbedDetails) else EmbedDetails()
 
     @property
     def index_bytes(self) -> float | None:
-        s = (self.run.doc.get("summary") or {}).get("index_bytes") or {}
-        return s.get("mean")
+        s = self.run.stat("index_bytes")
+        return s.mean if s is not None else None
 
 
 def rows(docs: list[RunRecord]) -> dict[str, list[Row]]:

@@ -105,7 +105,7 @@ def test_retrieval_table_from_the_committed_runs(runs):
         "gemma3-270m-q3_k_m",
     }
     for r in rows:
-        assert r.details["dim"] == 640 and r.details["passages"] == 24
+        assert r.details.dim == 640 and r.details.passages == 24
         assert r.index_bytes == 24 * 640 * 4
         assert r.rate is not None and r.build is not None
     md = page.retrieval_section(runs)

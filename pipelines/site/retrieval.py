@@ -23,17 +23,17 @@ def retrieval_section(docs: list[RunRecord]) -> str:
             d, run = r.details, r.run
             body.append(
                 [
-                    f"{cell(d.get('corpus'))}: {num(d.get('passages'), 0)} passages, "
-                    f"{num(d.get('tokens'), 0)} tokens",
+                    f"{cell(d.corpus)}: {num(d.passages, 0)} passages, "
+                    f"{num(d.tokens, 0)} tokens",
                     cell(run.model_name)
                     + " <small>(a generative model in embedding mode, mean pooling)</small>",
-                    num((run.doc.get("model") or {}).get("n_params"), 0),
-                    num(d.get("dim"), 0),
+                    num(run.model_n_params, 0),
+                    num(d.dim, 0),
                     cell(run.quantization or "—"),
                     nbytes(r.index_bytes),
                     figures.cell_html(r.rate),
                     figures.cell_html(r.build),
-                    cell(d.get("quality") or "—"),
+                    cell(d.quality or "—"),
                     link(run.id[:12], run_link(run.id)),
                 ]
             )
