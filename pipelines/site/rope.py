@@ -125,10 +125,7 @@ def rope_section(
         "",
         "Seed 002 extends a context 8× by RoPE scaling. Here 2×, 4× and 8× the trained context (its GGUF's), "
         "linear and YaRN against none, generating after a context that fills it: scaling changes frequencies, not "
-        "work, so only a real model's perplexity could show what it buys. The perplexity column is the "
-        "embedded model's with the same scaling at the same factor of its own trained context, scored in "
-        "short windows of the scaled context: what the scaling costs at short range, beside its own RoPE on "
-        "the same windows (a whole window of the scaled context is beyond this host).",
+        "work. Perplexity: the embedded model at the same factor, in short windows of its scaled context.",
         "",
     ]
     for host in sorted({sw.host_id for sw in sweeps}):
