@@ -1168,6 +1168,9 @@ def quality_suites(c):
         "ctx": "Context of each chunk, tokens (llama-perplexity -c; default 512).",
         "chunks": "Chunks scored at most (default: every whole chunk of the text).",
         "force": "Measure again even when an artifact for the same inputs exists.",
+        "rope_scaling": "RoPE scaling (linear, yarn) with --rope-factor: the context allocated at that many "
+        "times the trained one, RoPE scaled to it, chunks still --ctx long (default none).",
+        "rope_factor": "Extension factor of --rope-scaling, 2 or more (default 1: the model's own RoPE).",
     },
 )
 @user_errors
@@ -1179,6 +1182,8 @@ def quality_perplexity(
     ctx=512,
     chunks=0,
     force=False,
+    rope_scaling="none",
+    rope_factor=1,
 ):
     """Perplexity (and KL-divergence against a reference) on a public text, chunked as llama-perplexity."""
     from core import artifacts
@@ -1192,6 +1197,8 @@ def quality_perplexity(
         n_ctx=int(ctx),
         chunks=int(chunks) or None,
         force=force,
+        rope_scaling=rope_scaling,
+        rope_factor=int(rope_factor),
     )
     doc = artifacts.load(path)
     r = doc["results"] or {}

@@ -472,3 +472,75 @@ register_metric(
     )
 )
 ENERGY_METRICS = ("prefill_j_per_token", "decode_j_per_token")
+
+register_metric(
+    Metric(
+        "embeddings_per_second",
+        "Embeddings",
+        "emb/s",
+        True,
+        "mean of per-repetition rates",
+        "Passages embedded per second in one repetition (every passage of the corpus / the "
+        "repetition's wall time, llama.cpp embedding mode, mean pooling): the mean over repetitions.",
+        1,
+    )
+)
+register_metric(
+    Metric(
+        "index_build_ms",
+        "Index build",
+        "ms",
+        False,
+        "mean over repetitions",
+        "Time to build the retrieval index from the corpus's embeddings (an exact index: the "
+        "vectors L2-normalised into one float32 matrix).",
+        2,
+    )
+)
+register_metric(
+    Metric(
+        "index_bytes",
+        "Index size",
+        "bytes",
+        False,
+        "single sample",
+        "Size of the retrieval index built from the corpus's embeddings (passages x dimension x 4 "
+        "bytes for an exact float32 index).",
+        0,
+    )
+)
+
+register_metric(
+    Metric(
+        "batching_speedup",
+        "Batching speed-up",
+        "×",
+        True,
+        "mean over rounds",
+        "Wall time of a tokenize workload sent one text a request over its wall time sent in batches "
+        "(a list of texts a request), per round of both arms.",
+        2,
+    )
+)
+register_metric(
+    Metric(
+        "tokenize_one_by_one_s",
+        "Tokenize, one by one",
+        "s",
+        False,
+        "mean over rounds",
+        "Wall time of the tokenize workload sent one text a request.",
+        3,
+    )
+)
+register_metric(
+    Metric(
+        "tokenize_batched_s",
+        "Tokenize, batched",
+        "s",
+        False,
+        "mean over rounds",
+        "Wall time of the tokenize workload sent in batches (a list of texts a request).",
+        3,
+    )
+)

@@ -32,6 +32,7 @@ from pipelines.site import (  # noqa: F401 - split_pages registers
 from pipelines.site import fidelity as fidelity_pages
 from pipelines.site import kinds as site_kinds
 from pipelines.site import load_time as load_time_page
+from pipelines.site import retrieval as retrieval_pages
 from runtime import backends
 from runtime.quality import sandbox, scorers
 
@@ -99,6 +100,9 @@ def define_env(env: Any) -> None:
     env.macro(lambda: per_host.render("hosts"), "hosts_page")
     env.macro(quality_pages.quality_page_from_data, "quality_scores")
     env.macro(quality_pages.ladder_from_data, "quantization_ladder")
+    env.macro(
+        lambda: retrieval_pages.retrieval_section(list(_runs())), "retrieval_stack"
+    )
     env.macro(parity_pages.parity_from_data, "quality_parity")
     env.macro(tradeoffs.tradeoffs_from_data, "quality_tradeoffs")
     env.macro(agent_pages.agents_from_data, "agents_page")

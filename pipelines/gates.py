@@ -323,7 +323,8 @@ def _metric_values(rec: RunRecord, metric: str) -> list[float]:
     return rec.values(metric)
 
 
-def _kv_bytes(rec: Any) -> float | None:
+def kv_bytes(rec: Any) -> float | None:
+    """The KV cache llama.cpp reported allocating for the run (bytes, every buffer); None when not reported."""
     kv = (rec.reported.get("llama_memory_mib") or {}).get("kv") or {}
     return sum(kv.values()) * 1024 * 1024 if kv else None
 
@@ -372,7 +373,7 @@ def evaluate_gate(
         n = (0, int(s.n or 0) if s is not None else 0)
         exact = lo is None
     elif gate.quantity == "kv_cache_ratio":
-        kb, kc = _kv_bytes(base), _kv_bytes(cand)
+        kb, kc = kv_bytes(base), kv_bytes(cand)
         if not kb or kc is None:
             return GateResult(
                 gate,

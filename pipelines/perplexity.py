@@ -55,6 +55,9 @@ def perplexity_frame(docs: list[PerplexityRecord]) -> pd.DataFrame:
                 "text": d.text.name,
                 "n_ctx": d.n_ctx,
                 "n_chunk": d.n_chunk,
+                "rope_scaling": d.rope_scaling,
+                "chunks_requested": d.method.get("chunks_requested"),
+                "context_allocated": d.context_allocated,
                 "n": r.n_scored_tokens,
                 "ppl": r.ppl,
                 "ppl_se": r.ppl_se,
@@ -126,6 +129,11 @@ def ladder_frame(
 ) -> pd.DataFrame:
     """One row per model file of the ladder: every model that has a perplexity artifact."""
     pf = perplexity_frame(ppl_docs)
+    if pf.empty:
+        return pf
+    # the ladder reads whole-text runs with the model's own RoPE: a scaled RoPE, or a run cut to a few
+    # chunks (the long-context row's windows), is another measurement
+    pf = pf[(pf["rope_scaling"] == "none") & pf["chunks_requested"].isna()]
     if pf.empty:
         return pf
     shas = set(pf["model_sha256"])
@@ -218,3 +226,24 @@ def ladder_frame(
         .sort_values("size_bytes", ascending=False)
         .reset_index(drop=True)
     )
+
+
+def rope_perplexity(
+    docs: list[PerplexityRecord], model: str
+) -> dict[tuple[str, int], PerplexityRecord]:
+    """The model's perplexity with a scaled RoPE by (scaling, extension factor), and with its own RoPE
+    under ("none", 1) where it was scored on the same text in the same windows; the newest of each."""
+    current = [
+        d
+        for d in latest_per_key([as_perplexity(x) for x in docs])
+        if d.ok and d.model.name == model and d.reference is None and d.results
+    ]
+    scaled = [d for d in current if d.rope_scaling != "none" and d.rope_factor]
+    windows = {(d.text.name, d.n_ctx, d.n_chunk) for d in scaled}
+    out: dict[tuple[str, int], PerplexityRecord] = {}
+    for d in sorted(current, key=lambda d: (d.created, d.id)):
+        if d.rope_scaling != "none" and d.rope_factor:
+            out[(d.rope_scaling, d.rope_factor)] = d
+        elif d.rope_scaling == "none" and (d.text.name, d.n_ctx, d.n_chunk) in windows:
+            out[("none", 1)] = d
+    return out

@@ -323,6 +323,10 @@ class Candidate:
         default_factory=dict
     )  # (suite, style, item id) -> passed, as read
     backend: str = ""  # the configuration's backend as its runs on the host name it (with its server), or its backend
+    peak_bytes: int | None = (
+        None  # the highest peak memory its runs on the host measured (measured_peak)
+    )
+    peak_run: str | None = None  # the run that measured it
 
     @property
     def backing(self) -> list[Evidence]:
@@ -738,10 +742,9 @@ def nbytes(value: float) -> str:
     return f"{v:,.1f} TiB"
 
 
-def _memory_evidence(
-    cap: int, cfg: ConfigData, host: str | None
-) -> tuple[Evidence, int | None]:
-    what = f"peak memory ≤ {nbytes(cap)}"
+def measured_peak(cfg: ConfigData, host: str | None) -> tuple[int, RunRecord] | None:
+    """The highest peak memory (RSS, or VRAM on a GPU host) the configuration's runs on the host
+    measured, with the run that measured it; None without such a run."""
     docs = cfg.runs.get(host, []) if host else []
     peaks = [
         (
@@ -753,9 +756,17 @@ def _memory_evidence(
         )
         for d in docs
     ]
-    peaks = [(p, d) for p, d in peaks if p]
-    if peaks:
-        peak, d = max(peaks, key=lambda x: x[0])
+    found = [(p, d) for p, d in peaks if p]
+    return max(found, key=lambda x: x[0]) if found else None
+
+
+def _memory_evidence(
+    cap: int, cfg: ConfigData, host: str | None
+) -> tuple[Evidence, int | None]:
+    what = f"peak memory ≤ {nbytes(cap)}"
+    found = measured_peak(cfg, host)
+    if found:
+        peak, d = found
         ok = peak <= cap
         return Evidence(
             "memory",
@@ -1002,6 +1013,9 @@ def evaluate(
         ev, peak = _memory_evidence(role.memory_max, cfg, host)
         c.evidence.append(ev)
         c.memory_bytes = peak
+    found = measured_peak(cfg, host)
+    if found:  # what keeping it resident costs (the tier budget), whether or not the role caps it
+        c.peak_bytes, c.peak_run = found[0], found[1].id
     known = [q for q in qualities if q is not None]
     c.quality_key = (
         sum(known) / len(known) if known and len(known) == len(qualities) else None

@@ -428,6 +428,8 @@ def test_ladder_table_shows_each_artifact_s_values():
     for d in (
         docs
     ):  # one row per file; every PPL and KLD cell is its artifact's value, linked
+        if d["settings"].get("rope_scaling") or d["method"].get("chunks_requested"):
+            continue  # the long-context row's windows (issue 33), not the ladder's whole-text runs
         r = d["results"]
         if d["reference"] is None:
             assert (

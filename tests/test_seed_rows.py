@@ -176,8 +176,10 @@ def test_flash_attention_against_depth(runs):
     )
     assert flash_depth.is_flash_depth_sweep(sw)
     md = "\n".join(flash_depth.flash_depth_section(sw))
-    for depth in ("0 (empty context)", "512 tokens"):
+    for depth in ("0 (empty context)", "512 tokens", "4,096 tokens", "16,384 tokens"):
         assert depth in md
+    # one context size for every point: depth is the only thing that changes along the column
+    assert {p.requested.get("n_ctx") for p in sw.points} == {16448}
     text, point = flash_depth.quality_check(sw)
     assert point is not None and ("identical" in text or "differs" in text)
 

@@ -33,6 +33,8 @@ BUILTIN = (
     "core.kinds.load",
     "core.kinds.capacity",
     "core.kinds.probe",
+    "core.kinds.embed",
+    "core.kinds.tokenize",
 )
 
 #: The order pages list kinds in (the Methodology page's tables, a backend's kinds), whatever
@@ -47,6 +49,8 @@ LISTED = (
     "load",
     "capacity",
     "probe",
+    "embed",
+    "tokenize",
 )
 
 _KINDS: Registry[Kind] = Registry("test kind")

@@ -215,6 +215,9 @@ class LoadRequestRecord(RequestRecord):
     client_parse_ms: float | None = Field(
         None, description="The client's own time parsing the stream."
     )
+    client_serialize_ms: float | None = Field(
+        None, description="The client's own time serialising the request body."
+    )
     cached_tokens: int | None = Field(
         None, description="Prompt tokens the server took from its prefix cache."
     )

@@ -17,7 +17,7 @@ from core.kinds import register
 from core.kinds.base import Details, Kind, PerfCounters, Samples, TestSpec
 
 _RATE_RE = re.compile(
-    r"^(?:pp(?P<pp>\d+))?(?P<plus>\+)?(?:tg(?P<tg>\d+))?(?:@d(?P<d>\d+))?$"
+    r"^(?:pp(?P<pp>\d+))?(?P<plus>\+)?(?:tg(?P<tg>\d+))?(?:@d(?P<d>\d+))?(?:x(?P<s>\d+))?$"
 )
 
 
@@ -37,11 +37,31 @@ class RateTest(TestSpec):
         description="Context tokens prefilled outside the timer before each repetition.",
     )
 
+    n_seq: int = Field(
+        1,
+        ge=1,
+        le=256,
+        description="Sequences decoded together (llama-batched-bench's npl): each holds its own depth, "
+        "and every generation step decodes one token of each; the rate is all of them over the time.",
+    )
+
     @model_validator(mode="after")
     def _something(self) -> RateTest:
         if self.n_prompt == 0 and self.n_gen == 0:
             raise ValueError("a rate test needs n_prompt > 0 or n_gen > 0")
+        if self.n_seq > 1 and self.n_prompt:
+            raise ValueError(
+                "parallel sequences (x N) apply to generation (tg) only, not to prompt processing"
+            )
         return self
+
+    def to_dict(self) -> dict[str, Any]:
+        d = super().to_dict()
+        if (
+            self.n_seq == 1
+        ):  # one sequence: the test every artifact before parallel sequences measured
+            d.pop("n_seq", None)
+        return d
 
     @property
     def name(self) -> str:
@@ -51,7 +71,8 @@ class RateTest(TestSpec):
         if self.n_gen:
             parts.append(f"tg{self.n_gen}")
         s = "+".join(parts)
-        return f"{s}@d{self.n_depth}" if self.n_depth else s
+        s = f"{s}@d{self.n_depth}" if self.n_depth else s
+        return f"{s}x{self.n_seq}" if self.n_seq > 1 else s
 
     @classmethod
     def parse(cls, text: str) -> RateTest:
@@ -62,12 +83,14 @@ class RateTest(TestSpec):
             or (m["plus"] and not (m["pp"] and m["tg"]))
         ):
             raise ValueError(
-                f"{text!r} is not a rate test (expected e.g. pp512, tg128, pp512+tg128, tg128@d2048)"
+                f"{text!r} is not a rate test (expected e.g. pp512, tg128, pp512+tg128, tg128@d2048, "
+                "tg16@d1008x8 for 8 sequences at once)"
             )
         return cls(
             n_prompt=int(m["pp"] or 0),
             n_gen=int(m["tg"] or 0),
             n_depth=int(m["d"] or 0),
+            n_seq=int(m["s"] or 1),
         )
 
 

@@ -172,6 +172,23 @@ class PerplexityRecord(ArtifactRecord):
         return self.method.get("n_chunk")
 
     @property
+    def rope_scaling(self) -> str:
+        """The RoPE scaling the context ran with (none: the model's own RoPE)."""
+        return str((self.doc.get("settings") or {}).get("rope_scaling") or "none")
+
+    @property
+    def rope_factor(self) -> int | None:
+        """The extension factor of a scaled RoPE (method.rope_factor); None with the model's own."""
+        v = self.method.get("rope_factor")
+        return int(v) if v else None
+
+    @property
+    def context_allocated(self) -> int | None:
+        """The context llama.cpp was given (a scaled RoPE's: the factor times the trained one)."""
+        v = (self.doc.get("settings") or {}).get("n_ctx")
+        return int(v) if v else None
+
+    @property
     def results(self) -> PplResults | None:
         return self._cached(
             "results", lambda: PplResults.from_dict(self.doc.get("results"))

@@ -131,6 +131,8 @@ NEUTRAL_SETTINGS: dict[str, Any] = {
     "lora_adapters": [],
     "lora_scale": 1.0,
     "rope_scaling": "none",  # the model's own RoPE (issue 33's long-context rows)
+    "n_seq_max": 1,  # one sequence in the context (issue 33's context-vs-throughput row)
+    "embedding": False,  # a generating context (issue 33's retrieval row embeds)
     # placement (issue 29): llama.cpp's own defaults, what every run before them used
     "split_mode": "layer",
     "tensor_split": None,

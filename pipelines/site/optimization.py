@@ -14,6 +14,7 @@ import pandas as pd
 
 from core import degeneration
 from core.metrics import METRICS
+from core.records.perplexity import PerplexityRecord
 from core.records.quality import QualityRecord
 from core.records.run import RunRecord, as_record
 from pipelines import optimization as opt
@@ -700,11 +701,17 @@ def _quality_docs() -> list[QualityRecord]:
     return list(dataset.load().quality)
 
 
+def _perplexity_docs() -> list[PerplexityRecord]:
+    from pipelines import dataset
+
+    return list(dataset.load().perplexity)
+
+
 def optimization_page(
     docs: list[RunRecord], quality_docs: list[QualityRecord] | None = None
 ) -> str:
     from pipelines import speculation, tradeoffs
-    from pipelines.site import flash_depth, rope, spec_k, temperature, tracks
+    from pipelines.site import context_batch, flash_depth, rope, spec_k, temperature, tracks
 
     # whole configurations traded off are no sweep against a baseline: the Quality page's "Quality vs speed"
     docs = [d for d in docs if as_record(d).matrix_name != tradeoffs.MATRIX]
@@ -715,7 +722,8 @@ def optimization_page(
             "No sweeps yet",
             "Run `invoke bench --matrix optimization` to measure the optimization tracks on this host.",
         )
-    # RoPE scaling (no speed-up sought) and the sweeps another page sums up are left out of the best table
+    # RoPE scaling (no speed-up sought), flash attention against depth (its own table, a row per depth) and
+    # the sweeps another page sums up are left out of the best table
     elsewhere = _elsewhere()
     out = [
         "## Best configuration per model",
@@ -727,20 +735,24 @@ def optimization_page(
         "applied). Where a synthetic model's random weights make the baseline's text degenerate too, the text "
         "judges nothing: the pick is by speed and the table says the text was not "
         "judged. The flags reproduce it with llama.cpp's own tools; the arguments, "
-        "with llama-cpp-python.",
+        "with llama-cpp-python. Flash attention against context depth has its own table below, one "
+        "row per depth.",
         "",
         best_table(
             [
                 sw
                 for sw in all_sweeps
-                if not rope.is_rope_sweep(sw) and sw.matrix not in elsewhere
+                if not rope.is_rope_sweep(sw)
+                and not flash_depth.is_flash_depth_sweep(sw)
+                and sw.matrix not in elsewhere
             ],
             quality_docs,
         ),
         "",
     ]
-    out += rope.rope_section(all_sweeps, docs)
+    out += rope.rope_section(all_sweeps, docs, _perplexity_docs())
     out += spec_k.k_section(all_sweeps, _points_fold)
+    out += context_batch.context_section(docs)
     for track in opt.TRACKS:
         # RoPE-scaling sweeps have their own section above
         group = [

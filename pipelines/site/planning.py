@@ -2062,7 +2062,13 @@ def whatif_page(runs: list[RunRecord]) -> str:
             ),
             "",
         ]
+    from pipelines.site.batching import batching_section
+    from pipelines.site.overhead import overhead_section
     from pipelines.site.retries import errors_section
+    from pipelines.site.switching import switching_section
 
     out.append(errors_section(f, runs))
+    out += overhead_section(runs)
+    out += batching_section(runs)
+    out += switching_section(runs)
     return "\n".join(out)

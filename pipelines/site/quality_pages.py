@@ -13,6 +13,7 @@ from core.metrics import METRICS
 from core.records.quality import QualityRecord
 from pipelines import quality as quality_mod
 from pipelines import roles as roles_mod
+from pipelines import tiers as tiers_mod
 from pipelines.site import charts
 from pipelines.site.markdown import (
     SYNTHETIC_BADGE,
@@ -21,6 +22,7 @@ from pipelines.site.markdown import (
     code,
     fold,
     link,
+    nbytes,
     num,
     run_link,
     table,
@@ -482,8 +484,92 @@ def _summary_table(assignments: list[roles_mod.Assignment]) -> str:
     )
 
 
+def _tier_roles(row: tiers_mod.TierRow) -> str:
+    parts = [
+        f"{cell(r.role)}: {cell(r.label)}"
+        + ("" if r.assigned else " <small>(not assigned: closest candidate)</small>")
+        + (
+            f" <small>(counted once, in {cell(r.shared_with)})</small>"
+            if r.shared_with
+            else ""
+        )
+        for r in row.residents
+    ]
+    parts += [
+        f"{cell(r)}: <small>no model measured here, not counted</small>"
+        for r in row.unmeasured
+    ]
+    return "<br>".join(parts) or "no role in this tier"
+
+
+def tier_budget_section(b: tiers_mod.Budget) -> list[str]:
+    """Seed 001's "Memory Budget" (Tier | RAM | Status) on one host, from measured peaks."""
+    rows = []
+    for t in b.tiers:
+        src = " · ".join(link(i[:12], run_link(i)) for i in t.run_ids) or "—"
+        rows.append(
+            [
+                cell(t.tier),
+                _tier_roles(t),
+                nbytes(t.bytes),
+                cell(tiers_mod.TIER_STATUS[t.tier]),
+                src,
+            ]
+        )
+    head = b.headroom
+    fits = b.fits
+    fp = (
+        "host fingerprint of " + link(b.memory_run[:12], run_link(b.memory_run))
+        if b.memory_run
+        else "host fingerprint"
+    )
+    rows.append(
+        [
+            "Headroom",
+            "context and KV cache beyond what the runs held",
+            nbytes(head) if head is not None else "—",
+            cell(
+                "free"
+                if fits
+                else f"short by {nbytes(-(head or 0))}: the tiers do not fit together"
+            ),
+            fp,
+        ]
+    )
+    status = ("fits" if fits else "does not fit") + (
+        f" (not counted: {', '.join(b.unmeasured)})" if b.unmeasured else ""
+    )
+    rows.append(
+        [
+            "**Total**",
+            "the host's memory",
+            f"**{nbytes(b.host_memory)}**",
+            f"**{cell(status)}**",
+            fp,
+        ]
+    )
+    return [
+        f"### Memory budget on {code(b.host_id)}",
+        "",
+        "Seed 001's memory budget by tier: the configurations the roles keep resident together, each at "
+        "the highest peak memory its runs measured here (RSS; VRAM on a GPU host), against the host's "
+        "memory. A configuration serving several roles counts once (in the first tier that keeps it); "
+        "every WARM model is counted as loaded at once. A role with no assignment is counted at its "
+        "closest candidate (the most requirements met, then the smallest).",
+        "",
+        table(
+            ["tier", "roles (resident model)", "RAM", "status", "source"],
+            rows,
+            ["l", "l", "r", "l", "l"],
+        ),
+        "",
+    ]
+
+
 def roles_page(
-    reg: roles_mod.RolesFile, assignments: list[roles_mod.Assignment]
+    reg: roles_mod.RolesFile,
+    assignments: list[roles_mod.Assignment],
+    host_memory: dict[str, tuple[int, str]] | None = None,
 ) -> str:
     out: list[str] = []
     by_role: dict[str, list[roles_mod.Assignment]] = {}
@@ -502,6 +588,10 @@ def roles_page(
     ]
     for host, items in sorted(by_host.items()):
         out += [f"### On {code(host)}", "", _summary_table(items), ""]
+    for host in sorted(by_host):
+        if host in (host_memory or {}):
+            mem, run = (host_memory or {})[host]
+            out += tier_budget_section(tiers_mod.budget(host, by_host[host], mem, run))
     chains = roles_mod.escalation_chains(reg)
     if chains:
         out += ["## Escalation hierarchy", ""]
@@ -644,10 +734,15 @@ def _assignments() -> tuple[roles_mod.RolesFile, list[roles_mod.Assignment]]:
 
 def roles_page_for(host: str | None) -> str:
     """The Roles page for every host (None) or for one host's assignments."""
+    from pipelines import dataset
+
     reg, assignments = _assignments()
     if host is not None:
         assignments = [a for a in assignments if a.host_id == host]
-    return roles_page(reg, assignments)
+    memory = dataset.load().derived(
+        "host_memory", lambda ds: tiers_mod.host_memory(list(ds.runs))
+    )
+    return roles_page(reg, assignments, memory)
 
 
 def decision_rules() -> str:

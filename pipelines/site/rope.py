@@ -13,7 +13,9 @@ from __future__ import annotations
 from typing import Any
 
 from pipelines import optimization as opt
+from pipelines.perplexity import rope_perplexity
 from pipelines.site.markdown import cell, code, fold, link, num, run_link, table
+from pipelines.site.quality_pages import perplexity_link
 
 SETTING = "rope_scaling"
 EMBEDDED = "gemma3-270m-q4_k_m"
@@ -63,6 +65,40 @@ def _ratio(p: opt.Point) -> str:
     return f"{num(c['ratio'], 2)}×{ci}<br><small>{cell(c.get('verdict'))}</small>"
 
 
+def perplexity_cell(
+    measured: dict[tuple[str, int], Any],
+    scaling: str,
+    factor: float | None,
+    docs: list[Any],
+) -> str:
+    """The embedded model's perplexity with this scaling at this factor (a short window: the chunks of
+    the text scored within the scaled context), beside its own RoPE's on the same windows; else why
+    not measured."""
+    key = ("none", 1) if scaling == "none" else (scaling, int(round(factor or 0)))
+    d = measured.get(key)
+    if d is None or factor is None:
+        return perplexity_note(docs, factor or 0)
+    r = d.results
+    own = measured.get(("none", 1))
+    alloc = d.context_allocated
+    where = (
+        f"{num(d.n_ctx, 0)}-token windows ({num(r.n_scored_tokens, 0)} tokens scored) in a "
+        f"{num(alloc, 0)}-token context"
+        if scaling != "none"
+        else f"{num(d.n_ctx, 0)}-token windows ({num(r.n_scored_tokens, 0)} tokens scored), the model's own RoPE"
+    )
+    base = (
+        f"<br><small>own RoPE, same windows: {num(own.results.ppl, 2)} ± {num(own.results.ppl_se, 2)} "
+        f"({link(own.id[:12], perplexity_link(own.id))})</small>"
+        if own is not None and scaling != "none"
+        else ""
+    )
+    return (
+        f"{num(r.ppl, 2)} ± {num(r.ppl_se, 2)} ({link(d.id[:12], perplexity_link(d.id))})"
+        f"<br><small>{where}</small>{base}"
+    )
+
+
 def perplexity_note(docs: list[Any], factor: float) -> str:
     """Why the perplexity at this factor is not measured (the embedded model's trained context, from its runs)."""
     trained = next(
@@ -77,16 +113,19 @@ def perplexity_note(docs: list[Any], factor: float) -> str:
     )
 
 
-def rope_section(all_sweeps: list[opt.Sweep], docs: list[Any]) -> list[str]:
+def rope_section(
+    all_sweeps: list[opt.Sweep], docs: list[Any], ppl_docs: list[Any] | None = None
+) -> list[str]:
     sweeps = [sw for sw in all_sweeps if is_rope_sweep(sw)]
     if not sweeps:
         return []
+    measured = rope_perplexity(ppl_docs or [], EMBEDDED)
     out = [
         "## Long context by RoPE scaling",
         "",
         "Seed 002 extends a context 8× by RoPE scaling. Here 2×, 4× and 8× the trained context (its GGUF's), "
         "linear and YaRN against none, generating after a context that fills it: scaling changes frequencies, not "
-        "work, so only a real model's perplexity could show what it buys.",
+        "work. Perplexity: the embedded model at the same factor, in short windows of its scaled context.",
         "",
     ]
     for host in sorted({sw.host_id for sw in sweeps}):
@@ -101,6 +140,7 @@ def rope_section(all_sweeps: list[opt.Sweep], docs: list[Any]) -> list[str]:
             ),
         ):
             trained, n_ctx = _trained(p.doc), _n_ctx(p)
+            scaling = str(p.requested.get(SETTING) or "none")
             factor = n_ctx / trained if trained and n_ctx else None
             rows.append(
                 [
@@ -118,7 +158,7 @@ def rope_section(all_sweeps: list[opt.Sweep], docs: list[Any]) -> list[str]:
                     code(p.doc.test_name),
                     _rate(p),
                     _ratio(p),
-                    perplexity_note(docs, factor) if factor else "—",
+                    perplexity_cell(measured, scaling, factor, docs) if factor else "—",
                     link(p.id[:12], run_link(p.id)),
                 ]
             )

@@ -31,99 +31,24 @@ import math
 import sys
 import time
 import traceback
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
-
 from core.errors import ConfigError
 from core.paths import data_dir, relpath, slug
+from core.texts import (
+    Text,
+    load_text,
+)
 from runtime.backends.llama_cpp import (
     NAME as BACKEND,
 )  # measured with llama.cpp's logits in process
 
 METHOD_VERSION = 1
-TEXTS_FORMAT_VERSION = 1
 
 
-# -- texts --------------------------------------------------------------------------------------
-class TextEntry(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    file: str = Field(..., description="File beside texts.yaml.")
-    description: str = ""
-    source: str = Field(..., min_length=1, description="Where the text comes from.")
-    licence: str = Field(
-        ..., min_length=1, description="Under which terms it is copied here."
-    )
-
-
-class TextsFile(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    schema_version: int = TEXTS_FORMAT_VERSION
-    texts: dict[str, TextEntry]
-
-
-@dataclass(frozen=True)
-class Text:
-    name: str
-    path: Path
-    sha256: str
-    source: str
-    licence: str
-    description: str
-
-    def read(self) -> str:
-        return self.path.read_text(encoding="utf-8")
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "file": relpath(self.path),
-            "sha256": self.sha256,
-            "source": self.source,
-            "licence": self.licence,
-            "description": self.description,
-        }
-
-
-def texts_path() -> Path:
-    return data_dir() / "texts" / "texts.yaml"
-
-
-def load_text(name: str) -> Text:
-    from core.yamlio import load_yaml, pydantic_error_line
-
-    src = relpath(texts_path())
-    try:
-        spec = TextsFile.model_validate(load_yaml(texts_path()))
-    except ValidationError as exc:
-        raise ConfigError(
-            pydantic_error_line(exc, {"*": list(TextsFile.model_fields)}), file=src
-        ) from None
-    if name not in spec.texts:
-        raise ConfigError(
-            f"no text named {name!r} (known: {', '.join(sorted(spec.texts))})",
-            file=src,
-            field="texts",
-        )
-    e = spec.texts[name]
-    path = texts_path().parent / e.file
-    if not path.is_file():
-        raise ConfigError(
-            f"text file {e.file!r} not found", file=src, field=f"texts.{name}.file"
-        )
-    return Text(
-        name,
-        path,
-        hashlib.sha256(path.read_bytes()).hexdigest(),
-        e.source,
-        e.licence,
-        e.description,
-    )
-
-
+# -- texts: the registry of public texts (core.texts), read here ---------------------------------
 # -- statistics (llama-perplexity's formulas) ------------------------------------------------------
 def mean_and_se(total: float, total2: float, count: int) -> tuple[float, float]:
     """llama-perplexity's mean_and_uncertainty: (mean, sqrt((E[x^2]-E[x]^2)/(count-1)))."""
@@ -345,9 +270,16 @@ def measure(
     force: bool = False,
     timeout_s: float = 1800.0,
     root: Path | None = None,
+    rope_scaling: str = "none",
+    rope_factor: int = 1,
 ) -> tuple[Path, bool]:
     """Measure (or find) one perplexity artifact; (path, measured_now). Bad input raises ConfigError
-    before anything is written."""
+    before anything is written.
+
+    ``rope_scaling`` (linear, yarn) with ``rope_factor`` N: the context is allocated at N times the
+    model's trained context with RoPE scaled by N (the backend's rope_scaling: factor = n_ctx ÷
+    trained), and the text is still scored in chunks of ``n_ctx`` tokens: what the scaling costs within
+    a short window, where a whole N-times context is beyond the host."""
     from runtime import backends
     from runtime.execution import runner
     from runtime.hosts import fingerprint as hostinfo
@@ -371,7 +303,7 @@ def measure(
             )
     host = hostinfo.fingerprint()
     bversion = backends.version(BACKEND)
-    settings = {
+    settings: dict[str, Any] = {
         "n_ctx": n_ctx,
         "n_batch": n_ctx,
         "n_ubatch": min(512, n_ctx),
@@ -379,6 +311,26 @@ def measure(
         "flash_attn": "auto",
         "swa_full": False,
     }
+    rope: dict[str, Any] = {}
+    if rope_scaling != "none" or rope_factor != 1:
+        trained = int(ref_m.facts.get("context_length") or 0)
+        if rope_scaling not in ("linear", "yarn"):
+            raise ConfigError(
+                f"rope_scaling {rope_scaling!r}: linear or yarn (with a factor above 1)",
+                field="rope_scaling",
+            )
+        if rope_factor < 2 or not trained:
+            raise ConfigError(
+                f"rope_scaling {rope_scaling} with factor {rope_factor}: "
+                + (
+                    f"{model} does not state its trained context"
+                    if not trained
+                    else "a factor of 2 or more is needed (1 is the model's own RoPE)"
+                ),
+                field="rope_factor",
+            )
+        settings.update(n_ctx=trained * rope_factor, rope_scaling=rope_scaling)
+        rope = {"rope_scaling": rope_scaling, "rope_factor": rope_factor}
     ident = {
         "method": METHOD_VERSION,
         "model_sha256": ref_m.sha256,
@@ -388,6 +340,7 @@ def measure(
         "chunks": chunks,
         "backend_version": bversion,
         "host": host["id"],
+        **rope,  # absent without scaling: the artifacts measured before keep their key
     }
     key = hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()
     root = root or perplexity_dir()
@@ -412,6 +365,7 @@ def measure(
             settings=settings,
             host=host,
             bversion=bversion,
+            rope=rope,
         )
 
     def path(doc: dict[str, Any]) -> Path:
@@ -458,6 +412,7 @@ def _document(
     settings: dict[str, Any],
     host: dict[str, Any],
     bversion: str,
+    rope: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The perplexity artifact from the child's outcome; ConfigError (nothing written) for bad input."""
     from core.records import perplexity as ppl_record
@@ -512,6 +467,15 @@ def _document(
             "add_bos": res.get("add_bos"),
             "anchor": "llama.cpp llama-perplexity (--kl-divergence): second half of each n_ctx chunk scored, "
             "standard error of the mean",
+            **(
+                {
+                    **rope,
+                    "rope_window": "the context allocated at rope_factor times the trained one, RoPE "
+                    "scaled to it; the text scored in chunks of n_ctx tokens",
+                }
+                if rope
+                else {}
+            ),
         },
         settings=settings,
         host=host,

@@ -26,6 +26,7 @@ from core.errors import ConfigError, UserError
 from core.kinds import chat as chat_kind
 from core.kinds.base import TestSpec
 from core.kinds.chat import ChatTest
+from core.kinds.embed import EmbedTest
 from core.kinds.generate import GenerateTest
 from core.kinds.rate import RateTest
 from core.kinds.serve import ServeTest
@@ -158,6 +159,19 @@ def _with_extra_bufts(default_params: Any, value: bool) -> Any:
     return params
 
 
+def _with_seq_max(default_params: Any, n_seq_max: int) -> Any:
+    """llama-cpp-python's constructor has no n_seq_max: its context defaults, with it set (the KV
+    cache split among the sequences, kv_unified off: llama.cpp's own default)."""
+
+    def params() -> Any:
+        p = default_params()
+        p.n_seq_max = n_seq_max
+        p.kv_unified = False
+        return p
+
+    return params
+
+
 def physical_cores() -> int:
     import psutil
 
@@ -174,7 +188,7 @@ def effective_n_ctx(settings: LlamaCppSettings, test: TestSpec) -> int:
     if settings.n_ctx is not None:
         return settings.n_ctx
     if isinstance(test, RateTest):
-        return test.n_depth + test.n_prompt + test.n_gen
+        return (test.n_depth + test.n_prompt + test.n_gen) * test.n_seq
     return 4096
 
 
@@ -204,7 +218,7 @@ class LlamaCppBackend(Backend):
     name = NAME
     settings_class = LlamaCppSettings
     settings: LlamaCppSettings
-    test_kinds = ("rate", "chat", "serve", "generate")
+    test_kinds = ("rate", "chat", "serve", "generate", "embed")
     in_process = True
     prompt_styles = ("chat", "completion", "loglikelihood")
     kind_notes = {"serve": inprocess.SERVE_NOTE}
@@ -285,6 +299,11 @@ class LlamaCppBackend(Backend):
             type_v=GGML_TYPES[s.type_v],
             chat_format=s.chat_format,
             **rope_kwargs(s, self.model.facts, self.n_ctx),
+            **(
+                {"embedding": True, "pooling_type": llama_cpp.LLAMA_POOLING_TYPE_MEAN}
+                if s.embedding
+                else {}
+            ),
             logits_all=s.speculative
             != "none",  # a draft needs logits for every drafted position
             verbose=True,
@@ -295,6 +314,11 @@ class LlamaCppBackend(Backend):
         inner = llama_module.llama_cpp
         saved = inner.LLAMA_FLASH_ATTN_TYPE_ENABLED
         saved_params = inner.llama_model_default_params
+        saved_ctx_params = inner.llama_context_default_params
+        if s.n_seq_max > 1:
+            inner.llama_context_default_params = _with_seq_max(
+                saved_ctx_params, s.n_seq_max
+            )
         if s.flash_attn == "auto":
             inner.LLAMA_FLASH_ATTN_TYPE_ENABLED = inner.LLAMA_FLASH_ATTN_TYPE_AUTO
         if (
@@ -321,6 +345,7 @@ class LlamaCppBackend(Backend):
         finally:
             inner.LLAMA_FLASH_ATTN_TYPE_ENABLED = saved
             inner.llama_model_default_params = saved_params
+            inner.llama_context_default_params = saved_ctx_params
         load_time = time.perf_counter() - t0
         self.load_time_s = load_time
         if (
@@ -544,10 +569,36 @@ class LlamaCppBackend(Backend):
         """RoPE scaling stretches the trained context to n_ctx: a context within the trained one (or a model
         that does not say what it was trained for) leaves no factor to apply. Speculation verifies K drafted
         tokens in one batch after the generated ones: a context without room for ``max_tokens + K + 1``
-        tokens cannot take that K."""
+        tokens cannot take that K. Parallel sequences share n_ctx: a test of more sequences than the
+        context holds, or whose sequences do not fit their share of it, has no room."""
         spec = cls._speculation_room(settings, test)
         if spec is not None:
             return spec
+        if isinstance(test, EmbedTest) != settings.embedding:
+            return (
+                f"embedding={'true' if settings.embedding else 'false'}",
+                f"test {test.name!r} "
+                + (
+                    "embeds a corpus: the context must be in embedding mode (embedding: true)"
+                    if isinstance(test, EmbedTest)
+                    else "generates: a context in embedding mode has no logits to decode from"
+                ),
+            )
+        if isinstance(test, RateTest) and test.n_seq > 1:
+            room = effective_n_ctx(settings, test) // settings.n_seq_max
+            need = test.n_depth + test.n_gen
+            if settings.n_seq_max < test.n_seq:
+                return (
+                    f"n_seq_max={settings.n_seq_max}",
+                    f"test {test.name!r} decodes {test.n_seq} sequences at once; the context holds "
+                    f"{settings.n_seq_max}",
+                )
+            if room < need:
+                return (
+                    f"n_seq_max={settings.n_seq_max}",
+                    f"{settings.n_seq_max} sequences share n_ctx {effective_n_ctx(settings, test):,}: "
+                    f"{room:,} tokens each, fewer than the {need:,} test {test.name!r} puts in each",
+                )
         if settings.rope_scaling == "none":
             return None
         trained = int((getattr(model, "facts", None) or {}).get("context_length") or 0)
@@ -630,6 +681,12 @@ class LlamaCppBackend(Backend):
                     field="n_ctx",
                 )
 
+    @runs("embed")
+    def _run_embed(self, test: EmbedTest) -> TestResult:
+        from runtime.backends.llama_cpp import embedding
+
+        return embedding.run(self.llm, test)
+
     @runs("rate")
     def _run_rate(self, test: RateTest) -> TestResult:
         import llama_cpp as L
@@ -695,17 +752,91 @@ class LlamaCppBackend(Backend):
                     raise RuntimeError(f"llama_decode returned {rc} (generation)")
                 sync(ctx)
 
+        n_seq = test.n_seq
+        batches: list[
+            Any
+        ] = []  # llama_batch structs of the parallel path, freed at the end
+
+        def seq_batch(entries: list[tuple[int, int, int]], logits_all: bool) -> Any:
+            """A batch of (token, position, sequence) entries (llama_batch_init; freed with the run)."""
+            b = L.llama_batch_init(len(entries), 0, 1)
+            batches.append(b)
+            for i, (tok, pos, seq) in enumerate(entries):
+                b.token[i], b.pos[i], b.n_seq_id[i] = tok, pos, 1
+                b.seq_id[i][0] = seq
+                b.logits[i] = logits_all or i == len(entries) - 1
+            b.n_tokens = len(entries)
+            return b
+
+        def free_batches() -> None:
+            for b in batches:
+                L.llama_batch_free(b)
+            batches.clear()
+
+        def decode_batch(b: Any, what: str) -> None:
+            rc = L.llama_decode(ctx, b)
+            if rc != 0:
+                raise RuntimeError(f"llama_decode returned {rc} ({what})")
+
+        def fill_depth_parallel() -> None:
+            """Every sequence its own depth of random tokens (its own KV cells), prefilled once, the
+            whole context's state saved, then restored for every later repetition."""
+            buf = depth_state["buf"]
+            if buf is not None and L.llama_state_set_data(ctx, buf, len(buf)):
+                depth_state["restored"] += 1
+                return
+            for seq in range(n_seq):
+                for at in range(0, test.n_depth, n_batch):
+                    k = min(n_batch, test.n_depth - at)
+                    arr = tokens_for(k, at == 0)
+                    decode_batch(
+                        seq_batch(
+                            [(arr[i], at + i, seq) for i in range(k)], logits_all=False
+                        ),
+                        f"depth of sequence {seq}",
+                    )
+            L.llama_synchronize(ctx)
+            depth_state["prefilled"] += 1
+            size = int(L.llama_state_get_size(ctx))
+            buf = (ctypes.c_uint8 * size)()
+            depth_state["buf"] = (
+                buf if L.llama_state_get_data(ctx, buf, size) == size else None
+            )
+
+        def gen_plan_parallel(n: int, at: int) -> list[Any]:
+            """n steps from position ``at``, each one token of every sequence (its logits computed, as
+            generation needs)."""
+            return [
+                seq_batch(
+                    [(rng.randrange(n_vocab), at + t, seq) for seq in range(n_seq)],
+                    logits_all=True,
+                )
+                for t in range(n)
+            ]
+
+        def decode_gen_parallel(plan: list[Any]) -> None:
+            decode, sync = L.llama_decode, L.llama_synchronize
+            for b in plan:
+                rc = decode(ctx, b)
+                if rc != 0:
+                    raise RuntimeError(
+                        f"llama_decode returned {rc} (generation of {n_seq} sequences)"
+                    )
+                sync(ctx)
+
         L.llama_set_n_threads(ctx, n_threads, n_threads_batch)
         L.llama_memory_clear(mem, False)
         if warmup:
             if test.n_prompt:
                 decode_plan(prompt_plan(test.n_prompt))
-            if test.n_gen:
+            if test.n_gen and n_seq > 1:
+                decode_gen_parallel(gen_plan_parallel(1, 0))
+            elif test.n_gen:
                 decode_gen(gen_plan(1))
 
         samples_ns: list[int] = []
         perf: list[dict[str, float]] = []
-        n_tokens = test.n_prompt + test.n_gen
+        n_tokens = (test.n_prompt + test.n_gen) * n_seq
         rep = Repeater(test.precision, reps, "tokens_per_second")
 
         depth_state: dict[str, Any] = {"buf": None, "restored": 0, "prefilled": 0}
@@ -731,15 +862,20 @@ class LlamaCppBackend(Backend):
             """Untimed: an empty KV cache, the depth filled, this repetition's token ids drawn."""
             L.llama_memory_clear(mem, False)
             if test.n_depth:
-                fill_depth()
+                fill_depth_parallel() if n_seq > 1 else fill_depth()
             pp = prompt_plan(test.n_prompt) if test.n_prompt else None
+            if n_seq > 1:
+                free_batches()  # the depth's and the previous repetition's: done with
+                return pp, gen_plan_parallel(test.n_gen, test.n_depth)
             tg = gen_plan(test.n_gen) if test.n_gen else None
             return pp, tg
 
         def work(pp: Any, tg: Any) -> None:
             if pp is not None:
                 decode_plan(pp)
-            if tg is not None:
+            if tg is not None and n_seq > 1:
+                decode_gen_parallel(tg)
+            elif tg is not None:
                 decode_gen(tg)
 
         # the device's energy counter, read immediately around each timed region (runtime.hosts.energy)
@@ -767,6 +903,7 @@ class LlamaCppBackend(Backend):
                 }
             )
         energy.finish(lambda: work(*prepare()))
+        free_batches()
         samples_ts = [n_tokens * 1e9 / ns for ns in samples_ns]
         # llama.cpp's own counters, per repetition: its view of the same work.
         llama_ts = []
@@ -786,7 +923,13 @@ class LlamaCppBackend(Backend):
                 "repetitions": len(samples_ns),
                 "warmup": warmup,
                 "precision": rep.record(),
-                "method": "llama-bench: C API decode loop, random tokens",
+                "method": "llama-bench: C API decode loop, random tokens"
+                + (
+                    f"; {n_seq} sequences decoded together (one token of each per step, "
+                    "llama-batched-bench's S_TG), each with its own depth"
+                    if n_seq > 1
+                    else ""
+                ),
                 **(
                     {
                         "depth_fill": "prefilled once, then restored from the saved sequence state "

@@ -27,6 +27,8 @@ class LlamaCppSettings(BackendSettings, PlacementSettings):
         "lora_adapters",
         "lora_scale",
         "rope_scaling",
+        "n_seq_max",
+        "embedding",
         *placement.OMITTED,
     )
 
@@ -165,6 +167,19 @@ class LlamaCppSettings(BackendSettings, PlacementSettings):
         description="RoPE scaling to run beyond the trained context: linear or YaRN, with the factor n_ctx ÷ the "
         "model's trained context (llama.cpp --rope-scaling, --rope-scale, --yarn-orig-ctx); none = the model's own "
         "RoPE. A context within the trained one leaves nothing to scale: that point is not measured.",
+    )
+    n_seq_max: int = Field(
+        1,
+        ge=1,
+        le=256,
+        description="Sequences the context holds at once (llama.cpp n_seq_max, llama-server -np): the KV "
+        "cache of n_ctx cells is split among them (n_ctx ÷ n_seq_max each, kv_unified off), so a longer "
+        "context leaves room for fewer. Rate tests of N sequences (tg16@d1008x8) need at least N.",
+    )
+    embedding: bool = Field(
+        False,
+        description="The context in embedding mode (llama.cpp --embedding, mean pooling): what embed "
+        "tests need, and what no generating test can run in.",
     )
     n_expert_used: int | None = Field(
         None,

@@ -49,6 +49,7 @@ from core.kinds.load import LoadTest
 from core.kinds.probe import ProbeTest
 from core.kinds.request import RequestWorkload
 from core.kinds.serve import ServeTest
+from core.kinds.tokenize import TokenizeTest
 from core.precision import Repeater
 from runtime.backends.base import Backend, TestResult, UnsupportedTest, runs
 from runtime.backends.openai_http import NAME, detect, llama_server
@@ -92,6 +93,7 @@ class OpenAIHttpBackend(Backend):
         "load",
         "capacity",
         "probe",
+        "tokenize",
     )
     in_process = False
     model_kinds = ("file", "endpoint")
@@ -183,7 +185,13 @@ class OpenAIHttpBackend(Backend):
         """llama-server's slots share one KV cache of n_ctx tokens (--kv-unified): ``parallel`` requests
         at once need room for every one's prompt and output. A started llama-server whose slots cannot
         all hold a request of this test is a point not measured (its requests would be cut short or
-        refused), not a failed run."""
+        refused), not a failed run. A batched tokenize test needs llama-server's /tokenize, which takes
+        a list of texts."""
+        if isinstance(test, TokenizeTest) and settings.server != "llama-server":
+            return (
+                f"server={settings.server or 'external'}",
+                "batched tokenize requests need llama-server's /tokenize (a list of texts in one body)",
+            )
         if (
             not cls.managed_server(settings)
             or settings.server != "llama-server"
@@ -933,6 +941,40 @@ class OpenAIHttpBackend(Backend):
         if self.managed:
             return {"start": "fresh server", "cold": True, "starts": len(self.starts)}
         return {"start": "external server (cache state unknown)", "cold": None}
+
+    @runs("tokenize")
+    def _run_tokenize(self, test: TokenizeTest) -> TestResult:
+        from runtime.load import tokenize as tokenize_loop
+
+        root = self.transport().root
+        rounds, tokens, tokens_batched = tokenize_loop.run(root, test)
+        ok = [r for r in rounds if not r["failed"]]
+        result = TestResult(
+            metrics={
+                "batching_speedup": [r["one_by_one_s"] / r["batched_s"] for r in ok],
+                "tokenize_one_by_one_s": [r["one_by_one_s"] for r in ok],
+                "tokenize_batched_s": [r["batched_s"] for r in ok],
+                **self._startup_metric(),
+            },
+            samples={"rounds": rounds},
+            details=self._details(
+                test,
+                corpus=test.corpus,
+                texts=test.requests,
+                tokens_per_pass=tokens,
+                tokens_per_pass_batched=tokens_batched,
+                endpoint=f"{root}/tokenize",
+                method=f"{test.requests} texts to /tokenize, one a request and {test.batch} a request "
+                f"(a list in one body), {test.clients} client(s) at once, the arms alternating over "
+                f"{test.rounds} rounds",
+            ),
+        )
+        if not ok:
+            raise ServingFailed(
+                f"every round had failed tokenize requests ({sum(r['failed'] for r in rounds)} in all)",
+                result,
+            )
+        return result
 
     @runs("probe")
     def _run_probe(self, test: ProbeTest) -> TestResult:

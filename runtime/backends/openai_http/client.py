@@ -21,7 +21,8 @@ its retries as the client saw them):
 * ``cached_tokens``: prompt tokens the server took from its prefix cache, where it says
   (``usage.prompt_tokens_details.cached_tokens``, OpenAI's and vLLM's field; llama-server's
   ``timings.cache_n``);
-* ``client_parse_ms``: the client's own time decoding and parsing the stream (its overhead).
+* ``client_parse_ms``: the client's own time decoding and parsing the stream (its overhead);
+* ``client_serialize_ms``: the client's own time serialising the request body (JSON, UTF-8).
 
 Servers differ in their dialects of the OpenAI API (``dialects.py`` and the transcripts in
 tests/fixtures/dialects/): usage in a last chunk with no choices (OpenAI, vLLM, TGI,
@@ -112,8 +113,20 @@ async def _attempt(
     acc: dict[str, Any],
 ) -> None:
     """One HTTP attempt; fills ``acc`` with chunk timestamps; raises AttemptError on failure."""
+    s0 = (
+        time.perf_counter_ns()
+    )  # the body serialised here (as httpx would), timed: the client's cost
+    payload = json.dumps(
+        body, ensure_ascii=False, separators=(",", ":"), allow_nan=False
+    ).encode("utf-8")
+    acc["serialize_ns"] += time.perf_counter_ns() - s0
     try:
-        async with client.stream("POST", url, json=body) as resp:
+        async with client.stream(
+            "POST",
+            url,
+            content=payload,
+            headers={"content-type": "application/json"},
+        ) as resp:
             acc["status"] = resp.status_code
             if resp.status_code >= 400:
                 head = b""
@@ -262,6 +275,7 @@ def _fresh_acc(chunk_limit: int | None = None) -> dict[str, Any]:
         "bytes": 0,
         "timings": None,
         "parse_ns": 0,
+        "serialize_ns": 0,
         "retry_after": None,
         "logprobs": [],
     }
@@ -513,6 +527,7 @@ def _record(
         "text": "".join(acc["text"])[:TEXT_LIMIT],
     }
     rec["client_parse_ms"] = round(acc.get("parse_ns", 0) / 1e6, 4)
+    rec["client_serialize_ms"] = round(acc.get("serialize_ns", 0) / 1e6, 4)
     if acc.get("retry_after") is not None:
         rec["retry_after"] = str(acc["retry_after"])[:40]
     if error is not None:
