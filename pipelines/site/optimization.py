@@ -711,7 +711,14 @@ def optimization_page(
     docs: list[RunRecord], quality_docs: list[QualityRecord] | None = None
 ) -> str:
     from pipelines import speculation, tradeoffs
-    from pipelines.site import context_batch, flash_depth, rope, spec_k, temperature, tracks
+    from pipelines.site import (
+        context_batch,
+        flash_depth,
+        rope,
+        spec_k,
+        temperature,
+        tracks,
+    )
 
     # whole configurations traded off are no sweep against a baseline: the Quality page's "Quality vs speed"
     docs = [d for d in docs if as_record(d).matrix_name != tradeoffs.MATRIX]
