@@ -119,7 +119,7 @@ def report(out: Path) -> int:
     by_level = {}
     for t in HALVES:
         rr = raw.get(newest[t]["id"])
-        for lv in (rr.samples.levels or []) if rr is not None else []:
+        for lv in (getattr(rr.samples, "levels", None) or []) if rr is not None else []:
             by_level[float(lv.level)] = lv.model_dump()
     for lv in levels:
         lim = lv["slo"]["limits"]
@@ -130,7 +130,10 @@ def report(out: Path) -> int:
     for name, res in (("A", a), ("B", b)):
         rr = raw.get(res["id"])
         lv_raw = (
-            {float(lv.level): lv.model_dump() for lv in (rr.samples.levels or [])}
+            {
+                float(lv.level): lv.model_dump()
+                for lv in (getattr(rr.samples, "levels", None) or [])
+            }
             if rr is not None
             else {}
         )
