@@ -52,7 +52,7 @@ def report(out: Path) -> int:
 
     host = fingerprint()["id"]
     runs = [r for r in read_all() if r.host_id == host]
-    newest = {}
+    newest: dict[str, dict] = {}
     for res in serving.load_results(runs, latest=False):
         if res["test_name"] in SEARCHES + HALVES and res["status"] == "ok":
             if (
