@@ -223,6 +223,7 @@ def test_the_page_states_each_repeat_and_the_agent_turns():
     assert "model call" in table and "model's / scripted" in table and "0 / 2" in table
 
 
+@pytest.mark.integration  # the fault server, a subprocess on loopback
 def test_agent_sessions_grow_by_an_answer_and_a_tool_result_a_turn():
     res, lv, recs = _level(
         {
@@ -257,6 +258,7 @@ def test_agent_sessions_grow_by_an_answer_and_a_tool_result_a_turn():
     assert res.details["workload"]["tools"] == ["search_code", "read_file", "run_tests"]
 
 
+@pytest.mark.integration  # the fault server, a subprocess on loopback
 def test_repeats_vary_their_seeds_and_a_reset_is_recorded():
     res, lv, recs = _level(
         {
