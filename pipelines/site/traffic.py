@@ -319,7 +319,8 @@ def traffic_section(runs: list[dict[str, Any]]) -> list[str]:
             "(GuideLLM's: TTFT and requests in flight both rising, each slope tested), "
             "and the server's own telemetry "
             "scraped from its /metrics during the run. "
-            f"Swim lanes show at most {traffic.TIMELINE_MAX} requests a level."
+            f"Swim lanes show at most {traffic.TIMELINE_MAX} requests a level. Each run is folded: open it "
+            "for its levels, charts and tables."
         ),
         "",
     ]
@@ -367,5 +368,5 @@ def traffic_section(runs: list[dict[str, Any]]) -> list[str]:
             turns = (lv["stats"] or {}).get("turns")
             if turns:
                 body += [turns_table(turns), ""]
-        out += [fold(title, "\n".join(body), "note", open=True), ""]
+        out += [fold(title, "\n".join(body), "note"), ""]
     return out
