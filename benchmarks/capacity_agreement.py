@@ -2,10 +2,10 @@
 Done-when): do they agree (their intervals overlap), and does each search cost at most half the
 sweep's requests?
 
-    flock -w 3600 /tmp/almanac-measure.lock python3 benchmarks/serving_capacity.py measure serving-agree-search
-    flock -w 3600 /tmp/almanac-measure.lock python3 benchmarks/serving_capacity.py measure serving-agree-sweep-low
-    flock -w 3600 /tmp/almanac-measure.lock python3 benchmarks/serving_capacity.py measure serving-agree-sweep-high
-    flock -w 3600 /tmp/almanac-measure.lock python3 benchmarks/serving_capacity.py measure serving-agree-search-b
+    bash benchmarks/measure.sh search-a python3 benchmarks/serving_capacity.py measure serving-agree-search
+    bash benchmarks/measure.sh sweep-low python3 benchmarks/serving_capacity.py measure serving-agree-sweep-low
+    bash benchmarks/measure.sh sweep-high python3 benchmarks/serving_capacity.py measure serving-agree-sweep-high
+    bash benchmarks/measure.sh search-b python3 benchmarks/serving_capacity.py measure serving-agree-search-b
     python3 benchmarks/capacity_agreement.py [--out benchmarks/results/capacity_agreement.md]
 
 Each ``measure`` is one run of under 8 minutes (the matrices say why the grid, the requests and the
