@@ -4,8 +4,8 @@ request rate (AIPerf's scheduler spins at half a core or more in concurrency mod
 slows the server; at a rate it idles between sends).
 
     python3 -m venv /work/wt/traffic-venvs/aiperf && /work/wt/traffic-venvs/aiperf/bin/pip install aiperf
-    python3 benchmarks/aiperf_crosscheck.py --aiperf /work/wt/traffic-venvs/aiperf/bin/aiperf [--rate 0.5]
-        [--requests 16] [--rounds 2]
+    flock -w 3600 /tmp/almanac-measure.lock python3 benchmarks/aiperf_crosscheck.py \
+        --aiperf /work/wt/traffic-venvs/aiperf/bin/aiperf [--rate 0.5] [--requests 20] [--rounds 3]
 
 Writes benchmarks/results/aiperf_crosscheck.json (every run's figures) and .md (the table). The
 server: the embedded Gemma 3 270M behind llama-server -np 4 on loopback, started here once for
@@ -21,12 +21,18 @@ Definitions side by side (each tool's own docs):
 * Throughput: ours, output tokens / the level's wall time (first send -> last end); AIPerf's
   ``output_token_throughput``, output tokens / its benchmark duration.
 
-AIPerf gets no model tokenizer: the model is a GGUF (transformers reads a GGUF tokenizer only with
-torch), the hub is not reachable, and ``--tokenizer builtin`` downloads tiktoken's o200k table. So
-this script makes a word-level tokenizer of the GPL text's words (``tokenizers`` WordLevel, saved as
-a Hugging Face tokenizer folder) only for AIPerf to synthesize its prompts; ``--use-server-token-count``
-takes every token count from the server's usage, so both tools count tokens the same way, and the
-table quotes the server's prompt tokens for both (AIPerf's ``--isl`` words are more Gemma tokens).
+AIPerf gets the model's own tokenizer, offline: benchmarks/gguf_tokenizer.py builds a Hugging Face
+tokenizer folder from the GGUF's vocabulary with AIPerf's python (gguf, tokenizers; no torch, no
+hub), identical to llama.cpp's tokenization on 303 of 303 test texts, so AIPerf's ``--isl`` prompts
+are that many Gemma tokens, as ours are. (An earlier run fed it a word-level stand-in: its prompts
+were mostly "[UNK]".) ``--use-server-token-count`` takes every count from the server's usage.
+
+The server's own view: llama-server's /metrics counters are read before and after every run (the
+runs never overlap), so each run also gets the server's prefill time per request
+(``prompt_seconds_total`` / requests), its generation time per token (``tokens_predicted_seconds_total``
+/ ``tokens_predicted_total``) and its prompt-cache share. Each tool's TTFT divided by the server's
+prefill time, and its TPOT by the server's time per token, says whether the tools measure the same
+thing: the ratios agree when they do, whatever the host's load did to the server between runs.
 """
 
 from __future__ import annotations
@@ -50,13 +56,7 @@ def start_server(port: int) -> subprocess.Popen:
     from runtime.backends.openai_http import llama_server
 
     binary = llama_server.cached_builds()[0]["server_binary"]
-    model = (
-        Path.home()
-        / ".cache"
-        / "inference-almanac"
-        / "models"
-        / "gemma-3-270m-q4_k_m.gguf"
-    )
+    model = MODEL
     cmd = [
         binary,
         "--model",
@@ -154,39 +154,71 @@ def ours(port: int, rate: float, n: int, isl: int, osl: int, seed: int) -> dict:
     }
 
 
-TOKENIZER_CODE = """
-import re, sys
-from tokenizers import Tokenizer, models, pre_tokenizers, decoders
-from transformers import PreTrainedTokenizerFast
-text = open(sys.argv[1], encoding="utf-8", errors="replace").read()
-vocab = {"[UNK]": 0, "[PAD]": 1, "<bos>": 2, "<eos>": 3}
-for w in sorted(set(re.findall(r"\\w+|[^\\w\\s]", text))):
-    vocab.setdefault(w, len(vocab))
-tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="[UNK]"))
-tok.pre_tokenizer = pre_tokenizers.Whitespace()
-tok.decoder = decoders.WordPiece(prefix="##")
-fast = PreTrainedTokenizerFast(
-    tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]", bos_token="<bos>", eos_token="<eos>"
+MODEL = (
+    Path.home() / ".cache" / "inference-almanac" / "models" / "gemma-3-270m-q4_k_m.gguf"
 )
-fast.save_pretrained(sys.argv[2])
-"""
 
 
 def ensure_tokenizer(aiperf_bin: str, dest: Path) -> Path:
-    """A word-level Hugging Face tokenizer of the GPL text (see the docstring), made once with AIPerf's python."""
+    """The model's own tokenizer as a Hugging Face folder (benchmarks/gguf_tokenizer.py), made once with
+    AIPerf's python."""
     if not (dest / "tokenizer.json").exists():
         py = str(Path(aiperf_bin).with_name("python"))
         subprocess.run(
-            [
-                py,
-                "-c",
-                TOKENIZER_CODE,
-                str(ROOT / "data" / "texts" / "gpl-3.0.txt"),
-                str(dest),
-            ],
+            [py, str(ROOT / "benchmarks" / "gguf_tokenizer.py"), str(MODEL), str(dest)],
             check=True,
         )
     return dest
+
+
+COUNTERS = (
+    "llamacpp:prompt_seconds_total",
+    "llamacpp:prompt_tokens_total",
+    "llamacpp:tokens_predicted_seconds_total",
+    "llamacpp:tokens_predicted_total",
+    "llamacpp:n_decode_total",
+)
+
+
+def counters(port: int) -> dict[str, float]:
+    import httpx
+
+    text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
+    out = {}
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) == 2 and parts[0] in COUNTERS:
+            out[parts[0]] = float(parts[1])
+    return out
+
+
+def server_view(before: dict, after: dict, run: dict) -> dict:
+    """The server's own figures over one run (its counters' deltas) and each tool figure divided by them."""
+    d = {k: after.get(k, 0.0) - before.get(k, 0.0) for k in COUNTERS}
+    n = run.get("ok") or 0
+    prefill_ms = 1000.0 * d["llamacpp:prompt_seconds_total"] / n if n else None
+    per_token_ms = (
+        1000.0
+        * d["llamacpp:tokens_predicted_seconds_total"]
+        / d["llamacpp:tokens_predicted_total"]
+        if d["llamacpp:tokens_predicted_total"]
+        else None
+    )
+    sent = (run.get("prompt_tokens_server") or 0) * n
+    out = {
+        "server_prefill_ms": prefill_ms,
+        "server_ms_per_token": per_token_ms,
+        "server_prompt_tokens_computed": d["llamacpp:prompt_tokens_total"],
+        "server_cached_share": 1.0 - d["llamacpp:prompt_tokens_total"] / sent
+        if sent
+        else None,
+        "server_tokens_predicted": d["llamacpp:tokens_predicted_total"],
+    }
+    if prefill_ms and run.get("ttft_ms") is not None:
+        out["ttft_over_server"] = run["ttft_ms"] / prefill_ms
+    if per_token_ms and run.get("tpot_ms") is not None:
+        out["tpot_over_server"] = run["tpot_ms"] / per_token_ms
+    return out
 
 
 def _metric(d: dict, *names: str) -> float | None:
@@ -295,53 +327,43 @@ def aiperf(
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser()
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--aiperf", default="/work/wt/traffic-venvs/aiperf/bin/aiperf")
     ap.add_argument("--rate", type=float, default=0.5)
-    ap.add_argument("--requests", type=int, default=16)
-    ap.add_argument("--isl", type=int, default=48)
+    ap.add_argument("--requests", type=int, default=20)
+    ap.add_argument("--isl", type=int, default=64)
     ap.add_argument("--osl", type=int, default=16)
-    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--port", type=int, default=18431)
-    ap.add_argument("--tokenizer", default="/work/wt/traffic-venvs/word-tokenizer")
     ap.add_argument(
-        "--aiperf-isl",
-        type=int,
-        default=None,
-        help="AIPerf's --isl (its words are about 2.3 Gemma tokens each: 21 gives ours' 48); default --isl",
+        "--tokenizer",
+        default="/work/wt/traffic-venvs/gemma3-270m-tokenizer",
+        help="where the model's tokenizer folder is made once (benchmarks/gguf_tokenizer.py)",
     )
     a = ap.parse_args()
     tok = ensure_tokenizer(a.aiperf, Path(a.tokenizer))
     load0 = os.getloadavg()[0]
     srv = start_server(a.port)
     runs = []
+
+    def one(fn, k: int) -> None:
+        before = counters(a.port)
+        run = fn()
+        run.update(
+            server_view(before, counters(a.port), run), round=k, load=os.getloadavg()[0]
+        )
+        runs.append(run)
+        print(json.dumps(run), flush=True)
+
     try:
         for k in range(a.rounds):
-            runs.append(
-                {
-                    **ours(a.port, a.rate, a.requests, a.isl, a.osl, seed=k),
-                    "round": k,
-                    "load": os.getloadavg()[0],
-                }
+            one(lambda k=k: ours(a.port, a.rate, a.requests, a.isl, a.osl, seed=k), k)
+            one(
+                lambda k=k: aiperf(
+                    a.aiperf, tok, a.port, a.rate, a.requests, a.isl, a.osl, seed=k
+                ),
+                k,
             )
-            print(json.dumps(runs[-1]), flush=True)
-            runs.append(
-                {
-                    **aiperf(
-                        a.aiperf,
-                        tok,
-                        a.port,
-                        a.rate,
-                        a.requests,
-                        a.aiperf_isl or a.isl,
-                        a.osl,
-                        seed=k,
-                    ),
-                    "round": k,
-                    "load": os.getloadavg()[0],
-                }
-            )
-            print(json.dumps(runs[-1]), flush=True)
     finally:
         srv.terminate()
         srv.wait(30)
@@ -350,8 +372,8 @@ def main() -> int:
         "rate_rps": a.rate,
         "requests": a.requests,
         "isl": a.isl,
-        "aiperf_isl": a.aiperf_isl or a.isl,
         "osl": a.osl,
+        "tokenizer": "the GGUF's own (benchmarks/gguf_tokenizer.py)",
         "loadavg_start": load0,
         "loadavg_end": os.getloadavg()[0],
         "runs": runs,
@@ -360,31 +382,42 @@ def main() -> int:
     (OUT / "aiperf_crosscheck.json").write_text(
         json.dumps(out, indent=1, sort_keys=True) + "\n"
     )
-    keys = (
-        "ttft_ms",
-        "tpot_ms",
-        "itl_chunk_ms",
-        "e2e_ms",
-        "output_tps",
-        "prompt_tokens_server",
-        "client_cpu_share",
-    )
+    print("\n".join(table(runs)))
+    return 0
+
+
+KEYS = (
+    "ttft_ms",
+    "server_prefill_ms",
+    "ttft_over_server",
+    "tpot_ms",
+    "server_ms_per_token",
+    "tpot_over_server",
+    "itl_chunk_ms",
+    "e2e_ms",
+    "output_tps",
+    "prompt_tokens_server",
+    "server_cached_share",
+    "client_cpu_share",
+)
+
+
+def table(runs: list[dict]) -> list[str]:
+    """The runs as a Markdown table, one row a run."""
     lines = [
-        "| round | tool | " + " | ".join(keys) + " | load |",
-        "|" + "---|" * (len(keys) + 3),
+        "| round | tool | " + " | ".join(KEYS) + " | load |",
+        "|" + "---|" * (len(KEYS) + 3),
     ]
     for r in runs:
         cells = [
-            f"{r[k]:.3g}" if isinstance(r.get(k), (int, float)) else "—" for k in keys
+            f"{r[k]:.3g}" if isinstance(r.get(k), (int, float)) else "—" for k in KEYS
         ]
         lines.append(
             f"| {r['round']} | {r['tool']} | "
             + " | ".join(cells)
             + f" | {r['load']:.1f} |"
         )
-    (OUT / "aiperf_crosscheck.md").write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
-    return 0
+    return lines
 
 
 if __name__ == "__main__":

@@ -54,6 +54,12 @@ def _features(spec: Any, levels: list[dict[str, Any]]) -> list[str]:
         f.append("over-saturation stop")
     if spec.workload.kind == "multi_turn":
         f.append("conversations")
+    if spec.workload.kind == "agent":
+        f.append("agent sessions")
+    if getattr(spec, "repeats", 1) > 1:
+        f.append("repeats")
+    if getattr(spec, "cache_reset", "none") != "none":
+        f.append("cache reset")
     if any(telemetry.scrapes(lv.get("telemetry")) for lv in levels):
         f.append("server telemetry")
     if any(telemetry.gpu_samples(lv.get("gpu_telemetry")) for lv in levels):

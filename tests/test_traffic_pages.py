@@ -111,6 +111,10 @@ def test_real_traffic_charts_render_offline_desktop_and_phone(tmp_path, session_
             assert page.locator("h2#real-traffic").count() == 1
             section = page.locator("h2#real-traffic ~ details")
             assert section.count() >= len(TESTS)
+            # each run is folded (the page stays readable): a reader opens them, the charts draw then
+            page.evaluate(
+                "() => document.querySelectorAll('h2#real-traffic ~ details').forEach(d => { d.open = true; })"
+            )
             page.wait_for_function(
                 "() => [...document.querySelectorAll('h2#real-traffic ~ details .almanac-chart')]"
                 ".every(c => c.classList.contains('almanac-chart-ready') && c.querySelector('svg'))",

@@ -115,6 +115,14 @@ class LoadSpec(TestSpec):
     warmup_requests: int = Field(
         2, ge=0, description="Untimed requests, one at a time, before the first level."
     )
+    cache_reset: Literal["none", "erase", "restart"] = Field(
+        "none",
+        description="Before each level (and each repeat of it) empty the server's cache: erase (llama-server's "
+        "POST /slots/{id}?action=erase: the slots only; its host-memory prompt cache, --cache-ram, keeps "
+        "prompts through it) or restart (a server this run started, stopped and started again: every cache "
+        "empty). What was done is recorded per level, and each repeat's server-reported cache hit says "
+        "whether it ran cold. A managed server is started fresh for each test either way.",
+    )
 
     @field_validator("levels")
     @classmethod
@@ -186,6 +194,24 @@ class LoadTest(LoadSpec):
         le=100000,
         description="Requests sent at each level (the samples), when "
         "precision is null.",
+    )
+    repeats: int = Field(
+        1,
+        ge=1,
+        le=20,
+        description="Measure each level this many times, one after another, pooled into one level "
+        "(each record says its repeat; each repeat's server-reported cache hit is kept apart).",
+    )
+    repeat_workload: Literal["vary", "same"] = Field(
+        "vary",
+        description="vary: repeat r draws its prompts and arrival times with the seeds + r, so it never "
+        "resends what the server may still hold in its cache; same: every repeat resends the first's "
+        "requests (a test about the cache, or one with a cache_reset).",
+    )
+    warm_intended: bool = Field(
+        False,
+        description="The test is about the cache: a repeat that finds its prompts in the server's cache "
+        "is what it measures and is not flagged as an unintended warm repeat.",
     )
 
 

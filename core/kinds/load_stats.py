@@ -350,6 +350,47 @@ def warm_reuse(
 
 
 WARM_REUSE_RATE = 0.5  # above this share of prompt tokens from the cache, a no-reuse workload ran warm
+COLD_RATE = (
+    0.1  # at most this share of prompt tokens from the cache: the repeat ran cold
+)
+
+
+def repeat_stats(level: dict[str, Any]) -> list[dict[str, Any]] | None:
+    """Each repeat of a level (``runtime.load.repeats``): its seeds, its cache reset and what the server
+    said, the prompt tokens it reported from its cache, ``cold`` (at most COLD_RATE of them) and
+    ``flagged``: a repeat that found its prompts in the cache (above WARM_REUSE_RATE) in a test that did
+    not mean it to (``warm_intended`` false) and whose workload shares no prefixes by design."""
+    reps = level.get("repeats")
+    if not reps:
+        return None
+    records = level.get("requests") or []
+    # warm_reuse judges only workloads built to share no prefixes (None for the others)
+    no_sharing = warm_reuse(records, {"hit_rate": 0.0}) is not None
+    out = []
+    for info in reps:
+        r = int(info.get("repeat") or 0)
+        mine = [x for x in records if int(x.get("repeat") or 0) == r]
+        rate = prefix_cache(mine, {})["hit_rate"]
+        reset = info.get("cache_reset") or None
+        out.append(
+            {
+                "repeat": r,
+                "requests": len(mine),
+                "workload_seed": info.get("workload_seed"),
+                "arrival_seed": info.get("arrival_seed"),
+                "same_workload": bool(info.get("same_workload")),
+                "cache_reset": reset,
+                "hit_rate": rate,
+                "cold": None if rate is None else rate <= COLD_RATE,
+                "flagged": bool(
+                    rate is not None
+                    and rate > WARM_REUSE_RATE
+                    and not info.get("warm_intended")
+                    and no_sharing
+                ),
+            }
+        )
+    return out
 
 
 def _steady(
@@ -477,6 +518,7 @@ def level_summary(
             "gpu_telemetry": telemetry_stats.gpu_summary(level.get("gpu_telemetry")),
             "turns": session_stats.turns(records),
             "warm_reuse": warm_reuse(records, cache),
+            **({"repeats": reps} if (reps := repeat_stats(level)) is not None else {}),
         }
     )
 
@@ -587,7 +629,10 @@ def sweep_summary(
             "client_bound_levels": iv["client_bound_levels"],
             "steady_state": steady_state,
             "warm_reuse_levels": [
-                r["level"] for r in rows if (r.get("warm_reuse") or {}).get("flagged")
+                r["level"]
+                for r in rows
+                if (r.get("warm_reuse") or {}).get("flagged")
+                or any(x["flagged"] for x in r.get("repeats") or [])
             ],
         }
     )

@@ -3,6 +3,9 @@ carrying ``turn`` (0-based), its prompt length (the server's usage ``prompt_toke
 counted length of the whole conversation is unknown and the turn is left out of the fit) and the
 tokens the server took from its prefix cache (``cached_tokens``).
 
+Agent sessions (the ``agent`` workload) are read the same way: each record also says whether the tool
+call that followed its answer was the model's own or scripted (``tool_call``), counted per turn.
+
 TTFT against context length: the least-squares line of TTFT on the prompt tokens of every
 successful turn, and per turn its median TTFT, median prompt tokens and cache hit rate (cached /
 prompt tokens). A growing context costs prefill only for the part the cache does not hold: with
@@ -19,8 +22,9 @@ import numpy as np
 
 
 def turns(records: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
-    """{per_turn: [{turn, n, ttft_ms_median, prompt_tokens_median, cache_hit_rate}], fit: {slope_ms_per_token,
-    intercept_ms, n}} of a conversation level; None when its records carry no turns."""
+    """{agent, per_turn: [{turn, n, ttft_ms_median, prompt_tokens_median, cache_hit_rate (, tool_calls_model,
+    tool_calls_scripted)}], fit: {slope_ms_per_token, intercept_ms, n}, conversations} of a conversation or
+    agent level; None when its records carry no turns."""
     ok = [
         r
         for r in records
@@ -37,8 +41,17 @@ def turns(records: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
             for r in rs
             if r.get("cached_tokens") is not None and r.get("prompt_tokens")
         ]
+        calls = [r["tool_call"] for r in rs if r.get("tool_call")]
         rows.append(
             {
+                **(
+                    {
+                        "tool_calls_model": calls.count("model"),
+                        "tool_calls_scripted": calls.count("scripted"),
+                    }
+                    if calls
+                    else {}
+                ),
                 "turn": t,
                 "n": len(rs),
                 "ttft_ms_median": float(np.median([r["ttft_ms"] for r in rs])),
@@ -64,6 +77,7 @@ def turns(records: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
             "n": len(pts),
         }
     return {
+        "agent": any(r.get("tool_call") for r in ok),
         "per_turn": rows,
         "fit": fit,
         "conversations": len({r.get("session") for r in ok}),

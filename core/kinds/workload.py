@@ -120,7 +120,13 @@ class Workload(BaseModel):
     * ``multi_turn``: conversations of ``turns`` turns: each turn sends the whole conversation so far
       (every earlier user turn and the server's own answers) plus a new user message of
       ``prompt_tokens``, after ``think_time_s`` of the user thinking; the context grows turn by turn,
-      and a server with a prefix cache can reuse all of it but the new message.
+      and a server with a prefix cache can reuse all of it but the new message;
+    * ``agent``: agent sessions of ``turns`` model calls (``runtime.load.agent``): the first sends a
+      system prompt and a task of ``prompt_tokens`` with the tool definitions (``tools``,
+      ``tool_choice``); each later turn appends the model's answer as an assistant turn carrying a
+      tool call (the model's own where the server parsed one, else a scripted one, recorded per
+      turn) and the tool's result of ``tool_result_tokens``, after ``think_time_s`` of the tool
+      running, and asks again: the prefix grows by an answer and a tool result a turn.
 
     ``source`` says how prompt lengths are made: ``tokenizer`` cuts windows of token ids from the
     text with the server's own tokenizer (llama-server's /tokenize and /detokenize) so a prompt is
@@ -129,11 +135,11 @@ class Workload(BaseModel):
     the tokenizer where the server exposes one. The artifact records which was used."""
 
     model_config = ConfigDict(extra="forbid")
-    kind: Literal["synthetic", "shared_prefix", "messages", "trace", "multi_turn"] = (
-        Field(
-            "synthetic",
-            description="synthetic, shared_prefix, messages, trace or multi_turn.",
-        )
+    kind: Literal[
+        "synthetic", "shared_prefix", "messages", "trace", "multi_turn", "agent"
+    ] = Field(
+        "synthetic",
+        description="synthetic, shared_prefix, messages, trace, multi_turn or agent.",
     )
     prompt_tokens: Lengths = Field(
         default_factory=lambda: Lengths(value=128),
@@ -186,13 +192,25 @@ class Workload(BaseModel):
         description="trace: tokens of one hash_ids block (Mooncake: 512).",
     )
     turns: int = Field(
-        4, ge=1, le=64, description="multi_turn: turns of each conversation."
+        4,
+        ge=1,
+        le=64,
+        description="multi_turn: turns of each conversation; agent: model calls of each session.",
     )
     think_time_s: float = Field(
         0.5,
         ge=0.0,
         le=600.0,
-        description="multi_turn: the user's pause between an answer and the next turn.",
+        description="multi_turn: the user's pause between an answer and the next turn; "
+        "agent: the tool's run time between a call and the next turn.",
+    )
+    tool_result_tokens: Lengths = Field(
+        default_factory=lambda: Lengths(value=64),
+        description="agent: tokens of each tool result appended to the session.",
+    )
+    tool_choice: Literal["auto", "required"] = Field(
+        "auto",
+        description="agent: the tool_choice sent with the tool definitions.",
     )
     source: Literal["auto", "tokenizer", "text"] = Field(
         "auto", description="auto, tokenizer or text (see above)."
@@ -224,6 +242,7 @@ class Workload(BaseModel):
                 "output_tokens",
                 "prefix_tokens",
                 "question_tokens",
+                "tool_result_tokens",
             ):
                 if isinstance(data.get(k), int):
                     data[k] = {"dist": "fixed", "value": data[k]}
@@ -252,6 +271,12 @@ class Workload(BaseModel):
             return (
                 f"conversations of {self.turns} turns, {self.prompt_tokens.describe()} new tokens a turn, "
                 f"{out}, think time {self.think_time_s:g} s (seed {self.seed})"
+            )
+        if self.kind == "agent":
+            return (
+                f"agent sessions of {self.turns} model calls with tools: a task of {self.prompt_tokens.describe()} "
+                f"tokens, then a tool result of {self.tool_result_tokens.describe()} tokens a turn, {out}, "
+                f"tool time {self.think_time_s:g} s (seed {self.seed})"
             )
         return f"a fixed conversation of {len(self.messages)} message(s), {out}"
 

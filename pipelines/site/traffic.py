@@ -214,6 +214,7 @@ def swimlane_chart(lv: dict[str, Any]) -> alt.Chart | None:
 
 
 def turns_table(turns: dict[str, Any]) -> str:
+    agent = bool(turns.get("agent"))
     rows = [
         [
             num(t["turn"] + 1, 0),
@@ -224,19 +225,23 @@ def turns_table(turns: dict[str, Any]) -> str:
             if t.get("cache_hit_rate") is not None
             else "not reported",
         ]
+        + (
+            [
+                f"{num(t.get('tool_calls_model', 0), 0)} / {num(t.get('tool_calls_scripted', 0), 0)}"
+            ]
+            if agent
+            else []
+        )
         for t in turns["per_turn"]
     ]
-    return table(
-        [
-            "turn",
-            "requests",
-            "context (prompt tokens, median)",
-            "TTFT median (ms)",
-            "prefix cache hit (server)",
-        ],
-        rows,
-        ["r", "r", "r", "r", "r"],
-    )
+    head = [
+        "model call" if agent else "turn",
+        "requests",
+        "context (prompt tokens, median)",
+        "TTFT median (ms)",
+        "prefix cache hit (server)",
+    ] + (["tool call after it: model's / scripted"] if agent else [])
+    return table(head, rows, ["r"] * len(head))
 
 
 def _window_line(w: dict[str, Any] | None, fraction: float | None) -> str | None:
@@ -317,14 +322,53 @@ def _level_lines(run: dict[str, Any], lv: dict[str, Any]) -> list[str]:
             f"**Warm cache reused unintentionally**: {num(100 * wr['hit_rate'], 1)}% of prompt tokens came from the "
             "server's cache in a workload built to share none."
         )
+    out += repeat_lines(s.get("repeats"))
     turns = s.get("turns")
     if turns and turns.get("fit"):
         f = turns["fit"]
         out.append(
             f"TTFT against context: {num(f['slope_ms_per_token'], 3)} ms per prompt token "
             f"(+{num(f['intercept_ms'], 1)} ms) over {num(f['n'], 0)} turns "
-            f"of {num(turns['conversations'], 0)} conversations."
+            f"of {num(turns['conversations'], 0)} "
+            + ("agent sessions." if turns.get("agent") else "conversations.")
         )
+    return out
+
+
+def repeat_lines(reps: list[dict[str, Any]] | None) -> list[str]:
+    """One line per repeat of a level: its seeds, its cache reset, the server's cache hit, cold or flagged."""
+    out = []
+    for r in reps or []:
+        reset = r.get("cache_reset")
+        if reset and not reset.get("ok"):
+            how = f"cache reset ({reset.get('action')}) failed: {reset.get('error')}"
+        elif reset and reset.get("action") == "restart":
+            how = f"server restarted before it (healthy after {num(reset.get('startup_ms'), 0)} ms)"
+        elif reset:
+            how = (
+                f"slots erased before it ({num(reset.get('slots'), 0)} slots, "
+                f"{num(reset.get('erased_tokens'), 0)} cached tokens dropped)"
+            )
+        else:
+            how = "no cache reset"
+        seeds = (
+            "the first repeat's requests again"
+            if r.get("same_workload") and r["repeat"]
+            else f"workload seed {num(r.get('workload_seed'), 0)}, arrival seed {num(r.get('arrival_seed'), 0)}"
+        )
+        hit = (
+            "not reported"
+            if r.get("hit_rate") is None
+            else f"{num(100 * r['hit_rate'], 1)}%"
+            + (" (cold)" if r.get("cold") else "")
+        )
+        line = (
+            f"Repeat {num(r['repeat'] + 1, 0)}: {num(r['requests'], 0)} requests, {seeds}; {how}; "
+            f"prompt tokens from the server's cache {hit}."
+        )
+        if r.get("flagged"):
+            line = "**Unintended warm repeat**: " + cell(line)
+        out.append(line)
     return out
 
 
@@ -347,7 +391,9 @@ def traffic_section(runs: list[dict[str, Any]]) -> list[str]:
         "## Real traffic",
         "",
         (
-            "Runs whose requests arrive as recorded traces, bursts or ramps, or come as conversations; each level's "
+            "Runs whose requests arrive as recorded traces, bursts or ramps, or come as conversations or agent "
+            "sessions (tool calls between turns), or whose levels are repeated (each repeat's seeds, cache reset "
+            "and server-reported cache hit stated); each level's "
             "headline figures over its steady-state window where one was asked for (SGLang's definition: the longest "
             "interval with at least that share of the peak number of requests in flight), the over-saturation stop "
             "(GuideLLM's: TTFT and requests in flight both rising, each slope tested), "
@@ -355,7 +401,8 @@ def traffic_section(runs: list[dict[str, Any]]) -> list[str]:
             "scraped from its /metrics during the run, with the GPU's utilisation and power (NVML) where the "
             "server runs on a GPU of this host (NVML's utilisation is the share of each sample period in which "
             "a kernel ran, not how much of the GPU it used). "
-            f"Swim lanes show at most {traffic.TIMELINE_MAX} requests a level."
+            f"Swim lanes show at most {traffic.TIMELINE_MAX} requests a level. Each run is folded: open it "
+            "for its levels, charts and tables."
         ),
         "",
     ]
@@ -413,8 +460,5 @@ def traffic_section(runs: list[dict[str, Any]]) -> list[str]:
             turns = (lv["stats"] or {}).get("turns")
             if turns:
                 body += [turns_table(turns), ""]
-        # a run shown only for its telemetry (an ordinary sweep that scraped /metrics or NVML) stays
-        # folded: the page keeps its length for the traffic shapes themselves
-        telemetry_only = set(run["features"]) <= {"server telemetry", "GPU telemetry"}
-        out += [fold(title, "\n".join(body), "note", open=not telemetry_only), ""]
+        out += [fold(title, "\n".join(body), "note"), ""]
     return out

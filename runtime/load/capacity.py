@@ -17,7 +17,7 @@ from typing import Any
 
 from core.kinds import load_stats
 from core.kinds.capacity import CapacityTest
-from runtime.load import workload
+from runtime.load import repeats, workload
 from runtime.load.runner import Outcome, connections, failure_of, level_plan, warmup
 from runtime.load.scheduler import run_level
 
@@ -69,7 +69,6 @@ def _boundary(
 
 
 BORDER = 1.5  # a level whose observed percentile is within this factor of a limit (either side) is borderline
-TIME_KEYS = ("scheduled_ms", "start_ms", "first_token_ms", "end_ms")
 
 
 def borderline(s: dict[str, Any]) -> bool:
@@ -87,17 +86,10 @@ def pooled(first: dict[str, Any], again: dict[str, Any]) -> dict[str, Any]:
     """A level measured twice as one: the second visit's records after the first's (their times shifted
     by the first visit's wall time, each marked ``visit: 2``), walls and plans added."""
     shift = (first.get("wall_s") or 0.0) * 1000.0
-    recs = []
-    for r in again["requests"]:
-        r = dict(r)
-        for k in TIME_KEYS:
-            if isinstance(r.get(k), (int, float)):
-                r[k] = r[k] + shift
-        r["visit"] = 2
-        recs.append(r)
     return {
         **first,
-        "requests": first["requests"] + recs,
+        "requests": first["requests"]
+        + repeats.shifted(again["requests"], shift, visit=2),
         "wall_s": (first.get("wall_s") or 0.0) + (again.get("wall_s") or 0.0),
         "planned": (first.get("planned") or 0) + (again.get("planned") or 0),
         "stop_reason": f"{first.get('stop_reason')}; re-check: {again.get('stop_reason')}",
@@ -124,6 +116,11 @@ async def _search(transport: Any, test: CapacityTest) -> Outcome:
         )  # a re-check: new prompts and seeds, pooled with the first visit
         async with transport.client(connections(test, grid[i])) as client:
             nonlocal info
+            reset = (
+                await transport.reset_cache(client, test.cache_reset)
+                if test.cache_reset != "none"
+                else None
+            )
             reqs, info = await workload.build(
                 transport,
                 client,
@@ -156,6 +153,8 @@ async def _search(transport: Any, test: CapacityTest) -> Outcome:
             if again:
                 plan.seed_base += RECHECK_INDEX * 100_000
             lv = await run_level(transport, client, plan)
+            if reset is not None:
+                lv["cache_reset"] = reset
         measured[i] = pooled(measured[i], lv) if again else lv
         lv = measured[i]
         s = load_stats.level_summary(

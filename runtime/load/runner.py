@@ -15,7 +15,7 @@ from typing import Any
 from core import precision as precision_mod
 from core.kinds import load_stats, steady
 from core.kinds.load import LoadSpec, LoadTest
-from runtime.load import workload
+from runtime.load import repeats, workload
 from runtime.load.gpu_telemetry import GpuSampler
 from runtime.load.scheduler import LevelPlan, run_level
 from runtime.load.telemetry import Scraper
@@ -81,7 +81,7 @@ def level_plan(
         else None
     )
     sessions = None
-    if test.workload.kind == "multi_turn":
+    if test.workload.kind in ("multi_turn", "agent"):
         order: dict[str, list[int]] = {}
         for i, r in enumerate(reqs):
             order.setdefault(str(r.meta.get("session")), []).append(i)
@@ -113,6 +113,7 @@ def level_plan(
         ramp_up=test.ramp_up,
         ramp_up_start=test.ramp_up_start,
         sessions=sessions,
+        agent=test.workload.kind == "agent",
         think_time_s=test.workload.think_time_s,
         telemetry=Scraper(transport, test.telemetry_interval_s)
         if test.telemetry_interval_s
@@ -178,21 +179,40 @@ async def _run(transport: Any, test: LoadTest) -> Outcome:
                 }
             )
             continue
+        parts, used = [], []
         async with transport.client(connections(test, lv)) as client:
-            reqs, info = await workload.build(
-                transport, client, test.workload, planned, idx
-            )
-            plan = level_plan(
-                transport,
-                test,
-                lv,
-                idx,
-                reqs,
-                stop_rule=rule,
-                check_every=1 if rule else None,
-                min_requests=min_n or 1,
-            )
-            levels.append(await run_level(transport, client, plan))
+            for rep in range(test.repeats):
+                if rep and not transport.alive():
+                    break
+                reset = (
+                    await transport.reset_cache(client, test.cache_reset)
+                    if test.cache_reset != "none"
+                    else None
+                )
+                spec = repeats.workload_for(test, rep)
+                reqs, info = await workload.build(transport, client, spec, planned, idx)
+                plan = level_plan(
+                    transport,
+                    test,
+                    lv,
+                    idx,
+                    reqs,
+                    stop_rule=rule,
+                    check_every=1 if rule else None,
+                    min_requests=min_n or 1,
+                )
+                plan.seed = repeats.arrival_seed(test, rep)
+                parts.append(await run_level(transport, client, plan))
+                used.append(
+                    {
+                        "workload_seed": spec.seed,
+                        "arrival_seed": plan.seed,
+                        "same_workload": test.repeat_workload == "same",
+                        "warm_intended": test.warm_intended,
+                        **({"cache_reset": reset} if reset is not None else {}),
+                    }
+                )
+        levels.append(repeats.join(parts, used))
         lost = not transport.alive()
     summary = load_stats.sweep_summary(
         levels, test.slo, test.profile, steady_state=test.steady_state

@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from runtime.load import agent
 from runtime.load.workload import Request
 
 LAG_TICK_S = 0.01
@@ -63,6 +64,7 @@ class LevelPlan:
     sessions: list[list[int]] | None = (
         None  # multi_turn: each conversation's request indices, in turn order
     )
+    agent: bool = False  # sessions are agent sessions (runtime.load.agent): tool calls between turns
     think_time_s: float = 0.0
     telemetry: Any = (
         None  # a runtime.load.telemetry.Scraper started and stopped around the level
@@ -348,6 +350,8 @@ async def _conversations(
                     await asyncio.sleep(plan.think_time_s)
                 body = body_of(i)
                 new = body["messages"]
+                if plan.agent:
+                    new = agent.with_call_id(new, history)
                 body["messages"] = history + new
                 ready = (time.perf_counter_ns() - origin) / 1e6
                 if not transport.alive():
@@ -362,6 +366,12 @@ async def _conversations(
                 done(stamp(rec, i, ready, None))
                 if not rec.get("ok"):
                     break  # a conversation whose turn failed cannot go on: its next turn would lack the answer
-                history = history + new + [{"role": "assistant", "content": answer}]
+                if plan.agent:
+                    history, source = agent.next_history(
+                        history, new, rec, answer, str(rec.get("session")), turn
+                    )
+                    rec["tool_call"] = source
+                else:
+                    history = history + new + [{"role": "assistant", "content": answer}]
 
     await asyncio.gather(*(user(u) for u in range(users)))

@@ -48,3 +48,6 @@ class Transport(Protocol):
 
     async def metrics(self, client: Any) -> dict[str, float] | None:
         """The server's Prometheus counters (None when it has no /metrics)."""
+
+    async def reset_cache(self, client: Any, how: str) -> dict[str, Any]:
+        """Empty the server's caches (``how``: erase or restart): {action, ok, error, ...}; never raises."""

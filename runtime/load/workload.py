@@ -240,6 +240,8 @@ async def build(
     reqs: list[Request] = []
     if spec.kind == "trace":
         return await _trace(cutter, spec, n, level_index, info)
+    if spec.kind == "agent":
+        return await _agent(cutter, spec, rng, outs, level_index, info)
     if spec.kind in ("synthetic", "multi_turn"):
         lens = spec.prompt_tokens.sample(rng, n)
         for i, (p, o) in enumerate(zip(lens, outs)):
@@ -300,6 +302,55 @@ async def build(
             )
         )
     info.update(prefixes=spec.prefixes, questions=spec.questions)
+    return reqs, info
+
+
+async def _agent(
+    cutter: Cutter,
+    spec: Workload,
+    rng: np.random.Generator,
+    outs: list[int],
+    level_index: int,
+    info: dict[str, Any],
+) -> tuple[list[Request], dict[str, Any]]:
+    """Agent sessions (``runtime.load.agent``): request i is turn i % turns of session i // turns; the
+    first turn a system prompt and a task, every later one a tool result (the scheduler puts the model's
+    answers and tool calls between them)."""
+    from runtime.load import agent
+
+    n = len(outs)
+    tasks = spec.prompt_tokens.sample(rng, n)
+    results = spec.tool_result_tokens.sample(rng, n)
+    reqs = []
+    for i, o in enumerate(outs):
+        session, turn = f"{level_index}.{i // spec.turns}", i % spec.turns
+        tag = f"[a{session}.{turn}] "
+        want = tasks[i] if turn == 0 else results[i]
+        text = await cutter.cut(rng, want, tag=tag)
+        messages = agent.first_messages(text) if turn == 0 else agent.tool_result(text)
+        reqs.append(
+            Request(
+                {
+                    "messages": messages,
+                    **_sampling(spec, o),
+                    **agent.request_fields(spec.tool_choice),
+                },
+                {
+                    "session": session,
+                    "turn": turn,
+                    "prompt_tokens_requested": want,
+                    "prompt_tokens_counted": await cutter.count(text),
+                    "output_tokens_requested": o,
+                },
+            )
+        )
+    info.update(
+        turns=spec.turns,
+        think_time_s=spec.think_time_s,
+        sessions=-(-n // spec.turns),
+        tools=[t["function"]["name"] for t in agent.TOOLS],
+        tool_choice=spec.tool_choice,
+    )
     return reqs, info
 
 

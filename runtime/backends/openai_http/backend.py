@@ -897,7 +897,14 @@ class OpenAIHttpBackend(Backend):
             make_client=self._client,
             alive=self._alive,
             api_model=self.api_model,
+            restart=self._restart if self.managed else None,
         )
+
+    def _restart(self) -> tuple[str, float]:
+        """Stop and start the managed server again (a cold cache between repeats): its new base URL and
+        startup time in ms."""
+        startup_ms = self._start()  # a new port, so the base URL is read after it
+        return str(self.base_url), startup_ms
 
     @runs("load")
     def _run_load_test(self, test: LoadTest) -> TestResult:

@@ -207,6 +207,7 @@ async def _attempt(
                     acc["finish_reason"] = finish
                 if usage:
                     acc["usage"] = usage
+                tool_call_pieces(obj, acc)
     except httpx.ConnectTimeout as exc:
         raise AttemptError(
             "timeout_connect",
@@ -259,6 +260,45 @@ async def _attempt(
             "the stream ended without a finish_reason or [DONE]",
             retryable=not acc["chunks"],
         )
+
+
+MAX_TOOL_CALLS = 16  # tool calls kept of one streamed answer
+MAX_TOOL_TEXT = 4096  # characters kept of each call's name and arguments
+
+
+def tool_call_pieces(obj: Any, acc: dict[str, Any]) -> None:
+    """Join the streamed ``delta.tool_calls`` pieces of one answer (OpenAI's shape: an index, the id and
+    name in the first piece, the arguments in parts) into ``acc["tool_calls"]``: [{id, name, arguments}],
+    bounded; anything of another shape is skipped (the chunk's content was already counted)."""
+    try:
+        calls = obj["choices"][0]["delta"].get("tool_calls")
+    except (KeyError, IndexError, TypeError, AttributeError):
+        return
+    if not isinstance(calls, list):
+        return
+    out = acc.setdefault("tool_calls", [])
+    for c in calls:
+        if not isinstance(c, dict):
+            continue
+        i = c.get("index")
+        if (
+            i is None
+        ):  # no index: a piece with an id starts a call, one without goes on the last
+            i = len(out) if c.get("id") or not out else len(out) - 1
+        if not isinstance(i, int) or isinstance(i, bool) or not 0 <= i < MAX_TOOL_CALLS:
+            continue
+        while len(out) <= i:
+            out.append({"id": None, "name": None, "arguments": ""})
+        f = c.get("function")
+        fn: dict[str, Any] = f if isinstance(f, dict) else {}
+        if isinstance(c.get("id"), str):
+            out[i]["id"] = c["id"][:200]
+        if isinstance(fn.get("name"), str):
+            out[i]["name"] = ((out[i]["name"] or "") + fn["name"])[:MAX_TOOL_TEXT]
+        if isinstance(fn.get("arguments"), str):
+            out[i]["arguments"] = (out[i]["arguments"] + fn["arguments"])[
+                :MAX_TOOL_TEXT
+            ]
 
 
 def _fresh_acc(chunk_limit: int | None = None) -> dict[str, Any]:
@@ -572,6 +612,8 @@ def _record(
         last_token_ms=_ms(chunks[-1] - origin_ns) if chunks else None,
         chunk_ms=[round(_ms(c - t0), 3) for c in chunks],
     )
+    if acc.get("tool_calls"):
+        rec["tool_calls"] = acc["tool_calls"]
     cached, source = dialects.cached_tokens(usage, acc.get("timings"))
     if cached is not None:
         rec.update(cached_tokens=cached, cached_tokens_source=source)

@@ -4,6 +4,7 @@ them (llama-server's /tokenize, /detokenize and /metrics; vLLM's /tokenize and /
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
 from collections.abc import Callable
@@ -31,14 +32,19 @@ class HttpTransport:
         make_client: Callable[[int], httpx.AsyncClient],
         alive: Callable[[], bool],
         api_model: str,
+        restart: Callable[[], tuple[str, float]] | None = None,
     ):
-        self.base_url = base_url
         self.label = label
         self._body = body
         self.policy = policy
         self._make_client = make_client
         self._alive = alive
         self.api_model = api_model
+        self._restart = restart
+        self._at(base_url)
+
+    def _at(self, base_url: str) -> None:
+        self.base_url = base_url
         parts = urlsplit(base_url)
         self.root = f"{parts.scheme}://{parts.netloc}"
 
@@ -164,6 +170,31 @@ class HttpTransport:
         if ids is None:
             return None
         return ids[len(pre) :] if ids[: len(pre)] == pre else ids
+
+    async def reset_cache(self, client: httpx.AsyncClient, how: str) -> dict[str, Any]:
+        """``erase``: llama-server's slot erase (runtime.backends.openai_http.slots); ``restart``: the
+        managed server stopped and started again (its caches, the host-memory prompt cache included,
+        empty); a server this run did not start cannot be restarted (said so, ``ok`` false)."""
+        from runtime.backends.openai_http import slots
+
+        if how != "restart":
+            return await slots.erase_all(client, self.root)
+        out: dict[str, Any] = {"action": "restart", "ok": False, "error": None}
+        if self._restart is None:
+            out["error"] = (
+                "the server was not started by this run: it cannot be restarted"
+            )
+            return out
+        try:
+            base, startup_ms = await asyncio.to_thread(self._restart)
+        except (
+            Exception
+        ) as exc:  # a failed start is the run's failure: alive() says so next
+            out["error"] = f"restart failed: {http.quote(str(exc), 300)}"
+            return out
+        self._at(base)
+        out.update(ok=True, startup_ms=startup_ms)
+        return out
 
     async def metrics(self, client: httpx.AsyncClient) -> dict[str, float] | None:
         """Prometheus counters and gauges without labels (llama-server with --metrics, vLLM, TGI)."""
