@@ -417,8 +417,8 @@ def _level(test: dict, *server_args: str):
     )
 
 
-def test_trace_replay_keeps_the_trace_s_arrival_times():
-    res, lv, recs = _level(
+def _trace_level():
+    return _level(
         {
             "kind": "load",
             "profile": "trace",
@@ -433,16 +433,17 @@ def test_trace_replay_keeps_the_trace_s_arrival_times():
         "--tokens",
         "32",
     )
+
+
+def test_trace_replay_keeps_the_trace_s_arrival_times():
+    res, lv, recs = _trace_level()
     tr = traces.read(TRACES / "small.jsonl")
     assert len(recs) == 32 and all(r["ok"] for r in recs)
-    # scheduled at the trace's times, four times as fast; sent within a few ms of them
+    # scheduled at the trace's times, four times as fast; how late each was sent is recorded
     assert [r["scheduled_ms"] for r in recs] == pytest.approx(
         [row.t_s * 1000 / 4 for row in tr.rows], abs=0.01
     )
-    assert (
-        lv["schedule"]["dispatch_lag_ms_p95"] < 50
-        and not lv["schedule"]["client_bound"]
-    )
+    assert lv["schedule"]["dispatch_lag_ms_p95"] >= 0
     # prompts of the recorded lengths (the fault server counts words: what was asked, give or take the join)
     assert all(
         abs(r["prompt_tokens_counted"] - r["prompt_tokens_requested"]) <= 2
@@ -453,6 +454,16 @@ def test_trace_replay_keeps_the_trace_s_arrival_times():
     assert (
         res.details["workload"]["trace"]["format"] == "generic"
         and lv["itl_ms"]["n"] > 0
+    )
+
+
+@pytest.mark.timing
+def test_trace_replay_sends_within_a_few_ms_of_the_schedule():
+    """How late a request leaves depends on how busy the machine is: the timing lane."""
+    _, lv, _ = _trace_level()
+    assert (
+        lv["schedule"]["dispatch_lag_ms_p95"] < 50
+        and not lv["schedule"]["client_bound"]
     )
 
 
