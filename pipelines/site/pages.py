@@ -125,12 +125,16 @@ def host_boards_page(docs: list[RunRecord], boards: list[Any] | None = None) -> 
     )
     out: list[str] = []
     json_of = {d.id: run_json(d) for d in records(docs)}
+    # a host of many boards reads as a list of answers: each board's best row in view, the rest folded
+    many = len(boards) > BOARDS_OPEN
     for b in boards:
         m = b.metric
         title = f"## {cell(b.test)} on {code(b.host_id)} · {code(b.backend)}"
         if same_title[(b.test, b.host_id, b.backend)] > 1:
             title += f" · {code(b.key[:8])}"
         out.append(title + "\n")
+        head = out
+        out = []
         out.append(
             f"Ranked by **{cell(m.label)}** ({cell(m.unit)}, {'higher' if m.higher_is_better else 'lower'} is better; "
             f"{cell(m.aggregation)}) with a CI95 that treats the run as the unit (see [Methodology]"
@@ -253,10 +257,54 @@ def host_boards_page(docs: list[RunRecord], boards: list[Any] | None = None) -> 
                 )
             )
             out.append("")
+        board_body, out = out, head
+        if many and recs:
+            best = recs[0]
+            firsts = sum(1 for r in recs if r["rank"] == 1)
+            lead = (
+                "**Only configuration:**"
+                if len(recs) == 1
+                else f"**Tied first** ({firsts} within noise of each other), e.g.:"
+                if best["tied"] and firsts > 1
+                else "**Ranked first:**"
+                if best["rank"] == 1
+                else "**Not ranked** (no interval to rank by), e.g.:"
+            )
+            out.append(
+                f"{lead} {cell(best['model'])}"
+                + (
+                    ""
+                    if not b.varying
+                    else " · "
+                    + cell(
+                        ", ".join(
+                            f"{k}={_setting(best['settings'][k])}" for k in b.varying
+                        )
+                    )
+                )
+                + f" — {cell(m.label)} ({cell(m.unit)}): "
+                f"{figures.value(best['figure'])} "
+                f"({'CI95 ' if best['figure'].has_interval else ''}{figures.interval(best['figure'])}, "
+                f"n {best['figure'].n}{', stale' if best['stale'] else ''}; "
+                f"of {len(recs)} configuration{'s' if len(recs) != 1 else ''}).\n"
+            )
+            out.append(
+                fold(
+                    f"{b.test}: the ranking, the test and every configuration",
+                    "\n".join(board_body),
+                    "almanac-fold",
+                )
+            )
+            out.append("")
+        else:
+            out += board_body
     return "\n".join(out)
 
 
 LONG_FACTS = 400  # characters: a board's facts longer than this are folded
+BOARDS_OPEN = (
+    12  # a host with more boards than this folds each board under its best row
+)
 
 
 def _extra_cell(s: Summary | None, m: Any) -> str:
