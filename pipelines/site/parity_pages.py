@@ -126,6 +126,15 @@ SCORE_LATENCY_CAPTION = (
 )
 
 
+SECOND_FAMILY_ABSENT = (
+    "*Not measured: a second engine family's score.* Every backend above is llama.cpp. Hugging Face "
+    "transformers does not run on these CPU hosts (the registry's PyTorch wheels bring the CUDA "
+    "libraries), and where it ran, on a lent GPU (`transformers serve`), it served random weights, "
+    "whose answers score nothing: its speed beside llama-server on the same GPU is on "
+    "[Serving](serving.md) and [Comparisons](comparisons.md)."
+)
+
+
 def _score_latency_table(
     rows: list[parity_mod.Overall], groups: list[parity_mod.Group]
 ) -> str:
@@ -294,6 +303,8 @@ def parity_section(docs: list[dict[str, Any]]) -> str:
         ]
         out += [f"- {_sentence(o)}" for o in rows] + [""]
         out += [SCORE_LATENCY_CAPTION, "", _score_latency_table(rows, gs), ""]
+        if not any("transformers" in o.other.lower() for o in rows):
+            out += [SECOND_FAMILY_ABSENT, ""]
         out += [
             fold("Agreement and discordant items", _overall_table(rows), "abstract"),
             "",
