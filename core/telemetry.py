@@ -179,7 +179,8 @@ def scrapes(series: dict[str, Any] | None) -> list[dict[str, Any]]:
 
 
 def scrape_count(summary: dict[str, Any]) -> int:
-    """How many scrapes a level's telemetry summary was computed from."""
+    """How many scrapes (or NVML samples: gpu_summary's count) a level's telemetry summary was
+    computed from."""
     return int(summary.get("samples") or 0)
 
 

@@ -262,7 +262,9 @@ def test_poisson_sweep_records_every_request_with_its_schedule():
         "seed": 3,
         "warmup_requests": 1,
         "workload": WORK,
-        "slo": {"ttft_ms": 200, "tpot_ms": None, "percentile": 90},
+        # a fault server answers in about 2 ms: 2 s leaves room for a busy machine (the SLO arithmetic
+        # is what is tested here, not this machine's speed)
+        "slo": {"ttft_ms": 2000, "tpot_ms": None, "percentile": 90},
     }
     res, err = _run(
         {

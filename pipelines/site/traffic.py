@@ -170,7 +170,9 @@ def _gpu_line(s: dict[str, Any]) -> str | None:
             f"(max {num(p and p['max'], 0)} W), memory in use up to {num(m and m['max'], 0)} MiB"
         )
     return (
-        f"GPU telemetry ({num(g.get('samples'), 0)} samples): " + "; ".join(bits) + "."
+        f"GPU telemetry ({num(telemetry.scrape_count(g), 0)} samples): "
+        + "; ".join(bits)
+        + "."
     )
 
 
