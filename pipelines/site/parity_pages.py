@@ -128,7 +128,7 @@ SCORE_LATENCY_CAPTION = (
 
 SECOND_FAMILY_ABSENT = (
     "*Not measured: a second engine family's score.* Every backend above is llama.cpp. Hugging Face "
-    "transformers does not run on these CPU hosts (the registry's PyTorch wheels bring the CUDA "
+    "transformers was not installed on these CPU hosts (PyPI's PyTorch wheels bring gigabytes of CUDA "
     "libraries), and where it ran, on a lent GPU (`transformers serve`), it served random weights, "
     "whose answers score nothing: its speed beside llama-server on the same GPU is on "
     "[Serving](serving.md) and [Comparisons](comparisons.md)."
