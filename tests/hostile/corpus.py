@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 MAX_WALL_S = 60.0
@@ -839,7 +840,18 @@ def _run_case(
         t0 = time.perf_counter()
         with open(tmp / "out.txt", "wb") as out, open(tmp / "err.txt", "wb") as err:
             proc = subprocess.Popen(
-                [*prefix, python, "-m", "invoke", *args],
+                [
+                    *prefix,
+                    python,
+                    "-S",
+                    "-c",
+                    _SPAWN,
+                    str(tmp / "maxrss.txt"),
+                    python,
+                    "-m",
+                    "invoke",
+                    *args,
+                ],
                 cwd=ROOT,
                 env=env,
                 stdout=out,
@@ -863,7 +875,7 @@ def _run_case(
         (tmp / "out.txt").read_text(errors="replace"),
         (tmp / "err.txt").read_text(errors="replace"),
         wall,
-        int(rusage.ru_maxrss) * 1024,
+        _child_maxrss(tmp, rusage) * 1024,
         changed,
         (live_markup(tmp / "site", case.absent) if case.absent else [])
         + (
@@ -901,6 +913,29 @@ def problems(case: Case, o: Outcome) -> list[str]:
     if o.wall_s >= MAX_WALL_S or o.peak_rss_bytes >= MAX_RSS_BYTES:
         out.append("over limits")
     return out
+
+
+# The case's command runs as the child of a small interpreter, which reports that child's own peak
+# RSS: a process forked from another keeps the other's high-water RSS in its ru_maxrss (fork shares
+# the pages; exec keeps the mark), so measured from this test process a session grown past 1 GiB
+# made every case "over limits". The shim exits as its child did, a signal included.
+_SPAWN = (
+    "import os, subprocess, sys\n"
+    "p = subprocess.Popen(sys.argv[2:])\n"
+    "_, status, ru = os.wait4(p.pid, 0)\n"
+    "open(sys.argv[1], 'w').write(str(ru.ru_maxrss))\n"
+    "if os.WIFSIGNALED(status):\n"
+    "    os.kill(os.getpid(), os.WTERMSIG(status))\n"
+    "sys.exit(os.waitstatus_to_exitcode(status))\n"
+)
+
+
+def _child_maxrss(tmp: Path, rusage: Any) -> int:
+    """The case command's own peak RSS in KiB, as its shim saw it (the shim's, killed first, else)."""
+    try:
+        return int((tmp / "maxrss.txt").read_text())
+    except (OSError, ValueError):
+        return int(rusage.ru_maxrss)
 
 
 def _wait4(pid: int, timeout: float):
