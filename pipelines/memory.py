@@ -1551,42 +1551,36 @@ def vram_split_prediction(
     }
 
 
-def tensor_comm_overhead(
-    runs: list[RunRecord], runtime_overhead: int, leave_out: str | None = None
-) -> tuple[int | None, int]:
-    """What a tensor split's communicators hold per working GPU beyond the plan: the median
-    residual (measured peak - plan) over the working GPUs of the tensor-split runs, leaving out
-    ``leave_out`` (the run being predicted: leave-one-out, so no run predicts itself), and how
-    many runs it comes from."""
-    res, n = [], 0
-    for d in runs:
-        rec = as_record(d)
-        if rec.id == leave_out or (rec.reported.get("split_mode") != "tensor"):
+def split_predictions(
+    runs: list[RunRecord], runtime_overhead: int
+) -> list[dict[str, Any]]:
+    """:func:`vram_split_prediction` of every run that has one. A tensor split's communicators
+    (NCCL) hold memory no model fact tells: each tensor-split run is predicted with the median
+    residual (measured peak - plan, over working GPUs) of the *other* tensor-split runs
+    (leave-one-out, so no run predicts itself; none: that share is left out), recorded as
+    ``comm_overhead`` with ``comm_runs``. Each run is planned once for its residual."""
+    preds = [p for p in (vram_split_prediction(d, runtime_overhead) for d in runs) if p]
+    residuals = {
+        p["id"]: [g["measured"] - g["predicted"] for g in p["gpus"] if not g["idle"]]
+        for p in preds
+        if p["split_mode"] == "tensor"
+    }
+    out = []
+    by_id = {as_record(d).id: d for d in runs}
+    for p in preds:
+        if p["split_mode"] != "tensor":
+            out.append(p)
             continue
-        p = vram_split_prediction(d, runtime_overhead)
-        if p is None:
-            continue
-        n += 1
-        res += [g["measured"] - g["predicted"] for g in p["gpus"] if not g["idle"]]
-    if not res:
-        return None, 0
-    res.sort()
-    return int(res[len(res) // 2]), n
-
-
-def split_prediction(
-    doc: RunRecord, runs: list[RunRecord], runtime_overhead: int
-) -> dict[str, Any] | None:
-    """:func:`vram_split_prediction` with, for a tensor split, the communicators' share from the
-    other tensor-split runs (none: that share is left out and the prediction says so)."""
-    rec = as_record(doc)
-    if rec.reported.get("split_mode") != "tensor":
-        return vram_split_prediction(doc, runtime_overhead)
-    comm, n = tensor_comm_overhead(runs, runtime_overhead, leave_out=rec.id)
-    p = vram_split_prediction(doc, runtime_overhead, comm or 0)
-    if p is not None:
-        p["comm_overhead"], p["comm_runs"] = comm, n
-    return p
+        others = [r for i, rs in residuals.items() if i != p["id"] for r in rs]
+        comm = sorted(others)[len(others) // 2] if others else None
+        q = vram_split_prediction(by_id[p["id"]], runtime_overhead, comm or 0)
+        if q is not None:
+            q["comm_overhead"] = comm
+            q["comm_runs"] = sum(
+                1 for i, rs in residuals.items() if i != p["id"] and rs
+            )
+            out.append(q)
+    return out
 
 
 def gpu_overhead_from_runs(runs: list[RunRecord]) -> tuple[int | None, int]:

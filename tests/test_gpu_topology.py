@@ -543,11 +543,7 @@ def test_split_plan_per_gpu_matches_the_measured_peaks():
     docs = _all_runs()
     overhead, n = mem.gpu_overhead_from_runs(docs)
     assert overhead is not None and n >= 10
-    preds = [
-        p
-        for p in (mem.split_prediction(d, docs, overhead) for d in docs)
-        if p and len(p["gpus"]) == 2
-    ]
+    preds = [p for p in mem.split_predictions(docs, overhead) if len(p["gpus"]) == 2]
     layer = [p for p in preds if p["split_mode"] == "layer"]
     assert len(layer) >= 2 and all(g["within_10pct"] for p in layer for g in p["gpus"])
     # a tensor split: each run predicted with the communicators' share of the other tensor runs

@@ -1099,11 +1099,7 @@ def split_vram_vs_measured(runs: list[RunRecord], overhead: int | None) -> str:
     if overhead is None:
         return ""
     latest = latest_per_key(runs)
-    preds = [
-        p
-        for p in (mem.split_prediction(d, latest, overhead) for d in latest)
-        if p is not None and len(p["gpus"]) > 1
-    ]
+    preds = [p for p in mem.split_predictions(latest, overhead) if len(p["gpus"]) > 1]
     if not preds:
         return ""
     rows = []
