@@ -226,7 +226,7 @@ def _progress_printer():
 
 
 @task(
-    iterable=["host", "label", "nodelist"],
+    iterable=["host", "label", "nodelist", "node"],
     help={
         "matrix": "Matrix name in data/matrices/ or a path to a YAML file (default: default).",
         "force": "Measure again even when an artifact for the same configuration exists.",
@@ -244,6 +244,15 @@ def _progress_printer():
         "account": "Slurm account to charge (sbatch --account).",
         "workdir": "Slurm: a folder every node sees (project snapshot, each node's data; default: the cache dir).",
         "python": "Slurm: the project's Python on the nodes (default: this Python).",
+        "requests_kept": "Load/capacity tests: most request records an artifact stores per level "
+        "(a seeded reservoir; default: the matrix's requests_kept, 1000).",
+        "keep_all_requests": "Load/capacity tests: write every request record of a sampled level beside the "
+        "artifact (<artifact>.requests.jsonl.gz).",
+        "emit_manifest": "Kubernetes (--scheduler k8s): write one Job manifest per (node, matrix) into this "
+        "folder (generate only; the default when --scheduler k8s).",
+        "namespace": "Kubernetes: the namespace of the Jobs (default: default).",
+        "image": "Kubernetes: the container image with the project installed.",
+        "node": "Kubernetes: a node to run on (repeat for several; required).",
     },
 )
 @user_errors
@@ -264,6 +273,12 @@ def bench(
     account="",
     workdir="",
     python="",
+    requests_kept=0,
+    keep_all_requests=False,
+    emit_manifest="",
+    namespace="default",
+    image="",
+    node=None,
 ):
     """Run a benchmark matrix here (or on inventory hosts over SSH, or Slurm nodes): one artifact per configuration.
 
@@ -271,6 +286,32 @@ def bench(
     are skipped, so an interrupted matrix resumes where it stopped."""
     from runtime.execution import runner
 
+    if (requests_kept or keep_all_requests) and (scheduler or host or label):
+        raise Exit(
+            "--requests-kept/--keep-all-requests: set requests_kept / keep_all_requests in the matrix "
+            "for a run on other machines (the options apply to a run here)",
+            code=2,
+        )
+    if scheduler == "k8s":
+        from runtime.remote.kubernetes import K8sOptions, emit_manifests
+
+        for line in emit_manifests(
+            matrix,
+            K8sOptions(
+                nodes=list(node or []),
+                namespace=namespace,
+                image=image,
+                python=python,
+                time_limit=str(time_limit),
+                force=force,
+                retry_failed=retry_failed,
+            ),
+            emit_manifest or "k8s-jobs",
+        ):
+            print(line)
+        return
+    if emit_manifest:
+        raise Exit("--emit-manifest goes with --scheduler k8s", code=2)
     if scheduler and scheduler != "ssh":
         from runtime.remote.fleet_cli import bench_on
         from runtime.remote.schedulers import scheduler_class
@@ -308,6 +349,8 @@ def bench(
         retry_failed=retry_failed,
         on_event=_progress_printer(),
         lock_wait_s=float(wait),
+        keep_all_requests=bool(keep_all_requests),
+        requests_kept=int(requests_kept) or None,
     )
     print(
         f"matrix {report.matrix}: {len(report.measured)} measured, {len(report.failed)} failed, "

@@ -592,14 +592,19 @@ def atomic_write_text(path: Path, text: str) -> None:
     """Write ``text`` to ``path`` so that readers see the old file or the new one, never half.
     A storage fault (no space, read-only, permission denied) is one StorageError naming the path;
     the temporary file is removed and the old file, if any, stays as it was."""
+    atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """:func:`atomic_write_text` for bytes (a compressed sidecar, core.request_records)."""
     tmp: str | None = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(
             prefix=f".{path.name}.", suffix=".tmp", dir=path.parent
         )
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
@@ -772,6 +777,10 @@ def load_tree(
             cache.save()
     # one host id, one machine; an older fingerprint's host joined to the newer host it is (core.hostid)
     problems += hostid.reconcile(loaded, relpath)
+    # the full request records a run wrote beside itself, still the ones it names (core.request_records)
+    from core import request_records
+
+    problems += request_records.problems(loaded)
     return loaded, problems
 
 

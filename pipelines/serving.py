@@ -362,6 +362,31 @@ def _load_levels(r: RunRecord) -> list[dict[str, Any]]:
     return [lv.model_dump(exclude_unset=True) for lv in r.samples.levels or []]
 
 
+def _from_all_records(
+    r: RunRecord, levels: list[dict[str, Any]]
+) -> dict[str, Any] | None:
+    """A sampled run's statistics recomputed by today's arithmetic from its full records (the sidecar,
+    core.request_records), or its stored summary when it kept none: never from the sample."""
+    from core import request_records
+    from core.kinds import load_stats
+    from core.paths import project_root
+
+    stored = r.details.summary
+    if request_records.full_file(r.doc) is None or r.spec is None:
+        return stored if isinstance(stored, dict) and stored.get("levels") else None
+    full = request_records.load_full(project_root() / r.path, r.doc)
+    spec = r.spec
+    capacity = r.test_kind == "capacity"
+    return load_stats.sweep_summary(
+        [{**lv, "requests": recs} for lv, recs in zip(levels, full)],
+        spec.slo,
+        spec.profile,
+        grid=spec.levels if capacity else None,
+        confidence=spec.look_confidence() if capacity else None,
+        steady_state=spec.steady_state,
+    )
+
+
 def load_results(docs: list[RunRecord], latest: bool = True) -> list[dict[str, Any]]:
     """Every current ``load`` and ``capacity`` artifact with levels: its statistics (stored when it
     ran if today's arithmetic, else recomputed from the raw records), its answer and interval, and
@@ -379,10 +404,15 @@ def load_results(docs: list[RunRecord], latest: bool = True) -> list[dict[str, A
             continue
         spec = r.spec
         summary = load_stats.stored_summary(r.details.summary)
+        levels = _load_levels(r)
+        if summary is None and any(lv.get("sampled") for lv in levels):
+            # stored records are a sample: today's figures come from every record (kept beside the
+            # artifact) or, without them, stay as the run computed them from all requests
+            summary = _from_all_records(r, levels)
         if summary is None and spec is not None and r.samples.levels:
             capacity = r.test_kind == "capacity"
             summary = load_stats.sweep_summary(
-                _load_levels(r),
+                levels,
                 spec.slo,
                 spec.profile,
                 grid=spec.levels if capacity else None,

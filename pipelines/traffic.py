@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from core import telemetry
+from core import request_records, telemetry
 from core.records.run import RunRecord, as_record
 from pipelines import serving
 
@@ -154,6 +154,8 @@ def traffic_runs(docs: list[RunRecord]) -> list[dict[str, Any]]:
                     "telemetry": lv.get("telemetry"),
                     "gpu_telemetry": lv.get("gpu_telemetry"),
                     "timeline": timeline(recs),
+                    # a level whose records were bounded (core.request_records): k of n stored
+                    "sampled": lv.get("sampled"),
                 }
             )
         out.append(
@@ -163,6 +165,7 @@ def traffic_runs(docs: list[RunRecord]) -> list[dict[str, Any]]:
                 "arrivals": arrivals_text(r.spec),
                 "steady_state": r.spec.steady_state,
                 "cache_state": getattr(r.details, "cache_state", None),
+                "records_file": request_records.sidecar_rel(r.data_path, r.doc),
                 "levels": rows,
             }
         )

@@ -257,8 +257,24 @@ class LoadRequestRecord(RequestRecord):
     output_tokens_requested: int | None = None
 
 
+class SampledRecord(Shape):
+    """A level whose request records were bounded (core.request_records): ``kept`` of ``of`` stored."""
+
+    kept: int = Field(..., description="Request records stored at this level.")
+    of: int = Field(
+        ...,
+        description="Requests the level sent (every statistic is over all of them).",
+    )
+    seed: int = Field(
+        ...,
+        description="random.Random seed of the reservoir (the test's seed + the level's index).",
+    )
+    method: str = Field(..., description="How they were chosen.")
+
+
 class LoadLevel(Shape):
-    """One level of a load profile: every request it sent, the client's own overhead, the server's counters."""
+    """One level of a load profile: its requests (every one, or a seeded reservoir sample of them: ``sampled``),
+    the client's own overhead, the server's counters."""
 
     level: float
     index: int | None = None
@@ -270,6 +286,11 @@ class LoadLevel(Shape):
         "a precision stop, server_lost.",
     )
     requests: list[LoadRequestRecord] = Field(default_factory=list)
+    sampled: SampledRecord | None = Field(
+        None,
+        description="Set when more requests were sent than a level stores (the matrix's requests_kept): "
+        "which were kept. Absent: every request is here.",
+    )
     client: dict[str, Any] | None = Field(
         None,
         description="The client's CPU time, event-loop lag and the host's load "
@@ -302,8 +323,43 @@ class LoadSloRecord(Shape):
     confidence: float | None = None
 
 
+class RequestRecordsFile(Shape):
+    """The full request records written beside the artifact (gzip-compressed JSON lines, one a request,
+    each with its ``level_index``)."""
+
+    file: str = Field(
+        ...,
+        pattern=r"^[^/\\.][^/\\]*\.requests\.jsonl\.gz$",
+        description="File name, beside the artifact.",
+    )
+    sha256: str = Field(
+        ..., pattern=r"^[0-9a-f]{64}$", description="sha256 of the file's bytes."
+    )
+    records: int = Field(..., ge=0, description="Lines (requests) in it.")
+    bytes: int = Field(..., ge=0, description="Its size.")
+
+
+class RequestRecordsRecord(Shape):
+    """How the run's request records were stored (core.request_records)."""
+
+    limit: int = Field(
+        ..., description="Most request records a level stores (requests_kept)."
+    )
+    kept: int = Field(..., description="Records stored in the artifact, all levels.")
+    of: int = Field(..., description="Requests sent, all levels.")
+    sampled: bool = Field(..., description="Whether any level stores a sample.")
+    full: RequestRecordsFile | None = Field(
+        None,
+        description="Every record, beside the artifact (keep_all_requests), when a level was sampled.",
+    )
+
+
 class LoadDetails(RequestDetails):
     slo: LoadSloRecord | None = None
+    request_records: RequestRecordsRecord | None = Field(
+        None,
+        description="How many request records the artifact stores of those sent; absent: all of them.",
+    )
     summary: dict[str, Any] | None = Field(
         None,
         description="Every level's statistics, verdicts and the answer as the "

@@ -23,6 +23,7 @@ from typing import Any
 from mkdocs.exceptions import Abort
 from mkdocs.plugins import CombinedEvent, event_priority
 
+from core import request_records
 from core.errors import ArtifactError, ArtifactErrors
 from core.paths import schema_dir
 from pipelines import dataset, index
@@ -189,6 +190,11 @@ def publish(site: Path, ds: dataset.Dataset) -> dict[str, int]:
             dest.parent.mkdir(parents=True, exist_ok=True)
             made.add(dest.parent)
         _mirror(src, dest)
+    # every request record a run kept beside itself (core.request_records; checked when the set loaded)
+    for r in ds.runs:
+        side = request_records.sidecar_rel(r.data_path, r.doc)
+        if side is not None:
+            _mirror(ds.root / side, site / "data" / side)
     for kind, k in browser.KINDS.items():
         rows = browser.index_rows(kind, ds.of(kind))
         folder = site / k.folder

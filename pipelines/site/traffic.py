@@ -15,7 +15,16 @@ import pandas as pd
 from core import telemetry
 from pipelines import traffic
 from pipelines.site import charts
-from pipelines.site.markdown import cell, fold, link, num, run_link, table
+from pipelines.site.markdown import (
+    ROOT,
+    cell,
+    data_url,
+    fold,
+    link,
+    num,
+    run_link,
+    table,
+)
 
 PHASE_COLORS = {
     "queued": "#9e9e9e",
@@ -386,6 +395,18 @@ def _cache_line(run: dict[str, Any]) -> str:
     return f"Started on: {cs.get('start')}" + (" (cold)." if cs.get("cold") else ".")
 
 
+def stored_line(lv: dict[str, Any]) -> str:
+    """What a level's charts of single requests show: every request, or the reservoir sample the artifact
+    stores (core.request_records); the level's figures are over all of them either way (plain text)."""
+    s = lv.get("sampled")
+    if not s:
+        return ""
+    return (
+        f"{s['kept']:,} of {s['of']:,} requests shown (a reservoir sample, seed {s['seed']}); "
+        f"the level's figures are over all {s['of']:,}."
+    )
+
+
 def traffic_section(runs: list[dict[str, Any]]) -> list[str]:
     if not runs:
         return []
@@ -420,7 +441,12 @@ def traffic_section(runs: list[dict[str, Any]]) -> list[str]:
                 if run["workload_info"].get("trace_text")
                 else ""
             )
-            + f". {cell(_cache_line(run))} Artifact {link(run['id'], run_link(run['id']))}.",
+            + f". {cell(_cache_line(run))} Artifact {link(run['id'], run_link(run['id']))}"
+            + (
+                f"; every request record: {link('JSON lines, gzip', ROOT + data_url(run['records_file']))}."
+                if run.get("records_file")
+                else "."
+            ),
             "",
         ]
         for lv in run["levels"]:
@@ -431,7 +457,10 @@ def traffic_section(runs: list[dict[str, Any]]) -> list[str]:
             ]
             body.append("")
             if lv["requests"]:
-                body += [charts.embed(latency_chart(lv)), ""]
+                body += [
+                    charts.embed(latency_chart(lv), caption=stored_line(lv)),
+                    "",
+                ]
             tc = telemetry_chart(lv)
             if tc is not None:
                 body += [
@@ -453,10 +482,16 @@ def traffic_section(runs: list[dict[str, Any]]) -> list[str]:
             sc = swimlane_chart(lv)
             if sc is not None:
                 tl = lv["timeline"]
+                stored = lv.get("sampled")
+                of = (
+                    f"{tl['requests']} stored of {stored['of']:,} requests (reservoir, seed {stored['seed']})"
+                    if stored
+                    else f"{tl['requests']} requests"
+                )
                 note = (
-                    f"All {tl['requests']} requests."
+                    f"All {of}."
                     if tl["every"] == 1
-                    else f"Sampled: every {tl['every']}th of {tl['requests']} requests ({tl['shown']} shown)."
+                    else f"Sampled: every {tl['every']}th of {of} ({tl['shown']} shown)."
                 )
                 body += [charts.embed(sc, caption=note), ""]
             turns = (lv["stats"] or {}).get("turns")

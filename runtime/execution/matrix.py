@@ -89,6 +89,18 @@ class MatrixFile(BaseModel):
         gt=0,
         description="Wall-clock limit of one configuration's child process.",
     )
+    requests_kept: int = Field(
+        1000,
+        ge=1,
+        le=1_000_000,
+        description="Load and capacity tests: most request records an artifact stores per level, chosen by "
+        "a seeded reservoir (every statistic is still over all requests; the level says k of n).",
+    )
+    keep_all_requests: bool = Field(
+        False,
+        description="Load and capacity tests: when a level was sampled, write every request record beside "
+        "the artifact (<artifact>.requests.jsonl.gz, its sha256 in the artifact).",
+    )
     settings: dict[str, Any] = Field(
         default_factory=dict,
         description="Backend settings shared by every configuration.",

@@ -27,7 +27,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from core import artifacts, quiet, stats
+from core import artifacts, quiet, request_records, stats
 from core.errors import ArtifactError, ConfigError
 from core.paths import project_root, relpath, runs_dir
 from core.records import run as record
@@ -589,11 +589,18 @@ def run_matrix(
     build_variant: BuildVariant | None = None,
     sweeps: list[str] | None = None,
     lock_wait_s: float = 0.0,
+    keep_all_requests: bool | None = None,
+    requests_kept: int | None = None,
 ) -> MatrixReport:
     """Measure every configuration of a matrix not measured yet (only the named sweeps' when
     ``sweeps`` is given). All input is validated first; one run per data folder and host at a
-    time (runtime.execution.runlock)."""
+    time (runtime.execution.runlock). ``requests_kept`` / ``keep_all_requests`` override the matrix's
+    fields of those names (core.request_records)."""
     m = matrix_mod.load(name_or_path)
+    policy = request_records.RecordPolicy(
+        kept=requests_kept or m.spec.requests_kept,
+        keep_all=bool(keep_all_requests or m.spec.keep_all_requests),
+    )
     cfgs = m.configurations()
     if sweeps:
         unknown = sorted(set(sweeps) - {c.sweep for c in cfgs})
@@ -623,6 +630,7 @@ def run_matrix(
             retry_failed=retry_failed,
             root=root,
             build_variant=build_variant,
+            policy=policy,
         )
 
 
@@ -647,8 +655,10 @@ def _run_configurations(
     retry_failed: bool,
     root: Path | None,
     build_variant: BuildVariant | None,
+    policy: request_records.RecordPolicy | None = None,
 ) -> MatrixReport:
     report = MatrixReport(m.name)
+    policy = policy or request_records.RecordPolicy()
     emit(
         "start",
         {
@@ -742,6 +752,7 @@ def _run_configurations(
                 },
                 build=build,
                 path=lambda doc: artifact_path(doc, root),
+                write=lambda path, doc: request_records.write(path, doc, policy),
                 refusal=lambda cfg=cfg, ref=ref, settings=settings: _does_not_fit(
                     cfg, ref, settings
                 ),
@@ -769,6 +780,8 @@ class Scenario:
     # resource preflight (runtime.execution.preflight): a message when the configuration cannot fit, checked just
     # before it would run; it then becomes a failed artifact without any child process
     refusal: Callable[[], str | None] | None = None
+    # how the artifact is written (a run's: its request records bounded, core.request_records)
+    write: Callable[[Path, dict[str, Any]], Path] = artifacts.write
 
 
 def execute(
@@ -811,7 +824,7 @@ def execute(
         doc = sc.build(
             outcome
         )  # may raise a UserError (bad input found by the child): nothing is written
-        path = artifacts.write(sc.path(doc), doc)
+        path = sc.write(sc.path(doc), doc)
         (report.measured if doc["status"] == "ok" else report.failed).append(path)
         emit(
             "done",

@@ -472,6 +472,19 @@
         a.appendChild(el("p", null, doc.error.message || ""));
         root.insertBefore(a, status);
       }
+      // a run whose levels store a reservoir sample of their requests: how many, and every record beside it
+      var rr = doc.details && doc.details.request_records;
+      if (rr && rr.sampled) {
+        var s = el("p", { "class": "almanac-meta" });
+        s.appendChild(document.createTextNode("Request records: " + rr.kept + " of " + rr.of +
+          " stored (a seeded reservoir sample per level; every figure is over all " + rr.of + ")"));
+        var full = rr.full && typeof rr.full.file === "string" && /^[^\/.][^\/]*\.requests\.jsonl\.gz$/.test(rr.full.file) ? rr.full.file : null;
+        if (full) {
+          s.appendChild(document.createTextNode(" · "));
+          s.appendChild(el("a", { href: url.replace(/[^\/]*$/, "") + encodeURIComponent(full), download: "" }, "every record (JSON lines, gzip)"));
+        }
+        root.insertBefore(s, status);
+      }
       var out = el("div", { "class": "almanac-artifact" });
       (RENDER[doc.artifact] || renderRun)(out, doc, index);
       root.appendChild(out);
