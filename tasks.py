@@ -253,6 +253,12 @@ def _progress_printer():
         "namespace": "Kubernetes: the namespace of the Jobs (default: default).",
         "image": "Kubernetes: the container image with the project installed.",
         "node": "Kubernetes: a node to run on (repeat for several; required).",
+        "known_nodes": "Kubernetes: a file of the cluster's nodes (`kubectl get nodes -o name`) to check "
+        "--node against (default: ask kubectl where it answers).",
+        "pvc": "Kubernetes: the PersistentVolumeClaim the artifacts are written to (default almanac-data).",
+        "cpu": "Kubernetes: the node's allocatable CPU, requested = limit (exclusive use), e.g. 16.",
+        "memory": "Kubernetes: the node's allocatable memory, requested = limit, e.g. 60Gi.",
+        "gpus": "Kubernetes: the node's GPUs (nvidia.com/gpu), requested = limit.",
     },
 )
 @user_errors
@@ -279,21 +285,27 @@ def bench(
     namespace="default",
     image="",
     node=None,
+    known_nodes="",
+    pvc="almanac-data",
+    cpu="",
+    memory="",
+    gpus=0,
 ):
     """Run a benchmark matrix here (or on inventory hosts over SSH, or Slurm nodes): one artifact per configuration.
 
     Configurations already measured (same model hash, settings, test, host, backend version)
     are skipped, so an interrupted matrix resumes where it stopped."""
+    from core.errors import UserError
     from runtime.execution import runner
 
     if (requests_kept or keep_all_requests) and (scheduler or host or label):
-        raise Exit(
-            "--requests-kept/--keep-all-requests: set requests_kept / keep_all_requests in the matrix "
-            "for a run on other machines (the options apply to a run here)",
-            code=2,
+        raise UserError(
+            "set requests_kept / keep_all_requests in the matrix for a run on other machines "
+            "(the options apply to a run here)",
+            field="--requests-kept/--keep-all-requests",
         )
     if scheduler == "k8s":
-        from runtime.remote.kubernetes import K8sOptions, emit_manifests
+        from runtime.remote.kubernetes import K8sOptions, emit_manifests, read_node_file
 
         for line in emit_manifests(
             matrix,
@@ -303,6 +315,11 @@ def bench(
                 image=image,
                 python=python,
                 time_limit=str(time_limit),
+                cpu=str(cpu),
+                memory=str(memory),
+                gpus=int(gpus),
+                pvc=pvc,
+                known_nodes=read_node_file(known_nodes) if known_nodes else None,
                 force=force,
                 retry_failed=retry_failed,
             ),
@@ -311,7 +328,7 @@ def bench(
             print(line)
         return
     if emit_manifest:
-        raise Exit("--emit-manifest goes with --scheduler k8s", code=2)
+        raise UserError("goes with --scheduler k8s", field="--emit-manifest")
     if scheduler and scheduler != "ssh":
         from runtime.remote.fleet_cli import bench_on
         from runtime.remote.schedulers import scheduler_class

@@ -6,7 +6,9 @@ while nothing is written, then runs a matrix on each and brings the artifacts ho
 lazily (``invoke bench --scheduler NAME``):
 
 * ``ssh``: inventory hosts over SSH, a thread per host (runtime.remote.controller.run_hosts);
-* ``slurm``: one exclusive batch job per (node, matrix) (runtime.remote.slurm).
+* ``slurm``: one exclusive batch job per (node, matrix) (runtime.remote.slurm);
+* ``k8s``: one Kubernetes Job manifest per (node, matrix), generated only (runtime.remote.kubernetes;
+  untested against a cluster here).
 
 """
 
@@ -24,6 +26,7 @@ ProgressFn = Callable[[str, str, dict[str, Any]], None]
 SCHEDULERS = {
     "ssh": "runtime.remote.schedulers:SshScheduler",
     "slurm": "runtime.remote.slurm:SlurmScheduler",
+    "k8s": "runtime.remote.kubernetes:K8sScheduler",
 }
 
 
