@@ -42,7 +42,7 @@ def labels(text: str) -> str:
 def merge(incoming: Path, data: Path) -> tuple[list[tuple[Path, Path]], list[str]]:
     """(source, destination) pairs to copy and the refusals, one line each."""
     sys.path.insert(0, str(ROOT))
-    from core import artifacts
+    from core import artifacts, request_records
     from core.errors import ArtifactError
     from core.records.run import run_path
 
@@ -50,6 +50,10 @@ def merge(incoming: Path, data: Path) -> tuple[list[tuple[Path, Path]], list[str
     refused: list[str] = []
     runs = data / "runs"
     seen: dict[Path, bytes] = {}
+    sidecars: dict[
+        Path, str
+    ] = {}  # every request-records file sent -> its name in messages
+    claimed: set[Path] = set()  # those an artifact names (and that matched it)
     for runner in sorted(p for p in incoming.iterdir() if p.is_dir()):
         for src in sorted(runner.rglob("*")):
             rel = src.relative_to(runner)
@@ -58,6 +62,9 @@ def merge(incoming: Path, data: Path) -> tuple[list[tuple[Path, Path]], list[str
                 refused.append(f"{name}: refused (a symbolic link)")
                 continue
             if not src.is_file():
+                continue
+            if src.name.endswith(request_records.SUFFIX):  # comes with its artifact
+                sidecars[src] = name
                 continue
             if src.suffix != ".json":
                 refused.append(f"{name}: refused (not a JSON artifact)")
@@ -86,9 +93,27 @@ def merge(incoming: Path, data: Path) -> tuple[list[tuple[Path, Path]], list[str
                     f"{name}: refused (another runner sent other content under that name)"
                 )
                 continue
+            bad = request_records.problem(src, doc)  # every record it kept beside it
+            if bad:
+                refused.append(f"{name}: refused ({bad})")
+                continue
+            if request_records.full_file(doc) is not None:
+                claimed.add(request_records.sidecar_path(src))
             if not dest.exists() and dest not in seen:
                 seen[dest] = body
+                if request_records.full_file(doc) is not None:  # written before it
+                    todo.append(
+                        (
+                            request_records.sidecar_path(src),
+                            request_records.sidecar_path(dest),
+                        )
+                    )
                 todo.append((src, dest))
+    refused += [
+        f"{name}: refused (request records no artifact names)"
+        for src, name in sidecars.items()
+        if src not in claimed
+    ]
     return todo, refused
 
 
@@ -115,11 +140,14 @@ def main(argv: list[str]) -> int:
         sys.path.insert(0, str(ROOT))
         from core import artifacts
 
-        for src, dest in todo:
-            artifacts.atomic_write_text(dest, src.read_text(encoding="utf-8"))
+        for src, dest in todo:  # an artifact's request records (checked) before it
+            artifacts.atomic_write_bytes(dest, src.read_bytes())
         runners = len([p for p in incoming.iterdir() if p.is_dir()])
+        n = sum(1 for _, dest in todo if dest.suffix == ".json")
+        extra = len(todo) - n
         print(
-            f"merged {len(todo)} new artifacts from {runners} runners into {data / 'runs'}"
+            f"merged {n} new artifacts from {runners} runners into {data / 'runs'}"
+            + (f" (and {extra} request-records files beside them)" if extra else "")
         )
         return 0
     print(__doc__.strip().splitlines()[2], file=sys.stderr)

@@ -24,6 +24,7 @@ import gzip
 import hashlib
 import json
 import os
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -224,6 +225,40 @@ def problem(path: Path, doc: dict[str, Any]) -> str | None:
 def problems(loaded: list[tuple[Path, dict[str, Any]]]) -> list[str]:
     """One line per artifact whose full request records are missing or not the ones it wrote."""
     return [p for path, doc in loaded if (p := problem(path, doc))]
+
+
+def carry(src: Path, doc: dict[str, Any], dest: Path) -> Path | None:
+    """Copy the sidecar of the artifact at ``src`` beside ``dest`` (a run brought home from another
+    machine), checked before and while it is copied and written atomically; None when it names none.
+    ArtifactError, one line, when it is missing or not the one the artifact recorded."""
+    full = full_file(doc)
+    if full is None:
+        return None
+    bad = problem(src, doc)
+    if bad:
+        raise ArtifactError(bad)
+    target = sidecar_path(dest)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(
+        prefix=f".{target.name}.", suffix=".tmp", dir=target.parent
+    )
+    try:
+        h = hashlib.sha256()
+        with open(sidecar_path(src), "rb") as fin, os.fdopen(fd, "wb") as fout:
+            for chunk in iter(lambda: fin.read(1 << 20), b""):
+                h.update(chunk)
+                fout.write(chunk)
+            fout.flush()
+            os.fsync(fout.fileno())
+        if h.hexdigest() != full.get("sha256"):
+            raise ArtifactError(
+                "changed while it was copied", file=relpath(sidecar_path(src))
+            )
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return target
 
 
 def load_full(path: Path, doc: dict[str, Any]) -> list[list[dict[str, Any]]]:

@@ -178,6 +178,28 @@ def test_full_records_beside_the_artifact_are_every_request_and_checked(tmp_path
     assert "not the file beside it" in (request_records.problem(path, new) or "")
 
 
+def test_records_brought_home_with_their_artifact_are_checked(tmp_path):
+    # what the SSH and Slurm fetches do with a run that kept every record beside it
+    doc = _doc([30])
+    src = _write(
+        tmp_path / "remote", doc, request_records.RecordPolicy(kept=10, keep_all=True)
+    )
+    new = json.loads(src.read_text())
+    dest = tmp_path / "home" / "runs" / "h" / "m" / src.name
+    side = request_records.carry(src, new, dest)
+    assert side == request_records.sidecar_path(dest)
+    assert side.read_bytes() == request_records.sidecar_path(src).read_bytes()
+    dest.write_text(json.dumps(new))
+    assert request_records.problem(dest, new) is None
+    assert request_records.carry(src, doc, dest) is None  # names none: nothing to bring
+    # edited on the remote side: refused, one line, nothing written beside the new place
+    request_records.sidecar_path(src).write_bytes(b"forged")
+    other = tmp_path / "home2" / src.name
+    with pytest.raises(ArtifactError, match="details.request_records.full.sha256"):
+        request_records.carry(src, new, other)
+    assert not other.parent.exists() or not any(other.parent.iterdir())
+
+
 def test_an_artifact_without_the_field_is_not_sampled(tmp_path):
     doc = _doc(
         [30]

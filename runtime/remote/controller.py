@@ -34,7 +34,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from core import artifacts
+from core import artifacts, request_records
 from core.errors import ArtifactError
 from core.paths import cache_dir, project_root, relpath, runs_dir, slug
 from core.records import run as run_record
@@ -390,7 +390,8 @@ class HostRun:
                     continue
                 if (local_root / rel).exists():
                     continue  # taken (and checked) by an earlier run: nothing to fetch or write
-                tmp = Path(td) / "artifact.json"
+                # named as on the host: the sidecar of its request records is named after it
+                tmp = Path(td) / Path(rel).name
                 try:
                     _get_bounded(
                         sftp, f"{w}/data/runs/{rel}", tmp, MAX_REMOTE_ARTIFACT_BYTES
@@ -405,6 +406,20 @@ class HostRun:
                     continue
                 target = run_record.run_path(doc, local_root)
                 if target.exists():
+                    continue
+                full = request_records.full_file(doc)
+                try:  # every request record the run kept beside it comes too, checked
+                    if full is not None:
+                        side = request_records.sidecar_path(tmp)
+                        _get_bounded(
+                            sftp,
+                            f"{w}/data/runs/{request_records.sidecar_path(Path(rel)).as_posix()}",
+                            side,
+                            int(full.get("bytes") or 0),
+                        )
+                        request_records.carry(tmp, doc, target)
+                except (OSError, ArtifactError) as exc:
+                    self._refuse(rel, f"refused: its request records: {exc}", doc)
                     continue
                 artifacts.write(target, doc)
                 self.outcome.fetched.append(target)

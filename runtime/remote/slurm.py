@@ -38,7 +38,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from core import artifacts
+from core import artifacts, request_records
 from core.errors import ArtifactError, UserError
 from core.paths import cache_dir, project_root, runs_dir
 from core.records.run import run_path
@@ -483,6 +483,12 @@ class NodeJob:
             why = self._check(rel, doc)
             if why:
                 self.outcome.invalid.append(f"job {self.job_id}: {rel}: {why}")
+                self._undone(rel)
+                continue
+            try:  # every request record the run kept beside it comes too (core.request_records)
+                request_records.carry(target, doc, dest)
+            except ArtifactError as exc:
+                self.outcome.invalid.append(f"job {self.job_id}: {rel}: {exc}")
                 self._undone(rel)
                 continue
             artifacts.write(dest, doc)
