@@ -239,6 +239,7 @@ tests:
     seed: 7
     warmup_requests: 0
     telemetry_interval_s: null
+    steady_state: 0.5
     workload: {prompt_tokens: 24, output_tokens: 4, seed: 1}
     slo: {percentile: 50, ttft_ms: 10000, tpot_ms: null}
 """
@@ -257,7 +258,7 @@ def _built() -> bool:
     "(or set ALMANAC_LLAMA_SERVER)",
 )
 def test_llama_server_load_run_stores_a_sample_and_every_record_beside_it(
-    data_env, monkeypatch
+    data_env, monkeypatch, tmp_path
 ):
     from core.kinds import load_stats
     from pipelines import serving
@@ -303,6 +304,25 @@ def test_llama_server_load_run_stores_a_sample_and_every_record_beside_it(
             )["levels"][0]["percentiles"]["e2e_ms"]["p50"]
         )
     )
+    # the Real traffic section says what its charts of single requests show, and links every record
+    from pipelines import traffic
+    from pipelines.site import hooks
+    from pipelines.site.traffic import traffic_section
+
+    ds = load_set(data_env)
+    (run,) = traffic.traffic_runs(ds.runs)
+    rel = request_records.sidecar_rel(ds.runs[0].data_path, doc)
+    assert rel and run["records_file"] == rel
+    md = "\n".join(traffic_section([run]))
+    assert "5 of 12 requests shown (a reservoir sample, seed 7)" in md
+    assert "5 stored of 12 requests (reservoir, seed 8)" in md  # the swim lanes
+    assert rel in md
+    # published beside the artifact's JSON on Open data
+    site = tmp_path / "site"
+    hooks.publish(site, ds)
+    assert (site / "data" / rel).read_bytes() == request_records.sidecar_path(
+        path
+    ).read_bytes()
     # a stored summary of another arithmetic is recomputed from the full records, never the sample
     monkeypatch.setattr(load_stats, "LOAD_STATS_VERSION", 999)
     (row,) = serving.load_results(load_set(data_env).runs)
