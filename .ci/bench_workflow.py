@@ -74,6 +74,10 @@ def merge(incoming: Path, data: Path) -> tuple[list[tuple[Path, Path]], list[str
             except ArtifactError as exc:
                 refused.append(f"{name}: {exc}")
                 continue
+            if (
+                request_records.full_file(doc) is not None
+            ):  # its records: one line with it
+                claimed.add(request_records.sidecar_path(src))
             if doc.get("artifact") != "run":
                 refused.append(f"{name}: refused (not a run artifact)")
                 continue
@@ -97,8 +101,6 @@ def merge(incoming: Path, data: Path) -> tuple[list[tuple[Path, Path]], list[str
             if bad:
                 refused.append(f"{name}: refused ({bad})")
                 continue
-            if request_records.full_file(doc) is not None:
-                claimed.add(request_records.sidecar_path(src))
             if not dest.exists() and dest not in seen:
                 seen[dest] = body
                 if request_records.full_file(doc) is not None:  # written before it

@@ -16,6 +16,8 @@ import pytest
 from core import artifacts, request_records, reservoir
 from core.errors import ArtifactError, ConfigError
 
+ROOT = Path(__file__).resolve().parents[1]
+
 
 # -- the reservoir ------------------------------------------------------------------------------
 def test_reservoir_keeps_known_positions_for_a_seed():
@@ -198,6 +200,59 @@ def test_records_brought_home_with_their_artifact_are_checked(tmp_path):
     with pytest.raises(ArtifactError, match="details.request_records.full.sha256"):
         request_records.carry(src, new, other)
     assert not other.parent.exists() or not any(other.parent.iterdir())
+
+
+def _workflow():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "bench_workflow", ROOT / ".ci" / "bench_workflow.py"
+    )
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+LOAD_RUN = "runs/vm-d4bbc016/gemma3-270m-q4-k-m/repeats-varied--b3e8a136a9c6c0ba-20261128T104707.133Z.json"
+
+
+@pytest.mark.parametrize("forge", [None, "edited", "stray"])
+def test_the_self_hosted_merge_brings_the_records_or_refuses(tmp_path, forge):
+    from tests.support.committed import committed_root
+
+    src = committed_root() / LOAD_RUN
+    doc = artifacts.load(
+        src
+    )  # a committed load run of 12 requests, bounded here to 5 and kept
+    rel = Path(*Path(LOAD_RUN).parts[1:])
+    up = tmp_path / "incoming" / "runs-almanac-cpu" / rel
+    new, data = request_records.prepare(
+        up, doc, request_records.RecordPolicy(kept=5, keep_all=True)
+    )
+    assert data is not None
+    artifacts.write(up, new)
+    artifacts.atomic_write_bytes(request_records.sidecar_path(up), data)
+    if forge == "edited":
+        request_records.sidecar_path(up).write_bytes(data[:-1])
+    if forge == "stray":
+        (up.parent / "x.requests.jsonl.gz").write_bytes(data)
+    out = tmp_path / "data"
+    todo, refused = _workflow().merge(tmp_path / "incoming", out)
+    if forge is None:
+        assert refused == [] and [d.name for _, d in todo] == [
+            request_records.sidecar_path(rel).name,  # written before the artifact
+            rel.name,
+        ]
+        return
+    assert len(refused) == 1 and refused[0].startswith("runs-almanac-cpu/")
+    assert (
+        "details.request_records.full.sha256" in refused[0]
+        if forge == "edited"
+        else refused[0].endswith(
+            "x.requests.jsonl.gz: refused (request records no artifact names)"
+        )
+    )
 
 
 def test_an_artifact_without_the_field_is_not_sampled(tmp_path):
