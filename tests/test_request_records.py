@@ -387,3 +387,31 @@ def test_llama_server_load_run_stores_a_sample_and_every_record_beside_it(
     side.write_bytes(side.read_bytes() + b"\0")
     count, problems = artifacts.validate_tree(data_env)
     assert len(problems) == 1 and "details.request_records.full.sha256" in problems[0]
+
+
+@pytest.mark.integration
+def test_the_cli_options_are_one_line_where_they_cannot_apply(data_env):
+    import subprocess
+    import sys
+
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "invoke",
+            "bench",
+            "--host",
+            "h1",
+            "--keep-all-requests",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert res.returncode == 2
+    assert res.stderr.strip().splitlines() == [
+        "error: --requests-kept/--keep-all-requests: set requests_kept / keep_all_requests in "
+        "the matrix for a run on other machines (the options apply to a run here)"
+    ]
+    assert not (data_env / "runs").exists()
