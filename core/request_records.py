@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from core import artifacts, reservoir, safefile
+from core import reservoir, safefile
 from core.errors import ArtifactError, ConfigError
 from core.paths import relpath
 
@@ -152,22 +152,6 @@ def prepare(
             "bytes": len(data),
         }
     return doc, data
-
-
-def write(path: Path, doc: dict[str, Any], policy: RecordPolicy) -> Path:
-    """Bound ``doc``'s request records and write it (core.artifacts.write); with the full records kept,
-    their sidecar first (atomic), named in the artifact with its sha256. A refused artifact leaves no
-    sidecar behind."""
-    doc, data = prepare(path, doc, policy)
-    if data is None:
-        return artifacts.write(path, doc)
-    side = sidecar_path(path)
-    artifacts.atomic_write_bytes(side, data)
-    try:
-        return artifacts.write(path, doc)
-    except BaseException:
-        side.unlink(missing_ok=True)
-        raise
 
 
 _CHECKED: dict[

@@ -131,7 +131,7 @@ def test_a_bad_limit_is_one_line():
 
 
 def _write(tmp_path: Path, doc: dict, policy) -> Path:
-    """What request_records.write writes, without the artifact's schema (a bare document here)."""
+    """What runtime.execution.runner.write_run writes, without the artifact schema (a bare document)."""
     path = tmp_path / "runs" / "h" / "m" / "t--abc-20260101.json"
     new, data = request_records.prepare(path, doc, policy)
     assert data is not None

@@ -442,6 +442,24 @@ def build_artifact(
 artifact_path = record.run_path  # one owner of the layout: core.records.run
 
 
+def write_run(
+    path: Path, doc: dict[str, Any], policy: request_records.RecordPolicy
+) -> Path:
+    """Write a run artifact with its request records bounded (core.request_records); with every record
+    kept, their sidecar first (atomic), named in the artifact with its sha256. A refused artifact leaves
+    no sidecar behind."""
+    doc, data = request_records.prepare(path, doc, policy)
+    if data is None:
+        return artifacts.write(path, doc)
+    side = request_records.sidecar_path(path)
+    artifacts.atomic_write_bytes(side, data)
+    try:
+        return artifacts.write(path, doc)
+    except BaseException:
+        side.unlink(missing_ok=True)
+        raise
+
+
 @dataclass(frozen=True)
 class BuildVariant:
     """A variant of the build measured beside the ordinary one (e.g. a deliberately slowed
@@ -752,7 +770,7 @@ def _run_configurations(
                 },
                 build=build,
                 path=lambda doc: artifact_path(doc, root),
-                write=lambda path, doc: request_records.write(path, doc, policy),
+                write=lambda path, doc: write_run(path, doc, policy),
                 refusal=lambda cfg=cfg, ref=ref, settings=settings: _does_not_fit(
                     cfg, ref, settings
                 ),
