@@ -236,14 +236,15 @@ def _progress_printer():
         "inventory": "Hosts inventory (default: data/hosts.yaml).",
         "wait": "Seconds to wait for another run measuring on this host to finish (default 0: refuse at once).",
         "scheduler": "Run through a scheduler instead of here: "
-        "slurm (one exclusive job per node), ssh (= --host/--label).",
+        "slurm (one exclusive job per node), ssh (= --host/--label), "
+        "k8s (one Kubernetes Job manifest per node, generated only).",
         "partition": "Slurm partition (default: the cluster's default partition).",
         "constraint": "Slurm node features (sbatch --constraint); a single feature also picks the nodes.",
         "nodelist": "Slurm node to run on (repeat for several; default: every node of the partition).",
         "time_limit": "Slurm time limit per job (sbatch --time: minutes or [D-]HH:MM:SS; default 60).",
         "account": "Slurm account to charge (sbatch --account).",
         "workdir": "Slurm: a folder every node sees (project snapshot, each node's data; default: the cache dir).",
-        "python": "Slurm: the project's Python on the nodes (default: this Python).",
+        "python": "Slurm: the project's Python on the nodes (default: this Python); Kubernetes: in the image.",
         "requests_kept": "Load/capacity tests: most request records an artifact stores per level "
         "(a seeded reservoir; default: the matrix's requests_kept, 1000).",
         "keep_all_requests": "Load/capacity tests: write every request record of a sampled level beside the "
