@@ -435,7 +435,7 @@ def test_no_built_page_shows_unrendered_markdown_or_a_placeholder(built_site):
 def test_the_committed_data_s_folds_render_their_tables_and_markdown(session_data):
     """The folds the golden data does not reach, on the committed measurements: the Optimization page's
     adapter table and the What-if page's projection method."""
-    from pipelines.site import planning, tracks
+    from pipelines.site import tracks, whatif_page
     from tests.support.site_text import render_like_site, unrendered
 
     # the committed data as checked out (the fixture's list of committed files predates the adapter runs);
@@ -450,7 +450,7 @@ def test_the_committed_data_s_folds_render_their_tables_and_markdown(session_dat
     assert re.search(
         r"<details>\s*<summary>Adapter table[^<]*</summary>\s*<table>", opt
     )
-    whatif = render_like_site(planning.whatif_page(runs), "whatif.md", "whatif/")
+    whatif = render_like_site(whatif_page.whatif_page(runs), "whatif.md", "whatif/")
     assert re.search(
         r"<details>\s*<summary>How the gains are projected</summary>\s*<ul>\s*<li><strong>",
         whatif,
