@@ -21,8 +21,8 @@ from pipelines.site import (  # noqa: F401 - split_pages registers
     leaderboard_page,
     manual,
     memory_page,
+    methodology,
     open_data,
-    pages,
     parity_pages,
     per_host,
     projections_page,
@@ -87,12 +87,14 @@ def define_env(env: Any) -> None:
     env.macro(per_host.render, "split_page")
     env.macro(open_data.artifact_format, "artifact_format")
     env.macro(open_data.published_paths, "published_paths")
-    env.macro(pages.metric_definitions, "metric_definitions")
-    env.macro(pages.test_kinds, "test_kinds")
+    env.macro(methodology.metric_definitions, "metric_definitions")
+    env.macro(methodology.test_kinds, "test_kinds")
     env.macro(lambda kind: site_kinds.kind_page(kind, list(_runs())), "kind_page")
-    env.macro(lambda: pages.backends_table(backend_declarations()), "backends_table")
     env.macro(
-        lambda backend: pages.settings_table(
+        lambda: methodology.backends_table(backend_declarations()), "backends_table"
+    )
+    env.macro(
+        lambda backend: methodology.settings_table(
             backends.settings_class(backend).option_table()
         ),
         "settings_table",

@@ -15,7 +15,7 @@ import pytest
 from core.records.run import RunRecord
 from pipelines import host_boards, roofline, serving
 from pipelines.runs import load_runs
-from pipelines.site import browser, memory_page, pages, roofline_page
+from pipelines.site import browser, host_boards_page, memory_page, roofline_page
 from pipelines.site import serving as serving_pages
 from tests.conftest import FIXTURES, GOLDEN, build_site, make_golden_data
 
@@ -68,7 +68,7 @@ def test_leaderboard_marks_endpoint_models_and_keeps_them_apart(docs):
             for x in host_boards.board_records(b)
             if x["model"] == r["model"]
         )
-    md = pages.host_boards_page(docs)
+    md = host_boards_page.host_boards_page(docs)
     assert "endpoint · llama-server</span>" in md
     assert "<script>" not in md and "<img" not in md and "<b>vLLM" not in md
     assert (

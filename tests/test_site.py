@@ -11,7 +11,7 @@ from core.metrics import METRICS
 from core.records.run import RunRecord
 from pipelines import host_boards
 from pipelines.runs import load_runs
-from pipelines.site import browser, charts, markdown, pages
+from pipelines.site import browser, charts, host_boards_page, markdown, methodology
 from tests.conftest import GOLDEN
 
 
@@ -50,7 +50,7 @@ def _current(docs):
 
 
 def test_leaderboard_figures_link_to_their_artifacts(docs):
-    md = pages.host_boards_page(docs)
+    md = host_boards_page.host_boards_page(docs)
     current = _current(docs)
     assert len(current) < len(
         [d for d in docs if d["status"] == "ok"]
@@ -83,7 +83,7 @@ def test_hostile_strings_are_escaped(docs):
     recs = [RunRecord(d) for d in docs]
     fx = facts.of(recs)
     for text in (
-        pages.host_boards_page(recs),
+        host_boards_page.host_boards_page(recs),
         home_page.home(fx, None),
         leaderboard_page.leaderboard_page(fx),
         script,
@@ -123,13 +123,15 @@ def test_cell_neutralises_markdown_and_html():
 
 
 def test_methodology_lists_every_metric_and_setting():
-    defs = pages.metric_definitions()
+    defs = methodology.metric_definitions()
     for name in METRICS:
         assert f"<code>{name}</code>" in defs
     from runtime import backends
     from runtime.backends.llama_cpp.config import LlamaCppSettings
 
-    table = pages.settings_table(backends.settings_class("llama_cpp").option_table())
+    table = methodology.settings_table(
+        backends.settings_class("llama_cpp").option_table()
+    )
     for name, f in LlamaCppSettings.model_fields.items():
         assert f"<code>{name}</code>" in table and f.description
 
