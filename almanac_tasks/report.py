@@ -9,10 +9,10 @@ from pathlib import Path
 from typing import Any
 
 
-def say(*lines: object) -> None:
-    """Result lines, on stdout (flushed: a long task's lines show as they come)."""
+def say(*lines: object, flush: bool = False) -> None:
+    """Result lines, on stdout; ``flush`` where a long step follows (its line shows before it)."""
     for line in lines:
-        print(line, flush=True)
+        print(line, flush=flush)
 
 
 def note(*lines: object) -> None:
@@ -43,4 +43,4 @@ def written(paths: Iterable[Path | str]) -> None:
 
 def block(text: str) -> None:
     """A rendered block (a Markdown table, a plan) on stdout, as it is: it ends its own lines."""
-    print(text, end="", flush=True)
+    print(text, end="")

@@ -68,7 +68,8 @@ def _ensure_noise(c: Context) -> None:
         say(
             f"no run-to-run noise estimate for this host yet ({', '.join(missing)}): an A/A until the estimate is "
             f"useful (at most {NOISE_FIRST_MAX_RUNS} runs and {NOISE_FIRST_BUDGET_S:.0f} "
-            "s; `invoke noise` allows more)"
+            "s; `invoke noise` allows more)",
+            flush=True,
         )
         noise_task.body(c, runs=NOISE_FIRST_MAX_RUNS, budget=NOISE_FIRST_BUDGET_S)
 
@@ -83,7 +84,8 @@ def _ensure_bandwidth(c: Context) -> bool:
     if hostprobe.has_probe(hid):
         return False
     say(
-        "no memory bandwidth measured on this host yet: `invoke host.probe` (for the Roofline page's bound)"
+        "no memory bandwidth measured on this host yet: `invoke host.probe` (for the Roofline page's bound)",
+        flush=True,
     )
     host_probe.body(c)
     return True
