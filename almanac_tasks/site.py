@@ -44,6 +44,7 @@ def build_site(
 
 def _build_locked(c: Context, site: Path, if_changed: bool) -> None:
     from pipelines.site import inputs
+    from pipelines.site.buildlock import swap_in
 
     # only `invoke all` stamps and checks (hashing the inputs costs ~0.1 ms an artifact); a plain build
     # removes the stamp, so the next `invoke all` builds once more
@@ -66,7 +67,7 @@ def _build_locked(c: Context, site: Path, if_changed: bool) -> None:
     if result.exited:
         shutil.rmtree(fresh, ignore_errors=True)
     else:
-        _swap_in(fresh, site)
+        swap_in(fresh, site)
     if result.exited:
         # the build's own load of data/ turns a bad artifact into one line (pipelines/site/hooks.py):
         # show that line alone; any other failure is a bug and keeps its whole log
@@ -83,24 +84,6 @@ def _build_locked(c: Context, site: Path, if_changed: bool) -> None:
         inputs.mark(site, current)
     say(f"site built: {index}\n  serve it with: invoke site.serve")
     _report_contradictions(site)
-
-
-def _swap_in(fresh: Path, site: Path) -> None:
-    """Put the site built at ``fresh`` in place of ``site``; the old one is removed in the background."""
-    import subprocess
-
-    old = site.with_name(f".{site.name}.old-{os.getpid()}")
-    if site.exists():
-        site.rename(old)
-    fresh.rename(site)
-    if old.exists():
-        subprocess.Popen(
-            ["rm", "-rf", "--", str(old)],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,
-        )
 
 
 def _report_contradictions(site: Path) -> list[str]:
