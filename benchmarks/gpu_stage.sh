@@ -11,8 +11,8 @@
 #   bash benchmarks/gpu_stage.sh /work/main/.dev-gpu    # then (device, carry [".dev-gpu"]):
 #   cd .dev-gpu && OUT=$OUT bash benchmarks/gpu_run.sh
 #
-# DEST gets the project's code (core, runtime, pipelines, benchmarks, tasks.py, pyproject.toml),
-# the data it reads (data/schema, data/matrices, data/texts, data/models.yaml; never data/runs), this
+# DEST gets the project's code (core, runtime, pipelines, almanac_tasks, benchmarks, tasks.py,
+# pyproject.toml), the data it reads (data/schema, data/matrices, data/texts, data/models.yaml; never data/runs), this
 # checkout's .gpu/ (llama.cpp source, llama-cpp-python's Python part) and the wheels of .whl/ the
 # device image lacks (pydantic and jsonschema with their parts, gguf, diskcache for llama_cpp;
 # WHEEL arguments replace that list, "all" takes every wheel). DEST may lie inside this checkout
@@ -35,7 +35,7 @@ case "$ROOT/" in "$DEST"/*) echo "DEST $DEST contains this checkout: choose a fo
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/gpu-stage.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 mkdir -p "$tmp/data" "$tmp/.whl" "$tmp/.gpu"
-cp -a core runtime pipelines benchmarks tasks.py pyproject.toml "$tmp/"
+cp -a core runtime pipelines almanac_tasks benchmarks tasks.py pyproject.toml "$tmp/"
 cp -a data/schema data/matrices data/texts data/models.yaml "$tmp/data/"  # texts: the load kinds' prompts
 # .gpu's two parts only (DEST itself may lie inside .gpu)
 cp -a .gpu/llama.cpp .gpu/site "$tmp/.gpu/"

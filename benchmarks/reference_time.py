@@ -11,7 +11,7 @@ figure is an upper bound). ``--with-default`` runs default.yaml first, as `invok
 embedded model's reference rows are then already measured). ``--fresh-synthetic`` generates the
 synthetic model into a temporary cache first and times that too, as a fresh host does.
 ``--with-noise`` and ``--with-probe`` add what `invoke all` runs once on a new host: the noise A/A
-(tasks.NOISE_FIRST_MAX_RUNS runs and NOISE_FIRST_BUDGET_S seconds at most) and the bandwidth probe.
+(almanac_tasks.workflow.NOISE_FIRST_MAX_RUNS runs and NOISE_FIRST_BUDGET_S seconds at most) and the bandwidth probe.
 """
 
 from __future__ import annotations
@@ -113,13 +113,13 @@ def main() -> None:
         if (
             args.with_noise
         ):  # what `invoke all` adds once on a host without a run-to-run noise estimate
-            import tasks
+            from almanac_tasks import workflow
             from core import artifacts
             from runtime.execution import noise as noise_run
 
             t0 = time.perf_counter()
             path = noise_run.run_noise(
-                tasks.NOISE_FIRST_MAX_RUNS, tasks.NOISE_FIRST_BUDGET_S
+                workflow.NOISE_FIRST_MAX_RUNS, workflow.NOISE_FIRST_BUDGET_S
             )
             t_noise = time.perf_counter() - t0
             st = artifacts.load(path)["stopping"]

@@ -21,6 +21,9 @@ class Metric:
     aggregation: str  # how samples become the headline figure
     description: str
     decimals: int = 2
+    #: a run's headline figure: the one line that reports a finished run (`invoke bench`'s progress)
+    #: shows it, in this registry's order
+    headline: bool = False
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -80,6 +83,7 @@ register_metric(
         "wall time), as llama-bench's avg_ts: the mean over repetitions of each repetition's rate, "
         "not total tokens over total time.",
         2,
+        headline=True,
     )
 )
 register_metric(
@@ -104,6 +108,7 @@ register_metric(
         "Time to first token: request start to the first streamed chunk that carries content "
         "(prompt templating, tokenisation, prefill and the first sample included).",
         1,
+        headline=True,
     )
 )
 register_metric(
@@ -115,6 +120,7 @@ register_metric(
         "mean over requests",
         "Time per output token after the first: (E2E latency - TTFT) / (output tokens - 1).",
         2,
+        headline=True,
     )
 )
 register_metric(
@@ -199,6 +205,7 @@ register_metric(
         "From starting the server process to its first 200 answer on the health path (model load "
         "included); one sample per cold start.",
         1,
+        headline=True,
     )
 )
 register_metric(
@@ -245,6 +252,7 @@ register_metric(
         "Output tokens of all successful requests of a concurrency level / the level's wall time "
         "(first request sent to last response finished); the highest over the sweep's levels.",
         2,
+        headline=True,
     )
 )
 register_metric(
@@ -257,6 +265,7 @@ register_metric(
         "The highest concurrency level L such that at every level up to L at least the target share "
         "(slo_attainment) of requests succeeded within the TTFT and TPOT limits; 0 if none did.",
         0,
+        headline=True,
     )
 )
 register_metric(
@@ -282,6 +291,7 @@ register_metric(
         "Capacity search (kind capacity): the highest level (users, or requests per second) whose "
         "latency percentiles meet the SLOs; its interval is capacity_low to capacity_high.",
         2,
+        headline=True,
     )
 )
 register_metric(
@@ -315,6 +325,7 @@ register_metric(
         "count",
         "Timed requests a load test or capacity search sent in all (warm-up excluded): what its answer cost.",
         0,
+        headline=True,
     )
 )
 register_metric(
@@ -326,6 +337,7 @@ register_metric(
         "successful tries / tries",
         "Endpoint probe: share of the tries of each case that succeeded (one sample per case).",
         1,
+        headline=True,
     )
 )
 register_metric(
@@ -416,6 +428,7 @@ register_metric(
         "(prompt processing excluded, as llama-server's predicted_per_second); the mean over "
         "repetitions.",
         2,
+        headline=True,
     )
 )
 register_metric(
@@ -428,6 +441,7 @@ register_metric(
         "Speculative decoding: drafted tokens the target accepted / drafted tokens it verified "
         "(llama.cpp's n_accept / n_draft), over the workload's prompts in one repetition.",
         1,
+        headline=True,
     )
 )
 register_metric(

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from core.records.run import RunRecord
 from pipelines import dataset, facts, projections, roofline
 from pipelines.runs import load_runs
 from pipelines.site import (  # noqa: F401 - split_pages registers
@@ -19,15 +20,18 @@ from pipelines.site import (  # noqa: F401 - split_pages registers
     home_page,
     leaderboard_page,
     manual,
+    memory_page,
+    methodology,
     open_data,
-    pages,
     parity_pages,
     per_host,
-    planning,
+    projections_page,
     quality_pages,
+    roofline_page,
     scaling_page,
     split_pages,
     tradeoffs,
+    whatif_page,
 )
 from pipelines.site import fidelity as fidelity_pages
 from pipelines.site import kinds as site_kinds
@@ -37,7 +41,7 @@ from runtime import backends
 from runtime.quality import sandbox, scorers
 
 
-def _runs() -> tuple[dict[str, Any], ...]:
+def _runs() -> tuple[RunRecord, ...]:
     """The run artifacts of the one loaded set (pipelines.dataset: read and validated once per build)."""
     return tuple(load_runs())
 
@@ -83,12 +87,14 @@ def define_env(env: Any) -> None:
     env.macro(per_host.render, "split_page")
     env.macro(open_data.artifact_format, "artifact_format")
     env.macro(open_data.published_paths, "published_paths")
-    env.macro(pages.metric_definitions, "metric_definitions")
-    env.macro(pages.test_kinds, "test_kinds")
+    env.macro(methodology.metric_definitions, "metric_definitions")
+    env.macro(methodology.test_kinds, "test_kinds")
     env.macro(lambda kind: site_kinds.kind_page(kind, list(_runs())), "kind_page")
-    env.macro(lambda: pages.backends_table(backend_declarations()), "backends_table")
     env.macro(
-        lambda backend: pages.settings_table(
+        lambda: methodology.backends_table(backend_declarations()), "backends_table"
+    )
+    env.macro(
+        lambda backend: methodology.settings_table(
             backends.settings_class(backend).option_table()
         ),
         "settings_table",
@@ -117,18 +123,20 @@ def define_env(env: Any) -> None:
     env.macro(lambda: per_host.render("roles"), "roles_page")
     env.macro(quality_pages.decision_rules, "roles_rules")
     env.macro(
-        lambda: planning.projections_page(list(_runs()), projections.load_records()),
+        lambda: projections_page.projections_page(
+            list(_runs()), projections.load_records()
+        ),
         "projections_page",
     )
     env.macro(
-        lambda: planning.memory_page(list(_runs()), roofline.load_hosts()),
+        lambda: memory_page.memory_page(list(_runs()), roofline.load_hosts()),
         "memory_page",
     )
     env.macro(
-        lambda: planning.roofline_page(list(_runs()), roofline.load_hosts()),
+        lambda: roofline_page.roofline_page(list(_runs()), roofline.load_hosts()),
         "roofline_page",
     )
-    env.macro(lambda: planning.whatif_page(list(_runs())), "whatif_page")
+    env.macro(lambda: whatif_page.whatif_page(list(_runs())), "whatif_page")
     env.macro(lambda: scaling_page.scaling_page(list(_runs())), "scaling_page")
     env.macro(fidelity_pages.fidelity_section, "fidelity_table")
     env.macro(lambda: history_pages.history_page(list(_runs())), "history_page")

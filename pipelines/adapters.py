@@ -67,8 +67,8 @@ class AdapterSeries:
     @property
     def fit(self) -> dict[str, Any] | None:
         """Time per token against the adapter count (least squares over the runs), or None."""
-        pts = [p for p in self.points if p.ms_per_token is not None]
-        fit = stats.linear_fit([p.count for p in pts], [p.ms_per_token for p in pts])
+        pts = [(p.count, y) for p in self.points if (y := p.ms_per_token) is not None]
+        fit = stats.linear_fit([x for x, _ in pts], [y for _, y in pts])
         if fit is None:
             return None
         base = fit["intercept"]

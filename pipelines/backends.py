@@ -109,7 +109,7 @@ def _run_side(recs: list[RunRecord], metric: str) -> tuple[list[float], float | 
         for s in (r.stat(metric) for r in recs)
         if s is not None and s.mean is not None
     ]
-    means = [float(s.mean) for s in stats_]
+    means = [float(m) for s in stats_ if (m := s.mean) is not None]  # every one
     rel = None
     if (
         len(stats_) == 1
@@ -296,6 +296,10 @@ def backend_comparisons(docs: list[Any]) -> list[dict[str, Any]]:
     ]
     groups: dict[tuple[str, str], dict[str, list[RunRecord]]] = {}
     for r in current:
+        if (
+            not r.model_sha256
+        ):  # none left (current has a model file each): narrows the type
+            continue
         groups.setdefault((r.host_id, r.model_sha256), {}).setdefault(
             r.backend, []
         ).append(r)

@@ -350,10 +350,12 @@ def evaluate_gate(
     value = lo = hi = None
     exact = False
     n = None
+    # a ratio, difference or value gate has a registered metric (Gate._check)
+    metric = gate.metric or ""
     if gate.quantity == "ratio":
-        hib = METRICS[gate.metric].higher_is_better
+        hib = METRICS[metric].higher_is_better
         c = stats.compare(
-            _metric_values(base, gate.metric), _metric_values(cand, gate.metric), hib
+            _metric_values(base, metric), _metric_values(cand, metric), hib
         )
         value, lo, hi, n = (
             c.ratio,
@@ -362,11 +364,11 @@ def evaluate_gate(
             (c.n_baseline, c.n_candidate),
         )
     elif gate.quantity == "difference":
-        a, b = _metric_values(base, gate.metric), _metric_values(cand, gate.metric)
+        a, b = _metric_values(base, metric), _metric_values(cand, metric)
         value, lo, hi = welch_difference(a, b)
         n = (len(a), len(b))
     elif gate.quantity == "value":
-        s = cand.stat(gate.metric)
+        s = cand.stat(metric)
         value, lo, hi = (
             (s.mean, s.ci95_low, s.ci95_high) if s is not None else (None, None, None)
         )

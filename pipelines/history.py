@@ -275,7 +275,8 @@ def series(docs: list[RunRecord]) -> list[Series]:
     for r in recs:
         metric = r.headline_metric
         s = r.headline
-        if s is None:
+        # (recs have a headline metric; an ok run's headline summary has a mean)
+        if s is None or s.mean is None or metric is None:
             continue
         ser = out.get(r.history_key)
         if ser is None:

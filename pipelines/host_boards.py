@@ -35,7 +35,7 @@ BOARD_EXTRA = ENERGY_METRICS
 
 
 @dataclass
-class Board:
+class HostBoard:
     host_id: str
     host_name: str
     test: str
@@ -127,7 +127,7 @@ def runs_per_comparability(recs: list[RunRecord]) -> dict[str, list[RunRecord]]:
 
 
 @per_set
-def of(docs: list[RunRecord]) -> list[Board]:
+def of(docs: list[RunRecord]) -> list[HostBoard]:
     """Leaderboards from run artifacts (failed runs excluded)."""
     from pipelines import facts as facts_mod
 
@@ -139,12 +139,12 @@ def of(docs: list[RunRecord]) -> list[Board]:
     for runs in per_key.values():
         r = runs[-1]
         groups.setdefault(r.comparability_key(exclude=COMPARED), []).append(r)
-    out: list[Board] = []
+    out: list[HostBoard] = []
     for gkey, group in groups.items():
         first = group[0]
         metric = headline(first.test_kind)
         assert metric is not None
-        rows = []
+        rows: list[dict[str, Any]] = []
         for r in group:
             s = r.headline
             if s is None:
@@ -212,7 +212,7 @@ def of(docs: list[RunRecord]) -> list[Board]:
         varying, constant = split_settings(list(g["effective"]))
         builds = sorted(set(g["backend_build"]))
         out.append(
-            Board(
+            HostBoard(
                 first.host_id,
                 first.host_name,
                 first.test_name,
@@ -231,7 +231,7 @@ def of(docs: list[RunRecord]) -> list[Board]:
     return out
 
 
-def board_records(board: Board) -> list[dict[str, Any]]:
+def board_records(board: HostBoard) -> list[dict[str, Any]]:
     """Plain rows for rendering: rank (with tie marker), model, build, settings that differ,
     statistics, source."""
     recs = []
@@ -267,7 +267,7 @@ def board_records(board: Board) -> list[dict[str, Any]]:
     return recs
 
 
-def extra_columns(board: Board) -> list[str]:
+def extra_columns(board: HostBoard) -> list[str]:
     """The kind's table columns beside the headline that at least one row of the board measured
     and that boards show (BOARD_EXTRA: energy per token for now)."""
     present = {c for extra in board.rows["extra"] for c in extra}

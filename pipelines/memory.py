@@ -1307,6 +1307,8 @@ def run_prediction(
     eff = rec.reported
     req = rec.requested
     measured = rec.resources.peak_rss_bytes
+    if not measured:  # (_rss_measured has it)
+        return None
     try:
         shape = ModelShape.from_facts(rec.gguf, rec.model_name)
         kv_rows(

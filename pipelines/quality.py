@@ -117,7 +117,9 @@ def output_settings(settings: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def config_identity(backend: str, model_sha256: str, settings: dict[str, Any]) -> str:
+def config_identity(
+    backend: str, model_sha256: str | None, settings: dict[str, Any]
+) -> str:
     """What quality and speed artifacts are joined on: backend, model file and output-relevant settings."""
     return json.dumps(
         {

@@ -369,7 +369,9 @@ def roofline_rows(
             and b["total"] <= probe.llc_bytes
             and row.get("bound_by") != "gpu"
         )
-        if row["fits_llc"]:
+        if (
+            row["fits_llc"] and probe is not None and probe.llc_bytes
+        ):  # (fits_llc says so)
             row["note"] = (
                 f"weights in use and KV ({b['total'] / 2**20:.1f} MiB per token) fit in the "
                 f"{probe.llc_bytes / 2**20:.0f} MiB last-level cache: not bound by memory bandwidth"

@@ -12,7 +12,7 @@ import pytest
 from pipelines import backends as cmp
 from pipelines import compare
 from pipelines.runs import load_runs
-from pipelines.site import pages
+from pipelines.site import host_boards_page, methodology
 from pipelines.site import serving as serving_pages
 from tests.conftest import FIXTURES, GOLDEN
 
@@ -100,7 +100,7 @@ def test_rate_boards_carry_energy_where_measured(h200):
     assert not any(
         r.stat("prefill_j_per_token") or r.stat("decode_j_per_token") for r in golden
     )
-    page = pages.host_boards_page(list(h200) + golden)
+    page = host_boards_page.host_boards_page(list(h200) + golden)
     sections = page.split("\n## ")
     gpu_pp = next(
         s
@@ -184,7 +184,7 @@ def test_methodology_lists_what_each_kind_means_per_backend():
         "serve" in rows["llama_cpp"]["test_kinds"]
         and not rows["openai_http"]["in_process"]
     )
-    text = pages.backends_table(list(rows.values()))
+    text = methodology.backends_table(list(rows.values()))
     assert (
         "<code>serve</code>: serve in process: startup is the model load in a fresh worker process"
         in text

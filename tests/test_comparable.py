@@ -24,7 +24,7 @@ from core.records import run as record
 from pipelines import compare as cmp
 from pipelines import history, host_boards
 from pipelines.ranking import rank_sides
-from pipelines.site import history_pages, pages
+from pipelines.site import history_pages, host_boards_page
 from tests.support.committed import committed_runs
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -276,7 +276,7 @@ def test_builds_and_differing_settings_are_columns_equal_settings_stated_once():
         and b.varying == ["n_threads"]
         and b.constant["flash_attn"] == "on"
     )
-    md = pages.host_boards_page(docs)
+    md = host_boards_page.host_boards_page(docs)
     assert (
         "backend build" in md
         and "[threads-halved]" in md
@@ -375,7 +375,7 @@ def test_every_charted_value_is_an_artifacts_value():
     rows = {
         r["id"]: r for b in host_boards.of(recs) for r in host_boards.board_records(b)
     }
-    for v in _chart_values(pages.host_boards_page(recs)):
+    for v in _chart_values(host_boards_page.host_boards_page(recs)):
         row = rows[v["id"]]
         means = [
             by_id[i].stat(headline(by_id[i].test_kind).name).mean
@@ -383,10 +383,10 @@ def test_every_charted_value_is_an_artifacts_value():
         ]
         geo = math.exp(sum(math.log(m) for m in means) / len(means))
         assert v["mean"] == pytest.approx(geo) and v["n"] == row["n"]
-    values = _chart_values(pages.host_boards_page(recs))
+    values = _chart_values(host_boards_page.host_boards_page(recs))
     ids = [v["id"] for v in values]
     assert len(ids) == len(set(ids))  # one mark per configuration (its newest artifact)
-    spec = pages.host_boards_page(recs)
+    spec = host_boards_page.host_boards_page(recs)
     assert '"stack": "zero"' not in spec and "mark_bar" not in spec
 
 

@@ -15,7 +15,7 @@ import pytest
 from core.records.run import RunRecord
 from pipelines import host_boards, roofline, serving
 from pipelines.runs import load_runs
-from pipelines.site import browser, pages, planning
+from pipelines.site import browser, host_boards_page, memory_page, roofline_page
 from pipelines.site import serving as serving_pages
 from tests.conftest import FIXTURES, GOLDEN, build_site, make_golden_data
 
@@ -68,7 +68,7 @@ def test_leaderboard_marks_endpoint_models_and_keeps_them_apart(docs):
             for x in host_boards.board_records(b)
             if x["model"] == r["model"]
         )
-    md = pages.host_boards_page(docs)
+    md = host_boards_page.host_boards_page(docs)
     assert "endpoint · llama-server</span>" in md
     assert "<script>" not in md and "<img" not in md and "<b>vLLM" not in md
     assert (
@@ -90,7 +90,7 @@ def test_serving_page_shows_endpoint_models(docs):
 
 
 def test_memory_planner_lists_endpoint_models_as_not_planned(docs):
-    md = planning.memory_page(docs, [])
+    md = memory_page.memory_page(docs, [])
     assert "## Endpoint models" in md
     line = next(
         ln for ln in md.splitlines() if "served-gemma" in ln and "not planned" in ln
@@ -109,7 +109,7 @@ def test_roofline_skips_endpoint_runs_with_the_reason(docs):
         and "no local file, so no weight bytes per token: skipped" in r["note"]
         for r in rows
     )
-    md = planning.roofline_page(docs, [])
+    md = roofline_page.roofline_page(docs, [])
     assert (
         "no local file, so no weight bytes per token: skipped" in md
         and "<script>" not in md

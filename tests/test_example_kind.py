@@ -52,7 +52,7 @@ def test_a_new_kind_runs_writes_a_valid_artifact_and_renders(
     echo_kind, data_env, tmp_path
 ):
     from pipelines.runs import load_runs
-    from pipelines.site import browser, pages
+    from pipelines.site import browser, host_boards_page
     from pipelines.site import kinds as site_kinds
     from runtime.execution import runner
 
@@ -88,7 +88,7 @@ def test_a_new_kind_runs_writes_a_valid_artifact_and_renders(
     assert rec.values("echo_ms") == rec.samples.round_trip_ms
 
     runs_ = load_runs(data_env / "runs")
-    board = pages.host_boards_page(runs_)
+    board = host_boards_page.host_boards_page(runs_)
     assert (
         "echo-ping" in board
         and "Echo round trip" in board

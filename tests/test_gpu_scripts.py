@@ -48,7 +48,7 @@ def checkout(tmp_path):
     """A checkout with this one's code and data, and placeholder .gpu/.whl (as gpu_prepare.sh lays them out)."""
     root = tmp_path / "checkout"
     root.mkdir()
-    for d in ("core", "runtime", "pipelines", "benchmarks"):
+    for d in ("core", "runtime", "pipelines", "almanac_tasks", "benchmarks"):
         shutil.copytree(
             ROOT / d, root / d, ignore=shutil.ignore_patterns("__pycache__", "results")
         )

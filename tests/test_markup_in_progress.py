@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-import tasks
+from almanac_tasks.progress import bench_printer
 from runtime.remote import controller
 from runtime.remote.controller import HostOutcome, _shown_or_skipped
 
@@ -25,7 +25,7 @@ def _printer(monkeypatch):
             file=buf, width=300, **{k: v for k, v in kw.items() if k != "stderr"}
         ),
     )
-    return tasks._progress_printer(), buf
+    return bench_printer(), buf
 
 
 @pytest.mark.parametrize("text", MARKUP)

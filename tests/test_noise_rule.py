@@ -4,7 +4,7 @@ says the host is too noisy to rank.
 The stopping rule on synthetic sequences of run means (runtime.execution.noise.run_until_useful with a
 fake round and a fake clock), the artifact's round trip and verdict per kind of test, older (version 1)
 noise artifacts still loading, the pooled estimate's flag in pipelines.noise.host_noise, and `invoke all`
-probing the host's bandwidth only when it has none (tasks._ensure_bandwidth). The real model's A/A is
+probing the host's bandwidth only when it has none (almanac_tasks.workflow._ensure_bandwidth). The real model's A/A is
 in test_verdicts.py (marked ``model``)."""
 
 from __future__ import annotations
@@ -449,15 +449,15 @@ def test_host_noise_flags_a_host_too_noisy_to_rank():
 def test_invoke_all_probes_the_bandwidth_only_when_the_host_has_none(
     tmp_path, monkeypatch
 ):
-    import tasks
+    from almanac_tasks import workflow
     from runtime.hosts import fingerprint
 
     monkeypatch.setenv("ALMANAC_DATA", str(tmp_path))
     monkeypatch.setattr(fingerprint, "fingerprint", lambda: HOST)
     calls = []
-    monkeypatch.setattr(tasks.host_probe, "body", lambda c: calls.append(c))
+    monkeypatch.setattr(workflow.host_probe, "body", lambda c: calls.append(c))
     hosts = tmp_path / "hosts" / fingerprint.host_id(HOST)
-    assert tasks._ensure_bandwidth("ctx") is True and calls == [
+    assert workflow._ensure_bandwidth("ctx") is True and calls == [
         "ctx"
     ]  # nothing measured: probe
     hosts.mkdir(parents=True)
@@ -465,12 +465,12 @@ def test_invoke_all_probes_the_bandwidth_only_when_the_host_has_none(
         "{}"
     )  # a GPU's device memory is not the host's
     (hosts / "noise-20260301T000000Z.json").write_text("{}")
-    assert tasks._ensure_bandwidth("ctx") is True and calls == ["ctx", "ctx"]
+    assert workflow._ensure_bandwidth("ctx") is True and calls == ["ctx", "ctx"]
     shutil.copy(
         next(p for p in committed_paths("hosts") if p.name.startswith("bandwidth-")),
         hosts / "bandwidth-20260301T000000Z.json",
     )
-    assert tasks._ensure_bandwidth("ctx") is False and calls == [
+    assert workflow._ensure_bandwidth("ctx") is False and calls == [
         "ctx",
         "ctx",
     ]  # measured once: skipped

@@ -23,7 +23,7 @@ from pipelines import facts
 from pipelines import memory as mem
 from pipelines import optimization as opt
 from pipelines.runs import load_runs
-from pipelines.site import leaderboard_page, planning
+from pipelines.site import leaderboard_page, memory_accuracy
 from pipelines.site import optimization as opt_page
 from tests.conftest import FIXTURES
 
@@ -256,7 +256,7 @@ def test_the_memory_planner_is_not_scored_against_other_backends():
         == {"transformers": 6}
         == mem.other_backends(runs, gpu=True)
     )
-    md = planning.predicted_vs_measured(runs)
+    md = memory_accuracy.predicted_vs_measured(runs)
     within = sum(p["within_10pct"] for p in scored)
     assert f"**{within} of 1** predictions are within 10%" in md
     assert "**6 runs of other backends not scored** (transformers: 6)" in md
@@ -264,7 +264,7 @@ def test_the_memory_planner_is_not_scored_against_other_backends():
     table = md.split("#### Accuracy per run type")[1].split("####")[0]
     assert re.findall(r"^\| ([a-z +\\]+) \| (\d+) \|", table, re.M) == [("rate", "1")]
     # the GPU table: llama.cpp's runs only, the transformers runs counted apart
-    gpu = planning.vram_vs_measured(runs)
+    gpu = memory_accuracy.vram_vs_measured(runs)
     assert all(r.id not in gpu for r in other)
     assert "**6 runs of other backends not scored** (transformers: 6)" in gpu
 

@@ -11,7 +11,7 @@ import pytest
 
 from pipelines import projections, roofline
 from pipelines.runs import load_runs
-from pipelines.site import planning
+from pipelines.site import memory_page, projections_page, roofline_page, whatif_page
 from tests.support.planning_fixtures import embedded_dataset, write_dataset
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -34,7 +34,7 @@ def fixture_data(data_env):
 
 
 def test_projections_page(fixture_data):
-    md = planning.projections_page(load_runs(), projections.load_records())
+    md = projections_page.projections_page(load_runs(), projections.load_records())
     assert (
         "**Last updated:** 2026-01-02T00:00:00\\+00:00" in md
     )  # the newest input artifact, escaped
@@ -68,7 +68,7 @@ def test_projections_page(fixture_data):
 
 
 def test_memory_page(fixture_data):
-    md = planning.memory_page(load_runs(), roofline.load_hosts())
+    md = memory_page.memory_page(load_runs(), roofline.load_hosts())
     assert (
         "### What fits where" in md and "27.0 MiB" in md
     )  # gemma3 KV at 4096, f16, window cache
@@ -80,7 +80,7 @@ def test_memory_page(fixture_data):
 
 
 def test_roofline_page(fixture_data):
-    md = planning.roofline_page(load_runs(), roofline.load_hosts())
+    md = roofline_page.roofline_page(load_runs(), roofline.load_hosts())
     assert "Host memory bandwidth" in md and "19.20" in md and "25.00" in md
     assert (
         "&lt;script&gt;alert\\(1\\)&lt;/script&gt;" in md
@@ -90,7 +90,7 @@ def test_roofline_page(fixture_data):
 
 
 def test_whatif_page(fixture_data):
-    md = planning.whatif_page(load_runs())
+    md = whatif_page.whatif_page(load_runs())
     assert "## Mix warm-chat-server" in md and "700.0 ms" in md
     assert "decode \\(generation\\) | 600.00 | 85.7%" in md
     # one cold start per request adds the measured load (0.5 s) to a 700 ms request
@@ -109,9 +109,9 @@ def test_whatif_page(fixture_data):
 def test_pages_say_what_is_missing(data_env):
     for name in INPUTS:
         shutil.copy(ROOT / "data" / name, data_env / name)
-    assert "No baselines measured yet" in planning.projections_page([], [])
-    assert "No models measured yet" in planning.memory_page([], [])
-    assert "No host probe yet" in planning.roofline_page([], [])
-    assert "No measurement for this mix" in planning.whatif_page([])
+    assert "No baselines measured yet" in projections_page.projections_page([], [])
+    assert "No models measured yet" in memory_page.memory_page([], [])
+    assert "No host probe yet" in roofline_page.roofline_page([], [])
+    assert "No measurement for this mix" in whatif_page.whatif_page([])
     (data_env / "usage_mix.yaml").write_text("roles: []\n")
-    assert "Inputs missing or invalid" in planning.projections_page([], [])
+    assert "Inputs missing or invalid" in projections_page.projections_page([], [])

@@ -316,7 +316,7 @@ def test_all_applicable_holds_back_an_optimization_until_its_gates_say_go(
         "prefill-fast",
     ]
     assert "kv-q8" in dict(undecided.scenarios)
-    from pipelines.site.planning import projections_host
+    from pipelines.site.projections_page import projections_host
 
     md = projections_host(undecided, [])
     assert (
@@ -798,7 +798,7 @@ def test_committed_draft_model_projection_is_missed_by_its_measured_speed_up(com
         for name, ids in ps.scenarios
         if name == "all applicable"
     )
-    from pipelines.site.planning import projections_host
+    from pipelines.site.projections_page import projections_host
 
     md = projections_host(ps, [])
     assert (
@@ -828,7 +828,7 @@ def test_committed_weighted_average_of_a_partial_mix_says_partial_and_names_its_
                 len(covered) < len(mix.roles)
             )
         from pipelines.site.markdown import cell
-        from pipelines.site.planning import projections_host
+        from pipelines.site.projections_page import projections_host
 
         md = projections_host(ps, [])
         assert "measured (all roles checked)" not in md
@@ -855,7 +855,7 @@ def test_weighted_average_covers_the_roles_with_a_baseline(inputs):
         and w[0]["partial"]
         and not w[0]["complete"]
     )
-    from pipelines.site.planning import projections_host
+    from pipelines.site.projections_page import projections_host
 
     md = projections_host(ps, [])
     assert (

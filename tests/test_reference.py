@@ -96,27 +96,29 @@ def test_reference_tests_are_the_default_matrix_tests():
 
 
 def test_invoke_all_runs_default_then_reference(monkeypatch):
-    import tasks
+    from almanac_tasks import workflow
 
     calls: list[tuple[str, str]] = []
-    monkeypatch.setattr(tasks, "fetch", lambda c: calls.append(("fetch", "")))
+    monkeypatch.setattr(workflow, "fetch", lambda c: calls.append(("fetch", "")))
     monkeypatch.setattr(
-        tasks, "bench", lambda c, matrix: calls.append(("bench", matrix))
+        workflow, "bench", lambda c, matrix: calls.append(("bench", matrix))
     )
-    monkeypatch.setattr(tasks, "validate", lambda c: calls.append(("validate", "")))
+    monkeypatch.setattr(workflow, "validate", lambda c: calls.append(("validate", "")))
     monkeypatch.setattr(
-        tasks,
-        "_build_site",
+        workflow,
+        "build_site",
         lambda c, output, if_changed=False: calls.append(("build", "")),
     )
     monkeypatch.setattr(
-        tasks, "_where_this_host_stands", lambda: calls.append(("stands", ""))
+        workflow, "_where_this_host_stands", lambda: calls.append(("stands", ""))
     )
-    monkeypatch.setattr(tasks, "_ensure_noise", lambda c: calls.append(("noise", "")))
     monkeypatch.setattr(
-        tasks, "_ensure_bandwidth", lambda c: calls.append(("bandwidth", ""))
+        workflow, "_ensure_noise", lambda c: calls.append(("noise", ""))
     )
-    tasks.all.body(None)
+    monkeypatch.setattr(
+        workflow, "_ensure_bandwidth", lambda c: calls.append(("bandwidth", ""))
+    )
+    workflow.all_.body(None)
     assert calls == [
         ("fetch", ""),
         ("bench", "default"),
@@ -128,7 +130,7 @@ def test_invoke_all_runs_default_then_reference(monkeypatch):
         ("stands", ""),
     ]
     calls.clear()
-    tasks.all.body(None, matrix="reference")
+    workflow.all_.body(None, matrix="reference")
     assert [c for c in calls if c[0] == "bench"] == [("bench", "reference")]
 
 

@@ -231,7 +231,7 @@ def test_host_probe_refuses_bad_input(data_env):
 
 
 def test_roofline_page_states_the_bound_and_uses_a_log_scale_across_magnitudes():
-    from pipelines.site import planning
+    from pipelines.site import roofline_page
 
     slow = run_doc(test=rate_test(n_gen=4), metrics={"tokens_per_second": [40.0, 42.0]})
     host = host_doc(
@@ -239,7 +239,7 @@ def test_roofline_page_states_the_bound_and_uses_a_log_scale_across_magnitudes()
         read={1: [23.0, 23.5], 2: [30.0, 30.5]},
         llc_bytes=32 * 2**20,
     )
-    md = planning.roofline_page([slow], [host])
+    md = roofline_page.roofline_page([slow], [host])
     assert (
         "read-only pass" in md and "30.50" in md and "25.00" in md
     )  # bound uses read; copy kept beside
@@ -253,5 +253,5 @@ def test_roofline_page_states_the_bound_and_uses_a_log_scale_across_magnitudes()
         sha="d" * 64,
         size=10**7,
     )
-    md = planning.roofline_page([slow, moe], [host])
+    md = roofline_page.roofline_page([slow, moe], [host])
     assert '"log"' in md and "log scale" in md

@@ -1,6 +1,6 @@
 """What keeps a rebuild at fleet scale short: the consistency check's per-page memo (a page or table
 whose bytes did not change is not parsed again, and the memo never changes a verdict) and the site
-swapped in whole (tasks._swap_in). Small hand-made sites: no build needed."""
+swapped in whole (pipelines.site.buildlock.swap_in). Small hand-made sites: no build needed."""
 
 from __future__ import annotations
 
@@ -71,12 +71,12 @@ def test_the_memo_gives_the_same_verdicts_and_parses_only_what_changed(
 
 
 def test_a_rebuilt_site_is_swapped_in_whole(tmp_path):
-    import tasks
+    from pipelines.site.buildlock import swap_in
 
     site = _site(tmp_path / "site")
     (site / "old-only.html").write_text("old")
     fresh = _site(tmp_path / ".site.building-1")
-    tasks._swap_in(fresh, site)
+    swap_in(fresh, site)
     assert not fresh.exists() and (site / "index.html").is_file()
     assert not (site / "old-only.html").exists()
     deadline = time.monotonic() + 30  # the old site goes in the background

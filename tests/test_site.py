@@ -11,7 +11,7 @@ from core.metrics import METRICS
 from core.records.run import RunRecord
 from pipelines import host_boards
 from pipelines.runs import load_runs
-from pipelines.site import browser, charts, markdown, pages
+from pipelines.site import browser, charts, host_boards_page, markdown, methodology
 from tests.conftest import GOLDEN
 
 
@@ -50,7 +50,7 @@ def _current(docs):
 
 
 def test_leaderboard_figures_link_to_their_artifacts(docs):
-    md = pages.host_boards_page(docs)
+    md = host_boards_page.host_boards_page(docs)
     current = _current(docs)
     assert len(current) < len(
         [d for d in docs if d["status"] == "ok"]
@@ -83,7 +83,7 @@ def test_hostile_strings_are_escaped(docs):
     recs = [RunRecord(d) for d in docs]
     fx = facts.of(recs)
     for text in (
-        pages.host_boards_page(recs),
+        host_boards_page.host_boards_page(recs),
         home_page.home(fx, None),
         leaderboard_page.leaderboard_page(fx),
         script,
@@ -123,13 +123,15 @@ def test_cell_neutralises_markdown_and_html():
 
 
 def test_methodology_lists_every_metric_and_setting():
-    defs = pages.metric_definitions()
+    defs = methodology.metric_definitions()
     for name in METRICS:
         assert f"<code>{name}</code>" in defs
     from runtime import backends
     from runtime.backends.llama_cpp.config import LlamaCppSettings
 
-    table = pages.settings_table(backends.settings_class("llama_cpp").option_table())
+    table = methodology.settings_table(
+        backends.settings_class("llama_cpp").option_table()
+    )
     for name, f in LlamaCppSettings.model_fields.items():
         assert f"<code>{name}</code>" in table and f.description
 
@@ -435,7 +437,7 @@ def test_no_built_page_shows_unrendered_markdown_or_a_placeholder(built_site):
 def test_the_committed_data_s_folds_render_their_tables_and_markdown(session_data):
     """The folds the golden data does not reach, on the committed measurements: the Optimization page's
     adapter table and the What-if page's projection method."""
-    from pipelines.site import planning, tracks
+    from pipelines.site import tracks, whatif_page
     from tests.support.site_text import render_like_site, unrendered
 
     # the committed data as checked out (the fixture's list of committed files predates the adapter runs);
@@ -450,7 +452,7 @@ def test_the_committed_data_s_folds_render_their_tables_and_markdown(session_dat
     assert re.search(
         r"<details>\s*<summary>Adapter table[^<]*</summary>\s*<table>", opt
     )
-    whatif = render_like_site(planning.whatif_page(runs), "whatif.md", "whatif/")
+    whatif = render_like_site(whatif_page.whatif_page(runs), "whatif.md", "whatif/")
     assert re.search(
         r"<details>\s*<summary>How the gains are projected</summary>\s*<ul>\s*<li><strong>",
         whatif,

@@ -474,7 +474,7 @@ def test_a_24_gib_card_holds_20_8_gib_with_the_stated_headroom():
 def test_roofline_chart_draws_marks_that_work_on_a_log_scale():
     import pandas as pd
 
-    from pipelines.site import planning
+    from pipelines.site import roofline_page
 
     df = pd.DataFrame(
         [
@@ -494,7 +494,7 @@ def test_roofline_chart_draws_marks_that_work_on_a_log_scale():
             },
         ]
     )
-    spec = planning.roofline_chart(df).to_dict()
+    spec = roofline_page.roofline_chart(df).to_dict()
     marks = [
         layer["mark"]["type"] if isinstance(layer["mark"], dict) else layer["mark"]
         for layer in spec["layer"]

@@ -1,4 +1,4 @@
-"""One site build per output folder at a time.
+"""One site build per output folder at a time, swapped in whole.
 
 Two ``invoke site.build`` into one folder both clear and fill it: one failed with a
 ``SameFileError`` traceback, and what was left was a mix of both. A build holds an exclusive lock
@@ -10,6 +10,7 @@ it builds into); a second build exits with one line naming the holder, or waits 
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -54,3 +55,21 @@ def build_lock(site: Path, *, wait_s: float = 0.0) -> Iterator[Path]:
 
     with flock.exclusive(path, busy=busy, cannot=cannot, wait_s=wait_s):
         yield path
+
+
+def swap_in(fresh: Path, site: Path) -> None:
+    """Put the site built at ``fresh`` in place of ``site``; the old one is removed in the background."""
+    import subprocess
+
+    old = site.with_name(f".{site.name}.old-{os.getpid()}")
+    if site.exists():
+        site.rename(old)
+    fresh.rename(site)
+    if old.exists():
+        subprocess.Popen(
+            ["rm", "-rf", "--", str(old)],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from core.records.run import RunRecord
 from pipelines import facts as facts_mod
 from pipelines.facts import Board, Facts
 from pipelines.site import figures
@@ -21,7 +22,15 @@ from pipelines.site.leaderboard_page import (
     narrow,
     reference_chart,
 )
-from pipelines.site.markdown import admonition, cell, code, link, num, table
+from pipelines.site.markdown import (
+    admonition,
+    cell,
+    code,
+    link,
+    num,
+    run_link,
+    table,
+)
 
 TOO_WIDE = 1.25  # an interval reaching further than ×1.25 each way cannot place a host among others
 
@@ -78,7 +87,7 @@ def answer_rows(fx: Facts, this_host: str | None) -> list[list[str]]:
                         if m.higher_is_better
                         else (
                             (1 / c.ci95_high, 1 / c.ci95_low)
-                            if c.ci95_low
+                            if c.ci95_low and c.ci95_high
                             else (None, None)
                         )
                     )
@@ -364,7 +373,6 @@ def totals(fx: Facts) -> str:
 def home(fx: Facts, this_host: str | None) -> str:
     """The Home page's data part (docs/index.md)."""
     from pipelines.site.corpus import corpus_section
-    from pipelines.site.pages import newest_regressions
 
     if not fx.records:
         return admonition(
@@ -380,4 +388,60 @@ def home(fx: Facts, this_host: str | None) -> str:
         + corpus_section(fx.records),
         hosts_table=hosts_last_measured(fx, this_host),
         totals=totals(fx),
+    )
+
+
+HOME_REGRESSIONS = (
+    5  # newest regressions on the home page (all on the Regressions page)
+)
+
+
+def newest_regressions(docs: list[RunRecord], limit: int = HOME_REGRESSIONS) -> str:
+    from pipelines import history, hostnames
+    from pipelines.site.history_pages import build_value, host_cell
+
+    steps = [
+        st
+        for st in history.all_steps(history.series(docs))
+        if st.verdict == "regression" and not st.variant
+    ][:limit]
+    labels = hostnames.labels(docs)
+    if not steps:
+        return (
+            "No regression detected (see [Regressions](regressions.md) for the method)."
+        )
+    rows = []
+    for st in steps:
+        s = st.series
+        change = "; ".join(
+            f"{k}: {build_value(k, v[0])} → {build_value(k, v[1])}"
+            for k, v in st.build_change.items()
+        )
+        rows.append(
+            [
+                cell(st.after[0].created[:10]),
+                cell(s.model),
+                code(s.test),
+                host_cell(labels, s.host_id),
+                link(f"{num(st.change_pct, 1)}%", run_link(st.after[0].id)),
+                f"{num(st.ci95_low, 3)} – {num(st.ci95_high, 3)}",
+                cell(change or "—"),
+            ]
+        )
+    return (
+        table(
+            [
+                "measured",
+                "model",
+                "test",
+                "host",
+                "change",
+                "after/before CI95",
+                "build change",
+            ],
+            rows,
+            ["l", "l", "l", "l", "r", "r", "l"],
+            downloads=False,
+        )
+        + "\n\nAll of them, with the method: [Regressions](regressions.md)."
     )

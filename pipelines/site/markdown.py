@@ -97,6 +97,18 @@ def nbytes(value: Any) -> str:
     return str(value)
 
 
+def pct(x: float | None, decimals: int = 1, sign: bool = True) -> str:
+    """A fraction as a percentage, signed unless ``sign`` is false ("—" for none)."""
+    if x is None:
+        return "—"
+    return f"{x * 100:+.{decimals}f}%" if sign else f"{x * 100:.{decimals}f}%"
+
+
+def times(x: float | None, decimals: int = 2) -> str:
+    """A factor as "×1.23" ("—" for none)."""
+    return "—" if x is None else f"×{x:.{decimals}f}"
+
+
 def ci_cell(lo: Any, hi: Any, decimals: int = 2, why: str | None = None) -> str:
     """An interval "low – high", or "—" with the reason there is none (small, after it)."""
     if lo is None or hi is None or (isinstance(lo, float) and not math.isfinite(lo)):
@@ -258,6 +270,11 @@ def admonition(kind: str, title: str, body: str) -> str:
     return f'!!! {kind} "{cell(title)}"\n\n{indented}\n'
 
 
+def no_data(title: str, body: str) -> str:
+    """The warning a page shows in place of what it cannot render: what is missing, and how to measure it."""
+    return admonition("warning", title, body)
+
+
 def run_link(run_id: str, from_dir: str = "") -> str:
     """Relative link from a page in ``from_dir`` (e.g. "" for docs/, "runs" for docs/runs/) to a run's
     detail view (the runs viewer page, which shows the run and links its JSON)."""
@@ -319,6 +336,7 @@ def endpoint_badge(server: str | None) -> str:
     )
 
 
+MEASURED_BADGE = '<span class="almanac-badge measured" title="read from a run artifact">measured</span>'
 PROJECTED_BADGE = '<span class="almanac-badge projected">PROJECTED</span>'
 VERIFIED_BADGE = '<span class="almanac-badge verified">VERIFIED</span>'
 MISSED_BADGE = (

@@ -8,9 +8,9 @@ from typing import Any
 from core.records.run import RunRecord
 from pipelines import backends as backend_cmp
 from pipelines import dataset, engines, host_boards, optimization, roofline
+from pipelines.site import host_boards_page, quality_pages, slots
 from pipelines.site import hosts as hosts_pages
 from pipelines.site import optimization as optimization_pages
-from pipelines.site import pages, quality_pages, slots
 from pipelines.site import serving as serving_pages
 from pipelines.site.kinds import kinds_on
 from pipelines.site.per_host import SplitPage, register
@@ -27,10 +27,10 @@ def _boards(runs: list[RunRecord], host: str | None) -> str:
     """One host's boards: per test and backend, its models and settings as rows (the per-host
     detail the Leaderboard links each host to; the Leaderboard itself is per workload)."""
     if host is None:
-        return pages.host_boards_page(runs)
+        return host_boards_page.host_boards_page(runs)
     # boards are per host: one host's are those of the whole set (computed once, shared with Home)
     boards = [b for b in host_boards.of(list(dataset.load().runs)) if b.host_id == host]
-    return pages.host_boards_page(runs, boards)
+    return host_boards_page.host_boards_page(runs, boards)
 
 
 register(

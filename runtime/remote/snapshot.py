@@ -42,6 +42,7 @@ FALLBACK_ROOTS = (
     "benchmarks",
     "pyproject.toml",
     "tasks.py",
+    "almanac_tasks",
 )
 REQUIREMENTS = ".almanac-remote/requirements.txt"
 

@@ -17,7 +17,10 @@ from pathlib import Path
 
 USER_HOST = "vm-newuser-1234abcd"
 HOSTILE = "<script>alert('zq-user')</script>](javascript:alert('zq-user'))"
-MATRICES = ("default", "reference")  # what `invoke all` runs (tasks.py ALL_MATRICES)
+MATRICES = (
+    "default",
+    "reference",
+)  # what `invoke all` runs (almanac_tasks/workflow.py ALL_MATRICES)
 
 
 def plant_user_measurements(

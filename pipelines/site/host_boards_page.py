@@ -1,6 +1,5 @@
-"""Page bodies for the foundation pages: Home's regressions, the Per-host boards, Methodology's tables.
-
-Each function takes loaded artifacts and returns Markdown; the macros module only calls them.
+"""The Per-host boards page: one board per workload and host, every configuration measured
+there with its settings and figures (pipelines.host_boards groups the runs; this renders).
 """
 
 from __future__ import annotations
@@ -11,7 +10,6 @@ from typing import Any
 
 import pandas as pd
 
-from core.kinds import all_kinds
 from core.metrics import METRICS
 from core.records.run import RunRecord
 from core.summary import Summary
@@ -37,62 +35,6 @@ from pipelines.site.markdown import (
 
 def _val(v: Any) -> Any:
     return None if v is None or (isinstance(v, float) and pd.isna(v)) else v
-
-
-HOME_REGRESSIONS = (
-    5  # newest regressions on the home page (all on the Regressions page)
-)
-
-
-def newest_regressions(docs: list[RunRecord], limit: int = HOME_REGRESSIONS) -> str:
-    from pipelines import history, hostnames
-    from pipelines.site.history_pages import build_value, host_cell
-
-    steps = [
-        st
-        for st in history.all_steps(history.series(docs))
-        if st.verdict == "regression" and not st.variant
-    ][:limit]
-    labels = hostnames.labels(docs)
-    if not steps:
-        return (
-            "No regression detected (see [Regressions](regressions.md) for the method)."
-        )
-    rows = []
-    for st in steps:
-        s = st.series
-        change = "; ".join(
-            f"{k}: {build_value(k, v[0])} → {build_value(k, v[1])}"
-            for k, v in st.build_change.items()
-        )
-        rows.append(
-            [
-                cell(st.after[0].created[:10]),
-                cell(s.model),
-                code(s.test),
-                host_cell(labels, s.host_id),
-                link(f"{num(st.change_pct, 1)}%", run_link(st.after[0].id)),
-                f"{num(st.ci95_low, 3)} – {num(st.ci95_high, 3)}",
-                cell(change or "—"),
-            ]
-        )
-    return (
-        table(
-            [
-                "measured",
-                "model",
-                "test",
-                "host",
-                "change",
-                "after/before CI95",
-                "build change",
-            ],
-            rows,
-            ["l", "l", "l", "l", "r", "r", "l"],
-            downloads=False,
-        )
-        + "\n\nAll of them, with the method: [Regressions](regressions.md)."
-    )
 
 
 def _setting(v: Any) -> str:
@@ -302,6 +244,8 @@ def host_boards_page(docs: list[RunRecord], boards: list[Any] | None = None) -> 
 
 
 LONG_FACTS = 400  # characters: a board's facts longer than this are folded
+
+
 BOARDS_OPEN = (
     12  # a host with more boards than this folds each board under its best row
 )
@@ -313,102 +257,3 @@ def _extra_cell(s: Summary | None, m: Any) -> str:
         return "—"
     ci = ci_cell(_val(s.ci95_low), _val(s.ci95_high), m.decimals)
     return num(s.mean, m.decimals) + (f" [{ci}]" if ci != "—" else "")
-
-
-def metric_definitions() -> str:
-    kinds = all_kinds().values()
-    rows = [
-        [
-            code(m.name),
-            cell(m.label),
-            cell(m.unit),
-            "higher" if m.higher_is_better else "lower",
-            cell(m.aggregation),
-            cell(", ".join(k.name for k in kinds if m.name in k.metrics)),
-            cell(m.description),
-        ]
-        for m in METRICS.values()
-    ]
-    return fold(
-        f"Every metric ({len(rows)}): label, unit, which way is better, aggregation, tests, definition",
-        table(
-            ["metric", "label", "unit", "better", "aggregation", "tests", "definition"],
-            rows,
-        ),
-    )
-
-
-def test_kinds() -> str:
-    """Every registered kind: what it measures, its spec's fields; linked to its own page where its
-    site builder has one (pipelines/site/kinds.py) and runs of it exist."""
-    from pipelines.site.kinds import kinds_with_page, page_path
-
-    paged = set(kinds_with_page())
-    rows = []
-    for name, kind in all_kinds().items():
-        fields = ", ".join(code(f) for f in kind.spec.model_fields if f != "kind")
-        label = link(code(name), page_path(name)) if name in paged else code(name)
-        rows.append([label, cell(kind.description), fields])
-    return table(["kind", "what it measures", "fields"], rows)
-
-
-def backends_table(declarations: list[dict[str, Any]]) -> str:
-    """What each backend declares it is (runtime.backends.base.Backend.declaration): where the model
-    runs, the server software it starts, the kinds it runs and what a kind means for it where that
-    differs from the kind's own description (``kind_notes``), the models it measures (a local file,
-    an endpoint), its prompt styles, the settings it honours."""
-    rows = []
-    for d in declarations:
-        notes = (
-            "; ".join(
-                f"{code(k)}: {cell(v)}"
-                for k, v in sorted((d.get("kind_notes") or {}).items())
-            )
-            or "—"
-        )
-        rows.append(
-            [
-                code(d["name"]),
-                "in process" if d["in_process"] else "behind a server",
-                cell(", ".join(d["servers"])) if d["servers"] else "—",
-                ", ".join(code(k) for k in d["test_kinds"]),
-                notes,
-                ", ".join(code(k) for k in d.get("model_kinds") or ["file"]),
-                ", ".join(code(p) for p in d["prompt_styles"]),
-                ", ".join(code(f) for f in d["settings"]),
-            ]
-        )
-    return fold(
-        f"Every backend ({len(rows)}): where the model runs, servers, test kinds, models, prompt styles, settings",
-        table(
-            [
-                "backend",
-                "the model runs",
-                "servers it starts",
-                "test kinds",
-                "what a kind means here",
-                "models",
-                "prompt styles",
-                "settings",
-            ],
-            rows,
-            downloads=False,
-        ),
-    )
-
-
-def settings_table(options: list[dict[str, Any]]) -> str:
-    """A backend's settings (name, type, default, help: its declaration's option table)."""
-    rows = [
-        [
-            code(r["name"]),
-            cell(r["type"]),
-            code(json.dumps(r["default"])) if r["default"] is not None else "null",
-            cell(r["help"]),
-        ]
-        for r in options
-    ]
-    return fold(
-        f"Every setting ({len(rows)}): type, default, meaning",
-        table(["setting", "type", "default", "meaning"], rows),
-    )
