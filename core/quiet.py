@@ -32,8 +32,9 @@ others' CPU. A measurement that itself runs niced (the runner under ``nice``) co
 ``nice`` column counts as well. Known blind spots, stated: time of processes at a small positive nice
 (1–9, e.g. a compile at nice 5, which still takes a quarter of a core from nice 0) sits in the ``nice``
 column and is not counted; the kernel time of niced processes sits in ``system`` and is.
-``ALMANAC_QUIET=off`` turns the waiting and re-measuring off (one attempt, still recorded), for tests
-and for hosts where nothing else runs.
+``ALMANAC_QUIET=off`` turns the waiting, the re-measuring and the verdict off (one attempt, its share still
+recorded, the run judged by nobody: ``disturbed`` is null and the run counts), for tests and for hosts where
+nothing else runs.
 """
 
 from __future__ import annotations
@@ -67,7 +68,9 @@ class Policy:
     probe_s: float = 1.0  # the window a before-run check reads
     wait_max_s: float = 120.0  # the longest wait for a quiet slot before a run
     max_attempts: int = 3  # runs in all, the first included
-    enabled: bool = True  # off: one attempt, no wait (still recorded)
+    enabled: bool = (
+        True  # off: one attempt, no wait, no verdict (the share still recorded)
+    )
 
     @classmethod
     def from_env(cls) -> Policy:
@@ -317,7 +320,9 @@ def measure(
         "max_share": policy.max_share,
         "attempts": [asdict(a) for a in attempts],
         "kept": kept,
-        "disturbed": attempts[kept].disturbed,
+        # off: the user vouches for the host; the run is not judged (a verdict would make what counts
+        # depend on whatever else ran, the very thing turning the policy off says not to look at)
+        "disturbed": attempts[kept].disturbed if policy.enabled else None,
     }
 
 

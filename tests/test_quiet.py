@@ -84,7 +84,9 @@ def test_measure_keeps_first_quiet_attempt_else_least_disturbed_marked():
     assert len(rec["attempts"]) == 1 and rec["disturbed"] is True
     _, rec = quiet.measure(_attempts([0.5, 0.0]), judge, quiet.Policy(enabled=False))
     assert len(rec["attempts"]) == 1 and rec["enabled"] is False
-    assert Resources.from_dict({"quiet": rec}).disturbed is True
+    # off: the share is recorded, the run is judged by nobody and counts
+    assert rec["attempts"][0]["share"] == 0.5 and rec["disturbed"] is None
+    assert Resources.from_dict({"quiet": rec}).disturbed is False
     assert Resources.from_dict({}).disturbed is False  # measured before the policy
 
 
