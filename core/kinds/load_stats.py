@@ -47,12 +47,18 @@ LATENCY = ("ttft_ms", "tpot_ms", "e2e_ms")
 PERCENTILES = (50.0, 90.0, 95.0, 99.0)
 #: Bumped whenever these figures are computed differently: a stored summary of another version is recomputed.
 # 2: ITL, counted prompt lengths, steady-state window, telemetry, turns, warm reuse;
-# 3: window throughput by end
-LOAD_STATS_VERSION = 3
+# 3: window throughput by end; 4: runs pooled in a level, borderline verdicts (capacity_interval)
+LOAD_STATS_VERSION = 4
 SATURATION_GROWTH = (
     0.05  # closed loop: throughput growth below this over the level below = saturated
 )
 COMPLETION_RATIO = 0.90  # open loop: completed / offered below this = saturated
+#: A verdict is borderline when an observed percentile lies within this factor of its limit (either
+#: side): one run's order statistics treat its requests as independent, but in a queue a burst slows
+#: the requests around it together, so near a limit one run's verdict flips on a repeat (issue 31:
+#: one level measured six times gave misses, misses, meets, misses, unresolved, misses). A borderline
+#: verdict decides a capacity interval only once the level was measured in two runs or more, pooled.
+BORDER = 1.5
 
 
 def clean(x: Any) -> Any:
@@ -479,6 +485,7 @@ def level_summary(
             "error_reasons": dict(sorted(reasons.items())),
             "retried": sum(1 for r in records if (r.get("attempts") or 1) > 1),
             "stop_reason": level.get("stop_reason"),
+            "runs": runs_pooled(level),
             "wall_s": wall,
             "output_tokens": out_tokens,
             "aggregate_tps": out_tokens / wall if wall else None,
@@ -523,15 +530,47 @@ def level_summary(
     )
 
 
+def runs_pooled(level: dict[str, Any]) -> int:
+    """How many runs a level's records pool: its repeats, or a capacity search's visits (a re-check), else 1."""
+    return max(1, len(level.get("repeats") or []), int(level.get("visits") or 1))
+
+
+def borderline(s: dict[str, Any]) -> bool:
+    """A level whose verdict could flip on a repeat: an observed percentile within BORDER of its limit."""
+    for v in (s.get("slo") or {}).get("limits", {}).values():
+        value, limit = v.get("value"), v.get("limit")
+        if value is None or not limit or v.get("infinite"):
+            continue
+        if limit / BORDER <= value <= limit * BORDER:
+            return True
+    return False
+
+
+def decisive(s: dict[str, Any]) -> str | None:
+    """A level's verdict as a capacity interval reads it: ``meets`` or ``misses`` when it can bound the
+    interval, None when it cannot (unresolved, client-bound, or borderline from a single run)."""
+    if (s.get("schedule") or {}).get("client_bound"):
+        return None
+    v = (s.get("slo") or {}).get("verdict")
+    if v not in ("meets", "misses"):
+        return None
+    if borderline(s) and int(s.get("runs") or 1) < 2:
+        return None
+    return str(v)
+
+
 def capacity_interval(
     summaries: Sequence[dict[str, Any]], grid: Sequence[float]
 ) -> dict[str, Any]:
-    """The answer and its interval from the verdicts of the levels measured (any subset of ``grid``).
+    """The answer and its interval from the verdicts of the levels measured (any subset of ``grid``),
+    the one reading rule of a capacity search and of an exhaustive sweep.
 
-    ``low``: the highest level confirmed to meet the SLOs below the lowest confirmed miss (0 when
-    none); ``high``: the grid level just below the lowest confirmed miss (the top of the grid when
-    nothing missed: ``open_above``); ``answer``: the highest measured level in [low, high] whose
-    observed percentiles are within the limits (else ``low``). A client-bound level decides nothing."""
+    Only decisive verdicts (``decisive``) bound it: a level unresolved, client-bound, or borderline
+    from one run leaves the interval open across it. ``low``: the highest level decisively meeting
+    the SLOs below the lowest decisive miss (0 when none); ``high``: the grid level just below the
+    lowest decisive miss (the top of the grid when nothing missed: ``open_above``); ``answer``: the
+    highest measured level in [low, high] whose observed percentiles are within the limits (else
+    ``low``). ``undecided_levels``: the measured levels that bound nothing (borderline ones among them)."""
     grid = sorted(float(g) for g in grid)
     by = {float(s["level"]): s for s in summaries}
     usable = {
@@ -539,13 +578,12 @@ def capacity_interval(
         for lv, s in by.items()
         if not (s.get("schedule") or {}).get("client_bound")
     }
-    misses = sorted(lv for lv, s in usable.items() if s["slo"]["verdict"] == "misses")
+    verdict = {lv: decisive(s) for lv, s in usable.items()}
+    misses = sorted(lv for lv, v in verdict.items() if v == "misses")
     lowest_miss = misses[0] if misses else None
     below = [g for g in grid if lowest_miss is None or g < lowest_miss]
     high = below[-1] if below else 0.0
-    meets = sorted(
-        lv for lv, s in usable.items() if s["slo"]["verdict"] == "meets" and lv <= high
-    )
+    meets = sorted(lv for lv, v in verdict.items() if v == "meets" and lv <= high)
     low = meets[-1] if meets else 0.0
     observed = sorted(
         lv
@@ -555,11 +593,7 @@ def capacity_interval(
     answer = observed[-1] if observed else low
     non_monotonic = bool(
         lowest_miss is not None
-        and any(
-            s["slo"]["verdict"] == "meets"
-            for lv, s in usable.items()
-            if lv > lowest_miss
-        )
+        and any(v == "meets" for lv, v in verdict.items() if lv > lowest_miss)
     )
     return {
         "answer": answer,
@@ -568,6 +602,14 @@ def capacity_interval(
         "open_above": lowest_miss is None,
         "lowest_miss": lowest_miss,
         "non_monotonic": non_monotonic,
+        "undecided_levels": sorted(lv for lv, v in verdict.items() if v is None),
+        "borderline_levels": sorted(
+            lv
+            for lv, s in usable.items()
+            if verdict[lv] is None
+            and s["slo"].get("verdict") in ("meets", "misses")
+            and borderline(s)
+        ),
         "client_bound_levels": sorted(
             lv for lv, s in by.items() if (s.get("schedule") or {}).get("client_bound")
         ),
