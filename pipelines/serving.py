@@ -561,6 +561,13 @@ def load_finding(res: dict[str, Any]) -> list[str]:
             + ", ".join(f"{x:g}" for x in s["client_bound_levels"])
             + f" {res['unit']}: those levels are reported, not judged (their latencies include the client's lateness)."
         )
+    if a.get("borderline_levels"):
+        lines.append(
+            "Borderline from one run (an observed percentile within 1.5× of its limit, a verdict a repeat "
+            "can flip), so they bound nothing: "
+            + ", ".join(f"{x:g}" for x in a["borderline_levels"])
+            + f" {res['unit']}."
+        )
     if a.get("non_monotonic"):
         lines.append(
             "Caution: a level above the lowest confirmed miss met the SLOs again (noise, or another load "

@@ -15,13 +15,19 @@ from runtime.load.capacity_search import Search
 LIMIT = 2000.0  # p90 TTFT limit, ms
 N = 60  # max_requests: the sweep's requests a level
 GRID = [round(1.0 + 0.2 * k, 1) for k in range(16)]  # 1.0 ... 4.0 req/s
-COST = {"meets": 40, "misses": 20, "unresolved": N}  # a look stops a level once its verdict is settled
+COST = {
+    "meets": 40,
+    "misses": 20,
+    "unresolved": N,
+}  # a look stops a level once its verdict is settled
 
 # judge(index, visit) -> (verdict, observed p90 TTFT); visit 2 is the pooled re-check
 Judge = Callable[[int, int], tuple[str, float]]
 
 
-def summary(level: float, verdict: str, value: float, runs: int, n: int) -> dict:
+def summary(
+    level: float, verdict: str, value: float, runs: int, n: int, tpot: float = 40.0
+) -> dict:
     return {
         "level": level,
         "requests": n,
@@ -31,13 +37,28 @@ def summary(level: float, verdict: str, value: float, runs: int, n: int) -> dict
         "slo": {
             "verdict": verdict,
             "observed_meets": value <= LIMIT,
-            "limits": {"ttft_ms": {"value": value, "limit": LIMIT, "infinite": []}},
+            "limits": {
+                "ttft_ms": {
+                    "value": value,
+                    "limit": LIMIT,
+                    "verdict": verdict,
+                    "infinite": [],
+                },
+                "tpot_ms": {
+                    "value": tpot,
+                    "limit": 100.0,
+                    "verdict": "meets",
+                    "infinite": [],
+                },
+            },
         },
     }
 
 
-def run(judge: Judge, grid: list[float] = GRID) -> tuple[Search, int, list[tuple[int, str]]]:
-    search = Search(grid, closed=False)
+def run(
+    judge: Judge, grid: list[float] = GRID, budget: float | None = None
+) -> tuple[Search, int, list[tuple[int, str]]]:
+    search = Search(grid, closed=False, budget=budget, level_cost=N)
     sent: dict[int, int] = {}
     steps = []
     while (step := search.next()) is not None:
@@ -66,7 +87,9 @@ def test_monotone_clear_knee_answers_tightly_at_under_half_the_sweep():
     iv = search.interval()
     assert (iv["answer"], iv["low"], iv["high"]) == (GRID[6], GRID[6], GRID[6])
     assert [i for i, _ in steps[:4]] == [0, 1, 3, 7]  # the climb by doubling steps
-    assert [w for _, w in steps].count("climb") == 4 and "re-check" not in dict(steps).values()
+    assert [w for _, w in steps].count("climb") == 4 and "re-check" not in dict(
+        steps
+    ).values()
     assert cost == 3 * 40 + 20 + 40 + 40 <= 0.5 * len(GRID) * N
     assert search.stopped == "misses at 2.4"
     assert (iv["low"], iv["high"]) == (sweep(knee(6))["low"], sweep(knee(6))["high"])
@@ -84,7 +107,10 @@ def test_borderline_levels_are_measured_again_and_judged_pooled():
     """Levels 6 and 7 sit near the limit: 6 meets at 1.8 s, 7 misses at 2.5 s, each from one run, so
     neither bounds the interval until it is measured again; pooled, 6 still meets (decisive: two
     runs) and 7 comes out unresolved, so the interval honestly spans 7: [2.2, 2.4]."""
-    table = {6: [("meets", 1800.0), ("meets", 1700.0)], 7: [("misses", 2500.0), ("unresolved", 2100.0)]}
+    table = {
+        6: [("meets", 1800.0), ("meets", 1700.0)],
+        7: [("misses", 2500.0), ("unresolved", 2100.0)],
+    }
 
     def judge(i: int, visit: int) -> tuple[str, float]:
         if i in table:
@@ -101,7 +127,9 @@ def test_borderline_levels_are_measured_again_and_judged_pooled():
     # the sweep measured each level once: 6 and 7 are borderline there, so it reads [2, 2.4] - the
     # same rule, wider for having one run of each; the two intervals overlap
     sw = sweep(judge)
-    assert (sw["low"], sw["high"]) == (GRID[5], GRID[7]) and sw["borderline_levels"] == [GRID[6], GRID[7]]
+    assert (sw["low"], sw["high"]) == (GRID[5], GRID[7]) and sw[
+        "borderline_levels"
+    ] == [GRID[6], GRID[7]]
     assert iv["low"] <= sw["high"] and sw["low"] <= iv["high"]
 
 
@@ -116,14 +144,19 @@ def test_a_borderline_miss_in_the_climb_sends_the_search_above_it_for_a_decisive
     search, cost, steps = run(judge)
     assert ("bound above" in [w for _, w in steps]) and steps[4] == (15, "bound above")
     iv = search.interval()
-    assert (iv["low"], iv["high"]) == (GRID[6], GRID[6])  # 7 missed in both runs, pooled: decisive
+    assert (iv["low"], iv["high"]) == (
+        GRID[6],
+        GRID[6],
+    )  # 7 missed in both runs, pooled: decisive
     assert search.rechecked == [GRID[7]] and cost <= 0.5 * len(GRID) * N, cost
 
 
 def test_non_monotone_levels_are_read_by_the_sweeps_rule():
     """One level (3) misses clearly although the levels above it meet: the search assumes monotonicity
     when it climbs and bisects, never when it answers; its interval is what the sweep's rule reads
-    from the levels it measured, and the sweep of every level flags the contradiction."""
+    from the levels it measured. The sweep sees the contradiction, flags it, and its interval spans
+    it: the miss at 3 bounds nothing (levels above met), the meets above 3 raise nothing (a level
+    below missed), so [1.4, 2.2] - which holds the search's [1.4, 1.4]."""
 
     def judge(i: int, visit: int) -> tuple[str, float]:
         return ("misses", 5000.0) if i == 3 else knee(6)(i, visit)
@@ -133,7 +166,8 @@ def test_non_monotone_levels_are_read_by_the_sweeps_rule():
     assert (iv["low"], iv["high"]) == (GRID[2], GRID[2])
     assert [i for i, _ in steps] == [0, 1, 3, 2]
     sw = sweep(judge)
-    assert sw["non_monotonic"] and (sw["low"], sw["high"]) == (GRID[2], GRID[2])
+    assert sw["non_monotonic"] and (sw["low"], sw["high"]) == (GRID[2], GRID[6])
+    assert sw["answer"] == GRID[6] and sw["lowest_miss"] == GRID[7]
 
 
 def test_an_unresolved_level_keeps_the_interval_open_across_it():
@@ -164,6 +198,46 @@ def test_capacity_interval_reads_a_single_borderline_run_as_deciding_nothing():
         [lv(1, "meets", 300), lv(2, "meets", 1500, runs=2), lv(3, "misses", 9000)], grid
     )
     assert (iv["low"], iv["high"]) == (2.0, 2.0) and iv["undecided_levels"] == []
+    # a clear miss of one limit decides whatever another shows: TTFT 4.5x its limit, TPOT near its own
+    iv = load_stats.capacity_interval(
+        [lv(1, "meets", 300), summary(2, "misses", 9000, 1, N, tpot=80.0)], grid
+    )
+    assert (iv["low"], iv["high"]) == (1.0, 1.0) and iv["undecided_levels"] == []
+    # but a meet with a limit near it (TPOT 80 ms against 100) is borderline from one run
+    iv = load_stats.capacity_interval([summary(1, "meets", 300, 1, N, tpot=80.0)], grid)
+    assert iv["borderline_levels"] == [1.0] and iv["low"] == 0.0
+    # an observed meet above a decisive miss contradicts it: the miss bounds nothing
+    iv = load_stats.capacity_interval(
+        [lv(1, "meets", 300), lv(2, "misses", 9000), lv(3, "unresolved", 1900)], grid
+    )
+    assert (
+        iv["non_monotonic"]
+        and iv["open_above"]
+        and (iv["low"], iv["answer"]) == (1.0, 3.0)
+    )
     # a borderline miss from one run bounds nothing: the interval stays open above
-    iv = load_stats.capacity_interval([lv(1, "meets", 300), lv(2, "misses", 2400)], grid)
+    iv = load_stats.capacity_interval(
+        [lv(1, "meets", 300), lv(2, "misses", 2400)], grid
+    )
     assert iv["open_above"] and (iv["low"], iv["high"], iv["answer"]) == (1.0, 3.0, 1.0)
+
+
+def test_rechecks_stop_at_the_budget_and_leave_the_interval_honest():
+    """With the budget at 0.3 of the sweep (288 requests), the search has no room for a re-check of
+    the borderline levels 6 and 7 (a full level more would pass it): it skips them, says so, and its
+    interval spans both, as the sweep's does."""
+    table = {6: [("meets", 1800.0)], 7: [("misses", 2500.0)]}
+
+    def judge(i: int, visit: int) -> tuple[str, float]:
+        return table[i][visit - 1] if i in table else knee(6)(i, visit)
+
+    search, cost, steps = run(judge, budget=0.3 * len(GRID) * N)
+    assert "re-check" not in [w for _, w in steps] and search.recheck_skipped == [
+        GRID[6]
+    ]
+    iv = search.interval()
+    assert (iv["low"], iv["high"]) == (GRID[5], GRID[7]) and iv["undecided_levels"] == [
+        GRID[6],
+        GRID[7],
+    ]
+    assert cost == search.sent() and cost + N > 0.3 * len(GRID) * N

@@ -47,8 +47,8 @@ LATENCY = ("ttft_ms", "tpot_ms", "e2e_ms")
 PERCENTILES = (50.0, 90.0, 95.0, 99.0)
 #: Bumped whenever these figures are computed differently: a stored summary of another version is recomputed.
 # 2: ITL, counted prompt lengths, steady-state window, telemetry, turns, warm reuse;
-# 3: window throughput by end; 4: runs pooled in a level, borderline verdicts (capacity_interval)
-LOAD_STATS_VERSION = 4
+# 3: window throughput by end; 4-5: runs pooled in a level, borderline and contradicted verdicts (capacity_interval)
+LOAD_STATS_VERSION = 5
 SATURATION_GROWTH = (
     0.05  # closed loop: throughput growth below this over the level below = saturated
 )
@@ -536,14 +536,22 @@ def runs_pooled(level: dict[str, Any]) -> int:
 
 
 def borderline(s: dict[str, Any]) -> bool:
-    """A level whose verdict could flip on a repeat: an observed percentile within BORDER of its limit."""
-    for v in (s.get("slo") or {}).get("limits", {}).values():
+    """A level whose verdict could flip on a repeat: a deciding limit's observed percentile within BORDER
+    of it. A level that misses is borderline only when every limit it misses is (a clear miss of one
+    limit decides, whatever the others show); one that meets, or is unresolved, when any limit is."""
+    slo = s.get("slo") or {}
+    limits = slo.get("limits", {})
+
+    def near(v: dict[str, Any]) -> bool:
         value, limit = v.get("value"), v.get("limit")
         if value is None or not limit or v.get("infinite"):
-            continue
-        if limit / BORDER <= value <= limit * BORDER:
-            return True
-    return False
+            return False
+        return bool(limit / BORDER <= value <= limit * BORDER)
+
+    if slo.get("verdict") == "misses":
+        missed = [v for v in limits.values() if v.get("verdict") == "misses"]
+        return bool(missed) and all(near(v) for v in missed)
+    return any(near(v) for v in limits.values())
 
 
 def decisive(s: dict[str, Any]) -> str | None:
@@ -566,11 +574,16 @@ def capacity_interval(
     the one reading rule of a capacity search and of an exhaustive sweep.
 
     Only decisive verdicts (``decisive``) bound it: a level unresolved, client-bound, or borderline
-    from one run leaves the interval open across it. ``low``: the highest level decisively meeting
-    the SLOs below the lowest decisive miss (0 when none); ``high``: the grid level just below the
-    lowest decisive miss (the top of the grid when nothing missed: ``open_above``); ``answer``: the
-    highest measured level in [low, high] whose observed percentiles are within the limits (else
-    ``low``). ``undecided_levels``: the measured levels that bound nothing (borderline ones among them)."""
+    from one run leaves the interval open across it; and no monotonicity is assumed: a miss that a
+    level above it contradicts (its observed percentiles within the limits, whatever its verdict), or
+    a meet that a level below it contradicts (observed beyond them), bounds nothing either
+    (``non_monotonic`` says so). ``low``: the
+    highest level decisively meeting the SLOs, uncontradicted, at or below ``high`` (0 when none);
+    ``high``: the grid level just below the lowest uncontradicted decisive miss (``lowest_miss``; the
+    top of the grid when there is none: ``open_above``); ``answer``: the highest measured level in
+    [low, high] whose observed percentiles are within the limits (else ``low``).
+    ``undecided_levels``: the measured levels whose verdicts bound nothing by themselves
+    (``borderline_levels`` those among them borderline from one run)."""
     grid = sorted(float(g) for g in grid)
     by = {float(s["level"]): s for s in summaries}
     usable = {
@@ -579,11 +592,24 @@ def capacity_interval(
         if not (s.get("schedule") or {}).get("client_bound")
     }
     verdict = {lv: decisive(s) for lv, s in usable.items()}
-    misses = sorted(lv for lv, v in verdict.items() if v == "misses")
+    within = {lv: bool(s["slo"].get("observed_meets")) for lv, s in usable.items()}
+    # monotonicity is assumed by nothing here: a miss bounds the interval only when no level above it was
+    # observed within the limits (whatever its verdict), a meet only when none below it was observed beyond
+    misses = sorted(
+        lv
+        for lv, v in verdict.items()
+        if v == "misses" and not any(within[u] for u in within if u > lv)
+    )
     lowest_miss = misses[0] if misses else None
     below = [g for g in grid if lowest_miss is None or g < lowest_miss]
     high = below[-1] if below else 0.0
-    meets = sorted(lv for lv, v in verdict.items() if v == "meets" and lv <= high)
+    meets = sorted(
+        lv
+        for lv, v in verdict.items()
+        if v == "meets"
+        and lv <= high
+        and not any(not within[u] for u in within if u < lv)
+    )
     low = meets[-1] if meets else 0.0
     observed = sorted(
         lv
@@ -591,9 +617,8 @@ def capacity_interval(
         if s["slo"]["observed_meets"] and low <= lv <= high
     )
     answer = observed[-1] if observed else low
-    non_monotonic = bool(
-        lowest_miss is not None
-        and any(v == "meets" for lv, v in verdict.items() if lv > lowest_miss)
+    non_monotonic = any(
+        not within[m] and any(within[u] for u in within if u > m) for m in within
     )
     return {
         "answer": answer,

@@ -32,14 +32,16 @@ from core.kinds import load_stats
 Step = tuple[int, str]
 
 
-def boundary(s: dict[str, Any], below: dict[str, Any] | None, closed: bool) -> str | None:
-    """Why a level ends the climb (None: it met the SLOs and the server still had room)."""
+def boundary(
+    s: dict[str, Any], below: dict[str, Any] | None, closed: bool
+) -> str | None:
+    """Why a level ends the climb (None: it met the SLOs and, closed loop, throughput still grew with the
+    users). Open loop, a level meeting the SLOs goes on: its queue-growth flag is a single-run statistic
+    (measured here: it fired at 1.8 req/s with p90 TTFT 1.2 s, and not at 2.0 req/s with 0.35 s)."""
     if (s.get("schedule") or {}).get("client_bound"):
         return "client_bound"
     if s["slo"]["verdict"] != "meets":
         return str(s["slo"]["verdict"])
-    if not closed and s.get("saturated"):
-        return "saturated"
     if (
         closed
         and below is not None
@@ -58,9 +60,18 @@ class Search:
     times each was measured, ``stopped`` why the climb ended, ``rechecked`` the levels measured again."""
 
     def __init__(
-        self, grid: Sequence[float], closed: bool, recheck: bool = True
+        self,
+        grid: Sequence[float],
+        closed: bool,
+        recheck: bool = True,
+        budget: float | None = None,
+        level_cost: int | None = None,
     ) -> None:
         self.grid = [float(g) for g in grid]
+        self.budget = (
+            budget  # requests the re-checks may bring the search up to (None: no limit)
+        )
+        self.level_cost = level_cost or 0  # the most one more visit can send
         self.closed = closed
         self.recheck = recheck
         self.summaries: dict[int, dict[str, Any]] = {}
@@ -68,6 +79,7 @@ class Search:
         self.boundaries: dict[int, str | None] = {}
         self.stopped: str | None = None
         self.rechecked: list[float] = []
+        self.recheck_skipped: list[float] = []  # over the budget: left undecided
         self._plan = self._steps()
         self._started = False
 
@@ -87,10 +99,16 @@ class Search:
         self.visits[i] = self.visits.get(i, 0) + 1
         below = max((j for j in self.summaries if j < i), default=None)
         b = boundary(
-            summary, self.summaries.get(below) if below is not None else None, self.closed
+            summary,
+            self.summaries.get(below) if below is not None else None,
+            self.closed,
         )
         self.boundaries[i] = b
         return b
+
+    def sent(self) -> int:
+        """Requests sent so far (each level's summary counts every visit, pooled)."""
+        return sum(int(s.get("requests") or 0) for s in self.summaries.values())
 
     def interval(self) -> dict[str, Any]:
         """The answer and its interval now, by the sweep's rule."""
@@ -105,9 +123,7 @@ class Search:
         s = self.summaries.get(i)
         if s is None:
             return False
-        return (
-            load_stats.decisive(s) == "misses" or self.boundaries.get(i) == "saturated"
-        )
+        return load_stats.decisive(s) == "misses"
 
     def _narrow(self) -> Generator[Step, None, None]:
         """Bisect between the highest level meeting the SLOs and the lowest one that does not, then between
@@ -125,7 +141,9 @@ class Search:
             if not gap:
                 break
             yield from self._look((last_ok + first_bad) // 2, "bisect")
-        for _ in range(n):  # the upper end: bisect between the lowest confirmed miss and the level below it measured
+        for _ in range(
+            n
+        ):  # the upper end: bisect between the lowest confirmed miss and the level below it measured
             misses = [k for k in self.summaries if self._confirmed_miss(k)]
             if not misses:
                 break
@@ -176,6 +194,12 @@ class Search:
             if not targets:
                 break
             for k in targets:
+                if (
+                    self.budget is not None
+                    and self.sent() + self.level_cost > self.budget
+                ):
+                    self.recheck_skipped.append(grid[k])
+                    return
                 yield from self._look(k, "re-check")
                 self.rechecked.append(grid[k])
             yield from self._narrow()
