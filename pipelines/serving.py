@@ -568,10 +568,16 @@ def load_finding(res: dict[str, Any]) -> list[str]:
             + ", ".join(f"{x:g}" for x in a["borderline_levels"])
             + f" {res['unit']}."
         )
+    if a.get("saturated_meets"):
+        lines.append(
+            "Met the SLOs while the queue still grew (saturated), so they bound nothing: "
+            + ", ".join(f"{x:g}" for x in a["saturated_meets"])
+            + f" {res['unit']}."
+        )
     if a.get("non_monotonic"):
         lines.append(
-            "Caution: a level above the lowest confirmed miss met the SLOs again (noise, or another load "
-            "on the host); the interval ends at the lowest miss."
+            "Caution: a level was observed within the limits above one observed beyond them (noise, or another "
+            "load on the host); neither bounds the interval where the other contradicts it."
         )
     if res["errors"]:
         reasons = ", ".join(

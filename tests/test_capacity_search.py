@@ -222,22 +222,35 @@ def test_capacity_interval_reads_a_single_borderline_run_as_deciding_nothing():
     assert iv["open_above"] and (iv["low"], iv["high"], iv["answer"]) == (1.0, 3.0, 1.0)
 
 
-def test_rechecks_stop_at_the_budget_and_leave_the_interval_honest():
-    """With the budget at 0.3 of the sweep (288 requests), the search has no room for a re-check of
-    the borderline levels 6 and 7 (a full level more would pass it): it skips them, says so, and its
-    interval spans both, as the sweep's does."""
+def test_the_budget_ends_the_search_with_an_honest_wider_interval():
+    """With the budget at 0.3 of the sweep (288 requests), after the climb, the bound above and the
+    bisection (240 requests) one more full level would pass it: the search stops before tightening
+    the upper end, says where, and answers with the interval it has - wider, still honest (it holds
+    the sweep's)."""
     table = {6: [("meets", 1800.0)], 7: [("misses", 2500.0)]}
 
     def judge(i: int, visit: int) -> tuple[str, float]:
         return table[i][visit - 1] if i in table else knee(6)(i, visit)
 
     search, cost, steps = run(judge, budget=0.3 * len(GRID) * N)
-    assert "re-check" not in [w for _, w in steps] and search.recheck_skipped == [
-        GRID[6]
-    ]
+    assert [w for _, w in steps] == ["climb"] * 4 + ["bound above", "bisect", "bisect"]
+    assert search.budget_stop == {"level": GRID[11], "why": "tighten", "sent": 240}
+    assert cost == search.sent() == 240
     iv = search.interval()
-    assert (iv["low"], iv["high"]) == (GRID[5], GRID[7]) and iv["undecided_levels"] == [
-        GRID[6],
-        GRID[7],
-    ]
-    assert cost == search.sent() and cost + N > 0.3 * len(GRID) * N
+    assert (iv["low"], iv["high"]) == (GRID[5], GRID[14])
+    assert iv["undecided_levels"] == [GRID[6], GRID[7]]
+    sw = sweep(judge)
+    assert iv["low"] <= sw["low"] and sw["high"] <= iv["high"]
+
+
+def test_a_meet_while_the_queue_still_grew_bounds_nothing():
+    """A level that met the SLOs while saturated (its queue grew over the level) saw a queue short of its
+    steady state: its meet bounds nothing; a saturated miss stands (the steady state is worse)."""
+    grid = [1.0, 2.0, 3.0]
+    sat_meet = {**summary(2, "meets", 900, 1, N), "saturated": True}
+    sat_miss = {**summary(3, "misses", 9000, 1, N), "saturated": True}
+    iv = load_stats.capacity_interval(
+        [summary(1, "meets", 300, 1, N), sat_meet, sat_miss], grid
+    )
+    assert (iv["low"], iv["answer"], iv["high"]) == (1.0, 2.0, 2.0)
+    assert iv["saturated_meets"] == [2.0] and iv["undecided_levels"] == [2.0]

@@ -29,7 +29,7 @@ max_requests), and why the search stopped.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
@@ -55,12 +55,13 @@ class CapacityTest(LoadSpec):
         "nearest each end, with new prompts and seeds, and judge each on both visits pooled: an answer "
         "that survives its own repeat.",
     )
-    recheck_budget: float = Field(
+    budget: float = Field(
         0.5,
         gt=0.0,
         le=1.0,
-        description="Re-checks only narrow an interval (it is honest without them): one is made only while "
-        "the search's requests, with a full level more, stay within this share of the exhaustive sweep's.",
+        description="The most requests the search sends, as a share of the exhaustive sweep's (levels x "
+        "max_requests): past the climb, a level is measured only while one more full level stays within it; "
+        "then the search answers with the interval it has (honest whatever was measured, only wider).",
     )
     max_requests: int = Field(
         120,
@@ -140,11 +141,14 @@ class SearchRecord(Shape):
     rechecked: list[float] | None = Field(
         None, description="Levels measured again and judged on both visits pooled."
     )
-    recheck_skipped: list[float] | None = Field(
+    budget: float | None = Field(
         None,
-        description="Levels a re-check would have narrowed, left undecided: over the re-check budget.",
+        description="The most requests the search may send, as a share of the sweep's.",
     )
-    recheck_budget: float | None = None
+    budget_stop: dict[str, Any] | None = Field(
+        None,
+        description="The visit the budget left out (level, why, requests sent by then), if one was.",
+    )
     look_confidence: float | None = None
     confidence: float | None = None
 

@@ -47,8 +47,8 @@ LATENCY = ("ttft_ms", "tpot_ms", "e2e_ms")
 PERCENTILES = (50.0, 90.0, 95.0, 99.0)
 #: Bumped whenever these figures are computed differently: a stored summary of another version is recomputed.
 # 2: ITL, counted prompt lengths, steady-state window, telemetry, turns, warm reuse;
-# 3: window throughput by end; 4-5: runs pooled in a level, borderline and contradicted verdicts (capacity_interval)
-LOAD_STATS_VERSION = 5
+# 3: window throughput by end; 4-6: runs pooled in a level, borderline and contradicted verdicts (capacity_interval)
+LOAD_STATS_VERSION = 6
 SATURATION_GROWTH = (
     0.05  # closed loop: throughput growth below this over the level below = saturated
 )
@@ -429,6 +429,33 @@ def _steady(
     }
 
 
+def _runs_of(records: Sequence[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+    """A pooled level's records, run by run (a search's visits, a load test's repeats)."""
+    groups: dict[tuple[int, int], list[dict[str, Any]]] = {}
+    for r in records:
+        groups.setdefault(
+            (int(r.get("visit") or 1), int(r.get("repeat") or 0)), []
+        ).append(r)
+    return [groups[k] for k in sorted(groups)]
+
+
+def _saturated_run(
+    records: Sequence[dict[str, Any]], profile: str, level: float
+) -> bool:
+    """One open-loop run saturated: its TTFT grew over it, or it completed under COMPLETION_RATIO of its arrivals."""
+    if queue_growth(records)["growing"]:
+        return True
+    ends = sorted(
+        r["end_ms"] for r in records if r.get("ok") and r.get("end_ms") is not None
+    )
+    arrivals = schedule_stats(records, profile, level).get("scheduled_rps")
+    if len(ends) > 2 and ends[-1] > ends[0] and arrivals:
+        return (len(ends) - 1) / (
+            (ends[-1] - ends[0]) / 1000.0
+        ) / arrivals < COMPLETION_RATIO
+    return False
+
+
 def level_summary(
     level: dict[str, Any],
     slo: Slo,
@@ -475,6 +502,13 @@ def level_summary(
     saturated_open = bool(
         offered and (qg["growing"] or (ratio is not None and ratio < COMPLETION_RATIO))
     )
+    runs = _runs_of(records)
+    if (
+        offered and len(runs) > 1
+    ):  # pooled runs: saturated when any run was, each read alone
+        saturated_open = any(
+            _saturated_run(rr, profile, float(level["level"])) for rr in runs
+        )
     return clean(
         {
             "version": LOAD_STATS_VERSION,
@@ -556,12 +590,17 @@ def borderline(s: dict[str, Any]) -> bool:
 
 def decisive(s: dict[str, Any]) -> str | None:
     """A level's verdict as a capacity interval reads it: ``meets`` or ``misses`` when it can bound the
-    interval, None when it cannot (unresolved, client-bound, or borderline from a single run)."""
+    interval, None when it cannot: unresolved, client-bound, borderline from a single run, or a meet of
+    a saturated level (open loop: its queue grew over the level, or it completed under 90% of the
+    arrivals; its percentiles are those of a queue that had not reached its steady state, so a meet
+    says nothing about the capacity, while a miss stands: the steady state is worse)."""
     if (s.get("schedule") or {}).get("client_bound"):
         return None
     v = (s.get("slo") or {}).get("verdict")
     if v not in ("meets", "misses"):
         return None
+    if v == "meets" and s.get("saturated"):
+        return None  # a queue still growing: the steady state is worse than what the run saw
     if borderline(s) and int(s.get("runs") or 1) < 2:
         return None
     return str(v)
@@ -634,6 +673,11 @@ def capacity_interval(
             if verdict[lv] is None
             and s["slo"].get("verdict") in ("meets", "misses")
             and borderline(s)
+        ),
+        "saturated_meets": sorted(
+            lv
+            for lv, s in usable.items()
+            if s["slo"].get("verdict") == "meets" and s.get("saturated")
         ),
         "client_bound_levels": sorted(
             lv for lv, s in by.items() if (s.get("schedule") or {}).get("client_bound")

@@ -71,7 +71,7 @@ async def _search(transport: Any, test: CapacityTest) -> Outcome:
         grid,
         closed,
         recheck=test.recheck,
-        budget=test.recheck_budget * len(grid) * test.max_requests,
+        budget=test.budget * len(grid) * test.max_requests,
         level_cost=test.max_requests,
     )
 
@@ -182,8 +182,8 @@ async def _search(transport: Any, test: CapacityTest) -> Outcome:
             "cost_ratio": sent / exhaustive if exhaustive else None,
             "looks": test.looks(),
             "rechecked": search.rechecked,
-            "recheck_skipped": search.recheck_skipped,
-            "recheck_budget": test.recheck_budget,
+            "budget": test.budget,
+            "budget_stop": search.budget_stop,
             "look_confidence": conf,
             "confidence": test.slo.confidence,
         },

@@ -68,9 +68,7 @@ class Search:
         level_cost: int | None = None,
     ) -> None:
         self.grid = [float(g) for g in grid]
-        self.budget = (
-            budget  # requests the re-checks may bring the search up to (None: no limit)
-        )
+        self.budget = budget  # the most requests past the climb may bring the search to (None: no limit)
         self.level_cost = level_cost or 0  # the most one more visit can send
         self.closed = closed
         self.recheck = recheck
@@ -79,18 +77,31 @@ class Search:
         self.boundaries: dict[int, str | None] = {}
         self.stopped: str | None = None
         self.rechecked: list[float] = []
-        self.recheck_skipped: list[float] = []  # over the budget: left undecided
+        self.budget_stop: dict[str, Any] | None = (
+            None  # the visit the budget left out, if one was
+        )
         self._plan = self._steps()
         self._started = False
 
     # -- the driver's side ------------------------------------------------------------------------
     def next(self) -> Step | None:
         """The next level to measure (its grid index) and why, or None when the search is done."""
+        if self.budget_stop is not None:
+            return None
         try:
             step = next(self._plan) if not self._started else self._plan.send(None)
         except StopIteration:
             return None
         self._started = True
+        i, why = step
+        if (
+            why != "climb"
+            and self.budget is not None
+            and self.sent() + self.level_cost > self.budget
+        ):  # one more full level would pass the budget: answer with what was measured
+            self.budget_stop = {"level": self.grid[i], "why": why, "sent": self.sent()}
+            self._plan.close()
+            return None
         return step
 
     def record(self, i: int, summary: dict[str, Any]) -> str | None:
@@ -194,12 +205,6 @@ class Search:
             if not targets:
                 break
             for k in targets:
-                if (
-                    self.budget is not None
-                    and self.sent() + self.level_cost > self.budget
-                ):
-                    self.recheck_skipped.append(grid[k])
-                    return
                 yield from self._look(k, "re-check")
                 self.rechecked.append(grid[k])
             yield from self._narrow()
