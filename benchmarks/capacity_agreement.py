@@ -187,8 +187,9 @@ def report(out: Path) -> int:
             )
         lines.append("")
         lines.append(
-            f"Stopped: {res['search']['stopped']}; re-checked: {res['search']['rechecked'] or 'none'}; load average at "
-            "each level's start: "
+            f"Climb stopped: {res['search']['stopped']}; re-checked: "
+            f"{', '.join(f'{x:g}' for x in res['search'].get('rechecked') or []) or 'none'}; "
+            f"budget: {_budget(res['search'])}; load average at each level's start: "
             + ", ".join(f"{k:g} → {_load(v)}" for k, v in sorted(lv_raw.items()))
             + "."
         )
@@ -228,6 +229,17 @@ def _probe(runs: list, raw: dict) -> list[str]:
             f"{'yes' if lv.get('saturated') else 'no'} | {_load(lv_raw.get(float(lv['level']), {}))} |"
         )
     return out + [""]
+
+
+def _budget(search: dict) -> str:
+    stop = search.get("budget_stop")
+    share = search.get("budget")
+    if not stop:
+        return f"{share:g} of the sweep, never reached" if share else "none"
+    return (
+        f"{share:g} of the sweep; stopped before a {stop['why']} visit of {stop['level']:g} "
+        f"(one more full level after {stop['sent']} requests would have passed it)"
+    )
 
 
 def _ratio(v: float | None) -> str:

@@ -550,6 +550,18 @@ def load_finding(res: dict[str, Any]) -> list[str]:
             f"{search['exhaustive_requests']:,} ({search['requests_sent'] / search['exhaustive_requests']:.0%} "
             f"of it). Stopped: {search.get('stopped') or '—'}."
         )
+        if search.get("rechecked"):
+            lines.append(
+                "Measured again and judged on both runs pooled: "
+                + ", ".join(f"{x:g}" for x in search["rechecked"])
+                + f" {res['unit']}."
+            )
+        if search.get("budget_stop"):
+            b = search["budget_stop"]
+            lines.append(
+                f"Its budget ({search.get('budget') or 0:.0%} of the sweep's requests) ended it before a "
+                f"{b['why']} visit of {b['level']:g} {res['unit']}: the interval is what it had measured."
+            )
     if s.get("saturation_level") is not None:
         lines.append(
             f"Saturated from {s['saturation_level']:g} {res['unit']}: throughput stopped growing or the "
