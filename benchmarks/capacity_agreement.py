@@ -143,9 +143,8 @@ def report(out: Path) -> int:
         undecided = iv.get("undecided_levels") or []
         if undecided:
             lines.append(
-                f"- {name}: levels measured that bound nothing (unresolved, or borderline from one run): "
-                + ", ".join(f"{x:g}" for x in undecided)
-                + "."
+                f"- {name}: levels measured that bound nothing (unresolved, borderline from one run, or met "
+                "while saturated): " + ", ".join(f"{x:g}" for x in undecided) + "."
             )
     lines += ["", "## The sweep, level by level", ""]
     lines += [
