@@ -17,6 +17,7 @@ import json
 from typing import Any
 
 from core import stats
+from core.kinds.load_stats import BORDER
 from core.kinds.request import workload_fingerprint
 from core.kinds.request_stats import Slo, stored_sweep, sweep_stats
 from core.records.run import RunRecord, as_record
@@ -575,8 +576,8 @@ def load_finding(res: dict[str, Any]) -> list[str]:
         )
     if a.get("borderline_levels"):
         lines.append(
-            "Borderline from one run (an observed percentile within 1.5× of its limit, a verdict a repeat "
-            "can flip), so they bound nothing: "
+            f"Borderline from one run (an observed percentile within {BORDER:g}× of its limit, a verdict a "
+            "repeat can flip), so they bound nothing: "
             + ", ".join(f"{x:g}" for x in a["borderline_levels"])
             + f" {res['unit']}."
         )
