@@ -2,19 +2,21 @@
 Done-when): do they agree (their intervals overlap), and does each search cost at most half the
 sweep's requests?
 
+    bash benchmarks/measure.sh probe python3 benchmarks/serving_capacity.py measure serving-agree-probe
     bash benchmarks/measure.sh search-a python3 benchmarks/serving_capacity.py measure serving-agree-search
     bash benchmarks/measure.sh sweep-low python3 benchmarks/serving_capacity.py measure serving-agree-sweep-low
     bash benchmarks/measure.sh sweep-high python3 benchmarks/serving_capacity.py measure serving-agree-sweep-high
     bash benchmarks/measure.sh search-b python3 benchmarks/serving_capacity.py measure serving-agree-search-b
     python3 benchmarks/capacity_agreement.py [--out benchmarks/results/capacity_agreement.md]
 
-Each ``measure`` is one run of under 8 minutes (the matrices say why the grid, the requests and the
-SLOs are what they are: data/matrices/serving-agree-search.yaml). This script reads the newest
-artifact of each of the four tests on this host and writes the comparison: each search's answer
-and interval with the requests it sent, the sweep's (its two halves' levels joined and read with the
-same rule, ``core.kinds.load_stats.capacity_interval``), whether every pair of intervals overlaps,
-each search's requests over the sweep's, and every level's verdict with the host's load average
-when it started.
+The probe (30 requests at each of 1-6 req/s) finds where the server saturates, which sets the SLOs
+and the grid (data/matrices/serving-agree-search.yaml says why they are what they are). Each
+``measure`` is one run of under 8 minutes. This script reads the newest artifact of each test on
+this host and writes the comparison: the probe's levels, each search's answer and interval with the
+requests it sent, the sweep's (its two halves' levels joined and read by the searches' own rule,
+``core.kinds.load_stats.capacity_interval``), whether every pair of intervals overlaps, each
+search's requests over the sweep's, and every level's verdict (and whether it decides anything)
+with the host's load average when it started.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ sys.path.insert(0, str(ROOT))
 OUT = ROOT / "benchmarks" / "results" / "capacity_agreement.md"
 SEARCHES = ("agree-search", "agree-search-b")
 HALVES = ("agree-sweep-low", "agree-sweep-high")
-RECHECK = "agree-recheck"
+PROBE = "agree-probe"
 
 
 def overlap(a: dict, b: dict) -> bool:
@@ -68,6 +70,16 @@ def report(out: Path) -> int:
         )
         return 1
     raw = {r.id: r for r in runs}
+    sweep_grid = sorted(
+        float(lv["level"]) for t in HALVES for lv in newest[t]["stats"]["levels"]
+    )
+    for t in SEARCHES:
+        if [float(g) for g in newest[t]["search"]["grid"]] != sweep_grid:
+            print(
+                f"{t} ({newest[t]['id']}) searched another grid than the sweep's halves measured: "
+                "measure all four again"
+            )
+            return 1
     levels = sorted(
         (lv for t in HALVES for lv in newest[t]["stats"]["levels"]),
         key=lambda lv: lv["level"],
@@ -84,6 +96,9 @@ def report(out: Path) -> int:
         f"{a['workload']}; SLOs {slo.describe()} at {slo.confidence:.0%} confidence. Grid "
         f"{', '.join(f'{g:g}' for g in grid)} req/s. Each piece ran alone under the measurement lock "
         "(/tmp/almanac-measure.lock); the load average when each level started is in the tables.",
+        "",
+        *_probe(runs, raw),
+        "## The experiment",
         "",
         "| run | answer [interval] | requests | requests / sweep's | artifacts |",
         "|---|---|---|---|---|",
@@ -112,10 +127,29 @@ def report(out: Path) -> int:
         lines.append(
             f"- search {name} cost {ratio:.3f} of the sweep's requests ({'within' if ratio <= 0.5 else 'OVER'} 0.5)."
         )
+    met = all(overlap(x, y) for _, x, _, y in pairs) and all(
+        res["requests"] / sweep_requests <= 0.5 for res in (a, b)
+    )
+    lines += [
+        "",
+        f"**Done-when {'met' if met else 'NOT met'}**: all three intervals overlap pairwise and each "
+        "search costs at most half the sweep's requests.",
+    ]
+    for name, iv in (
+        ("search A", a["answer"]),
+        ("search B", b["answer"]),
+        ("sweep", sweep),
+    ):
+        undecided = iv.get("undecided_levels") or []
+        if undecided:
+            lines.append(
+                f"- {name}: levels measured that bound nothing (unresolved, borderline from one run, or met "
+                "while saturated): " + ", ".join(f"{x:g}" for x in undecided) + "."
+            )
     lines += ["", "## The sweep, level by level", ""]
     lines += [
-        "| rate (req/s) | requests | verdict | p90 TTFT (ms) | p90 TPOT (ms) | load average at start |",
-        "|---|---|---|---|---|---|",
+        "| rate (req/s) | requests | verdict | decides | p90 TTFT (ms) | p90 TPOT (ms) | load average at start |",
+        "|---|---|---|---|---|---|---|",
     ]
     by_level = {}
     for t in HALVES:
@@ -126,7 +160,8 @@ def report(out: Path) -> int:
         lim = lv["slo"]["limits"]
         lines.append(
             f"| {lv['level']:g} | {lv['requests']} | {lv['slo']['verdict']} | "
-            f"{_num(lim.get('ttft_ms'))} | {_num(lim.get('tpot_ms'))} | {_load(by_level.get(float(lv['level']), {}))} |"
+            f"{load_stats.decisive(lv) or 'nothing'} | {_num(lim.get('ttft_ms'))} | {_num(lim.get('tpot_ms'))} | "
+            f"{_load(by_level.get(float(lv['level']), {}))} |"
         )
     for name, res in (("A", a), ("B", b)):
         rr = raw.get(res["id"])
@@ -140,58 +175,74 @@ def report(out: Path) -> int:
         )
         lines += ["", f"## Search {name}: its visits", ""]
         lines += [
-            "| level | why | verdict | requests | stopped | seconds |",
-            "|---|---|---|---|---|---|",
+            "| level | why | verdict | decides | requests (pooled) | stopped | seconds |",
+            "|---|---|---|---|---|---|---|",
         ]
         for v in res["search"]["visits"]:
             lines.append(
-                f"| {v['level']:g} | {v['why']} | {v['verdict']} | {v['requests']} | "
+                f"| {v['level']:g} | {v['why']} | {v['verdict']} | "
+                f"{v.get('decisive') or 'nothing'} | {v['requests']} | "
                 f"{v['stop_reason']} | {v['seconds']:.0f} |"
             )
         lines.append("")
         lines.append(
-            f"Stopped: {res['search']['stopped']}; re-checked: {res['search']['rechecked'] or 'none'}; load average at "
-            "each level's start: "
+            f"Climb stopped: {res['search']['stopped']}; re-checked: "
+            f"{', '.join(f'{x:g}' for x in res['search'].get('rechecked') or []) or 'none'}; "
+            f"budget: {_budget(res['search'])}; load average at each level's start: "
             + ", ".join(f"{k:g} → {_load(v)}" for k, v in sorted(lv_raw.items()))
             + "."
         )
-    lines += _recheck(runs, host, slo)
     out.write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
     return 0
 
 
-def _recheck(runs: list, host: str, slo) -> list[str]:
-    """The contested rate measured again (serving-agree-recheck.yaml): each repeat's own verdict."""
-    from core.kinds import load_stats
+def _probe(runs: list, raw: dict) -> list[str]:
+    """The knee probe (serving-agree-probe.yaml): where the server stops keeping up."""
+    from pipelines import serving
 
-    mine = [r for r in runs if r.test_name == RECHECK and r.status == "ok"]
+    mine = [r for r in runs if r.test_name == PROBE and r.status == "ok"]
     if not mine:
         return []
     r = max(mine, key=lambda x: x.created)
-    lv = r.samples.levels[0].model_dump()
-    recs = lv["requests"]
+    res = next(x for x in serving.load_results([r], latest=False) if x["id"] == r.id)
+    lv_raw = {float(lv.level): lv.model_dump() for lv in r.samples.levels or []}
     out = [
+        f"## The knee probe ({PROBE}, {r.id})",
         "",
-        f"## The contested rate measured again ({RECHECK}, {r.id})",
+        "Before the experiment: where does this server stop keeping up? Completions / arrivals below 0.9, "
+        "or TTFT growing over the level (Mann-Kendall, p < 0.01, to more than twice its start), mark a "
+        "saturated level.",
         "",
-        f"{lv['level']:g} req/s, {len(lv.get('repeats') or [])} repeats of 60 requests, each with its own seeds, "
-        "one after another on one server; each repeat judged alone at the same confidence.",
-        "",
-        "| repeat | seeds (workload, arrivals) | verdict | p90 TTFT (ms) | p90 TPOT (ms) | load average at start |",
-        "|---|---|---|---|---|---|",
+        "| rate (req/s) | requests | p50 TTFT (ms) | p90 TTFT (ms) | p90 TPOT (ms) | completions / arrivals "
+        "| TTFT end / start | saturated | load average at start |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
-    for info in lv.get("repeats") or []:
-        k = info["repeat"]
-        v = load_stats.slo_verdicts(
-            [x for x in recs if x.get("repeat") == k], slo, slo.confidence
-        )
+    for lv in res["stats"]["levels"]:
+        p = lv["percentiles"]
+        qg = lv.get("queue_growth") or {}
         out.append(
-            f"| {k + 1} | {info.get('workload_seed')}, {info.get('arrival_seed')} | {v['verdict']} | "
-            f"{_num(v['limits'].get('ttft_ms'))} | {_num(v['limits'].get('tpot_ms'))} | "
-            f"{_load(lv) if k == 0 else '—'} |"
+            f"| {lv['level']:g} | {lv['requests']} | {_num(p['ttft_ms'].get('p50'))} | "
+            f"{_num(p['ttft_ms'].get('p90'))} | {_num(p['tpot_ms'].get('p90'))} | "
+            f"{_ratio(lv.get('completion_ratio'))} | {_ratio(qg.get('ratio_end_start'))} | "
+            f"{'yes' if lv.get('saturated') else 'no'} | {_load(lv_raw.get(float(lv['level']), {}))} |"
         )
-    return out
+    return out + [""]
+
+
+def _budget(search: dict) -> str:
+    stop = search.get("budget_stop")
+    share = search.get("budget")
+    if not stop:
+        return f"{share:g} of the sweep, never reached" if share else "none"
+    return (
+        f"{share:g} of the sweep; stopped before a {stop['why']} visit of {stop['level']:g} "
+        f"(one more full level after {stop['sent']} requests would have passed it)"
+    )
+
+
+def _ratio(v: float | None) -> str:
+    return f"{v:.2f}" if isinstance(v, (int, float)) else "—"
 
 
 def _num(v: dict | None) -> str:

@@ -17,6 +17,7 @@ import json
 from typing import Any
 
 from core import stats
+from core.kinds.load_stats import BORDER
 from core.kinds.request import workload_fingerprint
 from core.kinds.request_stats import Slo, stored_sweep, sweep_stats
 from core.records.run import RunRecord, as_record
@@ -580,6 +581,18 @@ def load_finding(res: dict[str, Any]) -> list[str]:
             f"{search['exhaustive_requests']:,} ({search['requests_sent'] / search['exhaustive_requests']:.0%} "
             f"of it). Stopped: {search.get('stopped') or '—'}."
         )
+        if search.get("rechecked"):
+            lines.append(
+                "Measured again and judged on both runs pooled: "
+                + ", ".join(f"{x:g}" for x in search["rechecked"])
+                + f" {res['unit']}."
+            )
+        if search.get("budget_stop"):
+            b = search["budget_stop"]
+            lines.append(
+                f"Its budget ({search.get('budget') or 0:.0%} of the sweep's requests) ended it before a "
+                f"{b['why']} visit of {b['level']:g} {res['unit']}: the interval is what it had measured."
+            )
     if s.get("saturation_level") is not None:
         lines.append(
             f"Saturated from {s['saturation_level']:g} {res['unit']}: throughput stopped growing or the "
@@ -591,10 +604,23 @@ def load_finding(res: dict[str, Any]) -> list[str]:
             + ", ".join(f"{x:g}" for x in s["client_bound_levels"])
             + f" {res['unit']}: those levels are reported, not judged (their latencies include the client's lateness)."
         )
+    if a.get("borderline_levels"):
+        lines.append(
+            f"Borderline from one run (an observed percentile within {BORDER:g}× of its limit, a verdict a "
+            "repeat can flip), so they bound nothing: "
+            + ", ".join(f"{x:g}" for x in a["borderline_levels"])
+            + f" {res['unit']}."
+        )
+    if a.get("saturated_meets"):
+        lines.append(
+            "Met the SLOs while the queue still grew (saturated), so they bound nothing: "
+            + ", ".join(f"{x:g}" for x in a["saturated_meets"])
+            + f" {res['unit']}."
+        )
     if a.get("non_monotonic"):
         lines.append(
-            "Caution: a level above the lowest confirmed miss met the SLOs again (noise, or another load "
-            "on the host); the interval ends at the lowest miss."
+            "Caution: a level was observed within the limits above one observed beyond them (noise, or another "
+            "load on the host); neither bounds the interval where the other contradicts it."
         )
     if res["errors"]:
         reasons = ", ".join(

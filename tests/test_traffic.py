@@ -549,6 +549,7 @@ def test_capacity_rechecks_a_borderline_answer_and_pools_both_visits():
             "max_requests": 24,
             "check_every": 12,
             "min_requests": 12,
+            "budget": 1.0,  # this test is about the re-check, not the cost
             "warmup_requests": 0,
             "workload": WORK_8,
             "slo": {

@@ -47,12 +47,18 @@ LATENCY = ("ttft_ms", "tpot_ms", "e2e_ms")
 PERCENTILES = (50.0, 90.0, 95.0, 99.0)
 #: Bumped whenever these figures are computed differently: a stored summary of another version is recomputed.
 # 2: ITL, counted prompt lengths, steady-state window, telemetry, turns, warm reuse;
-# 3: window throughput by end
-LOAD_STATS_VERSION = 3
+# 3: window throughput by end; 4-6: runs pooled in a level, borderline and contradicted verdicts (capacity_interval)
+LOAD_STATS_VERSION = 6
 SATURATION_GROWTH = (
     0.05  # closed loop: throughput growth below this over the level below = saturated
 )
 COMPLETION_RATIO = 0.90  # open loop: completed / offered below this = saturated
+#: A verdict is borderline when an observed percentile lies within this factor of its limit (either
+#: side): one run's order statistics treat its requests as independent, but in a queue a burst slows
+#: the requests around it together, so near a limit one run's verdict flips on a repeat (issue 31:
+#: one level measured six times gave misses, misses, meets, misses, unresolved, misses). A borderline
+#: verdict decides a capacity interval only once the level was measured in two runs or more, pooled.
+BORDER = 1.5
 
 
 def clean(x: Any) -> Any:
@@ -423,6 +429,33 @@ def _steady(
     }
 
 
+def _runs_of(records: Sequence[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+    """A pooled level's records, run by run (a search's visits, a load test's repeats)."""
+    groups: dict[tuple[int, int], list[dict[str, Any]]] = {}
+    for r in records:
+        groups.setdefault(
+            (int(r.get("visit") or 1), int(r.get("repeat") or 0)), []
+        ).append(r)
+    return [groups[k] for k in sorted(groups)]
+
+
+def _saturated_run(
+    records: Sequence[dict[str, Any]], profile: str, level: float
+) -> bool:
+    """One open-loop run saturated: its TTFT grew over it, or it completed under COMPLETION_RATIO of its arrivals."""
+    if queue_growth(records)["growing"]:
+        return True
+    ends = sorted(
+        r["end_ms"] for r in records if r.get("ok") and r.get("end_ms") is not None
+    )
+    arrivals = schedule_stats(records, profile, level).get("scheduled_rps")
+    if len(ends) > 2 and ends[-1] > ends[0] and arrivals:
+        return (len(ends) - 1) / (
+            (ends[-1] - ends[0]) / 1000.0
+        ) / arrivals < COMPLETION_RATIO
+    return False
+
+
 def level_summary(
     level: dict[str, Any],
     slo: Slo,
@@ -469,6 +502,13 @@ def level_summary(
     saturated_open = bool(
         offered and (qg["growing"] or (ratio is not None and ratio < COMPLETION_RATIO))
     )
+    runs = _runs_of(records)
+    if (
+        offered and len(runs) > 1
+    ):  # pooled runs: saturated when any run was, each read alone
+        saturated_open = any(
+            _saturated_run(rr, profile, float(level["level"])) for rr in runs
+        )
     return clean(
         {
             "version": LOAD_STATS_VERSION,
@@ -479,6 +519,7 @@ def level_summary(
             "error_reasons": dict(sorted(reasons.items())),
             "retried": sum(1 for r in records if (r.get("attempts") or 1) > 1),
             "stop_reason": level.get("stop_reason"),
+            "runs": runs_pooled(level),
             "wall_s": wall,
             "output_tokens": out_tokens,
             "aggregate_tps": out_tokens / wall if wall else None,
@@ -523,15 +564,65 @@ def level_summary(
     )
 
 
+def runs_pooled(level: dict[str, Any]) -> int:
+    """How many runs a level's records pool: its repeats, or a capacity search's visits (a re-check), else 1."""
+    return max(1, len(level.get("repeats") or []), int(level.get("visits") or 1))
+
+
+def borderline(s: dict[str, Any]) -> bool:
+    """A level whose verdict could flip on a repeat: a deciding limit's observed percentile within BORDER
+    of it. A level that misses is borderline only when every limit it misses is (a clear miss of one
+    limit decides, whatever the others show); one that meets, or is unresolved, when any limit is."""
+    slo = s.get("slo") or {}
+    limits = slo.get("limits", {})
+
+    def near(v: dict[str, Any]) -> bool:
+        value, limit = v.get("value"), v.get("limit")
+        if value is None or not limit or v.get("infinite"):
+            return False
+        return bool(limit / BORDER <= value <= limit * BORDER)
+
+    if slo.get("verdict") == "misses":
+        missed = [v for v in limits.values() if v.get("verdict") == "misses"]
+        return bool(missed) and all(near(v) for v in missed)
+    return any(near(v) for v in limits.values())
+
+
+def decisive(s: dict[str, Any]) -> str | None:
+    """A level's verdict as a capacity interval reads it: ``meets`` or ``misses`` when it can bound the
+    interval, None when it cannot: unresolved, client-bound, borderline from a single run, or a meet of
+    a saturated level (open loop: its queue grew over the level, or it completed under 90% of the
+    arrivals; its percentiles are those of a queue that had not reached its steady state, so a meet
+    says nothing about the capacity, while a miss stands: the steady state is worse)."""
+    if (s.get("schedule") or {}).get("client_bound"):
+        return None
+    v = (s.get("slo") or {}).get("verdict")
+    if v not in ("meets", "misses"):
+        return None
+    if v == "meets" and s.get("saturated"):
+        return None  # a queue still growing: the steady state is worse than what the run saw
+    if borderline(s) and int(s.get("runs") or 1) < 2:
+        return None
+    return str(v)
+
+
 def capacity_interval(
     summaries: Sequence[dict[str, Any]], grid: Sequence[float]
 ) -> dict[str, Any]:
-    """The answer and its interval from the verdicts of the levels measured (any subset of ``grid``).
+    """The answer and its interval from the verdicts of the levels measured (any subset of ``grid``),
+    the one reading rule of a capacity search and of an exhaustive sweep.
 
-    ``low``: the highest level confirmed to meet the SLOs below the lowest confirmed miss (0 when
-    none); ``high``: the grid level just below the lowest confirmed miss (the top of the grid when
-    nothing missed: ``open_above``); ``answer``: the highest measured level in [low, high] whose
-    observed percentiles are within the limits (else ``low``). A client-bound level decides nothing."""
+    Only decisive verdicts (``decisive``) bound it: a level unresolved, client-bound, or borderline
+    from one run leaves the interval open across it; and no monotonicity is assumed: a miss that a
+    level above it contradicts (its observed percentiles within the limits, whatever its verdict), or
+    a meet that a level below it contradicts (observed beyond them), bounds nothing either
+    (``non_monotonic`` says so). ``low``: the
+    highest level decisively meeting the SLOs, uncontradicted, at or below ``high`` (0 when none);
+    ``high``: the grid level just below the lowest uncontradicted decisive miss (``lowest_miss``; the
+    top of the grid when there is none: ``open_above``); ``answer``: the highest measured level in
+    [low, high] whose observed percentiles are within the limits (else ``low``).
+    ``undecided_levels``: the measured levels whose verdicts bound nothing by themselves
+    (``borderline_levels`` those among them borderline from one run)."""
     grid = sorted(float(g) for g in grid)
     by = {float(s["level"]): s for s in summaries}
     usable = {
@@ -539,12 +630,24 @@ def capacity_interval(
         for lv, s in by.items()
         if not (s.get("schedule") or {}).get("client_bound")
     }
-    misses = sorted(lv for lv, s in usable.items() if s["slo"]["verdict"] == "misses")
+    verdict = {lv: decisive(s) for lv, s in usable.items()}
+    within = {lv: bool(s["slo"].get("observed_meets")) for lv, s in usable.items()}
+    # monotonicity is assumed by nothing here: a miss bounds the interval only when no level above it was
+    # observed within the limits (whatever its verdict), a meet only when none below it was observed beyond
+    misses = sorted(
+        lv
+        for lv, v in verdict.items()
+        if v == "misses" and not any(within[u] for u in within if u > lv)
+    )
     lowest_miss = misses[0] if misses else None
     below = [g for g in grid if lowest_miss is None or g < lowest_miss]
     high = below[-1] if below else 0.0
     meets = sorted(
-        lv for lv, s in usable.items() if s["slo"]["verdict"] == "meets" and lv <= high
+        lv
+        for lv, v in verdict.items()
+        if v == "meets"
+        and lv <= high
+        and not any(not within[u] for u in within if u < lv)
     )
     low = meets[-1] if meets else 0.0
     observed = sorted(
@@ -553,13 +656,8 @@ def capacity_interval(
         if s["slo"]["observed_meets"] and low <= lv <= high
     )
     answer = observed[-1] if observed else low
-    non_monotonic = bool(
-        lowest_miss is not None
-        and any(
-            s["slo"]["verdict"] == "meets"
-            for lv, s in usable.items()
-            if lv > lowest_miss
-        )
+    non_monotonic = any(
+        not within[m] and any(within[u] for u in within if u > m) for m in within
     )
     return {
         "answer": answer,
@@ -568,6 +666,19 @@ def capacity_interval(
         "open_above": lowest_miss is None,
         "lowest_miss": lowest_miss,
         "non_monotonic": non_monotonic,
+        "undecided_levels": sorted(lv for lv, v in verdict.items() if v is None),
+        "borderline_levels": sorted(
+            lv
+            for lv, s in usable.items()
+            if verdict[lv] is None
+            and s["slo"].get("verdict") in ("meets", "misses")
+            and borderline(s)
+        ),
+        "saturated_meets": sorted(
+            lv
+            for lv, s in usable.items()
+            if s["slo"].get("verdict") == "meets" and s.get("saturated")
+        ),
         "client_bound_levels": sorted(
             lv for lv, s in by.items() if (s.get("schedule") or {}).get("client_bound")
         ),

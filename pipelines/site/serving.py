@@ -590,7 +590,8 @@ def capacity_section(results: list[dict[str, Any]]) -> list[str]:
         "How many users (closed loop) or requests per second (open loop) each server takes while its latency "
         "percentiles stay within the SLOs. Each level's verdict comes from distribution-free order-statistic "
         "bounds of the percentile (a failed request counts as never answering); the interval is [highest level "
-        "confirmed to meet, level just below the lowest confirmed miss].",
+        "decisively meeting them, level just below the lowest decisive miss], where a verdict borderline from "
+        "one run, or contradicted by a level above or below it, decides nothing (Methodology).",
         "",
         capacity_table(results),
         "",

@@ -1,12 +1,10 @@
-"""The capacity search (kind ``capacity``; the method is described in ``core/kinds/capacity.py``).
-
-Climb the grid by doubling steps (indices 0, 1, 3, 7, ...) while levels meet the SLOs and the
-server is not saturated; a level left unresolved bounds nothing, so the climb goes on until a
-level is confirmed to miss (or saturates); then bisect between the last level that met them and
-the first that did not, and measure the level just below the lowest confirmed miss if nothing
-did yet (the interval's upper end). Every level stops as soon as its verdict is settled at the look confidence (or its
-queue visibly grows without bound, open loop), so an overloaded level costs a few dozen
-requests. The artifact keeps each visit: the level, why it was visited, its verdict, its cost.
+"""The capacity search (kind ``capacity``; the method is described in ``core/kinds/capacity.py``):
+the measuring. Which level to measure next, and why, is decided by ``runtime.load.capacity_search``
+(pure, tested against a fake judge); this module measures each level it asks for, stopping a level
+as soon as its verdict is settled at the look confidence (or, open loop, its queue visibly grows
+without bound), so an overloaded level costs a few dozen requests. A re-visited level (a re-check)
+draws new prompts and seeds and is judged on both visits pooled. The artifact keeps each visit: the
+level, why it was visited, its verdict (and whether it decided anything), its cost.
 """
 
 from __future__ import annotations
@@ -18,6 +16,7 @@ from typing import Any
 from core.kinds import load_stats
 from core.kinds.capacity import CapacityTest
 from runtime.load import repeats, workload
+from runtime.load.capacity_search import Search
 from runtime.load.runner import Outcome, connections, failure_of, level_plan, warmup
 from runtime.load.scheduler import run_level
 
@@ -27,59 +26,19 @@ RECHECK_INDEX = (
 
 
 def stop_rule(test: CapacityTest):
-    """Stop a level once its SLO verdict is settled at the look confidence, or (open loop) once its
-    queue grows without bound over at least ``check_every`` requests (it cannot meet the SLOs)."""
+    """Stop a level once its SLO verdict is settled at the look confidence (a clear miss settles at the
+    first look). Queue growth alone never stops a level: on a short level it is a single-run statistic
+    like any other (measured here: 22 requests at 1.2 req/s, far below the knee, "grew" by Mann-Kendall),
+    and a level stopped before its verdict settled decides nothing and costs a re-check."""
     conf = test.look_confidence()
 
     def rule(records: list[dict[str, Any]]) -> str | None:
         v = load_stats.slo_verdicts(records, test.slo, conf)
         if v["verdict"] != "unresolved":
             return f"verdict_{v['verdict']}"
-        if (
-            test.open_loop
-            and len(records) >= test.check_every
-            and load_stats.queue_growth(records)["growing"]
-        ):
-            return "queue_growing"
         return None
 
     return rule
-
-
-def _boundary(
-    s: dict[str, Any], below: dict[str, Any] | None, closed: bool
-) -> str | None:
-    """Why a level ends the climb (None: it met the SLOs and the server still had room)."""
-    if (s.get("schedule") or {}).get("client_bound"):
-        return "client_bound"
-    if s["slo"]["verdict"] != "meets":
-        return s["slo"]["verdict"]
-    if not closed and s.get("saturated"):
-        return "saturated"
-    if (
-        closed
-        and below is not None
-        and below.get("aggregate_tps")
-        and s.get("aggregate_tps") is not None
-        and s["aggregate_tps"]
-        < below["aggregate_tps"] * (1.0 + load_stats.SATURATION_GROWTH)
-    ):
-        return "saturated"
-    return None
-
-
-BORDER = 1.5  # a level whose observed percentile is within this factor of a limit (either side) is borderline
-
-
-def borderline(s: dict[str, Any]) -> bool:
-    """A level whose verdict could flip on a repeat: an observed percentile within BORDER of its limit."""
-    for v in (s.get("slo") or {}).get("limits", {}).values():
-        value, limit = v.get("value"), v.get("limit")
-        if value is None or not limit or v.get("infinite"):
-            continue
-        if limit / BORDER <= value <= limit * BORDER:
-            return True
-    return False
 
 
 def pooled(first: dict[str, Any], again: dict[str, Any]) -> dict[str, Any]:
@@ -94,6 +53,7 @@ def pooled(first: dict[str, Any], again: dict[str, Any]) -> dict[str, Any]:
         "planned": (first.get("planned") or 0) + (again.get("planned") or 0),
         "stop_reason": f"{first.get('stop_reason')}; re-check: {again.get('stop_reason')}",
         "rechecked": True,
+        "visits": int(first.get("visits") or 1) + 1,
     }
 
 
@@ -104,12 +64,18 @@ async def _search(transport: Any, test: CapacityTest) -> Outcome:
     rule = stop_rule(test)
     closed = not test.open_loop
     measured: dict[int, dict[str, Any]] = {}
-    summaries: dict[int, dict[str, Any]] = {}
     visits: list[dict[str, Any]] = []
     info: dict[str, Any] = {}
-    state: dict[str, Any] = {"lost": False, "stopped": None}
+    state: dict[str, Any] = {"lost": False}
+    search = Search(
+        grid,
+        closed,
+        recheck=test.recheck,
+        budget=test.budget * len(grid) * test.max_requests,
+        level_cost=test.max_requests,
+    )
 
-    async def visit(i: int, why: str) -> dict[str, Any]:
+    async def visit(i: int, why: str) -> None:
         t0 = time.perf_counter()
         again = (
             i in measured
@@ -156,104 +122,29 @@ async def _search(transport: Any, test: CapacityTest) -> Outcome:
             if reset is not None:
                 lv["cache_reset"] = reset
         measured[i] = pooled(measured[i], lv) if again else lv
-        lv = measured[i]
         s = load_stats.level_summary(
-            lv, test.slo, test.profile, conf, steady_state=test.steady_state
+            measured[i], test.slo, test.profile, conf, steady_state=test.steady_state
         )
-        summaries[i] = s
-        below = max((j for j in summaries if j < i), default=None)
-        boundary = _boundary(
-            s, summaries.get(below) if below is not None else None, closed
-        )
+        b = search.record(i, s)
         visits.append(
             {
                 "level": grid[i],
                 "index": i,
                 "why": why,
                 "verdict": s["slo"]["verdict"],
-                "boundary": boundary,
+                "decisive": load_stats.decisive(s),
+                "boundary": b,
                 "requests": s["requests"],
-                "stop_reason": lv.get("stop_reason"),
+                "stop_reason": measured[i].get("stop_reason"),
                 "seconds": round(time.perf_counter() - t0, 3),
             }
         )
         if not transport.alive():
             state["lost"] = True
-        return {"boundary": boundary}
 
-    def confirmed_miss(i: int) -> bool:
-        v = visits_by_index.get(i)
-        return v is not None and v["boundary"] in ("misses", "saturated")
-
-    visits_by_index: dict[int, dict[str, Any]] = {}
-
-    async def look(i: int, why: str) -> str | None:
-        r = await visit(i, why)
-        visits_by_index[i] = visits[-1]
-        return r["boundary"]
-
-    last_ok, first_bad = -1, None
-    i, step = 0, 1
-    while i < len(grid) and not state["lost"]:  # climb by doubling steps
-        b = await look(i, "climb")
-        if b is not None:
-            first_bad = i
-            state["stopped"] = f"{b} at {grid[i]:g}"
-            break
-        last_ok = i
-        if i == len(grid) - 1:
-            state["stopped"] = "top of the grid met the SLOs"
-            break
-        i, step = min(len(grid) - 1, i + step), step * 2
-    # an unresolved (or client-bound) level bounds nothing: keep climbing until a level is confirmed to
-    # miss (or saturates), so the interval has an upper end
-    j = first_bad
-    while (
-        j is not None
-        and not confirmed_miss(j)
-        and j < len(grid) - 1
-        and not state["lost"]
-    ):
-        j, step = min(len(grid) - 1, j + step), step * 2
-        await look(j, "bound above")
-    while (
-        first_bad is not None and first_bad - last_ok > 1 and not state["lost"]
-    ):  # bisect
-        m = (last_ok + first_bad) // 2
-        b = (
-            visits_by_index[m]["boundary"]
-            if m in visits_by_index
-            else await look(m, "bisect")
-        )
-        if b is None:
-            last_ok = m
-        else:
-            first_bad = m
-    # tighten the upper end: the level just below the lowest confirmed miss, if not measured yet
-    for _ in range(len(grid)):
-        misses = [k for k in visits_by_index if confirmed_miss(k)]
-        if not misses or state["lost"]:
-            break
-        below = min(misses) - 1
-        if below <= last_ok or below in visits_by_index:
-            break
-        await look(below, "tighten")
-    # re-check: the answer's level and the lowest confirmed miss, where borderline, measured again with new
-    # prompts and seeds and judged on both visits pooled; the answer is then read again from every verdict
-    rechecked: list[float] = []
-    if test.recheck and not state["lost"]:
-        iv = load_stats.capacity_interval(list(summaries.values()), grid)
-        targets = (
-            [grid.index(iv["answer"])]
-            if iv["answer"] in grid and grid.index(iv["answer"]) in summaries
-            else []
-        )
-        if iv["lowest_miss"] is not None:
-            targets.append(grid.index(iv["lowest_miss"]))
-        for k in targets:
-            if borderline(summaries[k]) and not state["lost"]:
-                await look(k, "re-check")
-                rechecked.append(grid[k])
+    while not state["lost"] and (step := search.next()) is not None:
+        await visit(*step)
+    state["stopped"] = search.stopped
     if state["lost"]:
         state["stopped"] = "server lost"
     levels = [measured[k] for k in sorted(measured)]
@@ -290,7 +181,9 @@ async def _search(transport: Any, test: CapacityTest) -> Outcome:
             "exhaustive_requests": exhaustive,
             "cost_ratio": sent / exhaustive if exhaustive else None,
             "looks": test.looks(),
-            "rechecked": rechecked,
+            "rechecked": search.rechecked,
+            "budget": test.budget,
+            "budget_stop": search.budget_stop,
             "look_confidence": conf,
             "confidence": test.slo.confidence,
         },
