@@ -426,12 +426,14 @@ def test_capacity_search_finds_the_slots_and_costs_less_than_the_sweep():
         "min_requests": 20,
         "warmup_requests": 0,
         "workload": {**WORK, "output_tokens": 10},
-        "slo": {"ttft_ms": 60, "tpot_ms": None, "percentile": 90},
+        # a slot is held ~250 ms (10 tokens x 25 ms): a third user waits >= ~250 ms, two wait ~25 ms;
+        # 150 ms sits 6x above one and well below the other, so load on the test host does not move it
+        "slo": {"ttft_ms": 150, "tpot_ms": None, "percentile": 90},
     }
     res, err = _run(
         {
             "server_command": _fault_cmd(
-                "--slots", "2", "--delay-ms", "10", "--tokens", "10"
+                "--slots", "2", "--delay-ms", "25", "--tokens", "10"
             ),
             "api_model": "ok",
             "retries": 0,
