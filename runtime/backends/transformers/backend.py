@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from core.errors import ConfigError
+from core.kinds import chat as chat_kind
 from core.kinds.base import TestSpec
 from core.kinds.chat import ChatTest
 from core.kinds.rate import RateTest
@@ -392,40 +393,15 @@ class TransformersBackend(Backend):
                 "text": stamp.text,
             }
 
-        base_seed = self.settings.seed
-        warm = test.warmup_requests if test.warmup is not False else 0
-        for i in range(warm):
-            request(base_seed + 1000 + i)
-        rep = Repeater(test.precision, test.requests, "e2e_ms")
-        records: list[dict[str, Any]] = []
-        while rep.more():
-            records.append(request(base_seed + len(records)))
-            r = records[-1]
-            per_request = {
-                "ttft_ms": r["ttft_ms"],
-                "tpot_ms": r["tpot_ms"],
-                "e2e_ms": r["e2e_ms"],
-                "output_tokens": r["output_tokens"],
-                "decode_tps": 1000.0 / r["tpot_ms"] if r["tpot_ms"] else None,
-            }
-            if rep.metric not in per_request:
-                rep.metric = "e2e_ms"
-            rep.add(per_request[rep.metric])
-        metrics: dict[str, list[float]] = {
-            "ttft_ms": [r["ttft_ms"] for r in records if r["ttft_ms"] is not None],
-            "tpot_ms": [r["tpot_ms"] for r in records if r["tpot_ms"] is not None],
-            "e2e_ms": [r["e2e_ms"] for r in records],
-            "output_tokens": [r["output_tokens"] for r in records],
-            "decode_tps": [1000.0 / r["tpot_ms"] for r in records if r["tpot_ms"]],
-            "itl_ms": [g for r in records for g in r["itl_ms"]],
-        }
+        # the kind's loop (core.kinds.chat.run_requests) over this backend's one primitive, request(seed)
+        run = chat_kind.run_requests(test, request, self.settings.seed)
         return TestResult(
-            metrics=metrics,
-            samples={"requests": records},
+            metrics=run.metrics,
+            samples={"requests": run.records},
             details={
-                "warmup_requests": warm,
+                "warmup_requests": run.warmup,
                 "prefix_cache": False,
-                "precision": rep.record(),
+                "precision": run.precision,
                 "method": "apply_chat_template + generate(streamer=...); sampled tokens timestamped",
             },
         )
