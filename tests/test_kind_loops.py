@@ -40,3 +40,83 @@ def test_chat_loop_sends_warmup_then_timed_requests_and_summarises_them():
         ChatTest(requests=2, warmup=False, precision=None), request, seed=0
     )
     assert calls == [0, 1] and run.warmup == 0
+
+
+class _Meter:
+    """An energy counter that counts its reads (RateEnergy's interface, no device)."""
+
+    def __init__(self, log: list[str]) -> None:
+        self.log, self.j, self.added = log, 0.0, []
+
+    def read(self) -> float:
+        self.log.append("read")
+        self.j += 1.0
+        return self.j
+
+    def add(self, e0, e1, seconds) -> None:
+        self.added.append((e1 - e0, seconds))
+
+    def finish(self, once) -> None:
+        self.log.append("finish")
+        once()
+
+    def metrics(self) -> dict:
+        return {"decode_j_per_token": [0.5]}
+
+    def samples(self) -> dict:
+        return {"repetitions": self.added, "regions": []}
+
+    def details(self) -> dict:
+        return {"available": True}
+
+
+def test_rate_loop_warms_up_prepares_outside_the_timer_and_keeps_the_counters():
+    from core.kinds.rate import RateTest, RateWork, run_rate
+
+    log: list[str] = []
+    meters: list[_Meter] = []
+
+    def energy() -> _Meter:
+        log.append("meter")  # made after the warm-up, as the backends did
+        meters.append(_Meter(log))
+        return meters[-1]
+
+    def prepare() -> int:
+        log.append("prepare")
+        return len(log)
+
+    def decode(prepared: int) -> None:
+        assert isinstance(prepared, int)
+        log.append("decode")
+
+    n = iter(range(100))
+    work = RateWork(
+        tokens=16,
+        prepare=prepare,
+        decode=decode,
+        warmup=lambda: log.append("warmup"),
+        begin=lambda: log.append("begin"),
+        end=lambda: {"n_eval": next(n)},
+    )
+    run = run_rate(RateTest(n_gen=16, repetitions=3, precision=None), work, energy)
+    one = ["prepare", "begin", "read", "decode", "read"]
+    assert log == ["warmup", "meter", *one * 3, "finish", "prepare", "decode"]
+    assert run.warmup is True and len(run.samples_ns) == 3
+    assert run.samples_ts == [16 * 1e9 / ns for ns in run.samples_ns]
+    assert run.counters == [{"n_eval": 0}, {"n_eval": 1}, {"n_eval": 2}]
+    assert run.metrics == {
+        "tokens_per_second": run.samples_ts,
+        "decode_j_per_token": [0.5],
+    }
+    assert set(run.samples) == {"ns", "ts", "energy"}
+    assert run.precision["stop_reason"] == "fixed_count" and run.precision["n"] == 3
+
+    log.clear()
+    run = run_rate(
+        RateTest(n_gen=16, warmup=False, precision=None),
+        RateWork(tokens=16, prepare=prepare, decode=decode, warmup=lambda: 1 / 0),
+        energy,
+    )
+    assert "warmup" not in log and run.warmup is False
+    assert len(run.samples_ns) == 5  # llama-bench's -r 5 by default
+    assert run.counters == []  # an engine without counters of its own

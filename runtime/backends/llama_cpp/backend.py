@@ -24,13 +24,13 @@ from typing import Any
 
 from core.errors import ConfigError, UserError
 from core.kinds import chat as chat_kind
+from core.kinds import rate as rate_kind
 from core.kinds.base import TestSpec
 from core.kinds.chat import ChatTest
 from core.kinds.embed import EmbedTest
 from core.kinds.generate import GenerateTest
 from core.kinds.rate import RateTest
 from core.kinds.serve import ServeTest
-from core.precision import Repeater
 from runtime.backends import inprocess
 from runtime.backends.base import Backend, Incompatible, TestResult, runs
 from runtime.backends.llama_cpp import NAME, experts, speculative
@@ -701,8 +701,6 @@ class LlamaCppBackend(Backend):
         n_threads, n_threads_batch = resolve_threads(self.settings)
         mem = L.llama_get_memory(ctx)
         rng = random.Random(self.settings.seed)
-        reps = test.repetitions or 5
-        warmup = True if test.warmup is None else test.warmup
         token_t = L.llama_token
         ptr_t = ctypes.POINTER(token_t)
 
@@ -824,21 +822,7 @@ class LlamaCppBackend(Backend):
                     )
                 sync(ctx)
 
-        L.llama_set_n_threads(ctx, n_threads, n_threads_batch)
-        L.llama_memory_clear(mem, False)
-        if warmup:
-            if test.n_prompt:
-                decode_plan(prompt_plan(test.n_prompt))
-            if test.n_gen and n_seq > 1:
-                decode_gen_parallel(gen_plan_parallel(1, 0))
-            elif test.n_gen:
-                decode_gen(gen_plan(1))
-
-        samples_ns: list[int] = []
-        perf: list[dict[str, float]] = []
         n_tokens = (test.n_prompt + test.n_gen) * n_seq
-        rep = Repeater(test.precision, reps, "tokens_per_second")
-
         depth_state: dict[str, Any] = {"buf": None, "restored": 0, "prefilled": 0}
 
         def fill_depth() -> None:
@@ -878,33 +862,45 @@ class LlamaCppBackend(Backend):
             elif tg is not None:
                 decode_gen(tg)
 
-        # the device's energy counter, read immediately around each timed region (runtime.hosts.energy)
-        energy = RateEnergy.for_test(
-            test,
-            on_gpu=self._offloads(),
-            gpus=self.gpus_used(),
-        )
-        while rep.more():
-            pp, tg = prepare()
-            L.llama_perf_context_reset(ctx)
-            e0 = energy.read()
-            t0 = time.perf_counter_ns()
-            work(pp, tg)
-            samples_ns.append(time.perf_counter_ns() - t0)
-            energy.add(e0, energy.read(), samples_ns[-1] / 1e9)
-            rep.add(n_tokens * 1e9 / samples_ns[-1])
+        def warm() -> None:
+            """llama-bench's warm-up: one prompt batch and one generated token, untimed."""
+            if test.n_prompt:
+                decode_plan(prompt_plan(test.n_prompt))
+            if test.n_gen and n_seq > 1:
+                decode_gen_parallel(gen_plan_parallel(1, 0))
+            elif test.n_gen:
+                decode_gen(gen_plan(1))
+
+        def perf_counters() -> dict[str, Any]:
             pd = L.llama_perf_context(ctx)
-            perf.append(
-                {
-                    "t_p_eval_ms": pd.t_p_eval_ms,
-                    "n_p_eval": pd.n_p_eval,
-                    "t_eval_ms": pd.t_eval_ms,
-                    "n_eval": pd.n_eval,
-                }
-            )
-        energy.finish(lambda: work(*prepare()))
+            return {
+                "t_p_eval_ms": pd.t_p_eval_ms,
+                "n_p_eval": pd.n_p_eval,
+                "t_eval_ms": pd.t_eval_ms,
+                "n_eval": pd.n_eval,
+            }
+
+        L.llama_set_n_threads(ctx, n_threads, n_threads_batch)
+        L.llama_memory_clear(mem, False)
+        # the kind's loop (core.kinds.rate.run_rate) over this backend's primitive: one repetition's
+        # prompt batches and decode steps through the C API, prepared outside the timer
+        run = rate_kind.run_rate(
+            test,
+            rate_kind.RateWork(
+                tokens=n_tokens,
+                prepare=lambda: prepare(),
+                decode=lambda planned: work(*planned),
+                warmup=warm,
+                begin=lambda: L.llama_perf_context_reset(ctx),
+                end=perf_counters,
+            ),
+            # the device's energy counter, read immediately around each timed region
+            lambda: RateEnergy.for_test(
+                test, on_gpu=self._offloads(), gpus=self.gpus_used()
+            ),
+        )
         free_batches()
-        samples_ts = [n_tokens * 1e9 / ns for ns in samples_ns]
+        perf = run.counters
         # llama.cpp's own counters, per repetition: its view of the same work.
         llama_ts = []
         for p in perf:
@@ -913,16 +909,16 @@ class LlamaCppBackend(Backend):
             )
             llama_ts.append(n_tokens * 1000.0 / ms if ms > 0 else None)
         return TestResult(
-            metrics={"tokens_per_second": samples_ts, **energy.metrics()},
-            samples={"ns": samples_ns, "ts": samples_ts, "energy": energy.samples()},
+            metrics=run.metrics,
+            samples=run.samples,
             details={
                 "perf_counters": perf,
                 "perf_counter_ts": llama_ts,
                 "n_vocab": n_vocab,
                 "add_bos": add_bos,
-                "repetitions": len(samples_ns),
-                "warmup": warmup,
-                "precision": rep.record(),
+                "repetitions": len(run.samples_ns),
+                "warmup": run.warmup,
+                "precision": run.precision,
                 "method": "llama-bench: C API decode loop, random tokens"
                 + (
                     f"; {n_seq} sequences decoded together (one token of each per step, "
@@ -940,7 +936,7 @@ class LlamaCppBackend(Backend):
                     if test.n_depth
                     else {}
                 ),
-                "energy": energy.details(),
+                "energy": run.energy.details(),
             },
         )
 
