@@ -120,3 +120,62 @@ def test_rate_loop_warms_up_prepares_outside_the_timer_and_keeps_the_counters():
     assert "warmup" not in log and run.warmup is False
     assert len(run.samples_ns) == 5  # llama-bench's -r 5 by default
     assert run.counters == []  # an engine without counters of its own
+
+
+def test_generate_loop_warms_up_on_the_first_prompt_and_keeps_ids_once():
+    from core.kinds.generate import GenerateTest, run_generate
+
+    calls: list[tuple[int, int]] = []
+
+    def generate(i: int, max_tokens: int) -> dict:
+        calls.append((i, max_tokens))
+        ids = [i, 1] if len(calls) < 5 else [i, 2]  # the last request differs
+        return {
+            "prompt_tokens": 3,
+            "output_tokens": 2,
+            "finish_reason": "length",
+            "ttft_ms": 5.0,
+            "e2e_ms": 9.0,
+            "gen_steps": 1,
+            "gen_ms": 4.0,
+            "token_ids": ids,
+            "draft": {
+                "proposed": 4,
+                "accepted": 1,
+                "rounds": 1,
+                "empty_rounds": 0,
+                "draft_seconds": 0.1,
+            },
+        }
+
+    test = GenerateTest(
+        prompts=["a", "b"], max_tokens=16, repetitions=2, precision=None
+    )
+    run = run_generate(test, 2, generate, lambda ids, i: f"{i}:{ids}", drafts=True)
+    assert calls == [(0, 8), (0, 16), (1, 16), (0, 16), (1, 16)]
+    assert [o["text"] for o in run.details["outputs"]] == ["0:[0, 1]", "1:[1, 1]"]
+    assert run.details["outputs_repeatable"] is False  # the second run of prompt 1
+    assert all("token_ids" not in r for r in run.samples["requests"])
+    assert run.metrics["generation_tps"] == [250.0, 250.0]
+    assert run.metrics["draft_acceptance"] == [25.0, 25.0]
+    assert run.details["speculative"]["proposed"] == 16
+    assert run.details["prompts"] == 2 and run.details["repetitions"] == 2
+
+
+def test_embed_loop_times_every_passage_and_checks_the_index():
+    from core.kinds.embed import EmbedTest, run_embed
+
+    seen: list[list[str]] = []
+
+    def embed(texts: list[str]) -> list[list[float]]:
+        seen.append(texts)
+        return [[float(len(t)), 1.0] for t in texts]
+
+    docs = ["a", "bbb", "cc"]
+    run = run_embed(EmbedTest(batch=2, repetitions=2, precision=None), docs, embed)
+    assert seen == [["a"], ["a", "bbb"], ["cc"], ["a", "bbb"], ["cc"]]
+    assert run.details["dim"] == 2 and run.details["passages"] == 3
+    assert run.samples["index_bytes"] == [24, 24] and run.metrics["index_bytes"] == [
+        24.0
+    ]
+    assert len(run.metrics["embeddings_per_second"]) == 2
