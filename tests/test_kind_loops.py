@@ -179,3 +179,95 @@ def test_embed_loop_times_every_passage_and_checks_the_index():
         24.0
     ]
     assert len(run.metrics["embeddings_per_second"]) == 2
+
+
+def _ok(seed: int) -> dict:
+    return {
+        "ok": True,
+        "seed": seed,
+        "ttft_ms": 10.0,
+        "tpot_ms": 2.0,
+        "e2e_ms": 20.0,
+        "output_tokens": 6,
+        "itl_ms": [2.0],
+    }
+
+
+def test_serve_loop_starts_the_server_before_each_cold_request():
+    from core.kinds.serve import ServeTest, run_cold_warm
+
+    log: list[str] = []
+
+    def start() -> float:
+        log.append("start")
+        return 500.0
+
+    def requests(seeds: list[int]) -> list[dict]:
+        log.append(f"requests {seeds}")
+        return [_ok(s) for s in seeds]
+
+    run = run_cold_warm(
+        ServeTest(cold_starts=2, requests=2, warmup_requests=1),
+        2,
+        start,
+        lambda: log.append("stop"),
+        requests,
+        lambda: None,
+    )
+    assert log == [
+        "start",
+        "requests [2000]",
+        "stop",
+        "start",
+        "requests [2001]",
+        "requests [1000]",
+        "requests [0, 1]",
+    ]
+    assert run.metrics["startup_ms"] == [500.0, 500.0]
+    assert run.metrics["cold_total_ms"] == [520.0, 520.0]
+    assert run.metrics["failed_requests"] == [0] and run.warmup == 1
+    assert [r["cold_start"] for r in run.samples["cold"]] == [1, 2]
+
+
+def test_serve_loop_stops_with_what_it_measured():
+    import pytest
+
+    from core.kinds.serve import ServeStopped, ServeTest, StartFailed, run_cold_warm
+
+    starts = iter([100.0])
+
+    def start() -> float:
+        value = next(starts, None)
+        if value is None:
+            raise StartFailed("port taken")
+        return value
+
+    with pytest.raises(ServeStopped, match="cold start 2 of 3: port taken") as exc:
+        run_cold_warm(
+            ServeTest(cold_starts=3),
+            3,
+            start,
+            lambda: None,
+            lambda s: [_ok(0)],
+            lambda: None,
+        )
+    assert len(exc.value.samples["cold"]) == 1
+    with pytest.raises(ServeStopped, match="lost during cold start 1 \\(killed\\)"):
+        run_cold_warm(
+            ServeTest(cold_starts=1),
+            1,
+            lambda: None,
+            lambda: None,
+            lambda s: [_ok(0)],
+            lambda: "killed",
+        )
+    # an endpoint given by URL: nobody starts it, so no startup figure
+    run = run_cold_warm(
+        ServeTest(requests=1),
+        1,
+        lambda: None,
+        lambda: 1 / 0,
+        lambda s: [_ok(0)] * len(s),
+        lambda: None,
+    )
+    assert "startup_ms" not in run.metrics and run.metrics["cold_e2e_ms"] == [20.0]

@@ -21,9 +21,12 @@ rate                :class:`RateWork`: ``prepare()`` untimed (empty KV cache, de
                     random ids drawn), ``decode(prepared)`` timed (prompt batches, then one-token
                     decode steps, synchronised), ``warmup()``, the engine's counters around it
                     (core.kinds.rate.run_rate)
-chat (and serve)    ``request(seed) -> record``: one streamed request timed by the backend (TTFT,
+chat                ``request(seed) -> record``: one streamed request timed by the backend (TTFT,
                     inter-token gaps, E2E), or a ``session()`` of them on one connection
                     (core.kinds.chat.run_requests)
+serve               behind a server: ``start()``, ``stop()``, ``requests(seeds)``, ``gone()``
+                    (core.kinds.serve.run_cold_warm); in process: the chat loop twice, cold
+                    then warm (runtime.backends.inprocess.run_serve)
 concurrency         ``batch(level, round_offset)``: that many clients at once, ``rounds`` requests
                     each (core.kinds.concurrency.run_levels)
 embed               ``embed(texts) -> vectors``: one call (core.kinds.embed.run_embed)

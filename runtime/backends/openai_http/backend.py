@@ -43,6 +43,7 @@ from core.errors import ConfigError, ModelError
 from core.kinds import chat as chat_kind
 from core.kinds import concurrency as concurrency_kind
 from core.kinds import request_stats as servingstats
+from core.kinds import serve as serve_kind
 from core.kinds.agent import AgentLoopTest
 from core.kinds.base import TestSpec
 from core.kinds.capacity import CapacityTest
@@ -678,67 +679,47 @@ class OpenAIHttpBackend(Backend):
     # -- serve: cold vs warm --------------------------------------------------------------
     @runs("serve")
     def _run_serve(self, test: ServeTest) -> TestResult:
-        cold: list[dict[str, Any]] = []
         starts = test.cold_starts if self.managed else 1
-        metrics: dict[str, list[float]] = {
-            "startup_ms": [],
-            "cold_ttft_ms": [],
-            "cold_e2e_ms": [],
-            "cold_total_ms": [],
-        }
-        warmup: list[dict[str, Any]] = []
-        warm: list[dict[str, Any]] = []
 
-        def partial() -> TestResult:
-            return TestResult(
-                metrics={},
-                samples={"cold": cold, "warmup": warmup, "warm": warm},
-                details=self._details(test, cold_starts=starts),
+        def start() -> float | None:
+            if not self.managed:
+                return None  # an endpoint given by URL: nobody starts it
+            try:
+                return self._start()
+            except ServerError as exc:
+                raise serve_kind.StartFailed(str(exc)) from None
+
+        # the kind's loop (core.kinds.serve.run_cold_warm) over this backend's primitives: start
+        # and stop its server, a sequence of streamed requests
+        try:
+            run = serve_kind.run_cold_warm(
+                test,
+                starts,
+                start,
+                self._stop if self.managed else lambda: None,
+                lambda seeds: self._requests(test, seeds),
+                lambda: None if self._alive() else self.server.exit_description(),
             )
-
-        for k in range(starts):
-            startup = None
-            if self.managed:
-                try:
-                    startup = self._start()
-                except ServerError as exc:
-                    raise ServingFailed(
-                        f"cold start {k + 1} of {starts}: {exc}", partial()
-                    ) from None
-            rec = self._requests(test, [2000 + k])[0]
-            rec["startup_ms"] = startup
-            rec["cold_start"] = k + 1
-            cold.append(rec)
-            if startup is not None:
-                metrics["startup_ms"].append(startup)
-            if rec["ok"]:
-                metrics["cold_ttft_ms"].append(rec["ttft_ms"])
-                metrics["cold_e2e_ms"].append(rec["e2e_ms"])
-                if startup is not None:
-                    metrics["cold_total_ms"].append(startup + rec["e2e_ms"])
-            if not self._alive():
-                raise ServingFailed(
-                    f"the server was lost during cold start {k + 1} "
-                    f"({self.server.exit_description()})",
-                    partial(),
-                )
-            if self.managed and k < starts - 1:
-                self._stop()
-        warm_n = test.warmup_requests if test.warmup is not False else 0
-        warmup.extend(self._requests(test, [1000 + i for i in range(warm_n)]))
-        warm.extend(self._requests(test, list(range(test.requests))))
-        metrics.update(chat_kind.request_metrics(warm, failures=True))
-        metrics["failed_requests"] = [sum(1 for r in cold + warm if not r["ok"])]
+        except serve_kind.ServeStopped as exc:
+            raise ServingFailed(
+                str(exc),
+                TestResult(
+                    metrics={},
+                    samples=exc.samples,
+                    details=self._details(test, cold_starts=starts),
+                ),
+            ) from None
         result = TestResult(
-            metrics={k: v for k, v in metrics.items() if v},
-            samples={"cold": cold, "warmup": warmup, "warm": warm},
+            metrics=run.metrics,
+            samples=run.samples,
             details=self._details(
                 test,
                 cold_starts=starts,
-                warmup_requests=warm_n,
+                warmup_requests=run.warmup,
                 cold_is_fresh_server=self.managed,
             ),
         )
+        cold, warm = run.samples["cold"], run.samples["warm"]
         self._check(result, cold + warm, "serve")
         return result
 
