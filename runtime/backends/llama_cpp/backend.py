@@ -6,10 +6,9 @@ n_batch-sized batches for pp, one-token decodes with a synchronise after each fo
 cache cleared before each repetition, depth prefilled outside the timer. The rate kind's loop
 (core.kinds.rate.run_rate) times only those calls.
 
-Chat tests go through ``Llama.create_chat_completion(stream=True)`` so the model's
-template and sampler are what is measured; a logits processor timestamps every sampling
-step (exact output-token count and inter-token gaps) and each request starts from an
-empty KV cache (no prefix reuse between requests).
+Chat tests go through ``Llama.create_chat_completion(stream=True)`` (chat_request.py, the chat
+kind's primitive) so the model's template and sampler are what is measured; a logits
+processor timestamps every sampling step and each request starts from an empty KV cache.
 """
 
 from __future__ import annotations
@@ -35,8 +34,8 @@ from runtime.backends import inprocess
 from runtime.backends.base import Backend, Incompatible, TestResult, runs
 from runtime.backends.llama_cpp import NAME, decode, experts, speculative
 from runtime.backends.llama_cpp import lib_policy as llamacpp_lib
+from runtime.backends.llama_cpp.chat_request import chat_request
 from runtime.backends.llama_cpp.config import LlamaCppSettings
-from runtime.backends.llama_cpp.stages import StageTimer
 from runtime.hosts import devices, placement
 from runtime.hosts.energy import RateEnergy
 
@@ -746,90 +745,7 @@ class LlamaCppBackend(Backend):
         )
 
     def _run_chat(self, test: ChatTest) -> TestResult:
-        import llama_cpp as L
-        import numpy as np
-
-        llm = self.llm
-        eog = None
-        if test.ignore_eos:
-            vocab = L.llama_model_get_vocab(llm._model.model)
-            eog = [
-                i
-                for i in range(int(L.llama_vocab_n_tokens(vocab)))
-                if L.llama_vocab_is_eog(vocab, i)
-            ]
-
-        def request(seed: int) -> dict[str, Any]:
-            steps: list[int] = []
-            prompt_tokens: list[int] = []
-
-            def stamp(input_ids, scores):
-                if not steps:
-                    prompt_tokens.append(len(input_ids))
-                steps.append(time.perf_counter_ns())
-                if eog:
-                    scores[eog] = -np.inf
-                return scores
-
-            llm.reset()  # no prefix reuse: every request pays its own prefill
-            first = last = None
-            parts: list[str] = []
-            finish = None
-            with (
-                StageTimer(llm) as stages
-            ):  # tokenise/prefill/decode/sample/detokenise split (what-if page)
-                t0 = time.perf_counter_ns()
-                stream = llm.create_chat_completion(
-                    messages=[m.model_dump() for m in test.messages],
-                    max_tokens=test.max_tokens,
-                    temperature=test.temperature,
-                    top_k=test.top_k,
-                    top_p=test.top_p,
-                    min_p=test.min_p,
-                    repeat_penalty=test.repeat_penalty,
-                    seed=seed,
-                    stream=True,
-                    logits_processor=L.LogitsProcessorList([stamp]),
-                )
-                for chunk in stream:
-                    now = time.perf_counter_ns()
-                    choice = chunk["choices"][0]
-                    content = choice.get("delta", {}).get("content")
-                    if content:
-                        if first is None:
-                            first = now
-                        parts.append(content)
-                        last = now
-                    if choice.get("finish_reason"):
-                        finish = choice["finish_reason"]
-                end = time.perf_counter_ns()
-                llama_perf = stages.perf()
-            n_sampled = len(steps)
-            out_tokens = (
-                n_sampled - 1 if finish == "stop" and n_sampled > 0 else n_sampled
-            )
-            ttft = (first - t0) / 1e6 if first else None
-            e2e = ((last or end) - t0) / 1e6
-            tpot = (
-                (e2e - ttft) / (out_tokens - 1)
-                if ttft is not None and out_tokens > 1
-                else None
-            )
-            gaps = [(b - a) / 1e6 for a, b in zip(steps, steps[1:])]
-            return {
-                "ttft_ms": ttft,
-                "e2e_ms": e2e,
-                "tpot_ms": tpot,
-                "output_tokens": out_tokens,
-                "prompt_tokens": prompt_tokens[0] if prompt_tokens else None,
-                "finish_reason": finish,
-                "itl_ms": gaps,
-                "text": "".join(parts),
-                "stages_ms": stages.stages_ms(end - t0),
-                "stage_calls": dict(stages.calls),
-                "llama_perf": llama_perf,
-            }
-
+        request = chat_request(self.llm, test)
         # the kind's loop (core.kinds.chat.run_requests) over this backend's one primitive, request(seed)
         run = chat_kind.run_requests(test, request, self.settings.seed)
         return TestResult(
