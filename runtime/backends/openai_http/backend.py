@@ -648,7 +648,9 @@ class OpenAIHttpBackend(Backend):
         finally:
             try:
                 loop.run_until_complete(connection.__aexit__(None, None, None))
+                # what asyncio.run does before it closes its loop
                 loop.run_until_complete(loop.shutdown_asyncgens())
+                loop.run_until_complete(loop.shutdown_default_executor())
             finally:
                 loop.close()
 
