@@ -140,6 +140,10 @@ _SERVER_FLAGS = (
     ("type_k", "-ctk"),
     ("type_v", "-ctv"),
 )
+# llama.cpp's command-line defaults, which are the llama_cpp backend's settings defaults (its
+# LlamaCppSettings): a flag at its default is left out of a printed command. A copy, because a
+# pipeline reads artifacts and never imports a backend (import-linter's "stages" contract);
+# tests/test_optimization.py fails when it drifts from the backend's declaration.
 _DEFAULTS = {
     "n_batch": 2048,
     "n_ubatch": 512,
@@ -147,17 +151,6 @@ _DEFAULTS = {
     "type_k": "f16",
     "type_v": "f16",
     "n_gpu_layers": -1,
-}
-_GGML = {
-    "f32": 0,
-    "f16": 1,
-    "q4_0": 2,
-    "q4_1": 3,
-    "q5_0": 6,
-    "q5_1": 7,
-    "q8_0": 8,
-    "iq4_nl": 20,
-    "bf16": 30,
 }
 
 

@@ -890,3 +890,10 @@ def test_gguf_facts_are_cached_by_hash_and_code(tmp_path, monkeypatch):
     assert models.cached_gguf_facts(path, sha)["block_count"] == 99
     side.write_text("{not json")  # ... and a broken cache entry is recomputed
     assert models.cached_gguf_facts(path, sha) == facts
+
+
+def test_printed_commands_leave_out_the_backends_own_defaults():
+    """pipelines.optimization keeps a copy of llama.cpp's defaults (a pipeline never imports a
+    backend); the backend's settings declare them: the two must agree."""
+    fields = LlamaCppSettings.model_fields
+    assert opt._DEFAULTS == {k: fields[k].default for k in opt._DEFAULTS}

@@ -6,7 +6,8 @@ TTFT, TPOT, E2E latency, output tokens and inter-token latency percentiles, per 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
 from pydantic import Field
@@ -75,57 +76,102 @@ class ChatDetails(RequestDetails):
     speculative: SpeculativeStats | None = None
 
 
+Send = Callable[[int], dict[str, Any]]
+
+
 @dataclass
 class RequestRun:
     """What :func:`run_requests` measured: the timed request records, their metrics, the warm-up
-    count and how repetition stopped (core.precision)."""
+    count and records, and how repetition stopped (core.precision)."""
 
     records: list[dict[str, Any]]
     metrics: dict[str, list[float]]
     warmup: int
     precision: dict[str, Any]
+    warmup_records: list[dict[str, Any]] = field(default_factory=list)
+
+
+def request_metrics(
+    records: list[dict[str, Any]], failures: bool = False
+) -> dict[str, list[float]]:
+    """The per-request metrics of a run's records. ``failures``: a request can fail (over a
+    network): a failed record (``ok`` false) stays in the samples, is left out of every metric
+    and counted in ``failed_requests``."""
+    ok = [r for r in records if r.get("ok", True)]
+    out: dict[str, list[float]] = {
+        "ttft_ms": [r["ttft_ms"] for r in ok if r["ttft_ms"] is not None],
+        "tpot_ms": [r["tpot_ms"] for r in ok if r["tpot_ms"] is not None],
+        "e2e_ms": [r["e2e_ms"] for r in ok],
+        "output_tokens": [
+            r["output_tokens"] for r in ok if r["output_tokens"] is not None
+        ],
+        "decode_tps": [1000.0 / r["tpot_ms"] for r in ok if r["tpot_ms"]],
+        "itl_ms": [g for r in ok for g in r["itl_ms"]],
+    }
+    if failures:
+        out["failed_requests"] = [len(records) - len(ok)]
+    return out
 
 
 def run_requests(
-    test: ChatTest, request: Callable[[int], dict[str, Any]], seed: int
+    test: ChatTest,
+    request: Send | None,
+    seed: int,
+    *,
+    session: Callable[[], AbstractContextManager[Send]] | None = None,
+    failures: bool = False,
 ) -> RequestRun:
     """The chat kind's loop over one backend primitive, ``request(seed) -> record`` (one streamed
     request, timed by the backend: ttft_ms, tpot_ms, e2e_ms, output_tokens, itl_ms, ...): the
     untimed warm-up requests (seeds ``seed + 1000 + i``), then timed requests (seeds ``seed + i``)
     until the precision target on the judged metric (E2E latency by default) or the fixed count.
-    A backend whose requests go through a transport of its own (one HTTP connection held across
-    requests, a server that may die) keeps its own loop."""
+
+    A backend whose requests share a transport (one HTTP connection held across a sequence)
+    passes ``session`` instead: it opens a sequence and gives its ``request``; the warm-up and
+    the timed requests are one sequence each. With ``failures`` a request may fail: its record
+    says ``ok: false``, it counts as a sample without a value, and the metrics leave it out
+    (:func:`request_metrics`)."""
     from core.precision import Repeater
 
+    def sequence() -> AbstractContextManager[Send]:
+        if session is not None:
+            return session()
+        assert request is not None
+        return nullcontext(request)
+
     warm = test.warmup_requests if test.warmup is not False else 0
-    for i in range(warm):
-        request(seed + 1000 + i)
+    warmup_records: list[dict[str, Any]] = []
+    if warm:
+        with sequence() as send:
+            warmup_records = [send(seed + 1000 + i) for i in range(warm)]
     rep = Repeater(test.precision, test.requests, "e2e_ms")
     records: list[dict[str, Any]] = []
-    while rep.more():
-        records.append(request(seed + len(records)))
-        r = records[-1]
-        per_request = {
-            "ttft_ms": r["ttft_ms"],
-            "tpot_ms": r["tpot_ms"],
-            "e2e_ms": r["e2e_ms"],
-            "output_tokens": r["output_tokens"],
-            "decode_tps": 1000.0 / r["tpot_ms"] if r["tpot_ms"] else None,
-        }
-        if (
-            rep.metric not in per_request
-        ):  # a metric a request does not carry: judged on E2E, and recorded so
-            rep.metric = "e2e_ms"
-        rep.add(per_request[rep.metric])
-    metrics: dict[str, list[float]] = {
-        "ttft_ms": [r["ttft_ms"] for r in records if r["ttft_ms"] is not None],
-        "tpot_ms": [r["tpot_ms"] for r in records if r["tpot_ms"] is not None],
-        "e2e_ms": [r["e2e_ms"] for r in records],
-        "output_tokens": [r["output_tokens"] for r in records],
-        "decode_tps": [1000.0 / r["tpot_ms"] for r in records if r["tpot_ms"]],
-        "itl_ms": [g for r in records for g in r["itl_ms"]],
-    }
-    return RequestRun(records, metrics, warm, rep.record())
+    with sequence() as send:
+        while rep.more():
+            records.append(send(seed + len(records)))
+            r = records[-1]
+            if not r.get("ok", True):
+                rep.add(None)
+                continue
+            per_request = {
+                "ttft_ms": r["ttft_ms"],
+                "tpot_ms": r["tpot_ms"],
+                "e2e_ms": r["e2e_ms"],
+                "output_tokens": r["output_tokens"],
+                "decode_tps": 1000.0 / r["tpot_ms"] if r["tpot_ms"] else None,
+            }
+            if (
+                rep.metric not in per_request
+            ):  # a metric a request does not carry: judged on E2E, and recorded so
+                rep.metric = "e2e_ms"
+            rep.add(per_request[rep.metric])
+    return RequestRun(
+        records,
+        request_metrics(records, failures),
+        warm,
+        rep.record(),
+        warmup_records,
+    )
 
 
 def _values(samples: ChatSamples, metric: str) -> list[float]:

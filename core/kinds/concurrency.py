@@ -7,6 +7,7 @@ goodput against SLOs, and the highest level that meets them (core.kinds.request_
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Literal
 
 from pydantic import Field, field_validator
@@ -72,6 +73,77 @@ class ConcurrencyDetails(RequestDetails):
         "(core.kinds.request_stats.sweep_stats, versioned; recomputed from the "
         "samples where older).",
     )
+
+
+# -- the kind's loop ---------------------------------------------------------------------------
+def run_levels(
+    test: ConcurrencyTest,
+    batch: Callable[[int, int], dict[str, Any]],
+    alive: Callable[[], bool],
+    lost: Callable[[int], dict[str, Any]],
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The concurrency kind's sweep over one backend primitive, ``batch(level, round_offset)``:
+    ``level`` clients at once, each sending ``rounds`` requests back to back (rounds numbered
+    from ``round_offset``), returning ``{level, wall_s, requests}``. Each level is one batch
+    (precision null) or batches until the CI95 of its requests' metric (E2E latency by default)
+    meets the test's precision or a ceiling; its wall time is the sum of its batches'. Once the
+    server is gone (``alive()`` false) every later level is ``lost(level)``: records of requests
+    not sent. Returns the levels and one precision record for the sweep."""
+    from core import precision as precision_mod
+
+    levels: list[dict[str, Any]] = []
+    precisions: list[dict[str, Any]] = []
+    gone = False
+    for level in test.levels:
+        if gone:
+            levels.append(lost(level))
+            continue
+        levels.append(_level(test, level, batch, alive, precisions))
+        gone = not alive()
+    return levels, precision_mod.combine(precisions)
+
+
+def _level(
+    test: ConcurrencyTest,
+    level: int,
+    batch: Callable[[int, int], dict[str, Any]],
+    alive: Callable[[], bool],
+    precisions: list[dict[str, Any]],
+) -> dict[str, Any]:
+    from core import precision as precision_mod
+
+    p = test.precision
+    if p is None:
+        out = batch(level, 0)
+        precisions.append(
+            {
+                **precision_mod.Repeater(None, test.rounds * level, "e2e_ms").record(),
+                "n": len(out["requests"]),
+                "level": level,
+                "stop_reason": precision_mod.STOP_FIXED,
+            }
+        )
+        return out
+    # the count floor and ceiling are in requests; a batch sends level x rounds of them
+    rep = precision_mod.Repeater(p, test.rounds * level, "e2e_ms")
+    merged: dict[str, Any] = {
+        "level": level,
+        "wall_s": 0.0,
+        "requests": [],
+        "batches": 0,
+    }
+    while rep.count == 0 or rep.more():
+        one = batch(level, merged["batches"] * test.rounds)
+        merged["batches"] += 1
+        merged["wall_s"] += one["wall_s"]
+        merged["requests"].extend(one["requests"])
+        for r in one["requests"]:
+            rep.add(r.get(rep.metric) if r["ok"] else None)
+        if not alive() or not any(r["ok"] for r in one["requests"]):
+            rep.stop_reason = "server_lost" if not alive() else "requests_failed"
+            break
+    precisions.append({**rep.record(), "level": level})
+    return merged
 
 
 KIND = register(

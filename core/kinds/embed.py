@@ -12,13 +12,17 @@ does not have: it stays "not measurable here".
 
 from __future__ import annotations
 
-from typing import Literal
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal
 
 from pydantic import Field
 
 from core.kinds import register
 from core.kinds.base import Details, Kind, Samples, TestSpec
 
+INDEX = "exact: the vectors L2-normalised into one float32 matrix, searched by inner product (numpy)"
 QUALITY_NOTE = "not measurable here: no labelled retrieval set (queries with known relevant passages)"
 
 
@@ -81,6 +85,91 @@ class EmbedDetails(Details):
     quality: str | None = Field(None, description="Retrieval quality, or why not.")
     repetitions: int | None = None
     warmup: bool | None = None
+
+
+# -- the kind's loop ---------------------------------------------------------------------------
+@dataclass
+class EmbedRun:
+    """What :func:`run_embed` measured: its metrics, samples and the details every backend shares."""
+
+    metrics: dict[str, list[float]]
+    samples: dict[str, Any]
+    details: dict[str, Any]
+
+
+def run_embed(
+    test: EmbedTest,
+    docs: list[str],
+    embed: Callable[[list[str]], list[list[float]]],
+) -> EmbedRun:
+    """The embed kind's loop over one backend primitive, ``embed(texts) -> vectors`` (one call, one
+    batch): an untimed warm-up of one passage (unless the test turns it off), then timed
+    repetitions (3 by default, or to the precision target on embeddings per second) of every
+    passage in batches of ``test.batch``; after each, outside the embedding timer, the exact index
+    built (timed, sized) and every passage looked up once. Clock: ``time.perf_counter_ns``."""
+    import numpy as np
+
+    from core.precision import Repeater
+
+    batches = [docs[i : i + test.batch] for i in range(0, len(docs), test.batch)]
+
+    def embed_all() -> list[list[float]]:
+        out: list[list[float]] = []
+        for b in batches:
+            out.extend(embed(b))
+        return out
+
+    warmup = True if test.warmup is None else test.warmup
+    if warmup:
+        embed(batches[0][:1])
+    rep = Repeater(test.precision, test.repetitions or 3, "embeddings_per_second")
+    ns: list[int] = []
+    eps: list[float] = []
+    build_ns: list[int] = []
+    sizes: list[int] = []
+    search_ns: list[int] = []
+    self_hits = 0.0
+    dim = 0
+    while rep.more():
+        t0 = time.perf_counter_ns()
+        vecs = embed_all()
+        ns.append(time.perf_counter_ns() - t0)
+        eps.append(len(docs) * 1e9 / ns[-1])
+        rep.add(eps[-1])
+        t0 = time.perf_counter_ns()
+        index = np.asarray(vecs, dtype=np.float32)
+        index /= np.maximum(np.linalg.norm(index, axis=1, keepdims=True), 1e-12)
+        build_ns.append(time.perf_counter_ns() - t0)
+        sizes.append(int(index.nbytes))
+        t0 = time.perf_counter_ns()
+        nearest = np.argmax(index @ index.T, axis=1)
+        search_ns.append(time.perf_counter_ns() - t0)
+        self_hits = float(np.mean(nearest == np.arange(len(docs))))
+        dim = int(index.shape[1])
+    return EmbedRun(
+        metrics={
+            "embeddings_per_second": eps,
+            "index_build_ms": [v / 1e6 for v in build_ns],
+            "index_bytes": [float(sizes[-1])],
+        },
+        samples={
+            "ns": ns,
+            "eps": eps,
+            "index_build_ns": build_ns,
+            "index_bytes": sizes,
+            "search_ns": search_ns,
+        },
+        details={
+            "passages": len(docs),
+            "dim": dim,
+            "index": INDEX,
+            "self_retrieval": self_hits,
+            "quality": QUALITY_NOTE,
+            "repetitions": len(ns),
+            "warmup": warmup,
+            "precision": rep.record(),
+        },
+    )
 
 
 def _values(samples: EmbedSamples, metric: str) -> list[float]:

@@ -14,6 +14,8 @@ hand the model a text to rework (prompt lookup finds its continuations in the pr
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
 from pydantic import Field, model_validator
@@ -203,6 +205,128 @@ class GenerateDetails(Details):
 
 
 _PER_REPETITION = ("generation_tps", "draft_acceptance")
+
+
+# -- the kind's loop ---------------------------------------------------------------------------
+@dataclass
+class GenerateRun:
+    """What :func:`run_generate` measured: its metrics, samples and details (every backend's)."""
+
+    metrics: dict[str, list[float]]
+    samples: dict[str, Any]
+    details: dict[str, Any]
+
+
+def run_generate(
+    test: GenerateTest,
+    n_prompts: int,
+    generate: Callable[[int, int], dict[str, Any]],
+    text: Callable[[list[int], int], str],
+    drafts: bool = False,
+) -> GenerateRun:
+    """The generate kind's loop over one backend primitive, ``generate(prompt_index, max_tokens)
+    -> record`` (one greedy generation, timed by the backend: prompt_tokens, output_tokens,
+    finish_reason, ttft_ms, e2e_ms, gen_steps, gen_ms, token_ids and, with a draft active,
+    ``draft``: what was drafted and accepted in it). One untimed warm-up of at most 8 tokens on
+    the first prompt (unless the test turns it off), then every prompt once per repetition until
+    the precision target on the generation rate or the fixed count (1 by default). ``text(ids,
+    prompt_index)`` gives the text of the first repetition's outputs; the ids are kept once, in
+    ``details.outputs``, and whether every repetition gave the same ids is recorded."""
+    import numpy as np
+
+    from core.precision import Repeater
+
+    warm = test.warmup is not False
+    if warm:
+        generate(0, min(8, test.max_tokens))
+    repeater = Repeater(test.precision, test.repetitions or 1, "generation_tps")
+    records: list[dict[str, Any]] = []
+    per_rep: list[dict[str, Any]] = []
+    while repeater.more():
+        r = len(per_rep)
+        recs = []
+        for i in range(n_prompts):
+            rec = generate(i, test.max_tokens)
+            rec.update(repetition=r, prompt_index=i)
+            recs.append(rec)
+        records += recs
+        steps = sum(x["gen_steps"] for x in recs if x["gen_ms"])
+        ms = sum(x["gen_ms"] for x in recs if x["gen_ms"])
+        rep = {
+            "repetition": r,
+            "generation_tps": steps * 1000.0 / ms if ms else None,
+            "output_tokens": sum(x["output_tokens"] for x in recs),
+            "ttft_ms": float(
+                np.mean([x["ttft_ms"] for x in recs if x["ttft_ms"] is not None])
+            )
+            if recs
+            else None,
+            "e2e_ms": sum(x["e2e_ms"] for x in recs),
+        }
+        if drafts:
+            prop = sum(x["draft"]["proposed"] for x in recs)
+            acc = sum(x["draft"]["accepted"] for x in recs)
+            rep.update(
+                draft_proposed=prop,
+                draft_accepted=acc,
+                draft_acceptance=100.0 * acc / prop if prop else None,
+            )
+        per_rep.append(rep)
+        repeater.add(rep.get(repeater.metric))
+
+    first = [x for x in records if x["repetition"] == 0]
+    outputs = [
+        {
+            "prompt_index": x["prompt_index"],
+            "token_ids": x["token_ids"],
+            "finish_reason": x["finish_reason"],
+            "text": text(x["token_ids"], x["prompt_index"]),
+        }
+        for x in first
+    ]
+    consistent = all(
+        x["token_ids"] == first[x["prompt_index"]]["token_ids"] for x in records
+    )
+    for x in records:  # ids are kept once, in details.outputs
+        x.pop("token_ids", None)
+    metrics: dict[str, list[float]] = {
+        "generation_tps": [
+            r["generation_tps"] for r in per_rep if r["generation_tps"] is not None
+        ],
+        "ttft_ms": [x["ttft_ms"] for x in records if x["ttft_ms"] is not None],
+        "e2e_ms": [x["e2e_ms"] for x in records],
+        "output_tokens": [x["output_tokens"] for x in records],
+    }
+    if drafts:
+        metrics["draft_acceptance"] = [
+            r["draft_acceptance"] for r in per_rep if r["draft_acceptance"] is not None
+        ]
+    details: dict[str, Any] = {
+        "outputs": outputs,
+        "outputs_repeatable": consistent,
+        "greedy": True,
+        "prompts": n_prompts,
+        "warmup": warm,
+        "repetitions": len(per_rep),
+        "precision": repeater.record(),
+    }
+    if drafts:  # timed requests only (the warm-up is left out)
+        total = {
+            k: sum(x["draft"][k] for x in records)
+            for k in ("proposed", "accepted", "rounds", "empty_rounds")
+        }
+        total["draft_seconds"] = round(
+            sum(x["draft"]["draft_seconds"] for x in records), 6
+        )
+        total["acceptance"] = (
+            total["accepted"] / total["proposed"] if total["proposed"] else None
+        )
+        details["speculative"] = total
+    return GenerateRun(
+        metrics=metrics,
+        samples={"repetitions": per_rep, "requests": records},
+        details=details,
+    )
 
 
 def _values(samples: GenerateSamples, metric: str) -> list[float]:

@@ -9,7 +9,10 @@ its tokens over its wall time (llama-bench's avg_ts is the mean of those rates).
 from __future__ import annotations
 
 import re
-from typing import Any, Literal
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
 
 from pydantic import Field, model_validator
 
@@ -124,6 +127,112 @@ class RateDetails(Details):
     imported_at: str | None = None
     llama_bench: dict[str, Any] | None = Field(
         None, description="The imported record's own figures (avg_ts, stddev_ts, ...)."
+    )
+
+
+# -- the kind's loop ---------------------------------------------------------------------------
+class RateEnergyMeter(Protocol):
+    """The device's energy counter around each timed region (runtime.hosts.energy.RateEnergy)."""
+
+    def read(self) -> float | None: ...
+    def add(self, e0: float | None, e1: float | None, seconds: float) -> None: ...
+    def finish(self, once: Callable[[], None]) -> None: ...
+    def metrics(self) -> dict[str, list[float]]: ...
+    def samples(self) -> dict[str, Any]: ...
+    def details(self) -> dict[str, Any]: ...
+
+
+def _nothing() -> None:
+    return None
+
+
+@dataclass
+class RateWork:
+    """A backend's primitive for the rate kind: one repetition's work, prepared and timed apart.
+
+    ``prepare()`` is untimed (an empty KV cache, the depth filled, this repetition's random
+    token ids drawn and placed where the decode reads them) and returns what ``decode(prepared)``
+    works through inside the timer: the prompt in batches, then one-token decode steps,
+    synchronised after each, as llama-bench does. ``warmup()`` is the untimed warm-up the backend
+    needs (llama-bench: one token of each phase); ``begin()`` runs right before each timed
+    region, outside it (reset the engine's own counters), and ``end()`` right after it returns
+    the engine's own counters of that repetition (None: it has none). ``tokens``: the tokens one
+    repetition processes, the rate's numerator."""
+
+    tokens: int
+    prepare: Callable[[], Any]
+    decode: Callable[[Any], None]
+    warmup: Callable[[], None]
+    begin: Callable[[], None] = _nothing
+    end: Callable[[], dict[str, Any] | None] = _nothing
+
+
+@dataclass
+class RateRun:
+    """What :func:`run_rate` measured: per timed repetition its wall time (ns) and rate, the
+    engine's own counters (where it has them), whether it warmed up, how repetition stopped
+    (core.precision) and the energy meter with what it read."""
+
+    samples_ns: list[int]
+    samples_ts: list[float]
+    counters: list[dict[str, Any]]
+    warmup: bool
+    precision: dict[str, Any]
+    energy: RateEnergyMeter
+    details: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def metrics(self) -> dict[str, list[float]]:
+        return {"tokens_per_second": self.samples_ts, **self.energy.metrics()}
+
+    @property
+    def samples(self) -> dict[str, Any]:
+        return {
+            "ns": self.samples_ns,
+            "ts": self.samples_ts,
+            "energy": self.energy.samples(),
+        }
+
+
+def run_rate(
+    test: RateTest, work: RateWork, energy: Callable[[], RateEnergyMeter]
+) -> RateRun:
+    """The rate kind's loop over one backend primitive (:class:`RateWork`): the untimed warm-up
+    (unless the test turns it off), then timed repetitions until the precision target on the
+    rate or the fixed count (5 by default, llama-bench's ``-r``). Each repetition is prepared
+    outside the timer; the timer (``time.perf_counter_ns``) and the energy counter (made by
+    ``energy()`` after the warm-up) are read immediately around ``work.decode`` alone. After the
+    timed repetitions the meter may run whole repetitions back to back (RateEnergy.finish)."""
+    from core.precision import Repeater
+
+    warmup = True if test.warmup is None else test.warmup
+    if warmup:
+        work.warmup()
+    meter = energy()
+    samples_ns: list[int] = []
+    counters: list[dict[str, Any]] = []
+    rep = Repeater(test.precision, test.repetitions or 5, "tokens_per_second")
+    while rep.more():
+        prepared = work.prepare()
+        work.begin()
+        e0 = meter.read()
+        t0 = time.perf_counter_ns()
+        work.decode(prepared)
+        samples_ns.append(time.perf_counter_ns() - t0)
+        meter.add(e0, meter.read(), samples_ns[-1] / 1e9)
+        rep.add(work.tokens * 1e9 / samples_ns[-1])
+        own = work.end()
+        if own is not None:
+            counters.append(own)
+        del prepared
+    meter.finish(lambda: work.decode(work.prepare()))
+    return RateRun(
+        samples_ns=samples_ns,
+        samples_ts=[work.tokens * 1e9 / ns for ns in samples_ns],
+        counters=counters,
+        warmup=warmup,
+        precision=rep.record(),
+        energy=meter,
     )
 
 

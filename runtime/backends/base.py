@@ -7,6 +7,40 @@ defined), whether the model runs in the measuring process (``in_process``: recor
 artifact as ``build.in_process``), the server software it can start itself (``servers``), the
 settings it honours (``settings_class``, whose fields the docs render), and the prompt styles of
 quality items it can put to a model (``prompt_styles``).
+
+A backend sends one request or runs one decode step; a kind owns its loop. The warm-up, how
+many samples a test takes (core.precision), the timer around each timed region and the
+summary of the samples are the kind's (core/kinds/<kind>.py, ``run_*``); a backend's ``@runs``
+method builds the one primitive that loop takes, calls it, and adds the facts only it knows
+(its engine's counters, its method in words). The primitives:
+
+==================  ==========================================================================
+kind                primitive (the loop that takes it)
+==================  ==========================================================================
+rate                :class:`RateWork`: ``prepare()`` untimed (empty KV cache, depth filled,
+                    random ids drawn), ``decode(prepared)`` timed (prompt batches, then one-token
+                    decode steps, synchronised), ``warmup()``, the engine's counters around it
+                    (core.kinds.rate.run_rate)
+chat                ``request(seed) -> record``: one streamed request timed by the backend (TTFT,
+                    inter-token gaps, E2E), or a ``session()`` of them on one connection
+                    (core.kinds.chat.run_requests)
+serve               behind a server: ``start()``, ``stop()``, ``requests(seeds)``, ``gone()``
+                    (core.kinds.serve.run_cold_warm); in process: the chat loop twice, cold
+                    then warm (runtime.backends.inprocess.run_serve)
+concurrency         ``batch(level, round_offset)``: that many clients at once, ``rounds`` requests
+                    each (core.kinds.concurrency.run_levels)
+embed               ``embed(texts) -> vectors``: one call (core.kinds.embed.run_embed)
+generate            ``generate(prompt_index, max_tokens) -> record``: one greedy generation
+                    (core.kinds.generate.run_generate)
+load, capacity,     ``transport()``: one request at a time (runtime.load.transport.Transport;
+probe, tokenize     the loops are runtime/load/'s)
+agent_loop          one model turn (runtime.backends.openai_http.agents.loop.Endpoint)
+==================  ==========================================================================
+
+``load`` and ``close`` are the rest of a backend's life; ``describe`` what it knows of its build
+and model. Enforced: no backend module imports core.precision (import-linter's
+``kinds-own-loops``), and none times a region on every pass of a loop
+(tests/test_backend_loops.py).
 """
 
 from __future__ import annotations
@@ -21,8 +55,21 @@ from pydantic import BaseModel, ConfigDict
 
 from core.errors import BackendError
 from core.kinds.base import TestSpec
+from core.kinds.chat import Send
+from core.kinds.rate import RateWork
 from runtime.models.endpoint import EndpointRef
 from runtime.models.registry import ModelRef
+
+__all__ = [
+    "Backend",
+    "BackendSettings",
+    "Incompatible",
+    "RateWork",
+    "Send",
+    "TestResult",
+    "UnsupportedTest",
+    "runs",
+]
 
 
 class BackendSettings(BaseModel):

@@ -27,6 +27,7 @@ class EchoerSettings(BackendSettings):
 class EchoerBackend(Backend):
     name = NAME
     settings_class = EchoerSettings
+    settings: EchoerSettings
     test_kinds = ("echo",)
     in_process = True
 
@@ -36,18 +37,22 @@ class EchoerBackend(Backend):
             "effective_settings": {"delay_ms": self.settings.delay_ms},
         }
 
+    def _echo_once(self, word: str) -> str:
+        """The backend's one primitive: one echo (a sleep of ``delay_ms``)."""
+        time.sleep(self.settings.delay_ms / 1000.0)
+        return word
+
     @runs("echo")
     def _echo(self, test) -> TestResult:
-        times = []
-        for _ in range(test.requests):
-            t0 = time.perf_counter()
-            time.sleep(self.settings.delay_ms / 1000.0)
-            times.append((time.perf_counter() - t0) * 1000.0)
+        # the kind owns the loop and the timer; the backend echoes once
+        from tests.support.example_kind import run_echo
+
+        times, answer = run_echo(test, self._echo_once)
         return TestResult(
             metrics={"echo_ms": times},
             samples={"round_trip_ms": times},
             details={
-                "echoed": test.word,
+                "echoed": answer,
                 "method": "time.sleep, timed with perf_counter",
             },
         )

@@ -1,13 +1,16 @@
 """An example test kind, added the way a contributor adds one (tests/test_example_kind.py).
 
 One module: the kind's spec, the metric it is ranked on, the shapes of its samples and details,
-where its summary's values come from, and its registration. The worker child processes import it
+where its summary's values come from, its loop (:func:`run_echo`: the kind times, the backend
+echoes once) and its registration. The worker child processes import it
 through ``ALMANAC_KINDS=tests.support.example_kind``; a backend runs it through its dispatch table
 (tests/support/example_backend.py); its site builder is tests/support/example_site.py.
 """
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from typing import Literal
 
 from pydantic import Field
@@ -38,6 +41,19 @@ class EchoSamples(Samples):
 
 class EchoDetails(Details):
     echoed: str | None = Field(None, description="What came back.")
+
+
+def run_echo(test: EchoTest, echo: Callable[[str], str]) -> tuple[list[float], str]:
+    """The kind's loop over the backend's one primitive, ``echo(word) -> what came back``: each
+    of ``requests`` echoes timed with ``time.perf_counter``. Returns the round trips (ms) and
+    the last answer."""
+    times: list[float] = []
+    answer = ""
+    for _ in range(test.requests):
+        t0 = time.perf_counter()
+        answer = echo(test.word)
+        times.append((time.perf_counter() - t0) * 1000.0)
+    return times, answer
 
 
 def _values(samples: EchoSamples, metric: str) -> list[float]:

@@ -1,21 +1,20 @@
 """llama-cpp-python in process.
 
-Rate tests bypass ``Llama.eval`` and drive llama.cpp's C API the way llama-bench does:
-token ids drawn before the timer, ``llama_decode`` of n_batch-sized batches for pp,
-one-token decodes with a synchronise after each for tg, the KV cache cleared before each
-repetition, depth prefilled outside the timer. The timer wraps only those calls.
+Rate tests bypass ``Llama.eval`` and drive llama.cpp's C API the way llama-bench does
+(decode.py, the rate kind's primitive): token ids drawn before the timer, ``llama_decode`` of
+n_batch-sized batches for pp, one-token decodes with a synchronise after each for tg, the KV
+cache cleared before each repetition, depth prefilled outside the timer. The rate kind's loop
+(core.kinds.rate.run_rate) times only those calls.
 
-Chat tests go through ``Llama.create_chat_completion(stream=True)`` so the model's
-template and sampler are what is measured; a logits processor timestamps every sampling
-step (exact output-token count and inter-token gaps) and each request starts from an
-empty KV cache (no prefix reuse between requests).
+Chat tests go through ``Llama.create_chat_completion(stream=True)`` (chat_request.py, the chat
+kind's primitive) so the model's template and sampler are what is measured; a logits
+processor timestamps every sampling step and each request starts from an empty KV cache.
 """
 
 from __future__ import annotations
 
 import ctypes
 import os
-import random
 import re
 import time
 from importlib import metadata as importlib_metadata
@@ -24,19 +23,19 @@ from typing import Any
 
 from core.errors import ConfigError, UserError
 from core.kinds import chat as chat_kind
+from core.kinds import rate as rate_kind
 from core.kinds.base import TestSpec
 from core.kinds.chat import ChatTest
 from core.kinds.embed import EmbedTest
 from core.kinds.generate import GenerateTest
 from core.kinds.rate import RateTest
 from core.kinds.serve import ServeTest
-from core.precision import Repeater
 from runtime.backends import inprocess
 from runtime.backends.base import Backend, Incompatible, TestResult, runs
-from runtime.backends.llama_cpp import NAME, experts, speculative
+from runtime.backends.llama_cpp import NAME, decode, experts, speculative
 from runtime.backends.llama_cpp import lib_policy as llamacpp_lib
+from runtime.backends.llama_cpp.chat_request import chat_request
 from runtime.backends.llama_cpp.config import LlamaCppSettings
-from runtime.backends.llama_cpp.stages import StageTimer
 from runtime.hosts import devices, placement
 from runtime.hosts.energy import RateEnergy
 
@@ -689,222 +688,23 @@ class LlamaCppBackend(Backend):
 
     @runs("rate")
     def _run_rate(self, test: RateTest) -> TestResult:
-        import llama_cpp as L
-
-        ctx = self.llm._ctx.ctx
-        model = self.llm._model.model
-        vocab = L.llama_model_get_vocab(model)
-        n_vocab = int(L.llama_vocab_n_tokens(vocab))
-        add_bos = bool(L.llama_vocab_get_add_bos(vocab))
-        bos = int(L.llama_vocab_bos(vocab))
-        n_batch = int(L.llama_n_batch(ctx))
         n_threads, n_threads_batch = resolve_threads(self.settings)
-        mem = L.llama_get_memory(ctx)
-        rng = random.Random(self.settings.seed)
-        reps = test.repetitions or 5
-        warmup = True if test.warmup is None else test.warmup
-        token_t = L.llama_token
-        ptr_t = ctypes.POINTER(token_t)
-
-        def tokens_for(n: int, first_bos: bool) -> Any:
-            arr = (token_t * max(n, 1))()
-            for i in range(n):
-                arr[i] = rng.randrange(n_vocab)
-            if first_bos and add_bos and n:
-                arr[0] = bos
-            return arr
-
-        def prompt_plan(n: int) -> list[tuple[Any, int]]:
-            """Batches of at most n_batch tokens, each batch starting with BOS at position 0 only."""
-            plan, done = [], 0
-            while done < n:
-                k = min(n - done, n_batch)
-                arr = tokens_for(k, done == 0)
-                plan.append((arr, k))
-                done += k
-            return plan
-
-        def decode_plan(plan: list[tuple[Any, int]]) -> None:
-            for arr, k in plan:
-                rc = L.llama_decode(ctx, L.llama_batch_get_one(arr, k))
-                if rc != 0:
-                    raise RuntimeError(
-                        f"llama_decode returned {rc} (prompt batch of {k})"
-                    )
-            L.llama_synchronize(ctx)
-
-        def gen_plan(n: int) -> list[Any]:
-            arr = tokens_for(n, True)
-            base = ctypes.addressof(arr)
-            size = ctypes.sizeof(token_t)
-            ptrs = [ctypes.cast(base + i * size, ptr_t) for i in range(n)]
-            return [arr, ptrs]
-
-        def decode_gen(plan: list[Any]) -> None:
-            decode, get_one, sync = (
-                L.llama_decode,
-                L.llama_batch_get_one,
-                L.llama_synchronize,
-            )
-            for p in plan[1]:
-                rc = decode(ctx, get_one(p, 1))
-                if rc != 0:
-                    raise RuntimeError(f"llama_decode returned {rc} (generation)")
-                sync(ctx)
-
-        n_seq = test.n_seq
-        batches: list[
-            Any
-        ] = []  # llama_batch structs of the parallel path, freed at the end
-
-        def seq_batch(entries: list[tuple[int, int, int]], logits_all: bool) -> Any:
-            """A batch of (token, position, sequence) entries (llama_batch_init; freed with the run)."""
-            b = L.llama_batch_init(len(entries), 0, 1)
-            batches.append(b)
-            for i, (tok, pos, seq) in enumerate(entries):
-                b.token[i], b.pos[i], b.n_seq_id[i] = tok, pos, 1
-                b.seq_id[i][0] = seq
-                b.logits[i] = logits_all or i == len(entries) - 1
-            b.n_tokens = len(entries)
-            return b
-
-        def free_batches() -> None:
-            for b in batches:
-                L.llama_batch_free(b)
-            batches.clear()
-
-        def decode_batch(b: Any, what: str) -> None:
-            rc = L.llama_decode(ctx, b)
-            if rc != 0:
-                raise RuntimeError(f"llama_decode returned {rc} ({what})")
-
-        def fill_depth_parallel() -> None:
-            """Every sequence its own depth of random tokens (its own KV cells), prefilled once, the
-            whole context's state saved, then restored for every later repetition."""
-            buf = depth_state["buf"]
-            if buf is not None and L.llama_state_set_data(ctx, buf, len(buf)):
-                depth_state["restored"] += 1
-                return
-            for seq in range(n_seq):
-                for at in range(0, test.n_depth, n_batch):
-                    k = min(n_batch, test.n_depth - at)
-                    arr = tokens_for(k, at == 0)
-                    decode_batch(
-                        seq_batch(
-                            [(arr[i], at + i, seq) for i in range(k)], logits_all=False
-                        ),
-                        f"depth of sequence {seq}",
-                    )
-            L.llama_synchronize(ctx)
-            depth_state["prefilled"] += 1
-            size = int(L.llama_state_get_size(ctx))
-            buf = (ctypes.c_uint8 * size)()
-            depth_state["buf"] = (
-                buf if L.llama_state_get_data(ctx, buf, size) == size else None
-            )
-
-        def gen_plan_parallel(n: int, at: int) -> list[Any]:
-            """n steps from position ``at``, each one token of every sequence (its logits computed, as
-            generation needs)."""
-            return [
-                seq_batch(
-                    [(rng.randrange(n_vocab), at + t, seq) for seq in range(n_seq)],
-                    logits_all=True,
-                )
-                for t in range(n)
-            ]
-
-        def decode_gen_parallel(plan: list[Any]) -> None:
-            decode, sync = L.llama_decode, L.llama_synchronize
-            for b in plan:
-                rc = decode(ctx, b)
-                if rc != 0:
-                    raise RuntimeError(
-                        f"llama_decode returned {rc} (generation of {n_seq} sequences)"
-                    )
-                sync(ctx)
-
-        L.llama_set_n_threads(ctx, n_threads, n_threads_batch)
-        L.llama_memory_clear(mem, False)
-        if warmup:
-            if test.n_prompt:
-                decode_plan(prompt_plan(test.n_prompt))
-            if test.n_gen and n_seq > 1:
-                decode_gen_parallel(gen_plan_parallel(1, 0))
-            elif test.n_gen:
-                decode_gen(gen_plan(1))
-
-        samples_ns: list[int] = []
-        perf: list[dict[str, float]] = []
-        n_tokens = (test.n_prompt + test.n_gen) * n_seq
-        rep = Repeater(test.precision, reps, "tokens_per_second")
-
-        depth_state: dict[str, Any] = {"buf": None, "restored": 0, "prefilled": 0}
-
-        def fill_depth() -> None:
-            """The depth as llama-bench makes it: prefilled once, saved (llama_state_seq_get_data),
-            then restored for every later repetition. A prefill right before the timed region
-            leaves llama.cpp's last graph a batch graph, so the first decode step rebuilds its
-            graph (and the CUDA graph) inside the timed region; a restore does not."""
-            buf = depth_state["buf"]
-            if buf is not None and L.llama_state_seq_set_data(ctx, buf, len(buf), 0):
-                depth_state["restored"] += 1
-                return
-            decode_plan(prompt_plan(test.n_depth))
-            depth_state["prefilled"] += 1
-            size = int(L.llama_state_seq_get_size(ctx, 0))
-            buf = (ctypes.c_uint8 * size)()
-            depth_state["buf"] = (
-                buf if L.llama_state_seq_get_data(ctx, buf, size, 0) == size else None
-            )
-
-        def prepare() -> tuple[Any, Any]:
-            """Untimed: an empty KV cache, the depth filled, this repetition's token ids drawn."""
-            L.llama_memory_clear(mem, False)
-            if test.n_depth:
-                fill_depth_parallel() if n_seq > 1 else fill_depth()
-            pp = prompt_plan(test.n_prompt) if test.n_prompt else None
-            if n_seq > 1:
-                free_batches()  # the depth's and the previous repetition's: done with
-                return pp, gen_plan_parallel(test.n_gen, test.n_depth)
-            tg = gen_plan(test.n_gen) if test.n_gen else None
-            return pp, tg
-
-        def work(pp: Any, tg: Any) -> None:
-            if pp is not None:
-                decode_plan(pp)
-            if tg is not None and n_seq > 1:
-                decode_gen_parallel(tg)
-            elif tg is not None:
-                decode_gen(tg)
-
-        # the device's energy counter, read immediately around each timed region (runtime.hosts.energy)
-        energy = RateEnergy.for_test(
-            test,
-            on_gpu=self._offloads(),
-            gpus=self.gpus_used(),
+        capi = decode.rate_work(
+            self.llm, test, self.settings.seed, n_threads, n_threads_batch
         )
-        while rep.more():
-            pp, tg = prepare()
-            L.llama_perf_context_reset(ctx)
-            e0 = energy.read()
-            t0 = time.perf_counter_ns()
-            work(pp, tg)
-            samples_ns.append(time.perf_counter_ns() - t0)
-            energy.add(e0, energy.read(), samples_ns[-1] / 1e9)
-            rep.add(n_tokens * 1e9 / samples_ns[-1])
-            pd = L.llama_perf_context(ctx)
-            perf.append(
-                {
-                    "t_p_eval_ms": pd.t_p_eval_ms,
-                    "n_p_eval": pd.n_p_eval,
-                    "t_eval_ms": pd.t_eval_ms,
-                    "n_eval": pd.n_eval,
-                }
-            )
-        energy.finish(lambda: work(*prepare()))
-        free_batches()
-        samples_ts = [n_tokens * 1e9 / ns for ns in samples_ns]
+        n_seq, n_tokens = test.n_seq, capi.work.tokens
+        # the kind's loop (core.kinds.rate.run_rate) over this backend's primitive: one repetition's
+        # prompt batches and decode steps through the C API, prepared outside the timer
+        run = rate_kind.run_rate(
+            test,
+            capi.work,
+            # the device's energy counter, read immediately around each timed region
+            lambda: RateEnergy.for_test(
+                test, on_gpu=self._offloads(), gpus=self.gpus_used()
+            ),
+        )
+        capi.free()
+        perf = run.counters
         # llama.cpp's own counters, per repetition: its view of the same work.
         llama_ts = []
         for p in perf:
@@ -913,16 +713,16 @@ class LlamaCppBackend(Backend):
             )
             llama_ts.append(n_tokens * 1000.0 / ms if ms > 0 else None)
         return TestResult(
-            metrics={"tokens_per_second": samples_ts, **energy.metrics()},
-            samples={"ns": samples_ns, "ts": samples_ts, "energy": energy.samples()},
+            metrics=run.metrics,
+            samples=run.samples,
             details={
                 "perf_counters": perf,
                 "perf_counter_ts": llama_ts,
-                "n_vocab": n_vocab,
-                "add_bos": add_bos,
-                "repetitions": len(samples_ns),
-                "warmup": warmup,
-                "precision": rep.record(),
+                "n_vocab": capi.n_vocab,
+                "add_bos": capi.add_bos,
+                "repetitions": len(run.samples_ns),
+                "warmup": run.warmup,
+                "precision": run.precision,
                 "method": "llama-bench: C API decode loop, random tokens"
                 + (
                     f"; {n_seq} sequences decoded together (one token of each per step, "
@@ -934,101 +734,18 @@ class LlamaCppBackend(Backend):
                     {
                         "depth_fill": "prefilled once, then restored from the saved sequence state "
                         "before each repetition (llama-bench's method)",
-                        "depth_prefills": depth_state["prefilled"],
-                        "depth_restores": depth_state["restored"],
+                        "depth_prefills": capi.depth_state["prefilled"],
+                        "depth_restores": capi.depth_state["restored"],
                     }
                     if test.n_depth
                     else {}
                 ),
-                "energy": energy.details(),
+                "energy": run.energy.details(),
             },
         )
 
     def _run_chat(self, test: ChatTest) -> TestResult:
-        import llama_cpp as L
-        import numpy as np
-
-        llm = self.llm
-        eog = None
-        if test.ignore_eos:
-            vocab = L.llama_model_get_vocab(llm._model.model)
-            eog = [
-                i
-                for i in range(int(L.llama_vocab_n_tokens(vocab)))
-                if L.llama_vocab_is_eog(vocab, i)
-            ]
-
-        def request(seed: int) -> dict[str, Any]:
-            steps: list[int] = []
-            prompt_tokens: list[int] = []
-
-            def stamp(input_ids, scores):
-                if not steps:
-                    prompt_tokens.append(len(input_ids))
-                steps.append(time.perf_counter_ns())
-                if eog:
-                    scores[eog] = -np.inf
-                return scores
-
-            llm.reset()  # no prefix reuse: every request pays its own prefill
-            first = last = None
-            parts: list[str] = []
-            finish = None
-            with (
-                StageTimer(llm) as stages
-            ):  # tokenise/prefill/decode/sample/detokenise split (what-if page)
-                t0 = time.perf_counter_ns()
-                stream = llm.create_chat_completion(
-                    messages=[m.model_dump() for m in test.messages],
-                    max_tokens=test.max_tokens,
-                    temperature=test.temperature,
-                    top_k=test.top_k,
-                    top_p=test.top_p,
-                    min_p=test.min_p,
-                    repeat_penalty=test.repeat_penalty,
-                    seed=seed,
-                    stream=True,
-                    logits_processor=L.LogitsProcessorList([stamp]),
-                )
-                for chunk in stream:
-                    now = time.perf_counter_ns()
-                    choice = chunk["choices"][0]
-                    content = choice.get("delta", {}).get("content")
-                    if content:
-                        if first is None:
-                            first = now
-                        parts.append(content)
-                        last = now
-                    if choice.get("finish_reason"):
-                        finish = choice["finish_reason"]
-                end = time.perf_counter_ns()
-                llama_perf = stages.perf()
-            n_sampled = len(steps)
-            out_tokens = (
-                n_sampled - 1 if finish == "stop" and n_sampled > 0 else n_sampled
-            )
-            ttft = (first - t0) / 1e6 if first else None
-            e2e = ((last or end) - t0) / 1e6
-            tpot = (
-                (e2e - ttft) / (out_tokens - 1)
-                if ttft is not None and out_tokens > 1
-                else None
-            )
-            gaps = [(b - a) / 1e6 for a, b in zip(steps, steps[1:])]
-            return {
-                "ttft_ms": ttft,
-                "e2e_ms": e2e,
-                "tpot_ms": tpot,
-                "output_tokens": out_tokens,
-                "prompt_tokens": prompt_tokens[0] if prompt_tokens else None,
-                "finish_reason": finish,
-                "itl_ms": gaps,
-                "text": "".join(parts),
-                "stages_ms": stages.stages_ms(end - t0),
-                "stage_calls": dict(stages.calls),
-                "llama_perf": llama_perf,
-            }
-
+        request = chat_request(self.llm, test)
         # the kind's loop (core.kinds.chat.run_requests) over this backend's one primitive, request(seed)
         run = chat_kind.run_requests(test, request, self.settings.seed)
         return TestResult(

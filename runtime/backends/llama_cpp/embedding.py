@@ -4,20 +4,15 @@ sized) and every passage looked up in it once."""
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
-from core.kinds.embed import QUALITY_NOTE, EmbedTest
-from core.precision import Repeater
+from core.kinds import embed as embed_kind
+from core.kinds.embed import INDEX, EmbedTest
 from core.texts import passages
 from runtime.backends.base import TestResult
 
-INDEX = "exact: the vectors L2-normalised into one float32 matrix, searched by inner product (numpy)"
-
 
 def run(llm: Any, test: EmbedTest) -> TestResult:
-    import numpy as np
-
     from core.texts import load_text
 
     corpus = load_text(test.corpus)
@@ -28,68 +23,19 @@ def run(llm: Any, test: EmbedTest) -> TestResult:
         raise ValueError(
             f"a passage of {too_long} tokens does not fit n_batch {llm.n_batch}: raise n_batch"
         )
-    batches = [docs[i : i + test.batch] for i in range(0, len(docs), test.batch)]
-
-    def embed_all() -> list[list[float]]:
-        out: list[list[float]] = []
-        for b in batches:
-            out.extend(llm.embed(b, normalize=False))
-        return out
-
-    warmup = True if test.warmup is None else test.warmup
-    if warmup:
-        llm.embed(batches[0][:1], normalize=False)
-    reps = test.repetitions or 3
-    rep = Repeater(test.precision, reps, "embeddings_per_second")
-    ns: list[int] = []
-    eps: list[float] = []
-    build_ns: list[int] = []
-    sizes: list[int] = []
-    search_ns: list[int] = []
-    self_hits = 0.0
-    dim = 0
-    while rep.more():
-        t0 = time.perf_counter_ns()
-        vecs = embed_all()
-        ns.append(time.perf_counter_ns() - t0)
-        eps.append(len(docs) * 1e9 / ns[-1])
-        rep.add(eps[-1])
-        t0 = time.perf_counter_ns()
-        index = np.asarray(vecs, dtype=np.float32)
-        index /= np.maximum(np.linalg.norm(index, axis=1, keepdims=True), 1e-12)
-        build_ns.append(time.perf_counter_ns() - t0)
-        sizes.append(int(index.nbytes))
-        t0 = time.perf_counter_ns()
-        nearest = np.argmax(index @ index.T, axis=1)
-        search_ns.append(time.perf_counter_ns() - t0)
-        self_hits = float(np.mean(nearest == np.arange(len(docs))))
-        dim = int(index.shape[1])
+    # the kind's loop (core.kinds.embed.run_embed) over this backend's one primitive: one embed call
+    run = embed_kind.run_embed(
+        test, docs, lambda texts: llm.embed(texts, normalize=False)
+    )
     return TestResult(
-        metrics={
-            "embeddings_per_second": eps,
-            "index_build_ms": [v / 1e6 for v in build_ns],
-            "index_bytes": [float(sizes[-1])],
-        },
-        samples={
-            "ns": ns,
-            "eps": eps,
-            "index_build_ns": build_ns,
-            "index_bytes": sizes,
-            "search_ns": search_ns,
-        },
+        metrics=run.metrics,
+        samples=run.samples,
         details={
             "corpus": corpus.name,
             "corpus_sha256": corpus.sha256,
-            "passages": len(docs),
             "tokens": tokens,
-            "dim": dim,
             "pooling": "mean",
-            "index": INDEX,
-            "self_retrieval": self_hits,
-            "quality": QUALITY_NOTE,
-            "repetitions": len(ns),
-            "warmup": warmup,
-            "precision": rep.record(),
+            **run.details,
             "method": f"llama.cpp embedding mode (mean pooling) in process, {test.batch} passages per "
             f"call; then the index built ({INDEX}) and every passage looked up once",
         },

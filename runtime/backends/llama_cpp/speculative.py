@@ -23,8 +23,8 @@ from typing import Any
 
 import numpy as np
 
+from core.kinds import generate as generate_kind
 from core.kinds.generate import GenerateTest
-from core.precision import Repeater
 from runtime.backends.base import Incompatible, TestResult
 
 # llama.cpp common/speculative.cpp
@@ -380,98 +380,23 @@ def run_generate(llm: Any, draft: Any | None, test: GenerateTest) -> TestResult:
             }
         return rec
 
-    warm = test.warmup is not False
-    if warm:
-        one(prompts[0], min(8, test.max_tokens))
-    repeater = Repeater(test.precision, test.repetitions or 1, "generation_tps")
-    records: list[dict[str, Any]] = []
-    per_rep: list[dict[str, Any]] = []
-    while repeater.more():
-        r = len(per_rep)
-        recs = []
-        for i, tokens in enumerate(prompts):
-            rec = one(tokens, test.max_tokens, i)
-            rec.update(repetition=r, prompt_index=i)
-            recs.append(rec)
-        records += recs
-        steps = sum(x["gen_steps"] for x in recs if x["gen_ms"])
-        ms = sum(x["gen_ms"] for x in recs if x["gen_ms"])
-        rep = {
-            "repetition": r,
-            "generation_tps": steps * 1000.0 / ms if ms else None,
-            "output_tokens": sum(x["output_tokens"] for x in recs),
-            "ttft_ms": float(
-                np.mean([x["ttft_ms"] for x in recs if x["ttft_ms"] is not None])
-            )
-            if recs
-            else None,
-            "e2e_ms": sum(x["e2e_ms"] for x in recs),
-        }
-        if stats is not None:
-            prop = sum(x["draft"]["proposed"] for x in recs)
-            acc = sum(x["draft"]["accepted"] for x in recs)
-            rep.update(
-                draft_proposed=prop,
-                draft_accepted=acc,
-                draft_acceptance=100.0 * acc / prop if prop else None,
-            )
-        per_rep.append(rep)
-        repeater.add(rep.get(repeater.metric))
-
-    first = [x for x in records if x["repetition"] == 0]
-    outputs = [
-        {
-            "prompt_index": x["prompt_index"],
-            "token_ids": x["token_ids"],
-            "finish_reason": x["finish_reason"],
-            "text": llm.detokenize(
-                x["token_ids"], prev_tokens=prompts[x["prompt_index"]]
-            ).decode("utf-8", errors="replace"),
-        }
-        for x in first
-    ]
-    consistent = all(
-        x["token_ids"] == first[x["prompt_index"]]["token_ids"] for x in records
+    # the kind's loop (core.kinds.generate.run_generate) over this backend's one primitive: one
+    # greedy generation of a prompt, timed per sampled step
+    run = generate_kind.run_generate(
+        test,
+        len(prompts),
+        lambda i, max_tokens: one(prompts[i], max_tokens, i),
+        lambda ids, i: llm.detokenize(ids, prev_tokens=prompts[i]).decode(
+            "utf-8", errors="replace"
+        ),
+        drafts=stats is not None,
     )
-    for x in records:  # ids are kept once, in details.outputs
-        x.pop("token_ids", None)
-    metrics: dict[str, list[float]] = {
-        "generation_tps": [
-            r["generation_tps"] for r in per_rep if r["generation_tps"] is not None
-        ],
-        "ttft_ms": [x["ttft_ms"] for x in records if x["ttft_ms"] is not None],
-        "e2e_ms": [x["e2e_ms"] for x in records],
-        "output_tokens": [x["output_tokens"] for x in records],
-    }
-    if stats is not None:
-        metrics["draft_acceptance"] = [
-            r["draft_acceptance"] for r in per_rep if r["draft_acceptance"] is not None
-        ]
-    details: dict[str, Any] = {
-        "outputs": outputs,
-        "outputs_repeatable": consistent,
-        "greedy": True,
-        "prompts": len(prompts),
-        "warmup": warm,
-        "repetitions": len(per_rep),
-        "precision": repeater.record(),
-        "method": "Llama.generate with greedy sampling (temp 0, no penalties) on chat-templated prompts; "
-        "generation rate = sampled steps after the first / time from the first to the last step",
-    }
-    if stats is not None:  # timed requests only (the warm-up is left out)
-        total = {
-            k: sum(x["draft"][k] for x in records)
-            for k in ("proposed", "accepted", "rounds", "empty_rounds")
-        }
-        total["draft_seconds"] = round(
-            sum(x["draft"]["draft_seconds"] for x in records), 6
-        )
-        total["acceptance"] = (
-            total["accepted"] / total["proposed"] if total["proposed"] else None
-        )
-        details["speculative"] = total
     return TestResult(
-        metrics=metrics,
-        samples={"repetitions": per_rep, "requests": records},
-        details=details,
+        metrics=run.metrics,
+        samples=run.samples,
+        details={
+            **run.details,
+            "method": "Llama.generate with greedy sampling (temp 0, no penalties) on chat-templated prompts; "
+            "generation rate = sampled steps after the first / time from the first to the last step",
+        },
     )

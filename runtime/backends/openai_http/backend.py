@@ -31,26 +31,29 @@ import os
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from importlib import metadata as importlib_metadata
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 from core import plausibility
-from core import precision as precision_mod
 from core.errors import ConfigError, ModelError
+from core.kinds import chat as chat_kind
+from core.kinds import concurrency as concurrency_kind
 from core.kinds import request_stats as servingstats
+from core.kinds import serve as serve_kind
 from core.kinds.agent import AgentLoopTest
 from core.kinds.base import TestSpec
 from core.kinds.capacity import CapacityTest
-from core.kinds.chat import ChatTest
+from core.kinds.chat import ChatTest, Send
 from core.kinds.concurrency import ConcurrencyTest
 from core.kinds.load import LoadTest
 from core.kinds.probe import ProbeTest
 from core.kinds.request import RequestWorkload
 from core.kinds.serve import ServeTest
 from core.kinds.tokenize import TokenizeTest
-from core.precision import Repeater
 from runtime.backends.base import Backend, TestResult, UnsupportedTest, runs
 from runtime.backends.openai_http import NAME, detect, llama_server
 from runtime.backends.openai_http import client as http
@@ -612,38 +615,25 @@ class OpenAIHttpBackend(Backend):
         base = self._faults.base_url if self._faults is not None else self.base_url
         return f"{base}/chat/completions"
 
-    async def _sequential(
-        self,
-        test,
-        seeds: list[int] | None,
-        origin: int,
-        repeater: Repeater | None = None,
-    ) -> list[dict[str, Any]]:
-        """Requests one after another: the given seeds, or (with a repeater) 0, 1, 2 ... until it stops."""
-        out: list[dict[str, Any]] = []
+    @contextmanager
+    def _session(self, test: ChatTest | RequestWorkload) -> Iterator[Send]:
+        """The chat kind's primitive over HTTP: a sequence of requests on one connection, each
+        ``send(i)`` one streamed request (``seed`` of the settings + i), timed by the client from
+        this sequence's origin; a request after the server is gone is recorded as not sent."""
+        origin = time.perf_counter_ns()
+        loop = asyncio.new_event_loop()
+        connection = self._client(1)
+        client = loop.run_until_complete(connection.__aenter__())
 
-        def seq():
-            if repeater is None:
-                yield from seeds or []
-                return
-            while repeater.more():
-                yield len(out)
-                repeater.add(
-                    out[-1].get(repeater.metric) if out and out[-1]["ok"] else None
+        def send(i: int) -> dict[str, Any]:
+            if not self._alive():
+                return http.not_sent(
+                    "server_lost",
+                    f"not sent: the server is gone ({self.server.exit_description()})",
+                    origin,
                 )
-
-        async with self._client(1) as client:
-            for i in seq():
-                if not self._alive():
-                    out.append(
-                        http.not_sent(
-                            "server_lost",
-                            f"not sent: the server is gone ({self.server.exit_description()})",
-                            origin,
-                        )
-                    )
-                    continue
-                rec = await http.stream_chat(
+            return loop.run_until_complete(
+                http.stream_chat(
                     client,
                     self._url(),
                     self._body(test, i),
@@ -651,30 +641,39 @@ class OpenAIHttpBackend(Backend):
                     origin_ns=origin,
                     server_alive=self._alive,
                 )
-                out.append(rec)
-        return out
+            )
 
-    def _requests(
-        self, test, seeds: list[int] | None, repeater: Repeater | None = None
-    ) -> list[dict[str, Any]]:
-        origin = time.perf_counter_ns()
-        return asyncio.run(self._sequential(test, seeds, origin, repeater))
+        try:
+            yield send
+        finally:
+            try:
+                loop.run_until_complete(connection.__aexit__(None, None, None))
+                # what asyncio.run does before it closes its loop
+                loop.run_until_complete(loop.shutdown_asyncgens())
+                loop.run_until_complete(loop.shutdown_default_executor())
+            finally:
+                loop.close()
+
+    def _requests(self, test, seeds: list[int]) -> list[dict[str, Any]]:
+        """One sequence of requests with the given seeds (serve's cold and warm requests)."""
+        with self._session(test) as send:
+            return [send(i) for i in seeds]
 
     # -- chat (Backend.run calls the method marked for the test's kind) ------------------------
     @runs("chat")
-    def _run_chat(self, test: ChatTest | RequestWorkload) -> TestResult:
-        warm_n = test.warmup_requests if test.warmup is not False else 0
-        warmup = (
-            self._requests(test, [1000 + i for i in range(warm_n)]) if warm_n else []
+    def _run_chat(self, test: ChatTest) -> TestResult:
+        # the kind's loop (core.kinds.chat.run_requests) over this backend's primitive: a sequence
+        # of streamed requests on one connection; the body's seed is the settings' seed + i
+        run = chat_kind.run_requests(
+            test, None, 0, session=lambda: self._session(test), failures=True
         )
-        rep = Repeater(
-            getattr(test, "precision", None), getattr(test, "requests", 5), "e2e_ms"
-        )
-        records = self._requests(test, None, rep)
+        records = run.records
         result = TestResult(
-            metrics={**_request_metrics(records), **self._startup_metric()},
-            samples={"requests": records, "warmup": warmup},
-            details=self._details(test, warmup_requests=warm_n, precision=rep.record()),
+            metrics={**run.metrics, **self._startup_metric()},
+            samples={"requests": records, "warmup": run.warmup_records},
+            details=self._details(
+                test, warmup_requests=run.warmup, precision=run.precision
+            ),
         )
         self._check(result, records, "chat")
         return result
@@ -682,67 +681,47 @@ class OpenAIHttpBackend(Backend):
     # -- serve: cold vs warm --------------------------------------------------------------
     @runs("serve")
     def _run_serve(self, test: ServeTest) -> TestResult:
-        cold: list[dict[str, Any]] = []
         starts = test.cold_starts if self.managed else 1
-        metrics: dict[str, list[float]] = {
-            "startup_ms": [],
-            "cold_ttft_ms": [],
-            "cold_e2e_ms": [],
-            "cold_total_ms": [],
-        }
-        warmup: list[dict[str, Any]] = []
-        warm: list[dict[str, Any]] = []
 
-        def partial() -> TestResult:
-            return TestResult(
-                metrics={},
-                samples={"cold": cold, "warmup": warmup, "warm": warm},
-                details=self._details(test, cold_starts=starts),
+        def start() -> float | None:
+            if not self.managed:
+                return None  # an endpoint given by URL: nobody starts it
+            try:
+                return self._start()
+            except ServerError as exc:
+                raise serve_kind.StartFailed(str(exc)) from None
+
+        # the kind's loop (core.kinds.serve.run_cold_warm) over this backend's primitives: start
+        # and stop its server, a sequence of streamed requests
+        try:
+            run = serve_kind.run_cold_warm(
+                test,
+                starts,
+                start,
+                self._stop if self.managed else lambda: None,
+                lambda seeds: self._requests(test, seeds),
+                lambda: None if self._alive() else self.server.exit_description(),
             )
-
-        for k in range(starts):
-            startup = None
-            if self.managed:
-                try:
-                    startup = self._start()
-                except ServerError as exc:
-                    raise ServingFailed(
-                        f"cold start {k + 1} of {starts}: {exc}", partial()
-                    ) from None
-            rec = self._requests(test, [2000 + k])[0]
-            rec["startup_ms"] = startup
-            rec["cold_start"] = k + 1
-            cold.append(rec)
-            if startup is not None:
-                metrics["startup_ms"].append(startup)
-            if rec["ok"]:
-                metrics["cold_ttft_ms"].append(rec["ttft_ms"])
-                metrics["cold_e2e_ms"].append(rec["e2e_ms"])
-                if startup is not None:
-                    metrics["cold_total_ms"].append(startup + rec["e2e_ms"])
-            if not self._alive():
-                raise ServingFailed(
-                    f"the server was lost during cold start {k + 1} "
-                    f"({self.server.exit_description()})",
-                    partial(),
-                )
-            if self.managed and k < starts - 1:
-                self._stop()
-        warm_n = test.warmup_requests if test.warmup is not False else 0
-        warmup.extend(self._requests(test, [1000 + i for i in range(warm_n)]))
-        warm.extend(self._requests(test, list(range(test.requests))))
-        metrics.update(_request_metrics(warm))
-        metrics["failed_requests"] = [sum(1 for r in cold + warm if not r["ok"])]
+        except serve_kind.ServeStopped as exc:
+            raise ServingFailed(
+                str(exc),
+                TestResult(
+                    metrics={},
+                    samples=exc.samples,
+                    details=self._details(test, cold_starts=starts),
+                ),
+            ) from None
         result = TestResult(
-            metrics={k: v for k, v in metrics.items() if v},
-            samples={"cold": cold, "warmup": warmup, "warm": warm},
+            metrics=run.metrics,
+            samples=run.samples,
             details=self._details(
                 test,
                 cold_starts=starts,
-                warmup_requests=warm_n,
+                warmup_requests=run.warmup,
                 cold_is_fresh_server=self.managed,
             ),
         )
+        cold, warm = run.samples["cold"], run.samples["warm"]
         self._check(result, cold + warm, "serve")
         return result
 
@@ -753,26 +732,29 @@ class OpenAIHttpBackend(Backend):
         warmup = (
             self._requests(test, [1000 + i for i in range(warm_n)]) if warm_n else []
         )
-        levels: list[dict[str, Any]] = []
-        precisions: list[dict[str, Any]] = []
-        lost = False
-        for level in test.levels:
-            if lost:
-                origin = time.perf_counter_ns()
-                msg = f"not sent: the server was lost at an earlier level ({self.server.exit_description()})"
-                levels.append(
-                    {
-                        "level": level,
-                        "wall_s": 0.0,
-                        "requests": [
-                            http.not_sent("server_lost", msg, origin)
-                            for _ in range(level * test.rounds)
-                        ],
-                    }
-                )
-                continue
-            levels.append(self._level_to_precision(test, level, precisions))
-            lost = not self._alive()
+
+        def lost(level: int) -> dict[str, Any]:
+            origin = time.perf_counter_ns()
+            msg = f"not sent: the server was lost at an earlier level ({self.server.exit_description()})"
+            return {
+                "level": level,
+                "wall_s": 0.0,
+                "requests": [
+                    http.not_sent("server_lost", msg, origin)
+                    for _ in range(level * test.rounds)
+                ],
+            }
+
+        # the kind's sweep (core.kinds.concurrency.run_levels) over this backend's primitive: one
+        # batch of a level, that many clients at once on one connection pool
+        levels, precision = concurrency_kind.run_levels(
+            test,
+            lambda level, offset: asyncio.run(
+                self._level(test, level, round_offset=offset)
+            ),
+            self._alive,
+            lost,
+        )
         sweep = servingstats.sweep_stats(levels, self._slo())
         all_recs = [r for lv in levels for r in lv["requests"]]
         metrics: dict[str, list[float]] = {
@@ -789,54 +771,11 @@ class OpenAIHttpBackend(Backend):
                 test,
                 warmup_requests=warm_n,
                 sweep=sweep,
-                precision=precision_mod.combine(precisions),
+                precision=precision,
             ),
         )
         self._check(result, all_recs, "concurrency")
         return result
-
-    def _level_to_precision(
-        self, test: ConcurrencyTest, level: int, precisions: list[dict[str, Any]]
-    ) -> dict[str, Any]:
-        """One level, ``rounds`` per client at a time, repeated until the CI95 of its requests'
-        metric (E2E latency by default) meets the test's precision or a ceiling; a fixed
-        ``rounds`` when precision is null. The level's wall time is the sum of its batches'."""
-        p = test.precision
-        if p is None:
-            out = asyncio.run(self._level(test, level))
-            precisions.append(
-                {
-                    **Repeater(None, test.rounds * level, "e2e_ms").record(),
-                    "n": len(out["requests"]),
-                    "level": level,
-                    "stop_reason": precision_mod.STOP_FIXED,
-                }
-            )
-            return out
-        # the count floor and ceiling are in requests; a batch sends level x rounds of them
-        rep = Repeater(p, test.rounds * level, "e2e_ms")
-        merged: dict[str, Any] = {
-            "level": level,
-            "wall_s": 0.0,
-            "requests": [],
-            "batches": 0,
-        }
-        while rep.count == 0 or rep.more():
-            batch = asyncio.run(
-                self._level(test, level, round_offset=merged["batches"] * test.rounds)
-            )
-            merged["batches"] += 1
-            merged["wall_s"] += batch["wall_s"]
-            merged["requests"].extend(batch["requests"])
-            for r in batch["requests"]:
-                rep.add(r.get(rep.metric) if r["ok"] else None)
-            if not self._alive() or not any(r["ok"] for r in batch["requests"]):
-                rep.stop_reason = (
-                    "server_lost" if not self._alive() else "requests_failed"
-                )
-                break
-        precisions.append({**rep.record(), "level": level})
-        return merged
 
     async def _level(
         self, test: ConcurrencyTest, level: int, round_offset: int = 0
@@ -1260,18 +1199,3 @@ def _model_ids(raw: bytes | None) -> list[str] | None:
         return None
     ids = [str(m.get("id"))[:200] for m in data if isinstance(m, dict)]
     return ids[:MAX_SERVED_MODELS]
-
-
-def _request_metrics(records: list[dict[str, Any]]) -> dict[str, list[float]]:
-    ok = [r for r in records if r["ok"]]
-    return {
-        "ttft_ms": [r["ttft_ms"] for r in ok if r["ttft_ms"] is not None],
-        "tpot_ms": [r["tpot_ms"] for r in ok if r["tpot_ms"] is not None],
-        "e2e_ms": [r["e2e_ms"] for r in ok],
-        "output_tokens": [
-            r["output_tokens"] for r in ok if r["output_tokens"] is not None
-        ],
-        "decode_tps": [1000.0 / r["tpot_ms"] for r in ok if r["tpot_ms"]],
-        "itl_ms": [g for r in ok for g in r["itl_ms"]],
-        "failed_requests": [len(records) - len(ok)],
-    }

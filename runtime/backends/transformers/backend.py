@@ -31,11 +31,12 @@ from pathlib import Path
 from typing import Any
 
 from core.errors import ConfigError
+from core.kinds import chat as chat_kind
+from core.kinds import rate as rate_kind
 from core.kinds.base import TestSpec
 from core.kinds.chat import ChatTest
 from core.kinds.rate import RateTest
 from core.kinds.serve import ServeTest
-from core.precision import Repeater
 from runtime.backends import inprocess
 from runtime.backends.base import Backend, TestResult, UnsupportedTest, runs
 from runtime.backends.transformers.config import TransformersSettings
@@ -220,8 +221,6 @@ class TransformersBackend(Backend):
         bos = self.tok.bos_token_id
         add_bos = bos is not None and bool(getattr(self.tok, "add_bos_token", True))
         rng = random.Random(self.settings.seed)
-        reps = test.repetitions or 5
-        warmup = True if test.warmup is None else test.warmup
 
         def ids(n: int, first_bos: bool) -> Any:
             vals = [rng.randrange(n_vocab) for _ in range(n)]
@@ -258,37 +257,31 @@ class TransformersBackend(Backend):
             if tg is not None:
                 decode_gen(cache, tg)
 
-        if warmup:
-            # one whole untimed repetition, not llama-bench's single token: PyTorch's caching allocator and
-            # kernel selection meet every new KV length once (on the lent H200 the first tg128 repetition after
-            # a one-token warm-up took 7.4 s, the next ten 1.3-1.7 s)
-            work(*prepare())
-
-        energy = RateEnergy.for_test(test, on_gpu=self.device == "cuda")
-        n_tokens = test.n_prompt + test.n_gen
-        samples_ns: list[int] = []
-        rep = Repeater(test.precision, reps, "tokens_per_second")
-        while rep.more():
-            cache, pp, tg = prepare()
-            e0 = energy.read()
-            t0 = time.perf_counter_ns()
-            work(cache, pp, tg)
-            samples_ns.append(time.perf_counter_ns() - t0)
-            energy.add(e0, energy.read(), samples_ns[-1] / 1e9)
-            rep.add(n_tokens * 1e9 / samples_ns[-1])
-            del cache
-        energy.finish(lambda: work(*prepare()))
-        samples_ts = [n_tokens * 1e9 / ns for ns in samples_ns]
+        # the kind's loop (core.kinds.rate.run_rate) over this backend's primitive: one repetition's
+        # forward passes, prepared outside the timer; its warm-up is one whole untimed repetition, not
+        # llama-bench's single token: PyTorch's caching allocator and kernel selection meet every new KV
+        # length once (on the lent H200 the first tg128 repetition after a one-token warm-up took 7.4 s,
+        # the next ten 1.3-1.7 s)
+        run = rate_kind.run_rate(
+            test,
+            rate_kind.RateWork(
+                tokens=test.n_prompt + test.n_gen,
+                prepare=prepare,
+                decode=lambda prepared: work(*prepared),
+                warmup=lambda: work(*prepare()),
+            ),
+            lambda: RateEnergy.for_test(test, on_gpu=self.device == "cuda"),
+        )
         return TestResult(
-            metrics={"tokens_per_second": samples_ts, **energy.metrics()},
-            samples={"ns": samples_ns, "ts": samples_ts, "energy": energy.samples()},
+            metrics=run.metrics,
+            samples=run.samples,
             details={
                 "n_vocab": n_vocab,
                 "add_bos": add_bos,
-                "repetitions": len(samples_ns),
-                "warmup": warmup,
-                "precision": rep.record(),
-                "energy": energy.details(),
+                "repetitions": len(run.samples_ns),
+                "warmup": run.warmup,
+                "precision": run.precision,
+                "energy": run.energy.details(),
                 "method": "llama-bench's method on transformers: random token ids, the prompt in one forward "
                 "pass (logits_to_keep=1), one-token forward passes with a DynamicCache, synchronised",
             },
@@ -392,40 +385,15 @@ class TransformersBackend(Backend):
                 "text": stamp.text,
             }
 
-        base_seed = self.settings.seed
-        warm = test.warmup_requests if test.warmup is not False else 0
-        for i in range(warm):
-            request(base_seed + 1000 + i)
-        rep = Repeater(test.precision, test.requests, "e2e_ms")
-        records: list[dict[str, Any]] = []
-        while rep.more():
-            records.append(request(base_seed + len(records)))
-            r = records[-1]
-            per_request = {
-                "ttft_ms": r["ttft_ms"],
-                "tpot_ms": r["tpot_ms"],
-                "e2e_ms": r["e2e_ms"],
-                "output_tokens": r["output_tokens"],
-                "decode_tps": 1000.0 / r["tpot_ms"] if r["tpot_ms"] else None,
-            }
-            if rep.metric not in per_request:
-                rep.metric = "e2e_ms"
-            rep.add(per_request[rep.metric])
-        metrics: dict[str, list[float]] = {
-            "ttft_ms": [r["ttft_ms"] for r in records if r["ttft_ms"] is not None],
-            "tpot_ms": [r["tpot_ms"] for r in records if r["tpot_ms"] is not None],
-            "e2e_ms": [r["e2e_ms"] for r in records],
-            "output_tokens": [r["output_tokens"] for r in records],
-            "decode_tps": [1000.0 / r["tpot_ms"] for r in records if r["tpot_ms"]],
-            "itl_ms": [g for r in records for g in r["itl_ms"]],
-        }
+        # the kind's loop (core.kinds.chat.run_requests) over this backend's one primitive, request(seed)
+        run = chat_kind.run_requests(test, request, self.settings.seed)
         return TestResult(
-            metrics=metrics,
-            samples={"requests": records},
+            metrics=run.metrics,
+            samples={"requests": run.records},
             details={
-                "warmup_requests": warm,
+                "warmup_requests": run.warmup,
                 "prefix_cache": False,
-                "precision": rep.record(),
+                "precision": run.precision,
                 "method": "apply_chat_template + generate(streamer=...); sampled tokens timestamped",
             },
         )
