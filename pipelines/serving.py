@@ -18,7 +18,7 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any
 
-from core import stats
+from core import request_records, stats
 from core.kinds.request import workload_fingerprint
 from core.kinds.request_stats import Slo, stored_sweep, sweep_stats
 from core.records.run import RunRecord, as_record
@@ -148,6 +148,9 @@ def sweeps(docs: list[RunRecord]) -> list[dict[str, Any]]:
                 "error": d.error_message,
                 "sweep": sweep,
                 "precision": level_precision(d),
+                # a run whose levels store a reservoir sample of their records (core.request_records)
+                "request_records": d.doc["details"].get("request_records"),
+                "records_file": request_records.sidecar_rel(d.data_path, d.doc),
             }
         )
     return sorted(
@@ -405,7 +408,6 @@ def _from_all_records(
     """A sampled run's statistics recomputed by today's arithmetic (``compute`` over its levels) from its
     full records (the sidecar, core.request_records), or ``stored`` (what the run computed from all its
     requests) when it kept none: never from the sample."""
-    from core import request_records
     from core.paths import project_root
 
     if request_records.full_file(r.doc) is None or r.spec is None:

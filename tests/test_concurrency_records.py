@@ -146,6 +146,25 @@ def test_the_sweep_is_never_recomputed_from_the_sample(slot_runs, monkeypatch):
     assert again is not None and again["version"] == 999
 
 
+def test_the_serving_page_says_what_a_sweep_stores():
+    from pipelines.site.serving import records_line
+
+    assert records_line({"request_records": None}) == ""
+    assert (
+        records_line({"request_records": {"sampled": False, "kept": 7, "of": 7}}) == ""
+    )
+    line = records_line(
+        {
+            "request_records": {"sampled": True, "kept": 2000, "of": 25600},
+            "records_file": None,
+        }
+    )
+    assert line == (
+        "Request records: 2,000 of 25,600 stored in the artifact (a seeded reservoir sample per "
+        "level); every figure here is over all 25,600."
+    )
+
+
 def test_a_level_s_summary_holds_the_totals_its_readers_need():
     from core import stats
 
@@ -269,6 +288,17 @@ def test_llama_server_concurrency_run_keeps_a_sample_and_its_figures_over_all(
     assert g["prompt_tokens"] == sum(s["prompt_tokens"] for s in sweep["levels"]) > 0
     (row,) = serving.sweeps([run])
     assert [s["requests"] for s in row["sweep"]["levels"]] == [3, 6]
+    # the Serving page says what the artifact stores and links every record
+    from pipelines.site.serving import serving_page
+
+    rel = request_records.sidecar_rel(run.data_path, doc)
+    assert rel and row["records_file"] == rel
+    md = serving_page(load_set(data_env).runs)
+    assert (
+        "Request records: 4 of 9 stored in the artifact (a seeded reservoir sample per level); "
+        "every figure here is over all 9; every record: [JSON lines, gzip]("
+    ) in md
+    assert rel in md
     # a stored sweep of another arithmetic is recomputed from every record beside it, never the sample
     monkeypatch.setattr(request_stats, "SWEEP_STATS_VERSION", 999)
     (run,) = load_set(data_env).runs
