@@ -18,7 +18,7 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any
 
-from core import request_records, stats
+from core import stats
 from core.kinds.request import workload_fingerprint
 from core.kinds.request_stats import Slo, stored_sweep, sweep_stats
 from core.records.run import RunRecord, as_record
@@ -126,6 +126,8 @@ def sweep_of(d: RunRecord) -> dict[str, Any] | None:
 
 def sweeps(docs: list[RunRecord]) -> list[dict[str, Any]]:
     """Every current ``concurrency`` artifact with recorded levels (a failed run shows what it measured)."""
+    from core import request_records
+
     out = []
     fx = facts_mod.of(docs)
     for d in latest_per_key(docs):
@@ -408,6 +410,7 @@ def _from_all_records(
     """A sampled run's statistics recomputed by today's arithmetic (``compute`` over its levels) from its
     full records (the sidecar, core.request_records), or ``stored`` (what the run computed from all its
     requests) when it kept none: never from the sample."""
+    from core import request_records
     from core.paths import project_root
 
     if request_records.full_file(r.doc) is None or r.spec is None:
