@@ -1001,10 +1001,9 @@ class RunRecord(ArtifactRecord):
                 )
             return out
         if kind == "concurrency":
+            # the run's sweep, over every request (its records may be a sample), where it holds the totals
             totals = self._sweep_totals()
-            if (
-                totals is not None
-            ):  # the run's sweep, over every request (its records may be a sample)
+            if totals is not None:
                 for row in totals:
                     out["tokens"] += int(row["output_tokens"] or 0)
                     out["prompt_tokens"] += int(row["prompt_tokens"] or 0)
