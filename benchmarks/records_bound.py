@@ -1,4 +1,4 @@
-"""What bounding request records saves: a load run's artifact with every record against the same run
+"""What bounding request records saves: a load (or concurrency) run's artifact with every record against the same run
 bounded to ``--kept`` records a level (core.request_records), and the sidecar that keeps them all.
 
 The records are copies of a real one (the first request of a committed load run), each with its own
@@ -8,6 +8,9 @@ well), so the sizes are near those of real records; the run's statistics are not
 records and bounded, the sidecar's bytes, and the seconds bound + compression took.
 
     python benchmarks/records_bound.py --levels 10 --requests 5000 --kept 1000
+    # a concurrency level of 256 clients x 100 rounds, records of the committed slot sweep:
+    python benchmarks/records_bound.py --levels 1 --requests 25600 --kept 1000 \
+        --run data/runs/vm-d4bbc016/gemma3-270m-q4-k-m/slots-worker--ee8a504f77c8c7ca-20261128T080912.138Z.json
 """
 
 from __future__ import annotations
@@ -40,7 +43,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--requests", type=int, default=5000, help="requests per level")
     ap.add_argument("--kept", type=int, default=1000, help="records kept per level")
     ap.add_argument(
-        "--run", default=RUN, help="a committed load run to copy a record from"
+        "--run",
+        default=RUN,
+        help="a committed load or concurrency run to copy a record from",
     )
     args = ap.parse_args(argv)
     sys.path.insert(0, str(ROOT))

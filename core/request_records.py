@@ -1,14 +1,17 @@
 """Per-request records of the load kinds, bounded in the artifact.
 
-A load or capacity level can send many thousands of requests; an artifact keeps at most
+A load, capacity or concurrency level can send many thousands of requests (a concurrency level up
+to 256 clients x 100 rounds, more when repeated to a precision); an artifact keeps at most
 ``requests_kept`` records a level (a matrix field, ``invoke bench --requests-kept``; default
 1,000), chosen by a seeded reservoir (core.reservoir, Algorithm R, ``random.Random(test seed +
-level index)``), in schedule order. GuideLLM bounds its stored requests the same way
+level index)``; a concurrency test has no seed: 0), in schedule order. GuideLLM bounds its stored requests the same way
 (``sample_requests``), AIPerf writes every record to a separate export file: both here.
 
-* Every statistic of the run (``details.summary``, the metrics) was computed from *all* the
-  requests before the records were bounded; a sampled level says ``sampled: {kept, of, seed,
-  method}`` and ``details.request_records`` totals it, so a page reads "k of n requests shown".
+* Every statistic of the run (``details.summary``, a sweep's ``details.sweep`` with the totals its
+  readers need, ``details.precision``, the metrics) was computed from *all* the requests before the
+  records were bounded, and readers take them from there, never from the sample; a sampled level
+  says ``sampled: {kept, of, seed, method}`` and ``details.request_records`` totals it, so a page
+  reads "k of n requests shown".
   Absent (every artifact written before this): every record is stored.
 * With ``keep_all_requests`` (matrix field or ``--keep-all-requests``), a run whose records were
   sampled also writes every record beside the artifact: ``<artifact>.requests.jsonl.gz``, one
@@ -38,7 +41,8 @@ MAX_KEPT = 1_000_000
 KINDS = (
     "load",
     "capacity",
-)  # the kinds whose levels store request records (core.kinds.load)
+    "concurrency",
+)  # the kinds whose levels store request records (core.kinds.load, core.kinds.concurrency)
 SUFFIX = ".requests.jsonl.gz"
 MAX_RECORD_BYTES = 16 * 1024**2  # one line, decompressed
 

@@ -10,6 +10,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from functools import cache, lru_cache
+from typing import Any
 
 import numpy as np
 from scipy import (
@@ -37,11 +38,28 @@ OUTLIER_K = 3.5
 
 def ci95_half_width_rel(values: Sequence[float]) -> float | None:
     """Half-width of the mean's CI95 as a fraction of the mean (None below two samples or at mean 0)."""
+    return ci95_half_width_rel_of(moments(values))
+
+
+def ci95_half_width_rel_of(s: Summary | dict) -> float | None:
+    """:func:`ci95_half_width_rel` from a summary (n, mean, stddev) instead of raw samples."""
+    n, mean, sd = _n_mean_sd(s)
+    if n < 2 or not mean or sd is None:
+        return None
+    return float(t_critical(n - 1) * sd / math.sqrt(n) / abs(mean))
+
+
+def moments(values: Sequence[float]) -> dict[str, Any]:
+    """n, mean and sample stddev (n-1) of the finite values: what :func:`compare_summaries` and
+    :func:`ci95_half_width_rel_of` need, kept where the samples themselves are not (mean and stddev
+    None without samples; stddev None below two)."""
     arr = _clean(values)
     n = int(arr.size)
-    if n < 2 or arr.mean() == 0:
-        return None
-    return float(t_critical(n - 1) * arr.std(ddof=1) / math.sqrt(n) / abs(arr.mean()))
+    return {
+        "n": n,
+        "mean": float(arr.mean()) if n else None,
+        "stddev": float(arr.std(ddof=1)) if n > 1 else None,
+    }
 
 
 @lru_cache(maxsize=4096)

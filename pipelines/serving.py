@@ -14,6 +14,8 @@ per-request detail (percentiles, levels, request tables) stays each run's own.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from core import stats
@@ -96,19 +98,45 @@ def _levels(d: RunRecord) -> list[dict[str, Any]]:
     return [lv.model_dump(exclude_unset=True) for lv in d.samples.levels or []]
 
 
+def _slo(d: RunRecord) -> Slo:
+    return Slo.from_dict(
+        d.details.slo.model_dump(exclude_unset=True) if d.details.slo else None
+    )
+
+
+def sweep_of(d: RunRecord) -> dict[str, Any] | None:
+    """A concurrency run's sweep over every request it sent (None: no level recorded): the one it stored
+    when it ran (today's arithmetic), else recomputed from its records. A run whose levels store a
+    reservoir sample of their requests (core.request_records) is never recomputed from the sample: from
+    every record kept beside it, or, without them, as the run computed it from all of them."""
+    levels = _levels(d)
+    if not levels:
+        return None
+    stored = stored_sweep(d.details.sweep)
+    if stored is not None:
+        return stored
+    if any(lv.get("sampled") for lv in levels):
+        return _from_all_records(
+            d,
+            levels,
+            lambda lvs: sweep_stats(lvs, _slo(d)),
+            d.details.sweep,
+        )
+    return sweep_stats(levels, _slo(d))
+
+
 def sweeps(docs: list[RunRecord]) -> list[dict[str, Any]]:
     """Every current ``concurrency`` artifact with recorded levels (a failed run shows what it measured)."""
+    from core import request_records
+
     out = []
     fx = facts_mod.of(docs)
     for d in latest_per_key(docs):
         if d.test_kind != "concurrency":
             continue
-        levels = _levels(d)
-        if not levels:
+        sweep = sweep_of(d)
+        if sweep is None:
             continue
-        slo = Slo.from_dict(
-            d.details.slo.model_dump(exclude_unset=True) if d.details.slo else None
-        )
         out.append(
             {
                 "id": d.id,
@@ -121,8 +149,11 @@ def sweeps(docs: list[RunRecord]) -> list[dict[str, Any]]:
                 "test_name": d.test_name,
                 "status": d.status,
                 "error": d.error_message,
-                "sweep": stored_sweep(d.details.sweep) or sweep_stats(levels, slo),
+                "sweep": sweep,
                 "precision": level_precision(d),
+                # a run whose levels store a reservoir sample of their records (core.request_records)
+                "request_records": d.doc["details"].get("request_records"),
+                "records_file": request_records.sidecar_rel(d.data_path, d.doc),
             }
         )
     return sorted(
@@ -142,15 +173,23 @@ def level_precision(doc: RunRecord) -> dict[int, dict[str, Any]]:
         return {int(r.level): r.model_dump(exclude_unset=True) for r in rec}
     out = {}
     for lv in d.samples.levels or []:
-        e2e = [r.e2e_ms for r in lv.requests if r.ok]
         out[int(lv.level)] = {
             "metric": "e2e_ms",
             "target_rel": None,
             "n": len(lv.requests),
-            "half_width_rel": st.ci95_half_width_rel(e2e),
+            "half_width_rel": st.ci95_half_width_rel(
+                [r.e2e_ms for r in lv.requests if r.ok]
+            ),
             "met": None,
             "stop_reason": "fixed_count",
         }
+    if any(lv.sampled for lv in d.samples.levels or []):
+        # the records are a sample: the level's count and its E2E spread are the summary's, over all
+        for row in (sweep_of(d) or {}).get("levels") or []:
+            out[int(row["level"])].update(
+                n=row["requests"],
+                half_width_rel=st.ci95_half_width_rel_of(row["e2e_ms"]),
+            )
     return out
 
 
@@ -364,22 +403,30 @@ def _load_levels(r: RunRecord) -> list[dict[str, Any]]:
 
 
 def _from_all_records(
-    r: RunRecord, levels: list[dict[str, Any]]
+    r: RunRecord,
+    levels: list[dict[str, Any]],
+    compute: Callable[[list[dict[str, Any]]], dict[str, Any]],
+    stored: Any,
 ) -> dict[str, Any] | None:
-    """A sampled run's statistics recomputed by today's arithmetic from its full records (the sidecar,
-    core.request_records), or its stored summary when it kept none: never from the sample."""
+    """A sampled run's statistics recomputed by today's arithmetic (``compute`` over its levels) from its
+    full records (the sidecar, core.request_records), or ``stored`` (what the run computed from all its
+    requests) when it kept none: never from the sample."""
     from core import request_records
-    from core.kinds import load_stats
     from core.paths import project_root
 
-    stored = r.details.summary
     if request_records.full_file(r.doc) is None or r.spec is None:
         return stored if isinstance(stored, dict) and stored.get("levels") else None
     full = request_records.load_full(project_root() / r.path, r.doc)
-    spec = r.spec
+    return compute([{**lv, "requests": recs} for lv, recs in zip(levels, full)])
+
+
+def _load_summary(r: RunRecord, levels: list[dict[str, Any]]) -> dict[str, Any]:
+    from core.kinds import load_stats
+
+    spec: Any = r.spec  # a load or capacity test (core.kinds.load)
     capacity = r.test_kind == "capacity"
     return load_stats.sweep_summary(
-        [{**lv, "requests": recs} for lv, recs in zip(levels, full)],
+        levels,
         spec.slo,
         spec.profile,
         grid=spec.levels if capacity else None,
@@ -409,17 +456,11 @@ def load_results(docs: list[RunRecord], latest: bool = True) -> list[dict[str, A
         if summary is None and any(lv.get("sampled") for lv in levels):
             # stored records are a sample: today's figures come from every record (kept beside the
             # artifact) or, without them, stay as the run computed them from all requests
-            summary = _from_all_records(r, levels)
-        if summary is None and spec is not None and r.samples.levels:
-            capacity = r.test_kind == "capacity"
-            summary = load_stats.sweep_summary(
-                levels,
-                spec.slo,
-                spec.profile,
-                grid=spec.levels if capacity else None,
-                confidence=spec.look_confidence() if capacity else None,
-                steady_state=spec.steady_state,
+            summary = _from_all_records(
+                r, levels, partial(_load_summary, r), r.details.summary
             )
+        if summary is None and spec is not None and r.samples.levels:
+            summary = _load_summary(r, levels)
         if summary is None or spec is None:
             continue
         search = getattr(r.details, "search", None)

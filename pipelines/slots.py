@@ -31,6 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from core import stats
 from core.errors import ConfigError
+from core.kinds.request_stats import request_rates
 from core.paths import data_dir, relpath
 from core.yamlio import load_yaml, pydantic_error_line
 from pipelines.runs import latest_per_key
@@ -100,25 +101,47 @@ class RoleSlots:
     reason: str = ""
 
 
-def _level(run: Any, level: int) -> Any | None:
-    return next((lv for lv in run.samples.levels or [] if int(lv.level) == level), None)
+@dataclass(frozen=True)
+class LevelFigures:
+    """What the slot plan reads of one level, over every request it sent: the level's summary (the
+    run's sweep, pipelines.serving.sweep_of: stored when it ran, from all requests, even where the
+    artifact keeps only a sample of them, core.request_records)."""
+
+    requests: int
+    agg_tps: float | None  # wall-clock aggregate output t/s
+    p95_ms: float | None  # p95 E2E of the successful requests
+    rates: Any  # per-request generation rates: their samples, or (n, mean, stddev)
 
 
-def _rates(lv: Any) -> list[float]:
-    return [
-        float(r.output_tokens) * 1000.0 / float(r.e2e_ms)
-        for r in lv.requests
-        if r.ok and r.output_tokens and r.e2e_ms
-    ]
+def _level(run: Any, level: int) -> LevelFigures | None:
+    from pipelines import serving
+
+    lv = next((x for x in run.samples.levels or [] if int(x.level) == level), None)
+    sweep = serving.sweep_of(run) if lv is not None else None
+    row = next(
+        (x for x in (sweep or {}).get("levels") or [] if int(x["level"]) == level),
+        None,
+    )
+    if lv is None or row is None:
+        return None
+    rates = row.get("request_tps")  # absent: a run measured before it was stored
+    if rates is None:
+        rates = request_rates(r.model_dump() for r in lv.requests)
+    return LevelFigures(
+        row["requests"], row["aggregate_tps"], row["e2e_ms"]["p95"], rates
+    )
 
 
-def _e2e(lv: Any) -> list[float]:
-    return [float(r.e2e_ms) for r in lv.requests if r.ok and r.e2e_ms is not None]
-
-
-def _agg(lv: Any) -> float | None:
-    toks = sum(int(r.output_tokens or 0) for r in lv.requests if r.ok)
-    return toks / lv.wall_s if lv.wall_s else None
+def _compare(base: Any, cand: Any) -> stats.Comparison:
+    """Candidate's per-request rate against the baseline's: from the samples where both levels have
+    them, else from their summaries (the same ratio, CI95 and verdict)."""
+    if isinstance(base, list) and isinstance(cand, list):
+        return stats.compare(base, cand, True)
+    return stats.compare_summaries(
+        base if isinstance(base, dict) else stats.moments(base),
+        cand if isinstance(cand, dict) else stats.moments(cand),
+        True,
+    )
 
 
 def hosts(plan: SlotsFile, docs: list[Any]) -> list[str]:
@@ -156,7 +179,7 @@ def role_slots(plan: SlotsFile, docs: list[Any], host_id: str) -> list[RoleSlots
             out.append(rs)
             continue
         alone = _level(rs.baseline, 1)
-        base_p95 = stats.percentile(_e2e(alone), 95) if alone is not None else None
+        base_p95 = alone.p95_ms if alone is not None else None
         levels = [int(x) for x in rs.baseline.test_param("levels", [])]
         for k in [x for x in levels if x > 1]:
             run = by_slots.get(k)
@@ -170,7 +193,7 @@ def role_slots(plan: SlotsFile, docs: list[Any], host_id: str) -> list[RoleSlots
             if lv is None or blv is None:
                 rs.missing.append(f"-np {k}: no level of {k} clients in both runs")
                 continue
-            c = stats.compare(_rates(blv), _rates(lv), True)
+            c = _compare(blv.rates, lv.rates)
             cd = c.to_dict()
             gain = (
                 None
@@ -182,18 +205,18 @@ def role_slots(plan: SlotsFile, docs: list[Any], host_id: str) -> list[RoleSlots
                     "verdict": cd.get("verdict"),
                 }
             )
-            p95 = stats.percentile(_e2e(lv), 95)
+            p95 = lv.p95_ms
             mult = p95 / base_p95 if p95 is not None and base_p95 else None
             pt = SlotPoint(
                 k,
                 run,
-                _agg(lv),
-                _agg(blv),
+                lv.agg_tps,
+                blv.agg_tps,
                 gain,
                 p95,
                 base_p95,
                 mult,
-                n=len(lv.requests),
+                n=lv.requests,
             )
             gain_ok = (
                 gain is not None

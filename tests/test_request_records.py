@@ -113,7 +113,7 @@ def test_bound_keeps_k_of_n_per_level_and_says_so():
 
 
 def test_bound_leaves_other_kinds_and_small_levels_alone():
-    doc = _doc([30], kind="concurrency")
+    doc = _doc([30], kind="serve")
     assert request_records.bound(doc, request_records.RecordPolicy(kept=5)) == (
         doc,
         None,

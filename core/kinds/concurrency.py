@@ -14,7 +14,13 @@ from pydantic import Field, field_validator
 
 from core.kinds import register
 from core.kinds.base import Kind, Samples, Shape
-from core.kinds.request import RequestDetails, RequestRecord, RequestWorkload
+from core.kinds.request import (
+    RequestDetails,
+    RequestRecord,
+    RequestRecordsRecord,
+    RequestWorkload,
+    SampledRecord,
+)
 
 
 class ConcurrencyTest(RequestWorkload):
@@ -59,6 +65,11 @@ class LevelRecord(Shape):
         None,
         description="Batches of `rounds` per client sent one after another (repeat to a precision).",
     )
+    sampled: SampledRecord | None = Field(
+        None,
+        description="Set when the level sent more requests than a level stores (the matrix's requests_kept): "
+        "which were kept (core.request_records). Absent: every request is here.",
+    )
 
 
 class ConcurrencySamples(Samples):
@@ -72,6 +83,10 @@ class ConcurrencyDetails(RequestDetails):
         description="The sweep's figures as the run computed them "
         "(core.kinds.request_stats.sweep_stats, versioned; recomputed from the "
         "samples where older).",
+    )
+    request_records: RequestRecordsRecord | None = Field(
+        None,
+        description="How many request records the artifact stores of those sent; absent: all of them.",
     )
 
 

@@ -33,7 +33,12 @@ from pydantic import Field, field_validator, model_validator
 
 from core.kinds import register
 from core.kinds.base import Kind, Samples, Shape, TestSpec
-from core.kinds.request import RequestDetails, RequestRecord
+from core.kinds.request import (
+    RequestDetails,
+    RequestRecord,
+    RequestRecordsRecord,
+    SampledRecord,
+)
 from core.kinds.workload import Slo, Workload
 
 OPEN_LOOP = ("constant", "poisson", "gamma", "trace")
@@ -257,21 +262,6 @@ class LoadRequestRecord(RequestRecord):
     output_tokens_requested: int | None = None
 
 
-class SampledRecord(Shape):
-    """A level whose request records were bounded (core.request_records): ``kept`` of ``of`` stored."""
-
-    kept: int = Field(..., description="Request records stored at this level.")
-    of: int = Field(
-        ...,
-        description="Requests the level sent (every statistic is over all of them).",
-    )
-    seed: int = Field(
-        ...,
-        description="random.Random seed of the reservoir (the test's seed + the level's index).",
-    )
-    method: str = Field(..., description="How they were chosen.")
-
-
 class LoadLevel(Shape):
     """One level of a load profile: its requests (every one, or a seeded reservoir sample of them: ``sampled``),
     the client's own overhead, the server's counters."""
@@ -321,37 +311,6 @@ class LoadSloRecord(Shape):
     tpot_ms: float | None = None
     e2e_ms: float | None = None
     confidence: float | None = None
-
-
-class RequestRecordsFile(Shape):
-    """The full request records written beside the artifact (gzip-compressed JSON lines, one a request,
-    each with its ``level_index``)."""
-
-    file: str = Field(
-        ...,
-        pattern=r"^[^/\\.][^/\\]*\.requests\.jsonl\.gz$",
-        description="File name, beside the artifact.",
-    )
-    sha256: str = Field(
-        ..., pattern=r"^[0-9a-f]{64}$", description="sha256 of the file's bytes."
-    )
-    records: int = Field(..., ge=0, description="Lines (requests) in it.")
-    bytes: int = Field(..., ge=0, description="Its size.")
-
-
-class RequestRecordsRecord(Shape):
-    """How the run's request records were stored (core.request_records)."""
-
-    limit: int = Field(
-        ..., description="Most request records a level stores (requests_kept)."
-    )
-    kept: int = Field(..., description="Records stored in the artifact, all levels.")
-    of: int = Field(..., description="Requests sent, all levels.")
-    sampled: bool = Field(..., description="Whether any level stores a sample.")
-    full: RequestRecordsFile | None = Field(
-        None,
-        description="Every record, beside the artifact (keep_all_requests), when a level was sampled.",
-    )
 
 
 class LoadDetails(RequestDetails):

@@ -244,3 +244,50 @@ class RequestDetails(Details):
         "absent without them.",
     )
     warmup_requests: int | None = None
+
+
+# -- request records bounded in the artifact (core.request_records): load, capacity, concurrency --
+class SampledRecord(Shape):
+    """A level whose request records were bounded (core.request_records): ``kept`` of ``of`` stored."""
+
+    kept: int = Field(..., description="Request records stored at this level.")
+    of: int = Field(
+        ...,
+        description="Requests the level sent (every statistic is over all of them).",
+    )
+    seed: int = Field(
+        ...,
+        description="random.Random seed of the reservoir (the test's seed + the level's index).",
+    )
+    method: str = Field(..., description="How they were chosen.")
+
+
+class RequestRecordsFile(Shape):
+    """The full request records written beside the artifact (gzip-compressed JSON lines, one a request,
+    each with its ``level_index``)."""
+
+    file: str = Field(
+        ...,
+        pattern=r"^[^/\\.][^/\\]*\.requests\.jsonl\.gz$",
+        description="File name, beside the artifact.",
+    )
+    sha256: str = Field(
+        ..., pattern=r"^[0-9a-f]{64}$", description="sha256 of the file's bytes."
+    )
+    records: int = Field(..., ge=0, description="Lines (requests) in it.")
+    bytes: int = Field(..., ge=0, description="Its size.")
+
+
+class RequestRecordsRecord(Shape):
+    """How the run's request records were stored (core.request_records)."""
+
+    limit: int = Field(
+        ..., description="Most request records a level stores (requests_kept)."
+    )
+    kept: int = Field(..., description="Records stored in the artifact, all levels.")
+    of: int = Field(..., description="Requests sent, all levels.")
+    sampled: bool = Field(..., description="Whether any level stores a sample.")
+    full: RequestRecordsFile | None = Field(
+        None,
+        description="Every record, beside the artifact (keep_all_requests), when a level was sampled.",
+    )

@@ -160,7 +160,21 @@ def level_stats(
         "goodput_rps": met / wall if wall else None,
         "meets_slo": bool(n) and met / n >= slo.attainment,
         "effective_parallelism": batched_parallelism(ok, batches),
+        # totals and moments the readers of a level need beside the figures above, over every request,
+        # so a level whose records were bounded (core.request_records) is read from here, not its sample
+        "prompt_tokens": sum(int(r.get("prompt_tokens") or 0) for r in ok),
+        "request_tps": stats.moments(request_rates(ok)),
     }
+
+
+def request_rates(records: Iterable[dict[str, Any]]) -> list[float]:
+    """Each successful request's own generation rate: output tokens / its end-to-end time (tokens/s);
+    in a closed loop a level's aggregate is its clients times their mean (pipelines.slots)."""
+    return [
+        float(r["output_tokens"]) * 1000.0 / float(r["e2e_ms"])
+        for r in records
+        if r.get("ok") and r.get("output_tokens") and r.get("e2e_ms")
+    ]
 
 
 def _ratio(a: float | None, b: float | None) -> float | None:
@@ -222,6 +236,9 @@ def sweep_stats(levels: Sequence[dict[str, Any]], slo: Slo) -> dict[str, Any]:
 # Bumped whenever sweep_stats computes anything differently: a sweep stored by a run with another
 # version is recomputed from its samples (2: parallelism per batch of a repeat-to-precision level).
 SWEEP_STATS_VERSION = 2
+#: A level's keys added without changing any figure (totals for readers of a bounded level): a stored
+#: sweep without them is still today's; a reader that needs one takes it from the records instead.
+ADDED_LEVEL_KEYS = frozenset({"prompt_tokens", "request_tps"})
 
 
 def serialised(rows: Sequence[dict[str, Any]], threshold: float = 1.25) -> bool | None:
@@ -253,7 +270,7 @@ def _shape() -> tuple[frozenset[str], frozenset[str], frozenset[str]]:
     }
     sw = sweep_stats([{"level": 1, "wall_s": 1.0, "requests": [rec]}], Slo())
     lv = sw["levels"][0]
-    return frozenset(sw), frozenset(lv), frozenset(lv["e2e_ms"])
+    return frozenset(sw), frozenset(lv) - ADDED_LEVEL_KEYS, frozenset(lv["e2e_ms"])
 
 
 def stored_sweep(stored: Any) -> dict[str, Any] | None:

@@ -948,6 +948,23 @@ class RunRecord(ArtifactRecord):
             else []
         )
 
+    def _sweep_totals(self) -> list[dict[str, Any]] | None:
+        """A concurrency run's per-level totals as it stored them (``details.sweep``, computed from every
+        request before its records were bounded, core.request_records), one row per stored level; None
+        when the sweep lacks them (a run measured before they were stored: its records are all there)."""
+        sweep = getattr(self.details, "sweep", None)
+        rows = sweep.get("levels") if isinstance(sweep, dict) else None
+        keys = ("level", "output_tokens", "prompt_tokens", "requests", "wall_s")
+        if not isinstance(rows, list) or not all(
+            isinstance(r, dict) and all(k in r for k in keys) for r in rows
+        ):
+            return None
+        if sorted(float(r["level"]) for r in rows) != sorted(
+            float(lv.level) for lv in self.samples.levels or []
+        ):
+            return None
+        return rows
+
     def generation(self) -> dict[str, Any]:
         """What this run generated in its timed part (warm-ups left out): output tokens, the seconds
         spent producing them, prompt tokens processed, and how the time was counted.
@@ -984,12 +1001,21 @@ class RunRecord(ArtifactRecord):
                 )
             return out
         if kind == "concurrency":
-            for level in samples.levels or []:
-                ok = [r for r in level.requests if r.ok]
-                out["tokens"] += sum(int(r.output_tokens or 0) for r in ok)
-                out["prompt_tokens"] += sum(int(r.prompt_tokens or 0) for r in ok)
-                out["requests"] += len(level.requests)
-                out["seconds"] += float(level.wall_s or 0.0)
+            # the run's sweep, over every request (its records may be a sample), where it holds the totals
+            totals = self._sweep_totals()
+            if totals is not None:
+                for row in totals:
+                    out["tokens"] += int(row["output_tokens"] or 0)
+                    out["prompt_tokens"] += int(row["prompt_tokens"] or 0)
+                    out["requests"] += int(row["requests"] or 0)
+                    out["seconds"] += float(row["wall_s"] or 0.0)
+            else:
+                for level in samples.levels or []:
+                    ok = [r for r in level.requests if r.ok]
+                    out["tokens"] += sum(int(r.output_tokens or 0) for r in ok)
+                    out["prompt_tokens"] += sum(int(r.prompt_tokens or 0) for r in ok)
+                    out["requests"] += len(level.requests)
+                    out["seconds"] += float(level.wall_s or 0.0)
             out["time"] = "wall time of each concurrency level"
             return out
         lists = {

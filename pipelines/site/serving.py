@@ -20,10 +20,12 @@ from pipelines import backends as backend_cmp
 from pipelines import serving, traffic
 from pipelines.site import charts, engines, figures
 from pipelines.site.markdown import (
+    ROOT,
     SYNTHETIC_BADGE,
     admonition,
     cell,
     code,
+    data_url,
     endpoint_badge,
     fold,
     link,
@@ -200,6 +202,25 @@ def level_table(sw: dict[str, Any]) -> str:
             ]
         )
     return table(headers, rows, ["r"] * 13 + ["l", "l"])
+
+
+def records_line(sw: dict[str, Any]) -> str:
+    """What a sweep's artifact stores of its request records where its levels keep a reservoir sample
+    (core.request_records): k of n, every figure over all n, and the link to every record when kept."""
+    rr = sw.get("request_records") or {}
+    if not rr.get("sampled"):
+        return ""
+    of = f"{int(rr['of']):,}"
+    full = sw.get("records_file")
+    return (
+        f"Request records: {int(rr['kept']):,} of {of} stored in the artifact (a seeded reservoir sample "
+        f"per level); every figure here is over all {of}"
+        + (
+            f"; every record: {link('JSON lines, gzip', ROOT + data_url(full))}."
+            if full
+            else "."
+        )
+    )
 
 
 def _level_precision(p: dict[str, Any] | None) -> str:
@@ -709,6 +730,9 @@ def serving_page(docs: list[RunRecord]) -> str:
                     f"{cell(pk.metric.unit)} <small>({detail})</small>.",
                     "",
                 ]
+            stored = records_line(sw)
+            if stored:
+                out += [stored, ""]
             for line in serving.finding(sw):
                 out += [f"- {cell(line)}"]
             out += ["", level_table(sw), ""]

@@ -93,12 +93,12 @@ class MatrixFile(BaseModel):
         1000,
         ge=1,
         le=1_000_000,
-        description="Load and capacity tests: most request records an artifact stores per level, chosen by "
-        "a seeded reservoir (every statistic is still over all requests; the level says k of n).",
+        description="Load, capacity and concurrency tests: most request records an artifact stores per level, "
+        "chosen by a seeded reservoir (every statistic is still over all requests; the level says k of n).",
     )
     keep_all_requests: bool = Field(
         False,
-        description="Load and capacity tests: when a level was sampled, write every request record beside "
+        description="Load, capacity and concurrency tests: when a level was sampled, write every request record beside "
         "the artifact (<artifact>.requests.jsonl.gz, its sha256 in the artifact).",
     )
     settings: dict[str, Any] = Field(
