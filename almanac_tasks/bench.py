@@ -36,9 +36,9 @@ from almanac_tasks.shell import run
         "account": "Slurm account to charge (sbatch --account).",
         "workdir": "Slurm: a folder every node sees (project snapshot, each node's data; default: the cache dir).",
         "python": "Slurm: the project's Python on the nodes (default: this Python); Kubernetes: in the image.",
-        "requests_kept": "Load/capacity tests: most request records an artifact stores per level "
+        "requests_kept": "Load/capacity/concurrency tests: most request records an artifact stores per level "
         "(a seeded reservoir; default: the matrix's requests_kept, 1000).",
-        "keep_all_requests": "Load/capacity tests: write every request record of a sampled level beside the "
+        "keep_all_requests": "Load/capacity/concurrency tests: write every request record of a sampled level beside the "
         "artifact (<artifact>.requests.jsonl.gz).",
         "emit_manifest": "Kubernetes (--scheduler k8s): write one Job manifest per (node, matrix) into this "
         "folder (generate only; the default when --scheduler k8s).",
