@@ -152,13 +152,20 @@ def sweeps(docs: list[RunRecord]) -> list[dict[str, Any]]:
                 "sweep": sweep,
                 "precision": level_precision(d),
                 # a run whose levels store a reservoir sample of their records (core.request_records)
-                "request_records": d.doc["details"].get("request_records"),
+                "request_records": _records_of(d),
                 "records_file": request_records.sidecar_rel(d.data_path, d.doc),
             }
         )
     return sorted(
         out, key=lambda r: (r["host"], r["model"], r["endpoint"], r["test_name"])
     )
+
+
+def _records_of(d: RunRecord) -> dict[str, Any] | None:
+    """How the run stored its request records (the kind's ``details.request_records``), as a dict; None
+    for a run that never bounded them."""
+    rr = getattr(d.details, "request_records", None)
+    return rr.model_dump() if rr is not None else None
 
 
 def level_precision(doc: RunRecord) -> dict[int, dict[str, Any]]:
