@@ -1127,13 +1127,7 @@ def measured_speedups(
     if not opt.settings:
         return []
     fx = _facts(runs)
-    by_key: dict[str, RunRecord] = {}
-    for r in fx.records:
-        if r.ok and (
-            r.key not in by_key
-            or (r.created, r.id) > (by_key[r.key].created, by_key[r.key].id)
-        ):
-            by_key[r.key] = r
+    by_key = fx.newest_ok_by_key
     mine = [
         g
         for g in fx.groups_of(base.host_id)

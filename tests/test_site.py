@@ -344,6 +344,51 @@ def test_tables_become_html_as_markdown_would_write_them():
     assert markdown.tables_to_html(unsure, link_resolver("x.md", "x/")) == unsure
 
 
+def test_a_page_over_its_budget_cuts_its_longest_tables_and_says_so():
+    """No page over 1 MB: past the page budget the longest tables (those with downloads) keep their first
+    rows and say how many are left out; a short table, a table without downloads and a page within its
+    budget are left whole, and the downloads still hold every row."""
+    from pipelines.site.hooks import link_resolver
+
+    markdown.reset_tables()
+    long_rows = [
+        [markdown.cell(f"host-{i:04d}"), markdown.num(i, 0)] for i in range(2000)
+    ]
+    short_rows = long_rows[:30]
+    page = (
+        "# P\n\n"
+        + markdown.table(["host", "n"], long_rows, ["l", "r"])
+        + "\n\n"
+        + markdown.table(["host", "n"], short_rows, ["l", "r"])
+        + "\n\n"
+        + markdown.table(["host", "n"], long_rows, ["l", "r"], downloads=False)
+        + "\n"
+    )
+    href = link_resolver("p.md", "p/")
+    stash: list[str] = []
+    text = markdown.tables_to_html(page, href, stash)
+    whole = list(stash)
+    budget = len(text) + sum(map(len, stash)) - len(stash[0]) // 2
+    assert markdown.fit_page(text, stash, budget) == [0]
+    assert len(text) + sum(map(len, stash)) <= budget + 200  # the note's few bytes
+    kept = stash[0].count("<tr>") - 1
+    assert markdown.MIN_SHOWN_ROWS <= kept < 2000
+    assert stash[0].startswith(
+        whole[0][: whole[0].index("host-0005")]
+    )  # the first rows, in order
+    assert f"The first {kept:,} of 2,000 rows are shown" in stash[0]
+    assert (
+        "host-1999" not in stash[0] and "host-1999" in stash[2]
+    )  # no downloads: not cut
+    assert stash[1:] == whole[1:]
+    assert any(len(rows) == 2000 for _, rows in markdown.table_files().values())
+    again = list(whole)
+    assert markdown.fit_page(text, again, len(text) + sum(map(len, whole))) == []
+    assert again == whole
+    # charts and text alone over the budget: cutting tables would not make the page fit
+    assert markdown.fit_page(text, list(whole), len(text) - 1) == []
+
+
 def test_a_table_placeholder_is_replaced_wherever_it_lands():
     """The build holds each table out of Markdown behind a placeholder; Markdown leaves it in a <p> of its
     own, or as it is inside raw HTML (a <details> without md_in_html) or a list item: each gets its table."""

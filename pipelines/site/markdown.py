@@ -511,3 +511,72 @@ def put_tables(html_text: str, stash: list[str]) -> str:
         if stash
         else html_text
     )
+
+
+# -- a page's weight: no page over 1 MB, however large the fleet -----------------------------
+# A page shows the answer first: every table is written in its order of importance (rank, newest,
+# largest), so when a page's content would pass PAGE_BUDGET bytes its longest tables keep their first
+# rows and say how many are left out; the CSV and JSON downloads under each still hold every row.
+# Only tables that have downloads are cut, and only as far as needed; charts and prose are not.
+PAGE_BUDGET = 900_000  # bytes of a page's content: with the theme around it, a page stays under 1 MB
+MIN_SHOWN_ROWS = 20  # a cut table keeps at least this many rows
+_WITH_DOWNLOADS = re.compile(rf'{TABLE_TOKEN}(\d+)\n\s*<p class="almanac-downloads">')
+_ROW_END = "\n</tr>"
+
+
+def _cut_rows(table_html: str, max_bytes: int) -> str:
+    """``table_html`` (what ``_table_html`` writes) with only as many of its first body rows as fit in
+    ``max_bytes`` (at least MIN_SHOWN_ROWS), followed by a line saying what was left out."""
+    start = table_html.find("<tbody>\n")
+    end = table_html.rfind("\n</tbody>")
+    if start < 0 or end < 0:
+        return table_html
+    body_at = start + len("<tbody>\n")
+    ends = [m.end() for m in re.finditer(re.escape(_ROW_END), table_html[body_at:end])]
+    room = max_bytes - (len(table_html) - (end - body_at))
+    keep = MIN_SHOWN_ROWS
+    while keep < len(ends) and ends[keep] <= room:
+        keep += 1
+    if keep >= len(ends):
+        return table_html
+    shown = table_html[: body_at + ends[keep - 1]] + table_html[end:]
+    return (
+        shown
+        + f'\n<p class="almanac-cut">The first {keep:,} of {len(ends):,} rows are shown (a page stays under '
+        f"1 MB); the CSV and JSON downloads below hold all {len(ends):,}.</p>"
+    )
+
+
+def fit_page(text: str, stash: list[str], budget: int = PAGE_BUDGET) -> list[int]:
+    """Cut the longest tables held in ``stash`` (``tables_to_html``'s, for the page ``text``) so that the
+    page's content fits in ``budget`` bytes; returns the stash places of the tables cut (empty: the page
+    fits as it is). The cut is even: every table over one common size is cut to it
+    (the largest size that fits), so a short table is never cut for a long one. A page whose charts and
+    text alone pass the budget is left as it is (cutting its tables would not make it fit)."""
+    total = len(text) + sum(map(len, stash))
+    if total <= budget:
+        return []
+    cuttable = sorted(
+        {int(m.group(1)) for m in _WITH_DOWNLOADS.finditer(text)}
+        & {i for i, s in enumerate(stash) if s.startswith("<table>")}
+    )
+    sizes = sorted(len(stash[i]) for i in cuttable)
+    room = budget - (total - sum(sizes))
+    if room <= 0 or not sizes:
+        return []
+    # the common size C: tables under C stay whole, each one over it is cut to C
+    cap, left = 0, room
+    for k, s in enumerate(sizes):
+        share = left // (len(sizes) - k)
+        if s > share:
+            cap = share
+            break
+        left -= s
+    else:
+        return []
+    cut = []
+    for i in cuttable:
+        if len(stash[i]) > cap:
+            stash[i] = _cut_rows(stash[i], cap)
+            cut.append(i)
+    return cut
