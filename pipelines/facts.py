@@ -338,12 +338,13 @@ class Facts:
             self.groups[k] = Group(k, runs, self)
         self._group_of = {r.id: g for g in self.groups.values() for r in g.runs}
         self.by_work: dict[str, list[Group]] = {}
-        self._by_host: dict[
-            str, list[Group]
-        ] = {}  # a host's groups, for groups_of(host_id)
+        # a host's groups and a test's, for groups_of(host_id) and groups_of(test=...)
+        self._by_host: dict[str, list[Group]] = {}
+        self._by_test: dict[str, list[Group]] = {}
         for g in self.groups.values():
             self.by_work.setdefault(g.work_key, []).append(g)
             self._by_host.setdefault(g.host_id, []).append(g)
+            self._by_test.setdefault(g.test, []).append(g)
         self.reference_work = {
             r.work_key for r in recs if r.ok and r.matrix_name == REFERENCE_MATRIX
         }
@@ -383,7 +384,11 @@ class Facts:
         # one host's groups from the host index (pages ask per host: a scan of the fleet's groups each time
         # made the per-host pages quadratic in the fleet)
         pool = (
-            self.groups.values() if host_id is None else self._by_host.get(host_id, [])
+            self._by_host.get(host_id, [])
+            if host_id is not None
+            else self._by_test.get(test, [])
+            if test is not None
+            else self.groups.values()
         )
         for g in pool:
             if model is not None and g.model != model:
