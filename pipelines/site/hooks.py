@@ -103,10 +103,8 @@ def on_page_markdown(text: str, page: Any, **_: Any) -> str:
         text, link_resolver(page.file.src_uri, page.url), page._almanac_tables
     )
     text = markdown.hold_figures(text, page._almanac_tables)
-    markdown.fit_page(
-        text, page._almanac_tables
-    )  # no page over 1 MB: its longest tables keep their first rows
-    return text
+    # no page over 1 MB: past its budget a page's longest tables keep their first rows
+    return markdown.fit_page(text, page._almanac_tables)
 
 
 def on_page_content(html: str, page: Any, **_: Any) -> str:
