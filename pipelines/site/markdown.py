@@ -519,7 +519,7 @@ def put_tables(html_text: str, stash: list[str]) -> str:
 # rows and say how many are left out; the CSV and JSON downloads under each still hold every row.
 # Only tables that have downloads are cut, and only as far as needed; charts and prose are not.
 PAGE_BUDGET = 850_000  # bytes of a page's content: with the theme around it, a page stays under 1 MB
-MIN_SHOWN_ROWS = 20  # a cut table keeps at least this many rows
+MIN_SHOWN_ROWS = 10  # a cut table keeps at least this many rows
 MD_TO_HTML = 1.5  # a pipe table left to Markdown grows about this much as HTML (tags around each cell)
 _WITH_DOWNLOADS = re.compile(rf'{TABLE_TOKEN}(\d+)\n\s*<p class="almanac-downloads">')
 _MD_WITH_DOWNLOADS = re.compile(
