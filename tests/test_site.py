@@ -723,3 +723,24 @@ def test_rebase_links_moves_relative_targets_only():
         f"[d]({markdown.ROOT}data/x.json) [e](../methodology.md#s)"
     )
     assert markdown.rebase_links(md, 0) == md
+
+
+def test_a_page_with_a_section_per_host_shows_the_most_recent_hosts_and_says_so():
+    """Projections and the go/no-go gates keep a section per host: past PAGE_HOSTS hosts the page shows the
+    most recently measured ones, in the page's own order, and one line saying how many were left out."""
+    from pipelines.site import per_host
+
+    n = per_host.PAGE_HOSTS
+    few = [f"h{i:03d}" for i in range(n)]
+    assert per_host.page_hosts(few, []) == (few, "")
+    hosts = [f"h{i:03d}" for i in range(n + 5)]
+    # h000..h004 measured longest ago, the others later
+    runs = [
+        {"created": f"2026-11-{1 + min(i, 5):02d}T00:00:00Z", "host": {"id": h}}
+        for i, h in enumerate(hosts)
+    ]
+    shown, note = per_host.page_hosts(hosts, runs)
+    assert shown == hosts[5:]
+    assert note.startswith(
+        f"The {n} most recently measured of {n + 5:,} hosts are shown"
+    )
