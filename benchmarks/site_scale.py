@@ -38,7 +38,12 @@ reference configurations) is added and the rebuild timed (the validation cache w
 
     python benchmarks/site_scale.py --mode fleet --every-kind --hosts 500 --sizes 100000 --incremental
 
-Run the measurements on a quiet machine (flock -x /tmp/almanac-cpu.lock ...).
+``--builds`` picks the builds to time (default ``cold,warm``); with ``--scratch`` and ``--reuse`` a size
+can be generated once (``--generate-only``, outside the lock) and its builds timed over several short calls
+(``--builds cold``, ``--builds warm``, ``--builds "" --incremental``: each call reuses the validation cache
+the last one left). Each build records the load average before and after it.
+
+Run the measurements on a quiet machine (flock -w 3600 /tmp/almanac-measure.lock ...).
 """
 
 from __future__ import annotations

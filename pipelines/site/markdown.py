@@ -185,8 +185,9 @@ def table(
     """A Markdown table. Cells must already be rendered (cell(), num(), link()).
 
     Followed by CSV and JSON downloads of every row (``downloads=False`` for a table that is
-    itself a few facts). Every row is on the page, never a "first N of M": a table longer than
-    ``max_rows`` (default ``MAX_INLINE_ROWS``) folds, its summary saying how many rows it holds."""
+    itself a few facts). A table longer than ``max_rows`` (default ``MAX_INLINE_ROWS``) folds, its
+    summary saying how many rows it holds; every row is on the page unless the page would pass its
+    budget (``fit_page``: then its longest tables show their first rows and say so, the downloads hold all)."""
     rows = list(rows)
     align = align or ["l"] * len(headers)
     sep = {"l": ":--", "r": "--:", "c": ":-:"}
