@@ -392,6 +392,17 @@ def test_a_page_over_its_budget_cuts_its_longest_tables_and_says_so():
     assert markdown.fit_page(text, again, 2 * size) == text and again == whole
     # charts and text alone over the budget: cutting tables would not make the page fit
     assert markdown.fit_page(text, list(whole), 1000) == text
+    # so many tables that their first rows alone pass the budget: each keeps fewer rows, and the page fits
+    many = "\n\n".join(
+        markdown.table(["host", "n"], long_rows[:100], ["l", "r"]) for _ in range(60)
+    )
+    stash = []
+    text = markdown.tables_to_html(many, link_resolver("p.md", "p/"), stash)
+    budget = len(text) + 60 * 600  # room for a few rows each, not for ten
+    out = markdown.fit_page(text, stash, budget)
+    assert len(out) + sum(map(len, stash)) <= budget
+    shown = [t.count("<tr>") - 1 for t in stash]
+    assert all(1 <= k < markdown.MIN_SHOWN_ROWS for k in shown)
 
 
 def test_a_table_placeholder_is_replaced_wherever_it_lands():

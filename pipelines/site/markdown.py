@@ -536,15 +536,15 @@ def _cut_note(keep: int, n: int) -> str:
     )
 
 
-def _keep(ends: list[int], room: float) -> int:
+def _keep(ends: list[int], room: float, least: int) -> int:
     """How many of the first rows (ending at ``ends``) fit in ``room`` bytes: at least MIN_SHOWN_ROWS."""
-    keep = MIN_SHOWN_ROWS
+    keep = least
     while keep < len(ends) and ends[keep] <= room:
         keep += 1
     return keep
 
 
-def _cut_rows(table_html: str, max_bytes: float) -> str:
+def _cut_rows(table_html: str, max_bytes: float, least: int = MIN_SHOWN_ROWS) -> str:
     """``table_html`` (what ``_table_html`` writes) with only as many of its first body rows as fit in
     ``max_bytes`` (at least MIN_SHOWN_ROWS), followed by a line saying what was left out."""
     start = table_html.find("<tbody>\n")
@@ -553,7 +553,8 @@ def _cut_rows(table_html: str, max_bytes: float) -> str:
         return table_html
     body_at = start + len("<tbody>\n")
     ends = [m.end() for m in re.finditer(re.escape(_ROW_END), table_html[body_at:end])]
-    keep = _keep(ends, max_bytes - (len(table_html) - (end - body_at)))
+    note = len(_cut_note(len(ends), len(ends))) + 1  # the line saying so counts too
+    keep = _keep(ends, max_bytes - (len(table_html) - (end - body_at)) - note, least)
     if keep >= len(ends):
         return table_html
     return (
@@ -564,7 +565,7 @@ def _cut_rows(table_html: str, max_bytes: float) -> str:
     )
 
 
-def _cut_md_rows(block: str, max_bytes: float) -> str:
+def _cut_md_rows(block: str, max_bytes: float, least: int = MIN_SHOWN_ROWS) -> str:
     """A pipe table (left to Markdown) cut the same way: its first rows, then the line saying so."""
     lines = block.rstrip("\n").split("\n")
     head, rows = lines[:2], lines[2:]
@@ -572,18 +573,24 @@ def _cut_md_rows(block: str, max_bytes: float) -> str:
     for ln in rows:
         at += int((len(ln) + 1) * MD_TO_HTML)
         ends.append(at)
-    keep = _keep(ends, max_bytes - MD_TO_HTML * sum(len(h) + 1 for h in head))
+    note = len(_cut_note(len(rows), len(rows))) + 2
+    keep = _keep(
+        ends, max_bytes - MD_TO_HTML * sum(len(h) + 1 for h in head) - note, least
+    )
     if keep >= len(rows):
         return block
     return "\n".join(head + rows[:keep]) + "\n\n" + _cut_note(keep, len(rows)) + "\n"
 
 
-def fit_page(text: str, stash: list[str], budget: int = PAGE_BUDGET) -> str:
+def fit_page(
+    text: str, stash: list[str], budget: int = PAGE_BUDGET, least: int = MIN_SHOWN_ROWS
+) -> str:
     """The page ``text`` (with ``tables_to_html``'s tables held in ``stash``) cut to fit in ``budget``
     bytes: its longest tables keep their first rows (held tables are cut in ``stash``, tables left to
     Markdown in the text returned). The cut is even: every table over one common size is cut to it (the
-    largest size that fits), so a short table is never cut for a long one. A page that fits is returned as
-    it is, and so is a page whose charts and text alone pass the budget (cutting tables would not help)."""
+    largest size that fits), so a short table is never cut for a long one; each keeps at least ``least``
+    rows, or a single row where so many tables' first rows alone would pass the budget. A page that fits is
+    returned as it is, and so is a page whose charts and text alone pass the budget (cutting would not help)."""
     md_tables = list(_MD_WITH_DOWNLOADS.finditer(text))
     total = (
         len(text)
@@ -613,10 +620,19 @@ def fit_page(text: str, stash: list[str], budget: int = PAGE_BUDGET) -> str:
         left -= size
     else:
         return text
+    cut, out = list(stash), text
     for i in held:
         if len(stash[i]) > cap:
-            stash[i] = _cut_rows(stash[i], cap)
+            cut[i] = _cut_rows(stash[i], cap, least)
     for m in reversed(md_tables):
         if MD_TO_HTML * len(m.group(0)) > cap:
-            text = text[: m.start()] + _cut_md_rows(m.group(0), cap) + text[m.end() :]
-    return text
+            out = (
+                out[: m.start()] + _cut_md_rows(m.group(0), cap, least) + out[m.end() :]
+            )
+    over = len(out) + sum(map(len, cut)) > budget
+    if (
+        over and least > 1
+    ):  # many tables: their first rows alone pass the budget, so each keeps fewer
+        return fit_page(text, stash, budget, 1)
+    stash[:] = cut
+    return out
