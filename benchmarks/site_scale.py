@@ -38,7 +38,12 @@ reference configurations) is added and the rebuild timed (the validation cache w
 
     python benchmarks/site_scale.py --mode fleet --every-kind --hosts 500 --sizes 100000 --incremental
 
-Run the measurements on a quiet machine (flock -x /tmp/almanac-cpu.lock ...).
+``--builds`` picks the builds to time (default ``cold,warm``); with ``--scratch`` and ``--reuse`` a size
+can be generated once (``--generate-only``, outside the lock) and its builds timed over several short calls
+(``--builds cold``, ``--builds warm``, ``--builds "" --incremental``: each call reuses the validation cache
+the last one left). Each build records the load average before and after it.
+
+Run the measurements on a quiet machine (flock -w 3600 /tmp/almanac-measure.lock ...).
 """
 
 from __future__ import annotations
@@ -530,6 +535,9 @@ def build(data: Path, out: Path, cache: Path) -> dict[str, Any]:
         DISABLE_MKDOCS_2_WARNING="true",
         NO_MKDOCS_2_WARNING="1",
     )
+    load = (
+        os.getloadavg()
+    )  # how busy the machine was as the build started (1, 5, 15 minutes)
     wall, peak, proc = timed(
         [sys.executable, "-m", "invoke", "site.build", "--output", str(out)], env, ROOT
     )
@@ -537,9 +545,11 @@ def build(data: Path, out: Path, cache: Path) -> dict[str, Any]:
         raise SystemExit(f"site build failed at {data}:\n{proc.stderr[-3000:]}")
     return {
         "seconds": round(wall, 2),
-        "cpu_s": round(timed.cpu, 2),
+        "cpu_s": round(timed.cpu, 2),  # type: ignore[attr-defined]
         "peak_mib": round(peak / 2**20, 1),
-    }  # type: ignore[attr-defined]
+        "load_before": [round(x, 2) for x in load],
+        "load_after": [round(x, 2) for x in os.getloadavg()],
+    }
 
 
 def all_noop(data: Path, cache: Path, out: Path) -> dict[str, Any]:
@@ -560,8 +570,8 @@ def all_noop(data: Path, cache: Path, out: Path) -> dict[str, Any]:
     )
     return {
         "seconds": round(wall, 2),
-        "cpu_s": round(timed.cpu, 2),
-        "peak_mib": round(peak / 2**20, 1),  # type: ignore[attr-defined]
+        "cpu_s": round(timed.cpu, 2),  # type: ignore[attr-defined]
+        "peak_mib": round(peak / 2**20, 1),
         "bench": measured,
     }
 
@@ -615,11 +625,22 @@ def main() -> None:
         help="write the data folders into --scratch and stop "
         "(then measure them with --reuse under the exclusive lock, generation left outside it)",
     )
+    ap.add_argument(
+        "--builds",
+        default="cold,warm",
+        help="which builds to time, in order (cold: an empty validation cache; warm: the cache the last "
+        "build left); split them over several calls with --scratch and --reuse to keep each call short",
+    )
     args = ap.parse_args()
+    builds = [b.strip() for b in args.builds.split(",") if b.strip()]
+    bad = [b for b in builds if b not in ("cold", "warm")]
+    if bad:
+        ap.error(f"--builds: unknown build(s) {', '.join(bad)} (known: cold, warm)")
     sizes = [int(x) for x in args.sizes.split(",") if x.strip()]
     scratch = Path(args.scratch or tempfile.mkdtemp(prefix="almanac-scale-"))
     base = committed()
     results: dict[str, Any] = {
+        "command": "python " + " ".join(sys.argv),
         "mode": args.mode,
         "committed_artifacts": len(base),
         "cpu_count": os.cpu_count(),
@@ -647,42 +668,49 @@ def main() -> None:
                 continue
             os.sync()  # the generated files on disk before timing: no writeback competes with the build
             cache = scratch / f"cache-{n}"
-            shutil.rmtree(cache, ignore_errors=True)
             site = scratch / f"site-{n}"
-            cold = build(data, site, cache)
-            warm = build(data, site, cache)
-            row = {
-                "artifacts": written,
-                "generated_s": round(gen, 1),
-                "cold": cold,
-                "warm": warm,
-                **page_sizes(site),
-            }
+            row: dict[str, Any] = {"artifacts": written, "generated_s": round(gen, 1)}
+            for kind in builds:
+                if kind == "cold":
+                    shutil.rmtree(cache, ignore_errors=True)
+                row[kind] = build(data, site, cache)
+                print(
+                    f"N={written:>6}: {kind} {row[kind]['seconds']:.2f} s (cpu {row[kind]['cpu_s']:.1f} s), "
+                    f"{row[kind]['peak_mib']:.1f} MiB peak",
+                    flush=True,
+                )
+            if builds:
+                row.update(page_sizes(site))
             if args.incremental:
-                for rel, doc in new_host_reference(base, args.hosts):
+                added = new_host_reference(base, args.hosts)
+                for rel, doc in added:
                     artifacts.write(data / rel, doc)
                 os.sync()
-                row["incremental"] = build(data, site, cache)
+                try:
+                    row["incremental"] = build(data, site, cache)
+                finally:  # the data folder as it was: a reused folder measures the same set next time
+                    for rel, _doc in added:
+                        (data / rel).unlink(missing_ok=True)
+                row.setdefault("largest_pages", page_sizes(site)["largest_pages"])
                 print(
                     f"N={written:>6}: after one more host's reference run, rebuild "
                     f"{row['incremental']['seconds']:.2f} s (cpu {row['incremental']['cpu_s']:.1f} s)",
                     flush=True,
                 )
             results["sizes"].append(row)
-            print(
-                f"N={written:>6}: cold {cold['seconds']:6.2f} s (cpu {cold['cpu_s']:.1f} s), "
-                f"{cold['peak_mib']:7.1f} MiB peak; "
-                f"warm {warm['seconds']:6.2f} s (cpu {warm['cpu_s']:.1f} s), {warm['peak_mib']:7.1f} MiB; largest page "
-                f"{row['largest_pages'][0]['page']} {row['largest_pages'][0]['bytes'] / 1024:.0f} KiB; largest table "
-                f"{(row['largest_tables'] or [{'bytes': 0}])[0]['bytes'] / 1024:.0f} KiB; "
-                f"site {row['site_bytes'] / 2**20:.1f} MiB "
-                f"({row['site_bytes_without_data_mirror'] / 2**20:.1f} MiB without the data mirror)",
-                flush=True,
-            )
+            if "site_bytes" in row:
+                print(
+                    f"N={written:>6}: largest page {row['largest_pages'][0]['page']} "
+                    f"{row['largest_pages'][0]['bytes'] / 1024:.0f} KiB; largest table "
+                    f"{(row['largest_tables'] or [{'bytes': 0}])[0]['bytes'] / 1024:.0f} KiB; "
+                    f"site {row['site_bytes'] / 2**20:.1f} MiB "
+                    f"({row['site_bytes_without_data_mirror'] / 2**20:.1f} MiB without the data mirror)",
+                    flush=True,
+                )
             shutil.rmtree(site, ignore_errors=True)
         if len(results["sizes"]) >= 2:
             a, b = results["sizes"][0], results["sizes"][-1]
-            for k in ("cold", "warm"):
+            for k in (k for k in ("cold", "warm") if k in a and k in b):
                 per = (
                     (b[k]["seconds"] - a[k]["seconds"])
                     / (b["artifacts"] - a["artifacts"])

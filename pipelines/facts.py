@@ -338,13 +338,30 @@ class Facts:
             self.groups[k] = Group(k, runs, self)
         self._group_of = {r.id: g for g in self.groups.values() for r in g.runs}
         self.by_work: dict[str, list[Group]] = {}
+        # a host's groups and a test's, for groups_of(host_id) and groups_of(test=...)
+        self._by_host: dict[str, list[Group]] = {}
+        self._by_test: dict[str, list[Group]] = {}
         for g in self.groups.values():
             self.by_work.setdefault(g.work_key, []).append(g)
+            self._by_host.setdefault(g.host_id, []).append(g)
+            self._by_test.setdefault(g.test, []).append(g)
         self.reference_work = {
             r.work_key for r in recs if r.ok and r.matrix_name == REFERENCE_MATRIX
         }
 
     # -- lookups ------------------------------------------------------------------------------
+    @cached_property
+    def newest_ok_by_key(self) -> dict[str, RunRecord]:
+        """Each configuration key's newest ok run (by created, then id)."""
+        by_key: dict[str, RunRecord] = {}
+        for r in self.records:
+            if r.ok and (
+                r.key not in by_key
+                or (r.created, r.id) > (by_key[r.key].created, by_key[r.key].id)
+            ):
+                by_key[r.key] = r
+        return by_key
+
     def group_of(self, run: RunRecord | str) -> Group | None:
         """The group a run belongs to (by record or id); None for a failed or unknown run."""
         return self._group_of.get(run if isinstance(run, str) else run.id)
@@ -364,9 +381,16 @@ class Facts:
         backend: str | None = None,
     ) -> list[Group]:
         out = []
-        for g in self.groups.values():
-            if host_id is not None and g.host_id != host_id:
-                continue
+        # one host's groups from the host index (pages ask per host: a scan of the fleet's groups each time
+        # made the per-host pages quadratic in the fleet)
+        pool = (
+            self._by_host.get(host_id, [])
+            if host_id is not None
+            else self._by_test.get(test, [])
+            if test is not None
+            else self.groups.values()
+        )
+        for g in pool:
             if model is not None and g.model != model:
                 continue
             if test is not None and g.test != test:

@@ -41,6 +41,7 @@ from core.paths import data_dir, relpath
 from core.records.decision import DecisionRecord, artifact_path, new_decision, signature
 from core.records.quality import QualityRecord, as_quality
 from core.records.run import RunRecord, as_record
+from pipelines.memo import per_set
 
 QUANTITIES = (
     "ratio",
@@ -257,19 +258,62 @@ def _realises(requested: dict[str, Any], settings: dict[str, Any]) -> bool:
     return all(requested.get(k) == v for k, v in settings.items())
 
 
-def find_pair(
-    gate: Gate, opt_settings: dict[str, Any], runs: list[Any], host_id: str
-) -> tuple[Any, Any, str | None]:
-    """(candidate, baseline, problem) run records of a run-based gate on one host."""
+@dataclass(frozen=True)
+class Current:
+    """The newest run of each configuration (pipelines.runs.latest_per_key) by host, the ok ones by key, and
+    the newest quality run of each configuration by host: what every gate of every host looks in, made once
+    per set (a gate looks at its own host's runs, not at the fleet's)."""
+
+    runs_by_host: dict[str, list[Any]]
+    ok_by_key: dict[str, Any]
+    quality_by_host: dict[str, list[Any]]
+
+
+@per_set
+def _current_runs(runs: list[Any]) -> tuple[dict[str, list[Any]], dict[str, Any]]:
     from pipelines.runs import latest_per_key
 
-    current = [as_record(d) for d in latest_per_key(runs)]
+    by_host: dict[str, list[Any]] = {}
+    ok_by_key: dict[str, Any] = {}
+    for r in map(as_record, latest_per_key(runs)):
+        by_host.setdefault(r.host_id, []).append(r)
+        if r.ok:
+            ok_by_key.setdefault(r.key, r)
+    return by_host, ok_by_key
+
+
+@per_set
+def _current_quality(quality_docs: list[Any]) -> dict[str, list[Any]]:
+    from pipelines.quality import latest_per_key
+
+    by_host: dict[str, list[Any]] = {}
+    for d in latest_per_key([as_quality(q) for q in quality_docs]):
+        by_host.setdefault(d.host_id, []).append(d)
+    return by_host
+
+
+def current(runs: list[Any], quality_docs: list[Any]) -> Current:
+    return Current(*_current_runs(runs), _current_quality(quality_docs))
+
+
+def find_pair(
+    gate: Gate,
+    opt_settings: dict[str, Any],
+    runs: list[Any],
+    host_id: str,
+    cur: Current | None = None,
+) -> tuple[Any, Any, str | None]:
+    """(candidate, baseline, problem) run records of a run-based gate on one host (``cur``: the set's
+    Current, when the caller has it)."""
+    by_host, ok_by_key = (
+        (cur.runs_by_host, cur.ok_by_key) if cur else _current_runs(runs)
+    )
+    here = by_host.get(host_id, [])
     pins = {**opt_settings, **gate.settings}
     cands = [
         r
-        for r in current
+        for r in here
         if r.ok
-        and r.host_id == host_id
         and r.model_name == gate.model
         and r.test_name == gate.test
         and (gate.matrix is None or r.matrix_name == gate.matrix)
@@ -291,10 +335,9 @@ def find_pair(
         want = {**cand.requested, **gate.baseline}
         same = [
             r
-            for r in current
+            for r in here
             if r.ok
             and r.key != cand.key
-            and r.host_id == host_id
             and r.model_sha256 == cand.model_sha256
             and r.backend_name == cand.backend_name
             and r.test_definition == cand.test_definition
@@ -302,7 +345,7 @@ def find_pair(
         ]
         base = max(same, key=lambda r: (r.created, r.id)) if same else None
     if base is None and cand.baseline_key and cand.baseline_key != cand.key:
-        base = next((r for r in current if r.key == cand.baseline_key and r.ok), None)
+        base = ok_by_key.get(cand.baseline_key)
     if base is None and gate.quantity != "value":
         return (
             cand,
@@ -335,10 +378,11 @@ def evaluate_gate(
     runs: list[RunRecord],
     quality_docs: list[QualityRecord],
     host_id: str,
+    cur: Current | None = None,
 ) -> GateResult:
     if gate.quantity == "quality_delta":
-        return _quality_gate(gate, opt_settings, quality_docs, host_id)
-    cand, base, problem = find_pair(gate, opt_settings, runs, host_id)
+        return _quality_gate(gate, opt_settings, quality_docs, host_id, cur)
+    cand, base, problem = find_pair(gate, opt_settings, runs, host_id, cur)
     if problem:
         return GateResult(
             gate,
@@ -421,14 +465,15 @@ def _quality_gate(
     opt_settings: dict[str, Any],
     quality_docs: list[QualityRecord],
     host_id: str,
+    cur: Current | None = None,
 ) -> GateResult:
-    from pipelines.quality import latest_per_key, output_settings
+    from pipelines.quality import output_settings
 
+    by_host = cur.quality_by_host if cur else _current_quality(quality_docs)
     docs = [
         d
-        for d in latest_per_key([as_quality(q) for q in quality_docs])
+        for d in by_host.get(host_id, [])
         if d.ok
-        and d.host_id == host_id
         and d.model_name == gate.model
         and d.suite_name == gate.suite
         and (d.prompt_style or "chat") == gate.prompt_style
@@ -499,11 +544,12 @@ def evaluate(
     catalogue: Any, runs: list[Any], quality_docs: list[QualityRecord], host_id: str
 ) -> list[OptimizationGates]:
     """Every optimization that declares gates, its gates evaluated on one host."""
+    cur = current(runs, quality_docs)
     return [
         OptimizationGates(
             o,
             [
-                evaluate_gate(g, o.settings, runs, quality_docs, host_id)
+                evaluate_gate(g, o.settings, runs, quality_docs, host_id, cur)
                 for g in o.gates
             ],
         )

@@ -86,8 +86,9 @@ def build_labels(builds: list[tuple[str, dict[str, Any]]]) -> list[str]:
         {
             k
             for idents in by_text.values()
-            for i in idents
-            for k in i
+            for k in {
+                k for i in idents for k in i
+            }  # each key once per group (was once per row)
             if not _same([x.get(k) for x in idents])
         }
     )

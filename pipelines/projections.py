@@ -68,6 +68,7 @@ from pipelines import facts as facts_mod
 from pipelines import gates as gates_mod
 from pipelines.facts import Facts, Figure, Group
 from pipelines.gates import Gate
+from pipelines.memo import per_set
 from pipelines.memory import (
     HYBRID_ARCHITECTURES,
     RECURRENT_ARCHITECTURES,
@@ -383,6 +384,18 @@ def file_digest(path: Path) -> str:
 
 
 # -- attributes and applicability ----------------------------------------------------------------
+@per_set
+def _by_vocab(all_runs: list[RunRecord]) -> dict[str, list[tuple[str, Any]]]:
+    """Vocabulary digest -> (model name, model bytes) of every run with it: the draft models a run's
+    model could use, found without a scan of every run per baseline."""
+    out: dict[str, list[tuple[str, Any]]] = {}
+    for d in map(as_record, all_runs):
+        v = d.gguf.get("vocab_sha256")
+        if v:
+            out.setdefault(v, []).append((d.model_name, d.model_size_bytes))
+    return out
+
+
 def run_attributes(doc: RunRecord, all_runs: list[RunRecord]) -> dict[str, Any]:
     """Model and host attributes of a run that applicability rules test."""
     rec = as_record(doc)
@@ -392,12 +405,9 @@ def run_attributes(doc: RunRecord, all_runs: list[RunRecord]) -> dict[str, Any]:
     vocab = g.get("vocab_sha256")
     drafts = sorted(
         {
-            d.model_name
-            for d in map(as_record, all_runs)
-            if vocab
-            and d.model_name != rec.model_name
-            and d.gguf.get("vocab_sha256") == vocab
-            and d.model_size_bytes < rec.model_size_bytes
+            name
+            for name, size in (_by_vocab(all_runs).get(vocab, []) if vocab else [])
+            if name != rec.model_name and size < rec.model_size_bytes
         }
     )
     point = decode_point(rec)
@@ -1127,13 +1137,7 @@ def measured_speedups(
     if not opt.settings:
         return []
     fx = _facts(runs)
-    by_key: dict[str, RunRecord] = {}
-    for r in fx.records:
-        if r.ok and (
-            r.key not in by_key
-            or (r.created, r.id) > (by_key[r.key].created, by_key[r.key].id)
-        ):
-            by_key[r.key] = r
+    by_key = fx.newest_ok_by_key
     mine = [
         g
         for g in fx.groups_of(base.host_id)

@@ -346,6 +346,67 @@ def test_tables_become_html_as_markdown_would_write_them():
     assert markdown.tables_to_html(unsure, link_resolver("x.md", "x/")) == unsure
 
 
+def test_a_page_over_its_budget_cuts_its_longest_tables_and_says_so():
+    """No page over 1 MB: past the page budget the longest tables with downloads (held as HTML, or left to
+    Markdown) keep their first rows and say how many are left out; a short table, a table without downloads
+    and a page within its budget are left whole, and the downloads still hold every row."""
+    from pipelines.site.hooks import link_resolver
+
+    markdown.reset_tables()
+    long_rows = [
+        [markdown.cell(f"host-{i:04d}"), markdown.num(i, 0)] for i in range(2000)
+    ]
+    # a bracket in a cell leaves the table to Markdown (tables_to_html is not sure of it)
+    md_rows = [[f"md-{i:04d}", f"{i} [{i}, {i + 1}]"] for i in range(2000)]
+    page = "\n\n".join(
+        [
+            "# P",
+            markdown.table(["host", "n"], long_rows, ["l", "r"]),
+            markdown.table(["host", "n"], long_rows[:30], ["l", "r"]),
+            markdown.table(["host", "n"], long_rows, ["l", "r"], downloads=False),
+            markdown.table(["what", "n [CI95]"], md_rows, ["l", "r"]),
+        ]
+    )
+    stash: list[str] = []
+    text = markdown.tables_to_html(page, link_resolver("p.md", "p/"), stash)
+    whole = list(stash)
+    assert len(stash) == 3 and "md-1999" in text  # the bracketed table stayed Markdown
+    size = len(text) + sum(map(len, stash))
+    budget = size - len(stash[0]) // 2
+    out = markdown.fit_page(text, stash, budget)
+    assert len(out) + sum(map(len, stash)) <= budget
+    kept = stash[0].count("<tr>") - 1
+    assert markdown.MIN_SHOWN_ROWS <= kept < 2000
+    assert stash[0].startswith(
+        whole[0][: whole[0].index("host-0005")]
+    )  # the first rows, in order
+    assert f"The first {kept:,} of 2,000 rows are shown" in stash[0]
+    assert (
+        "host-1999" not in stash[0] and "host-1999" in stash[2]
+    )  # no downloads: not cut
+    assert stash[1:] == whole[1:]
+    assert "md-0000" in out and "md-1999" not in out
+    assert re.search(
+        r"The first [\d,]+ of 2,000 rows are shown", out.split("md-0000")[1]
+    )
+    assert sum(len(rows) == 2000 for _, rows in markdown.table_files().values()) == 2
+    again = list(whole)
+    assert markdown.fit_page(text, again, 2 * size) == text and again == whole
+    # charts and text alone over the budget: cutting tables would not make the page fit
+    assert markdown.fit_page(text, list(whole), 1000) == text
+    # so many tables that their first rows alone pass the budget: each keeps fewer rows, and the page fits
+    many = "\n\n".join(
+        markdown.table(["host", "n"], long_rows[:100], ["l", "r"]) for _ in range(60)
+    )
+    stash = []
+    text = markdown.tables_to_html(many, link_resolver("p.md", "p/"), stash)
+    budget = len(text) + 60 * 600  # room for a few rows each, not for ten
+    out = markdown.fit_page(text, stash, budget)
+    assert len(out) + sum(map(len, stash)) <= budget
+    shown = [t.count("<tr>") - 1 for t in stash]
+    assert all(1 <= k < markdown.MIN_SHOWN_ROWS for k in shown)
+
+
 def test_a_table_placeholder_is_replaced_wherever_it_lands():
     """The build holds each table out of Markdown behind a placeholder; Markdown leaves it in a <p> of its
     own, or as it is inside raw HTML (a <details> without md_in_html) or a list item: each gets its table."""
@@ -675,3 +736,24 @@ def test_rebase_links_moves_relative_targets_only():
         f"[d]({markdown.ROOT}data/x.json) [e](../methodology.md#s)"
     )
     assert markdown.rebase_links(md, 0) == md
+
+
+def test_a_page_with_a_section_per_host_shows_the_most_recent_hosts_and_says_so():
+    """Projections and the go/no-go gates keep a section per host: past PAGE_HOSTS hosts the page shows the
+    most recently measured ones, in the page's own order, and one line saying how many were left out."""
+    from pipelines.site import per_host
+
+    n = per_host.PAGE_HOSTS
+    few = [f"h{i:03d}" for i in range(n)]
+    assert per_host.page_hosts(few, []) == (few, "")
+    hosts = [f"h{i:03d}" for i in range(n + 5)]
+    # h000..h004 measured longest ago, the others later
+    runs = [
+        {"created": f"2026-11-{1 + min(i, 5):02d}T00:00:00Z", "host": {"id": h}}
+        for i, h in enumerate(hosts)
+    ]
+    shown, note = per_host.page_hosts(hosts, runs)
+    assert shown == hosts[5:]
+    assert note.startswith(
+        f"The {n} most recently measured of {n + 5:,} hosts are shown"
+    )

@@ -10,6 +10,7 @@ from core.records.quality import QualityRecord
 from core.records.run import RunRecord
 from pipelines import gates as gates_mod
 from pipelines.site.markdown import cell, code, link, num, run_link, table
+from pipelines.site.per_host import page_hosts
 
 VERDICT_STYLE = {
     "GO": "verified",
@@ -97,7 +98,14 @@ def gates_section(
             ),
             "",
         ]
-    for host in hosts:
+    shown, note = page_hosts(hosts, runs)
+    if note:
+        out += [
+            f"{note} `invoke gates` checks every host's gates and records the decisions in "
+            "`data/decisions/`, published with the [open data](open-data.md).",
+            "",
+        ]
+    for host in shown:
         out += [f"### On {code(host)}", ""]
         rows = []
         for og in gates_mod.evaluate(catalogue, runs, quality_docs, host):

@@ -402,6 +402,9 @@ def build_to_build_section(
 HISTORY_CHARTS = 20  # configurations charted over time on the History page (the newest)
 
 
+CHARTED = 100  # configurations charted over time on the History page, the most recently measured first
+
+
 def history_page(docs: list[RunRecord]) -> str:
     from pipelines import facts as facts_mod
     from pipelines.site import figures
@@ -474,7 +477,14 @@ def history_page(docs: list[RunRecord]) -> str:
             "",
         ]
         multi = sorted(multi, key=lambda s: s.points[-1].created, reverse=True)
-        for s in multi:
+        if len(multi) > CHARTED:
+            out += [
+                f"The {CHARTED} most recently measured are charted here; the other {len(multi) - CHARTED:,} "
+                "are not (a page stays under 1 MB): every result of every configuration is a row of the "
+                "[open data](open-data.md)'s index, and each host's runs are in the [runs browser](runs/index.md).",
+                "",
+            ]
+        for s in multi[:CHARTED]:
             out.append(
                 fold(
                     f"{s.model} · {s.test} · {s.backend} · {labels.get(s.host_id, s.host_id)} · "

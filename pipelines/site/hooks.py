@@ -32,6 +32,7 @@ from pipelines.site import browser, markdown
 
 def on_pre_build(config: Any, **_: Any) -> None:
     markdown.reset_tables()
+    _WRITTEN.clear()
     try:
         dataset.freeze()
     except ArtifactErrors as exc:  # bad artifacts: one line each (the count last when several), no page built
@@ -98,12 +99,17 @@ def link_resolver(src_uri: str, page_url: str) -> Any:
 @event_priority(
     -50
 )  # after mkdocs-macros has rendered the page, before Markdown converts it
-def on_page_markdown(text: str, page: Any, **_: Any) -> str:
+def on_page_markdown(text: str, page: Any, config: Any, **_: Any) -> str:
     page._almanac_tables = []  # the page's tables as HTML, put back in on_page_content
     text = markdown.tables_to_html(
         text, link_resolver(page.file.src_uri, page.url), page._almanac_tables
     )
-    return markdown.hold_figures(text, page._almanac_tables)
+    text = markdown.hold_figures(text, page._almanac_tables)
+    # the page's table downloads written now (the site folder is cleaned before the first page): a fleet's
+    # tables held until the end of the build were a large part of its peak memory
+    write_tables(Path(config["site_dir"]))
+    # no page over 1 MB: past its budget a page's longest tables keep their first rows
+    return markdown.fit_page(text, page._almanac_tables)
 
 
 def on_page_content(html: str, page: Any, **_: Any) -> str:
@@ -213,8 +219,20 @@ def publish(site: Path, ds: dataset.Dataset) -> dict[str, int]:
     for schema in sorted(schema_dir().glob("*.json")):
         (site / "schema").mkdir(parents=True, exist_ok=True)
         shutil.copyfile(schema, site / "schema" / schema.name)
-    tables = markdown.table_files()
-    for digest, (headers, cells) in tables.items():
+    write_tables(site)
+    return {"artifacts": len(ds.files), "tables": len(_WRITTEN)}
+
+
+_WRITTEN: set[str] = (
+    set()
+)  # digests of the tables whose downloads this build has written
+
+
+def write_tables(site: Path) -> None:
+    """Write the CSV and JSON download of every table registered since the last call, and let them go."""
+    for digest, (headers, cells) in markdown.table_files().items():
+        if digest in _WRITTEN:  # the same rows on another page: the same files
+            continue
         # links inside a download are relative to the site root (data/runs/...)
         _write(
             site / "tables" / f"{digest}.csv",
@@ -224,7 +242,8 @@ def publish(site: Path, ds: dataset.Dataset) -> dict[str, int]:
             site / "tables" / f"{digest}.json",
             markdown.table_json(headers, cells).replace(markdown.ROOT, ""),
         )
-    return {"artifacts": len(ds.files), "tables": len(tables)}
+        _WRITTEN.add(digest)
+    markdown.reset_tables()
 
 
 def on_post_build(config: Any, **_: Any) -> None:

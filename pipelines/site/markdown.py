@@ -197,8 +197,9 @@ def table(
     """A Markdown table. Cells must already be rendered (cell(), num(), link()).
 
     Followed by CSV and JSON downloads of every row (``downloads=False`` for a table that is
-    itself a few facts). Every row is on the page, never a "first N of M": a table longer than
-    ``max_rows`` (default ``MAX_INLINE_ROWS``) folds, its summary saying how many rows it holds."""
+    itself a few facts). A table longer than ``max_rows`` (default ``MAX_INLINE_ROWS``) folds, its
+    summary saying how many rows it holds; every row is on the page unless the page would pass its
+    budget (``fit_page``: then its longest tables show their first rows and say so, the downloads hold all)."""
     rows = list(rows)
     align = align or ["l"] * len(headers)
     sep = {"l": ":--", "r": "--:", "c": ":-:"}
@@ -529,3 +530,127 @@ def put_tables(html_text: str, stash: list[str]) -> str:
         if stash
         else html_text
     )
+
+
+# -- a page's weight: no page over 1 MB, however large the fleet -----------------------------
+# A page shows the answer first: every table is written in its order of importance (rank, newest,
+# largest), so when a page's content would pass PAGE_BUDGET bytes its longest tables keep their first
+# rows and say how many are left out; the CSV and JSON downloads under each still hold every row.
+# Only tables that have downloads are cut, and only as far as needed; charts and prose are not.
+PAGE_BUDGET = 850_000  # bytes of a page's content: with the theme around it, a page stays under 1 MB
+MIN_SHOWN_ROWS = 10  # a cut table keeps at least this many rows
+MD_TO_HTML = 1.5  # a pipe table left to Markdown grows about this much as HTML (tags around each cell)
+_WITH_DOWNLOADS = re.compile(rf'{TABLE_TOKEN}(\d+)\n\s*<p class="almanac-downloads">')
+_MD_WITH_DOWNLOADS = re.compile(
+    _PIPE_TABLE.pattern + r'(?=\n*<p class="almanac-downloads">)', re.M
+)
+_ROW_END = "\n</tr>"
+
+
+def _cut_note(keep: int, n: int) -> str:
+    return (
+        f'<p class="almanac-cut">The first {keep:,} of {n:,} rows are shown (a page stays under 1 MB); '
+        f"the CSV and JSON downloads below hold all {n:,}.</p>"
+    )
+
+
+def _keep(ends: list[int], room: float, least: int) -> int:
+    """How many of the first rows (ending at ``ends``) fit in ``room`` bytes: at least MIN_SHOWN_ROWS."""
+    keep = least
+    while keep < len(ends) and ends[keep] <= room:
+        keep += 1
+    return keep
+
+
+def _cut_rows(table_html: str, max_bytes: float, least: int = MIN_SHOWN_ROWS) -> str:
+    """``table_html`` (what ``_table_html`` writes) with only as many of its first body rows as fit in
+    ``max_bytes`` (at least MIN_SHOWN_ROWS), followed by a line saying what was left out."""
+    start = table_html.find("<tbody>\n")
+    end = table_html.rfind("\n</tbody>")
+    if start < 0 or end < 0:
+        return table_html
+    body_at = start + len("<tbody>\n")
+    ends = [m.end() for m in re.finditer(re.escape(_ROW_END), table_html[body_at:end])]
+    note = len(_cut_note(len(ends), len(ends))) + 1  # the line saying so counts too
+    keep = _keep(ends, max_bytes - (len(table_html) - (end - body_at)) - note, least)
+    if keep >= len(ends):
+        return table_html
+    return (
+        table_html[: body_at + ends[keep - 1]]
+        + table_html[end:]
+        + "\n"
+        + _cut_note(keep, len(ends))
+    )
+
+
+def _cut_md_rows(block: str, max_bytes: float, least: int = MIN_SHOWN_ROWS) -> str:
+    """A pipe table (left to Markdown) cut the same way: its first rows, then the line saying so."""
+    lines = block.rstrip("\n").split("\n")
+    head, rows = lines[:2], lines[2:]
+    ends, at = [], 0
+    for ln in rows:
+        at += int((len(ln) + 1) * MD_TO_HTML)
+        ends.append(at)
+    note = len(_cut_note(len(rows), len(rows))) + 2
+    keep = _keep(
+        ends, max_bytes - MD_TO_HTML * sum(len(h) + 1 for h in head) - note, least
+    )
+    if keep >= len(rows):
+        return block
+    return "\n".join(head + rows[:keep]) + "\n\n" + _cut_note(keep, len(rows)) + "\n"
+
+
+def fit_page(
+    text: str, stash: list[str], budget: int = PAGE_BUDGET, least: int = MIN_SHOWN_ROWS
+) -> str:
+    """The page ``text`` (with ``tables_to_html``'s tables held in ``stash``) cut to fit in ``budget``
+    bytes: its longest tables keep their first rows (held tables are cut in ``stash``, tables left to
+    Markdown in the text returned). The cut is even: every table over one common size is cut to it (the
+    largest size that fits), so a short table is never cut for a long one; each keeps at least ``least``
+    rows, or a single row where so many tables' first rows alone would pass the budget. A page that fits is
+    returned as it is, and so is a page whose charts and text alone pass the budget (cutting would not help)."""
+    md_tables = list(_MD_WITH_DOWNLOADS.finditer(text))
+    total = (
+        len(text)
+        + sum(map(len, stash))
+        + (MD_TO_HTML - 1) * sum(len(m.group(0)) for m in md_tables)
+    )
+    if total <= budget:
+        return text
+    held = sorted(
+        {int(m.group(1)) for m in _WITH_DOWNLOADS.finditer(text)}
+        & {i for i, s in enumerate(stash) if s.startswith("<table>")}
+    )
+    sizes = sorted(
+        [float(len(stash[i])) for i in held]
+        + [MD_TO_HTML * len(m.group(0)) for m in md_tables]
+    )
+    room = budget - (total - sum(sizes))
+    if room <= 0 or not sizes:
+        return text
+    # the common size: tables under it stay whole, each one over it is cut to it
+    cap, left = 0.0, room
+    for k, size in enumerate(sizes):
+        share = left / (len(sizes) - k)
+        if size > share:
+            cap = share
+            break
+        left -= size
+    else:
+        return text
+    cut, out = list(stash), text
+    for i in held:
+        if len(stash[i]) > cap:
+            cut[i] = _cut_rows(stash[i], cap, least)
+    for m in reversed(md_tables):
+        if MD_TO_HTML * len(m.group(0)) > cap:
+            out = (
+                out[: m.start()] + _cut_md_rows(m.group(0), cap, least) + out[m.end() :]
+            )
+    over = len(out) + sum(map(len, cut)) > budget
+    if (
+        over and least > 1
+    ):  # many tables: their first rows alone pass the budget, so each keeps fewer
+        return fit_page(text, stash, budget, 1)
+    stash[:] = cut
+    return out

@@ -103,6 +103,31 @@ def _hosts_of(name: str) -> dict[str, list[Any]]:
     return dict(sorted(out.items()))
 
 
+PAGE_HOSTS = (
+    20  # a page with a section per host that does not split shows this many hosts
+)
+
+
+def page_hosts(hosts: list[str], runs: list[Any]) -> tuple[list[str], str]:
+    """The hosts a page with a section per host shows (in their order) and the line saying which were left
+    out ("" when none): past PAGE_HOSTS, the most recently measured (a page stays under 1 MB)."""
+    if len(hosts) <= PAGE_HOSTS:
+        return hosts, ""
+    from core.records.run import as_record
+
+    newest: dict[str, str] = {}
+    for r in map(as_record, runs):
+        if r.created > newest.get(r.host_id, ""):
+            newest[r.host_id] = r.created
+    keep = set(
+        sorted(hosts, key=lambda h: (newest.get(h, ""), h), reverse=True)[:PAGE_HOSTS]
+    )
+    return [h for h in hosts if h in keep], (
+        f"The {PAGE_HOSTS} most recently measured of {len(hosts):,} hosts are shown here (a page stays "
+        "under 1 MB)."
+    )
+
+
 def is_split(name: str) -> bool:
     return PAGES[name].always or len(hosts_of(name)) > SPLIT_ABOVE
 

@@ -624,16 +624,23 @@ def projections_page(runs: list[RunRecord], records: list[ProjectionRecord]) -> 
             "`data/usage_mix.yaml` on this host.",
         )
     from pipelines import dataset, hostnames
+    from pipelines.site.per_host import page_hosts
 
     history = proj.accuracy_history(records, runs)
     quality_docs = list(dataset.load().quality)
     labels = hostnames.labels(runs)
+    shown, note = page_hosts(hosts, runs)
     body = "\n".join(
         projections_host(
             proj.project(runs, catalogue, mix, h, quality_docs), history, labels.get(h)
         )
-        for h in hosts
+        for h in shown
     )
+    if note:
+        body = (
+            f"{note} Every host's projection is written by `invoke project` to `data/projections/` "
+            "and published with the [open data](open-data.md).\n\n" + body
+        )
     return body + "\n\n" + gates_page_section(catalogue, runs)
 
 

@@ -34,6 +34,7 @@ def render_like_site(md: str, src_uri: str = "page.md", url: str = "page/") -> s
     stash: list[str] = []
     text = markdown.tables_to_html(md, hooks.link_resolver(src_uri, url), stash)
     text = markdown.hold_figures(text, stash)
+    text = markdown.fit_page(text, stash)
     names, configs = _extensions()
     out = python_markdown.Markdown(extensions=names, extension_configs=configs).convert(
         text
