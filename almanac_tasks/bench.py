@@ -38,7 +38,8 @@ from almanac_tasks.shell import run
         "python": "Slurm: the project's Python on the nodes (default: this Python); Kubernetes: in the image.",
         "requests_kept": "Load/capacity/concurrency tests: most request records an artifact stores per level "
         "(a seeded reservoir; default: the matrix's requests_kept, 1000).",
-        "keep_all_requests": "Load/capacity/concurrency tests: write every request record of a sampled level beside the "
+        "keep_all_requests": "Load/capacity/concurrency tests: write every request record of a sampled level "
+        "beside the "
         "artifact (<artifact>.requests.jsonl.gz).",
         "emit_manifest": "Kubernetes (--scheduler k8s): write one Job manifest per (node, matrix) into this "
         "folder (generate only; the default when --scheduler k8s).",
