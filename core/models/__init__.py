@@ -1,0 +1,35 @@
+"""Artifact types declared once, as pydantic models.
+
+A type listed in ``MODELS`` is declared by its model alone: the writer builds the model and saves
+``model.dump()``, ``data/schema/<type>.v<N>.schema.json`` is generated from it by core/schema.py
+(``python -m core.schema``; fastjsonschema still validates every load from that file), and the
+record in core.records wraps the model (its fields are the model's).
+
+Converted: ``decision``, ``projection``. Still hand-written JSON Schema beside a dict-building
+writer: ``run`` (its per-kind part is generated from core.kinds), ``host``, ``noise``, ``quality``,
+``perplexity``.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from core.models.base import ArtifactModel
+
+#: artifact type -> "module:Class" of its model (imported when asked for)
+MODELS: dict[str, str] = {
+    "decision": "core.models.decision:Decision",
+    "projection": "core.models.projection:Projection",
+}
+
+
+def model_for(artifact: str) -> type[ArtifactModel] | None:
+    """The model that declares ``artifact``, or None for a type whose schema is hand-written."""
+    target = MODELS.get(artifact)
+    if target is None:
+        return None
+    module, _, name = target.partition(":")
+    cls: type[ArtifactModel] = getattr(importlib.import_module(module), name)
+    return cls
