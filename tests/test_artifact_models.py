@@ -18,6 +18,7 @@ from typing import Any
 
 import jsonschema
 import pytest
+from pydantic import ValidationError
 
 from core import artifacts, schema
 from core.errors import ArtifactError
@@ -293,8 +294,10 @@ def test_a_writer_refuses_what_the_schema_would_refuse():
         json.loads(_committed("decision")[0].read_text()),
         ("optimization", "catalogue", "decision", "gates"),
     )
+    with pytest.raises(ValidationError, match="surprise"):
+        new_decision(**args, surprise=1)  # an optional field the model does not declare
     args["gates"][0]["verdict"] = "PERHAPS"
-    with pytest.raises(Exception, match="verdict"):
+    with pytest.raises(ValidationError, match="verdict"):
         new_decision(**args)
 
 

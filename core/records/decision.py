@@ -29,8 +29,11 @@ def new_decision(
     catalogue: dict[str, Any],
     decision: str,
     gates: list[dict[str, Any]],
+    **optional: Any,
 ) -> dict[str, Any]:
-    """A decision artifact (the canonical dict written to disk), built as its model (core.models.decision)."""
+    """A decision artifact (the canonical dict written to disk), built as its model
+    (core.models.decision). ``optional``: the model's optional fields, by name (a name the model
+    does not declare is refused)."""
     from core import artifacts
 
     return Decision.model_validate(
@@ -49,6 +52,7 @@ def new_decision(
             "decision": decision,
             "rule": RULE,
             "gates": [dict(g) for g in gates],
+            **optional,
         }
     ).dump()
 

@@ -30,9 +30,11 @@ def new_projection(
     inputs: list[str],
     entries: list[dict[str, Any]],
     weighted: list[dict[str, Any]],
+    **optional: Any,
 ) -> dict[str, Any]:
     """A projection artifact (the canonical dict written to disk), built as its model
-    (core.models.projection)."""
+    (core.models.projection). ``optional``: the model's optional fields, by name (a name the
+    model does not declare is refused)."""
     from core import artifacts
 
     return Projection.model_validate(
@@ -49,6 +51,7 @@ def new_projection(
             "inputs": sorted(inputs),
             "entries": list(entries),
             "weighted": list(weighted),
+            **optional,
         }
     ).dump()
 
