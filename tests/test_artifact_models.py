@@ -332,3 +332,31 @@ def test_records_read_the_models_fields():
             assert part.get("not-there") is None
             with pytest.raises(KeyError):
                 part["not-there"]
+
+
+def test_the_oldest_committed_artifact_of_every_type_still_loads():
+    """Migration keeps working beside the models: of each artifact type, the committed files of the
+    oldest schema version there is load (migrated to the current version) and validate."""
+    oldest: dict[str, tuple[int, list[Path]]] = {}
+    for path in committed_paths(""):
+        if path.suffix != ".json" or path.parts[-3:-2] == ("schema",):
+            continue
+        doc = json.loads(path.read_text())
+        if (
+            not isinstance(doc, dict)
+            or doc.get("artifact") not in artifacts.ARTIFACT_TYPES
+        ):
+            continue
+        v, paths = oldest.get(doc["artifact"], (10**9, []))
+        if doc["schema_version"] < v:
+            oldest[doc["artifact"]] = (doc["schema_version"], [path])
+        elif doc["schema_version"] == v and len(paths) < 3:
+            paths.append(path)
+    assert set(CONVERTED) <= set(oldest)
+    for name, (_version, paths) in oldest.items():
+        for path in paths:
+            doc = artifacts.load(path)
+            assert doc["schema_version"] == artifacts.ARTIFACT_TYPES[name].version, path
+            model = model_for(name)
+            if model is not None:
+                model.check(doc, str(path))
