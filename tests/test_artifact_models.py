@@ -1,6 +1,6 @@
 """Artifact types declared once, as models (issue 28, Build item 1): core.models.
 
-For each converted type (``decision``, ``projection``): the committed schema file is what the model
+For each converted type (``decision``, ``projection``, ``host``): the committed schema file is what the model
 generates; it accepts every committed artifact and rejects what the hand-written schema it replaced
 rejected (kept in tests/fixtures/handwritten_schemas/); the writer builds the same bytes as the old
 dict-building writer did (its code is kept below as the reference); reading a committed artifact
@@ -28,13 +28,17 @@ from core.records.projection import ProjectionRecord, new_projection
 from tests.conftest import FIXTURES
 from tests.support.committed import committed_paths
 
-CONVERTED = ("decision", "projection")
-FOLDERS = {"decision": "decisions", "projection": "projections"}
+CONVERTED = ("decision", "projection", "host")
+FOLDERS = {"decision": "decisions", "projection": "projections", "host": "hosts"}
 HANDWRITTEN = FIXTURES / "handwritten_schemas"
 
 
 def _committed(artifact: str) -> list[Path]:
-    paths = [p for p in committed_paths(FOLDERS[artifact]) if p.suffix == ".json"]
+    paths = [
+        p
+        for p in committed_paths(FOLDERS[artifact])
+        if p.suffix == ".json" and json.loads(p.read_text()).get("artifact") == artifact
+    ]
     assert paths, f"no committed {artifact} artifact to test on"
     return paths
 
@@ -130,6 +134,27 @@ INVALID = {
         ("inputs", [1], "a number among the inputs"),
         ("surprise", 1, "an undeclared top-level field"),
     ],
+    "host": [
+        ("bandwidth", [], "no bandwidth row"),
+        ("bandwidth.0.samples_gbs", [], "a row without samples"),
+        ("bandwidth.0.samples_gbs", [0], "a sample of 0 GB/s"),
+        ("bandwidth.0.threads", 0, "0 threads"),
+        ("bandwidth.0.surprise", 1, "an undeclared row field"),
+        ("bandwidth.0.summary.n", -1, "a negative count"),
+        ("bandwidth.0.summary.mean", _DELETE, "a summary without its mean"),
+        ("bandwidth.0.summary.outliers", [-1], "a negative outlier index"),
+        ("probe.kind", "disk_bandwidth", "a probe kind outside the enum"),
+        ("probe.repetitions", 0, "no repetitions"),
+        ("probe.warmup", "yes", "a string for a bool"),
+        ("host.id", "Bad Host", "a host id off the pattern"),
+        ("host.cpu.flags", "avx2", "a string for the flag list"),
+        ("host.cpu.signature", {"family": "6"}, "a signature value not an integer"),
+        ("host.gpus", [{"memory_bytes": 1}], "a GPU without its name"),
+        ("host.memory_bytes", -1, "a negative memory size"),
+        ("conditions.logical_cores", 1.5, "a fractional core count"),
+        ("read_bandwidth", [], "an empty read pass"),
+        ("surprise", 1, "an undeclared top-level field"),
+    ],
 }
 
 
@@ -148,7 +173,9 @@ def test_what_the_handwritten_schema_rejected_is_still_rejected(
         p
         for p in _committed(artifact)
         if json.loads(p.read_text()).get(
-            "entries" if artifact == "projection" else "gates"
+            {"projection": "entries", "decision": "gates", "host": "bandwidth"}[
+                artifact
+            ]
         )
     )
     doc = json.loads(path.read_text())
@@ -246,6 +273,59 @@ def _old_new_projection(
     }
 
 
+def _old_new_host(
+    *, fingerprint, created, probe, bandwidth, read_bandwidth=None, conditions=None
+):
+    if isinstance(created, datetime):
+        stamp, created_s = (
+            created.strftime("%Y%m%dT%H%M%SZ"),
+            created.isoformat(timespec="seconds"),
+        )
+    else:
+        stamp, created_s = created.replace("-", "").replace(":", "")[:15] + "Z", created
+    doc = {
+        "artifact": "host",
+        "schema_version": 1,
+        "id": f"{fingerprint['id']}-{stamp}",
+        "created": created_s,
+        "host": fingerprint,
+        "probe": dict(probe),
+        "bandwidth": list(bandwidth),
+        "conditions": dict(conditions or {}),
+    }
+    if read_bandwidth:
+        doc["read_bandwidth"] = list(read_bandwidth)
+    return doc
+
+
+def test_the_host_writer_writes_the_same_bytes_as_before():
+    from core.records.host import bandwidth_entry, new_host
+
+    for path in _committed("host"):
+        doc = json.loads(path.read_text())
+        for created in (doc["created"], datetime.fromisoformat(doc["created"])):
+            args = {
+                "fingerprint": doc["host"],
+                "created": created,
+                "probe": doc["probe"],
+                "bandwidth": doc["bandwidth"],
+                "read_bandwidth": doc.get("read_bandwidth"),
+                "conditions": doc["conditions"],
+            }
+            assert artifacts.dumps(new_host(**copy.deepcopy(args))) == artifacts.dumps(
+                _old_new_host(**args)
+            )
+    # a row as the probe builds it: the summary core.stats computes, kept as computed
+    from core import stats
+
+    samples = [10.5, 11.0, 10.75, 10.9, 11.2, 10.6]
+    assert bandwidth_entry(2, samples) == {
+        "threads": 2,
+        "samples_gbs": samples,
+        "summary": stats.summarize(samples),
+    }
+
+
 def _inputs(doc: dict[str, Any], names: tuple[str, ...]) -> dict[str, Any]:
     return {
         "host_id": doc["host_id"],
@@ -315,6 +395,21 @@ def test_records_read_the_models_fields():
         tuple(raw["n"]) if raw.get("n") else None,
         raw["evidence"],
     )
+    from core.records.host import HostRecord
+
+    for hpath in _committed("host"):
+        hdoc = json.loads(hpath.read_text())
+        hrec = HostRecord(hdoc, path=str(hpath))
+        assert hrec.probe_kind == hdoc["probe"]["kind"]
+        assert hrec.probe.get("device") == hdoc["probe"].get("device")
+        for row, raw in zip(hrec.bandwidth, hdoc["bandwidth"], strict=True):
+            assert row.threads == raw["threads"] and row.best == max(raw["samples_gbs"])
+            assert (row.summary.mean, row.summary.n) == (
+                raw["summary"]["mean"],
+                raw["summary"]["n"],
+            )
+        assert len(hrec.read_bandwidth) == len(hdoc.get("read_bandwidth") or [])
+        assert hrec.loadavg_before == hdoc["conditions"].get("loadavg_1m_before")
     ppath = _committed("projection")[0]
     pdoc = json.loads(ppath.read_text())
     prec = ProjectionRecord(pdoc, path=str(ppath))

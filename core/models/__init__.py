@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 MODELS: dict[str, str] = {
     "decision": "core.models.decision:Decision",
     "projection": "core.models.projection:Projection",
+    "host": "core.models.host:Host",
 }
 
 

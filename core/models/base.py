@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import datetime
+from functools import partial
 from typing import Annotated, Any, ClassVar, Self
 
 from pydantic import (
@@ -37,12 +38,38 @@ def _date_time(v: str) -> str:
     return v
 
 
+def _bounded(
+    v: Any, *, gt: float | None = None, ge: float | None = None
+) -> int | float:
+    v = _number(v)
+    if gt is not None and not v > gt:
+        raise ValueError(f"Input should be greater than {gt}")
+    if ge is not None and not v >= ge:
+        raise ValueError(f"Input should be greater than or equal to {ge}")
+    return v
+
+
+_AS_WRITTEN = PlainSerializer(lambda v: v, return_type=Any)
 #: a JSON number (integer or not), returned unchanged
 Number = Annotated[
     int | float,
     PlainValidator(_number),
-    PlainSerializer(lambda v: v, return_type=Any),
+    _AS_WRITTEN,
     WithJsonSchema({"type": "number"}),
+]
+#: a JSON number at least 0
+NonNegativeNumber = Annotated[
+    int | float,
+    PlainValidator(partial(_bounded, ge=0)),
+    _AS_WRITTEN,
+    WithJsonSchema({"type": "number", "minimum": 0}),
+]
+#: a JSON number above 0
+PositiveNumber = Annotated[
+    int | float,
+    PlainValidator(partial(_bounded, gt=0)),
+    _AS_WRITTEN,
+    WithJsonSchema({"type": "number", "exclusiveMinimum": 0}),
 ]
 #: an ISO 8601 date-time string, stored as written
 DateTime = Annotated[
