@@ -5,9 +5,14 @@ A type listed in ``MODELS`` is declared by its model alone: the writer builds th
 (``python -m core.schema``; fastjsonschema still validates every load from that file), and the
 record in core.records wraps the model (its fields are the model's).
 
-Converted: ``decision``, ``projection``. Still hand-written JSON Schema beside a dict-building
-writer: ``run`` (its per-kind part is generated from core.kinds), ``host``, ``noise``, ``quality``,
-``perplexity``.
+Converted: ``decision``, ``projection``, ``host``. Still hand-written JSON Schema beside a
+dict-building writer: ``run`` (its per-kind part is generated from core.kinds), ``noise``,
+``quality``, ``perplexity``.
+
+Adding an optional field to a converted type: declare it on the model (``absent()`` when, present,
+it is never null), run ``python -m core.schema`` (the schema file follows), pass it by name to the
+writer (``new_<type>(..., field=value)``) where it is measured, and read ``rec.model.field`` on the
+page that shows it.
 """
 
 from __future__ import annotations
