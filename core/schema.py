@@ -1,6 +1,6 @@
 """The JSON Schemas generated from models: whole artifact types, and the run schema's per-kind part.
 
-An artifact type declared by a model (core.models.MODELS: ``decision``, ``projection``, ``host``) has its
+An artifact type declared by a model (core.models.MODELS: ``decision``, ``projection``, ``host``, ``noise``) has its
 whole schema file generated from that model (:func:`artifact_schema`).
 
 

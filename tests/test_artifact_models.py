@@ -1,6 +1,6 @@
 """Artifact types declared once, as models (issue 28, Build item 1): core.models.
 
-For each converted type (``decision``, ``projection``, ``host``): the committed schema file is what the model
+For each converted type (``decision``, ``projection``, ``host``, ``noise``): the committed schema file is what the model
 generates; it accepts every committed artifact and rejects what the hand-written schema it replaced
 rejected (kept in tests/fixtures/handwritten_schemas/); the writer builds the same bytes as the old
 dict-building writer did (its code is kept below as the reference); reading a committed artifact
@@ -28,8 +28,13 @@ from core.records.projection import ProjectionRecord, new_projection
 from tests.conftest import FIXTURES
 from tests.support.committed import committed_paths
 
-CONVERTED = ("decision", "projection", "host")
-FOLDERS = {"decision": "decisions", "projection": "projections", "host": "hosts"}
+CONVERTED = ("decision", "projection", "host", "noise")
+FOLDERS = {
+    "decision": "decisions",
+    "projection": "projections",
+    "host": "hosts",
+    "noise": "hosts",
+}
 HANDWRITTEN = FIXTURES / "handwritten_schemas"
 
 
@@ -44,7 +49,8 @@ def _committed(artifact: str) -> list[Path]:
 
 
 def _old_validator(artifact: str) -> jsonschema.protocols.Validator:
-    s = json.loads((HANDWRITTEN / f"{artifact}.v1.schema.json").read_text())
+    version = artifacts.ARTIFACT_TYPES[artifact].version
+    s = json.loads((HANDWRITTEN / f"{artifact}.v{version}.schema.json").read_text())
     cls = jsonschema.validators.validator_for(s)
     return cls(s, format_checker=cls.FORMAT_CHECKER)
 
@@ -70,11 +76,12 @@ def test_every_committed_artifact_is_accepted_and_read_back_byte_for_byte(artifa
     old, new = _old_validator(artifact), _new_validator(artifact)
     for path in _committed(artifact):
         text = path.read_text()
-        doc = json.loads(text)
+        doc = artifacts.load(
+            path
+        )  # the load path (migration, fastjsonschema, jsonschema)
+        if doc != json.loads(text):  # an older version, migrated: its current form
+            text = artifacts.dumps(doc)
         assert not list(old.iter_errors(doc)) and not list(new.iter_errors(doc))
-        assert (
-            artifacts.load(path) == doc
-        )  # the load path (fastjsonschema, then jsonschema)
         assert artifacts.dumps(model.check(doc, str(path)).dump()) == text, path
 
 
@@ -155,6 +162,22 @@ INVALID = {
         ("read_bandwidth", [], "an empty read pass"),
         ("surprise", 1, "an undeclared top-level field"),
     ],
+    "noise": [
+        ("runs.0.class", _DELETE, "a run without its class"),
+        ("runs.0.mean", 0, "a mean of 0"),
+        ("runs.0.n", 0, "a run of no samples"),
+        ("runs.0.warmup", _DELETE, "a run without its warm-up flag"),
+        ("runs.0.round", 0, "round 0"),
+        ("runs.0.surprise", 1, "an undeclared run field"),
+        ("stopping.reason", "tired", "a reason outside the enum"),
+        ("stopping.useful_factor", 1, "a useful factor of 1"),
+        ("stopping.max_runs", 0, "no runs allowed"),
+        ("stopping.surprise", 1, "an undeclared stopping field"),
+        ("host.cpu", _DELETE, "a host without its CPU"),
+        ("matrix.file", _DELETE, "a matrix without its file"),
+        ("schema_version", 1, "an older version, unmigrated"),
+        ("surprise", 1, "an undeclared top-level field"),
+    ],
 }
 
 
@@ -173,12 +196,15 @@ def test_what_the_handwritten_schema_rejected_is_still_rejected(
         p
         for p in _committed(artifact)
         if json.loads(p.read_text()).get(
-            {"projection": "entries", "decision": "gates", "host": "bandwidth"}[
-                artifact
-            ]
+            {
+                "projection": "entries",
+                "decision": "gates",
+                "host": "bandwidth",
+                "noise": "runs",
+            }[artifact]
         )
     )
-    doc = json.loads(path.read_text())
+    doc = json.loads(artifacts.dumps(artifacts.load(path)))  # migrated where older
     if artifact == "projection":  # an entry with a projection and a baseline to mutate
         doc["entries"].sort(key=lambda e: e.get("projected") is None)
         assert doc["entries"][0]["projected"] and doc["entries"][0]["baseline"]
@@ -324,6 +350,75 @@ def test_the_host_writer_writes_the_same_bytes_as_before():
         "samples_gbs": samples,
         "summary": stats.summarize(samples),
     }
+
+
+def _old_new_noise(*, host, matrix, runs, conditions, stopping=None, created=None):
+    from core import noise
+    from core.records.noise import METHOD, STOP_WORDS, fixed_stopping
+
+    runs = [{**r, "warmup": bool(r.get("warmup", False))} for r in runs]
+    groups: dict[str, dict[str, list[float]]] = {}
+    dropped: dict[str, int] = {}
+    for r in runs:
+        if r["warmup"]:
+            dropped[r["class"]] = dropped.get(r["class"], 0) + 1
+        else:
+            groups.setdefault(r["class"], {}).setdefault(r["group"], []).append(
+                r["mean"]
+            )
+    stopping = (
+        dict(stopping)
+        if stopping
+        else fixed_stopping(
+            max((len(m) for g in groups.values() for m in g.values()), default=0)
+        )
+    )
+    est = {}
+    for c, e in noise.estimates(
+        {c: list(g.values()) for c, g in groups.items()}
+    ).items():
+        if e["why"]:
+            e["why"] += (
+                f" after {e['runs']} counted runs "
+                f"({STOP_WORDS.get(stopping['reason'], stopping['reason'])})"
+            )
+        est[c] = {**e, "warmup_dropped": dropped.get(c, 0)}
+    return {
+        "artifact": "noise",
+        "schema_version": 2,
+        "id": f"{host['id']}-noise-{created.strftime('%Y%m%dT%H%M%SZ')}",
+        "created": created.isoformat(timespec="seconds"),
+        "host": host,
+        "matrix": matrix,
+        "method": METHOD,
+        "conditions": conditions,
+        "runs": runs,
+        "estimates": est,
+        "stopping": stopping,
+    }
+
+
+def test_the_noise_writer_writes_the_same_bytes_as_before():
+    from core.records.noise import new_noise
+
+    for path in _committed("noise"):
+        doc = artifacts.load(path)  # a version 1 file, migrated
+        for stopping in (doc["stopping"], None):
+            for runs in (
+                doc["runs"],
+                [{**doc["runs"][0], "warmup": True}] + doc["runs"],
+            ):
+                args = {
+                    "host": doc["host"],
+                    "matrix": doc["matrix"],
+                    "runs": runs,
+                    "conditions": doc["conditions"],
+                    "stopping": stopping,
+                    "created": datetime.fromisoformat(doc["created"]),
+                }
+                assert artifacts.dumps(
+                    new_noise(**copy.deepcopy(args))
+                ) == artifacts.dumps(_old_new_noise(**copy.deepcopy(args)))
 
 
 def _inputs(doc: dict[str, Any], names: tuple[str, ...]) -> dict[str, Any]:

@@ -5,9 +5,10 @@ A type listed in ``MODELS`` is declared by its model alone: the writer builds th
 (``python -m core.schema``; fastjsonschema still validates every load from that file), and the
 record in core.records wraps the model (its fields are the model's).
 
-Converted: ``decision``, ``projection``, ``host``. Still hand-written JSON Schema beside a
-dict-building writer: ``run`` (its per-kind part is generated from core.kinds), ``noise``,
-``quality``, ``perplexity``.
+Converted: ``decision``, ``projection``, ``host``, ``noise`` (version 2; version 1 stays
+hand-written, read through core.migrations). Still hand-written JSON Schema beside a
+dict-building writer: ``run`` (its per-kind part is generated from core.kinds), ``quality``,
+``perplexity``.
 
 Adding an optional field to a converted type: declare it on the model (``absent()`` when, present,
 it is never null), run ``python -m core.schema`` (the schema file follows), pass it by name to the
@@ -28,6 +29,7 @@ MODELS: dict[str, str] = {
     "decision": "core.models.decision:Decision",
     "projection": "core.models.projection:Projection",
     "host": "core.models.host:Host",
+    "noise": "core.models.noise:Noise",
 }
 
 

@@ -38,9 +38,7 @@ def _date_time(v: str) -> str:
     return v
 
 
-def _bounded(
-    v: Any, *, gt: float | None = None, ge: float | None = None
-) -> int | float:
+def bounded(v: Any, *, gt: float | None = None, ge: float | None = None) -> int | float:
     v = _number(v)
     if gt is not None and not v > gt:
         raise ValueError(f"Input should be greater than {gt}")
@@ -49,26 +47,26 @@ def _bounded(
     return v
 
 
-_AS_WRITTEN = PlainSerializer(lambda v: v, return_type=Any)
+AS_WRITTEN = PlainSerializer(lambda v: v, return_type=Any)
 #: a JSON number (integer or not), returned unchanged
 Number = Annotated[
     int | float,
     PlainValidator(_number),
-    _AS_WRITTEN,
+    AS_WRITTEN,
     WithJsonSchema({"type": "number"}),
 ]
 #: a JSON number at least 0
 NonNegativeNumber = Annotated[
     int | float,
-    PlainValidator(partial(_bounded, ge=0)),
-    _AS_WRITTEN,
+    PlainValidator(partial(bounded, ge=0)),
+    AS_WRITTEN,
     WithJsonSchema({"type": "number", "minimum": 0}),
 ]
 #: a JSON number above 0
 PositiveNumber = Annotated[
     int | float,
-    PlainValidator(partial(_bounded, gt=0)),
-    _AS_WRITTEN,
+    PlainValidator(partial(bounded, gt=0)),
+    AS_WRITTEN,
     WithJsonSchema({"type": "number", "exclusiveMinimum": 0}),
 ]
 #: an ISO 8601 date-time string, stored as written
@@ -128,8 +126,9 @@ class ArtifactModel(Closed):
     TITLE: ClassVar[str] = ""
 
     def dump(self) -> dict[str, Any]:
-        """The canonical document: the fields given when it was built, as JSON values."""
-        return self.model_dump(mode="json", exclude_unset=True)
+        """The canonical document: the fields given when it was built, as JSON values, under their
+        stored names."""
+        return self.model_dump(mode="json", exclude_unset=True, by_alias=True)
 
     @classmethod
     def check(cls, doc: Mapping[str, Any], source: str = "<artifact>") -> Self:
