@@ -1,4 +1,8 @@
-"""The run schema's per-kind part, generated from the kinds' own models.
+"""The JSON Schemas generated from models: whole artifact types, and the run schema's per-kind part.
+
+An artifact type declared by a model (core.models.MODELS: ``decision``, ``projection``, ``host``, ``noise``) has its
+whole schema file generated from that model (:func:`artifact_schema`).
+
 
 Each built-in test kind declares the pydantic models of its runs' ``samples`` and ``details``
 (core.kinds.<name>: ``Kind.samples`` / ``Kind.details``). The run schema
@@ -10,8 +14,8 @@ schema does not name (one registered from elsewhere, ``ALMANAC_KINDS``) is read 
 models; its own models check it when it is written (core.records.run.check_shapes).
 
 The rest of the run schema is written by hand. ``python -m core.schema`` rewrites the generated
-part in place; tests/test_kind_schema.py fails when the committed file differs from what the
-models generate.
+files and parts in place; ``--check`` (and tests/test_kind_schema.py, tests/test_artifact_models.py)
+fails when a committed file differs from what the models generate.
 """
 
 from __future__ import annotations
@@ -156,6 +160,42 @@ def run_schema(base: dict[str, Any]) -> dict[str, Any]:
     return s
 
 
+SCHEMA_DRAFT = "https://json-schema.org/draft/2020-12/schema"
+SCHEMA_ID = "https://inference-almanac.dev/schema/{name}.v{version}.schema.json"
+_HEAD = ("$schema", "$id", "title", "description", "type", "required")
+
+
+def artifact_schema(model: Any, version: int) -> dict[str, Any]:
+    """The whole JSON Schema of an artifact type declared by ``model`` (a core.models.base.ArtifactModel):
+    pydantic's, with ``T | None`` written as ``type: [T, null]``, no defaults (fastjsonschema would
+    fill them in), and the head the hand-written files had ($schema, $id, title, description)."""
+    raw = model.model_json_schema(
+        ref_template="#/$defs/{model}", schema_generator=_NoFieldTitles
+    )
+    body = _no_defaults(_nullable(raw))
+    head = {
+        "$schema": SCHEMA_DRAFT,
+        "$id": SCHEMA_ID.format(name=model.ARTIFACT, version=version),
+        "title": f"{model.TITLE}, version {version}",
+        "description": " ".join((body.get("description") or "").split()),
+        "type": "object",
+        "required": body.get("required", []),
+    }
+    return {**head, **{k: v for k, v in body.items() if k not in _HEAD}}
+
+
+def model_schemas() -> dict[Path, str]:
+    """Each model-declared artifact type's schema file (its current version) and its text."""
+    from core import artifacts, models
+
+    out = {}
+    for name in models.MODELS:
+        model = models.model_for(name)
+        t = artifacts.ARTIFACT_TYPES[name]
+        out[t.schema_path()] = dumps(artifact_schema(model, t.version))
+    return out
+
+
 def dumps(schema: dict[str, Any]) -> str:
     return json.dumps(schema, indent=2, ensure_ascii=False) + "\n"
 
@@ -167,18 +207,24 @@ def run_schema_path() -> Path:
 
 
 def main(argv: list[str]) -> int:
+    from core import artifacts
+
     path = run_schema_path()
     current = json.loads(path.read_text())
-    text = dumps(run_schema(current))
+    texts = {path: dumps(run_schema(current)), **model_schemas()}
     if "--check" in argv:
-        if text != path.read_text():
+        stale = [
+            p for p, text in texts.items() if not p.exists() or text != p.read_text()
+        ]
+        for p in stale:
             print(
-                f"{path}: the per-kind part differs from the kinds' models; run `python -m core.schema`"
+                f"{p}: differs from the models that declare it; run `python -m core.schema`"
             )
-            return 1
-        return 0
-    path.write_text(text)
-    print(f"wrote {path}")
+        return 1 if stale else 0
+    for p, text in texts.items():
+        if not p.exists() or text != p.read_text():
+            artifacts.atomic_write_text(p, text)
+            print(f"wrote {p}")
     return 0
 
 

@@ -4,17 +4,17 @@ and the run or quality artifacts it rests on.
 
 Built by :func:`new_decision` (pipelines.gates evaluates the gates; ``invoke gates`` writes a
 decision when its verdict or evidence changed), read as :class:`DecisionRecord` with
-:class:`GateRecord` values.
+:class:`GateRecord` values. The fields are declared once, in core.models.decision.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from core.models.decision import Decision, Gate
 from core.records.base import ArtifactRecord
 
 ARTIFACT = "decision"
@@ -29,73 +29,40 @@ def new_decision(
     catalogue: dict[str, Any],
     decision: str,
     gates: list[dict[str, Any]],
+    **optional: Any,
 ) -> dict[str, Any]:
-    """A decision artifact (the canonical dict written to disk), built in one place."""
+    """A decision artifact (the canonical dict written to disk), built as its model
+    (core.models.decision). ``optional``: the model's optional fields, by name (a name the model
+    does not declare is refused)."""
     from core import artifacts
 
-    return {
-        "artifact": ARTIFACT,
-        "schema_version": artifacts.ARTIFACT_TYPES[ARTIFACT].version,
-        "id": f"{optimization['id']}-{host_id}-{created.strftime('%Y%m%dT%H%M%SZ')}",
-        "created": created.isoformat(timespec="seconds"),
-        "host_id": host_id,
-        "optimization": {
-            "id": optimization["id"],
-            "name": optimization["name"],
-            "settings": dict(optimization.get("settings") or {}),
-        },
-        "catalogue": dict(catalogue),
-        "decision": decision,
-        "rule": RULE,
-        "gates": [dict(g) for g in gates],
-    }
+    return Decision.model_validate(
+        {
+            "artifact": ARTIFACT,
+            "schema_version": artifacts.ARTIFACT_TYPES[ARTIFACT].version,
+            "id": f"{optimization['id']}-{host_id}-{created.strftime('%Y%m%dT%H%M%SZ')}",
+            "created": created.isoformat(timespec="seconds"),
+            "host_id": host_id,
+            "optimization": {
+                "id": optimization["id"],
+                "name": optimization["name"],
+                "settings": dict(optimization.get("settings") or {}),
+            },
+            "catalogue": dict(catalogue),
+            "decision": decision,
+            "rule": RULE,
+            "gates": [dict(g) for g in gates],
+            **optional,
+        }
+    ).dump()
 
 
 def artifact_path(doc: Mapping[str, Any], root: Path) -> Path:
     return root / doc["host_id"] / f"{doc['id']}.json"
 
 
-@dataclass(frozen=True, slots=True)
-class GateRecord:
-    """One gate of a decision as it was evaluated."""
-
-    id: str
-    name: str
-    concern: str
-    quantity: str
-    metric: str | None
-    direction: str
-    target: float
-    no_go: float
-    verdict: str
-    reason: str
-    value: float | None
-    ci95_low: float | None
-    ci95_high: float | None
-    exact: bool
-    n: tuple[int, ...] | None
-    evidence: dict[str, Any]
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> GateRecord:
-        return cls(
-            d["id"],
-            d["name"],
-            d["concern"],
-            d["quantity"],
-            d.get("metric"),
-            d["direction"],
-            float(d["target"]),
-            float(d["no_go"]),
-            d["verdict"],
-            d["reason"],
-            d.get("value"),
-            d.get("ci95_low"),
-            d.get("ci95_high"),
-            bool(d.get("exact")),
-            tuple(d["n"]) if d.get("n") else None,
-            dict(d.get("evidence") or {}),
-        )
+#: one gate of a decision as it was evaluated (the model's own type)
+GateRecord = Gate
 
 
 class DecisionRecord(ArtifactRecord):
@@ -105,39 +72,43 @@ class DecisionRecord(ArtifactRecord):
     __slots__ = ()
 
     @property
+    def model(self) -> Decision:
+        """The document read through its model (core.models.decision)."""
+        return self._cached(
+            "model", lambda: Decision.check(self.doc, self.path or self.id)
+        )
+
+    @property
     def host_id(self) -> str:  # a decision names its host by id only
-        return self.doc["host_id"]
+        return self.model.host_id
 
     @property
     def optimization_id(self) -> str:
-        return self.doc["optimization"]["id"]
+        return self.model.optimization.id
 
     @property
     def optimization_name(self) -> str:
-        return self.doc["optimization"]["name"]
+        return self.model.optimization.name
 
     @property
     def optimization_settings(self) -> dict[str, Any]:
-        return dict(self.doc["optimization"].get("settings") or {})
+        return dict(self.model.optimization.settings)
 
     @property
     def catalogue(self) -> dict[str, Any]:
-        return dict(self.doc.get("catalogue") or {})
+        return self.model.catalogue.model_dump(mode="json")
 
     @property
     def decision(self) -> str:
-        return self.doc["decision"]
+        return self.model.decision
 
     @property
     def rule(self) -> str:
-        return self.doc.get("rule") or ""
+        return self.model.rule
 
     @property
-    def gates(self) -> list[GateRecord]:
-        return self._cached(
-            "gates",
-            lambda: [GateRecord.from_dict(g) for g in self.doc.get("gates") or []],
-        )
+    def gates(self) -> list[Gate]:
+        return list(self.model.gates)
 
     @property
     def signature(self) -> tuple:

@@ -2,19 +2,19 @@
 
 Built by :func:`new_host` (runtime.hosts.probe for host memory, benchmarks/gpu_bench.py for a
 GPU's device memory), read as :class:`HostRecord`: ``rec.bandwidth`` / ``rec.read_bandwidth``
-are :class:`BandwidthEntry` values (threads, samples in GB/s, their :class:`Summary`).
+are :class:`BandwidthEntry` values (threads, samples in GB/s, their statistic). The fields are
+declared once, in core.models.host.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from core.models.host import BandwidthRow, Conditions, Host, Probe
 from core.records.base import ArtifactRecord
-from core.summary import Summary
 
 ARTIFACT = "host"
 HOST_MEMORY = "memory_bandwidth"  # probe kinds: host memory (the CPU probe), a GPU's device memory
@@ -48,36 +48,20 @@ def llc_bytes(fp: dict[str, Any]) -> int | None:
     return max(levels)[1] if levels else None
 
 
-@dataclass(frozen=True, slots=True)
-class BandwidthEntry:
-    """One thread count of a probe pass: its samples (GB/s) and their statistic."""
-
-    threads: int
-    samples_gbs: tuple[float, ...]
-    summary: Summary
-
-    @property
-    def best(self) -> float:
-        return max(self.samples_gbs)
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> BandwidthEntry:
-        return cls(
-            int(d["threads"]),
-            tuple(d.get("samples_gbs") or ()),
-            Summary.from_dict(d.get("summary")),
-        )
+#: one thread count of a probe pass: its samples (GB/s) and their statistic (the model's own type)
+BandwidthEntry = BandwidthRow
 
 
 def bandwidth_entry(threads: int, samples_gbs: Sequence[float]) -> dict[str, Any]:
     """One stored row of a probe pass: the samples and their summary (core.stats.summarize)."""
     from core import stats
 
-    return {
+    row = {
         "threads": int(threads),
         "samples_gbs": list(samples_gbs),
         "summary": stats.summarize(samples_gbs),
     }
+    return BandwidthRow.model_validate(row).model_dump(mode="json", exclude_unset=True)
 
 
 def new_host(
@@ -88,11 +72,13 @@ def new_host(
     bandwidth: list[dict[str, Any]],
     read_bandwidth: list[dict[str, Any]] | None = None,
     conditions: dict[str, Any] | None = None,
+    **optional: Any,
 ) -> dict[str, Any]:
     """A host artifact (the canonical dict written to disk), built in one place. ``probe`` says what
     was measured and how (its ``kind``: memory_bandwidth or gpu_memory_bandwidth); ``bandwidth`` the
     copy pass (bytes read + written), ``read_bandwidth`` the read-only pass where there is one, as
-    rows of :func:`bandwidth_entry`."""
+    rows of :func:`bandwidth_entry`; ``optional``: the model's other optional fields, by name. Built
+    as its model (core.models.host)."""
     from core import artifacts
 
     if isinstance(created, datetime):
@@ -114,7 +100,7 @@ def new_host(
     }
     if read_bandwidth:
         doc["read_bandwidth"] = list(read_bandwidth)
-    return doc
+    return Host.model_validate({**doc, **optional}).dump()
 
 
 def artifact_path(
@@ -131,37 +117,31 @@ class HostRecord(ArtifactRecord):
     __slots__ = ()
 
     @property
-    def probe(self) -> dict[str, Any]:
-        return self.doc.get("probe") or {}
+    def model(self) -> Host:
+        """The document read through its model (core.models.host)."""
+        return self._cached("model", lambda: Host.check(self.doc, self.path or self.id))
+
+    @property
+    def probe(self) -> Probe:
+        return self.model.probe
 
     @property
     def probe_kind(self) -> str:
-        return self.probe.get("kind", HOST_MEMORY)
+        return self.model.probe.kind
 
     @property
-    def bandwidth(self) -> list[BandwidthEntry]:
+    def bandwidth(self) -> list[BandwidthRow]:
         """The copy pass (bytes read + written), per thread count."""
-        return self._cached(
-            "bw",
-            lambda: [
-                BandwidthEntry.from_dict(e) for e in self.doc.get("bandwidth") or []
-            ],
-        )
+        return list(self.model.bandwidth)
 
     @property
-    def read_bandwidth(self) -> list[BandwidthEntry]:
+    def read_bandwidth(self) -> list[BandwidthRow]:
         """The read-only pass, per thread count (empty for an older probe)."""
-        return self._cached(
-            "rbw",
-            lambda: [
-                BandwidthEntry.from_dict(e)
-                for e in self.doc.get("read_bandwidth") or []
-            ],
-        )
+        return list(self.model.read_bandwidth or [])
 
     @property
-    def conditions(self) -> dict[str, Any]:
-        return self.doc.get("conditions") or {}
+    def conditions(self) -> Conditions:
+        return self.model.conditions
 
     @property
     def loadavg_before(self) -> float | None:

@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from core import noise, stats
+from core.models.noise import Noise
 from core.records.base import ArtifactRecord
 
 ARTIFACT = "noise"
@@ -67,7 +68,8 @@ def new_noise(
     """A ``noise`` artifact from the runs of an A/A (each: id, created, test, class, metric, n, mean,
     stddev, group; ``warmup: true`` on the runs of the warm-up, which are kept but not counted) and
     how it stopped (``stopping``, default: a fixed count): the estimate per class is computed here,
-    from the counted runs, with its verdict for a single run (core.noise.assess)."""
+    from the counted runs, with its verdict for a single run (core.noise.assess). Built as its
+    model (core.models.noise)."""
     from core import artifacts
 
     created = created or datetime.now(UTC)
@@ -99,19 +101,21 @@ def new_noise(
                 f" after {e['runs']} counted runs ({STOP_WORDS.get(stopping['reason'], stopping['reason'])})"
             )
         est[c] = {**e, "warmup_dropped": dropped.get(c, 0)}
-    return {
-        "artifact": ARTIFACT,
-        "schema_version": artifacts.ARTIFACT_TYPES[ARTIFACT].version,
-        "id": f"{host['id']}-noise-{created.strftime('%Y%m%dT%H%M%SZ')}",
-        "created": created.isoformat(timespec="seconds"),
-        "host": host,
-        "matrix": matrix,
-        "method": METHOD,
-        "conditions": conditions,
-        "runs": runs,
-        "estimates": est,
-        "stopping": stopping,
-    }
+    return Noise.model_validate(
+        {
+            "artifact": ARTIFACT,
+            "schema_version": artifacts.ARTIFACT_TYPES[ARTIFACT].version,
+            "id": f"{host['id']}-noise-{created.strftime('%Y%m%dT%H%M%SZ')}",
+            "created": created.isoformat(timespec="seconds"),
+            "host": host,
+            "matrix": matrix,
+            "method": METHOD,
+            "conditions": conditions,
+            "runs": runs,
+            "estimates": est,
+            "stopping": stopping,
+        }
+    ).dump()
 
 
 @dataclass(frozen=True)
@@ -140,6 +144,13 @@ class NoiseRecord(ArtifactRecord):
 
     ARTIFACT = ARTIFACT
     __slots__ = ()
+
+    @property
+    def model(self) -> Noise:
+        """The document read through its model (core.models.noise)."""
+        return self._cached(
+            "model", lambda: Noise.check(self.doc, self.path or self.id)
+        )
 
     @property
     def classes(self) -> dict[str, NoiseEstimate]:

@@ -2,17 +2,18 @@
 the projected value (low, mid, high) and the measurement that verified it where one existed.
 
 Built by :func:`new_projection` (pipelines.projections computes the figures; ``invoke project``
-writes them), read as :class:`ProjectionRecord` with :class:`ProjectionEntry` values.
+writes them), read as :class:`ProjectionRecord` with :class:`ProjectionEntry` values. The fields are declared
+once, in core.models.projection.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from core.models.projection import Entry, Projection
 from core.records.base import ArtifactRecord
 
 ARTIFACT = "projection"
@@ -29,63 +30,38 @@ def new_projection(
     inputs: list[str],
     entries: list[dict[str, Any]],
     weighted: list[dict[str, Any]],
+    **optional: Any,
 ) -> dict[str, Any]:
-    """A projection artifact (the canonical dict written to disk), built in one place."""
+    """A projection artifact (the canonical dict written to disk), built as its model
+    (core.models.projection). ``optional``: the model's optional fields, by name (a name the
+    model does not declare is refused)."""
     from core import artifacts
 
-    return {
-        "artifact": ARTIFACT,
-        "schema_version": artifacts.ARTIFACT_TYPES[ARTIFACT].version,
-        "id": f"{host_id}-{created.strftime('%Y%m%dT%H%M%SZ')}",
-        "created": created.isoformat(timespec="seconds"),
-        "host_id": host_id,
-        "mix": dict(mix),
-        "catalogue": dict(catalogue),
-        "composition_rule": composition_rule,
-        "weighting_rule": weighting_rule,
-        "inputs": sorted(inputs),
-        "entries": list(entries),
-        "weighted": list(weighted),
-    }
+    return Projection.model_validate(
+        {
+            "artifact": ARTIFACT,
+            "schema_version": artifacts.ARTIFACT_TYPES[ARTIFACT].version,
+            "id": f"{host_id}-{created.strftime('%Y%m%dT%H%M%SZ')}",
+            "created": created.isoformat(timespec="seconds"),
+            "host_id": host_id,
+            "mix": dict(mix),
+            "catalogue": dict(catalogue),
+            "composition_rule": composition_rule,
+            "weighting_rule": weighting_rule,
+            "inputs": sorted(inputs),
+            "entries": list(entries),
+            "weighted": list(weighted),
+            **optional,
+        }
+    ).dump()
 
 
 def artifact_path(doc: Mapping[str, Any], root: Path) -> Path:
     return root / doc["host_id"] / f"projection-{doc['id'].rsplit('-', 1)[1]}.json"
 
 
-@dataclass(frozen=True, slots=True)
-class ProjectionEntry:
-    """One role under one scenario (or a role with no data: scenario None, status NO DATA)."""
-
-    role: str
-    model: str
-    test: str
-    metric: str
-    scenario: str | None
-    optimizations: tuple[str, ...]
-    baseline: dict[str, Any] | None  # run_id, created, value
-    projected: dict[str, Any] | None  # low, mid, high
-    target_settings: dict[str, Any] | None
-    verification: dict[str, Any] | None
-    status: str | None
-    note: str | None
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> ProjectionEntry:
-        return cls(
-            d["role"],
-            d["model"],
-            d["test"],
-            d["metric"],
-            d.get("scenario"),
-            tuple(d.get("optimizations") or ()),
-            d.get("baseline"),
-            d.get("projected"),
-            d.get("target_settings"),
-            d.get("verification"),
-            d.get("status"),
-            d.get("note"),
-        )
+#: one role under one scenario (the model's own type)
+ProjectionEntry = Entry
 
 
 class ProjectionRecord(ArtifactRecord):
@@ -95,33 +71,37 @@ class ProjectionRecord(ArtifactRecord):
     __slots__ = ()
 
     @property
-    def host_id(self) -> str:  # a projection names its host by id only
-        return self.doc["host_id"]
-
-    @property
-    def mix(self) -> dict[str, Any]:
-        return self.doc.get("mix") or {}
-
-    @property
-    def catalogue(self) -> dict[str, Any]:
-        return self.doc.get("catalogue") or {}
-
-    @property
-    def inputs(self) -> list[str]:
-        return list(self.doc.get("inputs") or [])
-
-    @property
-    def entries(self) -> list[ProjectionEntry]:
+    def model(self) -> Projection:
+        """The document read through its model (core.models.projection)."""
         return self._cached(
-            "entries",
-            lambda: [
-                ProjectionEntry.from_dict(e) for e in self.doc.get("entries") or []
-            ],
+            "model", lambda: Projection.check(self.doc, self.path or self.id)
         )
 
     @property
+    def host_id(self) -> str:  # a projection names its host by id only
+        return self.model.host_id
+
+    @property
+    def mix(self) -> dict[str, Any]:
+        return self.model.mix.model_dump(mode="json", exclude_unset=True)
+
+    @property
+    def catalogue(self) -> dict[str, Any]:
+        return self.model.catalogue.model_dump(mode="json", exclude_unset=True)
+
+    @property
+    def inputs(self) -> list[str]:
+        return list(self.model.inputs)
+
+    @property
+    def entries(self) -> list[Entry]:
+        return list(self.model.entries)
+
+    @property
     def weighted(self) -> list[dict[str, Any]]:
-        return list(self.doc.get("weighted") or [])
+        return [
+            w.model_dump(mode="json", exclude_unset=True) for w in self.model.weighted
+        ]
 
 
 def as_projection(doc: Mapping[str, Any]) -> ProjectionRecord:

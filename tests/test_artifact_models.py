@@ -1,0 +1,552 @@
+"""Artifact types declared once, as models (issue 28, Build item 1): core.models.
+
+For each converted type (``decision``, ``projection``, ``host``, ``noise``): the committed schema file is what the model
+generates; it accepts every committed artifact and rejects what the hand-written schema it replaced
+rejected (kept in tests/fixtures/handwritten_schemas/); the writer builds the same bytes as the old
+dict-building writer did (its code is kept below as the reference); reading a committed artifact
+through the model and dumping it gives the file back byte for byte; and a model that rejects a
+document says so in one line naming the file, the field path and what is wrong.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+from pydantic import ValidationError
+
+from core import artifacts, schema
+from core.errors import ArtifactError
+from core.models import MODELS, model_for
+from core.records.decision import DecisionRecord, new_decision
+from core.records.projection import ProjectionRecord, new_projection
+from tests.conftest import FIXTURES
+from tests.support.committed import committed_paths
+
+CONVERTED = ("decision", "projection", "host", "noise")
+FOLDERS = {
+    "decision": "decisions",
+    "projection": "projections",
+    "host": "hosts",
+    "noise": "hosts",
+}
+HANDWRITTEN = FIXTURES / "handwritten_schemas"
+
+
+def _committed(artifact: str) -> list[Path]:
+    paths = [
+        p
+        for p in committed_paths(FOLDERS[artifact])
+        if p.suffix == ".json" and json.loads(p.read_text()).get("artifact") == artifact
+    ]
+    assert paths, f"no committed {artifact} artifact to test on"
+    return paths
+
+
+def _old_validator(artifact: str) -> jsonschema.protocols.Validator:
+    version = artifacts.ARTIFACT_TYPES[artifact].version
+    s = json.loads((HANDWRITTEN / f"{artifact}.v{version}.schema.json").read_text())
+    cls = jsonschema.validators.validator_for(s)
+    return cls(s, format_checker=cls.FORMAT_CHECKER)
+
+
+def _new_validator(artifact: str) -> jsonschema.protocols.Validator:
+    s = json.loads(artifacts.ARTIFACT_TYPES[artifact].schema_path().read_text())
+    cls = jsonschema.validators.validator_for(s)
+    return cls(s, format_checker=cls.FORMAT_CHECKER)
+
+
+def test_the_committed_schemas_are_what_the_models_generate():
+    assert set(CONVERTED) == set(MODELS)
+    for path, text in schema.model_schemas().items():
+        assert path.read_text() == text, (
+            f"{path} is out of date with core.models: run `python -m core.schema`"
+        )
+
+
+@pytest.mark.parametrize("artifact", CONVERTED)
+def test_every_committed_artifact_is_accepted_and_read_back_byte_for_byte(artifact):
+    model = model_for(artifact)
+    assert model is not None
+    old, new = _old_validator(artifact), _new_validator(artifact)
+    for path in _committed(artifact):
+        text = path.read_text()
+        doc = artifacts.load(
+            path
+        )  # the load path (migration, fastjsonschema, jsonschema)
+        if doc != json.loads(text):  # an older version, migrated: its current form
+            text = artifacts.dumps(doc)
+        assert not list(old.iter_errors(doc)) and not list(new.iter_errors(doc))
+        assert artifacts.dumps(model.check(doc, str(path)).dump()) == text, path
+
+
+def _set(path: str, value: Any):
+    def mutate(doc: dict[str, Any]) -> None:
+        *parents, last = path.split(".")
+        node: Any = doc
+        for p in parents:
+            node = node[int(p)] if isinstance(node, list) else node[p]
+        if value is _DELETE:
+            del node[last]
+        else:
+            node[last] = value
+
+    return mutate
+
+
+_DELETE = object()
+
+INVALID = {
+    "decision": [
+        ("gates.0.target", "1.0", "a number as a string"),
+        ("gates.0.target", True, "a bool for a number"),
+        ("gates.0.verdict", "MAYBE", "a verdict outside the enum"),
+        ("gates.0.concern", "latency", "a concern outside the enum"),
+        ("gates.0.exact", _DELETE, "a required gate field left out"),
+        ("gates.0.surprise", 1, "an undeclared gate field"),
+        ("gates.0.n", [1.5], "a non-integer n"),
+        ("catalogue.sha256", "abc", "a digest not of 64 hex digits"),
+        ("optimization.extra", "x", "an undeclared optimization field"),
+        ("id", "Not An Id", "an id off the pattern"),
+        ("host_id", "Host_1", "a host id off the pattern"),
+        ("schema_version", 2, "another schema version"),
+        ("decision", None, "a null decision"),
+        ("surprise", 1, "an undeclared top-level field"),
+    ],
+    "projection": [
+        ("entries.0.status", "DONE", "a status outside the enum"),
+        ("entries.0.scenario", _DELETE, "a required nullable field left out"),
+        ("entries.0.projected", {"low": 1, "mid": 2}, "a range without its high"),
+        (
+            "entries.0.projected",
+            {"low": 1, "mid": 2, "high": 3, "x": 4},
+            "a range with more",
+        ),
+        (
+            "entries.0.baseline",
+            {"run_id": "r", "created": "c"},
+            "a baseline without its value",
+        ),
+        ("entries.0.optimizations", "kv", "a string for a list"),
+        ("entries.0.note", 5, "a number for a note"),
+        ("weighted.0.current", "1", "a string for a number"),
+        ("weighted.0.surprise", 1, "an undeclared weighted field"),
+        ("mix.sha256", "XYZ", "a digest not of 64 hex digits"),
+        ("mix.file", _DELETE, "a file reference without its file"),
+        ("inputs", [1], "a number among the inputs"),
+        ("surprise", 1, "an undeclared top-level field"),
+    ],
+    "host": [
+        ("bandwidth", [], "no bandwidth row"),
+        ("bandwidth.0.samples_gbs", [], "a row without samples"),
+        ("bandwidth.0.samples_gbs", [0], "a sample of 0 GB/s"),
+        ("bandwidth.0.threads", 0, "0 threads"),
+        ("bandwidth.0.surprise", 1, "an undeclared row field"),
+        ("bandwidth.0.summary.n", -1, "a negative count"),
+        ("bandwidth.0.summary.mean", _DELETE, "a summary without its mean"),
+        ("bandwidth.0.summary.outliers", [-1], "a negative outlier index"),
+        ("probe.kind", "disk_bandwidth", "a probe kind outside the enum"),
+        ("probe.repetitions", 0, "no repetitions"),
+        ("probe.warmup", "yes", "a string for a bool"),
+        ("host.id", "Bad Host", "a host id off the pattern"),
+        ("host.cpu.flags", "avx2", "a string for the flag list"),
+        ("host.cpu.signature", {"family": "6"}, "a signature value not an integer"),
+        ("host.gpus", [{"memory_bytes": 1}], "a GPU without its name"),
+        ("host.memory_bytes", -1, "a negative memory size"),
+        ("conditions.logical_cores", 1.5, "a fractional core count"),
+        ("read_bandwidth", [], "an empty read pass"),
+        ("surprise", 1, "an undeclared top-level field"),
+    ],
+    "noise": [
+        ("runs.0.class", _DELETE, "a run without its class"),
+        ("runs.0.mean", 0, "a mean of 0"),
+        ("runs.0.n", 0, "a run of no samples"),
+        ("runs.0.warmup", _DELETE, "a run without its warm-up flag"),
+        ("runs.0.round", 0, "round 0"),
+        ("runs.0.surprise", 1, "an undeclared run field"),
+        ("stopping.reason", "tired", "a reason outside the enum"),
+        ("stopping.useful_factor", 1, "a useful factor of 1"),
+        ("stopping.max_runs", 0, "no runs allowed"),
+        ("stopping.surprise", 1, "an undeclared stopping field"),
+        ("host.cpu", _DELETE, "a host without its CPU"),
+        ("matrix.file", _DELETE, "a matrix without its file"),
+        ("schema_version", 1, "an older version, unmigrated"),
+        ("surprise", 1, "an undeclared top-level field"),
+    ],
+}
+
+
+@pytest.mark.parametrize(
+    "artifact,field,value,what",
+    [(a, f, v, w) for a, rows in INVALID.items() for f, v, w in rows],
+    ids=lambda x: x if isinstance(x, str) else None,
+)
+def test_what_the_handwritten_schema_rejected_is_still_rejected(
+    artifact, field, value, what
+):
+    """Each invalid document is rejected by the old hand-written schema, by the generated one (both
+    through jsonschema and through the load path) and by the model, in one line naming the file and
+    the field."""
+    path = next(
+        p
+        for p in _committed(artifact)
+        if json.loads(p.read_text()).get(
+            {
+                "projection": "entries",
+                "decision": "gates",
+                "host": "bandwidth",
+                "noise": "runs",
+            }[artifact]
+        )
+    )
+    doc = json.loads(artifacts.dumps(artifacts.load(path)))  # migrated where older
+    if artifact == "projection":  # an entry with a projection and a baseline to mutate
+        doc["entries"].sort(key=lambda e: e.get("projected") is None)
+        assert doc["entries"][0]["projected"] and doc["entries"][0]["baseline"]
+    bad = copy.deepcopy(doc)
+    _set(field, value)(bad)
+    assert list(_old_validator(artifact).iter_errors(bad)), (
+        f"old schema accepted {what}"
+    )
+    assert list(_new_validator(artifact).iter_errors(bad)), (
+        f"new schema accepted {what}"
+    )
+    with pytest.raises(ArtifactError) as load_err:
+        artifacts.validate(bad, "bad.json")
+    assert "\n" not in str(load_err.value)
+    model = model_for(artifact)
+    assert model is not None
+    with pytest.raises(ArtifactError) as model_err:
+        model.check(bad, "data/x/bad.json")
+    line = str(model_err.value)
+    assert "\n" not in line and line.startswith("data/x/bad.json: "), line
+    top = field.split(".")[0]
+    assert model_err.value.field and model_err.value.field.startswith(top), line
+
+
+def test_a_model_rejection_names_file_field_path_and_what():
+    doc = json.loads(_committed("decision")[0].read_text())
+    doc["gates"][0]["target"] = "high"
+    model = model_for("decision")
+    assert model is not None
+    with pytest.raises(ArtifactError) as err:
+        model.check(doc, "data/decisions/h/d.json")
+    assert (
+        str(err.value)
+        == "data/decisions/h/d.json: gates.0.target: Input should be a number"
+    )
+    doc = json.loads(_committed("decision")[0].read_text())
+    doc["created"] = "noon"
+    with pytest.raises(ArtifactError) as err:
+        model.check(doc, "d.json")
+    assert str(err.value) == "d.json: created: 'noon' is not a date-time"
+
+
+# --- the writers, against the dict-building writers they replaced (kept here as the reference) ----
+
+
+def _old_new_decision(*, host_id, created, optimization, catalogue, decision, gates):
+    from core.records.decision import RULE
+
+    return {
+        "artifact": "decision",
+        "schema_version": 1,
+        "id": f"{optimization['id']}-{host_id}-{created.strftime('%Y%m%dT%H%M%SZ')}",
+        "created": created.isoformat(timespec="seconds"),
+        "host_id": host_id,
+        "optimization": {
+            "id": optimization["id"],
+            "name": optimization["name"],
+            "settings": dict(optimization.get("settings") or {}),
+        },
+        "catalogue": dict(catalogue),
+        "decision": decision,
+        "rule": RULE,
+        "gates": [dict(g) for g in gates],
+    }
+
+
+def _old_new_projection(
+    *,
+    host_id,
+    created,
+    mix,
+    catalogue,
+    composition_rule,
+    weighting_rule,
+    inputs,
+    entries,
+    weighted,
+):
+    return {
+        "artifact": "projection",
+        "schema_version": 1,
+        "id": f"{host_id}-{created.strftime('%Y%m%dT%H%M%SZ')}",
+        "created": created.isoformat(timespec="seconds"),
+        "host_id": host_id,
+        "mix": dict(mix),
+        "catalogue": dict(catalogue),
+        "composition_rule": composition_rule,
+        "weighting_rule": weighting_rule,
+        "inputs": sorted(inputs),
+        "entries": list(entries),
+        "weighted": list(weighted),
+    }
+
+
+def _old_new_host(
+    *, fingerprint, created, probe, bandwidth, read_bandwidth=None, conditions=None
+):
+    if isinstance(created, datetime):
+        stamp, created_s = (
+            created.strftime("%Y%m%dT%H%M%SZ"),
+            created.isoformat(timespec="seconds"),
+        )
+    else:
+        stamp, created_s = created.replace("-", "").replace(":", "")[:15] + "Z", created
+    doc = {
+        "artifact": "host",
+        "schema_version": 1,
+        "id": f"{fingerprint['id']}-{stamp}",
+        "created": created_s,
+        "host": fingerprint,
+        "probe": dict(probe),
+        "bandwidth": list(bandwidth),
+        "conditions": dict(conditions or {}),
+    }
+    if read_bandwidth:
+        doc["read_bandwidth"] = list(read_bandwidth)
+    return doc
+
+
+def test_the_host_writer_writes_the_same_bytes_as_before():
+    from core.records.host import bandwidth_entry, new_host
+
+    for path in _committed("host"):
+        doc = json.loads(path.read_text())
+        for created in (doc["created"], datetime.fromisoformat(doc["created"])):
+            args = {
+                "fingerprint": doc["host"],
+                "created": created,
+                "probe": doc["probe"],
+                "bandwidth": doc["bandwidth"],
+                "read_bandwidth": doc.get("read_bandwidth"),
+                "conditions": doc["conditions"],
+            }
+            assert artifacts.dumps(new_host(**copy.deepcopy(args))) == artifacts.dumps(
+                _old_new_host(**args)
+            )
+    # a row as the probe builds it: the summary core.stats computes, kept as computed
+    from core import stats
+
+    samples = [10.5, 11.0, 10.75, 10.9, 11.2, 10.6]
+    assert bandwidth_entry(2, samples) == {
+        "threads": 2,
+        "samples_gbs": samples,
+        "summary": stats.summarize(samples),
+    }
+
+
+def _old_new_noise(*, host, matrix, runs, conditions, stopping=None, created=None):
+    from core import noise
+    from core.records.noise import METHOD, STOP_WORDS, fixed_stopping
+
+    runs = [{**r, "warmup": bool(r.get("warmup", False))} for r in runs]
+    groups: dict[str, dict[str, list[float]]] = {}
+    dropped: dict[str, int] = {}
+    for r in runs:
+        if r["warmup"]:
+            dropped[r["class"]] = dropped.get(r["class"], 0) + 1
+        else:
+            groups.setdefault(r["class"], {}).setdefault(r["group"], []).append(
+                r["mean"]
+            )
+    stopping = (
+        dict(stopping)
+        if stopping
+        else fixed_stopping(
+            max((len(m) for g in groups.values() for m in g.values()), default=0)
+        )
+    )
+    est = {}
+    for c, e in noise.estimates(
+        {c: list(g.values()) for c, g in groups.items()}
+    ).items():
+        if e["why"]:
+            e["why"] += (
+                f" after {e['runs']} counted runs "
+                f"({STOP_WORDS.get(stopping['reason'], stopping['reason'])})"
+            )
+        est[c] = {**e, "warmup_dropped": dropped.get(c, 0)}
+    return {
+        "artifact": "noise",
+        "schema_version": 2,
+        "id": f"{host['id']}-noise-{created.strftime('%Y%m%dT%H%M%SZ')}",
+        "created": created.isoformat(timespec="seconds"),
+        "host": host,
+        "matrix": matrix,
+        "method": METHOD,
+        "conditions": conditions,
+        "runs": runs,
+        "estimates": est,
+        "stopping": stopping,
+    }
+
+
+def test_the_noise_writer_writes_the_same_bytes_as_before():
+    from core.records.noise import new_noise
+
+    for path in _committed("noise"):
+        doc = artifacts.load(path)  # a version 1 file, migrated
+        for stopping in (doc["stopping"], None):
+            for runs in (
+                doc["runs"],
+                [{**doc["runs"][0], "warmup": True}] + doc["runs"],
+            ):
+                args = {
+                    "host": doc["host"],
+                    "matrix": doc["matrix"],
+                    "runs": runs,
+                    "conditions": doc["conditions"],
+                    "stopping": stopping,
+                    "created": datetime.fromisoformat(doc["created"]),
+                }
+                assert artifacts.dumps(
+                    new_noise(**copy.deepcopy(args))
+                ) == artifacts.dumps(_old_new_noise(**copy.deepcopy(args)))
+
+
+def _inputs(doc: dict[str, Any], names: tuple[str, ...]) -> dict[str, Any]:
+    return {
+        "host_id": doc["host_id"],
+        "created": datetime.fromisoformat(doc["created"]),
+        **{k: copy.deepcopy(doc[k]) for k in names},
+    }
+
+
+def test_the_decision_writer_writes_the_same_bytes_as_before():
+    names = ("optimization", "catalogue", "decision", "gates")
+    for path in _committed("decision"):
+        args = _inputs(json.loads(path.read_text()), names)
+        assert artifacts.dumps(new_decision(**copy.deepcopy(args))) == artifacts.dumps(
+            _old_new_decision(**args)
+        )
+    # a gate without its optional metric and n stays without them; an integer stays an integer
+    args = _inputs(json.loads(_committed("decision")[0].read_text()), names)
+    for g in args["gates"]:
+        g.pop("metric", None), g.pop("n", None)
+        g["target"] = 1
+    assert artifacts.dumps(new_decision(**copy.deepcopy(args))) == artifacts.dumps(
+        _old_new_decision(**args)
+    )
+
+
+def test_the_projection_writer_writes_the_same_bytes_as_before():
+    names = (
+        "mix",
+        "catalogue",
+        "composition_rule",
+        "weighting_rule",
+        "inputs",
+        "entries",
+        "weighted",
+    )
+    for path in _committed("projection"):
+        args = _inputs(json.loads(path.read_text()), names)
+        args["inputs"] = list(reversed(args["inputs"]))
+        assert artifacts.dumps(
+            new_projection(**copy.deepcopy(args))
+        ) == artifacts.dumps(_old_new_projection(**args))
+
+
+def test_a_writer_refuses_what_the_schema_would_refuse():
+    args = _inputs(
+        json.loads(_committed("decision")[0].read_text()),
+        ("optimization", "catalogue", "decision", "gates"),
+    )
+    with pytest.raises(ValidationError, match="surprise"):
+        new_decision(**args, surprise=1)  # an optional field the model does not declare
+    args["gates"][0]["verdict"] = "PERHAPS"
+    with pytest.raises(ValidationError, match="verdict"):
+        new_decision(**args)
+
+
+def test_records_read_the_models_fields():
+    path = _committed("decision")[0]
+    doc = json.loads(path.read_text())
+    rec = DecisionRecord(doc, path=str(path))
+    assert rec.decision == doc["decision"] and rec.host_id == doc["host_id"]
+    assert rec.optimization_settings == doc["optimization"]["settings"]
+    g, raw = rec.gates[0], doc["gates"][0]
+    assert (g.id, g.verdict, g.value, g.n, g.evidence) == (
+        raw["id"],
+        raw["verdict"],
+        raw["value"],
+        tuple(raw["n"]) if raw.get("n") else None,
+        raw["evidence"],
+    )
+    from core.records.host import HostRecord
+
+    for hpath in _committed("host"):
+        hdoc = json.loads(hpath.read_text())
+        hrec = HostRecord(hdoc, path=str(hpath))
+        assert hrec.probe_kind == hdoc["probe"]["kind"]
+        assert hrec.probe.get("device") == hdoc["probe"].get("device")
+        for row, raw in zip(hrec.bandwidth, hdoc["bandwidth"], strict=True):
+            assert row.threads == raw["threads"] and row.best == max(raw["samples_gbs"])
+            assert (row.summary.mean, row.summary.n) == (
+                raw["summary"]["mean"],
+                raw["summary"]["n"],
+            )
+        assert len(hrec.read_bandwidth) == len(hdoc.get("read_bandwidth") or [])
+        assert hrec.loadavg_before == hdoc["conditions"].get("loadavg_1m_before")
+    ppath = _committed("projection")[0]
+    pdoc = json.loads(ppath.read_text())
+    prec = ProjectionRecord(pdoc, path=str(ppath))
+    assert prec.mix == pdoc["mix"] and prec.weighted == pdoc["weighted"]
+    for e, raw in zip(prec.entries, pdoc["entries"], strict=True):
+        assert e.role == raw["role"] and e.status == raw["status"]
+        # nested objects read like the document's dicts (what pipelines.projections reads)
+        for key in ("baseline", "projected", "verification"):
+            part = getattr(e, key)
+            if raw[key] is None:
+                assert part is None
+                continue
+            for k, v in raw[key].items():
+                assert part[k] == v and part.get(k) == v
+            assert part.get("not-there") is None
+            with pytest.raises(KeyError):
+                part["not-there"]
+
+
+def test_the_oldest_committed_artifact_of_every_type_still_loads():
+    """Migration keeps working beside the models: of each artifact type, the committed files of the
+    oldest schema version there is load (migrated to the current version) and validate."""
+    oldest: dict[str, tuple[int, list[Path]]] = {}
+    for path in committed_paths(""):
+        if path.suffix != ".json" or path.parts[-3:-2] == ("schema",):
+            continue
+        doc = json.loads(path.read_text())
+        if (
+            not isinstance(doc, dict)
+            or doc.get("artifact") not in artifacts.ARTIFACT_TYPES
+        ):
+            continue
+        v, paths = oldest.get(doc["artifact"], (10**9, []))
+        if doc["schema_version"] < v:
+            oldest[doc["artifact"]] = (doc["schema_version"], [path])
+        elif doc["schema_version"] == v and len(paths) < 3:
+            paths.append(path)
+    assert set(CONVERTED) <= set(oldest)
+    for name, (_version, paths) in oldest.items():
+        for path in paths:
+            doc = artifacts.load(path)
+            assert doc["schema_version"] == artifacts.ARTIFACT_TYPES[name].version, path
+            model = model_for(name)
+            if model is not None:
+                model.check(doc, str(path))
