@@ -27,11 +27,12 @@ from core import request_records
 from core.errors import ArtifactError, ArtifactErrors
 from core.paths import schema_dir
 from pipelines import dataset, index
-from pipelines.site import browser, markdown
+from pipelines.site import browser, markdown, page_cache
 
 
 def on_pre_build(config: Any, **_: Any) -> None:
     markdown.reset_tables()
+    page_cache.reset()
     _WRITTEN.clear()
     try:
         dataset.freeze()
@@ -249,6 +250,7 @@ def write_tables(site: Path) -> None:
 def on_post_build(config: Any, **_: Any) -> None:
     try:
         publish(Path(config["site_dir"]), dataset.load())
+        page_cache.prune()  # the cache keeps this build's pages only
     finally:
         dataset.thaw()
         gc.unfreeze()

@@ -24,6 +24,7 @@ from typing import Any
 from core.records.host import HostRecord
 from core.registry import Registry
 from pipelines import dataset
+from pipelines.site import page_cache
 from pipelines.site.markdown import (
     admonition,
     as_text,
@@ -55,6 +56,9 @@ class SplitPage:
     # whose content needs several runs together (a sweep) says so here, so that no host gets an empty page
     shows: Callable[[list[Any]], bool] | None = None
     always: bool = False  # one page per host however few hosts there are (the page itself is the index)
+    # what one host's page reads beyond its host's artifacts and the fleet's shared ones (pipelines.site.
+    # page_cache): a text that changes when that does, part of the page's cache key (None: nothing else)
+    reads: Callable[[str], str] | None = None
 
 
 PAGES: Registry[SplitPage] = Registry("per-host page")
@@ -262,5 +266,12 @@ def render(name: str, host: str | None = None) -> str:
                 "warning", "No data", f"No artifact from host {code(host)}."
             )
         runs = []
-    # rendered as for docs/<name>.md, served one folder deeper (docs/<name>/<host>.md)
-    return rebase_links(page.render(list(runs), host), 1)
+    host_runs = list(runs)
+    # rendered as for docs/<name>.md, served one folder deeper (docs/<name>/<host>.md); from the page cache
+    # when nothing the page is made from changed (one more host's run re-renders that host's pages only)
+    return page_cache.cached(
+        (name,),
+        host,
+        lambda: rebase_links(page.render(host_runs, host), 1),
+        extra=page.reads(host) if page.reads is not None else "",
+    )
