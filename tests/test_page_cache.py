@@ -119,3 +119,22 @@ def test_an_unreadable_entry_is_rendered_again(fleet):
         p.write_bytes(b"not zlib")
     stored.clear()
     assert _render("hosts", HOSTS[0]) == first and len(stored) == 1
+
+
+@pytest.mark.integration  # forks a worker
+def test_fill_renders_the_pages_over_the_cores_and_the_page_loop_finds_them(
+    fleet, monkeypatch
+):
+    data, stored = fleet
+    monkeypatch.setattr(page_cache.os, "sched_getaffinity", lambda _pid: {0, 1})
+    jobs = [(name, host) for name in ("boards", "hosts") for host in HOSTS]
+    page_cache.fill(jobs, lambda job: per_host.render(*job))
+    assert len(stored) == 2  # this process's share; the worker stored the other two
+    folder = next((Path(page_cache.cache_dir()) / "pages").iterdir())
+    assert len(list(folder.glob("*.json.z"))) == 4
+    assert markdown.table_files() == {}  # the downloads come with the pages, not before
+    stored.clear()
+    shown = [_render(*job) for job in jobs]
+    assert stored == []  # every page found in the cache
+    monkeypatch.setenv("ALMANAC_PAGE_CACHE", "0")
+    assert shown == [_render(*job) for job in jobs]  # as rendered without the cache

@@ -27,7 +27,7 @@ from core import request_records
 from core.errors import ArtifactError, ArtifactErrors
 from core.paths import schema_dir
 from pipelines import dataset, index
-from pipelines.site import browser, markdown, page_cache
+from pipelines.site import browser, markdown, page_cache, per_host
 
 
 def on_pre_build(config: Any, **_: Any) -> None:
@@ -55,6 +55,8 @@ def on_pre_build(config: Any, **_: Any) -> None:
     global _THRESHOLD
     _THRESHOLD = gc.get_threshold()
     gc.set_threshold(50_000, *_THRESHOLD[1:])
+    # the per-host pages (most of a fleet's pages) rendered over every core into the page cache
+    per_host.prefill()
 
 
 _THRESHOLD: tuple[int, ...] | None = None

@@ -195,6 +195,44 @@ def cached(
     return text
 
 
+def fill(jobs: list[Any], render_one: Callable[[Any], object]) -> None:
+    """Render ``jobs`` into the cache over the machine's cores before the build's page loop needs them:
+    one forked worker per core beyond the first takes its share (the loaded set is shared with the build,
+    copy on write), this process the rest. A page that fails (in a worker or here) is left to the page loop,
+    which renders what it does not find (and reports there, as always, a real error)."""
+    if not enabled() or not hasattr(os, "fork"):
+        return
+    n = min(len(os.sched_getaffinity(0)), 8, len(jobs))
+    if n < 2:
+        return
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pids = []
+    for w in range(1, n):
+        pid = os.fork()
+        if (
+            pid == 0
+        ):  # the worker: its share, then out without running the build's exit handlers
+            code = 0
+            try:
+                for job in jobs[w::n]:
+                    render_one(job)
+            except BaseException:
+                code = 1
+            finally:
+                os._exit(code)
+        pids.append(pid)
+    try:
+        for job in jobs[0::n]:
+            render_one(job)
+    except Exception:  # left to the page loop, which reports it where the page is
+        pass
+    finally:
+        for pid in pids:
+            os.waitpid(pid, 0)
+        markdown.reset_tables()  # the pages register their downloads again when the page loop shows them
+
+
 def _store(path: Path, entry: dict[str, Any]) -> None:
     """Written atomically; a cache that cannot be written costs only time."""
     try:
@@ -227,4 +265,4 @@ def reset() -> None:
     _MEMO.clear()
 
 
-__all__ = ["cached", "code_digest", "enabled", "prune", "reset"]
+__all__ = ["cached", "code_digest", "enabled", "fill", "prune", "reset"]

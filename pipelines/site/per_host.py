@@ -193,6 +193,15 @@ def generated_pages() -> list[tuple[str, str]]:
     return out
 
 
+def prefill() -> None:
+    """Every per-host page this build shows, rendered into the page cache over the machine's cores
+    (pipelines.site.page_cache.fill) before the page loop, which then finds each one there."""
+    from pipelines.site import split_pages  # noqa: F401 - registers the pages that split per host
+
+    jobs = [(name, host) for name in PAGES if is_split(name) for host in hosts_of(name)]
+    page_cache.fill(jobs, lambda job: render(*job))
+
+
 def host_labels() -> dict[str, str]:
     """Every host's label (pipelines.hostnames), from the loaded set's runs and host artifacts."""
     from pipelines import hostnames
