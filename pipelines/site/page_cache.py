@@ -39,12 +39,12 @@ from pipelines.site import markdown
 
 VERSION = 1  # bump when the entry format or the key's parts change
 _ROOT = Path(__file__).resolve().parents[2]
-_MEMO: dict[
-    str, str
-] = {}  # the code's and the set's shared digests, once per build (``reset``)
+# once per build (``reset``): the code's and the set's shared digests; each page's key; the entries used
+_MEMO: dict[str, str] = {}
+_KEYS: dict[tuple[str, ...], str] = {}
 _USED: dict[
     Path, set[str]
-] = {}  # folder -> the entries this build used (kept at the end)
+] = {}  # folder -> entries (kept at the end of the build, the rest removed)
 
 
 def enabled() -> bool:
@@ -155,28 +155,46 @@ def _folder(ds: dataset.Dataset) -> Path:
     return cache_dir() / "pages" / where
 
 
+def key(parts: tuple[str, ...], host: str, extra: Callable[[], str] | None) -> str:
+    """The cache key of the page ``parts`` (its name and host) of ``host`` (once per build)."""
+    memo = (*parts, host)
+    if memo not in _KEYS:
+        ds = dataset.load()
+        _KEYS[memo] = hashlib.blake2b(
+            "\0".join(
+                [
+                    _shared_of(ds),
+                    *parts,
+                    host_digest(host),
+                    hashlib.blake2b((extra() if extra else "").encode()).hexdigest(),
+                ]
+            ).encode(),
+            digest_size=20,
+        ).hexdigest()
+    return _KEYS[memo]
+
+
+def is_cached(
+    parts: tuple[str, ...], host: str, extra: Callable[[], str] | None
+) -> bool:
+    return (_folder(dataset.load()) / f"{key(parts, host, extra)}.json.z").is_file()
+
+
 def cached(
-    parts: tuple[str, ...], host: str, render: Callable[[], str], extra: str = ""
+    parts: tuple[str, ...],
+    host: str,
+    render: Callable[[], str],
+    extra: Callable[[], str] | None = None,
 ) -> str:
     """The page ``parts`` (its name and host) of ``host``: from the cache when its inputs are unchanged,
-    else rendered by ``render`` and stored."""
+    else rendered by ``render`` and stored. ``extra``: what else the page reads, as text (its key's part)."""
     if not enabled():
         return render()
     ds = dataset.load()
-    key = hashlib.blake2b(
-        "\0".join(
-            [
-                _shared_of(ds),
-                *parts,
-                host_digest(host),
-                hashlib.blake2b(extra.encode()).hexdigest(),
-            ]
-        ).encode(),
-        digest_size=20,
-    ).hexdigest()
+    key_ = key(parts, host, extra)
     folder = _folder(ds)
-    _USED.setdefault(folder, set()).add(key)
-    path = folder / f"{key}.json.z"
+    _USED.setdefault(folder, set()).add(key_)
+    path = folder / f"{key_}.json.z"
     try:
         entry = json.loads(zlib.decompress(path.read_bytes()))
         text, tables = entry["text"], entry["tables"]
@@ -195,13 +213,17 @@ def cached(
     return text
 
 
-def fill(jobs: list[Any], render_one: Callable[[Any], object]) -> None:
-    """Render ``jobs`` into the cache over the machine's cores before the build's page loop needs them:
+def fill(
+    jobs: list[Any], render_one: Callable[[Any], object], pending: Callable[[Any], bool]
+) -> None:
+    """Render the ``pending`` of ``jobs`` (those not in the cache: their keys are computed here, once,
+    before any worker starts) into the cache over the machine's cores before the build's page loop needs them:
     one forked worker per core beyond the first takes its share (the loaded set is shared with the build,
     copy on write), this process the rest. A page that fails (in a worker or here) is left to the page loop,
     which renders what it does not find (and reports there, as always, a real error)."""
     if not enabled() or not hasattr(os, "fork"):
         return
+    jobs = [j for j in jobs if pending(j)]
     n = min(len(os.sched_getaffinity(0)), 8, len(jobs))
     if n < 2:
         return
@@ -263,6 +285,16 @@ def reset() -> None:
     """Forget what the last build used and the digests it took (start of a build)."""
     _USED.clear()
     _MEMO.clear()
+    _KEYS.clear()
 
 
-__all__ = ["cached", "code_digest", "enabled", "fill", "prune", "reset"]
+__all__ = [
+    "cached",
+    "code_digest",
+    "enabled",
+    "fill",
+    "is_cached",
+    "key",
+    "prune",
+    "reset",
+]

@@ -199,7 +199,11 @@ def prefill() -> None:
     from pipelines.site import split_pages  # noqa: F401 - registers the pages that split per host
 
     jobs = [(name, host) for name in PAGES if is_split(name) for host in hosts_of(name)]
-    page_cache.fill(jobs, lambda job: render(*job))
+    page_cache.fill(
+        jobs,
+        lambda job: render(*job),
+        lambda job: not page_cache.is_cached((job[0],), job[1], _reads(*job)),
+    )
 
 
 def host_labels() -> dict[str, str]:
@@ -282,5 +286,10 @@ def render(name: str, host: str | None = None) -> str:
         (name,),
         host,
         lambda: rebase_links(page.render(host_runs, host), 1),
-        extra=page.reads(host) if page.reads is not None else "",
+        extra=_reads(name, host),
     )
+
+
+def _reads(name: str, host: str) -> Callable[[], str] | None:
+    reads = PAGES[name].reads
+    return None if reads is None else lambda: reads(host)
