@@ -1,6 +1,7 @@
 """MkDocs hooks (mkdocs.yml ``hooks:``): what the build does besides rendering pages.
 
 * before the build: load every artifact once (pipelines.dataset) and keep that set for the build;
+  render the per-host pages not in the page cache over every core (pipelines.site.page_cache);
 * per page: turn the site-root placeholder of raw HTML links into the page's relative path; index a
   data-heavy page for search by its prose and the distinct names in its tables (not every figure);
 * after the build: publish every artifact's JSON under ``data/`` (the repository's paths), the

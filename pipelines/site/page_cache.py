@@ -29,7 +29,6 @@ import os
 import sys
 import zlib
 from collections.abc import Callable
-from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -129,25 +128,42 @@ def _artifacts_by_host(ds: dataset.Dataset) -> dict[str, list[Any]]:
 
 
 def stable_text(obj: Any) -> str:
-    """``repr`` with nothing elided (every row of a DataFrame, every element of an array), for a key."""
+    """The whole of ``obj`` as text, for a key: dataclasses field by field, DataFrames and arrays every
+    value (``repr`` elides long ones, and formats a DataFrame slowly), everything else by ``repr``."""
+    return repr(_plain(obj))
+
+
+def _plain(obj: Any) -> Any:
+    import dataclasses
+
     import numpy as np
     import pandas as pd
 
-    with ExitStack() as stack:
-        stack.enter_context(np.printoptions(threshold=sys.maxsize))
-        stack.enter_context(
-            pd.option_context(
-                "display.max_rows",
-                None,
-                "display.max_columns",
-                None,
-                "display.width",
-                None,
-                "display.max_colwidth",
-                None,
-            )
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return (
+            type(obj).__name__,
+            [(f.name, _plain(getattr(obj, f.name))) for f in dataclasses.fields(obj)],
         )
-        return repr(obj)
+    if isinstance(obj, pd.DataFrame):
+        return (
+            "DataFrame",
+            _plain(obj.index.tolist()),
+            [  # column by column: a row at a time (to_dict, itertuples) is ten times slower
+                (_plain(c), str(obj[c].dtype), _plain(obj[c].tolist()))
+                for c in obj.columns
+            ],
+        )
+    if isinstance(obj, pd.Series):
+        return ("Series", obj.name, _plain(obj.to_dict()), str(obj.dtype))
+    if isinstance(obj, np.ndarray):
+        return ("ndarray", str(obj.dtype), obj.tolist())
+    if isinstance(obj, dict):
+        return [(_plain(k), _plain(v)) for k, v in obj.items()]
+    if isinstance(obj, (list, tuple)):
+        return [_plain(v) for v in obj]
+    if isinstance(obj, (set, frozenset)):
+        return sorted(repr(_plain(v)) for v in obj)
+    return obj
 
 
 def _folder(ds: dataset.Dataset) -> Path:
