@@ -40,9 +40,9 @@ def fleet(tmp_path, monkeypatch):
         real(path, entry)
 
     monkeypatch.setattr(page_cache, "_store", spy)
-    page_cache.reset()
+    page_cache.reset()  # as the build's hooks do
     yield data, stored
-    page_cache.reset()
+    page_cache.finish()
     markdown.reset_tables()
 
 
@@ -70,6 +70,11 @@ def test_a_cached_page_is_the_page_rendered_with_its_downloads(fleet, monkeypatc
     assert (
         _render("boards", host) == first
     )  # the same as a page rendered without the cache
+    monkeypatch.delenv("ALMANAC_PAGE_CACHE")
+    page_cache.finish()  # outside a build (a test rendering in process): nothing is cached
+    stored.clear()
+    _render("boards", HOSTS[1])
+    assert stored == []
 
 
 def test_only_the_pages_whose_inputs_changed_render_again(fleet):

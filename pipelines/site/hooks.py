@@ -255,6 +255,7 @@ def on_post_build(config: Any, **_: Any) -> None:
         publish(Path(config["site_dir"]), dataset.load())
         page_cache.prune()  # the cache keeps this build's pages only
     finally:
+        page_cache.finish()
         dataset.thaw()
         gc.unfreeze()
         if _THRESHOLD is not None:
@@ -265,6 +266,8 @@ def on_build_error(error: Exception, **_: Any) -> None:
     """A storage fault while writing the site (no space left, read-only, permission denied) is one
     line naming the path and what to do; `invoke site.build` shows that line alone."""
     from core.artifacts import STORAGE_ERRNOS, storage_error
+
+    page_cache.finish()
 
     if (
         isinstance(error, OSError)

@@ -17,7 +17,8 @@ a rebuild renders only the pages whose inputs changed. The key of a page is the 
 A hit gives back the Markdown and the table downloads the render registered (so the build writes
 the same files); a miss renders and stores both. Entries live under the user cache
 (``ALMANAC_CACHE``), one folder per data folder; a build removes the entries of that folder it
-did not use, so the cache holds one build's pages. ``ALMANAC_PAGE_CACHE=0`` turns it off.
+did not use, so the cache holds one build's pages. ``ALMANAC_PAGE_CACHE=0`` turns it off; outside a
+build (a test or a tool rendering a page in process, perhaps with its code patched) it is off.
 Deleting the cache loses nothing: the next build renders every page.
 """
 
@@ -46,8 +47,13 @@ _USED: dict[
 ] = {}  # folder -> entries (kept at the end of the build, the rest removed)
 
 
+_BUILDING: list[bool] = [
+    False
+]  # set by the build's hooks: outside a build (a test, a tool) nothing is cached
+
+
 def enabled() -> bool:
-    return os.environ.get("ALMANAC_PAGE_CACHE", "1") != "0"
+    return _BUILDING[0] and os.environ.get("ALMANAC_PAGE_CACHE", "1") != "0"
 
 
 def _file_digest(path: Path) -> bytes:
@@ -298,7 +304,16 @@ def prune() -> None:
 
 
 def reset() -> None:
-    """Forget what the last build used and the digests it took (start of a build)."""
+    """Start of a build: the cache in use, nothing remembered from the last build (what it used, its digests)."""
+    _USED.clear()
+    _MEMO.clear()
+    _KEYS.clear()
+    _BUILDING[0] = True
+
+
+def finish() -> None:
+    """End of a build (finished or failed): pages rendered outside a build are not cached."""
+    _BUILDING[0] = False
     _USED.clear()
     _MEMO.clear()
     _KEYS.clear()
