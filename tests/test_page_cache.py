@@ -132,6 +132,7 @@ def test_fill_renders_the_pages_over_the_cores_and_the_page_loop_finds_them(
 ):
     data, stored = fleet
     monkeypatch.setattr(page_cache.os, "sched_getaffinity", lambda _pid: {0, 1})
+    monkeypatch.setenv("ALMANAC_PAGE_WORKERS", "2")
     jobs = [(name, host) for name in ("boards", "hosts") for host in HOSTS]
 
     def pending(job: tuple[str, str]) -> bool:

@@ -1,7 +1,8 @@
 """MkDocs hooks (mkdocs.yml ``hooks:``): what the build does besides rendering pages.
 
 * before the build: load every artifact once (pipelines.dataset) and keep that set for the build;
-  render the per-host pages not in the page cache over every core (pipelines.site.page_cache);
+  the per-host pages not in the page cache rendered ahead, over ALMANAC_PAGE_WORKERS processes
+  (pipelines.site.page_cache; one by default);
 * per page: turn the site-root placeholder of raw HTML links into the page's relative path; index a
   data-heavy page for search by its prose and the distinct names in its tables (not every figure);
 * after the build: publish every artifact's JSON under ``data/`` (the repository's paths), the
@@ -56,7 +57,7 @@ def on_pre_build(config: Any, **_: Any) -> None:
     global _THRESHOLD
     _THRESHOLD = gc.get_threshold()
     gc.set_threshold(50_000, *_THRESHOLD[1:])
-    # the per-host pages (most of a fleet's pages) rendered over every core into the page cache
+    # the per-host pages (most of a fleet's pages) rendered into the page cache ahead, over the processes asked for
     per_host.prefill()
 
 

@@ -240,13 +240,23 @@ def fill(
 ) -> None:
     """Render the ``pending`` of ``jobs`` (those not in the cache: their keys are computed here, once,
     before any worker starts) into the cache over the machine's cores before the build's page loop needs them:
-    one forked worker per core beyond the first takes its share (the loaded set is shared with the build,
-    copy on write), this process the rest. A page that fails (in a worker or here) is left to the page loop,
-    which renders what it does not find (and reports there, as always, a real error)."""
+    ``ALMANAC_PAGE_WORKERS`` processes (default 1: none forked) each take a share, forked workers and this
+    one (the loaded set is shared with the build, copy on write). A page that fails (in a worker or here) is
+    left to the page loop, which renders what it does not find (and reports there, as always, a real error).
+
+    Off by default: measured on the 2-core VM at 10,000 every-kind artifacts over 200 hosts, a second
+    process took a cold build from 153 to 146 s but its copied pages raised the peak by 370 MiB (PSS),
+    past issue 30's 2 GiB (benchmarks/results/cpu/site-scale-fleet-every-kind-10000.md)."""
     if not enabled() or not hasattr(os, "fork"):
         return
+    try:
+        workers = int(os.environ.get("ALMANAC_PAGE_WORKERS", "1"))
+    except ValueError:
+        workers = 1
+    if workers < 2:
+        return
     jobs = [j for j in jobs if pending(j)]
-    n = min(len(os.sched_getaffinity(0)), 8, len(jobs))
+    n = min(len(os.sched_getaffinity(0)), workers, len(jobs))
     if n < 2:
         return
     sys.stdout.flush()

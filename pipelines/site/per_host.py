@@ -194,7 +194,7 @@ def generated_pages() -> list[tuple[str, str]]:
 
 
 def prefill() -> None:
-    """Every per-host page this build shows, rendered into the page cache over the machine's cores
+    """Every per-host page this build shows, rendered into the page cache ahead over ALMANAC_PAGE_WORKERS processes
     (pipelines.site.page_cache.fill) before the page loop, which then finds each one there."""
     from pipelines.site import split_pages  # noqa: F401 - registers the pages that split per host
 
