@@ -434,7 +434,8 @@ def make_data(dest: Path, n: int, base: list[dict[str, Any]]) -> int:
 def timed(
     cmd: list[str], env: dict[str, str], cwd: Path
 ) -> tuple[float, int, subprocess.CompletedProcess]:
-    """Wall seconds and the peak summed RSS of the process tree."""
+    """Wall seconds and the peak summed RSS of the process tree (``timed.peak_pss``: its peak summed PSS,
+    each page shared between processes counted once)."""
     import resource
 
     import psutil
@@ -447,18 +448,22 @@ def timed(
         cmd, env=env, cwd=cwd, stdout=out_f, stderr=err_f, text=True
     )
     parent = psutil.Process(proc.pid)
-    peak = 0
+    peak = peak_pss = 0
     while proc.poll() is None:
-        total = 0
+        total = total_pss = 0
         try:
             for p in [parent] + parent.children(recursive=True):
                 try:
-                    total += p.memory_info().rss
+                    # RSS counts a page shared by a forked worker and the build in both; PSS shares it out
+                    full = p.memory_full_info()
+                    total += full.rss
+                    total_pss += getattr(full, "pss", full.rss)
                 except psutil.Error:
                     pass
         except psutil.Error:
             pass
         peak = max(peak, total)
+        peak_pss = max(peak_pss, total_pss)
         time.sleep(
             0.1
         )  # sampling the tree costs CPU: often enough to see the (slowly growing) peak,
@@ -472,6 +477,7 @@ def timed(
     err_f.close()
     r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     timed.cpu = (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)  # type: ignore[attr-defined]
+    timed.peak_pss = peak_pss  # type: ignore[attr-defined]
     return wall, peak, subprocess.CompletedProcess(cmd, proc.returncode, out, err)
 
 
@@ -547,6 +553,7 @@ def build(data: Path, out: Path, cache: Path) -> dict[str, Any]:
         "seconds": round(wall, 2),
         "cpu_s": round(timed.cpu, 2),  # type: ignore[attr-defined]
         "peak_mib": round(peak / 2**20, 1),
+        "peak_pss_mib": round(timed.peak_pss / 2**20, 1),  # type: ignore[attr-defined]
         "load_before": [round(x, 2) for x in load],
         "load_after": [round(x, 2) for x in os.getloadavg()],
     }
@@ -676,7 +683,7 @@ def main() -> None:
                 row[kind] = build(data, site, cache)
                 print(
                     f"N={written:>6}: {kind} {row[kind]['seconds']:.2f} s (cpu {row[kind]['cpu_s']:.1f} s), "
-                    f"{row[kind]['peak_mib']:.1f} MiB peak",
+                    f"{row[kind]['peak_mib']:.1f} MiB peak RSS, {row[kind]['peak_pss_mib']:.1f} MiB peak PSS",
                     flush=True,
                 )
             if builds:
@@ -694,7 +701,9 @@ def main() -> None:
                 row.setdefault("largest_pages", page_sizes(site)["largest_pages"])
                 print(
                     f"N={written:>6}: after one more host's reference run, rebuild "
-                    f"{row['incremental']['seconds']:.2f} s (cpu {row['incremental']['cpu_s']:.1f} s)",
+                    f"{row['incremental']['seconds']:.2f} s (cpu {row['incremental']['cpu_s']:.1f} s), "
+                    f"{row['incremental']['peak_mib']:.1f} MiB peak RSS, "
+                    f"{row['incremental']['peak_pss_mib']:.1f} MiB peak PSS",
                     flush=True,
                 )
             results["sizes"].append(row)

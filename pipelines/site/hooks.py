@@ -1,6 +1,8 @@
 """MkDocs hooks (mkdocs.yml ``hooks:``): what the build does besides rendering pages.
 
 * before the build: load every artifact once (pipelines.dataset) and keep that set for the build;
+  the per-host pages not in the page cache rendered ahead, over ALMANAC_PAGE_WORKERS processes
+  (pipelines.site.page_cache; one by default);
 * per page: turn the site-root placeholder of raw HTML links into the page's relative path; index a
   data-heavy page for search by its prose and the distinct names in its tables (not every figure);
 * after the build: publish every artifact's JSON under ``data/`` (the repository's paths), the
@@ -27,11 +29,12 @@ from core import request_records
 from core.errors import ArtifactError, ArtifactErrors
 from core.paths import schema_dir
 from pipelines import dataset, index
-from pipelines.site import browser, markdown
+from pipelines.site import browser, markdown, page_cache, per_host
 
 
 def on_pre_build(config: Any, **_: Any) -> None:
     markdown.reset_tables()
+    page_cache.reset()
     _WRITTEN.clear()
     try:
         dataset.freeze()
@@ -54,6 +57,8 @@ def on_pre_build(config: Any, **_: Any) -> None:
     global _THRESHOLD
     _THRESHOLD = gc.get_threshold()
     gc.set_threshold(50_000, *_THRESHOLD[1:])
+    # the per-host pages (most of a fleet's pages) rendered into the page cache ahead, over the processes asked for
+    per_host.prefill()
 
 
 _THRESHOLD: tuple[int, ...] | None = None
@@ -249,7 +254,9 @@ def write_tables(site: Path) -> None:
 def on_post_build(config: Any, **_: Any) -> None:
     try:
         publish(Path(config["site_dir"]), dataset.load())
+        page_cache.prune()  # the cache keeps this build's pages only
     finally:
+        page_cache.finish()
         dataset.thaw()
         gc.unfreeze()
         if _THRESHOLD is not None:
@@ -260,6 +267,8 @@ def on_build_error(error: Exception, **_: Any) -> None:
     """A storage fault while writing the site (no space left, read-only, permission denied) is one
     line naming the path and what to do; `invoke site.build` shows that line alone."""
     from core.artifacts import STORAGE_ERRNOS, storage_error
+
+    page_cache.finish()
 
     if (
         isinstance(error, OSError)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 from importlib import metadata
 from pathlib import Path
+from typing import Any
 
 from core.paths import data_dir
 
@@ -41,24 +42,34 @@ def _files(folder: Path) -> list[Path]:
 def digest(root: Path) -> str:
     """The digest of everything a build of the site from ``root`` (the repository) reads."""
     h = hashlib.blake2b(digest_size=20)
+    h.update(code_digest(root).encode())
+    _hash_folder(h, "data", data_dir())
+    return h.hexdigest()
+
+
+def code_digest(root: Path) -> str:
+    """The digest of what renders the pages: the rendering packages' versions, the pages (docs/), the
+    code (pipelines/, runtime/, core/) and mkdocs.yml; the data aside."""
+    h = hashlib.blake2b(digest_size=20)
     for name in PACKAGES:
         try:
             version = metadata.version(name)
         except metadata.PackageNotFoundError:
             version = "-"
         h.update(f"pkg\0{name}\0{version}\0".encode())
-    sources = [("data", data_dir())] + [
-        (name, root / name) for name in ("docs", "pipelines", "runtime")
-    ]
-    for label, folder in sources:
-        for p in _files(folder):
-            h.update(f"{label}\0{p.relative_to(folder).as_posix()}\0".encode())
-            with p.open("rb") as fh:
-                h.update(hashlib.file_digest(fh, "blake2b").digest())
+    for name in ("docs", "pipelines", "runtime", "core"):
+        _hash_folder(h, name, root / name)
     for name in ("mkdocs.yml",):
         p = root / name
         h.update(f"file\0{name}\0".encode() + (p.read_bytes() if p.exists() else b"-"))
     return h.hexdigest()
+
+
+def _hash_folder(h: Any, label: str, folder: Path) -> None:
+    for p in _files(folder):
+        h.update(f"{label}\0{p.relative_to(folder).as_posix()}\0".encode())
+        with p.open("rb") as fh:
+            h.update(hashlib.file_digest(fh, "blake2b").digest())
 
 
 def up_to_date(site: Path, current: str) -> bool:

@@ -24,6 +24,7 @@ from typing import Any
 from core.records.host import HostRecord
 from core.registry import Registry
 from pipelines import dataset
+from pipelines.site import page_cache
 from pipelines.site.markdown import (
     admonition,
     as_text,
@@ -55,6 +56,9 @@ class SplitPage:
     # whose content needs several runs together (a sweep) says so here, so that no host gets an empty page
     shows: Callable[[list[Any]], bool] | None = None
     always: bool = False  # one page per host however few hosts there are (the page itself is the index)
+    # what one host's page reads beyond its host's artifacts and the fleet's shared ones (pipelines.site.
+    # page_cache): a text that changes when that does, part of the page's cache key (None: nothing else)
+    reads: Callable[[str], str] | None = None
 
 
 PAGES: Registry[SplitPage] = Registry("per-host page")
@@ -189,6 +193,19 @@ def generated_pages() -> list[tuple[str, str]]:
     return out
 
 
+def prefill() -> None:
+    """Every per-host page this build shows, rendered into the page cache ahead over ALMANAC_PAGE_WORKERS processes
+    (pipelines.site.page_cache.fill) before the page loop, which then finds each one there."""
+    from pipelines.site import split_pages  # noqa: F401 - registers the pages that split per host
+
+    jobs = [(name, host) for name in PAGES if is_split(name) for host in hosts_of(name)]
+    page_cache.fill(
+        jobs,
+        lambda job: render(*job),
+        lambda job: not page_cache.is_cached((job[0],), job[1], _reads(*job)),
+    )
+
+
 def host_labels() -> dict[str, str]:
     """Every host's label (pipelines.hostnames), from the loaded set's runs and host artifacts."""
     from pipelines import hostnames
@@ -262,5 +279,17 @@ def render(name: str, host: str | None = None) -> str:
                 "warning", "No data", f"No artifact from host {code(host)}."
             )
         runs = []
-    # rendered as for docs/<name>.md, served one folder deeper (docs/<name>/<host>.md)
-    return rebase_links(page.render(list(runs), host), 1)
+    host_runs = list(runs)
+    # rendered as for docs/<name>.md, served one folder deeper (docs/<name>/<host>.md); from the page cache
+    # when nothing the page is made from changed (one more host's run re-renders that host's pages only)
+    return page_cache.cached(
+        (name,),
+        host,
+        lambda: rebase_links(page.render(host_runs, host), 1),
+        extra=_reads(name, host),
+    )
+
+
+def _reads(name: str, host: str) -> Callable[[], str] | None:
+    reads = PAGES[name].reads
+    return None if reads is None else lambda: reads(host)

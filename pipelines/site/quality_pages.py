@@ -745,6 +745,21 @@ def roles_page_for(host: str | None) -> str:
     return roles_page(reg, assignments, memory)
 
 
+def roles_inputs(host: str) -> str:
+    """What one host's Roles page is made from besides its own artifacts (its assignments and memory),
+    as text for the page cache (pipelines.site.page_cache)."""
+    from pipelines import dataset
+    from pipelines.site.page_cache import stable_text
+
+    reg, assignments = _assignments()
+    memory = dataset.load().derived(
+        "host_memory", lambda ds: tiers_mod.host_memory(list(ds.runs))
+    )
+    return stable_text(
+        (reg, [a for a in assignments if a.host_id == host], memory.get(host))
+    )
+
+
 def decision_rules() -> str:
     """How the recommender decides (for the Roles page), from the code's own declarations."""
     reasons = ", ".join(f"*{r}*" for r in roles_mod.REASONS)

@@ -8,7 +8,7 @@ from typing import Any
 from core.records.run import RunRecord
 from pipelines import backends as backend_cmp
 from pipelines import dataset, engines, host_boards, optimization, roofline
-from pipelines.site import host_boards_page, quality_pages, slots
+from pipelines.site import host_boards_page, page_cache, quality_pages, slots
 from pipelines.site import hosts as hosts_pages
 from pipelines.site import optimization as optimization_pages
 from pipelines.site import serving as serving_pages
@@ -42,6 +42,13 @@ def _boards_by_host(ds: dataset.Dataset) -> dict[str, list[Any]]:
     return out
 
 
+def _boards_read(host: str) -> str:
+    """A host's boards are figured from the whole set's runs (pipelines.host_boards.of): its page reads them."""
+    return page_cache.stable_text(
+        dataset.load().derived("boards_by_host", _boards_by_host).get(host, [])
+    )
+
+
 register(
     SplitPage(
         "boards",
@@ -50,6 +57,7 @@ register(
         lambda r: r.ok,
         _boards,
         always=True,
+        reads=_boards_read,
     )
 )
 register(SplitPage("hosts", "Hosts", "runs", lambda r: True, _hosts, fingerprints=True))
@@ -113,5 +121,7 @@ register(
             + "\n\n"
             + slots.slots_section(runs, host)
         ),
+        # a host's assignments judge its runs against the whole fleet's quality scores and candidates
+        reads=quality_pages.roles_inputs,
     )
 )

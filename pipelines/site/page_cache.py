@@ -1,0 +1,341 @@
+"""A page's rendered Markdown kept between builds, keyed by the content of what it was made from.
+
+A fleet's per-host pages (pipelines.site.per_host) are most of a build: 200 hosts make 1,200 of
+them, each a full render of its host's runs. One more host's run changes none of the others, so
+a rebuild renders only the pages whose inputs changed. The key of a page is the digest of
+
+* the code and the pages' sources (``code_digest``: docs/, pipelines/, runtime/, core/, mkdocs.yml
+  and the versions of the packages that render the site, as pipelines.site.inputs hashes them);
+* the data folder's files that are not artifacts (registries such as roles.yaml and slots.yaml);
+* every artifact that is neither a run nor a host artifact (quality, perplexity, projections:
+  the fleet's few shared inputs), by content;
+* the page's own artifacts: its host's runs, their request-record sidecars and its host
+  artifacts, by content (``host_digest``);
+* anything else the page declares it reads (``extra``: e.g. the role assignments of its host,
+  which are judged against the whole fleet's quality scores).
+
+A hit gives back the Markdown and the table downloads the render registered (so the build writes
+the same files); a miss renders and stores both. Entries live under the user cache
+(``ALMANAC_CACHE``), one folder per data folder; a build removes the entries of that folder it
+did not use, so the cache holds one build's pages. ``ALMANAC_PAGE_CACHE=0`` turns it off; outside a
+build (a test or a tool rendering a page in process, perhaps with its code patched) it is off.
+Deleting the cache loses nothing: the next build renders every page.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+import zlib
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from core.paths import cache_dir
+from pipelines import dataset
+from pipelines.site import markdown
+
+VERSION = 1  # bump when the entry format or the key's parts change
+_ROOT = Path(__file__).resolve().parents[2]
+# once per build (``reset``): the code's and the set's shared digests; each page's key; the entries used
+_MEMO: dict[str, str] = {}
+_KEYS: dict[tuple[str, ...], str] = {}
+_USED: dict[
+    Path, set[str]
+] = {}  # folder -> entries (kept at the end of the build, the rest removed)
+
+
+_BUILDING: list[bool] = [
+    False
+]  # set by the build's hooks: outside a build (a test, a tool) nothing is cached
+
+
+def enabled() -> bool:
+    return _BUILDING[0] and os.environ.get("ALMANAC_PAGE_CACHE", "1") != "0"
+
+
+def _file_digest(path: Path) -> bytes:
+    with path.open("rb") as fh:
+        return hashlib.file_digest(fh, "blake2b").digest()
+
+
+def code_digest() -> str:
+    """The code, the pages' sources and the rendering packages (once per process)."""
+    if "code" not in _MEMO:
+        from pipelines.site import inputs
+
+        _MEMO["code"] = inputs.code_digest(_ROOT)
+    return _MEMO["code"]
+
+
+def _shared(ds: dataset.Dataset) -> str:
+    """The part of every page's key that is the same for the whole set: the data folder's files that are
+    not artifacts, and the artifacts other than runs and host artifacts, by content."""
+    h = hashlib.blake2b(digest_size=20)
+    h.update(f"v{VERSION}\0{code_digest()}\0".encode())
+    own = {Path(p) for _, p in ds.files}
+    for r in ds.runs:
+        side = _sidecar(ds, r)
+        if side is not None:
+            own.add(side)
+    for p in sorted(q for q in ds.root.rglob("*") if q.is_file()):
+        rel = p.relative_to(ds.root)
+        if p in own or p.name.startswith("."):
+            continue
+        h.update(f"file\0{rel.as_posix()}\0".encode() + _file_digest(p))
+    for kind, recs in sorted(ds.by_type.items()):
+        if kind in ("run", "host"):
+            continue
+        for rec in recs:
+            h.update(
+                f"{kind}\0{rec.data_path}\0".encode()
+                + _file_digest(ds.root / rec.data_path)
+            )
+    return h.hexdigest()
+
+
+def _shared_of(ds: dataset.Dataset) -> str:
+    # once per build: a registry (not an artifact) edited between two builds of one process (mkdocs serve)
+    # leaves the loaded set as it was, so this is not kept with the set
+    key = f"shared:{id(ds)}"
+    if key not in _MEMO:
+        _MEMO[key] = _shared(ds)
+    return _MEMO[key]
+
+
+def _sidecar(ds: dataset.Dataset, r: Any) -> Path | None:
+    from core import request_records
+
+    side = request_records.sidecar_rel(r.data_path, r.doc)
+    return None if side is None else ds.root / side
+
+
+def host_digest(host: str) -> str:
+    """The content of one host's artifacts: its runs (with their request-record sidecars) and its
+    host artifacts (once per loaded set and host)."""
+    ds = dataset.load()
+    by_host = ds.derived("page_cache_by_host", _artifacts_by_host)
+    h = hashlib.blake2b(digest_size=20)
+    for r in by_host.get(host, []):
+        h.update(f"{r.data_path}\0".encode() + _file_digest(ds.root / r.data_path))
+        side = _sidecar(ds, r) if r.artifact == "run" else None
+        if side is not None and side.is_file():
+            h.update(b"sidecar\0" + _file_digest(side))
+    return h.hexdigest()
+
+
+def _artifacts_by_host(ds: dataset.Dataset) -> dict[str, list[Any]]:
+    out: dict[str, list[Any]] = {}
+    for r in [*ds.runs, *ds.hosts]:
+        out.setdefault(r.host_id, []).append(r)
+    return out
+
+
+def stable_text(obj: Any) -> str:
+    """The whole of ``obj`` as text, for a key: dataclasses field by field, DataFrames and arrays every
+    value (``repr`` elides long ones, and formats a DataFrame slowly), everything else by ``repr``."""
+    return repr(_plain(obj))
+
+
+def _plain(obj: Any) -> Any:
+    import dataclasses
+
+    import numpy as np
+    import pandas as pd
+
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return (
+            type(obj).__name__,
+            [(f.name, _plain(getattr(obj, f.name))) for f in dataclasses.fields(obj)],
+        )
+    if isinstance(obj, pd.DataFrame):
+        return (
+            "DataFrame",
+            _plain(obj.index.tolist()),
+            [  # column by column: a row at a time (to_dict, itertuples) is ten times slower
+                (_plain(c), str(obj[c].dtype), _plain(obj[c].tolist()))
+                for c in obj.columns
+            ],
+        )
+    if isinstance(obj, pd.Series):
+        return ("Series", obj.name, _plain(obj.to_dict()), str(obj.dtype))
+    if isinstance(obj, np.ndarray):
+        return ("ndarray", str(obj.dtype), obj.tolist())
+    if isinstance(obj, dict):
+        return [(_plain(k), _plain(v)) for k, v in obj.items()]
+    if isinstance(obj, (list, tuple)):
+        return [_plain(v) for v in obj]
+    if isinstance(obj, (set, frozenset)):
+        return sorted(repr(_plain(v)) for v in obj)
+    return obj
+
+
+def _folder(ds: dataset.Dataset) -> Path:
+    where = hashlib.blake2b(str(ds.root).encode(), digest_size=8).hexdigest()
+    return cache_dir() / "pages" / where
+
+
+def key(parts: tuple[str, ...], host: str, extra: Callable[[], str] | None) -> str:
+    """The cache key of the page ``parts`` (its name and host) of ``host`` (once per build)."""
+    memo = (*parts, host)
+    if memo not in _KEYS:
+        ds = dataset.load()
+        _KEYS[memo] = hashlib.blake2b(
+            "\0".join(
+                [
+                    _shared_of(ds),
+                    *parts,
+                    host_digest(host),
+                    hashlib.blake2b((extra() if extra else "").encode()).hexdigest(),
+                ]
+            ).encode(),
+            digest_size=20,
+        ).hexdigest()
+    return _KEYS[memo]
+
+
+def is_cached(
+    parts: tuple[str, ...], host: str, extra: Callable[[], str] | None
+) -> bool:
+    return (_folder(dataset.load()) / f"{key(parts, host, extra)}.json.z").is_file()
+
+
+def cached(
+    parts: tuple[str, ...],
+    host: str,
+    render: Callable[[], str],
+    extra: Callable[[], str] | None = None,
+) -> str:
+    """The page ``parts`` (its name and host) of ``host``: from the cache when its inputs are unchanged,
+    else rendered by ``render`` and stored. ``extra``: what else the page reads, as text (its key's part)."""
+    if not enabled():
+        return render()
+    ds = dataset.load()
+    key_ = key(parts, host, extra)
+    folder = _folder(ds)
+    _USED.setdefault(folder, set()).add(key_)
+    path = folder / f"{key_}.json.z"
+    try:
+        entry = json.loads(zlib.decompress(path.read_bytes()))
+        text, tables = entry["text"], entry["tables"]
+    except (OSError, ValueError, KeyError, zlib.error):
+        entry = None  # missing, or unreadable: rendered again (never trusted half-read)
+    if entry is not None:
+        for digest, (headers, rows) in tables.items():
+            markdown.table_files()[digest] = (headers, rows)
+        return str(text)
+    before = set(markdown.table_files())
+    text = render()
+    tables = {
+        d: v for d, v in markdown.table_files().items() if d not in before
+    }  # what the render registered: its downloads
+    _store(path, {"text": text, "tables": tables})
+    return text
+
+
+def fill(
+    jobs: list[Any], render_one: Callable[[Any], object], pending: Callable[[Any], bool]
+) -> None:
+    """Render the ``pending`` of ``jobs`` (those not in the cache: their keys are computed here, once,
+    before any worker starts) into the cache over the machine's cores before the build's page loop needs them:
+    ``ALMANAC_PAGE_WORKERS`` processes (default 1: none forked) each take a share, forked workers and this
+    one (the loaded set is shared with the build, copy on write). A page that fails (in a worker or here) is
+    left to the page loop, which renders what it does not find (and reports there, as always, a real error).
+
+    Off by default: measured on the 2-core VM at 10,000 every-kind artifacts over 200 hosts, a second
+    process took a cold build from 153 to 146 s but its copied pages raised the peak by 370 MiB (PSS),
+    past issue 30's 2 GiB (benchmarks/results/cpu/site-scale-fleet-every-kind-10000.md)."""
+    if not enabled() or not hasattr(os, "fork"):
+        return
+    try:
+        workers = int(os.environ.get("ALMANAC_PAGE_WORKERS", "1"))
+    except ValueError:
+        workers = 1
+    if workers < 2:
+        return
+    jobs = [j for j in jobs if pending(j)]
+    n = min(len(os.sched_getaffinity(0)), workers, len(jobs))
+    if n < 2:
+        return
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pids = []
+    for w in range(1, n):
+        pid = os.fork()
+        if (
+            pid == 0
+        ):  # the worker: its share, then out without running the build's exit handlers
+            code = 0
+            try:
+                for job in jobs[w::n]:
+                    render_one(job)
+            except BaseException:
+                code = 1
+            finally:
+                os._exit(code)
+        pids.append(pid)
+    try:
+        for job in jobs[0::n]:
+            render_one(job)
+    except Exception:  # left to the page loop, which reports it where the page is
+        pass
+    finally:
+        for pid in pids:
+            os.waitpid(pid, 0)
+        markdown.reset_tables()  # the pages register their downloads again when the page loop shows them
+
+
+def _store(path: Path, entry: dict[str, Any]) -> None:
+    """Written atomically; a cache that cannot be written costs only time."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        tmp.write_bytes(
+            zlib.compress(json.dumps(entry, ensure_ascii=False).encode(), 1)
+        )
+        tmp.replace(path)
+    except OSError:
+        pass
+
+
+def prune() -> None:
+    """Remove the entries of each folder this build used that it did not use (end of a build)."""
+    for folder, used in _USED.items():
+        try:
+            entries = list(folder.glob("*.json.z"))
+        except OSError:
+            continue
+        for p in entries:
+            if p.name[: -len(".json.z")] not in used:
+                p.unlink(missing_ok=True)
+    _USED.clear()
+
+
+def reset() -> None:
+    """Start of a build: the cache in use, nothing remembered from the last build (what it used, its digests)."""
+    _USED.clear()
+    _MEMO.clear()
+    _KEYS.clear()
+    _BUILDING[0] = True
+
+
+def finish() -> None:
+    """End of a build (finished or failed): pages rendered outside a build are not cached."""
+    _BUILDING[0] = False
+    _USED.clear()
+    _MEMO.clear()
+    _KEYS.clear()
+
+
+__all__ = [
+    "cached",
+    "code_digest",
+    "enabled",
+    "fill",
+    "is_cached",
+    "key",
+    "prune",
+    "reset",
+]

@@ -1,0 +1,152 @@
+"""The per-host page cache (pipelines/site/page_cache.py): a page whose inputs did not change is given
+back as it was rendered, with the same table downloads; a change to its host's artifacts, to the
+fleet's shared artifacts or to what it declares it reads renders it again; another host's new run
+does not. Committed artifacts of two hosts, in process."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from pipelines.site import (
+    markdown,
+    page_cache,
+    per_host,
+    split_pages,  # noqa: F401 - registers the per-host pages
+)
+from tests.support.committed import committed_data, tracked_files
+
+HOSTS = ("vm-55ecea05", "lent-h200-c4a881f9")
+
+
+@pytest.fixture
+def fleet(tmp_path, monkeypatch):
+    only = [
+        f
+        for f in tracked_files()
+        if f.startswith(tuple(f"{d}/{h}/" for d in ("runs", "hosts") for h in HOSTS))
+    ]
+    data = committed_data(tmp_path / "data", only=only)
+    monkeypatch.setenv("ALMANAC_DATA", str(data))
+    monkeypatch.setenv("ALMANAC_CACHE", str(tmp_path / "cache"))
+    monkeypatch.delenv("ALMANAC_PAGE_CACHE", raising=False)
+    stored: list[str] = []
+    real = page_cache._store
+
+    def spy(path: Path, entry: dict) -> None:
+        stored.append(path.name)
+        real(path, entry)
+
+    monkeypatch.setattr(page_cache, "_store", spy)
+    page_cache.reset()  # as the build's hooks do
+    yield data, stored
+    page_cache.finish()
+    markdown.reset_tables()
+
+
+def _render(name: str, host: str) -> tuple[str, dict]:
+    markdown.reset_tables()
+    text = per_host.render(name, host)
+    return text, dict(markdown.table_files())
+
+
+def _touch_run(data: Path, host: str) -> None:
+    """Rewrite one of the host's runs laid out otherwise (other bytes, the same artifact)."""
+    path = sorted((data / "runs" / host).rglob("*.json"))[0]
+    path.write_text(json.dumps(json.loads(path.read_text()), indent=1) + "\n")
+
+
+def test_a_cached_page_is_the_page_rendered_with_its_downloads(fleet, monkeypatch):
+    data, stored = fleet
+    host = HOSTS[0]
+    first = _render("boards", host)
+    assert len(stored) == 1 and first[1]  # rendered, stored, with its table downloads
+    page_cache.reset()
+    again = _render("boards", host)
+    assert again == first and len(stored) == 1  # a hit: the same Markdown and downloads
+    monkeypatch.setenv("ALMANAC_PAGE_CACHE", "0")
+    assert (
+        _render("boards", host) == first
+    )  # the same as a page rendered without the cache
+    monkeypatch.delenv("ALMANAC_PAGE_CACHE")
+    page_cache.finish()  # outside a build (a test rendering in process): nothing is cached
+    stored.clear()
+    _render("boards", HOSTS[1])
+    assert stored == []
+
+
+def test_only_the_pages_whose_inputs_changed_render_again(fleet):
+    data, stored = fleet
+    a, b = HOSTS
+    for name in ("boards", "hosts", "roles"):
+        for host in HOSTS:
+            _render(name, host)
+    assert len(stored) == 6
+    page_cache.prune()
+    _touch_run(
+        data, b
+    )  # host b's runs changed: its pages render again, host a's do not
+    page_cache.reset()
+    stored.clear()
+    for name in ("boards", "hosts", "roles"):
+        for host in HOSTS:
+            _render(name, host)
+    assert len(stored) == 3
+    # the set's shared inputs (a registry) changed: every page renders again
+    (data / "roles.yaml").write_text((data / "roles.yaml").read_text() + "\n# edited\n")
+    page_cache.reset()  # the next build
+    stored.clear()
+    _render("boards", a)
+    assert len(stored) == 1
+
+
+def test_prune_keeps_the_entries_this_build_used(fleet):
+    data, stored = fleet
+    a, b = HOSTS
+    _render("boards", a)
+    _render("boards", b)
+    folder = next((Path(page_cache.cache_dir()) / "pages").iterdir())
+    assert len(list(folder.glob("*.json.z"))) == 2
+    page_cache.prune()
+    page_cache.reset()
+    _render("boards", a)  # the next build shows host a's page only
+    page_cache.prune()
+    assert len(list(folder.glob("*.json.z"))) == 1
+
+
+def test_an_unreadable_entry_is_rendered_again(fleet):
+    data, stored = fleet
+    first = _render("hosts", HOSTS[0])
+    folder = next((Path(page_cache.cache_dir()) / "pages").iterdir())
+    for p in folder.glob("*.json.z"):
+        p.write_bytes(b"not zlib")
+    stored.clear()
+    assert _render("hosts", HOSTS[0]) == first and len(stored) == 1
+
+
+@pytest.mark.integration  # forks a worker
+def test_fill_renders_the_pages_over_the_cores_and_the_page_loop_finds_them(
+    fleet, monkeypatch
+):
+    data, stored = fleet
+    monkeypatch.setattr(page_cache.os, "sched_getaffinity", lambda _pid: {0, 1})
+    monkeypatch.setenv("ALMANAC_PAGE_WORKERS", "2")
+    jobs = [(name, host) for name in ("boards", "hosts") for host in HOSTS]
+
+    def pending(job: tuple[str, str]) -> bool:
+        return not page_cache.is_cached((job[0],), job[1], per_host._reads(*job))
+
+    page_cache.fill(jobs, lambda job: per_host.render(*job), pending)
+    assert len(stored) == 2  # this process's share; the worker stored the other two
+    folder = next((Path(page_cache.cache_dir()) / "pages").iterdir())
+    assert len(list(folder.glob("*.json.z"))) == 4
+    assert markdown.table_files() == {}  # the downloads come with the pages, not before
+    stored.clear()
+    page_cache.fill(jobs, lambda job: per_host.render(*job), pending)
+    assert not any(map(pending, jobs))  # nothing left to render
+    shown = [_render(*job) for job in jobs]
+    assert stored == []  # every page found in the cache
+    monkeypatch.setenv("ALMANAC_PAGE_CACHE", "0")
+    assert shown == [_render(*job) for job in jobs]  # as rendered without the cache
