@@ -60,7 +60,11 @@ def _notes(node: dict[str, Any]) -> str:
         parts.append(str(node["description"]))
     for k in ("pattern", "format", "minimum", "maximum", "minLength", "minItems"):
         if k in node:
-            parts.append(f"{k} {node[k]}")
+            v = str(node[k])
+            # a pattern is code (prose() renders the span): its backslashes are the regex's, not escapes
+            parts.append(
+                f"{k} `{v}`" if k == "pattern" and "`" not in v else f"{k} {v}"
+            )
     return "; ".join(parts)
 
 
