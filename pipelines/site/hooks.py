@@ -58,6 +58,8 @@ def on_pre_build(config: Any, **_: Any) -> None:
     _THRESHOLD = gc.get_threshold()
     gc.set_threshold(50_000, *_THRESHOLD[1:])
     # the per-host pages (most of a fleet's pages) rendered into the page cache ahead, over the processes asked for
+    from pipelines.site import split_pages  # noqa: F401 - registers the pages that split per host
+
     per_host.prefill()
 
 

@@ -195,9 +195,9 @@ def generated_pages() -> list[tuple[str, str]]:
 
 def prefill() -> None:
     """Every per-host page this build shows, rendered into the page cache ahead over ALMANAC_PAGE_WORKERS processes
-    (pipelines.site.page_cache.fill) before the page loop, which then finds each one there."""
-    from pipelines.site import split_pages  # noqa: F401 - registers the pages that split per host
-
+    (pipelines.site.page_cache.fill) before the page loop, which then finds each one there. The pages
+    that split are those registered (pipelines.site.split_pages registers them: its importer, the build's
+    hooks, imports it first; importing it here would make the two modules import each other)."""
     jobs = [(name, host) for name in PAGES if is_split(name) for host in hosts_of(name)]
     page_cache.fill(
         jobs,
