@@ -11,11 +11,9 @@ import json
 import re
 from pathlib import Path
 
-import pytest
 import yaml
 
 from benchmarks import seed_claims as sc
-from tests.conftest import build_site
 
 RUN = "abcdef012345-20260101T000000.000Z"
 RUN2 = "0123456789ab-20260101T000001.000Z"
@@ -602,16 +600,6 @@ def test_committed_claims_file_is_complete_and_matches_the_report():
     )
     for c in moved:
         assert f"| S{int(c.seed)} {c.id} | {c.first} → {c.expect} |" in text, c.id
-
-
-@pytest.fixture(scope="module")
-def committed_site(tmp_path_factory, session_data):
-    """The site built (strict) from the committed data (the session's copy of it: never the live data/ folder,
-    which may hold a user's measurements), as the report's recount builds it."""
-    out = tmp_path_factory.mktemp("committed-site")
-    proc = build_site(session_data, out)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return out
 
 
 def test_the_committed_count_is_what_the_site_gives(committed_site):

@@ -19,7 +19,6 @@ from pipelines import facts
 from pipelines.runs import load_runs
 from pipelines.site import consistency
 from tests.conftest import build_site
-from tests.support.committed import committed_data
 
 
 def _check(site: Path, data: Path) -> list[str]:
@@ -33,12 +32,10 @@ def test_the_golden_site_agrees_with_itself(built_site, golden_data):
 
 
 @pytest.fixture(scope="module")
-def committed_site(tmp_path_factory):
-    data = committed_data(tmp_path_factory.mktemp("committed") / "data")
-    site = tmp_path_factory.mktemp("committed-site")
-    proc = build_site(data, site)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return data, site
+def committed_site(committed_site, session_data):
+    """(data, site): the committed data and the site built from it once for the whole suite
+    (tests/conftest.py); the planted tests below copy the site before writing."""
+    return session_data, committed_site
 
 
 def test_the_committed_site_agrees_with_itself(committed_site):

@@ -15,7 +15,6 @@ import pytest
 
 from core.metrics import METRICS
 from pipelines import ranking
-from tests.conftest import build_site
 
 NUM = r"[-−]?\d[\d,]*(?:\.\d+)?"
 RANGE = re.compile(rf"({NUM})\s*[–]\s*({NUM})|\[({NUM}),\s*({NUM})\]")
@@ -28,13 +27,9 @@ def _f(s: str) -> float:
 
 
 @pytest.fixture(scope="module")
-def site(tmp_path_factory, session_data):
-    out = tmp_path_factory.mktemp("verdicts-site")
-    proc = build_site(
-        session_data, out
-    )  # the committed artifacts (tests/conftest.py), not the live data/
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return out
+def site(committed_site):
+    """The site built from the committed artifacts (tests/conftest.py, once for the suite), not the live data/."""
+    return committed_site
 
 
 @pytest.fixture(scope="module")

@@ -80,6 +80,10 @@ class Sshd:
             pass
 
 
+#: The test process's settings a session on the test sshd gets too (``SetEnv``, OpenSSH 8.7+).
+_PASSED_ENV = ("ALMANAC_QUIET",)
+
+
 def start(d: Path, authorized: list[Path]) -> Sshd:
     d.mkdir(parents=True, exist_ok=True)
     host_key = keygen(d / "host_ed25519")
@@ -94,6 +98,12 @@ def start(d: Path, authorized: list[Path]) -> Sshd:
         "PasswordAuthentication no\nKbdInteractiveAuthentication no\nPubkeyAuthentication yes\n"
         f"PidFile {d}/sshd.pid\nStrictModes no\nUsePAM no\nPermitRootLogin prohibit-password\n"
         "Subsystem sftp internal-sftp\nLogLevel VERBOSE\n"
+        # a session gets none of the test process's environment: the suite's runs do not wait for
+        # a quiet machine nor measure again (tests/conftest.py), over ssh neither (without it a
+        # remote run on a busy machine waited up to 120 s a configuration, attempts thrice)
+        + "".join(
+            f"SetEnv {k}={os.environ[k]}\n" for k in _PASSED_ENV if os.environ.get(k)
+        )
     )
     if os.geteuid() == 0:
         Path("/run/sshd").mkdir(parents=True, exist_ok=True)
