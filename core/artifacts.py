@@ -395,18 +395,28 @@ def check(doc: dict[str, Any], source: str = "<artifact>") -> None:
 
 def _check_schema(doc: dict[str, Any], name: str, version: int, source: str) -> None:
     fast = _fast_validator(name, version)
+    fast_error: Exception | None = None
     if fast is not None:
         try:
             fast(doc)
             return
-        except Exception:
-            pass
+        except Exception as exc:
+            fast_error = exc
     # built only when needed: checking a schema against its metaschema costs about 0.3 s a type,
     # and a build whose every document passes the fast validator never needs it
     validator = _validator(name, version)
     error = jsonschema.exceptions.best_match(validator.iter_errors(doc))
     if error is not None:
         raise ArtifactError(error.message, file=source, field=_field_path(error))
+    if fast_error is not None:
+        # what jsonschema does not check without optional packages (a string's ``format``, e.g. a
+        # date-time) the fast validator did: its refusal stands, so every reader (the artifact
+        # models check a date-time too) sees only what the loader accepted
+        path = getattr(fast_error, "path", None)
+        field = ".".join(str(p) for p in path[1:]) if isinstance(path, list) else None
+        message = str(getattr(fast_error, "message", fast_error))
+        message = message.removeprefix(f"{getattr(fast_error, 'name', '')} ")
+        raise ArtifactError(message, file=source, field=field or None)
 
 
 # -- content-keyed validation cache -------------------------------------------------------------
@@ -417,7 +427,7 @@ def _check_schema(doc: dict[str, Any], name: str, version: int, source: str) -> 
 # What the loader checks beyond the schemas (finite numbers, unique keys, a migration's input checked
 # against its own version): part of the validation cache's namespace, so bytes validated under
 # looser rules are validated again. Bump when the loader's checks change.
-LOADER_RULES = 2
+LOADER_RULES = 3  # 3: the fast validator's refusal stands (formats)
 MAX_ARTIFACT_BYTES = (
     64 << 20
 )  # an artifact file larger than this is refused before it is parsed

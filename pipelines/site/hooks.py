@@ -181,7 +181,14 @@ on_page_context = CombinedEvent(_compact_for_search, _restore_after_search)
 
 def _write(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text, encoding="utf-8")
+    try:
+        path.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        if (
+            exc.filename is None
+        ):  # a failed write or close (a full disk) names no file: name it
+            raise OSError(exc.errno, exc.strerror, str(path)) from exc
+        raise
 
 
 def _mirror(src: Path, dest: Path) -> None:

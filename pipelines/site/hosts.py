@@ -179,12 +179,23 @@ def _topology_rows(
     if any(h.get("numa") for h in hosts.values()):
 
         def numa(h: dict[str, Any], _: str) -> str:
-            nodes = h.get("numa") or []
+            # free-form host facts (no schema types them): a number is shown as one, anything else as text
+            nodes = h.get("numa")
+            nodes = (
+                [n for n in nodes if isinstance(n, dict)]
+                if isinstance(nodes, list)
+                else []
+            )
+
+            def shown(v: Any, fmt: Any) -> str:
+                is_num = isinstance(v, (int, float)) and not isinstance(v, bool)
+                return fmt(v) if is_num else cell(v if v is not None else "—")
+
             return (
                 "<br>".join(
-                    f"node {num(n.get('node'), 0)}: CPUs {cell(n.get('cpus') or '—')}"
+                    f"node {shown(n.get('node'), lambda v: num(v, 0))}: CPUs {cell(n.get('cpus') or '—')}"
                     + (
-                        f", {nbytes(n['memory_bytes'])}"
+                        f", {shown(n['memory_bytes'], nbytes)}"
                         if n.get("memory_bytes")
                         else ""
                     )
