@@ -73,11 +73,17 @@ def _refusals(doc: dict[str, Any]) -> list[tuple]:
     try:
         artifacts.validate(doc)
         return []
-    except Exception:
-        pass
+    except Exception as exc:
+        err = exc
     name = doc["artifact"]
     validator = artifacts._validator(name, artifacts.ARTIFACT_TYPES[name].version)
-    return [tuple(e.absolute_path) for e in validator.iter_errors(doc)] or [()]
+    paths = [tuple(e.absolute_path) for e in validator.iter_errors(doc)]
+    field = getattr(err, "field", None)
+    if (
+        not paths and field
+    ):  # refused by the fast validator alone (a format, e.g. a date-time)
+        paths = [tuple(int(p) if p.isdigit() else p for p in str(field).split("."))]
+    return paths or [()]
 
 
 def _pick(salt: str, where: tuple, variant: int) -> bool:
