@@ -49,6 +49,12 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+METRICS = os.path.join(
+    os.path.dirname(os.path.abspath(__file__)),
+    "fixtures",
+    "telemetry",
+    "llama-server.txt",
+)
 COUNTER = itertools.count(1)
 VOCAB: dict[str, int] = {}
 WORDS: list[str] = []
@@ -138,6 +144,15 @@ class Handler(BaseHTTPRequestHandler):
             return self._json(
                 200, {"object": "list", "data": [{"id": "fault", "object": "model"}]}
             )
+        if self.opts.metrics and self.path.rstrip("/") == "/metrics":
+            with open(METRICS, "rb") as fh:
+                data = fh.read()
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain; version=0.0.4")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+            return
         self._json(404, {"error": "not found"})
 
     def do_POST(self) -> None:
@@ -365,6 +380,11 @@ def main(argv: list[str] | None = None) -> int:
         "--tokenizer",
         action="store_true",
         help="serve /tokenize and /detokenize (one id per word)",
+    )
+    p.add_argument(
+        "--metrics",
+        action="store_true",
+        help="serve /metrics (llama-server's exposition, tests/fixtures/telemetry)",
     )
     p.add_argument(
         "--replay", default="", help="folder of recorded responses (model replay:NAME)"

@@ -348,19 +348,18 @@ def test_the_scraper_never_stops_the_run(mode):
         label="t",
         body={},
         policy=None,
-        make_client=None,
+        make_client=lambda n: httpx.AsyncClient(),
         alive=lambda: True,
         api_model="m",
     )
 
     async def go():
-        async with httpx.AsyncClient() as client:
-            sc = Scraper(tr, 0.1)
-            t0 = time.perf_counter()
-            sc.start(client, time.perf_counter_ns())
-            await asyncio.sleep(0.65)
-            out = await sc.stop()
-            return out, time.perf_counter() - t0
+        sc = Scraper(tr, 0.1)
+        t0 = time.perf_counter()
+        sc.start(time.perf_counter_ns())
+        await asyncio.sleep(0.65)
+        out = await sc.stop()
+        return out, time.perf_counter() - t0
 
     try:
         out, took = asyncio.run(go())
@@ -464,6 +463,38 @@ def test_trace_replay_sends_within_a_few_ms_of_the_schedule():
     assert (
         lv["schedule"]["dispatch_lag_ms_p95"] < 50
         and not lv["schedule"]["client_bound"]
+    )
+
+
+def test_a_closed_loop_at_full_concurrency_is_still_scraped():
+    """Two users hold both of the level's connections all the time; the scrape has its own, so every
+    scrape answers (sharing the load's pool, all 23 of 23 timed out here, and abandoning a scrape
+    waiting for a slot can lose the pool that slot: encode/httpcore#1093, the level then hangs)."""
+    res, lv, recs = _level(
+        {
+            "kind": "load",
+            "profile": "concurrent",
+            "levels": [2],
+            "requests": 40,
+            "telemetry_interval_s": 0.1,
+            "workload": {
+                "kind": "messages",
+                "messages": [{"role": "user", "content": "hi there"}],
+                "output_tokens": 40,
+            },
+        },
+        "--metrics",
+        "--tokens",
+        "40",
+        "--delay-ms",
+        "5",
+    )
+    tel = res.samples["levels"][0]["telemetry"]
+    assert len(recs) == 40 and all(r["ok"] for r in recs)
+    assert tel["engine"] == "llama-server" and "timeout" not in tel["failures"]
+    # a level of about 40 x 40 x 5 ms / 2 users = 4 s scraped every 0.1 s; the page reads the same count
+    assert len(tel["samples"]) >= 20 and lv["telemetry"]["samples"] == len(
+        tel["samples"]
     )
 
 

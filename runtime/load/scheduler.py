@@ -175,7 +175,7 @@ async def run_level(transport: Any, client: Any, plan: LevelPlan) -> dict[str, A
     origin = time.perf_counter_ns()
     monitor.start()
     if plan.telemetry is not None:
-        plan.telemetry.start(client, origin)
+        plan.telemetry.start(origin)
     if plan.gpu_telemetry is not None:
         plan.gpu_telemetry.start(origin)
 
