@@ -1,11 +1,12 @@
 """Artifact types declared once, as models (issue 28, Build item 1): core.models.
 
-For each converted type (``decision``, ``projection``, ``host``, ``noise``): the committed schema file is what the model
-generates; it accepts every committed artifact and rejects what the hand-written schema it replaced
-rejected (kept in tests/fixtures/handwritten_schemas/); the writer builds the same bytes as the old
-dict-building writer did (its code is kept below as the reference); reading a committed artifact
-through the model and dumping it gives the file back byte for byte; and a model that rejects a
-document says so in one line naming the file, the field path and what is wrong.
+For each converted type (``decision``, ``projection``, ``host``, ``noise``, ``run``): the committed
+schema file is what the model generates; it accepts every committed artifact and rejects what the
+hand-written schema it replaced rejected (kept in tests/fixtures/handwritten_schemas/); the writer
+builds the same bytes as the old dict-building writer did (its code is kept below as the
+reference); reading a committed artifact through the model and dumping it gives the file back byte
+for byte; and a model that rejects a document says so in one line naming the file, the field path
+and what is wrong.
 """
 
 from __future__ import annotations
@@ -28,12 +29,13 @@ from core.records.projection import ProjectionRecord, new_projection
 from tests.conftest import FIXTURES
 from tests.support.committed import committed_paths
 
-CONVERTED = ("decision", "projection", "host", "noise")
+CONVERTED = ("decision", "projection", "host", "noise", "run")
 FOLDERS = {
     "decision": "decisions",
     "projection": "projections",
     "host": "hosts",
     "noise": "hosts",
+    "run": "runs",
 }
 HANDWRITTEN = FIXTURES / "handwritten_schemas"
 
@@ -178,6 +180,35 @@ INVALID = {
         ("schema_version", 1, "an older version, unmigrated"),
         ("surprise", 1, "an undeclared top-level field"),
     ],
+    "run": [
+        ("id", "-bad id", "an id off the pattern"),
+        ("key", "abc", "a key not of 64 hex digits"),
+        ("status", "maybe", "a status outside the enum"),
+        ("error", {"kind": "crash", "message": "x"}, "an ok run with an error"),
+        ("matrix.file", _DELETE, "a matrix without its file"),
+        ("matrix.baseline_key", "xyz", "a baseline key not of 64 hex digits"),
+        ("backend", "", "an empty backend"),
+        ("test.name", "a/b", "a test name off the pattern"),
+        ("test.repetitions", 0, "no repetitions"),
+        ("settings.requested.n_threads", "4", "a thread count as a string"),
+        ("settings.effective.n_gpu_layers", -2, "a GPU layer count below -1"),
+        ("settings.surprise", {}, "an undeclared settings part"),
+        ("model.kind", "url", "a model kind outside the enum"),
+        ("model.sha256", "abc", "a digest not of 64 hex digits"),
+        ("model.sha256", None, "an ok run's model without its sha256"),
+        ("model.gguf.block_count", 5000, "an implausible layer count"),
+        ("model.gguf.sliding_window_pattern", "all", "a window pattern as text"),
+        ("host.numa_nodes", 0, "no NUMA node"),
+        ("host.cpu.flags", "avx2", "a string for the flag list"),
+        ("build.in_process", _DELETE, "a build without in_process"),
+        ("build.stats_method", 0, "stats method 0"),
+        ("summary.x", {"n": 1}, "a summary without its statistics"),
+        ("resources.wall_s", -1, "a negative wall time"),
+        ("resources.peak_rss_bytes", 1.5, "a fractional byte count"),
+        ("resources.exit_code", _DELETE, "resources without the exit code"),
+        ("log_tail", None, "a null log tail"),
+        ("surprise", 1, "an undeclared top-level field"),
+    ],
 }
 
 
@@ -201,6 +232,7 @@ def test_what_the_handwritten_schema_rejected_is_still_rejected(
                 "decision": "gates",
                 "host": "bandwidth",
                 "noise": "runs",
+                "run": "summary",
             }[artifact]
         )
     )

@@ -53,15 +53,15 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from core import artifacts, kinds
-from core import quiet as quiet_policy
 from core.kinds.base import Details, Kind, PrecisionRecord, Samples, TestSpec
 from core.metrics import Metric
+from core.models.run import Resources, Run
 from core.paths import relpath, runs_dir, slug
 from core.records.base import ArtifactRecord
 from core.summary import Summary
@@ -153,6 +153,8 @@ NEUTRAL_EFFECTIVE = (
     "prio",
     "poll",
 )
+# The run's parts whose shape is its test kind's (core.kinds), not the envelope's.
+KIND_PARTS = ("samples", "details")
 # Metrics that are shares (0 to 1): their interval is capped at 1 as well as kept above 0.
 SHARE_UPPER = {"draft_acceptance": 1.0, "pass_rate": 1.0}
 
@@ -246,7 +248,9 @@ def new_run(
     log_tail: str = "",
     run_id_: str | None = None,
 ) -> dict[str, Any]:
-    """A run artifact (the canonical dict written to disk), built in one place.
+    """A run artifact (the canonical dict written to disk), built in one place: the model
+    (core.models.run.Run), dumped. A value the model refuses is one ArtifactError naming the file it
+    would be written to, the field path and what is wrong.
 
     ``build`` must carry backend_version and ``in_process`` (what the backend declares);
     backend, almanac version and method version are filled in when missing. ``model`` is a
@@ -283,7 +287,7 @@ def new_run(
         "signal": None,
         **(resources or {}),
     }
-    return {
+    raw = {
         "artifact": ARTIFACT,
         "schema_version": artifacts.ARTIFACT_TYPES[ARTIFACT].version,
         "id": run_id_ or run_id(key, created),
@@ -291,26 +295,37 @@ def new_run(
         "created": created.astimezone(UTC).isoformat(timespec="seconds"),
         "status": status,
         "error": error if status != "ok" else None,
-        "matrix": dict(matrix),
+        "matrix": matrix,
         "backend": backend,
-        "test": dict(test),
+        "test": test,
         "settings": {
-            "requested": dict(requested),
-            "swept": dict(swept or {}),
-            "effective": dict(effective or {}),
+            "requested": requested,
+            "swept": swept or {},
+            "effective": effective or {},
         },
-        "model": dict(model),
-        "host": dict(host),
+        "model": model,
+        "host": host,
         "build": b,
         "samples": samples or {},
         "summary": {
-            k: v.to_dict() if isinstance(v, Summary) else dict(v)
+            k: v.to_dict() if isinstance(v, Summary) else v
             for k, v in (summary or {}).items()
         },
         "details": details or {},
         "resources": res,
         "log_tail": log_tail,
     }
+    try:
+        source = relpath(run_path(raw))
+    except (KeyError, TypeError, AttributeError):
+        source = "<run artifact>"
+    # the envelope as JSON values (a tuple is a list, as it is written); samples and details are the
+    # kind's, checked against its models when the file is written (check_shapes)
+    envelope = json.loads(
+        json.dumps({k: v for k, v in raw.items() if k not in KIND_PARTS})
+    )
+    parts = {k: raw[k] for k in KIND_PARTS}
+    return {**Run.check(envelope | parts, source).dump(), **parts}
 
 
 def check_shapes(doc: Mapping[str, Any], source: str = "<artifact>") -> None:
@@ -387,36 +402,6 @@ def effective_settings(
 
 
 # -- reading ----------------------------------------------------------------------------------
-@dataclass(frozen=True, slots=True)
-class Resources:
-    """What the run's process took (runtime.execution.runner): peak memory, wall time, how it ended."""
-
-    peak_rss_bytes: int | None = None
-    peak_vram_bytes: int | None = None
-    peak_rss_method: str | None = None
-    peak_vram_method: str | None = None
-    peak_vram_by_gpu: list[dict[str, Any]] | None = None
-    baseline_rss_bytes: int | None = None
-    rss_after_load_bytes: int | None = None
-    wall_s: float | None = None
-    exit_code: int | None = None
-    signal: str | None = None
-    loadavg_1m_before: float | None = None
-    quiet: dict[str, Any] | None = (
-        None  # the quiet-machine policy's record (core.quiet)
-    )
-
-    @property
-    def disturbed(self) -> bool:
-        """The run never got a quiet slot (core.quiet): kept, but out of every figure and verdict."""
-        return quiet_policy.record_disturbed(self.quiet)
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any] | None) -> Resources:
-        d = d or {}
-        return cls(**{f.name: d.get(f.name) for f in fields(cls)})
-
-
 @dataclass(frozen=True, slots=True)
 class LoraAttached:
     """LoRA adapters attached to a run's context (settings.effective.lora, as the backend reported it)."""
@@ -925,8 +910,9 @@ class RunRecord(ArtifactRecord):
 
     @property
     def resources(self) -> Resources:
+        """What the run's process took, as the model reads it (core.models.run.Resources)."""
         return self._cached(
-            "resources", lambda: Resources.from_dict(self.doc.get("resources"))
+            "resources", lambda: Resources.read(self.doc.get("resources"))
         )
 
     @property
