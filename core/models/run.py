@@ -34,7 +34,7 @@ from core.models.base import (
     Open,
     absent,
 )
-from core.models.host import Count, Fingerprint, Positive, StoredSummary
+from core.models.host import Count, Cpu, Fingerprint, Positive, StoredSummary
 
 RUN_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
 TEST_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._+@-]*$"
@@ -88,9 +88,19 @@ WindowPattern = Annotated[
 
 
 # -- shared with quality and perplexity -------------------------------------------------------
+class RunCpu(Cpu):
+    """The CPU as the OS reports it."""
+
+    cache: dict[str, str] = absent(
+        "Cache sizes by level as the OS reports them ('32 KiB', '480 MiB', '32768K')."
+    )
+
+
 class RunHost(Fingerprint):
     """The host that ran it (runtime.hosts.fingerprint)."""
 
+    cpu: RunCpu
+    source: str = absent("inventory: known only from data/hosts.yaml (never reached)")
     memory_bytes: Count | None = Field(
         description="null when unknown (a host known only from imported results)"
     )
@@ -409,9 +419,7 @@ class QuietAttempt(Open):
 
 
 class Quiet(Open):
-    """The quiet-machine policy's record (core.quiet): every attempt's others' CPU share at the
-    measurement's priority, load averages, wait and wall time, which attempt was kept, and whether
-    the kept one was disturbed (excluded from figures and verdicts)."""
+    """The quiet-machine policy's record (core.quiet)."""
 
     policy: Positive
     enabled: bool = absent()
@@ -445,7 +453,11 @@ class Resources(Open):
         "NVML utilisation sampled meanwhile (issue 29)."
     )
     loadavg_1m_before: Number | None = absent()
-    quiet: Quiet | None = absent()
+    quiet: Quiet | None = absent(
+        "The quiet-machine policy's record (core.quiet): every attempt's others' CPU share at "
+        "the measurement's priority, load averages, wait and wall time, which attempt was kept, "
+        "and whether the kept one was disturbed (excluded from figures and verdicts)."
+    )
 
     @classmethod
     def read(cls, d: Any) -> Resources:
