@@ -631,7 +631,9 @@ def test_the_run_writer_refuses_in_one_line_naming_the_file_and_field():
     with pytest.raises(ArtifactError) as err:
         new_run(**args)
     line = str(err.value)
-    assert "\n" not in line and "/runs/" in line, line  # the file it would be written to
+    assert "\n" not in line and "/runs/" in line, (
+        line
+    )  # the file it would be written to
     assert ".json: resources.wall_s: " in line and err.value.field == "resources.wall_s"
     assert line.endswith("Input should be greater than or equal to 0"), line
 
@@ -718,7 +720,7 @@ def test_the_run_record_reads_the_models_fields():
     assert partial.resources.wall_s == 2.5 and partial.resources.peak_rss_bytes is None
     assert partial.disturbed
     with pytest.raises(ArtifactError) as err:
-        RunRecord({**doc, "key": "x"}, path="data/runs/x.json").envelope
+        _ = RunRecord({**doc, "key": "x"}, path="data/runs/x.json").envelope
     assert str(err.value).startswith("data/runs/x.json: key: ")
 
 

@@ -447,7 +447,9 @@ class RunRecord(ArtifactRecord):
         """The document read through its model (core.models.run.Run: the envelope; samples and
         details stay the kind's, :attr:`samples`, :attr:`details`); a rejection is one ArtifactError
         naming the file, the field path and what is wrong."""
-        return self._cached("envelope", lambda: Run.check(self.doc, self.path or self.id))
+        return self._cached(
+            "envelope", lambda: Run.check(self.doc, self.path or self.id)
+        )
 
     # what ran
     @property
