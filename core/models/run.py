@@ -446,6 +446,11 @@ class Resources(Open):
         "RSS of the child right after the model load"
     )
     wall_s: NonNegativeNumber
+    process_cpu_s: NonNegativeNumber | None = absent(
+        "CPU time (user + system, seconds) of the run's process and the children it waited for, "
+        "over the same interval as wall_s (wait4's rusage); null when no process ran (a refused "
+        "configuration). Above wall_s: the run used more than one core."
+    )
     exit_code: int | None
     signal: str | None
     peak_vram_by_gpu: list[GpuPeak] | None = absent(
