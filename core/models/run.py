@@ -465,7 +465,7 @@ class Resources(Open):
     )
 
     @classmethod
-    def read(cls, d: Any) -> Resources:
+    def from_dict(cls, d: Any) -> Resources:
         """A stored ``resources`` block as the model; a document read without validation (missing or
         mistyped fields) reads what it has, the rest as None."""
         d = d if isinstance(d, dict) else {}

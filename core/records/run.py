@@ -807,7 +807,7 @@ class RunRecord(ArtifactRecord):
     def resources(self) -> Resources:
         """What the run's process took, as the model reads it (core.models.run.Resources)."""
         return self._cached(
-            "resources", lambda: Resources.read(self.doc.get("resources"))
+            "resources", lambda: Resources.from_dict(self.doc.get("resources"))
         )
 
     @property
