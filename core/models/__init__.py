@@ -14,7 +14,9 @@ declared in core.models.run for them to reuse).
 Adding an optional field to a converted type: declare it on the model (``absent()`` when, present,
 it is never null), run ``python -m core.schema`` (the schema file follows), pass it by name to the
 writer (``new_<type>(..., field=value)``) where it is measured, and read ``rec.model.field`` on the
-page that shows it.
+page that shows it. A run's field goes in the part it belongs to (``resources``, ``build``, ...):
+the runner puts it there, and the record reads it as the model does (``rec.resources.<field>``,
+``rec.envelope``); the run viewer lists every stored resource and setting.
 """
 
 from __future__ import annotations
