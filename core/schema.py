@@ -1,7 +1,8 @@
 """The JSON Schemas generated from models: whole artifact types, and the run schema's per-kind part.
 
-An artifact type declared by a model (core.models.MODELS: ``decision``, ``projection``, ``host``, ``noise``) has its
-whole schema file generated from that model (:func:`artifact_schema`).
+An artifact type declared by a model (core.models.MODELS: ``decision``, ``projection``, ``host``, ``noise``,
+``run``) has its whole schema file generated from that model (:func:`artifact_schema`); the run's
+adds its per-kind part (:func:`run_schema`).
 
 
 Each built-in test kind declares the pydantic models of its runs' ``samples`` and ``details``
@@ -13,8 +14,8 @@ applies to a run, and an error names the field inside the kind's model). A run o
 schema does not name (one registered from elsewhere, ``ALMANAC_KINDS``) is read with the base
 models; its own models check it when it is written (core.records.run.check_shapes).
 
-The rest of the run schema is written by hand. ``python -m core.schema`` rewrites the generated
-files and parts in place; ``--check`` (and tests/test_kind_schema.py, tests/test_artifact_models.py)
+The rest of the run schema is its envelope's model (core.models.run.Run). ``python -m core.schema``
+rewrites the generated files in place; ``--check`` (and tests/test_kind_schema.py, tests/test_artifact_models.py)
 fails when a committed file differs from what the models generate.
 """
 
@@ -134,18 +135,13 @@ def kind_part() -> tuple[dict[str, Any], list[dict[str, Any]]]:
     return defs, conditions
 
 
-def run_schema(base: dict[str, Any]) -> dict[str, Any]:
-    """``base`` (the run schema as committed) with its generated part made anew from the models."""
-    s = copy.deepcopy(base)
+def run_schema(envelope: dict[str, Any]) -> dict[str, Any]:
+    """The whole run schema: ``envelope`` (the schema core.models.run.Run generates) with each test
+    kind's samples and details models under ``$defs`` and one ``allOf`` condition per kind."""
+    s = copy.deepcopy(envelope)
     defs, conditions = kind_part()
-    s["$defs"] = {
-        **{k: v for k, v in s.get("$defs", {}).items() if not k.startswith(PREFIX)},
-        **defs,
-    }
-    kept = [
-        c for c in s.get("allOf", []) if not str(c.get("$comment", "")).startswith(MARK)
-    ]
-    s["allOf"] = kept + conditions
+    s["$defs"] = {**s.get("$defs", {}), **defs}
+    s["allOf"] = [*s.get("allOf", []), *conditions]
     s["properties"]["samples"] = {
         "type": "object",
         "description": "The raw records behind the summary, verbatim; their shape is the test kind's "
@@ -192,7 +188,8 @@ def model_schemas() -> dict[Path, str]:
     for name in models.MODELS:
         model = models.model_for(name)
         t = artifacts.ARTIFACT_TYPES[name]
-        out[t.schema_path()] = dumps(artifact_schema(model, t.version))
+        whole = artifact_schema(model, t.version)
+        out[t.schema_path()] = dumps(run_schema(whole) if name == "run" else whole)
     return out
 
 
@@ -209,9 +206,7 @@ def run_schema_path() -> Path:
 def main(argv: list[str]) -> int:
     from core import artifacts
 
-    path = run_schema_path()
-    current = json.loads(path.read_text())
-    texts = {path: dumps(run_schema(current)), **model_schemas()}
+    texts = model_schemas()
     if "--check" in argv:
         stale = [
             p for p, text in texts.items() if not p.exists() or text != p.read_text()

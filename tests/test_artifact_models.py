@@ -1,18 +1,19 @@
 """Artifact types declared once, as models (issue 28, Build item 1): core.models.
 
-For each converted type (``decision``, ``projection``, ``host``, ``noise``): the committed schema file is what the model
-generates; it accepts every committed artifact and rejects what the hand-written schema it replaced
-rejected (kept in tests/fixtures/handwritten_schemas/); the writer builds the same bytes as the old
-dict-building writer did (its code is kept below as the reference); reading a committed artifact
-through the model and dumping it gives the file back byte for byte; and a model that rejects a
-document says so in one line naming the file, the field path and what is wrong.
+For each converted type (``decision``, ``projection``, ``host``, ``noise``, ``run``): the committed
+schema file is what the model generates; it accepts every committed artifact and rejects what the
+hand-written schema it replaced rejected (kept in tests/fixtures/handwritten_schemas/); the writer
+builds the same bytes as the old dict-building writer did (its code is kept below as the
+reference); reading a committed artifact through the model and dumping it gives the file back byte
+for byte; and a model that rejects a document says so in one line naming the file, the field path
+and what is wrong.
 """
 
 from __future__ import annotations
 
 import copy
 import json
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -28,12 +29,13 @@ from core.records.projection import ProjectionRecord, new_projection
 from tests.conftest import FIXTURES
 from tests.support.committed import committed_paths
 
-CONVERTED = ("decision", "projection", "host", "noise")
+CONVERTED = ("decision", "projection", "host", "noise", "run")
 FOLDERS = {
     "decision": "decisions",
     "projection": "projections",
     "host": "hosts",
     "noise": "hosts",
+    "run": "runs",
 }
 HANDWRITTEN = FIXTURES / "handwritten_schemas"
 
@@ -178,6 +180,35 @@ INVALID = {
         ("schema_version", 1, "an older version, unmigrated"),
         ("surprise", 1, "an undeclared top-level field"),
     ],
+    "run": [
+        ("id", "-bad id", "an id off the pattern"),
+        ("key", "abc", "a key not of 64 hex digits"),
+        ("status", "maybe", "a status outside the enum"),
+        ("error", {"kind": "crash", "message": "x"}, "an ok run with an error"),
+        ("matrix.file", _DELETE, "a matrix without its file"),
+        ("matrix.baseline_key", "xyz", "a baseline key not of 64 hex digits"),
+        ("backend", "", "an empty backend"),
+        ("test.name", "a/b", "a test name off the pattern"),
+        ("test.repetitions", 0, "no repetitions"),
+        ("settings.requested.n_threads", "4", "a thread count as a string"),
+        ("settings.effective.n_gpu_layers", -2, "a GPU layer count below -1"),
+        ("settings.surprise", {}, "an undeclared settings part"),
+        ("model.kind", "url", "a model kind outside the enum"),
+        ("model.sha256", "abc", "a digest not of 64 hex digits"),
+        ("model.sha256", None, "an ok run's model without its sha256"),
+        ("model.gguf.block_count", 5000, "an implausible layer count"),
+        ("model.gguf.sliding_window_pattern", "all", "a window pattern as text"),
+        ("host.numa_nodes", 0, "no NUMA node"),
+        ("host.cpu.flags", "avx2", "a string for the flag list"),
+        ("build.in_process", _DELETE, "a build without in_process"),
+        ("build.stats_method", 0, "stats method 0"),
+        ("summary.x", {"n": 1}, "a summary without its statistics"),
+        ("resources.wall_s", -1, "a negative wall time"),
+        ("resources.peak_rss_bytes", 1.5, "a fractional byte count"),
+        ("resources.exit_code", _DELETE, "resources without the exit code"),
+        ("log_tail", None, "a null log tail"),
+        ("surprise", 1, "an undeclared top-level field"),
+    ],
 }
 
 
@@ -201,6 +232,7 @@ def test_what_the_handwritten_schema_rejected_is_still_rejected(
                 "decision": "gates",
                 "host": "bandwidth",
                 "noise": "runs",
+                "run": "summary",
             }[artifact]
         )
     )
@@ -464,6 +496,148 @@ def test_the_projection_writer_writes_the_same_bytes_as_before():
         ) == artifacts.dumps(_old_new_projection(**args))
 
 
+def _old_new_run(
+    *,
+    key,
+    created,
+    status,
+    backend,
+    test,
+    requested,
+    model,
+    host,
+    build,
+    matrix,
+    swept=None,
+    effective=None,
+    error=None,
+    samples=None,
+    summary=None,
+    details=None,
+    resources=None,
+    log_tail="",
+    run_id_=None,
+):
+    from core import __version__
+    from core.records.run import METHOD_VERSION, STATS_METHOD, run_id
+    from core.summary import Summary
+
+    b = {
+        "backend": backend,
+        "almanac": __version__,
+        "method_version": METHOD_VERSION,
+        "stats_method": STATS_METHOD,
+        **build,
+    }
+    model = dict(model)
+    model.setdefault("kind", "file")
+    if model["kind"] == "file":
+        model.setdefault("identity", model.get("sha256") or model.get("name"))
+    res = {
+        "peak_rss_bytes": None,
+        "peak_vram_bytes": None,
+        "wall_s": 0.0,
+        "exit_code": None,
+        "signal": None,
+        **(resources or {}),
+    }
+    return {
+        "artifact": "run",
+        "schema_version": 2,
+        "id": run_id_ or run_id(key, created),
+        "key": key,
+        "created": created.astimezone(UTC).isoformat(timespec="seconds"),
+        "status": status,
+        "error": error if status != "ok" else None,
+        "matrix": dict(matrix),
+        "backend": backend,
+        "test": dict(test),
+        "settings": {
+            "requested": dict(requested),
+            "swept": dict(swept or {}),
+            "effective": dict(effective or {}),
+        },
+        "model": dict(model),
+        "host": dict(host),
+        "build": b,
+        "samples": samples or {},
+        "summary": {
+            k: v.to_dict() if isinstance(v, Summary) else dict(v)
+            for k, v in (summary or {}).items()
+        },
+        "details": details or {},
+        "resources": res,
+        "log_tail": log_tail,
+    }
+
+
+def _run_args(doc: dict[str, Any]) -> dict[str, Any]:
+    return copy.deepcopy(
+        {
+            "key": doc["key"],
+            "created": datetime.fromisoformat(doc["created"]),
+            "status": doc["status"],
+            "backend": doc["backend"],
+            "test": doc["test"],
+            "requested": doc["settings"]["requested"],
+            "swept": doc["settings"]["swept"],
+            "effective": doc["settings"]["effective"],
+            "model": doc["model"],
+            "host": doc["host"],
+            "build": doc["build"],
+            "matrix": doc["matrix"],
+            "error": doc["error"],
+            "samples": doc["samples"],
+            "summary": doc["summary"],
+            "details": doc["details"],
+            "resources": doc["resources"],
+            "log_tail": doc["log_tail"],
+        }
+    )
+
+
+def test_the_run_writer_writes_the_same_bytes_as_before():
+    from core.records.run import new_run
+    from core.summary import Summary
+
+    paths = _committed("run")
+    for path in paths:
+        doc = artifacts.load(path)  # a version 1 file, migrated
+        args = _run_args(doc)
+        assert artifacts.dumps(new_run(**copy.deepcopy(args))) == artifacts.dumps(
+            _old_new_run(**args)
+        ), path
+    # as the runner calls it: a Summary, resources with only the required keys, tuples for lists,
+    # the model's kind and identity left to the writer, no build stamp, an integer wall time
+    doc = artifacts.load(paths[0])
+    args = _run_args(doc)
+    args["summary"] = {k: Summary.from_dict(v) for k, v in args["summary"].items()}
+    args["resources"] = {"wall_s": 3}
+    args["host"]["cpu"]["flags"] = tuple(args["host"]["cpu"]["flags"])
+    args["model"].pop("identity")
+    args["model"].pop("kind")
+    for k in ("almanac", "method_version", "stats_method", "backend"):
+        args["build"].pop(k, None)
+    assert artifacts.dumps(new_run(**copy.deepcopy(args))) == artifacts.dumps(
+        _old_new_run(**args)
+    )
+
+
+def test_the_run_writer_refuses_in_one_line_naming_the_file_and_field():
+    from core.records.run import new_run
+
+    args = _run_args(artifacts.load(_committed("run")[0]))
+    args["resources"]["wall_s"] = -1.0
+    with pytest.raises(ArtifactError) as err:
+        new_run(**args)
+    line = str(err.value)
+    assert "\n" not in line and "/runs/" in line, (
+        line
+    )  # the file it would be written to
+    assert ".json: resources.wall_s: " in line and err.value.field == "resources.wall_s"
+    assert line.endswith("Input should be greater than or equal to 0"), line
+
+
 def test_a_writer_refuses_what_the_schema_would_refuse():
     args = _inputs(
         json.loads(_committed("decision")[0].read_text()),
@@ -522,6 +696,32 @@ def test_records_read_the_models_fields():
             assert part.get("not-there") is None
             with pytest.raises(KeyError):
                 part["not-there"]
+
+
+def test_the_run_record_reads_the_models_fields():
+    from core.models.run import Resources, Run
+    from core.records.run import RunRecord
+
+    for path in _committed("run"):
+        doc = artifacts.load(path)
+        rec = RunRecord(doc, path=str(path))
+        assert isinstance(rec.envelope, Run) and rec.envelope.id == doc["id"]
+        assert isinstance(rec.resources, Resources)
+        for name, value in doc["resources"].items():
+            got = getattr(rec.resources, name, rec.resources.get(name))
+            if isinstance(value, dict | list) and value:
+                assert rec.resources[name] is not None
+            else:
+                assert got == value, (path, name)
+        q = doc["resources"].get("quiet")
+        assert rec.disturbed == bool(q and q.get("disturbed") is True)
+    # a document read without validation (a partial one a test builds) reads what it has
+    partial = RunRecord({"resources": {"wall_s": 2.5, "quiet": {"disturbed": True}}})
+    assert partial.resources.wall_s == 2.5 and partial.resources.peak_rss_bytes is None
+    assert partial.disturbed
+    with pytest.raises(ArtifactError) as err:
+        _ = RunRecord({**doc, "key": "x"}, path="data/runs/x.json").envelope
+    assert str(err.value).startswith("data/runs/x.json: key: ")
 
 
 def test_the_oldest_committed_artifact_of_every_type_still_loads():

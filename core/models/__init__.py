@@ -6,14 +6,17 @@ A type listed in ``MODELS`` is declared by its model alone: the writer builds th
 record in core.records wraps the model (its fields are the model's).
 
 Converted: ``decision``, ``projection``, ``host``, ``noise`` (version 2; version 1 stays
-hand-written, read through core.migrations). Still hand-written JSON Schema beside a
-dict-building writer: ``run`` (its per-kind part is generated from core.kinds), ``quality``,
-``perplexity``.
+hand-written, read through core.migrations), ``run`` (version 2: the envelope; its per-kind part is
+generated from core.kinds, core/schema.py). Still hand-written JSON Schema beside a dict-building
+writer: ``quality``, ``perplexity`` (they share the run's host, GGUF facts and settings values,
+declared in core.models.run for them to reuse).
 
 Adding an optional field to a converted type: declare it on the model (``absent()`` when, present,
 it is never null), run ``python -m core.schema`` (the schema file follows), pass it by name to the
 writer (``new_<type>(..., field=value)``) where it is measured, and read ``rec.model.field`` on the
-page that shows it.
+page that shows it. A run's field goes in the part it belongs to (``resources``, ``build``, ...):
+the runner puts it there, and the record reads it as the model does (``rec.resources.<field>``,
+``rec.envelope``); the run viewer lists every stored resource and setting.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ MODELS: dict[str, str] = {
     "projection": "core.models.projection:Projection",
     "host": "core.models.host:Host",
     "noise": "core.models.noise:Noise",
+    "run": "core.models.run:Run",
 }
 
 

@@ -8,8 +8,10 @@ from the backends). What is decided here, once:
 * **One id format**: ``<first 12 hex of the key>-<UTC time>.<ms>Z``
   (``5fb683a3eda9-20261126T040430.390Z``), :func:`run_id`. Older artifacts whose id has
   no milliseconds stay valid: the id is only ever read as a whole.
-* **The measurement key** (:func:`config_key`): what would have to change for a
-  configuration to be measured again (resume identity).
+* **The identity keys** (configuration, work, comparability, history) are composed in
+  core.identity, once; the record reads their parts and delegates (``config_key`` and ``digest``
+  are re-exported here for the writers). The measurement key (:func:`config_key`): what would have
+  to change for a configuration to be measured again (resume identity).
 * **Effective settings** (:func:`effective_settings`): what the backend reported it ran
   with, over what was requested; observations the backend reported beside its settings
   (memory buffers, the ``*_requested`` echoes, a random loopback port) are not settings.
@@ -50,24 +52,38 @@ local file or an endpoint model, and ``build.in_process`` says what the backend 
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from core import artifacts, kinds
-from core import quiet as quiet_policy
+from core import artifacts, identity, kinds
+from core.identity import (  # the identity keys, declared in core.identity (re-exported)
+    BACKEND_CLASSES,
+    BUILD_IDENTITY,
+    METHOD_VERSION,
+    NEUTRAL_EFFECTIVE,
+    NEUTRAL_SETTINGS,
+    OBSERVED_EFFECTIVE,
+    TEST_LABELS,
+    TEST_METHOD,
+)
+from core.identity import (
+    config_key as config_key,
+)
+from core.identity import (
+    digest as digest,
+)
 from core.kinds.base import Details, Kind, PrecisionRecord, Samples, TestSpec
 from core.metrics import Metric
+from core.models.run import Resources, Run
 from core.paths import relpath, runs_dir, slug
 from core.records.base import ArtifactRecord
 from core.summary import Summary
 
 ARTIFACT = "run"
-METHOD_VERSION = 1  # bump when what a measurement means changes; part of every key
 #: Which runs a measurement keeps (``build.stats_method``; absent: 1). It tells results apart (they are not
 #: pooled into one figure) without changing any resume key, so a result measured by an older almanac is
 #: still found by a rerun, but shown as another row, with its almanac and method as environment.
@@ -78,129 +94,12 @@ STATS_METHODS = {
 }
 STATS_METHOD = max(STATS_METHODS)
 
-# Keys of settings.effective that are observations reported beside the settings, not
-# settings: they never make two results different work.
-OBSERVED_EFFECTIVE = frozenset(
-    {
-        "llama_memory_mib",
-        "gpu_offload_supported",
-        "flash_attn_requested",
-        "n_gpu_layers_requested",
-        "n_layers_total",
-        "draft_load_time_s",
-        "draft_model_file",
-        "draft_synthetic",
-        "base_url",
-        "server_command",
-        "request_timeout_s",
-        "retries",
-        "lora",
-        "lora_buffer_mib",
-        # placement facts that follow from the settings and the host (runtime.hosts.placement)
-        "gpus_used",
-        "gpus_visible",
-        "numa_nodes",
-        "cpu_mask_method",
-    }
-)
-# Build fields that identify the software that measured (the "backend build").
-BUILD_IDENTITY = (
-    "backend_version",
-    "llama_cpp_commit",
-    "server",
-    "server_package",
-    "server_version",
-    "server_commit",
-    "server_build_number",
-    "libraries",
-    "label",
-)
-# Test fields that do not change the work, for a kind this installation does not know (a known
-# kind's spec declares its own: core.kinds.base.TestSpec.METHOD_FIELDS and LABEL_FIELDS).
-TEST_METHOD = TestSpec.METHOD_FIELDS
-TEST_LABELS = TestSpec.LABEL_FIELDS
-BACKEND_CLASSES = {True: "in process", False: "behind a server"}
 # Server packages that embed llama.cpp without recording its commit (build.server_package starts with one).
 LLAMA_CPP_PACKAGES = ("llama-cpp-python",)
-# Settings added to a backend after artifacts were measured without them, with the value that means
-# "not used" (their default). Requested at that value, a setting asks nothing of the backend: the
-# same configuration as an older artifact that does not name it (RunRecord.requested_explicit).
-# tests/test_work_identity.py fails when a backend gains a setting whose default is not listed here.
-NEUTRAL_SETTINGS: dict[str, Any] = {
-    "extra_bufts": None,
-    "lora_adapters": [],
-    "lora_scale": 1.0,
-    "rope_scaling": "none",  # the model's own RoPE (issue 33's long-context rows)
-    "n_seq_max": 1,  # one sequence in the context (issue 33's context-vs-throughput row)
-    "embedding": False,  # a generating context (issue 33's retrieval row embeds)
-    # placement (issue 29): llama.cpp's own defaults, what every run before them used
-    "split_mode": "layer",
-    "tensor_split": None,
-    "numa": "off",
-    "cpu_mask": None,
-    "cpu_strict": False,
-    "prio": 0,
-    "poll": 50,
-}
-# Of those, the ones a backend reports among its effective settings: at their neutral value they
-# are no part of the environment either (a run at llama.cpp's defaults is the environment it was).
-NEUTRAL_EFFECTIVE = (
-    "split_mode",
-    "tensor_split",
-    "numa",
-    "cpu_mask",
-    "cpu_strict",
-    "prio",
-    "poll",
-)
+# The run's parts whose shape is its test kind's (core.kinds), not the envelope's.
+KIND_PARTS = ("samples", "details")
 # Metrics that are shares (0 to 1): their interval is capped at 1 as well as kept above 0.
 SHARE_UPPER = {"draft_acceptance": 1.0, "pass_rate": 1.0}
-
-
-# -- identity ---------------------------------------------------------------------------------
-def _canonical(obj: Any) -> str:
-    return json.dumps(obj, sort_keys=True, default=str, separators=(",", ":"))
-
-
-def digest(obj: Any) -> str:
-    """sha256 of the canonical JSON of ``obj``."""
-    return hashlib.sha256(_canonical(obj).encode()).hexdigest()
-
-
-def config_key(
-    backend: str,
-    model_identity: str,
-    settings: dict[str, Any],
-    test: dict[str, Any],
-    host_id: str,
-    backend_version: str,
-    build_label: str | None = None,
-    server: dict[str, Any] | None = None,
-) -> str:
-    """Identity of a measurement: what would have to change for it to be measured again.
-
-    ``model_identity`` is the model's identity (``model.identity``): a local file's sha256 (keyed
-    as ``model_sha256``, as it always was, so no existing key changes) or an endpoint model's
-    ``endpoint:<hex>``, whose ``server`` (software and version, as detected) is part of the key
-    too: the server is the software that measured. ``build_label`` names a variant build (e.g.
-    a deliberately slowed one) measured beside the ordinary build; absent, the key is what it
-    always was."""
-    ident: dict[str, Any] = {
-        "backend": backend,
-        "backend_version": backend_version,
-        "model_sha256": model_identity,
-        "settings": settings,
-        "test": test,
-        "host": host_id,
-        "method": METHOD_VERSION,
-    }
-    if build_label:
-        ident["build_label"] = build_label
-    if server:
-        ident["server"] = server
-    return hashlib.sha256(
-        json.dumps(ident, sort_keys=True, default=str).encode()
-    ).hexdigest()
 
 
 def run_id(key: str, created: datetime) -> str:
@@ -246,7 +145,9 @@ def new_run(
     log_tail: str = "",
     run_id_: str | None = None,
 ) -> dict[str, Any]:
-    """A run artifact (the canonical dict written to disk), built in one place.
+    """A run artifact (the canonical dict written to disk), built in one place: the model
+    (core.models.run.Run), dumped. A value the model refuses is one ArtifactError naming the file it
+    would be written to, the field path and what is wrong.
 
     ``build`` must carry backend_version and ``in_process`` (what the backend declares);
     backend, almanac version and method version are filled in when missing. ``model`` is a
@@ -283,7 +184,7 @@ def new_run(
         "signal": None,
         **(resources or {}),
     }
-    return {
+    raw = {
         "artifact": ARTIFACT,
         "schema_version": artifacts.ARTIFACT_TYPES[ARTIFACT].version,
         "id": run_id_ or run_id(key, created),
@@ -291,26 +192,37 @@ def new_run(
         "created": created.astimezone(UTC).isoformat(timespec="seconds"),
         "status": status,
         "error": error if status != "ok" else None,
-        "matrix": dict(matrix),
+        "matrix": matrix,
         "backend": backend,
-        "test": dict(test),
+        "test": test,
         "settings": {
-            "requested": dict(requested),
-            "swept": dict(swept or {}),
-            "effective": dict(effective or {}),
+            "requested": requested,
+            "swept": swept or {},
+            "effective": effective or {},
         },
-        "model": dict(model),
-        "host": dict(host),
+        "model": model,
+        "host": host,
         "build": b,
         "samples": samples or {},
         "summary": {
-            k: v.to_dict() if isinstance(v, Summary) else dict(v)
+            k: v.to_dict() if isinstance(v, Summary) else v
             for k, v in (summary or {}).items()
         },
         "details": details or {},
         "resources": res,
         "log_tail": log_tail,
     }
+    try:
+        source = relpath(run_path(raw))
+    except (KeyError, TypeError, AttributeError):
+        source = "<run artifact>"
+    # the envelope as JSON values (a tuple is a list, as it is written); samples and details are the
+    # kind's, checked against its models when the file is written (check_shapes)
+    envelope = json.loads(
+        json.dumps({k: v for k, v in raw.items() if k not in KIND_PARTS})
+    )
+    parts = {k: raw[k] for k in KIND_PARTS}
+    return {**Run.check(envelope | parts, source).dump(), **parts}
 
 
 def check_shapes(doc: Mapping[str, Any], source: str = "<artifact>") -> None:
@@ -388,36 +300,6 @@ def effective_settings(
 
 # -- reading ----------------------------------------------------------------------------------
 @dataclass(frozen=True, slots=True)
-class Resources:
-    """What the run's process took (runtime.execution.runner): peak memory, wall time, how it ended."""
-
-    peak_rss_bytes: int | None = None
-    peak_vram_bytes: int | None = None
-    peak_rss_method: str | None = None
-    peak_vram_method: str | None = None
-    peak_vram_by_gpu: list[dict[str, Any]] | None = None
-    baseline_rss_bytes: int | None = None
-    rss_after_load_bytes: int | None = None
-    wall_s: float | None = None
-    exit_code: int | None = None
-    signal: str | None = None
-    loadavg_1m_before: float | None = None
-    quiet: dict[str, Any] | None = (
-        None  # the quiet-machine policy's record (core.quiet)
-    )
-
-    @property
-    def disturbed(self) -> bool:
-        """The run never got a quiet slot (core.quiet): kept, but out of every figure and verdict."""
-        return quiet_policy.record_disturbed(self.quiet)
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any] | None) -> Resources:
-        d = d or {}
-        return cls(**{f.name: d.get(f.name) for f in fields(cls)})
-
-
-@dataclass(frozen=True, slots=True)
 class LoraAttached:
     """LoRA adapters attached to a run's context (settings.effective.lora, as the backend reported it)."""
 
@@ -456,6 +338,15 @@ class RunRecord(ArtifactRecord):
 
     ARTIFACT = ARTIFACT
     __slots__ = ()
+
+    @property
+    def envelope(self) -> Run:
+        """The document read through its model (core.models.run.Run: the envelope; samples and
+        details stay the kind's, :attr:`samples`, :attr:`details`); a rejection is one ArtifactError
+        naming the file, the field path and what is wrong."""
+        return self._cached(
+            "envelope", lambda: Run.check(self.doc, self.path or self.id)
+        )
 
     # what ran
     @property
@@ -653,16 +544,11 @@ class RunRecord(ArtifactRecord):
         """What makes two results the same work, wherever and however they were measured: the model's
         identity, the test's work parameters, the backend class and the method version (what a
         measurement means)."""
-        return {
-            "model": self.model_identity,
-            "test": self.work_test,
-            "class": self.backend_class,
-            "method_version": self.method_version,
-        }
+        return identity.work(self)
 
     @property
     def work_key(self) -> str:
-        return self._cached("work_key", lambda: digest(self.work)[:16])
+        return self._cached("work_key", lambda: identity.work_key(self))
 
     @property
     def environment(self) -> dict[str, Any]:
@@ -686,13 +572,7 @@ class RunRecord(ArtifactRecord):
         at the neutral value of a setting added later (NEUTRAL_SETTINGS): the same as not naming them,
         so a setting added to the backend later does not tell two configurations apart."""
         return self._cached(
-            "requested_explicit",
-            lambda: {
-                k: v
-                for k, v in self.requested.items()
-                if v is not None
-                and not (k in NEUTRAL_SETTINGS and v == NEUTRAL_SETTINGS[k])
-            },
+            "requested_explicit", lambda: identity.requested_explicit(self.requested)
         )
 
     @property
@@ -925,6 +805,7 @@ class RunRecord(ArtifactRecord):
 
     @property
     def resources(self) -> Resources:
+        """What the run's process took, as the model reads it (core.models.run.Resources)."""
         return self._cached(
             "resources", lambda: Resources.from_dict(self.doc.get("resources"))
         )
@@ -1042,53 +923,20 @@ class RunRecord(ArtifactRecord):
         method, how precisely it was measured, is left out). ``exclude`` leaves out what a view
         compares on purpose: top-level parts ("host", "build", "model", "backend", "test") or
         single settings as "settings.<name>"."""
-        parts: dict[str, Any] = {
-            "test": self.work_test,
-            "class": self.backend_class,
-            "backend": self.backend_name,
-            "build": self.build_identity,
-            "model": self.model_identity,
-            "host": self.host_id,
-            "method": self.method_version,
-            "settings": self.effective,
-        }
-        # older results keep their keys; newer ones are not pooled with them (part of the build)
-        if self.stats_method != 1:
-            parts["build"] = {**parts["build"], "stats_method": self.stats_method}
-        drop_settings = {
-            e.split(".", 1)[1] for e in exclude if e.startswith("settings.")
-        }
-        if drop_settings:
-            parts["settings"] = {
-                k: v for k, v in parts["settings"].items() if k not in drop_settings
-            }
-        for e in exclude:
-            if "." not in e:
-                parts.pop(e, None)
-        return parts
+        return identity.comparability(self, exclude)
 
     def comparability_key(self, exclude: tuple[str, ...] | frozenset[str] = ()) -> str:
         ck = self._cache.setdefault("ck", {})
         k = tuple(sorted(exclude))
         if k not in ck:
-            ck[k] = digest(self.comparability(exclude))[:16]
+            ck[k] = identity.comparability_key(self, exclude)
         return ck[k]
 
     @property
     def history_key(self) -> str:
         """Same work, host, backend and requested settings (those not left to the default): one
         configuration's series across builds (llama.cpp commit, backend version, almanac) and methods."""
-        return self._cached(
-            "history",
-            lambda: digest(
-                {
-                    "work": self.work,
-                    "backend": self.backend_name,
-                    "host": self.host_id,
-                    "requested": self.requested_explicit,
-                }
-            )[:16],
-        )
+        return self._cached("history", lambda: identity.history_key(self))
 
 
 def as_record(doc: Mapping[str, Any]) -> RunRecord:

@@ -133,6 +133,8 @@ class ChildOutcome:
     # others' CPU over the child's interval (core.quiet), and the quiet policy's record once kept
     attempt: quiet.Attempt | None = None
     quiet_record: dict[str, Any] | None = None
+    # CPU time (user + system) of the child and the children it waited for, over wall_s (wait4)
+    cpu_s: float | None = None
 
 
 def run_child(
@@ -206,11 +208,9 @@ def run_child(
                 proc.returncode = -9
                 raise
         wall = time.perf_counter() - t0
+        cpu_s = rusage.ru_utime + rusage.ru_stime
         attempt = quiet.attempt_of(
-            snap0,
-            quiet.snapshot(),
-            rusage.ru_utime + rusage.ru_stime,
-            autogroup_nice=autogroup_nice,
+            snap0, quiet.snapshot(), cpu_s, autogroup_nice=autogroup_nice
         )
         code = os.waitstatus_to_exitcode(status)
         proc.returncode = code
@@ -232,6 +232,7 @@ def run_child(
             log_text,
             load_before,
             attempt,
+            cpu_s=round(cpu_s, 3),
         )
 
 
@@ -430,6 +431,7 @@ def build_artifact(
             ),
             "rss_after_load_bytes": res.get("rss_after_load_bytes"),
             "wall_s": outcome.wall_s,
+            "process_cpu_s": outcome.cpu_s,
             "exit_code": outcome.exit_code,
             "signal": outcome.signal,
             "loadavg_1m_before": outcome.loadavg_before,
