@@ -90,6 +90,7 @@ def test_measure_fans_out_over_the_planned_labels_and_propose_takes_every_runner
     assert "from runtime import artifacts" not in WORKFLOW.read_text()
 
 
+@pytest.mark.integration
 def test_plan_step_writes_the_label_matrix(tmp_path):
     co = _checkout(tmp_path)
     step = _step("plan", "Runner labels")
@@ -124,6 +125,7 @@ def _upload(incoming: Path, label: str, files: list[Path]) -> None:
         shutil.copyfile(f, dest)
 
 
+@pytest.mark.integration
 def test_propose_merges_every_runners_artifacts_and_validates(tmp_path):
     co = _checkout(tmp_path)
     runs = committed_paths("runs")
@@ -157,6 +159,7 @@ def test_propose_merges_every_runners_artifacts_and_validates(tmp_path):
     )
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("forge", ["moved", "edited", "invalid", "symlink"])
 def test_propose_refuses_a_forged_or_invalid_upload_and_merges_nothing(tmp_path, forge):
     co = _checkout(tmp_path)

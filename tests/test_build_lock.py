@@ -43,6 +43,7 @@ def _one_line(stderr: str) -> str:
     return lines[0]
 
 
+@pytest.mark.integration
 def test_a_held_folder_refuses_a_second_build_at_once_or_after_waiting(tmp_path):
     site = tmp_path / "site"
     data = make_golden_data(tmp_path / "data")
@@ -69,6 +70,7 @@ def test_lock_file_that_cannot_be_created_is_one_line(tmp_path):
     assert "cannot write the site (its build lock)" in str(exc.value)
 
 
+@pytest.mark.integration
 def test_two_builds_started_apart_one_builds_the_other_refuses(tmp_path):
     """The reported race, for real: the second build starts while the first is building."""
     site = tmp_path / "site"

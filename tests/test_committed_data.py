@@ -169,3 +169,15 @@ def test_outside_a_git_checkout_the_tests_refuse_naming_the_way_out(
         committed.OVERRIDE_ENV, str(bare / "data")
     )  # a folder of committed files, taken whole
     assert committed.tracked_files(bare / "data") == ("models.yaml",)
+
+
+def test_committed_runs_are_read_once_and_every_call_gets_records_of_its_own():
+    """committed_runs() keeps its first read (pickled) for the session; a test that changes a record
+    it was handed changes nothing that another call returns."""
+    first, second = committed.committed_runs(), committed.committed_runs()
+    assert [r.id for r in first] == [r.id for r in second] and len(first) > 100
+    assert first[0] is not second[0] and dict(first[0]) == dict(second[0])
+    host = first[0]["host"]
+    host["id"] = "changed by a test"
+    assert second[0]["host"]["id"] != "changed by a test"
+    assert committed.committed_runs()[0]["host"]["id"] != "changed by a test"

@@ -137,6 +137,7 @@ def _invoke(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize(
     "builds, msg",
     [
@@ -166,6 +167,7 @@ def test_invoke_bisect_refuses_bad_builds_in_one_line(builds, msg, tmp_path):
     assert not (tmp_path / "r").exists()  # nothing measured
 
 
+@pytest.mark.integration
 def test_a_build_that_fails_to_load_stops_the_search_saying_how_to_resume(tmp_path):
     fake = tmp_path / "broken-venv"
     (fake / "bin").mkdir(parents=True)
@@ -195,6 +197,7 @@ def test_a_build_that_fails_to_load_stops_the_search_saying_how_to_resume(tmp_pa
     assert json.loads(state.read_text())["runs"] == []  # nothing measured
 
 
+@pytest.mark.integration
 def test_a_version_that_does_not_exist_is_one_line(tmp_path):
     r = _invoke(
         "bisect", "--builds", "current,0.0.999", "--venvs", str(tmp_path / "venvs"),

@@ -95,6 +95,7 @@ def _chat(url: str, mode: str, requests: int = 3):
         b.close()
 
 
+@pytest.mark.integration
 def test_an_honest_answer_is_a_measurement(liar):
     recs, details, err, _ = _chat(liar, "honest")
     assert err is None and all(r["ok"] for r in recs)
@@ -102,6 +103,7 @@ def test_an_honest_answer_is_a_measurement(liar):
     assert details["implausible_requests"] == 0
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize(
     "mode, said",
     [
@@ -123,6 +125,7 @@ def test_a_lying_count_is_a_failed_request_with_the_reason(liar, mode, said):
     json.dumps(recs, allow_nan=False)
 
 
+@pytest.mark.integration
 def test_a_chunk_flood_stops_at_the_bound_and_is_refused(liar):
     t0 = time.monotonic()
     recs, _details, _err, _ = _chat(liar, "chunk-flood", requests=1)
@@ -138,6 +141,7 @@ def test_a_chunk_flood_stops_at_the_bound_and_is_refused(liar):
     assert len(json.dumps(recs)) < 20_000
 
 
+@pytest.mark.integration
 def test_timings_beyond_the_clients_clock_are_left_out(liar):
     recs, _details, err, _ = _chat(liar, "timings-future")
     assert err is None and all(r["ok"] for r in recs)
@@ -148,6 +152,7 @@ def test_timings_beyond_the_clients_clock_are_left_out(liar):
     )
 
 
+@pytest.mark.integration
 def test_nan_in_the_servers_timings_does_not_lose_the_run(liar):
     recs, _details, err, _ = _chat(liar, "timings-nan")
     assert err is None and all(r["ok"] for r in recs)
@@ -166,6 +171,7 @@ def _transport(url: str):
     return b.transport()
 
 
+@pytest.mark.integration
 def test_metrics_nan_and_infinity_are_left_out():
     proc, url = start_liar("--metrics", "nan")
     try:
@@ -182,6 +188,7 @@ def test_metrics_nan_and_infinity_are_left_out():
         proc.wait()
 
 
+@pytest.mark.integration
 def test_endless_metrics_tokenize_and_whole_answers_are_read_within_bounds():
     proc, url = start_liar("--metrics", "endless", "--tokenize", "endless")
     try:
@@ -215,6 +222,7 @@ def test_endless_metrics_tokenize_and_whole_answers_are_read_within_bounds():
         proc.wait()
 
 
+@pytest.mark.integration
 def test_a_whole_answer_that_lies_is_refused(liar):
     tr = _transport(liar)
 
@@ -237,6 +245,7 @@ def test_a_whole_answer_that_lies_is_refused(liar):
     assert rec["error"]["reason"] == "implausible" and answer is None
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("mode", ["endless", "many"])
 def test_the_health_checks_listing_is_bounded(mode):
     proc, url = start_liar("--models", mode)
@@ -260,6 +269,7 @@ def test_model_ids_of_a_deep_or_odd_listing():
     assert _model_ids(None) is None
 
 
+@pytest.mark.integration
 def test_identification_keeps_its_timeout_against_a_dripping_server():
     proc, url = start_liar("--models", "drip")
     try:
@@ -375,6 +385,7 @@ def test_a_decode_rate_far_above_the_hosts_bandwidth_bound_fails_validation(
     assert "times the decode bound of host" in line
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize(
     "mode, said",
     [

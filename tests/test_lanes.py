@@ -1,6 +1,8 @@
 """The lanes stay honest (tests/support/lanes.py): a test left in the fast lane neither starts a
-process, builds a site nor drives a server, directly in its body; such a test belongs to the
-integration or end-to-end lane (list its module there, or give it the marker)."""
+process, builds a site nor drives a server, in its body or through a helper or fixture of its own
+module (followed call by call) or a helper imported from an integration or end-to-end test module;
+such a test belongs to the integration or end-to-end lane (list its module there, or give it the
+marker)."""
 
 from __future__ import annotations
 
@@ -20,6 +22,9 @@ HEAVY = {
     "ssh",
     "chromium",
     "uvicorn",
+    "HTTPServer",  # a loopback server in process (http.server)
+    "ThreadingHTTPServer",
+    "FAULT",  # tests/fault_server.py, started as a server_command (tests/test_load.py)
 }
 LANE_FIXTURES = lanes.E2E_FIXTURES | lanes.INTEGRATION_FIXTURES
 
@@ -37,6 +42,50 @@ def _marked(fn: ast.FunctionDef) -> bool:
     return False
 
 
+def _names(fn: ast.FunctionDef) -> set[str]:
+    """Every name and attribute a function uses, and its parameters (a fixture is used by naming it)."""
+    return (
+        {n.id for n in ast.walk(fn) if isinstance(n, ast.Name)}
+        | {n.attr for n in ast.walk(fn) if isinstance(n, ast.Attribute)}
+        | {a.arg for a in fn.args.args}
+    )
+
+
+def _reach(
+    path: Path, _seen: dict[Path, dict[str, set[str]]] | None = None
+) -> dict[str, set[str]]:
+    """Each top-level function of a test module (test, helper or fixture) and every name it reaches:
+    its own, those of the module's functions it uses (followed call by call), and those of the
+    helpers it imports from another test module (followed the same way)."""
+    seen = {} if _seen is None else _seen
+    if path in seen:
+        return seen[path]
+    seen[path] = {}
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    reach = {fn.name: _names(fn) for fn in tree.body if isinstance(fn, ast.FunctionDef)}
+    for n in tree.body:
+        if not isinstance(n, ast.ImportFrom):
+            continue
+        source = n.module or ""
+        if source.startswith("tests.test_"):
+            other = _reach(TESTS / f"{source.rsplit('.', 1)[-1]}.py", seen)
+            for alias in n.names:
+                if alias.name in other:
+                    reach.setdefault(alias.asname or alias.name, set()).update(
+                        other[alias.name] | {alias.name}
+                    )
+    grew = True
+    while grew:  # helpers calling helpers
+        grew = False
+        for name, used in reach.items():
+            more = set().union(*(reach[c] for c in used & set(reach) if c != name))
+            if more - used:
+                used |= more
+                grew = True
+    seen[path] = reach
+    return reach
+
+
 def heavy_fast_tests() -> list[str]:
     out = []
     for path in sorted(TESTS.glob("test_*.py")):
@@ -51,14 +100,13 @@ def heavy_fast_tests() -> list[str]:
         )
         if module_marked:
             continue
+        reach = _reach(path)
         for fn in tree.body:
             if not isinstance(fn, ast.FunctionDef) or not fn.name.startswith("test"):
                 continue
-            if _marked(fn) or {a.arg for a in fn.args.args} & LANE_FIXTURES:
+            used = reach[fn.name]
+            if _marked(fn) or used & LANE_FIXTURES:
                 continue
-            used = {n.id for n in ast.walk(fn) if isinstance(n, ast.Name)} | {
-                n.attr for n in ast.walk(fn) if isinstance(n, ast.Attribute)
-            }
             if used & HEAVY:
                 out.append(
                     f"{module}::{fn.name} uses {', '.join(sorted(used & HEAVY))}"
@@ -75,3 +123,27 @@ def test_every_listed_module_exists():
     assert (lanes.E2E_MODULES | lanes.INTEGRATION_MODULES) <= names, sorted(
         (lanes.E2E_MODULES | lanes.INTEGRATION_MODULES) - names
     )
+
+
+def test_a_helper_or_fixture_that_starts_a_process_makes_its_callers_heavy(tmp_path):
+    """The rule follows the module's own helpers and fixtures, call by call."""
+    p = tmp_path / "test_x.py"
+    p.write_text(
+        "import subprocess\n"
+        "def _go():\n    return _inner()\n"
+        "def _inner():\n    subprocess.run(['true'])\n"
+        "def srv():\n    return _go()\n"
+        "def test_a(srv):\n    pass\n"
+        "def test_b():\n    _go()\n"
+        "def test_c(tmp_path):\n    pass\n"
+    )
+    reach = _reach(p)
+    assert "subprocess" in reach["test_a"] and "subprocess" in reach["test_b"]
+    assert not reach["test_c"] & HEAVY
+
+
+def test_a_helper_imported_from_another_test_module_is_followed():
+    """test_traffic drives the fault server through tests/test_load.py's helpers."""
+    reach = _reach(TESTS / "test_traffic.py")
+    assert "FAULT" in reach["test_trace_replay_keeps_the_trace_s_arrival_times"]
+    assert not reach["test_the_three_layouts_read_as_published"] & HEAVY

@@ -276,6 +276,7 @@ CODE = {
 }
 
 
+@pytest.mark.integration
 def test_code_exec_passes_correct_function_in_a_fence():
     s = score(
         "code_exec",
@@ -289,11 +290,13 @@ def test_code_exec_passes_correct_function_in_a_fence():
     )
 
 
+@pytest.mark.integration
 def test_code_exec_fails_wrong_function_with_the_assertion_named():
     s = score("code_exec", CODE, "```python\ndef add(a, b):\n    return a - b\n```")
     assert not s.passed and "AssertionError" in s.details["error"]
 
 
+@pytest.mark.integration
 def test_code_exec_continuation_of_a_humaneval_prompt():
     check = {
         "entry_point": "inc",
@@ -311,6 +314,7 @@ def test_code_exec_continuation_of_a_humaneval_prompt():
     assert not passes("code_exec", check, "")
 
 
+@pytest.mark.integration
 def test_code_exec_times_out_an_endless_loop():
     s = score(
         "code_exec",

@@ -179,14 +179,15 @@ def test_committed_reference_rows_are_shared_by_the_cpu_host_and_the_h100():
 def test_todays_reference_configurations_are_the_committed_rows_work():
     """What the reference matrix asks today (precision block, extra_bufts ...) is the work the
     committed hosts measured: a fresh host's rows land beside theirs."""
-    committed = {
-        r.work_key for by_host in _reference_rows().values() for r in by_host.values()
-    }
+    rows = (
+        _reference_rows()
+    )  # read once (was once per configuration: the same rows each time)
+    committed = {r.work_key for by_host in rows.values() for r in by_host.values()}
     reg = models.load_registry(ROOT / "data" / "models.yaml")
     for c in matrix.load(REFERENCE).configurations():
         committed_row = next(
             r
-            for by_host in _reference_rows().values()
+            for by_host in rows.values()
             for r in by_host.values()
             if r.model_name == c.model and r.test_name == c.test.name
         )

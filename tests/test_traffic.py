@@ -333,6 +333,7 @@ class _Metrics(BaseHTTPRequestHandler):
         self.wfile.write(data)
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("mode", ["ok", "absent", "slow", "lying"])
 def test_the_scraper_never_stops_the_run(mode):
     """A real HTTP endpoint on loopback, healthy, absent (404), slow (0.5 s a scrape, at a 0.1 s
@@ -434,6 +435,7 @@ def _trace_level():
     )
 
 
+@pytest.mark.integration
 def test_trace_replay_keeps_the_trace_s_arrival_times():
     res, lv, recs = _trace_level()
     tr = traces.read(TRACES / "small.jsonl")
@@ -466,6 +468,7 @@ def test_trace_replay_sends_within_a_few_ms_of_the_schedule():
     )
 
 
+@pytest.mark.integration
 def test_a_closed_loop_at_full_concurrency_is_still_scraped():
     """Two users hold both of the level's connections all the time; the scrape has its own, so every
     scrape answers (sharing the load's pool, all 23 of 23 timed out here, and abandoning a scrape
@@ -498,6 +501,7 @@ def test_a_closed_loop_at_full_concurrency_is_still_scraped():
     )
 
 
+@pytest.mark.integration
 def test_conversations_grow_their_context_turn_by_turn():
     res, lv, recs = _level(
         {
@@ -522,6 +526,7 @@ def test_conversations_grow_their_context_turn_by_turn():
     assert res.details["workload"]["sessions"] == 4
 
 
+@pytest.mark.integration
 def test_gamma_ramp_with_a_steady_window_and_an_oversaturation_stop():
     _, lv, _ = _level(
         {
