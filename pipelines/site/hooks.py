@@ -29,12 +29,13 @@ from core import request_records
 from core.errors import ArtifactError, ArtifactErrors
 from core.paths import schema_dir
 from pipelines import dataset, index
-from pipelines.site import browser, markdown, page_cache, per_host
+from pipelines.site import browser, html_cache, markdown, page_cache, per_host
 
 
 def on_pre_build(config: Any, **_: Any) -> None:
     markdown.reset_tables()
     page_cache.reset()
+    html_cache.reset()
     _WRITTEN.clear()
     try:
         dataset.freeze()
@@ -106,7 +107,15 @@ def link_resolver(src_uri: str, page_url: str) -> Any:
 @event_priority(
     -50
 )  # after mkdocs-macros has rendered the page, before Markdown converts it
-def on_page_markdown(text: str, page: Any, config: Any, **_: Any) -> str:
+def on_page_markdown(text: str, page: Any, config: Any, files: Any, **_: Any) -> str:
+    # what MkDocs would make of this Markdown, from the cache when it made it before (pipelines.site.html_cache)
+    key = page._almanac_content_key = html_cache.content_key(text, page, files)
+    entry = None if key is None else html_cache.cached_content(key)
+    if entry is not None:
+        page._almanac_tables = None  # the content comes back whole: nothing to put back
+        write_tables(Path(config["site_dir"]))
+        html_cache.restore(page, entry)
+        return text
     page._almanac_tables = []  # the page's tables as HTML, put back in on_page_content
     text = markdown.tables_to_html(
         text, link_resolver(page.file.src_uri, page.url), page._almanac_tables
@@ -120,8 +129,22 @@ def on_page_markdown(text: str, page: Any, config: Any, **_: Any) -> str:
 
 
 def on_page_content(html: str, page: Any, **_: Any) -> str:
-    html = markdown.put_tables(html, getattr(page, "_almanac_tables", None) or [])
-    return html.replace(markdown.ROOT, relative_root(page.url))
+    stash = getattr(page, "_almanac_tables", None)
+    key = getattr(page, "_almanac_content_key", None)
+    if (
+        stash is None and key is not None
+    ):  # restored from the cache as the lines below left it
+        return html
+    html = markdown.put_tables(html, stash or [])
+    html = html.replace(markdown.ROOT, relative_root(page.url))
+    if key is not None:
+        html_cache.store_content(key, page, html)
+    return html
+
+
+def on_env(env: Any, **_: Any) -> Any:
+    """The theme's page template with its output cached by what the page is made from (pipelines.site.html_cache)."""
+    return html_cache.wrap_env(env)
 
 
 # -- search: a data-heavy page is indexed by its prose, headings and the distinct words of its tables --

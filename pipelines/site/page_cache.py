@@ -139,12 +139,19 @@ def stable_text(obj: Any) -> str:
     return repr(_plain(obj))
 
 
+_SCALARS = (str, int, float, bool, type(None))
+
+
 def _plain(obj: Any) -> Any:
     import dataclasses
 
     import numpy as np
     import pandas as pd
 
+    if (
+        type(obj) in _SCALARS
+    ):  # most of what a key reads: itself (checked first, the rest costs)
+        return obj
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
         return (
             type(obj).__name__,
@@ -154,8 +161,9 @@ def _plain(obj: Any) -> Any:
         return (
             "DataFrame",
             _plain(obj.index.tolist()),
-            [  # column by column: a row at a time (to_dict, itertuples) is ten times slower
-                (_plain(c), str(obj[c].dtype), _plain(obj[c].tolist()))
+            [  # column by column: a row at a time (to_dict, itertuples) is ten times slower; a numeric
+                # column as its bytes (every value, exactly, without a Python object per value)
+                (_plain(c), str(obj[c].dtype), _column(obj[c]))
                 for c in obj.columns
             ],
         )
@@ -170,6 +178,14 @@ def _plain(obj: Any) -> Any:
     if isinstance(obj, (set, frozenset)):
         return sorted(repr(_plain(v)) for v in obj)
     return obj
+
+
+def _column(col: Any) -> Any:
+    import numpy as np
+
+    if isinstance(col.dtype, np.dtype) and col.dtype.kind in "biuf":
+        return ("bytes", col.to_numpy().tobytes())
+    return _plain(col.tolist())
 
 
 def _folder(ds: dataset.Dataset) -> Path:
@@ -285,6 +301,25 @@ def fill(
         for pid in pids:
             os.waitpid(pid, 0)
         markdown.reset_tables()  # the pages register their downloads again when the page loop shows them
+
+
+def read_entry(name: str, ds: dataset.Dataset) -> dict[str, Any] | None:
+    """The entry ``name`` of the set's folder (marked used by this build), or None when it is missing or
+    unreadable (never trusted half-read). pipelines.site.html_cache keeps its entries here too."""
+    folder = _folder(ds)
+    _USED.setdefault(folder, set()).add(name)
+    try:
+        entry = json.loads(zlib.decompress((folder / f"{name}.json.z").read_bytes()))
+    except (OSError, ValueError, zlib.error):
+        return None
+    return entry if isinstance(entry, dict) else None
+
+
+def write_entry(name: str, ds: dataset.Dataset, entry: dict[str, Any]) -> None:
+    """Store the entry ``name`` in the set's folder (atomic; marked used by this build)."""
+    folder = _folder(ds)
+    _USED.setdefault(folder, set()).add(name)
+    _store(folder / f"{name}.json.z", entry)
 
 
 def _store(path: Path, entry: dict[str, Any]) -> None:
