@@ -694,6 +694,15 @@ def of(docs: list[Any]) -> Facts:
     return _facts(docs)
 
 
+def of_loaded() -> Facts:
+    """The fact layer of the loaded set's runs (pipelines.dataset), kept with the set for the whole build:
+    the pages and the build's end share it however many other sets ``of`` was asked about in between."""
+    from pipelines import dataset
+    from pipelines.runs import load_runs
+
+    return dataset.load().derived("facts", lambda ds: of(list(load_runs())))
+
+
 # -- the glanceable score ------------------------------------------------------------------------
 SCORE_RULE = (
     "score = ∛(prefill × decode × 1000 ÷ TTFT): the geometric mean of the prefill rate (pp512, t/s), "

@@ -29,7 +29,14 @@ from core import request_records
 from core.errors import ArtifactError, ArtifactErrors
 from core.paths import schema_dir
 from pipelines import dataset, index
-from pipelines.site import browser, html_cache, markdown, page_cache, per_host
+from pipelines.site import (
+    browser,
+    consistency,
+    html_cache,
+    markdown,
+    page_cache,
+    per_host,
+)
 
 
 def on_pre_build(config: Any, **_: Any) -> None:
@@ -287,6 +294,11 @@ def on_post_build(config: Any, **_: Any) -> None:
     try:
         publish(Path(config["site_dir"]), dataset.load())
         page_cache.prune()  # the cache keeps this build's pages only
+        # the site check after the build reads the fact layer's groups from here, not from a second load
+        from pipelines import facts
+
+        if os.environ.get(consistency.GROUPS_ENV):
+            consistency.write_groups(facts.of_loaded())
     finally:
         page_cache.finish()
         dataset.thaw()
