@@ -374,14 +374,9 @@ def _check_lossless(marks: list[Mark]) -> list[str]:
     ]
 
 
-def groups_in(facts: object) -> set[tuple[str, str]]:
-    """The (work, host) pairs the fact layer (pipelines.facts.Facts) has a group of."""
-    return {(g.work_key, g.host_id) for g in facts.groups.values()}
-
-
 def missing_in(facts: object) -> Callable[[str, str], bool]:
     """``missing(work, host)`` for :func:`check` from a fact layer (pipelines.facts.Facts)."""
-    return _missing(groups_in(facts))
+    return _missing(facts.work_hosts())
 
 
 def _missing(have: set[tuple[str, str]]) -> Callable[[str, str], bool]:
@@ -394,16 +389,16 @@ def _missing(have: set[tuple[str, str]]) -> Callable[[str, str], bool]:
 GROUPS_ENV = "ALMANAC_SITE_GROUPS"
 
 
-def write_groups(facts: object) -> None:
-    """Leave the pairs of ``facts`` where GROUPS_ENV says (atomic; nothing when it is unset, and a file
-    that cannot be written costs only the check's time)."""
+def write_groups(pairs: set[tuple[str, str]]) -> None:
+    """Leave the fact layer's (work, host) ``pairs`` where GROUPS_ENV says (atomic; nothing when it is
+    unset, and a file that cannot be written costs only the check's time)."""
     where = os.environ.get(GROUPS_ENV)
     if not where:
         return
     path = Path(where)
     tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
     try:
-        tmp.write_text(json.dumps(sorted(groups_in(facts))), encoding="utf-8")
+        tmp.write_text(json.dumps(sorted(pairs)), encoding="utf-8")
         tmp.replace(path)
     except OSError:
         tmp.unlink(missing_ok=True)

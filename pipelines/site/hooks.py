@@ -298,7 +298,7 @@ def on_post_build(config: Any, **_: Any) -> None:
         from pipelines import facts
 
         if os.environ.get(consistency.GROUPS_ENV):
-            consistency.write_groups(facts.of_loaded())
+            consistency.write_groups(facts.loaded_work_hosts())
     finally:
         page_cache.finish()
         dataset.thaw()
