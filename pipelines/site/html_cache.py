@@ -33,8 +33,27 @@ from pipelines import dataset
 from pipelines.site import page_cache
 
 VERSION = 1  # bump when an entry's format or a key's parts change
-_MD_TARGET = re.compile(r"[\w./%-]+\.md\b")
+_DOT_MD = re.compile(r"\.md\b")
+_TARGET_PUNCT = frozenset(
+    "_./%-"
+)  # with letters and digits: what a link's target is made of
 _NAV: dict[int, str] = {}  # id(nav) -> its digest (once per build)
+
+
+def md_targets(text: str) -> set[str]:
+    """Every ``*.md`` name in ``text`` (a link's target, or anything that reads like one): found from each
+    ``.md`` back to the start of its name (a pattern trying every position of a page's long tokens, its
+    charts' data, was a tenth of a rebuild)."""
+    out = set()
+    for m in _DOT_MD.finditer(text):
+        start = m.start()
+        while start > 0 and (
+            text[start - 1].isalnum() or text[start - 1] in _TARGET_PUNCT
+        ):
+            start -= 1
+        if start < m.start():
+            out.add(text[start : m.end()])
+    return out
 
 
 def content_key(text: str, page: Any, files: Any) -> str | None:
@@ -48,7 +67,7 @@ def content_key(text: str, page: Any, files: Any) -> str | None:
     h.update(
         f"content\0v{VERSION}\0{page_cache.code_digest()}\0{src}\0{page.url}\0".encode()
     )
-    for target in sorted(set(_MD_TARGET.findall(text))):
+    for target in sorted(md_targets(text)):
         doc = (
             target.lstrip("/")
             if target.startswith("/")

@@ -28,6 +28,7 @@ import hashlib
 import json
 import os
 import sys
+import time
 import zlib
 from collections.abc import Callable
 from pathlib import Path
@@ -56,9 +57,50 @@ def enabled() -> bool:
     return _BUILDING[0] and os.environ.get("ALMANAC_PAGE_CACHE", "1") != "0"
 
 
+# A file's digest is of its content; like git's index, a file whose size, mtime, ctime and inode are those
+# it had when it was last hashed is not read again (an artifact is written by rename: a new inode). Re-reading
+# and hashing every artifact for the keys was a tenth of a rebuild at 10,000 artifacts. Kept per cache,
+# for the files the last build hashed.
+_DIGESTS: dict[
+    str, list[str]
+] = {}  # path -> [stat signature, hex digest], this build's
+_KNOWN: list[dict[str, list[str]] | None] = [None]  # the last build's, read once
+
+
+def _digests_path() -> Path:
+    return cache_dir() / "pages" / "digests.json.z"
+
+
 def _file_digest(path: Path) -> bytes:
+    st = path.stat()
+    sig = f"{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}:{st.st_ino}:{st.st_dev}"
+    name = str(path)
+    known = _KNOWN[0]
+    if known is None:
+        try:
+            read = json.loads(zlib.decompress(_digests_path().read_bytes()))
+        except (OSError, ValueError, zlib.error):
+            read = {}
+        known = _KNOWN[0] = read if isinstance(read, dict) else {}
+    hit = _DIGESTS.get(name) or known.get(name)
+    if isinstance(hit, list) and len(hit) == 2 and hit[0] == sig:
+        try:
+            _DIGESTS[name] = hit
+            return bytes.fromhex(hit[1])
+        except (TypeError, ValueError):
+            pass
     with path.open("rb") as fh:
-        return hashlib.file_digest(fh, "blake2b").digest()
+        digest = hashlib.file_digest(fh, "blake2b").digest()
+    # a file changed within the last seconds could change again within its timestamps' tick (git's "racy"
+    # case): hashed again next time
+    if time.time_ns() - max(st.st_mtime_ns, st.st_ctime_ns) > 2_000_000_000:
+        _DIGESTS[name] = [sig, digest.hex()]
+    return digest
+
+
+def _save_digests() -> None:
+    if _DIGESTS:
+        _store(_digests_path(), dict(_DIGESTS))
 
 
 def code_digest() -> str:
@@ -162,9 +204,10 @@ def _plain(obj: Any) -> Any:
             "DataFrame",
             _plain(obj.index.tolist()),
             [  # column by column: a row at a time (to_dict, itertuples) is ten times slower; a numeric
-                # column as its bytes (every value, exactly, without a Python object per value)
-                (_plain(c), str(obj[c].dtype), _column(obj[c]))
-                for c in obj.columns
+                # column as its bytes (every value, exactly, without a Python object per value); each
+                # column taken once (a DataFrame's column lookup costs more than a small column's values)
+                (_plain(c), str(col.dtype), _column(col))
+                for c, col in obj.items()
             ],
         )
     if isinstance(obj, pd.Series):
@@ -336,7 +379,9 @@ def _store(path: Path, entry: dict[str, Any]) -> None:
 
 
 def prune() -> None:
-    """Remove the entries of each folder this build used that it did not use (end of a build)."""
+    """Remove the entries of each folder this build used that it did not use (end of a build); keep the
+    digests of the files this build hashed."""
+    _save_digests()
     for folder, used in _USED.items():
         try:
             entries = list(folder.glob("*.json.z"))
@@ -353,6 +398,8 @@ def reset() -> None:
     _USED.clear()
     _MEMO.clear()
     _KEYS.clear()
+    _DIGESTS.clear()
+    _KNOWN[0] = None
     _BUILDING[0] = True
 
 
@@ -362,6 +409,8 @@ def finish() -> None:
     _USED.clear()
     _MEMO.clear()
     _KEYS.clear()
+    _DIGESTS.clear()
+    _KNOWN[0] = None
 
 
 __all__ = [
