@@ -5,6 +5,8 @@
   (pipelines.site.page_cache; one by default);
 * per page: turn the site-root placeholder of raw HTML links into the page's relative path; index a
   data-heavy page for search by its prose and the distinct names in its tables (not every figure);
+  what Markdown and the theme made of a page whose inputs did not change is taken from the cache
+  (pipelines.site.html_cache);
 * after the build: publish every artifact's JSON under ``data/`` (the repository's paths), the
   runs browser's indexes, and every table's CSV and JSON.
 
