@@ -22,7 +22,6 @@ from __future__ import annotations
 import hashlib
 import html
 import json
-import os
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -376,42 +375,10 @@ def _check_lossless(marks: list[Mark]) -> list[str]:
 
 def missing_in(facts: object) -> Callable[[str, str], bool]:
     """``missing(work, host)`` for :func:`check` from a fact layer (pipelines.facts.Facts)."""
-    return _missing(facts.work_hosts())
+    return missing_from(facts.work_hosts())
 
 
-def _missing(have: set[tuple[str, str]]) -> Callable[[str, str], bool]:
+def missing_from(have: set[tuple[str, str]]) -> Callable[[str, str], bool]:
+    """``missing(work, host)`` for :func:`check` from the (work, host) pairs a fact layer has a group of
+    (pipelines.site.handoff: as the build left them)."""
     return lambda work, host: (work, host) not in have
-
-
-# The build has the fact layer of the set it rendered; the check after it (`invoke site.build`, another
-# process) would load and figure the whole set again (at fleet scale a good part of a rebuild) for one set
-# of pairs. Asked to (GROUPS_ENV names a file), the build leaves them there, and the check takes them once.
-GROUPS_ENV = "ALMANAC_SITE_GROUPS"
-
-
-def write_groups(pairs: set[tuple[str, str]]) -> None:
-    """Leave the fact layer's (work, host) ``pairs`` where GROUPS_ENV says (atomic; nothing when it is
-    unset, and a file that cannot be written costs only the check's time)."""
-    where = os.environ.get(GROUPS_ENV)
-    if not where:
-        return
-    path = Path(where)
-    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-    try:
-        tmp.write_text(json.dumps(sorted(pairs)), encoding="utf-8")
-        tmp.replace(path)
-    except OSError:
-        tmp.unlink(missing_ok=True)
-
-
-def take_groups(path: Path) -> Callable[[str, str], bool] | None:
-    """``missing`` from the pairs a build left at ``path`` (the file removed), or None when there are none
-    or they cannot be read (the caller figures them from the set)."""
-    try:
-        pairs = json.loads(Path(path).read_text(encoding="utf-8"))
-        have = {(str(w), str(h)) for w, h in pairs}
-    except (OSError, ValueError, TypeError):
-        return None
-    finally:
-        Path(path).unlink(missing_ok=True)
-    return _missing(have)

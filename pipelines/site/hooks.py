@@ -33,7 +33,7 @@ from core.paths import schema_dir
 from pipelines import dataset, index
 from pipelines.site import (
     browser,
-    consistency,
+    handoff,
     html_cache,
     markdown,
     page_cache,
@@ -299,8 +299,8 @@ def on_post_build(config: Any, **_: Any) -> None:
         # the site check after the build reads the fact layer's groups from here, not from a second load
         from pipelines import facts
 
-        if os.environ.get(consistency.GROUPS_ENV):
-            consistency.write_groups(facts.loaded_work_hosts())
+        if os.environ.get(handoff.GROUPS_ENV):
+            handoff.write_groups(facts.loaded_work_hosts())
     finally:
         page_cache.finish()
         dataset.thaw()
