@@ -124,7 +124,7 @@ def on_page_markdown(text: str, page: Any, config: Any, files: Any, **_: Any) ->
         page._almanac_tables = None  # the content comes back whole: nothing to put back
         write_tables(Path(config["site_dir"]))
         html_cache.restore(page, entry)
-        return text
+        return ""  # not converted: MkDocs keeps a page's Markdown for the whole build, a fleet's ~1,200 of them
     page._almanac_tables = []  # the page's tables as HTML, put back in on_page_content
     text = markdown.tables_to_html(
         text, link_resolver(page.file.src_uri, page.url), page._almanac_tables
@@ -148,6 +148,11 @@ def on_page_content(html: str, page: Any, **_: Any) -> str:
     html = html.replace(markdown.ROOT, relative_root(page.url))
     if key is not None:
         html_cache.store_content(key, page, html)
+    # what the page was made from is in its HTML now: MkDocs keeps every page until the build ends, and a
+    # fleet's pages' Markdown and held tables and charts (a second copy of their content) were a good part
+    # of its peak memory
+    page._almanac_tables = None
+    page.markdown = ""
     return html
 
 
