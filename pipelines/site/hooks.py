@@ -156,6 +156,13 @@ def on_page_content(html: str, page: Any, **_: Any) -> str:
     return html
 
 
+def on_post_page(output: str, page: Any, **_: Any) -> str:
+    """The page is written from ``output``: its content is not read again (the search index took its part
+    in on_page_context), and MkDocs would keep every page's until the build ends."""
+    page.content = None
+    return output
+
+
 def on_env(env: Any, **_: Any) -> Any:
     """The theme's page template with its output cached by what the page is made from (pipelines.site.html_cache)."""
     return html_cache.wrap_env(env)
