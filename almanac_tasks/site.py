@@ -58,12 +58,21 @@ def _build_locked(c: Context, site: Path, if_changed: bool) -> None:
     # of files at fleet scale: mkdocs' own clean-up took a sixth of a rebuild) is removed in the background
     fresh = site.with_name(f".{site.name}.building-{os.getpid()}")
     shutil.rmtree(fresh, ignore_errors=True)
+    from pipelines.site import handoff  # light: the task holds it while the build runs
+
+    groups = fresh.with_name(f"{fresh.name}.groups.json")
     result = run(
         c,
         f"{sys.executable} -m mkdocs build --strict --site-dir {shlex.quote(str(fresh))}",
         hide="both",
-        env={"DISABLE_MKDOCS_2_WARNING": "true", "NO_MKDOCS_2_WARNING": "1"},
+        env={
+            "DISABLE_MKDOCS_2_WARNING": "true",
+            "NO_MKDOCS_2_WARNING": "1",
+            # the build leaves its fact layer's groups there for the check below (no second load)
+            handoff.GROUPS_ENV: str(groups),
+        },
     )
+    pairs = handoff.take_groups(groups)  # None: figured again for the check
     if result.exited:
         shutil.rmtree(fresh, ignore_errors=True)
     else:
@@ -83,19 +92,25 @@ def _build_locked(c: Context, site: Path, if_changed: bool) -> None:
     if current:
         inputs.mark(site, current)
     say(f"site built: {index}\n  serve it with: invoke site.serve")
-    _report_contradictions(site)
+    _report_contradictions(site, pairs)
 
 
-def _report_contradictions(site: Path) -> list[str]:
+def _report_contradictions(
+    site: Path, pairs: set[tuple[str, str]] | None = None
+) -> list[str]:
     """The site-wide consistency check (pipelines/site/consistency.py) on a built site: every contradiction,
-    one line each (a figure with two values, a rank against a verdict, ...)."""
+    one line each (a figure with two values, a rank against a verdict, ...). ``pairs``: the fact layer's
+    (work, host) groups as the build left them (pipelines.site.handoff); None: figured from data/."""
     from pipelines import facts
     from pipelines.runs import load_runs
     from pipelines.site import consistency
 
-    problems = consistency.check(
-        site, missing=consistency.missing_in(facts.of(load_runs()))
+    missing = (
+        consistency.missing_in(facts.of(load_runs()))
+        if pairs is None
+        else consistency.missing_from(pairs)
     )
+    problems = consistency.check(site, missing=missing)
     if problems:
         note(f"site check: {len(problems)} contradiction(s) between pages:")
         for p in problems:

@@ -48,7 +48,7 @@ def _runs() -> tuple[RunRecord, ...]:
 
 def _facts() -> facts.Facts:
     """The fact layer of the loaded set (pipelines.facts: every figure computed once per build)."""
-    return facts.of(list(_runs()))
+    return facts.of_loaded()
 
 
 def this_host() -> str | None:

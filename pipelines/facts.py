@@ -372,6 +372,10 @@ class Facts:
         g = self.group_of(run)
         return g.figure(metric) if g is not None else None
 
+    def work_hosts(self) -> set[tuple[str, str]]:
+        """The (work, host) pairs this layer has a group of."""
+        return {(g.work_key, g.host_id) for g in self.groups.values()}
+
     def groups_of(
         self,
         host_id: str | None = None,
@@ -692,6 +696,26 @@ def _facts(docs: list[Any]) -> Facts:
 def of(docs: list[Any]) -> Facts:
     """The fact layer of a set of run artifacts (computed once per loaded set)."""
     return _facts(docs)
+
+
+def of_loaded() -> Facts:
+    """The fact layer of the loaded set's runs (pipelines.dataset); its (work, host) pairs are kept with the
+    set (``loaded_work_hosts``), the layer itself only as long as ``of``'s memo keeps it."""
+    from pipelines import dataset
+    from pipelines.runs import load_runs
+
+    fx = of(list(load_runs()))
+    dataset.load().derived("fact_work_hosts", lambda ds: fx.work_hosts())
+    return fx
+
+
+def loaded_work_hosts() -> set[tuple[str, str]]:
+    """The (work, host) pairs the loaded set's fact layer has a group of (as the pages' layer had them)."""
+    from pipelines import dataset
+
+    return dataset.load().derived(
+        "fact_work_hosts", lambda ds: of_loaded().work_hosts()
+    )
 
 
 # -- the glanceable score ------------------------------------------------------------------------

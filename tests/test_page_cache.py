@@ -150,3 +150,32 @@ def test_fill_renders_the_pages_over_the_cores_and_the_page_loop_finds_them(
     assert stored == []  # every page found in the cache
     monkeypatch.setenv("ALMANAC_PAGE_CACHE", "0")
     assert shown == [_render(*job) for job in jobs]  # as rendered without the cache
+
+
+def test_a_file_is_hashed_again_only_when_it_changed(fleet, monkeypatch):
+    """A key's file digests are of content; a file whose size, times and inode are those it had when the
+    last build hashed it is not read again, and one rewritten in place (same size, other bytes) is."""
+    import time
+
+    data, _ = fleet
+    real_ns = time.time_ns
+    # every file older than the window in which a change could go unseen (files written just now are
+    # hashed again each time: git's racy case)
+    monkeypatch.setattr(page_cache.time, "time_ns", lambda: real_ns() + 10**10)
+    path = sorted((data / "runs" / HOSTS[0]).rglob("*.json"))[0]
+    first = page_cache._file_digest(path)
+    page_cache.prune()  # the end of a build keeps the digests
+    page_cache.reset()  # the next build
+    reads: list[Path] = []
+    real_open = Path.open
+
+    def spy(self, *args, **kwargs):
+        reads.append(self)
+        return real_open(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "open", spy)
+    assert page_cache._file_digest(path) == first and path not in reads
+    raw = path.read_bytes()
+    path.write_bytes(raw[:-1] + (b" " if raw[-1:] != b" " else b"\n"))
+    reads.clear()
+    assert page_cache._file_digest(path) != first and path in reads

@@ -86,3 +86,25 @@ def test_a_rebuilt_site_is_swapped_in_whole(tmp_path):
     ):
         time.sleep(0.1)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["site"]
+
+
+def test_the_check_takes_the_groups_the_build_left_once(tmp_path, monkeypatch):
+    """The build leaves its fact layer's (work, host) pairs where ALMANAC_SITE_GROUPS says (nowhere
+    unset); the check after it reads them once (the file removed), and an unreadable file is None (the
+    check then figures them from the set)."""
+    from pipelines.site import consistency, handoff
+
+    where = tmp_path / ".site.building-1.groups.json"
+    monkeypatch.delenv(handoff.GROUPS_ENV, raising=False)
+    handoff.write_groups({("w1", "h1")})
+    assert list(tmp_path.iterdir()) == []
+    monkeypatch.setenv(handoff.GROUPS_ENV, str(where))
+    handoff.write_groups({("w1", "h1"), ("w2", "h1")})
+    assert [p.name for p in tmp_path.iterdir()] == [where.name]  # no temporary left
+    pairs = handoff.take_groups(where)
+    assert pairs == {("w1", "h1"), ("w2", "h1")}
+    missing = consistency.missing_from(pairs)
+    assert not missing("w1", "h1") and not missing("w2", "h1") and missing("w1", "h2")
+    assert not where.exists() and handoff.take_groups(where) is None
+    where.write_text("{not json")
+    assert handoff.take_groups(where) is None and not where.exists()

@@ -375,5 +375,10 @@ def _check_lossless(marks: list[Mark]) -> list[str]:
 
 def missing_in(facts: object) -> Callable[[str, str], bool]:
     """``missing(work, host)`` for :func:`check` from a fact layer (pipelines.facts.Facts)."""
-    have = {(g.work_key, g.host_id) for g in facts.groups.values()}
+    return missing_from(facts.work_hosts())
+
+
+def missing_from(have: set[tuple[str, str]]) -> Callable[[str, str], bool]:
+    """``missing(work, host)`` for :func:`check` from the (work, host) pairs a fact layer has a group of
+    (pipelines.site.handoff: as the build left them)."""
     return lambda work, host: (work, host) not in have

@@ -5,6 +5,8 @@
   (pipelines.site.page_cache; one by default);
 * per page: turn the site-root placeholder of raw HTML links into the page's relative path; index a
   data-heavy page for search by its prose and the distinct names in its tables (not every figure);
+  what Markdown and the theme made of a page whose inputs did not change is taken from the cache
+  (pipelines.site.html_cache);
 * after the build: publish every artifact's JSON under ``data/`` (the repository's paths), the
   runs browser's indexes, and every table's CSV and JSON.
 
@@ -29,12 +31,20 @@ from core import request_records
 from core.errors import ArtifactError, ArtifactErrors
 from core.paths import schema_dir
 from pipelines import dataset, index
-from pipelines.site import browser, markdown, page_cache, per_host
+from pipelines.site import (
+    browser,
+    handoff,
+    html_cache,
+    markdown,
+    page_cache,
+    per_host,
+)
 
 
 def on_pre_build(config: Any, **_: Any) -> None:
     markdown.reset_tables()
     page_cache.reset()
+    html_cache.reset()
     _WRITTEN.clear()
     try:
         dataset.freeze()
@@ -106,7 +116,15 @@ def link_resolver(src_uri: str, page_url: str) -> Any:
 @event_priority(
     -50
 )  # after mkdocs-macros has rendered the page, before Markdown converts it
-def on_page_markdown(text: str, page: Any, config: Any, **_: Any) -> str:
+def on_page_markdown(text: str, page: Any, config: Any, files: Any, **_: Any) -> str:
+    # what MkDocs would make of this Markdown, from the cache when it made it before (pipelines.site.html_cache)
+    key = page._almanac_content_key = html_cache.content_key(text, page, files)
+    entry = None if key is None else html_cache.cached_content(key)
+    if entry is not None:
+        page._almanac_tables = None  # the content comes back whole: nothing to put back
+        write_tables(Path(config["site_dir"]))
+        html_cache.restore(page, entry)
+        return ""  # not converted: MkDocs keeps a page's Markdown for the whole build, a fleet's ~1,200 of them
     page._almanac_tables = []  # the page's tables as HTML, put back in on_page_content
     text = markdown.tables_to_html(
         text, link_resolver(page.file.src_uri, page.url), page._almanac_tables
@@ -120,8 +138,34 @@ def on_page_markdown(text: str, page: Any, config: Any, **_: Any) -> str:
 
 
 def on_page_content(html: str, page: Any, **_: Any) -> str:
-    html = markdown.put_tables(html, getattr(page, "_almanac_tables", None) or [])
-    return html.replace(markdown.ROOT, relative_root(page.url))
+    stash = getattr(page, "_almanac_tables", None)
+    key = getattr(page, "_almanac_content_key", None)
+    if (
+        stash is None and key is not None
+    ):  # restored from the cache as the lines below left it
+        return html
+    html = markdown.put_tables(html, stash or [])
+    html = html.replace(markdown.ROOT, relative_root(page.url))
+    if key is not None:
+        html_cache.store_content(key, page, html)
+    # what the page was made from is in its HTML now: MkDocs keeps every page until the build ends, and a
+    # fleet's pages' Markdown and held tables and charts (a second copy of their content) were a good part
+    # of its peak memory
+    page._almanac_tables = None
+    page.markdown = ""
+    return html
+
+
+def on_post_page(output: str, page: Any, **_: Any) -> str:
+    """The page is written from ``output``: its content is not read again (the search index took its part
+    in on_page_context), and MkDocs would keep every page's until the build ends."""
+    page.content = None
+    return output
+
+
+def on_env(env: Any, **_: Any) -> Any:
+    """The theme's page template with its output cached by what the page is made from (pipelines.site.html_cache)."""
+    return html_cache.wrap_env(env)
 
 
 # -- search: a data-heavy page is indexed by its prose, headings and the distinct words of its tables --
@@ -264,6 +308,11 @@ def on_post_build(config: Any, **_: Any) -> None:
     try:
         publish(Path(config["site_dir"]), dataset.load())
         page_cache.prune()  # the cache keeps this build's pages only
+        # the site check after the build reads the fact layer's groups from here, not from a second load
+        from pipelines import facts
+
+        if os.environ.get(handoff.GROUPS_ENV):
+            handoff.write_groups(facts.loaded_work_hosts())
     finally:
         page_cache.finish()
         dataset.thaw()

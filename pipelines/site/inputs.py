@@ -23,6 +23,8 @@ PACKAGES = (
     "mkdocs-material",
     "mkdocs-macros-plugin",
     "mkdocs-gen-files",
+    "markdown",
+    "jinja2",
     "altair",
     "pandas",
 )

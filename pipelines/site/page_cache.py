@@ -28,6 +28,7 @@ import hashlib
 import json
 import os
 import sys
+import time
 import zlib
 from collections.abc import Callable
 from pathlib import Path
@@ -56,9 +57,50 @@ def enabled() -> bool:
     return _BUILDING[0] and os.environ.get("ALMANAC_PAGE_CACHE", "1") != "0"
 
 
+# A file's digest is of its content; like git's index, a file whose size, mtime, ctime and inode are those
+# it had when it was last hashed is not read again (an artifact is written by rename: a new inode). Re-reading
+# and hashing every artifact for the keys was a tenth of a rebuild at 10,000 artifacts. Kept per cache,
+# for the files the last build hashed.
+_DIGESTS: dict[
+    str, list[str]
+] = {}  # path -> [stat signature, hex digest], this build's
+_KNOWN: list[dict[str, list[str]] | None] = [None]  # the last build's, read once
+
+
+def _digests_path() -> Path:
+    return cache_dir() / "pages" / "digests.json.z"
+
+
 def _file_digest(path: Path) -> bytes:
+    st = path.stat()
+    sig = f"{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}:{st.st_ino}:{st.st_dev}"
+    name = str(path)
+    known = _KNOWN[0]
+    if known is None:
+        try:
+            read = json.loads(zlib.decompress(_digests_path().read_bytes()))
+        except (OSError, ValueError, zlib.error):
+            read = {}
+        known = _KNOWN[0] = read if isinstance(read, dict) else {}
+    hit = _DIGESTS.get(name) or known.get(name)
+    if isinstance(hit, list) and len(hit) == 2 and hit[0] == sig:
+        try:
+            _DIGESTS[name] = hit
+            return bytes.fromhex(hit[1])
+        except (TypeError, ValueError):
+            pass
     with path.open("rb") as fh:
-        return hashlib.file_digest(fh, "blake2b").digest()
+        digest = hashlib.file_digest(fh, "blake2b").digest()
+    # a file changed within the last seconds could change again within its timestamps' tick (git's "racy"
+    # case): hashed again next time
+    if time.time_ns() - max(st.st_mtime_ns, st.st_ctime_ns) > 2_000_000_000:
+        _DIGESTS[name] = [sig, digest.hex()]
+    return digest
+
+
+def _save_digests() -> None:
+    if _DIGESTS:
+        _store(_digests_path(), dict(_DIGESTS))
 
 
 def code_digest() -> str:
@@ -139,12 +181,19 @@ def stable_text(obj: Any) -> str:
     return repr(_plain(obj))
 
 
+_SCALARS = (str, int, float, bool, type(None))
+
+
 def _plain(obj: Any) -> Any:
     import dataclasses
 
     import numpy as np
     import pandas as pd
 
+    if (
+        type(obj) in _SCALARS
+    ):  # most of what a key reads: itself (checked first, the rest costs)
+        return obj
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
         return (
             type(obj).__name__,
@@ -154,9 +203,11 @@ def _plain(obj: Any) -> Any:
         return (
             "DataFrame",
             _plain(obj.index.tolist()),
-            [  # column by column: a row at a time (to_dict, itertuples) is ten times slower
-                (_plain(c), str(obj[c].dtype), _plain(obj[c].tolist()))
-                for c in obj.columns
+            [  # column by column: a row at a time (to_dict, itertuples) is ten times slower; a numeric
+                # column as its bytes (every value, exactly, without a Python object per value); each
+                # column taken once (a DataFrame's column lookup costs more than a small column's values)
+                (_plain(c), str(col.dtype), _column(col))
+                for c, col in obj.items()
             ],
         )
     if isinstance(obj, pd.Series):
@@ -170,6 +221,14 @@ def _plain(obj: Any) -> Any:
     if isinstance(obj, (set, frozenset)):
         return sorted(repr(_plain(v)) for v in obj)
     return obj
+
+
+def _column(col: Any) -> Any:
+    import numpy as np
+
+    if isinstance(col.dtype, np.dtype) and col.dtype.kind in "biuf":
+        return ("bytes", col.to_numpy().tobytes())
+    return _plain(col.tolist())
 
 
 def _folder(ds: dataset.Dataset) -> Path:
@@ -287,6 +346,25 @@ def fill(
         markdown.reset_tables()  # the pages register their downloads again when the page loop shows them
 
 
+def read_entry(name: str, ds: dataset.Dataset) -> dict[str, Any] | None:
+    """The entry ``name`` of the set's folder (marked used by this build), or None when it is missing or
+    unreadable (never trusted half-read). pipelines.site.html_cache keeps its entries here too."""
+    folder = _folder(ds)
+    _USED.setdefault(folder, set()).add(name)
+    try:
+        entry = json.loads(zlib.decompress((folder / f"{name}.json.z").read_bytes()))
+    except (OSError, ValueError, zlib.error):
+        return None
+    return entry if isinstance(entry, dict) else None
+
+
+def write_entry(name: str, ds: dataset.Dataset, entry: dict[str, Any]) -> None:
+    """Store the entry ``name`` in the set's folder (atomic; marked used by this build)."""
+    folder = _folder(ds)
+    _USED.setdefault(folder, set()).add(name)
+    _store(folder / f"{name}.json.z", entry)
+
+
 def _store(path: Path, entry: dict[str, Any]) -> None:
     """Written atomically; a cache that cannot be written costs only time."""
     try:
@@ -301,7 +379,9 @@ def _store(path: Path, entry: dict[str, Any]) -> None:
 
 
 def prune() -> None:
-    """Remove the entries of each folder this build used that it did not use (end of a build)."""
+    """Remove the entries of each folder this build used that it did not use (end of a build); keep the
+    digests of the files this build hashed."""
+    _save_digests()
     for folder, used in _USED.items():
         try:
             entries = list(folder.glob("*.json.z"))
@@ -318,6 +398,8 @@ def reset() -> None:
     _USED.clear()
     _MEMO.clear()
     _KEYS.clear()
+    _DIGESTS.clear()
+    _KNOWN[0] = None
     _BUILDING[0] = True
 
 
@@ -327,6 +409,8 @@ def finish() -> None:
     _USED.clear()
     _MEMO.clear()
     _KEYS.clear()
+    _DIGESTS.clear()
+    _KNOWN[0] = None
 
 
 __all__ = [

@@ -751,13 +751,25 @@ def roles_inputs(host: str) -> str:
     from pipelines import dataset
     from pipelines.site.page_cache import stable_text
 
-    reg, assignments = _assignments()
-    memory = dataset.load().derived(
-        "host_memory", lambda ds: tiers_mod.host_memory(list(ds.runs))
+    ds = dataset.load()
+    memory = ds.derived("host_memory", lambda ds: tiers_mod.host_memory(list(ds.runs)))
+    # the registry's text and the assignments by host once per set (each host's page asks)
+    reg_text = ds.derived(
+        "roles_registry_text", lambda ds: stable_text(_assignments()[0])
     )
-    return stable_text(
-        (reg, [a for a in assignments if a.host_id == host], memory.get(host))
+    return reg_text + stable_text(
+        (
+            ds.derived("role_assignments_by_host", _assignments_by_host).get(host, []),
+            memory.get(host),
+        )
     )
+
+
+def _assignments_by_host(_ds: Any) -> dict[str | None, list[roles_mod.Assignment]]:
+    out: dict[str | None, list[roles_mod.Assignment]] = {}
+    for a in _assignments()[1]:
+        out.setdefault(a.host_id, []).append(a)
+    return out
 
 
 def decision_rules() -> str:
