@@ -162,6 +162,33 @@ def _delta(
     }
 
 
+LOSS_REASONS = frozenset({"dropped", "connect_error", "incomplete"})
+
+
+def attribute_to_loss(records: list[dict[str, Any]]) -> int:
+    """The server the run started is gone: a request whose connection failed after the level's last
+    answered request failed because of it, even where the process was still seen alive the instant the
+    socket closed (on a loaded host its exit is seen later). Such records say ``server_lost``, keeping
+    what the client saw; returns how many were relabelled."""
+    last_ok = max(
+        (r.get("end_ms") or 0.0 for r in records if r.get("ok")), default=float("-inf")
+    )
+    n = 0
+    for r in records:
+        e = r.get("error")
+        if (
+            isinstance(e, dict)
+            and e.get("reason") in LOSS_REASONS
+            and (r.get("end_ms") or 0.0) >= last_ok
+        ):
+            r["error"] = {
+                "reason": "server_lost",
+                "message": f"the server process is gone ({e['reason']}: {e.get('message')})",
+            }
+            n += 1
+    return n
+
+
 async def run_level(transport: Any, client: Any, plan: LevelPlan) -> dict[str, Any]:
     """Send one level; return {level, wall_s, requests (records), stop_reason, client, server_metrics}."""
     records: list[dict[str, Any]] = []
@@ -309,6 +336,8 @@ async def run_level(transport: Any, client: Any, plan: LevelPlan) -> dict[str, A
     end_ms = max((r.get("end_ms") or 0.0) for r in records) if records else 0.0
     cpu = time.process_time() - cpu0
     metrics_after = await transport.metrics(client)
+    if not transport.alive():
+        attribute_to_loss(records)
     records.sort(key=lambda r: (r.get("scheduled_ms") or 0.0, r.get("index") or 0))
     return {
         "level": plan.level,
