@@ -28,6 +28,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from core import untar
 from core.errors import ConfigError
 from core.paths import cache_dir, project_root
 
@@ -204,7 +205,7 @@ def _extract(sdist: Path, version: str, dest: Path) -> None:
             if m.name.startswith(prefix) and len(m.name) > len(prefix):
                 m.name = m.name[len(prefix) :]
                 members.append(m)
-        tar.extractall(tmp, members=members, filter="data")
+        untar.extract(tar, tmp, members)
     tmp.replace(dest)
 
 

@@ -45,7 +45,10 @@ def _checkout(tmp_path: Path) -> Path:
     (co / "data" / "runs").mkdir(parents=True)
     shim = tmp_path / "bin"
     shim.mkdir()
-    (shim / "python3").symlink_to(sys.executable)
+    # a script, not a link: a venv's python is known by the path it is started from (pyvenv.cfg beside
+    # it); started through a link elsewhere it is the base interpreter, without the project's packages
+    (shim / "python3").write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')
+    (shim / "python3").chmod(0o755)
     return co
 
 

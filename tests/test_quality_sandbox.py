@@ -155,7 +155,9 @@ def test_runs_in_a_fresh_directory_never_in_this_process():
 @pytest.mark.skipif(not KERNEL, reason="no namespaces here")
 def test_kernel_layer_hides_the_interpreter_home_and_drops_root():
     r = run_python(
-        "import os; print(os.getuid()); print(sorted(os.listdir(os.path.expanduser('~root'))))",
+        # a home the sandbox does not mount at all (the interpreter lives elsewhere) lists as nothing
+        "import os\nprint(os.getuid())\ntry:\n    print(sorted(os.listdir(os.path.expanduser('~root'))))\n"
+        "except OSError:\n    print([])",
         LIMITS,
     )
     uid, listing = r.stdout.splitlines()

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from core import artifacts
+from core import artifacts, untar
 from core.errors import ConfigError
 from runtime.hosts import inventory as hosts
 from runtime.models import registry as models
@@ -180,7 +180,7 @@ def test_snapshot_is_the_working_tree_and_its_digest_follows_content(
     assert snapshot.make(root).data == one.data and one.commit is None
     unpacked = tmp_path / "unpacked"
     with tarfile.open(fileobj=__import__("io").BytesIO(one.data)) as tar:
-        tar.extractall(unpacked, filter="data")
+        untar.extract(tar, unpacked)
     assert snapshot.tree_digest(unpacked) == one.digest
     (root / "runtime/__init__.py").write_text(
         (root / "runtime/__init__.py").read_text() + "\n"

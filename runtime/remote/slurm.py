@@ -38,7 +38,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from core import artifacts, request_records
+from core import artifacts, request_records, untar
 from core.errors import ArtifactError, UserError
 from core.paths import cache_dir, project_root, runs_dir
 from core.records.run import run_path
@@ -201,7 +201,7 @@ def _unpack_snapshot(snap: snapshot_mod.Snapshot, root: Path) -> Path:
     tmp = root / "src" / f".{snap.short}.{uuid.uuid4().hex[:8]}"
     tmp.mkdir(parents=True)
     with tarfile.open(fileobj=io.BytesIO(snap.data), mode="r:gz") as tar:
-        tar.extractall(tmp, filter="data")
+        untar.extract(tar, tmp)
     (tmp / ".complete").touch()
     if src.exists() and not (src / ".complete").is_file():
         import shutil
