@@ -62,6 +62,9 @@ NonNegativeNumber = Annotated[
     AS_WRITTEN,
     WithJsonSchema({"type": "number", "minimum": 0}),
 ]
+#: a count (an integer at least 0) and a positive integer
+Count = Annotated[int, Field(ge=0)]
+Positive = Annotated[int, Field(ge=1)]
 #: a JSON number above 0
 PositiveNumber = Annotated[
     int | float,

@@ -11,16 +11,15 @@ from core.models.base import (
     ID_PATTERN,
     ArtifactModel,
     Closed,
+    Count,
     DateTime,
     NonNegativeNumber,
     Number,
     Open,
+    Positive,
     PositiveNumber,
     absent,
 )
-
-Count = Annotated[int, Field(ge=0)]
-Positive = Annotated[int, Field(ge=1)]
 
 
 class Cpu(Open):

@@ -12,15 +12,16 @@ from core.models.base import (
     ID_PATTERN,
     ArtifactModel,
     Closed,
+    Count,
     DateTime,
     NonNegativeNumber,
     Number,
     Open,
+    Positive,
     PositiveNumber,
     absent,
     bounded,
 )
-from core.models.host import Count, Positive
 
 AtLeastOne = Annotated[
     int | float,

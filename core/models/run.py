@@ -28,13 +28,15 @@ from core.models.base import (
     SHA256_PATTERN,
     ArtifactModel,
     Closed,
+    Count,
     DateTime,
     NonNegativeNumber,
     Number,
     Open,
+    Positive,
     absent,
 )
-from core.models.host import Count, Cpu, Fingerprint, Positive, StoredSummary
+from core.models.host import Cpu, Fingerprint, StoredSummary
 
 RUN_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
 TEST_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._+@-]*$"
