@@ -3,7 +3,10 @@ the same work, comparable as one row, or one series across builds.
 
 * **Configuration key** (:func:`config_key`, a run's ``key``): what would have to change for a
   configuration to be measured again (resume identity). A sweep's ``matrix.baseline_key`` is the
-  configuration key of its baseline point.
+  configuration key of its baseline point. Read back, a run's key is the one today's writer makes
+  (:func:`configuration_key` over :func:`normalized_test`): a run an older version wrote before its
+  test kind gained a field and this version's rerun of it are one configuration, so the rerun
+  supersedes it on every page (core.records.run.resolve_baselines follows a sweep's baseline).
 * **Work** (:func:`work`, :func:`work_key`): the model's identity, the test's work parameters (every
   parameter but its method fields and labels, core.kinds.base.TestSpec.METHOD_FIELDS /
   LABEL_FIELDS), the backend class (in process, or behind a server) and the method version.
@@ -148,6 +151,87 @@ def config_key(
     return hashlib.sha256(
         json.dumps(ident, sort_keys=True, default=str).encode()
     ).hexdigest()
+
+
+def normalized_test(test: dict[str, Any], spec: TestSpec | None) -> dict[str, Any]:
+    """The test as today's writer stores it (its kind's spec, every field, the stored name): a run
+    written before its kind gained a field (one whose default is what the older version did: a
+    ``cache_reset``, a ``precision.percentile``) is the same test as a run written since. ``test``
+    itself (the same object) when nothing differs, or when the kind is unknown or no longer parses
+    it (``spec`` None)."""
+    if spec is None:
+        return test
+    today = spec.to_dict()
+    if "name" in test:
+        today["name"] = test["name"]
+    return test if today == test else today
+
+
+class Keyed(Protocol):
+    """What a configuration key is made of, as a run record reads it."""
+
+    doc: dict[str, Any]
+
+    @property
+    def backend(self) -> str: ...
+    @property
+    def model_identity(self) -> str: ...
+    @property
+    def requested(self) -> dict[str, Any]: ...
+    @property
+    def test(self) -> dict[str, Any]: ...
+    @property
+    def backend_version(self) -> str: ...
+    @property
+    def build_label(self) -> str | None: ...
+
+
+def key_recipe(r: Keyed) -> dict[str, Any] | None:
+    """The inputs of :func:`config_key` that reproduce a run's stored key with its recorded host id
+    (all but the host), or None when no variant reproduces it (an imported run, a failed one keyed
+    otherwise)."""
+    doc = r.doc
+    try:
+        base = {
+            "backend": r.backend,
+            "model_identity": r.model_identity,
+            "settings": r.requested,
+            "test": r.test,
+            "backend_version": r.backend_version,
+        }
+        model = doc.get("model") or {}
+        server = {
+            "software": model.get("server"),
+            "version": model.get("server_version"),
+        }
+        variants: list[dict[str, Any]] = [
+            {},
+            {"build_label": r.build_label},
+            {"server": server},
+            {"build_label": r.build_label, "server": server},
+        ]
+        for extra in variants:
+            recipe = {**base, **extra}
+            if config_key(host_id=doc["host"]["id"], **recipe) == doc.get("key"):
+                return recipe
+    except (KeyError, TypeError, AttributeError):
+        return None
+    return None
+
+
+def configuration_key(r: Keyed, test: dict[str, Any]) -> str:
+    """A run's configuration key as today's writer makes it (:func:`config_key` over the test as
+    today's writer stores it, ``test``: :func:`normalized_test`): the stored key when the stored
+    test is today's, else the stored key's recipe with today's test. A run written by an older
+    version and its rerun by this one are then one configuration (the rerun supersedes it on every
+    page), not two. A stored key no recipe reproduces stays as it is."""
+    stored: str = r.doc.get("key") or r.doc["id"]
+    if test is r.test:
+        return stored
+    recipe = key_recipe(r)
+    if recipe is None:
+        return stored
+    return config_key(host_id=r.doc["host"]["id"], **{**recipe, "test": test})
 
 
 class Identified(Protocol):

@@ -105,37 +105,15 @@ def _derived_key(old_key: str, new_host: str) -> str:
 
 
 def _key_recipe(doc: dict[str, Any]) -> dict[str, Any] | None:
-    """The inputs of core.records.run.config_key that reproduce a run's key with its recorded host
-    id (all but the host), or None when no variant reproduces it."""
-    from core.records.run import RunRecord, config_key
+    """The inputs of core.records.run.config_key that reproduce a run's stored key with its recorded
+    host id (all but the host), or None when no variant reproduces it (core.identity.key_recipe)."""
+    from core import identity
+    from core.records.run import RunRecord
 
     try:
-        r = RunRecord(doc)
-        base = {
-            "backend": r.backend,
-            "model_identity": r.model_identity,
-            "settings": r.requested,
-            "test": r.test,
-            "backend_version": r.backend_version,
-        }
-        model = doc.get("model") or {}
-        server = {
-            "software": model.get("server"),
-            "version": model.get("server_version"),
-        }
-        variants = [
-            {},
-            {"build_label": r.build_label},
-            {"server": server},
-            {"build_label": r.build_label, "server": server},
-        ]
-        for extra in variants:
-            recipe = {**base, **extra}
-            if config_key(host_id=doc["host"]["id"], **recipe) == doc.get("key"):
-                return recipe
+        return identity.key_recipe(RunRecord(doc))
     except (KeyError, TypeError, AttributeError):
         return None
-    return None
 
 
 def _new_path(

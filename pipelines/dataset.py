@@ -22,7 +22,7 @@ from core.records.host import HostRecord
 from core.records.perplexity import PerplexityRecord
 from core.records.projection import ProjectionRecord
 from core.records.quality import QualityRecord
-from core.records.run import RunRecord
+from core.records.run import RunRecord, resolve_baselines
 
 T = TypeVar("T")
 
@@ -122,6 +122,7 @@ def load(root: Path | None = None) -> Dataset:
         cache.save()
     for recs in by_type.values():
         recs.sort(key=lambda r: (r.created, r.id))
+    resolve_baselines(by_type.get("run", []))
     ds = Dataset(root=root, by_type=by_type, files=tuple(rels))
     _CACHE[root] = (fp, ds)
     return ds

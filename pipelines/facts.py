@@ -39,7 +39,7 @@ from core import noise as noise_core
 from core import stats
 from core.kinds import headline
 from core.metrics import METRICS, Metric
-from core.records.run import RunRecord
+from core.records.run import RunRecord, resolve_baselines
 from pipelines import hostnames
 from pipelines import noise as noise_mod
 from pipelines.memo import per_set
@@ -318,7 +318,7 @@ class Facts:
     """Every group of a loaded set, its figures, the noise they rest on and the workload boards."""
 
     def __init__(self, recs: list[RunRecord]):
-        self.records = recs
+        self.records = resolve_baselines(recs)
         self.labels = hostnames.labels(recs)
         self.noise = noise_mod.host_noise(recs)
         hosts = {r.host_id for r in recs}

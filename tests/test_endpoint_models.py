@@ -715,7 +715,7 @@ def test_keys_of_file_runs_are_unchanged():
         r
         for r in record.read_all(GOLDEN / "runs") + committed_runs()
         if not r.build_label
-        and r.key != "e" * 64  # the hand-made hostile copy
+        and r.stored_key != "e" * 64  # the hand-made hostile copy
         and "llama_bench" not in r.requested
         and r.has_local_file  # the committed endpoint runs (the H200's engines) key by identity
     ]
@@ -731,5 +731,5 @@ def test_keys_of_file_runs_are_unchanged():
                 r.host_id,
                 r.backend_version,
             )
-            == r.key
+            == r.stored_key
         ), r.path

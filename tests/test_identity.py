@@ -8,8 +8,8 @@ import json
 from typing import Any
 
 from core import artifacts, identity
-from core.records.run import RunRecord, digest
-from tests.support.committed import committed_paths
+from core.records.run import RunRecord, digest, latest_per_key
+from tests.support.committed import committed_paths, committed_runs
 
 
 def _old_keys(r: RunRecord) -> dict[str, Any]:
@@ -83,3 +83,55 @@ def test_a_setting_at_its_neutral_value_is_no_part_of_the_history():
     asked = {"n_threads": 2, "split_mode": "layer", "lora_adapters": [], "seed": None}
     assert identity.requested_explicit(asked) == {"n_threads": 2}
     assert identity.requested_explicit({"split_mode": "row"}) == {"split_mode": "row"}
+
+
+# -- a run written by an older version and its rerun: one configuration ---------------------------
+# On vm-0372cd29, chat-serving was measured before the chat kind gained ``precision`` (07:33) and
+# again after (09:51), with everything else the same: two stored keys, one configuration.
+OLD = "data/runs/vm-0372cd29/gemma3-270m-q4-k-m/chat-serving--394346b7445fb0ca-20261126T073303.592Z.json"
+NEW = "data/runs/vm-0372cd29/gemma3-270m-q4-k-m/chat-serving--2704dc910e7022b6-20261126T095157.560Z.json"
+
+
+def test_a_run_written_before_its_test_gained_a_field_and_its_rerun_are_one_configuration():
+    runs = {r.path: r for r in committed_runs()}
+    old, new = runs[OLD], runs[NEW]
+    assert "precision" not in old.test and new.test["precision"] is None
+    assert old.stored_key != new.stored_key  # what each version wrote
+    # today's key of the older run is the key today's writer gave the rerun
+    assert old.key == new.key == new.stored_key
+    assert old.test_today == new.test
+    assert old.work_key == new.work_key and old.history_key == new.history_key
+    assert latest_per_key([old, new]) == [new]
+    assert latest_per_key([new, old]) == [new]
+
+
+def test_a_run_written_with_todays_test_keeps_its_stored_key():
+    runs = committed_runs()
+    same = [r for r in runs if r.test_today is r.test]
+    assert len(same) > 100
+    assert all(r.key == r.stored_key for r in same)
+    # a run no recipe reproduces (an imported one, a failure keyed otherwise) keeps it too
+    kept = [r for r in runs if identity.key_recipe(r) is None]
+    assert kept and all(r.key == r.stored_key for r in kept)
+
+
+def test_an_older_sweep_finds_its_baseline_under_todays_key():
+    runs = committed_runs()
+    by_stored = {r.stored_key: r for r in runs}
+    keys = {r.key for r in runs}
+    named = [r for r in runs if r.doc["matrix"].get("baseline_key")]
+    assert all(r.baseline_key in keys for r in named)
+    moved = [r for r in named if r.baseline_key != r.doc["matrix"]["baseline_key"]]
+    assert len(moved) >= 10
+    for r in moved:
+        base = by_stored[r.doc["matrix"]["baseline_key"]]
+        assert r.baseline_key == base.key != base.stored_key
+    # a baseline point names itself, under its own key as today's writer makes it
+    own = [r for r in named if r.doc["matrix"]["baseline_key"] == r.stored_key]
+    assert own and all(r.baseline_key == r.key for r in own)
+    # a record read alone (no set to resolve against) keeps the stored name of another run
+    other = next(r for r in moved if r.doc["matrix"]["baseline_key"] != r.stored_key)
+    alone = RunRecord(other.doc)
+    assert (
+        alone.baseline_key == other.doc["matrix"]["baseline_key"] != other.baseline_key
+    )

@@ -1196,29 +1196,43 @@ def test_comparisons_name_the_server_and_tell_alike_runs_apart():
     )  # both servers' notes are checked
     assert "llama_cpp.server's prefix match" not in md
 
-    # the llama-server (chat) runs on each VM that was once vm-568ab3c6: the heading says when, the first
-    # line what setting differs
-    def under(host):
-        pair = [
-            b
-            for b in blocks
-            if b.startswith(
-                f"llama-server ({code('chat')}) vs in-process · gemma3-270m-q4\\_k\\_m · "
-                f"{code(host)} · "
-            )
-        ]
-        stamps = {b.split("\n", 1)[0].rsplit(" · ", 1)[1]: b for b in pair}
-        assert len(stamps) == len(pair) >= 2
-        return stamps
+    # On vm-0372cd29 each server's chat and serve tests ran at 07:33, before those kinds gained
+    # ``precision``, and again from 09:51 with nothing else changed: one configuration each, whose
+    # rerun supersedes the morning's run (core.identity.configuration_key), so one block each, the
+    # rerun's, and no heading needs a time to be told apart
+    here = [b for b in blocks if f"{code('vm-0372cd29')}" in b.split("\n", 1)[0]]
+    assert len(here) == 4 and not [b for b in here if " UTC" in b.split("\n", 1)[0]]
+    for b in here:
+        sid = re.search(r"\[server run\]\(runs/run\.md\?id=([^)]+)\)", b).group(1)
+        assert re.search(r"-20261126T095[1-4]", sid), sid
 
-    # the two measured in the morning on the VM with AMX ...
-    morning = under("vm-0372cd29")
-    assert sorted(t[:16] for t in morning) == ["2026-11-26 07:33", "2026-11-26 09:53"]
-    for b in morning.values():
-        assert "Set apart from the other run under this heading by: " in b
-        assert (
-            f"setting {code('use_extra_bufts')} = " in b
-        )  # the morning's two differ in this setting ...
+    # two alike runs that are two configurations (the rerun with another n_ctx) are told apart by
+    # when they ran and what else differs
+    import copy
+
+    rerun = next(r for r in runs if r.id == "542bfcba6522-20261126T095157.560Z")
+    doc = copy.deepcopy(rerun.doc)
+    doc["id"] = "542bfcba6522-20261126T110000.000Z"
+    doc["created"] = "2026-11-26T11:00:00+00:00"
+    doc["key"] = "f" * 64
+    doc["settings"]["requested"]["n_ctx"] = 8192
+    doc["settings"]["effective"]["n_ctx"] = 8192
+    md2 = comparisons_page([*runs, record.RunRecord(doc)])
+    pair = [
+        b
+        for b in re.split(r"(?m)^## ", md2)[1:]
+        if b.startswith(
+            f"llama\\_cpp.server ({code('chat')}) vs in-process · gemma3-270m-q4\\_k\\_m · "
+            f"{code('vm-0372cd29')} · "
+        )
+    ]
+    stamps = sorted(b.split("\n", 1)[0].rsplit(" · ", 1)[1] for b in pair)
+    assert stamps == ["2026-11-26 09:51 UTC", "2026-11-26 11:00 UTC"], stamps
+    assert all(
+        f"Set apart from the other run under this heading by: setting {code('n_ctx')}"
+        in b
+        for b in pair
+    )
     # ... while the serving-faults runs of the evening, on the VM without AMX, have no in-process run of their
     # own machine to be compared with (they were compared with the other VM's while both were one host)
     assert not [b for b in blocks if f"{code('vm-fafe2774')}" in b.split("\n", 1)[0]]

@@ -493,6 +493,14 @@ class RunRecord(ArtifactRecord):
         except ValueError:
             return None
 
+    @property
+    def test_today(self) -> dict[str, Any]:
+        """The test as today's writer stores it (core.identity.normalized_test): what the keys are
+        made of, so a run written before its kind gained a field and its rerun are one test."""
+        return self._cached(
+            "test_today", lambda: identity.normalized_test(self.test, self.spec)
+        )
+
     def test_param(self, name: str, default: Any = None) -> Any:
         """One parameter of the test as stored (for a reader that handles several kinds)."""
         return self.doc["test"].get(name, default)
@@ -512,7 +520,7 @@ class RunRecord(ArtifactRecord):
             drop = self.method_fields | (
                 self.kind.spec.LABEL_FIELDS if self.kind is not None else TEST_LABELS
             )
-            return {k: v for k, v in self.doc["test"].items() if k not in drop}
+            return {k: v for k, v in self.test_today.items() if k not in drop}
 
         return self._cached("work_test", compute)
 
@@ -689,8 +697,27 @@ class RunRecord(ArtifactRecord):
         return self.doc["matrix"].get("sweep")
 
     @property
+    def key(self) -> str:
+        """The configuration key as today's writer makes it (core.identity.configuration_key): the
+        stored key, unless the run was written before its test gained a field."""
+        return self._cached(
+            "key", lambda: identity.configuration_key(self, self.test_today)
+        )
+
+    @property
+    def stored_key(self) -> str:
+        """The key as the artifact stores it (its file name's, resume's)."""
+        return self.doc.get("key") or self.doc["id"]
+
+    @property
     def baseline_key(self) -> str | None:
-        return self.doc["matrix"].get("baseline_key")
+        """The configuration key of the sweep point this run is compared with, as :attr:`key` makes
+        keys: its own key when it is the baseline; another run's stored key is made today's by
+        :func:`resolve_baselines`, over the loaded set."""
+        bk = self.doc["matrix"].get("baseline_key")
+        if bk is None or bk != self.stored_key:
+            return self._cache.get("baseline_key", bk)
+        return self.key
 
     # LoRA adapters
     @property
@@ -965,11 +992,34 @@ def read_all(root: Path | str | None = None) -> list[RunRecord]:
         for path, doc in artifacts.read_set(root or runs_dir(), ARTIFACT)
     ]
     out.sort(key=lambda r: (r.created, r.id))
-    return out
+    return resolve_baselines(out)
+
+
+def resolve_baselines(records: list[RunRecord]) -> list[RunRecord]:
+    """Make every run's ``baseline_key`` that names another run's stored key that run's key as
+    today's writer makes it (:attr:`RunRecord.key`): a sweep written by an older version finds its
+    baseline under the key its pages group by. Returns ``records``."""
+    named = {
+        bk
+        for r in records
+        if (bk := r.doc["matrix"].get("baseline_key")) is not None
+        and bk != r.stored_key
+    }
+    if not named:
+        return records
+    today = {r.stored_key: r.key for r in records if r.stored_key in named}
+    for r in records:
+        bk = r.doc["matrix"].get("baseline_key")
+        if bk is not None and bk != r.stored_key and today.get(bk, bk) != bk:
+            r._cache["baseline_key"] = today[bk]
+    return records
 
 
 def latest_per_key(records: list[RunRecord]) -> list[RunRecord]:
-    """The newest artifact of each measurement key (a forced rerun supersedes; history stays on disk)."""
+    """The newest artifact of each measurement key (a forced rerun supersedes; history stays on disk).
+    Sweeps among them name their baselines by today's keys (:func:`resolve_baselines`, over all of
+    ``records``: a baseline a newer run superseded is still named by the key it shares with it)."""
+    resolve_baselines(records)
     latest: dict[str, RunRecord] = {}
     for r in records:
         cur = latest.get(r.key)

@@ -123,6 +123,7 @@ def committed_runs():
         return pickle.loads(_RUNS_PICKLED[key])
     recs = [record.read(p) for p in paths]
     recs.sort(key=lambda r: (r.created, r.id))
+    record.resolve_baselines(recs)
     with contextlib.suppress(pickle.PicklingError, TypeError, AttributeError):
         _RUNS_PICKLED[key] = pickle.dumps(recs, protocol=pickle.HIGHEST_PROTOCOL)
     return recs
