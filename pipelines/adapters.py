@@ -24,7 +24,7 @@ from typing import Any
 
 from core import stats
 from core.kinds.rate import RateTest
-from core.records.run import RunRecord, as_record
+from core.records.run import RunRecord
 from core.summary import Summary
 from pipelines import optimization as opt
 from pipelines.memory import ModelShape, adapter_bytes
@@ -137,7 +137,7 @@ def adapter_series(docs: list[RunRecord]) -> list[AdapterSeries]:
             continue
         groups: dict[tuple[str, str], list[RunRecord]] = {}
         for p in sw.points:
-            rec = as_record(p.doc)
+            rec = p.doc
             groups.setdefault((rec.model_name, rec.test_name), []).append(rec)
         for (model, test), recs in groups.items():
             ok = [r for r in recs if r.ok and r.test_kind == "rate"]

@@ -29,7 +29,7 @@ from typing import Any
 from core import stats
 from core.kinds.request import workload_fingerprint
 from core.metrics import METRICS
-from core.records.run import RunRecord, as_record, latest_per_key
+from core.records.run import RunRecord, latest_per_key
 from core.summary import Summary
 
 RATE_METRICS = ("tokens_per_second", "prefill_j_per_token", "decode_j_per_token")
@@ -290,7 +290,7 @@ def compare_backends(
 
 def backend_comparisons(docs: list[Any]) -> list[dict[str, Any]]:
     """Every (host, model file, candidate backend) with its rows against llama.cpp on the same host and file."""
-    recs = [as_record(d) for d in docs]
+    recs = [d for d in docs]
     current = [
         r for r in latest_per_key(recs) if r.ok and r.in_process and r.model_sha256
     ]

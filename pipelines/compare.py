@@ -46,7 +46,6 @@ from core.metrics import ENERGY_METRICS, METRICS
 from core.paths import project_root, relpath
 from core.records.run import RunRecord, digest
 from pipelines import noise as noise_mod
-from pipelines.runs import records
 
 KEYS = (
     "host",
@@ -302,7 +301,7 @@ def compare(
     digest, so that comparing many selections over the same results digests each result once."""
     recs = [
         r
-        for r in records(docs)
+        for r in list(docs)
         if r.ok and not r.disturbed and headline(r.test_kind) is not None
     ]
     on = compared_on(a, b)

@@ -12,8 +12,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from core.records.run import as_record
-
 
 def totals(docs: list[Any]) -> dict[str, Any]:
     """Totals over all ok run artifacts, overall and per test kind, per host and per model."""
@@ -30,7 +28,7 @@ def totals(docs: list[Any]) -> dict[str, Any]:
         "last": None,
     }
     for d in docs:
-        r = as_record(d)
+        r = d
         if not r.ok:
             continue
         g = r.generation()

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from core.records.run import RunRecord, as_record
+from core.records.run import RunRecord
 from pipelines import serving
 
 
@@ -58,7 +58,7 @@ def engine_groups(docs: list[RunRecord]) -> list[dict[str, Any]]:
     served by at least two server families; each with its engines (first: the one of the lowest
     output throughput at the first level, so ratios read "how many times the first") and the levels
     every engine ran."""
-    by_id = {as_record(d).id: as_record(d) for d in docs}
+    by_id = {d.id: d for d in docs}
     groups: dict[tuple, list[dict[str, Any]]] = {}
     for res in serving.load_results(docs):
         r = by_id.get(res["id"])

@@ -44,7 +44,6 @@ from pipelines import hostnames
 from pipelines import noise as noise_mod
 from pipelines.memo import per_set
 from pipelines.ranking import Ranked, rank_sides
-from pipelines.runs import records
 
 PAIRED = (
     "pp512",
@@ -690,7 +689,7 @@ def run_flags(runs: list[RunRecord], metric: str) -> tuple[str, ...]:
 
 @per_set
 def _facts(docs: list[Any]) -> Facts:
-    return Facts(records(docs))
+    return Facts(list(docs))
 
 
 def of(docs: list[Any]) -> Facts:

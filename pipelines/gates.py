@@ -40,7 +40,7 @@ from core.metrics import METRICS
 from core.paths import data_dir, relpath
 from core.records.decision import DecisionRecord, artifact_path, new_decision, signature
 from core.records.quality import QualityRecord, as_quality
-from core.records.run import RunRecord, as_record
+from core.records.run import RunRecord
 from pipelines.memo import per_set
 
 QUANTITIES = (
@@ -275,7 +275,7 @@ def _current_runs(runs: list[Any]) -> tuple[dict[str, list[Any]], dict[str, Any]
 
     by_host: dict[str, list[Any]] = {}
     ok_by_key: dict[str, Any] = {}
-    for r in map(as_record, latest_per_key(runs)):
+    for r in latest_per_key(runs):
         by_host.setdefault(r.host_id, []).append(r)
         if r.ok:
             ok_by_key.setdefault(r.key, r)
@@ -563,7 +563,7 @@ def gate_hosts(
 ) -> list[str]:
     """Hosts with any evidence for any gate."""
     models = {g.model for o in catalogue.optimizations for g in o.gates}
-    hosts = {as_record(d).host_id for d in runs if as_record(d).model_name in models}
+    hosts = {d.host_id for d in runs if d.model_name in models}
     hosts |= {
         q.host_id for q in map(as_quality, quality_docs) if q.model_name in models
     }

@@ -37,7 +37,6 @@ from core.metrics import Metric
 from core.records.run import RunRecord
 from pipelines import noise as noise_mod
 from pipelines.memo import per_set
-from pipelines.runs import records
 
 WINDOW = 5  # runs per side where a series is cut into segments by time (benchmarks/aa_calibration.py)
 MIN_STEP = 0.02
@@ -228,7 +227,7 @@ def newest_releases(
 
 def stale_ids(docs: list[RunRecord]) -> set[str]:
     """Ids of ok results measured with an older build than the newest on their host, backend and server."""
-    recs = [r for r in records(docs) if r.ok]
+    recs = [r for r in list(docs) if r.ok]
     newest = newest_releases(recs)
     out = set()
     for r in recs:

@@ -26,7 +26,6 @@ from core.records.run import RunRecord
 from pipelines.history import stale_ids
 from pipelines.memo import per_set
 from pipelines.ranking import rank_label, rank_sides
-from pipelines.runs import records
 
 # What a leaderboard compares on purpose (everything else must be equal on a board).
 COMPARED = ("model", "build", "settings")
@@ -132,7 +131,7 @@ def of(docs: list[RunRecord]) -> list[HostBoard]:
     """Leaderboards from run artifacts (failed runs excluded)."""
     from pipelines import facts as facts_mod
 
-    recs = [r for r in records(docs) if r.ok and headline(r.test_kind) is not None]
+    recs = [r for r in list(docs) if r.ok and headline(r.test_kind) is not None]
     stale = stale_ids(recs)
     fx = facts_mod.of(docs)
     per_key = runs_per_comparability(recs)

@@ -40,7 +40,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from core.errors import ConfigError, ModelError
 from core.kinds.rate import RateTest
 from core.paths import data_dir, relpath
-from core.records.run import RunRecord, as_record, flash_attention_on
+from core.records.run import RunRecord, flash_attention_on
 from core.yamlio import load_yaml, pydantic_error_line, quote
 
 GiB = 1024**3
@@ -1246,7 +1246,7 @@ def facts_by_sha(runs: list[RunRecord]) -> dict[str, dict[str, Any]]:
     """GGUF facts of every model a run artifact describes, by file sha256 (a draft model's facts
     come from a run of that model: the draft's own artifact fields name only its file)."""
     out: dict[str, dict[str, Any]] = {}
-    for r in map(as_record, runs):
+    for r in runs:
         sha = r.model_sha256
         if sha and sha not in out and r.architecture:
             out[sha] = r.gguf
@@ -1279,7 +1279,7 @@ def other_backends(runs: list[RunRecord], gpu: bool = False) -> dict[str, int]:
     The planner predicts llama.cpp's buffers; another runtime's memory is no test of it."""
     measured = _vram_measured if gpu else _rss_measured
     out: dict[str, int] = {}
-    for r in map(as_record, runs):
+    for r in runs:
         if measured(r) and not r.llama_cpp_based:
             out[r.backend_name] = out.get(r.backend_name, 0) + 1
     return dict(sorted(out.items()))
@@ -1299,7 +1299,7 @@ def run_prediction(
     the prediction is marked incomplete when they are unknown); with logits for every token
     (speculative decoding), the output and compute buffers' logits rows and llama-cpp-python's
     per-token scores."""
-    rec = as_record(doc)
+    rec = doc
     if (
         not _rss_measured(rec) or not rec.llama_cpp_based
     ):  # the plan is llama.cpp's memory: other backends' apart
@@ -1384,7 +1384,7 @@ def run_prediction(
         logits_rows=logits_rows,
         draft=draft_shape,
     )
-    adapters = as_record(doc).lora_adapters
+    adapters = doc.lora_adapters
     if adapters:  # LoRA adapters attached to the context: their A and B tensors, by the seed's formula
         plan.components["LoRA adapters (formula)"] = adapter_bytes(shape, adapters)
     amx = ((eff.get("llama_memory_mib") or {}).get("model") or {}).get("AMX")
@@ -1421,7 +1421,7 @@ def run_prediction(
 
 def run_type(doc: RunRecord) -> str:
     """What kind of run this is for the accuracy table: test kind, and the speculative mode."""
-    rec = as_record(doc)
+    rec = doc
     spec = rec.requested.get("speculative") or "none"
     return rec.test_kind + ("" if spec == "none" else f" + {spec.replace('_', ' ')}")
 
@@ -1432,7 +1432,7 @@ def vram_prediction(
     """Predicted VRAM of a run with every layer on a GPU beside its measured peak VRAM; the
     residual (measured − predicted without overhead) is the runtime's own share (CUDA context,
     cuBLAS workspace, ...)."""
-    rec = as_record(doc)
+    rec = doc
     if (
         not _vram_measured(rec) or not rec.llama_cpp_based
     ):  # llama.cpp's memory only (other_backends counts the rest)
@@ -1496,7 +1496,7 @@ def vram_split_prediction(
     """A run's measured peak VRAM per visible GPU beside the split plan's (:func:`split_gpu_plans`,
     with the run's split_mode, tensor_split, main_gpu and visible GPUs, and ``runtime_overhead``
     per GPU); None for a run without per-GPU peaks or not fully offloaded."""
-    rec = as_record(doc)
+    rec = doc
     per_gpu = rec.resources.peak_vram_by_gpu
     base = vram_prediction(doc, split_ok=True)
     if not per_gpu or base is None:
@@ -1568,7 +1568,7 @@ def split_predictions(
         if p["split_mode"] == "tensor"
     }
     out = []
-    by_id = {as_record(d).id: d for d in runs}
+    by_id = {d.id: d for d in runs}
     for p in preds:
         if p["split_mode"] != "tensor":
             out.append(p)

@@ -22,7 +22,6 @@ from core.kinds import headline
 from core.records.noise import NoiseRecord, as_noise
 from core.records.run import RunRecord
 from pipelines.memo import per_set
-from pipelines.runs import records
 
 METHOD = (
     "Run-to-run noise of a host and kind of test (test kind; rate tests split into prompt processing and "
@@ -73,7 +72,7 @@ def _noise_docs() -> list[NoiseRecord]:
 def _from_history(docs: list[Any]) -> dict[tuple[str, str], tuple[float, int, int]]:
     cells: dict[str, list[float]] = {}
     cls: dict[str, tuple[str, str]] = {}
-    for r in records(docs):
+    for r in list(docs):
         if not r.ok:
             continue
         v = run_value(r)

@@ -26,7 +26,7 @@ from core import degeneration, stats
 from core.kinds.chat import ChatSamples
 from core.kinds.generate import GenerateDetails
 from core.kinds.rate import RateTest
-from core.records.run import RunRecord, as_record
+from core.records.run import RunRecord
 from core.summary import Summary
 from pipelines.runs import latest_per_key
 
@@ -54,7 +54,7 @@ TRACK_TITLES = {
 def metric_values(doc: RunRecord, metric: str) -> list[float]:
     """The per-sample values behind one metric of a run's summary (what ``stats.compare`` needs):
     its kind knows where they are (core.kinds: Kind.values)."""
-    return as_record(doc).values(metric)
+    return doc.values(metric)
 
 
 # -- lossless check -------------------------------------------------------------------------
@@ -104,7 +104,7 @@ def compare_outputs(
 def degeneration_of(doc: RunRecord) -> dict[str, Any] | None:
     """The degeneration detector over a point's stored outputs (generate: details.outputs;
     chat: the request texts). None when the artifact holds no text."""
-    rec = as_record(doc)
+    rec = doc
     texts: list[str] = []
     if isinstance(rec.details, GenerateDetails):
         texts = [o.text for o in rec.details.outputs or []]
@@ -155,7 +155,7 @@ _DEFAULTS = {
 
 
 def _overrides(doc: RunRecord) -> dict[str, Any]:
-    rec = as_record(doc)
+    rec = doc
     eff = rec.reported.get("kv_overrides")
     if isinstance(eff, dict):
         return dict(eff)
@@ -188,7 +188,7 @@ def reproduce(doc: RunRecord) -> dict[str, str]:
     ``bench``: llama-bench, for rate tests (it has no --override-kv). ``python``: the Llama()
     arguments this almanac passed.
     """
-    rec = as_record(doc)
+    rec = doc
     req = rec.requested
     model_file = rec.model_file_name or "MODEL.gguf"
     flags: list[str] = ["-m", model_file]
@@ -292,14 +292,14 @@ def _label(values: dict[str, Any]) -> str:
 
 def experts_requested(doc: RunRecord) -> int | None:
     """The experts per token a point asked for (n_expert_used or the kv override), or None."""
-    arch = as_record(doc).architecture
+    arch = doc.architecture
     value = _overrides(doc).get(f"{arch}.expert_used_count") if arch else None
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def track_of(docs: list[RunRecord]) -> str:
     """The track a sweep belongs to, from what its points vary."""
-    recs = [as_record(d) for d in docs]
+    recs = [d for d in docs]
     req = [r.requested for r in recs]
     if any(r.lora_requested for r in recs):
         return "adapters"
@@ -400,7 +400,7 @@ def build_point(
 ) -> Point:
     """One point of a sweep. ``degen`` (kept by the caller across the points of a loaded set) holds each
     artifact's degeneration result, so that a baseline shared by many points is read once."""
-    doc = as_record(doc)
+    doc = doc
 
     def degeneration(d: RunRecord) -> dict[str, Any] | None:
         if degen is None:
@@ -447,7 +447,7 @@ def build_point(
 
 def greedy_outputs(rec: RunRecord) -> list[dict[str, Any]] | None:
     """A generate run's greedy outputs (prompt index, token ids) for the lossless check."""
-    outputs = getattr(as_record(rec).details, "outputs", None)
+    outputs = getattr(rec.details, "outputs", None)
     return [o.model_dump() for o in outputs] if outputs else None
 
 
@@ -459,7 +459,7 @@ def compared_on_headline(rec: RunRecord) -> bool:
     headline metric, which the kind declares (core/kinds/<kind>.py: ``Kind.headline``). A kind
     without one (agent loops, endpoint probes: success rates and latencies per case, on their own
     pages) has no speedup to show, so its sweeps are no optimization track."""
-    return as_record(rec).headline_metric is not None
+    return rec.headline_metric is not None
 
 
 def sweeps(docs: list[RunRecord]) -> list[Sweep]:

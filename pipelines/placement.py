@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from core.hostlabel import link_label
-from core.records.run import RunRecord, as_record
+from core.records.run import RunRecord
 
 
 @dataclass(frozen=True)
@@ -65,7 +65,7 @@ class Placement:
 
 def of(doc: Any) -> Placement | None:
     """A run's placement; None for a run recorded before placement was (no ``gpus_used``)."""
-    rec: RunRecord = as_record(doc)
+    rec: RunRecord = doc
     eff = rec.reported
     used = eff.get("gpus_used")
     if not isinstance(used, list):

@@ -62,7 +62,7 @@ from core.paths import data_dir, relpath
 from core.records import projection as projection_record
 from core.records.projection import ProjectionRecord, as_projection
 from core.records.quality import QualityRecord
-from core.records.run import NEUTRAL_SETTINGS, RunRecord, as_record
+from core.records.run import NEUTRAL_SETTINGS, RunRecord
 from core.yamlio import load_yaml, pydantic_error_line
 from pipelines import facts as facts_mod
 from pipelines import gates as gates_mod
@@ -389,7 +389,7 @@ def _by_vocab(all_runs: list[RunRecord]) -> dict[str, list[tuple[str, Any]]]:
     """Vocabulary digest -> (model name, model bytes) of every run with it: the draft models a run's
     model could use, found without a scan of every run per baseline."""
     out: dict[str, list[tuple[str, Any]]] = {}
-    for d in map(as_record, all_runs):
+    for d in all_runs:
         v = d.gguf.get("vocab_sha256")
         if v:
             out.setdefault(v, []).append((d.model_name, d.model_size_bytes))
@@ -398,7 +398,7 @@ def _by_vocab(all_runs: list[RunRecord]) -> dict[str, list[tuple[str, Any]]]:
 
 def run_attributes(doc: RunRecord, all_runs: list[RunRecord]) -> dict[str, Any]:
     """Model and host attributes of a run that applicability rules test."""
-    rec = as_record(doc)
+    rec = doc
     g = rec.gguf
     eff = rec.reported
     arch = g.get("architecture") or ""
@@ -491,7 +491,7 @@ def applicability(rules: Applicability, attrs: dict[str, Any]) -> list[str]:
 
 # -- composition ----------------------------------------------------------------------------------
 def metric_stages(role_metric: str, doc: RunRecord) -> tuple[str, ...]:
-    t = as_record(doc).spec
+    t = doc.spec
     if isinstance(t, RateTest) and role_metric == "tokens_per_second":
         return tuple(
             s for s, on in (("prefill", t.n_prompt), ("decode", t.n_gen)) if on
@@ -908,7 +908,7 @@ def _effect_factor(
     point = decode_point(doc)
     if point is None:
         return None
-    rec = as_record(doc)
+    rec = doc
     eff = rec.reported
     req = rec.requested
     try:

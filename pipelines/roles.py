@@ -60,7 +60,6 @@ from core.yamlio import load_yaml, pydantic_error_line
 from pipelines import facts as facts_mod
 from pipelines import quality as quality_mod
 from pipelines.runs import latest_per_key as latest_runs
-from pipelines.runs import records
 
 REASONS = (
     "too slow",
@@ -465,7 +464,7 @@ def join(
                 q.requested,
             ).quality.append(q)
     every: dict[str, list[RunRecord]] = {}
-    for r in records(run_docs):
+    for r in list(run_docs):
         if r.ok:
             every.setdefault(r.key, []).append(r)
     for r in latest_runs(run_docs):

@@ -37,7 +37,7 @@ from core.records.host import (
     HostRecord,
     as_host,
 )
-from core.records.run import RunRecord, as_record, flash_attention_on
+from core.records.run import RunRecord, flash_attention_on
 from pipelines.memory import (
     ModelShape,
     kv_cache,
@@ -252,7 +252,7 @@ def _bytes_per_token(
 
 def decode_point(doc: RunRecord) -> dict[str, Any] | None:
     """What a run measured about decoding: the depths its tokens saw and its decode rate."""
-    rec = as_record(doc)
+    rec = doc
     if not rec.ok:
         return None
     test = rec.spec

@@ -12,7 +12,7 @@ from core.paths import data_dir
 from core.records import record_class
 from core.records import run as record
 from core.records.base import read_all
-from core.records.run import RunRecord, as_record
+from core.records.run import RunRecord
 from pipelines.memo import per_set
 
 
@@ -39,14 +39,9 @@ def load_runs(root: Path | None = None) -> list[RunRecord]:
     return record.read_all(root)
 
 
-def records(docs: list[Any]) -> list[RunRecord]:
-    """Run records for loaded artifacts (records pass through; plain documents are wrapped)."""
-    return [as_record(d) for d in docs]
-
-
 @per_set
 def _latest_per_key(docs: list[Any]) -> list[RunRecord]:
-    return record.latest_per_key(records(docs))
+    return record.latest_per_key(list(docs))
 
 
 def latest_per_key(docs: list[Any]) -> list[RunRecord]:
@@ -66,7 +61,7 @@ def metrics_frame(docs: list[Any]) -> pd.DataFrame:
     """One row per (artifact, metric) with the summary statistics and the provenance needed to
     group, rank and link. ``record`` holds the RunRecord of the row."""
     rows = []
-    for r in records(docs):
+    for r in list(docs):
         base = {
             "id": r.id,
             "key": r.key,
@@ -113,7 +108,7 @@ def metrics_frame(docs: list[Any]) -> pd.DataFrame:
 
 
 def last_updated(recs: list[Any]) -> str | None:
-    return max((r.created for r in records(recs)), default=None)
+    return max((r.created for r in list(recs)), default=None)
 
 
 def data_root() -> Path:

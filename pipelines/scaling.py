@@ -22,7 +22,7 @@ from core.records.run import RunRecord
 from pipelines import compare as compare_mod
 from pipelines import facts as facts_mod
 from pipelines import placement as placement_mod
-from pipelines.runs import latest_per_key, records
+from pipelines.runs import latest_per_key
 
 TESTS = ("pp512", "tg128")
 
@@ -50,7 +50,7 @@ def _machine(r: RunRecord) -> str:
 
 def points(docs: list[Any]) -> list[Point]:
     """Every (machine, model, test, placement) with a GPU, the one-GPU point first in each series."""
-    runs = [r for r in records(docs) if r.ok and r.test_name in TESTS]
+    runs = [r for r in list(docs) if r.ok and r.test_name in TESTS]
     fx = facts_mod.of(list(docs))
     metric = METRICS["tokens_per_second"]
     groups: dict[tuple[str, str, str, tuple[int, str], str], list[RunRecord]] = {}

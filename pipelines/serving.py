@@ -22,7 +22,7 @@ from core import stats
 from core.kinds.load_stats import BORDER
 from core.kinds.request import workload_fingerprint
 from core.kinds.request_stats import Slo, stored_sweep, sweep_stats
-from core.records.run import RunRecord, as_record
+from core.records.run import RunRecord
 from core.summary import Summary
 from pipelines import facts as facts_mod
 from pipelines.runs import latest_per_key
@@ -39,7 +39,7 @@ WARM_FIGURES = (
 
 def endpoint(doc: RunRecord) -> str:
     """How a run reached the model: the server's label, or in-process (core.records.run.RunRecord.endpoint)."""
-    return as_record(doc).endpoint
+    return doc.endpoint
 
 
 def _summary(rec: RunRecord, name: str) -> Summary | None:
@@ -174,7 +174,7 @@ def level_precision(doc: RunRecord) -> dict[int, dict[str, Any]]:
     with ``target_rel`` None (a fixed count of rounds)."""
     from core import stats as st
 
-    d = as_record(doc)
+    d = doc
     rec = d.precision.levels if d.precision is not None else None
     if rec:
         return {int(r.level): r.model_dump(exclude_unset=True) for r in rec}
@@ -452,9 +452,9 @@ def load_results(docs: list[RunRecord], latest: bool = True) -> list[dict[str, A
     for d in (
         latest_per_key(docs)
         if latest
-        else sorted(docs, key=lambda x: (as_record(x).created, as_record(x).id))
+        else sorted(docs, key=lambda x: (x.created, x.id))
     ):
-        r = as_record(d)
+        r = d
         if r.test_kind not in LOAD_KINDS:
             continue
         spec = r.spec
@@ -541,7 +541,7 @@ def probe_results(docs: list[RunRecord]) -> list[dict[str, Any]]:
     """Every current ``probe`` artifact: per case, tries, successes, median latency, failure reasons."""
     out = []
     for d in latest_per_key(docs):
-        r = as_record(d)
+        r = d
         if r.test_kind != "probe":
             continue
         cases = {

@@ -23,7 +23,6 @@ from typing import Any
 
 from core import stats
 from core.records.quality import QualityRecord, as_quality
-from core.records.run import as_record
 from pipelines import optimization as opt
 
 MODES = ("none", "prompt_lookup", "draft_model")
@@ -54,14 +53,14 @@ class MoeSpecCell:
 
 def _experts(p: opt.Point) -> int | None:
     n = opt.experts_requested(p.doc)
-    return n if n is not None else as_record(p.doc).gguf.get("expert_used_count")
+    return n if n is not None else p.doc.gguf.get("expert_used_count")
 
 
 def moe_speculation(sw: opt.Sweep) -> dict[str, list[MoeSpecCell]]:
     """Per test: one cell per (experts, mode) point of the sweep (baseline included)."""
     out: dict[str, list[MoeSpecCell]] = {}
     for test in sw.tests:
-        pts = [p for p in sw.points if as_record(p.doc).test_name == test and p.ok]
+        pts = [p for p in sw.points if p.doc.test_name == test and p.ok]
         plain = {
             _experts(p): p
             for p in pts
@@ -215,7 +214,7 @@ def is_draft_sweep(sw: opt.Sweep) -> bool:
     return (
         sw.track == "speculative"
         and len(drafts) >= 2
-        and any("draft_model" in as_record(p.doc).swept for p in sw.points)
+        and any("draft_model" in p.doc.swept for p in sw.points)
     )
 
 
@@ -294,11 +293,7 @@ def draft_pareto(sw: opt.Sweep, quality_docs: list[QualityRecord]) -> dict[str, 
     ]
     shas = list(
         dict.fromkeys(
-            s
-            for s in (
-                as_record(p.doc).reported.get("draft_model_sha256") for p in drafts
-            )
-            if s
+            s for s in (p.doc.reported.get("draft_model_sha256") for p in drafts) if s
         )
     )
     key = pick_score(shas, scores)
@@ -306,9 +301,9 @@ def draft_pareto(sw: opt.Sweep, quality_docs: list[QualityRecord]) -> dict[str, 
     for test in sw.tests:
         rows = []
         for p in drafts:
-            if as_record(p.doc).test_name != test:
+            if p.doc.test_name != test:
                 continue
-            sha = as_record(p.doc).reported.get("draft_model_sha256")
+            sha = p.doc.reported.get("draft_model_sha256")
             q = scores.get(sha or "", {}).get(key) if key else None
             rows.append(
                 DraftRow(
@@ -376,7 +371,7 @@ def _k(p: opt.Point) -> int | None:
 def is_k_sweep(sw: opt.Sweep) -> bool:
     """A speculative sweep over K (draft_max) and nothing else but the mode: at least three K of
     one mode (a sweep that also varies the n-gram size or the draft is not one K per point)."""
-    swept = {k for p in sw.points for k in as_record(p.doc).swept}
+    swept = {k for p in sw.points for k in p.doc.swept}
     if sw.track != "speculative" or "draft_max" not in swept:
         return False
     if swept - {"draft_max", "speculative"}:

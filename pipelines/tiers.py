@@ -19,7 +19,6 @@ from dataclasses import dataclass, field
 
 from core.records.run import RunRecord
 from pipelines import roles as roles_mod
-from pipelines.runs import records
 
 TIERS = ("HOT", "WARM")
 TIER_STATUS = {
@@ -139,7 +138,7 @@ def budget(
 def host_memory(run_docs: list[RunRecord]) -> dict[str, tuple[int, str]]:
     """Each host's memory as its runs' fingerprints give it: (bytes, the newest such run's id)."""
     out: dict[str, tuple[str, int, str]] = {}
-    for r in records(run_docs):
+    for r in list(run_docs):
         mem = r.memory_bytes
         if mem and (r.host_id not in out or r.created > out[r.host_id][0]):
             out[r.host_id] = (r.created, int(mem), r.id)

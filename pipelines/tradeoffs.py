@@ -18,7 +18,7 @@ from typing import Any
 
 from core import stats
 from core.records.quality import QualityRecord, as_quality
-from core.records.run import RunRecord, as_record
+from core.records.run import RunRecord
 
 MATRIX = "config-tradeoffs"
 QUALITY_PREFIX = "config-tradeoffs-quality-"
@@ -90,7 +90,7 @@ def tradeoffs(runs: list[Any], quality: list[Any]) -> dict[str, list[Tradeoff]]:
     by: dict[tuple[str, str], Tradeoff] = {}
     grouped: dict[tuple[str, str, str], list[RunRecord]] = {}
     for d in runs:
-        r = as_record(d)
+        r = d
         if r.matrix_name != MATRIX or not r.ok or r.sweep not in known:
             continue
         grouped.setdefault((r.host_id, r.sweep or "", r.test_name), []).append(r)

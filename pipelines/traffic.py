@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from core import request_records, telemetry
-from core.records.run import RunRecord, as_record
+from core.records.run import RunRecord
 from pipelines import serving
 
 TIMELINE_MAX = (
@@ -132,7 +132,7 @@ def timeline(
 def traffic_runs(docs: list[RunRecord]) -> list[dict[str, Any]]:
     """Every current load or capacity run that shows real traffic (the module's docstring), each with
     its levels' statistics, requests, telemetry series and swim lanes."""
-    by_id = {as_record(d).id: as_record(d) for d in docs}
+    by_id = {d.id: d for d in docs}
     out = []
     for res in serving.load_results(docs):
         r = by_id.get(res["id"])

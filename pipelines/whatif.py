@@ -39,7 +39,7 @@ from pydantic import (
 from core.errors import ConfigError
 from core.kinds.rate import RateTest
 from core.paths import data_dir, relpath
-from core.records.run import RunRecord, as_record
+from core.records.run import RunRecord
 from core.yamlio import load_yaml, pydantic_error_line
 from pipelines import facts as facts_mod
 from pipelines.facts import Facts, Figure, Group
@@ -89,7 +89,7 @@ def _staged(rec: RunRecord) -> list[dict[str, float]]:
 def stage_profile(rec: RunRecord) -> dict[str, float] | None:
     """Mean milliseconds per unit of work in each stage (load: per load), or None when the
     artifact does not record stages (a chat run from before stage timing, a failed run)."""
-    rec = as_record(rec)
+    rec = rec
     if not rec.ok:
         return None
     out: dict[str, float] = {}
@@ -122,7 +122,7 @@ def stage_profile(rec: RunRecord) -> dict[str, float] | None:
 def unit_totals(rec: RunRecord) -> list[float]:
     """Milliseconds of each measured unit of work (a repetition, a request), all stages but the
     load: the samples behind :func:`stage_profile`'s sum, for its interval."""
-    rec = as_record(rec)
+    rec = rec
     if isinstance(rec.spec, RateTest):
         test = rec.spec
         perf = rec.details.perf_counters or []

@@ -18,6 +18,7 @@ from core import artifacts, stats
 from core.errors import ConfigError
 from core.kinds import agent as agent_kind
 from core.kinds import parse_test
+from core.records.run import RunRecord
 from runtime.backends.openai_http.agents import loop, tools
 from tests.conftest import write_matrix
 
@@ -491,7 +492,7 @@ def test_agent_loop_through_the_runner_with_the_embedded_model(data_env):
 
     from pipelines.site import agent_pages
 
-    md = agent_pages.agents_page([doc])
+    md = agent_pages.agents_page([RunRecord(doc)])
     assert (
         "## What the runs show" in md.splitlines()[0]
         and "p-fail2" in md

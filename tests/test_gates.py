@@ -7,6 +7,7 @@ import pytest
 
 from core import artifacts
 from core.errors import ConfigError
+from core.records.run import RunRecord
 from pipelines import gates as g
 from pipelines import projections as proj
 from tests.support.planning_fixtures import HOST, rate_test, requested, run_doc
@@ -144,7 +145,7 @@ def _pair(q8_rates, f16_rates, kv_f16=29.0, kv_q8=15.4):
         effective={"llama_memory_mib": {"kv": {"CPU": kv_q8}}},
         created="2026-01-02T00:00:00+00:00",
     )
-    return [base, cand]
+    return [RunRecord(base), RunRecord(cand)]
 
 
 def _kv_catalogue():

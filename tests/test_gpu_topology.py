@@ -21,6 +21,7 @@ import pytest
 
 from core import hostid, hostlabel
 from core.errors import ConfigError
+from core.records.run import RunRecord
 from runtime.hosts import devices, placement
 from tests.conftest import ROOT, tree_snapshot, write_matrix
 from tests.support.committed import committed_paths
@@ -337,7 +338,10 @@ def test_bench_refuses_placement_the_host_cannot_honour(settings, pattern, data_
 
 # -- the committed 2x H200 runs ----------------------------------------------------------------
 def _runs(host: str) -> list[dict]:
-    return [json.loads(p.read_text()) for p in sorted(committed_paths(f"runs/{host}"))]
+    return [
+        RunRecord(json.loads(p.read_text()))
+        for p in sorted(committed_paths(f"runs/{host}"))
+    ]
 
 
 def test_two_gpu_runs_record_their_placement():
@@ -486,7 +490,8 @@ def _all_runs() -> list[dict]:
     from tests.support.committed import committed_paths
 
     return [
-        json.loads(p.read_text()) for p in sorted(committed_paths("runs/gpu-2x-h200-"))
+        RunRecord(json.loads(p.read_text()))
+        for p in sorted(committed_paths("runs/gpu-2x-h200-"))
     ]
 
 
@@ -571,7 +576,9 @@ def test_scaling_view_speedup_with_ci():
     from pipelines import scaling
     from pipelines.site import scaling_page
 
-    docs = [json.loads(p.read_text()) for p in sorted(committed_paths("runs"))]
+    docs = [
+        RunRecord(json.loads(p.read_text())) for p in sorted(committed_paths("runs"))
+    ]
     pts = [p for p in scaling.points(docs) if p.model == "synthetic-llama-8b-q8_0"]
     two = {
         (p.test, p.placement.split_mode): p for p in pts if p.placement.gpus_used == 2
@@ -604,7 +611,9 @@ def test_leaderboard_shows_placement_only_where_recorded():
     from pipelines import facts
     from pipelines.site import leaderboard_page
 
-    docs = [json.loads(p.read_text()) for p in sorted(committed_paths("runs"))]
+    docs = [
+        RunRecord(json.loads(p.read_text())) for p in sorted(committed_paths("runs"))
+    ]
     fx = facts.of(docs)
     boards = {b.model: b for b in fx.boards if b.tests == ["pp512", "tg128"]}
     if not boards:

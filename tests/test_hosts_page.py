@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from core import artifacts
+from core.records.run import RunRecord
 from pipelines import roofline
 from pipelines.runs import load_runs
 from pipelines.site import hosts as hosts_page
@@ -131,7 +132,7 @@ def test_host_text_is_escaped():
         name="<img src=x onerror=alert(1)>",
         gpus=[{"name": "<b>gpu</b>", "driver": "{% raw %}", "memory_bytes": 1}],
     )
-    md = hosts_page.host_table([doc], [])
+    md = hosts_page.host_table([RunRecord(doc)], [])
     assert "<img" not in md and "<b>gpu" not in md and "{%" not in md
     assert html.escape("<img src=x onerror=alert(1)>") in md.replace("\\", "")
 

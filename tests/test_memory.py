@@ -8,13 +8,14 @@ import copy
 import pytest
 
 from core.errors import ConfigError, ModelError
+from core.records.run import RunRecord
 from pipelines import memory as mem
 from tests.support.planning_fixtures import (
     GEMMA_FACTS,
     MOE_FACTS,
     rate_test,
     requested,
-    run_doc,
+    run_record,
 )
 
 MiB = 2**20
@@ -287,13 +288,13 @@ def test_cpu_plan_components(gemma):
 
 
 def test_run_prediction_uses_the_runs_settings():
-    base = run_doc(
+    base = run_record(
         test=rate_test(n_gen=16),
         metrics={"tokens_per_second": [40.0, 41.0]},
         effective={"n_ctx": 256, "n_ubatch": 16},
         resources={"peak_rss_bytes": 380 * MiB, "baseline_rss_bytes": 60 * MiB},
     )
-    p = mem.run_prediction(base)
+    p = mem.run_prediction(RunRecord(base))
     gemma = mem.ModelShape.from_facts(GEMMA_FACTS)
     assert (
         p["plan"].components["KV cache"]
@@ -301,7 +302,7 @@ def test_run_prediction_uses_the_runs_settings():
         == 18 * 256 * 1024
     )
     assert p["error"] == pytest.approx((p["predicted"] - 380 * MiB) / (380 * MiB))
-    q8 = run_doc(
+    q8 = run_record(
         test=rate_test(n_gen=16),
         metrics={"tokens_per_second": [40.0, 41.0]},
         settings=requested(type_k="q8_0", type_v="q8_0"),
@@ -439,7 +440,7 @@ def test_committed_planner_settings_load():
 
 
 def test_vram_prediction_residual():
-    d = run_doc(
+    d = run_record(
         test=rate_test(n_gen=16),
         metrics={"tokens_per_second": [400.0, 410.0]},
         effective={
@@ -450,7 +451,7 @@ def test_vram_prediction_residual():
         },
         resources={"peak_vram_bytes": 900 * MiB},
     )
-    p = mem.vram_prediction(d, runtime_overhead=0)
+    p = mem.vram_prediction(RunRecord(d), runtime_overhead=0)
     assert p["residual"] == 900 * MiB - p["predicted"]
     assert (
         p["plan"].components["weights"]
@@ -463,7 +464,7 @@ def test_vram_prediction_residual():
 def test_speculative_runs_keep_logits_for_every_token():
     from tests.support.planning_fixtures import CHAT_SHORT, STAGES_A, chat_requests
 
-    d = run_doc(
+    d = run_record(
         test=CHAT_SHORT,
         metrics={"decode_tps": [10.0, 11.0]},
         settings=requested(speculative="prompt_lookup", draft_max=16),
@@ -473,13 +474,13 @@ def test_speculative_runs_keep_logits_for_every_token():
         },
         resources={"peak_rss_bytes": 480 * MiB},
     )
-    c = mem.run_prediction(d)["plan"].components
+    c = mem.run_prediction(RunRecord(d))["plan"].components
     row = 4 * 262144  # one row of float logits
     assert (
         c["output buffer"] == row * 19
     )  # the prompt batch's outputs (> 16 + 1 drafted)
     assert c["logits kept per token (llama-cpp-python)"] == row * (19 + 64 + 17)
-    plain = run_doc(
+    plain = run_record(
         test=CHAT_SHORT,
         metrics={"decode_tps": [10.0, 11.0]},
         samples={
@@ -527,11 +528,11 @@ def test_draft_run_prediction_needs_the_drafts_facts():
         GEMMA_SHA,
         rate_test,
         requested,
-        run_doc,
+        run_record,
     )
 
     gen = {"kind": "generate", "name": "edit", "id": "edit", "max_tokens": 24}
-    doc = run_doc(
+    doc = run_record(
         test=gen,
         metrics={"generation_tps": [30.0, 31.0]},
         settings=requested(
@@ -546,11 +547,11 @@ def test_draft_run_prediction_needs_the_drafts_facts():
         samples={"requests": [{"prompt_tokens": 130, "output_tokens": 24}]},
         resources={"peak_rss_bytes": 900 * MiB, "baseline_rss_bytes": 58 * MiB},
     )
-    other = run_doc(
+    other = run_record(
         test=rate_test(n_gen=4), metrics={"tokens_per_second": [40.0, 41.0]}
     )
-    blind = mem.run_prediction(doc)
-    seen = mem.run_prediction(doc, mem.facts_by_sha([other]))
+    blind = mem.run_prediction(RunRecord(doc))
+    seen = mem.run_prediction(RunRecord(doc), mem.facts_by_sha([RunRecord(other)]))
     assert blind["incomplete"] and not seen["incomplete"]
     assert (
         seen["predicted"]

@@ -18,6 +18,7 @@ import pytest
 
 from core import degeneration
 from core.errors import ConfigError
+from core.records.run import RunRecord
 from pipelines import optimization as opt
 from pipelines.runs import load_runs
 from pipelines.site import optimization as page
@@ -146,7 +147,7 @@ def test_point_degeneration_reads_stored_outputs():
             ]
         },
     }
-    d = opt.degeneration_of(doc)
+    d = opt.degeneration_of(RunRecord(doc))
     assert (
         d["degenerate"] is True
         and d["flags"] == ["empty"]
@@ -526,15 +527,20 @@ def _doc(
     effective: dict | None = None,
     arch: str = "qwen3moe",
 ) -> dict:
-    return {
-        "settings": {
-            "requested": {**LlamaCppSettings().model_dump(mode="json"), **requested},
-            "effective": effective or {},
-            "swept": {},
-        },
-        "model": {"file_name": "m.gguf", "gguf": {"architecture": arch}},
-        "test": test or {"kind": "generate", "name": "edit"},
-    }
+    return RunRecord(
+        {
+            "settings": {
+                "requested": {
+                    **LlamaCppSettings().model_dump(mode="json"),
+                    **requested,
+                },
+                "effective": effective or {},
+                "swept": {},
+            },
+            "model": {"file_name": "m.gguf", "gguf": {"architecture": arch}},
+            "test": test or {"kind": "generate", "name": "edit"},
+        }
+    )
 
 
 def test_reproduce_flags_and_arguments():
@@ -601,7 +607,8 @@ def test_reproduce_flags_and_arguments():
 
 def test_metric_values_per_kind():
     assert opt.metric_values(
-        {"test": {"kind": "rate"}, "samples": {"ts": [1.0, 2.0]}}, "tokens_per_second"
+        RunRecord({"test": {"kind": "rate"}, "samples": {"ts": [1.0, 2.0]}}),
+        "tokens_per_second",
     ) == [1.0, 2.0]
     gen = {
         "test": {"kind": "generate"},
@@ -613,14 +620,14 @@ def test_metric_values_per_kind():
             "requests": [{"ttft_ms": 3.0}],
         },
     }
-    assert opt.metric_values(gen, "generation_tps") == [5.0, 7.0]
-    assert opt.metric_values(gen, "draft_acceptance") == [50.0]
-    assert opt.metric_values(gen, "ttft_ms") == [3.0]
+    assert opt.metric_values(RunRecord(gen), "generation_tps") == [5.0, 7.0]
+    assert opt.metric_values(RunRecord(gen), "draft_acceptance") == [50.0]
+    assert opt.metric_values(RunRecord(gen), "ttft_ms") == [3.0]
     chat = {
         "test": {"kind": "chat"},
         "samples": {"requests": [{"tpot_ms": 20.0}, {"tpot_ms": None}]},
     }
-    assert opt.metric_values(chat, "decode_tps") == [50.0]
+    assert opt.metric_values(RunRecord(chat), "decode_tps") == [50.0]
 
 
 # -- the page from the committed fixture artifacts --------------------------------------------

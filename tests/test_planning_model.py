@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from core import artifacts
+from core.records.run import read as read_run
 from pipelines import memory as mem
 from pipelines import roofline, whatif
 from runtime.execution import runner
@@ -40,10 +40,7 @@ def measured(tmp_path_factory, embedded_model):
         write_matrix(d, "planning-e2e", MATRIX)
         report = runner.run_matrix("planning-e2e")
         assert not report.failed
-        docs = {
-            artifacts.load(p)["test"]["name"]: artifacts.load(p)
-            for p in report.measured
-        }
+        docs = {r.test_name: r for r in map(read_run, report.measured)}
         probe = hostprobe.probe(buffer_mib=32, repetitions=2)
     finally:
         if old is None:

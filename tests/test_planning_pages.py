@@ -23,7 +23,7 @@ def fixture_data(data_env):
     for name in INPUTS:
         shutil.copy(ROOT / "data" / name, data_env / name)
     ds = embedded_dataset()
-    evil = copy.deepcopy(ds["runs"][1])
+    evil = copy.deepcopy(ds["runs"][1].doc)
     evil["model"]["name"] = "<script>alert(1)</script>|*x*"
     evil["id"] = "e" * 12 + "-20260101T000500Z"
     evil["key"] = "e" * 64

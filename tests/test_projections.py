@@ -10,6 +10,7 @@ import pytest
 
 from core import artifacts
 from core.errors import ConfigError
+from core.records.run import RunRecord
 from pipelines import projections as P
 from tests.support.planning_fixtures import (
     GEMMA_FACTS,
@@ -18,6 +19,7 @@ from tests.support.planning_fixtures import (
     rate_test,
     requested,
     run_doc,
+    run_record,
     write_dataset,
 )
 
@@ -141,21 +143,21 @@ def test_applicability_rules():
 
 
 def test_run_attributes_find_a_draft_of_the_same_vocabulary():
-    big = run_doc(
+    big = run_record(
         test=rate_test(n_gen=16),
         metrics={"tokens_per_second": [1.0, 1.1]},
         model="big",
         sha="b" * 64,
         size=10**9,
     )
-    small = run_doc(
+    small = run_record(
         test=rate_test(n_gen=16),
         metrics={"tokens_per_second": [1.0, 1.1]},
         model="small",
         sha="c" * 64,
         size=10**8,
     )
-    other = run_doc(
+    other = run_record(
         test=rate_test(n_gen=16),
         metrics={"tokens_per_second": [1.0, 1.1]},
         model="moe",
@@ -432,6 +434,7 @@ def test_baseline_rule_ignores_verification_runs_of_the_same_matrix(inputs):
         created="2026-03-01T00:00:00+00:00",
     )
     verif["matrix"] = dict(base["matrix"])
+    verif = RunRecord(verif)
     doc, problem = P.find_baseline(
         worker_role, runs + [verif], "fixture-host-0000aaaa", cat
     )
@@ -464,7 +467,7 @@ def test_no_data_and_ambiguous_baselines(inputs):
     # the same test twice with different settings: the representative one (the best figure, as the
     # Leaderboard picks it) is the baseline, and the page says it represents two configurations
     base = next(r for r in runs if r["test"]["name"] == "tg128")
-    slow = run_doc(
+    slow = run_record(
         test=rate_test(n_gen=128),
         metrics={"tokens_per_second": [1.0, 2.0]},
         settings=requested(n_threads=1),
@@ -474,7 +477,11 @@ def test_no_data_and_ambiguous_baselines(inputs):
     assert worker.baseline_doc["id"] == base["id"] and worker.base.candidates == 2
     # the matrix names a preference, never a filter: the worker's work measured in another matrix is found
     moved = [
-        dict(r, matrix={"name": "elsewhere", "file": "data/matrices/elsewhere.yaml"})
+        RunRecord(
+            dict(
+                r, matrix={"name": "elsewhere", "file": "data/matrices/elsewhere.yaml"}
+            )
+        )
         if r is base
         else r
         for r in runs
@@ -484,7 +491,7 @@ def test_no_data_and_ambiguous_baselines(inputs):
     assert worker.baseline_doc["id"] == base["id"] and worker.problem is None
     # every configuration of the work realises an optimization: no baseline, and it is no "not measured" either
     only_q8 = [r for r in runs if r is not base] + [
-        run_doc(
+        run_record(
             test=rate_test(n_gen=128),
             metrics={"tokens_per_second": [9.0, 9.5]},
             settings=requested(type_k="q8_0", type_v="q8_0"),

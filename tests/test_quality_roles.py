@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from core.errors import ConfigError
+from core.records.run import RunRecord
 from pipelines import roles
 from pipelines.site import quality_pages
 from tests.support.quality_fixtures import (
@@ -424,10 +425,11 @@ def test_a_configuration_measured_only_elsewhere_is_judged_on_its_own_host(reg):
     they are judged on A's assignment, so the work stays linear in configurations, not
     hosts x configurations. A configuration measured nowhere stays visible, rejected."""
     runs, quality = fixture_docs()
-    other = speed_doc("second", mean=400)
+    other = speed_doc("second", mean=400).doc
     other["host"] = {**other["host"], "id": "host-b"}
     other["key"] = "b" * 64
     other["id"] = "bbbbbbbbbbbb-20260101T000000Z"
+    other = RunRecord(other)
     out = roles.recommend(
         reg,
         quality,

@@ -21,7 +21,7 @@ from tests.support.planning_fixtures import (
     chat_requests,
     host_doc,
     rate_test,
-    run_doc,
+    run_record,
 )
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -56,8 +56,10 @@ def test_moe_reads_only_the_used_experts():
 
 def test_bound_and_efficiency_per_run():
     gemma = ModelShape.from_facts(GEMMA_FACTS)
-    tg = run_doc(test=rate_test(n_gen=4), metrics={"tokens_per_second": [40.0, 42.0]})
-    chat = run_doc(
+    tg = run_record(
+        test=rate_test(n_gen=4), metrics={"tokens_per_second": [40.0, 42.0]}
+    )
+    chat = run_record(
         test=CHAT_SHORT,
         metrics={"decode_tps": [60.0, 62.0]},
         samples={
@@ -87,7 +89,9 @@ def test_bound_and_efficiency_per_run():
 
 def test_read_bandwidth_is_the_bound_and_the_copy_stays_beside_it():
     gemma = ModelShape.from_facts(GEMMA_FACTS)
-    tg = run_doc(test=rate_test(n_gen=4), metrics={"tokens_per_second": [40.0, 42.0]})
+    tg = run_record(
+        test=rate_test(n_gen=4), metrics={"tokens_per_second": [40.0, 42.0]}
+    )
     host = host_doc(
         {1: [19.0, 19.4], 2: [24.0, 25.0]},
         read={1: [23.0, 23.5], 2: [30.0, 30.5]},
@@ -112,7 +116,7 @@ def test_read_bandwidth_is_the_bound_and_the_copy_stays_beside_it():
 
 
 def test_a_model_inside_the_last_level_cache_is_flagged_not_memory_bound():
-    moe = run_doc(
+    moe = run_record(
         test=rate_test(n_gen=4),
         metrics={"tokens_per_second": [900.0, 910.0]},
         model="moe",
@@ -139,14 +143,16 @@ def test_llc_from_fingerprint_sizes():
 
 
 def test_runs_without_probe_or_on_gpu_are_not_bounded():
-    tg = run_doc(test=rate_test(n_gen=4), metrics={"tokens_per_second": [40.0, 42.0]})
+    tg = run_record(
+        test=rate_test(n_gen=4), metrics={"tokens_per_second": [40.0, 42.0]}
+    )
     r = R.roofline_rows([tg], [])[0]
     assert r["bound"] is None and "host.probe" in r["note"]
-    pp = run_doc(
+    pp = run_record(
         test=rate_test(n_prompt=64), metrics={"tokens_per_second": [400.0, 420.0]}
     )
     assert R.roofline_rows([pp], []) == []  # prefill is not a decode rate
-    gpu = run_doc(
+    gpu = run_record(
         test=rate_test(n_gen=4),
         metrics={"tokens_per_second": [400.0, 420.0]},
         effective={"n_gpu_layers": 19, "n_layers_total": 19},
@@ -233,7 +239,9 @@ def test_host_probe_refuses_bad_input(data_env):
 def test_roofline_page_states_the_bound_and_uses_a_log_scale_across_magnitudes():
     from pipelines.site import roofline_page
 
-    slow = run_doc(test=rate_test(n_gen=4), metrics={"tokens_per_second": [40.0, 42.0]})
+    slow = run_record(
+        test=rate_test(n_gen=4), metrics={"tokens_per_second": [40.0, 42.0]}
+    )
     host = host_doc(
         {1: [19.0, 19.4], 2: [24.0, 25.0]},
         read={1: [23.0, 23.5], 2: [30.0, 30.5]},
@@ -245,7 +253,7 @@ def test_roofline_page_states_the_bound_and_uses_a_log_scale_across_magnitudes()
     )  # bound uses read; copy kept beside
     # 40 t/s measured against a bound of ~117 t/s: within one order of magnitude, linear axis
     assert '"log"' not in md
-    moe = run_doc(
+    moe = run_record(
         test=rate_test(n_gen=4),
         metrics={"tokens_per_second": [900.0, 910.0]},
         model="moe",

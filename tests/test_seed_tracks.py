@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from core import artifacts
+from core.records.run import RunRecord
 from pipelines import corpus, retries, speculation
 from pipelines import optimization as opt
 from tests.support.planning_fixtures import (
@@ -48,7 +49,7 @@ def test_corpus_totals_count_timed_generation_only():
         status="failed",
         created="2026-01-04T00:00:00+00:00",
     )
-    t = corpus.totals([tg, pp, chat, failed])
+    t = corpus.totals([RunRecord(d) for d in (tg, pp, chat, failed)])
     assert t["runs"] == 3  # the failed run counts nothing
     assert t["tokens"] == 2 * 128 + 0 + 2 * 40  # warm-ups left out
     assert t["seconds"] == pytest.approx(4.0 + 0.0 + 2.0)
@@ -67,7 +68,7 @@ def test_corpus_section_carries_the_caveat():
         metrics={"tokens_per_second": [64.0]},
         samples={"ns": [2_000_000_000], "ts": [64.0]},
     )
-    md = corpus_section([tg])
+    md = corpus_section([RunRecord(tg)])
     assert (
         "128 tokens generated" in md
         and "64.0 t/s" in md
@@ -141,7 +142,7 @@ def fault_runs():
         retries_=1,
         created="2026-01-01T00:03:00+00:00",
     )
-    return [clean, clean_r, faulty, faulty_r]
+    return [RunRecord(d) for d in (clean, clean_r, faulty, faulty_r)]
 
 
 def test_error_rate_and_retry_cost_from_the_runs(fault_runs):
@@ -288,7 +289,7 @@ def test_moe_speculation_table_compares_with_the_baseline_and_with_plain_decodin
     ):
         d["settings"]["swept"] = swept
         artifacts.validate(d)
-    (sw,) = opt.sweeps(docs)
+    (sw,) = opt.sweeps([RunRecord(d) for d in docs])
     assert sw.track == "moe-speculation"
     cells = speculation.moe_speculation(sw)["free"]
     by = {(c.experts, c.mode): c for c in cells}
@@ -341,7 +342,7 @@ def test_moe_speculation_on_synthetic_weights_is_speed_only():
         d["matrix"].update(sweep="moe-spec", baseline_key=docs[0]["key"])
         d["settings"]["swept"] = swept
         artifacts.validate(d)
-    (sw,) = opt.sweeps(docs)
+    (sw,) = opt.sweeps([RunRecord(d) for d in docs])
     cells = speculation.moe_speculation(sw)["free"]
     assert speculation.moe_speculation_findings(cells) == [speculation.SPEED_ONLY]
     assert "helps" not in " ".join(speculation.moe_speculation_findings(cells))
@@ -441,7 +442,7 @@ def _draft_sweep(rates_a, rates_b):
         d["matrix"].update(sweep="draft-ladder", baseline_key=base["key"])
         d["settings"]["swept"] = swept
         artifacts.validate(d)
-    (sw,) = opt.sweeps([base, a, b])
+    (sw,) = opt.sweeps([RunRecord(d) for d in (base, a, b)])
     return sw
 
 

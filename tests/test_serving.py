@@ -1104,11 +1104,25 @@ def test_a_stored_sweep_of_today_s_shape_is_used_and_an_older_one_recomputed(
 
     # a loaded artifact is read-only (its record caches what it read): each variant is a document of its own
     (row,) = serving.sweeps(
-        [{**doc, "details": {**doc["details"], "sweep": {**fresh, "peak_level": -1}}}]
+        [
+            record.RunRecord(
+                {
+                    **doc,
+                    "details": {**doc["details"], "sweep": {**fresh, "peak_level": -1}},
+                }
+            )
+        ]
     )
     assert row["sweep"]["peak_level"] == -1  # the stored one
     (row,) = serving.sweeps(
-        [{**doc, "details": {**doc["details"], "sweep": {**old, "peak_level": -1}}}]
+        [
+            record.RunRecord(
+                {
+                    **doc,
+                    "details": {**doc["details"], "sweep": {**old, "peak_level": -1}},
+                }
+            )
+        ]
     )
     assert row["sweep"] == fresh  # recomputed from the samples
 

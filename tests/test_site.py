@@ -749,7 +749,9 @@ def test_a_page_with_a_section_per_host_shows_the_most_recent_hosts_and_says_so(
     hosts = [f"h{i:03d}" for i in range(n + 5)]
     # h000..h004 measured longest ago, the others later
     runs = [
-        {"created": f"2026-11-{1 + min(i, 5):02d}T00:00:00Z", "host": {"id": h}}
+        RunRecord(
+            {"created": f"2026-11-{1 + min(i, 5):02d}T00:00:00Z", "host": {"id": h}}
+        )
         for i, h in enumerate(hosts)
     ]
     shown, note = per_host.page_hosts(hosts, runs)

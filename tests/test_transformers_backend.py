@@ -15,6 +15,7 @@ import sys
 import pytest
 
 from core.errors import ConfigError
+from core.records.run import RunRecord
 from runtime.backends.transformers import backend as tf_backend
 from runtime.execution import runner
 from tests.conftest import ROOT
@@ -109,7 +110,7 @@ def test_llama_cpp_serves_in_process(data_env):
         and s["ttft_ms"]["n"] == 2
         and all(r["output_tokens"] == 8 for r in samples["warm"])
     )
-    (row,) = serving.cold_warm([doc])
+    (row,) = serving.cold_warm([RunRecord(doc)])
     assert row["endpoint"] == "in-process (llama_cpp)" and row["fresh_server"]
 
 

@@ -23,6 +23,7 @@ from core import artifacts, stats
 from core import noise as core_noise
 from core.records import run as record
 from core.records.noise import new_noise
+from core.records.run import RunRecord
 from pipelines import compare as cmp
 from pipelines import facts, history, host_boards, noise
 from pipelines.ranking import rank_sides
@@ -787,7 +788,9 @@ def test_roofline_names_the_real_gap_of_a_server_run_on_a_gpu_host():
         settings={"n_gpu_layers": -1},
     )
     del doc["settings"]["effective"]["n_gpu_layers"]
-    r = R.roofline_rows([doc], [host_doc({1: [19.0, 19.4]}, host=gpu_host)])[0]
+    r = R.roofline_rows([RunRecord(doc)], [host_doc({1: [19.0, 19.4]}, host=gpu_host)])[
+        0
+    ]
     assert (
         r["bound"] is None
         and "n_gpu_layers" in r["note"]

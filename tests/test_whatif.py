@@ -11,7 +11,7 @@ from tests.support.planning_fixtures import (
     STAGES_A,
     chat_requests,
     rate_test,
-    run_doc,
+    run_record,
 )
 
 
@@ -30,7 +30,7 @@ def test_amdahl():
 
 
 def test_stage_profiles():
-    chat = run_doc(
+    chat = run_record(
         test=CHAT_SHORT,
         metrics={"e2e_ms": [700.0, 700.0], "load_time_s": [2.0]},
         samples={"requests": chat_requests([STAGES_A, {**STAGES_A, "decode": 700.0}])},
@@ -41,7 +41,7 @@ def test_stage_profiles():
         and prof["prefill"] == 60.0
         and prof["load"] == pytest.approx(2000.0)
     )
-    tg = run_doc(
+    tg = run_record(
         test=rate_test(n_prompt=64, n_gen=16),
         metrics={"tokens_per_second": [1.0, 1.0]},
         details={
@@ -52,7 +52,7 @@ def test_stage_profiles():
         },
     )
     assert W.stage_profile(tg) == {"prefill": 105.0, "decode": 305.0}
-    old = run_doc(
+    old = run_record(
         test=CHAT_SHORT,
         metrics={"e2e_ms": [700.0, 700.0]},
         samples={
@@ -66,7 +66,7 @@ def test_stage_profiles():
 
 
 def test_mix_with_cold_starts():
-    chat = run_doc(
+    chat = run_record(
         test=CHAT_SHORT,
         metrics={"e2e_ms": [700.0, 700.0], "load_time_s": [2.0]},
         samples={"requests": chat_requests([STAGES_A])},
@@ -155,13 +155,13 @@ def test_entries_read_the_fact_layer_whatever_matrix_measured_them():
     another matrix has its stage timings and its measured load time (the group's figure of load_time_s)."""
     from pipelines import facts
 
-    chat = run_doc(
+    chat = run_record(
         test=CHAT_SHORT,
         matrix="projections",
         metrics={"e2e_ms": [700.0, 700.0], "load_time_s": [2.0]},
         samples={"requests": chat_requests([STAGES_A])},
     )
-    again = run_doc(
+    again = run_record(
         test=CHAT_SHORT,
         matrix="projections",
         metrics={"e2e_ms": [700.0, 700.0], "load_time_s": [3.0]},

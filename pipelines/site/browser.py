@@ -22,7 +22,7 @@ from core.records import record_class
 from core.records.base import ArtifactRecord
 from core.records.perplexity import PerplexityRecord, PplResults, as_perplexity
 from core.records.quality import QualityRecord, as_quality
-from core.records.run import RunRecord, as_record
+from core.records.run import RunRecord
 from pipelines.site.markdown import data_url
 
 ROOT = "@@ALMANAC_ROOT@@/"  # replaced per page by the build hook with the relative path to the site root
@@ -55,7 +55,7 @@ def _headline(r: RunRecord) -> tuple[float | None, str, str]:
 
 
 def run_row(d: RunRecord) -> dict[str, Any]:
-    r = as_record(d)
+    r = d
     value, unit, label = _headline(r)
     return {
         "id": r.id,

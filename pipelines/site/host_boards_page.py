@@ -14,7 +14,6 @@ from core.metrics import METRICS
 from core.records.run import RunRecord
 from core.summary import Summary
 from pipelines import host_boards, ranking
-from pipelines.runs import records
 from pipelines.site import charts, figures
 from pipelines.site.markdown import (
     SYNTHETIC_BADGE,
@@ -66,7 +65,7 @@ def host_boards_page(docs: list[RunRecord], boards: list[Any] | None = None) -> 
         (b.test, b.host_id, b.backend) for b in boards
     )
     out: list[str] = []
-    json_of = {d.id: run_json(d) for d in records(docs)}
+    json_of = {d.id: run_json(d) for d in list(docs)}
     # a host of many boards reads as a list of answers: each board's best row in view, the rest folded
     many = len(boards) > BOARDS_OPEN
     for b in boards:

@@ -14,7 +14,7 @@ from core.records.host import GPU_MEMORY, HOST_MEMORY, HostRecord, as_host
 from core.records.run import RunRecord
 from pipelines import hostnames
 from pipelines import roofline as roof
-from pipelines.runs import latest_per_key, records
+from pipelines.runs import latest_per_key
 from pipelines.site.markdown import (
     PROJECTED_BADGE,
     SYNTHETIC_BADGE,
@@ -42,7 +42,7 @@ def host_table(run_docs: list[RunRecord], host_docs: list[HostRecord]) -> str:
     builds: dict[str, dict[str, Any]] = {}
     ok: Counter[str] = Counter()
     failed: Counter[str] = Counter()
-    run_docs = records(run_docs)
+    run_docs = list(run_docs)
     host_docs = [as_host(h) for h in host_docs]
     for r in sorted(run_docs, key=lambda r: r.created):
         hosts[r.host_id] = r.host
@@ -300,7 +300,7 @@ def roofline_by_host(run_docs: list[RunRecord], host_docs: list[HostRecord]) -> 
             "A decode rate gets a bound once its host has a bandwidth probe.",
         )
     out = []
-    labels = hostnames.labels(records(run_docs) + [as_host(h) for h in host_docs])
+    labels = hostnames.labels(list(run_docs) + [as_host(h) for h in host_docs])
     for hid in sorted({r["host_id"] for r in rows_data}):
         rows = []
         for r in sorted(

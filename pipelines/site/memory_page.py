@@ -9,7 +9,7 @@ from core.errors import UserError
 from core.records.host import HostRecord, as_host
 from core.records.run import RunRecord
 from pipelines import memory as mem
-from pipelines.runs import latest_per_key, records
+from pipelines.runs import latest_per_key
 from pipelines.site.markdown import (
     cell,
     fold,
@@ -49,7 +49,7 @@ def _endpoint_models_in(runs: list[RunRecord]) -> list[tuple[str, str]]:
 
 def endpoint_models_note(runs: list[RunRecord]) -> str:
     """The memory planner's line on endpoint models: no local file, not planned ("" when there are none)."""
-    eps = _endpoint_models_in(records(runs))
+    eps = _endpoint_models_in(list(runs))
     if not eps:
         return ""
     rows = [
@@ -72,7 +72,7 @@ def endpoint_models_note(runs: list[RunRecord]) -> str:
 def _host_memory(
     runs: list[RunRecord], hosts: list[HostRecord]
 ) -> tuple[str | None, int | None]:
-    runs, hosts = records(runs), [as_host(h) for h in hosts]
+    runs, hosts = list(runs), [as_host(h) for h in hosts]
     docs = [(h.created, h.host) for h in hosts] + [(d.created, d.host) for d in runs]
     if not docs:
         return None, None
@@ -83,7 +83,7 @@ def _host_memory(
 def _baseline_rss(runs: list[RunRecord], host_id: str | None) -> int | None:
     vals = [
         d.resources.baseline_rss_bytes
-        for d in records(runs)
+        for d in list(runs)
         if d.host_id == host_id and d.resources.baseline_rss_bytes
     ]
     return int(sorted(vals)[len(vals) // 2]) if vals else None

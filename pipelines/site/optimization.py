@@ -16,7 +16,7 @@ from core import degeneration
 from core.metrics import METRICS
 from core.records.perplexity import PerplexityRecord
 from core.records.quality import QualityRecord
-from core.records.run import RunRecord, as_record
+from core.records.run import RunRecord
 from pipelines import optimization as opt
 from pipelines.site import charts, figures
 from pipelines.site.markdown import (
@@ -721,7 +721,7 @@ def optimization_page(
     )
 
     # whole configurations traded off are no sweep against a baseline: the Quality page's "Quality vs speed"
-    docs = [d for d in docs if as_record(d).matrix_name != tradeoffs.MATRIX]
+    docs = [d for d in docs if d.matrix_name != tradeoffs.MATRIX]
     all_sweeps = opt.sweeps(docs)
     if not all_sweeps:
         return admonition(

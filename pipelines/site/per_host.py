@@ -117,10 +117,9 @@ def page_hosts(hosts: list[str], runs: list[Any]) -> tuple[list[str], str]:
     out ("" when none): past PAGE_HOSTS, the most recently measured (a page stays under 1 MB)."""
     if len(hosts) <= PAGE_HOSTS:
         return hosts, ""
-    from core.records.run import as_record
 
     newest: dict[str, str] = {}
-    for r in map(as_record, runs):
+    for r in runs:
         if r.created > newest.get(r.host_id, ""):
             newest[r.host_id] = r.created
     keep = set(

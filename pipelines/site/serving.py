@@ -14,7 +14,7 @@ import pandas as pd
 
 from core import stats
 from core.metrics import METRICS
-from core.records.run import RunRecord, as_record
+from core.records.run import RunRecord
 from core.summary import Summary
 from pipelines import backends as backend_cmp
 from pipelines import serving, traffic
@@ -1030,9 +1030,7 @@ def comparisons_page(docs: list[RunRecord]) -> str:
     for h, g in zip(headings, groups):
         alike.setdefault(h, []).append(g[0]["candidate_id"])
     by_id = (
-        {as_record(d).id: as_record(d) for d in docs}
-        if any(len(ids) > 1 for ids in alike.values())
-        else {}
+        {d.id: d for d in docs} if any(len(ids) > 1 for ids in alike.values()) else {}
     )
     apart: dict[str, list] = {}
     for ids in alike.values():

@@ -13,7 +13,6 @@ import altair as alt
 import pandas as pd
 
 from core.records.quality import QualityRecord
-from core.records.run import as_record
 from pipelines import adapters as ad
 from pipelines import optimization as opt
 from pipelines import speculation as spec
@@ -318,7 +317,7 @@ def _mismatch_runs(docs: list[Any]) -> list[Any]:
 
     return [
         r
-        for r in (as_record(d) for d in latest_per_key(docs))
+        for r in (d for d in latest_per_key(docs))
         if not r.ok and r.lora_requested and r.error_kind == "incompatible"
     ]
 

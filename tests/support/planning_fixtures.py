@@ -250,7 +250,7 @@ STAGES_A = {
 }
 
 
-def embedded_dataset(repeated: bool = False) -> dict[str, list[dict[str, Any]]]:
+def embedded_dataset(repeated: bool = False) -> dict[str, list[Any]]:
     """The embedded model's roles measured on the fixture host: baselines, verification runs,
     a host probe. Numbers chosen for the tests; see each test for the arithmetic.
 
@@ -332,16 +332,21 @@ def embedded_dataset(repeated: bool = False) -> dict[str, list[dict[str, Any]]]:
             )
         )
     hosts = [host_doc({1: [19.0, 19.4, 19.2], 2: [24.0, 25.0, 24.5]})]
-    return {"runs": runs, "hosts": hosts}
+    return {"runs": [record.RunRecord(d) for d in runs], "hosts": hosts}
 
 
-def write_dataset(data_dir: Path, dataset: dict[str, list[dict[str, Any]]]) -> None:
+def write_dataset(data_dir: Path, dataset: dict[str, list[Any]]) -> None:
     from pipelines.projections import record_path
     from runtime.hosts import probe as hostprobe
 
     for d in dataset.get("runs", []):
-        record.write(d, data_dir / "runs")
+        record.write(getattr(d, "doc", d), data_dir / "runs")
     for d in dataset.get("hosts", []):
         artifacts.write(hostprobe.artifact_path(d, data_dir / "hosts"), d)
     for d in dataset.get("projections", []):
         artifacts.write(record_path(d, data_dir / "projections"), d)
+
+
+def run_record(**kw: Any) -> record.RunRecord:
+    """:func:`run_doc` as the record the pipelines take (core.records.run.RunRecord)."""
+    return record.RunRecord(run_doc(**kw))

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from core import artifacts, stats
+from core.records.run import RunRecord
 
 ROOT = Path(__file__).resolve().parents[2]
 GOLDEN_RUN = next((ROOT / "tests" / "fixtures" / "data" / "runs").rglob("tg16--*.json"))
@@ -54,7 +55,8 @@ def speed_doc(
     peak_rss: int = 800_000_000,
     size_bytes: int = 250_000_000,
     stamp: str = "20260101T000000Z",
-) -> dict[str, Any]:
+) -> RunRecord:
+    """A rate run of ``model`` whose headline averages ``mean``, as the record the pipelines take."""
     d = copy.deepcopy(
         artifacts.load(GOLDEN_RUN)
     )  # in the current run schema (older files migrate on load)
@@ -78,7 +80,7 @@ def speed_doc(
         "peak_rss_bytes": stats.summarize([peak_rss]),
     }
     d["resources"] = {**d["resources"], "peak_rss_bytes": peak_rss}
-    return d
+    return RunRecord(d)
 
 
 def quality_doc(
@@ -199,7 +201,7 @@ def quality_doc(
 
 
 def write_all(
-    data_dir: Path, runs: list[dict[str, Any]], quality: list[dict[str, Any]]
+    data_dir: Path, runs: list[RunRecord], quality: list[dict[str, Any]]
 ) -> None:
     for d in runs:
         artifacts.write(
@@ -208,7 +210,7 @@ def write_all(
             / d["host"]["id"]
             / d["model"]["name"]
             / f"{d['test']['name']}--{d['key'][:16]}-{d['id'].split('-', 1)[1]}.json",
-            d,
+            getattr(d, "doc", d),
         )
     for d in quality:
         artifacts.write(
