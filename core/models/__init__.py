@@ -34,6 +34,8 @@ MODELS: dict[str, str] = {
     "host": "core.models.host:Host",
     "noise": "core.models.noise:Noise",
     "run": "core.models.run:Run",
+    "quality": "core.models.quality:Quality",
+    "perplexity": "core.models.perplexity:Perplexity",
 }
 
 

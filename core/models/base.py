@@ -38,12 +38,20 @@ def _date_time(v: str) -> str:
     return v
 
 
-def bounded(v: Any, *, gt: float | None = None, ge: float | None = None) -> int | float:
+def bounded(
+    v: Any,
+    *,
+    gt: float | None = None,
+    ge: float | None = None,
+    le: float | None = None,
+) -> int | float:
     v = _number(v)
     if gt is not None and not v > gt:
         raise ValueError(f"Input should be greater than {gt}")
     if ge is not None and not v >= ge:
         raise ValueError(f"Input should be greater than or equal to {ge}")
+    if le is not None and not v <= le:
+        raise ValueError(f"Input should be less than or equal to {le}")
     return v
 
 
@@ -61,6 +69,13 @@ NonNegativeNumber = Annotated[
     PlainValidator(partial(bounded, ge=0)),
     AS_WRITTEN,
     WithJsonSchema({"type": "number", "minimum": 0}),
+]
+#: a JSON number from 0 to 1 (a rate, a share, a score)
+Fraction = Annotated[
+    int | float,
+    PlainValidator(partial(bounded, ge=0, le=1)),
+    AS_WRITTEN,
+    WithJsonSchema({"type": "number", "minimum": 0, "maximum": 1}),
 ]
 #: a count (an integer at least 0) and a positive integer
 Count = Annotated[int, Field(ge=0)]
@@ -119,6 +134,13 @@ class Open(_ReadsLikeItsDocument):
     """An object with its declared fields and any others, kept as written."""
 
     model_config = ConfigDict(extra="allow", strict=True, frozen=True)
+
+
+class Failure(Open):
+    """Why a measurement failed: its kind and the message (a type may narrow the kinds)."""
+
+    kind: str
+    message: str
 
 
 class ArtifactModel(Closed):
