@@ -1,6 +1,7 @@
 """Artifact types declared once, as models (issue 28, Build item 1): core.models.
 
-For each converted type (``decision``, ``projection``, ``host``, ``noise``, ``run``): the committed
+For each converted type (``decision``, ``projection``, ``host``, ``noise``, ``run``, ``quality``,
+``perplexity``): the committed
 schema file is what the model generates; it accepts every committed artifact and rejects what the
 hand-written schema it replaced rejected (kept in tests/fixtures/handwritten_schemas/); the writer
 builds the same bytes as the old dict-building writer did (its code is kept below as the
@@ -29,21 +30,28 @@ from core.records.projection import ProjectionRecord, new_projection
 from tests.conftest import FIXTURES
 from tests.support.committed import committed_paths
 
-CONVERTED = ("decision", "projection", "host", "noise", "run")
+CONVERTED = ("decision", "projection", "host", "noise", "run", "quality", "perplexity")
 FOLDERS = {
     "decision": "decisions",
     "projection": "projections",
     "host": "hosts",
     "noise": "hosts",
     "run": "runs",
+    "quality": "quality",
+    "perplexity": "perplexity",
 }
+#: types whose fixture folders (tests/fixtures/**/<folder>/) are checked beside data/
+WITH_FIXTURES = ("quality", "perplexity")
 HANDWRITTEN = FIXTURES / "handwritten_schemas"
 
 
 def _committed(artifact: str) -> list[Path]:
+    candidates = committed_paths(FOLDERS[artifact])
+    if artifact in WITH_FIXTURES:
+        candidates += sorted(FIXTURES.glob(f"**/{FOLDERS[artifact]}/**/*.json"))
     paths = [
         p
-        for p in committed_paths(FOLDERS[artifact])
+        for p in candidates
         if p.suffix == ".json" and json.loads(p.read_text()).get("artifact") == artifact
     ]
     assert paths, f"no committed {artifact} artifact to test on"
@@ -209,6 +217,99 @@ INVALID = {
         ("log_tail", None, "a null log tail"),
         ("surprise", 1, "an undeclared top-level field"),
     ],
+    "quality": [
+        ("id", "-bad id", "an id off the pattern"),
+        ("key", "abc", "a key not of 64 hex digits"),
+        ("status", "maybe", "a status outside the enum"),
+        (
+            "error",
+            {"kind": "refused", "message": "x"},
+            "an error kind outside the enum",
+        ),
+        ("error", {"kind": "crash"}, "an error without its message"),
+        ("matrix.file", _DELETE, "a matrix without its file"),
+        ("backend", "", "an empty backend"),
+        ("suite.version", 0, "suite version 0"),
+        ("suite.content_sha256", "abc", "a digest not of 64 hex digits"),
+        ("suite.n_items_in_suite", 0, "a suite of no items"),
+        ("suite.sample.seed", "1", "a seed as a string"),
+        ("suite.sample.ids", _DELETE, "a sample without its ids"),
+        ("suite.prompt_styles", ["speech"], "a prompt style outside the enum"),
+        ("generation.max_tokens", 0, "no tokens to generate"),
+        ("generation.temperature", -0.5, "a negative temperature"),
+        ("settings.requested.n_threads", "4", "a thread count as a string"),
+        ("settings.surprise", {}, "an undeclared settings part"),
+        ("model.sha256", None, "a model without its sha256"),
+        ("model.size_bytes", -1, "a negative size"),
+        ("model.gguf.block_count", 5000, "an implausible layer count"),
+        ("host.numa_nodes", 0, "no NUMA node"),
+        ("host.cpu.flags", "avx2", "a string for the flag list"),
+        ("build.scorers", {"exact": "1"}, "a scorer version as a string"),
+        ("build.method_version", _DELETE, "a build without its method version"),
+        ("items.0.id", "", "an empty item id"),
+        ("items.0.score", 1.5, "a score above 1"),
+        ("items.0.scorer_version", 0, "scorer version 0"),
+        ("items.0.passed", "yes", "a string for a bool"),
+        (
+            "items.0.degeneration.flags",
+            ["loop"],
+            "a degeneration flag outside the enum",
+        ),
+        ("items.0.timing.output_tokens", 1.5, "a fractional token count"),
+        ("items.0.prompt_style", "speech", "an item's prompt style outside the enum"),
+        ("items.0.output", _DELETE, "an item without its output"),
+        ("summary.n", -1, "a negative count"),
+        ("summary.pass_rate", 1.5, "a pass rate above 1"),
+        ("summary.generation_errors", _DELETE, "a summary without its error count"),
+        (
+            "summary.by_tag.x",
+            {
+                "n": 1,
+                "passed": 0,
+                "pass_rate": 0,
+                "ci95_low": 0,
+                "ci95_high": 0,
+                "y": 1,
+            },
+            "an undeclared field in a tag's rate",
+        ),
+        ("sandbox", {"isolation": "namespaces"}, "a string for the isolation layers"),
+        ("resources.exit_code", _DELETE, "resources without the exit code"),
+        ("resources.wall_s", "1", "a wall time as a string"),
+        ("prompt_style", "speech", "a prompt style outside the enum"),
+        ("log_tail", None, "a null log tail"),
+        ("surprise", 1, "an undeclared top-level field"),
+    ],
+    "perplexity": [
+        ("id", "run-20261126T062744Z", "an id off the pattern"),
+        ("key", "abc", "a key not of 64 hex digits"),
+        ("status", "maybe", "a status outside the enum"),
+        ("error", {"kind": "crash"}, "an error without its message"),
+        ("model.sha256", "abc", "a digest not of 64 hex digits"),
+        ("model.size_bytes", -1, "a negative size"),
+        ("model.quantization", _DELETE, "a model without its quantization"),
+        ("model.name", "", "an empty model name"),
+        ("reference", {"name": "x"}, "a reference without its sha256"),
+        ("text.licence", "", "an empty licence"),
+        ("text.source", _DELETE, "a text without its source"),
+        ("method.n_ctx", 4, "a context below 8"),
+        ("method.n_chunk", _DELETE, "a method without its chunk count"),
+        ("method.rope_scaling", "ntk", "a RoPE scaling outside the enum"),
+        ("method.rope_factor", 1, "a RoPE factor below 2"),
+        ("host.id", "Bad Host", "a host id off the pattern"),
+        ("host.cpu.flags", "avx2", "a string for the flag list"),
+        ("host.memory_bytes", -1, "a negative memory size"),
+        ("results.n_scored_tokens", -1, "a negative token count"),
+        ("results.ppl", "12", "a perplexity as a string"),
+        ("results.nll_se", _DELETE, "results without the NLL's standard error"),
+        ("chunks.0.ppl", _DELETE, "a chunk without its perplexity"),
+        ("chunks", {}, "an object for the chunk list"),
+        ("settings", [], "a list for the settings"),
+        ("build", "llama.cpp", "a string for the build"),
+        ("resources", None, "null resources"),
+        ("log_tail", 5, "a number for the log tail"),
+        ("surprise", 1, "an undeclared top-level field"),
+    ],
 }
 
 
@@ -233,6 +334,8 @@ def test_what_the_handwritten_schema_rejected_is_still_rejected(
                 "host": "bandwidth",
                 "noise": "runs",
                 "run": "summary",
+                "quality": "items",
+                "perplexity": "results",
             }[artifact]
         )
     )
