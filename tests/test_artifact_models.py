@@ -853,3 +853,241 @@ def test_the_oldest_committed_artifact_of_every_type_still_loads():
             model = model_for(name)
             if model is not None:
                 model.check(doc, str(path))
+
+
+def _old_new_quality(
+    *,
+    key,
+    created,
+    status,
+    error,
+    matrix,
+    backend,
+    prompt_style,
+    suite,
+    generation,
+    requested,
+    swept,
+    effective,
+    model,
+    host,
+    build,
+    items,
+    sandbox,
+    resources,
+    log_tail,
+):
+    from core.records.quality import summarize_items
+    from core.records.run import run_id
+
+    return {
+        "artifact": "quality",
+        "schema_version": 1,
+        "id": run_id(key, created),
+        "key": key,
+        "created": created.astimezone(UTC).isoformat(timespec="seconds"),
+        "status": status,
+        "error": error,
+        "matrix": dict(matrix),
+        "backend": backend,
+        "prompt_style": prompt_style,
+        "suite": dict(suite),
+        "generation": dict(generation),
+        "settings": {
+            "requested": dict(requested),
+            "swept": dict(swept),
+            "effective": dict(effective),
+        },
+        "model": dict(model),
+        "host": host,
+        "build": dict(build),
+        "items": items,
+        "summary": summarize_items(items),
+        "sandbox": sandbox,
+        "resources": dict(resources),
+        "log_tail": log_tail,
+    }
+
+
+def _quality_args(doc: dict[str, Any]) -> dict[str, Any]:
+    return copy.deepcopy(
+        {
+            "key": doc["key"],
+            "created": datetime.fromisoformat(doc["created"]),
+            "status": doc["status"],
+            "error": doc["error"],
+            "matrix": doc["matrix"],
+            "backend": doc["backend"],
+            "prompt_style": doc.get("prompt_style", "chat"),
+            "suite": doc["suite"],
+            "generation": doc["generation"],
+            "requested": doc["settings"]["requested"],
+            "swept": doc["settings"]["swept"],
+            "effective": doc["settings"]["effective"],
+            "model": doc["model"],
+            "host": doc["host"],
+            "build": doc["build"],
+            "items": doc["items"],
+            "sandbox": doc["sandbox"],
+            "resources": doc["resources"],
+            "log_tail": doc["log_tail"],
+        }
+    )
+
+
+def test_the_quality_writer_writes_the_same_bytes_as_before():
+    from core.records.quality import new_quality
+
+    paths = _committed("quality")
+    for path in paths:
+        args = _quality_args(json.loads(path.read_text()))
+        assert artifacts.dumps(new_quality(**copy.deepcopy(args))) == artifacts.dumps(
+            _old_new_quality(**args)
+        ), path
+    # as the suite runner calls it: tuples for lists, an integer wall time, a failed run
+    args = _quality_args(json.loads(paths[0].read_text()))
+    args["suite"]["includes"] = tuple(args["suite"]["includes"])
+    args["host"]["cpu"]["flags"] = tuple(args["host"]["cpu"]["flags"])
+    args["resources"]["wall_s"] = 3
+    args["status"] = "failed"
+    args["error"] = {"kind": "crash", "message": "x", "signal": None, "exit_code": 1}
+    old = json.loads(json.dumps(_old_new_quality(**copy.deepcopy(args))))
+    assert artifacts.dumps(new_quality(**args)) == artifacts.dumps(old)
+
+
+def _old_new_perplexity(
+    *,
+    key,
+    created,
+    status,
+    error,
+    model,
+    reference,
+    text,
+    method,
+    settings,
+    host,
+    build,
+    results,
+    chunks,
+    resources,
+    log_tail,
+):
+    from core.records.run import run_id
+
+    return {
+        "artifact": "perplexity",
+        "schema_version": 1,
+        "id": run_id(key, created),
+        "key": key,
+        "created": created.astimezone(UTC).isoformat(timespec="seconds"),
+        "status": status,
+        "error": error,
+        "model": dict(model),
+        "reference": dict(reference) if reference else None,
+        "text": dict(text),
+        "method": dict(method),
+        "settings": dict(settings),
+        "host": host,
+        "build": dict(build),
+        "results": results,
+        "chunks": list(chunks),
+        "resources": dict(resources),
+        "log_tail": log_tail,
+    }
+
+
+def _perplexity_args(doc: dict[str, Any]) -> dict[str, Any]:
+    names = ("key", "status", "error", "model", "reference", "text", "method")
+    names += ("settings", "host", "build", "results", "chunks", "resources", "log_tail")
+    return copy.deepcopy(
+        {
+            **{k: doc[k] for k in names},
+            "created": datetime.fromisoformat(doc["created"]),
+        }
+    )
+
+
+def test_the_perplexity_writer_writes_the_same_bytes_as_before():
+    from core.records.perplexity import new_perplexity
+
+    paths = _committed("perplexity")
+    for path in paths:
+        args = _perplexity_args(json.loads(path.read_text()))
+        assert artifacts.dumps(
+            new_perplexity(**copy.deepcopy(args))
+        ) == artifacts.dumps(_old_new_perplexity(**args)), path
+    # a failed measurement: no figures, no reference, an integer wall time
+    args = _perplexity_args(json.loads(paths[0].read_text()))
+    args.update(status="failed", results=None, reference=None, chunks=[])
+    args["error"] = {"kind": "timeout", "message": "child exited"}
+    args["resources"]["wall_s"] = 7
+    assert artifacts.dumps(new_perplexity(**copy.deepcopy(args))) == artifacts.dumps(
+        _old_new_perplexity(**args)
+    )
+
+
+def test_the_quality_and_perplexity_writers_refuse_in_one_line():
+    from core.records.perplexity import new_perplexity
+    from core.records.quality import new_quality
+
+    args = _quality_args(json.loads(_committed("quality")[0].read_text()))
+    args["generation"]["temperature"] = -1
+    with pytest.raises(ArtifactError) as err:
+        new_quality(**args)
+    line = str(err.value)
+    assert "\n" not in line and err.value.field == "generation.temperature", line
+    assert line.endswith(
+        ": generation.temperature: Input should be greater than or equal to 0"
+    )
+    pargs = _perplexity_args(json.loads(_committed("perplexity")[0].read_text()))
+    pargs["method"]["n_ctx"] = 4
+    with pytest.raises(ArtifactError) as err:
+        new_perplexity(**pargs)
+    assert "\n" not in str(err.value) and err.value.field == "method.n_ctx"
+
+
+def test_the_quality_and_perplexity_records_read_the_models_fields():
+    from core.models.perplexity import Perplexity
+    from core.models.quality import Quality
+    from core.records.perplexity import PerplexityRecord
+    from core.records.quality import QualityRecord
+
+    for path in _committed("quality"):
+        doc = json.loads(path.read_text())
+        q = QualityRecord(doc, path=str(path))
+        assert isinstance(q.envelope, Quality) and q.envelope.id == doc["id"]
+        assert q.suite.name == doc["suite"]["name"]
+        assert q.suite.sample.get("ids") == doc["suite"]["sample"]["ids"]
+        assert [(i.id, i.passed, i.degenerate) for i in q.items] == [
+            (i["id"], i["passed"], i["degeneration"]["degenerate"])
+            for i in doc["items"]
+        ]
+        assert q.summary.rate.to_dict() == {
+            k: doc["summary"][k]
+            for k in ("n", "passed", "pass_rate", "ci95_low", "ci95_high")
+        }
+        assert {t: r.to_dict() for t, r in q.summary.by_tag.items()} == doc["summary"][
+            "by_tag"
+        ]
+        assert q.summary.chance == doc["summary"].get("chance")
+        for item, raw in zip(q.items, doc["items"], strict=True):
+            assert item.timing.get("e2e_ms") == raw["timing"].get("e2e_ms")
+    for path in _committed("perplexity"):
+        doc = json.loads(path.read_text())
+        p = PerplexityRecord(doc, path=str(path))
+        assert isinstance(p.envelope, Perplexity)
+        assert (p.model.name, p.model.sha256, p.text.name) == (
+            doc["model"]["name"],
+            doc["model"]["sha256"],
+            doc["text"]["name"],
+        )
+        assert (p.reference.name if p.reference else None) == (
+            (doc["reference"] or {}).get("name")
+        )
+        assert p.results is not None
+        assert p.results.ppl == doc["results"]["ppl"]
+        assert p.results.kld_mean == doc["results"].get("kld_mean")
+    with pytest.raises(ArtifactError) as err:
+        _ = QualityRecord({**doc, "artifact": "quality"}, path="data/q/x.json").envelope
+    assert str(err.value).startswith("data/q/x.json: ")

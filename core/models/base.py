@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from datetime import datetime
 from functools import partial
-from typing import Annotated, Any, ClassVar, Self
+from typing import Annotated, Any, ClassVar, Self, cast
 
 from pydantic import (
     AfterValidator,
@@ -122,6 +122,18 @@ class _ReadsLikeItsDocument(BaseModel):
         if value is _MISSING:
             raise KeyError(key)
         return value
+
+    @classmethod
+    def read(cls, d: Any) -> Self:
+        """A stored part read through the model; a part read without validation (a partial document
+        a test builds: missing or mistyped fields) reads what it has, the rest as None, and its own
+        parts as stored."""
+        d = d if isinstance(d, Mapping) else {}
+        try:
+            return cls.model_validate(d)
+        except ValueError:
+            known = {name: d.get(name) for name in cls.model_fields}
+            return cast(Self, cls.model_construct(**known))
 
 
 class Closed(_ReadsLikeItsDocument):

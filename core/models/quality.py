@@ -143,7 +143,7 @@ class QualityItem(Open):
 
     @property
     def degenerate(self) -> bool:
-        return self.degeneration.degenerate
+        return bool(self.degeneration.get("degenerate"))
 
 
 class PassRate(Closed):
@@ -191,7 +191,7 @@ class QualitySummary(PassRate):
     @property
     def rate(self) -> PassRate:
         """The overall pass rate alone."""
-        return PassRate.model_validate({k: self[k] for k in PassRate.model_fields})
+        return PassRate.read({k: self.get(k) for k in PassRate.model_fields})
 
 
 class Sandbox(Open):

@@ -475,15 +475,8 @@ class Resources(Open):
 
     @classmethod
     def from_dict(cls, d: Any) -> Resources:
-        """A stored ``resources`` block as the model; a document read without validation (missing or
-        mistyped fields) reads what it has, the rest as None."""
-        d = d if isinstance(d, dict) else {}
-        try:
-            return cls.model_validate(d)
-        except ValueError:
-            return cls.model_construct(
-                **{name: d.get(name) for name in cls.model_fields}
-            )
+        """A stored ``resources`` block as the model (:meth:`read`)."""
+        return cls.read(d)
 
     @property
     def disturbed(self) -> bool:

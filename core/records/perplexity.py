@@ -83,20 +83,21 @@ class PerplexityRecord(ArtifactRecord):
         """The document read through its model; a rejection is one ArtifactError naming the file,
         the field path and what is wrong."""
         return self._cached(
-            "envelope", lambda: Perplexity.check(self.doc, self.path or self.id)
+            "envelope", lambda: Perplexity.check(self.stored, self.path or self.id)
         )
 
     @property
     def model(self) -> PplModel:
-        return self.envelope.model
+        return self._cached("model", lambda: PplModel.read(self.doc["model"]))
 
     @property
     def reference(self) -> PplModel | None:
-        return self.envelope.reference
+        d = self.doc.get("reference")
+        return self._cached("reference", lambda: PplModel.read(d) if d else None)
 
     @property
     def text(self) -> PplText:
-        return self.envelope.text
+        return self._cached("text", lambda: PplText.read(self.doc["text"]))
 
     @property
     def method(self) -> dict[str, Any]:
@@ -129,7 +130,10 @@ class PerplexityRecord(ArtifactRecord):
 
     @property
     def results(self) -> PplResults | None:
-        return self.envelope.results
+        d = self.doc.get("results")
+        return self._cached(
+            "results", lambda: None if d is None else PplResults.read(d)
+        )
 
     @property
     def chunks(self) -> list[dict[str, Any]]:

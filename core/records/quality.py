@@ -160,7 +160,7 @@ class QualityRecord(ArtifactRecord):
         """The document read through its model; a rejection is one ArtifactError naming the file,
         the field path and what is wrong."""
         return self._cached(
-            "envelope", lambda: Quality.check(self.doc, self.path or self.id)
+            "envelope", lambda: Quality.check(self.stored, self.path or self.id)
         )
 
     @property
@@ -174,7 +174,7 @@ class QualityRecord(ArtifactRecord):
 
     @property
     def suite(self) -> Suite:
-        return self.envelope.suite
+        return self._cached("suite", lambda: Suite.read(self.doc["suite"]))
 
     @property
     def suite_name(self) -> str:
@@ -224,7 +224,10 @@ class QualityRecord(ArtifactRecord):
 
     @property
     def items(self) -> list[QualityItem]:
-        return list(self.envelope.items)
+        return self._cached(
+            "items",
+            lambda: [QualityItem.read(it) for it in self.doc.get("items") or []],
+        )
 
     @property
     def passed(self) -> int:
@@ -238,7 +241,9 @@ class QualityRecord(ArtifactRecord):
 
     @property
     def summary(self) -> QualitySummary:
-        return self.envelope.summary
+        return self._cached(
+            "summary", lambda: QualitySummary.read(self.doc.get("summary"))
+        )
 
     @property
     def sandbox(self) -> dict[str, Any] | None:
