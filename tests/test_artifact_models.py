@@ -1002,8 +1002,10 @@ def _old_new_perplexity(
 
 
 def _perplexity_args(doc: dict[str, Any]) -> dict[str, Any]:
-    names = ("key", "status", "error", "model", "reference", "text", "method")
-    names += ("settings", "host", "build", "results", "chunks", "resources", "log_tail")
+    names = (
+        *("key", "status", "error", "model", "reference", "text", "method"),
+        *("settings", "host", "build", "results", "chunks", "resources", "log_tail"),
+    )
     return copy.deepcopy(
         {
             **{k: doc[k] for k in names},
