@@ -155,12 +155,6 @@ class PassRate(Closed):
     ci95_low: Fraction | None
     ci95_high: Fraction | None
 
-    @classmethod
-    def of(cls, passed: int, n: int) -> PassRate:
-        from core.records.quality import pass_rate
-
-        return cls.model_validate(pass_rate(passed, n))
-
     def to_dict(self) -> dict[str, Any]:
         return self.model_dump(mode="json")
 

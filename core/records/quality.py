@@ -237,7 +237,7 @@ class QualityRecord(ArtifactRecord):
     @property
     def rate(self) -> PassRate:
         """The pass rate over the scored items, with its Wilson CI95 computed again here."""
-        return PassRate.of(self.passed, len(self.items))
+        return PassRate.model_validate(pass_rate(self.passed, len(self.items)))
 
     @property
     def summary(self) -> QualitySummary:
