@@ -1,6 +1,7 @@
 """Artifact types declared once, as models (issue 28, Build item 1): core.models.
 
-For each converted type (``decision``, ``projection``, ``host``, ``noise``, ``run``): the committed
+For each converted type (``decision``, ``projection``, ``host``, ``noise``, ``run``, ``quality``,
+``perplexity``): the committed
 schema file is what the model generates; it accepts every committed artifact and rejects what the
 hand-written schema it replaced rejected (kept in tests/fixtures/handwritten_schemas/); the writer
 builds the same bytes as the old dict-building writer did (its code is kept below as the
@@ -29,21 +30,28 @@ from core.records.projection import ProjectionRecord, new_projection
 from tests.conftest import FIXTURES
 from tests.support.committed import committed_paths
 
-CONVERTED = ("decision", "projection", "host", "noise", "run")
+CONVERTED = ("decision", "projection", "host", "noise", "run", "quality", "perplexity")
 FOLDERS = {
     "decision": "decisions",
     "projection": "projections",
     "host": "hosts",
     "noise": "hosts",
     "run": "runs",
+    "quality": "quality",
+    "perplexity": "perplexity",
 }
+#: types whose fixture folders (tests/fixtures/**/<folder>/) are checked beside data/
+WITH_FIXTURES = ("quality", "perplexity")
 HANDWRITTEN = FIXTURES / "handwritten_schemas"
 
 
 def _committed(artifact: str) -> list[Path]:
+    candidates = committed_paths(FOLDERS[artifact])
+    if artifact in WITH_FIXTURES:
+        candidates += sorted(FIXTURES.glob(f"**/{FOLDERS[artifact]}/**/*.json"))
     paths = [
         p
-        for p in committed_paths(FOLDERS[artifact])
+        for p in candidates
         if p.suffix == ".json" and json.loads(p.read_text()).get("artifact") == artifact
     ]
     assert paths, f"no committed {artifact} artifact to test on"
@@ -69,6 +77,10 @@ def test_the_committed_schemas_are_what_the_models_generate():
         assert path.read_text() == text, (
             f"{path} is out of date with core.models: run `python -m core.schema`"
         )
+    # fastjsonschema stays the load-time validator: every generated schema compiles
+    for name in CONVERTED:
+        version = artifacts.ARTIFACT_TYPES[name].version
+        assert artifacts._fast_validator(name, version) is not None, name
 
 
 @pytest.mark.parametrize("artifact", CONVERTED)
@@ -209,6 +221,99 @@ INVALID = {
         ("log_tail", None, "a null log tail"),
         ("surprise", 1, "an undeclared top-level field"),
     ],
+    "quality": [
+        ("id", "-bad id", "an id off the pattern"),
+        ("key", "abc", "a key not of 64 hex digits"),
+        ("status", "maybe", "a status outside the enum"),
+        (
+            "error",
+            {"kind": "refused", "message": "x"},
+            "an error kind outside the enum",
+        ),
+        ("error", {"kind": "crash"}, "an error without its message"),
+        ("matrix.file", _DELETE, "a matrix without its file"),
+        ("backend", "", "an empty backend"),
+        ("suite.version", 0, "suite version 0"),
+        ("suite.content_sha256", "abc", "a digest not of 64 hex digits"),
+        ("suite.n_items_in_suite", 0, "a suite of no items"),
+        ("suite.sample.seed", "1", "a seed as a string"),
+        ("suite.sample.ids", _DELETE, "a sample without its ids"),
+        ("suite.prompt_styles", ["speech"], "a prompt style outside the enum"),
+        ("generation.max_tokens", 0, "no tokens to generate"),
+        ("generation.temperature", -0.5, "a negative temperature"),
+        ("settings.requested.n_threads", "4", "a thread count as a string"),
+        ("settings.surprise", {}, "an undeclared settings part"),
+        ("model.sha256", None, "a model without its sha256"),
+        ("model.size_bytes", -1, "a negative size"),
+        ("model.gguf.block_count", 5000, "an implausible layer count"),
+        ("host.numa_nodes", 0, "no NUMA node"),
+        ("host.cpu.flags", "avx2", "a string for the flag list"),
+        ("build.scorers", {"exact": "1"}, "a scorer version as a string"),
+        ("build.method_version", _DELETE, "a build without its method version"),
+        ("items.0.id", "", "an empty item id"),
+        ("items.0.score", 1.5, "a score above 1"),
+        ("items.0.scorer_version", 0, "scorer version 0"),
+        ("items.0.passed", "yes", "a string for a bool"),
+        (
+            "items.0.degeneration.flags",
+            ["loop"],
+            "a degeneration flag outside the enum",
+        ),
+        ("items.0.timing.output_tokens", 1.5, "a fractional token count"),
+        ("items.0.prompt_style", "speech", "an item's prompt style outside the enum"),
+        ("items.0.output", _DELETE, "an item without its output"),
+        ("summary.n", -1, "a negative count"),
+        ("summary.pass_rate", 1.5, "a pass rate above 1"),
+        ("summary.generation_errors", _DELETE, "a summary without its error count"),
+        (
+            "summary.by_tag.x",
+            {
+                "n": 1,
+                "passed": 0,
+                "pass_rate": 0,
+                "ci95_low": 0,
+                "ci95_high": 0,
+                "y": 1,
+            },
+            "an undeclared field in a tag's rate",
+        ),
+        ("sandbox", {"isolation": "namespaces"}, "a string for the isolation layers"),
+        ("resources.exit_code", _DELETE, "resources without the exit code"),
+        ("resources.wall_s", "1", "a wall time as a string"),
+        ("prompt_style", "speech", "a prompt style outside the enum"),
+        ("log_tail", None, "a null log tail"),
+        ("surprise", 1, "an undeclared top-level field"),
+    ],
+    "perplexity": [
+        ("id", "run-20261126T062744Z", "an id off the pattern"),
+        ("key", "abc", "a key not of 64 hex digits"),
+        ("status", "maybe", "a status outside the enum"),
+        ("error", {"kind": "crash"}, "an error without its message"),
+        ("model.sha256", "abc", "a digest not of 64 hex digits"),
+        ("model.size_bytes", -1, "a negative size"),
+        ("model.quantization", _DELETE, "a model without its quantization"),
+        ("model.name", "", "an empty model name"),
+        ("reference", {"name": "x"}, "a reference without its sha256"),
+        ("text.licence", "", "an empty licence"),
+        ("text.source", _DELETE, "a text without its source"),
+        ("method.n_ctx", 4, "a context below 8"),
+        ("method.n_chunk", _DELETE, "a method without its chunk count"),
+        ("method.rope_scaling", "ntk", "a RoPE scaling outside the enum"),
+        ("method.rope_factor", 1, "a RoPE factor below 2"),
+        ("host.id", "Bad Host", "a host id off the pattern"),
+        ("host.cpu.flags", "avx2", "a string for the flag list"),
+        ("host.memory_bytes", -1, "a negative memory size"),
+        ("results.n_scored_tokens", -1, "a negative token count"),
+        ("results.ppl", "12", "a perplexity as a string"),
+        ("results.nll_se", _DELETE, "results without the NLL's standard error"),
+        ("chunks.0.ppl", _DELETE, "a chunk without its perplexity"),
+        ("chunks", {}, "an object for the chunk list"),
+        ("settings", [], "a list for the settings"),
+        ("build", "llama.cpp", "a string for the build"),
+        ("resources", None, "null resources"),
+        ("log_tail", 5, "a number for the log tail"),
+        ("surprise", 1, "an undeclared top-level field"),
+    ],
 }
 
 
@@ -233,6 +338,8 @@ def test_what_the_handwritten_schema_rejected_is_still_rejected(
                 "host": "bandwidth",
                 "noise": "runs",
                 "run": "summary",
+                "quality": "items",
+                "perplexity": "results",
             }[artifact]
         )
     )
@@ -750,3 +857,243 @@ def test_the_oldest_committed_artifact_of_every_type_still_loads():
             model = model_for(name)
             if model is not None:
                 model.check(doc, str(path))
+
+
+def _old_new_quality(
+    *,
+    key,
+    created,
+    status,
+    error,
+    matrix,
+    backend,
+    prompt_style,
+    suite,
+    generation,
+    requested,
+    swept,
+    effective,
+    model,
+    host,
+    build,
+    items,
+    sandbox,
+    resources,
+    log_tail,
+):
+    from core.records.quality import summarize_items
+    from core.records.run import run_id
+
+    return {
+        "artifact": "quality",
+        "schema_version": 1,
+        "id": run_id(key, created),
+        "key": key,
+        "created": created.astimezone(UTC).isoformat(timespec="seconds"),
+        "status": status,
+        "error": error,
+        "matrix": dict(matrix),
+        "backend": backend,
+        "prompt_style": prompt_style,
+        "suite": dict(suite),
+        "generation": dict(generation),
+        "settings": {
+            "requested": dict(requested),
+            "swept": dict(swept),
+            "effective": dict(effective),
+        },
+        "model": dict(model),
+        "host": host,
+        "build": dict(build),
+        "items": items,
+        "summary": summarize_items(items),
+        "sandbox": sandbox,
+        "resources": dict(resources),
+        "log_tail": log_tail,
+    }
+
+
+def _quality_args(doc: dict[str, Any]) -> dict[str, Any]:
+    return copy.deepcopy(
+        {
+            "key": doc["key"],
+            "created": datetime.fromisoformat(doc["created"]),
+            "status": doc["status"],
+            "error": doc["error"],
+            "matrix": doc["matrix"],
+            "backend": doc["backend"],
+            "prompt_style": doc.get("prompt_style", "chat"),
+            "suite": doc["suite"],
+            "generation": doc["generation"],
+            "requested": doc["settings"]["requested"],
+            "swept": doc["settings"]["swept"],
+            "effective": doc["settings"]["effective"],
+            "model": doc["model"],
+            "host": doc["host"],
+            "build": doc["build"],
+            "items": doc["items"],
+            "sandbox": doc["sandbox"],
+            "resources": doc["resources"],
+            "log_tail": doc["log_tail"],
+        }
+    )
+
+
+def test_the_quality_writer_writes_the_same_bytes_as_before():
+    from core.records.quality import new_quality
+
+    paths = _committed("quality")
+    for path in paths:
+        args = _quality_args(json.loads(path.read_text()))
+        assert artifacts.dumps(new_quality(**copy.deepcopy(args))) == artifacts.dumps(
+            _old_new_quality(**args)
+        ), path
+    # as the suite runner calls it: tuples for lists, an integer wall time, a failed run
+    args = _quality_args(json.loads(paths[0].read_text()))
+    args["suite"]["includes"] = tuple(args["suite"]["includes"])
+    args["host"]["cpu"]["flags"] = tuple(args["host"]["cpu"]["flags"])
+    args["resources"]["wall_s"] = 3
+    args["status"] = "failed"
+    args["error"] = {"kind": "crash", "message": "x", "signal": None, "exit_code": 1}
+    old = json.loads(json.dumps(_old_new_quality(**copy.deepcopy(args))))
+    assert artifacts.dumps(new_quality(**args)) == artifacts.dumps(old)
+
+
+def _old_new_perplexity(
+    *,
+    key,
+    created,
+    status,
+    error,
+    model,
+    reference,
+    text,
+    method,
+    settings,
+    host,
+    build,
+    results,
+    chunks,
+    resources,
+    log_tail,
+):
+    from core.records.run import run_id
+
+    return {
+        "artifact": "perplexity",
+        "schema_version": 1,
+        "id": run_id(key, created),
+        "key": key,
+        "created": created.astimezone(UTC).isoformat(timespec="seconds"),
+        "status": status,
+        "error": error,
+        "model": dict(model),
+        "reference": dict(reference) if reference else None,
+        "text": dict(text),
+        "method": dict(method),
+        "settings": dict(settings),
+        "host": host,
+        "build": dict(build),
+        "results": results,
+        "chunks": list(chunks),
+        "resources": dict(resources),
+        "log_tail": log_tail,
+    }
+
+
+def _perplexity_args(doc: dict[str, Any]) -> dict[str, Any]:
+    names = (
+        *("key", "status", "error", "model", "reference", "text", "method"),
+        *("settings", "host", "build", "results", "chunks", "resources", "log_tail"),
+    )
+    return copy.deepcopy(
+        {
+            **{k: doc[k] for k in names},
+            "created": datetime.fromisoformat(doc["created"]),
+        }
+    )
+
+
+def test_the_perplexity_writer_writes_the_same_bytes_as_before():
+    from core.records.perplexity import new_perplexity
+
+    paths = _committed("perplexity")
+    for path in paths:
+        args = _perplexity_args(json.loads(path.read_text()))
+        assert artifacts.dumps(
+            new_perplexity(**copy.deepcopy(args))
+        ) == artifacts.dumps(_old_new_perplexity(**args)), path
+    # a failed measurement: no figures, no reference, an integer wall time
+    args = _perplexity_args(json.loads(paths[0].read_text()))
+    args.update(status="failed", results=None, reference=None, chunks=[])
+    args["error"] = {"kind": "timeout", "message": "child exited"}
+    args["resources"]["wall_s"] = 7
+    assert artifacts.dumps(new_perplexity(**copy.deepcopy(args))) == artifacts.dumps(
+        _old_new_perplexity(**args)
+    )
+
+
+def test_the_quality_and_perplexity_writers_refuse_in_one_line():
+    from core.records.perplexity import new_perplexity
+    from core.records.quality import new_quality
+
+    args = _quality_args(json.loads(_committed("quality")[0].read_text()))
+    args["generation"]["temperature"] = -1
+    with pytest.raises(ArtifactError) as err:
+        new_quality(**args)
+    line = str(err.value)
+    assert "\n" not in line and err.value.field == "generation.temperature", line
+    assert line.endswith(
+        ": generation.temperature: Input should be greater than or equal to 0"
+    )
+    pargs = _perplexity_args(json.loads(_committed("perplexity")[0].read_text()))
+    pargs["method"]["n_ctx"] = 4
+    with pytest.raises(ArtifactError) as err:
+        new_perplexity(**pargs)
+    assert "\n" not in str(err.value) and err.value.field == "method.n_ctx"
+
+
+def test_the_quality_and_perplexity_records_read_the_models_fields():
+    from core.models.perplexity import Perplexity
+    from core.models.quality import Quality
+    from core.records.perplexity import PerplexityRecord
+    from core.records.quality import QualityRecord
+
+    for path in _committed("quality"):
+        doc = json.loads(path.read_text())
+        q = QualityRecord(doc, path=str(path))
+        assert isinstance(q.envelope, Quality) and q.envelope.id == doc["id"]
+        assert q.suite.name == doc["suite"]["name"]
+        assert q.suite.sample.get("ids") == doc["suite"]["sample"]["ids"]
+        assert [(i.id, i.passed, i.degenerate) for i in q.items] == [
+            (i["id"], i["passed"], i["degeneration"]["degenerate"])
+            for i in doc["items"]
+        ]
+        assert q.summary.rate.to_dict() == {
+            k: doc["summary"][k]
+            for k in ("n", "passed", "pass_rate", "ci95_low", "ci95_high")
+        }
+        assert {t: r.to_dict() for t, r in q.summary.by_tag.items()} == doc["summary"][
+            "by_tag"
+        ]
+        assert q.summary.chance == doc["summary"].get("chance")
+        for item, raw in zip(q.items, doc["items"], strict=True):
+            assert item.timing.get("e2e_ms") == raw["timing"].get("e2e_ms")
+    for path in _committed("perplexity"):
+        doc = json.loads(path.read_text())
+        p = PerplexityRecord(doc, path=str(path))
+        assert isinstance(p.envelope, Perplexity)
+        assert (p.model.name, p.model.sha256, p.text.name) == (
+            doc["model"]["name"],
+            doc["model"]["sha256"],
+            doc["text"]["name"],
+        )
+        assert (p.reference.name if p.reference else None) == (
+            (doc["reference"] or {}).get("name")
+        )
+        assert p.results is not None
+        assert p.results.ppl == doc["results"]["ppl"]
+        assert p.results.kld_mean == doc["results"].get("kld_mean")
+    with pytest.raises(ArtifactError) as err:
+        _ = QualityRecord({**doc, "artifact": "quality"}, path="data/q/x.json").envelope
+    assert str(err.value).startswith("data/q/x.json: ")

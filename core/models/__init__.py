@@ -5,11 +5,11 @@ A type listed in ``MODELS`` is declared by its model alone: the writer builds th
 (``python -m core.schema``; fastjsonschema still validates every load from that file), and the
 record in core.records wraps the model (its fields are the model's).
 
-Converted: ``decision``, ``projection``, ``host``, ``noise`` (version 2; version 1 stays
-hand-written, read through core.migrations), ``run`` (version 2: the envelope; its per-kind part is
-generated from core.kinds, core/schema.py). Still hand-written JSON Schema beside a dict-building
-writer: ``quality``, ``perplexity`` (they share the run's host, GGUF facts and settings values,
-declared in core.models.run for them to reuse).
+Converted: every current version of every type: ``decision``, ``projection``, ``host``, ``noise``
+(version 2; version 1 stays hand-written, read through core.migrations), ``run`` (version 2: the
+envelope; its per-kind part is generated from core.kinds, core/schema.py), ``quality`` and
+``perplexity`` (they reuse the run's host, settings, matrix, GGUF facts and the common build
+fields, core.models.run, and the failure, core.models.base).
 
 Adding an optional field to a converted type: declare it on the model (``absent()`` when, present,
 it is never null), run ``python -m core.schema`` (the schema file follows), pass it by name to the
@@ -34,6 +34,8 @@ MODELS: dict[str, str] = {
     "host": "core.models.host:Host",
     "noise": "core.models.noise:Noise",
     "run": "core.models.run:Run",
+    "quality": "core.models.quality:Quality",
+    "perplexity": "core.models.perplexity:Perplexity",
 }
 
 

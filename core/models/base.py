@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from datetime import datetime
 from functools import partial
-from typing import Annotated, Any, ClassVar, Self
+from typing import Annotated, Any, ClassVar, Self, cast
 
 from pydantic import (
     AfterValidator,
@@ -38,12 +38,20 @@ def _date_time(v: str) -> str:
     return v
 
 
-def bounded(v: Any, *, gt: float | None = None, ge: float | None = None) -> int | float:
+def bounded(
+    v: Any,
+    *,
+    gt: float | None = None,
+    ge: float | None = None,
+    le: float | None = None,
+) -> int | float:
     v = _number(v)
     if gt is not None and not v > gt:
         raise ValueError(f"Input should be greater than {gt}")
     if ge is not None and not v >= ge:
         raise ValueError(f"Input should be greater than or equal to {ge}")
+    if le is not None and not v <= le:
+        raise ValueError(f"Input should be less than or equal to {le}")
     return v
 
 
@@ -61,6 +69,13 @@ NonNegativeNumber = Annotated[
     PlainValidator(partial(bounded, ge=0)),
     AS_WRITTEN,
     WithJsonSchema({"type": "number", "minimum": 0}),
+]
+#: a JSON number from 0 to 1 (a rate, a share, a score)
+Fraction = Annotated[
+    int | float,
+    PlainValidator(partial(bounded, ge=0, le=1)),
+    AS_WRITTEN,
+    WithJsonSchema({"type": "number", "minimum": 0, "maximum": 1}),
 ]
 #: a count (an integer at least 0) and a positive integer
 Count = Annotated[int, Field(ge=0)]
@@ -108,6 +123,18 @@ class _ReadsLikeItsDocument(BaseModel):
             raise KeyError(key)
         return value
 
+    @classmethod
+    def read(cls, d: Any) -> Self:
+        """A stored part read through the model; a part read without validation (a partial document
+        a test builds: missing or mistyped fields) reads what it has, the rest as None, and its own
+        parts as stored."""
+        d = d if isinstance(d, Mapping) else {}
+        try:
+            return cls.model_validate(d)
+        except ValueError:
+            known = {name: d.get(name) for name in cls.model_fields}
+            return cast(Self, cls.model_construct(**known))
+
 
 class Closed(_ReadsLikeItsDocument):
     """An object with exactly its declared fields (``additionalProperties: false``)."""
@@ -119,6 +146,13 @@ class Open(_ReadsLikeItsDocument):
     """An object with its declared fields and any others, kept as written."""
 
     model_config = ConfigDict(extra="allow", strict=True, frozen=True)
+
+
+class Failure(Open):
+    """Why a measurement failed: its kind and the message (a type may narrow the kinds)."""
+
+    kind: str
+    message: str
 
 
 class ArtifactModel(Closed):

@@ -6,7 +6,8 @@ process took (resources). A run's ``samples`` and ``details`` are its test kind'
 core/schema.py adds their models to the generated schema as one ``allOf`` condition per kind.
 
 The parts quality and perplexity artifacts share with a run (the host's fingerprint, the GGUF
-facts, the settings values) are declared here too, for those types' models to reuse.
+facts, the settings, the matrix, the build's common fields) are declared here too, and reused by
+core.models.quality and core.models.perplexity.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from core.models.base import (
     Closed,
     Count,
     DateTime,
+    Failure,
     NonNegativeNumber,
     Number,
     Open,
@@ -208,8 +210,17 @@ class SettingsValues(Open):
     request_timeout_s: Number | None = absent()
 
 
+class Build(Open):
+    """The software that measured: the backend and its version, the almanac and its method."""
+
+    backend: str
+    backend_version: str
+    almanac: str
+    method_version: int
+
+
 # -- the run's own parts ----------------------------------------------------------------------
-class RunError(Open):
+class RunError(Failure):
     """Why a run failed."""
 
     kind: Literal[
@@ -359,13 +370,9 @@ class ModelEndpoint(Closed):
     )
 
 
-class RunBuild(Open):
+class RunBuild(Build):
     """The software that measured: the backend, its version and build, the almanac."""
 
-    backend: str
-    backend_version: str
-    almanac: str
-    method_version: int
     llama_cpp_python: str = absent()
     llama_cpp_commit: str = absent()
     system_info: str = absent()
@@ -468,15 +475,8 @@ class Resources(Open):
 
     @classmethod
     def from_dict(cls, d: Any) -> Resources:
-        """A stored ``resources`` block as the model; a document read without validation (missing or
-        mistyped fields) reads what it has, the rest as None."""
-        d = d if isinstance(d, dict) else {}
-        try:
-            return cls.model_validate(d)
-        except ValueError:
-            return cls.model_construct(
-                **{name: d.get(name) for name in cls.model_fields}
-            )
+        """A stored ``resources`` block as the model (:meth:`read`)."""
+        return cls.read(d)
 
     @property
     def disturbed(self) -> bool:

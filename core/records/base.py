@@ -54,6 +54,12 @@ class ArtifactRecord(Mapping):
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.id!r})"
 
+    @property
+    def stored(self) -> dict[str, Any]:
+        """The canonical document alone (without the "_path" / "_data_path" a caller may have put
+        beside its fields): what a model reads."""
+        return {k: v for k, v in self.doc.items() if k not in ("_path", "_data_path")}
+
     def _cached(self, name: str, compute: Any) -> Any:
         v = self._cache.get(name, _MISSING)
         if v is _MISSING:

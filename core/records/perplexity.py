@@ -2,17 +2,21 @@
 KL-divergence and top-token agreement (llama-perplexity's chunking and standard errors).
 
 Built by :func:`new_perplexity` (from runtime.quality.perplexity, which measures in a child
-process), read as :class:`PerplexityRecord`: the model and the reference as :class:`PplModel`,
-the text as :class:`PplText`, the figures as :class:`PplResults`.
+process) as its model, read as :class:`PerplexityRecord`: the model and the reference, the text and
+the figures are the model's parts (core.models.perplexity: PplModel, PplText, PplResults),
+declared there once.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
 from datetime import UTC, datetime
 from typing import Any
 
+from core.models.perplexity import Perplexity, PplModel, PplResults, PplText
+
+__all__ = ["PerplexityRecord", "PplModel", "PplResults", "PplText"]
 from core.records.base import ArtifactRecord
 
 ARTIFACT = "perplexity"
@@ -36,12 +40,13 @@ def new_perplexity(
     resources: dict[str, Any],
     log_tail: str,
 ) -> dict[str, Any]:
-    """A perplexity artifact (the canonical dict written to disk), built in one place; the id in the
-    one format (core.records.run.run_id)."""
+    """A perplexity artifact (the canonical dict written to disk), built in one place as its model
+    (core.models.perplexity.Perplexity); the id in the one format (core.records.run.run_id). A value
+    the model refuses is one ArtifactError naming the field path and what is wrong."""
     from core import artifacts
     from core.records.run import run_id
 
-    return {
+    raw = {
         "artifact": ARTIFACT,
         "schema_version": artifacts.ARTIFACT_TYPES[ARTIFACT].version,
         "id": run_id(key, created),
@@ -49,115 +54,50 @@ def new_perplexity(
         "created": created.astimezone(UTC).isoformat(timespec="seconds"),
         "status": status,
         "error": error,
-        "model": dict(model),
-        "reference": dict(reference) if reference else None,
-        "text": dict(text),
-        "method": dict(method),
-        "settings": dict(settings),
+        "model": model,
+        "reference": reference or None,
+        "text": text,
+        "method": method,
+        "settings": settings,
         "host": host,
-        "build": dict(build),
+        "build": build,
         "results": results,
-        "chunks": list(chunks),
-        "resources": dict(resources),
+        "chunks": chunks,
+        "resources": resources,
         "log_tail": log_tail,
     }
-
-
-@dataclass(frozen=True, slots=True)
-class PplModel:
-    """A model file measured (or the reference it is measured against)."""
-
-    name: str
-    sha256: str | None = None
-    size_bytes: int | None = None
-    file_name: str | None = None
-    quantization: str | None = None
-    vocab_size: int | None = None
-    derived: dict[str, Any] | None = None
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any] | None) -> PplModel | None:
-        if not d:
-            return None
-        return cls(
-            d["name"],
-            d.get("sha256"),
-            d.get("size_bytes"),
-            d.get("file_name"),
-            d.get("quantization"),
-            d.get("vocab_size"),
-            d.get("derived"),
-        )
-
-
-@dataclass(frozen=True, slots=True)
-class PplText:
-    name: str
-    file: str | None = None
-    sha256: str | None = None
-    source: str | None = None
-    licence: str | None = None
-    n_tokens: int | None = None
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> PplText:
-        return cls(
-            d["name"],
-            d.get("file"),
-            d.get("sha256"),
-            d.get("source"),
-            d.get("licence"),
-            d.get("n_tokens"),
-        )
-
-
-@dataclass(frozen=True, slots=True)
-class PplResults:
-    """llama-perplexity's figures: PPL ± SE, and against a reference KLD ± SE, its tail, top-token agreement."""
-
-    n_scored_tokens: int = 0
-    ppl: float | None = None
-    ppl_se: float | None = None
-    nll_mean: float | None = None
-    nll_se: float | None = None
-    ppl_reference: float | None = None
-    ppl_reference_se: float | None = None
-    ln_ppl_ratio: float | None = None
-    ln_ppl_ratio_se: float | None = None
-    kld_mean: float | None = None
-    kld_se: float | None = None
-    kld_median: float | None = None
-    kld_p99: float | None = None
-    kld_max: float | None = None
-    same_top: float | None = None
-    same_top_se: float | None = None
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any] | None) -> PplResults | None:
-        if d is None:
-            return None
-        return cls(**{f.name: d.get(f.name) for f in fields(cls) if f.name in d})
+    # as JSON values (a tuple is a list, as it is written), then through the model
+    return Perplexity.check(
+        json.loads(json.dumps(raw)), f"<perplexity artifact {raw['id']}>"
+    ).dump()
 
 
 class PerplexityRecord(ArtifactRecord):
-    """A loaded perplexity artifact, read through typed fields."""
+    """A loaded perplexity artifact, read through its model (core.models.perplexity.Perplexity)."""
 
     ARTIFACT = ARTIFACT
     __slots__ = ()
 
     @property
-    def model(self) -> PplModel:
-        return self._cached("model", lambda: PplModel.from_dict(self.doc["model"]))
-
-    @property
-    def reference(self) -> PplModel | None:
+    def envelope(self) -> Perplexity:
+        """The document read through its model; a rejection is one ArtifactError naming the file,
+        the field path and what is wrong."""
         return self._cached(
-            "reference", lambda: PplModel.from_dict(self.doc.get("reference"))
+            "envelope", lambda: Perplexity.check(self.stored, self.path or self.id)
         )
 
     @property
+    def model(self) -> PplModel:
+        return self._cached("model", lambda: PplModel.read(self.doc["model"]))
+
+    @property
+    def reference(self) -> PplModel | None:
+        d = self.doc.get("reference")
+        return self._cached("reference", lambda: PplModel.read(d) if d else None)
+
+    @property
     def text(self) -> PplText:
-        return self._cached("text", lambda: PplText.from_dict(self.doc["text"]))
+        return self._cached("text", lambda: PplText.read(self.doc["text"]))
 
     @property
     def method(self) -> dict[str, Any]:
@@ -190,8 +130,9 @@ class PerplexityRecord(ArtifactRecord):
 
     @property
     def results(self) -> PplResults | None:
+        d = self.doc.get("results")
         return self._cached(
-            "results", lambda: PplResults.from_dict(self.doc.get("results"))
+            "results", lambda: None if d is None else PplResults.read(d)
         )
 
     @property

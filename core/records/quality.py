@@ -1,18 +1,27 @@
 """The quality artifact: one model and configuration answering a suite's seeded sample, scored per item.
 
 Built by :func:`new_quality` (from runtime.quality.runner, which generates in a child process and
-scores), read as :class:`QualityRecord`: the suite (:class:`SuiteInfo`), the scored items
-(:class:`QualityItem`) and the summary (:class:`QualitySummary`, pass rates with their Wilson CI95)
-through typed fields.
+scores) as its model, read as :class:`QualityRecord`: the suite, the scored items and the summary
+(pass rates with their Wilson CI95) are the model's parts (core.models.quality: Suite, QualityItem,
+QualitySummary, PassRate), declared there once.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from core.models.quality import (
+    PassRate,
+    Quality,
+    QualityItem,
+    QualitySummary,
+    Suite,
+)
+
+__all__ = ["PassRate", "QualityItem", "QualityRecord", "QualitySummary", "Suite"]
 from core.records.base import ArtifactRecord
 
 ARTIFACT = "quality"
@@ -103,12 +112,14 @@ def new_quality(
     resources: dict[str, Any],
     log_tail: str,
 ) -> dict[str, Any]:
-    """A quality artifact (the canonical dict written to disk), built in one place: the id in the
-    one format (core.records.run.run_id), the summary computed from the scored items."""
+    """A quality artifact (the canonical dict written to disk), built in one place as its model
+    (core.models.quality.Quality): the id in the one format (core.records.run.run_id), the summary
+    computed from the scored items. A value the model refuses is one ArtifactError naming the field
+    path and what is wrong."""
     from core import artifacts
     from core.records.run import run_id
 
-    return {
+    raw = {
         "artifact": ARTIFACT,
         "schema_version": artifacts.ARTIFACT_TYPES[ARTIFACT].version,
         "id": run_id(key, created),
@@ -116,174 +127,41 @@ def new_quality(
         "created": created.astimezone(UTC).isoformat(timespec="seconds"),
         "status": status,
         "error": error,
-        "matrix": dict(matrix),
+        "matrix": matrix,
         "backend": backend,
         "prompt_style": prompt_style,
-        "suite": dict(suite),
-        "generation": dict(generation),
-        "settings": {
-            "requested": dict(requested),
-            "swept": dict(swept),
-            "effective": dict(effective),
-        },
-        "model": dict(model),
+        "suite": suite,
+        "generation": generation,
+        "settings": {"requested": requested, "swept": swept, "effective": effective},
+        "model": model,
         "host": host,
-        "build": dict(build),
+        "build": build,
         "items": items,
         "summary": summarize_items(items),
         "sandbox": sandbox,
-        "resources": dict(resources),
+        "resources": resources,
         "log_tail": log_tail,
     }
+    # as JSON values (a tuple is a list, as it is written), then through the model
+    return Quality.check(
+        json.loads(json.dumps(raw)), f"<quality artifact {raw['id']}>"
+    ).dump()
 
 
 # -- reading --------------------------------------------------------------------------------------
-@dataclass(frozen=True, slots=True)
-class PassRate:
-    n: int = 0
-    passed: int = 0
-    pass_rate: float | None = None
-    ci95_low: float | None = None
-    ci95_high: float | None = None
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any] | None) -> PassRate | None:
-        if d is None:
-            return None
-        return cls(
-            int(d.get("n") or 0),
-            int(d.get("passed") or 0),
-            d.get("pass_rate"),
-            d.get("ci95_low"),
-            d.get("ci95_high"),
-        )
-
-    @classmethod
-    def of(cls, passed: int, n: int) -> PassRate:
-        r = pass_rate(passed, n)
-        return cls(r["n"], r["passed"], r["pass_rate"], r["ci95_low"], r["ci95_high"])
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "n": self.n,
-            "passed": self.passed,
-            "pass_rate": self.pass_rate,
-            "ci95_low": self.ci95_low,
-            "ci95_high": self.ci95_high,
-        }
-
-
-@dataclass(frozen=True, slots=True)
-class QualitySummary:
-    """The stored summary: pass rate with CI95, per tag, chance level, acc_norm, degeneration, timing means."""
-
-    rate: PassRate
-    by_tag: dict[str, PassRate]
-    chance: float | None
-    acc_norm: PassRate | None
-    degenerate: int | None
-    degenerate_rate: float | None
-    generation_errors: int | None
-    decode_tps_mean: float | None
-    ttft_ms_mean: float | None
-    e2e_ms_mean: float | None
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any] | None) -> QualitySummary:
-        d = d or {}
-        return cls(
-            PassRate.from_dict(d) or PassRate(),
-            {t: PassRate.from_dict(v) for t, v in (d.get("by_tag") or {}).items()},
-            d.get("chance"),
-            PassRate.from_dict(d.get("acc_norm")),
-            d.get("degenerate"),
-            d.get("degenerate_rate"),
-            d.get("generation_errors"),
-            d.get("decode_tps_mean"),
-            d.get("ttft_ms_mean"),
-            d.get("e2e_ms_mean"),
-        )
-
-
-@dataclass(frozen=True, slots=True)
-class QualityItem:
-    """One scored item: what was asked, what the model answered, the verdict and its evidence."""
-
-    id: str
-    passed: bool
-    score: float | None
-    scorer: str
-    output: str
-    prompt: str
-    expected: str
-    tags: tuple[str, ...] = ()
-    system: str | None = None
-    prompt_style: str | None = None
-    check: dict[str, Any] = field(default_factory=dict)
-    details: dict[str, Any] = field(default_factory=dict)
-    degeneration: dict[str, Any] = field(default_factory=dict)
-    error: str | None = None
-    timing: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def degenerate(self) -> bool:
-        return bool(self.degeneration.get("degenerate"))
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> QualityItem:
-        return cls(
-            d["id"],
-            bool(d["passed"]),
-            d.get("score"),
-            d.get("scorer", ""),
-            d.get("output", ""),
-            d.get("prompt", ""),
-            d.get("expected", ""),
-            tuple(d.get("tags") or ()),
-            d.get("system"),
-            d.get("prompt_style"),
-            d.get("check") or {},
-            d.get("details") or {},
-            d.get("degeneration") or {},
-            d.get("error"),
-            d.get("timing") or {},
-        )
-
-
-@dataclass(frozen=True, slots=True)
-class SuiteInfo:
-    name: str
-    version: int | None
-    category: str | None
-    description: str
-    file: str | None
-    content_sha256: str | None
-    n_items_in_suite: int | None
-    prompt_styles: tuple[str, ...]
-    source: dict[str, Any]
-    sample: dict[str, Any]
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> SuiteInfo:
-        return cls(
-            d["name"],
-            d.get("version"),
-            d.get("category"),
-            d.get("description", ""),
-            d.get("file"),
-            d.get("content_sha256"),
-            d.get("n_items_in_suite"),
-            tuple(d.get("prompt_styles") or ()),
-            d.get("source") or {},
-            d.get("sample") or {},
-        )
-
-
 class QualityRecord(ArtifactRecord):
-    """A loaded quality artifact, read through typed fields."""
+    """A loaded quality artifact, read through its model (core.models.quality.Quality)."""
 
     ARTIFACT = ARTIFACT
     __slots__ = ()
+
+    @property
+    def envelope(self) -> Quality:
+        """The document read through its model; a rejection is one ArtifactError naming the file,
+        the field path and what is wrong."""
+        return self._cached(
+            "envelope", lambda: Quality.check(self.stored, self.path or self.id)
+        )
 
     @property
     def backend(self) -> str:
@@ -295,8 +173,8 @@ class QualityRecord(ArtifactRecord):
         return self.doc.get("prompt_style") or "chat"
 
     @property
-    def suite(self) -> SuiteInfo:
-        return self._cached("suite", lambda: SuiteInfo.from_dict(self.doc["suite"]))
+    def suite(self) -> Suite:
+        return self._cached("suite", lambda: Suite.read(self.doc["suite"]))
 
     @property
     def suite_name(self) -> str:
@@ -348,7 +226,7 @@ class QualityRecord(ArtifactRecord):
     def items(self) -> list[QualityItem]:
         return self._cached(
             "items",
-            lambda: [QualityItem.from_dict(it) for it in self.doc.get("items") or []],
+            lambda: [QualityItem.read(it) for it in self.doc.get("items") or []],
         )
 
     @property
@@ -359,12 +237,12 @@ class QualityRecord(ArtifactRecord):
     @property
     def rate(self) -> PassRate:
         """The pass rate over the scored items, with its Wilson CI95 computed again here."""
-        return PassRate.of(self.passed, len(self.items))
+        return PassRate.model_validate(pass_rate(self.passed, len(self.items)))
 
     @property
     def summary(self) -> QualitySummary:
         return self._cached(
-            "summary", lambda: QualitySummary.from_dict(self.doc.get("summary"))
+            "summary", lambda: QualitySummary.read(self.doc.get("summary"))
         )
 
     @property

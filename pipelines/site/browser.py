@@ -20,7 +20,7 @@ from core import csvcell
 from core.metrics import METRICS
 from core.records import record_class
 from core.records.base import ArtifactRecord
-from core.records.perplexity import PerplexityRecord, PplResults, as_perplexity
+from core.records.perplexity import PerplexityRecord, as_perplexity
 from core.records.quality import QualityRecord, as_quality
 from core.records.run import RunRecord
 from pipelines.site.markdown import data_url
@@ -111,7 +111,7 @@ def perplexity_row(d: PerplexityRecord) -> dict[str, Any]:
     """A perplexity artifact: PPL and, against a reference model, mean KLD and top-token agreement, each
     with its standard error (rounded for the list; the viewer and the JSON hold the full values)."""
     p = as_perplexity(d)
-    r = p.results or PplResults()
+    r: Any = p.results or {}  # a failed measurement has no figures
     ref = p.reference.name if p.reference else ""
     return {
         "id": p.id,
@@ -121,13 +121,13 @@ def perplexity_row(d: PerplexityRecord) -> dict[str, Any]:
         "reference": ref,
         "text": p.text.name,
         "status": p.status,
-        "ppl": _round(r.ppl, 5),
-        "ppl_se": _round(r.ppl_se, 5),
-        "kld": _round(r.kld_mean, 7),
-        "kld_se": _round(r.kld_se, 7),
-        "same_top": _round(r.same_top, 3, 100),
-        "same_top_se": _round(r.same_top_se, 3, 100),
-        "n": r.n_scored_tokens if p.results is not None else None,
+        "ppl": _round(r.get("ppl"), 5),
+        "ppl_se": _round(r.get("ppl_se"), 5),
+        "kld": _round(r.get("kld_mean"), 7),
+        "kld_se": _round(r.get("kld_se"), 7),
+        "same_top": _round(r.get("same_top"), 3, 100),
+        "same_top_se": _round(r.get("same_top_se"), 3, 100),
+        "n": r.get("n_scored_tokens") if p.results is not None else None,
         "title": f"{p.model_name} · {'KLD vs ' + ref if ref else 'perplexity'} · {p.text.name} · {p.host_id}",
         "json": data_url(p.data_path),
     }
