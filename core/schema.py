@@ -1,8 +1,8 @@
 """The JSON Schemas generated from models: whole artifact types, and the run schema's per-kind part.
 
-An artifact type declared by a model (core.models.MODELS: ``decision``, ``projection``, ``host``, ``noise``,
-``run``, ``quality``, ``perplexity``) has its whole schema file generated from that model (:func:`artifact_schema`); the run's
-adds its per-kind part (:func:`run_schema`).
+An artifact type declared by a model (core.models.MODELS: ``decision``, ``projection``, ``host``,
+``noise``, ``run``, ``quality``, ``perplexity``) has its whole schema file generated from that model
+(:func:`artifact_schema`); the run's adds its per-kind part (:func:`run_schema`).
 
 
 Each built-in test kind declares the pydantic models of its runs' ``samples`` and ``details``
