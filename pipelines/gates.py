@@ -39,7 +39,7 @@ from core import artifacts, stats
 from core.metrics import METRICS
 from core.paths import data_dir, relpath
 from core.records.decision import DecisionRecord, artifact_path, new_decision, signature
-from core.records.quality import QualityRecord, as_quality
+from core.records.quality import QualityRecord
 from core.records.run import RunRecord
 from pipelines.memo import per_set
 
@@ -287,7 +287,7 @@ def _current_quality(quality_docs: list[Any]) -> dict[str, list[Any]]:
     from pipelines.quality import latest_per_key
 
     by_host: dict[str, list[Any]] = {}
-    for d in latest_per_key([as_quality(q) for q in quality_docs]):
+    for d in latest_per_key([q for q in quality_docs]):
         by_host.setdefault(d.host_id, []).append(d)
     return by_host
 
@@ -564,9 +564,7 @@ def gate_hosts(
     """Hosts with any evidence for any gate."""
     models = {g.model for o in catalogue.optimizations for g in o.gates}
     hosts = {d.host_id for d in runs if d.model_name in models}
-    hosts |= {
-        q.host_id for q in map(as_quality, quality_docs) if q.model_name in models
-    }
+    hosts |= {q.host_id for q in quality_docs if q.model_name in models}
     return sorted(
         h
         for h in hosts

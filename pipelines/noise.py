@@ -19,7 +19,7 @@ from typing import Any
 from core import noise as noise_mod
 from core import stats
 from core.kinds import headline
-from core.records.noise import NoiseRecord, as_noise
+from core.records.noise import NoiseRecord
 from core.records.run import RunRecord
 from pipelines.memo import per_set
 
@@ -105,7 +105,7 @@ def host_noise(
         for k, (_, _, g) in pooled.items()
     }
     newest: dict[str, NoiseRecord] = {}
-    for d in map(as_noise, _noise_docs() if noise_docs is None else noise_docs):
+    for d in _noise_docs() if noise_docs is None else noise_docs:
         h = d.host_id
         if h not in newest or (d.created, d.id) > (newest[h].created, newest[h].id):
             newest[h] = d

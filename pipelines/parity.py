@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from core import stats
-from core.records.quality import QualityRecord, as_quality
+from core.records.quality import QualityRecord
 from pipelines.quality import latest_per_key
 
 IN_PROCESS_LABEL = "llama.cpp in process"
@@ -230,7 +230,7 @@ def parity_groups(docs: list[Any]) -> list[Group]:
     (in process where it ran, else the first engine by name). The newest artifact per key; of an
     engine met twice in one group, the newest complete one."""
     groups: dict[tuple, dict[str, QualityRecord]] = {}
-    for d in latest_per_key([as_quality(x) for x in docs]):
+    for d in latest_per_key([x for x in docs]):
         if not d.items:
             continue
         eng = groups.setdefault(_group_key(d), {})

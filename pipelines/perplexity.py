@@ -15,8 +15,8 @@ from typing import Any
 import pandas as pd
 
 from core.paths import data_dir
-from core.records.perplexity import PerplexityRecord, as_perplexity
-from core.records.quality import QualityRecord, as_quality
+from core.records.perplexity import PerplexityRecord
+from core.records.quality import QualityRecord
 from core.records.run import RunRecord
 from pipelines import quality as quality_mod
 from pipelines.quality import latest_per_key
@@ -37,7 +37,7 @@ def load_perplexity(root: Path | None = None) -> list[PerplexityRecord]:
 def perplexity_frame(docs: list[PerplexityRecord]) -> pd.DataFrame:
     """One row per current ok perplexity artifact."""
     rows = []
-    for d in latest_per_key([as_perplexity(x) for x in docs]):
+    for d in latest_per_key([x for x in docs]):
         if not d.ok:
             continue
         r, m, ref = d.results, d.model, d.reference
@@ -107,7 +107,7 @@ def _scores(quality_docs: list[QualityRecord], sha: str) -> dict[str, dict[str, 
     """Newest ok score per (suite, prompt style) of one model file."""
     out: dict[str, dict[str, Any]] = {}
     for d in sorted(
-        latest_per_key([as_quality(x) for x in quality_docs]),
+        latest_per_key([x for x in quality_docs]),
         key=lambda d: (d.created, d.id),
     ):
         if not d.ok or d.model_sha256 != sha:
@@ -235,7 +235,7 @@ def rope_perplexity(
     under ("none", 1) where it was scored on the same text in the same windows; the newest of each."""
     current = [
         d
-        for d in latest_per_key([as_perplexity(x) for x in docs])
+        for d in latest_per_key([x for x in docs])
         if d.ok and d.model.name == model and d.reference is None and d.results
     ]
     scaled = [d for d in current if d.rope_scaling != "none" and d.rope_factor]

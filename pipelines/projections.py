@@ -60,7 +60,7 @@ from core.kinds.rate import RateTest
 from core.metrics import METRICS
 from core.paths import data_dir, relpath
 from core.records import projection as projection_record
-from core.records.projection import ProjectionRecord, as_projection
+from core.records.projection import ProjectionRecord
 from core.records.quality import QualityRecord
 from core.records.run import NEUTRAL_SETTINGS, RunRecord
 from core.yamlio import load_yaml, pydantic_error_line
@@ -1558,7 +1558,7 @@ def accuracy_history(
         ):
             by_conf[k] = g
     rows = []
-    for rec in map(as_projection, records):
+    for rec in records:
         seen: set[tuple] = set()
         for e in rec.entries:
             if (

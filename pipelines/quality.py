@@ -17,7 +17,7 @@ from core import stats
 from core.paths import data_dir
 from core.records.base import ArtifactRecord
 from core.records.base import latest_per_key as records_latest
-from core.records.quality import QualityRecord, as_quality, pass_rate
+from core.records.quality import QualityRecord, pass_rate
 from pipelines.runs import load_artifacts
 
 R = TypeVar("R", bound=ArtifactRecord)
@@ -150,7 +150,7 @@ def rate(passed: int, n: int) -> dict[str, Any]:
 
 def style_of(doc: QualityRecord) -> str:
     """The prompt style of a quality artifact (chat for artifacts from before styles existed)."""
-    return as_quality(doc).prompt_style
+    return doc.prompt_style
 
 
 def suite_style(suite: str, style: str) -> str:
@@ -162,7 +162,7 @@ def scores_frame(docs: list[QualityRecord]) -> pd.DataFrame:
     """One row per current quality artifact: model, configuration, suite, n, pass rate, Wilson CI95,
     degeneration, status and provenance."""
     rows = []
-    for d in latest_per_key([as_quality(x) for x in docs]):
+    for d in latest_per_key([x for x in docs]):
         items = d.items
         degenerate = sum(1 for it in items if it.degenerate)
         r = d.rate.to_dict()
@@ -219,7 +219,7 @@ PAIRED_RULE = (
 
 def item_verdicts(doc: QualityRecord) -> dict[str, bool]:
     """Item id -> passed, for one quality artifact."""
-    return {it.id: bool(it.passed) for it in as_quality(doc).items}
+    return {it.id: bool(it.passed) for it in doc.items}
 
 
 def paired(a: dict[str, bool], b: dict[str, bool]) -> stats.PairedComparison | None:
@@ -234,7 +234,7 @@ def paired_against_leader(docs: list[QualityRecord]) -> list[dict[str, Any]]:
     """Per suite and prompt style: every configuration against the one with the highest pass rate
     (the leader), paired on their shared items. One row per (suite style, configuration)."""
     best: dict[tuple[str, str], QualityRecord] = {}
-    for d in latest_per_key([as_quality(x) for x in docs]):
+    for d in latest_per_key([x for x in docs]):
         if not d.ok or not d.items:
             continue
         label = f"{d.model_name} · {config_label(d.requested)}"

@@ -53,7 +53,7 @@ from core import stats
 from core.errors import ConfigError
 from core.metrics import METRICS
 from core.paths import data_dir, relpath
-from core.records.quality import QualityItem, QualityRecord, as_quality
+from core.records.quality import QualityItem, QualityRecord
 from core.records.run import RunRecord
 from core.summary import Summary
 from core.yamlio import load_yaml, pydantic_error_line
@@ -454,7 +454,7 @@ def join(
             )
         return out[ident]
 
-    for q in quality_mod.latest_per_key([as_quality(d) for d in quality_docs]):
+    for q in quality_mod.latest_per_key([d for d in quality_docs]):
         if q.ok:
             get(
                 q.backend,

@@ -35,7 +35,6 @@ from core.records.host import (
     HOST_MEMORY,
     BandwidthEntry,
     HostRecord,
-    as_host,
 )
 from core.records.run import RunRecord, flash_attention_on
 from pipelines.memory import (
@@ -79,7 +78,7 @@ def _rows(entries: list[BandwidthEntry]) -> list[dict[str, Any]]:
 
 
 def bandwidth_of(doc: HostRecord) -> Bandwidth:
-    rec = as_host(doc)
+    rec = doc
     copy_rows = _rows(rec.bandwidth)
     read_rows = _rows(rec.read_bandwidth)
     rows = read_rows or copy_rows
@@ -107,7 +106,7 @@ def latest_bandwidth(
     """The newest probe of each host, of one kind: host memory (default) or a GPU's device
     memory (``gpu_memory_bandwidth``, benchmarks/gpu_bandwidth.py)."""
     out: dict[str, Bandwidth] = {}
-    for d in sorted(map(as_host, host_docs), key=lambda d: (d.created, d.id)):
+    for d in sorted(host_docs, key=lambda d: (d.created, d.id)):
         if d.probe_kind == kind:
             out[d.host_id] = bandwidth_of(d)
     return out

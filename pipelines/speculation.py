@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from core import stats
-from core.records.quality import QualityRecord, as_quality
+from core.records.quality import QualityRecord
 from pipelines import optimization as opt
 
 MODES = ("none", "prompt_lookup", "draft_model")
@@ -226,7 +226,7 @@ def quality_by_sha(
 
     out: dict[str, dict[str, dict[str, Any]]] = {}
     for d in sorted(
-        latest_per_key([as_quality(q) for q in quality_docs]),
+        latest_per_key([q for q in quality_docs]),
         key=lambda d: (d.created, d.id),
     ):
         if not d.ok or not d.model_sha256:

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from core import stats
-from core.records.quality import QualityRecord, as_quality
+from core.records.quality import QualityRecord
 from core.records.run import RunRecord
 
 MATRIX = "config-tradeoffs"
@@ -99,7 +99,7 @@ def tradeoffs(runs: list[Any], quality: list[Any]) -> dict[str, list[Tradeoff]]:
         t.runs[test] = _newest(rs)
     qgroups: dict[tuple[str, str], list[QualityRecord]] = {}
     for d in quality:
-        q = as_quality(d)
+        q = d
         name = q.matrix_name or ""
         if not q.ok or not name.startswith(QUALITY_PREFIX):
             continue

@@ -7,6 +7,7 @@ import pytest
 
 from core import artifacts
 from core.errors import ConfigError
+from core.records.quality import QualityRecord
 from core.records.run import RunRecord
 from pipelines import gates as g
 from pipelines import projections as proj
@@ -226,8 +227,8 @@ def _quality(cand_verdicts, base_verdicts):
         return d
 
     return [
-        doc(base_verdicts, type_k="f16", type_v="f16"),
-        doc(cand_verdicts, type_k="q8_0", type_v="q8_0"),
+        QualityRecord(doc(base_verdicts, type_k="f16", type_v="f16")),
+        QualityRecord(doc(cand_verdicts, type_k="q8_0", type_v="q8_0")),
     ]
 
 

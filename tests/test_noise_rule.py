@@ -417,7 +417,7 @@ def test_older_noise_artifacts_still_load(tmp_path):
 
 def test_host_noise_flags_a_host_too_noisy_to_rank():
     old = v1_doc([735.0, 500.0, 505.0], [70.0, 50.0, 50.4])
-    table = pipe_noise.host_noise([], [artifacts.upgrade(old)])
+    table = pipe_noise.host_noise([], [NoiseRecord(artifacts.upgrade(old))])
     pp = table[(HOST["id"], "rate:pp")]
     assert pp.too_noisy and pp.why.startswith(
         "this host is too noisy to rank a single rate:pp run: run-to-run noise "
@@ -437,7 +437,7 @@ def test_host_noise_flags_a_host_too_noisy_to_rank():
         created=datetime(2026, 3, 2, tzinfo=UTC),
     )
     table = pipe_noise.host_noise(
-        [], [old, quiet]
+        [], [NoiseRecord(old), NoiseRecord(quiet)]
     )  # the newest artifact of the host counts
     assert (
         not table[(HOST["id"], "rate:pp")].too_noisy

@@ -13,6 +13,7 @@ import pytest
 
 from core import stats
 from core.errors import ConfigError
+from core.records.quality import QualityRecord
 from pipelines import parity
 from pipelines.site import parity_pages
 from tests.conftest import write_matrix
@@ -65,6 +66,11 @@ def test_paired_verdict():
 
 
 # -- the comparison ---------------------------------------------------------------------------
+def _records(docs: list) -> list[QualityRecord]:
+    """The quality records the pipelines take, of this module's documents."""
+    return [QualityRecord(d) for d in docs]
+
+
 def _doc(
     backend: str,
     server: str | None,
@@ -136,7 +142,7 @@ def test_parity_groups_compare_each_backend_with_the_in_process_answers():
         _doc("openai_http", "llama_cpp.server", same),
         _doc("openai_http", "llama_cpp.server", server, args=["--flash_attn", "True"]),
     ]
-    groups = parity.parity_groups(docs)
+    groups = parity.parity_groups(_records(docs))
     assert len(groups) == 1
     g = groups[0]
     assert (
@@ -177,11 +183,11 @@ def test_parity_needs_the_same_items_and_generation():
         "max_tokens": 64,
         "temperature": 0.0,
     }  # different work: not compared
-    assert parity.parity_groups([_doc("llama_cpp", None, REF), other]) == []
+    assert parity.parity_groups(_records([_doc("llama_cpp", None, REF), other])) == []
     chat = _doc(
         "openai_http", "llama-server", REF, style="chat"
     )  # styles are never compared with each other
-    assert parity.parity_groups([_doc("llama_cpp", None, REF), chat]) == []
+    assert parity.parity_groups(_records([_doc("llama_cpp", None, REF), chat])) == []
 
 
 def test_parity_takes_the_newest_complete_artifact_of_an_engine():
@@ -200,14 +206,18 @@ def test_parity_takes_the_newest_complete_artifact_of_an_engine():
         status="failed",
     )
     broken["key"] = "f" * 64
-    g = parity.parity_groups([_doc("llama_cpp", None, REF), old, new, broken])[0]
+    g = parity.parity_groups(
+        _records([_doc("llama_cpp", None, REF), old, new, broken])
+    )[0]
     assert g.pairs[0].other_id == new["id"] and g.pairs[0].identical_output == 4
 
 
 def test_parity_section_answers_first_and_escapes_outputs():
     hostile = dict(REF, q1=("<script>alert(1)</script>{{ x }}", False))
     md = parity_pages.parity_section(
-        [_doc("llama_cpp", None, REF), _doc("openai_http", "llama-server", hostile)]
+        _records(
+            [_doc("llama_cpp", None, REF), _doc("openai_http", "llama-server", hostile)]
+        )
     )
     first = md.splitlines()[0]
     assert (
@@ -222,7 +232,7 @@ def test_parity_section_answers_first_and_escapes_outputs():
     )  # shown as text (pipelines.site.markdown.pre)
     assert "the outputs part at character 0" in md
     assert "No backend parity run yet" in parity_pages.parity_section(
-        [_doc("llama_cpp", None, REF)]
+        _records([_doc("llama_cpp", None, REF)])
     )
 
 
@@ -243,7 +253,7 @@ def test_score_and_latency_per_backend_on_the_same_items():
         _doc("openai_http", "llama-server", dict(REF, q4=(" 8", True))),
         {"q1": 110, "q2": 230, "q3": 320, "q4": None},
     )
-    o = parity.overall(parity.parity_groups([ref, other]))[0]
+    o = parity.overall(parity.parity_groups(_records([ref, other])))[0]
     assert (o.ref_ms, o.other_ms) == ([100, 200, 300], [110, 230, 320])
     assert o.ref_latency_ms == pytest.approx(
         200
@@ -252,7 +262,7 @@ def test_score_and_latency_per_backend_on_the_same_items():
     half = stats.t_critical(2) * 10 / math.sqrt(3)
     lo, hi = o.latency_delta_ci
     assert (lo, hi) == (pytest.approx(20 - half), pytest.approx(20 + half))
-    md = parity_pages.parity_section([ref, other])
+    md = parity_pages.parity_section(_records([ref, other]))
     assert "Score and latency per backend, on the same items" in md
     row = next(ln for ln in md.splitlines() if ln.startswith("| llama-server"))
     cells = [c.strip() for c in row.strip("|").split("|")]

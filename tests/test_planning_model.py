@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from core.records.host import HostRecord
 from core.records.run import read as read_run
 from pipelines import memory as mem
 from pipelines import roofline, whatif
@@ -41,7 +42,7 @@ def measured(tmp_path_factory, embedded_model):
         report = runner.run_matrix("planning-e2e")
         assert not report.failed
         docs = {r.test_name: r for r in map(read_run, report.measured)}
-        probe = hostprobe.probe(buffer_mib=32, repetitions=2)
+        probe = HostRecord(hostprobe.probe(buffer_mib=32, repetitions=2))
     finally:
         if old is None:
             os.environ.pop("ALMANAC_DATA", None)

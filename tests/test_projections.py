@@ -10,6 +10,8 @@ import pytest
 
 from core import artifacts
 from core.errors import ConfigError
+from core.records.noise import NoiseRecord
+from core.records.projection import ProjectionRecord
 from core.records.run import RunRecord
 from pipelines import projections as P
 from tests.support.planning_fixtures import (
@@ -524,7 +526,7 @@ def test_record_is_a_valid_artifact_and_history_checks_it_later(
         "id": "fixture-noise",
         "estimates": {"rate:tg": {"sigma": 0.02, "df": 10, "runs": 11, "groups": 1}},
     }
-    monkeypatch.setattr(noise, "_noise_docs", lambda: [nz])
+    monkeypatch.setattr(noise, "_noise_docs", lambda: [NoiseRecord(nz)])
     # first record: before the q8_0 verification run existed
     early = [r for r in runs if r["settings"]["requested"]["type_k"] != "q8_0"]
     ps = P.project(early, cat, mix, "fixture-host-0000aaaa")
@@ -569,7 +571,7 @@ def test_record_is_a_valid_artifact_and_history_checks_it_later(
     )
     artifacts.validate(rec2)
     assert any(e["status"] == "VERIFIED" for e in rec2["entries"])
-    hist = P.accuracy_history([rec, rec2], runs)
+    hist = P.accuracy_history([ProjectionRecord(rec), ProjectionRecord(rec2)], runs)
     assert [h["when"] for h in hist if h["role"] == "long-context"] == [
         "later",
         "at projection",

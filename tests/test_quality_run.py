@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from core import artifacts
+from core.records.quality import QualityRecord
 from pipelines.quality import scores_frame
 from runtime.quality import suite_runner as runner
 
@@ -85,7 +86,7 @@ def test_real_quality_run_on_the_embedded_model(tiny_data, embedded_model):
     assert s["n"] == 2 and s["passed"] == sum(it["passed"] for it in doc["items"])
     assert 0.0 <= s["ci95_low"] <= s["ci95_high"] <= 1.0
     assert set(doc["build"]["scorers"]) == {it["scorer"] for it in doc["items"]}
-    frame = scores_frame([doc])
+    frame = scores_frame([QualityRecord(doc)])
     assert frame.iloc[0]["n"] == 2 and frame.iloc[0]["suite"] == "tiny"
     again = runner.run_quality_matrix(
         "tiny-quality"

@@ -340,7 +340,7 @@ def test_speed_floor_on_the_ci_and_no_degeneration_for_speed_only_roles(reg):
 def test_prompt_styles_are_never_pooled(reg, tmp_path):
     chat = quality_doc("m", "s", [False] * 10)
     ll = quality_doc("m", "s", [True] * 30, stamp="20260102T000000Z")
-    ll["prompt_style"] = "loglikelihood"
+    ll.doc["prompt_style"] = "loglikelihood"
     a = by_role(reg, [chat, ll], [])["q"]
     ev = next(e for e in a.chosen.evidence if e.kind == "quality")
     assert ev.value == "100% (30/30)" and "s · loglikelihood" in ev.requirement
@@ -391,11 +391,11 @@ def test_a_derived_entry_must_name_a_registry_model(tmp_path, monkeypatch):
 
 def test_a_newer_run_in_another_style_does_not_supersede(reg, tmp_path):
     ll = quality_doc("m", "s", [True] * 30)
-    ll["prompt_style"] = "loglikelihood"
+    ll.doc["prompt_style"] = "loglikelihood"
     comp = quality_doc(
         "m", "s", [False] * 5, degenerate=[True] * 5, stamp="20260103T000000Z"
     )
-    comp["prompt_style"], comp["suite"]["content_sha256"] = (
+    comp.doc["prompt_style"], comp["suite"]["content_sha256"] = (
         "completion",
         "1" * 64,
     )  # another rendering of the suite

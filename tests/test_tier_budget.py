@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from core.records.quality import QualityRecord
 from pipelines import roles, tiers
 from pipelines.site import quality_pages
 from tests.support.quality_fixtures import HOST, quality_doc, speed_doc
@@ -46,7 +47,7 @@ def _budget(tmp_path, host_memory=1024 * MIB):
         quality_doc("small", "ip", [True] * 9 + [False]),
         quality_doc("big", "ip", [True] * 8 + [False] * 2),
     ]
-    out = roles.recommend(reg, quality, runs, {})  # type: ignore[arg-type]  # raw fixture docs
+    out = roles.recommend(reg, [QualityRecord(q) for q in quality], runs, {})
     return reg, out, tiers.budget(HOST, out, host_memory, "fp-run")
 
 

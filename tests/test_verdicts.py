@@ -22,7 +22,7 @@ import pytest
 from core import artifacts, stats
 from core import noise as core_noise
 from core.records import run as record
-from core.records.noise import new_noise
+from core.records.noise import NoiseRecord, new_noise
 from core.records.run import RunRecord
 from pipelines import compare as cmp
 from pipelines import facts, history, host_boards, noise
@@ -328,7 +328,7 @@ def test_one_run_a_side_needs_the_host_noise():
         "id": "x",
         "estimates": {"rate:tg": {"sigma": 0.01, "df": 30, "runs": 31, "groups": 1}},
     }
-    table = noise.host_noise([a, b], [nz])
+    table = noise.host_noise([a, b], [NoiseRecord(nz)])
     assert table[(HOST["id"], "rate:tg")].sigma == pytest.approx(0.01)
     c = stats.compare_runs(
         [500],
@@ -362,7 +362,12 @@ def test_invoke_all_measures_noise_only_for_a_host_without_an_estimate():
             "rate:pp": {"sigma": 0.02, "df": 2, "runs": 3, "groups": 1},
         },
     }
-    assert noise.missing_classes([a, b], HOST["id"], ("rate:pp", "rate:tg"), [nz]) == []
+    assert (
+        noise.missing_classes(
+            [a, b], HOST["id"], ("rate:pp", "rate:tg"), [NoiseRecord(nz)]
+        )
+        == []
+    )
     # a second run of one configuration is history enough for its kind of test
     again = run(tight(61, seed=3), minutes=2, test={**TG, "name": "tg32", "n_gen": 32})
     assert noise.missing_classes(

@@ -20,8 +20,8 @@ from core import csvcell
 from core.metrics import METRICS
 from core.records import record_class
 from core.records.base import ArtifactRecord
-from core.records.perplexity import PerplexityRecord, as_perplexity
-from core.records.quality import QualityRecord, as_quality
+from core.records.perplexity import PerplexityRecord
+from core.records.quality import QualityRecord
 from core.records.run import RunRecord
 from pipelines.site.markdown import data_url
 
@@ -79,7 +79,7 @@ def _served(r: RunRecord) -> str:
 
 
 def quality_row(d: QualityRecord) -> dict[str, Any]:
-    q = as_quality(d)
+    q = d
     s = q.summary.rate
     rate = s.pass_rate
     return {
@@ -110,7 +110,7 @@ def _round(v: Any, decimals: int, scale: float = 1.0) -> float | None:
 def perplexity_row(d: PerplexityRecord) -> dict[str, Any]:
     """A perplexity artifact: PPL and, against a reference model, mean KLD and top-token agreement, each
     with its standard error (rounded for the list; the viewer and the JSON hold the full values)."""
-    p = as_perplexity(d)
+    p = d
     r: Any = p.results or {}  # a failed measurement has no figures
     ref = p.reference.name if p.reference else ""
     return {

@@ -10,7 +10,7 @@ from collections import Counter
 from typing import Any
 
 from core.hostlabel import device_label, link_label
-from core.records.host import GPU_MEMORY, HOST_MEMORY, HostRecord, as_host
+from core.records.host import GPU_MEMORY, HOST_MEMORY, HostRecord
 from core.records.run import RunRecord
 from pipelines import hostnames
 from pipelines import roofline as roof
@@ -43,7 +43,7 @@ def host_table(run_docs: list[RunRecord], host_docs: list[HostRecord]) -> str:
     ok: Counter[str] = Counter()
     failed: Counter[str] = Counter()
     run_docs = list(run_docs)
-    host_docs = [as_host(h) for h in host_docs]
+    host_docs = [h for h in host_docs]
     for r in sorted(run_docs, key=lambda r: r.created):
         hosts[r.host_id] = r.host
         if r.ok:
@@ -234,7 +234,7 @@ def _topology_rows(
 
 
 def bandwidth_table(host_docs: list[HostRecord]) -> str:
-    host_docs = [as_host(h) for h in host_docs]
+    host_docs = [h for h in host_docs]
     labels = hostnames.labels(host_docs)
     rows = []
     for kind, what in ((HOST_MEMORY, "host RAM"), (GPU_MEMORY, "GPU memory")):
@@ -300,7 +300,7 @@ def roofline_by_host(run_docs: list[RunRecord], host_docs: list[HostRecord]) -> 
             "A decode rate gets a bound once its host has a bandwidth probe.",
         )
     out = []
-    labels = hostnames.labels(list(run_docs) + [as_host(h) for h in host_docs])
+    labels = hostnames.labels(list(run_docs) + [h for h in host_docs])
     for hid in sorted({r["host_id"] for r in rows_data}):
         rows = []
         for r in sorted(

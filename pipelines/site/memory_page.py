@@ -6,7 +6,7 @@ models it cannot plan.
 from __future__ import annotations
 
 from core.errors import UserError
-from core.records.host import HostRecord, as_host
+from core.records.host import HostRecord
 from core.records.run import RunRecord
 from pipelines import memory as mem
 from pipelines.runs import latest_per_key
@@ -72,7 +72,7 @@ def endpoint_models_note(runs: list[RunRecord]) -> str:
 def _host_memory(
     runs: list[RunRecord], hosts: list[HostRecord]
 ) -> tuple[str | None, int | None]:
-    runs, hosts = list(runs), [as_host(h) for h in hosts]
+    runs, hosts = list(runs), [h for h in hosts]
     docs = [(h.created, h.host) for h in hosts] + [(d.created, d.host) for d in runs]
     if not docs:
         return None, None

@@ -8,7 +8,7 @@ import altair as alt
 import pandas as pd
 
 from core.metrics import METRICS
-from core.records.host import HostRecord, as_host
+from core.records.host import HostRecord
 from core.records.run import RunRecord
 from pipelines import roofline as roof
 from pipelines.site import charts
@@ -86,7 +86,7 @@ def roofline_page(runs: list[RunRecord], hosts: list[HostRecord]) -> str:
     else:
         rows = []
         for hid, b in sorted(bws.items()):
-            probe = next(h for h in map(as_host, hosts) if h.id == b.probe_id)
+            probe = next(h for h in hosts if h.id == b.probe_id)
             for what, entries in (
                 ("read", probe.read_bandwidth),
                 ("copy", probe.bandwidth),

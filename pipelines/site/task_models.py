@@ -10,7 +10,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from core.records.quality import as_quality
 from pipelines.site.markdown import cell, code, link, num, table
 
 SUITE = "summarise"
@@ -19,7 +18,7 @@ SUITE = "summarise"
 def task_rows(docs: list[Any], suite: str = SUITE) -> list[Any]:
     """The newest ok artifact of the task per host and model (plain configuration)."""
     best: dict[tuple[str, str], Any] = {}
-    for q in (as_quality(d) for d in docs):
+    for q in (d for d in docs):
         if (
             not q.ok
             or q.suite_name != suite

@@ -17,6 +17,7 @@ from typing import Any
 
 from core import artifacts, stats
 from core.records import run as record
+from core.records.host import HostRecord
 from runtime.backends import settings_class
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "planning"
@@ -199,7 +200,8 @@ def host_doc(
     kind: str = "memory_bandwidth",
     read: dict[int, list[float]] | None = None,
     llc_bytes: int | None = None,
-) -> dict[str, Any]:
+) -> HostRecord:
+    """A memory-bandwidth probe of ``host``, as the record the pipelines take."""
     host = host or HOST
     stamp = created[:19].replace("-", "").replace(":", "") + "Z"
     doc = {
@@ -237,7 +239,7 @@ def host_doc(
     if llc_bytes is not None:
         doc["probe"]["llc_bytes"] = llc_bytes
     artifacts.validate(doc)
-    return doc
+    return HostRecord(doc)
 
 
 STAGES_A = {
@@ -342,7 +344,8 @@ def write_dataset(data_dir: Path, dataset: dict[str, list[Any]]) -> None:
     for d in dataset.get("runs", []):
         record.write(getattr(d, "doc", d), data_dir / "runs")
     for d in dataset.get("hosts", []):
-        artifacts.write(hostprobe.artifact_path(d, data_dir / "hosts"), d)
+        doc = getattr(d, "doc", d)
+        artifacts.write(hostprobe.artifact_path(doc, data_dir / "hosts"), doc)
     for d in dataset.get("projections", []):
         artifacts.write(record_path(d, data_dir / "projections"), d)
 

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from core import artifacts, stats
+from core.records.quality import QualityRecord
 from core.records.run import RunRecord
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -95,7 +96,7 @@ def quality_doc(
     outputs: list[str] | None = None,
     stamp: str = "20260101T000000Z",
     status: str = "ok",
-) -> dict[str, Any]:
+) -> QualityRecord:
     from core.records.quality import summarize_items
 
     golden = json.loads(GOLDEN_RUN.read_text())
@@ -142,66 +143,74 @@ def quality_doc(
     key = sha(
         json.dumps([model, suite, settings, verdicts, degenerate], sort_keys=True)
     )
-    return {
-        "artifact": "quality",
-        "schema_version": 1,
-        "id": f"q{key[:12]}-{stamp}",
-        "key": key,
-        "created": f"{stamp[:4]}-{stamp[4:6]}-{stamp[6:8]}T00:00:00+00:00",
-        "status": status,
-        "error": None
-        if status == "ok"
-        else {
-            "kind": "timeout",
-            "message": "child killed",
-            "signal": None,
-            "exit_code": None,
-        },
-        "matrix": {"name": "fixture", "file": "data/matrices/fixture.yaml"},
-        "backend": "llama_cpp",
-        "suite": {
-            "name": suite,
-            "version": 1,
-            "category": "general",
-            "description": f"fixture suite {suite}",
-            "file": f"data/suites/{suite}.yaml",
-            "includes": [],
-            "content_sha256": sha(suite),
-            "n_items_in_suite": max(len(items), 1),
-            "source": {},
-            "sample": {"requested": None, "seed": 0, "ids": [it["id"] for it in items]},
-        },
-        "generation": {
-            "max_tokens": 16,
-            "temperature": 0.0,
-            "top_k": 40,
-            "top_p": 0.95,
-            "min_p": 0.05,
-            "repeat_penalty": 1.0,
-        },
-        "settings": {"requested": settings, "swept": {}, "effective": {}},
-        "model": {
-            k: v for k, v in model_block(model, size_bytes).items() if k != "metadata"
-        },
-        "host": golden["host"],
-        "build": {**golden["build"], "scorers": {"exact": 1}},
-        "items": items,
-        "summary": summarize_items(items),
-        "sandbox": None,
-        "resources": {
-            "peak_rss_bytes": 500_000_000,
-            "wall_s": 1.0,
-            "load_time_s": 0.5,
-            "exit_code": 0,
-            "signal": None,
-            "scoring_s": 0.0,
-        },
-        "log_tail": "",
-    }
+    return QualityRecord(
+        {
+            "artifact": "quality",
+            "schema_version": 1,
+            "id": f"q{key[:12]}-{stamp}",
+            "key": key,
+            "created": f"{stamp[:4]}-{stamp[4:6]}-{stamp[6:8]}T00:00:00+00:00",
+            "status": status,
+            "error": None
+            if status == "ok"
+            else {
+                "kind": "timeout",
+                "message": "child killed",
+                "signal": None,
+                "exit_code": None,
+            },
+            "matrix": {"name": "fixture", "file": "data/matrices/fixture.yaml"},
+            "backend": "llama_cpp",
+            "suite": {
+                "name": suite,
+                "version": 1,
+                "category": "general",
+                "description": f"fixture suite {suite}",
+                "file": f"data/suites/{suite}.yaml",
+                "includes": [],
+                "content_sha256": sha(suite),
+                "n_items_in_suite": max(len(items), 1),
+                "source": {},
+                "sample": {
+                    "requested": None,
+                    "seed": 0,
+                    "ids": [it["id"] for it in items],
+                },
+            },
+            "generation": {
+                "max_tokens": 16,
+                "temperature": 0.0,
+                "top_k": 40,
+                "top_p": 0.95,
+                "min_p": 0.05,
+                "repeat_penalty": 1.0,
+            },
+            "settings": {"requested": settings, "swept": {}, "effective": {}},
+            "model": {
+                k: v
+                for k, v in model_block(model, size_bytes).items()
+                if k != "metadata"
+            },
+            "host": golden["host"],
+            "build": {**golden["build"], "scorers": {"exact": 1}},
+            "items": items,
+            "summary": summarize_items(items),
+            "sandbox": None,
+            "resources": {
+                "peak_rss_bytes": 500_000_000,
+                "wall_s": 1.0,
+                "load_time_s": 0.5,
+                "exit_code": 0,
+                "signal": None,
+                "scoring_s": 0.0,
+            },
+            "log_tail": "",
+        }
+    )
 
 
 def write_all(
-    data_dir: Path, runs: list[RunRecord], quality: list[dict[str, Any]]
+    data_dir: Path, runs: list[RunRecord], quality: list[QualityRecord]
 ) -> None:
     for d in runs:
         artifacts.write(
@@ -219,5 +228,5 @@ def write_all(
             / d["host"]["id"]
             / d["model"]["name"]
             / f"{d['suite']['name']}--{d['key'][:16]}-{d['id'].split('-', 1)[1]}.json",
-            d,
+            getattr(d, "doc", d),
         )
