@@ -109,10 +109,12 @@ INTEGRATION_MODULES = frozenset(
 #: Modules whose tests run alone, never beside another test (marker ``serial``): `invoke test`
 #: runs the rest on two workers (pytest-xdist), then these in one process. Their verdicts read
 #: rates, latencies or queueing from real loopback servers and the real model (a neighbour test
-#: would be load they measure), or they start machine-wide services (munged, slurmctld, slurmd).
+#: would be load they measure; test_isolation gives each job 3 s, a worker's start-up and all),
+#: or they start machine-wide services (munged, slurmctld, slurmd).
 SERIAL_MODULES = frozenset(
     {
         "test_agent_repeats",
+        "test_isolation",
         "test_llama_server",
         "test_load",
         "test_load_model",
