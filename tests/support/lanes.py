@@ -133,7 +133,7 @@ def _module_name(item: pytest.Item) -> str:
 
 #: Fixtures that run the real model: llama.cpp's threads spin at each step, so a test beside it
 #: on 2 cores slows it many times over (a noise measurement ran past its 10-minute timeout).
-MODEL_FIXTURES = frozenset({"embedded_model", "gemma", "served"})
+MODEL_FIXTURES = frozenset({"embedded_model"})
 
 
 def is_serial(item: pytest.Item) -> bool:
