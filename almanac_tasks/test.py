@@ -3,6 +3,7 @@ installing what the real-part tests drive (Chromium, sshd, IFBench data, llama.c
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shlex
 import shutil
@@ -50,6 +51,8 @@ CHECKS = (
         "machine (2 cores shared with other work turn them undecided or reverse them; its tests xfail "
         "when they measured the load), so it never gates CI.",
         "checks": "Run ruff (format and lint), mypy and lint-imports before the tests (default: yes).",
+        "workers": "pytest-xdist workers for the tests not marked serial (default 2; 0 or 1: one process). "
+        "The serial tests (load-sensitive verdicts, machine-wide services) run after them, alone.",
     }
 )
 def test(
@@ -59,6 +62,7 @@ def test(
     lane: str = "default",
     report: bool = False,
     checks: bool = True,
+    workers: int = 2,
 ) -> None:
     """Run the test suite's default lane (first installs what the real-part tests drive: Chromium, sshd, IFBench data).
 
@@ -85,21 +89,46 @@ def test(
         _ensure_sshd(c)
         ensure_ifbench(c)
         _ensure_llama_tools(c)
-    args = [sys.executable, "-m", "pytest", "-q"]
-    if k:
-        args += ["-k", k]
     marks = [m for m in (TEST_LANES[lane], "not model" if fast else "") if m]
-    if marks:
-        args += ["-m", " and ".join(f"({m})" for m in marks)]
-    code = exit_code(c, shlex.join(args))
-    if code == 5:  # no tests collected
-        say("no tests collected")
-        code = 0
+    codes = [
+        _pytest(c, k, marks, part, workers) for part, workers in _parts(lane, workers)
+    ]
+    code = max(codes) if codes else 0
     if code == 1 and report:
         say(f"lane {lane}: some tests failed (reported, not failing: --report)")
         code = 0
     if code:
         raise Exit(code=code)
+
+
+def _parts(lane: str, workers: int) -> list[tuple[str, int]]:
+    """The pytest runs of a lane, as (extra -m expression, workers): with workers, the tests not
+    marked ``serial`` on that many pytest-xdist workers, then the serial ones in one process
+    (tests/support/lanes.py says which, and why); without, or for the timing lane, one run."""
+    if workers < 2 or lane == "timing":
+        return [("", 0)]
+    if importlib.util.find_spec("xdist") is None:  # installed with the dev extras
+        note("pytest-xdist is not installed (pip install -e '.[dev]'): one process")
+        return [("", 0)]
+    return [("not serial", workers), ("serial", 0)]
+
+
+def _pytest(c: Context, k: str, marks: list[str], part: str, workers: int) -> int:
+    """One pytest run: its exit code, 0 when it collected nothing (5)."""
+    args = [sys.executable, "-m", "pytest", "-q"]
+    if workers:
+        # loadscope: a module's tests stay on one worker (its module fixtures are made once)
+        args += ["-n", str(workers), "--dist", "loadscope"]
+    if k:
+        args += ["-k", k]
+    expr = [m for m in (*marks, part) if m]
+    if expr:
+        args += ["-m", " and ".join(f"({m})" for m in expr)]
+    code = exit_code(c, shlex.join(args))
+    if code == 5:  # no tests collected
+        say(f"no tests collected{f' ({part})' if part else ''}")
+        code = 0
+    return code
 
 
 def _ensure_llama_tools(c: Context) -> None:

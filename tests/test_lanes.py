@@ -7,7 +7,11 @@ marker)."""
 from __future__ import annotations
 
 import ast
+import types
 from pathlib import Path
+from typing import cast
+
+import pytest
 
 from tests.support import lanes
 
@@ -147,3 +151,76 @@ def test_a_helper_imported_from_another_test_module_is_followed():
     reach = _reach(TESTS / "test_traffic.py")
     assert "FAULT" in reach["test_trace_replay_keeps_the_trace_s_arrival_times"]
     assert not reach["test_the_three_layouts_read_as_published"] & HEAVY
+
+
+class _Item:
+    """What lanes.is_serial reads of a collected test: its markers, fixtures and module."""
+
+    def __init__(self, module: str, fixtures=(), markers=()):
+        self.module = types.SimpleNamespace(__name__=f"tests.{module}")
+        self.fixturenames = list(fixtures)
+        self._markers = set(markers)
+
+    def get_closest_marker(self, name):
+        return name if name in self._markers else None
+
+
+def _serial(module: str, fixtures=(), markers=()) -> bool:
+    return lanes.is_serial(cast(pytest.Item, _Item(module, fixtures, markers)))
+
+
+def test_serial_tests_are_the_load_sensitive_the_machine_wide_and_the_real_model_s():
+    # rates and queueing off loopback servers; munged, slurmctld and slurmd; the real model
+    assert _serial("test_load") and _serial("test_slurm")
+    assert _serial("test_verdicts", markers={"model"})
+    assert _serial("test_quality_styles", fixtures={"embedded_model"})
+    assert _serial("test_site", markers={"serial"})
+    assert not _serial("test_site", fixtures={"committed_site"})
+    assert not _serial("test_browser", fixtures={"served"})
+    assert not _serial("test_stats")
+
+
+def test_serial_modules_name_test_modules_that_exist():
+    assert {
+        m for m in lanes.SERIAL_MODULES if not (TESTS / f"{m}.py").is_file()
+    } == set()
+
+
+def _runs(monkeypatch, **kw) -> list[list[str]]:
+    """The pytest command lines `invoke test` runs (each answered 'nothing collected')."""
+    import shlex
+
+    from invoke import Context
+
+    from almanac_tasks import test as test_task
+
+    ran: list[list[str]] = []
+
+    def nothing_collected(c: Context, cmd: str) -> int:
+        ran.append(shlex.split(cmd))
+        return 5
+
+    monkeypatch.setattr(test_task, "exit_code", nothing_collected)
+    test_task.test.body(Context(), checks=False, lane="fast", **kw)
+    return [argv[argv.index("pytest") :] for argv in ran]
+
+
+def test_invoke_test_runs_the_parallel_part_on_workers_then_the_serial_part_alone(
+    monkeypatch,
+):
+    parallel, serial = _runs(monkeypatch, k="site")
+    assert parallel == [
+        "pytest", "-q", "-n", "2", "--dist", "loadscope", "-k", "site",
+        "-m", "(fast and not timing) and (not serial)",
+    ]  # fmt: skip
+    assert serial == [
+        "pytest",
+        "-q",
+        "-k",
+        "site",
+        "-m",
+        "(fast and not timing) and (serial)",
+    ]
+    assert _runs(monkeypatch, workers=0) == [
+        ["pytest", "-q", "-m", "(fast and not timing)"]
+    ]

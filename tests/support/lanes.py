@@ -106,6 +106,46 @@ INTEGRATION_MODULES = frozenset(
 )
 
 
+#: Modules whose tests run alone, never beside another test (marker ``serial``): `invoke test`
+#: runs the rest on two workers (pytest-xdist), then these in one process. Their verdicts read
+#: rates, latencies or queueing from real loopback servers and the real model (a neighbour test
+#: would be load they measure; test_isolation gives each job 3 s, a worker's start-up and all),
+#: or they start machine-wide services (munged, slurmctld, slurmd).
+SERIAL_MODULES = frozenset(
+    {
+        "test_agent_repeats",
+        "test_isolation",
+        "test_llama_server",
+        "test_load",
+        "test_load_model",
+        "test_serving",
+        "test_slurm",
+        "test_traffic",
+    }
+)
+
+
+def _module_name(item: pytest.Item) -> str:
+    """The test's module's own name (``test_load``), or "" for an item outside a module."""
+    module = getattr(item, "module", None)
+    return module.__name__.rsplit(".", 1)[-1] if module else ""
+
+
+#: Fixtures that run the real model: llama.cpp's threads spin at each step, so a test beside it
+#: on 2 cores slows it many times over (a noise measurement ran past its 10-minute timeout).
+MODEL_FIXTURES = frozenset({"embedded_model"})
+
+
+def is_serial(item: pytest.Item) -> bool:
+    """Whether a test must run with no other test beside it: its own marker, a module of
+    SERIAL_MODULES, or the real model (the ``model`` marker or a MODEL_FIXTURES fixture)."""
+    if item.get_closest_marker("serial") or item.get_closest_marker("model"):
+        return True
+    if set(getattr(item, "fixturenames", ())) & MODEL_FIXTURES:
+        return True
+    return _module_name(item) in SERIAL_MODULES
+
+
 def lane_of(item: pytest.Item) -> str:
     """The lane of one collected test (the module's rule above)."""
     own = [m.name for m in item.iter_markers() if m.name in LANES]
@@ -116,7 +156,7 @@ def lane_of(item: pytest.Item) -> str:
     fixtures = set(getattr(item, "fixturenames", ()))
     if fixtures & E2E_FIXTURES:
         return "e2e"
-    module = item.module.__name__.rsplit(".", 1)[-1] if item.module else ""
+    module = _module_name(item)
     if module in E2E_MODULES:
         return "e2e"
     if module in INTEGRATION_MODULES or fixtures & INTEGRATION_FIXTURES:
@@ -129,3 +169,5 @@ def mark_lanes(items: list[pytest.Item]) -> None:
         lane = lane_of(item)
         if not item.get_closest_marker(lane):
             item.add_marker(getattr(pytest.mark, lane))
+        if is_serial(item) and not item.get_closest_marker("serial"):
+            item.add_marker(pytest.mark.serial)
