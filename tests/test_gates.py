@@ -220,15 +220,15 @@ def _quality(cand_verdicts, base_verdicts):
             stamp="20260102T000000Z"
             if kv.get("type_k") == "q8_0"
             else "20260101T000000Z",
-        )
+        ).doc
         d["prompt_style"] = "loglikelihood"
         d["host"] = dict(HOST)
         artifacts.validate(d)
-        return d
+        return QualityRecord(d)
 
     return [
-        QualityRecord(doc(base_verdicts, type_k="f16", type_v="f16")),
-        QualityRecord(doc(cand_verdicts, type_k="q8_0", type_v="q8_0")),
+        doc(base_verdicts, type_k="f16", type_v="f16"),
+        doc(cand_verdicts, type_k="q8_0", type_v="q8_0"),
     ]
 
 

@@ -343,7 +343,7 @@ def test_site_builds_with_quality_and_roles_pages(tmp_path, monkeypatch):
     quality[0]["items"][0]["score"] = 0.0
     from core.records.quality import summarize_items
 
-    quality[0]["summary"] = summarize_items(quality[0]["items"])
+    quality[0].doc["summary"] = summarize_items(quality[0]["items"])
     write_all(d, runs, quality)
     site = tmp_path / "site"
     env = {**__import__("os").environ, "ALMANAC_DATA": str(d)}

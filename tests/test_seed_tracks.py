@@ -453,7 +453,7 @@ def _draft_quality(sha, passed, n=20):
         f"draft-{sha[0]}", "basic_facts", [True] * passed + [False] * (n - passed)
     )
     d["model"]["sha256"] = sha
-    artifacts.validate(d)
+    artifacts.validate(d.doc)
     return d
 
 
