@@ -17,9 +17,11 @@ import pytest
 from core import artifacts, stats
 from core.errors import ConfigError
 from core.kinds import agent as agent_kind
+from core.kinds import agent_protocol as protocol
 from core.kinds import parse_test
 from core.records.run import RunRecord
-from runtime.backends.openai_http.agents import loop, tools
+from runtime.agents import loop, tools
+from runtime.backends.openai_http.server import ManagedServer, free_port
 from tests.conftest import write_matrix
 
 
@@ -221,12 +223,14 @@ def test_headline_answers_per_task_first():
 
 # -- the tools and the fault injector ------------------------------------------------------------
 def test_store_and_tasks_are_fixed_by_the_seed():
-    assert tools.store(0) == tools.store(0) and tools.store(0) != tools.store(1)
-    t = tools.task("chain", 2, seed=0)
-    data = tools.store(0)
+    assert protocol.store(0) == protocol.store(0) and protocol.store(
+        0
+    ) != protocol.store(1)
+    t = protocol.task("chain", 2, seed=0)
+    data = protocol.store(0)
     ptr = t.prompt.split('"')[1]
     assert data[data[ptr]] == t.expected and t.tool_steps == 2
-    a = tools.task("add", 0, seed=0)
+    a = protocol.task("add", 0, seed=0)
     x, y = (int(w) for w in a.prompt.split() if w.isdigit())
     assert a.expected == str(x + y)
 
@@ -263,22 +267,24 @@ def test_fault_injection_counts_calls_per_stream():
 
 
 def test_parse_action():
-    assert tools.parse_action(
+    assert protocol.parse_action(
         '{"tool": "lookup", "args": {"key": "a"}} trailing junk'
     ) == {"tool": "lookup", "args": {"key": "a"}}
-    assert tools.parse_action('noise {"x": 1} then {"answer": "Oslo"}') == {
+    assert protocol.parse_action('noise {"x": 1} then {"answer": "Oslo"}') == {
         "answer": "Oslo"
     }
-    assert tools.parse_action("no json here {") is None
+    assert protocol.parse_action("no json here {") is None
     assert (
-        tools.parse_action('{"answer": NaN}') is None
+        protocol.parse_action('{"answer": NaN}') is None
     )  # not JSON: an artifact could not hold it
-    assert tools.normalise(' "Oslo". ') == tools.normalise("oslo")
+    assert protocol.normalise(' "Oslo". ') == protocol.normalise("oslo")
 
 
 @pytest.fixture
 def tool_service(tmp_path):
-    server, url = loop.start_tool_service(0, tmp_path)
+    server, url = loop.start_tool_service(
+        0, tmp_path, loop.Processes(server=ManagedServer, free_port=free_port)
+    )
     try:
         yield url
     finally:
@@ -308,7 +314,7 @@ def test_real_tool_service_over_http(tool_service):
     r3 = httpx.post(
         f"{tool_service}/call", json={"stream": "s", "tool": "teleport", "args": {}}
     )
-    assert r1.status_code == 200 and r1.json()["result"] == tools.store(0)["alpha"]
+    assert r1.status_code == 200 and r1.json()["result"] == protocol.store(0)["alpha"]
     assert r2.status_code == 500 and r2.json()["injected"] == "fail"
     assert r3.status_code == 400 and "unknown tool" in r3.json()["error"]
     assert httpx.post(f"{tool_service}/call", content=b"[not json").status_code == 400
@@ -361,7 +367,7 @@ def test_tool_step_retries_and_times_out_in_both_placements(tool_service):
     assert (
         out["internal"][0]["result"]
         == out["external"][0]["result"]
-        == tools.store(0)["alpha"]
+        == protocol.store(0)["alpha"]
     )
 
 

@@ -160,8 +160,8 @@ def test_uncertainty_gate_settings_and_confidence():
     import math
 
     from core.kinds import agent as agent_kind
+    from runtime.agents import loop
     from runtime.backends.openai_http import client
-    from runtime.backends.openai_http.agents import loop
 
     off = agent_kind.AgentLoopTest(id="a")
     assert (
@@ -209,9 +209,10 @@ def test_an_unsure_turn_is_escalated_once_per_step():
     import asyncio
 
     from core.kinds import agent as agent_kind
-    from runtime.backends.openai_http.agents import loop, tools
+    from core.kinds import agent_protocol as protocol
+    from runtime.agents import loop, tools
 
-    task = tools.task("lookup", 0, 0)
+    task = protocol.task("lookup", 0, 0)
     script = [
         ('{"answer": "wrong"}', [-0.01, -3.0]),  # unsure (p = 0.05 < 0.2): escalated
         (
@@ -259,7 +260,7 @@ def test_an_unsure_turn_is_escalated_once_per_step():
     )
     assert [t["escalated"] for t in out["turns"]] == [True, False]
     assert out["turns"][0]["confidence"] == pytest.approx(0.0498, abs=1e-3)
-    assert bodies[1]["messages"][-1]["content"] == loop.ESCALATE
+    assert bodies[1]["messages"][-1]["content"] == protocol.ESCALATE
     # the gate off: no log-probabilities asked for, the first answer taken
     bodies.clear()
     out = asyncio.run(

@@ -34,7 +34,9 @@ generate            ``generate(prompt_index, max_tokens) -> record``: one greedy
                     (core.kinds.generate.run_generate)
 load, capacity,     ``transport()``: one request at a time (runtime.load.transport.Transport;
 probe, tokenize     the loops are runtime/load/'s)
-agent_loop          one model turn (runtime.backends.openai_http.agents.loop.Endpoint)
+agent_loop          one model turn: :class:`runtime.agents.loop.Endpoint` (the streamed chat
+                    request), and what starts the tool service's process (``Processes``)
+                    (runtime.agents.loop.run)
 ==================  ==========================================================================
 
 ``load`` and ``close`` are the rest of a backend's life; ``describe`` what it knows of its build

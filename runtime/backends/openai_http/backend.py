@@ -9,7 +9,10 @@ Tests:
 * ``concurrency``: a closed-loop sweep of concurrency levels with SLO goodput;
 * ``load``, ``capacity``, ``probe``: load profiles, the capacity search and the endpoint probe,
   run by ``runtime.load`` through this backend's transport (``transport.py``): the backend
-  only sends one request at a time.
+  only sends one request at a time;
+* ``agent_loop``: tool-calling loops under injected tool faults, run by ``runtime.agents.loop``
+  over one model turn (``loop.Endpoint``); the backend hands it ``ManagedServer`` to start the
+  tool service.
 
 A model is a local file (the backend starts the server with it, or ``base_url`` names a server
 that already runs it) or an endpoint model of the registry (runtime.models.endpoint: a served
@@ -1099,11 +1102,11 @@ class OpenAIHttpBackend(Backend):
         except (detect.Unreachable, detect.NotServed):
             return None
 
-    # -- agent loops under injected tool faults (agents/loop.py) -------------------------
+    # -- agent loops under injected tool faults (the loop: runtime/agents/loop.py) -------
     @runs("agent_loop")
     def _run_agent_loop(self, test: AgentLoopTest) -> TestResult:
         from core.kinds import agent as agent_kind
-        from runtime.backends.openai_http.agents import loop
+        from runtime.agents import loop
 
         ep = loop.Endpoint(
             url=self._url(),
@@ -1114,7 +1117,9 @@ class OpenAIHttpBackend(Backend):
             alive=self._alive,
             seed=self.settings.seed,
         )
-        episodes, facts = loop.run(ep, test)
+        episodes, facts = loop.run(
+            ep, test, loop.Processes(server=ManagedServer, free_port=free_port)
+        )
         result = TestResult(
             metrics={**agent_kind.metrics(episodes), **self._startup_metric()},
             samples={"episodes": episodes},

@@ -5,8 +5,13 @@ One ``agent_loop`` test (core/kinds/agent.py) runs every fault profile x scenari
 both placements - tools in this process (*internal*) and the same tool service over HTTP on
 loopback (*external*, a process this run starts, or ``tool_service_url``) - one placement's
 episodes of a (profile, scenario) and then the other's, the first placement alternating, so
-slow drift of the host hits both and both meet the same prompt-cache state. Model turns go to the OpenAI-compatible
-endpoint through the same streamed client as the serving tests (client.stream_chat).
+slow drift of the host hits both and both meet the same prompt-cache state.
+
+The loop is the kind's; the backend hands it one primitive, a model turn (:class:`Endpoint`: the
+OpenAI-compatible endpoint and the streamed client the serving tests use), and what starts the
+tool service as a process (:class:`Processes`: the backend's ``ManagedServer``, passed in, so
+this package never imports a backend). The tasks and the protocol the model is asked to follow
+are the kind's too, and pure (core/kinds/agent_protocol.py).
 
 A tool call attempt ends at the profile's ``tool_timeout_s`` whatever the tool does (a service
 that never answers included); a failed or timed-out attempt is retried ``retries`` times with
@@ -24,24 +29,17 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import httpx
 
 from core.kinds import agent as agent_kind
+from core.kinds import agent_protocol as protocol
 from core.kinds.agent import AgentLoopTest, FaultProfile
-from runtime.backends.openai_http.agents import tools as tools_mod
-from runtime.backends.openai_http.agents.tools import ToolError, ToolFault, ToolService
+from core.kinds.agent_protocol import ESCALATE, REASK
+from runtime.agents.tools import ToolError, ToolFault, ToolService
 
 TEXT_KEPT = 500  # characters of each model turn kept in the artifact
-REASK = (
-    'Reply with one JSON object: {"tool": NAME, "args": {...}} or {"answer": VALUE}.'
-)
-ESCALATE = (
-    "You were unsure of that reply. If the task needs a value you have not looked up, call the tool for it; "
-    'then answer with the exact value. Reply with one JSON object: {"tool": NAME, "args": {...}} or '
-    '{"answer": VALUE}.'
-)
 
 
 def confidence(logprobs: list[float] | None) -> float | None:
@@ -53,7 +51,8 @@ def confidence(logprobs: list[float] | None) -> float | None:
 
 @dataclass
 class Endpoint:
-    """What the loop needs from the HTTP backend: where and how to send one chat request."""
+    """The primitive the loop takes from a backend, one model turn: where and how to send one
+    streamed chat request (the OpenAI HTTP backend's ``client.stream_chat``)."""
 
     url: str
     model: str
@@ -62,6 +61,41 @@ class Endpoint:
     policy: Any
     alive: Callable[[], bool]
     seed: int
+
+
+class Service(Protocol):
+    """A started process the loop can stop (runtime.backends.openai_http.server.ManagedServer)."""
+
+    command: list[str]
+    startup_ms: float | None
+
+    def start(self) -> float: ...
+
+    def stop(self) -> dict[str, Any]: ...
+
+    def log_tail(self, n: int = 40) -> str: ...
+
+
+class ServiceFactory(Protocol):
+    def __call__(
+        self,
+        command: list[str],
+        health_url: str,
+        log_path: Path,
+        *,
+        startup_timeout_s: float,
+        stop_timeout_s: float,
+    ) -> Service: ...
+
+
+@dataclass(frozen=True)
+class Processes:
+    """What the loop needs to start the external placement's tool service as a process: a server
+    process started from a command line and watched until healthy at a URL, and a free loopback
+    port for it (the backend's ``ManagedServer`` and ``free_port``)."""
+
+    server: ServiceFactory
+    free_port: Callable[[], int]
 
 
 # -- tool callers -------------------------------------------------------------------------------
@@ -225,7 +259,7 @@ def _body(
     if test.constrained:
         body["response_format"] = {
             "type": "json_object",
-            "schema": tools_mod.ACTION_SCHEMA,
+            "schema": protocol.ACTION_SCHEMA,
         }
     return body
 
@@ -240,7 +274,7 @@ async def episode(
     ep: Endpoint,
     client: httpx.AsyncClient,
     caller: Any,
-    task: tools_mod.Task,
+    task: protocol.Task,
     *,
     test: AgentLoopTest,
     profile: FaultProfile,
@@ -248,8 +282,8 @@ async def episode(
     origin_ns: int,
 ) -> dict[str, Any]:
     messages = [
-        {"role": "system", "content": tools_mod.SYSTEM},
-        *tools_mod.EXAMPLE,
+        {"role": "system", "content": protocol.SYSTEM},
+        *protocol.EXAMPLE,
         {"role": "user", "content": task.prompt},
     ]
     turns: list[dict[str, Any]] = []
@@ -289,7 +323,7 @@ async def episode(
         if not rec["ok"]:
             end_reason = "model_error"
             break
-        action = tools_mod.parse_action(rec["text"] or "")
+        action = protocol.parse_action(rec["text"] or "")
         turn["action"] = action
         gate = test.uncertainty_threshold
         if gate is not None:
@@ -345,7 +379,7 @@ async def episode(
     loop_ms = (time.perf_counter() - t0) * 1000.0
     tool_turns = [t["tool"] for t in turns if "tool" in t]
     attempts = [a for s in tool_turns for a in s["attempts"]]
-    success = answer is not None and tools_mod.normalise(answer) == tools_mod.normalise(
+    success = answer is not None and protocol.normalise(answer) == protocol.normalise(
         task.expected
     )
     return {
@@ -380,15 +414,15 @@ async def episode(
 
 
 # -- the whole test -----------------------------------------------------------------------------
-def start_tool_service(seed: int, workdir: Path) -> tuple[Any, str]:
+def start_tool_service(
+    seed: int, workdir: Path, procs: Processes
+) -> tuple[Service, str]:
     """The external placement's tool service: a process on a free loopback port, healthy."""
-    from runtime.backends.openai_http.server import ManagedServer, free_port
-
-    port = free_port()
+    port = procs.free_port()
     cmd = [
         sys.executable,
         "-m",
-        "runtime.backends.openai_http.agents.tool_server",
+        "runtime.agents.tool_server",
         "--host",
         "127.0.0.1",
         "--port",
@@ -396,7 +430,7 @@ def start_tool_service(seed: int, workdir: Path) -> tuple[Any, str]:
         "--seed",
         str(seed),
     ]
-    server = ManagedServer(
+    server = procs.server(
         cmd,
         f"http://127.0.0.1:{port}/health",
         workdir / "tool-service.log",
@@ -433,7 +467,7 @@ async def _all(
                 )
                 for placement in order:
                     for i in range(test.episodes):
-                        task = tools_mod.task(scenario, i, test.seed)
+                        task = protocol.task(scenario, i, test.seed)
                         on_episode(
                             await episode(
                                 ep,
@@ -449,18 +483,18 @@ async def _all(
 
 
 def run(
-    ep: Endpoint, test: AgentLoopTest
+    ep: Endpoint, test: AgentLoopTest, procs: Processes
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Every episode of the test, and the facts of the tool service (managed or given)."""
     service = ToolService(test.seed)
     episodes: list[dict[str, Any]] = []
-    managed = None
+    managed: Service | None = None
     url = test.tool_service_url
     facts: dict[str, Any] = {"managed": False, "url": url}
     with tempfile.TemporaryDirectory(prefix="almanac-tools-") as tmp:
         try:
             if "external" in test.placements and url is None:
-                managed, url = start_tool_service(test.seed, Path(tmp))
+                managed, url = start_tool_service(test.seed, Path(tmp), procs)
                 facts = {
                     "managed": True,
                     "url": url,
@@ -482,9 +516,9 @@ def details(
         "matrix": agent_kind.matrix_stats(episodes, [p.name for p in test.profiles]),
         "tool_service": facts,
         "protocol": {
-            "system": tools_mod.SYSTEM,
-            "example": tools_mod.EXAMPLE,
-            "schema": tools_mod.ACTION_SCHEMA if test.constrained else None,
+            "system": protocol.SYSTEM,
+            "example": protocol.EXAMPLE,
+            "schema": protocol.ACTION_SCHEMA if test.constrained else None,
             "reask": REASK,
             **(
                 {

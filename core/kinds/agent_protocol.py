@@ -1,21 +1,17 @@
-"""The agent loop's tools, its tasks and its fault injector.
+"""The ``agent_loop`` kind's tasks and the protocol its model is asked to follow (pure: no I/O).
 
-One :class:`ToolService` serves both placements: the controller calls it as a function
-(internal) or through ``tool_server`` over HTTP on loopback (external). Faults are injected by
-the service itself, counted per *stream* (a profile and placement of one run): the n-th call of
-a stream fails when ``n % fail_every == 0`` and hangs for ``hang_s`` when ``n % timeout_every ==
-0`` (a hang wins when both hold). Retries are calls too, so a retry can meet the next fault.
-
-The data the tools read is fixed by a seed (``store``), and the tasks of a run are drawn from
-the same seed (``task``), so every host and both placements answer the same questions.
+The data the tools read is fixed by a seed (:func:`store`), and the tasks of a run are drawn
+from the same seed (:func:`task`), so every host and both placements answer the same questions.
+The protocol - the system prompt, one solved example, the action schema, the words the
+controller asks again with - and how a model turn is read as an action (:func:`parse_action`)
+and an answer compared (:func:`normalise`) are the kind's; the controller that runs them, the
+tools and the tool service are runtime/agents/'s.
 """
 
 from __future__ import annotations
 
 import json
 import random
-import threading
-import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -156,6 +152,17 @@ ACTION_SCHEMA = {
 }
 
 
+# what the controller says when a turn holds no action, and when the uncertainty gate asks again
+REASK = (
+    'Reply with one JSON object: {"tool": NAME, "args": {...}} or {"answer": VALUE}.'
+)
+ESCALATE = (
+    "You were unsure of that reply. If the task needs a value you have not looked up, call the tool for it; "
+    'then answer with the exact value. Reply with one JSON object: {"tool": NAME, "args": {...}} or '
+    '{"answer": VALUE}.'
+)
+
+
 def parse_action(text: str) -> dict[str, Any] | None:
     """The first JSON object in a model turn, as an action ({tool, args} or {answer}); None when
     there is none (the controller then asks again, and the turn counts as a step)."""
@@ -183,66 +190,3 @@ def _no_constant(name: str) -> Any:
 
 def normalise(answer: Any) -> str:
     return " ".join(str(answer).split()).strip().strip(".\"'").casefold()
-
-
-# -- the tool service -------------------------------------------------------------------------
-class ToolFault(Exception):
-    """An injected failure (HTTP 500 over the network)."""
-
-
-class ToolError(Exception):
-    """A call the tool itself refuses (unknown tool, bad arguments: HTTP 400 over the network)."""
-
-
-class ToolService:
-    """The tools and the fault injector, shared by both placements."""
-
-    def __init__(self, seed: int = 0):
-        self.data = store(seed)
-        self._counts: dict[str, int] = {}
-        self._lock = threading.Lock()
-
-    def _count(self, stream: str) -> int:
-        with self._lock:
-            self._counts[stream] = self._counts.get(stream, 0) + 1
-            return self._counts[stream]
-
-    def call(
-        self, tool: str, args: Any, *, stream: str, faults: dict[str, Any] | None = None
-    ) -> dict[str, Any]:
-        """Run one call: {'result': ..., 'n': call number, 'injected': None | 'fail' | 'timeout'}.
-        A hang sleeps ``hang_s`` and then answers (late); a failure raises ToolFault."""
-        faults = faults or {}
-        n = self._count(stream)
-        t_every, f_every = faults.get("timeout_every"), faults.get("fail_every")
-        injected = None
-        if t_every and n % int(t_every) == 0:
-            injected = "timeout"
-            time.sleep(float(faults.get("hang_s", 0.9)))
-        elif f_every and n % int(f_every) == 0:
-            raise ToolFault(f"injected failure (call {n} of stream {stream})")
-        return {"result": self.run(tool, args), "n": n, "injected": injected}
-
-    def run(self, tool: str, args: Any) -> Any:
-        if not isinstance(args, dict):
-            raise ToolError(f"args must be an object, got {type(args).__name__}")
-        if tool == "lookup":
-            key = args.get("key")
-            if not isinstance(key, str):
-                raise ToolError("lookup needs a string key")
-            if key not in self.data:
-                raise ToolError(f"no value stored under key {json.dumps(key)[:80]}")
-            return self.data[key]
-        if tool == "add":
-            try:
-                return _number(args.get("a")) + _number(args.get("b"))
-            except (TypeError, ValueError):
-                raise ToolError("add needs two numbers a and b") from None
-        raise ToolError(f"unknown tool {json.dumps(tool)[:40]}")
-
-
-def _number(v: Any) -> int | float:
-    if isinstance(v, bool) or v is None:
-        raise TypeError("not a number")
-    x = float(v)
-    return int(x) if x.is_integer() else x

@@ -1,5 +1,5 @@
-"""``python -m runtime.backends.openai_http.agents.tool_server --port P [--host H] [--seed S]``: the
-agent loop's tool service over HTTP (the *external* placement), stdlib only.
+"""``python -m runtime.agents.tool_server --port P [--host H] [--seed S]``: the agent loop's
+tool service over HTTP (the *external* placement), stdlib only.
 
 ``GET /health`` answers 200. ``POST /call`` with ``{"stream", "tool", "args", "faults"}`` answers
 200 ``{"result", "n", "injected"}``, 500 ``{"error", "injected": "fail"}`` for an injected failure,
@@ -15,7 +15,7 @@ import sys
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from runtime.backends.openai_http.agents.tools import ToolError, ToolFault, ToolService
+from runtime.agents.tools import ToolError, ToolFault, ToolService
 
 MAX_BODY = 1 << 16
 
@@ -89,7 +89,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--port", type=int, required=True)
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
-    # started through ManagedServer (runtime/backends/openai_http/server.py): PR_SET_PDEATHSIG
+    # started through ManagedServer (runtime/backends/openai_http/server.py, handed to the loop
+    # by the backend): PR_SET_PDEATHSIG
     # kills it with the worker, and it stays in the worker's process group
     server = ThreadingHTTPServer(
         (args.host, args.port), make_handler(ToolService(args.seed))
