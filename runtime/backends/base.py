@@ -60,9 +60,8 @@ from core.kinds.rate import RateWork
 from runtime.models.endpoint import EndpointRef
 from runtime.models.registry import ModelRef
 
-if (
-    TYPE_CHECKING
-):  # annotations only: a worker loading a backend never reads a run artifact
+# annotations only: a worker loading a backend never reads a run artifact
+if TYPE_CHECKING:
     from core.records.run import RunRecord
 
 __all__ = [

@@ -39,9 +39,8 @@ from runtime.backends.llama_cpp.config import LlamaCppSettings
 from runtime.hosts import devices, placement
 from runtime.hosts.energy import RateEnergy
 
-if (
-    TYPE_CHECKING
-):  # annotations only: a worker loading the backend never reads a run artifact
+# annotations only: a worker loading the backend never reads a run artifact
+if TYPE_CHECKING:
     from core.records.run import RunRecord
 
 # The llama.cpp commit vendored in each llama-cpp-python release (from its CHANGELOG,
