@@ -2,7 +2,8 @@
 
 It is the site's composition root: the page builders live in ``pipelines.site`` (which reads
 artifacts only), and the few facts the site documents about the run stage itself (each
-backend's settings, the quality scorers, the sandbox's layers) are read here from ``runtime``
+backend's settings and the command lines that reproduce its runs, the quality scorers, the
+sandbox's layers) are read here from ``runtime``
 and handed to them as data. ``pipelines`` and ``runtime`` never import each other
 (the import-linter contracts in pyproject.toml)."""
 
@@ -36,6 +37,7 @@ from pipelines.site import (  # noqa: F401 - split_pages registers
 from pipelines.site import fidelity as fidelity_pages
 from pipelines.site import kinds as site_kinds
 from pipelines.site import load_time as load_time_page
+from pipelines.site import optimization as optimization_pages
 from pipelines.site import retrieval as retrieval_pages
 from runtime import backends
 from runtime.quality import sandbox, scorers
@@ -75,6 +77,8 @@ def backend_declarations() -> list[dict[str, Any]]:
 
 
 def define_env(env: Any) -> None:
+    # the command lines that reproduce a best point of the Optimization page are its backend's (runtime)
+    optimization_pages.hand(backends.command_lines)
     env.macro(lambda: home_page.home(_facts(), this_host()), "home_summary")
     env.macro(
         lambda: leaderboard_page.leaderboard_page(_facts(), this_host()), "leaderboard"

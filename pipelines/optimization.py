@@ -11,14 +11,15 @@ that key before anything runs). For each point this module gives:
   the same prompts (identical, or the first differing token and the share of positions that
   agree), and the degeneration detector on its text;
 * the track it belongs to (speculative decoding, MoE expert reduction, threads, context
-  depth, other settings), read from what the sweep varies;
-* the settings that reproduce it: llama.cpp flags and llama-cpp-python arguments.
+  depth, other settings), read from what the sweep varies.
+
+The command lines that reproduce a point are its backend's knowledge (runtime: the backend's
+``command_lines``); the site's composition root (docs/macros.py) hands them to the page builder.
 """
 
 from __future__ import annotations
 
 import json
-import shlex
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -128,160 +129,6 @@ def degeneration_of(doc: RunRecord) -> dict[str, Any] | None:
     }
 
 
-# -- reproducing settings -------------------------------------------------------------------
-_SERVER_FLAGS = (
-    ("n_threads", "-t"),
-    ("n_threads_batch", "-tb"),
-    ("n_batch", "-b"),
-    ("n_ubatch", "-ub"),
-    ("n_ctx", "-c"),
-    ("n_gpu_layers", "-ngl"),
-    ("flash_attn", "-fa"),
-    ("type_k", "-ctk"),
-    ("type_v", "-ctv"),
-)
-# llama.cpp's command-line defaults, which are the llama_cpp backend's settings defaults (its
-# LlamaCppSettings): a flag at its default is left out of a printed command. A copy, because a
-# pipeline reads artifacts and never imports a backend (import-linter's "stages" contract);
-# tests/test_optimization.py fails when it drifts from the backend's declaration.
-_DEFAULTS = {
-    "n_batch": 2048,
-    "n_ubatch": 512,
-    "flash_attn": "auto",
-    "type_k": "f16",
-    "type_v": "f16",
-    "n_gpu_layers": -1,
-}
-
-
-def _overrides(doc: RunRecord) -> dict[str, Any]:
-    rec = doc
-    eff = rec.reported.get("kv_overrides")
-    if isinstance(eff, dict):
-        return dict(eff)
-    req = rec.requested
-    out = dict(req.get("kv_overrides") or {})
-    if req.get("n_expert_used") is not None and rec.architecture:
-        out[f"{rec.architecture}.expert_used_count"] = req["n_expert_used"]
-    return out
-
-
-def _kv_flag(key: str, value: Any) -> str:
-    kind = (
-        "bool"
-        if isinstance(value, bool)
-        else "int"
-        if isinstance(value, int)
-        else "float"
-        if isinstance(value, float)
-        else "str"
-    )
-    return f"{key}={kind}:{str(value).lower() if isinstance(value, bool) else value}"
-
-
-def reproduce(doc: RunRecord) -> dict[str, str]:
-    """llama.cpp command lines and llama-cpp-python arguments that reproduce a point.
-
-    ``server``: llama-server (this llama.cpp's flag names: ``--spec-draft-n-max`` replaced
-    ``--draft-max``; prompt lookup's nearest equivalent is ``--spec-type ngram-simple``, which
-    matches n-grams of exactly N tokens where llama-cpp-python tries the longest first).
-    ``bench``: llama-bench, for rate tests (it has no --override-kv). ``python``: the Llama()
-    arguments this almanac passed.
-    """
-    rec = doc
-    req = rec.requested
-    model_file = rec.model_file_name or "MODEL.gguf"
-    flags: list[str] = ["-m", model_file]
-    for key, flag in _SERVER_FLAGS:
-        v = req.get(key)
-        if v is None or _DEFAULTS.get(key) == v:
-            continue
-        flags += [flag, str(v)]
-    for k, v in sorted(_overrides(doc).items()):
-        flags += ["--override-kv", _kv_flag(k, v)]
-    spec = req.get("speculative") or "none"
-    if spec == "draft_model":
-        draft = rec.reported.get("draft_model_file") or f"{req.get('draft_model')}.gguf"
-        flags += ["-md", draft, "--spec-draft-n-max", str(req.get("draft_max"))]
-    elif spec == "prompt_lookup":
-        flags += [
-            "--spec-type",
-            "ngram-simple",
-            "--spec-ngram-simple-size-n",
-            str(req.get("lookup_ngram_max")),
-            "--spec-ngram-simple-size-m",
-            str(req.get("draft_max")),
-        ]
-    out = {"server": "llama-server " + " ".join(shlex.quote(f) for f in flags)}
-    test = rec.spec
-    if isinstance(test, RateTest):
-        b = ["-m", model_file]
-        if test.n_prompt:
-            b += ["-p", str(test.n_prompt)]
-        b += ["-n", str(test.n_gen or 0)]
-        if test.n_depth:
-            b += ["-d", str(test.n_depth)]
-        if test.repetitions:
-            b += ["-r", str(test.repetitions)]
-        for key, flag in _SERVER_FLAGS:
-            v = req.get(key)
-            if (
-                key in ("n_ctx", "n_threads_batch")
-                or v is None
-                or _DEFAULTS.get(key) == v
-            ):
-                continue
-            b += [flag, str(v)]
-        out["bench"] = "llama-bench " + " ".join(shlex.quote(x) for x in b)
-    args = [f"model_path={model_file!r}"]
-    for key in (
-        "n_threads",
-        "n_threads_batch",
-        "n_batch",
-        "n_ubatch",
-        "n_ctx",
-        "n_gpu_layers",
-    ):
-        if req.get(key) is not None and _DEFAULTS.get(key) != req.get(key):
-            args.append(f"{key}={req[key]}")
-    if req.get("flash_attn") == "on":
-        args.append("flash_attn=True")
-    for key in ("type_k", "type_v"):
-        if req.get(key) and req[key] != "f16":
-            args.append(f"{key}=llama_cpp.GGML_TYPE_{req[key].upper()}")
-    ov = _overrides(doc)
-    if ov:
-        args.append(f"kv_overrides={json.dumps(ov, sort_keys=True)}")
-    if spec == "prompt_lookup":
-        args.append(
-            f"draft_model=LlamaPromptLookupDecoding(max_ngram_size={req.get('lookup_ngram_max')}, "
-            f"num_pred_tokens={req.get('draft_max')})"
-        )
-    elif spec == "draft_model":
-        draft = rec.reported.get("draft_model_file") or f"{req.get('draft_model')}.gguf"
-        args.append(
-            f"draft_model=ModelDraft(Llama({draft!r}), num_pred_tokens={req.get('draft_max')})"
-        )
-    notes = []
-    if req.get("flash_attn", "auto") == "auto":
-        notes.append(
-            "flash attention 'auto' (llama.cpp's default) has no llama-cpp-python argument: its flash_attn is "
-            "on/off; the almanac passes LLAMA_FLASH_ATTN_TYPE_AUTO"
-        )
-    if spec == "draft_model":
-        notes.append(
-            "ModelDraft is runtime.backends.llama_cpp.speculative.ModelDraft, a LlamaDraftModel wrapping a second Llama"
-        )
-    if spec == "prompt_lookup":
-        notes.append(
-            "llama-server's ngram-simple matches n-grams of exactly N tokens; LlamaPromptLookupDecoding tries "
-            "the longest match up to N first"
-        )
-    out["notes"] = "; ".join(notes)
-    out["python"] = "Llama(" + ", ".join(args) + ")"
-    return out
-
-
 # -- points and sweeps ----------------------------------------------------------------------
 def _label(values: dict[str, Any]) -> str:
     return (
@@ -293,7 +140,7 @@ def _label(values: dict[str, Any]) -> str:
 def experts_requested(doc: RunRecord) -> int | None:
     """The experts per token a point asked for (n_expert_used or the kv override), or None."""
     arch = doc.architecture
-    value = _overrides(doc).get(f"{arch}.expert_used_count") if arch else None
+    value = doc.kv_overrides.get(f"{arch}.expert_used_count") if arch else None
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 

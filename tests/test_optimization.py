@@ -520,91 +520,6 @@ def test_synth_task_writes_and_refuses(tmp_path):
     )
 
 
-# -- reproducing settings --------------------------------------------------------------------
-def _doc(
-    requested: dict,
-    test: dict | None = None,
-    effective: dict | None = None,
-    arch: str = "qwen3moe",
-) -> dict:
-    return RunRecord(
-        {
-            "settings": {
-                "requested": {
-                    **LlamaCppSettings().model_dump(mode="json"),
-                    **requested,
-                },
-                "effective": effective or {},
-                "swept": {},
-            },
-            "model": {"file_name": "m.gguf", "gguf": {"architecture": arch}},
-            "test": test or {"kind": "generate", "name": "edit"},
-        }
-    )
-
-
-def test_reproduce_flags_and_arguments():
-    r = opt.reproduce(
-        _doc(
-            {
-                "n_threads": 4,
-                "n_expert_used": 4,
-                "flash_attn": "on",
-                "type_k": "q8_0",
-                "type_v": "q8_0",
-            }
-        )
-    )
-    assert r["server"] == (
-        "llama-server -m m.gguf -t 4 -fa on -ctk q8_0 -ctv q8_0 "
-        "--override-kv qwen3moe.expert_used_count=int:4"
-    )
-    assert 'kv_overrides={"qwen3moe.expert_used_count": 4}' in r["python"]
-    assert (
-        "type_k=llama_cpp.GGML_TYPE_Q8_0" in r["python"]
-        and "flash_attn=True" in r["python"]
-    )
-    r = opt.reproduce(
-        _doc(
-            {"speculative": "prompt_lookup", "draft_max": 8, "lookup_ngram_max": 3},
-            arch="gemma3",
-        )
-    )
-    assert r["server"].endswith(
-        "--spec-type ngram-simple --spec-ngram-simple-size-n 3 --spec-ngram-simple-size-m 8"
-    )
-    assert (
-        "draft_model=LlamaPromptLookupDecoding(max_ngram_size=3, num_pred_tokens=8)"
-        in r["python"]
-    )
-    r = opt.reproduce(
-        _doc(
-            {"speculative": "draft_model", "draft_model": "small", "draft_max": 5},
-            effective={"draft_model_file": "small.gguf", "kv_overrides": {}},
-            arch="gemma3",
-        )
-    )
-    assert (
-        r["server"].endswith("-md small.gguf --spec-draft-n-max 5")
-        and "--override-kv" not in r["server"]
-    )
-    r = opt.reproduce(
-        _doc(
-            {"n_threads": 2},
-            test={
-                "kind": "rate",
-                "name": "tg64@d512",
-                "n_prompt": 0,
-                "n_gen": 64,
-                "n_depth": 512,
-                "repetitions": 3,
-            },
-            arch="gemma3",
-        )
-    )
-    assert r["bench"] == "llama-bench -m m.gguf -n 64 -d 512 -r 3 -t 2"
-
-
 def test_metric_values_per_kind():
     assert opt.metric_values(
         RunRecord({"test": {"kind": "rate"}, "samples": {"ts": [1.0, 2.0]}}),
@@ -897,10 +812,3 @@ def test_gguf_facts_are_cached_by_hash_and_code(tmp_path, monkeypatch):
     assert models.cached_gguf_facts(path, sha)["block_count"] == 99
     side.write_text("{not json")  # ... and a broken cache entry is recomputed
     assert models.cached_gguf_facts(path, sha) == facts
-
-
-def test_printed_commands_leave_out_the_backends_own_defaults():
-    """pipelines.optimization keeps a copy of llama.cpp's defaults (a pipeline never imports a
-    backend); the backend's settings declare them: the two must agree."""
-    fields = LlamaCppSettings.model_fields
-    assert opt._DEFAULTS == {k: fields[k].default for k in opt._DEFAULTS}

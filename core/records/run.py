@@ -606,6 +606,20 @@ class RunRecord(ArtifactRecord):
     def flash_attn_on(self) -> bool:
         return flash_attention_on(self.requested, self.reported)
 
+    @property
+    def kv_overrides(self) -> dict[str, Any]:
+        """The GGUF metadata overrides the run applied (llama.cpp's ``--override-kv``): those the backend
+        reported; for a run that reported none, those requested plus ``n_expert_used`` as
+        ``<architecture>.expert_used_count``."""
+        eff = self.reported.get("kv_overrides")
+        if isinstance(eff, dict):
+            return dict(eff)
+        req = self.requested
+        out = dict(req.get("kv_overrides") or {})
+        if req.get("n_expert_used") is not None and self.architecture:
+            out[f"{self.architecture}.expert_used_count"] = req["n_expert_used"]
+        return out
+
     # model, matrix
     @property
     def model(self) -> dict[str, Any]:

@@ -7,6 +7,7 @@ through ``cell()``/``num()``/``code()`` or ``charts.embed()``.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 from typing import Any
 
 import altair as alt
@@ -32,6 +33,24 @@ from pipelines.site.markdown import (
     run_link,
     table,
 )
+
+# The command lines that reproduce a run ({"server", "bench", "python", "notes"}: llama.cpp's tools and
+# llama-cpp-python's arguments), or None where its backend prints none. They are the backend's knowledge
+# (runtime.backends.command_lines); a pipeline never imports a backend (import-linter's "stages" contract), so
+# the site's composition root (docs/macros.py) hands them in (``hand``) and the page prints what it was handed.
+CommandLines = Callable[[RunRecord], dict[str, str] | None]
+_HANDED: list[CommandLines | None] = [None]
+
+
+def hand(command_lines: CommandLines | None) -> None:
+    """What the run stage says of a run's command lines, handed in by the site's composition root."""
+    _HANDED[0] = command_lines
+
+
+def handed() -> CommandLines | None:
+    """The command lines the site's composition root handed in (None: none, no page prints any)."""
+    return _HANDED[0]
+
 
 TRACK_INTRO = {
     "speculative": (
@@ -474,10 +493,12 @@ def sweep_table(sw: opt.Sweep, points: list[opt.Point]) -> str:
 
 
 def best_table(
-    all_sweeps: list[opt.Sweep], quality_docs: list[QualityRecord] | None = None
+    all_sweeps: list[opt.Sweep],
+    quality_docs: list[QualityRecord] | None = None,
+    command_lines: CommandLines | None = None,
 ) -> str:
     """The best point per model and test with the model's quality and its output check, then the settings
-    that reproduce each one."""
+    that reproduce each one (``command_lines``: a point whose backend gives none has none)."""
     from pipelines.site import best_quality
 
     if quality_docs is None:
@@ -533,7 +554,9 @@ def best_table(
                 link(p.id, run_link(p.id)),
             ]
         )
-        rep = opt.reproduce(p.doc)
+        rep = command_lines(p.doc) if command_lines else None
+        if rep is None:
+            continue
         lines = [f"# llama.cpp\n{rep['server']}"] + (
             [f"# measure it with llama-bench\n{rep['bench']}"] if "bench" in rep else []
         )
@@ -708,8 +731,11 @@ def _perplexity_docs() -> list[PerplexityRecord]:
 
 
 def optimization_page(
-    docs: list[RunRecord], quality_docs: list[QualityRecord] | None = None
+    docs: list[RunRecord],
+    quality_docs: list[QualityRecord] | None = None,
+    command_lines: CommandLines | None = None,
 ) -> str:
+    """The page's body; ``command_lines`` (see ``hand``) prints the settings that reproduce each best point."""
     from pipelines import speculation, tradeoffs
     from pipelines.site import (
         context_batch,
@@ -754,6 +780,7 @@ def optimization_page(
                 and sw.matrix not in elsewhere
             ],
             quality_docs,
+            command_lines,
         ),
         "",
     ]

@@ -67,7 +67,9 @@ register(
         "Optimization tracks",
         "sweep runs",
         lambda r: bool(r.sweep),
-        lambda runs, host: optimization_pages.optimization_page(runs),
+        lambda runs, host: optimization_pages.optimization_page(
+            runs, command_lines=optimization_pages.handed()
+        ),
         # a matrix that names a sweep but varies nothing (the reference workload) is no track, nor is a
         # sweep of a kind without a headline to compare (agent loops): a fleet running only those gets no
         # page of "no sweeps yet" per host (optimization.sweeps keeps a group only where some point is

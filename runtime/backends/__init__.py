@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import difflib
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from core.errors import BackendError
 from core.registry import Registry
+
+if TYPE_CHECKING:
+    from core.records.run import RunRecord
 
 # name -> (settings class, backend class, distribution whose version keys the results),
 # classes as "module:attribute"
@@ -108,6 +111,17 @@ def backend_class(name: str) -> Any:
             )
         _CHECKED.add(name)
     return cls
+
+
+def command_lines(run: RunRecord) -> dict[str, str] | None:
+    """The command lines that reproduce a run outside the almanac, asked of the backend that ran it
+    (``Backend.command_lines``): None when that backend prints none or is not installed here."""
+    try:
+        cls = backend_class(run.backend)
+    except BackendError:
+        return None
+    lines: dict[str, str] | None = cls.command_lines(run)
+    return lines
 
 
 def preload(name: str) -> None:

@@ -51,7 +51,7 @@ import abc
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 
@@ -61,6 +61,10 @@ from core.kinds.chat import Send
 from core.kinds.rate import RateWork
 from runtime.models.endpoint import EndpointRef
 from runtime.models.registry import ModelRef
+
+# annotations only: a worker loading a backend never reads a run artifact
+if TYPE_CHECKING:
+    from core.records.run import RunRecord
 
 __all__ = [
     "Backend",
@@ -193,6 +197,13 @@ class Backend(abc.ABC):
             f"backend {cls.name} cannot measure endpoint models (model {model.name!r})",
             field="backend",
         )
+
+    @classmethod
+    def command_lines(cls, run: RunRecord) -> dict[str, str] | None:
+        """The command lines that reproduce one of its runs outside the almanac, as
+        ``{label: command}`` (llama.cpp's: ``server``, ``bench``, ``python`` and ``notes``), or
+        None: this one prints none. The site shows them beside the Optimization page's best points."""
+        return None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

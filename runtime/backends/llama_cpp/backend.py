@@ -19,7 +19,7 @@ import re
 import time
 from importlib import metadata as importlib_metadata
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from core.errors import ConfigError, UserError
 from core.kinds import chat as chat_kind
@@ -32,12 +32,16 @@ from core.kinds.rate import RateTest
 from core.kinds.serve import ServeTest
 from runtime.backends import inprocess
 from runtime.backends.base import Backend, Incompatible, TestResult, runs
-from runtime.backends.llama_cpp import NAME, decode, experts, speculative
+from runtime.backends.llama_cpp import NAME, commands, decode, experts, speculative
 from runtime.backends.llama_cpp import lib_policy as llamacpp_lib
 from runtime.backends.llama_cpp.chat_request import chat_request
 from runtime.backends.llama_cpp.config import LlamaCppSettings
 from runtime.hosts import devices, placement
 from runtime.hosts.energy import RateEnergy
+
+# annotations only: a worker loading the backend never reads a run artifact
+if TYPE_CHECKING:
+    from core.records.run import RunRecord
 
 # The llama.cpp commit vendored in each llama-cpp-python release (from its CHANGELOG,
 # which the wheel does not ship). benchmarks/fidelity.py checks the pinned one.
@@ -221,6 +225,11 @@ class LlamaCppBackend(Backend):
     in_process = True
     prompt_styles = ("chat", "completion", "loglikelihood")
     kind_notes = {"serve": inprocess.SERVE_NOTE}
+
+    @classmethod
+    def command_lines(cls, run: RunRecord) -> dict[str, str]:
+        """llama-server, llama-bench and llama-cpp-python's command lines for a run (``commands``)."""
+        return commands.command_lines(run)
 
     def __init__(self, model, settings: LlamaCppSettings):
         super().__init__(model, settings)
