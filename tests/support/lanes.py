@@ -110,10 +110,14 @@ INTEGRATION_MODULES = frozenset(
 #: runs the rest on two workers (pytest-xdist), then these in one process. Their verdicts read
 #: rates, latencies or queueing from real loopback servers and the real model (a neighbour test
 #: would be load they measure; test_isolation gives each job 3 s, a worker's start-up and all),
-#: or they start machine-wide services (munged, slurmctld, slurmd).
+#: or they start machine-wide services (munged, slurmctld, slurmd), or they read machine-wide state
+#: another test changes (test_hardening: a killed runner's job folder under the temp dir must be
+#: left for *its* next run to clean, and any runner another worker starts cleans stale ones first;
+#: its workers must also die within 2 s of their runner).
 SERIAL_MODULES = frozenset(
     {
         "test_agent_repeats",
+        "test_hardening",
         "test_isolation",
         "test_llama_server",
         "test_load",
