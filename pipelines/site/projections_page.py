@@ -29,6 +29,7 @@ from pipelines.site.markdown import (
     VERIFIED_BADGE,
     cell,
     code,
+    fold,
     link,
     no_data,
     num,
@@ -359,17 +360,23 @@ def projections_host(
                 "<br>".join(per_role) or "—",
             ]
         )
+    # the catalogue is the same on every host (only its roles' column differs): folded, so a page of
+    # several hosts stays readable (the projected figures below are the answer)
     out.append(
-        table(
-            [
-                "optimization",
-                "expected effect",
-                "source",
-                "applies when",
-                "settings (verification)",
-                "roles",
-            ],
-            rows,
+        fold(
+            f"{len(rows)} optimizations: expected effect, source, rules and the roles they apply to here",
+            table(
+                [
+                    "optimization",
+                    "expected effect",
+                    "source",
+                    "applies when",
+                    "settings (verification)",
+                    "roles",
+                ],
+                rows,
+            ),
+            "abstract",
         )
     )
     out.append("")
@@ -497,11 +504,17 @@ def projections_host(
         )
         out.append("")
         out.append(
-            "A projected range carries the effect's range and the baselines' CI95s (each end of the effect on "
-            "the same end of the interval). A weighted current or measured value carries a CI95 propagated "
-            "from the CI95s of its inputs (first-order, inputs independent, added in quadrature). "
-            f"{VERIFIED_BADGE} / {MISSED_BADGE}: {cell(proj.VERDICT_RULE)} {cell(proj.RATIO_VERDICT_RULE)} "
-            "Baseline rule: " + cell(proj.BASELINE_RULE) + "."
+            fold(
+                "How the ranges, intervals and verdicts are computed",
+                "A projected range carries the effect's range and the baselines' CI95s (each end of the effect "
+                "on the same end of the interval). A weighted current or measured value carries a CI95 "
+                "propagated from the CI95s of its inputs (first-order, inputs independent, added in "
+                f"quadrature). {VERIFIED_BADGE} / {MISSED_BADGE}: {cell(proj.VERDICT_RULE)} "
+                f"{cell(proj.RATIO_VERDICT_RULE)} Baseline rule: "
+                + cell(proj.BASELINE_RULE)
+                + ".",
+                "note",
+            )
         )
         out.append("")
     # -- accuracy ----------------------------------------------------------------------------------
