@@ -99,6 +99,60 @@ def test_every_committed_artifact_is_accepted_and_read_back_byte_for_byte(artifa
         assert artifacts.dumps(model.check(doc, str(path)).dump()) == text, path
 
 
+def _integers_as_floats(node: Any) -> Any:
+    if isinstance(node, dict):
+        return {k: _integers_as_floats(v) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_integers_as_floats(v) for v in node]
+    if isinstance(node, int) and not isinstance(node, bool):
+        return float(node)
+    return node
+
+
+def _integer_paths(node: Any, path: str = "") -> list[str]:
+    if isinstance(node, dict):
+        return [p for k, v in node.items() for p in _integer_paths(v, f"{path}.{k}")]
+    if isinstance(node, list):
+        return [p for i, v in enumerate(node) for p in _integer_paths(v, f"{path}.{i}")]
+    return [path] if isinstance(node, int) and not isinstance(node, bool) else []
+
+
+@pytest.mark.parametrize("artifact", CONVERTED)
+def test_an_integer_written_as_8_0_is_valid_to_the_validator_and_the_model_alike(
+    artifact,
+):
+    """JSON Schema's integer includes 8.0 (fastjsonschema, the load-time validator, accepts it), so
+    the model must read it too, as the integer 8: one notion of valid. CI found a host artifact with
+    ``conditions.logical_cores: 1e12`` that validate accepted and the Hosts page's model refused."""
+    model = model_for(artifact)
+    assert model is not None
+    checked = 0
+    for path in _committed(artifact)[:5]:
+        doc = artifacts.load(path)
+        floats = _integers_as_floats(doc)
+        assert _integer_paths(doc) and not _integer_paths(floats), path
+        artifacts.validate(floats, str(path))  # the validator accepts every 8.0
+        read = model.check(floats, str(path)).dump()
+        # the same values; every field the model declares an integer reads back as an int
+        assert read == floats, path
+        fields = [p for p in _integer_paths(read) if p != ".schema_version"]
+        if fields:
+            checked += 1
+            with pytest.raises(ArtifactError, match="valid integer"):
+                model.check(_set_path(floats, fields[0], 0.5), "half.json")
+    assert checked, f"no integer field of the {artifact} model read 8.0 as 8"
+
+
+def _set_path(doc: dict[str, Any], path: str, value: float) -> dict[str, Any]:
+    out = copy.deepcopy(doc)
+    *parents, last = path.strip(".").split(".")
+    node: Any = out
+    for q in parents:
+        node = node[int(q)] if isinstance(node, list) else node[q]
+    node[int(last) if isinstance(node, list) else last] = value
+    return out
+
+
 def _set(path: str, value: Any):
     def mutate(doc: dict[str, Any]) -> None:
         *parents, last = path.split(".")

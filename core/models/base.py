@@ -11,6 +11,7 @@ from typing import Annotated, Any, ClassVar, Self, cast
 from pydantic import (
     AfterValidator,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     PlainSerializer,
@@ -77,9 +78,25 @@ Fraction = Annotated[
     AS_WRITTEN,
     WithJsonSchema({"type": "number", "minimum": 0, "maximum": 1}),
 ]
+
+
+def _integral(v: Any) -> Any:
+    """A JSON integer as JSON Schema reads one: 8.0 is the integer 8 (the validator, fastjsonschema,
+    accepts it for ``"type": "integer"``, so the model must too: one notion of valid); 8.5 and true
+    are left for the strict int check to refuse."""
+    if isinstance(v, float) and v.is_integer():
+        return int(v)
+    return v
+
+
+#: after an int's constraints (``Annotated[int, Field(ge=0), INTEGRAL]``: placed last, the schema
+#: keeps its ``minimum``/``maximum``), an integral float is read as the integer it is
+INTEGRAL = BeforeValidator(_integral)
+#: a JSON integer
+Integer = Annotated[int, INTEGRAL]
 #: a count (an integer at least 0) and a positive integer
-Count = Annotated[int, Field(ge=0)]
-Positive = Annotated[int, Field(ge=1)]
+Count = Annotated[int, Field(ge=0), INTEGRAL]
+Positive = Annotated[int, Field(ge=1), INTEGRAL]
 #: a JSON number above 0
 PositiveNumber = Annotated[
     int | float,

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import Field, StrictInt
+from pydantic import Field
 
 from core.models.base import (
     HOST_ID_PATTERN,
     ID_PATTERN,
+    INTEGRAL,
     SHA256_PATTERN,
     ArtifactModel,
     Closed,
@@ -61,7 +62,13 @@ class Gate(Closed):
     ci95_high: Number | None
     exact: bool
     #: the sample sizes behind the value (read as a tuple, stored as a list)
-    n: Annotated[tuple[StrictInt, ...], Field(strict=False)] | None = None
+    n: (
+        Annotated[
+            tuple[Annotated[int, Field(strict=True), INTEGRAL], ...],
+            Field(strict=False),
+        ]
+        | None
+    ) = None
     evidence: dict[str, Any]
 
 

@@ -13,6 +13,7 @@ from core.models.base import (
     Closed,
     Count,
     DateTime,
+    Integer,
     NonNegativeNumber,
     Number,
     Open,
@@ -26,15 +27,15 @@ class Cpu(Open):
     """The CPU as the OS reports it."""
 
     model: str
-    physical_cores: int | None
-    logical_cores: int | None
+    physical_cores: Integer | None
+    logical_cores: Integer | None
     flags: list[str]
     cache: dict[str, str] = absent()
     vendor: str | None = absent(
         "vendor_id of /proc/cpuinfo (GenuineIntel, AuthenticAMD)."
     )
     arch: str = absent("The machine architecture (x86_64, aarch64).")
-    signature: dict[str, int] = absent(
+    signature: dict[str, Integer] = absent(
         "The CPU's signature from /proc/cpuinfo (x86: family, model, stepping; ARM: implementer, "
         "architecture, variant, part, revision), as integers; part of the host's identity "
         "(core.hostid). Absent before id_scheme 2."
@@ -93,7 +94,7 @@ class Probe(Open):
         "How read_bandwidth was measured (a read-only pass: decode only reads)."
     )
     read_bytes_counted: str = absent()
-    llc_bytes: int | None = absent(
+    llc_bytes: Integer | None = absent(
         "Last-level cache of the host (a model that fits in it is not bound by memory bandwidth)."
     )
     read_kernels: dict[str, Any] = absent(
@@ -151,7 +152,7 @@ class BandwidthRow(Closed):
 class Conditions(Open):
     loadavg_1m_before: Number | None = absent()
     loadavg_1m_after: Number | None = absent()
-    logical_cores: int | None = absent()
+    logical_cores: Integer | None = absent()
 
 
 class Host(ArtifactModel):

@@ -10,10 +10,12 @@ from pydantic import Field, PlainValidator, WithJsonSchema
 from core.models.base import (
     AS_WRITTEN,
     ID_PATTERN,
+    INTEGRAL,
     ArtifactModel,
     Closed,
     Count,
     DateTime,
+    Integer,
     NonNegativeNumber,
     Number,
     Open,
@@ -39,8 +41,8 @@ AboveOne = Annotated[
 
 class NoiseCpu(Open):
     model: str
-    physical_cores: int | None
-    logical_cores: int | None
+    physical_cores: Integer | None
+    logical_cores: Integer | None
     flags: list[str]
 
 
@@ -91,7 +93,7 @@ class Estimate(Closed):
         "configuration's mean log (0.03: about 3%)."
     )
     df: Positive
-    runs: Annotated[int, Field(ge=2)] = Field(
+    runs: Annotated[int, Field(ge=2), INTEGRAL] = Field(
         description="Runs counted (the warm-up left out)."
     )
     groups: Positive

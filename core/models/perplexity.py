@@ -12,11 +12,13 @@ from typing import Annotated, Any, ClassVar, Literal
 from pydantic import Field
 
 from core.models.base import (
+    INTEGRAL,
     SHA256_PATTERN,
     ArtifactModel,
     Count,
     DateTime,
     Failure,
+    Integer,
     Number,
     Open,
     absent,
@@ -36,7 +38,7 @@ class PplModel(Open):
     size_bytes: Count
     source: str = absent()
     quantization: str | None
-    vocab_size: int | None = absent()
+    vocab_size: Integer | None = absent()
     derived: dict[str, Any] | None = absent(
         "For a model derived by requantization: source model, its sha256, the quantization and "
         "the command."
@@ -52,23 +54,23 @@ class PplText(Open):
     source: NonEmpty
     licence: NonEmpty
     description: str = absent()
-    n_tokens: int | None = absent()
+    n_tokens: Integer | None = absent()
 
 
 class PplMethod(Open):
     """How it was measured: llama-perplexity's chunking, and a scaled RoPE where there was one."""
 
-    version: int
-    n_ctx: Annotated[int, Field(ge=8)]
-    n_chunk: int | None
-    chunks_requested: int | None = absent()
-    scored_per_chunk: int = absent()
+    version: Integer
+    n_ctx: Annotated[int, Field(ge=8), INTEGRAL]
+    n_chunk: Integer | None
+    chunks_requested: Integer | None = absent()
+    scored_per_chunk: Integer = absent()
     add_bos: bool | None = absent()
     anchor: str = absent()
     rope_scaling: Literal["linear", "yarn"] = absent(
         "RoPE scaling the context ran with (absent: the model's own RoPE)."
     )
-    rope_factor: Annotated[int, Field(ge=2)] = absent(
+    rope_factor: Annotated[int, Field(ge=2), INTEGRAL] = absent(
         "Extension factor: the context allocated at this many times the trained one, RoPE "
         "scaled to it."
     )

@@ -14,6 +14,7 @@ from core.models.base import (
     ArtifactModel,
     Closed,
     DateTime,
+    Integer,
     Number,
     Open,
     absent,
@@ -52,7 +53,7 @@ class Verification(Open):
     value: Number
     ci95_low: Number | None = None
     ci95_high: Number | None = None
-    n: int | None = None
+    n: Integer | None = None
     error: Number | None
     inside_range: bool
     within_ci95: bool | None = None

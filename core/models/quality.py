@@ -18,6 +18,7 @@ from core.models.base import (
     Count,
     DateTime,
     Fraction,
+    Integer,
     NonNegativeNumber,
     Number,
     Open,
@@ -49,8 +50,8 @@ class QualityError(RunError):
 class SuiteSample(Open):
     """The seeded sample of the suite's items that was asked."""
 
-    requested: int | None
-    seed: int
+    requested: Integer | None
+    seed: Integer
     ids: list[str]
 
 
@@ -89,13 +90,13 @@ class QualityModel(Open):
     synthetic: bool
     gguf: GgufFacts
     desc: str | None = absent()
-    n_params: int | None = absent()
+    n_params: Integer | None = absent()
 
 
 class QualityBuild(Build):
     """The software that measured, and each scorer's version."""
 
-    scorers: dict[str, int]
+    scorers: dict[str, Integer]
 
 
 class Degeneration(Open):
@@ -105,7 +106,7 @@ class Degeneration(Open):
     flags: list[Literal["empty", "non_text", "repetition_loop"]]
     reasons: list[str]
     metrics: dict[str, Any] = absent()
-    version: int = absent()
+    version: Integer = absent()
 
 
 class ItemTiming(Open):
@@ -114,8 +115,8 @@ class ItemTiming(Open):
     ttft_ms: Number | None = absent()
     tpot_ms: Number | None = absent()
     e2e_ms: Number | None = absent()
-    output_tokens: int | None = absent()
-    prompt_tokens: int | None = absent()
+    output_tokens: Integer | None = absent()
+    prompt_tokens: Integer | None = absent()
     finish_reason: str | None = absent()
     wall_s: Number | None = absent()
 
@@ -197,10 +198,10 @@ class Sandbox(Open):
 class QualityResources(Open):
     """What the quality run's process took."""
 
-    peak_rss_bytes: int | None
+    peak_rss_bytes: Integer | None
     wall_s: Number | None
     load_time_s: Number | None = absent()
-    exit_code: int | None
+    exit_code: Integer | None
     signal: str | None
     scoring_s: Number | None = absent()
 

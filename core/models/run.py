@@ -26,12 +26,14 @@ from pydantic import (
 from core.models.base import (
     AS_WRITTEN,
     HOST_ID_PATTERN,
+    INTEGRAL,
     SHA256_PATTERN,
     ArtifactModel,
     Closed,
     Count,
     DateTime,
     Failure,
+    Integer,
     NonNegativeNumber,
     Number,
     Open,
@@ -47,12 +49,12 @@ NonEmpty = Annotated[str, Field(min_length=1)]
 
 
 #: counts with the bound past which a GGUF header's value is implausible
-Upto4K = Annotated[int, Field(ge=0, le=4096)]
-Upto64K = Annotated[int, Field(ge=0, le=65536)]
-Upto1M = Annotated[int, Field(ge=0, le=1048576)]
-Upto16M = Annotated[int, Field(ge=0, le=16777216)]
-Upto64M = Annotated[int, Field(ge=0, le=67108864)]
-Upto2G = Annotated[int, Field(ge=0, le=2147483648)]
+Upto4K = Annotated[int, Field(ge=0, le=4096), INTEGRAL]
+Upto64K = Annotated[int, Field(ge=0, le=65536), INTEGRAL]
+Upto1M = Annotated[int, Field(ge=0, le=1048576), INTEGRAL]
+Upto16M = Annotated[int, Field(ge=0, le=16777216), INTEGRAL]
+Upto64M = Annotated[int, Field(ge=0, le=67108864), INTEGRAL]
+Upto2G = Annotated[int, Field(ge=0, le=2147483648), INTEGRAL]
 
 
 def _window_pattern(v: Any) -> Any:
@@ -62,6 +64,8 @@ def _window_pattern(v: Any) -> Any:
         return v
     if isinstance(v, bool):
         raise ValueError("Input should be an integer, an array or null")
+    if isinstance(v, float) and v.is_integer():  # JSON Schema's integer: 8.0 is 8
+        v = int(v)
     if isinstance(v, int):
         if not 0 <= v <= 4096:
             raise ValueError("Input should be between 0 and 4096")
@@ -69,7 +73,10 @@ def _window_pattern(v: Any) -> Any:
     if isinstance(v, list):
         if len(v) > 4096:
             raise ValueError("List should have at most 4096 items")
-        if not all(isinstance(x, bool | int) for x in v):
+        if not all(
+            isinstance(x, bool | int) or (isinstance(x, float) and x.is_integer())
+            for x in v
+        ):
             raise ValueError("Each item should be a boolean or an integer")
         return v
     raise ValueError("Input should be an integer, an array or null")
@@ -154,8 +161,8 @@ class GgufFacts(Open):
     prompt_styles: list[str] = absent()
 
 
-Threads = Annotated[int, Field(ge=0)]
-GpuLayers = Annotated[int, Field(ge=-1)]
+Threads = Annotated[int, Field(ge=0), INTEGRAL]
+GpuLayers = Annotated[int, Field(ge=-1), INTEGRAL]
 
 
 class SettingsValues(Open):
@@ -179,7 +186,7 @@ class SettingsValues(Open):
     n_expert_used: Threads | None = absent()
     n_gpu_layers: GpuLayers | None = absent()
     n_gpu_layers_requested: GpuLayers | None = absent()
-    seed: int | None = absent()
+    seed: Integer | None = absent()
     type_k: str | None = absent()
     type_v: str | None = absent()
     chat_format: str | None = absent()
@@ -216,7 +223,7 @@ class Build(Open):
     backend: str
     backend_version: str
     almanac: str
-    method_version: int
+    method_version: Integer
 
 
 # -- the run's own parts ----------------------------------------------------------------------
@@ -235,7 +242,7 @@ class RunError(Failure):
     ]
     message: str
     signal: str | None = absent()
-    exit_code: int | None = absent()
+    exit_code: Integer | None = absent()
     traceback: str = absent()
 
 
@@ -295,7 +302,7 @@ class ModelFile(Open):
     synthetic: bool
     gguf: GgufFacts
     desc: str | None = absent()
-    n_params: int | None = absent()
+    n_params: Integer | None = absent()
     metadata: dict[str, Any] = absent()
 
 
@@ -436,7 +443,7 @@ class Quiet(Open):
     attempts: Annotated[list[QuietAttempt], Field(min_length=1)]
     kept: Count
     disturbed: bool | None
-    nice: int = absent("the nice value the run measured at")
+    nice: Integer = absent("the nice value the run measured at")
 
 
 class Resources(Open):
@@ -460,7 +467,7 @@ class Resources(Open):
         "over the same interval as wall_s (wait4's rusage); null when no process ran (a refused "
         "configuration). Above wall_s: the run used more than one core."
     )
-    exit_code: int | None
+    exit_code: Integer | None
     signal: str | None
     peak_vram_by_gpu: list[GpuPeak] | None = absent(
         "Per visible GPU (CUDA ordinal order): peak memory of the run by peak_vram_method, and "
