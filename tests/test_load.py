@@ -301,7 +301,23 @@ def test_poisson_sweep_records_every_request_with_its_schedule():
         r["scheduled_ms"] for r in levels[0]["requests"]
     ]
     summary = res.details["summary"]
-    assert summary["answer"]["low"] == 20.0 and res.metrics["slo_max_level"] == [20.0]
+    # The SLO arithmetic, not this machine's speed: a 2 ms server meets a 2 s TTFT at both levels, so
+    # every level that can bound the interval meets, and the answer is the highest of them. On a quiet
+    # machine that is 20; a machine too busy to send 20 req/s on schedule (clone C: a CPU hog beside
+    # the suite, load 9) makes level 20 client-bound or saturated, which bounds nothing (the answer is
+    # then 10), and the level says which.
+    rows = {lv["level"]: lv for lv in summary["levels"]}
+    decisive = {lv: load_stats.decisive(s) for lv, s in rows.items()}
+    assert set(decisive.values()) <= {"meets", None}, decisive
+    low = max((lv for lv, v in decisive.items() if v == "meets"), default=0.0)
+    assert low >= 10.0  # 10 req/s (100 ms apart) is kept on schedule even beside a hog
+    assert summary["answer"]["low"] == low and res.metrics["slo_max_level"] == [low]
+    for lv, v in decisive.items():
+        if v is None:  # why it bounds nothing is on the level
+            s = rows[lv]
+            assert (s.get("schedule") or {}).get("client_bound") or s.get(
+                "saturated"
+            ), s
     assert res.metrics["requests_sent"] == [80.0]
     client = summary["levels"][0]["client"]
     assert (
