@@ -185,7 +185,11 @@ def _fast_validator(name: str, version: int) -> Callable[[dict[str, Any]], Any] 
     if cached is not None:
         return cached
     try:
-        code = fastjsonschema.compile_to_code(schema)
+        from core.models.base import DATE_TIME_PATTERN
+
+        code = fastjsonschema.compile_to_code(
+            schema, formats={"date-time": DATE_TIME_PATTERN}
+        )
         compiled = compile(code, f"<schema {name} v{version}>", "exec")
     except Exception:
         return None
@@ -427,7 +431,9 @@ def _check_schema(doc: dict[str, Any], name: str, version: int, source: str) -> 
 # What the loader checks beyond the schemas (finite numbers, unique keys, a migration's input checked
 # against its own version): part of the validation cache's namespace, so bytes validated under
 # looser rules are validated again. Bump when the loader's checks change.
-LOADER_RULES = 3  # 3: the fast validator's refusal stands (formats)
+LOADER_RULES = (
+    4  # 3: the fast validator's refusal stands (formats); 4: the models' date-time
+)
 MAX_ARTIFACT_BYTES = (
     64 << 20
 )  # an artifact file larger than this is refused before it is parsed

@@ -153,6 +153,37 @@ def _set_path(doc: dict[str, Any], path: str, value: float) -> dict[str, Any]:
     return out
 
 
+@pytest.mark.parametrize(
+    "created, valid",
+    [
+        ("2026-11-28T10:00:00Z", True),
+        ("2026-11-28T10:00:00.123456789Z", True),
+        ("2026-11-28T10:00:00+01:00", True),
+        ("2026-11-28T10:00:00+0100", True),
+        ("2028-02-29T10:00:00Z", True),
+        (
+            "2026-11-28t10:00:00z",
+            False,
+        ),  # fastjsonschema's own format took it; the model did not
+        ("2026-11-28T10:00:60Z", False),  # a leap second: fromisoformat cannot read it
+        ("2026-02-29T10:00:00Z", False),
+        ("2026-11-28 10:00:00Z", False),
+        ("2026-11-28", False),
+    ],
+)
+def test_a_date_time_is_valid_to_the_validator_and_the_model_alike(created, valid):
+    doc = dict(artifacts.load(_committed("host")[0]), created=created)
+    outcomes = []
+    for check in (artifacts.validate, model_for("host").check):
+        try:
+            check(doc, "h.json")
+            outcomes.append(True)
+        except ArtifactError as exc:
+            assert str(exc).startswith("h.json: created: "), exc
+            outcomes.append(False)
+    assert outcomes == [valid, valid]
+
+
 def _set(path: str, value: Any):
     def mutate(doc: dict[str, Any]) -> None:
         *parents, last = path.split(".")

@@ -3,6 +3,7 @@ field types the JSON Schemas used by hand (a JSON number, a date-time, an id, a 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from datetime import datetime
 from functools import partial
@@ -31,8 +32,25 @@ def _number(v: Any) -> int | float:
     return v
 
 
+_DATE = (
+    r"\d{4}-(?:(?:0[13578]|1[02])-(?:0[1-9]|[12]\d|3[01])|(?:0[469]|11)-(?:0[1-9]|[12]\d|30)"
+    r"|02-(?:0[1-9]|1\d|2[0-8]))|(?:\d\d(?:0[48]|[2468][048]|[13579][26])|(?:[02468][048]|[13579][26])00)-02-29"
+)
+#: JSON Schema's ``date-time`` (RFC 3339) as the loader's validator checks it (core.artifacts hands it
+#: to fastjsonschema) and as this model does: the T and Z upper-case and no leap second, which is what
+#: ``datetime.fromisoformat`` (every page's reader) reads. One notion of valid: fastjsonschema's own
+#: format also took ``2026-11-28t10:00:00z`` and ``10:00:60``, which the model then refused.
+DATE_TIME_PATTERN = (
+    rf"^(?:{_DATE})T(?:[01]\d|2[0-3]):[0-5]\d:[0-5]\d(?:\.\d+)?"
+    r"(?:Z|[+-](?:[01]\d|2[0-3]):?[0-5]\d)\Z"
+)
+_DATE_TIME = re.compile(DATE_TIME_PATTERN)
+
+
 def _date_time(v: str) -> str:
     try:
+        if not _DATE_TIME.match(v):
+            raise ValueError
         datetime.fromisoformat(v)
     except ValueError:
         raise ValueError(f"{v!r} is not a date-time") from None
