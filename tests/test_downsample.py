@@ -8,6 +8,7 @@ import html
 import math
 import random
 import re
+from typing import Any
 
 import pytest
 
@@ -66,13 +67,15 @@ def test_a_cap_under_four_is_refused():
 
 
 def test_per_series_bounds_each_series_and_counts():
-    rows = [{"s": s, "x": i, "y": (i * 7919) % 101} for s in "ab" for i in range(250)]
+    rows: list[dict[str, Any]] = [
+        {"s": s, "x": i, "y": (i * 7919) % 101} for s in "ab" for i in range(250)
+    ]
     rows += [{"s": "c", "x": i, "y": i} for i in range(30)]
     random.Random(1).shuffle(rows)
     got, n, of = downsample.per_series(rows, lambda r: r["s"], lambda r: r["x"], _y, 40)
     assert of == 530 and n == len(got)
     for s, size in (("a", 40), ("b", 40), ("c", 30)):
-        xs: list[int] = [int(r["x"]) for r in got if r["s"] == s]
+        xs = [r["x"] for r in got if r["s"] == s]
         assert len(xs) <= size and xs == sorted(xs)
         assert xs[0] == 0 and xs[-1] == (29 if s == "c" else 249)
     assert downsample.drawn_note(n, of).startswith(f"{n:,} of 530 samples drawn")
