@@ -183,3 +183,12 @@ def test_swim_lanes_are_one_row_a_request():
         },
         {"lane": 1, "request": 1, "t0": 0.005, "queued": 0.006, "failed": 0.05},
     ]
+
+
+def test_evenly_keeps_the_first_and_the_last():
+    items = list(range(101))
+    assert downsample.evenly(items, 5) == [0, 25, 50, 75, 100]
+    assert downsample.evenly(items[:4], 5) == [0, 1, 2, 3]
+    assert len(downsample.evenly(items, 40)) == 40
+    with pytest.raises(ValueError):
+        downsample.evenly(items, 1)

@@ -94,6 +94,19 @@ def rounded(
     return out
 
 
+def evenly(items: Sequence[T], cap: int) -> list[T]:
+    """At most ``cap`` of ``items``, in their order: all of them up to ``cap``, else ``cap`` spread
+    evenly over the order, the first and the last included (a ranking's top, bottom and between)."""
+    n = len(items)
+    if n <= cap:
+        return list(items)
+    if cap < 2:
+        raise ValueError(f"evenly: cap {cap} is under 2 (the first and the last)")
+    return [
+        items[i] for i in sorted({round(i * (n - 1) / (cap - 1)) for i in range(cap)})
+    ]
+
+
 def drawn_note(
     drawn: int, total: int, what: str = "samples", cap: int = POINTS_MAX
 ) -> str:

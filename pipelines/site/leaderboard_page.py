@@ -470,12 +470,9 @@ CHART_HOSTS = 40  # hosts a reference chart draws at most (30 px each); the boar
 def chart_sample(board: Board) -> list[str]:
     """The hosts the chart draws, in the board's order: all of them up to CHART_HOSTS, else CHART_HOSTS
     spread evenly over the order (the first and the last included)."""
-    hosts = [hr.host_id for hr in board.hosts_rows]
-    if len(hosts) <= CHART_HOSTS:
-        return hosts
-    k = CHART_HOSTS
-    picks = sorted({round(i * (len(hosts) - 1) / (k - 1)) for i in range(k)})
-    return [hosts[i] for i in picks]
+    from pipelines.site.downsample import evenly
+
+    return evenly([hr.host_id for hr in board.hosts_rows], CHART_HOSTS)
 
 
 def reference_chart(board: Board) -> str:
