@@ -524,7 +524,7 @@ def stored_line(lv: dict[str, Any]) -> str:
     )
 
 
-LEVEL_CHARTS_MAX = 4  # levels of one run drawn as charts (a page's bytes, #30); every level's lines stay
+LEVEL_CHARTS_MAX = 3  # levels of one run drawn as charts (a page's bytes, #30); every level's lines stay
 
 
 def _answer_index(run: dict[str, Any]) -> int | None:
@@ -610,9 +610,8 @@ def traffic_section(runs: list[dict[str, Any]]) -> list[str]:
                 cell(
                     f"Charts for {len(drawn)} of {len(run['levels'])} levels "
                     f"({', '.join(num(run['levels'][i]['level'], 2) for i in sorted(drawn))} "
-                    f"{run['unit']}: the lowest, the highest"
-                    + (", the answer" if _answer_index(run) is not None else "")
-                    + f" and evenly between, at most {LEVEL_CHARTS_MAX} a run); the figures of "
+                    f"{run['unit']}: the lowest, the highest, the capacity answer where the run "
+                    f"has one, and evenly between; at most {LEVEL_CHARTS_MAX} a run); the figures of "
                     "every level are below, and every request and scrape is in the artifact."
                 ),
                 "",
