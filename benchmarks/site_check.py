@@ -18,7 +18,8 @@ light (so both first renders and both re-renders on the toggle are seen), and re
   below 11 px;
 - chart text of low contrast against what is behind it (below 3:1), and, in the dark scheme, a
   chart drawn on a light panel;
-- charts that failed to render, and console errors.
+- charts that failed to render, and console errors;
+- a page over 1 MB of HTML (``consistency.MAX_PAGE_BYTES``, issue 30), named with its size, once a page.
 
 Charts inside folded sections are checked too: after the first-sight measurements every <details>
 is opened. ``--shots DIR`` saves a screenshot of each page, width and scheme at first sight (cut at
@@ -49,6 +50,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from pipelines.site import consistency  # noqa: E402
 from tests.support.browser import open_page  # noqa: E402
 
 VIEWS = (
@@ -414,6 +416,10 @@ def check_site(
             try:
                 for path in paths:
                     got = check_page(page, base, path, width, first, shots, max_height)
+                    if (width, first) == views[
+                        0
+                    ]:  # once a page: its weight is no view's
+                        got[0].defects += page_weight_defects(site, path)
                     got[-1].defects += [f"console error: {e[:200]}" for e in errors]
                     if outside:
                         got[-1].defects.append(f"requests left the site: {outside[:3]}")
@@ -428,12 +434,27 @@ def check_site(
     return out
 
 
+def page_weight_defects(
+    site: Path, path: str, limit: int = consistency.MAX_PAGE_BYTES
+) -> list[str]:
+    """ "page weight: ..." where the page at URL path ``path`` is over ``limit`` bytes of HTML (issue 30)."""
+    f = site / (path + "index.html" if path == "" or path.endswith("/") else path)
+    n = f.stat().st_size if f.is_file() else 0
+    return (
+        [
+            f"page weight: {n / 1e6:.2f} MB of HTML ({n:,} bytes), over the {limit / 1e6:g} MB a page may weigh"
+        ]
+        if n > limit
+        else []
+    )
+
+
 def summary(views: list[View]) -> dict[str, Any]:
     """Defects counted by kind, and the tallest pages at first sight at each width."""
     kinds = Counter(d.split(":")[0] for v in views for d in v.defects)
     tallest: dict[int, list[tuple[str, int]]] = {}
     for w in sorted({v.width for v in views}):
-        hs = {}
+        hs: dict[str, int] = {}
         for v in views:
             if v.width == w:
                 hs[v.page] = max(hs.get(v.page, 0), v.height)

@@ -13,9 +13,7 @@ from core import request_records, telemetry
 from core.records.run import RunRecord
 from pipelines import serving
 
-TIMELINE_MAX = (
-    60  # swim lanes drawn per level; a longer level is sampled evenly, and says so
-)
+TIMELINE_MAX = 30  # swim lanes drawn per level; a longer level is sampled evenly, and says so (a page's bytes: #30)
 
 
 def arrivals_text(spec: Any) -> str:

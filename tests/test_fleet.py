@@ -180,11 +180,16 @@ def test_the_page_shows_boards_first_and_lists_singles_apart(fx):
             ).group(1)
         ).replace("\\u003c", "<")
     )
-    for bi, ri in re.findall(
-        r'<span class="almanac-r" data-b="(\d+)" data-r="(\d+)"></span>', md
-    ):
-        assert int(ri) < len(blob[int(bi)]["rows"])
-    assert NEW_HOST["id"] in {r["host"] for d in blob for r in d["rows"]}
+    marked = re.findall(
+        r'<span class="almanac-r" data-b="(\d+)" data-r="(\d+)" data-h="([^"]+)" data-k="([^"]+)"></span>',
+        md,
+    )
+    assert marked
+    every_host = {h for b in fx.boards for h in b.hosts}
+    for bi, _ri, host, backend in marked:
+        assert int(bi) < len(blob) and set(blob[int(bi)]) == {"model", "tests"}
+        assert html.unescape(host) in every_host and backend
+    assert NEW_HOST["id"] in {html.unescape(h) for _, _, h, _ in marked}
     # every figure is marked with its value; the reference figures read as the fact layer's
     b = _ref(fx)
     for t in b.tests:

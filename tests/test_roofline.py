@@ -263,3 +263,48 @@ def test_roofline_page_states_the_bound_and_uses_a_log_scale_across_magnitudes()
     )
     md = roofline_page.roofline_page([slow, moe], [host])
     assert '"log"' in md and "log scale" in md
+
+
+def test_a_fleet_of_runs_draws_a_bounded_few_over_the_efficiency_ranking(monkeypatch):
+    """Issue 30: the roofline chart of a fleet draws at most ROOFLINE_CHART_MAX runs, the most and the
+    least efficient included, and says so; the table lists every run."""
+    import json
+    import re
+
+    from pipelines.site import roofline_page
+
+    host = host_doc(
+        {1: [19.0, 19.4], 2: [24.0, 25.0]},
+        read={1: [23.0, 23.5], 2: [30.0, 30.5]},
+        llc_bytes=32 * 2**20,
+    )
+    speeds = [10.0, 20.0, 30.0, 40.0, 50.0]
+    runs = [
+        run_record(
+            test=rate_test(n_gen=4 + i),
+            metrics={"tokens_per_second": [v, v]},
+        )
+        for i, v in enumerate(speeds)
+    ]
+    assert len({r.id for r in runs}) == len(runs)
+    monkeypatch.setattr(roofline_page, "ROOFLINE_CHART_MAX", 3)
+    md = roofline_page.roofline_page(runs, [host])
+    found = re.search(
+        r'<script type="application/json" id="[^"]+-spec">(.*?)</script>', md
+    )
+    assert found is not None
+    spec = json.loads(
+        found.group(1)
+        .replace("\\u003c", "<")
+        .replace("\\u003e", ">")
+        .replace("\\u0026", "&")
+    )
+    drawn = [v["measured"] for vals in spec["datasets"].values() for v in vals]
+    assert sorted(drawn) == [
+        10.0,
+        30.0,
+        50.0,
+    ]  # the least, the middle, the most efficient
+    assert drawn == sorted(drawn, reverse=True)  # best first
+    assert "3 of 5 runs drawn" in md
+    assert all(r.id in md for r in runs)  # the table lists every run

@@ -14,7 +14,9 @@ and every published table and returns the contradictions, one line each:
 * "not measured" appears only where the fact layer has no such group (``missing``: a callable
   that says whether a (work, host) pair is measured), and "no measured run" nowhere else;
 * one artifact has one lossless verdict;
-* no Python ``None`` and no "first N of M" truncation in any page's text or any published table.
+* no Python ``None`` and no "first N of M" truncation in any page's text or any published table;
+* no HTML page over ``MAX_PAGE_BYTES`` (1 MB, issue 30): what a reader's phone downloads and parses
+  for one page, whatever the fleet's size (a chart's series are bounded, long tables folded or linked).
 """
 
 from __future__ import annotations
@@ -35,6 +37,9 @@ SKIP_DIRS = ("assets", "data", "search", "schema")
 TRUNCATION = re.compile(r"\b(?:first|best|newest|top) [\d,]+ of [\d,]+\b", re.I)
 NONE_WORD = re.compile(r"(?<![\w.-])None(?![\w-])")
 NO_RUN = re.compile(r"no measured run", re.I)
+MAX_PAGE_BYTES = (
+    1_000_000  # the most one HTML page of the site may weigh (issue 30: 1 MB)
+)
 
 
 @dataclass
@@ -93,6 +98,20 @@ class _Page(HTMLParser):
         self.text.append(data)
         for m, _ in self._open:
             m.text += data
+
+
+def heavy_pages(site: Path, limit: int = MAX_PAGE_BYTES) -> list[str]:
+    """Every HTML page of the built ``site`` over ``limit`` bytes, one line each naming it and its size."""
+    site = Path(site)
+    out = []
+    for p in sorted(site.rglob("*.html")):
+        n = p.stat().st_size
+        if n > limit:
+            out.append(
+                f"{p.relative_to(site).as_posix()}: {n / 1e6:.2f} MB of HTML ({n:,} bytes), over the "
+                f"{limit / 1e6:g} MB a page may weigh"
+            )
+    return out
 
 
 def read_page(path: Path, site: Path) -> _Page:
@@ -224,6 +243,7 @@ def check(
         problems += hit["problems"]
     problems += _check_tables(site, memo)
     memo.save()
+    problems += heavy_pages(site)
     problems += _check_facts([m for m in marks if m.kind == "fact"])
     problems += _check_ranks(marks)
     problems += _check_missing([m for m in marks if m.kind == "missing"], missing)

@@ -105,10 +105,16 @@ def _host_cell(
     bi: int,
     ri: int,
     *,
+    backend: str,
     this_host: str | None,
     other: bool = False,
 ) -> str:
-    marker = f'<span class="almanac-r" data-b="{bi}" data-r="{ri}"></span>'
+    # the row's host and backend ride on its marker (the filters read them there): the page carries only the
+    # rows it shows, never a second list of every row (#30: that list grew with hosts x boards, 452 KB at 10k)
+    marker = (
+        f'<span class="almanac-r" data-b="{bi}" data-r="{ri}" data-h="{as_text(host_id)}" '
+        f'data-k="{as_text(backend)}"></span>'
+    )
     if other:
         return marker + "↳ " + cell("another configuration")
     mine = " " + THIS_HOST_BADGE if host_id == this_host else ""
@@ -209,7 +215,13 @@ def board_markdown(
         for j, row in enumerate(hr.rows):
             line = [
                 _host_cell(
-                    hr.host_label, hr.host_id, bi, ri, this_host=this_host, other=j > 0
+                    hr.host_label,
+                    hr.host_id,
+                    bi,
+                    ri,
+                    backend=row.any.backend,
+                    this_host=this_host,
+                    other=j > 0,
                 )
                 + "<br>"
                 + _setup_cell(row, builds[row.key])
@@ -321,7 +333,14 @@ def _singles_table(singles: list[tuple[int, Board]], this_host: str | None) -> s
             m = b.metrics[t]
             rows.append(
                 [
-                    _host_cell(hr.host_label, hr.host_id, bi, 0, this_host=this_host),
+                    _host_cell(
+                        hr.host_label,
+                        hr.host_id,
+                        bi,
+                        0,
+                        backend=b.rows[0].any.backend,
+                        this_host=this_host,
+                    ),
                     cell(b.model)
                     + (" " + SYNTHETIC_BADGE if b.synthetic else "")
                     + (
@@ -370,14 +389,7 @@ def _filters(boards: list[Board]) -> str:
 
 
 def _data_blob(boards: list[Board]) -> str:
-    data = [
-        {
-            "model": b.model,
-            "tests": b.tests,
-            "rows": [{"host": r.host_id, "backend": r.any.backend} for r in b.rows],
-        }
-        for b in boards
-    ]
+    data = [{"model": b.model, "tests": b.tests} for b in boards]
     text = json.dumps(data, sort_keys=True, separators=(",", ":"))
     safe = text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
     return f'<script type="application/json" id="{DATA_ID}">{safe}</script>'
@@ -470,12 +482,9 @@ CHART_HOSTS = 40  # hosts a reference chart draws at most (30 px each); the boar
 def chart_sample(board: Board) -> list[str]:
     """The hosts the chart draws, in the board's order: all of them up to CHART_HOSTS, else CHART_HOSTS
     spread evenly over the order (the first and the last included)."""
-    hosts = [hr.host_id for hr in board.hosts_rows]
-    if len(hosts) <= CHART_HOSTS:
-        return hosts
-    k = CHART_HOSTS
-    picks = sorted({round(i * (len(hosts) - 1) / (k - 1)) for i in range(k)})
-    return [hosts[i] for i in picks]
+    from pipelines.site.downsample import evenly
+
+    return evenly([hr.host_id for hr in board.hosts_rows], CHART_HOSTS)
 
 
 def reference_chart(board: Board) -> str:

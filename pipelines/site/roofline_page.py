@@ -12,6 +12,7 @@ from core.records.host import HostRecord
 from core.records.run import RunRecord
 from pipelines import roofline as roof
 from pipelines.site import charts
+from pipelines.site.downsample import evenly
 from pipelines.site.markdown import (
     MEASURED_BADGE,
     PROJECTED_BADGE,
@@ -29,8 +30,9 @@ from pipelines.site.markdown import (
     table,
 )
 
-ROOFLINE_CHART_RUNS = (
-    40  # a roofline chart of more runs than this folds (every run is drawn)
+ROOFLINE_CHART_RUNS = 40  # a roofline chart of more runs than this folds
+ROOFLINE_CHART_MAX = (
+    80  # runs the chart draws at most (26 px each), spread over the efficiency ranking
 )
 
 
@@ -271,13 +273,29 @@ def roofline_page(runs: list[RunRecord], hosts: list[HostRecord]) -> str:
         "cache is flagged not memory-bound: its efficiency against the DRAM bound means little."
     )
     if chart_rows:
-        chart = roofline_chart(pd.DataFrame(chart_rows))
+        drawn = chart_rows
+        if len(chart_rows) > ROOFLINE_CHART_MAX:
+            # a fleet's runs: the chart draws a bounded few over the efficiency ranking (the most and
+            # the least efficient included), best first; the table above lists every run
+            ranked = sorted(
+                chart_rows,
+                key=lambda c: -(c["efficiency"] if c["efficiency"] is not None else -1),
+            )
+            drawn = evenly(ranked, ROOFLINE_CHART_MAX)
+        chart = roofline_chart(pd.DataFrame(drawn))
         fig = charts.embed(
             chart,
             caption="Measured decode rate (dot) and the bandwidth bound (tick) per run, joined "
-            "by a line: its length is the gap to the bound.",
+            "by a line: its length is the gap to the bound."
+            + (
+                f" {len(drawn):,} of {len(chart_rows):,} runs drawn, spread evenly over the runs "
+                "ranked by efficiency (the most and the least efficient included); the table above "
+                "lists every run."
+                if len(drawn) < len(chart_rows)
+                else ""
+            ),
         )
-        # every run is drawn; a chart of many runs folds (its rows are the table's above)
+        # a chart of many runs folds (its rows are the table's above)
         out += [
             "",
             fig

@@ -14,7 +14,7 @@ import pandas as pd
 
 from core import telemetry
 from pipelines import traffic
-from pipelines.site import charts
+from pipelines.site import charts, downsample
 from pipelines.site.markdown import (
     ROOT,
     cell,
@@ -35,9 +35,34 @@ PHASE_COLORS = {
 SERIES = {"queued": "queued (waiting for a slot)", "running": "running"}
 
 
+SHOWN_FIELDS = (
+    "index",
+    "start_s",
+    "ttft_ms",
+    "prompt_tokens",
+)  # what the latency chart draws or tips
+
+
+def latency_points(lv: dict[str, Any]) -> tuple[list[dict[str, Any]], int, int]:
+    """(the requests the latency chart draws, how many, of how many with a TTFT): TTFT over the send
+    time, at most ``downsample.POINTS_MAX`` (the slowest and fastest of each stretch kept)."""
+    rows = downsample.rounded(
+        (
+            {k: r[k] for k in SHOWN_FIELDS}
+            for r in lv["requests"]
+            if r["ttft_ms"] is not None
+        ),
+        {"start_s": 4, "ttft_ms": 2},
+    )
+    return downsample.per_series(
+        rows, lambda r: 0, lambda r: r["start_s"], lambda r: r["ttft_ms"]
+    )
+
+
 def latency_chart(lv: dict[str, Any]) -> alt.LayerChart:
-    """TTFT of every request against when it was sent; the steady-state window shaded."""
-    df = pd.DataFrame([r for r in lv["requests"] if r["ttft_ms"] is not None])
+    """TTFT of every request against when it was sent (bounded: ``latency_points``); the steady-state
+    window shaded."""
+    df = pd.DataFrame(latency_points(lv)[0], columns=list(SHOWN_FIELDS))
     x = charts.qx("start_s", "sent", "s from the level's start")
     y = charts.qy("ttft_ms", "TTFT", "ms")
     pts = (
@@ -73,15 +98,30 @@ def latency_chart(lv: dict[str, Any]) -> alt.LayerChart:
     return cast(alt.LayerChart, chart)  # properties() is typed for a facet too
 
 
+def telemetry_points(lv: dict[str, Any]) -> tuple[list[dict[str, Any]], int, int]:
+    """(the scrapes the telemetry chart draws, one row per series and scrape, how many, of how many):
+    at most ``downsample.POINTS_MAX`` a series."""
+    rows = []
+    for s in telemetry.scrapes(lv.get("telemetry") or {}):
+        for role in SERIES:
+            v = (s.get("v") or {}).get(role)
+            if isinstance(v, (int, float)):
+                rows.append(
+                    {
+                        "t_s": round(s["t_ms"] / 1000.0, 4),
+                        "value": int(v) if float(v).is_integer() else round(v, 4),
+                        "series": role,
+                    }
+                )
+    return downsample.per_series(
+        rows, lambda r: r["series"], lambda r: r["t_s"], lambda r: r["value"]
+    )
+
+
 def telemetry_chart(lv: dict[str, Any]) -> alt.Chart | None:
     """The server's queue and running requests over the same time axis (and KV occupancy where reported)."""
     series = lv.get("telemetry") or {}
-    rows = []
-    for s in telemetry.scrapes(series):
-        for role, label in SERIES.items():
-            v = (s.get("v") or {}).get(role)
-            if isinstance(v, (int, float)):
-                rows.append({"t_s": s["t_ms"] / 1000.0, "value": v, "series": label})
+    rows = telemetry_points(lv)[0]
     if not rows:
         return None
     df = pd.DataFrame(rows)
@@ -91,7 +131,19 @@ def telemetry_chart(lv: dict[str, Any]) -> alt.Chart | None:
         .encode(
             x=charts.qx("t_s", "scraped", "s from the level's start"),
             y=charts.qy("value", "requests at the server", "count"),
-            color=alt.Color("series:N", title=None, legend=alt.Legend(orient="bottom")),
+            # each row names its series by role, the legend by its words (fewer bytes a sample)
+            color=alt.Color(
+                "series:N",
+                title=None,
+                scale=alt.Scale(domain=list(SERIES)),
+                legend=alt.Legend(
+                    orient="bottom",
+                    labelExpr=" : ".join(
+                        f"datum.value == '{k}' ? '{v}'" for k, v in SERIES.items()
+                    )
+                    + " : datum.label",
+                ),
+            ),
             tooltip=[
                 alt.Tooltip("series:N"),
                 alt.Tooltip("t_s:Q", format=".1f", title="s"),
@@ -109,8 +161,9 @@ def telemetry_chart(lv: dict[str, Any]) -> alt.Chart | None:
 GPU_SHOWN = {"util_pct": "GPU utilisation", "power_w": "board power"}
 
 
-def gpu_chart(lv: dict[str, Any]) -> alt.VConcatChart | None:
-    """NVML's utilisation and board power per GPU over the same time axis (runtime.load.gpu_telemetry)."""
+def gpu_points(lv: dict[str, Any]) -> tuple[list[dict[str, Any]], int, int]:
+    """(the NVML samples the GPU chart draws, one row per GPU, reading and sample, how many, of how
+    many): at most ``downsample.POINTS_MAX`` a GPU and reading."""
     series = lv.get("gpu_telemetry") or {}
     gpus = series.get("gpus") or []
     rows = []
@@ -125,12 +178,24 @@ def gpu_chart(lv: dict[str, Any]) -> alt.VConcatChart | None:
                 if isinstance(v, (int, float)):
                     rows.append(
                         {
-                            "t_s": s["t_ms"] / 1000.0,
+                            "t_s": round(s["t_ms"] / 1000.0, 4),
                             "reading": key,
-                            "value": v,
+                            "value": round(v, 2) if isinstance(v, float) else v,
                             "gpu": label,
                         }
                     )
+    return downsample.per_series(
+        rows,
+        lambda r: (r["gpu"], r["reading"]),
+        lambda r: r["t_s"],
+        lambda r: r["value"],
+    )
+
+
+def gpu_chart(lv: dict[str, Any]) -> alt.VConcatChart | None:
+    """NVML's utilisation and board power per GPU over the same time axis (runtime.load.gpu_telemetry)."""
+    series = lv.get("gpu_telemetry") or {}
+    rows = gpu_points(lv)[0]
     if not rows:
         return None
     df = pd.DataFrame(rows)
@@ -185,43 +250,95 @@ def _gpu_line(s: dict[str, Any]) -> str | None:
     )
 
 
-def swimlane_chart(lv: dict[str, Any]) -> alt.Chart | None:
+# each phase's bar runs from the boundary before it to its own: a lane is one row of boundaries
+# (``t0`` the schedule, then each phase's end under its name), a third of the bytes of a row a phase
+PHASE_FROM = {
+    "queued": "t0",
+    "prefill": "queued",
+    "decode": "prefill",
+    "failed": "queued",
+}
+
+
+def lane_rows(tl: dict[str, Any]) -> list[dict[str, Any]]:
+    """The swim lanes of ``pipelines.traffic.timeline`` as one row per lane: its request, ``t0`` (when
+    it was scheduled) and each phase's end (s from the level's start, to 0.1 ms)."""
+    rows: dict[int, dict[str, Any]] = {}
+    for span in tl["lanes"]:
+        row = rows.setdefault(
+            span["lane"], {"lane": span["lane"], "request": span["request"]}
+        )
+        before = PHASE_FROM[span["phase"]]
+        row.setdefault(before, round(span["from_s"], 4))
+        row[span["phase"]] = round(span["to_s"], 4)
+    return list(rows.values())
+
+
+def swimlane_chart(lv: dict[str, Any]) -> dict[str, Any] | None:
     tl = lv["timeline"]
     if not tl["lanes"]:
         return None
-    df = pd.DataFrame(tl["lanes"])
-    return (
-        alt.Chart(df)
-        .mark_bar(height=4)
-        .encode(
-            x=charts.qx("from_s", "time", "s from the level's start"),
-            x2="to_s:Q",
-            y=alt.Y(
-                "lane:O",
-                title="request (in schedule order)",
-                axis=alt.Axis(labels=False, ticks=False),
-            ),
-            color=alt.Color(
-                "phase:N",
-                title=None,
-                scale=alt.Scale(
-                    domain=list(PHASE_COLORS), range=list(PHASE_COLORS.values())
-                ),
-                legend=alt.Legend(orient="bottom"),
-            ),
-            tooltip=[
-                alt.Tooltip("request:Q"),
-                alt.Tooltip("phase:N"),
-                alt.Tooltip("from_s:Q", format=".3f", title="from (s)"),
-                alt.Tooltip("to_s:Q", format=".3f", title="to (s)"),
+    x_title = charts.q("t0", "time", "s from the level's start")
+
+    def layer(phase: str) -> dict[str, Any]:
+        a, b = PHASE_FROM[phase], phase
+        return {
+            "transform": [
+                {"filter": f"isValid(datum['{a}']) && isValid(datum['{b}'])"}
             ],
-        )
-        .properties(
-            title="Each request: queued, prefill, decode",
-            width="container",
-            height=max(120, 5 * tl["shown"]),
-        )
-    )
+            "mark": {"type": "bar", "height": 4},
+            "encoding": {
+                "x": {**x_title, "field": a},
+                "x2": {"field": b},
+                # one colour scale shared by the layers, declared on the first
+                "color": {"datum": phase, "type": "nominal"}
+                | (
+                    {
+                        "title": None,
+                        "scale": {
+                            "domain": list(PHASE_COLORS),
+                            "range": list(PHASE_COLORS.values()),
+                        },
+                        "legend": {"orient": "bottom"},
+                    }
+                    if phase == next(iter(PHASE_COLORS))
+                    else {}
+                ),
+                "tooltip": [
+                    {"field": "request", "type": "quantitative"},
+                    {"datum": phase, "title": "phase"},
+                    {
+                        "field": a,
+                        "type": "quantitative",
+                        "format": ".3f",
+                        "title": "from (s)",
+                    },
+                    {
+                        "field": b,
+                        "type": "quantitative",
+                        "format": ".3f",
+                        "title": "to (s)",
+                    },
+                ],
+            },
+        }
+
+    return {
+        "$schema": alt.SCHEMA_URL,
+        "title": "Each request: queued, prefill, decode",
+        "width": "container",
+        "height": max(120, 5 * tl["shown"]),
+        "data": {"values": lane_rows(tl)},
+        "encoding": {
+            "y": {
+                "field": "lane",
+                "type": "ordinal",
+                "title": "request (in schedule order)",
+                "axis": {"labels": False, "ticks": False},
+            }
+        },
+        "layer": [layer(p) for p in PHASE_COLORS],
+    }
 
 
 def turns_table(turns: dict[str, Any]) -> str:
@@ -407,6 +524,44 @@ def stored_line(lv: dict[str, Any]) -> str:
     )
 
 
+LEVEL_CHARTS_MAX = 3  # levels of one run drawn as charts (a page's bytes, #30); every level's lines stay
+
+
+def _answer_index(run: dict[str, Any]) -> int | None:
+    a = (run.get("answer") or {}).get("answer")
+    if not isinstance(a, (int, float)) or a <= 0:
+        return None
+    return next(
+        (i for i, lv in enumerate(run["levels"]) if lv["level"] == float(a)), None
+    )
+
+
+def charted_levels(run: dict[str, Any], cap: int = LEVEL_CHARTS_MAX) -> set[int]:
+    """The indices (in level order) of the levels whose charts a run's fold draws: every level up to
+    ``cap``; else the lowest, the highest, the capacity answer where the run has one, and levels
+    evenly between, ``cap`` in all."""
+    n = len(run["levels"])
+    if n <= cap:
+        return set(range(n))
+    keep = {0, n - 1}
+    a = _answer_index(run)
+    if a is not None:
+        keep.add(a)
+    for k in range(1, cap - 1):
+        if len(keep) >= cap:
+            break
+        i = round(k * (n - 1) / (cap - 1))
+        while i in keep and i < n - 1:
+            i += 1
+        keep.add(i)
+    return keep
+
+
+def _drawn(n: int, of: int, what: str) -> str:
+    note = downsample.drawn_note(n, of, what)
+    return " " + note if note else ""
+
+
 def traffic_section(runs: list[dict[str, Any]]) -> list[str]:
     if not runs:
         return []
@@ -449,33 +604,60 @@ def traffic_section(runs: list[dict[str, Any]]) -> list[str]:
             ),
             "",
         ]
-        for lv in run["levels"]:
+        drawn = charted_levels(run)
+        if len(drawn) < len(run["levels"]):
+            body += [
+                cell(
+                    f"Charts for {len(drawn)} of {len(run['levels'])} levels "
+                    f"({', '.join(num(run['levels'][i]['level'], 2) for i in sorted(drawn))} "
+                    f"{run['unit']}: the lowest, the highest, the capacity answer where the run "
+                    f"has one, and evenly between; at most {LEVEL_CHARTS_MAX} a run); the figures of "
+                    "every level are below, and every request and scrape is in the artifact."
+                ),
+                "",
+            ]
+        for i, lv in enumerate(run["levels"]):
             body += [f"**Level {num(lv['level'], 2)} {cell(run['unit'])}**", ""]
             body += [
                 f"- {cell(line)}" if not line.startswith("**") else f"- {line}"
                 for line in _level_lines(run, lv)
             ]
             body.append("")
+            if i not in drawn:
+                turns = (lv["stats"] or {}).get("turns")
+                if turns:
+                    body += [turns_table(turns), ""]
+                continue
             if lv["requests"]:
+                _, n, of = latency_points(lv)
+                note = downsample.drawn_note(n, of, "requests")
                 body += [
-                    charts.embed(latency_chart(lv), caption=stored_line(lv)),
+                    charts.embed(
+                        latency_chart(lv),
+                        caption=" ".join(x for x in (stored_line(lv), note) if x),
+                    ),
                     "",
                 ]
             tc = telemetry_chart(lv)
             if tc is not None:
+                _, n, of = telemetry_points(lv)
                 body += [
                     charts.embed(
-                        tc, caption="Under the latency chart, on the same time axis."
+                        tc,
+                        caption="Under the latency chart, on the same time axis."
+                        + _drawn(n, of, "scrape readings"),
                     ),
                     "",
                 ]
             gc = gpu_chart(lv)
             if gc is not None:
+                _, n, of = gpu_points(lv)
                 body += [
                     charts.embed(
                         gc,
                         caption="NVML, under the latency chart on the same time axis: "
-                        "the GPUs a server on loopback shares with the client.",
+                        "the GPUs a server on loopback shares with the client."
+                        + _drawn(n, of, "NVML readings"),
                     ),
                     "",
                 ]
@@ -483,15 +665,15 @@ def traffic_section(runs: list[dict[str, Any]]) -> list[str]:
             if sc is not None:
                 tl = lv["timeline"]
                 stored = lv.get("sampled")
-                of = (
+                lanes_of = (
                     f"{tl['requests']} stored of {stored['of']:,} requests (reservoir, seed {stored['seed']})"
                     if stored
                     else f"{tl['requests']} requests"
                 )
                 note = (
-                    f"All {of}."
+                    f"All {lanes_of}."
                     if tl["every"] == 1
-                    else f"Sampled: every {tl['every']}th of {of} ({tl['shown']} shown)."
+                    else f"Sampled: every {tl['every']}th of {lanes_of} ({tl['shown']} shown)."
                 )
                 body += [charts.embed(sc, caption=note), ""]
             turns = (lv["stats"] or {}).get("turns")

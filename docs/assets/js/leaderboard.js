@@ -1,6 +1,7 @@
 // Leaderboard filters (issue 19): host, model, backend and test, in the browser, no network.
-// The page carries its boards as inert JSON (#almanac-fleet-data: per board its model, tests and
-// rows' host and backend); each table row holds a marker <span class="almanac-r" data-b data-r>.
+// The page carries its boards as inert JSON (#almanac-fleet-data: per board its model and tests); each
+// table row holds a marker <span class="almanac-r" data-b data-r data-h data-k>: its board, row, host
+// and backend (only the rows the page shows: a fleet's page carries no list of every row).
 // Nothing is read back from the page's text. A selection that matches nothing says so.
 (function () {
   function setup() {
@@ -26,7 +27,7 @@
         var markers = div.querySelectorAll("span.almanac-r");
         var visible = 0;
         markers.forEach(function (m) {
-          var b = boards[+m.dataset.b], row = b && b.rows[+m.dataset.r];
+          var b = boards[+m.dataset.b], row = b && { host: m.dataset.h, backend: m.dataset.k };
           var ok = !!row && (!f.host || row.host === f.host) && (!f.backend || row.backend === f.backend)
             && (!f.model || b.model === f.model) && (!f.test || b.tests.indexOf(f.test) >= 0);
           var tr = m.closest("tr");
