@@ -15,6 +15,7 @@ backend build when it differs, are columns. Ranks follow pipelines.ranking (RULE
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -126,6 +127,11 @@ def runs_per_comparability(recs: list[RunRecord]) -> dict[str, list[RunRecord]]:
     return out
 
 
+def _mean(m: Any) -> float:
+    """A row's centre as its frame column holds it (a missing one is NaN)."""
+    return math.nan if m is None else float(m)
+
+
 @per_set
 def of(docs: list[RunRecord]) -> list[HostBoard]:
     """Leaderboards from run artifacts (failed runs excluded)."""
@@ -194,23 +200,29 @@ def of(docs: list[RunRecord]) -> list[HostBoard]:
             build_labels([(x["backend_build"], x["environment"]) for x in rows]),
         ):
             row["backend_build"] = label
-        g = pd.DataFrame(rows)
-        ranked = rank_sides([f.side for f in g["figure"]], metric.higher_is_better)
-        g["rank"] = [r.rank for r in ranked]
-        g["tied"] = [r.tied for r in ranked]
-        g["rank_label"] = [rank_label(r) for r in ranked]
+        ranked = rank_sides([x["figure"].side for x in rows], metric.higher_is_better)
         sign = -1 if metric.higher_is_better else 1
-        g["_order"] = [
-            (r.rank if r.rank is not None else 10**9, sign * m)
-            for r, m in zip(ranked, g["s_mean"])
-        ]
-        g = (
-            g.sort_values("_order", kind="stable")
-            .drop(columns="_order")
-            .reset_index(drop=True)
+        # best first: the rows put in order before the one frame is made (sorting, dropping a helper
+        # column and re-indexing a frame per board was most of a fleet's boards)
+        order = sorted(
+            range(len(rows)),
+            key=lambda i: (
+                ranked[i].rank if ranked[i].rank is not None else 10**9,
+                sign * _mean(rows[i]["s_mean"]),
+            ),
         )
-        varying, constant = split_settings(list(g["effective"]))
-        builds = sorted(set(g["backend_build"]))
+        rows = [rows[i] for i in order]
+        ranked = [ranked[i] for i in order]
+        g = pd.DataFrame(
+            {
+                **{c: [x[c] for x in rows] for c in rows[0]},
+                "rank": [r.rank for r in ranked],
+                "tied": [r.tied for r in ranked],
+                "rank_label": [rank_label(r) for r in ranked],
+            }
+        )
+        varying, constant = split_settings([x["effective"] for x in rows])
+        builds = sorted({x["backend_build"] for x in rows})
         out.append(
             HostBoard(
                 first.host_id,

@@ -17,6 +17,7 @@ from typing import Any
 
 from core import stats
 from core.records.run import RunRecord
+from pipelines.memo import per_set
 from pipelines.runs import latest_per_key
 
 STAGES = (
@@ -84,8 +85,10 @@ def breakdown(run: RunRecord) -> Breakdown | None:
     return Breakdown(run, len(splits), wall, out)
 
 
+@per_set
 def breakdowns(docs: list[RunRecord]) -> list[Breakdown]:
-    """Every current run whose requests can be split, by host and model."""
+    """Every current run whose requests can be split, by host and model (once per loaded set: the
+    Overhead page and the batching rows of each host ask; read-only)."""
     found = [b for b in (breakdown(r) for r in latest_per_key(docs) if r.ok) if b]
     return sorted(
         found, key=lambda b: (b.run.host_id, b.run.model_name, b.run.test_name)

@@ -179,3 +179,33 @@ def test_a_file_is_hashed_again_only_when_it_changed(fleet, monkeypatch):
     path.write_bytes(raw[:-1] + (b" " if raw[-1:] != b" " else b"\n"))
     reads.clear()
     assert page_cache._file_digest(path) != first and path in reads
+
+
+def test_the_key_text_reads_every_value_whatever_holds_it():
+    """``stable_text`` (what a page declares it reads, in its key): the same content gives the same
+    text, a value changed anywhere inside (a dataclass in a list in a dict, a frame's cell) another;
+    a set's order does not count."""
+    from dataclasses import dataclass
+
+    import pandas as pd
+
+    @dataclass
+    class Inner:
+        name: str
+        values: list[float]
+
+    def made(x: float, cell: float) -> object:
+        return {
+            "a": [Inner("n", [1.0, x]), (2, None)],
+            "tags": {"b", "c", "a"},
+            "frame": pd.DataFrame({"v": [1.5, cell], "o": [{"k": 1}, Inner("m", [])]}),
+        }
+
+    text = page_cache.stable_text(made(2.0, 3.0))
+    assert text == page_cache.stable_text(made(2.0, 3.0))
+    assert text != page_cache.stable_text(made(2.5, 3.0))
+    assert text != page_cache.stable_text(made(2.0, 3.5))
+    assert "Inner" in text and "'k'" in text
+    assert page_cache.stable_text({"x", "y", "z"}) == page_cache.stable_text(
+        {"z", "y", "x"}
+    )
