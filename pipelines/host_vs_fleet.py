@@ -17,6 +17,7 @@ combined in docs/assets/js/fleet.js by the same arithmetic).
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -146,9 +147,24 @@ PICKER_FIELDS = (
     "rank",
 )
 
-#: Digits after the point of a side's log mean in the picker: its value and ratios move by at most 5e-10
-#: relative, a million times less than the 3 decimals of a ratio the picker shows.
+#: Digits after the point of a side's log mean in the picker, at least: its value and ratios move by at most
+#: 5e-10 relative, a million times less than the 3 decimals of a ratio the picker shows. A value whose
+#: shown digits would change keeps more (``_log_mean``).
 LOG_DECIMALS = 9
+
+
+def _log_mean(lm: float | None, decimals: int) -> float | int | None:
+    """A side's log mean rounded for the picker: LOG_DECIMALS digits after the point, more where the value
+    the picker shows (its exp at the metric's ``decimals``) would read otherwise, all of them at worst."""
+    if lm is None:
+        return None
+    shown = f"{math.exp(lm):.{decimals}f}"
+    for k in range(LOG_DECIMALS, 17):
+        r = round(lm, k)
+        if f"{math.exp(r):.{decimals}f}" == shown:
+            return _num(r)
+    return lm
+
 
 _RUN_ID = re.compile(r"([0-9a-f]{12})-(\d{8}T\d{6}\.\d{3}Z)")
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -183,9 +199,10 @@ def picker_data(
     [] where the label is the id. ``workloads``: label, metric, unit, higher is better, decimals, its median
     host and ``size``, the number of its hosts; their values follow one another in ``values``, whose columns
     are per host on a workload: ``host`` (index), ``log_mean`` (the log of its figure's value, to
-    LOG_DECIMALS), ``side`` (index into ``sides``: the variance of that log at full precision, its degrees
-    of freedom, the number of runs, what the variance rests on as an index into ``methods`` and, for a
-    side without a variance, why, as an index into ``why``; few distinct, as the noise they rest on),
+    LOG_DECIMALS or as many more as keep the value the picker shows), ``side`` (index into ``sides``: the
+    variance of that log at full precision, its degrees of freedom, the number of runs, what the variance
+    rests on as an index into ``methods`` and, for a side without a variance, why, as an index into
+    ``why``; few distinct, as the noise they rest on),
     ``n`` (repetitions), ``run`` and ``at`` (the newest run's id: its key prefix and its time in ms after
     ``at0``; ``at`` null where ``run`` is the whole id) and ``rank`` (index into ``ranks``).
     ``decode_picker`` reads it back as records, as docs/assets/js/fleet.js does."""
@@ -230,9 +247,7 @@ def picker_data(
                 run = (m.group(1), ms)
             ids.append(run)
             cols["host"].append(index[s.host_id])
-            cols["log_mean"].append(
-                None if e.log_mean is None else _num(round(e.log_mean, LOG_DECIMALS))
-            )
+            cols["log_mean"].append(_log_mean(e.log_mean, w.metric.decimals))
             cols["side"].append(sides.setdefault(side, len(sides)))
             cols["n"].append(f.n)
             cols["rank"].append(ranks.setdefault(s.rank_label, len(ranks)))

@@ -748,6 +748,11 @@ def test_picker_data_is_compact_and_carries_every_figure():
                 "rank": s.rank_label,
             }
             assert abs(row["log_mean"] - e.log_mean) <= 0.5 * 10**-fleet.LOG_DECIMALS
+            d = w.metric.decimals  # the value the picker shows is the full log mean's
+            assert (
+                f"{math.exp(row['log_mean']):,.{d}f}"
+                == f"{math.exp(e.log_mean):,.{d}f}"
+            )
     # the page carries exactly this data, escaped for the script element
     page = history_pages.host_vs_host_page(recs)
     assert (
