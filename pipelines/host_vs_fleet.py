@@ -17,7 +17,10 @@ combined in docs/assets/js/fleet.js by the same arithmetic).
 
 from __future__ import annotations
 
+import math
+import re
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from core import stats
@@ -130,7 +133,7 @@ def workloads(fx: Facts) -> list[Workload]:
     return out
 
 
-#: The fields of each value in picker_data's workloads (one host on one workload), in order.
+#: The fields of each value of a decoded picker (``decode_picker``: one host on one workload), in order.
 PICKER_FIELDS = (
     "host",
     "log_mean",
@@ -140,10 +143,47 @@ PICKER_FIELDS = (
     "method",
     "why",
     "n",
-    "spread",
     "run_id",
     "rank",
 )
+
+#: Digits after the point of a side's log mean in the picker, at least: its value and ratios move by at most
+#: 5e-10 relative, a million times less than the 3 decimals of a ratio the picker shows. A value whose
+#: shown digits would change keeps more (``_log_mean``).
+LOG_DECIMALS = 9
+
+
+def _log_mean(lm: float | None, decimals: int) -> float | int | None:
+    """A side's log mean rounded for the picker: LOG_DECIMALS digits after the point, more where the value
+    the picker shows (its exp at the metric's ``decimals``) would read otherwise, all of them at worst."""
+    if lm is None:
+        return None
+    shown = f"{math.exp(lm):.{decimals}f}"
+    for k in range(LOG_DECIMALS, 17):
+        r = round(lm, k)
+        if f"{math.exp(r):.{decimals}f}" == shown:
+            return _num(r)
+    return lm
+
+
+_RUN_ID = re.compile(r"([0-9a-f]{12})-(\d{8}T\d{6}\.\d{3}Z)")
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def _stamp_ms(stamp: str) -> int:
+    t = datetime.strptime(stamp, "%Y%m%dT%H%M%S.%fZ").replace(tzinfo=UTC)
+    return (t - _EPOCH) // timedelta(milliseconds=1)
+
+
+def _stamp_text(ms: int) -> str:
+    """The run id's time as core.records.run.run_id writes it (the browser: Date.toISOString without - and :)."""
+    t = _EPOCH + timedelta(milliseconds=ms)
+    return f"{t.strftime('%Y%m%dT%H%M%S')}.{t.microsecond // 1000:03d}Z"
+
+
+def _num(x: float | None) -> float | int | None:
+    """A number as short as JSON writes it: an integral float as an int (JSON.parse reads both alike)."""
+    return int(x) if x is not None and float(x).is_integer() and abs(x) < 2**53 else x
 
 
 def picker_data(
@@ -152,42 +192,65 @@ def picker_data(
     labels: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """What the browser needs to compare any two hosts (or a host with each workload's median host) the way
-    core.stats.combine_sides does: hosts, workloads, and per workload its median host and, per host, its
-    figure's side estimate (the log of its value, the variance of that log and its degrees of freedom, the
-    number of runs, what the variance rests on as an index into ``methods`` and, for a side without a
-    variance, why, as an index into ``why``), then what the page shows beside it (repetitions, spread between
-    runs, the newest run's id, the rank label). ``fields`` names them. Compact: hosts, methods and reasons by
-    index; numbers at full precision (the browser's arithmetic is Python's)."""
+    core.stats.combine_sides does, inline in the page and bounded (a page stays under 1 MB): columns, not
+    records, and every repeated string or tuple once in a table.
+
+    ``hosts``: ids; ``labels``: each host's label as indices into ``parts`` (the label split at " · "), or
+    [] where the label is the id. ``workloads``: label, metric, unit, higher is better, decimals, its median
+    host and ``size``, the number of its hosts; their values follow one another in ``values``, whose columns
+    are per host on a workload: ``host`` (index), ``log_mean`` (the log of its figure's value, to
+    LOG_DECIMALS or as many more as keep the value the picker shows), ``side`` (index into ``sides``: the
+    variance of that log at full precision, its degrees of freedom, the number of runs, what the variance
+    rests on as an index into ``methods`` and, for a side without a variance, why, as an index into
+    ``why``; few distinct, as the noise they rest on),
+    ``n`` (repetitions), ``run`` and ``at`` (the newest run's id: its key prefix and its time in ms after
+    ``at0``; ``at`` null where ``run`` is the whole id) and ``rank`` (index into ``ranks``).
+    ``decode_picker`` reads it back as records, as docs/assets/js/fleet.js does."""
     labels = labels or {}
     host_ids = sorted(
         {s.host_id for w in workloads_ for s in w.standings},
         key=lambda h: (len(hosts.get(h, {}).get("gpus") or []), h),
     )
     index = {h: i for i, h in enumerate(host_ids)}
+    parts: dict[str, int] = {}
+    host_labels = []
+    for h in host_ids:
+        label = labels.get(h, h)
+        host_labels.append(
+            []
+            if label == h
+            else [parts.setdefault(p, len(parts)) for p in label.split(" · ")]
+        )
     methods: dict[str, int] = {}
     whys: dict[str, int] = {}
+    sides: dict[tuple[Any, ...], int] = {}
+    ranks: dict[str, int] = {}
+    ids: list[tuple[str, int | None]] = []
+    cols: dict[str, list[Any]] = {
+        k: [] for k in ("host", "log_mean", "side", "n", "run", "at", "rank")
+    }
     wl = []
     for w in workloads_:
-        vals = []
         for s in w.standings:
             f = s.figure
             e = f.side
-            why = None if e.why is None else whys.setdefault(e.why, len(whys))
-            vals.append(
-                [
-                    index[s.host_id],
-                    e.log_mean,
-                    e.var,
-                    e.df,
-                    e.runs,
-                    methods.setdefault(e.method, len(methods)),
-                    why,
-                    f.n,
-                    f.spread,
-                    f.newest_id,
-                    s.rank_label,
-                ]
+            side = (
+                _num(e.var),
+                _num(e.df),
+                e.runs,
+                methods.setdefault(e.method, len(methods)),
+                None if e.why is None else whys.setdefault(e.why, len(whys)),
             )
+            m = _RUN_ID.fullmatch(f.newest_id)
+            run: tuple[str, int | None] = (f.newest_id, None)
+            if m and _stamp_text(ms := _stamp_ms(m.group(2))) == m.group(2):
+                run = (m.group(1), ms)
+            ids.append(run)
+            cols["host"].append(index[s.host_id])
+            cols["log_mean"].append(_log_mean(e.log_mean, w.metric.decimals))
+            cols["side"].append(sides.setdefault(side, len(sides)))
+            cols["n"].append(f.n)
+            cols["rank"].append(ranks.setdefault(s.rank_label, len(ranks)))
         wl.append(
             {
                 "label": w.label,
@@ -196,19 +259,58 @@ def picker_data(
                 "hib": w.metric.higher_is_better,
                 "decimals": w.metric.decimals,
                 "median": index[w.median.host_id],
-                "values": vals,
+                "size": len(w.standings),
             }
         )
+    at0 = min((ms for _, ms in ids if ms is not None), default=0)
+    cols["run"] = [r for r, _ in ids]
+    cols["at"] = [None if ms is None else ms - at0 for _, ms in ids]
     return {
-        "hosts": [
-            {"id": h, "label": labels.get(h, h), "about": host_about(hosts.get(h, {}))}
-            for h in host_ids
-        ],
-        "fields": list(PICKER_FIELDS),
+        "hosts": host_ids,
+        "labels": host_labels,
+        "parts": list(parts),
         "methods": list(methods),
         "why": list(whys),
+        "sides": [list(x) for x in sides],
+        "ranks": list(ranks),
+        "at0": at0,
         "workloads": wl,
+        "values": cols,
     }
+
+
+def decode_picker(data: dict[str, Any]) -> dict[str, Any]:
+    """``picker_data`` read back as records, as docs/assets/js/fleet.js reads it: hosts as {id, label} and
+    per workload its values, each a list in PICKER_FIELDS' order (method and why as text, df a float)."""
+    cols = data["values"]
+    hosts = [
+        {"id": h, "label": " · ".join(data["parts"][i] for i in lab) if lab else h}
+        for h, lab in zip(data["hosts"], data["labels"])
+    ]
+    out, k = [], 0
+    for w in data["workloads"]:
+        vals = []
+        for j in range(k, k + w["size"]):
+            var, df, runs, method, why = data["sides"][cols["side"][j]]
+            at = cols["at"][j]
+            run = cols["run"][j]
+            vals.append(
+                [
+                    cols["host"][j],
+                    None if cols["log_mean"][j] is None else float(cols["log_mean"][j]),
+                    None if var is None else float(var),
+                    None if df is None else float(df),
+                    runs,
+                    data["methods"][method],
+                    None if why is None else data["why"][why],
+                    cols["n"][j],
+                    run if at is None else f"{run}-{_stamp_text(data['at0'] + at)}",
+                    data["ranks"][cols["rank"][j]],
+                ]
+            )
+        k += w["size"]
+        out.append({**{x: y for x, y in w.items() if x != "size"}, "values": vals})
+    return {"hosts": hosts, "fields": list(PICKER_FIELDS), "workloads": out}
 
 
 def host_about(h: dict[str, Any]) -> str:

@@ -587,9 +587,7 @@ def test_host_vs_host_page_ranks_each_host_against_the_fleet():
             page,
         ).group(1)
     )
-    assert [h["id"] for h in data["hosts"]] == [CPU["id"], GPU["id"]] and len(
-        data["workloads"]
-    ) == 1
+    assert data["hosts"] == [CPU["id"], GPU["id"]] and len(data["workloads"]) == 1
     # a third host that ran another model shares nothing: named once, in no workload
     other = {**GPU, "id": "other-host", "name": "other"}
     alone = run([5, 6, 7], test=TG, host=other, minutes=2, model="n", sha="c" * 64)

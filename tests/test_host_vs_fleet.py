@@ -40,6 +40,7 @@ from tests.support.committed import (
     committed_data,
     committed_paths,
     committed_root,
+    committed_runs,
 )
 
 ONLY = {
@@ -230,16 +231,33 @@ def _ratio_text(r) -> str:
 
 
 def _published(data: dict, wi: int, host: int) -> stats.SideEstimate:
+    """A host's side estimate on a workload, from the picker's decoded data (fleet.decode_picker)."""
     f = {k: i for i, k in enumerate(data["fields"])}
     v = next(x for x in data["workloads"][wi]["values"] if x[f["host"]] == host)
-    why = None if v[f["why"]] is None else data["why"][v[f["why"]]]
     return stats.SideEstimate(
         v[f["log_mean"]],
         v[f["var"]],
         v[f["df"]],
         v[f["runs"]],
-        data["methods"][v[f["method"]]],
-        why,
+        v[f["method"]],
+        v[f["why"]],
+    )
+
+
+def _picker(page: str) -> dict:
+    """The picker's inline data on a Host vs host page, decoded."""
+    return fleet.decode_picker(
+        json.loads(re.search(r'id="almanac-fleet-data">(.*?)</script>', page).group(1))
+    )
+
+
+def _shown(ratio, low, high, verdict: str, method: str) -> tuple:
+    """A combination as the picker shows it: ratio and interval to 3 decimals (its log means are rounded to
+    fleet.LOG_DECIMALS, so their last bits are not Python's), verdict, method."""
+    return (
+        *(None if x is None else f"{x:,.3f}" for x in (ratio, low, high)),
+        verdict,
+        method,
     )
 
 
@@ -309,9 +327,7 @@ def test_page_and_picker_give_invoke_compares_verdicts(fleet_site, monkeypatch):
                 )
     # the picker: every pair of hosts, from the published side estimates, combined as compare_runs combines
     page = (site / "host-vs-host" / "index.html").read_text()
-    pdata = json.loads(
-        re.search(r'id="almanac-fleet-data">(.*?)</script>', page).group(1)
-    )
+    pdata = _picker(page)
     ids = [h["id"] for h in pdata["hosts"]]
     pairs = 0
     for ia, ib in itertools.permutations(range(len(ids)), 2):
@@ -333,8 +349,8 @@ def test_page_and_picker_give_invoke_compares_verdicts(fleet_site, monkeypatch):
             )
             row = rows[w["label"]]
             assert (
-                (c.ratio, c.ci95_low, c.ci95_high, c.verdict, c.method)
-                == (
+                _shown(c.ratio, c.ci95_low, c.ci95_high, c.verdict, c.method)
+                == _shown(
                     row.ratio,
                     row.ci95_low,
                     row.ci95_high,
@@ -342,6 +358,7 @@ def test_page_and_picker_give_invoke_compares_verdicts(fleet_site, monkeypatch):
                     row.method,
                 )
             )
+            assert c.ratio == pytest.approx(row.ratio, rel=1e-8)
             pairs += 1
     assert pairs > 100
 
@@ -621,22 +638,21 @@ def test_a_hosts_side_is_every_run_of_it(monkeypatch, tmp_path):
         and "n 3 · 1 run + host noise" in flat
         and "1 run + fleet noise" in flat
     )
-    pdata = json.loads(
-        re.search(r'id="almanac-fleet-data">(.*?)</script>', page).group(1)
-    )
+    pdata = _picker(page)
     ids = [h["id"] for h in pdata["hosts"]]
     for ia, ib in itertools.permutations(range(len(ids)), 2):
         row = _compare_rows(docs, ids[ia], ids[ib])[w.label]
         c = stats.combine_sides(
             _published(pdata, 0, ia), _published(pdata, 0, ib), True
         )
-        assert (c.ratio, c.ci95_low, c.ci95_high, c.verdict, c.method) == (
+        assert _shown(c.ratio, c.ci95_low, c.ci95_high, c.verdict, c.method) == _shown(
             row.ratio,
             row.ci95_low,
             row.ci95_high,
             row.single_verdict,
             row.method,
         )
+        assert c.ratio == pytest.approx(row.ratio, rel=1e-8)
         assert row.note.startswith(
             c.note
         )  # compare adds why the family's FDR changed a verdict
@@ -675,3 +691,75 @@ def test_page_grows_linearly_in_hosts(tmp_path):
     assert max(per_host) / min(per_host) < 1.25, (
         sizes
     )  # quadratic would double the bytes per host
+
+
+def test_picker_data_is_compact_and_carries_every_figure():
+    """Issue #30: the picker's inline data is columns with its strings and side tuples in tables, a bounded
+    number of bytes per host (the committed fleet: 8 hosts, 67 host-workload values, 12,907 bytes before,
+    8,421 now), and decoded it is every figure the records form carried: the same hosts, labels,
+    workloads and, per host on a workload, side estimate, repetitions, newest run and rank."""
+    recs = committed_runs()
+    fx = facts.of(recs)
+    host_docs = {r.host_id: r.host for r in fx.records if r.ok}
+    wls = fleet.workloads(fx)
+    data = fleet.picker_data(wls, host_docs, fx.labels)
+    text = json.dumps(data, separators=(",", ":"), ensure_ascii=False)
+    hosts, values = len(data["hosts"]), len(data["values"]["host"])
+    assert (hosts, values) == (8, 67)
+    assert len(text.encode()) == 8421  # the records form was 12,907 bytes
+    assert (
+        len(text.encode()) / hosts < 1100
+        and len(json.dumps(data["values"], separators=(",", ":")).encode()) / values
+        < 50
+    )  # 1,613 bytes per host and 175 per value before
+    # every column has one entry per host on a workload, nothing per pair of hosts
+    assert {len(c) for c in data["values"].values()} == {values}
+    got = fleet.decode_picker(data)
+    want_hosts = sorted(
+        {s.host_id for w in wls for s in w.standings},
+        key=lambda h: (len(host_docs[h].get("gpus") or []), h),
+    )
+    assert got["hosts"] == [{"id": h, "label": fx.labels.get(h, h)} for h in want_hosts]
+    index = {h: i for i, h in enumerate(want_hosts)}
+    assert len(got["workloads"]) == len(wls)
+    for w, gw in zip(wls, got["workloads"]):
+        assert (gw["label"], gw["metric"], gw["unit"], gw["hib"], gw["decimals"]) == (
+            w.label,
+            w.metric.label,
+            w.metric.unit,
+            w.metric.higher_is_better,
+            w.metric.decimals,
+        )
+        assert gw["median"] == index[w.median.host_id]
+        assert len(gw["values"]) == len(w.standings)
+        for s, v in zip(w.standings, gw["values"]):
+            e, f = s.figure.side, s.figure
+            row = dict(zip(got["fields"], v))
+            assert row == {
+                "host": index[s.host_id],
+                "log_mean": row["log_mean"],
+                "var": e.var,
+                "df": e.df,
+                "runs": e.runs,
+                "method": e.method,
+                "why": e.why,
+                "n": f.n,
+                "run_id": f.newest_id,
+                "rank": s.rank_label,
+            }
+            assert abs(row["log_mean"] - e.log_mean) <= 0.5 * 10**-fleet.LOG_DECIMALS
+            d = w.metric.decimals  # the value the picker shows is the full log mean's
+            assert (
+                f"{math.exp(row['log_mean']):,.{d}f}"
+                == f"{math.exp(e.log_mean):,.{d}f}"
+            )
+    # the page carries exactly this data, escaped for the script element
+    page = history_pages.host_vs_host_page(recs)
+    assert (
+        fleet.decode_picker(
+            json.loads(
+                re.search(r'id="almanac-fleet-data">(.*?)</script>', page).group(1)
+            )
+        )
+        == got
+    )

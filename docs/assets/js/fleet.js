@@ -114,19 +114,26 @@
     box.dataset.ready = "1";
     var data = JSON.parse(dataEl.textContent);
     var root = box.dataset.root || "";
-    var hosts = data.hosts;
-    // per host: workload index -> its side estimate and what the page shows beside it (fields: data.fields)
-    var F = {};
-    data.fields.forEach(function (name, i) { F[name] = i; });
-    var byHost = hosts.map(function () { return {}; });
+    // the data is in columns, repeated strings and tuples once in a table (pipelines.host_vs_fleet.picker_data)
+    var hosts = data.hosts.map(function (id, i) {
+      var parts = data.labels[i];
+      return { id: id, label: parts.length ? parts.map(function (p) { return data.parts[p]; }).join(" · ") : id };
+    });
+    function runId(run, at) {  // core.records.run.run_id: key prefix, UTC time to the millisecond
+      return at === null ? run : run + "-" + new Date(data.at0 + at).toISOString().replace(/[-:]/g, "");
+    }
+    // per host: workload index -> its side estimate and what the page shows beside it
+    var col = data.values, byHost = hosts.map(function () { return {}; }), k = 0;
     data.workloads.forEach(function (w, wi) {
-      w.values.forEach(function (v) {
-        byHost[v[F.host]][wi] = {
-          lm: v[F.log_mean], v: v[F.var], df: v[F.df], runs: v[F.runs], method: data.methods[v[F.method]],
-          why: v[F.why] === null ? null : data.why[v[F.why]], n: v[F.n], spread: v[F.spread], id: v[F.run_id],
-          rank: v[F.rank]
+      for (var j = k; j < k + w.size; j++) {
+        var s = data.sides[col.side[j]];
+        byHost[col.host[j]][wi] = {
+          lm: col.log_mean[j], v: s[0], df: s[1], runs: s[2], method: data.methods[s[3]],
+          why: s[4] === null ? null : data.why[s[4]], n: col.n[j], id: runId(col.run[j], col.at[j]),
+          rank: data.ranks[col.rank[j]]
         };
-      });
+      }
+      k += w.size;
     });
     var MEDIAN = "median";  // host A may be "the median host of each workload": B against the fleet
 
@@ -210,7 +217,7 @@
         tr.appendChild(el("td", { "class": "almanac-num" }, ratio));
         var cls = r.c.verdict === "win" ? "almanac-verdict-win" : (r.c.verdict === "loss" ? "almanac-verdict-loss" : "almanac-verdict-noise");
         var vd = el("td"); vd.appendChild(el("span", { "class": cls }, r.c.verdict)); tr.appendChild(vd);
-        tr.appendChild(el("td", { "class": "almanac-num" }, r.b.rank + " of " + r.w.values.length));
+        tr.appendChild(el("td", { "class": "almanac-num" }, r.b.rank + " of " + r.w.size));
         tb.appendChild(tr);
       });
       t.appendChild(tb);
