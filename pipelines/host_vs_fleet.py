@@ -24,7 +24,6 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from core import stats
-from core.hostlabel import machine_summary
 from core.metrics import Metric
 from pipelines import facts as facts_mod
 from pipelines.facts import Facts, Figure, Standing
@@ -311,8 +310,3 @@ def decode_picker(data: dict[str, Any]) -> dict[str, Any]:
         k += w["size"]
         out.append({**{x: y for x, y in w.items() if x != "size"}, "values": vals})
     return {"hosts": hosts, "fields": list(PICKER_FIELDS), "workloads": out}
-
-
-def host_about(h: dict[str, Any]) -> str:
-    """A host's machine in a few words (CPU, threads, GPUs: core.hostlabel.machine_summary)."""
-    return machine_summary(h) if h else ""
