@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import copy
 import os
-import time
 from pathlib import Path
 from typing import Any
 
 import yaml
 from pydantic import ValidationError
 
-from core import safefile
+from core import filestamp, safefile
 from core.errors import ConfigError, UserError
 from core.paths import relpath
 
@@ -95,13 +94,12 @@ def _expanded_size(node: yaml.Node, limit: int) -> int:
     return size(node)
 
 
-# A file's parsed document, kept while its size, times and inode stay those it had (as git's index
-# keeps a file's hash): one build asks for the same registry once per page (host labels, slots,
-# what-if: 1,655 parses, 7 s of a 10,000-artifact fleet's build), and parsing YAML in Python is slow.
-# Each caller gets its own deep copy (callers may change what they get).
-_PARSED: dict[str, tuple[tuple[int, ...], Any]] = {}
+# A file's parsed document, kept while its stamp (core.filestamp) is the one it had: one build asks for
+# the same registry once per page (host labels, slots, what-if: 1,655 parses, 7 s of a 10,000-artifact
+# fleet's build), and parsing YAML in Python is slow. Each caller gets its own deep copy (callers may
+# change what they get).
+_PARSED: dict[str, tuple[str, Any]] = {}
 _PARSED_MAX = 256
-_RACY_NS = 2_000_000_000  # a file changed within its timestamps' tick could change again unseen
 
 
 def load_yaml(path: Path | str) -> Any:
@@ -109,18 +107,14 @@ def load_yaml(path: Path | str) -> Any:
     try:
         st = path.stat()
     except OSError:
-        st = None  # read_text says what is wrong
+        return _parse(path)  # read_text says what is wrong
     name = os.path.abspath(path)
-    sig = (
-        ()
-        if st is None
-        else (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev)
-    )
+    sig = filestamp.stamp(st)
     hit = _PARSED.get(name)
-    if sig and hit is not None and hit[0] == sig:
+    if hit is not None and hit[0] == sig:
         return copy.deepcopy(hit[1])
     data = _parse(path)
-    if st is not None and time.time_ns() - st.st_mtime_ns > _RACY_NS:
+    if filestamp.settled(st):
         if len(_PARSED) >= _PARSED_MAX:
             _PARSED.pop(next(iter(_PARSED)))
         _PARSED[name] = (sig, copy.deepcopy(data))

@@ -157,11 +157,13 @@ def test_a_file_is_hashed_again_only_when_it_changed(fleet, monkeypatch):
     last build hashed it is not read again, and one rewritten in place (same size, other bytes) is."""
     import time
 
+    from core import filestamp
+
     data, _ = fleet
     real_ns = time.time_ns
     # every file older than the window in which a change could go unseen (files written just now are
     # hashed again each time: git's racy case)
-    monkeypatch.setattr(page_cache.time, "time_ns", lambda: real_ns() + 10**10)
+    monkeypatch.setattr(filestamp, "now_ns", lambda: real_ns() + 10**10)
     path = sorted((data / "runs" / HOSTS[0]).rglob("*.json"))[0]
     first = page_cache._file_digest(path)
     page_cache.prune()  # the end of a build keeps the digests

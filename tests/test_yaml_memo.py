@@ -4,16 +4,23 @@ changed file is parsed again."""
 
 from __future__ import annotations
 
-import os
 import time
 
-from core import yamlio
+import pytest
+
+from core import filestamp, yamlio
 
 
-def _aged(path, seconds: float = 10.0) -> None:
-    """The file as if written a while ago (a file changed within the last seconds is never kept)."""
-    then = time.time() - seconds
-    os.utime(path, (then, then))
+@pytest.fixture
+def clock(monkeypatch):
+    """The clock core.filestamp reads: ``clock(s)`` moves it ``s`` seconds past now (a file changed
+    within the last seconds is never kept; a file's change time cannot be set back to age it)."""
+
+    def later(seconds: float) -> None:
+        now = time.time_ns() + int(seconds * 1e9)
+        monkeypatch.setattr(filestamp, "now_ns", lambda: now)
+
+    return later
 
 
 def _counted(monkeypatch) -> list[object]:
@@ -29,11 +36,11 @@ def _counted(monkeypatch) -> list[object]:
 
 
 def test_an_unchanged_file_is_parsed_once_and_each_caller_gets_its_own_copy(
-    tmp_path, monkeypatch
+    tmp_path, monkeypatch, clock
 ):
     path = tmp_path / "reg.yaml"
     path.write_text("a: [1, 2]\nb: {c: x}\n")
-    _aged(path)
+    clock(10)
     parses = _counted(monkeypatch)
     first = yamlio.load_yaml(path)
     first["a"].append(3)  # a caller changing what it got changes no one else's
@@ -42,17 +49,18 @@ def test_an_unchanged_file_is_parsed_once_and_each_caller_gets_its_own_copy(
     assert len(parses) == 1
 
 
-def test_a_changed_or_fresh_file_is_parsed_again(tmp_path, monkeypatch):
+def test_a_changed_or_fresh_file_is_parsed_again(tmp_path, monkeypatch, clock):
     path = tmp_path / "reg.yaml"
     path.write_text("a: 1\n")
-    _aged(path, 20)
+    clock(20)
     assert yamlio.load_yaml(path) == {"a": 1}
     path.write_text("a: 2\n")  # same size, new times
-    _aged(path, 10)
+    clock(30)
     assert yamlio.load_yaml(path) == {"a": 2}
     path.write_text(
         "a: 3\n"
     )  # just written: read every time until it is older than a tick
+    clock(0)
     parses = _counted(monkeypatch)
     assert yamlio.load_yaml(path) == {"a": 3}
     assert yamlio.load_yaml(path) == {"a": 3}

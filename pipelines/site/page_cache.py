@@ -28,12 +28,12 @@ import hashlib
 import json
 import os
 import sys
-import time
 import zlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from core import filestamp
 from core.paths import cache_dir
 from pipelines import dataset
 from pipelines.site import markdown
@@ -73,7 +73,7 @@ def _digests_path() -> Path:
 
 def _file_digest(path: Path) -> bytes:
     st = path.stat()
-    sig = f"{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}:{st.st_ino}:{st.st_dev}"
+    sig = filestamp.stamp(st)
     name = str(path)
     known = _KNOWN[0]
     if known is None:
@@ -91,9 +91,7 @@ def _file_digest(path: Path) -> bytes:
             pass
     with path.open("rb") as fh:
         digest = hashlib.file_digest(fh, "blake2b").digest()
-    # a file changed within the last seconds could change again within its timestamps' tick (git's "racy"
-    # case): hashed again next time
-    if time.time_ns() - max(st.st_mtime_ns, st.st_ctime_ns) > 2_000_000_000:
+    if filestamp.settled(st):  # else hashed again next time
         _DIGESTS[name] = [sig, digest.hex()]
     return digest
 
