@@ -439,14 +439,8 @@ def page_weight_defects(
 ) -> list[str]:
     """ "page weight: ..." where the page at URL path ``path`` is over ``limit`` bytes of HTML (issue 30)."""
     f = site / (path + "index.html" if path == "" or path.endswith("/") else path)
-    n = f.stat().st_size if f.is_file() else 0
-    return (
-        [
-            f"page weight: {n / 1e6:.2f} MB of HTML ({n:,} bytes), over the {limit / 1e6:g} MB a page may weigh"
-        ]
-        if n > limit
-        else []
-    )
+    why = consistency.overweight(f.stat().st_size if f.is_file() else 0, limit)
+    return [f"page weight: {why}"] if why else []
 
 
 def summary(views: list[View]) -> dict[str, Any]:

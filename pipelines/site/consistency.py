@@ -100,18 +100,21 @@ class _Page(HTMLParser):
             m.text += data
 
 
+def overweight(n: int, limit: int = MAX_PAGE_BYTES) -> str | None:
+    """What is wrong with a page of ``n`` bytes of HTML (None: within ``limit``)."""
+    if n <= limit:
+        return None
+    return f"{n / 1e6:.2f} MB of HTML ({n:,} bytes), over the {limit / 1e6:g} MB a page may weigh"
+
+
 def heavy_pages(site: Path, limit: int = MAX_PAGE_BYTES) -> list[str]:
     """Every HTML page of the built ``site`` over ``limit`` bytes, one line each naming it and its size."""
     site = Path(site)
-    out = []
-    for p in sorted(site.rglob("*.html")):
-        n = p.stat().st_size
-        if n > limit:
-            out.append(
-                f"{p.relative_to(site).as_posix()}: {n / 1e6:.2f} MB of HTML ({n:,} bytes), over the "
-                f"{limit / 1e6:g} MB a page may weigh"
-            )
-    return out
+    return [
+        f"{p.relative_to(site).as_posix()}: {why}"
+        for p in sorted(site.rglob("*.html"))
+        if (why := overweight(p.stat().st_size, limit))
+    ]
 
 
 def read_page(path: Path, site: Path) -> _Page:
