@@ -11,8 +11,9 @@ a rebuild renders only the pages whose inputs changed. The key of a page is the 
   the fleet's few shared inputs), by content;
 * the page's own artifacts: its host's runs, their request-record sidecars and its host
   artifacts, by content (``host_digest``);
-* anything else the page declares it reads (``extra``: e.g. the role assignments of its host,
-  which are judged against the whole fleet's quality scores).
+* what the page reads across hosts (``extra``, the page's ``reads``): digests of those inputs, each
+  computed once per build (pipelines.site.page_inputs: e.g. the fleet's pooled run-to-run noise, the
+  configurations the roles judge), never the page's own output.
 
 A hit gives back the Markdown and the table downloads the render registered (so the build writes
 the same files); a miss renders and stores both. Entries live under the user cache
@@ -40,8 +41,9 @@ from pipelines.site import markdown
 
 VERSION = 1  # bump when the entry format or the key's parts change
 _ROOT = Path(__file__).resolve().parents[2]
-# once per build (``reset``): the code's and the set's shared digests; each page's key; the entries used
-_MEMO: dict[str, str] = {}
+# once per build (``reset``): the code's and the set's shared digests, each host's, what pages read across
+# hosts (pipelines.site.page_inputs); each page's key; the entries used
+_MEMO: dict[str, Any] = {}
 _KEYS: dict[tuple[str, ...], str] = {}
 _USED: dict[
     Path, set[str]
@@ -69,6 +71,22 @@ _KNOWN: list[dict[str, list[str]] | None] = [None]  # the last build's, read onc
 
 def _digests_path() -> Path:
     return cache_dir() / "pages" / "digests.json.z"
+
+
+def per_build(name: str, compute: Callable[[], Any]) -> Any:
+    """``compute()``, once per build (outside a build: every time): a value read from files that are not
+    artifacts (a registry), which can change between two builds of one loaded set (mkdocs serve)."""
+    if not _BUILDING[0]:
+        return compute()
+    key_ = f"build:{name}"
+    if key_ not in _MEMO:
+        _MEMO[key_] = compute()
+    return _MEMO[key_]
+
+
+def file_digest(path: Path) -> bytes:
+    """The digest of the file's content (read again only when the file changed since it was last read)."""
+    return _file_digest(path)
 
 
 def _file_digest(path: Path) -> bytes:
@@ -107,7 +125,7 @@ def code_digest() -> str:
         from pipelines.site import inputs
 
         _MEMO["code"] = inputs.code_digest(_ROOT)
-    return _MEMO["code"]
+    return str(_MEMO["code"])
 
 
 def _shared(ds: dataset.Dataset) -> str:
@@ -142,7 +160,7 @@ def _shared_of(ds: dataset.Dataset) -> str:
     key = f"shared:{id(ds)}"
     if key not in _MEMO:
         _MEMO[key] = _shared(ds)
-    return _MEMO[key]
+    return str(_MEMO[key])
 
 
 def _sidecar(ds: dataset.Dataset, r: Any) -> Path | None:
@@ -155,6 +173,9 @@ def _sidecar(ds: dataset.Dataset, r: Any) -> Path | None:
 def host_digest(host: str) -> str:
     """The content of one host's artifacts: its runs (with their request-record sidecars) and its
     host artifacts (once per loaded set and host)."""
+    memo = f"host:{host}"
+    if memo in _MEMO:
+        return str(_MEMO[memo])
     ds = dataset.load()
     by_host = ds.derived("page_cache_by_host", _artifacts_by_host)
     h = hashlib.blake2b(digest_size=20)
@@ -163,6 +184,8 @@ def host_digest(host: str) -> str:
         side = _sidecar(ds, r) if r.artifact == "run" else None
         if side is not None and side.is_file():
             h.update(b"sidecar\0" + _file_digest(side))
+    if _BUILDING[0]:  # once per build: a host's pages (six of them) share it
+        _MEMO[memo] = h.hexdigest()
     return h.hexdigest()
 
 

@@ -745,33 +745,6 @@ def roles_page_for(host: str | None) -> str:
     return roles_page(reg, assignments, memory)
 
 
-def roles_inputs(host: str) -> str:
-    """What one host's Roles page is made from besides its own artifacts (its assignments and memory),
-    as text for the page cache (pipelines.site.page_cache)."""
-    from pipelines import dataset
-    from pipelines.site.page_cache import stable_text
-
-    ds = dataset.load()
-    memory = ds.derived("host_memory", lambda ds: tiers_mod.host_memory(list(ds.runs)))
-    # the registry's text and the assignments by host once per set (each host's page asks)
-    reg_text = ds.derived(
-        "roles_registry_text", lambda ds: stable_text(_assignments()[0])
-    )
-    return reg_text + stable_text(
-        (
-            ds.derived("role_assignments_by_host", _assignments_by_host).get(host, []),
-            memory.get(host),
-        )
-    )
-
-
-def _assignments_by_host(_ds: Any) -> dict[str | None, list[roles_mod.Assignment]]:
-    out: dict[str | None, list[roles_mod.Assignment]] = {}
-    for a in _assignments()[1]:
-        out.setdefault(a.host_id, []).append(a)
-    return out
-
-
 def decision_rules() -> str:
     """How the recommender decides (for the Roles page), from the code's own declarations."""
     reasons = ", ".join(f"*{r}*" for r in roles_mod.REASONS)

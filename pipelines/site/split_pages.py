@@ -8,7 +8,7 @@ from typing import Any
 from core.records.run import RunRecord
 from pipelines import backends as backend_cmp
 from pipelines import dataset, engines, host_boards, optimization, roofline
-from pipelines.site import host_boards_page, page_cache, quality_pages, slots
+from pipelines.site import host_boards_page, page_inputs, quality_pages, slots
 from pipelines.site import hosts as hosts_pages
 from pipelines.site import optimization as optimization_pages
 from pipelines.site import serving as serving_pages
@@ -42,13 +42,6 @@ def _boards_by_host(ds: dataset.Dataset) -> dict[str, list[Any]]:
     return out
 
 
-def _boards_read(host: str) -> str:
-    """A host's boards are figured from the whole set's runs (pipelines.host_boards.of): its page reads them."""
-    return page_cache.stable_text(
-        dataset.load().derived("boards_by_host", _boards_by_host).get(host, [])
-    )
-
-
 register(
     SplitPage(
         "boards",
@@ -57,7 +50,9 @@ register(
         lambda r: r.ok,
         _boards,
         always=True,
-        reads=_boards_read,
+        # a board's rows are its host's runs; a run measured once is widened by the fleet's pooled noise
+        # where its host has none of its own (pipelines.facts)
+        reads=page_inputs.boards,
     )
 )
 register(SplitPage("hosts", "Hosts", "runs", lambda r: True, _hosts, fingerprints=True))
@@ -123,7 +118,8 @@ register(
             + "\n\n"
             + slots.slots_section(runs, host)
         ),
-        # a host's assignments judge its runs against the whole fleet's quality scores and candidates
-        reads=quality_pages.roles_inputs,
+        # a host's assignments judge its runs and every configuration measured anywhere against the whole
+        # fleet's quality scores (shared), the fleet's pooled noise and the registries
+        reads=page_inputs.roles_page,
     )
 )

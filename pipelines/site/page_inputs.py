@@ -1,0 +1,132 @@
+"""What a per-host page (pipelines.site.per_host) reads from beyond its own host, as digests of inputs.
+
+A per-host page's cache key (pipelines.site.page_cache) holds its host's artifacts, the fleet's shared
+artifacts and registries, and what the page declares it reads across hosts (``SplitPage.reads``). Those
+reads are named here by the inputs they come from, each computed once per loaded set and shared by every
+page that reads it, never by the output they make (a host's boards, its role assignments): keying a
+page by its own rendered content costs what rendering it costs.
+
+What the split pages read across hosts (each page's render, followed through the pipelines it calls):
+
+* **every page that figures a speed over the whole set's runs** (per-host boards, roles): a figure is a
+  group of one host's runs (the comparability key holds the host), widened, where its host has no
+  run-to-run noise estimate yet, by the fleet's pooled noise for that kind of test (pipelines.facts):
+  ``fleet_noise``. The host's label can depend on the other hosts' fingerprints (pipelines.hostnames
+  tells apart hosts of one name): ``label``.
+* **roles**: a role that reads only quality judges every configuration the fleet measured anywhere (any
+  host's runs make it a candidate on every host), by the quality artifacts (shared) and the
+  configuration's own description (model, file size, backend) as the first artifact of it gives them;
+  a role that reads speed, memory or serving judges the host's own runs plus the configurations measured
+  nowhere: ``role_configurations`` (pipelines.roles.join, one row per configuration). The registries
+  (roles, models) are the data folder's files (shared), or the project's when the folder has none
+  (``registries``).
+* **hosts, serving, comparisons, optimization**: their render gets the host's runs only (and the set's
+  quality, perplexity and noise artifacts, which are shared): nothing across hosts.
+
+Nothing here depends on every host's artifacts as such: one more host's run changes these digests only
+where it changes what the other pages show (a new configuration, the fleet's pooled noise).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from pipelines import dataset
+
+
+def _digest(value: Any) -> str:
+    return hashlib.blake2b(
+        json.dumps(value, sort_keys=True, default=repr).encode(), digest_size=20
+    ).hexdigest()
+
+
+def fleet_noise() -> str:
+    """The fleet's pooled run-to-run noise per kind of test (pipelines.facts: the interval of a host's one run
+    where the host has no estimate of its own)."""
+    return dataset.load().derived("page_inputs:fleet_noise", _fleet_noise)
+
+
+def _fleet_noise(_ds: dataset.Dataset) -> str:
+    from pipelines import facts
+
+    pooled = facts.of_loaded().fleet_noise
+    return _digest(
+        sorted(
+            (cls, n.sigma, n.df, n.source, n.too_noisy, n.why)
+            for cls, n in pooled.items()
+        )
+    )
+
+
+def label(host: str) -> str:
+    """The host's label as the whole set's artifacts and the hosts registry (hosts.yaml) resolve it
+    (pipelines.hostnames); once per build (a registry can change between two builds of one loaded set)."""
+    from pipelines.site import page_cache
+    from pipelines.site.per_host import host_labels
+
+    labels: dict[str, str] = page_cache.per_build("labels", host_labels)
+    return labels.get(host, host)
+
+
+def role_configurations() -> str:
+    """Every configuration the roles judge (pipelines.roles.join over the set's quality and runs): its
+    identity and description, and whether any host's runs measured it."""
+    return dataset.load().derived("page_inputs:role_configurations", _configurations)
+
+
+def _configurations(ds: dataset.Dataset) -> str:
+    from pipelines import roles
+
+    configs = roles.join(list(ds.quality), list(ds.runs))
+    return _digest(
+        [
+            (
+                c.identity,
+                c.model,
+                c.model_sha256,
+                c.settings,
+                c.size_bytes,
+                c.backend,
+                bool(c.runs),
+            )
+            for c in configs.values()
+        ]
+    )
+
+
+def registries() -> str:
+    """The roles' and models' registries as the roles read them: the data folder's (also in every page's
+    shared part), else the project's own."""
+    from core.paths import data_dir, project_root
+    from pipelines import roles
+    from pipelines.site import page_cache
+
+    def compute() -> str:
+        models = data_dir() / "models.yaml"
+        paths = [
+            roles.roles_path(),
+            models if models.exists() else project_root() / "data" / "models.yaml",
+        ]
+        return _digest(
+            [
+                (str(p), page_cache.file_digest(p).hex() if p.is_file() else None)
+                for p in paths
+            ]
+        )
+
+    return page_cache.per_build("registries", compute)
+
+
+def boards(host: str) -> str:
+    """What one host's boards read across hosts."""
+    return f"noise {fleet_noise()}\0label {label(host)}"
+
+
+def roles_page(host: str) -> str:
+    """What one host's Roles page reads across hosts."""
+    return (
+        f"noise {fleet_noise()}\0label {label(host)}\0configurations "
+        f"{role_configurations()}\0registries {registries()}"
+    )
