@@ -1106,14 +1106,28 @@ def hosts_for(role: Role, configs: dict[str, ConfigData]) -> list[str | None]:
     return hosts or [None]
 
 
-def recommend(
+@dataclass
+class Pool:
+    """What every assignment reads, figured once for a set (``prepare``): the configurations (any host's
+    runs and quality artifacts), the speed figures, the serving index, the configurations measured on each
+    host and those measured nowhere. ``assign`` judges one role on one host from it."""
+
+    reg: RolesFile
+    configs: dict[str, ConfigData]
+    capabilities: dict[str, list[str]]
+    fx: facts_mod.Facts
+    serving: dict[tuple[str, str], dict[str, list[dict[str, Any]]]] | None
+    on_host: dict[str, list[ConfigData]]
+    unmeasured: list[ConfigData]
+
+
+def prepare(
     reg: RolesFile,
     quality_docs: list[QualityRecord],
     run_docs: list[RunRecord],
     capabilities: dict[str, list[str]],
     registry_models: list[str] | None = None,
-) -> list[Assignment]:
-    """One assignment per role and host (roles in registry order, hosts sorted)."""
+) -> Pool:
     configs = join(quality_docs, run_docs)
     serving_idx = None
     if any(r.serving is not None for r in reg.roles.values()):
@@ -1125,7 +1139,6 @@ def recommend(
     ):  # a registered model with no artifact at all is a candidate with no data
         if not any(c.model == name for c in configs.values()):
             configs[f"registry:{name}"] = ConfigData(f"registry:{name}", name, "", {})
-    out = []
     fx = facts_mod.of(run_docs)  # every speed figure, once per loaded set
     on_host: dict[str, list[ConfigData]] = {}  # configurations measured on each host
     unmeasured = [
@@ -1134,42 +1147,70 @@ def recommend(
     for cfg in configs.values():
         for h in cfg.runs:
             on_host.setdefault(h, []).append(cfg)
-    for name, role in reg.roles.items():
-        for host in hosts_for(role, configs):
-            # A role that reads speed or memory judges a configuration on a host by its runs there:
-            # the candidates are those measured on it, plus those measured nowhere (rejected for it,
-            # visibly). A configuration measured only on other hosts is judged on those hosts' pages,
-            # which keeps the work per role linear in the number of configurations.
-            if (
-                role.speed or role.memory_max is not None or role.serving is not None
-            ) and host is not None:
-                pool = on_host.get(host, []) + unmeasured
-            else:
-                pool = list(configs.values())
-            cands = [
-                evaluate(role, cfg, host, reg.defaults, capabilities, fx, serving_idx)
-                for cfg in pool
-            ]
-            for c in cands:
-                if c.identity.startswith("registry:"):
-                    c.config_label = "no artifacts"
-            eligible, tie = order_with_ties(role, [c for c in cands if c.eligible])
-            rejected = sorted(
-                [c for c in cands if not c.eligible],
-                key=lambda c: (c.model, c.config_label),
-            )
-            out.append(
-                Assignment(
-                    name,
-                    role,
-                    host,
-                    eligible[0] if eligible else None,
-                    eligible[1:],
-                    rejected,
-                    tie,
-                )
-            )
-    return out
+    return Pool(reg, configs, capabilities, fx, serving_idx, on_host, unmeasured)
+
+
+def assign(pool: Pool, name: str, host: str | None) -> Assignment:
+    """The role ``name`` on ``host``."""
+    role = pool.reg.roles[name]
+    # A role that reads speed or memory judges a configuration on a host by its runs there:
+    # the candidates are those measured on it, plus those measured nowhere (rejected for it,
+    # visibly). A configuration measured only on other hosts is judged on those hosts' pages,
+    # which keeps the work per role linear in the number of configurations.
+    if (
+        role.speed or role.memory_max is not None or role.serving is not None
+    ) and host is not None:
+        candidates = pool.on_host.get(host, []) + pool.unmeasured
+    else:
+        candidates = list(pool.configs.values())
+    cands = [
+        evaluate(
+            role, cfg, host, pool.reg.defaults, pool.capabilities, pool.fx, pool.serving
+        )
+        for cfg in candidates
+    ]
+    for c in cands:
+        if c.identity.startswith("registry:"):
+            c.config_label = "no artifacts"
+    eligible, tie = order_with_ties(role, [c for c in cands if c.eligible])
+    rejected = sorted(
+        [c for c in cands if not c.eligible],
+        key=lambda c: (c.model, c.config_label),
+    )
+    return Assignment(
+        name,
+        role,
+        host,
+        eligible[0] if eligible else None,
+        eligible[1:],
+        rejected,
+        tie,
+    )
+
+
+def assignments_on(pool: Pool, host: str) -> list[Assignment]:
+    """Every role's assignment on one host (roles in registry order): those ``recommend`` gives it."""
+    return [
+        assign(pool, name, host)
+        for name, role in pool.reg.roles.items()
+        if host in hosts_for(role, pool.configs)
+    ]
+
+
+def recommend(
+    reg: RolesFile,
+    quality_docs: list[QualityRecord],
+    run_docs: list[RunRecord],
+    capabilities: dict[str, list[str]],
+    registry_models: list[str] | None = None,
+) -> list[Assignment]:
+    """One assignment per role and host (roles in registry order, hosts sorted)."""
+    pool = prepare(reg, quality_docs, run_docs, capabilities, registry_models)
+    return [
+        assign(pool, name, host)
+        for name, role in reg.roles.items()
+        for host in hosts_for(role, pool.configs)
+    ]
 
 
 def escalation_chains(reg: RolesFile) -> list[list[str]]:

@@ -57,7 +57,8 @@ class SplitPage:
     shows: Callable[[list[Any]], bool] | None = None
     always: bool = False  # one page per host however few hosts there are (the page itself is the index)
     # what one host's page reads beyond its host's artifacts and the fleet's shared ones (pipelines.site.
-    # page_cache): a text that changes when that does, part of the page's cache key (None: nothing else)
+    # page_cache): digests of those inputs (pipelines.site.page_inputs), never the page's own output, part of
+    # the page's cache key (None: nothing else)
     reads: Callable[[str], str] | None = None
 
 

@@ -716,29 +716,45 @@ def quality_page_from_data() -> str:
     return quality_page(quality_mod.load_quality())
 
 
+def _pool() -> roles_mod.Pool:
+    """What every role assignment reads (pipelines.roles.prepare), figured once per loaded set: a host's
+    Roles page judges its own host's roles from it, not every host's."""
+    from pipelines import dataset
+
+    def compute(ds: dataset.Dataset) -> roles_mod.Pool:
+        reg = roles_mod.load_roles()
+        caps, names = roles_mod.model_capabilities()
+        return roles_mod.prepare(reg, list(ds.quality), list(ds.runs), caps, names)
+
+    return dataset.load().derived("role_pool", compute)
+
+
 def _assignments() -> tuple[roles_mod.RolesFile, list[roles_mod.Assignment]]:
-    """Every role's assignment on every host, computed once per loaded set (a split Roles page asks per host)."""
+    """Every role's assignment on every host, computed once per loaded set (the Roles page of every host)."""
     from pipelines import dataset
 
     def compute(
         ds: dataset.Dataset,
     ) -> tuple[roles_mod.RolesFile, list[roles_mod.Assignment]]:
-        reg = roles_mod.load_roles()
-        caps, names = roles_mod.model_capabilities()
-        return reg, roles_mod.recommend(
-            reg, list(ds.quality), list(ds.runs), caps, names
-        )
+        pool = _pool()
+        return pool.reg, [
+            roles_mod.assign(pool, name, host)
+            for name, role in pool.reg.roles.items()
+            for host in roles_mod.hosts_for(role, pool.configs)
+        ]
 
     return dataset.load().derived("role_assignments", compute)
 
 
 def roles_page_for(host: str | None) -> str:
-    """The Roles page for every host (None) or for one host's assignments."""
+    """The Roles page for every host (None) or for one host's assignments (those alone are judged)."""
     from pipelines import dataset
 
-    reg, assignments = _assignments()
-    if host is not None:
-        assignments = [a for a in assignments if a.host_id == host]
+    if host is None:
+        reg, assignments = _assignments()
+    else:
+        pool = _pool()
+        reg, assignments = pool.reg, roles_mod.assignments_on(pool, host)
     memory = dataset.load().derived(
         "host_memory", lambda ds: tiers_mod.host_memory(list(ds.runs))
     )
