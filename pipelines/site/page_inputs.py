@@ -11,8 +11,9 @@ What the split pages read across hosts (each page's render, followed through the
 * **every page that figures a speed over the whole set's runs** (per-host boards, roles): a figure is a
   group of one host's runs (the comparability key holds the host), widened, where its host has no
   run-to-run noise estimate yet, by the fleet's pooled noise for that kind of test (pipelines.facts):
-  ``fleet_noise``. The host's label can depend on the other hosts' fingerprints (pipelines.hostnames
-  tells apart hosts of one name): ``label``.
+  ``fleet_noise``, of the kinds of test the host ran without an estimate of its own (a host with its own
+  for every kind it ran reads none of it). The host's label can depend on the other hosts' fingerprints
+  (pipelines.hostnames tells apart hosts of one name): ``label``.
 * **roles**: a role that reads only quality judges every configuration the fleet measured anywhere (any
   host's runs make it a candidate on every host), by the quality artifacts (shared) and the
   configuration's own description (model, file size, backend) as the first artifact of it gives them;
@@ -24,7 +25,9 @@ What the split pages read across hosts (each page's render, followed through the
   quality, perplexity and noise artifacts, which are shared): nothing across hosts.
 
 Nothing here depends on every host's artifacts as such: one more host's run changes these digests only
-where it changes what the other pages show (a new configuration, the fleet's pooled noise).
+where it changes what the other pages show (a configuration no host had measured; the fleet's pooled noise,
+for the hosts that fall back on it). The hosts, serving, comparisons and optimization pages of the other
+hosts never change with it.
 """
 
 from __future__ import annotations
@@ -42,22 +45,43 @@ def _digest(value: Any) -> str:
     ).hexdigest()
 
 
-def fleet_noise() -> str:
-    """The fleet's pooled run-to-run noise per kind of test (pipelines.facts: the interval of a host's one run
-    where the host has no estimate of its own)."""
-    return dataset.load().derived("page_inputs:fleet_noise", _fleet_noise)
+def fleet_noise(host: str) -> str:
+    """The fleet's pooled run-to-run noise (pipelines.facts) for the kinds of test the host ran and has no
+    estimate of its own for: what widens the interval of one of its runs measured once. A host with its own
+    estimate for each kind it ran reads none of it (core.stats.pooled_side)."""
+    noise = dataset.load().derived("page_inputs:noise", _noise)
+    return noise.get(host, "")
 
 
-def _fleet_noise(_ds: dataset.Dataset) -> str:
+def _noise(ds: dataset.Dataset) -> dict[str, str]:
+    """Host -> the digest of the fleet noise it falls back on (hosts that fall back on none are left out)."""
+    from core import noise as noise_core
     from pipelines import facts
 
-    pooled = facts.of_loaded().fleet_noise
-    return _digest(
-        sorted(
-            (cls, n.sigma, n.df, n.source, n.too_noisy, n.why)
-            for cls, n in pooled.items()
-        )
-    )
+    fx = facts.of_loaded()
+    classes: dict[str, set[str]] = {}
+    for r in ds.runs:
+        classes.setdefault(r.host_id, set()).add(noise_core.noise_class(r.test))
+    out = {}
+    for host, kinds in classes.items():
+        read = []
+        for cls in sorted(kinds):
+            own = fx.noise.get((host, cls))
+            pooled = fx.fleet_noise.get(cls)
+            if (own is None or not own.df > 0) and pooled is not None:
+                read.append(
+                    (
+                        cls,
+                        pooled.sigma,
+                        pooled.df,
+                        pooled.source,
+                        pooled.too_noisy,
+                        pooled.why,
+                    )
+                )
+        if read:
+            out[host] = _digest(read)
+    return out
 
 
 def label(host: str) -> str:
@@ -121,12 +145,12 @@ def registries() -> str:
 
 def boards(host: str) -> str:
     """What one host's boards read across hosts."""
-    return f"noise {fleet_noise()}\0label {label(host)}"
+    return f"noise {fleet_noise(host)}\0label {label(host)}"
 
 
 def roles_page(host: str) -> str:
     """What one host's Roles page reads across hosts."""
     return (
-        f"noise {fleet_noise()}\0label {label(host)}\0configurations "
+        f"noise {fleet_noise(host)}\0label {label(host)}\0configurations "
         f"{role_configurations()}\0registries {registries()}"
     )
