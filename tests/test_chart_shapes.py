@@ -17,7 +17,7 @@ import pandas as pd
 import pytest
 
 from core.metrics import METRICS
-from pipelines.site import chart_shapes, charts, optimization, serving
+from pipelines.site import chart_shapes, charts, optimization, serving, traffic
 
 TRICKY = "</script><b>&amp; 'q' \"dq\" ≤ \u2028 {x}"
 RATE = METRICS["tokens_per_second"]
@@ -260,3 +260,38 @@ def test_the_serving_builders_give_altairs_spec():
 def test_one_frame_given_twice_is_one_slot_as_altair_lifts_it():
     df = _points(3)
     _same(optimization.speculative_shape, (df, df), RATE)
+
+
+def test_the_traffic_builders_give_altairs_spec():
+    reqs = pd.DataFrame(
+        [
+            {
+                "index": i,
+                "start_s": i / 4,
+                "ttft_ms": None if i == 1 else 30.0 + i,
+                "prompt_tokens": np.int64(100 + i),
+            }
+            for i in range(6)
+        ],
+        columns=list(traffic.SHOWN_FIELDS),
+    )
+    band = pd.DataFrame([{"a": 0.5, "b": 1.25}])
+    for df in (reqs, reqs.head(1), reqs.head(0)):
+        _same(traffic.latency_shape, (band, df))
+        _same(traffic.latency_shape, (None, df))
+    scrapes = pd.DataFrame(
+        [
+            {"t_s": i / 2, "value": i % 3, "series": ("queued", "running")[i % 2]}
+            for i in range(8)
+        ]
+    )
+    for df in (scrapes, scrapes.head(1)):
+        _same(traffic.telemetry_shape, (df,), 0.5)
+    gpu = pd.DataFrame(
+        [
+            {"t_s": i / 2, "value": 50.0 + i, "gpu": f"{TRICKY} {i % 2}"}
+            for i in range(6)
+        ]
+    )
+    _same(traffic.gpu_shape, (gpu, gpu.head(2)), 1.0)
+    _same(traffic.gpu_shape, (None, gpu), 0.25)
