@@ -116,7 +116,7 @@ def test_the_builders_title_every_layer():
         }
     )
     specs = [
-        charts.bar_with_ci(df, m).to_dict(),
+        charts.bar_with_ci(df, m),
         charts.dots_with_ci(df, m),
         charts.dots_over_time(
             [
@@ -133,7 +133,7 @@ def test_the_builders_title_every_layer():
         ),
         charts.line_sweep(
             df, "k", m, series="series", x_title="threads", x_unit="count"
-        ).to_dict(),
+        ),
     ]
     for spec in specs:
         assert charts.unit_defects(spec) == []

@@ -29,6 +29,7 @@ import altair as alt
 import pandas as pd
 
 from core.metrics import Metric
+from pipelines.site import chart_shapes
 
 # -- colours --------------------------------------------------------------------------------------
 # Mark colours by role: (light scheme, dark scheme). Builders write the light one; charts.js puts
@@ -381,12 +382,35 @@ def _text(v: Any) -> str:
 
 def bar_with_ci(
     df: pd.DataFrame, metric: Metric, label_col: str = "label", title: str = ""
-) -> alt.LayerChart:
+) -> dict[str, Any]:
     """Horizontal bars of the mean with CI95 error bars, best first."""
-    order = list(
+    order = tuple(
         df.sort_values("mean", ascending=not metric.higher_is_better)[label_col]
     )
-    base = alt.Chart(df).encode(y=alt.Y(f"{label_col}:N", sort=order, title=None))
+    return bar_with_ci_shape(
+        (df,),
+        metric,
+        label_col,
+        title,
+        order=order,
+        height=max(60, 28 * len(df)),
+        links="json" in df.columns,
+    )
+
+
+@chart_shapes.shape
+def bar_with_ci_shape(
+    df: Any,
+    metric: Metric,
+    label_col: str,
+    title: str,
+    *,
+    order: tuple[Any, ...],
+    height: int,
+    links: bool,
+) -> alt.LayerChart:
+    """bar_with_ci's shape: the bars in ``order``, ``links`` where the rows carry ``json``."""
+    base = alt.Chart(df).encode(y=alt.Y(f"{label_col}:N", sort=list(order), title=None))
     bars = base.mark_bar(color=ACCENT).encode(
         x=qx("mean", metric),
         tooltip=[
@@ -399,14 +423,12 @@ def bar_with_ci(
             alt.Tooltip("id:N", title="artifact"),
         ],
     )
-    if "json" in df.columns:  # a click on a bar opens the JSON of the artifact it shows
+    if links:  # a click on a bar opens the JSON of the artifact it shows
         bars = bars.encode(href=alt.Href("json:N"))
     err = base.mark_errorbar(color=INK).encode(
         x=qx("ci95_low", metric), x2=alt.X2("ci95_high:Q")
     )
-    return (bars + err).properties(
-        title=title, width="container", height=max(60, 28 * len(df))
-    )
+    return (bars + err).properties(title=title, width="container", height=height)
 
 
 def _clean(v: Any) -> Any:
@@ -540,8 +562,22 @@ def line_sweep(
     title: str = "",
     x_title: str | None = None,
     x_unit: str | None = None,
-) -> alt.LayerChart:
+) -> dict[str, Any]:
     """A sweep: metric mean against a swept value (``x_title`` in ``x_unit``), CI95 band, one line per series."""
+    return line_sweep_shape((df,), x, metric, series, title, x_title, x_unit)
+
+
+@chart_shapes.shape
+def line_sweep_shape(
+    df: Any,
+    x: str,
+    metric: Metric,
+    series: str | None,
+    title: str,
+    x_title: str | None,
+    x_unit: str | None,
+) -> alt.LayerChart:
+    """line_sweep's shape."""
     enc_color = (
         alt.Color(f"{series}:N", title=series) if series else alt.ColorValue(ACCENT)
     )

@@ -19,7 +19,7 @@ from core.records.perplexity import PerplexityRecord
 from core.records.quality import QualityRecord
 from core.records.run import RunRecord
 from pipelines import optimization as opt
-from pipelines.site import charts, figures
+from pipelines.site import chart_shapes, charts, figures
 from pipelines.site.markdown import (
     SYNTHETIC_BADGE,
     admonition,
@@ -211,11 +211,15 @@ def _x_value(p: opt.Point, key: str) -> Any:
 
 
 # -- charts --------------------------------------------------------------------------------
-def _baseline_rule(value: float | None, metric: Any) -> alt.Chart | None:
-    if value is None:
+def _baseline_frame(value: float | None) -> pd.DataFrame | None:
+    return None if value is None else pd.DataFrame([{"baseline": value}])
+
+
+def _baseline_rule(data: Any, metric: Any) -> alt.Chart | None:
+    if data is None:
         return None
     return (
-        alt.Chart(pd.DataFrame([{"baseline": value}]))
+        alt.Chart(data)
         .mark_rule(strokeDash=[5, 4], color=charts.MUTED)
         .encode(
             y=charts.qy("baseline", metric),
@@ -224,7 +228,7 @@ def _baseline_rule(value: float | None, metric: Any) -> alt.Chart | None:
     )
 
 
-def speculative_chart(points: list[opt.Point]) -> alt.TopLevelMixin | None:
+def speculative_chart(points: list[opt.Point]) -> dict[str, Any] | None:
     """K against the rate (CI95 band, baseline dashed) beside K against the acceptance rate."""
     rows = []
     for p in points:
@@ -250,8 +254,16 @@ def speculative_chart(points: list[opt.Point]) -> alt.TopLevelMixin | None:
         )
     if not rows:
         return None
-    df = pd.DataFrame(rows)
-    metric = METRICS[points[0].metric or "generation_tps"]
+    baseline = next((p for p in points if p.is_baseline and p.ok), None)
+    return speculative_shape(
+        (pd.DataFrame(rows), _baseline_frame(baseline.mean if baseline else None)),
+        METRICS[points[0].metric or "generation_tps"],
+    )
+
+
+@chart_shapes.shape
+def speculative_shape(df: Any, baseline: Any, metric: Any) -> alt.HConcatChart:
+    """speculative_chart's shape: ``df`` its points, ``baseline`` the baseline's rate (or None)."""
     base = alt.Chart(df).encode(
         x=charts.qx(
             "K",
@@ -273,8 +285,7 @@ def speculative_chart(points: list[opt.Point]) -> alt.TopLevelMixin | None:
             alt.Tooltip("id:N"),
         ],
     )
-    baseline = next((p for p in points if p.is_baseline and p.ok), None)
-    rule = _baseline_rule(baseline.mean if baseline else None, metric)
+    rule = _baseline_rule(baseline, metric)
     if rule is not None:
         rate = rate + rule
     acc = base.mark_line(point=True, strokeDash=[2, 2]).encode(
@@ -293,7 +304,7 @@ def speculative_chart(points: list[opt.Point]) -> alt.TopLevelMixin | None:
     )
 
 
-def experts_chart(points: list[opt.Point]) -> alt.TopLevelMixin | None:
+def experts_chart(points: list[opt.Point]) -> dict[str, Any] | None:
     """Experts per token against the rate, each point marked identical / diverged / degenerate."""
     rows = []
     for p in points:
@@ -320,8 +331,14 @@ def experts_chart(points: list[opt.Point]) -> alt.TopLevelMixin | None:
         )
     if not rows:
         return None
-    df = pd.DataFrame(rows)
-    metric = METRICS[points[0].metric or "tokens_per_second"]
+    return experts_shape(
+        (pd.DataFrame(rows),), METRICS[points[0].metric or "tokens_per_second"]
+    )
+
+
+@chart_shapes.shape
+def experts_shape(df: Any, metric: Any) -> alt.LayerChart:
+    """experts_chart's shape."""
     base = alt.Chart(df).encode(
         x=charts.qx(
             "experts",
@@ -355,7 +372,7 @@ def experts_chart(points: list[opt.Point]) -> alt.TopLevelMixin | None:
     return (line + err + dots).properties(width="container", height=260)
 
 
-def sweep_line_chart(points: list[opt.Point], key: str) -> alt.TopLevelMixin | None:
+def sweep_line_chart(points: list[opt.Point], key: str) -> dict[str, Any] | None:
     """A numeric setting (or the context depth) against the rate, one line per series."""
     rows = []
     for p in points:
@@ -395,7 +412,7 @@ def sweep_line_chart(points: list[opt.Point], key: str) -> alt.TopLevelMixin | N
     )
 
 
-def settings_chart(points: list[opt.Point]) -> alt.TopLevelMixin | None:
+def settings_chart(points: list[opt.Point]) -> dict[str, Any] | None:
     rows = [
         {
             "label": p.label,
@@ -416,7 +433,7 @@ def settings_chart(points: list[opt.Point]) -> alt.TopLevelMixin | None:
     )
 
 
-def sweep_chart(sw: opt.Sweep, points: list[opt.Point]) -> alt.TopLevelMixin | None:
+def sweep_chart(sw: opt.Sweep, points: list[opt.Point]) -> dict[str, Any] | None:
     if sw.track == "speculative":
         return speculative_chart(points)
     if sw.track == "experts":

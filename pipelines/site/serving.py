@@ -18,7 +18,7 @@ from core.records.run import RunRecord
 from core.summary import Summary
 from pipelines import backends as backend_cmp
 from pipelines import serving, traffic
-from pipelines.site import charts, engines, figures
+from pipelines.site import chart_shapes, charts, engines, figures
 from pipelines.site.markdown import (
     ROOT,
     SYNTHETIC_BADGE,
@@ -264,13 +264,19 @@ def concurrency_frame(sws: list[dict[str, Any]]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def throughput_chart(df: pd.DataFrame) -> alt.LayerChart:
+def throughput_chart(df: pd.DataFrame) -> dict[str, Any]:
     """Aggregate output t/s against concurrency, with the ideal (linear) scaling dashed."""
+    return throughput_shape((df,), _levels(df))
+
+
+@chart_shapes.shape
+def throughput_shape(df: Any, levels: tuple[Any, ...]) -> alt.LayerChart:
+    """throughput_chart's shape: ``levels`` the concurrency axis's ticks."""
     m = METRICS["peak_aggregate_tps"]
     color = alt.Color(
         "series:N", title=None, legend=alt.Legend(orient="bottom", labelLimit=400)
     )
-    base = alt.Chart(df).encode(x=_clients_axis(df), color=color)
+    base = alt.Chart(df).encode(x=_clients_axis(levels), color=color)
     y = ("aggregate output", m.unit)
     line = base.mark_line(point=True).encode(
         y=charts.qy("aggregate_tps", *y),
@@ -291,23 +297,34 @@ def throughput_chart(df: pd.DataFrame) -> alt.LayerChart:
     )
 
 
-def _clients_axis(df: pd.DataFrame) -> alt.X:
+def _levels(df: pd.DataFrame) -> tuple[Any, ...]:
+    """The concurrency levels of a frame, ascending: the ticks of its clients axis."""
+    return tuple(sorted(df["level"].unique().tolist()))
+
+
+def _clients_axis(levels: tuple[Any, ...]) -> alt.X:
     return charts.qx(
         "level",
         "concurrency",
         "clients",
         log=True,
         scale=alt.Scale(base=2),
-        axis=alt.Axis(values=sorted(df["level"].unique().tolist())),
+        axis=alt.Axis(values=list(levels)),
     )
 
 
-def latency_chart(df: pd.DataFrame) -> alt.Chart:
+def latency_chart(df: pd.DataFrame) -> dict[str, Any]:
+    return latency_shape((df,), _levels(df))
+
+
+@chart_shapes.shape
+def latency_shape(df: Any, levels: tuple[Any, ...]) -> alt.Chart:
+    """latency_chart's shape."""
     return (
         alt.Chart(df)
         .mark_line(point=True)
         .encode(
-            x=_clients_axis(df),
+            x=_clients_axis(levels),
             y=charts.qy("e2e_p95_ms", "p95 E2E latency", "ms"),
             color=alt.Color(
                 "series:N",
@@ -515,7 +532,7 @@ def _search_table(search: dict[str, Any]) -> str:
     )
 
 
-def throughput_latency_chart(rows: list[dict[str, Any]], metric: str) -> alt.LayerChart:
+def throughput_latency_chart(rows: list[dict[str, Any]], metric: str) -> dict[str, Any]:
     """Achieved throughput (x) against a latency percentile (y, with its order-statistic interval)
     per level, the SLO limit as a dashed line, the answer circled."""
     data = [
@@ -525,8 +542,17 @@ def throughput_latency_chart(rows: list[dict[str, Any]], metric: str) -> alt.Lay
         and r["value"] is not None
         and r["throughput_rps"] is not None
     ]
-    df = pd.DataFrame(data)
     p = data[0]["percentile"] if data else "p95"
+    limits = pd.DataFrame({"limit": sorted({r["limit"] for r in data})})
+    limits["label"] = [f"SLO {p} {metric} ≤ {v:g} ms" for v in limits["limit"]]
+    return throughput_latency_shape((pd.DataFrame(data), limits), metric, p)
+
+
+@chart_shapes.shape
+def throughput_latency_shape(
+    df: Any, limits: Any, metric: str, p: str
+) -> alt.LayerChart:
+    """throughput_latency_chart's shape: ``limits`` the SLO lines, ``p`` the percentile."""
     x = charts.qx("throughput_rps", "throughput, completed", "requests/s")
     y = (f"{p} {metric}", "ms")
     color = alt.Color(
@@ -550,8 +576,6 @@ def throughput_latency_chart(rows: list[dict[str, Any]], metric: str) -> alt.Lay
     bars = base.mark_rule(opacity=0.5).encode(
         y=charts.qy("lower", *y, log=True), y2=alt.Y2("upper:Q")
     )
-    limits = pd.DataFrame({"limit": sorted({r["limit"] for r in data})})
-    limits["label"] = [f"SLO {p} {metric} ≤ {v:g} ms" for v in limits["limit"]]
     rule = (
         alt.Chart(limits)
         .mark_rule(strokeDash=[6, 4], color=charts.BAD)
@@ -833,7 +857,7 @@ def comparison_table(rows: list[dict[str, Any]]) -> str:
     return table(headers, out, ["l", "r", "r", "r", "r", "l"])
 
 
-def ratio_chart(rows: list[dict[str, Any]]) -> alt.LayerChart:
+def ratio_chart(rows: list[dict[str, Any]]) -> dict[str, Any]:
     df = pd.DataFrame(
         [
             {
@@ -848,6 +872,12 @@ def ratio_chart(rows: list[dict[str, Any]]) -> alt.LayerChart:
             if r["ratio"] is not None
         ]
     )
+    return ratio_shape((df, pd.DataFrame({"x": [1.0]})), max(80, 24 * len(df)))
+
+
+@chart_shapes.shape
+def ratio_shape(df: Any, parity: Any, height: int) -> alt.LayerChart:
+    """ratio_chart's shape: ``parity`` the one row of the dashed line at 1."""
     base = alt.Chart(df).encode(y=alt.Y("label:N", title=None, sort=None))
     x = ("server ÷ in-process, 1 = same, lower is faster for latency", "×")
     points = base.mark_point(filled=True, size=70).encode(
@@ -870,13 +900,13 @@ def ratio_chart(rows: list[dict[str, Any]]) -> alt.LayerChart:
     )
     bars = base.mark_rule().encode(x=charts.qx("lo", *x), x2=alt.X2("hi:Q"))
     one = (
-        alt.Chart(pd.DataFrame({"x": [1.0]}))
+        alt.Chart(parity)
         .mark_rule(strokeDash=[3, 3], color=charts.INK)
         .encode(x=charts.qx("x", *x))
     )
     return (bars + points + one).properties(
         width="container",
-        height=max(80, 24 * len(df)),
+        height=height,
         title="Ratio of means with CI95",
     )
 

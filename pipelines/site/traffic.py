@@ -14,7 +14,7 @@ import pandas as pd
 
 from core import telemetry
 from pipelines import traffic
-from pipelines.site import charts, downsample
+from pipelines.site import chart_shapes, charts, downsample
 from pipelines.site.markdown import (
     ROOT,
     cell,
@@ -59,10 +59,22 @@ def latency_points(lv: dict[str, Any]) -> tuple[list[dict[str, Any]], int, int]:
     )
 
 
-def latency_chart(lv: dict[str, Any]) -> alt.LayerChart:
+def latency_chart(lv: dict[str, Any]) -> dict[str, Any]:
     """TTFT of every request against when it was sent (bounded: ``latency_points``); the steady-state
     window shaded."""
     df = pd.DataFrame(latency_points(lv)[0], columns=list(SHOWN_FIELDS))
+    w = (lv["stats"] or {}).get("steady")
+    band = (
+        pd.DataFrame([{"a": w["start_ms"] / 1000.0, "b": w["end_ms"] / 1000.0}])
+        if w
+        else None
+    )
+    return latency_shape((band, df))
+
+
+@chart_shapes.shape
+def latency_shape(band: Any, df: Any) -> alt.LayerChart:
+    """latency_chart's shape: ``band`` the steady-state window (or None)."""
     x = charts.qx("start_s", "sent", "s from the level's start")
     y = charts.qy("ttft_ms", "TTFT", "ms")
     pts = (
@@ -80,9 +92,8 @@ def latency_chart(lv: dict[str, Any]) -> alt.LayerChart:
         )
     )
     layers = []
-    w = (lv["stats"] or {}).get("steady")
+    w = band is not None
     if w:
-        band = pd.DataFrame([{"a": w["start_ms"] / 1000.0, "b": w["end_ms"] / 1000.0}])
         layers.append(
             alt.Chart(band)
             .mark_rect(opacity=0.15, color=charts.GOOD)
@@ -118,13 +129,18 @@ def telemetry_points(lv: dict[str, Any]) -> tuple[list[dict[str, Any]], int, int
     )
 
 
-def telemetry_chart(lv: dict[str, Any]) -> alt.Chart | None:
+def telemetry_chart(lv: dict[str, Any]) -> dict[str, Any] | None:
     """The server's queue and running requests over the same time axis (and KV occupancy where reported)."""
-    series = lv.get("telemetry") or {}
     rows = telemetry_points(lv)[0]
     if not rows:
         return None
-    df = pd.DataFrame(rows)
+    interval = (lv.get("telemetry") or {}).get("interval_s", 0)
+    return telemetry_shape((pd.DataFrame(rows),), interval)
+
+
+@chart_shapes.shape
+def telemetry_shape(df: Any, interval: Any) -> alt.Chart:
+    """telemetry_chart's shape: ``interval`` the scrape interval (s)."""
     return (
         alt.Chart(df)
         .mark_line(interpolate="step-after", point=True)
@@ -151,7 +167,7 @@ def telemetry_chart(lv: dict[str, Any]) -> alt.Chart | None:
             ],
         )
         .properties(
-            title=f"Server telemetry (/metrics every {series.get('interval_s', 0):g} s)",
+            title=f"Server telemetry (/metrics every {interval:g} s)",
             width="container",
             height=160,
         )
@@ -192,18 +208,29 @@ def gpu_points(lv: dict[str, Any]) -> tuple[list[dict[str, Any]], int, int]:
     )
 
 
-def gpu_chart(lv: dict[str, Any]) -> alt.VConcatChart | None:
+def gpu_chart(lv: dict[str, Any]) -> dict[str, Any] | None:
     """NVML's utilisation and board power per GPU over the same time axis (runtime.load.gpu_telemetry)."""
-    series = lv.get("gpu_telemetry") or {}
     rows = gpu_points(lv)[0]
     if not rows:
         return None
     df = pd.DataFrame(rows)
+    subs = [df[df["reading"] == key] for key in GPU_SHOWN]
+    subs = [None if sub.empty else sub for sub in subs]
+    if all(sub is None for sub in subs):
+        return None
+    interval = (lv.get("gpu_telemetry") or {}).get("interval_s", 0)
+    return gpu_shape(subs, interval)
+
+
+@chart_shapes.shape
+def gpu_shape(*subs_then_interval: Any) -> alt.VConcatChart:
+    """gpu_chart's shape: one frame per reading of ``GPU_SHOWN`` (None where not sampled), then the
+    sampling interval (s)."""
+    *subs, interval = subs_then_interval
     parts = []
-    for key, title in GPU_SHOWN.items():
+    for (key, title), sub in zip(GPU_SHOWN.items(), subs, strict=True):
         unit = telemetry.GPU_READINGS[key][0]
-        sub = df[df["reading"] == key]
-        if sub.empty:
+        if sub is None:
             continue
         parts.append(
             alt.Chart(sub)
@@ -222,10 +249,8 @@ def gpu_chart(lv: dict[str, Any]) -> alt.VConcatChart | None:
             )
             .properties(width="container", height=120)
         )
-    if not parts:
-        return None
     return alt.vconcat(*parts).properties(
-        title=f"GPU telemetry (NVML every {series.get('interval_s', 0):g} s)"
+        title=f"GPU telemetry (NVML every {interval:g} s)"
     )
 
 
