@@ -14,6 +14,7 @@ import html
 import io
 import json
 import math
+import operator
 import re
 import secrets
 from collections.abc import Iterable, Sequence
@@ -134,22 +135,27 @@ _TAG = re.compile(r"<[^>]+>")
 _NEEDS_PLAIN = re.compile(r"[<\[\\*&]")
 _MD_LINK = re.compile(r"\[((?:\\.|[^\]\\])*)\]\([^)]*\)")
 _MD_UNESCAPE = re.compile(r"\\([\\`*_\[\]()#+!~|])")
+_GROUP_1 = operator.methodcaller(
+    "group", 1
+)  # a match's first group (re.sub's r"\1", without its template)
 
 
 def plain(rendered: str) -> str:
     """The text of a rendered cell (links, HTML tags, escapes and bold removed), for CSV and JSON."""
     if not _NEEDS_PLAIN.search(rendered):
         return rendered.strip()
-    text = _MD_LINK.sub(r"\1", rendered.replace("<br>", "; "))
+    text = _MD_LINK.sub(_GROUP_1, rendered.replace("<br>", "; "))
     text = _TAG.sub("", text)
-    text = _MD_UNESCAPE.sub(r"\1", text.replace("**", ""))
+    text = _MD_UNESCAPE.sub(_GROUP_1, text.replace("**", ""))
     return html.unescape(text).strip()
 
 
 def register_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     """Keep a table's plain rows for the downloads; returns its digest (its file name)."""
     ph = [plain(h) for h in headers]
-    pr = [[plain(c) for c in r] for r in rows]
+    # most cells (figures, names) need none of plain()'s steps: its first test, inline, saves a call per cell
+    needs = _NEEDS_PLAIN.search
+    pr = [[plain(c) if needs(c) else c.strip() for c in r] for r in rows]
     digest = hashlib.sha256(
         json.dumps([ph, pr], ensure_ascii=False).encode()
     ).hexdigest()[:16]
@@ -381,9 +387,9 @@ class _Unsure(Exception):
 
 def _escaped_text_only(s: str) -> str:
     """Escaped text (and HTML we built) to HTML: backslash escapes removed; raises _Unsure on other Markdown."""
-    if _UNSURE.search(_TAG.sub("", s)):
+    if _UNSURE.search(_TAG.sub("", s) if "<" in s else s):
         raise _Unsure(s)
-    return _MD_UNESCAPE.sub(r"\1", s)
+    return _MD_UNESCAPE.sub(_GROUP_1, s) if "\\" in s else s
 
 
 _PLAIN_CELL = re.compile(
@@ -395,6 +401,8 @@ def _cell_html(s: str, href: Any) -> str:
     # most cells (figures, names) hold none of it: one search instead of the link, bold and escape passes
     if not _PLAIN_CELL.search(s):
         return s
+    if "](" not in s:  # no link (every one _LINK finds has it)
+        return _bold_html(s)
     parts: list[str] = []
     pos = 0
     for m in _LINK.finditer(s):
@@ -411,6 +419,8 @@ def _cell_html(s: str, href: Any) -> str:
 
 
 def _bold_html(s: str) -> str:
+    if "**" not in s:  # no bold (every one _BOLD finds has it)
+        return _escaped_text_only(s)
     out, pos = [], 0
     for m in _BOLD.finditer(s):
         out.append(_escaped_text_only(s[pos : m.start()]))
@@ -440,6 +450,10 @@ def _table_html(block: str, href: Any) -> str | None:
         for a in sep
     ]
     align = [_ALIGN_CLASS.get(a.strip(), "") for a in sep]
+    # a column's opening tag, written once: a cell of short text (most) takes it as it is (see _long)
+    opens = [f"<td{st}>" for st in style]
+    cols = list(zip(style, align, opens))
+    plain_cell = _PLAIN_CELL.search
     try:
         out = ["<table>", "<thead>", "<tr>"]
         out += [
@@ -447,14 +461,15 @@ def _table_html(block: str, href: Any) -> str | None:
         ]
         out += ["</tr>", "</thead>", "<tbody>"]
         for r in body:
-            out.append(
-                "<tr>\n"
-                + "\n".join(
-                    f"<td{_long(c, st, al)}>{_cell_html(c.strip(), href)}</td>"
-                    for c, st, al in zip(r, style, align)
+            tds = []
+            for c, (st, al, td) in zip(r, cols):
+                text = c.strip()
+                tds.append(
+                    (td if len(c) <= LONG_CELL else f"<td{_long(c, st, al)}>")
+                    + (_cell_html(text, href) if plain_cell(text) else text)
+                    + "</td>"
                 )
-                + "\n</tr>"
-            )
+            out.append("<tr>\n" + "\n".join(tds) + "\n</tr>")
         out += ["</tbody>", "</table>"]
     except _Unsure:
         return None
