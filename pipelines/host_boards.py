@@ -246,8 +246,11 @@ def of(docs: list[RunRecord]) -> list[HostBoard]:
 def board_records(board: HostBoard) -> list[dict[str, Any]]:
     """Plain rows for rendering: rank (with tie marker), model, build, settings that differ,
     statistics, source."""
+    # the frame's values as Python objects in one pass (what iterrows reads them from): a Series per row
+    # was most of a fleet's boards pages
+    names = list(board.rows.columns)
     recs = []
-    for _, r in board.rows.iterrows():
+    for r in (dict(zip(names, v)) for v in board.rows.values.tolist()):
         recs.append(
             {
                 "rank": None if pd.isna(r["rank"]) else int(r["rank"]),
