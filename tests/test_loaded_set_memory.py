@@ -75,7 +75,9 @@ def test_samples_and_details_models_are_kept_for_the_latest_readers_only(
     assert runs[3].samples is first[3]
     details = runs[1].details
     assert "samples" in runs[3]._cache and "samples" not in runs[4]._cache
-    assert details == runs[1]._shape("details", runs[1].kind.details, object)
+    kind = runs[1].kind
+    assert kind is not None
+    assert details == runs[1]._shape("details", kind.details, object)
 
 
 def test_a_loaded_set_is_out_of_the_collectors_generations():
