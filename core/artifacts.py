@@ -680,11 +680,26 @@ def iter_files(root: Path | str) -> Iterator[Path]:
     root = Path(root)
     if not root.exists():
         return
-    for p in sorted(root.rglob("*.json")):
-        rel = p.relative_to(root).parts
-        if p.name.startswith(".") or any(part in NOT_ARTIFACTS for part in rel[:-1]):
+    # os.walk and strings, not rglob and a relative_to per file: the same files in the same order (a
+    # path's order is its parts', compared one by one), at a fraction of the cost at 10,000 files
+    top = str(root)
+    found: list[tuple[str, ...]] = []
+    for folder, dirs, names in os.walk(top):
+        rel = os.path.relpath(folder, top)
+        parts = () if rel == "." else tuple(rel.split(os.sep))
+        if any(part in NOT_ARTIFACTS for part in parts):
+            dirs[:] = []
             continue
-        yield p
+        found.extend(
+            (*parts, n) for n in names if n.endswith(".json") and not n.startswith(".")
+        )
+        # a folder named like a file ("x.json") is one rglob yields: it fails to load, as before
+        found.extend(
+            (*parts, n) for n in dirs if n.endswith(".json") and not n.startswith(".")
+        )
+    found.sort()
+    for parts in found:
+        yield root.joinpath(*parts)
 
 
 def iter_artifacts(

@@ -9,6 +9,7 @@ Outside a build the set is reloaded when a file under data/ is added, removed or
 from __future__ import annotations
 
 import gc
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -110,8 +111,12 @@ def load(root: Path | None = None) -> Dataset:
         # every file checked, and the set as a whole (ids unique): a bad set is one ArtifactErrors
         # listing every problem, raised before any page is built from it
         loaded = artifacts.load_all(root, files, cache)
+        top = str(root)
+        cut = len(top) if top.endswith(os.sep) else len(top) + 1
         for path, doc in loaded:
-            rel = path.relative_to(root).as_posix()
+            rel = str(path)[cut:]  # every file lies under root (artifacts.iter_files)
+            if os.sep != "/":
+                rel = rel.replace(os.sep, "/")
             kind = doc["artifact"]
             cls = classes.get(kind) or classes.setdefault(kind, record_class(kind))
             by_type.setdefault(kind, []).append(cls(doc, prefix + rel, rel))
