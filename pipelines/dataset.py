@@ -90,6 +90,11 @@ def _fingerprint(files: list[Path]) -> object:
 
 def load(root: Path | None = None) -> Dataset:
     """The loaded set of ``root`` (default: the data folder), from memory when nothing changed."""
+    return _load(root, hold=False)
+
+
+def _load(root: Path | None, hold: bool) -> Dataset:
+    """:func:`load`; ``hold``: a build's set, moved out of the collector's generations as it is made."""
     root = Path(root or data_dir()).resolve()
     cached = _CACHE.get(root)
     if cached is not None and root in _FROZEN:
@@ -125,12 +130,14 @@ def load(root: Path | None = None) -> Dataset:
         for recs in by_type.values():
             recs.sort(key=lambda r: (r.created, r.id))
         resolve_baselines(by_type.get("run", []))
-        # The set lives as long as it is served and holds no cycles: out of the collector's generations
-        # now. Left in them, the first allocations after the collector is enabled again scan all of it
-        # (a young collection over every container just parsed, then the older ones): about a second
-        # at 10,000 artifacts, spent in whatever ran next. Frozen objects are still freed when their
-        # last reference goes (a set loaded anew replaces this one).
-        gc.freeze()
+        if hold:
+            # A build's set lives for the whole build and holds no cycles: out of the collector's
+            # generations now (gc.freeze, which the build's hooks called after this returned). Left in
+            # them until then, the first allocation after the collector is enabled again scans all of it
+            # (a young collection over every container just parsed): about a second at 10,000 artifacts.
+            # Frozen objects are still freed when their last reference goes. Not outside a build, where
+            # whatever else is alive now would be frozen with it for good.
+            gc.freeze()
     finally:
         if collecting:
             gc.enable()
@@ -144,7 +151,7 @@ def freeze(root: Path | None = None) -> Dataset:
     """Load now and serve this set without re-checking the files until ``thaw`` (one build)."""
     root = Path(root or data_dir()).resolve()
     _FROZEN.discard(root)
-    ds = load(root)
+    ds = _load(root, hold=True)
     _FROZEN.add(root)
     return ds
 

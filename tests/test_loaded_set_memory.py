@@ -3,7 +3,7 @@
 core.artifacts reads bytes the validation cache knows with msgspec (``_parse_known``); it must read
 them to exactly the values json reads (types included: 8.0 stays a float, a huge integer an int).
 core.records keeps a run's samples model for the most recently read records only
-(``HEAVY_KEPT``); one read again is the same value. pipelines.dataset leaves a loaded set out of
+(``HEAVY_KEPT``); one read again is the same value. pipelines.dataset leaves a build's set out of
 the cyclic collector's generations.
 """
 
@@ -82,13 +82,28 @@ def test_samples_models_are_kept_for_the_latest_readers_only(
     assert len(base._HEAVY) == 3
 
 
-def test_a_loaded_set_is_out_of_the_collectors_generations():
+def test_a_builds_set_is_out_of_the_collectors_generations():
     from pipelines import dataset
 
     dataset._CACHE.clear()
+    gc.collect()  # what this test process holds now is frozen with the set: no garbage among it
+    try:
+        ds = dataset.freeze()
+        assert ds.runs
+        tracked = {id(o) for o in gc.get_objects()}
+        for r in ds.runs[:20]:
+            assert id(r.doc) not in tracked and id(r) not in tracked
+    finally:
+        dataset.thaw()
+        dataset._CACHE.clear()
+        gc.unfreeze()
+
+
+def test_a_set_loaded_outside_a_build_is_left_to_the_collector():
+    from pipelines import dataset
+
+    dataset._CACHE.clear()
+    frozen = gc.get_freeze_count()
     ds = dataset.load()
-    assert ds.runs
-    tracked = {id(o) for o in gc.get_objects()}
-    for r in ds.runs[:20]:
-        assert id(r.doc) not in tracked and id(r) not in tracked
+    assert ds.runs and gc.get_freeze_count() == frozen
     dataset._CACHE.clear()
