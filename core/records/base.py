@@ -68,10 +68,10 @@ class ArtifactRecord(Mapping):
         return v
 
     def _cached_bounded(self, name: str, compute: Any) -> Any:
-        """:meth:`_cached` for a heavy part's parsed form (a run's samples as its kind's model): kept
-        only on the ``HEAVY_KEPT`` records that read one most recently, over every record alive, and
-        read again from the document when asked after that (the same value: the document is never
-        modified)."""
+        """:meth:`_cached` for a heavy part's parsed form (a run's samples and details as their kind's
+        models): kept only on the ``HEAVY_KEPT`` records that read one most recently, over every record
+        alive, and read again from the document when asked after that (the same value: the document is
+        never modified)."""
         v = self._cache.get(name, _MISSING)
         key = (
             id(self),
@@ -176,13 +176,13 @@ class ArtifactRecord(Mapping):
 
 _MISSING = object()
 
-# A run's samples, typed, are most of a loaded set's memory once the pages have read them (at 10,000
-# runs about 320 MiB more than the loaded documents, kept to the end of the build and growing with the
-# set): only the most recently read are kept. The price is time: a build reads each run's samples about
-# four times, far apart (site-wide figures, then each per-host page kind in turn), so a record read again
-# after 2,000 others is validated again (at 10,000 runs ~38,000 more model validations in a cold build,
-# whatever the policy short of keeping them all: measured over the access trace of a whole build).
-# A run's details are kept for every record (~40 MiB at 10,000 runs).
+# A run's samples and details, typed, are most of a loaded set's memory once the pages have read them:
+# kept for every record to the end of the build they cost ~270 MiB of peak at 10,000 runs (2,147 MiB
+# against 1,873 MiB kept this way; details alone ~100 MiB), growing with the set. The price is time: a
+# build reads each run's parts about four times, far apart (site-wide figures, then each per-host page
+# kind in turn), so a record read again after 2,000 others is validated again: ~54,000 more model
+# validations in a cold build at 10,000 runs, whatever the eviction policy short of keeping them all
+# (replayed over the access trace of a whole build), several seconds of CPU.
 HEAVY_KEPT = 2000
 _HEAVY: OrderedDict[tuple[int, str], ArtifactRecord] = OrderedDict()
 

@@ -807,7 +807,7 @@ class RunRecord(ArtifactRecord):
     @property
     def details(self) -> Details:
         """What the run kept beside its samples, as the kind's details model (core.kinds)."""
-        return self._cached(
+        return self._cached_bounded(
             "details",
             lambda: self._shape(
                 "details", self.kind.details if self.kind else None, Details
