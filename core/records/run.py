@@ -797,7 +797,7 @@ class RunRecord(ArtifactRecord):
     @property
     def samples(self) -> Samples:
         """The raw records behind the summary, as the kind's samples model (core.kinds)."""
-        return self._cached(
+        return self._cached_bounded(
             "samples",
             lambda: self._shape(
                 "samples", self.kind.samples if self.kind else None, Samples
@@ -807,7 +807,7 @@ class RunRecord(ArtifactRecord):
     @property
     def details(self) -> Details:
         """What the run kept beside its samples, as the kind's details model (core.kinds)."""
-        return self._cached(
+        return self._cached_bounded(
             "details",
             lambda: self._shape(
                 "details", self.kind.details if self.kind else None, Details

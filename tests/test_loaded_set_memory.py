@@ -1,0 +1,108 @@
+"""What a loaded set keeps in memory, and the fast path that reads bytes already known valid.
+
+core.artifacts reads bytes the validation cache knows with msgspec (``_parse_known``); it must read
+them to exactly the values json reads (types included: 8.0 stays a float, a huge integer an int).
+core.records keeps a run's samples and details models for the most recently read records only
+(``HEAVY_KEPT``); one read again is the same value. pipelines.dataset leaves a build's set out of
+the cyclic collector's generations.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+
+import pytest
+
+from core import artifacts
+from core.records import base
+from core.records.run import RunRecord
+from tests.conftest import GOLDEN
+
+
+def _exact(doc: object) -> str:
+    """Text that tells every value and its type apart (1 from 1.0 from True, key order kept)."""
+    return json.dumps(doc, ensure_ascii=True)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"a": 8.0, "b": 8, "c": -0.0, "d": 0.1, "e": 5e-324, "f": 1.7976931348623157e308}',
+        '{"big": 123456789012345678901234567890, "neg": -123456789012345678901234567890}',
+        '{"t": true, "f": false, "n": null, "l": [1, 2.50, [], {}], "s": ""}',
+        '{"u": "\\u00e9\\u4e2d\\ud83d\\ude00 caf\u00e9", "esc": "a\\"b\\\\c\\n\\t\\/"}',
+        '{"lone": "\\ud800 half a pair"}',  # JSON allows it; msgspec refuses it: json reads it
+        '  {"z": 1, "a": {"y": [0.30000000000000004, 1e-7, 12345678.9]}}  \n',
+    ],
+)
+def test_bytes_known_valid_read_to_the_values_json_reads(text):
+    assert _exact(artifacts._parse_known(text.encode())) == _exact(json.loads(text))
+
+
+def test_every_committed_artifact_reads_the_same_through_the_validation_cache(
+    tmp_path,
+):
+    cache = artifacts.ValidationCache(tmp_path / "validated.txt")
+    paths = sorted(GOLDEN.rglob("*.json"))
+    assert len(paths) > 5
+    for path in paths:
+        strict = artifacts.load(path, cache)  # validated, its digest now known
+        known = artifacts.load(path, cache)  # the known bytes' path
+        assert _exact(known) == _exact(strict), path.name
+    assert len(cache.new) == len(paths)
+
+
+def _runs(n: int) -> list[RunRecord]:
+    path = next(GOLDEN.rglob("tg16--*.json"))
+    return [RunRecord(artifacts.load(path), f"run-{i}.json") for i in range(n)]
+
+
+def test_samples_and_details_models_are_kept_for_the_latest_readers_only(
+    monkeypatch,
+):
+    monkeypatch.setattr(base, "HEAVY_KEPT", 3)
+    monkeypatch.setattr(base, "_HEAVY", type(base._HEAVY)())
+    runs = _runs(5)
+    first = [r.samples for r in runs]
+    assert [("samples" in r._cache) for r in runs] == [False, False, True, True, True]
+    assert len(base._HEAVY) == 3
+    # read again: the same value as before, and the record kept again
+    again = runs[0].samples
+    assert again == first[0] and again is not first[0]
+    assert "samples" in runs[0]._cache and "samples" not in runs[2]._cache
+    # a hit keeps a record among the latest: runs[3] read now outlives runs[4]
+    assert runs[3].samples is first[3]
+    details = runs[1].details  # a heavy part too: kept by the same rule
+    assert "samples" in runs[3]._cache and "samples" not in runs[4]._cache
+    kind = runs[1].kind
+    assert kind is not None
+    assert details == runs[1]._shape("details", kind.details, object)
+    assert list(base._HEAVY)[-1] == (id(runs[1]), "details")
+
+
+def test_a_builds_set_is_out_of_the_collectors_generations():
+    from pipelines import dataset
+
+    dataset._CACHE.clear()
+    gc.collect()  # what this test process holds now is frozen with the set: no garbage among it
+    try:
+        ds = dataset.freeze()
+        assert ds.runs
+        tracked = {id(o) for o in gc.get_objects()}
+        for r in ds.runs[:20]:
+            assert id(r.doc) not in tracked and id(r) not in tracked
+    finally:
+        dataset.thaw()
+        dataset._CACHE.clear()
+        gc.unfreeze()
+
+
+def test_a_set_loaded_outside_a_build_is_left_to_the_collector():
+    from pipelines import dataset
+
+    dataset._CACHE.clear()
+    frozen = gc.get_freeze_count()
+    ds = dataset.load()
+    assert ds.runs and gc.get_freeze_count() == frozen
+    dataset._CACHE.clear()
