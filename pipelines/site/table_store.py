@@ -9,11 +9,11 @@ the rendering packages). The store keeps each file under that pair and hard-link
 site (a copy where the two do not share a file system); a file it does not hold is written as
 always and kept.
 
-A file is written to a temporary name and renamed, never changed in place, so a link keeps the
-content it was made with; an empty file (a write a crash cut short) is never served. A build keeps
-the files it used and removes the rest of its data folder's store (``prune``). Outside a build,
-or with ``ALMANAC_PAGE_CACHE=0``, nothing is stored: the files are written directly. Deleting the
-store loses nothing.
+The store takes a site's file once it is written and closed (a link to it: no second copy), and
+nothing changes a file in place, so a link keeps the content it was made with; an empty file (a
+write a crash cut short) is never served. A build keeps the files it used and removes the rest of
+its data folder's store (``prune``). Outside a build, or with ``ALMANAC_PAGE_CACHE=0``, nothing is
+stored: the files are written directly. Deleting the store loses nothing.
 """
 
 from __future__ import annotations
@@ -28,68 +28,74 @@ from core.paths import cache_dir
 from pipelines import dataset
 from pipelines.site import page_cache
 
-_USED: dict[Path, set[str]] = {}  # store folder -> the file names this build used
-_FOLDER: dict[Path, Path] = {}  # data folder -> its store folder (once per build)
+_USED: dict[str, set[str]] = {}  # store folder -> the file names this build used
+# once per build (``reset``): the store folder and the code's prefix of its names, the site folders made
+_NOW: dict[str, str] = {}
+_MADE: set[str] = set()
 
 
-def _folder() -> Path:
+def _folder() -> str:
     """This data folder's store (one per data folder, as the page cache's entries)."""
-    root = dataset.load().root
-    if root not in _FOLDER:
-        where = hashlib.blake2b(str(root).encode(), digest_size=8).hexdigest()
-        _FOLDER[root] = cache_dir() / "tables" / where
-    return _FOLDER[root]
+    if "folder" not in _NOW:
+        root = str(dataset.load().root)
+        where = hashlib.blake2b(root.encode(), digest_size=8).hexdigest()
+        _NOW["folder"] = os.path.join(cache_dir(), "tables", where)
+        _NOW["prefix"] = page_cache.code_digest()[:16] + "-"
+    return _NOW["folder"]
 
 
-def _stored(folder: Path, name: str, text: Callable[[], str]) -> Path | None:
-    """The store's file ``name`` (written from ``text()`` when the store lacks it); None when the
-    store cannot be written (the caller writes the site's file itself)."""
-    src = folder / name
+def _keep(src: str, folder: str, name: str) -> None:
+    """Keep the site's new file ``src`` in the store as ``name``: a link to it (a file is complete
+    before it is linked, and never changed after); a store that cannot take it keeps nothing."""
+    dest = os.path.join(folder, name)
     try:
-        if os.stat(src).st_size > 0:
-            return src
+        _makedirs(folder)
+        try:
+            os.link(src, dest)
+        except (
+            FileExistsError
+        ):  # an empty file a crash left (or another build's): replaced
+            tmp = os.path.join(folder, f".{name}.{os.getpid()}.tmp")
+            os.link(src, tmp)
+            os.replace(tmp, dest)
     except OSError:
         pass
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        tmp = folder / f".{name}.{os.getpid()}.tmp"
-        tmp.write_text(text(), encoding="utf-8")
-        tmp.replace(src)
-    except OSError:
-        return None
-    return src
+
+
+def _makedirs(folder: str) -> None:
+    if folder not in _MADE:
+        os.makedirs(folder, exist_ok=True)
+        _MADE.add(folder)
 
 
 def publish(
     dest: Path, text: Callable[[], str], write: Callable[[Path, str], None]
 ) -> None:
     """Put the download ``dest`` (``tables/<digest>.<ext>`` of the site) in place: linked from the
-    store when it holds it, else made from ``text()`` (``write(dest, text)`` writes a site file)."""
+    store when it holds it, else written from ``text()`` (``write(dest, text)`` writes a site file)
+    and kept. Paths as strings, each folder made once: the store costs a stat and a link a file."""
     if not page_cache.enabled():
         write(dest, text())
         return
     folder = _folder()
-    name = f"{page_cache.code_digest()[:16]}-{dest.name}"
+    site_dir, base = os.path.split(os.fspath(dest))
+    name = _NOW["prefix"] + base
     _USED.setdefault(folder, set()).add(name)
-    made: list[str] = []
-
-    def once() -> (
-        str
-    ):  # the text, made at most once whichever way the file is put in place
-        if not made:
-            made.append(text())
-        return made[0]
-
-    src = _stored(folder, name, once)
-    if src is None:
-        write(dest, once())
+    src = os.path.join(folder, name)
+    try:
+        held = os.stat(src).st_size > 0  # an empty file is a write a crash cut short
+    except OSError:
+        held = False
+    if not held:
+        write(dest, text())
+        _keep(os.fspath(dest), folder, name)
         return
-    dest.parent.mkdir(parents=True, exist_ok=True)
+    _makedirs(site_dir)
     try:
         os.link(src, dest)
         return
     except FileExistsError:  # a site folder not emptied first (mkdocs build --dirty)
-        dest.unlink()
+        os.unlink(dest)
     except OSError:  # another file system (or no hard links there): a copy
         shutil.copyfile(src, dest)
         return
@@ -109,14 +115,14 @@ def prune() -> None:
         for n in names:
             if n not in used:
                 try:
-                    os.unlink(folder / n)
+                    os.unlink(os.path.join(folder, n))
                 except OSError:
                     pass
-    _USED.clear()
-    _FOLDER.clear()
+    reset()
 
 
 def reset() -> None:
     """Start of a build (or after one): nothing remembered."""
     _USED.clear()
-    _FOLDER.clear()
+    _NOW.clear()
+    _MADE.clear()
