@@ -132,9 +132,7 @@ def _point(
 def adapter_series(docs: list[RunRecord]) -> list[AdapterSeries]:
     """Every adapter sweep's series (host, sweep, model, test), points ordered by adapter count."""
     out: list[AdapterSeries] = []
-    for sw in opt.sweeps(docs):
-        if sw.track != "adapters":
-            continue
+    for sw in opt.sweeps(docs, track="adapters"):
         groups: dict[tuple[str, str], list[RunRecord]] = {}
         for p in sw.points:
             rec = p.doc

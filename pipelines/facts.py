@@ -289,6 +289,10 @@ class Board:
     kind: str
     endpoint: str | None
     work_tests: dict[str, dict[str, Any]]
+    # test -> host -> its standing (the first in ``standings``), built when first asked
+    _standing_of: dict[str, dict[str, Standing]] = field(
+        default_factory=dict, repr=False, compare=False
+    )
 
     @property
     def hosts(self) -> list[str]:
@@ -304,9 +308,13 @@ class Board:
         return len(self.rows) < 2
 
     def standing(self, test: str, host_id: str) -> Standing | None:
-        return next(
-            (s for s in self.standings.get(test, []) if s.host_id == host_id), None
-        )
+        # from an index per test: a scan of the test's standings for each row made a board quadratic in hosts
+        if test not in self._standing_of:
+            index: dict[str, Standing] = {}
+            for s in self.standings.get(test, []):
+                index.setdefault(s.host_id, s)
+            self._standing_of[test] = index
+        return self._standing_of[test].get(host_id)
 
     @property
     def label(self) -> str:

@@ -309,8 +309,9 @@ def compared_on_headline(rec: RunRecord) -> bool:
     return rec.headline_metric is not None
 
 
-def sweeps(docs: list[RunRecord]) -> list[Sweep]:
-    """Every sweep found in the artifacts (the newest artifact per configuration), per host."""
+def sweeps(docs: list[RunRecord], track: str | None = None) -> list[Sweep]:
+    """Every sweep found in the artifacts (the newest artifact per configuration), per host; with
+    ``track``, only that track's sweeps (the others' points are not built)."""
     latest = latest_per_key(docs)
     by_key = {d.key: d for d in latest}
     degen: dict[
@@ -327,6 +328,8 @@ def sweeps(docs: list[RunRecord]) -> list[Sweep]:
         if not any(d.swept for d in group):
             continue  # a plain matrix (or a sweep entry with nothing swept) is not a sweep
         sw = Sweep(host_id, matrix, name, track_of(group))
+        if track is not None and sw.track != track:
+            continue
         # a baseline measured under another matrix joins the sweep it is the baseline of
         keys = {d.key for d in group}
         extra = [

@@ -12,8 +12,11 @@ log scale: core.stats.mean_interval); its share is of the mean wall time. Artifa
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+
+from pydantic import BaseModel
 
 from core import stats
 from core.records.run import RunRecord
@@ -45,11 +48,36 @@ class Breakdown:
     stages: list[Stage]
 
 
+_KEYS = ("ok", "server_timings", "client_serialize_ms", "client_parse_ms", "e2e_ms")
+_ON_CLASS: dict[
+    type, frozenset[str]
+] = {}  # model class -> which of _KEYS its class itself has
+
+
+def _getter(r: Any) -> Callable[[str], Any]:
+    """How ``_split`` reads a request: a dict by key; a model (pydantic) as ``getattr(r, k, None)`` reads
+    it, its fields and extra fields looked up directly (a missing attribute of a model costs pydantic's
+    ``__getattr__`` and an exception: most of the What-if page's time at 10,000 runs)."""
+    if isinstance(r, dict):
+        return r.get
+    if not isinstance(r, BaseModel):
+        return lambda k: getattr(r, k, None)
+    cls = type(r)
+    if cls not in _ON_CLASS:
+        _ON_CLASS[cls] = frozenset(k for k in _KEYS if hasattr(cls, k))
+    on_class, fields, extra = _ON_CLASS[cls], r.__dict__, r.__pydantic_extra__ or {}
+
+    def get(k: str) -> Any:
+        if k in on_class:  # a property or class attribute: as getattr finds it
+            return getattr(r, k, None)
+        return fields[k] if k in fields else extra.get(k)
+
+    return get
+
+
 def _split(r: Any) -> dict[str, float] | None:
     """One request's four stages (ms), or None when it lacks what a split needs."""
-    get = (
-        (lambda k: r.get(k)) if isinstance(r, dict) else (lambda k: getattr(r, k, None))
-    )
+    get = _getter(r)
     if get("ok") is False:
         return None
     t = get("server_timings") or {}

@@ -43,6 +43,7 @@ from core.records.run import RunRecord
 from core.yamlio import load_yaml, pydantic_error_line
 from pipelines import facts as facts_mod
 from pipelines.facts import Facts, Figure, Group
+from pipelines.memo import per_set
 from pipelines.runs import latest_per_key
 
 STAGE_ORDER = (
@@ -332,6 +333,17 @@ def load_whatif(path: Path | None = None) -> WhatIfFile:
     return f
 
 
+@per_set
+def _latest_ok_by_work(docs: list[RunRecord]) -> dict[tuple[str, str], list[RunRecord]]:
+    """The newest ok artifact of every configuration by (model, test), once per loaded set (the pages ask
+    select_runs for a dozen selectors: a scan of the fleet's runs each)."""
+    out: dict[tuple[str, str], list[RunRecord]] = {}
+    for r in latest_per_key(docs):
+        if r.ok:
+            out.setdefault((r.model_name, r.test_name), []).append(r)
+    return out
+
+
 def select_runs(
     docs: list[RunRecord],
     *,
@@ -343,9 +355,7 @@ def select_runs(
 ) -> list[RunRecord]:
     """The newest ok artifact of every configuration matching a selector, newest first."""
     out = []
-    for r in latest_per_key(docs):
-        if not r.ok or r.model_name != model or r.test_name != test:
-            continue
+    for r in _latest_ok_by_work(docs).get((model, test), ()):
         if host_id and r.host_id != host_id:
             continue
         if matrix and r.matrix_name != matrix:

@@ -38,6 +38,7 @@ from pipelines.site import (
     markdown,
     page_cache,
     per_host,
+    table_store,
 )
 
 
@@ -45,6 +46,7 @@ def on_pre_build(config: Any, **_: Any) -> None:
     markdown.reset_tables()
     page_cache.reset()
     html_cache.reset()
+    table_store.reset()
     _WRITTEN.clear()
     try:
         dataset.freeze()
@@ -286,20 +288,25 @@ _WRITTEN: set[str] = (
 )  # digests of the tables whose downloads this build has written
 
 
+def _download(render: Any, headers: list[str], cells: list[list[str]]) -> Any:
+    """A table's download text, made when asked (``render``: markdown.table_csv or table_json); links
+    inside a download are relative to the site root (data/runs/...)."""
+    return lambda: render(headers, cells).replace(markdown.ROOT, "")
+
+
 def write_tables(site: Path) -> None:
-    """Write the CSV and JSON download of every table registered since the last call, and let them go."""
+    """Write the CSV and JSON download of every table registered since the last call, and let them go
+    (a download an earlier build made of the same rows with the same code is linked from the store:
+    pipelines.site.table_store)."""
     for digest, (headers, cells) in markdown.table_files().items():
         if digest in _WRITTEN:  # the same rows on another page: the same files
             continue
-        # links inside a download are relative to the site root (data/runs/...)
-        _write(
-            site / "tables" / f"{digest}.csv",
-            markdown.table_csv(headers, cells).replace(markdown.ROOT, ""),
-        )
-        _write(
-            site / "tables" / f"{digest}.json",
-            markdown.table_json(headers, cells).replace(markdown.ROOT, ""),
-        )
+        for ext, render in (("csv", markdown.table_csv), ("json", markdown.table_json)):
+            table_store.publish(
+                site / "tables" / f"{digest}.{ext}",
+                _download(render, headers, cells),
+                _write,
+            )
         _WRITTEN.add(digest)
     markdown.reset_tables()
 
@@ -308,6 +315,7 @@ def on_post_build(config: Any, **_: Any) -> None:
     try:
         publish(Path(config["site_dir"]), dataset.load())
         page_cache.prune()  # the cache keeps this build's pages only
+        table_store.prune()  # and this build's table downloads
         # the site check after the build reads the fact layer's groups from here, not from a second load
         from pipelines import facts
 
@@ -315,6 +323,7 @@ def on_post_build(config: Any, **_: Any) -> None:
             handoff.write_groups(facts.loaded_work_hosts())
     finally:
         page_cache.finish()
+        table_store.reset()
         dataset.thaw()
         gc.unfreeze()
         if _THRESHOLD is not None:
@@ -327,6 +336,7 @@ def on_build_error(error: Exception, **_: Any) -> None:
     from core.artifacts import STORAGE_ERRNOS, storage_error
 
     page_cache.finish()
+    table_store.reset()
 
     if (
         isinstance(error, OSError)

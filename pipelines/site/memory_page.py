@@ -5,6 +5,8 @@ models it cannot plan.
 
 from __future__ import annotations
 
+from typing import Any
+
 from core.errors import UserError
 from core.records.host import HostRecord
 from core.records.run import RunRecord
@@ -172,6 +174,11 @@ def memory_page(runs: list[RunRecord], hosts: list[HostRecord]) -> str:
         ]
         shown = {id(d) for d in newest[:MODELS_SHOWN]}
         docs = [d for d in docs if id(d) in shown]
+    # the current runs by model file, once (a scan of every current run for each model section was
+    # models x runs)
+    by_model: dict[Any, list[RunRecord]] = {}
+    for r in latest_per_key(runs):
+        by_model.setdefault(r.model_sha256, []).append(r)
     for d in docs:
         try:
             shape = mem.ModelShape.from_facts(d.gguf, d.model_name)
@@ -180,9 +187,8 @@ def memory_page(runs: list[RunRecord], hosts: list[HostRecord]) -> str:
             continue
         checks = [
             c
-            for r in latest_per_key(runs)
-            if r.model_sha256 == d.model_sha256
-            and (c := mem.vram_prediction(r, overhead or 0)) is not None
+            for r in by_model.get(d.model_sha256, [])
+            if (c := mem.vram_prediction(r, overhead or 0)) is not None
         ]
         out.append(
             model_memory_section(shape, d, settings, host_id, host_memory, base, checks)
