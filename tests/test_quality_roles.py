@@ -507,3 +507,49 @@ def test_speed_evidence_is_the_fact_layers_figure(reg):
     assert [aid for _, aid in ev.artifacts] == list(reversed(fig.run_ids))
     body = quality_pages.roles_page(reg, [a])
     assert f'data-fact="{fig.key}" data-v="{fig.mean!r}"' in body
+
+
+def test_a_fleets_quality_chart_draws_a_bounded_few_over_the_ranking():
+    """A fleet's Quality page has a cell per (configuration, host, suite): thousands at 500 hosts
+    (Altair refuses a chart of over 5,000 rows; no reader reads 6,000 bars). The chart draws
+    QUALITY_CHART_MAX of them spread over the pass-rate ranking, the best and the worst included,
+    and says so; the table lists every cell."""
+    import json
+    import re
+
+    from pipelines.site.charts import _values
+
+    cap = quality_pages.QUALITY_CHART_MAX
+    n = cap * 2 + 11
+    docs = [
+        quality_doc(f"model-{i:03d}", "ip", [True] * (i % 10) + [False] * (10 - i % 10))
+        for i in range(n)
+    ]
+    body = quality_pages.quality_page(docs)
+    specs = re.findall(
+        r'<script type="application/json" id="[^"]+-spec">(.*?)</script>', body
+    )
+    assert len(specs) == 1
+    rows = _values(json.loads(specs[0]))
+    assert len(rows) == cap
+    means = sorted(r["mean"] for r in rows)
+    assert means[0] == 0.0 and means[-1] == 90.0  # the worst and the best drawn
+    assert f"{cap:,} of {n:,} scores drawn" in body
+    # every cell stays in the table
+    assert all(f"model-{i:03d}" in body for i in range(n))
+    # under the cap, every cell is drawn and nothing is said
+    few = quality_pages.quality_page(docs[:5])
+    assert "scores drawn" not in few
+    assert (
+        len(
+            _values(
+                json.loads(
+                    re.findall(
+                        r'<script type="application/json" id="[^"]+-spec">(.*?)</script>',
+                        few,
+                    )[0]
+                )
+            )
+        )
+        == 5
+    )

@@ -15,6 +15,7 @@ from pipelines import quality as quality_mod
 from pipelines import roles as roles_mod
 from pipelines import tiers as tiers_mod
 from pipelines.site import charts
+from pipelines.site.downsample import evenly
 from pipelines.site.markdown import (
     SYNTHETIC_BADGE,
     admonition,
@@ -31,6 +32,10 @@ from pipelines.site.markdown import (
 FALLBACKS_SHOWN = 10  # per role and host; the rest are counted
 REJECTED_SHOWN = 25  # rejected configurations listed per role and host (the table's downloads hold all)
 REJECTED_DETAILED = 5  # of which the evidence is shown (folded)
+
+QUALITY_CHART_MAX = (
+    60  # bars the Quality page's pass-rate chart draws (a fleet has thousands of cells)
+)
 
 
 def quality_link(qid: str, from_dir: str = "") -> str:
@@ -168,12 +173,30 @@ def quality_page(docs: list[QualityRecord]) -> str:
         ]
     )
     if not chart_df.empty:
+        # a fleet's cells: the chart draws a bounded few over the pass-rate ranking (the best and the
+        # worst included), best first; the table above lists every cell
+        drawn = chart_df
+        if len(chart_df) > QUALITY_CHART_MAX:
+            ranked = chart_df.sort_values(
+                ["mean", "label", "id"], ascending=[False, True, True]
+            )
+            drawn = pd.DataFrame(
+                evenly(ranked.to_dict("records"), QUALITY_CHART_MAX),
+                columns=chart_df.columns,
+            )
         out.append(
             charts.embed(
                 charts.bar_with_ci(
-                    chart_df, metric, title="Pass rate per suite (Wilson CI95)"
+                    drawn, metric, title="Pass rate per suite (Wilson CI95)"
                 ),
-                caption="Pass rate with its 95% Wilson interval; small samples give wide intervals.",
+                caption="Pass rate with its 95% Wilson interval; small samples give wide intervals."
+                + (
+                    f" {len(drawn):,} of {len(chart_df):,} scores drawn, spread evenly over them "
+                    "ranked by pass rate (the best and the worst included); the table above lists "
+                    "every one."
+                    if len(drawn) < len(chart_df)
+                    else ""
+                ),
             )
         )
         out.append("")
