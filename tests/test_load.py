@@ -713,7 +713,18 @@ def test_a_level_repeats_until_its_percentile_is_precise():
         "max_time_s",
     )
     if res.samples["levels"][0]["stop_reason"] == "target_met":
-        assert percentile_half_width_rel(e2e, 90) <= 0.2 + 1e-9
+        # the rule judged the requests answered so far (in completion order); the level's 2 users'
+        # requests already sent then are answered and kept after it stopped, and may widen the
+        # interval: the target was met on the set as it stood, at most 2 answers before the end
+        done = sorted(recs, key=lambda r: r["end_ms"])
+
+        def met(k: int) -> bool:
+            hw = percentile_half_width_rel(
+                [r["e2e_ms"] for r in done[:k] if r["ok"]], 90
+            )
+            return hw is not None and hw <= 0.2 + 1e-9
+
+        assert any(met(k) for k in range(max(n - 2, 1), n + 1)), e2e
 
 
 class _FakeTransport:
