@@ -258,7 +258,7 @@ def publish(site: Path, ds: dataset.Dataset) -> dict[str, int]:
         _mirror(src, dest)
     # every request record a run kept beside itself (core.request_records; checked when the set loaded)
     for r in ds.runs:
-        side = request_records.sidecar_rel(r.data_path, r.doc)
+        side = request_records.sidecar_of(r.data_path, r.records_full)
         if side is not None:
             _mirror(ds.root / side, site / "data" / side)
     for kind, k in browser.KINDS.items():
