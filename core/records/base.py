@@ -114,6 +114,13 @@ class ArtifactRecord(Mapping):
             v = self._cache[name] = compute()
         return v
 
+    def answer(self, key: tuple[Any, ...], compute: Any) -> Any:
+        """A small answer a pipeline computes from this record alone (``key``: the function and its
+        arguments), kept with the record: computed once however many pages ask (pipelines.memo.per_run),
+        so a run's heavy parts are read for it once. The record never changes, so it never goes stale;
+        callers treat it as read-only."""
+        return self._cached(key, compute)  # type: ignore[arg-type]
+
     def _cached_bounded(self, name: str, compute: Any) -> Any:
         """:meth:`_cached` for a heavy part's parsed form (a run's samples and details as their kind's
         models): kept only on the ``HEAVY_KEPT`` records that read one most recently, over every record

@@ -30,7 +30,7 @@ from mkdocs.plugins import CombinedEvent, event_priority
 from core import request_records
 from core.errors import ArtifactError, ArtifactErrors
 from core.paths import schema_dir
-from pipelines import dataset, index
+from pipelines import dataset, index, run_answers
 from pipelines.site import (
     browser,
     handoff,
@@ -64,6 +64,8 @@ def on_pre_build(config: Any, **_: Any) -> None:
     # collection first: the load runs with the collector off and leaves no cycles to free, and a
     # full pass over the set costs more than half a second at 10,000 artifacts.)
     gc.freeze()
+    # every run's small answers, one run at a time: its heavy parts read from its file once
+    run_answers.prime(dataset.load().runs)
     # Pages allocate many short-lived objects (DataFrames, chart specs, Markdown trees) with few
     # cycles: collect the youngest generation every 50,000 allocations instead of 700.
     global _THRESHOLD
