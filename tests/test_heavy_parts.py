@@ -120,3 +120,24 @@ def test_parts_kept_from_a_file_are_not_served_for_other_bytes(copied):
     dataset._CACHE.clear()
     again = {x.id: x for x in dataset.load(copied).runs}[r.id]
     assert again.log_tail == "new" and old != "new"
+
+
+def test_every_runs_small_answers_read_its_file_once(copied, monkeypatch):
+    from pipelines import corpus, facts, roofline, run_answers
+
+    monkeypatch.setattr(heavy, "KEPT", 1)
+    ds = dataset.load(copied)
+    before = heavy.COUNTS["read"]
+    run_answers.prime(ds.runs)
+    assert heavy.COUNTS["read"] - before == len(
+        ds.runs
+    )  # each run's file once, for every answer
+    # asked again, page after page: kept with each run, no file read again, the values computed fresh
+    for r in ds.runs:
+        assert roofline.decode_point(r) == roofline.decode_point.__wrapped__(r)
+        assert facts.precision(r) is facts.precision(r)
+        assert corpus.generation(r) == r.generation()
+    after = heavy.COUNTS["read"]
+    for r in ds.runs:
+        roofline.decode_point(r), facts.precision(r), corpus.generation(r)
+    assert heavy.COUNTS["read"] == after
