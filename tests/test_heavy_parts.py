@@ -141,3 +141,23 @@ def test_every_runs_small_answers_read_its_file_once(copied, monkeypatch):
     for r in ds.runs:
         roofline.decode_point(r), facts.precision(r), corpus.generation(r)
     assert heavy.COUNTS["read"] == after
+
+
+def test_a_build_that_meets_a_changed_file_says_so_in_one_line(capsys):
+    from pipelines.site import hooks
+
+    try:
+        try:
+            raise ArtifactError(
+                "changed after it was loaded (not the bytes validated then): build again",
+                file="data/runs/x.json",
+            )
+        except ArtifactError as exc:
+            raise RuntimeError("a macro failed") from exc
+    except RuntimeError as wrapped:
+        hooks.on_build_error(wrapped)
+    err = capsys.readouterr().err.splitlines()
+    assert err == [
+        "error: data/runs/x.json: changed after it was loaded (not the bytes validated "
+        "then): build again"
+    ]

@@ -334,7 +334,8 @@ def on_post_build(config: Any, **_: Any) -> None:
 
 def on_build_error(error: Exception, **_: Any) -> None:
     """A storage fault while writing the site (no space left, read-only, permission denied) is one
-    line naming the path and what to do; `invoke site.build` shows that line alone."""
+    line naming the path and what to do, and so is an artifact file changed or removed after the build
+    loaded it; `invoke site.build` shows that line alone."""
     from core.artifacts import STORAGE_ERRNOS, storage_error
 
     page_cache.finish()
@@ -352,3 +353,13 @@ def on_build_error(error: Exception, **_: Any) -> None:
             "or build it elsewhere with --output DIR",
         )
         print(f"error: {err}", file=sys.stderr, flush=True)
+        return
+    # an artifact file changed or removed while the build read it (core.records.heavy): one line
+    seen: BaseException | None = error
+    while seen is not None:
+        if isinstance(seen, ArtifactError):
+            print(f"error: {seen}", file=sys.stderr, flush=True)
+            return
+        seen = seen.__cause__ or (
+            None if seen.__suppress_context__ else seen.__context__
+        )
