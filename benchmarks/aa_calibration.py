@@ -110,7 +110,7 @@ def variant(r: Any, label: str, scale: float = 1.0) -> Any:
     """A copy of a run record under another build label, its metric's samples and summary x scale."""
     from core.records.run import RunRecord
 
-    doc = dict(r.doc)
+    doc = r.stored
     doc["build"] = {**doc["build"], "label": label}
     if scale != 1.0:
         summ = copy.deepcopy(doc["summary"])

@@ -553,10 +553,28 @@ def _parse_known(raw: bytes) -> Any:
 _KNOWN_DECODER = msgspec.json.Decoder()
 
 
+def parse_known(raw: bytes, source: str = "<artifact>") -> dict[str, Any]:
+    """The document of bytes that passed every check of :func:`load` under the current schemas (the
+    validation cache knows their digest): parsed (msgspec) and migrated only."""
+    doc = _parse_known(raw)
+    if doc.get("schema_version") == getattr(
+        ARTIFACT_TYPES.get(doc.get("artifact")), "version", None
+    ):
+        return doc
+    return upgrade(doc, source, checked=True)
+
+
 def load(path: Path | str, cache: ValidationCache | None = None) -> dict[str, Any]:
     """Read, upgrade and validate one artifact file (``cache``: skip validating bytes seen valid).
     Any problem is one ArtifactError naming the file (the name is worked out only then): unreadable,
     not UTF-8, invalid JSON, a key repeated in one object, NaN or an infinity, a schema violation."""
+    return load_digest(path, cache)[0]
+
+
+def load_digest(
+    path: Path | str, cache: ValidationCache | None = None
+) -> tuple[dict[str, Any], str]:
+    """:func:`load`, and the sha256 (hex) of the bytes read ("" without ``cache``)."""
     path = Path(path)
     raw = safefile.read_bytes(
         path, max_bytes=MAX_ARTIFACT_BYTES, what="artifact", error=ArtifactError
@@ -565,12 +583,7 @@ def load(path: Path | str, cache: ValidationCache | None = None) -> dict[str, An
     if cache is not None and digest in cache:
         # these exact bytes passed every check below under the same schemas: parse and migrate only
         # (a name for messages, a resolve() per file, is not needed)
-        doc = _parse_known(raw)
-        if doc.get("schema_version") == getattr(
-            ARTIFACT_TYPES.get(doc.get("artifact")), "version", None
-        ):
-            return doc
-        return upgrade(doc, str(path), checked=True)
+        return parse_known(raw, str(path)), digest
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -589,7 +602,7 @@ def load(path: Path | str, cache: ValidationCache | None = None) -> dict[str, An
     _check_schema(doc, name, ARTIFACT_TYPES[name].version, source)
     if cache is not None:
         cache.add(digest)
-    return doc
+    return doc, digest
 
 
 _STORAGE_FAULTS = {
@@ -769,17 +782,28 @@ def from_the_future(doc: dict[str, Any], now: datetime) -> str:
     )
 
 
+#: what a loader does with each valid document as it is read (path, document, sha256 of its bytes, hex):
+#: it may take parts out of the document, in place (pipelines.dataset: a run's heavy parts,
+#: core.records.heavy), once the checks that read them are done
+Keep = Callable[[Path, dict[str, Any], str], None]
+
+
 def load_tree(
     root: Path | str,
     files: list[Path] | None = None,
     cache: ValidationCache | None = None,
+    keep: Keep | None = None,
 ) -> tuple[list[tuple[Path, dict[str, Any]]], list[str]]:
     """Every artifact under ``root`` (or of ``files``), each checked as ``load`` checks it, and the set
     checked as a whole: two files with the same id are one problem naming both, and so are two files
     that claim one host id with different hardware (core.hostid.conflicts). An older fingerprint's
     host that is a newer host takes that host's id (core.hostid.reconcile). Returns the valid
-    (path, document) pairs in file order and one line per problem; nothing stops at the first."""
+    (path, document) pairs in file order and one line per problem; nothing stops at the first.
+    ``keep``: called on each valid document as it is read (:data:`Keep`)."""
+    from core import request_records
+
     problems: list[str] = []
+    sidecars: list[str] = []
     loaded: list[tuple[Path, dict[str, Any]]] = []
     first: dict[str, Path] = {}
     now = datetime.now(UTC)
@@ -788,7 +812,7 @@ def load_tree(
     try:
         for path in files if files is not None else iter_files(root):
             try:
-                doc = load(path, cache)
+                doc, digest = load_digest(path, cache)
             except ArtifactError as exc:
                 problems.append(str(exc))
                 continue
@@ -817,16 +841,20 @@ def load_tree(
                 )
                 continue
             first[ident] = path
+            # the full request records a run wrote beside itself, still the ones it names
+            # (core.request_records): checked now, while the document is whole
+            side = request_records.problem(path, doc)
+            if side:
+                sidecars.append(side)
+            if keep is not None:
+                keep(path, doc, digest)
             loaded.append((path, doc))
     finally:
         if own_cache:
             cache.save()
     # one host id, one machine; an older fingerprint's host joined to the newer host it is (core.hostid)
     problems += hostid.reconcile(loaded, relpath)
-    # the full request records a run wrote beside itself, still the ones it names (core.request_records)
-    from core import request_records
-
-    problems += request_records.problems(loaded)
+    problems += sidecars
     return loaded, problems
 
 
@@ -861,11 +889,13 @@ def load_all(
     root: Path | str,
     files: list[Path] | None = None,
     cache: ValidationCache | None = None,
+    keep: Keep | None = None,
 ) -> list[tuple[Path, dict[str, Any]]]:
     """Every artifact under ``root`` when all are valid; otherwise one ArtifactErrors listing every
-    problem (one line each), so that nothing is built from a partly bad set."""
+    problem (one line each), so that nothing is built from a partly bad set (``keep``: as
+    :func:`load_tree`)."""
     files = list(iter_files(root)) if files is None else files
-    loaded, problems = load_tree(root, files, cache)
+    loaded, problems = load_tree(root, files, cache, keep)
     if problems:
         raise ArtifactErrors(problems, len(files))
     return loaded

@@ -28,6 +28,7 @@ import hashlib
 import json
 import os
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -67,15 +68,20 @@ def sidecar_path(artifact: Path) -> Path:
     return artifact.with_name(artifact.name.removesuffix(".json") + SUFFIX)
 
 
-def sidecar_rel(rel: str, doc: dict[str, Any]) -> str | None:
+def sidecar_rel(rel: str, doc: Mapping[str, Any]) -> str | None:
     """The sidecar's path relative to the data folder, for an artifact at ``rel`` there (None: it names none)."""
-    full = full_file(doc)
+    return sidecar_of(rel, full_file(doc))
+
+
+def sidecar_of(rel: str, full: Mapping[str, Any] | None) -> str | None:
+    """:func:`sidecar_rel` for the artifact's ``details.request_records.full`` entry (``full``: what
+    :func:`full_file` gives, or a loaded run's ``records_full``)."""
     if full is None:
         return None
     return sidecar_path(Path(rel)).as_posix()
 
 
-def full_file(doc: dict[str, Any]) -> dict[str, Any] | None:
+def full_file(doc: Mapping[str, Any]) -> dict[str, Any] | None:
     """The artifact's ``details.request_records.full`` (the sidecar it names), or None."""
     details = doc.get("details")
     rr = details.get("request_records") if isinstance(details, dict) else None
@@ -175,7 +181,7 @@ def _sha256(path: Path) -> str:
     return _CHECKED[key]
 
 
-def problem(path: Path, doc: dict[str, Any]) -> str | None:
+def problem(path: Path, doc: Mapping[str, Any]) -> str | None:
     """Why the sidecar an artifact names is not the one it wrote (missing, renamed, edited); None when
     it is, or when the artifact names none. One line naming the file and the field."""
     full = full_file(doc)
@@ -208,11 +214,6 @@ def problem(path: Path, doc: dict[str, Any]) -> str | None:
             )
         )
     return None
-
-
-def problems(loaded: list[tuple[Path, dict[str, Any]]]) -> list[str]:
-    """One line per artifact whose full request records are missing or not the ones it wrote."""
-    return [p for path, doc in loaded if (p := problem(path, doc))]
 
 
 def carry(src: Path, doc: dict[str, Any], dest: Path) -> Path | None:
@@ -249,7 +250,7 @@ def carry(src: Path, doc: dict[str, Any], dest: Path) -> Path | None:
     return target
 
 
-def load_full(path: Path, doc: dict[str, Any]) -> list[list[dict[str, Any]]]:
+def load_full(path: Path, doc: Mapping[str, Any]) -> list[list[dict[str, Any]]]:
     """Every request record of the run, per level (the sidecar, checked against the artifact; a run
     that names none: the records it stores). ArtifactError, one line, for anything wrong."""
     samples = doc.get("samples") or {}

@@ -12,6 +12,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from pipelines.memo import per_run
+
+
+@per_run
+def generation(r: Any) -> dict[str, Any]:
+    """What a run generated (core.records.run.RunRecord.generation), once per run: kept with it."""
+    return r.generation()
+
 
 def totals(docs: list[Any]) -> dict[str, Any]:
     """Totals over all ok run artifacts, overall and per test kind, per host and per model."""
@@ -31,7 +39,7 @@ def totals(docs: list[Any]) -> dict[str, Any]:
         r = d
         if not r.ok:
             continue
-        g = r.generation()
+        g = generation(r)
         out["runs"] += 1
         out["tokens"] += g["tokens"]
         out["seconds"] += g["seconds"]

@@ -4,6 +4,10 @@ The site build (every page, macro and generated file) works from one loaded set:
 is read, parsed and validated once per build, through core.artifacts' content-keyed
 validation cache (bytes already seen valid under the same schemas are not validated again).
 Outside a build the set is reloaded when a file under data/ is added, removed or changed.
+
+A run's heavy parts (samples, details, log_tail) are not held: each record keeps its light part and
+reads those from its file when asked (core.records.heavy), refusing bytes that are not the ones
+validated here (a file changed after load is one ArtifactError: build again).
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from typing import Any, TypeVar
 
 from core import artifacts
 from core.paths import data_dir, relpath
-from core.records import record_class
+from core.records import heavy, record_class
 from core.records.base import ArtifactRecord
 from core.records.host import HostRecord
 from core.records.perplexity import PerplexityRecord
@@ -104,6 +108,18 @@ def _load(root: Path | None, hold: bool) -> Dataset:
     if cached is not None and cached[0] == fp:
         return cached[1]
     cache = artifacts.ValidationCache()
+    heavy.forget()  # the parts an older set read (a new set reads its own)
+    sources: dict[Path, heavy.Source] = {}
+    seen: dict[bytes, Any] = {}
+
+    def light(path: Path, doc: dict[str, Any], digest: str) -> None:
+        # a run's heavy parts stay in its file (core.records.heavy), out of the set as it is read;
+        # the parts many documents repeat (model, host, ...) are one object each
+        heavy.share(doc, seen)
+        src = heavy.split(path, doc, digest)
+        if src is not None:
+            sources[path] = src
+
     by_type: dict[str, list[Any]] = {}
     classes: dict[str, Any] = {}
     rels = []
@@ -115,7 +131,7 @@ def _load(root: Path | None, hold: bool) -> Dataset:
     try:
         # every file checked, and the set as a whole (ids unique): a bad set is one ArtifactErrors
         # listing every problem, raised before any page is built from it
-        loaded = artifacts.load_all(root, files, cache)
+        loaded = artifacts.load_all(root, files, cache, light)
         top = str(root)
         cut = len(top) if top.endswith(os.sep) else len(top) + 1
         for path, doc in loaded:
@@ -124,9 +140,13 @@ def _load(root: Path | None, hold: bool) -> Dataset:
                 rel = rel.replace(os.sep, "/")
             kind = doc["artifact"]
             cls = classes.get(kind) or classes.setdefault(kind, record_class(kind))
-            by_type.setdefault(kind, []).append(cls(doc, prefix + rel, rel))
+            by_type.setdefault(kind, []).append(
+                cls(doc, prefix + rel, rel, sources.get(path))
+            )
             rels.append((rel, path))
         del loaded
+        sources.clear()
+        seen.clear()
         for recs in by_type.values():
             recs.sort(key=lambda r: (r.created, r.id))
         resolve_baselines(by_type.get("run", []))

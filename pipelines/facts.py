@@ -42,7 +42,7 @@ from core.metrics import METRICS, Metric
 from core.records.run import RunRecord, resolve_baselines
 from pipelines import hostnames
 from pipelines import noise as noise_mod
-from pipelines.memo import per_set
+from pipelines.memo import per_run, per_set
 from pipelines.ranking import Ranked, rank_sides
 
 PAIRED = (
@@ -677,22 +677,33 @@ def _fleet_noise(
 def run_flags(runs: list[RunRecord], metric: str) -> tuple[str, ...]:
     """What a reader must know about the runs behind a figure: a run that missed its precision target
     (the half-width it reached), a run whose repetitions drifted (a monotonic trend, Mann-Kendall)."""
+    return tuple(dict.fromkeys(f for r in runs for f in _run_flags(r, metric)))
+
+
+@per_run
+def precision(r: RunRecord) -> Any:
+    """How a run's repetition stopped (its details' precision record), once per run: kept with it."""
+    return r.precision
+
+
+@per_run
+def _run_flags(r: RunRecord, metric: str) -> tuple[str, ...]:
+    """:func:`run_flags` of one run (once per run and metric: its details are read for it once)."""
     out: list[str] = []
-    for r in runs:
-        p = r.precision
-        if p is not None and p.met is False and p.target_rel and p.metric == metric:
-            reached = (
-                f"±{100 * p.half_width_rel:.1f}%"
-                if p.half_width_rel is not None
-                else "no interval"
-            )
-            out.append(f"missed its ±{100 * p.target_rel:g}% target ({reached})")
-        s = r.stat(metric)
-        if s is not None and s.trend is not None and s.trend.monotonic:
-            vals = r.values(metric)
-            span = f" ({vals[0]:,.1f} → {vals[-1]:,.1f})" if len(vals) >= 2 else ""
-            out.append(f"drifted across its repetitions{span}")
-    return tuple(dict.fromkeys(out))
+    p = precision(r)
+    if p is not None and p.met is False and p.target_rel and p.metric == metric:
+        reached = (
+            f"±{100 * p.half_width_rel:.1f}%"
+            if p.half_width_rel is not None
+            else "no interval"
+        )
+        out.append(f"missed its ±{100 * p.target_rel:g}% target ({reached})")
+    s = r.stat(metric)
+    if s is not None and s.trend is not None and s.trend.monotonic:
+        vals = r.values(metric)
+        span = f" ({vals[0]:,.1f} → {vals[-1]:,.1f})" if len(vals) >= 2 else ""
+        out.append(f"drifted across its repetitions{span}")
+    return tuple(out)
 
 
 @per_set

@@ -5,6 +5,10 @@ series feed History, Regressions and Home). ``per_set`` keeps a function's answe
 few inputs, keyed by the identity of the artifacts in the list (the loaded set's objects are
 shared by every page; a list built anew from them hits). The entry holds the input list, so the
 identities stay valid while it is cached. Callers must treat the answer as read-only.
+
+``per_run`` keeps a function's small answer about one record with that record (core.records:
+``answer``): a question every page asks of every run (its decode point, its flags) reads the run's
+heavy parts from its file once per loaded set (core.records.heavy), not once per page.
 """
 
 from __future__ import annotations
@@ -14,7 +18,20 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 T = TypeVar("T")
+F = TypeVar("F", bound=Callable[..., Any])
 _SLOTS = 4
+
+
+def per_run(fn: F) -> F:
+    """``fn(record, *args)`` (hashable ``args``), computed once per record and arguments and kept with
+    the record (read-only)."""
+    name = f"{fn.__module__}.{fn.__qualname__}"
+
+    @functools.wraps(fn)
+    def wrapper(rec: Any, *args: Any) -> Any:
+        return rec.answer((name, *args), lambda: fn(rec, *args))
+
+    return wrapper  # type: ignore[return-value]
 
 
 def per_set(fn: Callable[[list[Any]], T]) -> Callable[[list[Any]], T]:

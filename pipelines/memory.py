@@ -42,6 +42,7 @@ from core.kinds.rate import RateTest
 from core.paths import data_dir, relpath
 from core.records.run import RunRecord, flash_attention_on
 from core.yamlio import load_yaml, pydantic_error_line, quote
+from pipelines.memo import per_run
 
 GiB = 1024**3
 MiB = 1024**2
@@ -1253,9 +1254,14 @@ def facts_by_sha(runs: list[RunRecord]) -> dict[str, dict[str, Any]]:
     return out
 
 
-def _prompt_tokens(rec: RunRecord) -> list[Any]:
-    """The timed request records of a run that sends requests (chat, generate); none for the others."""
-    return list(getattr(rec.samples, "requests", None) or [])
+@per_run
+def _prompt_tokens(rec: RunRecord) -> tuple[tuple[int, int], ...]:
+    """(prompt tokens, output tokens) of each timed request of a run that sends requests (chat,
+    generate; a count not reported is 0); none for the others. Once per run: kept with it."""
+    return tuple(
+        (r.prompt_tokens or 0, r.output_tokens or 0)
+        for r in getattr(rec.samples, "requests", None) or []
+    )
 
 
 def _rss_measured(rec: RunRecord) -> bool:
@@ -1333,20 +1339,14 @@ def run_prediction(
         if test.n_depth:
             batch = max(batch, min(test.n_depth, n_ubatch))
     else:
-        prompts = [r.prompt_tokens or 0 for r in reqs]
+        prompts = [p for p, _ in reqs]
         batch = max(prompts or [1]) or 1
     baseline = rec.resources.baseline_rss_bytes
     n_outputs, logits_rows = 1, 0
     if eff.get("logits_all"):  # speculative decoding: logits of every evaluated token
         draft = int(req.get("draft_max") or 0) + 1
         n_outputs = max(batch, draft)
-        logits_rows = (
-            max(
-                [(r.prompt_tokens or 0) + (r.output_tokens or 0) for r in reqs]
-                or [batch]
-            )
-            + draft
-        )
+        logits_rows = max([p + o for p, o in reqs] or [batch]) + draft
     draft_shape, missing = None, []
     if (
         eff.get("speculative") == "draft_model"

@@ -29,6 +29,7 @@ from core.kinds.generate import GenerateDetails
 from core.kinds.rate import RateTest
 from core.records.run import RunRecord
 from core.summary import Summary
+from pipelines.memo import per_run
 from pipelines.runs import latest_per_key
 
 TRACKS = (
@@ -102,6 +103,7 @@ def compare_outputs(
     }
 
 
+@per_run
 def degeneration_of(doc: RunRecord) -> dict[str, Any] | None:
     """The degeneration detector over a point's stored outputs (generate: details.outputs;
     chat: the request texts). None when the artifact holds no text."""

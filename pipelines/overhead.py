@@ -20,7 +20,7 @@ from pydantic import BaseModel
 
 from core import stats
 from core.records.run import RunRecord
-from pipelines.memo import per_set
+from pipelines.memo import per_run, per_set
 from pipelines.runs import latest_per_key
 
 STAGES = (
@@ -98,6 +98,7 @@ def _requests(run: RunRecord) -> list[Any]:
     return list(getattr(s, "warm", None) or getattr(s, "requests", None) or [])
 
 
+@per_run
 def breakdown(run: RunRecord) -> Breakdown | None:
     splits = [x for x in (_split(r) for r in _requests(run)) if x is not None]
     if len(splits) < 2:

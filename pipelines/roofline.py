@@ -37,6 +37,7 @@ from core.records.host import (
     HostRecord,
 )
 from core.records.run import RunRecord, flash_attention_on
+from pipelines.memo import per_run
 from pipelines.memory import (
     ModelShape,
     kv_cache,
@@ -249,8 +250,10 @@ def _bytes_per_token(
     )
 
 
+@per_run
 def decode_point(doc: RunRecord) -> dict[str, Any] | None:
-    """What a run measured about decoding: the depths its tokens saw and its decode rate."""
+    """What a run measured about decoding: the depths its tokens saw and its decode rate (once per
+    run: kept with it, read-only)."""
     rec = doc
     if not rec.ok:
         return None

@@ -153,7 +153,7 @@ def sweeps(docs: list[RunRecord]) -> list[dict[str, Any]]:
                 "precision": level_precision(d),
                 # a run whose levels store a reservoir sample of their records (core.request_records)
                 "request_records": _records_of(d),
-                "records_file": request_records.sidecar_rel(d.data_path, d.doc),
+                "records_file": request_records.sidecar_of(d.data_path, d.records_full),
             }
         )
     return sorted(
@@ -421,9 +421,9 @@ def _from_all_records(
     from core import request_records
     from core.paths import project_root
 
-    if request_records.full_file(r.doc) is None or r.spec is None:
+    if r.records_full is None or r.spec is None:
         return stored if isinstance(stored, dict) and stored.get("levels") else None
-    full = request_records.load_full(project_root() / r.path, r.doc)
+    full = request_records.load_full(project_root() / r.path, r)
     return compute([{**lv, "requests": recs} for lv, recs in zip(levels, full)])
 
 

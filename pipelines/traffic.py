@@ -163,7 +163,7 @@ def traffic_runs(docs: list[RunRecord]) -> list[dict[str, Any]]:
                 "arrivals": arrivals_text(r.spec),
                 "steady_state": r.spec.steady_state,
                 "cache_state": getattr(r.details, "cache_state", None),
-                "records_file": request_records.sidecar_rel(r.data_path, r.doc),
+                "records_file": request_records.sidecar_of(r.data_path, r.records_full),
                 "levels": rows,
             }
         )

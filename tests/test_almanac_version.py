@@ -24,7 +24,7 @@ OLD = (
 
 def _remeasured(old: record.RunRecord, factor: float) -> record.RunRecord:
     """The same configuration measured again by this almanac (stats method 2), a day later, ``factor`` x."""
-    doc = copy.deepcopy(old.doc)
+    doc = copy.deepcopy(old.stored)
     created = datetime.fromisoformat(doc["created"]) + timedelta(days=1)
     doc["created"] = created.isoformat()
     doc["id"] = record.run_id(doc["key"], created)

@@ -37,7 +37,7 @@ def slot_runs() -> list[RunRecord]:
         if r.test_kind == "concurrency" and r.matrix_name == plan.matrix
     ]
     assert len(runs) >= 6 and not any(
-        "sampled" in lv for r in runs for lv in r.doc["samples"]["levels"]
+        "sampled" in lv for r in runs for lv in r["samples"]["levels"]
     )
     return runs
 
@@ -45,7 +45,7 @@ def slot_runs() -> list[RunRecord]:
 def _measured_today(r: RunRecord) -> dict[str, Any]:
     """The artifact as a run measured today writes it: the sweep (with the totals the readers need)
     computed from every request, then the records bounded to KEPT a level."""
-    doc = copy.deepcopy(dict(r.doc))
+    doc = copy.deepcopy(r.stored)
     slo = Slo.from_dict(doc["details"].get("slo"))
     doc["details"]["sweep"] = sweep_stats(doc["samples"]["levels"], slo)
     new, data = request_records.bound(doc, request_records.RecordPolicy(kept=KEPT))
@@ -100,7 +100,7 @@ def test_the_precision_fallback_reads_the_summary(slot_runs):
     from pipelines import serving
 
     for r in slot_runs:
-        whole = dict(copy.deepcopy(dict(r.doc)))
+        whole = dict(copy.deepcopy(r.stored))
         whole["details"].pop(
             "precision", None
         )  # an artifact from before repeat-to-precision
@@ -110,7 +110,7 @@ def test_the_precision_fallback_reads_the_summary(slot_runs):
         got = serving.level_precision(RunRecord(part, r.path))
         assert got == want
         assert [p["n"] for p in got.values()] == [
-            len(lv["requests"]) for lv in r.doc["samples"]["levels"]
+            len(lv["requests"]) for lv in r["samples"]["levels"]
         ]
 
 
@@ -119,7 +119,7 @@ def test_the_corpus_totals_read_the_summary(slot_runs):
         part = RunRecord(_measured_today(r), r.path)
         assert part.generation() == r.generation()
         assert part.generation()["requests"] > sum(
-            len(lv["requests"]) for lv in part.doc["samples"]["levels"]
+            len(lv["requests"]) for lv in part["samples"]["levels"]
         )
     # an artifact whose sweep lacks the totals (every one measured before them) counts its records
     r = slot_runs[0]
@@ -133,7 +133,7 @@ def test_the_sweep_is_never_recomputed_from_the_sample(slot_runs, monkeypatch):
     for r in slot_runs:
         part = _measured_today(r)
         whole = sweep_stats(
-            r.doc["samples"]["levels"], Slo.from_dict(r.doc["details"].get("slo"))
+            r["samples"]["levels"], Slo.from_dict(r["details"].get("slo"))
         )
         assert serving.sweep_of(RunRecord(part, r.path)) == whole
     # stored by other arithmetic and no record kept beside it: the sweep as the run computed it over all

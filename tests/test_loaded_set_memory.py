@@ -4,7 +4,8 @@ core.artifacts reads bytes the validation cache knows with msgspec (``_parse_kno
 them to exactly the values json reads (types included: 8.0 stays a float, a huge integer an int).
 core.records keeps a run's samples and details models for the most recently read records only
 (``HEAVY_KEPT``); one read again is the same value. pipelines.dataset leaves a build's set out of
-the cyclic collector's generations.
+the cyclic collector's generations, keeps a run's heavy parts (samples, details, log_tail) in its
+file (core.records.heavy) and makes equal repeated parts (model, host, ...) one object.
 """
 
 from __future__ import annotations
@@ -106,3 +107,42 @@ def test_a_set_loaded_outside_a_build_is_left_to_the_collector():
     ds = dataset.load()
     assert ds.runs and gc.get_freeze_count() == frozen
     dataset._CACHE.clear()
+
+
+def _deep_size(objs: list[object]) -> int:
+    """Bytes of ``objs`` and everything they hold (an object reached twice counted once)."""
+    import sys
+
+    seen: set[int] = set()
+    total = 0
+    stack = list(objs)
+    while stack:
+        o = stack.pop()
+        if id(o) in seen:
+            continue
+        seen.add(id(o))
+        total += sys.getsizeof(o)
+        if isinstance(o, dict):
+            stack += [*o.keys(), *o.values()]
+        elif isinstance(o, list | tuple):
+            stack += list(o)
+    return total
+
+
+def test_a_loaded_run_holds_its_light_part_only():
+    """The committed runs' documents held by a loaded set: about 12 KiB a run (the light part, the
+    repeated model, host, build, test, matrix and settings shared); holding whole documents took
+    about 100 KiB a run (samples, details and log_tail of every run)."""
+    from pipelines import dataset
+
+    dataset._CACHE.clear()
+    try:
+        runs = dataset.load().runs
+        assert len(runs) > 100
+        per_run = _deep_size([r.doc for r in runs]) / len(runs)
+        assert per_run < 25 * 1024, f"{per_run:.0f} bytes a run"
+        assert not any(
+            k in r.doc for r in runs for k in ("samples", "details", "log_tail")
+        )
+    finally:
+        dataset._CACHE.clear()

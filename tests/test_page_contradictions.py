@@ -32,7 +32,7 @@ H200 = FIXTURES / "h200-backends"
 
 
 def _raw(root) -> list[dict]:
-    return [copy.deepcopy(dict(r.doc)) for r in load_runs(root)]
+    return [copy.deepcopy(r.stored) for r in load_runs(root)]
 
 
 def _set_rates(doc: dict, metric: str, values: list[float]) -> None:
@@ -273,7 +273,7 @@ def test_llama_cpp_based_reads_the_build():
     r = load_runs(H200)[0]
 
     def with_build(build: dict) -> RunRecord:
-        d = copy.deepcopy(dict(r.doc))
+        d = copy.deepcopy(r.stored)
         d["build"] = build
         return RunRecord(d)
 

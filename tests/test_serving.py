@@ -1225,7 +1225,7 @@ def test_comparisons_name_the_server_and_tell_alike_runs_apart():
     import copy
 
     rerun = next(r for r in runs if r.id == "542bfcba6522-20261126T095157.560Z")
-    doc = copy.deepcopy(rerun.doc)
+    doc = copy.deepcopy(rerun.stored)
     doc["id"] = "542bfcba6522-20261126T110000.000Z"
     doc["created"] = "2026-11-26T11:00:00+00:00"
     doc["key"] = "f" * 64
@@ -1261,7 +1261,7 @@ def test_set_apart_names_each_differing_facet():
     run = next(
         r for r in committed_runs() if r.test_kind == "chat" and not r.in_process
     )
-    doc = copy.deepcopy(run.doc)
+    doc = copy.deepcopy(run.stored)
     doc["id"] = "x" + doc["id"][1:]
     doc["settings"]["requested"]["n_ctx"] = 2 * (run.effective.get("n_ctx") or 1024)
     doc["settings"]["effective"]["n_ctx"] = doc["settings"]["requested"]["n_ctx"]
@@ -1274,5 +1274,5 @@ def test_set_apart_names_each_differing_facet():
     ]
     assert apart[other.id][1] == (("test", "id"), "another-id", [run.test["id"]])
     assert serving.set_apart(
-        [run, record.RunRecord({**run.doc, "id": "y" + run.id[1:]})]
+        [run, record.RunRecord({**run.stored, "id": "y" + run.id[1:]})]
     ) == {run.id: [], "y" + run.id[1:]: []}

@@ -7,6 +7,11 @@ document (``new_<type>``) beside it: ``run``, ``quality``, ``perplexity``, ``hos
 
 The Mapping interface (``rec["id"]``) is the document, kept for code that hands a whole artifact on
 (the artifact viewer, the published JSON); pipelines read the typed fields.
+
+A record of a loaded set (pipelines.dataset) may hold its light part only: a run's heavy keys
+(samples, details, log_tail) stay in its file and are read from there when asked, through every
+way in (the typed properties, the Mapping interface, ``stored``): core.records.heavy. ``doc`` is
+then the document without them; code outside core.records reads heavy keys through the record.
 """
 
 from __future__ import annotations
@@ -16,6 +21,9 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
+from core.records import heavy
+from core.records.heavy import Source
+
 R = TypeVar("R", bound="ArtifactRecord")
 
 
@@ -23,20 +31,30 @@ class ArtifactRecord(Mapping):
     """A loaded artifact of one type (subclasses name it in ``ARTIFACT``)."""
 
     ARTIFACT: ClassVar[str] = ""
-    __slots__ = ("doc", "path", "data_path", "_cache")
+    __slots__ = ("doc", "path", "data_path", "_cache", "_src")
 
-    def __init__(self, doc: Mapping[str, Any], path: str = "", data_path: str = ""):
+    def __init__(
+        self,
+        doc: Mapping[str, Any],
+        path: str = "",
+        data_path: str = "",
+        source: Source | None = None,
+    ):
         if isinstance(doc, ArtifactRecord):
             path = path or doc.path
             data_path = data_path or doc.data_path
+            source = source or doc._src
             doc = doc.doc
         self.doc: dict[str, Any] = doc  # type: ignore[assignment]
         #: path relative to the project root (for links); relative to the data folder (where the site publishes it)
         self.path: str = path or str(doc.get("_path", ""))
         self.data_path: str = data_path or str(doc.get("_data_path", ""))
         self._cache: dict[str, Any] = {}
+        #: where the heavy keys left out of ``doc`` are (core.records.heavy); None: ``doc`` is whole
+        self._src: Source | None = source
 
-    # Mapping: the canonical document ("_path" / "_data_path": where it was loaded from)
+    # Mapping: the canonical document ("_path" / "_data_path": where it was loaded from); a heavy key
+    # left in the file is read from there
     def __getitem__(self, k: str) -> Any:
         if k == "_path":
             return self.path
@@ -44,22 +62,51 @@ class ArtifactRecord(Mapping):
             if not self.data_path:
                 raise KeyError(k)
             return self.data_path
-        return self.doc[k]
+        try:
+            return self.doc[k]
+        except KeyError:
+            src = self._src
+            if src is None or k not in src.keys:
+                raise
+            return heavy.parts(src)[k]
+
+    def __contains__(self, k: object) -> bool:
+        if k in self.doc:
+            return True
+        if k == "_path" or (k == "_data_path" and self.data_path):
+            return True
+        return self._src is not None and k in self._src.keys
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self.doc)
+        return iter(self.doc if self._src is None else self._src.order)
 
     def __len__(self) -> int:
-        return len(self.doc)
+        return len(self.doc if self._src is None else self._src.order)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.id!r})"
 
+    def _part(self, k: str) -> Any:
+        """One key of the document, None when it has none: a heavy one read from the file."""
+        v = self.doc.get(k)
+        if v is None and self._src is not None and k in self._src.keys:
+            return heavy.parts(self._src)[k]
+        return v
+
     @property
     def stored(self) -> dict[str, Any]:
         """The canonical document alone (without the "_path" / "_data_path" a caller may have put
-        beside its fields): what a model reads."""
-        return {k: v for k, v in self.doc.items() if k not in ("_path", "_data_path")}
+        beside its fields): what a model reads. Whole: heavy keys left in the file are read from it."""
+        if self._src is None:
+            return {
+                k: v for k, v in self.doc.items() if k not in ("_path", "_data_path")
+            }
+        parts = heavy.parts(self._src)
+        return {
+            k: parts[k] if k in parts else self.doc[k]
+            for k in self._src.order
+            if k not in ("_path", "_data_path")
+        }
 
     def _cached(self, name: str, compute: Any) -> Any:
         v = self._cache.get(name, _MISSING)
@@ -67,11 +114,18 @@ class ArtifactRecord(Mapping):
             v = self._cache[name] = compute()
         return v
 
+    def answer(self, key: tuple[Any, ...], compute: Any) -> Any:
+        """A small answer a pipeline computes from this record alone (``key``: the function and its
+        arguments), kept with the record: computed once however many pages ask (pipelines.memo.per_run),
+        so a run's heavy parts are read for it once. The record never changes, so it never goes stale;
+        callers treat it as read-only."""
+        return self._cached(key, compute)  # type: ignore[arg-type]
+
     def _cached_bounded(self, name: str, compute: Any) -> Any:
         """:meth:`_cached` for a heavy part's parsed form (a run's samples and details as their kind's
         models): kept only on the ``HEAVY_KEPT`` records that read one most recently, over every record
-        alive, and read again from the document when asked after that (the same value: the document is
-        never modified)."""
+        alive, and read again from the document (a loaded run's heavy part: from its file, through
+        core.records.heavy) when asked after that (the same value: the document is never modified)."""
         v = self._cache.get(name, _MISSING)
         key = (
             id(self),

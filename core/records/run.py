@@ -345,7 +345,10 @@ class RunRecord(ArtifactRecord):
         details stay the kind's, :attr:`samples`, :attr:`details`); a rejection is one ArtifactError
         naming the file, the field path and what is wrong."""
         return self._cached(
-            "envelope", lambda: Run.check(self.doc, self.path or self.id)
+            "envelope",
+            lambda: Run.check(
+                self.doc if self._src is None else self.stored, self.path or self.id
+            ),
         )
 
     # what ran
@@ -818,7 +821,7 @@ class RunRecord(ArtifactRecord):
         """``samples`` or ``details`` as the kind's model. A kind this installation does not know is
         read with the base model's declared fields only: its other fields stay in the file (shown as
         they are), never typed as a known kind's records a pipeline would compute with."""
-        raw = self.doc.get(part) or {}
+        raw = self._part(part) or {}
         if model is not None:
             return model.model_validate(raw)
         known = (
@@ -858,7 +861,18 @@ class RunRecord(ArtifactRecord):
 
     @property
     def log_tail(self) -> str:
-        return self.doc.get("log_tail") or ""
+        return self._part("log_tail") or ""
+
+    @property
+    def records_full(self) -> dict[str, Any] | None:
+        """The sidecar of every request record this run names (``details.request_records.full``: file,
+        sha256, records, bytes; core.request_records), None for a run that names none. Known without
+        reading a loaded run's details from its file."""
+        if self._src is not None:
+            return self._src.records_full
+        from core import request_records
+
+        return request_records.full_file(self.doc)
 
     @property
     def request_records(self) -> list[Any]:

@@ -30,7 +30,7 @@ from mkdocs.plugins import CombinedEvent, event_priority
 from core import request_records
 from core.errors import ArtifactError, ArtifactErrors
 from core.paths import schema_dir
-from pipelines import dataset, index
+from pipelines import dataset, index, run_answers
 from pipelines.site import (
     browser,
     handoff,
@@ -64,6 +64,8 @@ def on_pre_build(config: Any, **_: Any) -> None:
     # collection first: the load runs with the collector off and leaves no cycles to free, and a
     # full pass over the set costs more than half a second at 10,000 artifacts.)
     gc.freeze()
+    # every run's small answers, one run at a time: its heavy parts read from its file once
+    run_answers.prime(dataset.load().runs)
     # Pages allocate many short-lived objects (DataFrames, chart specs, Markdown trees) with few
     # cycles: collect the youngest generation every 50,000 allocations instead of 700.
     global _THRESHOLD
@@ -258,7 +260,7 @@ def publish(site: Path, ds: dataset.Dataset) -> dict[str, int]:
         _mirror(src, dest)
     # every request record a run kept beside itself (core.request_records; checked when the set loaded)
     for r in ds.runs:
-        side = request_records.sidecar_rel(r.data_path, r.doc)
+        side = request_records.sidecar_of(r.data_path, r.records_full)
         if side is not None:
             _mirror(ds.root / side, site / "data" / side)
     for kind, k in browser.KINDS.items():
@@ -332,7 +334,8 @@ def on_post_build(config: Any, **_: Any) -> None:
 
 def on_build_error(error: Exception, **_: Any) -> None:
     """A storage fault while writing the site (no space left, read-only, permission denied) is one
-    line naming the path and what to do; `invoke site.build` shows that line alone."""
+    line naming the path and what to do, and so is an artifact file changed or removed after the build
+    loaded it; `invoke site.build` shows that line alone."""
     from core.artifacts import STORAGE_ERRNOS, storage_error
 
     page_cache.finish()
@@ -350,3 +353,13 @@ def on_build_error(error: Exception, **_: Any) -> None:
             "or build it elsewhere with --output DIR",
         )
         print(f"error: {err}", file=sys.stderr, flush=True)
+        return
+    # an artifact file changed or removed while the build read it (core.records.heavy): one line
+    seen: BaseException | None = error
+    while seen is not None:
+        if isinstance(seen, ArtifactError):
+            print(f"error: {seen}", file=sys.stderr, flush=True)
+            return
+        seen = seen.__cause__ or (
+            None if seen.__suppress_context__ else seen.__context__
+        )

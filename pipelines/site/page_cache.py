@@ -166,7 +166,7 @@ def _shared_of(ds: dataset.Dataset) -> str:
 def _sidecar(ds: dataset.Dataset, r: Any) -> Path | None:
     from core import request_records
 
-    side = request_records.sidecar_rel(r.data_path, r.doc)
+    side = request_records.sidecar_of(r.data_path, r.records_full)
     return None if side is None else ds.root / side
 
 

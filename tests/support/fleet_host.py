@@ -98,7 +98,7 @@ def new_row(
         host=host,
         build=build,
         matrix={"name": "reference", "file": "data/matrices/reference.yaml"},
-        samples=old.doc["samples"],
+        samples=old["samples"],
         summary=old.doc["summary"],
         details={},
         resources={"wall_s": 1.0, "exit_code": 0},
@@ -128,5 +128,5 @@ def fleet_data(dest: Path, host: dict = NEW_HOST) -> Path:
     """A data dir: the project's inputs, the committed artifacts and the fixture host's reference rows."""
     data = committed_data(dest)
     for r in fixture_host_runs(host):
-        record.write(dict(r.doc), data / "runs")
+        record.write(r.stored, data / "runs")
     return data

@@ -1,0 +1,37 @@
+"""Every run's small answers, computed in one pass over a build's loaded set.
+
+A run's heavy parts (samples, details) stay in its file (core.records.heavy) and the pages ask
+several small questions of every run (its decode point, its precision, its prompt sizes, its request
+overheads, its outputs' degeneration, what it generated): each answer is kept with the run
+(pipelines.memo.per_run), but asked page after page, far apart, each would read every run's file
+again. :func:`prime` asks them all of one run while its parts are in memory: each file is read
+once per build for them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from pipelines import corpus, facts, memory, optimization, overhead, roofline
+
+#: the per-run answers asked of every run, one run at a time
+ANSWERS: tuple[Callable[[Any], Any], ...] = (
+    corpus.generation,
+    facts.precision,
+    roofline.decode_point,
+    memory._prompt_tokens,
+    overhead.breakdown,
+    optimization.degeneration_of,
+)
+
+
+def prime(runs: list[Any]) -> None:
+    """Ask every answer of :data:`ANSWERS` of each run of ``runs`` in turn (kept with each run)."""
+    for r in runs:
+        for answer in ANSWERS:
+            try:
+                answer(r)
+            except Exception:
+                # not kept: the page that asks this run raises it again, where it belongs
+                pass
