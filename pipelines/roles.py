@@ -935,28 +935,36 @@ def _serving_evidence(
     return out
 
 
-def evaluate(
+@dataclass(frozen=True)
+class HostFree:
+    """What a role's judgement of a configuration reads from no host (``judge_host_free``): its label, the
+    capability, quality and degeneration evidence (quality is read from any host's artifacts: a greedy answer
+    does not depend on the host), the items those read and the quality values. The same on every host's
+    page: a Pool figures it once per role and configuration and every host's candidate shares it (nothing
+    mutates an Evidence once made; each Candidate gets its own list and items)."""
+
+    config_label: str
+    evidence: tuple[Evidence, ...]
+    items: dict[tuple[str, str, str], bool]
+    qualities: tuple[float | None, ...]
+
+
+def judge_host_free(
     role: Role,
     cfg: ConfigData,
-    host: str | None,
     defaults: Defaults,
     capabilities: dict[str, list[str]],
-    fx: facts_mod.Facts | None = None,
-    serving: dict[tuple[str, str], dict[str, list[dict[str, Any]]]] | None = None,
-) -> Candidate:
-    c = Candidate(
-        cfg.identity, cfg.model, quality_mod.config_label(cfg.settings), cfg.settings
-    )
-    c.backend = (
-        ", ".join(sorted({r.backend_name for r in cfg.runs.get(host or "", [])}))
-        or cfg.backend
-    )
+) -> HostFree:
+    """The part of ``evaluate`` that does not depend on the host: capabilities, every quality requirement
+    (which reads every quality artifact of the configuration) and the degeneration check."""
+    evidence: list[Evidence] = []
+    items: dict[tuple[str, str, str], bool] = {}
     if role.capabilities:
         have = capabilities.get(cfg.model)
         missing = [cap for cap in role.capabilities if cap not in (have or [])]
         what = "capabilities: " + ", ".join(role.capabilities)
         if have is None:
-            c.evidence.append(
+            evidence.append(
                 Evidence(
                     "capability",
                     what,
@@ -966,7 +974,7 @@ def evaluate(
                 )
             )
         else:
-            c.evidence.append(
+            evidence.append(
                 Evidence(
                     "capability",
                     what,
@@ -980,8 +988,8 @@ def evaluate(
     read: dict[str, QualityRecord] = {}  # the runs the quality requirements read
     for req in role.quality:
         ev, value = _quality_evidence(req, cfg, role.min_items or defaults.min_items)
-        c.evidence.append(ev)
-        c.items.update(ev.items)
+        evidence.append(ev)
+        items.update(ev.items)
         qualities.append(value)
         read.update(
             {
@@ -992,7 +1000,7 @@ def evaluate(
             }
         )
     if role.quality:  # a speed-only role does not read outputs: no degeneration check
-        c.evidence.append(
+        evidence.append(
             _degeneration_evidence(
                 cfg,
                 role.max_degenerate_rate
@@ -1001,6 +1009,37 @@ def evaluate(
                 list(read.values()),
             )
         )
+    return HostFree(
+        quality_mod.config_label(cfg.settings), tuple(evidence), items, tuple(qualities)
+    )
+
+
+def evaluate(
+    role: Role,
+    cfg: ConfigData,
+    host: str | None,
+    defaults: Defaults,
+    capabilities: dict[str, list[str]],
+    fx: facts_mod.Facts | None = None,
+    serving: dict[tuple[str, str], dict[str, list[dict[str, Any]]]] | None = None,
+    host_free: HostFree | None = None,
+) -> Candidate:
+    """The role's judgement of a configuration on a host. ``host_free``: its host-independent part
+    (``judge_host_free`` of the same role and configuration), when already figured (``Pool.host_free``)."""
+    free = host_free or judge_host_free(role, cfg, defaults, capabilities)
+    c = Candidate(
+        cfg.identity,
+        cfg.model,
+        free.config_label,
+        cfg.settings,
+        list(free.evidence),
+        items=dict(free.items),
+    )
+    c.backend = (
+        ", ".join(sorted({r.backend_name for r in cfg.runs.get(host or "", [])}))
+        or cfg.backend
+    )
+    qualities = free.qualities
     for i, req in enumerate(role.speed):
         ev, value = _speed_evidence(req, cfg, host, fx)
         c.evidence.append(ev)
@@ -1119,6 +1158,31 @@ class Pool:
     serving: dict[tuple[str, str], dict[str, list[dict[str, Any]]]] | None
     on_host: dict[str, list[ConfigData]]
     unmeasured: list[ConfigData]
+    # figured on first use, then read by every host's assignments
+    _host_free: dict[tuple[str, str], HostFree] = field(
+        default_factory=dict, repr=False, compare=False
+    )
+    _hosts: dict[str, list[str | None]] = field(
+        default_factory=dict, repr=False, compare=False
+    )
+
+    def host_free(self, name: str, cfg: ConfigData) -> HostFree:
+        """Role ``name``'s host-independent judgement of ``cfg`` (``judge_host_free``), once per Pool: every
+        host's page shares it, so the quality artifacts of a configuration (every host's reruns) are read once
+        per role, not once per role and host."""
+        key = (name, cfg.identity)
+        found = self._host_free.get(key)
+        if found is None:
+            found = self._host_free[key] = judge_host_free(
+                self.reg.roles[name], cfg, self.reg.defaults, self.capabilities
+            )
+        return found
+
+    def hosts_for(self, name: str) -> list[str | None]:
+        """``hosts_for`` of role ``name`` over this Pool's configurations, once per Pool."""
+        if name not in self._hosts:
+            self._hosts[name] = hosts_for(self.reg.roles[name], self.configs)
+        return self._hosts[name]
 
 
 def prepare(
@@ -1165,7 +1229,14 @@ def assign(pool: Pool, name: str, host: str | None) -> Assignment:
         candidates = list(pool.configs.values())
     cands = [
         evaluate(
-            role, cfg, host, pool.reg.defaults, pool.capabilities, pool.fx, pool.serving
+            role,
+            cfg,
+            host,
+            pool.reg.defaults,
+            pool.capabilities,
+            pool.fx,
+            pool.serving,
+            pool.host_free(name, cfg),
         )
         for cfg in candidates
     ]
@@ -1192,8 +1263,8 @@ def assignments_on(pool: Pool, host: str) -> list[Assignment]:
     """Every role's assignment on one host (roles in registry order): those ``recommend`` gives it."""
     return [
         assign(pool, name, host)
-        for name, role in pool.reg.roles.items()
-        if host in hosts_for(role, pool.configs)
+        for name in pool.reg.roles
+        if host in pool.hosts_for(name)
     ]
 
 
@@ -1207,9 +1278,7 @@ def recommend(
     """One assignment per role and host (roles in registry order, hosts sorted)."""
     pool = prepare(reg, quality_docs, run_docs, capabilities, registry_models)
     return [
-        assign(pool, name, host)
-        for name, role in reg.roles.items()
-        for host in hosts_for(role, pool.configs)
+        assign(pool, name, host) for name in reg.roles for host in pool.hosts_for(name)
     ]
 
 

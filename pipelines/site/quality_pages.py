@@ -762,8 +762,8 @@ def _assignments() -> tuple[roles_mod.RolesFile, list[roles_mod.Assignment]]:
         pool = _pool()
         return pool.reg, [
             roles_mod.assign(pool, name, host)
-            for name, role in pool.reg.roles.items()
-            for host in roles_mod.hosts_for(role, pool.configs)
+            for name in pool.reg.roles
+            for host in pool.hosts_for(name)
         ]
 
     return dataset.load().derived("role_assignments", compute)
