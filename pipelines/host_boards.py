@@ -137,9 +137,25 @@ def of(docs: list[RunRecord]) -> list[HostBoard]:
     """Leaderboards from run artifacts (failed runs excluded)."""
     from pipelines import facts as facts_mod
 
+    return _boards(docs, facts_mod.of(docs))
+
+
+def of_host(runs: list[RunRecord], fleet: list[RunRecord]) -> list[HostBoard]:
+    """The boards of the one host whose runs are ``runs`` (all of them, in ``fleet``'s order), as ``of(fleet)``
+    has them: a board is one host's (its comparability key holds the host), and what reaches across hosts
+    (a figure widened by the fleet's pooled noise where its host has none) comes from the fact layer of all
+    of ``fleet`` (pipelines.facts, once per set). One host's boards page then costs its host's runs, not the
+    fleet's (one more host's run made every host's boards again)."""
+    from pipelines import facts as facts_mod
+
+    return _boards(runs, facts_mod.of(fleet))
+
+
+def _boards(docs: list[RunRecord], fx: Any) -> list[HostBoard]:
+    """The boards of ``docs``, their figures read from the fact layer ``fx`` (of ``docs`` or a superset)."""
     recs = [r for r in list(docs) if r.ok and headline(r.test_kind) is not None]
+    # a run's line (host, backend, server) is one host's: its staleness is the same from its host's runs
     stale = stale_ids(recs)
-    fx = facts_mod.of(docs)
     per_key = runs_per_comparability(recs)
     groups: dict[str, list[RunRecord]] = {}
     for runs in per_key.values():

@@ -28,18 +28,11 @@ def _boards(runs: list[RunRecord], host: str | None) -> str:
     detail the Leaderboard links each host to; the Leaderboard itself is per workload)."""
     if host is None:
         return host_boards_page.host_boards_page(runs)
-    # boards are per host: one host's are those of the whole set (computed once, shared with Home), grouped
-    # by host once (each page filtering the fleet's boards made the pages quadratic in the fleet)
+    # boards are per host: one host's are made from its own runs, their figures from the whole set's fact
+    # layer (host_boards.of_host): the fleet's boards made for one host's page (one more host's run) were seconds
     return host_boards_page.host_boards_page(
-        runs, dataset.load().derived("boards_by_host", _boards_by_host).get(host, [])
+        runs, host_boards.of_host(runs, list(dataset.load().runs))
     )
-
-
-def _boards_by_host(ds: dataset.Dataset) -> dict[str, list[Any]]:
-    out: dict[str, list[Any]] = {}
-    for b in host_boards.of(list(ds.runs)):
-        out.setdefault(b.host_id, []).append(b)
-    return out
 
 
 register(
