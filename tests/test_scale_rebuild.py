@@ -33,13 +33,13 @@ def test_the_memo_gives_the_same_verdicts_and_parses_only_what_changed(
     monkeypatch.setenv("ALMANAC_CACHE", str(tmp_path / "cache"))
     site = _site(tmp_path / "site")
     parsed: list[str] = []
-    real_feed = consistency._Page.feed
+    real_parse = consistency.parse
 
-    def feed(self, data):
-        parsed.append(self.page)
-        return real_feed(self, data)
+    def parse(page, body):
+        parsed.append(page)
+        return real_parse(page, body)
 
-    monkeypatch.setattr(consistency._Page, "feed", feed)
+    monkeypatch.setattr(consistency, "parse", parse)
     assert consistency.check(site) == []
     assert sorted(parsed) == ["a/index.html", "index.html"]
     parsed.clear()

@@ -27,9 +27,10 @@ import json
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
+
+from lxml import etree
 
 from pipelines.site.figures import sig
 
@@ -37,6 +38,9 @@ SKIP_DIRS = ("assets", "data", "search", "schema")
 TRUNCATION = re.compile(r"\b(?:first|best|newest|top) [\d,]+ of [\d,]+\b", re.I)
 NONE_WORD = re.compile(r"(?<![\w.-])None(?![\w-])")
 NO_RUN = re.compile(r"no measured run", re.I)
+# What a published table's bytes hold wherever one of its string values reads None or "first N of M":
+# the words themselves, or a backslash-u escape (JSON may spell any letter so)
+_TABLE_SUSPECT = re.compile(rb"none|first|best|newest|top|\\u", re.I)
 MAX_PAGE_BYTES = (
     1_000_000  # the most one HTML page of the site may weigh (issue 30: 1 MB)
 )
@@ -51,53 +55,50 @@ class Mark:
 
 
 @dataclass
-class _Page(HTMLParser):
-    page: str = ""
+class _Page:
+    """What the check reads from one page: its marks, and its visible text as the runs of text between
+    tags, comments and the like (scripts and styles left out), in page order."""
+
+    page: str
     marks: list[Mark] = field(default_factory=list)
-    text: list[str] = field(
-        default_factory=list
-    )  # visible text (scripts and styles left out)
+    text: list[str] = field(default_factory=list)
 
-    def __post_init__(self) -> None:
-        HTMLParser.__init__(self, convert_charrefs=True)
-        self._open: list[tuple[Mark, int]] = []
-        self._depth = 0
-        self._skip = 0
 
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        self._depth += 1
-        if tag in ("script", "style"):
-            self._skip += 1
-        a = {k: v or "" for k, v in attrs}
-        cls = a.get("class", "").split()
-        kind = next(
-            (
-                k
-                for k in ("fact", "rank", "verdict", "missing", "lossless")
-                if f"almanac-{k}" in cls
-            ),
-            None,
-        )
-        if kind is not None:
-            m = Mark(self.page, kind, a, "")
-            self.marks.append(m)
-            self._open.append((m, self._depth))
-        if tag in ("br", "img", "input", "meta", "link", "hr", "wbr", "source"):
-            self._depth -= 1  # void elements never close
+_KINDS = ("fact", "rank", "verdict", "missing", "lossless")
 
-    def handle_endtag(self, tag: str) -> None:
-        if tag in ("script", "style") and self._skip:
-            self._skip -= 1
-        while self._open and self._open[-1][1] >= self._depth:
-            self._open.pop()
-        self._depth -= 1
 
-    def handle_data(self, data: str) -> None:
-        if self._skip:
-            return
-        self.text.append(data)
-        for m, _ in self._open:
-            m.text += data
+def parse(page: str, body: bytes) -> _Page:
+    """Read the page named ``page`` (its UTF-8 ``body``): libxml2's HTML parser (lxml) builds the tree in
+    C; marks are the elements whose class has ``almanac-<kind>`` (the first of ``_KINDS``), each with
+    its attributes and the text inside it. The runs of text are the tree's text nodes: the same runs,
+    in the same order, as a tokenizer's data between tags, except blanks before the root element,
+    which a tree does not keep (they join the page's text only as leading blanks)."""
+    parser = etree.HTMLParser(
+        encoding="utf-8", no_network=True, huge_tree=True, collect_ids=False
+    )
+    try:
+        root = etree.fromstring(body, parser)
+    except etree.XMLSyntaxError:  # nothing to read (an empty page)
+        root = None
+    out = _Page(page=page)
+    if root is None:
+        return out
+    marked = []
+    for el in root.iter(etree.Element):
+        cls = el.get("class")
+        if cls is not None and "almanac-" in cls:
+            words = cls.split()
+            kind = next((k for k in _KINDS if f"almanac-{k}" in words), None)
+            if kind is not None:
+                marked.append((el, kind))
+        if el.tag in ("script", "style"):
+            el.text = None  # not visible text (the text after it, its tail, is)
+    out.text = list(root.itertext())
+    out.marks = [
+        Mark(page, kind, {k: v or "" for k, v in el.items()}, "".join(el.itertext()))
+        for el, kind in marked
+    ]
+    return out
 
 
 def overweight(n: int, limit: int = MAX_PAGE_BYTES) -> str | None:
@@ -118,10 +119,7 @@ def heavy_pages(site: Path, limit: int = MAX_PAGE_BYTES) -> list[str]:
 
 
 def read_page(path: Path, site: Path) -> _Page:
-    p = _Page(page=path.relative_to(site).as_posix())
-    p.feed(path.read_text(encoding="utf-8"))
-    p.close()
-    return p
+    return parse(path.relative_to(site).as_posix(), path.read_bytes())
 
 
 def pages(site: Path) -> Iterable[Path]:
@@ -234,9 +232,7 @@ def check(
         key = memo.key(rel, body)
         hit = memo.get(key)
         if hit is None:
-            pg = _Page(page=rel)
-            pg.feed(body.decode("utf-8"))
-            pg.close()
+            pg = parse(rel, body)
             hit = {
                 "marks": [[m.kind, m.attrs, m.text] for m in pg.marks],
                 "problems": _page_findings(pg),
@@ -277,6 +273,8 @@ def _table_findings(name: str, body: bytes) -> list[str]:
         rows = json.loads(body.decode("utf-8"))
     except ValueError:
         return [f"tables/{name}: not JSON"]
+    if not _TABLE_SUSPECT.search(body):
+        return []  # no value can read None or "first N of M" (~9 tables in 10 at fleet scale)
     for i, row in enumerate(rows if isinstance(rows, list) else []):
         for k, v in row.items() if isinstance(row, dict) else []:
             if isinstance(v, str) and (
