@@ -196,11 +196,13 @@ class _Memo:
 def _page_findings(pg: _Page) -> list[str]:
     problems = []
     text = " ".join(pg.text)
-    for pat, what in (
-        (NONE_WORD, "a Python None"),
-        (TRUNCATION, "a truncated list"),
+    for pat, what, word in (
+        (NONE_WORD, "a Python None", "None"),
+        (TRUNCATION, "a truncated list", ""),
     ):
-        m = pat.search(text)
+        # the word a match must contain, looked for first: a plain substring search is ~100x faster than the
+        # pattern's (its lookbehind leaves the regex engine no literal to skip ahead by)
+        m = pat.search(text) if word in text else None
         if m:
             start = max(0, m.start() - 40)
             problems.append(
