@@ -10,6 +10,7 @@ page's text, joined, loses only its leading blanks)."""
 from __future__ import annotations
 
 import html
+import json
 from html.parser import HTMLParser
 
 import pytest
@@ -243,3 +244,76 @@ def test_tables_are_read_in_full_only_where_a_value_may_read_none_or_a_truncatio
     assert f("t.json", b'[{"a": "\\u0066irst 3 of 10"}]') == [
         "tables/t.json: row 1, column 'a' reads 'first 3 of 10'"
     ]
+
+
+def _cut_site(
+    tmp_path, monkeypatch, *, rows: int, downloads: bool = True, note_rows: int = 3
+):
+    """A one-page site whose table shows its first 2 rows and says its JSON download holds ``note_rows``;
+    the download holds ``rows``."""
+    monkeypatch.setenv("ALMANAC_CACHE", str(tmp_path / "cache"))
+    site = tmp_path / "site"
+    (site / "tables").mkdir(parents=True)
+    (site / "tables" / "t.json").write_text(json.dumps([{"a": i} for i in range(rows)]))
+    (site / "p").mkdir()
+    links = (
+        '<p class="almanac-downloads"><a href="../tables/t.csv" download>CSV</a> · '
+        '<a href="../tables/t.json" download>JSON</a></p>'
+        if downloads
+        else ""
+    )
+    (site / "p" / "index.html").write_bytes(
+        _page(
+            "<table><tr><td>1</td></tr><tr><td>2</td></tr></table>\n"
+            f'<p class="almanac-cut">The first 2 of {note_rows:,} rows are shown (a page stays under 1 MB); '
+            f"the CSV and JSON downloads below hold all {note_rows:,}.</p>\n{links}"
+        )
+    )
+    return site
+
+
+def test_a_table_cut_over_a_download_holding_every_row_is_not_a_truncated_list(
+    tmp_path, monkeypatch
+):
+    site = _cut_site(tmp_path, monkeypatch, rows=3)
+    pg = consistency.parse("p/index.html", (site / "p" / "index.html").read_bytes())
+    assert [(m.attrs, m.text) for m in pg.cuts] == [
+        (
+            {"data-table": "../tables/t.json"},
+            "The first 2 of 3 rows are shown (a page stays under 1 MB); the CSV and JSON downloads "
+            "below hold all 3.",
+        )
+    ]
+    assert consistency.check(site) == []
+
+
+def test_a_cut_notes_claim_is_checked_against_its_download(tmp_path, monkeypatch):
+    short = _cut_site(tmp_path / "a", monkeypatch, rows=2)
+    assert consistency.check(short) == [
+        "p/index.html: a table cut to its first rows says its download holds all 3 rows; "
+        "tables/t.json holds 2"
+    ]
+    bare = _cut_site(
+        tmp_path / "b", monkeypatch, rows=1_234, note_rows=1_234, downloads=False
+    )
+    assert consistency.check(bare) == [
+        "p/index.html: a table cut to its first rows (of 1,234) links no JSON download holding them all"
+    ]
+
+
+def test_the_same_words_outside_a_cut_note_are_still_a_truncated_list(
+    tmp_path, monkeypatch
+):
+    site = _cut_site(tmp_path, monkeypatch, rows=3)
+    page = site / "p" / "index.html"
+    page.write_bytes(
+        page.read_bytes().replace(
+            b"</table>", b"</table><p>the first 5 of 9 hosts</p>", 1
+        )
+    )
+    problems = consistency.check(site)
+    assert (
+        len(problems) == 1
+        and "a truncated list" in problems[0]
+        and "first 5 of 9" in problems[0]
+    )

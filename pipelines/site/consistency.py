@@ -14,7 +14,9 @@ and every published table and returns the contradictions, one line each:
 * "not measured" appears only where the fact layer has no such group (``missing``: a callable
   that says whether a (work, host) pair is measured), and "no measured run" nowhere else;
 * one artifact has one lossless verdict;
-* no Python ``None`` and no "first N of M" truncation in any page's text or any published table;
+* no Python ``None`` and no "first N of M" truncation in any page's text or any published table, but a
+  table cut to keep its page under 1 MB, whose note says so and whose JSON download right after it holds
+  every row it says (checked against the download);
 * no HTML page over ``MAX_PAGE_BYTES`` (1 MB, issue 30): what a reader's phone downloads and parses
   for one page, whatever the fleet's size (a chart's series are bounded, long tables folded or linked).
 """
@@ -24,6 +26,7 @@ from __future__ import annotations
 import hashlib
 import html
 import json
+import posixpath
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -62,6 +65,10 @@ class _Page:
     page: str
     marks: list[Mark] = field(default_factory=list)
     text: list[str] = field(default_factory=list)
+    # a table cut to keep the page under 1 MB says so in a note (pipelines.site.markdown: "The first N of M
+    # rows are shown ...; the downloads below hold all M"): kind "cut", attrs {"data-table": the href of
+    # the JSON download right after it, "" when none}, the note's text
+    cuts: list[Mark] = field(default_factory=list)
 
 
 _KINDS = ("fact", "rank", "verdict", "missing", "lossless")
@@ -83,7 +90,7 @@ def parse(page: str, body: bytes) -> _Page:
     out = _Page(page=page)
     if root is None:
         return out
-    marked = []
+    marked, cuts = [], []
     for el in root.iter(etree.Element):
         cls = el.get("class")
         if cls is not None and "almanac-" in cls:
@@ -91,6 +98,8 @@ def parse(page: str, body: bytes) -> _Page:
             kind = next((k for k in _KINDS if f"almanac-{k}" in words), None)
             if kind is not None:
                 marked.append((el, kind))
+            elif "almanac-cut" in words:
+                cuts.append(el)
         if el.tag in ("script", "style"):
             el.text = None  # not visible text (the text after it, its tail, is)
     out.text = list(root.itertext())
@@ -98,7 +107,26 @@ def parse(page: str, body: bytes) -> _Page:
         Mark(page, kind, {k: v or "" for k, v in el.items()}, "".join(el.itertext()))
         for el, kind in marked
     ]
+    out.cuts = [
+        Mark(page, "cut", {"data-table": _json_download(el)}, "".join(el.itertext()))
+        for el in cuts
+    ]
     return out
+
+
+def _json_download(note: Any) -> str:
+    """The href of the JSON download in the downloads line right after a cut note ("" when there is none)."""
+    nxt = note.getnext()
+    if nxt is None or "almanac-downloads" not in (nxt.get("class") or "").split():
+        return ""
+    return next(
+        (
+            a.get("href")
+            for a in nxt.iter("a")
+            if (a.get("href") or "").endswith(".json")
+        ),
+        "",
+    )
 
 
 def overweight(n: int, limit: int = MAX_PAGE_BYTES) -> str | None:
@@ -156,7 +184,7 @@ class _Memo:
     rebuild that changed a few pages parses only those (kept in the user cache; what this run did
     not see is dropped when saved)."""
 
-    VERSION = 1
+    VERSION = 2  # 2: a page's cut notes kept with its marks
 
     def __init__(self) -> None:
         from core.paths import cache_dir
@@ -202,7 +230,11 @@ def _page_findings(pg: _Page) -> list[str]:
     ):
         # the word a match must contain, looked for first: a plain substring search is ~100x faster than the
         # pattern's (its lookbehind leaves the regex engine no literal to skip ahead by)
-        m = pat.search(text) if word in text else None
+        m = (
+            pat.search(_uncut(text, pg) if pat is TRUNCATION else text)
+            if word in text
+            else None
+        )
         if m:
             start = max(0, m.start() - 40)
             problems.append(
@@ -219,6 +251,47 @@ def _page_findings(pg: _Page) -> list[str]:
     return problems
 
 
+def _uncut(text: str, pg: _Page) -> str:
+    """The page's text without its cut notes (a table's first rows shown, every row in its download: checked
+    against the download by ``_check_cuts``, not a truncated list)."""
+    for c in pg.cuts:
+        text = text.replace(c.text, " ", 1)
+    return text
+
+
+_CUT_ROWS = re.compile(r"\bof ([\d,]+) rows\b")
+
+
+def _check_cuts(site: Path, cuts: list[Mark]) -> list[str]:
+    """Every cut note's claim checked: the JSON download right after it holds all the rows it says."""
+    out = []
+    for m in cuts:
+        said = _CUT_ROWS.search(m.text)
+        href = m.attrs.get("data-table", "")
+        where = f"{m.page}: a table cut to its first rows"
+        if said is None:
+            out.append(f"{where} does not say how many rows it has: {m.text.strip()!r}")
+            continue
+        n = int(said.group(1).replace(",", ""))
+        if not href:
+            out.append(f"{where} (of {n:,}) links no JSON download holding them all")
+            continue
+        rel = posixpath.normpath(posixpath.join(posixpath.dirname(m.page), href))
+        try:
+            rows = json.loads((site / rel).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            rows = None
+        if rel.startswith("../") or not isinstance(rows, list):
+            out.append(
+                f"{where} (of {n:,}) links {href}, which is not a readable table of the site"
+            )
+        elif len(rows) != n:
+            out.append(
+                f"{where} says its download holds all {n:,} rows; {rel} holds {len(rows):,}"
+            )
+    return out
+
+
 def check(
     site: Path, *, missing: Callable[[str, str], bool] | None = None
 ) -> list[str]:
@@ -227,6 +300,7 @@ def check(
     site = Path(site)
     problems: list[str] = []
     marks: list[Mark] = []
+    cuts: list[Mark] = []
     memo = _Memo()
     for path in pages(site):
         rel = path.relative_to(site).as_posix()
@@ -237,14 +311,17 @@ def check(
             pg = parse(rel, body)
             hit = {
                 "marks": [[m.kind, m.attrs, m.text] for m in pg.marks],
+                "cuts": [[m.attrs, m.text] for m in pg.cuts],
                 "problems": _page_findings(pg),
             }
             memo.put(key, hit)
         marks += [Mark(rel, k, a, t) for k, a, t in hit["marks"]]
+        cuts += [Mark(rel, "cut", a, t) for a, t in hit["cuts"]]
         problems += hit["problems"]
     problems += _check_tables(site, memo)
     memo.save()
     problems += heavy_pages(site)
+    problems += _check_cuts(site, cuts)
     problems += _check_facts([m for m in marks if m.kind == "fact"])
     problems += _check_ranks(marks)
     problems += _check_missing([m for m in marks if m.kind == "missing"], missing)
