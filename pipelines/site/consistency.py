@@ -224,21 +224,18 @@ class _Memo:
 def _page_findings(pg: _Page) -> list[str]:
     problems = []
     text = " ".join(pg.text)
-    for pat, what, word in (
-        (NONE_WORD, "a Python None", "None"),
-        (TRUNCATION, "a truncated list", ""),
+    # each pattern over the text it judges (a truncation: the text but the cut notes, which _check_cuts checks)
+    for pat, what, word, judged in (
+        (NONE_WORD, "a Python None", "None", text),
+        (TRUNCATION, "a truncated list", "", _uncut(text, pg)),
     ):
         # the word a match must contain, looked for first: a plain substring search is ~100x faster than the
         # pattern's (its lookbehind leaves the regex engine no literal to skip ahead by)
-        m = (
-            pat.search(_uncut(text, pg) if pat is TRUNCATION else text)
-            if word in text
-            else None
-        )
+        m = pat.search(judged) if word in judged else None
         if m:
             start = max(0, m.start() - 40)
             problems.append(
-                f"{pg.page}: {what} in the text: …{text[start : m.end() + 40]!r}…"
+                f"{pg.page}: {what} in the text: …{judged[start : m.end() + 40]!r}…"
             )
     outside = NO_RUN.findall(text)
     allowed = sum(
