@@ -111,17 +111,20 @@ def _load(root: Path | None, hold: bool) -> Dataset:
     heavy.forget()  # the parts an older set read (a new set reads its own)
     sources: dict[Path, heavy.Source] = {}
     seen: dict[bytes, Any] = {}
+    classes: dict[str, Any] = {}
 
     def light(path: Path, doc: dict[str, Any], digest: str) -> None:
-        # a run's heavy parts stay in its file (core.records.heavy), out of the set as it is read;
-        # the parts many documents repeat (model, host, ...) are one object each
+        # a run's and a quality artifact's heavy parts stay in the file (core.records.heavy), out of
+        # the set as it is read, what every build reads of them kept beside (the record class's
+        # light_of); the parts many documents repeat (model, host, suite, ...) are one object each
         heavy.share(doc, seen)
-        src = heavy.split(path, doc, digest)
+        kind: str = doc["artifact"]
+        cls = classes.get(kind) or classes.setdefault(kind, record_class(kind))
+        src = heavy.split(path, doc, digest, cls.light_of)
         if src is not None:
             sources[path] = src
 
     by_type: dict[str, list[Any]] = {}
-    classes: dict[str, Any] = {}
     rels = []
     # every file lies under root: its path for messages is root's (resolved once) plus its place in root
     root_shown = relpath(root)

@@ -501,8 +501,8 @@ def _quality_gate(
             evidence={"candidate": cand.id},
         )
     base = max(bases, key=lambda d: (d.created, d.id))
-    bi = {it.id: it.passed for it in base.items}
-    pairs = [(bi[it.id], it.passed) for it in cand.items if it.id in bi]
+    bi = base.verdicts.by_id()
+    pairs = [(bi[it.id], it.passed) for it in cand.verdicts if it.id in bi]
     pd_ = paired_difference(pairs)
     ev = {
         "candidate": cand.id,

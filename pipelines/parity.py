@@ -231,7 +231,7 @@ def parity_groups(docs: list[Any]) -> list[Group]:
     engine met twice in one group, the newest complete one."""
     groups: dict[tuple, dict[str, QualityRecord]] = {}
     for d in latest_per_key([x for x in docs]):
-        if not d.items:
+        if not d.n_items:
             continue
         eng = groups.setdefault(_group_key(d), {})
         label = engine(d)

@@ -163,8 +163,8 @@ def scores_frame(docs: list[QualityRecord]) -> pd.DataFrame:
     degeneration, status and provenance."""
     rows = []
     for d in latest_per_key([x for x in docs]):
-        items = d.items
-        degenerate = sum(1 for it in items if it.degenerate)
+        verdicts = d.verdicts
+        degenerate = verdicts.n_degenerate
         r = d.rate.to_dict()
         summary = d.summary
         rows.append(
@@ -195,7 +195,7 @@ def scores_frame(docs: list[QualityRecord]) -> pd.DataFrame:
                 "generation": d.generation,
                 **r,
                 "degenerate": degenerate,
-                "degenerate_rate": degenerate / len(items) if items else None,
+                "degenerate_rate": degenerate / len(verdicts) if verdicts else None,
                 "by_tag": {t: rate(v.passed, v.n) for t, v in summary.by_tag.items()},
                 "prompt_style": d.prompt_style,
                 "suite_style": suite_style(d.suite.name, d.prompt_style),
@@ -219,7 +219,7 @@ PAIRED_RULE = (
 
 def item_verdicts(doc: QualityRecord) -> dict[str, bool]:
     """Item id -> passed, for one quality artifact."""
-    return {it.id: bool(it.passed) for it in doc.items}
+    return doc.verdicts.by_id()
 
 
 def paired(a: dict[str, bool], b: dict[str, bool]) -> stats.PairedComparison | None:
@@ -235,7 +235,7 @@ def paired_against_leader(docs: list[QualityRecord]) -> list[dict[str, Any]]:
     (the leader), paired on their shared items. One row per (suite style, configuration)."""
     best: dict[tuple[str, str], QualityRecord] = {}
     for d in latest_per_key([x for x in docs]):
-        if not d.ok or not d.items:
+        if not d.ok or not d.n_items:
             continue
         label = f"{d.model_name} · {config_label(d.requested)}"
         k = (suite_style(d.suite_name, d.prompt_style), label)
@@ -248,8 +248,8 @@ def paired_against_leader(docs: list[QualityRecord]) -> list[dict[str, Any]]:
     for suite, entries in sorted(by_suite.items()):
         if len(entries) < 2:
             continue
-        rate_of = {label: d.passed / len(d.items) for label, d in entries}
-        leader, ld = max(entries, key=lambda e: (rate_of[e[0]], len(e[1].items), e[0]))
+        rate_of = {label: d.passed / d.n_items for label, d in entries}
+        leader, ld = max(entries, key=lambda e: (rate_of[e[0]], e[1].n_items, e[0]))
         for label, d in sorted(entries, key=lambda e: (-rate_of[e[0]], e[0])):
             if label == leader:
                 continue

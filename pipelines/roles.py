@@ -53,7 +53,7 @@ from core import stats
 from core.errors import ConfigError
 from core.metrics import METRICS
 from core.paths import data_dir, relpath
-from core.records.quality import QualityItem, QualityRecord
+from core.records.quality import QualityRecord, Verdict
 from core.records.run import RunRecord
 from core.summary import Summary
 from core.yamlio import load_yaml, pydantic_error_line
@@ -549,7 +549,7 @@ def _pick_style(
         return wanted, by_style.get(wanted, [])
     if not by_style:
         return None, []
-    style = max(by_style, key=lambda st: (sum(len(d.items) for d in by_style[st]), st))
+    style = max(by_style, key=lambda st: (sum(d.n_items for d in by_style[st]), st))
     return style, by_style[style]
 
 
@@ -571,9 +571,9 @@ def _quality_evidence(
             + (f" in prompt style {req.prompt_style}" if req.prompt_style else ""),
         ), None
     # several current artifacts of one style (other samples, other hosts): pool their items, newest per item id
-    items: dict[str, QualityItem] = {}
+    items: dict[str, Verdict] = {}
     for d in sorted(docs, key=lambda d: (d.created, d.id)):
-        for it in d.items:
+        for it in d.verdicts:
             if req.tag is None or req.tag in it.tags:
                 items[it.id] = it
     read = {(req.suite, style or "", iid): bool(it.passed) for iid, it in items.items()}
@@ -802,9 +802,9 @@ def _degeneration_evidence(
     """Share of degenerate outputs over the runs the role's quality requirements read (all runs
     of the configuration when none is given)."""
     docs = cfg.quality if docs is None else docs
-    pooled: dict[tuple[str, str], QualityItem] = {}  # newest verdict per (suite, item)
+    pooled: dict[tuple[str, str], Verdict] = {}  # newest verdict per (suite, item)
     for d in sorted(docs, key=lambda d: (d.created, d.id)):
-        for it in d.items:
+        for it in d.verdicts:
             pooled[(d.suite_name, it.id)] = it
     items = list(pooled.values())
     what = f"degenerate outputs ≤ {max_rate:.0%}"
@@ -815,7 +815,7 @@ def _degeneration_evidence(
     bad = [it for it in items if it.degenerate]
     share = len(bad) / len(items)
     ok = share <= max_rate
-    flags = sorted({f for it in bad for f in it.degeneration.get("flags") or []})
+    flags = sorted({f for it in bad for f in it.flags})
     return Evidence(
         "degeneration",
         what,

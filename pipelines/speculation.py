@@ -231,8 +231,7 @@ def quality_by_sha(
     ):
         if not d.ok or not d.model_sha256:
             continue
-        items = d.items
-        r = rate(sum(1 for it in items if it.passed), len(items))
+        r = rate(d.passed, d.n_items)
         out.setdefault(d.model_sha256, {})[f"{d.suite_name} · {style_of(d)}"] = {
             **r,
             "id": d.id,

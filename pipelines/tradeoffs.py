@@ -131,8 +131,8 @@ def _compare_with_first(rows: list[Tradeoff]) -> None:
             if a and b:
                 t.speed_vs_first[test] = stats.compare(a, b, True).to_dict()
         if first.quality is not None and t.quality is not None:
-            ref = {i.id: i.passed for i in first.quality.items}
-            mine = {i.id: i.passed for i in t.quality.items}
+            ref = first.quality.verdicts.by_id()
+            mine = t.quality.verdicts.by_id()
             shared = [i for i in ref if i in mine]
             if shared:
                 t.quality_vs_first = stats.paired_rates(

@@ -19,6 +19,7 @@ from core.errors import ArtifactError
 from core.records import heavy
 from pipelines import dataset
 from tests.conftest import GOLDEN
+from tests.support import committed
 
 
 @pytest.fixture
@@ -161,3 +162,124 @@ def test_a_build_that_meets_a_changed_file_says_so_in_one_line(capsys):
         "error: data/runs/x.json: changed after it was loaded (not the bytes validated "
         "then): build again"
     ]
+
+
+# -- a quality artifact's items and log tail stay in its file too ---------------------------------
+@pytest.fixture
+def quality_set(tmp_path, monkeypatch):
+    """The committed quality artifacts, copied and loaded as a set (kept parts and counts reset)."""
+    d = tmp_path / "data"
+    root = committed.committed_root()
+    for path in committed.committed_paths("quality"):
+        dest = d / path.relative_to(root)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(path, dest)
+    dataset._CACHE.clear()
+    heavy.forget()
+    yield d
+    dataset._CACHE.clear()
+    heavy.forget()
+
+
+def test_a_loaded_quality_artifact_holds_its_light_part_and_reads_the_rest_from_its_file(
+    quality_set,
+):
+    from core.models.quality import QualityItem
+
+    qs = dataset.load(quality_set).by_type["quality"]
+    assert len(qs) >= 20
+    for q in qs:
+        whole = _file(quality_set, q)
+        assert whole["items"] and whole["log_tail"]
+        for k in ("items", "log_tail"):
+            assert k not in q.doc
+            assert k in q and q[k] == whole[k] and q.get(k) == whole[k]
+        assert q.doc == {
+            k: v for k, v in whole.items() if k not in ("items", "log_tail")
+        }
+        assert list(q) == list(whole) and q.stored == whole and dict(q) == whole
+        assert json.dumps(q.stored) == json.dumps(whole)  # key order kept
+        assert q.items == [QualityItem.read(it) for it in whole["items"]]
+        assert q.envelope.id == whole["id"] and len(q.envelope.items) == len(
+            whole["items"]
+        )
+
+
+def test_every_quality_artifacts_verdicts_are_its_items_read_once_at_load(
+    quality_set,
+):
+    from pipelines import quality as quality_mod
+    from pipelines import speculation
+
+    qs = dataset.load(quality_set).by_type["quality"]
+    before = heavy.COUNTS["read quality"]
+    # pages' answers from every artifact: pass rates and intervals, paired comparisons, per model
+    frame = quality_mod.scores_frame(qs)
+    pairs = quality_mod.paired_against_leader(qs)
+    by_sha = speculation.quality_by_sha(qs)
+    assert len(frame) == len(qs) and pairs and by_sha
+    assert heavy.COUNTS["read quality"] == before  # no file read for any of them
+    degenerate = 0
+    for q in qs:
+        items = _file(quality_set, q)["items"]
+        v = q.verdicts
+        assert [tuple(x) for x in v] == [
+            (
+                it["id"],
+                it["passed"],
+                it["degeneration"]["degenerate"],
+                tuple(it["tags"]),
+                tuple(it["degeneration"]["flags"])
+                if it["degeneration"]["degenerate"]
+                else (),
+            )
+            for it in items
+        ]
+        assert q.n_items == len(items) and q.passed == sum(it["passed"] for it in items)
+        assert q.rate.passed == q.summary.passed and q.rate.n == q.summary.n
+        assert v.n_degenerate == q.summary.degenerate
+        assert quality_mod.item_verdicts(q) == {it["id"]: it["passed"] for it in items}
+        degenerate += v.n_degenerate
+    assert (
+        degenerate > 0
+    )  # the committed set has degenerate items: their flags were compared
+    # one tuple of ids (and of tags) for every artifact of one suite sample
+    by_ids: dict[tuple, list] = {}
+    for q in qs:
+        by_ids.setdefault(q.verdicts.ids, []).append(q.verdicts)
+    many = max(by_ids.values(), key=len)
+    assert len(many) > 5 and all(
+        v.ids is many[0].ids and v.tags is many[0].tags for v in many
+    )
+
+
+def test_quality_items_reads_are_counted_bounded_and_a_changed_file_refused(
+    quality_set, monkeypatch
+):
+    monkeypatch.setattr(heavy, "KEPT", 2)
+    qs = dataset.load(quality_set).by_type["quality"]
+    before = heavy.COUNTS.copy()
+    for q in qs[:3]:
+        assert q["log_tail"] == q["log_tail"]  # read, then a hit
+    assert heavy.COUNTS["read quality"] - before["read quality"] == 3
+    assert heavy.COUNTS["hit"] - before["hit"] == 3
+    assert [k[0] for k in heavy._KEPT] == [q._src.path for q in qs[1:3]]
+    # an item models' list is kept by the records' rule (base.HEAVY_KEPT), its file read once for it
+    assert qs[0].items is qs[0].items
+    assert heavy.COUNTS["read quality"] - before["read quality"] == 4
+    q = qs[4]
+    path = quality_set / q.data_path
+    doc = json.loads(path.read_text())
+    doc["log_tail"] = "edited after the build loaded it"
+    path.write_text(json.dumps(doc, indent=1))
+    with pytest.raises(ArtifactError, match="changed after it was loaded"):
+        _ = q.items
+    with pytest.raises(ArtifactError, match="changed after it was loaded"):
+        q["log_tail"]
+    assert q.n_items == len(
+        doc["items"]
+    )  # the verdicts were read as the file was loaded
+    gone = qs[5]
+    (quality_set / gone.data_path).unlink()
+    with pytest.raises(ArtifactError, match="removed after it was loaded"):
+        _ = gone.stored

@@ -146,3 +146,36 @@ def test_a_loaded_run_holds_its_light_part_only():
         )
     finally:
         dataset._CACHE.clear()
+
+
+def test_a_loaded_quality_artifact_holds_its_light_part_and_its_verdicts_only():
+    """The committed quality artifacts' documents held by a loaded set: about 10 KiB an artifact (the
+    light part, the repeated suite, model, host, ... shared) and a few hundred bytes of item verdicts
+    (the ids and tags shared by every artifact of a suite sample); holding whole documents took about
+    112 KiB an artifact (its items and log tail; ~143 KiB of JSON at the every-kind 100k fleet)."""
+    import sys
+
+    from pipelines import dataset
+
+    dataset._CACHE.clear()
+    try:
+        qs = dataset.load().by_type["quality"]
+        assert len(qs) > 20
+        per_doc = _deep_size([q.doc for q in qs]) / len(qs)
+        assert per_doc < 24 * 1024, f"{per_doc:.0f} bytes an artifact"
+        assert not any(k in q.doc for q in qs for k in ("items", "log_tail"))
+        own = [
+            sys.getsizeof(v)
+            + sys.getsizeof(v.passed)
+            + sys.getsizeof(v.degenerate)
+            + (sys.getsizeof(v.flags) if v.flags else 0)
+            for v in (q.verdicts for q in qs)
+        ]
+        assert sum(own) / len(own) < 1024, (
+            f"{sum(own) / len(own):.0f} bytes of verdicts"
+        )
+        assert len({id(q.verdicts.ids) for q in qs}) == len(
+            {q.verdicts.ids for q in qs}
+        )
+    finally:
+        dataset._CACHE.clear()

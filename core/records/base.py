@@ -142,6 +142,13 @@ class ArtifactRecord(Mapping):
             old._cache.pop(old_name, None)
         return v
 
+    @classmethod
+    def light_of(cls, doc: Mapping[str, Any]) -> Any:
+        """What every build reads of a whole document's heavy parts, small: computed as the file is
+        loaded, before they are left in it (core.records.heavy: the Source's ``light``); None when
+        nothing (a run's small answers are computed when first asked: pipelines.run_answers)."""
+        return None
+
     # every artifact type
     @property
     def artifact(self) -> str:

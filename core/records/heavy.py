@@ -24,6 +24,7 @@ import hashlib
 import os
 import sys
 from collections import Counter, OrderedDict
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +35,10 @@ from core.errors import ArtifactError
 _encode = msgspec.json.Encoder().encode
 
 #: the heavy keys of each artifact type, left in the file after load
-HEAVY: dict[str, tuple[str, ...]] = {"run": ("samples", "details", "log_tail")}
+HEAVY: dict[str, tuple[str, ...]] = {
+    "run": ("samples", "details", "log_tail"),
+    "quality": ("items", "log_tail"),
+}
 
 #: how many files' heavy parts stay in memory after they were read (the most recently read)
 KEPT = 500
@@ -69,27 +73,39 @@ class Source:
     ``details.request_records.full``: the sidecar it names, None for most runs), kept because the
     site's publishing and page cache ask it of every run."""
 
-    __slots__ = ("path", "digest", "keys", "order", "records_full")
+    __slots__ = ("artifact", "path", "digest", "keys", "order", "records_full", "light")
 
     def __init__(
         self,
+        artifact: str,
         path: Path,
         digest: bytes,
         keys: tuple[str, ...],
         order: tuple[str, ...],
         records_full: dict[str, Any] | None,
+        light: Any = None,
     ):
+        self.artifact = artifact
         self.path = path
         self.digest = digest
         self.keys = keys
         self.order = order
         self.records_full = records_full
+        #: what every build reads of the heavy parts, computed from them once as the file was loaded
+        #: (a quality artifact's item verdicts, core.records.quality.Verdicts); None for a run
+        self.light = light
 
 
-def split(path: Path, doc: dict[str, Any], digest: str) -> Source | None:
+def split(
+    path: Path,
+    doc: dict[str, Any],
+    digest: str,
+    light: Callable[[dict[str, Any]], Any] | None = None,
+) -> Source | None:
     """Take ``doc``'s heavy keys out of it, in place (a loaded document of ``path`` whose bytes have
     sha256 ``digest``, hex); the :class:`Source` to read them back from, None for a type without heavy
-    parts."""
+    parts. ``light``: what every build reads of the heavy parts, computed from the whole document
+    before they are taken out (its record class's ``light_of``), kept as the Source's ``light``."""
     heavy = HEAVY.get(doc.get("artifact"))  # type: ignore[arg-type]
     if not heavy or not digest:
         return None  # without the digest of the bytes loaded, a later read could not be checked
@@ -101,20 +117,24 @@ def split(path: Path, doc: dict[str, Any], digest: str) -> Source | None:
     details = doc.get("details")
     rr = details.get("request_records") if isinstance(details, dict) else None
     full = rr.get("full") if isinstance(rr, dict) else None
+    answers = light(doc) if light is not None else None
     for k in keys:
         del doc[k]
     return Source(
+        doc["artifact"],
         path,
         bytes.fromhex(digest),
         keys,
         order,
         full if isinstance(full, dict) else None,
+        answers,
     )
 
 
-#: the parts of a document that many documents repeat word for word (a run's model, host, build, ...):
+#: the parts of a document that many documents repeat word for word (a run's model, host, build, ...,
+#: a quality artifact's suite and its sample's ids):
 #: one object for all the equal ones in a loaded set (:func:`share`)
-SHARED = ("model", "host", "build", "test", "matrix", "settings")
+SHARED = ("model", "host", "build", "test", "matrix", "settings", "suite")
 
 
 def share(doc: dict[str, Any], seen: dict[bytes, Any]) -> None:
@@ -141,8 +161,9 @@ def parts(src: Source) -> dict[str, Any]:
         return got
     got = _read(src)
     COUNTS["read"] += 1
+    COUNTS[f"read {src.artifact}"] += 1
     if _TRACE:
-        CALLERS[_caller()] += 1
+        CALLERS[f"{src.artifact} {_caller()}"] += 1
     _KEPT[key] = got
     if len(_KEPT) > KEPT:
         _KEPT.popitem(last=False)
@@ -193,6 +214,7 @@ class _Parts(msgspec.Struct):
     samples: Any = None
     details: Any = None
     log_tail: Any = None
+    items: Any = None
 
 
 _PART_DECODER = msgspec.json.Decoder(_Parts)
@@ -209,7 +231,9 @@ def _caller() -> str:
     f = sys._getframe(2)
     while f is not None and (
         f.f_code.co_filename.endswith(("core/records/heavy.py", "core/records/base.py"))
-        or f.f_code.co_filename.endswith("core/records/run.py")
+        or f.f_code.co_filename.endswith(
+            ("core/records/run.py", "core/records/quality.py")
+        )
         or "/collections/" in f.f_code.co_filename
         or "/_collections_abc" in f.f_code.co_filename
     ):

@@ -9,9 +9,9 @@ QualitySummary, PassRate), declared there once.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from core.models.quality import (
     PassRate,
@@ -21,7 +21,15 @@ from core.models.quality import (
     Suite,
 )
 
-__all__ = ["PassRate", "QualityItem", "QualityRecord", "QualitySummary", "Suite"]
+__all__ = [
+    "PassRate",
+    "QualityItem",
+    "QualityRecord",
+    "QualitySummary",
+    "Suite",
+    "Verdict",
+    "Verdicts",
+]
 from core.records.base import ArtifactRecord
 
 ARTIFACT = "quality"
@@ -87,6 +95,79 @@ def summarize_items(items: list[dict[str, Any]]) -> dict[str, Any]:
             [1000.0 / t["tpot_ms"] for t in timing if t.get("tpot_ms")]
         ),
     }
+
+
+# -- the verdicts (what every build reads of every artifact's items) -----------------------------------
+class Verdict(NamedTuple):
+    """One scored item's verdict: its id, whether it passed, whether its output was degenerate (and
+    the detector's flags then), its tags."""
+
+    id: str
+    passed: bool
+    degenerate: bool
+    tags: tuple[str, ...]
+    flags: tuple[str, ...]
+
+
+#: one tuple for all the equal tuples of ids, tags and flags of the artifacts loaded (a suite sample's)
+_ONE: dict[tuple[Any, ...], tuple[Any, ...]] = {}
+
+
+def _one(t: tuple[Any, ...]) -> Any:
+    return _ONE.setdefault(t, t)
+
+
+class Verdicts:
+    """The part of a quality artifact's items every build reads of every artifact (pass rates and
+    their intervals, paired comparisons on shared items, roles' quality and degeneration evidence):
+    each item's :class:`Verdict`, in the items' order. A loaded artifact's items stay in its file
+    (core.records.heavy); these are computed from them once, as the file is loaded, and kept: a few
+    hundred bytes an artifact (the ids and tags are one tuple for every artifact of one suite
+    sample; passed and degenerate are a byte an item), where its items held about 140 KiB."""
+
+    __slots__ = ("ids", "passed", "degenerate", "tags", "flags")
+
+    def __init__(self, items: Any) -> None:
+        rows = [it if isinstance(it, Mapping) else {} for it in items or []]
+        degs = [it.get("degeneration") or {} for it in rows]
+        ids = tuple(it.get("id") for it in rows)
+        tags = tuple(tuple(it.get("tags") or ()) for it in rows)
+        self.ids: tuple[str, ...] = _one(ids)
+        self.tags: tuple[tuple[str, ...], ...] = _one(tuple(map(_one, tags)))
+        self.passed = bytes(bool(it.get("passed")) for it in rows)
+        self.degenerate = bytes(bool(d.get("degenerate")) for d in degs)
+        #: the detector's flags of each degenerate item, by position (None: no item degenerate)
+        self.flags: dict[int, tuple[str, ...]] | None = {
+            i: _one(tuple(d.get("flags") or ()))
+            for i, d in enumerate(degs)
+            if self.degenerate[i]
+        } or None
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def __iter__(self) -> Iterator[Verdict]:
+        flags = self.flags or {}
+        for i, iid in enumerate(self.ids):
+            yield Verdict(
+                iid,
+                bool(self.passed[i]),
+                bool(self.degenerate[i]),
+                self.tags[i],
+                flags.get(i, ()),
+            )
+
+    @property
+    def n_passed(self) -> int:
+        return self.passed.count(1)
+
+    @property
+    def n_degenerate(self) -> int:
+        return self.degenerate.count(1)
+
+    def by_id(self) -> dict[str, bool]:
+        """Item id -> passed (of an id met twice, its last item)."""
+        return dict(zip(self.ids, map(bool, self.passed), strict=True))
 
 
 # -- building -------------------------------------------------------------------------------------
@@ -224,20 +305,44 @@ class QualityRecord(ArtifactRecord):
 
     @property
     def items(self) -> list[QualityItem]:
-        return self._cached(
+        """The scored items, whole (prompts, outputs, timings): a loaded artifact's are read from its
+        file (core.records.heavy), their models kept for the records read last; what every page reads
+        of every artifact is :attr:`verdicts`."""
+        return self._cached_bounded(
             "items",
-            lambda: [QualityItem.read(it) for it in self.doc.get("items") or []],
+            lambda: [QualityItem.read(it) for it in self._part("items") or []],
         )
+
+    @classmethod
+    def light_of(cls, doc: Mapping[str, Any]) -> Verdicts:
+        return Verdicts(doc.get("items"))
+
+    @property
+    def verdicts(self) -> Verdicts:
+        """Each item's verdict (id, passed, degenerate, tags, flags): computed once from the items (a
+        loaded artifact's as its file was loaded) and kept."""
+        src = self._src
+        if src is not None and isinstance(src.light, Verdicts):
+            return src.light
+        return self._cached("verdicts", lambda: Verdicts(self._part("items")))
+
+    @property
+    def n_items(self) -> int:
+        """How many items were scored."""
+        return len(self.verdicts)
 
     @property
     def passed(self) -> int:
         """Items that passed (counted from the items, not trusted from the stored summary)."""
-        return sum(1 for it in self.items if it.passed)
+        return self.verdicts.n_passed
 
     @property
     def rate(self) -> PassRate:
         """The pass rate over the scored items, with its Wilson CI95 computed again here."""
-        return PassRate.model_validate(pass_rate(self.passed, len(self.items)))
+        return self._cached(
+            "rate",
+            lambda: PassRate.model_validate(pass_rate(self.passed, self.n_items)),
+        )
 
     @property
     def summary(self) -> QualitySummary:

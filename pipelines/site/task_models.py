@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from pipelines.memo import per_run
 from pipelines.site.markdown import cell, code, link, num, table
 
 SUITE = "summarise"
@@ -35,14 +36,21 @@ def _words(text: str) -> int:
     return len(text.split())
 
 
+@per_run
+def _figures(q: Any) -> tuple[float, int, list[int]]:
+    """The items' wall time summed, their output tokens summed, each output's length in words: read
+    from the items once per artifact (a loaded artifact's items are in its file, core.records.heavy)."""
+    items = q.items
+    wall = sum(float(i.timing.get("wall_s") or 0.0) for i in items)
+    toks = sum(int(i.timing.get("output_tokens") or 0) for i in items)
+    return wall, toks, [_words(i.output) for i in items]
+
+
 def task_table(rows: list[Any], quality_link: Callable[[str], str]) -> str:
     """``quality_link``: a quality artifact's id -> its view (the Quality page's own link rule)."""
     out = []
     for q in rows:
-        items = q.items
-        wall = sum(float(i.timing.get("wall_s") or 0.0) for i in items)
-        toks = sum(int(i.timing.get("output_tokens") or 0) for i in items)
-        words = [_words(i.output) for i in items]
+        wall, toks, words = _figures(q)
         r = q.rate
         out.append(
             [
