@@ -9,9 +9,10 @@ The Mapping interface (``rec["id"]``) is the document, kept for code that hands 
 (the artifact viewer, the published JSON); pipelines read the typed fields.
 
 A record of a loaded set (pipelines.dataset) may hold its light part only: a run's heavy keys
-(samples, details, log_tail) stay in its file and are read from there when asked, through every
-way in (the typed properties, the Mapping interface, ``stored``): core.records.heavy. ``doc`` is
-then the document without them; code outside core.records reads heavy keys through the record.
+(samples, details, log_tail) and a quality artifact's (items, log_tail) stay in its file and are read
+from there when asked, through every way in (the typed properties, the Mapping interface, ``stored``):
+core.records.heavy. ``doc`` is then the document without them; code outside core.records reads heavy
+keys through the record.
 """
 
 from __future__ import annotations
