@@ -101,15 +101,17 @@ def _report_contradictions(
     """The site-wide consistency check (pipelines/site/consistency.py) on a built site: every contradiction,
     one line each (a figure with two values, a rank against a verdict, ...). ``pairs``: the fact layer's
     (work, host) groups as the build left them (pipelines.site.handoff); None: figured from data/."""
-    from pipelines import facts
-    from pipelines.runs import load_runs
     from pipelines.site import consistency
 
-    missing = (
-        consistency.missing_in(facts.of(load_runs()))
-        if pairs is None
-        else consistency.missing_from(pairs)
-    )
+    if pairs is None:
+        # the fact layer (and pandas under it) imported only here: a build leaves its groups, and the check
+        # after it reads the pages alone (importing it was 3 s of a rebuild on the 2-core VM)
+        from pipelines import facts
+        from pipelines.runs import load_runs
+
+        missing = consistency.missing_in(facts.of(load_runs()))
+    else:
+        missing = consistency.missing_from(pairs)
     problems = consistency.check(site, missing=missing)
     if problems:
         note(f"site check: {len(problems)} contradiction(s) between pages:")

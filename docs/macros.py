@@ -30,6 +30,7 @@ from pipelines.site import (  # noqa: F401 - split_pages registers
     quality_pages,
     roofline_page,
     scaling_page,
+    set_macros,
     split_pages,
     tradeoffs,
     whatif_page,
@@ -76,82 +77,118 @@ def backend_declarations() -> list[dict[str, Any]]:
     return [backends.backend_class(n).declaration() for n in sorted(backends.BACKENDS)]
 
 
+# the macros that read the loaded set and nothing else besides the code (the others render the code's own
+# declarations; fidelity_table reads benchmarks/results/, outside both, and is cheap)
+_WHOLE_SET = frozenset(
+    (
+        "home_summary",
+        "leaderboard",
+        "runs_browser",
+        "kind_page",
+        "serving_page",
+        "comparisons_page",
+        "optimization_page",
+        "hosts_page",
+        "quality_scores",
+        "quantization_ladder",
+        "retrieval_stack",
+        "quality_parity",
+        "quality_tradeoffs",
+        "agents_page",
+        "roles_page",
+        "projections_page",
+        "memory_page",
+        "roofline_page",
+        "whatif_page",
+        "scaling_page",
+        "history_page",
+        "regressions_page",
+        "host_vs_host_page",
+        "load_time_section",
+        "verdict_rules",  # its noise table: every host's
+    )
+)
+
+
 def define_env(env: Any) -> None:
+    def macro(fn: Any, name: str) -> None:
+        # a macro that reads the whole set is kept between builds by that set's content (pipelines.site.set_macros)
+        env.macro(
+            set_macros.macro(name, fn, lambda: str(this_host()))
+            if name in _WHOLE_SET
+            else fn,
+            name,
+        )
+
     # the command lines that reproduce a best point of the Optimization page are its backend's (runtime)
     optimization_pages.hand(backends.command_lines)
-    env.macro(lambda: home_page.home(_facts(), this_host()), "home_summary")
-    env.macro(
+    macro(lambda: home_page.home(_facts(), this_host()), "home_summary")
+    macro(
         lambda: leaderboard_page.leaderboard_page(_facts(), this_host()), "leaderboard"
     )
-    env.macro(
+    macro(
         lambda kind="run": browser.browser_page(kind, len(dataset.load().of(kind))),
         "runs_browser",
     )
-    env.macro(browser.viewer_page, "artifact_viewer")
-    env.macro(per_host.render, "split_page")
-    env.macro(open_data.artifact_format, "artifact_format")
-    env.macro(open_data.published_paths, "published_paths")
-    env.macro(methodology.metric_definitions, "metric_definitions")
-    env.macro(methodology.test_kinds, "test_kinds")
-    env.macro(lambda kind: site_kinds.kind_page(kind, list(_runs())), "kind_page")
-    env.macro(
-        lambda: methodology.backends_table(backend_declarations()), "backends_table"
-    )
-    env.macro(
+    macro(browser.viewer_page, "artifact_viewer")
+    macro(per_host.render, "split_page")  # one host's part: pipelines.site.page_cache
+    macro(open_data.artifact_format, "artifact_format")
+    macro(open_data.published_paths, "published_paths")
+    macro(methodology.metric_definitions, "metric_definitions")
+    macro(methodology.test_kinds, "test_kinds")
+    macro(lambda kind: site_kinds.kind_page(kind, list(_runs())), "kind_page")
+    macro(lambda: methodology.backends_table(backend_declarations()), "backends_table")
+    macro(
         lambda backend: methodology.settings_table(
             backends.settings_class(backend).option_table()
         ),
         "settings_table",
     )
-    env.macro(manual.manual, "task_manual")
-    env.macro(lambda: per_host.render("serving"), "serving_page")
-    env.macro(lambda: per_host.render("comparisons"), "comparisons_page")
-    env.macro(lambda: per_host.render("optimization"), "optimization_page")
-    env.macro(lambda: per_host.render("hosts"), "hosts_page")
-    env.macro(quality_pages.quality_page_from_data, "quality_scores")
-    env.macro(quality_pages.ladder_from_data, "quantization_ladder")
-    env.macro(
-        lambda: retrieval_pages.retrieval_section(list(_runs())), "retrieval_stack"
-    )
-    env.macro(parity_pages.parity_from_data, "quality_parity")
-    env.macro(tradeoffs.tradeoffs_from_data, "quality_tradeoffs")
-    env.macro(agent_pages.agents_from_data, "agents_page")
-    env.macro(
+    macro(manual.manual, "task_manual")
+    macro(lambda: per_host.render("serving"), "serving_page")
+    macro(lambda: per_host.render("comparisons"), "comparisons_page")
+    macro(lambda: per_host.render("optimization"), "optimization_page")
+    macro(lambda: per_host.render("hosts"), "hosts_page")
+    macro(quality_pages.quality_page_from_data, "quality_scores")
+    macro(quality_pages.ladder_from_data, "quantization_ladder")
+    macro(lambda: retrieval_pages.retrieval_section(list(_runs())), "retrieval_stack")
+    macro(parity_pages.parity_from_data, "quality_parity")
+    macro(tradeoffs.tradeoffs_from_data, "quality_tradeoffs")
+    macro(agent_pages.agents_from_data, "agents_page")
+    macro(
         lambda: quality_pages.scorers_table(list(scorers.SCORERS.values())),
         "quality_scorers",
     )
-    env.macro(
+    macro(
         lambda: quality_pages.sandbox_layers(sandbox.isolation_layers()),
         "sandbox_layers",
     )
-    env.macro(lambda: per_host.render("roles"), "roles_page")
-    env.macro(quality_pages.decision_rules, "roles_rules")
-    env.macro(
+    macro(lambda: per_host.render("roles"), "roles_page")
+    macro(quality_pages.decision_rules, "roles_rules")
+    macro(
         lambda: projections_page.projections_page(
             list(_runs()), projections.load_records()
         ),
         "projections_page",
     )
-    env.macro(
+    macro(
         lambda: memory_page.memory_page(list(_runs()), roofline.load_hosts()),
         "memory_page",
     )
-    env.macro(
+    macro(
         lambda: roofline_page.roofline_page(list(_runs()), roofline.load_hosts()),
         "roofline_page",
     )
-    env.macro(lambda: whatif_page.whatif_page(list(_runs())), "whatif_page")
-    env.macro(lambda: scaling_page.scaling_page(list(_runs())), "scaling_page")
-    env.macro(fidelity_pages.fidelity_section, "fidelity_table")
-    env.macro(lambda: history_pages.history_page(list(_runs())), "history_page")
-    env.macro(lambda: history_pages.regressions_page(list(_runs())), "regressions_page")
-    env.macro(
-        lambda: history_pages.host_vs_host_page(list(_runs())), "host_vs_host_page"
-    )
-    env.macro(history_pages.method_text, "history_method")
-    env.macro(history_pages.fdr_text, "fdr_method")
-    env.macro(history_pages.quiet_text, "quiet_rule")
-    env.macro(lambda: load_time_page.section(list(_runs())), "load_time_section")
-    env.macro(history_pages.verdict_rules, "verdict_rules")
-    env.macro(history_pages.ranking_rule, "ranking_rule")
+    macro(lambda: whatif_page.whatif_page(list(_runs())), "whatif_page")
+    macro(lambda: scaling_page.scaling_page(list(_runs())), "scaling_page")
+    macro(fidelity_pages.fidelity_section, "fidelity_table")
+    macro(lambda: history_pages.history_page(list(_runs())), "history_page")
+    macro(lambda: history_pages.regressions_page(list(_runs())), "regressions_page")
+    macro(lambda: history_pages.host_vs_host_page(list(_runs())), "host_vs_host_page")
+    macro(history_pages.method_text, "history_method")
+    macro(history_pages.fdr_text, "fdr_method")
+    macro(history_pages.quiet_text, "quiet_rule")
+    macro(lambda: load_time_page.section(list(_runs())), "load_time_section")
+    macro(history_pages.verdict_rules, "verdict_rules")
+    macro(history_pages.ranking_rule, "ranking_rule")
     env.variables["backends"] = sorted(backends.BACKENDS)

@@ -296,6 +296,9 @@ def update(
         )
         old_paths = {p: i for i, p in enumerate(cols["path"])}
         old_stat = cols
+    order: list[
+        str
+    ] = []  # every artifact's path, in the order listed (the rows' order)
     keep: list[int] = []  # rows of the old artifacts table kept as they are
     fresh: list[dict[str, Any]] = []  # new or re-made artifact rows
     fresh_metrics: list[dict[str, Any]] = []
@@ -314,6 +317,7 @@ def update(
         )
         for rel, path in listed:
             seen.add(rel)
+            order.append(rel)
             st = path.stat()
             i = old_paths.get(rel)
             if (
@@ -371,6 +375,11 @@ def update(
         "artifacts": pa.concat_tables(parts_a).cast(_schema(ARTIFACT_COLUMNS)),
         "metrics": pa.concat_tables(parts_m).cast(_schema(METRIC_COLUMNS)),
     }
+    if tables:
+        # kept rows first, then the new and changed: put back in the order the files are listed, as an index
+        # made from nothing has them (a site rebuilt after one more host publishes the rows a build of the
+        # same data without an index would)
+        new = {name: _in_order(t, order) for name, t in new.items()}
     try:
         _write(root, new)
     except (
@@ -383,6 +392,16 @@ def update(
     if why:
         res.messages.append(f"{why}: rebuilt from {res.rows} artifacts")
     return new, res
+
+
+def _in_order(table: Any, order: list[str]) -> Any:
+    """``table``'s rows by their path's place in ``order`` (a stable sort: one artifact's rows keep theirs)."""
+    import pyarrow as pa
+
+    place = {rel: k for k, rel in enumerate(order)}
+    paths = table.column("path").to_pylist()
+    rows = sorted(range(len(paths)), key=lambda i: place[paths[i]])
+    return table.take(pa.array(rows, type=pa.int64()))
 
 
 def frame(table: str, root: Path | None = None) -> Any:

@@ -31,7 +31,19 @@ def per_run(fn: F) -> F:
     def wrapper(rec: Any, *args: Any) -> Any:
         return rec.answer((name, *args), lambda: fn(rec, *args))
 
+    wrapper.answer_name = name  # type: ignore[attr-defined]
     return wrapper  # type: ignore[return-value]
+
+
+def answer_name(fn: Callable[..., Any]) -> str:
+    """The name a :func:`per_run` function keeps its answers under (with the record)."""
+    return str(fn.answer_name)  # type: ignore[attr-defined]
+
+
+def keep(fn: Callable[..., Any], rec: Any, value: Any) -> None:
+    """Keep ``value`` with ``rec`` as the answer of the :func:`per_run` function ``fn`` (no arguments), as if
+    computed: an answer kept between builds (pipelines.site.answer_store)."""
+    rec.answer((answer_name(fn),), lambda: value)
 
 
 def per_set(fn: Callable[[list[Any]], T]) -> Callable[[list[Any]], T]:

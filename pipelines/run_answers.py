@@ -29,9 +29,16 @@ ANSWERS: tuple[Callable[[Any], Any], ...] = (
 def prime(runs: list[Any]) -> None:
     """Ask every answer of :data:`ANSWERS` of each run of ``runs`` in turn (kept with each run)."""
     for r in runs:
-        for answer in ANSWERS:
-            try:
-                answer(r)
-            except Exception:
-                # not kept: the page that asks this run raises it again, where it belongs
-                pass
+        ask(r)
+
+
+def ask(r: Any) -> dict[Callable[[Any], Any], Any]:
+    """Every answer of :data:`ANSWERS` of the run ``r`` (kept with it), by its function; an answer that
+    raised is left out (not kept: the page that asks this run raises it again, where it belongs)."""
+    out = {}
+    for answer in ANSWERS:
+        try:
+            out[answer] = answer(r)
+        except Exception:
+            pass
+    return out

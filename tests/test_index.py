@@ -123,6 +123,38 @@ def test_incremental_by_content_and_rebuilt_from_the_files(data, tmp_path):
     )
 
 
+def test_an_updated_index_has_the_rows_of_one_made_from_nothing_in_their_order(
+    data, tmp_path
+):
+    """Kept, changed and new artifacts' rows in the order the files are listed, as an index made from
+    nothing has them: a site rebuilt after one more host publishes the tables a build without an index
+    would, byte for byte (the new host's rows were last)."""
+    from pipelines import index
+
+    runs = sorted(p for p in _files(data) if p.parts[-4] == "runs")
+    host = runs[0].parent.parent  # one host's runs, away and back: new rows
+    away = tmp_path / "away"
+    shutil.move(host, away)
+    index.update(data)
+    shutil.move(away, host)
+    edited = runs[-1]  # and a changed one, far from the new
+    doc = artifacts.load(edited)
+    doc["summary"][next(iter(doc["summary"]))]["mean"] = 12345.5
+    artifacts.write(edited, doc)
+    updated, done = index.update(data)
+    assert done.added and done.changed == 1
+    shutil.rmtree(index.index_dir(data))
+    made, _ = index.update(data)
+    for name in ("artifacts", "metrics"):
+        drop = [c for c in ("mtime_ns",) if c in made[name].column_names]
+        assert updated[name].drop_columns(drop).equals(made[name].drop_columns(drop))
+    site_a, site_b = tmp_path / "a", tmp_path / "b"
+    index.publish(updated, site_a)
+    index.publish(made, site_b)
+    for f in ("artifacts.csv", "metrics.csv"):
+        assert (site_a / f).read_bytes() == (site_b / f).read_bytes()
+
+
 @pytest.mark.parametrize("damage", ["garbage", "swapped", "meta", "version"])
 def test_a_corrupt_or_stale_index_is_rebuilt_with_one_line(data, damage):
     from pipelines import index

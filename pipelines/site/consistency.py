@@ -35,7 +35,7 @@ from typing import Any
 
 from lxml import etree
 
-from pipelines.site.figures import sig
+from pipelines.site.sigfig import sig
 
 SKIP_DIRS = ("assets", "data", "search", "schema")
 TRUNCATION = re.compile(r"\b(?:first|best|newest|top) [\d,]+ of [\d,]+\b", re.I)

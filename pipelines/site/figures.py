@@ -9,29 +9,11 @@ the same wherever it appears and that no rank contradicts a verdict.
 
 from __future__ import annotations
 
-import math
-
 from pipelines.facts import BASIS_FLEET, BASIS_HOST, BASIS_NONE, Figure, Standing
 from pipelines.site.markdown import STALE_BADGE, as_text, cell, link, num, run_link
+from pipelines.site.sigfig import sig as sig  # re-exported: the pages call figures.sig
 
 FLAG_BADGE = '<span class="almanac-badge stale" title="{title}">{text}</span>'
-
-
-def sig(x: float | None, digits: int = 2) -> str:
-    """``x`` to ``digits`` significant figures, thousands separated (79.3 -> 79, 0.0123 -> 0.012)."""
-    if x is None or not math.isfinite(x):
-        return "—"
-    if x == 0:
-        return "0"
-    mag = math.floor(math.log10(abs(x)))
-    places = digits - 1 - mag  # negative: round to tens, hundreds, ...
-    rounded = round(x, places)
-    if (
-        rounded and math.floor(math.log10(abs(rounded))) > mag
-    ):  # 99.6 -> 100: one digit fewer after the point
-        places -= 1
-        rounded = round(x, places)
-    return f"{rounded:,.{max(0, places)}f}"
 
 
 def _attrs(fig: Figure) -> str:

@@ -30,14 +30,16 @@ from mkdocs.plugins import CombinedEvent, event_priority
 from core import request_records
 from core.errors import ArtifactError, ArtifactErrors
 from core.paths import schema_dir
-from pipelines import dataset, index, run_answers
+from pipelines import dataset, index
 from pipelines.site import (
+    answer_store,
     browser,
     handoff,
     html_cache,
     markdown,
     page_cache,
     per_host,
+    set_macros,
     table_store,
 )
 
@@ -64,8 +66,9 @@ def on_pre_build(config: Any, **_: Any) -> None:
     # collection first: the load runs with the collector off and leaves no cycles to free, and a
     # full pass over the set costs more than half a second at 10,000 artifacts.)
     gc.freeze()
-    # every run's small answers, one run at a time: its heavy parts read from its file once
-    run_answers.prime(dataset.load().runs)
+    # every run's small answers, one run at a time: its heavy parts read from its file once, and only when
+    # the run's file is new or changed since the last build (pipelines.site.answer_store)
+    answer_store.prime(dataset.load())
     # Pages allocate many short-lived objects (DataFrames, chart specs, Markdown trees) with few
     # cycles: collect the youngest generation every 50,000 allocations instead of 700.
     global _THRESHOLD
@@ -204,10 +207,14 @@ def search_text(html: str) -> str:
 
 
 @event_priority(100)  # before the search plugin indexes the page
-def _compact_for_search(context: Any, page: Any, **_: Any) -> Any:
-    if len(page.content or "") > SEARCH_COMPACT_BYTES and not (
-        page.meta.get("search") or {}
-    ).get("exclude"):
+def _compact_for_search(context: Any, page: Any, nav: Any = None, **_: Any) -> Any:
+    excluded = (page.meta.get("search") or {}).get("exclude")
+    if excluded and html_cache.take_theme(page, nav):
+        # left out of the index, and its themed page comes from the cache (pipelines.site.html_cache): its
+        # content is read by nothing (the search plugin's pass over it was a twentieth of a rebuild)
+        page._almanac_content = page.content
+        page.content = ""
+    elif len(page.content or "") > SEARCH_COMPACT_BYTES and not excluded:
         page._almanac_content = page.content
         page.content = search_text(page.content)
     return context
@@ -316,13 +323,17 @@ def write_tables(site: Path) -> None:
 def on_post_build(config: Any, **_: Any) -> None:
     try:
         publish(Path(config["site_dir"]), dataset.load())
-        page_cache.prune()  # the cache keeps this build's pages only
-        table_store.prune()  # and this build's table downloads
         # the site check after the build reads the fact layer's groups from here, not from a second load
         from pipelines import facts
 
         if os.environ.get(handoff.GROUPS_ENV):
-            handoff.write_groups(facts.loaded_work_hosts())
+            # kept by the set's content (pipelines.site.set_macros): with nothing new, no fact layer for it
+            pairs = set_macros.kept(
+                "facts:work_hosts", lambda: sorted(facts.loaded_work_hosts())
+            )
+            handoff.write_groups({(str(w), str(h)) for w, h in pairs})
+        page_cache.prune()  # the cache keeps this build's pages only
+        table_store.prune()  # and this build's table downloads
     finally:
         page_cache.finish()
         table_store.reset()

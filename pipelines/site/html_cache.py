@@ -198,6 +198,20 @@ def theme_key(page: Any, nav: Any) -> str | None:
     return h.hexdigest()
 
 
+def take_theme(page: Any, nav: Any) -> bool:
+    """Read ``page``'s themed HTML from the cache now (before the page's context events), kept for its
+    template (:class:`_Template`); False when it is not there (rendered as always)."""
+    key = theme_key(page, nav)
+    if key is None:
+        return False
+    entry = page_cache.read_entry(f"t-{key}", dataset.load())
+    html = None if entry is None else entry.get("html")
+    if not isinstance(html, str):
+        return False
+    page._almanac_html = (key, html)
+    return True
+
+
 _RENDERING = [
     False
 ]  # inside a page's template: the templates it extends and includes are the theme's own
@@ -225,6 +239,11 @@ class _Template:
         key = None if page is None else theme_key(page, ctx.get("nav"))
         if key is None:
             return self._render(*args, **kwargs)
+        held = getattr(page, "_almanac_html", None)
+        if held is not None and page is not None:  # read ahead (take_theme)
+            page._almanac_html = None
+            if held[0] == key:
+                return str(held[1])
         ds = dataset.load()
         entry = page_cache.read_entry(f"t-{key}", ds)
         if entry is not None and isinstance(entry.get("html"), str):

@@ -163,6 +163,16 @@ def _shared_of(ds: dataset.Dataset) -> str:
     return str(_MEMO[key])
 
 
+def shared_digest(ds: dataset.Dataset) -> str:
+    """The part of every page's key that is the same for the whole set (once per build)."""
+    return _shared_of(ds)
+
+
+def hosts(ds: dataset.Dataset) -> list[str]:
+    """Every host of the set with a run or a host artifact, sorted."""
+    return sorted(ds.derived("page_cache_by_host", _artifacts_by_host))
+
+
 def _sidecar(ds: dataset.Dataset, r: Any) -> Path | None:
     from core import request_records
 

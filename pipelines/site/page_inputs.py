@@ -49,8 +49,14 @@ def fleet_noise(host: str) -> str:
     """The fleet's pooled run-to-run noise (pipelines.facts) for the kinds of test the host ran and has no
     estimate of its own for: what widens the interval of one of its runs measured once. A host with its own
     estimate for each kind it ran reads none of it (core.stats.pooled_side)."""
-    noise = dataset.load().derived("page_inputs:noise", _noise)
-    return noise.get(host, "")
+    from pipelines.site import set_macros
+
+    # kept between builds by the set's content (pipelines.site.set_macros): with nothing new, no fact layer
+    noise = dataset.load().derived(
+        "page_inputs:noise",
+        lambda ds: set_macros.kept("page_inputs:noise", lambda: _noise(ds)),
+    )
+    return str(noise.get(host, ""))
 
 
 def _noise(ds: dataset.Dataset) -> dict[str, str]:
@@ -97,7 +103,16 @@ def label(host: str) -> str:
 def role_configurations() -> str:
     """Every configuration the roles judge (pipelines.roles.join over the set's quality and runs): its
     identity and description, and whether any host's runs measured it."""
-    return dataset.load().derived("page_inputs:role_configurations", _configurations)
+    from pipelines.site import set_macros
+
+    return str(
+        dataset.load().derived(
+            "page_inputs:role_configurations",
+            lambda ds: set_macros.kept(
+                "page_inputs:role_configurations", lambda: _configurations(ds)
+            ),
+        )
+    )
 
 
 def _configurations(ds: dataset.Dataset) -> str:

@@ -1,0 +1,172 @@
+"""Every run's small answers (pipelines.run_answers) kept between builds, keyed by the run's file.
+
+A build asks six small questions of every run before its pages (what it generated, how its repetition
+stopped, its decode point, its requests' token counts, its overheads, its outputs' degeneration): each
+reads the run's heavy parts from its file (core.records.heavy), and the degeneration detector reads
+every output. At 10,000 artifacts that was a fifth of a build in which nothing had changed. Each answer
+is a function of its run's artifact alone (pipelines.memo.per_run), so it is kept here with the digest
+of the run's file and of its request-record sidecar (pipelines.site.page_cache.file_digest: read again
+only when the file changed), under the code's digest (page_cache.code_digest): a build asks the runs
+whose file is new or changed, and takes the others' answers from here, as they were computed.
+
+One file per data folder under the user cache (pickle: the cache is the user's own, like the code that
+reads it), written atomically when a run's answers were added or a run left the set. An answer that
+raised is not kept (the page that asks raises it again, where it belongs), nor one that holds a record
+other than its own run (its run is stored as a reference and given back as the run of this build).
+``ALMANAC_PAGE_CACHE=0`` turns it off, as it does the page cache; outside a build nothing is kept.
+Deleting it loses nothing: the next build asks every run again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import pickle
+from pathlib import Path
+from typing import Any
+
+from core import request_records
+from core.paths import cache_dir
+from core.records.base import ArtifactRecord
+from pipelines import dataset, memo, run_answers
+from pipelines.site import page_cache
+
+VERSION = 1  # bump when the file's format changes
+_RUN = "run"  # the persistent id of the run an answer is about
+
+
+def _path(ds: dataset.Dataset) -> Path:
+    where = hashlib.blake2b(str(ds.root).encode(), digest_size=8).hexdigest()
+    return cache_dir() / "answers" / f"{where}.pickle"
+
+
+def run_digest(ds: dataset.Dataset, r: Any) -> bytes:
+    """The content of what a run's answers are made from: its file and its request-record sidecar."""
+    digest = page_cache.file_digest(ds.root / r.data_path)
+    side = request_records.sidecar_of(r.data_path, r.records_full)
+    if side is not None and (ds.root / side).is_file():
+        digest += page_cache.file_digest(ds.root / side)
+    return digest
+
+
+class _Foreign(Exception):
+    """An answer holds a record other than its own run: not kept."""
+
+
+class _Pickler(pickle.Pickler):
+    def __init__(self, fh: Any, run: Any) -> None:
+        super().__init__(fh, protocol=pickle.HIGHEST_PROTOCOL)
+        self._run = run
+
+    def persistent_id(self, obj: Any) -> str | None:
+        if obj is self._run:
+            return _RUN
+        if isinstance(obj, ArtifactRecord):
+            raise _Foreign
+        return None
+
+
+class _Unpickler(pickle.Unpickler):
+    def __init__(self, fh: Any, run: Any) -> None:
+        super().__init__(fh)
+        self._run = run
+
+    def persistent_load(self, pid: Any) -> Any:
+        if pid != _RUN:
+            raise pickle.UnpicklingError(f"unknown reference {pid!r}")
+        return self._run
+
+
+def _pack(run: Any, value: Any) -> bytes | None:
+    fh = io.BytesIO()
+    try:
+        _Pickler(fh, run).dump(value)
+    except (_Foreign, pickle.PicklingError, TypeError, AttributeError, RecursionError):
+        return None
+    return fh.getvalue()
+
+
+def _unpack(blob: bytes, run: Any) -> Any:
+    return _Unpickler(io.BytesIO(blob), run).load()
+
+
+def _read(path: Path) -> dict[str, tuple[bytes, dict[str, bytes]]]:
+    try:
+        with path.open("rb") as fh:
+            stored = pickle.load(fh)
+    except (
+        OSError,
+        EOFError,
+        pickle.UnpicklingError,
+        ValueError,
+        TypeError,
+        AttributeError,
+    ):
+        return {}
+    if (
+        not isinstance(stored, dict)
+        or stored.get("version") != VERSION
+        or stored.get("code") != page_cache.code_digest()
+        or not isinstance(stored.get("runs"), dict)
+    ):
+        return {}
+    return stored["runs"]
+
+
+def _write(path: Path, runs: dict[str, tuple[bytes, dict[str, bytes]]]) -> None:
+    """Written atomically; a cache that cannot be written costs only time."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        with tmp.open("wb") as fh:
+            pickle.dump(
+                {"version": VERSION, "code": page_cache.code_digest(), "runs": runs},
+                fh,
+                protocol=pickle.HIGHEST_PROTOCOL,
+            )
+        tmp.replace(path)
+    except OSError:
+        pass
+
+
+def prime(ds: dataset.Dataset) -> None:
+    """Every run's answers (pipelines.run_answers.ANSWERS) kept with it: taken from the store for a run whose
+    file is unchanged, else asked of the run (its heavy parts read) and stored."""
+    if not page_cache.enabled():
+        run_answers.prime(ds.runs)
+        return
+    path = _path(ds)
+    stored = _read(path)
+    names = {memo.answer_name(fn): fn for fn in run_answers.ANSWERS}
+    kept: dict[str, tuple[bytes, dict[str, bytes]]] = {}
+    changed = False
+    for r in ds.runs:
+        digest = run_digest(ds, r)
+        hit = stored.get(r.data_path)
+        if hit is not None and hit[0] == digest and _restore(r, hit[1], names):
+            kept[r.data_path] = hit
+            continue
+        blobs = {}
+        for fn, value in run_answers.ask(r).items():
+            blob = _pack(r, value)
+            if blob is not None:
+                blobs[memo.answer_name(fn)] = blob
+        kept[r.data_path] = (digest, blobs)
+        changed = True
+    if changed or kept.keys() != stored.keys():
+        _write(path, kept)
+
+
+def _restore(r: Any, blobs: dict[str, bytes], names: dict[str, Any]) -> bool:
+    """Keep the stored answers with the run; False (nothing kept) when one is missing or unreadable, so the
+    run is asked again."""
+    if blobs.keys() != names.keys():
+        return False  # an answer that raised, or was not stored: asked again
+    try:
+        values = {name: _unpack(blob, r) for name, blob in blobs.items()}
+    except Exception:  # an entry this code cannot read back: asked again
+        return False
+    for name, value in values.items():
+        memo.keep(names[name], r, value)
+    return True
