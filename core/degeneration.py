@@ -44,7 +44,10 @@ COMPRESS_MAX_RATIO = (
     0.12  # zlib size / raw size below this = far more repetitive than prose
 )
 
-_TAIL_LOOP = re.compile(rf"(.{{1,200}}?)(?:\1){{{LOOP_MIN_REPEATS - 1},}}\s*\Z", re.S)
+_UNIT_MAX = 200  # the longest unit _TAIL_LOOP looks for
+_TAIL_LOOP = re.compile(
+    rf"(.{{1,{_UNIT_MAX}}}?)(?:\1){{{LOOP_MIN_REPEATS - 1},}}\s*\Z", re.S
+)
 
 
 def _unprintable_share(text: str) -> float:
@@ -63,14 +66,57 @@ def _unprintable_share(text: str) -> float:
     return bad / len(text)
 
 
+_SPACE = re.compile(r"\s")
+
+
+def _loop_start(tail: str) -> tuple[int, int] | None:
+    """Where ``_TAIL_LOOP.search(tail)`` matches, without the search: (start, unit length), or None when it
+    does not. ``tail`` is rstripped (``_tail_loop``), so a match is the text from its start to the end made of
+    one unit repeated at least LOOP_MIN_REPEATS times: the search's leftmost start is, over every unit length
+    L up to _UNIT_MAX whose last LOOP_MIN_REPEATS units are alike, the earliest start at a multiple of L from
+    the end where the text from there on repeats with period L; its unit is the shortest such L there. The
+    search tries every start of the window with every unit length (tens of milliseconds a text, a good part of
+    a fleet's cold build); this compares a few hundred slices. A tail ending on what the pattern reads as
+    whitespace but ``str.rstrip`` did not strip (none is known) is left to the pattern."""
+    n = len(tail)
+    if not n or _SPACE.match(tail[-1]):
+        m = _TAIL_LOOP.search(tail)
+        return None if m is None else (m.start(), len(m.group(1)))
+    best: tuple[int, int] | None = None
+    for size in range(1, min(_UNIT_MAX, n // LOOP_MIN_REPEATS) + 1):
+        unit = tail[n - size :]
+        if not tail.endswith(unit * LOOP_MIN_REPEATS):
+            continue
+        # the periodic run extended back from the last LOOP_MIN_REPEATS units (tail[i] == tail[i + size] for
+        # every i from its start on): by doubling steps while a step's characters all repeat, then halving
+        at, step = n - LOOP_MIN_REPEATS * size, 1
+        while step <= at and tail[at - step : at] == tail[at - step + size : at + size]:
+            at -= step
+            step *= 2
+        while step > 1:
+            step //= 2
+            if (
+                step <= at
+                and tail[at - step : at] == tail[at - step + size : at + size]
+            ):
+                at -= step
+        start = (
+            at + (n - at) % size
+        )  # the earliest start a whole number of units from the end
+        if best is None or start < best[0]:
+            best = (start, size)
+    return best
+
+
 def _tail_loop(text: str) -> tuple[str, int, int] | None:
     """(unit, repeats, span chars) of a unit repeated at the very end of the text, if any."""
     tail = text[-TAIL_WINDOW:].rstrip()
-    m = _TAIL_LOOP.search(tail)
-    if not m:
+    found = _loop_start(tail)
+    if found is None:
         return None
-    unit = m.group(1)
-    span = len(tail) - m.start()
+    start, size = found
+    unit = tail[start : start + size]
+    span = len(tail) - start
     return unit, span // max(len(unit), 1), span
 
 

@@ -399,14 +399,21 @@ class Assignment:
 
     @property
     def status(self) -> str:
-        if self.chosen is not None:
-            return "assigned"
-        states = {c.state for c in self.rejected}
-        if "unresolved" in states:
-            return "not resolved"  # a candidate fails nothing, but a figure's interval straddles its threshold
-        if "rejected" in states:
-            return "no candidate meets every requirement"  # measured and rejected (others may lack data: counted apart)
-        return "no data"  # nothing failed on measured data: runs could decide
+        return status_of(self.chosen, [c.state for c in self.rejected])
+
+
+def status_of(chosen: Candidate | None, states: list[str]) -> str:
+    """An assignment's status from its pick and its rejected candidates' states (``Candidate.state``, in
+    ``Assignment.rejected``'s order): a page that reads the states already passes them (``Assignment.status``
+    reads them again)."""
+    if chosen is not None:
+        return "assigned"
+    seen = set(states)
+    if "unresolved" in seen:
+        return "not resolved"  # a candidate fails nothing, but a figure's interval straddles its threshold
+    if "rejected" in seen:
+        return "no candidate meets every requirement"  # measured and rejected (others may lack data: counted apart)
+    return "no data"  # nothing failed on measured data: runs could decide
 
 
 # -- the join ------------------------------------------------------------------------------

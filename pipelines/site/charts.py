@@ -438,13 +438,22 @@ def _clean(v: Any) -> Any:
 
 
 def dots_with_ci(
-    df: pd.DataFrame, metric: Metric, label_col: str = "label", title: str = ""
+    df: pd.DataFrame | list[dict[str, Any]],
+    metric: Metric,
+    label_col: str = "label",
+    title: str = "",
 ) -> dict[str, Any]:
     """One mark per result: a dot at the mean and a CI95 rule, one row per artifact, in the
     frame's order. Rows are keyed by the artifact id (``id``), so two results never share a
     mark and nothing is summed or stacked (Vega-Lite stacks bars that share a category).
-    A plain Vega-Lite spec (no Altair validation: linear and cheap at thousands of rows)."""
-    rows = df.reset_index(drop=True).to_dict("records")
+    A plain Vega-Lite spec (no Altair validation: linear and cheap at thousands of rows).
+    ``df``: a frame, or its rows as dicts of Python values (a board's: no frame is made per board
+    for its chart; a missing figure is None or NaN alike, both written null)."""
+    rows = (
+        df.reset_index(drop=True).to_dict("records")
+        if isinstance(df, pd.DataFrame)
+        else df
+    )
     values = [
         {
             **{k: _clean(v) for k, v in r.items()},
@@ -497,7 +506,11 @@ def dots_with_ci(
                     # a click on a dot opens its artifact's published JSON
                     **(
                         {"href": {"field": "json", "type": "nominal"}}
-                        if "json" in df.columns
+                        if (
+                            "json" in df.columns
+                            if isinstance(df, pd.DataFrame)
+                            else bool(rows) and "json" in rows[0]
+                        )
                         else {}
                     ),
                 },

@@ -180,7 +180,7 @@ def host_boards_page(docs: list[RunRecord], boards: list[Any] | None = None) -> 
         out.append("")
         if len(chart_rows) > 1:
             chart = charts.dots_with_ci(
-                pd.DataFrame(chart_rows),
+                chart_rows,
                 m,
                 title=f"{b.test} on {b.host_id} ({b.backend})",
             )

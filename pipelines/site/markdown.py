@@ -9,6 +9,7 @@ says so; the downloads hold all of them.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import html
 import io
@@ -418,7 +419,10 @@ def _cell_html(s: str, href: Any) -> str:
     return "".join(parts)
 
 
+@functools.lru_cache(maxsize=8192)
 def _bold_html(s: str) -> str:
+    """A cell's text (or a link's, or the text between links) as HTML: a pure function of the text, kept for
+    the texts met again (a model's name, quantization, build and settings on every row of every board)."""
     if "**" not in s:  # no bold (every one _BOLD finds has it)
         return _escaped_text_only(s)
     out, pos = [], 0

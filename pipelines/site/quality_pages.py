@@ -454,13 +454,31 @@ def _candidate_line(c: roles_mod.Candidate) -> str:
     return f"{c.label} ({c.state}): " + "; ".join(parts)
 
 
-def _summary_table(assignments: list[roles_mod.Assignment]) -> str:
+def _states(
+    assignments: list[roles_mod.Assignment],
+) -> tuple[dict[int, str], dict[int, str]]:
+    """Each rejected candidate's state and each assignment's status (keyed by ``id``), read once for a page:
+    a page reads them several times (the summary, the details, the fold's title), and a candidate's state
+    reads its evidence again each time (Candidate.state)."""
+    state = {id(c): c.state for a in assignments for c in a.rejected}
+    status = {
+        id(a): roles_mod.status_of(a.chosen, [state[id(c)] for c in a.rejected])
+        for a in assignments
+    }
+    return state, status
+
+
+def _summary_table(
+    assignments: list[roles_mod.Assignment],
+    states: tuple[dict[int, str], dict[int, str]] | None = None,
+) -> str:
+    state, status = states or _states(assignments)
     rows = []
     for a in assignments:
-        rejected = [c for c in a.rejected if c.state == "rejected"]
-        unresolved = [c for c in a.rejected if c.state == "unresolved"]
+        rejected = [c for c in a.rejected if state[id(c)] == "rejected"]
+        unresolved = [c for c in a.rejected if state[id(c)] == "unresolved"]
         unmeasured = [
-            c for c in a.rejected if c.state in ("not measured", "partly measured")
+            c for c in a.rejected if state[id(c)] in ("not measured", "partly measured")
         ]
         if a.chosen:
             met = "; ".join(
@@ -487,7 +505,7 @@ def _summary_table(assignments: list[roles_mod.Assignment]) -> str:
             [
                 link(a.role, f"#role-{_anchor(a.role)}"),
                 cell(a.spec.tier or "—"),
-                f"**{cell(a.status)}**",
+                f"**{cell(status[id(a)])}**",
                 cell(a.chosen.label) if a.chosen else "—",
                 why if a.chosen is None else cell(why),
                 f"{len(rejected)} / {len(unresolved)} / {len(unmeasured)}",
@@ -595,6 +613,8 @@ def roles_page(
     host_memory: dict[str, tuple[int, str]] | None = None,
 ) -> str:
     out: list[str] = []
+    states = _states(assignments)
+    state, status = states
     by_role: dict[str, list[roles_mod.Assignment]] = {}
     by_host: dict[str, list[roles_mod.Assignment]] = {}
     for a in assignments:
@@ -610,7 +630,7 @@ def roles_page(
         "",
     ]
     for host, items in sorted(by_host.items()):
-        out += [f"### On {code(host)}", "", _summary_table(items), ""]
+        out += [f"### On {code(host)}", "", _summary_table(items, states), ""]
     for host in sorted(by_host):
         if host in (host_memory or {}):
             mem, run = (host_memory or {})[host]
@@ -683,8 +703,8 @@ def roles_page(
                     + more,
                     "",
                 ]
-            unmeasured = [c for c in a.rejected if c.state == "not measured"]
-            decided = [c for c in a.rejected if c.state != "not measured"]
+            unmeasured = [c for c in a.rejected if state[id(c)] == "not measured"]
+            decided = [c for c in a.rejected if state[id(c)] != "not measured"]
             if decided:
                 # one line per configuration (all of them in the table's downloads); the evidence of
                 # the first few: the page stays short however many candidates ran
@@ -692,7 +712,11 @@ def roles_page(
                     table(
                         ["configuration", "decision", "why"],
                         [
-                            [cell(c.label), cell(c.state), cell(", ".join(c.reasons))]
+                            [
+                                cell(c.label),
+                                cell(state[id(c)]),
+                                cell(", ".join(c.reasons)),
+                            ]
                             for c in decided
                         ],
                         max_rows=REJECTED_SHOWN,
@@ -701,11 +725,11 @@ def roles_page(
                 ]
                 # the evidence of those decided on measurements first: a configuration with no data for
                 # a requirement (partly measured) has less to show than one rejected on its figures
-                for c in sorted(decided, key=lambda c: c.state == "partly measured")[
-                    :REJECTED_DETAILED
-                ]:
+                for c in sorted(
+                    decided, key=lambda c: state[id(c)] == "partly measured"
+                )[:REJECTED_DETAILED]:
                     body += [
-                        f"**{cell(c.state.capitalize())}:** {cell(c.label)}: {cell(', '.join(c.reasons))}",
+                        f"**{cell(state[id(c)].capitalize())}:** {cell(c.label)}: {cell(', '.join(c.reasons))}",
                         "",
                         _evidence_table(c),
                         "",
@@ -723,13 +747,11 @@ def roles_page(
                     + extra,
                     "",
                 ]
-            title = (
-                f"{role_name} on {a.host_id or 'no host with speed data'}: {a.status}"
-            )
+            title = f"{role_name} on {a.host_id or 'no host with speed data'}: {status[id(a)]}"
             kind = (
                 "success"
                 if a.chosen
-                else ("warning" if a.status == "not resolved" else "note")
+                else ("warning" if status[id(a)] == "not resolved" else "note")
             )
             out += [fold(title, "\n".join(body), kind), ""]
     return "\n".join(out)
