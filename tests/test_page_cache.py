@@ -149,7 +149,10 @@ def test_fill_renders_the_pages_over_the_cores_and_the_page_loop_finds_them(
     page_cache.fill(jobs, lambda job: per_host.render(*job), pending)
     assert len(stored) == 2  # this process's share; the worker stored the other two
     folder = next((Path(page_cache.cache_dir()) / "pages").iterdir())
-    assert len(list(folder.glob("*.json.z"))) == 4
+    pages = [p for p in folder.glob("*.json.z") if not p.name.startswith("v-")]
+    assert (
+        len(pages) == 4
+    )  # the four pages (a "v-" entry is a kept value the keys read: set_macros)
     assert markdown.table_files() == {}  # the downloads come with the pages, not before
     stored.clear()
     page_cache.fill(jobs, lambda job: per_host.render(*job), pending)

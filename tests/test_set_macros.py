@@ -155,3 +155,25 @@ def test_a_kept_value_is_figured_again_only_when_the_set_changed(fleet, tmp_path
     assert build() == first and len(figured) == 1
     _add_host(data, tmp_path)
     assert NEW_HOST in build() and len(figured) == 2
+
+
+def test_the_key_reads_none_of_the_projects_own_measurements(
+    fleet, tmp_path, monkeypatch
+):
+    """The runs a user measured into the project's data/ (``invoke all``) are no input of another set's pages:
+    the key neither reads nor hashes them (it read every file there, so the test command after the main
+    command opened the user's runs), only the registries a set without its own falls back on."""
+    from pipelines.site import set_macros
+
+    proj = tmp_path / "proj"
+    own = proj / "data" / "hosts" / "someone"
+    own.mkdir(parents=True)
+    (own / "bandwidth-1.json").write_text("{}")
+    monkeypatch.setenv("ALMANAC_ROOT", str(proj))  # core.paths.project_root
+    page_cache.reset()
+    before = set_macros._set_digest()
+    (own / "bandwidth-1.json").write_text('{"changed": 1}')
+    (own / "bandwidth-2.json").write_text("{}")
+    page_cache.reset()
+    assert set_macros._set_digest() == before
+    page_cache.finish()

@@ -12,8 +12,8 @@ changed rendered them all again: a third of such a build at 10,000 artifacts. A 
   code_digest, registries, quality, perplexity and projection artifacts, by content);
 * every host's runs, their request-record sidecars and its host artifacts (page_cache.host_digest), for
   every host of the set;
-* the project's own data folder when the set is another one (the registries a data folder without its
-  own falls back on), and the environment variables that choose the kinds shown.
+* the registries the roles read (the set's own roles.yaml and models.yaml, else the project's:
+  page_inputs.registries), and the environment variables that choose the kinds shown.
 
 That is every file the build reads: a hit is what the macro would return. A hit gives back the Markdown
 and the table downloads the macro registered (so the build writes the same files); a miss calls the
@@ -31,9 +31,8 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from core.paths import data_dir, project_root
 from pipelines import dataset
-from pipelines.site import markdown, page_cache
+from pipelines.site import markdown, page_cache, page_inputs
 
 VERSION = 1  # bump when an entry's format or the key's parts change
 ENV = (
@@ -52,13 +51,9 @@ def _digest_of(ds: dataset.Dataset) -> str:
     h.update(f"set\0v{VERSION}\0{page_cache.shared_digest(ds)}\0".encode())
     for host in page_cache.hosts(ds):
         h.update(f"host\0{host}\0{page_cache.host_digest(host)}\0".encode())
-    own = project_root() / "data"
-    if own.resolve() != data_dir().resolve() and own.is_dir():
-        for p in sorted(q for q in own.rglob("*") if q.is_file()):
-            h.update(
-                f"project\0{p.relative_to(own).as_posix()}\0".encode()
-                + page_cache.file_digest(p)
-            )
+    # the registries as the roles read them: the set's own, else the project's (the only files of the
+    # project's data folder a page falls back on; its measured runs are not read, nor hashed)
+    h.update(f"registries\0{page_inputs.registries()}\0".encode())
     for name in ENV:
         h.update(f"env\0{name}\0{os.environ.get(name, '')}\0".encode())
     return h.hexdigest()
