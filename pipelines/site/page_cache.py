@@ -478,4 +478,30 @@ __all__ = [
     "key",
     "prune",
     "reset",
+    "registries",
 ]
+
+
+def registries() -> str:
+    """The roles' and models' registries as the roles read them: the data folder's (also in every page's
+    shared part), else the project's own."""
+    from core.paths import data_dir, project_root
+    from pipelines import roles
+
+    def compute() -> str:
+        models = data_dir() / "models.yaml"
+        paths = [
+            roles.roles_path(),
+            models if models.exists() else project_root() / "data" / "models.yaml",
+        ]
+        return _registries_digest(
+            [(str(p), file_digest(p).hex() if p.is_file() else None) for p in paths]
+        )
+
+    return per_build("registries", compute)
+
+
+def _registries_digest(value: Any) -> str:
+    return hashlib.blake2b(
+        json.dumps(value, sort_keys=True, default=repr).encode(), digest_size=20
+    ).hexdigest()

@@ -136,26 +136,10 @@ def _configurations(ds: dataset.Dataset) -> str:
 
 
 def registries() -> str:
-    """The roles' and models' registries as the roles read them: the data folder's (also in every page's
-    shared part), else the project's own."""
-    from core.paths import data_dir, project_root
-    from pipelines import roles
+    """The roles' and models' registries as the roles read them (pipelines.site.page_cache.registries)."""
     from pipelines.site import page_cache
 
-    def compute() -> str:
-        models = data_dir() / "models.yaml"
-        paths = [
-            roles.roles_path(),
-            models if models.exists() else project_root() / "data" / "models.yaml",
-        ]
-        return _digest(
-            [
-                (str(p), page_cache.file_digest(p).hex() if p.is_file() else None)
-                for p in paths
-            ]
-        )
-
-    return page_cache.per_build("registries", compute)
+    return page_cache.registries()
 
 
 def boards(host: str) -> str:

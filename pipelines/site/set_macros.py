@@ -13,7 +13,7 @@ changed rendered them all again: a third of such a build at 10,000 artifacts. A 
 * every host's runs, their request-record sidecars and its host artifacts (page_cache.host_digest), for
   every host of the set;
 * the registries the roles read (the set's own roles.yaml and models.yaml, else the project's:
-  page_inputs.registries), and the environment variables that choose the kinds shown.
+  page_cache.registries), and the environment variables that choose the kinds shown.
 
 That is every file the build reads: a hit is what the macro would return. A hit gives back the Markdown
 and the table downloads the macro registered (so the build writes the same files); a miss calls the
@@ -32,7 +32,7 @@ from collections.abc import Callable
 from typing import Any
 
 from pipelines import dataset
-from pipelines.site import markdown, page_cache, page_inputs
+from pipelines.site import markdown, page_cache
 
 VERSION = 1  # bump when an entry's format or the key's parts change
 ENV = (
@@ -53,7 +53,7 @@ def _digest_of(ds: dataset.Dataset) -> str:
         h.update(f"host\0{host}\0{page_cache.host_digest(host)}\0".encode())
     # the registries as the roles read them: the set's own, else the project's (the only files of the
     # project's data folder a page falls back on; its measured runs are not read, nor hashed)
-    h.update(f"registries\0{page_inputs.registries()}\0".encode())
+    h.update(f"registries\0{page_cache.registries()}\0".encode())
     for name in ENV:
         h.update(f"env\0{name}\0{os.environ.get(name, '')}\0".encode())
     return h.hexdigest()
