@@ -12,22 +12,14 @@ import pytest
 
 from pipelines import dataset, memo, run_answers
 from pipelines.site import answer_store, page_cache
-from tests.support.committed import committed_data, tracked_files
+from tests.support import two_hosts
 
-HOSTS = ("vm-55ecea05", "lent-h200-c4a881f9")
+HOSTS = two_hosts.HOSTS
 
 
 @pytest.fixture
 def fleet(tmp_path, monkeypatch):
-    only = [
-        f
-        for f in tracked_files()
-        if f.startswith(tuple(f"{d}/{h}/" for d in ("runs", "hosts") for h in HOSTS))
-    ]
-    data = committed_data(tmp_path / "data", only=only)
-    monkeypatch.setenv("ALMANAC_DATA", str(data))
-    monkeypatch.setenv("ALMANAC_CACHE", str(tmp_path / "cache"))
-    monkeypatch.delenv("ALMANAC_PAGE_CACHE", raising=False)
+    data = two_hosts.use(monkeypatch, tmp_path)
     asked: list[str] = []
     real = run_answers.ask
 

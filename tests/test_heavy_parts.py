@@ -88,17 +88,26 @@ def test_reads_are_counted_and_the_kept_parts_bounded(copied, monkeypatch):
     assert heavy.COUNTS["read"] - before["read"] == 5 and len(heavy._KEPT) == 2
 
 
-def test_a_file_changed_after_load_is_refused_not_read_as_the_old_one(copied):
-    ds = dataset.load(copied)
-    r = ds.runs[0]
-    path = copied / r.data_path
+def _edit_log_tail(path: Path) -> dict:
+    """Edit a loaded artifact's file in place (its log tail); the edited document."""
     doc = json.loads(path.read_text())
     doc["log_tail"] = "edited after the build loaded it"
     path.write_text(json.dumps(doc, indent=1))
-    with pytest.raises(ArtifactError, match="changed after it was loaded"):
-        _ = r.samples
-    with pytest.raises(ArtifactError, match="changed after it was loaded"):
-        r["log_tail"]
+    return doc
+
+
+def _refused(*reads) -> None:
+    """Each read of a heavy part of an edited file is refused, none served from the old bytes."""
+    for read in reads:
+        with pytest.raises(ArtifactError, match="changed after it was loaded"):
+            read()
+
+
+def test_a_file_changed_after_load_is_refused_not_read_as_the_old_one(copied):
+    ds = dataset.load(copied)
+    r = ds.runs[0]
+    _edit_log_tail(copied / r.data_path)
+    _refused(lambda: r.samples, lambda: r["log_tail"])
     gone = ds.runs[1]
     (copied / gone.data_path).unlink()
     with pytest.raises(ArtifactError, match="removed after it was loaded"):
@@ -269,13 +278,8 @@ def test_quality_items_reads_are_counted_bounded_and_a_changed_file_refused(
     assert heavy.COUNTS["read quality"] - before["read quality"] == 4
     q = qs[4]
     path = quality_set / q.data_path
-    doc = json.loads(path.read_text())
-    doc["log_tail"] = "edited after the build loaded it"
-    path.write_text(json.dumps(doc, indent=1))
-    with pytest.raises(ArtifactError, match="changed after it was loaded"):
-        _ = q.items
-    with pytest.raises(ArtifactError, match="changed after it was loaded"):
-        q["log_tail"]
+    doc = _edit_log_tail(path)
+    _refused(lambda: q.items, lambda: q["log_tail"])
     assert q.n_items == len(
         doc["items"]
     )  # the verdicts were read as the file was loaded

@@ -7,37 +7,23 @@ in process."""
 from __future__ import annotations
 
 import json
-import shutil
-from pathlib import Path
 
 import pytest
 
 from pipelines.site import markdown, page_cache
-from tests.support.committed import committed_data, tracked_files
+from tests.support import two_hosts
 from tests.support.page_values import macros
 
-HOSTS = ("vm-55ecea05", "lent-h200-c4a881f9")
-NEW_HOST = "vm-fafe2774"
+HOSTS, NEW_HOST = two_hosts.HOSTS, two_hosts.NEW_HOST
 # a few of the data pages (every one is registered the same way in docs/macros.py): the fleet's front page,
 # its ranking, a split page's index and the runs browser
 PAGES = ("home_summary", "leaderboard", "hosts_page", "runs_browser")
 
 
-def _host_files(hosts: tuple[str, ...]) -> list[str]:
-    return [
-        f
-        for f in tracked_files()
-        if f.startswith(tuple(f"{d}/{h}/" for d in ("runs", "hosts") for h in hosts))
-    ]
-
-
 @pytest.fixture
 def fleet(tmp_path, monkeypatch):
-    data = committed_data(tmp_path / "data", only=_host_files(HOSTS))
-    monkeypatch.setenv("ALMANAC_DATA", str(data))
-    monkeypatch.setenv("ALMANAC_CACHE", str(tmp_path / "cache"))
+    data = two_hosts.use(monkeypatch, tmp_path)
     monkeypatch.setenv("ALMANAC_THIS_HOST", "none")
-    monkeypatch.delenv("ALMANAC_PAGE_CACHE", raising=False)
     stored: list[str] = []
     real = page_cache.write_entry
 
@@ -68,14 +54,6 @@ def _pages(fns: dict, cached: bool, monkeypatch) -> dict[str, tuple[str, dict]]:
     return out
 
 
-def _add_host(data: Path, tmp_path: Path) -> None:
-    """One more host's runs and host artifact, as they are committed."""
-    more = committed_data(tmp_path / "more", only=_host_files((NEW_HOST,)))
-    for d in ("runs", "hosts"):
-        if (more / d / NEW_HOST).is_dir():
-            shutil.copytree(more / d / NEW_HOST, data / d / NEW_HOST)
-
-
 def test_a_kept_macro_is_the_macro_rendered_with_its_downloads(fleet, monkeypatch):
     data, stored, fns = fleet
     plain = _pages(fns, cached=False, monkeypatch=monkeypatch)
@@ -96,7 +74,7 @@ def test_one_more_host_renders_them_as_a_build_without_the_cache(
 ):
     data, stored, fns = fleet
     before = _pages(fns, cached=True, monkeypatch=monkeypatch)
-    _add_host(data, tmp_path)
+    two_hosts.add_host(data, tmp_path / "more")
     stored.clear()
     after = _pages(fns, cached=True, monkeypatch=monkeypatch)
     assert after == _pages(fns, cached=False, monkeypatch=monkeypatch)
@@ -153,7 +131,7 @@ def test_a_kept_value_is_figured_again_only_when_the_set_changed(fleet, tmp_path
 
     first = build()
     assert build() == first and len(figured) == 1
-    _add_host(data, tmp_path)
+    two_hosts.add_host(data, tmp_path / "more")
     assert NEW_HOST in build() and len(figured) == 2
 
 

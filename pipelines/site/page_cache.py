@@ -494,14 +494,15 @@ def registries() -> str:
             roles.roles_path(),
             models if models.exists() else project_root() / "data" / "models.yaml",
         ]
-        return _registries_digest(
+        return value_digest(
             [(str(p), file_digest(p).hex() if p.is_file() else None) for p in paths]
         )
 
     return per_build("registries", compute)
 
 
-def _registries_digest(value: Any) -> str:
+def value_digest(value: Any) -> str:
+    """A JSON-able value's digest (sorted keys; what is not JSON by its repr): what a key reads."""
     return hashlib.blake2b(
         json.dumps(value, sort_keys=True, default=repr).encode(), digest_size=20
     ).hexdigest()

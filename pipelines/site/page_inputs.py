@@ -32,17 +32,8 @@ hosts never change with it.
 
 from __future__ import annotations
 
-import hashlib
-import json
-from typing import Any
-
 from pipelines import dataset
-
-
-def _digest(value: Any) -> str:
-    return hashlib.blake2b(
-        json.dumps(value, sort_keys=True, default=repr).encode(), digest_size=20
-    ).hexdigest()
+from pipelines.site import page_cache
 
 
 def fleet_noise(host: str) -> str:
@@ -86,14 +77,13 @@ def _noise(ds: dataset.Dataset) -> dict[str, str]:
                     )
                 )
         if read:
-            out[host] = _digest(read)
+            out[host] = page_cache.value_digest(read)
     return out
 
 
 def label(host: str) -> str:
     """The host's label as the whole set's artifacts and the hosts registry (hosts.yaml) resolve it
     (pipelines.hostnames); once per build (a registry can change between two builds of one loaded set)."""
-    from pipelines.site import page_cache
     from pipelines.site.per_host import host_labels
 
     labels: dict[str, str] = page_cache.per_build("labels", host_labels)
@@ -119,7 +109,7 @@ def _configurations(ds: dataset.Dataset) -> str:
     from pipelines import roles
 
     configs = roles.join(list(ds.quality), list(ds.runs))
-    return _digest(
+    return page_cache.value_digest(
         [
             (
                 c.identity,
@@ -137,7 +127,6 @@ def _configurations(ds: dataset.Dataset) -> str:
 
 def registries() -> str:
     """The roles' and models' registries as the roles read them (pipelines.site.page_cache.registries)."""
-    from pipelines.site import page_cache
 
     return page_cache.registries()
 
