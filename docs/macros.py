@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from core.records.run import RunRecord
-from pipelines import dataset, facts, projections, roofline
+from pipelines import dataset, facts, index, projections, roofline
 from pipelines.runs import load_runs
 from pipelines.site import (  # noqa: F401 - split_pages registers
     agent_pages,
@@ -127,7 +127,9 @@ def define_env(env: Any) -> None:
         lambda: leaderboard_page.leaderboard_page(_facts(), this_host()), "leaderboard"
     )
     macro(
-        lambda kind="run": browser.browser_page(kind, len(dataset.load().of(kind))),
+        lambda kind="run": browser.browser_page(
+            kind, browser.count(kind, index.listed(dataset.load()))
+        ),
         "runs_browser",
     )
     macro(browser.viewer_page, "artifact_viewer")

@@ -46,10 +46,13 @@ class Dataset:
     ] = ()  # (path relative to root, absolute path) of every artifact
     _derived: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
-    def derived(self, name: str, compute: Callable[[Dataset], T]) -> T:
+    def derived(
+        self, name: str, compute: Callable[[Dataset], T], fresh: bool = False
+    ) -> T:
         """A value computed from this loaded set, once: the set does not change while it is loaded
-        (a changed data folder loads as a new set), so every page of a build shares the answer."""
-        if name not in self._derived:
+        (a changed data folder loads as a new set), so every page of a build shares the answer.
+        ``fresh``: computed again now (a value that also depends on something outside the set)."""
+        if fresh or name not in self._derived:
             self._derived[name] = compute(self)
         return self._derived[name]
 

@@ -17,6 +17,12 @@ validated (core.artifacts.load, cached by that digest) and its rows made again; 
 file's rows go. A missing index is built; a corrupt one (unreadable, a table whose hash is not
 the one recorded) or a stale one (another index version or schemas) is rebuilt from the files,
 with one line saying so, never trusted over them.
+
+A site build brings the index up to date once, before its pages render, from the set it loaded
+(:func:`of_set`); the artifact browsers list its rows (pipelines.site.browser) and the build publishes
+the same tables. What a browser lists of an artifact beyond its identity (a run's headline figure, a
+quality run's pass rate, a perplexity run's figures) is computed here, from the artifact's typed record,
+once: the listing columns.
 """
 
 from __future__ import annotations
@@ -24,15 +30,21 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from core import artifacts
 from core.errors import StorageError
 from core.paths import cache_dir, data_dir
+from core.records import record_class
+from core.records.base import ArtifactRecord
 
-INDEX_VERSION = 1
+if TYPE_CHECKING:
+    from pipelines.dataset import Dataset
+
+INDEX_VERSION = 2  # 2: the listing columns
 TABLES = ("artifacts", "metrics")
 STATS = (
     "n",
@@ -47,6 +59,24 @@ STATS = (
     "ci95_high",
 )
 
+# what the artifact browsers show of a run, quality or perplexity run beyond its identity (listing())
+LISTING_COLUMNS = (
+    "origin",  # an endpoint run's model: <served name> at <URL> (<server>)
+    "headline_metric",  # a run's kind's headline metric (a core.metrics name) ...
+    "headline_mean",  # ... and its mean, when it has one
+    "pass_rate",  # a quality run's pass rate (0-1), items passed, items scored
+    "n_passed",
+    "n_items",
+    "reference",  # a perplexity run's reference model, text and figures
+    "text",
+    "ppl",
+    "ppl_se",
+    "kld_mean",
+    "kld_se",
+    "same_top",
+    "same_top_se",
+    "n_scored_tokens",
+)
 # columns of the artifacts table (strings unless named in _INTS / _FLOATS)
 ARTIFACT_COLUMNS = (
     "path",
@@ -69,6 +99,7 @@ ARTIFACT_COLUMNS = (
     "matrix",
     "error_kind",
     "error_message",
+    *LISTING_COLUMNS,
 )
 METRIC_COLUMNS = (
     "path",
@@ -82,8 +113,17 @@ METRIC_COLUMNS = (
     "metric",
     *STATS,
 )
-_INTS = {"size", "mtime_ns", "n"}
-_FLOATS = set(STATS) - {"n"}
+_INTS = {"size", "mtime_ns", "n", "n_passed", "n_items", "n_scored_tokens"}
+_FLOATS = (set(STATS) - {"n"}) | {
+    "headline_mean",
+    "pass_rate",
+    "ppl",
+    "ppl_se",
+    "kld_mean",
+    "kld_se",
+    "same_top",
+    "same_top_se",
+}
 
 
 @dataclass
@@ -97,6 +137,9 @@ class Update:
     removed: int = 0
     rebuilt: str | None = None  # the one line saying why the index was rebuilt
     messages: list[str] = field(default_factory=list)
+    read: list[str] = field(
+        default_factory=list
+    )  # the files whose rows were made again
 
 
 def index_dir(root: Path | None = None) -> Path:
@@ -144,6 +187,62 @@ def artifact_row(
         "error_kind": _s(error.get("kind")),
         "error_message": _s(error.get("message")),
     }
+
+
+def _num(v: Any) -> float | None:
+    return None if v is None else float(v)
+
+
+def listing(rec: ArtifactRecord) -> dict[str, Any]:
+    """The listing columns of one artifact, from its typed record (None where its type has none)."""
+    out: dict[str, Any] = dict.fromkeys(LISTING_COLUMNS)
+    kind = rec.artifact
+    if kind == "run":
+        r: Any = rec
+        if r.is_endpoint:
+            out["origin"] = r.model_origin
+        m, st = r.headline_metric, r.headline
+        if m is not None and st is not None:
+            out["headline_metric"], out["headline_mean"] = m.name, float(st.mean)
+    elif kind == "quality":
+        q: Any = rec
+        rate = q.summary.rate
+        out["pass_rate"] = _num(rate.pass_rate)
+        out["n_passed"], out["n_items"] = rate.passed, rate.n
+    elif kind == "perplexity":
+        p: Any = rec
+        out["reference"] = p.reference.name if p.reference else None
+        out["text"] = p.text.name
+        res = p.results
+        if res is not None:  # a failed measurement has no figures
+            for k in ("ppl", "ppl_se", "kld_mean", "kld_se", "same_top", "same_top_se"):
+                out[k] = _num(res.get(k))
+            out["n_scored_tokens"] = res.get("n_scored_tokens")
+    return out
+
+
+_LISTED = ("run", "quality", "perplexity")
+
+
+def _record(doc: Mapping[str, Any], rel: str) -> ArtifactRecord | None:
+    kind = doc.get("artifact")
+    return record_class(kind)(doc, data_path=rel) if kind in _LISTED else None
+
+
+def rows_of(
+    records: Iterable[ArtifactRecord | Mapping[str, Any]],
+) -> list[dict[str, Any]]:
+    """Artifact rows of records held in memory (a file's bytes unknown: no sha256, size or mtime), as
+    :func:`update` makes them from the files: what a page or test listing documents not on disk reads."""
+    out = []
+    for d in records:
+        rec = d if isinstance(d, ArtifactRecord) else _record(d, "")
+        doc = d.doc if isinstance(d, ArtifactRecord) else dict(d)
+        rel = rec.data_path if rec is not None else str(doc.get("_data_path", ""))
+        row = artifact_row(rel, "", 0, 0, doc)
+        row.update(listing(rec) if rec is not None else {})
+        out.append(row)
+    return out
 
 
 def metric_rows(arow: dict[str, Any], doc: dict[str, Any]) -> list[dict[str, Any]]:
@@ -273,12 +372,14 @@ def update(
     root: Path | None = None,
     docs: dict[str, dict[str, Any]] | None = None,
     files: list[tuple[str, Path]] | None = None,
+    records: Mapping[str, ArtifactRecord] | None = None,
 ) -> tuple[dict[str, Any], Update]:
     """Bring the index of ``root`` up to date with its files; (tables, what was done).
 
-    ``docs``: documents already loaded and validated (path relative to ``root`` -> document), as a
-    site build has them: a changed file among them is hashed but not read again. ``files``: the
-    (relative path, path) of every artifact file, when the caller has just listed them."""
+    ``docs``: documents already loaded and validated (path relative to ``root`` -> document); ``records``:
+    the same as typed records, as a site build has them (what a record computed once, its listing reads):
+    a changed file among either is hashed but not read again. ``files``: the (relative path, path) of
+    every artifact file, when the caller has just listed them."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -331,10 +432,15 @@ def update(
             if i is not None and old_stat["sha256"][i] == digest:
                 restamped[i] = (st.st_size, st.st_mtime_ns)
                 continue
-            doc = (docs or {}).get(rel)
+            rec = (records or {}).get(rel)
+            doc = rec.doc if rec is not None else (docs or {}).get(rel)
             if doc is None:
                 doc = artifacts.load(path, cache)
+            res.read.append(rel)
+            if rec is None:
+                rec = _record(doc, rel)
             row = artifact_row(rel, digest, st.st_size, st.st_mtime_ns, doc)
+            row.update(listing(rec) if rec is not None else {})
             fresh.append(row)
             fresh_metrics += metric_rows(row, doc)
             if i is None:
@@ -402,6 +508,23 @@ def _in_order(table: Any, order: list[str]) -> Any:
     paths = table.column("path").to_pylist()
     rows = sorted(range(len(paths)), key=lambda i: place[paths[i]])
     return table.take(pa.array(rows, type=pa.int64()))
+
+
+def of_set(ds: Dataset, fresh: bool = False) -> tuple[dict[str, Any], Update]:
+    """The index of a loaded set, brought up to date from it once (the set's derived value: every page
+    and the publishing of one build read the same tables); ``fresh``: update it again now (a build's
+    first step: the index may have been deleted or damaged since this set was loaded)."""
+
+    def make(ds: Dataset) -> tuple[dict[str, Any], Update]:
+        recs = {r.data_path: r for recs in ds.by_type.values() for r in recs}
+        return update(ds.root, files=list(ds.files), records=recs)
+
+    return ds.derived("index", make, fresh=fresh)
+
+
+def listed(ds: Dataset) -> Any:
+    """The artifacts table of a loaded set's index (what the fleet listings query)."""
+    return of_set(ds)[0]["artifacts"]
 
 
 def frame(table: str, root: Path | None = None) -> Any:

@@ -13,7 +13,7 @@ import shutil
 import pytest
 
 from core.records.run import RunRecord
-from pipelines import host_boards, roofline, serving
+from pipelines import host_boards, index, roofline, serving
 from pipelines.runs import load_runs
 from pipelines.site import browser, host_boards_page, memory_page, roofline_page
 from pipelines.site import serving as serving_pages
@@ -117,7 +117,9 @@ def test_roofline_skips_endpoint_runs_with_the_reason(docs):
 
 
 def test_runs_browser_says_where_an_endpoint_model_was_served(docs):
-    rows = browser.index_rows("run", [dict(d, _data_path="x.json") for d in docs])
+    rows = browser.index_rows(
+        "run", index.rows_of([dict(d, _data_path="x.json") for d in docs])
+    )
     ep = [r for r in rows if r["model"] == "served-gemma"]
     assert ep and all(
         re.search(

@@ -51,6 +51,7 @@ def echo_kind(monkeypatch):
 def test_a_new_kind_runs_writes_a_valid_artifact_and_renders(
     echo_kind, data_env, tmp_path
 ):
+    from pipelines import index
     from pipelines.runs import load_runs
     from pipelines.site import browser, host_boards_page
     from pipelines.site import kinds as site_kinds
@@ -94,7 +95,7 @@ def test_a_new_kind_runs_writes_a_valid_artifact_and_renders(
         and "Echo round trip" in board
         and f"runs/run.md?id={rec.id}" in board
     )
-    row = browser.index_rows("run", runs_)[0]
+    row = browser.index_rows("run", index.rows_of(runs_))[0]
     assert (
         row["test"] == "echo-ping"
         and row["value"] == round(s.mean, 3)

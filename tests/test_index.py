@@ -176,7 +176,7 @@ def test_a_corrupt_or_stale_index_is_rebuilt_with_one_line(data, damage):
         meta = json.loads((d / "meta.json").read_text())
         meta["index_version"] = 0
         (d / "meta.json").write_text(json.dumps(meta))
-        why = "is stale (index_version 0, now 1)"
+        why = f"is stale (index_version 0, now {index.INDEX_VERSION})"
     tables, done = index.update(data)
     n = len(_files(data))
     assert len(done.messages) == 1 and "\n" not in done.messages[0]

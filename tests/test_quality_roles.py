@@ -294,11 +294,14 @@ def test_quality_page_shows_n_ci_and_links(tmp_path):
 def test_quality_browser_index_is_inert():
     """Quality runs are shown by the viewer from their JSON (text only); the browser's index, a
     script, carries hostile strings as inert JSON."""
+    from pipelines import index
     from pipelines.site import browser
 
     doc = quality_doc("m", "ip", [False, True], outputs=[HOSTILE, "fine"])
     doc["model"]["name"] = HOSTILE
-    rows = browser.index_rows("quality", [dict(doc, _data_path="quality/x.json")])
+    rows = browser.index_rows(
+        "quality", index.rows_of([dict(doc, _data_path="quality/x.json")])
+    )
     script = browser.index_script("quality", browser.index_data("quality", rows))
     assert (
         "<script>" not in script

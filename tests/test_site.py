@@ -9,7 +9,7 @@ import pytest
 
 from core.metrics import METRICS
 from core.records.run import RunRecord
-from pipelines import host_boards
+from pipelines import host_boards, index
 from pipelines.runs import load_runs
 from pipelines.site import browser, charts, host_boards_page, markdown, methodology
 from tests.conftest import GOLDEN
@@ -74,7 +74,9 @@ def test_hostile_strings_are_escaped(docs):
     evil = next(d for d in docs if d["key"] == "e" * 64)
     rows = [
         dict(r, json="data/x.json")
-        for r in browser.index_rows("run", [dict(d, _data_path="x.json") for d in docs])
+        for r in browser.index_rows(
+            "run", index.rows_of([dict(d, _data_path="x.json") for d in docs])
+        )
     ]
     script = browser.index_script("run", browser.index_data("run", rows))
     from pipelines import facts
@@ -531,7 +533,7 @@ def test_perplexity_row_is_the_artifact_s_values():
     golden = dataset.load(GOLDEN).of("perplexity")
     assert golden, "the golden data holds perplexity artifacts"
     for d in committed + golden:
-        row, r = browser.perplexity_row(d), d["results"]
+        row, r = browser.index_rows("perplexity", index.rows_of([d]))[0], d["results"]
         assert (row["id"], row["host"], row["model"], row["text"], row["status"]) == (
             d["id"],
             d["host"]["id"],
@@ -560,7 +562,7 @@ def test_perplexity_row_is_the_artifact_s_values():
             assert row["same_top"] == pytest.approx(100 * r["same_top"], abs=5e-4)
             assert row["same_top_se"] == pytest.approx(100 * r["same_top_se"], abs=5e-4)
     # the compact index decodes back to the rows, newest first
-    rows = browser.index_rows("perplexity", golden)
+    rows = browser.index_rows("perplexity", index.rows_of(golden))
     data = browser.index_data("perplexity", rows)
     names = [c["name"] for c in data["columns"]]
     decoded = [

@@ -14,15 +14,10 @@ import io
 import json
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from core import csvcell
 from core.metrics import METRICS
-from core.records import record_class
-from core.records.base import ArtifactRecord
-from core.records.perplexity import PerplexityRecord
-from core.records.quality import QualityRecord
-from core.records.run import RunRecord
 from pipelines.site.markdown import data_url
 
 ROOT = "@@ALMANAC_ROOT@@/"  # replaced per page by the build hook with the relative path to the site root
@@ -47,89 +42,111 @@ KINDS = {
 }
 
 
-def _headline(r: RunRecord) -> tuple[float | None, str, str]:
-    m, st = r.headline_metric, r.headline
-    if m is None or st is None:
-        return None, "", ""
-    return round(float(st.mean), m.decimals), m.unit, m.label
+class Listed(NamedTuple):
+    """One artifact as the browsers read it: the index's columns the rows are made of (its identity, then
+    pipelines.index's LISTING_COLUMNS, in their order)."""
+
+    path: str
+    artifact: str
+    id: str
+    created: str
+    status: str
+    host_id: str
+    model: str
+    test: str | None
+    backend: str | None
+    origin: str | None
+    headline_metric: str | None
+    headline_mean: float | None
+    pass_rate: float | None
+    n_passed: int | None
+    n_items: int | None
+    reference: str | None
+    text: str | None
+    ppl: float | None
+    ppl_se: float | None
+    kld_mean: float | None
+    kld_se: float | None
+    same_top: float | None
+    same_top_se: float | None
+    n_scored_tokens: int | None
 
 
-def run_row(d: RunRecord) -> dict[str, Any]:
-    r = d
-    value, unit, label = _headline(r)
+def run_row(a: Listed) -> dict[str, Any]:
+    m = METRICS.get(a.headline_metric or "")
+    v = a.headline_mean
+    value, unit, label = (
+        (None, "", "")
+        if m is None or v is None
+        else (round(v, m.decimals), m.unit, m.label)
+    )
+    served = (
+        "" if a.origin is None else f" · {a.origin}"
+    )  # an endpoint: where it was served
     return {
-        "id": r.id,
-        "created": r.created,
-        "host": r.host_id,
-        "model": r.model_name,
-        "test": r.test_name,
-        "backend": r.backend,
-        "status": r.status,
+        "id": a.id,
+        "created": a.created,
+        "host": a.host_id,
+        "model": a.model,
+        "test": a.test,
+        "backend": a.backend,
+        "status": a.status,
         "metric": label,
         "value": value,
         "unit": unit,
-        "title": f"{r.model_name} · {r.test_name} · {r.host_id}" + _served(r),
-        "json": data_url(r.data_path),
+        "title": f"{a.model} · {a.test} · {a.host_id}" + served,
+        "json": data_url(a.path),
     }
 
 
-def _served(r: RunRecord) -> str:
-    """Where an endpoint model was served (its run has no model file): `` · <name> at <URL> (<server>)``."""
-    return f" · {r.model_origin}" if r.is_endpoint else ""
-
-
-def quality_row(d: QualityRecord) -> dict[str, Any]:
-    q = d
-    s = q.summary.rate
-    rate = s.pass_rate
+def quality_row(a: Listed) -> dict[str, Any]:
+    rate = a.pass_rate
     return {
-        "id": q.id,
-        "created": q.created,
-        "host": q.host_id,
-        "model": q.model_name,
-        "suite": q.suite_name,
-        "backend": q.backend,
-        "status": q.status,
-        "pass_rate": None if rate is None else round(100 * float(rate), 1),
-        "passed": s.passed,
-        "n": s.n,
-        "title": f"{q.model_name} · {q.suite_name} · {q.host_id}",
-        "json": data_url(q.data_path),
+        "id": a.id,
+        "created": a.created,
+        "host": a.host_id,
+        "model": a.model,
+        "suite": a.test,  # a quality run's suite is the index's test
+        "backend": a.backend,
+        "status": a.status,
+        "pass_rate": None if rate is None else round(100 * rate, 1),
+        "passed": a.n_passed,
+        "n": a.n_items,
+        "title": f"{a.model} · {a.test} · {a.host_id}",
+        "json": data_url(a.path),
     }
 
 
-def _round(v: Any, decimals: int, scale: float = 1.0) -> float | None:
+def _round(v: float | None, decimals: int, scale: float = 1.0) -> float | None:
     """A value for the list, rounded; None where scaling a finite stored value leaves the floats (no list
     shows infinity: the viewer and the JSON hold the value as stored)."""
     if v is None:
         return None
-    x = scale * float(v)
+    x = scale * v
     return round(x, decimals) if math.isfinite(x) else None
 
 
-def perplexity_row(d: PerplexityRecord) -> dict[str, Any]:
+def perplexity_row(a: Listed) -> dict[str, Any]:
     """A perplexity artifact: PPL and, against a reference model, mean KLD and top-token agreement, each
     with its standard error (rounded for the list; the viewer and the JSON hold the full values)."""
-    p = d
-    r: Any = p.results or {}  # a failed measurement has no figures
-    ref = p.reference.name if p.reference else ""
+    ref = a.reference or ""
     return {
-        "id": p.id,
-        "created": p.created,
-        "host": p.host_id,
-        "model": p.model_name,
+        "id": a.id,
+        "created": a.created,
+        "host": a.host_id,
+        "model": a.model,
         "reference": ref,
-        "text": p.text.name,
-        "status": p.status,
-        "ppl": _round(r.get("ppl"), 5),
-        "ppl_se": _round(r.get("ppl_se"), 5),
-        "kld": _round(r.get("kld_mean"), 7),
-        "kld_se": _round(r.get("kld_se"), 7),
-        "same_top": _round(r.get("same_top"), 3, 100),
-        "same_top_se": _round(r.get("same_top_se"), 3, 100),
-        "n": r.get("n_scored_tokens") if p.results is not None else None,
-        "title": f"{p.model_name} · {'KLD vs ' + ref if ref else 'perplexity'} · {p.text.name} · {p.host_id}",
-        "json": data_url(p.data_path),
+        "text": a.text,
+        "status": a.status,
+        "ppl": _round(a.ppl, 5),
+        "ppl_se": _round(a.ppl_se, 5),
+        "kld": _round(a.kld_mean, 7),
+        "kld_se": _round(a.kld_se, 7),
+        "same_top": _round(a.same_top, 3, 100),
+        "same_top_se": _round(a.same_top_se, 3, 100),
+        "n": a.n_scored_tokens,
+        "title": f"{a.model} · {'KLD vs ' + ref if ref else 'perplexity'} · {a.text} · {a.host_id}",
+        "json": data_url(a.path),
     }
 
 
@@ -194,13 +211,32 @@ _SE = {
 }
 
 
-def index_rows(kind: str, docs: list[ArtifactRecord]) -> list[dict[str, Any]]:
+def index_rows(kind: str, artifacts: Any) -> list[dict[str, Any]]:
+    """The browser's rows of one kind, newest first, from the index's artifacts (a pyarrow table, as
+    pipelines.index keeps it, or its rows as dicts: index.rows_of)."""
+    if isinstance(artifacts, list):
+        listed = [
+            Listed(**{c: a[c] for c in Listed._fields})
+            for a in artifacts
+            if a["artifact"] == kind
+        ]
+    else:
+        import pyarrow.compute as pc
+
+        t = artifacts.filter(pc.equal(artifacts["artifact"], kind))
+        listed = list(
+            map(Listed._make, zip(*(t[c].to_pylist() for c in Listed._fields)))
+        )
     make = ROWS[kind]
-    cls = record_class(kind)
-    recs = [d if isinstance(d, cls) else cls(d) for d in docs]
-    return [
-        make(r) for r in sorted(recs, key=lambda r: (r.created, r.id), reverse=True)
-    ]
+    listed.sort(key=lambda a: (a.created, a.id), reverse=True)
+    return [make(a) for a in listed]
+
+
+def count(kind: str, artifacts: Any) -> int:
+    """How many artifacts of ``kind`` the index lists."""
+    import pyarrow.compute as pc
+
+    return int(pc.sum(pc.equal(artifacts["artifact"], kind)).as_py() or 0)
 
 
 def index_data(kind: str, rows: list[dict[str, Any]]) -> dict[str, Any]:

@@ -8,7 +8,8 @@
   what Markdown and the theme made of a page whose inputs did not change is taken from the cache
   (pipelines.site.html_cache);
 * after the build: publish every artifact's JSON under ``data/`` (the repository's paths), the
-  runs browser's indexes, and every table's CSV and JSON.
+  runs browser's indexes (made from the columnar index, pipelines.index, brought up to date before
+  the pages), that index's tables, and every table's CSV and JSON.
 
 All of it is linear in the number of artifacts: one copy and one index row each.
 """
@@ -69,6 +70,11 @@ def on_pre_build(config: Any, **_: Any) -> None:
     # every run's small answers, one run at a time: its heavy parts read from its file once, and only when
     # the run's file is new or changed since the last build (pipelines.site.answer_store)
     answer_store.prime(dataset.load())
+    # the columnar index (pipelines.index) brought up to date from this set, once, before any page reads it
+    # (the artifact browsers list its rows; publish writes the same tables)
+    _, done = index.of_set(dataset.load(), fresh=True)
+    for line in done.messages:
+        print(f"INFO    -  {line}", file=sys.stderr)
     # Pages allocate many short-lived objects (DataFrames, chart specs, Markdown trees) with few
     # cycles: collect the youngest generation every 50,000 allocations instead of 700.
     global _THRESHOLD
@@ -270,8 +276,9 @@ def publish(site: Path, ds: dataset.Dataset) -> dict[str, int]:
         side = request_records.sidecar_of(r.data_path, r.records_full)
         if side is not None:
             _mirror(ds.root / side, site / "data" / side)
+    tables, _ = index.of_set(ds)  # brought up to date before the pages (on_pre_build)
     for kind, k in browser.KINDS.items():
-        rows = browser.index_rows(kind, ds.of(kind))
+        rows = browser.index_rows(kind, tables["artifacts"])
         folder = site / k.folder
         _write(
             folder / "index-data.js",
@@ -279,12 +286,7 @@ def publish(site: Path, ds: dataset.Dataset) -> dict[str, int]:
         )
         _write(folder / "index.json", browser.index_json(rows))
         _write(folder / "index.csv", browser.index_csv(kind, rows))
-    # the columnar index (pipelines.index), brought up to date from this set, published per table
-    docs = {r.data_path: r.doc for recs in ds.by_type.values() for r in recs}
-    tables, done = index.update(ds.root, docs=docs, files=list(ds.files))
-    for line in done.messages:
-        print(f"INFO    -  {line}", file=sys.stderr)
-    index.publish(tables, site / "index")
+    index.publish(tables, site / "index")  # the columnar index, per table
     for schema in sorted(schema_dir().glob("*.json")):
         (site / "schema").mkdir(parents=True, exist_ok=True)
         shutil.copyfile(schema, site / "schema" / schema.name)
