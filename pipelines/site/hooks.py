@@ -16,6 +16,7 @@ All of it is linear in the number of artifacts: one copy and one index row each.
 from __future__ import annotations
 
 import gc
+import hashlib
 import os
 import posixpath
 import re
@@ -270,26 +271,54 @@ def publish(site: Path, ds: dataset.Dataset) -> dict[str, int]:
         side = request_records.sidecar_of(r.data_path, r.records_full)
         if side is not None:
             _mirror(ds.root / side, site / "data" / side)
+    # what is made from the whole set (the browsers' indexes, the columnar index's tables) is linked from
+    # the table store when the set's content is the one it was made from (pipelines.site.table_store)
+    key = _set_key() if page_cache.enabled() else ""
     for kind, k in browser.KINDS.items():
-        rows = browser.index_rows(kind, ds.of(kind))
-        folder = site / k.folder
-        _write(
-            folder / "index-data.js",
-            browser.index_script(kind, browser.index_data(kind, rows)),
+        table_store.publish_group(
+            site / k.folder,
+            ("index-data.js", "index.json", "index.csv"),
+            f"{kind}-{key}",
+            lambda kind=kind, folder=site / k.folder: _write_browser_index(
+                kind, folder, ds
+            ),
         )
-        _write(folder / "index.json", browser.index_json(rows))
-        _write(folder / "index.csv", browser.index_csv(kind, rows))
     # the columnar index (pipelines.index), brought up to date from this set, published per table
     docs = {r.data_path: r.doc for recs in ds.by_type.values() for r in recs}
     tables, done = index.update(ds.root, docs=docs, files=list(ds.files))
     for line in done.messages:
         print(f"INFO    -  {line}", file=sys.stderr)
-    index.publish(tables, site / "index")
+    table_store.publish_group(
+        site / "index",
+        tuple(f"{t}.{ext}" for t in index.TABLES for ext in ("parquet", "csv")),
+        f"index-{key}",
+        lambda: index.publish(tables, site / "index"),
+    )
     for schema in sorted(schema_dir().glob("*.json")):
         (site / "schema").mkdir(parents=True, exist_ok=True)
         shutil.copyfile(schema, site / "schema" / schema.name)
     write_tables(site)
     return {"artifacts": len(ds.files), "tables": len(_WRITTEN)}
+
+
+def _set_key() -> str:
+    """The content of the loaded set (pipelines.site.set_macros.set_digest) and the version of what
+    writes Parquet (pyarrow, not among the rendering packages of the code's digest)."""
+    from importlib.metadata import version
+
+    text = f"{set_macros.set_digest()}\0pyarrow {version('pyarrow')}"
+    return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
+
+
+def _write_browser_index(kind: str, folder: Path, ds: dataset.Dataset) -> None:
+    """The browser of ``kind``'s index of the set, as a script, JSON and CSV."""
+    rows = browser.index_rows(kind, ds.of(kind))
+    _write(
+        folder / "index-data.js",
+        browser.index_script(kind, browser.index_data(kind, rows)),
+    )
+    _write(folder / "index.json", browser.index_json(rows))
+    _write(folder / "index.csv", browser.index_csv(kind, rows))
 
 
 _WRITTEN: set[str] = (
