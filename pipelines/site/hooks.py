@@ -15,6 +15,7 @@ All of it is linear in the number of artifacts: one copy and one index row each.
 
 from __future__ import annotations
 
+import functools
 import gc
 import hashlib
 import os
@@ -279,9 +280,7 @@ def publish(site: Path, ds: dataset.Dataset) -> dict[str, int]:
             site / k.folder,
             ("index-data.js", "index.json", "index.csv"),
             f"{kind}-{key}",
-            lambda kind=kind, folder=site / k.folder: _write_browser_index(
-                kind, folder, ds
-            ),
+            functools.partial(_write_browser_index, kind, site / k.folder, ds),
         )
     # the columnar index (pipelines.index), brought up to date from this set, published per table
     docs = {r.data_path: r.doc for recs in ds.by_type.values() for r in recs}

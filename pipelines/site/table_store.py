@@ -99,7 +99,7 @@ def publish(
 
 
 def publish_group(
-    folder: Path, names: tuple[str, ...], key: str, make: Callable[[], None]
+    folder: Path, names: tuple[str, ...], key: str, make: Callable[[], object]
 ) -> None:
     """Put the site files ``folder/<name>`` in place, which ``make()`` writes together from the loaded
     set (the runs browser's indexes, the columnar index's tables): linked from the store when it holds
