@@ -20,7 +20,7 @@ import json
 import math
 import os
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import cache, lru_cache
@@ -786,6 +786,9 @@ def from_the_future(doc: dict[str, Any], now: datetime) -> str:
 #: it may take parts out of the document, in place (pipelines.dataset: a run's heavy parts,
 #: core.records.heavy), once the checks that read them are done
 Keep = Callable[[Path, dict[str, Any], str], None]
+#: a document known from an earlier load of the same bytes (pipelines.light_pack): (the document as a
+#: ``keep`` left it, sha256 hex, what the request-record check reads of it), or None: read the file
+Known = Callable[[Path], tuple[dict[str, Any], str, Mapping[str, Any]] | None]
 
 
 def load_tree(
@@ -793,13 +796,16 @@ def load_tree(
     files: list[Path] | None = None,
     cache: ValidationCache | None = None,
     keep: Keep | None = None,
+    known: Known | None = None,
 ) -> tuple[list[tuple[Path, dict[str, Any]]], list[str]]:
     """Every artifact under ``root`` (or of ``files``), each checked as ``load`` checks it, and the set
     checked as a whole: two files with the same id are one problem naming both, and so are two files
     that claim one host id with different hardware (core.hostid.conflicts). An older fingerprint's
     host that is a newer host takes that host's id (core.hostid.reconcile). Returns the valid
     (path, document) pairs in file order and one line per problem; nothing stops at the first.
-    ``keep``: called on each valid document as it is read (:data:`Keep`)."""
+    ``keep``: called on each valid document as it is read (:data:`Keep`). ``known``: a file whose
+    document it gives (:data:`Known`: bytes checked by an earlier load) is not read; every check of the
+    set as a whole runs on it as on the others, and ``keep`` is not called on it."""
     from core import request_records
 
     problems: list[str] = []
@@ -811,11 +817,16 @@ def load_tree(
     cache = cache if cache is not None else ValidationCache()
     try:
         for path in files if files is not None else iter_files(root):
-            try:
-                doc, digest = load_digest(path, cache)
-            except ArtifactError as exc:
-                problems.append(str(exc))
-                continue
+            got = known(path) if known is not None else None
+            if got is not None:
+                doc, digest, checked = got
+            else:
+                try:
+                    doc, digest = load_digest(path, cache)
+                except ArtifactError as exc:
+                    problems.append(str(exc))
+                    continue
+                checked = doc
             ahead = from_the_future(doc, now)
             if ahead:
                 problems.append(
@@ -843,10 +854,10 @@ def load_tree(
             first[ident] = path
             # the full request records a run wrote beside itself, still the ones it names
             # (core.request_records): checked now, while the document is whole
-            side = request_records.problem(path, doc)
+            side = request_records.problem(path, checked)
             if side:
                 sidecars.append(side)
-            if keep is not None:
+            if keep is not None and got is None:
                 keep(path, doc, digest)
             loaded.append((path, doc))
     finally:
@@ -890,12 +901,13 @@ def load_all(
     files: list[Path] | None = None,
     cache: ValidationCache | None = None,
     keep: Keep | None = None,
+    known: Known | None = None,
 ) -> list[tuple[Path, dict[str, Any]]]:
     """Every artifact under ``root`` when all are valid; otherwise one ArtifactErrors listing every
     problem (one line each), so that nothing is built from a partly bad set (``keep``: as
-    :func:`load_tree`)."""
+    :func:`load_tree`; ``known``: as :func:`load_tree`)."""
     files = list(iter_files(root)) if files is None else files
-    loaded, problems = load_tree(root, files, cache, keep)
+    loaded, problems = load_tree(root, files, cache, keep, known)
     if problems:
         raise ArtifactErrors(problems, len(files))
     return loaded

@@ -28,6 +28,7 @@ from core.records.perplexity import PerplexityRecord
 from core.records.projection import ProjectionRecord
 from core.records.quality import QualityRecord
 from core.records.run import RunRecord, resolve_baselines
+from pipelines import light_pack
 
 T = TypeVar("T")
 
@@ -116,6 +117,11 @@ def _load(root: Path | None, hold: bool) -> Dataset:
     seen: dict[bytes, Any] = {}
     classes: dict[str, Any] = {}
 
+    # a build's load takes what an earlier build kept of each unchanged file (pipelines.light_pack)
+    packs = (
+        light_pack.Packs(root, files, cache) if hold and light_pack.enabled() else None
+    )
+
     def light(path: Path, doc: dict[str, Any], digest: str) -> None:
         # a run's and a quality artifact's heavy parts stay in the file (core.records.heavy), out of
         # the set as it is read, what every build reads of them kept beside (the record class's
@@ -126,6 +132,32 @@ def _load(root: Path | None, hold: bool) -> Dataset:
         src = heavy.split(path, doc, digest, cls.light_of)
         if src is not None:
             sources[path] = src
+        if packs is not None:
+            packs.keep(path, doc, digest, src)
+
+    def known(path: Path) -> tuple[dict[str, Any], str, dict[str, Any]] | None:
+        got = packs.take(path) if packs is not None else None
+        if got is None:
+            return None
+        doc, digest, src = got
+        heavy.share(doc, seen)
+        if src is None:
+            return (
+                doc,
+                digest,
+                doc,
+            )  # whole: the sidecar check reads it as it reads a file
+        sources[path] = src
+        full = src.records_full
+        return (
+            doc,
+            digest,
+            (
+                {"details": {"request_records": {"full": full}}}
+                if full is not None
+                else {}
+            ),
+        )
 
     by_type: dict[str, list[Any]] = {}
     rels = []
@@ -137,7 +169,9 @@ def _load(root: Path | None, hold: bool) -> Dataset:
     try:
         # every file checked, and the set as a whole (ids unique): a bad set is one ArtifactErrors
         # listing every problem, raised before any page is built from it
-        loaded = artifacts.load_all(root, files, cache, light)
+        loaded = artifacts.load_all(root, files, cache, light, known)
+        if packs is not None:
+            packs.prune()
         top = str(root)
         cut = len(top) if top.endswith(os.sep) else len(top) + 1
         for path, doc in loaded:

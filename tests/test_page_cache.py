@@ -214,3 +214,91 @@ def test_the_key_text_reads_every_value_whatever_holds_it():
     assert page_cache.stable_text({"x", "y", "z"}) == page_cache.stable_text(
         {"z", "y", "x"}
     )
+
+
+def _counting_opens(monkeypatch) -> list[Path]:
+    """The files ``page_cache`` reads to hash (every hash opens its file through ``Path.open``)."""
+    reads: list[Path] = []
+    real_open = Path.open
+
+    def spy(self, *args, **kwargs):
+        reads.append(self)
+        return real_open(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "open", spy)
+    return reads
+
+
+def test_publishing_the_set_hashes_no_artifact_again(fleet, monkeypatch, tmp_path):
+    """A build publishes every artifact by a hard link into the site and the next one removes that site:
+    both change each file's ctime (asserted), not its content. The next build's digests read no file
+    (core.filestamp leaves ctime out of the stamp)."""
+    import os
+    import time
+
+    from core import artifacts, filestamp
+    from pipelines.site import hooks
+
+    data, _ = fleet
+    real_ns = time.time_ns
+    monkeypatch.setattr(filestamp, "now_ns", lambda: real_ns() + 10**10)
+    files = list(artifacts.iter_files(data))
+    assert len(files) > 10
+    first = {p: page_cache._file_digest(p) for p in files}
+    page_cache.prune()
+    page_cache.reset()
+    ctimes = {p: p.stat().st_ctime_ns for p in files}
+    time.sleep(0.01)  # past the file system's timestamp tick
+    site = tmp_path / "site"
+    for i, p in enumerate(files):  # what the build's publish does with each artifact
+        (site / str(i)).mkdir(parents=True)
+        hooks._mirror(p, site / str(i) / p.name)
+    for i, p in enumerate(files):  # and removing the old site
+        os.unlink(site / str(i) / p.name)
+    assert all(p.stat().st_ctime_ns != ctimes[p] for p in files)
+    reads = _counting_opens(monkeypatch)
+    assert {p: page_cache._file_digest(p) for p in files} == first
+    assert [
+        r for r in reads if r in first
+    ] == []  # (the digests' own file is read, once)
+
+
+def test_an_artifact_rewritten_is_seen_even_with_its_mtime_set_back(fleet, monkeypatch):
+    """The artifacts' writer (core.artifacts, by rename: another inode) changes the stamp even when the
+    new bytes have the old size and the old mtime is put back: the file is hashed again. The one edit
+    the stamp cannot see (core.filestamp's docstring): bytes rewritten in place, same size, mtime set
+    back; shown here so that the limit is a stated one."""
+    import os
+    import time
+
+    from core import artifacts, filestamp
+
+    data, _ = fleet
+    real_ns = time.time_ns
+    monkeypatch.setattr(filestamp, "now_ns", lambda: real_ns() + 10**10)
+    path = sorted((data / "runs" / HOSTS[0]).rglob("*.json"))[0]
+    first = page_cache._file_digest(path)
+    page_cache.prune()
+    page_cache.reset()
+    st = path.stat()
+    raw = path.read_bytes()
+    other = raw[:-1] + (
+        b" " if raw[-1:] != b" " else b"\n"
+    )  # the same size, other bytes
+    artifacts.atomic_write_bytes(path, other)
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    after = path.stat()
+    assert (after.st_size, after.st_mtime_ns) == (st.st_size, st.st_mtime_ns)
+    assert after.st_ino != st.st_ino
+    reads = _counting_opens(monkeypatch)
+    second = page_cache._file_digest(path)
+    assert second != first and path in reads
+    # in place (same inode), same size, mtime set back: the stamp is the same, the old digest stands
+    page_cache.prune()
+    page_cache.reset()
+    with path.open("r+b") as fh:
+        fh.write(raw)
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert path.stat().st_ino == after.st_ino
+    reads.clear()
+    assert page_cache._file_digest(path) == second and path not in reads

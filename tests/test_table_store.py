@@ -121,3 +121,63 @@ def test_write_tables_writes_what_the_pages_registered_from_the_store(building):
     for ext, body in made.items():
         assert (tmp_path / "site2" / "tables" / f"{digest}.{ext}").read_bytes() == body
     hooks._WRITTEN.clear()
+
+
+def _files(site: Path) -> dict[str, bytes]:
+    return {
+        p.relative_to(site).as_posix(): p.read_bytes()
+        for p in sorted(site.rglob("*"))
+        if p.is_file() and (p.parent.name == "index" or p.name.startswith("index"))
+    }
+
+
+def test_what_is_made_from_the_whole_set_is_linked_while_the_set_is_the_same(
+    tmp_path, monkeypatch
+):
+    """The browsers' indexes and the columnar index's tables (hooks.publish) of a set published once are
+    linked into the next site while the set is the same (not made again: ``publish_group`` not asked
+    to make); one more host's runs make them again; every file is what a publish without the store
+    writes. Two committed hosts, in process."""
+    from pipelines import dataset
+    from tests.support import two_hosts
+
+    data = two_hosts.use(monkeypatch, tmp_path)
+    made: list[str] = []
+    real = table_store.publish_group
+
+    def spy(folder, names, key, make):
+        real(folder, names, key, lambda: (made.append(folder.name), make())[1])
+
+    monkeypatch.setattr(table_store, "publish_group", spy)
+
+    def publish(site: Path, cached: bool = True) -> dict[str, bytes]:
+        monkeypatch.setenv("ALMANAC_PAGE_CACHE", "1" if cached else "0")
+        page_cache.reset()
+        table_store.reset()
+        try:
+            hooks.publish(site, dataset.load(data))
+            table_store.prune()
+        finally:
+            page_cache.finish()
+            table_store.reset()
+        return _files(site)
+
+    first = publish(tmp_path / "s1")
+    assert {
+        "runs/index-data.js",
+        "index/artifacts.parquet",
+        "index/metrics.csv",
+    } <= set(first)
+    assert sorted(made) == ["index", "perplexity-runs", "quality-runs", "runs"]
+    made.clear()
+    second = publish(tmp_path / "s2")
+    assert made == [] and second == first  # linked, not made
+    linked = tmp_path / "s2" / "index" / "artifacts.csv"
+    assert os.stat(linked).st_nlink > 1
+    assert publish(tmp_path / "plain", cached=False) == first
+    two_hosts.add_host(data, tmp_path / "more")
+    made.clear()
+    third = publish(tmp_path / "s3")
+    assert "index" in made and "runs" in made
+    assert third != first
+    assert publish(tmp_path / "plain2", cached=False) == third

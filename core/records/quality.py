@@ -143,6 +143,16 @@ class Verdicts:
             if self.degenerate[i]
         } or None
 
+    def __getstate__(self) -> tuple[Any, ...]:
+        return (self.ids, self.tags, self.passed, self.degenerate, self.flags)
+
+    def __setstate__(self, state: tuple[Any, ...]) -> None:
+        """Unpickled (pipelines.light_pack): its tuples one object with every equal one, as when made."""
+        ids, tags, self.passed, self.degenerate, flags = state
+        self.ids = _one(tuple(ids))
+        self.tags = _one(tuple(map(_one, tags)))
+        self.flags = {i: _one(tuple(f)) for i, f in flags.items()} if flags else None
+
     def __len__(self) -> int:
         return len(self.ids)
 

@@ -16,7 +16,9 @@ All of it is linear in the number of artifacts: one copy and one index row each.
 
 from __future__ import annotations
 
+import functools
 import gc
+import hashlib
 import os
 import posixpath
 import re
@@ -276,22 +278,51 @@ def publish(site: Path, ds: dataset.Dataset) -> dict[str, int]:
         side = request_records.sidecar_of(r.data_path, r.records_full)
         if side is not None:
             _mirror(ds.root / side, site / "data" / side)
+    # what is made from the whole set (the browsers' indexes, the columnar index's tables) is linked from
+    # the table store when the set's content is the one it was made from (pipelines.site.table_store)
+    key = _set_key() if page_cache.enabled() else ""
     tables, _ = index.of_set(ds)  # brought up to date before the pages (on_pre_build)
     for kind, k in browser.KINDS.items():
-        rows = browser.index_rows(kind, tables["artifacts"])
-        folder = site / k.folder
-        _write(
-            folder / "index-data.js",
-            browser.index_script(kind, browser.index_data(kind, rows)),
+        table_store.publish_group(
+            site / k.folder,
+            ("index-data.js", "index.json", "index.csv"),
+            f"{kind}-{key}",
+            functools.partial(
+                _write_browser_index, kind, site / k.folder, tables["artifacts"]
+            ),
         )
-        _write(folder / "index.json", browser.index_json(rows))
-        _write(folder / "index.csv", browser.index_csv(kind, rows))
-    index.publish(tables, site / "index")  # the columnar index, per table
+    table_store.publish_group(  # the columnar index, per table
+        site / "index",
+        tuple(f"{t}.{ext}" for t in index.TABLES for ext in ("parquet", "csv")),
+        f"index-{key}",
+        lambda: index.publish(tables, site / "index"),
+    )
     for schema in sorted(schema_dir().glob("*.json")):
         (site / "schema").mkdir(parents=True, exist_ok=True)
         shutil.copyfile(schema, site / "schema" / schema.name)
     write_tables(site)
     return {"artifacts": len(ds.files), "tables": len(_WRITTEN)}
+
+
+def _set_key() -> str:
+    """The content of the loaded set (pipelines.site.set_macros.set_digest) and the version of what
+    writes Parquet (pyarrow, not among the rendering packages of the code's digest)."""
+    from importlib.metadata import version
+
+    text = f"{set_macros.set_digest()}\0pyarrow {version('pyarrow')}"
+    return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
+
+
+def _write_browser_index(kind: str, folder: Path, artifacts: Any) -> None:
+    """The browser of ``kind``'s index of the set (the columnar index's artifacts table), as a script,
+    JSON and CSV."""
+    rows = browser.index_rows(kind, artifacts)
+    _write(
+        folder / "index-data.js",
+        browser.index_script(kind, browser.index_data(kind, rows)),
+    )
+    _write(folder / "index.json", browser.index_json(rows))
+    _write(folder / "index.csv", browser.index_csv(kind, rows))
 
 
 _WRITTEN: set[str] = (

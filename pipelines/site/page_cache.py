@@ -59,10 +59,10 @@ def enabled() -> bool:
     return _BUILDING[0] and os.environ.get("ALMANAC_PAGE_CACHE", "1") != "0"
 
 
-# A file's digest is of its content; like git's index, a file whose size, mtime, ctime and inode are those
-# it had when it was last hashed is not read again (an artifact is written by rename: a new inode). Re-reading
-# and hashing every artifact for the keys was a tenth of a rebuild at 10,000 artifacts. Kept per cache,
-# for the files the last build hashed.
+# A file's digest is of its content; like git's index, a file whose stamp (core.filestamp: size, mtime,
+# inode; not ctime, which publishing changes) is the one it had when it was last hashed is not read again
+# (an artifact is written by rename: a new inode). Re-reading and hashing every artifact for the keys was
+# a tenth of a rebuild at 10,000 artifacts. Kept per cache, for the files the last build hashed.
 _DIGESTS: dict[
     str, list[str]
 ] = {}  # path -> [stat signature, hex digest], this build's

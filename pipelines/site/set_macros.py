@@ -41,6 +41,11 @@ ENV = (
 )  # what the environment chooses of what pages show
 
 
+def set_digest() -> str:
+    """The digest of the loaded set's content, as the whole-set macros' keys read it (once per build)."""
+    return _set_digest()
+
+
 def _set_digest() -> str:
     ds = dataset.load()
     return str(page_cache.per_build("set_macros:set", lambda: _digest_of(ds)))

@@ -9,6 +9,10 @@ the rendering packages). The store keeps each file under that pair and hard-link
 site (a copy where the two do not share a file system); a file it does not hold is written as
 always and kept.
 
+What a build makes from the whole set (the runs browsers' indexes, the columnar index's Parquet and
+CSV: some 30 MB at 10,000 artifacts) is kept the same way, under the set's content
+(``publish_group``): a build with nothing new links them instead of writing them again.
+
 The store takes a site's file once it is written and closed (a link to it: no second copy), and
 nothing changes a file in place, so a link keeps the content it was made with; an empty file (a
 write a crash cut short) is never served. A build keeps the files it used and removes the rest of
@@ -91,6 +95,39 @@ def publish(
         _keep(os.fspath(dest), folder, name)
         return
     _makedirs(site_dir)
+    _link(src, os.fspath(dest))
+
+
+def publish_group(
+    folder: Path, names: tuple[str, ...], key: str, make: Callable[[], object]
+) -> None:
+    """Put the site files ``folder/<name>`` in place, which ``make()`` writes together from the loaded
+    set (the runs browser's indexes, the columnar index's tables): linked from the store when it holds
+    every one of them under ``key`` (the set's content: pipelines.site.set_macros.set_digest), else
+    made and kept. Without the store (outside a build, ``ALMANAC_PAGE_CACHE=0``): made."""
+    if not page_cache.enabled():
+        make()
+        return
+    store = _folder()
+    held = [_NOW["prefix"] + key + "-" + n for n in names]
+    _USED.setdefault(store, set()).update(held)
+    try:
+        whole = all(os.stat(os.path.join(store, h)).st_size > 0 for h in held)
+    except OSError:
+        whole = False
+    if not whole:
+        make()
+        for n, h in zip(names, held, strict=True):
+            if os.path.isfile(folder / n):
+                _keep(os.fspath(folder / n), store, h)
+        return
+    _makedirs(os.fspath(folder))
+    for n, h in zip(names, held, strict=True):
+        _link(os.path.join(store, h), os.fspath(folder / n))
+
+
+def _link(src: str, dest: str) -> None:
+    """The stored file ``src`` as the site's ``dest``: a hard link, else a copy."""
     try:
         os.link(src, dest)
         return
