@@ -113,7 +113,8 @@ def test_a_restored_page_is_what_markdown_made_of_it(docs):
     assert "render" not in vars(again)
 
 
-def _build(data: Path, cache: Path, site: Path, *, cached: bool) -> None:
+def _build(data: Path, cache: Path, site: Path, *, cached: bool) -> str:
+    """``mkdocs build`` of ``data`` into ``site`` with ``cache`` (the page cache on or off); its log."""
     env = dict(
         os.environ,
         ALMANAC_DATA=str(data),
@@ -132,6 +133,7 @@ def _build(data: Path, cache: Path, site: Path, *, cached: bool) -> None:
         timeout=900,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc.stderr
 
 
 def _same_tree(a: Path, b: Path) -> list[str]:

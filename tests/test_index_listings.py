@@ -7,9 +7,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -20,8 +17,9 @@ from core.records.base import ArtifactRecord
 from pipelines import dataset, index
 from pipelines.site import browser
 from pipelines.site.markdown import data_url
-from tests.conftest import ROOT, make_golden_data
+from tests.conftest import make_golden_data
 from tests.support import committed, two_hosts
+from tests.test_html_cache import _build as build
 
 
 def _records_row(kind: str, r: Any) -> dict[str, Any]:
@@ -183,24 +181,7 @@ def test_an_artifact_changed_on_disk_is_the_only_one_read_again(tmp_path, monkey
 
 
 def _build(data: Path, cache: Path, site: Path) -> str:
-    env = dict(
-        os.environ,
-        ALMANAC_DATA=str(data),
-        ALMANAC_CACHE=str(cache),
-        DISABLE_MKDOCS_2_WARNING="true",
-        NO_MKDOCS_2_WARNING="1",
-    )
-    env.pop("ALMANAC_PAGE_CACHE", None)
-    proc = subprocess.run(
-        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(site)],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return proc.stderr
+    return build(data, cache, site, cached=True)
 
 
 def _differ(a: Path, b: Path) -> list[str]:

@@ -171,14 +171,7 @@ def test_a_file_is_hashed_again_only_when_it_changed(fleet, monkeypatch):
     first = page_cache._file_digest(path)
     page_cache.prune()  # the end of a build keeps the digests
     page_cache.reset()  # the next build
-    reads: list[Path] = []
-    real_open = Path.open
-
-    def spy(self, *args, **kwargs):
-        reads.append(self)
-        return real_open(self, *args, **kwargs)
-
-    monkeypatch.setattr(Path, "open", spy)
+    reads = _counting_opens(monkeypatch)
     assert page_cache._file_digest(path) == first and path not in reads
     raw = path.read_bytes()
     path.write_bytes(raw[:-1] + (b" " if raw[-1:] != b" " else b"\n"))
