@@ -830,6 +830,42 @@ def test_the_run_writer_refuses_in_one_line_naming_the_file_and_field():
     assert line.endswith("Input should be greater than or equal to 0"), line
 
 
+@pytest.mark.parametrize(
+    "precision,valid",
+    [
+        (None, True),  # exactly the count asked for
+        ({"target": 0.05, "metric": None, "min_repetitions": 3}, True),
+        # an open object: later fields kept
+        ({"target": 0.05, "a_later_field": 1}, True),
+        # the property test's find (stop 44's CI): the leaderboard called .get on it
+        (True, False),
+        ("2%", False),
+        ({"target": -0.1}, False),
+        ({"target": "0.02"}, False),
+        ({"min_repetitions": 0}, False),
+    ],
+)
+def test_a_run_s_precision_is_an_object_or_null(precision, valid):
+    """``test.precision`` is the matrix's repeat-to-a-precision (an object whose target is a positive
+    number) or null; anything else is refused in one line naming the field, so no page meets it."""
+    path = next(
+        p
+        for p in _committed("run")
+        if isinstance(json.loads(p.read_text())["test"].get("precision"), dict)
+    )
+    doc = json.loads(artifacts.dumps(artifacts.load(path)))
+    doc["test"]["precision"] = precision
+    if valid:
+        artifacts.validate(doc, "p.json")
+        return
+    with pytest.raises(ArtifactError) as err:
+        artifacts.validate(doc, "p.json")
+    line = str(err.value)
+    assert (
+        "\n" not in line and line.startswith("p.json: ") and "test.precision" in line
+    ), line
+
+
 def test_a_writer_refuses_what_the_schema_would_refuse():
     args = _inputs(
         json.loads(_committed("decision")[0].read_text()),

@@ -38,6 +38,7 @@ from core.models.base import (
     Number,
     Open,
     Positive,
+    PositiveNumber,
     absent,
 )
 from core.models.host import Cpu, Fingerprint, StoredSummary
@@ -258,6 +259,16 @@ class RunMatrix(Open):
     )
 
 
+class RunPrecision(Open):
+    """How a test asked to repeat to a precision (core.precision.Precision, as the matrix wrote it):
+    the target CI95 half-width as a fraction of the mean, and the floor and ceilings of the count."""
+
+    target: PositiveNumber | None = absent()
+    min_repetitions: Positive | None = absent()
+    max_repetitions: Positive | None = absent()
+    max_time_s: PositiveNumber | None = absent()
+
+
 class RunTest(Open):
     """The test as the matrix asked for it (core.kinds: its kind's spec, as a dict). The kind is free
     text: a kind this almanac does not know is shown as it is and ranked nowhere. The name follows
@@ -273,6 +284,10 @@ class RunTest(Open):
     max_tokens: Count | None = absent()
     requests: Count | None = absent()
     warmup_requests: Count | None = absent()
+    precision: RunPrecision | None = Field(
+        default=None,
+        description="Repeat to a precision (an object), or null: exactly the count asked for.",
+    )
 
 
 class RunSettings(Closed):

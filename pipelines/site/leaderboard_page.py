@@ -72,9 +72,9 @@ def _method_text(row: Row) -> str:
     parts = []
     for t, g in row.groups.items():
         m = g.newest.method
-        if m.get("precision"):
-            p = m["precision"]
-            parts.append(f"{t}: to ±{100 * float(p.get('target', 0)):g}%")
+        target = (m.get("precision") or {}).get("target")
+        if target:
+            parts.append(f"{t}: to ±{100 * float(target):g}%")
         elif m.get("repetitions"):
             parts.append(f"{t}: -r {m['repetitions']}")
     return "; ".join(dict.fromkeys(parts)) or "—"
