@@ -36,12 +36,13 @@ own message is kept in the record whatever its shape.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import math
 import time
-from collections.abc import Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import httpx
 
@@ -130,12 +131,11 @@ async def _attempt(
             acc["status"] = resp.status_code
             if resp.status_code >= 400:
                 head = b""
-                async for part in (
-                    resp.aiter_bytes()
-                ):  # at most 400 bytes of an error body, however long it is
-                    head += part
-                    if len(head) >= 400:
-                        break
+                async with body_chunks(resp) as parts:
+                    async for part in parts:  # at most 400 bytes of an error body
+                        head += part
+                        if len(head) >= 400:
+                            break
                 raw = head[:400].decode(errors="replace")
                 server_msg = dialects.error_message(raw)
                 acc["retry_after"] = resp.headers.get("retry-after")
@@ -146,68 +146,72 @@ async def _attempt(
                     retryable=resp.status_code in RETRYABLE_STATUS,
                     status=resp.status_code,
                 )
-            async for line in bounded_lines(resp.aiter_bytes(), acc):
-                now = time.perf_counter_ns()
-                if not line or line.startswith(":") or not line.startswith("data:"):
-                    continue  # blank separators, SSE comments and pings, event names
-                data = line[5:].strip()
-                if data == "[DONE]":
-                    acc["done_ns"] = now
-                    break
-                p0 = time.perf_counter_ns()
-                try:
-                    obj = json.loads(data)
-                except ValueError:
-                    raise AttemptError(
-                        "bad_payload",
-                        f"a data line is not JSON: {quote(data)}",
-                        retryable=not acc["chunks"],
-                    ) from None
-                except RecursionError:
-                    raise AttemptError(
-                        "bad_payload",
-                        "a data line is nested too deeply",
-                        retryable=False,
-                    ) from None
-                if isinstance(obj, dict) and obj.get("error"):
-                    msg = dialects.error_message(obj) or str(obj["error"])
-                    raise AttemptError(
-                        "server_error_event",
-                        f"the stream carried an error: {quote(msg, 300)}",
-                        retryable=False,
-                    )
-                content, finish, usage = parse_chunk(obj)
-                if body.get("logprobs"):
-                    take_logprobs(obj, acc)
-                if isinstance(obj, dict) and isinstance(obj.get("timings"), dict):
-                    acc["timings"] = obj["timings"]
-                acc["parse_ns"] += time.perf_counter_ns() - p0
-                acc["last_data_ns"] = now
-                if content:
-                    if (
-                        acc["chunk_limit"] is not None
-                        and len(acc["chunks"]) >= acc["chunk_limit"]
-                    ):
+            async with (
+                body_chunks(resp) as chunks,
+                contextlib.aclosing(bounded_lines(chunks, acc)) as lines,
+            ):
+                async for line in lines:
+                    now = time.perf_counter_ns()
+                    if not line or line.startswith(":") or not line.startswith("data:"):
+                        continue  # blank separators, SSE comments and pings, event names
+                    data = line[5:].strip()
+                    if data == "[DONE]":
+                        acc["done_ns"] = now
+                        break
+                    p0 = time.perf_counter_ns()
+                    try:
+                        obj = json.loads(data)
+                    except ValueError:
                         raise AttemptError(
-                            plausibility.REASON,
-                            f"more than {acc['chunk_limit']} content chunks for max_tokens "
-                            f"{quote(body.get('max_tokens'), 40)} (each carries a token or part of one)",
+                            "bad_payload",
+                            f"a data line is not JSON: {quote(data)}",
+                            retryable=not acc["chunks"],
+                        ) from None
+                    except RecursionError:
+                        raise AttemptError(
+                            "bad_payload",
+                            "a data line is nested too deeply",
+                            retryable=False,
+                        ) from None
+                    if isinstance(obj, dict) and obj.get("error"):
+                        msg = dialects.error_message(obj) or str(obj["error"])
+                        raise AttemptError(
+                            "server_error_event",
+                            f"the stream carried an error: {quote(msg, 300)}",
                             retryable=False,
                         )
-                    acc["chunks"].append(now)
-                    acc["text"].append(content)
-                    acc["text_chars"] += len(content)
-                    if acc["text_chars"] > MAX_TEXT_CHARS:
-                        raise AttemptError(
-                            "too_large",
-                            f"the answer grew past {MAX_TEXT_CHARS} characters",
-                            retryable=False,
-                        )
-                if finish:
-                    acc["finish_reason"] = finish
-                if usage:
-                    acc["usage"] = usage
-                tool_call_pieces(obj, acc)
+                    content, finish, usage = parse_chunk(obj)
+                    if body.get("logprobs"):
+                        take_logprobs(obj, acc)
+                    if isinstance(obj, dict) and isinstance(obj.get("timings"), dict):
+                        acc["timings"] = obj["timings"]
+                    acc["parse_ns"] += time.perf_counter_ns() - p0
+                    acc["last_data_ns"] = now
+                    if content:
+                        if (
+                            acc["chunk_limit"] is not None
+                            and len(acc["chunks"]) >= acc["chunk_limit"]
+                        ):
+                            raise AttemptError(
+                                plausibility.REASON,
+                                f"more than {acc['chunk_limit']} content chunks for max_tokens "
+                                f"{quote(body.get('max_tokens'), 40)} (each carries a token or part of one)",
+                                retryable=False,
+                            )
+                        acc["chunks"].append(now)
+                        acc["text"].append(content)
+                        acc["text_chars"] += len(content)
+                        if acc["text_chars"] > MAX_TEXT_CHARS:
+                            raise AttemptError(
+                                "too_large",
+                                f"the answer grew past {MAX_TEXT_CHARS} characters",
+                                retryable=False,
+                            )
+                    if finish:
+                        acc["finish_reason"] = finish
+                    if usage:
+                        acc["usage"] = usage
+                    tool_call_pieces(obj, acc)
     except httpx.ConnectTimeout as exc:
         raise AttemptError(
             "timeout_connect",
@@ -747,11 +751,25 @@ async def post_json(
     return rec, answer if rec["ok"] else None
 
 
+@contextlib.asynccontextmanager
+async def body_chunks(
+    resp: httpx.Response,
+) -> AsyncIterator[AsyncGenerator[bytes, None]]:
+    """A response's body chunks, their generator closed on leaving. A loop that stops early (``[DONE]``,
+    a size limit) otherwise leaves httpx's generators suspended inside httpcore's connection pool, to be
+    closed by the garbage collector later, in another task, when the connection may serve another
+    request (PEP 533; contextlib.aclosing)."""
+    gen = cast("AsyncGenerator[bytes, None]", resp.aiter_bytes())  # an async generator
+    async with contextlib.aclosing(gen) as chunks:
+        yield chunks
+
+
 async def read_bounded(resp: httpx.Response, limit: int) -> bytes | None:
     """A response's body, or None once it grows past ``limit`` bytes (the rest is not read)."""
     raw = bytearray()
-    async for part in resp.aiter_bytes():
-        raw += part
-        if len(raw) > limit:
-            return None
+    async with body_chunks(resp) as parts:
+        async for part in parts:
+            raw += part
+            if len(raw) > limit:
+                return None
     return bytes(raw)

@@ -235,10 +235,11 @@ class HttpTransport:
                 if r.status_code != 200:
                     return None
                 buf = bytearray()
-                async for chunk in r.aiter_bytes():
-                    buf += chunk
-                    if len(buf) > limit:
-                        break
+                async with http.body_chunks(r) as chunks:
+                    async for chunk in chunks:
+                        buf += chunk
+                        if len(buf) > limit:
+                            break
         except httpx.HTTPError:
             return None
         return bytes(buf[:limit]).decode("utf-8", "replace")
