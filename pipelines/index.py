@@ -59,25 +59,27 @@ STATS = (
     "ci95_high",
 )
 
-# what the artifact browsers show of a run, quality or perplexity run beyond its identity (listing())
-LISTING_COLUMNS = (
-    "origin",  # an endpoint run's model: <served name> at <URL> (<server>)
-    "headline_metric",  # a run's kind's headline metric (a core.metrics name) ...
-    "headline_mean",  # ... and its mean, when it has one
-    "pass_rate",  # a quality run's pass rate (0-1), items passed, items scored
-    "n_passed",
-    "n_items",
-    "reference",  # a perplexity run's reference model, text and figures
-    "text",
-    "ppl",
-    "ppl_se",
-    "kld_mean",
-    "kld_se",
-    "same_top",
-    "same_top_se",
-    "n_scored_tokens",
-)
-# columns of the artifacts table (strings unless named in _INTS / _FLOATS)
+# what the artifact browsers show of a run, quality or perplexity run beyond its identity (listing()),
+# each with its column type
+LISTING_TYPES: dict[str, type] = {
+    "origin": str,  # an endpoint run's model: <served name> at <URL> (<server>)
+    "headline_metric": str,  # a run's kind's headline metric (a core.metrics name) ...
+    "headline_mean": float,  # ... and its mean, when it has one
+    "pass_rate": float,  # a quality run's pass rate (0-1), items passed, items scored
+    "n_passed": int,
+    "n_items": int,
+    "reference": str,  # a perplexity run's reference model, text and figures
+    "text": str,
+    "ppl": float,
+    "ppl_se": float,
+    "kld_mean": float,
+    "kld_se": float,
+    "same_top": float,
+    "same_top_se": float,
+    "n_scored_tokens": int,
+}
+LISTING_COLUMNS = tuple(LISTING_TYPES)
+# columns of the artifacts table (strings unless _TYPES names another type)
 ARTIFACT_COLUMNS = (
     "path",
     "sha256",
@@ -113,16 +115,11 @@ METRIC_COLUMNS = (
     "metric",
     *STATS,
 )
-_INTS = {"size", "mtime_ns", "n", "n_passed", "n_items", "n_scored_tokens"}
-_FLOATS = (set(STATS) - {"n"}) | {
-    "headline_mean",
-    "pass_rate",
-    "ppl",
-    "ppl_se",
-    "kld_mean",
-    "kld_se",
-    "same_top",
-    "same_top_se",
+_TYPES: dict[str, type] = {
+    "size": int,
+    "mtime_ns": int,
+    **{c: int if c == "n" else float for c in STATS},
+    **LISTING_TYPES,
 }
 
 
@@ -283,11 +280,9 @@ def _schema(columns: tuple[str, ...]) -> Any:
         [
             (
                 c,
-                pa.int64()
-                if c in _INTS
-                else pa.float64()
-                if c in _FLOATS
-                else pa.string(),
+                {int: pa.int64(), float: pa.float64()}.get(
+                    _TYPES.get(c, str), pa.string()
+                ),
             )
             for c in columns
         ]
