@@ -125,7 +125,9 @@ def _gib(n: Any) -> int | None:
 
 
 def _level(name: str) -> tuple[int, str]:
-    digits = "".join(c for c in name if c.isdigit())
+    # ASCII digits only: "³" is a digit to str.isdigit, not to int (a cache level's name is the
+    # artifact's, any text); a handful of them, so no name is a number too long for int
+    digits = "".join(c for c in name if "0" <= c <= "9")[:9]
     return (-int(digits) if digits else 0, name)
 
 

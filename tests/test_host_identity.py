@@ -178,6 +178,19 @@ def test_an_older_fingerprint_is_compared_on_the_facts_both_record(monkeypatch):
     assert hostid.differing_fact(noamx, new) == ("cpu.cache.L3", "266240K", "491520K")
 
 
+def test_cache_levels_named_in_any_text_are_ordered_without_error():
+    """A cache level's name is the artifact's, any text: "³" is a digit to str.isdigit but not to int
+    (the property test's explore run found it), and a name of a thousand digits is no number to read."""
+    fp = copy.deepcopy(_doc(AMX_PROBE)["host"])
+    fp["cpu"]["cache"] = {"L³": "1K", "L3": "491520K", "9" * 5000: "2K", "L1d": "48K"}
+    facts = hostid.identity_facts(fp)
+    levels = [k.removeprefix("cpu.cache.") for k in facts if k.startswith("cpu.cache.")]
+    assert levels[0] == "9" * 5000 and levels[1:] == ["L3", "L1d", "L³"]
+    other = copy.deepcopy(fp)
+    other["cpu"]["cache"]["L³"] = "2K"
+    assert hostid.differing_fact(fp, other) == ("cpu.cache.L³", "1K", "2K")
+
+
 # -- the loader: one host id, one machine; an older host joined to the newer one ------------------
 
 

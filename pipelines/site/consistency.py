@@ -176,7 +176,7 @@ def shows(text: str, value: float) -> bool:
 
 def _rank_number(label: str) -> int | None:
     label = label.strip().lstrip("#=")
-    return int(label) if label.isdigit() else None
+    return int(label) if label.isascii() and label.isdigit() else None
 
 
 class _Memo:

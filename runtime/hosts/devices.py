@@ -72,7 +72,7 @@ def parse_visible(raw: str | None, devices: Sequence[Device]) -> list[Device]:
     for part in raw.split(","):
         part = part.strip()
         dev: Device | None = None
-        if part.lstrip("-").isdigit():
+        if part.isascii() and part.lstrip("-").isdigit():
             i = int(part)
             dev = devices[i] if 0 <= i < len(devices) else None
         elif part:
