@@ -24,7 +24,6 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from scipy import stats as sps
 
 MIN_REQUESTS = 12  # fewer records test nothing
 ALPHA = 0.01
@@ -98,6 +97,10 @@ def _slope(x: Sequence[float], y: Sequence[float]) -> dict[str, float] | None:
     """Least-squares slope of y on x and the one-sided p-value of slope > 0."""
     if len(x) < 3 or len(set(x)) < 2:
         return None
+    from scipy import (
+        stats as sps,
+    )  # here: importing scipy.stats is a second of every site build
+
     r = sps.linregress(np.asarray(x, float), np.asarray(y, float))
     if not math.isfinite(r.stderr) or r.stderr == 0:
         p = 0.0 if r.slope > 0 else 1.0
