@@ -97,9 +97,8 @@ def _slope(x: Sequence[float], y: Sequence[float]) -> dict[str, float] | None:
     """Least-squares slope of y on x and the one-sided p-value of slope > 0."""
     if len(x) < 3 or len(set(x)) < 2:
         return None
-    from scipy import (
-        stats as sps,
-    )  # here: importing scipy.stats is a second of every site build
+    # imported here: importing scipy.stats is a second of every site build
+    from scipy import stats as sps
 
     r = sps.linregress(np.asarray(x, float), np.asarray(y, float))
     if not math.isfinite(r.stderr) or r.stderr == 0:
