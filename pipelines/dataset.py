@@ -159,6 +159,13 @@ def _load(root: Path | None, hold: bool) -> Dataset:
             ),
         )
 
+    def read(path: Path) -> tuple[dict[str, Any], str, Any]:
+        # what ``light`` is given of a file, made in a worker process (light_pack.Packs.prefill)
+        doc, digest = artifacts.load_digest(path, cache)
+        kind: str = doc["artifact"]
+        cls = classes.get(kind) or classes.setdefault(kind, record_class(kind))
+        return doc, digest, heavy.split(path, doc, digest, cls.light_of)
+
     by_type: dict[str, list[Any]] = {}
     rels = []
     # every file lies under root: its path for messages is root's (resolved once) plus its place in root
@@ -169,7 +176,14 @@ def _load(root: Path | None, hold: bool) -> Dataset:
     try:
         # every file checked, and the set as a whole (ids unique): a bad set is one ArtifactErrors
         # listing every problem, raised before any page is built from it
-        loaded = artifacts.load_all(root, files, cache, light, known)
+        if packs is not None:
+            # a cold load: the files in no pack are read, checked and split in worker processes
+            packs.prefill(files, read)
+        try:
+            loaded = artifacts.load_all(root, files, cache, light, known)
+        finally:
+            if packs is not None:
+                packs.close()
         if packs is not None:
             packs.prune()
         top = str(root)

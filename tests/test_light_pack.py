@@ -155,3 +155,112 @@ def test_an_invalid_file_is_refused_and_a_removed_one_gone(data, monkeypatch):
     runs[1].write_bytes(raw.replace(b'"schema_version"', b'"schema_versio"', 1))
     with pytest.raises(ArtifactErrors):
         _build_load(data)
+
+
+def _in_workers(monkeypatch, share: int = 3) -> list[int]:
+    """Every cold load's files made in two worker processes, ``share`` files at a time; the number of
+    files each load gave them."""
+    given: list[int] = []
+    real = light_pack.Packs.prefill
+
+    def spy(self, files, read):
+        n = real(self, files, read)
+        given.append(n)
+        return n
+
+    monkeypatch.setattr(light_pack, "PARALLEL_FROM", 1)
+    monkeypatch.setattr(light_pack, "_SHARE", share)
+    monkeypatch.setattr(light_pack, "workers", lambda: 2)
+    monkeypatch.setattr(light_pack.Packs, "prefill", spy)
+    return given
+
+
+def test_a_cold_load_made_in_worker_processes_is_the_load_made_in_turn(
+    data, tmp_path, monkeypatch
+):
+    monkeypatch.setenv("ALMANAC_PAGE_CACHE", "0")
+    in_turn = _records(_build_load(data))
+    monkeypatch.setenv("ALMANAC_PAGE_CACHE", "1")
+    files = list(artifacts.iter_files(data))
+    given = _in_workers(monkeypatch)
+    # the main process's reads (a worker's are its own)
+    read = _counting_reads(monkeypatch)
+    cold = _build_load(data)
+    assert given == [len(files)] and read == []
+    assert _records(cold) == in_turn
+    # what the workers made was packed: the next load reads no file and starts no worker
+    assert len(_packs(tmp_path)) == len({f.parent for f in files})
+    warm = _build_load(data)
+    assert given == [len(files), 0] and read == []
+    assert _records(warm) == in_turn
+
+
+def test_a_cold_load_says_what_is_wrong_with_a_file_as_a_load_in_turn_does(
+    data, tmp_path, monkeypatch
+):
+    runs = sorted((data / "runs" / two_hosts.HOSTS[0]).rglob("*.json"))
+    runs[1].write_bytes(
+        runs[1].read_bytes().replace(b'"schema_version"', b'"schema_versio"', 1)
+    )
+    monkeypatch.setenv("ALMANAC_PAGE_CACHE", "0")
+    with pytest.raises(ArtifactErrors) as in_turn:
+        _build_load(data)
+    monkeypatch.setenv("ALMANAC_PAGE_CACHE", "1")
+    given = _in_workers(monkeypatch)
+    read = _counting_reads(monkeypatch)
+    with pytest.raises(ArtifactErrors) as cold:
+        _build_load(data)
+    assert given and given[0] > 0
+    # the workers left it to the load, which read it and said why
+    assert read == [runs[1]]
+    assert cold.value.lines() == in_turn.value.lines()
+    (line,) = cold.value.problems
+    assert runs[1].name in line and "schema_version" in line
+
+
+def _die(paths):
+    os._exit(3)
+
+
+def test_a_worker_that_dies_costs_time_only(data, tmp_path, monkeypatch):
+    monkeypatch.setenv("ALMANAC_PAGE_CACHE", "0")
+    in_turn = _records(_build_load(data))
+    monkeypatch.setenv("ALMANAC_PAGE_CACHE", "1")
+    given = _in_workers(monkeypatch)
+    monkeypatch.setattr(light_pack, "_fill", _die)
+    read = _counting_reads(monkeypatch)
+    assert _records(_build_load(data)) == in_turn
+    assert given and given[0] > 0
+    assert len(read) == len(list(artifacts.iter_files(data)))  # every file read in turn
+
+
+def test_files_changed_within_the_racy_window_are_made_but_not_packed(
+    data, tmp_path, monkeypatch
+):
+
+    monkeypatch.setattr(filestamp, "now_ns", lambda: 0)  # every file changed just now
+    monkeypatch.setenv("ALMANAC_PAGE_CACHE", "0")
+    in_turn = _records(_build_load(data))
+    monkeypatch.setenv("ALMANAC_PAGE_CACHE", "1")
+    given = _in_workers(monkeypatch)
+    read = _counting_reads(monkeypatch)
+    assert _records(_build_load(data)) == in_turn and read == []
+    assert given and given[0] > 0
+    # the packs were written without them: the next load reads every file (in turn: its folders
+    # have packs) and gives the same set
+    assert _records(_build_load(data)) == in_turn
+    assert len(read) == len(list(artifacts.iter_files(data)))
+
+
+def test_no_workers_without_a_second_core_or_fork(monkeypatch):
+    import multiprocessing
+
+    monkeypatch.setattr(multiprocessing, "get_all_start_methods", lambda: ["spawn"])
+    assert light_pack.workers() == 1
+    monkeypatch.undo()
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0}, raising=False)
+    assert light_pack.workers() == 1
+    monkeypatch.setattr(
+        os, "sched_getaffinity", lambda pid: set(range(64)), raising=False
+    )
+    assert light_pack.workers() == light_pack.MOST_WORKERS
