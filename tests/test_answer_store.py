@@ -98,3 +98,37 @@ def test_off_with_the_page_cache(fleet, monkeypatch):
     _build(asked)
     _, again = _build(asked)
     assert again and not list(Path(page_cache.cache_dir()).rglob("*.pickle"))
+
+
+def test_a_run_s_keys_are_kept_and_given_back_as_computed(fleet, monkeypatch):
+    from core import identity
+    from core.records.run import RunRecord
+
+    data, asked = fleet
+    first, _ = _build(asked)
+    computed = {
+        r.data_path: (r.key, r.comparability_key(), r.history_key, r.work_key)
+        for r in first.runs
+    }
+    # distinct keys: a hash of each run's own configuration, not one value given to all
+    assert len({k[0] for k in computed.values()}) > 1
+    made: list[str] = []
+    for name in ("configuration_key", "comparability_key", "history_key", "work_key"):
+        real = getattr(identity, name)
+
+        def spy(*a, _real=real, _name=name, **k):
+            made.append(_name)
+            return _real(*a, **k)
+
+        monkeypatch.setattr(identity, name, spy)
+    again, asked_again = _build(asked)
+    assert asked_again == [] and made == []  # every key given back, none computed
+    assert {
+        r.data_path: (r.key, r.comparability_key(), r.history_key, r.work_key)
+        for r in again.runs
+    } == computed
+    # a comparability key over fewer settings is still computed when asked
+    r = again.runs[0]
+    r.comparability_key(("n_threads",))
+    assert made == ["comparability_key"]
+    assert set(RunRecord.KEYS_KEPT) <= set(r._cache)

@@ -993,6 +993,21 @@ class RunRecord(ArtifactRecord):
         configuration's series across builds (llama.cpp commit, backend version, almanac) and methods."""
         return self._cached("history", lambda: identity.history_key(self))
 
+    #: what a build keeps of a run between builds with its file (pipelines.site.answer_store), by the
+    #: name each is cached under: its keys, each a function of the document and the code alone
+    KEYS_KEPT = ("key", "ck", "history", "work_key")
+
+    def keys_kept(self) -> dict[str, Any]:
+        """Its keys (:data:`KEYS_KEPT`), computed now where not yet: the configuration key, the
+        comparability key over every setting, the history key and the work key."""
+        _ = (self.key, self.comparability_key(), self.history_key, self.work_key)
+        return {n: self._cache[n] for n in self.KEYS_KEPT}
+
+    def keep_keys(self, keys: Mapping[str, Any]) -> None:
+        """Take the keys an earlier build computed from this same document (:meth:`keys_kept`)."""
+        for n in self.KEYS_KEPT:
+            self._cache.setdefault(n, keys[n])
+
 
 def as_record(doc: Mapping[str, Any]) -> RunRecord:
     """A RunRecord for a loaded document (a RunRecord is returned as it is)."""

@@ -7,7 +7,9 @@ every output. At 10,000 artifacts that was a fifth of a build in which nothing h
 is a function of its run's artifact alone (pipelines.memo.per_run), so it is kept here with the digest
 of the run's file and of its request-record sidecar (pipelines.site.page_cache.file_digest: read again
 only when the file changed), under the code's digest (page_cache.code_digest): a build asks the runs
-whose file is new or changed, and takes the others' answers from here, as they were computed.
+whose file is new or changed, and takes the others' answers from here, as they were computed. A run's
+keys (core.records.run.RunRecord.keys_kept: configuration, comparability, history, work: canonical JSON
+hashed, and for a run of an older writer its stored key's recipe found again) are kept with its answers.
 
 One file per data folder under the user cache (pickle: the cache is the user's own, like the code that
 reads it), written atomically when a run's answers were added or a run left the set. An answer that
@@ -32,8 +34,9 @@ from core.records.base import ArtifactRecord
 from pipelines import dataset, memo, run_answers
 from pipelines.site import page_cache
 
-VERSION = 1  # bump when the file's format changes
+VERSION = 2  # bump when the file's format changes
 _RUN = "run"  # the persistent id of the run an answer is about
+_KEYS = "@keys"  # a run's keys (RunRecord.keys_kept), kept beside its answers
 
 
 def _path(ds: dataset.Dataset) -> Path:
@@ -152,6 +155,14 @@ def prime(ds: dataset.Dataset) -> None:
             blob = _pack(r, value)
             if blob is not None:
                 blobs[memo.answer_name(fn)] = blob
+        try:
+            keys = _pack(r, r.keys_kept())
+        except (
+            Exception
+        ):  # a key that raises is computed (and raises) where a page asks it
+            keys = None
+        if keys is not None:
+            blobs[_KEYS] = keys
         kept[r.data_path] = (digest, blobs)
         changed = True
     if changed or kept.keys() != stored.keys():
@@ -161,10 +172,12 @@ def prime(ds: dataset.Dataset) -> None:
 def _restore(r: Any, blobs: dict[str, bytes], names: dict[str, Any]) -> bool:
     """Keep the stored answers with the run; False (nothing kept) when one is missing or unreadable, so the
     run is asked again."""
-    if blobs.keys() != names.keys():
-        return False  # an answer that raised, or was not stored: asked again
+    if blobs.keys() != names.keys() | {_KEYS}:
+        return False  # an answer (or a key) that raised, or was not stored: asked again
     try:
         values = {name: _unpack(blob, r) for name, blob in blobs.items()}
+        keys = values.pop(_KEYS)
+        r.keep_keys(keys)
     except Exception:  # an entry this code cannot read back: asked again
         return False
     for name, value in values.items():
