@@ -9,6 +9,7 @@ and handed to them as data. ``pipelines`` and ``runtime`` never import each othe
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from core.records.run import RunRecord
@@ -110,6 +111,17 @@ _WHOLE_SET = frozenset(
 )
 
 
+def on_pre_page_macros(env: Any) -> None:
+    """Before each page's Markdown is rendered as a Jinja template (mkdocs-macros compiles every page's):
+    the plugin's Jinja environment compiles a text it has compiled before once. Every per-host page has
+    one body (pipelines.site.per_host.HOST_PAGE_BODY), compiled once instead of once per page (a template
+    holds no page's values: each render is given its own)."""
+    jinja = env.env
+    if not getattr(jinja, "almanac_compiles_once", False):
+        jinja.from_string = functools.lru_cache(maxsize=16)(jinja.from_string)
+        jinja.almanac_compiles_once = True
+
+
 def define_env(env: Any) -> None:
     def macro(fn: Any, name: str) -> None:
         # a macro that reads the whole set is kept between builds by that set's content (pipelines.site.set_macros)
@@ -134,6 +146,7 @@ def define_env(env: Any) -> None:
     )
     macro(browser.viewer_page, "artifact_viewer")
     macro(per_host.render, "split_page")  # one host's part: pipelines.site.page_cache
+    macro(per_host.host_page, "split_host_page")  # a generated per-host page's body
     macro(open_data.artifact_format, "artifact_format")
     macro(open_data.published_paths, "published_paths")
     macro(methodology.metric_definitions, "metric_definitions")

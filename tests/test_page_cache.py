@@ -295,3 +295,28 @@ def test_an_artifact_rewritten_is_seen_even_with_its_mtime_set_back(fleet, monke
     assert path.stat().st_ino == after.st_ino
     reads.clear()
     assert page_cache._file_digest(path) == second and path not in reads
+
+
+def test_every_generated_host_page_has_one_body_and_says_which_host_it_is(fleet):
+    """The generated per-host pages differ in their front matter only (mkdocs-macros then compiles the one
+    body once: docs/macros.py); the body renders the host's heading, the line naming it, and its page."""
+    import yaml
+
+    pages = per_host.generated_pages()  # "boards" is one page per host however few
+    assert {p for p, _ in pages} >= {f"boards/{h}.md" for h in HOSTS}
+    bodies = set()
+    for path, text in pages:
+        _, front, body = text.split("---\n", 2)
+        meta = yaml.safe_load(front)
+        name, host = meta["almanac_split"], meta["almanac_host"]
+        assert path == per_host.page_file(name, host)
+        assert meta["title"].startswith(per_host.PAGES[name].title + ": ")
+        bodies.add(body)
+    assert bodies == {"\n" + per_host.HOST_PAGE_BODY + "\n"}
+    label = per_host.host_labels()[HOSTS[0]]
+    title = per_host.PAGES["boards"].title
+    text = per_host.host_page("boards", HOSTS[0])
+    assert text.startswith(
+        f"# {title}: {markdown.cell(label)}\n\nHost {markdown.code(HOSTS[0])}. "
+    )
+    assert text.endswith(per_host.render("boards", HOSTS[0]))

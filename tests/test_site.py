@@ -617,7 +617,10 @@ def test_a_fleet_beyond_the_split_limit_gets_one_page_per_host(tmp_path, session
 
     from benchmarks.site_scale import variant
     from core import artifacts
-    from pipelines.site import per_host
+    from pipelines.site import (
+        per_host,
+        split_pages,  # noqa: F401 - registers the per-host pages
+    )
     from tests.conftest import build_site, make_golden_data
 
     data = make_golden_data(tmp_path / "data")
@@ -666,6 +669,11 @@ def test_a_fleet_beyond_the_split_limit_gets_one_page_per_host(tmp_path, session
                 h,
             )  # the index links every host's page
             page = (site / name / h / "index.html").read_text()
+            # its heading and the line that says what it is, from the one body every host page has
+            title = per_host.PAGES[name].title
+            assert re.search(rf"<h1 [^>]*>{title}: [^<]+<a class=\"headerlink\"", page)
+            assert f"<p>Host <code>{h}</code>. One host's part of the " in page
+            assert "split_host_page" not in page and "almanac_host" not in page
             ids = set(re.findall(r"\?id=([A-Za-z0-9._-]+)", page))
             assert {host_of[i] for i in ids if i in host_of} <= {h}, (
                 name,

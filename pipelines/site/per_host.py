@@ -167,11 +167,6 @@ def generated_pages() -> list[tuple[str, str]]:
         labels = host_labels()
         for host in hosts_of(name):
             path = page_file(name, host)
-            why = (
-                "one page per host"
-                if page.always
-                else f"one page per host once more than {SPLIT_ABOVE} hosts have data"
-            )
             # kept out of the search index (front matter): hundreds of near-identical pages would make the
             # index (and Material's indexing, which is quadratic in a page's headings) grow with the fleet
             # while adding nothing a reader searches for; the page's index (docs/<name>.md) is indexed
@@ -181,16 +176,39 @@ def generated_pages() -> list[tuple[str, str]]:
             # writes a title taken from the heading through striptags, which unescapes what cell() escaped,
             # and a label is artifact text
             title = json.dumps(as_text(f"{page.title}: {label}"))
+            # the page and host in the front matter (mkdocs-macros gives its fields to the page as variables),
+            # so that every per-host page has one body, which Jinja compiles once (docs/macros.py), not once
+            # per page; both are JSON strings (YAML reads them as written) of a registered name and a valid id
             out.append(
                 (
                     path,
-                    f"---\ntitle: {title}\nsearch:\n  exclude: true\n---\n\n"
-                    f"# {page.title}: {cell(label)}\n\n"
-                    f"Host {code(host)}. One host's part of the [{page.title}](../{name}.md) page ({why}).\n\n"
-                    f'{{{{ split_page("{name}", "{host}") }}}}\n',
+                    f"---\ntitle: {title}\nsearch:\n  exclude: true\n"
+                    f"almanac_split: {json.dumps(name)}\nalmanac_host: {json.dumps(host)}\n---\n\n"
+                    f"{HOST_PAGE_BODY}\n",
                 )
             )
     return out
+
+
+#: the body of every per-host page (its page and host are in its front matter)
+HOST_PAGE_BODY = "{{ split_host_page(almanac_split, almanac_host) }}"
+
+
+def host_page(name: str, host: str) -> str:
+    """One host's page of the page ``name`` (a generated page's body: :data:`HOST_PAGE_BODY`): its heading,
+    the line that says what it is, and :func:`render`'s body for the host."""
+    page = PAGES[name]
+    label = host_labels().get(host, host)
+    why = (
+        "one page per host"
+        if page.always
+        else f"one page per host once more than {SPLIT_ABOVE} hosts have data"
+    )
+    return (
+        f"# {page.title}: {cell(label)}\n\n"
+        f"Host {code(host)}. One host's part of the [{page.title}](../{name}.md) page ({why}).\n\n"
+        + render(name, host)
+    )
 
 
 def prefill() -> None:
