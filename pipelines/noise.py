@@ -21,7 +21,7 @@ from core import stats
 from core.kinds import headline
 from core.records.noise import NoiseRecord
 from core.records.run import RunRecord
-from pipelines.memo import per_set
+from pipelines.memo import per_run, per_set
 
 METHOD = (
     "Run-to-run noise of a host and kind of test (test kind; rate tests split into prompt processing and "
@@ -68,21 +68,31 @@ def _noise_docs() -> list[NoiseRecord]:
         return []
 
 
+@per_run
+def history_cell(r: RunRecord) -> tuple[str, tuple[str, str], float] | None:
+    """A run's part of its host's noise from the history: its cell (:func:`cell_key`), its host and kind of
+    test, and its mean; None when it has none (not ok, no headline value). Kept with the run
+    (pipelines.run_answers: between builds, with its file)."""
+    if not r.ok:
+        return None
+    v = run_value(r)
+    if v is None or (r.test_kind == "rate" and v[1] is None):
+        # a rate run of one repetition (e.g. the load-time matrix's pp8, run once after the load) times one
+        # cold pass: its spread is not the run-to-run noise of rate runs that repeat
+        return None
+    return cell_key(r), (r.host_id, noise_mod.noise_class(r.test)), v[0]
+
+
 @per_set
 def _from_history(docs: list[Any]) -> dict[tuple[str, str], tuple[float, int, int]]:
     cells: dict[str, list[float]] = {}
     cls: dict[str, tuple[str, str]] = {}
     for r in list(docs):
-        if not r.ok:
+        got = history_cell(r)
+        if got is None:
             continue
-        v = run_value(r)
-        if v is None or (r.test_kind == "rate" and v[1] is None):
-            # a rate run of one repetition (e.g. the load-time matrix's pp8, run once after the load) times one
-            # cold pass: its spread is not the run-to-run noise of rate runs that repeat
-            continue
-        k = cell_key(r)
-        cells.setdefault(k, []).append(v[0])
-        cls[k] = (r.host_id, noise_mod.noise_class(r.test))
+        k, cls[k], mean = got
+        cells.setdefault(k, []).append(mean)
     out: dict[tuple[str, str], tuple[float, int, int]] = {}
     for k, means in cells.items():
         sigma, df = stats.pooled_log_spread([means])
