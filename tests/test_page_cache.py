@@ -320,3 +320,54 @@ def test_every_generated_host_page_has_one_body_and_says_which_host_it_is(fleet)
         f"# {title}: {markdown.cell(label)}\n\nHost {markdown.code(HOSTS[0])}. "
     )
     assert text.endswith(per_host.render("boards", HOSTS[0]))
+
+
+def test_the_shared_digest_reads_every_file_that_is_not_an_artifact_in_path_order(
+    fleet, tmp_path
+):
+    """What every page's key shares: the data folder's files other than the set's artifacts (and their
+    sidecars), by name and content, in path order (parts compared one by one: "a/x" before "a-b/x"),
+    hidden files and folders' links left out; a change to one of them changes it."""
+    import hashlib
+    import os
+
+    from pipelines import dataset
+
+    data, _ = fleet
+    (data / "a").mkdir()
+    (data / "a-b").mkdir()
+    (data / "a" / "x.yaml").write_text("one\n")
+    (data / "a-b" / "x.yaml").write_text("two\n")
+    (data / "a" / ".hidden").write_text("not read\n")
+    os.symlink(data / "a-b", data / "a" / "linked")  # a folder's link: not followed
+    ds = dataset.load()
+    own = {p for _, p in ds.files}
+    for r in ds.runs:
+        side = page_cache._sidecar(ds, r)
+        if side is not None:
+            own.add(side)
+    h = hashlib.blake2b(digest_size=20)
+    h.update(f"v{page_cache.VERSION}\0{page_cache.code_digest()}\0".encode())
+    files = sorted(
+        q for q in data.rglob("*") if q.is_file()
+    )  # the reference: pathlib's order
+    rels = [p.relative_to(data).as_posix() for p in files if p not in own]
+    assert rels.index("a/x.yaml") < rels.index("a-b/x.yaml")
+    for p in files:
+        if p in own or p.name.startswith("."):
+            continue
+        h.update(
+            f"file\0{p.relative_to(data).as_posix()}\0".encode()
+            + page_cache._file_digest(p)
+        )
+    for kind, recs in sorted(ds.by_type.items()):
+        if kind not in ("run", "host"):
+            for rec in recs:
+                h.update(
+                    f"{kind}\0{rec.data_path}\0".encode()
+                    + page_cache._file_digest(data / rec.data_path)
+                )
+    before = page_cache._shared(ds)
+    assert before == h.hexdigest()
+    (data / "a-b" / "x.yaml").write_text("three\n")  # another size: another stamp
+    assert page_cache._shared(ds) != before

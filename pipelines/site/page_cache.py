@@ -133,16 +133,25 @@ def _shared(ds: dataset.Dataset) -> str:
     not artifacts, and the artifacts other than runs and host artifacts, by content."""
     h = hashlib.blake2b(digest_size=20)
     h.update(f"v{VERSION}\0{code_digest()}\0".encode())
-    own = {Path(p) for _, p in ds.files}
+    own = {str(p) for _, p in ds.files}
     for r in ds.runs:
         side = _sidecar(ds, r)
         if side is not None:
-            own.add(side)
-    for p in sorted(q for q in ds.root.rglob("*") if q.is_file()):
-        rel = p.relative_to(ds.root)
-        if p in own or p.name.startswith("."):
+            own.add(str(side))
+    # os.walk and strings, as core.artifacts.iter_files: the files rglob("*") gives, in its order (a
+    # path's parts compared one by one), without a Path and a relative_to per file of the set
+    top = str(ds.root)
+    found: list[tuple[str, ...]] = []
+    for folder, _dirs, names in os.walk(top):
+        rel = os.path.relpath(folder, top)
+        parts = () if rel == "." else tuple(rel.split(os.sep))
+        found.extend((*parts, n) for n in names if not n.startswith("."))
+    found.sort()
+    for parts in found:
+        full = os.path.join(top, *parts)
+        if full in own or not os.path.isfile(full):
             continue
-        h.update(f"file\0{rel.as_posix()}\0".encode() + _file_digest(p))
+        h.update(f"file\0{'/'.join(parts)}\0".encode() + _file_digest(Path(full)))
     for kind, recs in sorted(ds.by_type.items()):
         if kind in ("run", "host"):
             continue
