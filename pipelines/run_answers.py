@@ -1,11 +1,11 @@
 """Every run's small answers, computed in one pass over a build's loaded set.
 
-A run's heavy parts (samples, details) stay in its file (core.records.heavy) and the pages ask several
-small questions of every run (its decode point, its precision, its prompt sizes, its request overheads,
-its outputs' degeneration, what it generated, its part of its host's noise, a load test's statistics):
-each answer is kept with the run (pipelines.memo.per_run), but asked page after page, far apart, each
-would read every run's file again. :func:`prime` asks them all of one run while its parts are in memory:
-each file is read once per build for them.
+A run's heavy parts (samples, details) stay in its file (core.records.heavy) and the pages ask
+several small questions of every run (its decode point, its precision, its prompt sizes, its request
+overheads, its outputs' degeneration, what it generated, its part of its host's noise): each answer is
+kept with the run (pipelines.memo.per_run), but asked page after page, far apart, each would read every
+run's file again. :func:`prime` asks them all of one run while its parts are in memory: each file is read
+once per build for them.
 """
 
 from __future__ import annotations
@@ -13,16 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from pipelines import (
-    corpus,
-    facts,
-    memory,
-    noise,
-    optimization,
-    overhead,
-    roofline,
-    serving,
-)
+from pipelines import corpus, facts, memory, noise, optimization, overhead, roofline
 
 #: the per-run answers asked of every run, one run at a time
 ANSWERS: tuple[Callable[[Any], Any], ...] = (
@@ -33,7 +24,6 @@ ANSWERS: tuple[Callable[[Any], Any], ...] = (
     overhead.breakdown,
     optimization.degeneration_of,
     noise.history_cell,
-    serving.load_result,
 )
 
 

@@ -25,7 +25,6 @@ from core.kinds.request_stats import Slo, stored_sweep, sweep_stats
 from core.records.run import RunRecord
 from core.summary import Summary
 from pipelines import facts as facts_mod
-from pipelines.memo import per_run
 from pipelines.runs import latest_per_key
 
 SERVING_KINDS = ("serve", "concurrency", "load", "capacity", "probe")
@@ -443,72 +442,67 @@ def _load_summary(r: RunRecord, levels: list[dict[str, Any]]) -> dict[str, Any]:
     )
 
 
-@per_run
-def load_result(r: RunRecord) -> dict[str, Any] | None:
-    """One ``load`` or ``capacity`` run's row of :func:`load_results` (None: another kind, or no statistics
-    to show). A function of the run's artifact and its request-record sidecar alone: kept with the run
-    (pipelines.run_answers: between builds, with its file); callers take a copy."""
-    from core.kinds import load_stats
-
-    if r.test_kind not in LOAD_KINDS:
-        return None
-    spec = r.spec
-    summary = load_stats.stored_summary(r.details.summary)
-    levels = _load_levels(r)
-    if summary is None and any(lv.get("sampled") for lv in levels):
-        # stored records are a sample: today's figures come from every record (kept beside the
-        # artifact) or, without them, stay as the run computed them from all requests
-        summary = _from_all_records(
-            r, levels, partial(_load_summary, r), r.details.summary
-        )
-    if summary is None and spec is not None and r.samples.levels:
-        summary = _load_summary(r, levels)
-    if summary is None or spec is None:
-        return None
-    search = getattr(r.details, "search", None)
-    return {
-        "id": r.id,
-        "host": r.host_id,
-        "model": r.model_name,
-        "synthetic": r.synthetic,
-        "endpoint": r.endpoint,
-        "model_sha256": r.model_sha256,
-        "server": r.server,
-        "test_name": r.test_name,
-        "kind": r.test_kind,
-        "status": r.status,
-        "error": r.error_message,
-        "profile": spec.profile,
-        "unit": spec.level_unit(),
-        "slo": spec.slo,
-        "workload": spec.workload.describe(),
-        "stats": summary,
-        "answer": summary["answer"],
-        "answer_text": load_stats.answer_text(
-            summary["answer"], spec.slo, spec.level_unit()
-        ),
-        "search": search.model_dump(mode="json") if search is not None else None,
-        "requests": summary["requests"],
-        "errors": summary["errors"],
-        "error_reasons": summary["error_reasons"],
-        "created": r.created,
-        "workload_info": r.details.workload or {},
-    }
-
-
 def load_results(docs: list[RunRecord], latest: bool = True) -> list[dict[str, Any]]:
     """Every current ``load`` and ``capacity`` artifact with levels: its statistics (stored when it
     ran if today's arithmetic, else recomputed from the raw records), its answer and interval, and
-    for a capacity search what the search cost against the exhaustive sweep (:func:`load_result`)."""
+    for a capacity search what the search cost against the exhaustive sweep."""
+    from core.kinds import load_stats
+
     out = []
-    for r in (
+    for d in (
         latest_per_key(docs)
         if latest
         else sorted(docs, key=lambda x: (x.created, x.id))
     ):
-        row = load_result(r)
-        if row is not None:
-            out.append(dict(row))
+        r = d
+        if r.test_kind not in LOAD_KINDS:
+            continue
+        spec = r.spec
+        summary = load_stats.stored_summary(r.details.summary)
+        levels = _load_levels(r)
+        if summary is None and any(lv.get("sampled") for lv in levels):
+            # stored records are a sample: today's figures come from every record (kept beside the
+            # artifact) or, without them, stay as the run computed them from all requests
+            summary = _from_all_records(
+                r, levels, partial(_load_summary, r), r.details.summary
+            )
+        if summary is None and spec is not None and r.samples.levels:
+            summary = _load_summary(r, levels)
+        if summary is None or spec is None:
+            continue
+        search = getattr(r.details, "search", None)
+        out.append(
+            {
+                "id": r.id,
+                "host": r.host_id,
+                "model": r.model_name,
+                "synthetic": r.synthetic,
+                "endpoint": r.endpoint,
+                "model_sha256": r.model_sha256,
+                "server": r.server,
+                "test_name": r.test_name,
+                "kind": r.test_kind,
+                "status": r.status,
+                "error": r.error_message,
+                "profile": spec.profile,
+                "unit": spec.level_unit(),
+                "slo": spec.slo,
+                "workload": spec.workload.describe(),
+                "stats": summary,
+                "answer": summary["answer"],
+                "answer_text": load_stats.answer_text(
+                    summary["answer"], spec.slo, spec.level_unit()
+                ),
+                "search": search.model_dump(mode="json")
+                if search is not None
+                else None,
+                "requests": summary["requests"],
+                "errors": summary["errors"],
+                "error_reasons": summary["error_reasons"],
+                "created": r.created,
+                "workload_info": r.details.workload or {},
+            }
+        )
     if not latest:
         return out  # oldest first: repeats of one configuration in the order they ran
     return sorted(

@@ -1,14 +1,14 @@
 """Every run's small answers (pipelines.run_answers) kept between builds, keyed by the run's file.
 
-A build asks eight small questions of every run before its pages (what it generated, how its repetition
+A build asks seven small questions of every run before its pages (what it generated, how its repetition
 stopped, its decode point, its requests' token counts, its overheads, its outputs' degeneration, its
-part of its host's noise, a load test's statistics): each reads the run's heavy parts from its file
-(core.records.heavy), and the degeneration detector reads every output. At 10,000 artifacts that was a
-fifth of a build in which nothing had changed. Each answer is a function of its run's artifact alone
-(pipelines.memo.per_run), so it is kept here with the digest of the run's file and of its request-record
-sidecar (pipelines.site.page_cache.file_digest: read again only when the file changed), under the code's
-digest (page_cache.code_digest): a build asks the runs whose file is new or changed, and takes the
-others' answers from here, as they were computed. A run's keys (core.records.run.RunRecord.keys_kept:
+part of its host's noise): each reads the run's heavy parts from its file (core.records.heavy), and the
+degeneration detector reads every output. At 10,000 artifacts that was a fifth of a build in which
+nothing had changed. Each answer is a function of its run's artifact alone (pipelines.memo.per_run), so
+it is kept here with the digest of the run's file and of its request-record sidecar
+(pipelines.site.page_cache.file_digest: read again only when the file changed), under the code's digest
+(page_cache.code_digest): a build asks the runs whose file is new or changed, and takes the others'
+answers from here, as they were computed. A run's keys (core.records.run.RunRecord.keys_kept:
 configuration, comparability, history, work: canonical JSON hashed, and for a run of an older writer its
 stored key's recipe found again) are kept with its answers.
 
