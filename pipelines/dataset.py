@@ -122,14 +122,18 @@ def _load(root: Path | None, hold: bool) -> Dataset:
         light_pack.Packs(root, files, cache) if hold and light_pack.enabled() else None
     )
 
+    def split(path: Path, doc: dict[str, Any], digest: str) -> heavy.Source | None:
+        # the document's heavy parts taken out, as its record class reads them (light_of)
+        kind: str = doc["artifact"]
+        cls = classes.get(kind) or classes.setdefault(kind, record_class(kind))
+        return heavy.split(path, doc, digest, cls.light_of)
+
     def light(path: Path, doc: dict[str, Any], digest: str) -> None:
         # a run's and a quality artifact's heavy parts stay in the file (core.records.heavy), out of
         # the set as it is read, what every build reads of them kept beside (the record class's
         # light_of); the parts many documents repeat (model, host, suite, ...) are one object each
         heavy.share(doc, seen)
-        kind: str = doc["artifact"]
-        cls = classes.get(kind) or classes.setdefault(kind, record_class(kind))
-        src = heavy.split(path, doc, digest, cls.light_of)
+        src = split(path, doc, digest)
         if src is not None:
             sources[path] = src
         if packs is not None:
@@ -160,11 +164,9 @@ def _load(root: Path | None, hold: bool) -> Dataset:
         )
 
     def read(path: Path) -> tuple[dict[str, Any], str, Any]:
-        # what ``light`` is given of a file, made in a worker process (light_pack.Packs.prefill)
+        # what ``light`` makes of a file, made in a worker process (light_pack.Packs.prefill)
         doc, digest = artifacts.load_digest(path, cache)
-        kind: str = doc["artifact"]
-        cls = classes.get(kind) or classes.setdefault(kind, record_class(kind))
-        return doc, digest, heavy.split(path, doc, digest, cls.light_of)
+        return doc, digest, split(path, doc, digest)
 
     by_type: dict[str, list[Any]] = {}
     rels = []

@@ -43,7 +43,6 @@ import pickle
 import sys
 from collections.abc import Callable
 from concurrent.futures import Future, ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -53,6 +52,7 @@ import msgspec
 from core import artifacts, filestamp
 from core.paths import cache_dir
 from core.records import heavy
+from pipelines import cores
 
 VERSION = 1  # bump when a pack's format changes
 _HERE = Path(__file__).resolve()
@@ -88,21 +88,14 @@ PARALLEL_FROM = 400
 MOST_WORKERS = 8
 _SHARE = 64  # files a worker is handed at a time
 
-_READ: Read | None = (
-    None  # the workers' reader: set before they fork, so nothing of it is pickled
-)
+# the workers' reader: set before they fork, so nothing of it is pickled
+_READ: Read | None = None
 
 
 def workers() -> int:
     """How many worker processes a load may use: the cores this process may run on, up to
-    ``MOST_WORKERS``; 1 (none) where processes cannot be forked."""
-    if "fork" not in multiprocessing.get_all_start_methods():
-        return 1
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        cores = os.cpu_count() or 1
-    return max(1, min(cores, MOST_WORKERS))
+    ``MOST_WORKERS``; 1 (none) where processes cannot be forked (pipelines.cores)."""
+    return cores.workers(MOST_WORKERS)
 
 
 def _fill(paths: list[str]) -> list[tuple[str, Entry, bool]]:
@@ -197,7 +190,9 @@ class Packs:
         self._shares[i] = None
         try:
             got = share.result()
-        except (OSError, BrokenProcessPool, pickle.PickleError):
+        except (
+            Exception
+        ):  # a worker that died (BrokenProcessPool), a result not pickled, ...
             return
         for p, entry, settled in got:
             folder, name = os.path.split(p)

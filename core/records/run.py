@@ -59,7 +59,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from core import artifacts, identity, kinds
+from core import artifacts, identity, kinds, quiet
 from core.identity import (  # the identity keys, declared in core.identity (re-exported)
     BACKEND_CLASSES,
     BUILD_IDENTITY,
@@ -489,12 +489,13 @@ class RunRecord(ArtifactRecord):
         kind = self.kind
         if kind is None:
             return None
+        test = {k: v for k, v in self.doc["test"].items() if k != "name"}
         try:
-            return kind.spec.model_validate(
-                {k: v for k, v in self.doc["test"].items() if k != "name"}
-            )
-        except ValueError:
-            return None
+            return _spec_of(kind.spec, _frozen(test), test)
+        except (
+            TypeError
+        ):  # a value that cannot be a key (none JSON gives): parsed for this run alone
+            return _parse_spec(kind.spec, test)
 
     @property
     def test_today(self) -> dict[str, Any]:
@@ -856,8 +857,13 @@ class RunRecord(ArtifactRecord):
 
     @property
     def disturbed(self) -> bool:
-        """Measured without a quiet slot after every attempt (core.quiet): out of figures and verdicts."""
-        return self.resources.disturbed
+        """Measured without a quiet slot after every attempt (core.quiet): out of figures and verdicts.
+        Read from the stored block as Resources.disturbed reads it, without the model: every build asks
+        it of every run, and a model of each run's resources kept for it cost about 1.5 KB a run."""
+        block = self.doc.get("resources")
+        return quiet.record_disturbed(
+            block.get("quiet") if isinstance(block, Mapping) else None
+        )
 
     @property
     def log_tail(self) -> str:
@@ -1069,3 +1075,38 @@ def latest_per_key(records: list[RunRecord]) -> list[RunRecord]:
         if cur is None or (r.created, r.id) > (cur.created, cur.id):
             latest[r.key] = r
     return sorted(latest.values(), key=lambda r: (r.created, r.id))
+
+
+def _frozen(v: Any) -> Any:
+    """A JSON value as a key: each value with its type (1, 1.0 and True are one key to a dict, not to a
+    strict model), objects and arrays as tuples."""
+    if isinstance(v, dict):
+        return (dict, tuple((k, _frozen(x)) for k, x in v.items()))
+    if isinstance(v, list | tuple):
+        return (list, tuple(_frozen(x) for x in v))
+    return (type(v), v)
+
+
+def _parse_spec(spec: type[TestSpec], test: dict[str, Any]) -> TestSpec | None:
+    """A stored test's parameters as its kind's spec; None for a test the spec no longer parses."""
+    try:
+        return spec.model_validate(test)
+    except ValueError:
+        return None
+
+
+_SPECS: dict[tuple[type[TestSpec], Any], TestSpec | None] = {}
+_SPECS_KEPT = 4096
+
+
+def _spec_of(spec: type[TestSpec], key: Any, test: dict[str, Any]) -> TestSpec | None:
+    """:func:`_parse_spec`, one object for every run of one test (``key``: the test as :func:`_frozen`
+    gives it; a spec is frozen): a fleet's runs share a few tests, and a spec kept per run cost about a
+    kilobyte a run."""
+    k = (spec, key)
+    got = _SPECS.get(k, _SPECS)
+    if got is _SPECS:
+        if len(_SPECS) >= _SPECS_KEPT:
+            _SPECS.clear()
+        got = _SPECS[k] = _parse_spec(spec, test)
+    return got  # type: ignore[return-value]

@@ -36,7 +36,7 @@ from typing import Any
 
 from core import filestamp
 from core.paths import cache_dir
-from pipelines import dataset
+from pipelines import cores, dataset
 from pipelines.site import markdown
 
 VERSION = 1  # bump when the entry format or the key's parts change
@@ -371,16 +371,16 @@ def fill(
     Off by default: measured on the 2-core VM at 10,000 every-kind artifacts over 200 hosts, a second
     process took a cold build from 153 to 146 s but its copied pages raised the peak by 370 MiB (PSS),
     past issue 30's 2 GiB (benchmarks/results/cpu/site-scale-fleet-every-kind-10000.md)."""
-    if not enabled() or not hasattr(os, "fork"):
+    if not enabled():
         return
     try:
         workers = int(os.environ.get("ALMANAC_PAGE_WORKERS", "1"))
     except ValueError:
         workers = 1
-    if workers < 2:
+    if workers < 2 or cores.workers(workers) < 2:
         return
     jobs = [j for j in jobs if pending(j)]
-    n = min(len(os.sched_getaffinity(0)), workers, len(jobs))
+    n = min(cores.workers(workers), len(jobs))
     if n < 2:
         return
     sys.stdout.flush()
