@@ -75,6 +75,24 @@ def test_one_row_per_artifact_and_per_metric(data):
     assert len(failed) and not set(failed["path"]) & set(mets["path"])
 
 
+def test_rows_made_into_tables_a_few_at_a_time_are_the_rows_made_at_once(
+    data, tmp_path, monkeypatch
+):
+    """An update turns its new rows into Arrow every ROWS_AT_ONCE artifacts (memory): the same tables,
+    in the same order, as all at once."""
+    import shutil as sh
+
+    from pipelines import index
+
+    whole, _ = index.update(data)
+    sh.rmtree(index.index_dir(data))
+    monkeypatch.setattr(index, "ROWS_AT_ONCE", 3)
+    parts, done = index.update(data)
+    assert done.added == len(_files(data)) > 3 * 3
+    for name in ("artifacts", "metrics"):
+        assert parts[name].equals(whole[name]), name
+
+
 def test_incremental_by_content_and_rebuilt_from_the_files(data, tmp_path):
     from pipelines import index
 

@@ -82,6 +82,22 @@ def test_samples_and_details_models_are_kept_for_the_latest_readers_only(
     assert list(base._HEAVY)[-1] == (id(runs[1]), "details")
 
 
+def test_resources_are_kept_for_the_latest_readers_and_the_spec_shared_by_all(
+    monkeypatch,
+):
+    """What a fleet's runs would each keep otherwise: a Resources model (read by the memory pages) is
+    kept by the heavy parts' rule, one spec object serves every run of one test."""
+    monkeypatch.setattr(base, "HEAVY_KEPT", 2)
+    monkeypatch.setattr(base, "_HEAVY", type(base._HEAVY)())
+    runs = _runs(4)
+    first = [r.resources for r in runs]
+    assert [("resources" in r._cache) for r in runs] == [False, False, True, True]
+    again = runs[0].resources
+    assert again == first[0] and again.wall_s == runs[0].doc["resources"]["wall_s"]
+    assert [r.disturbed for r in runs] == [f.disturbed for f in first]
+    assert all(r.spec is runs[0].spec for r in runs) and runs[0].spec is not None
+
+
 def test_a_builds_set_is_out_of_the_collectors_generations():
     from pipelines import dataset
 

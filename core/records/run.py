@@ -850,8 +850,10 @@ class RunRecord(ArtifactRecord):
 
     @property
     def resources(self) -> Resources:
-        """What the run's process took, as the model reads it (core.models.run.Resources)."""
-        return self._cached(
+        """What the run's process took, as the model reads it (core.models.run.Resources). Kept as a
+        heavy part's parsed form is (``_cached_bounded``): the memory pages read it of every run, and a
+        model kept on every record to the end of the build cost about 1.5 KB a run."""
+        return self._cached_bounded(
             "resources", lambda: Resources.from_dict(self.doc.get("resources"))
         )
 
