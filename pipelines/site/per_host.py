@@ -175,15 +175,15 @@ def generated_pages() -> list[tuple[str, str]]:
             # the page's <title> from the front matter, as text no reader takes for markup (as_text): the theme
             # writes a title taken from the heading through striptags, which unescapes what cell() escaped,
             # and a label is artifact text
-            title = json.dumps(as_text(f"{page.title}: {label}"))
+            title = _yaml_string(as_text(f"{page.title}: {label}"))
             # the page and host in the front matter (mkdocs-macros gives its fields to the page as variables),
             # so that every per-host page has one body, which Jinja compiles once (docs/macros.py), not once
-            # per page; both are JSON strings (YAML reads them as written) of a registered name and a valid id
+            # per page; all three are YAML double-quoted strings (_yaml_string) that read back as written
             out.append(
                 (
                     path,
                     f"---\ntitle: {title}\nsearch:\n  exclude: true\n"
-                    f"almanac_split: {json.dumps(name)}\nalmanac_host: {json.dumps(host)}\n---\n\n"
+                    f"almanac_split: {_yaml_string(name)}\nalmanac_host: {_yaml_string(host)}\n---\n\n"
                     f"{HOST_PAGE_BODY}\n",
                 )
             )
@@ -192,6 +192,25 @@ def generated_pages() -> list[tuple[str, str]]:
 
 #: the body of every per-host page (its page and host are in its front matter)
 HOST_PAGE_BODY = "{{ split_host_page(almanac_split, almanac_host) }}"
+
+
+def _yaml_string(text: str) -> str:
+    """``text`` as a YAML double-quoted string that PyYAML (MkDocs' front matter) reads back as written:
+    JSON's escapes, every character outside printable ASCII escaped, one past U+FFFF as ``\\U`` (JSON's
+    surrogate pair reads back as two lone surrogates, and MkDocs then drops the whole front matter: the page
+    loses its title and its variables), and a lone surrogate, which no page can hold, as U+FFFD."""
+    out = []
+    for c in json.dumps(text, ensure_ascii=False):
+        o = ord(c)
+        if 0x20 <= o < 0x7F:
+            out.append(c)
+        elif 0xD800 <= o <= 0xDFFF:
+            out.append("\\ufffd")
+        elif o <= 0xFFFF:
+            out.append(f"\\u{o:04x}")
+        else:
+            out.append(f"\\U{o:08x}")
+    return "".join(out)
 
 
 def host_page(name: str, host: str) -> str:
