@@ -65,6 +65,8 @@ def _build_locked(c: Context, site: Path, if_changed: bool) -> None:
         c,
         f"{sys.executable} -m mkdocs build --strict --site-dir {shlex.quote(str(fresh))}",
         hide="both",
+        # the build reads no input: invoke's thread that forwards stdin would poll it all build long
+        in_stream=False,
         env={
             "DISABLE_MKDOCS_2_WARNING": "true",
             "NO_MKDOCS_2_WARNING": "1",

@@ -371,3 +371,46 @@ def test_the_shared_digest_reads_every_file_that_is_not_an_artifact_in_path_orde
     assert before == h.hexdigest()
     (data / "a-b" / "x.yaml").write_text("three\n")  # another size: another stamp
     assert page_cache._shared(ds) != before
+
+
+def test_a_build_resolves_the_host_labels_once_and_the_next_build_reads_hosts_yaml_again(
+    fleet, monkeypatch
+):
+    """Every per-host page names its host: the labels are resolved from the set once per build (asked of
+    the whole set per page, they were a pass over every artifact per page), and a label added to
+    hosts.yaml between two builds of one loaded set (mkdocs serve) is on the next build's pages."""
+    from pipelines import hostnames
+
+    data, _ = fleet
+    calls: list[int] = []
+    real = hostnames.labels
+
+    def spy(docs: list) -> dict[str, str]:
+        calls.append(len(docs))
+        return real(docs)
+
+    monkeypatch.setattr(hostnames, "labels", spy)
+    pages = {
+        (name, host): per_host.host_page(name, host)
+        for name in ("boards", "hosts", "roles")
+        for host in HOSTS
+    }
+    whole = list(per_host.dataset.load().runs) + list(per_host.dataset.load().hosts)
+    assert (
+        calls.count(len(whole)) == 1
+    )  # once over the whole set (pages ask of their own runs too)
+    derived = real(whole)
+    for (name, host), text in pages.items():
+        assert text.startswith(f"# {per_host.PAGES[name].title}: {derived[host]}\n")
+    hosts_yaml = data / "hosts.yaml"
+    hosts_yaml.write_text(
+        hosts_yaml.read_text() + f"\nhost_labels:\n  {HOSTS[0]}: Bench box seven\n"
+    )
+    assert per_host.host_page("hosts", HOSTS[0]).startswith(
+        f"# {per_host.PAGES['hosts'].title}: {derived[HOSTS[0]]}\n"
+    )  # the same build: as it started
+    page_cache.reset()  # the next build
+    assert per_host.host_page("hosts", HOSTS[0]).startswith(
+        f"# {per_host.PAGES['hosts'].title}: Bench box seven\n"
+    )
+    assert calls.count(len(whole)) == 2

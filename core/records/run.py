@@ -492,9 +492,8 @@ class RunRecord(ArtifactRecord):
         test = {k: v for k, v in self.doc["test"].items() if k != "name"}
         try:
             return _spec_of(kind.spec, _frozen(test), test)
-        except (
-            TypeError
-        ):  # a value that cannot be a key (none JSON gives): parsed for this run alone
+        except TypeError:
+            # a value that cannot be a key (none JSON gives): parsed for this run alone
             return _parse_spec(kind.spec, test)
 
     @property

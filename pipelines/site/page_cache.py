@@ -377,10 +377,13 @@ def fill(
         workers = int(os.environ.get("ALMANAC_PAGE_WORKERS", "1"))
     except ValueError:
         workers = 1
-    if workers < 2 or cores.workers(workers) < 2:
+    if workers < 2:
+        return
+    n = cores.workers(workers)
+    if n < 2:
         return
     jobs = [j for j in jobs if pending(j)]
-    n = min(cores.workers(workers), len(jobs))
+    n = min(n, len(jobs))
     if n < 2:
         return
     sys.stdout.flush()

@@ -86,8 +86,7 @@ def label(host: str) -> str:
     (pipelines.hostnames); once per build (a registry can change between two builds of one loaded set)."""
     from pipelines.site.per_host import host_labels
 
-    labels: dict[str, str] = page_cache.per_build("labels", host_labels)
-    return labels.get(host, host)
+    return host_labels().get(host, host)
 
 
 def role_configurations() -> str:
