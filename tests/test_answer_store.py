@@ -132,3 +132,70 @@ def test_a_run_s_keys_are_kept_and_given_back_as_computed(fleet, monkeypatch):
     r.comparability_key(("n_threads",))
     assert made == ["comparability_key"]
     assert set(RunRecord.KEYS_KEPT) <= set(r._cache)
+
+
+def _stored(ds: dataset.Dataset) -> dict[str, tuple[bytes, dict[str, str]]]:
+    """The store as written: each run's digest and its answers read back (repr)."""
+    out = {}
+    by_path = {r.data_path: r for r in ds.runs}
+    for path, (digest, blobs) in answer_store._read(answer_store._path(ds)).items():
+        r = by_path[path]
+        out[path] = (
+            digest,
+            {name: repr(answer_store._unpack(b, r)) for name, b in blobs.items()},
+        )
+    return out
+
+
+@pytest.mark.integration  # forks a worker
+def test_a_cold_build_asks_over_the_cores_and_keeps_what_one_process_would(
+    fleet, monkeypatch
+):
+    data, asked = fleet
+    serial_ds, _ = _build(asked)
+    serial, serial_store = _answers(serial_ds), _stored(serial_ds)
+    answer_store._path(serial_ds).unlink()  # a cold build again, over two processes
+    monkeypatch.setattr(answer_store, "PARALLEL_FROM", 1)
+    monkeypatch.setattr(answer_store.cores, "workers", lambda most: 2)
+    ds, here = _build(asked)
+    runs = [r.data_path for r in ds.runs]
+    # this process asked every other run (the worker's asks are in its own copy of the spy's list), and
+    # again any run the worker could not hand back whole (an answer that raised is not stored)
+    whole = {
+        p
+        for p, (_, answers) in serial_store.items()
+        if len(answers) == len(run_answers.ANSWERS) + 1
+    }
+    assert set(runs[0::2]) <= set(here)
+    assert set(here) - set(runs[0::2]) == set(runs[1::2]) - whole
+    assert len(set(runs[1::2]) & whole) > 0  # the worker's answers were kept
+    assert _answers(ds) == serial
+    assert _stored(ds) == serial_store
+    _, again = _build(asked)
+    assert again == []  # the next build asks no run
+
+
+@pytest.mark.integration  # forks a worker
+def test_a_worker_that_fails_costs_time_only(fleet, monkeypatch):
+    import os
+
+    data, asked = fleet
+    serial_ds, _ = _build(asked)
+    serial, serial_store = _answers(serial_ds), _stored(serial_ds)
+    answer_store._path(serial_ds).unlink()
+    monkeypatch.setattr(answer_store, "PARALLEL_FROM", 1)
+    monkeypatch.setattr(answer_store.cores, "workers", lambda most: 2)
+    parent, real = os.getpid(), answer_store._ask
+
+    def dies_in_the_worker(r):
+        if os.getpid() != parent:
+            raise RuntimeError("a worker that fails")
+        return real(r)
+
+    monkeypatch.setattr(answer_store, "_ask", dies_in_the_worker)
+    ds, here = _build(asked)
+    assert sorted(here) == sorted(r.data_path for r in ds.runs)  # every run asked here
+    assert _answers(ds) == serial and _stored(ds) == serial_store
+    assert not list(
+        answer_store._path(ds).parent.glob(".*.tmp")
+    )  # nothing left beside the store
