@@ -236,15 +236,21 @@ def thaw(root: Path | None = None) -> None:
     _FROZEN.discard(Path(root or data_dir()).resolve())
 
 
+def building() -> Dataset | None:
+    """The set a build loaded (:func:`freeze`), or None outside a build."""
+    for root in _FROZEN:
+        return _CACHE[root][1]
+    return None
+
+
 def published_json() -> dict[str, str]:
     """Artifact id -> the site path of its published JSON, for the set being built (empty outside a build)."""
-    for root in _FROZEN:
-        return _CACHE[root][1].derived(
-            "id_json",
-            lambda ds: {
-                r.id: "data/" + r.data_path
-                for recs in ds.by_type.values()
-                for r in recs
-            },
-        )
-    return {}
+    ds = building()
+    if ds is None:
+        return {}
+    return ds.derived(
+        "id_json",
+        lambda ds: {
+            r.id: "data/" + r.data_path for recs in ds.by_type.values() for r in recs
+        },
+    )

@@ -11,6 +11,7 @@ from typing import Any
 
 from core.hostlabel import configured_labels, fingerprints, resolve
 from core.paths import data_dir, relpath
+from pipelines import dataset
 from pipelines.memo import per_set
 
 
@@ -18,25 +19,52 @@ def _configured() -> dict[str, str]:
     return configured_labels(data_dir() / "hosts.yaml")
 
 
-# the last few labels resolved: (fingerprints, configured labels, hosts.yaml's path, labels), newest first
-_RESOLVED: list[tuple[Any, tuple[tuple[str, str], ...], str, dict[str, str]]] = []
+# the last few labels resolved: (fingerprints, the build's set's, configured labels, hosts.yaml's path,
+# labels), newest first
+_RESOLVED: list[tuple[Any, Any, tuple[tuple[str, str], ...], str, dict[str, str]]] = []
 _RESOLVED_KEPT = 8
 
 
 def labels(docs: list[Any]) -> dict[str, str]:
-    """Every host of the artifacts (runs, host probes, ...), by id: its label (read-only). The fingerprints,
-    a pass over every artifact, are taken once per set of artifacts; the configured labels are read each
-    time (hosts.yaml can be edited between two builds of one loaded set: mkdocs serve), and the labels
-    resolved again when they or the fingerprints changed."""
+    """Every host of the artifacts (runs, host probes, ...), by id: its label (read-only).
+
+    During a build a host has one label on every page: the one it has among every host of the set the build
+    loaded (pipelines.dataset.building), whatever part of the set a page shows. Told apart only among the
+    page's own artifacts, a host alone on its own page lost what tells it from its twins elsewhere in the
+    fleet ("EPYC 9654 · 32 vCPU · 128 GiB" in a table under the heading "EPYC 9654 · 32 vCPU · 128 GiB ·
+    fleet-121"). Outside a build, the artifacts given are the set.
+
+    The fingerprints, a pass over every artifact, are taken once per set of artifacts; the configured
+    labels are read each time (hosts.yaml can be edited between two builds of one loaded set: mkdocs
+    serve), and the labels resolved again when they or the fingerprints changed."""
     fps = _fingerprints(docs)
+    ds = dataset.building()
+    every = (
+        None
+        if ds is None
+        else ds.derived(
+            "hostnames:fingerprints",
+            lambda d: fingerprints([*d.runs, *d.hosts]),
+        )
+    )
     configured = tuple(_configured().items())
     source = relpath(data_dir() / "hosts.yaml")
-    for i, (fps_, configured_, source_, out) in enumerate(_RESOLVED):
-        if fps_ is fps and configured_ == configured and source_ == source:
+    for i, (fps_, every_, configured_, source_, out) in enumerate(_RESOLVED):
+        if (
+            fps_ is fps
+            and every_ is every
+            and configured_ == configured
+            and source_ == source
+        ):
             _RESOLVED.insert(0, _RESOLVED.pop(i))
             return out
-    out = resolve(fps, dict(configured), source)
-    _RESOLVED.insert(0, (fps, configured, source, out))
+    if every is None:
+        out = resolve(fps, dict(configured), source)
+    else:
+        # the set's newest fingerprint of a host, and the page's own of a host the set does not hold
+        whole = resolve({**fps, **every}, dict(configured), source)
+        out = {h: whole[h] for h in fps}
+    _RESOLVED.insert(0, (fps, every, configured, source, out))
     del _RESOLVED[_RESOLVED_KEPT:]
     return out
 

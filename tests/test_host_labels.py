@@ -333,3 +333,44 @@ def test_the_inventory_accepts_and_checks_host_labels(tmp_path, monkeypatch):
     recs = committed_runs()
     assert hostnames.label(recs, "vm-0372cd29") == "Dev VM"
     assert hostnames.label(recs, "lent-h100-920a23c0") == "H100 HBM3 · 80 GiB"
+
+
+class _Doc:
+    def __init__(self, host_id: str, fp: dict, created: str = "2026-11-01T00:00:00"):
+        self.host_id, self.host, self.created = host_id, fp, created
+
+
+class _Set:
+    """A build's loaded set as pipelines.hostnames reads it: its runs and host artifacts."""
+
+    def __init__(self, runs: list[_Doc]):
+        self.runs, self.hosts, self._derived = runs, [], {}
+
+    def derived(self, name, compute):
+        if name not in self._derived:
+            self._derived[name] = compute(self)
+        return self._derived[name]
+
+
+def test_during_a_build_a_host_has_its_label_among_the_whole_set_on_every_page(
+    monkeypatch, tmp_path
+):
+    """A page showing one host's runs names it as the pages showing the fleet do: told apart from its
+    twins elsewhere in the set, not only among the page's own artifacts."""
+    from pipelines import dataset
+
+    monkeypatch.setenv("ALMANAC_DATA", str(tmp_path))  # no hosts.yaml: derived labels
+    a, b = _Doc("a-1", _fp(name="a")), _Doc("b-1", _fp(name="b"))
+    c = _Doc("c-1", _fp(name="c", memory_bytes=64 << 30))
+    alone = "Xeon Cascade Lake · 2 vCPU · 24 GiB"
+    # outside a build, the artifacts given are the set
+    assert hostnames.labels([a]) == {"a-1": alone}
+    assert hostnames.labels([a, b]) == {"a-1": f"{alone} · a", "b-1": f"{alone} · b"}
+    monkeypatch.setattr(dataset, "building", lambda: _Set([a, b]))
+    assert hostnames.labels([a]) == {"a-1": f"{alone} · a"}  # one host's page
+    assert hostnames.labels([b, b]) == {"b-1": f"{alone} · b"}
+    # a host the set does not hold: labelled among the set's hosts and the page's
+    assert hostnames.labels([c]) == {"c-1": "Xeon Cascade Lake · 2 vCPU · 64 GiB"}
+    assert (
+        hostnames.label([a], "b-1") == "b-1"
+    )  # only the page's hosts are in its labels
