@@ -19,9 +19,8 @@ def _configured() -> dict[str, str]:
     return configured_labels(data_dir() / "hosts.yaml")
 
 
-# the last few labels resolved: (fingerprints, the build's set's, configured labels, hosts.yaml's path,
-# labels), newest first
-_RESOLVED: list[tuple[Any, Any, tuple[tuple[str, str], ...], str, dict[str, str]]] = []
+# the last few labels resolved: (fingerprints, configured labels, hosts.yaml's path, labels), newest first
+_RESOLVED: list[tuple[Any, tuple[tuple[str, str], ...], str, dict[str, str]]] = []
 _RESOLVED_KEPT = 8
 
 
@@ -49,22 +48,29 @@ def labels(docs: list[Any]) -> dict[str, str]:
     )
     configured = tuple(_configured().items())
     source = relpath(data_dir() / "hosts.yaml")
-    for i, (fps_, every_, configured_, source_, out) in enumerate(_RESOLVED):
-        if (
-            fps_ is fps
-            and every_ is every
-            and configured_ == configured
-            and source_ == source
-        ):
+    if every is None:
+        return _resolved(fps, configured, source)
+    # a page of the set: each host's label among the whole set's
+    if fps.keys() <= every.keys():
+        whole = _resolved(every, configured, source)
+        return {h: whole[h] for h in fps}
+    # a host the set does not hold: labelled among the set's hosts and the page's (the set's newest
+    # fingerprint of a host both hold)
+    merged = _resolved({**fps, **every}, configured, source)
+    return {h: merged[h] for h in fps}
+
+
+def _resolved(
+    fps: dict[str, Any], configured: tuple[tuple[str, str], ...], source: str
+) -> dict[str, str]:
+    """The labels of the hosts of ``fps`` (resolved again only when the fingerprints' object or the
+    configured labels changed)."""
+    for i, (fps_, configured_, source_, out) in enumerate(_RESOLVED):
+        if fps_ is fps and configured_ == configured and source_ == source:
             _RESOLVED.insert(0, _RESOLVED.pop(i))
             return out
-    if every is None:
-        out = resolve(fps, dict(configured), source)
-    else:
-        # the set's newest fingerprint of a host, and the page's own of a host the set does not hold
-        whole = resolve({**fps, **every}, dict(configured), source)
-        out = {h: whole[h] for h in fps}
-    _RESOLVED.insert(0, (fps, every, configured, source, out))
+    out = resolve(fps, dict(configured), source)
+    _RESOLVED.insert(0, (fps, configured, source, out))
     del _RESOLVED[_RESOLVED_KEPT:]
     return out
 
