@@ -53,9 +53,8 @@ def per_set(fn: Callable[[list[Any]], T]) -> Callable[[list[Any]], T]:
     the whole set and one host's runs: kept in the order they were first asked, the whole set's answer was
     dropped and made again every few pages. A hit compares identities only (no key of the whole list is
     built: at 100,000 artifacts that was 11 ms a call, thousands of calls a build)."""
-    kept: list[
-        tuple[list[Any], T]
-    ] = []  # (the artifacts, the answer), most recently asked first
+    # (the artifacts, the answer), most recently asked first
+    kept: list[tuple[list[Any], T]] = []
 
     @functools.wraps(fn)
     def wrapper(docs: list[Any]) -> T:
@@ -74,9 +73,8 @@ def per_set(fn: Callable[[list[Any]], T]) -> Callable[[list[Any]], T]:
                 if i:
                     kept.insert(0, kept.pop(i))
                 return value
-        known = list(
-            docs
-        )  # the caller's list may change later; the identities stay valid while kept
+        # the caller's list may change later; the identities stay valid while kept
+        known = list(docs)
         value = fn(known)
         kept.insert(0, (known, value))
         del kept[_SLOTS:]

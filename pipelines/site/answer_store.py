@@ -26,7 +26,6 @@ import hashlib
 import io
 import os
 import pickle
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -208,31 +207,21 @@ def _asked(
         store.parent.mkdir(parents=True, exist_ok=True)
     except OSError:
         return out, here
-    sys.stdout.flush()
-    sys.stderr.flush()
     handed = [store.with_name(f".{store.name}.{os.getpid()}.{w}.tmp") for w in range(n)]
-    pids = []
-    for w in range(1, n):
-        pid = os.fork()
-        if pid == 0:
-            # the worker: its share handed back, then out without running the build's exit handlers
-            code = 0
-            try:
-                share = [(i, _ask(runs[i])) for i in range(w, len(runs), n)]
-                with handed[w].open("wb") as fh:
-                    pickle.dump(share, fh, protocol=pickle.HIGHEST_PROTOCOL)
-            except BaseException:
-                code = 1
-            finally:
-                os._exit(code)
-        pids.append(pid)
+
+    def share(w: int) -> None:
+        if w == 0:  # here: the answers kept with the runs
+            for i in range(0, len(runs), n):
+                out[i] = _ask(runs[i])
+                here.add(i)
+            return
+        got = [(i, _ask(runs[i])) for i in range(w, len(runs), n)]
+        with handed[w].open("wb") as fh:
+            pickle.dump(got, fh, protocol=pickle.HIGHEST_PROTOCOL)
+
     try:
-        for i in range(0, len(runs), n):
-            out[i] = _ask(runs[i])
-            here.add(i)
+        cores.in_forks(n, share)
     finally:
-        for pid in pids:
-            os.waitpid(pid, 0)
         for w in range(1, n):
             try:
                 with handed[w].open("rb") as fh:

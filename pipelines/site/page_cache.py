@@ -28,7 +28,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import sys
 import zlib
 from collections.abc import Callable
 from pathlib import Path
@@ -386,31 +385,11 @@ def fill(
     n = min(n, len(jobs))
     if n < 2:
         return
-    sys.stdout.flush()
-    sys.stderr.flush()
-    pids = []
-    for w in range(1, n):
-        pid = os.fork()
-        if (
-            pid == 0
-        ):  # the worker: its share, then out without running the build's exit handlers
-            code = 0
-            try:
-                for job in jobs[w::n]:
-                    render_one(job)
-            except BaseException:
-                code = 1
-            finally:
-                os._exit(code)
-        pids.append(pid)
     try:
-        for job in jobs[0::n]:
-            render_one(job)
+        cores.in_forks(n, lambda w: [render_one(job) for job in jobs[w::n]])
     except Exception:  # left to the page loop, which reports it where the page is
         pass
     finally:
-        for pid in pids:
-            os.waitpid(pid, 0)
         markdown.reset_tables()  # the pages register their downloads again when the page loop shows them
 
 
