@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from pipelines.site import (
+    figures,
     markdown,
     page_cache,
     per_host,
@@ -317,7 +318,7 @@ def test_every_generated_host_page_has_one_body_and_says_which_host_it_is(fleet)
     title = per_host.PAGES["boards"].title
     text = per_host.host_page("boards", HOSTS[0])
     assert text.startswith(
-        f"# {title}: {markdown.cell(label)}\n\nHost {markdown.code(HOSTS[0])}. "
+        f"# {title}: {figures.host(label, HOSTS[0])}\n\nHost {markdown.code(HOSTS[0])}. "
     )
     assert text.endswith(per_host.render("boards", HOSTS[0]))
 
@@ -401,16 +402,18 @@ def test_a_build_resolves_the_host_labels_once_and_the_next_build_reads_hosts_ya
     )  # once over the whole set (pages ask of their own runs too)
     derived = real(whole)
     for (name, host), text in pages.items():
-        assert text.startswith(f"# {per_host.PAGES[name].title}: {derived[host]}\n")
+        assert text.startswith(
+            f"# {per_host.PAGES[name].title}: {figures.host(derived[host], host)}\n"
+        )
     hosts_yaml = data / "hosts.yaml"
     hosts_yaml.write_text(
         hosts_yaml.read_text() + f"\nhost_labels:\n  {HOSTS[0]}: Bench box seven\n"
     )
     assert per_host.host_page("hosts", HOSTS[0]).startswith(
-        f"# {per_host.PAGES['hosts'].title}: {derived[HOSTS[0]]}\n"
+        f"# {per_host.PAGES['hosts'].title}: {figures.host(derived[HOSTS[0]], HOSTS[0])}\n"
     )  # the same build: as it started
     page_cache.reset()  # the next build
     assert per_host.host_page("hosts", HOSTS[0]).startswith(
-        f"# {per_host.PAGES['hosts'].title}: Bench box seven\n"
+        f"# {per_host.PAGES['hosts'].title}: {figures.host('Bench box seven', HOSTS[0])}\n"
     )
     assert calls.count(len(whole)) == 2

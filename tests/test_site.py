@@ -671,7 +671,11 @@ def test_a_fleet_beyond_the_split_limit_gets_one_page_per_host(tmp_path, session
             page = (site / name / h / "index.html").read_text()
             # its heading and the line that says what it is, from the one body every host page has
             title = per_host.PAGES[name].title
-            assert re.search(rf"<h1 [^>]*>{title}: [^<]+<a class=\"headerlink\"", page)
+            assert re.search(
+                rf'<h1 [^>]*>{title}: <span class="almanac-host" data-host="{h}">[^<]+</span>'
+                '<a class="headerlink"',
+                page,
+            )
             assert f"<p>Host <code>{h}</code>. One host's part of the " in page
             assert "split_host_page" not in page and "almanac_host" not in page
             ids = set(re.findall(r"\?id=([A-Za-z0-9._-]+)", page))

@@ -1,6 +1,6 @@
 """The whole built site agrees with itself (issue 27, "one truth per figure"): every figure reads the same
 value wherever it appears, no rank contradicts a verdict, "not measured" only where nothing was measured,
-one lossless verdict per artifact, no Python None and no "first N of M" anywhere.
+one lossless verdict per artifact, one name per host, no Python None and no "first N of M" anywhere.
 
 Checked over three built sites: the golden artifacts, the committed measurements (git's, not whatever the
 live data/ folder holds) and a generated fleet of eight hosts (benchmarks/site_scale.py's fleet mode);
@@ -9,13 +9,14 @@ and the check itself is shown to fail on a planted contradiction of each kind.
 
 from __future__ import annotations
 
+import html
 import re
 import shutil
 from pathlib import Path
 
 import pytest
 
-from pipelines import facts
+from pipelines import facts, hostnames
 from pipelines.runs import load_runs
 from pipelines.site import consistency
 from tests.conftest import build_site
@@ -60,6 +61,21 @@ def test_the_committed_site_agrees_with_itself(committed_site):
         if m.kind == "fact":
             by_key.setdefault(m.attrs["data-fact"], set()).add(m.page)
     assert max(len(v) for v in by_key.values()) >= 3
+    # one host, one name, on every page that names it: each host of the data is named on its own page, the
+    # Leaderboard and Host vs host, with the label the hosts page gives it
+    named: dict[str, dict[str, set[str]]] = {}
+    for m in marks:
+        if m.kind == "host":
+            hid = m.attrs.get("data-host") or m.attrs["data-h"]
+            named.setdefault(hid, {}).setdefault(" ".join(m.text.split()), set()).add(
+                m.page
+            )
+    labels = hostnames.labels(load_runs(data / "runs"))
+    assert set(named) == set(labels)
+    for hid, by_name in named.items():
+        assert list(by_name) == [labels[hid]], (hid, by_name)
+        pages = next(iter(by_name.values()))
+        assert {"leaderboard/index.html", "hosts/index.html"} <= pages, (hid, pages)
 
 
 def test_a_generated_fleet_agrees_with_itself(tmp_path):
@@ -72,6 +88,28 @@ def test_a_generated_fleet_agrees_with_itself(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     problems = _check(site, data)
     assert problems == [], "\n".join(problems)
+
+
+def test_a_fleet_with_twins_names_each_host_once(tmp_path):
+    """Forty hosts, some the same hardware (twins, told apart by their names): each is named on its own
+    pages as on the fleet's. Labels resolved among a page's own artifacts named two twins without what
+    tells them apart on their hosts pages only (#30); this fleet found it."""
+    from tests.test_host_vs_fleet import _inputs, write_fleet
+
+    data = _inputs(tmp_path / "data")
+    write_fleet(data, 40, rounds=1)
+    site = tmp_path / "site"
+    proc = build_site(data, site)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    problems = _check(site, data)
+    assert problems == [], "\n".join(problems)
+    labels = hostnames.labels(load_runs(data / "runs"))
+    twins = {h for h, label in labels.items() if label.endswith(f" · {h[:9]}")}
+    assert len(twins) >= 2, labels
+    for h in twins:
+        own = consistency.read_page(site / "hosts" / h / "index.html", site)
+        names = {m.text for m in own.marks if m.kind == "host"}
+        assert names == {labels[h]}, (h, names)
 
 
 def test_a_fleet_sharing_every_kind_agrees_with_itself(tmp_path):
@@ -210,3 +248,21 @@ def test_a_planted_second_lossless_verdict_is_found(committed_site, tmp_path):
     assert any(
         p.startswith("artifact x-1 has 2 lossless verdicts") for p in problems
     ), problems
+
+
+def test_a_planted_second_name_for_a_host_is_found(committed_site, tmp_path):
+    """A host named otherwise on one page than on the rest (what a page that resolved labels among its own
+    artifacts did: #30, 106 of 208 hosts at 10,000) is found, naming the host, both names and the page."""
+    data, site = _planted(committed_site, tmp_path)
+    page = site / "hosts" / "index.html"
+    text = page.read_text()
+    m = re.search(
+        r'<span class="almanac-host" data-host="([^"]+)">(?:<a [^>]*>)?([^<]+)<', text
+    )
+    assert m, "the hosts page names its hosts with host marks"
+    hid, name = m.group(1), m.group(2)
+    page.write_text(text.replace(m.group(0), m.group(0).replace(name, "Twin"), 1))
+    problems = _check(site, data)
+    mine = [p for p in problems if p.startswith(f"host {hid} has 2 names")]
+    assert len(mine) == 1 and "'Twin' on hosts/index.html" in mine[0], problems
+    assert f"{html.unescape(name)!r} on " in mine[0]

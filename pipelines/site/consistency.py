@@ -14,6 +14,8 @@ and every published table and returns the contradictions, one line each:
 * "not measured" appears only where the fact layer has no such group (``missing``: a callable
   that says whether a (work, host) pair is measured), and "no measured run" nowhere else;
 * one artifact has one lossless verdict;
+* a host has one name: every host mark (``almanac-host``, its id in ``data-host``, or ``data-h`` on a
+  leaderboard row's marker) of the same host reads the same label on every page;
 * no Python ``None`` and no "first N of M" truncation in any page's text or any published table, but a
   table cut to keep its page under 1 MB, whose note says so and whose JSON download right after it holds
   every row it says (checked against the download);
@@ -71,7 +73,7 @@ class _Page:
     cuts: list[Mark] = field(default_factory=list)
 
 
-_KINDS = ("fact", "rank", "verdict", "missing", "lossless")
+_KINDS = ("fact", "rank", "verdict", "missing", "lossless", "host")
 
 
 def parse(page: str, body: bytes) -> _Page:
@@ -184,7 +186,7 @@ class _Memo:
     rebuild that changed a few pages parses only those (kept in the user cache; what this run did
     not see is dropped when saved)."""
 
-    VERSION = 2  # 2: a page's cut notes kept with its marks
+    VERSION = 3  # 2: a page's cut notes kept with its marks; 3: host marks
 
     def __init__(self) -> None:
         from core.paths import cache_dir
@@ -323,6 +325,7 @@ def check(
     problems += _check_ranks(marks)
     problems += _check_missing([m for m in marks if m.kind == "missing"], missing)
     problems += _check_lossless([m for m in marks if m.kind == "lossless"])
+    problems += _check_hosts([m for m in marks if m.kind == "host"])
     return problems
 
 
@@ -468,6 +471,25 @@ def _check_lossless(marks: list[Mark]) -> list[str]:
         for aid, vs in seen.items()
         if len(vs) > 1
     ]
+
+
+def _check_hosts(marks: list[Mark]) -> list[str]:
+    """One name per host: the names each host id is shown under, and on which pages, where there is more than one."""
+    names: dict[str, dict[str, set[str]]] = {}
+    for m in marks:
+        hid = m.attrs.get("data-host") or m.attrs.get("data-h") or ""
+        name = " ".join(m.text.split())
+        names.setdefault(hid, {}).setdefault(name, set()).add(m.page)
+    out = []
+    for hid, by_name in names.items():
+        if len(by_name) > 1:
+            shown = "; ".join(
+                f"{name!r} on {', '.join(sorted(pgs)[:3])}"
+                + (f" and {len(pgs) - 3:,} more" if len(pgs) > 3 else "")
+                for name, pgs in sorted(by_name.items())
+            )
+            out.append(f"host {hid} has {len(by_name)} names: {shown}")
+    return out
 
 
 def missing_in(facts: object) -> Callable[[str, str], bool]:

@@ -2,9 +2,9 @@
 
 Every figure carries its identity in the HTML (``data-fact``: its group and metric; ``data-v``: its
 value at full precision), every rank its board and host (``data-rank``), every verdict the two
-figures it compares (``data-verdict``): the site-wide consistency check
+figures it compares (``data-verdict``), every host name its host (``almanac-host``): the site-wide consistency check
 (pipelines.site.consistency) reads them back from the built pages and proves that one figure reads
-the same wherever it appears and that no rank contradicts a verdict.
+the same wherever it appears, that no rank contradicts a verdict and that a host has one name.
 """
 
 from __future__ import annotations
@@ -94,6 +94,15 @@ def rank(st: Standing, board_key: str, test: str, prefix: str = "") -> str:
         f'<span class="almanac-rank" data-board="{as_text(board_key)}" data-test="{as_text(test)}" '
         f'data-host="{as_text(st.host_id)}" data-fact="{as_text(st.figure.key)}" data-rank="{as_text(st.rank_label)}">'
         f"{cell(prefix + st.rank_label)}</span>"
+    )
+
+
+def host(label: str, host_id: str, inner: str | None = None) -> str:
+    """A host as a page names it: its label (``inner``: the label already rendered, a link say), marked with
+    the host's id, so that the consistency check proves one host reads one name on every page."""
+    return (
+        f'<span class="almanac-host" data-host="{as_text(host_id)}">'
+        f"{cell(label) if inner is None else inner}</span>"
     )
 
 

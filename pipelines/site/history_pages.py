@@ -74,12 +74,22 @@ def history_chart(ser: history.Series) -> dict[str, Any]:
 
 def host_cell(labels: dict[str, str] | None, host_id: str) -> str:
     """A host as pages name it: its label (pipelines.hostnames), its id small beside it."""
+    from pipelines.site import figures
+
     label = (labels or {}).get(host_id)
     return (
-        f"{cell(label)}<br><small>{code(host_id)}</small>"
+        f"{figures.host(label, host_id)}<br><small>{code(host_id)}</small>"
         if label and label != host_id
-        else code(host_id)
+        else figures.host(host_id, host_id, code(host_id))
     )
+
+
+def _named(labels: dict[str, str] | None, host_id: str) -> str:
+    """A host's label inside raw HTML (a fold's summary), marked as host_cell marks it."""
+    from pipelines.site import figures
+
+    label = (labels or {}).get(host_id, host_id)
+    return figures.host(label, host_id, as_text(label))
 
 
 def build_value(field: str, v: Any) -> str:
@@ -487,12 +497,14 @@ def history_page(docs: list[RunRecord]) -> str:
         for s in multi[:CHARTED]:
             out.append(
                 fold(
-                    f"{s.model} · {s.test} · {s.backend} · {labels.get(s.host_id, s.host_id)} · "
-                    f"{len(s.points):,} results, {len(s.builds):,} build(s)",
+                    "",
                     charts.embed(
                         history_chart(s),
                         caption="One dot per artifact (mean) with its CI95, by build.",
                     ),
+                    title_html=f"{as_text(s.model)} · {as_text(s.test)} · {as_text(s.backend)} · "
+                    f"{_named(labels, s.host_id)} · "
+                    f"{len(s.points):,} results, {len(s.builds):,} build(s)",
                 )
             )
     out += [
@@ -605,9 +617,9 @@ def host_vs_host_page(docs: list[RunRecord]) -> str:
         m = w.metric
         best = w.standings[0]
         summary = (
-            f"{as_text(w.label)} · {len(w.standings):,} hosts · best {as_text(labels.get(best.host_id, best.host_id))} "
+            f"{as_text(w.label)} · {len(w.standings):,} hosts · best {_named(labels, best.host_id)} "
             f"{num(best.figure.mean, m.decimals)} {as_text(m.unit)} · median host "
-            f"{as_text(labels.get(w.median.host_id, w.median.host_id))} {num(w.median.figure.mean, m.decimals)} "
+            f"{_named(labels, w.median.host_id)} {num(w.median.figure.mean, m.decimals)} "
             f"{as_text(m.unit)}"
         )
         rows = []

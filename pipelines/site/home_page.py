@@ -37,7 +37,8 @@ TOO_WIDE = 1.25  # an interval reaching further than ×1.25 each way cannot plac
 
 def _host(fx: Facts, host_id: str, this_host: str | None) -> str:
     mine = " " + THIS_HOST_BADGE if host_id == this_host else ""
-    return link(fx.labels.get(host_id, host_id), host_page(host_id)) + mine
+    label = fx.labels.get(host_id, host_id)
+    return figures.host(label, host_id, link(label, host_page(host_id))) + mine
 
 
 def _figure(fig: facts_mod.Figure) -> str:

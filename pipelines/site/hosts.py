@@ -15,6 +15,7 @@ from core.records.run import RunRecord
 from pipelines import hostnames
 from pipelines import roofline as roof
 from pipelines.runs import latest_per_key
+from pipelines.site import figures
 from pipelines.site.markdown import (
     PROJECTED_BADGE,
     SYNTHETIC_BADGE,
@@ -136,7 +137,7 @@ def host_table(run_docs: list[RunRecord], host_docs: list[HostRecord]) -> str:
         ),
     ]
     return table(
-        ["", *[f"{cell(labels.get(h, h))}<br>{code(h)}" for h in ids]],
+        ["", *[f"{figures.host(labels.get(h, h), h)}<br>{code(h)}" for h in ids]],
         rows,
         ["l"] + ["l"] * len(ids),
     )
@@ -249,7 +250,9 @@ def bandwidth_table(host_docs: list[HostRecord]) -> str:
                     s = e.summary
                     rows.append(
                         [
-                            cell(labels.get(hid, hid)) + "<br>" + code(hid),
+                            figures.host(labels.get(hid, hid), hid)
+                            + "<br>"
+                            + code(hid),
                             cell(what + (f" ({device})" if device else "")),
                             cell(pass_),
                             code(b.probe_id),
@@ -321,7 +324,7 @@ def roofline_by_host(run_docs: list[RunRecord], host_docs: list[HostRecord]) -> 
                 ]
             )
         out += [
-            f"### {cell(labels.get(hid, hid))} · {code(hid)}",
+            f"### {figures.host(labels.get(hid, hid), hid)} · {code(hid)}",
             "",
             table(
                 [

@@ -24,7 +24,7 @@ from typing import Any
 from core.records.host import HostRecord
 from core.registry import Registry
 from pipelines import dataset
-from pipelines.site import page_cache
+from pipelines.site import figures, page_cache
 from pipelines.site.markdown import (
     admonition,
     as_text,
@@ -224,7 +224,7 @@ def host_page(name: str, host: str) -> str:
         else f"one page per host once more than {SPLIT_ABOVE} hosts have data"
     )
     return (
-        f"# {page.title}: {cell(label)}\n\n"
+        f"# {page.title}: {figures.host(label, host)}\n\n"
         f"Host {code(host)}. One host's part of the [{page.title}](../{name}.md) page ({why}).\n\n"
         + render(name, host)
     )
@@ -279,7 +279,11 @@ def index(name: str) -> str:
         cpu, gpus, ram = _machine(newest.host)
         rows.append(
             [
-                link(labels.get(host, host), page_file(name, host))
+                figures.host(
+                    labels.get(host, host),
+                    host,
+                    link(labels.get(host, host), page_file(name, host)),
+                )
                 + "<br>"
                 + code(host),
                 cell(cpu),
