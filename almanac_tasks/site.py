@@ -121,7 +121,8 @@ def _report_contradictions(
             note("  " + p)
     else:
         say(
-            "site check: every figure reads the same on every page; no rank contradicts a verdict"
+            "site check: every figure reads the same on every page; no rank contradicts a verdict; "
+            "every host has one name"
         )
     return problems
 

@@ -8,6 +8,7 @@ is a fixture (no GPU here). The real committed artifacts under data/runs are che
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import re
@@ -461,6 +462,44 @@ def test_a_slowed_build_is_a_regression_step_with_its_ci():
         and "threads-halved" in page
     )
     assert "label: ordinary → threads-halved" in page.replace("\\", "")
+
+
+def test_the_regressions_page_charts_its_largest_steps_only(monkeypatch):
+    """Past STEP_CHARTS stepped configurations the page charts those of its largest steps and says how many
+    it leaves out (#30: 1,023 charts at 100,000 artifacts made a 9.2 MB page); each step stays in the tables."""
+
+    def slowed(model, drop):
+        fast = [[700, 705, 698, 702, 699], [701, 703, 697, 700, 704]]
+        sha = hashlib.sha256(model.encode()).hexdigest()
+        docs = [run(s, minutes=i, model=model, sha=sha) for i, s in enumerate(fast)]
+        return docs + [
+            run(
+                [v * drop for v in s],
+                minutes=10 + i,
+                model=model,
+                sha=sha,
+                commit="newcommit",
+            )
+            for i, s in enumerate(fast)
+        ]
+
+    docs = slowed("small", 0.9) + slowed("large", 0.5) + slowed("middle", 0.7)
+    steps = [st for st in history.all_steps(history.series(docs)) if not st.variant]
+    assert [st.series.model for st in steps] == ["large", "middle", "small"]
+    page = history_pages.regressions_page(docs)
+    assert page.count('class="almanac-chart"') == 3 and "are not (a page" not in page
+    monkeypatch.setattr(history_pages, "STEP_CHARTS", 2)
+    page = history_pages.regressions_page(docs)
+    over_time = page.split("## Over time", 1)[1]
+    assert over_time.count('class="almanac-chart"') == 2
+    assert (
+        "The 2 configurations of the largest steps are charted here; the other 1 are not"
+        in over_time
+    )
+    charted = [c for c in re.findall(r"<figcaption>([^:<]+):", over_time)]
+    assert len(charted) == 2 and all("small" not in c for c in charted), charted
+    # the step left uncharted is still a row of the steps' table
+    assert "| small |" in page.split("## Over time", 1)[0]
 
 
 def test_noise_is_not_a_step_and_old_builds_are_stale():
