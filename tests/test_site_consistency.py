@@ -78,31 +78,29 @@ def test_the_committed_site_agrees_with_itself(committed_site):
         assert {"leaderboard/index.html", "hosts/index.html"} <= pages, (hid, pages)
 
 
-def test_a_generated_fleet_agrees_with_itself(tmp_path):
+def _agreeing_fleet(tmp_path: Path, hosts: int, **kw) -> tuple[Path, Path]:
+    """(data, site): a generated fleet (tests.test_host_vs_fleet.write_fleet) built, its site agreeing with itself."""
     from tests.test_host_vs_fleet import _inputs, write_fleet
 
     data = _inputs(tmp_path / "data")
-    write_fleet(data, 8, extra=3)
+    write_fleet(data, hosts, **kw)
     site = tmp_path / "site"
     proc = build_site(data, site)
     assert proc.returncode == 0, proc.stderr[-3000:]
     problems = _check(site, data)
     assert problems == [], "\n".join(problems)
+    return data, site
+
+
+def test_a_generated_fleet_agrees_with_itself(tmp_path):
+    _agreeing_fleet(tmp_path, 8, extra=3)
 
 
 def test_a_fleet_with_twins_names_each_host_once(tmp_path):
     """Forty hosts, some the same hardware (twins, told apart by their names): each is named on its own
     pages as on the fleet's. Labels resolved among a page's own artifacts named two twins without what
     tells them apart on their hosts pages only (#30); this fleet found it."""
-    from tests.test_host_vs_fleet import _inputs, write_fleet
-
-    data = _inputs(tmp_path / "data")
-    write_fleet(data, 40, rounds=1)
-    site = tmp_path / "site"
-    proc = build_site(data, site)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    problems = _check(site, data)
-    assert problems == [], "\n".join(problems)
+    data, site = _agreeing_fleet(tmp_path, 40, rounds=1)
     labels = hostnames.labels(load_runs(data / "runs"))
     twins = {h for h, label in labels.items() if label.endswith(f" · {h[:9]}")}
     assert len(twins) >= 2, labels
