@@ -550,6 +550,9 @@ def build(data: Path, out: Path, cache: Path) -> dict[str, Any]:
     if proc.returncode:
         raise SystemExit(f"site build failed at {data}:\n{proc.stderr[-3000:]}")
     return {
+        # what the build's site check found (almanac_tasks/site.py): a page over 1 MB, a figure with two values,
+        # a host with two names ... kept with the timing, so that a fast build of a wrong site is not a result
+        "site_check": site_check(proc.stdout + proc.stderr),
         "seconds": round(wall, 2),
         "cpu_s": round(timed.cpu, 2),  # type: ignore[attr-defined]
         "peak_mib": round(peak / 2**20, 1),
@@ -557,6 +560,24 @@ def build(data: Path, out: Path, cache: Path) -> dict[str, Any]:
         "load_before": [round(x, 2) for x in load],
         "load_after": [round(x, 2) for x in os.getloadavg()],
     }
+
+
+_CHECK_CLEAN = "site check: every figure reads the same on every page"
+_CHECK_FOUND = re.compile(
+    r"^site check: ([\d,]+) contradiction\(s\) between pages:$", re.M
+)
+
+
+def site_check(output: str) -> list[str]:
+    """What the site check said of a build (its output): [] when the site agrees with itself, else every problem
+    it listed, one line each; a build whose output holds no site check's verdict is a failed measurement."""
+    m = _CHECK_FOUND.search(output)
+    if m is None:
+        if _CHECK_CLEAN not in output:
+            raise SystemExit("the site build printed no site check's verdict")
+        return []
+    lines = output[m.end() :].splitlines()[1:]
+    return [ln.strip() for ln in lines[: int(m.group(1).replace(",", ""))]]
 
 
 def all_noop(data: Path, cache: Path, out: Path) -> dict[str, Any]:
@@ -581,6 +602,18 @@ def all_noop(data: Path, cache: Path, out: Path) -> dict[str, Any]:
         "peak_mib": round(peak / 2**20, 1),
         "bench": measured,
     }
+
+
+def _say_check(n: int, kind: str, result: dict[str, Any]) -> None:
+    """The site check's problems of one timed build, printed under its timing line (nothing when none)."""
+    found = result["site_check"]
+    if found:
+        print(
+            f"N={n:>6}: {kind}: the site check found {len(found):,} problem(s):",
+            flush=True,
+        )
+        for line in found:
+            print(f"  {line}", flush=True)
 
 
 def main() -> None:
@@ -686,6 +719,7 @@ def main() -> None:
                     f"{row[kind]['peak_mib']:.1f} MiB peak RSS, {row[kind]['peak_pss_mib']:.1f} MiB peak PSS",
                     flush=True,
                 )
+                _say_check(written, kind, row[kind])
             if builds:
                 row.update(page_sizes(site))
             if args.incremental:
@@ -706,6 +740,7 @@ def main() -> None:
                     f"{row['incremental']['peak_pss_mib']:.1f} MiB peak PSS",
                     flush=True,
                 )
+                _say_check(written, "incremental", row["incremental"])
             results["sizes"].append(row)
             if "site_bytes" in row:
                 print(

@@ -96,6 +96,7 @@ INTEGRATION_MODULES = frozenset(
         "test_site",
         "test_site_consistency",
         "test_site_inputs",
+        "test_site_scale_script",
         "test_storage_faults",
         "test_synth",
         "test_transformers_backend",
