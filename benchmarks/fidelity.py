@@ -176,6 +176,11 @@ def naive_eval(
     import llama_cpp
     import llama_cpp.llama as llama_module
 
+    from runtime.backends.llama_cpp import lib_policy as llamacpp_lib
+
+    # the one thing not written by hand: this host's library policy, as our backend applies it (where llama.cpp
+    # has AMX compiled in, its matmul crashes on the prompt's multi-token decode; both sides then run without it)
+    llamacpp_lib.apply()
     inner = llama_module.llama_cpp
     saved = inner.LLAMA_FLASH_ATTN_TYPE_ENABLED
     if (

@@ -53,6 +53,21 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _library_policy() -> None:
+    """This host's llama.cpp policy (runtime.backends.llama_cpp.lib_policy) before this module loads a model in
+    process, as every process that loads one applies it: where llama.cpp has AMX compiled in, its matmul crashes
+    the process on every multi-token decode (SIGSEGV). Without it these tests crashed on an AMX host unless an
+    earlier test of the same pytest worker had applied it (on a Xeon with AMX, a worker crashed and xdist hung)."""
+    try:
+        import llama_cpp  # noqa: F401
+    except ImportError:  # the tests that need the library skip themselves
+        return
+    from runtime.backends.llama_cpp import lib_policy as llamacpp_lib
+
+    llamacpp_lib.apply()
+
+
 @pytest.fixture(scope="module")
 def files(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, str], dict]:
     """tiny files written once per module, keyed by (shape, quant)."""
