@@ -39,7 +39,7 @@ class _Reference(HTMLParser):
         kind = next(
             (
                 k
-                for k in ("fact", "rank", "verdict", "missing", "lossless")
+                for k in ("fact", "rank", "verdict", "missing", "lossless", "host")
                 if f"almanac-{k}" in cls
             ),
             None,
@@ -171,7 +171,8 @@ def test_marks_and_text_values():
             },
             "616.60 t/s",  # the text of the mark's children too
         ),
-        # two kinds in one class: the first of fact, rank, verdict, missing, lossless; a script's text is not its text
+        # two kinds in one class: the first of fact, rank, verdict, missing, lossless, host;
+        # a script's text is not its text
         (
             "fact",
             {

@@ -308,7 +308,13 @@ def _shown_identities(board: facts.Board, bi: int) -> list[tuple[str, ...]]:
     build, settings as resolved and as asked, method), the figures left out."""
     headers, rows = _table_rows(leaderboard_page.board_markdown(board, bi))
     return [
-        (html.unescape(re.sub(r'<span class="almanac-r"[^>]*></span>', "", row[0])),)
+        # the row's filter marker (its board and row numbers, which differ on every row) taken out; the host's
+        # name it wraps stays (pipelines.site.leaderboard_page._host_cell)
+        (
+            html.unescape(
+                re.sub(r'<span class="almanac-r(?: almanac-host)?"[^>]*>', "", row[0])
+            ),
+        )
         for row in rows
     ]
 
