@@ -26,7 +26,8 @@ from almanac_tasks.shell import run
 )
 @user_errors
 def build(c: Context, output: str = "site", wait: float = 0.0) -> None:
-    """Build the site from data/ alone (strict: any macro error or broken link fails it)."""
+    """Build the site from data/ alone (strict: any macro error or broken link fails it), then check it: a
+    contradiction between its pages (`invoke site.check`) fails the build too."""
     build_site(c, output, wait_s=float(wait))
 
 
@@ -91,10 +92,18 @@ def _build_locked(c: Context, site: Path, if_changed: bool) -> None:
             raise Exit("\n".join(lines), code=2)
         sys.stderr.write(result.stdout + result.stderr)
         raise Exit(code=result.exited)
+    say(f"site built: {index}\n  serve it with: invoke site.serve")
+    problems = _report_contradictions(site, pairs)
+    if problems:
+        # a site whose pages contradict each other is a failed build (the publishing workflow stops here):
+        # it stays in place to be looked at, unstamped, so the next `invoke all` builds and checks it again
+        raise Exit(
+            f"error: the site in {site} was built but {len(problems)} contradiction(s) between its pages "
+            "(listed above) make it wrong to publish",
+            code=1,
+        )
     if current:
         inputs.mark(site, current)
-    say(f"site built: {index}\n  serve it with: invoke site.serve")
-    _report_contradictions(site, pairs)
 
 
 def _report_contradictions(

@@ -87,3 +87,41 @@ def test_two_builds_started_apart_one_builds_the_other_refuses(tmp_path):
     assert second.returncode == 2
     assert "another build is writing this folder" in _one_line(err2)
     assert (site / "index.html").is_file() and "site built" in out1
+
+
+@pytest.mark.integration
+def test_a_site_whose_pages_contradict_each_other_fails_its_build(
+    tmp_path, monkeypatch, capsys
+):
+    """The build's site check decides its exit status: contradictions between pages fail `invoke site.build`
+    (and so `invoke all` and the publishing workflow), with the site left in place to be looked at and
+    unstamped, so the next `invoke all` builds it again instead of calling it up to date. No data makes this
+    code's pages disagree, so the check's verdict is replaced here (the check itself is tested on planted pages
+    in tests/test_site_consistency.py); the build, its swap and its stamp are real."""
+    from invoke import Context, Exit
+
+    from almanac_tasks import site as site_task
+    from pipelines.site import inputs
+
+    site = tmp_path / "site"
+    monkeypatch.setenv("ALMANAC_DATA", str(make_golden_data(tmp_path / "data")))
+    monkeypatch.setenv("ALMANAC_CACHE", str(tmp_path / "cache"))
+    found = ["host h1 has 2 names: 'A' on a.html; 'B' on b.html"]
+    monkeypatch.setattr(site_task, "_report_contradictions", lambda *a: found)
+    with pytest.raises(Exit) as exc:
+        site_task.build_site(Context(), str(site), if_changed=True)
+    assert exc.value.code == 1
+    assert str(exc.value.message).startswith(
+        f"error: the site in {site} was built but 1 "
+    )
+    assert (site / "index.html").is_file() and not (site / inputs.STAMP).exists()
+    # checked clean, the same inputs build again (not "up to date") and are stamped
+    monkeypatch.setattr(site_task, "_report_contradictions", lambda *a: [])
+    capsys.readouterr()
+    site_task.build_site(Context(), str(site), if_changed=True)
+    assert "site built" in capsys.readouterr().out
+    assert (site / inputs.STAMP).is_file()
+    site_task.build_site(
+        Context(), str(site), if_changed=True
+    )  # now up to date: no build
+    assert "site up to date" in capsys.readouterr().out

@@ -68,3 +68,23 @@ def test_the_site_checks_verdict_is_read_from_a_builds_output():
     ]
     with pytest.raises(SystemExit, match="no site check"):
         site_scale.site_check("site built: x\n")
+
+
+def test_a_build_failed_by_its_site_check_is_measured_any_other_failure_stops_the_script():
+    found = "site built: x\nsite check: 1 contradiction(s) between pages:\n  host h1 has 2 names\n"
+    failed = subprocess.CompletedProcess(
+        [], 1, found, "error: the site in x was built but 1 ...\n"
+    )
+    assert site_scale.build_verdict(failed, Path("d")) == ["host h1 has 2 names"]
+    clean = subprocess.CompletedProcess(
+        [], 0, "site check: every figure reads the same on every page", ""
+    )
+    assert site_scale.build_verdict(clean, Path("d")) == []
+    for rc, out in ((1, "site built: x\n"), (2, found)):
+        broken = subprocess.CompletedProcess(
+            [], rc, out, "error: data/a.json: field id ..."
+        )
+        with pytest.raises(
+            SystemExit, match="site build failed at d:\nerror: data/a.json"
+        ):
+            site_scale.build_verdict(broken, Path("d"))
