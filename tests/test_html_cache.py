@@ -167,3 +167,43 @@ def test_the_committed_site_is_the_same_built_with_an_empty_and_a_full_cache(
     _build(data, tmp_path / "c1", tmp_path / "warm", cached=True)
     assert _same_tree(tmp_path / "plain", tmp_path / "cold") == []
     assert _same_tree(tmp_path / "plain", tmp_path / "warm") == []
+
+
+@pytest.mark.integration  # two small site builds
+def test_a_page_whose_conversion_warned_warns_again_in_the_next_build(tmp_path):
+    """A link to a missing page is a warning, which fails a strict build. The content cache kept the page made
+    with the warning, so the second build of the same inputs restored it without warning and passed: a
+    broken link failed a build once. A page whose conversion warned is not kept; a clean page still is."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "index.md").write_text("# Home\n\nSee [the other page](other.md).\n")
+    (docs / "fine.md").write_text("# Fine\n\nSee [home](index.md).\n")
+    cfg = tmp_path / "mkdocs.yml"
+    cfg.write_text(
+        "site_name: t\n"
+        f"docs_dir: {docs}\n"
+        "nav: [index.md, fine.md]\n"
+        f"hooks: [{ROOT / 'pipelines' / 'site' / 'hooks.py'}]\n"
+    )
+    env = dict(
+        os.environ,
+        ALMANAC_DATA=str(committed_data(tmp_path / "data", only=["models.yaml"])),
+        ALMANAC_CACHE=str(tmp_path / "cache"),
+        ALMANAC_PAGE_CACHE="1",
+        DISABLE_MKDOCS_2_WARNING="true",
+        NO_MKDOCS_2_WARNING="1",
+    )
+    for _ in range(2):
+        proc = subprocess.run(
+            [sys.executable, "-m", "mkdocs", "build", "--strict", "-f", str(cfg)]
+            + ["--site-dir", str(tmp_path / "site")],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        assert proc.returncode == 1, proc.stderr[-3000:]
+        assert "contains a link 'other.md', but the target is not found" in proc.stderr
+    kept = list((tmp_path / "cache").rglob("c-*.json.z"))
+    assert len(kept) == 1, kept  # fine.md's content, not index.md's

@@ -134,6 +134,7 @@ def link_resolver(src_uri: str, page_url: str) -> Any:
 def on_page_markdown(text: str, page: Any, config: Any, files: Any, **_: Any) -> str:
     # what MkDocs would make of this Markdown, from the cache when it made it before (pipelines.site.html_cache)
     key = page._almanac_content_key = html_cache.content_key(text, page, files)
+    page._almanac_warnings = html_cache.warnings_logged()
     entry = None if key is None else html_cache.cached_content(key)
     if entry is not None:
         page._almanac_tables = None  # the content comes back whole: nothing to put back
@@ -161,7 +162,10 @@ def on_page_content(html: str, page: Any, **_: Any) -> str:
         return html
     html = markdown.put_tables(html, stash or [])
     html = html.replace(markdown.ROOT, relative_root(page.url))
-    if key is not None:
+    if (
+        key is not None
+        and html_cache.warnings_logged() == getattr(page, "_almanac_warnings", None)
+    ):  # a page whose conversion warned (a link to a missing page) is converted, and warns, every build
         html_cache.store_content(key, page, html)
     # what the page was made from is in its HTML now: MkDocs keeps every page until the build ends, and a
     # fleet's pages' Markdown and held tables and charts (a second copy of their content) were a good part

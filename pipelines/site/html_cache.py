@@ -15,8 +15,10 @@ more host's run changes a few. Both steps are functions of inputs that can be na
   in it), and the page's own title, front matter, URL, neighbours and edit URL.
 
 A hit restores what the step would have made (the anchors are then checked as always, after the
-pages); a miss makes it as always and stores it. Entries live in page_cache's folder and are pruned
-with its entries (a build keeps what it used). ``ALMANAC_PAGE_CACHE=0`` turns both caches off, and
+pages); a miss makes it as always and stores it, unless the step logged a warning: a hit would not
+log it again, and a strict build failed by a link to a missing page would pass when built a second
+time. Entries live in page_cache's folder and are pruned with its entries (a build keeps what it
+used). ``ALMANAC_PAGE_CACHE=0`` turns both caches off, and
 outside a site build nothing is cached.
 """
 
@@ -38,6 +40,26 @@ _TARGET_PUNCT = frozenset(
     "_./%-"
 )  # with letters and digits: what a link's target is made of
 _NAV: dict[int, str] = {}  # id(nav) -> its digest (once per build)
+
+
+class _Warnings(logging.Handler):
+    """Counts what MkDocs and its plugins log at WARNING and above (what a strict build fails on)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.count = 0
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.count += 1
+
+
+_WARNINGS = _Warnings()
+
+
+def warnings_logged() -> int:
+    """How many warnings this process has logged under ``mkdocs`` since the build's start (:func:`reset`):
+    a step that logged one is not cached."""
+    return _WARNINGS.count
 
 
 def md_targets(text: str) -> set[str]:
@@ -248,8 +270,10 @@ class _Template:
         entry = page_cache.read_entry(f"t-{key}", ds)
         if entry is not None and isinstance(entry.get("html"), str):
             return str(entry["html"])
+        before = warnings_logged()
         out = self._render(*args, **kwargs)
-        page_cache.write_entry(f"t-{key}", ds, {"html": out})
+        if warnings_logged() == before:
+            page_cache.write_entry(f"t-{key}", ds, {"html": out})
         return out
 
 
@@ -271,6 +295,9 @@ def wrap_env(env: Any) -> Any:
 
 def reset() -> None:
     _NAV.clear()
+    logger = logging.getLogger("mkdocs")
+    if _WARNINGS not in logger.handlers:
+        logger.addHandler(_WARNINGS)
 
 
 __all__ = [
@@ -280,5 +307,6 @@ __all__ = [
     "restore",
     "store_content",
     "theme_key",
+    "warnings_logged",
     "wrap_env",
 ]
