@@ -133,12 +133,19 @@ def test_fill_renders_the_pages_over_the_cores_and_the_page_loop_finds_them(
 ):
     data, stored = fleet
     monkeypatch.setattr(page_cache.os, "sched_getaffinity", lambda _pid: {0, 1})
-    monkeypatch.setenv("ALMANAC_PAGE_WORKERS", "2")
     jobs = [(name, host) for name in ("boards", "hosts") for host in HOSTS]
 
     def pending(job: tuple[str, str]) -> bool:
         return not page_cache.is_cached((job[0],), job[1], per_host._reads(*job))
 
+    monkeypatch.setenv(
+        "ALMANAC_PAGE_WORKERS", "1"
+    )  # one process: nothing ahead, the page loop renders
+    page_cache.fill(jobs, lambda job: per_host.render(*job), pending)
+    assert stored == [] and all(map(pending, jobs))
+    monkeypatch.delenv(
+        "ALMANAC_PAGE_WORKERS"
+    )  # the default: a second process where there are two cores
     page_cache.fill(jobs, lambda job: per_host.render(*job), pending)
     assert len(stored) == 2  # this process's share; the worker stored the other two
     folder = next((Path(page_cache.cache_dir()) / "pages").iterdir())

@@ -2,7 +2,7 @@
 
 * before the build: load every artifact once (pipelines.dataset) and keep that set for the build;
   the per-host pages not in the page cache rendered ahead, over ALMANAC_PAGE_WORKERS processes
-  (pipelines.site.page_cache; one by default);
+  (pipelines.site.page_cache; two by default, where there are two cores);
 * per page: turn the site-root placeholder of raw HTML links into the page's relative path; index a
   data-heavy page for search by its prose and the distinct names in its tables (not every figure);
   what Markdown and the theme made of a page whose inputs did not change is taken from the cache

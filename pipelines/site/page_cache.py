@@ -363,17 +363,19 @@ def fill(
 ) -> None:
     """Render the ``pending`` of ``jobs`` (those not in the cache: their keys are computed here, once,
     before any worker starts) into the cache over the machine's cores before the build's page loop needs them:
-    ``ALMANAC_PAGE_WORKERS`` processes (default 1: none forked) each take a share, forked workers and this
-    one (the loaded set is shared with the build, copy on write). A page that fails (in a worker or here) is
-    left to the page loop, which renders what it does not find (and reports there, as always, a real error).
+    ``ALMANAC_PAGE_WORKERS`` processes (default 2: one forked beside this one, where the machine has two cores;
+    1: none) each take a share, forked workers and this one (the loaded set is shared with the build, copy on
+    write). A page that fails (in a worker or here) is left to the page loop, which renders what it does not
+    find (and reports there, as always, a real error).
 
-    Off by default: measured on the 2-core VM at 10,000 every-kind artifacts over 200 hosts, a second
-    process took a cold build from 153 to 146 s but its copied pages raised the peak by 370 MiB (PSS),
-    past issue 30's 2 GiB (benchmarks/results/cpu/site-scale-fleet-every-kind-10000.md)."""
+    Measured on the 2-core Xeon VM (python benchmarks/site_scale.py --mode fleet [--every-kind] --hosts 200
+    --sizes 10000 --reuse --builds cold, 2026-11-30): the every-kind fleet's cold build 110.9 s with one process,
+    90.5 s with two, its peak PSS 1,057 and 1,103 MiB; the reference-only fleet's 42.6 and 40.5 s, 658 and
+    680 MiB. (An older build measured 153 and 146 s, +370 MiB, and kept it off.)"""
     if not enabled():
         return
     try:
-        workers = int(os.environ.get("ALMANAC_PAGE_WORKERS", "1"))
+        workers = int(os.environ.get("ALMANAC_PAGE_WORKERS", "2"))
     except ValueError:
         workers = 1
     if workers < 2:
