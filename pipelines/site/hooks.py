@@ -3,6 +3,8 @@
 * before the build: load every artifact once (pipelines.dataset) and keep that set for the build;
   the per-host pages not in the page cache rendered ahead, over ALMANAC_PAGE_WORKERS processes
   (pipelines.site.page_cache; two by default, where there are two cores);
+* as the pages are made: a second process makes them from the end of the list, into the caches
+  (pipelines.site.page_worker);
 * per page: turn the site-root placeholder of raw HTML links into the page's relative path; index a
   data-heavy page for search by its prose and the distinct names in its tables (not every figure);
   what Markdown and the theme made of a page whose inputs did not change is taken from the cache
@@ -41,6 +43,7 @@ from pipelines.site import (
     html_cache,
     markdown,
     page_cache,
+    page_worker,
     per_host,
     set_macros,
     table_store,
@@ -182,8 +185,30 @@ def on_post_page(output: str, page: Any, **_: Any) -> str:
     return output
 
 
+@event_priority(
+    -100
+)  # after every plugin's (mkdocs-macros keeps the navigation for its pages)
+def on_nav(nav: Any, config: Any, files: Any, **_: Any) -> Any:
+    """A second process makes pages from the end of the list while the page loop works from the start
+    (pipelines.site.page_worker)."""
+    page_worker.start(config, files)
+    return nav
+
+
+@event_priority(100)  # before any plugin reads the page
+def on_pre_page(page: Any, **_: Any) -> Any:
+    page_worker.claim(page)
+    return page
+
+
 def on_env(env: Any, **_: Any) -> Any:
     """The theme's page template with its output cached by what the page is made from (pipelines.site.html_cache)."""
+    made = page_worker.finish()  # every page is made: the worker has ended
+    if made is not None:
+        print(
+            f"INFO    -  {made[0]:,} of {made[1]:,} pages made by a second process",
+            file=sys.stderr,
+        )
     return html_cache.wrap_env(env)
 
 
@@ -344,6 +369,11 @@ def write_tables(site: Path) -> None:
     """Write the CSV and JSON download of every table registered since the last call, and let them go
     (a download an earlier build made of the same rows with the same code is linked from the store:
     pipelines.site.table_store)."""
+    if (
+        page_worker.in_worker()
+    ):  # the page worker fills the caches only; the page loop writes the site
+        markdown.reset_tables()
+        return
     for digest, (headers, cells) in markdown.table_files().items():
         if digest in _WRITTEN:  # the same rows on another page: the same files
             continue
@@ -372,6 +402,7 @@ def on_post_build(config: Any, **_: Any) -> None:
         page_cache.prune()  # the cache keeps this build's pages only
         table_store.prune()  # and this build's table downloads
     finally:
+        page_worker.finish()
         page_cache.finish()
         table_store.reset()
         dataset.thaw()
@@ -386,6 +417,7 @@ def on_build_error(error: Exception, **_: Any) -> None:
     loaded it; `invoke site.build` shows that line alone."""
     from core.artifacts import STORAGE_ERRNOS, storage_error
 
+    page_worker.finish(kill=True)
     page_cache.finish()
     table_store.reset()
 

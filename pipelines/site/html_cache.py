@@ -56,6 +56,11 @@ class _Warnings(logging.Handler):
 _WARNINGS = _Warnings()
 
 
+def counter() -> logging.Handler:
+    """The handler that counts the warnings (pipelines.site.page_worker keeps it when it silences the rest)."""
+    return _WARNINGS
+
+
 def warnings_logged() -> int:
     """How many warnings this process has logged under ``mkdocs`` since the build's start (:func:`reset`):
     a step that logged one is not cached."""
@@ -303,6 +308,7 @@ def reset() -> None:
 __all__ = [
     "cached_content",
     "content_key",
+    "counter",
     "nav_digest",
     "restore",
     "store_content",

@@ -358,6 +358,16 @@ def cached(
     return text
 
 
+def workers() -> int:
+    """How many processes may render a build's pages, this one included: ``ALMANAC_PAGE_WORKERS`` (default 2),
+    at most one per core, and 1 where processes cannot be forked (pipelines.cores)."""
+    try:
+        asked = int(os.environ.get("ALMANAC_PAGE_WORKERS", "2"))
+    except ValueError:
+        asked = 1
+    return cores.workers(asked) if asked >= 2 else 1
+
+
 def fill(
     jobs: list[Any], render_one: Callable[[Any], object], pending: Callable[[Any], bool]
 ) -> None:
@@ -374,13 +384,7 @@ def fill(
     680 MiB. (An older build measured 153 and 146 s, +370 MiB, and kept it off.)"""
     if not enabled():
         return
-    try:
-        workers = int(os.environ.get("ALMANAC_PAGE_WORKERS", "2"))
-    except ValueError:
-        workers = 1
-    if workers < 2:
-        return
-    n = cores.workers(workers)
+    n = workers()
     if n < 2:
         return
     jobs = [j for j in jobs if pending(j)]
@@ -467,6 +471,7 @@ __all__ = [
     "code_digest",
     "enabled",
     "fill",
+    "workers",
     "is_cached",
     "key",
     "prune",
