@@ -318,3 +318,45 @@ def test_the_same_words_outside_a_cut_note_are_still_a_truncated_list(
         and "a truncated list" in problems[0]
         and "first 5 of 9" in problems[0]
     )
+
+
+@pytest.mark.integration  # forks a process
+def test_the_pages_are_parsed_over_two_processes_and_each_entry_comes_back(
+    tmp_path, monkeypatch
+):
+    """The check's misses shared with a forked process: every entry is there, the same as made here, and made
+    by both processes; an entry the other process did not hand back is made here."""
+    import os
+
+    from pipelines import cores
+
+    monkeypatch.setenv("ALMANAC_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(consistency, "PARALLEL_FROM", 2)
+    monkeypatch.setattr(cores, "available", lambda: 2)
+    jobs = []
+    for i in range(9):
+        p = tmp_path / f"p{i}.html"
+        p.write_text(f"<p>{i}</p>")
+        jobs.append((f"k{i}", p, p.name))
+    me = os.getpid()
+
+    def make(path, name):
+        return [name, path.read_text(), os.getpid() == me]
+
+    memo = consistency._Memo()
+    consistency._fill(memo, jobs, make)
+    got = [memo.get(k) for k, _p, _n in jobs]
+    assert [g[:2] for g in got] == [[p.name, p.read_text()] for _k, p, _n in jobs]
+    assert {g[2] for g in got} == {
+        True,
+        False,
+    }  # some made here, some in the other process
+
+    def only_here(path, name):  # the other process hands nothing back
+        if os.getpid() != me:
+            os._exit(1)
+        return [name]
+
+    memo = consistency._Memo()
+    consistency._fill(memo, jobs, only_here)
+    assert [memo.get(k) for k, _p, _n in jobs] == [[n] for _k, _p, n in jobs]

@@ -37,6 +37,7 @@ from typing import Any
 
 from lxml import etree
 
+from pipelines import cores
 from pipelines.site.sigfig import sig
 
 SKIP_DIRS = ("assets", "data", "search", "schema")
@@ -204,9 +205,11 @@ class _Memo:
         return hashlib.sha256(name.encode() + b"\0" + body).hexdigest()
 
     def get(self, key: str) -> Any:
-        hit = self.old.get(key)
-        if hit is not None:
-            self.now[key] = hit
+        hit = self.now.get(key)
+        if hit is None:
+            hit = self.old.get(key)
+            if hit is not None:
+                self.now[key] = hit
         return hit
 
     def put(self, key: str, value: Any) -> None:
@@ -301,19 +304,13 @@ def check(
     marks: list[Mark] = []
     cuts: list[Mark] = []
     memo = _Memo()
+    read = []
     for path in pages(site):
         rel = path.relative_to(site).as_posix()
-        body = path.read_bytes()
-        key = memo.key(rel, body)
+        read.append((rel, path, memo.key(rel, path.read_bytes())))
+    _fill(memo, [(key, path, rel) for rel, path, key in read], _page_entry)
+    for rel, _path, key in read:
         hit = memo.get(key)
-        if hit is None:
-            pg = parse(rel, body)
-            hit = {
-                "marks": [[m.kind, m.attrs, m.text] for m in pg.marks],
-                "cuts": [[m.attrs, m.text] for m in pg.cuts],
-                "problems": _page_findings(pg),
-            }
-            memo.put(key, hit)
         marks += [Mark(rel, k, a, t) for k, a, t in hit["marks"]]
         cuts += [Mark(rel, "cut", a, t) for a, t in hit["cuts"]]
         problems += hit["problems"]
@@ -329,20 +326,69 @@ def check(
     return problems
 
 
+def _page_entry(path: Path, rel: str) -> dict[str, Any]:
+    """What the check keeps of one page: its marks, its cut notes and its own problems."""
+    pg = parse(rel, path.read_bytes())
+    return {
+        "marks": [[m.kind, m.attrs, m.text] for m in pg.marks],
+        "cuts": [[m.attrs, m.text] for m in pg.cuts],
+        "problems": _page_findings(pg),
+    }
+
+
+PARALLEL_FROM = 64  # pages or tables to parse before a second process is worth forking
+
+
+def _fill(
+    memo: _Memo, jobs: list[tuple[str, Path, str]], make: Callable[[Path, str], Any]
+) -> None:
+    """Each job's (key, path, name) entry in ``memo``: kept, else ``make(path, name)``, the misses shared with
+    a forked process where there are two cores (its entries handed back through a file; any it did not
+    hand back are made here)."""
+    todo = [(k, p, n) for k, p, n in jobs if memo.get(k) is None]
+    todo = list(
+        {k: (k, p, n) for k, p, n in todo}.values()
+    )  # one page's bytes twice: one entry
+    n = cores.workers(2) if len(todo) >= PARALLEL_FROM else 1
+    if n < 2:
+        for k, p, name in todo:
+            memo.put(k, make(p, name))
+        return
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="almanac-check-") as tmp:
+        handed = Path(tmp) / "entries.json"
+
+        def share(w: int) -> None:
+            got = {k: make(p, name) for k, p, name in todo[w::n]}
+            if w == 0:
+                for k, v in got.items():
+                    memo.put(k, v)
+            else:
+                handed.with_name(f"entries-{w}.json").write_text(json.dumps(got))
+
+        cores.in_forks(n, share)
+        for w in range(1, n):
+            try:
+                got = json.loads(handed.with_name(f"entries-{w}.json").read_text())
+            except (OSError, ValueError):
+                got = {}
+            for k, p, name in todo[w::n]:
+                memo.put(k, got[k] if k in got else make(p, name))
+
+
 def _check_tables(site: Path, memo: _Memo | None = None) -> list[str]:
     out: list[str] = []
     tables = site / "tables"
     if not tables.is_dir():
         return out
+    memo = memo if memo is not None else _Memo()
+    jobs = []
     for p in sorted(tables.glob("*.json")):
-        body = p.read_bytes()
-        key = _Memo.key(f"tables/{p.name}", body)
-        hit = memo.get(key) if memo is not None else None
-        if hit is None:
-            hit = _table_findings(p.name, body)
-            if memo is not None:
-                memo.put(key, hit)
-        out += hit
+        jobs.append((_Memo.key(f"tables/{p.name}", p.read_bytes()), p, p.name))
+    _fill(memo, jobs, lambda p, name: _table_findings(name, p.read_bytes()))
+    for key, _p, _name in jobs:
+        out += memo.get(key)
     return out
 
 
