@@ -64,7 +64,8 @@ def _build_locked(c: Context, site: Path, if_changed: bool) -> None:
     groups = fresh.with_name(f"{fresh.name}.groups.json")
     result = run(
         c,
-        f"{sys.executable} -m mkdocs build --strict --site-dir {shlex.quote(str(fresh))}",
+        # MkDocs' own build, left without the interpreter's teardown (pipelines/site/mkdocs_build.py)
+        f"{sys.executable} -m pipelines.site.mkdocs_build --strict --site-dir {shlex.quote(str(fresh))}",
         hide="both",
         # the build reads no input: invoke's thread that forwards stdin would poll it all build long
         in_stream=False,
