@@ -16,6 +16,10 @@ the page loop finds there whatever the worker made first:
   meet somewhere in the middle and the worker stops there;
 * once every page is made (``finish``, from ``on_env``) the worker has ended; a failed build ends it too.
 
+Measured on the 2-core VM against one process (benchmarks/results/cpu/site-scale-round8.md): a cold build
+10-30% faster and a rebuild after one more host 13-20%, for +0.1-0.2 GiB of peak memory at 10,000 artifacts and
++0.6-1.1 GiB at 100,000 (each process touches, and so copies, part of the loaded set it shares).
+
 The claims are one byte per page in memory both processes share, changed under one lock. A page the worker
 failed on is made by the loop, which reports its error where it always did. Off where the page cache is
 off, with one core, with ``ALMANAC_PAGE_WORKERS=1``, or when the build runs beside other threads
