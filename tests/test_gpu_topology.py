@@ -435,18 +435,22 @@ def test_numa_and_cpu_mask_reach_llama_cpp(tmp_path, monkeypatch):
 
     path = tmp_path / "tiny-llama-q8_0.gguf"
     synth.write_gguf("tiny-llama", "Q8_0", path)
-    two = placement.HostView(
-        gpus=0, gpus_on_host=0, numa_nodes=2, cpus=frozenset(os.sched_getaffinity(0))
-    )
+    cpus = os.sched_getaffinity(0)
+    two = placement.HostView(gpus=0, gpus_on_host=0, numa_nodes=2, cpus=frozenset(cpus))
     monkeypatch.setattr(placement.HostView, "here", classmethod(lambda cls: two))
-    res = run_job(
-        {
-            "backend": "llama_cpp",
-            "model": resolve(str(path)).to_dict(),
-            "settings": {"n_threads": 1, "numa": "distribute", "cpu_mask": "0x1"},
-            "test": {"kind": "rate", "n_gen": 4, "repetitions": 2},
-        }
-    )
+    try:
+        res = run_job(
+            {
+                "backend": "llama_cpp",
+                "model": resolve(str(path)).to_dict(),
+                "settings": {"n_threads": 1, "numa": "distribute", "cpu_mask": "0x1"},
+                "test": {"kind": "rate", "n_gen": 4, "repetitions": 2},
+            }
+        )
+    finally:
+        # the job ran in this process (a run's job has a process of its own): the mask it set is undone, or
+        # every later test of this pytest worker, and every process it starts, would run on CPU 0 alone
+        os.sched_setaffinity(0, cpus)
     assert res["status"] == "ok", res.get("error")
     eff = res["load"]["effective_settings"]
     assert (eff["numa"], eff["numa_nodes"], eff["cpu_mask"]) == ("distribute", 2, "0x1")
