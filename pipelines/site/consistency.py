@@ -346,9 +346,6 @@ def _fill(
     a forked process where there are two cores (its entries handed back through a file; any it did not
     hand back are made here)."""
     todo = [(k, p, n) for k, p, n in jobs if memo.get(k) is None]
-    todo = list(
-        {k: (k, p, n) for k, p, n in todo}.values()
-    )  # one page's bytes twice: one entry
     n = cores.workers(2) if len(todo) >= PARALLEL_FROM else 1
     if n < 2:
         for k, p, name in todo:
